@@ -1,0 +1,136 @@
+#include "autograd/engine.h"
+
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "ops/elementwise.h"
+
+namespace lt::autograd {
+namespace {
+std::atomic<uint64_t> next_sequence{0};
+}
+Node::Node() : sequence(next_sequence.fetch_add(1)) {}
+}  // namespace lt::autograd
+
+namespace lt {
+
+namespace {
+
+using autograd::Node;
+
+Tensor sum_gradients(const Tensor& a, const Tensor& b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  return ops::add(a, b);
+}
+
+void check_gradient_matches(const Tensor& grad, const TensorImpl& leaf, const char* where) {
+  LT_CHECK(grad.shape() == leaf.shape, where, ": gradient of shape ", shape_str(grad.shape()),
+           " for a tensor of shape ", shape_str(leaf.shape));
+}
+
+}  // namespace
+
+void backward(const Tensor& root, const Tensor& grad_root) {
+  LT_CHECK(root.defined() && root.requires_grad(),
+           "backward() on a tensor that does not require grad: ", root.str());
+  Tensor seed = grad_root;
+  if (!seed.defined()) {
+    LT_CHECK(root.numel() == 1, "backward() without a gradient needs a one-element root, got ",
+             root.str());
+    seed = Tensor::full(root.shape(), 1.0, root.dtype(), root.device());
+  }
+  LT_CHECK(seed.shape() == root.shape(), "backward(): gradient shape ", shape_str(seed.shape()),
+           " does not match root ", shape_str(root.shape()));
+
+  NoGradGuard no_grad;  // backward closures must not record a graph of their own
+
+  if (root.is_leaf()) {  // d root / d root
+    Tensor g = root.grad().defined() ? ops::add(root.grad(), seed) : seed.clone();
+    root.set_grad(g);
+    for (const auto& hook : root.grad_ready_hooks()) hook(root);
+    return;
+  }
+
+  // Discover the graph and count, per node, the edges that lead into it.
+  std::shared_ptr<Node> start = root.grad_fn();
+  LT_CHECK(start->backward || start->is_leaf_accumulator(),
+           "backward() through a graph that was already freed (",
+           start->name, "); run the forward again");
+  std::unordered_map<Node*, int> dependencies;
+  std::unordered_map<TensorImpl*, int> accumulators_per_leaf;
+  std::vector<Node*> stack{start.get()};
+  std::unordered_set<Node*> seen{start.get()};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (n->is_leaf_accumulator()) ++accumulators_per_leaf[n->leaf.get()];
+    for (const auto& e : n->next) {
+      if (!e.node) continue;
+      ++dependencies[e.node.get()];
+      if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+    }
+  }
+
+  auto newer_first = [](const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) {
+    return a->sequence < b->sequence;
+  };
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>,
+                      decltype(newer_first)>
+      ready(newer_first);
+  std::unordered_map<Node*, std::vector<Tensor>> pending;  // gradients per output slot
+  std::unordered_map<TensorImpl*, Tensor> leaf_sums;
+  std::unordered_set<TensorImpl*> handed_to_leaves;
+
+  pending[start.get()].resize(start->num_outputs);
+  pending[start.get()][root.output_index()] = seed;
+  ready.push(start);
+
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = ready.top();
+    ready.pop();
+    std::vector<Tensor> grads = std::move(pending[node.get()]);
+    pending.erase(node.get());
+
+    if (node->is_leaf_accumulator()) {
+      TensorImpl* leaf = node->leaf.get();
+      leaf_sums[leaf] = sum_gradients(leaf_sums[leaf], grads.empty() ? Tensor() : grads[0]);
+      if (--accumulators_per_leaf[leaf] == 0) {
+        Tensor param(node->leaf);
+        Tensor g = leaf_sums[leaf];
+        leaf_sums.erase(leaf);
+        if (g.defined()) {
+          check_gradient_matches(g, *leaf, "backward");
+          // One tensor may be the gradient of several leaves (a + b); later
+          // in-place edits of one .grad must not reach another.
+          if (!handed_to_leaves.insert(g.impl()).second) g = g.clone();
+          param.set_grad(param.grad().defined() ? ops::add(param.grad(), g) : g);
+          for (const auto& hook : param.grad_ready_hooks()) hook(param);
+        }
+      }
+      node->leaf.reset();
+      continue;
+    }
+
+    LT_CHECK(node->backward, "backward() through a freed graph at ", node->name);
+    std::vector<Tensor> input_grads = node->backward(grads);
+    LT_CHECK(input_grads.size() == node->next.size(), node->name, " returned ",
+             input_grads.size(), " gradients for ", node->next.size(), " inputs");
+    std::vector<autograd::Edge> edges = std::move(node->next);
+    node->release();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const auto& e = edges[i];
+      if (!e.node) continue;
+      auto& slots = pending[e.node.get()];
+      if (slots.empty()) slots.resize(e.node->num_outputs);
+      slots[e.input_slot] = sum_gradients(slots[e.input_slot], input_grads[i]);
+      if (--dependencies[e.node.get()] == 0) ready.push(e.node);
+    }
+  }
+}
+
+}  // namespace lt

@@ -1,0 +1,10 @@
+#pragma once
+// Each subcommand registers itself on the app and runs from its callback;
+// errors propagate as lt::Error to main(), which prints them.
+#include <CLI/CLI.hpp>
+
+namespace lt::cli {
+
+void add_info_command(CLI::App& app);
+
+}  // namespace lt::cli

@@ -1,0 +1,26 @@
+// The lazytrain program: one binary, one subcommand per job.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"lazytrain: train large language models on one GPU smaller than the model"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", LT_VERSION);
+  lt::cli::add_info_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const lt::Error& e) {
+    std::fprintf(stderr, "lazytrain: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lazytrain: unexpected error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

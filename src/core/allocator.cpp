@@ -1,0 +1,80 @@
+#include "core/allocator.h"
+
+#include <cstdlib>
+#include <mutex>
+
+#include "core/error.h"
+#ifdef LT_WITH_CUDA
+#include "core/cuda/device_info.h"
+#endif
+
+namespace lt {
+
+void AllocationCounters::on_allocate(size_t bytes) {
+  int64_t now = current_.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+  int64_t peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+  count_.fetch_add(1);
+  live_.fetch_add(1);
+}
+
+void AllocationCounters::on_deallocate(size_t bytes) {
+  current_.fetch_sub(static_cast<int64_t>(bytes));
+  live_.fetch_sub(1);
+}
+
+AllocatorStats AllocationCounters::snapshot() const {
+  return {current_.load(), peak_.load(), count_.load(), live_.load()};
+}
+
+void AllocationCounters::reset_peak() { peak_.store(current_.load()); }
+
+void* CpuAllocator::allocate(size_t bytes) {
+  // aligned_alloc wants a size that is a multiple of the alignment; a
+  // zero-byte request still gets one line so the pointer is unique.
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded == 0) rounded = kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  LT_CHECK(p != nullptr, "host allocation of ", bytes, " bytes failed (",
+           counters_.snapshot().current_bytes, " bytes already allocated)");
+  counters_.on_allocate(bytes);
+  return p;
+}
+
+void CpuAllocator::deallocate(void* ptr, size_t bytes) {
+  if (ptr == nullptr) return;
+  std::free(ptr);
+  counters_.on_deallocate(bytes);
+}
+
+CpuAllocator& cpu_allocator() {
+  static CpuAllocator* instance = new CpuAllocator();  // never destroyed: tensors may outlive statics
+  return *instance;
+}
+
+namespace {
+std::mutex registry_mutex;
+Allocator* (*cuda_factory)(int) = nullptr;
+}  // namespace
+
+void register_device_allocator(DeviceKind kind, Allocator* (*factory)(int)) {
+  LT_CHECK(kind == DeviceKind::CUDA, "only CUDA allocators can be registered");
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  cuda_factory = factory;
+}
+
+
+Allocator& default_allocator(Device device) {
+  if (device.is_cpu()) return cpu_allocator();
+#ifdef LT_WITH_CUDA
+  static const bool registered = (cuda::register_backend(), true);
+  (void)registered;
+#endif
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  LT_CHECK(cuda_factory != nullptr, "device ", device.str(),
+           " requested but this build has no CUDA backend (configure with -DLT_CUDA=ON)");
+  return *cuda_factory(device.index);
+}
+
+}  // namespace lt

@@ -1,0 +1,73 @@
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "core/allocator.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace lt {
+namespace {
+
+TEST(CpuAllocator, CountsCurrentPeakAndCalls) {
+  CpuAllocator alloc;
+  void* a = alloc.allocate(1000);
+  void* b = alloc.allocate(24);
+  EXPECT_EQ(alloc.stats().current_bytes, 1024);
+  EXPECT_EQ(alloc.stats().live_allocations, 2);
+  alloc.deallocate(a, 1000);
+  EXPECT_EQ(alloc.stats().current_bytes, 24);
+  EXPECT_EQ(alloc.stats().peak_bytes, 1024);
+  EXPECT_EQ(alloc.stats().allocation_count, 2);
+  alloc.reset_peak();
+  EXPECT_EQ(alloc.stats().peak_bytes, 24);
+  alloc.deallocate(b, 24);
+  EXPECT_EQ(alloc.stats().current_bytes, 0);
+  EXPECT_EQ(alloc.stats().live_allocations, 0);
+}
+
+TEST(CpuAllocator, AlignsTo64BytesEvenForOddAndZeroSizes) {
+  CpuAllocator alloc;
+  for (size_t bytes : {0, 1, 3, 63, 65, 4097}) {
+    void* p = alloc.allocate(bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << bytes;
+    alloc.deallocate(p, bytes);
+  }
+}
+
+TEST(CpuAllocator, TensorsReturnTheirStorage) {
+  CpuAllocator alloc;
+  {
+    Tensor t = Tensor::empty({10, 10}, DType::F32, alloc);
+    Tensor view = t.slice(0, 2, 5);
+    EXPECT_EQ(alloc.stats().current_bytes, 400);
+    t = Tensor();
+    EXPECT_EQ(alloc.stats().current_bytes, 400) << "a view keeps the storage alive";
+  }
+  EXPECT_EQ(alloc.stats().current_bytes, 0);
+}
+
+TEST(ThreadPool, CoversEveryIndexOnceAndPropagatesErrors) {
+  ThreadPool pool(4);
+  std::vector<int> hits(100003, 0);
+  pool.parallel_for(0, static_cast<int64_t>(hits.size()), 100, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i]++;
+  });
+  for (int h : hits) ASSERT_EQ(h, 1);
+  EXPECT_THROW(pool.parallel_for(0, 1000, 1,
+                                 [](int64_t b, int64_t) {
+                                   if (b >= 500) throw Error("boom");
+                                 }),
+               Error);
+  // Nested calls run inline and still cover their range.
+  std::atomic<int64_t> total{0};
+  pool.parallel_for(0, 8, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      pool.parallel_for(0, 10, 1, [&](int64_t b2, int64_t e2) { total += e2 - b2; });
+    }
+  });
+  EXPECT_EQ(total.load(), 80);
+}
+
+}  // namespace
+}  // namespace lt
