@@ -1,0 +1,38 @@
+#include "autograd/functions.h"
+#include "autograd/record.h"
+#include "ops/matmul.h"
+
+namespace lt {
+
+using autograd::record;
+
+// The gradient of a reads only b and that of b only a, so each closure
+// keeps just the tensors its wanted gradients read: a frozen operand's
+// partner is not held alive by the tape.
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  Tensor da = a.detach(), db = b.detach();
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  const bool b_shared = db.dim() == 2;
+  Tensor saved_a = need_b ? da : Tensor(), saved_b = need_a ? db : Tensor();
+  return record("matmul", {a, b}, ops::matmul(da, db, trans_a, trans_b), [=](const Tensor& g) {
+    return std::vector<Tensor>{
+        need_a ? ops::matmul_backward_a(g, saved_b, trans_a, trans_b) : Tensor(),
+        need_b ? ops::matmul_backward_b(g, saved_a, trans_a, trans_b, b_shared) : Tensor()};
+  });
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensor dx = x.detach(), dw = weight.detach();
+  Tensor db = bias.defined() ? bias.detach() : Tensor();
+  const bool need_x = x.requires_grad(), need_weight = weight.requires_grad();
+  const bool need_bias = bias.defined() && bias.requires_grad();
+  Tensor saved_x = need_weight ? dx : Tensor(), saved_weight = need_x ? dw : Tensor();
+  return record("linear", {x, weight, bias}, ops::linear(dx, dw, db), [=](const Tensor& g) {
+    ops::LinearGrads grads =
+        ops::linear_backward(g, saved_x, saved_weight, need_x, need_weight, need_bias);
+    return std::vector<Tensor>{grads.x, grads.weight, grads.bias};
+  });
+}
+
+}  // namespace lt
