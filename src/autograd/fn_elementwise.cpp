@@ -33,8 +33,10 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor da = a.detach(), db = b.detach();
   Tensor out = ops::div(da, db);
   bool need_b = b.requires_grad();
-  // d(a/b)/db = -a/b^2 = -out/b; keep `out` rather than recompute it.
-  Tensor saved_out = need_b ? out : Tensor();
+  // d(a/b)/db = -a/b^2 = -out/b; keep `out` rather than recompute it. A
+  // detached handle: the returned one will own this node, and the node
+  // must not own it back.
+  Tensor saved_out = need_b ? out.detach() : Tensor();
   return record("div", {a, b}, out, [da, db, saved_out](const Tensor& g) {
     Tensor gb;
     if (saved_out.defined()) {
