@@ -1,0 +1,99 @@
+#include "io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace lt::io {
+
+namespace {
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+// Distinct per process and per call, so concurrent writers of the same
+// target (threads or processes) never share a temporary file.
+std::filesystem::path temp_path_for(const std::filesystem::path& target, int attempt) {
+  static std::atomic<uint64_t> counter{0};
+  std::string name = "." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
+                     std::to_string(counter.fetch_add(1)) + "-" + std::to_string(attempt);
+  return target.parent_path() / name;
+}
+
+}  // namespace
+
+AtomicFileWriter::AtomicFileWriter(std::filesystem::path target) : target_(std::move(target)) {
+  LT_CHECK(!target_.filename().empty(), "cannot write '", target_.string(), "': not a file name");
+  for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
+    temp_ = temp_path_for(target_, attempt);
+    // 0666 filtered by the umask gives the permissions a plain create would.
+    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ < 0 && errno != EEXIST) break;
+  }
+  if (fd_ < 0) {
+    fail("cannot write '", target_.string(), "': creating temporary file '", temp_.string(),
+         "' failed: ", errno_text());
+  }
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temp_.c_str());
+}
+
+void AtomicFileWriter::write(const void* data, size_t nbytes) {
+  LT_CHECK(fd_ >= 0 && !committed_, "write to '", target_.string(), "' after commit");
+  const char* p = static_cast<const char*>(data);
+  while (nbytes > 0) {
+    // Large single writes are split: some kernels cap one write near 2 GiB.
+    size_t chunk = std::min<size_t>(nbytes, size_t{1} << 30);
+    ssize_t n = ::write(fd_, p, chunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write '", target_.string(), "': write failed after ", written_,
+           " bytes: ", errno_text());
+    }
+    p += n;
+    nbytes -= static_cast<size_t>(n);
+    written_ += static_cast<size_t>(n);
+  }
+}
+
+void AtomicFileWriter::commit() {
+  LT_CHECK(fd_ >= 0 && !committed_, "commit of '", target_.string(), "' twice");
+  if (::fsync(fd_) != 0)
+    fail("cannot write '", target_.string(), "': fsync failed: ", errno_text());
+  int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) fail("cannot write '", target_.string(), "': close failed: ", errno_text());
+  if (::rename(temp_.c_str(), target_.c_str()) != 0) {
+    fail("cannot write '", target_.string(), "': rename from '", temp_.string(),
+         "' failed: ", errno_text());
+  }
+  committed_ = true;
+  // The rename is durable only once the folder's entry is on disk. Some
+  // filesystems refuse fsync on a directory; the file itself is already
+  // complete, so that is not an error.
+  std::filesystem::path dir = target_.parent_path();
+  if (dir.empty()) dir = ".";
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void write_file_atomic(const std::filesystem::path& path, const std::string& text) {
+  AtomicFileWriter out(path);
+  out.write(text);
+  out.commit();
+}
+
+}  // namespace lt::io

@@ -1,0 +1,41 @@
+#pragma once
+// Atomic file replacement: bytes go to a temporary file in the target's
+// folder, which is fsync'd and then renamed over the target. A reader sees
+// either the old file or the complete new one, never a torn write, even if
+// the process dies or the machine loses power mid-save. The temporary file
+// lives in the same folder because rename(2) is atomic only within one
+// filesystem.
+#include <cstddef>
+#include <filesystem>
+#include <string>
+
+namespace lt::io {
+
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(std::filesystem::path target);
+  // Removes the temporary file unless commit() succeeded.
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(const void* data, size_t nbytes);
+  void write(const std::string& text) { write(text.data(), text.size()); }
+  // fsync, close, rename over the target, fsync the folder.
+  void commit();
+
+  const std::filesystem::path& target() const { return target_; }
+  size_t bytes_written() const { return written_; }
+
+ private:
+  std::filesystem::path target_;
+  std::filesystem::path temp_;
+  int fd_ = -1;
+  size_t written_ = 0;
+  bool committed_ = false;
+};
+
+// Replaces `path` with `text` atomically (config.json, index json, ...).
+void write_file_atomic(const std::filesystem::path& path, const std::string& text);
+
+}  // namespace lt::io

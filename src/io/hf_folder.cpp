@@ -1,0 +1,228 @@
+#include "io/hf_folder.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "io/atomic_file.h"
+
+namespace lt::io {
+
+namespace {
+
+using nlohmann::json;
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open '", path.string(), "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail("cannot read '", path.string(), "'");
+  return ss.str();
+}
+
+// A shard must be a plain file name inside the folder: an index naming
+// "../x" or "/etc/x" must not make us open files elsewhere.
+bool is_plain_file_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
+
+std::string shard_file_name(size_t index, size_t count) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", index + 1, count);
+  return buf;
+}
+
+}  // namespace
+
+HfWeights::HfWeights(const std::filesystem::path& folder) : folder_(folder) {
+  const auto single = folder_ / kHfWeightsFile;
+  const auto index = folder_ / kHfIndexFile;
+  if (std::filesystem::exists(single)) {
+    auto file = std::make_shared<const SafetensorsFile>(single);
+    for (const auto& name : file->names()) weight_map_[name] = kHfWeightsFile;
+    open_[kHfWeightsFile] = std::move(file);
+    return;
+  }
+  if (!std::filesystem::exists(index)) {
+    fail("model folder '", folder_.string(), "' holds neither ", kHfWeightsFile, " nor ",
+         kHfIndexFile);
+  }
+  sharded_ = true;
+  const std::string label = index.string();
+  json root;
+  try {
+    root = json::parse(read_text(index));
+  } catch (const json::exception& err) {
+    fail("index '", label, "': not valid JSON: ", err.what());
+  }
+  if (!root.is_object()) fail("index '", label, "': expected a JSON object");
+  auto wm = root.find("weight_map");
+  if (wm == root.end()) fail("index '", label, "': field 'weight_map': missing");
+  if (!wm->is_object()) {
+    fail("index '", label, "': field 'weight_map': expected an object, got ", wm->type_name());
+  }
+  if (wm->empty()) fail("index '", label, "': field 'weight_map': lists no tensors");
+  for (const auto& [name, file] : wm->items()) {
+    if (!file.is_string()) {
+      fail("index '", label, "': field 'weight_map': tensor '", name, "' maps to a ",
+           file.type_name(), ", expected a shard file name");
+    }
+    const auto& f = file.get_ref<const std::string&>();
+    if (!is_plain_file_name(f)) {
+      fail("index '", label, "': field 'weight_map': tensor '", name, "' maps to '", f,
+           "', which is not a file name inside the folder");
+    }
+    weight_map_[name] = f;
+    shard_names_[f].push_back(name);
+  }
+}
+
+std::vector<std::string> HfWeights::names() const {
+  std::vector<std::string> out;
+  out.reserve(weight_map_.size());
+  for (const auto& [name, file] : weight_map_) out.push_back(name);
+  return out;
+}
+
+const SafetensorsFile& HfWeights::shard(const std::string& file,
+                                        const std::string& for_tensor) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = open_.find(file);
+  if (it != open_.end()) return *it->second;
+  const auto path = folder_ / file;
+  if (!std::filesystem::exists(path)) {
+    fail("model folder '", folder_.string(), "': shard '", file, "' (listed in ", kHfIndexFile,
+         " for tensor '", for_tensor, "') does not exist");
+  }
+  auto opened = std::make_shared<const SafetensorsFile>(path);
+  // Every name the index puts in this shard must be there; checked once per
+  // shard so that a stale index is caught whichever tensor is asked first.
+  for (const auto& name : shard_names_.at(file)) {
+    if (!opened->contains(name)) {
+      fail("model folder '", folder_.string(), "': ", kHfIndexFile, " maps tensor '", name,
+           "' to shard '", file, "', which does not hold it");
+    }
+  }
+  return *open_.emplace(file, std::move(opened)).first->second;
+}
+
+const SafetensorsEntry& HfWeights::entry(const std::string& name) const {
+  auto it = weight_map_.find(name);
+  if (it == weight_map_.end()) {
+    fail("model folder '", folder_.string(), "' has no tensor '", name, "'");
+  }
+  return shard(it->second, name).entry(name);
+}
+
+Tensor HfWeights::tensor(const std::string& name) const {
+  auto it = weight_map_.find(name);
+  if (it == weight_map_.end()) {
+    fail("model folder '", folder_.string(), "' has no tensor '", name, "'");
+  }
+  return shard(it->second, name).tensor(name);
+}
+
+NamedTensors HfWeights::tensors() const {
+  NamedTensors out;
+  out.reserve(weight_map_.size());
+  for (const auto& [name, file] : weight_map_) out.emplace_back(name, tensor(name));
+  return out;
+}
+
+void HfWeights::check_all() const {
+  for (const auto& [file, names] : shard_names_) shard(file, names.front());
+}
+
+std::map<std::string, Tensor> read_hf_weights(const std::filesystem::path& folder) {
+  HfWeights weights(folder);
+  std::map<std::string, Tensor> out;
+  for (auto& [name, t] : weights.tensors()) out.emplace(name, std::move(t));
+  return out;
+}
+
+std::vector<std::string> write_hf_weights(const std::filesystem::path& folder,
+                                          const NamedTensors& tensors,
+                                          const HfWriteOptions& options) {
+  LT_CHECK(options.max_shard_bytes > 0, "max shard size must be positive");
+  LT_CHECK(!tensors.empty(), "no tensors to write to '", folder.string(), "'");
+  std::set<std::string> seen;
+  for (const auto& [name, t] : tensors) {
+    LT_CHECK(seen.insert(name).second, "tensor name '", name, "' appears twice");
+  }
+
+  // huggingface_hub's split_state_dict_into_shards: fill shards in order;
+  // a tensor bigger than the limit is put in a shard of its own at once,
+  // while the shard being filled stays open.
+  std::vector<std::vector<size_t>> shards;
+  std::vector<size_t> current;
+  uint64_t current_bytes = 0;
+  uint64_t total_bytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const uint64_t nbytes = tensors[i].second.nbytes();
+    total_bytes += nbytes;
+    if (nbytes > options.max_shard_bytes) {
+      shards.push_back({i});
+      continue;
+    }
+    if (current_bytes + nbytes > options.max_shard_bytes) {
+      shards.push_back(std::move(current));
+      current = {};
+      current_bytes = 0;
+    }
+    current.push_back(i);
+    current_bytes += nbytes;
+  }
+  if (!current.empty()) shards.push_back(std::move(current));
+
+  std::filesystem::create_directories(folder);
+  std::vector<std::string> written;
+  json weight_map = json::object();
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const std::string file =
+        shards.size() == 1 ? kHfWeightsFile : shard_file_name(s, shards.size());
+    // Largest element size first (then by name), as the safetensors library
+    // orders them: every tensor then starts aligned to its element size,
+    // so readers can map it without copying.
+    std::vector<size_t> order = shards[s];
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      size_t sa = dtype_size(tensors[a].second.dtype());
+      size_t sb = dtype_size(tensors[b].second.dtype());
+      return sa != sb ? sa > sb : tensors[a].first < tensors[b].first;
+    });
+    NamedTensors shard;
+    for (size_t i : order) {
+      shard.push_back(tensors[i]);
+      weight_map[tensors[i].first] = file;
+    }
+    write_safetensors(folder / file, shard, options.metadata);
+    written.push_back(file);
+  }
+  if (shards.size() > 1) {
+    json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
+    // nlohmann's objects are sorted by key, and dump(2) matches the
+    // json.dumps(indent=2, sort_keys=True) that transformers writes.
+    write_file_atomic(folder / kHfIndexFile, index.dump(2) + "\n");
+    written.push_back(kHfIndexFile);
+  }
+
+  // Remove what an earlier save left behind and this one did not replace;
+  // a stale model.safetensors would shadow the new index.
+  static const std::regex shard_pattern(R"(model-\d{5}-of-\d{5}\.safetensors)");
+  std::set<std::string> keep(written.begin(), written.end());
+  for (const auto& dirent : std::filesystem::directory_iterator(folder)) {
+    const std::string name = dirent.path().filename().string();
+    if (keep.count(name)) continue;
+    if (std::regex_match(name, shard_pattern) || name == kHfWeightsFile || name == kHfIndexFile) {
+      std::filesystem::remove(dirent.path());
+    }
+  }
+  return written;
+}
+
+}  // namespace lt::io

@@ -1,0 +1,81 @@
+#pragma once
+// The weights of a Hugging Face model folder, as transformers saves them:
+// either one `model.safetensors`, or shards `model-00001-of-0000N.safetensors`
+// listed by `model.safetensors.index.json`:
+//
+//   {"metadata": {"total_size": <bytes>}, "weight_map": {"<tensor>": "<shard file>", ...}}
+//
+// When both exist, the single file wins, as it does in transformers.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace lt::io {
+
+inline constexpr const char* kHfWeightsFile = "model.safetensors";
+inline constexpr const char* kHfIndexFile = "model.safetensors.index.json";
+// transformers' default max_shard_size, "5GB", which huggingface_hub reads
+// as decimal: 5 * 10^9 bytes.
+inline constexpr uint64_t kHfDefaultMaxShardBytes = 5'000'000'000;
+
+// Read side. Shards are opened (mapped) on first use; tensors are views of
+// the mapping as SafetensorsFile gives them.
+class HfWeights {
+ public:
+  explicit HfWeights(const std::filesystem::path& folder);
+  HfWeights(const HfWeights&) = delete;
+  HfWeights& operator=(const HfWeights&) = delete;
+
+  const std::filesystem::path& folder() const { return folder_; }
+  bool sharded() const { return sharded_; }
+  std::vector<std::string> names() const;  // sorted
+  bool contains(const std::string& name) const { return weight_map_.count(name) != 0; }
+  // tensor name -> file name inside the folder
+  const std::map<std::string, std::string>& weight_map() const { return weight_map_; }
+
+  const SafetensorsEntry& entry(const std::string& name) const;
+  Tensor tensor(const std::string& name) const;
+  NamedTensors tensors() const;  // every tensor, sorted by name
+  // Opens every shard now, so that a missing shard or a tensor missing from
+  // its shard is reported before any work starts.
+  void check_all() const;
+
+ private:
+  const SafetensorsFile& shard(const std::string& file, const std::string& for_tensor) const;
+
+  std::filesystem::path folder_;
+  bool sharded_ = false;
+  std::map<std::string, std::string> weight_map_;
+  std::map<std::string, std::vector<std::string>>
+      shard_names_;           // file -> tensors the index puts there
+  mutable std::mutex mutex_;  // guards open_
+  mutable std::map<std::string, std::shared_ptr<const SafetensorsFile>> open_;
+};
+
+struct HfWriteOptions {
+  uint64_t max_shard_bytes = kHfDefaultMaxShardBytes;
+  // transformers refuses a safetensors file whose metadata lacks a known
+  // "format" ("pt", "tf", "flax", "mlx").
+  std::map<std::string, std::string> metadata = {{"format", "pt"}};
+};
+
+// Writes the weights into `folder` (created if missing): one
+// model.safetensors when everything fits in one shard, else shards plus the
+// index, split as huggingface_hub splits them (in the given order; a tensor
+// above the limit gets a shard of its own). Each file is written atomically,
+// the index last; files of an earlier save that this one does not replace
+// are removed afterwards. Returns the file names written, index last.
+std::vector<std::string> write_hf_weights(const std::filesystem::path& folder,
+                                          const NamedTensors& tensors,
+                                          const HfWriteOptions& options = {});
+
+// Every tensor of a folder, by name.
+std::map<std::string, Tensor> read_hf_weights(const std::filesystem::path& folder);
+
+}  // namespace lt::io
