@@ -81,6 +81,13 @@ Tensor rotary_embedding(const Tensor& x, const RopeTable& table,
 // Mean over targets != ignore_index; 0 when none count.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 
+// The language-model loss fused with its projection (autograd/fn_lm_loss.cpp):
+// sum over rows of cross_entropy(hidden @ weight^T, targets) / loss_denominator,
+// computed in row chunks so the [N, V] logits never exist at once (backward
+// recomputes them). hidden [N, C], weight [V, C], targets [N] integer.
+Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
+                    double loss_denominator, int64_t ignore_index = -100);
+
 // ---- attention (autograd/fn_attention.cpp) ----
 // Causal self-attention with grouped-query heads. q: [B, T, Hq, D],
 // k and v: [B, T, Hkv, D], Hq a multiple of Hkv. Result [B, T, Hq, D].

@@ -1,0 +1,78 @@
+// The language-model head's loss, fused with its projection and chunked
+// over rows so that the full [N, V] logits never exist at once: forward
+// keeps only one logsumexp per row, backward recomputes each chunk's logits.
+#include <algorithm>
+
+#include "autograd/functions.h"
+#include "autograd/record.h"
+#include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+
+namespace lt {
+
+namespace {
+
+// Rows per chunk: about 16 M logits (64 MB in f32) at a time.
+int64_t chunk_rows_for(int64_t vocab) { return std::max<int64_t>(1, (int64_t{1} << 24) / vocab); }
+
+struct Chunk {
+  int64_t begin, end;
+  int64_t count;  // counted targets in this chunk
+  Tensor lse;
+};
+
+}  // namespace
+
+Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
+                    double loss_denominator, int64_t ignore_index) {
+  LT_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
+           "lm_head_loss: hidden ", hidden.str(), " and weight ", weight.str(),
+           " do not match");
+  LT_CHECK(targets.dim() == 1 && targets.size(0) == hidden.size(0), "lm_head_loss: targets ",
+           targets.str(), " for hidden ", hidden.str());
+  LT_CHECK(loss_denominator > 0, "lm_head_loss: loss_denominator must be positive");
+  Tensor h = hidden.detach(), w = weight.detach();
+  const int64_t n = h.size(0);
+  const int64_t step = chunk_rows_for(w.size(0));
+  std::vector<Chunk> chunks;
+  double total = 0;
+  for (int64_t b = 0; b < n; b += step) {
+    int64_t e = std::min(n, b + step);
+    Tensor logits = ops::linear(h.slice(0, b, e), w);
+    ops::CrossEntropyOutput ce = ops::cross_entropy(logits, targets.slice(0, b, e), ignore_index);
+    total += ce.loss.item() * static_cast<double>(ce.count);
+    chunks.push_back({b, e, ce.count, ce.lse});
+  }
+  // f32 like cross_entropy's loss, f64 when checking gradients in f64.
+  Tensor loss = Tensor::scalar(total / loss_denominator,
+                               h.dtype() == DType::F64 ? DType::F64 : DType::F32);
+  bool need_h = hidden.requires_grad(), need_w = weight.requires_grad();
+  return autograd::record(
+      "lm_head_loss", {hidden, weight}, loss,
+      [h, w, targets, chunks, loss_denominator, ignore_index, need_h,
+       need_w](const Tensor& g) {
+        const double g_value = g.item();
+        Tensor dh = need_h ? Tensor::empty(h.shape(), h.dtype(), h.device()) : Tensor();
+        Tensor dw;
+        for (const Chunk& c : chunks) {
+          Tensor hc = h.slice(0, c.begin, c.end);
+          if (c.count == 0) {
+            if (need_h) dh.slice(0, c.begin, c.end).zero_();
+            continue;
+          }
+          Tensor logits = ops::linear(hc, w);
+          Tensor scale = Tensor::scalar(g_value * static_cast<double>(c.count) / loss_denominator,
+                                        DType::F64);
+          Tensor dlogits = ops::cross_entropy_backward(scale, logits, targets.slice(0, c.begin, c.end),
+                                                       c.lse, ignore_index, c.count);
+          ops::LinearGrads lg = ops::linear_backward(dlogits, hc, w, need_h, need_w, false);
+          if (need_h) dh.slice(0, c.begin, c.end).copy_(lg.x);
+          if (need_w) dw = dw.defined() ? ops::add(dw, lg.weight) : lg.weight;
+        }
+        if (need_w && !dw.defined()) dw = Tensor::zeros(w.shape(), w.dtype(), w.device());
+        return std::vector<Tensor>{dh, dw};
+      });
+}
+
+}  // namespace lt

@@ -1,0 +1,56 @@
+#include "models/stages.h"
+
+namespace lt::models {
+
+EmbedStage::EmbedStage(nn::Embedding tokens, nn::Embedding positions)
+    : Stage("embed"), tokens_(std::move(tokens)), positions_(std::move(positions)) {}
+
+void EmbedStage::collect(nn::NamedParameters& out) const {
+  tokens_.collect("embed.tokens", out);
+  if (positions_.weight.defined()) positions_.collect("embed.positions", out);
+}
+
+Tensor EmbedStage::forward(const Tensor& ids, const StageContext&) const {
+  LT_CHECK(ids.dim() == 2, "embed: token ids must be [batch, seq], got ", ids.str());
+  Tensor x = tokens_.forward(ids);
+  if (!positions_.weight.defined()) return x;
+  const int64_t t = ids.size(1);
+  LT_CHECK(t <= positions_.weight.size(0), "sequence of ", t, " tokens exceeds the model's ",
+           positions_.weight.size(0), " learned positions");
+  std::vector<int64_t> pos(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i) pos[i] = i;
+  Tensor p = positions_.forward(Tensor::from_vector(pos, {1, t}).to(ids.device()));
+  return add(x, p);
+}
+
+BlockStage::BlockStage(int index, nn::DecoderBlock block)
+    : Stage("block." + std::to_string(index)), block_(std::move(block)) {}
+
+void BlockStage::collect(nn::NamedParameters& out) const { block_.collect(name(), out); }
+
+Tensor BlockStage::forward(const Tensor& x, const StageContext& ctx) const {
+  return block_.forward(x, ctx.rope);
+}
+
+HeadStage::HeadStage(nn::Norm final_norm, Tensor lm_head, bool tied)
+    : Stage("head"), final_norm_(std::move(final_norm)), lm_head_(std::move(lm_head)), tied_(tied) {}
+
+void HeadStage::collect(nn::NamedParameters& out) const {
+  final_norm_.collect("head.norm", out);
+  if (!tied_) out.emplace_back("head.lm_head.weight", lm_head_);
+}
+
+Tensor HeadStage::forward(const Tensor& hidden, const StageContext& ctx) const {
+  LT_CHECK(ctx.targets.defined(), "head: no targets given");
+  LT_CHECK(ctx.targets.shape() == Shape({hidden.size(0), hidden.size(1)}), "head: targets ",
+           ctx.targets.str(), " do not match hidden ", hidden.str());
+  const int64_t rows = hidden.size(0) * hidden.size(1);
+  Tensor h = reshape(final_norm_.forward(hidden), {rows, hidden.size(2)});
+  return lm_head_loss(h, lm_head_, ctx.targets.reshape({rows}), ctx.loss_denominator);
+}
+
+Tensor HeadStage::logits(const Tensor& hidden) const {
+  return linear(final_norm_.forward(hidden), lm_head_);
+}
+
+}  // namespace lt::models
