@@ -1,0 +1,191 @@
+// `lazytrain tokenize`: text on stdin to token ids on stdout, or back.
+//
+//   lazytrain tokenize --tokenizer FILE_OR_FOLDER [--json]   < text  > ids
+//   lazytrain tokenize --tokenizer FILE_OR_FOLDER --decode   < ids   > text
+//
+// Encoding reads all of stdin byte for byte (a trailing newline is text
+// too) and adds no special tokens. Decoding reads {"ids": [...]}, a JSON
+// list, or whitespace-separated ids, and prints the text exactly.
+//
+// The hidden --bench FILE times encoding for bench/tokenizer_bench.sh: FILE
+// is JSONL, one JSON string (a document) per line; each document is encoded
+// on its own, as a data loader would.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "data/tokenizer.h"
+
+namespace lt::cli {
+
+namespace {
+
+struct TokenizeOptions {
+  std::string tokenizer;
+  bool decode = false;
+  bool json = false;
+  std::string bench_file;
+  int bench_rounds = 5;
+};
+
+std::string read_stdin() {
+  std::freopen(nullptr, "rb", stdin);
+  std::string text;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), stdin)) > 0) text.append(buffer, n);
+  if (std::ferror(stdin)) fail("reading standard input failed");
+  return text;
+}
+
+void write_stdout(std::string_view bytes) {
+  std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+  std::fflush(stdout);
+}
+
+std::vector<uint32_t> parse_ids(const std::string& input) {
+  size_t first = input.find_first_not_of(" \t\r\n");
+  std::vector<uint32_t> ids;
+  if (first == std::string::npos) return ids;
+  auto as_id = [](const nlohmann::json& value, size_t index) {
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
+        value.get<int64_t>() > UINT32_MAX) {
+      fail("stdin: ids[", index, "]: expected a non-negative integer, found ", value.dump());
+    }
+    return static_cast<uint32_t>(value.get<int64_t>());
+  };
+  if (input[first] == '{' || input[first] == '[') {
+    nlohmann::json parsed;
+    try {
+      parsed = nlohmann::json::parse(input);
+    } catch (const nlohmann::json::parse_error& e) {
+      fail("stdin: not valid JSON (", e.what(), ")");
+    }
+    const nlohmann::json* list = &parsed;
+    if (parsed.is_object()) {
+      auto it = parsed.find("ids");
+      if (it == parsed.end())
+        fail("stdin: expected {\"ids\": [...]}, the field \"ids\" is missing");
+      list = &*it;
+    }
+    if (!list->is_array())
+      fail("stdin: field \"ids\": expected a list of ids, found ", list->type_name());
+    for (size_t i = 0; i < list->size(); ++i) ids.push_back(as_id((*list)[i], i));
+    return ids;
+  }
+  std::istringstream words(input);
+  std::string word;
+  while (words >> word) {
+    size_t used = 0;
+    unsigned long long value = 0;
+    try {
+      value = std::stoull(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || value > UINT32_MAX || word[0] == '-') {
+      fail("stdin: expected token ids (non-negative integers), found \"", word, "\"");
+    }
+    ids.push_back(static_cast<uint32_t>(value));
+  }
+  return ids;
+}
+
+std::vector<std::string> read_bench_documents(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(file, ": cannot open the file");
+  std::vector<std::string> documents;
+  std::string line;
+  for (size_t line_number = 1; std::getline(in, line); ++line_number) {
+    if (line.empty()) continue;
+    try {
+      documents.push_back(nlohmann::json::parse(line).get<std::string>());
+    } catch (const nlohmann::json::exception& e) {
+      fail(file, ": line ", line_number, ": expected a JSON string (", e.what(), ")");
+    }
+  }
+  return documents;
+}
+
+// One warm-up pass (fills the word cache, as HF's fills its own), then
+// `rounds` timed passes; prints one JSON line with each pass's seconds.
+void run_bench(const data::Tokenizer& tokenizer, const TokenizeOptions& options) {
+  std::vector<std::string> documents = read_bench_documents(options.bench_file);
+  size_t bytes = 0;
+  for (const auto& document : documents) bytes += document.size();
+  std::vector<uint32_t> ids;
+  size_t tokens = 0;
+  for (const auto& document : documents) {
+    ids.clear();
+    tokenizer.encode(document, ids);
+    tokens += ids.size();
+  }
+  nlohmann::json seconds = nlohmann::json::array();
+  for (int round = 0; round < options.bench_rounds; ++round) {
+    auto start = std::chrono::steady_clock::now();
+    for (const auto& document : documents) {
+      ids.clear();
+      tokenizer.encode(document, ids);
+    }
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  nlohmann::json report = {
+      {"documents", documents.size()}, {"bytes", bytes}, {"tokens", tokens}, {"seconds", seconds}};
+  fmt::print("{}\n", report.dump());
+}
+
+void run_tokenize(const TokenizeOptions& options) {
+  data::Tokenizer tokenizer = data::Tokenizer::load(options.tokenizer);
+  if (!options.bench_file.empty()) {
+    run_bench(tokenizer, options);
+    return;
+  }
+  std::string input = read_stdin();
+  if (options.decode) {
+    write_stdout(tokenizer.decode(parse_ids(input)));
+    return;
+  }
+  std::vector<uint32_t> ids = tokenizer.encode(input);
+  std::string out;
+  out.reserve(ids.size() * 7 + 16);
+  out += options.json ? "{\"ids\": [" : "";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) out += options.json ? ", " : " ";
+    out += std::to_string(ids[i]);
+  }
+  out += options.json ? "]}\n" : "\n";
+  write_stdout(out);
+}
+
+}  // namespace
+
+void add_tokenize_command(CLI::App& app) {
+  auto options = std::make_shared<TokenizeOptions>();
+  auto* cmd = app.add_subcommand("tokenize", "Encode stdin to token ids, or decode ids to text");
+  cmd->add_option("--tokenizer", options->tokenizer,
+                  "tokenizer.json, or a folder with tokenizer.json or encoder.json + vocab.bpe")
+      ->required();
+  cmd->add_flag("--decode", options->decode,
+                "Read ids ({\"ids\": [...]} or whitespace-separated), print text");
+  cmd->add_flag("--json", options->json, "Print {\"ids\": [...]} instead of space-separated ids");
+  // Hidden (empty group): for bench/tokenizer_bench.sh only.
+  cmd->add_option("--bench", options->bench_file, "JSONL of documents to time encoding on")
+      ->group("");
+  cmd->add_option("--bench-rounds", options->bench_rounds, "timed passes over the documents")
+      ->group("");
+  cmd->callback([options] { run_tokenize(*options); });
+}
+
+}  // namespace lt::cli

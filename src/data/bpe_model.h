@@ -1,0 +1,106 @@
+#pragma once
+// The byte-level BPE model: a vocabulary of byte strings and ranked merges.
+// A word (one pre-token, as raw bytes) starts as one token per byte and
+// merges the adjacent pair of lowest rank, leftmost first, until no pair
+// merges. This is the order Hugging Face `tokenizers` uses, so ids match.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "data/json_fields.h"
+
+namespace lt::data {
+
+struct BpeOptions {
+  // Llama-3: a word that is itself in the vocabulary is one token, merges or
+  // not.
+  bool ignore_merges = false;
+  // A byte without a token becomes the token "<0xXX>" if there is one.
+  bool byte_fallback = false;
+  // Else it becomes the unknown token, runs of them fused into one if
+  // `fuse_unk`; with neither, it is dropped (as HF does).
+  std::optional<uint32_t> unk_id;
+  bool fuse_unk = false;
+};
+
+class BpeModel {
+ public:
+  // `vocab` maps token strings, written in the byte-level alphabet, to ids;
+  // `merges` lists token-string pairs, highest priority first. A merge whose
+  // parts or result are not in the vocabulary is an error naming
+  // `merges_field` and the merge's index.
+  BpeModel(const std::vector<std::pair<std::string, uint32_t>>& vocab,
+           const std::vector<std::pair<std::string, std::string>>& merges,
+           const BpeOptions& options, const JsonField& merges_field);
+
+  // Appends the ids of one word given as raw bytes.
+  void encode_word(std::string_view word, std::vector<uint32_t>& ids) const;
+
+  // The token's string in the byte-level alphabet, or nullptr if no token has
+  // this id.
+  const std::string* token_string(uint32_t id) const;
+  std::optional<uint32_t> token_id(std::string_view token_string) const;
+  // One past the largest id.
+  size_t id_limit() const { return tokens_by_id_.size(); }
+
+ private:
+  struct Merge {
+    uint32_t rank;
+    uint32_t result;
+  };
+
+  // Merges keyed by the pair of ids, in an open-addressing table: the hot
+  // loop of encoding is these lookups.
+  class MergeTable {
+   public:
+    void reserve(size_t count);
+    void insert(uint32_t left, uint32_t right, Merge merge);
+    const Merge* find(uint32_t left, uint32_t right) const {
+      uint64_t key = pack(left, right);
+      for (size_t slot = hash(key);; slot = (slot + 1) & mask_) {
+        const Slot& s = slots_[slot];
+        if (s.key == key) return &s.merge;
+        if (s.key == kEmpty) return nullptr;
+      }
+    }
+
+   private:
+    static constexpr uint64_t kEmpty = ~uint64_t{0};
+    struct Slot {
+      uint64_t key = kEmpty;
+      Merge merge{};
+    };
+    static uint64_t pack(uint32_t left, uint32_t right) { return (uint64_t{left} << 32) | right; }
+    // Fibonacci hashing: the top bits of key * 2^64/phi.
+    size_t hash(uint64_t key) const {
+      return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);
+    }
+    std::vector<Slot> slots_;
+    size_t mask_ = 0;
+    int shift_ = 64;
+    size_t size_ = 0;
+  };
+
+  void initial_symbols(std::string_view word, std::vector<uint32_t>& symbols) const;
+  void merge_short(std::vector<uint32_t>& symbols) const;
+  void merge_long(std::vector<uint32_t>& symbols) const;
+
+  std::unordered_map<std::string, uint32_t> id_of_token_;
+  std::vector<std::string> tokens_by_id_;
+  std::vector<bool> has_token_;
+  MergeTable merges_;
+  // The token of each single byte, or -1.
+  std::array<int64_t, 256> byte_token_{};
+  // "<0xXX>" tokens for byte_fallback, or -1.
+  std::array<int64_t, 256> fallback_token_{};
+  BpeOptions options_;
+  // Word (raw bytes) -> id, only for ignore_merges.
+  std::unordered_map<std::string, uint32_t> id_of_word_;
+};
+
+}  // namespace lt::data

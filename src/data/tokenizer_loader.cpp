@@ -1,0 +1,231 @@
+// Reading tokenizer files: Hugging Face tokenizer.json, and GPT-2's
+// encoder.json + vocab.bpe. Every problem is an lt::Error that names the
+// file and the field; nothing here crashes on a malformed file.
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "data/json_fields.h"
+#include "data/tokenizer.h"
+
+namespace lt::data {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string read_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(file.string(), ": cannot open the file");
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) fail(file.string(), ": read error");
+  return contents.str();
+}
+
+json parse_json_file(const fs::path& file) {
+  std::string text = read_file(file);
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(file.string(), ": not valid JSON (", e.what(), ")");
+  }
+}
+
+Normalizer parse_normalizer(const json* value, const JsonField& field) {
+  if (value == nullptr) return Normalizer::kNone;
+  std::string type = require_string(require_member(*value, field, "type"), field.member("type"));
+  if (type == "NFC") return Normalizer::kNfc;
+  if (type == "Sequence") {
+    // A sequence of NFCs is NFC (it is idempotent); an empty one is nothing.
+    const json& list = require_member(*value, field, "normalizers");
+    JsonField list_field = field.member("normalizers");
+    if (!list.is_array()) list_field.fail("expected a list, found " + json_type_name(list));
+    Normalizer result = Normalizer::kNone;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (parse_normalizer(&list[i], list_field.element(i)) == Normalizer::kNfc)
+        result = Normalizer::kNfc;
+    }
+    return result;
+  }
+  field.member("type").fail("unsupported normalizer \"" + type +
+                            "\"; supported: NFC, Sequence, or null");
+}
+
+void check_decoder(const json* value, const JsonField& field) {
+  // Null decodes as ByteLevel too: the model is byte-level either way.
+  if (value == nullptr) return;
+  std::string type = require_string(require_member(*value, field, "type"), field.member("type"));
+  if (type != "ByteLevel") {
+    field.member("type").fail("unsupported decoder \"" + type + "\"; expected ByteLevel (or null)");
+  }
+}
+
+std::vector<std::pair<std::string, uint32_t>> parse_vocab(const json& vocab,
+                                                          const JsonField& field) {
+  if (!vocab.is_object())
+    field.fail("expected an object of token -> id, found " + json_type_name(vocab));
+  std::vector<std::pair<std::string, uint32_t>> entries;
+  entries.reserve(vocab.size());
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    entries.emplace_back(it.key(), require_token_id(it.value(), field.member(it.key())));
+  }
+  return entries;
+}
+
+// Merges are "left right" strings (one space) or ["left", "right"] pairs.
+std::vector<std::pair<std::string, std::string>> parse_merges(const json& merges,
+                                                              const JsonField& field) {
+  if (!merges.is_array()) field.fail("expected a list of merges, found " + json_type_name(merges));
+  std::vector<std::pair<std::string, std::string>> pairs;
+  pairs.reserve(merges.size());
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const json& merge = merges[i];
+    if (merge.is_string()) {
+      const std::string& text = merge.get_ref<const std::string&>();
+      size_t space = text.find(' ');
+      if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
+        field.element(i).fail("expected \"left right\" with exactly one space, found " +
+                              merge.dump());
+      }
+      pairs.emplace_back(text.substr(0, space), text.substr(space + 1));
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
+      pairs.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
+    } else {
+      field.element(i).fail("expected \"left right\" or [\"left\", \"right\"], found " +
+                            merge.dump());
+    }
+  }
+  return pairs;
+}
+
+BpeModel parse_model(const json& model, const JsonField& field) {
+  if (!model.is_object()) field.fail("expected an object, found " + json_type_name(model));
+  if (const json* type = optional_member(model, field, "type")) {
+    std::string name = require_string(*type, field.member("type"));
+    if (name != "BPE")
+      field.member("type").fail("unsupported model \"" + name + "\"; expected BPE");
+  }
+  if (const json* dropout = optional_member(model, field, "dropout")) {
+    if (!dropout->is_number() || dropout->get<double>() != 0.0) {
+      field.member("dropout").fail("BPE dropout is not supported (expected null), found " +
+                                   dropout->dump());
+    }
+  }
+  for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (const json* value = optional_member(model, field, affix)) {
+      if (!require_string(*value, field.member(affix)).empty()) {
+        field.member(affix).fail("not supported by byte-level BPE (expected null or \"\"), found " +
+                                 value->dump());
+      }
+    }
+  }
+  auto vocab = parse_vocab(require_member(model, field, "vocab"), field.member("vocab"));
+  auto merges = parse_merges(require_member(model, field, "merges"), field.member("merges"));
+
+  BpeOptions options;
+  options.ignore_merges = optional_bool(model, field, "ignore_merges", false);
+  options.byte_fallback = optional_bool(model, field, "byte_fallback", false);
+  options.fuse_unk = optional_bool(model, field, "fuse_unk", false);
+  if (const json* unk = optional_member(model, field, "unk_token")) {
+    std::string unk_token = require_string(*unk, field.member("unk_token"));
+    for (const auto& [token, id] : vocab) {
+      if (token == unk_token) options.unk_id = id;
+    }
+    if (!options.unk_id)
+      field.member("unk_token").fail("\"" + unk_token + "\" is not in model.vocab");
+  }
+  return BpeModel(vocab, merges, options, field.member("merges"));
+}
+
+std::vector<AddedToken> parse_added_tokens(const json* value, const JsonField& field) {
+  std::vector<AddedToken> tokens;
+  if (value == nullptr) return tokens;
+  if (!value->is_array()) field.fail("expected a list, found " + json_type_name(*value));
+  for (size_t i = 0; i < value->size(); ++i) {
+    const json& entry = (*value)[i];
+    JsonField entry_field = field.element(i);
+    AddedToken token;
+    token.id = require_token_id(require_member(entry, entry_field, "id"), entry_field.member("id"));
+    token.content = require_string(require_member(entry, entry_field, "content"),
+                                   entry_field.member("content"));
+    token.special = optional_bool(entry, entry_field, "special", false);
+    // HF's default: special tokens match the raw text, others the normalized.
+    token.normalized = optional_bool(entry, entry_field, "normalized", !token.special);
+    token.lstrip = optional_bool(entry, entry_field, "lstrip", false);
+    token.rstrip = optional_bool(entry, entry_field, "rstrip", false);
+    token.single_word = optional_bool(entry, entry_field, "single_word", false);
+    tokens.push_back(std::move(token));
+  }
+  return tokens;
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_tokenizer_json(const fs::path& file) {
+  json root = parse_json_file(file);
+  JsonField top{file.string(), ""};
+  if (!root.is_object()) top.fail("expected an object, found " + json_type_name(root));
+  BpeModel model = parse_model(require_member(root, top, "model"), top.member("model"));
+  Normalizer normalizer =
+      parse_normalizer(optional_member(root, top, "normalizer"), top.member("normalizer"));
+  PreTokenizer pre_tokenizer = PreTokenizer::from_json(optional_member(root, top, "pre_tokenizer"),
+                                                       top.member("pre_tokenizer"));
+  check_decoder(optional_member(root, top, "decoder"), top.member("decoder"));
+  std::vector<AddedToken> added =
+      parse_added_tokens(optional_member(root, top, "added_tokens"), top.member("added_tokens"));
+  return Tokenizer(std::move(model), std::move(pre_tokenizer), normalizer, std::move(added));
+}
+
+Tokenizer Tokenizer::from_gpt2_files(const fs::path& encoder_json, const fs::path& vocab_bpe) {
+  json encoder = parse_json_file(encoder_json);
+  auto vocab = parse_vocab(encoder, JsonField{encoder_json.string(), ""});
+
+  // vocab.bpe: an optional "#version" line, then one "left right" per line.
+  std::string text = read_file(vocab_bpe);
+  std::vector<std::pair<std::string, std::string>> merges;
+  std::istringstream lines(text);
+  std::string line;
+  for (size_t line_number = 1; std::getline(lines, line); ++line_number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.rfind("#version", 0) == 0) continue;
+    if (line.empty() && lines.peek() == std::char_traits<char>::eof()) break;
+    size_t space = line.find(' ');
+    if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
+      fail(vocab_bpe.string(), ": line ", line_number,
+           ": expected a merge \"left right\", found \"", line, "\"");
+    }
+    merges.emplace_back(line.substr(0, space), line.substr(space + 1));
+  }
+  BpeModel model(vocab, merges, BpeOptions{}, JsonField{vocab_bpe.string(), "merges"});
+
+  std::vector<AddedToken> added;
+  constexpr std::string_view kEndOfText = "<|endoftext|>";
+  for (const auto& [token, id] : vocab) {
+    if (token == kEndOfText) {
+      AddedToken end_of_text;
+      end_of_text.content = token;
+      end_of_text.id = id;
+      end_of_text.special = true;
+      added.push_back(end_of_text);
+    }
+  }
+  return Tokenizer(std::move(model), PreTokenizer::gpt2(), Normalizer::kNone, std::move(added));
+}
+
+Tokenizer Tokenizer::load(const fs::path& path) {
+  std::error_code error;
+  if (fs::is_directory(path, error)) {
+    if (fs::exists(path / "tokenizer.json")) return from_tokenizer_json(path / "tokenizer.json");
+    if (fs::exists(path / "encoder.json") && fs::exists(path / "vocab.bpe")) {
+      return from_gpt2_files(path / "encoder.json", path / "vocab.bpe");
+    }
+    fail(path.string(), ": the folder holds neither tokenizer.json nor encoder.json + vocab.bpe");
+  }
+  if (!fs::exists(path, error)) fail(path.string(), ": no such file or folder");
+  return from_tokenizer_json(path);
+}
+
+}  // namespace lt::data
