@@ -93,11 +93,12 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, uint32_t>>& vocab,
     std::string stand_in;
     append_utf8(stand_in, chars[byte]);
     auto it = id_of_token_.find(stand_in);
-    byte_token_[byte] = it == id_of_token_.end() ? -1 : it->second;
+    byte_token_[byte] = it == id_of_token_.end() ? int64_t{-1} : int64_t{it->second};
     char fallback[8];
     std::snprintf(fallback, sizeof(fallback), "<0x%02X>", byte);
     auto fallback_it = id_of_token_.find(fallback);
-    fallback_token_[byte] = fallback_it == id_of_token_.end() ? -1 : fallback_it->second;
+    fallback_token_[byte] =
+        fallback_it == id_of_token_.end() ? int64_t{-1} : int64_t{fallback_it->second};
   }
 
   if (options_.ignore_merges) {

@@ -4,7 +4,7 @@
 tests/data/tokenizer_live_test.cpp writes random texts to IN as
 {"texts": [...]}, runs this script with the .venv python, and compares
 lazytrain's ids with the ones written to OUT:
-{"qwen3": [[ids], ...], "gpt2": ..., "llama3_style": ..., "roberta_style": ...,
+{"qwen3": [[ids], ...], "qwen3_decoded": [text, ...], "gpt2": ..., "gpt2_decoded": ...,
  "pieces": {"gpt2": [[pieces], ...], "qwen2": ..., "llama3": ...}}.
 
     .venv/bin/python tools/reference/tokenizer_live_reference.py IN OUT
@@ -27,6 +27,8 @@ def main():
         tokenizer = tokenizer_reference.load(name)
         encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
         result[name] = [encoding.ids for encoding in encodings]
+        result[name + "_decoded"] = [tokenizer_reference.decode(tokenizer, encoding.ids)
+                                     for encoding in encodings]
     result["pieces"] = {pattern: [tokenizer_reference.split_pieces(pattern, text) for text in texts]
                         for pattern in tokenizer_reference.PATTERNS}
     with open(sys.argv[2], "w", encoding="utf-8") as f:

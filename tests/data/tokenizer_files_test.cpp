@@ -1,0 +1,212 @@
+// Reading tokenizer files: hand-checked encodings of tiny files, both forms
+// of merges, and malformed files whose errors must name the file and field.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+#include "data/tokenizer.h"
+#include "tokenizer_fixtures.h"
+
+namespace lt::data {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class TokenizerFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("lazytrain_tokenizer_files_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path write(const std::string& name, const std::string& contents) {
+    fs::path file = dir_ / name;
+    std::ofstream(file, std::ios::binary) << contents;
+    return file;
+  }
+
+  // A tiny byte-level tokenizer: "a", "b", "ab", "Ġ" (space), "Ġab", and
+  // the special token <|end|>.
+  static json tiny(json merges) {
+    return {{"version", "1.0"},
+            {"added_tokens",
+             {{{"id", 5}, {"content", "<|end|>"}, {"special", true}, {"normalized", false}}}},
+            {"normalizer", nullptr},
+            {"pre_tokenizer",
+             {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+            {"decoder", {{"type", "ByteLevel"}}},
+            {"model",
+             {{"type", "BPE"},
+              {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}, {"\u0120", 3}, {"\u0120ab", 4}}},
+              {"merges", merges}}}};
+  }
+
+  // The message of the lt::Error that loading `file` throws.
+  static std::string load_error(const fs::path& file) {
+    try {
+      Tokenizer::load(file);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "loading " << file << " did not fail";
+    return "";
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(TokenizerFiles, ReadsBothFormsOfMerges) {
+  for (json merges : {json::array({"a b", "\u0120 ab"}),
+                      json::array({json::array({"a", "b"}), json::array({"\u0120", "ab"})})}) {
+    Tokenizer tokenizer = Tokenizer::load(write("tokenizer.json", tiny(merges).dump()));
+    // "ab ab<|end|>b": words "ab", " ab", then the special token, then "b".
+    EXPECT_EQ(tokenizer.encode("ab ab<|end|>b"), (std::vector<uint32_t>{2, 4, 5, 1}));
+    EXPECT_EQ(tokenizer.decode(std::vector<uint32_t>{2, 4, 5, 1}), "ab ab<|end|>b");
+    EXPECT_EQ(tokenizer.decode(std::vector<uint32_t>{2, 5}, /*skip_special_tokens=*/true), "ab");
+  }
+}
+
+TEST_F(TokenizerFiles, DropsBytesWithoutATokenAsHuggingFaceDoes) {
+  // "c" has no token and no fallback: HF drops it, then "a" and "b" merge.
+  Tokenizer tokenizer = Tokenizer::load(write("tokenizer.json", tiny(json::array({"a b"})).dump()));
+  EXPECT_EQ(tokenizer.encode("acb"), (std::vector<uint32_t>{2}));
+}
+
+TEST_F(TokenizerFiles, LoadsAFolderHoldingTokenizerJson) {
+  write("tokenizer.json", tiny(json::array({"a b"})).dump());
+  EXPECT_EQ(Tokenizer::load(dir_).encode("ab"), (std::vector<uint32_t>{2}));
+}
+
+TEST_F(TokenizerFiles, StringMergesGiveTheSameIdsAsPairMerges) {
+  // The Qwen3 file writes merges as pairs; rewrite them as "left right".
+  std::ifstream in(testing::fixtures_dir() / "qwen3" / "tokenizer.json");
+  json qwen3 = json::parse(in);
+  json merges = json::array();
+  for (const auto& pair : qwen3["model"]["merges"]) {
+    merges.push_back(pair[0].get<std::string>() + " " + pair[1].get<std::string>());
+  }
+  qwen3["model"]["merges"] = merges;
+  Tokenizer rewritten = Tokenizer::load(write("tokenizer.json", qwen3.dump()));
+  const Tokenizer& original = testing::reference_tokenizer("qwen3");
+  for (std::string text :
+       {"Hello, world! It's 2026.", "def f(x):\n    return x\n", "你好，世界 café"}) {
+    EXPECT_EQ(rewritten.encode(text), original.encode(text)) << text;
+  }
+}
+
+TEST_F(TokenizerFiles, DecodingAnUnknownIdIsAnError) {
+  Tokenizer tokenizer = Tokenizer::load(write("tokenizer.json", tiny(json::array({"a b"})).dump()));
+  EXPECT_THROW(tokenizer.decode(std::vector<uint32_t>{99}), Error);
+}
+
+TEST_F(TokenizerFiles, TruncatedJsonNamesTheFile) {
+  fs::path file = write("tokenizer.json", tiny(json::array({"a b"})).dump().substr(0, 60));
+  std::string message = load_error(file);
+  EXPECT_NE(message.find(file.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("not valid JSON"), std::string::npos) << message;
+}
+
+TEST_F(TokenizerFiles, MissingModelNamesTheField) {
+  json broken = tiny(json::array({"a b"}));
+  broken.erase("model");
+  fs::path file = write("tokenizer.json", broken.dump());
+  std::string message = load_error(file);
+  EXPECT_NE(message.find(file.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("field \"model\": missing"), std::string::npos) << message;
+}
+
+TEST_F(TokenizerFiles, UnknownPreTokenizerTypeNamesTheField) {
+  json broken = tiny(json::array({"a b"}));
+  broken["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {{{"type", "Whitespace"}}}}};
+  fs::path file = write("tokenizer.json", broken.dump());
+  std::string message = load_error(file);
+  EXPECT_NE(message.find(file.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("pre_tokenizer.pretokenizers[0].type"), std::string::npos) << message;
+  EXPECT_NE(message.find("Whitespace"), std::string::npos) << message;
+}
+
+TEST_F(TokenizerFiles, UnknownSplitPatternNamesTheField) {
+  json broken = tiny(json::array({"a b"}));
+  broken["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"Regex", "\\w+|[^\\w\\s]+"}}}, {"behavior", "Isolated"}},
+        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  fs::path file = write("tokenizer.json", broken.dump());
+  std::string message = load_error(file);
+  EXPECT_NE(message.find(file.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("pre_tokenizer.pretokenizers[0].pattern.Regex"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("unknown pre-tokenizer pattern"), std::string::npos) << message;
+}
+
+TEST_F(TokenizerFiles, MergeNamingAnUnknownTokenNamesTheMerge) {
+  fs::path file = write("tokenizer.json", tiny(json::array({"a b", "a c"})).dump());
+  std::string message = load_error(file);
+  EXPECT_NE(message.find(file.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("model.merges[1]"), std::string::npos) << message;
+  EXPECT_NE(message.find("\"c\""), std::string::npos) << message;
+}
+
+TEST_F(TokenizerFiles, MalformedMergeNamesTheMerge) {
+  for (json merge : {json("ab"), json("a b c"), json(7), json::array({"a"})}) {
+    std::string message = load_error(write("tokenizer.json", tiny(json::array({merge})).dump()));
+    EXPECT_NE(message.find("model.merges[0]"), std::string::npos) << message;
+  }
+}
+
+TEST_F(TokenizerFiles, WrongTypesNameTheField) {
+  json broken = tiny(json::array({"a b"}));
+  broken["model"]["vocab"]["b"] = "one";
+  EXPECT_NE(load_error(write("tokenizer.json", broken.dump())).find("model.vocab.b"),
+            std::string::npos);
+  broken = tiny(json::array({"a b"}));
+  broken["added_tokens"][0].erase("id");
+  EXPECT_NE(load_error(write("tokenizer.json", broken.dump())).find("added_tokens[0].id"),
+            std::string::npos);
+  broken = tiny(json::array({"a b"}));
+  broken["normalizer"] = {{"type", "Lowercase"}};
+  EXPECT_NE(load_error(write("tokenizer.json", broken.dump())).find("normalizer.type"),
+            std::string::npos);
+  broken = tiny(json::array({"a b"}));
+  broken["model"]["type"] = "WordPiece";
+  EXPECT_NE(load_error(write("tokenizer.json", broken.dump())).find("model.type"),
+            std::string::npos);
+  broken = tiny(json::array({"a b"}));
+  broken["pre_tokenizer"] = nullptr;
+  EXPECT_NE(load_error(write("tokenizer.json", broken.dump())).find("pre_tokenizer"),
+            std::string::npos);
+}
+
+TEST_F(TokenizerFiles, Gpt2PairErrorsNameTheFileAndLine) {
+  write("encoder.json", R"({"a": 0, "b": 1, "ab": 2})");
+  write("vocab.bpe", "#version: 0.2\na b\nab\n");
+  std::string message = load_error(dir_);
+  EXPECT_NE(message.find((dir_ / "vocab.bpe").string() + ": line 3"), std::string::npos) << message;
+
+  write("vocab.bpe", "#version: 0.2\na x\n");
+  message = load_error(dir_);
+  EXPECT_NE(message.find("vocab.bpe"), std::string::npos) << message;
+  EXPECT_NE(message.find("\"x\""), std::string::npos) << message;
+
+  write("encoder.json", R"(["a", "b"])");
+  message = load_error(dir_);
+  EXPECT_NE(message.find("encoder.json"), std::string::npos) << message;
+}
+
+TEST_F(TokenizerFiles, MissingFilesAreErrors) {
+  EXPECT_NE(load_error(dir_ / "nope.json").find("no such file"), std::string::npos);
+  EXPECT_NE(load_error(dir_).find("neither tokenizer.json nor encoder.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lt::data
