@@ -6,6 +6,8 @@
 namespace lt::cli {
 
 void add_info_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 
 }  // namespace lt::cli

@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", LT_VERSION);
   lt::cli::add_info_command(app);
+  lt::cli::add_eval_command(app);
+  lt::cli::add_convert_command(app);
   lt::cli::add_tokenize_command(app);
   try {
     app.parse(argc, argv);

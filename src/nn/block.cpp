@@ -2,7 +2,7 @@
 
 namespace lt::nn {
 
-Attention::Attention(const BlockOptions& o, Generator& gen, DType dtype, const std::string& name)
+Attention::Attention(const BlockOptions& o, Generator* gen, DType dtype, const std::string& name)
     : options(o),
       q_proj(o.hidden, o.num_heads * o.head_dim, o.qkv_bias, gen, dtype, join(name, "q_proj"),
              o.init_std),
@@ -50,15 +50,15 @@ void Attention::collect(const std::string& prefix, NamedParameters& out) const {
   }
 }
 
-Mlp::Mlp(const BlockOptions& o, Generator& gen, DType dtype, const std::string& name)
+Mlp::Mlp(const BlockOptions& o, Generator* gen, DType dtype, const std::string& name)
     : kind(o.mlp) {
   if (kind == MlpKind::SwiGLU) {
-    gate_proj = Linear(o.hidden, o.intermediate, false, gen, dtype, join(name, "gate_proj"),
+    gate_proj = Linear(o.hidden, o.intermediate, o.mlp_bias, gen, dtype, join(name, "gate_proj"),
                        o.init_std);
   }
-  up_proj = Linear(o.hidden, o.intermediate, o.out_bias, gen, dtype, join(name, "up_proj"),
+  up_proj = Linear(o.hidden, o.intermediate, o.mlp_bias, gen, dtype, join(name, "up_proj"),
                    o.init_std);
-  down_proj = Linear(o.intermediate, o.hidden, o.out_bias, gen, dtype, join(name, "down_proj"),
+  down_proj = Linear(o.intermediate, o.hidden, o.mlp_bias, gen, dtype, join(name, "down_proj"),
                      o.init_std);
 }
 
@@ -75,7 +75,7 @@ void Mlp::collect(const std::string& prefix, NamedParameters& out) const {
   down_proj.collect(join(prefix, "down_proj"), out);
 }
 
-DecoderBlock::DecoderBlock(const BlockOptions& o, Generator& gen, DType dtype,
+DecoderBlock::DecoderBlock(const BlockOptions& o, Generator* gen, DType dtype,
                            const std::string& name)
     : input_norm(o.norm, o.hidden, o.norm_eps, dtype, join(name, "input_norm")),
       post_attention_norm(o.norm, o.hidden, o.norm_eps, dtype, join(name, "post_attention_norm")),

@@ -18,7 +18,8 @@ struct BlockOptions {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   bool qkv_bias = false;   // Qwen2, GPT-2
-  bool out_bias = false;   // GPT-2 (attention out and MLP projections)
+  bool out_bias = false;   // attention output projection (GPT-2)
+  bool mlp_bias = false;   // MLP projections (GPT-2; Llama's mlp_bias)
   bool qk_norm = false;    // Qwen3: RMSNorm over head_dim on q and k before RoPE
   bool use_rope = true;    // GPT-2 has learned positions instead
   NormKind norm = NormKind::RMS;
@@ -33,7 +34,7 @@ struct Attention {
   Norm q_norm, k_norm;  // only with qk_norm
 
   Attention() = default;
-  Attention(const BlockOptions& options, Generator& gen, DType dtype, const std::string& name);
+  Attention(const BlockOptions& options, Generator* gen, DType dtype, const std::string& name);
   // x: [B, T, hidden]; rope may be null when options.use_rope is false.
   Tensor forward(const Tensor& x, const RopeTable* rope) const;
   void collect(const std::string& prefix, NamedParameters& out) const;
@@ -44,7 +45,7 @@ struct Mlp {
   Linear gate_proj, up_proj, down_proj;  // SwiGLU; GELU uses up_proj and down_proj
 
   Mlp() = default;
-  Mlp(const BlockOptions& options, Generator& gen, DType dtype, const std::string& name);
+  Mlp(const BlockOptions& options, Generator* gen, DType dtype, const std::string& name);
   Tensor forward(const Tensor& x) const;
   void collect(const std::string& prefix, NamedParameters& out) const;
 };
@@ -55,7 +56,7 @@ struct DecoderBlock {
   Mlp mlp;
 
   DecoderBlock() = default;
-  DecoderBlock(const BlockOptions& options, Generator& gen, DType dtype, const std::string& name);
+  DecoderBlock(const BlockOptions& options, Generator* gen, DType dtype, const std::string& name);
   Tensor forward(const Tensor& x, const RopeTable* rope) const;
   // Names: input_norm.*, attention.{q,k,v,o}_proj.*, attention.{q,k}_norm.*,
   // post_attention_norm.*, mlp.{gate,up,down}_proj.*

@@ -2,10 +2,10 @@
 
 namespace lt::nn {
 
-Linear::Linear(int64_t in, int64_t out, bool with_bias, Generator& gen, DType dtype,
+Linear::Linear(int64_t in, int64_t out, bool with_bias, Generator* gen, DType dtype,
                const std::string& name, double init_std)
     : weight(normal_parameter({out, in}, init_std, gen, dtype, join(name, "weight"))) {
-  if (with_bias) bias = constant_parameter({out}, 0.0, dtype, join(name, "bias"));
+  if (with_bias) bias = constant_parameter({out}, 0.0, dtype, join(name, "bias"), gen != nullptr);
 }
 
 void Linear::collect(const std::string& prefix, NamedParameters& out) const {
@@ -13,7 +13,7 @@ void Linear::collect(const std::string& prefix, NamedParameters& out) const {
   if (bias.defined()) out.emplace_back(join(prefix, "bias"), bias);
 }
 
-Embedding::Embedding(int64_t vocab, int64_t dim, Generator& gen, DType dtype,
+Embedding::Embedding(int64_t vocab, int64_t dim, Generator* gen, DType dtype,
                      const std::string& name, double init_std)
     : weight(normal_parameter({vocab, dim}, init_std, gen, dtype, join(name, "weight"))) {}
 

@@ -10,7 +10,7 @@ struct Linear {
   Tensor bias;    // [out] or undefined
 
   Linear() = default;
-  Linear(int64_t in, int64_t out, bool with_bias, Generator& gen, DType dtype,
+  Linear(int64_t in, int64_t out, bool with_bias, Generator* gen, DType dtype,
          const std::string& name, double init_std = 0.02);
   Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
   void collect(const std::string& prefix, NamedParameters& out) const;
@@ -20,7 +20,7 @@ struct Embedding {
   Tensor weight;  // [vocab, dim]
 
   Embedding() = default;
-  Embedding(int64_t vocab, int64_t dim, Generator& gen, DType dtype, const std::string& name,
+  Embedding(int64_t vocab, int64_t dim, Generator* gen, DType dtype, const std::string& name,
             double init_std = 0.02);
   Tensor forward(const Tensor& ids) const { return embedding(weight, ids); }
   void collect(const std::string& prefix, NamedParameters& out) const;

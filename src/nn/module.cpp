@@ -9,12 +9,15 @@ Tensor make_parameter(Tensor value, const std::string& name) {
   return p;
 }
 
-Tensor normal_parameter(const Shape& shape, double stddev, Generator& gen, DType dtype,
+Tensor normal_parameter(const Shape& shape, double stddev, Generator* gen, DType dtype,
                         const std::string& name) {
-  return make_parameter(Tensor::randn(shape, gen, dtype, stddev), name);
+  if (gen == nullptr) return make_parameter(Tensor::empty(shape, dtype), name);
+  return make_parameter(Tensor::randn(shape, *gen, dtype, stddev), name);
 }
 
-Tensor constant_parameter(const Shape& shape, double value, DType dtype, const std::string& name) {
+Tensor constant_parameter(const Shape& shape, double value, DType dtype, const std::string& name,
+                          bool initialize) {
+  if (!initialize) return make_parameter(Tensor::empty(shape, dtype), name);
   return make_parameter(Tensor::full(shape, value, dtype), name);
 }
 

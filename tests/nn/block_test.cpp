@@ -24,7 +24,7 @@ nn::BlockOptions small_options() {
 // Checks d(block(x))/d(x and every parameter) by central differences.
 void check_block(const nn::BlockOptions& o) {
   Generator gen(42);
-  nn::DecoderBlock block(o, gen, DType::F64, "block");
+  nn::DecoderBlock block(o, &gen, DType::F64, "block");
   nn::NamedParameters params;
   block.collect("", params);
   // Perturb the norms away from ones so their gradients are not special.
@@ -60,7 +60,10 @@ void check_block(const nn::BlockOptions& o) {
     }
     rebind(b.post_attention_norm.weight);
     rebind(b.post_attention_norm.bias);
-    if (o.mlp == nn::MlpKind::SwiGLU) rebind(b.mlp.gate_proj.weight);
+    if (o.mlp == nn::MlpKind::SwiGLU) {
+      rebind(b.mlp.gate_proj.weight);
+      rebind(b.mlp.gate_proj.bias);
+    }
     rebind(b.mlp.up_proj.weight);
     rebind(b.mlp.up_proj.bias);
     rebind(b.mlp.down_proj.weight);
@@ -88,6 +91,7 @@ TEST(DecoderBlock, Gpt2StyleGradients) {
   o.num_kv_heads = o.num_heads;
   o.qkv_bias = true;
   o.out_bias = true;
+  o.mlp_bias = true;
   o.use_rope = false;
   o.norm = nn::NormKind::Layer;
   o.mlp = nn::MlpKind::GeluTanh;

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build with CUDA, run the GPU tests, refresh
+# the transformers reference fixtures, and check converted folders load in
+# transformers. Usage: bench/gpu.sh OUT_DIR [steps...]
+#   steps: build gputest fixtures convert (default: all)
+set -uo pipefail
+out=${1:?usage: bench/gpu.sh OUT_DIR [steps]}
+shift
+steps=${*:-build gputest fixtures convert}
+mkdir -p "$out"
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+if [ -d .devdeps ]; then
+  export CMAKE_PREFIX_PATH=$PWD/.devdeps/usr CPATH=$PWD/.devdeps/usr/include \
+         LIBRARY_PATH=$PWD/.devdeps/usr/lib/x86_64-linux-gnu \
+         LD_LIBRARY_PATH=$PWD/.devdeps/usr/lib/x86_64-linux-gnu
+fi
+status=0
+run() { echo "== $*"; "$@" || { echo "FAILED: $*"; status=1; }; }
+for step in $steps; do
+  case $step in
+    build)
+      run cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLT_CUDA=ON \
+          -DCMAKE_CUDA_ARCHITECTURES=90 -DLT_BUILD_BENCH=OFF > "$out/cmake.log" 2>&1
+      run cmake --build build-gpu -j "$(nproc)" --target ${BUILD_TARGETS:-all} > "$out/build.log" 2>&1
+      tail -20 "$out/build.log"
+      ./build-gpu/lazytrain info | tee "$out/info.txt" ;;
+    gputest)
+      (cd build-gpu && ctest -L gpu --output-on-failure -j 4) > "$out/gputest.log" 2>&1 || status=1
+      tail -15 "$out/gputest.log" ;;
+    fixtures)
+      run python3 tools/reference/make_model_fixtures.py "$out/families" 2>&1 | tail -8 ;;
+    convert)
+      fx=${FIXTURES:-$out/families}
+      for f in "$fx"/*/; do
+        name=$(basename "$f")
+        for dt in f32 bf16; do
+          ./build-gpu/lazytrain convert --model "$f" --out "$out/converted/$name-$dt" --dtype "$dt" \
+            --max-shard-gb 0.00002 >> "$out/convert.log" 2>&1 || { echo "convert $name $dt failed"; status=1; }
+        done
+      done
+      run python3 tools/reference/check_converted.py "$fx" "$out/converted" "$out/converted.json" ;;
+  esac
+done
+exit $status

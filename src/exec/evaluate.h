@@ -1,0 +1,22 @@
+#pragma once
+// Mean next-token loss of a model over pre-tokenized rows.
+#include <functional>
+
+#include "data/token_rows.h"
+#include "models/causal_lm.h"
+
+namespace lt::exec {
+
+struct EvalResult {
+  double loss = 0;     // mean over every predicted token of every row
+  int64_t tokens = 0;  // predicted tokens counted
+};
+
+// Rows are batched `batch_size` at a time, padded to the longest row of the
+// batch; padding is never predicted and, being after the real tokens, never
+// attended to. `progress(done_rows, total_rows)` is called after each batch.
+EvalResult evaluate_loss(const models::CausalLM& model, const std::vector<data::TokenRow>& rows,
+                         int64_t batch_size,
+                         const std::function<void(int64_t, int64_t)>& progress = {});
+
+}  // namespace lt::exec

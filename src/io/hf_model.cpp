@@ -1,0 +1,121 @@
+#include "io/hf_model.h"
+
+#include <set>
+
+#include "autograd/grad_mode.h"
+#include "io/atomic_file.h"
+#include "models/hf_mapping.h"
+
+namespace lt::io {
+
+using models::CausalLM;
+using models::HfLayout;
+using models::HfRule;
+using models::ModelConfig;
+
+namespace {
+
+std::map<std::string, Tensor> parameters_by_name(const CausalLM& model) {
+  std::map<std::string, Tensor> out;
+  for (auto& [name, p] : model.parameters()) out[name] = p.detach();
+  return out;
+}
+
+// GPT-2 checkpoints come both with and without the "transformer." prefix.
+std::string resolve_name(const HfWeights& w, const std::string& name) {
+  if (w.contains(name)) return name;
+  const std::string prefix = "transformer.";
+  if (name.rfind(prefix, 0) == 0 && w.contains(name.substr(prefix.size()))) {
+    return name.substr(prefix.size());
+  }
+  return "";
+}
+
+void copy_checked(const Tensor& dst, const Tensor& src, const std::string& hf_name,
+                  const std::filesystem::path& folder) {
+  LT_CHECK(dst.shape() == src.shape(), folder.string(), ": tensor '", hf_name, "' has shape ",
+           shape_str(src.shape()), ", the config implies ", shape_str(dst.shape()));
+  dst.copy_(src);
+}
+
+}  // namespace
+
+CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype) {
+  const auto config_path = folder / "config.json";
+  LT_CHECK(std::filesystem::is_directory(folder), "model folder '", folder.string(),
+           "' does not exist");
+  ModelConfig config = ModelConfig::from_file(config_path);
+  CausalLM model = CausalLM::uninitialized(config, dtype);
+  auto params = parameters_by_name(model);
+  HfWeights weights(folder);
+  weights.check_all();
+
+  NoGradGuard no_grad;
+  std::set<std::string> used;
+  for (const HfRule& rule : models::hf_rules(config)) {
+    const std::string name = resolve_name(weights, rule.hf_name);
+    LT_CHECK(!name.empty(), folder.string(), ": the weights lack tensor '", rule.hf_name,
+             "', which a ", config.model_type(), " model with this config.json needs");
+    used.insert(name);
+    Tensor src = weights.tensor(name);
+    LT_CHECK(src.dtype() != DType::I64 && is_floating(src.dtype()), folder.string(), ": tensor '",
+             name, "' has dtype ", dtype_name(src.dtype()), ", expected a floating type");
+    src = src.to(dtype);
+    switch (rule.layout) {
+      case HfLayout::Same:
+        copy_checked(params.at(rule.internal[0]), src, name, folder);
+        break;
+      case HfLayout::Transposed:
+        LT_CHECK(src.dim() == 2, folder.string(), ": tensor '", name, "' must be 2-D");
+        copy_checked(params.at(rule.internal[0]), src.transpose(0, 1), name, folder);
+        break;
+      case HfLayout::FusedQkvConv1D:
+      case HfLayout::FusedQkvBias: {
+        const bool weight = rule.layout == HfLayout::FusedQkvConv1D;
+        const int64_t dim = weight ? 1 : 0;
+        LT_CHECK(src.dim() == (weight ? 2 : 1) && src.size(dim) % 3 == 0, folder.string(),
+                 ": tensor '", name, "' has shape ", shape_str(src.shape()),
+                 ", expected q, k and v fused");
+        const int64_t part = src.size(dim) / 3;
+        for (int k = 0; k < 3; ++k) {
+          Tensor piece = src.slice(dim, k * part, (k + 1) * part);
+          copy_checked(params.at(rule.internal[k]), weight ? piece.transpose(0, 1) : piece, name,
+                       folder);
+        }
+        break;
+      }
+    }
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& name : weights.names()) {
+    if (used.count(name) || models::is_ignorable_hf_buffer(name)) continue;
+    if (config.tie_word_embeddings && name == "lm_head.weight") continue;  // a tied copy
+    unexpected.push_back(name);
+  }
+  if (!unexpected.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unexpected.size() && i < 5; ++i) list += (i ? ", " : "") + unexpected[i];
+    fail(folder.string(), ": ", unexpected.size(), " tensor(s) that a ", config.model_type(),
+         " model with this config.json does not have: ", list,
+         unexpected.size() > 5 ? ", ..." : "");
+  }
+  return model;
+}
+
+void save_hf_model(const CausalLM& model, const std::filesystem::path& folder, DType dtype,
+                   const HfWriteOptions& options) {
+  LT_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+           "save: weights dtype must be f32, bf16 or f16, got ", dtype_name(dtype));
+  NamedTensors out = models::to_hf_layout(model.config(), parameters_by_name(model), dtype);
+  std::filesystem::create_directories(folder);
+  ModelConfig saved = model.config();
+  saved.torch_dtype = dtype == DType::F32    ? "float32"
+                      : dtype == DType::BF16 ? "bfloat16"
+                                             : "float16";
+  AtomicFileWriter config_file(folder / "config.json");
+  config_file.write(saved.to_json());
+  config_file.commit();
+  write_hf_weights(folder, out, options);
+}
+
+}  // namespace lt::io

@@ -1,0 +1,21 @@
+#pragma once
+// A Hugging Face model folder as a CausalLM: config.json plus safetensors
+// weights (single file or sharded), in and out.
+#include <filesystem>
+
+#include "io/hf_folder.h"
+#include "models/causal_lm.h"
+
+namespace lt::io {
+
+// Reads DIR/config.json and the weights, converted to `dtype`. Every tensor
+// the config implies must be present with its shape; tensors the model does
+// not have are refused (known buffers such as GPT-2's attn.bias aside).
+models::CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype = DType::F32);
+
+// Writes config.json (torch_dtype = `dtype`) and the weights in `dtype`,
+// sharded above options.max_shard_bytes. Each file is written atomically.
+void save_hf_model(const models::CausalLM& model, const std::filesystem::path& folder, DType dtype,
+                   const HfWriteOptions& options = {});
+
+}  // namespace lt::io

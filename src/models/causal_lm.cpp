@@ -1,0 +1,130 @@
+#include "models/causal_lm.h"
+
+#include <algorithm>
+
+#include "autograd/grad_mode.h"
+
+namespace lt::models {
+
+namespace {
+
+nn::BlockOptions block_options(const ModelConfig& c) {
+  nn::BlockOptions o;
+  o.hidden = c.hidden_size;
+  o.intermediate = c.intermediate_size;
+  o.num_heads = c.num_attention_heads;
+  o.num_kv_heads = c.num_key_value_heads;
+  o.head_dim = c.head_dim;
+  o.qkv_bias = c.attention_bias;
+  o.out_bias = c.attention_out_bias;
+  o.mlp_bias = c.mlp_bias;
+  o.qk_norm = c.qk_norm;
+  o.use_rope = !c.is_gpt2();
+  o.norm = c.is_gpt2() ? nn::NormKind::Layer : nn::NormKind::RMS;
+  o.mlp = c.hidden_act == Activation::Silu ? nn::MlpKind::SwiGLU : nn::MlpKind::GeluTanh;
+  o.norm_eps = c.norm_eps;
+  return o;
+}
+
+lt::RopeScaling rope_scaling(const ModelConfig& c) {
+  lt::RopeScaling s;
+  if (c.rope_scaling.type == RopeType::Llama3) {
+    s.type = "llama3";
+    s.factor = c.rope_scaling.factor;
+    s.low_freq_factor = c.rope_scaling.low_freq_factor;
+    s.high_freq_factor = c.rope_scaling.high_freq_factor;
+    s.original_max_position_embeddings = c.rope_scaling.original_max_position_embeddings;
+  }
+  return s;
+}
+
+}  // namespace
+
+CausalLM::CausalLM(const ModelConfig& c, Generator* gen, DType dtype) : config_(c) {
+  const nn::BlockOptions options = block_options(c);
+  nn::Embedding tokens(c.vocab_size, c.hidden_size, gen, dtype, "embed.tokens");
+  nn::Embedding positions;
+  if (c.is_gpt2()) {
+    positions = nn::Embedding(c.max_position_embeddings, c.hidden_size, gen, dtype,
+                              "embed.positions");
+  }
+  Tensor tied_weight = tokens.weight;
+  stages_.push_back(std::make_unique<EmbedStage>(std::move(tokens), std::move(positions)));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    stages_.push_back(std::make_unique<BlockStage>(
+        static_cast<int>(i),
+        nn::DecoderBlock(options, gen, dtype, "block." + std::to_string(i))));
+  }
+  Tensor lm_head = c.tie_word_embeddings
+                       ? tied_weight
+                       : nn::normal_parameter({c.vocab_size, c.hidden_size}, options.init_std,
+                                              gen, dtype, "head.lm_head.weight");
+  stages_.push_back(std::make_unique<HeadStage>(
+      nn::Norm(options.norm, c.hidden_size, c.norm_eps, dtype, "head.norm"), lm_head,
+      c.tie_word_embeddings));
+}
+
+CausalLM CausalLM::random(const ModelConfig& config, Generator& gen, DType dtype) {
+  return CausalLM(config, &gen, dtype);
+}
+
+CausalLM CausalLM::uninitialized(const ModelConfig& config, DType dtype) {
+  return CausalLM(config, nullptr, dtype);
+}
+
+nn::NamedParameters CausalLM::parameters() const {
+  nn::NamedParameters out;
+  for (const auto& s : stages_) s->collect(out);
+  return out;
+}
+
+StageContext CausalLM::context(int64_t seq_len, Tensor targets, double loss_denominator) const {
+  StageContext ctx;
+  if (!config_.is_gpt2()) {
+    if (rope_.cos.defined() == false || rope_.cos.size(0) < seq_len) {
+      // Grow to a power of two so a run with varying lengths rebuilds rarely.
+      int64_t n = 256;
+      while (n < seq_len) n *= 2;
+      rope_ = make_rope_table(config_.head_dim, n, config_.rope_theta, rope_scaling(config_));
+    }
+    ctx.rope = &rope_;
+  }
+  ctx.targets = std::move(targets);
+  ctx.loss_denominator = loss_denominator;
+  return ctx;
+}
+
+Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets, double loss_denominator) const {
+  StageContext ctx = context(ids.size(1), targets, loss_denominator);
+  Tensor x = ids;
+  for (const auto& s : stages_) x = s->forward(x, ctx);
+  return x;
+}
+
+Tensor CausalLM::logits(const Tensor& ids) const {
+  StageContext ctx = context(ids.size(1));
+  Tensor x = ids;
+  for (size_t i = 0; i + 1 < stages_.size(); ++i) x = stages_[i]->forward(x, ctx);
+  return static_cast<const HeadStage&>(*stages_.back()).logits(x);
+}
+
+int64_t count_targets(const Tensor& targets) {
+  Tensor t = targets.to(DType::I64).contiguous();
+  const int64_t* p = t.data<int64_t>();
+  return std::count_if(p, p + t.numel(), [](int64_t v) { return v != -100; });
+}
+
+Tensor shift_targets(const Tensor& ids) {
+  LT_CHECK(ids.dim() == 2, "shift_targets: ids must be [batch, seq], got ", ids.str());
+  Tensor src = ids.to(DType::I64).contiguous();
+  Tensor out = Tensor::full(ids.shape(), -100, DType::I64);
+  const int64_t b = ids.size(0), t = ids.size(1);
+  const int64_t* s = src.data<int64_t>();
+  int64_t* o = out.data<int64_t>();
+  for (int64_t i = 0; i < b; ++i) {
+    for (int64_t j = 0; j + 1 < t; ++j) o[i * t + j] = s[i * t + j + 1];
+  }
+  return out;
+}
+
+}  // namespace lt::models

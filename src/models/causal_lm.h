@@ -1,0 +1,46 @@
+#pragma once
+// A causal language model of one of the supported families, as a chain of
+// stages, built from a ModelConfig and loaded from / saved to a Hugging
+// Face folder (config.json + safetensors) by io/hf_model.h.
+
+#include "models/config.h"
+#include "models/stages.h"
+
+namespace lt::models {
+
+class CausalLM {
+ public:
+  // Hugging Face's initialization: N(0, 0.02) for linear and embedding
+  // weights, zero biases, unit norm weights.
+  static CausalLM random(const ModelConfig& config, Generator& gen, DType dtype = DType::F32);
+  // Parameters allocated but not initialized, for loading (io/hf_model.h).
+  static CausalLM uninitialized(const ModelConfig& config, DType dtype = DType::F32);
+
+  const ModelConfig& config() const { return config_; }
+  const StageChain& stages() const { return stages_; }
+  nn::NamedParameters parameters() const;  // internal names, stage order
+
+  // The context for a forward over sequences of `seq_len` tokens; the rope
+  // table grows on demand (not thread-safe).
+  StageContext context(int64_t seq_len, Tensor targets = Tensor(),
+                       double loss_denominator = 1.0) const;
+  // ids [B, T] -> loss over `targets` [B, T] (-100 = ignored), divided by
+  // loss_denominator (pass the number of counted targets for the mean).
+  Tensor loss(const Tensor& ids, const Tensor& targets, double loss_denominator) const;
+  // ids [B, T] -> logits [B, T, V].
+  Tensor logits(const Tensor& ids) const;
+
+ private:
+  CausalLM(const ModelConfig& config, Generator* gen, DType dtype);
+  ModelConfig config_;
+  StageChain stages_;
+  mutable RopeTable rope_;
+};
+
+// Counts targets that are not -100.
+int64_t count_targets(const Tensor& targets);
+// Next-token targets for ids [B, T]: targets[b, t] = ids[b, t + 1], and -100
+// for the last position.
+Tensor shift_targets(const Tensor& ids);
+
+}  // namespace lt::models
