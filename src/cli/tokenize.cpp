@@ -40,7 +40,9 @@ struct TokenizeOptions {
 };
 
 std::string read_stdin() {
-  std::freopen(nullptr, "rb", stdin);
+  // Binary mode: the text is read byte for byte. (A no-op on POSIX, where
+  // it can only fail for a closed stdin, which fread reports below.)
+  if (std::freopen(nullptr, "rb", stdin) == nullptr) fail("cannot reopen standard input");
   std::string text;
   char buffer[1 << 16];
   size_t n;
