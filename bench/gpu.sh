@@ -22,12 +22,17 @@ for step in $steps; do
     build)
       run cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLT_CUDA=ON \
           -DCMAKE_CUDA_ARCHITECTURES=90 -DLT_BUILD_BENCH=OFF > "$out/cmake.log" 2>&1
-      run cmake --build build-gpu -j "$(nproc)" --target ${BUILD_TARGETS:-all} > "$out/build.log" 2>&1
+      # The program first, so a broken test file cannot block the steps after.
+      run cmake --build build-gpu -j "$(nproc)" --target lazytrain > "$out/build.log" 2>&1
+      run cmake --build build-gpu -j "$(nproc)" --target ${BUILD_TARGETS:-all} >> "$out/build.log" 2>&1
       tail -20 "$out/build.log"
       ./build-gpu/lazytrain info | tee "$out/info.txt" ;;
     gputest)
       (cd build-gpu && ctest -L gpu --output-on-failure -j 4) > "$out/gputest.log" 2>&1 || status=1
       tail -15 "$out/gputest.log" ;;
+    cputest)
+      (cd build-gpu && ctest -LE gpu -j "$(nproc)") > "$out/cputest.log" 2>&1 || status=1
+      tail -8 "$out/cputest.log" ;;
     fixtures)
       run python3 tools/reference/make_model_fixtures.py "$out/families" 2>&1 | tail -8 ;;
     convert)
