@@ -1,0 +1,31 @@
+#pragma once
+// What one optimizer step did and cost. Every executor fills the same
+// struct; the trainer writes it to metrics.jsonl.
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace lt::exec {
+
+struct StepStats {
+  double loss = 0;           // mean token loss of the step's batch, before the update
+  int64_t tokens = 0;        // real (non-padding) tokens processed
+  int64_t target_count = 0;  // tokens that counted in the loss
+  double grad_norm = 0;      // global L2 norm before clipping
+  bool skipped = false;      // non-finite loss or gradient: no update was made
+  // Seconds, wall clock. `compute` is forward + backward; the exposed_*
+  // fields are waits the executor could not hide behind compute (zero for
+  // the resident executor, which does everything in order).
+  double seconds = 0;
+  double compute_s = 0;
+  double recompute_s = 0;
+  double exposed_h2d_s = 0;
+  double exposed_d2h_s = 0;
+  double exposed_disk_s = 0;
+  double optimizer_s = 0;
+  double bubbles_s = 0;
+  // Peak bytes during the step, per memory space ("host", "gpu", ...).
+  std::map<std::string, int64_t> peak_bytes;
+};
+
+}  // namespace lt::exec

@@ -1,0 +1,299 @@
+#include "train/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace lt::train {
+
+namespace {
+
+// One setter per key: parses the YAML value into the config field, or
+// throws naming the key and what was expected.
+using Setter = std::function<void(const YAML::Node&, const std::string& key)>;
+
+std::string where(const YAML::Node& n) {
+  if (n.Mark().line < 0) return "";
+  return " (line " + std::to_string(n.Mark().line + 1) + ")";
+}
+
+template <typename T>
+T scalar_as(const YAML::Node& n, const std::string& key, const char* expected) {
+  LT_CHECK(n.IsScalar(), "config key '", key, "'", where(n), ": expected ", expected);
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    fail("config key '", key, "'", where(n), ": expected ", expected, ", got '", n.Scalar(), "'");
+  }
+}
+
+Setter str(std::string& field) {
+  return [&field](const YAML::Node& n, const std::string& key) {
+    field = n.IsNull() ? "" : scalar_as<std::string>(n, key, "a string");
+  };
+}
+Setter integer(int64_t& field) {
+  return [&field](const YAML::Node& n, const std::string& key) {
+    field = scalar_as<int64_t>(n, key, "an integer");
+  };
+}
+Setter unsigned_integer(uint64_t& field) {
+  return [&field](const YAML::Node& n, const std::string& key) {
+    field = scalar_as<uint64_t>(n, key, "a non-negative integer");
+  };
+}
+Setter number(double& field) {
+  return [&field](const YAML::Node& n, const std::string& key) {
+    field = scalar_as<double>(n, key, "a number");
+  };
+}
+Setter boolean(bool& field) {
+  return [&field](const YAML::Node& n, const std::string& key) {
+    field = scalar_as<bool>(n, key, "true or false");
+  };
+}
+Setter numbers(std::vector<double>& field) {
+  return [&field](const YAML::Node& n, const std::string& key) {
+    LT_CHECK(n.IsSequence(), "config key '", key, "'", where(n), ": expected a list of numbers");
+    field.clear();
+    for (size_t i = 0; i < n.size(); ++i) {
+      field.push_back(scalar_as<double>(n[i], key + "[" + std::to_string(i) + "]", "a number"));
+    }
+  };
+}
+Setter strings(std::vector<std::string>& field) {
+  return [&field](const YAML::Node& n, const std::string& key) {
+    LT_CHECK(n.IsSequence(), "config key '", key, "'", where(n), ": expected a list of strings");
+    field.clear();
+    for (size_t i = 0; i < n.size(); ++i) {
+      field.push_back(scalar_as<std::string>(n[i], key + "[" + std::to_string(i) + "]", "a string"));
+    }
+  };
+}
+
+// The schema: every key the config knows, in the order to_yaml writes them.
+std::vector<std::pair<std::string, Setter>> schema(TrainConfig& c) {
+  return {
+      {"model.path", str(c.model.path)},
+      {"model.init", str(c.model.init)},
+      {"data.path", str(c.data.path)},
+      {"data.format", str(c.data.format)},
+      {"data.template", str(c.data.template_name)},
+      {"data.tokenizer", str(c.data.tokenizer)},
+      {"data.train_on_prompt", boolean(c.data.train_on_prompt)},
+      {"data.pack", boolean(c.data.pack)},
+      {"data.strict", boolean(c.data.strict)},
+      {"data.prompt_field", str(c.data.prompt_field)},
+      {"data.response_field", str(c.data.response_field)},
+      {"data.eval_path", str(c.data.eval_path)},
+      {"train.steps", integer(c.train.steps)},
+      {"train.batch_size", integer(c.train.batch_size)},
+      {"train.grad_accum", integer(c.train.grad_accum)},
+      {"train.seq_len", integer(c.train.seq_len)},
+      {"train.grad_clip", number(c.train.grad_clip)},
+      {"train.seed", unsigned_integer(c.train.seed)},
+      {"train.device", str(c.train.device)},
+      {"train.dtype", str(c.train.dtype)},
+      {"train.eval_every", integer(c.train.eval_every)},
+      {"train.save_every", integer(c.train.save_every)},
+      {"train.keep_last", integer(c.train.keep_last)},
+      {"train.max_bad_steps", integer(c.train.max_bad_steps)},
+      {"optim.name", str(c.optim.name)},
+      {"optim.lr", number(c.optim.lr)},
+      {"optim.betas", numbers(c.optim.betas)},
+      {"optim.eps", number(c.optim.eps)},
+      {"optim.weight_decay", number(c.optim.weight_decay)},
+      {"optim.no_decay", strings(c.optim.no_decay)},
+      {"sched.name", str(c.sched.name)},
+      {"sched.warmup_steps", integer(c.sched.warmup_steps)},
+      {"sched.min_lr", number(c.sched.min_lr)},
+      {"exec.mode", str(c.exec.mode)},
+      {"out.dir", str(c.out.dir)},
+  };
+}
+
+void apply(TrainConfig& config, const YAML::Node& root, const std::string& source) {
+  if (!root || root.IsNull()) return;
+  LT_CHECK(root.IsMap(), source, ": the config must be a mapping of sections (model, data, ...)");
+  auto keys = schema(config);
+  std::map<std::string, Setter*> by_key;
+  std::map<std::string, std::string> known_in_section;
+  for (auto& [key, setter] : keys) {
+    by_key[key] = &setter;
+    auto section = key.substr(0, key.find('.'));
+    known_in_section[section] += (known_in_section[section].empty() ? "" : ", ") + key.substr(section.size() + 1);
+  }
+  for (const auto& section : root) {
+    const std::string name = section.first.as<std::string>();
+    LT_CHECK(known_in_section.count(name), source, ": unknown section '", name, "'",
+             where(section.first), " (known: model, data, train, optim, sched, exec, out)");
+    LT_CHECK(section.second.IsMap() || section.second.IsNull(), source, ": section '", name, "'",
+             where(section.second), " must be a mapping");
+    for (const auto& entry : section.second) {
+      const std::string key = name + "." + entry.first.as<std::string>();
+      auto it = by_key.find(key);
+      LT_CHECK(it != by_key.end(), source, ": unknown key '", key, "'", where(entry.first),
+               " (known in ", name, ": ", known_in_section[name], ")");
+      (*it->second)(entry.second, key);
+    }
+  }
+}
+
+// "a.b=value" -> {a: {b: value}} with value parsed as YAML.
+YAML::Node override_node(const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  LT_CHECK(eq != std::string::npos && eq > 0, "--set expects key=value, got '", assignment, "'");
+  const std::string key = assignment.substr(0, eq);
+  const auto dot = key.find('.');
+  LT_CHECK(dot != std::string::npos && dot > 0 && dot + 1 < key.size() &&
+               key.find('.', dot + 1) == std::string::npos,
+           "--set key must be section.name (e.g. train.steps), got '", key, "'");
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    fail("--set ", key, ": the value is not valid YAML (", e.msg, ")");
+  }
+  YAML::Node root;
+  root[key.substr(0, dot)][key.substr(dot + 1)] = value;
+  return root;
+}
+
+void resolve_asset_path(std::string& path) {
+  const std::string prefix = "@assets/";
+  if (path.rfind(prefix, 0) == 0) path = (assets_dir() / path.substr(prefix.size())).string();
+}
+
+template <typename... Names>
+void check_one_of(const std::string& value, const char* key, Names... names) {
+  bool ok = ((value == names) || ...);
+  if (!ok) {
+    std::string list;
+    ((list += (list.empty() ? "" : ", ") + std::string(names)), ...);
+    fail("config key '", key, "' must be one of ", list, "; got '", value, "'");
+  }
+}
+
+}  // namespace
+
+void TrainConfig::validate() const {
+  namespace fs = std::filesystem;
+  LT_CHECK(!model.path.empty(), "config key 'model.path' is required (a Hugging Face model folder)");
+  LT_CHECK(fs::is_regular_file(fs::path(model.path) / "config.json"), "config key 'model.path': '",
+           model.path, "' is not a model folder (no config.json there)");
+  check_one_of(model.init, "model.init", "pretrained", "random");
+  LT_CHECK(!data.path.empty(), "config key 'data.path' is required (a dataset file)");
+  LT_CHECK(fs::is_regular_file(data.path), "config key 'data.path': no file '", data.path, "'");
+  LT_CHECK(data.eval_path.empty() || fs::is_regular_file(data.eval_path),
+           "config key 'data.eval_path': no file '", data.eval_path, "'");
+  check_one_of(data.format, "data.format", "auto", "tokens", "alpaca", "query_response",
+               "sharegpt", "text");
+  check_one_of(data.template_name, "data.template", "auto", "chatml", "llama3", "plain");
+  LT_CHECK(train.steps > 0, "config key 'train.steps' must be positive, got ", train.steps);
+  LT_CHECK(train.batch_size > 0, "config key 'train.batch_size' must be positive, got ",
+           train.batch_size);
+  LT_CHECK(train.grad_accum > 0, "config key 'train.grad_accum' must be positive, got ",
+           train.grad_accum);
+  LT_CHECK(train.batch_size % train.grad_accum == 0, "config key 'train.grad_accum' (",
+           train.grad_accum, ") must divide 'train.batch_size' (", train.batch_size, ")");
+  LT_CHECK(train.seq_len >= 2, "config key 'train.seq_len' must be at least 2, got ",
+           train.seq_len);
+  LT_CHECK(train.grad_clip >= 0, "config key 'train.grad_clip' must be >= 0 (0 = off), got ",
+           train.grad_clip);
+  check_one_of(train.device, "train.device", "auto", "cpu", "cuda");
+  check_one_of(train.dtype, "train.dtype", "f32", "bf16");
+  LT_CHECK(train.eval_every >= 0, "config key 'train.eval_every' must be >= 0");
+  LT_CHECK(train.save_every >= 0, "config key 'train.save_every' must be >= 0");
+  LT_CHECK(train.keep_last >= 1, "config key 'train.keep_last' must be at least 1");
+  LT_CHECK(train.max_bad_steps >= 1, "config key 'train.max_bad_steps' must be at least 1");
+  check_one_of(optim.name, "optim.name", "adamw");
+  LT_CHECK(optim.lr > 0, "config key 'optim.lr' must be positive, got ", optim.lr);
+  LT_CHECK(optim.betas.size() == 2 && optim.betas[0] >= 0 && optim.betas[0] < 1 &&
+               optim.betas[1] >= 0 && optim.betas[1] < 1,
+           "config key 'optim.betas' must be two numbers in [0, 1)");
+  LT_CHECK(optim.eps > 0, "config key 'optim.eps' must be positive");
+  LT_CHECK(optim.weight_decay >= 0, "config key 'optim.weight_decay' must be >= 0");
+  check_one_of(sched.name, "sched.name", "constant", "linear", "cosine");
+  LT_CHECK(sched.warmup_steps >= 0, "config key 'sched.warmup_steps' must be >= 0");
+  LT_CHECK(sched.min_lr >= 0 && sched.min_lr <= optim.lr,
+           "config key 'sched.min_lr' must lie in [0, optim.lr]");
+  check_one_of(exec.mode, "exec.mode", "auto", "resident", "streaming", "offload");
+  LT_CHECK(!out.dir.empty(), "config key 'out.dir' must not be empty");
+}
+
+std::string TrainConfig::to_yaml() const {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  auto section = [&](const char* name, auto&& body) {
+    e << YAML::Key << name << YAML::Value << YAML::BeginMap;
+    body();
+    e << YAML::EndMap;
+  };
+  auto kv = [&](const char* k, const auto& v) { e << YAML::Key << k << YAML::Value << v; };
+  auto list = [&](const char* k, const auto& v) {
+    e << YAML::Key << k << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const auto& x : v) e << x;
+    e << YAML::EndSeq;
+  };
+  section("model", [&] { kv("path", model.path); kv("init", model.init); });
+  section("data", [&] {
+    kv("path", data.path); kv("format", data.format); kv("template", data.template_name);
+    kv("tokenizer", data.tokenizer); kv("train_on_prompt", data.train_on_prompt);
+    kv("pack", data.pack); kv("strict", data.strict); kv("prompt_field", data.prompt_field);
+    kv("response_field", data.response_field); kv("eval_path", data.eval_path);
+  });
+  section("train", [&] {
+    kv("steps", train.steps); kv("batch_size", train.batch_size);
+    kv("grad_accum", train.grad_accum); kv("seq_len", train.seq_len);
+    kv("grad_clip", train.grad_clip); kv("seed", train.seed); kv("device", train.device);
+    kv("dtype", train.dtype); kv("eval_every", train.eval_every);
+    kv("save_every", train.save_every); kv("keep_last", train.keep_last);
+    kv("max_bad_steps", train.max_bad_steps);
+  });
+  section("optim", [&] {
+    kv("name", optim.name); kv("lr", optim.lr); list("betas", optim.betas);
+    kv("eps", optim.eps); kv("weight_decay", optim.weight_decay);
+    list("no_decay", optim.no_decay);
+  });
+  section("sched", [&] {
+    kv("name", sched.name); kv("warmup_steps", sched.warmup_steps); kv("min_lr", sched.min_lr);
+  });
+  section("exec", [&] { kv("mode", exec.mode); });
+  section("out", [&] { kv("dir", out.dir); });
+  e << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides) {
+  TrainConfig config;
+  if (file.empty()) {
+    apply(config, YAML::Load(embedded_demo_config()), "the embedded demo config");
+  } else {
+    LT_CHECK(std::filesystem::is_regular_file(file), "config file '", file, "' does not exist");
+    YAML::Node root;
+    try {
+      root = YAML::LoadFile(file);
+    } catch (const YAML::Exception& e) {
+      fail(file, ": not valid YAML: ", e.what());
+    }
+    apply(config, root, file);
+  }
+  for (const auto& o : overrides) apply(config, override_node(o), "--set " + o);
+  for (std::string* p : {&config.model.path, &config.data.path, &config.data.tokenizer,
+                         &config.data.eval_path}) {
+    resolve_asset_path(*p);
+  }
+  config.validate();
+  return config;
+}
+
+std::filesystem::path assets_dir() {
+  if (const char* env = std::getenv("LT_ASSETS_DIR")) return env;
+  return std::filesystem::path(LT_SOURCE_DIR) / "assets";
+}
+
+}  // namespace lt::train

@@ -1,0 +1,80 @@
+#pragma once
+// The training configuration: YAML, strictly checked. Every key has a
+// default; a config file (or, without one, the embedded demo) overrides
+// them, and `--set key=value` overrides the file. Unknown keys, wrong types
+// and impossible values are refused with a message naming the key.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace lt::train {
+
+struct TrainConfig {
+  struct Model {
+    std::string path;               // Hugging Face folder (config.json [+ weights])
+    std::string init = "pretrained";  // pretrained | random (config.json only)
+  } model;
+  struct Data {
+    std::string path;
+    std::string format = "auto";  // auto|tokens|alpaca|query_response|sharegpt|text
+    std::string template_name = "auto";  // key "template": auto|chatml|llama3|plain
+    std::string tokenizer;        // default: model.path
+    bool train_on_prompt = false;
+    bool pack = false;
+    bool strict = false;  // refuse the file at the first bad row instead of skipping it
+    std::string prompt_field;     // query_response: default by format detection
+    std::string response_field;
+    std::string eval_path;        // optional held-out file for train.eval_every
+  } data;
+  struct Train {
+    int64_t steps = 100;
+    int64_t batch_size = 8;  // sequences per optimizer step
+    int64_t grad_accum = 1;  // micro-batches per step; batch_size % grad_accum == 0
+    int64_t seq_len = 512;
+    double grad_clip = 1.0;  // max global norm; 0 = off
+    uint64_t seed = 0;
+    std::string device = "auto";  // auto|cpu|cuda
+    std::string dtype = "f32";    // f32|bf16: compute type (master weights stay f32)
+    int64_t eval_every = 0;       // 0 = never
+    int64_t save_every = 0;       // 0 = only at the end
+    int64_t keep_last = 2;        // checkpoints kept
+    int64_t max_bad_steps = 5;    // stop after this many non-finite steps in a row
+  } train;
+  struct Optim {
+    std::string name = "adamw";  // adamw (adamw8bit later)
+    double lr = 1e-4;
+    std::vector<double> betas = {0.9, 0.999};
+    double eps = 1e-8;
+    double weight_decay = 0.0;
+    std::vector<std::string> no_decay = {"bias", "norm"};
+  } optim;
+  struct Sched {
+    std::string name = "constant";  // constant|linear|cosine
+    int64_t warmup_steps = 0;
+    double min_lr = 0.0;
+  } sched;
+  struct Exec {
+    std::string mode = "auto";  // auto|resident|streaming|offload
+  } exec;
+  struct Out {
+    std::string dir = "runs/latest";
+  } out;
+
+  // Checks every value; throws lt::Error naming the key.
+  void validate() const;
+  // The resolved config as YAML text (printed at start, saved in out.dir).
+  std::string to_yaml() const;
+};
+
+// Loads defaults <- `file` (or the embedded demo when `file` is empty) <-
+// each "key=value" override (value parsed as YAML). Paths that begin with
+// "@assets/" are resolved against the bundled assets folder.
+TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides);
+
+// The embedded default: the demo run on the bundled corpus.
+const char* embedded_demo_config();
+// Where "@assets/" points: $LT_ASSETS_DIR, else the source tree's assets/.
+std::filesystem::path assets_dir();
+
+}  // namespace lt::train

@@ -1,0 +1,48 @@
+#include "train/progress.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace lt::train {
+
+ProgressBar::ProgressBar(int64_t first_step, int64_t total_steps)
+    : first_step_(first_step),
+      total_steps_(total_steps),
+      tty_(isatty(STDERR_FILENO) != 0),
+      // About 20 plain lines per run, never fewer than one per 100 steps.
+      plain_every_(std::clamp<int64_t>(total_steps / 20, 1, 100)),
+      start_(std::chrono::steady_clock::now()) {}
+
+void ProgressBar::update(int64_t step, double loss, double tokens_per_s, const std::string& extra) {
+  const int64_t done = step + 1;
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const int64_t run_steps = std::max<int64_t>(done - first_step_, 1);
+  const double eta = elapsed / static_cast<double>(run_steps) *
+                     static_cast<double>(total_steps_ - done);
+  const int width = 24;
+  const int filled = static_cast<int>(width * done / std::max<int64_t>(total_steps_, 1));
+  std::string line = fmt::format("step {:>5}/{} loss {:.4f} | {:.0f} tok/s | ETA {:.0f}s{}", done,
+                                 total_steps_, loss, tokens_per_s, eta, extra);
+  if (tty_) {
+    fmt::print(stderr, "\r[{}{}] {}\x1b[K", std::string(filled, '#'),
+               std::string(width - filled, '.'), line);
+    bar_shown_ = true;
+  } else if (done % plain_every_ == 0 || done == total_steps_ || step == first_step_) {
+    fmt::print(stderr, "{}\n", line);
+  }
+}
+
+void ProgressBar::message(const std::string& line) {
+  if (tty_ && bar_shown_) fmt::print(stderr, "\r\x1b[K");
+  fmt::print(stderr, "{}\n", line);
+}
+
+void ProgressBar::finish() {
+  if (tty_ && bar_shown_) fmt::print(stderr, "\n");
+  bar_shown_ = false;
+}
+
+}  // namespace lt::train
