@@ -9,7 +9,7 @@ CMAKE_ARGS ?=
 .PHONY: demo test deps configure build sanitize format clean
 
 demo: build
-	./$(BUILD_DIR)/lazytrain info
+	./$(BUILD_DIR)/lazytrain train
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE gpu

@@ -8,6 +8,7 @@ namespace lt::cli {
 void add_info_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
+void add_train_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 
 }  // namespace lt::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   lt::cli::add_info_command(app);
   lt::cli::add_eval_command(app);
   lt::cli::add_convert_command(app);
+  lt::cli::add_train_command(app);
   lt::cli::add_tokenize_command(app);
   try {
     app.parse(argc, argv);

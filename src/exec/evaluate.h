@@ -2,6 +2,7 @@
 // Mean next-token loss of a model over pre-tokenized rows.
 #include <functional>
 
+#include "data/batching.h"
 #include "data/token_rows.h"
 #include "models/causal_lm.h"
 
@@ -18,5 +19,11 @@ struct EvalResult {
 EvalResult evaluate_loss(const models::CausalLM& model, const std::vector<data::TokenRow>& rows,
                          int64_t batch_size,
                          const std::function<void(int64_t, int64_t)>& progress = {});
+
+// The same over samples with labels: only tokens whose label is not -100
+// are predicted (a masked prompt is context, not target).
+EvalResult evaluate_samples(const models::CausalLM& model, const std::vector<data::Sample>& samples,
+                            int64_t batch_size, int64_t max_len,
+                            const std::function<void(int64_t, int64_t)>& progress = {});
 
 }  // namespace lt::exec

@@ -227,6 +227,7 @@ void TrainConfig::validate() const {
 
 std::string TrainConfig::to_yaml() const {
   YAML::Emitter e;
+  e.SetDoublePrecision(10);  // 3e-3 prints as 0.003, not 0.0030000000000000001
   e << YAML::BeginMap;
   auto section = [&](const char* name, auto&& body) {
     e << YAML::Key << name << YAML::Value << YAML::BeginMap;

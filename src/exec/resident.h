@@ -1,0 +1,24 @@
+#pragma once
+// The resident executor: the whole model on one device, plain autograd
+// through the whole stage chain. It is the reference every other executor
+// is checked against, and the fast path when the model fits.
+#include "exec/executor.h"
+#include "models/causal_lm.h"
+#include "optim/adamw.h"
+
+namespace lt::exec {
+
+class ResidentExecutor final : public Executor {
+ public:
+  ResidentExecutor(const models::CausalLM& model, optim::AdamW& optimizer);
+  StepStats step(const std::vector<data::Batch>& micro_batches,
+                 const StepOptions& options) override;
+  const char* name() const override { return "resident"; }
+
+ private:
+  const models::CausalLM& model_;
+  optim::AdamW& optimizer_;
+  nn::NamedParameters params_;
+};
+
+}  // namespace lt::exec

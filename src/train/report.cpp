@@ -1,0 +1,100 @@
+#include "train/report.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "io/atomic_file.h"
+#include "train/generate.h"
+
+namespace lt::train {
+
+namespace fs = std::filesystem;
+
+MetricsWriter::MetricsWriter(const fs::path& path, bool resuming, int64_t first_step) {
+  if (resuming && fs::exists(path)) {
+    std::ifstream in(path);
+    std::string kept, line;
+    while (std::getline(in, line)) {
+      try {
+        if (nlohmann::json::parse(line).at("step").get<int64_t>() < first_step) kept += line + "\n";
+      } catch (const nlohmann::json::exception&) {
+        // A torn last line from a killed run: drop it.
+      }
+    }
+    io::AtomicFileWriter w(path);
+    w.write(kept);
+    w.commit();
+    out_.open(path, std::ios::app);
+  } else {
+    out_.open(path, std::ios::trunc);
+  }
+  LT_CHECK(out_.good(), path.string(), ": cannot open for writing");
+}
+
+void MetricsWriter::write(const nlohmann::json& line) {
+  out_ << line.dump() << "\n";
+  out_.flush();
+}
+
+nlohmann::json step_json(int64_t step, const exec::StepStats& s, double lr, double parameters) {
+  const double tps = s.seconds > 0 ? static_cast<double>(s.tokens) / s.seconds : 0.0;
+  nlohmann::json j = {{"step", step},
+                      {"loss", s.loss},
+                      {"lr", lr},
+                      {"grad_norm", s.grad_norm},
+                      {"tokens", s.tokens},
+                      {"step_s", s.seconds},
+                      {"tokens_per_s", tps},
+                      {"tflops", 6.0 * parameters * tps / 1e12},
+                      {"compute_s", s.compute_s},
+                      {"optimizer_s", s.optimizer_s}};
+  if (s.skipped) j["skipped"] = true;
+  nlohmann::json peak = nlohmann::json::object();
+  for (const auto& [space, bytes] : s.peak_bytes) peak[space] = bytes;
+  j["peak_bytes"] = peak;
+  return j;
+}
+
+bool plot_loss_curve(const fs::path& metrics, const fs::path& png) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return false;
+  std::ifstream in(metrics);
+  const fs::path dat = png.parent_path() / ".loss.dat";
+  {
+    std::ofstream out(dat);
+    std::string line;
+    while (std::getline(in, line)) {
+      try {
+        auto j = nlohmann::json::parse(line);
+        out << j.at("step").get<int64_t>() << " " << j.at("loss").get<double>() << "\n";
+      } catch (const nlohmann::json::exception&) {
+      }
+    }
+  }
+  const std::string script = fmt::format(
+      "set terminal png size 800,500; set output '{}'; set xlabel 'step'; set ylabel 'loss'; "
+      "set grid; plot '{}' using 1:2 with lines title 'training loss'",
+      png.string(), dat.string());
+  const std::string cmd = "gnuplot -e \"" + script + "\" >/dev/null 2>&1";
+  const bool ok = std::system(cmd.c_str()) == 0;
+  fs::remove(dat);
+  return ok;
+}
+
+void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenizer,
+                  const data::Sample& sample) {
+  size_t prompt_len = 0;
+  while (prompt_len < sample.ids.size() && sample.labels[prompt_len] == data::kIgnoreLabel) {
+    ++prompt_len;
+  }
+  if (prompt_len == 0 || prompt_len == sample.ids.size()) prompt_len = std::min<size_t>(8, sample.ids.size());
+  std::vector<int32_t> prompt(sample.ids.begin(), sample.ids.begin() + static_cast<int64_t>(prompt_len));
+  const auto& eos = model.config().eos_token_ids;
+  auto out = greedy_generate(model, prompt, 40, eos.empty() ? -1 : static_cast<int32_t>(eos.front()));
+  std::vector<uint32_t> p(prompt.begin(), prompt.end()), g(out.begin(), out.end());
+  fmt::print("\nsample (greedy, 40 tokens at most)\n--- prompt ---\n{}\n--- model ---\n{}\n---\n",
+             tokenizer.decode(p), tokenizer.decode(g));
+}
+
+}  // namespace lt::train

@@ -1,0 +1,39 @@
+#pragma once
+// What a run writes besides checkpoints: metrics.jsonl, the loss curve and
+// the closing sample.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "data/batching.h"
+#include "data/tokenizer.h"
+#include "exec/step_stats.h"
+#include "models/causal_lm.h"
+
+namespace lt::train {
+
+// One JSON object per optimizer step, flushed as written. On resume the
+// lines of steps at or after `first_step` (from the interrupted run) are
+// dropped first, so the file reads as one uninterrupted run.
+class MetricsWriter {
+ public:
+  MetricsWriter(const std::filesystem::path& path, bool resuming, int64_t first_step);
+  void write(const nlohmann::json& line);
+
+ private:
+  std::ofstream out_;
+};
+
+// The metrics line of a step. tflops = 6 * parameters * tokens / seconds.
+nlohmann::json step_json(int64_t step, const exec::StepStats& stats, double lr, double parameters);
+
+// loss.png from metrics.jsonl with gnuplot when it is installed; returns
+// false (and writes nothing) when it is not.
+bool plot_loss_curve(const std::filesystem::path& metrics, const std::filesystem::path& png);
+
+// Prints the sample's prompt (its tokens up to the first trained label) and
+// the model's greedy continuation.
+void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenizer,
+                  const data::Sample& sample);
+
+}  // namespace lt::train

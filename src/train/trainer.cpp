@@ -1,0 +1,234 @@
+#include "train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <csignal>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "data/dataset.h"
+#include "data/tokenizer.h"
+#include "exec/evaluate.h"
+#include "exec/resident.h"
+#include "io/atomic_file.h"
+#include "io/hf_model.h"
+#include "optim/schedule.h"
+#include "train/checkpoint.h"
+#include "train/generate.h"
+#include "train/progress.h"
+#include "train/report.h"
+
+namespace lt::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<int> stop_signal{0};
+extern "C" void on_stop_signal(int sig) { stop_signal.store(sig); }
+
+// Installs SIGINT/SIGTERM handlers for the run and restores the old ones.
+class StopSignals {
+ public:
+  StopSignals() {
+    stop_signal.store(0);
+    old_int_ = std::signal(SIGINT, on_stop_signal);
+    old_term_ = std::signal(SIGTERM, on_stop_signal);
+  }
+  ~StopSignals() {
+    std::signal(SIGINT, old_int_);
+    std::signal(SIGTERM, old_term_);
+  }
+  bool requested() const { return stop_signal.load() != 0; }
+
+ private:
+  void (*old_int_)(int);
+  void (*old_term_)(int);
+};
+
+fs::path tokenizer_dir_of(const TrainConfig& c) {
+  return fs::path(c.data.tokenizer.empty() ? c.model.path : c.data.tokenizer);
+}
+
+std::vector<data::Sample> load_samples(const TrainConfig& c, const std::string& path,
+                                       const data::Tokenizer* tokenizer, ProgressBar* log) {
+  data::DatasetOptions options;
+  options.format = c.data.format;
+  options.template_name = c.data.template_name;
+  options.train_on_prompt = c.data.train_on_prompt;
+  options.strict = c.data.strict;
+  options.prompt_field = c.data.prompt_field;
+  options.response_field = c.data.response_field;
+  data::DatasetReport report;
+  auto samples = data::load_dataset(path, tokenizer, options, &report);
+  log->message(fmt::format("data: {} samples from {} rows of {} (format {}, template {}){}",
+                           report.samples, report.rows, path, report.format,
+                           report.template_name,
+                           report.skipped ? fmt::format(", {} skipped", report.skipped) : ""));
+  for (size_t i = 0; i < report.problems.size() && i < 5; ++i) {
+    log->message("  skipped: " + report.problems[i]);
+  }
+  return samples;
+}
+
+void write_text_atomic(const fs::path& path, const std::string& text) {
+  io::AtomicFileWriter w(path);
+  w.write(text);
+  w.commit();
+}
+
+}  // namespace
+
+TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
+  LT_CHECK(c.train.device != "cuda",
+           "train.device: cuda needs the CUDA training backend, which is not built yet; use cpu");
+  LT_CHECK(c.exec.mode == "auto" || c.exec.mode == "resident", "exec.mode: '", c.exec.mode,
+           "' is not available yet (only resident); use auto or resident");
+  LT_CHECK(c.train.dtype == "f32",
+           "train.dtype: bf16 compute needs the CUDA backend; on the CPU use f32");
+  const fs::path out_dir = c.out.dir;
+  fs::create_directories(out_dir);
+  for (const auto& entry : fs::directory_iterator(out_dir)) {  // a crashed save's leftovers
+    if (entry.path().filename().string().rfind(".step-", 0) == 0) fs::remove_all(entry.path());
+  }
+  const std::string config_yaml = c.to_yaml();
+  write_text_atomic(out_dir / "config.yaml", config_yaml);
+  fmt::print("lazytrain train: resolved config (saved to {})\n{}", (out_dir / "config.yaml").string(),
+             config_yaml);
+
+  ProgressBar progress(0, c.train.steps);
+  const fs::path tok_dir = tokenizer_dir_of(c);
+  std::optional<data::Tokenizer> tokenizer;
+  if (c.data.format != "tokens") tokenizer = data::Tokenizer::load(tok_dir);
+  auto samples = load_samples(c, c.data.path, tokenizer ? &*tokenizer : nullptr, &progress);
+  std::vector<data::Sample> eval_samples;
+  if (!c.data.eval_path.empty()) {
+    eval_samples = load_samples(c, c.data.eval_path, tokenizer ? &*tokenizer : nullptr, &progress);
+  }
+
+  // Model: resumed weights, pretrained weights, or a fresh initialization.
+  fs::path resume_dir;
+  if (!run.resume.empty()) resume_dir = resolve_checkpoint(run.resume, out_dir);
+  Generator init_gen(c.train.seed);
+  models::CausalLM model =
+      !resume_dir.empty() ? io::load_hf_model(resume_dir, DType::F32)
+      : c.model.init == "random"
+          ? models::CausalLM::random(models::ModelConfig::from_file(fs::path(c.model.path) / "config.json"),
+                                     init_gen, DType::F32)
+          : io::load_hf_model(c.model.path, DType::F32);
+  const int64_t vocab = model.config().vocab_size;
+  for (const auto& s : samples) {
+    for (int32_t id : s.ids) {
+      LT_CHECK(id >= 0 && id < vocab, "data: token id ", id, " is outside the model's vocabulary of ",
+               vocab, " (is data.tokenizer the model's tokenizer?)");
+    }
+  }
+
+  optim::AdamWOptions adam;
+  adam.lr = c.optim.lr;
+  adam.beta1 = c.optim.betas[0];
+  adam.beta2 = c.optim.betas[1];
+  adam.eps = c.optim.eps;
+  adam.weight_decay = c.optim.weight_decay;
+  optim::AdamW optimizer(model.parameters(), adam, c.optim.no_decay);
+  exec::ResidentExecutor executor(model, optimizer);
+
+  data::BatchOptions batch_options;
+  batch_options.batch_size = c.train.batch_size / c.train.grad_accum;
+  batch_options.seq_len = c.train.seq_len;
+  batch_options.pack = c.data.pack;
+  batch_options.seed = c.train.seed;
+  if (auto eos = model.config().eos_token_ids; !eos.empty()) {
+    batch_options.pad_id = static_cast<int32_t>(eos.front());
+  }
+  data::Batcher batcher(samples, batch_options);
+
+  TrainerState state;
+  if (!resume_dir.empty()) {
+    CheckpointContents ck = read_checkpoint(resume_dir);
+    optimizer.load_state({ck.optimizer_state.begin(), ck.optimizer_state.end()});
+    batcher.restore(ck.state.sampler);
+    state = ck.state;
+    progress.message(fmt::format("resumed from {} at step {}", resume_dir.string(), state.step));
+  }
+  LT_CHECK(state.step < c.train.steps || !resume_dir.empty(), "nothing to do");
+
+  optim::ScheduleOptions sched;
+  sched.name = c.sched.name;
+  sched.warmup_steps = c.sched.warmup_steps;
+  sched.total_steps = c.train.steps;
+  sched.base_lr = c.optim.lr;
+  sched.min_lr = c.sched.min_lr;
+
+  const double params = static_cast<double>(model.config().num_parameters());
+  StopSignals signals;
+  MetricsWriter metrics(out_dir / "metrics.jsonl", !resume_dir.empty(), state.step);
+  ProgressBar bar(state.step, c.train.steps);
+  TrainRunResult result;
+  fs::path last_saved;
+  auto save = [&] {
+    state.sampler = batcher.state();
+    last_saved = save_checkpoint(out_dir, model, optimizer.state(), state, tok_dir, config_yaml,
+                                 c.train.keep_last);
+    bar.message("saved " + last_saved.string());
+  };
+
+  while (state.step < c.train.steps) {
+    std::vector<data::Batch> micro;
+    for (int64_t i = 0; i < c.train.grad_accum; ++i) micro.push_back(batcher.next());
+    exec::StepOptions step_options;
+    step_options.lr = optim::lr_at(sched, state.step);
+    step_options.max_grad_norm = c.train.grad_clip;
+    exec::StepStats stats = executor.step(micro, step_options);
+
+    nlohmann::json line = step_json(state.step, stats, step_options.lr, params);
+    if (c.train.eval_every > 0 && !eval_samples.empty() &&
+        (state.step + 1) % c.train.eval_every == 0) {
+      auto ev = exec::evaluate_samples(model, eval_samples, batch_options.batch_size, c.train.seq_len);
+      line["eval_loss"] = ev.loss;
+      bar.message(fmt::format("step {}: eval loss {:.4f} over {} tokens", state.step + 1, ev.loss,
+                              ev.tokens));
+    }
+    metrics.write(line);
+    result.final_loss = stats.loss;
+    if (stats.skipped) {
+      ++state.consecutive_bad_steps;
+      bar.message(fmt::format("step {}: non-finite loss or gradient (loss {}, grad norm {}); update skipped",
+                              state.step, stats.loss, stats.grad_norm));
+      if (state.consecutive_bad_steps >= c.train.max_bad_steps) {
+        bar.finish();
+        fail("stopping: ", state.consecutive_bad_steps,
+             " steps in a row had a non-finite loss or gradient (train.max_bad_steps = ",
+             c.train.max_bad_steps, "); lower optim.lr or check the data");
+      }
+    } else {
+      state.consecutive_bad_steps = 0;
+    }
+    ++state.step;
+    bar.update(state.step - 1, stats.loss, static_cast<double>(stats.tokens) / stats.seconds,
+               fmt::format(" | lr {:.2e}", step_options.lr));
+    const bool at_end = state.step == c.train.steps;
+    if (signals.requested()) {
+      bar.finish();
+      bar.message("stop requested: saving and exiting");
+      save();
+      result.interrupted = true;
+      break;
+    }
+    if (at_end || (c.train.save_every > 0 && state.step % c.train.save_every == 0)) save();
+  }
+  bar.finish();
+  result.steps_done = state.step;
+  result.last_checkpoint = last_saved.string();
+  plot_loss_curve(out_dir / "metrics.jsonl", out_dir / "loss.png");
+  if (run.sample_at_end && tokenizer && !result.interrupted) {
+    print_sample(model, *tokenizer, samples.front());
+  }
+  fmt::print("outputs: {} (metrics.jsonl, config.yaml, loss.png, checkpoints {})\n",
+             out_dir.string(), last_saved.string());
+  return result;
+}
+
+}  // namespace lt::train

@@ -1,0 +1,25 @@
+#pragma once
+// The main job: `lazytrain train`. Builds the model, data, optimizer and
+// executor from a TrainConfig, runs the steps, writes metrics.jsonl and
+// checkpoints, and resumes exactly from one.
+#include <string>
+
+#include "train/config.h"
+
+namespace lt::train {
+
+struct TrainRunOptions {
+  std::string resume;         // "", "latest" or a checkpoint folder
+  bool sample_at_end = true;  // print a greedy sample from the trained model
+};
+
+struct TrainRunResult {
+  int64_t steps_done = 0;      // optimizer steps completed in total (after resume)
+  double final_loss = 0;       // loss of the last step
+  bool interrupted = false;    // SIGINT/SIGTERM: saved and stopped early
+  std::string last_checkpoint;
+};
+
+TrainRunResult run_training(const TrainConfig& config, const TrainRunOptions& options);
+
+}  // namespace lt::train
