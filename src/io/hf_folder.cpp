@@ -1,10 +1,10 @@
 #include "io/hf_folder.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -32,6 +32,23 @@ bool is_plain_file_name(const std::string& name) {
          name.find('\0') == std::string::npos;
 }
 
+bool file_exists(const std::filesystem::path& p) {
+  std::error_code ec;  // an unreadable folder reads as "absent", reported by the caller
+  return std::filesystem::exists(p, ec);
+}
+
+// "model-NNNNN-of-NNNNN.safetensors": the names transformers gives shards.
+bool is_shard_file_name(const std::string& name) {
+  static const std::string pattern = "model-#####-of-#####.safetensors";
+  if (name.size() != pattern.size()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const bool ok = pattern[i] == '#' ? std::isdigit(static_cast<unsigned char>(name[i])) != 0
+                                      : name[i] == pattern[i];
+    if (!ok) return false;
+  }
+  return true;
+}
+
 std::string shard_file_name(size_t index, size_t count) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", index + 1, count);
@@ -43,13 +60,13 @@ std::string shard_file_name(size_t index, size_t count) {
 HfWeights::HfWeights(const std::filesystem::path& folder) : folder_(folder) {
   const auto single = folder_ / kHfWeightsFile;
   const auto index = folder_ / kHfIndexFile;
-  if (std::filesystem::exists(single)) {
+  if (file_exists(single)) {
     auto file = std::make_shared<const SafetensorsFile>(single);
     for (const auto& name : file->names()) weight_map_[name] = kHfWeightsFile;
     open_[kHfWeightsFile] = std::move(file);
     return;
   }
-  if (!std::filesystem::exists(index)) {
+  if (!file_exists(index)) {
     fail("model folder '", folder_.string(), "' holds neither ", kHfWeightsFile, " nor ",
          kHfIndexFile);
   }
@@ -96,7 +113,7 @@ const SafetensorsFile& HfWeights::shard(const std::string& file,
   auto it = open_.find(file);
   if (it != open_.end()) return *it->second;
   const auto path = folder_ / file;
-  if (!std::filesystem::exists(path)) {
+  if (!file_exists(path)) {
     fail("model folder '", folder_.string(), "': shard '", file, "' (listed in ", kHfIndexFile,
          " for tensor '", for_tensor, "') does not exist");
   }
@@ -180,7 +197,9 @@ std::vector<std::string> write_hf_weights(const std::filesystem::path& folder,
   }
   if (!current.empty()) shards.push_back(std::move(current));
 
-  std::filesystem::create_directories(folder);
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) fail("cannot create model folder '", folder.string(), "': ", ec.message());
   std::vector<std::string> written;
   json weight_map = json::object();
   for (size_t s = 0; s < shards.size(); ++s) {
@@ -213,13 +232,19 @@ std::vector<std::string> write_hf_weights(const std::filesystem::path& folder,
 
   // Remove what an earlier save left behind and this one did not replace;
   // a stale model.safetensors would shadow the new index.
-  static const std::regex shard_pattern(R"(model-\d{5}-of-\d{5}\.safetensors)");
   std::set<std::string> keep(written.begin(), written.end());
-  for (const auto& dirent : std::filesystem::directory_iterator(folder)) {
+  std::vector<std::filesystem::path> stale;
+  for (const auto& dirent : std::filesystem::directory_iterator(folder, ec)) {
     const std::string name = dirent.path().filename().string();
     if (keep.count(name)) continue;
-    if (std::regex_match(name, shard_pattern) || name == kHfWeightsFile || name == kHfIndexFile) {
-      std::filesystem::remove(dirent.path());
+    if (is_shard_file_name(name) || name == kHfWeightsFile || name == kHfIndexFile) {
+      stale.push_back(dirent.path());
+    }
+  }
+  if (ec) fail("cannot list model folder '", folder.string(), "': ", ec.message());
+  for (const auto& path : stale) {
+    if (!std::filesystem::remove(path, ec) && ec) {
+      fail("cannot remove stale '", path.string(), "' from an earlier save: ", ec.message());
     }
   }
   return written;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -20,6 +21,11 @@ namespace lt::io {
 namespace {
 
 using nlohmann::json;
+
+// Tensor bytes are copied between memory and file as they are; the format
+// is little-endian, and so is every host lazytrain targets.
+static_assert(std::endian::native == std::endian::little,
+              "safetensors I/O assumes a little-endian host");
 
 // The reference implementation refuses headers above 100 MB
 // (MAX_HEADER_SIZE); a garbage length field must not make us allocate more.

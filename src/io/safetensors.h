@@ -64,7 +64,7 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* bytes, size_t size,
 std::optional<DType> dtype_from_safetensors(const std::string& name);
 const char* safetensors_dtype_name(DType dtype);
 
-// A safetensors file opened for reading. Cheap to copy (shares the mapping).
+// A safetensors file opened for reading. Copies share the mapping.
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::filesystem::path& path);

@@ -106,10 +106,13 @@ TEST(HfFolder, ShardsOrderTensorsByElementSizeSoAllAreAligned) {
 TEST(HfFolder, SingleFileBelowTheLimitAndStaleFilesRemoved) {
   TempDir dir;
   write_hf_weights(dir.path(), five_tensors(), {.max_shard_bytes = 40});
-  testing::write_text(dir / "config.json", "{}");  // not ours: must survive
+  testing::write_text(dir / "config.json", "{}");                     // not ours: must survive
+  testing::write_text(dir / "model-extra.safetensors", "");           // not a shard name: survives
+  testing::write_text(dir / "model-00009-of-00012.safetensors", "");  // an older save's shard
   auto written = write_hf_weights(dir.path(), five_tensors());
   EXPECT_EQ(written, (std::vector<std::string>{"model.safetensors"}));
-  EXPECT_EQ(files_in(dir.path()), (std::set<std::string>{"config.json", "model.safetensors"}));
+  EXPECT_EQ(files_in(dir.path()),
+            (std::set<std::string>{"config.json", "model-extra.safetensors", "model.safetensors"}));
   HfWeights weights(dir.path());
   EXPECT_FALSE(weights.sharded());
   EXPECT_EQ(weights.tensor("d").to_doubles(), filled({12}, DType::BF16, 30).to_doubles());

@@ -101,6 +101,8 @@ TEST(ModelConfigTransformers, SameValuesAsTransformersBothWays) {
   // config.json we write for each.
   std::vector<fs::path> inputs;
   for (const auto& e : fs::directory_iterator(fixtures)) {
+    // Config fixtures are the .json files at the top; sub-folders hold other tests' models.
+    if (!e.is_regular_file() || e.path().extension() != ".json") continue;
     if (e.path().filename() != "mistral-7b-v0.1.v4.json") inputs.push_back(e.path());
   }
   auto variant = [&](const std::string& from, const std::string& name, auto edit) {
