@@ -12,6 +12,7 @@ demo: build
 	./$(BUILD_DIR)/lazytrain train
 
 test: build
+	./scripts/setup-test-venv.sh
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE gpu
 
 deps:

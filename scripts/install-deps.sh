@@ -10,6 +10,7 @@ packages=(
   libfmt-dev libspdlog-dev
   coinor-libcbc-dev liburing-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
+  gnuplot-nox python3-venv
 )
 
 missing=()
