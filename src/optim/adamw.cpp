@@ -1,0 +1,247 @@
+#include "optim/adamw.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/thread_pool.h"
+#include "optim/adamw_kernel.h"
+
+namespace lt::optim {
+
+namespace {
+
+// Elements per unit of parallel work. Big enough that the per-chunk
+// overhead (one std::function call, a mutex in the pool) is noise next to
+// ~64K element updates (~1.8 MB of memory traffic); small enough that a
+// model's largest tensors split across every thread.
+constexpr int64_t kChunkElements = int64_t{1} << 16;
+
+std::string state_name(const std::string& param, const char* field) {
+  return param + "." + field;
+}
+
+void check_param(const std::string& name, const Tensor& p) {
+  LT_CHECK(!name.empty(), "AdamW: a parameter has an empty name (state names are built from it)");
+  LT_CHECK(p.defined(), "AdamW: parameter '", name, "' is an undefined tensor");
+  LT_CHECK(p.device().is_cpu(), "AdamW: parameter '", name,
+           "' must live on the CPU (the fp32 master), got ", p.str());
+  LT_CHECK(p.dtype() == DType::F32, "AdamW: parameter '", name, "' must be f32 (the master), got ",
+           p.str());
+  LT_CHECK(p.is_contiguous(), "AdamW: parameter '", name, "' must be contiguous, got ", p.str());
+}
+
+// Two parameters that share bytes would be updated twice per step.
+void check_no_overlap(const nn::NamedParameters& params) {
+  struct Range {
+    const Storage* storage;
+    int64_t begin, end;
+    size_t index;
+  };
+  std::vector<Range> ranges;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i].second;
+    ranges.push_back({p.storage().get(), p.offset(), p.offset() + p.numel(), i});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return a.storage != b.storage ? std::less<const Storage*>()(a.storage, b.storage)
+                                  : a.begin < b.begin;
+  });
+  for (size_t k = 1; k < ranges.size(); ++k) {
+    const Range& a = ranges[k - 1];
+    const Range& b = ranges[k];
+    LT_CHECK(a.storage != b.storage || a.end <= b.begin || a.begin == a.end || b.begin == b.end,
+             "AdamW: parameters '", params[a.index].first, "' and '", params[b.index].first,
+             "' share memory; list each parameter once");
+  }
+}
+
+Tensor step_scalar(int64_t value) {
+  Tensor t = Tensor::empty({}, DType::I64);
+  *t.data<int64_t>() = value;
+  return t;
+}
+
+}  // namespace
+
+void validate(const AdamWOptions& o) {
+  LT_CHECK(std::isfinite(o.lr) && o.lr >= 0, "optim.lr must be a finite number >= 0, got ", o.lr);
+  LT_CHECK(o.beta1 >= 0 && o.beta1 < 1, "optim.betas[0] must be in [0, 1), got ", o.beta1);
+  LT_CHECK(o.beta2 >= 0 && o.beta2 < 1, "optim.betas[1] must be in [0, 1), got ", o.beta2);
+  LT_CHECK(std::isfinite(o.eps) && o.eps >= 0, "optim.eps must be a finite number >= 0, got ",
+           o.eps);
+  LT_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0,
+           "optim.weight_decay must be a finite number >= 0, got ", o.weight_decay);
+}
+
+AdamW::AdamW(const nn::NamedParameters& params, AdamWOptions options,
+             std::vector<std::string> no_decay_substrings)
+    : params_(params), options_(options), no_decay_substrings_(std::move(no_decay_substrings)) {
+  validate(options_);
+  std::unordered_map<std::string, size_t> seen;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
+    check_param(name, p);
+    auto [it, inserted] = seen.emplace(name, i);
+    LT_CHECK(inserted, "AdamW: parameter name '", name, "' appears twice (positions ", it->second,
+             " and ", i, ")");
+  }
+  check_no_overlap(params_);
+  for (const auto& [name, p] : params_) {
+    const bool excluded =
+        std::any_of(no_decay_substrings_.begin(), no_decay_substrings_.end(),
+                    [&](const std::string& s) { return name.find(s) != std::string::npos; });
+    decay_.push_back(excluded ? 0.0 : options_.weight_decay);
+    exp_avg_.push_back(Tensor::zeros(p.shape(), DType::F32));
+    exp_avg_sq_.push_back(Tensor::zeros(p.shape(), DType::F32));
+  }
+  param_steps_.assign(params_.size(), 0);
+}
+
+void AdamW::step(double lr, double grad_scale) {
+  LT_CHECK(std::isfinite(lr) && lr >= 0, "AdamW::step: lr must be a finite number >= 0, got ", lr);
+  LT_CHECK(std::isfinite(grad_scale), "AdamW::step: grad_scale must be finite, got ", grad_scale,
+           " (skip the update when the gradient norm is not finite)");
+
+  // One job per parameter with a gradient; all checks happen before any
+  // parameter changes, so a bad gradient leaves the optimizer untouched.
+  struct ParamJob {
+    float* param;
+    const void* grad;
+    bool grad_is_bf16;
+    float* exp_avg;
+    float* exp_avg_sq;
+    int64_t numel;
+  };
+  std::vector<ParamJob> jobs;
+  std::vector<size_t> job_param;  // parameter index of each job
+  std::vector<Tensor> grads;      // keeps contiguous copies alive
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    LT_CHECK(g.device().is_cpu(), "AdamW::step: gradient of '", name, "' must be on the CPU, got ",
+             g.str());
+    LT_CHECK(g.dtype() == DType::F32 || g.dtype() == DType::BF16, "AdamW::step: gradient of '",
+             name, "' must be f32 or bf16, got ", g.str());
+    LT_CHECK(g.shape() == p.shape(), "AdamW::step: gradient of '", name, "' has shape ",
+             shape_str(g.shape()), ", the parameter ", shape_str(p.shape()));
+    g = g.contiguous();
+    grads.push_back(g);
+    jobs.push_back({p.data<float>(), g.data_ptr(), g.dtype() == DType::BF16,
+                    exp_avg_[i].data<float>(), exp_avg_sq_[i].data<float>(), p.numel()});
+    job_param.push_back(i);
+  }
+
+  ++step_count_;
+  std::vector<AdamWScalars> scalars;
+  struct Chunk {
+    size_t job;
+    int64_t begin, end;
+  };
+  std::vector<Chunk> chunks;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const size_t i = job_param[j];
+    const int64_t t = ++param_steps_[i];
+    scalars.push_back(
+        adamw_scalars(lr, options_.beta1, options_.beta2, options_.eps, decay_[i], grad_scale, t));
+    for (int64_t b = 0; b < jobs[j].numel; b += kChunkElements)
+      chunks.push_back({j, b, std::min(jobs[j].numel, b + kChunkElements)});
+  }
+
+  parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      const Chunk& chunk = chunks[static_cast<size_t>(c)];
+      const ParamJob& job = jobs[chunk.job];
+      const AdamWScalars& s = scalars[chunk.job];
+      const int64_t b = chunk.begin;
+      const int64_t n = chunk.end - chunk.begin;
+      if (job.grad_is_bf16) {
+        adamw_update(s, job.param + b, static_cast<const BFloat16*>(job.grad) + b, job.exp_avg + b,
+                     job.exp_avg_sq + b, n);
+      } else {
+        adamw_update(s, job.param + b, static_cast<const float*>(job.grad) + b, job.exp_avg + b,
+                     job.exp_avg_sq + b, n);
+      }
+    }
+  });
+}
+
+NamedTensors AdamW::state() const {
+  NamedTensors out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& name = params_[i].first;
+    out.emplace_back(state_name(name, "exp_avg"), exp_avg_[i]);
+    out.emplace_back(state_name(name, "exp_avg_sq"), exp_avg_sq_[i]);
+    out.emplace_back(state_name(name, "step"), step_scalar(param_steps_[i]));
+  }
+  out.emplace_back("step", step_scalar(step_count_));
+  return out;
+}
+
+void AdamW::load_state(const NamedTensors& state) {
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : state) {
+    LT_CHECK(by_name.emplace(name, &t).second, "AdamW::load_state: '", name, "' appears twice");
+  }
+  auto find = [&](const std::string& name) -> const Tensor& {
+    auto it = by_name.find(name);
+    LT_CHECK(it != by_name.end(), "AdamW::load_state: '", name,
+             "' is missing (a checkpoint of another model or optimizer?)");
+    LT_CHECK(it->second->defined() && it->second->device().is_cpu(), "AdamW::load_state: '", name,
+             "' must be a CPU tensor");
+    return *it->second;
+  };
+  auto read_step = [&](const std::string& name) {
+    const Tensor& t = find(name);
+    LT_CHECK(t.dtype() == DType::I64 && t.numel() == 1, "AdamW::load_state: '", name,
+             "' must be one i64 value, got ", t.str());
+    const int64_t value = t.contiguous().data<int64_t>()[0];
+    LT_CHECK(value >= 0, "AdamW::load_state: '", name, "' = ", value, " is negative");
+    return value;
+  };
+
+  // Validate everything first, then copy: a refused state changes nothing.
+  const int64_t step_count = read_step("step");
+  std::vector<int64_t> param_steps;
+  std::vector<std::pair<const Tensor*, const Tensor*>> moments;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& name = params_[i].first;
+    const Tensor* m = &find(state_name(name, "exp_avg"));
+    const Tensor* v = &find(state_name(name, "exp_avg_sq"));
+    for (const auto& [field, t] : {std::pair{"exp_avg", m}, std::pair{"exp_avg_sq", v}}) {
+      LT_CHECK(t->dtype() == DType::F32 && t->shape() == params_[i].second.shape(),
+               "AdamW::load_state: '", state_name(name, field), "' must be f32 of shape ",
+               shape_str(params_[i].second.shape()), ", got ", t->str());
+    }
+    const int64_t t = read_step(state_name(name, "step"));
+    LT_CHECK(t <= step_count, "AdamW::load_state: '", state_name(name, "step"), "' = ", t,
+             " exceeds the optimizer's step = ", step_count);
+    param_steps.push_back(t);
+    moments.emplace_back(m, v);
+  }
+  // Every expected name was found and names are unique, so any surplus
+  // entry is a stranger; name one.
+  if (state.size() != 3 * params_.size() + 1) {
+    std::unordered_set<std::string> expected = {"step"};
+    for (const auto& [name, p] : params_) {
+      (void)p;
+      for (const char* field : {"exp_avg", "exp_avg_sq", "step"})
+        expected.insert(state_name(name, field));
+    }
+    for (const auto& entry : state) {
+      LT_CHECK(expected.count(entry.first) != 0, "AdamW::load_state: '", entry.first,
+               "' belongs to no parameter of this optimizer");
+    }
+  }
+
+  for (size_t i = 0; i < params_.size(); ++i) {
+    exp_avg_[i].copy_(*moments[i].first);
+    exp_avg_sq_[i].copy_(*moments[i].second);
+  }
+  param_steps_ = std::move(param_steps);
+  step_count_ = step_count;
+}
+
+}  // namespace lt::optim

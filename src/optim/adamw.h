@@ -1,0 +1,87 @@
+#pragma once
+// AdamW on the CPU with an fp32 master, as torch.optim.AdamW computes it
+// (decoupled weight decay, bias-corrected moments; the formula and operation
+// order are in optim/adamw_kernel.h).
+//
+// - Parameters are the master: CPU, f32, contiguous tensors updated in place.
+// - Gradients arrive as f32 or bf16 (Tensor::grad()); bf16 is widened exactly.
+//   A parameter whose gradient is undefined is skipped, and its moments and
+//   its own step count stay as they were, as torch does.
+// - State: exp_avg (m) and exp_avg_sq (v) in f32, allocated once here and
+//   never per step (8 bytes per parameter), and a per-parameter step count t
+//   for the bias correction (torch keeps `step` per parameter, so a parameter
+//   skipped in some steps has a smaller t than its neighbours).
+//
+// One step() is one pass over all parameters, cut into fixed-size chunks
+// that the thread pool updates in parallel. The result does not depend on
+// the number of threads.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/module.h"
+
+namespace lt::optim {
+
+// Field names follow the trainer's config keys (optim.*), which is how
+// validation errors name them.
+struct AdamWOptions {
+  double lr = 1e-3;  // the base rate; step() takes the scheduled rate
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+// Throws lt::Error naming the field (optim.lr, optim.betas[0], ...).
+void validate(const AdamWOptions& options);
+
+// Named tensors, in a fixed order (a checkpoint file's layout).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class AdamW {
+ public:
+  // `no_decay_substrings`: a parameter whose name contains any of them gets
+  // weight decay 0 (e.g. {"bias", "norm"}); an empty list decays every
+  // parameter, as torch.optim.AdamW(model.parameters()) does.
+  AdamW(const nn::NamedParameters& params, AdamWOptions options,
+        std::vector<std::string> no_decay_substrings = {});
+
+  // One update of every parameter that has a gradient. `lr` is this step's
+  // rate (from the schedule); every gradient is multiplied by `grad_scale`
+  // first (the clip factor from clip_scale, or 1). Both must be finite: a
+  // step with a non-finite gradient norm is to be skipped by the caller.
+  void step(double lr, double grad_scale = 1.0);
+
+  // Number of step() calls so far.
+  int64_t step_count() const { return step_count_; }
+  const AdamWOptions& options() const { return options_; }
+  const nn::NamedParameters& params() const { return params_; }
+  // The weight decay parameter i receives (options.weight_decay or 0).
+  double weight_decay_of(size_t i) const { return decay_.at(i); }
+
+  // Checkpoint state, in parameter order:
+  //   "<name>.exp_avg", "<name>.exp_avg_sq"  f32, the parameter's shape
+  //   "<name>.step"                          i64 scalar: this parameter's t
+  //   "step"                                 i64 scalar: step_count()
+  // state() returns the live tensors (views, no copy): save them before the
+  // next step(). load_state() copies values in; it requires exactly these
+  // names with these shapes and dtypes, so a checkpoint from another model
+  // or optimizer is refused with the offending name.
+  NamedTensors state() const;
+  void load_state(const NamedTensors& state);
+
+ private:
+  nn::NamedParameters params_;
+  AdamWOptions options_;
+  std::vector<std::string> no_decay_substrings_;
+  std::vector<double> decay_;         // per parameter
+  std::vector<Tensor> exp_avg_;       // per parameter, f32, contiguous
+  std::vector<Tensor> exp_avg_sq_;    // per parameter, f32, contiguous
+  std::vector<int64_t> param_steps_;  // per parameter: t of its last update
+  int64_t step_count_ = 0;
+};
+
+}  // namespace lt::optim

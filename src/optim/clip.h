@@ -1,0 +1,30 @@
+#pragma once
+// Global-norm gradient clipping as torch.nn.utils.clip_grad_norm_ (norm_type
+// 2) computes it, split so that the scale is folded into the optimizer's own
+// pass instead of a separate pass that rewrites every gradient:
+//
+//   total_norm = sqrt(sum over parameters with a gradient of sum g^2)
+//   scale      = min(1, max_norm / (total_norm + 1e-6))
+//   AdamW::step(lr, scale)  ==  grads *= scale; optimizer.step()
+//
+// The sum is accumulated in double (torch sums in the gradients' dtype), in
+// fixed-size chunks whose partial sums are added in a fixed order, so the
+// norm is the same for any number of threads.
+#include "nn/module.h"
+
+namespace lt::optim {
+
+// sum of g^2 over every defined gradient (f32 or bf16; CPU). Parameters
+// without a gradient contribute nothing. A caller that produces gradients
+// in pieces (per stage) may add these partial sums itself.
+double grad_squared_sum(const nn::NamedParameters& params);
+
+// sqrt(grad_squared_sum(params)): the value logged as grad_norm.
+double global_grad_norm(const nn::NamedParameters& params);
+
+// The factor every gradient is multiplied by. max_norm <= 0 turns clipping
+// off (1). Like torch, a NaN norm gives NaN and an infinite one gives 0:
+// check std::isfinite(total_norm) first and skip such a step.
+double clip_scale(double total_norm, double max_norm);
+
+}  // namespace lt::optim
