@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <unistd.h>
+
 #include <filesystem>
+#include <functional>
 
 #include "autograd/engine.h"
 #include "io/hf_model.h"
@@ -81,6 +84,80 @@ TEST_P(FamilyVsTransformers, SaveLoadRoundTripIsExact) {
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyVsTransformers,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gpt2"));
+
+}  // namespace
+}  // namespace lt
+
+namespace lt {
+namespace {
+
+// A copy of a fixture folder whose weights are rewritten by `edit`.
+std::filesystem::path edited_copy(const std::string& family, const std::string& tag,
+                                  const std::function<void(io::NamedTensors&)>& edit) {
+  auto src = kFixtures / family;
+  auto dst = std::filesystem::temp_directory_path() /
+             ("lt_hf_bad_" + tag + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dst);
+  std::filesystem::create_directories(dst);
+  std::filesystem::copy_file(src / "config.json", dst / "config.json");
+  io::NamedTensors tensors;
+  for (auto& [name, t] : io::read_hf_weights(src)) tensors.emplace_back(name, t);
+  edit(tensors);
+  io::write_safetensors(dst / "model.safetensors", tensors, {{"format", "pt"}});
+  return dst;
+}
+
+std::string load_error(const std::filesystem::path& folder) {
+  try {
+    io::load_hf_model(folder);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HfModelLoad, MissingTensorIsNamed) {
+  auto dir = edited_copy("llama", "missing", [](io::NamedTensors& t) {
+    std::erase_if(t, [](auto& e) { return e.first == "model.layers.1.mlp.up_proj.weight"; });
+  });
+  std::string err = load_error(dir);
+  EXPECT_NE(err.find("model.layers.1.mlp.up_proj.weight"), std::string::npos) << err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HfModelLoad, UnexpectedTensorIsNamed) {
+  auto dir = edited_copy("mistral", "extra", [](io::NamedTensors& t) {
+    t.emplace_back("model.layers.0.mlp.extra.weight", Tensor::zeros({2, 2}));
+  });
+  std::string err = load_error(dir);
+  EXPECT_NE(err.find("model.layers.0.mlp.extra.weight"), std::string::npos) << err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HfModelLoad, WrongShapeNamesTheTensorAndBothShapes) {
+  auto dir = edited_copy("qwen3", "shape", [](io::NamedTensors& t) {
+    for (auto& [name, x] : t) {
+      if (name == "model.norm.weight") x = Tensor::full({31}, 1.0);
+    }
+  });
+  std::string err = load_error(dir);
+  EXPECT_NE(err.find("model.norm.weight"), std::string::npos) << err;
+  EXPECT_NE(err.find("[31]"), std::string::npos) << err;
+  EXPECT_NE(err.find("[32]"), std::string::npos) << err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HfModelLoad, TiedModelAcceptsAnExplicitLmHead) {
+  auto dir = edited_copy("qwen2", "tiedhead", [](io::NamedTensors& t) {
+    Tensor emb;
+    for (auto& [name, x] : t) {
+      if (name == "model.embed_tokens.weight") emb = x;
+    }
+    t.emplace_back("lm_head.weight", emb.clone());
+  });
+  EXPECT_EQ(load_error(dir), "");
+  std::filesystem::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace lt
