@@ -14,6 +14,22 @@ namespace {
 std::atomic<uint64_t> next_sequence{0};
 }
 Node::Node() : sequence(next_sequence.fetch_add(1)) {}
+
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> pending;
+  for (auto& e : next) pending.push_back(std::move(e.node));
+  next.clear();
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    // Only a node we hold the last reference to dies here; take its edges
+    // first so its own destructor has nothing left to recurse into.
+    if (n && n.use_count() == 1) {
+      for (auto& e : n->next) pending.push_back(std::move(e.node));
+      n->next.clear();
+    }
+  }
+}
 }  // namespace lt::autograd
 
 namespace lt {

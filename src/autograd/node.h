@@ -26,6 +26,11 @@ using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& 
 
 struct Node {
   Node();
+  // Frees the graph behind this node iteratively: a long chain of nodes
+  // dropped without backward() would otherwise recurse once per node.
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
   std::string name;
   uint64_t sequence;  // creation order; backward runs newest first
   std::vector<Edge> next;  // one per input

@@ -91,5 +91,13 @@ TEST(Engine, DeepChainRunsWithoutRecursion) {
   EXPECT_EQ(a.grad().item(), 1.0);
 }
 
+TEST(Engine, DroppingADeepGraphWithoutBackwardDoesNotRecurse) {
+  Tensor a = leaf({1}, {1});
+  Tensor y = a;
+  for (int i = 0; i < 300000; ++i) y = scale(y, 1.0);
+  y = Tensor();  // would overflow the stack with recursive destruction
+  SUCCEED();
+}
+
 }  // namespace
 }  // namespace lt
