@@ -15,13 +15,27 @@ Batcher::Batcher(std::vector<Sample> samples, const BatchOptions& options)
   for (const auto& s : samples_) {
     LT_CHECK(s.ids.size() == s.labels.size(), "a sample has ", s.ids.size(), " ids but ",
              s.labels.size(), " labels");
+    // An empty sample adds nothing to a row; were all empty, packing would
+    // never fill one.
+    LT_CHECK(!s.ids.empty(), "a sample has no tokens");
   }
 }
 
 void Batcher::restore(const SamplerState& state) {
   LT_CHECK(state.position < samples_.size(), "sampler position ", state.position,
            " is beyond the dataset's ", samples_.size(), " samples (was the data changed?)");
+  LT_CHECK(options_.pack || state.offset == 0, "sampler offset ", state.offset,
+           " is for packed batches, but this batcher pads");
+  const SamplerState previous = state_;
   state_ = state;
+  // A saved offset must lie inside the sample it points at; otherwise the
+  // next packed row would read past its end.
+  if (state.offset >= current_sample().ids.size()) {
+    const size_t length = current_sample().ids.size();
+    state_ = previous;
+    fail("sampler offset ", state.offset, " is beyond the end of sample ", state.position,
+         " of epoch ", state.epoch, " (", length, " tokens; was the data changed?)");
+  }
 }
 
 void Batcher::ensure_permutation() {
@@ -50,7 +64,9 @@ void Batcher::advance() {
   }
 }
 
-Batch Batcher::next() { return options_.pack ? next_packed() : next_padded(); }
+Batch Batcher::next() {
+  return options_.pack ? next_packed() : next_padded();
+}
 
 Batch Batcher::next_padded() {
   const int64_t b = options_.batch_size;
@@ -58,8 +74,9 @@ Batch Batcher::next_padded() {
   int64_t longest = 0;
   for (int64_t r = 0; r < b; ++r) {
     rows.push_back(&current_sample());
-    longest = std::max<int64_t>(longest, std::min<int64_t>(options_.seq_len,
-                                                           static_cast<int64_t>(rows.back()->ids.size())));
+    longest = std::max<int64_t>(
+        longest,
+        std::min<int64_t>(options_.seq_len, static_cast<int64_t>(rows.back()->ids.size())));
     advance();
   }
   longest = std::max<int64_t>(longest, 1);

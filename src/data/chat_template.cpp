@@ -1,0 +1,342 @@
+#include "data/chat_template.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "data/json_fields.h"
+
+namespace lt::data {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string read_text_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(file.string(), ": cannot open the file");
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) fail(file.string(), ": read error");
+  return contents.str();
+}
+
+json parse_json(const std::string& text, const fs::path& file,
+                const json::parser_callback_t& filter = nullptr) {
+  try {
+    return json::parse(text, filter);
+  } catch (const json::parse_error& e) {
+    fail(file.string(), ": not valid JSON (", e.what(), ")");
+  }
+}
+
+// eos_token / bos_token: a string, an AddedToken object {"content": ...},
+// or null.
+std::optional<std::string> token_field(const json& config, const JsonField& field,
+                                       std::string_view key) {
+  const json* value = optional_member(config, field, key);
+  if (value == nullptr) return std::nullopt;
+  if (value->is_string()) return value->get<std::string>();
+  if (value->is_object()) {
+    return require_string(require_member(*value, field.member(key), "content"),
+                          field.member(key).member("content"));
+  }
+  field.member(key).fail("expected a string or an object with \"content\", found " +
+                         json_type_name(*value));
+}
+
+// chat_template: a string, or a list of {"name", "template"} of which the
+// one named "default" is what apply_chat_template uses.
+std::string chat_template_field(const json& config, const JsonField& field) {
+  const json* value = optional_member(config, field, "chat_template");
+  if (value == nullptr) return {};
+  if (value->is_string()) return value->get<std::string>();
+  JsonField list_field = field.member("chat_template");
+  if (!value->is_array()) {
+    list_field.fail("expected a string or a list of {name, template}, found " +
+                    json_type_name(*value));
+  }
+  std::string first;
+  for (size_t i = 0; i < value->size(); ++i) {
+    JsonField item = list_field.element(i);
+    std::string name =
+        require_string(require_member((*value)[i], item, "name"), item.member("name"));
+    std::string text =
+        require_string(require_member((*value)[i], item, "template"), item.member("template"));
+    if (name == "default") return text;
+    if (i == 0) first = text;
+  }
+  return first;
+}
+
+// The special tokens before "$A" in a TemplateProcessing's "single".
+std::vector<std::string> template_prefix(const json& processor, const JsonField& field) {
+  std::vector<std::string> prefix;
+  const json& single = require_member(processor, field, "single");
+  JsonField single_field = field.member("single");
+  if (!single.is_array()) single_field.fail("expected a list, found " + json_type_name(single));
+  for (size_t i = 0; i < single.size(); ++i) {
+    JsonField item = single_field.element(i);
+    if (const json* special = optional_member(single[i], item, "SpecialToken")) {
+      prefix.push_back(require_string(require_member(*special, item.member("SpecialToken"), "id"),
+                                      item.member("SpecialToken").member("id")));
+    } else {
+      break;  // {"Sequence": {"id": "A"}}: the text itself
+    }
+  }
+  return prefix;
+}
+
+std::vector<std::string> post_processor_prefix(const json& tokenizer, const fs::path& file) {
+  JsonField root{file.string(), ""};
+  const json* processor = optional_member(tokenizer, root, "post_processor");
+  if (processor == nullptr) return {};
+  JsonField field = root.member("post_processor");
+  std::string type =
+      require_string(require_member(*processor, field, "type"), field.member("type"));
+  if (type == "TemplateProcessing") return template_prefix(*processor, field);
+  if (type == "Sequence") {
+    const json& list = require_member(*processor, field, "processors");
+    JsonField list_field = field.member("processors");
+    if (!list.is_array()) list_field.fail("expected a list, found " + json_type_name(list));
+    for (size_t i = 0; i < list.size(); ++i) {
+      const json* item_type = optional_member(list[i], list_field.element(i), "type");
+      if (item_type && item_type->is_string() && *item_type == "TemplateProcessing") {
+        return template_prefix(list[i], list_field.element(i));
+      }
+    }
+  }
+  return {};  // ByteLevel, RobertaProcessing, ...: nothing before the text
+}
+
+bool is_ascii_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+std::string_view trim_ascii(std::string_view text) {
+  while (!text.empty() && is_ascii_space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && is_ascii_space(text.back())) text.remove_suffix(1);
+  return text;
+}
+
+// Accumulates a sample piece by piece. Text with the same label is joined
+// and encoded at once; a change of label or a special token ends the run.
+class SampleBuilder {
+ public:
+  SampleBuilder(const Tokenizer& tokenizer, bool train_on_prompt)
+      : tokenizer_(tokenizer), train_on_prompt_(train_on_prompt) {}
+
+  void text(std::string_view piece, bool trained) {
+    if (piece.empty()) return;
+    if (!pending_.empty() && pending_trained_ != trained) flush();
+    pending_trained_ = trained;
+    pending_ += piece;
+  }
+
+  void special(uint32_t id, bool trained) {
+    flush();
+    push(id, trained);
+  }
+
+  Sample finish() {
+    flush();
+    return std::move(sample_);
+  }
+
+ private:
+  void push(uint32_t id, bool trained) {
+    sample_.ids.push_back(static_cast<int32_t>(id));
+    sample_.labels.push_back(trained || train_on_prompt_ ? static_cast<int32_t>(id) : kIgnoreLabel);
+  }
+
+  void flush() {
+    if (pending_.empty()) return;
+    scratch_.clear();
+    tokenizer_.encode(pending_, scratch_);
+    for (uint32_t id : scratch_) push(id, pending_trained_);
+    pending_.clear();
+  }
+
+  const Tokenizer& tokenizer_;
+  bool train_on_prompt_;
+  Sample sample_;
+  std::string pending_;
+  bool pending_trained_ = false;
+  std::vector<uint32_t> scratch_;
+};
+
+}  // namespace
+
+std::string_view role_name(Role role) {
+  switch (role) {
+    case Role::kSystem:
+      return "system";
+    case Role::kUser:
+      return "user";
+    case Role::kAssistant:
+      return "assistant";
+  }
+  return "?";
+}
+
+TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
+  TokenizerConfig config;
+  const bool is_dir = fs::is_directory(tokenizer_path);
+  const fs::path dir = is_dir ? tokenizer_path : tokenizer_path.parent_path();
+
+  const fs::path config_file = dir / "tokenizer_config.json";
+  if (fs::exists(config_file)) {
+    config.file = config_file;
+    json j = parse_json(read_text_file(config_file), config_file);
+    JsonField root{config_file.string(), ""};
+    if (!j.is_object()) root.fail("expected an object, found " + json_type_name(j));
+    config.chat_template = chat_template_field(j, root);
+    config.eos_token = token_field(j, root, "eos_token");
+    config.bos_token = token_field(j, root, "bos_token");
+  }
+  // Newer transformers save the template beside the config instead.
+  const fs::path jinja_file = dir / "chat_template.jinja";
+  if (config.chat_template.empty() && fs::exists(jinja_file)) {
+    config.chat_template = read_text_file(jinja_file);
+  }
+
+  fs::path tokenizer_json;
+  if (!is_dir && tokenizer_path.extension() == ".json" &&
+      tokenizer_path.filename() != "encoder.json") {
+    tokenizer_json = tokenizer_path;
+  } else if (fs::exists(dir / "tokenizer.json")) {
+    tokenizer_json = dir / "tokenizer.json";
+  }
+  if (!tokenizer_json.empty()) {
+    // Only post_processor matters here: drop the vocabulary and merges while
+    // parsing rather than building them (tens of MB for large vocabularies).
+    json::parser_callback_t skip_model = [](int depth, json::parse_event_t event, json& parsed) {
+      return !(depth == 1 && event == json::parse_event_t::key &&
+               (parsed == "model" || parsed == "added_tokens"));
+    };
+    json j = parse_json(read_text_file(tokenizer_json), tokenizer_json, skip_model);
+    if (j.is_object()) config.prefix_tokens = post_processor_prefix(j, tokenizer_json);
+  }
+  return config;
+}
+
+SpecialIds resolve_special_ids(const Tokenizer& tokenizer, const TokenizerConfig& config) {
+  SpecialIds ids;
+  if (config.eos_token) {
+    ids.eos = tokenizer.token_to_id(*config.eos_token);
+    LT_CHECK(ids.eos.has_value(), config.file.string(), ": field \"eos_token\": \"",
+             *config.eos_token, "\" is not a token of the tokenizer");
+  } else {
+    for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>"}) {
+      if ((ids.eos = tokenizer.token_to_id(name))) break;
+    }
+  }
+  for (const std::string& token : config.prefix_tokens) {
+    std::optional<uint32_t> id = tokenizer.token_to_id(token);
+    LT_CHECK(id.has_value(), "tokenizer.json: field \"post_processor\": special token \"", token,
+             "\" is not a token of the tokenizer");
+    ids.prefix.push_back(*id);
+  }
+  return ids;
+}
+
+std::string_view template_kind_name(TemplateKind kind) {
+  switch (kind) {
+    case TemplateKind::kChatml:
+      return "chatml";
+    case TemplateKind::kLlama3:
+      return "llama3";
+    case TemplateKind::kPlain:
+      return "plain";
+  }
+  return "?";
+}
+
+TemplateKind resolve_template_kind(std::string_view name, const TokenizerConfig& config) {
+  if (name == "chatml") return TemplateKind::kChatml;
+  if (name == "llama3") return TemplateKind::kLlama3;
+  if (name == "plain") return TemplateKind::kPlain;
+  if (name == "auto") {
+    if (config.chat_template.find("<|im_start|>") != std::string::npos)
+      return TemplateKind::kChatml;
+    if (config.chat_template.find("<|start_header_id|>") != std::string::npos) {
+      return TemplateKind::kLlama3;
+    }
+    return TemplateKind::kPlain;
+  }
+  fail("unknown chat template \"", name, "\"; expected auto, chatml, llama3 or plain");
+}
+
+ChatTemplate::ChatTemplate(TemplateKind kind, const Tokenizer& tokenizer, const SpecialIds& special)
+    : kind_(kind), tokenizer_(&tokenizer), special_(special) {
+  switch (kind_) {
+    case TemplateKind::kChatml:
+      im_start_ = require_token("<|im_start|>");
+      im_end_ = require_token("<|im_end|>");
+      break;
+    case TemplateKind::kLlama3:
+      begin_of_text_ = require_token("<|begin_of_text|>");
+      start_header_ = require_token("<|start_header_id|>");
+      end_header_ = require_token("<|end_header_id|>");
+      eot_ = require_token("<|eot_id|>");
+      break;
+    case TemplateKind::kPlain:
+      LT_CHECK(special_.eos.has_value(),
+               "chat template plain: the tokenizer has no end-of-sequence token (no eos_token in "
+               "tokenizer_config.json and none of <|endoftext|>, <|end_of_text|>, </s>)");
+      break;
+  }
+}
+
+uint32_t ChatTemplate::require_token(std::string_view token) const {
+  std::optional<uint32_t> id = tokenizer_->token_to_id(token);
+  LT_CHECK(id.has_value(), "chat template ", name(), " needs the special token ", token,
+           ", which the tokenizer does not have");
+  return *id;
+}
+
+Sample ChatTemplate::render(std::span<const ChatMessage> messages, bool train_on_prompt) const {
+  SampleBuilder out(*tokenizer_, train_on_prompt);
+  switch (kind_) {
+    case TemplateKind::kChatml:
+      for (const ChatMessage& m : messages) {
+        const bool trained = m.role == Role::kAssistant;
+        out.special(im_start_, false);
+        out.text(role_name(m.role), false);
+        out.text("\n", false);
+        out.text(m.content, trained);
+        out.special(im_end_, trained);
+        out.text("\n", false);
+      }
+      break;
+    case TemplateKind::kLlama3:
+      out.special(begin_of_text_, false);
+      for (const ChatMessage& m : messages) {
+        const bool trained = m.role == Role::kAssistant;
+        out.special(start_header_, false);
+        out.text(role_name(m.role), false);
+        out.special(end_header_, false);
+        out.text("\n\n", false);
+        out.text(trim_ascii(m.content), trained);
+        out.special(eot_, trained);
+      }
+      break;
+    case TemplateKind::kPlain:
+      for (uint32_t id : special_.prefix) out.special(id, false);
+      for (const ChatMessage& m : messages) {
+        if (m.role == Role::kAssistant) {
+          out.text(m.content, true);
+          out.special(*special_.eos, true);
+        } else {
+          out.text(m.content, false);
+          out.text("\n", false);
+        }
+      }
+      break;
+  }
+  return out.finish();
+}
+
+}  // namespace lt::data

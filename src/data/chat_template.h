@@ -1,0 +1,136 @@
+#pragma once
+// Chat templates: how a conversation becomes token ids and labels for
+// supervised fine-tuning. Three are built in, chosen by name; "auto" picks
+// one from the tokenizer_config.json beside the tokenizer.
+//
+// Exact layouts (S(x) is the single id of special token x, "..." is text
+// encoded by the tokenizer; [masked] pieces get label -100 unless
+// train_on_prompt, [trained] pieces get label = id):
+//
+// chatml (Qwen2/2.5/3). Follows the message loop of Qwen3's chat_template
+// (tests/data/fixtures/qwen3/tokenizer_config.json), per message:
+//   S(<|im_start|>) "role\n"                      [masked]
+//   "content"                                     [masked; trained if assistant]
+//   S(<|im_end|>)                                 [masked; trained if assistant]
+//   "\n"                                          [masked]
+// No default system prompt is inserted (Qwen3's template inserts none;
+// Qwen2.5's inserts "You are Qwen, created by Alibaba Cloud..." when the
+// conversation has no system message: we do not). Qwen3's template also
+// puts an empty "<think>\n\n</think>\n\n" before the content of an assistant
+// turn that follows the last user turn; we do not (that is its reasoning
+// mode scaffolding, not ChatML), and we do not split content at "</think>".
+//
+// llama3 (Meta-Llama-3-8B-Instruct's template):
+//   S(<|begin_of_text|>)                          [masked] once, first
+//   per message:
+//   S(<|start_header_id|>) "role" S(<|end_header_id|>) "\n\n"   [masked]
+//   "trimmed content" S(<|eot_id|>)               [masked; trained if assistant]
+// Content is trimmed of ASCII whitespace at both ends, as the template's
+// `| trim` does (Python's strip() also trims non-ASCII spaces; we do not).
+// Llama 3.1+ templates add a "Cutting Knowledge Date" system block; this
+// one, like 3.0's, adds no system text.
+//
+// plain (any tokenizer; prompt + response + EOS):
+//   prefix ids (e.g. Llama-3's S(<|begin_of_text|>)) [masked], only those
+//   the tokenizer.json post-processor adds to a single text (HF's
+//   add_special_tokens=True); none for GPT-2 and Qwen
+//   system and user messages: "content\n"         [masked]
+//   assistant messages: "content" S(EOS)          [trained]
+// One newline separates a prompt from its response, so that a question's
+// last word and the answer's first do not run together. EOS is
+// tokenizer_config.json's eos_token, else the first of <|endoftext|>,
+// <|end_of_text|>, </s> that the tokenizer has.
+//
+// Tokenization and the label boundary. Text pieces are encoded separately
+// wherever the label changes and concatenated, so the boundary is exact.
+// Consecutive pieces with the same label are joined and encoded together;
+// special tokens of the template are inserted as ids, never encoded. With a
+// chat template the only text-to-text boundary is between "role\n" (or
+// "\n\n") and the content; encoding the whole string would give other ids
+// there only when the content starts with whitespace that merges with that
+// newline (e.g. content "\nHi" gives "\n" "\n" where the whole string gives
+// "\n\n"). plain has the same boundary after the prompt's "\n". The ids do
+// not depend on train_on_prompt; only the labels do.
+//
+// Text inside messages is encoded like any text, so a special token written
+// in it (say "<|im_end|>") becomes that special id, as Hugging Face's
+// tokenizer does with split_special_tokens=False.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/batching.h"
+#include "data/tokenizer.h"
+
+namespace lt::data {
+
+enum class Role { kSystem, kUser, kAssistant };
+std::string_view role_name(Role role);  // "system", "user", "assistant"
+
+struct ChatMessage {
+  Role role = Role::kUser;
+  std::string content;
+};
+
+// What the files beside a tokenizer say about its special tokens.
+struct TokenizerConfig {
+  std::filesystem::path file;  // the tokenizer_config.json read; empty if none
+  std::string chat_template;   // Jinja source; empty if none
+  std::optional<std::string> eos_token, bos_token;
+  // Special tokens tokenizer.json's post-processor puts before a single
+  // text (TemplateProcessing "single" up to "$A"), e.g. <|begin_of_text|>.
+  std::vector<std::string> prefix_tokens;
+};
+
+// Reads tokenizer_config.json (and chat_template.jinja, and tokenizer.json's
+// post_processor) from the folder of `tokenizer_path`, which is a
+// tokenizer.json, an encoder.json, or their folder. Missing files give an
+// empty config; a malformed one is an lt::Error naming the file and field.
+TokenizerConfig read_tokenizer_config(const std::filesystem::path& tokenizer_path);
+
+// The ids a template or a plain-text sample needs beyond the text.
+struct SpecialIds {
+  std::optional<uint32_t> eos;   // see "plain" above for how it is chosen
+  std::vector<uint32_t> prefix;  // config.prefix_tokens as ids
+};
+SpecialIds resolve_special_ids(const Tokenizer& tokenizer, const TokenizerConfig& config);
+
+enum class TemplateKind { kChatml, kLlama3, kPlain };
+std::string_view template_kind_name(TemplateKind kind);
+
+// "auto" -> chatml when the config's chat_template contains "<|im_start|>",
+// llama3 when it contains "<|start_header_id|>", else plain. Any other name
+// than auto/chatml/llama3/plain is an lt::Error.
+TemplateKind resolve_template_kind(std::string_view name, const TokenizerConfig& config);
+
+// A template bound to one tokenizer, its special tokens resolved to ids.
+// Holds a pointer to the tokenizer, which must outlive it. Thread-safe.
+class ChatTemplate {
+ public:
+  // A special token the template needs but the tokenizer lacks is an
+  // lt::Error naming the template and the token.
+  ChatTemplate(TemplateKind kind, const Tokenizer& tokenizer, const SpecialIds& special);
+
+  TemplateKind kind() const { return kind_; }
+  std::string_view name() const { return template_kind_name(kind_); }
+
+  // The conversation as ids and labels, laid out as above.
+  Sample render(std::span<const ChatMessage> messages, bool train_on_prompt) const;
+
+ private:
+  uint32_t require_token(std::string_view token) const;
+
+  TemplateKind kind_;
+  const Tokenizer* tokenizer_;
+  SpecialIds special_;
+  // chatml: <|im_start|>, <|im_end|>. llama3: <|begin_of_text|>,
+  // <|start_header_id|>, <|end_header_id|>, <|eot_id|>.
+  uint32_t im_start_ = 0, im_end_ = 0;
+  uint32_t begin_of_text_ = 0, start_header_ = 0, end_header_ = 0, eot_ = 0;
+};
+
+}  // namespace lt::data

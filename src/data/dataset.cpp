@@ -1,0 +1,500 @@
+#include "data/dataset.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "data/chat_template.h"
+#include "data/dataset_source.h"
+#include "data/unicode.h"
+
+namespace lt::data {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+enum class Format { kTokens, kAlpaca, kQueryResponse, kShareGpt, kText };
+
+std::string_view format_name(Format format) {
+  switch (format) {
+    case Format::kTokens:
+      return "tokens";
+    case Format::kAlpaca:
+      return "alpaca";
+    case Format::kQueryResponse:
+      return "query_response";
+    case Format::kShareGpt:
+      return "sharegpt";
+    case Format::kText:
+      return "text";
+  }
+  return "?";
+}
+
+std::optional<Format> parse_format(std::string_view name) {
+  for (Format f : {Format::kTokens, Format::kAlpaca, Format::kQueryResponse, Format::kShareGpt,
+                   Format::kText}) {
+    if (name == format_name(f)) return f;
+  }
+  return std::nullopt;
+}
+
+// Prompt/response field pairs recognised by "auto", in order of preference.
+constexpr std::array<std::pair<const char*, const char*>, 4> kKnownPairs = {{
+    {"query", "response"},     // MetaMathQA
+    {"question", "answer"},    // GSM8K
+    {"prompt", "completion"},  // OpenAI fine-tuning files
+    {"prompt", "response"},
+}};
+
+// What is wrong with one row; caught per row and reported with its line.
+struct RowError {
+  std::string field;  // e.g. "conversations[2].value"; empty for the row as a whole
+  std::string what;
+};
+
+[[noreturn]] void row_fail(std::string field, std::string what) {
+  throw RowError{std::move(field), std::move(what)};
+}
+
+bool is_blank(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+  });
+}
+
+// The key whose value holds byte `offset` of a JSON row, found by a scan
+// of its strings: the last string before `offset` that a ':' follows.
+std::string key_before(std::string_view row, size_t offset) {
+  std::string key;
+  for (size_t pos = 0; pos < offset && pos < row.size(); ++pos) {
+    if (row[pos] != '"') continue;
+    size_t end = pos + 1;
+    while (end < row.size() && row[end] != '"') end += row[end] == '\\' ? 2 : 1;
+    if (end >= offset) break;  // the bad byte is inside this string
+    size_t next = row.find_first_not_of(" \t\r\n", end + 1);
+    if (next != std::string_view::npos && row[next] == ':')
+      key = row.substr(pos + 1, end - pos - 1);
+    pos = end;
+  }
+  return key;
+}
+
+void check_utf8(std::string_view row, bool json_row) {
+  if (is_valid_utf8(row)) return;
+  size_t pos = 0;
+  while (pos < row.size()) {
+    DecodedChar c = decode_utf8(row, pos);
+    if (c.code_point == kInvalidCodePoint) break;
+    pos += c.length;
+  }
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(row[pos]));
+  row_fail(
+      json_row ? key_before(row, pos) : std::string(),
+      std::string("invalid UTF-8 (byte ") + byte + " at column " + std::to_string(pos + 1) + ")");
+}
+
+const json* member(const json& row, const std::string& key) {
+  auto it = row.find(key);
+  return it == row.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string string_field(const json& row, const std::string& key, const std::string& where) {
+  const json* value = member(row, key);
+  if (value == nullptr) row_fail(where, "missing");
+  if (!value->is_string())
+    row_fail(where, std::string("expected a string, found ") + value->type_name());
+  return value->get<std::string>();
+}
+
+std::string optional_string_field(const json& row, const std::string& key) {
+  return member(row, key) ? string_field(row, key, key) : std::string();
+}
+
+std::string response_field(const json& row, const std::string& key, const std::string& where) {
+  std::string text = string_field(row, key, where);
+  if (is_blank(text)) row_fail(where, "empty response");
+  return text;
+}
+
+std::vector<ChatMessage> single_turn(const json& row, std::string prompt, std::string response) {
+  std::vector<ChatMessage> messages;
+  std::string system = optional_string_field(row, "system");
+  if (!system.empty()) messages.push_back({Role::kSystem, std::move(system)});
+  messages.push_back({Role::kUser, std::move(prompt)});
+  messages.push_back({Role::kAssistant, std::move(response)});
+  return messages;
+}
+
+std::vector<ChatMessage> alpaca_messages(const json& row) {
+  std::string prompt = string_field(row, "instruction", "instruction");
+  std::string input = optional_string_field(row, "input");
+  if (!input.empty()) prompt += "\n" + input;
+  return single_turn(row, std::move(prompt), response_field(row, "output", "output"));
+}
+
+std::optional<Role> parse_role(std::string_view name) {
+  if (name == "system") return Role::kSystem;
+  if (name == "human" || name == "user") return Role::kUser;
+  if (name == "gpt" || name == "assistant") return Role::kAssistant;
+  return std::nullopt;
+}
+
+std::vector<ChatMessage> sharegpt_messages(const json& row) {
+  const std::string key = member(row, "conversations") ? "conversations" : "messages";
+  const json* turns = member(row, key);
+  if (turns == nullptr) row_fail("conversations", "missing (nor is there \"messages\")");
+  if (!turns->is_array())
+    row_fail(key, std::string("expected a list, found ") + turns->type_name());
+  std::vector<ChatMessage> messages;
+  bool has_assistant = false;
+  for (size_t i = 0; i < turns->size(); ++i) {
+    const json& turn = (*turns)[i];
+    const std::string where = key + "[" + std::to_string(i) + "]";
+    if (!turn.is_object())
+      row_fail(where, std::string("expected an object, found ") + turn.type_name());
+    // ShareGPT names the fields from/value, OpenAI-style messages
+    // role/content; either list may use the other's names.
+    const bool sharegpt_names = key == "conversations";
+    std::string role_key = sharegpt_names ? "from" : "role";
+    std::string content_key = sharegpt_names ? "value" : "content";
+    if (!member(turn, role_key) && member(turn, sharegpt_names ? "role" : "from")) {
+      role_key = sharegpt_names ? "role" : "from";
+    }
+    if (!member(turn, content_key) && member(turn, sharegpt_names ? "content" : "value")) {
+      content_key = sharegpt_names ? "content" : "value";
+    }
+    std::string role_text = string_field(turn, role_key, where + "." + role_key);
+    std::optional<Role> role = parse_role(role_text);
+    if (!role) {
+      row_fail(where + "." + role_key,
+               "unknown role \"" + role_text + "\"; expected system, human/user or gpt/assistant");
+    }
+    ChatMessage message{*role, string_field(turn, content_key, where + "." + content_key)};
+    if (*role == Role::kAssistant) {
+      if (is_blank(message.content)) row_fail(where + "." + content_key, "empty response");
+      has_assistant = true;
+    }
+    messages.push_back(std::move(message));
+  }
+  if (!has_assistant) row_fail(key, "no assistant turn to train on");
+  return messages;
+}
+
+// Ids must fit the vocabulary when there is a tokenizer; labels may also be -100.
+int32_t token_id(const json& value, const std::string& where, int64_t vocab_size, bool label) {
+  if (!value.is_number_integer()) {
+    row_fail(where, std::string("expected an integer token id, found ") + value.type_name());
+  }
+  const int64_t id = value.get<int64_t>();
+  if (label && id == kIgnoreLabel) return kIgnoreLabel;
+  if (id < 0 || id > INT32_MAX || (vocab_size > 0 && id >= vocab_size)) {
+    row_fail(where, std::to_string(id) + " is outside the vocabulary [0, " +
+                        (vocab_size > 0 ? std::to_string(vocab_size) : std::string("2^31")) + ")");
+  }
+  return static_cast<int32_t>(id);
+}
+
+Sample token_sample(const json& row, int64_t vocab_size) {
+  const json* ids = member(row, "input_ids");
+  if (ids == nullptr) row_fail("input_ids", "missing");
+  if (!ids->is_array())
+    row_fail("input_ids", std::string("expected a list, found ") + ids->type_name());
+  if (ids->empty()) row_fail("input_ids", "empty");
+  Sample sample;
+  for (size_t i = 0; i < ids->size(); ++i) {
+    sample.ids.push_back(
+        token_id((*ids)[i], "input_ids[" + std::to_string(i) + "]", vocab_size, false));
+  }
+  const json* labels = member(row, "labels");
+  if (labels == nullptr) {
+    sample.labels = sample.ids;
+    return sample;
+  }
+  if (!labels->is_array() || labels->size() != ids->size()) {
+    row_fail("labels", "expected a list as long as input_ids (" + std::to_string(ids->size()) +
+                           "), found " +
+                           (labels->is_array() ? std::to_string(labels->size()) + " items"
+                                               : std::string(labels->type_name())));
+  }
+  for (size_t i = 0; i < labels->size(); ++i) {
+    sample.labels.push_back(
+        token_id((*labels)[i], "labels[" + std::to_string(i) + "]", vocab_size, true));
+  }
+  if (std::all_of(sample.labels.begin(), sample.labels.end(),
+                  [](int32_t l) { return l == kIgnoreLabel; })) {
+    row_fail("labels", "every label is -100; nothing to train on");
+  }
+  return sample;
+}
+
+// One parsed row, before tokenization.
+struct Record {
+  std::vector<ChatMessage> messages;  // chat formats
+  std::string text;                   // text
+  Sample sample;                      // tokens
+};
+
+// Everything load_dataset resolves once per file.
+struct Plan {
+  Format format = Format::kText;
+  std::string prompt_field, response_field;
+};
+
+// Picks the format from the first JSON object row; see dataset.h for the order.
+Plan detect_plan(const json& row, std::optional<Format> forced, const DatasetOptions& options,
+                 const std::string& where) {
+  Plan plan;
+  auto has = [&](const char* key) { return member(row, key) != nullptr; };
+  if (forced) {
+    plan.format = *forced;
+  } else if (!options.prompt_field.empty() || !options.response_field.empty()) {
+    plan.format = Format::kQueryResponse;
+  } else if (has("input_ids")) {
+    plan.format = Format::kTokens;
+  } else if (has("conversations") || has("messages")) {
+    plan.format = Format::kShareGpt;
+  } else if (has("instruction") && has("output")) {
+    plan.format = Format::kAlpaca;
+  } else if (std::any_of(kKnownPairs.begin(), kKnownPairs.end(),
+                         [&](const auto& p) { return has(p.first) && has(p.second); })) {
+    plan.format = Format::kQueryResponse;
+  } else if (has("text")) {
+    plan.format = Format::kText;
+  } else {
+    std::string keys;
+    for (auto it = row.begin(); it != row.end(); ++it)
+      keys += (keys.empty() ? "" : ", ") + it.key();
+    fail(where, ": cannot tell the dataset format from the fields [", keys,
+         "]; expected input_ids, conversations, messages, instruction+output, query+response, "
+         "question+answer, prompt+completion, prompt+response or text (or set the format and "
+         "the prompt/response field names)");
+  }
+  if (plan.format != Format::kQueryResponse) return plan;
+
+  // Query/response field names: as given, else the first known pair (or
+  // half of one, when the other half was given) that the row has.
+  plan.prompt_field = options.prompt_field;
+  plan.response_field = options.response_field;
+  for (const auto& [prompt, response] : kKnownPairs) {
+    const bool prompt_ok = plan.prompt_field.empty() ? has(prompt) : plan.prompt_field == prompt;
+    const bool response_ok =
+        plan.response_field.empty() ? has(response) : plan.response_field == response;
+    if (prompt_ok && response_ok) {
+      plan.prompt_field = prompt;
+      plan.response_field = response;
+      break;
+    }
+  }
+  if (plan.prompt_field.empty()) {
+    for (const auto& p : kKnownPairs) {
+      if (has(p.first)) {
+        plan.prompt_field = p.first;
+        break;
+      }
+    }
+  }
+  if (plan.response_field.empty()) {
+    for (const auto& p : kKnownPairs) {
+      if (has(p.second)) {
+        plan.response_field = p.second;
+        break;
+      }
+    }
+  }
+  LT_CHECK(!plan.prompt_field.empty() && !plan.response_field.empty(), where,
+           ": cannot find the prompt and response fields (query/response, question/answer, "
+           "prompt/completion or prompt/response); set them by name");
+  return plan;
+}
+
+// Turns the rows of one file into samples, keeping the report.
+class DatasetLoader {
+ public:
+  DatasetLoader(fs::path file, const Tokenizer* tokenizer, const DatasetOptions& options,
+                DatasetReport& report)
+      : file_(std::move(file)), tokenizer_(tokenizer), options_(options), report_(report) {}
+
+  std::vector<Sample> load() {
+    // Names are checked before reading, so a typo fails at once.
+    if (!options_.format.empty() && options_.format != "auto") {
+      forced_ = parse_format(options_.format);
+      LT_CHECK(forced_.has_value(), "unknown dataset format \"", options_.format,
+               "\"; expected auto, tokens, alpaca, query_response, sharegpt or text");
+    }
+    resolve_template_kind(options_.template_name.empty() ? "auto" : options_.template_name, {});
+    const SourceLayout layout = detect_layout(file_);
+    if (layout == SourceLayout::kTextParagraphs) {
+      LT_CHECK(!forced_ || *forced_ == Format::kText, file_.string(),
+               ": a .txt file holds plain text, but the format is \"", options_.format, "\"");
+      start(Plan{Format::kText, {}, {}});
+    }
+    for_each_row(file_, layout, [&](const SourceRow& row) { on_row(row, layout); });
+    flush();
+    if (samples_.empty()) {
+      fail(file_.string(), ": no usable samples (", report_.rows, " rows, ", report_.skipped,
+           " skipped", report_.problems.empty() ? "" : "; first problem: ",
+           report_.problems.empty() ? "" : report_.problems.front(), ")");
+    }
+    report_.samples = static_cast<int64_t>(samples_.size());
+    return std::move(samples_);
+  }
+
+ private:
+  std::string where(int64_t line) const { return file_.string() + ":" + std::to_string(line); }
+
+  void bad_row(int64_t line, const RowError& error) {
+    std::string message = where(line) + ": ";
+    if (!error.field.empty()) message += "field \"" + error.field + "\": ";
+    message += error.what;
+    if (options_.strict) fail(message);
+    ++report_.skipped;
+    if (report_.problems.size() < kMaxReportedProblems)
+      report_.problems.push_back(std::move(message));
+  }
+
+  void start(const Plan& plan) {
+    plan_ = plan;
+    report_.format = format_name(plan.format);
+    report_.prompt_field = plan.prompt_field;
+    report_.response_field = plan.response_field;
+    if (plan.format == Format::kTokens) return;
+    LT_CHECK(tokenizer_ != nullptr, file_.string(), ": the ", format_name(plan.format),
+             " format needs a tokenizer");
+    TokenizerConfig config;
+    if (!options_.tokenizer_path.empty()) config = read_tokenizer_config(options_.tokenizer_path);
+    special_ = resolve_special_ids(*tokenizer_, config);
+    if (plan.format == Format::kText) return;
+    const std::string& name = options_.template_name.empty() ? "auto" : options_.template_name;
+    template_.emplace(resolve_template_kind(name, config), *tokenizer_, special_);
+    report_.template_name = template_->name();
+  }
+
+  void on_row(const SourceRow& row, SourceLayout layout) {
+    ++report_.rows;
+    try {
+      if (!row.problem.empty()) row_fail("", row.problem);
+      check_utf8(row.text, layout != SourceLayout::kTextParagraphs);
+      Record record;
+      if (layout == SourceLayout::kTextParagraphs) {
+        record.text = std::string(row.text);
+      } else {
+        json value;
+        try {
+          value = json::parse(row.text);
+        } catch (const json::parse_error& e) {
+          // e.what() reads "[json.exception.parse_error.101] parse error at ...".
+          std::string what = e.what();
+          size_t cut = what.find("] ");
+          row_fail("", "not valid JSON (" +
+                           (cut == std::string::npos ? what : what.substr(cut + 2)) + ")");
+        }
+        if (!value.is_object())
+          row_fail("", std::string("expected a JSON object, found ") + value.type_name());
+        if (!plan_) start(detect_plan(value, forced_, options_, where(row.line)));
+        record = parse(value);
+      }
+      pending_.push_back(std::move(record));
+    } catch (const RowError& error) {
+      bad_row(row.line, error);
+    }
+    // Tokenize in chunks: parallel over rows, and memory bounded by the chunk.
+    if (pending_.size() >= kChunkRows) flush();
+  }
+
+  Record parse(const json& row) const {
+    Record record;
+    switch (plan_->format) {
+      case Format::kTokens:
+        record.sample =
+            token_sample(row, tokenizer_ ? static_cast<int64_t>(tokenizer_->vocab_size()) : 0);
+        break;
+      case Format::kAlpaca:
+        record.messages = alpaca_messages(row);
+        break;
+      case Format::kQueryResponse:
+        record.messages =
+            single_turn(row, string_field(row, plan_->prompt_field, plan_->prompt_field),
+                        response_field(row, plan_->response_field, plan_->response_field));
+        break;
+      case Format::kShareGpt:
+        record.messages = sharegpt_messages(row);
+        break;
+      case Format::kText:
+        record.text = string_field(row, "text", "text");
+        break;
+    }
+    if (plan_->format == Format::kText && is_blank(record.text)) row_fail("text", "empty text");
+    return record;
+  }
+
+  Sample tokenize(Record& record) const {
+    switch (plan_->format) {
+      case Format::kTokens:
+        return std::move(record.sample);
+      case Format::kText: {
+        Sample sample;
+        std::vector<uint32_t> ids = special_.prefix;
+        tokenizer_->encode(record.text, ids);
+        if (special_.eos) ids.push_back(*special_.eos);
+        sample.ids.assign(ids.begin(), ids.end());
+        sample.labels = sample.ids;
+        return sample;
+      }
+      default:
+        return template_->render(record.messages, options_.train_on_prompt);
+    }
+  }
+
+  void flush() {
+    if (pending_.empty()) return;
+    const size_t first = samples_.size();
+    samples_.resize(first + pending_.size());
+    // 16 rows per task: a row takes tens of microseconds to tokenize, so
+    // smaller tasks would spend their time in the pool's bookkeeping.
+    parallel_for(0, static_cast<int64_t>(pending_.size()), 16, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) samples_[first + i] = tokenize(pending_[i]);
+    });
+    for (size_t i = first; i < samples_.size(); ++i) {
+      report_.tokens += static_cast<int64_t>(samples_[i].ids.size());
+      report_.trained_tokens += std::count_if(samples_[i].labels.begin(), samples_[i].labels.end(),
+                                              [](int32_t l) { return l != kIgnoreLabel; });
+    }
+    pending_.clear();
+  }
+
+  // Rows parsed before tokenizing them together; bounds the memory of
+  // parsed-but-untokenized text to a few MB for typical rows.
+  static constexpr size_t kChunkRows = 4096;
+
+  fs::path file_;
+  const Tokenizer* tokenizer_;
+  const DatasetOptions& options_;
+  DatasetReport& report_;
+  std::optional<Format> forced_;  // the format named in the options, if not auto
+  std::optional<Plan> plan_;
+  SpecialIds special_;
+  std::optional<ChatTemplate> template_;
+  std::vector<Record> pending_;
+  std::vector<Sample> samples_;
+};
+
+}  // namespace
+
+std::vector<Sample> load_dataset(const fs::path& file, const Tokenizer* tokenizer,
+                                 const DatasetOptions& options, DatasetReport* report) {
+  DatasetReport local;
+  DatasetReport& out = report ? *report : local;
+  out = DatasetReport{};
+  return DatasetLoader(file, tokenizer, options, out).load();
+}
+
+}  // namespace lt::data

@@ -1,0 +1,87 @@
+#pragma once
+// Datasets for training: a JSONL or JSON-array file (or a .txt file) made
+// into tokenized Samples with per-token labels, ready for the Batcher.
+//
+// Formats (the JSON fields of one row):
+//   tokens          {"input_ids": [...], "labels": [...]?}: used as they
+//                   are; without "labels" every token is trained on. The
+//                   same rows `lazytrain eval` reads.
+//   alpaca          {"instruction", "input"?, "output", "system"?}: the user
+//                   turn is instruction, or instruction + "\n" + input when
+//                   input is non-empty (as LLaMA-Factory joins them); the
+//                   assistant turn is output.
+//   query_response  one prompt and one response field, named by
+//                   DatasetOptions or detected from the first row among
+//                   query/response (MetaMathQA), question/answer (GSM8K),
+//                   prompt/completion, prompt/response; "system"? as alpaca.
+//   sharegpt        {"conversations": [{"from", "value"}...]} with from =
+//                   system | human | gpt (user / assistant also accepted), or
+//                   {"messages": [{"role", "content"}...]} with role =
+//                   system | user | assistant; any number of turns, at
+//                   least one by the assistant. Only assistant turns are
+//                   trained on unless train_on_prompt.
+//   text            {"text": ...} rows, or a .txt file with one sample per
+//                   paragraph (blank-line separated; see dataset_source.h).
+//                   Paragraphs rather than one whole-file sample so that
+//                   padded batching keeps all the text (a whole file would
+//                   be cut at seq_len) and packing still fills rows. Each
+//                   sample is the tokenizer's prefix ids (Llama-3's BOS),
+//                   the text, then EOS when the tokenizer has one; every
+//                   token is trained on.
+// The chat formats (alpaca, query_response, sharegpt) become conversations
+// rendered by a chat template (chat_template.h has the exact layouts).
+//
+// "auto" format: a .txt file is text; otherwise the first row that is a
+// JSON object decides, in this order: prompt_field/response_field set ->
+// query_response; input_ids -> tokens; conversations or messages ->
+// sharegpt; instruction and output -> alpaca; a known prompt/response pair
+// -> query_response; text -> text. The report says what was chosen.
+//
+// Bad rows (not JSON, not an object, invalid UTF-8, a missing field, a field
+// of the wrong type, an empty response, an id outside the vocabulary) are
+// counted and the first ones described as "file:line: field \"f\": what".
+// They are skipped, or with strict the first is an lt::Error with that
+// text. A file with no usable sample is an lt::Error.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/batching.h"
+#include "data/tokenizer.h"
+
+namespace lt::data {
+
+struct DatasetOptions {
+  std::string format = "auto";         // auto | tokens | alpaca | query_response | sharegpt | text
+  std::string template_name = "auto";  // auto | chatml | llama3 | plain
+  bool train_on_prompt = false;  // also train on prompt tokens (system/user turns, template text)
+  bool strict = false;           // the first bad row is an error instead of being skipped
+  // query_response field names; empty = detect from the first row.
+  std::string prompt_field, response_field;
+  // The tokenizer.json (or its folder) the Tokenizer was loaded from: the
+  // tokenizer_config.json beside it gives the "auto" template and EOS, and
+  // tokenizer.json's post-processor the prefix ids. Empty = none of that.
+  std::filesystem::path tokenizer_path;
+};
+
+// Reports at most this many problems in full: enough to see what is wrong
+// with a file without flooding the log; the count covers them all.
+inline constexpr size_t kMaxReportedProblems = 20;
+
+struct DatasetReport {
+  int64_t rows = 0;                          // rows read (lines, array elements or paragraphs)
+  int64_t samples = 0;                       // rows that became samples
+  int64_t skipped = 0;                       // bad rows
+  int64_t tokens = 0, trained_tokens = 0;    // over all samples; trained = label != -100
+  std::vector<std::string> problems;         // the first kMaxReportedProblems, "file:line: what"
+  std::string format;                        // as resolved, e.g. "query_response"
+  std::string template_name;                 // as resolved; empty for tokens and text
+  std::string prompt_field, response_field;  // query_response only
+};
+
+// `tokenizer` may be null only for the tokens format. `report` may be null.
+std::vector<Sample> load_dataset(const std::filesystem::path& file, const Tokenizer* tokenizer,
+                                 const DatasetOptions& options, DatasetReport* report);
+
+}  // namespace lt::data

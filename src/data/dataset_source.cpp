@@ -1,0 +1,194 @@
+#include "data/dataset_source.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace lt::data {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
+
+bool is_json_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+bool is_blank(std::string_view line) {
+  return std::all_of(line.begin(), line.end(),
+                     [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; });
+}
+
+std::ifstream open(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(file.string(), ": cannot open the file");
+  return in;
+}
+
+std::string read_all(const fs::path& file) {
+  std::ifstream in = open(file);
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) fail(file.string(), ": read error");
+  std::string text = contents.str();
+  if (std::string_view(text).starts_with(kByteOrderMark)) text.erase(0, kByteOrderMark.size());
+  return text;
+}
+
+void read_lines(const fs::path& file, const std::function<void(const SourceRow&)>& on_row) {
+  std::ifstream in = open(file);
+  std::string line;
+  SourceRow row;
+  while (std::getline(in, line)) {
+    ++row.line;
+    std::string_view text = line;
+    if (row.line == 1 && text.starts_with(kByteOrderMark))
+      text.remove_prefix(kByteOrderMark.size());
+    if (is_blank(text)) continue;
+    row.text = text;
+    on_row(row);
+  }
+  if (in.bad()) fail(file.string(), ": read error after line ", row.line);
+}
+
+void read_paragraphs(const fs::path& file, const std::function<void(const SourceRow&)>& on_row) {
+  const std::string text = read_all(file);
+  std::string_view all = text;
+  int64_t line_no = 0;
+  size_t start = std::string_view::npos;  // first byte of the open paragraph
+  int64_t start_line = 0;
+  size_t end = 0;  // one past the last non-blank line of the open paragraph
+  auto emit = [&] {
+    if (start == std::string_view::npos) return;
+    std::string_view paragraph = all.substr(start, end - start);
+    if (paragraph.ends_with('\r')) paragraph.remove_suffix(1);
+    on_row(SourceRow{start_line, paragraph, {}});
+    start = std::string_view::npos;
+  };
+  for (size_t pos = 0; pos < all.size();) {
+    size_t newline = all.find('\n', pos);
+    size_t line_end = newline == std::string_view::npos ? all.size() : newline;
+    ++line_no;
+    if (is_blank(all.substr(pos, line_end - pos))) {
+      emit();
+    } else {
+      if (start == std::string_view::npos) {
+        start = pos;
+        start_line = line_no;
+      }
+      end = line_end;
+    }
+    pos = newline == std::string_view::npos ? all.size() : newline + 1;
+  }
+  emit();
+}
+
+// Cuts a top-level JSON array into its elements; see the header.
+void read_array(const fs::path& file, const std::function<void(const SourceRow&)>& on_row) {
+  const std::string text = read_all(file);
+  const size_t n = text.size();
+  size_t pos = 0;
+  int64_t line = 1;
+  auto skip_space = [&] {
+    while (pos < n && is_json_space(text[pos])) line += text[pos++] == '\n';
+  };
+  auto problem = [&](int64_t at_line, size_t from, size_t to, std::string what) {
+    on_row(SourceRow{at_line, std::string_view(text).substr(from, to - from), std::move(what)});
+  };
+
+  skip_space();
+  ++pos;  // the '[' that detect_layout saw
+  skip_space();
+  if (pos < n && text[pos] == ']') {
+    ++pos;
+  } else {
+    while (true) {
+      skip_space();
+      const size_t start = pos;
+      const int64_t start_line = line;
+      int depth = 0;
+      bool in_string = false;
+      for (; pos < n; ++pos) {
+        const char c = text[pos];
+        if (c == '\n') ++line;
+        if (in_string) {
+          if (c == '\\' && pos + 1 < n) {
+            line += text[++pos] == '\n';
+          } else if (c == '"') {
+            in_string = false;
+          }
+        } else if (c == '"') {
+          in_string = true;
+        } else if (c == '{' || c == '[') {
+          ++depth;
+        } else if (c == '}' || c == ']') {
+          if (depth == 0) break;
+          --depth;
+        } else if (c == ',' && depth == 0) {
+          break;
+        }
+      }
+      size_t stop = pos;
+      while (stop > start && is_json_space(text[stop - 1])) --stop;
+      if (pos == n) {
+        problem(start_line, start, stop,
+                in_string ? "unterminated string; the rest of the file is not read"
+                          : "the array is not closed with ']'; the rest of the file is not read");
+        return;
+      }
+      if (text[pos] == '}') {
+        problem(start_line, start, stop,
+                "unmatched '}' in the array; the rest of the file is not read");
+        return;
+      }
+      if (stop == start) {
+        problem(start_line, start, stop, "empty array element");
+      } else {
+        on_row(SourceRow{start_line, std::string_view(text).substr(start, stop - start), {}});
+      }
+      if (text[pos++] == ']') break;
+    }
+  }
+  skip_space();
+  if (pos < n) problem(line, pos, n, "text after the closing ']' of the array is not read");
+}
+
+}  // namespace
+
+SourceLayout detect_layout(const fs::path& file) {
+  std::string extension = file.extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (extension == ".txt") return SourceLayout::kTextParagraphs;
+  std::ifstream in = open(file);
+  char head[3] = {};
+  in.read(head, 3);
+  if (std::string_view(head, static_cast<size_t>(in.gcount())) != kByteOrderMark) {
+    in.clear();
+    in.seekg(0);
+  }
+  char c;
+  while (in.get(c)) {
+    if (!is_json_space(c)) return c == '[' ? SourceLayout::kJsonArray : SourceLayout::kJsonLines;
+  }
+  return SourceLayout::kJsonLines;
+}
+
+void for_each_row(const fs::path& file, SourceLayout layout,
+                  const std::function<void(const SourceRow&)>& on_row) {
+  switch (layout) {
+    case SourceLayout::kJsonLines:
+      return read_lines(file, on_row);
+    case SourceLayout::kJsonArray:
+      return read_array(file, on_row);
+    case SourceLayout::kTextParagraphs:
+      return read_paragraphs(file, on_row);
+  }
+}
+
+}  // namespace lt::data

@@ -1,0 +1,43 @@
+#pragma once
+// The rows of a dataset file, each with the line it starts on, before any
+// meaning is given to them (dataset.h does that).
+//
+//   JSONL        one row per non-blank line;
+//   JSON array   one row per element of a top-level [...]; chosen when the
+//                file's first non-space character is '[';
+//   text (.txt)  one row per paragraph: a run of non-blank lines, separated
+//                from the next by one or more blank (or whitespace-only)
+//                lines; the row is the paragraph's lines joined by their
+//                own line breaks, without the final one.
+//
+// A JSON array is cut into elements by a scan that knows strings and
+// brackets, so that each element parses alone: one broken element is one bad
+// row, and every row still has its line. A break in the array's own
+// structure (an unterminated string, a missing ']') ends the reading with a
+// problem row.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace lt::data {
+
+enum class SourceLayout { kJsonLines, kJsonArray, kTextParagraphs };
+
+struct SourceRow {
+  int64_t line = 0;       // 1-based line where the row starts
+  std::string_view text;  // the row's bytes; valid only during the callback
+  std::string problem;    // non-empty: the row could not be cut out (text may be partial)
+};
+
+// Text paragraphs for a .txt file (any case), else JSON array or lines by
+// the first non-space character (a UTF-8 byte order mark is skipped).
+SourceLayout detect_layout(const std::filesystem::path& file);
+
+// Calls `on_row` for every row in file order. A file that cannot be opened
+// or read is an lt::Error.
+void for_each_row(const std::filesystem::path& file, SourceLayout layout,
+                  const std::function<void(const SourceRow&)>& on_row);
+
+}  // namespace lt::data
