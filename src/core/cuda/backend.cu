@@ -1,59 +1,38 @@
-// The minimal CUDA backend for core/: device memory through the allocator
-// interface and synchronous copies. The caching allocator and streams
-// replace the plain allocator here (see the CUDA backend issue).
-#include <map>
-#include <memory>
-#include <mutex>
-
+// The CUDA backend for core/: the caching allocator as each device's
+// default allocator, and synchronous copies.
 #include "core/allocator.h"
+#include "core/cuda/caching_allocator.h"
 #include "core/cuda/check.cuh"
+#include "core/cuda/device_guard.cuh"
 #include "core/cuda/device_info.h"
 #include "core/storage.h"
+#include "core/stream.h"
 
 namespace lt::cuda {
 
 namespace {
 
-class PlainCudaAllocator final : public Allocator {
- public:
-  explicit PlainCudaAllocator(int index) : index_(index) {}
-  void* allocate(size_t bytes) override {
-    LT_CUDA_CHECK(cudaSetDevice(index_));
-    void* p = nullptr;
-    LT_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
-    counters_.on_allocate(bytes);
-    return p;
-  }
-  void deallocate(void* ptr, size_t bytes) override {
-    if (!ptr) return;
-    cudaFree(ptr);  // no check: may run during teardown after the context is gone
-    counters_.on_deallocate(bytes);
-  }
-  Device device() const override { return Device::cuda(index_); }
-  AllocatorStats stats() const override { return counters_.snapshot(); }
-  void reset_peak() override { counters_.reset_peak(); }
-
- private:
-  int index_;
-  AllocationCounters counters_;
-};
-
 Allocator* allocator_for(int index) {
-  static std::mutex mutex;
-  static auto* allocators = new std::map<int, std::unique_ptr<PlainCudaAllocator>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  LT_CHECK(index >= 0 && index < device_count(), "CUDA device ", index, " does not exist (",
-           device_count(), " visible)");
-  auto& slot = (*allocators)[index];
-  if (!slot) slot = std::make_unique<PlainCudaAllocator>(index);
-  return slot.get();
+  return &caching_allocator(index);
 }
 
+// Synchronous, but ordered after the work on each device's current stream:
+// a tensor written by a kernel on a non-blocking stream must not be read by
+// a copy on the legacy default stream, which does not wait for that stream.
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   cudaMemcpyKind kind = dst_device.is_cuda() ? (src_device.is_cuda() ? cudaMemcpyDeviceToDevice
                                                                      : cudaMemcpyHostToDevice)
                                              : cudaMemcpyDeviceToHost;
-  LT_CUDA_CHECK(cudaMemcpy(dst, src, nbytes, kind));
+  Device device = dst_device.is_cuda() ? dst_device : src_device;
+  if (dst_device.is_cuda() && src_device.is_cuda() && !(dst_device == src_device)) {
+    // Between devices the copy runs on the destination's stream: wait for
+    // the work that writes the source on its own device first.
+    current_stream(src_device).synchronize();
+  }
+  DeviceGuard guard(device.index);
+  auto stream = static_cast<cudaStream_t>(current_stream(device).handle());
+  LT_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream));
+  LT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 }  // namespace
