@@ -8,6 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/common.h"
+#include "ops/cpu/fast_exp.h"
 
 namespace lt::ops {
 
@@ -92,7 +93,11 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets,
         T m = -std::numeric_limits<T>::infinity();
         for (int64_t j = 0; j < V; ++j) m = std::max(m, x[j]);
         double s = 0;
-        for (int64_t j = 0; j < V; ++j) s += std::exp(x[j] - m);
+        if constexpr (std::is_same_v<T, float>) {
+          s = cpu::sum_exp_shifted(x, m, V);
+        } else {
+          for (int64_t j = 0; j < V; ++j) s += std::exp(x[j] - m);
+        }
         const double row_lse = static_cast<double>(m) + std::log(s);
         lse[r] = static_cast<T>(row_lse);
         row_loss[r] = row_lse - static_cast<double>(x[t]);
@@ -141,7 +146,11 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
         const T* x = read_row(lc, r, V, xbuf.data());
         T* g = in_place ? reinterpret_cast<T*>(dst) : gbuf.data();
         // softmax recomputed from the saved logsumexp: exp(x - lse).
-        for (int64_t j = 0; j < V; ++j) g[j] = std::exp(x[j] - lse_p[r]) * s;
+        if constexpr (std::is_same_v<T, float>) {
+          cpu::exp_shifted_scaled(x, lse_p[r], s, g, V);
+        } else {
+          for (int64_t j = 0; j < V; ++j) g[j] = std::exp(x[j] - lse_p[r]) * s;
+        }
         g[t] -= s;
         if (!in_place) convert(g, ct, dst, logits.dtype(), static_cast<size_t>(V));
       }

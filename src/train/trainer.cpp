@@ -61,6 +61,7 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const std::string& 
   options.strict = c.data.strict;
   options.prompt_field = c.data.prompt_field;
   options.response_field = c.data.response_field;
+  options.tokenizer_path = tokenizer_dir_of(c);  // tokenizer_config.json: template and EOS
   data::DatasetReport report;
   auto samples = data::load_dataset(path, tokenizer, options, &report);
   log->message(fmt::format("data: {} samples from {} rows of {} (format {}, template {}){}",
@@ -140,7 +141,10 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   batch_options.seq_len = c.train.seq_len;
   batch_options.pack = c.data.pack;
   batch_options.seed = c.train.seed;
-  if (auto eos = model.config().eos_token_ids; !eos.empty()) {
+  // Padding is never predicted but is still embedded, so it must be a valid
+  // id: EOS when the vocabulary has it (a trimmed vocabulary may not), else 0.
+  if (auto eos = model.config().eos_token_ids;
+      !eos.empty() && eos.front() >= 0 && eos.front() < vocab) {
     batch_options.pad_id = static_cast<int32_t>(eos.front());
   }
   data::Batcher batcher(samples, batch_options);
