@@ -40,6 +40,19 @@ std::vector<std::pair<int64_t, fs::path>> complete_checkpoints(const fs::path& o
   return found;
 }
 
+// Deletes a checkpoint folder so that a crash midway never leaves a step-N
+// that still has trainer_state.json but lacks its weights: the folder is
+// first renamed out of the step-N namespace (one atomic rename), then
+// removed. A ".step-" leftover is cleared when the next run starts.
+void remove_checkpoint_dir(const fs::path& dir) {
+  if (!fs::exists(dir)) return;
+  const fs::path doomed =
+      dir.parent_path() / ("." + dir.filename().string() + ".old-" + std::to_string(getpid()));
+  fs::remove_all(doomed);
+  fs::rename(dir, doomed);
+  fs::remove_all(doomed);
+}
+
 void write_text(const fs::path& path, const std::string& text) {
   io::AtomicFileWriter w(path);
   w.write(text);
@@ -73,12 +86,12 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
                       {"consecutive_bad_steps", state.consecutive_bad_steps}};
   write_text(tmp / kStateFile, j.dump(1) + "\n");
   // Replace an earlier save of the same step (a resumed run re-saving it).
-  fs::remove_all(final_dir);
+  remove_checkpoint_dir(final_dir);
   fs::rename(tmp, final_dir);
 
   auto all = complete_checkpoints(out_dir);
   for (size_t i = 0; i + static_cast<size_t>(keep_last) < all.size(); ++i) {
-    fs::remove_all(all[i].second);
+    remove_checkpoint_dir(all[i].second);
   }
   return final_dir;
 }

@@ -1,0 +1,108 @@
+// Config errors: every bad key or value is an lt::Error that names the key.
+#include <gtest/gtest.h>
+
+#include "train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+class ConfigErrors : public ::testing::Test {
+ protected:
+  ConfigErrors() : tmp_("config") { write_random_tokens(tmp_ / "data.jsonl", 4, 97, 1); }
+  // A valid config with `train_extra` lines added to the train section and
+  // `tail` appended at the end.
+  std::string yaml(const std::string& train_extra = "", const std::string& tail = "",
+                   const std::string& model = "") const {
+    return "model:\n  path: \"" + (model.empty() ? fixture("llama").string() : model) +
+           "\"\ndata:\n  path: \"" + (tmp_ / "data.jsonl").string() +
+           "\"\n  format: tokens\ntrain:\n  steps: 2\n" + train_extra + "out:\n  dir: \"" +
+           (tmp_ / "out").string() + "\"\n" + tail;
+  }
+  // The message of the lt::Error that loading `text` (+ overrides) throws.
+  std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+    const fs::path file = tmp_ / "run.yaml";
+    write_text(file, text);
+    try {
+      load_train_config(file.string(), overrides);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "no error for:\n" << text;
+    return "";
+  }
+  TempDir tmp_;
+};
+
+#define EXPECT_MENTIONS(message, text)               \
+  EXPECT_NE((message).find(text), std::string::npos) \
+      << "'" << (message) << "' lacks '" << (text) << "'"
+
+TEST_F(ConfigErrors, TheValidBaseLoads) {
+  TrainConfig c;
+  write_text(tmp_ / "ok.yaml", yaml());
+  ASSERT_NO_THROW(c = load_train_config((tmp_ / "ok.yaml").string(), {"train.steps=7"}));
+  EXPECT_EQ(c.train.steps, 7);  // --set after the file
+  EXPECT_EQ(c.data.format, "tokens");
+}
+
+TEST_F(ConfigErrors, UnknownKey) {
+  std::string m = error_of(yaml("  stepz: 10\n"));
+  EXPECT_MENTIONS(m, "train.stepz");
+  EXPECT_MENTIONS(m, "steps");  // the known keys are listed
+}
+
+TEST_F(ConfigErrors, UnknownSection) {
+  EXPECT_MENTIONS(error_of(yaml("", "trian:\n  steps: 3\n")), "'trian'");
+}
+
+TEST_F(ConfigErrors, WrongType) {
+  std::string text = yaml();
+  text.replace(text.find("steps: 2"), 8, "steps: \"ten\"");
+  std::string m = error_of(text);
+  EXPECT_MENTIONS(m, "train.steps");
+  EXPECT_MENTIONS(m, "ten");
+  EXPECT_MENTIONS(error_of(yaml("  grad_clip: [1]\n")), "train.grad_clip");
+  EXPECT_MENTIONS(error_of(yaml("", "optim:\n  betas: 0.9\n")), "optim.betas");
+  EXPECT_MENTIONS(error_of(yaml(), {"data.pack=maybe"}), "data.pack");
+}
+
+TEST_F(ConfigErrors, ImpossibleValues) {
+  EXPECT_MENTIONS(error_of(yaml("  batch_size: 0\n")), "train.batch_size");
+  std::string m = error_of(yaml("  batch_size: 8\n  grad_accum: 3\n"));
+  EXPECT_MENTIONS(m, "train.grad_accum");
+  EXPECT_MENTIONS(m, "train.batch_size");
+  EXPECT_MENTIONS(error_of(yaml(), {"train.steps=0"}), "train.steps");
+  EXPECT_MENTIONS(error_of(yaml(), {"sched.name=step"}), "sched.name");
+  EXPECT_MENTIONS(error_of(yaml(), {"optim.lr=-1"}), "optim.lr");
+}
+
+TEST_F(ConfigErrors, MissingModelFolder) {
+  std::string m = error_of(yaml("", "", (tmp_ / "no_such_model").string()));
+  EXPECT_MENTIONS(m, "model.path");
+  EXPECT_MENTIONS(m, "no_such_model");
+  EXPECT_MENTIONS(error_of(yaml(), {"data.path=" + (tmp_ / "none.jsonl").string()}), "data.path");
+}
+
+TEST_F(ConfigErrors, BadSetSyntax) {
+  EXPECT_MENTIONS(error_of(yaml(), {"train.steps"}), "key=value");
+  EXPECT_MENTIONS(error_of(yaml(), {"steps=3"}), "'steps'");
+  EXPECT_MENTIONS(error_of(yaml(), {"train.steps.x=3"}), "train.steps.x");
+  EXPECT_MENTIONS(error_of(yaml(), {"train.steps=[1"}), "train.steps");
+  EXPECT_MENTIONS(error_of(yaml(), {"train.stepz=3"}), "train.stepz");
+}
+
+TEST_F(ConfigErrors, TheProgramReportsThemAndFails) {
+  write_text(tmp_ / "run.yaml", yaml());
+  std::string output;
+  const int code = run_program(
+      {"train", "--config", (tmp_ / "run.yaml").string(), "--set", "train.batch_size=zero"},
+      tmp_ / "cli.log", &output);
+  EXPECT_NE(code, 0) << output;
+  EXPECT_GT(code, 0) << output;
+  EXPECT_MENTIONS(output, "train.batch_size");
+  EXPECT_MENTIONS(output, "error");
+  EXPECT_FALSE(fs::exists(tmp_ / "out" / "metrics.jsonl"));  // nothing ran
+}
+
+}  // namespace
+}  // namespace lt::train::testing

@@ -1,0 +1,86 @@
+// A run whose loss or gradient turns non-finite skips the updates, logs
+// them, and stops after train.max_bad_steps such steps in a row with a
+// non-zero exit and a message naming the key.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "train/checkpoint.h"
+#include "train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+bool finite_number(const nlohmann::json& v) {
+  return v.is_number() && std::isfinite(v.get<double>());
+}
+
+TEST(NonFinite, SkipsUpdatesAndStopsAfterMaxBadSteps) {
+  TempDir tmp("nonfinite");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
+  const fs::path out = tmp / "out";
+  // lr 1e30: the first update throws GPT-2's weights to ~1e30; the layer
+  // norms' squares overflow f32 and every later loss is NaN.
+  std::string output;
+  const int code = run_program(
+      {"train", "--no-sample",           "--set", "model.path=" + fixture("gpt2").string(),
+       "--set", "model.init=pretrained", "--set", "data.path=" + (tmp / "data.jsonl").string(),
+       "--set", "data.format=tokens",    "--set", "data.pack=false",
+       "--set", "train.steps=50",        "--set", "train.batch_size=2",
+       "--set", "train.seq_len=16",      "--set", "train.grad_clip=0",
+       "--set", "train.save_every=1",    "--set", "train.keep_last=10",
+       "--set", "train.max_bad_steps=3", "--set", "optim.lr=1e30",
+       "--set", "sched.name=constant",   "--set", "sched.warmup_steps=0",
+       "--set", "sched.min_lr=0",        "--set", "out.dir=" + out.string()},
+      tmp / "run.log", &output);
+  EXPECT_NE(code, 0) << output;
+  EXPECT_GT(code, 0) << "should exit with an error, not die of a signal:\n" << output;
+  EXPECT_NE(output.find("train.max_bad_steps"), std::string::npos) << output;
+  EXPECT_NE(output.find("update skipped"), std::string::npos) << output;
+
+  const auto metrics = read_metrics(out);
+  ASSERT_EQ(metrics.size(), 4u) << output;  // one good step, then 3 bad ones
+  EXPECT_TRUE(finite_number(metrics[0].at("loss")));
+  EXPECT_FALSE(metrics[0].contains("skipped"));
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_EQ(metrics[i].value("skipped", false), true) << metrics[i].dump();
+    // JSON has no NaN: a non-finite loss is written as null.
+    EXPECT_FALSE(finite_number(metrics[i].at("loss"))) << metrics[i].dump();
+  }
+  // The skipped steps changed nothing: the checkpoints after bad steps 1
+  // and 2 hold the same weights and optimizer state.
+  ASSERT_TRUE(fs::exists(out / "step-2")) << output;
+  ASSERT_TRUE(fs::exists(out / "step-3")) << output;
+  EXPECT_FALSE(fs::exists(out / "step-4"));
+  EXPECT_EQ(read_text(out / "step-2" / "model.safetensors"),
+            read_text(out / "step-3" / "model.safetensors"));
+  EXPECT_EQ(read_text(out / "step-2" / "optimizer.safetensors"),
+            read_text(out / "step-3" / "optimizer.safetensors"));
+  EXPECT_EQ(read_checkpoint(out / "step-3").state.consecutive_bad_steps, 2);
+}
+
+TEST(NonFinite, AGradientOverflowWithAFiniteLossIsSkippedToo) {
+  TempDir tmp("nonfinite_grad");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
+  const fs::path out = tmp / "out";
+  // Llama's RMSNorm maps the ~1e30 weights to a uniform prediction (a finite
+  // loss, ln 97) while the gradient overflows.
+  TrainConfig config = fixture_config(fixture("llama"), tmp / "data.jsonl", out,
+                                      {"train.steps=20", "train.max_bad_steps=2", "optim.lr=1e30"});
+  try {
+    train_quietly(config);
+    ADD_FAILURE() << "the run did not stop";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.max_bad_steps = 2"), std::string::npos) << e.what();
+  }
+  const auto metrics = read_metrics(out);
+  ASSERT_EQ(metrics.size(), 3u);
+  EXPECT_FALSE(metrics[0].contains("skipped"));
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_EQ(metrics[i].value("skipped", false), true) << metrics[i].dump();
+    EXPECT_FALSE(finite_number(metrics[i].at("grad_norm"))) << metrics[i].dump();
+  }
+}
+
+}  // namespace
+}  // namespace lt::train::testing

@@ -1,0 +1,111 @@
+// Exact resume: 3 steps + a resume to 6 give bitwise the losses of 6 steps
+// in one go (weights, AdamW moments and the sampler position all restored;
+// the data crosses an epoch boundary on the way).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "train/checkpoint.h"
+#include "train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+std::vector<std::string> resume_overrides(int64_t steps) {
+  // 12 rows, batch 4: an epoch every 3 steps, so the resume point is an
+  // epoch boundary and step 5 is mid-epoch; clipping and decay on.
+  return {"train.steps=" + std::to_string(steps),
+          "train.batch_size=4",
+          "train.grad_accum=2",
+          "train.grad_clip=0.5",
+          "optim.lr=5e-3",
+          "optim.no_decay=[norm]"};
+}
+
+uint64_t bits(double x) {
+  uint64_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+void expect_bitwise_equal(const std::vector<nlohmann::json>& a, size_t a_from,
+                          const std::vector<nlohmann::json>& b, size_t b_from, size_t n) {
+  ASSERT_GE(a.size(), a_from + n);
+  ASSERT_GE(b.size(), b_from + n);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(a[a_from + i].at("step"), b[b_from + i].at("step"));
+    for (const char* key : {"loss", "grad_norm", "lr"}) {
+      const double x = a[a_from + i].at(key).get<double>(), y = b[b_from + i].at(key).get<double>();
+      EXPECT_EQ(bits(x), bits(y)) << key << " of step " << a[a_from + i].at("step") << ": " << x
+                                  << " vs " << y;
+    }
+  }
+}
+
+TEST(Resume, LatestContinuesBitwiseLikeAnUninterruptedRun) {
+  TempDir tmp("resume");
+  write_random_tokens(tmp / "data.jsonl", 12, 97, 11);
+  const fs::path data = tmp / "data.jsonl";
+
+  train_quietly(fixture_config(fixture("llama"), data, tmp / "a", resume_overrides(6)));
+  auto a = read_metrics(tmp / "a");
+  ASSERT_EQ(a.size(), 6u);
+
+  TrainRunResult b =
+      train_quietly(fixture_config(fixture("llama"), data, tmp / "b", resume_overrides(3)));
+  EXPECT_EQ(b.steps_done, 3);
+  ASSERT_TRUE(fs::exists(tmp / "b" / "step-3" / "trainer_state.json"));
+  EXPECT_EQ(read_checkpoint(tmp / "b" / "step-3").state.step, 3);
+
+  TrainRunResult b2 = train_quietly(
+      fixture_config(fixture("llama"), data, tmp / "b", resume_overrides(6)), "latest");
+  EXPECT_EQ(b2.steps_done, 6);
+  auto b_metrics = read_metrics(tmp / "b");
+  ASSERT_EQ(b_metrics.size(), 6u);
+  for (size_t i = 0; i < b_metrics.size(); ++i) {
+    EXPECT_EQ(b_metrics[i].at("step").get<int64_t>(), static_cast<int64_t>(i));
+  }
+  expect_bitwise_equal(a, 0, b_metrics, 0, 6);
+
+  // The final checkpoints agree too.
+  auto ck_a = read_checkpoint(tmp / "a" / "step-6");
+  auto ck_b = read_checkpoint(tmp / "b" / "step-6");
+  EXPECT_EQ(ck_a.state.sampler, ck_b.state.sampler);
+  EXPECT_EQ(read_text(tmp / "a" / "step-6" / "model.safetensors"),
+            read_text(tmp / "b" / "step-6" / "model.safetensors"));
+}
+
+TEST(Resume, FromAnExplicitCheckpointFolder) {
+  TempDir tmp("resume_dir");
+  write_random_tokens(tmp / "data.jsonl", 12, 97, 11);
+  const fs::path data = tmp / "data.jsonl";
+  train_quietly(fixture_config(fixture("llama"), data, tmp / "a", resume_overrides(6)));
+  auto a = read_metrics(tmp / "a");
+  ASSERT_EQ(a.size(), 6u);
+
+  // Save every step; resume from step-2 (not the latest) into another out.dir.
+  auto overrides = resume_overrides(4);
+  overrides.push_back("train.save_every=1");
+  overrides.push_back("train.keep_last=5");
+  train_quietly(fixture_config(fixture("llama"), data, tmp / "b", overrides));
+  ASSERT_TRUE(fs::exists(tmp / "b" / "step-4"));
+  TrainRunResult c =
+      train_quietly(fixture_config(fixture("llama"), data, tmp / "c", resume_overrides(6)),
+                    (tmp / "b" / "step-2").string());
+  EXPECT_EQ(c.steps_done, 6);
+  auto c_metrics = read_metrics(tmp / "c");
+  ASSERT_EQ(c_metrics.size(), 4u);  // steps 2..5: a fresh out.dir has no earlier lines
+  expect_bitwise_equal(a, 2, c_metrics, 0, 4);
+
+  // A folder that is not a checkpoint is refused, naming it.
+  try {
+    train_quietly(fixture_config(fixture("llama"), data, tmp / "d", resume_overrides(6)),
+                  (tmp / "b").string());
+    ADD_FAILURE() << "resuming from a non-checkpoint folder did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("trainer_state.json"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace lt::train::testing
