@@ -9,6 +9,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "ops/cross_entropy.h"
+#include "support/errors.h"
 #include "support/gradcheck.h"
 
 namespace lt {
@@ -18,15 +19,7 @@ using testing::all_close;
 using testing::gradcheck;
 using testing::randn64;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using testing::error_of;
 
 struct Reference {
   double loss = 0;

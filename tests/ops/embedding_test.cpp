@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "ops/embedding.h"
+#include "support/errors.h"
 #include "support/gradcheck.h"
 
 namespace lt {
@@ -15,15 +16,7 @@ using testing::all_close;
 using testing::gradcheck;
 using testing::randn64;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using testing::error_of;
 
 // Ids with deliberate repeats, so the backward must add, not overwrite.
 Tensor repeated_ids(DType dtype) {

@@ -11,6 +11,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "ops/rope.h"
+#include "support/errors.h"
 #include "support/gradcheck.h"
 
 namespace lt {
@@ -20,15 +21,7 @@ using testing::all_close;
 using testing::gradcheck;
 using testing::randn64;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using testing::error_of;
 
 // transformers' _compute_llama3_parameters, transcribed with its where()s.
 std::vector<double> llama3_ref(int64_t dim, double base, double factor, double low, double high,
