@@ -214,7 +214,7 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
     bar.update(state.step - 1, stats.loss, static_cast<double>(stats.tokens) / stats.seconds,
                fmt::format(" | lr {:.2e}", step_options.lr));
     const bool at_end = state.step == c.train.steps;
-    if (signals.requested()) {
+    if (signals.requested() && !at_end) {  // on the last step, finish normally
       bar.finish();
       bar.message("stop requested: saving and exiting");
       save();
