@@ -136,10 +136,12 @@ CudaCachingAllocator& caching_allocator(int device) {
   static std::mutex mutex;
   static auto* allocators = new std::map<int, std::unique_ptr<CudaCachingAllocator>>();
   std::lock_guard<std::mutex> lock(mutex);
+  auto it = allocators->find(device);
+  if (it != allocators->end()) return *it->second;
   LT_CHECK(device >= 0 && device < device_count(), "CUDA device ", device, " does not exist (",
            device_count(), " visible)");
   auto& slot = (*allocators)[device];
-  if (!slot) slot = std::make_unique<CudaCachingAllocator>(device);
+  slot = std::make_unique<CudaCachingAllocator>(device);
   return *slot;
 }
 
