@@ -2,11 +2,11 @@
 # One call on the GPU machine: build with CUDA, run the GPU tests, refresh
 # the transformers reference fixtures, and check converted folders load in
 # transformers. Usage: bench/gpu.sh OUT_DIR [steps...]
-#   steps: build gputest fixtures convert (default: all)
+#   steps: build gputest gemmbench fixtures convert (default: all)
 set -uo pipefail
 out=${1:?usage: bench/gpu.sh OUT_DIR [steps]}
 shift
-steps=${*:-build gputest fixtures convert}
+steps=${*:-build gputest gemmbench fixtures convert}
 mkdir -p "$out"
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -30,6 +30,10 @@ for step in $steps; do
     gputest)
       (cd build-gpu && ctest -L gpu --output-on-failure -j 4) > "$out/gputest.log" 2>&1 || status=1
       tail -15 "$out/gputest.log" ;;
+    gemmbench)
+      # cuBLASLt TFLOP/s: bf16 8192^3 and a 3B layer's products (tests/gpu/gemm_gpu_test.cpp).
+      LT_BENCH=1 ./build-gpu/test_gpu --gtest_filter='GemmBench.*' > "$out/gemm_bench.log" 2>&1 || status=1
+      grep -E 'TFLOP/s|GemmBench' "$out/gemm_bench.log" ;;
     cputest)
       (cd build-gpu && ctest -LE gpu -j "$(nproc)") > "$out/cputest.log" 2>&1 || status=1
       tail -8 "$out/cputest.log" ;;

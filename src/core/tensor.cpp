@@ -5,6 +5,9 @@
 
 #include "core/grad_mode.h"
 #include "core/strided.h"
+#ifdef LT_WITH_CUDA
+#include "core/cuda/tensor_copy.h"
+#endif
 
 namespace lt {
 
@@ -69,6 +72,18 @@ void strided_copy_cpu(const Tensor& dst, const Shape& src_strides, const Tensor&
                });
 }
 
+// The same as strided_copy_cpu for two views on one GPU (the kernel runs on
+// the device's current stream).
+void strided_copy_gpu(const Tensor& dst, const Shape& src_strides, const Tensor& src) {
+#ifdef LT_WITH_CUDA
+  cuda::strided_copy(dst.device().index, dst.shape(), dst.data_ptr(), dst.dtype(),
+                     dst.strides().data(), src.data_ptr(), src.dtype(), src_strides.data());
+#else
+  (void)src_strides;
+  fail("copy into ", dst.str(), " from ", src.str(), " needs the CUDA backend, which this build lacks");
+#endif
+}
+
 }  // namespace
 
 Shape broadcast_strides(const Tensor& src, const Shape& target) {
@@ -105,12 +120,9 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
 }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
-  if (device.is_cpu()) {
-    Tensor t = empty(shape, dtype, device);
-    t.fill_(value);
-    return t;
-  }
-  return full(shape, value, dtype, Device::cpu()).to(device);
+  Tensor t = empty(shape, dtype, device);
+  t.fill_(value);
+  return t;
 }
 
 Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype); }
@@ -348,10 +360,10 @@ Tensor Tensor::to(Device target, DType target_dtype) const {
     out.copy_(*this);
     return out;
   }
-  // Cross-device: convert on the CPU side, then move contiguous bytes.
-  Tensor src = *this;
-  if (device().is_cpu()) src = src.contiguous().to(Device::cpu(), target_dtype);
-  else LT_CHECK(is_contiguous(), "copy of non-contiguous ", str(), " off its device");
+  // Cross-device: convert on the CPU side, then move contiguous bytes (a
+  // GPU view is made contiguous on its own device first).
+  Tensor src = contiguous();
+  if (device().is_cpu()) src = src.to(Device::cpu(), target_dtype);
   Tensor moved = empty(shape(), src.dtype(), target);
   copy_bytes(moved.data_ptr(), target, src.data_ptr(), src.device(), moved.nbytes());
   return moved.to(target_dtype);
@@ -362,15 +374,30 @@ void Tensor::copy_(const Tensor& src) const {
     strided_copy_cpu(*this, broadcast_strides(src, shape()), src);
     return;
   }
-  LT_CHECK(src.shape() == shape() && src.dtype() == dtype() && is_contiguous() &&
-               src.is_contiguous(),
-           "cross-device copy_ needs same-shape, same-dtype contiguous tensors: ", str(), " <- ",
-           src.str());
-  copy_bytes(data_ptr(), device(), src.data_ptr(), src.device(), nbytes());
+  if (device() == src.device()) {
+    strided_copy_gpu(*this, broadcast_strides(src, shape()), src);
+    return;
+  }
+  if (src.shape() == shape() && src.dtype() == dtype() && is_contiguous() && src.is_contiguous()) {
+    copy_bytes(data_ptr(), device(), src.data_ptr(), src.device(), nbytes());
+    return;
+  }
+  // Anything else across devices: move the source's bytes over as they
+  // are, then broadcast and convert on this device.
+  copy_(src.to(device()));
 }
 
 void Tensor::fill_(double value) const {
-  LT_CHECK(device().is_cpu(), "fill_ on ", str(), " (CPU only)");
+  if (device().is_cuda()) {
+    uint64_t bits = 0;  // one element of dtype(), rounded as on the CPU
+    store_from_double(&bits, dtype(), 0, value);
+#ifdef LT_WITH_CUDA
+    cuda::strided_fill(device().index, shape(), data_ptr(), dtype(), strides().data(), &bits);
+#else
+    fail("fill_ on ", str(), " needs the CUDA backend, which this build lacks");
+#endif
+    return;
+  }
   Tensor one = empty({}, dtype());
   store_from_double(one.data_ptr(), dtype(), 0, value);
   copy_(one);

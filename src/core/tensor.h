@@ -97,8 +97,9 @@ class Tensor {
   Tensor to(DType dtype) const;
   Tensor to(Device device, DType dtype) const;
   // Copies `src` into this tensor in place: broadcasting src to this shape
-  // and converting dtype. Both on the CPU, or same-shape contiguous across
-  // devices.
+  // and converting dtype. On a GPU the copy is a kernel on the device's
+  // current stream (floating dtypes convert among f32, f64, bf16, f16);
+  // across devices the source's bytes move over first (synchronously).
   void copy_(const Tensor& src) const;
   void fill_(double value) const;
   void zero_() const { fill_(0.0); }

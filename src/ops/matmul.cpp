@@ -6,6 +6,7 @@
 #include "core/thread_pool.h"
 #include "ops/common.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cuda/gemm.h"
 
 namespace lt::ops {
 
@@ -38,8 +39,33 @@ Tensor as_rows(const Tensor& t) {
   return t.dim() == 1 ? t.unsqueeze(0) : t;
 }
 
-void check_cpu(Device device, const char* op) {
+void check_device(Device device, const char* op) {
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) return;
+#endif
   if (!device.is_cpu()) no_kernel(op, device);
+}
+
+// The dtype the product computes in on `device`. The CPU widens bf16/f16 to
+// f32 (BLAS has no 16-bit GEMM); cuBLASLt takes every floating dtype as it
+// is and accumulates in f32 (ops/cuda/gemm.h), so nothing is converted.
+DType kernel_dtype(Device device, DType t) {
+  return device.is_cuda() ? t : compute_dtype(t);
+}
+
+// c = a @ b (+ bias) or c += a @ b, on the backend of `device` (see
+// cpu::gemm for the forms). The CPU takes no bias here: linear writes it
+// into c and accumulates, which is what the GPU does when no epilogue fits.
+void gemm_on(Device device, const Tensor& a, const Tensor& b, const Tensor& c, bool accumulate,
+             const Tensor& bias = Tensor()) {
+  if (device.is_cuda()) {
+#ifdef LT_WITH_CUDA
+    cuda::gemm(a, b, c, accumulate, bias);
+    return;
+#endif
+  }
+  LT_CHECK(!bias.defined(), "gemm_on: the CPU gemm takes no bias");
+  cpu::gemm(a, b, c, accumulate);
 }
 
 // op(b) fits op(a) of `a_batch` batch dims and inner size `k`.
@@ -74,18 +100,19 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
            dtype_name(b.dtype()), ")");
   LT_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: operands need rank >= 2, got ", a.str(), " and ",
            b.str());
-  check_cpu(device, "matmul");
-  const DType ct = compute_dtype(a.dtype());
+  check_device(device, "matmul");
+  const DType ct = kernel_dtype(device, a.dtype());
   const Tensor oa = op_view(a.detach(), trans_a), ob = op_view(b.detach(), trans_b);
   check_b_fits("matmul", batch_dims(oa), oa.size(-1), ob);
-  Tensor out = Tensor::empty(with_matrix(batch_dims(oa), oa.size(-2), ob.size(-1)), ct);
-  cpu::gemm(op_view(widen(a, ct), trans_a), op_view(widen(b, ct), trans_b), out, false);
+  Tensor out = Tensor::empty(with_matrix(batch_dims(oa), oa.size(-2), ob.size(-1)), ct, device);
+  gemm_on(device, op_view(widen(a, ct), trans_a), op_view(widen(b, ct), trans_b), out, false);
   return out.to(a.dtype());
 }
 
 Tensor matmul_backward_a(const Tensor& grad_out, const Tensor& b, bool trans_a, bool trans_b) {
-  check_cpu(common_device({&grad_out, &b}, "matmul_backward_a"), "matmul_backward_a");
-  const DType ct = compute_dtype(b.dtype());
+  const Device device = common_device({&grad_out, &b}, "matmul_backward_a");
+  check_device(device, "matmul_backward_a");
+  const DType ct = kernel_dtype(device, b.dtype());
   const Tensor g = widen(grad_out, ct), ob = op_view(widen(b, ct), trans_b);
   LT_CHECK(g.dim() >= 2 && g.size(-1) == ob.size(-1), "matmul_backward_a: gradient ",
            grad_out.str(), " does not fit b ", b.str());
@@ -93,23 +120,25 @@ Tensor matmul_backward_a(const Tensor& grad_out, const Tensor& b, bool trans_a, 
   // d op(a) = g op(b)^T, written through op's view of a's gradient.
   const int64_t m = g.size(-2), k = ob.size(-2);
   Tensor ga = Tensor::empty(
-      trans_a ? with_matrix(batch_dims(g), k, m) : with_matrix(batch_dims(g), m, k), ct);
-  cpu::gemm(g, transpose_last(ob), op_view(ga, trans_a), false);
+      trans_a ? with_matrix(batch_dims(g), k, m) : with_matrix(batch_dims(g), m, k), ct, device);
+  gemm_on(device, g, transpose_last(ob), op_view(ga, trans_a), false);
   return ga.to(b.dtype());
 }
 
 Tensor matmul_backward_b(const Tensor& grad_out, const Tensor& a, bool trans_a, bool trans_b,
                          bool b_shared) {
-  check_cpu(common_device({&grad_out, &a}, "matmul_backward_b"), "matmul_backward_b");
-  const DType ct = compute_dtype(a.dtype());
+  const Device device = common_device({&grad_out, &a}, "matmul_backward_b");
+  check_device(device, "matmul_backward_b");
+  const DType ct = kernel_dtype(device, a.dtype());
   const Tensor g = widen(grad_out, ct), oa = op_view(widen(a, ct), trans_a);
   LT_CHECK(g.dim() == oa.dim() && batch_dims(g) == batch_dims(oa) && g.size(-2) == oa.size(-2),
            "matmul_backward_b: gradient ", grad_out.str(), " does not fit a ", a.str());
   // d op(b) = op(a)^T g, summed over the batch when b was shared.
   const int64_t k = oa.size(-1), n = g.size(-1);
   const Shape batch = b_shared ? Shape{} : batch_dims(g);
-  Tensor gb = Tensor::empty(trans_b ? with_matrix(batch, n, k) : with_matrix(batch, k, n), ct);
-  cpu::gemm(transpose_last(oa), g, op_view(gb, trans_b), false);
+  Tensor gb =
+      Tensor::empty(trans_b ? with_matrix(batch, n, k) : with_matrix(batch, k, n), ct, device);
+  gemm_on(device, transpose_last(oa), g, op_view(gb, trans_b), false);
   return gb.to(a.dtype());
 }
 
@@ -131,27 +160,34 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
            " does not fit weight ", weight.str(), " ([out, in])");
   LT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), "linear: bias ",
            bias.defined() ? bias.str() : std::string(), " does not fit weight ", weight.str());
-  check_cpu(device, "linear");
-  const DType ct = compute_dtype(x.dtype());
+  check_device(device, "linear");
+  const DType ct = kernel_dtype(device, x.dtype());
   Shape out_shape = x.shape();
   out_shape.back() = weight.size(0);
-  Tensor out = Tensor::empty(out_shape, ct);
+  Tensor out = Tensor::empty(out_shape, ct, device);
   const Tensor out_rows = as_rows(out);
-  // With a bias the output starts as the bias in every row and BLAS adds
-  // the product to it (beta = 1): no second pass over the output.
-  if (bias.defined()) out_rows.copy_(widen(bias, ct));
-  cpu::gemm(as_rows(widen(x, ct)), transpose_last(widen(weight, ct)), out_rows, bias.defined());
+  const Tensor xr = as_rows(widen(x, ct)), wt = transpose_last(widen(weight, ct));
+  if (device.is_cuda()) {
+    // cuBLASLt adds the bias in the GEMM's epilogue.
+    gemm_on(device, xr, wt, out_rows, false, bias.defined() ? widen(bias, ct) : Tensor());
+  } else {
+    // With a bias the output starts as the bias in every row and BLAS adds
+    // the product to it (beta = 1): no second pass over the output.
+    if (bias.defined()) out_rows.copy_(widen(bias, ct));
+    gemm_on(device, xr, wt, out_rows, bias.defined());
+  }
   return out.to(x.dtype());
 }
 
 LinearGrads linear_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
                             bool need_x, bool need_weight, bool need_bias) {
-  check_cpu(common_device({&grad_out, &x, &weight}, "linear_backward"), "linear_backward");
+  const Device device = common_device({&grad_out, &x, &weight}, "linear_backward");
+  check_device(device, "linear_backward");
   LT_CHECK(grad_out.dim() >= 1, "linear_backward: gradient ", grad_out.str(), " has no out dim");
   const DType param_dtype = x.defined()        ? x.dtype()
                             : weight.defined() ? weight.dtype()
                                                : grad_out.dtype();
-  const DType ct = compute_dtype(param_dtype);
+  const DType ct = kernel_dtype(device, param_dtype);
   const Tensor g = as_rows(widen(grad_out, ct));  // [..., out]
   LinearGrads grads;
   if (need_x) {
@@ -160,8 +196,8 @@ LinearGrads linear_backward(const Tensor& grad_out, const Tensor& x, const Tenso
              grad_out.str(), " does not fit weight ", weight.str());
     Shape x_shape = grad_out.shape();
     x_shape.back() = weight.size(1);
-    Tensor gx = Tensor::empty(x_shape, ct);
-    cpu::gemm(g, widen(weight, ct), as_rows(gx), false);  // dx = g W
+    Tensor gx = Tensor::empty(x_shape, ct, device);
+    gemm_on(device, g, widen(weight, ct), as_rows(gx), false);  // dx = g W
     grads.x = gx.to(weight.dtype());
   }
   if (need_weight) {
@@ -170,11 +206,19 @@ LinearGrads linear_backward(const Tensor& grad_out, const Tensor& x, const Tenso
     LT_CHECK(batch_dims(xr) == batch_dims(g) && xr.size(-2) == g.size(-2),
              "linear_backward: gradient ", grad_out.str(), " does not fit x ", x.str());
     // dW = sum over rows of g^T x; gemm sums the batch into the 2D output.
-    Tensor gw = Tensor::empty({g.size(-1), xr.size(-1)}, ct);
-    cpu::gemm(transpose_last(g), xr, gw, false);
+    Tensor gw = Tensor::empty({g.size(-1), xr.size(-1)}, ct, device);
+    gemm_on(device, transpose_last(g), xr, gw, false);
     grads.weight = gw.to(x.dtype());
   }
-  if (need_bias) {
+  if (need_bias && device.is_cuda()) {
+    // The column sums of g as one more product, g^T @ ones: cuBLASLt reads
+    // g once, accumulates in f32 and rounds once, as the CPU sum does.
+    const int64_t cols = g.size(-1), rows = cols == 0 ? 0 : g.numel() / cols;
+    const Tensor g2 = g.reshape({rows, cols});
+    Tensor gbias = Tensor::empty({cols, 1}, ct, device);
+    gemm_on(device, transpose_last(g2), Tensor::full({rows, 1}, 1.0, ct, device), gbias, false);
+    grads.bias = gbias.view({cols}).to(param_dtype);
+  } else if (need_bias) {
     const Tensor gc = g.contiguous();
     const int64_t cols = gc.size(-1), rows = cols == 0 ? 0 : gc.numel() / cols;
     Tensor gbias = Tensor::empty({cols}, ct);
