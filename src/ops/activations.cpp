@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/common.h"
+#include "ops/cuda/activations.h"
 
 namespace lt::ops {
 
@@ -38,14 +39,22 @@ void map_range(const Fn& fn, const std::array<const T*, N>& in, T* out, int64_t 
 // out[i] = fn(a[i], rest[i]...) over same-shape inputs, computed in the
 // compute dtype of `out_dtype` and returned in `out_dtype`. `fn` is generic
 // so that one lambda serves f32 and f64.
-template <typename Fn, typename... Rest>
-Tensor map_elementwise(const char* op, DType out_dtype, const Fn& fn, const Tensor& a,
-                       const Rest&... rest) {
+// The device of a map's inputs, after checking that they are floating, on
+// one device, and of one shape.
+template <typename... Rest>
+Device map_device(const char* op, const Tensor& a, const Rest&... rest) {
   const Device device = common_device({&a, &rest...}, op);
   check_floating(a, op);
   (check_floating(rest, op), ...);
   LT_CHECK(((rest.shape() == a.shape()) && ...), op, ": input shapes differ (", a.str(),
            (std::string() + ... + (", " + rest.str())), ")");
+  return device;
+}
+
+template <typename Fn, typename... Rest>
+Tensor map_elementwise(const char* op, DType out_dtype, const Fn& fn, const Tensor& a,
+                       const Rest&... rest) {
+  const Device device = map_device(op, a, rest...);
   if (!device.is_cpu()) no_kernel(op, device);
   const DType ct = compute_dtype(out_dtype);
   constexpr size_t kInputs = 1 + sizeof...(Rest);
@@ -90,11 +99,17 @@ void for_each_line(const Lines& lines, const Fn& fn) {
 }  // namespace
 
 Tensor silu(const Tensor& x) {
+#ifdef LT_WITH_CUDA
+  if (map_device("silu", x).is_cuda()) return cuda::silu(x);
+#endif
   return map_elementwise(
       "silu", x.dtype(), [](auto v) { return v * sigmoid(v); }, x);
 }
 
 Tensor silu_backward(const Tensor& grad_out, const Tensor& x) {
+#ifdef LT_WITH_CUDA
+  if (map_device("silu_backward", x, grad_out).is_cuda()) return cuda::silu_backward(grad_out, x);
+#endif
   // silu'(x) = s (1 + x (1 - s)) with s = sigmoid(x).
   return map_elementwise(
       "silu_backward", x.dtype(),
@@ -106,6 +121,9 @@ Tensor silu_backward(const Tensor& grad_out, const Tensor& x) {
 }
 
 Tensor gelu_tanh(const Tensor& x) {
+#ifdef LT_WITH_CUDA
+  if (map_device("gelu_tanh", x).is_cuda()) return cuda::gelu_tanh(x);
+#endif
   return map_elementwise(
       "gelu_tanh", x.dtype(),
       [](auto v) {
@@ -117,6 +135,11 @@ Tensor gelu_tanh(const Tensor& x) {
 }
 
 Tensor gelu_tanh_backward(const Tensor& grad_out, const Tensor& x) {
+#ifdef LT_WITH_CUDA
+  if (map_device("gelu_tanh_backward", x, grad_out).is_cuda()) {
+    return cuda::gelu_tanh_backward(grad_out, x);
+  }
+#endif
   // d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx, with t = tanh(u) and
   // du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
   return map_elementwise(
@@ -134,6 +157,9 @@ Tensor gelu_tanh_backward(const Tensor& grad_out, const Tensor& x) {
 Tensor swiglu(const Tensor& gate, const Tensor& up) {
   LT_CHECK(gate.dtype() == up.dtype(), "swiglu: dtypes differ (", dtype_name(gate.dtype()), " and ",
            dtype_name(up.dtype()), ")");
+#ifdef LT_WITH_CUDA
+  if (map_device("swiglu", gate, up).is_cuda()) return cuda::swiglu(gate, up);
+#endif
   return map_elementwise(
       "swiglu", gate.dtype(), [](auto gv, auto uv) { return gv * sigmoid(gv) * uv; }, gate, up);
 }
@@ -143,26 +169,48 @@ SwigluGrads swiglu_backward(const Tensor& grad_out, const Tensor& gate, const Te
   SwigluGrads grads;
   if (need_gate) {
     LT_CHECK(up.defined(), "swiglu_backward: the gate gradient needs up");
-    grads.gate = map_elementwise(
-        "swiglu_backward", gate.dtype(),
-        [](auto gv, auto uv, auto g) {
-          const auto s = sigmoid(gv);
-          return g * uv * s * (1 + gv * (1 - s));
-        },
-        gate, up, grad_out);
+#ifdef LT_WITH_CUDA
+    if (map_device("swiglu_backward", gate, up, grad_out).is_cuda()) {
+      grads.gate = cuda::swiglu_backward_gate(grad_out, gate, up);
+    }
+#endif
+    if (!grads.gate.defined()) {
+      grads.gate = map_elementwise(
+          "swiglu_backward", gate.dtype(),
+          [](auto gv, auto uv, auto g) {
+            const auto s = sigmoid(gv);
+            return g * uv * s * (1 + gv * (1 - s));
+          },
+          gate, up, grad_out);
+    }
   }
   if (need_up) {
-    grads.up = map_elementwise(
-        "swiglu_backward", gate.dtype(), [](auto gv, auto g) { return g * gv * sigmoid(gv); }, gate,
-        grad_out);
+#ifdef LT_WITH_CUDA
+    if (map_device("swiglu_backward", gate, grad_out).is_cuda()) {
+      grads.up = cuda::swiglu_backward_up(grad_out, gate);
+    }
+#endif
+    if (!grads.up.defined()) {
+      grads.up = map_elementwise(
+          "swiglu_backward", gate.dtype(), [](auto gv, auto g) { return g * gv * sigmoid(gv); },
+          gate, grad_out);
+    }
   }
   return grads;
 }
 
 Tensor softmax(const Tensor& x, int64_t dim) {
   check_floating(x, "softmax");
-  if (!x.device().is_cpu()) no_kernel("softmax", x.device());
   LT_CHECK(x.dim() >= 1, "softmax of a 0-dim tensor ", x.str());
+#ifdef LT_WITH_CUDA
+  if (x.device().is_cuda()) {
+    LT_CHECK(normalize_dim(dim, x.dim()) == x.dim() - 1,
+             "softmax: the CUDA kernel works along the last dimension, got dim ", dim, " of ",
+             x.str());
+    return cuda::softmax_last(x.detach());
+  }
+#endif
+  if (!x.device().is_cpu()) no_kernel("softmax", x.device());
   const Lines lines = lines_along(x.shape(), normalize_dim(dim, x.dim()));
   const Tensor cx = as_compute(x.detach());
   Tensor out = Tensor::empty(x.shape(), cx.dtype());
@@ -193,9 +241,17 @@ Tensor softmax_backward(const Tensor& grad_out, const Tensor& y, int64_t dim) {
   check_floating(y, "softmax_backward");
   check_floating(grad_out, "softmax_backward");
   const Device device = common_device({&grad_out, &y}, "softmax_backward");
-  if (!device.is_cpu()) no_kernel("softmax_backward", device);
   LT_CHECK(y.dim() >= 1 && grad_out.shape() == y.shape(), "softmax_backward: gradient ",
            grad_out.str(), " does not fit output ", y.str());
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) {
+    LT_CHECK(normalize_dim(dim, y.dim()) == y.dim() - 1,
+             "softmax_backward: the CUDA kernel works along the last dimension, got dim ", dim,
+             " of ", y.str());
+    return cuda::softmax_backward_last(grad_out.detach(), y.detach());
+  }
+#endif
+  if (!device.is_cpu()) no_kernel("softmax_backward", device);
   const Lines lines = lines_along(y.shape(), normalize_dim(dim, y.dim()));
   const DType ct = compute_dtype(y.dtype());
   const Tensor cy = as_compute(y.detach()), cg = grad_out.detach().to(ct).contiguous();

@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "ops/common.h"
 #include "ops/cpu/fast_exp.h"
+#include "ops/cuda/cross_entropy.h"
 
 namespace lt::ops {
 
@@ -19,18 +20,24 @@ struct Checked {
   int64_t count = 0;
 };
 
-// Targets as i64, each either ignore_index or a class in [0, V). Checked on
-// the calling thread before any work, so the error names the first bad one.
-Checked check_targets(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                      const char* op) {
+// The shapes and dtypes of logits and targets (no values read).
+void check_target_shape(const Tensor& logits, const Tensor& targets, const char* op) {
   check_floating(logits, op);
   LT_CHECK(logits.dim() == 2, op, ": logits must be [N, V], got ", logits.str());
-  const int64_t n = logits.size(0), v = logits.size(1);
   LT_CHECK(targets.dtype() == DType::I32 || targets.dtype() == DType::I64, op,
            ": targets must be i32 or i64, got ", targets.str());
-  LT_CHECK(targets.shape() == (Shape{n}), op, ": targets must be [", n, "] for logits ",
-           logits.str(), ", got ", targets.str());
-  Tensor c = targets.contiguous();
+  LT_CHECK(targets.shape() == (Shape{logits.size(0)}), op, ": targets must be [", logits.size(0),
+           "] for logits ", logits.str(), ", got ", targets.str());
+}
+
+// Targets as i64, each either ignore_index or a class in [0, V). Checked on
+// the calling thread before any work, so the error names the first bad one.
+// Targets on a GPU are read back first.
+Checked check_targets(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                      const char* op) {
+  check_target_shape(logits, targets, op);
+  const int64_t n = logits.size(0), v = logits.size(1);
+  Tensor c = targets.to(Device::cpu()).contiguous();
   Checked out;
   out.targets.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -68,6 +75,9 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets,
                                  int64_t ignore_index) {
   Device device = common_device({&logits, &targets}, "cross_entropy");
   const Checked checked = check_targets(logits, targets, ignore_index, "cross_entropy");
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) return cuda::cross_entropy(logits, targets, ignore_index, checked.count);
+#endif
   if (!device.is_cpu()) no_kernel("cross_entropy", device);
   const int64_t N = logits.size(0), V = logits.size(1);
   const DType ct = compute_dtype(logits.dtype());
@@ -113,17 +123,30 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets,
 
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
                               const Tensor& lse, int64_t ignore_index, int64_t count) {
-  Device device = common_device({&grad_loss, &logits, &targets, &lse}, "cross_entropy_backward");
-  const Checked checked = check_targets(logits, targets, ignore_index, "cross_entropy_backward");
-  LT_CHECK(checked.count == count, "cross_entropy_backward: the forward counted ", count,
-           " targets, these targets count ", checked.count);
+  // grad_loss may stay on the host whatever the device (a loss scale made
+  // there, as lm_head_loss does); it is one number.
+  Device device = common_device({&logits, &targets, &lse}, "cross_entropy_backward");
+  LT_CHECK(grad_loss.device() == device || grad_loss.device().is_cpu(),
+           "cross_entropy_backward: grad_loss ", grad_loss.str(), " is on neither the host nor ",
+           device.str());
+  check_target_shape(logits, targets, "cross_entropy_backward");
   LT_CHECK(grad_loss.numel() == 1, "cross_entropy_backward: grad_loss must have one element, got ",
            grad_loss.str());
   const int64_t N = logits.size(0), V = logits.size(1);
   const DType ct = compute_dtype(logits.dtype());
   LT_CHECK(lse.shape() == (Shape{N}) && lse.dtype() == ct, "cross_entropy_backward: lse must be ",
            dtype_name(ct), " [", N, "], got ", lse.str());
+#ifdef LT_WITH_CUDA
+  // The forward checked these targets and counted them; reading them back
+  // again would stall the stream for nothing.
+  if (device.is_cuda()) {
+    return cuda::cross_entropy_backward(grad_loss, logits, targets, lse, ignore_index, count);
+  }
+#endif
   if (!device.is_cpu()) no_kernel("cross_entropy_backward", device);
+  const Checked checked = check_targets(logits, targets, ignore_index, "cross_entropy_backward");
+  LT_CHECK(checked.count == count, "cross_entropy_backward: the forward counted ", count,
+           " targets, these targets count ", checked.count);
   Tensor lc = logits.contiguous(), lsec = lse.contiguous();
   Tensor grad = Tensor::empty(logits.shape(), logits.dtype());
   const double scale = count > 0 ? grad_loss.item() / static_cast<double>(count) : 0.0;

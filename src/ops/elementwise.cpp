@@ -5,6 +5,7 @@
 #include "core/strided.h"
 #include "core/thread_pool.h"
 #include "ops/common.h"
+#include "ops/cuda/elementwise.h"
 
 namespace lt::ops {
 
@@ -53,8 +54,20 @@ Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
   LT_CHECK(a.dtype() == b.dtype(), name, ": dtypes differ (", dtype_name(a.dtype()), " and ",
            dtype_name(b.dtype()), ")");
   check_floating(a, name);
-  if (!device.is_cpu()) no_kernel(name, device);
   const Shape shape = broadcast_shapes(a.shape(), b.shape());
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) {
+    cuda::BinaryKind kind = cuda::BinaryKind::Add;
+    switch (op) {
+      case BinaryOp::Add: kind = cuda::BinaryKind::Add; break;
+      case BinaryOp::Sub: kind = cuda::BinaryKind::Sub; break;
+      case BinaryOp::Mul: kind = cuda::BinaryKind::Mul; break;
+      case BinaryOp::Div: kind = cuda::BinaryKind::Div; break;
+    }
+    return cuda::binary(kind, a, b, shape);
+  }
+#endif
+  if (!device.is_cpu()) no_kernel(name, device);
   const DType ct = compute_dtype(a.dtype());
   // Widen only half-precision inputs; f32/f64 are read in place, strided.
   Tensor ca = a.dtype() == ct ? a : a.to(ct);
@@ -76,6 +89,9 @@ Tensor axpby(const Tensor& a, double s, const Tensor& b, double t) {
            " differ");
   check_floating(a, "axpby");
   Device device = common_device({&a, &b}, "axpby");
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) return cuda::axpby(a, s, b, t);
+#endif
   if (!device.is_cpu()) no_kernel("axpby", device);
   Tensor ca = as_compute(a), cb = as_compute(b);
   Tensor out = Tensor::empty(a.shape(), ca.dtype());
@@ -94,6 +110,9 @@ Tensor axpby(const Tensor& a, double s, const Tensor& b, double t) {
 
 Tensor scale(const Tensor& a, double s) {
   check_floating(a, "scale");
+#ifdef LT_WITH_CUDA
+  if (a.device().is_cuda()) return cuda::scale(a, s);
+#endif
   if (!a.device().is_cpu()) no_kernel("scale", a.device());
   Tensor ca = as_compute(a);
   Tensor out = Tensor::empty(a.shape(), ca.dtype());
@@ -111,7 +130,6 @@ Tensor scale(const Tensor& a, double s) {
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   check_floating(a, "sum");
-  if (!a.device().is_cpu()) no_kernel("sum", a.device());
   const int64_t rank = a.dim();
   std::vector<bool> reduced(static_cast<size_t>(rank), false);
   for (int64_t d : dims) {
@@ -140,6 +158,10 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
       inner *= a.shape()[d];
     }
   }
+#ifdef LT_WITH_CUDA
+  if (a.device().is_cuda()) return cuda::sum(a.detach(), reduced, out_shape);
+#endif
+  if (!a.device().is_cpu()) no_kernel("sum", a.device());
   const DType ct = compute_dtype(a.dtype());
   Tensor src = a.detach().permute(order).contiguous().to(ct);
   const int64_t rows = numel(kept_shape);

@@ -5,6 +5,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/common.h"
+#include "ops/cuda/embedding.h"
 
 namespace lt::ops {
 
@@ -38,6 +39,14 @@ std::vector<int64_t> checked_ids(const Tensor& ids, int64_t vocab_size, const ch
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
   Device device = common_device({&weight, &ids}, "embedding");
   LT_CHECK(weight.dim() == 2, "embedding: weight must be [V, C], got ", weight.str());
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) {
+    // The ids are read back to check them before any kernel runs (and so
+    // that a bad id is an error here, not a wild read on the device).
+    checked_ids(ids.to(Device::cpu()), weight.size(0), "embedding");
+    return cuda::embedding(weight, ids);
+  }
+#endif
   if (!device.is_cpu()) no_kernel("embedding", device);
   const int64_t vocab = weight.size(0), channels = weight.size(1);
   const std::vector<int64_t> rows = checked_ids(ids, vocab, "embedding");
@@ -70,6 +79,12 @@ Tensor embedding_backward(const Tensor& grad_out, const Tensor& ids, int64_t voc
   expected.push_back(channels);
   LT_CHECK(grad_out.shape() == expected, "embedding_backward: gradient ", grad_out.str(),
            " does not match ids ", shape_str(ids.shape()), " + [C]");
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) {
+    return cuda::embedding_backward(
+        grad_out, checked_ids(ids.to(Device::cpu()), vocab_size, "embedding_backward"), vocab_size);
+  }
+#endif
   if (!device.is_cpu()) no_kernel("embedding_backward", device);
   const std::vector<int64_t> rows = checked_ids(ids, vocab_size, "embedding_backward");
   const int64_t n = static_cast<int64_t>(rows.size());

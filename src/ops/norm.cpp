@@ -6,6 +6,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/common.h"
+#include "ops/cuda/norm.h"
 
 namespace lt::ops {
 
@@ -100,6 +101,9 @@ RmsNormOutput rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   const Rows shape = check_rows(x, "rms_norm");
   LT_CHECK(weight.defined(), "rms_norm: weight is undefined");
   check_param(weight, x, "rms_norm", "weight");
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) return cuda::rms_norm(x, weight, eps);
+#endif
   if (!device.is_cpu()) no_kernel("rms_norm", device);
   const DType ct = compute_dtype(x.dtype());
   const bool half = x.dtype() != ct;
@@ -148,6 +152,9 @@ RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& 
            "rms_norm_backward: rstd must be ", dtype_name(ct), " ", shape_str(shape.stat_shape),
            ", got ", rstd.str());
   LT_CHECK(!need_dweight || weight.defined(), "rms_norm_backward: dweight without a weight");
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) return cuda::rms_norm_backward(dy, x, weight, rstd, need_dx, need_dweight);
+#endif
   if (!device.is_cpu()) no_kernel("rms_norm_backward", device);
   Tensor xc = x.contiguous(), gc = dy.contiguous(), rc = rstd.contiguous();
   RmsNormGrads grads;
@@ -198,6 +205,9 @@ LayerNormOutput layer_norm(const Tensor& x, const Tensor& weight, const Tensor& 
   const Rows shape = check_rows(x, "layer_norm");
   check_param(weight, x, "layer_norm", "weight");
   check_param(bias, x, "layer_norm", "bias");
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) return cuda::layer_norm(x, weight, bias, eps);
+#endif
   if (!device.is_cpu()) no_kernel("layer_norm", device);
   const DType ct = compute_dtype(x.dtype());
   Tensor xc = x.contiguous();
@@ -248,6 +258,11 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
              shape_str(shape.stat_shape), ", got ", s->str());
   }
   LT_CHECK(!need_dweight || weight.defined(), "layer_norm_backward: dweight without a weight");
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) {
+    return cuda::layer_norm_backward(dy, x, weight, mean, rstd, need_dx, need_dweight, need_dbias);
+  }
+#endif
   if (!device.is_cpu()) no_kernel("layer_norm_backward", device);
   Tensor xc = x.contiguous(), gc = dy.contiguous(), mc = mean.contiguous(), rc = rstd.contiguous();
   LayerNormGrads grads;

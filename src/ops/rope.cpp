@@ -6,6 +6,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/common.h"
+#include "ops/cuda/rope.h"
 
 namespace lt::ops {
 
@@ -103,7 +104,8 @@ Tensor rotate(const char* op, const Tensor& x, const Tensor& cos, const Tensor& 
              ": positions must be i32 or i64, got ", positions.str());
     LT_CHECK(positions.shape() == (Shape{T}) || positions.shape() == (Shape{B, T}), op,
              ": positions must be [T] or [B, T] = [", B, ", ", T, "], got ", positions.str());
-    pos = positions.contiguous();
+    // Read on the host to check them (a copy back when they live on a GPU).
+    pos = positions.to(Device::cpu()).contiguous();
     where.batch_stride = positions.dim() == 2 ? T : 0;
   }
   where.ids = &pos;
@@ -115,6 +117,9 @@ Tensor rotate(const char* op, const Tensor& x, const Tensor& cos, const Tensor& 
                ") is outside the rope table [0, ", P, ")");
     }
   }
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) return cuda::rotary(x, cos, sin, positions, sign);
+#endif
   if (!device.is_cpu()) no_kernel(op, device);
   Tensor xc = as_compute(x);
   // The tables are f64 (make_rope_table); only the rows used are read.

@@ -1,0 +1,169 @@
+// Softmax cross-entropy on the GPU: one block per row of logits. The
+// forward makes one pass over the row for its max and sum of exponentials
+// (rescaled as the max grows) in f32, whatever the logits' dtype; the
+// backward recomputes the softmax from the saved logsumexp and writes
+// (softmax - onehot) * scale in the logits' dtype. Neither materializes an
+// f32 copy of the logits.
+#include "ops/cuda/cross_entropy.h"
+#include "ops/cuda/kernel_common.cuh"
+
+namespace lt::ops::cuda {
+
+namespace {
+
+__device__ __forceinline__ int64_t target_at(const void* targets, bool wide, int64_t r) {
+  return wide ? static_cast<const int64_t*>(targets)[r] : static_cast<const int32_t*>(targets)[r];
+}
+
+template <typename T, bool kPacked>
+__global__ void ce_forward_rows(const T* logits, const void* targets, bool wide, int64_t vocab,
+                                int64_t ignore_index, float* lse, float* row_loss) {
+  __shared__ float scratch_m[32], scratch_s[32];
+  const int64_t r = blockIdx.x;
+  const int64_t t = target_at(targets, wide, r);
+  if (t == ignore_index) {  // the same for the whole block: no barrier is skipped by some only
+    if (threadIdx.x == 0) lse[r] = row_loss[r] = 0.0f;
+    return;
+  }
+  const T* x = logits + r * vocab;
+  MaxSum acc;
+  row_visit<T, kPacked, 1>({x}, vocab, [&](const float(&v)[1]) { add_to(acc, v[0]); });
+  acc = block_max_sum(acc, scratch_m, scratch_s);
+  if (threadIdx.x == 0) {
+    const float l = acc.m + logf(acc.s);
+    lse[r] = l;
+    row_loss[r] = t >= 0 && t < vocab ? l - to_f32(x[t]) : NAN;
+  }
+}
+
+// loss = sum(row_loss) / count, summed by one block in a fixed order.
+__global__ void ce_mean(const float* row_loss, int64_t rows, int64_t count, float* loss) {
+  __shared__ float scratch[32];
+  float s = 0.0f;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) s += row_loss[r];
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0)
+    loss[0] = count > 0 ? static_cast<float>(s / static_cast<double>(count)) : 0.0f;
+}
+
+// d loss / d logits scale: grad_loss / count, read from the device when
+// grad_loss lives there (kind 0 f32, 1 bf16, 2 f64), else `host_scale`.
+struct Scale {
+  const void* grad_loss;
+  int kind;
+  double count;
+  float host_scale;
+  __device__ float value() const {
+    if (!grad_loss) return host_scale;
+    double g = kind == 0   ? static_cast<const float*>(grad_loss)[0]
+               : kind == 1 ? __bfloat162float(static_cast<const bf16*>(grad_loss)[0])
+                           : static_cast<const double*>(grad_loss)[0];
+    return static_cast<float>(g / count);
+  }
+};
+
+template <typename T, bool kPacked>
+__global__ void ce_backward_rows(const T* logits, const void* targets, bool wide, int64_t vocab,
+                                 int64_t ignore_index, const float* lse, Scale scale, T* grad) {
+  const int64_t r = blockIdx.x;
+  const int64_t t = target_at(targets, wide, r);
+  const T* x = logits + r * vocab;
+  T* g = grad + r * vocab;
+  if (t == ignore_index || scale.count == 0) {
+    row_write<T, kPacked, 1>({x}, g, vocab, [](const float(&)[1]) { return 0.0f; });
+    return;
+  }
+  const float l = lse[r], s = scale.value();
+  row_write<T, kPacked, 1>({x}, g, vocab, [&](const float(&v)[1]) { return __expf(v[0] - l) * s; });
+  // The one-hot term, by one thread once every element of the row is written.
+  __syncthreads();
+  if (threadIdx.x == 0 && t >= 0 && t < vocab) g[t] = from_f32<T>(__expf(to_f32(x[t]) - l) * s - s);
+}
+
+unsigned rows_of(const Tensor& logits) {
+  LT_CHECK(logits.size(0) <= 0x7fffffff, "cross_entropy: ", logits.size(0),
+           " rows exceed the grid");
+  return static_cast<unsigned>(logits.size(0));
+}
+
+}  // namespace
+
+CrossEntropyOutput cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
+                                 int64_t ignore_index, int64_t count) {
+  check_kernel_dtype(logits_in, "cross_entropy");
+  const Tensor logits = dense(logits_in), targets = dense(targets_in);
+  const Device device = logits.device();
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  CrossEntropyOutput out;
+  out.count = count;
+  out.lse = Tensor::empty({rows}, DType::F32, device);
+  out.loss = Tensor::empty({}, DType::F32, device);
+  Tensor row_loss = Tensor::empty({rows}, DType::F32, device);
+  ::lt::cuda::DeviceGuard guard(device.index);
+  cudaStream_t stream = stream_for(device);
+  const bool wide = targets.dtype() == DType::I64;
+  if (rows > 0) {
+    dispatch_kernel_dtype(logits.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const auto* px = static_cast<const T*>(logits.data_ptr());
+      const int threads = row_threads(vocab, Pack<T>::kSize);
+      auto* plse = static_cast<float*>(out.lse.data_ptr());
+      auto* ploss = static_cast<float*>(row_loss.data_ptr());
+      if (vocab % Pack<T>::kSize == 0 && aligned16(px)) {
+        ce_forward_rows<T, true><<<rows_of(logits), threads, 0, stream>>>(
+            px, targets.data_ptr(), wide, vocab, ignore_index, plse, ploss);
+      } else {
+        ce_forward_rows<T, false><<<rows_of(logits), threads, 0, stream>>>(
+            px, targets.data_ptr(), wide, vocab, ignore_index, plse, ploss);
+      }
+      LT_CUDA_CHECK(cudaGetLastError());
+    });
+  }
+  ce_mean<<<1, 1024, 0, stream>>>(static_cast<const float*>(row_loss.data_ptr()), rows, count,
+                                  static_cast<float*>(out.loss.data_ptr()));
+  LT_CUDA_CHECK(cudaGetLastError());
+  return out;
+}
+
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits_in,
+                              const Tensor& targets_in, const Tensor& lse_in, int64_t ignore_index,
+                              int64_t count) {
+  check_kernel_dtype(logits_in, "cross_entropy_backward");
+  const Tensor logits = dense(logits_in), targets = dense(targets_in), lse = dense(lse_in);
+  const Device device = logits.device();
+  Tensor grad = Tensor::empty(logits.shape(), logits.dtype(), device);
+  if (grad.numel() == 0) return grad;
+  Scale scale{nullptr, 0, static_cast<double>(count), 0.0f};
+  if (grad_loss.device().is_cpu()) {
+    scale.host_scale =
+        count > 0 ? static_cast<float>(grad_loss.item() / static_cast<double>(count)) : 0.0f;
+  } else {
+    const DType gd = grad_loss.dtype();
+    LT_CHECK(gd == DType::F32 || gd == DType::BF16 || gd == DType::F64,
+             "cross_entropy_backward: grad_loss must be f32, bf16 or f64, got ", grad_loss.str());
+    scale.grad_loss = grad_loss.data_ptr();
+    scale.kind = gd == DType::F32 ? 0 : gd == DType::BF16 ? 1 : 2;
+  }
+  ::lt::cuda::DeviceGuard guard(device.index);
+  cudaStream_t stream = stream_for(device);
+  const int64_t vocab = logits.size(1);
+  const bool wide = targets.dtype() == DType::I64;
+  dispatch_kernel_dtype(logits.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const auto* px = static_cast<const T*>(logits.data_ptr());
+    auto* pg = static_cast<T*>(grad.data_ptr());
+    const auto* plse = static_cast<const float*>(lse.data_ptr());
+    const int threads = row_threads(vocab, Pack<T>::kSize);
+    if (vocab % Pack<T>::kSize == 0 && aligned16(px) && aligned16(pg)) {
+      ce_backward_rows<T, true><<<rows_of(logits), threads, 0, stream>>>(
+          px, targets.data_ptr(), wide, vocab, ignore_index, plse, scale, pg);
+    } else {
+      ce_backward_rows<T, false><<<rows_of(logits), threads, 0, stream>>>(
+          px, targets.data_ptr(), wide, vocab, ignore_index, plse, scale, pg);
+    }
+    LT_CUDA_CHECK(cudaGetLastError());
+  });
+  return grad;
+}
+
+}  // namespace lt::ops::cuda

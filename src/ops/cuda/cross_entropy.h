@@ -1,0 +1,21 @@
+#pragma once
+// CUDA kernels behind ops/cross_entropy.h, declared without CUDA types
+// (see ops/cuda/elementwise.h). The forward's caller has checked every
+// target on the host and counted them (`count`).
+#include "ops/cross_entropy.h"
+
+namespace lt::ops::cuda {
+
+// logits [N, V] f32 or bf16, targets [N] i32/i64 on the same device. The
+// loss (0-dim f32) and lse ([N] f32) stay on the device; the loss is a
+// fixed-order sum, so it is the same from run to run.
+CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                 int64_t count);
+
+// grad_loss: one element, on the logits' device or on the host. Targets
+// are not read back here (the forward checked them); one outside [0, V)
+// that is not ignore_index gets no one-hot term instead of a wild write.
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
+                              const Tensor& lse, int64_t ignore_index, int64_t count);
+
+}  // namespace lt::ops::cuda

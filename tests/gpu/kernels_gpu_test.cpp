@@ -1,0 +1,514 @@
+// The CUDA op kernels against the CPU backend: every op runs on the same
+// random data on both devices (the GPU copy is made from the CPU tensor, so
+// bf16 inputs are the same bits), and every output and gradient must agree
+// within the tolerances, as a relative error norm
+// ||gpu - cpu|| / ||cpu||: 1e-3 for f32, 1e-2 for bf16. Sizes are odd
+// (rows 7, hidden 13, vocabulary 1001: scalar paths and tails) and
+// realistic (8 x 128 x 2048, vocabulary 151936: the 16-byte paths).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/cuda/device_info.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+#include "ops/activations.h"
+#include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/norm.h"
+#include "ops/rope.h"
+#include "support/errors.h"
+#include "support/gradcheck.h"
+
+namespace lt {
+namespace {
+
+using testing::error_of;
+using testing::relative_error_norm;
+
+#define LT_REQUIRE_GPU() \
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU on this machine"
+
+const Device kGpu = Device::cuda(0);
+const std::vector<DType> kDtypes = {DType::F32, DType::BF16};
+
+double tolerance(DType t) {
+  return t == DType::BF16 ? 1e-2 : 1e-3;
+}
+
+Tensor gpu(const Tensor& t) {
+  return t.to(kGpu);
+}
+
+Tensor randn(const Shape& shape, DType dtype, Generator& gen, double stddev = 1.0) {
+  return Tensor::randn(shape, gen, dtype, stddev);
+}
+
+// The GPU result `actual` against the CPU result `expected`: same shape
+// and dtype, and a relative error norm below `tol`.
+::testing::AssertionResult close(const Tensor& actual, const Tensor& expected, double tol) {
+  if (!actual.defined() || !expected.defined()) {
+    return ::testing::AssertionFailure()
+           << "undefined tensor: " << actual.str() << " vs " << expected.str();
+  }
+  if (!actual.device().is_cuda()) {
+    return ::testing::AssertionFailure() << "result not on the GPU: " << actual.str();
+  }
+  if (actual.shape() != expected.shape() || actual.dtype() != expected.dtype()) {
+    return ::testing::AssertionFailure() << actual.str() << " vs " << expected.str();
+  }
+  const double err = relative_error_norm(actual.to_doubles(), expected.to_doubles());
+  if (!(err < tol)) {  // NaN fails too
+    return ::testing::AssertionFailure()
+           << "relative error norm " << err << " >= " << tol << " for " << actual.str();
+  }
+  return ::testing::AssertionSuccess() << "relative error norm " << err;
+}
+
+#define EXPECT_CLOSE(actual, expected, dtype) EXPECT_TRUE(close(actual, expected, tolerance(dtype)))
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && a.to_doubles() == b.to_doubles();
+}
+
+// ---------------------------------------------------------------- the harness
+
+// The comparison must be able to fail: a GPU result against a CPU
+// reference perturbed by twice the tolerance is refused, and a wrong dtype
+// or shape is refused.
+TEST(KernelsHarness, RefusesAPerturbedReference) {
+  LT_REQUIRE_GPU();
+  Generator gen(1);
+  for (DType dt : kDtypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = randn({7, 13}, dt, gen);
+    Tensor y = ops::silu(gpu(x));
+    Tensor ref = ops::silu(x);
+    EXPECT_TRUE(close(y, ref, tolerance(dt)));
+    Tensor perturbed = ops::scale(ref, 1.0 + 2 * tolerance(dt));
+    EXPECT_FALSE(close(y, perturbed, tolerance(dt)));
+    EXPECT_FALSE(close(y, ref.to(dt == DType::F32 ? DType::BF16 : DType::F32), 1.0));
+    EXPECT_FALSE(close(y, ops::silu(randn({7, 12}, dt, gen)), 1.0));
+  }
+}
+
+TEST(KernelsHarness, RefusesF64WithAClearError) {
+  LT_REQUIRE_GPU();
+  Tensor x = Tensor::empty({4}, DType::F64, kGpu);
+  EXPECT_THAT(error_of([&] { ops::silu(x); }), ::testing::HasSubstr("f32 or bf16"));
+  EXPECT_THAT(error_of([&] { ops::add(x, x); }), ::testing::HasSubstr("f32 or bf16"));
+}
+
+// ---------------------------------------------------------------- elementwise
+
+struct BinaryCase {
+  Shape a, b;
+};
+
+TEST(KernelsElementwise, BinaryOpsWithBroadcasting) {
+  LT_REQUIRE_GPU();
+  Generator gen(2);
+  const std::vector<BinaryCase> cases = {
+      {{7, 13}, {7, 13}},                // same shape, scalar path (13 is odd)
+      {{7, 13}, {13}},                   // bias onto rows
+      {{13}, {7, 13}},                   // the broadcast operand first
+      {{3, 7, 13}, {7, 13}},             // a position table onto a batch
+      {{7, 13}, {7, 1}},                 // a column: the general strided path
+      {{3, 1, 13}, {1, 7, 1}},           // both broadcast
+      {{8, 128, 2048}, {8, 128, 2048}},  // realistic, 16-byte packs
+      {{8, 128, 2048}, {2048}},
+      {{8, 128, 2048}, {128, 2048}},
+  };
+  for (DType dt : kDtypes) {
+    for (const BinaryCase& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(c.a) + " op " + shape_str(c.b));
+      Tensor a = randn(c.a, dt, gen);
+      // Away from zero, so that division is well conditioned.
+      Tensor b = Tensor::uniform(c.b, gen, 0.5, 2.0, dt);
+      Tensor ga = gpu(a), gb = gpu(b);
+      EXPECT_CLOSE(ops::add(ga, gb), ops::add(a, b), dt);
+      EXPECT_CLOSE(ops::sub(ga, gb), ops::sub(a, b), dt);
+      EXPECT_CLOSE(ops::mul(ga, gb), ops::mul(a, b), dt);
+      EXPECT_CLOSE(ops::div(ga, gb), ops::div(a, b), dt);
+    }
+  }
+}
+
+TEST(KernelsElementwise, BinaryOpsOnStridedViews) {
+  LT_REQUIRE_GPU();
+  Generator gen(3);
+  for (DType dt : kDtypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor a = randn({13, 7}, dt, gen), b = randn({7, 13}, dt, gen);
+    Tensor at = a.transpose(0, 1);  // [7, 13], strides (1, 7)
+    EXPECT_CLOSE(ops::add(gpu(a).transpose(0, 1), gpu(b)), ops::add(at, b), dt);
+    EXPECT_CLOSE(ops::mul(gpu(b), gpu(a).transpose(0, 1)), ops::mul(b, at), dt);
+    Tensor s = randn({7, 26}, dt, gen);
+    Tensor gs = gpu(s).slice(1, 0, 26, 2);  // every other column
+    EXPECT_CLOSE(ops::sub(gs, gpu(b)), ops::sub(s.slice(1, 0, 26, 2), b), dt);
+  }
+}
+
+TEST(KernelsElementwise, ScaleAndAxpby) {
+  LT_REQUIRE_GPU();
+  Generator gen(4);
+  for (DType dt : kDtypes) {
+    for (const Shape& shape : {Shape{7, 13}, Shape{8, 128, 2048}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(shape));
+      Tensor a = randn(shape, dt, gen), b = randn(shape, dt, gen);
+      EXPECT_CLOSE(ops::scale(gpu(a), -0.37), ops::scale(a, -0.37), dt);
+      EXPECT_CLOSE(ops::axpby(gpu(a), 0.9, gpu(b), -1.7), ops::axpby(a, 0.9, b, -1.7), dt);
+    }
+  }
+}
+
+struct SumCase {
+  Shape shape;
+  std::vector<int64_t> dims;
+  bool keepdim;
+};
+
+TEST(KernelsElementwise, SumOverEveryLayout) {
+  LT_REQUIRE_GPU();
+  Generator gen(5);
+  const std::vector<SumCase> cases = {
+      {{7, 13}, {1}, false},            // rows (scalar)
+      {{7, 13}, {0}, false},            // columns
+      {{7, 13}, {0, 1}, false},         // everything
+      {{3, 7, 13}, {0, 1}, false},      // leading dims (a bias gradient)
+      {{3, 7, 13}, {1}, true},          // a middle dim
+      {{3, 7, 13}, {0, 2}, true},       // non-adjacent: the strided path
+      {{3, 7, 13}, {}, false},          // nothing reduced
+      {{3, 0, 13}, {1}, false},         // an empty sum is 0
+      {{8, 128, 2048}, {0, 1}, false},  // realistic bias gradient
+      {{8, 128, 2048}, {2}, true},      // realistic rows, packed
+      {{8, 128, 2048}, {1}, false},     // realistic middle
+  };
+  for (DType dt : kDtypes) {
+    for (const SumCase& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(c.shape) + " over " +
+                   std::to_string(c.dims.size()) + " dims");
+      Tensor a = randn(c.shape, dt, gen);
+      EXPECT_CLOSE(ops::sum(gpu(a), c.dims, c.keepdim), ops::sum(a, c.dims, c.keepdim), dt);
+    }
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor a = randn({13, 7}, dt, gen);
+    // A transposed input takes the strided path.
+    EXPECT_CLOSE(ops::sum(gpu(a).transpose(0, 1), {1}), ops::sum(a.transpose(0, 1), {1}), dt);
+    EXPECT_CLOSE(ops::sum_all(gpu(a)), ops::sum_all(a), dt);
+    Tensor g = randn({8, 128, 2048}, dt, gen);
+    EXPECT_CLOSE(ops::sum_to(gpu(g), {2048}), ops::sum_to(g, {2048}), dt);
+    EXPECT_CLOSE(ops::sum_to(gpu(g), {1, 128, 2048}), ops::sum_to(g, {1, 128, 2048}), dt);
+    // The same sum twice: the same bits (no atomics).
+    EXPECT_TRUE(bitwise_equal(ops::sum_to(gpu(g), {2048}), ops::sum_to(gpu(g), {2048})));
+  }
+}
+
+// ---------------------------------------------------------------- activations
+
+TEST(KernelsActivations, PointwiseForwardAndBackward) {
+  LT_REQUIRE_GPU();
+  Generator gen(6);
+  for (DType dt : kDtypes) {
+    for (const Shape& shape : {Shape{7, 13}, Shape{8, 128, 2048}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(shape));
+      Tensor x = randn(shape, dt, gen, 3.0), up = randn(shape, dt, gen), g = randn(shape, dt, gen);
+      Tensor gx = gpu(x), gup = gpu(up), gg = gpu(g);
+      EXPECT_CLOSE(ops::silu(gx), ops::silu(x), dt);
+      EXPECT_CLOSE(ops::silu_backward(gg, gx), ops::silu_backward(g, x), dt);
+      EXPECT_CLOSE(ops::gelu_tanh(gx), ops::gelu_tanh(x), dt);
+      EXPECT_CLOSE(ops::gelu_tanh_backward(gg, gx), ops::gelu_tanh_backward(g, x), dt);
+      EXPECT_CLOSE(ops::swiglu(gx, gup), ops::swiglu(x, up), dt);
+      ops::SwigluGrads want = ops::swiglu_backward(g, x, up, true, true);
+      ops::SwigluGrads got = ops::swiglu_backward(gg, gx, gup, true, true);
+      EXPECT_CLOSE(got.gate, want.gate, dt);
+      EXPECT_CLOSE(got.up, want.up, dt);
+      ops::SwigluGrads up_only = ops::swiglu_backward(gg, gx, Tensor(), false, true);
+      EXPECT_FALSE(up_only.gate.defined());
+      EXPECT_CLOSE(up_only.up, want.up, dt);
+    }
+  }
+}
+
+TEST(KernelsActivations, PointwiseOnAStridedView) {
+  LT_REQUIRE_GPU();
+  Generator gen(7);
+  for (DType dt : kDtypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = randn({13, 7}, dt, gen);
+    EXPECT_CLOSE(ops::silu(gpu(x).transpose(0, 1)), ops::silu(x.transpose(0, 1)), dt);
+  }
+}
+
+TEST(KernelsActivations, SoftmaxForwardAndBackward) {
+  LT_REQUIRE_GPU();
+  Generator gen(8);
+  for (DType dt : kDtypes) {
+    for (const Shape& shape : {Shape{7, 13}, Shape{5, 1001}, Shape{2, 64, 2048}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(shape));
+      Tensor x = randn(shape, dt, gen, 4.0), g = randn(shape, dt, gen);
+      Tensor y = ops::softmax(x);
+      Tensor gy = ops::softmax(gpu(x));
+      EXPECT_CLOSE(gy, y, dt);
+      EXPECT_CLOSE(ops::softmax_backward(gpu(g), gpu(y)), ops::softmax_backward(g, y), dt);
+    }
+  }
+  Tensor x = randn({3, 4}, DType::F32, gen);
+  EXPECT_THAT(error_of([&] { ops::softmax(gpu(x), 0); }), ::testing::HasSubstr("last dimension"));
+}
+
+// ---------------------------------------------------------------- embedding
+
+Tensor random_ids(const Shape& shape, int64_t vocab, DType dtype, Generator& gen) {
+  std::vector<double> v(static_cast<size_t>(numel(shape)));
+  // A small range of ids repeats often, as real text does (several tokens
+  // of one row meet in the backward's sum).
+  for (double& id : v) id = static_cast<double>(gen.below(gen.uniform() < 0.5 ? 17 : vocab));
+  return Tensor::from_doubles(v, shape, dtype);
+}
+
+TEST(KernelsEmbedding, LookupAndScatterAdd) {
+  LT_REQUIRE_GPU();
+  Generator gen(9);
+  struct Case {
+    Shape ids;
+    int64_t vocab, channels;
+    DType id_dtype;
+  };
+  const std::vector<Case> cases = {{{7}, 1001, 13, DType::I64},
+                                   {{3, 7}, 1001, 13, DType::I32},
+                                   {{8, 128}, 1001, 2048, DType::I64},
+                                   {{8, 128}, 151936, 64, DType::I32}};
+  for (DType dt : kDtypes) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " ids " + shape_str(c.ids) + " V " +
+                   std::to_string(c.vocab) + " C " + std::to_string(c.channels));
+      Tensor w = randn({c.vocab, c.channels}, dt, gen);
+      Tensor ids = random_ids(c.ids, c.vocab, c.id_dtype, gen);
+      Tensor gw = gpu(w), gids = gpu(ids);
+      // The lookup copies rows: bit for bit.
+      Tensor y = ops::embedding(gw, gids);
+      EXPECT_TRUE(bitwise_equal(y.to(Device::cpu()), ops::embedding(w, ids)));
+      Shape gshape = c.ids;
+      gshape.push_back(c.channels);
+      Tensor g = randn(gshape, dt, gen);
+      Tensor dw = ops::embedding_backward(gpu(g), gids, c.vocab);
+      EXPECT_CLOSE(dw, ops::embedding_backward(g, ids, c.vocab), dt);
+      EXPECT_TRUE(bitwise_equal(dw.to(Device::cpu()),
+                                ops::embedding_backward(gpu(g), gids, c.vocab).to(Device::cpu())));
+    }
+  }
+  Tensor w = gpu(randn({10, 4}, DType::F32, gen));
+  Tensor bad = gpu(Tensor::from_vector<int64_t>({1, 10}, {2}));
+  EXPECT_THAT(error_of([&] { ops::embedding(w, bad); }), ::testing::HasSubstr("id 10"));
+}
+
+// ---------------------------------------------------------------- norms
+
+const std::vector<Shape> kNormShapes = {{7, 13}, {8, 128, 2048}};
+
+TEST(KernelsNorm, RmsNormForwardAndBackward) {
+  LT_REQUIRE_GPU();
+  Generator gen(10);
+  for (DType dt : kDtypes) {
+    for (const Shape& shape : kNormShapes) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(shape));
+      const int64_t C = shape.back();
+      Tensor x = randn(shape, dt, gen, 2.0), dy = randn(shape, dt, gen);
+      Tensor w = Tensor::uniform({C}, gen, 0.5, 1.5, dt);
+      ops::RmsNormOutput want = ops::rms_norm(x, w, 1e-6);
+      ops::RmsNormOutput got = ops::rms_norm(gpu(x), gpu(w), 1e-6);
+      EXPECT_CLOSE(got.y, want.y, dt);
+      EXPECT_CLOSE(got.rstd, want.rstd, DType::F32);
+      ops::RmsNormGrads gw = ops::rms_norm_backward(dy, x, w, want.rstd, true, true);
+      ops::RmsNormGrads gg = ops::rms_norm_backward(gpu(dy), gpu(x), gpu(w), got.rstd, true, true);
+      EXPECT_CLOSE(gg.dx, gw.dx, dt);
+      EXPECT_CLOSE(gg.dweight, gw.dweight, dt);
+      ops::RmsNormGrads again =
+          ops::rms_norm_backward(gpu(dy), gpu(x), gpu(w), got.rstd, false, true);
+      EXPECT_FALSE(again.dx.defined());
+      EXPECT_TRUE(bitwise_equal(again.dweight.to(Device::cpu()), gg.dweight.to(Device::cpu())));
+    }
+  }
+}
+
+TEST(KernelsNorm, RmsNormBf16RoundsLikeHuggingFace) {
+  LT_REQUIRE_GPU();
+  // The normalized x is rounded to bf16 before the weight multiply; with
+  // the same f32 statistics the two backends then agree bit for bit on
+  // almost every element (the f32 sums differ only in order).
+  Generator gen(11);
+  Tensor x = randn({64, 256}, DType::BF16, gen, 2.0);
+  Tensor w = Tensor::uniform({256}, gen, 0.5, 1.5, DType::BF16);
+  std::vector<double> want = ops::rms_norm(x, w, 1e-6).y.to_doubles();
+  std::vector<double> got = ops::rms_norm(gpu(x), gpu(w), 1e-6).y.to_doubles();
+  size_t differ = 0;
+  for (size_t i = 0; i < want.size(); ++i) differ += want[i] != got[i];
+  EXPECT_LT(differ, want.size() / 100) << differ << " of " << want.size() << " differ";
+}
+
+TEST(KernelsNorm, LayerNormForwardAndBackward) {
+  LT_REQUIRE_GPU();
+  Generator gen(12);
+  for (DType dt : kDtypes) {
+    for (const Shape& shape : kNormShapes) {
+      for (bool affine : {true, false}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(shape) +
+                     (affine ? " affine" : " plain"));
+        const int64_t C = shape.back();
+        // An offset mean: the two-pass variance must not cancel.
+        Tensor x = ops::add(randn(shape, dt, gen, 2.0), Tensor::full({C}, 3.0, dt));
+        Tensor dy = randn(shape, dt, gen);
+        Tensor w = affine ? Tensor::uniform({C}, gen, 0.5, 1.5, dt) : Tensor();
+        Tensor b = affine ? randn({C}, dt, gen) : Tensor();
+        Tensor gw = affine ? gpu(w) : Tensor(), gb = affine ? gpu(b) : Tensor();
+        ops::LayerNormOutput want = ops::layer_norm(x, w, b, 1e-5);
+        ops::LayerNormOutput got = ops::layer_norm(gpu(x), gw, gb, 1e-5);
+        EXPECT_CLOSE(got.y, want.y, dt);
+        EXPECT_CLOSE(got.mean, want.mean, DType::F32);
+        EXPECT_CLOSE(got.rstd, want.rstd, DType::F32);
+        ops::LayerNormGrads gr_want =
+            ops::layer_norm_backward(dy, x, w, want.mean, want.rstd, true, affine, true);
+        ops::LayerNormGrads gr_got =
+            ops::layer_norm_backward(gpu(dy), gpu(x), gw, got.mean, got.rstd, true, affine, true);
+        EXPECT_CLOSE(gr_got.dx, gr_want.dx, dt);
+        if (affine) {
+          EXPECT_CLOSE(gr_got.dweight, gr_want.dweight, dt);
+        }
+        EXPECT_CLOSE(gr_got.dbias, gr_want.dbias, dt);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- rope
+
+TEST(KernelsRope, RotaryForwardAndBackward) {
+  LT_REQUIRE_GPU();
+  Generator gen(13);
+  struct Case {
+    Shape x;
+    bool positions, per_batch;
+  };
+  const std::vector<Case> cases = {
+      {{2, 7, 3, 6}, false, false},       // half 3: the scalar path
+      {{2, 7, 3, 16}, true, false},       // half 8: packed, positions [T]
+      {{2, 7, 3, 16}, true, true},        // positions [B, T]
+      {{8, 128, 16, 128}, false, false},  // realistic
+  };
+  for (DType dt : kDtypes) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(c.x) +
+                   (c.positions ? (c.per_batch ? " pos [B, T]" : " pos [T]") : ""));
+      const int64_t B = c.x[0], T = c.x[1], D = c.x[3];
+      ops::RopeCosSin table = ops::rope_cos_sin(ops::rope_inv_freq(D, 10000.0), 300);
+      Tensor pos;
+      if (c.positions) {
+        Shape ps = c.per_batch ? Shape{B, T} : Shape{T};
+        std::vector<double> v(static_cast<size_t>(numel(ps)));
+        for (double& p : v) p = static_cast<double>(gen.below(300));
+        pos = Tensor::from_doubles(v, ps, c.per_batch ? DType::I32 : DType::I64);
+      }
+      Tensor gpos = pos.defined() ? gpu(pos) : Tensor();
+      Tensor gcos = gpu(table.cos), gsin = gpu(table.sin);
+      Tensor x = randn(c.x, dt, gen), g = randn(c.x, dt, gen);
+      EXPECT_CLOSE(ops::rotary(gpu(x), gcos, gsin, gpos), ops::rotary(x, table.cos, table.sin, pos),
+                   dt);
+      EXPECT_CLOSE(ops::rotary_backward(gpu(g), gcos, gsin, gpos),
+                   ops::rotary_backward(g, table.cos, table.sin, pos), dt);
+      // f32 tables too.
+      EXPECT_CLOSE(
+          ops::rotary(gpu(x), gpu(table.cos.to(DType::F32)), gpu(table.sin.to(DType::F32)), gpos),
+          ops::rotary(x, table.cos, table.sin, pos), dt);
+    }
+  }
+  ops::RopeCosSin table = ops::rope_cos_sin(ops::rope_inv_freq(4, 10000.0), 8);
+  Tensor x = gpu(randn({1, 2, 1, 4}, DType::F32, gen));
+  Tensor bad = gpu(Tensor::from_vector<int64_t>({0, 8}, {2}));
+  EXPECT_THAT(error_of([&] { ops::rotary(x, gpu(table.cos), gpu(table.sin), bad); }),
+              ::testing::HasSubstr("position 8"));
+}
+
+// ---------------------------------------------------------------- cross-entropy
+
+Tensor random_targets(int64_t n, int64_t vocab, DType dtype, Generator& gen, double ignored) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& t : v) {
+    t = gen.uniform() < ignored ? -100.0 : static_cast<double>(gen.below(vocab));
+  }
+  return Tensor::from_doubles(v, {n}, dtype);
+}
+
+TEST(KernelsCrossEntropy, ForwardAndBackward) {
+  LT_REQUIRE_GPU();
+  Generator gen(14);
+  struct Case {
+    int64_t rows, vocab;
+    DType target_dtype;
+  };
+  // 128 rows of the Qwen vocabulary: about one lm_head_loss chunk.
+  const std::vector<Case> cases = {{7, 1001, DType::I64}, {128, 151936, DType::I32}};
+  for (DType dt : kDtypes) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " [" + std::to_string(c.rows) + ", " +
+                   std::to_string(c.vocab) + "]");
+      Tensor logits = randn({c.rows, c.vocab}, dt, gen, 3.0);
+      Tensor targets = random_targets(c.rows, c.vocab, c.target_dtype, gen, 0.2);
+      Tensor gl = gpu(logits), gt = gpu(targets);
+      ops::CrossEntropyOutput want = ops::cross_entropy(logits, targets);
+      ops::CrossEntropyOutput got = ops::cross_entropy(gl, gt);
+      EXPECT_EQ(got.count, want.count);
+      // The loss and lse are f32 whatever the logits: f32 tolerance.
+      EXPECT_CLOSE(got.loss, want.loss, DType::F32);
+      EXPECT_CLOSE(got.lse, want.lse, DType::F32);
+      Tensor scale = Tensor::scalar(1.7, DType::F64);
+      Tensor gwant =
+          ops::cross_entropy_backward(scale, logits, targets, want.lse, -100, want.count);
+      // grad_loss on the host (as lm_head_loss passes it) and on the device.
+      EXPECT_CLOSE(ops::cross_entropy_backward(scale, gl, gt, got.lse, -100, got.count), gwant, dt);
+      EXPECT_CLOSE(ops::cross_entropy_backward(gpu(Tensor::scalar(1.7, DType::F32)), gl, gt,
+                                               got.lse, -100, got.count),
+                   gwant, dt);
+    }
+  }
+}
+
+TEST(KernelsCrossEntropy, AllIgnoredAndBadTargets) {
+  LT_REQUIRE_GPU();
+  Generator gen(15);
+  Tensor logits = gpu(randn({3, 11}, DType::BF16, gen));
+  Tensor ignored = gpu(Tensor::from_vector<int64_t>({-100, -100, -100}, {3}));
+  ops::CrossEntropyOutput out = ops::cross_entropy(logits, ignored);
+  EXPECT_EQ(out.count, 0);
+  EXPECT_EQ(out.loss.item(), 0.0);
+  Tensor g = ops::cross_entropy_backward(Tensor::scalar(1.0), logits, ignored, out.lse, -100, 0);
+  for (double v : g.to_doubles()) EXPECT_EQ(v, 0.0);
+  Tensor bad = gpu(Tensor::from_vector<int32_t>({0, 11, 2}, {3}));
+  EXPECT_THAT(error_of([&] { ops::cross_entropy(logits, bad); }),
+              ::testing::HasSubstr("target 11 at row 1"));
+}
+
+// ---------------------------------------------------------------- streams
+
+TEST(KernelsStreams, KernelsRunOnTheCurrentStream) {
+  LT_REQUIRE_GPU();
+  // Work on a non-blocking stream, read back through copies ordered after
+  // that stream: the results must be those of the default stream.
+  Generator gen(16);
+  Tensor x = randn({8, 128, 2048}, DType::BF16, gen);
+  Tensor w = Tensor::uniform({2048}, gen, 0.5, 1.5, DType::BF16);
+  Tensor want = ops::rms_norm(x, w, 1e-6).y;
+  Stream side = Stream::create(kGpu);
+  StreamGuard guard(side);
+  Tensor got = ops::rms_norm(gpu(x), gpu(w), 1e-6).y;
+  side.synchronize();
+  EXPECT_CLOSE(got, want, DType::BF16);
+}
+
+}  // namespace
+}  // namespace lt
