@@ -8,9 +8,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "autograd/engine.h"
+#include "autograd/functions.h"
 #include "core/cuda/device_info.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -63,6 +69,12 @@ Tensor randn(const Shape& shape, DType dtype, Generator& gen, double stddev = 1.
     return ::testing::AssertionFailure() << actual.str() << " vs " << expected.str();
   }
   const double err = relative_error_norm(actual.to_doubles(), expected.to_doubles());
+  // LT_KERNEL_ERRORS=1 prints every measured error (for the record of a GPU run).
+  if (std::getenv("LT_KERNEL_ERRORS")) {
+    std::printf("[rel-err] %s %s %.3e %s\n",
+                ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                dtype_name(actual.dtype()), err, actual.str().c_str());
+  }
   if (!(err < tol)) {  // NaN fails too
     return ::testing::AssertionFailure()
            << "relative error norm " << err << " >= " << tol << " for " << actual.str();
@@ -493,6 +505,49 @@ TEST(KernelsCrossEntropy, AllIgnoredAndBadTargets) {
               ::testing::HasSubstr("target 11 at row 1"));
 }
 
+// ---------------------------------------------------------------- autograd
+
+// The ops chained through autograd, as a model uses them: an embedding
+// plus a broadcast position table, RMSNorm, RoPE, SwiGLU, cross-entropy.
+// The gradients reach the leaves through the engine's accumulation (add)
+// and broadcasting's reduction (sum_to) on the GPU as on the CPU.
+struct ChainGrads {
+  Tensor loss, table, pos, norm;
+};
+
+ChainGrads run_chain(Device device, DType dt, uint64_t seed) {
+  Generator gen(seed);
+  const int64_t B = 2, T = 7, H = 2, D = 8, C = H * D, V = 1001;
+  auto leaf = [&](Tensor t) { return t.to(device).set_requires_grad(true); };
+  Tensor table = leaf(randn({V, C}, dt, gen));
+  Tensor pos = leaf(randn({T, C}, dt, gen, 0.1));
+  Tensor norm_w = leaf(Tensor::uniform({C}, gen, 0.5, 1.5, dt));
+  Tensor ids = random_ids({B, T}, V, DType::I64, gen).to(device);
+  Tensor targets = random_targets(B * T, C, DType::I64, gen, 0.1).to(device);
+  ops::RopeCosSin cs = ops::rope_cos_sin(ops::rope_inv_freq(D, 10000.0), T);
+  RopeTable rope{cs.cos.to(device), cs.sin.to(device), D};
+  Tensor h = add(embedding(table, ids), pos);
+  Tensor n = rms_norm(h, norm_w, 1e-6);
+  Tensor r = reshape(rotary_embedding(reshape(n, {B, T, H, D}), rope), {B, T, C});
+  Tensor a = swiglu(r, n);
+  Tensor loss = cross_entropy(reshape(a, {B * T, C}), targets);
+  backward(loss);
+  return {loss.detach(), table.grad(), pos.grad(), norm_w.grad()};
+}
+
+TEST(KernelsAutograd, ChainedOpsGiveTheCpuGradients) {
+  LT_REQUIRE_GPU();
+  for (DType dt : kDtypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    ChainGrads want = run_chain(Device::cpu(), dt, 18);
+    ChainGrads got = run_chain(kGpu, dt, 18);
+    EXPECT_CLOSE(got.loss, want.loss, DType::F32);
+    EXPECT_CLOSE(got.table, want.table, dt);
+    EXPECT_CLOSE(got.pos, want.pos, dt);
+    EXPECT_CLOSE(got.norm, want.norm, dt);
+  }
+}
+
 // ---------------------------------------------------------------- streams
 
 TEST(KernelsStreams, KernelsRunOnTheCurrentStream) {
@@ -508,6 +563,86 @@ TEST(KernelsStreams, KernelsRunOnTheCurrentStream) {
   Tensor got = ops::rms_norm(gpu(x), gpu(w), 1e-6).y;
   side.synchronize();
   EXPECT_CLOSE(got, want, DType::BF16);
+}
+
+// ---------------------------------------------------------------- bandwidth
+
+// Not a test: the achieved memory bandwidth of each kernel at the model's
+// shapes (bf16, 8 x 128 tokens, hidden 2048, vocabulary 151936), against
+// the H200's 4.8 TB/s HBM peak. Run with --gtest_also_run_disabled_tests.
+// Times come from CUDA events around `kReps` calls (median of 5 batches);
+// ops that read ids or targets back to check them include that round trip.
+TEST(KernelsBandwidth, DISABLED_Report) {
+  LT_REQUIRE_GPU();
+  constexpr int kReps = 20;
+  constexpr double kPeakBytesPerS = 4.8e12;
+  Generator gen(17);
+  const DType bf = DType::BF16;
+  const int64_t N = 8 * 128, C = 2048, V = 151936;
+  Tensor x = gpu(randn({8, 128, C}, bf, gen)), y = gpu(randn({8, 128, C}, bf, gen));
+  Tensor g = gpu(randn({8, 128, C}, bf, gen)), w = gpu(Tensor::uniform({C}, gen, 0.5, 1.5, bf));
+  Tensor b = gpu(randn({C}, bf, gen));
+  Tensor q = gpu(randn({8, 128, 16, 128}, bf, gen));
+  ops::RopeCosSin table = ops::rope_cos_sin(ops::rope_inv_freq(128, 1e6), 4096);
+  Tensor cos = gpu(table.cos), sin = gpu(table.sin);
+  Tensor table_w = gpu(randn({V, C}, bf, gen, 0.02));
+  Tensor ids = gpu(random_ids({8, 128}, V, DType::I64, gen));
+  Tensor logits = gpu(randn({N, V}, bf, gen, 3.0));
+  Tensor targets = gpu(random_targets(N, V, DType::I64, gen, 0.0));
+  ops::RmsNormOutput rms = ops::rms_norm(x, w, 1e-6);
+  ops::LayerNormOutput ln = ops::layer_norm(x, w, b, 1e-5);
+  ops::CrossEntropyOutput ce = ops::cross_entropy(logits, targets);
+  const double act = static_cast<double>(x.nbytes());  // one [8, 128, 2048] bf16 tensor
+  const double lg = static_cast<double>(logits.nbytes());
+  struct Row {
+    const char* name;
+    double bytes;  // the floor: each input read once, each output written once
+    std::function<void()> fn;
+  };
+  const std::vector<Row> rows = {
+      {"add (same shape)", 3 * act, [&] { ops::add(x, y); }},
+      {"add (bias [C])", 2 * act, [&] { ops::add(x, b); }},
+      {"scale", 2 * act, [&] { ops::scale(x, 0.5); }},
+      {"sum_to [C]", act, [&] { ops::sum_to(g, {C}); }},
+      {"silu", 2 * act, [&] { ops::silu(x); }},
+      {"gelu_tanh", 2 * act, [&] { ops::gelu_tanh(x); }},
+      {"swiglu", 3 * act, [&] { ops::swiglu(x, y); }},
+      {"swiglu_backward", 5 * act, [&] { ops::swiglu_backward(g, x, y, true, true); }},
+      {"softmax [1024, 2048]", 2 * act, [&] { ops::softmax(x); }},
+      {"rms_norm", 2 * act, [&] { ops::rms_norm(x, w, 1e-6); }},
+      {"rms_norm_backward", 3 * act,
+       [&] { ops::rms_norm_backward(g, x, w, rms.rstd, true, true); }},
+      {"layer_norm", 2 * act, [&] { ops::layer_norm(x, w, b, 1e-5); }},
+      {"layer_norm_backward", 3 * act,
+       [&] { ops::layer_norm_backward(g, x, w, ln.mean, ln.rstd, true, true, true); }},
+      {"rotary [8,128,16,128]", 2 * act, [&] { ops::rotary(q, cos, sin); }},
+      {"embedding", act, [&] { ops::embedding(table_w, ids); }},
+      {"embedding_backward (V=151936)", act + static_cast<double>(table_w.nbytes()),
+       [&] { ops::embedding_backward(x, ids, V); }},
+      {"cross_entropy [1024, 151936]", lg, [&] { ops::cross_entropy(logits, targets); }},
+      {"cross_entropy_backward", 2 * lg,
+       [&] {
+         ops::cross_entropy_backward(Tensor::scalar(1.0), logits, targets, ce.lse, -100, ce.count);
+       }},
+  };
+  const Stream stream = current_stream(kGpu);
+  std::printf("%-32s %10s %10s %8s\n", "kernel", "us", "GB/s", "of peak");
+  for (const Row& row : rows) {
+    row.fn();  // warm up: caches, allocator
+    std::vector<double> us;
+    for (int batch = 0; batch < 5; ++batch) {
+      Event start(true), end(true);
+      start.record(stream);
+      for (int i = 0; i < kReps; ++i) row.fn();
+      end.record(stream);
+      end.synchronize();
+      us.push_back(1e3 * start.elapsed_ms(end) / kReps);
+    }
+    std::sort(us.begin(), us.end());
+    const double t = us[us.size() / 2];
+    std::printf("%-32s %10.1f %10.0f %7.0f%%\n", row.name, t, row.bytes / t * 1e-3,
+                100 * row.bytes / (t * 1e-6) / kPeakBytesPerS);
+  }
 }
 
 }  // namespace
