@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -98,6 +99,7 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   write_text_atomic(out_dir / "config.yaml", config_yaml);
   fmt::print("lazytrain train: resolved config (saved to {})\n{}", (out_dir / "config.yaml").string(),
              config_yaml);
+  std::fflush(stdout);  // before progress lines on stderr, also when piped
 
   ProgressBar progress(0, c.train.steps);
   const fs::path tok_dir = tokenizer_dir_of(c);
