@@ -30,6 +30,12 @@ for step in $steps; do
     gputest)
       (cd build-gpu && ctest -L gpu --output-on-failure -j 4) > "$out/gputest.log" 2>&1 || status=1
       tail -15 "$out/gputest.log" ;;
+    sanitizer)
+      # compute-sanitizer memcheck over the GPU suite. The deliberate 1 TiB
+      # cudaMalloc of the OOM test is an API error by design: excluded.
+      timeout 400 compute-sanitizer --tool memcheck --error-exitcode 3 ./build-gpu/test_gpu \
+        --gtest_filter='-CudaCachingAllocator.OutOfMemoryIsAClearError' > "$out/sanitizer.log" 2>&1 || status=1
+      grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/sanitizer.log" | tail -5 ;;
     gemmbench)
       # cuBLASLt TFLOP/s: bf16 8192^3 and a 3B layer's products (tests/gpu/gemm_gpu_test.cpp).
       LT_BENCH=1 ./build-gpu/test_gpu --gtest_filter='GemmBench.*' > "$out/gemm_bench.log" 2>&1 || status=1
