@@ -2,7 +2,8 @@
 # One call on the GPU machine: build with CUDA, run the GPU tests, refresh
 # the transformers reference fixtures, and check converted folders load in
 # transformers. Usage: bench/gpu.sh OUT_DIR [steps...]
-#   steps: build gputest gemmbench fixtures convert (default: all)
+#   steps: build gputest cputest sanitizer gemmbench fixtures convert
+#   (default: build gputest fixtures convert)
 set -uo pipefail
 out=${1:?usage: bench/gpu.sh OUT_DIR [steps]}
 shift
