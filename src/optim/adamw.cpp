@@ -7,6 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "optim/adamw_kernel.h"
+#include "optim/cuda/adamw.h"
 
 namespace lt::optim {
 
@@ -25,8 +26,13 @@ std::string state_name(const std::string& param, const char* field) {
 void check_param(const std::string& name, const Tensor& p) {
   LT_CHECK(!name.empty(), "AdamW: a parameter has an empty name (state names are built from it)");
   LT_CHECK(p.defined(), "AdamW: parameter '", name, "' is an undefined tensor");
+#ifdef LT_WITH_CUDA
+  LT_CHECK(p.device().is_cpu() || p.device().is_cuda(), "AdamW: parameter '", name,
+           "' must live on the CPU or a CUDA device, got ", p.str());
+#else
   LT_CHECK(p.device().is_cpu(), "AdamW: parameter '", name,
            "' must live on the CPU (the fp32 master), got ", p.str());
+#endif
   LT_CHECK(p.dtype() == DType::F32, "AdamW: parameter '", name, "' must be f32 (the master), got ",
            p.str());
   LT_CHECK(p.is_contiguous(), "AdamW: parameter '", name, "' must be contiguous, got ", p.str());
@@ -93,8 +99,10 @@ AdamW::AdamW(const nn::NamedParameters& params, AdamWOptions options,
         std::any_of(no_decay_substrings_.begin(), no_decay_substrings_.end(),
                     [&](const std::string& s) { return name.find(s) != std::string::npos; });
     decay_.push_back(excluded ? 0.0 : options_.weight_decay);
-    exp_avg_.push_back(Tensor::zeros(p.shape(), DType::F32));
-    exp_avg_sq_.push_back(Tensor::zeros(p.shape(), DType::F32));
+    // The moments live with their parameter: the update reads all three in
+    // one pass on that device.
+    exp_avg_.push_back(Tensor::zeros(p.shape(), DType::F32, p.device()));
+    exp_avg_sq_.push_back(Tensor::zeros(p.shape(), DType::F32, p.device()));
   }
   param_steps_.assign(params_.size(), 0);
 }
@@ -117,20 +125,23 @@ void AdamW::step(double lr, double grad_scale) {
   std::vector<ParamJob> jobs;
   std::vector<size_t> job_param;  // parameter index of each job
   std::vector<Tensor> grads;      // keeps contiguous copies alive
+  std::vector<size_t> cuda_jobs;  // jobs whose parameter is on a CUDA device
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    LT_CHECK(g.device().is_cpu(), "AdamW::step: gradient of '", name, "' must be on the CPU, got ",
-             g.str());
+    LT_CHECK(g.device() == p.device(), "AdamW::step: gradient of '", name, "' must be on ",
+             p.device().str(), " with its parameter, got ", g.str());
     LT_CHECK(g.dtype() == DType::F32 || g.dtype() == DType::BF16, "AdamW::step: gradient of '",
              name, "' must be f32 or bf16, got ", g.str());
     LT_CHECK(g.shape() == p.shape(), "AdamW::step: gradient of '", name, "' has shape ",
              shape_str(g.shape()), ", the parameter ", shape_str(p.shape()));
     g = g.contiguous();
+    if (p.device().is_cuda()) cuda_jobs.push_back(jobs.size());
     grads.push_back(g);
-    jobs.push_back({p.data<float>(), g.data_ptr(), g.dtype() == DType::BF16,
-                    exp_avg_[i].data<float>(), exp_avg_sq_[i].data<float>(), p.numel()});
+    jobs.push_back({static_cast<float*>(p.data_ptr()), g.data_ptr(), g.dtype() == DType::BF16,
+                    static_cast<float*>(exp_avg_[i].data_ptr()),
+                    static_cast<float*>(exp_avg_sq_[i].data_ptr()), p.numel()});
     job_param.push_back(i);
   }
 
@@ -146,6 +157,7 @@ void AdamW::step(double lr, double grad_scale) {
     const int64_t t = ++param_steps_[i];
     scalars.push_back(
         adamw_scalars(lr, options_.beta1, options_.beta2, options_.eps, decay_[i], grad_scale, t));
+    if (params_[i].second.device().is_cuda()) continue;  // launched below, not chunked
     for (int64_t b = 0; b < jobs[j].numel; b += kChunkElements)
       chunks.push_back({j, b, std::min(jobs[j].numel, b + kChunkElements)});
   }
@@ -166,6 +178,18 @@ void AdamW::step(double lr, double grad_scale) {
       }
     }
   });
+
+  // One kernel per CUDA parameter on its device's current stream; the
+  // contiguous gradient copies in `grads` are stream-ordered allocations,
+  // so freeing them after the launch is safe.
+  for (size_t j : cuda_jobs) {
+#ifdef LT_WITH_CUDA
+    const size_t i = job_param[j];
+    cuda::adamw_update(scalars[j], params_[i].second, grads[j], exp_avg_[i], exp_avg_sq_[i]);
+#else
+    (void)j;
+#endif
+  }
 }
 
 NamedTensors AdamW::state() const {
@@ -189,15 +213,15 @@ void AdamW::load_state(const NamedTensors& state) {
     auto it = by_name.find(name);
     LT_CHECK(it != by_name.end(), "AdamW::load_state: '", name,
              "' is missing (a checkpoint of another model or optimizer?)");
-    LT_CHECK(it->second->defined() && it->second->device().is_cpu(), "AdamW::load_state: '", name,
-             "' must be a CPU tensor");
+    LT_CHECK(it->second->defined(), "AdamW::load_state: '", name, "' is an undefined tensor");
     return *it->second;
   };
   auto read_step = [&](const std::string& name) {
     const Tensor& t = find(name);
     LT_CHECK(t.dtype() == DType::I64 && t.numel() == 1, "AdamW::load_state: '", name,
              "' must be one i64 value, got ", t.str());
-    const int64_t value = t.contiguous().data<int64_t>()[0];
+    // A step count saved from device state may itself sit on a device.
+    const int64_t value = t.to(Device::cpu()).contiguous().data<int64_t>()[0];
     LT_CHECK(value >= 0, "AdamW::load_state: '", name, "' = ", value, " is negative");
     return value;
   };

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "optim/cuda/grad_norm.h"
 
 namespace lt::optim {
 
@@ -54,13 +56,32 @@ double grad_squared_sum(const nn::NamedParameters& params) {
   };
   std::vector<Tensor> grads;  // keeps contiguous copies alive
   std::vector<Chunk> chunks;
+  // CUDA gradients, grouped by device in order of first appearance: each
+  // device's sum is one reduction there (and one wait), not one per tensor.
+  std::vector<std::vector<Tensor>> cuda_grads;
   for (const auto& [name, p] : params) {
     const Tensor& grad = p.grad();
     if (!grad.defined()) continue;
-    LT_CHECK(grad.device().is_cpu(), "grad norm: gradient of '", name, "' must be on the CPU, got ",
-             grad.str());
+#ifdef LT_WITH_CUDA
+    const bool readable = grad.device().is_cpu() || grad.device().is_cuda();
+#else
+    const bool readable = grad.device().is_cpu();
+#endif
+    LT_CHECK(readable, "grad norm: gradient of '", name,
+             "' is on a device this build cannot read: ", grad.str());
     LT_CHECK(grad.dtype() == DType::F32 || grad.dtype() == DType::BF16, "grad norm: gradient of '",
              name, "' must be f32 or bf16, got ", grad.str());
+    if (grad.device().is_cuda()) {
+      auto group = std::find_if(cuda_grads.begin(), cuda_grads.end(), [&](const auto& gs) {
+        return gs.front().device() == grad.device();
+      });
+      if (group == cuda_grads.end()) {
+        cuda_grads.emplace_back();
+        group = std::prev(cuda_grads.end());
+      }
+      group->push_back(grad.contiguous());
+      continue;
+    }
     Tensor g = grad.contiguous();
     grads.push_back(g);
     const bool bf16 = g.dtype() == DType::BF16;
@@ -81,6 +102,13 @@ double grad_squared_sum(const nn::NamedParameters& params) {
   });
   double total = 0;
   for (double s : partial) total += s;
+  for (const auto& group : cuda_grads) {
+#ifdef LT_WITH_CUDA
+    total += cuda::squared_sum(group);
+#else
+    (void)group;
+#endif
+  }
   return total;
 }
 
