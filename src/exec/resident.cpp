@@ -14,7 +14,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 }  // namespace
 
-ResidentExecutor::ResidentExecutor(const models::CausalLM& model, optim::AdamW& optimizer)
+ResidentExecutor::ResidentExecutor(const models::CausalLM& model, optim::Optimizer& optimizer)
     : model_(model), optimizer_(optimizer), params_(model.parameters()) {}
 
 StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,

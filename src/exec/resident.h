@@ -4,20 +4,20 @@
 // is checked against, and the fast path when the model fits.
 #include "exec/executor.h"
 #include "models/causal_lm.h"
-#include "optim/adamw.h"
+#include "optim/optimizer.h"
 
 namespace lt::exec {
 
 class ResidentExecutor final : public Executor {
  public:
-  ResidentExecutor(const models::CausalLM& model, optim::AdamW& optimizer);
+  ResidentExecutor(const models::CausalLM& model, optim::Optimizer& optimizer);
   StepStats step(const std::vector<data::Batch>& micro_batches,
                  const StepOptions& options) override;
   const char* name() const override { return "resident"; }
 
  private:
   const models::CausalLM& model_;
-  optim::AdamW& optimizer_;
+  optim::Optimizer& optimizer_;
   nn::NamedParameters params_;
 };
 

@@ -22,6 +22,7 @@
 
 #include "core/tensor.h"
 #include "nn/module.h"
+#include "optim/optimizer.h"
 
 namespace lt::optim {
 
@@ -38,10 +39,7 @@ struct AdamWOptions {
 // Throws lt::Error naming the field (optim.lr, optim.betas[0], ...).
 void validate(const AdamWOptions& options);
 
-// Named tensors, in a fixed order (a checkpoint file's layout).
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
-class AdamW {
+class AdamW final : public Optimizer {
  public:
   // `no_decay_substrings`: a parameter whose name contains any of them gets
   // weight decay 0 (e.g. {"bias", "norm"}); an empty list decays every
@@ -53,7 +51,7 @@ class AdamW {
   // rate (from the schedule); every gradient is multiplied by `grad_scale`
   // first (the clip factor from clip_scale, or 1). Both must be finite: a
   // step with a non-finite gradient norm is to be skipped by the caller.
-  void step(double lr, double grad_scale = 1.0);
+  void step(double lr, double grad_scale = 1.0) override;
 
   // Number of step() calls so far.
   int64_t step_count() const { return step_count_; }
@@ -70,8 +68,8 @@ class AdamW {
   // next step(). load_state() copies values in; it requires exactly these
   // names with these shapes and dtypes, so a checkpoint from another model
   // or optimizer is refused with the offending name.
-  NamedTensors state() const;
-  void load_state(const NamedTensors& state);
+  NamedTensors state() const override;
+  void load_state(const NamedTensors& state) override;
 
  private:
   nn::NamedParameters params_;

@@ -210,7 +210,7 @@ void TrainConfig::validate() const {
   LT_CHECK(train.save_every >= 0, "config key 'train.save_every' must be >= 0");
   LT_CHECK(train.keep_last >= 1, "config key 'train.keep_last' must be at least 1");
   LT_CHECK(train.max_bad_steps >= 1, "config key 'train.max_bad_steps' must be at least 1");
-  check_one_of(optim.name, "optim.name", "adamw");
+  check_one_of(optim.name, "optim.name", "adamw", "adamw8bit");
   LT_CHECK(optim.lr > 0, "config key 'optim.lr' must be positive, got ", optim.lr);
   LT_CHECK(optim.betas.size() == 2 && optim.betas[0] >= 0 && optim.betas[0] < 1 &&
                optim.betas[1] >= 0 && optim.betas[1] < 1,

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "data/dataset.h"
@@ -15,6 +16,8 @@
 #include "exec/resident.h"
 #include "io/atomic_file.h"
 #include "io/hf_model.h"
+#include "optim/adamw.h"
+#include "optim/adamw8bit.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/generate.h"
@@ -135,7 +138,15 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   adam.beta2 = c.optim.betas[1];
   adam.eps = c.optim.eps;
   adam.weight_decay = c.optim.weight_decay;
-  optim::AdamW optimizer(model.parameters(), adam, c.optim.no_decay);
+  // adamw8bit: blockwise 8-bit states (CPU parameters only, issue 9).
+  std::unique_ptr<optim::Optimizer> optimizer_owner;
+  if (c.optim.name == "adamw8bit") {
+    optimizer_owner =
+        std::make_unique<optim::AdamW8bit>(model.parameters(), adam, c.optim.no_decay);
+  } else {
+    optimizer_owner = std::make_unique<optim::AdamW>(model.parameters(), adam, c.optim.no_decay);
+  }
+  optim::Optimizer& optimizer = *optimizer_owner;
   exec::ResidentExecutor executor(model, optimizer);
 
   data::BatchOptions batch_options;

@@ -1,0 +1,249 @@
+#include "optim/adamw8bit.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/thread_pool.h"
+#include "optim/adamw8bit_kernel.h"
+
+namespace lt::optim {
+
+namespace {
+
+std::string state_name(const std::string& param, const char* field) {
+  return param + "." + field;
+}
+
+Tensor step_scalar(int64_t value) {
+  Tensor t = Tensor::empty({}, DType::I64);
+  *t.data<int64_t>() = value;
+  return t;
+}
+
+int64_t blocks_of(int64_t numel, int64_t block) {
+  return (numel + block - 1) / block;
+}
+
+}  // namespace
+
+AdamW8bit::AdamW8bit(const nn::NamedParameters& params, AdamWOptions options,
+                     std::vector<std::string> no_decay_substrings, AdamW8bitOptions opts8)
+    : params_(params), options_(options), opts8_(opts8) {
+  validate(options_);
+  LT_CHECK(opts8_.block_size > 0, "optim block_size must be > 0, got ", opts8_.block_size);
+  LT_CHECK(opts8_.min_8bit_numel >= 0, "optim min_8bit_numel must be >= 0, got ",
+           opts8_.min_8bit_numel);
+  std::unordered_set<std::string> seen;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
+    LT_CHECK(!name.empty(), "AdamW8bit: a parameter has an empty name");
+    LT_CHECK(seen.insert(name).second, "AdamW8bit: parameter name '", name, "' appears twice");
+    LT_CHECK(p.defined() && p.device().is_cpu() && p.dtype() == DType::F32 && p.is_contiguous(),
+             "AdamW8bit: parameter '", name, "' must be a contiguous f32 CPU tensor, got ",
+             p.defined() ? p.str() : std::string("undefined"));
+    const bool excluded =
+        std::any_of(no_decay_substrings.begin(), no_decay_substrings.end(),
+                    [&](const std::string& s) { return name.find(s) != std::string::npos; });
+    decay_.push_back(excluded ? 0.0 : options_.weight_decay);
+    if (p.numel() < opts8_.min_8bit_numel || p.numel() == 0) {
+      slot_.push_back(-1);
+      small_.emplace_back(name, p);
+      continue;
+    }
+    slot_.push_back(static_cast<int>(q_.size()));
+    const int64_t nb = blocks_of(p.numel(), opts8_.block_size);
+    // Zero moments: every code at the rank of 0, every scale 0.
+    Quantized q{i,
+                Tensor::full({p.numel()}, quantize_nearest(signed_code(), 0.0f), DType::U8),
+                Tensor::full({p.numel()}, quantize_nearest(unsigned_code(), 0.0f), DType::U8),
+                Tensor::zeros({nb}, DType::F32),
+                Tensor::zeros({nb}, DType::F32),
+                0};
+    q_.push_back(std::move(q));
+  }
+  // The fp32 AdamW checks overlap/aliasing of the small ones; its own
+  // decay list is the same, so each small parameter decays as here.
+  fp32_ = std::make_unique<AdamW>(small_, options_, std::move(no_decay_substrings));
+}
+
+AdamW8bit::Split AdamW8bit::split() const {
+  Split s;
+  for (size_t i = 0; i < params_.size(); ++i)
+    (slot_[i] >= 0 ? s.quantized : s.fp32) += params_[i].second.numel();
+  return s;
+}
+
+void AdamW8bit::step(double lr, double grad_scale) {
+  LT_CHECK(std::isfinite(lr) && lr >= 0, "AdamW8bit::step: lr must be a finite number >= 0, got ",
+           lr);
+  LT_CHECK(std::isfinite(grad_scale), "AdamW8bit::step: grad_scale must be finite, got ",
+           grad_scale);
+  struct Job {
+    Quantized* q;
+    float* param;
+    const void* grad;
+    bool bf16;
+    int64_t numel;
+    AdamWScalars s;
+  };
+  std::vector<Job> jobs;
+  std::vector<Tensor> grads;  // keeps contiguous copies alive
+  // Check every gradient before anything changes.
+  for (Quantized& q : q_) {
+    const auto& [name, p] = params_[q.param];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    LT_CHECK(g.device().is_cpu() && (g.dtype() == DType::F32 || g.dtype() == DType::BF16) &&
+                 g.shape() == p.shape(),
+             "AdamW8bit::step: gradient of '", name,
+             "' must be an f32 or bf16 CPU tensor of shape ", shape_str(p.shape()), ", got ",
+             g.str());
+    g = g.contiguous();
+    grads.push_back(g);
+    jobs.push_back({&q,
+                    static_cast<float*>(p.data_ptr()),
+                    g.data_ptr(),
+                    g.dtype() == DType::BF16,
+                    p.numel(),
+                    {}});
+  }
+  for (const auto& [name, p] : small_) {
+    Tensor g = p.grad();
+    LT_CHECK(!g.defined() || g.shape() == p.shape(), "AdamW8bit::step: gradient of '", name,
+             "' has shape ", g.defined() ? shape_str(g.shape()) : "", ", the parameter ",
+             shape_str(p.shape()));
+  }
+  fp32_->step(lr, grad_scale);
+  ++step_count_;
+
+  struct Block {
+    size_t job;
+    int64_t index;
+  };
+  std::vector<Block> blocks;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    Quantized& q = *jobs[j].q;
+    jobs[j].s = adamw_scalars(lr, options_.beta1, options_.beta2, options_.eps, decay_[q.param],
+                              grad_scale, ++q.steps);
+    for (int64_t b = 0; b < blocks_of(jobs[j].numel, opts8_.block_size); ++b)
+      blocks.push_back({j, b});
+  }
+  const int64_t bs = opts8_.block_size;
+  parallel_for(0, static_cast<int64_t>(blocks.size()), 1, [&](int64_t first, int64_t last) {
+    // Per-thread scratch for the dequantized m and v of one block.
+    std::vector<float> m(static_cast<size_t>(bs)), v(static_cast<size_t>(bs));
+    for (int64_t c = first; c < last; ++c) {
+      const Job& job = jobs[blocks[static_cast<size_t>(c)].job];
+      const int64_t b = blocks[static_cast<size_t>(c)].index;
+      const int64_t begin = b * bs;
+      const int64_t n = std::min(bs, job.numel - begin);
+      uint8_t* mc = job.q->m_codes.data<uint8_t>() + begin;
+      uint8_t* vc = job.q->v_codes.data<uint8_t>() + begin;
+      float& ms = job.q->m_scales.data<float>()[b];
+      float& vs = job.q->v_scales.data<float>()[b];
+      if (job.bf16) {
+        adamw8bit_update_block(job.s, job.param + begin,
+                               static_cast<const BFloat16*>(job.grad) + begin, mc, ms, vc, vs,
+                               m.data(), v.data(), n);
+      } else {
+        adamw8bit_update_block(job.s, job.param + begin,
+                               static_cast<const float*>(job.grad) + begin, mc, ms, vc, vs,
+                               m.data(), v.data(), n);
+      }
+    }
+  });
+}
+
+NamedTensors AdamW8bit::state() const {
+  NamedTensors small = fp32_->state();
+  std::unordered_map<std::string, Tensor> by_name(small.begin(), small.end());
+  NamedTensors out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& name = params_[i].first;
+    if (slot_[i] < 0) {
+      for (const char* f : {"exp_avg", "exp_avg_sq", "step"})
+        out.emplace_back(state_name(name, f), by_name.at(state_name(name, f)));
+      continue;
+    }
+    const Quantized& q = q_[static_cast<size_t>(slot_[i])];
+    out.emplace_back(state_name(name, "exp_avg.codes"), q.m_codes);
+    out.emplace_back(state_name(name, "exp_avg.scales"), q.m_scales);
+    out.emplace_back(state_name(name, "exp_avg_sq.codes"), q.v_codes);
+    out.emplace_back(state_name(name, "exp_avg_sq.scales"), q.v_scales);
+    out.emplace_back(state_name(name, "step"), step_scalar(q.steps));
+  }
+  out.emplace_back("step", step_scalar(step_count_));
+  return out;
+}
+
+void AdamW8bit::load_state(const NamedTensors& state) {
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : state) {
+    LT_CHECK(by_name.emplace(name, &t).second, "AdamW8bit::load_state: '", name, "' appears twice");
+  }
+  std::unordered_set<std::string> used;
+  auto find = [&](const std::string& name) -> const Tensor& {
+    auto it = by_name.find(name);
+    LT_CHECK(it != by_name.end() && it->second->defined(), "AdamW8bit::load_state: '", name,
+             "' is missing (a checkpoint of another model or optimizer?)");
+    used.insert(name);
+    return *it->second;
+  };
+  auto expect = [&](const std::string& name, DType dtype, const Shape& shape) -> const Tensor& {
+    const Tensor& t = find(name);
+    LT_CHECK(t.dtype() == dtype && t.shape() == shape, "AdamW8bit::load_state: '", name,
+             "' must be ", dtype_name(dtype), " of shape ", shape_str(shape), ", got ", t.str());
+    return t;
+  };
+  auto read_step = [&](const std::string& name) {
+    const Tensor& t = find(name);
+    LT_CHECK(t.dtype() == DType::I64 && t.numel() == 1, "AdamW8bit::load_state: '", name,
+             "' must be one i64 value, got ", t.str());
+    const int64_t value = t.to(Device::cpu()).contiguous().data<int64_t>()[0];
+    LT_CHECK(value >= 0, "AdamW8bit::load_state: '", name, "' = ", value, " is negative");
+    return value;
+  };
+
+  // Validate everything first, then copy: a refused state changes nothing.
+  const int64_t step_count = read_step("step");
+  NamedTensors small{};
+  std::vector<std::array<const Tensor*, 4>> quantized;
+  std::vector<int64_t> steps;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& name = params_[i].first;
+    if (slot_[i] < 0) {
+      for (const char* f : {"exp_avg", "exp_avg_sq", "step"})
+        small.emplace_back(state_name(name, f), find(state_name(name, f)));
+      continue;
+    }
+    const int64_t numel = params_[i].second.numel();
+    const int64_t nb = blocks_of(numel, opts8_.block_size);
+    quantized.push_back({&expect(state_name(name, "exp_avg.codes"), DType::U8, {numel}),
+                         &expect(state_name(name, "exp_avg.scales"), DType::F32, {nb}),
+                         &expect(state_name(name, "exp_avg_sq.codes"), DType::U8, {numel}),
+                         &expect(state_name(name, "exp_avg_sq.scales"), DType::F32, {nb})});
+    const int64_t t = read_step(state_name(name, "step"));
+    LT_CHECK(t <= step_count, "AdamW8bit::load_state: '", state_name(name, "step"), "' = ", t,
+             " exceeds the optimizer's step = ", step_count);
+    steps.push_back(t);
+  }
+  for (const auto& entry : state) {
+    LT_CHECK(used.count(entry.first) != 0, "AdamW8bit::load_state: '", entry.first,
+             "' belongs to no parameter of this optimizer");
+  }
+  small.emplace_back("step", step_scalar(step_count));
+  fp32_->load_state(small);  // validates the f32 entries before copying
+  for (size_t k = 0; k < q_.size(); ++k) {
+    q_[k].m_codes.copy_(*quantized[k][0]);
+    q_[k].m_scales.copy_(*quantized[k][1]);
+    q_[k].v_codes.copy_(*quantized[k][2]);
+    q_[k].v_scales.copy_(*quantized[k][3]);
+    q_[k].steps = steps[k];
+  }
+  step_count_ = step_count;
+}
+
+}  // namespace lt::optim

@@ -1,0 +1,82 @@
+#pragma once
+// Blockwise 8-bit AdamW on the CPU (issue 9), the "hybrid":
+// - A parameter with at least `min_8bit_numel` elements keeps m and v as
+//   8-bit codes (optim/adamw8bit_kernel.h: a signed dynamic code for m, an
+//   unsigned one for v) with one f32 absmax scale per block of `block_size`
+//   elements: ~2 bytes of state per parameter instead of 8.
+// - Smaller parameters (norms, biases) keep f32 states through the fp32
+//   AdamW itself: they are few bytes, and their moments are the ones where
+//   quantization noise is least diluted.
+// The fp32 master stays fp32. The update math is AdamW's (decoupled decay,
+// bias correction, grad_scale folded in) in the same operation order, so
+// the only difference from AdamW is the rounding of m and v to the code.
+// One step() updates every 8-bit block in one fused pass (dequantize,
+// update, requantize) in parallel over blocks; results do not depend on the
+// number of threads (a block is updated by one thread alone).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/module.h"
+#include "optim/adamw.h"
+#include "optim/optimizer.h"
+
+namespace lt::optim {
+
+struct AdamW8bitOptions {
+  int64_t block_size = 2048;      // elements per absmax scale
+  int64_t min_8bit_numel = 4096;  // smaller tensors keep f32 states
+};
+
+class AdamW8bit final : public Optimizer {
+ public:
+  AdamW8bit(const nn::NamedParameters& params, AdamWOptions options,
+            std::vector<std::string> no_decay_substrings = {}, AdamW8bitOptions opts8 = {});
+
+  void step(double lr, double grad_scale = 1.0) override;
+
+  int64_t step_count() const { return step_count_; }
+  const AdamWOptions& options() const { return options_; }
+  const AdamW8bitOptions& options8() const { return opts8_; }
+
+  // How many parameter elements (not tensors) take each path.
+  struct Split {
+    int64_t quantized = 0;  // 8-bit states
+    int64_t fp32 = 0;       // f32 states (small tensors)
+  };
+  Split split() const;
+  // Whether parameter i (constructor order) has 8-bit states.
+  bool is_quantized(size_t i) const { return slot_.at(i) >= 0; }
+
+  // Checkpoint state, in parameter order. An 8-bit parameter has
+  //   "<name>.exp_avg.codes", "<name>.exp_avg_sq.codes"    u8, the parameter's numel
+  //   "<name>.exp_avg.scales", "<name>.exp_avg_sq.scales"  f32, one per block
+  //   "<name>.step"                                        i64 scalar
+  // an f32 one AdamW's "<name>.exp_avg", "<name>.exp_avg_sq", "<name>.step",
+  // and last "step" = step_count(). state() returns live tensors (no copy);
+  // load_state() copies exactly these back (the codes, bit for bit) and
+  // refuses anything else, naming the offending entry.
+  NamedTensors state() const override;
+  void load_state(const NamedTensors& state) override;
+
+ private:
+  struct Quantized {
+    size_t param;               // index into params_
+    Tensor m_codes, v_codes;    // u8 [numel]
+    Tensor m_scales, v_scales;  // f32 [blocks]
+    int64_t steps = 0;
+  };
+  nn::NamedParameters params_;
+  AdamWOptions options_;
+  AdamW8bitOptions opts8_;
+  std::vector<double> decay_;  // per parameter
+  std::vector<int> slot_;      // per parameter: index into q_, or -1 (fp32 path)
+  std::vector<Quantized> q_;
+  nn::NamedParameters small_;    // the fp32-path parameters
+  std::unique_ptr<AdamW> fp32_;  // their optimizer
+  int64_t step_count_ = 0;
+};
+
+}  // namespace lt::optim
