@@ -75,8 +75,8 @@ void backward(const Tensor& root, const Tensor& grad_root) {
   // Discover the graph and count, per node, the edges that lead into it.
   std::shared_ptr<Node> start = root.grad_fn();
   LT_CHECK(start->backward || start->is_leaf_accumulator(),
-           "backward() through a graph that was already freed (",
-           start->name, "); run the forward again");
+           "backward() through a graph that was already freed (", start->name,
+           "); run the forward again");
   std::unordered_map<Node*, int> dependencies;
   std::unordered_map<TensorImpl*, int> accumulators_per_leaf;
   std::vector<Node*> stack{start.get()};
@@ -134,8 +134,8 @@ void backward(const Tensor& root, const Tensor& grad_root) {
 
     LT_CHECK(node->backward, "backward() through a freed graph at ", node->name);
     std::vector<Tensor> input_grads = node->backward(grads);
-    LT_CHECK(input_grads.size() == node->next.size(), node->name, " returned ",
-             input_grads.size(), " gradients for ", node->next.size(), " inputs");
+    LT_CHECK(input_grads.size() == node->next.size(), node->name, " returned ", input_grads.size(),
+             " gradients for ", node->next.size(), " inputs");
     std::vector<autograd::Edge> edges = std::move(node->next);
     node->release();
     for (size_t i = 0; i < edges.size(); ++i) {

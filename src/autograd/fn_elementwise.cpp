@@ -77,7 +77,9 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   return scale(sum(a, dims, keepdim), 1.0 / static_cast<double>(count));
 }
 
-Tensor mean(const Tensor& a) { return scale(sum(a), 1.0 / static_cast<double>(a.numel())); }
+Tensor mean(const Tensor& a) {
+  return scale(sum(a), 1.0 / static_cast<double>(a.numel()));
+}
 
 Tensor cast(const Tensor& a, DType dtype) {
   DType from = a.dtype();

@@ -14,7 +14,9 @@ namespace lt {
 namespace {
 
 // Rows per chunk: about 16 M logits (64 MB in f32) at a time.
-int64_t chunk_rows_for(int64_t vocab) { return std::max<int64_t>(1, (int64_t{1} << 24) / vocab); }
+int64_t chunk_rows_for(int64_t vocab) {
+  return std::max<int64_t>(1, (int64_t{1} << 24) / vocab);
+}
 
 struct Chunk {
   int64_t begin, end;
@@ -27,8 +29,7 @@ struct Chunk {
 Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                     double loss_denominator, int64_t ignore_index) {
   LT_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
-           "lm_head_loss: hidden ", hidden.str(), " and weight ", weight.str(),
-           " do not match");
+           "lm_head_loss: hidden ", hidden.str(), " and weight ", weight.str(), " do not match");
   LT_CHECK(targets.dim() == 1 && targets.size(0) == hidden.size(0), "lm_head_loss: targets ",
            targets.str(), " for hidden ", hidden.str());
   LT_CHECK(loss_denominator > 0, "lm_head_loss: loss_denominator must be positive");
@@ -45,13 +46,12 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
     chunks.push_back({b, e, ce.count, ce.lse});
   }
   // f32 like cross_entropy's loss, f64 when checking gradients in f64.
-  Tensor loss = Tensor::scalar(total / loss_denominator,
-                               h.dtype() == DType::F64 ? DType::F64 : DType::F32);
+  Tensor loss =
+      Tensor::scalar(total / loss_denominator, h.dtype() == DType::F64 ? DType::F64 : DType::F32);
   bool need_h = hidden.requires_grad(), need_w = weight.requires_grad();
   return autograd::record(
       "lm_head_loss", {hidden, weight}, loss,
-      [h, w, targets, chunks, loss_denominator, ignore_index, need_h,
-       need_w](const Tensor& g) {
+      [h, w, targets, chunks, loss_denominator, ignore_index, need_h, need_w](const Tensor& g) {
         const double g_value = g.item();
         Tensor dh = need_h ? Tensor::empty(h.shape(), h.dtype(), h.device()) : Tensor();
         Tensor dw;
@@ -62,10 +62,10 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
             continue;
           }
           Tensor logits = ops::linear(hc, w);
-          Tensor scale = Tensor::scalar(g_value * static_cast<double>(c.count) / loss_denominator,
-                                        DType::F64);
-          Tensor dlogits = ops::cross_entropy_backward(scale, logits, targets.slice(0, c.begin, c.end),
-                                                       c.lse, ignore_index, c.count);
+          Tensor scale =
+              Tensor::scalar(g_value * static_cast<double>(c.count) / loss_denominator, DType::F64);
+          Tensor dlogits = ops::cross_entropy_backward(
+              scale, logits, targets.slice(0, c.begin, c.end), c.lse, ignore_index, c.count);
           ops::LinearGrads lg = ops::linear_backward(dlogits, hc, w, need_h, need_w, false);
           if (need_h) dh.slice(0, c.begin, c.end).copy_(lg.x);
           if (need_w) dw = dw.defined() ? ops::add(dw, lg.weight) : lg.weight;

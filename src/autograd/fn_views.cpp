@@ -16,9 +16,8 @@ Tensor reshape(const Tensor& a, const Shape& shape) {
 }
 
 Tensor transpose(const Tensor& a, int64_t d0, int64_t d1) {
-  return record("transpose", {a}, a.detach().transpose(d0, d1), [d0, d1](const Tensor& g) {
-    return std::vector<Tensor>{g.transpose(d0, d1)};
-  });
+  return record("transpose", {a}, a.detach().transpose(d0, d1),
+                [d0, d1](const Tensor& g) { return std::vector<Tensor>{g.transpose(d0, d1)}; });
 }
 
 Tensor permute(const Tensor& a, const std::vector<int64_t>& order) {
@@ -26,9 +25,8 @@ Tensor permute(const Tensor& a, const std::vector<int64_t>& order) {
   for (size_t i = 0; i < order.size(); ++i) {
     inverse[static_cast<size_t>(normalize_dim(order[i], a.dim()))] = static_cast<int64_t>(i);
   }
-  return record("permute", {a}, a.detach().permute(order), [inverse](const Tensor& g) {
-    return std::vector<Tensor>{g.permute(inverse)};
-  });
+  return record("permute", {a}, a.detach().permute(order),
+                [inverse](const Tensor& g) { return std::vector<Tensor>{g.permute(inverse)}; });
 }
 
 Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end) {

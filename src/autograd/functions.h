@@ -43,7 +43,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 
 // ---- activations and softmax (autograd/fn_activations.cpp) ----
 Tensor silu(const Tensor& x);
-Tensor gelu_tanh(const Tensor& x);  // GPT-2's "gelu_new" / approximate="tanh"
+Tensor gelu_tanh(const Tensor& x);                    // GPT-2's "gelu_new" / approximate="tanh"
 Tensor swiglu(const Tensor& gate, const Tensor& up);  // silu(gate) * up
 Tensor softmax(const Tensor& x, int64_t dim = -1);
 

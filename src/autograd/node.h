@@ -32,10 +32,10 @@ struct Node {
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
   std::string name;
-  uint64_t sequence;  // creation order; backward runs newest first
+  uint64_t sequence;       // creation order; backward runs newest first
   std::vector<Edge> next;  // one per input
   uint32_t num_outputs = 1;
-  BackwardFn backward;     // captures the saved tensors
+  BackwardFn backward;  // captures the saved tensors
   // Set for the accumulator of a leaf; then `backward` is unused.
   std::shared_ptr<TensorImpl> leaf;
 

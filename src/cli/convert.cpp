@@ -22,7 +22,7 @@ struct ConvertArgs {
 
 // Files a Hugging Face folder carries besides the weights and config.
 constexpr const char* kCompanionFiles[] = {
-    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+    "tokenizer.json", "tokenizer_config.json",  "special_tokens_map.json", "vocab.json",
     "merges.txt",     "generation_config.json", "chat_template.jinja"};
 
 void run_convert(const ConvertArgs& args) {
@@ -38,7 +38,8 @@ void run_convert(const ConvertArgs& args) {
   io::save_hf_model(model, args.out, dtype, options);
   for (const char* name : kCompanionFiles) {
     const fs::path src = fs::path(args.model) / name;
-    if (fs::exists(src)) fs::copy_file(src, fs::path(args.out) / name, fs::copy_options::overwrite_existing);
+    if (fs::exists(src))
+      fs::copy_file(src, fs::path(args.out) / name, fs::copy_options::overwrite_existing);
   }
   fmt::print("wrote {} ({} parameters, {})\n", args.out, model.config().num_parameters(),
              args.dtype);
@@ -51,8 +52,7 @@ void add_convert_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("convert", "Write a Hugging Face model folder in another dtype");
   cmd->add_option("--model", args->model, "Hugging Face model folder to read")->required();
   cmd->add_option("--out", args->out, "Folder to write")->required();
-  cmd->add_option("--dtype", args->dtype, "Weights dtype: bf16, f16 or f32")
-      ->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Weights dtype: bf16, f16 or f32")->capture_default_str();
   cmd->add_option("--max-shard-gb", args->max_shard_gb, "Shard size limit (GB, decimal)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

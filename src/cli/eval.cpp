@@ -1,7 +1,7 @@
 // `lazytrain eval --model DIR --data FILE [--batch-size N] [--json]`
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <memory>
 

@@ -24,10 +24,12 @@ void add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   auto* cmd = app.add_subcommand(
       "train", "Train or fine-tune a model (no arguments: the demo on the bundled corpus)");
-  cmd->add_option("--config", args->config, "YAML config; without it the embedded demo is the base");
+  cmd->add_option("--config", args->config,
+                  "YAML config; without it the embedded demo is the base");
   cmd->add_option("--set", args->overrides, "Override a key: --set train.steps=10 (value is YAML)")
       ->allow_extra_args(false);
-  cmd->add_option("--resume", args->resume, "Continue from a checkpoint folder, or 'latest' in out.dir");
+  cmd->add_option("--resume", args->resume,
+                  "Continue from a checkpoint folder, or 'latest' in out.dir");
   cmd->add_flag("--no-sample", args->no_sample, "Skip the greedy sample at the end");
   cmd->callback([args] {
     train::TrainConfig config = train::load_train_config(args->config, args->overrides);
@@ -35,7 +37,8 @@ void add_train_command(CLI::App& app) {
     options.resume = args->resume;
     options.sample_at_end = !args->no_sample;
     train::TrainRunResult r = train::run_training(config, options);
-    if (r.interrupted) fmt::print("stopped at step {} on request; resume with --resume latest\n", r.steps_done);
+    if (r.interrupted)
+      fmt::print("stopped at step {} on request; resume with --resume latest\n", r.steps_done);
   });
 }
 

@@ -28,7 +28,9 @@ AllocatorStats AllocationCounters::snapshot() const {
   return {current_.load(), peak_.load(), count_.load(), live_.load()};
 }
 
-void AllocationCounters::reset_peak() { peak_.store(current_.load()); }
+void AllocationCounters::reset_peak() {
+  peak_.store(current_.load());
+}
 
 void* CpuAllocator::allocate(size_t bytes) {
   // aligned_alloc wants a size that is a multiple of the alignment; a
@@ -49,7 +51,8 @@ void CpuAllocator::deallocate(void* ptr, size_t bytes) {
 }
 
 CpuAllocator& cpu_allocator() {
-  static CpuAllocator* instance = new CpuAllocator();  // never destroyed: tensors may outlive statics
+  static CpuAllocator* instance =
+      new CpuAllocator();  // never destroyed: tensors may outlive statics
   return *instance;
 }
 
@@ -63,7 +66,6 @@ void register_device_allocator(DeviceKind kind, Allocator* (*factory)(int)) {
   std::lock_guard<std::mutex> lock(registry_mutex);
   cuda_factory = factory;
 }
-
 
 Allocator& default_allocator(Device device) {
   if (device.is_cpu()) return cpu_allocator();

@@ -4,6 +4,10 @@ namespace lt {
 namespace {
 thread_local bool grad_enabled = true;
 }
-bool GradMode::enabled() { return grad_enabled; }
-void GradMode::set_enabled(bool enabled) { grad_enabled = enabled; }
+bool GradMode::enabled() {
+  return grad_enabled;
+}
+void GradMode::set_enabled(bool enabled) {
+  grad_enabled = enabled;
+}
 }  // namespace lt

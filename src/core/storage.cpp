@@ -27,7 +27,9 @@ namespace {
 DeviceCopyFn device_copy = nullptr;
 }
 
-void register_device_copy(DeviceCopyFn fn) { device_copy = fn; }
+void register_device_copy(DeviceCopyFn fn) {
+  device_copy = fn;
+}
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (nbytes == 0) return;

@@ -13,8 +13,8 @@ namespace lt {
 
 namespace {
 
-std::shared_ptr<TensorImpl> make_impl(std::shared_ptr<Storage> storage, int64_t offset,
-                                      Shape shape, Shape strides, DType dtype) {
+std::shared_ptr<TensorImpl> make_impl(std::shared_ptr<Storage> storage, int64_t offset, Shape shape,
+                                      Shape strides, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
   impl->offset = offset;
@@ -48,7 +48,8 @@ void strided_copy_cpu(const Tensor& dst, const Shape& src_strides, const Tensor&
   char* dbase = static_cast<char*>(dst.storage()->data());
   const char* sbase = static_cast<const char*>(src.storage()->data());
   const bool same = dst.dtype() == src.dtype();
-  StridedOperands<2> operands{{dst.strides().data(), src_strides.data()}, {dst.offset(), src.offset()}};
+  StridedOperands<2> operands{{dst.strides().data(), src_strides.data()},
+                              {dst.offset(), src.offset()}};
   for_each_run(dst.shape(), operands,
                [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
                  const int64_t od = off[0], os = off[1], sd = st[0], ss = st[1];
@@ -56,10 +57,18 @@ void strided_copy_cpu(const Tensor& dst, const Shape& src_strides, const Tensor&
                  const char* s = sbase + os * static_cast<int64_t>(ssz);
                  if (same) {
                    switch (dsz) {
-                     case 1: copy_run<uint8_t>(s, d, n, ss, sd); break;
-                     case 2: copy_run<uint16_t>(s, d, n, ss, sd); break;
-                     case 4: copy_run<uint32_t>(s, d, n, ss, sd); break;
-                     default: copy_run<uint64_t>(s, d, n, ss, sd); break;
+                     case 1:
+                       copy_run<uint8_t>(s, d, n, ss, sd);
+                       break;
+                     case 2:
+                       copy_run<uint16_t>(s, d, n, ss, sd);
+                       break;
+                     case 4:
+                       copy_run<uint32_t>(s, d, n, ss, sd);
+                       break;
+                     default:
+                       copy_run<uint64_t>(s, d, n, ss, sd);
+                       break;
                    }
                  } else if (ss == 1 && sd == 1) {
                    convert(s, src.dtype(), d, dst.dtype(), static_cast<size_t>(n));
@@ -80,7 +89,8 @@ void strided_copy_gpu(const Tensor& dst, const Shape& src_strides, const Tensor&
                      dst.strides().data(), src.data_ptr(), src.dtype(), src_strides.data());
 #else
   (void)src_strides;
-  fail("copy into ", dst.str(), " from ", src.str(), " needs the CUDA backend, which this build lacks");
+  fail("copy into ", dst.str(), " from ", src.str(),
+       " needs the CUDA backend, which this build lacks");
 #endif
 }
 
@@ -100,7 +110,6 @@ Shape broadcast_strides(const Tensor& src, const Shape& target) {
   }
   return strides;
 }
-
 
 // ---------------------------------------------------------------- construction
 
@@ -125,7 +134,9 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device
   return t;
 }
 
-Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype); }
+Tensor Tensor::scalar(double value, DType dtype) {
+  return full({}, value, dtype);
+}
 
 Tensor Tensor::randn(const Shape& shape, Generator& gen, DType dtype, double stddev) {
   Tensor t = empty(shape, dtype);
@@ -158,8 +169,8 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, int64_t offset, co
 }
 
 Tensor Tensor::from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype) {
-  LT_CHECK(static_cast<int64_t>(values.size()) == lt::numel(shape), "from_doubles: ",
-           values.size(), " values for shape ", shape_str(shape));
+  LT_CHECK(static_cast<int64_t>(values.size()) == lt::numel(shape), "from_doubles: ", values.size(),
+           " values for shape ", shape_str(shape));
   Tensor t = empty(shape, dtype);
   for (size_t i = 0; i < values.size(); ++i) store_from_double(t.data_ptr(), dtype, i, values[i]);
   return t;
@@ -172,15 +183,33 @@ const TensorImpl& Tensor::checked() const {
   return *impl_;
 }
 
-const Shape& Tensor::shape() const { return checked().shape; }
-const Shape& Tensor::strides() const { return checked().strides; }
-int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim())]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[normalize_dim(d, dim())]; }
-int64_t Tensor::numel() const { return lt::numel(shape()); }
-int64_t Tensor::offset() const { return checked().offset; }
-DType Tensor::dtype() const { return checked().dtype; }
-Device Tensor::device() const { return checked().storage->device(); }
-const std::shared_ptr<Storage>& Tensor::storage() const { return checked().storage; }
+const Shape& Tensor::shape() const {
+  return checked().shape;
+}
+const Shape& Tensor::strides() const {
+  return checked().strides;
+}
+int64_t Tensor::size(int64_t d) const {
+  return shape()[normalize_dim(d, dim())];
+}
+int64_t Tensor::stride(int64_t d) const {
+  return strides()[normalize_dim(d, dim())];
+}
+int64_t Tensor::numel() const {
+  return lt::numel(shape());
+}
+int64_t Tensor::offset() const {
+  return checked().offset;
+}
+DType Tensor::dtype() const {
+  return checked().dtype;
+}
+Device Tensor::device() const {
+  return checked().storage->device();
+}
+const std::shared_ptr<Storage>& Tensor::storage() const {
+  return checked().storage;
+}
 
 bool Tensor::is_contiguous() const {
   const auto& impl = checked();
@@ -245,12 +274,12 @@ Tensor Tensor::view(const Shape& requested) const {
     }
   }
   if (infer >= 0) {
-    LT_CHECK(known > 0 && numel() % known == 0, "view(): cannot infer -1 in ",
-             shape_str(requested), " for ", str());
+    LT_CHECK(known > 0 && numel() % known == 0, "view(): cannot infer -1 in ", shape_str(requested),
+             " for ", str());
     shape[infer] = numel() / known;
   }
-  LT_CHECK(lt::numel(shape) == numel(), "view(): shape ", shape_str(requested),
-           " does not match ", numel(), " elements of ", str());
+  LT_CHECK(lt::numel(shape) == numel(), "view(): shape ", shape_str(requested), " does not match ",
+           numel(), " elements of ", str());
   return make_view(shape, contiguous_strides(shape), offset());
 }
 
@@ -350,8 +379,12 @@ Tensor Tensor::clone() const {
   return out;
 }
 
-Tensor Tensor::to(Device device) const { return to(device, dtype()); }
-Tensor Tensor::to(DType dtype) const { return to(device(), dtype); }
+Tensor Tensor::to(Device device) const {
+  return to(device, dtype());
+}
+Tensor Tensor::to(DType dtype) const {
+  return to(device(), dtype);
+}
 
 Tensor Tensor::to(Device target, DType target_dtype) const {
   if (target == device() && target_dtype == dtype()) return *this;
@@ -411,8 +444,7 @@ bool Tensor::requires_grad() const {
 }
 
 Tensor& Tensor::set_requires_grad(bool enabled) {
-  LT_CHECK(!enabled || is_floating(dtype()), "only floating tensors can require grad, got ",
-           str());
+  LT_CHECK(!enabled || is_floating(dtype()), "only floating tensors can require grad, got ", str());
   LT_CHECK(is_leaf(), "set_requires_grad on a non-leaf tensor");
   autograd_meta(*impl_).requires_grad = enabled;
   return *this;
@@ -429,7 +461,9 @@ const Tensor& Tensor::grad() const {
   return impl.autograd ? impl.autograd->grad : none;
 }
 
-void Tensor::set_grad(const Tensor& grad) const { autograd_meta(*impl_).grad = grad; }
+void Tensor::set_grad(const Tensor& grad) const {
+  autograd_meta(*impl_).grad = grad;
+}
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<autograd::Node> none;
@@ -454,7 +488,8 @@ Tensor Tensor::detach() const {
 }
 
 void Tensor::register_grad_ready_hook(GradReadyHook hook) const {
-  LT_CHECK(is_leaf() && requires_grad(), "grad-ready hooks belong on leaf tensors that require grad");
+  LT_CHECK(is_leaf() && requires_grad(),
+           "grad-ready hooks belong on leaf tensors that require grad");
   autograd_meta(*impl_).grad_ready_hooks.push_back(std::move(hook));
 }
 
@@ -464,7 +499,9 @@ const std::vector<Tensor::GradReadyHook>& Tensor::grad_ready_hooks() const {
   return impl.autograd ? impl.autograd->grad_ready_hooks : none;
 }
 
-const std::string& Tensor::name() const { return checked().name; }
+const std::string& Tensor::name() const {
+  return checked().name;
+}
 
 Tensor& Tensor::set_name(std::string name) {
   impl_->name = std::move(name);

@@ -73,13 +73,13 @@ class Tensor {
   void* data_ptr() const;  // start of this view's first element
   template <typename T>
   T* data() const;
-  double item() const;                       // numel must be 1
-  std::vector<double> to_doubles() const;    // logical order, any dtype, CPU
+  double item() const;                     // numel must be 1
+  std::vector<double> to_doubles() const;  // logical order, any dtype, CPU
   template <typename T>
-  std::vector<T> to_vector() const;          // logical order; T must match dtype
+  std::vector<T> to_vector() const;  // logical order; T must match dtype
 
   // ---- raw views (no autograd; see the header comment) ----
-  Tensor view(const Shape& shape) const;  // contiguous only; one dim may be -1
+  Tensor view(const Shape& shape) const;     // contiguous only; one dim may be -1
   Tensor reshape(const Shape& shape) const;  // view when contiguous, else a copy
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor permute(const std::vector<int64_t>& order) const;

@@ -11,7 +11,8 @@ thread_local bool inside_pool_job = false;
 }
 
 ThreadPool::ThreadPool(int num_threads) {
-  for (int i = 1; i < std::max(num_threads, 1); ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < std::max(num_threads, 1); ++i)
+    workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {

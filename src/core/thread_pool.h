@@ -32,11 +32,11 @@ class ThreadPool {
   std::condition_variable done_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_begin_ = 0, job_end_ = 0, chunk_ = 0;
-  int64_t next_ = 0;          // next chunk start (guarded by mutex_)
-  int active_ = 0;            // workers still inside the current job
-  uint64_t generation_ = 0;   // bumps per job so workers join each job once
+  int64_t next_ = 0;         // next chunk start (guarded by mutex_)
+  int active_ = 0;           // workers still inside the current job
+  uint64_t generation_ = 0;  // bumps per job so workers join each job once
   bool stop_ = false;
-  std::mutex run_mutex_;      // one job at a time
+  std::mutex run_mutex_;  // one job at a time
 };
 
 // The process-wide pool. Size: LT_NUM_THREADS, else the hardware threads.

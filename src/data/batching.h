@@ -21,9 +21,9 @@ struct Sample {
 };
 
 struct Batch {
-  Tensor ids;              // [B, T] i64
-  Tensor targets;          // [B, T] i64, -100 = not predicted
-  int64_t tokens = 0;      // real (non-padding) tokens in ids
+  Tensor ids;                // [B, T] i64
+  Tensor targets;            // [B, T] i64, -100 = not predicted
+  int64_t tokens = 0;        // real (non-padding) tokens in ids
   int64_t target_count = 0;  // targets != -100
 };
 
@@ -64,7 +64,7 @@ class Batcher {
 
  private:
   const Sample& current_sample();  // the sample at the state's position
-  void advance();                   // to the next sample (next epoch at the end)
+  void advance();                  // to the next sample (next epoch at the end)
   void ensure_permutation();
   Batch next_padded();
   Batch next_packed();

@@ -33,8 +33,8 @@ std::vector<TokenRow> read_token_rows(const std::filesystem::path& path, int64_t
     for (size_t i = 0; i < ids.size(); ++i) {
       LT_CHECK(ids[i].is_number_integer(), where, ": input_ids[", i, "] is not an integer");
       const int64_t id = ids[i].get<int64_t>();
-      LT_CHECK(id >= 0 && id <= INT32_MAX && (vocab_size <= 0 || id < vocab_size), where, ": input_ids[", i,
-               "] = ", id, " is outside the vocabulary [0, ", vocab_size, ")");
+      LT_CHECK(id >= 0 && id <= INT32_MAX && (vocab_size <= 0 || id < vocab_size), where,
+               ": input_ids[", i, "] = ", id, " is outside the vocabulary [0, ", vocab_size, ")");
       row.push_back(static_cast<int32_t>(id));
     }
     rows.push_back(std::move(row));

@@ -10,7 +10,7 @@
 namespace lt::exec {
 
 struct StepOptions {
-  double lr = 0;         // learning rate for this step
+  double lr = 0;             // learning rate for this step
   double max_grad_norm = 0;  // 0 = no clipping
 };
 

@@ -45,20 +45,19 @@ CausalLM::CausalLM(const ModelConfig& c, Generator* gen, DType dtype) : config_(
   nn::Embedding tokens(c.vocab_size, c.hidden_size, gen, dtype, "embed.tokens");
   nn::Embedding positions;
   if (c.is_gpt2()) {
-    positions = nn::Embedding(c.max_position_embeddings, c.hidden_size, gen, dtype,
-                              "embed.positions");
+    positions =
+        nn::Embedding(c.max_position_embeddings, c.hidden_size, gen, dtype, "embed.positions");
   }
   Tensor tied_weight = tokens.weight;
   stages_.push_back(std::make_unique<EmbedStage>(std::move(tokens), std::move(positions)));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     stages_.push_back(std::make_unique<BlockStage>(
-        static_cast<int>(i),
-        nn::DecoderBlock(options, gen, dtype, "block." + std::to_string(i))));
+        static_cast<int>(i), nn::DecoderBlock(options, gen, dtype, "block." + std::to_string(i))));
   }
   Tensor lm_head = c.tie_word_embeddings
                        ? tied_weight
-                       : nn::normal_parameter({c.vocab_size, c.hidden_size}, options.init_std,
-                                              gen, dtype, "head.lm_head.weight");
+                       : nn::normal_parameter({c.vocab_size, c.hidden_size}, options.init_std, gen,
+                                              dtype, "head.lm_head.weight");
   stages_.push_back(std::make_unique<HeadStage>(
       nn::Norm(options.norm, c.hidden_size, c.norm_eps, dtype, "head.norm"), lm_head,
       c.tie_word_embeddings));

@@ -58,7 +58,8 @@ std::vector<HfRule> gpt2_rules(const ModelConfig& c) {
     rules.push_back({hf + "ln_2.bias", {in + "post_attention_norm.bias"}});
     rules.push_back({hf + "mlp.c_fc.weight", {in + "mlp.up_proj.weight"}, HfLayout::Transposed});
     rules.push_back({hf + "mlp.c_fc.bias", {in + "mlp.up_proj.bias"}});
-    rules.push_back({hf + "mlp.c_proj.weight", {in + "mlp.down_proj.weight"}, HfLayout::Transposed});
+    rules.push_back(
+        {hf + "mlp.c_proj.weight", {in + "mlp.down_proj.weight"}, HfLayout::Transposed});
     rules.push_back({hf + "mlp.c_proj.bias", {in + "mlp.down_proj.bias"}});
   }
   rules.push_back({"transformer.ln_f.weight", {"head.norm.weight"}});
@@ -68,7 +69,8 @@ std::vector<HfRule> gpt2_rules(const ModelConfig& c) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -78,7 +80,7 @@ std::vector<HfRule> hf_rules(const ModelConfig& config) {
 }
 
 nn::NamedParameters to_hf_layout(const ModelConfig& config,
-                              const std::map<std::string, Tensor>& by_name, DType dtype) {
+                                 const std::map<std::string, Tensor>& by_name, DType dtype) {
   auto get = [&](const std::string& name) -> Tensor {
     auto it = by_name.find(name);
     LT_CHECK(it != by_name.end() && it->second.defined(), "no tensor for parameter '", name, "'");
@@ -88,7 +90,9 @@ nn::NamedParameters to_hf_layout(const ModelConfig& config,
   for (const HfRule& rule : hf_rules(config)) {
     Tensor t;
     switch (rule.layout) {
-      case HfLayout::Same: t = get(rule.internal[0]).to(dtype).contiguous(); break;
+      case HfLayout::Same:
+        t = get(rule.internal[0]).to(dtype).contiguous();
+        break;
       case HfLayout::Transposed:
         t = get(rule.internal[0]).transpose(0, 1).contiguous().to(dtype);
         break;

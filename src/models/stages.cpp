@@ -26,14 +26,19 @@ Tensor EmbedStage::forward(const Tensor& ids, const StageContext&) const {
 BlockStage::BlockStage(int index, nn::DecoderBlock block)
     : Stage("block." + std::to_string(index)), block_(std::move(block)) {}
 
-void BlockStage::collect(nn::NamedParameters& out) const { block_.collect(name(), out); }
+void BlockStage::collect(nn::NamedParameters& out) const {
+  block_.collect(name(), out);
+}
 
 Tensor BlockStage::forward(const Tensor& x, const StageContext& ctx) const {
   return block_.forward(x, ctx.rope);
 }
 
 HeadStage::HeadStage(nn::Norm final_norm, Tensor lm_head, bool tied)
-    : Stage("head"), final_norm_(std::move(final_norm)), lm_head_(std::move(lm_head)), tied_(tied) {}
+    : Stage("head"),
+      final_norm_(std::move(final_norm)),
+      lm_head_(std::move(lm_head)),
+      tied_(tied) {}
 
 void HeadStage::collect(nn::NamedParameters& out) const {
   final_norm_.collect("head.norm", out);

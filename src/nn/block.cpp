@@ -56,10 +56,10 @@ Mlp::Mlp(const BlockOptions& o, Generator* gen, DType dtype, const std::string& 
     gate_proj = Linear(o.hidden, o.intermediate, o.mlp_bias, gen, dtype, join(name, "gate_proj"),
                        o.init_std);
   }
-  up_proj = Linear(o.hidden, o.intermediate, o.mlp_bias, gen, dtype, join(name, "up_proj"),
-                   o.init_std);
-  down_proj = Linear(o.intermediate, o.hidden, o.mlp_bias, gen, dtype, join(name, "down_proj"),
-                     o.init_std);
+  up_proj =
+      Linear(o.hidden, o.intermediate, o.mlp_bias, gen, dtype, join(name, "up_proj"), o.init_std);
+  down_proj =
+      Linear(o.intermediate, o.hidden, o.mlp_bias, gen, dtype, join(name, "down_proj"), o.init_std);
 }
 
 Tensor Mlp::forward(const Tensor& x) const {

@@ -17,11 +17,11 @@ struct BlockOptions {
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
-  bool qkv_bias = false;   // Qwen2, GPT-2
-  bool out_bias = false;   // attention output projection (GPT-2)
-  bool mlp_bias = false;   // MLP projections (GPT-2; Llama's mlp_bias)
-  bool qk_norm = false;    // Qwen3: RMSNorm over head_dim on q and k before RoPE
-  bool use_rope = true;    // GPT-2 has learned positions instead
+  bool qkv_bias = false;  // Qwen2, GPT-2
+  bool out_bias = false;  // attention output projection (GPT-2)
+  bool mlp_bias = false;  // MLP projections (GPT-2; Llama's mlp_bias)
+  bool qk_norm = false;   // Qwen3: RMSNorm over head_dim on q and k before RoPE
+  bool use_rope = true;   // GPT-2 has learned positions instead
   NormKind norm = NormKind::RMS;
   MlpKind mlp = MlpKind::SwiGLU;
   double norm_eps = 1e-6;

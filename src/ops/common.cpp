@@ -2,9 +2,13 @@
 
 namespace lt::ops {
 
-DType compute_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
+DType compute_dtype(DType t) {
+  return t == DType::F64 ? DType::F64 : DType::F32;
+}
 
-Tensor as_compute(const Tensor& t) { return t.to(compute_dtype(t.dtype())).contiguous(); }
+Tensor as_compute(const Tensor& t) {
+  return t.to(compute_dtype(t.dtype())).contiguous();
+}
 
 void check_floating(const Tensor& t, const char* op) {
   LT_CHECK(is_floating(t.dtype()), op, ": expected a floating tensor, got ", t.str());

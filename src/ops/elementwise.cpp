@@ -16,10 +16,14 @@ enum class BinaryOp { Add, Sub, Mul, Div };
 template <typename T>
 inline T apply(BinaryOp op, T x, T y) {
   switch (op) {
-    case BinaryOp::Add: return x + y;
-    case BinaryOp::Sub: return x - y;
-    case BinaryOp::Mul: return x * y;
-    case BinaryOp::Div: return x / y;
+    case BinaryOp::Add:
+      return x + y;
+    case BinaryOp::Sub:
+      return x - y;
+    case BinaryOp::Mul:
+      return x * y;
+    case BinaryOp::Div:
+      return x / y;
   }
   return T{};
 }
@@ -41,12 +45,13 @@ void binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& 
   }
   const Shape so = out.strides();
   StridedOperands<3> operands{{so.data(), sa.data(), sb.data()}, {0, a.offset(), b.offset()}};
-  for_each_run(shape, operands, [&](const std::array<int64_t, 3>& off, int64_t n,
-                                    const std::array<int64_t, 3>& st) {
-    for (int64_t i = 0; i < n; ++i) {
-      po[off[0] + i * st[0]] = apply(op, pa[off[1] + i * st[1]], pb[off[2] + i * st[2]]);
-    }
-  });
+  for_each_run(shape, operands,
+               [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+                 for (int64_t i = 0; i < n; ++i) {
+                   po[off[0] + i * st[0]] =
+                       apply(op, pa[off[1] + i * st[1]], pb[off[2] + i * st[2]]);
+                 }
+               });
 }
 
 Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
@@ -59,10 +64,18 @@ Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
   if (device.is_cuda()) {
     cuda::BinaryKind kind = cuda::BinaryKind::Add;
     switch (op) {
-      case BinaryOp::Add: kind = cuda::BinaryKind::Add; break;
-      case BinaryOp::Sub: kind = cuda::BinaryKind::Sub; break;
-      case BinaryOp::Mul: kind = cuda::BinaryKind::Mul; break;
-      case BinaryOp::Div: kind = cuda::BinaryKind::Div; break;
+      case BinaryOp::Add:
+        kind = cuda::BinaryKind::Add;
+        break;
+      case BinaryOp::Sub:
+        kind = cuda::BinaryKind::Sub;
+        break;
+      case BinaryOp::Mul:
+        kind = cuda::BinaryKind::Mul;
+        break;
+      case BinaryOp::Div:
+        kind = cuda::BinaryKind::Div;
+        break;
     }
     return cuda::binary(kind, a, b, shape);
   }
@@ -79,10 +92,18 @@ Tensor binary(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Add, "add", a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Sub, "sub", a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, "mul", a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Div, "div", a, b); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Add, "add", a, b);
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Sub, "sub", a, b);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Mul, "mul", a, b);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::Div, "div", a, b);
+}
 
 Tensor axpby(const Tensor& a, double s, const Tensor& b, double t) {
   LT_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype(), "axpby: ", a.str(), " and ", b.str(),
@@ -214,6 +235,8 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return sum(g, dims, true).reshape(shape);
 }
 
-Tensor cast(const Tensor& a, DType dtype) { return a.detach().to(dtype); }
+Tensor cast(const Tensor& a, DType dtype) {
+  return a.detach().to(dtype);
+}
 
 }  // namespace lt::ops

@@ -20,9 +20,13 @@ constexpr const char* kOptimizerFile = "optimizer.safetensors";
 
 // Files copied from the tokenizer folder so a checkpoint is a complete
 // Hugging Face folder.
-constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json",
-                                           "special_tokens_map.json", "vocab.json", "merges.txt",
-                                           "encoder.json", "vocab.bpe"};
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json",
+                                           "tokenizer_config.json",
+                                           "special_tokens_map.json",
+                                           "vocab.json",
+                                           "merges.txt",
+                                           "encoder.json",
+                                           "vocab.bpe"};
 
 // step-N folders in out_dir that hold a finished checkpoint, oldest first.
 std::vector<std::pair<int64_t, fs::path>> complete_checkpoints(const fs::path& out_dir) {
@@ -67,8 +71,8 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
                          const std::string& config_yaml, int64_t keep_last) {
   fs::create_directories(out_dir);
   const fs::path final_dir = out_dir / ("step-" + std::to_string(state.step));
-  const fs::path tmp = out_dir / (".step-" + std::to_string(state.step) + ".tmp-" +
-                                  std::to_string(getpid()));
+  const fs::path tmp =
+      out_dir / (".step-" + std::to_string(state.step) + ".tmp-" + std::to_string(getpid()));
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   io::save_hf_model(model, tmp, DType::F32);
@@ -80,9 +84,10 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
   io::write_safetensors(tmp / kOptimizerFile, optimizer_state);
   write_text(tmp / "train_config.yaml", config_yaml);
   nlohmann::json j = {{"step", state.step},
-                      {"sampler", {{"epoch", state.sampler.epoch},
-                                   {"position", state.sampler.position},
-                                   {"offset", state.sampler.offset}}},
+                      {"sampler",
+                       {{"epoch", state.sampler.epoch},
+                        {"position", state.sampler.position},
+                        {"offset", state.sampler.offset}}},
                       {"consecutive_bad_steps", state.consecutive_bad_steps}};
   write_text(tmp / kStateFile, j.dump(1) + "\n");
   // Replace an earlier save of the same step (a resumed run re-saving it).

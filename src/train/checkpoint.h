@@ -28,16 +28,15 @@ struct CheckpointContents {
 
 // Writes out_dir/step-<state.step>/ and removes all but the newest
 // `keep_last` checkpoints. Returns the folder written.
-std::filesystem::path save_checkpoint(const std::filesystem::path& out_dir,
-                                      const models::CausalLM& model,
-                                      const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
-                                      const TrainerState& state,
-                                      const std::filesystem::path& tokenizer_dir,
-                                      const std::string& config_yaml, int64_t keep_last);
+std::filesystem::path save_checkpoint(
+    const std::filesystem::path& out_dir, const models::CausalLM& model,
+    const std::vector<std::pair<std::string, Tensor>>& optimizer_state, const TrainerState& state,
+    const std::filesystem::path& tokenizer_dir, const std::string& config_yaml, int64_t keep_last);
 
 // "latest" = the newest complete checkpoint in out_dir; anything else is a
 // checkpoint folder. Throws naming what is missing.
-std::filesystem::path resolve_checkpoint(const std::string& resume, const std::filesystem::path& out_dir);
+std::filesystem::path resolve_checkpoint(const std::string& resume,
+                                         const std::filesystem::path& out_dir);
 
 // The training state and optimizer state of a checkpoint (the weights are
 // read with io::load_hf_model).

@@ -12,20 +12,20 @@ namespace lt::train {
 
 struct TrainConfig {
   struct Model {
-    std::string path;               // Hugging Face folder (config.json [+ weights])
+    std::string path;                 // Hugging Face folder (config.json [+ weights])
     std::string init = "pretrained";  // pretrained | random (config.json only)
   } model;
   struct Data {
     std::string path;
-    std::string format = "auto";  // auto|tokens|alpaca|query_response|sharegpt|text
+    std::string format = "auto";         // auto|tokens|alpaca|query_response|sharegpt|text
     std::string template_name = "auto";  // key "template": auto|chatml|llama3|plain
-    std::string tokenizer;        // default: model.path
+    std::string tokenizer;               // default: model.path
     bool train_on_prompt = false;
     bool pack = false;
-    bool strict = false;  // refuse the file at the first bad row instead of skipping it
-    std::string prompt_field;     // query_response: default by format detection
+    bool strict = false;       // refuse the file at the first bad row instead of skipping it
+    std::string prompt_field;  // query_response: default by format detection
     std::string response_field;
-    std::string eval_path;        // optional held-out file for train.eval_every
+    std::string eval_path;  // optional held-out file for train.eval_every
   } data;
   struct Train {
     int64_t steps = 100;

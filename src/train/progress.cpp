@@ -20,8 +20,8 @@ void ProgressBar::update(int64_t step, double loss, double tokens_per_s, const s
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const int64_t run_steps = std::max<int64_t>(done - first_step_, 1);
-  const double eta = elapsed / static_cast<double>(run_steps) *
-                     static_cast<double>(total_steps_ - done);
+  const double eta =
+      elapsed / static_cast<double>(run_steps) * static_cast<double>(total_steps_ - done);
   const int width = 24;
   const int filled = static_cast<int>(width * done / std::max<int64_t>(total_steps_, 1));
   std::string line = fmt::format("step {:>5}/{} loss {:.4f} | {:.0f} tok/s | ETA {:.0f}s{}", done,

@@ -88,10 +88,13 @@ void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenize
   while (prompt_len < sample.ids.size() && sample.labels[prompt_len] == data::kIgnoreLabel) {
     ++prompt_len;
   }
-  if (prompt_len == 0 || prompt_len == sample.ids.size()) prompt_len = std::min<size_t>(8, sample.ids.size());
-  std::vector<int32_t> prompt(sample.ids.begin(), sample.ids.begin() + static_cast<int64_t>(prompt_len));
+  if (prompt_len == 0 || prompt_len == sample.ids.size())
+    prompt_len = std::min<size_t>(8, sample.ids.size());
+  std::vector<int32_t> prompt(sample.ids.begin(),
+                              sample.ids.begin() + static_cast<int64_t>(prompt_len));
   const auto& eos = model.config().eos_token_ids;
-  auto out = greedy_generate(model, prompt, 40, eos.empty() ? -1 : static_cast<int32_t>(eos.front()));
+  auto out =
+      greedy_generate(model, prompt, 40, eos.empty() ? -1 : static_cast<int32_t>(eos.front()));
   std::vector<uint32_t> p(prompt.begin(), prompt.end()), g(out.begin(), out.end());
   fmt::print("\nsample (greedy, 40 tokens at most)\n--- prompt ---\n{}\n--- model ---\n{}\n---\n",
              tokenizer.decode(p), tokenizer.decode(g));

@@ -14,9 +14,9 @@ struct TrainRunOptions {
 };
 
 struct TrainRunResult {
-  int64_t steps_done = 0;      // optimizer steps completed in total (after resume)
-  double final_loss = 0;       // loss of the last step
-  bool interrupted = false;    // SIGINT/SIGTERM: saved and stopped early
+  int64_t steps_done = 0;    // optimizer steps completed in total (after resume)
+  double final_loss = 0;     // loss of the last step
+  bool interrupted = false;  // SIGINT/SIGTERM: saved and stopped early
   std::string last_checkpoint;
 };
 

@@ -21,8 +21,8 @@ const std::filesystem::path kLlama =
 
 TEST(Evaluate, PaddedBatchesEqualRowByRowMeans) {
   models::CausalLM model = io::load_hf_model(kLlama);
-  std::vector<data::TokenRow> rows = {{5, 9, 13, 2, 7, 1}, {3, 3}, {96, 0, 45, 12}, {8},
-                                      {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+  std::vector<data::TokenRow> rows = {
+      {5, 9, 13, 2, 7, 1}, {3, 3}, {96, 0, 45, 12}, {8}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
   // Reference: each row alone (no padding), summed token losses.
   NoGradGuard no_grad;
   double sum = 0;
@@ -70,9 +70,9 @@ class EvalCommand : public ::testing::Test {
 TEST_F(EvalCommand, PrintsOneJsonLineWithLossAndTokens) {
   auto data = write("ok.jsonl", "{\"input_ids\": [5, 9, 13, 2]}\n\n{\"input_ids\": [3, 3, 4]}\n");
   int status = 0;
-  std::string out = run_cli("eval --model " + kLlama.string() + " --data " + data.string() +
-                                " --batch-size 2 --json",
-                            &status);
+  std::string out = run_cli(
+      "eval --model " + kLlama.string() + " --data " + data.string() + " --batch-size 2 --json",
+      &status);
   ASSERT_EQ(status, 0) << out;
   auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["tokens"].get<int64_t>(), 5);
@@ -82,8 +82,8 @@ TEST_F(EvalCommand, PrintsOneJsonLineWithLossAndTokens) {
 TEST_F(EvalCommand, BadInputNamesTheFileLineAndField) {
   int status = 0;
   auto bad_json = write("bad.jsonl", "{\"input_ids\": [1, 2]}\n{\"input_ids\": [1, 2\n");
-  std::string out = run_cli("eval --model " + kLlama.string() + " --data " + bad_json.string(),
-                            &status);
+  std::string out =
+      run_cli("eval --model " + kLlama.string() + " --data " + bad_json.string(), &status);
   EXPECT_NE(status, 0);
   EXPECT_NE(out.find("bad.jsonl:2"), std::string::npos) << out;
 
@@ -106,15 +106,19 @@ TEST_F(EvalCommand, BadInputNamesTheFileLineAndField) {
 TEST_F(EvalCommand, ConvertWritesAFolderThatEvaluatesTheSame) {
   int status = 0;
   auto data = write("ok.jsonl", "{\"input_ids\": [5, 9, 13, 2, 40, 41]}\n");
-  std::string before = run_cli("eval --json --model " + kLlama.string() + " --data " + data.string(), &status);
+  std::string before =
+      run_cli("eval --json --model " + kLlama.string() + " --data " + data.string(), &status);
   ASSERT_EQ(status, 0) << before;
   auto out_dir = dir_ / "converted";
-  std::string conv = run_cli("convert --dtype f32 --model " + kLlama.string() + " --out " + out_dir.string(), &status);
+  std::string conv = run_cli(
+      "convert --dtype f32 --model " + kLlama.string() + " --out " + out_dir.string(), &status);
   ASSERT_EQ(status, 0) << conv;
-  std::string after = run_cli("eval --json --model " + out_dir.string() + " --data " + data.string(), &status);
+  std::string after =
+      run_cli("eval --json --model " + out_dir.string() + " --data " + data.string(), &status);
   ASSERT_EQ(status, 0) << after;
   EXPECT_EQ(nlohmann::json::parse(before), nlohmann::json::parse(after));
-  conv = run_cli("convert --dtype f8 --model " + kLlama.string() + " --out " + out_dir.string(), &status);
+  conv = run_cli("convert --dtype f8 --model " + kLlama.string() + " --out " + out_dir.string(),
+                 &status);
   EXPECT_NE(status, 0);
   EXPECT_NE(conv.find("--dtype"), std::string::npos) << conv;
 }

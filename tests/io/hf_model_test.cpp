@@ -2,8 +2,8 @@
 // on tiny random checkpoints made by tools/reference/make_model_fixtures.py.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <unistd.h>
+#include <cmath>
 
 #include <filesystem>
 #include <functional>

@@ -77,7 +77,9 @@ void check_block(const nn::BlockOptions& o) {
   EXPECT_TRUE(testing::gradcheck(f, inputs, opts));
 }
 
-TEST(DecoderBlock, LlamaStyleGradients) { check_block(small_options()); }
+TEST(DecoderBlock, LlamaStyleGradients) {
+  check_block(small_options());
+}
 
 TEST(DecoderBlock, QwenStyleWithBiasAndQkNormGradients) {
   auto o = small_options();

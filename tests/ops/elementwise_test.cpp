@@ -55,8 +55,8 @@ TEST(Elementwise, SumMeanAndSumToMatchLoops) {
   }
   EXPECT_EQ(ops::sum(a, {1}, true).shape(), (Shape{2, 1, 4}));
   EXPECT_NEAR(ops::mean(a, {0, 1, 2}).item() * 24, ops::sum_all(a).item(), 1e-12);
-  EXPECT_TRUE(all_close(ops::sum_to(a, {3, 1}), ops::sum(a, {0, 2}, true).reshape({3, 1}), 1e-12,
-                        0));
+  EXPECT_TRUE(
+      all_close(ops::sum_to(a, {3, 1}), ops::sum(a, {0, 2}, true).reshape({3, 1}), 1e-12, 0));
 }
 
 TEST(ElementwiseGrad, BinaryOpsWithBroadcasting) {
@@ -82,9 +82,17 @@ TEST(ElementwiseGrad, Reductions) {
 TEST(ElementwiseGrad, Views) {
   Generator gen(6);
   auto a = randn64({2, 3, 4}, gen);
-  EXPECT_TRUE(gradcheck([](auto& x) { return mul(reshape(x[0], {6, 4}), reshape(x[0], {6, 4})); }, {a}));
+  EXPECT_TRUE(gradcheck(
+      [](auto& x) {
+        return mul(reshape(x[0], {6, 4}), reshape(x[0], {6, 4}));
+      },
+      {a}));
   EXPECT_TRUE(gradcheck([](auto& x) { return contiguous(transpose(x[0], 0, 2)); }, {a}));
-  EXPECT_TRUE(gradcheck([](auto& x) { return mul(permute(x[0], {1, 2, 0}), permute(x[0], {1, 2, 0})); }, {a}));
+  EXPECT_TRUE(gradcheck(
+      [](auto& x) {
+        return mul(permute(x[0], {1, 2, 0}), permute(x[0], {1, 2, 0}));
+      },
+      {a}));
   EXPECT_TRUE(gradcheck([](auto& x) { return scale(slice(x[0], 1, 1, 3), 2); }, {a}));
   EXPECT_TRUE(gradcheck([](auto& x) { return scale(slice(x[0], 2, -2, 100), 2); }, {a}));
   auto b = randn64({3, 1}, gen);

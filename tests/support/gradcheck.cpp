@@ -42,9 +42,9 @@ double weighted_sum(const Tensor& y, const std::vector<double>& w) {
     std::vector<double> analytic(static_cast<size_t>(x.numel()), 0.0);
     if (x.grad().defined()) {
       if (x.grad().shape() != x.shape()) {
-        return ::testing::AssertionFailure() << "input " << i << ": gradient shape "
-                                             << shape_str(x.grad().shape()) << " vs "
-                                             << shape_str(x.shape());
+        return ::testing::AssertionFailure()
+               << "input " << i << ": gradient shape " << shape_str(x.grad().shape()) << " vs "
+               << shape_str(x.shape());
       }
       analytic = x.grad().to_doubles();
     }
@@ -61,8 +61,8 @@ double weighted_sum(const Tensor& y, const std::vector<double>& w) {
       const double a = analytic[static_cast<size_t>(j)];
       if (!(std::abs(a - numeric) <= o.atol + o.rtol * std::abs(numeric))) {
         if (bad++ < 8) {
-          failures << "\n  input " << i << " element " << j << ": analytic " << a
-                   << " numeric " << numeric;
+          failures << "\n  input " << i << " element " << j << ": analytic " << a << " numeric "
+                   << numeric;
         }
       }
     }
@@ -88,8 +88,8 @@ double weighted_sum(const Tensor& y, const std::vector<double>& w) {
     if (!ok && bad++ < 8) failures << "\n  [" << i << "] actual " << a << " expected " << e;
   }
   if (bad) {
-    return ::testing::AssertionFailure() << bad << " of " << actual.size() << " elements differ"
-                                         << failures.str();
+    return ::testing::AssertionFailure()
+           << bad << " of " << actual.size() << " elements differ" << failures.str();
   }
   return ::testing::AssertionSuccess();
 }
@@ -97,8 +97,8 @@ double weighted_sum(const Tensor& y, const std::vector<double>& w) {
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double atol,
                                      double rtol) {
   if (actual.shape() != expected.shape()) {
-    return ::testing::AssertionFailure() << "shapes differ: " << shape_str(actual.shape())
-                                         << " vs " << shape_str(expected.shape());
+    return ::testing::AssertionFailure() << "shapes differ: " << shape_str(actual.shape()) << " vs "
+                                         << shape_str(expected.shape());
   }
   return all_close(actual.to_doubles(), expected.to_doubles(), atol, rtol);
 }

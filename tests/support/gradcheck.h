@@ -29,8 +29,7 @@ using TensorFn = std::function<Tensor(const std::vector<Tensor>& inputs)>;
 // Element-wise |actual - expected| <= atol + rtol |expected|, naming the
 // first few offending indices.
 ::testing::AssertionResult all_close(const std::vector<double>& actual,
-                                     const std::vector<double>& expected, double atol,
-                                     double rtol);
+                                     const std::vector<double>& expected, double atol, double rtol);
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double atol,
                                      double rtol);
 

@@ -7,12 +7,12 @@
 
 #include "core/error.h"
 
-#define LT_CUDA_CHECK(call)                                                             \
-  do {                                                                                  \
-    cudaError_t lt_cuda_status = (call);                                                \
-    if (lt_cuda_status != cudaSuccess) [[unlikely]] {                                   \
-      ::lt::fail("CUDA error ", cudaGetErrorName(lt_cuda_status), " (",                 \
-                 cudaGetErrorString(lt_cuda_status), ") in `" #call "` at ", __FILE__, \
-                 ":", __LINE__);                                                        \
-    }                                                                                   \
+#define LT_CUDA_CHECK(call)                                                                 \
+  do {                                                                                      \
+    cudaError_t lt_cuda_status = (call);                                                    \
+    if (lt_cuda_status != cudaSuccess) [[unlikely]] {                                       \
+      ::lt::fail("CUDA error ", cudaGetErrorName(lt_cuda_status), " (",                     \
+                 cudaGetErrorString(lt_cuda_status), ") in `" #call "` at ", __FILE__, ":", \
+                 __LINE__);                                                                 \
+    }                                                                                       \
   } while (0)
