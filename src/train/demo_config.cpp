@@ -17,20 +17,20 @@ data:
   tokenizer: "@assets/demo/tokenizer"
   pack: true
 train:
-  steps: 80
+  steps: 60
   batch_size: 8
   seq_len: 128
   grad_clip: 1.0
   seed: 0
   device: auto
-  save_every: 40
+  save_every: 30
 optim:
   name: adamw
   lr: 3.0e-3
   weight_decay: 0.01
 sched:
   name: cosine
-  warmup_steps: 8
+  warmup_steps: 6
   min_lr: 3.0e-4
 out:
   dir: runs/demo
