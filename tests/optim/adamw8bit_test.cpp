@@ -118,6 +118,29 @@ TEST(Code8, QuantizeDequantizeErrorWithinHalfSpacingOnNormalAndHeavyTailedData) 
   }
 }
 
+// The kernel's bucketed search returns exactly the reference search's
+// rank: on every table value, every midpoint and its f32 neighbours (the
+// ties and near-ties), beyond the ends, and on random values.
+TEST(Code8, BucketedSearchEqualsBinarySearch) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> uni(-1.2f, 1.2f);
+  for (const Code8* code : {&signed_code(), &unsigned_code()}) {
+    std::vector<float> xs = {-2.0f, 2.0f, -1.0f, 1.0f, 0.0f, -0.0f, 1e-9f, -1e-9f};
+    for (size_t i = 0; i < 256; ++i) {
+      xs.push_back((*code)[i]);
+      if (i + 1 < 256) {
+        const float mid = 0.5f * ((*code)[i] + (*code)[i + 1]);
+        xs.push_back(mid);
+        xs.push_back(std::nextafter(mid, 2.0f));
+        xs.push_back(std::nextafter(mid, -2.0f));
+      }
+    }
+    for (int i = 0; i < 100000; ++i) xs.push_back(uni(rng) * std::pow(10.0f, -float(i % 8)));
+    for (float x : xs)
+      ASSERT_EQ(quantize_nearest_fast(search_of(*code), x), quantize_nearest(*code, x)) << x;
+  }
+}
+
 TEST(Code8, AllZeroBlockHasScaleZeroAndDequantizesToZero) {
   std::vector<float> x(100, 0.0f), back(100, 1.0f);
   std::vector<uint8_t> q(100);
