@@ -1,4 +1,5 @@
 #include "ops/cpu/gemm.h"
+#include "ops/matrix_layout.h"
 
 #include <cblas.h>
 
@@ -10,39 +11,10 @@ namespace lt::ops::cpu {
 
 namespace {
 
-// One logical [rows, cols] matrix of a tensor (its last two dims), strides
-// in elements.
-struct MatrixView {
-  int64_t rows, cols, row_stride, col_stride;
-};
-
-MatrixView matrix_view(const Tensor& t) {
-  const int64_t n = t.dim();
-  return {t.size(n - 2), t.size(n - 1), t.stride(n - 2), t.stride(n - 1)};
-}
-
-// How row-major BLAS reaches a logical matrix: either it is a stored
-// row-major matrix with leading dimension `ld`, or it is the transpose of
-// one (`transposed`), which BLAS reads through its transpose flag.
-struct BlasOperand {
-  bool transposed = false;
-  int64_t ld = 1;
-};
+using BlasOperand = MatrixAddressing;
 
 std::optional<BlasOperand> blas_operand(const MatrixView& m) {
-  // A dimension of size 1 is never stepped along, so its stride is free and
-  // we pick the one BLAS accepts. BLAS requires ld >= max(1, stored cols).
-  const int64_t min_ld = std::max<int64_t>(m.cols, 1);
-  if (m.cols <= 1 || m.col_stride == 1) {
-    const int64_t ld = m.rows <= 1 ? min_ld : m.row_stride;
-    if (ld >= min_ld) return BlasOperand{false, ld};
-  }
-  const int64_t min_ld_t = std::max<int64_t>(m.rows, 1);
-  if (m.rows <= 1 || m.row_stride == 1) {
-    const int64_t ld = m.cols <= 1 ? min_ld_t : m.col_stride;
-    if (ld >= min_ld_t) return BlasOperand{true, ld};
-  }
-  return std::nullopt;
+  return matrix_addressing(m);
 }
 
 // [..., R, C] as one [batch * R, C] matrix without copying, when the batch

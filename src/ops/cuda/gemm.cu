@@ -29,6 +29,7 @@
 #include "core/stream.h"
 #include "ops/cuda/gemm.cuh"
 #include "ops/cuda/gemm.h"
+#include "ops/matrix_layout.h"
 
 namespace lt::ops::cuda {
 
@@ -279,36 +280,19 @@ bool lt_matmul(const LtGemm& g) {
 
 namespace {
 
-struct MatrixView {
-  int64_t rows, cols, row_stride, col_stride;
-};
-
-MatrixView matrix_view(const Tensor& t) {
-  const int64_t n = t.dim();
-  return {t.size(n - 2), t.size(n - 1), t.stride(n - 2), t.stride(n - 1)};
-}
-
-// How cuBLASLt reaches a logical [rows, cols] matrix: as column-major
-// storage of the matrix itself, or (`row_major`) of its transpose; see the
-// note at the top. A dim of size 1 is never stepped along, so its stride
-// is free and we pick what cuBLASLt accepts (ld >= max(1, stored rows)).
+// See ops/matrix_layout.h: a view is row-major with leading dimension ld,
+// or the row-major transpose of one. cuBLASLt reads column-major, so a
+// row-major view is addressed as the column-major storage of its transpose
+// (`row_major` below; see the note at the top).
 struct Addressing {
   bool row_major = false;
   int64_t ld = 1;
 };
 
 std::optional<Addressing> addressing(const MatrixView& m) {
-  const int64_t min_ld_rm = std::max<int64_t>(m.cols, 1);
-  if (m.cols <= 1 || m.col_stride == 1) {
-    const int64_t ld = m.rows <= 1 ? min_ld_rm : m.row_stride;
-    if (ld >= min_ld_rm) return Addressing{true, ld};
-  }
-  const int64_t min_ld_cm = std::max<int64_t>(m.rows, 1);
-  if (m.rows <= 1 || m.row_stride == 1) {
-    const int64_t ld = m.cols <= 1 ? min_ld_cm : m.col_stride;
-    if (ld >= min_ld_cm) return Addressing{false, ld};
-  }
-  return std::nullopt;
+  const auto a = matrix_addressing(m);
+  if (!a) return std::nullopt;
+  return Addressing{!a->transposed, a->ld};
 }
 
 bool addressable(const Tensor& t) {
