@@ -14,15 +14,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string read_text_file(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(file.string(), ": cannot open the file");
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) fail(file.string(), ": read error");
-  return contents.str();
-}
-
 json parse_json(const std::string& text, const fs::path& file,
                 const json::parser_callback_t& filter = nullptr) {
   try {
@@ -189,7 +180,7 @@ TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
   const fs::path config_file = dir / "tokenizer_config.json";
   if (fs::exists(config_file)) {
     config.file = config_file;
-    json j = parse_json(read_text_file(config_file), config_file);
+    json j = parse_json(read_whole_file(config_file), config_file);
     JsonField root{config_file.string(), ""};
     if (!j.is_object()) root.fail("expected an object, found " + json_type_name(j));
     config.chat_template = chat_template_field(j, root);
@@ -199,7 +190,7 @@ TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
   // Newer transformers save the template beside the config instead.
   const fs::path jinja_file = dir / "chat_template.jinja";
   if (config.chat_template.empty() && fs::exists(jinja_file)) {
-    config.chat_template = read_text_file(jinja_file);
+    config.chat_template = read_whole_file(jinja_file);
   }
 
   fs::path tokenizer_json;
@@ -216,7 +207,7 @@ TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
       return !(depth == 1 && event == json::parse_event_t::key &&
                (parsed == "model" || parsed == "added_tokens"));
     };
-    json j = parse_json(read_text_file(tokenizer_json), tokenizer_json, skip_model);
+    json j = parse_json(read_whole_file(tokenizer_json), tokenizer_json, skip_model);
     if (j.is_object()) config.prefix_tokens = post_processor_prefix(j, tokenizer_json);
   }
   return config;

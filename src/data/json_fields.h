@@ -3,6 +3,9 @@
 // field (as a path like "model.merges[12]") and what was expected.
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -24,6 +27,16 @@ struct JsonField {
     lt::fail(file, ": field \"", path.empty() ? std::string("(top level)") : path, "\": ", what);
   }
 };
+
+// The whole file as bytes; an error names the file.
+inline std::string read_whole_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) lt::fail(file.string(), ": cannot open the file");
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) lt::fail(file.string(), ": read error");
+  return contents.str();
+}
 
 inline std::string json_type_name(const nlohmann::json& value) {
   return value.type_name();

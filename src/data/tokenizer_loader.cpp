@@ -15,17 +15,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string read_file(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(file.string(), ": cannot open the file");
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) fail(file.string(), ": read error");
-  return contents.str();
-}
-
 json parse_json_file(const fs::path& file) {
-  std::string text = read_file(file);
+  std::string text = read_whole_file(file);
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
@@ -184,7 +175,7 @@ Tokenizer Tokenizer::from_gpt2_files(const fs::path& encoder_json, const fs::pat
   auto vocab = parse_vocab(encoder, JsonField{encoder_json.string(), ""});
 
   // vocab.bpe: an optional "#version" line, then one "left right" per line.
-  std::string text = read_file(vocab_bpe);
+  std::string text = read_whole_file(vocab_bpe);
   std::vector<std::pair<std::string, std::string>> merges;
   std::istringstream lines(text);
   std::string line;
