@@ -70,7 +70,8 @@ Setter strings(std::vector<std::string>& field) {
     LT_CHECK(n.IsSequence(), "config key '", key, "'", where(n), ": expected a list of strings");
     field.clear();
     for (size_t i = 0; i < n.size(); ++i) {
-      field.push_back(scalar_as<std::string>(n[i], key + "[" + std::to_string(i) + "]", "a string"));
+      field.push_back(
+          scalar_as<std::string>(n[i], key + "[" + std::to_string(i) + "]", "a string"));
     }
   };
 }
@@ -125,7 +126,8 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
   for (auto& [key, setter] : keys) {
     by_key[key] = &setter;
     auto section = key.substr(0, key.find('.'));
-    known_in_section[section] += (known_in_section[section].empty() ? "" : ", ") + key.substr(section.size() + 1);
+    known_in_section[section] +=
+        (known_in_section[section].empty() ? "" : ", ") + key.substr(section.size() + 1);
   }
   for (const auto& section : root) {
     const std::string name = section.first.as<std::string>();
@@ -182,7 +184,8 @@ void check_one_of(const std::string& value, const char* key, Names... names) {
 
 void TrainConfig::validate() const {
   namespace fs = std::filesystem;
-  LT_CHECK(!model.path.empty(), "config key 'model.path' is required (a Hugging Face model folder)");
+  LT_CHECK(!model.path.empty(),
+           "config key 'model.path' is required (a Hugging Face model folder)");
   LT_CHECK(fs::is_regular_file(fs::path(model.path) / "config.json"), "config key 'model.path': '",
            model.path, "' is not a model folder (no config.json there)");
   check_one_of(model.init, "model.init", "pretrained", "random");
@@ -190,8 +193,8 @@ void TrainConfig::validate() const {
   LT_CHECK(fs::is_regular_file(data.path), "config key 'data.path': no file '", data.path, "'");
   LT_CHECK(data.eval_path.empty() || fs::is_regular_file(data.eval_path),
            "config key 'data.eval_path': no file '", data.eval_path, "'");
-  check_one_of(data.format, "data.format", "auto", "tokens", "alpaca", "query_response",
-               "sharegpt", "text");
+  check_one_of(data.format, "data.format", "auto", "tokens", "alpaca", "query_response", "sharegpt",
+               "text");
   check_one_of(data.template_name, "data.template", "auto", "chatml", "llama3", "plain");
   LT_CHECK(train.steps > 0, "config key 'train.steps' must be positive, got ", train.steps);
   LT_CHECK(train.batch_size > 0, "config key 'train.batch_size' must be positive, got ",
@@ -240,28 +243,48 @@ std::string TrainConfig::to_yaml() const {
     for (const auto& x : v) e << x;
     e << YAML::EndSeq;
   };
-  section("model", [&] { kv("path", model.path); kv("init", model.init); });
+  section("model", [&] {
+    kv("path", model.path);
+    kv("init", model.init);
+  });
   section("data", [&] {
-    kv("path", data.path); kv("format", data.format); kv("template", data.template_name);
-    kv("tokenizer", data.tokenizer); kv("train_on_prompt", data.train_on_prompt);
-    kv("pack", data.pack); kv("strict", data.strict); kv("prompt_field", data.prompt_field);
-    kv("response_field", data.response_field); kv("eval_path", data.eval_path);
+    kv("path", data.path);
+    kv("format", data.format);
+    kv("template", data.template_name);
+    kv("tokenizer", data.tokenizer);
+    kv("train_on_prompt", data.train_on_prompt);
+    kv("pack", data.pack);
+    kv("strict", data.strict);
+    kv("prompt_field", data.prompt_field);
+    kv("response_field", data.response_field);
+    kv("eval_path", data.eval_path);
   });
   section("train", [&] {
-    kv("steps", train.steps); kv("batch_size", train.batch_size);
-    kv("grad_accum", train.grad_accum); kv("seq_len", train.seq_len);
-    kv("grad_clip", train.grad_clip); kv("seed", train.seed); kv("device", train.device);
-    kv("dtype", train.dtype); kv("eval_every", train.eval_every);
-    kv("save_every", train.save_every); kv("keep_last", train.keep_last);
+    kv("steps", train.steps);
+    kv("batch_size", train.batch_size);
+    kv("grad_accum", train.grad_accum);
+    kv("seq_len", train.seq_len);
+    kv("grad_clip", train.grad_clip);
+    kv("seed", train.seed);
+    kv("device", train.device);
+    kv("dtype", train.dtype);
+    kv("eval_every", train.eval_every);
+    kv("save_every", train.save_every);
+    kv("keep_last", train.keep_last);
     kv("max_bad_steps", train.max_bad_steps);
   });
   section("optim", [&] {
-    kv("name", optim.name); kv("lr", optim.lr); list("betas", optim.betas);
-    kv("eps", optim.eps); kv("weight_decay", optim.weight_decay);
+    kv("name", optim.name);
+    kv("lr", optim.lr);
+    list("betas", optim.betas);
+    kv("eps", optim.eps);
+    kv("weight_decay", optim.weight_decay);
     list("no_decay", optim.no_decay);
   });
   section("sched", [&] {
-    kv("name", sched.name); kv("warmup_steps", sched.warmup_steps); kv("min_lr", sched.min_lr);
+    kv("name", sched.name);
+    kv("warmup_steps", sched.warmup_steps);
+    kv("min_lr", sched.min_lr);
   });
   section("exec", [&] { kv("mode", exec.mode); });
   section("out", [&] { kv("dir", out.dir); });
@@ -284,8 +307,8 @@ TrainConfig load_train_config(const std::string& file, const std::vector<std::st
     apply(config, root, file);
   }
   for (const auto& o : overrides) apply(config, override_node(o), "--set " + o);
-  for (std::string* p : {&config.model.path, &config.data.path, &config.data.tokenizer,
-                         &config.data.eval_path}) {
+  for (std::string* p :
+       {&config.model.path, &config.data.path, &config.data.tokenizer, &config.data.eval_path}) {
     resolve_asset_path(*p);
   }
   config.validate();

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <cmath>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -31,7 +31,9 @@ namespace fs = std::filesystem;
 namespace {
 
 std::atomic<int> stop_signal{0};
-extern "C" void on_stop_signal(int sig) { stop_signal.store(sig); }
+extern "C" void on_stop_signal(int sig) {
+  stop_signal.store(sig);
+}
 
 // Installs SIGINT/SIGTERM handlers for the run and restores the old ones.
 class StopSignals {
@@ -69,8 +71,7 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const std::string& 
   data::DatasetReport report;
   auto samples = data::load_dataset(path, tokenizer, options, &report);
   log->message(fmt::format("data: {} samples from {} rows of {} (format {}, template {}){}",
-                           report.samples, report.rows, path, report.format,
-                           report.template_name,
+                           report.samples, report.rows, path, report.format, report.template_name,
                            report.skipped ? fmt::format(", {} skipped", report.skipped) : ""));
   for (size_t i = 0; i < report.problems.size() && i < 5; ++i) {
     log->message("  skipped: " + report.problems[i]);
@@ -100,8 +101,8 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   }
   const std::string config_yaml = c.to_yaml();
   write_text_atomic(out_dir / "config.yaml", config_yaml);
-  fmt::print("lazytrain train: resolved config (saved to {})\n{}", (out_dir / "config.yaml").string(),
-             config_yaml);
+  fmt::print("lazytrain train: resolved config (saved to {})\n{}",
+             (out_dir / "config.yaml").string(), config_yaml);
   std::fflush(stdout);  // before progress lines on stderr, also when piped
 
   ProgressBar progress(0, c.train.steps);
@@ -121,14 +122,16 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   models::CausalLM model =
       !resume_dir.empty() ? io::load_hf_model(resume_dir, DType::F32)
       : c.model.init == "random"
-          ? models::CausalLM::random(models::ModelConfig::from_file(fs::path(c.model.path) / "config.json"),
-                                     init_gen, DType::F32)
+          ? models::CausalLM::random(
+                models::ModelConfig::from_file(fs::path(c.model.path) / "config.json"), init_gen,
+                DType::F32)
           : io::load_hf_model(c.model.path, DType::F32);
   const int64_t vocab = model.config().vocab_size;
   for (const auto& s : samples) {
     for (int32_t id : s.ids) {
-      LT_CHECK(id >= 0 && id < vocab, "data: token id ", id, " is outside the model's vocabulary of ",
-               vocab, " (is data.tokenizer the model's tokenizer?)");
+      LT_CHECK(id >= 0 && id < vocab, "data: token id ", id,
+               " is outside the model's vocabulary of ", vocab,
+               " (is data.tokenizer the model's tokenizer?)");
     }
   }
 
@@ -203,7 +206,8 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
     nlohmann::json line = step_json(state.step, stats, step_options.lr, params);
     if (c.train.eval_every > 0 && !eval_samples.empty() &&
         (state.step + 1) % c.train.eval_every == 0) {
-      auto ev = exec::evaluate_samples(model, eval_samples, batch_options.batch_size, c.train.seq_len);
+      auto ev =
+          exec::evaluate_samples(model, eval_samples, batch_options.batch_size, c.train.seq_len);
       line["eval_loss"] = ev.loss;
       bar.message(fmt::format("step {}: eval loss {:.4f} over {} tokens", state.step + 1, ev.loss,
                               ev.tokens));
@@ -212,8 +216,9 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
     result.final_loss = stats.loss;
     if (stats.skipped) {
       ++state.consecutive_bad_steps;
-      bar.message(fmt::format("step {}: non-finite loss or gradient (loss {}, grad norm {}); update skipped",
-                              state.step, stats.loss, stats.grad_norm));
+      bar.message(fmt::format(
+          "step {}: non-finite loss or gradient (loss {}, grad norm {}); update skipped",
+          state.step, stats.loss, stats.grad_norm));
       if (state.consecutive_bad_steps >= c.train.max_bad_steps) {
         bar.finish();
         fail("stopping: ", state.consecutive_bad_steps,
