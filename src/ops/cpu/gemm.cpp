@@ -17,29 +17,6 @@ std::optional<BlasOperand> blas_operand(const MatrixView& m) {
   return matrix_addressing(m);
 }
 
-// [..., R, C] as one [batch * R, C] matrix without copying, when the batch
-// dims step through memory evenly in units of R rows (a contiguous tensor,
-// or a row slice of one). Size-1 dims never move, so they always merge.
-std::optional<Tensor> merge_batch_into_rows(const Tensor& t) {
-  const int64_t n = t.dim();
-  int64_t rows = 1, row_stride = 0;
-  for (int64_t d = n - 2; d >= 0; --d) {
-    const int64_t size = t.size(d);
-    if (size == 1) continue;
-    if (rows == 1) {
-      rows = size;
-      row_stride = t.stride(d);
-    } else if (t.stride(d) == row_stride * rows) {
-      rows *= size;
-    } else {
-      return std::nullopt;
-    }
-  }
-  if (rows == 1) row_stride = std::max<int64_t>(t.size(n - 1), 1);
-  return Tensor::from_storage(t.storage(), t.offset(), {rows, t.size(n - 1)},
-                              {row_stride, t.stride(n - 1)}, t.dtype());
-}
-
 // Element offset of matrix `index` (row-major over `batch`) of t; a 2D
 // tensor is one matrix shared by every index.
 int64_t batch_offset(const Tensor& t, const Shape& batch, int64_t index) {

@@ -38,18 +38,6 @@ __global__ void softmax_backward_rows(const T* g, const T* y, T* dx, int64_t col
                            [&](const float(&v)[2]) { return v[1] * (v[0] - dot); });
 }
 
-struct RowLaunch {
-  unsigned rows;
-  int threads;
-  cudaStream_t stream;
-};
-
-RowLaunch row_launch(const Tensor& x, int64_t cols, int pack) {
-  const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
-  LT_CHECK(rows <= 0x7fffffff, "softmax: ", rows, " rows exceed the grid");
-  return {static_cast<unsigned>(rows), row_threads(cols, pack), stream_for(x.device())};
-}
-
 }  // namespace
 
 Tensor softmax_last(const Tensor& x_in) {
@@ -61,7 +49,7 @@ Tensor softmax_last(const Tensor& x_in) {
   ::lt::cuda::DeviceGuard guard(x.device().index);
   dispatch_kernel_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const RowLaunch l = row_launch(x, cols, Pack<T>::kSize);
+    const RowLaunch l = row_launch_for(x, Pack<T>::kSize, "softmax");
     const auto* px = static_cast<const T*>(x.data_ptr());
     auto* py = static_cast<T*>(y.data_ptr());
     if (cols % Pack<T>::kSize == 0 && aligned16(px) && aligned16(py)) {
@@ -84,7 +72,7 @@ Tensor softmax_backward_last(const Tensor& grad_out, const Tensor& y_in) {
   ::lt::cuda::DeviceGuard guard(y.device().index);
   dispatch_kernel_dtype(y.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const RowLaunch l = row_launch(y, cols, Pack<T>::kSize);
+    const RowLaunch l = row_launch_for(y, Pack<T>::kSize, "softmax_backward");
     const auto* pg = static_cast<const T*>(g.data_ptr());
     const auto* py = static_cast<const T*>(y.data_ptr());
     auto* pd = static_cast<T*>(dx.data_ptr());

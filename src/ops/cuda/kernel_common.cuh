@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/cuda/check.cuh"
 #include "core/cuda/device_guard.cuh"
@@ -253,6 +254,27 @@ inline int row_threads(int64_t cols, int pack) {
   const int64_t want = (cols + pack - 1) / pack;
   if (want >= 1024) return 1024;
   return static_cast<int>(std::max<int64_t>(32, (want + 31) / 32 * 32));
+}
+
+// The launch of a one-block-per-row kernel over the rows of `x` (all dims
+// but the last), on the current stream of x's device.
+struct RowLaunch {
+  unsigned rows;
+  int threads;
+  cudaStream_t stream;
+};
+
+inline RowLaunch row_launch_for(const Tensor& x, int pack, const char* op) {
+  const int64_t cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols;
+  LT_CHECK(rows <= 0x7fffffff, op, ": ", rows, " rows exceed the grid");
+  return {static_cast<unsigned>(rows), row_threads(cols, pack), stream_for(x.device())};
+}
+
+inline bool all_aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs) {
+    if (!aligned16(p)) return false;
+  }
+  return true;
 }
 
 }  // namespace lt::ops::cuda

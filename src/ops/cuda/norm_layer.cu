@@ -82,25 +82,6 @@ struct LayerBiasTerm {
   }
 };
 
-struct Launch {
-  unsigned rows;
-  int threads;
-  cudaStream_t stream;
-};
-
-Launch launch_for(const Tensor& x, int pack) {
-  const int64_t cols = x.size(-1), rows = x.numel() / cols;
-  LT_CHECK(rows <= 0x7fffffff, "layer_norm: ", rows, " rows exceed the grid");
-  return {static_cast<unsigned>(rows), row_threads(cols, pack), stream_for(x.device())};
-}
-
-bool all_aligned(std::initializer_list<const void*> ptrs) {
-  for (const void* p : ptrs) {
-    if (!aligned16(p)) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 LayerNormOutput layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias,
@@ -118,7 +99,7 @@ LayerNormOutput layer_norm(const Tensor& x_in, const Tensor& weight, const Tenso
   ::lt::cuda::DeviceGuard guard(x.device().index);
   dispatch_kernel_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const Launch l = launch_for(x, Pack<T>::kSize);
+    const RowLaunch l = row_launch_for(x, Pack<T>::kSize, "layer_norm");
     const auto* px = static_cast<const T*>(x.data_ptr());
     const auto* pw = w.defined() ? static_cast<const T*>(w.data_ptr()) : px;
     const auto* pb = b.defined() ? static_cast<const T*>(b.data_ptr()) : px;
@@ -126,7 +107,7 @@ LayerNormOutput layer_norm(const Tensor& x_in, const Tensor& weight, const Tenso
     auto* pm = static_cast<float*>(out.mean.data_ptr());
     auto* pr = static_cast<float*>(out.rstd.data_ptr());
     const auto e = static_cast<float>(eps);
-    if (cols % Pack<T>::kSize == 0 && all_aligned({px, pw, pb, py})) {
+    if (cols % Pack<T>::kSize == 0 && all_aligned16({px, pw, pb, py})) {
       layer_norm_rows<T, true><<<l.rows, l.threads, 0, l.stream>>>(
           px, pw, w.defined(), pb, b.defined(), py, pm, pr, cols, e);
     } else {
@@ -159,10 +140,10 @@ LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, cons
     const auto* pm = static_cast<const float*>(mean.data_ptr());
     const auto* pr = static_cast<const float*>(rstd.data_ptr());
     if (need_dx && rows > 0) {
-      const Launch l = launch_for(x, Pack<T>::kSize);
+      const RowLaunch l = row_launch_for(x, Pack<T>::kSize, "layer_norm");
       const auto* pw = w.defined() ? static_cast<const T*>(w.data_ptr()) : pg;
       auto* pd = static_cast<T*>(grads.dx.data_ptr());
-      if (cols % Pack<T>::kSize == 0 && all_aligned({px, pg, pw, pd})) {
+      if (cols % Pack<T>::kSize == 0 && all_aligned16({px, pg, pw, pd})) {
         layer_norm_backward_rows<T, true>
             <<<l.rows, l.threads, 0, l.stream>>>(pg, px, pw, w.defined(), pm, pr, pd, cols);
       } else {

@@ -59,25 +59,6 @@ struct RmsWeightTerm {
   }
 };
 
-struct Launch {
-  unsigned rows;
-  int threads;
-  cudaStream_t stream;
-};
-
-Launch launch_for(const Tensor& x, int pack) {
-  const int64_t cols = x.size(-1), rows = x.numel() / cols;
-  LT_CHECK(rows <= 0x7fffffff, "norm: ", rows, " rows exceed the grid");
-  return {static_cast<unsigned>(rows), row_threads(cols, pack), stream_for(x.device())};
-}
-
-bool all_aligned(std::initializer_list<const void*> ptrs) {
-  for (const void* p : ptrs) {
-    if (!aligned16(p)) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 RmsNormOutput rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
@@ -91,13 +72,13 @@ RmsNormOutput rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
   ::lt::cuda::DeviceGuard guard(x.device().index);
   dispatch_kernel_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const Launch l = launch_for(x, Pack<T>::kSize);
+    const RowLaunch l = row_launch_for(x, Pack<T>::kSize, "norm");
     const auto* px = static_cast<const T*>(x.data_ptr());
     const auto* pw = static_cast<const T*>(w.data_ptr());
     auto* py = static_cast<T*>(out.y.data_ptr());
     auto* pr = static_cast<float*>(out.rstd.data_ptr());
     const auto e = static_cast<float>(eps);
-    if (cols % Pack<T>::kSize == 0 && all_aligned({px, pw, py})) {
+    if (cols % Pack<T>::kSize == 0 && all_aligned16({px, pw, py})) {
       rms_norm_rows<T, true><<<l.rows, l.threads, 0, l.stream>>>(px, pw, py, pr, cols, e);
     } else {
       rms_norm_rows<T, false><<<l.rows, l.threads, 0, l.stream>>>(px, pw, py, pr, cols, e);
@@ -124,10 +105,10 @@ RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Te
     const auto* pg = static_cast<const T*>(dy.data_ptr());
     const auto* pr = static_cast<const float*>(rstd.data_ptr());
     if (need_dx && rows > 0) {
-      const Launch l = launch_for(x, Pack<T>::kSize);
+      const RowLaunch l = row_launch_for(x, Pack<T>::kSize, "norm");
       const auto* pw = w.defined() ? static_cast<const T*>(w.data_ptr()) : pg;
       auto* pd = static_cast<T*>(grads.dx.data_ptr());
-      if (cols % Pack<T>::kSize == 0 && all_aligned({px, pg, pw, pd})) {
+      if (cols % Pack<T>::kSize == 0 && all_aligned16({px, pg, pw, pd})) {
         rms_norm_backward_rows<T, true>
             <<<l.rows, l.threads, 0, l.stream>>>(pg, px, pw, w.defined(), pr, pd, cols);
       } else {
