@@ -107,10 +107,12 @@ AdamW::AdamW(const nn::NamedParameters& params, AdamWOptions options,
   param_steps_.assign(params_.size(), 0);
 }
 
-void AdamW::step(double lr, double grad_scale) {
+void AdamW::update(double lr, double grad_scale, size_t first, size_t last) {
   LT_CHECK(std::isfinite(lr) && lr >= 0, "AdamW::step: lr must be a finite number >= 0, got ", lr);
   LT_CHECK(std::isfinite(grad_scale), "AdamW::step: grad_scale must be finite, got ", grad_scale,
            " (skip the update when the gradient norm is not finite)");
+  LT_CHECK(first <= last && last <= params_.size(), "AdamW::update: range [", first, ", ", last,
+           ") is outside the ", params_.size(), " parameters");
 
   // One job per parameter with a gradient; all checks happen before any
   // parameter changes, so a bad gradient leaves the optimizer untouched.
@@ -126,7 +128,7 @@ void AdamW::step(double lr, double grad_scale) {
   std::vector<size_t> job_param;  // parameter index of each job
   std::vector<Tensor> grads;      // keeps contiguous copies alive
   std::vector<size_t> cuda_jobs;  // jobs whose parameter is on a CUDA device
-  for (size_t i = 0; i < params_.size(); ++i) {
+  for (size_t i = first; i < last; ++i) {
     const auto& [name, p] = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -145,7 +147,6 @@ void AdamW::step(double lr, double grad_scale) {
     job_param.push_back(i);
   }
 
-  ++step_count_;
   std::vector<AdamWScalars> scalars;
   struct Chunk {
     size_t job;

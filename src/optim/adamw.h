@@ -47,13 +47,16 @@ class AdamW final : public Optimizer {
   AdamW(const nn::NamedParameters& params, AdamWOptions options,
         std::vector<std::string> no_decay_substrings = {});
 
-  // One update of every parameter that has a gradient. `lr` is this step's
-  // rate (from the schedule); every gradient is multiplied by `grad_scale`
-  // first (the clip factor from clip_scale, or 1). Both must be finite: a
-  // step with a non-finite gradient norm is to be skipped by the caller.
-  void step(double lr, double grad_scale = 1.0) override;
+  size_t size() const override { return params_.size(); }
+  // One update of every parameter in [first, last) that has a gradient.
+  // `lr` is this step's rate (from the schedule); every gradient is
+  // multiplied by `grad_scale` first (the clip factor from clip_scale, or
+  // 1). Both must be finite: a step with a non-finite gradient norm is to
+  // be skipped by the caller. step() = update(all) + finish_step().
+  void update(double lr, double grad_scale, size_t first, size_t last) override;
+  void finish_step() override { ++step_count_; }
 
-  // Number of step() calls so far.
+  // Number of finished steps so far.
   int64_t step_count() const { return step_count_; }
   const AdamWOptions& options() const { return options_; }
   const nn::NamedParameters& params() const { return params_; }

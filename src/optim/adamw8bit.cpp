@@ -76,11 +76,18 @@ AdamW8bit::Split AdamW8bit::split() const {
   return s;
 }
 
-void AdamW8bit::step(double lr, double grad_scale) {
+void AdamW8bit::finish_step() {
+  fp32_->finish_step();
+  ++step_count_;
+}
+
+void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) {
   LT_CHECK(std::isfinite(lr) && lr >= 0, "AdamW8bit::step: lr must be a finite number >= 0, got ",
            lr);
   LT_CHECK(std::isfinite(grad_scale), "AdamW8bit::step: grad_scale must be finite, got ",
            grad_scale);
+  LT_CHECK(first <= last && last <= params_.size(), "AdamW8bit::update: range [", first, ", ", last,
+           ") is outside the ", params_.size(), " parameters");
   struct Job {
     Quantized* q;
     float* param;
@@ -93,6 +100,7 @@ void AdamW8bit::step(double lr, double grad_scale) {
   std::vector<Tensor> grads;  // keeps contiguous copies alive
   // Check every gradient before anything changes.
   for (Quantized& q : q_) {
+    if (q.param < first || q.param >= last) continue;
     const auto& [name, p] = params_[q.param];
     Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -110,14 +118,22 @@ void AdamW8bit::step(double lr, double grad_scale) {
                     p.numel(),
                     {}});
   }
-  for (const auto& [name, p] : small_) {
+  // The small parameters of [first, last) are a contiguous run of small_
+  // (both keep the constructor's order).
+  size_t small_first = 0, small_last = 0;
+  for (size_t i = 0; i < last; ++i) {
+    if (slot_[i] >= 0) continue;
+    if (i < first) ++small_first;
+    ++small_last;
+  }
+  for (size_t k = small_first; k < small_last; ++k) {
+    const auto& [name, p] = small_[k];
     Tensor g = p.grad();
     LT_CHECK(!g.defined() || g.shape() == p.shape(), "AdamW8bit::step: gradient of '", name,
              "' has shape ", g.defined() ? shape_str(g.shape()) : "", ", the parameter ",
              shape_str(p.shape()));
   }
-  fp32_->step(lr, grad_scale);
-  ++step_count_;
+  fp32_->update(lr, grad_scale, small_first, small_last);
 
   struct Block {
     size_t job;

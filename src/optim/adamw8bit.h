@@ -35,7 +35,9 @@ class AdamW8bit final : public Optimizer {
   AdamW8bit(const nn::NamedParameters& params, AdamWOptions options,
             std::vector<std::string> no_decay_substrings = {}, AdamW8bitOptions opts8 = {});
 
-  void step(double lr, double grad_scale = 1.0) override;
+  size_t size() const override { return params_.size(); }
+  void update(double lr, double grad_scale, size_t first, size_t last) override;
+  void finish_step() override;
 
   int64_t step_count() const { return step_count_; }
   const AdamWOptions& options() const { return options_; }

@@ -16,8 +16,20 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // `lr`: this step's rate; `grad_scale`: the clip factor folded in.
-  virtual void step(double lr, double grad_scale) = 0;
+  // Number of parameters (the constructor's list).
+  virtual size_t size() const = 0;
+  // Updates the parameters [first, last) of the constructor's list that
+  // have a gradient. `lr`: this step's rate; `grad_scale`: the clip factor
+  // folded in (both finite). Executors that update stage by stage (the
+  // streaming executor) call it once per stage's range, then finish_step().
+  virtual void update(double lr, double grad_scale, size_t first, size_t last) = 0;
+  // Ends one optimizer step: counts it (the "step" checkpoints save).
+  virtual void finish_step() = 0;
+  // One whole step over every parameter.
+  void step(double lr, double grad_scale = 1.0) {
+    update(lr, grad_scale, 0, size());
+    finish_step();
+  }
   virtual NamedTensors state() const = 0;
   virtual void load_state(const NamedTensors& state) = 0;
 };

@@ -1,0 +1,147 @@
+#include "exec/schedule.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "data/json_fields.h"
+#include "io/atomic_file.h"
+
+namespace lt::exec {
+
+namespace {
+
+constexpr std::pair<Placement, const char*> kNames[] = {
+    {Placement::Gpu, "gpu"},
+    {Placement::Host, "host"},
+    {Placement::Disk, "disk"},
+    {Placement::Recompute, "recompute"},
+};
+
+int64_t read_count(const nlohmann::json& j, const char* key, const std::string& source) {
+  if (!j.contains(key)) return 0;
+  const auto& v = j.at(key);
+  LT_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, source, ": field \"", key,
+           "\" must be an integer >= 0, got ", v.dump());
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+const char* placement_name(Placement p) {
+  for (const auto& [value, name] : kNames)
+    if (value == p) return name;
+  return "?";
+}
+
+Placement parse_placement(const std::string& name, const std::string& where) {
+  for (const auto& [value, text] : kNames)
+    if (name == text) return value;
+  fail(where, ": unknown placement \"", name, "\" (expected gpu, host, disk or recompute)");
+}
+
+int Schedule::kept_count() const {
+  int n = 0;
+  for (Placement p : boundaries) n += p != Placement::Recompute;
+  return n;
+}
+
+Schedule Schedule::all_gpu(int num_blocks) {
+  return every_kth_gpu(num_blocks, 1);
+}
+
+Schedule Schedule::every_kth_gpu(int num_blocks, int k) {
+  LT_CHECK(num_blocks >= 0 && k >= 1, "every_kth_gpu: need num_blocks >= 0 and k >= 1, got ",
+           num_blocks, " and ", k);
+  Schedule s;
+  for (int i = 0; i <= num_blocks; ++i)
+    s.boundaries.push_back(i % k == 0 ? Placement::Gpu : Placement::Recompute);
+  return s;
+}
+
+void validate(const Schedule& s, int num_blocks, const std::string& source) {
+  LT_CHECK(static_cast<int64_t>(s.boundaries.size()) == int64_t{num_blocks} + 1, source,
+           ": field \"boundaries\" has ", s.boundaries.size(), " entries; a model with ",
+           num_blocks, " blocks has ", num_blocks + 1, " boundaries (0..", num_blocks, ")");
+  LT_CHECK(s.batch_size >= 0 && s.micro_batch >= 0, source,
+           ": batch_size and micro_batch must be >= 0");
+  LT_CHECK(s.micro_batch == 0 || s.batch_size == 0 || s.micro_batch <= s.batch_size, source,
+           ": field \"micro_batch\" (", s.micro_batch, ") exceeds batch_size (", s.batch_size, ")");
+  LT_CHECK(s.executor == "streaming" || s.executor == "resident" || s.executor == "offload", source,
+           ": field \"executor\" must be streaming, resident or offload, got \"", s.executor, "\"");
+}
+
+nlohmann::json to_json(const Schedule& s) {
+  nlohmann::json j;
+  j["batch_size"] = s.batch_size;
+  j["micro_batch"] = s.micro_batch;
+  j["executor"] = s.executor;
+  auto& boundaries = j["boundaries"] = nlohmann::json::array();
+  for (size_t i = 0; i < s.boundaries.size(); ++i)
+    boundaries.push_back({{"index", i}, {"placement", placement_name(s.boundaries[i])}});
+  if (s.has_prediction) {
+    j["predicted"]["step_s"] = s.predicted_step_s;
+    j["predicted"]["peak_bytes"] = s.predicted_peak_bytes;
+  }
+  return j;
+}
+
+Schedule schedule_from_json(const nlohmann::json& j, const std::string& source) {
+  LT_CHECK(j.is_object(), source, ": a schedule must be a JSON object");
+  Schedule s;
+  s.batch_size = read_count(j, "batch_size", source);
+  s.micro_batch = read_count(j, "micro_batch", source);
+  if (j.contains("executor")) {
+    LT_CHECK(j.at("executor").is_string(), source, ": field \"executor\" must be a string");
+    s.executor = j.at("executor").get<std::string>();
+  }
+  LT_CHECK(j.contains("boundaries") && j.at("boundaries").is_array(), source,
+           ": field \"boundaries\" must be a list of {index, placement}");
+  const auto& list = j.at("boundaries");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string where = source + ": boundaries[" + std::to_string(i) + "]";
+    const auto& b = list[i];
+    LT_CHECK(b.is_object() && b.contains("index") && b.contains("placement"), where,
+             " must be an object with \"index\" and \"placement\"");
+    LT_CHECK(b.at("index").is_number_integer() &&
+                 b.at("index").get<int64_t>() == static_cast<int64_t>(i),
+             where, ".index must be ", i, " (boundaries are listed in order), got ",
+             b.at("index").dump());
+    LT_CHECK(b.at("placement").is_string(), where, ".placement must be a string");
+    s.boundaries.push_back(
+        parse_placement(b.at("placement").get<std::string>(), where + ".placement"));
+  }
+  if (j.contains("predicted")) {
+    const auto& p = j.at("predicted");
+    LT_CHECK(p.is_object() && p.contains("step_s") && p.at("step_s").is_number(), source,
+             ": field \"predicted.step_s\" must be a number");
+    s.has_prediction = true;
+    s.predicted_step_s = p.at("step_s").get<double>();
+    if (p.contains("peak_bytes")) {
+      LT_CHECK(p.at("peak_bytes").is_object(), source,
+               ": field \"predicted.peak_bytes\" must be an object");
+      for (const auto& [space, bytes] : p.at("peak_bytes").items()) {
+        LT_CHECK(bytes.is_number_integer(), source, ": field \"predicted.peak_bytes.", space,
+                 "\" must be an integer");
+        s.predicted_peak_bytes[space] = bytes.get<int64_t>();
+      }
+    }
+  }
+  return s;
+}
+
+Schedule load_schedule(const std::string& path) {
+  const std::string text = data::read_whole_file(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(path, ": not valid JSON: ", e.what());
+  }
+  return schedule_from_json(j, path);
+}
+
+void save_schedule(const Schedule& schedule, const std::string& path) {
+  io::write_file_atomic(path, to_json(schedule).dump(2) + "\n");
+}
+
+}  // namespace lt::exec

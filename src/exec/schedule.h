@@ -1,0 +1,57 @@
+#pragma once
+// What the streaming executor does with each boundary activation, and how
+// it cuts the batch: the `Schedule` of DESIGN.md ("Key interfaces"). The
+// planner (src/plan/) writes one; the executor runs any valid one.
+//
+// Boundaries: the chain is embed -> block 0 .. block L-1 -> head, and
+// boundary i (0 <= i <= L) is the hidden state entering block i (boundary
+// L enters the head). Boundary 0 is the embed stage's output.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace lt::exec {
+
+enum class Placement {
+  Gpu,        // kept in device memory between forward and backward
+  Host,       // offloaded to pinned host memory, brought back for backward
+  Disk,       // offloaded to disk (io_uring), read back for backward
+  Recompute,  // dropped; backward recomputes it from the nearest kept one before it
+};
+
+const char* placement_name(Placement p);  // "gpu", "host", "disk", "recompute"
+// Throws lt::Error naming `where` (e.g. "plan.json: boundaries[3].placement").
+Placement parse_placement(const std::string& name, const std::string& where);
+
+struct Schedule {
+  int64_t batch_size = 0;   // sequences per optimizer step (0: the trainer's)
+  int64_t micro_batch = 0;  // sequences per chunk through one stage (0: the whole batch)
+  std::string executor = "streaming";
+  std::vector<Placement> boundaries;  // size L + 1
+  // What the planner predicted (absent when written by hand).
+  bool has_prediction = false;
+  double predicted_step_s = 0;
+  std::map<std::string, int64_t> predicted_peak_bytes;  // "gpu", "host", "disk"
+
+  int kept_count() const;  // boundaries not recomputed
+  // Every boundary kept on the device (no recompute, no offload).
+  static Schedule all_gpu(int num_blocks);
+  // Boundary i kept on the device when i % k == 0, else recomputed
+  // (MegaTrain's default policy with k = 4).
+  static Schedule every_kth_gpu(int num_blocks, int k);
+};
+
+// Structural checks for a chain of `num_blocks` blocks: the boundary count
+// and batch sizes. Throws lt::Error naming `source` and the field.
+void validate(const Schedule& schedule, int num_blocks, const std::string& source);
+
+nlohmann::json to_json(const Schedule& schedule);
+// Throws lt::Error naming `source` and the offending field.
+Schedule schedule_from_json(const nlohmann::json& j, const std::string& source);
+Schedule load_schedule(const std::string& path);
+void save_schedule(const Schedule& schedule, const std::string& path);  // atomic
+
+}  // namespace lt::exec
