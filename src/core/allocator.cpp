@@ -59,7 +59,18 @@ CpuAllocator& cpu_allocator() {
 namespace {
 std::mutex registry_mutex;
 Allocator* (*cuda_factory)(int) = nullptr;
+thread_local Allocator* cpu_override = nullptr;
 }  // namespace
+
+CpuAllocatorOverride::CpuAllocatorOverride(Allocator& allocator) : previous_(cpu_override) {
+  LT_CHECK(allocator.device().is_cpu(), "CpuAllocatorOverride: the allocator serves ",
+           allocator.device().str(), ", not the CPU");
+  cpu_override = &allocator;
+}
+
+CpuAllocatorOverride::~CpuAllocatorOverride() {
+  cpu_override = previous_;
+}
 
 void register_device_allocator(DeviceKind kind, Allocator* (*factory)(int)) {
   LT_CHECK(kind == DeviceKind::CUDA, "only CUDA allocators can be registered");
@@ -68,7 +79,7 @@ void register_device_allocator(DeviceKind kind, Allocator* (*factory)(int)) {
 }
 
 Allocator& default_allocator(Device device) {
-  if (device.is_cpu()) return cpu_allocator();
+  if (device.is_cpu()) return cpu_override ? *cpu_override : cpu_allocator();
 #ifdef LT_WITH_CUDA
   static const bool registered = (cuda::register_backend(), true);
   (void)registered;

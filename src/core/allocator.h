@@ -64,8 +64,25 @@ class CpuAllocator final : public Allocator {
 CpuAllocator& cpu_allocator();
 
 // The allocator tensors on `device` use by default. For CUDA devices this
-// throws unless the CUDA backend was built and a device is present.
+// throws unless the CUDA backend was built and a device is present. For the
+// CPU it is cpu_allocator(), unless a CpuAllocatorOverride is active on the
+// calling thread.
 Allocator& default_allocator(Device device);
+
+// For its scope, CPU tensors that the calling thread creates without naming
+// an allocator come from `allocator`. The streaming executor's CPU stand-in
+// uses it so that a stage's activations and gradients count against the
+// capacity-limited "device" memory it simulates. Scopes nest.
+class CpuAllocatorOverride {
+ public:
+  explicit CpuAllocatorOverride(Allocator& allocator);
+  ~CpuAllocatorOverride();
+  CpuAllocatorOverride(const CpuAllocatorOverride&) = delete;
+  CpuAllocatorOverride& operator=(const CpuAllocatorOverride&) = delete;
+
+ private:
+  Allocator* previous_;
+};
 
 // Lets a backend (CUDA) register its allocator without core/ depending on it.
 void register_device_allocator(DeviceKind kind, Allocator* (*factory)(int index));

@@ -22,6 +22,10 @@ class Executor {
   virtual StepStats step(const std::vector<data::Batch>& micro_batches,
                          const StepOptions& options) = 0;
   virtual const char* name() const = 0;
+  // Waits for work a step left running (the streaming executor's pipelined
+  // optimizer updates). Call it before reading parameters or optimizer
+  // state: checkpoints, evaluation, the end of a run.
+  virtual void sync() {}
 };
 
 }  // namespace lt::exec

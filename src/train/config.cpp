@@ -113,6 +113,10 @@ std::vector<std::pair<std::string, Setter>> schema(TrainConfig& c) {
       {"sched.warmup_steps", integer(c.sched.warmup_steps)},
       {"sched.min_lr", number(c.sched.min_lr)},
       {"exec.mode", str(c.exec.mode)},
+      {"exec.schedule", str(c.exec.schedule)},
+      {"exec.keep_every", integer(c.exec.keep_every)},
+      {"exec.micro_batch", integer(c.exec.micro_batch)},
+      {"exec.device_memory_gb", number(c.exec.device_memory_gb)},
       {"out.dir", str(c.out.dir)},
   };
 }
@@ -225,6 +229,15 @@ void TrainConfig::validate() const {
   LT_CHECK(sched.min_lr >= 0 && sched.min_lr <= optim.lr,
            "config key 'sched.min_lr' must lie in [0, optim.lr]");
   check_one_of(exec.mode, "exec.mode", "auto", "resident", "streaming", "offload");
+  LT_CHECK(!exec.schedule.empty(),
+           "config key 'exec.schedule' must be all_gpu, every_k or a schedule JSON path");
+  LT_CHECK(exec.keep_every >= 1, "config key 'exec.keep_every' must be at least 1, got ",
+           exec.keep_every);
+  LT_CHECK(exec.micro_batch >= 0, "config key 'exec.micro_batch' must be >= 0 (0 = whole), got ",
+           exec.micro_batch);
+  LT_CHECK(exec.device_memory_gb >= 0,
+           "config key 'exec.device_memory_gb' must be >= 0 (0 = unlimited), got ",
+           exec.device_memory_gb);
   LT_CHECK(!out.dir.empty(), "config key 'out.dir' must not be empty");
 }
 
@@ -286,7 +299,13 @@ std::string TrainConfig::to_yaml() const {
     kv("warmup_steps", sched.warmup_steps);
     kv("min_lr", sched.min_lr);
   });
-  section("exec", [&] { kv("mode", exec.mode); });
+  section("exec", [&] {
+    kv("mode", exec.mode);
+    kv("schedule", exec.schedule);
+    kv("keep_every", exec.keep_every);
+    kv("micro_batch", exec.micro_batch);
+    kv("device_memory_gb", exec.device_memory_gb);
+  });
   section("out", [&] { kv("dir", out.dir); });
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";

@@ -56,6 +56,11 @@ struct TrainConfig {
   } sched;
   struct Exec {
     std::string mode = "auto";  // auto|resident|streaming|offload
+    // streaming: "all_gpu", "every_k" (with keep_every) or a schedule JSON path.
+    std::string schedule = "all_gpu";
+    int64_t keep_every = 4;       // every_k: boundaries kept on the device
+    int64_t micro_batch = 0;      // sequences per chunk through a stage; 0 = whole micro-batch
+    double device_memory_gb = 0;  // CPU stand-in device capacity; 0 = unlimited
   } exec;
   struct Out {
     std::string dir = "runs/latest";

@@ -14,6 +14,7 @@
 #include "data/tokenizer.h"
 #include "exec/evaluate.h"
 #include "exec/resident.h"
+#include "exec/streaming.h"
 #include "io/atomic_file.h"
 #include "io/hf_model.h"
 #include "optim/adamw.h"
@@ -79,6 +80,31 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const std::string& 
   return samples;
 }
 
+// exec.mode: resident (also for auto), or streaming on the CPU stand-in
+// device with the schedule exec.schedule names.
+std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const models::CausalLM& model,
+                                              optim::Optimizer& optimizer) {
+  if (c.exec.mode != "streaming") return std::make_unique<exec::ResidentExecutor>(model, optimizer);
+  const int blocks = static_cast<int>(model.config().num_hidden_layers);
+  exec::StreamingOptions options;
+  if (c.exec.schedule == "all_gpu") {
+    options.schedule = exec::Schedule::all_gpu(blocks);
+  } else if (c.exec.schedule == "every_k") {
+    options.schedule = exec::Schedule::every_kth_gpu(blocks, static_cast<int>(c.exec.keep_every));
+  } else {
+    options.schedule = exec::load_schedule(c.exec.schedule);
+    exec::validate(options.schedule, blocks, "exec.schedule (" + c.exec.schedule + ")");
+    LT_CHECK(options.schedule.batch_size == 0 || options.schedule.batch_size == c.train.batch_size,
+             "exec.schedule (", c.exec.schedule, "): batch_size ", options.schedule.batch_size,
+             " differs from train.batch_size ", c.train.batch_size);
+  }
+  if (c.exec.micro_batch > 0) options.schedule.micro_batch = c.exec.micro_batch;
+  exec::StandInOptions device;
+  device.capacity_bytes = static_cast<int64_t>(c.exec.device_memory_gb * 1e9);
+  return std::make_unique<exec::StreamingExecutor>(
+      model, optimizer, std::make_unique<exec::StandInDevice>(device), std::move(options));
+}
+
 void write_text_atomic(const fs::path& path, const std::string& text) {
   io::AtomicFileWriter w(path);
   w.write(text);
@@ -90,8 +116,8 @@ void write_text_atomic(const fs::path& path, const std::string& text) {
 TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   LT_CHECK(c.train.device != "cuda",
            "train.device: cuda needs the CUDA training backend, which is not built yet; use cpu");
-  LT_CHECK(c.exec.mode == "auto" || c.exec.mode == "resident", "exec.mode: '", c.exec.mode,
-           "' is not available yet (only resident); use auto or resident");
+  LT_CHECK(c.exec.mode != "offload",
+           "exec.mode: 'offload' is not available yet; use auto, resident or streaming");
   LT_CHECK(c.train.dtype == "f32",
            "train.dtype: bf16 compute needs the CUDA backend; on the CPU use f32");
   const fs::path out_dir = c.out.dir;
@@ -150,7 +176,8 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
     optimizer_owner = std::make_unique<optim::AdamW>(model.parameters(), adam, c.optim.no_decay);
   }
   optim::Optimizer& optimizer = *optimizer_owner;
-  exec::ResidentExecutor executor(model, optimizer);
+  std::unique_ptr<exec::Executor> executor_owner = make_executor(c, model, optimizer);
+  exec::Executor& executor = *executor_owner;
 
   data::BatchOptions batch_options;
   batch_options.batch_size = c.train.batch_size / c.train.grad_accum;
@@ -189,6 +216,7 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   TrainRunResult result;
   fs::path last_saved;
   auto save = [&] {
+    executor.sync();  // the streaming executor's updates may still be running
     state.sampler = batcher.state();
     last_saved = save_checkpoint(out_dir, model, optimizer.state(), state, tok_dir, config_yaml,
                                  c.train.keep_last);
@@ -206,6 +234,7 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
     nlohmann::json line = step_json(state.step, stats, step_options.lr, params);
     if (c.train.eval_every > 0 && !eval_samples.empty() &&
         (state.step + 1) % c.train.eval_every == 0) {
+      executor.sync();
       auto ev =
           exec::evaluate_samples(model, eval_samples, batch_options.batch_size, c.train.seq_len);
       line["eval_loss"] = ev.loss;
@@ -241,6 +270,7 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
     }
     if (at_end || (c.train.save_every > 0 && state.step % c.train.save_every == 0)) save();
   }
+  executor.sync();
   bar.finish();
   result.steps_done = state.step;
   result.last_checkpoint = last_saved.string();

@@ -1,0 +1,525 @@
+#include "exec/streaming.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "optim/clip.h"
+
+namespace lt::exec {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// For its scope, the model's parameter tensors point at device copies: the
+// stage's own code then computes with them, and autograd accumulates into
+// the same parameters' .grad (in device memory, inside a compute scope).
+class WeightBinding {
+ public:
+  WeightBinding(const std::vector<Tensor>& params, const std::vector<Tensor>& copies) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      TensorImpl* impl = params[i].impl();
+      saved_.push_back({impl, impl->storage, impl->offset, impl->dtype});
+      impl->storage = copies[i].storage();
+      impl->offset = copies[i].offset();
+      impl->dtype = copies[i].dtype();
+    }
+  }
+  ~WeightBinding() {
+    for (auto& s : saved_) {
+      s.impl->storage = std::move(s.storage);
+      s.impl->offset = s.offset;
+      s.impl->dtype = s.dtype;
+    }
+  }
+  WeightBinding(const WeightBinding&) = delete;
+  WeightBinding& operator=(const WeightBinding&) = delete;
+
+ private:
+  struct Saved {
+    TensorImpl* impl;
+    std::shared_ptr<Storage> storage;
+    int64_t offset;
+    DType dtype;
+  };
+  std::vector<Saved> saved_;
+};
+
+// One piece of the global batch that goes through a stage at a time.
+struct Chunk {
+  Tensor ids;
+  models::StageContext ctx;
+};
+
+// Splits each micro-batch into pieces of at most `rows` sequences (0: keep
+// it whole); pieces without a counted target add nothing and are left out,
+// as the resident executor leaves out such micro-batches.
+std::vector<data::Batch> split_rows(const std::vector<data::Batch>& micro_batches, int64_t rows) {
+  std::vector<data::Batch> out;
+  for (const auto& mb : micro_batches) {
+    if (mb.target_count == 0) continue;
+    const int64_t n = mb.ids.size(0);
+    if (rows <= 0 || rows >= n) {
+      out.push_back(mb);
+      continue;
+    }
+    for (int64_t r = 0; r < n; r += rows) {
+      data::Batch piece;
+      piece.ids = mb.ids.slice(0, r, std::min(n, r + rows)).contiguous();
+      piece.targets = mb.targets.slice(0, r, std::min(n, r + rows)).contiguous();
+      piece.target_count = models::count_targets(piece.targets);
+      if (piece.target_count > 0) out.push_back(std::move(piece));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+struct StreamingExecutor::Impl {
+  struct StageInfo {
+    size_t first = 0, last = 0;   // the parameters it owns: [first, last) of `params`
+    std::vector<size_t> weights;  // the parameters it reads (owned + a tied weight)
+  };
+  struct Slot {
+    int stage = -1;
+    std::vector<Tensor> weights;  // device copies, in StageInfo::weights order
+    Ticket ready;
+  };
+  // Boundary activations of one step.
+  struct Boundary {
+    std::vector<Tensor> device;  // per chunk; empty when not on the device
+    std::vector<Tensor> host;    // per chunk, when offloaded
+    Ticket offloaded, fetched;
+  };
+
+  const models::CausalLM& model;
+  optim::Optimizer& optimizer;
+  StreamingDevice& device;
+  StreamingOptions options;
+  int num_blocks = 0;
+  std::vector<Tensor> params;  // model.parameters(), in order
+  std::vector<std::string> names;
+  std::vector<Tensor> masters;     // the parameters' memory, through handles no binding moves
+  std::vector<Tensor> grad_slabs;  // host gradients, filled by the download engine
+  std::vector<Tensor> norm_views;  // handles whose .grad is the slab, for grad_squared_sum
+  std::vector<bool> has_grad;
+  std::vector<StageInfo> stages;
+  Slot slots[2];
+  int current_slot = 0;
+  std::vector<double> stage_squares;  // sum of g^2 per stage, written by the download engine
+  std::vector<Ticket> updated;        // per stage: its latest update has finished
+  Ticket step_finished;               // the latest optimizer finish_step()
+
+  // Per step.
+  std::vector<Chunk> chunks;
+  std::vector<Boundary> boundaries;
+  std::vector<Tensor> dy;         // per chunk: d loss / d (output of the stage being walked back)
+  std::vector<Ticket> downloads;  // gradient copies (their squared sums)
+  Ticket last_download, download_before_last;
+  StepStats* stats = nullptr;
+
+  WorkQueue optimizer_queue{"optimizer"};  // last: stops first, while all above still exist
+
+  Impl(const models::CausalLM& m, optim::Optimizer& o, StreamingDevice& d, StreamingOptions opts)
+      : model(m), optimizer(o), device(d), options(std::move(opts)) {
+    num_blocks = static_cast<int>(model.config().num_hidden_layers);
+    for (size_t b = 0; b < options.schedule.boundaries.size(); ++b) {
+      LT_CHECK(options.schedule.boundaries[b] != Placement::Disk, "exec.schedule: boundary ", b,
+               " is placed on disk, but the streaming executor has no disk backend yet; use gpu, "
+               "host or recompute");
+    }
+    LT_CHECK(options.schedule.executor == "streaming", "exec.schedule: executor is \"",
+             options.schedule.executor, "\", but this is the streaming executor");
+    for (auto& [name, p] : model.parameters()) {
+      LT_CHECK(p.device().is_cpu() && p.dtype() == DType::F32 && p.is_contiguous(),
+               "streaming executor: master parameter '", name,
+               "' must be a contiguous f32 CPU tensor, got ", p.str());
+      names.push_back(name);
+      params.push_back(p);
+      masters.push_back(
+          Tensor::from_storage(p.storage(), p.offset(), p.shape(), p.strides(), p.dtype()));
+      norm_views.push_back(
+          Tensor::from_storage(p.storage(), p.offset(), p.shape(), p.strides(), p.dtype()));
+      grad_slabs.push_back(Tensor::zeros(p.shape(), DType::F32));
+    }
+    has_grad.assign(params.size(), false);
+    LT_CHECK(optimizer.size() == params.size(), "streaming executor: the optimizer holds ",
+             optimizer.size(), " parameters, the model ", params.size());
+    size_t next = 0;
+    for (const auto& stage : model.stages()) {
+      nn::NamedParameters own;
+      stage->collect(own);
+      StageInfo info;
+      info.first = next;
+      for (const auto& [name, p] : own) {
+        LT_CHECK(next < params.size() && params[next].same_impl(p), "streaming executor: stage '",
+                 stage->name(), "' lists its parameters out of the model's order at '", name, "'");
+        info.weights.push_back(next++);
+      }
+      info.last = next;
+      const auto* head = dynamic_cast<const models::HeadStage*>(stage.get());
+      if (head && head->tied()) {  // the head also reads the embedding matrix
+        const auto& embed = dynamic_cast<const models::EmbedStage&>(*model.stages().front());
+        for (size_t i = 0; i < params.size(); ++i)
+          if (params[i].same_impl(embed.tokens().weight)) info.weights.push_back(i);
+        LT_CHECK(info.weights.size() == info.last - info.first + 1,
+                 "streaming executor: the tied head's embedding weight is not a model parameter");
+      }
+      stages.push_back(std::move(info));
+    }
+    LT_CHECK(next == params.size(), "streaming executor: stages list ", next, " of ", params.size(),
+             " parameters");
+    stage_squares.assign(stages.size(), 0.0);
+    updated.assign(stages.size(), ready_ticket());
+    step_finished = ready_ticket();
+  }
+
+  std::vector<Tensor> stage_weights(int stage) const {
+    std::vector<Tensor> out;
+    for (size_t i : stages[stage].weights) out.push_back(params[i]);
+    return out;
+  }
+
+  int find_slot(int stage) const {
+    for (int k = 0; k < 2; ++k)
+      if (slots[k].stage == stage) return k;
+    return -1;
+  }
+
+  void load(int slot, int stage) {
+    Slot& s = slots[slot];
+    s.weights.clear();  // frees the previous occupant (a queued copy keeps its own reference)
+    s.stage = stage;
+    CopyList copies;
+    for (size_t i : stages[stage].weights) {
+      Tensor copy = device.empty(masters[i].shape(), device.compute_dtype());
+      s.weights.push_back(copy);
+      copies.emplace_back(copy, masters[i]);
+    }
+    // The copy reads the master, so it waits for the stage's update.
+    s.ready = device.upload(std::move(copies), updated[stage]);
+  }
+
+  // The slot holding `stage`'s weights, ready; also starts copying the
+  // weights of `next_stage` (-1: none) into the other slot.
+  int acquire(int stage, int next_stage) {
+    int slot = find_slot(stage);
+    if (slot < 0) {
+      slot = 1 - current_slot;
+      load(slot, stage);
+    }
+    current_slot = slot;
+    if (next_stage >= 0 && next_stage != stage && find_slot(next_stage) < 0) {
+      load(1 - slot, next_stage);
+    }
+    stats->exposed_h2d_s += wait_seconds(slots[slot].ready);
+    return slot;
+  }
+
+  void invalidate_slots() {
+    for (auto& s : slots) {
+      s.stage = -1;
+      s.weights.clear();
+      s.ready = Ticket();
+    }
+  }
+
+  // Starts bringing an offloaded boundary back to the device.
+  void fetch(int b) {
+    Boundary& bd = boundaries[b];
+    if (!bd.device.empty() || bd.host.empty()) return;
+    CopyList copies;
+    for (const auto& h : bd.host) {
+      bd.device.push_back(device.empty(h.shape(), h.dtype()));
+      copies.emplace_back(bd.device.back(), h);
+    }
+    bd.fetched = device.upload(std::move(copies), bd.offloaded);
+  }
+
+  void offload(int b) {
+    Boundary& bd = boundaries[b];
+    CopyList copies;
+    for (const auto& d : bd.device) {
+      bd.host.push_back(Tensor::empty(d.shape(), d.dtype(), cpu_allocator()));
+      copies.emplace_back(bd.host.back(), d);
+    }
+    bd.offloaded = download(std::move(copies), {});
+  }
+
+  // At most two downloads in flight: device memory a copy still holds is
+  // freed in a bounded time, so the device peak does not depend on how far
+  // the download engine lags.
+  Ticket download(CopyList copies, std::function<void()> then) {
+    stats->exposed_d2h_s += wait_seconds(download_before_last);
+    download_before_last = last_download;
+    last_download = device.download(std::move(copies), std::move(then));
+    return last_download;
+  }
+
+  // The input of `stage` for chunk `c`, on the device.
+  const Tensor& input(int stage, size_t c) {
+    if (stage == 0) return chunks[c].ids;
+    Boundary& bd = boundaries[stage - 1];
+    if (bd.device.empty()) {
+      LT_CHECK(!bd.host.empty(), "streaming executor: boundary ", stage - 1,
+               " is neither on the device nor offloaded (a bug in the stage plan)");
+      fetch(stage - 1);
+    }
+    if (bd.fetched.valid()) {
+      stats->exposed_h2d_s += wait_seconds(bd.fetched);
+      bd.fetched = Ticket();
+    }
+    return bd.device[c];
+  }
+
+  void release_device_copy(int b) {
+    if (b >= 0) boundaries[b].device.clear();
+  }
+
+  // Moves the gradients of the parameters `stage` owns to the host slabs and
+  // adds their squared sum, on the download engine.
+  void copy_out(int stage) {
+    const StageInfo& info = stages[stage];
+    CopyList copies;
+    nn::NamedParameters views;
+    for (size_t i = info.first; i < info.last; ++i) {
+      Tensor g = params[i].grad();
+      has_grad[i] = g.defined();
+      norm_views[i].set_grad(g.defined() ? grad_slabs[i] : Tensor());
+      if (!g.defined()) continue;
+      params[i].set_grad(Tensor());
+      copies.emplace_back(grad_slabs[i], g.contiguous());
+      views.emplace_back(names[i], norm_views[i]);
+    }
+    double* square = &stage_squares[stage];
+    *square = 0;
+    downloads.push_back(download(std::move(copies), [square, views = std::move(views)] {
+      *square = optim::grad_squared_sum(views);
+    }));
+  }
+
+  void run_forward(int stage, bool recompute) {
+    const models::Stage& st = *model.stages()[stage];
+    const int slot = slot_for_current_use;
+    WeightBinding bind(stage_weights(stage), slots[slot].weights);
+    NoGradGuard no_grad;
+    std::vector<Tensor> out;
+    const auto t0 = Clock::now();
+    for (size_t c = 0; c < chunks.size(); ++c)
+      out.push_back(st.forward(input(stage, c), chunks[c].ctx));
+    (recompute ? stats->recompute_s : stats->compute_s) += seconds_since(t0);
+    boundaries[stage].device = std::move(out);
+  }
+
+  void run_head(int stage) {
+    const models::Stage& st = *model.stages()[stage];
+    WeightBinding bind(stage_weights(stage), slots[slot_for_current_use].weights);
+    const auto t0 = Clock::now();
+    dy.assign(chunks.size(), Tensor());
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      Tensor h = input(stage, c).detach();
+      h.set_requires_grad(true);
+      Tensor loss = st.forward(h, chunks[c].ctx);
+      stats->loss += loss.item();
+      backward(loss);
+      dy[c] = h.grad();
+    }
+    stats->compute_s += seconds_since(t0);
+  }
+
+  void run_backward(int stage) {
+    const models::Stage& st = *model.stages()[stage];
+    WeightBinding bind(stage_weights(stage), slots[slot_for_current_use].weights);
+    const auto t0 = Clock::now();
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      Tensor x = input(stage, c);
+      if (stage > 0) {
+        x = x.detach();
+        x.set_requires_grad(true);
+      }
+      Tensor out = st.forward(x, chunks[c].ctx);
+      backward(out, dy[c]);
+      dy[c] = stage > 0 ? x.grad() : Tensor();
+    }
+    stats->compute_s += seconds_since(t0);
+  }
+
+  int slot_for_current_use = 0;
+
+  void run_step(const std::vector<StageUse>& uses) {
+    const int head = num_blocks + 1;
+    for (size_t u = 0; u < uses.size(); ++u) {
+      const StageUse use = uses[u];
+      const int next_stage = u + 1 < uses.size() ? uses[u + 1].stage : -1;
+      // An offloaded input the next use needs starts coming back now.
+      if (u + 1 < uses.size() && uses[u + 1].stage >= 1 && uses[u + 1].work != StageWork::Forward &&
+          uses[u + 1].work != StageWork::HeadStep) {
+        fetch(uses[u + 1].stage - 1);
+      }
+      if (use.work == StageWork::Forward) stats->optimizer_s += wait_seconds(updated[use.stage]);
+      slot_for_current_use = acquire(use.stage, next_stage);
+      switch (use.work) {
+        case StageWork::Forward:
+          run_forward(use.stage, false);
+          // The input has been used; keep it only if the schedule keeps it on the device.
+          if (use.stage >= 1 && options.schedule.boundaries[use.stage - 1] != Placement::Gpu) {
+            release_device_copy(use.stage - 1);
+          }
+          if (use.stage < num_blocks && options.schedule.boundaries[use.stage] == Placement::Host) {
+            offload(use.stage);
+          }
+          break;
+        case StageWork::HeadStep:
+          run_head(use.stage);
+          release_device_copy(head - 1);
+          copy_out(use.stage);
+          break;
+        case StageWork::Recompute:
+          run_forward(use.stage, true);
+          break;
+        case StageWork::Backward:
+          run_backward(use.stage);
+          if (use.stage >= 1) {
+            boundaries[use.stage - 1] = Boundary();
+          }
+          copy_out(use.stage);
+          break;
+      }
+    }
+  }
+
+  void wait_updates() {
+    for (const auto& t : updated) wait_seconds(t);
+    wait_seconds(step_finished);
+  }
+};
+
+StreamingExecutor::StreamingExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
+                                     StreamingDevice& device, StreamingOptions options) {
+  if (options.schedule.boundaries.empty()) {
+    options.schedule = Schedule::all_gpu(static_cast<int>(model.config().num_hidden_layers));
+  }
+  uses_ = plan_stage_uses(options.schedule, static_cast<int>(model.config().num_hidden_layers));
+  impl_ = std::make_unique<Impl>(model, optimizer, device, std::move(options));
+}
+
+StreamingExecutor::StreamingExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
+                                     std::unique_ptr<StreamingDevice> device,
+                                     StreamingOptions options)
+    : owned_device_(std::move(device)) {
+  LT_CHECK(owned_device_ != nullptr, "streaming executor: no device");
+  if (options.schedule.boundaries.empty()) {
+    options.schedule = Schedule::all_gpu(static_cast<int>(model.config().num_hidden_layers));
+  }
+  uses_ = plan_stage_uses(options.schedule, static_cast<int>(model.config().num_hidden_layers));
+  impl_ = std::make_unique<Impl>(model, optimizer, *owned_device_, std::move(options));
+}
+
+StreamingExecutor::~StreamingExecutor() {
+  try {
+    impl_->wait_updates();
+  } catch (...) {  // a failed update was reported by the step or sync that met it
+  }
+}
+
+void StreamingExecutor::sync() {
+  impl_->wait_updates();
+}
+
+StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
+                                  const StepOptions& options) {
+  Impl& m = *impl_;
+  const auto start = Clock::now();
+  cpu_allocator().reset_peak();
+  m.device.memory().reset_peak();
+  StepStats stats;
+  m.stats = &stats;
+  for (const auto& mb : micro_batches) {
+    stats.tokens += mb.tokens;
+    stats.target_count += mb.target_count;
+  }
+  // As the resident executor: each piece's loss is divided by the global
+  // target count, so the sum over pieces is the mean over the global batch.
+  const double denominator = static_cast<double>(std::max<int64_t>(stats.target_count, 1));
+  m.chunks.clear();
+  // Contexts are made before the compute scope: the model's RoPE table is
+  // host state that outlives the step.
+  for (auto& piece : split_rows(micro_batches, m.options.schedule.micro_batch)) {
+    models::StageContext ctx = m.model.context(piece.ids.size(1), piece.targets, denominator);
+    m.chunks.push_back({piece.ids, std::move(ctx)});
+  }
+  if (m.chunks.empty()) {  // nothing counted: no gradient, no update (as resident)
+    stats.seconds = seconds_since(start);
+    return stats;
+  }
+  try {
+    auto scope = m.device.compute_scope();
+    m.boundaries.assign(static_cast<size_t>(m.num_blocks) + 1, Impl::Boundary());
+    m.downloads.clear();
+    m.run_step(uses_);
+    m.dy.clear();
+    m.boundaries.clear();
+    m.invalidate_slots();
+  } catch (...) {
+    // Leave the executor usable: no copy in flight, no gradient left behind.
+    if (m.last_download.valid()) m.last_download.wait();  // the engine runs in order
+    m.last_download = m.download_before_last = Ticket();
+    m.wait_updates();
+    m.dy.clear();
+    m.boundaries.clear();
+    m.invalidate_slots();
+    for (const auto& p : m.params) p.set_grad(Tensor());
+    m.chunks.clear();
+    throw;
+  }
+  for (const auto& t : m.downloads) stats.exposed_d2h_s += wait_seconds(t);
+  m.downloads.clear();
+  m.last_download = m.download_before_last = Ticket();
+  m.chunks.clear();
+  // Stage sums added in the chain's order, whatever order they landed in.
+  double squares = 0;
+  for (double s : m.stage_squares) squares += s;
+  stats.grad_norm = std::sqrt(squares);
+
+  if (!std::isfinite(stats.loss) || !std::isfinite(stats.grad_norm)) {
+    stats.skipped = true;
+  } else {
+    const double lr = options.lr;
+    const double scale = optim::clip_scale(stats.grad_norm, options.max_grad_norm);
+    for (size_t s = 0; s < m.stages.size(); ++s) {
+      const Impl::StageInfo& info = m.stages[s];
+      std::vector<bool> with_grad(m.has_grad.begin() + static_cast<int64_t>(info.first),
+                                  m.has_grad.begin() + static_cast<int64_t>(info.last));
+      m.updated[s] = m.optimizer_queue.enqueue([&m, &info, with_grad, lr, scale] {
+        for (size_t i = info.first; i < info.last; ++i)
+          if (with_grad[i - info.first]) m.params[i].set_grad(m.grad_slabs[i]);
+        m.optimizer.update(lr, scale, info.first, info.last);
+        for (size_t i = info.first; i < info.last; ++i) m.params[i].set_grad(Tensor());
+      });
+    }
+    m.step_finished = m.optimizer_queue.enqueue([&m] { m.optimizer.finish_step(); });
+    if (!m.options.overlap_optimizer) {
+      const auto t0 = Clock::now();
+      m.wait_updates();
+      stats.optimizer_s += seconds_since(t0);
+    }
+  }
+  m.stats = nullptr;
+  stats.seconds = seconds_since(start);
+  stats.bubbles_s =
+      std::max(0.0, stats.seconds - stats.compute_s - stats.recompute_s - stats.exposed_h2d_s -
+                        stats.exposed_d2h_s - stats.optimizer_s);
+  stats.peak_bytes["host"] = cpu_allocator().stats().peak_bytes;
+  stats.peak_bytes[m.device.memory_space()] = m.device.memory().stats().peak_bytes;
+  return stats;
+}
+
+}  // namespace lt::exec

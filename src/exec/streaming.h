@@ -1,0 +1,69 @@
+#pragma once
+// The streaming executor (DESIGN.md, "Executors"; issue 7): the fp32 master
+// weights and the optimizer stay in host memory, and each stage's weights
+// are copied to the device only while that stage runs.
+//
+// - Two device weight slots: while one stage computes, the next stage's
+//   weights are copied into the other slot on the upload engine.
+// - Forward takes the whole global batch through a stage (in chunks of
+//   Schedule::micro_batch sequences) before the next stage. Each boundary
+//   activation is kept on the device, offloaded to host memory, or dropped
+//   and recomputed in backward, as the Schedule says.
+// - Backward walks the stages in reverse; each stage's gradients go to host
+//   gradient slabs on the download engine, which also adds the stage's
+//   squared gradient sum, so the global norm is known when the last stage
+//   lands (no pass over all gradients).
+// - The optimizer updates stage by stage on its own thread, once the norm is
+//   known. Those updates overlap the next step's forward: the forward of
+//   stage i (and the upload of its weights) waits only for stage i's update.
+//   sync() waits for all of them.
+//
+// A stage computes with the device copy through a binding: for the stage's
+// run, the model's own parameter tensors point at the device slot's memory,
+// so the stage code (and autograd's gradient accumulation into .grad) is
+// the same code the resident executor runs.
+#include <memory>
+#include <vector>
+
+#include "exec/executor.h"
+#include "exec/schedule.h"
+#include "exec/stand_in_device.h"
+#include "exec/streaming_plan.h"
+#include "models/causal_lm.h"
+#include "optim/optimizer.h"
+
+namespace lt::exec {
+
+struct StreamingOptions {
+  Schedule schedule;  // boundaries must match the model; see exec/schedule.h
+  // Pipeline the optimizer with the next step's forward (else every step
+  // ends with its update done).
+  bool overlap_optimizer = true;
+};
+
+class StreamingExecutor final : public Executor {
+ public:
+  // `optimizer` must have been built over model.parameters() in that order.
+  StreamingExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
+                    StreamingDevice& device, StreamingOptions options);
+  // The same, owning its device.
+  StreamingExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
+                    std::unique_ptr<StreamingDevice> device, StreamingOptions options);
+  ~StreamingExecutor() override;
+  StreamingExecutor(const StreamingExecutor&) = delete;
+  StreamingExecutor& operator=(const StreamingExecutor&) = delete;
+
+  StepStats step(const std::vector<data::Batch>& micro_batches,
+                 const StepOptions& options) override;
+  void sync() override;
+  const char* name() const override { return "streaming"; }
+  const std::vector<StageUse>& stage_uses() const { return uses_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<StreamingDevice> owned_device_;
+  std::vector<StageUse> uses_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lt::exec

@@ -1,0 +1,49 @@
+#pragma once
+// What the streaming executor needs from the device it streams weights to:
+// device memory, a host-to-device and a device-to-host copy engine, and a
+// scope that makes the compute thread's tensors device tensors. The CPU
+// stand-in (exec/stand_in_device.h) implements it with a capacity-limited
+// allocator and worker threads; a CUDA device implements the same calls with
+// the caching allocator, cudaMemcpyAsync on two lt::Streams and events (the
+// tickets), and a bf16 weight copy.
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "exec/work_queue.h"
+
+namespace lt::exec {
+
+// (destination, source) pairs: contiguous tensors of the same shape.
+using CopyList = std::vector<std::pair<Tensor, Tensor>>;
+
+class StreamingDevice {
+ public:
+  virtual ~StreamingDevice() = default;
+  // The key of StepStats::peak_bytes for this memory ("device", "gpu").
+  virtual std::string memory_space() const = 0;
+  virtual Allocator& memory() = 0;
+  // The type the device computes in and holds its weight copies in (f32 on
+  // the stand-in, so that it matches the resident executor bit for bit).
+  virtual DType compute_dtype() const = 0;
+  // Host -> device, on the upload engine, after `after` has completed and
+  // after every upload queued before it.
+  virtual Ticket upload(CopyList copies, Ticket after) = 0;
+  // Device -> host, on the download engine in queue order; `then` (may be
+  // empty) runs on the host once the bytes have landed.
+  virtual Ticket download(CopyList copies, std::function<void()> then) = 0;
+  // While the returned object lives, tensors the calling thread creates
+  // without naming an allocator live in device memory.
+  class Scope {
+   public:
+    virtual ~Scope() = default;
+  };
+  virtual std::unique_ptr<Scope> compute_scope() = 0;
+
+  Tensor empty(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, memory()); }
+};
+
+}  // namespace lt::exec

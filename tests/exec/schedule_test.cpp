@@ -1,0 +1,88 @@
+// Schedule: the every-k-th policy against a direct count, JSON in and out,
+// and clear errors on malformed plans.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "exec/schedule.h"
+#include "support/errors.h"
+
+namespace lt::exec {
+namespace {
+
+TEST(Schedule, EveryKthKeepsMultiplesOfK) {
+  for (int blocks : {0, 1, 5, 12}) {
+    for (int k : {1, 2, 3, 4, 7}) {
+      Schedule s = Schedule::every_kth_gpu(blocks, k);
+      ASSERT_EQ(static_cast<int>(s.boundaries.size()), blocks + 1);
+      int kept = 0;
+      for (int i = 0; i <= blocks; ++i) {
+        const bool keep = i % k == 0;
+        kept += keep;
+        EXPECT_EQ(s.boundaries[i], keep ? Placement::Gpu : Placement::Recompute)
+            << blocks << " blocks, k " << k << ", boundary " << i;
+      }
+      EXPECT_EQ(s.kept_count(), kept);
+    }
+  }
+  EXPECT_EQ(Schedule::all_gpu(6).kept_count(), 7);
+  EXPECT_NE(testing::error_of([] { Schedule::every_kth_gpu(4, 0); }).find("k >= 1"),
+            std::string::npos);
+}
+
+TEST(Schedule, JsonRoundTripThroughAFile) {
+  Schedule s;
+  s.batch_size = 64;
+  s.micro_batch = 8;
+  s.boundaries = {Placement::Gpu, Placement::Host, Placement::Disk, Placement::Recompute};
+  s.has_prediction = true;
+  s.predicted_step_s = 1.5;
+  s.predicted_peak_bytes = {{"gpu", 123}, {"host", 456}};
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("lt_schedule_" +
+                     std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + ".json");
+  save_schedule(s, path.string());
+  // The file is the documented format, read back independently.
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("micro_batch"), 8);
+  EXPECT_EQ(j.at("boundaries")[1].at("placement"), "host");
+  EXPECT_EQ(j.at("boundaries")[2].at("index"), 2);
+  Schedule back = load_schedule(path.string());
+  std::filesystem::remove(path);
+  EXPECT_EQ(back.batch_size, 64);
+  EXPECT_EQ(back.micro_batch, 8);
+  EXPECT_EQ(back.boundaries, s.boundaries);
+  EXPECT_TRUE(back.has_prediction);
+  EXPECT_EQ(back.predicted_step_s, 1.5);
+  EXPECT_EQ(back.predicted_peak_bytes, s.predicted_peak_bytes);
+}
+
+TEST(Schedule, MalformedPlansNameTheField) {
+  auto error = [](const std::string& text) {
+    return testing::error_of([&] { schedule_from_json(nlohmann::json::parse(text), "plan.json"); });
+  };
+  EXPECT_NE(error(R"({"boundaries": [{"index": 0, "placement": "ssd"}]})")
+                .find("plan.json: boundaries[0].placement: unknown placement \"ssd\""),
+            std::string::npos);
+  EXPECT_NE(error(R"({"boundaries": [{"index": 1, "placement": "gpu"}]})")
+                .find("boundaries[0].index must be 0"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"micro_batch": -1, "boundaries": []})").find("\"micro_batch\""),
+            std::string::npos);
+  EXPECT_NE(error(R"({"batch_size": 4})").find("\"boundaries\""), std::string::npos);
+  Schedule s = Schedule::all_gpu(3);
+  EXPECT_NE(testing::error_of([&] {
+              validate(s, 4, "plan.json");
+            }).find("has 4 entries; a model with 4 blocks has 5 boundaries"),
+            std::string::npos);
+  s.batch_size = 4;
+  s.micro_batch = 8;
+  EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); }).find("exceeds batch_size"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace lt::exec

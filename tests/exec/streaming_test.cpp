@@ -1,0 +1,419 @@
+// The streaming executor against the resident executor (the reference), on
+// the CPU stand-in device: same per-step losses, gradient norms and final
+// parameters over several steps, for every family and many schedules.
+//
+// Where the two do the same arithmetic in the same order the results are
+// bitwise equal. Three places differ, and there the check is a tolerance:
+//  - the gradient norm: resident sums the squares of all gradients in one
+//    run of fixed 64K-element chunks; streaming sums each stage's chunks as
+//    the stage lands and adds the stage sums in chain order. The double sums
+//    differ in the last bits (checked to 1e-12); the clip factor is rounded
+//    to f32 before AdamW uses it, so parameters still match bit for bit.
+//  - tied embeddings (qwen2, qwen3, gpt2) with several micro-batches:
+//    resident adds, per micro-batch, head + embedding contributions and then
+//    accumulates ((h0 + e0) + (h1 + e1)); streaming runs the head for every
+//    micro-batch first, ((h0 + h1) + e0) + e1. Float addition is not
+//    associative, so the embedding gradient differs in the last bits.
+//  - exec micro_batch chunks smaller than the trainer's micro-batch: a
+//    weight gradient that one GEMM summed over all rows is summed as two
+//    partial GEMMs, and the loss as two partial sums.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "core/random.h"
+#include "exec/resident.h"
+#include "exec/streaming.h"
+#include "io/hf_model.h"
+#include "optim/adamw.h"
+#include "optim/adamw8bit.h"
+#include "support/errors.h"
+
+namespace lt::exec {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fixture(const std::string& family) {
+  return fs::path(LT_SOURCE_DIR) / "tests/models/fixtures/families" / family;
+}
+
+// The fixture itself (layers == 0), or a fresh model of its shape with more
+// blocks (for schedules with many boundaries); the same seed gives the same
+// weights, so the two executors start from identical models.
+models::CausalLM make_model(const std::string& family, int layers) {
+  if (layers == 0) return io::load_hf_model(fixture(family));
+  models::ModelConfig config = models::ModelConfig::from_file(fixture(family) / "config.json");
+  config.num_hidden_layers = layers;
+  Generator gen(11);
+  return models::CausalLM::random(config, gen);
+}
+
+enum class OptimizerKind { AdamW, AdamW8bit };
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const models::CausalLM& model,
+                                                 OptimizerKind kind) {
+  optim::AdamWOptions o;
+  o.lr = 3e-3;
+  o.weight_decay = 0.01;
+  if (kind == OptimizerKind::AdamW8bit) {
+    optim::AdamW8bitOptions o8;
+    o8.min_8bit_numel = 512;  // most fixture tensors take the 8-bit path
+    o8.block_size = 256;
+    return std::make_unique<optim::AdamW8bit>(model.parameters(), o,
+                                              std::vector<std::string>{"norm"}, o8);
+  }
+  return std::make_unique<optim::AdamW>(model.parameters(), o, std::vector<std::string>{"norm"});
+}
+
+// `steps` global batches of `micro` micro-batches of `rows` x ~`seq` tokens;
+// micro-batches alternate in length, and some targets are masked.
+std::vector<std::vector<data::Batch>> make_batches(int steps, int micro, int64_t rows, int64_t seq,
+                                                   int64_t vocab, uint64_t seed) {
+  Generator gen(seed);
+  std::vector<std::vector<data::Batch>> out(static_cast<size_t>(steps));
+  for (auto& step : out) {
+    for (int m = 0; m < micro; ++m) {
+      const int64_t t = seq + (m % 2) * 3;
+      std::vector<int64_t> ids(static_cast<size_t>(rows * t));
+      for (auto& id : ids) id = static_cast<int64_t>(gen.below(static_cast<uint64_t>(vocab)));
+      data::Batch b;
+      b.ids = Tensor::from_vector(ids, {rows, t});
+      b.targets = models::shift_targets(b.ids);
+      int64_t* tg = b.targets.data<int64_t>();
+      tg[0] = -100;  // a masked prompt token
+      tg[1] = -100;
+      b.tokens = rows * t;
+      b.target_count = models::count_targets(b.targets);
+      step.push_back(b);
+    }
+  }
+  return out;
+}
+
+struct RunResult {
+  std::vector<StepStats> stats;
+  std::vector<std::vector<float>> params;
+};
+
+RunResult run_steps(Executor& executor, const models::CausalLM& model,
+                    const std::vector<std::vector<data::Batch>>& batches, double max_grad_norm) {
+  RunResult r;
+  for (size_t s = 0; s < batches.size(); ++s) {
+    StepOptions o;
+    o.lr = 3e-3 * (1.0 + 0.1 * static_cast<double>(s));
+    o.max_grad_norm = max_grad_norm;
+    r.stats.push_back(executor.step(batches[s], o));
+  }
+  executor.sync();
+  for (const auto& [name, p] : model.parameters()) r.params.push_back(p.to_vector<float>());
+  return r;
+}
+
+struct Case {
+  std::string family = "llama";
+  int layers = 0;     // 0: the fixture's own
+  Schedule schedule;  // empty: all on the device
+  int micro = 2;
+  int64_t rows = 2;
+  OptimizerKind optimizer = OptimizerKind::AdamW;
+  double max_grad_norm = 0.05;  // small enough that every step clips
+  bool bitwise = true;
+  StandInOptions device;
+  int steps = 3;
+};
+
+// Runs resident and streaming on identical models and data; returns the
+// streaming run's stats for further checks.
+std::vector<StepStats> expect_same_as_resident(const Case& c) {
+  models::CausalLM ref_model = make_model(c.family, c.layers);
+  models::CausalLM model = make_model(c.family, c.layers);
+  auto ref_opt = make_optimizer(ref_model, c.optimizer);
+  auto opt = make_optimizer(model, c.optimizer);
+  const auto batches = make_batches(c.steps, c.micro, c.rows, 7, model.config().vocab_size, 5);
+  ResidentExecutor resident(ref_model, *ref_opt);
+  RunResult ref = run_steps(resident, ref_model, batches, c.max_grad_norm);
+  StreamingOptions so;
+  so.schedule = c.schedule;
+  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(c.device), so);
+  RunResult got = run_steps(streaming, model, batches, c.max_grad_norm);
+
+  for (size_t s = 0; s < ref.stats.size(); ++s) {
+    const double l0 = ref.stats[s].loss, l1 = got.stats[s].loss;
+    if (c.bitwise) {
+      EXPECT_EQ(l0, l1) << "step " << s << " loss";
+    } else {
+      EXPECT_LE(std::abs(l0 - l1), 1e-6 * std::abs(l0)) << "step " << s << " loss";
+    }
+    const double n0 = ref.stats[s].grad_norm, n1 = got.stats[s].grad_norm;
+    EXPECT_LE(std::abs(n0 - n1), (c.bitwise ? 1e-12 : 1e-6) * n0) << "step " << s << " grad_norm";
+    EXPECT_GT(n0, c.max_grad_norm) << "step " << s << ": clipping should be active";
+    EXPECT_EQ(ref.stats[s].tokens, got.stats[s].tokens);
+    EXPECT_FALSE(got.stats[s].skipped);
+  }
+  EXPECT_NE(ref.stats.front().loss, ref.stats.back().loss) << "the updates should move the loss";
+  const auto names = model.parameters();
+  for (size_t i = 0; i < ref.params.size(); ++i) {
+    const auto& a = ref.params[i];
+    const auto& b = got.params[i];
+    EXPECT_EQ(a.size(), b.size());
+    if (a.size() != b.size()) continue;
+    if (c.bitwise) {
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << names[i].first << " differs from resident";
+    } else {
+      double worst = 0;
+      for (size_t j = 0; j < a.size(); ++j) worst = std::max(worst, std::abs(double{a[j]} - b[j]));
+      // AdamW divides each gradient by its own running RMS, so relative
+      // rounding differences in a gradient become differences in the update
+      // itself. The key bias's gradient is zero in exact arithmetic (softmax
+      // ignores a shift shared by all keys): it is rounding noise, and its
+      // update is noise of up to lr per step.
+      const bool noise_gradient = names[i].first.find("k_proj.bias") != std::string::npos;
+      EXPECT_LE(worst, noise_gradient ? 1e-4 : 5e-6) << names[i].first;
+    }
+  }
+  return got.stats;
+}
+
+Schedule placements(std::initializer_list<Placement> list) {
+  Schedule s;
+  s.boundaries = list;
+  return s;
+}
+
+constexpr Placement G = Placement::Gpu, H = Placement::Host, R = Placement::Recompute;
+
+TEST(Streaming, EveryFamilyOneMicroBatchBitwise) {
+  for (const char* family : {"llama", "mistral", "qwen2", "qwen3", "gpt2"}) {
+    SCOPED_TRACE(family);
+    Case c;
+    c.family = family;
+    c.micro = 1;
+    expect_same_as_resident(c);
+  }
+}
+
+TEST(Streaming, EveryFamilyAccumulating) {
+  for (const char* family : {"llama", "mistral", "qwen2", "qwen3", "gpt2"}) {
+    SCOPED_TRACE(family);
+    Case c;
+    c.family = family;
+    c.micro = 3;
+    // Untied: bitwise. Tied: the embedding gradient's order of additions
+    // differs (see the top of this file).
+    c.bitwise = std::string(family) == "llama" || std::string(family) == "mistral";
+    c.schedule = Schedule::every_kth_gpu(2, 2);
+    expect_same_as_resident(c);
+  }
+}
+
+TEST(Streaming, SchedulesOnADeeperModel) {
+  const int L = 7;
+  std::vector<std::pair<std::string, Schedule>> schedules = {
+      {"all_gpu", Schedule::all_gpu(L)},
+      {"every 2nd", Schedule::every_kth_gpu(L, 2)},
+      {"every 3rd", Schedule::every_kth_gpu(L, 3)},
+      {"all recompute but boundary 0", Schedule::every_kth_gpu(L, 100)},
+      {"all recompute, even boundary 0", placements({R, R, R, R, R, R, R, R})},
+      {"host mix", placements({H, R, G, H, R, R, H, G})},
+      {"all host", placements({H, H, H, H, H, H, H, H})},
+  };
+  for (const auto& [label, schedule] : schedules) {
+    SCOPED_TRACE(label);
+    Case c;
+    c.layers = L;
+    c.schedule = schedule;
+    expect_same_as_resident(c);
+  }
+}
+
+TEST(Streaming, AdamW8bit) {
+  Case c;
+  c.layers = 4;
+  c.optimizer = OptimizerKind::AdamW8bit;
+  c.schedule = placements({G, R, H, R, G});
+  expect_same_as_resident(c);
+}
+
+TEST(Streaming, MicroBatchChunksWithinTolerance) {
+  Case c;
+  c.layers = 4;
+  c.rows = 4;
+  c.schedule = Schedule::every_kth_gpu(4, 2);
+  c.schedule.micro_batch = 1;  // each 4-row micro-batch goes through in 4 pieces
+  c.bitwise = false;
+  expect_same_as_resident(c);
+}
+
+TEST(Streaming, NoClippingAndNoOverlap) {
+  // Without overlap every step ends with its update done; results are the
+  // same either way.
+  models::CausalLM ref_model = make_model("llama", 3);
+  models::CausalLM model = make_model("llama", 3);
+  auto ref_opt = make_optimizer(ref_model, OptimizerKind::AdamW);
+  auto opt = make_optimizer(model, OptimizerKind::AdamW);
+  const auto batches = make_batches(3, 2, 2, 6, 97, 9);
+  ResidentExecutor resident(ref_model, *ref_opt);
+  RunResult ref = run_steps(resident, ref_model, batches, 0);
+  StreamingOptions so;
+  so.overlap_optimizer = false;
+  so.schedule = Schedule::every_kth_gpu(3, 2);
+  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(), so);
+  RunResult got = run_steps(streaming, model, batches, 0);
+  for (size_t s = 0; s < 3; ++s) EXPECT_EQ(ref.stats[s].loss, got.stats[s].loss);
+  for (size_t i = 0; i < ref.params.size(); ++i) EXPECT_EQ(ref.params[i], got.params[i]);
+}
+
+TEST(Streaming, RandomCopyDelaysDoNotChangeResults) {
+  for (uint64_t seed : {1, 2, 3}) {
+    SCOPED_TRACE(seed);
+    Case c;
+    c.layers = 5;
+    c.schedule = placements({H, R, G, H, R, H});
+    c.device.max_copy_delay_us = 400;
+    c.device.delay_seed = seed;
+    c.steps = 3;
+    expect_same_as_resident(c);
+  }
+}
+
+int64_t parameter_bytes(const models::CausalLM& model) {
+  int64_t n = 0;
+  for (const auto& [name, p] : model.parameters()) n += static_cast<int64_t>(p.nbytes());
+  return n;
+}
+
+TEST(Streaming, StreamsWithinADeviceSmallerThanTheModel) {
+  const int L = 12;
+  const int64_t model_bytes = parameter_bytes(make_model("llama", L));
+  Case c;
+  c.layers = L;
+  c.schedule = Schedule::every_kth_gpu(L, 4);
+  // Half the weights alone: the resident executor could not even hold them.
+  c.device.capacity_bytes = model_bytes / 2;
+  auto stats = expect_same_as_resident(c);
+  for (const auto& s : stats) {
+    ASSERT_TRUE(s.peak_bytes.count("device"));
+    EXPECT_LE(s.peak_bytes.at("device"), c.device.capacity_bytes);
+    EXPECT_GT(s.peak_bytes.at("device"), 0);
+  }
+}
+
+TEST(Streaming, OverCapacityIsAClearError) {
+  models::CausalLM model = make_model("llama", 2);
+  auto opt = make_optimizer(model, OptimizerKind::AdamW);
+  StandInOptions tiny;
+  tiny.capacity_bytes = 4096;
+  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(tiny), {});
+  const auto batches = make_batches(1, 1, 2, 6, 97, 3);
+  const std::string message = testing::error_of([&] { streaming.step(batches[0], {}); });
+  EXPECT_NE(message.find("out of memory"), std::string::npos) << message;
+  EXPECT_NE(message.find("capacity of 4096 bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("bytes in use"), std::string::npos) << message;
+  // The failed step left no gradient behind and changed no weight.
+  models::CausalLM fresh = make_model("llama", 2);
+  const auto a = model.parameters(), b = fresh.parameters();
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_FALSE(a[i].second.grad().defined());
+    EXPECT_EQ(a[i].second.to_vector<float>(), b[i].second.to_vector<float>());
+  }
+}
+
+TEST(CapacityAllocator, RefusesRequestsOverCapacity) {
+  CapacityAllocator memory(1000);
+  void* a = memory.allocate(600);
+  EXPECT_EQ(memory.stats().current_bytes, 600);
+  const std::string message = testing::error_of([&] { memory.allocate(500); });
+  EXPECT_NE(message.find("a request of 500 bytes with 600 bytes in use exceeds the capacity of "
+                         "1000 bytes"),
+            std::string::npos)
+      << message;
+  void* b = memory.allocate(400);  // exactly full is fine
+  EXPECT_EQ(memory.stats().peak_bytes, 1000);
+  memory.deallocate(a, 600);
+  memory.deallocate(b, 400);
+  EXPECT_EQ(memory.stats().current_bytes, 0);
+  // It is the device's memory: the host heap does not count it.
+  const int64_t host_before = cpu_allocator().stats().current_bytes;
+  void* c = memory.allocate(800);
+  EXPECT_EQ(cpu_allocator().stats().current_bytes, host_before);
+  memory.deallocate(c, 800);
+}
+
+TEST(CapacityAllocator, ComputeScopeRoutesNewTensorsToTheDevice) {
+  StandInDevice device;
+  Tensor outside = Tensor::zeros({16}, DType::F32);
+  {
+    auto scope = device.compute_scope();
+    Tensor inside = Tensor::zeros({16}, DType::F32);
+    EXPECT_EQ(device.memory().stats().current_bytes, 64);
+    Tensor host = Tensor::empty({16}, DType::F32, cpu_allocator());  // named: stays host
+    EXPECT_EQ(device.memory().stats().current_bytes, 64);
+  }
+  EXPECT_EQ(device.memory().stats().current_bytes, 0);
+  Tensor after = Tensor::zeros({16}, DType::F32);
+  EXPECT_EQ(device.memory().stats().current_bytes, 0);
+}
+
+TEST(Streaming, DiskPlacementIsRefused) {
+  models::CausalLM model = make_model("llama", 0);
+  auto opt = make_optimizer(model, OptimizerKind::AdamW);
+  StreamingOptions so;
+  so.schedule = placements({G, Placement::Disk, G});
+  const std::string message = testing::error_of(
+      [&] { StreamingExecutor e(model, *opt, std::make_unique<StandInDevice>(), so); });
+  EXPECT_NE(message.find("boundary 1 is placed on disk"), std::string::npos) << message;
+}
+
+TEST(StreamingPlan, RecomputesEachSegmentOnceFromTheNearestKeptBoundary) {
+  // 5 blocks (stages 0 embed, 1..5 blocks, 6 head); boundaries 0..5.
+  // Kept: 0 and 3. Backward of stage 5 needs boundary 4 (dropped): recompute
+  // stage 4 from boundary 3. Stage 3 needs boundary 2: recompute stages 1, 2
+  // from boundary 0, once for both stage 3 and stage 2.
+  using W = StageWork;
+  const auto uses = plan_stage_uses(placements({G, R, R, H, R, R}), 5);
+  const std::vector<StageUse> expected = {
+      {0, W::Forward},  {1, W::Forward},  {2, W::Forward},   {3, W::Forward},
+      {4, W::Forward},  {5, W::Forward},  {6, W::HeadStep},  {4, W::Recompute},
+      {5, W::Backward}, {4, W::Backward}, {1, W::Recompute}, {2, W::Recompute},
+      {3, W::Backward}, {2, W::Backward}, {1, W::Backward},  {0, W::Backward}};
+  EXPECT_EQ(uses, expected);
+}
+
+TEST(StreamingPlan, EveryStageRunsBackwardOnceAndRecomputesAtMostOnce) {
+  // Brute force over all 3^5 placements (gpu/host/recompute) of 4 blocks.
+  const int L = 4;
+  for (int code = 0; code < 243; ++code) {
+    Schedule s;
+    for (int b = 0, x = code; b <= L; ++b, x /= 3)
+      s.boundaries.push_back(std::array{G, H, R}[x % 3]);
+    const auto uses = plan_stage_uses(s, L);
+    std::vector<int> backward(L + 2), recompute(L + 2);
+    std::vector<bool> have(L + 1);
+    for (int b = 0; b < L; ++b) have[b] = s.boundaries[b] != R;
+    for (const auto& u : uses) {
+      if (u.work == StageWork::Recompute) {
+        ++recompute[u.stage];
+        ASSERT_TRUE(u.stage == 0 || have[u.stage - 1]) << "code " << code;
+        have[u.stage] = true;
+      }
+      if (u.work == StageWork::Backward) {
+        ++backward[u.stage];
+        ASSERT_TRUE(u.stage == 0 || have[u.stage - 1]) << "code " << code << " stage " << u.stage;
+      }
+    }
+    for (int st = 0; st <= L; ++st) {
+      EXPECT_EQ(backward[st], 1);
+      EXPECT_LE(recompute[st], 1);
+      // A stage is recomputed exactly when its output is dropped and needed.
+      EXPECT_EQ(recompute[st], st < L && s.boundaries[st] == R ? 1 : 0) << "code " << code;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lt::exec
