@@ -10,5 +10,7 @@ void add_eval_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
+void add_profile_command(CLI::App& app);
 
 }  // namespace lt::cli

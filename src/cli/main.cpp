@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   lt::cli::add_convert_command(app);
   lt::cli::add_train_command(app);
   lt::cli::add_tokenize_command(app);
+  lt::cli::add_plan_command(app);
+  lt::cli::add_profile_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

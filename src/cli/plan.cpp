@@ -1,0 +1,164 @@
+// `lazytrain plan`: solve the LazyTrain MILP for a model on a machine and
+// print (or write) the Schedule.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <memory>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "exec/schedule.h"
+#include "plan/planner.h"
+
+namespace lt::cli {
+
+namespace {
+
+struct PlanArgs {
+  std::string model;
+  std::string hardware;
+  int64_t batch_size = 0;
+  int64_t seq_len = 1024;
+  int64_t micro_batch = 0;
+  int max_recompute = 8;
+  double time_limit_s = 60;
+  std::string optimizer = "adamw";
+  bool json = false;
+  std::string out;
+};
+
+models::ModelConfig load_model_config(const std::string& path) {
+  const std::filesystem::path p(path);
+  LT_CHECK(std::filesystem::exists(p), path, ": no such file or folder (expected a Hugging Face ",
+           "model folder or a config.json)");
+  return models::ModelConfig::from_file(std::filesystem::is_directory(p) ? p / "config.json" : p);
+}
+
+nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o) {
+  nlohmann::json j;
+  j["feasible"] = r.feasible;
+  j["max_recompute"] = o.max_recompute;
+  j["solver"] = {{"seconds", r.solve_s},
+                 {"proven_optimal", r.solution.proven_optimal},
+                 {"objective", r.solution.objective},
+                 {"bound", r.solution.bound}};
+  if (!r.feasible) {
+    j["short"] = nlohmann::json::array();
+    for (const auto& s : r.shortages)
+      j["short"].push_back({{"space", s.space}, {"bytes", s.bytes}, {"detail", s.detail}});
+    return j;
+  }
+  nlohmann::json schedule = exec::to_json(r.schedule);
+  for (auto it = schedule.begin(); it != schedule.end(); ++it) j[it.key()] = it.value();
+  j["seq_len"] = r.sizes.seq_len;
+  j["predicted_step_s"] = r.prediction.step_s;
+  j["predicted_tokens_per_s"] = r.prediction.tokens_per_s;
+  j["predicted_split_s"] = {{"compute", r.prediction.compute_s},
+                            {"recompute", r.prediction.recompute_s},
+                            {"exposed_weights", r.prediction.exposed_weights_s},
+                            {"exposed_activations", r.prediction.exposed_activations_s},
+                            {"optimizer", r.prediction.optimizer_s}};
+  j["peak_bytes"] = r.schedule.predicted_peak_bytes;
+  nlohmann::json counts = {{"gpu", 0}, {"host", 0}, {"disk", 0}, {"recompute", 0}};
+  for (auto p : r.schedule.boundaries)
+    counts[exec::placement_name(p)] = counts[exec::placement_name(p)].get<int>() + 1;
+  j["counts"] = counts;
+  return j;
+}
+
+void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::ModelConfig& c) {
+  const auto gb = [](double bytes) { return bytes / plan::kBytesPerGB; };
+  if (!r.feasible) {
+    fmt::print("No schedule fits:\n");
+    for (const auto& s : r.shortages)
+      fmt::print("  {} is short by {:.2f} GB ({} bytes): {}\n", s.space, gb(s.bytes), s.bytes,
+                 s.detail);
+    return;
+  }
+  const auto& s = r.schedule;
+  const int64_t L = c.num_hidden_layers;
+  fmt::print("model: {} blocks, {:.3f} B parameters, hidden {}, FFN {}\n", L,
+             c.num_parameters() / 1e9, c.hidden_size, c.intermediate_size);
+  fmt::print("batch {} x seq {}: micro-batch {} ({} chunks), executor {}\n", s.batch_size,
+             r.sizes.seq_len, s.micro_batch, s.batch_size / s.micro_batch, s.executor);
+  int counts[4] = {0, 0, 0, 0};
+  for (auto p : s.boundaries) ++counts[static_cast<int>(p)];
+  fmt::print(
+      "boundaries (0..{}, {:.3f} GB each): {} gpu, {} host, {} disk, {} recompute "
+      "(max recompute length {})\n",
+      L, gb(static_cast<double>(exec::boundary_bytes(c, r.sizes))), counts[0], counts[1], counts[2],
+      counts[3], o.max_recompute);
+  for (size_t i = 0; i < s.boundaries.size(); ++i)
+    fmt::print("{:>5} {:<10}{}", i, exec::placement_name(s.boundaries[i]),
+               (i % 6 == 5 || i + 1 == s.boundaries.size()) ? "\n" : "");
+  const auto& p = r.prediction;
+  fmt::print("predicted step {:.3f} s ({:.0f} tokens/s):\n", p.step_s, p.tokens_per_s);
+  fmt::print(
+      "  compute {:.3f} s, recompute {:.3f} s, exposed weight/gradient copies {:.3f} s, "
+      "exposed activation copies {:.3f} s, optimizer {:.3f} s\n",
+      p.compute_s, p.recompute_s, p.exposed_weights_s, p.exposed_activations_s, p.optimizer_s);
+  fmt::print("predicted peak: gpu {:.2f} GB, host {:.2f} GB, disk {:.2f} GB\n",
+             gb(r.budget.bytes(exec::MemorySpace::Gpu)),
+             gb(r.budget.bytes(exec::MemorySpace::Host)),
+             gb(r.budget.bytes(exec::MemorySpace::Disk)));
+  for (const auto& item : r.budget.items)
+    fmt::print("  {:<5} {:>10.3f} GB  {}\n", exec::memory_space_name(item.space), gb(item.bytes),
+               item.what);
+  fmt::print("solver: CBC, {:.2f} s, {}\n", r.solve_s,
+             r.solution.proven_optimal ? "proven optimal"
+                                       : fmt::format("incumbent at the time limit (bound {:.4g} s, "
+                                                     "objective {:.4g} s)",
+                                                     r.solution.bound, r.solution.objective));
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto args = std::make_shared<PlanArgs>();
+  auto* cmd = app.add_subcommand(
+      "plan", "Solve the activation schedule (keep on GPU/host/disk or recompute) for a model");
+  cmd->add_option("--model", args->model, "Hugging Face model folder or config.json")->required();
+  cmd->add_option("--hardware", args->hardware,
+                  "hardware profile YAML (default: the H200 machine's figures)");
+  cmd->add_option("--batch-size", args->batch_size, "sequences per step (default: chosen)");
+  cmd->add_option("--seq-len", args->seq_len, "tokens per sequence")->capture_default_str();
+  cmd->add_option("--micro-batch", args->micro_batch, "sequences per chunk (default: chosen)");
+  cmd->add_option("--max-recompute", args->max_recompute, "most blocks between two kept boundaries")
+      ->capture_default_str();
+  cmd->add_option("--time-limit", args->time_limit_s, "seconds for the solver, all batch sizes")
+      ->capture_default_str();
+  cmd->add_option("--optimizer", args->optimizer, "adamw or adamw8bit")->capture_default_str();
+  cmd->add_flag("--json", args->json, "print one JSON object");
+  cmd->add_option("--out", args->out, "write the schedule JSON here");
+  cmd->callback([args] {
+    const models::ModelConfig config = load_model_config(args->model);
+    const plan::HardwareProfile hw = args->hardware.empty()
+                                         ? plan::HardwareProfile{}
+                                         : plan::HardwareProfile::from_file(args->hardware);
+    LT_CHECK(args->optimizer == "adamw" || args->optimizer == "adamw8bit",
+             "--optimizer must be adamw or adamw8bit, got '", args->optimizer, "'");
+    LT_CHECK(args->max_recompute >= 1, "--max-recompute must be >= 1");
+    LT_CHECK(args->time_limit_s > 0, "--time-limit must be > 0");
+    plan::PlanOptions o;
+    o.batch_size = args->batch_size;
+    o.seq_len = args->seq_len;
+    o.micro_batch = args->micro_batch;
+    o.max_recompute = args->max_recompute;
+    o.time_limit_s = args->time_limit_s;
+    o.optimizer =
+        args->optimizer == "adamw" ? exec::OptimizerStates::Fp32 : exec::OptimizerStates::EightBit;
+    const plan::Plan r = plan::make_plan(config, hw, o);
+    if (args->json)
+      fmt::print("{}\n", plan_json(r, o).dump(2));
+    else
+      print_plan(r, o, config);
+    if (!r.feasible) throw CLI::RuntimeError(3);
+    if (!args->out.empty()) {
+      exec::save_schedule(r.schedule, args->out);
+      if (!args->json) fmt::print("schedule written to {}\n", args->out);
+    }
+  });
+}
+
+}  // namespace lt::cli

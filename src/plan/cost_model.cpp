@@ -1,0 +1,180 @@
+#include "plan/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace lt::plan {
+
+namespace {
+
+// Host memory traffic of one parameter's optimizer update (DEVICE.md):
+// fp32 AdamW reads p, m, v (12 B) and the bf16 gradient (2 B), writes p, m,
+// v (12 B) and the bf16 copy the GPU streams (2 B): 28 B. With 8-bit states
+// m and v are 1 B each: 4 + 2 + 2 read, 4 + 2 write, 2 out = 16 B.
+constexpr double kFp32AdamBytesPerParam = 28;
+constexpr double kEightBitAdamBytesPerParam = 16;
+// The optimizer never gets less than this share of host memory bandwidth,
+// however busy the copies are (they are not all simultaneous).
+constexpr double kMinOptimizerHostShare = 0.1;
+
+double seconds(double flops, const HardwareProfile& hw) {
+  return flops / (hw.gpu_tflops * 1e12);
+}
+
+// How the streaming executor spends its compute (exec/streaming_plan.h):
+// forward runs each block once without grad; the head runs forward and
+// backward per chunk in one step; backward runs each block's forward again
+// under grad mode and then its backward (twice a forward). So a block costs
+// 4 forwards per step and the head 3, before any recompute.
+constexpr double kBlockBackwardForwards = 3;
+constexpr double kHeadStepForwards = 3;
+
+// Compute windows: forward window w < L is block w's forward, backward
+// window w < L its backward (re-forward + backward), and window L, in both
+// directions, is the head step between forward and backward.
+double window_s(const CostModel& m, int w, bool backward) {
+  const int L = static_cast<int>(m.config.num_hidden_layers);
+  if (w == L) return kHeadStepForwards * m.head_forward_s;
+  return backward ? kBlockBackwardForwards * m.block_forward_s : m.block_forward_s;
+}
+
+}  // namespace
+
+double block_forward_flops(const models::ModelConfig& c, const exec::TrainSizes& s) {
+  const double tokens = static_cast<double>(s.batch_size) * s.seq_len;
+  const double matmul = 2.0 * exec::block_parameters(c) * tokens;
+  const double attention =
+      2.0 * s.batch_size * double(s.seq_len) * s.seq_len * c.num_attention_heads * c.head_dim;
+  return matmul + attention;
+}
+
+double head_forward_flops(const models::ModelConfig& c, const exec::TrainSizes& s) {
+  return 2.0 * c.vocab_size * c.hidden_size * double(s.batch_size) * s.seq_len;
+}
+
+CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfile& hardware,
+                          const exec::TrainSizes& sizes, int64_t micro_batch, int max_recompute) {
+  LT_CHECK(max_recompute >= 1, "plan: the maximum recompute length must be >= 1, got ",
+           max_recompute);
+  CostModel m{config, hardware, sizes, micro_batch, max_recompute};
+  m.block_forward_s = seconds(block_forward_flops(config, sizes), hardware);
+  m.head_forward_s = seconds(head_forward_flops(config, sizes), hardware);
+  m.block_weight_gb = exec::block_parameters(config) * 2.0 / kBytesPerGB;
+  m.boundary_gb = exec::boundary_bytes(config, sizes) / kBytesPerGB;
+  return m;
+}
+
+ActivationRoom activation_room(const CostModel& m) {
+  using exec::MemorySpace;
+  const exec::MemoryBudget fixed = exec::fixed_bytes(m.config, m.sizes, m.micro_batch);
+  const HardwareProfile& hw = m.hardware;
+  ActivationRoom room;
+  // One boundary's staging on each side is held back whenever anything is
+  // offloaded (bytes_needed counts it the same way).
+  room.gpu_gb = hw.gpu_memory_gb - fixed.bytes(MemorySpace::Gpu) / kBytesPerGB - m.boundary_gb;
+  room.gpu_kept_gb = hw.gpu_activation_gb.value_or(std::numeric_limits<double>::infinity());
+  room.host_gb = hw.host_memory_gb - fixed.bytes(MemorySpace::Host) / kBytesPerGB - m.boundary_gb;
+  if (hw.host_activation_gb) room.host_gb = std::min(room.host_gb, *hw.host_activation_gb);
+  room.disk_gb = hw.disk_gb;
+  return room;
+}
+
+PlanInstance build_instance(const CostModel& m) {
+  const int L = static_cast<int>(m.config.num_hidden_layers);
+  const HardwareProfile& hw = m.hardware;
+  PlanInstance in;
+  in.num_blocks = L;
+  in.boundary_gb.assign(L + 1, m.boundary_gb);
+  in.forward_s.assign(L, m.block_forward_s);
+  in.max_recompute = m.max_recompute;
+  const ActivationRoom room = activation_room(m);
+  in.gpu_gb = room.gpu_gb;
+  in.gpu_kept_gb = room.gpu_kept_gb;
+  in.host_gb = room.host_gb;
+  in.disk_gb = room.disk_gb;
+  const auto duration = [&](int w, bool backward) { return window_s(m, w, backward); };
+  for (int li = 0; li < kNumLinks; ++li) {
+    const Link link = static_cast<Link>(li);
+    const bool backward = link == Link::HostToDevice || link == Link::DiskRead;
+    // Both PCIe directions are busy in every window (weights come in while
+    // activations or gradients go out), so each gets the bidirectional rate.
+    double gbps = hw.bidir_gbps;
+    if (link == Link::DiskWrite) gbps = hw.disk_write_gbps;
+    if (link == Link::DiskRead) gbps = hw.disk_read_gbps;
+    LinkWindows& lw = in.links[li];
+    lw.gbps = gbps;
+    for (int w = 0; w <= L; ++w) {
+      lw.capacity_gb.push_back(gbps * duration(w, backward));
+      // Backward window w prefetches block w-1's weights (the head's window
+      // prefetches block L-1). Forward weight traffic does not share the
+      // device->host direction, and gradients go out in the d2h direction of
+      // backward windows, where activations never travel.
+      lw.mandatory_gb.push_back(link == Link::HostToDevice && w >= 1 ? m.block_weight_gb : 0.0);
+    }
+  }
+  return in;
+}
+
+StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const PlanSolution& sol) {
+  const int L = in.num_blocks;
+  const HardwareProfile& hw = m.hardware;
+  StepPrediction p;
+  const double forward_s = L * m.block_forward_s + m.head_forward_s;
+  p.compute_s =
+      L * (1 + kBlockBackwardForwards) * m.block_forward_s + kHeadStepForwards * m.head_forward_s;
+  p.recompute_s = sol.recompute_s;
+  for (double e : sol.exposed_s) p.exposed_activations_s += e;
+  // The first block's weights arrive before any compute; each later block's
+  // while the previous one computes.
+  const double w_gb = m.block_weight_gb;
+  p.exposed_weights_s = w_gb / hw.h2d_gbps;
+  for (int w = 0; w + 1 < L; ++w)
+    p.exposed_weights_s += std::max(0.0, w_gb / hw.bidir_gbps - m.block_forward_s);
+  // Backward: weight prefetch (the h2d link's mandatory traffic) and each
+  // block's gradients going out during its window.
+  const LinkWindows& h2d = in.link(Link::HostToDevice);
+  for (int w = 0; w <= L; ++w) {
+    p.exposed_weights_s += std::max(0.0, h2d.mandatory_gb[w] - h2d.capacity_gb[w]) / h2d.gbps;
+    if (w < L) p.exposed_weights_s += std::max(0.0, w_gb / hw.bidir_gbps - 2 * m.block_forward_s);
+  }
+  // The optimizer updates stage k (forward order) while the next step's
+  // forward runs stages before k, and stage k's forward waits for it. Its
+  // rate is the lesser of the CPU's and what host memory bandwidth allows
+  // once the forward's copies (weights in, activations out) take their share.
+  const double bytes_pp = m.sizes.optimizer == exec::OptimizerStates::Fp32
+                              ? kFp32AdamBytesPerParam
+                              : kEightBitAdamBytesPerParam;
+  double offloaded_gb = 0;
+  for (int i = 0; i <= L; ++i)
+    if (!sol.placements.empty() &&
+        (sol.placements[i] == exec::Placement::Host || sol.placements[i] == exec::Placement::Disk))
+      offloaded_gb += in.boundary_gb[i];
+  const double copy_gbps = (L * w_gb + offloaded_gb) / std::max(forward_s, 1e-12);
+  const double host_gbps =
+      std::max(hw.host_mem_gbps - copy_gbps, kMinOptimizerHostShare * hw.host_mem_gbps);
+  const double params_per_s =
+      std::min(hw.cpu_adam_gparams_per_s * 1e9, host_gbps * kBytesPerGB / bytes_pp);
+  const double block_params = static_cast<double>(exec::block_parameters(m.config));
+  const double edge_params = static_cast<double>(exec::edge_parameters(m.config));
+  // Stages in forward order: embedding (about half the edge parameters),
+  // blocks, head (the other half); their forward times: ~0, rho, head.
+  std::vector<std::pair<double, double>> stages;  // (update seconds, forward seconds)
+  stages.emplace_back(edge_params / 2 / params_per_s, 0.0);
+  for (int j = 0; j < L; ++j) stages.emplace_back(block_params / params_per_s, m.block_forward_s);
+  stages.emplace_back(edge_params / 2 / params_per_s, m.head_forward_s);
+  double updates = 0, forwards = 0;
+  for (const auto& [u, f] : stages) {
+    updates += u;
+    p.optimizer_s = std::max(p.optimizer_s, updates - forwards);
+    forwards += f;
+  }
+  p.step_s =
+      p.compute_s + p.recompute_s + p.exposed_weights_s + p.exposed_activations_s + p.optimizer_s;
+  p.tokens_per_s = m.sizes.batch_size * double(m.sizes.seq_len) / p.step_s;
+  return p;
+}
+
+}  // namespace lt::plan

@@ -1,0 +1,65 @@
+#pragma once
+// The cost model: per-stage times from a FLOP model at the profile's
+// sustained GEMM rate, copy times from its bandwidths, and the PlanInstance
+// (windows, capacities) the MILP is built from. It is the planner's model
+// when it plans for a machine it is not running on; a measured run replaces
+// the stage times when there is one.
+#include <cstdint>
+
+#include "exec/memory_budget.h"
+#include "models/config.h"
+#include "plan/hardware.h"
+#include "plan/instance.h"
+#include "plan/milp.h"
+
+namespace lt::plan {
+
+struct CostModel {
+  models::ModelConfig config;
+  HardwareProfile hardware;
+  exec::TrainSizes sizes;
+  int64_t micro_batch = 0;  // sequences per chunk (0: the whole batch)
+  int max_recompute = 8;
+
+  // Derived by make_cost_model.
+  double block_forward_s = 0;  // one block, whole batch
+  double head_forward_s = 0;   // final norm + lm_head + loss, whole batch
+  double block_weight_gb = 0;  // one block's bf16 weights (also its bf16 gradients)
+  double boundary_gb = 0;      // one boundary activation, whole batch
+};
+
+// FLOPs of one forward pass, whole batch: 2 per parameter per token in the
+// matmuls, plus causal attention's 2 * B * T^2 * heads * head_dim (QK^T and
+// PV over the lower triangle). A backward costs twice the forward.
+double block_forward_flops(const models::ModelConfig& c, const exec::TrainSizes& s);
+double head_forward_flops(const models::ModelConfig& c, const exec::TrainSizes& s);
+
+CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfile& hardware,
+                          const exec::TrainSizes& sizes, int64_t micro_batch, int max_recompute);
+
+// Capacities per space left for boundaries, from the memory budget, the
+// profile's sizes and its activation caps (GB; may be negative: short).
+struct ActivationRoom {
+  double gpu_gb = 0;       // kept GPU boundaries + recompute buffer
+  double gpu_kept_gb = 0;  // cap on kept GPU boundaries (infinity when none)
+  double host_gb = 0;
+  double disk_gb = 0;
+};
+ActivationRoom activation_room(const CostModel& model);
+
+PlanInstance build_instance(const CostModel& model);
+
+// The predicted step, split as `lazytrain plan` prints it (seconds).
+struct StepPrediction {
+  double compute_s = 0;              // forward + backward, every stage once
+  double recompute_s = 0;            // forward again over recomputed runs
+  double exposed_weights_s = 0;      // weight and gradient streaming compute cannot hide
+  double exposed_activations_s = 0;  // what offloading adds (the MILP's exposure)
+  double optimizer_s = 0;            // CPU optimizer time the next forward cannot hide
+  double step_s = 0;
+  double tokens_per_s = 0;
+};
+StepPrediction predict_step(const CostModel& model, const PlanInstance& instance,
+                            const PlanSolution& solution);
+
+}  // namespace lt::plan

@@ -1,0 +1,43 @@
+#pragma once
+// HardwareProfile: what the planner knows about the machine it plans for,
+// read from a YAML file (written by `lazytrain profile` or by hand).
+//
+// Units: sizes in GB = 10^9 bytes, bandwidths in GB/s = 10^9 bytes/s (the
+// units DEVICE.md reports), compute in TFLOP/s. Every key is optional; a key
+// left out takes the default below, which is the H200 machine of
+// ../shared/DEVICE.md (measured 2026-11-29) except where noted. Unknown keys
+// and values of the wrong type are refused, naming the file and the key.
+#include <optional>
+#include <string>
+
+namespace lt::plan {
+
+struct HardwareProfile {
+  double gpu_memory_gb = 150.0;  // H200: 139.8 GiB usable
+  double host_memory_gb = 128.0;
+  double disk_gb = 64.0;  // free space under disk_path given to activations
+  std::string disk_path = "/tmp";
+  double h2d_gbps = 53.3;  // pinned, one direction alone
+  double d2h_gbps = 52.1;
+  double bidir_gbps = 41.0;  // each direction while both run at once
+  // Not measured on the H200 machine (a virtio disk); conservative guesses.
+  double disk_read_gbps = 1.0;
+  double disk_write_gbps = 1.0;
+  double host_mem_gbps = 87.0;           // triad, 16 threads; shared by copies and the optimizer
+  double gpu_tflops = 760.0;             // sustained bf16 GEMM (cuBLASLt 8192^3 median)
+  double cpu_adam_gparams_per_s = 4.56;  // lazytrain fp32 AdamW, 16 threads
+  // Budgets, not measurements: caps on the bytes that kept boundary
+  // activations may use in each space. Absent: whatever the rest of the
+  // memory budget leaves (a LazyTrain-style run fixes them by hand).
+  std::optional<double> gpu_activation_gb;
+  std::optional<double> host_activation_gb;
+
+  // Throws lt::Error naming `source` and the key.
+  static HardwareProfile from_yaml_text(const std::string& text, const std::string& source);
+  static HardwareProfile from_file(const std::string& path);
+  std::string to_yaml() const;  // every key, with a comment line on units
+};
+
+inline constexpr double kBytesPerGB = 1e9;
+
+}  // namespace lt::plan

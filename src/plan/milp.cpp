@@ -1,0 +1,203 @@
+#include "plan/milp.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "core/error.h"
+
+#ifdef LT_HAVE_CBC
+#include <Cbc_C_Interface.h>
+#endif
+
+namespace lt::plan {
+
+namespace {
+
+// Rows and columns of a MILP, gathered as triplets and handed to CBC in
+// compressed-column form.
+struct MilpBuilder {
+  std::vector<double> col_lb, col_ub, obj;
+  std::vector<bool> integer;
+  std::vector<double> row_lb, row_ub;
+  std::vector<std::vector<std::pair<int, double>>> columns;  // per column: (row, value)
+
+  int add_col(double lb, double ub, double cost, bool is_integer) {
+    col_lb.push_back(lb);
+    col_ub.push_back(ub);
+    obj.push_back(cost);
+    integer.push_back(is_integer);
+    columns.emplace_back();
+    return static_cast<int>(obj.size()) - 1;
+  }
+  int add_row(double lb, double ub) {
+    row_lb.push_back(lb);
+    row_ub.push_back(ub);
+    return static_cast<int>(row_lb.size()) - 1;
+  }
+  void set(int row, int col, double value) { columns[col].emplace_back(row, value); }
+};
+
+constexpr double kInf = 1e30;
+
+bool is_forward(Link l) {
+  return l == Link::DeviceToHost || l == Link::DiskWrite;
+}
+bool is_disk(Link l) {
+  return l == Link::DiskWrite || l == Link::DiskRead;
+}
+
+}  // namespace
+
+bool have_milp_solver() {
+#ifdef LT_HAVE_CBC
+  return true;
+#else
+  return false;
+#endif
+}
+
+PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
+  in.check();
+#ifndef LT_HAVE_CBC
+  (void)time_limit_s;
+  fail("lazytrain was built without COIN-OR CBC (coinor-libcbc-dev): the planner cannot solve");
+#else
+  const auto started = std::chrono::steady_clock::now();
+  const int L = in.num_blocks;
+  const auto& A = in.boundary_gb;
+  MilpBuilder m;
+
+  struct Edge {
+    int s, e, col;
+  };
+  std::vector<Edge> edges;
+  for (int s = 0; s < L; ++s)
+    for (int e = s + 1; e <= std::min(L, s + in.max_recompute); ++e)
+      edges.push_back({s, e, m.add_col(0, 1, in.recompute_s(s, e), true)});
+
+  std::vector<int> g(L + 1), c(L + 1), n(L + 1);
+  for (int i = 0; i <= L; ++i) {
+    const bool end = i == 0 || i == L;
+    g[i] = m.add_col(end ? 1 : 0, 1, in.keep_penalty_s, true);
+    c[i] = m.add_col(0, end ? 0 : 1, in.keep_penalty_s, true);
+    n[i] = m.add_col(0, end ? 0 : 1, in.keep_penalty_s + in.disk_penalty_s, true);
+  }
+  const int y = m.add_col(0, kInf, 0, false);
+
+  // Path flow.
+  const int out0 = m.add_row(1, 1), inL = m.add_row(1, 1);
+  std::vector<int> in_row(L + 1, -1), out_row(L + 1, -1);
+  for (int i = 1; i < L; ++i) {
+    in_row[i] = m.add_row(0, 0);
+    out_row[i] = m.add_row(0, 0);
+    const int one = m.add_row(-kInf, 1);
+    for (int col : {g[i], c[i], n[i]}) {
+      m.set(in_row[i], col, -1);
+      m.set(out_row[i], col, -1);
+      m.set(one, col, 1);
+    }
+  }
+  for (const Edge& ed : edges) {
+    if (ed.s == 0) m.set(out0, ed.col, 1);
+    if (ed.e == L) m.set(inL, ed.col, 1);
+    if (ed.s > 0) m.set(out_row[ed.s], ed.col, 1);
+    if (ed.e < L) m.set(in_row[ed.e], ed.col, 1);
+    if (ed.e - ed.s >= 2) {  // y >= inside * x
+      const int row = m.add_row(-kInf, 0);
+      m.set(row, ed.col, in.inside_gb(ed.s, ed.e));
+      m.set(row, y, -1);
+    }
+  }
+
+  // Capacities.
+  const int gpu = m.add_row(-kInf, in.gpu_gb);
+  m.set(gpu, y, 1);
+  const int gpu_kept = std::isfinite(in.gpu_kept_gb) ? m.add_row(-kInf, in.gpu_kept_gb) : -1;
+  const int host = m.add_row(-kInf, in.host_gb), disk = m.add_row(-kInf, in.disk_gb);
+  for (int i = 0; i <= L; ++i) {
+    m.set(gpu, g[i], A[i]);
+    if (gpu_kept >= 0) m.set(gpu_kept, g[i], A[i]);
+    m.set(host, c[i], A[i]);
+    m.set(disk, n[i], A[i]);
+  }
+
+  // Traffic, per link: each offloaded boundary's bytes spread over windows.
+  std::array<std::vector<int>, kNumLinks> excess;
+  for (int li = 0; li < kNumLinks; ++li) {
+    const Link link = static_cast<Link>(li);
+    const LinkWindows& lw = in.links[li];
+    std::vector<int> window_row(L + 1);
+    for (int w = 0; w <= L; ++w) {
+      window_row[w] = m.add_row(-kInf, lw.slack_gb(w));
+      excess[li].push_back(m.add_col(0, kInf, 1.0 / lw.gbps, false));
+      m.set(window_row[w], excess[li][w], -1);
+    }
+    for (int i = 1; i < L; ++i) {
+      const int spread = m.add_row(0, 0);
+      m.set(spread, n[i], -A[i]);
+      if (!is_disk(link)) m.set(spread, c[i], -A[i]);
+      const int first = is_forward(link) ? i : i + 1;
+      for (int w = first; w <= L; ++w) {
+        const int t = m.add_col(0, kInf, 0, false);
+        m.set(spread, t, 1);
+        m.set(window_row[w], t, 1);
+        if (!is_forward(link)) {  // only once the edge out of i has ended
+          const int row = m.add_row(-kInf, 0);
+          m.set(row, t, 1);
+          for (const Edge& ed : edges)
+            if (ed.s == i && ed.e <= w) m.set(row, ed.col, -A[i]);
+        }
+      }
+    }
+  }
+
+  // Compressed columns.
+  std::vector<CoinBigIndex> start{0};
+  std::vector<int> index;
+  std::vector<double> value;
+  for (const auto& col : m.columns) {
+    for (const auto& [row, v] : col) {
+      index.push_back(row);
+      value.push_back(v);
+    }
+    start.push_back(static_cast<CoinBigIndex>(index.size()));
+  }
+  Cbc_Model* model = Cbc_newModel();
+  Cbc_loadProblem(model, static_cast<int>(m.obj.size()), static_cast<int>(m.row_lb.size()),
+                  start.data(), index.data(), value.data(), m.col_lb.data(), m.col_ub.data(),
+                  m.obj.data(), m.row_lb.data(), m.row_ub.data());
+  for (size_t j = 0; j < m.integer.size(); ++j)
+    if (m.integer[j]) Cbc_setInteger(model, static_cast<int>(j));
+  Cbc_setLogLevel(model, 0);
+  Cbc_setMaximumSeconds(model, time_limit_s);
+  // The tie-breakers are ~1e-7 s: close the gap well below them.
+  Cbc_setAllowableGap(model, 1e-9);
+  Cbc_setAllowableFractionGap(model, 1e-9);
+  Cbc_solve(model);
+
+  PlanSolution out;
+  const double* x = Cbc_bestSolution(model);
+  out.feasible = x != nullptr && !Cbc_isProvenInfeasible(model);
+  out.proven_optimal = out.feasible && Cbc_isProvenOptimal(model);
+  out.bound = Cbc_getBestPossibleObjValue(model);
+  if (out.feasible) {
+    out.objective = Cbc_getObjValue(model);
+    auto on = [&](int col) { return x[col] > 0.5; };
+    out.placements.assign(L + 1, exec::Placement::Recompute);
+    for (int i = 0; i <= L; ++i) {
+      if (on(g[i])) out.placements[i] = exec::Placement::Gpu;
+      if (on(c[i])) out.placements[i] = exec::Placement::Host;
+      if (on(n[i])) out.placements[i] = exec::Placement::Disk;
+    }
+    for (const Edge& ed : edges)
+      if (on(ed.col)) out.recompute_s += in.recompute_s(ed.s, ed.e);
+    for (int li = 0; li < kNumLinks; ++li)
+      for (int col : excess[li]) out.exposed_s[li] += x[col] / in.links[li].gbps;
+  }
+  Cbc_deleteModel(model);
+  out.solve_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return out;
+#endif
+}
+
+}  // namespace lt::plan

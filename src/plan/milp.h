@@ -1,0 +1,42 @@
+#pragma once
+// The LazyTrain MILP over a PlanInstance, solved with COIN-OR CBC under a
+// time limit; the incumbent at the limit is accepted.
+//
+// Variables (REFERENCE.md):
+//   x(s,e)   binary, a recompute edge, 0 <= s < e <= L, e - s <= max_recompute;
+//   g,c,n(i) binary, boundary i kept on GPU / host / disk; z(i) = g+c+n;
+//   y        the recompute buffer (GB): y >= inside_gb(s,e) * x(s,e);
+//   d,q(i,w) device->host and disk-write bytes of boundary i in forward window w;
+//   h,r(i,w) host->device and disk-read bytes in backward window w, allowed
+//            only once its edge has ended: h(i,w) <= A_i * sum_{e<=w} x(i,e);
+//   D(l,w)   bytes of link l in window w beyond what the window leaves.
+// Constraints: one edge leaves 0 and one enters L, interior in-flow =
+// out-flow = z(i) <= 1, g(0) = g(L) = 1; capacities per space; each kept
+// offloaded boundary's bytes are all spread (sum_w d(i,w) = A_i (c+n), ...);
+// per window sum_i traffic - D(l,w) <= slack.
+// Objective: sum R x + sum D(l,w) / gbps(l) + keep_penalty sum z + disk_penalty sum n.
+#include <array>
+#include <vector>
+
+#include "exec/schedule.h"
+#include "plan/instance.h"
+
+namespace lt::plan {
+
+struct PlanSolution {
+  bool feasible = false;
+  bool proven_optimal = false;
+  std::vector<exec::Placement> placements;    // L + 1
+  double objective = 0;                       // as the solver reports it
+  double recompute_s = 0;                     // sum R x
+  std::array<double, kNumLinks> exposed_s{};  // exposure the activations add, per link
+  double bound = 0;                           // best lower bound on the objective
+  double solve_s = 0;
+};
+
+// True when this build has CBC (otherwise solve_milp throws).
+bool have_milp_solver();
+
+PlanSolution solve_milp(const PlanInstance& instance, double time_limit_s);
+
+}  // namespace lt::plan

@@ -1,0 +1,147 @@
+#include "plan/planner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace lt::plan {
+
+namespace {
+
+// Batch sizes tried when the user gives none: powers of two and the steps
+// between them, up to where weight streaming and the CPU optimizer are hidden
+// for the largest models we plan for.
+constexpr int64_t kBatchCandidates[] = {1,  2,  4,   8,   16,  24,  32, 48,
+                                        64, 96, 128, 192, 256, 384, 512};
+
+// What is short for the easiest arrangement of boundaries: boundaries 0 and
+// L on the GPU, and the fewest interior boundaries a recompute length of k
+// allows, placed wherever there is room. Zero when something fits.
+std::vector<Shortage> shortages_of(const CostModel& m, const ActivationRoom& room) {
+  std::vector<Shortage> out;
+  const double a = m.boundary_gb;
+  const int L = static_cast<int>(m.config.num_hidden_layers);
+  const double gpu_for_ends = std::min(room.gpu_gb, room.gpu_kept_gb);
+  if (gpu_for_ends < 2 * a) {
+    out.push_back({"gpu", static_cast<int64_t>(std::ceil((2 * a - gpu_for_ends) * kBytesPerGB)),
+                   "weights buffers, working sets and boundaries 0 and L do not fit in "
+                   "gpu_memory_gb"});
+  }
+  if (room.host_gb < 0) {
+    out.push_back({"host", static_cast<int64_t>(std::ceil(-room.host_gb * kBytesPerGB)),
+                   "master weights, optimizer states, pinned weights and gradients do not fit "
+                   "in host_memory_gb"});
+  }
+  if (!out.empty()) return out;
+  double best = std::numeric_limits<double>::infinity();
+  int best_k = 1;
+  for (int k = 1; k <= m.max_recompute; ++k) {
+    const int need = (L + k - 1) / k - 1;  // interior kept boundaries
+    const double gpu_left = room.gpu_gb - 2 * a - (k - 1) * a;
+    const double kept_left = room.gpu_kept_gb - 2 * a;
+    double fits = std::floor(std::max(0.0, std::min(gpu_left, kept_left)) / a + 1e-9) +
+                  std::floor(std::max(0.0, room.host_gb) / a + 1e-9) +
+                  std::floor(std::max(0.0, room.disk_gb) / a + 1e-9);
+    const double short_gb = std::max(0.0, need - fits) * a + std::max(0.0, -gpu_left);
+    if (short_gb < best) best = short_gb, best_k = k;
+  }
+  if (best > 0)
+    out.push_back({"gpu+host+disk", static_cast<int64_t>(std::ceil(best * kBytesPerGB)),
+                   "boundary activations: even recomputing runs of " + std::to_string(best_k) +
+                       " blocks, the kept boundaries do not fit"});
+  return out;
+}
+
+struct Candidate {
+  CostModel model;
+  ActivationRoom room;
+};
+
+// The chunking for batch b: the default, or smaller chunks when the
+// default's working set leaves no room on the GPU.
+Candidate candidate_for(const models::ModelConfig& config, const HardwareProfile& hw,
+                        const PlanOptions& o, int64_t b) {
+  const exec::TrainSizes sizes{b, o.seq_len, o.optimizer};
+  std::vector<int64_t> chunks;
+  if (o.micro_batch > 0) {
+    chunks.push_back(std::min(o.micro_batch, b));
+  } else {
+    for (int64_t m = default_micro_batch(b, o.seq_len); m >= 1; --m)
+      if (b % m == 0) chunks.push_back(m);
+  }
+  Candidate c;
+  for (int64_t m : chunks) {
+    c.model = make_cost_model(config, hw, sizes, m, o.max_recompute);
+    c.room = activation_room(c.model);
+    if (c.room.gpu_gb >= 2 * c.model.boundary_gb + (o.max_recompute - 1) * c.model.boundary_gb)
+      break;
+  }
+  return c;
+}
+
+}  // namespace
+
+int64_t default_micro_batch(int64_t batch_size, int64_t seq_len) {
+  for (int64_t m = 1; m <= batch_size; ++m)
+    if (batch_size % m == 0 && m * seq_len >= kMinChunkTokens) return m;
+  return batch_size;
+}
+
+Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, const PlanOptions& o) {
+  LT_CHECK(o.seq_len > 0, "plan: --seq-len must be > 0, got ", o.seq_len);
+  LT_CHECK(o.batch_size >= 0, "plan: --batch-size must be > 0, got ", o.batch_size);
+  LT_CHECK(config.num_hidden_layers >= 1, "plan: the model has no layers");
+  std::vector<int64_t> batches;
+  if (o.batch_size > 0)
+    batches.push_back(o.batch_size);
+  else
+    batches.assign(std::begin(kBatchCandidates), std::end(kBatchCandidates));
+
+  Plan best;
+  double solve_s = 0;
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    const Candidate c = candidate_for(config, hw, o, batches[bi]);
+    std::vector<Shortage> shortages = shortages_of(c.model, c.room);
+    if (!shortages.empty()) {
+      // Larger batches only need more memory: stop at the first that fails.
+      if (!best.feasible && best.shortages.empty()) best.shortages = shortages;
+      break;
+    }
+    const PlanInstance instance = build_instance(c.model);
+    // Each remaining candidate gets an equal share of what is left.
+    const double limit =
+        std::max(1.0, (o.time_limit_s - solve_s) / static_cast<double>(batches.size() - bi));
+    PlanSolution solution = solve_milp(instance, limit);
+    solve_s += solution.solve_s;
+    if (!solution.feasible) {
+      if (!best.feasible && best.shortages.empty())
+        best.shortages.push_back(
+            {"gpu+host+disk", 0,
+             "the solver found no placement within " + std::to_string(limit) + " s"});
+      break;
+    }
+    const StepPrediction prediction = predict_step(c.model, instance, solution);
+    if (best.feasible && prediction.tokens_per_s <= best.prediction.tokens_per_s) continue;
+    best.feasible = true;
+    best.shortages.clear();
+    best.sizes = c.model.sizes;
+    best.room = c.room;
+    best.prediction = prediction;
+    best.solution = std::move(solution);
+    best.schedule = exec::Schedule{};
+    best.schedule.batch_size = c.model.sizes.batch_size;
+    best.schedule.micro_batch = c.model.micro_batch;
+    best.schedule.executor = "streaming";
+    best.schedule.boundaries = best.solution.placements;
+    best.budget = exec::bytes_needed(config, best.sizes, best.schedule);
+    best.schedule.has_prediction = true;
+    best.schedule.predicted_step_s = prediction.step_s;
+    for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})
+      best.schedule.predicted_peak_bytes[exec::memory_space_name(space)] = best.budget.bytes(space);
+  }
+  best.solve_s = solve_s;
+  return best;
+}
+
+}  // namespace lt::plan

@@ -1,0 +1,125 @@
+#include "plan/profile.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "io/disk_offload.h"
+#include "optim/adamw.h"
+
+#ifdef LT_WITH_CUDA
+#include "core/cuda/device_info.h"
+#include "core/stream.h"
+#include "ops/matmul.h"
+#endif
+
+namespace lt::plan {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <typename Fn>
+double median_seconds(int repeats, Fn&& fn) {
+  std::vector<double> s;
+  for (int k = 0; k < repeats; ++k) {
+    const auto t0 = Clock::now();
+    fn();
+    s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(s.begin(), s.end());
+  return s[s.size() / 2];
+}
+
+// memcpy over every pool thread; read + write bytes counted (as DEVICE.md).
+double host_memory_gbps(const ProfileOptions& o) {
+  const int64_t n = o.memory_bytes;
+  std::vector<char> a(n, 1), b(n, 0);
+  auto copy = [&] {
+    parallel_for(0, n, int64_t{1} << 22, [&](int64_t lo, int64_t hi) {
+      std::memcpy(b.data() + lo, a.data() + lo, hi - lo);
+    });
+  };
+  copy();  // touch the pages first
+  return 2.0 * n / 1e9 / median_seconds(o.repeats, copy);
+}
+
+void disk_gbps(const ProfileOptions& o, double& write_gbps, double& read_gbps) {
+  const std::string path =
+      (std::filesystem::path(o.disk_path) / ("lazytrain-profile-" + std::to_string(::getpid())))
+          .string();
+  io::DiskOffloadFile::Options fo;
+  fo.queue_depth = 16;
+  fo.chunk_bytes = 4 << 20;
+  io::DiskOffloadFile file(path, fo);
+  std::vector<char> data(o.disk_bytes, 7);
+  const io::DiskRegion region = file.allocate(o.disk_bytes);
+  write_gbps =
+      o.disk_bytes / 1e9 / median_seconds(o.repeats, [&] { file.write(region, data.data()); });
+  read_gbps =
+      o.disk_bytes / 1e9 / median_seconds(o.repeats, [&] { file.read(region, data.data()); });
+}
+
+double adam_gparams_per_s(const ProfileOptions& o) {
+  Tensor p = Tensor::zeros({o.adam_params}, DType::F32);
+  p.set_requires_grad(true);
+  p.set_grad(Tensor::full({o.adam_params}, 1e-3, DType::F32));
+  optim::AdamW adam({{"w", p}}, optim::AdamWOptions{});
+  adam.step(1e-4);  // allocates nothing more, but warms the pages
+  return o.adam_params / 1e9 / median_seconds(o.repeats, [&] { adam.step(1e-4); });
+}
+
+}  // namespace
+
+ProfileReport measure_profile(const ProfileOptions& o) {
+  LT_CHECK(o.repeats >= 1 && o.disk_bytes > 0 && o.memory_bytes > 0 && o.adam_params > 0,
+           "profile: sizes and repeats must be positive");
+  ProfileReport r;
+  HardwareProfile& p = r.profile;
+  p.disk_path = o.disk_path;
+  p.host_memory_gb =
+      static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE) / kBytesPerGB;
+  p.disk_gb = std::filesystem::space(o.disk_path).available / kBytesPerGB;
+  r.measured = {"host_memory_gb", "disk_gb"};
+  p.host_mem_gbps = host_memory_gbps(o);
+  disk_gbps(o, p.disk_write_gbps, p.disk_read_gbps);
+  p.cpu_adam_gparams_per_s = adam_gparams_per_s(o);
+  r.measured.insert(r.measured.end(), {"host_mem_gbps", "disk_write_gbps", "disk_read_gbps",
+                                       "cpu_adam_gparams_per_s"});
+#ifdef LT_WITH_CUDA
+  if (cuda::device_count() > 0) {
+    p.gpu_memory_gb = cuda::device_total_memory(0) / kBytesPerGB;
+    const CopyRates c = measure_copy_rates(0, int64_t{1} << 30, o.repeats);
+    p.h2d_gbps = c.h2d_gbps;
+    p.d2h_gbps = c.d2h_gbps;
+    p.bidir_gbps = c.bidir_gbps;
+    // A square bf16 GEMM of 8192 (what DEVICE.md reports).
+    constexpr int64_t n = 8192;
+    const Device gpu = Device::cuda(0);
+    Tensor a = Tensor::full({n, n}, 0.01, DType::BF16, gpu);
+    Tensor b = Tensor::full({n, n}, 0.01, DType::BF16, gpu);
+    auto gemm = [&] {
+      Tensor c = ops::matmul(a, b);
+      current_stream(gpu).synchronize();
+    };
+    gemm();
+    p.gpu_tflops = 2.0 * n * n * n / 1e12 / median_seconds(o.repeats + 2, gemm);
+    r.measured.insert(r.measured.end(),
+                      {"gpu_memory_gb", "h2d_gbps", "d2h_gbps", "bidir_gbps", "gpu_tflops"});
+  } else {
+    r.notes.push_back("no GPU visible: the GPU keys keep their defaults");
+  }
+#else
+  r.notes.push_back("built without CUDA: the GPU keys keep their defaults (the H200 machine's)");
+#endif
+  return r;
+}
+
+}  // namespace lt::plan

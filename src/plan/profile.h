@@ -1,0 +1,38 @@
+#pragma once
+// measure_profile: what `lazytrain profile` measures on this machine. The
+// host side (memory bandwidth, disk read/write through DiskOffloadFile, CPU
+// AdamW parameters per second, memory and disk sizes) runs everywhere; the
+// GPU side (host<->device copies, bf16 GEMM TFLOP/s) only in CUDA builds
+// with a GPU. What cannot be measured keeps the documented default.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/hardware.h"
+
+namespace lt::plan {
+
+struct ProfileOptions {
+  std::string disk_path = "/tmp";
+  int64_t disk_bytes = int64_t{512} << 20;    // written then read back
+  int64_t memory_bytes = int64_t{256} << 20;  // copied for the bandwidth figure
+  int64_t adam_params = int64_t{16} << 20;
+  int repeats = 3;  // each figure is the median of this many runs
+};
+
+struct ProfileReport {
+  HardwareProfile profile;
+  std::vector<std::string> measured;  // the keys that were measured
+  std::vector<std::string> notes;     // what was not, and why
+};
+
+ProfileReport measure_profile(const ProfileOptions& options);
+
+// GPU copy rates, defined in profile_cuda.cu (CUDA builds only): pinned
+// host<->device copies of `bytes`, one direction alone and both at once.
+struct CopyRates {
+  double h2d_gbps = 0, d2h_gbps = 0, bidir_gbps = 0;
+};
+CopyRates measure_copy_rates(int device, int64_t bytes, int repeats);
+
+}  // namespace lt::plan

@@ -1,0 +1,72 @@
+// Host<->device copy rates for `lazytrain profile`: pinned buffers, one
+// stream per direction, CUDA events around the copies.
+#include <algorithm>
+#include <vector>
+
+#include "core/cuda/check.cuh"
+#include "plan/profile.h"
+
+namespace lt::plan {
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+CopyRates measure_copy_rates(int device, int64_t bytes, int repeats) {
+  LT_CUDA_CHECK(cudaSetDevice(device));
+  void *host_in = nullptr, *host_out = nullptr, *dev_in = nullptr, *dev_out = nullptr;
+  LT_CUDA_CHECK(cudaHostAlloc(&host_in, bytes, cudaHostAllocDefault));
+  LT_CUDA_CHECK(cudaHostAlloc(&host_out, bytes, cudaHostAllocDefault));
+  LT_CUDA_CHECK(cudaMalloc(&dev_in, bytes));
+  LT_CUDA_CHECK(cudaMalloc(&dev_out, bytes));
+  cudaStream_t up, down;
+  LT_CUDA_CHECK(cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking));
+  LT_CUDA_CHECK(cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking));
+  cudaEvent_t start, up_done, down_done;
+  LT_CUDA_CHECK(cudaEventCreate(&start));
+  LT_CUDA_CHECK(cudaEventCreate(&up_done));
+  LT_CUDA_CHECK(cudaEventCreate(&down_done));
+  // mode 0: h2d alone, 1: d2h alone, 2: both at once (the slower one timed).
+  auto run = [&](int mode) {
+    LT_CUDA_CHECK(cudaEventRecord(start, up));
+    LT_CUDA_CHECK(cudaStreamWaitEvent(down, start, 0));
+    if (mode != 1)
+      LT_CUDA_CHECK(cudaMemcpyAsync(dev_in, host_in, bytes, cudaMemcpyHostToDevice, up));
+    if (mode != 0)
+      LT_CUDA_CHECK(cudaMemcpyAsync(host_out, dev_out, bytes, cudaMemcpyDeviceToHost, down));
+    LT_CUDA_CHECK(cudaEventRecord(up_done, up));
+    LT_CUDA_CHECK(cudaEventRecord(down_done, down));
+    LT_CUDA_CHECK(cudaEventSynchronize(up_done));
+    LT_CUDA_CHECK(cudaEventSynchronize(down_done));
+    float up_ms = 0, down_ms = 0;
+    LT_CUDA_CHECK(cudaEventElapsedTime(&up_ms, start, up_done));
+    LT_CUDA_CHECK(cudaEventElapsedTime(&down_ms, start, down_done));
+    return static_cast<double>(bytes) / 1e9 / (std::max(up_ms, down_ms) / 1e3);
+  };
+  CopyRates r;
+  std::vector<double> rates[3];
+  for (int mode = 0; mode < 3; ++mode) {
+    run(mode);  // warm-up
+    for (int k = 0; k < repeats; ++k) rates[mode].push_back(run(mode));
+  }
+  r.h2d_gbps = median(rates[0]);
+  r.d2h_gbps = median(rates[1]);
+  r.bidir_gbps = median(rates[2]);
+  cudaEventDestroy(start);
+  cudaEventDestroy(up_done);
+  cudaEventDestroy(down_done);
+  cudaStreamDestroy(up);
+  cudaStreamDestroy(down);
+  cudaFree(dev_in);
+  cudaFree(dev_out);
+  cudaFreeHost(host_in);
+  cudaFreeHost(host_out);
+  return r;
+}
+
+}  // namespace lt::plan

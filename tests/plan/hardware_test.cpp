@@ -1,0 +1,55 @@
+#include <gtest/gtest.h>
+
+#include "plan/hardware.h"
+#include "support/errors.h"
+
+namespace lt::plan {
+namespace {
+
+using lt::testing::error_of;
+
+TEST(HardwareProfile, MissingKeysTakeTheDocumentedDefaults) {
+  const auto p = HardwareProfile::from_yaml_text("gpu_memory_gb: 80\nbidir_gbps: 12\n", "hw.yaml");
+  EXPECT_EQ(p.gpu_memory_gb, 80);
+  EXPECT_EQ(p.bidir_gbps, 12);
+  EXPECT_EQ(p.h2d_gbps, 53.3);  // DEVICE.md's H200 machine
+  EXPECT_EQ(p.host_mem_gbps, 87.0);
+  EXPECT_FALSE(p.host_activation_gb.has_value());
+  EXPECT_EQ(HardwareProfile::from_yaml_text("", "empty.yaml").gpu_tflops, 760.0);
+}
+
+TEST(HardwareProfile, ErrorsNameTheFileAndTheKey) {
+  std::string e =
+      error_of([] { HardwareProfile::from_yaml_text("gpu_memroy_gb: 80\n", "hw.yaml"); });
+  EXPECT_NE(e.find("hw.yaml"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key 'gpu_memroy_gb'"), std::string::npos) << e;
+  e = error_of([] { HardwareProfile::from_yaml_text("disk_gb: 2\nh2d_gbps: fast\n", "hw.yaml"); });
+  EXPECT_NE(e.find("hw.yaml"), std::string::npos) << e;
+  EXPECT_NE(e.find("'h2d_gbps'"), std::string::npos) << e;
+  EXPECT_NE(e.find("line 2"), std::string::npos) << e;
+  e = error_of([] { HardwareProfile::from_yaml_text("gpu_tflops: -3\n", "p.yaml"); });
+  EXPECT_NE(e.find("p.yaml: key 'gpu_tflops'"), std::string::npos) << e;
+  e = error_of([] { HardwareProfile::from_yaml_text("host_memory_gb: [1, 2]\n", "p.yaml"); });
+  EXPECT_NE(e.find("'host_memory_gb'"), std::string::npos) << e;
+  e = error_of([] { HardwareProfile::from_yaml_text("- 1\n- 2\n", "p.yaml"); });
+  EXPECT_NE(e.find("p.yaml"), std::string::npos) << e;
+  e = error_of([] { HardwareProfile::from_file("/nonexistent/hw.yaml"); });
+  EXPECT_NE(e.find("/nonexistent/hw.yaml"), std::string::npos) << e;
+}
+
+TEST(HardwareProfile, WrittenYamlReadsBackTheSameValues) {
+  HardwareProfile p;
+  p.gpu_memory_gb = 70;
+  p.disk_read_gbps = 2.83;
+  p.disk_path = "/scratch";
+  p.host_activation_gb = 15;
+  const auto q = HardwareProfile::from_yaml_text(p.to_yaml(), "written");
+  EXPECT_EQ(q.gpu_memory_gb, 70);
+  EXPECT_EQ(q.disk_read_gbps, 2.83);
+  EXPECT_EQ(q.disk_path, "/scratch");
+  EXPECT_EQ(q.host_activation_gb, 15);
+  EXPECT_FALSE(q.gpu_activation_gb.has_value());
+}
+
+}  // namespace
+}  // namespace lt::plan

@@ -1,0 +1,108 @@
+// The MILP against brute force over every placement of small instances
+// (L <= 10): the same optimum, and the solver's placement costs what it says.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "plan/brute_force.h"
+#include "plan/milp.h"
+
+namespace lt::plan {
+namespace {
+
+PlanInstance random_instance(std::mt19937& rng, int L) {
+  std::uniform_real_distribution<double> u(0, 1);
+  PlanInstance in;
+  in.num_blocks = L;
+  double total = 0;
+  for (int i = 0; i <= L; ++i) {
+    in.boundary_gb.push_back(0.5 + u(rng));
+    total += in.boundary_gb.back();
+  }
+  for (int j = 0; j < L; ++j) in.forward_s.push_back(0.01 + 0.04 * u(rng));
+  in.max_recompute = 1 + static_cast<int>(u(rng) * 4);
+  // Tight spaces, so that recompute, offload and exposure all compete.
+  in.gpu_gb = 3.2 + u(rng) * 0.4 * total;
+  if (u(rng) < 0.3) in.gpu_kept_gb = 3.2 + u(rng) * 0.3 * total;
+  in.host_gb = u(rng) * 0.4 * total;
+  in.disk_gb = u(rng) * 0.4 * total;
+  const double gbps[] = {10, 2, 10, 3};
+  for (int li = 0; li < kNumLinks; ++li) {
+    auto& l = in.links[li];
+    l.gbps = gbps[li];
+    for (int w = 0; w <= L; ++w) {
+      l.capacity_gb.push_back(u(rng) * 1.2);
+      l.mandatory_gb.push_back(static_cast<Link>(li) == Link::HostToDevice ? u(rng) * 0.8 : 0.0);
+    }
+  }
+  return in;
+}
+
+class MilpAgainstBruteForce : public ::testing::TestWithParam<int> {};
+
+TEST_P(MilpAgainstBruteForce, SameOptimumOnRandomInstances) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const int L = GetParam();
+  std::mt19937 rng(1234 + L);
+  const int instances = L <= 6 ? 25 : (L <= 8 ? 8 : 3);
+  int feasible = 0, kinds[4] = {0, 0, 0, 0}, exposed = 0;
+  for (int k = 0; k < instances; ++k) {
+    const PlanInstance in = random_instance(rng, L);
+    const auto bf = testing::brute_force(in);
+    const PlanSolution milp = solve_milp(in, 30);
+    SCOPED_TRACE("L=" + std::to_string(L) + " instance " + std::to_string(k));
+    ASSERT_EQ(milp.feasible, bf.feasible);
+    if (!bf.feasible) continue;
+    ++feasible;
+    for (auto p : bf.placements) ++kinds[static_cast<int>(p)];
+    double exposure = 0;
+    for (double e : milp.exposed_s) exposure += e;
+    exposed += exposure > 1e-9;
+    EXPECT_TRUE(milp.proven_optimal);
+    EXPECT_NEAR(milp.objective, bf.objective, 1e-6 + 1e-6 * bf.objective);
+    // The placement the solver returns is feasible and costs its objective.
+    const double cost = testing::placement_cost(in, milp.placements);
+    ASSERT_GE(cost, 0) << "the solver's placement breaks a constraint";
+    EXPECT_NEAR(cost, bf.objective, 1e-6 + 1e-6 * bf.objective);
+  }
+  EXPECT_GT(feasible, 0);
+  // The instances are meant to make every choice matter somewhere.
+  if (L >= 5 && instances >= 8) {
+    for (int k = 0; k < 4; ++k) EXPECT_GT(kinds[k], 0) << exec::placement_name(exec::Placement(k));
+    EXPECT_GT(exposed, 0) << "no optimum exposed any offload traffic";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Blocks, MilpAgainstBruteForce, ::testing::Values(2, 3, 4, 5, 6, 8, 10));
+
+TEST(Milp, RecomputesWhenNothingElseFits) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  // Six blocks of 1 GB boundaries, GPU only, runs of at most 3 blocks, 5 GB
+  // on the GPU. Keeping {0, 3, 6} needs 3 GB + a 2 GB recompute buffer and
+  // recomputes 4 block forwards; keeping {0, 2, 4, 6} needs 4 GB + 1 GB and
+  // recomputes 3: the cheaper one. Keeping more needs more than 5 GB.
+  PlanInstance in;
+  in.num_blocks = 6;
+  in.boundary_gb.assign(7, 1.0);
+  in.forward_s.assign(6, 0.1);
+  in.max_recompute = 3;
+  in.gpu_gb = 5;
+  in.host_gb = in.disk_gb = 0;
+  for (auto& l : in.links) {
+    l.capacity_gb.assign(7, 10.0);
+    l.mandatory_gb.assign(7, 0.0);
+  }
+  const PlanSolution s = solve_milp(in, 10);
+  ASSERT_TRUE(s.feasible);
+  using exec::Placement;
+  const std::vector<Placement> expected = {
+      Placement::Gpu, Placement::Recompute, Placement::Gpu, Placement::Recompute,
+      Placement::Gpu, Placement::Recompute, Placement::Gpu};
+  EXPECT_EQ(s.placements, expected);
+  EXPECT_NEAR(s.recompute_s, 0.3, 1e-9);
+  in.gpu_gb = 4;  // both arrangements need 5 GB
+  EXPECT_FALSE(solve_milp(in, 10).feasible);
+}
+
+}  // namespace
+}  // namespace lt::plan

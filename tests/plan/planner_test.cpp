@@ -1,0 +1,147 @@
+// Every schedule the planner emits passes the independent validator, and
+// when nothing fits the planner names the short space and the amount.
+#include <gtest/gtest.h>
+
+#include "plan/milp.h"
+#include "plan/planner.h"
+#include "plan/validator.h"
+
+namespace lt::plan {
+namespace {
+
+using exec::Placement;
+
+models::ModelConfig small_llama(int layers) {
+  return models::ModelConfig::from_json_text(
+      R"({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": )" +
+          std::to_string(layers) +
+          R"(, "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 1408,
+          "vocab_size": 32000, "tie_word_embeddings": true})",
+      "small");
+}
+
+// Same tiny model as memory_budget_test.cpp (counts worked out there).
+models::ModelConfig tiny() {
+  return models::ModelConfig::from_json_text(
+      R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+          "vocab_size": 100, "tie_word_embeddings": false})",
+      "tiny");
+}
+
+TEST(Planner, EverySchedulePassesTheValidator) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const auto config = small_llama(12);
+  int kinds_seen[4] = {0, 0, 0, 0};
+  // GPU, host and disk from roomy to tight; slow and fast links.
+  for (double gpu : {1.0, 1.3, 2.0, 8.0})
+    for (double host : {1.2, 1.6})
+      for (double disk_gbps : {0.2, 3.0}) {
+        HardwareProfile hw;
+        hw.gpu_memory_gb = gpu;
+        hw.host_memory_gb = host;
+        hw.disk_gb = 0.4;
+        hw.disk_read_gbps = hw.disk_write_gbps = disk_gbps;
+        hw.bidir_gbps = 2;
+        hw.gpu_tflops = 20;
+        PlanOptions o;
+        o.batch_size = 64;
+        o.seq_len = 1024;
+        o.max_recompute = 3;
+        o.time_limit_s = 10;
+        const Plan p = make_plan(config, hw, o);
+        SCOPED_TRACE(testing::Message()
+                     << "gpu " << gpu << " host " << host << " disk " << disk_gbps);
+        if (!p.feasible) {
+          EXPECT_FALSE(p.shortages.empty());
+          continue;
+        }
+        for (Placement b : p.schedule.boundaries) ++kinds_seen[static_cast<int>(b)];
+        const auto problems = schedule_problems(config, p.sizes, hw, p.schedule, o.max_recompute);
+        EXPECT_TRUE(problems.empty()) << problems.front();
+        EXPECT_EQ(p.schedule.batch_size, 64);
+        EXPECT_EQ(64 % p.schedule.micro_batch, 0);
+      }
+  // The grid is meant to exercise every placement at least once.
+  for (int k = 0; k < 4; ++k) EXPECT_GT(kinds_seen[k], 0) << exec::placement_name(Placement(k));
+}
+
+TEST(Planner, ChoosesABatchSizeWhenNotGiven) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  HardwareProfile hw;  // the H200 machine
+  PlanOptions o;
+  o.time_limit_s = 20;
+  const Plan p = make_plan(small_llama(4), hw, o);
+  ASSERT_TRUE(p.feasible);
+  EXPECT_GT(p.schedule.batch_size, 1);
+  EXPECT_TRUE(schedule_problems(small_llama(4), p.sizes, hw, p.schedule, o.max_recompute).empty());
+}
+
+TEST(Validator, CatchesWhatIsBroken) {
+  const auto config = tiny();
+  HardwareProfile hw;
+  const exec::TrainSizes sizes{2, 8};
+  exec::Schedule s;
+  s.batch_size = 2;
+  s.micro_batch = 1;
+  s.boundaries = {Placement::Recompute, Placement::Gpu, Placement::Gpu};
+  auto problems = schedule_problems(config, sizes, hw, s, 4);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("boundary 0"), std::string::npos);
+  s.boundaries = {Placement::Gpu, Placement::Recompute, Placement::Gpu};
+  EXPECT_TRUE(schedule_problems(config, sizes, hw, s, 2).empty());
+  problems = schedule_problems(config, sizes, hw, s, 1);  // no recompute allowed
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("maximum recompute length 1"), std::string::npos);
+  // 384512 fixed + 3 boundaries of 2048 (two kept, one recompute buffer):
+  // 390656 bytes; a GPU of 390000 is short.
+  hw.gpu_memory_gb = 390000 / kBytesPerGB;
+  problems = schedule_problems(config, sizes, hw, s, 2);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("gpu_memory_gb"), std::string::npos);
+  hw = HardwareProfile{};
+  hw.host_activation_gb = 1000 / kBytesPerGB;
+  s.boundaries = {Placement::Gpu, Placement::Host, Placement::Gpu};
+  problems = schedule_problems(config, sizes, hw, s, 2);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("host_activation_gb"), std::string::npos);
+}
+
+TEST(Planner, InfeasibleNamesTheShortSpaceAndTheAmount) {
+  PlanOptions o;
+  o.batch_size = 2;
+  o.seq_len = 8;
+  // Host: 16 B per parameter (86848) + one boundary of staging (2048) =
+  // 1391616 bytes against 1 MB.
+  HardwareProfile hw;
+  hw.host_memory_gb = 1e-3;
+  Plan p = make_plan(tiny(), hw, o);
+  ASSERT_FALSE(p.feasible);
+  ASSERT_EQ(p.shortages.size(), 1u);
+  EXPECT_EQ(p.shortages[0].space, "host");
+  EXPECT_NEAR(p.shortages[0].bytes, 1391616 - 1000000, 1);
+  // GPU: 384512 fixed at micro-batch 1 + staging 2048 + boundaries 0 and 2
+  // (4096) = 390656 against 100000.
+  hw = HardwareProfile{};
+  hw.gpu_memory_gb = 1e-4;
+  p = make_plan(tiny(), hw, o);
+  ASSERT_FALSE(p.feasible);
+  ASSERT_EQ(p.shortages.size(), 1u);
+  EXPECT_EQ(p.shortages[0].space, "gpu");
+  EXPECT_NEAR(p.shortages[0].bytes, 390656 - 100000, 1);
+  // Activations: room on the GPU for boundaries 0 and 2 only, none on the
+  // host or disk, no recompute: boundary 1 (2048 bytes) has nowhere to go.
+  hw = HardwareProfile{};
+  hw.gpu_memory_gb = 390656 / kBytesPerGB;
+  hw.host_activation_gb = 1e-12;
+  hw.disk_gb = 1e-12;
+  o.max_recompute = 1;
+  p = make_plan(tiny(), hw, o);
+  ASSERT_FALSE(p.feasible);
+  ASSERT_EQ(p.shortages.size(), 1u);
+  EXPECT_EQ(p.shortages[0].space, "gpu+host+disk");
+  EXPECT_NEAR(p.shortages[0].bytes, 2048, 1);
+}
+
+}  // namespace
+}  // namespace lt::plan
