@@ -68,15 +68,19 @@ StandInDevice::StandInDevice(const StandInOptions& options) : memory_(options.ca
   }
 }
 
-Ticket StandInDevice::upload(CopyList copies, Ticket after) {
-  return h2d_.enqueue([copies = std::move(copies), after = std::move(after)] {
+Ticket StandInDevice::upload(CopyList copies, Ticket after, std::string label) {
+  return h2d_.enqueue([copies = std::move(copies), after = std::move(after), trace = trace_,
+                       label = std::move(label)] {
     if (after.valid()) after.get();
+    TraceSpan span(trace, "h2d", label);
     copy_all(copies);
   });
 }
 
-Ticket StandInDevice::download(CopyList copies, std::function<void()> then) {
-  return d2h_.enqueue([copies = std::move(copies), then = std::move(then)]() mutable {
+Ticket StandInDevice::download(CopyList copies, std::function<void()> then, std::string label) {
+  return d2h_.enqueue([copies = std::move(copies), then = std::move(then), trace = trace_,
+                       label = std::move(label)]() mutable {
+    TraceSpan span(trace, "d2h", label);
     copy_all(copies);
     copies.clear();  // the device tensors are free once copied
     if (then) then();

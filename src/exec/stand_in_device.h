@@ -43,8 +43,8 @@ class StandInDevice final : public StreamingDevice {
   std::string memory_space() const override { return "device"; }
   Allocator& memory() override { return memory_; }
   DType compute_dtype() const override { return DType::F32; }
-  Ticket upload(CopyList copies, Ticket after) override;
-  Ticket download(CopyList copies, std::function<void()> then) override;
+  Ticket upload(CopyList copies, Ticket after, std::string label) override;
+  Ticket download(CopyList copies, std::function<void()> then, std::string label) override;
   std::unique_ptr<Scope> compute_scope() override;
 
  private:

@@ -180,6 +180,7 @@ struct StreamingExecutor::Impl {
     stage_squares.assign(stages.size(), 0.0);
     updated.assign(stages.size(), ready_ticket());
     step_finished = ready_ticket();
+    if (!options.trace_path.empty()) trace = std::make_unique<TraceRecorder>();
   }
 
   std::vector<Tensor> stage_weights(int stage) const {
@@ -205,7 +206,8 @@ struct StreamingExecutor::Impl {
       copies.emplace_back(copy, masters[i]);
     }
     // The copy reads the master, so it waits for the stage's update.
-    s.ready = device.upload(std::move(copies), updated[stage]);
+    s.ready = device.upload(std::move(copies), updated[stage],
+                            "weights " + model.stages()[stage]->name());
   }
 
   // The slot holding `stage`'s weights, ready; also starts copying the
@@ -241,7 +243,7 @@ struct StreamingExecutor::Impl {
       bd.device.push_back(device.empty(h.shape(), h.dtype()));
       copies.emplace_back(bd.device.back(), h);
     }
-    bd.fetched = device.upload(std::move(copies), bd.offloaded);
+    bd.fetched = device.upload(std::move(copies), bd.offloaded, "boundary " + std::to_string(b));
   }
 
   void offload(int b) {
@@ -251,16 +253,16 @@ struct StreamingExecutor::Impl {
       bd.host.push_back(Tensor::empty(d.shape(), d.dtype(), cpu_allocator()));
       copies.emplace_back(bd.host.back(), d);
     }
-    bd.offloaded = download(std::move(copies), {});
+    bd.offloaded = download(std::move(copies), {}, "boundary " + std::to_string(b));
   }
 
   // At most two downloads in flight: device memory a copy still holds is
   // freed in a bounded time, so the device peak does not depend on how far
   // the download engine lags.
-  Ticket download(CopyList copies, std::function<void()> then) {
+  Ticket download(CopyList copies, std::function<void()> then, std::string label) {
     stats->exposed_d2h_s += wait_seconds(download_before_last);
     download_before_last = last_download;
-    last_download = device.download(std::move(copies), std::move(then));
+    last_download = device.download(std::move(copies), std::move(then), std::move(label));
     return last_download;
   }
 
@@ -301,9 +303,10 @@ struct StreamingExecutor::Impl {
     }
     double* square = &stage_squares[stage];
     *square = 0;
-    downloads.push_back(download(std::move(copies), [square, views = std::move(views)] {
-      *square = optim::grad_squared_sum(views);
-    }));
+    downloads.push_back(download(
+        std::move(copies),
+        [square, views = std::move(views)] { *square = optim::grad_squared_sum(views); },
+        "grads " + model.stages()[stage]->name()));
   }
 
   void run_forward(int stage, bool recompute) {
@@ -366,6 +369,9 @@ struct StreamingExecutor::Impl {
       }
       if (use.work == StageWork::Forward) stats->optimizer_s += wait_seconds(updated[use.stage]);
       slot_for_current_use = acquire(use.stage, next_stage);
+      TraceSpan span(
+          tracing(), "compute",
+          std::string(stage_work_name(use.work)) + " " + model.stages()[use.stage]->name());
       switch (use.work) {
         case StageWork::Forward:
           run_forward(use.stage, false);
@@ -400,6 +406,20 @@ struct StreamingExecutor::Impl {
     for (const auto& t : updated) wait_seconds(t);
     wait_seconds(step_finished);
   }
+
+  // The recorder while the first options.trace_steps steps run, else null.
+  TraceRecorder* tracing() const {
+    return trace && steps_started <= options.trace_steps ? trace.get() : nullptr;
+  }
+  void write_trace() {
+    if (trace && trace->size() > trace_written) {
+      trace->write(options.trace_path);
+      trace_written = trace->size();
+    }
+  }
+  std::unique_ptr<TraceRecorder> trace;
+  int steps_started = 0;
+  size_t trace_written = 0;
 };
 
 StreamingExecutor::StreamingExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
@@ -426,12 +446,14 @@ StreamingExecutor::StreamingExecutor(const models::CausalLM& model, optim::Optim
 StreamingExecutor::~StreamingExecutor() {
   try {
     impl_->wait_updates();
+    impl_->write_trace();
   } catch (...) {  // a failed update was reported by the step or sync that met it
   }
 }
 
 void StreamingExecutor::sync() {
   impl_->wait_updates();
+  impl_->write_trace();
 }
 
 StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
@@ -442,6 +464,8 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   m.device.memory().reset_peak();
   StepStats stats;
   m.stats = &stats;
+  ++m.steps_started;
+  m.device.set_trace(m.tracing());
   for (const auto& mb : micro_batches) {
     stats.tokens += mb.tokens;
     stats.target_count += mb.target_count;
@@ -498,12 +522,14 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
       const Impl::StageInfo& info = m.stages[s];
       std::vector<bool> with_grad(m.has_grad.begin() + static_cast<int64_t>(info.first),
                                   m.has_grad.begin() + static_cast<int64_t>(info.last));
-      m.updated[s] = m.optimizer_queue.enqueue([&m, &info, with_grad, lr, scale] {
-        for (size_t i = info.first; i < info.last; ++i)
-          if (with_grad[i - info.first]) m.params[i].set_grad(m.grad_slabs[i]);
-        m.optimizer.update(lr, scale, info.first, info.last);
-        for (size_t i = info.first; i < info.last; ++i) m.params[i].set_grad(Tensor());
-      });
+      m.updated[s] =
+          m.optimizer_queue.enqueue([&m, &info, with_grad, lr, scale, s, trace = m.tracing()] {
+            TraceSpan span(trace, "optimizer", "update " + m.model.stages()[s]->name());
+            for (size_t i = info.first; i < info.last; ++i)
+              if (with_grad[i - info.first]) m.params[i].set_grad(m.grad_slabs[i]);
+            m.optimizer.update(lr, scale, info.first, info.last);
+            for (size_t i = info.first; i < info.last; ++i) m.params[i].set_grad(Tensor());
+          });
     }
     m.step_finished = m.optimizer_queue.enqueue([&m] { m.optimizer.finish_step(); });
     if (!m.options.overlap_optimizer) {

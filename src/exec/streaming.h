@@ -39,6 +39,10 @@ struct StreamingOptions {
   // Pipeline the optimizer with the next step's forward (else every step
   // ends with its update done).
   bool overlap_optimizer = true;
+  // When set, the first `trace_steps` steps are recorded (compute, copies,
+  // optimizer) and written there in the Chrome trace format by sync().
+  std::string trace_path;
+  int trace_steps = 3;
 };
 
 class StreamingExecutor final : public Executor {

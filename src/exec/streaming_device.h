@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "exec/trace.h"
 #include "exec/work_queue.h"
 
 namespace lt::exec {
@@ -30,11 +31,11 @@ class StreamingDevice {
   // the stand-in, so that it matches the resident executor bit for bit).
   virtual DType compute_dtype() const = 0;
   // Host -> device, on the upload engine, after `after` has completed and
-  // after every upload queued before it.
-  virtual Ticket upload(CopyList copies, Ticket after) = 0;
+  // after every upload queued before it. `label` names it in a trace.
+  virtual Ticket upload(CopyList copies, Ticket after, std::string label) = 0;
   // Device -> host, on the download engine in queue order; `then` (may be
   // empty) runs on the host once the bytes have landed.
-  virtual Ticket download(CopyList copies, std::function<void()> then) = 0;
+  virtual Ticket download(CopyList copies, std::function<void()> then, std::string label) = 0;
   // While the returned object lives, tensors the calling thread creates
   // without naming an allocator live in device memory.
   class Scope {
@@ -44,6 +45,12 @@ class StreamingDevice {
   virtual std::unique_ptr<Scope> compute_scope() = 0;
 
   Tensor empty(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, memory()); }
+  // Copies queued from now on are recorded on the "h2d" and "d2h" tracks
+  // of `trace` (null: not recorded).
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
+
+ protected:
+  TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace lt::exec

@@ -99,6 +99,7 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const models
              " differs from train.batch_size ", c.train.batch_size);
   }
   if (c.exec.micro_batch > 0) options.schedule.micro_batch = c.exec.micro_batch;
+  options.trace_path = (fs::path(c.out.dir) / "trace.json").string();
   exec::StandInOptions device;
   device.capacity_bytes = static_cast<int64_t>(c.exec.device_memory_gb * 1e9);
   return std::make_unique<exec::StreamingExecutor>(

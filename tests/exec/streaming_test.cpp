@@ -18,11 +18,15 @@
 //    weight gradient that one GEMM summed over all rows is summed as two
 //    partial GEMMs, and the loss as two partial sums.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "core/random.h"
 #include "exec/resident.h"
@@ -367,6 +371,48 @@ TEST(Streaming, DiskPlacementIsRefused) {
   const std::string message = testing::error_of(
       [&] { StreamingExecutor e(model, *opt, std::make_unique<StandInDevice>(), so); });
   EXPECT_NE(message.find("boundary 1 is placed on disk"), std::string::npos) << message;
+}
+
+TEST(Streaming, TraceShowsEveryEngineForTheFirstSteps) {
+  models::CausalLM model = make_model("llama", 3);
+  auto opt = make_optimizer(model, OptimizerKind::AdamW);
+  const fs::path path =
+      fs::temp_directory_path() / ("lt_trace_" + std::to_string(getpid()) + ".json");
+  StreamingOptions so;
+  so.schedule = placements({G, H, R, G});
+  so.trace_path = path.string();
+  so.trace_steps = 2;
+  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(), so);
+  const auto batches = make_batches(3, 1, 2, 6, 97, 4);
+  StepOptions o;
+  o.lr = 1e-3;
+  for (const auto& b : batches) streaming.step(b, o);
+  streaming.sync();
+  std::ifstream in(path);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  fs::remove(path);
+  std::map<int, std::string> tracks;
+  std::map<std::string, int> spans;  // "track: name" -> count
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "M") tracks[e.at("tid").get<int>()] = e.at("args").at("name");
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    EXPECT_GE(e.at("dur").get<double>(), 0);
+    ++spans[tracks.at(e.at("tid").get<int>()) + ": " + e.at("name").get<std::string>()];
+  }
+  // Two traced steps of the plan: forward of every stage, the head, the
+  // recompute of stage 2 (boundary 2 is dropped), backward of every stage.
+  for (const char* stage : {"embed", "block.0", "block.1", "block.2"}) {
+    EXPECT_EQ(spans[std::string("compute: forward ") + stage], 2) << stage;
+    EXPECT_EQ(spans[std::string("compute: backward ") + stage], 2) << stage;
+    EXPECT_EQ(spans[std::string("d2h: grads ") + stage], 2) << stage;
+    EXPECT_EQ(spans[std::string("optimizer: update ") + stage], 2) << stage;
+  }
+  EXPECT_EQ(spans["compute: head head"], 2);
+  EXPECT_EQ(spans["compute: recompute block.1"], 2);  // stage 2 = block.1 makes boundary 2
+  EXPECT_EQ(spans["d2h: boundary 1"], 2);             // offloaded in forward
+  EXPECT_EQ(spans["h2d: boundary 1"], 2);             // and brought back for backward
+  EXPECT_GE(spans["h2d: weights embed"], 2);
 }
 
 TEST(StreamingPlan, RecomputesEachSegmentOnceFromTheNearestKeptBoundary) {

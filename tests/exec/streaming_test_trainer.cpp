@@ -49,6 +49,8 @@ TEST(StreamingTrainer, SameLossesAndWeightsAsResident) {
     EXPECT_EQ(resident.losses, streaming.losses);
     EXPECT_NE(resident.losses.front(), resident.losses.back());
     EXPECT_EQ(resident.params, streaming.params);
+    // The first steps' timeline (its content is checked in streaming_test.cpp).
+    EXPECT_TRUE(fs::exists(tmp / (std::string(family) + "_streaming") / "trace.json"));
   }
 }
 
