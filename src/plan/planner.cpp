@@ -24,12 +24,12 @@ std::vector<Shortage> shortages_of(const CostModel& m, const ActivationRoom& roo
   const int L = static_cast<int>(m.config.num_hidden_layers);
   const double gpu_for_ends = std::min(room.gpu_gb, room.gpu_kept_gb);
   if (gpu_for_ends < 2 * a) {
-    out.push_back({"gpu", static_cast<int64_t>(std::ceil((2 * a - gpu_for_ends) * kBytesPerGB)),
+    out.push_back({"gpu", std::llround((2 * a - gpu_for_ends) * kBytesPerGB),
                    "weights buffers, working sets and boundaries 0 and L do not fit in "
                    "gpu_memory_gb"});
   }
   if (room.host_gb < 0) {
-    out.push_back({"host", static_cast<int64_t>(std::ceil(-room.host_gb * kBytesPerGB)),
+    out.push_back({"host", std::llround(-room.host_gb * kBytesPerGB),
                    "master weights, optimizer states, pinned weights and gradients do not fit "
                    "in host_memory_gb"});
   }
@@ -47,7 +47,7 @@ std::vector<Shortage> shortages_of(const CostModel& m, const ActivationRoom& roo
     if (short_gb < best) best = short_gb, best_k = k;
   }
   if (best > 0)
-    out.push_back({"gpu+host+disk", static_cast<int64_t>(std::ceil(best * kBytesPerGB)),
+    out.push_back({"gpu+host+disk", std::llround(best * kBytesPerGB),
                    "boundary activations: even recomputing runs of " + std::to_string(best_k) +
                        " blocks, the kept boundaries do not fit"});
   return out;

@@ -77,6 +77,18 @@ TEST(Planner, ChoosesABatchSizeWhenNotGiven) {
   EXPECT_TRUE(schedule_problems(small_llama(4), p.sizes, hw, p.schedule, o.max_recompute).empty());
 }
 
+TEST(Planner, KeepsEverythingOnTheGpuWhenItFits) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  // A tiny model on the H200 machine: recompute would only cost time.
+  PlanOptions o;
+  o.batch_size = 2;
+  o.seq_len = 8;
+  const Plan p = make_plan(tiny(), HardwareProfile{}, o);
+  ASSERT_TRUE(p.feasible);
+  EXPECT_EQ(p.schedule.boundaries, std::vector<Placement>(3, Placement::Gpu));
+  EXPECT_EQ(p.prediction.recompute_s, 0);
+}
+
 TEST(Validator, CatchesWhatIsBroken) {
   const auto config = tiny();
   HardwareProfile hw;
