@@ -96,8 +96,9 @@ PlanInstance build_instance(const CostModel& m) {
   in.host_gb = room.host_gb;
   in.disk_gb = room.disk_gb;
   // Tie-breakers far below any recompute: keeping a boundary must always
-  // beat recomputing it when both fit, and the host beat the disk.
+  // beat recomputing it when both fit, the GPU the host, the host the disk.
   in.keep_penalty_s = 1e-4 * m.block_forward_s;
+  in.offload_penalty_s = 2e-4 * m.block_forward_s;
   in.disk_penalty_s = 1e-3 * m.block_forward_s;
   const auto duration = [&](int w, bool backward) { return window_s(m, w, backward); };
   for (int li = 0; li < kNumLinks; ++li) {

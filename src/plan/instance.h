@@ -48,8 +48,11 @@ struct PlanInstance {
   double host_gb = 0;
   double disk_gb = 0;
   std::array<LinkWindows, kNumLinks> links;
-  // Tie-breakers, in seconds: per kept boundary, and per disk boundary.
+  // Tie-breakers, in seconds: per kept boundary; more per offloaded one
+  // (host or disk: the copies cost host bandwidth even when hidden); more
+  // again per disk boundary.
   double keep_penalty_s = 1e-7;
+  double offload_penalty_s = 2e-7;
   double disk_penalty_s = 1e-6;
 
   const LinkWindows& link(Link l) const { return links[static_cast<int>(l)]; }

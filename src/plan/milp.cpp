@@ -79,8 +79,9 @@ PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
   for (int i = 0; i <= L; ++i) {
     const bool end = i == 0 || i == L;
     g[i] = m.add_col(end ? 1 : 0, 1, in.keep_penalty_s, true);
-    c[i] = m.add_col(0, end ? 0 : 1, in.keep_penalty_s, true);
-    n[i] = m.add_col(0, end ? 0 : 1, in.keep_penalty_s + in.disk_penalty_s, true);
+    c[i] = m.add_col(0, end ? 0 : 1, in.keep_penalty_s + in.offload_penalty_s, true);
+    n[i] = m.add_col(0, end ? 0 : 1, in.keep_penalty_s + in.offload_penalty_s + in.disk_penalty_s,
+                     true);
   }
   const int y = m.add_col(0, kInf, 0, false);
 

@@ -14,7 +14,8 @@
 // out-flow = z(i) <= 1, g(0) = g(L) = 1; capacities per space; each kept
 // offloaded boundary's bytes are all spread (sum_w d(i,w) = A_i (c+n), ...);
 // per window sum_i traffic - D(l,w) <= slack.
-// Objective: sum R x + sum D(l,w) / gbps(l) + keep_penalty sum z + disk_penalty sum n.
+// Objective: sum R x + sum D(l,w) / gbps(l) + tie-breakers per kept,
+// offloaded (c + n) and disk boundary.
 #include <array>
 #include <vector>
 

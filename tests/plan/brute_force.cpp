@@ -48,8 +48,9 @@ double placement_cost(const plan::PlanInstance& in, const std::vector<Placement>
     if (p[i] == Placement::Recompute) continue;
     cost += in.keep_penalty_s;
     if (p[i] == Placement::Gpu) gpu += in.boundary_gb[i];
-    if (p[i] == Placement::Host) host += in.boundary_gb[i];
-    if (p[i] == Placement::Disk) disk += in.boundary_gb[i], cost += in.disk_penalty_s;
+    if (p[i] == Placement::Host) host += in.boundary_gb[i], cost += in.offload_penalty_s;
+    if (p[i] == Placement::Disk)
+      disk += in.boundary_gb[i], cost += in.offload_penalty_s + in.disk_penalty_s;
   }
   const double tol = 1e-9;
   if (gpu + buffer > in.gpu_gb + tol || gpu > in.gpu_kept_gb + tol || host > in.host_gb + tol ||
