@@ -266,9 +266,10 @@ struct StreamingExecutor::Impl {
     return last_download;
   }
 
-  // The input of `stage` for chunk `c`, on the device.
-  const Tensor& input(int stage, size_t c) {
-    if (stage == 0) return chunks[c].ids;
+  // Makes the input boundary of `stage` ready on the device (bringing an
+  // offloaded one back), before the stage's compute is timed.
+  void prepare_input(int stage) {
+    if (stage == 0) return;
     Boundary& bd = boundaries[stage - 1];
     if (bd.device.empty()) {
       LT_CHECK(!bd.host.empty(), "streaming executor: boundary ", stage - 1,
@@ -279,7 +280,11 @@ struct StreamingExecutor::Impl {
       stats->exposed_h2d_s += wait_seconds(bd.fetched);
       bd.fetched = Ticket();
     }
-    return bd.device[c];
+  }
+
+  // The input of `stage` for chunk `c`, on the device (after prepare_input).
+  const Tensor& input(int stage, size_t c) const {
+    return stage == 0 ? chunks[c].ids : boundaries[stage - 1].device[c];
   }
 
   void release_device_copy(int b) {
@@ -310,6 +315,7 @@ struct StreamingExecutor::Impl {
   }
 
   void run_forward(int stage, bool recompute) {
+    prepare_input(stage);
     const models::Stage& st = *model.stages()[stage];
     const int slot = slot_for_current_use;
     WeightBinding bind(stage_weights(stage), slots[slot].weights);
@@ -323,6 +329,7 @@ struct StreamingExecutor::Impl {
   }
 
   void run_head(int stage) {
+    prepare_input(stage);
     const models::Stage& st = *model.stages()[stage];
     WeightBinding bind(stage_weights(stage), slots[slot_for_current_use].weights);
     const auto t0 = Clock::now();
@@ -339,6 +346,7 @@ struct StreamingExecutor::Impl {
   }
 
   void run_backward(int stage) {
+    prepare_input(stage);
     const models::Stage& st = *model.stages()[stage];
     WeightBinding bind(stage_weights(stage), slots[slot_for_current_use].weights);
     const auto t0 = Clock::now();

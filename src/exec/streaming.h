@@ -18,6 +18,13 @@
 //   stage i (and the upload of its weights) waits only for stage i's update.
 //   sync() waits for all of them.
 //
+// StepStats: compute_s and recompute_s are the stages' own run times;
+// exposed_h2d_s / exposed_d2h_s are the compute thread's waits for copies;
+// optimizer_s is its wait for updates (the exposed part only, since updates
+// overlap the next step); bubbles_s is the rest of the step's wall time.
+// Peaks: "host" (the host heap) and the device's memory space ("device" on
+// the stand-in).
+//
 // A stage computes with the device copy through a binding: for the stage's
 // run, the model's own parameter tensors point at the device slot's memory,
 // so the stage code (and autograd's gradient accumulation into .grad) is
