@@ -3,17 +3,13 @@
 
 #include "exec/memory_budget.h"
 #include "models/config.h"
+#include "plan/tiny_model.h"
 
 namespace lt::exec {
 namespace {
 
-// hidden 64, 2 layers, 4 heads of 16, 2 KV heads, FFN 128, vocab 100, untied.
 models::ModelConfig tiny() {
-  return models::ModelConfig::from_json_text(
-      R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
-          "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
-          "vocab_size": 100, "tie_word_embeddings": false})",
-      "tiny");
+  return testing::tiny_llama();
 }
 
 // By hand:

@@ -11,6 +11,7 @@
 
 #include "exec/schedule.h"
 #include "plan/milp.h"
+#include "plan/tiny_model.h"
 
 namespace lt::plan {
 namespace {
@@ -40,10 +41,7 @@ class PlanCommand : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("lt_plan_cli_" + std::to_string(getpid()));
     fs::create_directories(dir_ / "model");
     // The tiny Llama of memory_budget_test.cpp, as a model folder.
-    write("model/config.json",
-          R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
-              "vocab_size": 100, "tie_word_embeddings": false})");
+    write("model/config.json", testing::kTinyLlamaJson);
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& text) {

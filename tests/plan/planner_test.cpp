@@ -4,6 +4,7 @@
 
 #include "plan/milp.h"
 #include "plan/planner.h"
+#include "plan/tiny_model.h"
 #include "plan/validator.h"
 
 namespace lt::plan {
@@ -20,13 +21,9 @@ models::ModelConfig small_llama(int layers) {
       "small");
 }
 
-// Same tiny model as memory_budget_test.cpp (counts worked out there).
+// The tiny model of memory_budget_test.cpp (counts worked out there).
 models::ModelConfig tiny() {
-  return models::ModelConfig::from_json_text(
-      R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
-          "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
-          "vocab_size": 100, "tie_word_embeddings": false})",
-      "tiny");
+  return testing::tiny_llama();
 }
 
 TEST(Planner, EverySchedulePassesTheValidator) {
@@ -50,7 +47,7 @@ TEST(Planner, EverySchedulePassesTheValidator) {
         o.max_recompute = 3;
         o.time_limit_s = 10;
         const Plan p = make_plan(config, hw, o);
-        SCOPED_TRACE(testing::Message()
+        SCOPED_TRACE(::testing::Message()
                      << "gpu " << gpu << " host " << host << " disk " << disk_gbps);
         if (!p.feasible) {
           EXPECT_FALSE(p.shortages.empty());
