@@ -1,0 +1,87 @@
+// The cost model's FLOP counts and step prediction against figures worked
+// out by hand for the tiny Llama (tiny_model.h).
+#include <gtest/gtest.h>
+
+#include "plan/cost_model.h"
+#include "plan/tiny_model.h"
+
+namespace lt::plan {
+namespace {
+
+// B = 2, T = 8: 16 tokens.
+//   block: 2 FLOPs x 36992 parameters x 16 tokens = 1183744, plus causal
+//   attention 2 x B x T^2 x heads x head_dim = 2 * 2 * 64 * 4 * 16 = 16384.
+//   head: 2 x vocab 100 x hidden 64 x 16 tokens = 204800.
+TEST(CostModel, FlopCounts) {
+  const exec::TrainSizes sizes{2, 8};
+  EXPECT_EQ(block_forward_flops(testing::tiny_llama(), sizes), 1183744 + 16384);
+  EXPECT_EQ(head_forward_flops(testing::tiny_llama(), sizes), 204800);
+}
+
+PlanSolution all_kept(int L) {
+  PlanSolution s;
+  s.feasible = true;
+  s.placements.assign(L + 1, exec::Placement::Gpu);
+  return s;
+}
+
+TEST(CostModel, ComputeIsFourBlockForwardsAndThreeHeadForwards) {
+  HardwareProfile hw;
+  hw.gpu_tflops = 1e-6;             // 10^6 FLOP/s: the block forward takes 1.200128 s
+  hw.cpu_adam_gparams_per_s = 1e3;  // the optimizer hides entirely
+  const CostModel m = make_cost_model(testing::tiny_llama(), hw, {2, 8}, 0, 4);
+  EXPECT_DOUBLE_EQ(m.block_forward_s, 1.200128);
+  EXPECT_DOUBLE_EQ(m.head_forward_s, 0.2048);
+  const PlanInstance in = build_instance(m);
+  const StepPrediction p = predict_step(m, in, all_kept(2));
+  // 2 blocks x (forward + re-forward + backward = 4 forwards) + head step (3).
+  EXPECT_NEAR(p.compute_s, 2 * 4 * 1.200128 + 3 * 0.2048, 1e-12);
+  EXPECT_EQ(p.recompute_s, 0);
+  EXPECT_EQ(p.exposed_activations_s, 0);
+  // The first block's weights (36992 x 2 B) arrive before compute.
+  EXPECT_NEAR(p.exposed_weights_s, 36992 * 2 / 53.3e9, 1e-15);
+  EXPECT_NEAR(p.step_s, p.compute_s + p.exposed_weights_s + p.optimizer_s, 1e-12);
+}
+
+TEST(CostModel, OptimizerWaitsBeforeEachStageForward) {
+  // 1000 parameters/s. Stages in forward order: embedding (half the 12864
+  // edge parameters: 6.432 s), block 0 and block 1 (36.992 s each), head
+  // (6.432 s).
+  HardwareProfile hw;
+  hw.cpu_adam_gparams_per_s = 1e-6;
+  // Compute all but free: the next forward hides nothing, so the whole
+  // update is exposed: 86848 parameters / 1000 = 86.848 s.
+  CostModel m = make_cost_model(testing::tiny_llama(), hw, {2, 8}, 0, 4);
+  PlanInstance in = build_instance(m);
+  EXPECT_NEAR(predict_step(m, in, all_kept(2)).optimizer_s, 86.848, 1e-6);
+  // Slow compute (block forward 1200 s): only block 0's forward waits, for
+  // the embedding's and its own update: 6.432 + 36.992 = 43.424 s.
+  hw.gpu_tflops = 1e-9;
+  m = make_cost_model(testing::tiny_llama(), hw, {2, 8}, 0, 4);
+  in = build_instance(m);
+  EXPECT_NEAR(predict_step(m, in, all_kept(2)).optimizer_s, 43.424, 1e-6);
+}
+
+TEST(CostModel, WindowsCarryTheirCapacityAndWeightPrefetch) {
+  HardwareProfile hw;
+  hw.gpu_tflops = 1e-6;
+  hw.bidir_gbps = 10;
+  hw.disk_read_gbps = 2;
+  const CostModel m = make_cost_model(testing::tiny_llama(), hw, {2, 8}, 0, 4);
+  const PlanInstance in = build_instance(m);
+  ASSERT_EQ(in.num_blocks, 2);
+  // Forward window 0: one block forward at 10 GB/s out.
+  EXPECT_NEAR(in.link(Link::DeviceToHost).capacity_gb[0], 10 * 1.200128, 1e-12);
+  // Backward window 1: re-forward + backward (3 forwards) at 2 GB/s of disk
+  // reads; the head step (window 2) is 3 head forwards.
+  EXPECT_NEAR(in.link(Link::DiskRead).capacity_gb[1], 2 * 3 * 1.200128, 1e-12);
+  EXPECT_NEAR(in.link(Link::DiskRead).capacity_gb[2], 2 * 3 * 0.2048, 1e-12);
+  // Backward windows 1 and 2 prefetch a block's bf16 weights; window 0 none.
+  EXPECT_EQ(in.link(Link::HostToDevice).mandatory_gb[0], 0);
+  EXPECT_NEAR(in.link(Link::HostToDevice).mandatory_gb[1], 36992 * 2 / 1e9, 1e-18);
+  EXPECT_NEAR(in.link(Link::HostToDevice).mandatory_gb[2], 36992 * 2 / 1e9, 1e-18);
+  EXPECT_NEAR(in.boundary_gb[1], 2048 / 1e9, 1e-18);
+}
+
+}  // namespace
+}  // namespace lt::plan
