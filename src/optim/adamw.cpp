@@ -8,6 +8,8 @@
 #include "core/thread_pool.h"
 #include "optim/adamw_kernel.h"
 #include "optim/cuda/adamw.h"
+#include "optim/kernels_simd.h"
+#include "optim/shadow.h"
 
 namespace lt::optim {
 
@@ -105,6 +107,23 @@ AdamW::AdamW(const nn::NamedParameters& params, AdamWOptions options,
     exp_avg_sq_.push_back(Tensor::zeros(p.shape(), DType::F32, p.device()));
   }
   param_steps_.assign(params_.size(), 0);
+  shadows_.resize(params_.size());
+}
+
+void AdamW::set_bf16_shadow(size_t index, Tensor shadow) {
+  LT_CHECK(index < params_.size(), "AdamW::set_bf16_shadow: index ", index, " is outside the ",
+           params_.size(), " parameters");
+  const auto& [name, p] = params_[index];
+  if (shadow.defined()) {
+    check_bf16_shadow("AdamW", name, p, shadow);
+    fill_bf16_shadow(p, shadow);
+  }
+  shadows_[index] = std::move(shadow);
+}
+
+void AdamW::set_isa(Isa isa) {
+  LT_CHECK(isa_supported(isa), "AdamW::set_isa: this CPU does not support ", isa_name(isa));
+  isa_ = isa;
 }
 
 void AdamW::update(double lr, double grad_scale, size_t first, size_t last) {
@@ -122,6 +141,7 @@ void AdamW::update(double lr, double grad_scale, size_t first, size_t last) {
     bool grad_is_bf16;
     float* exp_avg;
     float* exp_avg_sq;
+    uint16_t* shadow;  // or null
     int64_t numel;
   };
   std::vector<ParamJob> jobs;
@@ -141,9 +161,12 @@ void AdamW::update(double lr, double grad_scale, size_t first, size_t last) {
     g = g.contiguous();
     if (p.device().is_cuda()) cuda_jobs.push_back(jobs.size());
     grads.push_back(g);
-    jobs.push_back({static_cast<float*>(p.data_ptr()), g.data_ptr(), g.dtype() == DType::BF16,
-                    static_cast<float*>(exp_avg_[i].data_ptr()),
-                    static_cast<float*>(exp_avg_sq_[i].data_ptr()), p.numel()});
+    jobs.push_back(
+        {static_cast<float*>(p.data_ptr()), g.data_ptr(), g.dtype() == DType::BF16,
+         static_cast<float*>(exp_avg_[i].data_ptr()),
+         static_cast<float*>(exp_avg_sq_[i].data_ptr()),
+         shadows_[i].defined() ? static_cast<uint16_t*>(shadows_[i].data_ptr()) : nullptr,
+         p.numel()});
     job_param.push_back(i);
   }
 
@@ -170,12 +193,13 @@ void AdamW::update(double lr, double grad_scale, size_t first, size_t last) {
       const AdamWScalars& s = scalars[chunk.job];
       const int64_t b = chunk.begin;
       const int64_t n = chunk.end - chunk.begin;
+      uint16_t* shadow = job.shadow != nullptr ? job.shadow + b : nullptr;
       if (job.grad_is_bf16) {
-        adamw_update(s, job.param + b, static_cast<const BFloat16*>(job.grad) + b, job.exp_avg + b,
-                     job.exp_avg_sq + b, n);
+        adamw_update(isa_, s, job.param + b, static_cast<const BFloat16*>(job.grad) + b,
+                     job.exp_avg + b, job.exp_avg_sq + b, shadow, n);
       } else {
-        adamw_update(s, job.param + b, static_cast<const float*>(job.grad) + b, job.exp_avg + b,
-                     job.exp_avg_sq + b, n);
+        adamw_update(isa_, s, job.param + b, static_cast<const float*>(job.grad) + b,
+                     job.exp_avg + b, job.exp_avg_sq + b, shadow, n);
       }
     }
   });

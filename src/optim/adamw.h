@@ -23,6 +23,7 @@
 #include "core/tensor.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
+#include "optim/simd.h"
 
 namespace lt::optim {
 
@@ -55,6 +56,12 @@ class AdamW final : public Optimizer {
   // be skipped by the caller. step() = update(all) + finish_step().
   void update(double lr, double grad_scale, size_t first, size_t last) override;
   void finish_step() override { ++step_count_; }
+  void set_bf16_shadow(size_t index, Tensor shadow) override;
+
+  // The instruction set of the CPU kernel (active_isa() unless set; the
+  // result is the same bit for bit on every one, only the speed differs).
+  Isa isa() const { return isa_; }
+  void set_isa(Isa isa);
 
   // Number of finished steps so far.
   int64_t step_count() const { return step_count_; }
@@ -82,6 +89,8 @@ class AdamW final : public Optimizer {
   std::vector<Tensor> exp_avg_;       // per parameter, f32, contiguous
   std::vector<Tensor> exp_avg_sq_;    // per parameter, f32, contiguous
   std::vector<int64_t> param_steps_;  // per parameter: t of its last update
+  std::vector<Tensor> shadows_;       // per parameter: bf16 shadow or undefined
+  Isa isa_ = active_isa();
   int64_t step_count_ = 0;
 };
 

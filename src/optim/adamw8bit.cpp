@@ -8,6 +8,9 @@
 
 #include "core/thread_pool.h"
 #include "optim/adamw8bit_kernel.h"
+#include "optim/cuda/adamw8bit.h"
+#include "optim/kernels_simd.h"
+#include "optim/shadow.h"
 
 namespace lt::optim {
 
@@ -29,21 +32,33 @@ int64_t blocks_of(int64_t numel, int64_t block) {
 
 }  // namespace
 
+void validate(const AdamW8bitOptions& o) {
+  LT_CHECK(o.block_size > 0 && o.block_size <= kMaxBlockSize, "optim.block_size must be in [1, ",
+           kMaxBlockSize, "], got ", o.block_size);
+  LT_CHECK(o.min_8bit_numel >= 0, "optim.min_8bit_numel must be >= 0, got ", o.min_8bit_numel);
+}
+
 AdamW8bit::AdamW8bit(const nn::NamedParameters& params, AdamWOptions options,
                      std::vector<std::string> no_decay_substrings, AdamW8bitOptions opts8)
     : params_(params), options_(options), opts8_(opts8) {
   validate(options_);
-  LT_CHECK(opts8_.block_size > 0, "optim block_size must be > 0, got ", opts8_.block_size);
-  LT_CHECK(opts8_.min_8bit_numel >= 0, "optim min_8bit_numel must be >= 0, got ",
-           opts8_.min_8bit_numel);
+  validate(opts8_);
   std::unordered_set<std::string> seen;
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
     LT_CHECK(!name.empty(), "AdamW8bit: a parameter has an empty name");
     LT_CHECK(seen.insert(name).second, "AdamW8bit: parameter name '", name, "' appears twice");
-    LT_CHECK(p.defined() && p.device().is_cpu() && p.dtype() == DType::F32 && p.is_contiguous(),
-             "AdamW8bit: parameter '", name, "' must be a contiguous f32 CPU tensor, got ",
-             p.defined() ? p.str() : std::string("undefined"));
+#ifdef LT_WITH_CUDA
+    const bool device_ok = p.defined() && (p.device().is_cpu() || p.device().is_cuda());
+#else
+    const bool device_ok = p.defined() && p.device().is_cpu();
+#endif
+    LT_CHECK(device_ok && p.dtype() == DType::F32 && p.is_contiguous(), "AdamW8bit: parameter '",
+             name, "' must be a contiguous f32 tensor on the CPU",
+#ifdef LT_WITH_CUDA
+             " or a CUDA device",
+#endif
+             ", got ", p.defined() ? p.str() : std::string("undefined"));
     const bool excluded =
         std::any_of(no_decay_substrings.begin(), no_decay_substrings.end(),
                     [&](const std::string& s) { return name.find(s) != std::string::npos; });
@@ -56,12 +71,21 @@ AdamW8bit::AdamW8bit(const nn::NamedParameters& params, AdamWOptions options,
     slot_.push_back(static_cast<int>(q_.size()));
     const int64_t nb = blocks_of(p.numel(), opts8_.block_size);
     // Zero moments: every code at the rank of 0, every scale 0.
-    Quantized q{i,
-                Tensor::full({p.numel()}, quantize_nearest(signed_code(), 0.0f), DType::U8),
-                Tensor::full({p.numel()}, quantize_nearest(unsigned_code(), 0.0f), DType::U8),
-                Tensor::zeros({nb}, DType::F32),
-                Tensor::zeros({nb}, DType::F32),
-                0};
+    // The states live with their parameter: the update reads all of them in
+    // one pass on that device.
+    if (p.device().is_cuda()) {
+      LT_CHECK(opts8_.block_size <= kMaxCudaBlockSize,
+               "optim.block_size must be <= ", kMaxCudaBlockSize, " for parameters on CUDA ('",
+               name, "'), got ", opts8_.block_size);
+    }
+    Quantized q{
+        i,
+        Tensor::full({p.numel()}, quantize_nearest(signed_code(), 0.0f), DType::U8, p.device()),
+        Tensor::full({p.numel()}, quantize_nearest(unsigned_code(), 0.0f), DType::U8, p.device()),
+        Tensor::zeros({nb}, DType::F32, p.device()),
+        Tensor::zeros({nb}, DType::F32, p.device()),
+        0,
+        {}};
     q_.push_back(std::move(q));
   }
   // The fp32 AdamW checks overlap/aliasing of the small ones; its own
@@ -74,6 +98,30 @@ AdamW8bit::Split AdamW8bit::split() const {
   for (size_t i = 0; i < params_.size(); ++i)
     (slot_[i] >= 0 ? s.quantized : s.fp32) += params_[i].second.numel();
   return s;
+}
+
+void AdamW8bit::set_bf16_shadow(size_t index, Tensor shadow) {
+  LT_CHECK(index < params_.size(), "AdamW8bit::set_bf16_shadow: index ", index, " is outside the ",
+           params_.size(), " parameters");
+  if (slot_[index] < 0) {
+    // The fp32 path's list is the small parameters in constructor order.
+    size_t small_index = 0;
+    for (size_t i = 0; i < index; ++i) small_index += slot_[i] < 0 ? 1 : 0;
+    fp32_->set_bf16_shadow(small_index, std::move(shadow));
+    return;
+  }
+  const auto& [name, p] = params_[index];
+  if (shadow.defined()) {
+    check_bf16_shadow("AdamW8bit", name, p, shadow);
+    fill_bf16_shadow(p, shadow);
+  }
+  q_[static_cast<size_t>(slot_[index])].shadow = std::move(shadow);
+}
+
+void AdamW8bit::set_isa(Isa isa) {
+  LT_CHECK(isa_supported(isa), "AdamW8bit::set_isa: this CPU does not support ", isa_name(isa));
+  isa_ = isa;
+  fp32_->set_isa(isa);
 }
 
 void AdamW8bit::finish_step() {
@@ -95,20 +143,21 @@ void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) 
     bool bf16;
     int64_t numel;
     AdamWScalars s;
+    uint16_t* shadow;  // or null
+    bool cuda;
   };
   std::vector<Job> jobs;
-  std::vector<Tensor> grads;  // keeps contiguous copies alive
+  std::vector<Tensor> grads;  // keeps contiguous copies alive (per job)
   // Check every gradient before anything changes.
   for (Quantized& q : q_) {
     if (q.param < first || q.param >= last) continue;
     const auto& [name, p] = params_[q.param];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    LT_CHECK(g.device().is_cpu() && (g.dtype() == DType::F32 || g.dtype() == DType::BF16) &&
+    LT_CHECK(g.device() == p.device() && (g.dtype() == DType::F32 || g.dtype() == DType::BF16) &&
                  g.shape() == p.shape(),
-             "AdamW8bit::step: gradient of '", name,
-             "' must be an f32 or bf16 CPU tensor of shape ", shape_str(p.shape()), ", got ",
-             g.str());
+             "AdamW8bit::step: gradient of '", name, "' must be an f32 or bf16 tensor on ",
+             p.device().str(), " of shape ", shape_str(p.shape()), ", got ", g.str());
     g = g.contiguous();
     grads.push_back(g);
     jobs.push_back({&q,
@@ -116,7 +165,9 @@ void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) 
                     g.data_ptr(),
                     g.dtype() == DType::BF16,
                     p.numel(),
-                    {}});
+                    {},
+                    q.shadow.defined() ? static_cast<uint16_t*>(q.shadow.data_ptr()) : nullptr,
+                    p.device().is_cuda()});
   }
   // The small parameters of [first, last) are a contiguous run of small_
   // (both keep the constructor's order).
@@ -144,6 +195,7 @@ void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) 
     Quantized& q = *jobs[j].q;
     jobs[j].s = adamw_scalars(lr, options_.beta1, options_.beta2, options_.eps, decay_[q.param],
                               grad_scale, ++q.steps);
+    if (jobs[j].cuda) continue;  // launched below, one kernel per parameter
     for (int64_t b = 0; b < blocks_of(jobs[j].numel, opts8_.block_size); ++b)
       blocks.push_back({j, b});
   }
@@ -160,17 +212,29 @@ void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) 
       uint8_t* vc = job.q->v_codes.data<uint8_t>() + begin;
       float& ms = job.q->m_scales.data<float>()[b];
       float& vs = job.q->v_scales.data<float>()[b];
+      uint16_t* shadow = job.shadow != nullptr ? job.shadow + begin : nullptr;
       if (job.bf16) {
-        adamw8bit_update_block(job.s, job.param + begin,
+        adamw8bit_update_block(isa_, job.s, job.param + begin,
                                static_cast<const BFloat16*>(job.grad) + begin, mc, ms, vc, vs,
-                               m.data(), v.data(), n);
+                               m.data(), v.data(), shadow, n);
       } else {
-        adamw8bit_update_block(job.s, job.param + begin,
+        adamw8bit_update_block(isa_, job.s, job.param + begin,
                                static_cast<const float*>(job.grad) + begin, mc, ms, vc, vs,
-                               m.data(), v.data(), n);
+                               m.data(), v.data(), shadow, n);
       }
     }
   });
+
+  // One kernel per CUDA parameter on its device's current stream (the
+  // contiguous gradient copies are stream-ordered allocations).
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (!jobs[j].cuda) continue;
+#ifdef LT_WITH_CUDA
+    const Quantized& q = *jobs[j].q;
+    cuda::adamw8bit_update(jobs[j].s, params_[q.param].second, grads[j], q.m_codes, q.m_scales,
+                           q.v_codes, q.v_scales, opts8_.block_size);
+#endif
+  }
 }
 
 NamedTensors AdamW8bit::state() const {

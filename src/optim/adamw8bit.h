@@ -7,11 +7,13 @@
 // - Smaller parameters (norms, biases) keep f32 states through the fp32
 //   AdamW itself: they are few bytes, and their moments are the ones where
 //   quantization noise is least diluted.
-// The fp32 master stays fp32. The update math is AdamW's (decoupled decay,
-// bias correction, grad_scale folded in) in the same operation order, so
-// the only difference from AdamW is the rounding of m and v to the code.
-// One step() updates every 8-bit block in one fused pass (dequantize,
-// update, requantize) in parallel over blocks; results do not depend on the
+// Parameters may live on the CPU (the fused kernels of adamw8bit_kernel.h and
+// kernels_simd.h, AVX2/AVX-512 when the CPU has them) or, in a CUDA build,
+// on a CUDA device (cuda/adamw8bit.cu: the same codes, scales and layout,
+// the same result bit for bit). The fp32 master stays fp32. The update math is AdamW's (decoupled
+// decay, bias correction, grad_scale folded in) in the same operation order, so the only difference
+// from AdamW is the rounding of m and v to the code. One step() updates every 8-bit block in one
+// fused pass (dequantize, update, requantize) in parallel over blocks; results do not depend on the
 // number of threads (a block is updated by one thread alone).
 #include <cstdint>
 #include <memory>
@@ -25,10 +27,17 @@
 
 namespace lt::optim {
 
+// The config keys optim.block_size and optim.min_8bit_numel.
 struct AdamW8bitOptions {
   int64_t block_size = 2048;      // elements per absmax scale
   int64_t min_8bit_numel = 4096;  // smaller tensors keep f32 states
 };
+
+// The largest block_size (per-thread scratch is 8 bytes per element).
+constexpr int64_t kMaxBlockSize = int64_t{1} << 20;
+
+// Throws lt::Error naming the key (optim.block_size, optim.min_8bit_numel).
+void validate(const AdamW8bitOptions& options);
 
 class AdamW8bit final : public Optimizer {
  public:
@@ -38,6 +47,12 @@ class AdamW8bit final : public Optimizer {
   size_t size() const override { return params_.size(); }
   void update(double lr, double grad_scale, size_t first, size_t last) override;
   void finish_step() override;
+  void set_bf16_shadow(size_t index, Tensor shadow) override;
+
+  // The instruction set of the CPU kernels (active_isa() unless set; same
+  // result bit for bit on each).
+  Isa isa() const { return isa_; }
+  void set_isa(Isa isa);
 
   int64_t step_count() const { return step_count_; }
   const AdamWOptions& options() const { return options_; }
@@ -69,6 +84,7 @@ class AdamW8bit final : public Optimizer {
     Tensor m_codes, v_codes;    // u8 [numel]
     Tensor m_scales, v_scales;  // f32 [blocks]
     int64_t steps = 0;
+    Tensor shadow;  // bf16 [numel] or undefined
   };
   nn::NamedParameters params_;
   AdamWOptions options_;
@@ -79,6 +95,7 @@ class AdamW8bit final : public Optimizer {
   nn::NamedParameters small_;    // the fp32-path parameters
   std::unique_ptr<AdamW> fp32_;  // their optimizer
   int64_t step_count_ = 0;
+  Isa isa_ = active_isa();
 };
 
 }  // namespace lt::optim

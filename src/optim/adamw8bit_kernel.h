@@ -124,7 +124,7 @@ inline uint8_t quantize_nearest(const Table& code, T x) {
 // ranks on every midpoint and its f32 neighbours).
 struct Code8Search {
   const Code8* code;
-  std::vector<uint8_t> bucket;  // 2^17 ranks
+  std::vector<uint8_t> bucket;  // 2^17 ranks (+ 3 bytes of padding)
 };
 
 namespace detail {
@@ -136,7 +136,9 @@ inline uint32_t bucket_of(float x) {
 }
 
 inline Code8Search make_search(const Code8& code) {
-  Code8Search s{&code, std::vector<uint8_t>(size_t{1} << 17)};
+  // Three bytes of padding past the 2^17 ranks: the vector kernels fetch a
+  // rank with a 4-byte gather at its byte offset.
+  Code8Search s{&code, std::vector<uint8_t>((size_t{1} << 17) + 3)};
   for (uint32_t b = 0; b < (uint32_t{1} << 17); ++b) {
     // The bucket's smallest value: its first bit pattern if positive, its
     // last (largest magnitude) if negative.
@@ -195,18 +197,22 @@ inline void dequantize_block(const Code8& code, const uint8_t* q, float scale, f
 }
 
 // One block of the fused update. `m`, `v` are scratch of n floats; the codes
-// and scales are read and rewritten in place.
+// and scales are read and rewritten in place; `shadow` (may be null) gets
+// the bf16 of each new parameter value. This is the scalar path;
+// kernels_simd.h has the AVX2/AVX-512 ones (same results, bit for bit).
 template <typename Grad>
 void adamw8bit_update_block(const AdamWScalars& s, float* __restrict param,
                             const Grad* __restrict grad, uint8_t* __restrict m_codes,
                             float& m_scale, uint8_t* __restrict v_codes, float& v_scale,
-                            float* __restrict m, float* __restrict v, int64_t n) {
+                            float* __restrict m, float* __restrict v, uint16_t* __restrict shadow,
+                            int64_t n) {
   dequantize_block(signed_code(), m_codes, m_scale, m, n);
   dequantize_block(unsigned_code(), v_codes, v_scale, v, n);
   // The very operations of adamw_update, element by element.
   for (int64_t i = 0; i < n; ++i) {
     const float decayed = detail::moments(s, param[i], grad[i], m[i], v[i]);
     param[i] = detail::apply(s, decayed, m[i], std::sqrt(v[i]));
+    if (shadow != nullptr) shadow[i] = f32_to_bf16(param[i]);
   }
   m_scale = quantize_block(signed_code(), m, m_codes, n);
   v_scale = quantize_block(unsigned_code(), v, v_codes, n);

@@ -19,15 +19,16 @@
 // PyTorch is agreement to f32 rounding, not bit equality. Within lazytrain
 // the result is bitwise independent of thread count and chunking: every
 // element is updated alone, and the vector and scalar paths below perform
-// the same IEEE operations (the build uses -ffp-contract=off, the ISO C++
-// default, so no FMA is formed behind our back).
+// the same IEEE operations (baseline x86-64 has no FMA for the compiler to
+// contract into; the AVX2/AVX-512 files, whose targets have it, turn
+// contraction off).
 //
 // Vectorization: the build compiles at -O2 with the default math-errno, and
 // GCC then guards every std::sqrt with an errno branch, which stops the
 // loop vectorizer. The square root therefore goes through sqrt_lanes (SSE
 // sqrtps on x86-64; the argument, v, is never negative). The remaining
 // loops have a constant trip count (kLanes), which -O2's "very cheap" cost
-// model vectorizes fully. Issue 7 adds AVX-512 dispatch on top of this.
+// model vectorizes fully. kernels_simd.h adds AVX2/AVX-512 paths chosen at run time.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -110,10 +111,13 @@ inline float apply(const AdamWScalars& s, float decayed_p, float m, float sqrt_v
 }  // namespace detail
 
 // Updates n elements in place. Grad is float or BFloat16 (widened exactly).
-// The arrays must not overlap.
+// `shadow`, when not null, receives the bf16 (round to nearest even) of each
+// new parameter value in the same pass. The arrays must not overlap. This is
+// the scalar path; kernels_simd.h has the AVX2/AVX-512 ones.
 template <typename Grad>
 void adamw_update(const AdamWScalars& s, float* __restrict param, const Grad* __restrict grad,
-                  float* __restrict exp_avg, float* __restrict exp_avg_sq, int64_t n) {
+                  float* __restrict exp_avg, float* __restrict exp_avg_sq,
+                  uint16_t* __restrict shadow, int64_t n) {
   using detail::kLanes;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -126,11 +130,21 @@ void adamw_update(const AdamWScalars& s, float* __restrict param, const Grad* __
     for (int64_t j = 0; j < kLanes; ++j) decayed[j] = detail::moments(s, p[j], g[j], m[j], v[j]);
     detail::sqrt_lanes(v, root);
     for (int64_t j = 0; j < kLanes; ++j) p[j] = detail::apply(s, decayed[j], m[j], root[j]);
+    if (shadow != nullptr)
+      for (int64_t j = 0; j < kLanes; ++j) shadow[i + j] = f32_to_bf16(p[j]);
   }
   for (; i < n; ++i) {
     const float decayed = detail::moments(s, param[i], grad[i], exp_avg[i], exp_avg_sq[i]);
     param[i] = detail::apply(s, decayed, exp_avg[i], std::sqrt(exp_avg_sq[i]));
+    if (shadow != nullptr) shadow[i] = f32_to_bf16(param[i]);
   }
+}
+
+// Without a bf16 shadow.
+template <typename Grad>
+void adamw_update(const AdamWScalars& s, float* __restrict param, const Grad* __restrict grad,
+                  float* __restrict exp_avg, float* __restrict exp_avg_sq, int64_t n) {
+  adamw_update(s, param, grad, exp_avg, exp_avg_sq, nullptr, n);
 }
 
 }  // namespace lt::optim

@@ -30,6 +30,14 @@ class Optimizer {
     update(lr, grad_scale, 0, size());
     finish_step();
   }
+  // Optional bf16 "shadow" of parameter `index` (constructor order): every
+  // later update of that parameter also writes the bf16 of each new value
+  // (round to nearest even) into `shadow`, in the same pass over memory, so
+  // an executor can stream it to the GPU without another pass. `shadow`
+  // must be a contiguous bf16 CPU tensor with the parameter's element count
+  // (pinned memory is fine); it is filled from the current parameter now.
+  // An undefined tensor removes the shadow. CPU parameters only.
+  virtual void set_bf16_shadow(size_t index, Tensor shadow) = 0;
   virtual NamedTensors state() const = 0;
   virtual void load_state(const NamedTensors& state) = 0;
 };

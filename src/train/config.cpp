@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "optim/adamw8bit.h"
 
 namespace lt::train {
 
@@ -109,6 +110,8 @@ std::vector<std::pair<std::string, Setter>> schema(TrainConfig& c) {
       {"optim.eps", number(c.optim.eps)},
       {"optim.weight_decay", number(c.optim.weight_decay)},
       {"optim.no_decay", strings(c.optim.no_decay)},
+      {"optim.block_size", integer(c.optim.block_size)},
+      {"optim.min_8bit_numel", integer(c.optim.min_8bit_numel)},
       {"sched.name", str(c.sched.name)},
       {"sched.warmup_steps", integer(c.sched.warmup_steps)},
       {"sched.min_lr", number(c.sched.min_lr)},
@@ -224,6 +227,11 @@ void TrainConfig::validate() const {
            "config key 'optim.betas' must be two numbers in [0, 1)");
   LT_CHECK(optim.eps > 0, "config key 'optim.eps' must be positive");
   LT_CHECK(optim.weight_decay >= 0, "config key 'optim.weight_decay' must be >= 0");
+  LT_CHECK(optim.block_size >= 1 && optim.block_size <= optim::kMaxBlockSize,
+           "config key 'optim.block_size' must be in [1, ", optim::kMaxBlockSize, "], got ",
+           optim.block_size);
+  LT_CHECK(optim.min_8bit_numel >= 0, "config key 'optim.min_8bit_numel' must be >= 0, got ",
+           optim.min_8bit_numel);
   check_one_of(sched.name, "sched.name", "constant", "linear", "cosine");
   LT_CHECK(sched.warmup_steps >= 0, "config key 'sched.warmup_steps' must be >= 0");
   LT_CHECK(sched.min_lr >= 0 && sched.min_lr <= optim.lr,
@@ -293,6 +301,8 @@ std::string TrainConfig::to_yaml() const {
     kv("eps", optim.eps);
     kv("weight_decay", optim.weight_decay);
     list("no_decay", optim.no_decay);
+    kv("block_size", optim.block_size);
+    kv("min_8bit_numel", optim.min_8bit_numel);
   });
   section("sched", [&] {
     kv("name", sched.name);

@@ -42,12 +42,16 @@ struct TrainConfig {
     int64_t max_bad_steps = 5;    // stop after this many non-finite steps in a row
   } train;
   struct Optim {
-    std::string name = "adamw";  // adamw (adamw8bit later)
+    std::string name = "adamw";  // adamw or adamw8bit
     double lr = 1e-4;
     std::vector<double> betas = {0.9, 0.999};
     double eps = 1e-8;
     double weight_decay = 0.0;
     std::vector<std::string> no_decay = {"bias", "norm"};
+    // adamw8bit only: elements per absmax scale, and the size below which a
+    // tensor keeps f32 states (see optim/adamw8bit.h).
+    int64_t block_size = 2048;
+    int64_t min_8bit_numel = 4096;
   } optim;
   struct Sched {
     std::string name = "constant";  // constant|linear|cosine

@@ -168,11 +168,19 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   adam.beta2 = c.optim.betas[1];
   adam.eps = c.optim.eps;
   adam.weight_decay = c.optim.weight_decay;
-  // adamw8bit: blockwise 8-bit states (CPU parameters only, issue 9).
+  // adamw8bit: blockwise 8-bit states for tensors of at least
+  // optim.min_8bit_numel elements, f32 states for the rest (issue 9).
   std::unique_ptr<optim::Optimizer> optimizer_owner;
   if (c.optim.name == "adamw8bit") {
-    optimizer_owner =
-        std::make_unique<optim::AdamW8bit>(model.parameters(), adam, c.optim.no_decay);
+    auto q8 = std::make_unique<optim::AdamW8bit>(
+        model.parameters(), adam, c.optim.no_decay,
+        optim::AdamW8bitOptions{c.optim.block_size, c.optim.min_8bit_numel});
+    const optim::AdamW8bit::Split split = q8->split();
+    progress.message(fmt::format(
+        "optimizer adamw8bit: {} parameters with 8-bit states (blocks of {}), {} with f32 "
+        "states (tensors under {} elements)",
+        split.quantized, c.optim.block_size, split.fp32, c.optim.min_8bit_numel));
+    optimizer_owner = std::move(q8);
   } else {
     optimizer_owner = std::make_unique<optim::AdamW>(model.parameters(), adam, c.optim.no_decay);
   }

@@ -1,6 +1,7 @@
 #include "optim/cuda/adamw.h"
 
 #include "ops/cuda/kernel_common.cuh"
+#include "optim/cuda/adamw_update.cuh"
 
 namespace lt::optim::cuda {
 
@@ -14,27 +15,6 @@ using ops::cuda::Pack;
 // full 16-byte pack as well.
 constexpr int kVec = 8;
 constexpr int kThreads = 256;
-
-// The operations of adamw_kernel.h's detail::moments and detail::apply,
-// spelled with _rn intrinsics: nvcc contracts a * b + c into an FMA by
-// default, which would round differently from the CPU (built with
-// -ffp-contract=off); the intrinsics are never contracted.
-__device__ __forceinline__ void update_one(const AdamWScalars& s, float& p, float grad, float& m,
-                                           float& v) {
-  const float g = __fmul_rn(grad, s.grad_scale);
-  m = __fadd_rn(__fmul_rn(s.beta1, m), __fmul_rn(s.one_minus_beta1, g));
-  v = __fadd_rn(__fmul_rn(s.beta2, v), __fmul_rn(__fmul_rn(s.one_minus_beta2, g), g));
-  const float decayed = __fmul_rn(p, s.decay_factor);
-  const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), s.bias_correction2_sqrt), s.eps);
-  p = __fadd_rn(decayed, __fdiv_rn(__fmul_rn(s.neg_step_size, m), denom));
-}
-
-__device__ __forceinline__ float widen(float g) {
-  return g;
-}
-__device__ __forceinline__ float widen(bf16 g) {
-  return __bfloat162float(g);
-}
 
 // Loads kVec gradient values starting at g (16-byte aligned) as f32.
 __device__ __forceinline__ void load_grads(const float* g, float (&out)[kVec]) {

@@ -1,0 +1,166 @@
+#pragma once
+// The one body of the vector optimizer kernels, written against a small
+// vector interface `V` that kernels_avx2.cpp and kernels_avx512.cpp define
+// (after their target pragma, so these templates compile for that ISA):
+//
+//   V::kWidth                       floats per register
+//   V::F                            the register type
+//   load, store, set1, zero, add, sub, mul, div, sqrt, max, abs, hmax
+//   load_grad(const float*), load_grad(const BFloat16*)   widened to f32
+//   store_bf16(uint16_t*, F)        round to nearest even, NaN stays NaN
+//   dequantize(const uint8_t*, const float* code)          code[q] (gather)
+//   store_codes(uint8_t*, F x, const Code8Search&)         nearest rank
+//
+// Per element, the operations are those of adamw_kernel.h's
+// detail::moments and detail::apply in the same order; the remainder of a
+// run (n not a multiple of kWidth) goes through those scalar functions.
+// Include only from those two files, after their target pragma and after
+// every other header (so no inline function of another header is compiled
+// for the wider ISA).
+#include <cstdint>
+#include <cstring>
+
+#include "optim/adamw8bit_kernel.h"
+#include "optim/adamw_kernel.h"
+
+namespace lt::optim::simd_body {
+
+template <class V>
+struct Consts {
+  typename V::F grad_scale, decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2,
+      bias_correction2_sqrt, eps, neg_step_size;
+  explicit Consts(const AdamWScalars& s)
+      : grad_scale(V::set1(s.grad_scale)),
+        decay_factor(V::set1(s.decay_factor)),
+        beta1(V::set1(s.beta1)),
+        one_minus_beta1(V::set1(s.one_minus_beta1)),
+        beta2(V::set1(s.beta2)),
+        one_minus_beta2(V::set1(s.one_minus_beta2)),
+        bias_correction2_sqrt(V::set1(s.bias_correction2_sqrt)),
+        eps(V::set1(s.eps)),
+        neg_step_size(V::set1(s.neg_step_size)) {}
+};
+
+// One register of the update: m and v in, updated in place; returns the new
+// parameter.
+template <class V>
+inline typename V::F update(const Consts<V>& c, typename V::F p, typename V::F grad,
+                            typename V::F& m, typename V::F& v) {
+  const auto g = V::mul(grad, c.grad_scale);
+  m = V::add(V::mul(c.beta1, m), V::mul(c.one_minus_beta1, g));
+  v = V::add(V::mul(c.beta2, v), V::mul(V::mul(c.one_minus_beta2, g), g));
+  const auto decayed = V::mul(p, c.decay_factor);
+  const auto denom = V::add(V::div(V::sqrt(v), c.bias_correction2_sqrt), c.eps);
+  return V::add(decayed, V::div(V::mul(c.neg_step_size, m), denom));
+}
+
+// The scalar path's element update, for the remainder. (Every template here
+// takes V, a type local to its translation unit, so no instantiation is
+// shared between the AVX2 and AVX-512 files: the linker can never pick one
+// compiled for the wider ISA.)
+template <class V, typename Grad>
+inline void update_scalar(const AdamWScalars& s, float& p, Grad grad, float& m, float& v,
+                          uint16_t* shadow) {
+  const float decayed = detail::moments(s, p, grad, m, v);
+  p = detail::apply(s, decayed, m, std::sqrt(v));
+  if (shadow != nullptr) *shadow = f32_to_bf16(p);
+}
+
+template <class V, typename Grad>
+void adamw_update(const AdamWScalars& s, float* param, const Grad* grad, float* exp_avg,
+                  float* exp_avg_sq, uint16_t* shadow, int64_t n) {
+  const Consts<V> c(s);
+  int64_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth) {
+    auto m = V::load(exp_avg + i);
+    auto v = V::load(exp_avg_sq + i);
+    const auto p = update(c, V::load(param + i), V::load_grad(grad + i), m, v);
+    V::store(param + i, p);
+    V::store(exp_avg + i, m);
+    V::store(exp_avg_sq + i, v);
+    if (shadow != nullptr) V::store_bf16(shadow + i, p);
+  }
+  for (; i < n; ++i)
+    update_scalar<V>(s, param[i], grad[i], exp_avg[i], exp_avg_sq[i],
+                     shadow != nullptr ? shadow + i : nullptr);
+}
+
+// Quantizes x[0, n) with the scale `absmax` (the block's, > 0 or 0) as
+// quantize_block does; returns the scale.
+template <class V>
+float quantize(const Code8& code, const float* x, uint8_t* out, int64_t n, float absmax) {
+  if (absmax == 0.0f) {
+    std::memset(out, quantize_nearest(code, 0.0f), static_cast<size_t>(n));
+    return 0.0f;
+  }
+  const Code8Search& search = search_of(code);
+  const auto scale = V::set1(absmax);
+  int64_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth)
+    V::store_codes(out + i, V::div(V::load(x + i), scale), search);
+  for (; i < n; ++i) out[i] = quantize_nearest_fast(search, x[i] / absmax);
+  return absmax;
+}
+
+// adamw8bit_update_block in two passes over the block instead of four:
+// dequantize + update + absmax, then requantize from the scratch m and v.
+template <class V, typename Grad>
+void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* grad, uint8_t* m_codes,
+                            float& m_scale, uint8_t* v_codes, float& v_scale, float* m, float* v,
+                            uint16_t* shadow, int64_t n) {
+  const Code8& m_code = signed_code();
+  const Code8& v_code = unsigned_code();
+  const Consts<V> c(s);
+  const auto m_scale_v = V::set1(m_scale);
+  const auto v_scale_v = V::set1(v_scale);
+  auto m_max = V::zero();
+  auto v_max = V::zero();
+  int64_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth) {
+    auto mv = V::mul(V::dequantize(m_codes + i, m_code.data()), m_scale_v);
+    auto vv = V::mul(V::dequantize(v_codes + i, v_code.data()), v_scale_v);
+    const auto p = update(c, V::load(param + i), V::load_grad(grad + i), mv, vv);
+    V::store(param + i, p);
+    if (shadow != nullptr) V::store_bf16(shadow + i, p);
+    V::store(m + i, mv);
+    V::store(v + i, vv);
+    m_max = V::max(V::abs(mv), m_max);
+    v_max = V::max(V::abs(vv), v_max);
+  }
+  float m_absmax = V::hmax(m_max), v_absmax = V::hmax(v_max);
+  for (; i < n; ++i) {
+    m[i] = m_code[m_codes[i]] * m_scale;
+    v[i] = v_code[v_codes[i]] * v_scale;
+    update_scalar<V>(s, param[i], grad[i], m[i], v[i], shadow != nullptr ? shadow + i : nullptr);
+    m_absmax = std::max(m_absmax, std::abs(m[i]));
+    v_absmax = std::max(v_absmax, std::abs(v[i]));
+  }
+  m_scale = quantize<V>(m_code, m, m_codes, n, m_absmax);
+  v_scale = quantize<V>(v_code, v, v_codes, n, v_absmax);
+}
+
+}  // namespace lt::optim::simd_body
+
+// Defines kernels_simd.h's four entry points of one ISA on the vector type V
+// (inside namespace lt::optim, after V).
+#define LT_OPTIM_DEFINE_ISA(suffix, V)                                                             \
+  void adamw_update_##suffix(const AdamWScalars& s, float* param, const float* grad,               \
+                             float* exp_avg, float* exp_avg_sq, uint16_t* shadow, int64_t n) {     \
+    simd_body::adamw_update<V>(s, param, grad, exp_avg, exp_avg_sq, shadow, n);                    \
+  }                                                                                                \
+  void adamw_update_##suffix(const AdamWScalars& s, float* param, const BFloat16* grad,            \
+                             float* exp_avg, float* exp_avg_sq, uint16_t* shadow, int64_t n) {     \
+    simd_body::adamw_update<V>(s, param, grad, exp_avg, exp_avg_sq, shadow, n);                    \
+  }                                                                                                \
+  void adamw8bit_update_block_##suffix(                                                            \
+      const AdamWScalars& s, float* param, const float* grad, uint8_t* m_codes, float& m_scale,    \
+      uint8_t* v_codes, float& v_scale, float* m, float* v, uint16_t* shadow, int64_t n) {         \
+    simd_body::adamw8bit_update_block<V>(s, param, grad, m_codes, m_scale, v_codes, v_scale, m, v, \
+                                         shadow, n);                                               \
+  }                                                                                                \
+  void adamw8bit_update_block_##suffix(                                                            \
+      const AdamWScalars& s, float* param, const BFloat16* grad, uint8_t* m_codes, float& m_scale, \
+      uint8_t* v_codes, float& v_scale, float* m, float* v, uint16_t* shadow, int64_t n) {         \
+    simd_body::adamw8bit_update_block<V>(s, param, grad, m_codes, m_scale, v_codes, v_scale, m, v, \
+                                         shadow, n);                                               \
+  }
