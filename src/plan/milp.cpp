@@ -189,7 +189,8 @@ PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
 
   PlanSolution out;
   const double* x = Cbc_bestSolution(model);
-  out.feasible = x != nullptr && !Cbc_isProvenInfeasible(model);
+  out.proven_infeasible = Cbc_isProvenInfeasible(model);
+  out.feasible = x != nullptr && !out.proven_infeasible;
   out.proven_optimal = out.feasible && Cbc_isProvenOptimal(model);
   out.bound = Cbc_getBestPossibleObjValue(model) * unit;
   if (out.feasible) {

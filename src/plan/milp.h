@@ -27,6 +27,7 @@ namespace lt::plan {
 struct PlanSolution {
   bool feasible = false;
   bool proven_optimal = false;
+  bool proven_infeasible = false;             // no placement meets the constraints at all
   std::vector<exec::Placement> placements;    // L + 1
   double objective = 0;                       // as the solver reports it
   double recompute_s = 0;                     // sum R x

@@ -118,7 +118,10 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
       if (!best.feasible && best.shortages.empty())
         best.shortages.push_back(
             {"gpu+host+disk", 0,
-             "the solver found no placement within " + std::to_string(limit) + " s"});
+             solution.proven_infeasible
+                 ? "boundary activations: no placement meets every capacity and the maximum "
+                   "recompute length together (each alone leaves room)"
+                 : "the solver found no placement within " + std::to_string(limit) + " s"});
       break;
     }
     const StepPrediction prediction = predict_step(c.model, instance, solution);

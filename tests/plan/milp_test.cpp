@@ -52,7 +52,10 @@ TEST_P(MilpAgainstBruteForce, SameOptimumOnRandomInstances) {
     const PlanSolution milp = solve_milp(in, 30);
     SCOPED_TRACE("L=" + std::to_string(L) + " instance " + std::to_string(k));
     ASSERT_EQ(milp.feasible, bf.feasible);
-    if (!bf.feasible) continue;
+    if (!bf.feasible) {
+      EXPECT_TRUE(milp.proven_infeasible);
+      continue;
+    }
     ++feasible;
     for (auto p : bf.placements) ++kinds[static_cast<int>(p)];
     double exposure = 0;
