@@ -181,6 +181,9 @@ struct StreamingExecutor::Impl {
     updated.assign(stages.size(), ready_ticket());
     step_finished = ready_ticket();
     if (!options.trace_path.empty()) trace = std::make_unique<TraceRecorder>();
+    if (options.max_optimizer_delay_us > 0) {
+      optimizer_queue.inject_delays(options.max_optimizer_delay_us, 7);
+    }
   }
 
   std::vector<Tensor> stage_weights(int stage) const {

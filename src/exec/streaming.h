@@ -50,6 +50,9 @@ struct StreamingOptions {
   // optimizer) and written there in the Chrome trace format by sync().
   std::string trace_path;
   int trace_steps = 3;
+  // Test hook: the optimizer thread sleeps up to this many microseconds
+  // before each stage's update, to shake out a forward that does not wait.
+  int64_t max_optimizer_delay_us = 0;
 };
 
 class StreamingExecutor final : public Executor {

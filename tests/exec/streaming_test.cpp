@@ -127,6 +127,7 @@ struct Case {
   double max_grad_norm = 0.05;  // small enough that every step clips
   bool bitwise = true;
   StandInOptions device;
+  int64_t max_optimizer_delay_us = 0;
   int steps = 3;
 };
 
@@ -142,6 +143,7 @@ std::vector<StepStats> expect_same_as_resident(const Case& c) {
   RunResult ref = run_steps(resident, ref_model, batches, c.max_grad_norm);
   StreamingOptions so;
   so.schedule = c.schedule;
+  so.max_optimizer_delay_us = c.max_optimizer_delay_us;
   StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(c.device), so);
   RunResult got = run_steps(streaming, model, batches, c.max_grad_norm);
 
@@ -280,6 +282,7 @@ TEST(Streaming, RandomCopyDelaysDoNotChangeResults) {
     c.schedule = placements({H, R, G, H, R, H});
     c.device.max_copy_delay_us = 400;
     c.device.delay_seed = seed;
+    c.max_optimizer_delay_us = 2000;  // updates late: each forward must wait for its own
     c.steps = 3;
     expect_same_as_resident(c);
   }
