@@ -108,6 +108,8 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
       if (!best.feasible && best.shortages.empty()) best.shortages = shortages;
       break;
     }
+    // Out of time: keep the best plan so far.
+    if (best.feasible && o.time_limit_s - solve_s < 0.5) break;
     const PlanInstance instance = build_instance(c.model);
     // Each remaining candidate gets an equal share of what is left.
     const double limit =
