@@ -54,6 +54,36 @@ TEST(StreamingTrainer, SameLossesAndWeightsAsResident) {
   }
 }
 
+TEST(StreamingTrainer, ResumeContinuesLikeAnUninterruptedResidentRun) {
+  TempDir tmp("streaming_resume");
+  write_random_tokens(tmp / "data.jsonl", 12, 97, 11);
+  auto overrides = [](int steps, const char* mode) {
+    return std::vector<std::string>{"train.steps=" + std::to_string(steps),
+                                    "train.batch_size=4",
+                                    "train.grad_accum=2",
+                                    "train.grad_clip=0.5",
+                                    "optim.lr=5e-3",
+                                    std::string("exec.mode=") + mode,
+                                    "exec.schedule=every_k",
+                                    "exec.keep_every=2"};
+  };
+  const fs::path data = tmp / "data.jsonl";
+  train_quietly(fixture_config(fixture("llama"), data, tmp / "a", overrides(6, "resident")));
+  // Streaming for 3 steps, saved (with its optimizer state after sync), then
+  // resumed by streaming to 6.
+  train_quietly(fixture_config(fixture("llama"), data, tmp / "b", overrides(3, "streaming")));
+  train_quietly(fixture_config(fixture("llama"), data, tmp / "b", overrides(6, "streaming")),
+                "latest");
+  const auto a = field(read_metrics(tmp / "a"), "loss");
+  const auto b = field(read_metrics(tmp / "b"), "loss");
+  ASSERT_EQ(a.size(), 6u);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(read_text(tmp / "a" / "step-6" / "model.safetensors"),
+            read_text(tmp / "b" / "step-6" / "model.safetensors"));
+  EXPECT_EQ(read_text(tmp / "a" / "step-6" / "optimizer.safetensors"),
+            read_text(tmp / "b" / "step-6" / "optimizer.safetensors"));
+}
+
 TEST(StreamingTrainer, RefusedCombinationsAreClear) {
   TempDir tmp("streaming_errors");
   write_random_tokens(tmp / "data.jsonl", 8, 97, 3);
