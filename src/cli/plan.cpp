@@ -60,6 +60,12 @@ nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o) {
                             {"exposed_activations", r.prediction.exposed_activations_s},
                             {"optimizer", r.prediction.optimizer_s}};
   j["peak_bytes"] = r.schedule.predicted_peak_bytes;
+  // Seconds each compute window (0..L: blocks, then the head step) waits
+  // for offload traffic, per link; forward windows for d2h and disk_write,
+  // backward windows for h2d and disk_read.
+  for (int li = 0; li < plan::kNumLinks; ++li)
+    j["exposed_per_window_s"][plan::link_name(static_cast<plan::Link>(li))] =
+        r.solution.window_exposed_s[li];
   nlohmann::json counts = {{"gpu", 0}, {"host", 0}, {"disk", 0}, {"recompute", 0}};
   for (auto p : r.schedule.boundaries)
     counts[exec::placement_name(p)] = counts[exec::placement_name(p)].get<int>() + 1;

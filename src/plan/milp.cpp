@@ -207,7 +207,10 @@ PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
     for (const Edge& ed : edges)
       if (on(ed.col)) out.recompute_s += in.recompute_s(ed.s, ed.e);
     for (int li = 0; li < kNumLinks; ++li)
-      for (int col : excess[li]) out.exposed_s[li] += x[col] / in.links[li].gbps;
+      for (int col : excess[li]) {
+        out.window_exposed_s[li].push_back(x[col] / in.links[li].gbps);
+        out.exposed_s[li] += out.window_exposed_s[li].back();
+      }
   }
   Cbc_deleteModel(model);
   out.solve_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -32,7 +32,9 @@ struct PlanSolution {
   double objective = 0;                       // as the solver reports it
   double recompute_s = 0;                     // sum R x
   std::array<double, kNumLinks> exposed_s{};  // exposure the activations add, per link
-  double bound = 0;                           // best lower bound on the objective
+  // The same per compute window 0..L (seconds), per link.
+  std::array<std::vector<double>, kNumLinks> window_exposed_s;
+  double bound = 0;  // best lower bound on the objective
   double solve_s = 0;
 };
 

@@ -72,6 +72,8 @@ TEST_F(PlanCommand, JsonHasTheScheduleAndPeaks) {
   EXPECT_EQ(j.at("peak_bytes").at("gpu"), 295936 + 51456 + 61440 + 12800 + 3 * 2048);
   EXPECT_EQ(j.at("peak_bytes").at("host"), 16 * 86848);
   EXPECT_EQ(j.at("peak_bytes").at("disk"), 0);
+  for (const char* link : {"d2h", "disk_write", "h2d", "disk_read"})
+    EXPECT_EQ(j.at("exposed_per_window_s").at(link).size(), 3u) << link;
   const exec::Schedule s = exec::load_schedule(out);
   EXPECT_EQ(s.boundaries.size(), 3u);
   EXPECT_EQ(s.batch_size, 2);
