@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 
@@ -17,7 +18,7 @@ constexpr int64_t kBatchCandidates[] = {1,  2,  4,   8,   16,  24,  32, 48,
 
 // What is short for the easiest arrangement of boundaries: boundaries 0 and
 // L on the GPU, and the fewest interior boundaries a recompute length of k
-// allows, placed wherever there is room. Zero when something fits.
+// allows, placed wherever there is room. Empty when something fits.
 std::vector<Shortage> shortages_of(const CostModel& m, const ActivationRoom& room) {
   std::vector<Shortage> out;
   const double a = m.boundary_gb;
@@ -90,7 +91,7 @@ int64_t default_micro_batch(int64_t batch_size, int64_t seq_len) {
 
 Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, const PlanOptions& o) {
   LT_CHECK(o.seq_len > 0, "plan: --seq-len must be > 0, got ", o.seq_len);
-  LT_CHECK(o.batch_size >= 0, "plan: --batch-size must be > 0, got ", o.batch_size);
+  LT_CHECK(o.batch_size >= 0, "plan: --batch-size must be > 0 (or left out), got ", o.batch_size);
   LT_CHECK(config.num_hidden_layers >= 1, "plan: the model has no layers");
   std::vector<int64_t> batches;
   if (o.batch_size > 0)
