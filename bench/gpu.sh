@@ -2,7 +2,7 @@
 # One call on the GPU machine: build with CUDA, run the GPU tests, refresh
 # the transformers reference fixtures, and check converted folders load in
 # transformers. Usage: bench/gpu.sh OUT_DIR [steps...]
-#   steps: build gputest cputest sanitizer gemmbench fixtures convert
+#   steps: build gputest cputest sanitizer gemmbench attnbench fixtures convert
 #   (default: build gputest fixtures convert)
 set -uo pipefail
 out=${1:?usage: bench/gpu.sh OUT_DIR [steps]}
@@ -41,6 +41,11 @@ for step in $steps; do
       # cuBLASLt TFLOP/s: bf16 8192^3 and a 3B layer's products (tests/gpu/gemm_gpu_test.cpp).
       LT_BENCH=1 ./build-gpu/test_gpu --gtest_filter='GemmBench.*' > "$out/gemm_bench.log" 2>&1 || status=1
       grep -E 'TFLOP/s|GemmBench' "$out/gemm_bench.log" ;;
+    attnbench)
+      # Flash attention TFLOP/s (tests/gpu/attention_gpu_test.cpp) and PyTorch SDPA, same shapes.
+      LT_BENCH=1 ./build-gpu/test_gpu --gtest_filter='AttentionBench.*' > "$out/attn_bench.log" 2>&1 || status=1
+      python3 tools/reference/sdpa_baseline.py >> "$out/attn_bench.log" 2>&1 || status=1
+      grep -E 'TFLOP/s|^torch ' "$out/attn_bench.log" ;;
     cputest)
       (cd build-gpu && ctest -LE gpu -j "$(nproc)") > "$out/cputest.log" 2>&1 || status=1
       tail -8 "$out/cputest.log" ;;

@@ -7,6 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/common.h"
+#include "ops/cuda/attention.h"
 
 namespace lt::ops {
 
@@ -209,6 +210,9 @@ AttentionForward causal_attention_forward(const Tensor& q, const Tensor& k, cons
   const char* op = "causal_attention_forward";
   const AttentionDims d = check_inputs(q, k, v, scale, op);
   const Device device = common_device({&q, &k, &v}, op);
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) return cuda::causal_attention_forward(q, k, v, scale);
+#endif
   if (!device.is_cpu()) no_kernel(op, device);
 
   const DType ct = compute_dtype(q.dtype());
@@ -239,6 +243,9 @@ AttentionGrads causal_attention_backward(const Tensor& dout, const Tensor& q, co
   LT_CHECK(lse.shape() == (Shape{d.batch, d.q_heads, d.seq}), op, ": lse ", shape_str(lse.shape()),
            " must be [B, Hq, T] = ", shape_str({d.batch, d.q_heads, d.seq}));
   const Device device = common_device({&dout, &q, &k, &v, &out, &lse}, op);
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) return cuda::causal_attention_backward(dout, q, k, v, out, lse, scale);
+#endif
   if (!device.is_cpu()) no_kernel(op, device);
 
   const DType ct = compute_dtype(q.dtype());
