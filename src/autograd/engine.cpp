@@ -1,6 +1,7 @@
 #include "autograd/engine.h"
 
 #include <atomic>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -8,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "ops/elementwise.h"
+#include "ops/op_profile.h"
 
 namespace lt::autograd {
 namespace {
@@ -42,6 +44,14 @@ Tensor sum_gradients(const Tensor& a, const Tensor& b) {
   if (!a.defined()) return b;
   if (!b.defined()) return a;
   return ops::add(a, b);
+}
+
+// The device of a node's first defined output gradient (for profiling).
+Device device_of(const std::vector<Tensor>& grads) {
+  for (const Tensor& g : grads) {
+    if (g.defined()) return g.device();
+  }
+  return Device::cpu();
 }
 
 void check_gradient_matches(const Tensor& grad, const TensorImpl& leaf, const char* where) {
@@ -133,7 +143,13 @@ void backward(const Tensor& root, const Tensor& grad_root) {
     }
 
     LT_CHECK(node->backward, "backward() through a freed graph at ", node->name);
-    std::vector<Tensor> input_grads = node->backward(grads);
+    std::vector<Tensor> input_grads;
+    {
+      std::optional<ops::OpProfileScope> profile;
+      if (ops::op_profile_enabled())
+        profile.emplace(("backward " + node->name).c_str(), device_of(grads));
+      input_grads = node->backward(grads);
+    }
     LT_CHECK(input_grads.size() == node->next.size(), node->name, " returned ", input_grads.size(),
              " gradients for ", node->next.size(), " inputs");
     std::vector<autograd::Edge> edges = std::move(node->next);

@@ -13,9 +13,13 @@ namespace lt {
 
 namespace {
 
-// Rows per chunk: about 16 M logits (64 MB in f32) at a time.
-int64_t chunk_rows_for(int64_t vocab) {
-  return std::max<int64_t>(1, (int64_t{1} << 24) / vocab);
+// Rows per chunk: about 16 M logits (64 MB in f32) at a time on the host.
+// On a GPU about 256 M (512 MB in bf16): each chunk costs a loss read-back
+// (a stream sync) and its GEMMs want many rows (a 3B model's 8192 rows are
+// then 5 chunks of ~1770, not 75 of 110).
+int64_t chunk_rows_for(int64_t vocab, Device device) {
+  const int64_t logits = device.is_cuda() ? int64_t{1} << 28 : int64_t{1} << 24;
+  return std::max<int64_t>(1, logits / vocab);
 }
 
 struct Chunk {
@@ -35,7 +39,7 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
   LT_CHECK(loss_denominator > 0, "lm_head_loss: loss_denominator must be positive");
   Tensor h = hidden.detach(), w = weight.detach();
   const int64_t n = h.size(0);
-  const int64_t step = chunk_rows_for(w.size(0));
+  const int64_t step = chunk_rows_for(w.size(0), w.device());
   std::vector<Chunk> chunks;
   double total = 0;
   for (int64_t b = 0; b < n; b += step) {

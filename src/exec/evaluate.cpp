@@ -47,7 +47,7 @@ EvalResult evaluate_samples(const models::CausalLM& model, const std::vector<dat
     const int64_t count = models::count_targets(targets);
     if (count > 0) {
       // Denominator 1: the head returns the sum of token losses.
-      loss_sum += model.loss(ids, targets, 1.0).item();
+      loss_sum += model.loss(ids.to(model.device()), targets.to(model.device()), 1.0).item();
       tokens += count;
     }
     if (progress) progress(end, n);

@@ -4,51 +4,107 @@
 #include <cmath>
 
 #include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "core/stream.h"
 #include "optim/clip.h"
 
 namespace lt::exec {
 
 namespace {
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
+
+// Waits for the device's queued work, so that a phase's wall time is its
+// real duration (a no-op on the CPU, whose work is done when enqueued).
+void finish_queued_work(Device device) {
+  current_stream(device).synchronize();
+}
+
 }  // namespace
 
-ResidentExecutor::ResidentExecutor(const models::CausalLM& model, optim::Optimizer& optimizer)
-    : model_(model), optimizer_(optimizer), params_(model.parameters()) {}
+ResidentExecutor::ResidentExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
+                                   DType compute_dtype)
+    : model_(model), optimizer_(optimizer), params_(model.parameters()) {
+  LT_CHECK(compute_dtype == DType::F32 || compute_dtype == DType::BF16,
+           "resident executor: compute dtype (train.dtype) must be f32 or bf16, got ",
+           dtype_name(compute_dtype));
+  for (const auto& [name, p] : params_) {
+    LT_CHECK(p.dtype() == DType::F32 && p.device() == model.device(),
+             "resident executor: master parameter '", name, "' must be f32 on ",
+             model.device().str(), ", got ", p.str());
+  }
+  if (compute_dtype != DType::F32) {
+    compute_copy_ = std::make_unique<models::CausalLM>(
+        models::CausalLM::uninitialized(model.config(), compute_dtype));
+    compute_copy_->to(model.device(), compute_dtype, /*keep_values=*/false);
+    compute_params_ = compute_copy_->parameters();
+    LT_CHECK(compute_params_.size() == params_.size(), "resident executor: the compute copy lists ",
+             compute_params_.size(), " parameters, the masters ", params_.size());
+    refresh_compute_copy();
+  } else {
+    compute_params_ = params_;
+  }
+}
+
+void ResidentExecutor::refresh_compute_copy() {
+  if (!compute_copy_) return;
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) compute_params_[i].second.copy_(params_[i].second);
+}
 
 StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,
                                  const StepOptions& options) {
+  const Device device = model_.device();
   const auto start = std::chrono::steady_clock::now();
   cpu_allocator().reset_peak();
+  Allocator* gpu = device.is_cuda() ? &default_allocator(device) : nullptr;
+  if (gpu) gpu->reset_peak();
   StepStats stats;
   for (const auto& mb : micro_batches) {
     stats.tokens += mb.tokens;
     stats.target_count += mb.target_count;
   }
-  for (auto& [name, p] : params_) p.set_grad(Tensor());
+  for (auto& [name, p] : compute_params_) p.set_grad(Tensor());
   // Each micro-batch's loss is divided by the global target count, so the
   // accumulated gradient is that of the mean over the whole global batch.
   const double denominator = static_cast<double>(std::max<int64_t>(stats.target_count, 1));
+  const models::CausalLM& compute = compute_model();
   for (const auto& mb : micro_batches) {
     if (mb.target_count == 0) continue;
-    Tensor loss = model_.loss(mb.ids, mb.targets, denominator);
+    // The batcher has checked ids against the vocabulary and counted the
+    // targets on the host; the ops check them again where they read them.
+    Tensor loss = compute.loss(mb.ids.to(device), mb.targets.to(device), denominator);
     stats.loss += loss.item();
     backward(loss);
   }
+  finish_queued_work(device);
   stats.compute_s = seconds_since(start);
 
   const auto opt_start = std::chrono::steady_clock::now();
-  stats.grad_norm = optim::global_grad_norm(params_);
+  // The norm of the compute-dtype gradients, which are what the update reads.
+  stats.grad_norm = optim::global_grad_norm(compute_params_);
   if (!std::isfinite(stats.loss) || !std::isfinite(stats.grad_norm)) {
     stats.skipped = true;
   } else if (stats.target_count > 0) {
+    if (compute_copy_) {
+      // AdamW reads bf16 gradients directly (widened exactly) into the f32 update.
+      for (size_t i = 0; i < params_.size(); ++i) {
+        params_[i].second.set_grad(compute_params_[i].second.grad());
+      }
+    }
     optimizer_.step(options.lr, optim::clip_scale(stats.grad_norm, options.max_grad_norm));
+    refresh_compute_copy();
   }
-  for (auto& [name, p] : params_) p.set_grad(Tensor());  // free gradients between steps
+  // Free gradients between steps.
+  for (auto& [name, p] : params_) p.set_grad(Tensor());
+  for (auto& [name, p] : compute_params_) p.set_grad(Tensor());
+  finish_queued_work(device);
   stats.optimizer_s = seconds_since(opt_start);
   stats.seconds = seconds_since(start);
   stats.peak_bytes["host"] = cpu_allocator().stats().peak_bytes;
+  if (gpu) stats.peak_bytes["gpu"] = gpu->stats().peak_bytes;
   return stats;
 }
 

@@ -2,6 +2,16 @@
 // The resident executor: the whole model on one device, plain autograd
 // through the whole stage chain. It is the reference every other executor
 // is checked against, and the fast path when the model fits.
+//
+// Mixed precision (train.dtype bf16 on a GPU): the model handed in holds
+// the f32 master parameters, which the optimizer updates; forward and
+// backward run on a compute copy of the model in the compute dtype on the
+// same device, whose gradients (in the compute dtype) the optimizer reads
+// directly. After each update the copy is refreshed from the masters (one
+// cast kernel per tensor). With compute dtype f32 the masters are the
+// compute model and there is no copy.
+#include <memory>
+
 #include "exec/executor.h"
 #include "models/causal_lm.h"
 #include "optim/optimizer.h"
@@ -10,15 +20,26 @@ namespace lt::exec {
 
 class ResidentExecutor final : public Executor {
  public:
-  ResidentExecutor(const models::CausalLM& model, optim::Optimizer& optimizer);
+  // `model`: the masters (f32), on the CPU or a CUDA device; `optimizer`
+  // was built over model.parameters(). `compute_dtype`: f32 or bf16.
+  ResidentExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
+                   DType compute_dtype = DType::F32);
   StepStats step(const std::vector<data::Batch>& micro_batches,
                  const StepOptions& options) override;
   const char* name() const override { return "resident"; }
+  // The model forward and backward run on: the masters, or their copy in
+  // the compute dtype (for evaluation: what was trained, as it computes).
+  const models::CausalLM& compute_model() const { return compute_copy_ ? *compute_copy_ : model_; }
 
  private:
+  // Rewrites the compute copy from the masters (after each update).
+  void refresh_compute_copy();
+
   const models::CausalLM& model_;
   optim::Optimizer& optimizer_;
-  nn::NamedParameters params_;
+  nn::NamedParameters params_;  // the masters, in optimizer order
+  std::unique_ptr<models::CausalLM> compute_copy_;
+  nn::NamedParameters compute_params_;  // = params_ without a copy; same order and shapes
 };
 
 }  // namespace lt::exec

@@ -71,6 +71,20 @@ CausalLM CausalLM::uninitialized(const ModelConfig& config, DType dtype) {
   return CausalLM(config, nullptr, dtype);
 }
 
+void CausalLM::to(Device device, DType dtype, bool keep_values) {
+  for (auto& [name, p] : parameters()) {
+    Tensor moved = keep_values ? p.detach().to(device, dtype).contiguous()
+                               : Tensor::empty(p.shape(), dtype, device);
+    TensorImpl& impl = *p.impl();
+    impl.storage = moved.storage();
+    impl.offset = moved.offset();
+    impl.strides = moved.strides();
+    impl.dtype = dtype;
+  }
+  device_ = device;
+  rope_ = RopeTable();
+}
+
 nn::NamedParameters CausalLM::parameters() const {
   nn::NamedParameters out;
   for (const auto& s : stages_) s->collect(out);
@@ -85,6 +99,9 @@ StageContext CausalLM::context(int64_t seq_len, Tensor targets, double loss_deno
       int64_t n = 256;
       while (n < seq_len) n *= 2;
       rope_ = make_rope_table(config_.head_dim, n, config_.rope_theta, rope_scaling(config_));
+      // Uploaded once per growth; the kernels read the f64 table directly.
+      rope_.cos = rope_.cos.to(device_);
+      rope_.sin = rope_.sin.to(device_);
     }
     ctx.rope = &rope_;
   }

@@ -17,6 +17,13 @@ class CausalLM {
   static CausalLM uninitialized(const ModelConfig& config, DType dtype = DType::F32);
 
   const ModelConfig& config() const { return config_; }
+  // Where the parameters live (the CPU unless moved by to()).
+  Device device() const { return device_; }
+  // Moves every parameter to `device` as `dtype`, in place: the modules'
+  // handles (and a tied lm_head) follow, since they share the tensors.
+  // keep_values = false allocates without copying (values undefined), for a
+  // model about to be overwritten. The rope tables follow on the next use.
+  void to(Device device, DType dtype, bool keep_values = true);
   const StageChain& stages() const { return stages_; }
   nn::NamedParameters parameters() const;  // internal names, stage order
 
@@ -35,6 +42,7 @@ class CausalLM {
   ModelConfig config_;
   StageChain stages_;
   mutable RopeTable rope_;
+  Device device_ = Device::cpu();
 };
 
 // Counts targets that are not -100.

@@ -51,6 +51,7 @@ Tensor HeadStage::forward(const Tensor& hidden, const StageContext& ctx) const {
            ctx.targets.str(), " do not match hidden ", hidden.str());
   const int64_t rows = hidden.size(0) * hidden.size(1);
   Tensor h = reshape(final_norm_.forward(hidden), {rows, hidden.size(2)});
+  ops::OpProfileScope profile("forward lm_head + loss", h.device());
   return lm_head_loss(h, lm_head_, ctx.targets.reshape({rows}), ctx.loss_denominator);
 }
 

@@ -32,10 +32,15 @@ Tensor Attention::forward(const Tensor& x, const RopeTable* rope) const {
   }
   if (o.use_rope) {
     LT_CHECK(rope != nullptr, "attention with RoPE needs a rope table");
+    ops::OpProfileScope profile("forward rope", q.device());
     q = rotary_embedding(q, *rope);
     k = rotary_embedding(k, *rope);
   }
-  Tensor a = causal_attention(q, k, v);
+  Tensor a;
+  {
+    ops::OpProfileScope profile("forward attention", q.device());
+    a = causal_attention(q, k, v);
+  }
   return o_proj.forward(reshape(a, {b, t, o.num_heads * o.head_dim}));
 }
 
@@ -63,10 +68,17 @@ Mlp::Mlp(const BlockOptions& o, Generator* gen, DType dtype, const std::string& 
 }
 
 Tensor Mlp::forward(const Tensor& x) const {
+  Tensor hidden;
   if (kind == MlpKind::SwiGLU) {
-    return down_proj.forward(swiglu(gate_proj.forward(x), up_proj.forward(x)));
+    Tensor gate = gate_proj.forward(x), up = up_proj.forward(x);
+    ops::OpProfileScope profile("forward activation", x.device());
+    hidden = swiglu(gate, up);
+  } else {
+    Tensor up = up_proj.forward(x);
+    ops::OpProfileScope profile("forward activation", x.device());
+    hidden = gelu_tanh(up);
   }
-  return down_proj.forward(gelu_tanh(up_proj.forward(x)));
+  return down_proj.forward(hidden);
 }
 
 void Mlp::collect(const std::string& prefix, NamedParameters& out) const {
@@ -83,8 +95,12 @@ DecoderBlock::DecoderBlock(const BlockOptions& o, Generator* gen, DType dtype,
       mlp(o, gen, dtype, join(name, "mlp")) {}
 
 Tensor DecoderBlock::forward(const Tensor& x, const RopeTable* rope) const {
-  Tensor h = add(x, attention.forward(input_norm.forward(x), rope));
-  return add(h, mlp.forward(post_attention_norm.forward(h)));
+  auto residual = [](const Tensor& a, const Tensor& b) {
+    ops::OpProfileScope profile("forward residual add", a.device());
+    return add(a, b);
+  };
+  Tensor h = residual(x, attention.forward(input_norm.forward(x), rope));
+  return residual(h, mlp.forward(post_attention_norm.forward(h)));
 }
 
 void DecoderBlock::collect(const std::string& prefix, NamedParameters& out) const {

@@ -2,6 +2,7 @@
 // The leaf modules: Linear, Embedding, RMSNorm, LayerNorm.
 #include "autograd/functions.h"
 #include "nn/module.h"
+#include "ops/op_profile.h"
 
 namespace lt::nn {
 
@@ -12,7 +13,10 @@ struct Linear {
   Linear() = default;
   Linear(int64_t in, int64_t out, bool with_bias, Generator* gen, DType dtype,
          const std::string& name, double init_std = 0.02);
-  Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
+  Tensor forward(const Tensor& x) const {
+    ops::OpProfileScope profile("forward gemm", x.device());
+    return linear(x, weight, bias);
+  }
   void collect(const std::string& prefix, NamedParameters& out) const;
 };
 
@@ -22,7 +26,10 @@ struct Embedding {
   Embedding() = default;
   Embedding(int64_t vocab, int64_t dim, Generator* gen, DType dtype, const std::string& name,
             double init_std = 0.02);
-  Tensor forward(const Tensor& ids) const { return embedding(weight, ids); }
+  Tensor forward(const Tensor& ids) const {
+    ops::OpProfileScope profile("forward embedding", ids.device());
+    return embedding(weight, ids);
+  }
   void collect(const std::string& prefix, NamedParameters& out) const;
 };
 
@@ -38,6 +45,7 @@ struct Norm {
   Norm() = default;
   Norm(NormKind kind, int64_t dim, double eps, DType dtype, const std::string& name);
   Tensor forward(const Tensor& x) const {
+    ops::OpProfileScope profile("forward norm", x.device());
     return kind == NormKind::RMS ? rms_norm(x, weight, eps) : layer_norm(x, weight, bias, eps);
   }
   void collect(const std::string& prefix, NamedParameters& out) const;

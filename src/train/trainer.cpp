@@ -24,6 +24,9 @@
 #include "train/generate.h"
 #include "train/progress.h"
 #include "train/report.h"
+#ifdef LT_WITH_CUDA
+#include "core/cuda/device_info.h"
+#endif
 
 namespace lt::train {
 
@@ -84,7 +87,10 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const std::string& 
 // device with the schedule exec.schedule names.
 std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const models::CausalLM& model,
                                               optim::Optimizer& optimizer) {
-  if (c.exec.mode != "streaming") return std::make_unique<exec::ResidentExecutor>(model, optimizer);
+  if (c.exec.mode != "streaming") {
+    return std::make_unique<exec::ResidentExecutor>(model, optimizer,
+                                                    dtype_from_name(c.train.dtype));
+  }
   const int blocks = static_cast<int>(model.config().num_hidden_layers);
   exec::StreamingOptions options;
   if (c.exec.schedule == "all_gpu") {
@@ -106,6 +112,21 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const models
       model, optimizer, std::make_unique<exec::StandInDevice>(device), std::move(options));
 }
 
+// train.device: cpu; cuda (refused with the reason when this build or
+// machine has no GPU); auto = cuda when both are there, else cpu.
+Device resolve_train_device(const std::string& name) {
+#ifdef LT_WITH_CUDA
+  const int gpus = cuda::device_count();
+  const char* missing = "no CUDA device is visible (cudaGetDeviceCount found none)";
+#else
+  const int gpus = 0;
+  const char* missing = "this build has no CUDA backend (configure with -DLT_CUDA=ON)";
+#endif
+  if (name == "cpu" || (name == "auto" && gpus == 0)) return Device::cpu();
+  LT_CHECK(gpus > 0, "train.device: cuda, but ", missing, "; use cpu or auto");
+  return Device::cuda(0);
+}
+
 void write_text_atomic(const fs::path& path, const std::string& text) {
   io::AtomicFileWriter w(path);
   w.write(text);
@@ -115,12 +136,14 @@ void write_text_atomic(const fs::path& path, const std::string& text) {
 }  // namespace
 
 TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
-  LT_CHECK(c.train.device != "cuda",
-           "train.device: cuda needs the CUDA training backend, which is not built yet; use cpu");
+  const Device device = resolve_train_device(c.train.device);
   LT_CHECK(c.exec.mode != "offload",
            "exec.mode: 'offload' is not available yet; use auto, resident or streaming");
-  LT_CHECK(c.train.dtype == "f32",
-           "train.dtype: bf16 compute needs the CUDA backend; on the CPU use f32");
+  LT_CHECK(c.train.dtype == "f32" || device.is_cuda(),
+           "train.dtype: bf16 compute needs train.device cuda; on the CPU use f32");
+  LT_CHECK(device.is_cpu() || c.exec.mode == "auto" || c.exec.mode == "resident",
+           "exec.mode: '", c.exec.mode, "' runs on the CPU only for now; with train.device ",
+           c.train.device, " use auto or resident");
   const fs::path out_dir = c.out.dir;
   fs::create_directories(out_dir);
   for (const auto& entry : fs::directory_iterator(out_dir)) {  // a crashed save's leftovers
@@ -161,6 +184,10 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
                " (is data.tokenizer the model's tokenizer?)");
     }
   }
+
+  // The f32 masters live on the training device; the optimizer's states
+  // follow them there.
+  if (device.is_cuda()) model.to(device, DType::F32);
 
   optim::AdamWOptions adam;
   adam.lr = c.optim.lr;
@@ -244,8 +271,10 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
     if (c.train.eval_every > 0 && !eval_samples.empty() &&
         (state.step + 1) % c.train.eval_every == 0) {
       executor.sync();
-      auto ev =
-          exec::evaluate_samples(model, eval_samples, batch_options.batch_size, c.train.seq_len);
+      // The model as trained computes it (the bf16 copy on a GPU).
+      const auto* resident = dynamic_cast<const exec::ResidentExecutor*>(&executor);
+      auto ev = exec::evaluate_samples(resident ? resident->compute_model() : model, eval_samples,
+                                       batch_options.batch_size, c.train.seq_len);
       line["eval_loss"] = ev.loss;
       bar.message(fmt::format("step {}: eval loss {:.4f} over {} tokens", state.step + 1, ev.loss,
                               ev.tokens));
@@ -284,7 +313,8 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   result.steps_done = state.step;
   result.last_checkpoint = last_saved.string();
   plot_loss_curve(out_dir / "metrics.jsonl", out_dir / "loss.png");
-  if (run.sample_at_end && tokenizer && !result.interrupted) {
+  // Greedy sampling reads logits on the host: CPU runs only for now.
+  if (run.sample_at_end && tokenizer && !result.interrupted && device.is_cpu()) {
     print_sample(model, *tokenizer, samples.front());
   }
   fmt::print("outputs: {} (metrics.jsonl, config.yaml, loss.png, checkpoints {})\n",

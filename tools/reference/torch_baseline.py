@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""PyTorch's training step for the benchmark's model, measured the way
+lazytrain's bench (tests/gpu/resident_gpu_test.cpp, ResidentBench) measures.
+
+    python3 tools/reference/torch_baseline.py bench/models/qwen2.5-3b/config.json \
+        [--batch 8] [--seq 1024] [--steps 6] [--warmup 2] [--layers N]
+
+transformers' Qwen2ForCausalLM built from the same config.json with random
+weights (f32 parameters on the GPU), bf16 autocast, sdpa attention,
+torch.optim.AdamW(fused=True), gradient clipping at 1.0, one micro-batch of
+batch x seq random tokens with labels = input_ids (seq - 1 predictions per
+row). Median step time over `steps` steps after `warmup`, tokens/s, TFLOP/s
+by 6 N tokens (N = every parameter, tied embeddings once) and the peak of
+torch.cuda.max_memory_allocated (and reserved). Prints one RESULT line of
+JSON; --profile adds a torch.profiler table of one more step.
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import transformers
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("config")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=0)
+    ap.add_argument("--profile", action="store_true")
+    a = ap.parse_args()
+
+    config = transformers.AutoConfig.from_pretrained(a.config)
+    if a.layers:
+        config.num_hidden_layers = a.layers
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = transformers.Qwen2ForCausalLM(config)
+    model = model.float().cuda()
+    model.train()
+    n_params = sum(p.numel() for p in model.parameters())  # tied weight listed once
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=True)
+    gen = torch.Generator(device="cuda").manual_seed(9)
+
+    def step():
+        ids = torch.randint(0, config.vocab_size, (a.batch, a.seq), device="cuda", generator=gen)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    times = []
+    torch.cuda.reset_peak_memory_stats()
+    for s in range(a.warmup + a.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = step()
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        print(f"step {s}: loss {float(loss):.4f} {dt:.3f} s", flush=True)
+        if s >= a.warmup:
+            times.append(dt)
+    tokens = a.batch * a.seq
+    med = statistics.median(times)
+    result = {
+        "system": "pytorch", "torch": torch.__version__, "transformers": transformers.__version__,
+        "params": n_params, "layers": config.num_hidden_layers, "batch": a.batch, "seq": a.seq,
+        "steps": a.steps, "median_step_s": round(med, 4), "tokens_per_s": round(tokens / med, 1),
+        "tflops": round(6 * n_params * tokens / med / 1e12, 1),
+        "peak_gb": round(torch.cuda.max_memory_allocated() / 1e9, 2),
+        "reserved_gb": round(torch.cuda.max_memory_reserved() / 1e9, 2),
+    }
+    print("RESULT " + json.dumps(result), flush=True)
+
+    if a.profile:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25))
+
+
+if __name__ == "__main__":
+    main()
