@@ -141,9 +141,9 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
            "exec.mode: 'offload' is not available yet; use auto, resident or streaming");
   LT_CHECK(c.train.dtype == "f32" || device.is_cuda(),
            "train.dtype: bf16 compute needs train.device cuda; on the CPU use f32");
-  LT_CHECK(device.is_cpu() || c.exec.mode == "auto" || c.exec.mode == "resident",
-           "exec.mode: '", c.exec.mode, "' runs on the CPU only for now; with train.device ",
-           c.train.device, " use auto or resident");
+  LT_CHECK(device.is_cpu() || c.exec.mode == "auto" || c.exec.mode == "resident", "exec.mode: '",
+           c.exec.mode, "' runs on the CPU only for now; with train.device ", c.train.device,
+           " use auto or resident");
   const fs::path out_dir = c.out.dir;
   fs::create_directories(out_dir);
   for (const auto& entry : fs::directory_iterator(out_dir)) {  // a crashed save's leftovers
