@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "optim/adamw_kernel.h"
@@ -118,13 +119,21 @@ inline uint8_t quantize_nearest(const Table& code, T x) {
 // code's smallest relative spacing (0.9/128 = 0.70%, the unsigned top
 // tier), so no bucket holds two midpoints between code values: its nearest
 // rank is one of r, r + 1 with r the nearest rank of the bucket's smallest
-// value. The final choice makes quantize_nearest's own comparisons and tie
-// rule, so the result is exactly quantize_nearest's for every non-NaN x
-// (make_buckets checks the one-midpoint property; the tests check the
-// ranks on every midpoint and its f32 neighbours).
+// value. The final choice applies quantize_nearest's own comparisons and
+// tie rule, so the result is exactly quantize_nearest's for every non-NaN x
+// (make_search checks the one-midpoint property; the tests check the ranks
+// on every midpoint and its f32 neighbours, and against brute force).
+//
+// The choice between r and r + 1 is then one comparison: quantize_nearest's
+// rule (d_hi < d_lo, or a tie with |hi| < |lo|, all in f32) is monotone in x
+// between the two table values (d_lo = x - lo rounds non-decreasing, d_hi =
+// hi - x non-increasing), so for each rank r there is a smallest f32
+// `up_from[r]` where it picks r + 1; make_search finds it by bisection over
+// the f32 values themselves, so x >= up_from[r] is the rule, exactly.
 struct Code8Search {
   const Code8* code;
-  std::vector<uint8_t> bucket;  // 2^17 ranks (+ 3 bytes of padding)
+  std::vector<uint8_t> bucket;  // 2^17 ranks
+  std::array<float, 256> up_from;
 };
 
 namespace detail {
@@ -136,9 +145,7 @@ inline uint32_t bucket_of(float x) {
 }
 
 inline Code8Search make_search(const Code8& code) {
-  // Three bytes of padding past the 2^17 ranks: the vector kernels fetch a
-  // rank with a 4-byte gather at its byte offset.
-  Code8Search s{&code, std::vector<uint8_t>((size_t{1} << 17) + 3)};
+  Code8Search s{&code, std::vector<uint8_t>(size_t{1} << 17), {}};
   for (uint32_t b = 0; b < (uint32_t{1} << 17); ++b) {
     // The bucket's smallest value: its first bit pattern if positive, its
     // last (largest magnitude) if negative.
@@ -153,6 +160,33 @@ inline Code8Search make_search(const Code8& code) {
     if (r_hi - r > 1) std::abort();  // two midpoints in one bucket: the code changed
     s.bucket[b] = r;
   }
+  // An order-preserving map of f32 (not NaN) to uint32, and back.
+  auto key = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  };
+  auto value = [](uint32_t k) {
+    const uint32_t u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  };
+  for (size_t r = 0; r + 1 < 256; ++r) {
+    const float lo = code[r], hi = code[r + 1];
+    auto up = [&](float x) {
+      const float d_lo = x - lo, d_hi = hi - x;
+      return d_hi < d_lo || (d_hi == d_lo && std::abs(hi) < std::abs(lo));
+    };
+    uint32_t below = key(lo), at = key(hi);  // up(lo) is false, up(hi) true
+    if (up(lo) || !up(hi)) std::abort();
+    while (at - below > 1) {
+      const uint32_t mid = below + (at - below) / 2;
+      (up(value(mid)) ? at : below) = mid;
+    }
+    s.up_from[r] = value(at);
+  }
+  s.up_from[255] = std::numeric_limits<float>::infinity();  // nothing above the top
   return s;
 }
 
@@ -169,11 +203,7 @@ inline const Code8Search& search_of(const Code8& code) {
 
 inline uint8_t quantize_nearest_fast(const Code8Search& s, float x) {
   const uint8_t r = s.bucket[detail::bucket_of(x)];
-  if (r == 255) return 255;
-  const float lo = (*s.code)[r], hi = (*s.code)[r + 1];
-  const float d_lo = x - lo, d_hi = hi - x;
-  const bool up = d_hi < d_lo || (d_hi == d_lo && std::abs(hi) < std::abs(lo));
-  return static_cast<uint8_t>(r + (up ? 1 : 0));
+  return static_cast<uint8_t>(r + (x >= s.up_from[r] ? 1 : 0));
 }
 
 // Quantizes n values with one absmax scale; returns the scale. An all-zero

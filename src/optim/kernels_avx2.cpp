@@ -69,35 +69,6 @@ struct Avx2 {
         _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out), packed);
   }
-
-  static F dequantize(const uint8_t* q, const float* code) {
-    const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
-    return _mm256_i32gather_ps(code, idx, 4);
-  }
-  // quantize_nearest_fast on 8 lanes: the bucket's rank r (a 4-byte gather
-  // at the byte offset, low byte kept), then r or r + 1 by the same
-  // comparisons and tie rule.
-  static void store_codes(uint8_t* out, F x, const Code8Search& search) {
-    const __m256i one = _mm256_set1_epi32(1);
-    const __m256i top = _mm256_set1_epi32(255);
-    const __m256i bucket = _mm256_srli_epi32(_mm256_castps_si256(x), 15);
-    const __m256i r = _mm256_and_si256(
-        _mm256_i32gather_epi32(reinterpret_cast<const int*>(search.bucket.data()), bucket, 1),
-        _mm256_set1_epi32(0xff));
-    const __m256i r_up = _mm256_min_epi32(_mm256_add_epi32(r, one), top);
-    const F lo = _mm256_i32gather_ps(search.code->data(), r, 4);
-    const F hi = _mm256_i32gather_ps(search.code->data(), r_up, 4);
-    const F d_lo = sub(x, lo), d_hi = sub(hi, x);
-    const F closer = _mm256_cmp_ps(d_hi, d_lo, _CMP_LT_OQ);
-    const F tie_to_smaller = _mm256_and_ps(_mm256_cmp_ps(d_hi, d_lo, _CMP_EQ_OQ),
-                                           _mm256_cmp_ps(abs(hi), abs(lo), _CMP_LT_OQ));
-    const __m256i up = _mm256_andnot_si256(
-        _mm256_cmpeq_epi32(r, top), _mm256_castps_si256(_mm256_or_ps(closer, tie_to_smaller)));
-    const __m256i rank = _mm256_sub_epi32(r, up);  // up is -1 where the rank moves up
-    const __m128i words =
-        _mm_packus_epi32(_mm256_castsi256_si128(rank), _mm256_extracti128_si256(rank, 1));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(words, words));
-  }
 };
 
 }  // namespace

@@ -70,31 +70,6 @@ struct Avx512 {
     const __m512i bits = _mm512_mask_blend_epi32(is_nan, rounded, quiet_nan);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(bits));
   }
-
-  static F dequantize(const uint8_t* q, const float* code) {
-    const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
-    return _mm512_i32gather_ps(idx, code, 4);
-  }
-  // quantize_nearest_fast on 16 lanes: the bucket's rank r (a 4-byte gather
-  // at the byte offset, low byte kept), then r or r + 1 by the same
-  // comparisons and tie rule.
-  static void store_codes(uint8_t* out, F x, const Code8Search& search) {
-    const __m512i one = _mm512_set1_epi32(1);
-    const __m512i top = _mm512_set1_epi32(255);
-    const __m512i bucket = _mm512_srli_epi32(_mm512_castps_si512(x), 15);
-    const __m512i r = _mm512_and_si512(_mm512_i32gather_epi32(bucket, search.bucket.data(), 1),
-                                       _mm512_set1_epi32(0xff));
-    const __m512i r_up = _mm512_min_epi32(_mm512_add_epi32(r, one), top);
-    const F lo = _mm512_i32gather_ps(r, search.code->data(), 4);
-    const F hi = _mm512_i32gather_ps(r_up, search.code->data(), 4);
-    const F d_lo = sub(x, lo), d_hi = sub(hi, x);
-    const __mmask16 closer = _mm512_cmp_ps_mask(d_hi, d_lo, _CMP_LT_OQ);
-    const __mmask16 tie_to_smaller = _mm512_cmp_ps_mask(d_hi, d_lo, _CMP_EQ_OQ) &
-                                     _mm512_cmp_ps_mask(abs(hi), abs(lo), _CMP_LT_OQ);
-    const __mmask16 up = (closer | tie_to_smaller) & _mm512_cmpneq_epi32_mask(r, top);
-    const __m512i rank = _mm512_mask_add_epi32(r, up, r, one);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(rank));
-  }
 };
 
 }  // namespace
