@@ -105,7 +105,14 @@ float quantize(const Code8& code, const float* x, uint8_t* out, int64_t n, float
     for (; i + V::kWidth <= count; i += V::kWidth)
       V::store(quotient + i, V::div(V::load(x + first + i), scale));
     for (; i < count; ++i) quotient[i] = x[first + i] / absmax;
-    for (i = 0; i < count; ++i) out[first + i] = quantize_nearest_fast(search, quotient[i]);
+    // quantize_nearest_fast, with the table pointers held in registers (the
+    // byte stores to `out` could alias them as far as the compiler knows).
+    const uint8_t* bucket = search.bucket.data();
+    const float* up_from = search.up_from.data();
+    for (i = 0; i < count; ++i) {
+      const uint8_t r = bucket[detail::bucket_of(quotient[i])];
+      out[first + i] = static_cast<uint8_t>(r + (quotient[i] >= up_from[r] ? 1 : 0));
+    }
   }
   return absmax;
 }

@@ -1,0 +1,231 @@
+// CPU optimizer throughput and memory: fp32 AdamW against the hybrid 8-bit
+// AdamW (issues 7 and 9), each with and without the bf16 shadow written in
+// the same pass, in parameters per second; and the bytes of optimizer
+// state per parameter with the host-memory totals for the Qwen2.5-7B shape.
+//
+//   build/optim_bench [--params N] [--runs R]
+//
+// Without LT_NUM_THREADS set it re-runs itself with 1, 2 and all hardware
+// threads (the thread pool's size is fixed per process). Each row: 2
+// warm-up steps (first touch of the state pages, code tables), then R
+// timed steps (default 7); the median is reported, min and max beside it.
+// The model: N f32 parameters (default 64M) as 8 equal tensors, f32
+// gradients, so nothing fits in cache. The instruction set is the best the
+// CPU has unless LT_OPTIM_ISA says otherwise (scalar, avx2, avx512).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/random.h"
+#include "core/thread_pool.h"
+#include "nn/module.h"
+#include "optim/adamw.h"
+#include "optim/adamw8bit.h"
+#include "optim/simd.h"
+
+namespace {
+
+using lt::DType;
+using lt::Tensor;
+
+constexpr int64_t kTensors = 8;
+
+lt::nn::NamedParameters make_model(int64_t params) {
+  lt::Generator gen(1);
+  lt::nn::NamedParameters out;
+  const int64_t each = params / kTensors;
+  for (int64_t i = 0; i < kTensors; ++i) {
+    const std::string name = "layer" + std::to_string(i) + ".weight";
+    Tensor p = lt::nn::make_parameter(Tensor::randn({each}, gen), name);
+    Tensor g = Tensor::randn({each}, gen);
+    float* gv = g.data<float>();
+    for (int64_t e = 0; e < each; ++e) gv[e] *= 1e-3f;
+    p.set_grad(g);
+    out.emplace_back(name, p);
+  }
+  return out;
+}
+
+struct Timing {
+  double median_s, min_s, max_s;
+};
+
+Timing time_steps(lt::optim::Optimizer& opt, int runs) {
+  for (int w = 0; w < 2; ++w) opt.step(1e-4, 0.5);
+  std::vector<double> s;
+  for (int r = 0; r < runs; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    opt.step(1e-4, 0.5);
+    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(s.begin(), s.end());
+  return {s[s.size() / 2], s.front(), s.back()};
+}
+
+// Bytes each update moves per parameter (reads + writes), f32 gradients:
+// fp32 AdamW reads p g m v, writes p m v (28); 8-bit reads p g and two
+// code bytes, writes p and two code bytes (16; the scales are 8 bytes per
+// block); the shadow adds a 2-byte write.
+void child(int64_t params, int runs) {
+  const int threads = lt::thread_pool().num_threads();
+  const char* isa = lt::optim::isa_name(lt::optim::active_isa());
+  struct Row {
+    const char* name;
+    bool eight_bit, shadow;
+    double bytes;
+  };
+  const Row rows[] = {{"adamw", false, false, 28},
+                      {"adamw + bf16 shadow", false, true, 30},
+                      {"adamw8bit", true, false, 16},
+                      {"adamw8bit + bf16 shadow", true, true, 18}};
+  for (const Row& row : rows) {
+    lt::nn::NamedParameters model = make_model(params);
+    std::unique_ptr<lt::optim::Optimizer> opt;
+    if (row.eight_bit) {
+      opt = std::make_unique<lt::optim::AdamW8bit>(
+          model, lt::optim::AdamWOptions{.lr = 1e-4, .weight_decay = 0.1});
+    } else {
+      opt = std::make_unique<lt::optim::AdamW>(
+          model, lt::optim::AdamWOptions{.lr = 1e-4, .weight_decay = 0.1});
+    }
+    std::vector<Tensor> shadows;
+    if (row.shadow) {
+      for (size_t i = 0; i < model.size(); ++i) {
+        shadows.push_back(Tensor::empty(model[i].second.shape(), DType::BF16));
+        opt->set_bf16_shadow(i, shadows.back());
+      }
+    }
+    const Timing t = time_steps(*opt, runs);
+    const double n = static_cast<double>(params);
+    std::printf("| %-24s | %7d | %-6s | %6.3f | %6.3f - %6.3f | %6.1f |\n", row.name, threads, isa,
+                n / t.median_s / 1e9, n / t.max_s / 1e9, n / t.min_s / 1e9,
+                n * row.bytes / t.median_s / 1e9);
+    std::fflush(stdout);
+  }
+}
+
+// --- memory ------------------------------------------------------------------
+
+struct ShapeCount {
+  int64_t numel, count;
+};
+
+// The Qwen2.5-7B shape: hidden 3584, 28 layers, FFN 18944, 28 query and 4
+// key/value heads of 128, q/k/v biases, vocabulary 152064, untied.
+std::vector<ShapeCount> qwen7b_tensors() {
+  const int64_t h = 3584, layers = 28, ffn = 18944, kv = 4 * 128, vocab = 152064;
+  return {{vocab * h, 2},        // embed_tokens, lm_head
+          {h, 1},                // final norm
+          {h * h, 2 * layers},   // q_proj, o_proj
+          {h * kv, 2 * layers},  // k_proj, v_proj
+          {h, layers},
+          {kv, 2 * layers},       // q bias; k, v biases
+          {h * ffn, 3 * layers},  // gate, up, down
+          {h, 2 * layers}};       // input and post-attn norms
+}
+
+void memory_table() {
+  const lt::optim::AdamW8bitOptions o8;  // the defaults: block 2048, threshold 4096
+  int64_t total = 0, quantized = 0, blocks = 0;
+  for (const ShapeCount& s : qwen7b_tensors()) {
+    total += s.numel * s.count;
+    if (s.numel >= o8.min_8bit_numel) {
+      quantized += s.numel * s.count;
+      blocks += (s.numel + o8.block_size - 1) / o8.block_size * s.count;
+    }
+  }
+  const double n = static_cast<double>(total);
+  const double fp32_state = 8 * n;
+  const double q8_state = 2.0 * static_cast<double>(quantized) + 8.0 * static_cast<double>(blocks) +
+                          8.0 * static_cast<double>(total - quantized);
+  std::printf("\nQwen2.5-7B shape: %lld parameters (%.3f B); %lld (%.4f%%) take the 8-bit path\n",
+              static_cast<long long>(total), n / 1e9, static_cast<long long>(quantized),
+              100.0 * static_cast<double>(quantized) / n);
+  std::printf(
+      "optimizer state bytes per parameter: adamw 8.000, adamw8bit %.4f "
+      "(2 code bytes + 2 f32 scales per %lld-element block; f32 states below %lld)\n",
+      q8_state / n, static_cast<long long>(o8.block_size),
+      static_cast<long long>(o8.min_8bit_numel));
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const double master = 4 * n, bf16 = 2 * n, grads_f32 = 4 * n, grads_bf16 = 2 * n;
+  std::printf("| host memory, GiB | fp32 master | bf16 copy | grads | optimizer state | total |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- |\n");
+  for (const bool q8 : {false, true}) {
+    for (const bool g32 : {true, false}) {
+      const double state = q8 ? q8_state : fp32_state;
+      const double grads = g32 ? grads_f32 : grads_bf16;
+      std::printf("| %s, %s grads | %.1f | %.1f | %.1f | %.1f | %.1f |\n",
+                  q8 ? "adamw8bit" : "adamw", g32 ? "f32" : "bf16", master / gib, bf16 / gib,
+                  grads / gib, state / gib, (master + bf16 + grads + state) / gib);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t params = int64_t{64} << 20;
+  int runs = 7;
+  bool is_child = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--params" && i + 1 < argc) {
+      params = std::atoll(argv[++i]);
+    } else if (a == "--runs" && i + 1 < argc) {
+      runs = std::atoi(argv[++i]);
+    } else if (a == "--child") {
+      is_child = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--params N] [--runs R]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (params < kTensors || runs < 1) {
+    std::fprintf(stderr, "--params must be >= %lld and --runs >= 1\n",
+                 static_cast<long long>(kTensors));
+    return 2;
+  }
+  if (!is_child) {
+    std::printf(
+        "%lld f32 parameters as %lld tensors, f32 gradients; median of %d steps after 2 "
+        "warm-up steps\n\n",
+        static_cast<long long>(params), static_cast<long long>(kTensors), runs);
+    std::printf("| optimizer | threads | isa | G params/s | range | GB/s |\n");
+    std::printf("| --- | --- | --- | --- | --- | --- |\n");
+    std::fflush(stdout);
+  }
+  if (is_child || std::getenv("LT_NUM_THREADS") != nullptr) {
+    child(params, runs);
+  } else {
+    std::vector<int> counts = {1, 2, static_cast<int>(std::thread::hardware_concurrency())};
+    std::sort(counts.begin(), counts.end());
+    counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+    for (int k : counts) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        setenv("LT_NUM_THREADS", std::to_string(k).c_str(), 1);
+        std::vector<std::string> args = {argv[0],  "--params",           std::to_string(params),
+                                         "--runs", std::to_string(runs), "--child"};
+        std::vector<char*> cargs;
+        for (std::string& s : args) cargs.push_back(s.data());
+        cargs.push_back(nullptr);
+        execv("/proc/self/exe", cargs.data());
+        _exit(127);
+      }
+      int status = 0;
+      waitpid(pid, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+    }
+  }
+  if (!is_child) memory_table();
+  return 0;
+}
