@@ -147,7 +147,7 @@ void backward(const Tensor& root, const Tensor& grad_root) {
     {
       std::optional<ops::OpProfileScope> profile;
       if (ops::op_profile_enabled())
-        profile.emplace(("backward " + node->name).c_str(), device_of(grads));
+        profile.emplace(("backward " + node->name).c_str(), device_of(grads), true);
       input_grads = node->backward(grads);
     }
     LT_CHECK(input_grads.size() == node->next.size(), node->name, " returned ", input_grads.size(),

@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "core/stream.h"
+#include "ops/op_profile.h"
 #include "optim/clip.h"
 
 namespace lt::exec {
@@ -84,7 +85,10 @@ StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,
 
   const auto opt_start = std::chrono::steady_clock::now();
   // The norm of the compute-dtype gradients, which are what the update reads.
-  stats.grad_norm = optim::global_grad_norm(compute_params_);
+  {
+    ops::OpProfileScope profile("optimizer grad norm", device);
+    stats.grad_norm = optim::global_grad_norm(compute_params_);
+  }
   if (!std::isfinite(stats.loss) || !std::isfinite(stats.grad_norm)) {
     stats.skipped = true;
   } else if (stats.target_count > 0) {
@@ -94,7 +98,11 @@ StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,
         params_[i].second.set_grad(compute_params_[i].second.grad());
       }
     }
-    optimizer_.step(options.lr, optim::clip_scale(stats.grad_norm, options.max_grad_norm));
+    {
+      ops::OpProfileScope profile("optimizer adamw", device);
+      optimizer_.step(options.lr, optim::clip_scale(stats.grad_norm, options.max_grad_norm));
+    }
+    ops::OpProfileScope profile("optimizer bf16 refresh", device);
     refresh_compute_copy();
   }
   // Free gradients between steps.

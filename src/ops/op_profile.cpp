@@ -19,6 +19,7 @@ struct Record {
 struct Profile {
   std::vector<Record> records;
   int depth = 0;  // nesting of scopes on this thread, timed or not
+  Device last_gpu = Device::cpu();
 };
 
 Profile& thread_profile() {
@@ -36,10 +37,13 @@ bool op_profile_enabled() {
   return enabled;
 }
 
-OpProfileScope::OpProfileScope(const char* op_class, Device device) : device_(device) {
+OpProfileScope::OpProfileScope(const char* op_class, Device device, bool on_last_gpu)
+    : device_(device) {
   if (!op_profile_enabled()) return;
   Profile& p = thread_profile();
+  if (on_last_gpu && device.is_cpu()) device_ = device = p.last_gpu;
   if (p.depth++ > 0 || !device.is_cuda()) return;
+  p.last_gpu = device;
   Record r{op_class, std::make_unique<Event>(true), std::make_unique<Event>(true)};
   r.start->record(current_stream(device));
   p.records.push_back(std::move(r));

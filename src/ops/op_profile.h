@@ -23,7 +23,10 @@ bool op_profile_enabled();
 
 class OpProfileScope {
  public:
-  OpProfileScope(const char* op_class, Device device);
+  // `on_last_gpu`: a scope given a CPU device is timed on the last GPU a
+  // timed scope used (a backward node whose incoming gradient is the loss's
+  // host seed while its work runs on the GPU).
+  OpProfileScope(const char* op_class, Device device, bool on_last_gpu = false);
   ~OpProfileScope();
   OpProfileScope(const OpProfileScope&) = delete;
   OpProfileScope& operator=(const OpProfileScope&) = delete;

@@ -7,11 +7,12 @@
 //    within 3e-2 (bf16 has 8 bits of mantissa);
 //  - f32 compute on the GPU (TF32 GEMMs): losses and norms within 1e-3.
 // The final masters are compared by how far they moved: ||gpu - cpu|| over
-// ||cpu - initial|| below 0.2 (bf16) and 2e-2 (f32). AdamW's first steps
-// move a parameter by about lr whatever its gradient's size, so a gradient
-// near zero whose sign rounding flips contributes a full 2 lr; that, not
-// the average error, sets these bounds. The losses of steps 1.. already
-// show that the updates had the CPU's effect.
+// ||cpu - initial|| below 0.35 (bf16) and 2e-2 (f32); a skipped update or a
+// lost gradient gives about 1. AdamW's first steps move a parameter by
+// about lr whatever its gradient's size, so a gradient near zero whose sign
+// bf16 rounding flips contributes a full 2 lr; that, not the average
+// error, sets these bounds. The losses of steps 1.. show that the updates
+// (and the refreshed bf16 copy) had the CPU's effect.
 // The fixtures' head sizes (8, 12) take the CUDA attention's f32 row
 // kernels; a head_dim 64 and a head_dim 128 model of random weights take
 // its bf16 flash kernels, in the whole model path.
@@ -147,7 +148,7 @@ TEST_P(ResidentGpuFixture, Bf16StepsMatchCpuF32) {
       train(io::load_hf_model(fixture(GetParam())), Device::cpu(), DType::F32, batches);
   const TrainRun gpu =
       train(io::load_hf_model(fixture(GetParam())), Device::cuda(0), DType::BF16, batches);
-  compare(gpu, cpu, 1e-2, 3e-2, 0.2, GetParam() + " bf16");
+  compare(gpu, cpu, 1e-2, 3e-2, 0.35, GetParam() + " bf16");
 }
 
 TEST_P(ResidentGpuFixture, F32StepsMatchCpuF32) {
@@ -196,7 +197,7 @@ TEST_P(ResidentGpuRealAttention, Bf16StepsMatchCpuF32) {
   const auto batches = make_batches(3, 130, config.vocab_size);
   const TrainRun cpu = train(make(), Device::cpu(), DType::F32, batches);
   const TrainRun gpu = train(make(), Device::cuda(0), DType::BF16, batches);
-  compare(gpu, cpu, 1e-2, 3e-2, 0.2, "head_dim " + std::to_string(GetParam()));
+  compare(gpu, cpu, 1e-2, 3e-2, 0.35, "head_dim " + std::to_string(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDims, ResidentGpuRealAttention, ::testing::Values(64, 128));
