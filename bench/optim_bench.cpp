@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/error.h"
 #include "core/random.h"
 #include "core/thread_pool.h"
 #include "nn/module.h"
@@ -204,7 +205,12 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   if (is_child || std::getenv("LT_NUM_THREADS") != nullptr) {
-    child(params, runs);
+    try {
+      child(params, runs);
+    } catch (const lt::Error& e) {
+      std::fprintf(stderr, "optim_bench: %s\n", e.what());
+      return 1;
+    }
   } else {
     std::vector<int> counts = {1, 2, static_cast<int>(std::thread::hardware_concurrency())};
     std::sort(counts.begin(), counts.end());
