@@ -25,6 +25,11 @@ namespace {
 
 struct Avx2 {
   static constexpr int64_t kWidth = 8;
+  // Without two-source permutes, register lookups cost more than scalar
+  // ones (kernels_simd_body.h).
+  static constexpr bool kRegisterTables = false;
+  struct NoTable {};
+  static NoTable code_table(const Code8&) { return {}; }
   using F = __m256;
 
   static F load(const float* p) { return _mm256_loadu_ps(p); }

@@ -8,6 +8,13 @@
 //   load, store, set1, zero, add, sub, mul, div, sqrt, max, abs, hmax
 //   load_grad(const float*), load_grad(const BFloat16*)   widened to f32
 //   store_bf16(uint16_t*, F)        round to nearest even, NaN stays NaN
+//   kRegisterTables                 whether it looks tables up in registers:
+//   code_table(const Code8&)        a code table laid out for
+//   lookup(const uint8_t* q, table) code[q] for kWidth bytes q
+//   rank_tables(const Code8Search&) the rank thresholds laid out for
+//   store_ranks(uint8_t*, F x, tables)  the nearest ranks of x
+//   (without them: code_table returns an unused placeholder, and the
+//   lookups and rank search run as scalar code)
 //
 // Per element, the operations are those of adamw_kernel.h's
 // detail::moments and detail::apply in the same order; the remainder of a
@@ -97,6 +104,16 @@ float quantize(const Code8& code, const float* x, uint8_t* out, int64_t n, float
   }
   const Code8Search& search = search_of(code);
   const auto scale = V::set1(absmax);
+  if constexpr (V::kRegisterTables) {
+    // The whole search in registers (V::store_ranks); only the remainder
+    // goes through the scalar rank below.
+    const auto ranks = V::rank_tables(search);
+    int64_t i = 0;
+    for (; i + V::kWidth <= n; i += V::kWidth)
+      V::store_ranks(out + i, V::div(V::load(x + i), scale), ranks);
+    for (; i < n; ++i) out[i] = quantize_nearest_fast(search, x[i] / absmax);
+    return absmax;
+  }
   constexpr int64_t kChunk = 256;
   alignas(64) float quotient[kChunk];
   for (int64_t first = 0; first < n; first += kChunk) {
@@ -126,10 +143,15 @@ void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* gra
                             uint16_t* shadow, int64_t n) {
   const Code8& m_code = signed_code();
   const Code8& v_code = unsigned_code();
-  for (int64_t i = 0; i < n; ++i) {
+  // Scalar table lookups into the scratch, for the elements the vector
+  // loop will not look up in registers.
+  const int64_t vector_end = n - n % V::kWidth;
+  for (int64_t i = V::kRegisterTables ? vector_end : 0; i < n; ++i) {
     m[i] = m_code[m_codes[i]];
     v[i] = v_code[v_codes[i]];
   }
+  const auto m_table = V::code_table(m_code);
+  const auto v_table = V::code_table(v_code);
   const Consts<V> c(s);
   const auto m_scale_v = V::set1(m_scale);
   const auto v_scale_v = V::set1(v_scale);
@@ -137,8 +159,15 @@ void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* gra
   auto v_max = V::zero();
   int64_t i = 0;
   for (; i + V::kWidth <= n; i += V::kWidth) {
-    auto mv = V::mul(V::load(m + i), m_scale_v);  // dequantize_block: code[q] * scale
-    auto vv = V::mul(V::load(v + i), v_scale_v);
+    // dequantize_block: code[q] * scale
+    typename V::F mv, vv;
+    if constexpr (V::kRegisterTables) {
+      mv = V::mul(V::lookup(m_codes + i, m_table), m_scale_v);
+      vv = V::mul(V::lookup(v_codes + i, v_table), v_scale_v);
+    } else {
+      mv = V::mul(V::load(m + i), m_scale_v);
+      vv = V::mul(V::load(v + i), v_scale_v);
+    }
     const auto p = update(c, V::load(param + i), V::load_grad(grad + i), mv, vv);
     V::store(param + i, p);
     if (shadow != nullptr) V::store_bf16(shadow + i, p);
