@@ -269,9 +269,28 @@ struct StreamingExecutor::Impl {
     return last_download;
   }
 
+  // The token ids (embed's input) and targets (the head's) go to the device
+  // once per step, ahead of the first weights.
+  void upload_batch() {
+    CopyList copies;
+    for (auto& chunk : chunks) {
+      for (Tensor* host : {&chunk.ids, &chunk.ctx.targets}) {
+        Tensor source = host->contiguous();
+        *host = device.empty(source.shape(), source.dtype());
+        copies.emplace_back(*host, source);
+      }
+    }
+    batch_uploaded = device.upload(std::move(copies), Ticket(), "token ids and targets");
+  }
+  Ticket batch_uploaded;
+
   // Makes the input boundary of `stage` ready on the device (bringing an
   // offloaded one back), before the stage's compute is timed.
   void prepare_input(int stage) {
+    if (batch_uploaded.valid()) {
+      stats->exposed_h2d_s += wait_seconds(batch_uploaded);
+      batch_uploaded = Ticket();
+    }
     if (stage == 0) return;
     Boundary& bd = boundaries[stage - 1];
     if (bd.device.empty()) {
@@ -498,6 +517,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   try {
     auto scope = m.device.compute_scope();
     m.boundaries.assign(static_cast<size_t>(m.num_blocks) + 1, Impl::Boundary());
+    m.upload_batch();
     m.downloads.clear();
     m.run_step(uses_);
     m.dy.clear();
