@@ -5,14 +5,15 @@
 //  - bf16 compute (f32 masters on the GPU, bf16 copy, bf16 gradients): every
 //    step's loss within 1e-2 relative of the CPU f32 run, gradient norms
 //    within 3e-2 (bf16 has 8 bits of mantissa);
-//  - f32 compute on the GPU (TF32 GEMMs): losses and norms within 1e-3.
+//  - f32 compute on the GPU (TF32 GEMMs, 10 mantissa bits): losses within
+//    1e-3, gradient norms within 1e-2 (measured on the H200: up to 4.5e-3).
 // The final masters are compared by how far they moved: ||gpu - cpu|| over
-// ||cpu - initial|| below 0.35 (bf16) and 2e-2 (f32); a skipped update or a
-// lost gradient gives about 1. AdamW's first steps move a parameter by
-// about lr whatever its gradient's size, so a gradient near zero whose sign
-// bf16 rounding flips contributes a full 2 lr; that, not the average
-// error, sets these bounds. The losses of steps 1.. show that the updates
-// (and the refreshed bf16 copy) had the CPU's effect.
+// ||cpu - initial|| below 0.35 (bf16) and 6e-2 (f32; TF32 measured up to
+// 2.8e-2); a skipped update or a lost gradient gives about 1. AdamW's first
+// steps move a parameter by about lr whatever its gradient's size, so a
+// gradient near zero whose sign rounding flips contributes a full 2 lr;
+// that, not the average error, sets these bounds. The losses of steps 1..
+// show that the updates (and the refreshed bf16 copy) had the CPU's effect.
 // The fixtures' head sizes (8, 12) take the CUDA attention's f32 row
 // kernels; a head_dim 64 and a head_dim 128 model of random weights take
 // its bf16 flash kernels, in the whole model path.
@@ -158,7 +159,7 @@ TEST_P(ResidentGpuFixture, F32StepsMatchCpuF32) {
       train(io::load_hf_model(fixture(GetParam())), Device::cpu(), DType::F32, batches);
   const TrainRun gpu =
       train(io::load_hf_model(fixture(GetParam())), Device::cuda(0), DType::F32, batches);
-  compare(gpu, cpu, 1e-3, 1e-3, 2e-2, GetParam() + " f32");
+  compare(gpu, cpu, 1e-3, 1e-2, 6e-2, GetParam() + " f32");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ResidentGpuFixture,
@@ -178,9 +179,14 @@ TEST_P(ResidentGpuRealAttention, Bf16StepsMatchCpuF32) {
   config.intermediate_size = 384;
   config.vocab_size = 512;
   config.max_position_embeddings = 256;
-  // Weights at std 0.2 (10x Hugging Face's init) and perturbed norms, as
-  // the fixtures have: at init scale the logits are near zero and the loss
-  // is ln(V) whatever attention computes, which would prove nothing.
+  // Weights at std 0.06 (3x Hugging Face's init) and perturbed norms: at
+  // init scale the logits are near zero and the loss is ln(V) whatever
+  // attention computes, which would prove nothing; at 10x the attention
+  // scores (std ~20 at head_dim 128) are so peaked that bf16 rounding of q
+  // and k alone moves the gradient norm by ~10% (the CPU backend's own bf16
+  // run shows the same), which would measure bf16, not the kernels. At 3x
+  // the CPU's bf16 run is within 6e-4 (loss), 2.4e-3 (norm) and 0.125
+  // (update) of its f32 run.
   auto make = [&] {
     Generator gen(3);
     models::CausalLM m = models::CausalLM::random(config, gen);
@@ -188,7 +194,7 @@ TEST_P(ResidentGpuRealAttention, Bf16StepsMatchCpuF32) {
     for (const auto& [name, p] : m.parameters()) {
       std::vector<double> v = p.to_doubles();
       for (double& x : v) {
-        x = p.dim() >= 2 ? 10.0 * x : x + 0.5 * (noise.uniform() - 0.5);
+        x = p.dim() >= 2 ? 3.0 * x : x + 0.5 * (noise.uniform() - 0.5);
       }
       p.detach().copy_(Tensor::from_doubles(v, p.shape(), p.dtype()));
     }
