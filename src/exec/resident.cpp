@@ -74,8 +74,9 @@ StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,
   const models::CausalLM& compute = compute_model();
   for (const auto& mb : micro_batches) {
     if (mb.target_count == 0) continue;
-    // The batcher has checked ids against the vocabulary and counted the
-    // targets on the host; the ops check them again where they read them.
+    // Ids were checked against the vocabulary when the data was loaded and
+    // targets counted on the host by the batcher; the embedding and the
+    // cross-entropy check them again on the host (one small read-back each).
     Tensor loss = compute.loss(mb.ids.to(device), mb.targets.to(device), denominator);
     stats.loss += loss.item();
     backward(loss);
