@@ -229,6 +229,14 @@ struct StreamingExecutor::Impl {
     return slot;
   }
 
+  // Waits until both copy engines have run everything queued so far (each
+  // runs in queue order): nothing in flight may outlive the step's state or
+  // the trace recorder its tasks write to.
+  void drain_copies() {
+    wait_seconds(device.upload({}, Ticket(), "drain"));
+    wait_seconds(device.download({}, {}, "drain"));
+  }
+
   void invalidate_slots() {
     for (auto& s : slots) {
       s.stage = -1;
@@ -475,6 +483,7 @@ StreamingExecutor::StreamingExecutor(const models::CausalLM& model, optim::Optim
 
 StreamingExecutor::~StreamingExecutor() {
   try {
+    impl_->drain_copies();
     impl_->wait_updates();
     impl_->write_trace();
   } catch (...) {  // a failed update was reported by the step or sync that met it
@@ -525,7 +534,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
     m.invalidate_slots();
   } catch (...) {
     // Leave the executor usable: no copy in flight, no gradient left behind.
-    if (m.last_download.valid()) m.last_download.wait();  // the engine runs in order
+    m.drain_copies();
     m.last_download = m.download_before_last = Ticket();
     m.wait_updates();
     m.dy.clear();
