@@ -292,6 +292,23 @@ struct StreamingExecutor::Impl {
   }
   Ticket batch_uploaded;
 
+  // The model's RoPE table is in host memory (the masters' device); a GPU
+  // device computes with a copy of it in its memory, made on the compute
+  // stream (inside the compute scope) when the host table changes.
+  void place_rope() {
+    const RopeTable* host = chunks.front().ctx.rope;
+    if (host == nullptr || host->cos.device() == device.memory().device()) return;
+    if (rope_source != host->cos.data_ptr() || device_rope.cos.size(0) != host->cos.size(0)) {
+      device_rope = *host;
+      device_rope.cos = host->cos.to(device.memory().device());
+      device_rope.sin = host->sin.to(device.memory().device());
+      rope_source = host->cos.data_ptr();
+    }
+    for (auto& chunk : chunks) chunk.ctx.rope = &device_rope;
+  }
+  RopeTable device_rope;
+  const void* rope_source = nullptr;
+
   // Makes the input boundary of `stage` ready on the device (bringing an
   // offloaded one back), before the stage's compute is timed.
   void prepare_input(int stage) {
@@ -526,6 +543,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   try {
     auto scope = m.device.compute_scope();
     m.boundaries.assign(static_cast<size_t>(m.num_blocks) + 1, Impl::Boundary());
+    m.place_rope();
     m.upload_batch();
     m.downloads.clear();
     m.run_step(uses_);

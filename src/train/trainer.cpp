@@ -24,8 +24,10 @@
 #include "train/generate.h"
 #include "train/progress.h"
 #include "train/report.h"
+#include "train/schedule_auto.h"
 #ifdef LT_WITH_CUDA
 #include "core/cuda/device_info.h"
+#include "exec/cuda/streaming_device_cuda.h"
 #endif
 
 namespace lt::train {
@@ -83,10 +85,13 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const std::string& 
   return samples;
 }
 
-// exec.mode: resident (also for auto), or streaming on the CPU stand-in
-// device with the schedule exec.schedule names.
+// exec.mode: resident (also for auto), or streaming with the schedule
+// exec.schedule names: on the GPU (bf16 compute, host masters) when the
+// training device is CUDA, else on the CPU stand-in device.
+// For exec.schedule auto, `predicted_step_s` receives the planner's step time.
 std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const models::CausalLM& model,
-                                              optim::Optimizer& optimizer) {
+                                              optim::Optimizer& optimizer, Device device,
+                                              double* predicted_step_s) {
   if (c.exec.mode != "streaming") {
     return std::make_unique<exec::ResidentExecutor>(model, optimizer,
                                                     dtype_from_name(c.train.dtype));
@@ -97,6 +102,12 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const models
     options.schedule = exec::Schedule::all_gpu(blocks);
   } else if (c.exec.schedule == "every_k") {
     options.schedule = exec::Schedule::every_kth_gpu(blocks, static_cast<int>(c.exec.keep_every));
+  } else if (c.exec.schedule == "auto") {
+    const plan::Plan plan = plan_for_run(c, model.config(), device.is_cpu());
+    fmt::print("{}\n", describe_plan(plan));
+    std::fflush(stdout);
+    options.schedule = plan.schedule;
+    *predicted_step_s = plan.prediction.step_s;
   } else {
     options.schedule = exec::load_schedule(c.exec.schedule);
     exec::validate(options.schedule, blocks, "exec.schedule (" + c.exec.schedule + ")");
@@ -106,10 +117,24 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const models
   }
   if (c.exec.micro_batch > 0) options.schedule.micro_batch = c.exec.micro_batch;
   options.trace_path = (fs::path(c.out.dir) / "trace.json").string();
-  exec::StandInOptions device;
-  device.capacity_bytes = static_cast<int64_t>(c.exec.device_memory_gb * 1e9);
+  options.disk.directory = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) {
+    LT_CHECK(c.train.dtype == "bf16", "train.dtype: exec.mode streaming on train.device ",
+             c.train.device, " computes in bf16 (the host keeps the f32 masters); set bf16, got ",
+             c.train.dtype);
+    return std::make_unique<exec::StreamingExecutor>(
+        model, optimizer,
+        std::make_unique<exec::CudaStreamingDevice>(model.parameters(), optimizer,
+                                                    device.index),
+        std::move(options));
+  }
+#endif
+  LT_CHECK(device.is_cpu(), "exec.mode: streaming on ", device.str(), " needs a CUDA build");
+  exec::StandInOptions stand_in;
+  stand_in.capacity_bytes = static_cast<int64_t>(c.exec.device_memory_gb * 1e9);
   return std::make_unique<exec::StreamingExecutor>(
-      model, optimizer, std::make_unique<exec::StandInDevice>(device), std::move(options));
+      model, optimizer, std::make_unique<exec::StandInDevice>(stand_in), std::move(options));
 }
 
 // train.device: cpu; cuda (refused with the reason when this build or
@@ -141,9 +166,10 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
            "exec.mode: 'offload' is not available yet; use auto, resident or streaming");
   LT_CHECK(c.train.dtype == "f32" || device.is_cuda(),
            "train.dtype: bf16 compute needs train.device cuda; on the CPU use f32");
-  LT_CHECK(device.is_cpu() || c.exec.mode == "auto" || c.exec.mode == "resident", "exec.mode: '",
-           c.exec.mode, "' runs on the CPU only for now; with train.device ", c.train.device,
-           " use auto or resident");
+  LT_CHECK(device.is_cpu() || c.exec.mode == "auto" || c.exec.mode == "resident" ||
+               c.exec.mode == "streaming",
+           "exec.mode: '", c.exec.mode, "' runs on the CPU only for now; with train.device ",
+           c.train.device, " use auto, resident or streaming");
   const fs::path out_dir = c.out.dir;
   fs::create_directories(out_dir);
   for (const auto& entry : fs::directory_iterator(out_dir)) {  // a crashed save's leftovers
@@ -186,8 +212,9 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   }
 
   // The f32 masters live on the training device; the optimizer's states
-  // follow them there.
-  if (device.is_cuda()) model.to(device, DType::F32);
+  // follow them there. The streaming executor keeps them in host memory and
+  // streams bf16 copies to the GPU.
+  if (device.is_cuda() && c.exec.mode != "streaming") model.to(device, DType::F32);
 
   optim::AdamWOptions adam;
   adam.lr = c.optim.lr;
@@ -212,7 +239,9 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
     optimizer_owner = std::make_unique<optim::AdamW>(model.parameters(), adam, c.optim.no_decay);
   }
   optim::Optimizer& optimizer = *optimizer_owner;
-  std::unique_ptr<exec::Executor> executor_owner = make_executor(c, model, optimizer);
+  double predicted_step_s = 0;  // exec.schedule auto: the planner's
+  std::unique_ptr<exec::Executor> executor_owner =
+      make_executor(c, model, optimizer, device, &predicted_step_s);
   exec::Executor& executor = *executor_owner;
 
   data::BatchOptions batch_options;
@@ -267,7 +296,7 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
     step_options.max_grad_norm = c.train.grad_clip;
     exec::StepStats stats = executor.step(micro, step_options);
 
-    nlohmann::json line = step_json(state.step, stats, step_options.lr, params);
+    nlohmann::json line = step_json(state.step, stats, step_options.lr, params, predicted_step_s);
     if (c.train.eval_every > 0 && !eval_samples.empty() &&
         (state.step + 1) % c.train.eval_every == 0) {
       executor.sync();

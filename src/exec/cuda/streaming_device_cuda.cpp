@@ -1,0 +1,138 @@
+// Only CUDA builds have a GPU streaming device (see the header for the
+// ordering of its copies).
+#ifdef LT_WITH_CUDA
+
+#include "exec/cuda/streaming_device_cuda.h"
+
+#include <utility>
+
+#include "core/cuda/caching_allocator.h"
+#include "core/error.h"
+
+namespace lt::exec {
+
+namespace {
+
+class ComputeScope final : public StreamingDevice::Scope {
+ public:
+  explicit ComputeScope(const Stream& stream) : guard_(stream) {}
+
+ private:
+  StreamGuard guard_;
+};
+
+void check_pair(const Tensor& dst, const Tensor& src, const char* what) {
+  LT_CHECK(dst.is_contiguous() && src.is_contiguous() && dst.numel() == src.numel() &&
+               dst.dtype() == src.dtype(),
+           "CUDA streaming device: ", what, " needs contiguous tensors of one size and dtype, got ",
+           dst.str(), " <- ", src.str());
+}
+
+}  // namespace
+
+CudaStreamingDevice::CudaStreamingDevice(const nn::NamedParameters& masters,
+                                         optim::Optimizer& optimizer, int device)
+    : device_(device),
+      optimizer_(optimizer),
+      compute_(Stream::create(Device::cuda(device))),
+      upload_stream_(Stream::create(Device::cuda(device))),
+      download_stream_(Stream::create(Device::cuda(device))) {
+  LT_CHECK(optimizer.size() == masters.size(), "CUDA streaming device: the optimizer holds ",
+           optimizer.size(), " parameters, the model ", masters.size());
+  for (size_t i = 0; i < masters.size(); ++i) {
+    const auto& [name, p] = masters[i];
+    LT_CHECK(p.device().is_cpu() && p.dtype() == DType::F32 && p.is_contiguous(),
+             "CUDA streaming device: master parameter '", name,
+             "' must be a contiguous f32 CPU tensor, got ", p.str());
+    Tensor shadow = Tensor::empty(p.shape(), DType::BF16, pinned_);
+    shadow.copy_(p);  // round to nearest even, as the optimizer's later writes
+    optimizer.set_bf16_shadow(i, shadow);
+    shadows_[p.data_ptr()] = shadow;
+  }
+  shadow_count_ = masters.size();
+}
+
+CudaStreamingDevice::~CudaStreamingDevice() {
+  // The executor using this device has finished its updates (it is
+  // destroyed first); the optimizer must not write freed pinned memory.
+  for (size_t i = 0; i < shadow_count_; ++i) optimizer_.set_bf16_shadow(i, Tensor());
+}
+
+Allocator& CudaStreamingDevice::memory() {
+  return cuda::caching_allocator(device_);
+}
+
+Tensor CudaStreamingDevice::upload_source(const Tensor& dst, const Tensor& src) const {
+  LT_CHECK(dst.device().is_cuda() && src.device().is_cpu(),
+           "CUDA streaming device: upload copies host to device, got ", dst.str(), " <- ",
+           src.str());
+  if (dst.dtype() == src.dtype()) return src;
+  const auto it = shadows_.find(src.data_ptr());
+  LT_CHECK(it != shadows_.end() && dst.dtype() == DType::BF16,
+           "CUDA streaming device: an upload from ", src.str(), " to ", dst.str(),
+           " converts dtype, which only a registered f32 master's bf16 shadow can do");
+  return it->second;
+}
+
+Ticket CudaStreamingDevice::upload(CopyList copies, Ticket after, std::string label) {
+  for (auto& [dst, src] : copies) {
+    src = upload_source(dst, src);
+    check_pair(dst, src, "an upload");
+  }
+  // Everything queued on the compute stream so far, including the last use
+  // of the memory these copies overwrite.
+  auto compute_done = std::make_shared<Event>();
+  compute_done->record(compute_);
+  return h2d_.enqueue([this, copies = std::move(copies), after = std::move(after), compute_done,
+                       trace = trace_, label = std::move(label)]() mutable {
+    if (after.valid()) after.get();  // the update that writes the shadow
+    TraceSpan span(trace, "h2d", label);
+    compute_done->wait(upload_stream_);
+    for (const auto& [dst, src] : copies) {
+      cuda_copy::copy_async(device_, dst.data_ptr(), src.data_ptr(), src.nbytes(),
+                            upload_stream_.handle());
+    }
+    Event landed;
+    landed.record(upload_stream_);
+    landed.synchronize();
+  });
+}
+
+Ticket CudaStreamingDevice::download(CopyList copies, std::function<void()> then,
+                                     std::string label) {
+  {
+    StreamGuard on_compute(compute_);
+    for (auto& [dst, src] : copies) {
+      LT_CHECK(dst.device().is_cpu() && src.device().is_cuda(),
+               "CUDA streaming device: download copies device to host, got ", dst.str(), " <- ",
+               src.str());
+      // bf16 gradients become the f32 the host slabs hold, on the device.
+      src = src.dtype() == dst.dtype() ? src.contiguous() : src.to(dst.dtype()).contiguous();
+      check_pair(dst, src, "a download");
+    }
+  }
+  auto produced = std::make_shared<Event>();
+  produced->record(compute_);
+  return d2h_.enqueue([this, copies = std::move(copies), then = std::move(then), produced,
+                       trace = trace_, label = std::move(label)]() mutable {
+    TraceSpan span(trace, "d2h", label);
+    produced->wait(download_stream_);
+    for (const auto& [dst, src] : copies) {
+      cuda_copy::copy_async(device_, dst.data_ptr(), src.data_ptr(), src.nbytes(),
+                            download_stream_.handle());
+    }
+    Event landed;
+    landed.record(download_stream_);
+    landed.synchronize();
+    copies.clear();  // the device memory is free once copied
+    if (then) then();
+  });
+}
+
+std::unique_ptr<StreamingDevice::Scope> CudaStreamingDevice::compute_scope() {
+  return std::make_unique<ComputeScope>(compute_);
+}
+
+}  // namespace lt::exec
+
+#endif  // LT_WITH_CUDA

@@ -1,0 +1,82 @@
+#pragma once
+// The streaming executor's GPU (issue 7): device memory is the CUDA caching
+// allocator, the device computes in bf16, and copies run on two CUDA
+// streams of their own (lt::Stream), each fed by a host worker thread.
+//
+// Host state: the f32 masters and the optimizer stay in host memory; every
+// parameter also has a bf16 copy in page-locked memory, registered as the
+// optimizer's bf16 shadow, so the CPU update writes it in its own pass and
+// weight uploads copy it as it is (half the bytes, no conversion pass).
+//
+// Ordering (no device-wide synchronize anywhere):
+//  - upload(): at the call (on the compute thread) an event is recorded on
+//    the compute stream. The worker waits on the host for `after` (the
+//    stage's optimizer update, which writes the shadow), makes the upload
+//    stream wait for that event (cudaStreamWaitEvent) and then copies. The
+//    destination slot was last used by compute queued before the call, so
+//    the copy never overwrites weights a queued kernel still reads.
+//  - The ticket completes when an event recorded on the upload stream after
+//    the copies has completed (the worker waits for it), and the executor
+//    waits for the ticket before it queues the compute that reads the
+//    slot: compute never reads a weight before it has landed.
+//  - download(): at the call, the sources are converted to the host
+//    destination's dtype on the compute stream (bf16 gradients -> f32
+//    slabs) and an event is recorded there; the download stream waits for
+//    it, so the copy reads gradients only after the backward that made them.
+//    The worker waits for the copy's event, drops its device references
+//    (the memory is then free to reuse) and runs `then`.
+#include <cstddef>
+#include <memory>
+#include <unordered_map>
+
+#include "core/pinned_pool.h"
+#include "core/stream.h"
+#include "exec/streaming_device.h"
+#include "nn/module.h"
+#include "optim/optimizer.h"
+
+namespace lt::exec {
+
+namespace cuda_copy {
+// cudaMemcpyAsync of `bytes` on `stream` (a cudaStream_t) of `device`
+// (defined in streaming_device_cuda.cu; throws lt::Error on failure).
+void copy_async(int device, void* dst, const void* src, size_t bytes, void* stream);
+}  // namespace cuda_copy
+
+class CudaStreamingDevice final : public StreamingDevice {
+ public:
+  // `masters` (f32 CPU parameters, the optimizer's order) get pinned bf16
+  // shadows, filled now and registered with `optimizer`; the destructor
+  // removes them again.
+  CudaStreamingDevice(const nn::NamedParameters& masters, optim::Optimizer& optimizer,
+                      int device = 0);
+  ~CudaStreamingDevice() override;
+  CudaStreamingDevice(const CudaStreamingDevice&) = delete;
+  CudaStreamingDevice& operator=(const CudaStreamingDevice&) = delete;
+
+  std::string memory_space() const override { return "gpu"; }
+  Allocator& memory() override;
+  DType compute_dtype() const override { return DType::BF16; }
+  Ticket upload(CopyList copies, Ticket after, std::string label) override;
+  Ticket download(CopyList copies, std::function<void()> then, std::string label) override;
+  std::unique_ptr<Scope> compute_scope() override;
+
+  const Stream& compute_stream() const { return compute_; }
+
+ private:
+  // The bytes an upload copies for destination `dst` from `src`: the bf16
+  // shadow of a registered master, or `src` itself when the dtypes match.
+  Tensor upload_source(const Tensor& dst, const Tensor& src) const;
+
+  int device_;
+  optim::Optimizer& optimizer_;
+  size_t shadow_count_ = 0;
+  Stream compute_, upload_stream_, download_stream_;
+  PinnedHostPool pinned_;
+  std::unordered_map<const void*, Tensor> shadows_;  // master's data -> its pinned bf16 copy
+  // Last: the workers finish their queued copies while all above exist.
+  WorkQueue h2d_{"h2d"};
+  WorkQueue d2h_{"d2h"};
+};
+
+}  // namespace lt::exec
