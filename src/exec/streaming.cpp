@@ -148,7 +148,10 @@ struct StreamingExecutor::Impl {
           Tensor::from_storage(p.storage(), p.offset(), p.shape(), p.strides(), p.dtype()));
       norm_views.push_back(
           Tensor::from_storage(p.storage(), p.offset(), p.shape(), p.strides(), p.dtype()));
-      grad_slabs.push_back(Tensor::zeros(p.shape(), DType::F32));
+      // In the device's compute dtype (the gradients' own), in memory its
+      // download engine copies into fastest (pinned on a GPU).
+      grad_slabs.push_back(Tensor::empty(p.shape(), device.compute_dtype(), device.host_memory()));
+      grad_slabs.back().zero_();
     }
     has_grad.assign(params.size(), false);
     LT_CHECK(optimizer.size() == params.size(), "streaming executor: the optimizer holds ",
@@ -261,7 +264,7 @@ struct StreamingExecutor::Impl {
     Boundary& bd = boundaries[b];
     CopyList copies;
     for (const auto& d : bd.device) {
-      bd.host.push_back(Tensor::empty(d.shape(), d.dtype(), cpu_allocator()));
+      bd.host.push_back(Tensor::empty(d.shape(), d.dtype(), device.host_memory()));
       copies.emplace_back(bd.host.back(), d);
     }
     bd.offloaded = download(std::move(copies), {}, "boundary " + std::to_string(b));

@@ -43,6 +43,10 @@ class StreamingDevice {
     virtual ~Scope() = default;
   };
   virtual std::unique_ptr<Scope> compute_scope() = 0;
+  // Host memory for buffers the copy engines fill or read (gradient slabs,
+  // offloaded activations): page-locked on a GPU, where copies from
+  // pageable memory run several times slower.
+  virtual Allocator& host_memory() { return cpu_allocator(); }
 
   Tensor empty(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, memory()); }
   // Copies queued from now on are recorded on the "h2d" and "d2h" tracks

@@ -19,10 +19,12 @@
 //    the copies has completed (the worker waits for it), and the executor
 //    waits for the ticket before it queues the compute that reads the
 //    slot: compute never reads a weight before it has landed.
-//  - download(): at the call, the sources are converted to the host
-//    destination's dtype on the compute stream (bf16 gradients -> f32
-//    slabs) and an event is recorded there; the download stream waits for
-//    it, so the copy reads gradients only after the backward that made them.
+//  - download(): at the call an event is recorded on the compute stream
+//    (after a conversion there when the host buffer's dtype differs; the
+//    executor's gradient slabs are bf16 in pinned memory, so gradients copy
+//    as they are and the CPU optimizer takes them in bf16); the download
+//    stream waits for it, so the copy reads gradients only after the
+//    backward that made them.
 //    The worker waits for the copy's event, drops its device references
 //    (the memory is then free to reuse) and runs `then`.
 #include <cstddef>
@@ -60,6 +62,7 @@ class CudaStreamingDevice final : public StreamingDevice {
   Ticket upload(CopyList copies, Ticket after, std::string label) override;
   Ticket download(CopyList copies, std::function<void()> then, std::string label) override;
   std::unique_ptr<Scope> compute_scope() override;
+  Allocator& host_memory() override { return pinned_; }
 
   const Stream& compute_stream() const { return compute_; }
 
