@@ -374,6 +374,7 @@ struct StreamingExecutor::Impl {
     const auto t0 = Clock::now();
     for (size_t c = 0; c < chunks.size(); ++c)
       out.push_back(st.forward(input(stage, c), chunks[c].ctx));
+    device.finish_compute();
     (recompute ? stats->recompute_s : stats->compute_s) += seconds_since(t0);
     boundaries[stage].device = std::move(out);
   }
@@ -392,6 +393,7 @@ struct StreamingExecutor::Impl {
       backward(loss);
       dy[c] = h.grad();
     }
+    device.finish_compute();
     stats->compute_s += seconds_since(t0);
   }
 
@@ -410,6 +412,7 @@ struct StreamingExecutor::Impl {
       backward(out, dy[c]);
       dy[c] = stage > 0 ? x.grad() : Tensor();
     }
+    device.finish_compute();
     stats->compute_s += seconds_since(t0);
   }
 

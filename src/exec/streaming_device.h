@@ -47,6 +47,10 @@ class StreamingDevice {
   // offloaded activations): page-locked on a GPU, where copies from
   // pageable memory run several times slower.
   virtual Allocator& host_memory() { return cpu_allocator(); }
+  // Returns once the compute queued so far has run (a GPU device waits for
+  // its compute stream), so that the stage times in StepStats are the
+  // device's and not the time to queue the work. A no-op on the stand-in.
+  virtual void finish_compute() {}
 
   Tensor empty(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, memory()); }
   // Copies queued from now on are recorded on the "h2d" and "d2h" tracks

@@ -8,7 +8,9 @@
 // optimizer's bf16 shadow, so the CPU update writes it in its own pass and
 // weight uploads copy it as it is (half the bytes, no conversion pass).
 //
-// Ordering (no device-wide synchronize anywhere):
+// Ordering (no device-wide synchronize anywhere; the compute stream alone
+// is waited for at the end of each stage, by finish_compute(), so that
+// StepStats times the GPU's work and not its queueing):
 //  - upload(): at the call (on the compute thread) an event is recorded on
 //    the compute stream. The worker waits on the host for `after` (the
 //    stage's optimizer update, which writes the shadow), makes the upload
@@ -63,6 +65,7 @@ class CudaStreamingDevice final : public StreamingDevice {
   Ticket download(CopyList copies, std::function<void()> then, std::string label) override;
   std::unique_ptr<Scope> compute_scope() override;
   Allocator& host_memory() override { return pinned_; }
+  void finish_compute() override { compute_.synchronize(); }
 
   const Stream& compute_stream() const { return compute_; }
 
