@@ -20,7 +20,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$out/gpu.
 nproc > "$out/cpus.txt"
 
 echo "== lazytrain streaming bf16, every_kth 4"
-LT_BENCH=1 timeout 300 ./build-gpu/test_gpu --gtest_filter='StreamingBench.*' \
+LT_BENCH=1 timeout 200 ./build-gpu/test_gpu --gtest_filter='StreamingBench.*' \
   > "$out/streaming_3b.log" 2>&1 || status=1
 grep -E '^batch|RESULT|FAILED|rror' "$out/streaming_3b.log" | tail -14
 
