@@ -43,7 +43,14 @@ ResidentExecutor::ResidentExecutor(const models::CausalLM& model, optim::Optimiz
     compute_params_ = compute_copy_->parameters();
     LT_CHECK(compute_params_.size() == params_.size(), "resident executor: the compute copy lists ",
              compute_params_.size(), " parameters, the masters ", params_.size());
-    refresh_compute_copy();
+    // The optimizer writes bf16(master) into the compute copy's parameters
+    // in its update pass (and fills them now), so no separate refresh pass
+    // runs after each step. Optimizer parameter i is master i.
+    LT_CHECK(optimizer_.size() == params_.size(), "resident executor: the optimizer holds ",
+             optimizer_.size(), " parameters, the model ", params_.size());
+    for (size_t i = 0; i < params_.size(); ++i) {
+      optimizer_.set_bf16_shadow(i, compute_params_[i].second);
+    }
   } else {
     compute_params_ = params_;
   }
@@ -99,12 +106,9 @@ StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,
         params_[i].second.set_grad(compute_params_[i].second.grad());
       }
     }
-    {
-      ops::OpProfileScope profile("optimizer adamw", device);
-      optimizer_.step(options.lr, optim::clip_scale(stats.grad_norm, options.max_grad_norm));
-    }
-    ops::OpProfileScope profile("optimizer bf16 refresh", device);
-    refresh_compute_copy();
+    // The update also writes the bf16 compute copy (the shadows).
+    ops::OpProfileScope profile("optimizer adamw", device);
+    optimizer_.step(options.lr, optim::clip_scale(stats.grad_norm, options.max_grad_norm));
   }
   // Free gradients between steps.
   for (auto& [name, p] : params_) p.set_grad(Tensor());

@@ -204,17 +204,28 @@ void AdamW::update(double lr, double grad_scale, size_t first, size_t last) {
     }
   });
 
-  // One kernel per CUDA parameter on its device's current stream; the
+  // The CUDA parameters: one multi-tensor launch per device (shadows are
+  // written in the same kernel) on that device's current stream. The
   // contiguous gradient copies in `grads` are stream-ordered allocations,
   // so freeing them after the launch is safe.
-  for (size_t j : cuda_jobs) {
 #ifdef LT_WITH_CUDA
-    const size_t i = job_param[j];
-    cuda::adamw_update(scalars[j], params_[i].second, grads[j], exp_avg_[i], exp_avg_sq_[i]);
-#else
-    (void)j;
-#endif
+  std::vector<std::pair<Device, std::vector<cuda::AdamWCudaJob>>> by_device;
+  for (size_t j : cuda_jobs) {
+    const Device device = params_[job_param[j]].second.device();
+    auto group = std::find_if(by_device.begin(), by_device.end(),
+                              [&](const auto& entry) { return entry.first == device; });
+    if (group == by_device.end()) {
+      by_device.emplace_back(device, std::vector<cuda::AdamWCudaJob>{});
+      group = std::prev(by_device.end());
+    }
+    const ParamJob& job = jobs[j];
+    group->second.push_back({scalars[j], job.param, job.grad, job.grad_is_bf16, job.exp_avg,
+                             job.exp_avg_sq, job.shadow, job.numel});
   }
+  for (const auto& [device, device_jobs] : by_device) cuda::adamw_update_multi(device, device_jobs);
+#else
+  (void)cuda_jobs;
+#endif
 }
 
 NamedTensors AdamW::state() const {

@@ -232,7 +232,7 @@ void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) 
 #ifdef LT_WITH_CUDA
     const Quantized& q = *jobs[j].q;
     cuda::adamw8bit_update(jobs[j].s, params_[q.param].second, grads[j], q.m_codes, q.m_scales,
-                           q.v_codes, q.v_scales, opts8_.block_size);
+                           q.v_codes, q.v_scales, opts8_.block_size, q.shadow);
 #endif
   }
 }

@@ -42,6 +42,19 @@ int64_t mismatches(const Tensor& a, const Tensor& b) {
   return n;
 }
 
+// Elements of the bf16 `shadow` that are not bf16(master[i]) (round to
+// nearest even, computed here on the host from the master's f32 values).
+int64_t shadow_mismatches(const Tensor& shadow, const Tensor& master) {
+  const Tensor hs = shadow.to(Device::cpu()).contiguous();
+  const Tensor hm = master.to(Device::cpu()).contiguous();
+  EXPECT_EQ(hs.dtype(), DType::BF16);
+  const auto* bits = static_cast<const uint16_t*>(hs.data_ptr());
+  const float* values = hm.data<float>();
+  int64_t n = 0;
+  for (int64_t i = 0; i < hm.numel(); ++i) n += bits[i] != f32_to_bf16(values[i]);
+  return n;
+}
+
 struct Spec {
   std::string name;
   Shape shape;
@@ -71,6 +84,13 @@ void run(int64_t block_size) {
   optim::AdamW8bit on_gpu(gpu, o, {"norm", "bias"}, {block_size, 4096});
   ASSERT_TRUE(on_gpu.is_quantized(0));
   ASSERT_FALSE(on_gpu.is_quantized(3));
+  // bf16 shadows on the GPU for every parameter (8-bit and f32 paths): the
+  // update kernels write them; checked against the masters at the end.
+  std::vector<Tensor> shadows;
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    shadows.push_back(Tensor::zeros(gpu[i].second.shape(), DType::BF16, kGpu));
+    on_gpu.set_bf16_shadow(i, shadows.back());
+  }
   for (int step = 0; step < 4; ++step) {
     for (size_t i = 0; i < kSpecs.size(); ++i) {
       // Gradients spanning decades, so blocks use many tiers of the code.
@@ -91,6 +111,9 @@ void run(int64_t block_size) {
                 static_cast<long long>(block_size), kSpecs[i].name.c_str(),
                 static_cast<long long>(bad), static_cast<long long>(cpu[i].second.numel()));
     EXPECT_EQ(bad, 0) << kSpecs[i].name;
+  }
+  for (size_t i = 0; i < kSpecs.size(); ++i) {
+    EXPECT_EQ(shadow_mismatches(shadows[i], gpu[i].second), 0) << "shadow of " << kSpecs[i].name;
   }
   const optim::NamedTensors sc = on_cpu.state(), sg = on_gpu.state();
   ASSERT_EQ(sc.size(), sg.size());

@@ -17,6 +17,8 @@
 #include "core/tensor.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
+#include "optim/cuda/adamw.h"
+#include "optim/cuda/grad_norm.h"
 
 namespace lt {
 namespace {
@@ -205,6 +207,179 @@ TEST(GradNormGpuTest, MatchesCpuOnLargeGradients) {
   EXPECT_EQ(optim::grad_squared_sum(gpu), actual) << "not deterministic";
   std::printf("grad squared-sum GPU %.17g CPU %.17g relative difference %.3g\n", actual, expected,
               std::abs(actual - expected) / expected);
+}
+
+// Elements of the bf16 `shadow` that are not bf16(master[i]) (round to
+// nearest even, computed here on the host from the master's f32 values).
+int64_t shadow_mismatches(const Tensor& shadow, const Tensor& master) {
+  const Tensor hs = shadow.to(Device::cpu()).contiguous();
+  const Tensor hm = master.to(Device::cpu()).contiguous();
+  EXPECT_EQ(hs.dtype(), DType::BF16);
+  EXPECT_EQ(hs.numel(), hm.numel());
+  const auto* bits = static_cast<const uint16_t*>(hs.data_ptr());
+  const float* values = hm.data<float>();
+  int64_t n = 0;
+  for (int64_t i = 0; i < hm.numel() && i < hs.numel(); ++i) {
+    n += bits[i] != f32_to_bf16(values[i]);
+  }
+  return n;
+}
+
+// Odd sizes around the multi-tensor kernel's 64K-element chunks: single
+// elements, a scalar-only tensor, one element past a chunk (65537), and a
+// tensor spanning several chunks with a packed body and a scalar tail.
+const std::vector<Spec> kMultiSpecs = {
+    {"a.weight", {1}, DType::F32},          {"b.weight", {3}, DType::BF16},
+    {"c.weight", {65537}, DType::F32},      {"d.weight", {65537}, DType::BF16},
+    {"e.weight", {130, 1031}, DType::BF16}, {"f.norm", {4099}, DType::F32},
+    {"g.weight", {1}, DType::BF16},
+};
+
+// The step the multi-tensor launch takes (AdamW on CUDA parameters with
+// bf16 shadows), against the CPU AdamW on the same values, three steps.
+TEST(AdamWGpuTest, MultiTensorWithShadowsMatchesCpuOverThreeSteps) {
+  LT_REQUIRE_GPU();
+  Generator gen(2024);
+  nn::NamedParameters cpu, gpu;
+  for (const Spec& s : kMultiSpecs) {
+    Tensor p = Tensor::randn(s.shape, gen, DType::F32);
+    cpu.emplace_back(s.name, p);
+    gpu.emplace_back(s.name, p.to(kGpu));
+  }
+  optim::AdamWOptions options;
+  options.lr = 1e-2;
+  options.weight_decay = 0.1;
+  optim::AdamW cpu_opt(cpu, options, {"norm"});
+  optim::AdamW gpu_opt(gpu, options, {"norm"});
+  std::vector<Tensor> shadows;
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    shadows.push_back(Tensor::zeros(gpu[i].second.shape(), DType::BF16, kGpu));
+    gpu_opt.set_bf16_shadow(i, shadows.back());
+    EXPECT_EQ(shadow_mismatches(shadows[i], gpu[i].second), 0) << "initial " << gpu[i].first;
+  }
+  for (int step = 1; step <= 3; ++step) {
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      Tensor g = Tensor::randn(cpu[i].second.shape(), gen, kMultiSpecs[i].grad_dtype, 0.5);
+      cpu[i].second.set_grad(g);
+      gpu[i].second.set_grad(g.to(kGpu));
+    }
+    const double lr = options.lr * (1.0 - 0.2 * step);
+    cpu_opt.step(lr, step == 2 ? 0.5 : 1.0);
+    gpu_opt.step(lr, step == 2 ? 0.5 : 1.0);
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      EXPECT_EQ(shadow_mismatches(shadows[i], gpu[i].second), 0)
+          << "step " << step << " " << gpu[i].first;
+    }
+  }
+  const optim::NamedTensors cpu_state = cpu_opt.state();
+  const optim::NamedTensors gpu_state = gpu_opt.state();
+  ASSERT_EQ(cpu_state.size(), gpu_state.size());
+  int64_t total_mismatches = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const Diff d = diff(gpu[i].second, cpu[i].second);
+    EXPECT_LE(d.rel_norm, 1e-6) << cpu[i].first;
+    total_mismatches += d.mismatches;
+  }
+  for (size_t k = 0; k < cpu_state.size(); ++k) {
+    const Diff d = diff(gpu_state[k].second, cpu_state[k].second);
+    EXPECT_LE(d.rel_norm, 1e-6) << cpu_state[k].first;
+    total_mismatches += d.mismatches;
+  }
+  std::printf("multi-tensor AdamW GPU vs CPU after 3 steps: %lld elements differ in any bit\n",
+              static_cast<long long>(total_mismatches));
+}
+
+// adamw_update_multi (one launch for all tensors) against adamw_update (one
+// kernel per tensor) on copies of the same state: equal bit for bit,
+// shadows included. Two tensors are views one element into their storage,
+// so both kernels take their unaligned (element by element) path for them.
+TEST(AdamWGpuTest, MultiTensorEqualsPerTensorBitwise) {
+  LT_REQUIRE_GPU();
+  Generator gen(77);
+  struct State {
+    Tensor p, m, v, shadow;
+  };
+  std::vector<State> multi, single;
+  std::vector<Tensor> grads, initial;
+  auto odd_view = [](const Tensor& t) { return t.slice(0, 1, t.numel()); };
+  for (size_t i = 0; i < kMultiSpecs.size(); ++i) {
+    int64_t n = 1;
+    for (int64_t d : kMultiSpecs[i].shape) n *= d;
+    const bool unaligned = i == 2 || i == 4;  // 65537 f32 and the multi-chunk one
+    State a;
+    for (Tensor* t : {&a.p, &a.m, &a.v}) {
+      Tensor backing = Tensor::randn({n + 1}, gen, DType::F32);
+      if (t == &a.v) {  // a second moment is >= 0
+        float* d = backing.data<float>();
+        for (int64_t k = 0; k < backing.numel(); ++k) d[k] = std::abs(d[k]);
+      }
+      *t = unaligned ? odd_view(backing.to(kGpu)) : backing.slice(0, 0, n).to(kGpu);
+    }
+    Tensor shadow_backing = Tensor::zeros({n + 1}, DType::BF16, kGpu);
+    a.shadow = unaligned ? odd_view(shadow_backing) : shadow_backing.slice(0, 0, n);
+    State b;
+    b.p = a.p.clone();
+    b.m = a.m.clone();
+    b.v = a.v.clone();
+    b.shadow = Tensor::zeros({n}, DType::BF16, kGpu);
+    initial.push_back(a.p.to(Device::cpu()));
+    multi.push_back(a);
+    single.push_back(b);
+    grads.push_back(Tensor::randn({n}, gen, kMultiSpecs[i].grad_dtype).to(kGpu));
+  }
+  for (int t = 1; t <= 3; ++t) {
+    std::vector<optim::cuda::AdamWCudaJob> jobs;
+    for (size_t i = 0; i < multi.size(); ++i) {
+      const optim::AdamWScalars s =
+          optim::adamw_scalars(1e-2 * t, 0.9, 0.999, 1e-8, i % 2 == 0 ? 0.1 : 0.0, 0.7, t);
+      State& a = multi[i];
+      jobs.push_back({s, static_cast<float*>(a.p.data_ptr()), grads[i].data_ptr(),
+                      grads[i].dtype() == DType::BF16, static_cast<float*>(a.m.data_ptr()),
+                      static_cast<float*>(a.v.data_ptr()),
+                      static_cast<uint16_t*>(a.shadow.data_ptr()), a.p.numel()});
+      const State& b = single[i];
+      optim::cuda::adamw_update(s, b.p, grads[i], b.m, b.v, b.shadow);
+    }
+    optim::cuda::adamw_update_multi(kGpu, jobs);
+  }
+  for (size_t i = 0; i < multi.size(); ++i) {
+    const std::string& name = kMultiSpecs[i].name;
+    EXPECT_EQ(diff(multi[i].p, single[i].p).mismatches, 0) << name;
+    EXPECT_EQ(diff(multi[i].m, single[i].m).mismatches, 0) << name;
+    EXPECT_EQ(diff(multi[i].v, single[i].v).mismatches, 0) << name;
+    EXPECT_EQ(diff(multi[i].shadow, single[i].shadow).mismatches, 0) << name;
+    EXPECT_EQ(shadow_mismatches(multi[i].shadow, multi[i].p), 0) << name;
+    // Every element moved: neither launch can pass by doing nothing.
+    EXPECT_EQ(diff(multi[i].p, initial[i]).mismatches, multi[i].p.numel()) << name;
+  }
+}
+
+// The multi-tensor squared sum against a float64 sum of squares on the
+// host, over odd sizes, both dtypes and an unaligned view; and the same
+// value on a second call (fixed reduction order).
+TEST(GradNormGpuTest, MultiTensorMatchesFloat64Reference) {
+  LT_REQUIRE_GPU();
+  Generator gen(5);
+  const std::vector<std::pair<int64_t, DType>> specs = {
+      {1, DType::F32},      {3, DType::BF16},      {65537, DType::F32},
+      {65537, DType::BF16}, {200003, DType::BF16}, {131072, DType::F32}};
+  std::vector<Tensor> grads;
+  double expected = 0;
+  auto add_reference = [&](const Tensor& g) {
+    for (double x : host_doubles(g)) expected += x * x;
+  };
+  for (const auto& [n, dtype] : specs) {
+    Tensor g = Tensor::randn({n}, gen, dtype, 3.0);
+    add_reference(g);
+    grads.push_back(g.to(kGpu));
+  }
+  Tensor backing = Tensor::randn({1001}, gen, DType::BF16).to(kGpu);
+  grads.push_back(backing.slice(0, 1, 1001));
+  add_reference(grads.back());
+  const double actual = optim::cuda::squared_sum(grads);
+  EXPECT_NEAR(actual, expected, 1e-12 * expected);
+  EXPECT_EQ(optim::cuda::squared_sum(grads), actual) << "not deterministic";
+  std::printf("multi-tensor grad squared-sum GPU %.17g float64 host %.17g\n", actual, expected);
 }
 
 }  // namespace

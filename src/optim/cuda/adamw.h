@@ -4,6 +4,9 @@
 // order, no FMA contraction), so a parameter updated on the GPU matches the
 // CPU update bit for bit. Declared without CUDA types so that adamw.cpp
 // includes it in every build; defined only when LT_WITH_CUDA.
+#include <cstdint>
+#include <vector>
+
 #include "core/tensor.h"
 #include "optim/adamw_kernel.h"
 
@@ -12,8 +15,30 @@ namespace lt::optim::cuda {
 // Updates `param`, `exp_avg` and `exp_avg_sq` (f32, contiguous, one CUDA
 // device) in place from `grad` (f32 or bf16, contiguous, same device and
 // element count), on the calling thread's current stream of that device.
-// The caller has checked devices, dtypes and shapes.
+// `shadow`, when defined (bf16, contiguous, same device and count), gets
+// bf16(new param) (round to nearest even) in the same pass. One kernel for
+// this one parameter. The caller has checked devices, dtypes and shapes.
 void adamw_update(const AdamWScalars& s, const Tensor& param, const Tensor& grad,
-                  const Tensor& exp_avg, const Tensor& exp_avg_sq);
+                  const Tensor& exp_avg, const Tensor& exp_avg_sq, const Tensor& shadow = {});
+
+// One parameter of a multi-tensor step: raw device pointers (all on the
+// device given to adamw_update_multi) and its own scalars.
+struct AdamWCudaJob {
+  AdamWScalars s;
+  float* param = nullptr;
+  const void* grad = nullptr;  // f32, or bf16 when grad_is_bf16
+  bool grad_is_bf16 = false;
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
+  uint16_t* shadow = nullptr;  // bf16 bits, or null
+  int64_t numel = 0;
+};
+
+// The same per-element update as adamw_update for every job, in one kernel
+// launch: the jobs are cut into fixed chunks of elements, one thread block
+// per chunk, and a small table of the jobs is uploaded on the stream. The
+// result equals one adamw_update per job bit for bit. Runs on the calling
+// thread's current stream of `device`.
+void adamw_update_multi(Device device, const std::vector<AdamWCudaJob>& jobs);
 
 }  // namespace lt::optim::cuda

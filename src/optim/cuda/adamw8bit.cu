@@ -47,7 +47,8 @@ template <typename Grad>
 __global__ void adamw8bit_kernel(AdamWScalars s, Codes codes, float* __restrict__ param,
                                  const Grad* __restrict__ grad, uint8_t* __restrict__ m_codes,
                                  float* __restrict__ m_scales, uint8_t* __restrict__ v_codes,
-                                 float* __restrict__ v_scales, int64_t numel, int64_t block_size) {
+                                 float* __restrict__ v_scales, bf16* __restrict__ shadow,
+                                 int64_t numel, int64_t block_size) {
   extern __shared__ float moments[];  // m [block_size], then v [block_size]
   __shared__ float m_code[256], v_code[256];
   __shared__ float scratch[32];
@@ -71,6 +72,7 @@ __global__ void adamw8bit_kernel(AdamWScalars s, Codes codes, float* __restrict_
     float p = param[e];
     update_one(s, p, widen(grad[e]), mi, vi);
     param[e] = p;
+    if (shadow != nullptr) shadow[e] = __float2bfloat16_rn(p);
     m[i] = mi;
     v[i] = vi;
     m_max = fmaxf(m_max, fabsf(mi));
@@ -103,7 +105,7 @@ Codes make_codes() {
 
 void adamw8bit_update(const AdamWScalars& s, const Tensor& param, const Tensor& grad,
                       const Tensor& m_codes, const Tensor& m_scales, const Tensor& v_codes,
-                      const Tensor& v_scales, int64_t block_size) {
+                      const Tensor& v_scales, int64_t block_size, const Tensor& shadow) {
   const int64_t n = param.numel();
   if (n == 0) return;
   LT_CHECK(block_size > 0 && block_size <= kMaxCudaBlockSize, "optim.block_size must be in [1, ",
@@ -119,13 +121,14 @@ void adamw8bit_update(const AdamWScalars& s, const Tensor& param, const Tensor& 
   auto* vc = static_cast<uint8_t*>(v_codes.data_ptr());
   auto* ms = static_cast<float*>(m_scales.data_ptr());
   auto* vs = static_cast<float*>(v_scales.data_ptr());
+  bf16* sh = shadow.defined() ? static_cast<bf16*>(shadow.data_ptr()) : nullptr;
   const dim3 grid(static_cast<unsigned>(blocks));
   if (grad.dtype() == DType::BF16) {
     adamw8bit_kernel<bf16><<<grid, kThreads, shared, stream>>>(
-        s, codes, p, static_cast<const bf16*>(grad.data_ptr()), mc, ms, vc, vs, n, block_size);
+        s, codes, p, static_cast<const bf16*>(grad.data_ptr()), mc, ms, vc, vs, sh, n, block_size);
   } else {
     adamw8bit_kernel<float><<<grid, kThreads, shared, stream>>>(
-        s, codes, p, static_cast<const float*>(grad.data_ptr()), mc, ms, vc, vs, n, block_size);
+        s, codes, p, static_cast<const float*>(grad.data_ptr()), mc, ms, vc, vs, sh, n, block_size);
   }
   LT_CUDA_CHECK(cudaGetLastError());
 }

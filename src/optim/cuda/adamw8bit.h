@@ -24,10 +24,12 @@ namespace cuda {
 // `block_size`, update `param` (f32) from `grad` (f32 or bf16), requantize
 // with the new block absmax. All tensors contiguous on one CUDA device:
 // codes u8 [numel], scales f32 [blocks]. Runs on the calling thread's
-// current stream of that device. The caller has checked shapes and dtypes.
+// current stream of that device. `shadow`, when defined (bf16, contiguous,
+// same device and count), gets bf16(new param) in the same kernel. The
+// caller has checked shapes and dtypes.
 void adamw8bit_update(const AdamWScalars& s, const Tensor& param, const Tensor& grad,
                       const Tensor& m_codes, const Tensor& m_scales, const Tensor& v_codes,
-                      const Tensor& v_scales, int64_t block_size);
+                      const Tensor& v_scales, int64_t block_size, const Tensor& shadow = {});
 
 }  // namespace cuda
 }  // namespace lt::optim

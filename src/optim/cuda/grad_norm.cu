@@ -1,6 +1,7 @@
 #include "optim/cuda/grad_norm.h"
 
 #include "ops/cuda/kernel_common.cuh"
+#include "optim/cuda/chunk_table.cuh"
 
 namespace lt::optim::cuda {
 
@@ -10,13 +11,13 @@ using ops::cuda::bf16;
 using ops::cuda::Pack;
 
 constexpr int kThreads = 256;
-// Blocks per tensor at most: a few per SM of an H200 (132 SMs) keeps the
-// pass at full bandwidth, and a fixed cap keeps the partials array small.
-// The block count depends on the element count only, which is what makes
-// the order of additions (and so the result) reproducible.
-constexpr int64_t kMaxBlocks = 132 * 4;
-// Elements a thread should see at least before another block is worth it.
-constexpr int64_t kPerThread = 64;
+// Elements per thread block: every gradient is cut into chunks of this
+// many elements (the last one shorter), one block per chunk, all gradients
+// of a dtype in one launch. The chunk layout depends on the shapes only,
+// which is what makes the order of additions (and so the result)
+// reproducible. A multiple of every pack size, so chunks of an aligned
+// tensor stay aligned.
+constexpr int64_t kChunk = int64_t{1} << 16;
 
 __device__ __forceinline__ double sq(float x) {
   const double d = x;
@@ -35,32 +36,45 @@ __device__ __forceinline__ double block_sum(double v) {
   return scratch[0];
 }
 
-// Pass 1: block b of this tensor writes the sum of squares of its
-// grid-stride share to partial[b]. kPacked: `g` is 16-byte aligned.
-template <typename T, bool kPacked>
+// One gradient of a multi-tensor launch (see chunk_table.cuh).
+struct GradRow {
+  const void* data;
+  int64_t numel;
+  int64_t first_chunk;  // within this launch
+  int64_t packed;       // data is 16-byte aligned
+};
+
+// Pass 1: block b reduces chunk b of this launch's gradients (all of type
+// T) and writes its sum of squares to partial[b].
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    partial_kernel(const T* __restrict__ g, int64_t n, double* __restrict__ partial) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+    partial_kernel(const GradRow* __restrict__ rows, int count, double* __restrict__ partial) {
+  const int64_t chunk = blockIdx.x;
+  const GradRow r = rows[row_of_chunk(rows, count, chunk)];
+  const int64_t begin = (chunk - r.first_chunk) * kChunk;
+  const int64_t n = min(kChunk, r.numel - begin);
+  const T* g = static_cast<const T*>(r.data) + begin;
   double acc = 0;
   int64_t scalar_from = 0;
-  if constexpr (kPacked) {
+  if (r.packed) {
     constexpr int P = Pack<T>::kSize;
     const int64_t packs = n / P;
-    for (int64_t k = first; k < packs; k += stride) {
+    for (int64_t k = threadIdx.x; k < packs; k += kThreads) {
       const Pack<T> pk = ops::cuda::load_pack(g + k * P);
 #pragma unroll
       for (int j = 0; j < P; ++j) acc += sq(ops::cuda::to_f32(pk.v[j]));
     }
     scalar_from = packs * P;
   }
-  for (int64_t i = scalar_from + first; i < n; i += stride) acc += sq(ops::cuda::to_f32(g[i]));
+  for (int64_t i = scalar_from + threadIdx.x; i < n; i += kThreads) {
+    acc += sq(ops::cuda::to_f32(g[i]));
+  }
   const double total = block_sum(acc);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
-// Pass 2: one block adds every partial (all tensors, in their fixed layout)
-// and writes the total to *out.
+// Pass 2: one block adds every partial (all launches, in their fixed
+// layout) and writes the total to *out.
 __global__ void __launch_bounds__(kThreads)
     final_kernel(const double* __restrict__ partial, int64_t count, double* __restrict__ out) {
   double acc = 0;
@@ -69,57 +83,56 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) *out = total;
 }
 
-int64_t blocks_for(int64_t n) {
-  const int64_t want = (n + kThreads * kPerThread - 1) / (kThreads * kPerThread);
-  return std::clamp<int64_t>(want, 1, kMaxBlocks);
-}
-
 }  // namespace
 
 double squared_sum(const std::vector<Tensor>& grads) {
   if (grads.empty()) return 0.0;
   const Device device = grads.front().device();
+  // One table per dtype (one launch each); partial slots are laid out f32
+  // chunks first, then bf16 chunks.
+  std::vector<GradRow> rows[2];
+  int64_t chunks[2] = {0, 0};
   for (const Tensor& g : grads) {
     LT_CHECK(g.device() == device, "CUDA grad norm: gradients on ", device.str(), " and ",
              g.device().str(), "; reduce each device separately");
     ops::cuda::check_kernel_dtype(g, "CUDA grad norm");
     LT_CHECK(g.is_contiguous(), "CUDA grad norm: gradient must be contiguous, got ", g.str());
+    const int64_t n = g.numel();
+    if (n == 0) continue;
+    const int kind = g.dtype() == DType::BF16 ? 1 : 0;
+    rows[kind].push_back({g.data_ptr(), n, chunks[kind], ops::cuda::aligned16(g.data_ptr())});
+    chunks[kind] += (n + kChunk - 1) / kChunk;
   }
-  int64_t total_blocks = 0;
-  for (const Tensor& g : grads) total_blocks += blocks_for(g.numel());
+  const int64_t total_chunks = chunks[0] + chunks[1];
+  if (total_chunks == 0) return 0.0;
+  LT_CHECK(chunks[0] <= 0x7fffffff && chunks[1] <= 0x7fffffff, "CUDA grad norm: ", total_chunks,
+           " chunks of ", kChunk, " elements exceed one CUDA grid");
 
   ::lt::cuda::DeviceGuard guard(device.index);
   cudaStream_t stream = ops::cuda::stream_for(device);
   // partials, then the total in the last slot; allocated on the current
   // stream, and this function waits for that stream before it is freed.
-  Tensor buffer = Tensor::empty({total_blocks + 1}, DType::F64, device);
+  Tensor buffer = Tensor::empty({total_chunks + 1}, DType::F64, device);
   auto* partial = static_cast<double*>(buffer.data_ptr());
-  int64_t offset = 0;
-  for (const Tensor& g : grads) {
-    const int64_t n = g.numel();
-    const int64_t blocks = blocks_for(n);
-    double* out = partial + offset;
-    offset += blocks;
-    if (n == 0) {
-      LT_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double), stream));
-      continue;
+  std::vector<Tensor> tables;
+  for (int kind = 0; kind < 2; ++kind) {
+    if (rows[kind].empty()) continue;
+    tables.push_back(upload_table(rows[kind], device, stream));
+    const auto* table = static_cast<const GradRow*>(tables.back().data_ptr());
+    const auto count = static_cast<int>(rows[kind].size());
+    const auto grid = static_cast<unsigned>(chunks[kind]);
+    double* out = partial + (kind == 0 ? 0 : chunks[0]);
+    if (kind == 0) {
+      partial_kernel<float><<<grid, kThreads, 0, stream>>>(table, count, out);
+    } else {
+      partial_kernel<bf16><<<grid, kThreads, 0, stream>>>(table, count, out);
     }
-    ops::cuda::dispatch_kernel_dtype(g.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const auto* data = static_cast<const T*>(g.data_ptr());
-      const auto grid = static_cast<unsigned>(blocks);
-      if (ops::cuda::aligned16(data)) {
-        partial_kernel<T, true><<<grid, kThreads, 0, stream>>>(data, n, out);
-      } else {
-        partial_kernel<T, false><<<grid, kThreads, 0, stream>>>(data, n, out);
-      }
-    });
     LT_CUDA_CHECK(cudaGetLastError());
   }
-  final_kernel<<<1, kThreads, 0, stream>>>(partial, total_blocks, partial + total_blocks);
+  final_kernel<<<1, kThreads, 0, stream>>>(partial, total_chunks, partial + total_chunks);
   LT_CUDA_CHECK(cudaGetLastError());
   double result = 0;
-  LT_CUDA_CHECK(cudaMemcpyAsync(&result, partial + total_blocks, sizeof(double),
+  LT_CUDA_CHECK(cudaMemcpyAsync(&result, partial + total_chunks, sizeof(double),
                                 cudaMemcpyDeviceToHost, stream));
   LT_CUDA_CHECK(cudaStreamSynchronize(stream));
   return result;
