@@ -98,6 +98,10 @@ struct StreamingExecutor::Impl {
     std::vector<Tensor> device;  // per chunk; empty when not on the device
     std::vector<Tensor> host;    // per chunk, when offloaded
     Ticket offloaded, fetched;
+    // Placement::Disk: the chunks' shapes while their bytes are on disk.
+    std::vector<Shape> disk_shapes;
+    std::vector<DType> disk_dtypes;
+    Ticket written, read_back;
   };
 
   const models::CausalLM& model;
@@ -131,10 +135,8 @@ struct StreamingExecutor::Impl {
   Impl(const models::CausalLM& m, optim::Optimizer& o, StreamingDevice& d, StreamingOptions opts)
       : model(m), optimizer(o), device(d), options(std::move(opts)) {
     num_blocks = static_cast<int>(model.config().num_hidden_layers);
-    for (size_t b = 0; b < options.schedule.boundaries.size(); ++b) {
-      LT_CHECK(options.schedule.boundaries[b] != Placement::Disk, "exec.schedule: boundary ", b,
-               " is placed on disk, but the streaming executor has no disk backend yet; use gpu, "
-               "host or recompute");
+    for (Placement p : options.schedule.boundaries) {
+      if (p == Placement::Disk && !disk) disk = std::make_unique<DiskSpill>(options.disk);
     }
     LT_CHECK(options.schedule.executor == "streaming", "exec.schedule: executor is \"",
              options.schedule.executor, "\", but this is the streaming executor");
@@ -251,7 +253,9 @@ struct StreamingExecutor::Impl {
   // Starts bringing an offloaded boundary back to the device.
   void fetch(int b) {
     Boundary& bd = boundaries[b];
-    if (!bd.device.empty() || bd.host.empty()) return;
+    if (!bd.device.empty()) return;
+    if (bd.host.empty() && !bd.disk_shapes.empty()) read_from_disk(b);
+    if (bd.host.empty()) return;
     CopyList copies;
     for (const auto& h : bd.host) {
       bd.device.push_back(device.empty(h.shape(), h.dtype()));
@@ -268,7 +272,35 @@ struct StreamingExecutor::Impl {
       copies.emplace_back(bd.host.back(), d);
     }
     bd.offloaded = download(std::move(copies), {}, "boundary " + std::to_string(b));
+    if (options.schedule.boundaries[b] == Placement::Disk) write_to_disk(b);
   }
+
+  // The host buffers go to the disk engine once downloaded; it holds them
+  // until written, and the boundary keeps only their shapes.
+  void write_to_disk(int b) {
+    Boundary& bd = boundaries[b];
+    for (const auto& h : bd.host) {
+      bd.disk_shapes.push_back(h.shape());
+      bd.disk_dtypes.push_back(h.dtype());
+    }
+    bd.written = disk->write(b, std::move(bd.host), bd.offloaded, tracing());
+    bd.host.clear();
+    bd.offloaded = Ticket();
+  }
+
+  // Fresh host buffers, filled by the disk engine; fetch() uploads them
+  // after bd.offloaded, which is now the read's ticket.
+  void read_from_disk(int b) {
+    Boundary& bd = boundaries[b];
+    for (size_t c = 0; c < bd.disk_shapes.size(); ++c) {
+      bd.host.push_back(Tensor::empty(bd.disk_shapes[c], bd.disk_dtypes[c], cpu_allocator()));
+    }
+    bd.read_back = disk->read(b, bd.host, bd.written, tracing());
+    bd.offloaded = bd.read_back;
+    bd.disk_shapes.clear();
+    bd.disk_dtypes.clear();
+  }
+  std::unique_ptr<DiskSpill> disk;  // when the schedule places a boundary on disk
 
   // At most two downloads in flight: device memory a copy still holds is
   // freed in a bounded time, so the device peak does not depend on how far
@@ -322,9 +354,13 @@ struct StreamingExecutor::Impl {
     if (stage == 0) return;
     Boundary& bd = boundaries[stage - 1];
     if (bd.device.empty()) {
-      LT_CHECK(!bd.host.empty(), "streaming executor: boundary ", stage - 1,
-               " is neither on the device nor offloaded (a bug in the stage plan)");
+      LT_CHECK(!bd.host.empty() || !bd.disk_shapes.empty(), "streaming executor: boundary ",
+               stage - 1, " is neither on the device nor offloaded (a bug in the stage plan)");
       fetch(stage - 1);
+    }
+    if (bd.read_back.valid()) {  // the disk's share of the wait
+      stats->exposed_disk_s += wait_seconds(bd.read_back);
+      bd.read_back = Ticket();
     }
     if (bd.fetched.valid()) {
       stats->exposed_h2d_s += wait_seconds(bd.fetched);
@@ -440,8 +476,9 @@ struct StreamingExecutor::Impl {
           if (use.stage >= 1 && options.schedule.boundaries[use.stage - 1] != Placement::Gpu) {
             release_device_copy(use.stage - 1);
           }
-          if (use.stage < num_blocks && options.schedule.boundaries[use.stage] == Placement::Host) {
-            offload(use.stage);
+          if (use.stage < num_blocks) {
+            const Placement out = options.schedule.boundaries[use.stage];
+            if (out == Placement::Host || out == Placement::Disk) offload(use.stage);
           }
           break;
         case StageWork::HeadStep:
@@ -606,7 +643,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   stats.seconds = seconds_since(start);
   stats.bubbles_s =
       std::max(0.0, stats.seconds - stats.compute_s - stats.recompute_s - stats.exposed_h2d_s -
-                        stats.exposed_d2h_s - stats.optimizer_s);
+                        stats.exposed_d2h_s - stats.exposed_disk_s - stats.optimizer_s);
   stats.peak_bytes["host"] = cpu_allocator().stats().peak_bytes;
   stats.peak_bytes[m.device.memory_space()] = m.device.memory().stats().peak_bytes;
   return stats;

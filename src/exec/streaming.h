@@ -35,6 +35,7 @@
 #include "exec/executor.h"
 #include "exec/schedule.h"
 #include "exec/stand_in_device.h"
+#include "exec/streaming_disk.h"
 #include "exec/streaming_plan.h"
 #include "models/causal_lm.h"
 #include "optim/optimizer.h"
@@ -53,6 +54,9 @@ struct StreamingOptions {
   // Test hook: the optimizer thread sleeps up to this many microseconds
   // before each stage's update, to shake out a forward that does not wait.
   int64_t max_optimizer_delay_us = 0;
+  // Where boundaries placed on disk go (exec/streaming_disk.h); the
+  // directory is needed only when the schedule places one there.
+  DiskSpillOptions disk;
 };
 
 class StreamingExecutor final : public Executor {

@@ -34,7 +34,19 @@ WorkQueue::~WorkQueue() {
 }
 
 Ticket WorkQueue::enqueue(std::function<void()> work) {
-  std::packaged_task<void()> task(std::move(work));
+  // The task's captures (device tensors a copy holds, say) are released
+  // before its ticket completes: a caller that waited on the ticket may
+  // count on that memory being free, whatever the worker thread does next.
+  std::packaged_task<void()> task([work = std::move(work)]() mutable {
+    std::function<void()> run = std::move(work);
+    try {
+      run();
+    } catch (...) {
+      run = nullptr;
+      throw;
+    }
+    run = nullptr;
+  });
   Ticket done = task.get_future().share();
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -117,6 +117,8 @@ std::vector<std::pair<std::string, Setter>> schema(TrainConfig& c) {
       {"sched.min_lr", number(c.sched.min_lr)},
       {"exec.mode", str(c.exec.mode)},
       {"exec.schedule", str(c.exec.schedule)},
+      {"exec.hardware", str(c.exec.hardware)},
+      {"exec.disk_path", str(c.exec.disk_path)},
       {"exec.keep_every", integer(c.exec.keep_every)},
       {"exec.micro_batch", integer(c.exec.micro_batch)},
       {"exec.device_memory_gb", number(c.exec.device_memory_gb)},
@@ -238,7 +240,7 @@ void TrainConfig::validate() const {
            "config key 'sched.min_lr' must lie in [0, optim.lr]");
   check_one_of(exec.mode, "exec.mode", "auto", "resident", "streaming", "offload");
   LT_CHECK(!exec.schedule.empty(),
-           "config key 'exec.schedule' must be all_gpu, every_k or a schedule JSON path");
+           "config key 'exec.schedule' must be all_gpu, every_k, auto or a schedule JSON path");
   LT_CHECK(exec.keep_every >= 1, "config key 'exec.keep_every' must be at least 1, got ",
            exec.keep_every);
   LT_CHECK(exec.micro_batch >= 0, "config key 'exec.micro_batch' must be >= 0 (0 = whole), got ",
@@ -312,6 +314,8 @@ std::string TrainConfig::to_yaml() const {
   section("exec", [&] {
     kv("mode", exec.mode);
     kv("schedule", exec.schedule);
+    kv("hardware", exec.hardware);
+    kv("disk_path", exec.disk_path);
     kv("keep_every", exec.keep_every);
     kv("micro_batch", exec.micro_batch);
     kv("device_memory_gb", exec.device_memory_gb);

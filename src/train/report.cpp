@@ -38,19 +38,27 @@ void MetricsWriter::write(const nlohmann::json& line) {
   out_.flush();
 }
 
-nlohmann::json step_json(int64_t step, const exec::StepStats& s, double lr, double parameters) {
+nlohmann::json step_json(int64_t step, const exec::StepStats& s, double lr, double parameters,
+                         double predicted_step_s) {
   const double tps = s.seconds > 0 ? static_cast<double>(s.tokens) / s.seconds : 0.0;
   nlohmann::json j = {{"step", step},
                       {"loss", s.loss},
                       {"lr", lr},
                       {"grad_norm", s.grad_norm},
                       {"tokens", s.tokens},
+                      {"target_count", s.target_count},
                       {"step_s", s.seconds},
                       {"tokens_per_s", tps},
                       {"tflops", 6.0 * parameters * tps / 1e12},
                       {"compute_s", s.compute_s},
-                      {"optimizer_s", s.optimizer_s}};
-  if (s.skipped) j["skipped"] = true;
+                      {"recompute_s", s.recompute_s},
+                      {"exposed_h2d_s", s.exposed_h2d_s},
+                      {"exposed_d2h_s", s.exposed_d2h_s},
+                      {"exposed_disk_s", s.exposed_disk_s},
+                      {"optimizer_s", s.optimizer_s},
+                      {"bubbles_s", s.bubbles_s}};
+  if (s.skipped) j["skipped"] = true;  // absent: the update was made
+  if (predicted_step_s > 0) j["predicted_step_s"] = predicted_step_s;
   nlohmann::json peak = nlohmann::json::object();
   for (const auto& [space, bytes] : s.peak_bytes) peak[space] = bytes;
   j["peak_bytes"] = peak;

@@ -24,8 +24,12 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
-// The metrics line of a step. tflops = 6 * parameters * tokens / seconds.
-nlohmann::json step_json(int64_t step, const exec::StepStats& stats, double lr, double parameters);
+// The metrics line of a step: every StepStats field (seconds as "step_s";
+// "skipped" only when true),
+// plus tflops = 6 * parameters * tokens / seconds, and "predicted_step_s"
+// (the planner's prediction for exec.schedule auto) when it is > 0.
+nlohmann::json step_json(int64_t step, const exec::StepStats& stats, double lr, double parameters,
+                         double predicted_step_s = 0);
 
 // loss.png from metrics.jsonl with gnuplot when it is installed; returns
 // false (and writes nothing) when it is not.

@@ -366,15 +366,7 @@ TEST(CapacityAllocator, ComputeScopeRoutesNewTensorsToTheDevice) {
   EXPECT_EQ(device.memory().stats().current_bytes, 0);
 }
 
-TEST(Streaming, DiskPlacementIsRefused) {
-  models::CausalLM model = make_model("llama", 0);
-  auto opt = make_optimizer(model, OptimizerKind::AdamW);
-  StreamingOptions so;
-  so.schedule = placements({G, Placement::Disk, G});
-  const std::string message = testing::error_of(
-      [&] { StreamingExecutor e(model, *opt, std::make_unique<StandInDevice>(), so); });
-  EXPECT_NE(message.find("boundary 1 is placed on disk"), std::string::npos) << message;
-}
+// Disk placements: tests/exec/streaming_disk_test.cpp.
 
 TEST(Streaming, TraceShowsEveryEngineForTheFirstSteps) {
   models::CausalLM model = make_model("llama", 3);

@@ -1,0 +1,64 @@
+#include "train/schedule_auto.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "core/error.h"
+
+namespace lt::train {
+
+plan::HardwareProfile auto_hardware(const TrainConfig& c, bool stand_in) {
+  plan::HardwareProfile hw = c.exec.hardware.empty()
+                                 ? plan::HardwareProfile{}
+                                 : plan::HardwareProfile::from_file(c.exec.hardware);
+  if (stand_in && c.exec.device_memory_gb > 0) hw.gpu_memory_gb = c.exec.device_memory_gb;
+  return hw;
+}
+
+plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in) {
+  plan::PlanOptions o;
+  o.batch_size = c.train.batch_size;
+  o.seq_len = c.train.seq_len;
+  o.micro_batch = c.exec.micro_batch;
+  o.optimizer =
+      c.optim.name == "adamw8bit" ? exec::OptimizerStates::EightBit : exec::OptimizerStates::Fp32;
+  plan::Plan p = plan::make_plan(model, auto_hardware(c, stand_in), o);
+  if (!p.feasible) {
+    std::string why;
+    for (const auto& s : p.shortages) {
+      why += fmt::format("; {} is short by {} bytes ({})", s.space, s.bytes, s.detail);
+    }
+    fail("exec.schedule: auto: the planner found no feasible schedule for batch ",
+         c.train.batch_size, " x seq ", c.train.seq_len, " on ",
+         c.exec.hardware.empty() ? std::string("the default hardware profile") : c.exec.hardware,
+         why.empty() ? std::string("; no reason given") : why);
+  }
+  return p;
+}
+
+std::string describe_plan(const plan::Plan& p) {
+  const exec::Schedule& s = p.schedule;
+  std::string placements;
+  std::map<std::string, int> counts;
+  for (size_t b = 0; b < s.boundaries.size(); ++b) {
+    const char* name = exec::placement_name(s.boundaries[b]);
+    placements += fmt::format("{}{}:{}", b == 0 ? "" : " ", b, name);
+    ++counts[name];
+  }
+  std::string tally;
+  for (const auto& [name, n] : counts)
+    tally += fmt::format("{}{} {}", tally.empty() ? "" : ", ", n, name);
+  std::string peaks;
+  for (const auto& [space, bytes] : s.predicted_peak_bytes) {
+    peaks += fmt::format("{}{} {:.3f} GB", peaks.empty() ? "" : ", ", space, bytes / 1e9);
+  }
+  return fmt::format(
+      "exec.schedule auto: batch {}, chunks of {} sequences; boundaries ({}): {}\n"
+      "  predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, optimizer {:.4f}); "
+      "predicted peaks: {}; solved in {:.2f} s",
+      s.batch_size, s.micro_batch, tally, placements, p.prediction.step_s, p.prediction.compute_s,
+      p.prediction.recompute_s, p.prediction.optimizer_s, peaks, p.solve_s);
+}
+
+}  // namespace lt::train

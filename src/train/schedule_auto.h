@@ -1,0 +1,29 @@
+#pragma once
+// exec.schedule: auto. The planner (src/plan) chooses the streaming
+// schedule for the run's model, train.batch_size and train.seq_len, on the
+// hardware profile exec.hardware (a YAML file; empty: the planner's
+// defaults). On the CPU stand-in a set exec.device_memory_gb is the GPU
+// capacity the plan must fit.
+#include <string>
+
+#include "exec/schedule.h"
+#include "models/config.h"
+#include "plan/planner.h"
+#include "train/config.h"
+
+namespace lt::train {
+
+// The profile the plan is made for (exec.hardware, plus the stand-in's
+// capacity when `stand_in` is set).
+plan::HardwareProfile auto_hardware(const TrainConfig& c, bool stand_in);
+
+// The planner's schedule for this run. Throws lt::Error with the planner's
+// reason (which memory space is short, by how many bytes) when nothing is
+// feasible; training then does not start.
+plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in);
+
+// One line per fact: placements per boundary, batch and chunk, predicted
+// step time and peaks.
+std::string describe_plan(const plan::Plan& plan);
+
+}  // namespace lt::train

@@ -1,0 +1,159 @@
+// exec.schedule: auto (the planner chooses the streaming schedule), disk
+// placements through the trainer, and every StepStats field in
+// metrics.jsonl. The reference is the resident executor's run on the same
+// data: the same losses and saved weights bit for bit.
+#include <gtest/gtest.h>
+
+#include "io/hf_model.h"
+#include "support/errors.h"
+#include "train/report.h"
+#include "train/train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+struct Outcome {
+  std::vector<nlohmann::json> metrics;
+  std::vector<std::vector<float>> params;  // of the final checkpoint
+};
+
+Outcome run(const fs::path& data, const fs::path& out, std::vector<std::string> overrides) {
+  const std::vector<std::string> common = {"train.steps=3", "train.batch_size=4",
+                                           "train.grad_accum=2", "train.grad_clip=0.05",
+                                           "optim.lr=3e-3"};
+  overrides.insert(overrides.begin(), common.begin(), common.end());
+  TrainRunResult result = train_quietly(fixture_config(fixture("llama"), data, out, overrides));
+  Outcome o;
+  o.metrics = read_metrics(out);
+  models::CausalLM saved = io::load_hf_model(result.last_checkpoint);
+  for (const auto& [name, p] : saved.parameters()) o.params.push_back(p.to_vector<float>());
+  return o;
+}
+
+void expect_same(const Outcome& ref, const Outcome& got) {
+  ASSERT_EQ(ref.metrics.size(), 3u);
+  EXPECT_EQ(field(ref.metrics, "loss"), field(got.metrics, "loss"));
+  EXPECT_NE(ref.metrics.front().at("loss"), ref.metrics.back().at("loss"));
+  EXPECT_EQ(ref.params, got.params);
+}
+
+// The stand-in capacity auto plans for: enough for the weights of two
+// stages and the working set, well under what keeping every boundary takes.
+TEST(ScheduleAuto, PlansARunnableScheduleWithResidentsLosses) {
+  TempDir tmp("sched_auto");
+  write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
+  const Outcome ref = run(tmp / "data.jsonl", tmp / "resident", {"exec.mode=resident"});
+  const double capacity_gb = 0.004;
+  const Outcome got = run(tmp / "data.jsonl", tmp / "auto",
+                          {"exec.mode=streaming", "exec.schedule=auto",
+                           "exec.device_memory_gb=" + std::to_string(capacity_gb)});
+  expect_same(ref, got);
+  for (const auto& line : got.metrics) {
+    EXPECT_GT(line.at("predicted_step_s").get<double>(), 0) << line.dump();
+    EXPECT_GT(line.at("step_s").get<double>(), 0);
+    EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), capacity_gb * 1e9);
+  }
+  // Runs without auto carry no prediction.
+  EXPECT_FALSE(ref.metrics.front().contains("predicted_step_s"));
+}
+
+TEST(ScheduleAuto, NothingFeasibleStopsBeforeTrainingWithTheShortSpace) {
+  TempDir tmp("sched_auto_short");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 3);
+  const std::string message = lt::testing::error_of([&] {
+    train_quietly(fixture_config(
+        fixture("llama"), tmp / "data.jsonl", tmp / "out",
+        {"exec.mode=streaming", "exec.schedule=auto", "exec.device_memory_gb=0.000001"}));
+  });
+  EXPECT_NE(message.find("exec.schedule: auto: the planner found no feasible schedule"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("gpu is short by"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(tmp / "out" / "metrics.jsonl")) << "training should not have started";
+}
+
+TEST(ScheduleAuto, DiskPlacementsThroughTheTrainer) {
+  TempDir tmp("sched_disk");
+  write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
+  write_text(tmp / "disk.json", R"({"boundaries": [{"index": 0, "placement": "disk"},
+      {"index": 1, "placement": "recompute"}, {"index": 2, "placement": "disk"}]})");
+  const Outcome ref = run(tmp / "data.jsonl", tmp / "resident", {"exec.mode=resident"});
+  const fs::path spill = tmp / "spill";
+  const Outcome got = run(tmp / "data.jsonl", tmp / "disk",
+                          {"exec.mode=streaming", "exec.schedule=" + (tmp / "disk.json").string(),
+                           "exec.disk_path=" + spill.string()});
+  expect_same(ref, got);
+  // The scratch file was made there and removed at the end of the run.
+  ASSERT_TRUE(fs::is_directory(spill));
+  EXPECT_TRUE(fs::is_empty(spill));
+}
+
+// Every StepStats field, by its own distinct value.
+TEST(Metrics, StepJsonWritesEveryStepStatsField) {
+  exec::StepStats s;
+  s.loss = 2.5;
+  s.tokens = 1000;
+  s.target_count = 990;
+  s.grad_norm = 0.75;
+  s.seconds = 2.0;
+  s.compute_s = 1.1;
+  s.recompute_s = 0.2;
+  s.exposed_h2d_s = 0.03;
+  s.exposed_d2h_s = 0.04;
+  s.exposed_disk_s = 0.05;
+  s.optimizer_s = 0.06;
+  s.bubbles_s = 0.07;
+  s.peak_bytes = {{"host", 123}, {"device", 456}, {"disk", 789}};
+  const nlohmann::json j = step_json(7, s, 1e-3, 1e6, 1.9);
+  EXPECT_EQ(j.at("step"), 7);
+  EXPECT_EQ(j.at("loss"), 2.5);
+  EXPECT_EQ(j.at("tokens"), 1000);
+  EXPECT_EQ(j.at("target_count"), 990);
+  EXPECT_EQ(j.at("grad_norm"), 0.75);
+  EXPECT_EQ(j.at("step_s"), 2.0);
+  EXPECT_EQ(j.at("compute_s"), 1.1);
+  EXPECT_EQ(j.at("recompute_s"), 0.2);
+  EXPECT_EQ(j.at("exposed_h2d_s"), 0.03);
+  EXPECT_EQ(j.at("exposed_d2h_s"), 0.04);
+  EXPECT_EQ(j.at("exposed_disk_s"), 0.05);
+  EXPECT_EQ(j.at("optimizer_s"), 0.06);
+  EXPECT_EQ(j.at("bubbles_s"), 0.07);
+  EXPECT_EQ(j.at("predicted_step_s"), 1.9);
+  EXPECT_EQ(j.at("tokens_per_s"), 500.0);
+  EXPECT_DOUBLE_EQ(j.at("tflops").get<double>(), 6.0 * 1e6 * 500.0 / 1e12);
+  EXPECT_EQ(j.at("peak_bytes"), (nlohmann::json{{"host", 123}, {"device", 456}, {"disk", 789}}));
+  EXPECT_FALSE(j.contains("skipped"));
+  s.skipped = true;
+  EXPECT_EQ(step_json(7, s, 1e-3, 1e6).at("skipped"), true);
+  EXPECT_FALSE(step_json(7, s, 1e-3, 1e6).contains("predicted_step_s"));
+}
+
+// A streaming run's lines hold every field, and the split adds up.
+TEST(Metrics, StreamingRunWritesTheWholeSplit) {
+  TempDir tmp("metrics_split");
+  write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
+  write_text(tmp / "mixed.json", R"({"boundaries": [{"index": 0, "placement": "host"},
+      {"index": 1, "placement": "recompute"}, {"index": 2, "placement": "disk"}]})");
+  const Outcome got = run(tmp / "data.jsonl", tmp / "out",
+                          {"exec.mode=streaming", "exec.schedule=" + (tmp / "mixed.json").string(),
+                           "exec.device_memory_gb=0.004"});
+  for (const auto& l : got.metrics) {
+    double parts = 0;
+    for (const char* key : {"compute_s", "recompute_s", "exposed_h2d_s", "exposed_d2h_s",
+                            "exposed_disk_s", "optimizer_s", "bubbles_s"}) {
+      ASSERT_TRUE(l.contains(key)) << key << " missing: " << l.dump();
+      EXPECT_GE(l.at(key).get<double>(), 0) << key;
+      parts += l.at(key).get<double>();
+    }
+    // Boundary 1 is recomputed every step.
+    EXPECT_GT(l.at("recompute_s").get<double>(), 0);
+    EXPECT_GE(l.at("step_s").get<double>() + 1e-9, parts - 1e-9) << l.dump();
+    EXPECT_GT(l.at("peak_bytes").at("host").get<int64_t>(), 0);
+    EXPECT_GT(l.at("peak_bytes").at("device").get<int64_t>(), 0);
+    EXPECT_LE(l.at("peak_bytes").at("device").get<int64_t>(), 4000000);
+    EXPECT_GT(l.at("target_count").get<int64_t>(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace lt::train::testing
