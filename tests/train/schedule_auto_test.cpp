@@ -4,9 +4,12 @@
 // data: the same losses and saved weights bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "io/hf_model.h"
 #include "support/errors.h"
 #include "train/report.h"
+#include "train/schedule_auto.h"
 #include "train/train_helpers.h"
 
 namespace lt::train::testing {
@@ -17,12 +20,19 @@ struct Outcome {
   std::vector<std::vector<float>> params;  // of the final checkpoint
 };
 
-Outcome run(const fs::path& data, const fs::path& out, std::vector<std::string> overrides) {
+// Settings every run here shares, before its own overrides.
+std::vector<std::string> with_common(std::vector<std::string> overrides) {
   const std::vector<std::string> common = {"train.steps=3", "train.batch_size=4",
                                            "train.grad_accum=2", "train.grad_clip=0.05",
                                            "optim.lr=3e-3"};
   overrides.insert(overrides.begin(), common.begin(), common.end());
-  TrainRunResult result = train_quietly(fixture_config(fixture("llama"), data, out, overrides));
+  return overrides;
+}
+
+Outcome run(const fs::path& data, const fs::path& out, std::vector<std::string> overrides,
+            const fs::path& model = fixture("llama")) {
+  TrainRunResult result =
+      train_quietly(fixture_config(model, data, out, with_common(std::move(overrides))));
   Outcome o;
   o.metrics = read_metrics(out);
   models::CausalLM saved = io::load_hf_model(result.last_checkpoint);
@@ -37,24 +47,70 @@ void expect_same(const Outcome& ref, const Outcome& got) {
   EXPECT_EQ(ref.params, got.params);
 }
 
-// The stand-in capacity auto plans for: enough for the weights of two
-// stages and the working set, well under what keeping every boundary takes.
+// The llama fixture with 8 blocks (random weights from train.seed), so that
+// the plan has interior boundaries to place.
+fs::path deeper_llama(const fs::path& dir) {
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(fixture("llama"))) {
+    if (entry.path().extension() != ".safetensors")
+      fs::copy(entry.path(), dir / entry.path().filename());
+  }
+  nlohmann::json config = nlohmann::json::parse(read_text(dir / "config.json"));
+  config["num_hidden_layers"] = 8;
+  write_text(dir / "config.json", config.dump());
+  return dir;
+}
+
+int count(const exec::Schedule& s, exec::Placement p) {
+  return static_cast<int>(std::count(s.boundaries.begin(), s.boundaries.end(), p));
+}
+
+// The stand-in capacities here are below what the planner's memory model
+// gives keeping every boundary on the device (it then recomputes and
+// offloads), and exec.micro_batch equals the trainer's micro-batch, so the
+// arithmetic is resident's and the comparison is bitwise.
 TEST(ScheduleAuto, PlansARunnableScheduleWithResidentsLosses) {
   TempDir tmp("sched_auto");
   write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
-  const Outcome ref = run(tmp / "data.jsonl", tmp / "resident", {"exec.mode=resident"});
-  const double capacity_gb = 0.004;
-  const Outcome got = run(tmp / "data.jsonl", tmp / "auto",
-                          {"exec.mode=streaming", "exec.schedule=auto",
-                           "exec.device_memory_gb=" + std::to_string(capacity_gb)});
-  expect_same(ref, got);
-  for (const auto& line : got.metrics) {
-    EXPECT_GT(line.at("predicted_step_s").get<double>(), 0) << line.dump();
-    EXPECT_GT(line.at("step_s").get<double>(), 0);
-    EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), capacity_gb * 1e9);
-  }
-  // Runs without auto carry no prediction.
+  const fs::path model = deeper_llama(tmp / "model");
+  const std::vector<std::string> common = {"model.init=random", "exec.micro_batch=2"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  const Outcome ref =
+      run(tmp / "data.jsonl", tmp / "resident", with({"exec.mode=resident"}), model);
   EXPECT_FALSE(ref.metrics.front().contains("predicted_step_s"));
+  // A profile whose host activation budget is next to nothing: disk instead.
+  write_text(tmp / "hw.yaml",
+             "host_activation_gb: 1.0e-7\ndisk_read_gbps: 50\ndisk_write_gbps: 50\n");
+  struct Case {
+    std::string hardware;
+    exec::Placement offload;  // the plan must use it
+  };
+  for (const Case& c :
+       {Case{"", exec::Placement::Host}, Case{(tmp / "hw.yaml").string(), exec::Placement::Disk}}) {
+    SCOPED_TRACE(c.hardware);
+    const double capacity_gb = 0.00035;
+    const std::vector<std::string> overrides =
+        with({"exec.mode=streaming", "exec.schedule=auto", "exec.hardware=" + c.hardware,
+              "exec.device_memory_gb=" + std::to_string(capacity_gb)});
+    const TrainConfig config =
+        fixture_config(model, tmp / "data.jsonl", tmp / "plan", with_common(overrides));
+    const plan::Plan plan = plan_for_run(
+        config, models::ModelConfig::from_file(model / "config.json"), /*stand_in=*/true);
+    EXPECT_GT(count(plan.schedule, exec::Placement::Recompute), 0);
+    EXPECT_GT(count(plan.schedule, c.offload), 0);
+    const Outcome got = run(tmp / "data.jsonl", tmp / ("auto" + std::to_string(c.hardware.size())),
+                            overrides, model);
+    expect_same(ref, got);
+    for (const auto& line : got.metrics) {
+      EXPECT_DOUBLE_EQ(line.at("predicted_step_s").get<double>(), plan.prediction.step_s)
+          << line.dump();
+      EXPECT_GT(line.at("step_s").get<double>(), 0);
+      EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), capacity_gb * 1e9);
+    }
+  }
 }
 
 TEST(ScheduleAuto, NothingFeasibleStopsBeforeTrainingWithTheShortSpace) {
