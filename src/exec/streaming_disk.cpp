@@ -40,6 +40,10 @@ io::DiskOffloadFile::Backend DiskSpill::backend() const {
   return file_->backend();
 }
 
+int64_t DiskSpill::file_bytes() const {
+  return file_->size_bytes();
+}
+
 io::DiskRegion DiskSpill::region(int boundary, size_t chunk, int64_t bytes) {
   auto it = regions_.find({boundary, chunk});
   // A region too small for this step's chunk is abandoned for a new one

@@ -50,6 +50,8 @@ class DiskSpill {
 
   const std::string& path() const { return path_; }
   io::DiskOffloadFile::Backend backend() const;
+  // Bytes of file allocated so far; read it only with no request queued.
+  int64_t file_bytes() const;
 
  private:
   io::DiskRegion region(int boundary, size_t chunk, int64_t bytes);  // disk thread only
