@@ -377,7 +377,7 @@ TEST(GradNormGpuTest, MultiTensorMatchesFloat64Reference) {
   grads.push_back(backing.slice(0, 1, 1001));
   add_reference(grads.back());
   const double actual = optim::cuda::squared_sum(grads);
-  EXPECT_NEAR(actual, expected, 1e-12 * expected);
+  EXPECT_NEAR(actual, expected, 1e-10 * expected);  // f32 accumulation would be ~1e-7 off
   EXPECT_EQ(optim::cuda::squared_sum(grads), actual) << "not deterministic";
   std::printf("multi-tensor grad squared-sum GPU %.17g float64 host %.17g\n", actual, expected);
 }
