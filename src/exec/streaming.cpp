@@ -464,6 +464,15 @@ struct StreamingExecutor::Impl {
           uses[u + 1].work != StageWork::HeadStep) {
         fetch(uses[u + 1].stage - 1);
       }
+      // One use earlier still, a boundary on disk starts its read into host
+      // memory, so the disk's latency hides behind two stages' compute.
+      if (disk && u + 2 < uses.size() && uses[u + 2].stage >= 1 &&
+          (uses[u + 2].work == StageWork::Backward || uses[u + 2].work == StageWork::Recompute)) {
+        Boundary& ahead = boundaries[uses[u + 2].stage - 1];
+        if (ahead.device.empty() && ahead.host.empty() && !ahead.disk_shapes.empty()) {
+          read_from_disk(uses[u + 2].stage - 1);
+        }
+      }
       if (use.work == StageWork::Forward) stats->optimizer_s += wait_seconds(updated[use.stage]);
       slot_for_current_use = acquire(use.stage, next_stage);
       TraceSpan span(
