@@ -277,13 +277,18 @@ struct StreamingExecutor::Impl {
 
   // The host buffers go to the disk engine once downloaded; it holds them
   // until written, and the boundary keeps only their shapes.
+  // At most two boundaries wait for the disk at a time, so the host memory
+  // that disk placement saves stays saved when the disk lags.
   void write_to_disk(int b) {
     Boundary& bd = boundaries[b];
+    stats->exposed_disk_s += wait_seconds(disk_write_before_last);
+    disk_write_before_last = disk_last_write;
     for (const auto& h : bd.host) {
       bd.disk_shapes.push_back(h.shape());
       bd.disk_dtypes.push_back(h.dtype());
     }
     bd.written = disk->write(b, std::move(bd.host), bd.offloaded, tracing());
+    disk_last_write = bd.written;
     bd.host.clear();
     bd.offloaded = Ticket();
   }
@@ -301,6 +306,7 @@ struct StreamingExecutor::Impl {
     bd.disk_dtypes.clear();
   }
   std::unique_ptr<DiskSpill> disk;  // when the schedule places a boundary on disk
+  Ticket disk_last_write, disk_write_before_last;
 
   // At most two downloads in flight: device memory a copy still holds is
   // freed in a bounded time, so the device peak does not depend on how far
@@ -595,6 +601,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   try {
     auto scope = m.device.compute_scope();
     m.boundaries.assign(static_cast<size_t>(m.num_blocks) + 1, Impl::Boundary());
+    m.disk_last_write = m.disk_write_before_last = Ticket();  // not a failed step's
     m.place_rope();
     m.upload_batch();
     m.downloads.clear();
