@@ -32,6 +32,7 @@
 #include "exec/streaming.h"
 #include "io/hf_model.h"
 #include "optim/adamw.h"
+#include "optim/adamw8bit.h"
 #include "train/train_helpers.h"
 
 namespace lt::exec {
@@ -286,7 +287,9 @@ TEST(StreamingTrainerGpu, StreamingRunTracksResident) {
 // batch 8 and batch 32 (LT_BENCH_BATCHES, comma-separated), in chunks of
 // LT_BENCH_MICRO (8) sequences. Medians over LT_BENCH_STEPS (4) steps after
 // one warm-up: tokens/s, TFLOP/s by 6 N tokens, GPU peak and the StepStats
-// split. LT_BENCH_LAYERS / _SEQ shrink it.
+// split. LT_BENCH_LAYERS / _SEQ shrink it; LT_BENCH_CONFIG names another
+// config.json under bench/models (e.g. qwen2.5-7b) and LT_BENCH_OPTIM=adamw8bit
+// takes blockwise 8-bit states (what lets the 7B shape fit a 128 GB host).
 int64_t env_int(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoll(v) : fallback;
@@ -337,8 +340,10 @@ double median(std::vector<double> v) {
 TEST(StreamingBench, Qwen25Shaped3B) {
   if (std::getenv("LT_BENCH") == nullptr) GTEST_SKIP() << "benchmark: set LT_BENCH=1";
   LT_REQUIRE_GPU();
+  const char* config_name = std::getenv("LT_BENCH_CONFIG");
   models::ModelConfig config = models::ModelConfig::from_file(
-      fs::path(LT_SOURCE_DIR) / "bench/models/qwen2.5-3b/config.json");
+      fs::path(LT_SOURCE_DIR) / "bench/models" /
+      (config_name && *config_name ? config_name : "qwen2.5-3b") / "config.json");
   config.num_hidden_layers = env_int("LT_BENCH_LAYERS", config.num_hidden_layers);
   const int64_t seq = env_int("LT_BENCH_SEQ", 1024);
   const int64_t steps = std::max<int64_t>(4, env_int("LT_BENCH_STEPS", 4));
@@ -346,7 +351,17 @@ TEST(StreamingBench, Qwen25Shaped3B) {
 
   models::CausalLM model = models::CausalLM::uninitialized(config, DType::F32);
   fill_tiles(model);
-  optim::AdamW adam(model.parameters(), adam_options(), {"bias", "norm"});
+  const char* optim_name = std::getenv("LT_BENCH_OPTIM");
+  const bool eight_bit = optim_name && std::string(optim_name) == "adamw8bit";
+  std::unique_ptr<optim::Optimizer> owned;
+  if (eight_bit) {
+    owned = std::make_unique<optim::AdamW8bit>(model.parameters(), adam_options(),
+                                               std::vector<std::string>{"bias", "norm"});
+  } else {
+    owned = std::make_unique<optim::AdamW>(model.parameters(), adam_options(),
+                                           std::vector<std::string>{"bias", "norm"});
+  }
+  optim::Optimizer& adam = *owned;
   CudaStreamingDevice device(model.parameters(), adam);
   const double n_params = static_cast<double>(config.num_parameters());
   Generator gen(9);
@@ -393,12 +408,13 @@ TEST(StreamingBench, Qwen25Shaped3B) {
     const double step_s = median(times);
     std::printf(
         "RESULT {\"system\": \"lazytrain streaming\", \"params\": %.0f, \"layers\": %d, "
-        "\"batch\": %lld, \"seq\": %lld, \"schedule\": \"every_kth 4\", \"steps\": %lld, "
+        "\"optimizer\": \"%s\", \"batch\": %lld, \"seq\": %lld, \"schedule\": \"every_kth 4\", "
+        "\"steps\": %lld, "
         "\"median_step_s\": %.4f, \"tokens_per_s\": %.1f, \"tflops\": %.1f, \"peak_gb\": %.2f, "
         "\"compute_s\": %.4f, \"recompute_s\": %.4f, \"exposed_h2d_s\": %.4f, "
         "\"exposed_d2h_s\": %.4f, \"optimizer_s\": %.4f, \"bubbles_s\": %.4f}\n",
-        n_params, blocks, static_cast<long long>(batch), static_cast<long long>(seq),
-        static_cast<long long>(steps), step_s, tokens / step_s,
+        n_params, blocks, eight_bit ? "adamw8bit" : "adamw", static_cast<long long>(batch),
+        static_cast<long long>(seq), static_cast<long long>(steps), step_s, tokens / step_s,
         6.0 * n_params * tokens / step_s / 1e12, peak / 1e9, median(compute), median(recompute),
         median(h2d), median(d2h), median(optimizer), median(bubbles));
     std::fflush(stdout);
