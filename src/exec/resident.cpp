@@ -56,12 +56,6 @@ ResidentExecutor::ResidentExecutor(const models::CausalLM& model, optim::Optimiz
   }
 }
 
-void ResidentExecutor::refresh_compute_copy() {
-  if (!compute_copy_) return;
-  NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) compute_params_[i].second.copy_(params_[i].second);
-}
-
 StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,
                                  const StepOptions& options) {
   const Device device = model_.device();

@@ -32,9 +32,6 @@ class ResidentExecutor final : public Executor {
   const models::CausalLM& compute_model() const { return compute_copy_ ? *compute_copy_ : model_; }
 
  private:
-  // Rewrites the compute copy from the masters (after each update).
-  void refresh_compute_copy();
-
   const models::CausalLM& model_;
   optim::Optimizer& optimizer_;
   nn::NamedParameters params_;  // the masters, in optimizer order

@@ -34,9 +34,10 @@ class Optimizer {
   // later update of that parameter also writes the bf16 of each new value
   // (round to nearest even) into `shadow`, in the same pass over memory, so
   // an executor can stream it to the GPU without another pass. `shadow`
-  // must be a contiguous bf16 CPU tensor with the parameter's element count
-  // (pinned memory is fine); it is filled from the current parameter now.
-  // An undefined tensor removes the shadow. CPU parameters only.
+  // must be a contiguous bf16 tensor with the parameter's element count, on
+  // the parameter's device (pinned host memory is fine for a CPU parameter;
+  // on CUDA the fused update kernel writes it); it is filled from the current
+  // parameter now. An undefined tensor removes the shadow.
   virtual void set_bf16_shadow(size_t index, Tensor shadow) = 0;
   virtual NamedTensors state() const = 0;
   virtual void load_state(const NamedTensors& state) = 0;
