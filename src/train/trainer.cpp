@@ -125,8 +125,7 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const models
              c.train.dtype);
     return std::make_unique<exec::StreamingExecutor>(
         model, optimizer,
-        std::make_unique<exec::CudaStreamingDevice>(model.parameters(), optimizer,
-                                                    device.index),
+        std::make_unique<exec::CudaStreamingDevice>(model.parameters(), optimizer, device.index),
         std::move(options));
   }
 #endif
