@@ -36,47 +36,18 @@
 #include "ops/op_profile.h"
 #include "optim/adamw.h"
 #include "train/train_helpers.h"
+#include "train_compare.h"
 
 namespace lt::exec {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace gpu_test;
 
-#define LT_REQUIRE_GPU() \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU on this machine"
-
-fs::path fixture(const std::string& family) {
-  return fs::path(LT_SOURCE_DIR) / "tests/models/fixtures/families" / family;
-}
-
-// `steps` global batches of two micro-batches of 2 rows; lengths differ
-// between micro-batches, and two targets are masked.
+// The batches these tests train on: seed 5, targets 0 and 1 masked.
 std::vector<std::vector<data::Batch>> make_batches(int steps, int64_t seq, int64_t vocab) {
-  Generator gen(5);
-  std::vector<std::vector<data::Batch>> out(static_cast<size_t>(steps));
-  for (auto& step : out) {
-    for (int m = 0; m < 2; ++m) {
-      const int64_t rows = 2, t = seq - 3 * m;
-      std::vector<int64_t> ids(static_cast<size_t>(rows * t));
-      for (auto& id : ids) id = static_cast<int64_t>(gen.below(static_cast<uint64_t>(vocab)));
-      data::Batch b;
-      b.ids = Tensor::from_vector(ids, {rows, t});
-      b.targets = models::shift_targets(b.ids);
-      b.targets.data<int64_t>()[0] = -100;
-      b.targets.data<int64_t>()[1] = -100;
-      b.tokens = rows * t;
-      b.target_count = models::count_targets(b.targets);
-      step.push_back(b);
-    }
-  }
-  return out;
+  return gpu_test::make_batches(steps, seq, vocab, 5, 1);
 }
-
-struct TrainRun {
-  std::vector<StepStats> stats;
-  std::vector<std::vector<double>> initial;  // masters before training, host
-  std::vector<std::vector<double>> params;   // final masters, host
-};
 
 // Trains `model` (masters, moved to `device` first) for the batches.
 TrainRun train(models::CausalLM model, Device device, DType compute,
@@ -88,39 +59,15 @@ TrainRun train(models::CausalLM model, Device device, DType compute,
   optim::AdamW adam(model.parameters(), o, {"norm"});
   ResidentExecutor executor(model, adam, compute);
   TrainRun r;
-  for (const auto& [name, p] : model.parameters()) {
-    r.initial.push_back(p.to(Device::cpu()).to_doubles());
-  }
+  r.initial = host_values(model);
   for (size_t s = 0; s < batches.size(); ++s) {
     StepOptions so;
     so.lr = 2e-3;
     so.max_grad_norm = 1.0;  // the fixtures' norms are above 1: clipping is exercised
     r.stats.push_back(executor.step(batches[s], so));
   }
-  for (const auto& [name, p] : model.parameters()) {
-    r.params.push_back(p.to(Device::cpu()).to_doubles());
-  }
+  r.params = host_values(model);
   return r;
-}
-
-double rel(double a, double b) {
-  return std::abs(a - b) / std::max(std::abs(b), 1e-12);
-}
-
-// ||a - b|| / ||b - initial|| over all parameters: the error relative to
-// how far training moved them (weights that barely move would make a
-// plain relative error meaningless).
-double update_rel_error(const TrainRun& a, const TrainRun& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < b.params.size(); ++i) {
-    for (size_t j = 0; j < b.params[i].size(); ++j) {
-      const double d = a.params[i][j] - b.params[i][j];
-      const double moved = b.params[i][j] - b.initial[i][j];
-      num += d * d;
-      den += moved * moved;
-    }
-  }
-  return std::sqrt(num / den);
 }
 
 void compare(const TrainRun& gpu, const TrainRun& cpu, double loss_tol, double norm_tol,

@@ -1,0 +1,85 @@
+#pragma once
+// What the GPU training tests (resident_gpu_test, streaming_gpu_test)
+// share: fixture paths, synthetic batches, and comparing two training runs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/cuda/device_info.h"
+#include "core/random.h"
+#include "data/batching.h"
+#include "exec/step_stats.h"
+#include "models/causal_lm.h"
+
+#define LT_REQUIRE_GPU() \
+  if (lt::cuda::device_count() == 0) GTEST_SKIP() << "no GPU on this machine"
+
+namespace lt::exec::gpu_test {
+
+inline std::filesystem::path fixture(const std::string& family) {
+  return std::filesystem::path(LT_SOURCE_DIR) / "tests/models/fixtures/families" / family;
+}
+
+// `steps` global batches of two micro-batches of 2 rows; lengths differ
+// between micro-batches, and targets 0 and `second_masked` are masked.
+inline std::vector<std::vector<data::Batch>> make_batches(int steps, int64_t seq, int64_t vocab,
+                                                          uint64_t seed, int64_t second_masked) {
+  Generator gen(seed);
+  std::vector<std::vector<data::Batch>> out(static_cast<size_t>(steps));
+  for (auto& step : out) {
+    for (int m = 0; m < 2; ++m) {
+      const int64_t rows = 2, t = seq - 3 * m;
+      std::vector<int64_t> ids(static_cast<size_t>(rows * t));
+      for (auto& id : ids) id = static_cast<int64_t>(gen.below(static_cast<uint64_t>(vocab)));
+      data::Batch b;
+      b.ids = Tensor::from_vector(ids, {rows, t});
+      b.targets = models::shift_targets(b.ids);
+      b.targets.data<int64_t>()[0] = -100;
+      b.targets.data<int64_t>()[second_masked] = -100;
+      b.tokens = rows * t;
+      b.target_count = models::count_targets(b.targets);
+      step.push_back(b);
+    }
+  }
+  return out;
+}
+
+struct TrainRun {
+  std::vector<StepStats> stats;
+  std::vector<std::vector<double>> initial;  // masters before training, host
+  std::vector<std::vector<double>> params;   // final masters, host
+};
+
+// Every parameter's values, copied to the host.
+inline std::vector<std::vector<double>> host_values(const models::CausalLM& model) {
+  std::vector<std::vector<double>> out;
+  for (const auto& [name, p] : model.parameters()) out.push_back(p.to(Device::cpu()).to_doubles());
+  return out;
+}
+
+inline double rel(double a, double b) {
+  return std::abs(a - b) / std::max(std::abs(b), 1e-12);
+}
+
+// ||a - b|| / ||b - initial|| over all parameters: the error relative to
+// how far training moved them (weights that barely move would make a
+// plain relative error meaningless).
+inline double update_rel_error(const TrainRun& a, const TrainRun& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.params.size(); ++i) {
+    for (size_t j = 0; j < b.params[i].size(); ++j) {
+      const double d = a.params[i][j] - b.params[i][j];
+      const double moved = b.params[i][j] - b.initial[i][j];
+      num += d * d;
+      den += moved * moved;
+    }
+  }
+  return std::sqrt(num / den);
+}
+
+}  // namespace lt::exec::gpu_test
