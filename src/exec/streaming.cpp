@@ -98,6 +98,7 @@ struct StreamingExecutor::Impl {
     std::vector<Tensor> device;  // per chunk; empty when not on the device
     std::vector<Tensor> host;    // per chunk, when offloaded
     Ticket offloaded, fetched;
+    Ticket downloaded;  // the offload's device -> host copy (it holds `device` until done)
     // Placement::Disk: the chunks' shapes while their bytes are on disk.
     std::vector<Shape> disk_shapes;
     std::vector<DType> disk_dtypes;
@@ -272,6 +273,7 @@ struct StreamingExecutor::Impl {
       copies.emplace_back(bd.host.back(), d);
     }
     bd.offloaded = download(std::move(copies), {}, "boundary " + std::to_string(b));
+    bd.downloaded = bd.offloaded;
     if (options.schedule.boundaries[b] == Placement::Disk) write_to_disk(b);
   }
 
@@ -379,8 +381,15 @@ struct StreamingExecutor::Impl {
     return stage == 0 ? chunks[c].ids : boundaries[stage - 1].device[c];
   }
 
+  // Frees a boundary's device copy now: an offload still copying it out is
+  // waited for first (it holds the memory too), so the device's peak does
+  // not depend on how far the download engine lags.
   void release_device_copy(int b) {
-    if (b >= 0) boundaries[b].device.clear();
+    if (b < 0) return;
+    Boundary& bd = boundaries[b];
+    if (bd.downloaded.valid()) stats->exposed_d2h_s += wait_seconds(bd.downloaded);
+    bd.downloaded = Ticket();
+    bd.device.clear();
   }
 
   // Moves the gradients of the parameters `stage` owns to the host slabs and
