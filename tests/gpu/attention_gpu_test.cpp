@@ -7,9 +7,15 @@
 // sizes run the row kernels. Each backend's backward consumes its own
 // forward's out and lse, as training does.
 //
-// AttentionBench (LT_BENCH=1 only) times the flash kernels at seq 2048,
-// head_dim 128, 16/2 heads and prints TFLOP/s counted as FlashAttention
-// does for causal attention: forward 4 B H T^2 D / 2, backward 2.5 times that.
+// AttentionCudnn runs the same comparison on cuDNN's fused attention
+// (ops/cuda/attention_cudnn.h) and checks which path ran; it also mixes a
+// cuDNN forward with the own backward and the reverse, which is sound only
+// if both produce the same lse.
+//
+// AttentionBench (LT_BENCH=1 only) times the own flash kernels and cuDNN at
+// seq 2048, head_dim 128, 16/2 heads and prints TFLOP/s counted as
+// FlashAttention does for causal attention: forward 4 B H T^2 D / 2,
+// backward 2.5 times that.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -27,6 +33,8 @@
 #include "core/stream.h"
 #include "core/tensor.h"
 #include "ops/attention.h"
+#include "ops/cuda/attention.h"
+#include "ops/cuda/attention_cudnn.h"
 #include "ops/elementwise.h"
 #include "support/errors.h"
 #include "support/gradcheck.h"
@@ -68,6 +76,45 @@ double tolerance(DType t) {
   }
   return ::testing::AssertionSuccess();
 }
+
+using ops::cuda::AttentionPath;
+
+const char* path_name(AttentionPath p) {
+  switch (p) {
+    case AttentionPath::kCudnn:
+      return "cudnn";
+    case AttentionPath::kFlash:
+      return "flash";
+    case AttentionPath::kRows:
+      return "rows";
+    default:
+      return "none";
+  }
+}
+
+// Sets LT_ATTENTION for one scope (ops/cuda/attention.h reads it per call).
+class AttentionMode {
+ public:
+  explicit AttentionMode(const char* mode) {
+    const char* old = std::getenv("LT_ATTENTION");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv("LT_ATTENTION", mode, 1);
+  }
+  ~AttentionMode() {
+    if (had_) {
+      setenv("LT_ATTENTION", old_.c_str(), 1);
+    } else {
+      unsetenv("LT_ATTENTION");
+    }
+  }
+  AttentionMode(const AttentionMode&) = delete;
+  AttentionMode& operator=(const AttentionMode&) = delete;
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
 
 struct Case {
   int64_t batch, seq, q_heads, kv_heads, head_dim;
@@ -115,11 +162,13 @@ Inputs to_gpu(const Inputs& in) {
   return {in.q.to(kGpu), in.k.to(kGpu), in.v.to(kGpu), in.dout.to(kGpu)};
 }
 
-// The issue's grid: T = 1 (one key), 17 (a tail in the first block), 128
+// The issue's grid on the own kernels: T = 1 (one key), 17 (a tail in the first block), 128
 // (whole blocks) and 300 (several blocks and a tail); plain and 4:1 grouped
 // heads; both flash head sizes; both dtypes.
 TEST(AttentionGpu, MatchesCpuOnTheIssueShapes) {
   LT_REQUIRE_GPU();
+  // The own kernels, which are the fallback of cuDNN (AttentionCudnn below).
+  const AttentionMode own("own");
   uint64_t seed = 600;
   for (DType dt : {DType::BF16, DType::F32}) {
     for (int64_t d : {64, 128}) {
@@ -213,6 +262,107 @@ TEST(AttentionGpu, RefusesWhatHasNoKernel) {
               ::testing::HasSubstr("head_dim 264"));
 }
 
+// ---------------------------------------------------------------- cuDNN
+
+#define LT_REQUIRE_CUDNN() \
+  LT_REQUIRE_GPU();        \
+  if (ops::cuda::cudnn_attn::runtime_version() == 0) GTEST_SKIP() << "this build has no cuDNN"
+
+ops::cuda::cudnn_attn::Problem problem_of(const Case& c) {
+  return {c.batch,    c.seq,      c.q_heads,
+          c.kv_heads, c.head_dim, 1.0 / std::sqrt(static_cast<double>(c.head_dim)),
+          0};
+}
+
+// bf16 GQA and MHA, both head sizes, whole 128-blocks and lengths that are
+// not multiples of 64: the forward must run on cuDNN; the backward on
+// cuDNN where it supports the length, else on the flash kernels.
+TEST(AttentionCudnn, MatchesCpuAndTakesTheExpectedPath) {
+  LT_REQUIRE_CUDNN();
+  std::printf("cuDNN %lld\n", static_cast<long long>(ops::cuda::cudnn_attn::runtime_version()));
+  const AttentionMode mode("auto");
+  uint64_t seed = 1600;
+  for (int64_t d : {64, 128}) {
+    for (auto heads : {std::pair<int64_t, int64_t>{4, 4}, {8, 2}}) {
+      for (int64_t t : {128, 256, 17, 300}) {
+        const Case c{2, t, heads.first, heads.second, d, DType::BF16};
+        SCOPED_TRACE(c.str());
+        const Inputs in = random_inputs(c, ++seed);
+        const Inputs gin = to_gpu(in);
+        const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+        const auto want = ops::causal_attention_forward(in.q, in.k, in.v, scale);
+        const auto got = ops::causal_attention_forward(gin.q, gin.k, gin.v, scale);
+        EXPECT_EQ(path_name(ops::cuda::last_forward_path()), std::string("cudnn"));
+        EXPECT_TRUE(close("out", got.out, want.out, 1e-2));
+        EXPECT_TRUE(close("lse", got.lse, want.lse, 1e-2));
+        const auto gw =
+            ops::causal_attention_backward(in.dout, in.q, in.k, in.v, want.out, want.lse, scale);
+        const auto gg =
+            ops::causal_attention_backward(gin.dout, gin.q, gin.k, gin.v, got.out, got.lse, scale);
+        const bool cudnn_bwd =
+            ops::cuda::cudnn_attn::unsupported_reason(problem_of(c), true).empty();
+        EXPECT_EQ(path_name(ops::cuda::last_backward_path()),
+                  std::string(cudnn_bwd ? "cudnn" : "flash"));
+        EXPECT_TRUE(close("dq", gg.dq, gw.dq, 1e-2));
+        EXPECT_TRUE(close("dk", gg.dk, gw.dk, 1e-2));
+        EXPECT_TRUE(close("dv", gg.dv, gw.dv, 1e-2));
+      }
+    }
+  }
+}
+
+// The lse of either forward feeds either backward: cuDNN forward + own
+// backward, own forward + cuDNN backward, both against the CPU.
+TEST(AttentionCudnn, ForwardAndBackwardPathsMix) {
+  LT_REQUIRE_CUDNN();
+  const Case c{2, 256, 8, 2, 128, DType::BF16};
+  const Inputs in = random_inputs(c, 1700);
+  const Inputs gin = to_gpu(in);
+  const double scale = 1.0 / std::sqrt(128.0);
+  const auto want = ops::causal_attention_forward(in.q, in.k, in.v, scale);
+  const auto gw =
+      ops::causal_attention_backward(in.dout, in.q, in.k, in.v, want.out, want.lse, scale);
+  for (auto paths : {std::pair<const char*, const char*>{"cudnn", "own"}, {"own", "cudnn"}}) {
+    SCOPED_TRACE(std::string("forward ") + paths.first + ", backward " + paths.second);
+    ops::AttentionForward fwd;
+    {
+      const AttentionMode mode(paths.first);
+      fwd = ops::causal_attention_forward(gin.q, gin.k, gin.v, scale);
+    }
+    const AttentionMode mode(paths.second);
+    const auto gg =
+        ops::causal_attention_backward(gin.dout, gin.q, gin.k, gin.v, fwd.out, fwd.lse, scale);
+    EXPECT_EQ(path_name(ops::cuda::last_backward_path()),
+              std::string(std::string(paths.second) == "own" ? "flash" : "cudnn"));
+    EXPECT_TRUE(close("dq", gg.dq, gw.dq, 1e-2));
+    EXPECT_TRUE(close("dk", gg.dk, gw.dk, 1e-2));
+    EXPECT_TRUE(close("dv", gg.dv, gw.dv, 1e-2));
+  }
+}
+
+// LT_ATTENTION=cudnn refuses, with cuDNN's reason, what cuDNN cannot run;
+// a bad value is an error.
+TEST(AttentionCudnn, ModeCudnnRefusesWhatCudnnCannotRun) {
+  LT_REQUIRE_CUDNN();
+  const Case c{1, 300, 4, 2, 64, DType::BF16};
+  if (ops::cuda::cudnn_attn::unsupported_reason(problem_of(c), true).empty()) {
+    GTEST_SKIP() << "this cuDNN runs the backward at T=300";
+  }
+  const Inputs gin = to_gpu(random_inputs(c, 1800));
+  const auto fwd = ops::causal_attention_forward(gin.q, gin.k, gin.v, 0.125);
+  {
+    const AttentionMode mode("cudnn");
+    EXPECT_THAT(error_of([&] {
+                  ops::causal_attention_backward(gin.dout, gin.q, gin.k, gin.v, fwd.out, fwd.lse,
+                                                 0.125);
+                }),
+                ::testing::HasSubstr("LT_ATTENTION=cudnn"));
+  }
+  const AttentionMode bad("fast");
+  EXPECT_THAT(error_of([&] { ops::causal_attention_forward(gin.q, gin.k, gin.v, 0.125); }),
+              ::testing::HasSubstr("LT_ATTENTION must be"));
+}
+
 // ---------------------------------------------------------------- benchmark
 
 template <typename Fn>
@@ -251,20 +401,29 @@ TEST(AttentionBench, Throughput) {
   const Tensor q = random_gpu(B, T, Hq, D, gen), k = random_gpu(B, T, Hkv, D, gen);
   const Tensor v = random_gpu(B, T, Hkv, D, gen), dout = random_gpu(B, T, Hq, D, gen);
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  const ops::AttentionForward fwd = ops::causal_attention_forward(q, k, v, scale);
-  const double fwd_ms = median_ms([&] { ops::causal_attention_forward(q, k, v, scale); });
-  const double bwd_ms =
-      median_ms([&] { ops::causal_attention_backward(dout, q, k, v, fwd.out, fwd.lse, scale); });
   const double fwd_flops = 4.0 * B * Hq * T * T * D / 2, bwd_flops = 2.5 * fwd_flops;
-  auto line = [](const char* what, double flops, double ms) {
-    std::printf(
-        "lazytrain attention %-8s B=8 T=2048 Hq=16 Hkv=2 D=128 causal: %8.3f ms %7.1f TFLOP/s\n",
-        what, ms, flops / (ms * 1e-3) / 1e12);
-  };
   std::printf("AttentionBench (median of 15 timed calls, CUDA events, bf16):\n");
-  line("fwd", fwd_flops, fwd_ms);
-  line("bwd", bwd_flops, bwd_ms);
-  line("fwd+bwd", fwd_flops + bwd_flops, fwd_ms + bwd_ms);
+  // Each path's backward takes its own forward's out and lse, as training does.
+  for (const char* path : {"own", "cudnn"}) {
+    if (std::string(path) == "cudnn" && ops::cuda::cudnn_attn::runtime_version() == 0) {
+      std::printf("lazytrain attention cudnn: not in this build\n");
+      continue;
+    }
+    const AttentionMode mode(path);
+    const ops::AttentionForward fwd = ops::causal_attention_forward(q, k, v, scale);
+    const double fwd_ms = median_ms([&] { ops::causal_attention_forward(q, k, v, scale); });
+    const double bwd_ms =
+        median_ms([&] { ops::causal_attention_backward(dout, q, k, v, fwd.out, fwd.lse, scale); });
+    auto line = [&](const char* what, double flops, double ms) {
+      std::printf(
+          "lazytrain attention %-5s %-8s B=8 T=2048 Hq=16 Hkv=2 D=128 causal: %8.3f ms %7.1f "
+          "TFLOP/s\n",
+          path, what, ms, flops / (ms * 1e-3) / 1e12);
+    };
+    line("fwd", fwd_flops, fwd_ms);
+    line("bwd", bwd_flops, bwd_ms);
+    line("fwd+bwd", fwd_flops + bwd_flops, fwd_ms + bwd_ms);
+  }
 }
 
 }  // namespace

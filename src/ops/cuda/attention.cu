@@ -1,11 +1,50 @@
 // Host side of the CUDA attention: dense inputs, output allocation, and the
 // choice between the flash kernels and the row kernels (attention.h).
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <string>
+
 #include "ops/cuda/attention.h"
+#include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/attention_kernels.cuh"
 
 namespace lt::ops::cuda {
 
 namespace {
+
+thread_local AttentionPath last_forward = AttentionPath::kNone;
+thread_local AttentionPath last_backward = AttentionPath::kNone;
+
+enum class Preference { kAuto, kOwn, kCudnn };
+
+// LT_ATTENTION, read on every call so that one process (the benchmark) can
+// time both paths.
+Preference preference() {
+  const char* env = std::getenv("LT_ATTENTION");
+  if (env == nullptr || *env == '\0' || std::string(env) == "auto") return Preference::kAuto;
+  const std::string v(env);
+  if (v == "own") return Preference::kOwn;
+  if (v == "cudnn") return Preference::kCudnn;
+  fail("LT_ATTENTION must be auto, own or cudnn, got '", v, "'");
+}
+
+// Says once per distinct reason why cuDNN did not run (auto mode), or
+// fails (cudnn mode).
+void cudnn_refused(Preference pref, const char* op, const std::string& why) {
+  LT_CHECK(pref != Preference::kCudnn, op, ": LT_ATTENTION=cudnn but cuDNN cannot run it: ", why);
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mu);
+  if (said.insert(why).second) {
+    std::fprintf(stderr, "lazytrain: %s uses its own flash kernels: %s\n", op, why.c_str());
+  }
+}
+
+cudnn_attn::Problem problem_of(const attn::Shape4& s, double scale, Device device) {
+  return {s.batch, s.seq, s.q_heads, s.kv_heads, s.head_dim, scale, device.index};
+}
 
 attn::Shape4 shape_of(const Tensor& q, const Tensor& k, const char* op) {
   for (int d = 0; d < 4; ++d) {
@@ -53,12 +92,24 @@ AttentionForward causal_attention_forward(const Tensor& q_in, const Tensor& k_in
                             r.out.data_ptr(),
                             static_cast<float*>(r.lse.data_ptr()),
                             static_cast<float>(scale)};
-  if (use_flash(q, s, {a.q, a.k, a.v, a.out}, op)) {
-    attn::launch_flash_forward(a, stream);
-  } else {
+  if (!use_flash(q, s, {a.q, a.k, a.v, a.out}, op)) {
     dispatch_kernel_dtype(q.dtype(),
                           [&](auto tag) { attn::launch_rows_forward<decltype(tag)>(a, stream); });
+    last_forward = AttentionPath::kRows;
+    return r;
   }
+  const Preference pref = preference();
+  if (pref != Preference::kOwn) {
+    const std::string why =
+        cudnn_attn::forward(problem_of(s, scale, q.device()), a.q, a.k, a.v, a.out, a.lse, stream);
+    if (why.empty()) {
+      last_forward = AttentionPath::kCudnn;
+      return r;
+    }
+    cudnn_refused(pref, op, why);
+  }
+  attn::launch_flash_forward(a, stream);
+  last_forward = AttentionPath::kFlash;
   return r;
 }
 
@@ -93,6 +144,18 @@ AttentionGrads causal_attention_backward(const Tensor& dout_in, const Tensor& q_
                        g.dv.data_ptr(),
                        static_cast<float>(scale)};
   const bool flash = use_flash(q, s, {a.q, a.k, a.v, a.dout, a.dk, a.dv}, op);
+  // cuDNN also reads out in place (the own kernels read it through delta).
+  const Preference pref = flash && aligned16(out.data_ptr()) ? preference() : Preference::kOwn;
+  if (pref != Preference::kOwn) {
+    const std::string why =
+        cudnn_attn::backward(problem_of(s, scale, q.device()), a.q, a.k, a.v, out.data_ptr(),
+                             a.dout, a.lse, g.dq.data_ptr(), a.dk, a.dv, stream);
+    if (why.empty()) {
+      last_backward = AttentionPath::kCudnn;
+      return g;
+    }
+    cudnn_refused(pref, op, why);
+  }
   dispatch_kernel_dtype(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     attn::launch_delta<T>(s, static_cast<const T*>(dout.data_ptr()),
@@ -102,6 +165,7 @@ AttentionGrads causal_attention_backward(const Tensor& dout_in, const Tensor& q_
   if (!flash) {
     dispatch_kernel_dtype(q.dtype(),
                           [&](auto tag) { attn::launch_rows_backward<decltype(tag)>(a, stream); });
+    last_backward = AttentionPath::kRows;
     return g;
   }
   const Tensor dq_accum = Tensor::empty(q.shape(), DType::F32, q.device());
@@ -110,7 +174,16 @@ AttentionGrads causal_attention_backward(const Tensor& dout_in, const Tensor& q_
   attn::launch_flash_backward(a, stream);
   attn::launch_dq_cast(a.dq_accum, static_cast<bf16*>(g.dq.data_ptr()), dq_accum.numel(),
                        static_cast<float>(scale), stream);
+  last_backward = AttentionPath::kFlash;
   return g;
+}
+
+AttentionPath last_forward_path() {
+  return last_forward;
+}
+
+AttentionPath last_backward_path() {
+  return last_backward;
 }
 
 }  // namespace lt::ops::cuda

@@ -9,9 +9,24 @@
 // case (f32 inputs, other head sizes, unaligned views) runs a one-warp-per-row
 // kernel in f32 (attention_rows.cu): simple, exact to f32 rounding, slow.
 // lse is always f32 on the GPU.
+//
+// bf16 calls that the flash kernels take go first to cuDNN's fused
+// attention (attention_cudnn.h) when the build has cuDNN and it accepts the
+// problem. LT_ATTENTION chooses: "auto" (default) uses cuDNN when it works
+// and says once on stderr why it fell back to the flash kernels; "own"
+// never uses cuDNN; "cudnn" requires it for those calls and fails with
+// cuDNN's reason otherwise. Both paths produce the same lse (natural-log
+// log-sum-exp of the scaled scores), so either backward takes either
+// forward's lse.
 #include "ops/attention.h"
 
 namespace lt::ops::cuda {
+
+// Which implementation ran the calling thread's last forward / backward
+// (for tests and the benchmark).
+enum class AttentionPath { kNone, kRows, kFlash, kCudnn };
+AttentionPath last_forward_path();
+AttentionPath last_backward_path();
 
 AttentionForward causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                           double scale);
