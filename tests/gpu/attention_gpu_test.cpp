@@ -138,6 +138,13 @@ Inputs random_inputs(const Case& c, uint64_t seed) {
           Tensor::randn({c.batch, c.seq, c.q_heads, c.head_dim}, gen, c.dtype)};
 }
 
+void expect_grads_close(const ops::AttentionGrads& got, const ops::AttentionGrads& want,
+                        double tol) {
+  EXPECT_TRUE(close("dq", got.dq, want.dq, tol));
+  EXPECT_TRUE(close("dk", got.dk, want.dk, tol));
+  EXPECT_TRUE(close("dv", got.dv, want.dv, tol));
+}
+
 // Forward and backward on both devices; every result within tolerance.
 void expect_matches_cpu(const Case& c, const Inputs& in, const Inputs& gpu_in) {
   SCOPED_TRACE(c.str());
@@ -153,9 +160,7 @@ void expect_matches_cpu(const Case& c, const Inputs& in, const Inputs& gpu_in) {
       ops::causal_attention_backward(in.dout, in.q, in.k, in.v, want.out, want.lse, scale);
   const ops::AttentionGrads gg = ops::causal_attention_backward(gpu_in.dout, gpu_in.q, gpu_in.k,
                                                                 gpu_in.v, got.out, got.lse, scale);
-  EXPECT_TRUE(close("dq", gg.dq, gw.dq, tol));
-  EXPECT_TRUE(close("dk", gg.dk, gw.dk, tol));
-  EXPECT_TRUE(close("dv", gg.dv, gw.dv, tol));
+  expect_grads_close(gg, gw, tol);
 }
 
 Inputs to_gpu(const Inputs& in) {
@@ -303,9 +308,7 @@ TEST(AttentionCudnn, MatchesCpuAndTakesTheExpectedPath) {
             ops::cuda::cudnn_attn::unsupported_reason(problem_of(c), true).empty();
         EXPECT_EQ(path_name(ops::cuda::last_backward_path()),
                   std::string(cudnn_bwd ? "cudnn" : "flash"));
-        EXPECT_TRUE(close("dq", gg.dq, gw.dq, 1e-2));
-        EXPECT_TRUE(close("dk", gg.dk, gw.dk, 1e-2));
-        EXPECT_TRUE(close("dv", gg.dv, gw.dv, 1e-2));
+        expect_grads_close(gg, gw, 1e-2);
       }
     }
   }
@@ -334,9 +337,7 @@ TEST(AttentionCudnn, ForwardAndBackwardPathsMix) {
         ops::causal_attention_backward(gin.dout, gin.q, gin.k, gin.v, fwd.out, fwd.lse, scale);
     EXPECT_EQ(path_name(ops::cuda::last_backward_path()),
               std::string(std::string(paths.second) == "own" ? "flash" : "cudnn"));
-    EXPECT_TRUE(close("dq", gg.dq, gw.dq, 1e-2));
-    EXPECT_TRUE(close("dk", gg.dk, gw.dk, 1e-2));
-    EXPECT_TRUE(close("dv", gg.dv, gw.dv, 1e-2));
+    expect_grads_close(gg, gw, 1e-2);
   }
 }
 

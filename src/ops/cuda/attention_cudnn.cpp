@@ -13,10 +13,12 @@
 
 #include <array>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -129,16 +131,12 @@ class GraphBuilder {
     pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pointwise mode");
     pw.set_type(CUDNN_ATTR_POINTWISE_MATH_PREC, math, "pointwise math precision");
     if (axis >= 0) pw.set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, "gen_index axis");
-    pw.finalize("finalize pointwise descriptor");
-    Descriptor op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "create pointwise op");
-    op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw.get(), "pointwise op descriptor");
-    op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x, "pointwise op x");
-    if (b != nullptr) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b, "pointwise op b");
-    if (t != nullptr) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, t, "pointwise op t");
-    op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y, "pointwise op y");
-    op.finalize("finalize pointwise op");
-    keep_.push_back(std::move(pw));
-    ops_.push_back(std::move(op));
+    operation(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "pointwise", std::move(pw),
+              CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+              {{CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x},
+               {CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b},
+               {CUDNN_ATTR_OPERATION_POINTWISE_TDESC, t},
+               {CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y}});
   }
 
   // y = mode(x, b) in f32.
@@ -153,15 +151,11 @@ class GraphBuilder {
   void matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c) {
     Descriptor mm(CUDNN_BACKEND_MATMUL_DESCRIPTOR, "create matmul descriptor");
     mm.set_type(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_DATA_FLOAT, "matmul compute type");
-    mm.finalize("finalize matmul descriptor");
-    Descriptor op(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "create matmul op");
-    op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_ADESC, a, "matmul op a");
-    op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_BDESC, b, "matmul op b");
-    op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_CDESC, c, "matmul op c");
-    op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_DESC, mm.get(), "matmul op descriptor");
-    op.finalize("finalize matmul op");
-    keep_.push_back(std::move(mm));
-    ops_.push_back(std::move(op));
+    operation(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "matmul", std::move(mm),
+              CUDNN_ATTR_OPERATION_MATMUL_DESC,
+              {{CUDNN_ATTR_OPERATION_MATMUL_ADESC, a},
+               {CUDNN_ATTR_OPERATION_MATMUL_BDESC, b},
+               {CUDNN_ATTR_OPERATION_MATMUL_CDESC, c}});
   }
 
   void reduction(cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x,
@@ -170,14 +164,10 @@ class GraphBuilder {
     rd.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode,
            "reduction operator");
     rd.set_type(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_DATA_FLOAT, "reduction compute type");
-    rd.finalize("finalize reduction descriptor");
-    Descriptor op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "create reduction op");
-    op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x, "reduction op x");
-    op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y, "reduction op y");
-    op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_DESC, rd.get(), "reduction op descriptor");
-    op.finalize("finalize reduction op");
-    keep_.push_back(std::move(rd));
-    ops_.push_back(std::move(op));
+    operation(
+        CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "reduction", std::move(rd),
+        CUDNN_ATTR_OPERATION_REDUCTION_DESC,
+        {{CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x}, {CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y}});
   }
 
   // y views x's elements under other dims and strides (a transpose here).
@@ -217,6 +207,26 @@ class GraphBuilder {
   }
 
  private:
+  // An operation of type `op_type` whose math is the (not yet finalized)
+  // descriptor `math`, set as `math_attr`, with its tensors (a null tensor
+  // is an optional input left out).
+  void operation(
+      cudnnBackendDescriptorType_t op_type, const char* what, Descriptor math,
+      cudnnBackendAttributeName_t math_attr,
+      std::initializer_list<std::pair<cudnnBackendAttributeName_t, cudnnBackendDescriptor_t>>
+          tensors) {
+    const std::string name(what);
+    math.finalize((name + " descriptor finalize").c_str());
+    Descriptor op(op_type, (name + " op create").c_str());
+    op.set_desc(math_attr, math.get(), (name + " op descriptor").c_str());
+    for (const auto& [attr, tensor] : tensors) {
+      if (tensor != nullptr) op.set_desc(attr, tensor, (name + " op tensor").c_str());
+    }
+    op.finalize((name + " op finalize").c_str());
+    keep_.push_back(std::move(math));
+    ops_.push_back(std::move(op));
+  }
+
   std::vector<Descriptor> tensors_, keep_, ops_;
   int64_t next_virtual_uid_ = 1000;
 };
