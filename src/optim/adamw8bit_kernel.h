@@ -30,9 +30,12 @@
 // top end makes the absmax round trip exactly and gives a symmetric range.
 //
 // The stored byte is the value's rank in the sorted table (as bitsandbytes
-// stores an index into its sorted map), so quantize is a binary search and
+// stores an index into its sorted map), so quantize is a search and
 // dequantize one table load. Nearest value; an exact tie between two
-// neighbours goes to the one of smaller magnitude (towards 0).
+// neighbours goes to the one of smaller magnitude (towards 0). What is
+// quantized is x / absmax computed as x * (1 / absmax) in f32 (Reciprocal
+// below: one division per block, not per element; it may differ from the
+// division in the last bit, which can move a value sitting at a midpoint).
 //
 // Spacing and error bound: inside tier E the step is 0.9 * 10^-E / 2^F, so
 // rounding to nearest errs by at most half of it. For |x| / absmax in
@@ -112,104 +115,178 @@ inline uint8_t quantize_nearest(const Table& code, T x) {
   return static_cast<uint8_t>(std::abs(code[lo]) <= std::abs(code[hi]) ? lo : hi);
 }
 
-// quantize_nearest for the kernel, without its branchy binary search (which
-// mispredicts on most of its 8 levels and made the update ~40x slower than
-// the fp32 one). A float's top 17 bits (sign, exponent, 8 mantissa bits)
-// name a bucket of relative width <= 2^-8 = 0.39%, narrower than the
-// code's smallest relative spacing (0.9/128 = 0.70%, the unsigned top
-// tier), so no bucket holds two midpoints between code values: its nearest
-// rank is one of r, r + 1 with r the nearest rank of the bucket's smallest
-// value. The final choice applies quantize_nearest's own comparisons and
-// tie rule, so the result is exactly quantize_nearest's for every non-NaN x
-// (make_search checks the one-midpoint property; the tests check the ranks
-// on every midpoint and its f32 neighbours, and against brute force).
+// quantize_nearest for the kernels, without its branchy binary search
+// (which mispredicts on most of its 8 levels) and without a per-value table
+// walk. The code is piecewise uniform: with the decade thresholds
+// 10^-1 .. 10^-7 (all of them code values) splitting [0, 1] into segments
+// [10^-(E+1), 10^-E) (E = 0..6; E = 7 is [0, 10^-7)), each segment holds
+// code magnitudes low, low + step, low + 2 step, ... where `low` is the
+// largest code magnitude <= the segment's bottom (the top of the next tier,
+// or 0) on that sign's side. So |x| sits at the fractional position
+//   j = (|x| - low) * (1 / step)
+// and the nearest code is `base +- rint(j)` (base: the rank of `low`;
+// minus on the negative side, where ranks fall as magnitudes grow). The f32
+// arithmetic is off from the exact position by < 1e-4 (the f32 rounding of
+// the code values, of the quotient and of j itself), far less than the
+// margin kNearTie: when j lies within kNearTie of a midpoint (k + 0.5, a
+// near-tie, ~0.05% of values) or is NaN, the position is not trusted and
+// quantize_nearest decides. The result is therefore quantize_nearest's for
+// every x (the tests check all f32 values in [2^-27, 1 + 4 ulp] of both signs
+// against the reference search, and random ones below).
 //
-// The choice between r and r + 1 is then one comparison: quantize_nearest's
-// rule (d_hi < d_lo, or a tie with |hi| < |lo|, all in f32) is monotone in x
-// between the two table values (d_lo = x - lo rounds non-decreasing, d_hi =
-// hi - x non-increasing), so for each rank r there is a smallest f32
-// `up_from[r]` where it picks r + 1; make_search finds it by bisection over
-// the f32 values themselves, so x >= up_from[r] is the rule, exactly.
-struct Code8Search {
+// The segment of |x| comes from its f32 exponent: at most one decade
+// threshold falls inside a binade [2^e, 2^(e+1)) (a decade spans 3.3 of
+// them), so segment = segment_of_binade[e] + (|x| < split_of_binade[e]), with
+// e clamped to the 32 binades [2^-31, 2) (everything below 2^-31 is in
+// segment 7). The vector kernels look the same small tables up in registers
+// and perform the same f32 operations, so all paths agree bit for bit.
+struct Code8Segments {
   const Code8* code;
-  std::vector<uint8_t> bucket;  // 2^17 ranks
-  std::array<float, 256> up_from;
+  // The decade thresholds 10^-1 .. 10^-7 (the segment of |x| is the number
+  // of them above |x|; the tables below give the same count).
+  std::array<float, 7> decade;
+  // Indexed by the biased f32 exponent of |x| minus 96 (clamped at 0).
+  std::array<int32_t, 32> segment_of_binade;
+  std::array<float, 32> split_of_binade;  // a decade inside the binade, or 0
+  // Indexed by segment + 8 for negative x (sign bit set).
+  std::array<float, 16> low, inv_step;
+  std::array<int32_t, 16> base;
 };
+
+// j within this distance of k + 0.5 is a near-tie (see above).
+constexpr float kNearTie = 1.0f / 4096.0f;
+// 1.5 * 2^23: adding and subtracting it rounds an f32 of magnitude < 2^22
+// to an integer, to nearest even, in two IEEE operations every path has.
+constexpr float kRoundToInteger = 12582912.0f;
+constexpr int32_t kLowestBinade = 96;  // biased exponent of 2^-31
 
 namespace detail {
 
-inline uint32_t bucket_of(float x) {
+inline uint32_t bits_of(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
-  return bits >> 15;
+  return bits;
 }
 
-inline Code8Search make_search(const Code8& code) {
-  Code8Search s{&code, std::vector<uint8_t>(size_t{1} << 17), {}};
-  for (uint32_t b = 0; b < (uint32_t{1} << 17); ++b) {
-    // The bucket's smallest value: its first bit pattern if positive, its
-    // last (largest magnitude) if negative.
-    const uint32_t lo_bits = (b & 0x10000u) ? ((b << 15) | 0x7fffu) : (b << 15);
-    const uint32_t hi_bits = (b & 0x10000u) ? (b << 15) : ((b << 15) | 0x7fffu);
-    float lo, hi;
-    std::memcpy(&lo, &lo_bits, sizeof lo);
-    std::memcpy(&hi, &hi_bits, sizeof hi);
-    if (std::isnan(lo) || std::isnan(hi)) continue;  // NaN patterns: never asked
-    const uint8_t r = quantize_nearest(code, lo);
-    const uint8_t r_hi = quantize_nearest(code, hi);
-    if (r_hi - r > 1) std::abort();  // two midpoints in one bucket: the code changed
-    s.bucket[b] = r;
+inline Code8Segments make_segments(const Code8& code, const std::array<double, 256>& exact) {
+  Code8Segments s{&code, {}, {}, {}, {}, {}, {}};
+  const bool is_signed = exact[0] < 0;
+  // The decade thresholds 10^-1 .. 10^-7 as the code's own f32 magnitudes
+  // (the signed code has 10^-7 on its negative side only).
+  std::array<float, 7>& decade = s.decade;
+  for (size_t k = 0; k < 7; ++k) {
+    const double d = std::pow(10.0, -static_cast<double>(k + 1));
+    size_t at = 256;
+    for (size_t i = 0; i < 256; ++i)
+      if (std::abs(std::abs(exact[i]) - d) <= 1e-12 * d) at = i;
+    if (at == 256) std::abort();  // not a code value: the code changed
+    decade[k] = std::abs(code[at]);
   }
-  // An order-preserving map of f32 (not NaN) to uint32, and back.
-  auto key = [](float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, sizeof u);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  const auto rank_of = [&](double value) {
+    const auto it = std::lower_bound(exact.begin(), exact.end(), value);
+    if (it == exact.end() || *it != value) std::abort();
+    return static_cast<int32_t>(it - exact.begin());
   };
-  auto value = [](uint32_t k) {
-    const uint32_t u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-  };
-  for (size_t r = 0; r + 1 < 256; ++r) {
-    const float lo = code[r], hi = code[r + 1];
-    auto up = [&](float x) {
-      const float d_lo = x - lo, d_hi = hi - x;
-      return d_hi < d_lo || (d_hi == d_lo && std::abs(hi) < std::abs(lo));
-    };
-    uint32_t below = key(lo), at = key(hi);  // up(lo) is false, up(hi) true
-    if (up(lo) || !up(hi)) std::abort();
-    while (at - below > 1) {
-      const uint32_t mid = below + (at - below) / 2;
-      (up(value(mid)) ? at : below) = mid;
+  for (int negative = 0; negative < 2; ++negative) {
+    const double sign = negative ? -1.0 : 1.0;
+    // The code magnitudes on this side, ascending (0 included).
+    std::vector<double> mags;
+    for (double c : exact)
+      if (c == 0.0 || (c > 0) == (sign > 0)) mags.push_back(std::abs(c));
+    std::sort(mags.begin(), mags.end());
+    if (negative && !is_signed) {
+      // No negative values in the table: a NaN position sends any negative
+      // x (never asked by the update: v >= 0) to quantize_nearest.
+      for (size_t e = 8; e < 16; ++e) s.inv_step[e] = std::numeric_limits<float>::quiet_NaN();
+      break;
     }
-    s.up_from[r] = value(at);
+    for (int e = 0; e < 8; ++e) {
+      const double bottom = e < 7 ? static_cast<double>(decade[size_t(e)]) : 0.0;
+      const double top = e > 0 ? static_cast<double>(decade[size_t(e - 1)]) : 2.0;
+      size_t lo = 0;  // the largest magnitude <= bottom
+      while (lo + 1 < mags.size() && mags[lo + 1] <= bottom * (1 + 1e-6)) ++lo;
+      if (lo + 1 >= mags.size()) std::abort();
+      const double step = mags[lo + 1] - mags[lo];
+      // Every magnitude up to the segment's top must sit on the grid.
+      for (size_t k = lo; k < mags.size() && mags[k] <= top * (1 + 1e-6); ++k) {
+        const double j = (mags[k] - mags[lo]) / step;
+        if (std::abs(j - std::round(j)) > 1e-9) std::abort();  // not uniform: the code changed
+      }
+      const size_t at = static_cast<size_t>(8 * negative + e);
+      s.low[at] = static_cast<float>(mags[lo]);
+      s.inv_step[at] = static_cast<float>(1.0 / step);
+      s.base[at] = rank_of(sign * mags[lo] == 0.0 ? 0.0 : sign * mags[lo]);
+    }
   }
-  s.up_from[255] = std::numeric_limits<float>::infinity();  // nothing above the top
+  for (int32_t b = 0; b < 32; ++b) {
+    // Binade [2^(b + 96 - 127), 2^(b + 96 - 126)); b = 0 also holds all below.
+    const float bottom = b == 0 ? 0.0f : std::ldexp(1.0f, b + kLowestBinade - 127);
+    const float top = std::ldexp(1.0f, b + kLowestBinade - 126);
+    int32_t seg_top = 0, inside = 0;  // segment of the binade's top part
+    float split = 0.0f;
+    for (int k = 0; k < 7; ++k) {
+      if (decade[size_t(k)] >= top) ++seg_top;  // top part is below this threshold
+      if (decade[size_t(k)] > bottom && decade[size_t(k)] < top) split = decade[size_t(k)], ++inside;
+    }
+    if (inside > 1) std::abort();
+    s.segment_of_binade[size_t(b)] = seg_top;
+    s.split_of_binade[size_t(b)] = split;
+  }
   return s;
 }
 
 }  // namespace detail
 
-// The bucket tables of the two codes (built once, 128 KiB each).
-inline const Code8Search& search_of(const Code8& code) {
-  static const Code8Search s = detail::make_search(signed_code());
-  static const Code8Search u = detail::make_search(unsigned_code());
+// The segment tables of the two codes (built once).
+inline const Code8Segments& segments_of(const Code8& code) {
+  static const Code8Segments s = detail::make_segments(signed_code(), detail::make_code(true));
+  static const Code8Segments u = detail::make_segments(unsigned_code(), detail::make_code(false));
   if (&code == &signed_code()) return s;
   if (&code == &unsigned_code()) return u;
   std::abort();  // only the two tables above are ever quantized to
 }
 
-inline uint8_t quantize_nearest_fast(const Code8Search& s, float x) {
-  const uint8_t r = s.bucket[detail::bucket_of(x)];
-  return static_cast<uint8_t>(r + (x >= s.up_from[r] ? 1 : 0));
+// The fast path alone: writes the rank and returns true, or returns false on
+// a near-tie or NaN (the caller then asks quantize_nearest). |x| < 2 (the
+// quotient by the block absmax is at most 1 + 2 ulp).
+inline bool segment_rank(const Code8Segments& s, float x, uint8_t& rank) {
+  const uint32_t bits = detail::bits_of(x);
+  const uint32_t magnitude_bits = bits & 0x7fffffffu;
+  float a;
+  std::memcpy(&a, &magnitude_bits, sizeof a);
+  const int32_t exponent = static_cast<int32_t>(magnitude_bits >> 23);
+  const size_t binade = static_cast<size_t>(std::max(exponent, kLowestBinade) & 31);
+  const int32_t segment = s.segment_of_binade[binade] + (a < s.split_of_binade[binade] ? 1 : 0) +
+                          ((bits >> 31) != 0 ? 8 : 0);
+  const auto at = static_cast<size_t>(segment);
+  const float j = (a - s.low[at]) * s.inv_step[at];
+  const float nearest = (j + kRoundToInteger) - kRoundToInteger;
+  if (!(std::abs(j - nearest) < 0.5f - kNearTie)) return false;
+  const int32_t k = static_cast<int32_t>(nearest);
+  rank = static_cast<uint8_t>(segment >= 8 ? s.base[at] - k : s.base[at] + k);
+  return true;
 }
+
+inline uint8_t quantize_nearest_fast(const Code8Segments& s, float x) {
+  uint8_t rank;
+  return segment_rank(s, x, rank) ? rank : quantize_nearest(*s.code, x);
+}
+
+// What the kernels quantize: x / absmax, computed as x * (1 / absmax) (one
+// division per block instead of one per element). When 1 / absmax is not
+// finite (a subnormal absmax) the quotient is the division itself.
+struct Reciprocal {
+  float absmax, inverse;
+  bool finite;
+  explicit Reciprocal(float absmax_)
+      : absmax(absmax_), inverse(1.0f / absmax_), finite(std::isfinite(inverse)) {}
+  float of(float x) const { return finite ? x * inverse : x / absmax; }
+};
 
 // Quantizes n values with one absmax scale; returns the scale. An all-zero
 // block has scale 0 and every byte at the rank of 0.
 inline float quantize_block(const Code8& code, const float* x, uint8_t* out, int64_t n) {
-  const Code8Search& search = search_of(code);
+  const Code8Segments& segments = segments_of(code);
   float absmax = 0.0f;
   for (int64_t i = 0; i < n; ++i) absmax = std::max(absmax, std::abs(x[i]));
   if (absmax == 0.0f) {
@@ -217,7 +294,8 @@ inline float quantize_block(const Code8& code, const float* x, uint8_t* out, int
     for (int64_t i = 0; i < n; ++i) out[i] = zero;
     return 0.0f;
   }
-  for (int64_t i = 0; i < n; ++i) out[i] = quantize_nearest_fast(search, x[i] / absmax);
+  const Reciprocal r(absmax);
+  for (int64_t i = 0; i < n; ++i) out[i] = quantize_nearest_fast(segments, r.of(x[i]));
   return absmax;
 }
 

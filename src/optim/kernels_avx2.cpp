@@ -74,6 +74,51 @@ struct Avx2 {
         _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out), packed);
   }
+
+  // segment_rank on 8 lanes, the same f32 operations. The segment is counted
+  // from the decade thresholds (the same number the binade tables give);
+  // the per-segment tables are two 8-entry halves, the sign bit picking.
+  struct SegmentTables {
+    F decade[7];
+    F low[2], inv_step[2];
+    __m256i base[2];
+  };
+  static SegmentTables segment_tables(const Code8Segments& s) {
+    SegmentTables t;
+    for (size_t k = 0; k < 7; ++k) t.decade[k] = set1(s.decade[k]);
+    for (int h = 0; h < 2; ++h) {
+      t.low[h] = _mm256_loadu_ps(s.low.data() + 8 * h);
+      t.inv_step[h] = _mm256_loadu_ps(s.inv_step.data() + 8 * h);
+      t.base[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.base.data() + 8 * h));
+    }
+    return t;
+  }
+  static F pick(const F* halves, __m256i segment, F sign) {
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(halves[0], segment),
+                            _mm256_permutevar8x32_ps(halves[1], segment), sign);
+  }
+  static bool store_ranks(uint8_t* out, F x, const SegmentTables& t) {
+    const F a = abs(x);
+    __m256i segment = _mm256_setzero_si256();
+    for (const F& d : t.decade)  // a true comparison is -1
+      segment = _mm256_sub_epi32(segment, _mm256_castps_si256(_mm256_cmp_ps(a, d, _CMP_LT_OQ)));
+    const F low = pick(t.low, segment, x);
+    const F inv_step = pick(t.inv_step, segment, x);
+    const __m256i base = _mm256_castps_si256(
+        pick(reinterpret_cast<const F*>(t.base), segment, x));
+    const F j = mul(sub(a, low), inv_step);
+    const F magic = set1(kRoundToInteger);
+    const F nearest = sub(add(j, magic), magic);
+    const F safe = _mm256_cmp_ps(abs(sub(j, nearest)), set1(0.5f - kNearTie), _CMP_LT_OQ);
+    // base + k, or base - k for negative x: (k ^ s) - s with s = 0 or -1.
+    const __m256i s = _mm256_srai_epi32(_mm256_castps_si256(x), 31);
+    const __m256i k = _mm256_sub_epi32(_mm256_xor_si256(_mm256_cvttps_epi32(nearest), s), s);
+    const __m256i rank = _mm256_add_epi32(base, k);
+    const __m128i words =
+        _mm_packs_epi32(_mm256_castsi256_si128(rank), _mm256_extracti128_si256(rank, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(words, words));
+    return _mm256_movemask_ps(safe) == 0xff;
+  }
 };
 
 }  // namespace

@@ -72,34 +72,53 @@ struct Avx512 {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(bits));
   }
 
-  // The nearest rank of x is the number of thresholds up_from[r] <= x
-  // (Code8Search: the thresholds increase, each lies in (code[r],
-  // code[r + 1]], and up_from[255] is +inf), for every x in [-1, 1]; NaN
-  // counts none, rank 0, like the scalar search. store_ranks counts them by
-  // a branch-free binary search over the 256 thresholds, 8 halvings, with
-  // each halving's candidates held in registers (position pos + step - 1
-  // for the current pos, a multiple of 2 * step): 16 candidates for steps
-  // 128..16 (one register), 16 for step 8, 32 for 4, 64 for 2, 128 for 1.
-  struct RankTables {
-    F t15, t7;  // up_from[16j + 15], up_from[16j + 7]
-    F t3[2];    // up_from[8j + 3]
-    F t1[4];    // up_from[4j + 1]
-    F t0[8];    // up_from[2j]
+  // segment_rank's tables in registers: the 32 per-binade entries in two
+  // registers each (two-source permutes), the 16 per-segment ones in one.
+  struct SegmentTables {
+    __m512i segment_of_binade[2];
+    F split_of_binade[2];
+    F low, inv_step;
+    __m512i base;
   };
-  static RankTables rank_tables(const Code8Search& search) {
-    alignas(64) float t15[16], t7[16], t3[32], t1[64], t0[128];
-    const float* up = search.up_from.data();
-    for (int j = 0; j < 16; ++j) t15[j] = up[16 * j + 15], t7[j] = up[16 * j + 7];
-    for (int j = 0; j < 32; ++j) t3[j] = up[8 * j + 3];
-    for (int j = 0; j < 64; ++j) t1[j] = up[4 * j + 1];
-    for (int j = 0; j < 128; ++j) t0[j] = up[2 * j];
-    RankTables t;
-    t.t15 = _mm512_load_ps(t15);
-    t.t7 = _mm512_load_ps(t7);
-    for (int k = 0; k < 2; ++k) t.t3[k] = _mm512_load_ps(t3 + 16 * k);
-    for (int k = 0; k < 4; ++k) t.t1[k] = _mm512_load_ps(t1 + 16 * k);
-    for (int k = 0; k < 8; ++k) t.t0[k] = _mm512_load_ps(t0 + 16 * k);
+  static SegmentTables segment_tables(const Code8Segments& s) {
+    SegmentTables t;
+    for (int k = 0; k < 2; ++k) {
+      t.segment_of_binade[k] = _mm512_loadu_si512(s.segment_of_binade.data() + 16 * k);
+      t.split_of_binade[k] = _mm512_loadu_ps(s.split_of_binade.data() + 16 * k);
+    }
+    t.low = _mm512_loadu_ps(s.low.data());
+    t.inv_step = _mm512_loadu_ps(s.inv_step.data());
+    t.base = _mm512_loadu_si512(s.base.data());
     return t;
+  }
+  // segment_rank on 16 lanes, the same f32 operations.
+  static bool store_ranks(uint8_t* out, F x, const SegmentTables& t) {
+    const __m512i bits = _mm512_castps_si512(x);
+    const __m512i magnitude_bits = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
+    const F a = _mm512_castsi512_ps(magnitude_bits);
+    // The permutes read the low 5 bits: the exponent clamped at 96 minus 96.
+    const __m512i binade =
+        _mm512_max_epi32(_mm512_srli_epi32(magnitude_bits, 23), _mm512_set1_epi32(kLowestBinade));
+    __m512i segment =
+        _mm512_permutex2var_epi32(t.segment_of_binade[0], binade, t.segment_of_binade[1]);
+    const F split = _mm512_permutex2var_ps(t.split_of_binade[0], binade, t.split_of_binade[1]);
+    const __mmask16 below_split = _mm512_cmp_ps_mask(a, split, _CMP_LT_OQ);
+    segment = _mm512_mask_add_epi32(segment, below_split, segment, _mm512_set1_epi32(1));
+    const __mmask16 negative = _mm512_test_epi32_mask(bits, _mm512_set1_epi32(int(0x80000000u)));
+    segment = _mm512_mask_add_epi32(segment, negative, segment, _mm512_set1_epi32(8));
+    const F low = _mm512_permutexvar_ps(segment, t.low);
+    const F inv_step = _mm512_permutexvar_ps(segment, t.inv_step);
+    const __m512i base = _mm512_permutexvar_epi32(segment, t.base);
+    const F j = mul(sub(a, low), inv_step);
+    const F magic = set1(kRoundToInteger);
+    const F nearest = sub(add(j, magic), magic);
+    const __mmask16 safe =
+        _mm512_cmp_ps_mask(abs(sub(j, nearest)), set1(0.5f - kNearTie), _CMP_LT_OQ);
+    const __m512i k = _mm512_cvttps_epi32(nearest);
+    const __m512i rank =
+        _mm512_mask_sub_epi32(_mm512_add_epi32(base, k), negative, base, k);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(rank));
+    return safe == 0xffff;
   }
   // Candidates at index j (0..32k-1) of 2k registers: two-source permutes
   // pick within pairs (bits 0-4), blends pick the pair (bits 5 and up).
@@ -127,23 +146,6 @@ struct Avx512 {
   }
   static F lookup(const uint8_t* q, const CodeTable& t) {
     return pick16(t.t, _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
-  }
-  static __m512i halve(__m512i pos, F x, F candidate, int step) {
-    const __mmask16 at_or_above = _mm512_cmp_ps_mask(x, candidate, _CMP_GE_OQ);
-    return _mm512_mask_add_epi32(pos, at_or_above, pos, _mm512_set1_epi32(step));
-  }
-  static void store_ranks(uint8_t* out, F x, const RankTables& t) {
-    __m512i pos = _mm512_setzero_si512();
-    for (int step = 128; step >= 16; step /= 2) {
-      const __m512i j =
-          _mm512_add_epi32(_mm512_srli_epi32(pos, 4), _mm512_set1_epi32(step / 16 - 1));
-      pos = halve(pos, x, _mm512_permutexvar_ps(j, t.t15), step);
-    }
-    pos = halve(pos, x, _mm512_permutexvar_ps(_mm512_srli_epi32(pos, 4), t.t7), 8);
-    pos = halve(pos, x, pick2(t.t3, _mm512_srli_epi32(pos, 3)), 4);
-    pos = halve(pos, x, pick4(t.t1, _mm512_srli_epi32(pos, 2)), 2);
-    pos = halve(pos, x, pick8(t.t0, _mm512_srli_epi32(pos, 1)), 1);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(pos));
   }
 };
 

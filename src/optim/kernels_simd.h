@@ -10,6 +10,8 @@
 // each compiled for its instruction set (a target pragma there), from the
 // one template body in kernels_simd_body.h. Call them only when
 // isa_supported() says so; the dispatchers below do.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -38,7 +40,9 @@ namespace lt::optim {
       uint8_t* v_codes, float& v_scale, float* m, float* v, uint16_t* shadow, int64_t n);          \
   void adamw8bit_update_block_##suffix(                                                            \
       const AdamWScalars& s, float* param, const BFloat16* grad, uint8_t* m_codes, float& m_scale, \
-      uint8_t* v_codes, float& v_scale, float* m, float* v, uint16_t* shadow, int64_t n);
+      uint8_t* v_codes, float& v_scale, float* m, float* v, uint16_t* shadow, int64_t n);         \
+  float quantize_block_##suffix(const Code8& code, const float* x, uint8_t* out, int64_t n,        \
+                                float absmax);
 LT_OPTIM_DECLARE_ISA(avx2)
 LT_OPTIM_DECLARE_ISA(avx512)
 #undef LT_OPTIM_DECLARE_ISA
@@ -74,6 +78,21 @@ void adamw8bit_update_block(Isa isa, const AdamWScalars& s, float* param, const 
   (void)isa;
 #endif
   adamw8bit_update_block(s, param, grad, m_codes, m_scale, v_codes, v_scale, m, v, shadow, n);
+}
+
+// quantize_block on the chosen instruction set (the same ranks and scale).
+inline float quantize_block(Isa isa, const Code8& code, const float* x, uint8_t* out, int64_t n) {
+#if LT_OPTIM_X86_KERNELS
+  if (isa != Isa::kScalar) {
+    float absmax = 0.0f;
+    for (int64_t i = 0; i < n; ++i) absmax = std::max(absmax, std::abs(x[i]));
+    return isa == Isa::kAvx512 ? quantize_block_avx512(code, x, out, n, absmax)
+                               : quantize_block_avx2(code, x, out, n, absmax);
+  }
+#else
+  (void)isa;
+#endif
+  return quantize_block(code, x, out, n);
 }
 
 }  // namespace lt::optim

@@ -11,10 +11,12 @@
 //   kRegisterTables                 whether it looks tables up in registers:
 //   code_table(const Code8&)        a code table laid out for
 //   lookup(const uint8_t* q, table) code[q] for kWidth bytes q
-//   rank_tables(const Code8Search&) the rank thresholds laid out for
-//   store_ranks(uint8_t*, F x, tables)  the nearest ranks of x
 //   (without them: code_table returns an unused placeholder, and the
-//   lookups and rank search run as scalar code)
+//   lookups run as scalar code)
+//   segment_tables(const Code8Segments&)  the segment tables laid out for
+//   store_ranks(uint8_t*, F x, tables)  segment_rank on kWidth quotients:
+//                                   stores the ranks, returns false if any
+//                                   lane is a near-tie or NaN
 //
 // Per element, the operations are those of adamw_kernel.h's
 // detail::moments and detail::apply in the same order; the remainder of a
@@ -91,46 +93,32 @@ void adamw_update(const AdamWScalars& s, float* param, const Grad* grad, float* 
 }
 
 // Quantizes x[0, n) with the scale `absmax` (the block's, > 0 or 0) as
-// quantize_block does; returns the scale. The division x / absmax is
-// vectorized into a small buffer; the rank search (a bucket load and two
-// table loads per value) then runs as scalar code over it. Building
-// vectors from just-stored scalars instead (or gathering) stalled on store
-// forwarding and measured ~3x slower.
+// quantize_block does; returns the scale. V::store_ranks runs
+// segment_rank's operations on a register of quotients; where a lane is
+// near a tie (or NaN) the register goes through the scalar
+// quantize_nearest_fast instead, which settles those lanes exactly.
 template <class V>
 float quantize(const Code8& code, const float* x, uint8_t* out, int64_t n, float absmax) {
   if (absmax == 0.0f) {
     std::memset(out, quantize_nearest(code, 0.0f), static_cast<size_t>(n));
     return 0.0f;
   }
-  const Code8Search& search = search_of(code);
-  const auto scale = V::set1(absmax);
-  if constexpr (V::kRegisterTables) {
-    // The whole search in registers (V::store_ranks); only the remainder
-    // goes through the scalar rank below.
-    const auto ranks = V::rank_tables(search);
-    int64_t i = 0;
-    for (; i + V::kWidth <= n; i += V::kWidth)
-      V::store_ranks(out + i, V::div(V::load(x + i), scale), ranks);
-    for (; i < n; ++i) out[i] = quantize_nearest_fast(search, x[i] / absmax);
-    return absmax;
-  }
-  constexpr int64_t kChunk = 256;
-  alignas(64) float quotient[kChunk];
-  for (int64_t first = 0; first < n; first += kChunk) {
-    const int64_t count = std::min(kChunk, n - first);
-    int64_t i = 0;
-    for (; i + V::kWidth <= count; i += V::kWidth)
-      V::store(quotient + i, V::div(V::load(x + first + i), scale));
-    for (; i < count; ++i) quotient[i] = x[first + i] / absmax;
-    // quantize_nearest_fast, with the table pointers held in registers (the
-    // byte stores to `out` could alias them as far as the compiler knows).
-    const uint8_t* bucket = search.bucket.data();
-    const float* up_from = search.up_from.data();
-    for (i = 0; i < count; ++i) {
-      const uint8_t r = bucket[detail::bucket_of(quotient[i])];
-      out[first + i] = static_cast<uint8_t>(r + (quotient[i] >= up_from[r] ? 1 : 0));
+  const Code8Segments& segments = segments_of(code);
+  const Reciprocal reciprocal(absmax);
+  int64_t i = 0;
+  if (reciprocal.finite) {
+    const auto inverse = V::set1(reciprocal.inverse);
+    const auto tables = V::segment_tables(segments);
+    for (; i + V::kWidth <= n; i += V::kWidth) {
+      const auto y = V::mul(V::load(x + i), inverse);
+      if (V::store_ranks(out + i, y, tables)) continue;
+      alignas(64) float lanes[V::kWidth];
+      V::store(lanes, y);
+      for (int64_t k = 0; k < V::kWidth; ++k)
+        out[i + k] = quantize_nearest_fast(segments, lanes[k]);
     }
   }
+  for (; i < n; ++i) out[i] = quantize_nearest_fast(segments, reciprocal.of(x[i]));
   return absmax;
 }
 
@@ -190,7 +178,7 @@ void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* gra
 
 }  // namespace lt::optim::simd_body
 
-// Defines kernels_simd.h's four entry points of one ISA on the vector type V
+// Defines kernels_simd.h's five entry points of one ISA on the vector type V
 // (inside namespace lt::optim, after V).
 #define LT_OPTIM_DEFINE_ISA(suffix, V)                                                             \
   void adamw_update_##suffix(const AdamWScalars& s, float* param, const float* grad,               \
@@ -212,4 +200,8 @@ void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* gra
       uint8_t* v_codes, float& v_scale, float* m, float* v, uint16_t* shadow, int64_t n) {         \
     simd_body::adamw8bit_update_block<V>(s, param, grad, m_codes, m_scale, v_codes, v_scale, m, v, \
                                          shadow, n);                                               \
+  }                                                                                                \
+  float quantize_block_##suffix(const Code8& code, const float* x, uint8_t* out, int64_t n,        \
+                                float absmax) {                                                    \
+    return simd_body::quantize<V>(code, x, out, n, absmax);                                        \
   }

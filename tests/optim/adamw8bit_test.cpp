@@ -5,13 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "nn/module.h"
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
@@ -118,26 +121,75 @@ TEST(Code8, QuantizeDequantizeErrorWithinHalfSpacingOnNormalAndHeavyTailedData) 
   }
 }
 
-// The kernel's bucketed search returns exactly the reference search's
-// rank: on every table value, every midpoint and its f32 neighbours (the
-// ties and near-ties), beyond the ends, and on random values.
-TEST(Code8, BucketedSearchEqualsBinarySearch) {
-  std::mt19937_64 rng(11);
-  std::uniform_real_distribution<float> uni(-1.2f, 1.2f);
-  for (const Code8* code : {&signed_code(), &unsigned_code()}) {
-    std::vector<float> xs = {-2.0f, 2.0f, -1.0f, 1.0f, 0.0f, -0.0f, 1e-9f, -1e-9f};
-    for (size_t i = 0; i < 256; ++i) {
-      xs.push_back((*code)[i]);
-      if (i + 1 < 256) {
-        const float mid = 0.5f * ((*code)[i] + (*code)[i + 1]);
-        xs.push_back(mid);
-        xs.push_back(std::nextafter(mid, 2.0f));
-        xs.push_back(std::nextafter(mid, -2.0f));
+// An order-preserving map of f32 (not NaN) to uint32, and back.
+uint32_t order_key(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+float from_order_key(uint32_t k) {
+  const uint32_t u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Walks every f32 in [lo, hi] upwards, keeping the nearest rank by
+// quantize_nearest's own f32 rule (d_hi < d_lo, or a tie going to the
+// smaller magnitude), and compares the fast path wherever it answers.
+// Returns how many values it declined (near-ties).
+int64_t check_every_float(const Code8& code, float lo, float hi) {
+  const Code8Segments& segments = segments_of(code);
+  const uint32_t first = order_key(lo), last = order_key(hi);
+  const int64_t count = int64_t{last} - int64_t{first} + 1;
+  std::atomic<int64_t> declined{0}, wrong{0};
+  std::atomic<uint32_t> first_wrong{0};
+  parallel_for(0, count, int64_t{1} << 22, [&](int64_t begin, int64_t end) {
+    size_t r = quantize_nearest(code, from_order_key(first + static_cast<uint32_t>(begin)));
+    int64_t local_declined = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      const float x = from_order_key(first + static_cast<uint32_t>(i));
+      while (r < 255) {
+        const float d_lo = x - code[r], d_hi = code[r + 1] - x;
+        if (d_hi < d_lo || (d_hi == d_lo && std::abs(code[r + 1]) < std::abs(code[r]))) {
+          ++r;
+        } else {
+          break;
+        }
+      }
+      uint8_t fast;
+      if (!segment_rank(segments, x, fast)) {
+        ++local_declined;
+      } else if (fast != r) {
+        if (wrong++ == 0) first_wrong = first + static_cast<uint32_t>(i);
       }
     }
-    for (int i = 0; i < 100000; ++i) xs.push_back(uni(rng) * std::pow(10.0f, -float(i % 8)));
-    for (float x : xs)
-      ASSERT_EQ(quantize_nearest_fast(search_of(*code), x), quantize_nearest(*code, x)) << x;
+    declined += local_declined;
+  });
+  EXPECT_EQ(wrong.load(), 0) << "first at x = " << from_order_key(first_wrong.load());
+  return declined.load();
+}
+
+// The kernels' segment search (segment_rank) returns exactly the reference
+// search's rank: on every f32 of magnitude in [2^-27, 1 + 4 ulp] on both
+// sides of 0 (below 2^-27 only 0 is near; spot checks there), and it
+// declines few values (near-ties only).
+TEST(Code8, SegmentSearchEqualsTheReferenceOnEveryFloat) {
+  const float one_up = std::nextafter(std::nextafter(1.0f, 2.0f), 2.0f);
+  const float top = std::nextafter(std::nextafter(one_up, 2.0f), 2.0f);
+  const float small = std::ldexp(1.0f, -27);
+  int64_t declined = check_every_float(signed_code(), small, top);
+  declined += check_every_float(signed_code(), -top, -small);
+  declined += check_every_float(unsigned_code(), small, top);
+  const int64_t checked = 3 * (int64_t{order_key(top)} - int64_t{order_key(small)} + 1);
+  EXPECT_LT(declined, checked / 500) << "the fast path declines too often";
+  for (const Code8* code : {&signed_code(), &unsigned_code()}) {
+    std::vector<float> xs = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, -1e-40f, small, -small,
+                             std::numeric_limits<float>::quiet_NaN()};
+    for (int e = -149; e < -27; ++e) xs.push_back(std::ldexp(1.3f, e));
+    for (float x : xs) {
+      ASSERT_EQ(quantize_nearest_fast(segments_of(*code), x), quantize_nearest(*code, x)) << x;
+    }
   }
 }
 

@@ -255,8 +255,9 @@ void expect_nearest_codes(const Block8& b, const std::string& what) {
   ASSERT_EQ(b.m_scale, m_absmax) << what;
   ASSERT_EQ(b.v_scale, v_absmax) << what;
   for (size_t i = 0; i < b.p.size(); ++i) {
-    const float xm = m_absmax == 0 ? 0.0f : b.m_scratch[i] / m_absmax;
-    const float xv = v_absmax == 0 ? 0.0f : b.v_scratch[i] / v_absmax;
+    // The kernels' quotient: x times the f32 reciprocal of the absmax.
+    const float xm = m_absmax == 0 ? 0.0f : b.m_scratch[i] * (1.0f / m_absmax);
+    const float xv = v_absmax == 0 ? 0.0f : b.v_scratch[i] * (1.0f / v_absmax);
     ASSERT_EQ(b.m_codes[i], nearest_by_brute_force(m_code, xm)) << what << " m " << i;
     ASSERT_EQ(b.v_codes[i], nearest_by_brute_force(v_code, xv)) << what << " v " << i;
     ASSERT_TRUE(is_bf16_of(b.p[i], b.shadow[i])) << what << " shadow " << i;
@@ -292,6 +293,56 @@ TEST(OptimSimd, AdamW8bitBlockVectorPathsMatchScalarBitwiseAndBruteForce) {
         expect_same_bits(r16.p, scalar16.p, what + " param, bf16 grads");
         expect_same_bits(r16.m_codes, scalar16.m_codes, what + " m codes, bf16 grads");
         expect_same_bits(r16.v_codes, scalar16.v_codes, what + " v codes, bf16 grads");
+      }
+    }
+  }
+}
+
+// The vector quantizers on the values where their fast path must decline:
+// every midpoint between two codes (times the absmax) and its f32
+// neighbours, the code values themselves, the decade thresholds; NaN and
+// a subnormal absmax (its reciprocal overflows: the division is used).
+// Same ranks as the scalar path, and as the reference binary search on the
+// quotient.
+TEST(OptimSimd, QuantizeNearTiesMatchesScalarAndTheReferenceSearch) {
+  SKIP_WITHOUT_VECTOR_ISA();
+  for (const bool is_signed : {true, false}) {
+    const Code8& code = is_signed ? signed_code() : unsigned_code();
+    const auto exact = detail::make_code(is_signed);
+    for (const float absmax : {1.0f, 3e-3f, 7.7e4f, 2e-39f}) {
+      std::vector<float> x;
+      for (size_t r = 0; r < 256; ++r) {
+        x.push_back(code[r] * absmax);
+        if (r + 1 == 256) continue;
+        const float mid = 0.5f * (code[r] + code[r + 1]) * absmax;
+        for (float y : {mid, std::nextafter(mid, 2e38f), std::nextafter(mid, -2e38f)})
+          if (std::abs(y) <= absmax) x.push_back(y);
+      }
+      x.push_back(absmax);  // the block's absmax is the one given
+      if (!is_signed) x.push_back(std::numeric_limits<float>::quiet_NaN());
+      std::vector<uint8_t> want(x.size()), got(x.size());
+      const float scale = quantize_block(Isa::kScalar, code, x.data(), want.data(),
+                                         static_cast<int64_t>(x.size()));
+      ASSERT_EQ(scale, absmax);
+      const float inverse = 1.0f / absmax;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const float y = std::isfinite(inverse) ? x[i] * inverse : x[i] / absmax;
+        if (std::isnan(y)) continue;  // NaN: rank 0 by quantize_nearest, checked below
+        // At an exact f32 tie the f32 table's rule (quantize_nearest, a
+        // binary search) decides; brute force in double may differ there.
+        ASSERT_EQ(want[i], quantize_nearest(code, y)) << "x=" << x[i] << " absmax=" << absmax;
+        ASSERT_LE(std::abs(int(want[i]) - int(nearest_by_brute_force(exact, y))), 1);
+      }
+      for (Isa isa : vector_isas()) {
+        const std::string what = std::string(isa_name(isa)) + (is_signed ? " signed" : " unsigned") +
+                                 " absmax=" + std::to_string(absmax);
+        EXPECT_EQ(quantize_block(isa, code, x.data(), got.data(), static_cast<int64_t>(x.size())),
+                  absmax)
+            << what;
+        expect_same_bits(got, want, what);
+      }
+      if (!is_signed) {
+        EXPECT_EQ(want.back(), 0) << "NaN takes rank 0";
       }
     }
   }

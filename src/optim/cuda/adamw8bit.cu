@@ -20,7 +20,7 @@ struct Codes {
 
 // quantize_nearest on a sorted table of 256: the lower bound of x, then the
 // nearer of its two neighbours, an exact tie going to the smaller magnitude.
-// The CPU's bucket search returns exactly this rank (adamw8bit_kernel.h).
+// The CPU's segment search returns exactly this rank (adamw8bit_kernel.h).
 __device__ __forceinline__ uint8_t nearest_rank(const float* code, float x) {
   int lo = 0, count = 256;  // std::lower_bound: first index with code >= x
   while (count > 0) {
@@ -39,6 +39,14 @@ __device__ __forceinline__ uint8_t nearest_rank(const float* code, float x) {
   if (d_lo < d_hi) return static_cast<uint8_t>(lo - 1);
   if (d_hi < d_lo) return static_cast<uint8_t>(lo);
   return static_cast<uint8_t>(fabsf(below) <= fabsf(above) ? lo - 1 : lo);
+}
+
+// The CPU's Reciprocal (adamw8bit_kernel.h): x / absmax as x * (1 / absmax)
+// (`inverse`, one division per block), the division itself when 1 / absmax
+// is not finite; 0 for absmax 0.
+__device__ __forceinline__ float quotient(float x, float absmax, float inverse) {
+  if (absmax == 0.0f) return 0.0f;
+  return isfinite(inverse) ? __fmul_rn(x, inverse) : __fdiv_rn(x, absmax);
 }
 
 // One thread block per quantization block. Shared memory: the two tables,
@@ -81,10 +89,11 @@ __global__ void adamw8bit_kernel(AdamWScalars s, Codes codes, float* __restrict_
   m_max = ops::cuda::block_max(m_max, scratch);
   v_max = ops::cuda::block_max(v_max, scratch);
   // quantize_block: an all-zero block keeps scale 0 and the rank of 0.
+  const float m_inverse = __fdiv_rn(1.0f, m_max), v_inverse = __fdiv_rn(1.0f, v_max);
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const int64_t e = begin + i;
-    m_codes[e] = nearest_rank(m_code, m_max == 0.0f ? 0.0f : __fdiv_rn(m[i], m_max));
-    v_codes[e] = nearest_rank(v_code, v_max == 0.0f ? 0.0f : __fdiv_rn(v[i], v_max));
+    m_codes[e] = nearest_rank(m_code, quotient(m[i], m_max, m_inverse));
+    v_codes[e] = nearest_rank(v_code, quotient(v[i], v_max, v_inverse));
   }
   if (threadIdx.x == 0) {
     m_scales[b] = m_max;
