@@ -53,6 +53,7 @@ nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o) {
   for (auto it = schedule.begin(); it != schedule.end(); ++it) j[it.key()] = it.value();
   j["seq_len"] = r.sizes.seq_len;
   j["predicted_step_s"] = r.prediction.step_s;
+  j["stage_times"] = r.stage_times_from;
   j["predicted_tokens_per_s"] = r.prediction.tokens_per_s;
   j["predicted_split_s"] = {{"compute", r.prediction.compute_s},
                             {"recompute", r.prediction.recompute_s},
@@ -99,7 +100,8 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
     fmt::print("{:>5} {:<10}{}", i, exec::placement_name(s.boundaries[i]),
                (i % 6 == 5 || i + 1 == s.boundaries.size()) ? "\n" : "");
   const auto& p = r.prediction;
-  fmt::print("predicted step {:.3f} s ({:.0f} tokens/s):\n", p.step_s, p.tokens_per_s);
+  fmt::print("predicted step {:.3f} s ({:.0f} tokens/s), stage times: {}\n", p.step_s,
+             p.tokens_per_s, r.stage_times_from);
   fmt::print(
       "  compute {:.3f} s, recompute {:.3f} s, exposed weight/gradient copies {:.3f} s, "
       "exposed activation copies {:.3f} s, optimizer {:.3f} s\n",

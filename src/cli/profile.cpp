@@ -1,28 +1,67 @@
 // `lazytrain profile`: measure this machine and write a hardware profile
-// for `lazytrain plan`.
+// for `lazytrain plan`; with --model, also the model's per-stage times
+// (the profile's stage_times, plan/stage_times.h).
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <memory>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "io/atomic_file.h"
 #include "plan/profile.h"
 
 namespace lt::cli {
+
+namespace {
+
+struct StageTimingArgs {
+  std::string model;  // a Hugging Face folder or a config.json; empty: no stage times
+  int64_t seq_len = 1024;
+  std::vector<int64_t> batch_sizes = {1, 2};
+};
+
+models::ModelConfig model_config_at(const std::string& path) {
+  const std::filesystem::path p(path);
+  LT_CHECK(std::filesystem::exists(p), path, ": no such file or folder (expected a Hugging Face ",
+           "model folder or a config.json)");
+  return models::ModelConfig::from_file(std::filesystem::is_directory(p) ? p / "config.json" : p);
+}
+
+}  // namespace
 
 void add_profile_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("profile", "Measure this machine into a hardware profile (YAML)");
   auto out = std::make_shared<std::string>("hw.yaml");
   auto options = std::make_shared<plan::ProfileOptions>();
   auto disk_mb = std::make_shared<int64_t>(512);
+  auto timing = std::make_shared<StageTimingArgs>();
   cmd->add_option("--out", *out, "where to write the profile")->capture_default_str();
   cmd->add_option("--disk-path", options->disk_path, "folder for the disk test and offload")
       ->capture_default_str();
   cmd->add_option("--disk-mb", *disk_mb, "MiB written and read back")->capture_default_str();
   cmd->add_option("--repeats", options->repeats, "runs per figure (median)")->capture_default_str();
-  cmd->callback([out, options, disk_mb] {
+  cmd->add_option("--model", timing->model,
+                  "also time this model's stages (Hugging Face folder or config.json; random "
+                  "weights) into stage_times");
+  cmd->add_option("--seq-len", timing->seq_len, "tokens per sequence for the stage times")
+      ->capture_default_str();
+  cmd->add_option("--batch-sizes", timing->batch_sizes,
+                  "the two batch sizes (sequences per chunk) the stages are timed at")
+      ->delimiter(',')
+      ->expected(2)
+      ->capture_default_str();
+  cmd->callback([out, options, disk_mb, timing] {
     options->disk_bytes = *disk_mb << 20;
-    const plan::ProfileReport r = plan::measure_profile(*options);
+    plan::ProfileReport r = plan::measure_profile(*options);
+    if (!timing->model.empty()) {
+      const Device device = plan::stage_timing_device();
+      r.profile.stage_times =
+          plan::measure_stage_times(model_config_at(timing->model), timing->seq_len,
+                                    timing->batch_sizes, device, options->repeats);
+      r.measured.push_back(
+          fmt::format("stage_times ({}, seq_len {})", device.str(), timing->seq_len));
+    }
     io::write_file_atomic(*out, r.profile.to_yaml());
     fmt::print("{}", r.profile.to_yaml());
     std::string measured;

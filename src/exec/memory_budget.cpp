@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "exec/streaming_plan.h"
 
 namespace lt::exec {
 
@@ -10,6 +11,7 @@ namespace {
 
 constexpr int64_t kBf16 = 2;
 constexpr int64_t kFp32 = 4;
+constexpr int64_t kTokenId = 8;  // token ids and targets are i64
 // The head computes the loss over chunks of this many tokens, so that full
 // logits never exist at once; each chunk holds fp32 logits and their
 // gradient (DESIGN.md, "Numerics").
@@ -59,12 +61,18 @@ void MemoryBudget::add(MemorySpace space, std::string what, int64_t bytes) {
   if (bytes > 0) items.push_back({space, std::move(what), bytes});
 }
 
-int64_t edge_parameters(const models::ModelConfig& c) {
-  const int64_t embed = c.vocab_size * c.hidden_size;
+int64_t embed_parameters(const models::ModelConfig& c) {
   const int64_t positions = c.is_gpt2() ? c.max_position_embeddings * c.hidden_size : 0;
+  return c.vocab_size * c.hidden_size + positions;
+}
+
+int64_t head_parameters(const models::ModelConfig& c) {
   const int64_t final_norm = c.is_gpt2() ? 2 * c.hidden_size : c.hidden_size;
-  const int64_t head = c.tie_word_embeddings ? 0 : c.vocab_size * c.hidden_size;
-  return embed + positions + final_norm + head;
+  return final_norm + (c.tie_word_embeddings ? 0 : c.vocab_size * c.hidden_size);
+}
+
+int64_t edge_parameters(const models::ModelConfig& c) {
+  return embed_parameters(c) + head_parameters(c);
 }
 
 int64_t block_parameters(const models::ModelConfig& c) {
@@ -73,7 +81,110 @@ int64_t block_parameters(const models::ModelConfig& c) {
 }
 
 int64_t boundary_bytes(const models::ModelConfig& c, const TrainSizes& s) {
-  return s.batch_size * s.seq_len * c.hidden_size * kBf16;
+  return s.batch_size * s.seq_len * c.hidden_size * s.compute_bytes;
+}
+
+namespace {
+
+// The device weight slots (streaming.cpp, acquire/load): while a stage
+// computes, the other slot holds (or receives) the next use's stage, so the
+// peak is the largest pair of consecutive stage uses. Whatever the
+// schedule, those pairs are embed + block, block + block, block + head and
+// head + block (recomputes and backward only add block + block pairs).
+int64_t weight_slot_elements(const models::ModelConfig& c) {
+  const int64_t block = block_parameters(c);
+  const int64_t head_reads =
+      head_parameters(c) + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0);
+  int64_t pair = std::max(embed_parameters(c), head_reads) + block;
+  if (c.num_hidden_layers >= 2) pair = std::max(pair, 2 * block);
+  return pair;
+}
+
+// Device gradients (streaming.cpp, copy_out/download): the stage whose
+// backward runs builds its gradients while the two stages copied out before
+// it may still be downloading (a third download waits for the first). The
+// order is fixed: head, blocks L-1..0, embed. A tied head also builds the
+// embedding's gradient, which stays on the device until the embed stage's
+// backward copies it out.
+int64_t gradient_elements(const models::ModelConfig& c) {
+  const int64_t tied = c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0;
+  std::vector<int64_t> own = {head_parameters(c)};
+  for (int64_t b = 0; b < c.num_hidden_layers; ++b) own.push_back(block_parameters(c));
+  own.push_back(embed_parameters(c));
+  int64_t peak = 0, last = 0, before_last = 0;
+  for (size_t i = 0; i < own.size(); ++i) {
+    const bool embed = i + 1 == own.size();
+    // The tied embedding gradient: built by the head, held until the embed
+    // stage, whose own count includes it.
+    const int64_t held = embed ? 0 : tied;
+    peak = std::max(peak, own[i] + held + last + before_last);
+    before_last = last;
+    last = own[i];
+  }
+  return peak;
+}
+
+}  // namespace
+
+BoundaryPeak device_boundary_peak(const Schedule& schedule, int num_blocks) {
+  const std::vector<StageUse> uses = plan_stage_uses(schedule, num_blocks);
+  const auto& place = schedule.boundaries;
+  const auto offloaded = [&](int b) {
+    return b < num_blocks && (place[b] == Placement::Host || place[b] == Placement::Disk);
+  };
+  std::vector<bool> on(place.size(), false);
+  bool dy = false;
+  BoundaryPeak peak;
+  const auto measure = [&] {
+    BoundaryPeak now;
+    now.gradient = dy ? 1 : 0;
+    for (size_t b = 0; b < on.size(); ++b) {
+      if (!on[b]) continue;
+      if (static_cast<int>(b) == num_blocks || place[b] == Placement::Gpu)
+        ++now.kept;
+      else if (place[b] == Placement::Recompute)
+        ++now.recomputed;
+      else
+        ++now.offloaded;
+    }
+    if (now.total() > peak.total()) peak = now;
+  };
+  // The same steps as StreamingExecutor::Impl::run_step, in its order.
+  for (size_t u = 0; u < uses.size(); ++u) {
+    // fetch(): an offloaded input of the next (recompute or backward) use
+    // comes back to the device before this use computes.
+    if (u + 1 < uses.size()) {
+      const StageUse next = uses[u + 1];
+      if (next.stage >= 1 &&
+          (next.work == StageWork::Recompute || next.work == StageWork::Backward) &&
+          offloaded(next.stage - 1))
+        on[next.stage - 1] = true;
+    }
+    const int s = uses[u].stage;
+    switch (uses[u].work) {
+      case StageWork::Forward:
+        on[s] = true;  // its output, next to its input
+        measure();
+        // release_device_copy: the input goes unless it is kept (after its
+        // copy out, if offloaded, has landed).
+        if (s >= 1 && place[s - 1] != Placement::Gpu) on[s - 1] = false;
+        break;
+      case StageWork::HeadStep:
+        dy = true;
+        measure();
+        on[s - 1] = false;
+        break;
+      case StageWork::Recompute:
+        on[s] = true;
+        measure();
+        break;
+      case StageWork::Backward:
+        measure();
+        if (s >= 1) on[s - 1] = false;
+        break;
+    }
+  }
+  return peak;
 }
 
 MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int64_t micro_batch) {
@@ -81,21 +192,19 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
            "memory budget: batch size and sequence length must be > 0");
   const int64_t chunk = micro_batch > 0 ? std::min(micro_batch, s.batch_size) : s.batch_size;
   const int64_t chunk_tokens = chunk * s.seq_len;
+  LT_CHECK(s.compute_bytes > 0, "memory budget: compute_bytes must be > 0");
   const int64_t n = c.num_parameters();
-  const int64_t block = block_parameters(c);
-  const int64_t edge = edge_parameters(c);
   MemoryBudget m;
   using enum MemorySpace;
-  // GPU. One block computes while the next one's weights arrive.
-  m.add(Gpu, "block weights, double buffer (bf16)", 2 * block * kBf16);
-  // One block's gradients fill while the previous block's drain to the host.
-  m.add(Gpu, "block gradients, double buffer (bf16)", 2 * block * kBf16);
-  m.add(Gpu, "embedding, final norm and lm_head, resident (bf16)", edge * kBf16);
-  m.add(Gpu, "embedding and lm_head gradients (bf16)", edge * kBf16);
+  const int64_t cb = s.compute_bytes;
+  // GPU (see weight_slot_elements and gradient_elements for why).
+  m.add(Gpu, "weight slots: the largest two consecutive stages", weight_slot_elements(c) * cb);
+  m.add(Gpu, "gradients: one stage built, two earlier ones downloading", gradient_elements(c) * cb);
+  m.add(Gpu, "token ids and targets (i64)", 2 * s.batch_size * s.seq_len * kTokenId);
   // A block's saved tensors for one micro-batch, and as much again for the
   // gradients alive during its backward (an estimate, not a measurement).
-  m.add(Gpu, "block working set, one micro-batch (bf16, saved tensors x2)",
-        2 * block_saved_elements_per_token(c) * chunk_tokens * kBf16);
+  m.add(Gpu, "block working set, one micro-batch (saved tensors x2)",
+        2 * block_saved_elements_per_token(c) * chunk_tokens * cb);
   m.add(Gpu, "loss working set (fp32 logits + gradient, one chunk)",
         2 * std::min(kLossChunkTokens, chunk_tokens) * c.vocab_size * kFp32);
   // Host.
@@ -108,7 +217,7 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   m.add(Host, "weights streamed to the GPU, pinned (bf16)", n * kBf16);
   // Clipping needs the global gradient norm before any update, so every
   // gradient is held until backward ends.
-  m.add(Host, "gradients, pinned (bf16)", n * kBf16);
+  m.add(Host, "gradients, pinned", n * s.compute_bytes);
   return m;
 }
 
@@ -123,29 +232,34 @@ int longest_recompute_run(const Schedule& schedule) {
 
 MemoryBudget bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
                           const Schedule& schedule) {
-  validate(schedule, static_cast<int>(c.num_hidden_layers), "memory budget");
+  const int L = static_cast<int>(c.num_hidden_layers);
+  validate(schedule, L, "memory budget");
   MemoryBudget m = fixed_bytes(c, s, schedule.micro_batch);
   const int64_t a = boundary_bytes(c, s);
-  int64_t gpu = 0, host = 0, disk = 0;
+  int64_t host = 0, disk = 0;
   for (Placement p : schedule.boundaries) {
-    gpu += p == Placement::Gpu;
     host += p == Placement::Host;
     disk += p == Placement::Disk;
   }
   using enum MemorySpace;
-  m.add(Gpu, "kept boundaries (" + std::to_string(gpu) + ")", gpu * a);
-  // Backward rematerializes a recomputed run all at once, from the kept
-  // boundary before it, and holds it while it walks back through the run.
-  const int run = longest_recompute_run(schedule);
-  m.add(Gpu, "recompute buffer (" + std::to_string(run) + " boundaries)", run * a);
-  // An offloaded boundary occupies the GPU while it is copied out in
-  // forward and once it is back for backward: one at a time.
-  if (host + disk > 0) m.add(Gpu, "offload staging (one boundary)", a);
-  m.add(Host, "boundaries on the host (" + std::to_string(host) + ", pinned)", host * a);
-  // A disk boundary passes through a pinned host buffer on its way.
-  if (disk > 0) m.add(Host, "disk staging (one boundary, pinned)", a);
+  const BoundaryPeak peak = device_boundary_peak(schedule, L);
+  const auto count = [](int n) { return " (" + std::to_string(n) + ")"; };
+  m.add(Gpu, "boundaries kept on the GPU, at the peak" + count(peak.kept), peak.kept * a);
+  m.add(Gpu, "recomputed boundaries, at the peak" + count(peak.recomputed), peak.recomputed * a);
+  m.add(Gpu, "offloaded boundaries in use or in transit, at the peak" + count(peak.offloaded),
+        peak.offloaded * a);
+  m.add(Gpu, "boundary gradient (whole batch)" + count(peak.gradient), peak.gradient * a);
+  m.add(Host, "boundaries on the host" + count(static_cast<int>(host)) + ", pinned", host * a);
+  // Disk boundaries pass through host buffers: in forward the one being
+  // copied out and the two the disk may still be writing (a third write
+  // waits for the first); in backward the one in use, the one fetched and
+  // the one being read two uses ahead, while the last two writes may still
+  // be pending.
+  const int64_t disk_buffers = std::min<int64_t>(disk, kMaxDiskTransitBuffers);
+  m.add(Host, "disk boundaries in transit" + count(static_cast<int>(disk_buffers)),
+        disk_buffers * a);
   const int64_t a_disk = (a + kDiskAlign - 1) / kDiskAlign * kDiskAlign;
-  m.add(Disk, "boundaries on disk (" + std::to_string(disk) + ")", disk * a_disk);
+  m.add(Disk, "boundaries on disk" + count(static_cast<int>(disk)), disk * a_disk);
   return m;
 }
 

@@ -4,8 +4,17 @@
 // and a Schedule (DESIGN.md, "Key interfaces"). The planner calls it to
 // decide, the executor to allocate, and `lazytrain plan` prints it.
 //
-// Boundary activations and GPU compute are bf16 (2 bytes); the master
-// weights and the optimizer live on the host in fp32.
+// The device computes in TrainSizes::compute_bytes per element (bf16 on a
+// GPU; f32 on the CPU stand-in): its weight copies, gradients and boundary
+// activations. The master weights and the optimizer live on the host in fp32.
+//
+// The GPU side follows the streaming executor's own rules (streaming.cpp):
+// what it holds at once is walked over its stage plan (streaming_plan.h):
+// the two weight slots, a stage's gradients while two earlier stages'
+// downloads may still be in flight, and every boundary on the device at
+// each point of the step (kept, recomputed, offloaded ones still in use or
+// fetched ahead, and the boundary gradient). Only the per-chunk working set
+// of a block and of the loss is an estimate.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +33,9 @@ struct TrainSizes {
   int64_t batch_size = 1;  // sequences per optimizer step
   int64_t seq_len = 1;     // tokens per sequence
   OptimizerStates optimizer = OptimizerStates::Fp32;
+  // Bytes per element of what the device computes with and holds: 2 (bf16)
+  // on a GPU, 4 (f32) on the CPU stand-in.
+  int64_t compute_bytes = 2;
 };
 
 enum class MemorySpace { Gpu, Host, Disk };
@@ -45,20 +57,50 @@ struct MemoryBudget {
 // (embeddings, final norm, untied lm_head), derived from num_parameters().
 int64_t block_parameters(const models::ModelConfig& config);
 int64_t edge_parameters(const models::ModelConfig& config);
+// The embed stage's parameters (token and gpt2's position embeddings) and
+// the head stage's own (final norm and an untied lm_head); together, edge.
+int64_t embed_parameters(const models::ModelConfig& config);
+int64_t head_parameters(const models::ModelConfig& config);
 
-// Bytes of one boundary activation for the whole batch: B * T * hidden * 2.
+// Bytes of one boundary activation for the whole batch:
+// B * T * hidden * compute_bytes.
 int64_t boundary_bytes(const models::ModelConfig& config, const TrainSizes& sizes);
 
+// Boundary-sized (whole batch) device buffers the streaming executor holds
+// at the worst point of a step, by kind. Boundary L (the head's input) is
+// always held from its forward to the head, whatever its placement says.
+struct BoundaryPeak {
+  int kept = 0;        // placed on the GPU
+  int recomputed = 0;  // placed "recompute": in forward as a stage's input
+                       // or output, in backward rebuilt until consumed
+  int offloaded = 0;   // placed on host/disk: in forward while it is the
+                       // input or output of a stage (and its copy out runs),
+                       // in backward from its fetch (one use ahead) until
+                       // its backward has consumed it
+  int gradient = 0;    // dy, the gradient of the boundary backward is at
+  int total() const { return kept + recomputed + offloaded + gradient; }
+};
+BoundaryPeak device_boundary_peak(const Schedule& schedule, int num_blocks);
+
+// For every schedule that keeps boundaries 0 and L on the GPU,
+// device_boundary_peak(s).total() <= (boundaries placed on the GPU) +
+// longest_recompute_run(s) + kMaxTransientBoundaries. The planner holds
+// this much room back, since it chooses the placements.
+inline constexpr int kMaxTransientBoundaries = 2;
+// Host buffers of disk boundaries in transit, at most (bytes_needed).
+inline constexpr int kMaxDiskTransitBuffers = 5;
+
 // Everything that does not depend on where boundaries go: weights, their
-// buffers, optimizer state, gradient buffers and the working sets of one
-// micro-batch of `micro_batch` sequences (0: the whole batch).
+// buffers, optimizer state, gradient buffers, the batch's token ids and
+// targets, and the working sets of one micro-batch of `micro_batch`
+// sequences (0: the whole batch).
 MemoryBudget fixed_bytes(const models::ModelConfig& config, const TrainSizes& sizes,
                          int64_t micro_batch);
 
 // The peak bytes per space of a step that runs `schedule`: fixed_bytes plus
-// the kept boundaries, the recompute buffer of the longest recomputed run,
-// and the staging for offloaded boundaries. The schedule must have
-// num_hidden_layers + 1 boundaries.
+// device_boundary_peak on the GPU; boundaries placed on the host, and the
+// host buffers of disk boundaries in flight, on the host; disk boundaries
+// on disk. The schedule must have num_hidden_layers + 1 boundaries.
 MemoryBudget bytes_needed(const models::ModelConfig& config, const TrainSizes& sizes,
                           const Schedule& schedule);
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace lt::plan {
@@ -37,8 +39,8 @@ constexpr double kHeadStepForwards = 3;
 // directions, is the head step between forward and backward.
 double window_s(const CostModel& m, int w, bool backward) {
   const int L = static_cast<int>(m.config.num_hidden_layers);
-  if (w == L) return kHeadStepForwards * m.head_forward_s;
-  return backward ? kBlockBackwardForwards * m.block_forward_s : m.block_forward_s;
+  if (w == L) return m.head_step_s;
+  return backward ? m.block_backward_s : m.block_forward_s;
 }
 
 }  // namespace
@@ -59,10 +61,41 @@ CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfi
                           const exec::TrainSizes& sizes, int64_t micro_batch, int max_recompute) {
   LT_CHECK(max_recompute >= 1, "plan: the maximum recompute length must be >= 1, got ",
            max_recompute);
-  CostModel m{config, hardware, sizes, micro_batch, max_recompute};
+  CostModel m;
+  m.config = config;
+  m.hardware = hardware;
+  m.sizes = sizes;
+  m.micro_batch = micro_batch;
+  m.max_recompute = max_recompute;
   m.block_forward_s = seconds(block_forward_flops(config, sizes), hardware);
   m.head_forward_s = seconds(head_forward_flops(config, sizes), hardware);
-  m.block_weight_gb = exec::block_parameters(config) * 2.0 / kBytesPerGB;
+  m.block_backward_s = kBlockBackwardForwards * m.block_forward_s;
+  m.head_step_s = kHeadStepForwards * m.head_forward_s;
+  m.stage_times_from = fmt::format("FLOP model at gpu_tflops = {}", hardware.gpu_tflops);
+  if (hardware.stage_times) {
+    const StageTimes& t = *hardware.stage_times;
+    t.check_model(config);  // another model's times are refused, not ignored
+    if (t.seq_len == sizes.seq_len) {
+      const int64_t b = sizes.batch_size;
+      m.block_forward_s = StageTimes::chunked(t.block_forward, b, micro_batch);
+      m.block_backward_s = StageTimes::chunked(t.block_backward, b, micro_batch);
+      m.head_step_s = StageTimes::chunked(t.head_step, b, micro_batch);
+      m.head_forward_s = m.head_step_s / kHeadStepForwards;
+      m.embed_s = StageTimes::chunked(t.embed_forward, b, micro_batch) +
+                  StageTimes::chunked(t.embed_backward, b, micro_batch);
+      m.measured = true;
+      m.stage_times_from =
+          fmt::format("measured ({}: stage_times, on {} at batch {} and {})", t.source, t.device,
+                      t.batch_sizes.at(0), t.batch_sizes.at(1));
+    } else {
+      m.stage_times_from = fmt::format(
+          "FLOP model at gpu_tflops = {} ({}: stage_times are for seq_len {}, the "
+          "plan is for {})",
+          hardware.gpu_tflops, t.source, t.seq_len, sizes.seq_len);
+    }
+  }
+  m.block_weight_gb =
+      static_cast<double>(exec::block_parameters(config) * sizes.compute_bytes) / kBytesPerGB;
   m.boundary_gb = exec::boundary_bytes(config, sizes) / kBytesPerGB;
   return m;
 }
@@ -72,11 +105,15 @@ ActivationRoom activation_room(const CostModel& m) {
   const exec::MemoryBudget fixed = exec::fixed_bytes(m.config, m.sizes, m.micro_batch);
   const HardwareProfile& hw = m.hardware;
   ActivationRoom room;
-  // One boundary's staging on each side is held back whenever anything is
-  // offloaded (bytes_needed counts it the same way).
-  room.gpu_gb = hw.gpu_memory_gb - fixed.bytes(MemorySpace::Gpu) / kBytesPerGB - m.boundary_gb;
+  // The MILP counts kept GPU boundaries and the longest recomputed run; the
+  // executor holds at most kMaxTransientBoundaries more (boundaries in use
+  // or in transit, the boundary gradient), and the host up to
+  // kMaxDiskTransitBuffers for disk boundaries (exec/memory_budget.h).
+  room.gpu_gb = hw.gpu_memory_gb - fixed.bytes(MemorySpace::Gpu) / kBytesPerGB -
+                exec::kMaxTransientBoundaries * m.boundary_gb;
   room.gpu_kept_gb = hw.gpu_activation_gb.value_or(std::numeric_limits<double>::infinity());
-  room.host_gb = hw.host_memory_gb - fixed.bytes(MemorySpace::Host) / kBytesPerGB - m.boundary_gb;
+  room.host_gb = hw.host_memory_gb - fixed.bytes(MemorySpace::Host) / kBytesPerGB -
+                 exec::kMaxDiskTransitBuffers * m.boundary_gb;
   if (hw.host_activation_gb) room.host_gb = std::min(room.host_gb, *hw.host_activation_gb);
   room.disk_gb = hw.disk_gb;
   return room;
@@ -128,8 +165,7 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   const HardwareProfile& hw = m.hardware;
   StepPrediction p;
   const double forward_s = L * m.block_forward_s + m.head_forward_s;
-  p.compute_s =
-      L * (1 + kBlockBackwardForwards) * m.block_forward_s + kHeadStepForwards * m.head_forward_s;
+  p.compute_s = L * (m.block_forward_s + m.block_backward_s) + m.head_step_s + m.embed_s;
   p.recompute_s = sol.recompute_s;
   for (double e : sol.exposed_s) p.exposed_activations_s += e;
   // The first block's weights arrive before any compute; each later block's
@@ -143,7 +179,9 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   const LinkWindows& h2d = in.link(Link::HostToDevice);
   for (int w = 0; w <= L; ++w) {
     p.exposed_weights_s += std::max(0.0, h2d.mandatory_gb[w] - h2d.capacity_gb[w]) / h2d.gbps;
-    if (w < L) p.exposed_weights_s += std::max(0.0, w_gb / hw.bidir_gbps - 2 * m.block_forward_s);
+    if (w < L)
+      p.exposed_weights_s +=
+          std::max(0.0, w_gb / hw.bidir_gbps - (m.block_backward_s - m.block_forward_s));
   }
   // The optimizer updates stage k (forward order) while the next step's
   // forward runs stages before k, and stage k's forward waits for it. Its

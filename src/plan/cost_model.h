@@ -5,6 +5,7 @@
 // when it plans for a machine it is not running on; a measured run replaces
 // the stage times when there is one.
 #include <cstdint>
+#include <string>
 
 #include "exec/memory_budget.h"
 #include "models/config.h"
@@ -21,11 +22,17 @@ struct CostModel {
   int64_t micro_batch = 0;  // sequences per chunk (0: the whole batch)
   int max_recompute = 8;
 
-  // Derived by make_cost_model.
-  double block_forward_s = 0;  // one block, whole batch
-  double head_forward_s = 0;   // final norm + lm_head + loss, whole batch
-  double block_weight_gb = 0;  // one block's bf16 weights (also its bf16 gradients)
-  double boundary_gb = 0;      // one boundary activation, whole batch
+  // Derived by make_cost_model, whole batch, from the profile's measured
+  // stage_times when they are for this model and seq_len, else from FLOPs.
+  double block_forward_s = 0;    // one block, no-grad forward
+  double block_backward_s = 0;   // one block's backward use: forward under grad + backward
+  double head_forward_s = 0;     // final norm + lm_head + loss, forward
+  double head_step_s = 0;        // the head's forward + backward
+  double embed_s = 0;            // the embed stage's forward and backward uses (FLOP model: 0)
+  bool measured = false;         // stage times from the profile's stage_times
+  std::string stage_times_from;  // which, and why (printed by plan and exec.schedule: auto)
+  double block_weight_gb = 0;    // one block's bf16 weights (also its bf16 gradients)
+  double boundary_gb = 0;        // one boundary activation, whole batch
 };
 
 // FLOPs of one forward pass, whole batch: 2 per parameter per token in the

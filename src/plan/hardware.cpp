@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "data/json_fields.h"
+#include "plan/yaml_keys.h"
 
 namespace lt::plan {
 
@@ -41,7 +42,7 @@ HardwareProfile HardwareProfile::from_yaml_text(const std::string& text,
   HardwareProfile p;
   if (root.IsNull()) return p;
   LT_CHECK(root.IsMap(), source, ": a hardware profile must be a YAML mapping of key: value");
-  using Setter = std::function<void(const YAML::Node&, const std::string&)>;
+  using Setter = YamlSetter;
   auto number = [&](double& field) -> Setter {
     return [&field, &source](const YAML::Node& n, const std::string& key) {
       field = read_number(n, key, source);
@@ -72,17 +73,12 @@ HardwareProfile HardwareProfile::from_yaml_text(const std::string& text,
       {"cpu_adam_gparams_per_s", number(p.cpu_adam_gparams_per_s)},
       {"gpu_activation_gb", optional_number(p.gpu_activation_gb)},
       {"host_activation_gb", optional_number(p.host_activation_gb)},
+      {"stage_times",
+       [&](const YAML::Node& n, const std::string&) {
+         p.stage_times = StageTimes::from_yaml(n, source);
+       }},
   };
-  for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>();
-    const auto it = setters.find(key);
-    if (it == setters.end()) {
-      std::string known;
-      for (const auto& [name, _] : setters) known += (known.empty() ? "" : ", ") + name;
-      fail(source, ": unknown key '", key, "' (known keys: ", known, ")");
-    }
-    it->second(kv.second, key);
-  }
+  apply_yaml_keys(root, setters, source);
   return p;
 }
 
@@ -108,6 +104,7 @@ std::string HardwareProfile::to_yaml() const {
   kv("cpu_adam_gparams_per_s", cpu_adam_gparams_per_s);
   if (gpu_activation_gb) kv("gpu_activation_gb", *gpu_activation_gb);
   if (host_activation_gb) kv("host_activation_gb", *host_activation_gb);
+  if (stage_times) os << stage_times->to_yaml();
   return os.str();
 }
 

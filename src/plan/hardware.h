@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "plan/stage_times.h"
+
 namespace lt::plan {
 
 struct HardwareProfile {
@@ -31,6 +33,10 @@ struct HardwareProfile {
   // memory budget leaves (a LazyTrain-style run fixes them by hand).
   std::optional<double> gpu_activation_gb;
   std::optional<double> host_activation_gb;
+  // Measured per-stage times for one model and sequence length (written by
+  // `lazytrain profile --model`; plan/stage_times.h). Absent: the FLOP
+  // model at gpu_tflops.
+  std::optional<StageTimes> stage_times;
 
   // Throws lt::Error naming `source` and the key.
   static HardwareProfile from_yaml_text(const std::string& text, const std::string& source);

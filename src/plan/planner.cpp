@@ -63,7 +63,7 @@ struct Candidate {
 // default's working set leaves no room on the GPU.
 Candidate candidate_for(const models::ModelConfig& config, const HardwareProfile& hw,
                         const PlanOptions& o, int64_t b) {
-  const exec::TrainSizes sizes{b, o.seq_len, o.optimizer};
+  const exec::TrainSizes sizes{b, o.seq_len, o.optimizer, o.compute_bytes};
   std::vector<int64_t> chunks;
   if (o.micro_batch > 0) {
     chunks.push_back(std::min(o.micro_batch, b));
@@ -133,6 +133,7 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
     best.shortages.clear();
     best.sizes = c.model.sizes;
     best.room = c.room;
+    best.stage_times_from = c.model.stage_times_from;
     best.prediction = prediction;
     best.solution = std::move(solution);
     best.schedule = exec::Schedule{};

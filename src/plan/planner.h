@@ -24,6 +24,7 @@ struct PlanOptions {
   int max_recompute = 8;     // largest number of blocks between two kept boundaries
   double time_limit_s = 30;  // for all the solves together
   exec::OptimizerStates optimizer = exec::OptimizerStates::Fp32;
+  int64_t compute_bytes = 2;  // exec::TrainSizes::compute_bytes: 4 for the CPU stand-in
 };
 
 struct Shortage {
@@ -40,6 +41,7 @@ struct Plan {
   StepPrediction prediction;
   PlanSolution solution;
   ActivationRoom room;
+  std::string stage_times_from;     // the cost model's stage times: measured or the FLOP model
   double solve_s = 0;               // every solve, all candidates
   std::vector<Shortage> shortages;  // when infeasible: for the easiest candidate
 };

@@ -3,20 +3,25 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "core/random.h"
+#include "core/stream.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "io/disk_offload.h"
+#include "models/causal_lm.h"
 #include "optim/adamw.h"
 
 #ifdef LT_WITH_CUDA
 #include "core/cuda/device_info.h"
-#include "core/stream.h"
 #include "ops/matmul.h"
 #endif
 
@@ -77,6 +82,89 @@ double adam_gparams_per_s(const ProfileOptions& o) {
 }
 
 }  // namespace
+
+Device stage_timing_device() {
+#ifdef LT_WITH_CUDA
+  if (cuda::device_count() > 0) return Device::cuda(0);
+#endif
+  return Device::cpu();
+}
+
+StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_len,
+                               const std::vector<int64_t>& batch_sizes, Device device,
+                               int repeats) {
+  LT_CHECK(batch_sizes.size() == 2 && batch_sizes[0] > 0 && batch_sizes[1] > 0 &&
+               batch_sizes[0] != batch_sizes[1],
+           "profile: --batch-sizes needs two different sizes > 0");
+  LT_CHECK(seq_len > 0 && repeats >= 1, "profile: --seq-len and --repeats must be > 0");
+  // Every block has the same shape: one is timed.
+  models::ModelConfig one = config;
+  one.num_hidden_layers = 1;
+  Generator gen(1);
+  models::CausalLM model = models::CausalLM::random(one, gen);
+  const DType dtype = device.is_cpu() ? DType::F32 : DType::BF16;
+  if (!device.is_cpu()) model.to(device, dtype);
+  const models::Stage& embed = *model.stages().at(0);
+  const models::Stage& block = *model.stages().at(1);
+  const models::Stage& head = *model.stages().at(2);
+  const auto finish = [&] { current_stream(device).synchronize(); };
+  const auto clear_grads = [&] {
+    for (const auto& [name, p] : model.parameters()) p.set_grad(Tensor());
+  };
+  // The streaming executor's uses (exec/streaming_plan.h): a no-grad
+  // forward, and for backward a forward under grad mode then its backward.
+  auto time = [&](auto&& run) {
+    return median_seconds(repeats + 1, [&] {
+      run();
+      finish();
+      clear_grads();
+    });
+  };
+  std::vector<std::array<double, 5>> seconds;  // per batch size, in the fields' order
+  for (int64_t batch : batch_sizes) {
+    std::vector<int64_t> id_values(static_cast<size_t>(batch * seq_len));
+    for (auto& id : id_values)
+      id = static_cast<int64_t>(gen.below(static_cast<uint64_t>(config.vocab_size)));
+    const Tensor cpu_ids = Tensor::from_vector(id_values, {batch, seq_len});
+    const Tensor ids = cpu_ids.to(device);
+    const models::StageContext ctx = model.context(
+        seq_len, models::shift_targets(cpu_ids).to(device), static_cast<double>(batch * seq_len));
+    const Tensor x = Tensor::randn({batch, seq_len, config.hidden_size}, gen).to(device, dtype);
+    const Tensor dy = Tensor::randn({batch, seq_len, config.hidden_size}, gen, DType::F32, 1e-3)
+                          .to(device, dtype);
+    auto no_grad = [&](const models::Stage& st, const Tensor& in) {
+      NoGradGuard guard;
+      (void)st.forward(in, ctx);
+    };
+    auto with_grad = [&](const models::Stage& st, const Tensor& in, bool input_grad) {
+      Tensor leaf = in.detach();
+      if (input_grad) leaf.set_requires_grad(true);
+      Tensor out = st.forward(leaf, ctx);
+      if (out.numel() == 1)
+        backward(out);
+      else
+        backward(out, dy);
+    };
+    seconds.push_back({time([&] { no_grad(embed, ids); }),
+                       time([&] { with_grad(embed, ids, false); }),
+                       time([&] { no_grad(block, x); }), time([&] { with_grad(block, x, true); }),
+                       time([&] { with_grad(head, x, true); })});
+  }
+  StageTimes t = StageTimes::for_model(config, seq_len);
+  t.device = device.is_cpu() ? "cpu" : "cuda";
+  t.batch_sizes = batch_sizes;
+  LinearFit* fits[] = {&t.embed_forward, &t.embed_backward, &t.block_forward, &t.block_backward,
+                       &t.head_step};
+  for (size_t k = 0; k < 5; ++k) {
+    *fits[k] = fit_line(batch_sizes[0], seconds[0][k], batch_sizes[1], seconds[1][k]);
+    // Timing noise can tilt a line below zero at small batches; a stage
+    // never gets faster with a larger batch.
+    fits[k]->b = std::max(0.0, fits[k]->b);
+    fits[k]->a = std::max(seconds[0][k], seconds[1][k]) -
+                 fits[k]->b * static_cast<double>(std::max(batch_sizes[0], batch_sizes[1]));
+  }
+  return t;
+}
 
 ProfileReport measure_profile(const ProfileOptions& o) {
   LT_CHECK(o.repeats >= 1 && o.disk_bytes > 0 && o.memory_bytes > 0 && o.adam_params > 0,

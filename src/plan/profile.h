@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
+#include "models/config.h"
 #include "plan/hardware.h"
+#include "plan/stage_times.h"
 
 namespace lt::plan {
 
@@ -27,6 +30,18 @@ struct ProfileReport {
 };
 
 ProfileReport measure_profile(const ProfileOptions& options);
+
+// The device stage times are measured on: the first GPU when this build
+// has CUDA and sees one, else the CPU.
+Device stage_timing_device();
+
+// What `lazytrain profile --model` adds: the executor's uses of one stage of
+// each kind (embed, a block, the head), timed on `device` (random weights;
+// f32 on the CPU, bf16 on CUDA) for chunks of each of the two batch sizes
+// of `seq_len` tokens, each time the median of `repeats` runs after one
+// warm-up, and fitted to a + b * batch (plan/stage_times.h).
+StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_len,
+                               const std::vector<int64_t>& batch_sizes, Device device, int repeats);
 
 // GPU copy rates, defined in profile_cuda.cu (CUDA builds only): pinned
 // host<->device copies of `bytes`, one direction alone and both at once.

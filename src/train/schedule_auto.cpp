@@ -8,11 +8,13 @@
 
 namespace lt::train {
 
-plan::HardwareProfile auto_hardware(const TrainConfig& c, bool stand_in) {
+plan::HardwareProfile auto_hardware(const TrainConfig& c) {
   plan::HardwareProfile hw = c.exec.hardware.empty()
                                  ? plan::HardwareProfile{}
                                  : plan::HardwareProfile::from_file(c.exec.hardware);
-  if (stand_in && c.exec.device_memory_gb > 0) hw.gpu_memory_gb = c.exec.device_memory_gb;
+  // The stand-in's capacity, or on a GPU the memory the plan may use (to
+  // compare schedules at equal GPU memory).
+  if (c.exec.device_memory_gb > 0) hw.gpu_memory_gb = c.exec.device_memory_gb;
   return hw;
 }
 
@@ -23,7 +25,9 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.micro_batch = c.exec.micro_batch;
   o.optimizer =
       c.optim.name == "adamw8bit" ? exec::OptimizerStates::EightBit : exec::OptimizerStates::Fp32;
-  plan::Plan p = plan::make_plan(model, auto_hardware(c, stand_in), o);
+  // The stand-in computes in f32 (exec/stand_in_device.h), a GPU in bf16.
+  o.compute_bytes = stand_in ? 4 : 2;
+  plan::Plan p = plan::make_plan(model, auto_hardware(c), o);
   if (!p.feasible) {
     std::string why;
     for (const auto& s : p.shortages) {
@@ -56,9 +60,10 @@ std::string describe_plan(const plan::Plan& p) {
   return fmt::format(
       "exec.schedule auto: batch {}, chunks of {} sequences; boundaries ({}): {}\n"
       "  predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, optimizer {:.4f}); "
-      "predicted peaks: {}; solved in {:.2f} s",
+      "predicted peaks: {}; solved in {:.2f} s\n"
+      "  stage times: {}",
       s.batch_size, s.micro_batch, tally, placements, p.prediction.step_s, p.prediction.compute_s,
-      p.prediction.recompute_s, p.prediction.optimizer_s, peaks, p.solve_s);
+      p.prediction.recompute_s, p.prediction.optimizer_s, peaks, p.solve_s, p.stage_times_from);
 }
 
 }  // namespace lt::train

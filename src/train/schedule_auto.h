@@ -2,8 +2,8 @@
 // exec.schedule: auto. The planner (src/plan) chooses the streaming
 // schedule for the run's model, train.batch_size and train.seq_len, on the
 // hardware profile exec.hardware (a YAML file; empty: the planner's
-// defaults). On the CPU stand-in a set exec.device_memory_gb is the GPU
-// capacity the plan must fit.
+// defaults). A set exec.device_memory_gb is the GPU capacity the plan must
+// fit: the stand-in's capacity, or on a GPU the memory the plan may use.
 #include <string>
 
 #include "exec/schedule.h"
@@ -13,11 +13,12 @@
 
 namespace lt::train {
 
-// The profile the plan is made for (exec.hardware, plus the stand-in's
-// capacity when `stand_in` is set).
-plan::HardwareProfile auto_hardware(const TrainConfig& c, bool stand_in);
+// The profile the plan is made for (exec.hardware, with
+// exec.device_memory_gb as gpu_memory_gb when set).
+plan::HardwareProfile auto_hardware(const TrainConfig& c);
 
-// The planner's schedule for this run. Throws lt::Error with the planner's
+// The planner's schedule for this run; `stand_in`: the CPU stand-in runs it
+// (f32 compute), else a GPU (bf16). Throws lt::Error with the planner's
 // reason (which memory space is short, by how many bytes) when nothing is
 // feasible; training then does not start.
 plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in);

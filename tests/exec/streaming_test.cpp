@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/random.h"
+#include "exec/memory_budget.h"
 #include "exec/resident.h"
 #include "exec/streaming.h"
 #include "io/hf_model.h"
@@ -294,26 +295,33 @@ int64_t parameter_bytes(const models::CausalLM& model) {
   return n;
 }
 
-// The device's peak must not depend on thread timing: a copy's device
-// tensors are released before its ticket completes (WorkQueue; tested in
-// streaming_disk_test.cpp), and at most two downloads are in flight. Once
-// this failed under a loaded `ctest -j2`: the upload thread, preempted after
-// completing a ticket but before dropping its task, still held the slot's
-// previous weights while the next stage's were allocated. Slow engines (the
-// delays) are the other way load shows; the capacity is a hard limit.
+// The device's capacity is exactly what exec::bytes_needed budgets for the
+// run (f32 on the stand-in), and that is less than the weights alone: the
+// resident executor could not even hold them. The executor's peak must stay
+// within it whatever the threads' timing: a copy's device tensors are
+// released before its ticket completes (WorkQueue; tested in
+// streaming_disk_test.cpp), at most two downloads are in flight, and
+// bytes_needed counts what the executor holds at its worst point (weight
+// slots, a stage's gradients beside two downloading, the boundaries walked
+// over its stage plan). Slow engines (the delays) are the other way load
+// shows; the capacity is a hard limit.
 TEST(Streaming, StreamsWithinADeviceSmallerThanTheModel) {
   const int L = 12;
-  const int64_t model_bytes = parameter_bytes(make_model("llama", L));
+  const models::CausalLM probe = make_model("llama", L);
+  const int64_t model_bytes = parameter_bytes(probe);
   for (int64_t delay_us : {0, 300}) {
     SCOPED_TRACE(delay_us);
     Case c;
     c.layers = L;
     c.schedule = Schedule::every_kth_gpu(L, 4);
-    // Three quarters of the weights alone: the resident executor could not
-    // even hold them. (At exactly half, the peak came within 1% of the cap
-    // and went over it once in ~20 loaded full-suite runs: when the copy
-    // engines release memory still depends a little on thread timing.)
-    c.device.capacity_bytes = model_bytes * 3 / 4;
+    // The batches of expect_same_as_resident: c.micro micro-batches of
+    // c.rows sequences of at most 7 + 3 tokens, each one chunk.
+    Schedule budgeted = c.schedule;
+    budgeted.batch_size = c.micro * c.rows;
+    budgeted.micro_batch = c.rows;
+    const TrainSizes sizes{budgeted.batch_size, 10, OptimizerStates::Fp32, 4};
+    c.device.capacity_bytes = bytes_needed(probe.config(), sizes, budgeted).bytes(MemorySpace::Gpu);
+    ASSERT_LT(c.device.capacity_bytes, model_bytes);
     c.device.max_copy_delay_us = delay_us;
     c.max_optimizer_delay_us = delay_us;
     auto stats = expect_same_as_resident(c);

@@ -1,6 +1,8 @@
 // exec::bytes_needed against counts worked out by hand for a tiny Llama.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "exec/memory_budget.h"
 #include "models/config.h"
 #include "plan/tiny_model.h"
@@ -20,12 +22,16 @@ models::ModelConfig tiny() {
 constexpr int64_t kBlock = 36992, kEdge = 12864, kN = 86848;
 // B = 2, T = 8: a boundary is 2 * 8 * 64 * 2 = 2048 bytes.
 constexpr int64_t kBoundary = 2048;
-// GPU, micro-batch 1 (8 tokens):
-//   weights and gradients, double buffers: 2 * 2 * kBlock * 2 B = 295936
-//   embedding/head/norm weights + gradients: 2 * kEdge * 2 B  = 51456
+// GPU, micro-batch 1 (8 tokens), bf16:
+//   weight slots: the largest consecutive pair is block + block
+//     (embed 6400 or head 6464 + block is less): 2 * 36992 * 2 B = 147968
+//   gradients, built backward in the order head 6464, block, block, embed
+//     6400, with the two before still downloading: at the second block
+//     36992 + 36992 + 6464 = 80448, * 2 B = 160896
+//   token ids and targets: 2 * 16 tokens * 8 B = 256
 //   working set: 2 * (4*64 + 2*64 + 2*32 + 4*128 = 960) * 8 tokens * 2 B = 30720
 //   loss: 2 * 8 tokens * 100 * 4 B = 6400
-constexpr int64_t kGpuFixed = 295936 + 51456 + 30720 + 6400;
+constexpr int64_t kGpuFixed = 147968 + 160896 + 256 + 30720 + 6400;
 // Host: master 4 + m, v 8 + pinned bf16 weights 2 + pinned bf16 grads 2 = 16 B/param.
 constexpr int64_t kHostFixed = 16 * kN;
 
@@ -47,7 +53,9 @@ TEST(MemoryBudget, ParameterSplit) {
 TEST(MemoryBudget, AllOnGpu) {
   const auto m =
       bytes_needed(tiny(), {2, 8}, schedule({Placement::Gpu, Placement::Gpu, Placement::Gpu}));
-  EXPECT_EQ(m.bytes(MemorySpace::Gpu), kGpuFixed + 3 * kBoundary);
+  // The peak is the head step: the three boundaries and the gradient the
+  // head hands to backward (dy).
+  EXPECT_EQ(m.bytes(MemorySpace::Gpu), kGpuFixed + 4 * kBoundary);
   EXPECT_EQ(m.bytes(MemorySpace::Host), kHostFixed);
   EXPECT_EQ(m.bytes(MemorySpace::Disk), 0);
 }
@@ -55,20 +63,24 @@ TEST(MemoryBudget, AllOnGpu) {
 TEST(MemoryBudget, RecomputeNeedsItsBuffer) {
   const auto m = bytes_needed(tiny(), {2, 8},
                               schedule({Placement::Gpu, Placement::Recompute, Placement::Gpu}));
-  // Two kept + one rematerialized boundary.
-  EXPECT_EQ(m.bytes(MemorySpace::Gpu), kGpuFixed + 2 * kBoundary + kBoundary);
+  // Forward of block 1 holds boundaries 0 (kept), 1 (its input, to be
+  // dropped) and 2 (its output); later points hold no more: the head has
+  // 0, 2 and dy, the recompute 0, 1 and dy.
+  EXPECT_EQ(m.bytes(MemorySpace::Gpu), kGpuFixed + 3 * kBoundary);
   EXPECT_EQ(m.bytes(MemorySpace::Host), kHostFixed);
 }
 
 TEST(MemoryBudget, HostAndDiskPlacements) {
   const auto host =
       bytes_needed(tiny(), {2, 8}, schedule({Placement::Gpu, Placement::Host, Placement::Gpu}));
-  // Two kept on the GPU + one staging; the boundary itself on the host.
-  EXPECT_EQ(host.bytes(MemorySpace::Gpu), kGpuFixed + 2 * kBoundary + kBoundary);
+  // The head step holds 0, 2, dy, and boundary 1 fetched back for the
+  // backward of block 1 that comes next; the boundary itself on the host.
+  EXPECT_EQ(host.bytes(MemorySpace::Gpu), kGpuFixed + 4 * kBoundary);
   EXPECT_EQ(host.bytes(MemorySpace::Host), kHostFixed + kBoundary);
   const auto disk =
       bytes_needed(tiny(), {2, 8}, schedule({Placement::Gpu, Placement::Disk, Placement::Gpu}));
-  EXPECT_EQ(disk.bytes(MemorySpace::Host), kHostFixed + kBoundary);  // pinned staging
+  EXPECT_EQ(disk.bytes(MemorySpace::Gpu), kGpuFixed + 4 * kBoundary);
+  EXPECT_EQ(disk.bytes(MemorySpace::Host), kHostFixed + kBoundary);  // its buffer in transit
   EXPECT_EQ(disk.bytes(MemorySpace::Disk), 4096);  // 2048 padded to O_DIRECT's 4 KiB
 }
 
@@ -81,7 +93,67 @@ TEST(MemoryBudget, EightBitStatesAndWholeBatchChunks) {
   // ceil(86848 / 2048) = 43 blocks -> 2 * 86848 + 2 * 43 * 4 = 174040.
   EXPECT_EQ(m.bytes(MemorySpace::Host), (4 + 2 + 2) * kN + 174040);
   EXPECT_EQ(m.bytes(MemorySpace::Gpu),
-            295936 + 51456 + 2 * 960 * 16 * 2 + 2 * 16 * 100 * 4 + 3 * kBoundary);
+            147968 + 160896 + 256 + 2 * 960 * 16 * 2 + 2 * 16 * 100 * 4 + 4 * kBoundary);
+}
+
+// The CPU stand-in computes in f32: every device term doubles but the ids.
+TEST(MemoryBudget, StandInComputesInF32) {
+  TrainSizes sizes{2, 8, OptimizerStates::Fp32, 4};
+  const auto m =
+      bytes_needed(tiny(), sizes, schedule({Placement::Gpu, Placement::Gpu, Placement::Gpu}));
+  EXPECT_EQ(boundary_bytes(tiny(), sizes), 2 * kBoundary);
+  EXPECT_EQ(m.bytes(MemorySpace::Gpu),
+            2 * (147968 + 160896 + 30720) + 256 + 6400 + 4 * 2 * kBoundary);
+  EXPECT_EQ(m.bytes(MemorySpace::Host), (4 + 8 + 2 + 4) * kN);
+}
+
+// Boundaries the executor holds, walked by hand over its stage uses, for
+// L = 3 and G H H G (interior boundaries on the host). Uses: forward 0..3,
+// head, backward 3, 2, 1, 0.
+//   forward 2: 0 (kept), 1 (input, copied out), 2 (output)       = 3
+//   head: 0, 3, dy, and 2 fetched for backward 3                  = 4
+//   backward 3: 0, 2 (input), dy, and 1 fetched for backward 2    = 4
+//   backward 2: 0, 1, dy (2 freed after backward 3)               = 3
+// The first point of 4 is the head: kept 0 and 3, offloaded 2, dy.
+TEST(MemoryBudget, BoundaryPeakWalkedByHand) {
+  using P = Placement;
+  const Schedule s = schedule({P::Gpu, P::Host, P::Host, P::Gpu});
+  const BoundaryPeak p = device_boundary_peak(s, 3);
+  EXPECT_EQ(p.total(), 4);
+  EXPECT_EQ(p.kept, 2);
+  EXPECT_EQ(p.offloaded, 1);
+  EXPECT_EQ(p.gradient, 1);
+  EXPECT_EQ(p.recomputed, 0);
+  // G R R G (L = 3): forward 2 holds 0, 1 and 2 (3); the head 0, 3, dy (3);
+  // recomputing 1 and 2 for backward 3: 0, 1, 2, dy = 4, the peak.
+  const BoundaryPeak r =
+      device_boundary_peak(schedule({P::Gpu, P::Recompute, P::Recompute, P::Gpu}), 3);
+  EXPECT_EQ(r.total(), 4);
+  EXPECT_EQ(r.kept, 1);
+  EXPECT_EQ(r.recomputed, 2);
+  EXPECT_EQ(r.gradient, 1);
+}
+
+// The bound the planner holds back (kMaxTransientBoundaries) against every
+// schedule with boundaries 0 and L on the GPU, L <= 6, by brute force; some
+// schedule reaches it, so it is not looser than needed.
+TEST(MemoryBudget, TransientBoundariesBoundEverySchedule) {
+  const Placement all[] = {Placement::Gpu, Placement::Host, Placement::Disk, Placement::Recompute};
+  int worst = -1;
+  for (int L = 1; L <= 6; ++L) {
+    int combos = 1;
+    for (int i = 1; i < L; ++i) combos *= 4;
+    for (int code = 0; code < combos; ++code) {
+      std::vector<Placement> b(static_cast<size_t>(L) + 1, Placement::Gpu);
+      for (int i = 1, rest = code; i < L; ++i, rest /= 4) b[i] = all[rest % 4];
+      const Schedule s = schedule(b);
+      const int gpu = static_cast<int>(std::count(b.begin(), b.end(), Placement::Gpu));
+      const int over = device_boundary_peak(s, L).total() - gpu - longest_recompute_run(s);
+      ASSERT_LE(over, kMaxTransientBoundaries) << "L " << L << " schedule " << code;
+      worst = std::max(worst, over);
+    }
+  }
+  EXPECT_EQ(worst, kMaxTransientBoundaries);
 }
 
 TEST(MemoryBudget, LongestRecomputeRun) {

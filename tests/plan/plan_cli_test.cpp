@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exec/schedule.h"
+#include "plan/hardware.h"
 #include "plan/milp.h"
 #include "plan/tiny_model.h"
 
@@ -23,8 +24,9 @@ struct CliResult {
   std::string out;
 };
 
-CliResult run_plan(const std::string& args) {
-  const std::string cmd = std::string(LT_BINARY_DIR) + "/lazytrain plan " + args + " 2>&1";
+// `lazytrain ARGS` (a subcommand and its options).
+CliResult run_lazytrain(const std::string& args) {
+  const std::string cmd = std::string(LT_BINARY_DIR) + "/lazytrain " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   CliResult r;
   char buf[4096];
@@ -33,6 +35,10 @@ CliResult run_plan(const std::string& args) {
   const int raw = pclose(pipe);
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   return r;
+}
+
+CliResult run_plan(const std::string& args) {
+  return run_lazytrain("plan " + args);
 }
 
 class PlanCommand : public ::testing::Test {
@@ -63,13 +69,14 @@ TEST_F(PlanCommand, JsonHasTheScheduleAndPeaks) {
   EXPECT_GT(j.at("predicted_step_s").get<double>(), 0);
   // The default machine has room for everything: every boundary stays on
   // the GPU. By hand (memory_budget_test.cpp), at micro-batch 2 (16 tokens):
-  // 295936 + 51456 + 2*960*16*2 + 2*16*100*4 + 3 boundaries of 2048.
+  // weight slots 147968 + gradients 160896 + ids and targets 256 +
+  // 2*960*16*2 + 2*16*100*4 + 4 boundaries of 2048 (3 kept and dy).
   ASSERT_EQ(j.at("boundaries").size(), 3u);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(j["boundaries"][i]["index"], i);
     EXPECT_EQ(j["boundaries"][i]["placement"], "gpu");
   }
-  EXPECT_EQ(j.at("peak_bytes").at("gpu"), 295936 + 51456 + 61440 + 12800 + 3 * 2048);
+  EXPECT_EQ(j.at("peak_bytes").at("gpu"), 147968 + 160896 + 256 + 61440 + 12800 + 4 * 2048);
   EXPECT_EQ(j.at("peak_bytes").at("host"), 16 * 86848);
   EXPECT_EQ(j.at("peak_bytes").at("disk"), 0);
   for (const char* link : {"d2h", "disk_write", "h2d", "disk_read"})
@@ -84,8 +91,8 @@ TEST_F(PlanCommand, NothingFitsSaysWhichSpaceAndHowMuch) {
   const CliResult r = run_plan("--model " + (dir_ / "model/config.json").string() + " --hardware " +
                                hw + " --batch-size 2 --seq-len 8");
   EXPECT_EQ(r.status, 3) << r.out;
-  // 16 B x 86848 parameters + one 2048-byte boundary of staging - 10^6.
-  EXPECT_NE(r.out.find("host is short by 0.00 GB (391616 bytes)"), std::string::npos) << r.out;
+  // 16 B x 86848 parameters + 5 2048-byte boundaries of disk transit - 10^6.
+  EXPECT_NE(r.out.find("host is short by 0.00 GB (399808 bytes)"), std::string::npos) << r.out;
 }
 
 TEST_F(PlanCommand, ProfileErrorsNameFileAndKey) {
@@ -93,6 +100,39 @@ TEST_F(PlanCommand, ProfileErrorsNameFileAndKey) {
   const CliResult r = run_plan("--model " + (dir_ / "model").string() + " --hardware " + hw);
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find(hw + ": key 'd2h_gbps' (line 2)"), std::string::npos) << r.out;
+}
+
+// `lazytrain profile --model` on the CPU times the llama fixture's stages
+// (small sizes, one run each), and `lazytrain plan` then uses them.
+TEST_F(PlanCommand, ProfiledStageTimesDriveThePlan) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const std::string model = std::string(LT_SOURCE_DIR) + "/tests/models/fixtures/families/llama";
+  const std::string hw = (dir_ / "hw.yaml").string();
+  const CliResult profiled =
+      run_lazytrain("profile --model " + model + " --seq-len 16 --batch-sizes 1,2 --disk-mb 4 " +
+                    "--repeats 1 --disk-path " + dir_.string() + " --out " + hw);
+  ASSERT_EQ(profiled.status, 0) << profiled.out;
+  const HardwareProfile p = HardwareProfile::from_file(hw);
+  ASSERT_TRUE(p.stage_times.has_value()) << profiled.out;
+  const StageTimes& t = *p.stage_times;
+  EXPECT_EQ(t.device, "cpu");
+  EXPECT_EQ(t.seq_len, 16);
+  EXPECT_EQ(t.hidden_size, 48);
+  for (const LinearFit* f :
+       {&t.embed_forward, &t.embed_backward, &t.block_forward, &t.block_backward, &t.head_step}) {
+    EXPECT_GT(f->at(1), 0);
+    EXPECT_GT(f->at(2), 0);
+  }
+  const CliResult r = run_plan("--model " + model + " --hardware " + hw +
+                               " --batch-size 2 --seq-len 16 --micro-batch 1 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("stage_times").get<std::string>().rfind("measured (" + hw, 0), 0u) << r.out;
+  // Compute: 2 chunks of 1 through 2 blocks (forward + backward use), the
+  // head step and the embed stage, from the measured lines.
+  const double compute = 2 * (2 * (t.block_forward.at(1) + t.block_backward.at(1)) +
+                              t.head_step.at(1) + t.embed_forward.at(1) + t.embed_backward.at(1));
+  EXPECT_NEAR(j.at("predicted_split_s").at("compute").get<double>(), compute, 1e-9 * compute);
 }
 
 }  // namespace

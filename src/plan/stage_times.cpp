@@ -1,0 +1,185 @@
+#include "plan/stage_times.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "core/error.h"
+#include "plan/yaml_keys.h"
+
+namespace lt::plan {
+
+namespace {
+
+std::string where(const std::string& source, const std::string& key, const YAML::Node& n) {
+  const std::string line =
+      n.Mark().line >= 0 ? " (line " + std::to_string(n.Mark().line + 1) + ")" : "";
+  return source + ": key 'stage_times." + key + "'" + line;
+}
+
+int64_t read_count(const YAML::Node& n, const std::string& key, const std::string& source) {
+  int64_t v = 0;
+  try {
+    LT_CHECK(n.IsScalar(), where(source, key, n), ": expected a whole number");
+    v = n.as<int64_t>();
+  } catch (const YAML::Exception&) {
+    fail(where(source, key, n), ": expected a whole number, got '", n.Scalar(), "'");
+  }
+  LT_CHECK(v > 0, where(source, key, n), ": must be > 0, got ", v);
+  return v;
+}
+
+LinearFit read_fit(const YAML::Node& n, const std::string& key, const std::string& source) {
+  LT_CHECK(n.IsSequence() && n.size() == 2, where(source, key, n),
+           ": expected [a, b] (seconds = a + b * batch)");
+  LinearFit f;
+  try {
+    f.a = n[0].as<double>();
+    f.b = n[1].as<double>();
+  } catch (const YAML::Exception&) {
+    fail(where(source, key, n), ": expected two numbers [a, b]");
+  }
+  LT_CHECK(std::isfinite(f.a) && std::isfinite(f.b) && f.b >= 0, where(source, key, n),
+           ": the slope b must be a finite number >= 0, got [", f.a, ", ", f.b, "]");
+  return f;
+}
+
+}  // namespace
+
+LinearFit fit_line(int64_t batch1, double seconds1, int64_t batch2, double seconds2) {
+  LT_CHECK(batch1 != batch2, "stage times: a line needs two different batch sizes, got ", batch1,
+           " twice");
+  LinearFit f;
+  f.b = (seconds2 - seconds1) / static_cast<double>(batch2 - batch1);
+  f.a = seconds1 - f.b * static_cast<double>(batch1);
+  return f;
+}
+
+StageTimes StageTimes::for_model(const models::ModelConfig& c, int64_t seq_len) {
+  StageTimes t;
+  t.model_type = c.model_type();
+  t.hidden_size = c.hidden_size;
+  t.intermediate_size = c.intermediate_size;
+  t.num_attention_heads = c.num_attention_heads;
+  t.num_key_value_heads = c.num_key_value_heads;
+  t.head_dim = c.head_dim;
+  t.vocab_size = c.vocab_size;
+  t.seq_len = seq_len;
+  return t;
+}
+
+StageTimes StageTimes::from_yaml(const YAML::Node& node, const std::string& source) {
+  LT_CHECK(node.IsMap(), source,
+           ": key 'stage_times': expected a mapping (see "
+           "src/plan/stage_times.h; `lazytrain profile --model` writes it)");
+  StageTimes t;
+  t.source = source;
+  using Setter = YamlSetter;
+  auto count = [&](int64_t& field) -> Setter {
+    return [&](const YAML::Node& n, const std::string& key) { field = read_count(n, key, source); };
+  };
+  auto fit = [&](LinearFit& field) -> Setter {
+    return [&](const YAML::Node& n, const std::string& key) { field = read_fit(n, key, source); };
+  };
+  auto text = [&](std::string& field) -> Setter {
+    return [&](const YAML::Node& n, const std::string& key) {
+      LT_CHECK(n.IsScalar() && !n.Scalar().empty(), where(source, key, n), ": expected a name");
+      field = n.Scalar();
+    };
+  };
+  const std::map<std::string, Setter> setters = {
+      {"model_type", text(t.model_type)},
+      {"hidden_size", count(t.hidden_size)},
+      {"intermediate_size", count(t.intermediate_size)},
+      {"num_attention_heads", count(t.num_attention_heads)},
+      {"num_key_value_heads", count(t.num_key_value_heads)},
+      {"head_dim", count(t.head_dim)},
+      {"vocab_size", count(t.vocab_size)},
+      {"seq_len", count(t.seq_len)},
+      {"device", text(t.device)},
+      {"batch_sizes",
+       [&](const YAML::Node& n, const std::string& key) {
+         LT_CHECK(n.IsSequence() && n.size() == 2, where(source, key, n),
+                  ": expected the two batch sizes timed, [b1, b2]");
+         t.batch_sizes = {read_count(n[0], key, source), read_count(n[1], key, source)};
+       }},
+      {"embed_forward", fit(t.embed_forward)},
+      {"embed_backward", fit(t.embed_backward)},
+      {"block_forward", fit(t.block_forward)},
+      {"block_backward", fit(t.block_backward)},
+      {"head_step", fit(t.head_step)},
+  };
+  apply_yaml_keys(node, setters, source, "stage_times.");
+  for (const auto& [name, _] : setters) {
+    LT_CHECK(node[name], source, ": key 'stage_times.", name,
+             "' is missing (every field is needed; `lazytrain profile --model` writes them all)");
+  }
+  // Every measured use must take positive time at the batch sizes timed.
+  for (const auto& [name, f] :
+       std::map<std::string, const LinearFit*>{{"embed_forward", &t.embed_forward},
+                                               {"embed_backward", &t.embed_backward},
+                                               {"block_forward", &t.block_forward},
+                                               {"block_backward", &t.block_backward},
+                                               {"head_step", &t.head_step}}) {
+    for (int64_t b : t.batch_sizes)
+      LT_CHECK(f->at(static_cast<double>(b)) > 0, where(source, name, node[name]), ": gives ",
+               f->at(static_cast<double>(b)), " s at batch ", b, " (times must be positive)");
+  }
+  return t;
+}
+
+std::string StageTimes::to_yaml() const {
+  std::ostringstream os;
+  os.precision(9);
+  os << "stage_times:  # seconds for a chunk of `batch` sequences = a + b * batch\n";
+  os << "  model_type: " << model_type << "\n";
+  for (const auto& [key, v] :
+       std::vector<std::pair<const char*, int64_t>>{{"hidden_size", hidden_size},
+                                                    {"intermediate_size", intermediate_size},
+                                                    {"num_attention_heads", num_attention_heads},
+                                                    {"num_key_value_heads", num_key_value_heads},
+                                                    {"head_dim", head_dim},
+                                                    {"vocab_size", vocab_size},
+                                                    {"seq_len", seq_len}})
+    os << "  " << key << ": " << v << "\n";
+  os << "  device: " << device << "\n";
+  os << "  batch_sizes: [" << batch_sizes.at(0) << ", " << batch_sizes.at(1) << "]\n";
+  for (const auto& [key, f] :
+       std::vector<std::pair<const char*, LinearFit>>{{"embed_forward", embed_forward},
+                                                      {"embed_backward", embed_backward},
+                                                      {"block_forward", block_forward},
+                                                      {"block_backward", block_backward},
+                                                      {"head_step", head_step}})
+    os << "  " << key << ": [" << f.a << ", " << f.b << "]\n";
+  return os.str();
+}
+
+void StageTimes::check_model(const models::ModelConfig& c) const {
+  const StageTimes want = for_model(c, seq_len);
+  LT_CHECK(model_type == want.model_type, source, ": key 'stage_times.model_type': measured for ",
+           model_type, ", but the model is ", want.model_type,
+           " (run `lazytrain profile --model` for this model)");
+  for (const auto& [key, have, need] : std::vector<std::tuple<const char*, int64_t, int64_t>>{
+           {"hidden_size", hidden_size, want.hidden_size},
+           {"intermediate_size", intermediate_size, want.intermediate_size},
+           {"num_attention_heads", num_attention_heads, want.num_attention_heads},
+           {"num_key_value_heads", num_key_value_heads, want.num_key_value_heads},
+           {"head_dim", head_dim, want.head_dim},
+           {"vocab_size", vocab_size, want.vocab_size}}) {
+    LT_CHECK(have == need, source, ": key 'stage_times.", key, "': measured for ", have,
+             ", but the model has ", need, " (run `lazytrain profile --model` for this model)");
+  }
+}
+
+double StageTimes::chunked(const LinearFit& fit, int64_t batch, int64_t chunk) {
+  if (chunk <= 0 || chunk >= batch) return fit.at(static_cast<double>(batch));
+  const int64_t whole = batch / chunk, rest = batch % chunk;
+  return static_cast<double>(whole) * fit.at(static_cast<double>(chunk)) +
+         (rest > 0 ? fit.at(static_cast<double>(rest)) : 0.0);
+}
+
+}  // namespace lt::plan
