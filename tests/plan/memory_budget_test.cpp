@@ -2,9 +2,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 
+#include "core/random.h"
 #include "exec/memory_budget.h"
+#include "exec/stand_in_device.h"
+#include "exec/streaming.h"
+#include "models/causal_lm.h"
 #include "models/config.h"
+#include "optim/adamw.h"
 #include "plan/tiny_model.h"
 
 namespace lt::exec {
@@ -161,6 +168,59 @@ TEST(MemoryBudget, LongestRecomputeRun) {
   EXPECT_EQ(longest_recompute_run(
                 schedule({P::Gpu, P::Recompute, P::Recompute, P::Host, P::Recompute, P::Gpu})),
             2);
+}
+
+// The boundary walk against the executor itself, on the stand-in: a model
+// whose boundaries dwarf everything else (hidden 48, 128 sequences of 32
+// tokens: a boundary is 786 KB in f32, while weight slots, gradients, ids
+// and one sequence's working set come to about 300 KB). The measured
+// device peak must then lie in [walk x boundary, (walk + 1) x boundary):
+// the walk counts every boundary-sized buffer the executor holds at its
+// worst point, and none it does not.
+TEST(MemoryBudget, BoundaryWalkMatchesTheExecutorsPeak) {
+  using P = Placement;
+  models::ModelConfig config = models::ModelConfig::from_json_text(
+      R"({"model_type": "llama", "hidden_size": 48, "num_hidden_layers": 5,
+          "num_attention_heads": 6, "num_key_value_heads": 2, "intermediate_size": 37,
+          "vocab_size": 97, "tie_word_embeddings": false})",
+      "walk");
+  const int64_t rows = 128, seq = 32;
+  Generator gen(5);
+  std::vector<int64_t> ids(static_cast<size_t>(rows * seq));
+  for (auto& id : ids) id = static_cast<int64_t>(gen.below(97));
+  data::Batch batch;
+  batch.ids = Tensor::from_vector(ids, {rows, seq});
+  batch.targets = models::shift_targets(batch.ids);
+  batch.tokens = rows * seq;
+  batch.target_count = models::count_targets(batch.targets);
+  const int64_t boundary = boundary_bytes(config, {rows, seq, OptimizerStates::Fp32, 4});
+  const std::string spill = ::testing::TempDir() + "lt_walk_spill";
+  std::filesystem::create_directories(spill);
+  for (const std::vector<P>& b : std::vector<std::vector<P>>{
+           {P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu},
+           {P::Gpu, P::Host, P::Host, P::Host, P::Host, P::Gpu},
+           {P::Gpu, P::Recompute, P::Recompute, P::Recompute, P::Recompute, P::Gpu},
+           {P::Gpu, P::Host, P::Recompute, P::Disk, P::Recompute, P::Gpu},
+           {P::Gpu, P::Recompute, P::Host, P::Gpu, P::Disk, P::Gpu}}) {
+    Schedule s;
+    s.micro_batch = 1;
+    s.boundaries = b;
+    const int walk = device_boundary_peak(s, 5).total();
+    SCOPED_TRACE(to_json(s).dump() + " walk " + std::to_string(walk));
+    models::CausalLM model = models::CausalLM::random(config, gen);
+    optim::AdamW adam(model.parameters(), optim::AdamWOptions{});
+    StreamingOptions o;
+    o.schedule = s;
+    o.disk.directory = spill;
+    StreamingExecutor streaming(model, adam, std::make_unique<StandInDevice>(), o);
+    int64_t peak = 0;
+    for (int step = 0; step < 2; ++step)
+      peak = std::max(peak, streaming.step({batch}, {}).peak_bytes.at("device"));
+    streaming.sync();
+    EXPECT_GE(peak, walk * boundary);
+    EXPECT_LT(peak, (walk + 1) * boundary);
+  }
+  std::filesystem::remove_all(spill);
 }
 
 }  // namespace
