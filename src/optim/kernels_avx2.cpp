@@ -25,11 +25,12 @@ namespace {
 
 struct Avx2 {
   static constexpr int64_t kWidth = 8;
-  // Without two-source permutes, register lookups cost more than scalar
-  // ones (kernels_simd_body.h).
-  static constexpr bool kRegisterTables = false;
+  // Scalar loads: without two-source permutes, register lookups of a
+  // 256-entry table cost more.
+  static constexpr int64_t kLookupWidth = 0;
   struct NoTable {};
-  static NoTable code_table(const Code8&) { return {}; }
+  static NoTable lookup_table(const Code8&) { return {}; }
+  static void lookup(NoTable, const uint8_t*, float*) {}
   using F = __m256;
 
   static F load(const float* p) { return _mm256_loadu_ps(p); }

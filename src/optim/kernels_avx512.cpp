@@ -1,6 +1,8 @@
-// The AVX-512 (F) optimizer kernels: kernels_simd_body.h on 16-float
-// registers. Compiled for AVX-512 by the pragma below (the rest of the
-// build targets baseline x86-64); called only when the CPU has it.
+// The AVX-512 optimizer kernels: kernels_simd_body.h on 16-float registers.
+// Compiled for AVX-512 F, BW and VBMI by the pragma below (the rest of the
+// build targets baseline x86-64; VBMI's byte permutes look the 8-bit codes
+// up); called only when the CPU has all three (Ice Lake and later, Zen 4;
+// a Skylake/Cascade Lake Xeon runs the AVX2 kernels).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,7 +14,7 @@
 #include <immintrin.h>
 
 #pragma GCC push_options
-#pragma GCC target("avx512f")
+#pragma GCC target("avx512f,avx512bw,avx512vbmi")
 // AVX-512 implies FMA, and GCC contracts a * b + c into one by default in
 // C++ (-ffp-contract=fast); the update must round each product and sum
 // alone, as the scalar path (baseline x86-64 has no FMA) does.
@@ -31,7 +33,6 @@ namespace {
 
 struct Avx512 {
   static constexpr int64_t kWidth = 16;
-  static constexpr bool kRegisterTables = true;
   using F = __m512;
 
   static F load(const float* p) { return _mm512_loadu_ps(p); }
@@ -120,32 +121,62 @@ struct Avx512 {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(rank));
     return safe == 0xffff;
   }
-  // Candidates at index j (0..32k-1) of 2k registers: two-source permutes
-  // pick within pairs (bits 0-4), blends pick the pair (bits 5 and up).
-  static F pick2(const F* t, __m512i j) { return _mm512_permutex2var_ps(t[0], j, t[1]); }
-  static F pick4(const F* t, __m512i j) {
-    return _mm512_mask_blend_ps(_mm512_test_epi32_mask(j, _mm512_set1_epi32(32)), pick2(t, j),
-                                pick2(t + 2, j));
-  }
-  static F pick8(const F* t, __m512i j) {
-    return _mm512_mask_blend_ps(_mm512_test_epi32_mask(j, _mm512_set1_epi32(64)), pick4(t, j),
-                                pick4(t + 4, j));
-  }
-  static F pick16(const F* t, __m512i j) {
-    return _mm512_mask_blend_ps(_mm512_test_epi32_mask(j, _mm512_set1_epi32(128)), pick8(t, j),
-                                pick8(t + 8, j));
-  }
-  // A whole code table (256 floats) in 16 registers; lookup = code[q].
-  struct CodeTable {
-    F t[16];
+  // lookup_codes with VBMI byte permutes, 64 codes at a time: the table's
+  // 256 f32 values as 4 byte planes (plane b holds byte b of every value),
+  // each plane 4 registers; two-source byte permutes look up the low and
+  // high 128 entries and the code's top bit picks. Interleaving the planes
+  // (byte, then word unpacks) yields the f32 values in 128-bit-lane order;
+  // the codes are permuted first so that order is the natural one.
+  struct BytePlanes {
+    alignas(64) uint8_t plane[4][256];
   };
-  static CodeTable code_table(const Code8& code) {
-    CodeTable t;
-    for (int k = 0; k < 16; ++k) t.t[k] = _mm512_loadu_ps(code.data() + 16 * k);
+  static BytePlanes byte_planes(const Code8& code) {
+    BytePlanes b;
+    for (int r = 0; r < 256; ++r) {
+      uint32_t u;
+      std::memcpy(&u, &code[static_cast<size_t>(r)], sizeof u);
+      for (int k = 0; k < 4; ++k) b.plane[k][r] = static_cast<uint8_t>(u >> (8 * k));
+    }
+    return b;
+  }
+  static const BytePlanes& planes_of(const Code8& code) {
+    static const BytePlanes s = byte_planes(signed_code());
+    static const BytePlanes u = byte_planes(unsigned_code());
+    return &code == &signed_code() ? s : u;
+  }
+  static constexpr int64_t kLookupWidth = 64;
+  struct LookupTable {
+    __m512i t[4][4];  // plane, quarter of the 256 entries
+    __m512i order;
+  };
+  static LookupTable lookup_table(const Code8& code) {
+    const BytePlanes& b = planes_of(code);
+    LookupTable t;
+    for (int k = 0; k < 4; ++k)
+      for (int h = 0; h < 4; ++h) t.t[k][h] = _mm512_load_si512(b.plane[k] + 64 * h);
+    // Position 16L + 4m + j of the permuted codes (L: lane, m: output
+    // register, j < 4) holds code 16m + 4L + j.
+    alignas(64) uint8_t order_bytes[64];
+    for (int pos = 0; pos < 64; ++pos)
+      order_bytes[pos] = static_cast<uint8_t>(16 * (pos % 16 / 4) + 4 * (pos / 16) + pos % 4);
+    t.order = _mm512_load_si512(order_bytes);
     return t;
   }
-  static F lookup(const uint8_t* q, const CodeTable& t) {
-    return pick16(t.t, _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
+  static void lookup(const LookupTable& t, const uint8_t* q, float* out) {
+    const __m512i codes = _mm512_permutexvar_epi8(t.order, _mm512_loadu_si512(q));
+    const __mmask64 high = _mm512_movepi8_mask(codes);
+    __m512i plane[4];
+    for (int k = 0; k < 4; ++k)
+      plane[k] = _mm512_mask_blend_epi8(high, _mm512_permutex2var_epi8(t.t[k][0], codes, t.t[k][1]),
+                                        _mm512_permutex2var_epi8(t.t[k][2], codes, t.t[k][3]));
+    const __m512i w01_lo = _mm512_unpacklo_epi8(plane[0], plane[1]);
+    const __m512i w01_hi = _mm512_unpackhi_epi8(plane[0], plane[1]);
+    const __m512i w23_lo = _mm512_unpacklo_epi8(plane[2], plane[3]);
+    const __m512i w23_hi = _mm512_unpackhi_epi8(plane[2], plane[3]);
+    _mm512_store_si512(out, _mm512_unpacklo_epi16(w01_lo, w23_lo));
+    _mm512_store_si512(out + 16, _mm512_unpackhi_epi16(w01_lo, w23_lo));
+    _mm512_store_si512(out + 32, _mm512_unpacklo_epi16(w01_hi, w23_hi));
+    _mm512_store_si512(out + 48, _mm512_unpackhi_epi16(w01_hi, w23_hi));
   }
 };
 

@@ -8,11 +8,9 @@
 //   load, store, set1, zero, add, sub, mul, div, sqrt, max, abs, hmax
 //   load_grad(const float*), load_grad(const BFloat16*)   widened to f32
 //   store_bf16(uint16_t*, F)        round to nearest even, NaN stays NaN
-//   kRegisterTables                 whether it looks tables up in registers:
-//   code_table(const Code8&)        a code table laid out for
-//   lookup(const uint8_t* q, table) code[q] for kWidth bytes q
-//   (without them: code_table returns an unused placeholder, and the
-//   lookups run as scalar code)
+//   kLookupWidth, lookup_table(const Code8&), lookup(table, q, out):
+//                                   out[i] = code[q[i]] for i < kLookupWidth
+//                                   (kLookupWidth 0: scalar lookups only)
 //   segment_tables(const Code8Segments&)  the segment tables laid out for
 //   store_ranks(uint8_t*, F x, tables)  segment_rank on kWidth quotients:
 //                                   stores the ranks, returns false if any
@@ -122,40 +120,27 @@ float quantize(const Code8& code, const float* x, uint8_t* out, int64_t n, float
   return absmax;
 }
 
-// adamw8bit_update_block in three passes over the block (which stays in
-// L1/L2): table lookups of the codes into the scratch m and v; the update
-// with the scales applied, keeping the new absmax; the requantization.
+// adamw8bit_update_block in passes over the block (which stays in L1/L2):
+// table lookups of the codes into the scratch m and v; the update with the
+// scales applied, keeping the new absmax; the requantization of each.
 template <class V, typename Grad>
 void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* grad, uint8_t* m_codes,
                             float& m_scale, uint8_t* v_codes, float& v_scale, float* m, float* v,
                             uint16_t* shadow, int64_t n) {
   const Code8& m_code = signed_code();
   const Code8& v_code = unsigned_code();
-  // Scalar table lookups into the scratch, for the elements the vector
-  // loop will not look up in registers.
-  const int64_t vector_end = n - n % V::kWidth;
-  for (int64_t i = V::kRegisterTables ? vector_end : 0; i < n; ++i) {
-    m[i] = m_code[m_codes[i]];
-    v[i] = v_code[v_codes[i]];
-  }
-  const auto m_table = V::code_table(m_code);
-  const auto v_table = V::code_table(v_code);
+  const auto m_table = V::lookup_table(m_code);
+  const auto v_table = V::lookup_table(v_code);
   const Consts<V> c(s);
   const auto m_scale_v = V::set1(m_scale);
   const auto v_scale_v = V::set1(v_scale);
   auto m_max = V::zero();
   auto v_max = V::zero();
-  int64_t i = 0;
-  for (; i + V::kWidth <= n; i += V::kWidth) {
+  // One register of the update on element i, from the looked-up codes.
+  auto step = [&](int64_t i, typename V::F m_looked_up, typename V::F v_looked_up) {
     // dequantize_block: code[q] * scale
-    typename V::F mv, vv;
-    if constexpr (V::kRegisterTables) {
-      mv = V::mul(V::lookup(m_codes + i, m_table), m_scale_v);
-      vv = V::mul(V::lookup(v_codes + i, v_table), v_scale_v);
-    } else {
-      mv = V::mul(V::load(m + i), m_scale_v);
-      vv = V::mul(V::load(v + i), v_scale_v);
-    }
+    auto mv = V::mul(m_looked_up, m_scale_v);
+    auto vv = V::mul(v_looked_up, v_scale_v);
     const auto p = update(c, V::load(param + i), V::load_grad(grad + i), mv, vv);
     V::store(param + i, p);
     if (shadow != nullptr) V::store_bf16(shadow + i, p);
@@ -163,7 +148,28 @@ void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* gra
     V::store(v + i, vv);
     m_max = V::max(V::abs(mv), m_max);
     v_max = V::max(V::abs(vv), v_max);
+  };
+  int64_t i = 0;
+  if constexpr (V::kLookupWidth > 0) {
+    // The lookups (shuffles) of a run and its update (divisions) in one
+    // loop, so the two kinds of work overlap.
+    constexpr int64_t kRun = V::kLookupWidth;
+    for (; i + kRun <= n; i += kRun) {
+      alignas(64) float m_run[kRun], v_run[kRun];
+      V::lookup(m_table, m_codes + i, m_run);
+      V::lookup(v_table, v_codes + i, v_run);
+      for (int64_t k = 0; k < kRun; k += V::kWidth)
+        step(i + k, V::load(m_run + k), V::load(v_run + k));
+    }
   }
+  // Scalar lookups into the scratch, for the rest (all of it without
+  // register lookups: building vectors from just-stored scalars stalls on
+  // store forwarding, so this is a pass of its own).
+  for (int64_t k = i; k < n; ++k) {
+    m[k] = m_code[m_codes[k]];
+    v[k] = v_code[v_codes[k]];
+  }
+  for (; i + V::kWidth <= n; i += V::kWidth) step(i, V::load(m + i), V::load(v + i));
   float m_absmax = V::hmax(m_max), v_absmax = V::hmax(v_max);
   for (; i < n; ++i) {
     m[i] = m[i] * m_scale;

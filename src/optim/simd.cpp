@@ -27,9 +27,10 @@ bool isa_supported(Isa isa) {
     case Isa::kAvx2:
       return __builtin_cpu_supports("avx2");
     case Isa::kAvx512:
-      // The AVX-512 kernels use F (arithmetic, gathers, down-conversions)
-      // and BW/VL for nothing, so F alone is the requirement.
-      return __builtin_cpu_supports("avx512f");
+      // The AVX-512 kernels use F (arithmetic, permutes, down-conversions),
+      // and BW and VBMI for the 8-bit code lookups (byte permutes).
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vbmi");
 #else
     default:
       return false;
