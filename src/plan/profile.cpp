@@ -114,11 +114,13 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
   // The streaming executor's uses (exec/streaming_plan.h): a no-grad
   // forward, and for backward a forward under grad mode then its backward.
   auto time = [&](auto&& run) {
-    return median_seconds(repeats + 1, [&] {
+    const auto once = [&] {
       run();
       finish();
       clear_grads();
-    });
+    };
+    once();  // warm-up: first-touch allocations, GEMM heuristics
+    return median_seconds(repeats, once);
   };
   std::vector<std::array<double, 5>> seconds;  // per batch size, in the fields' order
   for (int64_t batch : batch_sizes) {

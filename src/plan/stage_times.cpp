@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -176,10 +177,12 @@ void StageTimes::check_model(const models::ModelConfig& c) const {
 }
 
 double StageTimes::chunked(const LinearFit& fit, int64_t batch, int64_t chunk) {
-  if (chunk <= 0 || chunk >= batch) return fit.at(static_cast<double>(batch));
+  // Below the batch sizes timed a line with a negative intercept can dip
+  // under zero; a chunk never takes negative time.
+  const auto at = [&](int64_t b) { return std::max(0.0, fit.at(static_cast<double>(b))); };
+  if (chunk <= 0 || chunk >= batch) return at(batch);
   const int64_t whole = batch / chunk, rest = batch % chunk;
-  return static_cast<double>(whole) * fit.at(static_cast<double>(chunk)) +
-         (rest > 0 ? fit.at(static_cast<double>(rest)) : 0.0);
+  return static_cast<double>(whole) * at(chunk) + (rest > 0 ? at(rest) : 0.0);
 }
 
 }  // namespace lt::plan

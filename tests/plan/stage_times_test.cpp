@@ -25,6 +25,10 @@ TEST(StageTimes, FitThroughTwoPointsAndChunks) {
   EXPECT_NEAR(StageTimes::chunked(f, 8, 2), 2.0, 1e-14);
   EXPECT_NEAR(StageTimes::chunked(f, 7, 2), 1.8, 1e-14);
   EXPECT_NEAR(StageTimes::chunked(f, 8, 0), 1.7, 1e-14);
+  // A negative intercept below the sizes timed: chunks of 1 at -1 + 0.5 take
+  // no time rather than negative time; 4 at once take -1 + 2 = 1.
+  EXPECT_EQ(StageTimes::chunked(LinearFit{-1, 0.5}, 4, 1), 0.0);
+  EXPECT_EQ(StageTimes::chunked(LinearFit{-1, 0.5}, 4, 4), 1.0);
   EXPECT_NE(error_of([] { fit_line(3, 1, 3, 2); }).find("two different batch sizes"),
             std::string::npos);
 }
