@@ -28,6 +28,8 @@ struct HardwareProfile {
   double host_mem_gbps = 87.0;           // triad, 16 threads; shared by copies and the optimizer
   double gpu_tflops = 760.0;             // sustained bf16 GEMM (cuBLASLt 8192^3 median)
   double cpu_adam_gparams_per_s = 4.56;  // lazytrain fp32 AdamW, 16 threads
+  // lazytrain adamw8bit, 16 threads (bench/RESULTS.md, 2026-11-30).
+  double cpu_adam8bit_gparams_per_s = 2.88;
   // Budgets, not measurements: caps on the bytes that kept boundary
   // activations may use in each space. Absent: whatever the rest of the
   // memory budget leaves (a LazyTrain-style run fixes them by hand).

@@ -19,6 +19,7 @@
 #include "io/disk_offload.h"
 #include "models/causal_lm.h"
 #include "optim/adamw.h"
+#include "optim/adamw8bit.h"
 
 #ifdef LT_WITH_CUDA
 #include "core/cuda/device_info.h"
@@ -72,11 +73,14 @@ void disk_gbps(const ProfileOptions& o, double& write_gbps, double& read_gbps) {
       o.disk_bytes / 1e9 / median_seconds(o.repeats, [&] { file.read(region, data.data()); });
 }
 
+// Billions of parameters per second of one step of `Optimizer` (AdamW or
+// AdamW8bit, default options) over one tensor of o.adam_params.
+template <typename Optimizer>
 double adam_gparams_per_s(const ProfileOptions& o) {
   Tensor p = Tensor::zeros({o.adam_params}, DType::F32);
   p.set_requires_grad(true);
   p.set_grad(Tensor::full({o.adam_params}, 1e-3, DType::F32));
-  optim::AdamW adam({{"w", p}}, optim::AdamWOptions{});
+  Optimizer adam({{"w", p}}, optim::AdamWOptions{});
   adam.step(1e-4);  // allocates nothing more, but warms the pages
   return o.adam_params / 1e9 / median_seconds(o.repeats, [&] { adam.step(1e-4); });
 }
@@ -180,9 +184,10 @@ ProfileReport measure_profile(const ProfileOptions& o) {
   r.measured = {"host_memory_gb", "disk_gb"};
   p.host_mem_gbps = host_memory_gbps(o);
   disk_gbps(o, p.disk_write_gbps, p.disk_read_gbps);
-  p.cpu_adam_gparams_per_s = adam_gparams_per_s(o);
+  p.cpu_adam_gparams_per_s = adam_gparams_per_s<optim::AdamW>(o);
+  p.cpu_adam8bit_gparams_per_s = adam_gparams_per_s<optim::AdamW8bit>(o);
   r.measured.insert(r.measured.end(), {"host_mem_gbps", "disk_write_gbps", "disk_read_gbps",
-                                       "cpu_adam_gparams_per_s"});
+                                       "cpu_adam_gparams_per_s", "cpu_adam8bit_gparams_per_s"});
 #ifdef LT_WITH_CUDA
   if (cuda::device_count() > 0) {
     p.gpu_memory_gb = cuda::device_total_memory(0) / kBytesPerGB;

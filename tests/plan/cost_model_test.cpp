@@ -62,6 +62,37 @@ TEST(CostModel, OptimizerWaitsBeforeEachStageForward) {
   EXPECT_NEAR(predict_step(m, in, all_kept(2)).optimizer_s, 43.424, 1e-6);
 }
 
+// The optimizer's rate: the lesser of the CPU's measured rate for the
+// optimizer in use and what host memory leaves it after the forward's
+// copies; the bandwidth is host_mem_gbps or, if more, what the measured rate
+// itself moves (bytes per parameter: 28 fp32 AdamW, 16 adamw8bit).
+TEST(CostModel, OptimizerRateSharesHostBandwidthWithTheCopies) {
+  // Slow compute (block forward 120.0128 s, head 20.48 s at 1e-8 TFLOP/s):
+  // only block 0's forward waits, for the embedding's and its own update,
+  // 6432 + 36992 = 43424 parameters. The forward copies two blocks' bf16
+  // weights (2 x 36992 x 2 bytes) in 2 x 120.0128 + 20.48 s.
+  HardwareProfile hw;
+  hw.gpu_tflops = 1e-8;
+  hw.host_mem_gbps = 1e-5;
+  const double copy_gbps = 2 * 36992 * 2 / 1e9 / (2 * 120.0128 + 20.48);
+  // fp32 at 1000 parameters/s moves 28000 B/s = 2.8e-5 GB/s, more than the
+  // 1e-5 of host_mem_gbps: that is the bandwidth; the copies leave
+  // 2.8e-5 - copy_gbps of it, which carries fewer than 1000 parameters/s.
+  hw.cpu_adam_gparams_per_s = 1e-6;
+  CostModel m = make_cost_model(testing::tiny_llama(), hw, {2, 8}, 0, 4);
+  PlanInstance in = build_instance(m);
+  const double fp32_rate = (2.8e-5 - copy_gbps) * 1e9 / 28;
+  ASSERT_LT(fp32_rate, 1000);
+  EXPECT_NEAR(predict_step(m, in, all_kept(2)).optimizer_s, 43424 / fp32_rate, 1e-9);
+  // adamw8bit at 500 parameters/s moves 8e-6 GB/s, less than host_mem_gbps:
+  // 1e-5 - copy_gbps carries more than 500 parameters/s, so the CPU bounds it.
+  hw.cpu_adam8bit_gparams_per_s = 5e-7;
+  m = make_cost_model(testing::tiny_llama(), hw, {2, 8, exec::OptimizerStates::EightBit}, 0, 4);
+  in = build_instance(m);
+  ASSERT_GT((1e-5 - copy_gbps) * 1e9 / 16, 500);
+  EXPECT_NEAR(predict_step(m, in, all_kept(2)).optimizer_s, 43424 / 500.0, 1e-9);
+}
+
 TEST(CostModel, WindowsCarryTheirCapacityAndWeightPrefetch) {
   HardwareProfile hw;
   hw.gpu_tflops = 1e-6;
