@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "core/stream.h"
+#include "ops/index_checks.h"
 #include "ops/op_profile.h"
 #include "optim/clip.h"
 
@@ -73,16 +74,22 @@ StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,
   // accumulated gradient is that of the mean over the whole global batch.
   const double denominator = static_cast<double>(std::max<int64_t>(stats.target_count, 1));
   const models::CausalLM& compute = compute_model();
-  for (const auto& mb : micro_batches) {
-    if (mb.target_count == 0) continue;
+  {
     // Ids were checked against the vocabulary when the data was loaded and
-    // targets counted on the host by the batcher; the embedding and the
-    // cross-entropy check them again on the host (one small read-back each).
-    Tensor loss = compute.loss(mb.ids.to(device), mb.targets.to(device), denominator);
-    stats.loss += loss.item();
-    backward(loss);
+    // targets counted on the host by the batcher. On a GPU the kernels guard
+    // them again without a read-back: a bad one is thrown by the
+    // cross-entropy (which waits for its count anyway) or just below, after
+    // the wait that ends the backward and before any update.
+    ops::DeferIndexChecks deferred;
+    for (const auto& mb : micro_batches) {
+      if (mb.target_count == 0) continue;
+      Tensor loss = compute.loss(mb.ids.to(device), mb.targets.to(device), denominator);
+      stats.loss += loss.item();
+      backward(loss);
+    }
   }
   finish_queued_work(device);
+  ops::check_index_errors(device);
   stats.compute_s = seconds_since(start);
 
   const auto opt_start = std::chrono::steady_clock::now();

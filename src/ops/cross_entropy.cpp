@@ -32,12 +32,11 @@ void check_target_shape(const Tensor& logits, const Tensor& targets, const char*
 
 // Targets as i64, each either ignore_index or a class in [0, V). Checked on
 // the calling thread before any work, so the error names the first bad one.
-// Targets on a GPU are read back first.
 Checked check_targets(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                       const char* op) {
   check_target_shape(logits, targets, op);
   const int64_t n = logits.size(0), v = logits.size(1);
-  Tensor c = targets.to(Device::cpu()).contiguous();
+  Tensor c = targets.contiguous();
   Checked out;
   out.targets.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -74,11 +73,16 @@ int64_t row_grain(int64_t v) {
 CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets,
                                  int64_t ignore_index) {
   Device device = common_device({&logits, &targets}, "cross_entropy");
-  const Checked checked = check_targets(logits, targets, ignore_index, "cross_entropy");
 #ifdef LT_WITH_CUDA
-  if (device.is_cuda()) return cuda::cross_entropy(logits, targets, ignore_index, checked.count);
+  // The kernels count and check the targets on the device (no read-back of
+  // the targets; see ops/cuda/cross_entropy.h).
+  if (device.is_cuda()) {
+    check_target_shape(logits, targets, "cross_entropy");
+    return cuda::cross_entropy(logits, targets, ignore_index);
+  }
 #endif
   if (!device.is_cpu()) no_kernel("cross_entropy", device);
+  const Checked checked = check_targets(logits, targets, ignore_index, "cross_entropy");
   const int64_t N = logits.size(0), V = logits.size(1);
   const DType ct = compute_dtype(logits.dtype());
   Tensor lc = logits.contiguous();

@@ -22,7 +22,9 @@ struct CrossEntropyOutput {
 // logits [N, V] (any floating dtype, computed in f32, f64 for f64),
 // targets [N] i32 or i64. loss = mean over rows with target != ignore_index
 // of lse - logits[target]; 0 when no row counts. A target outside [0, V)
-// that is not ignore_index is an lt::Error naming it.
+// that is not ignore_index is an lt::Error naming it. On a GPU the count
+// comes back to the host (a wait), and with it any bad index recorded on
+// the device by an embedding whose check was deferred (ops/index_checks.h).
 CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets,
                                  int64_t ignore_index = -100);
 

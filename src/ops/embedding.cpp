@@ -6,6 +6,7 @@
 #include "core/thread_pool.h"
 #include "ops/common.h"
 #include "ops/cuda/embedding.h"
+#include "ops/index_checks.h"
 
 namespace lt::ops {
 
@@ -13,9 +14,13 @@ namespace {
 
 // The ids as i64, each checked against the vocabulary. Checked up front, on
 // the calling thread, so that a bad id fails before any output is written.
-std::vector<int64_t> checked_ids(const Tensor& ids, int64_t vocab_size, const char* op) {
+void check_id_dtype(const Tensor& ids, const char* op) {
   LT_CHECK(ids.dtype() == DType::I32 || ids.dtype() == DType::I64, op,
            ": ids must be i32 or i64, got ", ids.str());
+}
+
+std::vector<int64_t> checked_ids(const Tensor& ids, int64_t vocab_size, const char* op) {
+  check_id_dtype(ids, op);
   Tensor c = ids.contiguous();
   const int64_t n = c.numel();
   std::vector<int64_t> out(static_cast<size_t>(n));
@@ -41,10 +46,12 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   LT_CHECK(weight.dim() == 2, "embedding: weight must be [V, C], got ", weight.str());
 #ifdef LT_WITH_CUDA
   if (device.is_cuda()) {
-    // The ids are read back to check them before any kernel runs (and so
-    // that a bad id is an error here, not a wild read on the device).
-    checked_ids(ids.to(Device::cpu()), weight.size(0), "embedding");
-    return cuda::embedding(weight, ids);
+    // The kernel guards every id and records a bad one on the device; the
+    // check waits for it unless the caller deferred it (ops/index_checks.h).
+    check_id_dtype(ids, "embedding");
+    Tensor out = cuda::embedding(weight, ids);
+    if (!index_checks_deferred()) check_index_errors(device);
+    return out;
   }
 #endif
   if (!device.is_cpu()) no_kernel("embedding", device);
@@ -81,8 +88,10 @@ Tensor embedding_backward(const Tensor& grad_out, const Tensor& ids, int64_t voc
            " does not match ids ", shape_str(ids.shape()), " + [C]");
 #ifdef LT_WITH_CUDA
   if (device.is_cuda()) {
-    return cuda::embedding_backward(
-        grad_out, checked_ids(ids.to(Device::cpu()), vocab_size, "embedding_backward"), vocab_size);
+    check_id_dtype(ids, "embedding_backward");
+    Tensor grad = cuda::embedding_backward(grad_out, ids, vocab_size);
+    if (!index_checks_deferred()) check_index_errors(device);
+    return grad;
   }
 #endif
   if (!device.is_cpu()) no_kernel("embedding_backward", device);

@@ -8,7 +8,8 @@ namespace lt::ops {
 
 // weight [V, C] (any dtype; rows are copied bit for bit), ids i32 or i64 of
 // any shape -> [..., C] in weight's dtype. An id outside [0, V) is an
-// lt::Error naming the id, where it was found, and V.
+// lt::Error naming the id, where it was found, and V (on a GPU it can be
+// deferred to a later point: ops/index_checks.h).
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 
 // Scatter-adds grad_out [..., C] (ids.shape() + [C]) into a zero [V, C]

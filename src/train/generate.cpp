@@ -14,8 +14,11 @@ std::vector<int32_t> greedy_generate(const models::CausalLM& model,
   for (int64_t i = 0; i < max_new_tokens && static_cast<int64_t>(tokens.size()) < limit; ++i) {
     std::vector<int64_t> ids(tokens.begin(), tokens.end());
     const int64_t t = static_cast<int64_t>(ids.size());
-    Tensor logits = model.logits(Tensor::from_vector(ids, {1, t}));
-    Tensor last = logits.select(0, 0).select(0, t - 1).to(DType::F32).contiguous();
+    // The ids go to the model's device; only the last position's logits
+    // (one row of the vocabulary) come back for the argmax.
+    Tensor logits = model.logits(Tensor::from_vector(ids, {1, t}).to(model.device()));
+    Tensor last =
+        logits.select(0, 0).select(0, t - 1).to(Device::cpu()).to(DType::F32).contiguous();
     const float* p = last.data<float>();
     int32_t best = 0;
     for (int64_t v = 1; v < last.numel(); ++v) {

@@ -1,6 +1,7 @@
 #pragma once
 // Greedy decoding without a KV cache: each new token runs the whole prefix.
-// Enough for the demo's short sample; generation proper comes later.
+// Enough for the demo's short sample; generation proper comes later. Runs
+// where the model is (CPU or GPU, in its dtype); ties go to the lowest id.
 #include <vector>
 
 #include "models/causal_lm.h"

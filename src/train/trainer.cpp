@@ -341,9 +341,17 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   result.steps_done = state.step;
   result.last_checkpoint = last_saved.string();
   plot_loss_curve(out_dir / "metrics.jsonl", out_dir / "loss.png");
-  // Greedy sampling reads logits on the host: CPU runs only for now.
-  if (run.sample_at_end && tokenizer && !result.interrupted && device.is_cpu()) {
-    print_sample(model, *tokenizer, samples.front());
+  // The greedy sample runs where the f32 masters are: on the GPU for the
+  // resident executor on cuda (f32, TF32 GEMMs), on the host otherwise. The
+  // streaming executor keeps its masters on the host because the model may
+  // not fit the GPU, and a CPU forward of a model that size per token is
+  // too slow for a sample: skipped there, saying so.
+  if (run.sample_at_end && tokenizer && !result.interrupted) {
+    if (device.is_cuda() && c.exec.mode == "streaming") {
+      fmt::print("\nsample: skipped (exec.mode streaming keeps the model on the host)\n");
+    } else {
+      print_sample(model, *tokenizer, samples.front());
+    }
   }
   fmt::print("outputs: {} (metrics.jsonl, config.yaml, loss.png, checkpoints {})\n",
              out_dir.string(), last_saved.string());

@@ -15,15 +15,13 @@
 #include "core/cuda/device_info.h"
 #include "core/random.h"
 #include "core/tensor.h"
+#include "gpu_test_support.h"
 #include "nn/module.h"
 #include "optim/adamw8bit.h"
 #include "optim/cuda/adamw8bit.h"
 
 namespace lt {
 namespace {
-
-#define LT_REQUIRE_GPU() \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU on this machine"
 
 const Device kGpu = Device::cuda(0);
 

@@ -15,6 +15,7 @@
 #include "core/cuda/device_info.h"
 #include "core/random.h"
 #include "core/tensor.h"
+#include "gpu_test_support.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
 #include "optim/cuda/adamw.h"
@@ -22,9 +23,6 @@
 
 namespace lt {
 namespace {
-
-#define LT_REQUIRE_GPU() \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU on this machine"
 
 const Device kGpu = Device::cuda(0);
 

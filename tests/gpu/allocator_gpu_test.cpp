@@ -21,14 +21,13 @@
 #include "core/storage.h"
 #include "core/stream.h"
 #include "core/tensor.h"
+#include "gpu_test_support.h"
 
 namespace lt {
 namespace {
 
 constexpr size_t MiB = size_t{1} << 20;
 
-#define LT_REQUIRE_GPU() \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU on this machine"
 #define LT_EXPECT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
 cudaStream_t raw(const Stream& s) {

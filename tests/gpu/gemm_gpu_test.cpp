@@ -25,6 +25,7 @@
 #include "core/cuda/device_info.h"
 #include "core/stream.h"
 #include "core/tensor.h"
+#include "gpu_test_support.h"
 #include "ops/matmul.h"
 #include "support/gradcheck.h"
 
@@ -32,9 +33,6 @@ namespace lt {
 namespace {
 
 using testing::relative_error_norm;
-
-#define LT_REQUIRE_GPU() \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU on this machine"
 
 Device gpu() {
   return Device::cuda(0);

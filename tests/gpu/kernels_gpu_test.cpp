@@ -22,10 +22,12 @@
 #include "core/random.h"
 #include "core/stream.h"
 #include "core/tensor.h"
+#include "gpu_test_support.h"
 #include "ops/activations.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/index_checks.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
 #include "support/errors.h"
@@ -36,9 +38,6 @@ namespace {
 
 using testing::error_of;
 using testing::relative_error_norm;
-
-#define LT_REQUIRE_GPU() \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU on this machine"
 
 const Device kGpu = Device::cuda(0);
 const std::vector<DType> kDtypes = {DType::F32, DType::BF16};
@@ -320,6 +319,87 @@ TEST(KernelsEmbedding, LookupAndScatterAdd) {
   EXPECT_THAT(error_of([&] { ops::embedding(w, bad); }), ::testing::HasSubstr("id 10"));
 }
 
+// A bad id is an error whether the check is made at once (the default) or
+// deferred (ops/index_checks.h: the resident executor's step). Deferred, the
+// ops return without reading anything back: the good rows are right, the
+// bad id's row is zero (forward) or dropped (backward), and the next check
+// names the value and the vocabulary size, once.
+TEST(KernelsEmbedding, BadIdsAreRecordedOnTheDevice) {
+  LT_REQUIRE_GPU();
+  Generator gen(16);
+  const int64_t vocab = 10, channels = 12;
+  Tensor w = randn({vocab, channels}, DType::F32, gen);
+  Tensor gw = gpu(w);
+  // At once: the backward names the bad id too, and the record is cleared
+  // after each error (a good call after it does not throw).
+  for (DType id_dtype : {DType::I64, DType::I32}) {
+    SCOPED_TRACE(dtype_name(id_dtype));
+    Tensor bad = gpu(Tensor::from_doubles({3, -4, 3}, {3}, id_dtype));
+    EXPECT_THAT(error_of([&] { ops::embedding(gw, bad); }),
+                ::testing::AllOf(::testing::HasSubstr("embedding: id -4"),
+                                 ::testing::HasSubstr("[0, 10)")));
+    Tensor g3 = gpu(randn({3, channels}, DType::F32, gen));
+    EXPECT_THAT(error_of([&] { ops::embedding_backward(g3, bad, vocab); }),
+                ::testing::AllOf(::testing::HasSubstr("embedding_backward: id -4"),
+                                 ::testing::HasSubstr("[0, 10)")));
+    EXPECT_NO_THROW(ops::check_index_errors(kGpu));
+    EXPECT_NO_THROW(ops::embedding(gw, gpu(Tensor::from_doubles({9, 0}, {2}, id_dtype))));
+  }
+
+  // Deferred: ids 2, 7, 2, 12 (bad), 5, 2 in a [2, 3] batch.
+  Tensor ids = Tensor::from_vector<int64_t>({2, 7, 2, 12, 5, 2}, {2, 3});
+  Tensor good = Tensor::from_vector<int64_t>({2, 7, 2, 5, 2}, {5});
+  Tensor g = randn({2, 3, channels}, DType::F32, gen);
+  Tensor g_good = Tensor::empty({5, channels}, DType::F32);
+  const Tensor g_flat = g.reshape({6, channels});
+  for (int64_t i = 0, j = 0; i < 6; ++i) {
+    if (i == 3) continue;
+    g_good.slice(0, j, j + 1).copy_(g_flat.slice(0, i, i + 1));
+    ++j;
+  }
+  Tensor y, dw;
+  {
+    ops::DeferIndexChecks deferred;
+    EXPECT_NO_THROW(y = ops::embedding(gw, gpu(ids)));
+    EXPECT_NO_THROW(dw = ops::embedding_backward(gpu(g), gpu(ids), vocab));
+    current_stream(kGpu).synchronize();
+  }
+  std::vector<double> rows = y.reshape({6, channels}).to_doubles();
+  const std::vector<double> want = ops::embedding(w, good).to_doubles();
+  for (int64_t i = 0, j = 0; i < 6; ++i) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const double v = rows[static_cast<size_t>(i * channels + c)];
+      if (i == 3) {
+        EXPECT_EQ(v, 0.0) << "row of the bad id, column " << c;
+      } else {
+        EXPECT_EQ(v, want[static_cast<size_t>(j * channels + c)]) << "row " << i;
+      }
+    }
+    if (i != 3) ++j;
+  }
+  // The bad id's gradient row is dropped; the rest is the CPU's sum.
+  EXPECT_CLOSE(dw, ops::embedding_backward(g_good, good, vocab), DType::F32);
+  // Only the first bad index is kept: the forward's.
+  EXPECT_THAT(error_of([&] { ops::check_index_errors(kGpu); }),
+              ::testing::AllOf(::testing::HasSubstr("embedding: id 12 (flat position 3"),
+                               ::testing::HasSubstr("vocabulary [0, 10)")));
+  EXPECT_NO_THROW(ops::check_index_errors(kGpu));
+
+  // A deferred bad id is thrown by the next cross-entropy, which waits for
+  // its count anyway (so a bad batch fails before its backward).
+  {
+    ops::DeferIndexChecks deferred;
+    ops::embedding(gw, gpu(ids));
+    Tensor logits = gpu(randn({3, vocab}, DType::F32, gen));
+    Tensor targets = gpu(Tensor::from_vector<int64_t>({1, -100, 9}, {3}));
+    EXPECT_THAT(error_of([&] { ops::cross_entropy(logits, targets); }),
+                ::testing::HasSubstr("embedding: id 12"));
+    ops::CrossEntropyOutput ok = ops::cross_entropy(logits, targets);
+    EXPECT_EQ(ok.count, 2);
+  }
+  EXPECT_NO_THROW(ops::check_index_errors(kGpu));
+}
+
 // ---------------------------------------------------------------- norms
 
 const std::vector<Shape> kNormShapes = {{7, 13}, {8, 128, 2048}};
@@ -503,6 +583,17 @@ TEST(KernelsCrossEntropy, AllIgnoredAndBadTargets) {
   Tensor bad = gpu(Tensor::from_vector<int32_t>({0, 11, 2}, {3}));
   EXPECT_THAT(error_of([&] { ops::cross_entropy(logits, bad); }),
               ::testing::HasSubstr("target 11 at row 1"));
+  // The same inside a deferred scope (the cross-entropy waits for its
+  // count anyway), with the vocabulary and ignore_index named; a negative
+  // target that is not ignore_index is bad too. Each error clears the record.
+  ops::DeferIndexChecks deferred;
+  Tensor negative = gpu(Tensor::from_vector<int64_t>({0, -100, -3}, {3}));
+  EXPECT_THAT(error_of([&] { ops::cross_entropy(logits, negative); }),
+              ::testing::HasSubstr("target -3 at row 2 is outside the vocabulary [0, 11) and is "
+                                   "not ignore_index (-100)"));
+  EXPECT_NO_THROW(ops::check_index_errors(kGpu));
+  EXPECT_EQ(ops::cross_entropy(logits, gpu(Tensor::from_vector<int64_t>({0, -100, 10}, {3}))).count,
+            2);
 }
 
 // ---------------------------------------------------------------- autograd

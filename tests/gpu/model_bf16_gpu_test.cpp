@@ -16,6 +16,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/cuda/device_info.h"
+#include "gpu_test_support.h"
 #include "io/hf_model.h"
 #include "io/safetensors.h"
 
@@ -23,9 +24,6 @@ namespace lt {
 namespace {
 
 namespace fs = std::filesystem;
-
-#define LT_REQUIRE_GPU() \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU on this machine"
 
 const fs::path kFamilies = fs::path(LT_SOURCE_DIR) / "tests/models/fixtures/families";
 

@@ -112,6 +112,38 @@ TEST_P(ResidentGpuFixture, F32StepsMatchCpuF32) {
 INSTANTIATE_TEST_SUITE_P(Families, ResidentGpuFixture,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gpt2"));
 
+// A token id outside the vocabulary on the GPU: the kernels guard it with no
+// read-back, and the step fails with the id and the vocabulary named,
+// before any update (the masters are unchanged). The record is cleared, so
+// the next good step runs.
+TEST(ResidentGpu, BadIdFailsTheStepBeforeTheUpdate) {
+  LT_REQUIRE_GPU();
+  models::CausalLM model = io::load_hf_model(fixture("llama"));
+  model.to(Device::cuda(0), DType::F32);
+  optim::AdamW adam(model.parameters(), optim::AdamWOptions{}, {"norm"});
+  ResidentExecutor executor(model, adam, DType::BF16);
+  const auto initial = host_values(model);
+  auto batches = make_batches(2, 16, 97);
+  std::vector<data::Batch> bad = batches[0];
+  bad[1].ids = bad[1].ids.clone();
+  bad[1].ids.data<int64_t>()[5] = 97;
+  StepOptions so;
+  so.lr = 1e-2;
+  std::string message;
+  try {
+    executor.step(bad, so);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("embedding: id 97 (flat position 5"), std::string::npos) << message;
+  EXPECT_NE(message.find("[0, 97)"), std::string::npos) << message;
+  EXPECT_EQ(host_values(model), initial);
+  const StepStats ok = executor.step(batches[1], so);
+  EXPECT_FALSE(ok.skipped);
+  EXPECT_TRUE(std::isfinite(ok.loss));
+  EXPECT_NE(host_values(model), initial);
+}
+
 // A Qwen2-shaped model with the head sizes the CUDA attention kernel takes:
 // the whole bf16 path on the GPU, attention included, against the CPU.
 class ResidentGpuRealAttention : public ::testing::TestWithParam<int64_t> {};

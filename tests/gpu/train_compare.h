@@ -14,10 +14,8 @@
 #include "core/random.h"
 #include "data/batching.h"
 #include "exec/step_stats.h"
+#include "gpu_test_support.h"
 #include "models/causal_lm.h"
-
-#define LT_REQUIRE_GPU() \
-  if (lt::cuda::device_count() == 0) GTEST_SKIP() << "no GPU on this machine"
 
 namespace lt::exec::gpu_test {
 

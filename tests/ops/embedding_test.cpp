@@ -5,7 +5,9 @@
 
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "ops/cross_entropy.h"
 #include "ops/embedding.h"
+#include "ops/index_checks.h"
 #include "support/errors.h"
 #include "support/gradcheck.h"
 
@@ -65,6 +67,33 @@ TEST(Embedding, OutOfRangeIdsNameTheIdAndTheVocabulary) {
   EXPECT_THAT(error_of([&] { ops::embedding(w, neg); }), ::testing::HasSubstr("id -1"));
   Tensor floats = Tensor::zeros({2}, DType::F32);
   EXPECT_THAT(error_of([&] { ops::embedding(w, floats); }), ::testing::HasSubstr("i32 or i64"));
+}
+
+// DeferIndexChecks only lets GPU kernels report a bad index later: on the
+// CPU every op still checks before any work, inside the scope as outside,
+// and the scope nests and restores.
+TEST(Embedding, DeferredChecksStillThrowAtOnceOnTheCpu) {
+  EXPECT_FALSE(ops::index_checks_deferred());
+  Tensor w = Tensor::zeros({11, 4}, DType::F32);
+  Tensor big = Tensor::from_vector<int64_t>({1, 2, 11}, {3});
+  {
+    ops::DeferIndexChecks outer;
+    {
+      ops::DeferIndexChecks inner;
+      EXPECT_TRUE(ops::index_checks_deferred());
+    }
+    EXPECT_TRUE(ops::index_checks_deferred());
+    EXPECT_THAT(error_of([&] { ops::embedding(w, big); }), ::testing::HasSubstr("id 11"));
+    EXPECT_THAT(error_of([&] {
+                  ops::embedding_backward(Tensor::zeros({3, 4}, DType::F32), big, 11);
+                }),
+                ::testing::HasSubstr("id 11"));
+    Tensor logits = Tensor::zeros({3, 11}, DType::F32);
+    EXPECT_THAT(error_of([&] { ops::cross_entropy(logits, big); }),
+                ::testing::HasSubstr("target 11 at row 2"));
+    EXPECT_NO_THROW(ops::check_index_errors(Device::cpu()));
+  }
+  EXPECT_FALSE(ops::index_checks_deferred());
 }
 
 TEST(Embedding, BackwardScatterAddsRepeatedIds) {

@@ -5,6 +5,8 @@
 // (softmax - onehot) * scale in the logits' dtype. Neither materializes an
 // f32 copy of the logits.
 #include "ops/cuda/cross_entropy.h"
+#include "ops/cuda/index_check.cuh"
+#include "ops/cuda/index_check.h"
 #include "ops/cuda/kernel_common.cuh"
 
 namespace lt::ops::cuda {
@@ -17,7 +19,8 @@ __device__ __forceinline__ int64_t target_at(const void* targets, bool wide, int
 
 template <typename T, bool kPacked>
 __global__ void ce_forward_rows(const T* logits, const void* targets, bool wide, int64_t vocab,
-                                int64_t ignore_index, float* lse, float* row_loss) {
+                                int64_t ignore_index, IndexError* bad, float* lse,
+                                float* row_loss) {
   __shared__ float scratch_m[32], scratch_s[32];
   const int64_t r = blockIdx.x;
   const int64_t t = target_at(targets, wide, r);
@@ -32,18 +35,30 @@ __global__ void ce_forward_rows(const T* logits, const void* targets, bool wide,
   if (threadIdx.x == 0) {
     const float l = acc.m + logf(acc.s);
     lse[r] = l;
-    row_loss[r] = t >= 0 && t < vocab ? l - to_f32(x[t]) : NAN;
+    const bool ok = t >= 0 && t < vocab;
+    if (!ok) record_bad_index(bad, kIndexOpCrossEntropy, t, r, vocab, ignore_index);
+    row_loss[r] = ok ? l - to_f32(x[t]) : NAN;
   }
 }
 
-// loss = sum(row_loss) / count, summed by one block in a fixed order.
-__global__ void ce_mean(const float* row_loss, int64_t rows, int64_t count, float* loss) {
+// count = the targets that are not ignore_index, loss = sum(row_loss) /
+// count, both reduced by one block in a fixed order.
+__global__ void ce_mean(const float* row_loss, const void* targets, bool wide, int64_t rows,
+                        int64_t ignore_index, float* loss, int64_t* count_out) {
   __shared__ float scratch[32];
+  __shared__ long long count_scratch[32];
   float s = 0.0f;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) s += row_loss[r];
+  long long count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    s += row_loss[r];
+    count += target_at(targets, wide, r) != ignore_index;
+  }
   s = block_sum(s, scratch);
-  if (threadIdx.x == 0)
+  count = block_reduce(count, 0LL, count_scratch, SumOp{});
+  if (threadIdx.x == 0) {
     loss[0] = count > 0 ? static_cast<float>(s / static_cast<double>(count)) : 0.0f;
+    count_out[0] = count;
+  }
 }
 
 // d loss / d logits scale: grad_loss / count, read from the device when
@@ -89,16 +104,17 @@ unsigned rows_of(const Tensor& logits) {
 }  // namespace
 
 CrossEntropyOutput cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
-                                 int64_t ignore_index, int64_t count) {
+                                 int64_t ignore_index) {
   check_kernel_dtype(logits_in, "cross_entropy");
   const Tensor logits = dense(logits_in), targets = dense(targets_in);
   const Device device = logits.device();
   const int64_t rows = logits.size(0), vocab = logits.size(1);
   CrossEntropyOutput out;
-  out.count = count;
   out.lse = Tensor::empty({rows}, DType::F32, device);
   out.loss = Tensor::empty({}, DType::F32, device);
   Tensor row_loss = Tensor::empty({rows}, DType::F32, device);
+  Tensor count = Tensor::empty({}, DType::I64, device);
+  IndexError* bad = index_error_record(device);
   ::lt::cuda::DeviceGuard guard(device.index);
   cudaStream_t stream = stream_for(device);
   const bool wide = targets.dtype() == DType::I64;
@@ -111,17 +127,23 @@ CrossEntropyOutput cross_entropy(const Tensor& logits_in, const Tensor& targets_
       auto* ploss = static_cast<float*>(row_loss.data_ptr());
       if (vocab % Pack<T>::kSize == 0 && aligned16(px)) {
         ce_forward_rows<T, true><<<rows_of(logits), threads, 0, stream>>>(
-            px, targets.data_ptr(), wide, vocab, ignore_index, plse, ploss);
+            px, targets.data_ptr(), wide, vocab, ignore_index, bad, plse, ploss);
       } else {
         ce_forward_rows<T, false><<<rows_of(logits), threads, 0, stream>>>(
-            px, targets.data_ptr(), wide, vocab, ignore_index, plse, ploss);
+            px, targets.data_ptr(), wide, vocab, ignore_index, bad, plse, ploss);
       }
       LT_CUDA_CHECK(cudaGetLastError());
     });
   }
-  ce_mean<<<1, 1024, 0, stream>>>(static_cast<const float*>(row_loss.data_ptr()), rows, count,
-                                  static_cast<float*>(out.loss.data_ptr()));
+  ce_mean<<<1, 1024, 0, stream>>>(
+      static_cast<const float*>(row_loss.data_ptr()), targets.data_ptr(), wide, rows, ignore_index,
+      static_cast<float*>(out.loss.data_ptr()), static_cast<int64_t*>(count.data_ptr()));
   LT_CUDA_CHECK(cudaGetLastError());
+  // The count is needed on the host (the caller weighs chunks by it), so
+  // this op waits for its kernels anyway: the bad-target check comes with
+  // that wait (and reports a bad id an earlier deferred embedding found).
+  throw_recorded_index_error(device);
+  out.count = static_cast<int64_t>(count.item());
   return out;
 }
 

@@ -1,8 +1,11 @@
-// Embedding lookup and its scatter-add backward on the GPU.
-#include <algorithm>
-#include <numeric>
+// Embedding lookup and its scatter-add backward on the GPU. Neither reads
+// the ids on the host: a bad id (outside [0, V)) is recorded on the device
+// (ops/cuda/index_check.cuh), its output row is zero and its gradient row
+// is dropped.
+#include <cub/device/device_radix_sort.cuh>
 
 #include "ops/cuda/embedding.h"
+#include "ops/cuda/index_check.cuh"
 #include "ops/cuda/kernel_common.cuh"
 
 namespace lt::ops::cuda {
@@ -12,10 +15,17 @@ namespace {
 // Copies whole rows in words of type W (16, 8, 4, 2 or 1 bytes: the widest
 // that the row length and both base addresses allow).
 template <typename W, typename Id>
-__global__ void gather_rows(const W* table, const Id* ids, W* out, int64_t row_words) {
+__global__ void gather_rows(const W* table, const Id* ids, W* out, int64_t row_words, int64_t vocab,
+                            IndexError* bad) {
   const int64_t r = blockIdx.x;
-  const W* src = table + static_cast<int64_t>(ids[r]) * row_words;
+  const int64_t id = ids[r];
   W* dst = out + r * row_words;
+  if (id < 0 || id >= vocab) {  // the same for the whole block
+    if (threadIdx.x == 0) record_bad_index(bad, kIndexOpEmbedding, id, r, vocab);
+    for (int64_t j = threadIdx.x; j < row_words; j += blockDim.x) dst[j] = W{};
+    return;
+  }
+  const W* src = table + id * row_words;
   for (int64_t j = threadIdx.x; j < row_words; j += blockDim.x) dst[j] = src[j];
 }
 
@@ -27,12 +37,14 @@ void launch_gather(const Tensor& weight, const Tensor& ids, const Tensor& out, i
   const auto rows = static_cast<unsigned>(ids.numel());
   const auto* table = static_cast<const W*>(weight.data_ptr());
   auto* dst = static_cast<W*>(out.data_ptr());
+  const int64_t vocab = weight.size(0);
+  IndexError* bad = index_error_record(weight.device());
   if (ids.dtype() == DType::I64) {
     gather_rows<W><<<rows, threads, 0, stream>>>(table, static_cast<const int64_t*>(ids.data_ptr()),
-                                                 dst, words);
+                                                 dst, words, vocab, bad);
   } else {
     gather_rows<W><<<rows, threads, 0, stream>>>(table, static_cast<const int32_t*>(ids.data_ptr()),
-                                                 dst, words);
+                                                 dst, words, vocab, bad);
   }
   LT_CUDA_CHECK(cudaGetLastError());
 }
@@ -42,37 +54,66 @@ bool fits(const void* a, const void* b, int64_t row_bytes, size_t word) {
          reinterpret_cast<uintptr_t>(a) % word == 0 && reinterpret_cast<uintptr_t>(b) % word == 0;
 }
 
-// Block u owns vocab row uniq[u]: it adds the gradient rows of its tokens
-// (order[seg[u]] .. order[seg[u + 1] - 1], in position order) in f32.
-// No two blocks write one row, so no atomics, and the order is fixed.
+// Sort keys for the backward: key[i] = ids[i], or `vocab` (sorted last,
+// then skipped) for a bad id, which is recorded; position[i] = i.
+template <typename Id>
+__global__ void make_sort_keys(const Id* ids, int64_t n, int64_t vocab, IndexError* bad,
+                               uint32_t* key, int32_t* position) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    const int64_t id = ids[i];
+    const bool ok = id >= 0 && id < vocab;
+    if (!ok) record_bad_index(bad, kIndexOpEmbeddingBackward, id, i, vocab);
+    key[i] = static_cast<uint32_t>(ok ? id : vocab);
+    position[i] = static_cast<int32_t>(i);
+  }
+}
+
+// `key` sorted (stably: positions of one id stay in position order), with
+// `order` the positions in that order. Block k leads when key[k] starts a
+// run of equal keys: it owns vocab row key[k] and adds the gradient rows
+// of the run (order[k], order[k + 1], ...) in f32. No two blocks write one
+// row, so no atomics, and the order of additions is fixed (the CPU
+// backend's: each row's tokens in position order). Other blocks return.
 template <typename T, bool kPacked>
-__global__ void scatter_rows(const T* grad, const int64_t* uniq, const int64_t* seg,
-                             const int64_t* order, int64_t cols, T* out) {
-  const int64_t u = blockIdx.x;
-  const int64_t begin = seg[u], end = seg[u + 1];
-  T* dst = out + uniq[u] * cols;
+__global__ void scatter_rows(const T* grad, const uint32_t* key, const int32_t* order, int64_t n,
+                             uint32_t vocab, int64_t cols, T* out) {
+  const int64_t k = blockIdx.x;
+  const uint32_t id = key[k];
+  if (id >= vocab || (k > 0 && key[k - 1] == id)) return;  // the same for the whole block
+  T* dst = out + static_cast<int64_t>(id) * cols;
   int64_t scalar_from = 0;
   if constexpr (kPacked) {
     constexpr int P = Pack<T>::kSize;
     for (int64_t p = threadIdx.x; p < cols / P; p += blockDim.x) {
       float acc[P] = {};
-      for (int64_t k = begin; k < end; ++k) {
-        const Pack<T> v = load_pack(grad + order[k] * cols + p * P);
+      for (int64_t j = k; j < n && key[j] == id; ++j) {
+        const Pack<T> v = load_pack(grad + static_cast<int64_t>(order[j]) * cols + p * P);
 #pragma unroll
-        for (int j = 0; j < P; ++j) acc[j] += to_f32(v.v[j]);
+        for (int q = 0; q < P; ++q) acc[q] += to_f32(v.v[q]);
       }
       Pack<T> o;
 #pragma unroll
-      for (int j = 0; j < P; ++j) o.v[j] = from_f32<T>(acc[j]);
+      for (int q = 0; q < P; ++q) o.v[q] = from_f32<T>(acc[q]);
       store_pack(dst + p * P, o);
     }
     scalar_from = cols / P * P;
   }
   for (int64_t c = scalar_from + threadIdx.x; c < cols; c += blockDim.x) {
     float acc = 0.0f;
-    for (int64_t k = begin; k < end; ++k) acc += to_f32(grad[order[k] * cols + c]);
+    for (int64_t j = k; j < n && key[j] == id; ++j) {
+      acc += to_f32(grad[static_cast<int64_t>(order[j]) * cols + c]);
+    }
     dst[c] = from_f32<T>(acc);
   }
+}
+
+// Bits a radix sort needs for keys in [0, vocab] (vocab itself is the bad-id key).
+int key_bits(int64_t vocab) {
+  int bits = 1;
+  while ((int64_t{1} << bits) <= vocab) ++bits;
+  return bits;
 }
 
 }  // namespace
@@ -85,6 +126,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
   const int64_t row_bytes = channels * static_cast<int64_t>(dtype_size(weight.dtype()));
   if (out.numel() == 0) return out;
   LT_CHECK(ids_in.numel() <= 0x7fffffff, "embedding: ", ids_in.numel(), " ids exceed the grid");
+  LT_CHECK(ids_in.device() == weight.device(), "embedding: ids ", ids_in.str(), " and weight ",
+           weight.str(), " are on different devices");
   Tensor w = dense(weight), ids = dense(ids_in);
   ::lt::cuda::DeviceGuard guard(weight.device().index);
   cudaStream_t stream = stream_for(weight.device());
@@ -104,8 +147,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
   return out;
 }
 
-Tensor embedding_backward(const Tensor& grad_out, const std::vector<int64_t>& rows,
-                          int64_t vocab_size) {
+Tensor embedding_backward(const Tensor& grad_out, const Tensor& ids_in, int64_t vocab_size) {
   check_kernel_dtype(grad_out, "embedding_backward");
   const int64_t channels = grad_out.size(-1);
   const Device device = grad_out.device();
@@ -115,33 +157,39 @@ Tensor embedding_backward(const Tensor& grad_out, const std::vector<int64_t>& ro
   cudaStream_t stream = stream_for(device);
   // Rows no token names stay zero (+0.0 is all-zero bits in f32 and bf16).
   LT_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, out.nbytes(), stream));
-  const auto n = static_cast<int64_t>(rows.size());
+  const int64_t n = ids_in.numel();
   if (n == 0) return out;
+  LT_CHECK(n <= 0x7fffffff, "embedding_backward: ", n, " ids exceed the grid");
+  LT_CHECK(vocab_size < 0xffffffffLL, "embedding_backward: vocabulary ", vocab_size,
+           " exceeds 32-bit sort keys");
 
-  // Group the token positions by id on the host (the ids are there already,
-  // having been checked): a stable sort keeps each id's tokens in position
-  // order. One upload carries [uniq (U) | seg (U + 1) | order (n)].
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), int64_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return rows[a] < rows[b]; });
-  std::vector<int64_t> uniq, seg;
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t id = rows[order[k]];
-    if (uniq.empty() || uniq.back() != id) {
-      uniq.push_back(id);
-      seg.push_back(k);
-    }
+  // Group the token positions by id on the device: a stable radix sort of
+  // (id, position) pairs puts each id's tokens together in position order.
+  const Tensor ids = dense(ids_in);
+  Tensor keys = Tensor::empty({2, n}, DType::I32, device);       // [unsorted | sorted] ids
+  Tensor positions = Tensor::empty({2, n}, DType::I32, device);  // [0..n) | order
+  auto* key_in = static_cast<uint32_t*>(keys.data_ptr());
+  uint32_t* key_sorted = key_in + n;
+  auto* pos_in = static_cast<int32_t*>(positions.data_ptr());
+  int32_t* order = pos_in + n;
+  IndexError* bad = index_error_record(device);
+  const unsigned key_blocks = grid_for(n, 256);
+  if (ids.dtype() == DType::I64) {
+    make_sort_keys<<<key_blocks, 256, 0, stream>>>(static_cast<const int64_t*>(ids.data_ptr()), n,
+                                                   vocab_size, bad, key_in, pos_in);
+  } else {
+    make_sort_keys<<<key_blocks, 256, 0, stream>>>(static_cast<const int32_t*>(ids.data_ptr()), n,
+                                                   vocab_size, bad, key_in, pos_in);
   }
-  seg.push_back(n);
-  const auto groups = static_cast<int64_t>(uniq.size());
-  std::vector<int64_t> plan;
-  plan.reserve(static_cast<size_t>(groups + groups + 1 + n));
-  plan.insert(plan.end(), uniq.begin(), uniq.end());
-  plan.insert(plan.end(), seg.begin(), seg.end());
-  plan.insert(plan.end(), order.begin(), order.end());
-  Tensor plan_dev = Tensor::from_vector(plan, {static_cast<int64_t>(plan.size())}).to(device);
-  const auto* p = static_cast<const int64_t*>(plan_dev.data_ptr());
+  LT_CUDA_CHECK(cudaGetLastError());
+  const int items = static_cast<int>(n), end_bit = key_bits(vocab_size);
+  size_t temp_bytes = 0;
+  LT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, key_in, key_sorted, pos_in,
+                                                order, items, 0, end_bit, stream));
+  Tensor temp =
+      Tensor::empty({static_cast<int64_t>(std::max<size_t>(temp_bytes, 1))}, DType::U8, device);
+  LT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data_ptr(), temp_bytes, key_in, key_sorted,
+                                                pos_in, order, items, 0, end_bit, stream));
 
   Tensor g = dense(grad_out);
   dispatch_kernel_dtype(g.dtype(), [&](auto tag) {
@@ -149,13 +197,14 @@ Tensor embedding_backward(const Tensor& grad_out, const std::vector<int64_t>& ro
     const auto* pg = static_cast<const T*>(g.data_ptr());
     auto* po = static_cast<T*>(out.data_ptr());
     const int threads = row_threads(channels, Pack<T>::kSize);
-    const auto blocks = static_cast<unsigned>(groups);
+    const auto blocks = static_cast<unsigned>(n);
+    const auto vocab = static_cast<uint32_t>(vocab_size);
     if (channels % Pack<T>::kSize == 0 && aligned16(pg) && aligned16(po)) {
       scatter_rows<T, true>
-          <<<blocks, threads, 0, stream>>>(pg, p, p + groups, p + 2 * groups + 1, channels, po);
+          <<<blocks, threads, 0, stream>>>(pg, key_sorted, order, n, vocab, channels, po);
     } else {
       scatter_rows<T, false>
-          <<<blocks, threads, 0, stream>>>(pg, p, p + groups, p + 2 * groups + 1, channels, po);
+          <<<blocks, threads, 0, stream>>>(pg, key_sorted, order, n, vocab, channels, po);
     }
     LT_CUDA_CHECK(cudaGetLastError());
   });

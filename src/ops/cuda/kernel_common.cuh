@@ -60,39 +60,52 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T>& pack) {
   *reinterpret_cast<Pack<T>*>(p) = pack;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+// The reducers of warp_reduce/block_reduce.
+struct SumOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// op over the 32 lanes of a warp (butterfly: every lane gets the result).
+template <typename T, typename Op>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  return warp_reduce(v, SumOp{});
 }
 __device__ __forceinline__ float warp_max(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
+  return warp_reduce(v, MaxOp{});
 }
 
-// The sum over the block, returned to every thread. The order of additions
-// depends only on blockDim, so results are reproducible run to run.
-// `scratch` holds 32 floats in shared memory; calls may follow each other
-// with the same scratch (the leading barrier keeps them apart).
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+// op over the block, returned to every thread; `identity` fills the lanes
+// past the last warp. The order of operations depends only on blockDim, so
+// results are reproducible run to run. `scratch` holds 32 T in shared
+// memory; calls may follow each other with the same scratch (the leading
+// barrier keeps them apart).
+template <typename T, typename Op>
+__device__ __forceinline__ T block_reduce(T v, T identity, T* scratch, Op op) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int warps = (blockDim.x + 31) >> 5;
-  v = warp_sum(v);
+  v = warp_reduce(v, op);
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < warps ? scratch[lane] : 0.0f;
-  return warp_sum(v);
+  v = lane < warps ? scratch[lane] : identity;
+  return warp_reduce(v, op);
+}
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  return block_reduce(v, 0.0f, scratch, SumOp{});
 }
 __device__ __forceinline__ float block_max(float v, float* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int warps = (blockDim.x + 31) >> 5;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < warps ? scratch[lane] : -INFINITY;
-  return warp_max(v);
+  return block_reduce(v, -INFINITY, scratch, MaxOp{});
 }
 
 // A running (max, sum of exp(x - max)) pair, for one-pass logsumexp.
