@@ -346,6 +346,23 @@ TEST(KernelsEmbedding, BadIdsAreRecordedOnTheDevice) {
     EXPECT_NO_THROW(ops::embedding(gw, gpu(Tensor::from_doubles({9, 0}, {2}, id_dtype))));
   }
 
+  // Outputs with no elements (no width, or no vocabulary) still check ids.
+  Tensor one_bad = gpu(Tensor::from_vector<int64_t>({0, 12}, {2}));
+  EXPECT_THAT(error_of([&] {
+                ops::embedding(gpu(Tensor::zeros({10, 0}, DType::F32)), one_bad);
+              }),
+              ::testing::HasSubstr("embedding: id 12"));
+  EXPECT_THAT(error_of([&] {
+                ops::embedding_backward(gpu(Tensor::zeros({2, 0}, DType::F32)), one_bad, vocab);
+              }),
+              ::testing::HasSubstr("embedding_backward: id 12"));
+  EXPECT_THAT(error_of([&] {
+                ops::embedding_backward(gpu(Tensor::zeros({1, 4}, DType::F32)),
+                                        gpu(Tensor::from_vector<int64_t>({0}, {1})), 0);
+              }),
+              ::testing::HasSubstr("embedding_backward: id 0 (flat position 0 of the ids) is "
+                                   "outside the vocabulary [0, 0)"));
+
   // Deferred: ids 2, 7, 2, 12 (bad), 5, 2 in a [2, 3] batch.
   Tensor ids = Tensor::from_vector<int64_t>({2, 7, 2, 12, 5, 2}, {2, 3});
   Tensor good = Tensor::from_vector<int64_t>({2, 7, 2, 5, 2}, {5});

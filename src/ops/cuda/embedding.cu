@@ -54,20 +54,39 @@ bool fits(const void* a, const void* b, int64_t row_bytes, size_t word) {
          reinterpret_cast<uintptr_t>(a) % word == 0 && reinterpret_cast<uintptr_t>(b) % word == 0;
 }
 
-// Sort keys for the backward: key[i] = ids[i], or `vocab` (sorted last,
-// then skipped) for a bad id, which is recorded; position[i] = i.
+// Records the first bad id (for `op`). With `key`, also writes the
+// backward's sort keys: key[i] = ids[i], or `vocab` (sorted last, then
+// skipped) for a bad id; position[i] = i.
 template <typename Id>
-__global__ void make_sort_keys(const Id* ids, int64_t n, int64_t vocab, IndexError* bad,
-                               uint32_t* key, int32_t* position) {
+__global__ void guard_ids(const Id* ids, int64_t n, int64_t vocab, IndexOp op, IndexError* bad,
+                          uint32_t* key, int32_t* position) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += stride) {
     const int64_t id = ids[i];
     const bool ok = id >= 0 && id < vocab;
-    if (!ok) record_bad_index(bad, kIndexOpEmbeddingBackward, id, i, vocab);
-    key[i] = static_cast<uint32_t>(ok ? id : vocab);
-    position[i] = static_cast<int32_t>(i);
+    if (!ok) record_bad_index(bad, op, id, i, vocab);
+    if (key) {
+      key[i] = static_cast<uint32_t>(ok ? id : vocab);
+      position[i] = static_cast<int32_t>(i);
+    }
   }
+}
+
+void launch_guard_ids(const Tensor& ids_in, int64_t vocab, IndexOp op, cudaStream_t stream,
+                      uint32_t* key = nullptr, int32_t* position = nullptr) {
+  const Tensor ids = dense(ids_in);
+  const int64_t n = ids.numel();
+  IndexError* bad = index_error_record(ids.device());
+  const unsigned blocks = grid_for(n, 256);
+  if (ids.dtype() == DType::I64) {
+    guard_ids<<<blocks, 256, 0, stream>>>(static_cast<const int64_t*>(ids.data_ptr()), n, vocab, op,
+                                          bad, key, position);
+  } else {
+    guard_ids<<<blocks, 256, 0, stream>>>(static_cast<const int32_t*>(ids.data_ptr()), n, vocab, op,
+                                          bad, key, position);
+  }
+  LT_CUDA_CHECK(cudaGetLastError());
 }
 
 // `key` sorted (stably: positions of one id stay in position order), with
@@ -124,13 +143,15 @@ Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
   out_shape.push_back(channels);
   Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device());
   const int64_t row_bytes = channels * static_cast<int64_t>(dtype_size(weight.dtype()));
-  if (out.numel() == 0) return out;
-  LT_CHECK(ids_in.numel() <= 0x7fffffff, "embedding: ", ids_in.numel(), " ids exceed the grid");
-  LT_CHECK(ids_in.device() == weight.device(), "embedding: ids ", ids_in.str(), " and weight ",
-           weight.str(), " are on different devices");
-  Tensor w = dense(weight), ids = dense(ids_in);
+  if (ids_in.numel() == 0) return out;
   ::lt::cuda::DeviceGuard guard(weight.device().index);
   cudaStream_t stream = stream_for(weight.device());
+  if (out.numel() == 0) {  // rows of no width: nothing to copy, the ids are still checked
+    launch_guard_ids(ids_in, weight.size(0), kIndexOpEmbedding, stream);
+    return out;
+  }
+  LT_CHECK(ids_in.numel() <= 0x7fffffff, "embedding: ", ids_in.numel(), " ids exceed the grid");
+  Tensor w = dense(weight), ids = dense(ids_in);
   const void* src = w.data_ptr();
   const void* dst = out.data_ptr();
   if (fits(src, dst, row_bytes, 16)) {
@@ -152,12 +173,16 @@ Tensor embedding_backward(const Tensor& grad_out, const Tensor& ids_in, int64_t 
   const int64_t channels = grad_out.size(-1);
   const Device device = grad_out.device();
   Tensor out = Tensor::empty({vocab_size, channels}, grad_out.dtype(), device);
-  if (out.numel() == 0) return out;
+  const int64_t n = ids_in.numel();
+  if (n == 0 && out.numel() == 0) return out;
   ::lt::cuda::DeviceGuard guard(device.index);
   cudaStream_t stream = stream_for(device);
+  if (out.numel() == 0) {  // no rows or no width: nothing to add, the ids are still checked
+    launch_guard_ids(ids_in, vocab_size, kIndexOpEmbeddingBackward, stream);
+    return out;
+  }
   // Rows no token names stay zero (+0.0 is all-zero bits in f32 and bf16).
   LT_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, out.nbytes(), stream));
-  const int64_t n = ids_in.numel();
   if (n == 0) return out;
   LT_CHECK(n <= 0x7fffffff, "embedding_backward: ", n, " ids exceed the grid");
   LT_CHECK(vocab_size < 0xffffffffLL, "embedding_backward: vocabulary ", vocab_size,
@@ -165,23 +190,13 @@ Tensor embedding_backward(const Tensor& grad_out, const Tensor& ids_in, int64_t 
 
   // Group the token positions by id on the device: a stable radix sort of
   // (id, position) pairs puts each id's tokens together in position order.
-  const Tensor ids = dense(ids_in);
   Tensor keys = Tensor::empty({2, n}, DType::I32, device);       // [unsorted | sorted] ids
   Tensor positions = Tensor::empty({2, n}, DType::I32, device);  // [0..n) | order
   auto* key_in = static_cast<uint32_t*>(keys.data_ptr());
   uint32_t* key_sorted = key_in + n;
   auto* pos_in = static_cast<int32_t*>(positions.data_ptr());
   int32_t* order = pos_in + n;
-  IndexError* bad = index_error_record(device);
-  const unsigned key_blocks = grid_for(n, 256);
-  if (ids.dtype() == DType::I64) {
-    make_sort_keys<<<key_blocks, 256, 0, stream>>>(static_cast<const int64_t*>(ids.data_ptr()), n,
-                                                   vocab_size, bad, key_in, pos_in);
-  } else {
-    make_sort_keys<<<key_blocks, 256, 0, stream>>>(static_cast<const int32_t*>(ids.data_ptr()), n,
-                                                   vocab_size, bad, key_in, pos_in);
-  }
-  LT_CUDA_CHECK(cudaGetLastError());
+  launch_guard_ids(ids_in, vocab_size, kIndexOpEmbeddingBackward, stream, key_in, pos_in);
   const int items = static_cast<int>(n), end_bit = key_bits(vocab_size);
   size_t temp_bytes = 0;
   LT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, key_in, key_sorted, pos_in,
