@@ -239,36 +239,6 @@ TEST(TrainerGpu, Bf16RunTracksCpuAndResumes) {
 // 3B-shaped layer's GEMMs, fwd + dX + dW, in bench/RESULTS.md).
 // bench/train_3b.sh runs it next to tools/reference/torch_baseline.py.
 
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoll(v) : fallback;
-}
-
-// Hugging Face-like random weights, fast: linear and embedding weights
-// from a 16 M-value N(0, 0.02) table (copied on the device, offset per
-// tensor), norm weights 1, biases 0. Speed does not depend on the values,
-// only on them being finite.
-void fill_random(const models::CausalLM& model) {
-  NoGradGuard no_grad;
-  const int64_t table_size = int64_t{1} << 24;
-  Generator gen(0);
-  Tensor table = Tensor::randn({table_size}, gen, DType::F32, 0.02).to(model.device());
-  int64_t shift = 0;
-  for (const auto& [name, p] : model.parameters()) {
-    Tensor flat = p.detach().view({-1});
-    if (p.dim() < 2) {
-      flat.copy_(Tensor::scalar(name.find("norm") != std::string::npos ? 1.0 : 0.0));
-      continue;
-    }
-    for (int64_t at = 0; at < flat.numel(); at += table_size) {
-      const int64_t n = std::min(table_size, flat.numel() - at);
-      const int64_t from = (shift + at) % (table_size - n + 1);
-      flat.slice(0, at, at + n).copy_(table.slice(0, from, from + n));
-    }
-    shift += 7919;
-  }
-}
-
 TEST(ResidentBench, Qwen25Shaped3B) {
   if (std::getenv("LT_BENCH") == nullptr) GTEST_SKIP() << "benchmark: set LT_BENCH=1";
   LT_REQUIRE_GPU();
@@ -281,7 +251,7 @@ TEST(ResidentBench, Qwen25Shaped3B) {
 
   models::CausalLM model = models::CausalLM::uninitialized(config, DType::F32);
   model.to(gpu, DType::F32, /*keep_values=*/false);
-  fill_random(model);
+  fill_bench_weights(model);
   optim::AdamWOptions o;
   o.lr = 1e-5;
   o.weight_decay = 0.01;

@@ -238,34 +238,6 @@ TEST(StreamingTrainerGpu, StreamingRunTracksResident) {
 // split. LT_BENCH_LAYERS / _SEQ shrink it; LT_BENCH_CONFIG names another
 // config.json under bench/models (e.g. qwen2.5-7b) and LT_BENCH_OPTIM=adamw8bit
 // takes blockwise 8-bit states (what lets the 7B shape fit a 128 GB host).
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoll(v) : fallback;
-}
-
-// Cheap finite weights for a speed run: tiles of one N(0, 0.02) table
-// (shifted per tensor), norms 1, biases 0. Speed does not depend on values.
-void fill_tiles(const models::CausalLM& model) {
-  NoGradGuard no_grad;
-  const int64_t tile = int64_t{1} << 22;
-  Generator gen(0);
-  const Tensor table = Tensor::randn({2 * tile}, gen, DType::F32, 0.02);
-  int64_t shift = 0;
-  for (const auto& [name, p] : model.parameters()) {
-    Tensor flat = p.detach().view({-1});
-    if (p.dim() < 2) {
-      flat.copy_(Tensor::scalar(name.find("norm") != std::string::npos ? 1.0 : 0.0));
-      continue;
-    }
-    for (int64_t at = 0; at < flat.numel(); at += tile) {
-      const int64_t n = std::min(tile, flat.numel() - at);
-      const int64_t from = (shift + at / tile * 131) % tile;
-      flat.slice(0, at, at + n).copy_(table.slice(0, from, from + n));
-    }
-    shift += 7919;
-  }
-}
-
 std::vector<int64_t> bench_batches() {
   const char* v = std::getenv("LT_BENCH_BATCHES");
   std::string s = v && *v ? v : "8,32";
@@ -298,7 +270,7 @@ TEST(StreamingBench, Qwen25Shaped3B) {
   const int blocks = static_cast<int>(config.num_hidden_layers);
 
   models::CausalLM model = models::CausalLM::uninitialized(config, DType::F32);
-  fill_tiles(model);
+  fill_bench_weights(model);
   const char* optim_name = std::getenv("LT_BENCH_OPTIM");
   const bool eight_bit = optim_name && std::string(optim_name) == "adamw8bit";
   std::unique_ptr<optim::Optimizer> owned;

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "autograd/grad_mode.h"
 #include "core/cuda/device_info.h"
 #include "core/random.h"
 #include "data/batching.h"
@@ -78,6 +80,39 @@ inline double update_rel_error(const TrainRun& a, const TrainRun& b) {
     }
   }
   return std::sqrt(num / den);
+}
+
+// ---- for the benchmarks (LT_BENCH=1) ----
+
+// An integer setting from the environment, or `fallback` when unset.
+inline int64_t env_int(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoll(v) : fallback;
+}
+
+// Hugging Face-like random weights, fast: linear and embedding weights
+// from a 16 M-value N(0, 0.02) table (made on the model's device, offset
+// per tensor), norm weights 1, biases 0. Speed does not depend on the
+// values, only on them being finite.
+inline void fill_bench_weights(const models::CausalLM& model) {
+  NoGradGuard no_grad;
+  const int64_t table_size = int64_t{1} << 24;
+  Generator gen(0);
+  Tensor table = Tensor::randn({table_size}, gen, DType::F32, 0.02).to(model.device());
+  int64_t shift = 0;
+  for (const auto& [name, p] : model.parameters()) {
+    Tensor flat = p.detach().view({-1});
+    if (p.dim() < 2) {
+      flat.copy_(Tensor::scalar(name.find("norm") != std::string::npos ? 1.0 : 0.0));
+      continue;
+    }
+    for (int64_t at = 0; at < flat.numel(); at += table_size) {
+      const int64_t n = std::min(table_size, flat.numel() - at);
+      const int64_t from = (shift + at) % (table_size - n + 1);
+      flat.slice(0, at, at + n).copy_(table.slice(0, from, from + n));
+    }
+    shift += 7919;
+  }
 }
 
 }  // namespace lt::exec::gpu_test
