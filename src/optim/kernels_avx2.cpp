@@ -98,6 +98,7 @@ struct Avx2 {
     return _mm256_blendv_ps(_mm256_permutevar8x32_ps(halves[0], segment),
                             _mm256_permutevar8x32_ps(halves[1], segment), sign);
   }
+  template <bool kSigned>  // both codes take the same path here
   static bool store_ranks(uint8_t* out, F x, const SegmentTables& t) {
     const F a = abs(x);
     __m256i segment = _mm256_setzero_si256();

@@ -1,7 +1,7 @@
 // The AVX-512 optimizer kernels: kernels_simd_body.h on 16-float registers.
-// Compiled for AVX-512 F, BW and VBMI by the pragma below (the rest of the
+// Compiled for AVX-512 F, BW, DQ and VBMI by the pragma below (the rest of the
 // build targets baseline x86-64; VBMI's byte permutes look the 8-bit codes
-// up); called only when the CPU has all three (Ice Lake and later, Zen 4;
+// up); called only when the CPU has all four (Ice Lake and later, Zen 4;
 // a Skylake/Cascade Lake Xeon runs the AVX2 kernels).
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 #include <immintrin.h>
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vbmi")
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vbmi")
 // AVX-512 implies FMA, and GCC contracts a * b + c into one by default in
 // C++ (-ffp-contract=fast); the update must round each product and sum
 // alone, as the scalar path (baseline x86-64 has no FMA) does.
@@ -92,7 +92,13 @@ struct Avx512 {
     t.base = _mm512_loadu_si512(s.base.data());
     return t;
   }
-  // segment_rank on 16 lanes, the same f32 operations.
+  // segment_rank on 16 lanes: the same segment, position j and rank. The
+  // nearest integer comes from a conversion rounding to nearest even and
+  // j - rint(j) from VREDUCEPS, both exact, so they equal the scalar
+  // path's (j + 1.5 * 2^23) - 1.5 * 2^23 and its difference. For the
+  // unsigned code (kSigned false) a negative lane is just declined: the
+  // scalar path settles it, as it settles every negative x of that code.
+  template <bool kSigned>
   static bool store_ranks(uint8_t* out, F x, const SegmentTables& t) {
     const __m512i bits = _mm512_castps_si512(x);
     const __m512i magnitude_bits = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
@@ -106,18 +112,22 @@ struct Avx512 {
     const __mmask16 below_split = _mm512_cmp_ps_mask(a, split, _CMP_LT_OQ);
     segment = _mm512_mask_add_epi32(segment, below_split, segment, _mm512_set1_epi32(1));
     const __mmask16 negative = _mm512_test_epi32_mask(bits, _mm512_set1_epi32(int(0x80000000u)));
-    segment = _mm512_mask_add_epi32(segment, negative, segment, _mm512_set1_epi32(8));
+    if constexpr (kSigned)
+      segment = _mm512_mask_add_epi32(segment, negative, segment, _mm512_set1_epi32(8));
     const F low = _mm512_permutexvar_ps(segment, t.low);
     const F inv_step = _mm512_permutexvar_ps(segment, t.inv_step);
     const __m512i base = _mm512_permutexvar_epi32(segment, t.base);
     const F j = mul(sub(a, low), inv_step);
-    const F magic = set1(kRoundToInteger);
-    const F nearest = sub(add(j, magic), magic);
-    const __mmask16 safe =
-        _mm512_cmp_ps_mask(abs(sub(j, nearest)), set1(0.5f - kNearTie), _CMP_LT_OQ);
-    const __m512i k = _mm512_cvttps_epi32(nearest);
-    const __m512i rank =
-        _mm512_mask_sub_epi32(_mm512_add_epi32(base, k), negative, base, k);
+    const __m512i k = _mm512_cvt_roundps_epi32(j, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const F fraction = _mm512_reduce_round_ps(j, _MM_FROUND_TO_NEAREST_INT, _MM_FROUND_NO_EXC);
+    __mmask16 safe = _mm512_cmp_ps_mask(abs(fraction), set1(0.5f - kNearTie), _CMP_LT_OQ);
+    __m512i rank;
+    if constexpr (kSigned) {
+      rank = _mm512_mask_sub_epi32(_mm512_add_epi32(base, k), negative, base, k);
+    } else {
+      rank = _mm512_add_epi32(base, k);
+      safe = static_cast<__mmask16>(safe & ~negative);
+    }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(rank));
     return safe == 0xffff;
   }

@@ -12,7 +12,7 @@
 //                                   out[i] = code[q[i]] for i < kLookupWidth
 //                                   (kLookupWidth 0: scalar lookups only)
 //   segment_tables(const Code8Segments&)  the segment tables laid out for
-//   store_ranks(uint8_t*, F x, tables)  segment_rank on kWidth quotients:
+//   store_ranks<is_signed>(uint8_t*, F x, tables)  segment_rank on kWidth quotients:
 //                                   stores the ranks, returns false if any
 //                                   lane is a near-tie or NaN
 //
@@ -24,6 +24,7 @@
 // for the wider ISA).
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "optim/adamw8bit_kernel.h"
 #include "optim/adamw_kernel.h"
@@ -104,16 +105,23 @@ float quantize(const Code8& code, const float* x, uint8_t* out, int64_t n, float
   const Code8Segments& segments = segments_of(code);
   const Reciprocal reciprocal(absmax);
   int64_t i = 0;
-  if (reciprocal.finite) {
+  auto vector_loop = [&](auto is_signed) {
     const auto inverse = V::set1(reciprocal.inverse);
     const auto tables = V::segment_tables(segments);
     for (; i + V::kWidth <= n; i += V::kWidth) {
       const auto y = V::mul(V::load(x + i), inverse);
-      if (V::store_ranks(out + i, y, tables)) continue;
+      if (V::template store_ranks<decltype(is_signed)::value>(out + i, y, tables)) continue;
       alignas(64) float lanes[V::kWidth];
       V::store(lanes, y);
       for (int64_t k = 0; k < V::kWidth; ++k)
         out[i + k] = quantize_nearest_fast(segments, lanes[k]);
+    }
+  };
+  if (reciprocal.finite) {
+    if (&code == &signed_code()) {
+      vector_loop(std::true_type{});
+    } else {
+      vector_loop(std::false_type{});
     }
   }
   for (; i < n; ++i) out[i] = quantize_nearest_fast(segments, reciprocal.of(x[i]));

@@ -28,9 +28,10 @@ bool isa_supported(Isa isa) {
       return __builtin_cpu_supports("avx2");
     case Isa::kAvx512:
       // The AVX-512 kernels use F (arithmetic, permutes, down-conversions),
-      // and BW and VBMI for the 8-bit code lookups (byte permutes).
+      // BW and VBMI for the 8-bit code lookups (byte permutes), DQ for the
+      // rank search's VREDUCEPS.
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vbmi");
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vbmi");
 #else
     default:
       return false;

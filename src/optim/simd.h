@@ -12,7 +12,7 @@
 
 namespace lt::optim {
 
-// kAvx512 means AVX-512 F + BW + VBMI (simd.cpp).
+// kAvx512 means AVX-512 F + BW + DQ + VBMI (simd.cpp).
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
 const char* isa_name(Isa isa);

@@ -19,6 +19,7 @@
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
 #include "optim/adamw8bit_kernel.h"
+#include "optim/kernels_simd.h"
 #include "support/gradcheck.h"
 #include "train/train_helpers.h"
 
@@ -136,17 +137,26 @@ float from_order_key(uint32_t k) {
 
 // Walks every f32 in [lo, hi] upwards, keeping the nearest rank by
 // quantize_nearest's own f32 rule (d_hi < d_lo, or a tie going to the
-// smaller magnitude), and compares the fast path wherever it answers.
-// Returns how many values it declined (near-ties).
+// smaller magnitude), and compares the fast path wherever it answers, and
+// the vector quantizers of this CPU on every value of magnitude <= 1 (in
+// runs with 1.0 appended: the absmax is 1, so the quotient is the value).
+// Returns how many values the fast path declined (near-ties).
 int64_t check_every_float(const Code8& code, float lo, float hi) {
   const Code8Segments& segments = segments_of(code);
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
+    if (isa_supported(isa)) isas.push_back(isa);
   const uint32_t first = order_key(lo), last = order_key(hi);
   const int64_t count = int64_t{last} - int64_t{first} + 1;
-  std::atomic<int64_t> declined{0}, wrong{0};
-  std::atomic<uint32_t> first_wrong{0};
+  std::atomic<int64_t> declined{0}, wrong{0}, vector_wrong{0};
+  std::atomic<uint32_t> first_wrong{0}, first_vector_wrong{0};
   parallel_for(0, count, int64_t{1} << 22, [&](int64_t begin, int64_t end) {
     size_t r = quantize_nearest(code, from_order_key(first + static_cast<uint32_t>(begin)));
     int64_t local_declined = 0;
+    std::vector<float> run;
+    std::vector<uint8_t> want, got;
+    run.reserve(static_cast<size_t>(end - begin) + 1);
+    want.reserve(run.capacity());
     for (int64_t i = begin; i < end; ++i) {
       const float x = from_order_key(first + static_cast<uint32_t>(i));
       while (r < 255) {
@@ -163,17 +173,32 @@ int64_t check_every_float(const Code8& code, float lo, float hi) {
       } else if (fast != r) {
         if (wrong++ == 0) first_wrong = first + static_cast<uint32_t>(i);
       }
+      if (std::abs(x) <= 1.0f) {
+        run.push_back(x);
+        want.push_back(static_cast<uint8_t>(r));
+      }
+    }
+    run.push_back(1.0f);
+    want.push_back(255);
+    got.resize(run.size());
+    for (Isa isa : isas) {
+      EXPECT_EQ(quantize_block(isa, code, run.data(), got.data(), static_cast<int64_t>(run.size())),
+                1.0f);
+      for (size_t k = 0; k < run.size(); ++k) {
+        if (got[k] != want[k] && vector_wrong++ == 0) first_vector_wrong = order_key(run[k]);
+      }
     }
     declined += local_declined;
   });
   EXPECT_EQ(wrong.load(), 0) << "first at x = " << from_order_key(first_wrong.load());
+  EXPECT_EQ(vector_wrong.load(), 0) << "first at x = " << from_order_key(first_vector_wrong.load());
   return declined.load();
 }
 
-// The kernels' segment search (segment_rank) returns exactly the reference
-// search's rank: on every f32 of magnitude in [2^-27, 1 + 4 ulp] on both
-// sides of 0 (below 2^-27 only 0 is near; spot checks there), and it
-// declines few values (near-ties only).
+// The kernels' segment search (segment_rank, and the vector quantizers)
+// returns exactly the reference search's rank: on every f32 of magnitude
+// in [2^-27, 1 + 4 ulp] (vector: to 1) on both sides of 0 (below 2^-27 only
+// 0 is near; spot checks there), and it declines few values (near-ties).
 TEST(Code8, SegmentSearchEqualsTheReferenceOnEveryFloat) {
   const float one_up = std::nextafter(std::nextafter(1.0f, 2.0f), 2.0f);
   const float top = std::nextafter(std::nextafter(one_up, 2.0f), 2.0f);
