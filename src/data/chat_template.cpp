@@ -112,6 +112,47 @@ std::string_view trim_ascii(std::string_view text) {
   return text;
 }
 
+std::string_view strip_newlines_front(std::string_view text) {
+  while (!text.empty() && text.front() == '\n') text.remove_prefix(1);
+  return text;
+}
+
+std::string_view strip_newlines_back(std::string_view text) {
+  while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  return text;
+}
+
+// An assistant message's content split as Qwen3's template splits it.
+struct ReasoningSplit {
+  std::string_view reasoning;  // empty when the content has no "</think>"
+  std::string_view answer;
+};
+
+ReasoningSplit split_reasoning(std::string_view content) {
+  constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+  const size_t first_close = content.find(kClose);
+  if (first_close == std::string_view::npos) return {{}, content};
+  // Python's split(kClose)[-1] and split(kClose)[0].split(kOpen)[-1].
+  std::string_view answer = content.substr(content.rfind(kClose) + kClose.size());
+  std::string_view reasoning = strip_newlines_back(content.substr(0, first_close));
+  if (size_t open = reasoning.rfind(kOpen); open != std::string_view::npos) {
+    reasoning.remove_prefix(open + kOpen.size());
+  }
+  return {strip_newlines_front(reasoning), strip_newlines_front(answer)};
+}
+
+// Qwen3's last_query_index: the last user message that is not a tool
+// response passed back as a user turn; the last message if there is none.
+size_t last_query_index(std::span<const ChatMessage> messages) {
+  for (size_t i = messages.size(); i-- > 0;) {
+    const std::string& text = messages[i].content;
+    const bool tool_response =
+        text.starts_with("<tool_response>") && text.ends_with("</tool_response>");
+    if (messages[i].role == Role::kUser && !tool_response) return i;
+  }
+  return messages.empty() ? 0 : messages.size() - 1;
+}
+
 // Accumulates a sample piece by piece. Text with the same label is joined
 // and encoded at once; a change of label or a special token ends the run.
 class SampleBuilder {
@@ -237,6 +278,8 @@ std::string_view template_kind_name(TemplateKind kind) {
   switch (kind) {
     case TemplateKind::kChatml:
       return "chatml";
+    case TemplateKind::kQwen3:
+      return "qwen3";
     case TemplateKind::kLlama3:
       return "llama3";
     case TemplateKind::kPlain:
@@ -247,22 +290,33 @@ std::string_view template_kind_name(TemplateKind kind) {
 
 TemplateKind resolve_template_kind(std::string_view name, const TokenizerConfig& config) {
   if (name == "chatml") return TemplateKind::kChatml;
+  if (name == "qwen3") return TemplateKind::kQwen3;
   if (name == "llama3") return TemplateKind::kLlama3;
   if (name == "plain") return TemplateKind::kPlain;
   if (name == "auto") {
-    if (config.chat_template.find("<|im_start|>") != std::string::npos)
-      return TemplateKind::kChatml;
+    auto has = [&](std::string_view text) {
+      return config.chat_template.find(text) != std::string::npos;
+    };
+    // Qwen2/2.5 templates are ChatML without the think logic.
+    if (has("<|im_start|>")) {
+      return has("<think>") && has("last_query_index") ? TemplateKind::kQwen3
+                                                       : TemplateKind::kChatml;
+    }
     if (config.chat_template.find("<|start_header_id|>") != std::string::npos) {
       return TemplateKind::kLlama3;
     }
     return TemplateKind::kPlain;
   }
-  fail("unknown chat template \"", name, "\"; expected auto, chatml, llama3 or plain");
+  fail("unknown chat template \"", name, "\"; expected auto, chatml, qwen3, llama3 or plain");
 }
 
 ChatTemplate::ChatTemplate(TemplateKind kind, const Tokenizer& tokenizer, const SpecialIds& special)
     : kind_(kind), tokenizer_(&tokenizer), special_(special) {
   switch (kind_) {
+    case TemplateKind::kQwen3:
+      think_start_ = require_token("<think>");
+      think_end_ = require_token("</think>");
+      [[fallthrough]];  // and ChatML's tokens
     case TemplateKind::kChatml:
       im_start_ = require_token("<|im_start|>");
       im_end_ = require_token("<|im_end|>");
@@ -302,6 +356,40 @@ Sample ChatTemplate::render(std::span<const ChatMessage> messages, bool train_on
         out.text("\n", false);
       }
       break;
+    case TemplateKind::kQwen3: {
+      const size_t last_query = last_query_index(messages);
+      for (size_t i = 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        out.special(im_start_, false);
+        out.text(role_name(m.role), false);
+        out.text("\n", false);
+        if (m.role != Role::kAssistant) {
+          out.text(m.content, false);
+          out.special(im_end_, false);
+          out.text("\n", false);
+          continue;
+        }
+        const ReasoningSplit split = split_reasoning(m.content);
+        const bool think_block =
+            i > last_query && (i + 1 == messages.size() || !split.reasoning.empty());
+        if (think_block) {
+          // Masked when empty: see the header (the generation prompt).
+          const bool trained = !split.reasoning.empty();
+          out.special(think_start_, trained);
+          out.text("\n", trained);
+          out.text(strip_newlines_back(strip_newlines_front(split.reasoning)), trained);
+          out.text("\n", trained);
+          out.special(think_end_, trained);
+          out.text("\n\n", trained);
+        }
+        // With a think block the answer loses its leading newlines even when
+        // the content had no "</think>" to split at.
+        out.text(think_block ? strip_newlines_front(split.answer) : split.answer, true);
+        out.special(im_end_, true);
+        out.text("\n", false);
+      }
+      break;
+    }
     case TemplateKind::kLlama3:
       out.special(begin_of_text_, false);
       for (const ChatMessage& m : messages) {

@@ -1,24 +1,50 @@
 #pragma once
 // Chat templates: how a conversation becomes token ids and labels for
-// supervised fine-tuning. Three are built in, chosen by name; "auto" picks
+// supervised fine-tuning. Four are built in, chosen by name; "auto" picks
 // one from the tokenizer_config.json beside the tokenizer.
 //
 // Exact layouts (S(x) is the single id of special token x, "..." is text
 // encoded by the tokenizer; [masked] pieces get label -100 unless
 // train_on_prompt, [trained] pieces get label = id):
 //
-// chatml (Qwen2/2.5/3). Follows the message loop of Qwen3's chat_template
-// (tests/data/fixtures/qwen3/tokenizer_config.json), per message:
+// chatml (Qwen2/2.5). Per message:
 //   S(<|im_start|>) "role\n"                      [masked]
 //   "content"                                     [masked; trained if assistant]
 //   S(<|im_end|>)                                 [masked; trained if assistant]
 //   "\n"                                          [masked]
-// No default system prompt is inserted (Qwen3's template inserts none;
-// Qwen2.5's inserts "You are Qwen, created by Alibaba Cloud..." when the
-// conversation has no system message: we do not). Qwen3's template also
-// puts an empty "<think>\n\n</think>\n\n" before the content of an assistant
-// turn that follows the last user turn; we do not (that is its reasoning
-// mode scaffolding, not ChatML), and we do not split content at "</think>".
+// No default system prompt is inserted (Qwen2.5's template inserts "You are
+// Qwen, created by Alibaba Cloud..." when the conversation has no system
+// message: we do not). No think block, no split at "</think>".
+//
+// qwen3: exactly what Qwen3's chat_template
+// (tests/data/fixtures/qwen3/tokenizer_config.json) renders with
+// add_generation_prompt=False; checked id for id against transformers'
+// apply_chat_template (tests/data/fixtures/chat_template_goldens.json). As
+// chatml, except for assistant messages:
+//   - content with "</think>" is split: the answer is what follows the last
+//     "</think>" with leading newlines stripped; the reasoning is what
+//     precedes the first one, after the last "<think>" there, newlines
+//     stripped at both ends. (A separate reasoning_content field is not
+//     supported: the dataset loader does not carry one.)
+//   - the last query is the last user message that is not just
+//     "<tool_response>...</tool_response>"; none: the last message.
+//   - an assistant message after the last query that is the final message
+//     or has reasoning gets a think block:
+//     S(<|im_start|>) "assistant\n"               [masked]
+//     empty reasoning:
+//       S(<think>) "\n\n" S(</think>) "\n\n"      [masked]
+//     else:
+//       S(<think>) "\nreasoning\n" S(</think>) "\n\n" [trained]
+//     "answer" S(<|im_end|>)                      [trained]
+//     "\n"                                        [masked]
+//   - any other assistant message: as chatml, with the answer as content
+//     (reasoning before the last query is dropped, as Qwen3's does).
+// The empty block is masked because it is what apply_chat_template(...,
+// add_generation_prompt=True, enable_thinking=False) puts in the prompt at
+// inference: the model never generates it there, so training on it would
+// teach what the prompt already says. Reasoning is the model's output, so a
+// non-empty block is trained. Tool calls and the tool role are not
+// supported (the dataset loader has neither).
 //
 // llama3 (Meta-Llama-3-8B-Instruct's template):
 //   S(<|begin_of_text|>)                          [masked] once, first
@@ -99,12 +125,14 @@ struct SpecialIds {
 };
 SpecialIds resolve_special_ids(const Tokenizer& tokenizer, const TokenizerConfig& config);
 
-enum class TemplateKind { kChatml, kLlama3, kPlain };
+enum class TemplateKind { kChatml, kQwen3, kLlama3, kPlain };
 std::string_view template_kind_name(TemplateKind kind);
 
-// "auto" -> chatml when the config's chat_template contains "<|im_start|>",
-// llama3 when it contains "<|start_header_id|>", else plain. Any other name
-// than auto/chatml/llama3/plain is an lt::Error.
+// "auto" -> qwen3 when the config's chat_template has Qwen3's think logic
+// (contains "<|im_start|>", "<think>" and "last_query_index"), chatml when
+// it contains "<|im_start|>" otherwise, llama3 when it contains
+// "<|start_header_id|>", else plain. Any other name than
+// auto/chatml/qwen3/llama3/plain is an lt::Error.
 TemplateKind resolve_template_kind(std::string_view name, const TokenizerConfig& config);
 
 // A template bound to one tokenizer, its special tokens resolved to ids.
@@ -127,9 +155,10 @@ class ChatTemplate {
   TemplateKind kind_;
   const Tokenizer* tokenizer_;
   SpecialIds special_;
-  // chatml: <|im_start|>, <|im_end|>. llama3: <|begin_of_text|>,
-  // <|start_header_id|>, <|end_header_id|>, <|eot_id|>.
-  uint32_t im_start_ = 0, im_end_ = 0;
+  // chatml: <|im_start|>, <|im_end|>. qwen3: those and <think>, </think>.
+  // llama3: <|begin_of_text|>, <|start_header_id|>, <|end_header_id|>,
+  // <|eot_id|>.
+  uint32_t im_start_ = 0, im_end_ = 0, think_start_ = 0, think_end_ = 0;
   uint32_t begin_of_text_ = 0, start_header_ = 0, end_header_ = 0, eot_ = 0;
 };
 

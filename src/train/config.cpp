@@ -204,7 +204,7 @@ void TrainConfig::validate() const {
            "config key 'data.eval_path': no file '", data.eval_path, "'");
   check_one_of(data.format, "data.format", "auto", "tokens", "alpaca", "query_response", "sharegpt",
                "text");
-  check_one_of(data.template_name, "data.template", "auto", "chatml", "llama3", "plain");
+  check_one_of(data.template_name, "data.template", "auto", "chatml", "qwen3", "llama3", "plain");
   LT_CHECK(train.steps > 0, "config key 'train.steps' must be positive, got ", train.steps);
   LT_CHECK(train.batch_size > 0, "config key 'train.batch_size' must be positive, got ",
            train.batch_size);

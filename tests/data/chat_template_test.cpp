@@ -1,7 +1,10 @@
 // Chat templates against hand-built expected ids and labels: the special
 // tokens by their known ids, the text pieces encoded one by one (the
 // tokenizer itself is checked against Hugging Face elsewhere; what is
-// checked here is the assembly and the masks).
+// checked here is the assembly and the masks). The qwen3 template is also
+// checked against transformers' apply_chat_template with Qwen3's own
+// chat_template (fixtures/chat_template_goldens.json, made by
+// tools/reference/make_chat_template_goldens.py).
 #include "data/chat_template.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,7 +28,8 @@ using testing::fixtures_dir;
 using testing::reference_tokenizer;
 
 // Qwen3's special tokens (tokenizer.json "added_tokens").
-constexpr uint32_t kEndOfText = 151643, kImStart = 151644, kImEnd = 151645;
+constexpr uint32_t kEndOfText = 151643, kImStart = 151644, kImEnd = 151645, kThink = 151667,
+                   kThinkEnd = 151668;
 // GPT-2's <|endoftext|>.
 constexpr uint32_t kGpt2Eos = 50256;
 // The Llama-3 special tokens added to the Qwen3 vocabulary by
@@ -150,6 +155,84 @@ TEST(ChatTemplate, SpecialTokensWrittenInContentAreSpecialIds) {
   Sample sample = chatml().render(messages, false);
   EXPECT_NE(std::find(sample.ids.begin(), sample.ids.end(), static_cast<int32_t>(kEndOfText)),
             sample.ids.end());
+}
+
+ChatTemplate qwen3() {
+  const Tokenizer& qwen = reference_tokenizer("qwen3");
+  return ChatTemplate(TemplateKind::kQwen3, qwen, resolve_special_ids(qwen, {}));
+}
+
+TEST(ChatTemplate, Qwen3MasksTheEmptyThinkBlock) {
+  // <|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello<|im_end|>\n
+  const Tokenizer& qwen = reference_tokenizer("qwen3");
+  EXPECT_EQ(qwen.token_to_id("<think>"), kThink);
+  EXPECT_EQ(qwen.token_to_id("</think>"), kThinkEnd);
+  std::vector<ChatMessage> messages = {{Role::kUser, "Hi"}, {Role::kAssistant, "Hello"}};
+  Expected e{qwen};
+  e.masked(kImStart).masked("user\nHi").masked(kImEnd).masked("\n");
+  e.masked(kImStart).masked("assistant\n").masked(kThink).masked(271).masked(kThinkEnd).masked(271);
+  e.trained("Hello").trained(kImEnd).masked("\n");
+  expect_sample(qwen3().render(messages, false), e.sample);
+}
+
+TEST(ChatTemplate, Qwen3TrainsReasoningFromTheContent) {
+  const Tokenizer& qwen = reference_tokenizer("qwen3");
+  std::vector<ChatMessage> messages = {{Role::kUser, "Q"},
+                                       {Role::kAssistant, "<think>\n\nwhy\n</think>\n\n\nA"}};
+  Expected e{qwen};
+  e.masked(kImStart).masked("user\nQ").masked(kImEnd).masked("\n");
+  e.masked(kImStart).masked("assistant\n");
+  e.trained(kThink).trained("\nwhy\n").trained(kThinkEnd).trained("\n\nA").trained(kImEnd);
+  e.masked("\n");
+  expect_sample(qwen3().render(messages, false), e.sample);
+}
+
+Role role_named(const std::string& name) {
+  if (name == "system") return Role::kSystem;
+  if (name == "user") return Role::kUser;
+  if (name == "assistant") return Role::kAssistant;
+  throw std::runtime_error("chat_template_goldens.json: unknown role " + name);
+}
+
+std::vector<int32_t> int_list(const nlohmann::json& list) {
+  return list.get<std::vector<int32_t>>();
+}
+
+TEST(ChatTemplate, Qwen3MatchesTransformers) {
+  const Tokenizer& qwen = reference_tokenizer("qwen3");
+  std::ifstream in(fixtures_dir() / "chat_template_goldens.json");
+  ASSERT_TRUE(in) << "missing " << (fixtures_dir() / "chat_template_goldens.json");
+  const nlohmann::json goldens = nlohmann::json::parse(in);
+  // The template "auto" picks for Qwen3's own tokenizer_config.json.
+  const TokenizerConfig config = read_tokenizer_config(fixtures_dir() / "qwen3");
+  ASSERT_EQ(resolve_template_kind("auto", config), TemplateKind::kQwen3);
+  const ChatTemplate from_config(TemplateKind::kQwen3, qwen, resolve_special_ids(qwen, config));
+  ASSERT_GE(goldens["cases"].size(), 10u);
+  int think_blocks = 0, masked_think_blocks = 0;
+  for (const nlohmann::json& c : goldens["cases"]) {
+    const std::string name = c["name"];
+    SCOPED_TRACE(name);
+    std::vector<ChatMessage> messages;
+    for (const nlohmann::json& m : c["messages"]) {
+      messages.push_back({role_named(m["role"]), m["content"].get<std::string>()});
+    }
+    const Sample sample = from_config.render(messages, false);
+    EXPECT_EQ(sample.ids, int_list(c["ids"]));
+    EXPECT_EQ(sample.labels, int_list(c["labels"]));
+    EXPECT_EQ(qwen.decode(std::vector<uint32_t>(sample.ids.begin(), sample.ids.end())),
+              c["text"].get<std::string>());
+    const Sample all = from_config.render(messages, true);
+    EXPECT_EQ(all.ids, sample.ids);
+    EXPECT_EQ(all.labels, all.ids);
+    for (size_t i = 0; i < sample.ids.size(); ++i) {
+      if (sample.ids[i] != static_cast<int32_t>(kThink)) continue;
+      ++think_blocks;
+      masked_think_blocks += sample.labels[i] == kIgnoreLabel;
+    }
+  }
+  // The goldens exercise both kinds of think block.
+  EXPECT_GT(masked_think_blocks, 0);
+  EXPECT_GT(think_blocks, masked_think_blocks);
 }
 
 TEST(ChatTemplate, PlainIsPromptNewlineResponseEos) {
@@ -304,10 +387,19 @@ TEST_F(Llama3Like, PlainPutsThePostProcessorPrefixFirst) {
 
 TEST(ChatTemplateConfig, AutoPicksTheTemplateFromTheConfig) {
   EXPECT_EQ(resolve_template_kind("auto", read_tokenizer_config(fixtures_dir() / "qwen3")),
-            TemplateKind::kChatml);
+            TemplateKind::kQwen3);
   // A tokenizer.json path reads the config beside it.
   EXPECT_EQ(resolve_template_kind(
                 "auto", read_tokenizer_config(fixtures_dir() / "qwen3" / "tokenizer.json")),
+            TemplateKind::kQwen3);
+  // Qwen2.5's template (abridged): ChatML without the think logic.
+  TokenizerConfig qwen25;
+  qwen25.chat_template =
+      "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + "
+      "message.content + '<|im_end|>' + '\\n' }}{%- endfor %}";
+  EXPECT_EQ(resolve_template_kind("auto", qwen25), TemplateKind::kChatml);
+  EXPECT_EQ(resolve_template_kind("qwen3", qwen25), TemplateKind::kQwen3);
+  EXPECT_EQ(resolve_template_kind("chatml", read_tokenizer_config(fixtures_dir() / "qwen3")),
             TemplateKind::kChatml);
   // GPT-2's folder has no tokenizer_config.json.
   EXPECT_EQ(resolve_template_kind("auto", read_tokenizer_config(fixtures_dir() / "gpt2")),

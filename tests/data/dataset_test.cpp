@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 using testing::fixtures_dir;
 using testing::reference_tokenizer;
 
-constexpr uint32_t kImStart = 151644, kImEnd = 151645;  // Qwen3
+constexpr uint32_t kImStart = 151644, kImEnd = 151645, kThink = 151667,
+                   kThinkEnd = 151668;  // Qwen3
 constexpr uint32_t kQwenNewline = 198, kQwenUser = 872, kQwenAssistant = 77091, kQwenSystem = 8948;
 constexpr uint32_t kGpt2Eos = 50256;
 
@@ -62,6 +63,14 @@ struct Expected {
       masked(content).masked(kImEnd);
     }
     return masked(kQwenNewline);
+  }
+  // The final assistant turn as Qwen3's template renders it (what "auto"
+  // picks for Qwen3's tokenizer_config.json): an empty think block, masked,
+  // before the answer. 271 is "\n\n".
+  Expected& qwen3_final_answer(const std::string& content) {
+    masked(kImStart).masked(kQwenAssistant).masked(kQwenNewline);
+    masked(kThink).masked(271).masked(kThinkEnd).masked(271);
+    return trained(content).trained(kImEnd).masked(kQwenNewline);
   }
 };
 
@@ -103,13 +112,13 @@ class TempDir {
   fs::path dir_;
 };
 
-TEST(Dataset, AlpacaWithQwenChatml) {
+TEST(Dataset, AlpacaWithTheQwen3Template) {
   const Tokenizer& qwen = reference_tokenizer("qwen3");
   DatasetReport report;
   std::vector<Sample> samples =
       load_dataset(data_file("alpaca.jsonl"), &qwen, qwen_options(), &report);
   EXPECT_EQ(report.format, "alpaca");
-  EXPECT_EQ(report.template_name, "chatml");  // from Qwen3's tokenizer_config.json
+  EXPECT_EQ(report.template_name, "qwen3");  // from Qwen3's tokenizer_config.json
   EXPECT_EQ(report.rows, 3);
   EXPECT_EQ(report.samples, 3);
   EXPECT_EQ(report.skipped, 0);
@@ -117,18 +126,18 @@ TEST(Dataset, AlpacaWithQwenChatml) {
 
   Expected first(qwen);  // "input": "" adds nothing
   first.chatml(kQwenUser, "Give three tips for staying healthy.", false)
-      .chatml(kQwenAssistant, "Eat well, sleep, move.", true);
+      .qwen3_final_answer("Eat well, sleep, move.");
   expect_sample(samples[0], first.sample, "row 1");
 
   Expected second(qwen);  // instruction + "\n" + input
   second.chatml(kQwenUser, "Translate to French.\nGood morning", false)
-      .chatml(kQwenAssistant, "Bonjour", true);
+      .qwen3_final_answer("Bonjour");
   expect_sample(samples[1], second.sample, "row 2");
 
   Expected third(qwen);  // the optional system field
   third.chatml(kQwenSystem, "You are terse.", false)
       .chatml(kQwenUser, "Say hi.", false)
-      .chatml(kQwenAssistant, "Hi!", true);
+      .qwen3_final_answer("Hi!");
   expect_sample(samples[2], third.sample, "row 3");
 
   int64_t tokens = 0, trained = 0;
@@ -154,7 +163,7 @@ TEST(Dataset, TrainOnPromptTrainsEveryToken) {
   }
   Expected second(qwen, true);
   second.chatml(kQwenUser, "Translate to French.\nGood morning", false)
-      .chatml(kQwenAssistant, "Bonjour", true);
+      .qwen3_final_answer("Bonjour");
   expect_sample(all[1], second.sample, "row 2");
 }
 
@@ -199,11 +208,11 @@ TEST(Dataset, Gsm8kFirstRows) {
   EXPECT_EQ(report.format, "query_response");
   EXPECT_EQ(report.prompt_field, "question");
   EXPECT_EQ(report.response_field, "answer");
-  EXPECT_EQ(report.template_name, "chatml");
+  EXPECT_EQ(report.template_name, "qwen3");
   ASSERT_EQ(samples.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     Expected e(qwen);
-    e.chatml(kQwenUser, rows[i].first, false).chatml(kQwenAssistant, rows[i].second, true);
+    e.chatml(kQwenUser, rows[i].first, false).qwen3_final_answer(rows[i].second);
     expect_sample(samples[i], e.sample, "row " + std::to_string(i + 1));
   }
   // The answer's first ids, by hand: "Natalia" " sold" " " "4" "8" "/" "2" ...
@@ -212,7 +221,8 @@ TEST(Dataset, Gsm8kFirstRows) {
   auto start = std::find(ids.begin() + 1, ids.end(), static_cast<int32_t>(kImStart));
   ASSERT_NE(start, ids.end());
   ASSERT_EQ(*(start + 1), static_cast<int32_t>(kQwenAssistant));
-  const size_t answer_at = static_cast<size_t>(start - ids.begin()) + 3;
+  // <|im_start|> "assistant" "\n" <think> "\n\n" </think> "\n\n": 7 ids.
+  const size_t answer_at = static_cast<size_t>(start - ids.begin()) + 7;
   EXPECT_EQ(samples[0].labels[answer_at - 1], kIgnoreLabel);
   EXPECT_EQ(samples[0].labels[answer_at], ids[answer_at]);
   EXPECT_EQ(qwen.decode(std::vector<uint32_t>(ids.begin() + answer_at, ids.end())),
@@ -288,10 +298,10 @@ TEST(Dataset, ShareGptMultiTurnTrainsOnlyTheAssistant) {
       .chatml(kQwenUser, "Hi", false)
       .chatml(kQwenAssistant, "Hello! How can I help?", true)
       .chatml(kQwenUser, "What is 1+1?", false)
-      .chatml(kQwenAssistant, "2", true);
+      .qwen3_final_answer("2");
   expect_sample(samples[0], first.sample, "row 1");
   Expected second(qwen);
-  second.chatml(kQwenUser, "Bye", false).chatml(kQwenAssistant, "Goodbye.", true);
+  second.chatml(kQwenUser, "Bye", false).qwen3_final_answer("Goodbye.");
   expect_sample(samples[1], second.sample, "row 2");
 
   // train_on_prompt: the same ids, all trained.
