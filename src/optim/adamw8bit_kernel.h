@@ -226,7 +226,8 @@ inline Code8Segments make_segments(const Code8& code, const std::array<double, 2
     float split = 0.0f;
     for (int k = 0; k < 7; ++k) {
       if (decade[size_t(k)] >= top) ++seg_top;  // top part is below this threshold
-      if (decade[size_t(k)] > bottom && decade[size_t(k)] < top) split = decade[size_t(k)], ++inside;
+      if (decade[size_t(k)] > bottom && decade[size_t(k)] < top)
+        split = decade[size_t(k)], ++inside;
     }
     if (inside > 1) std::abort();
     s.segment_of_binade[size_t(b)] = seg_top;

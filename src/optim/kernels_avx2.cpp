@@ -106,8 +106,7 @@ struct Avx2 {
       segment = _mm256_sub_epi32(segment, _mm256_castps_si256(_mm256_cmp_ps(a, d, _CMP_LT_OQ)));
     const F low = pick(t.low, segment, x);
     const F inv_step = pick(t.inv_step, segment, x);
-    const __m256i base = _mm256_castps_si256(
-        pick(reinterpret_cast<const F*>(t.base), segment, x));
+    const __m256i base = _mm256_castps_si256(pick(reinterpret_cast<const F*>(t.base), segment, x));
     const F j = mul(sub(a, low), inv_step);
     const F magic = set1(kRoundToInteger);
     const F nearest = sub(add(j, magic), magic);

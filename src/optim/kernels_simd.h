@@ -40,7 +40,7 @@ namespace lt::optim {
       uint8_t* v_codes, float& v_scale, float* m, float* v, uint16_t* shadow, int64_t n);          \
   void adamw8bit_update_block_##suffix(                                                            \
       const AdamWScalars& s, float* param, const BFloat16* grad, uint8_t* m_codes, float& m_scale, \
-      uint8_t* v_codes, float& v_scale, float* m, float* v, uint16_t* shadow, int64_t n);         \
+      uint8_t* v_codes, float& v_scale, float* m, float* v, uint16_t* shadow, int64_t n);          \
   float quantize_block_##suffix(const Code8& code, const float* x, uint8_t* out, int64_t n,        \
                                 float absmax);
 LT_OPTIM_DECLARE_ISA(avx2)

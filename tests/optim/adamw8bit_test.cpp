@@ -209,8 +209,9 @@ TEST(Code8, SegmentSearchEqualsTheReferenceOnEveryFloat) {
   const int64_t checked = 3 * (int64_t{order_key(top)} - int64_t{order_key(small)} + 1);
   EXPECT_LT(declined, checked / 500) << "the fast path declines too often";
   for (const Code8* code : {&signed_code(), &unsigned_code()}) {
-    std::vector<float> xs = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, -1e-40f, small, -small,
-                             std::numeric_limits<float>::quiet_NaN()};
+    std::vector<float> xs = {0.0f,    -0.0f,  1e-30f,
+                             -1e-30f, 1e-40f, -1e-40f,
+                             small,   -small, std::numeric_limits<float>::quiet_NaN()};
     for (int e = -149; e < -27; ++e) xs.push_back(std::ldexp(1.3f, e));
     for (float x : xs) {
       ASSERT_EQ(quantize_nearest_fast(segments_of(*code), x), quantize_nearest(*code, x)) << x;

@@ -84,11 +84,16 @@ TEST(OptimConvergence, AdamW8bitFinalLossWithinTwoPercentOfAdamW) {
   const AdamW8bit::Split split = probe.split();
   EXPECT_GT(split.quantized, 49 * split.fp32) << split.quantized << " vs " << split.fp32;
 
-  const std::vector<std::string> common = {
-      "model.init=random",         "train.steps=300",    "train.batch_size=8",
-      "train.seq_len=32",          "optim.lr=3e-3",      "optim.block_size=256",
-      "optim.min_8bit_numel=1024", "train.grad_clip=1.0",
-      "data.eval_path=" + (tmp / "eval.jsonl").string(), "train.eval_every=300"};
+  const std::vector<std::string> common = {"model.init=random",
+                                           "train.steps=300",
+                                           "train.batch_size=8",
+                                           "train.seq_len=32",
+                                           "optim.lr=3e-3",
+                                           "optim.block_size=256",
+                                           "optim.min_8bit_numel=1024",
+                                           "train.grad_clip=1.0",
+                                           "data.eval_path=" + (tmp / "eval.jsonl").string(),
+                                           "train.eval_every=300"};
   auto run = [&](const std::string& name) {
     std::vector<std::string> o = common;
     o.push_back("optim.name=" + name);

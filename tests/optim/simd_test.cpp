@@ -321,8 +321,8 @@ TEST(OptimSimd, QuantizeNearTiesMatchesScalarAndTheReferenceSearch) {
       x.push_back(absmax);  // the block's absmax is the one given
       if (!is_signed) x.push_back(std::numeric_limits<float>::quiet_NaN());
       std::vector<uint8_t> want(x.size()), got(x.size());
-      const float scale = quantize_block(Isa::kScalar, code, x.data(), want.data(),
-                                         static_cast<int64_t>(x.size()));
+      const float scale =
+          quantize_block(Isa::kScalar, code, x.data(), want.data(), static_cast<int64_t>(x.size()));
       ASSERT_EQ(scale, absmax);
       const float inverse = 1.0f / absmax;
       for (size_t i = 0; i < x.size(); ++i) {
@@ -334,7 +334,8 @@ TEST(OptimSimd, QuantizeNearTiesMatchesScalarAndTheReferenceSearch) {
         ASSERT_LE(std::abs(int(want[i]) - int(nearest_by_brute_force(exact, y))), 1);
       }
       for (Isa isa : vector_isas()) {
-        const std::string what = std::string(isa_name(isa)) + (is_signed ? " signed" : " unsigned") +
+        const std::string what = std::string(isa_name(isa)) +
+                                 (is_signed ? " signed" : " unsigned") +
                                  " absmax=" + std::to_string(absmax);
         EXPECT_EQ(quantize_block(isa, code, x.data(), got.data(), static_cast<int64_t>(x.size())),
                   absmax)
