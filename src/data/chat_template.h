@@ -37,8 +37,11 @@
 //       S(<think>) "\nreasoning\n" S(</think>) "\n\n" [trained]
 //     "answer" S(<|im_end|>)                      [trained]
 //     "\n"                                        [masked]
+//     (here the answer loses its leading newlines even without a split)
 //   - any other assistant message: as chatml, with the answer as content
 //     (reasoning before the last query is dropped, as Qwen3's does).
+// data.template: chatml with a Qwen3 tokenizer still trains the plain
+// ChatML layout, for those who want no think blocks.
 // The empty block is masked because it is what apply_chat_template(...,
 // add_generation_prompt=True, enable_thinking=False) puts in the prompt at
 // inference: the model never generates it there, so training on it would
