@@ -109,10 +109,14 @@ Batch Batcher::next_packed() {
       const Sample& s = current_sample();
       const int64_t begin = static_cast<int64_t>(state_.offset);
       const int64_t take = std::min<int64_t>(t - col, static_cast<int64_t>(s.ids.size()) - begin);
+      // Target of each position: the sample's next label. When the sample
+      // continues in the next row, the row's last position still predicts
+      // that token: it is known here, and dropping it would lose one target
+      // per row of every long sample.
+      const int64_t end = std::min<int64_t>(begin + take + 1, static_cast<int64_t>(s.ids.size()));
       for (int64_t i = 0; i < take; ++i) {
         ids[r * t + col + i] = s.ids[begin + i];
-        // Target of this position: the sample's next label, if it is in the row.
-        if (i + 1 < take) targets[r * t + col + i] = s.labels[begin + i + 1];
+        if (begin + i + 1 < end) targets[r * t + col + i] = s.labels[begin + i + 1];
       }
       col += take;
       batch.tokens += take;

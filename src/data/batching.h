@@ -50,9 +50,10 @@ struct SamplerState {
 // longest row of the batch.
 // Packing: samples are laid back to back into rows of exactly seq_len
 // tokens; a sample that does not fit in the rest of a row continues in the
-// next row. Attention is not blocked at sample boundaries (as in most
-// packed fine-tuning), but no target crosses a boundary: the first token of
-// a sample is never predicted from the previous sample's last token.
+// next row (its row-end position predicts the sample's next token, the
+// first of the next row). Attention is not blocked at sample boundaries (as
+// in most packed fine-tuning), but no target crosses a boundary: the first
+// token of a sample is never predicted from the previous sample's last token.
 class Batcher {
  public:
   Batcher(std::vector<Sample> samples, const BatchOptions& options);

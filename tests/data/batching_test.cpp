@@ -145,7 +145,8 @@ TEST(Batcher, PadWritesThePadId) {
 // Packing, checked by walking the token stream the rows make: within an
 // epoch, samples follow each other whole, in some order, each once; a row
 // is exactly seq_len tokens; a target is the label of the next token only
-// when that token is the same sample's next one in the same row.
+// when that token is the same sample's next one (in the same row or, at a
+// row's end, the first of the next row).
 struct PackedStream {
   const std::vector<Sample>& samples;
   int current = -1;  // sample being read
@@ -172,10 +173,9 @@ struct PackedStream {
           order.push_back(s);
         }
         next_position = p + 1;
-        const bool next_in_row_same_sample =
-            c + 1 < rows.t && next_position < static_cast<int>(samples[s].ids.size());
-        const int64_t want =
-            next_in_row_same_sample ? samples[s].labels[next_position] : kIgnoreLabel;
+        // The next token of the same sample, in this row or the next.
+        const bool sample_continues = next_position < static_cast<int>(samples[s].ids.size());
+        const int64_t want = sample_continues ? samples[s].labels[next_position] : kIgnoreLabel;
         EXPECT_EQ(rows.target(r, c), want) << "row " << r << " col " << c;
         target_count += want != kIgnoreLabel;
       }
