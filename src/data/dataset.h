@@ -54,7 +54,7 @@ namespace lt::data {
 
 struct DatasetOptions {
   std::string format = "auto";         // auto | tokens | alpaca | query_response | sharegpt | text
-  std::string template_name = "auto";  // auto | chatml | llama3 | plain
+  std::string template_name = "auto";  // auto | chatml | qwen3 | llama3 | plain
   bool train_on_prompt = false;  // also train on prompt tokens (system/user turns, template text)
   bool strict = false;           // the first bad row is an error instead of being skipped
   // query_response field names; empty = detect from the first row.
