@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <memory>
 
@@ -10,6 +11,7 @@
 #include "core/error.h"
 #include "exec/schedule.h"
 #include "plan/planner.h"
+#include "train/executor_choice.h"
 
 namespace lt::cli {
 
@@ -35,15 +37,50 @@ models::ModelConfig load_model_config(const std::string& path) {
   return models::ModelConfig::from_file(std::filesystem::is_directory(p) ? p / "config.json" : p);
 }
 
-nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o) {
+// The executor `train` with exec.mode auto would run on this machine (its
+// gpu_memory_gb), for the plan's batch size (or --batch-size) with one
+// forward over the plan's chunk (or --micro-batch; else the whole batch):
+// resident when it fits with the margin, else streaming when the plan is
+// feasible, else none. Resident computes in bf16 beside f32 masters.
+train::ExecutorChoice executor_for(const plan::Plan& r, const plan::PlanOptions& o,
+                                   const plan::HardwareProfile& hw,
+                                   const models::ModelConfig& config) {
+  train::ExecutorChoice none;
+  none.executor = "none";
+  const int64_t batch = o.batch_size > 0 ? o.batch_size : r.feasible ? r.schedule.batch_size : 0;
+  if (batch == 0) {
+    none.reason = "no batch size fits the streaming executor, none was given for resident";
+    return none;
+  }
+  const int64_t micro = r.feasible          ? r.schedule.micro_batch
+                        : o.micro_batch > 0 ? std::min(o.micro_batch, batch)
+                                            : batch;
+  const exec::TrainSizes sizes{batch, o.seq_len, o.optimizer, 2};
+  const int64_t resident = exec::resident_bytes_needed(config, sizes, micro, /*on_gpu=*/true)
+                               .bytes(exec::MemorySpace::Gpu);
+  train::ExecutorChoice c =
+      train::choose_executor(resident, std::llround(hw.gpu_memory_gb * 1e9), "gpu_memory_gb");
+  if (c.executor == "streaming" && !r.feasible) {
+    c.executor = "none";
+    c.reason += "; no streaming schedule fits either";
+  }
+  return c;
+}
+
+nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o,
+                         const train::ExecutorChoice& choice) {
   nlohmann::json j;
   j["feasible"] = r.feasible;
+  // The schedule's own "executor" (streaming) is replaced below by the choice.
+  j["executor_reason"] = choice.reason;
+  j["resident_bytes"] = choice.resident_bytes;
   j["max_recompute"] = o.max_recompute;
   j["solver"] = {{"seconds", r.solve_s},
                  {"proven_optimal", r.solution.proven_optimal},
                  {"objective", r.solution.objective},
                  {"bound", r.solution.bound}};
   if (!r.feasible) {
+    j["executor"] = choice.executor;
     j["short"] = nlohmann::json::array();
     for (const auto& s : r.shortages)
       j["short"].push_back({{"space", s.space}, {"bytes", s.bytes}, {"detail", s.detail}});
@@ -51,6 +88,7 @@ nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o) {
   }
   nlohmann::json schedule = exec::to_json(r.schedule);
   for (auto it = schedule.begin(); it != schedule.end(); ++it) j[it.key()] = it.value();
+  j["executor"] = choice.executor;
   j["seq_len"] = r.sizes.seq_len;
   j["predicted_step_s"] = r.prediction.step_s;
   j["stage_times"] = r.stage_times_from;
@@ -74,10 +112,12 @@ nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o) {
   return j;
 }
 
-void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::ModelConfig& c) {
+void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::ModelConfig& c,
+                const train::ExecutorChoice& choice) {
   const auto gb = [](double bytes) { return bytes / plan::kBytesPerGB; };
+  fmt::print("executor: {} ({})\n", choice.executor, choice.reason);
   if (!r.feasible) {
-    fmt::print("No schedule fits:\n");
+    fmt::print("No streaming schedule fits:\n");
     for (const auto& s : r.shortages)
       fmt::print("  {} is short by {:.2f} GB ({} bytes): {}\n", s.space, gb(s.bytes), s.bytes,
                  s.detail);
@@ -87,8 +127,8 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
   const int64_t L = c.num_hidden_layers;
   fmt::print("model: {} blocks, {:.3f} B parameters, hidden {}, FFN {}\n", L,
              c.num_parameters() / 1e9, c.hidden_size, c.intermediate_size);
-  fmt::print("batch {} x seq {}: micro-batch {} ({} chunks), executor {}\n", s.batch_size,
-             r.sizes.seq_len, s.micro_batch, s.batch_size / s.micro_batch, s.executor);
+  fmt::print("streaming schedule: batch {} x seq {}: micro-batch {} ({} chunks)\n", s.batch_size,
+             r.sizes.seq_len, s.micro_batch, s.batch_size / s.micro_batch);
   int counts[4] = {0, 0, 0, 0};
   for (auto p : s.boundaries) ++counts[static_cast<int>(p)];
   fmt::print(
@@ -157,12 +197,13 @@ void add_plan_command(CLI::App& app) {
     o.optimizer =
         args->optimizer == "adamw" ? exec::OptimizerStates::Fp32 : exec::OptimizerStates::EightBit;
     const plan::Plan r = plan::make_plan(config, hw, o);
+    const train::ExecutorChoice choice = executor_for(r, o, hw, config);
     if (args->json)
-      fmt::print("{}\n", plan_json(r, o).dump(2));
+      fmt::print("{}\n", plan_json(r, o, choice).dump(2));
     else
-      print_plan(r, o, config);
-    if (!r.feasible) throw CLI::RuntimeError(3);
-    if (!args->out.empty()) {
+      print_plan(r, o, config, choice);
+    if (choice.executor == "none") throw CLI::RuntimeError(3);
+    if (!args->out.empty() && r.feasible) {
       exec::save_schedule(r.schedule, args->out);
       if (!args->json) fmt::print("schedule written to {}\n", args->out);
     }

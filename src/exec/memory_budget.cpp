@@ -36,6 +36,22 @@ int64_t block_saved_elements_per_token(const models::ModelConfig& c) {
   return n;
 }
 
+void add_optimizer_states(MemoryBudget& m, MemorySpace space, int64_t n,
+                          OptimizerStates optimizer) {
+  if (optimizer == OptimizerStates::Fp32)
+    m.add(space, "AdamW m and v (fp32)", 2 * n * kFp32);
+  else
+    m.add(space, "AdamW m and v (8-bit codes + fp32 block scales)",
+          2 * n + 2 * ((n + kEightBitBlock - 1) / kEightBitBlock) * kFp32);
+}
+
+// Rows of one lm_head_loss chunk (autograd/fn_lm_loss.cpp): about 2^24
+// logits at a time on the host, 2^28 on a GPU.
+int64_t loss_chunk_rows(int64_t vocab, bool on_gpu) {
+  const int64_t logits = on_gpu ? int64_t{1} << 28 : int64_t{1} << 24;
+  return std::max<int64_t>(1, logits / vocab);
+}
+
 }  // namespace
 
 const char* memory_space_name(MemorySpace space) {
@@ -209,15 +225,39 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
         2 * std::min(kLossChunkTokens, chunk_tokens) * c.vocab_size * kFp32);
   // Host.
   m.add(Host, "master weights (fp32)", n * kFp32);
-  if (s.optimizer == OptimizerStates::Fp32)
-    m.add(Host, "AdamW m and v (fp32)", 2 * n * kFp32);
-  else
-    m.add(Host, "AdamW m and v (8-bit codes + fp32 block scales)",
-          2 * n + 2 * ((n + kEightBitBlock - 1) / kEightBitBlock) * kFp32);
+  add_optimizer_states(m, Host, n, s.optimizer);
   m.add(Host, "weights streamed to the GPU, pinned (bf16)", n * kBf16);
   // Clipping needs the global gradient norm before any update, so every
   // gradient is held until backward ends.
   m.add(Host, "gradients, pinned", n * s.compute_bytes);
+  return m;
+}
+
+MemoryBudget resident_bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
+                                   int64_t micro_batch, bool on_gpu) {
+  LT_CHECK(s.batch_size > 0 && s.seq_len > 0 && micro_batch > 0,
+           "memory budget: batch size, micro-batch and sequence length must be > 0");
+  LT_CHECK(s.compute_bytes == kBf16 || s.compute_bytes == kFp32,
+           "memory budget: the resident executor computes in bf16 or f32");
+  const int64_t n = c.num_parameters();
+  const int64_t cb = s.compute_bytes;
+  const int64_t tokens = std::min(micro_batch, s.batch_size) * s.seq_len;
+  const int64_t h = c.hidden_size;
+  MemoryBudget m;
+  using enum MemorySpace;
+  m.add(Gpu, "master weights (fp32)", n * kFp32);
+  if (cb != kFp32) m.add(Gpu, "compute copy of the weights (bf16)", n * cb);
+  m.add(Gpu, "gradients (compute dtype)", n * cb);
+  add_optimizer_states(m, Gpu, n, s.optimizer);
+  m.add(Gpu, "token ids and targets of the batch (i64)", 2 * s.batch_size * s.seq_len * kTokenId);
+  const int64_t block = block_saved_elements_per_token(c) * tokens * cb;
+  m.add(Gpu, "saved tensors of every block, one micro-batch", c.num_hidden_layers * block);
+  m.add(Gpu, "gradients alive in one block's backward", block);
+  m.add(Gpu, "head: final norm input and output", 2 * tokens * h * cb);
+  const int64_t rows = std::min(tokens, loss_chunk_rows(c.vocab_size, on_gpu));
+  m.add(Gpu, "loss chunk: fp32 logits and their gradient", 2 * rows * c.vocab_size * kFp32);
+  m.add(Gpu, "lm_head weight gradient transients (a chunk's and the running sum)",
+        2 * c.vocab_size * h * cb);
   return m;
 }
 

@@ -104,6 +104,25 @@ MemoryBudget fixed_bytes(const models::ModelConfig& config, const TrainSizes& si
 MemoryBudget bytes_needed(const models::ModelConfig& config, const TrainSizes& sizes,
                           const Schedule& schedule);
 
+// What the resident executor (exec/resident.h) holds on its device at the
+// worst point of a step, in the Gpu space (the training device: the host
+// when it runs on the CPU). `micro_batch`: sequences per forward (the
+// trainer's train.batch_size / train.grad_accum; resident runs its
+// micro-batches one after the other). sizes.compute_bytes 2: bf16 compute
+// copy beside the f32 masters (train.dtype bf16 on a GPU); 4: the f32
+// masters compute themselves.
+//
+// Counted: the f32 masters, the compute copy, gradients in the compute
+// dtype (the masters read the copy's), the optimizer's m and v, the whole
+// batch's token ids and targets, and the autograd graph of one micro-batch:
+// every block's saved tensors, one block's worth more for the gradients
+// alive during a block's backward, the head's final-norm input and output,
+// one loss chunk's logits and their gradient (fp32, rows as
+// lm_head_loss chunks them), and the lm_head weight gradient's transients
+// (a chunk's gradient and the running sum beside the final one).
+MemoryBudget resident_bytes_needed(const models::ModelConfig& config, const TrainSizes& sizes,
+                                   int64_t micro_batch, bool on_gpu);
+
 // Longest run of consecutive recomputed boundaries in the schedule (0 if
 // none). Backward rematerializes such a run all at once.
 int longest_recompute_run(const Schedule& schedule);

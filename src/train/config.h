@@ -18,7 +18,7 @@ struct TrainConfig {
   struct Data {
     std::string path;
     std::string format = "auto";         // auto|tokens|alpaca|query_response|sharegpt|text
-    std::string template_name = "auto";  // key "template": auto|chatml|llama3|plain
+    std::string template_name = "auto";  // key "template": auto|chatml|qwen3|llama3|plain
     std::string tokenizer;               // default: model.path
     bool train_on_prompt = false;
     bool pack = false;
@@ -59,7 +59,9 @@ struct TrainConfig {
     double min_lr = 0.0;
   } sched;
   struct Exec {
-    std::string mode = "auto";  // auto|resident|streaming|offload
+    // auto: resident when it fits the training device, else streaming
+    // (train/executor_choice.h); resident|streaming|offload force one.
+    std::string mode = "auto";
     // streaming: "all_gpu", "every_k" (with keep_every), "auto" (the
     // planner chooses, for the profile `hardware`) or a schedule JSON path.
     std::string schedule = "all_gpu";

@@ -21,6 +21,7 @@
 #include "optim/adamw8bit.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
+#include "train/executor_choice.h"
 #include "train/generate.h"
 #include "train/progress.h"
 #include "train/report.h"
@@ -85,14 +86,16 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const std::string& 
   return samples;
 }
 
-// exec.mode: resident (also for auto), or streaming with the schedule
-// exec.schedule names: on the GPU (bf16 compute, host masters) when the
-// training device is CUDA, else on the CPU stand-in device.
-// For exec.schedule auto, `predicted_step_s` receives the planner's step time.
-std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const models::CausalLM& model,
+// `choice.executor` (exec.mode, or what exec.mode auto chose): resident, or
+// streaming with the schedule exec.schedule names: on the GPU (bf16
+// compute, host masters) when the training device is CUDA, else on the CPU
+// stand-in device. For exec.schedule auto, `predicted_step_s` receives the
+// planner's step time.
+std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const ExecutorChoice& choice,
+                                              const models::CausalLM& model,
                                               optim::Optimizer& optimizer, Device device,
                                               double* predicted_step_s) {
-  if (c.exec.mode != "streaming") {
+  if (choice.executor == "resident") {
     return std::make_unique<exec::ResidentExecutor>(model, optimizer,
                                                     dtype_from_name(c.train.dtype));
   }
@@ -103,7 +106,13 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const models
   } else if (c.exec.schedule == "every_k") {
     options.schedule = exec::Schedule::every_kth_gpu(blocks, static_cast<int>(c.exec.keep_every));
   } else if (c.exec.schedule == "auto") {
-    const plan::Plan plan = plan_for_run(c, model.config(), device.is_cpu());
+    plan::Plan plan;
+    try {
+      plan = plan_for_run(c, model.config(), device.is_cpu());
+    } catch (const Error& e) {
+      if (c.exec.mode != "auto") throw;
+      fail("exec.mode auto: nothing fits: ", choice.reason, "; and ", e.what());
+    }
     fmt::print("{}\n", describe_plan(plan));
     std::fflush(stdout);
     options.schedule = plan.schedule;
@@ -116,6 +125,8 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const models
              " differs from train.batch_size ", c.train.batch_size);
   }
   if (c.exec.micro_batch > 0) options.schedule.micro_batch = c.exec.micro_batch;
+  if (c.exec.schedule != "auto" && c.exec.mode == "auto")  // the planner checked its own
+    check_streaming_fits(c, choice, model.config(), options.schedule, device.is_cpu());
   options.trace_path = (fs::path(c.out.dir) / "trace.json").string();
   options.disk.directory = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
 #ifdef LT_WITH_CUDA
@@ -213,7 +224,10 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   // The f32 masters live on the training device; the optimizer's states
   // follow them there. The streaming executor keeps them in host memory and
   // streams bf16 copies to the GPU.
-  if (device.is_cuda() && c.exec.mode != "streaming") model.to(device, DType::F32);
+  // exec.mode auto: resident if it fits the training device, else streaming.
+  const ExecutorChoice choice = choose_for_run(c, model.config(), device);
+  progress.message(fmt::format("executor: {} ({})", choice.executor, choice.reason));
+  if (device.is_cuda() && choice.executor != "streaming") model.to(device, DType::F32);
 
   optim::AdamWOptions adam;
   adam.lr = c.optim.lr;
@@ -240,7 +254,7 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   optim::Optimizer& optimizer = *optimizer_owner;
   double predicted_step_s = 0;  // exec.schedule auto: the planner's
   std::unique_ptr<exec::Executor> executor_owner =
-      make_executor(c, model, optimizer, device, &predicted_step_s);
+      make_executor(c, choice, model, optimizer, device, &predicted_step_s);
   exec::Executor& executor = *executor_owner;
 
   data::BatchOptions batch_options;
@@ -296,6 +310,7 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
     exec::StepStats stats = executor.step(micro, step_options);
 
     nlohmann::json line = step_json(state.step, stats, step_options.lr, params, predicted_step_s);
+    line["executor"] = executor.name();
     if (c.train.eval_every > 0 && !eval_samples.empty() &&
         (state.step + 1) % c.train.eval_every == 0) {
       executor.sync();
@@ -347,7 +362,7 @@ TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
   // not fit the GPU, and a CPU forward of a model that size per token is
   // too slow for a sample: skipped there, saying so.
   if (run.sample_at_end && tokenizer && !result.interrupted) {
-    if (device.is_cuda() && c.exec.mode == "streaming") {
+    if (device.is_cuda() && choice.executor == "streaming") {
       fmt::print("\nsample: skipped (exec.mode streaming keeps the model on the host)\n");
     } else {
       print_sample(model, *tokenizer, samples.front());

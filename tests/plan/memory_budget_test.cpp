@@ -114,6 +114,41 @@ TEST(MemoryBudget, StandInComputesInF32) {
   EXPECT_EQ(m.bytes(MemorySpace::Host), (4 + 8 + 2 + 4) * kN);
 }
 
+// The resident executor on a GPU (bf16 compute copy beside f32 masters),
+// micro-batch 1 of 8 tokens, by hand:
+//   masters 4 B + compute copy 2 B + bf16 gradients 2 B + AdamW m, v 8 B
+//     = 16 B x 86848 = 1389568
+//   token ids and targets of the whole batch: 2 * 16 tokens * 8 B = 256
+//   saved tensors: 2 blocks x 960 elements x 8 tokens x 2 B = 30720,
+//     and one block more for its backward: 15360
+//   final norm input and output: 2 * 8 tokens * 64 * 2 B = 2048
+//   loss chunk (8 rows, fewer than 2^28 / 100): 2 * 8 * 100 * 4 B = 6400
+//   lm_head weight gradient transients: 2 * 100 * 64 * 2 B = 25600
+TEST(MemoryBudget, ResidentOnAGpu) {
+  const auto m = resident_bytes_needed(tiny(), {2, 8}, 1, /*on_gpu=*/true);
+  EXPECT_EQ(m.bytes(MemorySpace::Gpu), 16 * kN + 256 + 30720 + 15360 + 2048 + 6400 + 25600);
+  EXPECT_EQ(m.bytes(MemorySpace::Host), 0);
+}
+
+// On the CPU in f32, no compute copy (the masters compute), micro-batch 2
+// (16 tokens): 16 B x N (masters 4, gradients 4, m and v 8) + 256 +
+// 3 x 960 x 16 x 4 + 2 x 16 x 64 x 4 + 2 x 16 x 100 x 4 + 2 x 6400 x 4;
+// 8-bit states instead of fp32: 174040 bytes for m and v (see above).
+TEST(MemoryBudget, ResidentOnTheCpuAndWithEightBitStates) {
+  const int64_t activations =
+      256 + 3 * 960 * 16 * 4 + 2 * 16 * 64 * 4 + 2 * 16 * 100 * 4 + 2 * 6400 * 4;
+  EXPECT_EQ(resident_bytes_needed(tiny(), {2, 8, OptimizerStates::Fp32, 4}, 2, false)
+                .bytes(MemorySpace::Gpu),
+            16 * kN + activations);
+  EXPECT_EQ(resident_bytes_needed(tiny(), {2, 8, OptimizerStates::EightBit, 4}, 2, false)
+                .bytes(MemorySpace::Gpu),
+            8 * kN + 174040 + activations);
+  // A micro-batch larger than the batch is the batch.
+  EXPECT_EQ(resident_bytes_needed(tiny(), {2, 8, OptimizerStates::Fp32, 4}, 5, false)
+                .bytes(MemorySpace::Gpu),
+            16 * kN + activations);
+}
+
 // Boundaries the executor holds, walked by hand over its stage uses, for
 // L = 3 and G H H G (interior boundaries on the host). Uses: forward 0..3,
 // head, backward 3, 2, 1, 0.

@@ -1,0 +1,120 @@
+#include "train/executor_choice.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#ifdef LT_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace lt::train {
+
+namespace {
+
+std::string gigabytes(int64_t bytes) {
+  return fmt::format("{:.6g} GB ({} bytes)", static_cast<double>(bytes) / 1e9, bytes);
+}
+
+int64_t with_margin(int64_t bytes) {
+  return bytes + (bytes * kResidentMarginPercent + 99) / 100;
+}
+
+// Free memory of CUDA device `index` as the runtime reports it.
+int64_t cuda_free_bytes([[maybe_unused]] int index) {
+#ifdef LT_WITH_CUDA
+  size_t free_bytes = 0, total_bytes = 0;
+  int previous = 0;
+  LT_CHECK(cudaGetDevice(&previous) == cudaSuccess, "exec.mode auto: cudaGetDevice failed");
+  LT_CHECK(cudaSetDevice(index) == cudaSuccess, "exec.mode auto: cudaSetDevice(", index,
+           ") failed");
+  const cudaError_t status = cudaMemGetInfo(&free_bytes, &total_bytes);
+  cudaSetDevice(previous);
+  LT_CHECK(status == cudaSuccess,
+           "exec.mode auto: cudaMemGetInfo failed: ", cudaGetErrorString(status));
+  return static_cast<int64_t>(free_bytes);
+#else
+  fail("exec.mode auto: this build has no CUDA backend to ask for free memory");
+#endif
+}
+
+// train.batch_size, train.seq_len and optim.name, computing in
+// `compute_bytes` per element.
+exec::TrainSizes run_sizes(const TrainConfig& c, int64_t compute_bytes) {
+  exec::TrainSizes sizes;
+  sizes.batch_size = c.train.batch_size;
+  sizes.seq_len = c.train.seq_len;
+  sizes.optimizer =
+      c.optim.name == "adamw8bit" ? exec::OptimizerStates::EightBit : exec::OptimizerStates::Fp32;
+  sizes.compute_bytes = compute_bytes;
+  return sizes;
+}
+
+}  // namespace
+
+ExecutorChoice choose_executor(int64_t resident_bytes, int64_t available_bytes,
+                               const std::string& available_from) {
+  ExecutorChoice c;
+  c.resident_bytes = resident_bytes;
+  c.available_bytes = available_bytes;
+  c.available_from = available_from;
+  const int64_t needed = with_margin(resident_bytes);
+  if (available_bytes < 0) {
+    c.executor = "resident";
+    c.reason = fmt::format("resident needs {} and {} sets no limit", gigabytes(resident_bytes),
+                           available_from);
+  } else if (needed <= available_bytes) {
+    c.executor = "resident";
+    c.reason = fmt::format("resident needs {} (+{}% margin: {}), {} has {}",
+                           gigabytes(resident_bytes), kResidentMarginPercent, gigabytes(needed),
+                           available_from, gigabytes(available_bytes));
+  } else {
+    c.executor = "streaming";
+    c.reason = fmt::format("resident would need {} (+{}% margin: {}), {} has only {}",
+                           gigabytes(resident_bytes), kResidentMarginPercent, gigabytes(needed),
+                           available_from, gigabytes(available_bytes));
+  }
+  return c;
+}
+
+exec::MemoryBudget resident_budget(const TrainConfig& c, const models::ModelConfig& model,
+                                   bool on_gpu) {
+  const exec::TrainSizes sizes = run_sizes(c, on_gpu && c.train.dtype == "bf16" ? 2 : 4);
+  const int64_t micro_batch = c.train.batch_size / std::max<int64_t>(1, c.train.grad_accum);
+  return exec::resident_bytes_needed(model, sizes, micro_batch, on_gpu);
+}
+
+ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& model,
+                              Device device) {
+  const int64_t resident =
+      resident_budget(c, model, device.is_cuda()).bytes(exec::MemorySpace::Gpu);
+  if (c.exec.mode != "auto") {
+    ExecutorChoice set;
+    set.executor = c.exec.mode;
+    set.resident_bytes = resident;
+    set.available_bytes = -1;
+    set.reason = "exec.mode " + c.exec.mode + " is set";
+    return set;
+  }
+  if (c.exec.device_memory_gb > 0) {
+    return choose_executor(resident, std::llround(c.exec.device_memory_gb * 1e9),
+                           fmt::format("exec.device_memory_gb ({})", c.exec.device_memory_gb));
+  }
+  if (device.is_cpu()) return choose_executor(resident, -1, "the CPU (no exec.device_memory_gb)");
+  return choose_executor(resident, cuda_free_bytes(device.index),
+                         fmt::format("{} (free memory)", device.str()));
+}
+
+void check_streaming_fits(const TrainConfig& c, const ExecutorChoice& choice,
+                          const models::ModelConfig& model, const exec::Schedule& schedule,
+                          bool stand_in) {
+  if (choice.available_bytes < 0) return;
+  const int64_t needed = exec::bytes_needed(model, run_sizes(c, stand_in ? 4 : 2), schedule)
+                             .bytes(exec::MemorySpace::Gpu);
+  LT_CHECK(needed <= choice.available_bytes, "exec.mode auto: nothing fits: ", choice.reason,
+           "; and the streaming schedule exec.schedule (", c.exec.schedule, ") needs ",
+           gigabytes(needed), " on the device, ", gigabytes(needed - choice.available_bytes),
+           " more than ", choice.available_from,
+           " has; set exec.schedule: auto to let the planner offload or recompute boundaries");
+}
+
+}  // namespace lt::train

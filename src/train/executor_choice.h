@@ -1,0 +1,60 @@
+#pragma once
+// exec.mode auto: which executor trains (DESIGN.md, "The planner": resident
+// when it fits, offload when the bf16 weights fit, streaming otherwise; the
+// offload executor does not exist yet, so resident when it fits, else
+// streaming).
+//
+// What the resident executor needs on the training device
+// (exec::resident_bytes_needed) is compared with what the device has: on a
+// GPU the runtime's free memory, or exec.device_memory_gb when set; on the
+// CPU nothing is compared (resident) unless exec.device_memory_gb is set,
+// which makes the choice testable with the CPU stand-in.
+#include <cstdint>
+#include <string>
+
+#include "core/device.h"
+#include "exec/memory_budget.h"
+#include "models/config.h"
+#include "train/config.h"
+
+namespace lt::train {
+
+// Resident is chosen only when its count, plus this fraction of it, fits:
+// the count leaves out the allocator's rounding and fragmentation, the
+// CUDA libraries' workspaces and small temporaries of individual ops.
+inline constexpr int64_t kResidentMarginPercent = 10;
+
+struct ExecutorChoice {
+  std::string executor;         // "resident" or "streaming"
+  int64_t resident_bytes = 0;   // exec::resident_bytes_needed on the training device
+  int64_t available_bytes = 0;  // < 0: no limit was compared
+  std::string available_from;   // where available_bytes came from
+  std::string reason;           // one line: bytes needed against available
+};
+
+// The decision alone: resident when resident_bytes plus
+// kResidentMarginPercent of it (rounded up) <= available_bytes, or when available_bytes < 0 (no
+// limit); else streaming.
+ExecutorChoice choose_executor(int64_t resident_bytes, int64_t available_bytes,
+                               const std::string& available_from);
+
+// What the resident executor needs for this run: train.batch_size and
+// grad_accum (one micro-batch's graph at a time), train.seq_len, optim.name;
+// on a GPU bf16 compute beside f32 masters when train.dtype is bf16.
+exec::MemoryBudget resident_budget(const TrainConfig& c, const models::ModelConfig& model,
+                                   bool on_gpu);
+
+// exec.mode as the trainer runs it: resident or streaming as set, or for
+// auto the choice on `device` (whose free memory is read on a GPU).
+ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& model,
+                              Device device);
+
+// exec.mode auto chose streaming with a fixed exec.schedule: throws lt::Error
+// saying that nothing fits (resident's need, the schedule's device bytes
+// from exec::bytes_needed, and by how much they exceed what is available)
+// when that schedule does not fit either. `stand_in`: f32 compute.
+void check_streaming_fits(const TrainConfig& c, const ExecutorChoice& choice,
+                          const models::ModelConfig& model, const exec::Schedule& schedule,
+                          bool stand_in);
+
+}  // namespace lt::train
