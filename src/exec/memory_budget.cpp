@@ -144,10 +144,8 @@ int64_t gradient_elements(const models::ModelConfig& c) {
 
 BoundaryPeak device_boundary_peak(const Schedule& schedule, int num_blocks) {
   const std::vector<StageUse> uses = plan_stage_uses(schedule, num_blocks);
+  const std::vector<Prefetch> prefetches = plan_prefetches(schedule, uses, num_blocks);
   const auto& place = schedule.boundaries;
-  const auto offloaded = [&](int b) {
-    return b < num_blocks && (place[b] == Placement::Host || place[b] == Placement::Disk);
-  };
   std::vector<bool> on(place.size(), false);
   bool dy = false;
   BoundaryPeak peak;
@@ -167,15 +165,10 @@ BoundaryPeak device_boundary_peak(const Schedule& schedule, int num_blocks) {
   };
   // The same steps as StreamingExecutor::Impl::run_step, in its order.
   for (size_t u = 0; u < uses.size(); ++u) {
-    // fetch(): an offloaded input of the next (recompute or backward) use
-    // comes back to the device before this use computes.
-    if (u + 1 < uses.size()) {
-      const StageUse next = uses[u + 1];
-      if (next.stage >= 1 &&
-          (next.work == StageWork::Recompute || next.work == StageWork::Backward) &&
-          offloaded(next.stage - 1))
-        on[next.stage - 1] = true;
-    }
+    // fetch(): offloaded boundaries start coming back to the device before
+    // this use computes (in their read windows, else one use ahead), and
+    // stay until their backward has consumed them.
+    for (int b : prefetches[u].uploads) on[b] = true;
     const int s = uses[u].stage;
     switch (uses[u].work) {
       case StageWork::Forward:
@@ -261,6 +254,27 @@ MemoryBudget resident_bytes_needed(const models::ModelConfig& c, const TrainSize
   return m;
 }
 
+int disk_transit_buffers(const Schedule& schedule, int num_blocks) {
+  const auto& place = schedule.boundaries;
+  const int disk = static_cast<int>(std::count(place.begin(), place.end(), Placement::Disk));
+  const std::vector<StageUse> uses = plan_stage_uses(schedule, num_blocks);
+  const std::vector<Prefetch> prefetches = plan_prefetches(schedule, uses, num_blocks);
+  // Backward: disk boundaries whose read has started and whose backward has
+  // not yet consumed them (the executor frees their host buffers then).
+  int reading = 0, peak = 0;
+  for (size_t u = 0; u < uses.size(); ++u) {
+    reading += static_cast<int>(prefetches[u].disk_reads.size());
+    peak = std::max(peak, reading);
+    const int consumed = uses[u].stage - 1;
+    if (uses[u].work == StageWork::Backward && consumed >= 0 && place[consumed] == Placement::Disk)
+      --reading;
+  }
+  // Forward: the one being copied out and the two the disk may still be
+  // writing (a third write waits for the first); backward: those read, and
+  // the last two writes, which may still be pending.
+  return std::min(disk, std::max(3, peak + 2));
+}
+
 int longest_recompute_run(const Schedule& schedule) {
   int longest = 0, run = 0;
   for (Placement p : schedule.boundaries) {
@@ -290,12 +304,8 @@ MemoryBudget bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
         peak.offloaded * a);
   m.add(Gpu, "boundary gradient (whole batch)" + count(peak.gradient), peak.gradient * a);
   m.add(Host, "boundaries on the host" + count(static_cast<int>(host)) + ", pinned", host * a);
-  // Disk boundaries pass through host buffers: in forward the one being
-  // copied out and the two the disk may still be writing (a third write
-  // waits for the first); in backward the one in use, the one fetched and
-  // the one being read two uses ahead, while the last two writes may still
-  // be pending.
-  const int64_t disk_buffers = std::min<int64_t>(disk, kMaxDiskTransitBuffers);
+  // Disk boundaries pass through host buffers (disk_transit_buffers).
+  const int64_t disk_buffers = disk_transit_buffers(schedule, L);
   m.add(Host, "disk boundaries in transit" + count(static_cast<int>(disk_buffers)),
         disk_buffers * a);
   const int64_t a_disk = (a + kDiskAlign - 1) / kDiskAlign * kDiskAlign;

@@ -75,19 +75,29 @@ struct BoundaryPeak {
                        // or output, in backward rebuilt until consumed
   int offloaded = 0;   // placed on host/disk: in forward while it is the
                        // input or output of a stage (and its copy out runs),
-                       // in backward from its fetch (one use ahead) until
-                       // its backward has consumed it
+                       // in backward from its upload (at the start of its
+                       // read window, else one use ahead) until its
+                       // backward has consumed it
   int gradient = 0;    // dy, the gradient of the boundary backward is at
   int total() const { return kept + recomputed + offloaded + gradient; }
 };
 BoundaryPeak device_boundary_peak(const Schedule& schedule, int num_blocks);
 
+// Host buffers of disk boundaries in transit at once: in forward, the one
+// copied out and two the disk may still be writing; in backward, those whose
+// read has started (in their read windows, else two stage uses ahead of
+// their first use) until their backward consumes them, and two writes that
+// may still be pending. At most the number of disk boundaries.
+int disk_transit_buffers(const Schedule& schedule, int num_blocks);
+
 // For every schedule that keeps boundaries 0 and L on the GPU,
 // device_boundary_peak(s).total() <= (boundaries placed on the GPU) +
-// longest_recompute_run(s) + kMaxTransientBoundaries. The planner holds
-// this much room back, since it chooses the placements.
+// longest_recompute_run(s) + kMaxTransientBoundaries when s has no read
+// windows (read windows bring host boundaries back earlier, and the planner
+// keeps them only when they fit). The planner holds this much room back,
+// since it chooses the placements.
 inline constexpr int kMaxTransientBoundaries = 2;
-// Host buffers of disk boundaries in transit, at most (bytes_needed).
+// disk_transit_buffers, at most, without read windows.
 inline constexpr int kMaxDiskTransitBuffers = 5;
 
 // Everything that does not depend on where boundaries go: weights, their

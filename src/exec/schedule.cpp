@@ -45,6 +45,17 @@ int Schedule::kept_count() const {
   return n;
 }
 
+int Schedule::read_window(int boundary) const {
+  return read_windows.empty() ? -1 : read_windows.at(static_cast<size_t>(boundary));
+}
+
+int Schedule::first_read_window(int boundary) const {
+  const int last = static_cast<int>(boundaries.size()) - 1;
+  int e = boundary + 1;
+  while (e < last && boundaries[e] == Placement::Recompute) ++e;
+  return e;
+}
+
 Schedule Schedule::all_gpu(int num_blocks) {
   return every_kth_gpu(num_blocks, 1);
 }
@@ -68,6 +79,20 @@ void validate(const Schedule& s, int num_blocks, const std::string& source) {
            ": field \"micro_batch\" (", s.micro_batch, ") exceeds batch_size (", s.batch_size, ")");
   LT_CHECK(s.executor == "streaming" || s.executor == "resident" || s.executor == "offload", source,
            ": field \"executor\" must be streaming, resident or offload, got \"", s.executor, "\"");
+  LT_CHECK(s.read_windows.empty() || s.read_windows.size() == s.boundaries.size(), source,
+           ": read windows are given for ", s.read_windows.size(), " of ", s.boundaries.size(),
+           " boundaries");
+  for (int i = 0; i < static_cast<int>(s.read_windows.size()); ++i) {
+    const int w = s.read_windows[i];
+    if (w == -1) continue;
+    const Placement p = s.boundaries[i];
+    LT_CHECK(i < num_blocks && (p == Placement::Host || p == Placement::Disk), source,
+             ": boundaries[", i, "].read_window: only a host or disk boundary below ", num_blocks,
+             " is read back, this one is ", placement_name(p));
+    LT_CHECK(w >= s.first_read_window(i) && w <= num_blocks, source, ": boundaries[", i,
+             "].read_window must be in [", s.first_read_window(i), ", ", num_blocks,
+             "] (the backward windows before its first use), got ", w);
+  }
 }
 
 nlohmann::json to_json(const Schedule& s) {
@@ -76,8 +101,11 @@ nlohmann::json to_json(const Schedule& s) {
   j["micro_batch"] = s.micro_batch;
   j["executor"] = s.executor;
   auto& boundaries = j["boundaries"] = nlohmann::json::array();
-  for (size_t i = 0; i < s.boundaries.size(); ++i)
+  for (size_t i = 0; i < s.boundaries.size(); ++i) {
     boundaries.push_back({{"index", i}, {"placement", placement_name(s.boundaries[i])}});
+    if (s.read_window(static_cast<int>(i)) >= 0)
+      boundaries.back()["read_window"] = s.read_window(static_cast<int>(i));
+  }
   if (s.has_prediction) {
     j["predicted"]["step_s"] = s.predicted_step_s;
     j["predicted"]["peak_bytes"] = s.predicted_peak_bytes;
@@ -109,6 +137,14 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& source) 
     LT_CHECK(b.at("placement").is_string(), where, ".placement must be a string");
     s.boundaries.push_back(
         parse_placement(b.at("placement").get<std::string>(), where + ".placement"));
+    int window = -1;
+    if (b.contains("read_window")) {
+      LT_CHECK(b.at("read_window").is_number_integer() && b.at("read_window").get<int64_t>() >= 0,
+               where, ".read_window must be an integer >= 0, got ", b.at("read_window").dump());
+      window = static_cast<int>(b.at("read_window").get<int64_t>());
+      s.read_windows.resize(list.size(), -1);
+    }
+    if (!s.read_windows.empty()) s.read_windows[i] = window;
   }
   if (j.contains("predicted")) {
     const auto& p = j.at("predicted");

@@ -31,12 +31,27 @@ struct Schedule {
   int64_t micro_batch = 0;  // sequences per chunk through one stage (0: the whole batch)
   std::string executor = "streaming";
   std::vector<Placement> boundaries;  // size L + 1
+  // Per boundary (empty, or size L + 1): the backward window in which the
+  // executor starts bringing an offloaded boundary back, or -1 for its
+  // default. Backward windows run from the head (window L) down to block 0
+  // (window w < L: block w's backward and the recomputes just before it).
+  // A host boundary's upload to the device starts when window w starts; a
+  // disk boundary's read into host memory does (its upload follows one
+  // stage use ahead of its first use). Boundary i is first needed in window
+  // e - 1, e being the next boundary above i that is not recomputed (or L),
+  // so w must be in [e, L]. The default: a host boundary's upload starts one
+  // stage use ahead of its first use, a disk boundary's read two uses ahead.
+  // JSON: "read_window" in the boundary's entry, left out for -1.
+  std::vector<int> read_windows;
   // What the planner predicted (absent when written by hand).
   bool has_prediction = false;
   double predicted_step_s = 0;
   std::map<std::string, int64_t> predicted_peak_bytes;  // "gpu", "host", "disk"
 
-  int kept_count() const;  // boundaries not recomputed
+  int kept_count() const;               // boundaries not recomputed
+  int read_window(int boundary) const;  // read_windows[boundary], or -1 when empty
+  // The first window in which boundary i may be read back: e above.
+  int first_read_window(int boundary) const;
   // Every boundary kept on the device (no recompute, no offload).
   static Schedule all_gpu(int num_blocks);
   // Boundary i kept on the device when i % k == 0, else recomputed
@@ -44,8 +59,9 @@ struct Schedule {
   static Schedule every_kth_gpu(int num_blocks, int k);
 };
 
-// Structural checks for a chain of `num_blocks` blocks: the boundary count
-// and batch sizes. Throws lt::Error naming `source` and the field.
+// Structural checks for a chain of `num_blocks` blocks: the boundary count,
+// batch sizes and read windows (only for host and disk boundaries, in
+// [first_read_window, L]). Throws lt::Error naming `source` and the field.
 void validate(const Schedule& schedule, int num_blocks, const std::string& source);
 
 nlohmann::json to_json(const Schedule& schedule);

@@ -187,6 +187,8 @@ struct StreamingExecutor::Impl {
     updated.assign(stages.size(), ready_ticket());
     step_finished = ready_ticket();
     if (!options.trace_path.empty()) trace = std::make_unique<TraceRecorder>();
+    prefetches = plan_prefetches(options.schedule, plan_stage_uses(options.schedule, num_blocks),
+                                 num_blocks);
     if (options.max_optimizer_delay_us > 0) {
       optimizer_queue.inject_delays(options.max_optimizer_delay_us, 7);
     }
@@ -468,25 +470,32 @@ struct StreamingExecutor::Impl {
   }
 
   int slot_for_current_use = 0;
+  std::vector<Prefetch> prefetches;  // per stage use (plan_prefetches)
+
+  // An instant on the "prefetch" track: the compute thread issued a read
+  // back (tests check the window it falls in).
+  void trace_issue(std::string what) {
+    if (TraceRecorder* t = tracing()) {
+      const auto now = TraceRecorder::Clock::now();
+      t->span("prefetch", std::move(what), now, now);
+    }
+  }
 
   void run_step(const std::vector<StageUse>& uses) {
     const int head = num_blocks + 1;
     for (size_t u = 0; u < uses.size(); ++u) {
       const StageUse use = uses[u];
       const int next_stage = u + 1 < uses.size() ? uses[u + 1].stage : -1;
-      // An offloaded input the next use needs starts coming back now.
-      if (u + 1 < uses.size() && uses[u + 1].stage >= 1 && uses[u + 1].work != StageWork::Forward &&
-          uses[u + 1].work != StageWork::HeadStep) {
-        fetch(uses[u + 1].stage - 1);
+      // Offloaded boundaries start coming back: in the windows the schedule
+      // assigns, else a disk read two uses ahead of the first use (its
+      // latency hides behind two stages' compute) and an upload one ahead.
+      for (int b : prefetches[u].disk_reads) {
+        trace_issue("read boundary " + std::to_string(b));
+        read_from_disk(b);
       }
-      // One use earlier still, a boundary on disk starts its read into host
-      // memory, so the disk's latency hides behind two stages' compute.
-      if (disk && u + 2 < uses.size() && uses[u + 2].stage >= 1 &&
-          (uses[u + 2].work == StageWork::Backward || uses[u + 2].work == StageWork::Recompute)) {
-        Boundary& ahead = boundaries[uses[u + 2].stage - 1];
-        if (ahead.device.empty() && ahead.host.empty() && !ahead.disk_shapes.empty()) {
-          read_from_disk(uses[u + 2].stage - 1);
-        }
+      for (int b : prefetches[u].uploads) {
+        trace_issue("upload boundary " + std::to_string(b));
+        fetch(b);
       }
       if (use.work == StageWork::Forward) stats->optimizer_s += wait_seconds(updated[use.stage]);
       slot_for_current_use = acquire(use.stage, next_stage);

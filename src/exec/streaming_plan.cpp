@@ -40,3 +40,62 @@ const char* stage_work_name(StageWork work) {
 }
 
 }  // namespace lt::exec
+
+namespace lt::exec {
+
+std::vector<int> window_starts(const std::vector<StageUse>& uses, int num_blocks) {
+  std::vector<int> starts(uses.size(), -1);
+  for (size_t u = 0; u < uses.size(); ++u) {
+    const StageWork work = uses[u].work;
+    if (work == StageWork::HeadStep) {
+      starts[u] = num_blocks;
+    } else if (work != StageWork::Forward && u > 0 && uses[u - 1].work != StageWork::Recompute) {
+      size_t b = u;  // the backward this use leads to
+      while (uses[b].work != StageWork::Backward) ++b;
+      starts[u] = uses[b].stage - 1;
+    }
+  }
+  return starts;
+}
+
+std::vector<Prefetch> plan_prefetches(const Schedule& schedule, const std::vector<StageUse>& uses,
+                                      int num_blocks) {
+  const auto& place = schedule.boundaries;
+  const auto on = [&](int b, Placement p) { return b >= 0 && b < num_blocks && place[b] == p; };
+  // The input boundary of use v when it reads one back (recompute, backward).
+  const auto read_input = [&](size_t v) {
+    const bool reads = v < uses.size() && (uses[v].work == StageWork::Recompute ||
+                                           uses[v].work == StageWork::Backward);
+    return reads ? uses[v].stage - 1 : -1;
+  };
+  const std::vector<int> starts = window_starts(uses, num_blocks);
+  std::vector<bool> read(place.size(), false), uploaded(place.size(), false);
+  std::vector<Prefetch> out(uses.size());
+  for (size_t u = 0; u < uses.size(); ++u) {
+    Prefetch& p = out[u];
+    const auto disk_read = [&](int b) {
+      if (!on(b, Placement::Disk) || read[b]) return;
+      read[b] = true;
+      p.disk_reads.push_back(b);
+    };
+    const auto upload = [&](int b) {
+      if (!(on(b, Placement::Host) || on(b, Placement::Disk)) || uploaded[b]) return;
+      disk_read(b);
+      uploaded[b] = true;
+      p.uploads.push_back(b);
+    };
+    if (starts[u] >= 0) {
+      for (int b = 0; b < num_blocks; ++b) {
+        if (schedule.read_window(b) != starts[u]) continue;
+        if (place[b] == Placement::Disk) disk_read(b);
+        if (place[b] == Placement::Host) upload(b);
+      }
+    }
+    upload(read_input(u + 1));
+    const int ahead = read_input(u + 2);
+    if (ahead >= 0 && schedule.read_window(ahead) < 0) disk_read(ahead);
+  }
+  return out;
+}
+
+}  // namespace lt::exec

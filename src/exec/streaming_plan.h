@@ -33,4 +33,21 @@ std::vector<StageUse> plan_stage_uses(const Schedule& schedule, int num_blocks);
 
 const char* stage_work_name(StageWork work);
 
+// Per use of `uses` (plan_stage_uses): the backward window (Schedule::
+// read_windows) that starts with it, or -1. Window L starts with the head
+// step; window w < L with the first of the recomputes before block w's
+// backward, or with that backward when nothing is recomputed for it.
+std::vector<int> window_starts(const std::vector<StageUse>& uses, int num_blocks);
+
+// What the executor does about offloaded boundaries before running use u:
+// the boundaries whose read back starts now (the schedule's read windows,
+// or its defaults: a disk read two uses ahead of the first use, an upload
+// one use ahead). Walked identically by the executor and by bytes_needed.
+struct Prefetch {
+  std::vector<int> disk_reads;  // disk boundaries whose read into host memory starts
+  std::vector<int> uploads;     // offloaded boundaries whose upload to the device starts
+};
+std::vector<Prefetch> plan_prefetches(const Schedule& schedule, const std::vector<StageUse>& uses,
+                                      int num_blocks);
+
 }  // namespace lt::exec

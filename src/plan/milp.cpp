@@ -124,6 +124,8 @@ PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
 
   // Traffic, per link: each offloaded boundary's bytes spread over windows.
   std::array<std::vector<int>, kNumLinks> excess;
+  // The read-back columns of boundary i in window w: traffic[link][i][w], -1 where none.
+  std::array<std::vector<std::vector<int>>, kNumLinks> traffic;
   for (int li = 0; li < kNumLinks; ++li) {
     const Link link = static_cast<Link>(li);
     const LinkWindows& lw = in.links[li];
@@ -133,6 +135,7 @@ PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
       excess[li].push_back(m.add_col(0, kInf, 1.0 / lw.gbps, false));
       m.set(window_row[w], excess[li][w], -1);
     }
+    traffic[li].assign(L + 1, std::vector<int>(L + 1, -1));
     for (int i = 1; i < L; ++i) {
       const int spread = m.add_row(0, 0);
       m.set(spread, n[i], -A[i]);
@@ -140,6 +143,7 @@ PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
       const int first = is_forward(link) ? i : i + 1;
       for (int w = first; w <= L; ++w) {
         const int t = m.add_col(0, kInf, 0, false);
+        traffic[li][i][w] = t;
         m.set(spread, t, 1);
         m.set(window_row[w], t, 1);
         if (!is_forward(link)) {  // only once the edge out of i has ended
@@ -206,6 +210,15 @@ PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
     }
     for (const Edge& ed : edges)
       if (on(ed.col)) out.recompute_s += in.recompute_s(ed.s, ed.e);
+    out.read_windows.assign(L + 1, -1);
+    for (int i = 1; i < L; ++i) {
+      const exec::Placement p = out.placements[i];
+      if (p != exec::Placement::Host && p != exec::Placement::Disk) continue;
+      const auto& cols = traffic[static_cast<int>(
+          p == exec::Placement::Disk ? Link::DiskRead : Link::HostToDevice)][i];
+      for (int w = L; w >= 0 && out.read_windows[i] < 0; --w)
+        if (cols[w] >= 0 && x[cols[w]] > 1e-6 * A[i]) out.read_windows[i] = w;
+    }
     for (int li = 0; li < kNumLinks; ++li)
       for (int col : excess[li]) {
         out.window_exposed_s[li].push_back(x[col] / in.links[li].gbps);

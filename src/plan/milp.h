@@ -34,6 +34,11 @@ struct PlanSolution {
   std::array<double, kNumLinks> exposed_s{};  // exposure the activations add, per link
   // The same per compute window 0..L (seconds), per link.
   std::array<std::vector<double>, kNumLinks> window_exposed_s;
+  // Per boundary 0..L: the backward window in which its read back starts
+  // (Schedule::read_windows): the highest-numbered, so earliest, window
+  // with bytes of it on disk_read (disk boundaries) or h2d (host ones);
+  // -1 for boundaries not offloaded.
+  std::vector<int> read_windows;
   double bound = 0;  // best lower bound on the objective
   double solve_s = 0;
 };

@@ -81,6 +81,31 @@ Candidate candidate_for(const models::ModelConfig& config, const HardwareProfile
   return c;
 }
 
+// bytes_needed of `schedule` with the solver's read windows, when the
+// boundaries they bring back early still fit the profile's GPU and host
+// memory (the MILP's capacities hold room only for the executor's default
+// timing: kMaxTransientBoundaries on the GPU, kMaxDiskTransitBuffers on the
+// host); else with the disk boundaries' windows alone (host memory for
+// reads ahead), else with none (the default timing). Sets them.
+exec::MemoryBudget with_read_windows(const models::ModelConfig& config, const HardwareProfile& hw,
+                                     const exec::TrainSizes& sizes, exec::Schedule& schedule) {
+  const auto fits = [&](const exec::MemoryBudget& b) {
+    return b.bytes(exec::MemorySpace::Gpu) <= std::llround(hw.gpu_memory_gb * kBytesPerGB) &&
+           b.bytes(exec::MemorySpace::Host) <= std::llround(hw.host_memory_gb * kBytesPerGB);
+  };
+  const std::vector<int> solved = schedule.read_windows;
+  std::vector<int> disk_only = solved;
+  for (size_t i = 0; i < disk_only.size(); ++i)
+    if (schedule.boundaries[i] != exec::Placement::Disk) disk_only[i] = -1;
+  for (const std::vector<int>& windows : {solved, disk_only}) {
+    schedule.read_windows = windows;
+    const exec::MemoryBudget budget = exec::bytes_needed(config, sizes, schedule);
+    if (fits(budget)) return budget;
+  }
+  schedule.read_windows.clear();
+  return exec::bytes_needed(config, sizes, schedule);
+}
+
 }  // namespace
 
 int64_t default_micro_batch(int64_t batch_size, int64_t seq_len) {
@@ -141,7 +166,8 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
     best.schedule.micro_batch = c.model.micro_batch;
     best.schedule.executor = "streaming";
     best.schedule.boundaries = best.solution.placements;
-    best.budget = exec::bytes_needed(config, best.sizes, best.schedule);
+    best.schedule.read_windows = best.solution.read_windows;
+    best.budget = with_read_windows(config, hw, best.sizes, best.schedule);
     best.schedule.has_prediction = true;
     best.schedule.predicted_step_s = prediction.step_s;
     for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})

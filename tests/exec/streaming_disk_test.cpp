@@ -11,11 +11,14 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "core/random.h"
+#include "exec/memory_budget.h"
 #include "exec/resident.h"
 #include "exec/streaming.h"
 #include "io/hf_model.h"
@@ -92,7 +95,8 @@ fs::path scratch_dir(const std::string& name) {
 // Resident against streaming with `schedule`; returns streaming's stats.
 std::vector<StepStats> expect_bitwise_as_resident(const Schedule& schedule, DiskSpillOptions disk,
                                                   StandInOptions device = {},
-                                                  int64_t optimizer_delay_us = 0) {
+                                                  int64_t optimizer_delay_us = 0,
+                                                  const std::string& trace_path = "") {
   const int layers = static_cast<int>(schedule.boundaries.size()) - 1;
   models::CausalLM ref_model = llama(layers), model = llama(layers);
   auto ref_opt = adamw(ref_model), opt = adamw(model);
@@ -103,6 +107,7 @@ std::vector<StepStats> expect_bitwise_as_resident(const Schedule& schedule, Disk
   so.schedule = schedule;
   so.disk = disk;
   so.max_optimizer_delay_us = optimizer_delay_us;
+  so.trace_path = trace_path;
   Run got;
   {
     StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(device), so);
@@ -175,6 +180,128 @@ TEST(StreamingDisk, StatsCountTheDisk) {
     EXPECT_LE(s.compute_s + s.recompute_s + s.exposed_h2d_s + s.exposed_d2h_s + s.exposed_disk_s +
                   s.optimizer_s,
               s.seconds + 1e-9);
+  }
+}
+
+// Read windows (Schedule::read_windows) on L = 5, G D D R H G. Stage uses:
+// forward 0..5 (uses 0-5), head (6), backward 5 (7), recompute 3 (8),
+// backward 4 (9), 3 (10), 2 (11), 1 (12), 0 (13); windows 5..0 start at
+// uses 6, 7, 8, 10, 11, 12. Boundary 1 may be read back in windows [2, 5],
+// boundary 2 in [4, 5] (boundary 3 is recomputed from it), boundary 4 in
+// [5, 5].
+Schedule windowed(std::vector<int> windows) {
+  Schedule s = placements({G, D, D, R, H, G});
+  s.read_windows = std::move(windows);
+  return s;
+}
+
+// (use, boundary) of each disk read and each upload plan_prefetches issues.
+using Issued = std::vector<std::pair<size_t, int>>;
+Issued issued(const std::vector<Prefetch>& p, bool reads) {
+  Issued out;
+  for (size_t u = 0; u < p.size(); ++u)
+    for (int b : reads ? p[u].disk_reads : p[u].uploads) out.emplace_back(u, b);
+  return out;
+}
+
+TEST(ReadWindows, PrefetchesByHand) {
+  const std::vector<StageUse> uses = plan_stage_uses(windowed({}), 5);
+  ASSERT_EQ(uses.size(), 14u);
+  EXPECT_EQ(window_starts(uses, 5),
+            (std::vector<int>{-1, -1, -1, -1, -1, -1, 5, 4, 3, -1, 2, 1, 0, -1}));
+  // The default: a disk read two uses ahead of the first use (boundary 2:
+  // recompute 3 at use 8; boundary 1: backward 2 at use 11), an upload one
+  // ahead (boundary 4: backward 5 at use 7).
+  const Issued uploads = {{6, 4}, {7, 2}, {10, 1}};
+  const auto by_default = plan_prefetches(windowed({}), uses, 5);
+  EXPECT_EQ(issued(by_default, true), (Issued{{6, 2}, {9, 1}}));
+  EXPECT_EQ(issued(by_default, false), uploads);
+  // Both disk reads at the head (window 5), the host boundary too (its only window).
+  const auto at_head = plan_prefetches(windowed({-1, 5, 5, -1, 5, -1}), uses, 5);
+  EXPECT_EQ(issued(at_head, true), (Issued{{6, 1}, {6, 2}}));
+  EXPECT_EQ(issued(at_head, false), uploads);
+  // Each in its last window: boundary 2 in window 4, boundary 1 in window 2.
+  const auto last = plan_prefetches(windowed({-1, 2, 4, -1, -1, -1}), uses, 5);
+  EXPECT_EQ(issued(last, true), (Issued{{7, 2}, {10, 1}}));
+  EXPECT_EQ(issued(last, false), uploads);
+}
+
+TEST(ReadWindows, JsonRoundTripAndChecks) {
+  const Schedule s = windowed({-1, 3, 4, -1, 5, -1});
+  const nlohmann::json j = to_json(s);
+  EXPECT_EQ(j.at("boundaries")[1].at("read_window"), 3);
+  EXPECT_EQ(j.at("boundaries")[4].at("read_window"), 5);
+  EXPECT_FALSE(j.at("boundaries")[0].contains("read_window"));
+  EXPECT_EQ(schedule_from_json(j, "s.json").read_windows, s.read_windows);
+  EXPECT_TRUE(schedule_from_json(to_json(windowed({})), "s.json").read_windows.empty());
+  const auto error = [](std::vector<int> windows) {
+    return testing::error_of([&] { validate(windowed(std::move(windows)), 5, "s.json"); });
+  };
+  EXPECT_NE(error({-1, 1, -1, -1, -1, -1}).find("boundaries[1].read_window must be in [2, 5]"),
+            std::string::npos);
+  EXPECT_NE(error({-1, -1, 3, -1, -1, -1}).find("boundaries[2].read_window must be in [4, 5]"),
+            std::string::npos);
+  EXPECT_NE(error({5, -1, -1, -1, -1, -1}).find("only a host or disk boundary"), std::string::npos);
+  EXPECT_NE(error({-1, -1}).find("read windows are given for 2 of 6 boundaries"),
+            std::string::npos);
+}
+
+// The trace's order on the compute thread: each read back it issued, and
+// the compute span that followed it (the use it was issued before).
+std::vector<std::pair<std::string, std::string>> issued_before(const fs::path& trace) {
+  std::ifstream in(trace);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::map<int, std::string> tracks;
+  for (const auto& e : j.at("traceEvents"))
+    if (e.at("ph") == "M") tracks[e.at("tid").get<int>()] = e.at("args").at("name");
+  std::vector<std::pair<std::string, std::string>> out;
+  std::vector<std::string> pending;
+  for (const auto& e : j.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    const std::string& track = tracks.at(e.at("tid").get<int>());
+    if (track == "prefetch") pending.push_back(e.at("name"));
+    if (track != "compute") continue;
+    for (auto& p : pending) out.emplace_back(std::move(p), e.at("name"));
+    pending.clear();
+  }
+  return out;
+}
+
+// The executor issues each read back before the use plan_prefetches names
+// (the start of its read window), gives resident's results bit for bit,
+// and stays within bytes_needed (the stand-in's capacity here: it would
+// throw past it).
+TEST(ReadWindows, ExecutorReadsInTheAssignedWindowsWithResidentsLosses) {
+  const models::CausalLM model = llama(5);
+  for (const std::vector<int>& windows : std::vector<std::vector<int>>{
+           {}, {-1, 5, 5, -1, 5, -1}, {-1, 2, 4, -1, -1, -1}, {-1, 3, 5, -1, -1, -1}}) {
+    const Schedule s = windowed(windows);
+    SCOPED_TRACE(to_json(s).dump());
+    DiskSpillOptions disk;
+    disk.directory = scratch_dir("windows").string();
+    disk.max_delay_us = 500;
+    StandInOptions device;
+    // Two micro-batches of 2 x 9 tokens, in f32.
+    device.capacity_bytes =
+        bytes_needed(model.config(), {4, 9, OptimizerStates::Fp32, 4}, s).bytes(MemorySpace::Gpu);
+    const fs::path trace = fs::temp_directory_path() / "lt_disk_test_windows_trace.json";
+    for (const StepStats& stats : expect_bitwise_as_resident(s, disk, device, 0, trace.string()))
+      EXPECT_LE(stats.peak_bytes.at("device"), device.capacity_bytes);
+    const std::vector<StageUse> uses = plan_stage_uses(s, 5);
+    const std::vector<Prefetch> prefetches = plan_prefetches(s, uses, 5);
+    std::vector<std::pair<std::string, std::string>> expected;
+    for (int step = 0; step < 3; ++step) {  // every traced step
+      for (size_t u = 0; u < uses.size(); ++u) {
+        const std::string use = std::string(stage_work_name(uses[u].work)) + " " +
+                                model.stages()[uses[u].stage]->name();
+        for (int b : prefetches[u].disk_reads)
+          expected.emplace_back("read boundary " + std::to_string(b), use);
+        for (int b : prefetches[u].uploads)
+          expected.emplace_back("upload boundary " + std::to_string(b), use);
+      }
+    }
+    EXPECT_EQ(issued_before(trace), expected);
+    fs::remove(trace);
   }
 }
 

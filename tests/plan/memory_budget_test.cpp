@@ -198,6 +198,40 @@ TEST(MemoryBudget, TransientBoundariesBoundEverySchedule) {
   EXPECT_EQ(worst, kMaxTransientBoundaries);
 }
 
+// Read windows bring boundaries back earlier, and the walk holds them for
+// as long. G H H G (L = 3) with boundary 1's upload at the head (window 3)
+// instead of one use ahead (at backward 3): the head step holds 0, 3, dy,
+// boundary 2 (fetched for backward 3) and boundary 1: 5 instead of 4.
+TEST(MemoryBudget, ReadWindowsHoldBoundariesLonger) {
+  using P = Placement;
+  Schedule s = schedule({P::Gpu, P::Host, P::Host, P::Gpu});
+  EXPECT_EQ(device_boundary_peak(s, 3).total(), 4);
+  s.read_windows = {-1, 3, -1, -1};
+  const BoundaryPeak p = device_boundary_peak(s, 3);
+  EXPECT_EQ(p.kept, 2);
+  EXPECT_EQ(p.offloaded, 2);
+  EXPECT_EQ(p.gradient, 1);
+  EXPECT_EQ(p.total(), 5);
+}
+
+// Disk boundaries' host buffers: L = 8, seven interior disk boundaries. By
+// default the backward holds three read back at once (the one in use, the
+// one uploaded one use ahead, the one read two ahead), plus two writes that
+// may be pending: 5. With every read started at the head, all seven.
+TEST(MemoryBudget, DiskTransitFollowsTheReadWindows) {
+  std::vector<Placement> place(9, Placement::Disk);
+  place.front() = place.back() = Placement::Gpu;
+  Schedule s = schedule(place);
+  EXPECT_EQ(disk_transit_buffers(s, 8), 5);
+  s.read_windows.assign(9, 8);
+  s.read_windows.front() = s.read_windows.back() = -1;
+  EXPECT_EQ(disk_transit_buffers(s, 8), 7);
+  // Each read in the window just before its use: the one in use and the
+  // one read ahead, with two writes pending.
+  for (int i = 1; i < 8; ++i) s.read_windows[i] = i + 1;
+  EXPECT_EQ(disk_transit_buffers(s, 8), 4);
+}
+
 TEST(MemoryBudget, LongestRecomputeRun) {
   using P = Placement;
   EXPECT_EQ(longest_recompute_run(

@@ -114,6 +114,15 @@ TEST(ScheduleAuto, PlansARunnableScheduleWithResidentsLosses) {
     const plan::Plan plan = plan_for_run(config, model_config, /*stand_in=*/true);
     EXPECT_GT(count(plan.schedule, exec::Placement::Recompute), 0);
     EXPECT_GT(count(plan.schedule, c.offload), 0);
+    // The solver's read windows for disk boundaries fit the host here, so
+    // the plan keeps them (bytes_needed checked that they are valid).
+    if (c.offload == exec::Placement::Disk) {
+      ASSERT_EQ(plan.schedule.read_windows.size(), plan.schedule.boundaries.size());
+      for (size_t b = 0; b < plan.schedule.boundaries.size(); ++b)
+        EXPECT_EQ(plan.schedule.read_window(static_cast<int>(b)) >= 0,
+                  plan.schedule.boundaries[b] == exec::Placement::Disk)
+            << b;
+    }
     const int64_t budgeted = plan.budget.bytes(exec::MemorySpace::Gpu);
     EXPECT_LE(budgeted, capacity);
     const Outcome got = run(tmp / "data.jsonl", tmp / ("auto" + std::to_string(c.hardware.size())),
