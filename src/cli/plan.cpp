@@ -137,8 +137,15 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
       L, gb(static_cast<double>(exec::boundary_bytes(c, r.sizes))), counts[0], counts[1], counts[2],
       counts[3], o.max_recompute);
   for (size_t i = 0; i < s.boundaries.size(); ++i)
-    fmt::print("{:>5} {:<10}{}", i, exec::placement_name(s.boundaries[i]),
+    fmt::print("{:>5} {:<10}{}", i,
+               // "disk@w5": read back from backward window 5 on.
+               s.read_window(static_cast<int>(i)) >= 0
+                   ? fmt::format("{}@w{}", exec::placement_name(s.boundaries[i]),
+                                 s.read_window(static_cast<int>(i)))
+                   : std::string(exec::placement_name(s.boundaries[i])),
                (i % 6 == 5 || i + 1 == s.boundaries.size()) ? "\n" : "");
+  if (!s.read_windows.empty())
+    fmt::print("  (@wN: read back from backward window N on; window L is the head)\n");
   const auto& p = r.prediction;
   fmt::print("predicted step {:.3f} s ({:.0f} tokens/s), stage times: {}\n", p.step_s,
              p.tokens_per_s, r.stage_times_from);

@@ -47,7 +47,9 @@ std::string describe_plan(const plan::Plan& p) {
   std::map<std::string, int> counts;
   for (size_t b = 0; b < s.boundaries.size(); ++b) {
     const char* name = exec::placement_name(s.boundaries[b]);
-    placements += fmt::format("{}{}:{}", b == 0 ? "" : " ", b, name);
+    const int window = s.read_window(static_cast<int>(b));
+    placements += fmt::format("{}{}:{}{}", b == 0 ? "" : " ", b, name,
+                              window >= 0 ? fmt::format("@w{}", window) : "");
     ++counts[name];
   }
   std::string tally;

@@ -122,6 +122,7 @@ TEST(ScheduleAuto, PlansARunnableScheduleWithResidentsLosses) {
         EXPECT_EQ(plan.schedule.read_window(static_cast<int>(b)) >= 0,
                   plan.schedule.boundaries[b] == exec::Placement::Disk)
             << b;
+      EXPECT_NE(describe_plan(plan).find(":disk@w"), std::string::npos) << describe_plan(plan);
     }
     const int64_t budgeted = plan.budget.bytes(exec::MemorySpace::Gpu);
     EXPECT_LE(budgeted, capacity);
