@@ -131,9 +131,9 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const Execut
   options.disk.directory = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
 #ifdef LT_WITH_CUDA
   if (device.is_cuda()) {
-    LT_CHECK(c.train.dtype == "bf16", "train.dtype: exec.mode streaming on train.device ",
-             c.train.device, " computes in bf16 (the host keeps the f32 masters); set bf16, got ",
-             c.train.dtype);
+    LT_CHECK(c.train.dtype == "bf16", "train.dtype: the streaming executor (exec.mode ",
+             c.exec.mode, ": ", choice.reason, ") on train.device ", c.train.device,
+             " computes in bf16 (the host keeps the f32 masters); set bf16, got ", c.train.dtype);
     return std::make_unique<exec::StreamingExecutor>(
         model, optimizer,
         std::make_unique<exec::CudaStreamingDevice>(model.parameters(), optimizer, device.index),
