@@ -217,7 +217,7 @@ void TrainConfig::validate() const {
   LT_CHECK(train.grad_clip >= 0, "config key 'train.grad_clip' must be >= 0 (0 = off), got ",
            train.grad_clip);
   check_one_of(train.device, "train.device", "auto", "cpu", "cuda");
-  check_one_of(train.dtype, "train.dtype", "f32", "bf16");
+  check_one_of(train.dtype, "train.dtype", "auto", "f32", "bf16");
   LT_CHECK(train.eval_every >= 0, "config key 'train.eval_every' must be >= 0");
   LT_CHECK(train.save_every >= 0, "config key 'train.save_every' must be >= 0");
   LT_CHECK(train.keep_last >= 1, "config key 'train.keep_last' must be at least 1");
@@ -323,6 +323,11 @@ std::string TrainConfig::to_yaml() const {
   section("out", [&] { kv("dir", out.dir); });
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
+}
+
+std::string resolve_compute_dtype(const std::string& dtype, bool on_cuda) {
+  if (dtype != "auto") return dtype;
+  return on_cuda ? "bf16" : "f32";
 }
 
 TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides) {

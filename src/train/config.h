@@ -35,11 +35,14 @@ struct TrainConfig {
     double grad_clip = 1.0;  // max global norm; 0 = off
     uint64_t seed = 0;
     std::string device = "auto";  // auto|cpu|cuda
-    std::string dtype = "f32";    // f32|bf16: compute type (master weights stay f32)
-    int64_t eval_every = 0;       // 0 = never
-    int64_t save_every = 0;       // 0 = only at the end
-    int64_t keep_last = 2;        // checkpoints kept
-    int64_t max_bad_steps = 5;    // stop after this many non-finite steps in a row
+    // Compute type; master weights stay f32. auto: bf16 on cuda (what the
+    // streaming executor needs, and half the activation memory), f32 on the
+    // CPU (which has no bf16 kernels).
+    std::string dtype = "auto";  // auto|f32|bf16
+    int64_t eval_every = 0;      // 0 = never
+    int64_t save_every = 0;      // 0 = only at the end
+    int64_t keep_last = 2;       // checkpoints kept
+    int64_t max_bad_steps = 5;   // stop after this many non-finite steps in a row
   } train;
   struct Optim {
     std::string name = "adamw";  // adamw or adamw8bit
@@ -85,6 +88,9 @@ struct TrainConfig {
 // Loads defaults <- `file` (or the embedded demo when `file` is empty) <-
 // each "key=value" override (value parsed as YAML). Paths that begin with
 // "@assets/" are resolved against the bundled assets folder.
+// train.dtype with auto resolved for the training device.
+std::string resolve_compute_dtype(const std::string& dtype, bool on_cuda);
+
 TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides);
 
 // The embedded default: the demo run on the bundled corpus.

@@ -170,8 +170,11 @@ void write_text_atomic(const fs::path& path, const std::string& text) {
 
 }  // namespace
 
-TrainRunResult run_training(const TrainConfig& c, const TrainRunOptions& run) {
-  const Device device = resolve_train_device(c.train.device);
+TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions& run) {
+  const Device device = resolve_train_device(requested.train.device);
+  // The saved config.yaml says what ran: train.dtype auto is resolved here.
+  TrainConfig c = requested;
+  c.train.dtype = resolve_compute_dtype(c.train.dtype, device.is_cuda());
   LT_CHECK(c.exec.mode != "offload",
            "exec.mode: 'offload' is not available yet; use auto, resident or streaming");
   LT_CHECK(c.train.dtype == "f32" || device.is_cuda(),

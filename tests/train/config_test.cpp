@@ -45,6 +45,21 @@ TEST_F(ConfigErrors, TheValidBaseLoads) {
   EXPECT_EQ(c.data.format, "tokens");
 }
 
+// train.dtype defaults to auto: bf16 compute on cuda (streaming needs it;
+// half the activations), f32 on the CPU (no bf16 kernels there).
+TEST_F(ConfigErrors, ComputeDtypeAutoResolvesPerDevice) {
+  write_text(tmp_ / "ok.yaml", yaml());
+  const TrainConfig c = load_train_config((tmp_ / "ok.yaml").string(), {});
+  EXPECT_EQ(c.train.dtype, "auto");
+  EXPECT_EQ(resolve_compute_dtype(c.train.dtype, /*on_cuda=*/true), "bf16");
+  EXPECT_EQ(resolve_compute_dtype(c.train.dtype, /*on_cuda=*/false), "f32");
+  EXPECT_EQ(resolve_compute_dtype("f32", /*on_cuda=*/true), "f32");
+  EXPECT_EQ(resolve_compute_dtype("bf16", /*on_cuda=*/false), "bf16");
+  const std::string m = error_of(yaml(), {"train.dtype=fp16"});
+  EXPECT_MENTIONS(m, "train.dtype");
+  EXPECT_MENTIONS(m, "auto");
+}
+
 TEST_F(ConfigErrors, UnknownKey) {
   std::string m = error_of(yaml("  stepz: 10\n"));
   EXPECT_MENTIONS(m, "train.stepz");

@@ -31,6 +31,12 @@ TEST(Demo, LossFalls) {
   EXPECT_LE(last4, losses[0] - 0.5) << "first " << losses[0] << ", mean of the last 4 " << last4;
   EXPECT_TRUE(fs::exists(out / "step-16" / "trainer_state.json"));
   EXPECT_TRUE(fs::exists(out / "config.yaml"));
+  // The saved config says what ran: train.dtype auto is resolved.
+  const std::string saved = read_text(out / "config.yaml");
+  EXPECT_EQ(saved.find("dtype: auto"), std::string::npos) << saved;
+  EXPECT_TRUE(saved.find("dtype: f32") != std::string::npos ||
+              saved.find("dtype: bf16") != std::string::npos)
+      << saved;
   std::cout << "demo: 16 steps in " << seconds << " s, loss " << losses[0] << " -> " << last4
             << "\n";
 }
