@@ -30,13 +30,13 @@ rows = []
 for line in open(sys.argv[1], errors="replace"):
     if line.startswith("RESULT "):
         rows.append(json.loads(line[7:]))
-print("\n| batch | tokens/s | TFLOP/s (6NT) | median step s | GPU peak GB | compute | recompute | exposed h2d | exposed d2h | optimizer | bubbles |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("\n| batch | tokens/s | TFLOP/s (6NT) | median step s | GPU peak GB | host tensors peak GB | process RSS peak GB | compute | recompute | exposed h2d | exposed d2h | optimizer | bubbles |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for r in rows:
     print(f"| {r['batch']} | {r['tokens_per_s']:.0f} | {r['tflops']:.1f} | {r['median_step_s']:.3f} | "
-          f"{r['peak_gb']:.1f} | {r['compute_s']:.3f} | {r['recompute_s']:.3f} | {r['exposed_h2d_s']:.3f} | "
+          f"{r['peak_gb']:.1f} | {r.get('host_tensor_peak_gb', 0):.1f} | {r.get('process_peak_rss_gb', 0):.1f} | {r['compute_s']:.3f} | {r['recompute_s']:.3f} | {r['exposed_h2d_s']:.3f} | "
           f"{r['exposed_d2h_s']:.3f} | {r['optimizer_s']:.3f} | {r['bubbles_s']:.3f} |")
 if not rows:
-    print("| failed | | | | | | | | | | |")
+    print("| failed | | | | | | | | | | | | |")
 PY
 exit $status

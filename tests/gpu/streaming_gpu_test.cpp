@@ -19,6 +19,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -257,6 +259,22 @@ std::vector<int64_t> bench_batches() {
   return out;
 }
 
+// The process's peak resident set (VmHWM, bytes): host masters, optimizer
+// states and the pinned buffers, as the OS counts them; 0 where unreadable.
+int64_t process_peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmHWM:") {
+      int64_t kib = 0;
+      status >> kib;
+      return kib * 1024;
+    }
+    status.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return 0;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -299,7 +317,7 @@ TEST(StreamingBench, Qwen25Shaped3B) {
     so.lr = 1e-5;
     so.max_grad_norm = 1.0;
     std::vector<double> times, compute, recompute, h2d, d2h, optimizer, bubbles;
-    int64_t peak = 0;
+    int64_t peak = 0, host_peak = 0;
     for (int64_t s = 0; s < 1 + steps; ++s) {
       std::vector<int64_t> ids(static_cast<size_t>(batch * seq));
       for (auto& id : ids)
@@ -327,6 +345,7 @@ TEST(StreamingBench, Qwen25Shaped3B) {
       optimizer.push_back(st.optimizer_s);
       bubbles.push_back(st.bubbles_s);
       peak = std::max(peak, st.peak_bytes.at("gpu"));
+      host_peak = std::max(host_peak, st.peak_bytes.at("host"));
     }
     executor.sync();
     const double tokens = static_cast<double>(batch * seq);
@@ -336,12 +355,14 @@ TEST(StreamingBench, Qwen25Shaped3B) {
         "\"optimizer\": \"%s\", \"batch\": %lld, \"seq\": %lld, \"schedule\": \"every_kth 4\", "
         "\"steps\": %lld, "
         "\"median_step_s\": %.4f, \"tokens_per_s\": %.1f, \"tflops\": %.1f, \"peak_gb\": %.2f, "
+        "\"host_tensor_peak_gb\": %.2f, \"process_peak_rss_gb\": %.2f, "
         "\"compute_s\": %.4f, \"recompute_s\": %.4f, \"exposed_h2d_s\": %.4f, "
         "\"exposed_d2h_s\": %.4f, \"optimizer_s\": %.4f, \"bubbles_s\": %.4f}\n",
         n_params, blocks, eight_bit ? "adamw8bit" : "adamw", static_cast<long long>(batch),
         static_cast<long long>(seq), static_cast<long long>(steps), step_s, tokens / step_s,
-        6.0 * n_params * tokens / step_s / 1e12, peak / 1e9, median(compute), median(recompute),
-        median(h2d), median(d2h), median(optimizer), median(bubbles));
+        6.0 * n_params * tokens / step_s / 1e12, peak / 1e9, host_peak / 1e9,
+        process_peak_rss_bytes() / 1e9, median(compute), median(recompute), median(h2d),
+        median(d2h), median(optimizer), median(bubbles));
     std::fflush(stdout);
   }
 }
