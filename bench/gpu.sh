@@ -3,7 +3,9 @@
 # the transformers reference fixtures, and check converted folders load in
 # transformers. Usage: bench/gpu.sh OUT_DIR [steps...]
 #   steps: build gputest cputest sanitizer gemmbench attnbench fixtures convert
-#   (default: build gputest fixtures convert)
+#          optimbench (CPU optimizers, 16 and 1 threads) planvsfixed (bench/plan_vs_fixed.sh)
+#          stream7b (7B streaming, adamw8bit, batch 48, with host peaks) train3b (bench/train_3b.sh)
+#   (default: build gputest gemmbench fixtures convert)
 set -uo pipefail
 out=${1:?usage: bench/gpu.sh OUT_DIR [steps]}
 shift
@@ -46,6 +48,21 @@ for step in $steps; do
       LT_BENCH=1 ./build-gpu/test_gpu --gtest_filter='AttentionBench.*' > "$out/attn_bench.log" 2>&1 || status=1
       python3 tools/reference/sdpa_baseline.py >> "$out/attn_bench.log" 2>&1 || status=1
       grep -E 'TFLOP/s|^torch ' "$out/attn_bench.log" ;;
+    optimbench)
+      run cmake -S . -B build-gpu -DLT_BUILD_BENCH=ON > /dev/null
+      run cmake --build build-gpu -j "$(nproc)" --target optim_bench >> "$out/build.log" 2>&1
+      for threads in 16 1; do
+        LT_NUM_THREADS=$threads ./build-gpu/optim_bench --params 268435456 --runs 5 \
+          > "$out/optim_bench_$threads.log" 2>&1 || status=1
+        tail -12 "$out/optim_bench_$threads.log"
+      done ;;
+    planvsfixed)
+      bash bench/plan_vs_fixed.sh "$out/plan_vs_fixed" || status=1 ;;
+    stream7b)
+      LT_BENCH_CONFIG=qwen2.5-7b LT_BENCH_OPTIM=adamw8bit LT_BENCH_BATCHES=48 \
+        bash bench/train_3b_streaming.sh "$out/stream7b" || status=1 ;;
+    train3b)
+      bash bench/train_3b.sh "$out/train3b" || status=1 ;;
     cputest)
       (cd build-gpu && ctest -LE gpu -j "$(nproc)") > "$out/cputest.log" 2>&1 || status=1
       tail -8 "$out/cputest.log" ;;
