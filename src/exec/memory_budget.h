@@ -86,7 +86,8 @@ BoundaryPeak device_boundary_peak(const Schedule& schedule, int num_blocks);
 // Host buffers of disk boundaries in transit at once: in forward, the one
 // copied out and two the disk may still be writing; in backward, those whose
 // read has started (in their read windows, else two stage uses ahead of
-// their first use) until their backward consumes them, and two writes that
+// their first use; a split read's buffers exist from its first piece) until
+// their backward consumes them, and two writes that
 // may still be pending. At most the number of disk boundaries.
 int disk_transit_buffers(const Schedule& schedule, int num_blocks);
 

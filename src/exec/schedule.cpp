@@ -1,5 +1,6 @@
 #include "exec/schedule.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -46,7 +47,14 @@ int Schedule::kept_count() const {
 }
 
 int Schedule::read_window(int boundary) const {
+  const std::vector<ReadPiece>& split = read_split(boundary);
+  if (!split.empty()) return split.front().window;
   return read_windows.empty() ? -1 : read_windows.at(static_cast<size_t>(boundary));
+}
+
+const std::vector<Schedule::ReadPiece>& Schedule::read_split(int boundary) const {
+  static const std::vector<ReadPiece> none;
+  return read_splits.empty() ? none : read_splits.at(static_cast<size_t>(boundary));
 }
 
 int Schedule::first_read_window(int boundary) const {
@@ -68,6 +76,41 @@ Schedule Schedule::every_kth_gpu(int num_blocks, int k) {
     s.boundaries.push_back(i % k == 0 ? Placement::Gpu : Placement::Recompute);
   return s;
 }
+
+namespace {
+
+void validate_read_splits(const Schedule& s, int num_blocks, const std::string& source) {
+  LT_CHECK(s.read_splits.empty() || s.read_splits.size() == s.boundaries.size(), source,
+           ": read splits are given for ", s.read_splits.size(), " of ", s.boundaries.size(),
+           " boundaries");
+  for (int i = 0; i < static_cast<int>(s.read_splits.size()); ++i) {
+    const auto& split = s.read_splits[i];
+    if (split.empty()) continue;
+    const std::string where = source + ": boundaries[" + std::to_string(i) + "].read_split";
+    LT_CHECK(i < num_blocks && s.boundaries[i] == Placement::Disk, where,
+             ": only a disk boundary below ", num_blocks, " is read in pieces, this one is ",
+             placement_name(s.boundaries[i]));
+    const int own = s.read_windows.empty() ? -1 : s.read_windows[i];
+    LT_CHECK(own < 0 || own == split.front().window, where, ": the first piece's window (",
+             split.front().window, ") must be the boundary's read_window (", own, ")");
+    double sum = 0;
+    for (size_t k = 0; k < split.size(); ++k) {
+      const int w = split[k].window;
+      LT_CHECK(w >= s.first_read_window(i) && w <= num_blocks, where, "[", k,
+               "].window must be in [", s.first_read_window(i), ", ", num_blocks,
+               "] (the backward windows before its first use), got ", w);
+      LT_CHECK(k == 0 || w < split[k - 1].window, where, "[", k,
+               "].window must be below the previous piece's (", split[k - 1].window,
+               "): pieces are listed in the order they are read, got ", w);
+      LT_CHECK(split[k].fraction > 0 && split[k].fraction <= 1, where, "[", k,
+               "].fraction must be in (0, 1], got ", split[k].fraction);
+      sum += split[k].fraction;
+    }
+    LT_CHECK(std::abs(sum - 1) <= 1e-6, where, ": the fractions must sum to 1, got ", sum);
+  }
+}
+
+}  // namespace
 
 void validate(const Schedule& s, int num_blocks, const std::string& source) {
   LT_CHECK(static_cast<int64_t>(s.boundaries.size()) == int64_t{num_blocks} + 1, source,
@@ -93,6 +136,7 @@ void validate(const Schedule& s, int num_blocks, const std::string& source) {
              "].read_window must be in [", s.first_read_window(i), ", ", num_blocks,
              "] (the backward windows before its first use), got ", w);
   }
+  validate_read_splits(s, num_blocks, source);
 }
 
 nlohmann::json to_json(const Schedule& s) {
@@ -103,8 +147,13 @@ nlohmann::json to_json(const Schedule& s) {
   auto& boundaries = j["boundaries"] = nlohmann::json::array();
   for (size_t i = 0; i < s.boundaries.size(); ++i) {
     boundaries.push_back({{"index", i}, {"placement", placement_name(s.boundaries[i])}});
-    if (s.read_window(static_cast<int>(i)) >= 0)
-      boundaries.back()["read_window"] = s.read_window(static_cast<int>(i));
+    if (!s.read_windows.empty() && s.read_windows[i] >= 0)
+      boundaries.back()["read_window"] = s.read_windows[i];
+    if (!s.read_split(static_cast<int>(i)).empty()) {
+      auto& pieces = boundaries.back()["read_split"] = nlohmann::json::array();
+      for (const auto& piece : s.read_split(static_cast<int>(i)))
+        pieces.push_back({{"window", piece.window}, {"fraction", piece.fraction}});
+    }
   }
   if (s.has_prediction) {
     j["predicted"]["step_s"] = s.predicted_step_s;
@@ -112,6 +161,28 @@ nlohmann::json to_json(const Schedule& s) {
   }
   return j;
 }
+
+namespace {
+
+std::vector<Schedule::ReadPiece> parse_read_split(const nlohmann::json& list,
+                                                  const std::string& where) {
+  LT_CHECK(list.is_array() && !list.empty(), where,
+           " must be a non-empty list of {window, fraction}, got ", list.dump());
+  std::vector<Schedule::ReadPiece> split;
+  for (size_t k = 0; k < list.size(); ++k) {
+    const auto& piece = list[k];
+    LT_CHECK(piece.is_object() && piece.contains("window") && piece.contains("fraction") &&
+                 piece.at("window").is_number_integer() && piece.at("window").get<int64_t>() >= 0 &&
+                 piece.at("fraction").is_number(),
+             where, "[", k, "] must be {\"window\": integer >= 0, \"fraction\": number}, got ",
+             piece.dump());
+    split.push_back(
+        {static_cast<int>(piece.at("window").get<int64_t>()), piece.at("fraction").get<double>()});
+  }
+  return split;
+}
+
+}  // namespace
 
 Schedule schedule_from_json(const nlohmann::json& j, const std::string& source) {
   LT_CHECK(j.is_object(), source, ": a schedule must be a JSON object");
@@ -145,6 +216,10 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& source) 
       s.read_windows.resize(list.size(), -1);
     }
     if (!s.read_windows.empty()) s.read_windows[i] = window;
+    if (b.contains("read_split")) {
+      s.read_splits.resize(list.size());
+      s.read_splits[i] = parse_read_split(b.at("read_split"), where + ".read_split");
+    }
   }
   if (j.contains("predicted")) {
     const auto& p = j.at("predicted");

@@ -43,13 +43,31 @@ struct Schedule {
   // stage use ahead of its first use, a disk boundary's read two uses ahead.
   // JSON: "read_window" in the boundary's entry, left out for -1.
   std::vector<int> read_windows;
+  // Per boundary (empty, or size L + 1): how a disk boundary's read is
+  // split across backward windows, as {window, fraction} pieces in
+  // strictly decreasing window order (the order they run), fractions > 0
+  // summing to 1; an empty list reads it whole. The first piece's window is
+  // the boundary's read window (where its host buffers come to exist); each
+  // later piece is read when its window starts, and the boundary is
+  // uploaded only after all its pieces have landed. JSON: "read_split":
+  // [{"window": w, "fraction": f}, ...] in the boundary's entry.
+  struct ReadPiece {
+    int window = -1;
+    double fraction = 0;
+    bool operator==(const ReadPiece&) const = default;
+  };
+  std::vector<std::vector<ReadPiece>> read_splits;
   // What the planner predicted (absent when written by hand).
   bool has_prediction = false;
   double predicted_step_s = 0;
   std::map<std::string, int64_t> predicted_peak_bytes;  // "gpu", "host", "disk"
 
-  int kept_count() const;               // boundaries not recomputed
-  int read_window(int boundary) const;  // read_windows[boundary], or -1 when empty
+  int kept_count() const;  // boundaries not recomputed
+  // The window boundary's read back starts in: its read split's first
+  // window, else read_windows[boundary], else -1.
+  int read_window(int boundary) const;
+  // read_splits[boundary], or an empty list.
+  const std::vector<ReadPiece>& read_split(int boundary) const;
   // The first window in which boundary i may be read back: e above.
   int first_read_window(int boundary) const;
   // Every boundary kept on the device (no recompute, no offload).
@@ -60,8 +78,10 @@ struct Schedule {
 };
 
 // Structural checks for a chain of `num_blocks` blocks: the boundary count,
-// batch sizes and read windows (only for host and disk boundaries, in
-// [first_read_window, L]). Throws lt::Error naming `source` and the field.
+// batch sizes, read windows (only for host and disk boundaries, in
+// [first_read_window, L]) and read splits (disk boundaries; windows in that
+// range, decreasing, fractions summing to 1, agreeing with read_window). Throws lt::Error naming
+// `source` and the field.
 void validate(const Schedule& schedule, int num_blocks, const std::string& source);
 
 nlohmann::json to_json(const Schedule& schedule);

@@ -103,6 +103,11 @@ struct StreamingExecutor::Impl {
     std::vector<Shape> disk_shapes;
     std::vector<DType> disk_dtypes;
     Ticket written, read_back;
+    // A split read (Schedule::read_splits): per piece, the chunks' byte
+    // ranges, and how many pieces have been issued; read_back is the
+    // latest piece's ticket, each piece waiting for the one before.
+    std::vector<std::vector<ByteRange>> pieces;
+    size_t pieces_issued = 0;
   };
 
   const models::CausalLM& model;
@@ -259,6 +264,9 @@ struct StreamingExecutor::Impl {
     if (!bd.device.empty()) return;
     if (bd.host.empty() && !bd.disk_shapes.empty()) read_from_disk(b);
     if (bd.host.empty()) return;
+    // plan_prefetches issues every piece before the upload; this is only
+    // for a fetch outside that walk (prepare_input's).
+    while (bd.pieces_issued < bd.pieces.size()) read_piece(b, static_cast<int>(bd.pieces_issued));
     CopyList copies;
     for (const auto& h : bd.host) {
       bd.device.push_back(device.empty(h.shape(), h.dtype()));
@@ -298,16 +306,40 @@ struct StreamingExecutor::Impl {
   }
 
   // Fresh host buffers, filled by the disk engine; fetch() uploads them
-  // after bd.offloaded, which is now the read's ticket.
+  // after bd.offloaded, which is now the read's ticket. A split read
+  // allocates the whole buffers here and reads its first piece.
   void read_from_disk(int b) {
     Boundary& bd = boundaries[b];
     for (size_t c = 0; c < bd.disk_shapes.size(); ++c) {
       bd.host.push_back(Tensor::empty(bd.disk_shapes[c], bd.disk_dtypes[c], cpu_allocator()));
     }
-    bd.read_back = disk->read(b, bd.host, bd.written, tracing());
-    bd.offloaded = bd.read_back;
     bd.disk_shapes.clear();
     bd.disk_dtypes.clear();
+    const auto& split = options.schedule.read_split(b);
+    if (split.empty()) {
+      bd.read_back = disk->read(b, bd.host, bd.written, tracing());
+      bd.offloaded = bd.read_back;
+      return;
+    }
+    std::vector<int64_t> chunk_bytes;
+    for (const Tensor& h : bd.host) chunk_bytes.push_back(static_cast<int64_t>(h.nbytes()));
+    std::vector<double> fractions;
+    for (const auto& piece : split) fractions.push_back(piece.fraction);
+    bd.pieces = split_read(chunk_bytes, fractions);
+    bd.pieces_issued = 0;
+    bd.read_back = bd.written;
+    read_piece(b, 0);
+  }
+
+  void read_piece(int b, int piece) {
+    Boundary& bd = boundaries[b];
+    LT_CHECK(piece == static_cast<int>(bd.pieces_issued) && bd.pieces_issued < bd.pieces.size(),
+             "streaming executor: boundary ", b, " read piece ", piece, " out of order (",
+             bd.pieces_issued, " of ", bd.pieces.size(), " issued)");
+    bd.read_back = disk->read_piece(b, piece, bd.host, bd.pieces[static_cast<size_t>(piece)],
+                                    bd.read_back, tracing());
+    bd.offloaded = bd.read_back;
+    ++bd.pieces_issued;
   }
   std::unique_ptr<DiskSpill> disk;  // when the schedule places a boundary on disk
   Ticket disk_last_write, disk_write_before_last;
@@ -490,8 +522,14 @@ struct StreamingExecutor::Impl {
       // assigns, else a disk read two uses ahead of the first use (its
       // latency hides behind two stages' compute) and an upload one ahead.
       for (int b : prefetches[u].disk_reads) {
-        trace_issue("read boundary " + std::to_string(b));
+        const bool split = !options.schedule.read_split(b).empty();
+        trace_issue("read boundary " + std::to_string(b) + (split ? " piece 0" : ""));
         read_from_disk(b);
+      }
+      for (const Prefetch::Piece& p : prefetches[u].disk_read_pieces) {
+        trace_issue("read boundary " + std::to_string(p.boundary) + " piece " +
+                    std::to_string(p.piece));
+        read_piece(p.boundary, p.piece);
       }
       for (int b : prefetches[u].uploads) {
         trace_issue("upload boundary " + std::to_string(b));

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
@@ -68,17 +70,67 @@ Ticket DiskSpill::write(int boundary, std::vector<Tensor> host, Ticket after,
 }
 
 Ticket DiskSpill::read(int boundary, std::vector<Tensor> host, Ticket after, TraceRecorder* trace) {
-  return queue_.enqueue([this, boundary, host = std::move(host), after = std::move(after), trace] {
+  std::vector<ByteRange> whole;
+  for (const Tensor& h : host) whole.push_back({0, static_cast<int64_t>(h.nbytes())});
+  return read_piece(boundary, -1, std::move(host), std::move(whole), std::move(after), trace);
+}
+
+Ticket DiskSpill::read_piece(int boundary, int piece, std::vector<Tensor> host,
+                             std::vector<ByteRange> ranges, Ticket after, TraceRecorder* trace) {
+  LT_CHECK(ranges.size() == host.size(), "disk spill: boundary ", boundary, " piece ", piece,
+           " has ", ranges.size(), " byte ranges for ", host.size(), " chunks");
+  return queue_.enqueue([this, boundary, piece, host = std::move(host), ranges = std::move(ranges),
+                         after = std::move(after), trace] {
     if (after.valid()) after.get();
-    TraceSpan span(trace, "disk", "read boundary " + std::to_string(boundary));
+    TraceSpan span(trace, "disk",
+                   "read boundary " + std::to_string(boundary) +
+                       (piece >= 0 ? " piece " + std::to_string(piece) : std::string()));
     for (size_t c = 0; c < host.size(); ++c) {
+      const ByteRange r = ranges[c];
+      if (r.end <= r.begin) continue;
       auto it = regions_.find({boundary, c});
       LT_CHECK(it != regions_.end() && it->second.bytes >= static_cast<int64_t>(host[c].nbytes()),
                "disk spill: boundary ", boundary, " chunk ", c,
                " is read back but was not written (a bug in the stage plan)");
-      file_->read({it->second.offset, static_cast<int64_t>(host[c].nbytes())}, host[c].data_ptr());
+      LT_CHECK(r.begin % io::kDiskAlignment == 0 && r.begin >= 0 &&
+                   r.end <= static_cast<int64_t>(host[c].nbytes()),
+               "disk spill: boundary ", boundary, " chunk ", c, " piece ", piece, ": bytes [",
+               r.begin, ", ", r.end, ") are not an aligned range of its ", host[c].nbytes());
+      file_->read({it->second.offset + r.begin, r.end - r.begin},
+                  static_cast<char*>(host[c].data_ptr()) + r.begin);
     }
   });
+}
+
+std::vector<std::vector<ByteRange>> split_read(const std::vector<int64_t>& chunk_bytes,
+                                               const std::vector<double>& fractions) {
+  constexpr int64_t kAlign = io::kDiskAlignment;
+  std::vector<int64_t> starts;  // of each chunk, in the padded layout
+  int64_t total = 0;
+  for (int64_t n : chunk_bytes) {
+    starts.push_back(total);
+    total += (n + kAlign - 1) / kAlign * kAlign;
+  }
+  const int64_t blocks = total / kAlign;
+  std::vector<std::vector<ByteRange>> pieces;
+  int64_t cut = 0;
+  double sum = 0;
+  for (size_t k = 0; k < fractions.size(); ++k) {
+    sum += fractions[k];
+    const int64_t end =
+        k + 1 == fractions.size()
+            ? total
+            : std::clamp<int64_t>(std::llround(sum * static_cast<double>(blocks)) * kAlign, cut,
+                                  total);
+    std::vector<ByteRange>& ranges = pieces.emplace_back();
+    for (size_t c = 0; c < chunk_bytes.size(); ++c) {
+      const int64_t begin = std::max(cut, starts[c]) - starts[c];
+      const int64_t stop = std::min(end - starts[c], chunk_bytes[c]);
+      ranges.push_back(begin < stop ? ByteRange{begin, stop} : ByteRange{});
+    }
+    cut = end;
+  }
+  return pieces;
 }
 
 }  // namespace lt::exec

@@ -24,6 +24,21 @@
 
 namespace lt::exec {
 
+// Bytes [begin, end) of one host tensor.
+struct ByteRange {
+  int64_t begin = 0, end = 0;
+  bool operator==(const ByteRange&) const = default;
+};
+
+// A read split into pieces (Schedule::read_splits): per piece, per chunk,
+// the bytes of the chunk it reads. The chunks are laid end to end, each
+// padded to io::kDiskAlignment as in the file; piece k ends at the running
+// sum of fractions 0..k of that length, rounded to the alignment (the last
+// at the end), so every piece starts on an aligned offset of each chunk's
+// region. A piece may be empty (a fraction below one aligned block).
+std::vector<std::vector<ByteRange>> split_read(const std::vector<int64_t>& chunk_bytes,
+                                               const std::vector<double>& fractions);
+
 struct DiskSpillOptions {
   std::string directory;  // where the scratch file is created
   io::DiskOffloadFile::Options file;
@@ -47,6 +62,11 @@ class DiskSpill {
   // Reads boundary `boundary` back into `host` (tensors of the written
   // shapes, allocated by the caller) once `after` (its write) has completed.
   Ticket read(int boundary, std::vector<Tensor> host, Ticket after, TraceRecorder* trace);
+  // Reads piece `piece` of boundary `boundary`: bytes `ranges[c]` of chunk
+  // c (split_read) into the same bytes of `host[c]`, once `after` has
+  // completed.
+  Ticket read_piece(int boundary, int piece, std::vector<Tensor> host,
+                    std::vector<ByteRange> ranges, Ticket after, TraceRecorder* trace);
 
   const std::string& path() const { return path_; }
   io::DiskOffloadFile::Backend backend() const;

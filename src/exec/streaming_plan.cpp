@@ -70,6 +70,7 @@ std::vector<Prefetch> plan_prefetches(const Schedule& schedule, const std::vecto
   };
   const std::vector<int> starts = window_starts(uses, num_blocks);
   std::vector<bool> read(place.size(), false), uploaded(place.size(), false);
+  std::vector<int> next_piece(place.size(), 1);  // of each split read
   std::vector<Prefetch> out(uses.size());
   for (size_t u = 0; u < uses.size(); ++u) {
     Prefetch& p = out[u];
@@ -78,17 +79,25 @@ std::vector<Prefetch> plan_prefetches(const Schedule& schedule, const std::vecto
       read[b] = true;
       p.disk_reads.push_back(b);
     };
+    // Issues boundary b's split pieces up to window `window` (-1: all).
+    const auto read_pieces = [&](int b, int window) {
+      const auto& split = schedule.read_split(b);
+      while (read[b] && next_piece[b] < static_cast<int>(split.size()) &&
+             split[next_piece[b]].window >= window)
+        p.disk_read_pieces.push_back({b, next_piece[b]++});
+    };
     const auto upload = [&](int b) {
       if (!(on(b, Placement::Host) || on(b, Placement::Disk)) || uploaded[b]) return;
       disk_read(b);
+      read_pieces(b, -1);
       uploaded[b] = true;
       p.uploads.push_back(b);
     };
     if (starts[u] >= 0) {
       for (int b = 0; b < num_blocks; ++b) {
-        if (schedule.read_window(b) != starts[u]) continue;
-        if (place[b] == Placement::Disk) disk_read(b);
-        if (place[b] == Placement::Host) upload(b);
+        if (schedule.read_window(b) == starts[u] && place[b] == Placement::Disk) disk_read(b);
+        if (schedule.read_window(b) == starts[u] && place[b] == Placement::Host) upload(b);
+        if (place[b] == Placement::Disk) read_pieces(b, starts[u]);
       }
     }
     upload(read_input(u + 1));

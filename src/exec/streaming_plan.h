@@ -45,7 +45,18 @@ std::vector<int> window_starts(const std::vector<StageUse>& uses, int num_blocks
 // one use ahead). Walked identically by the executor and by bytes_needed.
 struct Prefetch {
   std::vector<int> disk_reads;  // disk boundaries whose read into host memory starts
-  std::vector<int> uploads;     // offloaded boundaries whose upload to the device starts
+                                // (their first piece, when their read is split)
+  // Later pieces of split reads (Schedule::read_splits) issued now, in the
+  // windows the schedule gives them: (boundary, piece index >= 1). Any
+  // piece not yet issued when its boundary is uploaded is issued just
+  // before the upload.
+  struct Piece {
+    int boundary = -1;
+    int piece = 0;
+    bool operator==(const Piece&) const = default;
+  };
+  std::vector<Piece> disk_read_pieces;
+  std::vector<int> uploads;  // offloaded boundaries whose upload to the device starts
 };
 std::vector<Prefetch> plan_prefetches(const Schedule& schedule, const std::vector<StageUse>& uses,
                                       int num_blocks);

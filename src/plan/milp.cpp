@@ -46,6 +46,22 @@ bool is_disk(Link l) {
   return l == Link::DiskWrite || l == Link::DiskRead;
 }
 
+// One boundary's read-back traffic (column per window, -1 where none) as
+// fractions of its total, earliest (highest) window first; windows carrying
+// no more than `negligible` are left out (solver noise).
+std::vector<exec::Schedule::ReadPiece> read_split(const std::vector<int>& cols, const double* x,
+                                                  double negligible) {
+  std::vector<exec::Schedule::ReadPiece> split;
+  double total = 0;
+  for (int w = static_cast<int>(cols.size()) - 1; w >= 0; --w) {
+    if (cols[w] < 0 || x[cols[w]] <= negligible) continue;
+    split.push_back({w, x[cols[w]]});
+    total += x[cols[w]];
+  }
+  for (auto& piece : split) piece.fraction /= total;
+  return split;
+}
+
 }  // namespace
 
 bool have_milp_solver() {
@@ -211,6 +227,7 @@ PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
     for (const Edge& ed : edges)
       if (on(ed.col)) out.recompute_s += in.recompute_s(ed.s, ed.e);
     out.read_windows.assign(L + 1, -1);
+    out.read_splits.assign(L + 1, {});
     for (int i = 1; i < L; ++i) {
       const exec::Placement p = out.placements[i];
       if (p != exec::Placement::Host && p != exec::Placement::Disk) continue;
@@ -218,6 +235,7 @@ PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
           p == exec::Placement::Disk ? Link::DiskRead : Link::HostToDevice)][i];
       for (int w = L; w >= 0 && out.read_windows[i] < 0; --w)
         if (cols[w] >= 0 && x[cols[w]] > 1e-6 * A[i]) out.read_windows[i] = w;
+      if (p == exec::Placement::Disk) out.read_splits[i] = read_split(cols, x, 1e-6 * A[i]);
     }
     for (int li = 0; li < kNumLinks; ++li)
       for (int col : excess[li]) {

@@ -39,6 +39,10 @@ struct PlanSolution {
   // with bytes of it on disk_read (disk boundaries) or h2d (host ones);
   // -1 for boundaries not offloaded.
   std::vector<int> read_windows;
+  // Per boundary 0..L: how its disk_read traffic spreads over windows
+  // (Schedule::read_splits), earliest window first, as fractions of its
+  // bytes; empty for boundaries not on disk.
+  std::vector<std::vector<exec::Schedule::ReadPiece>> read_splits;
   double bound = 0;  // best lower bound on the objective
   double solve_s = 0;
 };

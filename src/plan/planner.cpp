@@ -81,12 +81,13 @@ Candidate candidate_for(const models::ModelConfig& config, const HardwareProfile
   return c;
 }
 
-// bytes_needed of `schedule` with the solver's read windows, when the
-// boundaries they bring back early still fit the profile's GPU and host
-// memory (the MILP's capacities hold room only for the executor's default
-// timing: kMaxTransientBoundaries on the GPU, kMaxDiskTransitBuffers on the
-// host); else with the disk boundaries' windows alone (host memory for
-// reads ahead), else with none (the default timing). Sets them.
+// bytes_needed of `schedule` with the solver's read windows and disk read
+// splits, when the boundaries they bring back early still fit the
+// profile's GPU and host memory (the MILP's capacities hold room only for
+// the executor's default timing: kMaxTransientBoundaries on the GPU,
+// kMaxDiskTransitBuffers on the host); else with the disk boundaries'
+// windows and splits alone (host memory for reads ahead), else with none
+// (the default timing). Sets them.
 exec::MemoryBudget with_read_windows(const models::ModelConfig& config, const HardwareProfile& hw,
                                      const exec::TrainSizes& sizes, exec::Schedule& schedule) {
   const auto fits = [&](const exec::MemoryBudget& b) {
@@ -103,7 +104,24 @@ exec::MemoryBudget with_read_windows(const models::ModelConfig& config, const Ha
     if (fits(budget)) return budget;
   }
   schedule.read_windows.clear();
+  schedule.read_splits.clear();
   return exec::bytes_needed(config, sizes, schedule);
+}
+
+// The solver's disk read splits, kept only where they start in the
+// boundary's read window and have more than one piece (one piece is the
+// whole read, which the window alone says).
+std::vector<std::vector<exec::Schedule::ReadPiece>> split_reads(const PlanSolution& solution) {
+  std::vector<std::vector<exec::Schedule::ReadPiece>> splits(solution.placements.size());
+  bool any = false;
+  for (size_t i = 0; i < solution.read_splits.size() && i < splits.size(); ++i) {
+    const auto& split = solution.read_splits[i];
+    if (split.size() < 2 || split.front().window != solution.read_windows[i]) continue;
+    splits[i] = split;
+    any = true;
+  }
+  if (!any) splits.clear();
+  return splits;
 }
 
 }  // namespace
@@ -167,6 +185,7 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
     best.schedule.executor = "streaming";
     best.schedule.boundaries = best.solution.placements;
     best.schedule.read_windows = best.solution.read_windows;
+    best.schedule.read_splits = split_reads(best.solution);
     best.budget = with_read_windows(config, hw, best.sizes, best.schedule);
     best.schedule.has_prediction = true;
     best.schedule.predicted_step_s = prediction.step_s;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "core/random.h"
 #include "exec/memory_budget.h"
@@ -246,6 +247,141 @@ TEST(ReadWindows, JsonRoundTripAndChecks) {
             std::string::npos);
 }
 
+// Split reads (Schedule::read_splits) of the disk boundaries 1 and 2 of
+// windowed()'s schedule.
+Schedule split(std::vector<std::vector<Schedule::ReadPiece>> pieces) {
+  Schedule s = windowed({});
+  s.read_splits.assign(6, {});
+  s.read_splits[1] = std::move(pieces[0]);
+  s.read_splits[2] = std::move(pieces[1]);
+  return s;
+}
+
+// (use, boundary, piece) of each later piece plan_prefetches issues.
+using IssuedPieces = std::vector<std::tuple<size_t, int, int>>;
+IssuedPieces issued_pieces(const std::vector<Prefetch>& p) {
+  IssuedPieces out;
+  for (size_t u = 0; u < p.size(); ++u)
+    for (const Prefetch::Piece& piece : p[u].disk_read_pieces)
+      out.emplace_back(u, piece.boundary, piece.piece);
+  return out;
+}
+
+TEST(ReadSplits, PrefetchesByHand) {
+  const std::vector<StageUse> uses = plan_stage_uses(windowed({}), 5);
+  // Windows 5..0 start at uses 6, 7, 8, 10, 11, 12 (above). Boundary 1 in
+  // windows 5, 3, 2; boundary 2 in windows 5, 4. The first pieces start the
+  // reads (and the host buffers) at the head.
+  const Schedule s = split({{{5, 0.5}, {3, 0.25}, {2, 0.25}}, {{5, 0.5}, {4, 0.5}}});
+  EXPECT_EQ(s.read_window(1), 5);
+  EXPECT_EQ(s.read_window(2), 5);
+  const auto p = plan_prefetches(s, uses, 5);
+  EXPECT_EQ(issued(p, true), (Issued{{6, 1}, {6, 2}}));
+  EXPECT_EQ(issued_pieces(p), (IssuedPieces{{7, 2, 1}, {8, 1, 1}, {10, 1, 2}}));
+  // Uploads keep their default (one use ahead), after every piece.
+  EXPECT_EQ(issued(p, false), (Issued{{6, 4}, {7, 2}, {10, 1}}));
+  // Transit buffers count from the first piece: as with the reads whole in window 5.
+  EXPECT_EQ(disk_transit_buffers(s, 5), disk_transit_buffers(windowed({-1, 5, 5, -1, -1, -1}), 5));
+}
+
+TEST(ReadSplits, JsonRoundTripAndChecks) {
+  const Schedule s = split({{{5, 0.5}, {3, 0.25}, {2, 0.25}}, {{4, 1.0}}});
+  const nlohmann::json j = to_json(s);
+  EXPECT_EQ(j.at("boundaries")[1].at("read_split").dump(),
+            R"([{"fraction":0.5,"window":5},{"fraction":0.25,"window":3},)"
+            R"({"fraction":0.25,"window":2}])");
+  EXPECT_FALSE(j.at("boundaries")[0].contains("read_split"));
+  const Schedule back = schedule_from_json(j, "s.json");
+  EXPECT_EQ(back.read_splits, s.read_splits);
+  EXPECT_EQ(back.read_window(1), 5);
+  EXPECT_NO_THROW(validate(back, 5, "s.json"));
+  EXPECT_TRUE(schedule_from_json(to_json(windowed({})), "s.json").read_splits.empty());
+
+  const auto error = [](std::vector<std::vector<Schedule::ReadPiece>> pieces) {
+    return testing::error_of([&] { validate(split(std::move(pieces)), 5, "s.json"); });
+  };
+  const auto has = [](const std::string& message, const std::string& part) {
+    EXPECT_NE(message.find(part), std::string::npos) << message;
+  };
+  has(error({{{5, 0.5}, {3, 0.25}}, {}}),
+      "s.json: boundaries[1].read_split: the fractions must sum to 1, got 0.75");
+  has(error({{{3, 0.5}, {5, 0.5}}, {}}),
+      "s.json: boundaries[1].read_split[1].window must be below the previous piece's (3)");
+  has(error({{{5, 0.5}, {1, 0.5}}, {}}),
+      "s.json: boundaries[1].read_split[1].window must be in [2, 5]");
+  has(error({{}, {{5, 0.5}, {3, 0.5}}}),
+      "s.json: boundaries[2].read_split[1].window must be in [4, 5]");
+  has(error({{{5, 1.5}, {3, -0.5}}, {}}),
+      "s.json: boundaries[1].read_split[0].fraction must be in (0, 1], got 1.5");
+  Schedule on_host = split({{}, {}});
+  on_host.read_splits[4] = {{5, 1.0}};
+  has(testing::error_of([&] { validate(on_host, 5, "s.json"); }),
+      "s.json: boundaries[4].read_split: only a disk boundary below 5 is read in pieces, this "
+      "one is host");
+  Schedule disagrees = split({{{5, 0.5}, {3, 0.5}}, {}});
+  disagrees.read_windows = {-1, 4, -1, -1, -1, -1};
+  has(testing::error_of([&] { validate(disagrees, 5, "s.json"); }),
+      "boundaries[1].read_split: the first piece's window (5) must be the boundary's "
+      "read_window (4)");
+  Schedule short_list = windowed({});
+  short_list.read_splits.resize(2);
+  has(testing::error_of([&] { validate(short_list, 5, "s.json"); }),
+      "read splits are given for 2 of 6 boundaries");
+
+  const auto parse_error = [](const std::string& split_json) {
+    nlohmann::json j = to_json(windowed({}));
+    j["boundaries"][1]["read_split"] = nlohmann::json::parse(split_json);
+    return testing::error_of([&] { schedule_from_json(j, "p.json"); });
+  };
+  has(parse_error("[]"), "p.json: boundaries[1].read_split must be a non-empty list");
+  has(parse_error(R"([{"window": 5}])"),
+      R"(p.json: boundaries[1].read_split[0] must be {"window": integer >= 0, "fraction": number})");
+  has(parse_error(R"([{"window": -2, "fraction": 1}])"), "read_split[0] must be");
+}
+
+// split_read by hand: chunks laid end to end, padded to 4 KiB blocks; the
+// cuts fall on blocks.
+TEST(ReadSplits, BytesByHand) {
+  // 10000 bytes (3 blocks) and 100 (1): cuts at 1 and 3 of 4 blocks.
+  EXPECT_EQ(
+      split_read({10000, 100}, {0.25, 0.5, 0.25}),
+      (std::vector<std::vector<ByteRange>>{{{0, 4096}, {}}, {{4096, 10000}, {}}, {{}, {0, 100}}}));
+  // Two blocks, half and half: one chunk each.
+  EXPECT_EQ(split_read({3456, 3456}, {0.5, 0.5}),
+            (std::vector<std::vector<ByteRange>>{{{0, 3456}, {}}, {{}, {0, 3456}}}));
+  // A piece below one block rounds to nothing; the last takes the rest.
+  EXPECT_EQ(split_read({3456, 3456}, {0.1, 0.9}),
+            (std::vector<std::vector<ByteRange>>{{{}, {}}, {{0, 3456}, {0, 3456}}}));
+}
+
+// The engine reads a boundary in pieces, each into its bytes of the same
+// host buffers, and they round-trip what was written, on both backends.
+TEST(ReadSplits, SpillReadsPiecesExactly) {
+  for (bool force_threads : {false, true}) {
+    DiskSpillOptions o;
+    o.directory = scratch_dir("pieces").string();
+    o.file.force_threads = force_threads;
+    o.file.chunk_bytes = 8192;
+    o.max_delay_us = 300;
+    DiskSpill spill(o);
+    Generator gen(11);
+    std::vector<Tensor> written, read;
+    std::vector<int64_t> bytes;
+    for (int64_t n : {1, 1023, 5000, 3000}) {
+      written.push_back(Tensor::randn({n}, gen));
+      read.push_back(Tensor::zeros({n}, DType::F32));
+      bytes.push_back(n * 4);
+    }
+    Ticket last = spill.write(2, written, ready_ticket(), nullptr);
+    const auto pieces = split_read(bytes, {0.2, 0.3, 0.1, 0.4});
+    for (size_t k = 0; k < pieces.size(); ++k)
+      last = spill.read_piece(2, static_cast<int>(k), read, pieces[k], last, nullptr);
+    last.get();
+    for (size_t c = 0; c < written.size(); ++c)
+      EXPECT_EQ(written[c].to_vector<float>(), read[c].to_vector<float>()) << c;
+  }
+}
+
 // The trace's order on the compute thread: each read back it issued, and
 // the compute span that followed it (the use it was issued before).
 std::vector<std::pair<std::string, std::string>> issued_before(const fs::path& trace) {
@@ -273,9 +409,16 @@ std::vector<std::pair<std::string, std::string>> issued_before(const fs::path& t
 // throw past it).
 TEST(ReadWindows, ExecutorReadsInTheAssignedWindowsWithResidentsLosses) {
   const models::CausalLM model = llama(5);
+  std::vector<Schedule> schedules;
   for (const std::vector<int>& windows : std::vector<std::vector<int>>{
-           {}, {-1, 5, 5, -1, 5, -1}, {-1, 2, 4, -1, -1, -1}, {-1, 3, 5, -1, -1, -1}}) {
-    const Schedule s = windowed(windows);
+           {}, {-1, 5, 5, -1, 5, -1}, {-1, 2, 4, -1, -1, -1}, {-1, 3, 5, -1, -1, -1}})
+    schedules.push_back(windowed(windows));
+  // Split reads: each boundary's two 3456-byte chunks pad to two 4 KiB
+  // blocks, so a half/half split reads one chunk per piece; a third piece
+  // of a quarter rounds to nothing and is still issued in its window.
+  schedules.push_back(split({{{5, 0.5}, {3, 0.25}, {2, 0.25}}, {{5, 0.5}, {4, 0.5}}}));
+  schedules.push_back(split({{{4, 0.5}, {2, 0.5}}, {{5, 0.75}, {4, 0.25}}}));
+  for (const Schedule& s : schedules) {
     SCOPED_TRACE(to_json(s).dump());
     DiskSpillOptions disk;
     disk.directory = scratch_dir("windows").string();
@@ -295,7 +438,13 @@ TEST(ReadWindows, ExecutorReadsInTheAssignedWindowsWithResidentsLosses) {
         const std::string use = std::string(stage_work_name(uses[u].work)) + " " +
                                 model.stages()[uses[u].stage]->name();
         for (int b : prefetches[u].disk_reads)
-          expected.emplace_back("read boundary " + std::to_string(b), use);
+          expected.emplace_back(
+              "read boundary " + std::to_string(b) + (s.read_split(b).empty() ? "" : " piece 0"),
+              use);
+        for (const Prefetch::Piece& p : prefetches[u].disk_read_pieces)
+          expected.emplace_back(
+              "read boundary " + std::to_string(p.boundary) + " piece " + std::to_string(p.piece),
+              use);
         for (int b : prefetches[u].uploads)
           expected.emplace_back("upload boundary " + std::to_string(b), use);
       }

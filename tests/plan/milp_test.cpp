@@ -107,5 +107,42 @@ TEST(Milp, RecomputesWhenNothingElseFits) {
   EXPECT_FALSE(solve_milp(in, 10).feasible);
 }
 
+TEST(Milp, SplitsADiskReadAsItsTrafficSpreads) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  // Three blocks, boundaries of 1, 3, 1, 1 GB, no recompute (runs of 1).
+  // The GPU holds 3 GB: boundaries 0, 2 and 3; boundary 1 (3 GB) goes to
+  // disk, the only other room. Its read may use backward windows 3 and 2
+  // (its edge ends at 2), which leave 1 GB and 2 GB for activations: any
+  // other spread exposes bytes, so the optimum reads 1/3 in window 3 and
+  // 2/3 in window 2, and starts in window 3.
+  PlanInstance in;
+  in.num_blocks = 3;
+  in.boundary_gb = {1, 3, 1, 1};
+  in.forward_s.assign(3, 0.1);
+  in.max_recompute = 1;
+  in.gpu_gb = 3;
+  in.host_gb = 0;
+  in.disk_gb = 3;
+  for (auto& l : in.links) {
+    l.capacity_gb.assign(4, 10.0);
+    l.mandatory_gb.assign(4, 0.0);
+  }
+  in.link(Link::DiskRead).capacity_gb = {0, 0, 2, 1};
+  const PlanSolution s = solve_milp(in, 10);
+  ASSERT_TRUE(s.feasible);
+  using exec::Placement;
+  EXPECT_EQ(s.placements, (std::vector<Placement>{Placement::Gpu, Placement::Disk, Placement::Gpu,
+                                                  Placement::Gpu}));
+  EXPECT_NEAR(s.exposed_s[static_cast<int>(Link::DiskRead)], 0, 1e-9);
+  EXPECT_EQ(s.read_windows[1], 3);
+  ASSERT_EQ(s.read_splits.size(), 4u);
+  ASSERT_EQ(s.read_splits[1].size(), 2u);
+  EXPECT_EQ(s.read_splits[1][0].window, 3);
+  EXPECT_NEAR(s.read_splits[1][0].fraction, 1.0 / 3, 1e-6);
+  EXPECT_EQ(s.read_splits[1][1].window, 2);
+  EXPECT_NEAR(s.read_splits[1][1].fraction, 2.0 / 3, 1e-6);
+  for (int i : {0, 2, 3}) EXPECT_TRUE(s.read_splits[i].empty()) << i;
+}
+
 }  // namespace
 }  // namespace lt::plan

@@ -2,6 +2,7 @@
 // when nothing fits the planner names the short space and the amount.
 #include <gtest/gtest.h>
 
+#include "exec/schedule.h"
 #include "plan/milp.h"
 #include "plan/planner.h"
 #include "plan/tiny_model.h"
@@ -26,10 +27,29 @@ models::ModelConfig tiny() {
   return testing::tiny_llama();
 }
 
+// A plan's read splits: on disk boundaries only, fractions summing to 1,
+// each the share of the boundary's disk_read traffic the MILP put in that
+// window (its solution's per-window bytes). Returns how many it has.
+int expect_splits_from_the_solver(const Plan& p) {
+  int n = 0;
+  for (size_t i = 0; i < p.schedule.read_splits.size(); ++i) {
+    const auto& split = p.schedule.read_splits[i];
+    if (split.empty()) continue;
+    ++n;
+    EXPECT_EQ(p.schedule.boundaries[i], Placement::Disk) << i;
+    double sum = 0;
+    for (const auto& piece : split) sum += piece.fraction;
+    EXPECT_NEAR(sum, 1, 1e-9) << i;
+    EXPECT_EQ(split, p.solution.read_splits[i]) << i;
+    EXPECT_EQ(split.front().window, p.schedule.read_window(static_cast<int>(i)));
+  }
+  return n;
+}
+
 TEST(Planner, EverySchedulePassesTheValidator) {
   if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
   const auto config = small_llama(12);
-  int kinds_seen[4] = {0, 0, 0, 0};
+  int kinds_seen[4] = {0, 0, 0, 0}, splits_seen = 0;
   // GPU, host and disk from roomy to tight; slow and fast links.
   for (double gpu : {1.0, 1.3, 2.0, 8.0})
     for (double host : {1.2, 1.6})
@@ -58,9 +78,12 @@ TEST(Planner, EverySchedulePassesTheValidator) {
         EXPECT_TRUE(problems.empty()) << problems.front();
         EXPECT_EQ(p.schedule.batch_size, 64);
         EXPECT_EQ(64 % p.schedule.micro_batch, 0);
+        EXPECT_NO_THROW(exec::validate(p.schedule, 12, "plan"));
+        splits_seen += expect_splits_from_the_solver(p);
       }
   // The grid is meant to exercise every placement at least once.
   for (int k = 0; k < 4; ++k) EXPECT_GT(kinds_seen[k], 0) << exec::placement_name(Placement(k));
+  EXPECT_GT(splits_seen, 0) << "no plan split a disk read";
 }
 
 TEST(Planner, ChoosesABatchSizeWhenNotGiven) {
