@@ -339,6 +339,15 @@ TEST(ReadSplits, JsonRoundTripAndChecks) {
   has(parse_error(R"([{"window": -2, "fraction": 1}])"), "read_split[0] must be");
 }
 
+// The engine alone, with 8 KiB requests (several per region).
+DiskSpillOptions small_requests(bool force_threads) {
+  DiskSpillOptions o;
+  o.directory = scratch_dir("spill").string();
+  o.file.force_threads = force_threads;
+  o.file.chunk_bytes = 8192;
+  return o;
+}
+
 // split_read by hand: chunks laid end to end, padded to 4 KiB blocks; the
 // cuts fall on blocks.
 TEST(ReadSplits, BytesByHand) {
@@ -358,10 +367,7 @@ TEST(ReadSplits, BytesByHand) {
 // host buffers, and they round-trip what was written, on both backends.
 TEST(ReadSplits, SpillReadsPiecesExactly) {
   for (bool force_threads : {false, true}) {
-    DiskSpillOptions o;
-    o.directory = scratch_dir("pieces").string();
-    o.file.force_threads = force_threads;
-    o.file.chunk_bytes = 8192;
+    DiskSpillOptions o = small_requests(force_threads);
     o.max_delay_us = 300;
     DiskSpill spill(o);
     Generator gen(11);
@@ -459,10 +465,7 @@ TEST(ReadWindows, ExecutorReadsInTheAssignedWindowsWithResidentsLosses) {
 // selects the fallback.
 TEST(StreamingDisk, SpillRoundTripsAndReusesItsRegions) {
   for (bool force_threads : {false, true}) {
-    DiskSpillOptions o;
-    o.directory = scratch_dir("spill").string();
-    o.file.force_threads = force_threads;
-    o.file.chunk_bytes = 8192;
+    const DiskSpillOptions o = small_requests(force_threads);
     DiskSpill spill(o);
     if (force_threads) {
       EXPECT_EQ(spill.backend(), io::DiskOffloadFile::Backend::Threads);
