@@ -5,22 +5,27 @@
 // x = n ln2 + r with |r| <= ln2/2, then Cephes' degree-6 polynomial for e^r
 // (relative error ~2e-7, about 2 ulp), then scaling by 2^n through the
 // exponent bits. Inputs below ~-87.3 give ~1e-38 rather than 0, which
-// vanishes in every sum it is used in; inputs above ~88.7 are clamped.
+// vanishes in every sum it is used in; inputs above 88 are clamped to 88
+// (e^88 = 1.65e38: at the old bound, 88.376, n rounded to 128 and gave inf).
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 namespace lt::ops::cpu {
 
 inline float fast_expf(float x) {
-  constexpr float kMax = 88.3762626647949f;
+  constexpr float kMax = 88.0f;
   constexpr float kMin = -87.3365478515625f;
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f;
   constexpr float kLn2Lo = -2.12194440e-4f;
-  x = std::min(std::max(x, kMin), kMax);
+  // NaN stays NaN (selected at the end); the arithmetic runs on 0 instead,
+  // since converting NaN to an integer is undefined.
+  const bool is_nan = x != x;
+  x = is_nan ? 0.0f : std::min(std::max(x, kMin), kMax);
   // n = round(x / ln2) = floor(x log2e + 0.5). Shifted by 128 the argument
   // is positive (x log2e >= -126), so truncation is the floor: no branch,
   // no libm call, and the loop vectorizes.
@@ -35,7 +40,7 @@ inline float fast_expf(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   const uint32_t bits = static_cast<uint32_t>(n + 127) << 23;
-  return p * std::bit_cast<float>(bits);
+  return is_nan ? std::numeric_limits<float>::quiet_NaN() : p * std::bit_cast<float>(bits);
 }
 
 // f32 takes the vectorizable path; f64 (reference and gradient checks)
@@ -61,7 +66,12 @@ using Float8 = float __attribute__((vector_size(32)));
 using Int8 = int32_t __attribute__((vector_size(32)));
 
 [[gnu::always_inline]] inline Float8 fast_exp8(Float8 x) {
-  const Float8 lo = Float8{} - 87.3365478515625f, hi = Float8{} + 88.3762626647949f;
+  const Float8 lo = Float8{} - 87.3365478515625f, hi = Float8{} + 88.0f;
+  // NaN lanes compute on 0 (a NaN to integer conversion is undefined) and
+  // are put back at the end.
+  const Int8 is_nan = x != x;
+  const Float8 input = x;
+  x = is_nan ? Float8{} : x;
   x = x < lo ? lo : x;
   x = x > hi ? hi : x;
   const Int8 n = __builtin_convertvector(x * 1.44269504088896341f + 128.5f, Int8) - 128;
@@ -74,7 +84,8 @@ using Int8 = int32_t __attribute__((vector_size(32)));
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   const Int8 bits = (n + 127) << 23;
-  return p * (Float8)bits;  // a vector cast reinterprets the bits
+  const Float8 result = p * (Float8)bits;  // a vector cast reinterprets the bits
+  return is_nan ? input : result;
 }
 
 // sum_j exp(x[j] - shift), accumulated in f32 lanes per block and in double
