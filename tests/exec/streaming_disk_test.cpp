@@ -25,6 +25,7 @@
 #include "io/hf_model.h"
 #include "optim/adamw.h"
 #include "support/errors.h"
+#include "support/random_batch.h"
 
 namespace lt::exec {
 namespace {
@@ -54,16 +55,7 @@ std::vector<std::vector<data::Batch>> batches(int steps, int64_t vocab) {
   Generator gen(9);
   std::vector<std::vector<data::Batch>> out(static_cast<size_t>(steps));
   for (auto& step : out) {
-    for (int m = 0; m < 2; ++m) {
-      std::vector<int64_t> ids(18);
-      for (auto& id : ids) id = static_cast<int64_t>(gen.below(static_cast<uint64_t>(vocab)));
-      data::Batch b;
-      b.ids = Tensor::from_vector(ids, {2, 9});
-      b.targets = models::shift_targets(b.ids);
-      b.tokens = 18;
-      b.target_count = models::count_targets(b.targets);
-      step.push_back(b);
-    }
+    for (int m = 0; m < 2; ++m) step.push_back(lt::testing::random_token_batch(gen, 2, 9, vocab));
   }
   return out;
 }

@@ -36,6 +36,7 @@
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
 #include "support/errors.h"
+#include "support/random_batch.h"
 
 namespace lt::exec {
 namespace {
@@ -83,17 +84,7 @@ std::vector<std::vector<data::Batch>> make_batches(int steps, int micro, int64_t
   for (auto& step : out) {
     for (int m = 0; m < micro; ++m) {
       const int64_t t = seq + (m % 2) * 3;
-      std::vector<int64_t> ids(static_cast<size_t>(rows * t));
-      for (auto& id : ids) id = static_cast<int64_t>(gen.below(static_cast<uint64_t>(vocab)));
-      data::Batch b;
-      b.ids = Tensor::from_vector(ids, {rows, t});
-      b.targets = models::shift_targets(b.ids);
-      int64_t* tg = b.targets.data<int64_t>();
-      tg[0] = -100;  // a masked prompt token
-      tg[1] = -100;
-      b.tokens = rows * t;
-      b.target_count = models::count_targets(b.targets);
-      step.push_back(b);
+      step.push_back(lt::testing::random_token_batch(gen, rows, t, vocab, {0, 1}));
     }
   }
   return out;

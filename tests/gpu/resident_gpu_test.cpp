@@ -260,15 +260,8 @@ TEST(ResidentBench, Qwen25Shaped3B) {
 
   Generator gen(9);
   auto make_batch = [&] {
-    std::vector<int64_t> ids(static_cast<size_t>(batch * seq));
-    for (auto& id : ids)
-      id = static_cast<int64_t>(gen.below(static_cast<uint64_t>(config.vocab_size)));
-    data::Batch b;
-    b.ids = Tensor::from_vector(ids, {batch, seq});
-    b.targets = models::shift_targets(b.ids);  // T - 1 predictions per row, as labels=ids in torch
-    b.tokens = batch * seq;
-    b.target_count = models::count_targets(b.targets);
-    return std::vector<data::Batch>{b};
+    return std::vector<data::Batch>{
+        lt::testing::random_token_batch(gen, batch, seq, config.vocab_size)};
   };
   StepOptions so;
   so.lr = 1e-5;

@@ -319,14 +319,7 @@ TEST(StreamingBench, Qwen25Shaped3B) {
     std::vector<double> times, compute, recompute, h2d, d2h, optimizer, bubbles;
     int64_t peak = 0, host_peak = 0;
     for (int64_t s = 0; s < 1 + steps; ++s) {
-      std::vector<int64_t> ids(static_cast<size_t>(batch * seq));
-      for (auto& id : ids)
-        id = static_cast<int64_t>(gen.below(static_cast<uint64_t>(config.vocab_size)));
-      data::Batch b;
-      b.ids = Tensor::from_vector(ids, {batch, seq});
-      b.targets = models::shift_targets(b.ids);
-      b.tokens = batch * seq;
-      b.target_count = models::count_targets(b.targets);
+      const data::Batch b = lt::testing::random_token_batch(gen, batch, seq, config.vocab_size);
       const StepStats st = executor.step({b}, so);
       ASSERT_FALSE(st.skipped) << "step " << s << ": loss " << st.loss << ", norm " << st.grad_norm;
       std::printf(

@@ -18,6 +18,7 @@
 #include "exec/step_stats.h"
 #include "gpu_test_support.h"
 #include "models/causal_lm.h"
+#include "support/random_batch.h"
 
 namespace lt::exec::gpu_test {
 
@@ -33,17 +34,8 @@ inline std::vector<std::vector<data::Batch>> make_batches(int steps, int64_t seq
   std::vector<std::vector<data::Batch>> out(static_cast<size_t>(steps));
   for (auto& step : out) {
     for (int m = 0; m < 2; ++m) {
-      const int64_t rows = 2, t = seq - 3 * m;
-      std::vector<int64_t> ids(static_cast<size_t>(rows * t));
-      for (auto& id : ids) id = static_cast<int64_t>(gen.below(static_cast<uint64_t>(vocab)));
-      data::Batch b;
-      b.ids = Tensor::from_vector(ids, {rows, t});
-      b.targets = models::shift_targets(b.ids);
-      b.targets.data<int64_t>()[0] = -100;
-      b.targets.data<int64_t>()[second_masked] = -100;
-      b.tokens = rows * t;
-      b.target_count = models::count_targets(b.targets);
-      step.push_back(b);
+      step.push_back(
+          lt::testing::random_token_batch(gen, 2, seq - 3 * m, vocab, {0, second_masked}));
     }
   }
   return out;
