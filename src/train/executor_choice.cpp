@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #ifdef LT_WITH_CUDA
-#include <cuda_runtime.h>
+#include "core/cuda/device_info.h"
 #endif
 
 namespace lt::train {
@@ -22,16 +22,7 @@ int64_t with_margin(int64_t bytes) {
 // Free memory of CUDA device `index` as the runtime reports it.
 int64_t cuda_free_bytes([[maybe_unused]] int index) {
 #ifdef LT_WITH_CUDA
-  size_t free_bytes = 0, total_bytes = 0;
-  int previous = 0;
-  LT_CHECK(cudaGetDevice(&previous) == cudaSuccess, "exec.mode auto: cudaGetDevice failed");
-  LT_CHECK(cudaSetDevice(index) == cudaSuccess, "exec.mode auto: cudaSetDevice(", index,
-           ") failed");
-  const cudaError_t status = cudaMemGetInfo(&free_bytes, &total_bytes);
-  cudaSetDevice(previous);
-  LT_CHECK(status == cudaSuccess,
-           "exec.mode auto: cudaMemGetInfo failed: ", cudaGetErrorString(status));
-  return static_cast<int64_t>(free_bytes);
+  return static_cast<int64_t>(cuda::device_free_memory(index));
 #else
   fail("exec.mode auto: this build has no CUDA backend to ask for free memory");
 #endif

@@ -58,6 +58,13 @@ size_t device_total_memory(int index) {
   return prop.totalGlobalMem;
 }
 
+size_t device_free_memory(int index) {
+  DeviceGuard guard(index);
+  size_t free_bytes = 0, total_bytes = 0;
+  LT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
 void register_backend() {
   register_device_allocator(DeviceKind::CUDA, &allocator_for);
   register_device_copy(&copy);

@@ -9,6 +9,7 @@ namespace lt::cuda {
 int device_count();  // 0 when there is no driver or no GPU
 std::string device_name(int index);
 size_t device_total_memory(int index);
+size_t device_free_memory(int index);  // what cudaMemGetInfo reports free now
 void register_backend();
 
 }  // namespace lt::cuda
