@@ -15,6 +15,13 @@
 
 namespace lt::cli {
 
+models::ModelConfig load_model_config(const std::string& path) {
+  const std::filesystem::path p(path);
+  LT_CHECK(std::filesystem::exists(p), path, ": no such file or folder (expected a Hugging Face ",
+           "model folder or a config.json)");
+  return models::ModelConfig::from_file(std::filesystem::is_directory(p) ? p / "config.json" : p);
+}
+
 namespace {
 
 struct PlanArgs {
@@ -29,13 +36,6 @@ struct PlanArgs {
   bool json = false;
   std::string out;
 };
-
-models::ModelConfig load_model_config(const std::string& path) {
-  const std::filesystem::path p(path);
-  LT_CHECK(std::filesystem::exists(p), path, ": no such file or folder (expected a Hugging Face ",
-           "model folder or a config.json)");
-  return models::ModelConfig::from_file(std::filesystem::is_directory(p) ? p / "config.json" : p);
-}
 
 // The executor `train` with exec.mode auto would run on this machine (its
 // gpu_memory_gb), for the plan's batch size (or --batch-size) with one

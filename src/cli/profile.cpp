@@ -21,13 +21,6 @@ struct StageTimingArgs {
   std::vector<int64_t> batch_sizes = {1, 2};
 };
 
-models::ModelConfig model_config_at(const std::string& path) {
-  const std::filesystem::path p(path);
-  LT_CHECK(std::filesystem::exists(p), path, ": no such file or folder (expected a Hugging Face ",
-           "model folder or a config.json)");
-  return models::ModelConfig::from_file(std::filesystem::is_directory(p) ? p / "config.json" : p);
-}
-
 }  // namespace
 
 void add_profile_command(CLI::App& app) {
@@ -57,7 +50,7 @@ void add_profile_command(CLI::App& app) {
     if (!timing->model.empty()) {
       const Device device = plan::stage_timing_device();
       r.profile.stage_times =
-          plan::measure_stage_times(model_config_at(timing->model), timing->seq_len,
+          plan::measure_stage_times(load_model_config(timing->model), timing->seq_len,
                                     timing->batch_sizes, device, options->repeats);
       r.measured.push_back(
           fmt::format("stage_times ({}, seq_len {})", device.str(), timing->seq_len));

@@ -113,10 +113,10 @@ Batch Batcher::next_packed() {
       // continues in the next row, the row's last position still predicts
       // that token: it is known here, and dropping it would lose one target
       // per row of every long sample.
-      const int64_t end = std::min<int64_t>(begin + take + 1, static_cast<int64_t>(s.ids.size()));
+      const int64_t length = static_cast<int64_t>(s.ids.size());
       for (int64_t i = 0; i < take; ++i) {
         ids[r * t + col + i] = s.ids[begin + i];
-        if (begin + i + 1 < end) targets[r * t + col + i] = s.labels[begin + i + 1];
+        if (begin + i + 1 < length) targets[r * t + col + i] = s.labels[begin + i + 1];
       }
       col += take;
       batch.tokens += take;

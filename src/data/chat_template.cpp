@@ -377,7 +377,7 @@ Sample ChatTemplate::render(std::span<const ChatMessage> messages, bool train_on
           const bool trained = !split.reasoning.empty();
           out.special(think_start_, trained);
           out.text("\n", trained);
-          out.text(strip_newlines_back(strip_newlines_front(split.reasoning)), trained);
+          out.text(split.reasoning, trained);  // split_reasoning stripped both ends
           out.text("\n", trained);
           out.special(think_end_, trained);
           out.text("\n\n", trained);

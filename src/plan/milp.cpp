@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 
@@ -233,9 +234,10 @@ PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
       if (p != exec::Placement::Host && p != exec::Placement::Disk) continue;
       const auto& cols = traffic[static_cast<int>(
           p == exec::Placement::Disk ? Link::DiskRead : Link::HostToDevice)][i];
-      for (int w = L; w >= 0 && out.read_windows[i] < 0; --w)
-        if (cols[w] >= 0 && x[cols[w]] > 1e-6 * A[i]) out.read_windows[i] = w;
-      if (p == exec::Placement::Disk) out.read_splits[i] = read_split(cols, x, 1e-6 * A[i]);
+      // The read window is where the read starts: the split's first piece.
+      auto split = read_split(cols, x, 1e-6 * A[i]);
+      if (!split.empty()) out.read_windows[i] = split.front().window;
+      if (p == exec::Placement::Disk) out.read_splits[i] = std::move(split);
     }
     for (int li = 0; li < kNumLinks; ++li)
       for (int col : excess[li]) {

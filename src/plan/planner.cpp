@@ -108,15 +108,15 @@ exec::MemoryBudget with_read_windows(const models::ModelConfig& config, const Ha
   return exec::bytes_needed(config, sizes, schedule);
 }
 
-// The solver's disk read splits, kept only where they start in the
-// boundary's read window and have more than one piece (one piece is the
-// whole read, which the window alone says).
+// The solver's disk read splits with more than one piece (one piece is the
+// whole read, which the read window alone says; a split starts in the read
+// window by construction, milp.cpp).
 std::vector<std::vector<exec::Schedule::ReadPiece>> split_reads(const PlanSolution& solution) {
   std::vector<std::vector<exec::Schedule::ReadPiece>> splits(solution.placements.size());
   bool any = false;
   for (size_t i = 0; i < solution.read_splits.size() && i < splits.size(); ++i) {
     const auto& split = solution.read_splits[i];
-    if (split.size() < 2 || split.front().window != solution.read_windows[i]) continue;
+    if (split.size() < 2) continue;
     splits[i] = split;
     any = true;
   }
