@@ -207,6 +207,11 @@ def summary(rows):
          "tokens_per_s": statistics.median(r["tokens_per_s"] for r in timed),
          "step_s": statistics.median(r["step_s"] for r in timed),
          "peak_gb": peak / 1e9}
+    # Where the measured step goes (medians), to set beside the prediction.
+    for key in ("compute_s", "recompute_s", "exposed_h2d_s", "exposed_d2h_s", "exposed_disk_s",
+                "optimizer_s", "bubbles_s"):
+        if key in timed[0]:
+            s[key] = statistics.median(r[key] for r in timed)
     if "predicted_step_s" in timed[0]:
         s["predicted_step_s"] = timed[0]["predicted_step_s"]
     return s
@@ -244,6 +249,14 @@ for r in results:
           f"{f(r.get('predicted_over_measured'), 3)} | {f(fx.get('peak_gb'), 3)} | "
           f"{f(au.get('peak_gb'), 3)} ({f(r.get('auto_predicted_gpu_gb'), 3)}) | "
           f"{r['auto_placements'] or '-'} |")
+parts = ("compute_s", "recompute_s", "exposed_h2d_s", "exposed_d2h_s", "exposed_disk_s",
+         "optimizer_s", "bubbles_s")
+print("\n| model | run | " + " | ".join(p[:-2] for p in parts) + " |")
+print("| --- | --- |" + " --- |" * len(parts))
+for r in results:
+    for run in ("fixed", "auto"):
+        x = r[run] or {}
+        print(f"| {r['model']} | {run} | " + " | ".join(f(x.get(p), 3) for p in parts) + " |")
 for r in results:
     print(f"{r['model']}: stage times {r['auto_stage_times'] or '-'}")
 PY

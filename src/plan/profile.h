@@ -39,7 +39,9 @@ Device stage_timing_device();
 // each kind (embed, a block, the head), timed on `device` (random weights;
 // f32 on the CPU, bf16 on CUDA) for chunks of each of the two batch sizes
 // of `seq_len` tokens, each time the median of `repeats` runs after one
-// warm-up, and fitted to a + b * batch (plan/stage_times.h).
+// warm-up, and fitted to a + b * batch (plan/stage_times.h). On a GPU the
+// runs are queued back to back after half a second of the same work, so
+// the figures hold at the clock its power cap allows under training load.
 StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_len,
                                const std::vector<int64_t>& batch_sizes, Device device, int repeats);
 
