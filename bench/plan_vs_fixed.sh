@@ -8,6 +8,8 @@
 #   (b) `lazytrain train` streaming, exec.schedule every_k (keep_every 4): its GPU peak;
 #   (c) the same run with exec.schedule auto, exec.hardware hw.yaml and
 #       exec.device_memory_gb = that peak (equal GPU memory), same batch;
+#       the planner chooses the chunking (LT_BENCH_AUTO_MICRO: 0) unless
+#       LT_BENCH_AUTO_MICRO gives one;
 #   (d) a table: median tokens/s after the warm-up steps, auto/fixed, the
 #       plan's predicted step vs the measured median step (goal: within
 #       10%), GPU peaks and the plan's placement counts.
@@ -27,9 +29,9 @@
 #   LT_BENCH_BIN (build-gpu/lazytrain), LT_BENCH_DEVICE (cuda), LT_BENCH_DTYPE (bf16),
 #   LT_BENCH_MODELS ("qwen2.5-3b:adamw:64 qwen2.5-7b:adamw8bit:48": a folder
 #     under bench/models or a path with config.json, the optimizer, the batch),
-#   LT_BENCH_SEQ (1024), LT_BENCH_STEPS (5), LT_BENCH_WARMUP (2 steps left out
+#   LT_BENCH_AUTO_MICRO (0: the planner's chunking), LT_BENCH_SEQ (1024), LT_BENCH_STEPS (5), LT_BENCH_WARMUP (2 steps left out
 #   of the medians), LT_BENCH_MICRO (8 sequences per chunk),
-#   LT_BENCH_PROFILE_BATCHES (4,8), LT_BENCH_PROFILE_OPTS ("--disk-mb 256 --repeats 3"),
+#   LT_BENCH_PROFILE_BATCHES (8,16), LT_BENCH_PROFILE_OPTS ("--disk-mb 256 --repeats 3"),
 #   LT_BENCH_INIT (tiled; random: model.init random instead of a checkpoint),
 #   LT_BENCH_RUN_TIMEOUT (200 s per training run).
 set -uo pipefail
@@ -49,7 +51,8 @@ seq=${LT_BENCH_SEQ:-1024}
 steps=${LT_BENCH_STEPS:-5}
 warmup=${LT_BENCH_WARMUP:-2}
 micro=${LT_BENCH_MICRO:-8}
-profile_batches=${LT_BENCH_PROFILE_BATCHES:-4,8}
+auto_micro=${LT_BENCH_AUTO_MICRO:-0}
+profile_batches=${LT_BENCH_PROFILE_BATCHES:-8,16}
 profile_opts=${LT_BENCH_PROFILE_OPTS:-"--disk-mb 256 --repeats 3"}
 init=${LT_BENCH_INIT:-tiled}
 run_timeout=${LT_BENCH_RUN_TIMEOUT:-200}
@@ -183,7 +186,7 @@ PY
   write_config "$dir/auto.yaml" "$weights" "$dir/data.jsonl" "$dir/auto" "$optim" "$batch"
   run_train "$dir/auto.log" "$dir/auto" --config "$dir/auto.yaml" --set exec.schedule=auto \
     --set exec.hardware="$dir/hw.yaml" --set exec.device_memory_gb="$peak_gb" \
-    --set exec.disk_path="$dir" || { echo "auto run failed (see $dir/auto.log)"; tail -5 "$dir/auto.log"; status=1; }
+    --set exec.disk_path="$dir" --set exec.micro_batch="$auto_micro" || { echo "auto run failed (see $dir/auto.log)"; tail -5 "$dir/auto.log"; status=1; }
   grep -E "exec.schedule auto|predicted step|stage times" "$dir/auto.log" | head -4
   drop_weights
 done

@@ -15,6 +15,8 @@ namespace {
 // for the largest models we plan for.
 constexpr int64_t kBatchCandidates[] = {1,  2,  4,   8,   16,  24,  32, 48,
                                         64, 96, 128, 192, 256, 384, 512};
+// Chunkings tried above the smallest that fits: up to this many times it.
+constexpr int64_t kMaxChunkGrowth = 4;
 
 // What is short for the easiest arrangement of boundaries: boundaries 0 and
 // L on the GPU, and the fewest interior boundaries a recompute length of k
@@ -59,26 +61,43 @@ struct Candidate {
   ActivationRoom room;
 };
 
-// The chunking for batch b: the default, or smaller chunks when the
-// default's working set leaves no room on the GPU.
-Candidate candidate_for(const models::ModelConfig& config, const HardwareProfile& hw,
-                        const PlanOptions& o, int64_t b) {
+// Whether a chunking leaves the GPU room that the recompute runs need.
+bool chunk_fits(const Candidate& c, int max_recompute) {
+  return c.room.gpu_gb >= 2 * c.model.boundary_gb + (max_recompute - 1) * c.model.boundary_gb;
+}
+
+// The chunkings tried for batch b, the first being the one whose
+// shortages are reported: the given micro-batch; or the default, or smaller
+// chunks when the default's working set leaves no room on the GPU, then
+// larger ones (twice, four times the first: each chunk pays a stage's fixed
+// cost once, so measured stage times may favour fewer, larger chunks) while
+// they leave the room too.
+std::vector<Candidate> candidates_for(const models::ModelConfig& config, const HardwareProfile& hw,
+                                      const PlanOptions& o, int64_t b) {
   const exec::TrainSizes sizes{b, o.seq_len, o.optimizer, o.compute_bytes};
-  std::vector<int64_t> chunks;
-  if (o.micro_batch > 0) {
-    chunks.push_back(std::min(o.micro_batch, b));
-  } else {
-    for (int64_t m = default_micro_batch(b, o.seq_len); m >= 1; --m)
-      if (b % m == 0) chunks.push_back(m);
-  }
-  Candidate c;
-  for (int64_t m : chunks) {
+  const auto make = [&](int64_t m) {
+    Candidate c;
     c.model = make_cost_model(config, hw, sizes, m, o.max_recompute);
     c.room = activation_room(c.model);
-    if (c.room.gpu_gb >= 2 * c.model.boundary_gb + (o.max_recompute - 1) * c.model.boundary_gb)
-      break;
+    return c;
+  };
+  if (o.micro_batch > 0) return {make(std::min(o.micro_batch, b))};
+  std::vector<Candidate> out;
+  int64_t first = 0;
+  for (int64_t m = default_micro_batch(b, o.seq_len); m >= 1; --m) {
+    if (b % m != 0) continue;
+    first = m;
+    out = {make(m)};
+    if (chunk_fits(out.front(), o.max_recompute)) break;
   }
-  return c;
+  if (!chunk_fits(out.front(), o.max_recompute)) return out;
+  for (int64_t m = 2 * first; m <= b && m <= kMaxChunkGrowth * first; m *= 2) {
+    if (b % m != 0) break;
+    Candidate c = make(m);
+    if (!chunk_fits(c, o.max_recompute)) break;
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 // bytes_needed of `schedule` with the solver's read windows and disk read
@@ -145,52 +164,64 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
   Plan best;
   double solve_s = 0;
   for (size_t bi = 0; bi < batches.size(); ++bi) {
-    const Candidate c = candidate_for(config, hw, o, batches[bi]);
-    std::vector<Shortage> shortages = shortages_of(c.model, c.room);
+    const std::vector<Candidate> candidates = candidates_for(config, hw, o, batches[bi]);
+    std::vector<Shortage> shortages =
+        shortages_of(candidates.front().model, candidates.front().room);
     if (!shortages.empty()) {
       // Larger batches only need more memory: stop at the first that fails.
       if (!best.feasible && best.shortages.empty()) best.shortages = shortages;
       break;
     }
-    // Out of time: keep the best plan so far.
-    if (best.feasible && o.time_limit_s - solve_s < 0.5) break;
-    const PlanInstance instance = build_instance(c.model);
-    // Each remaining candidate gets an equal share of what is left.
-    const double limit =
-        std::max(1.0, (o.time_limit_s - solve_s) / static_cast<double>(batches.size() - bi));
-    PlanSolution solution = solve_milp(instance, limit);
-    solve_s += solution.solve_s;
-    if (!solution.feasible) {
-      if (!best.feasible && best.shortages.empty())
-        best.shortages.push_back(
-            {"gpu+host+disk", 0,
-             solution.proven_infeasible
-                 ? "boundary activations: no placement meets every capacity and the maximum "
-                   "recompute length together (each alone leaves room)"
-                 : "the solver found no placement within " + std::to_string(limit) + " s"});
-      break;
+    bool solved_any = false;
+    for (size_t ci = 0; ci < candidates.size(); ++ci) {
+      const Candidate& c = candidates[ci];
+      if (ci > 0 && !shortages_of(c.model, c.room).empty()) break;
+      // Out of time: keep the best plan so far.
+      if (best.feasible && o.time_limit_s - solve_s < 0.5) break;
+      const PlanInstance instance = build_instance(c.model);
+      // Each remaining batch gets an equal share of what is left, split
+      // between its chunkings.
+      const double limit =
+          std::max(1.0, (o.time_limit_s - solve_s) / static_cast<double>(batches.size() - bi) /
+                            static_cast<double>(candidates.size() - ci));
+      PlanSolution solution = solve_milp(instance, limit);
+      solve_s += solution.solve_s;
+      if (!solution.feasible) {
+        if (ci > 0) break;  // a larger chunk leaves less room: keep the smaller one's plan
+        if (!best.feasible && best.shortages.empty())
+          best.shortages.push_back(
+              {"gpu+host+disk", 0,
+               solution.proven_infeasible
+                   ? "boundary activations: no placement meets every capacity and the maximum "
+                     "recompute length together (each alone leaves room)"
+                   : "the solver found no placement within " + std::to_string(limit) + " s"});
+        break;
+      }
+      solved_any = true;
+      const StepPrediction prediction = predict_step(c.model, instance, solution);
+      if (best.feasible && prediction.tokens_per_s <= best.prediction.tokens_per_s) continue;
+      best.feasible = true;
+      best.shortages.clear();
+      best.sizes = c.model.sizes;
+      best.room = c.room;
+      best.stage_times_from = c.model.stage_times_from;
+      best.prediction = prediction;
+      best.solution = std::move(solution);
+      best.schedule = exec::Schedule{};
+      best.schedule.batch_size = c.model.sizes.batch_size;
+      best.schedule.micro_batch = c.model.micro_batch;
+      best.schedule.executor = "streaming";
+      best.schedule.boundaries = best.solution.placements;
+      best.schedule.read_windows = best.solution.read_windows;
+      best.schedule.read_splits = split_reads(best.solution);
+      best.budget = with_read_windows(config, hw, best.sizes, best.schedule);
+      best.schedule.has_prediction = true;
+      best.schedule.predicted_step_s = prediction.step_s;
+      for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})
+        best.schedule.predicted_peak_bytes[exec::memory_space_name(space)] =
+            best.budget.bytes(space);
     }
-    const StepPrediction prediction = predict_step(c.model, instance, solution);
-    if (best.feasible && prediction.tokens_per_s <= best.prediction.tokens_per_s) continue;
-    best.feasible = true;
-    best.shortages.clear();
-    best.sizes = c.model.sizes;
-    best.room = c.room;
-    best.stage_times_from = c.model.stage_times_from;
-    best.prediction = prediction;
-    best.solution = std::move(solution);
-    best.schedule = exec::Schedule{};
-    best.schedule.batch_size = c.model.sizes.batch_size;
-    best.schedule.micro_batch = c.model.micro_batch;
-    best.schedule.executor = "streaming";
-    best.schedule.boundaries = best.solution.placements;
-    best.schedule.read_windows = best.solution.read_windows;
-    best.schedule.read_splits = split_reads(best.solution);
-    best.budget = with_read_windows(config, hw, best.sizes, best.schedule);
-    best.schedule.has_prediction = true;
-    best.schedule.predicted_step_s = prediction.step_s;
-    for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})
-      best.schedule.predicted_peak_bytes[exec::memory_space_name(space)] = best.budget.bytes(space);
+    if (!solved_any) break;
   }
   best.solve_s = solve_s;
   return best;

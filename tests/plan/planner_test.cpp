@@ -109,6 +109,53 @@ TEST(Planner, KeepsEverythingOnTheGpuWhenItFits) {
   EXPECT_EQ(p.prediction.recompute_s, 0);
 }
 
+// Measured stage times for small_llama at seq 1024, with a fixed cost per
+// chunk of `per_chunk` seconds in every stage (the line's intercept).
+StageTimes small_llama_times(double per_chunk) {
+  StageTimes t = StageTimes::for_model(small_llama(4), 1024);
+  t.device = "cuda";
+  t.batch_sizes = {4, 8};
+  t.embed_forward = {per_chunk, 1e-6};
+  t.embed_backward = {per_chunk, 1e-6};
+  t.block_forward = {per_chunk, 1e-4};
+  t.block_backward = {per_chunk, 3e-4};
+  t.head_step = {per_chunk, 2e-4};
+  return t;
+}
+
+TEST(Planner, ChoosesLargerChunksWhenEachChunkCostsTime) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  HardwareProfile hw;  // the H200 machine: room for any chunking of this model
+  PlanOptions o;
+  o.batch_size = 64;
+  o.seq_len = 1024;
+  // The default chunk: the smallest divisor with >= kMinChunkTokens tokens.
+  ASSERT_EQ(default_micro_batch(64, 1024), 8);
+  // Time linear in the sequences, no cost per chunk: every chunking takes
+  // the same time, and the first (the default) is kept.
+  hw.stage_times = small_llama_times(0);
+  const Plan linear = make_plan(small_llama(4), hw, o);
+  ASSERT_TRUE(linear.feasible);
+  EXPECT_EQ(linear.schedule.micro_batch, 8);
+  // 5 ms per chunk and stage: fewer chunks are faster, and 32 (4x the
+  // default, the largest tried) is the fewest. Step compute by hand: 64
+  // sequences in 2 chunks; per block forward + backward, and the head,
+  // each 2 x 5 ms + 64 x their slope.
+  hw.stage_times = small_llama_times(5e-3);
+  const Plan fixed_cost = make_plan(small_llama(4), hw, o);
+  ASSERT_TRUE(fixed_cost.feasible);
+  EXPECT_EQ(fixed_cost.schedule.micro_batch, 32);
+  const double by_hand = 4 * ((2 * 5e-3 + 64 * 1e-4) + (2 * 5e-3 + 64 * 3e-4)) +
+                         (2 * 5e-3 + 64 * 2e-4) + 2 * (2 * 5e-3 + 64 * 1e-6);
+  EXPECT_NEAR(fixed_cost.prediction.compute_s, by_hand, 1e-9);
+  EXPECT_TRUE(
+      schedule_problems(small_llama(4), fixed_cost.sizes, hw, fixed_cost.schedule, o.max_recompute)
+          .empty());
+  // A micro-batch the user gives is kept.
+  o.micro_batch = 8;
+  EXPECT_EQ(make_plan(small_llama(4), hw, o).schedule.micro_batch, 8);
+}
+
 TEST(Validator, CatchesWhatIsBroken) {
   const auto config = tiny();
   HardwareProfile hw;
