@@ -2,7 +2,8 @@
 # One call on the GPU machine: build with CUDA, run the GPU tests, refresh
 # the transformers reference fixtures, and check converted folders load in
 # transformers. Usage: bench/gpu.sh OUT_DIR [steps...]
-#   steps: build gputest cputest sanitizer gemmbench attnbench fixtures convert
+#   steps: build (or unpack: bench/pack_gpu_build.sh's) gputest cputest sanitizer gemmbench
+#          attnbench fixtures convert
 #          optimbench (CPU optimizers, 16 and 1 threads) planvsfixed (bench/plan_vs_fixed.sh)
 #          stream7b (7B streaming, adamw8bit, batch 48, with host peaks) train3b (bench/train_3b.sh)
 #   (default: build gputest gemmbench fixtures convert)
@@ -30,7 +31,25 @@ for step in $steps; do
       run cmake --build build-gpu -j "$(nproc)" --target ${BUILD_TARGETS:-all} >> "$out/build.log" 2>&1
       tail -20 "$out/build.log"
       ./build-gpu/lazytrain info | tee "$out/info.txt" ;;
+    unpack)
+      # A build packed here by bench/pack_gpu_build.sh (carry build-carry):
+      # no build on the device.
+      mkdir -p build-gpu build-carry/x
+      tar -C build-gpu -xJf build-carry/bins.tar.xz && tar -C build-carry/x -xJf build-carry/libs.tar.xz ||
+        { echo "FAILED: unpack"; status=1; }
+      export LD_LIBRARY_PATH=$PWD/build-carry/x/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+      { read -r src_dir; read -r bin_dir; } < build-carry/paths.txt
+      for link in "$src_dir:$PWD" "$bin_dir:$PWD/build-gpu"; do
+        if [ ! -e "${link%%:*}" ]; then mkdir -p "$(dirname "${link%%:*}")" && ln -s "${link#*:}" "${link%%:*}"; fi
+      done
+      echo "packed at $(cat build-carry/commit.txt), uncommitted: $(wc -l < build-carry/dirty.txt) files"
+      ./build-gpu/lazytrain info | tee "$out/info.txt" ;;
     gputest)
+      if [ ! -f build-gpu/CTestTestfile.cmake ]; then  # unpacked: no ctest files
+        (cd build-gpu && ./test_gpu) > "$out/gputest.log" 2>&1 || status=1
+        tail -15 "$out/gputest.log"
+        continue
+      fi
       (cd build-gpu && ctest -L gpu --output-on-failure -j 4) > "$out/gputest.log" 2>&1 || status=1
       tail -15 "$out/gputest.log" ;;
     sanitizer)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Packs a local CUDA build (lazytrain, test_gpu) and the shared libraries
+# they link beyond glibc and CUDA into build-carry/ (about 25 MB, under the
+# device tool's 64 MiB carry limit with .devdeps), so a device call can skip
+# its ~3-minute build: `bench/gpu.sh OUT unpack gputest ...` with carry
+# [".devdeps", "build-carry"]. The tests find the sources and binaries by
+# the paths compiled in (LT_SOURCE_DIR, LT_BINARY_DIR); unpack links those
+# paths to the device's checkout when they differ.
+# Usage: bench/pack_gpu_build.sh BUILD_DIR   (configured with -DLT_CUDA=ON
+#        -DCMAKE_CUDA_ARCHITECTURES=90, Release)
+set -euo pipefail
+build=$(cd "${1:?usage: bench/pack_gpu_build.sh BUILD_DIR}" && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+cmake --build "$build" --target lazytrain test_gpu
+rm -rf build-carry && mkdir -p build-carry/stage/lib
+tar -C "$build" -cf - lazytrain test_gpu | xz -T0 -3 > build-carry/bins.tar.xz
+# Everything ldd resolves under /lib or /usr/lib except the C runtime, which
+# the device has: yaml-cpp, fmt, spdlog, OpenBLAS, CBC, liburing, libstdc++.
+ldd "$build/lazytrain" "$build/test_gpu" | awk '$3 ~ /^\/(usr\/)?lib/ {print $3}' | sort -u |
+  while read -r lib; do
+    case $(basename "$lib") in
+      libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*) ;;
+      *) cp -L "$lib" build-carry/stage/lib/ ;;
+    esac
+  done
+tar -C build-carry/stage -cf - lib | xz -T0 -3 > build-carry/libs.tar.xz
+rm -rf build-carry/stage
+printf '%s\n%s\n' "$root" "$build" > build-carry/paths.txt
+git rev-parse HEAD > build-carry/commit.txt
+git status --short --untracked-files=no > build-carry/dirty.txt
+du -sh build-carry
