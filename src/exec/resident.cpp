@@ -9,6 +9,7 @@
 #include "ops/index_checks.h"
 #include "ops/op_profile.h"
 #include "optim/clip.h"
+#include "optim/grad_norm_partials.h"
 
 namespace lt::exec {
 
@@ -55,6 +56,7 @@ ResidentExecutor::ResidentExecutor(const models::CausalLM& model, optim::Optimiz
   } else {
     compute_params_ = params_;
   }
+  grad_norm_ = std::make_unique<optim::GradNormPartials>(compute_params_);
 }
 
 StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,
@@ -81,23 +83,38 @@ StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,
     // cross-entropy (which waits for its count anyway) or just below, after
     // the wait that ends the backward and before any update.
     ops::DeferIndexChecks deferred;
-    for (const auto& mb : micro_batches) {
+    // The gradient norm is taken as each gradient becomes final: in the
+    // last backward (earlier micro-batches' gradients are still added to),
+    // by the grad-ready hooks, so no separate pass reads every gradient.
+    size_t last = micro_batches.size();
+    for (size_t i = 0; i < micro_batches.size(); ++i) {
+      if (micro_batches[i].target_count > 0) last = i;
+    }
+    grad_norm_->begin();
+    struct Disarm {
+      optim::GradNormPartials& partials;
+      ~Disarm() { partials.disarm(); }
+    } disarm_on_exit{*grad_norm_};
+    for (size_t i = 0; i < micro_batches.size(); ++i) {
+      const data::Batch& mb = micro_batches[i];
       if (mb.target_count == 0) continue;
       Tensor loss = compute.loss(mb.ids.to(device), mb.targets.to(device), denominator);
       stats.loss += loss.item();
+      if (i == last) grad_norm_->arm();
       backward(loss);
     }
+    // The norm of the compute-dtype gradients, which are what the update
+    // reads. Here only the final sum of the per-gradient partials (and, on
+    // a GPU, its copy to the host, which the wait below completes).
+    ops::OpProfileScope profile("grad norm final sum", device);
+    grad_norm_->finish();
   }
   finish_queued_work(device);
   ops::check_index_errors(device);
+  stats.grad_norm = std::sqrt(grad_norm_->squared_sum());
   stats.compute_s = seconds_since(start);
 
   const auto opt_start = std::chrono::steady_clock::now();
-  // The norm of the compute-dtype gradients, which are what the update reads.
-  {
-    ops::OpProfileScope profile("optimizer grad norm", device);
-    stats.grad_norm = optim::global_grad_norm(compute_params_);
-  }
   if (!std::isfinite(stats.loss) || !std::isfinite(stats.grad_norm)) {
     stats.skipped = true;
   } else if (stats.target_count > 0) {

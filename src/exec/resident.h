@@ -14,6 +14,7 @@
 
 #include "exec/executor.h"
 #include "models/causal_lm.h"
+#include "optim/grad_norm_partials.h"
 #include "optim/optimizer.h"
 
 namespace lt::exec {
@@ -37,6 +38,9 @@ class ResidentExecutor final : public Executor {
   nn::NamedParameters params_;  // the masters, in optimizer order
   std::unique_ptr<models::CausalLM> compute_copy_;
   nn::NamedParameters compute_params_;  // = params_ without a copy; same order and shapes
+  // The gradient norm's partial sums, taken from compute_params_' gradients
+  // during the last micro-batch's backward (optim/grad_norm_partials.h).
+  std::unique_ptr<optim::GradNormPartials> grad_norm_;
 };
 
 }  // namespace lt::exec

@@ -112,6 +112,28 @@ double grad_squared_sum(const nn::NamedParameters& params) {
   return total;
 }
 
+int64_t grad_norm_chunk_count(int64_t numel) {
+  return (numel + kChunkElements - 1) / kChunkElements;
+}
+
+void grad_chunk_squares(const Tensor& grad, double* out) {
+  LT_CHECK(grad.device().is_cpu(), "grad norm: expected a CPU gradient, got ", grad.str());
+  LT_CHECK(grad.dtype() == DType::F32 || grad.dtype() == DType::BF16,
+           "grad norm: gradient must be f32 or bf16, got ", grad.str());
+  const Tensor g = grad.contiguous();
+  const bool bf16 = g.dtype() == DType::BF16;
+  const int64_t n = g.numel();
+  const void* base = g.data_ptr();
+  parallel_for(0, grad_norm_chunk_count(n), 1, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      const int64_t begin = c * kChunkElements;
+      const int64_t count = std::min(kChunkElements, n - begin);
+      out[c] = bf16 ? squared_sum(static_cast<const BFloat16*>(base) + begin, count)
+                    : squared_sum(static_cast<const float*>(base) + begin, count);
+    }
+  });
+}
+
 double global_grad_norm(const nn::NamedParameters& params) {
   return std::sqrt(grad_squared_sum(params));
 }

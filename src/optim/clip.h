@@ -22,6 +22,16 @@ double grad_squared_sum(const nn::NamedParameters& params);
 // sqrt(grad_squared_sum(params)): the value logged as grad_norm.
 double global_grad_norm(const nn::NamedParameters& params);
 
+// The pieces of grad_squared_sum's CPU computation, for a caller that gets
+// the gradients one at a time (optim/grad_norm_partials.h): each gradient
+// is cut into grad_norm_chunk_count(numel) fixed chunks, and adding every chunk's sum
+// in order (gradients in parameter order) gives grad_squared_sum exactly.
+int64_t grad_norm_chunk_count(int64_t numel);
+// Writes the sum of squares of chunk c of `grad` (f32 or bf16, on the CPU)
+// to out[c], for c in [0, grad_norm_chunk_count(grad.numel())); chunks run
+// on the thread pool.
+void grad_chunk_squares(const Tensor& grad, double* out);
+
 // The factor every gradient is multiplied by. max_norm <= 0 turns clipping
 // off (1). Like torch, a NaN norm gives NaN and an infinite one gives 0:
 // check std::isfinite(total_norm) first and skip such a step.

@@ -44,14 +44,11 @@ struct GradRow {
   int64_t packed;       // data is 16-byte aligned
 };
 
-// Pass 1: block b reduces chunk b of this launch's gradients (all of type
-// T) and writes its sum of squares to partial[b].
+// The sum of squares of chunk `chunk` (0-based within the gradient) of
+// gradient `r`, valid in thread 0.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    partial_kernel(const GradRow* __restrict__ rows, int count, double* __restrict__ partial) {
-  const int64_t chunk = blockIdx.x;
-  const GradRow r = rows[row_of_chunk(rows, count, chunk)];
-  const int64_t begin = (chunk - r.first_chunk) * kChunk;
+__device__ __forceinline__ double chunk_squares(const GradRow& r, int64_t chunk) {
+  const int64_t begin = chunk * kChunk;
   const int64_t n = min(kChunk, r.numel - begin);
   const T* g = static_cast<const T*>(r.data) + begin;
   double acc = 0;
@@ -69,7 +66,26 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t i = scalar_from + threadIdx.x; i < n; i += kThreads) {
     acc += sq(ops::cuda::to_f32(g[i]));
   }
-  const double total = block_sum(acc);
+  return block_sum(acc);
+}
+
+// Pass 1: block b reduces chunk b of this launch's gradients (all of type
+// T) and writes its sum of squares to partial[b].
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    partial_kernel(const GradRow* __restrict__ rows, int count, double* __restrict__ partial) {
+  const int64_t chunk = blockIdx.x;
+  const GradRow r = rows[row_of_chunk(rows, count, chunk)];
+  const double total = chunk_squares<T>(r, chunk - r.first_chunk);
+  if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+// Pass 1 for one gradient (no table to upload): block b writes the squares
+// of its chunk b to partial[b]. The same arithmetic as partial_kernel.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    single_partial_kernel(GradRow r, double* __restrict__ partial) {
+  const double total = chunk_squares<T>(r, blockIdx.x);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
@@ -136,6 +152,46 @@ double squared_sum(const std::vector<Tensor>& grads) {
                                 cudaMemcpyDeviceToHost, stream));
   LT_CUDA_CHECK(cudaStreamSynchronize(stream));
   return result;
+}
+
+int64_t chunk_count(int64_t numel) {
+  return (numel + kChunk - 1) / kChunk;
+}
+
+void enqueue_chunk_squares(const Tensor& grad, double* partial, void* stream) {
+  ops::cuda::check_kernel_dtype(grad, "CUDA grad norm");
+  LT_CHECK(grad.device().is_cuda(), "CUDA grad norm: gradient on ", grad.device().str());
+  LT_CHECK(grad.is_contiguous(), "CUDA grad norm: gradient must be contiguous, got ", grad.str());
+  const int64_t chunks = chunk_count(grad.numel());
+  if (chunks == 0) return;
+  LT_CHECK(chunks <= 0x7fffffff, "CUDA grad norm: ", chunks, " chunks of ", kChunk,
+           " elements exceed one CUDA grid");
+  ::lt::cuda::DeviceGuard guard(grad.device().index);
+  const GradRow row{grad.data_ptr(), grad.numel(), 0, ops::cuda::aligned16(grad.data_ptr())};
+  auto* s = static_cast<cudaStream_t>(stream);
+  const auto grid = static_cast<unsigned>(chunks);
+  if (grad.dtype() == DType::BF16) {
+    single_partial_kernel<bf16><<<grid, kThreads, 0, s>>>(row, partial);
+  } else {
+    single_partial_kernel<float><<<grid, kThreads, 0, s>>>(row, partial);
+  }
+  LT_CUDA_CHECK(cudaGetLastError());
+}
+
+void enqueue_zero(Device device, double* partial, int64_t count, void* stream) {
+  if (count == 0) return;
+  ::lt::cuda::DeviceGuard guard(device.index);
+  LT_CUDA_CHECK(cudaMemsetAsync(partial, 0, static_cast<size_t>(count) * sizeof(double),
+                                static_cast<cudaStream_t>(stream)));
+}
+
+void enqueue_sum_to_host(Device device, const double* partial, int64_t count, double* out,
+                         double* host_out, void* stream) {
+  ::lt::cuda::DeviceGuard guard(device.index);
+  auto* s = static_cast<cudaStream_t>(stream);
+  final_kernel<<<1, kThreads, 0, s>>>(partial, count, out);
+  LT_CUDA_CHECK(cudaGetLastError());
+  LT_CUDA_CHECK(cudaMemcpyAsync(host_out, out, sizeof(double), cudaMemcpyDeviceToHost, s));
 }
 
 }  // namespace lt::optim::cuda
