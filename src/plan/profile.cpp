@@ -233,8 +233,8 @@ ProfileReport measure_profile(const ProfileOptions& o) {
     const Device gpu = Device::cuda(0);
     Tensor a = Tensor::full({n, n}, 0.01, DType::BF16, gpu);
     Tensor b = Tensor::full({n, n}, 0.01, DType::BF16, gpu);
-    Tensor c;
-    const auto gemm = [&] { c = ops::matmul(a, b); };
+    Tensor product;
+    const auto gemm = [&] { product = ops::matmul(a, b); };
     gemm();  // warm-up: the heuristic's choice, the workspace
     p.gpu_tflops = 2.0 * n * n * n / 1e12 /
                    sustained_seconds(
