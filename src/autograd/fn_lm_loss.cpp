@@ -41,13 +41,26 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
   const int64_t n = h.size(0);
   const int64_t step = chunk_rows_for(w.size(0), w.device());
   std::vector<Chunk> chunks;
-  double total = 0;
-  for (int64_t b = 0; b < n; b += step) {
+  // Each chunk's mean loss stays where it was computed until all chunks are
+  // done: on a GPU the cross-entropy already waits once per chunk (for its
+  // count), and the losses then come back in one copy, not one read each.
+  Tensor chunk_losses;
+  for (int64_t b = 0, i = 0; b < n; b += step, ++i) {
     int64_t e = std::min(n, b + step);
     Tensor logits = ops::linear(h.slice(0, b, e), w);
     ops::CrossEntropyOutput ce = ops::cross_entropy(logits, targets.slice(0, b, e), ignore_index);
-    total += ce.loss.item() * static_cast<double>(ce.count);
+    if (!chunk_losses.defined()) {
+      chunk_losses = Tensor::empty({(n + step - 1) / step}, ce.loss.dtype(), ce.loss.device());
+    }
+    chunk_losses.slice(0, i, i + 1).copy_(ce.loss.reshape({1}));
     chunks.push_back({b, e, ce.count, ce.lse});
+  }
+  double total = 0;
+  if (chunk_losses.defined()) {
+    const std::vector<double> losses = chunk_losses.to_doubles();
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      total += losses[i] * static_cast<double>(chunks[i].count);
+    }
   }
   // f32 like cross_entropy's loss, f64 when checking gradients in f64.
   Tensor loss =

@@ -6,7 +6,6 @@
 // f32 copy of the logits.
 #include "ops/cuda/cross_entropy.h"
 #include "ops/cuda/index_check.cuh"
-#include "ops/cuda/index_check.h"
 #include "ops/cuda/kernel_common.cuh"
 
 namespace lt::ops::cuda {
@@ -41,10 +40,21 @@ __global__ void ce_forward_rows(const T* logits, const void* targets, bool wide,
   }
 }
 
+// What the host reads back from one forward, in one copy: the count of
+// targets (the caller weighs chunks by it) and the device's index-error
+// record as it stood after the forward (op kIndexOpNone when no kernel on
+// the stream so far found a bad index).
+struct ForwardSummary {
+  IndexError bad;
+  int64_t count;
+};
+
 // count = the targets that are not ignore_index, loss = sum(row_loss) /
-// count, both reduced by one block in a fixed order.
+// count, both reduced by one block in a fixed order; then the summary.
+// `record` is read after the row kernel on the same stream wrote it.
 __global__ void ce_mean(const float* row_loss, const void* targets, bool wide, int64_t rows,
-                        int64_t ignore_index, float* loss, int64_t* count_out) {
+                        int64_t ignore_index, const IndexError* record, float* loss,
+                        ForwardSummary* summary) {
   __shared__ float scratch[32];
   __shared__ long long count_scratch[32];
   float s = 0.0f;
@@ -57,7 +67,8 @@ __global__ void ce_mean(const float* row_loss, const void* targets, bool wide, i
   count = block_reduce(count, 0LL, count_scratch, SumOp{});
   if (threadIdx.x == 0) {
     loss[0] = count > 0 ? static_cast<float>(s / static_cast<double>(count)) : 0.0f;
-    count_out[0] = count;
+    summary->count = count;
+    summary->bad = *record;
   }
 }
 
@@ -113,7 +124,7 @@ CrossEntropyOutput cross_entropy(const Tensor& logits_in, const Tensor& targets_
   out.lse = Tensor::empty({rows}, DType::F32, device);
   out.loss = Tensor::empty({}, DType::F32, device);
   Tensor row_loss = Tensor::empty({rows}, DType::F32, device);
-  Tensor count = Tensor::empty({}, DType::I64, device);
+  Tensor summary = Tensor::empty({static_cast<int64_t>(sizeof(ForwardSummary))}, DType::U8, device);
   IndexError* bad = index_error_record(device);
   ::lt::cuda::DeviceGuard guard(device.index);
   cudaStream_t stream = stream_for(device);
@@ -135,15 +146,20 @@ CrossEntropyOutput cross_entropy(const Tensor& logits_in, const Tensor& targets_
       LT_CUDA_CHECK(cudaGetLastError());
     });
   }
-  ce_mean<<<1, 1024, 0, stream>>>(
-      static_cast<const float*>(row_loss.data_ptr()), targets.data_ptr(), wide, rows, ignore_index,
-      static_cast<float*>(out.loss.data_ptr()), static_cast<int64_t*>(count.data_ptr()));
+  auto* psummary = static_cast<ForwardSummary*>(summary.data_ptr());
+  ce_mean<<<1, 1024, 0, stream>>>(static_cast<const float*>(row_loss.data_ptr()),
+                                  targets.data_ptr(), wide, rows, ignore_index, bad,
+                                  static_cast<float*>(out.loss.data_ptr()), psummary);
   LT_CUDA_CHECK(cudaGetLastError());
   // The count is needed on the host (the caller weighs chunks by it), so
   // this op waits for its kernels anyway: the bad-target check comes with
-  // that wait (and reports a bad id an earlier deferred embedding found).
-  throw_recorded_index_error(device);
-  out.count = static_cast<int64_t>(count.item());
+  // that one wait (and reports a bad id an earlier deferred embedding
+  // found), the record and the count in one copy.
+  ForwardSummary host{};
+  LT_CUDA_CHECK(cudaMemcpyAsync(&host, psummary, sizeof(host), cudaMemcpyDeviceToHost, stream));
+  LT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (host.bad.op != kIndexOpNone) throw_index_error(device, host.bad);
+  out.count = host.count;
   return out;
 }
 

@@ -9,8 +9,9 @@ namespace lt::ops::cuda {
 // logits [N, V] f32 or bf16, targets [N] i32/i64 on the same device. The
 // loss (0-dim f32) and lse ([N] f32) stay on the device; the loss is a
 // fixed-order sum, so it is the same from run to run. The count of
-// targets comes back to the host, so this waits for its kernels; then it
-// throws the first bad index recorded on the device (ops/index_checks.h):
+// targets and the device's index-error record come back to the host in one
+// copy, so this waits for its kernels once; then it throws the first bad
+// index recorded on the device (ops/index_checks.h):
 // a target outside [0, V) that is not ignore_index, or an id of an
 // embedding whose check was deferred.
 CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index);

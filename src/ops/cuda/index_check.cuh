@@ -43,7 +43,15 @@ __device__ __forceinline__ void record_bad_index(IndexError* record, IndexOp op,
 }
 
 // The device's record (allocated and zeroed on first use; it lives as long
-// as the process).
+// as the process). Lock-free once the record exists, so every launch may
+// call it.
 IndexError* index_error_record(Device device);
+
+// `found` is a copy of the device's record that names a bad index (op !=
+// kIndexOpNone), read after the kernels that wrote it finished: clears the
+// record on the calling thread's current stream and throws the lt::Error
+// of throw_recorded_index_error (ops/cuda/index_check.h). For an op that
+// reads the record back together with its own results in one copy.
+[[noreturn]] void throw_index_error(Device device, const IndexError& found);
 
 }  // namespace lt::ops::cuda
