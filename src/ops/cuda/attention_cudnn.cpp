@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cuda/device_guard.cuh"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -390,8 +391,11 @@ void build_backward(GraphBuilder& g, const Problem& p) {
 struct Plan {
   GraphBuilder graph;
   std::unique_ptr<Descriptor> op_graph, engine_config, plan;
+  cudnnHandle_t handle = nullptr;  // the device's (handle_for), when built
   int64_t workspace = 0;
-  std::string error;  // why it could not be built ("" when built)
+  // Why it cannot run ("" when built): the shape is refused
+  // (unsupported_reason), the build failed, or an execution failed.
+  std::string error;
 };
 
 int64_t version() {
@@ -400,19 +404,16 @@ int64_t version() {
 }
 
 // One handle per device, made on first use and kept for the process.
+// Called with plans_mutex() held (only when a plan is built).
 cudnnHandle_t handle_for(int device) {
-  static std::mutex mu;
   static std::map<int, cudnnHandle_t> handles;
-  std::lock_guard<std::mutex> lock(mu);
   auto it = handles.find(device);
   if (it != handles.end()) return it->second;
-  int previous = 0;
-  cudaGetDevice(&previous);
-  cudaSetDevice(device);
   cudnnHandle_t h = nullptr;
-  const cudnnStatus_t status = cudnnCreate(&h);
-  cudaSetDevice(previous);
-  check(status, "cudnnCreate");
+  {
+    ::lt::cuda::DeviceGuard guard(device);
+    check(cudnnCreate(&h), "cudnnCreate");
+  }
   handles.emplace(device, h);
   return h;
 }
@@ -499,25 +500,38 @@ std::mutex& plans_mutex() {
   return mu;
 }
 
-// The cached plan for `p` (built on first use; a failed build is cached
-// with its error). Called with plans_mutex() held.
-Plan& plan_for(const Problem& p, bool backward, cudnnHandle_t handle) {
+// The cached plan for `p` (built on first use; a refused shape or a failed
+// build is cached with its reason, so a later call for it is one lookup).
+// Called with plans_mutex() held. Null when no cuDNN handle could be made
+// for the device (`why` says why; nothing is cached, so a later call tries
+// again).
+Plan* plan_for(const Problem& p, bool backward, std::string& why) {
   static std::map<Key, std::unique_ptr<Plan>> plans;
-  std::unique_ptr<Plan>& slot = plans[key_of(p, backward)];
-  if (slot) return *slot;
-  slot = std::make_unique<Plan>();
-  try {
-    if (backward) {
-      build_backward(slot->graph, p);
-    } else {
-      build_forward(slot->graph, p);
+  const Key key = key_of(p, backward);
+  auto it = plans.find(key);
+  if (it != plans.end()) return it->second.get();
+  auto plan = std::make_unique<Plan>();
+  plan->error = unsupported_reason(p, backward);
+  if (plan->error.empty()) {
+    try {
+      plan->handle = handle_for(p.device);
+    } catch (const std::exception& e) {
+      why = e.what();
+      return nullptr;
     }
-    slot->op_graph = std::make_unique<Descriptor>(slot->graph.operation_graph(handle));
-    finalize_plan(*slot, handle);
-  } catch (const std::exception& e) {
-    slot->error = e.what();
+    try {
+      if (backward) {
+        build_backward(plan->graph, p);
+      } else {
+        build_forward(plan->graph, p);
+      }
+      plan->op_graph = std::make_unique<Descriptor>(plan->graph.operation_graph(plan->handle));
+      finalize_plan(*plan, plan->handle);
+    } catch (const std::exception& e) {
+      plan->error = e.what();
+    }
   }
-  return *slot;
+  return plans.emplace(key, std::move(plan)).first->second.get();
 }
 
 constexpr int64_t kWorkspaceAlign = 256;
@@ -568,24 +582,18 @@ void execute(const Problem& p, Plan& plan, cudnnHandle_t handle, void* stream,
 // device is shared, and cudnnSetStream + execute must not interleave).
 template <typename Run>
 std::string with_plan(const Problem& p, bool backward, Run&& run) {
-  const std::string why = unsupported_reason(p, backward);
-  if (!why.empty()) return why;
   std::lock_guard<std::mutex> lock(plans_mutex());
-  cudnnHandle_t handle = nullptr;
-  try {
-    handle = handle_for(p.device);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  Plan& plan = plan_for(p, backward, handle);
-  if (!plan.error.empty()) return plan.error;
+  std::string why;
+  Plan* plan = plan_for(p, backward, why);
+  if (plan == nullptr) return why;
+  if (!plan->error.empty()) return plan->error;
   // cuDNN checks a variant pack before it launches anything: a failed
   // execution wrote nothing, and the plan is not tried again.
   try {
-    run(plan, handle);
+    run(*plan, plan->handle);
   } catch (const std::exception& e) {
-    plan.error = e.what();
-    return plan.error;
+    plan->error = e.what();
+    return plan->error;
   }
   return "";
 }

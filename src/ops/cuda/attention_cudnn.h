@@ -38,7 +38,8 @@ std::string unsupported_reason(const Problem& p, bool backward);
 // it ran, else why it could not (the graph did not build, no engine
 // accepted it, the execution was refused); the caller then runs its own
 // kernels. Plans are built once per problem and device and cached, failures
-// too.
+// and refusals (unsupported_reason) too: a problem cuDNN cannot take costs
+// one lookup in that cache after its first call.
 std::string forward(const Problem& p, const void* q, const void* k, const void* v, void* out,
                     float* lse, void* stream);
 
