@@ -287,17 +287,19 @@ TEST(AdamWGpuTest, MultiTensorWithShadowsMatchesCpuOverThreeSteps) {
               static_cast<long long>(total_mismatches));
 }
 
-// adamw_update_multi (one launch for all tensors) against adamw_update (one
-// kernel per tensor) on copies of the same state: equal bit for bit,
-// shadows included. Two tensors are views one element into their storage,
-// so both kernels take their unaligned (element by element) path for them.
-TEST(AdamWGpuTest, MultiTensorEqualsPerTensorBitwise) {
+// adamw_update_multi called directly, on views one element into their
+// storage (so the kernel takes its unaligned, element-by-element path for
+// them) and on aligned tensors (its 16-byte path), with bf16 shadows and
+// different scalars per tensor, against the CPU's scalar AdamW kernel
+// (optim/adamw_kernel.h) on host copies of the same state: equal bit for
+// bit, shadows included, over three steps.
+TEST(AdamWGpuTest, MultiTensorOnViewsMatchesCpuKernelBitwise) {
   LT_REQUIRE_GPU();
   Generator gen(77);
   struct State {
     Tensor p, m, v, shadow;
   };
-  std::vector<State> multi, single;
+  std::vector<State> on_gpu, on_cpu;
   std::vector<Tensor> grads, initial;
   auto odd_view = [](const Tensor& t) { return t.slice(0, 1, t.numel()); };
   for (size_t i = 0; i < kMultiSpecs.size(); ++i) {
@@ -305,6 +307,7 @@ TEST(AdamWGpuTest, MultiTensorEqualsPerTensorBitwise) {
     for (int64_t d : kMultiSpecs[i].shape) n *= d;
     const bool unaligned = i == 2 || i == 4;  // 65537 f32 and the multi-chunk one
     State a;
+    State c;
     for (Tensor* t : {&a.p, &a.m, &a.v}) {
       Tensor backing = Tensor::randn({n + 1}, gen, DType::F32);
       if (t == &a.v) {  // a second moment is >= 0
@@ -315,40 +318,48 @@ TEST(AdamWGpuTest, MultiTensorEqualsPerTensorBitwise) {
     }
     Tensor shadow_backing = Tensor::zeros({n + 1}, DType::BF16, kGpu);
     a.shadow = unaligned ? odd_view(shadow_backing) : shadow_backing.slice(0, 0, n);
-    State b;
-    b.p = a.p.clone();
-    b.m = a.m.clone();
-    b.v = a.v.clone();
-    b.shadow = Tensor::zeros({n}, DType::BF16, kGpu);
-    initial.push_back(a.p.to(Device::cpu()));
-    multi.push_back(a);
-    single.push_back(b);
-    grads.push_back(Tensor::randn({n}, gen, kMultiSpecs[i].grad_dtype).to(kGpu));
+    c.p = a.p.to(Device::cpu()).contiguous();
+    c.m = a.m.to(Device::cpu()).contiguous();
+    c.v = a.v.to(Device::cpu()).contiguous();
+    c.shadow = Tensor::zeros({n}, DType::BF16);
+    initial.push_back(c.p.clone());
+    on_gpu.push_back(a);
+    on_cpu.push_back(c);
+    grads.push_back(Tensor::randn({n}, gen, kMultiSpecs[i].grad_dtype));
   }
+  std::vector<Tensor> gpu_grads;
+  for (const Tensor& g : grads) gpu_grads.push_back(g.to(kGpu));
   for (int t = 1; t <= 3; ++t) {
     std::vector<optim::cuda::AdamWCudaJob> jobs;
-    for (size_t i = 0; i < multi.size(); ++i) {
+    for (size_t i = 0; i < on_gpu.size(); ++i) {
       const optim::AdamWScalars s =
           optim::adamw_scalars(1e-2 * t, 0.9, 0.999, 1e-8, i % 2 == 0 ? 0.1 : 0.0, 0.7, t);
-      State& a = multi[i];
-      jobs.push_back({s, static_cast<float*>(a.p.data_ptr()), grads[i].data_ptr(),
+      State& a = on_gpu[i];
+      jobs.push_back({s, static_cast<float*>(a.p.data_ptr()), gpu_grads[i].data_ptr(),
                       grads[i].dtype() == DType::BF16, static_cast<float*>(a.m.data_ptr()),
                       static_cast<float*>(a.v.data_ptr()),
                       static_cast<uint16_t*>(a.shadow.data_ptr()), a.p.numel()});
-      const State& b = single[i];
-      optim::cuda::adamw_update(s, b.p, grads[i], b.m, b.v, b.shadow);
+      State& c = on_cpu[i];
+      auto* shadow = static_cast<uint16_t*>(c.shadow.data_ptr());
+      if (grads[i].dtype() == DType::BF16) {
+        optim::adamw_update(s, c.p.data<float>(), grads[i].data<BFloat16>(), c.m.data<float>(),
+                            c.v.data<float>(), shadow, c.p.numel());
+      } else {
+        optim::adamw_update(s, c.p.data<float>(), grads[i].data<float>(), c.m.data<float>(),
+                            c.v.data<float>(), shadow, c.p.numel());
+      }
     }
     optim::cuda::adamw_update_multi(kGpu, jobs);
   }
-  for (size_t i = 0; i < multi.size(); ++i) {
+  for (size_t i = 0; i < on_gpu.size(); ++i) {
     const std::string& name = kMultiSpecs[i].name;
-    EXPECT_EQ(diff(multi[i].p, single[i].p).mismatches, 0) << name;
-    EXPECT_EQ(diff(multi[i].m, single[i].m).mismatches, 0) << name;
-    EXPECT_EQ(diff(multi[i].v, single[i].v).mismatches, 0) << name;
-    EXPECT_EQ(diff(multi[i].shadow, single[i].shadow).mismatches, 0) << name;
-    EXPECT_EQ(shadow_mismatches(multi[i].shadow, multi[i].p), 0) << name;
-    // Every element moved: neither launch can pass by doing nothing.
-    EXPECT_EQ(diff(multi[i].p, initial[i]).mismatches, multi[i].p.numel()) << name;
+    EXPECT_EQ(diff(on_gpu[i].p, on_cpu[i].p).mismatches, 0) << name;
+    EXPECT_EQ(diff(on_gpu[i].m, on_cpu[i].m).mismatches, 0) << name;
+    EXPECT_EQ(diff(on_gpu[i].v, on_cpu[i].v).mismatches, 0) << name;
+    EXPECT_EQ(diff(on_gpu[i].shadow, on_cpu[i].shadow).mismatches, 0) << name;
+    EXPECT_EQ(shadow_mismatches(on_gpu[i].shadow, on_gpu[i].p), 0) << name;
+    // Every element moved: neither side can pass by doing nothing.
+    EXPECT_EQ(diff(on_gpu[i].p, initial[i]).mismatches, on_gpu[i].p.numel()) << name;
   }
 }
 

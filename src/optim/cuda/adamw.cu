@@ -84,35 +84,11 @@ __device__ __forceinline__ void update_span(const AdamWScalars& s, float* __rest
   }
 }
 
-template <typename Grad, bool kPacked>
-__global__ void __launch_bounds__(kThreads)
-    adamw_kernel(AdamWScalars s, float* __restrict__ param, const Grad* __restrict__ grad,
-                 float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq,
-                 bf16* __restrict__ shadow, int64_t n) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  update_span<Grad, kPacked>(s, param, grad, exp_avg, exp_avg_sq, shadow, n, first, stride);
-}
-
 bool packable(const void* p, const void* g, const void* m, const void* v, const void* shadow,
               int64_t n) {
   using ops::cuda::aligned16;
   return aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v) &&
          (shadow == nullptr || aligned16(shadow)) && n >= kVec;
-}
-
-template <typename Grad>
-void launch(const AdamWScalars& s, float* p, const Grad* g, float* m, float* v, bf16* shadow,
-            int64_t n, cudaStream_t stream) {
-  using ops::cuda::grid_for;
-  if (packable(p, g, m, v, shadow, n)) {
-    adamw_kernel<Grad, true>
-        <<<grid_for(n / kVec, kThreads), kThreads, 0, stream>>>(s, p, g, m, v, shadow, n);
-  } else {
-    adamw_kernel<Grad, false>
-        <<<grid_for(n, kThreads), kThreads, 0, stream>>>(s, p, g, m, v, shadow, n);
-  }
-  LT_CUDA_CHECK(cudaGetLastError());
 }
 
 // One row of the multi-tensor table (see chunk_table.cuh).
@@ -156,23 +132,6 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 }  // namespace
-
-void adamw_update(const AdamWScalars& s, const Tensor& param, const Tensor& grad,
-                  const Tensor& exp_avg, const Tensor& exp_avg_sq, const Tensor& shadow) {
-  const int64_t n = param.numel();
-  if (n == 0) return;
-  ::lt::cuda::DeviceGuard guard(param.device().index);
-  cudaStream_t stream = ops::cuda::stream_for(param.device());
-  auto* p = static_cast<float*>(param.data_ptr());
-  auto* m = static_cast<float*>(exp_avg.data_ptr());
-  auto* v = static_cast<float*>(exp_avg_sq.data_ptr());
-  bf16* sh = shadow.defined() ? static_cast<bf16*>(shadow.data_ptr()) : nullptr;
-  if (grad.dtype() == DType::BF16) {
-    launch(s, p, static_cast<const bf16*>(grad.data_ptr()), m, v, sh, n, stream);
-  } else {
-    launch(s, p, static_cast<const float*>(grad.data_ptr()), m, v, sh, n, stream);
-  }
-}
 
 void adamw_update_multi(Device device, const std::vector<AdamWCudaJob>& jobs) {
   std::vector<JobRow> rows;

@@ -12,17 +12,10 @@
 
 namespace lt::optim::cuda {
 
-// Updates `param`, `exp_avg` and `exp_avg_sq` (f32, contiguous, one CUDA
-// device) in place from `grad` (f32 or bf16, contiguous, same device and
-// element count), on the calling thread's current stream of that device.
-// `shadow`, when defined (bf16, contiguous, same device and count), gets
-// bf16(new param) (round to nearest even) in the same pass. One kernel for
-// this one parameter. The caller has checked devices, dtypes and shapes.
-void adamw_update(const AdamWScalars& s, const Tensor& param, const Tensor& grad,
-                  const Tensor& exp_avg, const Tensor& exp_avg_sq, const Tensor& shadow = {});
-
 // One parameter of a multi-tensor step: raw device pointers (all on the
-// device given to adamw_update_multi) and its own scalars.
+// device given to adamw_update_multi) and its own scalars. param, exp_avg
+// and exp_avg_sq are f32; shadow, when not null, gets bf16(new param)
+// (round to nearest even) in the same pass.
 struct AdamWCudaJob {
   AdamWScalars s;
   float* param = nullptr;
@@ -34,11 +27,11 @@ struct AdamWCudaJob {
   int64_t numel = 0;
 };
 
-// The same per-element update as adamw_update for every job, in one kernel
-// launch: the jobs are cut into fixed chunks of elements, one thread block
-// per chunk, and a small table of the jobs is uploaded on the stream. The
-// result equals one adamw_update per job bit for bit. Runs on the calling
-// thread's current stream of `device`.
+// Updates every job in place, in one kernel launch: the jobs are cut into
+// fixed chunks of elements, one thread block per chunk, and a small table of
+// the jobs is uploaded on the stream. Each element gets exactly the CPU's
+// update (optim/adamw_kernel.h). Runs on the calling thread's current
+// stream of `device`. The caller has checked devices, dtypes and counts.
 void adamw_update_multi(Device device, const std::vector<AdamWCudaJob>& jobs);
 
 }  // namespace lt::optim::cuda
