@@ -15,8 +15,13 @@ namespace {
 // for the largest models we plan for.
 constexpr int64_t kBatchCandidates[] = {1,  2,  4,   8,   16,  24,  32, 48,
                                         64, 96, 128, 192, 256, 384, 512};
-// Chunkings tried above the smallest that fits: up to this many times it.
+// Chunkings tried above the default: up to this many times it.
 constexpr int64_t kMaxChunkGrowth = 4;
+// Another chunking replaces the preferred one only when predicted this much
+// faster: a line fitted through two batch sizes is a few percent off away
+// from them (on the H200 its intercepts come out slightly negative for some
+// stages, which alone would favour ever smaller chunks).
+constexpr double kChunkMargin = 0.02;
 
 // What is short for the easiest arrangement of boundaries: boundaries 0 and
 // L on the GPU, and the fewest interior boundaries a recompute length of k
@@ -66,12 +71,12 @@ bool chunk_fits(const Candidate& c, int max_recompute) {
   return c.room.gpu_gb >= 2 * c.model.boundary_gb + (max_recompute - 1) * c.model.boundary_gb;
 }
 
-// The chunkings tried for batch b, the first being the one whose
-// shortages are reported: the given micro-batch; or the default, or smaller
-// chunks when the default's working set leaves no room on the GPU, then
-// larger ones (twice, four times the first: each chunk pays a stage's fixed
-// cost once, so measured stage times may favour fewer, larger chunks) while
-// they leave the room too.
+// The chunkings tried for batch b, in order of preference: the given
+// micro-batch; else the default, then smaller ones down to the first that
+// leaves room for the recompute runs (when the default does not), then
+// chunks of 2x and 4x the default (each chunk pays a stage's fixed cost
+// once, so measured stage times may favour fewer, larger chunks). A later
+// one is taken only when its prediction is clearly faster (make_plan).
 std::vector<Candidate> candidates_for(const models::ModelConfig& config, const HardwareProfile& hw,
                                       const PlanOptions& o, int64_t b) {
   const exec::TrainSizes sizes{b, o.seq_len, o.optimizer, o.compute_bytes};
@@ -82,19 +87,13 @@ std::vector<Candidate> candidates_for(const models::ModelConfig& config, const H
     return c;
   };
   if (o.micro_batch > 0) return {make(std::min(o.micro_batch, b))};
-  std::vector<Candidate> out;
-  int64_t first = 0;
-  for (int64_t m = default_micro_batch(b, o.seq_len); m >= 1; --m) {
-    if (b % m != 0) continue;
-    first = m;
-    out = {make(m)};
-    if (chunk_fits(out.front(), o.max_recompute)) break;
-  }
-  if (!chunk_fits(out.front(), o.max_recompute)) return out;
-  for (int64_t m = 2 * first; m <= b && m <= kMaxChunkGrowth * first; m *= 2) {
-    if (b % m != 0) break;
+  const int64_t first = default_micro_batch(b, o.seq_len);
+  std::vector<Candidate> out = {make(first)};
+  for (int64_t m = first - 1; m >= 1 && !chunk_fits(out.back(), o.max_recompute); --m)
+    if (b % m == 0) out.push_back(make(m));
+  for (int64_t m = 2 * first; m <= b && m <= kMaxChunkGrowth * first && b % m == 0; m *= 2) {
     Candidate c = make(m);
-    if (!chunk_fits(c, o.max_recompute)) break;
+    if (!shortages_of(c.model, c.room).empty()) break;
     out.push_back(std::move(c));
   }
   return out;
@@ -165,29 +164,37 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
   double solve_s = 0;
   for (size_t bi = 0; bi < batches.size(); ++bi) {
     const std::vector<Candidate> candidates = candidates_for(config, hw, o, batches[bi]);
-    std::vector<Shortage> shortages =
-        shortages_of(candidates.front().model, candidates.front().room);
-    if (!shortages.empty()) {
+    // The chunkings with no shortage, in order of preference; when none, the
+    // shortages of the smallest chunk (the easiest to fit) are reported.
+    std::vector<const Candidate*> fitting;
+    for (const Candidate& c : candidates)
+      if (shortages_of(c.model, c.room).empty()) fitting.push_back(&c);
+    if (fitting.empty()) {
       // Larger batches only need more memory: stop at the first that fails.
-      if (!best.feasible && best.shortages.empty()) best.shortages = shortages;
+      const Candidate& smallest = *std::min_element(
+          candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
+            return x.model.micro_batch < y.model.micro_batch;
+          });
+      if (!best.feasible && best.shortages.empty())
+        best.shortages = shortages_of(smallest.model, smallest.room);
       break;
     }
     bool solved_any = false;
-    for (size_t ci = 0; ci < candidates.size(); ++ci) {
-      const Candidate& c = candidates[ci];
-      if (ci > 0 && !shortages_of(c.model, c.room).empty()) break;
+    double batch_best = 0;  // tokens/s of this batch's chosen chunking
+    for (size_t ci = 0; ci < fitting.size(); ++ci) {
+      const Candidate& c = *fitting[ci];
       // Out of time: keep the best plan so far.
-      if (best.feasible && o.time_limit_s - solve_s < 0.5) break;
+      if ((best.feasible || solved_any) && o.time_limit_s - solve_s < 0.5) break;
       const PlanInstance instance = build_instance(c.model);
       // Each remaining batch gets an equal share of what is left, split
       // between its chunkings.
       const double limit =
           std::max(1.0, (o.time_limit_s - solve_s) / static_cast<double>(batches.size() - bi) /
-                            static_cast<double>(candidates.size() - ci));
+                            static_cast<double>(fitting.size() - ci));
       PlanSolution solution = solve_milp(instance, limit);
       solve_s += solution.solve_s;
       if (!solution.feasible) {
-        if (ci > 0) break;  // a larger chunk leaves less room: keep the smaller one's plan
+        if (solved_any || ci + 1 < fitting.size()) continue;  // another chunking may do
         if (!best.feasible && best.shortages.empty())
           best.shortages.push_back(
               {"gpu+host+disk", 0,
@@ -197,8 +204,10 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
                    : "the solver found no placement within " + std::to_string(limit) + " s"});
         break;
       }
-      solved_any = true;
       const StepPrediction prediction = predict_step(c.model, instance, solution);
+      if (solved_any && prediction.tokens_per_s <= batch_best * (1 + kChunkMargin)) continue;
+      solved_any = true;
+      batch_best = prediction.tokens_per_s;
       if (best.feasible && prediction.tokens_per_s <= best.prediction.tokens_per_s) continue;
       best.feasible = true;
       best.shortages.clear();
