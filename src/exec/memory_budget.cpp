@@ -12,10 +12,6 @@ namespace {
 constexpr int64_t kBf16 = 2;
 constexpr int64_t kFp32 = 4;
 constexpr int64_t kTokenId = 8;  // token ids and targets are i64
-// The head computes the loss over chunks of this many tokens, so that full
-// logits never exist at once; each chunk holds fp32 logits and their
-// gradient (DESIGN.md, "Numerics").
-constexpr int64_t kLossChunkTokens = 1024;
 // adamw8bit: one fp32 scale per block of 2048 elements, for m and for v.
 constexpr int64_t kEightBitBlock = 2048;
 // Disk offload writes in 4 KiB-aligned units (O_DIRECT).
@@ -214,8 +210,15 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   // gradients alive during its backward (an estimate, not a measurement).
   m.add(Gpu, "block working set, one micro-batch (saved tensors x2)",
         2 * block_saved_elements_per_token(c) * chunk_tokens * cb);
+  // The head's lm_head_loss chunk, as the resident budget counts it: the
+  // streaming executor computes in bf16 only on a GPU (the CPU stand-in in
+  // f32), and a GPU chunk is 2^28 logits (1766 rows of a 151936 vocabulary,
+  // not the 1024 this once assumed: the H200 3B run at chunks of 4 peaked
+  // 0.36 GB over its plan).
+  const bool on_gpu = s.compute_bytes == kBf16;
+  const int64_t loss_rows = std::min(chunk_tokens, loss_chunk_rows(c.vocab_size, on_gpu));
   m.add(Gpu, "loss working set (fp32 logits + gradient, one chunk)",
-        2 * std::min(kLossChunkTokens, chunk_tokens) * c.vocab_size * kFp32);
+        2 * loss_rows * c.vocab_size * kFp32);
   // Host.
   m.add(Host, "master weights (fp32)", n * kFp32);
   add_optimizer_states(m, Host, n, s.optimizer);
