@@ -75,13 +75,17 @@ void disk_gbps(const ProfileOptions& o, double& write_gbps, double& read_gbps) {
 }
 
 // Billions of parameters per second of one step of `Optimizer` (AdamW or
-// AdamW8bit, default options) over one tensor of o.adam_params.
+// AdamW8bit, default options) over one tensor of o.adam_params. With
+// `gpu_streaming`, as the CUDA streaming executor runs it: bf16 gradients,
+// and the bf16 copy for the GPU written in the same pass (~12% slower than
+// without, bench/RESULTS.md); else as the CPU stand-in: f32, no copy.
 template <typename Optimizer>
-double adam_gparams_per_s(const ProfileOptions& o) {
+double adam_gparams_per_s(const ProfileOptions& o, bool gpu_streaming) {
   Tensor p = Tensor::zeros({o.adam_params}, DType::F32);
   p.set_requires_grad(true);
-  p.set_grad(Tensor::full({o.adam_params}, 1e-3, DType::F32));
+  p.set_grad(Tensor::full({o.adam_params}, 1e-3, gpu_streaming ? DType::BF16 : DType::F32));
   Optimizer adam({{"w", p}}, optim::AdamWOptions{});
+  if (gpu_streaming) adam.set_bf16_shadow(0, Tensor::empty({o.adam_params}, DType::BF16));
   adam.step(1e-4);  // allocates nothing more, but warms the pages
   return o.adam_params / 1e9 / median_seconds(o.repeats, [&] { adam.step(1e-4); });
 }
@@ -217,8 +221,9 @@ ProfileReport measure_profile(const ProfileOptions& o) {
   r.measured = {"host_memory_gb", "disk_gb"};
   p.host_mem_gbps = host_memory_gbps(o);
   disk_gbps(o, p.disk_write_gbps, p.disk_read_gbps);
-  p.cpu_adam_gparams_per_s = adam_gparams_per_s<optim::AdamW>(o);
-  p.cpu_adam8bit_gparams_per_s = adam_gparams_per_s<optim::AdamW8bit>(o);
+  const bool gpu_streaming = stage_timing_device().is_cuda();
+  p.cpu_adam_gparams_per_s = adam_gparams_per_s<optim::AdamW>(o, gpu_streaming);
+  p.cpu_adam8bit_gparams_per_s = adam_gparams_per_s<optim::AdamW8bit>(o, gpu_streaming);
   r.measured.insert(r.measured.end(), {"host_mem_gbps", "disk_write_gbps", "disk_read_gbps",
                                        "cpu_adam_gparams_per_s", "cpu_adam8bit_gparams_per_s"});
 #ifdef LT_WITH_CUDA
