@@ -21,6 +21,7 @@
 #include "models/causal_lm.h"
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
+#include "plan/planner.h"
 
 #ifdef LT_WITH_CUDA
 #include "core/cuda/device_info.h"
@@ -127,6 +128,13 @@ Device stage_timing_device() {
   if (cuda::device_count() > 0) return Device::cuda(0);
 #endif
   return Device::cpu();
+}
+
+std::vector<int64_t> default_stage_batch_sizes(Device device, int64_t seq_len) {
+  if (device.is_cpu() || seq_len <= 0) return {1, 2};
+  const int64_t chunk = std::max<int64_t>(1, (kMinChunkTokens + seq_len - 1) / seq_len);
+  if (chunk == 1) return {1, 2};
+  return {chunk / 2, chunk};
 }
 
 StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_len,

@@ -42,6 +42,13 @@ Device stage_timing_device();
 // warm-up, and fitted to a + b * batch (plan/stage_times.h). On a GPU the
 // runs are queued back to back after half a second of the same work, so
 // the figures hold at the clock its power cap allows under training load.
+// The two chunk sizes `lazytrain profile --model` times when none are
+// given. On a GPU: the planner's default chunk (at least kMinChunkTokens
+// tokens, plan/planner.h) and half of it, so the chunk a run uses is
+// measured, not extrapolated from tiny batches (4 and 8 at seq 1024). On
+// the CPU 1 and 2: a large model's chunk of 8192 tokens takes minutes there.
+std::vector<int64_t> default_stage_batch_sizes(Device device, int64_t seq_len);
+
 StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_len,
                                const std::vector<int64_t>& batch_sizes, Device device, int repeats);
 

@@ -6,6 +6,7 @@
 #include "plan/hardware.h"
 #include "plan/milp.h"
 #include "plan/planner.h"
+#include "plan/profile.h"
 #include "plan/tiny_model.h"
 #include "support/errors.h"
 
@@ -13,6 +14,22 @@ namespace lt::plan {
 namespace {
 
 using lt::testing::error_of;
+
+TEST(StageTimes, DefaultBatchSizesBracketThePlannersChunk) {
+  // On a GPU: the smallest chunk of >= 8192 tokens, and half of it.
+  const Device gpu = Device::cuda(0);
+  EXPECT_EQ(default_stage_batch_sizes(gpu, 1024), (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(default_stage_batch_sizes(gpu, 1000), (std::vector<int64_t>{4, 9}));
+  EXPECT_EQ(default_stage_batch_sizes(gpu, 256), (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(default_stage_batch_sizes(gpu, 4096), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(default_stage_batch_sizes(gpu, 8192), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(default_stage_batch_sizes(gpu, 32768), (std::vector<int64_t>{1, 2}));
+  // The planner's default chunk for such a batch is the larger one.
+  EXPECT_EQ(default_micro_batch(64, 1024), 8);
+  EXPECT_EQ(default_micro_batch(64, 256), 32);
+  // On the CPU, small: a chunk of 8192 tokens takes minutes there.
+  EXPECT_EQ(default_stage_batch_sizes(Device::cpu(), 1024), (std::vector<int64_t>{1, 2}));
+}
 
 TEST(StageTimes, FitThroughTwoPointsAndChunks) {
   // (2, 0.5) and (6, 1.3): slope 0.8 / 4 = 0.2, intercept 0.5 - 0.4 = 0.1.
