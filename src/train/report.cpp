@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <sstream>
 
@@ -104,8 +106,17 @@ void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenize
   auto out =
       greedy_generate(model, prompt, 40, eos.empty() ? -1 : static_cast<int32_t>(eos.front()));
   std::vector<uint32_t> p(prompt.begin(), prompt.end()), g(out.begin(), out.end());
+  // A briefly trained model often answers with end-of-text or blank lines:
+  // say so, rather than print what looks like nothing at all.
+  std::string text = tokenizer.decode(g);
+  if (out.empty()) {
+    text = "(nothing: its first token was end-of-text)";
+  } else if (std::all_of(text.begin(), text.end(),
+                         [](unsigned char ch) { return std::isspace(ch) != 0; })) {
+    text = fmt::format("({} tokens of white space only)", out.size());
+  }
   fmt::print("\nsample (greedy, 40 tokens at most)\n--- prompt ---\n{}\n--- model ---\n{}\n---\n",
-             tokenizer.decode(p), tokenizer.decode(g));
+             tokenizer.decode(p), text);
 }
 
 }  // namespace lt::train
