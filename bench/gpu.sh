@@ -36,11 +36,18 @@ for step in $steps; do
       # no build on the device.
       mkdir -p build-gpu build-carry/x
       tar -C build-gpu -xJf build-carry/bins.tar.xz && tar -C build-carry/x -xJf build-carry/libs.tar.xz ||
-        { echo "FAILED: unpack"; status=1; }
+        { echo "FAILED: unpack"; status=1; continue; }
+      # An earlier build's ctest lists would not match these binaries.
+      rm -f build-gpu/CTestTestfile.cmake
       export LD_LIBRARY_PATH=$PWD/build-carry/x/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+      [ "$(cat build-carry/commit.txt)" = "$(git rev-parse HEAD 2>/dev/null)" ] ||
+        echo "WARNING: the packed build is of $(cat build-carry/commit.txt), the sources of $(git rev-parse HEAD 2>/dev/null)"
       { read -r src_dir; read -r bin_dir; } < build-carry/paths.txt
       for link in "$src_dir:$PWD" "$bin_dir:$PWD/build-gpu"; do
-        if [ ! -e "${link%%:*}" ]; then mkdir -p "$(dirname "${link%%:*}")" && ln -s "${link#*:}" "${link%%:*}"; fi
+        if [ ! -e "${link%%:*}" ]; then
+          mkdir -p "$(dirname "${link%%:*}")" && ln -sfn "${link#*:}" "${link%%:*}" ||
+            { echo "FAILED: link ${link%%:*}"; status=1; }
+        fi
       done
       echo "packed at $(cat build-carry/commit.txt), uncommitted: $(wc -l < build-carry/dirty.txt) files"
       ./build-gpu/lazytrain info | tee "$out/info.txt" ;;

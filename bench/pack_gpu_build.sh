@@ -21,6 +21,8 @@ ldd "$build/lazytrain" "$build/test_gpu" | awk '$3 ~ /^\/(usr\/)?lib/ {print $3}
   while read -r lib; do
     case $(basename "$lib") in
       libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*) ;;
+      # The device's own driver and CUDA libraries must be the ones loaded.
+      libcuda.so*|libnvidia*|libcudart*|libcublas*|libcudnn*|libnccl*) ;;
       *) cp -L "$lib" build-carry/stage/lib/ ;;
     esac
   done

@@ -210,15 +210,19 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   // gradients alive during its backward (an estimate, not a measurement).
   m.add(Gpu, "block working set, one micro-batch (saved tensors x2)",
         2 * block_saved_elements_per_token(c) * chunk_tokens * cb);
-  // The head's lm_head_loss chunk, as the resident budget counts it: the
-  // streaming executor computes in bf16 only on a GPU (the CPU stand-in in
-  // f32), and a GPU chunk is 2^28 logits (1766 rows of a 151936 vocabulary,
-  // not the 1024 this once assumed: the H200 3B run at chunks of 4 peaked
-  // 0.36 GB over its plan).
+  // The head's lm_head_loss (autograd/fn_lm_loss.cpp): one chunk of logits
+  // and their gradient in the compute dtype (bf16 on a GPU, where the
+  // streaming executor computes in bf16 only; f32 on the CPU stand-in), of
+  // 2^28 logits on a GPU (1766 rows of a 151936 vocabulary; this once
+  // assumed 1024 rows, and the H200 3B run at chunks of 4 peaked 0.36 GB over
+  // its plan), and when a micro-batch takes several chunks the lm_head
+  // weight gradient's transients: a chunk's and the running sum.
   const bool on_gpu = s.compute_bytes == kBf16;
   const int64_t loss_rows = std::min(chunk_tokens, loss_chunk_rows(c.vocab_size, on_gpu));
-  m.add(Gpu, "loss working set (fp32 logits + gradient, one chunk)",
-        2 * loss_rows * c.vocab_size * kFp32);
+  m.add(Gpu, "loss working set (logits + gradient, one chunk)", 2 * loss_rows * c.vocab_size * cb);
+  if (chunk_tokens > loss_rows)
+    m.add(Gpu, "lm_head weight gradient transients (a chunk's and the running sum)",
+          2 * c.vocab_size * c.hidden_size * cb);
   // Host.
   m.add(Host, "master weights (fp32)", n * kFp32);
   add_optimizer_states(m, Host, n, s.optimizer);

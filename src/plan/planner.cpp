@@ -31,7 +31,8 @@ std::vector<Shortage> shortages_of(const CostModel& m, const ActivationRoom& roo
   const double a = m.boundary_gb;
   const int L = static_cast<int>(m.config.num_hidden_layers);
   const double gpu_for_ends = std::min(room.gpu_gb, room.gpu_kept_gb);
-  if (gpu_for_ends < 2 * a) {
+  // Room is computed in GB: less than half a byte short is rounding.
+  if (gpu_for_ends + 0.5 / kBytesPerGB < 2 * a) {
     out.push_back({"gpu", std::llround((2 * a - gpu_for_ends) * kBytesPerGB),
                    "weights buffers, working sets and boundaries 0 and L do not fit in "
                    "gpu_memory_gb"});
@@ -181,28 +182,34 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
     }
     bool solved_any = false;
     double batch_best = 0;  // tokens/s of this batch's chosen chunking
+    // The preferred chunking gets this batch's whole share of the time left
+    // (as when it was the only one); the others only what it leaves, so
+    // trying them never costs a plan the preferred one would have found.
+    const double share =
+        std::max(1.0, (o.time_limit_s - solve_s) / static_cast<double>(batches.size() - bi));
+    const double batch_start = solve_s;
+    std::string first_failure;  // why the preferred chunking found no placement
     for (size_t ci = 0; ci < fitting.size(); ++ci) {
       const Candidate& c = *fitting[ci];
       // Out of time: keep the best plan so far.
       if ((best.feasible || solved_any) && o.time_limit_s - solve_s < 0.5) break;
+      double limit = share;
+      if (ci > 0) {
+        const double left = share - (solve_s - batch_start);
+        if (left < 0.5) break;
+        limit = left / static_cast<double>(fitting.size() - ci);
+      }
       const PlanInstance instance = build_instance(c.model);
-      // Each remaining batch gets an equal share of what is left, split
-      // between its chunkings.
-      const double limit =
-          std::max(1.0, (o.time_limit_s - solve_s) / static_cast<double>(batches.size() - bi) /
-                            static_cast<double>(fitting.size() - ci));
       PlanSolution solution = solve_milp(instance, limit);
       solve_s += solution.solve_s;
       if (!solution.feasible) {
-        if (solved_any || ci + 1 < fitting.size()) continue;  // another chunking may do
-        if (!best.feasible && best.shortages.empty())
-          best.shortages.push_back(
-              {"gpu+host+disk", 0,
-               solution.proven_infeasible
-                   ? "boundary activations: no placement meets every capacity and the maximum "
-                     "recompute length together (each alone leaves room)"
-                   : "the solver found no placement within " + std::to_string(limit) + " s"});
-        break;
+        if (ci == 0)
+          first_failure =
+              solution.proven_infeasible
+                  ? "boundary activations: no placement meets every capacity and the maximum "
+                    "recompute length together (each alone leaves room)"
+                  : "the solver found no placement within " + std::to_string(limit) + " s";
+        continue;  // another chunking may do
       }
       const StepPrediction prediction = predict_step(c.model, instance, solution);
       if (solved_any && prediction.tokens_per_s <= batch_best * (1 + kChunkMargin)) continue;
@@ -230,7 +237,11 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
         best.schedule.predicted_peak_bytes[exec::memory_space_name(space)] =
             best.budget.bytes(space);
     }
-    if (!solved_any) break;
+    if (!solved_any) {
+      if (!best.feasible && best.shortages.empty())
+        best.shortages.push_back({"gpu+host+disk", 0, first_failure});
+      break;
+    }
   }
   best.solve_s = solve_s;
   return best;

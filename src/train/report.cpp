@@ -113,7 +113,7 @@ void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenize
     text = "(nothing: its first token was end-of-text)";
   } else if (std::all_of(text.begin(), text.end(),
                          [](unsigned char ch) { return std::isspace(ch) != 0; })) {
-    text = fmt::format("({} tokens of white space only)", out.size());
+    text = fmt::format("({} tokens that print as white space or nothing)", out.size());
   }
   fmt::print("\nsample (greedy, 40 tokens at most)\n--- prompt ---\n{}\n--- model ---\n{}\n---\n",
              tokenizer.decode(p), text);
