@@ -25,7 +25,8 @@
 # fixture, e.g. LT_BENCH_BIN=build-plan/lazytrain LT_BENCH_DEVICE=cpu
 # LT_BENCH_DTYPE=f32 LT_BENCH_MODELS=tests/models/fixtures/families/qwen2:adamw:4
 # LT_BENCH_SEQ=32 LT_BENCH_MICRO=2 LT_BENCH_PROFILE_BATCHES=1,2
-# LT_BENCH_PROFILE_OPTS="--disk-mb 4 --repeats 1"):
+# LT_BENCH_PROFILE_OPTS="--disk-mb 4 --repeats 1" LT_BENCH_DEVICE_GB=0.001
+# LT_BENCH_INIT=random):
 #   LT_BENCH_BIN (build-gpu/lazytrain), LT_BENCH_DEVICE (cuda), LT_BENCH_DTYPE (bf16),
 #   LT_BENCH_MODELS ("qwen2.5-3b:adamw:64 qwen2.5-7b:adamw8bit:48": a folder
 #     under bench/models or a path with config.json, the optimizer, the batch),
@@ -33,7 +34,11 @@
 #   of the medians), LT_BENCH_MICRO (8 sequences per chunk),
 #   LT_BENCH_PROFILE_BATCHES (8,16), LT_BENCH_PROFILE_OPTS ("--disk-mb 256 --repeats 3"),
 #   LT_BENCH_INIT (tiled; random: model.init random instead of a checkpoint),
-#   LT_BENCH_RUN_TIMEOUT (200 s per training run).
+#   LT_BENCH_RUN_TIMEOUT (200 s per training run),
+#   LT_BENCH_DEVICE_GB (unset: the fixed run's measured GPU peak is the
+#     memory both are compared at; set: both runs get this exec.device_memory_gb.
+#     The CPU stand-in's measured peak is below what the planner budgets, so
+#     on the CPU give a cap both fit in).
 set -uo pipefail
 out=${1:?usage: bench/plan_vs_fixed.sh OUT_DIR}
 mkdir -p "$out"
@@ -56,6 +61,9 @@ profile_batches=${LT_BENCH_PROFILE_BATCHES:-8,16}
 profile_opts=${LT_BENCH_PROFILE_OPTS:-"--disk-mb 256 --repeats 3"}
 init=${LT_BENCH_INIT:-tiled}
 run_timeout=${LT_BENCH_RUN_TIMEOUT:-200}
+device_gb=${LT_BENCH_DEVICE_GB:-}
+fixed_cap=()
+[ -n "$device_gb" ] && fixed_cap=(--set exec.device_memory_gb="$device_gb")
 status=0
 nvidia-smi --query-gpu=name,memory.total --format=csv > "$out/gpu.txt" 2>&1 || true
 nproc > "$out/cpus.txt"
@@ -169,7 +177,7 @@ for spec in $models; do
   echo "== $tag: fixed policy (every_k, keep_every 4), batch $batch, chunks of $chunk"
   write_config "$dir/fixed.yaml" "$weights" "$dir/data.jsonl" "$dir/fixed" "$optim" "$batch"
   run_train "$dir/fixed.log" "$dir/fixed" --config "$dir/fixed.yaml" --set exec.schedule=every_k \
-    --set exec.keep_every=4 || { echo "fixed run failed (see $dir/fixed.log)"; tail -5 "$dir/fixed.log"; status=1; drop_weights; continue; }
+    --set exec.keep_every=4 "${fixed_cap[@]}" || { echo "fixed run failed (see $dir/fixed.log)"; tail -5 "$dir/fixed.log"; status=1; drop_weights; continue; }
   peak_gb=$(python3 - "$dir/fixed/metrics.jsonl" <<'PY'
 import json, sys
 peak = 0
@@ -181,6 +189,7 @@ print(f"{peak / 1e9:.9f}")
 PY
 )
   echo "fixed GPU peak: $peak_gb GB"
+  [ -n "$device_gb" ] && peak_gb=$device_gb
 
   echo "== $tag: planned (exec.schedule auto) at exec.device_memory_gb = $peak_gb"
   write_config "$dir/auto.yaml" "$weights" "$dir/data.jsonl" "$dir/auto" "$optim" "$batch"
