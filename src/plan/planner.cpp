@@ -145,9 +145,14 @@ std::vector<std::vector<exec::Schedule::ReadPiece>> split_reads(const PlanSoluti
 
 }  // namespace
 
+int64_t min_chunk_sequences(int64_t seq_len) {
+  return seq_len <= 0 ? 1 : std::max<int64_t>(1, (kMinChunkTokens + seq_len - 1) / seq_len);
+}
+
 int64_t default_micro_batch(int64_t batch_size, int64_t seq_len) {
-  for (int64_t m = 1; m <= batch_size; ++m)
-    if (batch_size % m == 0 && m * seq_len >= kMinChunkTokens) return m;
+  if (seq_len <= 0) return batch_size;  // no chunk reaches kMinChunkTokens
+  for (int64_t m = min_chunk_sequences(seq_len); m <= batch_size; ++m)
+    if (batch_size % m == 0) return m;
   return batch_size;
 }
 

@@ -50,6 +50,8 @@ struct Plan {
 // smallest divisor whose chunk has >= kMinChunkTokens tokens (GEMMs that
 // small already run near peak), or the whole batch if none does.
 inline constexpr int64_t kMinChunkTokens = 8192;
+// The fewest sequences of `seq_len` tokens that make kMinChunkTokens (>= 1).
+int64_t min_chunk_sequences(int64_t seq_len);
 int64_t default_micro_batch(int64_t batch_size, int64_t seq_len);
 
 Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hardware,

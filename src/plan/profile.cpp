@@ -131,9 +131,8 @@ Device stage_timing_device() {
 }
 
 std::vector<int64_t> default_stage_batch_sizes(Device device, int64_t seq_len) {
-  if (device.is_cpu() || seq_len <= 0) return {1, 2};
-  const int64_t chunk = std::max<int64_t>(1, (kMinChunkTokens + seq_len - 1) / seq_len);
-  if (chunk == 1) return {1, 2};
+  const int64_t chunk = min_chunk_sequences(seq_len);
+  if (device.is_cpu() || chunk == 1) return {1, 2};
   return {chunk / 2, chunk};
 }
 

@@ -18,6 +18,7 @@
 #include "exec/resident.h"
 #include "io/hf_model.h"
 #include "optim/adamw.h"
+#include "support/grad_squares.h"
 #include "support/random_batch.h"
 
 namespace lt::exec {
@@ -41,12 +42,8 @@ double reference_squared_sum(const models::CausalLM& model,
     if (mb.target_count == 0) continue;
     backward(model.loss(mb.ids, mb.targets, static_cast<double>(targets)));
   }
-  double s = 0;
-  for (const auto& [name, p] : model.parameters()) {
-    if (!p.grad().defined()) continue;
-    for (double x : p.grad().to_doubles()) s += x * x;
-    p.set_grad(Tensor());
-  }
+  const double s = lt::testing::grad_squares_f64(model.parameters());
+  for (const auto& [name, p] : model.parameters()) p.set_grad(Tensor());
   return s;
 }
 

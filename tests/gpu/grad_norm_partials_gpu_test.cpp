@@ -32,24 +32,14 @@
 #include "optim/adamw.h"
 #include "optim/clip.h"
 #include "optim/grad_norm_partials.h"
+#include "support/grad_squares.h"
 #include "support/random_batch.h"
 
 namespace lt {
 namespace {
 
-double squares(const Tensor& g) {
-  double s = 0;
-  for (double x : g.to(Device::cpu()).to_doubles()) s += x * x;
-  return s;
-}
-
-double reference(const nn::NamedParameters& params) {
-  double s = 0;
-  for (const auto& [name, p] : params) {
-    if (p.grad().defined()) s += squares(p.grad());
-  }
-  return s;
-}
+using lt::testing::grad_squares_f64;
+using lt::testing::squares_f64;
 
 TEST(GradNormPartialsGpu, MatchesFloat64Reference) {
   LT_REQUIRE_GPU();
@@ -88,7 +78,7 @@ TEST(GradNormPartialsGpu, MatchesFloat64Reference) {
     }
     partials.finish();
     const double got = partials.squared_sum();
-    const double want = reference(params);
+    const double want = grad_squares_f64(params);
     ASSERT_FALSE(c.grad().defined());
     EXPECT_NEAR(got, want, 1e-12 * want) << "step " << step;
     // The same first pass as the one-launch reduction.
@@ -108,7 +98,7 @@ double reference_squared_sum(const models::CausalLM& model,
     backward(model.loss(mb.ids.to(model.device()), mb.targets.to(model.device()),
                         static_cast<double>(targets)));
   }
-  const double s = reference(params);
+  const double s = grad_squares_f64(params);
   for (const auto& [name, p] : params) p.set_grad(Tensor());
   return s;
 }
@@ -141,7 +131,7 @@ TEST_P(ResidentGradNormGpu, StepNormMatchesFloat64Reference) {
   std::vector<double> last_squares(compute_params.size(), 0.0);
   for (size_t i = 0; i < compute_params.size(); ++i) {
     compute_params[i].second.register_grad_ready_hook(
-        [&last_squares, i](const Tensor& p) { last_squares[i] = squares(p.grad()); });
+        [&last_squares, i](const Tensor& p) { last_squares[i] = squares_f64(p.grad()); });
   }
   Generator gen(5);
   for (int step = 0; step < 3; ++step) {

@@ -12,24 +12,13 @@
 #include "nn/module.h"
 #include "optim/clip.h"
 #include "optim/grad_norm_partials.h"
+#include "support/grad_squares.h"
 
 namespace lt::optim {
 namespace {
 
-double squares(const Tensor& g) {
-  double s = 0;
-  for (double x : g.to_doubles()) s += x * x;
-  return s;
-}
-
-// float64 sum of g^2 over every defined gradient.
-double reference(const nn::NamedParameters& params) {
-  double s = 0;
-  for (const auto& [name, p] : params) {
-    if (p.grad().defined()) s += squares(p.grad());
-  }
-  return s;
-}
+using lt::testing::grad_squares_f64;
+using lt::testing::squares_f64;
 
 // a: f32, four 2^16-element chunks (the last short); b: bf16; c: never
 // used (no gradient); d: used twice in the graph (a tied weight: one hook,
@@ -72,7 +61,7 @@ TEST(GradNormPartials, HookSumsMatchFloat64Reference) {
   partials.finish();
   const double got = partials.squared_sum();
   ASSERT_FALSE(f.c.grad().defined());
-  expect_close(got, reference(f.params));
+  expect_close(got, grad_squares_f64(f.params));
   // The same chunks added in the same order as the one-pass function.
   EXPECT_EQ(got, grad_squared_sum(f.params));
 }
@@ -85,7 +74,7 @@ TEST(GradNormPartials, AccumulatedGradientsAndOnesNoHookDelivered) {
   partials.arm();
   backward(f.loss_without_e());  // e gets no hook here: finish() takes it
   partials.finish();
-  expect_close(partials.squared_sum(), reference(f.params));
+  expect_close(partials.squared_sum(), grad_squares_f64(f.params));
 }
 
 TEST(GradNormPartials, SquaresAreTakenWhenTheHookFires) {
@@ -94,9 +83,9 @@ TEST(GradNormPartials, SquaresAreTakenWhenTheHookFires) {
   partials.begin();
   partials.arm();
   backward(f.loss_with_e());
-  const double a_part = squares(f.a.grad());
-  const double d_part = squares(f.d.grad());
-  const double e_part = squares(f.e.grad());
+  const double a_part = squares_f64(f.a.grad());
+  const double d_part = squares_f64(f.d.grad());
+  const double e_part = squares_f64(f.e.grad());
   // An in-place edit after a's hook is not seen (the documented limit, and
   // the evidence that the hook, not finish(), read a); b's gradient
   // replaced by another tensor after its hook is.
@@ -114,7 +103,7 @@ TEST(GradNormPartials, RemovedAfterItsHookContributesNothing) {
   backward(f.loss_with_e());
   f.a.set_grad(Tensor());
   partials.finish();
-  expect_close(partials.squared_sum(), reference(f.params));
+  expect_close(partials.squared_sum(), grad_squares_f64(f.params));
 }
 
 TEST(GradNormPartials, UnarmedBackwardIsReadAtFinish) {
@@ -124,7 +113,7 @@ TEST(GradNormPartials, UnarmedBackwardIsReadAtFinish) {
   backward(f.loss_with_e());  // no hook records (not armed)
   f.a.grad().fill_(1.0);      // so this in-place edit is seen
   partials.finish();
-  expect_close(partials.squared_sum(), reference(f.params));
+  expect_close(partials.squared_sum(), grad_squares_f64(f.params));
 }
 
 TEST(GradNormPartials, BeginStartsANewStep) {
@@ -134,7 +123,7 @@ TEST(GradNormPartials, BeginStartsANewStep) {
   partials.arm();
   backward(f.loss_with_e());
   partials.finish();
-  expect_close(partials.squared_sum(), reference(f.params));
+  expect_close(partials.squared_sum(), grad_squares_f64(f.params));
   // Next step: only d gets a gradient; a, b and e's old slots must be gone.
   for (auto& [name, p] : f.params) p.set_grad(Tensor());
   partials.begin();
@@ -142,8 +131,8 @@ TEST(GradNormPartials, BeginStartsANewStep) {
   backward(f.weighted(f.d));
   partials.finish();
   const double got = partials.squared_sum();
-  expect_close(got, reference(f.params));
-  expect_close(got, squares(f.d.grad()));
+  expect_close(got, grad_squares_f64(f.params));
+  expect_close(got, squares_f64(f.d.grad()));
 }
 
 TEST(GradNormPartials, HooksOfADestroyedObjectDoNothing) {
@@ -154,7 +143,7 @@ TEST(GradNormPartials, HooksOfADestroyedObjectDoNothing) {
   partials.arm();
   backward(f.loss_with_e());
   partials.finish();
-  expect_close(partials.squared_sum(), reference(f.params));
+  expect_close(partials.squared_sum(), grad_squares_f64(f.params));
 }
 
 TEST(GradNormPartials, RejectsAParameterListedTwice) {
