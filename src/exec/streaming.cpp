@@ -505,11 +505,13 @@ struct StreamingExecutor::Impl {
   std::vector<Prefetch> prefetches;  // per stage use (plan_prefetches)
 
   // An instant on the "prefetch" track: the compute thread issued a read
-  // back (tests check the window it falls in).
-  void trace_issue(std::string what) {
+  // back (tests check the window it falls in). `describe` names it, and
+  // runs only while tracing.
+  template <typename Describe>
+  void trace_issue(Describe&& describe) {
     if (TraceRecorder* t = tracing()) {
       const auto now = TraceRecorder::Clock::now();
-      t->span("prefetch", std::move(what), now, now);
+      t->span("prefetch", describe(), now, now);
     }
   }
 
@@ -522,17 +524,21 @@ struct StreamingExecutor::Impl {
       // assigns, else a disk read two uses ahead of the first use (its
       // latency hides behind two stages' compute) and an upload one ahead.
       for (int b : prefetches[u].disk_reads) {
-        const bool split = !options.schedule.read_split(b).empty();
-        trace_issue("read boundary " + std::to_string(b) + (split ? " piece 0" : ""));
+        trace_issue([&] {
+          const bool split = !options.schedule.read_split(b).empty();
+          return "read boundary " + std::to_string(b) + (split ? " piece 0" : "");
+        });
         read_from_disk(b);
       }
       for (const Prefetch::Piece& p : prefetches[u].disk_read_pieces) {
-        trace_issue("read boundary " + std::to_string(p.boundary) + " piece " +
-                    std::to_string(p.piece));
+        trace_issue([&] {
+          return "read boundary " + std::to_string(p.boundary) + " piece " +
+                 std::to_string(p.piece);
+        });
         read_piece(p.boundary, p.piece);
       }
       for (int b : prefetches[u].uploads) {
-        trace_issue("upload boundary " + std::to_string(b));
+        trace_issue([&] { return "upload boundary " + std::to_string(b); });
         fetch(b);
       }
       if (use.work == StageWork::Forward) stats->optimizer_s += wait_seconds(updated[use.stage]);

@@ -83,7 +83,6 @@ CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfi
       m.head_forward_s = m.head_step_s / kHeadStepForwards;
       m.embed_s = StageTimes::chunked(t.embed_forward, b, micro_batch) +
                   StageTimes::chunked(t.embed_backward, b, micro_batch);
-      m.measured = true;
       m.stage_times_from =
           fmt::format("measured ({}: stage_times, on {} at batch {} and {})", t.source, t.device,
                       t.batch_sizes.at(0), t.batch_sizes.at(1));

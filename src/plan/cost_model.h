@@ -29,7 +29,6 @@ struct CostModel {
   double head_forward_s = 0;     // final norm + lm_head + loss, forward
   double head_step_s = 0;        // the head's forward + backward
   double embed_s = 0;            // the embed stage's forward and backward uses (FLOP model: 0)
-  bool measured = false;         // stage times from the profile's stage_times
   std::string stage_times_from;  // which, and why (printed by plan and exec.schedule: auto)
   double block_weight_gb = 0;    // one block's bf16 weights (also its bf16 gradients)
   double boundary_gb = 0;        // one boundary activation, whole batch

@@ -95,11 +95,15 @@ ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& m
                          fmt::format("{} (free memory)", device.str()));
 }
 
+exec::TrainSizes streaming_sizes(const TrainConfig& c, bool stand_in) {
+  return run_sizes(c, stand_in ? 4 : 2);
+}
+
 void check_streaming_fits(const TrainConfig& c, const ExecutorChoice& choice,
                           const models::ModelConfig& model, const exec::Schedule& schedule,
                           bool stand_in) {
   if (choice.available_bytes < 0) return;
-  const int64_t needed = exec::bytes_needed(model, run_sizes(c, stand_in ? 4 : 2), schedule)
+  const int64_t needed = exec::bytes_needed(model, streaming_sizes(c, stand_in), schedule)
                              .bytes(exec::MemorySpace::Gpu);
   LT_CHECK(needed <= choice.available_bytes, "exec.mode auto: nothing fits: ", choice.reason,
            "; and the streaming schedule exec.schedule (", c.exec.schedule, ") needs ",

@@ -38,6 +38,11 @@ struct ExecutorChoice {
 ExecutorChoice choose_executor(int64_t resident_bytes, int64_t available_bytes,
                                const std::string& available_from);
 
+// The streaming executor's sizes for this run: train.batch_size,
+// train.seq_len, optim.name's optimizer states, and its compute dtype's
+// bytes (f32 on the CPU stand-in, bf16 on a GPU).
+exec::TrainSizes streaming_sizes(const TrainConfig& c, bool stand_in);
+
 // What the resident executor needs for this run: train.batch_size and
 // grad_accum (one micro-batch's graph at a time), train.seq_len, optim.name;
 // on a GPU bf16 compute beside f32 masters when train.dtype is bf16.

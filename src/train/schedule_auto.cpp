@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "train/executor_choice.h"
 
 namespace lt::train {
 
@@ -19,14 +20,13 @@ plan::HardwareProfile auto_hardware(const TrainConfig& c) {
 }
 
 plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in) {
+  const exec::TrainSizes sizes = streaming_sizes(c, stand_in);
   plan::PlanOptions o;
-  o.batch_size = c.train.batch_size;
-  o.seq_len = c.train.seq_len;
+  o.batch_size = sizes.batch_size;
+  o.seq_len = sizes.seq_len;
   o.micro_batch = c.exec.micro_batch;
-  o.optimizer =
-      c.optim.name == "adamw8bit" ? exec::OptimizerStates::EightBit : exec::OptimizerStates::Fp32;
-  // The stand-in computes in f32 (exec/stand_in_device.h), a GPU in bf16.
-  o.compute_bytes = stand_in ? 4 : 2;
+  o.optimizer = sizes.optimizer;
+  o.compute_bytes = sizes.compute_bytes;
   plan::Plan p = plan::make_plan(model, auto_hardware(c), o);
   if (!p.feasible) {
     std::string why;
