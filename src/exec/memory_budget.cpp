@@ -136,11 +136,26 @@ int64_t gradient_elements(const models::ModelConfig& c) {
   return peak;
 }
 
-}  // namespace
+// The executor's walk of a schedule: its stage uses and, per use, the
+// read-backs it issues. bytes_needed walks it once for both counts below.
+struct StageWalk {
+  int num_blocks = 0;
+  std::vector<StageUse> uses;
+  std::vector<Prefetch> prefetches;
+};
 
-BoundaryPeak device_boundary_peak(const Schedule& schedule, int num_blocks) {
-  const std::vector<StageUse> uses = plan_stage_uses(schedule, num_blocks);
-  const std::vector<Prefetch> prefetches = plan_prefetches(schedule, uses, num_blocks);
+StageWalk walk_of(const Schedule& schedule, int num_blocks) {
+  StageWalk w;
+  w.num_blocks = num_blocks;
+  w.uses = plan_stage_uses(schedule, num_blocks);
+  w.prefetches = plan_prefetches(schedule, w.uses, num_blocks);
+  return w;
+}
+
+BoundaryPeak boundary_peak_of(const Schedule& schedule, const StageWalk& walk) {
+  const int num_blocks = walk.num_blocks;
+  const std::vector<StageUse>& uses = walk.uses;
+  const std::vector<Prefetch>& prefetches = walk.prefetches;
   const auto& place = schedule.boundaries;
   std::vector<bool> on(place.size(), false);
   bool dy = false;
@@ -191,6 +206,8 @@ BoundaryPeak device_boundary_peak(const Schedule& schedule, int num_blocks) {
   }
   return peak;
 }
+
+}  // namespace
 
 MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int64_t micro_batch) {
   LT_CHECK(s.batch_size > 0 && s.seq_len > 0,
@@ -261,11 +278,13 @@ MemoryBudget resident_bytes_needed(const models::ModelConfig& c, const TrainSize
   return m;
 }
 
-int disk_transit_buffers(const Schedule& schedule, int num_blocks) {
+namespace {
+
+int disk_transit_buffers_of(const Schedule& schedule, const StageWalk& walk) {
   const auto& place = schedule.boundaries;
   const int disk = static_cast<int>(std::count(place.begin(), place.end(), Placement::Disk));
-  const std::vector<StageUse> uses = plan_stage_uses(schedule, num_blocks);
-  const std::vector<Prefetch> prefetches = plan_prefetches(schedule, uses, num_blocks);
+  const std::vector<StageUse>& uses = walk.uses;
+  const std::vector<Prefetch>& prefetches = walk.prefetches;
   // Backward: disk boundaries whose read has started and whose backward has
   // not yet consumed them (the executor frees their host buffers then).
   int reading = 0, peak = 0;
@@ -280,6 +299,16 @@ int disk_transit_buffers(const Schedule& schedule, int num_blocks) {
   // writing (a third write waits for the first); backward: those read, and
   // the last two writes, which may still be pending.
   return std::min(disk, std::max(3, peak + 2));
+}
+
+}  // namespace
+
+BoundaryPeak device_boundary_peak(const Schedule& schedule, int num_blocks) {
+  return boundary_peak_of(schedule, walk_of(schedule, num_blocks));
+}
+
+int disk_transit_buffers(const Schedule& schedule, int num_blocks) {
+  return disk_transit_buffers_of(schedule, walk_of(schedule, num_blocks));
 }
 
 int longest_recompute_run(const Schedule& schedule) {
@@ -303,7 +332,8 @@ MemoryBudget bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
     disk += p == Placement::Disk;
   }
   using enum MemorySpace;
-  const BoundaryPeak peak = device_boundary_peak(schedule, L);
+  const StageWalk walk = walk_of(schedule, L);
+  const BoundaryPeak peak = boundary_peak_of(schedule, walk);
   const auto count = [](int n) { return " (" + std::to_string(n) + ")"; };
   m.add(Gpu, "boundaries kept on the GPU, at the peak" + count(peak.kept), peak.kept * a);
   m.add(Gpu, "recomputed boundaries, at the peak" + count(peak.recomputed), peak.recomputed * a);
@@ -312,7 +342,7 @@ MemoryBudget bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
   m.add(Gpu, "boundary gradient (whole batch)" + count(peak.gradient), peak.gradient * a);
   m.add(Host, "boundaries on the host" + count(static_cast<int>(host)) + ", pinned", host * a);
   // Disk boundaries pass through host buffers (disk_transit_buffers).
-  const int64_t disk_buffers = disk_transit_buffers(schedule, L);
+  const int64_t disk_buffers = disk_transit_buffers_of(schedule, walk);
   m.add(Host, "disk boundaries in transit" + count(static_cast<int>(disk_buffers)),
         disk_buffers * a);
   const int64_t a_disk = (a + kDiskAlign - 1) / kDiskAlign * kDiskAlign;
