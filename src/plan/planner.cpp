@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "core/error.h"
 
@@ -10,11 +11,6 @@ namespace lt::plan {
 
 namespace {
 
-// Batch sizes tried when the user gives none: powers of two and the steps
-// between them, up to where weight streaming and the CPU optimizer are hidden
-// for the largest models we plan for.
-constexpr int64_t kBatchCandidates[] = {1,  2,  4,   8,   16,  24,  32, 48,
-                                        64, 96, 128, 192, 256, 384, 512};
 // Chunkings tried above the default: up to this many times it.
 constexpr int64_t kMaxChunkGrowth = 4;
 // Another chunking replaces the preferred one only when predicted this much
@@ -143,6 +139,65 @@ std::vector<std::vector<exec::Schedule::ReadPiece>> split_reads(const PlanSoluti
   return splits;
 }
 
+// One batch size's chosen chunking, solved.
+struct BatchChoice {
+  Candidate candidate;
+  PlanSolution solution;
+  StepPrediction prediction;
+};
+
+// Whether a chunk runs GEMMs near peak: min_chunk_sequences sequences. A
+// batch smaller than that does not qualify by being one whole chunk: its
+// GEMMs are as small as a chunk of that size in a larger batch (batch 1
+// would otherwise beat batch 64 in chunks of 1, at the same GEMM size and a
+// hundredth of the tokens/s, whenever chunks of 8 fit nowhere).
+bool compute_dominant(const CostModel& m) {
+  const int64_t chunk = m.micro_batch > 0 ? m.micro_batch : m.sizes.batch_size;
+  return chunk >= min_chunk_sequences(m.sizes.seq_len);
+}
+
+// The batch make_plan keeps (its rule is in planner.h): `solved` is in
+// ascending batch order and not empty. A micro-batch the user gives fixes
+// the chunk size, so then every batch is considered.
+const BatchChoice& choose_batch(const std::vector<BatchChoice>& solved, bool chunk_given) {
+  const bool any_dominant = std::any_of(solved.begin(), solved.end(), [](const BatchChoice& c) {
+    return compute_dominant(c.candidate.model);
+  });
+  const auto considered = [&](const BatchChoice& c) {
+    return chunk_given || compute_dominant(c.candidate.model) == any_dominant;
+  };
+  double fastest = 0;
+  for (const BatchChoice& c : solved)
+    if (considered(c)) fastest = std::max(fastest, c.prediction.tokens_per_s);
+  for (const BatchChoice& c : solved)
+    if (considered(c) && c.prediction.tokens_per_s >= (1 - kBatchMargin) * fastest) return c;
+  return solved.back();  // unreachable: the fastest considered one qualifies
+}
+
+// The plan of one solved batch: its schedule, memory and prediction.
+Plan plan_of(const models::ModelConfig& config, const HardwareProfile& hw, BatchChoice choice) {
+  const Candidate& c = choice.candidate;
+  Plan p;
+  p.feasible = true;
+  p.sizes = c.model.sizes;
+  p.room = c.room;
+  p.stage_times_from = c.model.stage_times_from;
+  p.prediction = choice.prediction;
+  p.solution = std::move(choice.solution);
+  p.schedule.batch_size = c.model.sizes.batch_size;
+  p.schedule.micro_batch = c.model.micro_batch;
+  p.schedule.executor = "streaming";
+  p.schedule.boundaries = p.solution.placements;
+  p.schedule.read_windows = p.solution.read_windows;
+  p.schedule.read_splits = split_reads(p.solution);
+  p.budget = with_read_windows(config, hw, p.sizes, p.schedule);
+  p.schedule.has_prediction = true;
+  p.schedule.predicted_step_s = p.prediction.step_s;
+  for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})
+    p.schedule.predicted_peak_bytes[exec::memory_space_name(space)] = p.budget.bytes(space);
+  return p;
+}
+
 }  // namespace
 
 int64_t min_chunk_sequences(int64_t seq_len) {
@@ -166,7 +221,8 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
   else
     batches.assign(std::begin(kBatchCandidates), std::end(kBatchCandidates));
 
-  Plan best;
+  std::vector<BatchChoice> solved;  // ascending batch sizes
+  std::vector<Shortage> shortages;  // of the first batch that fails, when none was solved
   double solve_s = 0;
   for (size_t bi = 0; bi < batches.size(); ++bi) {
     const std::vector<Candidate> candidates = candidates_for(config, hw, o, batches[bi]);
@@ -181,12 +237,10 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
           candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
             return x.model.micro_batch < y.model.micro_batch;
           });
-      if (!best.feasible && best.shortages.empty())
-        best.shortages = shortages_of(smallest.model, smallest.room);
+      if (solved.empty()) shortages = shortages_of(smallest.model, smallest.room);
       break;
     }
-    bool solved_any = false;
-    double batch_best = 0;  // tokens/s of this batch's chosen chunking
+    std::optional<BatchChoice> batch_choice;
     // The preferred chunking gets this batch's whole share of the time left
     // (as when it was the only one); the others only what it leaves, so
     // trying them never costs a plan the preferred one would have found.
@@ -196,8 +250,8 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
     std::string first_failure;  // why the preferred chunking found no placement
     for (size_t ci = 0; ci < fitting.size(); ++ci) {
       const Candidate& c = *fitting[ci];
-      // Out of time: keep the best plan so far.
-      if ((best.feasible || solved_any) && o.time_limit_s - solve_s < 0.5) break;
+      // Out of time: keep the plans so far.
+      if ((!solved.empty() || batch_choice) && o.time_limit_s - solve_s < 0.5) break;
       double limit = share;
       if (ci > 0) {
         const double left = share - (solve_s - batch_start);
@@ -217,39 +271,24 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
         continue;  // another chunking may do
       }
       const StepPrediction prediction = predict_step(c.model, instance, solution);
-      if (solved_any && prediction.tokens_per_s <= batch_best * (1 + kChunkMargin)) continue;
-      solved_any = true;
-      batch_best = prediction.tokens_per_s;
-      if (best.feasible && prediction.tokens_per_s <= best.prediction.tokens_per_s) continue;
-      best.feasible = true;
-      best.shortages.clear();
-      best.sizes = c.model.sizes;
-      best.room = c.room;
-      best.stage_times_from = c.model.stage_times_from;
-      best.prediction = prediction;
-      best.solution = std::move(solution);
-      best.schedule = exec::Schedule{};
-      best.schedule.batch_size = c.model.sizes.batch_size;
-      best.schedule.micro_batch = c.model.micro_batch;
-      best.schedule.executor = "streaming";
-      best.schedule.boundaries = best.solution.placements;
-      best.schedule.read_windows = best.solution.read_windows;
-      best.schedule.read_splits = split_reads(best.solution);
-      best.budget = with_read_windows(config, hw, best.sizes, best.schedule);
-      best.schedule.has_prediction = true;
-      best.schedule.predicted_step_s = prediction.step_s;
-      for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})
-        best.schedule.predicted_peak_bytes[exec::memory_space_name(space)] =
-            best.budget.bytes(space);
+      if (batch_choice &&
+          prediction.tokens_per_s <= batch_choice->prediction.tokens_per_s * (1 + kChunkMargin))
+        continue;
+      batch_choice = BatchChoice{c, std::move(solution), prediction};
     }
-    if (!solved_any) {
-      if (!best.feasible && best.shortages.empty())
-        best.shortages.push_back({"gpu+host+disk", 0, first_failure});
+    if (!batch_choice) {
+      if (solved.empty()) shortages.push_back({"gpu+host+disk", 0, first_failure});
       break;
     }
+    solved.push_back(std::move(*batch_choice));
   }
-  best.solve_s = solve_s;
-  return best;
+  Plan plan;
+  if (solved.empty())
+    plan.shortages = std::move(shortages);
+  else
+    plan = plan_of(config, hw, choose_batch(solved, o.micro_batch > 0));
+  plan.solve_s = solve_s;
+  return plan;
 }
 
 }  // namespace lt::plan

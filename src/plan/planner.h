@@ -1,9 +1,9 @@
 #pragma once
 // make_plan: the whole planner. For each candidate batch size it picks the
 // micro-batch chunking, builds the cost model and the MILP instance, solves
-// it with CBC, predicts the step, and keeps the plan with the most
-// predicted tokens per second; or, when nothing fits, says which space is
-// short and by how much.
+// it with CBC and predicts the step; then it keeps one batch size by the
+// rule at make_plan below; or, when nothing fits, says which space is short
+// and by how much.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,6 +54,34 @@ inline constexpr int64_t kMinChunkTokens = 8192;
 int64_t min_chunk_sequences(int64_t seq_len);
 int64_t default_micro_batch(int64_t batch_size, int64_t seq_len);
 
+// Batch sizes tried when the user gives none (ascending): powers of two and
+// the steps between them, up to where weight streaming and the CPU
+// optimizer are hidden for the largest models we plan for.
+inline constexpr int64_t kBatchCandidates[] = {1,  2,  4,   8,   16,  24,  32, 48,
+                                               64, 96, 128, 192, 256, 384, 512};
+// A larger batch is chosen only when it is predicted more than this much
+// faster than the smallest one kept. Past the point where compute hides
+// the weight streaming and the CPU optimizer, a larger batch buys only a
+// few percent (and the prediction is itself a few percent off: a fitted
+// line, or FLOPs that do not see GEMM efficiency), while it costs optimizer
+// steps per token (slower convergence per token) and host memory.
+inline constexpr double kBatchMargin = 0.03;
+
+// With options.batch_size == 0 the planner chooses the batch size: "the
+// largest batch that meets memory and keeps compute dominant", read as
+//  1. Prefer the feasible batches whose chosen chunking has at least
+//     min_chunk_sequences(seq_len) sequences per chunk: their GEMMs run near
+//     peak, as the cost model assumes. A smaller batch, one whole chunk, does
+//     not qualify (its GEMMs are as small). Only when no feasible batch
+//     qualifies are the others considered, by rule 2 alone.
+//     (Maximizing predicted tokens/s alone drives the batch to hundreds of
+//     sequences in chunks of one, which runs GEMMs far below peak; neither
+//     the FLOP model nor stage times measured at two batch sizes see that.)
+//  2. Among those, take the smallest batch predicted within kBatchMargin of
+//     the most tokens/s among them.
+// Batches are tried in ascending order and the search stops at the first
+// one that does not fit (larger ones need only more memory). A batch_size
+// the user gives is planned alone; a micro_batch the user gives skips 1.
 Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hardware,
                const PlanOptions& options);
 

@@ -162,6 +162,93 @@ TEST(Planner, ChoosesLargerChunksWhenEachChunkCostsTime) {
   EXPECT_EQ(make_plan(small_llama(4), hw, o).schedule.micro_batch, 8);
 }
 
+// A profile on which small_llama(4) at seq 1024 fits chunks of
+// min_chunk_sequences (8) up to batch 128 and only smaller chunks above,
+// up to batch 384; FLOP-model tokens/s still grow (by under 3%) with the
+// batch up to there, so the most tokens/s would pick 384 in chunks of 1.
+HardwareProfile small_gpu(double gpu_gb) {
+  HardwareProfile hw;
+  hw.gpu_memory_gb = gpu_gb;
+  hw.host_memory_gb = 8;
+  hw.gpu_tflops = 20;
+  return hw;
+}
+
+// The reference for the batch rule (planner.h), by brute force: every
+// candidate batch planned alone, in ascending order up to the first that
+// fails; of those whose chunk has >= min_chunk_sequences sequences (all
+// when none has), the smallest batch within kBatchMargin of their best.
+struct BatchReference {
+  int64_t batch = 0;
+  double tokens_per_s = 0;
+  bool any_full_chunk = false;
+};
+BatchReference reference_batch(const models::ModelConfig& config, const HardwareProfile& hw,
+                               PlanOptions o) {
+  std::vector<Plan> plans;
+  for (int64_t b : kBatchCandidates) {
+    o.batch_size = b;
+    Plan p = make_plan(config, hw, o);
+    if (!p.feasible) break;
+    plans.push_back(std::move(p));
+  }
+  const int64_t full = min_chunk_sequences(o.seq_len);
+  BatchReference r;
+  for (const Plan& p : plans) r.any_full_chunk |= p.schedule.micro_batch >= full;
+  double best = 0;
+  for (const Plan& p : plans)
+    if ((p.schedule.micro_batch >= full) == r.any_full_chunk)
+      best = std::max(best, p.prediction.tokens_per_s);
+  for (const Plan& p : plans)
+    if ((p.schedule.micro_batch >= full) == r.any_full_chunk &&
+        p.prediction.tokens_per_s >= (1 - kBatchMargin) * best) {
+      r.batch = p.schedule.batch_size;
+      r.tokens_per_s = p.prediction.tokens_per_s;
+      break;
+    }
+  return r;
+}
+
+TEST(Planner, ChoosesTheSmallestBatchWithinTheMarginThatKeepsChunksFull) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const auto config = small_llama(4);
+  const HardwareProfile hw = small_gpu(2.0);
+  PlanOptions o;
+  o.seq_len = 1024;
+  o.time_limit_s = 5;
+  const BatchReference ref = reference_batch(config, hw, o);
+  ASSERT_TRUE(ref.any_full_chunk);
+  const Plan p = make_plan(config, hw, o);
+  ASSERT_TRUE(p.feasible);
+  EXPECT_EQ(p.schedule.batch_size, ref.batch);
+  EXPECT_NEAR(p.prediction.tokens_per_s, ref.tokens_per_s, 1e-6 * ref.tokens_per_s);
+  EXPECT_GE(p.schedule.micro_batch, min_chunk_sequences(o.seq_len));
+  EXPECT_EQ(p.schedule.batch_size % p.schedule.micro_batch, 0);
+  // Not the batch of the most tokens/s (384 in chunks of 1 on this profile).
+  o.batch_size = 384;
+  const Plan largest = make_plan(config, hw, o);
+  ASSERT_TRUE(largest.feasible);
+  EXPECT_LT(largest.schedule.micro_batch, min_chunk_sequences(o.seq_len));
+  EXPECT_GT(largest.prediction.tokens_per_s, p.prediction.tokens_per_s);
+  EXPECT_LT(p.schedule.batch_size, 384);
+}
+
+TEST(Planner, WithNoFullChunkAnywhereChoosesByTheMarginAlone) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const auto config = small_llama(4);
+  const HardwareProfile hw = small_gpu(0.8);  // chunks of at most 4 sequences fit
+  PlanOptions o;
+  o.seq_len = 1024;
+  o.time_limit_s = 5;
+  const BatchReference ref = reference_batch(config, hw, o);
+  ASSERT_FALSE(ref.any_full_chunk);
+  const Plan p = make_plan(config, hw, o);
+  ASSERT_TRUE(p.feasible);
+  EXPECT_EQ(p.schedule.batch_size, ref.batch);
+  EXPECT_NEAR(p.prediction.tokens_per_s, ref.tokens_per_s, 1e-6 * ref.tokens_per_s);
+  EXPECT_GT(p.schedule.batch_size, 1);  // batch 1 is far slower: not within the margin
+}
+
 TEST(Validator, CatchesWhatIsBroken) {
   const auto config = tiny();
   HardwareProfile hw;
