@@ -10,7 +10,10 @@
 #       exec.device_memory_gb = that peak (equal GPU memory), same batch;
 #       the planner chooses the chunking (LT_BENCH_AUTO_MICRO: 0) unless
 #       LT_BENCH_AUTO_MICRO gives one;
-#   (d) a table: median tokens/s after the warm-up steps, auto/fixed, the
+#   (d) `lazytrain plan` with no --batch-size at the same GPU memory (the
+#       planner chooses the batch) and, when it picks another batch, (c) again
+#       at that batch (auto_batch);
+#   (e) tables: median tokens/s after the warm-up steps, auto/fixed, the
 #       plan's predicted step vs the measured median step (goal: within
 #       10%), GPU peaks and the plan's placement counts.
 # Both runs of a model load one bf16 checkpoint of tiled values that
@@ -197,6 +200,26 @@ PY
     --set exec.hardware="$dir/hw.yaml" --set exec.device_memory_gb="$peak_gb" \
     --set exec.disk_path="$dir" --set exec.micro_batch="$auto_micro" || { echo "auto run failed (see $dir/auto.log)"; tail -5 "$dir/auto.log"; status=1; }
   grep -E "exec.schedule auto|predicted step|stage times" "$dir/auto.log" | head -4
+
+  # (d) The batch chosen too: `lazytrain plan` at the same GPU memory with
+  # no --batch-size, then that batch trained under exec.schedule auto.
+  sed -E "s/^gpu_memory_gb:.*/gpu_memory_gb: $peak_gb/" "$dir/hw.yaml" > "$dir/hw_cap.yaml"
+  auto_batch=$("$bin" plan --model "$model_dir" --hardware "$dir/hw_cap.yaml" --seq-len "$seq" \
+    --optimizer "$optim" --json 2> "$dir/plan_batch.log" | tee "$dir/plan_batch.json" \
+    | python3 -c "import json,sys; j=json.load(sys.stdin); print(j['batch_size'] if j.get('feasible') else 0)" 2>/dev/null)
+  echo "planner's batch at $peak_gb GB: ${auto_batch:-none}"
+  if [ "${auto_batch:-0}" -gt 0 ] && [ "$auto_batch" != "$batch" ]; then
+    make_data "$dir/data_batch.jsonl" $(( auto_batch * steps )) "$vocab"
+    write_config "$dir/auto_batch.yaml" "$weights" "$dir/data_batch.jsonl" "$dir/auto_batch" "$optim" "$auto_batch"
+    run_train "$dir/auto_batch.log" "$dir/auto_batch" --config "$dir/auto_batch.yaml" --set exec.schedule=auto \
+      --set exec.hardware="$dir/hw.yaml" --set exec.device_memory_gb="$peak_gb" \
+      --set exec.disk_path="$dir" --set exec.micro_batch="$auto_micro" || { echo "auto-batch run failed (see $dir/auto_batch.log)"; tail -5 "$dir/auto_batch.log"; status=1; }
+    grep -E "exec.schedule auto|predicted step" "$dir/auto_batch.log" | head -3
+  fi
+  # The runs' first-step traces, beside the logs (the run folders are deep).
+  for run in fixed auto auto_batch; do
+    [ -f "$dir/$run/trace.json" ] && cp "$dir/$run/trace.json" "$dir/${run}_trace.json"
+  done
   drop_weights
 done
 
@@ -234,8 +257,19 @@ for spec in specs:
     tag = f"{os.path.basename(name.rstrip('/'))}_{optim}_b{batch}"
     d = os.path.join(out, tag)
     fixed, auto = summary(runs(f"{d}/fixed/metrics.jsonl")), summary(runs(f"{d}/auto/metrics.jsonl"))
+    auto_batch = summary(runs(f"{d}/auto_batch/metrics.jsonl"))
     r = {"model": tag, "optimizer": spec.split(":")[1], "batch": int(spec.split(":")[2]),
-         "fixed": fixed, "auto": auto}
+         "fixed": fixed, "auto": auto, "auto_batch": auto_batch}
+    m = re.search(r"exec.schedule auto: batch (\d+), chunks of (\d+)", open(f"{d}/auto.log", errors="replace").read()) if os.path.exists(f"{d}/auto.log") else None
+    r["auto_chunk"] = int(m.group(2)) if m else None
+    if os.path.exists(f"{d}/auto_batch.log"):
+        log = open(f"{d}/auto_batch.log", errors="replace").read()
+        m = re.search(r"exec.schedule auto: batch (\d+), chunks of (\d+)", log)
+        r["auto_batch_size"], r["auto_batch_chunk"] = (int(m.group(1)), int(m.group(2))) if m else (None, None)
+        if fixed and auto_batch:
+            r["auto_batch_over_fixed"] = auto_batch["tokens_per_s"] / fixed["tokens_per_s"]
+            if "predicted_step_s" in auto_batch:
+                r["auto_batch_predicted_over_measured"] = auto_batch["predicted_step_s"] / auto_batch["step_s"]
     log = open(f"{d}/auto.log", errors="replace").read() if os.path.exists(f"{d}/auto.log") else ""
     m = re.search(r"boundaries \(([^)]*)\)", log)
     r["auto_placements"] = m.group(1) if m else None
@@ -261,13 +295,20 @@ for r in results:
           f"{f(r.get('predicted_over_measured'), 3)} | {f(fx.get('peak_gb'), 3)} | "
           f"{f(au.get('peak_gb'), 3)} ({f(r.get('auto_predicted_gpu_gb'), 3)}) | "
           f"{r['auto_placements'] or '-'} |")
+print("\n| model | auto chunk | planner's batch (chunk) | tok/s | over fixed | pred/meas | GPU GB |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for r in results:
+    ab = r.get("auto_batch") or {}
+    print(f"| {r['model']} | {r.get('auto_chunk') or '-'} | {r.get('auto_batch_size') or '-'} ({r.get('auto_batch_chunk') or '-'}) | "
+          f"{f(ab.get('tokens_per_s'), 0)} | {f(r.get('auto_batch_over_fixed'), 3)} | "
+          f"{f(r.get('auto_batch_predicted_over_measured'), 3)} | {f(ab.get('peak_gb'), 3)} |")
 parts = ("compute_s", "recompute_s", "exposed_h2d_s", "exposed_d2h_s", "exposed_disk_s",
          "optimizer_s", "bubbles_s")
 print("\n| model | run | " + " | ".join(p[:-2] for p in parts) + " |")
 print("| --- | --- |" + " --- |" * len(parts))
 for r in results:
-    for run in ("fixed", "auto"):
-        x = r[run] or {}
+    for run in ("fixed", "auto", "auto_batch"):
+        x = r.get(run) or {}
         print(f"| {r['model']} | {run} | " + " | ".join(f(x.get(p), 3) for p in parts) + " |")
 for r in results:
     print(f"{r['model']}: stage times {r['auto_stage_times'] or '-'}")

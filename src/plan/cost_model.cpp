@@ -77,12 +77,12 @@ CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfi
     t.check_model(config);  // another model's times are refused, not ignored
     if (t.seq_len == sizes.seq_len) {
       const int64_t b = sizes.batch_size;
-      m.block_forward_s = StageTimes::chunked(t.block_forward, b, micro_batch);
-      m.block_backward_s = StageTimes::chunked(t.block_backward, b, micro_batch);
-      m.head_step_s = StageTimes::chunked(t.head_step, b, micro_batch);
+      m.block_forward_s = t.chunked(t.block_forward, b, micro_batch);
+      m.block_backward_s = t.chunked(t.block_backward, b, micro_batch);
+      m.head_step_s = t.chunked(t.head_step, b, micro_batch);
       m.head_forward_s = m.head_step_s / kHeadStepForwards;
-      m.embed_s = StageTimes::chunked(t.embed_forward, b, micro_batch) +
-                  StageTimes::chunked(t.embed_backward, b, micro_batch);
+      m.embed_s =
+          t.chunked(t.embed_forward, b, micro_batch) + t.chunked(t.embed_backward, b, micro_batch);
       m.stage_times_from =
           fmt::format("measured ({}: stage_times, on {} at batch {} and {})", t.source, t.device,
                       t.batch_sizes.at(0), t.batch_sizes.at(1));

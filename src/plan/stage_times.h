@@ -66,7 +66,11 @@ struct StageTimes {
   // from `config`.
   void check_model(const models::ModelConfig& config) const;
   // Seconds for `batch` sequences run through a stage in chunks of `chunk`.
-  static double chunked(const LinearFit& fit, int64_t batch, int64_t chunk);
+  // Outside the batch sizes timed, a chunk's time per sequence is held to
+  // the nearest one timed where the line would make it cheaper: below them
+  // no cheaper per sequence than the smallest, above them no dearer than the
+  // largest (only a negative intercept does either).
+  double chunked(const LinearFit& fit, int64_t batch, int64_t chunk) const;
 };
 
 }  // namespace lt::plan

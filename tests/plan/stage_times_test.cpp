@@ -39,13 +39,36 @@ TEST(StageTimes, FitThroughTwoPointsAndChunks) {
   EXPECT_NEAR(f.at(10), 2.1, 1e-14);
   // Batch 8 in chunks of 2: 4 x (0.1 + 0.4) = 2.0; batch 7: 3 x 0.5 + (0.1 + 0.2) = 1.8;
   // the whole batch at once: 0.1 + 1.6.
-  EXPECT_NEAR(StageTimes::chunked(f, 8, 2), 2.0, 1e-14);
-  EXPECT_NEAR(StageTimes::chunked(f, 7, 2), 1.8, 1e-14);
-  EXPECT_NEAR(StageTimes::chunked(f, 8, 0), 1.7, 1e-14);
-  // A negative intercept below the sizes timed: chunks of 1 at -1 + 0.5 take
-  // no time rather than negative time; 4 at once take -1 + 2 = 1.
-  EXPECT_EQ(StageTimes::chunked(LinearFit{-1, 0.5}, 4, 1), 0.0);
-  EXPECT_EQ(StageTimes::chunked(LinearFit{-1, 0.5}, 4, 4), 1.0);
+  StageTimes t;
+  t.batch_sizes = {2, 6};
+  EXPECT_NEAR(t.chunked(f, 8, 2), 2.0, 1e-14);
+  EXPECT_NEAR(t.chunked(f, 7, 2), 1.8, 1e-14);
+  EXPECT_NEAR(t.chunked(f, 8, 0), 1.7, 1e-14);
+  // With an intercept >= 0 the bounds outside the sizes timed never bind:
+  // batch 1 is the line's 0.3 (> 0.5 / 2 = 0.25), batch 10 its 2.1.
+  EXPECT_NEAR(t.chunked(f, 1, 0), 0.3, 1e-14);
+  EXPECT_NEAR(t.chunked(f, 10, 0), 2.1, 1e-14);
+}
+
+TEST(StageTimes, NegativeInterceptDoesNotExtrapolateCheaperChunks) {
+  // Timed at 8 and 16: 8 -> -1 + 4 = 3 s, 16 -> 7 s (7/16 per sequence,
+  // dearer than 3/8). Inside the range the line holds.
+  const LinearFit g = fit_line(8, 3.0, 16, 7.0);
+  StageTimes t;
+  t.batch_sizes = {8, 16};
+  EXPECT_NEAR(t.chunked(g, 12, 0), 5.0, 1e-12);
+  // Batch 16 in chunks of 4: the line says 4 x (-1 + 2) = 4 s, cheaper per
+  // sequence than anything timed; held to batch 8's 3/8 s per sequence:
+  // 4 x 1.5 = 6 s. Chunks of 8 (timed) give 2 x 3 = 6 s too, not more.
+  EXPECT_NEAR(t.chunked(g, 16, 4), 6.0, 1e-12);
+  EXPECT_NEAR(t.chunked(g, 16, 8), 6.0, 1e-12);
+  // Above the range: the line's 32 -> 15 s is held to batch 16's 7/16 per
+  // sequence: 14 s.
+  EXPECT_NEAR(t.chunked(g, 32, 0), 14.0, 1e-12);
+  // Never negative: with no sizes recorded the line alone, floored at 0.
+  StageTimes bare;
+  EXPECT_EQ(bare.chunked(LinearFit{-1, 0.5}, 4, 1), 0.0);
+  EXPECT_EQ(bare.chunked(LinearFit{-1, 0.5}, 4, 4), 1.0);
   EXPECT_NE(error_of([] { fit_line(3, 1, 3, 2); }).find("two different batch sizes"),
             std::string::npos);
 }
