@@ -216,10 +216,6 @@ PY
       --set exec.disk_path="$dir" --set exec.micro_batch="$auto_micro" || { echo "auto-batch run failed (see $dir/auto_batch.log)"; tail -5 "$dir/auto_batch.log"; status=1; }
     grep -E "exec.schedule auto|predicted step" "$dir/auto_batch.log" | head -3
   fi
-  # The runs' first-step traces, beside the logs (the run folders are deep).
-  for run in fixed auto auto_batch; do
-    [ -f "$dir/$run/trace.json" ] && cp "$dir/$run/trace.json" "$dir/${run}_trace.json"
-  done
   drop_weights
 done
 
