@@ -21,7 +21,9 @@
 # minutes per 7B run); each run is stopped once metrics.jsonl has all its
 # steps, before the trainer's final save (30 GB for the 7B shape).
 # Writes OUT_DIR/<model>/{hw.yaml, profile.log, fixed.log, auto.log, fixed/,
-# auto/} and OUT_DIR/summary.json; prints the table. Needs build-gpu
+# auto/, and for (d) hw_cap.yaml, plan_batch.json, plan_batch.log and, when
+# the planner's batch differs, auto_batch.log and auto_batch/} and
+# OUT_DIR/summary.json; prints the tables. Needs build-gpu
 # (bench/gpu.sh OUT build).
 # Usage: bench/plan_vs_fixed.sh OUT_DIR
 # Env (defaults are the H200 run; the others let it run on the CPU with a
@@ -202,12 +204,20 @@ PY
   grep -E "exec.schedule auto|predicted step|stage times" "$dir/auto.log" | head -4
 
   # (d) The batch chosen too: `lazytrain plan` at the same GPU memory with
-  # no --batch-size, then that batch trained under exec.schedule auto.
-  sed -E "s/^gpu_memory_gb:.*/gpu_memory_gb: $peak_gb/" "$dir/hw.yaml" > "$dir/hw_cap.yaml"
-  auto_batch=$("$bin" plan --model "$model_dir" --hardware "$dir/hw_cap.yaml" --seq-len "$seq" \
-    --optimizer "$optim" --json 2> "$dir/plan_batch.log" | tee "$dir/plan_batch.json" \
-    | python3 -c "import json,sys; j=json.load(sys.stdin); print(j['batch_size'] if j.get('feasible') else 0)" 2>/dev/null)
-  echo "planner's batch at $peak_gb GB: ${auto_batch:-none}"
+  # no --batch-size, then that batch trained under exec.schedule auto. Only
+  # on a GPU: `plan` plans bf16 compute, the CPU stand-in runs f32.
+  rm -rf "$dir/auto_batch" "$dir/auto_batch.log" "$dir/plan_batch.json"
+  auto_batch=0
+  if [ "$device" = cuda ]; then
+    sed -E "s/^gpu_memory_gb:.*/gpu_memory_gb: $peak_gb/" "$dir/hw.yaml" > "$dir/hw_cap.yaml"
+    plan_micro=()
+    [ "$auto_micro" != 0 ] && plan_micro=(--micro-batch "$auto_micro")
+    "$bin" plan --model "$model_dir" --hardware "$dir/hw_cap.yaml" --seq-len "$seq" \
+      --optimizer "$optim" "${plan_micro[@]}" --json > "$dir/plan_batch.json" 2> "$dir/plan_batch.log"
+    auto_batch=$(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['batch_size'] if j.get('feasible') else 0)" \
+      "$dir/plan_batch.json" 2>/dev/null || echo 0)
+    echo "planner's batch at $peak_gb GB: $auto_batch (0: none; see $dir/plan_batch.log)"
+  fi
   if [ "${auto_batch:-0}" -gt 0 ] && [ "$auto_batch" != "$batch" ]; then
     make_data "$dir/data_batch.jsonl" $(( auto_batch * steps )) "$vocab"
     write_config "$dir/auto_batch.yaml" "$weights" "$dir/data_batch.jsonl" "$dir/auto_batch" "$optim" "$auto_batch"
@@ -258,6 +268,13 @@ for spec in specs:
          "fixed": fixed, "auto": auto, "auto_batch": auto_batch}
     m = re.search(r"exec.schedule auto: batch (\d+), chunks of (\d+)", open(f"{d}/auto.log", errors="replace").read()) if os.path.exists(f"{d}/auto.log") else None
     r["auto_chunk"] = int(m.group(2)) if m else None
+    pj = f"{d}/plan_batch.json"
+    if os.path.exists(pj):
+        try:
+            j = json.load(open(pj))
+            r["planner_batch"] = j.get("batch_size") if j.get("feasible") else None
+        except ValueError:
+            r["planner_batch"] = None
     if os.path.exists(f"{d}/auto_batch.log"):
         log = open(f"{d}/auto_batch.log", errors="replace").read()
         m = re.search(r"exec.schedule auto: batch (\d+), chunks of (\d+)", log)
@@ -295,7 +312,7 @@ print("\n| model | auto chunk | planner's batch (chunk) | tok/s | over fixed | p
 print("| --- | --- | --- | --- | --- | --- | --- |")
 for r in results:
     ab = r.get("auto_batch") or {}
-    print(f"| {r['model']} | {r.get('auto_chunk') or '-'} | {r.get('auto_batch_size') or '-'} ({r.get('auto_batch_chunk') or '-'}) | "
+    print(f"| {r['model']} | {r.get('auto_chunk') or '-'} | {r.get('auto_batch_size') or r.get('planner_batch') or '-'} ({r.get('auto_batch_chunk') or '-'}) | "
           f"{f(ab.get('tokens_per_s'), 0)} | {f(r.get('auto_batch_over_fixed'), 3)} | "
           f"{f(r.get('auto_batch_predicted_over_measured'), 3)} | {f(ab.get('peak_gb'), 3)} |")
 parts = ("compute_s", "recompute_s", "exposed_h2d_s", "exposed_d2h_s", "exposed_disk_s",

@@ -83,7 +83,13 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
               Tensor::scalar(g_value * static_cast<double>(c.count) / loss_denominator, DType::F64);
           Tensor dlogits = ops::cross_entropy_backward(
               scale, logits, targets.slice(0, c.begin, c.end), c.lse, ignore_index, c.count);
+          // Each chunk's logits and their gradient are vocabulary-wide: let
+          // them go as soon as they are read, so that the weight gradient's
+          // running sum below never shares the device with them
+          // (exec/memory_budget.cpp counts the head's working set this way).
+          logits = Tensor();
           ops::LinearGrads lg = ops::linear_backward(dlogits, hc, w, need_h, need_w, false);
+          dlogits = Tensor();
           if (need_h) dh.slice(0, c.begin, c.end).copy_(lg.x);
           if (need_w) dw = dw.defined() ? ops::add(dw, lg.weight) : lg.weight;
         }

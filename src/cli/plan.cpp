@@ -177,8 +177,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--hardware", args->hardware,
                   "hardware profile YAML (default: the H200 machine's figures)");
   cmd->add_option("--batch-size", args->batch_size,
-                  "sequences per step (default: the smallest within 3% of the fastest, chunks of "
-                  ">= 8192 tokens preferred)");
+                  fmt::format("sequences per step (default: the smallest within {:g}% of the "
+                              "fastest, chunks of >= {} tokens preferred)",
+                              plan::kBatchMargin * 100, plan::kMinChunkTokens));
   cmd->add_option("--seq-len", args->seq_len, "tokens per sequence")->capture_default_str();
   cmd->add_option("--micro-batch", args->micro_batch, "sequences per chunk (default: chosen)");
   cmd->add_option("--max-recompute", args->max_recompute, "most blocks between two kept boundaries")

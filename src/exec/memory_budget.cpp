@@ -245,7 +245,14 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   // its working set before the next stage computes, so the step needs the
   // larger. (Counting both overstated the H200 runs' peaks by 2-3 GB and
   // kept the 7B shape from chunks of 8 at the 10.27 GB the fixed policy ran
-  // in with them.)
+  // in with them.) With the larger alone the H200 runs of e388a92 peaked
+  // 0.23-0.26 GB over the budget, all at the head step: the lm_head_loss of
+  // that build held each chunk's logits and their gradient through the
+  // weight gradient's running sum, and the head's [tokens x hidden] tensors
+  // and the cuBLASLt workspaces are not counted. lm_head_loss now drops the
+  // logits before the sum (about 1 GB less at the head on those shapes);
+  // the budget keeps the old, larger head term until a GPU run has
+  // measured what the head and a block's backward now peak at.
   m.add(Gpu,
         fmt::format("working set, one micro-batch: the larger of a block's backward ({:.3f} GB, "
                     "saved tensors x2) and the head's loss ({:.3f} GB, logits + gradient of "

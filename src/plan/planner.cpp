@@ -157,15 +157,17 @@ bool compute_dominant(const CostModel& m) {
 }
 
 // The batch make_plan keeps (its rule is in planner.h): `solved` is in
-// ascending batch order and not empty. A micro-batch the user gives fixes
-// the chunk size, so then every batch is considered.
-const BatchChoice& choose_batch(const std::vector<BatchChoice>& solved, bool chunk_given) {
-  const bool any_dominant = std::any_of(solved.begin(), solved.end(), [](const BatchChoice& c) {
-    return compute_dominant(c.candidate.model);
-  });
-  const auto considered = [&](const BatchChoice& c) {
-    return chunk_given || compute_dominant(c.candidate.model) == any_dominant;
+// ascending batch order and not empty. A micro-batch the user gives
+// (`given_chunk` > 0) fixes the chunk size, so then the batches that hold
+// whole chunks of it are considered (every batch when none does): a smaller
+// batch would run as one smaller chunk than asked for.
+const BatchChoice& choose_batch(const std::vector<BatchChoice>& solved, int64_t given_chunk) {
+  const auto qualifies = [&](const BatchChoice& c) {
+    return given_chunk > 0 ? c.candidate.model.sizes.batch_size >= given_chunk
+                           : compute_dominant(c.candidate.model);
   };
+  const bool any_qualifies = std::any_of(solved.begin(), solved.end(), qualifies);
+  const auto considered = [&](const BatchChoice& c) { return qualifies(c) == any_qualifies; };
   double fastest = 0;
   for (const BatchChoice& c : solved)
     if (considered(c)) fastest = std::max(fastest, c.prediction.tokens_per_s);
@@ -286,7 +288,7 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
   if (solved.empty())
     plan.shortages = std::move(shortages);
   else
-    plan = plan_of(config, hw, choose_batch(solved, o.micro_batch > 0));
+    plan = plan_of(config, hw, choose_batch(solved, o.micro_batch));
   plan.solve_s = solve_s;
   return plan;
 }

@@ -59,8 +59,8 @@ int64_t default_micro_batch(int64_t batch_size, int64_t seq_len);
 // optimizer are hidden for the largest models we plan for.
 inline constexpr int64_t kBatchCandidates[] = {1,  2,  4,   8,   16,  24,  32, 48,
                                                64, 96, 128, 192, 256, 384, 512};
-// A larger batch is chosen only when it is predicted more than this much
-// faster than the smallest one kept. Past the point where compute hides
+// The planner keeps the smallest batch predicted within this share of the
+// most tokens/s (rule 2 below). Past the point where compute hides
 // the weight streaming and the CPU optimizer, a larger batch buys only a
 // few percent (and the prediction is itself a few percent off: a fitted
 // line, or FLOPs that do not see GEMM efficiency), while it costs optimizer
@@ -81,7 +81,8 @@ inline constexpr double kBatchMargin = 0.03;
 //     the most tokens/s among them.
 // Batches are tried in ascending order and the search stops at the first
 // one that does not fit (larger ones need only more memory). A batch_size
-// the user gives is planned alone; a micro_batch the user gives skips 1.
+// the user gives is planned alone; with a micro_batch the user gives, rule 1
+// prefers the batches that hold at least one whole chunk of it instead.
 Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hardware,
                const PlanOptions& options);
 

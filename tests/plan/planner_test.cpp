@@ -249,6 +249,34 @@ TEST(Planner, WithNoFullChunkAnywhereChoosesByTheMarginAlone) {
   EXPECT_GT(p.schedule.batch_size, 1);  // batch 1 is far slower: not within the margin
 }
 
+// A micro-batch the user gives: the batches below it would run as one
+// smaller chunk than asked for, so the planner prefers those holding a
+// whole chunk. On a profile where compute is all (a slow GPU, an optimizer
+// and host memory that take no time) tokens/s hardly change with the batch,
+// so without that preference batch 1 (one chunk of 1) is within the margin
+// of the best and would be kept.
+TEST(Planner, AGivenMicroBatchKeepsBatchesThatHoldAWholeChunk) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const auto config = small_llama(4);
+  HardwareProfile hw;
+  hw.gpu_tflops = 20;
+  hw.cpu_adam_gparams_per_s = 1e4;
+  hw.host_mem_gbps = 1e6;
+  PlanOptions o;
+  o.seq_len = 1024;
+  o.time_limit_s = 5;
+  o.micro_batch = 16;
+  const Plan p = make_plan(config, hw, o);
+  ASSERT_TRUE(p.feasible);
+  EXPECT_GE(p.schedule.batch_size, 16);
+  EXPECT_EQ(p.schedule.micro_batch, 16);
+  // The reference: batch 1 planned alone is within the margin of the chosen.
+  o.batch_size = 1;
+  const Plan one = make_plan(config, hw, o);
+  ASSERT_TRUE(one.feasible);
+  EXPECT_GE(one.prediction.tokens_per_s, (1 - kBatchMargin) * p.prediction.tokens_per_s);
+}
+
 TEST(Validator, CatchesWhatIsBroken) {
   const auto config = tiny();
   HardwareProfile hw;
