@@ -170,7 +170,8 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
     if (device.is_cpu()) return median_seconds(repeats, once);
     return sustained_seconds(repeats, run, finish, clear_grads);
   };
-  std::vector<std::array<double, 5>> seconds;  // per batch size, in the fields' order
+  // Per batch size, in kStageTimesFits' order.
+  std::vector<std::array<double, std::size(kStageTimesFits)>> seconds;
   for (int64_t batch : batch_sizes) {
     std::vector<int64_t> id_values(static_cast<size_t>(batch * seq_len));
     for (auto& id : id_values)
@@ -203,15 +204,14 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
   StageTimes t = StageTimes::for_model(config, seq_len);
   t.device = device.is_cpu() ? "cpu" : "cuda";
   t.batch_sizes = batch_sizes;
-  LinearFit* fits[] = {&t.embed_forward, &t.embed_backward, &t.block_forward, &t.block_backward,
-                       &t.head_step};
-  for (size_t k = 0; k < 5; ++k) {
-    *fits[k] = fit_line(batch_sizes[0], seconds[0][k], batch_sizes[1], seconds[1][k]);
+  for (size_t k = 0; k < std::size(kStageTimesFits); ++k) {
+    LinearFit& fit = t.*kStageTimesFits[k].member;
+    fit = fit_line(batch_sizes[0], seconds[0][k], batch_sizes[1], seconds[1][k]);
     // Timing noise can tilt a line below zero at small batches; a stage
     // never gets faster with a larger batch.
-    fits[k]->b = std::max(0.0, fits[k]->b);
-    fits[k]->a = std::max(seconds[0][k], seconds[1][k]) -
-                 fits[k]->b * static_cast<double>(std::max(batch_sizes[0], batch_sizes[1]));
+    fit.b = std::max(0.0, fit.b);
+    fit.a = std::max(seconds[0][k], seconds[1][k]) -
+            fit.b * static_cast<double>(std::max(batch_sizes[0], batch_sizes[1]));
   }
   return t;
 }

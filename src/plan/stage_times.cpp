@@ -7,7 +7,6 @@
 #include <functional>
 #include <map>
 #include <sstream>
-#include <tuple>
 
 #include "core/error.h"
 #include "plan/yaml_keys.h"
@@ -63,12 +62,7 @@ LinearFit fit_line(int64_t batch1, double seconds1, int64_t batch2, double secon
 StageTimes StageTimes::for_model(const models::ModelConfig& c, int64_t seq_len) {
   StageTimes t;
   t.model_type = c.model_type();
-  t.hidden_size = c.hidden_size;
-  t.intermediate_size = c.intermediate_size;
-  t.num_attention_heads = c.num_attention_heads;
-  t.num_key_value_heads = c.num_key_value_heads;
-  t.head_dim = c.head_dim;
-  t.vocab_size = c.vocab_size;
+  for (const auto& f : kStageTimesShape) t.*f.member = c.*f.config;
   t.seq_len = seq_len;
   return t;
 }
@@ -92,14 +86,8 @@ StageTimes StageTimes::from_yaml(const YAML::Node& node, const std::string& sour
       field = n.Scalar();
     };
   };
-  const std::map<std::string, Setter> setters = {
+  std::map<std::string, Setter> setters = {
       {"model_type", text(t.model_type)},
-      {"hidden_size", count(t.hidden_size)},
-      {"intermediate_size", count(t.intermediate_size)},
-      {"num_attention_heads", count(t.num_attention_heads)},
-      {"num_key_value_heads", count(t.num_key_value_heads)},
-      {"head_dim", count(t.head_dim)},
-      {"vocab_size", count(t.vocab_size)},
       {"seq_len", count(t.seq_len)},
       {"device", text(t.device)},
       {"batch_sizes",
@@ -108,24 +96,20 @@ StageTimes StageTimes::from_yaml(const YAML::Node& node, const std::string& sour
                   ": expected the two batch sizes timed, [b1, b2]");
          t.batch_sizes = {read_count(n[0], key, source), read_count(n[1], key, source)};
        }},
-      {"embed_forward", fit(t.embed_forward)},
-      {"embed_backward", fit(t.embed_backward)},
-      {"block_forward", fit(t.block_forward)},
-      {"block_backward", fit(t.block_backward)},
-      {"head_step", fit(t.head_step)},
   };
+  for (const auto& f : kStageTimesShape) setters.emplace(f.name, count(t.*f.member));
+  for (const auto& f : kStageTimesFits) setters.emplace(f.name, fit(t.*f.member));
   apply_yaml_keys(node, setters, source, "stage_times.");
   for (const auto& [name, _] : setters) {
     LT_CHECK(node[name], source, ": key 'stage_times.", name,
              "' is missing (every field is needed; `lazytrain profile --model` writes them all)");
   }
   // Every measured use must take positive time at the batch sizes timed.
-  for (const auto& [name, f] :
-       std::map<std::string, const LinearFit*>{{"embed_forward", &t.embed_forward},
-                                               {"embed_backward", &t.embed_backward},
-                                               {"block_forward", &t.block_forward},
-                                               {"block_backward", &t.block_backward},
-                                               {"head_step", &t.head_step}}) {
+  // A map, so that the first bad key named is the first alphabetically, as
+  // with the missing keys above.
+  std::map<std::string, const LinearFit*> fits;
+  for (const auto& f : kStageTimesFits) fits.emplace(f.name, &(t.*f.member));
+  for (const auto& [name, f] : fits) {
     for (int64_t b : t.batch_sizes)
       LT_CHECK(f->at(static_cast<double>(b)) > 0, where(source, name, node[name]), ": gives ",
                f->at(static_cast<double>(b)), " s at batch ", b, " (times must be positive)");
@@ -138,41 +122,25 @@ std::string StageTimes::to_yaml() const {
   os.precision(9);
   os << "stage_times:  # seconds for a chunk of `batch` sequences = a + b * batch\n";
   os << "  model_type: " << model_type << "\n";
-  for (const auto& [key, v] :
-       std::vector<std::pair<const char*, int64_t>>{{"hidden_size", hidden_size},
-                                                    {"intermediate_size", intermediate_size},
-                                                    {"num_attention_heads", num_attention_heads},
-                                                    {"num_key_value_heads", num_key_value_heads},
-                                                    {"head_dim", head_dim},
-                                                    {"vocab_size", vocab_size},
-                                                    {"seq_len", seq_len}})
-    os << "  " << key << ": " << v << "\n";
+  for (const auto& f : kStageTimesShape) os << "  " << f.name << ": " << this->*f.member << "\n";
+  os << "  seq_len: " << seq_len << "\n";
   os << "  device: " << device << "\n";
   os << "  batch_sizes: [" << batch_sizes.at(0) << ", " << batch_sizes.at(1) << "]\n";
-  for (const auto& [key, f] :
-       std::vector<std::pair<const char*, LinearFit>>{{"embed_forward", embed_forward},
-                                                      {"embed_backward", embed_backward},
-                                                      {"block_forward", block_forward},
-                                                      {"block_backward", block_backward},
-                                                      {"head_step", head_step}})
-    os << "  " << key << ": [" << f.a << ", " << f.b << "]\n";
+  for (const auto& f : kStageTimesFits) {
+    const LinearFit& fit = this->*f.member;
+    os << "  " << f.name << ": [" << fit.a << ", " << fit.b << "]\n";
+  }
   return os.str();
 }
 
 void StageTimes::check_model(const models::ModelConfig& c) const {
-  const StageTimes want = for_model(c, seq_len);
-  LT_CHECK(model_type == want.model_type, source, ": key 'stage_times.model_type': measured for ",
-           model_type, ", but the model is ", want.model_type,
+  LT_CHECK(model_type == c.model_type(), source, ": key 'stage_times.model_type': measured for ",
+           model_type, ", but the model is ", c.model_type(),
            " (run `lazytrain profile --model` for this model)");
-  for (const auto& [key, have, need] : std::vector<std::tuple<const char*, int64_t, int64_t>>{
-           {"hidden_size", hidden_size, want.hidden_size},
-           {"intermediate_size", intermediate_size, want.intermediate_size},
-           {"num_attention_heads", num_attention_heads, want.num_attention_heads},
-           {"num_key_value_heads", num_key_value_heads, want.num_key_value_heads},
-           {"head_dim", head_dim, want.head_dim},
-           {"vocab_size", vocab_size, want.vocab_size}}) {
-    LT_CHECK(have == need, source, ": key 'stage_times.", key, "': measured for ", have,
-             ", but the model has ", need, " (run `lazytrain profile --model` for this model)");
+  for (const auto& f : kStageTimesShape) {
+    LT_CHECK(this->*f.member == c.*f.config, source, ": key 'stage_times.", f.name,
+             "': measured for ", this->*f.member, ", but the model has ", c.*f.config,
+             " (run `lazytrain profile --model` for this model)");
   }
 }
 

@@ -109,6 +109,133 @@ TEST(StageTimes, YamlRoundTrip) {
   EXPECT_EQ(again.gpu_memory_gb, 80);
 }
 
+// Every field a different value, against the layout stage_times.h
+// documents written out by hand: a field written under another's key, or
+// read into another's member, changes a line or a value below.
+TEST(StageTimes, EveryFieldIsWrittenAndReadUnderItsOwnKey) {
+  StageTimes t;
+  t.model_type = "qwen2";
+  t.hidden_size = 11;
+  t.intermediate_size = 12;
+  t.num_attention_heads = 13;
+  t.num_key_value_heads = 14;
+  t.head_dim = 15;
+  t.vocab_size = 16;
+  t.seq_len = 17;
+  t.device = "cuda";
+  t.batch_sizes = {3, 5};
+  t.embed_forward = {0.001, 0.0001};
+  t.embed_backward = {0.002, 0.0002};
+  t.block_forward = {0.003, 0.0003};
+  t.block_backward = {0.004, 0.0004};
+  t.head_step = {0.005, 0.0005};
+  const std::string yaml = t.to_yaml();
+  EXPECT_EQ(yaml,
+            "stage_times:  # seconds for a chunk of `batch` sequences = a + b * batch\n"
+            "  model_type: qwen2\n"
+            "  hidden_size: 11\n"
+            "  intermediate_size: 12\n"
+            "  num_attention_heads: 13\n"
+            "  num_key_value_heads: 14\n"
+            "  head_dim: 15\n"
+            "  vocab_size: 16\n"
+            "  seq_len: 17\n"
+            "  device: cuda\n"
+            "  batch_sizes: [3, 5]\n"
+            "  embed_forward: [0.001, 0.0001]\n"
+            "  embed_backward: [0.002, 0.0002]\n"
+            "  block_forward: [0.003, 0.0003]\n"
+            "  block_backward: [0.004, 0.0004]\n"
+            "  head_step: [0.005, 0.0005]\n");
+  const HardwareProfile p = HardwareProfile::from_yaml_text(yaml, "hw.yaml");
+  ASSERT_TRUE(p.stage_times.has_value());
+  const StageTimes& r = *p.stage_times;
+  EXPECT_EQ(r.model_type, "qwen2");
+  EXPECT_EQ(r.hidden_size, 11);
+  EXPECT_EQ(r.intermediate_size, 12);
+  EXPECT_EQ(r.num_attention_heads, 13);
+  EXPECT_EQ(r.num_key_value_heads, 14);
+  EXPECT_EQ(r.head_dim, 15);
+  EXPECT_EQ(r.vocab_size, 16);
+  EXPECT_EQ(r.seq_len, 17);
+  EXPECT_EQ(r.device, "cuda");
+  EXPECT_EQ(r.batch_sizes, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(r.embed_forward, (LinearFit{0.001, 0.0001}));
+  EXPECT_EQ(r.embed_backward, (LinearFit{0.002, 0.0002}));
+  EXPECT_EQ(r.block_forward, (LinearFit{0.003, 0.0003}));
+  EXPECT_EQ(r.block_backward, (LinearFit{0.004, 0.0004}));
+  EXPECT_EQ(r.head_step, (LinearFit{0.005, 0.0005}));
+}
+
+// The tiny Llama's shape (tiny_model.h) taken into each field, and each
+// field that differs from the model refused under its own key.
+TEST(StageTimes, EveryShapeFieldIsTakenFromAndCheckedAgainstTheModel) {
+  const models::ModelConfig c = testing::tiny_llama();
+  const StageTimes t = StageTimes::for_model(c, 8);
+  EXPECT_EQ(t.model_type, "llama");
+  EXPECT_EQ(t.hidden_size, 64);
+  EXPECT_EQ(t.intermediate_size, 128);
+  EXPECT_EQ(t.num_attention_heads, 4);
+  EXPECT_EQ(t.num_key_value_heads, 2);
+  EXPECT_EQ(t.head_dim, 16);
+  EXPECT_EQ(t.vocab_size, 100);
+  EXPECT_EQ(t.seq_len, 8);
+  t.check_model(c);
+  const std::pair<const char*, int64_t StageTimes::*> shape[] = {
+      {"hidden_size", &StageTimes::hidden_size},
+      {"intermediate_size", &StageTimes::intermediate_size},
+      {"num_attention_heads", &StageTimes::num_attention_heads},
+      {"num_key_value_heads", &StageTimes::num_key_value_heads},
+      {"head_dim", &StageTimes::head_dim},
+      {"vocab_size", &StageTimes::vocab_size}};
+  for (const auto& [key, member] : shape) {
+    StageTimes other = t;
+    other.source = "hw.yaml";
+    other.*member = 1000;
+    const std::string e = error_of([&] { other.check_model(c); });
+    EXPECT_NE(e.find("hw.yaml: key 'stage_times." + std::string(key) + "': measured for 1000"),
+              std::string::npos)
+        << e;
+  }
+  StageTimes other = t;
+  other.model_type = "qwen2";
+  EXPECT_NE(error_of([&] {
+              other.check_model(c);
+            }).find("key 'stage_times.model_type': measured for qwen2, but the model is llama"),
+            std::string::npos);
+}
+
+// With several keys wrong, which one the error names: missing keys and
+// non-positive times the first alphabetically (block_backward before
+// embed_forward, though the file has them the other way round), shape keys
+// that differ from the model the first in the file's order (hidden_size
+// before head_dim).
+TEST(StageTimes, SeveralBadKeysNameTheSameOneFirst) {
+  const auto error = [](const std::string& yaml) {
+    return error_of([&] { HardwareProfile::from_yaml_text(yaml, "hw.yaml"); });
+  };
+  std::string both_missing = tiny_times_yaml("  embed_forward: [0.001, 0]\n", "");
+  both_missing.replace(both_missing.find("  block_backward: [0.03, 0.05]\n"),
+                       std::string("  block_backward: [0.03, 0.05]\n").size(), "");
+  std::string e = error(both_missing);
+  EXPECT_NE(e.find("key 'stage_times.block_backward' is missing"), std::string::npos) << e;
+  std::string both_negative =
+      tiny_times_yaml("embed_forward: [0.001, 0]", "embed_forward: [-1, 0]");
+  both_negative.replace(both_negative.find("block_backward: [0.03, 0.05]"),
+                        std::string("block_backward: [0.03, 0.05]").size(),
+                        "block_backward: [-1, 0]");
+  e = error(both_negative);
+  EXPECT_NE(e.find("'stage_times.block_backward' (line 16): gives -1 s at batch 1"),
+            std::string::npos)
+      << e;
+  StageTimes t = StageTimes::for_model(testing::tiny_llama(), 8);
+  t.source = "hw.yaml";
+  t.head_dim = 1;
+  t.hidden_size = 2;
+  e = error_of([&] { t.check_model(testing::tiny_llama()); });
+  EXPECT_NE(e.find("'stage_times.hidden_size': measured for 2"), std::string::npos) << e;
+}
+
 TEST(StageTimes, MalformedEntriesNameTheFileAndTheKey) {
   const auto error = [](const std::string& yaml) {
     return error_of([&] { HardwareProfile::from_yaml_text(yaml, "hw.yaml"); });
