@@ -160,7 +160,12 @@ double StageTimes::chunked(const LinearFit& fit, int64_t batch, int64_t chunk) c
     const double x = static_cast<double>(b);
     double t = fit.at(x);
     if (lo > 0 && b < lo) t = std::max(t, fit.at(static_cast<double>(lo)) * x / lo);
-    if (hi > 0 && b > hi) t = std::min(t, fit.at(static_cast<double>(hi)) * x / hi);
+    if (hi > 0 && b > hi) {
+      const double at_hi = fit.at(static_cast<double>(hi));
+      // More sequences never take less time than fewer (a noisy fit of a
+      // tiny stage can slope down).
+      t = std::max(std::min(t, at_hi * x / hi), at_hi);
+    }
     return std::max(0.0, t);  // a chunk never takes negative time
   };
   if (chunk <= 0 || chunk >= batch) return at(batch);

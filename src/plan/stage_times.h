@@ -69,7 +69,8 @@ struct StageTimes {
   // Outside the batch sizes timed, a chunk's time per sequence is held to
   // the nearest one timed where the line would make it cheaper: below them
   // no cheaper per sequence than the smallest, above them no dearer than the
-  // largest (only a negative intercept does either).
+  // largest (only a negative intercept does either), and never less than
+  // the largest's time.
   double chunked(const LinearFit& fit, int64_t batch, int64_t chunk) const;
 };
 

@@ -65,6 +65,14 @@ TEST(StageTimes, NegativeInterceptDoesNotExtrapolateCheaperChunks) {
   // Above the range: the line's 32 -> 15 s is held to batch 16's 7/16 per
   // sequence: 14 s.
   EXPECT_NEAR(t.chunked(g, 32, 0), 14.0, 1e-12);
+  // A line sloping down (a noisy fit of a tiny stage): 1 s at 2, 0.5 s at
+  // 4. Above the sizes timed more sequences still take 0.5 s, not the
+  // line's 0 s at 6 or less.
+  const LinearFit down = fit_line(2, 1.0, 4, 0.5);
+  StageTimes d;
+  d.batch_sizes = {2, 4};
+  EXPECT_NEAR(d.chunked(down, 6, 0), 0.5, 1e-12);
+  EXPECT_NEAR(d.chunked(down, 8, 0), 0.5, 1e-12);
   // Never negative: with no sizes recorded the line alone, floored at 0.
   StageTimes bare;
   EXPECT_EQ(bare.chunked(LinearFit{-1, 0.5}, 4, 1), 0.0);
