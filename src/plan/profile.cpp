@@ -22,6 +22,7 @@
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
 #include "plan/planner.h"
+#include "plan/stage_times_fields.h"
 
 #ifdef LT_WITH_CUDA
 #include "core/cuda/device_info.h"

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "plan/stage_times_fields.h"
 #include "plan/yaml_keys.h"
 
 namespace lt::plan {
