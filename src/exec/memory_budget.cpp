@@ -228,38 +228,40 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   // A block's saved tensors for one micro-batch, and as much again for the
   // gradients alive during its backward (an estimate, not a measurement).
   const int64_t block_working_set = 2 * block_saved_elements_per_token(c) * chunk_tokens * cb;
-  // The head's lm_head_loss (autograd/fn_lm_loss.cpp): one chunk of logits
-  // and their gradient in the compute dtype (bf16 on a GPU, where the
-  // streaming executor computes in bf16 only; f32 on the CPU stand-in), of
-  // 2^28 logits on a GPU (1766 rows of a 151936 vocabulary; this once
-  // assumed 1024 rows, and the H200 3B run at chunks of 4 peaked 0.36 GB over
-  // its plan), and when a micro-batch takes several chunks the lm_head
-  // weight gradient's transients: a chunk's and the running sum.
+  // The head step (autograd/fn_lm_loss.cpp, in the compute dtype: bf16 on a
+  // GPU, f32 on the CPU stand-in), beside the stage gradient the
+  // "gradients" item counts (with several loss chunks, the lm_head weight
+  // gradient's running sum): per loss chunk of 2^28 logits on a GPU (1766
+  // rows of a 151936 vocabulary), its logits and their gradient; then,
+  // with several chunks, the gradient alone beside the chunk's weight
+  // gradient, and that beside the new running sum (lm_head_loss lets the
+  // logits go first). And the head's [tokens x hidden] tensors: the final
+  // norm's output, its gradient and the norm's input gradient, and a loss
+  // chunk's hidden gradient. On the H200 (3B shape, chunks of 8, dc2ea21)
+  // the head step peaked 1.48 GB over the rest against 1.34 GB counted
+  // here; the ~0.14 GB left is not traced (the cuBLASLt workspaces, 32 MB a
+  // stream, are part of it). There a block's backward is the larger term.
   const bool on_gpu = s.compute_bytes == kBf16;
   const int64_t loss_rows = std::min(chunk_tokens, loss_chunk_rows(c.vocab_size, on_gpu));
   const bool several_loss_chunks = chunk_tokens > loss_rows;
-  const int64_t head_working_set =
-      2 * loss_rows * c.vocab_size * cb +
-      (several_loss_chunks ? 2 * c.vocab_size * c.hidden_size * cb : 0);
+  const int64_t chunk_logits = loss_rows * c.vocab_size * cb;
+  const int64_t weight_grad = c.vocab_size * c.hidden_size * cb;
+  int64_t head_working_set = 2 * chunk_logits;
+  if (several_loss_chunks)
+    head_working_set = std::max({head_working_set, chunk_logits + weight_grad, 2 * weight_grad});
+  head_working_set += (3 * chunk_tokens + loss_rows) * c.hidden_size * cb;
   // The head step and a block's backward never run at once, and each frees
   // its working set before the next stage computes, so the step needs the
   // larger. (Counting both overstated the H200 runs' peaks by 2-3 GB and
   // kept the 7B shape from chunks of 8 at the 10.27 GB the fixed policy ran
-  // in with them.) With the larger alone the H200 runs of e388a92 peaked
-  // 0.23-0.26 GB over the budget, all at the head step: the lm_head_loss of
-  // that build held each chunk's logits and their gradient through the
-  // weight gradient's running sum, and the head's [tokens x hidden] tensors
-  // and the cuBLASLt workspaces are not counted. lm_head_loss now drops the
-  // logits before the sum (about 1 GB less at the head on those shapes);
-  // the budget keeps the old, larger head term until a GPU run has
-  // measured what the head and a block's backward now peak at.
+  // in with them.)
   m.add(Gpu,
         fmt::format("working set, one micro-batch: the larger of a block's backward ({:.3f} GB, "
-                    "saved tensors x2) and the head's loss ({:.3f} GB, logits + gradient of "
-                    "one chunk{})",
+                    "saved tensors x2) and the head's ({:.3f} GB: a loss chunk's logits and "
+                    "gradient{}, its [tokens x hidden] tensors)",
                     static_cast<double>(block_working_set) / 1e9,
                     static_cast<double>(head_working_set) / 1e9,
-                    several_loss_chunks ? " + lm_head weight gradient transients" : ""),
+                    several_loss_chunks ? ", or the lm_head weight gradient's transients" : ""),
         std::max(block_working_set, head_working_set));
   // Host.
   m.add(Host, "master weights (fp32)", n * kFp32);

@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -322,6 +323,44 @@ TEST(Streaming, StreamsWithinADeviceSmallerThanTheModel) {
       EXPECT_GT(s.peak_bytes.at("device"), 0);
     }
   }
+}
+
+// The same hard limit where the head step's working set is the larger one:
+// a 65536-token vocabulary, 512 tokens a micro-batch, so two loss chunks of
+// 2^24 / 65536 = 256 rows (the stand-in's). lm_head_loss must let each
+// chunk's logits (256 x 65536 f32, 64 MiB) and their gradient go before it
+// adds the chunk's weight gradient to the running sum: held together they
+// would need 2 x 64 MiB + two weight gradients, over this budget.
+TEST(Streaming, TheHeadStepStaysWithinItsBudget) {
+  models::ModelConfig config = models::ModelConfig::from_file(fixture("llama") / "config.json");
+  config.vocab_size = 65536;
+  config.max_position_embeddings = 512;
+  Generator gen(5);
+  models::CausalLM model = models::CausalLM::random(config, gen);
+  auto opt = make_optimizer(model, OptimizerKind::AdamW);
+  const auto batches = make_batches(1, 1, 2, 256, config.vocab_size, 17);
+  Schedule schedule = Schedule::all_gpu(static_cast<int>(config.num_hidden_layers));
+  schedule.batch_size = 2;
+  schedule.micro_batch = 2;
+  const TrainSizes sizes{2, 256, OptimizerStates::Fp32, 4};
+  const MemoryBudget budget = bytes_needed(config, sizes, schedule);
+  const auto working_set = std::find_if(budget.items.begin(), budget.items.end(), [](auto& i) {
+    return i.what.rfind("working set", 0) == 0;
+  });
+  ASSERT_NE(working_set, budget.items.end());
+  // The head's term: 2 x 256 x 65536 x 4 B of logits and their gradient,
+  // plus (3 x 512 + 256) x 48 x 4 B of [tokens x hidden] tensors; a block's
+  // is a few MB.
+  EXPECT_EQ(working_set->bytes, 2 * 256 * 65536 * 4 + (3 * 512 + 256) * 48 * 4);
+  StandInOptions device;
+  device.capacity_bytes = budget.bytes(MemorySpace::Gpu);
+  StreamingOptions so;
+  so.schedule = schedule;
+  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(device), so);
+  const StepStats stats = streaming.step(batches[0], {});
+  streaming.sync();
+  EXPECT_TRUE(std::isfinite(stats.loss));
+  EXPECT_LE(stats.peak_bytes.at("device"), device.capacity_bytes);
 }
 
 TEST(Streaming, OverCapacityIsAClearError) {

@@ -36,11 +36,12 @@ constexpr int64_t kBoundary = 2048;
 //     6400, with the two before still downloading: at the second block
 //     36992 + 36992 + 6464 = 80448, * 2 B = 160896
 //   token ids and targets: 2 * 16 tokens * 8 B = 256
-//   working set, the larger of a block's backward and the head's loss
+//   working set, the larger of a block's backward and the head step's
 //   (they never run at once):
 //     block: 2 * (4*64 + 2*64 + 2*32 + 4*128 = 960) * 8 tokens * 2 B = 30720
-//     loss: logits and their gradient in bf16, 8 rows (fewer than a GPU
-//       chunk of 2^28 / 100): 2 * 8 * 100 * 2 B = 3200
+//     head: logits and their gradient in bf16, 8 rows (fewer than a GPU
+//       chunk of 2^28 / 100): 2 * 8 * 100 * 2 B = 3200, and its
+//       [tokens x hidden] tensors (3 * 8 + 8) * 64 * 2 B = 4096
 constexpr int64_t kGpuFixed = 147968 + 160896 + 256 + 30720;
 // Host: master 4 + m, v 8 + pinned bf16 weights 2 + pinned bf16 grads 2 = 16 B/param.
 constexpr int64_t kHostFixed = 16 * kN;
@@ -107,10 +108,14 @@ TEST(MemoryBudget, EightBitStatesAndWholeBatchChunks) {
   EXPECT_EQ(m.bytes(MemorySpace::Gpu), 147968 + 160896 + 256 + 61440 + 4 * kBoundary);
 }
 
-// A chunk of more tokens than one loss chunk's rows (2^28 / vocab on a GPU)
-// holds one chunk of logits and their gradient, plus the lm_head weight
-// gradient's transients (a chunk's and the running sum); with this
-// vocabulary the head's working set is the larger one.
+// The head's working set, by hand, where it is the larger one (a huge
+// vocabulary): a chunk of as many tokens as one loss chunk's rows (2^28 /
+// vocab = 16 on a GPU) holds that chunk's logits and their gradient; a
+// chunk of more (two loss chunks) at most two lm_head weight gradients at
+// once (a chunk's and the new running sum; lm_head_loss lets the logits go
+// first, and the old sum is the "gradients" item); both add the head's
+// [tokens x hidden] tensors: 3 per token of the micro-batch and one per
+// loss row.
 TEST(MemoryBudget, LossChunksOfAGpuAndTheirWeightGradients) {
   models::ModelConfig big_vocab = tiny();
   big_vocab.vocab_size = int64_t{1} << 24;  // 16 rows per loss chunk on a GPU
@@ -123,11 +128,9 @@ TEST(MemoryBudget, LossChunksOfAGpuAndTheirWeightGradients) {
     return int64_t{-1};
   };
   const int64_t v = int64_t{1} << 24;
-  // Blocks: 2 * 960 * 16 (or 32) tokens * 2 B, far below the loss's.
-  EXPECT_EQ(item(one, "working set"), 2 * 16 * v * 2);
-  EXPECT_EQ(item(two, "working set"), 2 * 16 * v * 2 + 2 * v * 64 * 2);
-  // The two chunkings differ only there and in the block's share (none).
-  EXPECT_EQ(two.bytes(MemorySpace::Gpu) - one.bytes(MemorySpace::Gpu), 2 * v * 64 * 2);
+  // Logits: 16 rows x v x 2 B; a weight gradient v x 64 x 2 B (4x that).
+  EXPECT_EQ(item(one, "working set"), 2 * 16 * v * 2 + (3 * 16 + 16) * 64 * 2);
+  EXPECT_EQ(item(two, "working set"), 2 * v * 64 * 2 + (3 * 32 + 16) * 64 * 2);
 }
 
 // The CPU stand-in computes in f32: every device term doubles but the ids.
