@@ -109,6 +109,11 @@ nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o,
   for (auto p : r.schedule.boundaries)
     counts[exec::placement_name(p)] = counts[exec::placement_name(p)].get<int>() + 1;
   j["counts"] = counts;
+  j["batches_tried"] = nlohmann::json::array();
+  for (const auto& t : r.batches_tried)
+    j["batches_tried"].push_back({{"batch_size", t.batch_size},
+                                  {"micro_batch", t.micro_batch},
+                                  {"predicted_tokens_per_s", t.tokens_per_s}});
   return j;
 }
 
@@ -129,6 +134,21 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
              c.num_parameters() / 1e9, c.hidden_size, c.intermediate_size);
   fmt::print("streaming schedule: batch {} x seq {}: micro-batch {} ({} chunks)\n", s.batch_size,
              r.sizes.seq_len, s.micro_batch, s.batch_size / s.micro_batch);
+  if (o.batch_size == 0) {
+    // Why this batch: what the others were predicted to give.
+    std::string tried;
+    for (const auto& t : r.batches_tried)
+      tried += fmt::format("{}{}{} ({:.0f}, chunks of {})", tried.empty() ? "" : ", ",
+                           t.batch_size == s.batch_size ? "*" : "", t.batch_size, t.tokens_per_s,
+                           t.micro_batch);
+    fmt::print(
+        "  batches planned (predicted tokens/s): {}{}\n  * kept: the smallest within {:g}% of the "
+        "fastest, chunks of >= {} tokens preferred\n",
+        tried,
+        r.first_batch_not_fitting > 0 ? fmt::format("; {} does not fit", r.first_batch_not_fitting)
+                                      : std::string(),
+        plan::kBatchMargin * 100, plan::kMinChunkTokens);
+  }
   int counts[4] = {0, 0, 0, 0};
   for (auto p : s.boundaries) ++counts[static_cast<int>(p)];
   fmt::print(

@@ -225,6 +225,7 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
 
   std::vector<BatchChoice> solved;  // ascending batch sizes
   std::vector<Shortage> shortages;  // of the first batch that fails, when none was solved
+  int64_t first_not_fitting = 0;
   double solve_s = 0;
   for (size_t bi = 0; bi < batches.size(); ++bi) {
     const std::vector<Candidate> candidates = candidates_for(config, hw, o, batches[bi]);
@@ -240,6 +241,7 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
             return x.model.micro_batch < y.model.micro_batch;
           });
       if (solved.empty()) shortages = shortages_of(smallest.model, smallest.room);
+      first_not_fitting = batches[bi];
       break;
     }
     std::optional<BatchChoice> batch_choice;
@@ -290,6 +292,10 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
   else
     plan = plan_of(config, hw, choose_batch(solved, o.micro_batch));
   plan.solve_s = solve_s;
+  for (const BatchChoice& c : solved)
+    plan.batches_tried.push_back({c.candidate.model.sizes.batch_size, c.candidate.model.micro_batch,
+                                  c.prediction.tokens_per_s});
+  plan.first_batch_not_fitting = first_not_fitting;
   return plan;
 }
 

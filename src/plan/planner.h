@@ -33,6 +33,13 @@ struct Shortage {
   std::string detail;
 };
 
+// A batch size the planner solved: its chosen chunking and prediction.
+struct BatchTried {
+  int64_t batch_size = 0;
+  int64_t micro_batch = 0;
+  double tokens_per_s = 0;
+};
+
 struct Plan {
   bool feasible = false;
   exec::TrainSizes sizes;
@@ -44,6 +51,10 @@ struct Plan {
   std::string stage_times_from;     // the cost model's stage times: measured or the FLOP model
   double solve_s = 0;               // every solve, all candidates
   std::vector<Shortage> shortages;  // when infeasible: for the easiest candidate
+  // Every batch size solved, ascending (one when the batch was given); the
+  // first larger one that did not fit, 0 when none failed.
+  std::vector<BatchTried> batches_tried;
+  int64_t first_batch_not_fitting = 0;
 };
 
 // The micro-batch the executor should use for `batch_size` sequences: the

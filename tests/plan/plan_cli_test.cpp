@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "exec/schedule.h"
 #include "plan/hardware.h"
 #include "plan/milp.h"
+#include "plan/planner.h"
 #include "plan/tiny_model.h"
 
 namespace lt::plan {
@@ -94,6 +96,49 @@ TEST_F(PlanCommand, JsonHasTheScheduleAndPeaks) {
 // (16 tokens): 16 B x 86848 + 256 + 3 x 960 x 16 x 2 + 2 x 16 x 64 x 2 +
 // 2 x 16 x 100 x 4 + 2 x 100 x 64 x 2 = 1524480 bytes, with the margin
 // 1676928.
+// Without --batch-size the output lists every batch planned, and the kept
+// one is the rule's choice among them (planner.h), checked here from the
+// listed figures alone.
+TEST_F(PlanCommand, ListsTheBatchesItPlannedAndWhichItKept) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const std::string model = (dir_ / "model").string();
+  CliResult r = run_plan("--model " + model + " --seq-len 8 --time-limit 5 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& tried = j.at("batches_tried");
+  ASSERT_GT(tried.size(), 1u);
+  const int64_t full = min_chunk_sequences(8);  // 1024 sequences of 8 tokens
+  bool any_full = false;
+  double best = 0;
+  for (size_t i = 0; i < tried.size(); ++i) {
+    if (i > 0) {
+      EXPECT_GT(tried[i].at("batch_size"), tried[i - 1].at("batch_size"));
+    }
+    any_full |= tried[i].at("micro_batch").get<int64_t>() >= full;
+  }
+  const auto considered = [&](const nlohmann::json& t) {
+    return (t.at("micro_batch").get<int64_t>() >= full) == any_full;
+  };
+  for (const auto& t : tried)
+    if (considered(t)) best = std::max(best, t.at("predicted_tokens_per_s").get<double>());
+  int64_t expected = 0;
+  for (const auto& t : tried)
+    if (considered(t) &&
+        t.at("predicted_tokens_per_s").get<double>() >= (1 - kBatchMargin) * best) {
+      expected = t.at("batch_size");
+      break;
+    }
+  EXPECT_EQ(j.at("batch_size"), expected);
+  // The text names the kept batch with a star; a given batch lists itself only.
+  r = run_plan("--model " + model + " --seq-len 8 --time-limit 5");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("batches planned (predicted tokens/s): "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("*" + std::to_string(expected) + " ("), std::string::npos) << r.out;
+  r = run_plan("--model " + model + " --seq-len 8 --batch-size 4 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("batches_tried").size(), 1u);
+}
+
 TEST_F(PlanCommand, ChoosesResidentOnlyWhenItFits) {
   if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
   struct Case {
