@@ -7,6 +7,10 @@
 
 namespace lt::train {
 
+std::string format_tflops(double tflops) {
+  return tflops >= 10 ? fmt::format("{:.0f}", tflops) : fmt::format("{:.2g}", tflops);
+}
+
 ProgressBar::ProgressBar(int64_t first_step, int64_t total_steps)
     : first_step_(first_step),
       total_steps_(total_steps),
@@ -15,7 +19,8 @@ ProgressBar::ProgressBar(int64_t first_step, int64_t total_steps)
       plain_every_(std::clamp<int64_t>(total_steps / 20, 1, 100)),
       start_(std::chrono::steady_clock::now()) {}
 
-void ProgressBar::update(int64_t step, double loss, double tokens_per_s, const std::string& extra) {
+void ProgressBar::update(int64_t step, double loss, double tokens_per_s, double tflops,
+                         const std::string& extra) {
   const int64_t done = step + 1;
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -24,8 +29,9 @@ void ProgressBar::update(int64_t step, double loss, double tokens_per_s, const s
       elapsed / static_cast<double>(run_steps) * static_cast<double>(total_steps_ - done);
   const int width = 24;
   const int filled = static_cast<int>(width * done / std::max<int64_t>(total_steps_, 1));
-  std::string line = fmt::format("step {:>5}/{} loss {:.4f} | {:.0f} tok/s | ETA {:.0f}s{}", done,
-                                 total_steps_, loss, tokens_per_s, eta, extra);
+  std::string line =
+      fmt::format("step {:>5}/{} loss {:.4f} | {:.0f} tok/s, {} TFLOP/s | ETA {:.0f}s{}", done,
+                  total_steps_, loss, tokens_per_s, format_tflops(tflops), eta, extra);
   if (tty_) {
     fmt::print(stderr, "\r[{}{}] {}\x1b[K", std::string(filled, '#'),
                std::string(width - filled, '.'), line);

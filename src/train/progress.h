@@ -7,10 +7,16 @@
 
 namespace lt::train {
 
+// TFLOP/s for people: whole numbers from 10 up, two significant digits
+// below (small models on the CPU run well under one).
+std::string format_tflops(double tflops);
+
 class ProgressBar {
  public:
   ProgressBar(int64_t first_step, int64_t total_steps);
-  void update(int64_t step, double loss, double tokens_per_s, const std::string& extra = "");
+  // tflops: 6 x parameters x tokens_per_s / 1e12 (REFERENCE.md's count).
+  void update(int64_t step, double loss, double tokens_per_s, double tflops,
+              const std::string& extra = "");
   void finish();
   void message(const std::string& line);  // a line that does not break the bar
 

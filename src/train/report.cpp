@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 
 #include "io/atomic_file.h"
 #include "train/generate.h"
+#include "train/progress.h"
 
 namespace lt::train {
 
@@ -65,6 +67,47 @@ nlohmann::json step_json(int64_t step, const exec::StepStats& s, double lr, doub
   for (const auto& [space, bytes] : s.peak_bytes) peak[space] = bytes;
   j["peak_bytes"] = peak;
   return j;
+}
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+std::string run_summary(const std::vector<nlohmann::json>& steps) {
+  if (steps.empty()) return "";
+  const size_t first = steps.size() > 1 ? 1 : 0;
+  std::vector<double> tps, tflops, seconds;
+  for (size_t i = first; i < steps.size(); ++i) {
+    tps.push_back(steps[i].at("tokens_per_s").get<double>());
+    tflops.push_back(steps[i].at("tflops").get<double>());
+    seconds.push_back(steps[i].at("step_s").get<double>());
+  }
+  std::map<std::string, int64_t> peaks;
+  for (const auto& j : steps)
+    if (j.contains("peak_bytes"))
+      for (const auto& [space, bytes] : j.at("peak_bytes").items())
+        peaks[space] = std::max(peaks[space], bytes.get<int64_t>());
+  const int64_t step0 = steps.front().at("step").get<int64_t>() + 1;
+  const int64_t step1 = steps.back().at("step").get<int64_t>() + 1;
+  std::string line = fmt::format(
+      "summary: {} steps; median of steps {}-{}: {:.0f} tokens/s, {} TFLOP/s, {:.3f} "
+      "s a step",
+      steps.size(), step0 + static_cast<int64_t>(first), step1, median_of(tps),
+      format_tflops(median_of(tflops)), median_of(seconds));
+  if (steps.back().contains("predicted_step_s"))
+    line += fmt::format(" (predicted {:.3f} s)", steps.back().at("predicted_step_s").get<double>());
+  if (!peaks.empty()) {
+    line += "; peak memory:";
+    for (const auto& [space, bytes] : peaks)
+      line += fmt::format(" {} {:.2f} GB", space, static_cast<double>(bytes) / 1e9);
+  }
+  return line;
 }
 
 bool plot_loss_curve(const fs::path& metrics, const fs::path& png) {

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "data/batching.h"
 #include "data/tokenizer.h"
@@ -30,6 +32,14 @@ class MetricsWriter {
 // (the planner's prediction for exec.schedule auto) when it is > 0.
 nlohmann::json step_json(int64_t step, const exec::StepStats& stats, double lr, double parameters,
                          double predicted_step_s = 0);
+
+// The closing line of a run, from its steps' metrics lines (step_json):
+// how many steps, the medians of tokens/s, TFLOP/s (6 x parameters x
+// tokens/s) and step seconds over the steps after the run's first (which
+// pays one-time set-up; all of them when there is only one), the planner's
+// predicted step when the lines have one, and the peak bytes per memory
+// space over every step. Empty when there are no lines.
+std::string run_summary(const std::vector<nlohmann::json>& steps);
 
 // loss.png from metrics.jsonl with gnuplot when it is installed; returns
 // false (and writes nothing) when it is not.

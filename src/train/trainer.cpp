@@ -295,6 +295,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   MetricsWriter metrics(out_dir / "metrics.jsonl", !resume_dir.empty(), state.step);
   ProgressBar bar(state.step, c.train.steps);
   TrainRunResult result;
+  std::vector<nlohmann::json> run_lines;  // this run's metrics lines, for the summary
   fs::path last_saved;
   auto save = [&] {
     executor.sync();  // the streaming executor's updates may still be running
@@ -326,6 +327,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
                               ev.tokens));
     }
     metrics.write(line);
+    run_lines.push_back(line);
     result.final_loss = stats.loss;
     if (stats.skipped) {
       ++state.consecutive_bad_steps;
@@ -342,8 +344,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
       state.consecutive_bad_steps = 0;
     }
     ++state.step;
-    bar.update(state.step - 1, stats.loss, static_cast<double>(stats.tokens) / stats.seconds,
-               fmt::format(" | lr {:.2e}", step_options.lr));
+    bar.update(state.step - 1, stats.loss, line.at("tokens_per_s").get<double>(),
+               line.at("tflops").get<double>(), fmt::format(" | lr {:.2e}", step_options.lr));
     const bool at_end = state.step == c.train.steps;
     if (signals.requested() && !at_end) {  // on the last step, finish normally
       bar.finish();
@@ -371,6 +373,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
       print_sample(model, *tokenizer, samples.front());
     }
   }
+  if (const std::string summary = run_summary(run_lines); !summary.empty())
+    fmt::print("{}\n", summary);
   fmt::print("outputs: {} (metrics.jsonl, config.yaml, loss.png, checkpoints {})\n",
              out_dir.string(), last_saved.string());
   return result;

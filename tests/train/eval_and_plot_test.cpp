@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "train/report.h"
 #include "train_helpers.h"
 
 namespace lt::train::testing {
@@ -52,6 +53,49 @@ TEST(LossCurve, IsAPngWhenGnuplotIsInstalled) {
   const std::string png = read_text(out / "loss.png");
   ASSERT_GT(png.size(), 8u);
   EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+}
+
+// The closing summary against figures worked out by hand: steps 3-6 of a
+// run resumed at step 2 (0-based 2..5); the first is left out of the
+// medians; the peaks are the largest of every step.
+TEST(RunSummary, MediansAfterTheFirstStepAndPeaksOverAll) {
+  const auto step = [](int64_t i, double tps, double tflops, double s, int64_t cpu) {
+    return nlohmann::json{{"step", i},
+                          {"tokens_per_s", tps},
+                          {"tflops", tflops},
+                          {"step_s", s},
+                          {"peak_bytes", {{"cpu", cpu}}}};
+  };
+  std::vector<nlohmann::json> lines = {
+      step(2, 10, 1.0, 9.0, 5'000'000'000), step(3, 400, 4.0, 0.5, 1'000'000'000),
+      step(4, 100, 2.0, 2.0, 2'000'000'000), step(5, 200, 3.0, 1.0, 1'500'000'000)};
+  // Steps 4-6: tokens/s {400, 100, 200} -> 200; TFLOP/s {4, 2, 3} -> 3;
+  // seconds {0.5, 2, 1} -> 1; cpu peak 5 GB (step 3).
+  EXPECT_EQ(run_summary(lines),
+            "summary: 4 steps; median of steps 4-6: 200 tokens/s, 3 TFLOP/s, 1.000 s a step; "
+            "peak memory: cpu 5.00 GB");
+  // An even count takes the mean of the middle two; a prediction is named.
+  lines.push_back(step(6, 300, 5.0, 1.5, 0));
+  lines.back()["predicted_step_s"] = 1.25;
+  EXPECT_EQ(run_summary(lines),
+            "summary: 5 steps; median of steps 4-7: 250 tokens/s, 3.5 TFLOP/s, 1.250 s a step "
+            "(predicted 1.250 s); peak memory: cpu 5.00 GB");
+  EXPECT_EQ(run_summary({}), "");
+}
+
+// A real run prints it, and its progress lines carry TFLOP/s.
+TEST(RunSummary, TrainPrintsItAndTheProgressLinesShowTflops) {
+  TempDir tmp("summary");
+  write_random_tokens(tmp / "train.jsonl", 4, 97, 5);
+  const fs::path out = tmp / "out";
+  fixture_config(fixture("llama"), tmp / "train.jsonl", out);  // 4 steps
+  std::string output;
+  const int code =
+      run_program({"train", "--config", (tmp / "out.yaml").string()}, tmp / "train.log", &output);
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("summary: 4 steps; median of steps 2-4: "), std::string::npos) << output;
+  EXPECT_NE(output.find(" TFLOP/s | ETA "), std::string::npos) << output;
+  EXPECT_EQ(read_metrics(out).size(), 4u);
 }
 
 }  // namespace
