@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "core/error.h"
@@ -19,6 +20,28 @@ plan::HardwareProfile auto_hardware(const TrainConfig& c) {
   return hw;
 }
 
+namespace {
+
+// When a run's batch does not fit: the largest of the planner's candidate
+// batches that does (a short solve per batch: this is an error path), so
+// the message says what to set instead. Empty when none fits.
+std::string smaller_batch_hint(const models::ModelConfig& model, const plan::HardwareProfile& hw,
+                               plan::PlanOptions o) {
+  if (o.batch_size <= 1) return "";
+  const int64_t wanted = o.batch_size;
+  o.batch_size = 0;
+  o.time_limit_s = std::min(o.time_limit_s, 5.0);
+  const plan::Plan free = plan::make_plan(model, hw, o);
+  if (!free.feasible || free.batches_tried.empty()) return "";
+  const int64_t largest = free.batches_tried.back().batch_size;
+  if (largest >= wanted) return "";
+  return fmt::format(
+      "; train.batch_size {} fits (the largest of the planner's candidate batch sizes that does)",
+      largest);
+}
+
+}  // namespace
+
 plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in) {
   const exec::TrainSizes sizes = streaming_sizes(c, stand_in);
   plan::PlanOptions o;
@@ -27,7 +50,8 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.micro_batch = c.exec.micro_batch;
   o.optimizer = sizes.optimizer;
   o.compute_bytes = sizes.compute_bytes;
-  plan::Plan p = plan::make_plan(model, auto_hardware(c), o);
+  const plan::HardwareProfile hw = auto_hardware(c);
+  plan::Plan p = plan::make_plan(model, hw, o);
   if (!p.feasible) {
     std::string why;
     for (const auto& s : p.shortages) {
@@ -36,7 +60,7 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
     fail("exec.schedule: auto: the planner found no feasible schedule for batch ",
          c.train.batch_size, " x seq ", c.train.seq_len, " on ",
          c.exec.hardware.empty() ? std::string("the default hardware profile") : c.exec.hardware,
-         why.empty() ? std::string("; no reason given") : why);
+         why.empty() ? std::string("; no reason given") : why, smaller_batch_hint(model, hw, o));
   }
   return p;
 }

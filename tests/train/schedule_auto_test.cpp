@@ -153,6 +153,34 @@ TEST(ScheduleAuto, NothingFeasibleStopsBeforeTrainingWithTheShortSpace) {
   EXPECT_FALSE(fs::exists(tmp / "out" / "metrics.jsonl")) << "training should not have started";
 }
 
+// When the run's batch does not fit, the error names a batch that does;
+// that batch then trains within the same device capacity (the stand-in
+// refuses any allocation past it).
+TEST(ScheduleAuto, ABatchTooLargeNamesOneThatFits) {
+  TempDir tmp("sched_auto_hint");
+  write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
+  const std::vector<std::string> tight = {"exec.mode=streaming", "exec.schedule=auto",
+                                          "exec.device_memory_gb=0.0004"};
+  std::vector<std::string> big = tight;
+  big.push_back("train.batch_size=8");
+  const std::string message = lt::testing::error_of([&] {
+    train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "big", big));
+  });
+  const std::string key = "; train.batch_size ";
+  const size_t at = message.find(key);
+  ASSERT_NE(at, std::string::npos) << message;
+  const int64_t hinted = std::stoll(message.substr(at + key.size()));
+  ASSERT_GE(hinted, 1);
+  ASSERT_LT(hinted, 8);
+  std::vector<std::string> fits = tight;
+  fits.push_back("train.batch_size=" + std::to_string(hinted));
+  train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "fits", fits));
+  const auto metrics = read_metrics(tmp / "fits");
+  ASSERT_FALSE(metrics.empty());
+  for (const auto& line : metrics)
+    EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), 400000) << line.dump();
+}
+
 TEST(ScheduleAuto, DiskPlacementsThroughTheTrainer) {
   TempDir tmp("sched_disk");
   write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
