@@ -19,15 +19,6 @@ int64_t with_margin(int64_t bytes) {
   return bytes + (bytes * kResidentMarginPercent + 99) / 100;
 }
 
-// Free memory of CUDA device `index` as the runtime reports it.
-int64_t cuda_free_bytes([[maybe_unused]] int index) {
-#ifdef LT_WITH_CUDA
-  return static_cast<int64_t>(cuda::device_free_memory(index));
-#else
-  fail("exec.mode auto: this build has no CUDA backend to ask for free memory");
-#endif
-}
-
 // train.batch_size, train.seq_len and optim.name, computing in
 // `compute_bytes` per element.
 exec::TrainSizes run_sizes(const TrainConfig& c, int64_t compute_bytes) {
@@ -41,6 +32,14 @@ exec::TrainSizes run_sizes(const TrainConfig& c, int64_t compute_bytes) {
 }
 
 }  // namespace
+
+int64_t cuda_free_bytes([[maybe_unused]] int index) {
+#ifdef LT_WITH_CUDA
+  return static_cast<int64_t>(cuda::device_free_memory(index));
+#else
+  fail("exec.mode auto: this build has no CUDA backend to ask for free memory");
+#endif
+}
 
 ExecutorChoice choose_executor(int64_t resident_bytes, int64_t available_bytes,
                                const std::string& available_from) {

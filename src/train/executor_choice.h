@@ -19,6 +19,10 @@
 
 namespace lt::train {
 
+// Free memory of CUDA device `index` as the runtime reports it (throws in
+// a build without CUDA).
+int64_t cuda_free_bytes(int index);
+
 // Resident is chosen only when its count, plus this fraction of it, fits:
 // the count leaves out the allocator's rounding and fragmentation, the
 // CUDA libraries' workspaces and small temporaries of individual ops.

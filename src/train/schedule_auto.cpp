@@ -42,7 +42,14 @@ std::string smaller_batch_hint(const models::ModelConfig& model, const plan::Har
 
 }  // namespace
 
-plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in) {
+double usable_gpu_gb(double profile_gb, int64_t free_bytes) {
+  const double free_gb =
+      static_cast<double>(std::max<int64_t>(0, free_bytes - kGpuReserveBytes)) / plan::kBytesPerGB;
+  return std::min(profile_gb, free_gb);
+}
+
+plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in,
+                        int64_t gpu_free_bytes) {
   const exec::TrainSizes sizes = streaming_sizes(c, stand_in);
   plan::PlanOptions o;
   o.batch_size = sizes.batch_size;
@@ -50,7 +57,9 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.micro_batch = c.exec.micro_batch;
   o.optimizer = sizes.optimizer;
   o.compute_bytes = sizes.compute_bytes;
-  const plan::HardwareProfile hw = auto_hardware(c);
+  plan::HardwareProfile hw = auto_hardware(c);
+  if (gpu_free_bytes >= 0 && c.exec.device_memory_gb <= 0)
+    hw.gpu_memory_gb = usable_gpu_gb(hw.gpu_memory_gb, gpu_free_bytes);
   plan::Plan p = plan::make_plan(model, hw, o);
   if (!p.feasible) {
     std::string why;
@@ -60,6 +69,7 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
     fail("exec.schedule: auto: the planner found no feasible schedule for batch ",
          c.train.batch_size, " x seq ", c.train.seq_len, " on ",
          c.exec.hardware.empty() ? std::string("the default hardware profile") : c.exec.hardware,
+         fmt::format(" with {:.3f} GB of GPU memory", hw.gpu_memory_gb),
          why.empty() ? std::string("; no reason given") : why, smaller_batch_hint(model, hw, o));
   }
   return p;

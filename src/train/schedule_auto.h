@@ -4,6 +4,7 @@
 // hardware profile exec.hardware (a YAML file; empty: the planner's
 // defaults). A set exec.device_memory_gb is the GPU capacity the plan must
 // fit: the stand-in's capacity, or on a GPU the memory the plan may use.
+#include <cstdint>
 #include <string>
 
 #include "exec/schedule.h"
@@ -17,11 +18,25 @@ namespace lt::train {
 // exec.device_memory_gb as gpu_memory_gb when set).
 plan::HardwareProfile auto_hardware(const TrainConfig& c);
 
+// Device memory the runtime uses outside what exec::bytes_needed counts:
+// lazily loaded library kernels and handles (cuBLASLt, cuDNN), and on the
+// H200 ~0.14 GB at the head step not yet traced (bench/RESULTS.md).
+inline constexpr int64_t kGpuReserveBytes = int64_t{512} << 20;
+
+// The GPU memory a plan may use on the device the run trains on: the
+// profile's gpu_memory_gb (a profile records the device's total, and the
+// defaults are the H200's), but no more than what the device has free now,
+// less kGpuReserveBytes. Never below 0.
+double usable_gpu_gb(double profile_gb, int64_t free_bytes);
+
 // The planner's schedule for this run; `stand_in`: the CPU stand-in runs it
-// (f32 compute), else a GPU (bf16). Throws lt::Error with the planner's
-// reason (which memory space is short, by how many bytes) when nothing is
-// feasible; training then does not start.
-plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in);
+// (f32 compute), else a GPU (bf16). `gpu_free_bytes` >= 0 (a GPU run with no
+// exec.device_memory_gb): the device's free memory, which caps the plan
+// (usable_gpu_gb). Throws lt::Error with the planner's reason (which memory
+// space is short, by how many bytes) when nothing is feasible; training
+// then does not start.
+plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in,
+                        int64_t gpu_free_bytes = -1);
 
 // One line per fact: placements per boundary, batch and chunk, predicted
 // step time and peaks.

@@ -108,7 +108,9 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const Execut
   } else if (c.exec.schedule == "auto") {
     plan::Plan plan;
     try {
-      plan = plan_for_run(c, model.config(), device.is_cpu());
+      plan = plan_for_run(
+          c, model.config(), device.is_cpu(),
+          device.is_cuda() && c.exec.device_memory_gb <= 0 ? cuda_free_bytes(device.index) : -1);
     } catch (const Error& e) {
       if (c.exec.mode != "auto") throw;
       fail("exec.mode auto: nothing fits: ", choice.reason, "; and ", e.what());

@@ -181,6 +181,15 @@ TEST(ScheduleAuto, ABatchTooLargeNamesOneThatFits) {
     EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), 400000) << line.dump();
 }
 
+// On a GPU the plan fits what the device has free, less the reserve, when
+// that is less than the profile says: by hand, 80 GB free on a 150 GB
+// profile leaves 80e9 - 512 MiB = 79463129088 bytes.
+TEST(ScheduleAuto, AGpuPlanFitsTheFreeMemoryLessTheReserve) {
+  EXPECT_DOUBLE_EQ(usable_gpu_gb(150, 80'000'000'000), 79.463129088);
+  EXPECT_DOUBLE_EQ(usable_gpu_gb(10, 80'000'000'000), 10);  // the profile is smaller
+  EXPECT_DOUBLE_EQ(usable_gpu_gb(150, 100 << 20), 0);       // less free than the reserve
+}
+
 TEST(ScheduleAuto, DiskPlacementsThroughTheTrainer) {
   TempDir tmp("sched_disk");
   write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
