@@ -141,13 +141,17 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
       tried += fmt::format("{}{}{} ({:.0f}, chunks of {})", tried.empty() ? "" : ", ",
                            t.batch_size == s.batch_size ? "*" : "", t.batch_size, t.tokens_per_s,
                            t.micro_batch);
+    const std::string preferred =
+        o.micro_batch > 0
+            ? fmt::format("batches of >= {} sequences (--micro-batch) preferred", o.micro_batch)
+            : fmt::format("chunks of >= {} tokens preferred", plan::kMinChunkTokens);
     fmt::print(
         "  batches planned (predicted tokens/s): {}{}\n  * kept: the smallest within {:g}% of the "
-        "fastest, chunks of >= {} tokens preferred\n",
+        "fastest, {}\n",
         tried,
         r.first_batch_not_fitting > 0 ? fmt::format("; {} does not fit", r.first_batch_not_fitting)
                                       : std::string(),
-        plan::kBatchMargin * 100, plan::kMinChunkTokens);
+        plan::kBatchMargin * 100, preferred);
   }
   int counts[4] = {0, 0, 0, 0};
   for (auto p : s.boundaries) ++counts[static_cast<int>(p)];

@@ -229,26 +229,34 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   // gradients alive during its backward (an estimate, not a measurement).
   const int64_t block_working_set = 2 * block_saved_elements_per_token(c) * chunk_tokens * cb;
   // The head step (autograd/fn_lm_loss.cpp, in the compute dtype: bf16 on a
-  // GPU, f32 on the CPU stand-in), beside the stage gradient the
-  // "gradients" item counts (with several loss chunks, the lm_head weight
-  // gradient's running sum): per loss chunk of 2^28 logits on a GPU (1766
-  // rows of a 151936 vocabulary), its logits and their gradient; then,
-  // with several chunks, the gradient alone beside the chunk's weight
-  // gradient, and that beside the new running sum (lm_head_loss lets the
-  // logits go first). And the head's [tokens x hidden] tensors: the final
-  // norm's output, its gradient and the norm's input gradient, and a loss
-  // chunk's hidden gradient. On the H200 (3B shape, chunks of 8, dc2ea21)
-  // the head step peaked 1.48 GB over the rest against 1.34 GB counted
-  // here; the ~0.14 GB left is not traced (the cuBLASLt workspaces, 32 MB a
-  // stream, are part of it). There a block's backward is the larger term.
+  // GPU, f32 on the CPU stand-in), beside the lm_head weight gradient the
+  // "gradients" item counts. A loss chunk (2^28 logits on a GPU: 1766 rows
+  // of a 151936 vocabulary) holds its logits and their gradient (2L); the
+  // chunk's weight gradient then sits beside that gradient (L + W), and
+  // beside the new running sum when a micro-batch takes several loss chunks
+  // (2W: lm_head_loss lets the logits go first), or beside the parameter's
+  // new .grad when the autograd engine adds a later micro-batch chunk's
+  // gradient to it (2W). With both, the engine's .grad (the "gradients"
+  // item) and the running sum (one W more) are alive at once. And the
+  // head's [tokens x hidden] tensors: the final norm's output, its gradient
+  // and the norm's input gradient, and a loss chunk's hidden gradient. On
+  // the H200 (3B shape, batch 64 in chunks of 8, dc2ea21) the head step
+  // peaked 1.48 GB over the rest, as this counts it (3W + those tensors)
+  // less the block gradients the "gradients" item also holds; counting the
+  // later micro-batch chunks' W was missing until then (review).
   const bool on_gpu = s.compute_bytes == kBf16;
   const int64_t loss_rows = std::min(chunk_tokens, loss_chunk_rows(c.vocab_size, on_gpu));
   const bool several_loss_chunks = chunk_tokens > loss_rows;
+  const bool several_chunks = chunk < s.batch_size;
   const int64_t chunk_logits = loss_rows * c.vocab_size * cb;
   const int64_t weight_grad = c.vocab_size * c.hidden_size * cb;
+  const int64_t with_weight_grads =
+      std::max({2 * chunk_logits, chunk_logits + weight_grad, 2 * weight_grad});
   int64_t head_working_set = 2 * chunk_logits;
   if (several_loss_chunks)
-    head_working_set = std::max({head_working_set, chunk_logits + weight_grad, 2 * weight_grad});
+    head_working_set = with_weight_grads + (several_chunks ? weight_grad : 0);
+  else if (several_chunks)
+    head_working_set = with_weight_grads;
   head_working_set += (3 * chunk_tokens + loss_rows) * c.hidden_size * cb;
   // The head step and a block's backward never run at once, and each frees
   // its working set before the next stage computes, so the step needs the

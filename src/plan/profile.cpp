@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <vector>
 
 #include "autograd/engine.h"
@@ -197,6 +198,8 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
       else
         backward(out, dy);
     };
+    // In kStageTimesFits' order (the fits below walk it).
+    static_assert(std::size(kStageTimesFits) == 5, "one timing per fit in kStageTimesFits");
     seconds.push_back({time([&] { no_grad(embed, ids); }),
                        time([&] { with_grad(embed, ids, false); }),
                        time([&] { no_grad(block, x); }), time([&] { with_grad(block, x, true); }),

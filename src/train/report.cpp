@@ -100,6 +100,10 @@ std::string run_summary(const std::vector<nlohmann::json>& steps) {
       "s a step",
       steps.size(), step0 + static_cast<int64_t>(first), step1, median_of(tps),
       format_tflops(median_of(tflops)), median_of(seconds));
+  const auto skipped = std::count_if(steps.begin(), steps.end(), [](const nlohmann::json& j) {
+    return j.value("skipped", false);
+  });
+  if (skipped > 0) line += fmt::format(" ({} skipped: no update)", skipped);
   if (steps.back().contains("predicted_step_s"))
     line += fmt::format(" (predicted {:.3f} s)", steps.back().at("predicted_step_s").get<double>());
   if (!peaks.empty()) {

@@ -37,8 +37,9 @@ nlohmann::json step_json(int64_t step, const exec::StepStats& stats, double lr, 
 // how many steps, the medians of tokens/s, TFLOP/s (6 x parameters x
 // tokens/s) and step seconds over the steps after the run's first (which
 // pays one-time set-up; all of them when there is only one), the planner's
-// predicted step when the lines have one, and the peak bytes per memory
-// space over every step. Empty when there are no lines.
+// predicted step when the lines have one, how many steps were skipped
+// (non-finite: no update; they count in the medians), and the peak bytes
+// per memory space over every step. Empty when there are no lines.
 std::string run_summary(const std::vector<nlohmann::json>& steps);
 
 // loss.png from metrics.jsonl with gnuplot when it is installed; returns

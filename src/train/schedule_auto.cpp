@@ -22,22 +22,32 @@ plan::HardwareProfile auto_hardware(const TrainConfig& c) {
 
 namespace {
 
-// When a run's batch does not fit: the largest of the planner's candidate
-// batches that does (a short solve per batch: this is an error path), so
-// the message says what to set instead. Empty when none fits.
+// When a run's batch does not fit, what would: with exec.micro_batch set,
+// the same batch in the planner's own chunking if that fits; else the
+// largest of the planner's candidate batch sizes it solved (a short solve:
+// this is an error path) that train.grad_accum divides. Empty when none.
 std::string smaller_batch_hint(const models::ModelConfig& model, const plan::HardwareProfile& hw,
-                               plan::PlanOptions o) {
+                               plan::PlanOptions o, int64_t grad_accum) {
   if (o.batch_size <= 1) return "";
+  o.time_limit_s = std::min(o.time_limit_s, 5.0);
+  if (o.micro_batch > 0) {
+    plan::PlanOptions own = o;
+    own.micro_batch = 0;
+    const plan::Plan p = plan::make_plan(model, hw, own);
+    if (p.feasible)
+      return fmt::format(
+          "; batch {} fits in chunks of {} sequences: leave exec.micro_batch unset (0) to let "
+          "the planner choose",
+          o.batch_size, p.schedule.micro_batch);
+  }
   const int64_t wanted = o.batch_size;
   o.batch_size = 0;
-  o.time_limit_s = std::min(o.time_limit_s, 5.0);
   const plan::Plan free = plan::make_plan(model, hw, o);
-  if (!free.feasible || free.batches_tried.empty()) return "";
-  const int64_t largest = free.batches_tried.back().batch_size;
-  if (largest >= wanted) return "";
-  return fmt::format(
-      "; train.batch_size {} fits (the largest of the planner's candidate batch sizes that does)",
-      largest);
+  for (auto t = free.batches_tried.rbegin(); t != free.batches_tried.rend(); ++t)
+    if (t->batch_size < wanted && t->batch_size % std::max<int64_t>(1, grad_accum) == 0)
+      return fmt::format("; train.batch_size {} fits{}", t->batch_size,
+                         o.micro_batch > 0 ? " with this exec.micro_batch" : "");
+  return "";
 }
 
 }  // namespace
@@ -70,7 +80,8 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
          c.train.batch_size, " x seq ", c.train.seq_len, " on ",
          c.exec.hardware.empty() ? std::string("the default hardware profile") : c.exec.hardware,
          fmt::format(" with {:.3f} GB of GPU memory", hw.gpu_memory_gb),
-         why.empty() ? std::string("; no reason given") : why, smaller_batch_hint(model, hw, o));
+         why.empty() ? std::string("; no reason given") : why,
+         smaller_batch_hint(model, hw, o, c.train.grad_accum));
   }
   return p;
 }

@@ -19,8 +19,8 @@ namespace lt::train {
 plan::HardwareProfile auto_hardware(const TrainConfig& c);
 
 // Device memory the runtime uses outside what exec::bytes_needed counts:
-// lazily loaded library kernels and handles (cuBLASLt, cuDNN), and on the
-// H200 ~0.14 GB at the head step not yet traced (bench/RESULTS.md).
+// lazily loaded library kernels and handles (cuBLASLt, cuDNN) and the
+// allocator's rounding.
 inline constexpr int64_t kGpuReserveBytes = int64_t{512} << 20;
 
 // The GPU memory a plan may use on the device the run trains on: the

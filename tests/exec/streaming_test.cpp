@@ -363,6 +363,34 @@ TEST(Streaming, TheHeadStepStaysWithinItsBudget) {
   EXPECT_LE(stats.peak_bytes.at("device"), device.capacity_bytes);
 }
 
+// And where the head's weight gradients are the larger part: two chunks of
+// one sequence of 32 tokens each (one loss chunk each), so the autograd
+// engine adds the second chunk's lm_head weight gradient (65536 x 48 f32,
+// 12.6 MB) to the first's: both and their sum are alive at once, more than
+// a chunk's logits and their gradient (2 x 32 x 65536 f32, 16.8 MB).
+TEST(Streaming, TheHeadsWeightGradientsStayWithinTheBudget) {
+  models::ModelConfig config = models::ModelConfig::from_file(fixture("llama") / "config.json");
+  config.vocab_size = 65536;
+  Generator gen(6);
+  models::CausalLM model = models::CausalLM::random(config, gen);
+  auto opt = make_optimizer(model, OptimizerKind::AdamW);
+  const auto batches = make_batches(1, 1, 2, 32, config.vocab_size, 19);
+  Schedule schedule = Schedule::all_gpu(static_cast<int>(config.num_hidden_layers));
+  schedule.batch_size = 2;
+  schedule.micro_batch = 1;
+  const TrainSizes sizes{2, 32, OptimizerStates::Fp32, 4};
+  const MemoryBudget budget = bytes_needed(config, sizes, schedule);
+  StandInOptions device;
+  device.capacity_bytes = budget.bytes(MemorySpace::Gpu);
+  StreamingOptions so;
+  so.schedule = schedule;
+  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(device), so);
+  const StepStats stats = streaming.step(batches[0], {});
+  streaming.sync();
+  EXPECT_TRUE(std::isfinite(stats.loss));
+  EXPECT_LE(stats.peak_bytes.at("device"), device.capacity_bytes);
+}
+
 TEST(Streaming, OverCapacityIsAClearError) {
   models::CausalLM model = make_model("llama", 2);
   auto opt = make_optimizer(model, OptimizerKind::AdamW);

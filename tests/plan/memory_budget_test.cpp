@@ -109,28 +109,36 @@ TEST(MemoryBudget, EightBitStatesAndWholeBatchChunks) {
 }
 
 // The head's working set, by hand, where it is the larger one (a huge
-// vocabulary): a chunk of as many tokens as one loss chunk's rows (2^28 /
-// vocab = 16 on a GPU) holds that chunk's logits and their gradient; a
-// chunk of more (two loss chunks) at most two lm_head weight gradients at
-// once (a chunk's and the new running sum; lm_head_loss lets the logits go
-// first, and the old sum is the "gradients" item); both add the head's
-// [tokens x hidden] tensors: 3 per token of the micro-batch and one per
-// loss row.
+// vocabulary, 2^28 / vocab = 16 loss rows on a GPU): L = a loss chunk's
+// logits (16 x v x 2 B), W = an lm_head weight gradient (v x 64 x 2 B =
+// 4L), beside the W the "gradients" item counts; plus the head's
+// [tokens x hidden] tensors, 3 per token of the chunk and one per loss row.
 TEST(MemoryBudget, LossChunksOfAGpuAndTheirWeightGradients) {
   models::ModelConfig big_vocab = tiny();
-  big_vocab.vocab_size = int64_t{1} << 24;  // 16 rows per loss chunk on a GPU
-  const TrainSizes sizes{2, 16, OptimizerStates::Fp32};
-  const MemoryBudget one = fixed_bytes(big_vocab, sizes, 1);  // 16 tokens: one chunk
-  const MemoryBudget two = fixed_bytes(big_vocab, sizes, 2);  // 32 tokens: two chunks
+  big_vocab.vocab_size = int64_t{1} << 24;
   const auto item = [](const MemoryBudget& m, const std::string& what) {
     for (const auto& i : m.items)
       if (i.space == MemorySpace::Gpu && i.what.rfind(what, 0) == 0) return i.bytes;
     return int64_t{-1};
   };
-  const int64_t v = int64_t{1} << 24;
-  // Logits: 16 rows x v x 2 B; a weight gradient v x 64 x 2 B (4x that).
-  EXPECT_EQ(item(one, "working set"), 2 * 16 * v * 2 + (3 * 16 + 16) * 64 * 2);
-  EXPECT_EQ(item(two, "working set"), 2 * v * 64 * 2 + (3 * 32 + 16) * 64 * 2);
+  const int64_t v = int64_t{1} << 24, L = 16 * v * 2, W = v * 64 * 2;
+  const TrainSizes two_seqs{2, 16, OptimizerStates::Fp32};
+  // The whole batch in one chunk of one loss chunk: its logits and their
+  // gradient; the weight gradient is the stage's own.
+  EXPECT_EQ(item(fixed_bytes(big_vocab, {1, 16}, 1), "working set"),
+            2 * L + (3 * 16 + 16) * 64 * 2);
+  // Two chunks of one loss chunk each: the second's weight gradient beside
+  // the engine's new sum (2W).
+  EXPECT_EQ(item(fixed_bytes(big_vocab, two_seqs, 1), "working set"),
+            2 * W + (3 * 16 + 16) * 64 * 2);
+  // One chunk of 32 tokens, two loss chunks: a chunk's weight gradient
+  // beside the new running sum (2W).
+  EXPECT_EQ(item(fixed_bytes(big_vocab, two_seqs, 2), "working set"),
+            2 * W + (3 * 32 + 16) * 64 * 2);
+  // Both: two chunks of two loss chunks: the running sum's two and the old
+  // sum beside the engine's .grad (3W).
+  EXPECT_EQ(item(fixed_bytes(big_vocab, {4, 16}, 2), "working set"),
+            3 * W + (3 * 32 + 16) * 64 * 2);
 }
 
 // The CPU stand-in computes in f32: every device term doubles but the ids.

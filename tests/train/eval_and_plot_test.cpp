@@ -81,6 +81,12 @@ TEST(RunSummary, MediansAfterTheFirstStepAndPeaksOverAll) {
             "summary: 5 steps; median of steps 4-7: 250 tokens/s, 3.5 TFLOP/s, 1.250 s a step "
             "(predicted 1.250 s); peak memory: cpu 5.00 GB");
   EXPECT_EQ(run_summary({}), "");
+  // One step: its own figures; a skipped step is counted; no peaks, none named.
+  nlohmann::json only = {
+      {"step", 0}, {"tokens_per_s", 50.0}, {"tflops", 0.25}, {"step_s", 2.0}, {"skipped", true}};
+  EXPECT_EQ(run_summary({only}),
+            "summary: 1 steps; median of steps 1-1: 50 tokens/s, 0.25 TFLOP/s, 2.000 s a step "
+            "(1 skipped: no update)");
 }
 
 // A real run prints it, and its progress lines carry TFLOP/s.

@@ -181,6 +181,28 @@ TEST(ScheduleAuto, ABatchTooLargeNamesOneThatFits) {
     EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), 400000) << line.dump();
 }
 
+// With exec.micro_batch set too large for the device, the error says the
+// planner's own chunking fits the batch; that run then trains within the
+// same capacity.
+TEST(ScheduleAuto, AChunkTooLargeSaysToLetThePlannerChoose) {
+  TempDir tmp("sched_auto_chunk");
+  write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
+  const std::vector<std::string> tight = {"exec.mode=streaming", "exec.schedule=auto",
+                                          "exec.device_memory_gb=0.0006", "train.batch_size=8"};
+  std::vector<std::string> chunked = tight;
+  chunked.push_back("exec.micro_batch=8");
+  const std::string message = lt::testing::error_of([&] {
+    train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "big", chunked));
+  });
+  EXPECT_NE(message.find("; batch 8 fits in chunks of "), std::string::npos) << message;
+  EXPECT_NE(message.find("leave exec.micro_batch unset"), std::string::npos) << message;
+  train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "fits", tight));
+  const auto metrics = read_metrics(tmp / "fits");
+  ASSERT_FALSE(metrics.empty());
+  for (const auto& line : metrics)
+    EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), 600000) << line.dump();
+}
+
 // On a GPU the plan fits what the device has free, less the reserve, when
 // that is less than the profile says: by hand, 80 GB free on a 150 GB
 // profile leaves 80e9 - 512 MiB = 79463129088 bytes.
