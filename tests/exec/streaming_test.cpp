@@ -325,70 +325,63 @@ TEST(Streaming, StreamsWithinADeviceSmallerThanTheModel) {
   }
 }
 
-// The same hard limit where the head step's working set is the larger one:
-// a 65536-token vocabulary, 512 tokens a micro-batch, so two loss chunks of
-// 2^24 / 65536 = 256 rows (the stand-in's). lm_head_loss must let each
-// chunk's logits (256 x 65536 f32, 64 MiB) and their gradient go before it
-// adds the chunk's weight gradient to the running sum: held together they
-// would need 2 x 64 MiB + two weight gradients, over this budget.
-TEST(Streaming, TheHeadStepStaysWithinItsBudget) {
+// One step of the llama fixture with a 65536-token vocabulary (the head's
+// working set then outweighs a block's), 2 sequences of `seq` tokens in
+// chunks of `chunk`, all boundaries on a stand-in device whose capacity is
+// exactly what exec::bytes_needed budgets. Returns the budget and the step.
+struct HeadRun {
+  MemoryBudget budget;
+  StepStats stats;
+};
+HeadRun head_step_at_budget(int64_t seq, int64_t chunk) {
   models::ModelConfig config = models::ModelConfig::from_file(fixture("llama") / "config.json");
   config.vocab_size = 65536;
   config.max_position_embeddings = 512;
   Generator gen(5);
   models::CausalLM model = models::CausalLM::random(config, gen);
   auto opt = make_optimizer(model, OptimizerKind::AdamW);
-  const auto batches = make_batches(1, 1, 2, 256, config.vocab_size, 17);
+  const auto batches = make_batches(1, 1, 2, seq, config.vocab_size, 17);
   Schedule schedule = Schedule::all_gpu(static_cast<int>(config.num_hidden_layers));
   schedule.batch_size = 2;
-  schedule.micro_batch = 2;
-  const TrainSizes sizes{2, 256, OptimizerStates::Fp32, 4};
-  const MemoryBudget budget = bytes_needed(config, sizes, schedule);
-  const auto working_set = std::find_if(budget.items.begin(), budget.items.end(), [](auto& i) {
+  schedule.micro_batch = chunk;
+  HeadRun r;
+  r.budget = bytes_needed(config, {2, seq, OptimizerStates::Fp32, 4}, schedule);
+  StandInOptions device;
+  device.capacity_bytes = r.budget.bytes(MemorySpace::Gpu);
+  StreamingOptions so;
+  so.schedule = schedule;
+  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(device), so);
+  r.stats = streaming.step(batches[0], {});  // throws "out of memory" past the capacity
+  streaming.sync();
+  EXPECT_TRUE(std::isfinite(r.stats.loss));
+  EXPECT_LE(r.stats.peak_bytes.at("device"), device.capacity_bytes);
+  return r;
+}
+
+// 512 tokens in one chunk: two loss chunks of 2^24 / 65536 = 256 rows (the
+// stand-in's). lm_head_loss must let each chunk's logits (256 x 65536 f32,
+// 64 MiB) and their gradient go before it adds the chunk's weight gradient
+// to the running sum: held together they would need 2 x 64 MiB + two
+// weight gradients, over this budget.
+TEST(Streaming, TheHeadStepStaysWithinItsBudget) {
+  const HeadRun r = head_step_at_budget(256, 2);
+  const auto working_set = std::find_if(r.budget.items.begin(), r.budget.items.end(), [](auto& i) {
     return i.what.rfind("working set", 0) == 0;
   });
-  ASSERT_NE(working_set, budget.items.end());
+  ASSERT_NE(working_set, r.budget.items.end());
   // The head's term: 2 x 256 x 65536 x 4 B of logits and their gradient,
   // plus (3 x 512 + 256) x 48 x 4 B of [tokens x hidden] tensors; a block's
   // is a few MB.
   EXPECT_EQ(working_set->bytes, 2 * 256 * 65536 * 4 + (3 * 512 + 256) * 48 * 4);
-  StandInOptions device;
-  device.capacity_bytes = budget.bytes(MemorySpace::Gpu);
-  StreamingOptions so;
-  so.schedule = schedule;
-  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(device), so);
-  const StepStats stats = streaming.step(batches[0], {});
-  streaming.sync();
-  EXPECT_TRUE(std::isfinite(stats.loss));
-  EXPECT_LE(stats.peak_bytes.at("device"), device.capacity_bytes);
 }
 
-// And where the head's weight gradients are the larger part: two chunks of
-// one sequence of 32 tokens each (one loss chunk each), so the autograd
-// engine adds the second chunk's lm_head weight gradient (65536 x 48 f32,
-// 12.6 MB) to the first's: both and their sum are alive at once, more than
-// a chunk's logits and their gradient (2 x 32 x 65536 f32, 16.8 MB).
+// Two chunks of one sequence of 32 tokens (one loss chunk each): the
+// autograd engine adds the second chunk's lm_head weight gradient (65536 x
+// 48 f32, 12.6 MB) to the first's, so both and their sum are alive at once,
+// more than a chunk's logits and their gradient (2 x 32 x 65536 f32, 16.8
+// MB). Budgeting only the latter runs out of memory.
 TEST(Streaming, TheHeadsWeightGradientsStayWithinTheBudget) {
-  models::ModelConfig config = models::ModelConfig::from_file(fixture("llama") / "config.json");
-  config.vocab_size = 65536;
-  Generator gen(6);
-  models::CausalLM model = models::CausalLM::random(config, gen);
-  auto opt = make_optimizer(model, OptimizerKind::AdamW);
-  const auto batches = make_batches(1, 1, 2, 32, config.vocab_size, 19);
-  Schedule schedule = Schedule::all_gpu(static_cast<int>(config.num_hidden_layers));
-  schedule.batch_size = 2;
-  schedule.micro_batch = 1;
-  const TrainSizes sizes{2, 32, OptimizerStates::Fp32, 4};
-  const MemoryBudget budget = bytes_needed(config, sizes, schedule);
-  StandInOptions device;
-  device.capacity_bytes = budget.bytes(MemorySpace::Gpu);
-  StreamingOptions so;
-  so.schedule = schedule;
-  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(device), so);
-  const StepStats stats = streaming.step(batches[0], {});
-  streaming.sync();
-  EXPECT_TRUE(std::isfinite(stats.loss));
-  EXPECT_LE(stats.peak_bytes.at("device"), device.capacity_bytes);
+  head_step_at_budget(32, 1);
 }
 
 TEST(Streaming, OverCapacityIsAClearError) {
