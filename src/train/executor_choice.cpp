@@ -90,8 +90,10 @@ ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& m
                            fmt::format("exec.device_memory_gb ({})", c.exec.device_memory_gb));
   }
   if (device.is_cpu()) return choose_executor(resident, -1, "the CPU (no exec.device_memory_gb)");
-  return choose_executor(resident, cuda_free_bytes(device.index),
-                         fmt::format("{} (free memory)", device.str()));
+  ExecutorChoice choice = choose_executor(resident, cuda_free_bytes(device.index),
+                                          fmt::format("{} (free memory)", device.str()));
+  choice.gpu_free_memory = true;
+  return choice;
 }
 
 exec::TrainSizes streaming_sizes(const TrainConfig& c, bool stand_in) {
@@ -104,11 +106,15 @@ void check_streaming_fits(const TrainConfig& c, const ExecutorChoice& choice,
   if (choice.available_bytes < 0) return;
   const int64_t needed = exec::bytes_needed(model, streaming_sizes(c, stand_in), schedule)
                              .bytes(exec::MemorySpace::Gpu);
-  LT_CHECK(needed <= choice.available_bytes, "exec.mode auto: nothing fits: ", choice.reason,
+  const int64_t reserve = choice.gpu_free_memory ? kGpuReserveBytes : 0;
+  const int64_t available = choice.available_bytes - reserve;
+  LT_CHECK(needed <= available, "exec.mode auto: nothing fits: ", choice.reason,
            "; and the streaming schedule exec.schedule (", c.exec.schedule, ") needs ",
-           gigabytes(needed), " on the device, ", gigabytes(needed - choice.available_bytes),
-           " more than ", choice.available_from,
-           " has; set exec.schedule: auto to let the planner offload or recompute boundaries");
+           gigabytes(needed), " on the device, ", gigabytes(needed - available), " more than ",
+           choice.available_from, " has",
+           reserve > 0 ? fmt::format(" less the {} the CUDA libraries take", gigabytes(reserve))
+                       : std::string(),
+           "; set exec.schedule: auto to let the planner offload or recompute boundaries");
 }
 
 }  // namespace lt::train

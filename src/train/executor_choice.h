@@ -23,17 +23,24 @@ namespace lt::train {
 // a build without CUDA).
 int64_t cuda_free_bytes(int index);
 
+// Device memory the runtime uses outside what exec::bytes_needed counts:
+// lazily loaded library kernels and handles (cuBLASLt, cuDNN) and the
+// allocator's rounding. A streaming plan or schedule checked against a
+// GPU's free memory leaves this much of it.
+inline constexpr int64_t kGpuReserveBytes = int64_t{512} << 20;
+
 // Resident is chosen only when its count, plus this fraction of it, fits:
 // the count leaves out the allocator's rounding and fragmentation, the
 // CUDA libraries' workspaces and small temporaries of individual ops.
 inline constexpr int64_t kResidentMarginPercent = 10;
 
 struct ExecutorChoice {
-  std::string executor;         // "resident" or "streaming"
-  int64_t resident_bytes = 0;   // exec::resident_bytes_needed on the training device
-  int64_t available_bytes = 0;  // < 0: no limit was compared
-  std::string available_from;   // where available_bytes came from
-  std::string reason;           // one line: bytes needed against available
+  std::string executor;          // "resident" or "streaming"
+  int64_t resident_bytes = 0;    // exec::resident_bytes_needed on the training device
+  int64_t available_bytes = 0;   // < 0: no limit was compared
+  std::string available_from;    // where available_bytes came from
+  bool gpu_free_memory = false;  // available_bytes is a GPU's free memory
+  std::string reason;            // one line: bytes needed against available
 };
 
 // The decision alone: resident when resident_bytes plus
@@ -60,8 +67,9 @@ ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& m
 
 // exec.mode auto chose streaming with a fixed exec.schedule: throws lt::Error
 // saying that nothing fits (resident's need, the schedule's device bytes
-// from exec::bytes_needed, and by how much they exceed what is available)
-// when that schedule does not fit either. `stand_in`: f32 compute.
+// from exec::bytes_needed, and by how much they exceed what is available:
+// a GPU's free memory less kGpuReserveBytes) when that schedule does not
+// fit either. `stand_in`: f32 compute.
 void check_streaming_fits(const TrainConfig& c, const ExecutorChoice& choice,
                           const models::ModelConfig& model, const exec::Schedule& schedule,
                           bool stand_in);

@@ -18,15 +18,10 @@ namespace lt::train {
 // exec.device_memory_gb as gpu_memory_gb when set).
 plan::HardwareProfile auto_hardware(const TrainConfig& c);
 
-// Device memory the runtime uses outside what exec::bytes_needed counts:
-// lazily loaded library kernels and handles (cuBLASLt, cuDNN) and the
-// allocator's rounding.
-inline constexpr int64_t kGpuReserveBytes = int64_t{512} << 20;
-
 // The GPU memory a plan may use on the device the run trains on: the
 // profile's gpu_memory_gb (a profile records the device's total, and the
 // defaults are the H200's), but no more than what the device has free now,
-// less kGpuReserveBytes. Never below 0.
+// less kGpuReserveBytes (executor_choice.h). Never below 0.
 double usable_gpu_gb(double profile_gb, int64_t free_bytes);
 
 // The planner's schedule for this run; `stand_in`: the CPU stand-in runs it

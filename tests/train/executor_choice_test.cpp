@@ -171,5 +171,29 @@ TEST(ExecutorChoice, NothingFitsSaysWhatIsShort) {
   EXPECT_FALSE(fs::exists(tmp / "planned" / "metrics.jsonl"));
 }
 
+// Against a GPU's free memory a fixed schedule must also leave
+// kGpuReserveBytes: a schedule needing `needed` bytes fits in needed +
+// reserve free bytes and not in one byte less.
+TEST(ExecutorChoice, AFixedScheduleLeavesTheGpuReserve) {
+  TempDir tmp("choice_reserve");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 3);
+  const TrainConfig c = config_for(tmp, "out", {});
+  const auto model = models::ModelConfig::from_file(fixture("llama") / "config.json");
+  const exec::Schedule schedule =
+      exec::Schedule::all_gpu(static_cast<int>(model.num_hidden_layers));
+  const int64_t needed =
+      exec::bytes_needed(model, streaming_sizes(c, false), schedule).bytes(exec::MemorySpace::Gpu);
+  ExecutorChoice gpu = choose_executor(1'000'000'000'000, needed + kGpuReserveBytes, "cuda:0");
+  gpu.gpu_free_memory = true;
+  EXPECT_NO_THROW(check_streaming_fits(c, gpu, model, schedule, false));
+  gpu.available_bytes -= 1;
+  const std::string message =
+      lt::testing::error_of([&] { check_streaming_fits(c, gpu, model, schedule, false); });
+  EXPECT_NE(message.find("1 bytes) more than cuda:0 has less the"), std::string::npos) << message;
+  // exec.device_memory_gb (or the stand-in) is the capacity itself: no reserve.
+  ExecutorChoice set = choose_executor(1'000'000'000'000, needed, "exec.device_memory_gb");
+  EXPECT_NO_THROW(check_streaming_fits(c, set, model, schedule, false));
+}
+
 }  // namespace
 }  // namespace lt::train::testing
