@@ -79,39 +79,48 @@ double median_of(std::vector<double> v) {
 
 }  // namespace
 
-std::string run_summary(const std::vector<nlohmann::json>& steps) {
-  if (steps.empty()) return "";
-  const size_t first = steps.size() > 1 ? 1 : 0;
-  std::vector<double> tps, tflops, seconds;
-  for (size_t i = first; i < steps.size(); ++i) {
-    tps.push_back(steps[i].at("tokens_per_s").get<double>());
-    tflops.push_back(steps[i].at("tflops").get<double>());
-    seconds.push_back(steps[i].at("step_s").get<double>());
-  }
-  std::map<std::string, int64_t> peaks;
-  for (const auto& j : steps)
-    if (j.contains("peak_bytes"))
-      for (const auto& [space, bytes] : j.at("peak_bytes").items())
-        peaks[space] = std::max(peaks[space], bytes.get<int64_t>());
-  const int64_t step0 = steps.front().at("step").get<int64_t>() + 1;
-  const int64_t step1 = steps.back().at("step").get<int64_t>() + 1;
+void RunSummary::add(const nlohmann::json& step) {
+  const int64_t n = step.at("step").get<int64_t>() + 1;  // 1-based, as the progress line
+  if (first_step_ == 0) first_step_ = n;
+  last_step_ = n;
+  tokens_per_s_.push_back(step.at("tokens_per_s").get<double>());
+  tflops_.push_back(step.at("tflops").get<double>());
+  step_s_.push_back(step.at("step_s").get<double>());
+  skipped_ += step.value("skipped", false) ? 1 : 0;
+  if (step.contains("predicted_step_s"))
+    predicted_step_s_ = step.at("predicted_step_s").get<double>();
+  if (step.contains("peak_bytes"))
+    for (const auto& [space, bytes] : step.at("peak_bytes").items())
+      peaks_[space] = std::max(peaks_[space], bytes.get<int64_t>());
+}
+
+std::string RunSummary::line() const {
+  const size_t steps = step_s_.size();
+  if (steps == 0) return "";
+  // The run's first step pays one-time set-up: left out unless it is all.
+  const size_t first = steps > 1 ? 1 : 0;
+  const auto median = [&](const std::vector<double>& v) {
+    return median_of(std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(first), v.end()));
+  };
   std::string line = fmt::format(
       "summary: {} steps; median of steps {}-{}: {:.0f} tokens/s, {} TFLOP/s, {:.3f} "
       "s a step",
-      steps.size(), step0 + static_cast<int64_t>(first), step1, median_of(tps),
-      format_tflops(median_of(tflops)), median_of(seconds));
-  const auto skipped = std::count_if(steps.begin(), steps.end(), [](const nlohmann::json& j) {
-    return j.value("skipped", false);
-  });
-  if (skipped > 0) line += fmt::format(" ({} skipped: no update)", skipped);
-  if (steps.back().contains("predicted_step_s"))
-    line += fmt::format(" (predicted {:.3f} s)", steps.back().at("predicted_step_s").get<double>());
-  if (!peaks.empty()) {
+      steps, first_step_ + static_cast<int64_t>(first), last_step_, median(tokens_per_s_),
+      format_tflops(median(tflops_)), median(step_s_));
+  if (skipped_ > 0) line += fmt::format(" ({} skipped: no update)", skipped_);
+  if (predicted_step_s_ > 0) line += fmt::format(" (predicted {:.3f} s)", predicted_step_s_);
+  if (!peaks_.empty()) {
     line += "; peak memory:";
-    for (const auto& [space, bytes] : peaks)
+    for (const auto& [space, bytes] : peaks_)
       line += fmt::format(" {} {:.2f} GB", space, static_cast<double>(bytes) / 1e9);
   }
   return line;
+}
+
+std::string run_summary(const std::vector<nlohmann::json>& steps) {
+  RunSummary summary;
+  for (const auto& step : steps) summary.add(step);
+  return summary.line();
 }
 
 bool plot_loss_curve(const fs::path& metrics, const fs::path& png) {

@@ -3,6 +3,7 @@
 // the closing sample.
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -40,6 +41,19 @@ nlohmann::json step_json(int64_t step, const exec::StepStats& stats, double lr, 
 // predicted step when the lines have one, how many steps were skipped
 // (non-finite: no update; they count in the medians), and the peak bytes
 // per memory space over every step. Empty when there are no lines.
+// RunSummary is fed each step's line as it is written and keeps only the
+// figures the summary needs (a long run's lines stay on disk).
+class RunSummary {
+ public:
+  void add(const nlohmann::json& step);
+  std::string line() const;  // empty before any step
+
+ private:
+  int64_t first_step_ = 0, last_step_ = 0, skipped_ = 0;
+  std::vector<double> tokens_per_s_, tflops_, step_s_;
+  double predicted_step_s_ = 0;  // the last line's, when any had one
+  std::map<std::string, int64_t> peaks_;
+};
 std::string run_summary(const std::vector<nlohmann::json>& steps);
 
 // loss.png from metrics.jsonl with gnuplot when it is installed; returns

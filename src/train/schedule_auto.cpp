@@ -10,13 +10,16 @@
 
 namespace lt::train {
 
-plan::HardwareProfile auto_hardware(const TrainConfig& c) {
+plan::HardwareProfile auto_hardware(const TrainConfig& c, int64_t gpu_free_bytes) {
   plan::HardwareProfile hw = c.exec.hardware.empty()
                                  ? plan::HardwareProfile{}
                                  : plan::HardwareProfile::from_file(c.exec.hardware);
   // The stand-in's capacity, or on a GPU the memory the plan may use (to
   // compare schedules at equal GPU memory).
-  if (c.exec.device_memory_gb > 0) hw.gpu_memory_gb = c.exec.device_memory_gb;
+  if (c.exec.device_memory_gb > 0)
+    hw.gpu_memory_gb = c.exec.device_memory_gb;
+  else if (gpu_free_bytes >= 0)
+    hw.gpu_memory_gb = usable_gpu_gb(hw.gpu_memory_gb, gpu_free_bytes);
   return hw;
 }
 
@@ -67,9 +70,7 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.micro_batch = c.exec.micro_batch;
   o.optimizer = sizes.optimizer;
   o.compute_bytes = sizes.compute_bytes;
-  plan::HardwareProfile hw = auto_hardware(c);
-  if (gpu_free_bytes >= 0 && c.exec.device_memory_gb <= 0)
-    hw.gpu_memory_gb = usable_gpu_gb(hw.gpu_memory_gb, gpu_free_bytes);
+  const plan::HardwareProfile hw = auto_hardware(c, gpu_free_bytes);
   plan::Plan p = plan::make_plan(model, hw, o);
   if (!p.feasible) {
     std::string why;

@@ -14,9 +14,10 @@
 
 namespace lt::train {
 
-// The profile the plan is made for (exec.hardware, with
-// exec.device_memory_gb as gpu_memory_gb when set).
-plan::HardwareProfile auto_hardware(const TrainConfig& c);
+// The profile the plan is made for: exec.hardware, with gpu_memory_gb set
+// to exec.device_memory_gb when that is set, else, given the GPU's free
+// memory (`gpu_free_bytes` >= 0), capped by usable_gpu_gb.
+plan::HardwareProfile auto_hardware(const TrainConfig& c, int64_t gpu_free_bytes = -1);
 
 // The GPU memory a plan may use on the device the run trains on: the
 // profile's gpu_memory_gb (a profile records the device's total, and the
@@ -25,9 +26,8 @@ plan::HardwareProfile auto_hardware(const TrainConfig& c);
 double usable_gpu_gb(double profile_gb, int64_t free_bytes);
 
 // The planner's schedule for this run; `stand_in`: the CPU stand-in runs it
-// (f32 compute), else a GPU (bf16). `gpu_free_bytes` >= 0 (a GPU run with no
-// exec.device_memory_gb): the device's free memory, which caps the plan
-// (usable_gpu_gb). Throws lt::Error with the planner's reason (which memory
+// (f32 compute), else a GPU (bf16). `gpu_free_bytes` >= 0: a GPU run's free
+// memory (auto_hardware). Throws lt::Error with the planner's reason (which memory
 // space is short, by how many bytes) when nothing is feasible; training
 // then does not start.
 plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in,

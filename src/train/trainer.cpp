@@ -108,9 +108,8 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const Execut
   } else if (c.exec.schedule == "auto") {
     plan::Plan plan;
     try {
-      plan = plan_for_run(
-          c, model.config(), device.is_cpu(),
-          device.is_cuda() && c.exec.device_memory_gb <= 0 ? cuda_free_bytes(device.index) : -1);
+      plan = plan_for_run(c, model.config(), device.is_cpu(),
+                          device.is_cuda() ? cuda_free_bytes(device.index) : -1);
     } catch (const Error& e) {
       if (c.exec.mode != "auto") throw;
       fail("exec.mode auto: nothing fits: ", choice.reason, "; and ", e.what());
@@ -297,7 +296,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   MetricsWriter metrics(out_dir / "metrics.jsonl", !resume_dir.empty(), state.step);
   ProgressBar bar(state.step, c.train.steps);
   TrainRunResult result;
-  std::vector<nlohmann::json> run_lines;  // this run's metrics lines, for the summary
+  RunSummary summary;  // this run's steps, for its closing line
   fs::path last_saved;
   auto save = [&] {
     executor.sync();  // the streaming executor's updates may still be running
@@ -329,7 +328,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
                               ev.tokens));
     }
     metrics.write(line);
-    run_lines.push_back(line);
+    summary.add(line);
     result.final_loss = stats.loss;
     if (stats.skipped) {
       ++state.consecutive_bad_steps;
@@ -375,8 +374,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
       print_sample(model, *tokenizer, samples.front());
     }
   }
-  if (const std::string summary = run_summary(run_lines); !summary.empty())
-    fmt::print("{}\n", summary);
+  if (const std::string closing = summary.line(); !closing.empty()) fmt::print("{}\n", closing);
   fmt::print("outputs: {} (metrics.jsonl, config.yaml, loss.png, checkpoints {})\n",
              out_dir.string(), last_saved.string());
   return result;

@@ -153,32 +153,43 @@ TEST(ScheduleAuto, NothingFeasibleStopsBeforeTrainingWithTheShortSpace) {
   EXPECT_FALSE(fs::exists(tmp / "out" / "metrics.jsonl")) << "training should not have started";
 }
 
+// The llama fixture trained on tmp's data.jsonl into tmp/out with
+// `overrides`; `extra` is added to them. Returns the error it stops with
+// ("<no error>" when it trains: lt::testing::error_of).
+std::string train_error(const TempDir& tmp, const std::string& out,
+                        std::vector<std::string> overrides, const std::string& extra) {
+  overrides.push_back(extra);
+  return lt::testing::error_of([&] {
+    train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / out, overrides));
+  });
+}
+
+// Every step of the run in tmp/out stayed within `capacity_bytes` on the
+// device (the stand-in refuses any allocation past it).
+void expect_within(const TempDir& tmp, const std::string& out, int64_t capacity_bytes) {
+  const auto metrics = read_metrics(tmp / out);
+  ASSERT_FALSE(metrics.empty());
+  for (const auto& line : metrics)
+    EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), capacity_bytes) << line.dump();
+}
+
 // When the run's batch does not fit, the error names a batch that does;
-// that batch then trains within the same device capacity (the stand-in
-// refuses any allocation past it).
+// that batch then trains within the same device capacity.
 TEST(ScheduleAuto, ABatchTooLargeNamesOneThatFits) {
   TempDir tmp("sched_auto_hint");
   write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
   const std::vector<std::string> tight = {"exec.mode=streaming", "exec.schedule=auto",
                                           "exec.device_memory_gb=0.0004"};
-  std::vector<std::string> big = tight;
-  big.push_back("train.batch_size=8");
-  const std::string message = lt::testing::error_of([&] {
-    train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "big", big));
-  });
+  const std::string message = train_error(tmp, "big", tight, "train.batch_size=8");
   const std::string key = "; train.batch_size ";
   const size_t at = message.find(key);
   ASSERT_NE(at, std::string::npos) << message;
   const int64_t hinted = std::stoll(message.substr(at + key.size()));
   ASSERT_GE(hinted, 1);
   ASSERT_LT(hinted, 8);
-  std::vector<std::string> fits = tight;
-  fits.push_back("train.batch_size=" + std::to_string(hinted));
-  train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "fits", fits));
-  const auto metrics = read_metrics(tmp / "fits");
-  ASSERT_FALSE(metrics.empty());
-  for (const auto& line : metrics)
-    EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), 400000) << line.dump();
+  EXPECT_EQ(train_error(tmp, "fits", tight, "train.batch_size=" + std::to_string(hinted)),
+            "<no error>");
+  expect_within(tmp, "fits", 400000);
 }
 
 // With exec.micro_batch set too large for the device, the error says the
@@ -189,18 +200,11 @@ TEST(ScheduleAuto, AChunkTooLargeSaysToLetThePlannerChoose) {
   write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
   const std::vector<std::string> tight = {"exec.mode=streaming", "exec.schedule=auto",
                                           "exec.device_memory_gb=0.0006", "train.batch_size=8"};
-  std::vector<std::string> chunked = tight;
-  chunked.push_back("exec.micro_batch=8");
-  const std::string message = lt::testing::error_of([&] {
-    train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "big", chunked));
-  });
+  const std::string message = train_error(tmp, "big", tight, "exec.micro_batch=8");
   EXPECT_NE(message.find("; batch 8 fits in chunks of "), std::string::npos) << message;
   EXPECT_NE(message.find("leave exec.micro_batch unset"), std::string::npos) << message;
-  train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "fits", tight));
-  const auto metrics = read_metrics(tmp / "fits");
-  ASSERT_FALSE(metrics.empty());
-  for (const auto& line : metrics)
-    EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), 600000) << line.dump();
+  EXPECT_EQ(train_error(tmp, "fits", tight, "exec.micro_batch=0"), "<no error>");
+  expect_within(tmp, "fits", 600000);
 }
 
 // On a GPU the plan fits what the device has free, less the reserve, when
