@@ -59,6 +59,23 @@ void check_gradient_matches(const Tensor& grad, const TensorImpl& leaf, const ch
            " for a tensor of shape ", shape_str(leaf.shape));
 }
 
+// .grad += g. In place when nothing else can see .grad's data (no other
+// handle to it, no view of its storage: an executor's copy in flight or a
+// hook holding it counts), so a later chunk's gradient needs no third
+// tensor for the sum; otherwise a new sum, as before.
+void accumulate_grad(const Tensor& param, const Tensor& g) {
+  const Tensor& current = param.grad();
+  if (!current.defined()) {
+    param.set_grad(g);
+  } else if (current.impl_ptr().use_count() == 1 && current.impl()->storage.use_count() == 1 &&
+             current.is_contiguous() && current.dtype() == g.dtype() &&
+             current.device() == g.device()) {
+    ops::add_(current, g);
+  } else {
+    param.set_grad(ops::add(current, g));
+  }
+}
+
 }  // namespace
 
 void backward(const Tensor& root, const Tensor& grad_root) {
@@ -134,7 +151,7 @@ void backward(const Tensor& root, const Tensor& grad_root) {
           // One tensor may be the gradient of several leaves (a + b); later
           // in-place edits of one .grad must not reach another.
           if (!handed_to_leaves.insert(g.impl()).second) g = g.clone();
-          param.set_grad(param.grad().defined() ? ops::add(param.grad(), g) : g);
+          accumulate_grad(param, g);
           for (const auto& hook : param.grad_ready_hooks()) hook(param);
         }
       }

@@ -78,22 +78,23 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
             if (need_h) dh.slice(0, c.begin, c.end).zero_();
             continue;
           }
-          Tensor logits = ops::linear(hc, w);
+          // A chunk's logits are vocabulary-wide: their gradient is written
+          // over them, and the weight gradient is added into its running sum
+          // by the GEMM, so the chunk needs its logits' memory once and the
+          // sum no temporary (exec/memory_budget.cpp counts the head so).
+          Tensor dlogits = ops::linear(hc, w);
           Tensor scale =
               Tensor::scalar(g_value * static_cast<double>(c.count) / loss_denominator, DType::F64);
-          Tensor dlogits = ops::cross_entropy_backward(
-              scale, logits, targets.slice(0, c.begin, c.end), c.lse, ignore_index, c.count);
-          // Each chunk's logits and their gradient are vocabulary-wide: let
-          // them go as soon as they are read, so that the weight gradient's
-          // running sum below never shares the device with them
-          // (exec/memory_budget.cpp counts the head's working set this way).
-          logits = Tensor();
-          ops::LinearGrads lg = ops::linear_backward(dlogits, hc, w, need_h, need_w, false);
-          dlogits = Tensor();
-          if (need_h) dh.slice(0, c.begin, c.end).copy_(lg.x);
-          if (need_w) dw = dw.defined() ? ops::add(dw, lg.weight) : lg.weight;
+          ops::cross_entropy_backward_(scale, dlogits, targets.slice(0, c.begin, c.end), c.lse,
+                                       ignore_index, c.count);
+          if (need_h) {
+            ops::LinearGrads lg = ops::linear_backward(dlogits, Tensor(), w, true, false, false);
+            dh.slice(0, c.begin, c.end).copy_(lg.x);
+          }
+          if (need_w) dw = ops::linear_weight_grad_sum(dlogits, hc, dw);
         }
-        if (need_w && !dw.defined()) dw = Tensor::zeros(w.shape(), w.dtype(), w.device());
+        if (need_w)
+          dw = dw.defined() ? dw.to(w.dtype()) : Tensor::zeros(w.shape(), w.dtype(), w.device());
         return std::vector<Tensor>{dh, dw};
       });
 }

@@ -231,32 +231,20 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   // The head step (autograd/fn_lm_loss.cpp, in the compute dtype: bf16 on a
   // GPU, f32 on the CPU stand-in), beside the lm_head weight gradient the
   // "gradients" item counts. A loss chunk (2^28 logits on a GPU: 1766 rows
-  // of a 151936 vocabulary) holds its logits and their gradient (2L); the
-  // chunk's weight gradient then sits beside that gradient (L + W), and
-  // beside the new running sum when a micro-batch takes several loss chunks
-  // (2W: lm_head_loss lets the logits go first), or beside the parameter's
-  // new .grad when the autograd engine adds a later micro-batch chunk's
-  // gradient to it (2W). With both, the engine's .grad (the "gradients"
-  // item) and the running sum (one W more) are alive at once. And the
-  // head's [tokens x hidden] tensors: the final norm's output, its gradient
-  // and the norm's input gradient, and a loss chunk's hidden gradient. On
-  // the H200 (3B shape, batch 64 in chunks of 8, dc2ea21) the head step
-  // peaked 1.48 GB over the rest, as this counts it (3W + those tensors)
-  // less the block gradients the "gradients" item also holds; counting the
-  // later micro-batch chunks' W was missing until then (review).
+  // of a 151936 vocabulary) holds its logits, with their gradient written
+  // over them (L), beside lm_head_loss's weight-gradient sum, which the GEMM
+  // adds each chunk into (W); the autograd engine then adds that sum into
+  // the parameter's .grad in place (ops::add_). And the head's [tokens x
+  // hidden] tensors: the final norm's output, its gradient and the norm's
+  // input gradient, and a loss chunk's hidden gradient. Before the in-place
+  // gradient and sum (H200, 3B shape, batch 64 in chunks of 8, dc2ea21) the
+  // head step peaked 1.48 GB over the rest: 3W and those tensors, less the
+  // block gradients the "gradients" item also holds.
   const bool on_gpu = s.compute_bytes == kBf16;
   const int64_t loss_rows = std::min(chunk_tokens, loss_chunk_rows(c.vocab_size, on_gpu));
-  const bool several_loss_chunks = chunk_tokens > loss_rows;
-  const bool several_chunks = chunk < s.batch_size;
   const int64_t chunk_logits = loss_rows * c.vocab_size * cb;
   const int64_t weight_grad = c.vocab_size * c.hidden_size * cb;
-  const int64_t with_weight_grads =
-      std::max({2 * chunk_logits, chunk_logits + weight_grad, 2 * weight_grad});
-  int64_t head_working_set = 2 * chunk_logits;
-  if (several_loss_chunks)
-    head_working_set = with_weight_grads + (several_chunks ? weight_grad : 0);
-  else if (several_chunks)
-    head_working_set = with_weight_grads;
+  int64_t head_working_set = chunk_logits + weight_grad;
   head_working_set += (3 * chunk_tokens + loss_rows) * c.hidden_size * cb;
   // The head step and a block's backward never run at once, and each frees
   // its working set before the next stage computes, so the step needs the
@@ -265,11 +253,10 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   // in with them.)
   m.add(Gpu,
         fmt::format("working set, one micro-batch: the larger of a block's backward ({:.3f} GB, "
-                    "saved tensors x2) and the head's ({:.3f} GB: a loss chunk's logits and "
-                    "gradient{}, its [tokens x hidden] tensors)",
+                    "saved tensors x2) and the head's ({:.3f} GB: a loss chunk's logits, the "
+                    "lm_head weight gradient's sum, its [tokens x hidden] tensors)",
                     static_cast<double>(block_working_set) / 1e9,
-                    static_cast<double>(head_working_set) / 1e9,
-                    several_loss_chunks ? ", or the lm_head weight gradient's transients" : ""),
+                    static_cast<double>(head_working_set) / 1e9),
         std::max(block_working_set, head_working_set));
   // Host.
   m.add(Host, "master weights (fp32)", n * kFp32);
@@ -303,9 +290,9 @@ MemoryBudget resident_bytes_needed(const models::ModelConfig& c, const TrainSize
   m.add(Gpu, "gradients alive in one block's backward", block);
   m.add(Gpu, "head: final norm input and output", 2 * tokens * h * cb);
   const int64_t rows = std::min(tokens, loss_chunk_rows(c.vocab_size, on_gpu));
-  m.add(Gpu, "loss chunk: fp32 logits and their gradient", 2 * rows * c.vocab_size * kFp32);
-  m.add(Gpu, "lm_head weight gradient transients (a chunk's and the running sum)",
-        2 * c.vocab_size * h * cb);
+  m.add(Gpu, "loss chunk: fp32 logits, their gradient written over them",
+        rows * c.vocab_size * kFp32);
+  m.add(Gpu, "lm_head weight gradient: lm_head_loss's sum over its chunks", c.vocab_size * h * cb);
   return m;
 }
 

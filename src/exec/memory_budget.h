@@ -128,9 +128,9 @@ MemoryBudget bytes_needed(const models::ModelConfig& config, const TrainSizes& s
 // batch's token ids and targets, and the autograd graph of one micro-batch:
 // every block's saved tensors, one block's worth more for the gradients
 // alive during a block's backward, the head's final-norm input and output,
-// one loss chunk's logits and their gradient (fp32, rows as
-// lm_head_loss chunks them), and the lm_head weight gradient's transients
-// (a chunk's gradient and the running sum beside the final one).
+// one loss chunk's logits with their gradient written over them (fp32,
+// rows as lm_head_loss chunks them), and lm_head_loss's weight-gradient sum
+// (the engine adds it into .grad in place).
 MemoryBudget resident_bytes_needed(const models::ModelConfig& config, const TrainSizes& sizes,
                                    int64_t micro_batch, bool on_gpu);
 

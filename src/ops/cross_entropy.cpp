@@ -125,8 +125,13 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets,
   return out;
 }
 
-Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
-                              const Tensor& lse, int64_t ignore_index, int64_t count) {
+namespace {
+
+// The gradient into `grad` (logits' shape and dtype, contiguous), which may
+// be the logits themselves: each row is read before it is written.
+void cross_entropy_backward_into(const Tensor& grad_loss, const Tensor& logits,
+                                 const Tensor& targets, const Tensor& lse, int64_t ignore_index,
+                                 int64_t count, const Tensor& grad) {
   // grad_loss may stay on the host whatever the device (a loss scale made
   // there, as lm_head_loss does); it is one number.
   Device device = common_device({&logits, &targets, &lse}, "cross_entropy_backward");
@@ -144,7 +149,8 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   // The forward checked these targets and counted them; reading them back
   // again would stall the stream for nothing.
   if (device.is_cuda()) {
-    return cuda::cross_entropy_backward(grad_loss, logits, targets, lse, ignore_index, count);
+    cuda::cross_entropy_backward(grad_loss, logits, targets, lse, ignore_index, count, grad);
+    return;
   }
 #endif
   if (!device.is_cpu()) no_kernel("cross_entropy_backward", device);
@@ -152,7 +158,6 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   LT_CHECK(checked.count == count, "cross_entropy_backward: the forward counted ", count,
            " targets, these targets count ", checked.count);
   Tensor lc = logits.contiguous(), lsec = lse.contiguous();
-  Tensor grad = Tensor::empty(logits.shape(), logits.dtype());
   const double scale = count > 0 ? grad_loss.item() / static_cast<double>(count) : 0.0;
   const bool in_place = logits.dtype() == ct;
   const size_t row_bytes = static_cast<size_t>(V) * dtype_size(logits.dtype());
@@ -183,7 +188,22 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
       }
     });
   });
+}
+
+}  // namespace
+
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
+                              const Tensor& lse, int64_t ignore_index, int64_t count) {
+  Tensor grad = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  cross_entropy_backward_into(grad_loss, logits, targets, lse, ignore_index, count, grad);
   return grad;
+}
+
+void cross_entropy_backward_(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
+                             const Tensor& lse, int64_t ignore_index, int64_t count) {
+  LT_CHECK(logits.is_contiguous(), "cross_entropy_backward_: the logits must be contiguous, got ",
+           logits.str());
+  cross_entropy_backward_into(grad_loss, logits, targets, lse, ignore_index, count, logits);
 }
 
 }  // namespace lt::ops

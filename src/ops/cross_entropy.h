@@ -33,5 +33,10 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets,
 // element. Result: logits' shape and dtype.
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
                               const Tensor& lse, int64_t ignore_index, int64_t count);
+// The same gradient written over `logits` (contiguous) instead of into a
+// new tensor: the caller's logits are gone, and a vocabulary-wide chunk
+// needs its memory once, not twice.
+void cross_entropy_backward_(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
+                             const Tensor& lse, int64_t ignore_index, int64_t count);
 
 }  // namespace lt::ops

@@ -105,6 +105,34 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return binary(BinaryOp::Div, "div", a, b);
 }
 
+void add_(const Tensor& dst, const Tensor& src) {
+  LT_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "add_: ", dst.str(), " and ",
+           src.str(), " differ");
+  LT_CHECK(dst.is_contiguous(), "add_: the destination must be contiguous, got ", dst.str());
+  check_floating(dst, "add_");
+  const Device device = common_device({&dst, &src}, "add_");
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda()) {
+    cuda::binary_into(cuda::BinaryKind::Add, dst, src, dst);
+    return;
+  }
+#endif
+  if (!device.is_cpu()) no_kernel("add_", device);
+  if (dst.dtype() != compute_dtype(dst.dtype())) {  // half precision: widen, add, round once
+    dst.copy_(add(dst, src));
+    return;
+  }
+  const Tensor s = src.contiguous();
+  dispatch_floating(dst.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* d = dst.data<T>();
+    const T* x = s.data<T>();
+    parallel_for(0, dst.numel(), 1 << 15, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) d[i] += x[i];
+    });
+  });
+}
+
 Tensor axpby(const Tensor& a, double s, const Tensor& b, double t) {
   LT_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype(), "axpby: ", a.str(), " and ", b.str(),
            " differ");

@@ -15,6 +15,10 @@ Tensor div(const Tensor& a, const Tensor& b);
 Tensor scale(const Tensor& a, double s);  // a * s
 // a * s + b * t elementwise (same shape); the workhorse of backward passes.
 Tensor axpby(const Tensor& a, double s, const Tensor& b, double t);
+// dst += src in place, with add's rounding (half precision adds in f32 and
+// rounds once). Same shape, dtype and device; dst contiguous. It saves the
+// sum's allocation: accumulating gradients then needs no third tensor.
+void add_(const Tensor& dst, const Tensor& src);
 
 // Sums over `dims` (any order, negative allowed). Accumulates in double.
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);

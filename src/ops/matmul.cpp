@@ -231,4 +231,24 @@ LinearGrads linear_backward(const Tensor& grad_out, const Tensor& x, const Tenso
   return grads;
 }
 
+Tensor linear_weight_grad_sum(const Tensor& grad_out, const Tensor& x, Tensor sum) {
+  const Device device = common_device({&grad_out, &x, &sum}, "linear_weight_grad_sum");
+  check_device(device, "linear_weight_grad_sum");
+  const DType ct = kernel_dtype(device, x.dtype());
+  const Tensor g = as_rows(widen(grad_out, ct)), xr = as_rows(widen(x, ct));
+  LT_CHECK(batch_dims(xr) == batch_dims(g) && xr.size(-2) == g.size(-2),
+           "linear_weight_grad_sum: gradient ", grad_out.str(), " does not fit x ", x.str());
+  const Shape shape{g.size(-1), xr.size(-1)};
+  const bool accumulate = sum.defined();
+  if (accumulate) {
+    LT_CHECK(sum.shape() == shape && sum.dtype() == ct && sum.is_contiguous(),
+             "linear_weight_grad_sum: the running sum ", sum.str(), " must be a contiguous ",
+             dtype_name(ct), " ", shape_str(shape));
+  } else {
+    sum = Tensor::empty(shape, ct, device);
+  }
+  gemm_on(device, transpose_last(g), xr, sum, accumulate);
+  return sum;
+}
+
 }  // namespace lt::ops

@@ -41,4 +41,11 @@ struct LinearGrads {
 LinearGrads linear_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
                             bool need_x, bool need_weight, bool need_bias);
 
+// Linear's weight gradient (grad_out^T x, summed over rows) added into
+// `sum` by the GEMM itself (beta = 1: no temporary, no second pass), for a
+// caller that sums it over chunks of rows; `sum` undefined: a new one. The
+// sum is in the dtype the device computes x's in (x's own on a GPU, f32 for
+// half precision on the CPU): convert it to x's dtype once, at the end.
+Tensor linear_weight_grad_sum(const Tensor& grad_out, const Tensor& x, Tensor sum);
+
 }  // namespace lt::ops

@@ -359,27 +359,27 @@ HeadRun head_step_at_budget(int64_t seq, int64_t chunk) {
 }
 
 // 512 tokens in one chunk: two loss chunks of 2^24 / 65536 = 256 rows (the
-// stand-in's). lm_head_loss must let each chunk's logits (256 x 65536 f32,
-// 64 MiB) and their gradient go before it adds the chunk's weight gradient
-// to the running sum: held together they would need 2 x 64 MiB + two
-// weight gradients, over this budget.
+// stand-in's). lm_head_loss must write each chunk's logit gradient over its
+// logits (256 x 65536 f32, 64 MiB) and add the chunk's weight gradient into
+// its running sum by the GEMM: a separate gradient, or a chunk's weight
+// gradient beside the sum, would need more than this budget.
 TEST(Streaming, TheHeadStepStaysWithinItsBudget) {
   const HeadRun r = head_step_at_budget(256, 2);
   const auto working_set = std::find_if(r.budget.items.begin(), r.budget.items.end(), [](auto& i) {
     return i.what.rfind("working set", 0) == 0;
   });
   ASSERT_NE(working_set, r.budget.items.end());
-  // The head's term: 2 x 256 x 65536 x 4 B of logits and their gradient,
-  // plus (3 x 512 + 256) x 48 x 4 B of [tokens x hidden] tensors; a block's
-  // is a few MB.
-  EXPECT_EQ(working_set->bytes, 2 * 256 * 65536 * 4 + (3 * 512 + 256) * 48 * 4);
+  // The head's term: 256 x 65536 x 4 B of logits (their gradient over them),
+  // the weight gradient's sum 65536 x 48 x 4 B, plus (3 x 512 + 256) x 48 x
+  // 4 B of [tokens x hidden] tensors; a block's is a few MB.
+  EXPECT_EQ(working_set->bytes, 256 * 65536 * 4 + 65536 * 48 * 4 + (3 * 512 + 256) * 48 * 4);
 }
 
 // Two chunks of one sequence of 32 tokens (one loss chunk each): the
-// autograd engine adds the second chunk's lm_head weight gradient (65536 x
-// 48 f32, 12.6 MB) to the first's, so both and their sum are alive at once,
-// more than a chunk's logits and their gradient (2 x 32 x 65536 f32, 16.8
-// MB). Budgeting only the latter runs out of memory.
+// autograd engine must add the second chunk's lm_head weight gradient
+// (65536 x 48 f32, 12.6 MB) into the first's in place; a new sum beside
+// both runs out of this budget (a chunk's logits 32 x 65536 f32, 8.4 MB,
+// and the weight gradient's sum).
 TEST(Streaming, TheHeadsWeightGradientsStayWithinTheBudget) {
   head_step_at_budget(32, 1);
 }

@@ -39,8 +39,9 @@ constexpr int64_t kBoundary = 2048;
 //   working set, the larger of a block's backward and the head step's
 //   (they never run at once):
 //     block: 2 * (4*64 + 2*64 + 2*32 + 4*128 = 960) * 8 tokens * 2 B = 30720
-//     head: logits and their gradient in bf16, 8 rows (fewer than a GPU
-//       chunk of 2^28 / 100): 2 * 8 * 100 * 2 B = 3200, and its
+//     head: logits with their gradient written over them in bf16, 8 rows
+//       (fewer than a GPU chunk of 2^28 / 100): 8 * 100 * 2 B = 1600, the
+//       lm_head weight gradient's sum 100 * 64 * 2 B = 12800, and its
 //       [tokens x hidden] tensors (3 * 8 + 8) * 64 * 2 B = 4096
 constexpr int64_t kGpuFixed = 147968 + 160896 + 256 + 30720;
 // Host: master 4 + m, v 8 + pinned bf16 weights 2 + pinned bf16 grads 2 = 16 B/param.
@@ -103,16 +104,19 @@ TEST(MemoryBudget, EightBitStatesAndWholeBatchChunks) {
   // m, v: 1 B each per parameter + an fp32 scale per 2048 for each:
   // ceil(86848 / 2048) = 43 blocks -> 2 * 86848 + 2 * 43 * 4 = 174040.
   EXPECT_EQ(m.bytes(MemorySpace::Host), (4 + 2 + 2) * kN + 174040);
-  // Working set: the block's 2 * 960 * 16 * 2 = 61440 over the loss's
-  // 2 * 16 * 100 * 2 = 6400.
+  // Working set: the block's 2 * 960 * 16 * 2 = 61440 over the head's
+  // 16 * 100 * 2 + 12800 + (3 * 16 + 16) * 64 * 2 = 24192.
   EXPECT_EQ(m.bytes(MemorySpace::Gpu), 147968 + 160896 + 256 + 61440 + 4 * kBoundary);
 }
 
 // The head's working set, by hand, where it is the larger one (a huge
 // vocabulary, 2^28 / vocab = 16 loss rows on a GPU): L = a loss chunk's
-// logits (16 x v x 2 B), W = an lm_head weight gradient (v x 64 x 2 B =
-// 4L), beside the W the "gradients" item counts; plus the head's
-// [tokens x hidden] tensors, 3 per token of the chunk and one per loss row.
+// logits, their gradient written over them (16 x v x 2 B), W =
+// lm_head_loss's weight-gradient sum (v x 64 x 2 B = 4L), which the GEMM
+// adds each loss chunk into and the engine adds into the W the "gradients"
+// item counts in place; plus the head's [tokens x hidden] tensors, 3 per
+// token of the chunk and one per loss row. However many chunks and loss
+// chunks: L + W.
 TEST(MemoryBudget, LossChunksOfAGpuAndTheirWeightGradients) {
   models::ModelConfig big_vocab = tiny();
   big_vocab.vocab_size = int64_t{1} << 24;
@@ -123,22 +127,18 @@ TEST(MemoryBudget, LossChunksOfAGpuAndTheirWeightGradients) {
   };
   const int64_t v = int64_t{1} << 24, L = 16 * v * 2, W = v * 64 * 2;
   const TrainSizes two_seqs{2, 16, OptimizerStates::Fp32};
-  // The whole batch in one chunk of one loss chunk: its logits and their
-  // gradient; the weight gradient is the stage's own.
+  // The whole batch in one chunk of one loss chunk.
   EXPECT_EQ(item(fixed_bytes(big_vocab, {1, 16}, 1), "working set"),
-            2 * L + (3 * 16 + 16) * 64 * 2);
-  // Two chunks of one loss chunk each: the second's weight gradient beside
-  // the engine's new sum (2W).
+            L + W + (3 * 16 + 16) * 64 * 2);
+  // Two chunks of one loss chunk each.
   EXPECT_EQ(item(fixed_bytes(big_vocab, two_seqs, 1), "working set"),
-            2 * W + (3 * 16 + 16) * 64 * 2);
-  // One chunk of 32 tokens, two loss chunks: a chunk's weight gradient
-  // beside the new running sum (2W).
+            L + W + (3 * 16 + 16) * 64 * 2);
+  // One chunk of 32 tokens, two loss chunks.
   EXPECT_EQ(item(fixed_bytes(big_vocab, two_seqs, 2), "working set"),
-            2 * W + (3 * 32 + 16) * 64 * 2);
-  // Both: two chunks of two loss chunks: the running sum's two and the old
-  // sum beside the engine's .grad (3W).
+            L + W + (3 * 32 + 16) * 64 * 2);
+  // Both: two chunks of two loss chunks.
   EXPECT_EQ(item(fixed_bytes(big_vocab, {4, 16}, 2), "working set"),
-            3 * W + (3 * 32 + 16) * 64 * 2);
+            L + W + (3 * 32 + 16) * 64 * 2);
 }
 
 // The CPU stand-in computes in f32: every device term doubles but the ids.
@@ -159,21 +159,21 @@ TEST(MemoryBudget, StandInComputesInF32) {
 //   saved tensors: 2 blocks x 960 elements x 8 tokens x 2 B = 30720,
 //     and one block more for its backward: 15360
 //   final norm input and output: 2 * 8 tokens * 64 * 2 B = 2048
-//   loss chunk (8 rows, fewer than 2^28 / 100): 2 * 8 * 100 * 4 B = 6400
-//   lm_head weight gradient transients: 2 * 100 * 64 * 2 B = 25600
+//   loss chunk (8 rows, fewer than 2^28 / 100), its gradient written over
+//     its logits: 8 * 100 * 4 B = 3200
+//   lm_head_loss's weight-gradient sum: 100 * 64 * 2 B = 12800
 TEST(MemoryBudget, ResidentOnAGpu) {
   const auto m = resident_bytes_needed(tiny(), {2, 8}, 1, /*on_gpu=*/true);
-  EXPECT_EQ(m.bytes(MemorySpace::Gpu), 16 * kN + 256 + 30720 + 15360 + 2048 + 6400 + 25600);
+  EXPECT_EQ(m.bytes(MemorySpace::Gpu), 16 * kN + 256 + 30720 + 15360 + 2048 + 3200 + 12800);
   EXPECT_EQ(m.bytes(MemorySpace::Host), 0);
 }
 
 // On the CPU in f32, no compute copy (the masters compute), micro-batch 2
 // (16 tokens): 16 B x N (masters 4, gradients 4, m and v 8) + 256 +
-// 3 x 960 x 16 x 4 + 2 x 16 x 64 x 4 + 2 x 16 x 100 x 4 + 2 x 6400 x 4;
+// 3 x 960 x 16 x 4 + 2 x 16 x 64 x 4 + 16 x 100 x 4 + 6400 x 4;
 // 8-bit states instead of fp32: 174040 bytes for m and v (see above).
 TEST(MemoryBudget, ResidentOnTheCpuAndWithEightBitStates) {
-  const int64_t activations =
-      256 + 3 * 960 * 16 * 4 + 2 * 16 * 64 * 4 + 2 * 16 * 100 * 4 + 2 * 6400 * 4;
+  const int64_t activations = 256 + 3 * 960 * 16 * 4 + 2 * 16 * 64 * 4 + 16 * 100 * 4 + 6400 * 4;
   EXPECT_EQ(resident_bytes_needed(tiny(), {2, 8, OptimizerStates::Fp32, 4}, 2, false)
                 .bytes(MemorySpace::Gpu),
             16 * kN + activations);

@@ -99,11 +99,17 @@ __global__ void ce_backward_rows(const T* logits, const void* targets, bool wide
     row_write<T, kPacked, 1>({x}, g, vocab, [](const float(&)[1]) { return 0.0f; });
     return;
   }
+  const bool has_target = t >= 0 && t < vocab;
+  // g may be x (the gradient written over the logits): the target's logit
+  // is read before any thread writes the row.
+  __shared__ float target_logit;
+  if (threadIdx.x == 0 && has_target) target_logit = to_f32(x[t]);
+  __syncthreads();
   const float l = lse[r], s = scale.value();
   row_write<T, kPacked, 1>({x}, g, vocab, [&](const float(&v)[1]) { return __expf(v[0] - l) * s; });
   // The one-hot term, by one thread once every element of the row is written.
   __syncthreads();
-  if (threadIdx.x == 0 && t >= 0 && t < vocab) g[t] = from_f32<T>(__expf(to_f32(x[t]) - l) * s - s);
+  if (threadIdx.x == 0 && has_target) g[t] = from_f32<T>(__expf(target_logit - l) * s - s);
 }
 
 unsigned rows_of(const Tensor& logits) {
@@ -163,14 +169,16 @@ CrossEntropyOutput cross_entropy(const Tensor& logits_in, const Tensor& targets_
   return out;
 }
 
-Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits_in,
-                              const Tensor& targets_in, const Tensor& lse_in, int64_t ignore_index,
-                              int64_t count) {
+void cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits_in,
+                            const Tensor& targets_in, const Tensor& lse_in, int64_t ignore_index,
+                            int64_t count, const Tensor& grad) {
   check_kernel_dtype(logits_in, "cross_entropy_backward");
   const Tensor logits = dense(logits_in), targets = dense(targets_in), lse = dense(lse_in);
   const Device device = logits.device();
-  Tensor grad = Tensor::empty(logits.shape(), logits.dtype(), device);
-  if (grad.numel() == 0) return grad;
+  LT_CHECK(grad.is_contiguous() && grad.shape() == logits.shape() &&
+               grad.dtype() == logits.dtype() && grad.device() == device,
+           "cross_entropy_backward: gradient ", grad.str(), " for logits ", logits.str());
+  if (grad.numel() == 0) return;
   Scale scale{nullptr, 0, static_cast<double>(count), 0.0f};
   if (grad_loss.device().is_cpu()) {
     scale.host_scale =
@@ -201,7 +209,6 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits_in,
     }
     LT_CUDA_CHECK(cudaGetLastError());
   });
-  return grad;
 }
 
 }  // namespace lt::ops::cuda

@@ -19,7 +19,10 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, in
 // grad_loss: one element, on the logits' device or on the host. Targets
 // are not read back here (the forward checked them); one outside [0, V)
 // that is not ignore_index gets no one-hot term instead of a wild write.
-Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
-                              const Tensor& lse, int64_t ignore_index, int64_t count);
+// Written into `grad` (dense, logits' shape and dtype), which may be the
+// logits themselves.
+void cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
+                            const Tensor& lse, int64_t ignore_index, int64_t count,
+                            const Tensor& grad);
 
 }  // namespace lt::ops::cuda

@@ -156,8 +156,15 @@ struct AxpbyFn {
 }  // namespace
 
 Tensor binary(BinaryKind kind, const Tensor& a, const Tensor& b, const Shape& shape) {
-  check_kernel_dtype(a, "elementwise");
   Tensor out = Tensor::empty(shape, a.dtype(), a.device());
+  binary_into(kind, a, b, out);
+  return out;
+}
+
+void binary_into(BinaryKind kind, const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_kernel_dtype(a, "elementwise");
+  LT_CHECK(out.is_contiguous() && out.dtype() == a.dtype(), "CUDA elementwise: output ", out.str(),
+           " must be dense and of ", a.str(), "'s dtype");
   dispatch_kernel_dtype(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     switch (kind) {
@@ -175,7 +182,6 @@ Tensor binary(BinaryKind kind, const Tensor& a, const Tensor& b, const Shape& sh
         break;
     }
   });
-  return out;
 }
 
 Tensor scale(const Tensor& a, double s) {

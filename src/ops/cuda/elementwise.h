@@ -14,6 +14,9 @@ enum class BinaryKind { Add, Sub, Mul, Div };
 
 // a op b with numpy broadcasting to `shape`; a and b share a dtype.
 Tensor binary(BinaryKind kind, const Tensor& a, const Tensor& b, const Shape& shape);
+// The same into `out` (dense, the broadcast shape, a's dtype), which may be
+// `a` itself: each element is read before it is written, by one thread.
+void binary_into(BinaryKind kind, const Tensor& a, const Tensor& b, const Tensor& out);
 Tensor scale(const Tensor& a, double s);
 Tensor axpby(const Tensor& a, double s, const Tensor& b, double t);
 // Sums over the dimensions marked in `reduced` (one flag per dim of a),
