@@ -32,6 +32,46 @@ TEST(Engine, GradientsAccumulateAcrossBackwardCalls) {
   EXPECT_EQ(a.grad().to_doubles(), (std::vector<double>{7, 7}));
 }
 
+// y = sum(w * c): dy/dw = c, a fresh contiguous f64 tensor each backward.
+void backward_weighted(const Tensor& w, const std::vector<double>& c) {
+  backward(sum(mul(w, Tensor::from_doubles(c, w.shape(), DType::F64))));
+}
+
+TEST(Engine, LaterGradientsAddIntoGradInPlaceWhenNothingElseHoldsIt) {
+  Tensor w = leaf({1, 2, 3, 4}, {4});
+  backward_weighted(w, {0.5, -1.25, 3, 0.1});
+  ASSERT_TRUE(w.grad().is_contiguous());
+  void* const data = w.grad().data_ptr();
+  backward_weighted(w, {2, 0.75, -7, 0.2});
+  // The float64 sums, computed here.
+  EXPECT_EQ(w.grad().to_doubles(), (std::vector<double>{0.5 + 2, -1.25 + 0.75, 3 - 7, 0.1 + 0.2}));
+  EXPECT_EQ(w.grad().data_ptr(), data);
+  backward_weighted(w, {1, 1, 1, 1});
+  EXPECT_EQ(w.grad().to_doubles(),
+            (std::vector<double>{0.5 + 2 + 1, -1.25 + 0.75 + 1, 3 - 7 + 1, 0.1 + 0.2 + 1}));
+  EXPECT_EQ(w.grad().data_ptr(), data);
+}
+
+TEST(Engine, AHeldGradKeepsItsValuesWhenTheNextGradientArrives) {
+  Tensor w = leaf({1, 2, 3, 4}, {4});
+  backward_weighted(w, {0.5, -1.25, 3, 0.1});
+  Tensor held = w.grad();
+  backward_weighted(w, {2, 0.75, -7, 0.2});
+  EXPECT_EQ(held.to_doubles(), (std::vector<double>{0.5, -1.25, 3, 0.1}));
+  EXPECT_EQ(w.grad().to_doubles(), (std::vector<double>{0.5 + 2, -1.25 + 0.75, 3 - 7, 0.1 + 0.2}));
+  EXPECT_NE(w.grad().data_ptr(), held.data_ptr());
+}
+
+TEST(Engine, AViewOfGradKeepsItsValuesWhenTheNextGradientArrives) {
+  Tensor w = leaf({1, 2, 3, 4}, {4});
+  backward_weighted(w, {0.5, -1.25, 3, 0.1});
+  // A view holds .grad's storage, not its handle.
+  Tensor view = w.grad().slice(0, 1, 3);
+  backward_weighted(w, {2, 0.75, -7, 0.2});
+  EXPECT_EQ(view.to_doubles(), (std::vector<double>{-1.25, 3}));
+  EXPECT_EQ(w.grad().to_doubles(), (std::vector<double>{0.5 + 2, -1.25 + 0.75, 3 - 7, 0.1 + 0.2}));
+}
+
 TEST(Engine, SharedGradientTensorsAreNotAliasedBetweenLeaves) {
   Tensor a = leaf({1, 2}, {2});
   Tensor b = leaf({3, 4}, {2});

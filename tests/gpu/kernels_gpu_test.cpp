@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -176,6 +177,51 @@ TEST(KernelsElementwise, ScaleAndAxpby) {
       EXPECT_CLOSE(ops::axpby(gpu(a), 0.9, gpu(b), -1.7), ops::axpby(a, 0.9, b, -1.7), dt);
     }
   }
+}
+
+// a + b in float64 rounded once to `dtype`: exact for f32 and bf16 inputs,
+// so add's rule (widen to f32, add, round to nearest) gives these bits.
+std::vector<double> rounded_sums(const Tensor& a, const Tensor& b, DType dtype) {
+  const std::vector<double> av = a.to(Device::cpu()).to_doubles();
+  const std::vector<double> bv = b.to(Device::cpu()).to_doubles();
+  std::vector<double> sums(av.size());
+  for (size_t i = 0; i < av.size(); ++i) {
+    const float s = static_cast<float>(av[i] + bv[i]);
+    sums[i] = dtype == DType::BF16 ? bf16_to_f32(f32_to_bf16(s)) : s;
+  }
+  return sums;
+}
+
+TEST(KernelsElementwise, AddInPlaceMatchesTheRoundedSum) {
+  LT_REQUIRE_GPU();
+  Generator gen(40);
+  for (DType dt : kDtypes) {
+    for (const Shape& shape : {Shape{7, 13}, Shape{8, 128, 2048}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(shape));
+      Tensor dst = gpu(randn(shape, dt, gen)), src = gpu(randn(shape, dt, gen, 0.3));
+      const std::vector<double> expected = rounded_sums(dst, src, dt);
+      void* const data = dst.data_ptr();
+      ops::add_(dst, src);
+      EXPECT_EQ(dst.data_ptr(), data);
+      EXPECT_TRUE(dst.device().is_cuda());
+      EXPECT_TRUE(testing::all_close(dst.to(Device::cpu()).to_doubles(), expected, 0, 0));
+    }
+    SCOPED_TRACE(std::string(dtype_name(dt)) + " strided source");
+    Tensor dst = gpu(randn({7, 13}, dt, gen));
+    Tensor src = gpu(randn({13, 7}, dt, gen)).transpose(0, 1);  // [7, 13], strides (1, 7)
+    const std::vector<double> expected = rounded_sums(dst, src, dt);
+    ops::add_(dst, src);
+    EXPECT_TRUE(testing::all_close(dst.to(Device::cpu()).to_doubles(), expected, 0, 0));
+    Tensor stepped = gpu(randn({7, 26}, dt, gen)).slice(1, 0, 26, 2);  // every other column
+    const std::vector<double> expected2 = rounded_sums(dst, stepped, dt);
+    ops::add_(dst, stepped);
+    EXPECT_TRUE(testing::all_close(dst.to(Device::cpu()).to_doubles(), expected2, 0, 0));
+  }
+  Tensor strided = gpu(randn({13, 7}, DType::F32, gen)).transpose(0, 1);
+  EXPECT_THAT(error_of([&] {
+                ops::add_(strided, gpu(randn({7, 13}, DType::F32, gen)));
+              }),
+              ::testing::HasSubstr("the destination must be contiguous"));
 }
 
 struct SumCase {
@@ -611,6 +657,85 @@ TEST(KernelsCrossEntropy, AllIgnoredAndBadTargets) {
   EXPECT_NO_THROW(ops::check_index_errors(kGpu));
   EXPECT_EQ(ops::cross_entropy(logits, gpu(Tensor::from_vector<int64_t>({0, -100, 10}, {3}))).count,
             2);
+}
+
+// The float64 gradient of the mean cross-entropy, times grad_loss:
+// (softmax - onehot) * grad_loss / count per counted row, zeros elsewhere.
+std::vector<double> ce_grad_f64(const std::vector<double>& x, const std::vector<int64_t>& targets,
+                                int64_t V, double grad_loss) {
+  std::vector<double> g(x.size(), 0.0);
+  int64_t count = 0;
+  for (int64_t t : targets) count += t != -100;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i] == -100) continue;
+    const double* row = x.data() + i * V;
+    double m = row[0];
+    for (int64_t j = 1; j < V; ++j) m = std::max(m, row[j]);
+    double s = 0;
+    for (int64_t j = 0; j < V; ++j) s += std::exp(row[j] - m);
+    const double lse = m + std::log(s);
+    for (int64_t j = 0; j < V; ++j) {
+      g[i * V + j] = (std::exp(row[j] - lse) - (j == targets[i] ? 1.0 : 0.0)) * grad_loss / count;
+    }
+  }
+  return g;
+}
+
+// The gradient written over the logits on the GPU. Each target logit is
+// raised by log(vocab) + 2, so the target's softmax p is near 0.8 and its gradient
+// (p - 1) s clearly differs from the -s that a one-hot term computed from
+// the already overwritten target element would give.
+TEST(KernelsCrossEntropy, BackwardInPlaceMatchesTheFloat64Formula) {
+  LT_REQUIRE_GPU();
+  Generator gen(41);
+  const int64_t rows = 7;
+  for (DType dt : kDtypes) {
+    for (int64_t vocab : {int64_t{67}, int64_t{1001}, int64_t{4096}}) {  // 4096: packed path
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " vocab " + std::to_string(vocab));
+      std::vector<int64_t> tv(rows);
+      for (int64_t r = 0; r < rows; ++r) tv[r] = static_cast<int64_t>(gen.below(vocab));
+      tv[2] = -100;
+      tv[rows - 1] = vocab - 1;  // the last element of a row: the scalar tail
+      std::vector<double> x = Tensor::randn({rows, vocab}, gen, DType::F64).to_doubles();
+      for (int64_t r = 0; r < rows; ++r) {
+        if (tv[r] >= 0) x[r * vocab + tv[r]] += std::log(static_cast<double>(vocab)) + 2.0;
+      }
+      Tensor logits = gpu(Tensor::from_doubles(x, {rows, vocab}, dt));
+      Tensor targets = gpu(Tensor::from_vector<int64_t>(tv, {rows}));
+      // The reference from the values the kernel reads (rounded to dt).
+      const double grad_loss = 1.7;
+      const std::vector<double> want =
+          ce_grad_f64(logits.to(Device::cpu()).to_doubles(), tv, vocab, grad_loss);
+      ops::CrossEntropyOutput out = ops::cross_entropy(logits, targets);
+      ASSERT_EQ(out.count, rows - 1);
+      void* const data = logits.data_ptr();
+      ops::cross_entropy_backward_(Tensor::scalar(grad_loss, DType::F64), logits, targets, out.lse,
+                                   -100, out.count);
+      EXPECT_EQ(logits.data_ptr(), data);
+      EXPECT_EQ(logits.dtype(), dt);
+      const std::vector<double> got = logits.to(Device::cpu()).to_doubles();
+      const double s = grad_loss / static_cast<double>(rows - 1);
+      // f32: the fast exp's few ulps; bf16: that and one rounding (half a step).
+      const double rtol = dt == DType::BF16 ? 0x1p-8 * 1.01 : 1e-5;
+      EXPECT_TRUE(testing::all_close(got, want, 1e-6 * s, rtol));
+      for (int64_t j = 0; j < vocab; ++j) EXPECT_EQ(got[2 * vocab + j], 0.0) << j;
+      for (int64_t r = 0; r < rows; ++r) {
+        if (tv[r] < 0) continue;
+        const double target_grad = want[r * vocab + tv[r]];
+        ASSERT_GT(target_grad, -0.9 * s);  // p > 0.1
+        EXPECT_NEAR(got[r * vocab + tv[r]], target_grad, 1e-6 * s + rtol * std::abs(target_grad))
+            << "row " << r;
+      }
+    }
+  }
+  Tensor strided = gpu(randn({13, 5}, DType::F32, gen)).transpose(0, 1);
+  Tensor targets = gpu(Tensor::from_vector<int64_t>({0, -100, 3, 12, 1}, {5}));
+  ops::CrossEntropyOutput out = ops::cross_entropy(strided, targets);
+  EXPECT_THAT(error_of([&] {
+                ops::cross_entropy_backward_(Tensor::scalar(1.0, DType::F64), strided, targets,
+                                             out.lse, -100, out.count);
+              }),
+              ::testing::HasSubstr("the logits must be contiguous"));
 }
 
 // ---------------------------------------------------------------- autograd

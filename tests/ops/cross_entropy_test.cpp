@@ -137,6 +137,74 @@ TEST(CrossEntropy, Bf16LogitsComputeInF32) {
   EXPECT_TRUE(all_close(gf.to_doubles(), ref.grad, 1e-7, 1e-5));
 }
 
+// Logits whose target logit is raised by 6, so the target's softmax is far
+// from 0 and its gradient (p - 1) differs clearly from -1: a one-hot term
+// computed from an overwritten logit would show.
+Tensor logits_with_likely_targets(int64_t N, int64_t V, const std::vector<int64_t>& tv,
+                                  Generator& gen, DType dtype) {
+  std::vector<double> x = randn64({N, V}, gen).to_doubles();
+  for (int64_t i = 0; i < N; ++i) {
+    if (tv[i] >= 0) x[i * V + tv[i]] += 6.0;
+  }
+  return Tensor::from_doubles(x, {N, V}, dtype);
+}
+
+TEST(CrossEntropy, BackwardInPlaceWritesTheGradientOverTheLogits) {
+  Generator gen(57);
+  const int64_t N = 9, V = 67;
+  std::vector<int64_t> tv = {1, 66, -100, 0, 5, 5, 30, -100, 12};
+  Tensor targets = Tensor::from_vector<int64_t>(tv, {N});
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor logits = logits_with_likely_targets(N, V, tv, gen, dtype);
+    // The reference from the very values the op reads (bf16 holds them exactly).
+    Reference ref = ce_ref(logits.to_doubles(), tv, V, -100);
+    for (double& v : ref.grad) v *= 2.5;
+    auto out = ops::cross_entropy(logits, targets, -100);
+    ASSERT_EQ(out.count, 7);
+    void* const data = logits.data_ptr();
+    ops::cross_entropy_backward_(Tensor::scalar(2.5, DType::F64), logits, targets, out.lse, -100,
+                                 out.count);
+    EXPECT_EQ(logits.data_ptr(), data);
+    EXPECT_EQ(logits.dtype(), dtype);
+    const std::vector<double> g = logits.to_doubles();
+    for (int64_t r : {2, 7}) {  // the ignored rows: zeros
+      for (int64_t j = 0; j < V; ++j) EXPECT_EQ(g[r * V + j], 0.0) << r << " " << j;
+    }
+    if (dtype == DType::F32) {
+      EXPECT_TRUE(all_close(g, ref.grad, 1e-7, 1e-5));
+    } else {
+      for (size_t i = 0; i < g.size(); ++i) {
+        // The f32 gradient rounded once to bf16: within half a bf16 step.
+        EXPECT_LE(std::abs(g[i] - ref.grad[i]), std::abs(ref.grad[i]) * 0x1p-8 * 1.01 + 1e-9) << i;
+      }
+    }
+    // The target elements: (p - 1) * 2.5 / 7 with p well inside (0, 1).
+    for (int64_t r = 0; r < N; ++r) {
+      if (tv[r] < 0) continue;
+      const double want = ref.grad[r * V + tv[r]];
+      EXPECT_LT(want, -0.01 * 2.5 / 7);
+      EXPECT_GT(want, -0.99 * 2.5 / 7);
+      EXPECT_NEAR(g[r * V + tv[r]], want, std::abs(want) * 0x1p-8 * 1.01) << r;
+    }
+  }
+}
+
+TEST(CrossEntropy, BackwardInPlaceRefusesStridedLogits) {
+  Generator gen(58);
+  const int64_t N = 5, V = 13;
+  Tensor logits = randn64({V, N}, gen).to(DType::F32).transpose(0, 1);  // [N, V], not contiguous
+  Tensor targets = Tensor::from_vector<int64_t>({3, -100, 1, 12, 0}, {N});
+  auto out = ops::cross_entropy(logits, targets, -100);
+  const std::vector<double> before = logits.to_doubles();
+  EXPECT_THAT(error_of([&] {
+                ops::cross_entropy_backward_(Tensor::scalar(1.0, DType::F64), logits, targets,
+                                             out.lse, -100, out.count);
+              }),
+              ::testing::HasSubstr("cross_entropy_backward_: the logits must be contiguous"));
+  EXPECT_EQ(logits.to_doubles(), before);  // untouched
+}
+
 TEST(CrossEntropyGrad, LogitsMatchFiniteDifferences) {
   Generator gen(55);
   Tensor logits = randn64({7, 13}, gen, 2.0);

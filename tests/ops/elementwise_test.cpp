@@ -1,5 +1,6 @@
 // Elementwise ops and views: forward against float64 loops, gradients
 // against central differences.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,12 +8,14 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "ops/elementwise.h"
+#include "support/errors.h"
 #include "support/gradcheck.h"
 
 namespace lt {
 namespace {
 
 using testing::all_close;
+using testing::error_of;
 using testing::gradcheck;
 using testing::randn64;
 
@@ -57,6 +60,77 @@ TEST(Elementwise, SumMeanAndSumToMatchLoops) {
   EXPECT_NEAR(ops::mean(a, {0, 1, 2}).item() * 24, ops::sum_all(a).item(), 1e-12);
   EXPECT_TRUE(
       all_close(ops::sum_to(a, {3, 1}), ops::sum(a, {0, 2}, true).reshape({3, 1}), 1e-12, 0));
+}
+
+// a + b in float64, rounded once to `dtype`. For f32 and bf16 inputs the
+// float64 sum is exact, so this is add's rule (widen to f32, add, round).
+std::vector<double> rounded_sums(const std::vector<double>& a, const std::vector<double>& b,
+                                 DType dtype) {
+  std::vector<double> sums(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double s = a[i] + b[i];
+    if (dtype == DType::F32)
+      sums[i] = static_cast<float>(s);
+    else if (dtype == DType::BF16)
+      sums[i] = bf16_to_f32(f32_to_bf16(static_cast<float>(s)));
+    else
+      sums[i] = s;
+  }
+  return sums;
+}
+
+TEST(Elementwise, AddInPlaceRoundsOnceLikeAdd) {
+  Generator gen(7);
+  // 120000 elements: several parallel chunks.
+  for (DType dtype : {DType::F64, DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor dst = Tensor::randn({3, 40000}, gen, dtype);
+    Tensor src = Tensor::randn({3, 40000}, gen, dtype, 0.3);
+    const std::vector<double> expected = rounded_sums(dst.to_doubles(), src.to_doubles(), dtype);
+    void* const data = dst.data_ptr();
+    ops::add_(dst, src);
+    EXPECT_EQ(dst.data_ptr(), data);
+    EXPECT_EQ(dst.dtype(), dtype);
+    EXPECT_TRUE(all_close(dst.to_doubles(), expected, 0, 0));
+  }
+}
+
+TEST(Elementwise, AddInPlaceReadsAStridedSource) {
+  Generator gen(8);
+  for (DType dtype : {DType::F64, DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor dst = Tensor::randn({7, 13}, gen, dtype);
+    Tensor src = Tensor::randn({13, 7}, gen, dtype).transpose(0, 1);  // [7, 13], strides (1, 7)
+    ASSERT_FALSE(src.is_contiguous());
+    const std::vector<double> expected = rounded_sums(dst.to_doubles(), src.to_doubles(), dtype);
+    ops::add_(dst, src);
+    EXPECT_TRUE(all_close(dst.to_doubles(), expected, 0, 0));
+    Tensor stepped = Tensor::randn({7, 26}, gen, dtype).slice(1, 0, 26, 2);  // every other column
+    const std::vector<double> expected2 =
+        rounded_sums(dst.to_doubles(), stepped.to_doubles(), dtype);
+    ops::add_(dst, stepped);
+    EXPECT_TRUE(all_close(dst.to_doubles(), expected2, 0, 0));
+  }
+}
+
+TEST(Elementwise, AddInPlaceRefusesAStridedDestinationAndMismatches) {
+  Generator gen(9);
+  Tensor a = Tensor::randn({7, 13}, gen);
+  Tensor strided = Tensor::randn({13, 7}, gen).transpose(0, 1);
+  const std::vector<double> before = strided.to_doubles();
+  EXPECT_THAT(error_of([&] { ops::add_(strided, a); }),
+              ::testing::HasSubstr("the destination must be contiguous"));
+  EXPECT_EQ(strided.to_doubles(), before);  // untouched
+  EXPECT_THAT(error_of([&] {
+                ops::add_(a, Tensor::randn({13, 7}, gen));
+              }),
+              ::testing::AllOf(::testing::HasSubstr("add_"), ::testing::HasSubstr("[13, 7]"),
+                               ::testing::HasSubstr("differ")));
+  // No broadcasting either.
+  EXPECT_THAT(error_of([&] { ops::add_(a, Tensor::randn({13}, gen)); }),
+              ::testing::HasSubstr("differ"));
+  EXPECT_THAT(error_of([&] { ops::add_(a, a.to(DType::BF16)); }),
+              ::testing::AllOf(::testing::HasSubstr("bf16"), ::testing::HasSubstr("differ")));
 }
 
 TEST(ElementwiseGrad, BinaryOpsWithBroadcasting) {

@@ -1,6 +1,7 @@
 // matmul and linear: forward against float64 loops written here (every
 // transpose, batched and shared b, strided views, half types), gradients
 // against central differences.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,12 +9,14 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "ops/matmul.h"
+#include "support/errors.h"
 #include "support/gradcheck.h"
 
 namespace lt {
 namespace {
 
 using testing::all_close;
+using testing::error_of;
 using testing::gradcheck;
 using testing::randn64;
 
@@ -180,6 +183,57 @@ TEST(Linear, WithAndWithoutBiasMatchesLoops) {
   EXPECT_TRUE(all_close(yh.to_doubles(), reference_linear(xh, wh, bh), 1e-6, 1.0 / 256));
   EXPECT_THROW(ops::linear(randn64({3, 4}, gen), w), Error);
   EXPECT_THROW(ops::linear(randn64({3, 5}, gen), w, randn64({5}, gen)), Error);
+}
+
+TEST(Linear, WeightGradSumOverRowChunksMatchesLoops) {
+  Generator gen(21);
+  const int64_t rows = 16, out = 6, in = 9;
+  const int64_t chunk_rows[] = {5, 7, 4};
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor g = Tensor::randn({rows, out}, gen, dtype), x = Tensor::randn({rows, in}, gen, dtype);
+    // sum over all rows r of g[r, o] * x[r, i], in float64 from the same values.
+    const std::vector<double> gv = g.to_doubles(), xv = x.to_doubles();
+    std::vector<double> expected(static_cast<size_t>(out * in), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < out; ++o)
+        for (int64_t i = 0; i < in; ++i) expected[o * in + i] += gv[r * out + o] * xv[r * in + i];
+    Tensor sum;
+    void* data = nullptr;
+    int64_t start = 0;
+    for (int64_t n : chunk_rows) {
+      sum = ops::linear_weight_grad_sum(g.slice(0, start, start + n), x.slice(0, start, start + n),
+                                        sum);
+      if (data == nullptr) data = sum.data_ptr();
+      EXPECT_EQ(sum.data_ptr(), data);  // added into the running sum, not a new tensor
+      start += n;
+    }
+    // Half precision sums in f32 on the CPU.
+    EXPECT_EQ(sum.dtype(), DType::F32);
+    ASSERT_EQ(sum.shape(), (Shape{out, in}));
+    EXPECT_TRUE(all_close(sum.to_doubles(), expected, 1e-5, 1e-5));
+  }
+}
+
+TEST(Linear, WeightGradSumRefusesABadRunningSum) {
+  Generator gen(22);
+  Tensor g = Tensor::randn({4, 6}, gen), x = Tensor::randn({4, 9}, gen);
+  const auto message = [&](const Tensor& grad_out, const Tensor& input, const Tensor& sum) {
+    return error_of([&] { ops::linear_weight_grad_sum(grad_out, input, sum); });
+  };
+  EXPECT_THAT(
+      message(g, x, Tensor::zeros({9, 6})),
+      ::testing::AllOf(::testing::HasSubstr("the running sum"), ::testing::HasSubstr("[6, 9]")));
+  EXPECT_THAT(
+      message(g, x, Tensor::zeros({6, 9}, DType::F64)),
+      ::testing::AllOf(::testing::HasSubstr("the running sum"), ::testing::HasSubstr("f32")));
+  // bf16 inputs sum in f32 on the CPU: a bf16 running sum is refused.
+  EXPECT_THAT(message(g.to(DType::BF16), x.to(DType::BF16), Tensor::zeros({6, 9}, DType::BF16)),
+              ::testing::HasSubstr("the running sum"));
+  EXPECT_THAT(message(g, x, Tensor::zeros({9, 6}).transpose(0, 1)),
+              ::testing::HasSubstr("must be a contiguous"));
+  EXPECT_THAT(message(g, Tensor::randn({5, 9}, gen), Tensor()),
+              ::testing::HasSubstr("does not fit x"));
 }
 
 TEST(MatmulGrad, EveryTransposeBatchedAndShared) {
