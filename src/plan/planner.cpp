@@ -159,21 +159,24 @@ bool compute_dominant(const CostModel& m) {
 // The batch make_plan keeps (its rule is in planner.h): `solved` is in
 // ascending batch order and not empty. A micro-batch the user gives
 // (`given_chunk` > 0) fixes the chunk size, so then the batches that hold
-// whole chunks of it are considered (every batch when none does): a smaller
-// batch would run as one smaller chunk than asked for.
+// whole chunks of it qualify instead: a smaller batch would run as one
+// smaller chunk than asked for.
 const BatchChoice& choose_batch(const std::vector<BatchChoice>& solved, int64_t given_chunk) {
   const auto qualifies = [&](const BatchChoice& c) {
     return given_chunk > 0 ? c.candidate.model.sizes.batch_size >= given_chunk
                            : compute_dominant(c.candidate.model);
   };
-  const bool any_qualifies = std::any_of(solved.begin(), solved.end(), qualifies);
-  const auto considered = [&](const BatchChoice& c) { return qualifies(c) == any_qualifies; };
-  double fastest = 0;
+  double fastest = 0, fastest_qualifying = 0;
+  for (const BatchChoice& c : solved) {
+    fastest = std::max(fastest, c.prediction.tokens_per_s);
+    if (qualifies(c)) fastest_qualifying = std::max(fastest_qualifying, c.prediction.tokens_per_s);
+  }
+  const bool only_qualifying = fastest_qualifying >= (1 - kSmallChunkAllowance) * fastest;
+  const auto considered = [&](const BatchChoice& c) { return !only_qualifying || qualifies(c); };
+  const double best = only_qualifying ? fastest_qualifying : fastest;
   for (const BatchChoice& c : solved)
-    if (considered(c)) fastest = std::max(fastest, c.prediction.tokens_per_s);
-  for (const BatchChoice& c : solved)
-    if (considered(c) && c.prediction.tokens_per_s >= (1 - kBatchMargin) * fastest) return c;
-  return solved.back();  // unreachable: the fastest considered one qualifies
+    if (considered(c) && c.prediction.tokens_per_s >= (1 - kBatchMargin) * best) return c;
+  return solved.back();  // unreachable: the best considered one is within the margin
 }
 
 // The plan of one solved batch: its schedule, memory and prediction.

@@ -78,13 +78,24 @@ inline constexpr int64_t kBatchCandidates[] = {1,  2,  4,   8,   16,  24,  32, 4
 // steps per token (slower convergence per token) and host memory.
 inline constexpr double kBatchMargin = 0.03;
 
+// How much faster a batch whose chunks are smaller than
+// min_chunk_sequences must be predicted before rule 1 below gives way: what
+// such chunks may lose to GEMM efficiency that the cost model does not see
+// (on the H200, chunks of 4 ran 3.5-4.6% slower per sequence than chunks of
+// 8 at the 3B and 7B shapes, where a fitted line had predicted them faster).
+inline constexpr double kSmallChunkAllowance = 0.10;
+
 // With options.batch_size == 0 the planner chooses the batch size: "the
 // largest batch that meets memory and keeps compute dominant", read as
 //  1. Prefer the feasible batches whose chosen chunking has at least
 //     min_chunk_sequences(seq_len) sequences per chunk: their GEMMs run near
 //     peak, as the cost model assumes. A smaller batch, one whole chunk, does
-//     not qualify (its GEMMs are as small). Only when no feasible batch
-//     qualifies are the others considered, by rule 2 alone.
+//     not qualify (its GEMMs are as small). The others are considered too
+//     when none qualifies, or when one of them is predicted more than
+//     kSmallChunkAllowance faster than every one that does (when memory
+//     allows full chunks only at small batches, as for the 7B shape in
+//     7.55 GB, where they fit at batch 24 and batch 64 in chunks of 4 was
+//     predicted 53% faster).
 //     (Maximizing predicted tokens/s alone drives the batch to hundreds of
 //     sequences in chunks of one, which runs GEMMs far below peak; neither
 //     the FLOP model nor stage times measured at two batch sizes see that.)

@@ -116,11 +116,17 @@ TEST_F(PlanCommand, ListsTheBatchesItPlannedAndWhichItKept) {
     }
     any_full |= tried[i].at("micro_batch").get<int64_t>() >= full;
   }
+  double best_full = 0;
+  for (const auto& t : tried) {
+    best = std::max(best, t.at("predicted_tokens_per_s").get<double>());
+    if (t.at("micro_batch").get<int64_t>() >= full)
+      best_full = std::max(best_full, t.at("predicted_tokens_per_s").get<double>());
+  }
+  const bool only_full = any_full && best_full >= (1 - kSmallChunkAllowance) * best;
+  if (only_full) best = best_full;
   const auto considered = [&](const nlohmann::json& t) {
-    return (t.at("micro_batch").get<int64_t>() >= full) == any_full;
+    return !only_full || t.at("micro_batch").get<int64_t>() >= full;
   };
-  for (const auto& t : tried)
-    if (considered(t)) best = std::max(best, t.at("predicted_tokens_per_s").get<double>());
   int64_t expected = 0;
   for (const auto& t : tried)
     if (considered(t) &&
