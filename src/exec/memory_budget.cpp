@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "exec/streaming_plan.h"
@@ -246,18 +247,34 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   const int64_t weight_grad = c.vocab_size * c.hidden_size * cb;
   int64_t head_working_set = chunk_logits + weight_grad;
   head_working_set += (3 * chunk_tokens + loss_rows) * c.hidden_size * cb;
+  int64_t block_set = block_working_set;
+  const bool measured = s.has_measured_working_sets();
+  if (measured) {
+    const auto with_margin = [&](const TrainSizes::BytesFit& f) {
+      const double bytes = std::max(0.0, f.a + f.b * static_cast<double>(chunk));
+      return static_cast<int64_t>(std::ceil(bytes * (1 + kMeasuredWorkingSetMargin)));
+    };
+    block_set = with_margin(s.measured_block_backward);
+    head_working_set = with_margin(s.measured_head_step);
+  }
   // The head step and a block's backward never run at once, and each frees
   // its working set before the next stage computes, so the step needs the
   // larger. (Counting both overstated the H200 runs' peaks by 2-3 GB and
   // kept the 7B shape from chunks of 8 at the 10.27 GB the fixed policy ran
   // in with them.)
   m.add(Gpu,
-        fmt::format("working set, one micro-batch: the larger of a block's backward ({:.3f} GB, "
-                    "saved tensors x2) and the head's ({:.3f} GB: a loss chunk's logits, the "
-                    "lm_head weight gradient's sum, its [tokens x hidden] tensors)",
-                    static_cast<double>(block_working_set) / 1e9,
-                    static_cast<double>(head_working_set) / 1e9),
-        std::max(block_working_set, head_working_set));
+        measured ? fmt::format("working set, one micro-batch: the larger of a block's backward "
+                               "({:.3f} GB) and the head's ({:.3f} GB), as measured (+{:.0f}%)",
+                               static_cast<double>(block_set) / 1e9,
+                               static_cast<double>(head_working_set) / 1e9,
+                               100 * kMeasuredWorkingSetMargin)
+                 : fmt::format("working set, one micro-batch: the larger of a block's backward "
+                               "({:.3f} GB, saved tensors x2) and the head's ({:.3f} GB: a loss "
+                               "chunk's logits, the lm_head weight gradient's sum, its [tokens x "
+                               "hidden] tensors)",
+                               static_cast<double>(block_set) / 1e9,
+                               static_cast<double>(head_working_set) / 1e9),
+        std::max(block_set, head_working_set));
   // Host.
   m.add(Host, "master weights (fp32)", n * kFp32);
   add_optimizer_states(m, Host, n, s.optimizer);

@@ -36,7 +36,24 @@ struct TrainSizes {
   // Bytes per element of what the device computes with and holds: 2 (bf16)
   // on a GPU, 4 (f32) on the CPU stand-in.
   int64_t compute_bytes = 2;
+  // Working sets measured on this device at this sequence length (`lazytrain
+  // profile --model`, plan/stage_times.h), bytes = a + b * sequences per
+  // chunk, beyond the parameters' gradients: used for a block's backward and
+  // the head step, with kMeasuredWorkingSetMargin, instead of the estimates.
+  // Both slopes 0: not measured.
+  struct BytesFit {
+    double a = 0, b = 0;
+  };
+  BytesFit measured_block_backward = {}, measured_head_step = {};
+  bool has_measured_working_sets() const {
+    return measured_block_backward.b > 0 && measured_head_step.b > 0;
+  }
 };
+
+// Measured working sets are taken with this share more: one run of one
+// block measured them, and the executor's own chunks may differ slightly
+// (allocation order, a GEMM workspace).
+inline constexpr double kMeasuredWorkingSetMargin = 0.10;
 
 enum class MemorySpace { Gpu, Host, Disk };
 const char* memory_space_name(MemorySpace space);  // "gpu", "host", "disk"

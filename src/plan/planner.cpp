@@ -63,6 +63,21 @@ struct Candidate {
   ActivationRoom room;
 };
 
+// The sizes of a plan for batch b, with the profile's measured working
+// sets when they were measured for this sequence length on the device the
+// plan is for (bf16 on a GPU, f32 on the CPU stand-in). The shape was
+// checked by make_cost_model.
+exec::TrainSizes train_sizes(const HardwareProfile& hw, const PlanOptions& o, int64_t b) {
+  exec::TrainSizes sizes{b, o.seq_len, o.optimizer, o.compute_bytes};
+  if (!hw.stage_times || !hw.stage_times->has_working_sets()) return sizes;
+  const StageTimes& t = *hw.stage_times;
+  const bool same_device = (t.device == "cuda") == (o.compute_bytes == 2);  // bf16 on a GPU
+  if (t.seq_len != o.seq_len || !same_device) return sizes;
+  sizes.measured_block_backward = {t.block_backward_bytes.a, t.block_backward_bytes.b};
+  sizes.measured_head_step = {t.head_step_bytes.a, t.head_step_bytes.b};
+  return sizes;
+}
+
 // Whether a chunking leaves the GPU room that the recompute runs need.
 bool chunk_fits(const Candidate& c, int max_recompute) {
   return c.room.gpu_gb >= 2 * c.model.boundary_gb + (max_recompute - 1) * c.model.boundary_gb;
@@ -76,7 +91,7 @@ bool chunk_fits(const Candidate& c, int max_recompute) {
 // one is taken only when its prediction is clearly faster (make_plan).
 std::vector<Candidate> candidates_for(const models::ModelConfig& config, const HardwareProfile& hw,
                                       const PlanOptions& o, int64_t b) {
-  const exec::TrainSizes sizes{b, o.seq_len, o.optimizer, o.compute_bytes};
+  const exec::TrainSizes sizes = train_sizes(hw, o, b);
   const auto make = [&](int64_t m) {
     Candidate c;
     c.model = make_cost_model(config, hw, sizes, m, o.max_recompute);

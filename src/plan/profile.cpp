@@ -13,6 +13,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/random.h"
 #include "core/stream.h"
@@ -172,8 +173,24 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
     if (device.is_cpu()) return median_seconds(repeats, once);
     return sustained_seconds(repeats, run, finish, clear_grads);
   };
-  // Per batch size, in kStageTimesFits' order.
+  // Device bytes a use holds at its peak beyond what was held before it:
+  // the second of two runs, so that the parameters' .grad from the first
+  // is there and added into, as a stage's later chunks add into it.
+  Allocator& memory = default_allocator(device);
+  auto working_set = [&](auto&& run) {
+    run();
+    finish();
+    const int64_t before = memory.stats().current_bytes;
+    memory.reset_peak();
+    run();
+    finish();
+    const int64_t held = memory.stats().peak_bytes - before;
+    clear_grads();
+    return static_cast<double>(held);
+  };
+  // Per batch size, in kStageTimesFits' order, and in kStageBytesFits'.
   std::vector<std::array<double, std::size(kStageTimesFits)>> seconds;
+  std::vector<std::array<double, std::size(kStageBytesFits)>> bytes;
   for (int64_t batch : batch_sizes) {
     std::vector<int64_t> id_values(static_cast<size_t>(batch * seq_len));
     for (auto& id : id_values)
@@ -204,19 +221,29 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
                        time([&] { with_grad(embed, ids, false); }),
                        time([&] { no_grad(block, x); }), time([&] { with_grad(block, x, true); }),
                        time([&] { with_grad(head, x, true); })});
+    static_assert(std::size(kStageBytesFits) == 2, "one measurement per fit in kStageBytesFits");
+    bytes.push_back({working_set([&] { with_grad(block, x, true); }),
+                     working_set([&] { with_grad(head, x, true); })});
   }
   StageTimes t = StageTimes::for_model(config, seq_len);
   t.device = device.is_cpu() ? "cpu" : "cuda";
   t.batch_sizes = batch_sizes;
-  for (size_t k = 0; k < std::size(kStageTimesFits); ++k) {
-    LinearFit& fit = t.*kStageTimesFits[k].member;
-    fit = fit_line(batch_sizes[0], seconds[0][k], batch_sizes[1], seconds[1][k]);
-    // Timing noise can tilt a line below zero at small batches; a stage
-    // never gets faster with a larger batch.
-    fit.b = std::max(0.0, fit.b);
-    fit.a = std::max(seconds[0][k], seconds[1][k]) -
-            fit.b * static_cast<double>(std::max(batch_sizes[0], batch_sizes[1]));
-  }
+  // Timing noise can tilt a line below zero at small batches, but a stage
+  // never gets faster, nor its working set smaller, with a larger batch:
+  // the slope is at least 0 and the line passes through the larger of the
+  // two figures at the larger batch.
+  const auto fit_all = [&](const auto& fields, const auto& figures) {
+    for (size_t k = 0; k < std::size(fields); ++k) {
+      LinearFit& fit = t.*fields[k].member;
+      const double at0 = figures[0][k], at1 = figures[1][k];
+      fit = fit_line(batch_sizes[0], at0, batch_sizes[1], at1);
+      fit.b = std::max(0.0, fit.b);
+      fit.a = std::max(at0, at1) -
+              fit.b * static_cast<double>(std::max(batch_sizes[0], batch_sizes[1]));
+    }
+  };
+  fit_all(kStageTimesFits, seconds);
+  fit_all(kStageBytesFits, bytes);
   return t;
 }
 

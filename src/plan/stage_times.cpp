@@ -100,7 +100,11 @@ StageTimes StageTimes::from_yaml(const YAML::Node& node, const std::string& sour
   };
   for (const auto& f : kStageTimesShape) setters.emplace(f.name, count(t.*f.member));
   for (const auto& f : kStageTimesFits) setters.emplace(f.name, fit(t.*f.member));
-  apply_yaml_keys(node, setters, source, "stage_times.");
+  std::map<std::string, Setter> optional;
+  for (const auto& f : kStageBytesFits) optional.emplace(f.name, fit(t.*f.member));
+  std::map<std::string, Setter> all = setters;
+  all.insert(optional.begin(), optional.end());
+  apply_yaml_keys(node, all, source, "stage_times.");
   for (const auto& [name, _] : setters) {
     LT_CHECK(node[name], source, ": key 'stage_times.", name,
              "' is missing (every field is needed; `lazytrain profile --model` writes them all)");
@@ -114,6 +118,19 @@ StageTimes StageTimes::from_yaml(const YAML::Node& node, const std::string& sour
     for (int64_t b : t.batch_sizes)
       LT_CHECK(f->at(static_cast<double>(b)) > 0, where(source, name, node[name]), ": gives ",
                f->at(static_cast<double>(b)), " s at batch ", b, " (times must be positive)");
+  }
+  // The working sets come as a pair, each positive where it was measured.
+  const bool block_bytes = static_cast<bool>(node["block_backward_bytes"]);
+  LT_CHECK(block_bytes == static_cast<bool>(node["head_step_bytes"]), source,
+           ": keys 'stage_times.block_backward_bytes' and 'stage_times.head_step_bytes' come "
+           "together (`lazytrain profile --model` writes both)");
+  for (const auto& f : kStageBytesFits) {
+    if (!node[f.name]) continue;
+    for (int64_t b : t.batch_sizes)
+      LT_CHECK((t.*f.member).at(static_cast<double>(b)) > 0 && (t.*f.member).b > 0,
+               where(source, f.name, node[f.name]), ": gives ",
+               (t.*f.member).at(static_cast<double>(b)), " bytes at batch ", b, " with slope ",
+               (t.*f.member).b, " (bytes and slope must be positive)");
   }
   return t;
 }
@@ -130,6 +147,13 @@ std::string StageTimes::to_yaml() const {
   for (const auto& f : kStageTimesFits) {
     const LinearFit& fit = this->*f.member;
     os << "  " << f.name << ": [" << fit.a << ", " << fit.b << "]\n";
+  }
+  if (has_working_sets()) {
+    os << "  # bytes on the device for a chunk of `batch` sequences = a + b * batch\n";
+    for (const auto& f : kStageBytesFits) {
+      const LinearFit& fit = this->*f.member;
+      os << "  " << f.name << ": [" << fit.a << ", " << fit.b << "]\n";
+    }
   }
   return os.str();
 }

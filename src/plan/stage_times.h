@@ -23,6 +23,9 @@
 //     block_forward: [a, b]        # no-grad forward (forward and recompute uses)
 //     block_backward: [a, b]       # forward under grad + backward (backward use)
 //     head_step: [a, b]            # final norm + lm_head + loss, forward + backward
+//     block_backward_bytes: [a, b] # device bytes the backward use holds at its
+//     head_step_bytes: [a, b]      #   peak beyond the parameters' gradients
+//                                  #   (optional: absent, the budget estimates)
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -55,6 +58,15 @@ struct StageTimes {
   std::string device;
   std::vector<int64_t> batch_sizes;
   LinearFit embed_forward, embed_backward, block_forward, block_backward, head_step;
+  // Working sets, bytes = a + b * sequences per chunk: what a chunk's
+  // backward use of a block, and the head step, hold on the device at their
+  // peak beyond their parameters' .grad (which accumulates over chunks and
+  // which exec::fixed_bytes counts apart), measured as the second of two
+  // runs, so that the gradients are added into as a stage's later chunks
+  // add them. Both zero when not measured (a profile from before, or
+  // written by hand).
+  LinearFit block_backward_bytes, head_step_bytes;
+  bool has_working_sets() const { return block_backward_bytes.b > 0 && head_step_bytes.b > 0; }
   std::string source;  // the file it was read from (for errors); not written
 
   // The shape fields from `config`.

@@ -36,5 +36,10 @@ inline constexpr StageTimesFitField kStageTimesFits[] = {
     {"block_forward", &StageTimes::block_forward}, {"block_backward", &StageTimes::block_backward},
     {"head_step", &StageTimes::head_step},
 };
+// The measured working sets: optional keys, written after the fits.
+inline constexpr StageTimesFitField kStageBytesFits[] = {
+    {"block_backward_bytes", &StageTimes::block_backward_bytes},
+    {"head_step_bytes", &StageTimes::head_step_bytes},
+};
 
 }  // namespace lt::plan

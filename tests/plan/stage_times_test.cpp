@@ -295,6 +295,71 @@ TEST(StageTimes, PlannerComputeIsTheSumOfMeasuredStageTimes) {
   EXPECT_NE(flop.stage_times_from.find("seq_len 8"), std::string::npos) << flop.stage_times_from;
 }
 
+// The working sets: optional keys, written and read in pairs under their own
+// names, each positive with a positive slope; the planner takes them for
+// the device they were measured on (the CPU stand-in here: f32), with
+// kMeasuredWorkingSetMargin, and the estimates for another.
+TEST(StageTimes, MeasuredWorkingSetsAreOptionalPairedAndPlannedWith) {
+  const std::string with =
+      tiny_times_yaml("  head_step: [0.02, 0.01]\n",
+                      "  head_step: [0.02, 0.01]\n  block_backward_bytes: [100, 20000]\n"
+                      "  head_step_bytes: [50, 3000]\n");
+  const HardwareProfile hw = HardwareProfile::from_yaml_text(with, "hw.yaml");
+  ASSERT_TRUE(hw.stage_times->has_working_sets());
+  EXPECT_EQ(hw.stage_times->block_backward_bytes, (LinearFit{100, 20000}));
+  EXPECT_EQ(hw.stage_times->head_step_bytes, (LinearFit{50, 3000}));
+  const std::string written = hw.to_yaml();
+  EXPECT_NE(written.find("  block_backward_bytes: [100, 20000]\n  head_step_bytes: [50, 3000]\n"),
+            std::string::npos)
+      << written;
+  const HardwareProfile again = HardwareProfile::from_yaml_text(written, "again.yaml");
+  EXPECT_EQ(again.stage_times->head_step_bytes, (LinearFit{50, 3000}));
+  // Without them (a profile from before): none, and none written.
+  const HardwareProfile old = HardwareProfile::from_yaml_text(tiny_times_yaml(), "hw.yaml");
+  EXPECT_FALSE(old.stage_times->has_working_sets());
+  EXPECT_EQ(old.to_yaml().find("_bytes"), std::string::npos);
+  // One without the other, or a non-positive one: named.
+  std::string e = error_of([&] {
+    HardwareProfile::from_yaml_text(
+        tiny_times_yaml("  head_step: [0.02, 0.01]\n",
+                        "  head_step: [0.02, 0.01]\n  head_step_bytes: [50, 3000]\n"),
+        "hw.yaml");
+  });
+  EXPECT_NE(e.find("hw.yaml: keys 'stage_times.block_backward_bytes' and "
+                   "'stage_times.head_step_bytes' come together"),
+            std::string::npos)
+      << e;
+  e = error_of([&] {
+    HardwareProfile::from_yaml_text(
+        tiny_times_yaml("  head_step: [0.02, 0.01]\n",
+                        "  head_step: [0.02, 0.01]\n  block_backward_bytes: [-90000, 20000]\n"
+                        "  head_step_bytes: [50, 3000]\n"),
+        "hw.yaml");
+  });
+  EXPECT_NE(e.find("hw.yaml: key 'stage_times.block_backward_bytes'"), std::string::npos) << e;
+  EXPECT_NE(e.find("must be positive"), std::string::npos) << e;
+
+  if (!have_milp_solver()) return;
+  // Batch 2 in chunks of 1 on the stand-in: the larger of the block's
+  // 100 + 20000 and the head's 50 + 3000, with 10% more: 22110 bytes.
+  PlanOptions o = tiny_options();
+  o.compute_bytes = 4;
+  const auto working_set = [](const Plan& p) {
+    for (const auto& i : p.budget.items)
+      if (i.what.rfind("working set", 0) == 0) return i;
+    return exec::MemoryItem{};
+  };
+  const Plan p = make_plan(testing::tiny_llama(), hw, o);
+  ASSERT_TRUE(p.feasible);
+  EXPECT_EQ(working_set(p).bytes, 22110);
+  EXPECT_NE(working_set(p).what.find("as measured"), std::string::npos) << working_set(p).what;
+  // Planned for a GPU (bf16), the CPU's measurement does not apply.
+  o.compute_bytes = 2;
+  const Plan gpu = make_plan(testing::tiny_llama(), hw, o);
+  ASSERT_TRUE(gpu.feasible);
+  EXPECT_EQ(working_set(gpu).what.find("as measured"), std::string::npos) << working_set(gpu).what;
+}
+
 TEST(StageTimes, AnotherModelsTimesAreRefused) {
   const HardwareProfile hw = HardwareProfile::from_yaml_text(
       tiny_times_yaml("intermediate_size: 128", "intermediate_size: 256"), "hw.yaml");
