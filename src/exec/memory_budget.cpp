@@ -101,42 +101,55 @@ int64_t boundary_bytes(const models::ModelConfig& c, const TrainSizes& s) {
 
 namespace {
 
-// The device weight slots (streaming.cpp, acquire/load): while a stage
-// computes, the other slot holds (or receives) the next use's stage, so the
-// peak is the largest pair of consecutive stage uses. Whatever the
-// schedule, those pairs are embed + block, block + block, block + head and
-// head + block (recomputes and backward only add block + block pairs).
-int64_t weight_slot_elements(const models::ModelConfig& c) {
-  const int64_t block = block_parameters(c);
-  const int64_t head_reads =
-      head_parameters(c) + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0);
-  int64_t pair = std::max(embed_parameters(c), head_reads) + block;
-  if (c.num_hidden_layers >= 2) pair = std::max(pair, 2 * block);
-  return pair;
-}
+// What a stage use holds on the device besides boundaries: the weight
+// slots (streaming.cpp acquire/load: the stage's weights, and the next
+// use's arriving in the other slot), the gradients alive (copy_out/download:
+// the stage's own being built, the two stages copied out before it, which
+// may still be downloading, and a tied head's embedding gradient, held from
+// the head step to the embed stage's backward) and the use's working set.
+// Slots and gradients in elements of the compute dtype, the working set in
+// bytes. The uses' largest sum is the step's fixed peak: the three never
+// peak at the same use (the weights at the head or the embed, the
+// gradients where the head's are still downloading, the working set at a
+// block's backward), and adding each one's worst overstated the H200 plans'
+// peaks by 0.6-1.25 GB.
+struct UseHold {
+  std::string use;
+  int64_t slot_elements = 0, grad_elements = 0, working_set = 0;
+  int64_t bytes(int64_t cb) const { return (slot_elements + grad_elements) * cb + working_set; }
+};
 
-// Device gradients (streaming.cpp, copy_out/download): the stage whose
-// backward runs builds its gradients while the two stages copied out before
-// it may still be downloading (a third download waits for the first). The
-// order is fixed: head, blocks L-1..0, embed. A tied head also builds the
-// embedding's gradient, which stays on the device until the embed stage's
-// backward copies it out.
-int64_t gradient_elements(const models::ModelConfig& c) {
+// `block_ws`, `head_ws`: a block's backward and the head step's working
+// sets. A forward or a recompute holds less than a block's backward (which
+// runs the same forward under grad mode), so that bounds them. The embed
+// stage's backward makes a dense embedding gradient; a tied one is then
+// added into the head's in place, so it is held twice for a moment.
+UseHold largest_use_hold(const models::ModelConfig& c, int64_t cb, int64_t chunk_tokens,
+                         int64_t block_ws, int64_t head_ws) {
+  const int64_t block = block_parameters(c);
   const int64_t tied = c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0;
-  std::vector<int64_t> own = {head_parameters(c)};
-  for (int64_t b = 0; b < c.num_hidden_layers; ++b) own.push_back(block_parameters(c));
-  own.push_back(embed_parameters(c));
-  int64_t peak = 0, last = 0, before_last = 0;
-  for (size_t i = 0; i < own.size(); ++i) {
-    const bool embed = i + 1 == own.size();
-    // The tied embedding gradient: built by the head, held until the embed
-    // stage, whose own count includes it.
-    const int64_t held = embed ? 0 : tied;
-    peak = std::max(peak, own[i] + held + last + before_last);
+  const int64_t head_reads = head_parameters(c) + tied;
+  const int64_t embed = embed_parameters(c);
+  const int64_t L = c.num_hidden_layers;
+  const int64_t chunk_hidden = chunk_tokens * c.hidden_size * cb;
+  std::vector<UseHold> uses;
+  uses.push_back({"the embed stage's forward", embed + block, 0, chunk_hidden});
+  uses.push_back({"a block's forward", block + (L >= 2 ? std::max(block, head_reads) : head_reads),
+                  0, block_ws});
+  uses.push_back({"the head step", head_reads + block, head_parameters(c) + tied, head_ws});
+  // Backward, in the executor's order: head, blocks L-1..0, embed.
+  int64_t last = head_parameters(c), before_last = 0;
+  for (int64_t i = L - 1; i >= 0; --i) {
+    uses.push_back({fmt::format("block {}'s backward", i), block + (i > 0 ? block : embed),
+                    block + tied + last + before_last, block_ws});
     before_last = last;
-    last = own[i];
+    last = block;
   }
-  return peak;
+  uses.push_back({"the embed stage's backward", embed + block, embed + last + before_last,
+                  (tied > 0 ? tied * cb : 0) + chunk_hidden});
+  return *std::max_element(uses.begin(), uses.end(), [&](const UseHold& a, const UseHold& b) {
+    return a.bytes(cb) < b.bytes(cb);
+  });
 }
 
 // The executor's walk of a schedule: its stage uses and, per use, the
@@ -222,9 +235,6 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   MemoryBudget m;
   using enum MemorySpace;
   const int64_t cb = s.compute_bytes;
-  // GPU (see weight_slot_elements and gradient_elements for why).
-  m.add(Gpu, "weight slots: the largest two consecutive stages", weight_slot_elements(c) * cb);
-  m.add(Gpu, "gradients: one stage built, two earlier ones downloading", gradient_elements(c) * cb);
   m.add(Gpu, "token ids and targets (i64)", 2 * s.batch_size * s.seq_len * kTokenId);
   // A block's saved tensors for one micro-batch, and as much again for the
   // gradients alive during its backward (an estimate, not a measurement).
@@ -262,19 +272,20 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   // larger. (Counting both overstated the H200 runs' peaks by 2-3 GB and
   // kept the 7B shape from chunks of 8 at the 10.27 GB the fixed policy ran
   // in with them.)
+  const UseHold peak = largest_use_hold(c, cb, chunk_tokens, block_set, head_working_set);
+  m.add(Gpu, fmt::format("weight slots at the peak use ({})", peak.use), peak.slot_elements * cb);
+  m.add(Gpu, "gradients alive there (its own, two downloading, a tied embedding's)",
+        peak.grad_elements * cb);
   m.add(Gpu,
-        measured ? fmt::format("working set, one micro-batch: the larger of a block's backward "
-                               "({:.3f} GB) and the head's ({:.3f} GB), as measured (+{:.0f}%)",
-                               static_cast<double>(block_set) / 1e9,
-                               static_cast<double>(head_working_set) / 1e9,
-                               100 * kMeasuredWorkingSetMargin)
-                 : fmt::format("working set, one micro-batch: the larger of a block's backward "
-                               "({:.3f} GB, saved tensors x2) and the head's ({:.3f} GB: a loss "
-                               "chunk's logits, the lm_head weight gradient's sum, its [tokens x "
-                               "hidden] tensors)",
-                               static_cast<double>(block_set) / 1e9,
-                               static_cast<double>(head_working_set) / 1e9),
-        std::max(block_set, head_working_set));
+        fmt::format("working set there, one micro-batch ({}; a block's backward {:.3f} GB, the "
+                    "head step's {:.3f} GB)",
+                    measured ? fmt::format("as measured, +{:.0f}%", 100 * kMeasuredWorkingSetMargin)
+                             : std::string("estimated: a block's saved tensors x2; a loss chunk's "
+                                           "logits, the lm_head weight gradient's sum and the "
+                                           "head's [tokens x hidden] tensors"),
+                    static_cast<double>(block_set) / 1e9,
+                    static_cast<double>(head_working_set) / 1e9),
+        peak.working_set);
   // Host.
   m.add(Host, "master weights (fp32)", n * kFp32);
   add_optimizer_states(m, Host, n, s.optimizer);

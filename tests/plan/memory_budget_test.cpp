@@ -29,21 +29,22 @@ models::ModelConfig tiny() {
 constexpr int64_t kBlock = 36992, kEdge = 12864, kN = 86848;
 // B = 2, T = 8: a boundary is 2 * 8 * 64 * 2 = 2048 bytes.
 constexpr int64_t kBoundary = 2048;
-// GPU, micro-batch 1 (8 tokens), bf16:
-//   weight slots: the largest consecutive pair is block + block
-//     (embed 6400 or head 6464 + block is less): 2 * 36992 * 2 B = 147968
-//   gradients, built backward in the order head 6464, block, block, embed
-//     6400, with the two before still downloading: at the second block
-//     36992 + 36992 + 6464 = 80448, * 2 B = 160896
-//   token ids and targets: 2 * 16 tokens * 8 B = 256
-//   working set, the larger of a block's backward and the head step's
-//   (they never run at once):
-//     block: 2 * (4*64 + 2*64 + 2*32 + 4*128 = 960) * 8 tokens * 2 B = 30720
-//     head: logits with their gradient written over them in bf16, 8 rows
-//       (fewer than a GPU chunk of 2^28 / 100): 8 * 100 * 2 B = 1600, the
-//       lm_head weight gradient's sum 100 * 64 * 2 B = 12800, and its
-//       [tokens x hidden] tensors (3 * 8 + 8) * 64 * 2 B = 4096
-constexpr int64_t kGpuFixed = 147968 + 160896 + 256 + 30720;
+// GPU, micro-batch 1 (8 tokens), bf16: the largest sum over the stage
+// uses of the weight slots, the gradients alive and the working set, plus
+// the token ids and targets (2 * 16 tokens * 8 B = 256). Parameters: block
+// 36992, embed 6400, head 6464 (final norm and the untied lm_head).
+// Working sets: a block's backward 2 * (4*64 + 2*64 + 2*32 + 4*128 = 960)
+// * 8 tokens * 2 B = 30720; the head step's 8 * 100 * 2 (logits, their
+// gradient over them, 8 rows: fewer than a GPU chunk of 2^28 / 100) +
+// 100 * 64 * 2 (the lm_head weight gradient's sum) + (3 * 8 + 8) * 64 * 2
+// ([tokens x hidden] tensors) = 18496. Per use (slots, gradients):
+//   a block's forward   (36992 + 36992, 0)                    * 2 + 30720 = 178688
+//   the head step       (6464 + 36992, 6464)                  * 2 + 18496 = 118336
+//   block 1's backward  (36992 + 36992, 36992 + 6464)         * 2 + 30720 = 265600
+//   block 0's backward  (36992 + 6400, 36992 + 36992 + 6464)  * 2 + 30720 = 278400
+//   the embed backward  (6400 + 36992, 6400 + 36992 + 36992)  * 2 + 1024  = 248576
+// The peak is block 0's backward: slots 86784, gradients 160896.
+constexpr int64_t kGpuFixed = 86784 + 160896 + 256 + 30720;
 // Host: master 4 + m, v 8 + pinned bf16 weights 2 + pinned bf16 grads 2 = 16 B/param.
 constexpr int64_t kHostFixed = 16 * kN;
 
@@ -104,9 +105,9 @@ TEST(MemoryBudget, EightBitStatesAndWholeBatchChunks) {
   // m, v: 1 B each per parameter + an fp32 scale per 2048 for each:
   // ceil(86848 / 2048) = 43 blocks -> 2 * 86848 + 2 * 43 * 4 = 174040.
   EXPECT_EQ(m.bytes(MemorySpace::Host), (4 + 2 + 2) * kN + 174040);
-  // Working set: the block's 2 * 960 * 16 * 2 = 61440 over the head's
-  // 16 * 100 * 2 + 12800 + (3 * 16 + 16) * 64 * 2 = 24192.
-  EXPECT_EQ(m.bytes(MemorySpace::Gpu), 147968 + 160896 + 256 + 61440 + 4 * kBoundary);
+  // Block 0's backward again, with the block's working set for 16 tokens:
+  // 2 * 960 * 16 * 2 = 61440.
+  EXPECT_EQ(m.bytes(MemorySpace::Gpu), 86784 + 160896 + 256 + 61440 + 4 * kBoundary);
 }
 
 // The head's working set, by hand, where it is the larger one (a huge
@@ -147,7 +148,7 @@ TEST(MemoryBudget, StandInComputesInF32) {
   const auto m =
       bytes_needed(tiny(), sizes, schedule({Placement::Gpu, Placement::Gpu, Placement::Gpu}));
   EXPECT_EQ(boundary_bytes(tiny(), sizes), 2 * kBoundary);
-  EXPECT_EQ(m.bytes(MemorySpace::Gpu), 2 * (147968 + 160896 + 30720) + 256 + 4 * 2 * kBoundary);
+  EXPECT_EQ(m.bytes(MemorySpace::Gpu), 2 * (86784 + 160896 + 30720) + 256 + 4 * 2 * kBoundary);
   EXPECT_EQ(m.bytes(MemorySpace::Host), (4 + 8 + 2 + 4) * kN);
 }
 

@@ -304,9 +304,9 @@ TEST(Validator, CatchesWhatIsBroken) {
   problems = schedule_problems(config, sizes, hw, s, 1);  // no recompute allowed
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("maximum recompute length 1"), std::string::npos);
-  // 339840 fixed (memory_budget_test.cpp) + 3 boundaries of 2048 (at the
-  // forward of block 1: 0, 1 and 2): 345984 bytes; a GPU of 345800 is short.
-  hw.gpu_memory_gb = 345800 / kBytesPerGB;
+  // 278656 fixed (memory_budget_test.cpp) + 3 boundaries of 2048 (at the
+  // forward of block 1: 0, 1 and 2): 284800 bytes; a GPU of 284600 is short.
+  hw.gpu_memory_gb = 284600 / kBytesPerGB;
   problems = schedule_problems(config, sizes, hw, s, 2);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("gpu_memory_gb"), std::string::npos);
@@ -331,19 +331,19 @@ TEST(Planner, InfeasibleNamesTheShortSpaceAndTheAmount) {
   ASSERT_EQ(p.shortages.size(), 1u);
   EXPECT_EQ(p.shortages[0].space, "host");
   EXPECT_NEAR(p.shortages[0].bytes, 1399808 - 1000000, 1);
-  // GPU: 339840 fixed at micro-batch 1 + 2 transient boundaries (4096) +
-  // boundaries 0 and 2 (4096) = 348032 against 100000.
+  // GPU: 278656 fixed at micro-batch 1 + 2 transient boundaries (4096) +
+  // boundaries 0 and 2 (4096) = 286848 against 100000.
   hw = HardwareProfile{};
   hw.gpu_memory_gb = 1e-4;
   p = make_plan(tiny(), hw, o);
   ASSERT_FALSE(p.feasible);
   ASSERT_EQ(p.shortages.size(), 1u);
   EXPECT_EQ(p.shortages[0].space, "gpu");
-  EXPECT_NEAR(p.shortages[0].bytes, 348032 - 100000, 1);
+  EXPECT_NEAR(p.shortages[0].bytes, 286848 - 100000, 1);
   // Activations: room on the GPU for boundaries 0 and 2 only, none on the
   // host or disk, no recompute: boundary 1 (2048 bytes) has nowhere to go.
   hw = HardwareProfile{};
-  hw.gpu_memory_gb = 348032 / kBytesPerGB;
+  hw.gpu_memory_gb = 286848 / kBytesPerGB;
   hw.host_activation_gb = 1e-12;
   hw.disk_gb = 1e-12;
   o.max_recompute = 1;
