@@ -122,10 +122,12 @@ struct UseHold {
 // `block_ws`, `head_ws`: a block's backward and the head step's working
 // sets. A forward or a recompute holds less than a block's backward (which
 // runs the same forward under grad mode), so that bounds them. The embed
-// stage's backward makes a dense embedding gradient; a tied one is then
-// added into the head's in place, so it is held twice for a moment.
+// stage's backward makes a dense embedding gradient per chunk; it is added
+// into the .grad already there in place, so both are held for a moment:
+// with a tied embedding (the head's gradient) or `several_chunks` (an
+// earlier chunk's).
 UseHold largest_use_hold(const models::ModelConfig& c, int64_t cb, int64_t chunk_tokens,
-                         int64_t block_ws, int64_t head_ws) {
+                         bool several_chunks, int64_t block_ws, int64_t head_ws) {
   const int64_t block = block_parameters(c);
   const int64_t tied = c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0;
   const int64_t head_reads = head_parameters(c) + tied;
@@ -146,7 +148,7 @@ UseHold largest_use_hold(const models::ModelConfig& c, int64_t cb, int64_t chunk
     last = block;
   }
   uses.push_back({"the embed stage's backward", embed + block, embed + last + before_last,
-                  (tied > 0 ? tied * cb : 0) + chunk_hidden});
+                  (tied > 0 || several_chunks ? embed * cb : 0) + chunk_hidden});
   return *std::max_element(uses.begin(), uses.end(), [&](const UseHold& a, const UseHold& b) {
     return a.bytes(cb) < b.bytes(cb);
   });
@@ -272,7 +274,8 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   // larger. (Counting both overstated the H200 runs' peaks by 2-3 GB and
   // kept the 7B shape from chunks of 8 at the 10.27 GB the fixed policy ran
   // in with them.)
-  const UseHold peak = largest_use_hold(c, cb, chunk_tokens, block_set, head_working_set);
+  const UseHold peak =
+      largest_use_hold(c, cb, chunk_tokens, chunk < s.batch_size, block_set, head_working_set);
   m.add(Gpu, fmt::format("weight slots at the peak use ({})", peak.use), peak.slot_elements * cb);
   m.add(Gpu, "gradients alive there (its own, two downloading, a tied embedding's)",
         peak.grad_elements * cb);

@@ -110,6 +110,11 @@ void add_(const Tensor& dst, const Tensor& src) {
            src.str(), " differ");
   LT_CHECK(dst.is_contiguous(), "add_: the destination must be contiguous, got ", dst.str());
   check_floating(dst, "add_");
+  // Another view into dst's own storage could be read after some of its
+  // elements are written (dst itself is fine: each element is read first).
+  LT_CHECK(dst.storage() != src.storage() ||
+               (src.offset() == dst.offset() && src.strides() == dst.strides()),
+           "add_: the source ", src.str(), " is another view of the destination's memory");
   const Device device = common_device({&dst, &src}, "add_");
 #ifdef LT_WITH_CUDA
   if (device.is_cuda()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -177,20 +178,43 @@ bool compute_dominant(const CostModel& m) {
 // whole chunks of it qualify instead: a smaller batch would run as one
 // smaller chunk than asked for.
 const BatchChoice& choose_batch(const std::vector<BatchChoice>& solved, int64_t given_chunk) {
-  const auto qualifies = [&](const BatchChoice& c) {
-    return given_chunk > 0 ? c.candidate.model.sizes.batch_size >= given_chunk
-                           : compute_dominant(c.candidate.model);
+  const auto chunk_of = [](const BatchChoice& c) {
+    const CostModel& m = c.candidate.model;
+    return m.micro_batch > 0 ? m.micro_batch : m.sizes.batch_size;
   };
-  double fastest = 0, fastest_qualifying = 0;
-  for (const BatchChoice& c : solved) {
-    fastest = std::max(fastest, c.prediction.tokens_per_s);
-    if (qualifies(c)) fastest_qualifying = std::max(fastest_qualifying, c.prediction.tokens_per_s);
+  const int64_t full = min_chunk_sequences(solved.front().candidate.model.sizes.seq_len);
+  // Tiers, most preferred first: whole chunks of a given micro-batch (then
+  // all batches); else full chunks, chunks of at least half that, then all.
+  std::vector<std::function<bool(const BatchChoice&)>> tiers;
+  if (given_chunk > 0) {
+    tiers = {
+        [&](const BatchChoice& c) { return c.candidate.model.sizes.batch_size >= given_chunk; }};
+  } else {
+    tiers = {[&](const BatchChoice& c) { return compute_dominant(c.candidate.model); },
+             [&](const BatchChoice& c) { return chunk_of(c) >= std::max<int64_t>(1, full / 2); }};
   }
-  const bool only_qualifying = fastest_qualifying >= (1 - kSmallChunkAllowance) * fastest;
-  const auto considered = [&](const BatchChoice& c) { return !only_qualifying || qualifies(c); };
-  const double best = only_qualifying ? fastest_qualifying : fastest;
+  const auto fastest = [&](const std::function<bool(const BatchChoice&)>& in) {
+    double best = 0;
+    for (const BatchChoice& c : solved)
+      if (!in || in(c)) best = std::max(best, c.prediction.tokens_per_s);
+    return best;
+  };
+  // A tier is kept while its best is within kSmallChunkAllowance of the
+  // next tier's (a given micro-batch's tier is kept whenever it has any).
+  std::function<bool(const BatchChoice&)> considered;
+  for (size_t k = 0; k < tiers.size(); ++k) {
+    const double best = fastest(tiers[k]);
+    if (best <= 0) continue;  // no batch in this tier
+    const double next = k + 1 < tiers.size() ? fastest(tiers[k + 1]) : 0;
+    if (given_chunk > 0 || best >= (1 - kSmallChunkAllowance) * next) {
+      considered = tiers[k];
+      break;
+    }
+  }
+  const double best = fastest(considered);
   for (const BatchChoice& c : solved)
-    if (considered(c) && c.prediction.tokens_per_s >= (1 - kBatchMargin) * best) return c;
+    if ((!considered || considered(c)) && c.prediction.tokens_per_s >= (1 - kBatchMargin) * best)
+      return c;
   return solved.back();  // unreachable: the best considered one is within the margin
 }
 

@@ -78,24 +78,25 @@ inline constexpr int64_t kBatchCandidates[] = {1,  2,  4,   8,   16,  24,  32, 4
 // steps per token (slower convergence per token) and host memory.
 inline constexpr double kBatchMargin = 0.03;
 
-// How much faster a batch whose chunks are smaller than
-// min_chunk_sequences must be predicted before rule 1 below gives way: what
-// such chunks may lose to GEMM efficiency that the cost model does not see
-// (on the H200, chunks of 4 ran 3.5-4.6% slower per sequence than chunks of
-// 8 at the 3B and 7B shapes, where a fitted line had predicted them faster).
+// How much faster a batch whose chunks are smaller must be predicted before
+// rule 1 below gives way: what such chunks may lose to GEMM efficiency that
+// the cost model does not see (on the H200, chunks of 4 ran 3.5-4.6% slower
+// per sequence than chunks of 8 at the 3B and 7B shapes, where a fitted
+// line had predicted them faster).
 inline constexpr double kSmallChunkAllowance = 0.10;
 
 // With options.batch_size == 0 the planner chooses the batch size: "the
 // largest batch that meets memory and keeps compute dominant", read as
 //  1. Prefer the feasible batches whose chosen chunking has at least
-//     min_chunk_sequences(seq_len) sequences per chunk: their GEMMs run near
-//     peak, as the cost model assumes. A smaller batch, one whole chunk, does
-//     not qualify (its GEMMs are as small). The others are considered too
-//     when none qualifies, or when one of them is predicted more than
-//     kSmallChunkAllowance faster than every one that does (when memory
-//     allows full chunks only at small batches, as for the 7B shape in
-//     7.55 GB, where they fit at batch 24 and batch 64 in chunks of 4 was
-//     predicted 53% faster).
+//     min_chunk_sequences(seq_len) sequences per chunk ("full" chunks):
+//     their GEMMs run near peak, as the cost model assumes. A smaller batch,
+//     one whole chunk, does not qualify (its GEMMs are as small). When the
+//     best of them is predicted more than kSmallChunkAllowance slower than
+//     the best batch in chunks of at least half that, or none has full
+//     chunks, take those with chunks of at least half instead (memory may
+//     allow full chunks only at small batches: the 7B shape in 7.55 GB fit
+//     them up to batch 24, and batch 64 in chunks of 4 was predicted 53%
+//     faster); when none has those either, all batches.
 //     (Maximizing predicted tokens/s alone drives the batch to hundreds of
 //     sequences in chunks of one, which runs GEMMs far below peak; neither
 //     the FLOP model nor stage times measured at two batch sizes see that.)
@@ -104,7 +105,8 @@ inline constexpr double kSmallChunkAllowance = 0.10;
 // Batches are tried in ascending order and the search stops at the first
 // one that does not fit (larger ones need only more memory). A batch_size
 // the user gives is planned alone; with a micro_batch the user gives, rule 1
-// prefers the batches that hold at least one whole chunk of it instead.
+// is instead: the batches that hold at least one whole chunk of it (all
+// when none does), whatever the others are predicted to do.
 Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hardware,
                const PlanOptions& options);
 

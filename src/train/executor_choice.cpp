@@ -1,5 +1,7 @@
 #include "train/executor_choice.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -104,8 +106,16 @@ void check_streaming_fits(const TrainConfig& c, const ExecutorChoice& choice,
                           const models::ModelConfig& model, const exec::Schedule& schedule,
                           bool stand_in) {
   if (choice.available_bytes < 0) return;
-  const int64_t needed = exec::bytes_needed(model, streaming_sizes(c, stand_in), schedule)
-                             .bytes(exec::MemorySpace::Gpu);
+  int64_t needed = exec::bytes_needed(model, streaming_sizes(c, stand_in), schedule)
+                       .bytes(exec::MemorySpace::Gpu);
+  // A schedule `lazytrain plan` wrote carries the GPU peak it planned for,
+  // counted with the profile's measured working sets where it had them
+  // (the estimates here overstate a block's); it holds for the planned
+  // micro-batch.
+  const auto planned = schedule.predicted_peak_bytes.find("gpu");
+  if (schedule.has_prediction && c.exec.micro_batch == 0 &&
+      planned != schedule.predicted_peak_bytes.end() && planned->second > 0)
+    needed = std::min(needed, planned->second);
   const int64_t reserve = choice.gpu_free_memory ? kGpuReserveBytes : 0;
   const int64_t available = choice.available_bytes - reserve;
   LT_CHECK(needed <= available, "exec.mode auto: nothing fits: ", choice.reason,

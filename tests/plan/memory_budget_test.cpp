@@ -142,6 +142,25 @@ TEST(MemoryBudget, LossChunksOfAGpuAndTheirWeightGradients) {
             L + W + (3 * 32 + 16) * 64 * 2);
 }
 
+// With working sets measured near nothing (1 byte per sequence, 2 with the
+// margin), the peak use is the embed stage's backward (bf16, micro-batch 1,
+// parameters as above): slots embed + block 0 (6400 + 36992), gradients
+// its own + blocks 0 and 1 downloading (6400 + 2 * 36992), and its working
+// set, the chunk's [tokens x hidden] gradient (8 * 64 * 2 = 1024) and, in
+// several chunks, the dense embedding gradient (6400 * 2) made beside the
+// earlier chunks' .grad.
+TEST(MemoryBudget, TheEmbedBackwardHoldsADenseGradientPerLaterChunk) {
+  const auto at = [](int64_t batch) {
+    TrainSizes sizes{batch, 8, OptimizerStates::Fp32, 2};
+    sizes.measured_block_backward = {0, 1};
+    sizes.measured_head_step = {0, 1};
+    return fixed_bytes(tiny(), sizes, 1).bytes(MemorySpace::Gpu);
+  };
+  const int64_t held = (6400 + 36992 + 6400 + 2 * 36992) * 2;
+  EXPECT_EQ(at(1), held + 1024 + 2 * 8 * 8);              // one chunk
+  EXPECT_EQ(at(2), held + 6400 * 2 + 1024 + 2 * 16 * 8);  // two chunks
+}
+
 // The CPU stand-in computes in f32: every device term doubles but the ids.
 TEST(MemoryBudget, StandInComputesInF32) {
   TrainSizes sizes{2, 8, OptimizerStates::Fp32, 4};

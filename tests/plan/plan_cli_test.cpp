@@ -116,17 +116,23 @@ TEST_F(PlanCommand, ListsTheBatchesItPlannedAndWhichItKept) {
     }
     any_full |= tried[i].at("micro_batch").get<int64_t>() >= full;
   }
-  double best_full = 0;
+  // The rule (planner.h), from the listed figures alone.
+  const int64_t half = std::max<int64_t>(1, full / 2);
+  double best_full = 0, best_half = 0;
   for (const auto& t : tried) {
-    best = std::max(best, t.at("predicted_tokens_per_s").get<double>());
-    if (t.at("micro_batch").get<int64_t>() >= full)
-      best_full = std::max(best_full, t.at("predicted_tokens_per_s").get<double>());
+    const int64_t chunk = t.at("micro_batch").get<int64_t>();
+    const double tps = t.at("predicted_tokens_per_s").get<double>();
+    if (chunk >= full) best_full = std::max(best_full, tps);
+    if (chunk >= half) best_half = std::max(best_half, tps);
   }
-  const bool only_full = any_full && best_full >= (1 - kSmallChunkAllowance) * best;
-  if (only_full) best = best_full;
+  const int64_t least = any_full && best_full >= (1 - kSmallChunkAllowance) * best_half ? full
+                        : best_half > 0                                                 ? half
+                                                                                        : 1;
   const auto considered = [&](const nlohmann::json& t) {
-    return !only_full || t.at("micro_batch").get<int64_t>() >= full;
+    return t.at("micro_batch").get<int64_t>() >= least;
   };
+  for (const auto& t : tried)
+    if (considered(t)) best = std::max(best, t.at("predicted_tokens_per_s").get<double>());
   int64_t expected = 0;
   for (const auto& t : tried)
     if (considered(t) &&

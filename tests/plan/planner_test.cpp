@@ -176,15 +176,17 @@ HardwareProfile small_gpu(double gpu_gb) {
 
 // The reference for the batch rule (planner.h), by brute force: every
 // candidate batch planned alone, in ascending order up to the first that
-// fails; of those whose chunk has >= min_chunk_sequences sequences (all
-// when none has, or when another is predicted more than
-// kSmallChunkAllowance faster than all of them), the smallest batch within
+// fails. Of those whose chunk has >= min_chunk_sequences sequences, unless
+// their best is more than kSmallChunkAllowance below the best of those
+// with chunks of at least half that (or there are none): those with chunks
+// of at least half (all when there are none); the smallest batch within
 // kBatchMargin of their best.
 struct BatchReference {
   int64_t batch = 0;
   double tokens_per_s = 0;
   bool any_full_chunk = false;
   bool only_full_chunks = false;  // rule 1 held: only full-chunk batches were considered
+  int64_t least_chunk = 0;        // the smallest chunk considered
 };
 BatchReference reference_batch(const models::ModelConfig& config, const HardwareProfile& hw,
                                PlanOptions o) {
@@ -196,18 +198,22 @@ BatchReference reference_batch(const models::ModelConfig& config, const Hardware
     plans.push_back(std::move(p));
   }
   const int64_t full = min_chunk_sequences(o.seq_len);
+  const int64_t half = std::max<int64_t>(1, full / 2);
   BatchReference r;
-  double best_all = 0, best_full = 0;
+  double best_full = 0, best_half = 0;
   for (const Plan& p : plans) {
-    const bool is_full = p.schedule.micro_batch >= full;
-    r.any_full_chunk |= is_full;
-    best_all = std::max(best_all, p.prediction.tokens_per_s);
-    if (is_full) best_full = std::max(best_full, p.prediction.tokens_per_s);
+    const int64_t chunk = p.schedule.micro_batch;
+    if (chunk >= full) best_full = std::max(best_full, p.prediction.tokens_per_s);
+    if (chunk >= half) best_half = std::max(best_half, p.prediction.tokens_per_s);
   }
-  r.only_full_chunks = r.any_full_chunk && best_full >= (1 - kSmallChunkAllowance) * best_all;
-  const double best = r.only_full_chunks ? best_full : best_all;
+  r.any_full_chunk = best_full > 0;
+  r.only_full_chunks = r.any_full_chunk && best_full >= (1 - kSmallChunkAllowance) * best_half;
+  r.least_chunk = r.only_full_chunks ? full : best_half > 0 ? half : 1;
+  double best = 0;
   for (const Plan& p : plans)
-    if ((!r.only_full_chunks || p.schedule.micro_batch >= full) &&
+    if (p.schedule.micro_batch >= r.least_chunk) best = std::max(best, p.prediction.tokens_per_s);
+  for (const Plan& p : plans)
+    if (p.schedule.micro_batch >= r.least_chunk &&
         p.prediction.tokens_per_s >= (1 - kBatchMargin) * best) {
       r.batch = p.schedule.batch_size;
       r.tokens_per_s = p.prediction.tokens_per_s;
@@ -373,6 +379,7 @@ TEST(Planner, GivesUpFullChunksWhenSmallerOnesArePredictedMuchFaster) {
   ASSERT_TRUE(p.feasible);
   EXPECT_EQ(p.schedule.batch_size, ref.batch);
   EXPECT_LT(p.schedule.micro_batch, min_chunk_sequences(o.seq_len));
+  EXPECT_GE(p.schedule.micro_batch, min_chunk_sequences(o.seq_len) / 2);  // the floor
 }
 
 }  // namespace

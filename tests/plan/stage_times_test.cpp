@@ -340,9 +340,12 @@ TEST(StageTimes, MeasuredWorkingSetsAreOptionalPairedAndPlannedWith) {
   EXPECT_NE(e.find("must be positive"), std::string::npos) << e;
 
   if (!have_milp_solver()) return;
-  // Batch 2 in chunks of 1 on the stand-in: the larger of the block's
-  // 100 + 20000 and the head's 50 + 3000, with 10% more: 22110 bytes.
+  // Batch 1 on the stand-in (one chunk: the embed stage's backward adds no
+  // chunk's dense gradient into another's): the peak use is block 0's
+  // backward (memory_budget_test.cpp), its working set the block's
+  // 100 + 20000 with 10% more: 22110 bytes.
   PlanOptions o = tiny_options();
+  o.batch_size = 1;
   o.compute_bytes = 4;
   const auto working_set = [](const Plan& p) {
     for (const auto& i : p.budget.items)

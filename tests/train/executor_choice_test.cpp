@@ -195,5 +195,27 @@ TEST(ExecutorChoice, AFixedScheduleLeavesTheGpuReserve) {
   EXPECT_NO_THROW(check_streaming_fits(c, set, model, schedule, false));
 }
 
+// A schedule the planner wrote carries its planned GPU peak (counted with
+// measured working sets, below these estimates): it is checked against
+// that, unless exec.micro_batch replaces the planned micro-batch.
+TEST(ExecutorChoice, APlannedScheduleIsCheckedAgainstItsPlannedPeak) {
+  TempDir tmp("choice_planned");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 3);
+  const auto model = models::ModelConfig::from_file(fixture("llama") / "config.json");
+  exec::Schedule schedule = exec::Schedule::all_gpu(static_cast<int>(model.num_hidden_layers));
+  const TrainConfig c = config_for(tmp, "out", {"exec.micro_batch=0"});  // the planned one
+  const int64_t estimated =
+      exec::bytes_needed(model, streaming_sizes(c, false), schedule).bytes(exec::MemorySpace::Gpu);
+  schedule.has_prediction = true;
+  schedule.predicted_peak_bytes["gpu"] = estimated / 2;
+  const ExecutorChoice set =
+      choose_executor(1'000'000'000'000, estimated / 2, "exec.device_memory_gb");
+  EXPECT_NO_THROW(check_streaming_fits(c, set, model, schedule, false));
+  const TrainConfig other = config_for(tmp, "out2", {"exec.micro_batch=1"});
+  const std::string message =
+      lt::testing::error_of([&] { check_streaming_fits(other, set, model, schedule, false); });
+  EXPECT_NE(message.find("nothing fits"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace lt::train::testing
