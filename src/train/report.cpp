@@ -89,6 +89,8 @@ void RunSummary::add(const nlohmann::json& step) {
   skipped_ += step.value("skipped", false) ? 1 : 0;
   if (step.contains("predicted_step_s"))
     predicted_step_s_ = step.at("predicted_step_s").get<double>();
+  if (step.contains("predicted_gpu_peak_bytes"))
+    planned_gpu_peak_ = step.at("predicted_gpu_peak_bytes").get<int64_t>();
   if (step.contains("peak_bytes"))
     for (const auto& [space, bytes] : step.at("peak_bytes").items())
       peaks_[space] = std::max(peaks_[space], bytes.get<int64_t>());
@@ -111,8 +113,11 @@ std::string RunSummary::line() const {
   if (predicted_step_s_ > 0) line += fmt::format(" (predicted {:.3f} s)", predicted_step_s_);
   if (!peaks_.empty()) {
     line += "; peak memory:";
-    for (const auto& [space, bytes] : peaks_)
+    for (const auto& [space, bytes] : peaks_) {
       line += fmt::format(" {} {:.2f} GB", space, static_cast<double>(bytes) / 1e9);
+      if (planned_gpu_peak_ > 0 && (space == "gpu" || space == "device"))
+        line += fmt::format(" (planned {:.2f})", static_cast<double>(planned_gpu_peak_) / 1e9);
+    }
   }
   return line;
 }

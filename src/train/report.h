@@ -40,7 +40,9 @@ nlohmann::json step_json(int64_t step, const exec::StepStats& stats, double lr, 
 // pays one-time set-up; all of them when there is only one), the planner's
 // predicted step when the lines have one, how many steps were skipped
 // (non-finite: no update; they count in the medians), and the peak bytes
-// per memory space over every step. Empty when there are no lines.
+// per memory space over every step, the device's beside the plan's
+// ("predicted_gpu_peak_bytes", which the trainer adds for exec.schedule
+// auto). Empty when there are no lines.
 // RunSummary is fed each step's line as it is written and keeps only the
 // figures the summary needs (a long run's lines stay on disk).
 class RunSummary {
@@ -51,7 +53,8 @@ class RunSummary {
  private:
   int64_t first_step_ = 0, last_step_ = 0, skipped_ = 0;
   std::vector<double> tokens_per_s_, tflops_, step_s_;
-  double predicted_step_s_ = 0;  // the last line's, when any had one
+  double predicted_step_s_ = 0;   // the last line's, when any had one
+  int64_t planned_gpu_peak_ = 0;  // "predicted_gpu_peak_bytes", likewise
   std::map<std::string, int64_t> peaks_;
 };
 std::string run_summary(const std::vector<nlohmann::json>& steps);

@@ -86,15 +86,32 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const std::string& 
   return samples;
 }
 
+// What the planner predicted for a run with exec.schedule auto (0: none).
+struct PlannedFigures {
+  double step_s = 0;
+  int64_t gpu_peak_bytes = 0;
+};
+
+// The training device's peak in a step: "gpu" on CUDA, "device" on the
+// CPU stand-in (the space the plan's GPU budget is for).
+int64_t device_peak(const exec::StepStats& stats) {
+  int64_t peak = 0;
+  for (const char* space : {"gpu", "device"}) {
+    const auto it = stats.peak_bytes.find(space);
+    if (it != stats.peak_bytes.end()) peak = std::max(peak, it->second);
+  }
+  return peak;
+}
+
 // `choice.executor` (exec.mode, or what exec.mode auto chose): resident, or
 // streaming with the schedule exec.schedule names: on the GPU (bf16
 // compute, host masters) when the training device is CUDA, else on the CPU
-// stand-in device. For exec.schedule auto, `predicted_step_s` receives the
-// planner's step time.
+// stand-in device. For exec.schedule auto, `planned` receives the
+// planner's step time and GPU peak.
 std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const ExecutorChoice& choice,
                                               const models::CausalLM& model,
                                               optim::Optimizer& optimizer, Device device,
-                                              double* predicted_step_s) {
+                                              PlannedFigures* planned) {
   if (choice.executor == "resident") {
     return std::make_unique<exec::ResidentExecutor>(model, optimizer,
                                                     dtype_from_name(c.train.dtype));
@@ -117,7 +134,8 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const Execut
     fmt::print("{}\n", describe_plan(plan));
     std::fflush(stdout);
     options.schedule = plan.schedule;
-    *predicted_step_s = plan.prediction.step_s;
+    planned->step_s = plan.prediction.step_s;
+    planned->gpu_peak_bytes = plan.budget.bytes(exec::MemorySpace::Gpu);
   } else {
     options.schedule = exec::load_schedule(c.exec.schedule);
     exec::validate(options.schedule, blocks, "exec.schedule (" + c.exec.schedule + ")");
@@ -256,9 +274,9 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     optimizer_owner = std::make_unique<optim::AdamW>(model.parameters(), adam, c.optim.no_decay);
   }
   optim::Optimizer& optimizer = *optimizer_owner;
-  double predicted_step_s = 0;  // exec.schedule auto: the planner's
+  PlannedFigures planned;  // exec.schedule auto: the planner's
   std::unique_ptr<exec::Executor> executor_owner =
-      make_executor(c, choice, model, optimizer, device, &predicted_step_s);
+      make_executor(c, choice, model, optimizer, device, &planned);
   exec::Executor& executor = *executor_owner;
 
   data::BatchOptions batch_options;
@@ -297,6 +315,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   ProgressBar bar(state.step, c.train.steps);
   TrainRunResult result;
   RunSummary summary;  // this run's steps, for its closing line
+  bool warned_over_plan = false;
   fs::path last_saved;
   auto save = [&] {
     executor.sync();  // the streaming executor's updates may still be running
@@ -314,8 +333,20 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     step_options.max_grad_norm = c.train.grad_clip;
     exec::StepStats stats = executor.step(micro, step_options);
 
-    nlohmann::json line = step_json(state.step, stats, step_options.lr, params, predicted_step_s);
+    nlohmann::json line = step_json(state.step, stats, step_options.lr, params, planned.step_s);
     line["executor"] = executor.name();
+    if (planned.gpu_peak_bytes > 0) {
+      line["predicted_gpu_peak_bytes"] = planned.gpu_peak_bytes;
+      const int64_t peak = device_peak(stats);
+      if (peak > planned.gpu_peak_bytes && !warned_over_plan) {
+        warned_over_plan = true;
+        bar.message(fmt::format(
+            "step {}: the device peak, {:.3f} GB, is over the {:.3f} GB the plan budgeted for "
+            "(exec.schedule auto); a run closer to the device's memory may run out: lower "
+            "exec.device_memory_gb by the difference",
+            state.step + 1, peak / 1e9, planned.gpu_peak_bytes / 1e9));
+      }
+    }
     if (c.train.eval_every > 0 && !eval_samples.empty() &&
         (state.step + 1) % c.train.eval_every == 0) {
       executor.sync();

@@ -80,6 +80,13 @@ TEST(RunSummary, MediansAfterTheFirstStepAndPeaksOverAll) {
   EXPECT_EQ(run_summary(lines),
             "summary: 5 steps; median of steps 4-7: 250 tokens/s, 3.5 TFLOP/s, 1.250 s a step "
             "(predicted 1.250 s); peak memory: cpu 5.00 GB");
+  // A plan's GPU peak is named beside the device's.
+  nlohmann::json planned = step(7, 300, 5.0, 1.5, 0);
+  planned["peak_bytes"]["gpu"] = 2'340'000'000;
+  planned["predicted_gpu_peak_bytes"] = 2'500'000'000;
+  EXPECT_EQ(run_summary({planned}),
+            "summary: 1 steps; median of steps 8-8: 300 tokens/s, 5 TFLOP/s, 1.500 s a step; "
+            "peak memory: cpu 0.00 GB gpu 2.34 GB (planned 2.50)");
   EXPECT_EQ(run_summary({}), "");
   // One step: its own figures; a skipped step is counted; no peaks, none named.
   nlohmann::json only = {

@@ -134,6 +134,7 @@ TEST(ScheduleAuto, PlansARunnableScheduleWithResidentsLosses) {
           << line.dump();
       EXPECT_GT(line.at("step_s").get<double>(), 0);
       EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), budgeted);
+      EXPECT_EQ(line.at("predicted_gpu_peak_bytes").get<int64_t>(), budgeted);
     }
   }
 }
