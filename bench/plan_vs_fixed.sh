@@ -325,5 +325,14 @@ for r in results:
         print(f"| {r['model']} | {run} | " + " | ".join(f(x.get(p), 3) for p in parts) + " |")
 for r in results:
     print(f"{r['model']}: stage times {r['auto_stage_times'] or '-'}")
+    # Equal GPU memory holds only while the planned runs stay within the
+    # fixed run's peak (the memory they were planned for, unless
+    # LT_BENCH_DEVICE_GB gave both runs a cap).
+    fx = (r.get("fixed") or {}).get("peak_gb") if not os.environ.get("LT_BENCH_DEVICE_GB") else None
+    for run in ("auto", "auto_batch"):
+        x = (r.get(run) or {}).get("peak_gb")
+        if fx and x and x > fx:
+            print(f"WARNING: {r['model']} {run} peaked at {x:.3f} GB, over the fixed run's "
+                  f"{fx:.3f} GB it was planned for: not at equal GPU memory")
 PY
 exit $status
