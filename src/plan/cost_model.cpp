@@ -204,13 +204,15 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
       std::max(host_bw_gbps - copy_gbps, kMinOptimizerHostShare * host_bw_gbps);
   const double params_per_s = std::min(cpu_params_per_s, host_gbps * kBytesPerGB / bytes_pp);
   const double block_params = static_cast<double>(exec::block_parameters(m.config));
-  const double edge_params = static_cast<double>(exec::edge_parameters(m.config));
-  // Stages in forward order: embedding (about half the edge parameters),
-  // blocks, head (the other half); their forward times: ~0, rho, head.
+  // Stages in forward order: the embedding (with a tied head, all of the
+  // shared matrix: the embed stage owns it and is updated first), blocks,
+  // the head's own (a final norm and an untied lm_head); their forward
+  // times: ~0, rho, head.
   std::vector<std::pair<double, double>> stages;  // (update seconds, forward seconds)
-  stages.emplace_back(edge_params / 2 / params_per_s, 0.0);
+  stages.emplace_back(static_cast<double>(exec::embed_parameters(m.config)) / params_per_s, 0.0);
   for (int j = 0; j < L; ++j) stages.emplace_back(block_params / params_per_s, m.block_forward_s);
-  stages.emplace_back(edge_params / 2 / params_per_s, m.head_forward_s);
+  stages.emplace_back(static_cast<double>(exec::head_parameters(m.config)) / params_per_s,
+                      m.head_forward_s);
   double updates = 0, forwards = 0;
   for (const auto& [u, f] : stages) {
     updates += u;
