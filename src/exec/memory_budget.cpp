@@ -44,14 +44,12 @@ void add_optimizer_states(MemoryBudget& m, MemorySpace space, int64_t n,
           2 * n + 2 * ((n + kEightBitBlock - 1) / kEightBitBlock) * kFp32);
 }
 
-// Rows of one lm_head_loss chunk (autograd/fn_lm_loss.cpp): about 2^24
-// logits at a time on the host, 2^28 on a GPU.
+}  // namespace
+
 int64_t loss_chunk_rows(int64_t vocab, bool on_gpu) {
   const int64_t logits = on_gpu ? int64_t{1} << 28 : int64_t{1} << 24;
   return std::max<int64_t>(1, logits / vocab);
 }
-
-}  // namespace
 
 const char* memory_space_name(MemorySpace space) {
   switch (space) {

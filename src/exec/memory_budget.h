@@ -79,6 +79,10 @@ int64_t edge_parameters(const models::ModelConfig& config);
 int64_t embed_parameters(const models::ModelConfig& config);
 int64_t head_parameters(const models::ModelConfig& config);
 
+// Rows of one lm_head_loss chunk (autograd/fn_lm_loss.cpp): about 2^24
+// logits at a time on the host, 2^28 on a GPU.
+int64_t loss_chunk_rows(int64_t vocab, bool on_gpu);
+
 // Bytes of one boundary activation for the whole batch:
 // B * T * hidden * compute_bytes.
 int64_t boundary_bytes(const models::ModelConfig& config, const TrainSizes& sizes);

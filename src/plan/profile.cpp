@@ -19,6 +19,7 @@
 #include "core/stream.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "exec/memory_budget.h"
 #include "io/disk_offload.h"
 #include "models/causal_lm.h"
 #include "optim/adamw.h"
@@ -139,6 +140,13 @@ std::vector<int64_t> default_stage_batch_sizes(Device device, int64_t seq_len) {
   return {chunk / 2, chunk};
 }
 
+bool head_bend_between(const models::ModelConfig& config, int64_t seq_len,
+                       const std::vector<int64_t>& batch_sizes, Device device) {
+  const int64_t bend = exec::loss_chunk_rows(config.vocab_size, !device.is_cpu());
+  const auto [lo, hi] = std::minmax(batch_sizes.at(0), batch_sizes.at(1));
+  return lo * seq_len < bend && hi * seq_len > bend;
+}
+
 StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_len,
                                const std::vector<int64_t>& batch_sizes, Device device,
                                int repeats) {
@@ -243,7 +251,7 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
     }
   };
   fit_all(kStageTimesFits, seconds);
-  fit_all(kStageBytesFits, bytes);
+  if (!head_bend_between(config, seq_len, batch_sizes, device)) fit_all(kStageBytesFits, bytes);
   return t;
 }
 

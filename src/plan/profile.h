@@ -54,8 +54,18 @@ Device stage_timing_device();
 // the CPU 1 and 2: a large model's chunk of 8192 tokens takes minutes there.
 std::vector<int64_t> default_stage_batch_sizes(Device device, int64_t seq_len);
 
+// Times the stages at the two batch sizes, and measures the working sets
+// of a block's backward and the head step (left unmeasured when the sizes
+// straddle the head's bend, head_bend_between).
 StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_len,
                                const std::vector<int64_t>& batch_sizes, Device device, int repeats);
+
+// The head's working set grows with a chunk's tokens only up to one loss
+// chunk (lm_head_loss's rows on `device`), more slowly after. Whether the
+// two sizes lie on both sides of that, where a line through them falls
+// short in between.
+bool head_bend_between(const models::ModelConfig& config, int64_t seq_len,
+                       const std::vector<int64_t>& batch_sizes, Device device);
 
 // GPU copy rates, defined in profile_cuda.cu (CUDA builds only): pinned
 // host<->device copies of `bytes`, one direction alone and both at once.

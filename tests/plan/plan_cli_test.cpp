@@ -56,6 +56,16 @@ class PlanCommand : public ::testing::Test {
     std::ofstream(dir_ / name) << text;
     return (dir_ / name).string();
   }
+  // `lazytrain profile --model MODEL ARGS` on the CPU, small and quick, into
+  // dir_/hw.yaml; returns the run and the profile read back.
+  CliResult profile(const std::string& model, const std::string& args, HardwareProfile& p) {
+    const std::string hw = (dir_ / "hw.yaml").string();
+    CliResult r =
+        run_lazytrain("profile --model " + model + " " + args +
+                      " --disk-mb 4 --repeats 1 --disk-path " + dir_.string() + " --out " + hw);
+    if (r.status == 0) p = HardwareProfile::from_file(hw);
+    return r;
+  }
   fs::path dir_;
 };
 
@@ -201,11 +211,9 @@ TEST_F(PlanCommand, ProfiledStageTimesDriveThePlan) {
   if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
   const std::string model = std::string(LT_SOURCE_DIR) + "/tests/models/fixtures/families/llama";
   const std::string hw = (dir_ / "hw.yaml").string();
-  const CliResult profiled =
-      run_lazytrain("profile --model " + model + " --seq-len 16 --batch-sizes 1,2 --disk-mb 4 " +
-                    "--repeats 1 --disk-path " + dir_.string() + " --out " + hw);
+  HardwareProfile p;
+  const CliResult profiled = profile(model, "--seq-len 16 --batch-sizes 1,2", p);
   ASSERT_EQ(profiled.status, 0) << profiled.out;
-  const HardwareProfile p = HardwareProfile::from_file(hw);
   ASSERT_TRUE(p.stage_times.has_value()) << profiled.out;
   const StageTimes& t = *p.stage_times;
   EXPECT_EQ(t.device, "cpu");
@@ -216,6 +224,8 @@ TEST_F(PlanCommand, ProfiledStageTimesDriveThePlan) {
     EXPECT_GT(f->at(1), 0);
     EXPECT_GT(f->at(2), 0);
   }
+  EXPECT_TRUE(t.has_working_sets()) << profiled.out;
+  EXPECT_EQ(profiled.out.find("working sets"), std::string::npos) << profiled.out;
   const CliResult r = run_plan("--model " + model + " --hardware " + hw +
                                " --batch-size 2 --seq-len 16 --micro-batch 1 --json");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -226,6 +236,26 @@ TEST_F(PlanCommand, ProfiledStageTimesDriveThePlan) {
   const double compute = 2 * (2 * (t.block_forward.at(1) + t.block_backward.at(1)) +
                               t.head_step.at(1) + t.embed_forward.at(1) + t.embed_backward.at(1));
   EXPECT_NEAR(j.at("predicted_split_s").at("compute").get<double>(), compute, 1e-9 * compute);
+}
+
+// Sizes on both sides of the head's bend (one loss chunk: 2^24 / 65536 =
+// 256 tokens on the CPU; here 128 and 512): the times are written, the
+// working sets are not, and the output says why.
+TEST_F(PlanCommand, ProfileSaysWhenTheWorkingSetsAreLeftOut) {
+  auto config = nlohmann::json::parse(std::ifstream(
+      std::string(LT_SOURCE_DIR) + "/tests/models/fixtures/families/llama/config.json"));
+  config["vocab_size"] = 65536;
+  const std::string model = write("config.json", config.dump());
+  HardwareProfile p;
+  const CliResult profiled = profile(model, "--seq-len 64 --batch-sizes 2,8", p);
+  ASSERT_EQ(profiled.status, 0) << profiled.out;
+  ASSERT_TRUE(p.stage_times.has_value()) << profiled.out;
+  EXPECT_FALSE(p.stage_times->has_working_sets());
+  EXPECT_NE(profiled.out.find("note: the working sets (stage_times.block_backward_bytes, "
+                              "head_step_bytes) were not written: --batch-sizes 2 and 8 at "
+                              "seq_len 64 lie on both sides of one loss chunk (256 tokens)"),
+            std::string::npos)
+      << profiled.out;
 }
 
 }  // namespace
