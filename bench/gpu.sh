@@ -5,6 +5,7 @@
 #   steps: build (or unpack: bench/pack_gpu_build.sh's) gputest cputest sanitizer gemmbench
 #          attnbench fixtures convert
 #          optimbench (CPU optimizers, 16 and 1 threads) planvsfixed (bench/plan_vs_fixed.sh)
+#          pvf3b pvf7b (plan_vs_fixed.sh for one model, its results packed into pvf*.tar.xz)
 #          stream7b (7B streaming, adamw8bit, batch 48, with host peaks) train3b (bench/train_3b.sh)
 #   (default: build gputest gemmbench fixtures convert)
 set -uo pipefail
@@ -84,6 +85,17 @@ for step in $steps; do
       done ;;
     planvsfixed)
       bash bench/plan_vs_fixed.sh "$out/plan_vs_fixed" || status=1 ;;
+    pvf3b|pvf7b)
+      # One model per call (the 7B takes ~7 minutes): its tables in
+      # pvf_<model>.log, and everything but the weights and data in one
+      # tarball (the device returns few files and shallow folders).
+      spec="qwen2.5-3b:adamw:64"
+      [ "$step" = pvf7b ] && spec="qwen2.5-7b:adamw8bit:48"
+      LT_BENCH_MODELS="$spec" bash bench/plan_vs_fixed.sh "$out/$step" > "$out/$step.log" 2>&1 ||
+        status=1
+      tail -30 "$out/$step.log"
+      tar -C "$out" -cJf "$out/$step.tar.xz" --exclude='*/weights*' --exclude='*data*.jsonl' \
+        "$step" && rm -rf "${out:?}/$step" ;;
     stream7b)
       LT_BENCH_CONFIG=qwen2.5-7b LT_BENCH_OPTIM=adamw8bit LT_BENCH_BATCHES=48 \
         bash bench/train_3b_streaming.sh "$out/stream7b" || status=1 ;;
