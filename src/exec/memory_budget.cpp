@@ -240,17 +240,15 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   // gradients alive during its backward (an estimate, not a measurement).
   const int64_t block_working_set = 2 * block_saved_elements_per_token(c) * chunk_tokens * cb;
   // The head step (autograd/fn_lm_loss.cpp, in the compute dtype: bf16 on a
-  // GPU, f32 on the CPU stand-in), beside the lm_head weight gradient the
-  // "gradients" item counts. A loss chunk (2^28 logits on a GPU: 1766 rows
-  // of a 151936 vocabulary) holds its logits, with their gradient written
-  // over them (L), beside lm_head_loss's weight-gradient sum, which the GEMM
-  // adds each chunk into (W); the autograd engine then adds that sum into
-  // the parameter's .grad in place (ops::add_). And the head's [tokens x
-  // hidden] tensors: the final norm's output, its gradient and the norm's
-  // input gradient, and a loss chunk's hidden gradient. Before the in-place
-  // gradient and sum (H200, 3B shape, batch 64 in chunks of 8, dc2ea21) the
-  // head step peaked 1.48 GB over the rest: 3W and those tensors, less the
-  // block gradients the "gradients" item also holds.
+  // GPU, f32 on the CPU stand-in), beside the lm_head weight gradient that
+  // largest_use_hold counts among the gradients alive. A loss chunk (2^28 logits on a GPU: 1766
+  // rows of a 151936 vocabulary) holds its logits, with their gradient written over them (L),
+  // beside lm_head_loss's weight-gradient sum, which the GEMM adds each chunk into (W); the
+  // autograd engine then adds that sum into the parameter's .grad in place (ops::add_). And the
+  // head's [tokens x hidden] tensors: the final norm's output, its gradient and the norm's input
+  // gradient, and a loss chunk's hidden gradient. Before the in-place gradient and sum (H200, 3B
+  // shape, batch 64 in chunks of 8, dc2ea21) the head step peaked 1.48 GB over the rest: 3W and
+  // those tensors.
   const bool on_gpu = s.compute_bytes == kBf16;
   const int64_t loss_rows = std::min(chunk_tokens, loss_chunk_rows(c.vocab_size, on_gpu));
   const int64_t chunk_logits = loss_rows * c.vocab_size * cb;
@@ -267,11 +265,8 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
     block_set = with_margin(s.measured_block_backward);
     head_working_set = with_margin(s.measured_head_step);
   }
-  // The head step and a block's backward never run at once, and each frees
-  // its working set before the next stage computes, so the step needs the
-  // larger. (Counting both overstated the H200 runs' peaks by 2-3 GB and
-  // kept the 7B shape from chunks of 8 at the 10.27 GB the fixed policy ran
-  // in with them.)
+  // Each use frees its working set before the next stage computes, so the
+  // step needs the largest use's, with that use's weights and gradients.
   const UseHold peak =
       largest_use_hold(c, cb, chunk_tokens, chunk < s.batch_size, block_set, head_working_set);
   m.add(Gpu, fmt::format("weight slots at the peak use ({})", peak.use), peak.slot_elements * cb);
