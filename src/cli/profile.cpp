@@ -65,7 +65,7 @@ void add_profile_command(CLI::App& app) {
             "written: --batch-sizes {} and {} at seq_len {} lie on both sides of one loss chunk "
             "({} tokens), where the head's working set bends; the planner estimates them instead",
             batch_sizes[0], batch_sizes[1], timing->seq_len,
-            exec::loss_chunk_rows(config.vocab_size, device.is_cuda())));
+            exec::loss_chunk_rows(config.vocab_size, !device.is_cpu())));
     }
     io::write_file_atomic(*out, r.profile.to_yaml());
     fmt::print("{}", r.profile.to_yaml());

@@ -202,13 +202,7 @@ LinearGrads linear_backward(const Tensor& grad_out, const Tensor& x, const Tenso
   }
   if (need_weight) {
     LT_CHECK(x.defined(), "linear_backward: the weight gradient needs x");
-    const Tensor xr = as_rows(widen(x, ct));
-    LT_CHECK(batch_dims(xr) == batch_dims(g) && xr.size(-2) == g.size(-2),
-             "linear_backward: gradient ", grad_out.str(), " does not fit x ", x.str());
-    // dW = sum over rows of g^T x; gemm sums the batch into the 2D output.
-    Tensor gw = Tensor::empty({g.size(-1), xr.size(-1)}, ct, device);
-    gemm_on(device, transpose_last(g), xr, gw, false);
-    grads.weight = gw.to(x.dtype());
+    grads.weight = linear_weight_grad_sum(g, x, Tensor()).to(x.dtype());
   }
   if (need_bias && device.is_cuda()) {
     // The column sums of g as one more product, g^T @ ones: cuBLASLt reads
@@ -238,6 +232,7 @@ Tensor linear_weight_grad_sum(const Tensor& grad_out, const Tensor& x, Tensor su
   const Tensor g = as_rows(widen(grad_out, ct)), xr = as_rows(widen(x, ct));
   LT_CHECK(batch_dims(xr) == batch_dims(g) && xr.size(-2) == g.size(-2),
            "linear_weight_grad_sum: gradient ", grad_out.str(), " does not fit x ", x.str());
+  // dW = sum over rows of g^T x; gemm sums the batch into the 2D output.
   const Shape shape{g.size(-1), xr.size(-1)};
   const bool accumulate = sum.defined();
   if (accumulate) {

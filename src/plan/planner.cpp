@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <optional>
 
@@ -162,59 +161,42 @@ struct BatchChoice {
   StepPrediction prediction;
 };
 
-// Whether a chunk runs GEMMs near peak: min_chunk_sequences sequences. A
-// batch smaller than that does not qualify by being one whole chunk: its
-// GEMMs are as small as a chunk of that size in a larger batch (batch 1
-// would otherwise beat batch 64 in chunks of 1, at the same GEMM size and a
-// hundredth of the tokens/s, whenever chunks of 8 fit nowhere).
-bool compute_dominant(const CostModel& m) {
-  const int64_t chunk = m.micro_batch > 0 ? m.micro_batch : m.sizes.batch_size;
-  return chunk >= min_chunk_sequences(m.sizes.seq_len);
-}
-
 // The batch make_plan keeps (its rule is in planner.h): `solved` is in
-// ascending batch order and not empty. A micro-batch the user gives
-// (`given_chunk` > 0) fixes the chunk size, so then the batches that hold
-// whole chunks of it qualify instead: a smaller batch would run as one
-// smaller chunk than asked for.
+// ascending batch order and not empty. Full chunks (min_chunk_sequences)
+// run GEMMs near peak; a batch smaller than that does not qualify by being
+// one whole chunk (its GEMMs are as small as a chunk of that size in a
+// larger batch). A micro-batch the user gives (`given_chunk` > 0) fixes the
+// chunk size, so then the batches that hold whole chunks of it qualify
+// instead: a smaller batch would run as one smaller chunk than asked for.
 const BatchChoice& choose_batch(const std::vector<BatchChoice>& solved, int64_t given_chunk) {
-  const auto chunk_of = [](const BatchChoice& c) {
+  // What rule 1 compares: the chunk (or, with a given micro-batch, the
+  // batch) against a least size.
+  const auto size_of = [&](const BatchChoice& c) {
     const CostModel& m = c.candidate.model;
+    if (given_chunk > 0) return m.sizes.batch_size;
     return m.micro_batch > 0 ? m.micro_batch : m.sizes.batch_size;
   };
-  const int64_t full = min_chunk_sequences(solved.front().candidate.model.sizes.seq_len);
-  // Tiers, most preferred first: whole chunks of a given micro-batch (then
-  // all batches); else full chunks, chunks of at least half that, then all.
-  std::vector<std::function<bool(const BatchChoice&)>> tiers;
-  if (given_chunk > 0) {
-    tiers = {
-        [&](const BatchChoice& c) { return c.candidate.model.sizes.batch_size >= given_chunk; }};
-  } else {
-    tiers = {[&](const BatchChoice& c) { return compute_dominant(c.candidate.model); },
-             [&](const BatchChoice& c) { return chunk_of(c) >= std::max<int64_t>(1, full / 2); }};
-  }
-  const auto fastest = [&](const std::function<bool(const BatchChoice&)>& in) {
+  const auto fastest_from = [&](int64_t least) {
     double best = 0;
     for (const BatchChoice& c : solved)
-      if (!in || in(c)) best = std::max(best, c.prediction.tokens_per_s);
+      if (size_of(c) >= least) best = std::max(best, c.prediction.tokens_per_s);
     return best;
   };
-  // A tier is kept while its best is within kSmallChunkAllowance of the
-  // next tier's (a given micro-batch's tier is kept whenever it has any).
-  std::function<bool(const BatchChoice&)> considered;
-  for (size_t k = 0; k < tiers.size(); ++k) {
-    const double best = fastest(tiers[k]);
-    if (best <= 0) continue;  // no batch in this tier
-    const double next = k + 1 < tiers.size() ? fastest(tiers[k + 1]) : 0;
-    if (given_chunk > 0 || best >= (1 - kSmallChunkAllowance) * next) {
-      considered = tiers[k];
-      break;
-    }
+  int64_t least = 1;  // nothing qualifies: every batch
+  if (given_chunk > 0) {
+    if (fastest_from(given_chunk) > 0) least = given_chunk;
+  } else {
+    const int64_t full = min_chunk_sequences(solved.front().candidate.model.sizes.seq_len);
+    const int64_t half = std::max<int64_t>(1, full / 2);
+    const double best_full = fastest_from(full), best_half = fastest_from(half);
+    if (best_full > 0 && best_full >= (1 - kSmallChunkAllowance) * best_half)
+      least = full;
+    else if (best_half > 0)
+      least = half;
   }
-  const double best = fastest(considered);
+  const double best = fastest_from(least);
   for (const BatchChoice& c : solved)
-    if ((!considered || considered(c)) && c.prediction.tokens_per_s >= (1 - kBatchMargin) * best)
-      return c;
+    if (size_of(c) >= least && c.prediction.tokens_per_s >= (1 - kBatchMargin) * best) return c;
   return solved.back();  // unreachable: the best considered one is within the margin
 }
 

@@ -100,13 +100,15 @@ StageTimes StageTimes::from_yaml(const YAML::Node& node, const std::string& sour
   };
   for (const auto& f : kStageTimesShape) setters.emplace(f.name, count(t.*f.member));
   for (const auto& f : kStageTimesFits) setters.emplace(f.name, fit(t.*f.member));
-  std::map<std::string, Setter> optional;
-  for (const auto& f : kStageBytesFits) optional.emplace(f.name, fit(t.*f.member));
-  std::map<std::string, Setter> all = setters;
-  all.insert(optional.begin(), optional.end());
-  apply_yaml_keys(node, all, source, "stage_times.");
+  for (const auto& f : kStageBytesFits) setters.emplace(f.name, fit(t.*f.member));
+  apply_yaml_keys(node, setters, source, "stage_times.");
+  // Every key is needed but the working sets (checked as a pair below).
+  const auto optional = [](const std::string& name) {
+    return std::any_of(std::begin(kStageBytesFits), std::end(kStageBytesFits),
+                       [&](const auto& f) { return name == f.name; });
+  };
   for (const auto& [name, _] : setters) {
-    LT_CHECK(node[name], source, ": key 'stage_times.", name,
+    LT_CHECK(optional(name) || node[name], source, ": key 'stage_times.", name,
              "' is missing (every field is needed; `lazytrain profile --model` writes them all)");
   }
   // Every measured use must take positive time at the batch sizes timed.

@@ -31,6 +31,7 @@
 #include "ops/index_checks.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
+#include "support/cross_entropy_ref.h"
 #include "support/errors.h"
 #include "support/gradcheck.h"
 
@@ -659,25 +660,11 @@ TEST(KernelsCrossEntropy, AllIgnoredAndBadTargets) {
             2);
 }
 
-// The float64 gradient of the mean cross-entropy, times grad_loss:
-// (softmax - onehot) * grad_loss / count per counted row, zeros elsewhere.
+// The float64 gradient of the mean cross-entropy, times grad_loss.
 std::vector<double> ce_grad_f64(const std::vector<double>& x, const std::vector<int64_t>& targets,
                                 int64_t V, double grad_loss) {
-  std::vector<double> g(x.size(), 0.0);
-  int64_t count = 0;
-  for (int64_t t : targets) count += t != -100;
-  for (size_t i = 0; i < targets.size(); ++i) {
-    if (targets[i] == -100) continue;
-    const double* row = x.data() + i * V;
-    double m = row[0];
-    for (int64_t j = 1; j < V; ++j) m = std::max(m, row[j]);
-    double s = 0;
-    for (int64_t j = 0; j < V; ++j) s += std::exp(row[j] - m);
-    const double lse = m + std::log(s);
-    for (int64_t j = 0; j < V; ++j) {
-      g[i * V + j] = (std::exp(row[j] - lse) - (j == targets[i] ? 1.0 : 0.0)) * grad_loss / count;
-    }
-  }
+  std::vector<double> g = testing::cross_entropy_f64(x, targets, V, -100).grad;
+  for (double& v : g) v *= grad_loss;
   return g;
 }
 

@@ -9,6 +9,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "ops/cross_entropy.h"
+#include "support/cross_entropy_ref.h"
 #include "support/errors.h"
 #include "support/gradcheck.h"
 
@@ -21,32 +22,10 @@ using testing::randn64;
 
 using testing::error_of;
 
-struct Reference {
-  double loss = 0;
-  std::vector<double> grad;  // d loss / d logits, for a loss gradient of 1
-};
-
-// Naive float64: per row log(sum exp) - x[target], mean over counted rows.
+using Reference = testing::CrossEntropyRef;
 Reference ce_ref(const std::vector<double>& x, const std::vector<int64_t>& targets, int64_t V,
                  int64_t ignore) {
-  Reference r;
-  r.grad.assign(x.size(), 0.0);
-  int64_t count = 0;
-  for (int64_t t : targets) count += t != ignore;
-  for (size_t i = 0; i < targets.size(); ++i) {
-    if (targets[i] == ignore) continue;
-    const double* row = x.data() + i * V;
-    double m = row[0];
-    for (int64_t j = 1; j < V; ++j) m = std::max(m, row[j]);
-    double s = 0;
-    for (int64_t j = 0; j < V; ++j) s += std::exp(row[j] - m);
-    const double lse = m + std::log(s);
-    r.loss += (lse - row[targets[i]]) / count;
-    for (int64_t j = 0; j < V; ++j) {
-      r.grad[i * V + j] = (std::exp(row[j] - lse) - (j == targets[i] ? 1.0 : 0.0)) / count;
-    }
-  }
-  return r;
+  return testing::cross_entropy_f64(x, targets, V, ignore);
 }
 
 TEST(CrossEntropy, LossAndGradientMatchFloat64Formula) {
