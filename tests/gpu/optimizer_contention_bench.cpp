@@ -1,0 +1,142 @@
+// How fast the CPU optimizer runs beside what a streaming step does at the
+// same time, to find where the 7B's in-run 8-bit update (~3.7 G params/s)
+// loses to the profile's (~4.9, measured alone): host memory traffic from
+// the copy engines, a thread spinning in a CUDA wait, or both. A benchmark:
+// set LT_BENCH=1; it prints a table and asserts nothing about speed.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "gpu_test_support.h"
+#include "optim/adamw.h"
+#include "optim/adamw8bit.h"
+
+namespace lt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Pinned uploads and downloads back to back on two streams until stopped,
+// waiting by polling with a sleep so the thread itself takes no core.
+class CopyTraffic {
+ public:
+  explicit CopyTraffic(size_t bytes) : bytes_(bytes) {
+    EXPECT_EQ(cudaHostAlloc(&host_in_, bytes, cudaHostAllocDefault), cudaSuccess);
+    EXPECT_EQ(cudaHostAlloc(&host_out_, bytes, cudaHostAllocDefault), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(&dev_in_, bytes), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(&dev_out_, bytes), cudaSuccess);
+    EXPECT_EQ(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking), cudaSuccess);
+    EXPECT_EQ(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), cudaSuccess);
+    worker_ = std::thread([this] { loop(); });
+  }
+  ~CopyTraffic() {
+    stop_ = true;
+    worker_.join();
+    cudaStreamDestroy(up_);
+    cudaStreamDestroy(down_);
+    cudaFree(dev_in_);
+    cudaFree(dev_out_);
+    cudaFreeHost(host_in_);
+    cudaFreeHost(host_out_);
+  }
+  double gbps() const {
+    const double s = std::chrono::duration<double>(Clock::now() - start_).count();
+    return 2.0 * bytes_ * rounds_.load() / 1e9 / s;
+  }
+
+ private:
+  void loop() {
+    cudaSetDevice(0);
+    start_ = Clock::now();
+    while (!stop_) {
+      cudaMemcpyAsync(dev_in_, host_in_, bytes_, cudaMemcpyHostToDevice, up_);
+      cudaMemcpyAsync(host_out_, dev_out_, bytes_, cudaMemcpyDeviceToHost, down_);
+      while (cudaStreamQuery(up_) == cudaErrorNotReady ||
+             cudaStreamQuery(down_) == cudaErrorNotReady)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      ++rounds_;
+    }
+  }
+  size_t bytes_;
+  void *host_in_ = nullptr, *host_out_ = nullptr, *dev_in_ = nullptr, *dev_out_ = nullptr;
+  cudaStream_t up_{}, down_{};
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> rounds_{0};
+  Clock::time_point start_ = Clock::now();
+  std::thread worker_;
+};
+
+// A thread that never yields, like one spinning in cudaEventSynchronize
+// under the default (spin) scheduling.
+class Spinner {
+ public:
+  Spinner()
+      : worker_([this] {
+          while (!stop_.load(std::memory_order_relaxed)) {
+          }
+        }) {}
+  ~Spinner() {
+    stop_ = true;
+    worker_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread worker_;
+};
+
+template <typename Optimizer>
+double gparams_per_s(int64_t n) {
+  Tensor p = Tensor::zeros({n}, DType::F32);
+  p.set_requires_grad(true);
+  p.set_grad(Tensor::full({n}, 1e-3, DType::BF16));
+  Optimizer opt({{"w", p}}, optim::AdamWOptions{});
+  opt.set_bf16_shadow(0, Tensor::empty({n}, DType::BF16));
+  opt.step(1e-4);
+  std::vector<double> s;
+  for (int k = 0; k < 7; ++k) {
+    const auto t0 = Clock::now();
+    opt.step(1e-4);
+    s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(s.begin(), s.end());
+  return n / 1e9 / s[s.size() / 2];
+}
+
+TEST(OptimizerContentionBench, EightBitAndFp32BesideCopiesAndASpinner) {
+  LT_REQUIRE_GPU();
+  if (std::getenv("LT_BENCH") == nullptr) GTEST_SKIP() << "benchmark: set LT_BENCH=1";
+  const int64_t n = 233'000'000;  // one Qwen2.5-7B block
+  std::printf("threads %d\n| optimizer | alone | spinner | copies (GB/s) | copies + spinner |\n",
+              thread_pool().num_threads());
+  auto row = [&](const char* name, auto measure) {
+    const double alone = measure();
+    double spin = 0, copies = 0, both = 0, copy_gbps = 0;
+    {
+      Spinner s;
+      spin = measure();
+    }
+    {
+      CopyTraffic c(size_t{256} << 20);
+      copies = measure();
+      copy_gbps = c.gbps();
+      Spinner s;
+      both = measure();
+    }
+    std::printf("| %s | %.2f | %.2f | %.2f (%.1f) | %.2f |\n", name, alone, spin, copies, copy_gbps,
+                both);
+  };
+  row("adamw8bit", [&] { return gparams_per_s<optim::AdamW8bit>(n); });
+  row("adamw", [&] { return gparams_per_s<optim::AdamW>(n); });
+}
+
+}  // namespace
+}  // namespace lt
