@@ -72,6 +72,10 @@ HardwareProfile HardwareProfile::from_yaml_text(const std::string& text,
       {"gpu_tflops", number(p.gpu_tflops)},
       {"cpu_adam_gparams_per_s", number(p.cpu_adam_gparams_per_s)},
       {"cpu_adam8bit_gparams_per_s", number(p.cpu_adam8bit_gparams_per_s)},
+      {"cpu_adam_beside_copies_gparams_per_s",
+       optional_number(p.cpu_adam_beside_copies_gparams_per_s)},
+      {"cpu_adam8bit_beside_copies_gparams_per_s",
+       optional_number(p.cpu_adam8bit_beside_copies_gparams_per_s)},
       {"gpu_activation_gb", optional_number(p.gpu_activation_gb)},
       {"host_activation_gb", optional_number(p.host_activation_gb)},
       {"stage_times",
@@ -104,6 +108,10 @@ std::string HardwareProfile::to_yaml() const {
   kv("gpu_tflops", gpu_tflops);
   kv("cpu_adam_gparams_per_s", cpu_adam_gparams_per_s);
   kv("cpu_adam8bit_gparams_per_s", cpu_adam8bit_gparams_per_s);
+  if (cpu_adam_beside_copies_gparams_per_s)
+    kv("cpu_adam_beside_copies_gparams_per_s", *cpu_adam_beside_copies_gparams_per_s);
+  if (cpu_adam8bit_beside_copies_gparams_per_s)
+    kv("cpu_adam8bit_beside_copies_gparams_per_s", *cpu_adam8bit_beside_copies_gparams_per_s);
   if (gpu_activation_gb) kv("gpu_activation_gb", *gpu_activation_gb);
   if (host_activation_gb) kv("host_activation_gb", *host_activation_gb);
   if (stage_times) os << stage_times->to_yaml();

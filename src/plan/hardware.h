@@ -30,6 +30,15 @@ struct HardwareProfile {
   double cpu_adam_gparams_per_s = 4.56;  // lazytrain fp32 AdamW, 16 threads
   // lazytrain adamw8bit, 16 threads (bench/RESULTS.md, 2026-11-30).
   double cpu_adam8bit_gparams_per_s = 2.88;
+  // The same two rates beside host<->device copies running flat out both
+  // ways, as the streaming executor's update runs beside its weight and
+  // activation copies (`lazytrain profile` measures them on a GPU). On the
+  // H200 the copy engines' traffic costs the update ~25% (bench/RESULTS.md,
+  // "the optimizer beside the copies"), more than a share of host_mem_gbps
+  // accounts for. Absent: the cost model estimates them from the rates
+  // above and the host memory bandwidth the plan's copies leave.
+  std::optional<double> cpu_adam_beside_copies_gparams_per_s;
+  std::optional<double> cpu_adam8bit_beside_copies_gparams_per_s;
   // Budgets, not measurements: caps on the bytes that kept boundary
   // activations may use in each space. Absent: whatever the rest of the
   // memory budget leaves (a LazyTrain-style run fixes them by hand).

@@ -290,8 +290,14 @@ ProfileReport measure_profile(const ProfileOptions& o) {
     p.gpu_tflops = 2.0 * n * n * n / 1e12 /
                    sustained_seconds(
                        o.repeats + 2, gemm, [&] { current_stream(gpu).synchronize(); }, [] {});
-    r.measured.insert(r.measured.end(),
-                      {"gpu_memory_gb", "h2d_gbps", "d2h_gbps", "bidir_gbps", "gpu_tflops"});
+    {
+      BackgroundCopies traffic(0, int64_t{256} << 20);
+      p.cpu_adam_beside_copies_gparams_per_s = adam_gparams_per_s<optim::AdamW>(o, true);
+      p.cpu_adam8bit_beside_copies_gparams_per_s = adam_gparams_per_s<optim::AdamW8bit>(o, true);
+    }
+    r.measured.insert(r.measured.end(), {"gpu_memory_gb", "h2d_gbps", "d2h_gbps", "bidir_gbps",
+                                         "gpu_tflops", "cpu_adam_beside_copies_gparams_per_s",
+                                         "cpu_adam8bit_beside_copies_gparams_per_s"});
   } else {
     r.notes.push_back("no GPU visible: the GPU keys keep their defaults");
   }

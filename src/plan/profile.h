@@ -5,6 +5,7 @@
 // GPU side (host<->device copies, bf16 GEMM TFLOP/s) only in CUDA builds
 // with a GPU. What cannot be measured keeps the documented default.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -73,5 +74,22 @@ struct CopyRates {
   double h2d_gbps = 0, d2h_gbps = 0, bidir_gbps = 0;
 };
 CopyRates measure_copy_rates(int device, int64_t bytes, int repeats);
+
+// Pinned uploads and downloads of `bytes` each, back to back on two streams
+// of `device`, from construction until destruction: the copy traffic the
+// CPU optimizer's rate is measured beside. Its thread waits by polling with
+// a sleep, so it takes no core from the optimizer.
+class BackgroundCopies {
+ public:
+  BackgroundCopies(int device, int64_t bytes);
+  ~BackgroundCopies();
+  BackgroundCopies(const BackgroundCopies&) = delete;
+  BackgroundCopies& operator=(const BackgroundCopies&) = delete;
+  double gbps() const;  // both directions together, since construction
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace lt::plan

@@ -1,6 +1,9 @@
 // Host<->device copy rates for `lazytrain profile`: pinned buffers, one
 // stream per direction, CUDA events around the copies.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "core/cuda/check.cuh"
@@ -67,6 +70,68 @@ CopyRates measure_copy_rates(int device, int64_t bytes, int repeats) {
   cudaFreeHost(host_in);
   cudaFreeHost(host_out);
   return r;
+}
+
+struct BackgroundCopies::Impl {
+  int device;
+  size_t bytes;
+  void *host_in = nullptr, *host_out = nullptr, *dev_in = nullptr, *dev_out = nullptr;
+  cudaStream_t up{}, down{};
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> rounds{0};
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::thread worker;
+
+  bool busy(cudaStream_t s) {
+    const cudaError_t status = cudaStreamQuery(s);
+    if (status == cudaErrorNotReady) return true;
+    LT_CUDA_CHECK(status);
+    return false;
+  }
+  void loop() {
+    LT_CUDA_CHECK(cudaSetDevice(device));
+    while (!stop.load()) {
+      LT_CUDA_CHECK(cudaMemcpyAsync(dev_in, host_in, bytes, cudaMemcpyHostToDevice, up));
+      LT_CUDA_CHECK(cudaMemcpyAsync(host_out, dev_out, bytes, cudaMemcpyDeviceToHost, down));
+      while (busy(up) || busy(down)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      ++rounds;
+    }
+  }
+};
+
+BackgroundCopies::BackgroundCopies(int device, int64_t bytes) : impl_(std::make_unique<Impl>()) {
+  Impl& c = *impl_;
+  c.device = device;
+  c.bytes = static_cast<size_t>(bytes);
+  LT_CUDA_CHECK(cudaSetDevice(device));
+  LT_CUDA_CHECK(cudaHostAlloc(&c.host_in, c.bytes, cudaHostAllocDefault));
+  LT_CUDA_CHECK(cudaHostAlloc(&c.host_out, c.bytes, cudaHostAllocDefault));
+  LT_CUDA_CHECK(cudaMalloc(&c.dev_in, c.bytes));
+  LT_CUDA_CHECK(cudaMalloc(&c.dev_out, c.bytes));
+  LT_CUDA_CHECK(cudaStreamCreateWithFlags(&c.up, cudaStreamNonBlocking));
+  LT_CUDA_CHECK(cudaStreamCreateWithFlags(&c.down, cudaStreamNonBlocking));
+  // An error in the thread ends the program (std::terminate): it is a
+  // profile, and a failed copy there means the device is unusable.
+  c.worker = std::thread([&c] { c.loop(); });
+}
+
+BackgroundCopies::~BackgroundCopies() {
+  Impl& c = *impl_;
+  c.stop = true;
+  c.worker.join();
+  cudaStreamDestroy(c.up);
+  cudaStreamDestroy(c.down);
+  cudaFree(c.dev_in);
+  cudaFree(c.dev_out);
+  cudaFreeHost(c.host_in);
+  cudaFreeHost(c.host_out);
+}
+
+double BackgroundCopies::gbps() const {
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->start).count();
+  return 2.0 * static_cast<double>(impl_->bytes) * static_cast<double>(impl_->rounds.load()) / 1e9 /
+         s;
 }
 
 }  // namespace lt::plan

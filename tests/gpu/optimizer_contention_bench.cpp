@@ -3,7 +3,8 @@
 // loses to the profile's (~4.9, measured alone): host memory traffic from
 // the copy engines, a thread spinning in a CUDA wait, or both. A benchmark:
 // set LT_BENCH=1; it prints a table and asserts nothing about speed.
-#include <cuda_runtime.h>
+// `lazytrain profile` measures the "copies" column
+// (cpu_adam*_beside_copies_gparams_per_s).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,61 +19,12 @@
 #include "gpu_test_support.h"
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
+#include "plan/profile.h"
 
 namespace lt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Pinned uploads and downloads back to back on two streams until stopped,
-// waiting by polling with a sleep so the thread itself takes no core.
-class CopyTraffic {
- public:
-  explicit CopyTraffic(size_t bytes) : bytes_(bytes) {
-    EXPECT_EQ(cudaHostAlloc(&host_in_, bytes, cudaHostAllocDefault), cudaSuccess);
-    EXPECT_EQ(cudaHostAlloc(&host_out_, bytes, cudaHostAllocDefault), cudaSuccess);
-    EXPECT_EQ(cudaMalloc(&dev_in_, bytes), cudaSuccess);
-    EXPECT_EQ(cudaMalloc(&dev_out_, bytes), cudaSuccess);
-    EXPECT_EQ(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking), cudaSuccess);
-    EXPECT_EQ(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), cudaSuccess);
-    worker_ = std::thread([this] { loop(); });
-  }
-  ~CopyTraffic() {
-    stop_ = true;
-    worker_.join();
-    cudaStreamDestroy(up_);
-    cudaStreamDestroy(down_);
-    cudaFree(dev_in_);
-    cudaFree(dev_out_);
-    cudaFreeHost(host_in_);
-    cudaFreeHost(host_out_);
-  }
-  double gbps() const {
-    const double s = std::chrono::duration<double>(Clock::now() - start_).count();
-    return 2.0 * bytes_ * rounds_.load() / 1e9 / s;
-  }
-
- private:
-  void loop() {
-    cudaSetDevice(0);
-    start_ = Clock::now();
-    while (!stop_) {
-      cudaMemcpyAsync(dev_in_, host_in_, bytes_, cudaMemcpyHostToDevice, up_);
-      cudaMemcpyAsync(host_out_, dev_out_, bytes_, cudaMemcpyDeviceToHost, down_);
-      while (cudaStreamQuery(up_) == cudaErrorNotReady ||
-             cudaStreamQuery(down_) == cudaErrorNotReady)
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      ++rounds_;
-    }
-  }
-  size_t bytes_;
-  void *host_in_ = nullptr, *host_out_ = nullptr, *dev_in_ = nullptr, *dev_out_ = nullptr;
-  cudaStream_t up_{}, down_{};
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> rounds_{0};
-  Clock::time_point start_ = Clock::now();
-  std::thread worker_;
-};
 
 // A thread that never yields, like one spinning in cudaEventSynchronize
 // under the default (spin) scheduling.
@@ -125,7 +77,7 @@ TEST(OptimizerContentionBench, EightBitAndFp32BesideCopiesAndASpinner) {
       spin = measure();
     }
     {
-      CopyTraffic c(size_t{256} << 20);
+      plan::BackgroundCopies c(0, int64_t{256} << 20);
       copies = measure();
       copy_gbps = c.gbps();
       Spinner s;

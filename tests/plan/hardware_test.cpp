@@ -15,6 +15,8 @@ TEST(HardwareProfile, MissingKeysTakeTheDocumentedDefaults) {
   EXPECT_EQ(p.h2d_gbps, 53.3);  // DEVICE.md's H200 machine
   EXPECT_EQ(p.host_mem_gbps, 87.0);
   EXPECT_FALSE(p.host_activation_gb.has_value());
+  EXPECT_FALSE(p.cpu_adam_beside_copies_gparams_per_s.has_value());
+  EXPECT_FALSE(p.cpu_adam8bit_beside_copies_gparams_per_s.has_value());
   EXPECT_EQ(HardwareProfile::from_yaml_text("", "empty.yaml").gpu_tflops, 760.0);
 }
 
@@ -29,6 +31,11 @@ TEST(HardwareProfile, ErrorsNameTheFileAndTheKey) {
   EXPECT_NE(e.find("line 2"), std::string::npos) << e;
   e = error_of([] { HardwareProfile::from_yaml_text("gpu_tflops: -3\n", "p.yaml"); });
   EXPECT_NE(e.find("p.yaml: key 'gpu_tflops'"), std::string::npos) << e;
+  e = error_of([] {
+    HardwareProfile::from_yaml_text("cpu_adam8bit_beside_copies_gparams_per_s: 0\n", "p.yaml");
+  });
+  EXPECT_NE(e.find("p.yaml: key 'cpu_adam8bit_beside_copies_gparams_per_s'"), std::string::npos)
+      << e;
   e = error_of([] { HardwareProfile::from_yaml_text("host_memory_gb: [1, 2]\n", "p.yaml"); });
   EXPECT_NE(e.find("'host_memory_gb'"), std::string::npos) << e;
   e = error_of([] { HardwareProfile::from_yaml_text("- 1\n- 2\n", "p.yaml"); });
@@ -43,12 +50,15 @@ TEST(HardwareProfile, WrittenYamlReadsBackTheSameValues) {
   p.disk_read_gbps = 2.83;
   p.disk_path = "/scratch";
   p.host_activation_gb = 15;
+  p.cpu_adam8bit_beside_copies_gparams_per_s = 3.79;
   const auto q = HardwareProfile::from_yaml_text(p.to_yaml(), "written");
   EXPECT_EQ(q.gpu_memory_gb, 70);
   EXPECT_EQ(q.disk_read_gbps, 2.83);
   EXPECT_EQ(q.disk_path, "/scratch");
   EXPECT_EQ(q.host_activation_gb, 15);
   EXPECT_FALSE(q.gpu_activation_gb.has_value());
+  EXPECT_EQ(q.cpu_adam8bit_beside_copies_gparams_per_s, 3.79);
+  EXPECT_FALSE(q.cpu_adam_beside_copies_gparams_per_s.has_value());
 }
 
 }  // namespace

@@ -1,8 +1,5 @@
 // The CUDA backend for core/: the caching allocator as each device's
 // default allocator, and synchronous copies.
-#include <cstdlib>
-#include <string>
-
 #include "core/allocator.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/check.cuh"
@@ -38,21 +35,6 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   LT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-// How a host thread waits for the GPU (LT_CUDA_SYNC=spin|yield|blocking;
-// unset: the runtime's default, which spins while there are fewer CUDA
-// contexts than cores). Experimental: a spinning wait takes a core from the
-// CPU optimizer's threads.
-void apply_sync_policy() {
-  const char* policy = std::getenv("LT_CUDA_SYNC");
-  if (policy == nullptr) return;
-  const std::string p = policy;
-  const unsigned flags = p == "spin"       ? cudaDeviceScheduleSpin
-                         : p == "yield"    ? cudaDeviceScheduleYield
-                         : p == "blocking" ? cudaDeviceScheduleBlockingSync
-                                           : cudaDeviceScheduleAuto;
-  LT_CUDA_CHECK(cudaSetDeviceFlags(flags));
-}
-
 }  // namespace
 
 int device_count() {
@@ -61,8 +43,6 @@ int device_count() {
     cudaGetLastError();  // clear the sticky "no device" error
     return 0;
   }
-  static const bool applied = (n > 0 ? apply_sync_policy() : void(), true);
-  (void)applied;
   return n;
 }
 
