@@ -3,14 +3,32 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "train/executor_choice.h"
 
 namespace lt::train {
 
-plan::HardwareProfile auto_hardware(const TrainConfig& c, int64_t gpu_free_bytes) {
+namespace fs = std::filesystem;
+
+FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes) {
+  FreeMemory free;
+  free.gpu_bytes = gpu_free_bytes;
+  free.host_bytes = host_bytes_for_this_process();
+  fs::path dir = c.exec.disk_path.empty() ? fs::path(c.out.dir) : fs::path(c.exec.disk_path);
+  dir = fs::absolute(dir);
+  while (!fs::exists(dir) && dir.has_parent_path() && dir.parent_path() != dir)
+    dir = dir.parent_path();
+  std::error_code error;
+  const fs::space_info space = fs::space(dir, error);
+  if (!error) free.disk_bytes = static_cast<int64_t>(space.available);
+  return free;
+}
+
+plan::HardwareProfile auto_hardware(const TrainConfig& c, const FreeMemory& free) {
   plan::HardwareProfile hw = c.exec.hardware.empty()
                                  ? plan::HardwareProfile{}
                                  : plan::HardwareProfile::from_file(c.exec.hardware);
@@ -18,8 +36,11 @@ plan::HardwareProfile auto_hardware(const TrainConfig& c, int64_t gpu_free_bytes
   // compare schedules at equal GPU memory).
   if (c.exec.device_memory_gb > 0)
     hw.gpu_memory_gb = c.exec.device_memory_gb;
-  else if (gpu_free_bytes >= 0)
-    hw.gpu_memory_gb = usable_gpu_gb(hw.gpu_memory_gb, gpu_free_bytes);
+  else if (free.gpu_bytes >= 0)
+    hw.gpu_memory_gb = usable_gpu_gb(hw.gpu_memory_gb, free.gpu_bytes);
+  if (free.host_bytes >= 0)
+    hw.host_memory_gb = std::min(hw.host_memory_gb, free.host_bytes / plan::kBytesPerGB);
+  if (free.disk_bytes >= 0) hw.disk_gb = std::min(hw.disk_gb, free.disk_bytes / plan::kBytesPerGB);
   return hw;
 }
 
@@ -70,7 +91,7 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.micro_batch = c.exec.micro_batch;
   o.optimizer = sizes.optimizer;
   o.compute_bytes = sizes.compute_bytes;
-  const plan::HardwareProfile hw = auto_hardware(c, gpu_free_bytes);
+  const plan::HardwareProfile hw = auto_hardware(c, free_memory_for_run(c, gpu_free_bytes));
   plan::Plan p = plan::make_plan(model, hw, o);
   if (!p.feasible) {
     std::string why;
@@ -80,7 +101,9 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
     fail("exec.schedule: auto: the planner found no feasible schedule for batch ",
          c.train.batch_size, " x seq ", c.train.seq_len, " on ",
          c.exec.hardware.empty() ? std::string("the default hardware profile") : c.exec.hardware,
-         fmt::format(" with {:.3f} GB of GPU memory", hw.gpu_memory_gb),
+         fmt::format(" with {:.3f} GB of GPU memory, {:.3f} GB of host memory and {:.3f} GB of "
+                     "disk (each no more than is free now)",
+                     hw.gpu_memory_gb, hw.host_memory_gb, hw.disk_gb),
          why.empty() ? std::string("; no reason given") : why,
          smaller_batch_hint(model, hw, o, c.train.grad_accum));
   }

@@ -14,10 +14,24 @@
 
 namespace lt::train {
 
+// What the machine the run trains on has free now; -1 where unknown.
+struct FreeMemory {
+  int64_t gpu_bytes = -1;   // the training GPU's free memory
+  int64_t host_bytes = -1;  // host_bytes_for_this_process() (core/host_memory.h)
+  int64_t disk_bytes = -1;  // free space where disk boundaries go
+};
+
+// This machine's FreeMemory for run `c`, given the GPU's (-1: none). The
+// disk is the file system of exec.disk_path, else out.dir (or the nearest
+// folder above it that exists).
+FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes);
+
 // The profile the plan is made for: exec.hardware, with gpu_memory_gb set
 // to exec.device_memory_gb when that is set, else, given the GPU's free
-// memory (`gpu_free_bytes` >= 0), capped by usable_gpu_gb.
-plan::HardwareProfile auto_hardware(const TrainConfig& c, int64_t gpu_free_bytes = -1);
+// memory, capped by usable_gpu_gb. host_memory_gb and disk_gb are capped by
+// what is free: a profile records a machine's totals (the defaults, the
+// H200 machine's), and a plan past the free host memory would swap or fail.
+plan::HardwareProfile auto_hardware(const TrainConfig& c, const FreeMemory& free = {});
 
 // The GPU memory a plan may use on the device the run trains on: the
 // profile's gpu_memory_gb (a profile records the device's total, and the

@@ -217,6 +217,32 @@ TEST(ScheduleAuto, AGpuPlanFitsTheFreeMemoryLessTheReserve) {
   EXPECT_DOUBLE_EQ(usable_gpu_gb(150, 100 << 20), 0);       // less free than the reserve
 }
 
+// Host memory and disk are capped at what is free, whichever is less; on
+// this machine free_memory_for_run reads them (the disk of out.dir, which
+// does not exist yet: the nearest folder above it).
+TEST(ScheduleAuto, HostAndDiskAreCappedByWhatIsFree) {
+  TrainConfig c;
+  const plan::HardwareProfile defaults;
+  plan::HardwareProfile hw = auto_hardware(c, FreeMemory{-1, 2'000'000'000, 5'000'000'000});
+  EXPECT_DOUBLE_EQ(hw.host_memory_gb, 2.0);
+  EXPECT_DOUBLE_EQ(hw.disk_gb, 5.0);
+  EXPECT_DOUBLE_EQ(hw.gpu_memory_gb, defaults.gpu_memory_gb);
+  hw = auto_hardware(c, FreeMemory{-1, 500'000'000'000, 500'000'000'000});
+  EXPECT_DOUBLE_EQ(hw.host_memory_gb, defaults.host_memory_gb);  // the profile is smaller
+  EXPECT_DOUBLE_EQ(hw.disk_gb, defaults.disk_gb);
+  hw = auto_hardware(c);
+  EXPECT_DOUBLE_EQ(hw.host_memory_gb, defaults.host_memory_gb);  // unknown: the profile's
+
+  TempDir tmp("sched_free");
+  c.out.dir = (tmp / "not" / "yet").string();
+  const FreeMemory free = free_memory_for_run(c, -1);
+  EXPECT_EQ(free.gpu_bytes, -1);
+  EXPECT_GT(free.host_bytes, 0);
+  const auto space = std::filesystem::space(tmp.path());
+  // Other processes write to the same disk meanwhile: within 1 GB.
+  EXPECT_NEAR(static_cast<double>(free.disk_bytes), static_cast<double>(space.available), 1e9);
+}
+
 TEST(ScheduleAuto, DiskPlacementsThroughTheTrainer) {
   TempDir tmp("sched_disk");
   write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
