@@ -102,10 +102,10 @@ exec::TrainSizes streaming_sizes(const TrainConfig& c, bool stand_in) {
   return run_sizes(c, stand_in ? 4 : 2);
 }
 
-void check_streaming_fits(const TrainConfig& c, const ExecutorChoice& choice,
-                          const models::ModelConfig& model, const exec::Schedule& schedule,
-                          bool stand_in) {
-  if (choice.available_bytes < 0) return;
+std::string streaming_shortfall(const TrainConfig& c, const ExecutorChoice& choice,
+                                const models::ModelConfig& model, const exec::Schedule& schedule,
+                                bool stand_in) {
+  if (choice.available_bytes < 0) return "";
   int64_t needed = exec::bytes_needed(model, streaming_sizes(c, stand_in), schedule)
                        .bytes(exec::MemorySpace::Gpu);
   // A schedule `lazytrain plan` wrote carries the GPU peak it planned for,
@@ -118,12 +118,21 @@ void check_streaming_fits(const TrainConfig& c, const ExecutorChoice& choice,
     needed = std::min(needed, planned->second);
   const int64_t reserve = choice.gpu_free_memory ? kGpuReserveBytes : 0;
   const int64_t available = choice.available_bytes - reserve;
-  LT_CHECK(needed <= available, "exec.mode auto: nothing fits: ", choice.reason,
-           "; and the streaming schedule exec.schedule (", c.exec.schedule, ") needs ",
-           gigabytes(needed), " on the device, ", gigabytes(needed - available), " more than ",
-           choice.available_from, " has",
-           reserve > 0 ? fmt::format(" less the {} the CUDA libraries take", gigabytes(reserve))
-                       : std::string(),
+  if (needed <= available) return "";
+  return fmt::format(
+      "{}; and the streaming schedule exec.schedule ({}) needs {} on the device, {} more than {} "
+      "has{}",
+      choice.reason, c.exec.schedule, gigabytes(needed), gigabytes(needed - available),
+      choice.available_from,
+      reserve > 0 ? fmt::format(" less the {} the CUDA libraries take", gigabytes(reserve))
+                  : std::string());
+}
+
+void check_streaming_fits(const TrainConfig& c, const ExecutorChoice& choice,
+                          const models::ModelConfig& model, const exec::Schedule& schedule,
+                          bool stand_in) {
+  const std::string shortfall = streaming_shortfall(c, choice, model, schedule, stand_in);
+  LT_CHECK(shortfall.empty(), "exec.mode auto: nothing fits: ", shortfall,
            "; set exec.schedule: auto to let the planner offload or recompute boundaries");
 }
 

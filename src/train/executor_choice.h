@@ -65,11 +65,16 @@ exec::MemoryBudget resident_budget(const TrainConfig& c, const models::ModelConf
 ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& model,
                               Device device);
 
-// exec.mode auto chose streaming with a fixed exec.schedule: throws lt::Error
-// saying that nothing fits (resident's need, the schedule's device bytes
-// from exec::bytes_needed, and by how much they exceed what is available:
-// a GPU's free memory less kGpuReserveBytes) when that schedule does not
-// fit either. `stand_in`: f32 compute.
+// exec.mode auto chose streaming with a fixed exec.schedule: what is short
+// when that schedule does not fit either (resident's need, the schedule's
+// device bytes from exec::bytes_needed, and by how much they exceed what is
+// available: a GPU's free memory less kGpuReserveBytes); empty when it
+// fits. `stand_in`: f32 compute.
+std::string streaming_shortfall(const TrainConfig& c, const ExecutorChoice& choice,
+                                const models::ModelConfig& model, const exec::Schedule& schedule,
+                                bool stand_in);
+
+// Throws lt::Error "exec.mode auto: nothing fits: " + the shortfall, if any.
 void check_streaming_fits(const TrainConfig& c, const ExecutorChoice& choice,
                           const models::ModelConfig& model, const exec::Schedule& schedule,
                           bool stand_in);

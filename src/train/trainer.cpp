@@ -118,18 +118,34 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const Execut
   }
   const int blocks = static_cast<int>(model.config().num_hidden_layers);
   exec::StreamingOptions options;
-  if (c.exec.schedule == "all_gpu") {
+  // exec.mode auto with the default schedule, all_gpu, that does not fit:
+  // the planner chooses instead (as exec.schedule: auto would), rather than
+  // stopping. A schedule named otherwise is the user's and is kept.
+  std::string schedule_name = c.exec.schedule;
+  std::string all_gpu_shortfall;
+  if (schedule_name == "all_gpu" && c.exec.mode == "auto") {
+    exec::Schedule all = exec::Schedule::all_gpu(blocks);
+    if (c.exec.micro_batch > 0) all.micro_batch = c.exec.micro_batch;
+    all_gpu_shortfall = streaming_shortfall(c, choice, model.config(), all, device.is_cpu());
+    if (!all_gpu_shortfall.empty()) {
+      fmt::print("exec.mode auto: {}; planning the schedule instead (exec.schedule: auto)\n",
+                 all_gpu_shortfall);
+      schedule_name = "auto";
+    }
+  }
+  if (schedule_name == "all_gpu") {
     options.schedule = exec::Schedule::all_gpu(blocks);
   } else if (c.exec.schedule == "every_k") {
     options.schedule = exec::Schedule::every_kth_gpu(blocks, static_cast<int>(c.exec.keep_every));
-  } else if (c.exec.schedule == "auto") {
+  } else if (schedule_name == "auto") {
     plan::Plan plan;
     try {
       plan = plan_for_run(c, model.config(), device.is_cpu(),
                           device.is_cuda() ? cuda_free_bytes(device.index) : -1);
     } catch (const Error& e) {
       if (c.exec.mode != "auto") throw;
-      fail("exec.mode auto: nothing fits: ", choice.reason, "; and ", e.what());
+      fail("exec.mode auto: nothing fits: ",
+           all_gpu_shortfall.empty() ? choice.reason : all_gpu_shortfall, "; and ", e.what());
     }
     fmt::print("{}\n", describe_plan(plan));
     std::fflush(stdout);
@@ -144,7 +160,7 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const Execut
              " differs from train.batch_size ", c.train.batch_size);
   }
   if (c.exec.micro_batch > 0) options.schedule.micro_batch = c.exec.micro_batch;
-  if (c.exec.schedule != "auto" && c.exec.mode == "auto")  // the planner checked its own
+  if (schedule_name != "auto" && c.exec.mode == "auto")  // the planner checked its own
     check_streaming_fits(c, choice, model.config(), options.schedule, device.is_cpu());
   options.trace_path = (fs::path(c.out.dir) / "trace.json").string();
   options.disk.directory = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;

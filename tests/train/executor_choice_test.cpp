@@ -159,6 +159,8 @@ TEST(ExecutorChoice, NothingFitsSaysWhatIsShort) {
   EXPECT_NE(fixed.find("the streaming schedule exec.schedule (all_gpu) needs"), std::string::npos)
       << fixed;
   EXPECT_NE(fixed.find("more than exec.device_memory_gb (1e-05) has"), std::string::npos) << fixed;
+  // ... so the planner was asked too, and found nothing.
+  EXPECT_NE(fixed.find("gpu is short by"), std::string::npos) << fixed;
   // The planner finds nothing either.
   const std::string planned = lt::testing::error_of([&] {
     train_quietly(

@@ -11,6 +11,7 @@
 #include "exec/memory_budget.h"
 #include "io/hf_model.h"
 #include "support/errors.h"
+#include "train/executor_choice.h"
 #include "train/report.h"
 #include "train/schedule_auto.h"
 #include "train/train_helpers.h"
@@ -137,6 +138,48 @@ TEST(ScheduleAuto, PlansARunnableScheduleWithResidentsLosses) {
       EXPECT_EQ(line.at("predicted_gpu_peak_bytes").get<int64_t>(), budgeted);
     }
   }
+}
+
+// exec.mode auto with the default schedule (all_gpu) one byte short of
+// what all_gpu needs: the planner chooses the schedule instead, and the run
+// trains to resident's losses and weights, bit for bit (the same chunks of
+// two sequences), within the capacity. A schedule the user names is kept.
+TEST(ScheduleAuto, TheDefaultScheduleGivesWayToThePlannerWhenItDoesNotFit) {
+  TempDir tmp("sched_fallback");
+  write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
+  const fs::path model = deeper_llama(tmp / "model");
+  const models::ModelConfig model_config = models::ModelConfig::from_file(model / "config.json");
+  const std::vector<std::string> common = {"model.init=random", "exec.micro_batch=2"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  const Outcome ref =
+      run(tmp / "data.jsonl", tmp / "resident", with({"exec.mode=resident"}), model);
+  const TrainConfig sized =
+      fixture_config(model, tmp / "data.jsonl", tmp / "sized", with_common(with({})));
+  exec::Schedule all = exec::Schedule::all_gpu(static_cast<int>(model_config.num_hidden_layers));
+  all.micro_batch = 2;
+  const int64_t capacity = exec::bytes_needed(model_config, streaming_sizes(sized, true), all)
+                               .bytes(exec::MemorySpace::Gpu) -
+                           1;
+  const std::string gb = fmt::format("exec.device_memory_gb={:.17g}", capacity / 1e9);
+  const Outcome got =
+      run(tmp / "data.jsonl", tmp / "fallback", with({"exec.mode=auto", gb}), model);
+  expect_same(ref, got);
+  for (const auto& line : got.metrics) {
+    EXPECT_EQ(line.at("executor"), "streaming");
+    EXPECT_GT(line.at("predicted_step_s").get<double>(), 0) << line.dump();
+    EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), capacity);
+  }
+  const std::string kept = lt::testing::error_of([&] {
+    train_quietly(fixture_config(
+        model, tmp / "data.jsonl", tmp / "kept",
+        with_common(with({"exec.mode=auto", "exec.schedule=every_k", "exec.keep_every=1", gb}))));
+  });
+  EXPECT_NE(kept.find("the streaming schedule exec.schedule (every_k) needs"), std::string::npos)
+      << kept;
+  EXPECT_NE(kept.find("set exec.schedule: auto to let the planner"), std::string::npos) << kept;
 }
 
 TEST(ScheduleAuto, NothingFeasibleStopsBeforeTrainingWithTheShortSpace) {
