@@ -69,6 +69,27 @@ int count(const exec::Schedule& s, exec::Placement p) {
   return static_cast<int>(std::count(s.boundaries.begin(), s.boundaries.end(), p));
 }
 
+// The 8-block model trained with random weights in chunks of two
+// sequences (exec.micro_batch equals the trainer's micro-batch, so a
+// streaming run's arithmetic is resident's), and resident's outcome.
+struct DeeperRun {
+  explicit DeeperRun(const std::string& tag)
+      : tmp(tag),
+        model((write_random_tokens(tmp / "data.jsonl", 16, 97, 3), deeper_llama(tmp / "model"))),
+        config(models::ModelConfig::from_file(model / "config.json")),
+        ref(run(tmp / "data.jsonl", tmp / "resident", with({"exec.mode=resident"}), model)),
+        sized(fixture_config(model, tmp / "data.jsonl", tmp / "sized", with_common(with({})))) {}
+  static std::vector<std::string> with(std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"model.init=random", "exec.micro_batch=2"});
+    return extra;
+  }
+  TempDir tmp;
+  fs::path model;
+  models::ModelConfig config;
+  Outcome ref;
+  TrainConfig sized;  // the run's settings, for the memory budget's sizes
+};
+
 // The stand-in capacity here leaves the planner room for four boundaries
 // beyond the fixed memory and the transient ones exec::bytes_needed counts
 // (so it must recompute and offload: the 8-block model has 9 boundaries),
@@ -77,21 +98,15 @@ int count(const exec::Schedule& s, exec::Placement p) {
 // must stay within bytes_needed of the plan's schedule, which the planner
 // kept within the capacity.
 TEST(ScheduleAuto, PlansARunnableScheduleWithResidentsLosses) {
-  TempDir tmp("sched_auto");
-  write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
-  const fs::path model = deeper_llama(tmp / "model");
-  const models::ModelConfig model_config = models::ModelConfig::from_file(model / "config.json");
-  const std::vector<std::string> common = {"model.init=random", "exec.micro_batch=2"};
-  auto with = [&](std::vector<std::string> extra) {
-    extra.insert(extra.begin(), common.begin(), common.end());
-    return extra;
-  };
-  const Outcome ref =
-      run(tmp / "data.jsonl", tmp / "resident", with({"exec.mode=resident"}), model);
+  const DeeperRun d("sched_auto");
+  const TempDir& tmp = d.tmp;
+  const fs::path& model = d.model;
+  const models::ModelConfig& model_config = d.config;
+  const auto with = &DeeperRun::with;
+  const Outcome& ref = d.ref;
   EXPECT_FALSE(ref.metrics.front().contains("predicted_step_s"));
   // The capacity, from the memory budget of this run's sizes on the stand-in (f32).
-  const TrainConfig sized =
-      fixture_config(model, tmp / "data.jsonl", tmp / "sized", with_common(with({})));
+  const TrainConfig& sized = d.sized;
   const exec::TrainSizes sizes{sized.train.batch_size, sized.train.seq_len,
                                exec::OptimizerStates::Fp32, 4};
   const int64_t boundary = exec::boundary_bytes(model_config, sizes);
@@ -145,19 +160,13 @@ TEST(ScheduleAuto, PlansARunnableScheduleWithResidentsLosses) {
 // trains to resident's losses and weights, bit for bit (the same chunks of
 // two sequences), within the capacity. A schedule the user names is kept.
 TEST(ScheduleAuto, TheDefaultScheduleGivesWayToThePlannerWhenItDoesNotFit) {
-  TempDir tmp("sched_fallback");
-  write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
-  const fs::path model = deeper_llama(tmp / "model");
-  const models::ModelConfig model_config = models::ModelConfig::from_file(model / "config.json");
-  const std::vector<std::string> common = {"model.init=random", "exec.micro_batch=2"};
-  auto with = [&](std::vector<std::string> extra) {
-    extra.insert(extra.begin(), common.begin(), common.end());
-    return extra;
-  };
-  const Outcome ref =
-      run(tmp / "data.jsonl", tmp / "resident", with({"exec.mode=resident"}), model);
-  const TrainConfig sized =
-      fixture_config(model, tmp / "data.jsonl", tmp / "sized", with_common(with({})));
+  const DeeperRun d("sched_fallback");
+  const TempDir& tmp = d.tmp;
+  const fs::path& model = d.model;
+  const models::ModelConfig& model_config = d.config;
+  const auto with = &DeeperRun::with;
+  const Outcome& ref = d.ref;
+  const TrainConfig& sized = d.sized;
   exec::Schedule all = exec::Schedule::all_gpu(static_cast<int>(model_config.num_hidden_layers));
   all.micro_batch = 2;
   const int64_t capacity = exec::bytes_needed(model_config, streaming_sizes(sized, true), all)
