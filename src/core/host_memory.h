@@ -1,8 +1,8 @@
 #pragma once
-// What this machine's host memory has free, from Linux's /proc: for
-// planning a run on the machine it runs on, where a hardware profile's
-// host_memory_gb (the machine's total, or the defaults' 128 GB) may be more
-// than the run can have.
+// What this machine's host memory has free, from Linux's /proc and the
+// cgroup (v2) limit: for planning a run on the machine it runs on, where a
+// hardware profile's host_memory_gb (the machine's total, or the defaults'
+// 128 GB) may be more than the run can have.
 #include <cstdint>
 #include <string>
 
@@ -12,10 +12,22 @@ namespace lt {
 // missing or malformed.
 int64_t parse_mem_available(const std::string& meminfo);
 
-// The bytes this process and the memory other processes leave free could
-// hold: MemAvailable plus this process's resident set (/proc/self/statm),
-// which already holds what the plan counts as loaded (the model's masters).
-// -1 when /proc cannot be read.
-int64_t host_bytes_for_this_process();
+// What a cgroup memory limit leaves, the limit less the usage, from the two
+// files' texts (v2: memory.max and memory.current; v1: memory.limit_in_bytes
+// and memory.usage_in_bytes); -1 when there is no limit ("max") or a text is
+// malformed. Never below 0.
+int64_t parse_cgroup_free(const std::string& memory_max, const std::string& memory_current);
+
+// The host bytes a plan may count on: what is free (MemAvailable, or the
+// cgroup's room when that is less; -1: unknown) plus what the process
+// already holds that the plan counts again (`already_counted`), less
+// `reserve` for what the plan does not count. -1 when `available` is
+// unknown; never below 0.
+int64_t host_bytes_for_plan(int64_t available, int64_t cgroup_free, int64_t already_counted,
+                            int64_t reserve);
+
+// host_bytes_for_plan on this machine: /proc/meminfo, and the memory
+// limit of this process's cgroup (v2 or v1, as /proc/self/cgroup names it).
+int64_t host_bytes_for_this_process(int64_t already_counted, int64_t reserve);
 
 }  // namespace lt

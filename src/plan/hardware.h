@@ -35,8 +35,11 @@ struct HardwareProfile {
   // activation copies (`lazytrain profile` measures them on a GPU). On the
   // H200 the copy engines' traffic costs the update ~25% (bench/RESULTS.md,
   // "the optimizer beside the copies"), more than a share of host_mem_gbps
-  // accounts for. Absent: the cost model estimates them from the rates
-  // above and the host memory bandwidth the plan's copies leave.
+  // accounts for. The cost model takes them as they are, whatever a plan
+  // copies: a worst case, which the 7B runs' update came within 0-15% of
+  // although their copies used the links a quarter of the time. Absent: the
+  // cost model estimates them from the rates above and the host memory
+  // bandwidth the plan's copies leave.
   std::optional<double> cpu_adam_beside_copies_gparams_per_s;
   std::optional<double> cpu_adam8bit_beside_copies_gparams_per_s;
   // Budgets, not measurements: caps on the bytes that kept boundary

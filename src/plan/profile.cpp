@@ -79,20 +79,17 @@ void disk_gbps(const ProfileOptions& o, double& write_gbps, double& read_gbps) {
       o.disk_bytes / 1e9 / median_seconds(o.repeats, [&] { file.read(region, data.data()); });
 }
 
-// Billions of parameters per second of one step of `Optimizer` (AdamW or
-// AdamW8bit, default options) over one tensor of o.adam_params. With
-// `gpu_streaming`, as the CUDA streaming executor runs it: bf16 gradients,
-// and the bf16 copy for the GPU written in the same pass (~12% slower than
-// without, bench/RESULTS.md); else as the CPU stand-in: f32, no copy.
+// One step of `Optimizer` (AdamW or AdamW8bit, default options) over one
+// tensor of `params` (optimizer_gparams_per_s).
 template <typename Optimizer>
-double adam_gparams_per_s(const ProfileOptions& o, bool gpu_streaming) {
-  Tensor p = Tensor::zeros({o.adam_params}, DType::F32);
+double adam_gparams_per_s(int64_t params, int repeats, bool gpu_streaming) {
+  Tensor p = Tensor::zeros({params}, DType::F32);
   p.set_requires_grad(true);
-  p.set_grad(Tensor::full({o.adam_params}, 1e-3, gpu_streaming ? DType::BF16 : DType::F32));
+  p.set_grad(Tensor::full({params}, 1e-3, gpu_streaming ? DType::BF16 : DType::F32));
   Optimizer adam({{"w", p}}, optim::AdamWOptions{});
-  if (gpu_streaming) adam.set_bf16_shadow(0, Tensor::empty({o.adam_params}, DType::BF16));
+  if (gpu_streaming) adam.set_bf16_shadow(0, Tensor::empty({params}, DType::BF16));
   adam.step(1e-4);  // allocates nothing more, but warms the pages
-  return o.adam_params / 1e9 / median_seconds(o.repeats, [&] { adam.step(1e-4); });
+  return params / 1e9 / median_seconds(repeats, [&] { adam.step(1e-4); });
 }
 
 // A GPU's clock under sustained load is set by its power cap: on the H200
@@ -126,6 +123,11 @@ double sustained_seconds(int repeats, Run&& run, Finish&& finish, Reset&& reset)
 }
 
 }  // namespace
+
+double optimizer_gparams_per_s(bool eight_bit, int64_t params, int repeats, bool gpu_streaming) {
+  return eight_bit ? adam_gparams_per_s<optim::AdamW8bit>(params, repeats, gpu_streaming)
+                   : adam_gparams_per_s<optim::AdamW>(params, repeats, gpu_streaming);
+}
 
 Device stage_timing_device() {
 #ifdef LT_WITH_CUDA
@@ -268,8 +270,10 @@ ProfileReport measure_profile(const ProfileOptions& o) {
   p.host_mem_gbps = host_memory_gbps(o);
   disk_gbps(o, p.disk_write_gbps, p.disk_read_gbps);
   const bool gpu_streaming = stage_timing_device().is_cuda();
-  p.cpu_adam_gparams_per_s = adam_gparams_per_s<optim::AdamW>(o, gpu_streaming);
-  p.cpu_adam8bit_gparams_per_s = adam_gparams_per_s<optim::AdamW8bit>(o, gpu_streaming);
+  p.cpu_adam_gparams_per_s =
+      optimizer_gparams_per_s(false, o.adam_params, o.repeats, gpu_streaming);
+  p.cpu_adam8bit_gparams_per_s =
+      optimizer_gparams_per_s(true, o.adam_params, o.repeats, gpu_streaming);
   r.measured.insert(r.measured.end(), {"host_mem_gbps", "disk_write_gbps", "disk_read_gbps",
                                        "cpu_adam_gparams_per_s", "cpu_adam8bit_gparams_per_s"});
 #ifdef LT_WITH_CUDA
@@ -292,8 +296,11 @@ ProfileReport measure_profile(const ProfileOptions& o) {
                        o.repeats + 2, gemm, [&] { current_stream(gpu).synchronize(); }, [] {});
     {
       BackgroundCopies traffic(0, int64_t{256} << 20);
-      p.cpu_adam_beside_copies_gparams_per_s = adam_gparams_per_s<optim::AdamW>(o, true);
-      p.cpu_adam8bit_beside_copies_gparams_per_s = adam_gparams_per_s<optim::AdamW8bit>(o, true);
+      p.cpu_adam_beside_copies_gparams_per_s =
+          optimizer_gparams_per_s(false, o.adam_params, o.repeats, true);
+      p.cpu_adam8bit_beside_copies_gparams_per_s =
+          optimizer_gparams_per_s(true, o.adam_params, o.repeats, true);
+      traffic.gbps();  // throws if the copies stopped on an error
     }
     r.measured.insert(r.measured.end(), {"gpu_memory_gb", "h2d_gbps", "d2h_gbps", "bidir_gbps",
                                          "gpu_tflops", "cpu_adam_beside_copies_gparams_per_s",

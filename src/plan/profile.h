@@ -37,6 +37,14 @@ struct ProfileReport {
 
 ProfileReport measure_profile(const ProfileOptions& options);
 
+// Billions of parameters per second of one step of AdamW, or AdamW8bit
+// with `eight_bit` (default options), over one tensor of `params`; the
+// median of `repeats` steps after one. With `gpu_streaming`, as the CUDA
+// streaming executor runs it: bf16 gradients, and the bf16 copy for the
+// GPU written in the same pass (~12% slower than without,
+// bench/RESULTS.md); else as the CPU stand-in: f32, no copy.
+double optimizer_gparams_per_s(bool eight_bit, int64_t params, int repeats, bool gpu_streaming);
+
 // The device stage times are measured on: the first GPU when this build
 // has CUDA and sees one, else the CPU.
 Device stage_timing_device();
@@ -85,7 +93,10 @@ class BackgroundCopies {
   ~BackgroundCopies();
   BackgroundCopies(const BackgroundCopies&) = delete;
   BackgroundCopies& operator=(const BackgroundCopies&) = delete;
-  double gbps() const;  // both directions together, since construction
+  // Both directions together since the copies started. Throws lt::Error
+  // with the CUDA error if the copies stopped on one (a figure measured
+  // after that would have been measured alone).
+  double gbps() const;
 
  private:
   struct Impl;

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <thread>
 #include <vector>
 
 #include "core/cuda/check.cuh"
+#include "core/cuda/device_guard.cuh"
 #include "plan/profile.h"
 
 namespace lt::plan {
@@ -73,15 +75,28 @@ CopyRates measure_copy_rates(int device, int64_t bytes, int repeats) {
 }
 
 struct BackgroundCopies::Impl {
-  int device;
-  size_t bytes;
+  int device = 0;
+  size_t bytes = 0;
   void *host_in = nullptr, *host_out = nullptr, *dev_in = nullptr, *dev_out = nullptr;
   cudaStream_t up{}, down{};
   std::atomic<bool> stop{false};
   std::atomic<int64_t> rounds{0};
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point start;
+  std::exception_ptr failure;  // written by the worker before it ends
+  std::atomic<bool> failed{false};
   std::thread worker;
 
+  // Frees what was allocated (all of it, or what the constructor got to
+  // before it threw), after the worker has stopped.
+  ~Impl() {
+    cuda::DeviceGuard guard(device);
+    if (up) cudaStreamDestroy(up);
+    if (down) cudaStreamDestroy(down);
+    cudaFree(dev_in);
+    cudaFree(dev_out);
+    cudaFreeHost(host_in);
+    cudaFreeHost(host_out);
+  }
   bool busy(cudaStream_t s) {
     const cudaError_t status = cudaStreamQuery(s);
     if (status == cudaErrorNotReady) return true;
@@ -89,12 +104,17 @@ struct BackgroundCopies::Impl {
     return false;
   }
   void loop() {
-    LT_CUDA_CHECK(cudaSetDevice(device));
-    while (!stop.load()) {
-      LT_CUDA_CHECK(cudaMemcpyAsync(dev_in, host_in, bytes, cudaMemcpyHostToDevice, up));
-      LT_CUDA_CHECK(cudaMemcpyAsync(host_out, dev_out, bytes, cudaMemcpyDeviceToHost, down));
-      while (busy(up) || busy(down)) std::this_thread::sleep_for(std::chrono::microseconds(200));
-      ++rounds;
+    try {
+      LT_CUDA_CHECK(cudaSetDevice(device));
+      while (!stop.load()) {
+        LT_CUDA_CHECK(cudaMemcpyAsync(dev_in, host_in, bytes, cudaMemcpyHostToDevice, up));
+        LT_CUDA_CHECK(cudaMemcpyAsync(host_out, dev_out, bytes, cudaMemcpyDeviceToHost, down));
+        while (busy(up) || busy(down)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        ++rounds;
+      }
+    } catch (...) {
+      failure = std::current_exception();
+      failed = true;
     }
   }
 };
@@ -103,31 +123,24 @@ BackgroundCopies::BackgroundCopies(int device, int64_t bytes) : impl_(std::make_
   Impl& c = *impl_;
   c.device = device;
   c.bytes = static_cast<size_t>(bytes);
-  LT_CUDA_CHECK(cudaSetDevice(device));
+  cuda::DeviceGuard guard(device);
   LT_CUDA_CHECK(cudaHostAlloc(&c.host_in, c.bytes, cudaHostAllocDefault));
   LT_CUDA_CHECK(cudaHostAlloc(&c.host_out, c.bytes, cudaHostAllocDefault));
   LT_CUDA_CHECK(cudaMalloc(&c.dev_in, c.bytes));
   LT_CUDA_CHECK(cudaMalloc(&c.dev_out, c.bytes));
   LT_CUDA_CHECK(cudaStreamCreateWithFlags(&c.up, cudaStreamNonBlocking));
   LT_CUDA_CHECK(cudaStreamCreateWithFlags(&c.down, cudaStreamNonBlocking));
-  // An error in the thread ends the program (std::terminate): it is a
-  // profile, and a failed copy there means the device is unusable.
+  c.start = std::chrono::steady_clock::now();
   c.worker = std::thread([&c] { c.loop(); });
 }
 
 BackgroundCopies::~BackgroundCopies() {
-  Impl& c = *impl_;
-  c.stop = true;
-  c.worker.join();
-  cudaStreamDestroy(c.up);
-  cudaStreamDestroy(c.down);
-  cudaFree(c.dev_in);
-  cudaFree(c.dev_out);
-  cudaFreeHost(c.host_in);
-  cudaFreeHost(c.host_out);
+  impl_->stop = true;
+  impl_->worker.join();
 }
 
 double BackgroundCopies::gbps() const {
+  if (impl_->failed.load()) std::rethrow_exception(impl_->failure);
   const double s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->start).count();
   return 2.0 * static_cast<double>(impl_->bytes) * static_cast<double>(impl_->rounds.load()) / 1e9 /

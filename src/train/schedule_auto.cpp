@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "train/executor_choice.h"
@@ -17,12 +18,18 @@ namespace fs = std::filesystem;
 FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes) {
   FreeMemory free;
   free.gpu_bytes = gpu_free_bytes;
-  free.host_bytes = host_bytes_for_this_process();
-  fs::path dir = c.exec.disk_path.empty() ? fs::path(c.out.dir) : fs::path(c.exec.disk_path);
-  dir = fs::absolute(dir);
-  while (!fs::exists(dir) && dir.has_parent_path() && dir.parent_path() != dir)
-    dir = dir.parent_path();
+  // The host tensors alive now (the f32 masters, the optimizer's states)
+  // are in the plan's host count and in use already.
+  free.host_bytes =
+      host_bytes_for_this_process(cpu_allocator().stats().current_bytes, kHostReserveBytes);
+  // The disk boundaries' folder may not exist yet: its nearest existing
+  // ancestor's file system. An error (a folder we may not search) leaves
+  // the disk unknown, and the profile's disk_gb stands.
   std::error_code error;
+  fs::path dir = fs::absolute(c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path, error);
+  while (!error && !fs::exists(dir, error) && dir.has_parent_path() && dir.parent_path() != dir)
+    dir = dir.parent_path();
+  if (error) return free;
   const fs::space_info space = fs::space(dir, error);
   if (!error) free.disk_bytes = static_cast<int64_t>(space.available);
   return free;

@@ -14,16 +14,23 @@
 
 namespace lt::train {
 
+// Host memory a plan leaves for what it does not count: the process's
+// own (the tokenized dataset, libraries, the allocators' slack). An
+// estimate, like kGpuReserveBytes.
+inline constexpr int64_t kHostReserveBytes = int64_t{1} << 30;
+
 // What the machine the run trains on has free now; -1 where unknown.
 struct FreeMemory {
   int64_t gpu_bytes = -1;   // the training GPU's free memory
-  int64_t host_bytes = -1;  // host_bytes_for_this_process() (core/host_memory.h)
+  int64_t host_bytes = -1;  // host_bytes_for_this_process (core/host_memory.h)
   int64_t disk_bytes = -1;  // free space where disk boundaries go
 };
 
 // This machine's FreeMemory for run `c`, given the GPU's (-1: none). The
-// disk is the file system of exec.disk_path, else out.dir (or the nearest
-// folder above it that exists).
+// host: what is free (MemAvailable, or the cgroup limit's room if less)
+// plus the host tensors alive now (the plan counts them), less
+// kHostReserveBytes. The disk: the file system of exec.disk_path, else
+// out.dir (or the nearest folder above it that exists).
 FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes);
 
 // The profile the plan is made for: exec.hardware, with gpu_memory_gb set

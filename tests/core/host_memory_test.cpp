@@ -1,5 +1,5 @@
-// core/host_memory.h against the kernel's own figures: /proc/meminfo texts
-// worked by hand, and sysinfo(2) for the live reading.
+// core/host_memory.h: /proc/meminfo and cgroup texts worked by hand, and
+// the live reading against sysinfo(2), the kernel's own figures.
 #include "core/host_memory.h"
 
 #include <gtest/gtest.h>
@@ -19,17 +19,34 @@ TEST(HostMemory, ParsesMemAvailableInKibibytes) {
   EXPECT_EQ(parse_mem_available("XMemAvailable: 100 kB\n"), -1);  // not the line's start
 }
 
-// What this process could hold is at least what it holds now and no more
-// than the machine's RAM (sysinfo: total RAM; the process's resident set
-// is part of it, and MemAvailable leaves out what others use).
+TEST(HostMemory, ACgroupLimitLeavesItsLimitLessItsUsage) {
+  EXPECT_EQ(parse_cgroup_free("8589934592\n", "1073741824\n"), 7516192768);
+  EXPECT_EQ(parse_cgroup_free("max\n", "1073741824\n"), -1);  // v2: no limit
+  EXPECT_EQ(parse_cgroup_free("100\n", "300\n"), 0);          // over its limit: none left
+  EXPECT_EQ(parse_cgroup_free("", "5\n"), -1);                // no such file
+  EXPECT_EQ(parse_cgroup_free("12 34\n", "5\n"), -1);         // not one number
+}
+
+// Free 10 GB, of which a cgroup allows 6; the process holds 3 GB that the
+// plan counts; a 1 GB reserve: 6 + 3 - 1 = 8 GB.
+TEST(HostMemory, APlanCountsWhatIsFreeAndWhatItAlreadyHolds) {
+  const int64_t gb = 1'000'000'000;
+  EXPECT_EQ(host_bytes_for_plan(10 * gb, 6 * gb, 3 * gb, gb), 8 * gb);
+  EXPECT_EQ(host_bytes_for_plan(10 * gb, -1, 3 * gb, gb), 12 * gb);  // no limit
+  EXPECT_EQ(host_bytes_for_plan(10 * gb, 60 * gb, 0, gb), 9 * gb);   // a limit above the RAM
+  EXPECT_EQ(host_bytes_for_plan(gb / 2, -1, 0, gb), 0);              // less than the reserve
+  EXPECT_EQ(host_bytes_for_plan(-1, 6 * gb, 3 * gb, gb), -1);        // unknown
+}
+
+// The live figure, with nothing held and no reserve, is what is free: some,
+// and no more than the machine's RAM (sysinfo's total).
 TEST(HostMemory, ThisProcessCanHoldNoMoreThanTheMachinesRam) {
   struct sysinfo info {};
   ASSERT_EQ(::sysinfo(&info), 0);
   const int64_t total = static_cast<int64_t>(info.totalram) * info.mem_unit;
-  const int64_t bytes = host_bytes_for_this_process();
+  const int64_t bytes = host_bytes_for_this_process(0, 0);
   ASSERT_GT(bytes, 0);
   EXPECT_LE(bytes, total);
-  EXPECT_GT(bytes, static_cast<int64_t>(info.freeram) * info.mem_unit / 2);
 }
 
 }  // namespace

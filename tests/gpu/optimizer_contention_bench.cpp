@@ -7,24 +7,17 @@
 // (cpu_adam*_beside_copies_gparams_per_s).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
-#include <vector>
 
-#include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "gpu_test_support.h"
-#include "optim/adamw.h"
-#include "optim/adamw8bit.h"
 #include "plan/profile.h"
 
 namespace lt {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // A thread that never yields, like one spinning in cudaEventSynchronize
 // under the default (spin) scheduling.
@@ -44,24 +37,6 @@ class Spinner {
   std::atomic<bool> stop_{false};
   std::thread worker_;
 };
-
-template <typename Optimizer>
-double gparams_per_s(int64_t n) {
-  Tensor p = Tensor::zeros({n}, DType::F32);
-  p.set_requires_grad(true);
-  p.set_grad(Tensor::full({n}, 1e-3, DType::BF16));
-  Optimizer opt({{"w", p}}, optim::AdamWOptions{});
-  opt.set_bf16_shadow(0, Tensor::empty({n}, DType::BF16));
-  opt.step(1e-4);
-  std::vector<double> s;
-  for (int k = 0; k < 7; ++k) {
-    const auto t0 = Clock::now();
-    opt.step(1e-4);
-    s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  std::sort(s.begin(), s.end());
-  return n / 1e9 / s[s.size() / 2];
-}
 
 TEST(OptimizerContentionBench, EightBitAndFp32BesideCopiesAndASpinner) {
   LT_REQUIRE_GPU();
@@ -86,8 +61,8 @@ TEST(OptimizerContentionBench, EightBitAndFp32BesideCopiesAndASpinner) {
     std::printf("| %s | %.2f | %.2f | %.2f (%.1f) | %.2f |\n", name, alone, spin, copies, copy_gbps,
                 both);
   };
-  row("adamw8bit", [&] { return gparams_per_s<optim::AdamW8bit>(n); });
-  row("adamw", [&] { return gparams_per_s<optim::AdamW>(n); });
+  row("adamw8bit", [&] { return plan::optimizer_gparams_per_s(true, n, 7, true); });
+  row("adamw", [&] { return plan::optimizer_gparams_per_s(false, n, 7, true); });
 }
 
 }  // namespace

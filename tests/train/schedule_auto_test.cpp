@@ -275,11 +275,12 @@ TEST(ScheduleAuto, AGpuPlanFitsTheFreeMemoryLessTheReserve) {
 TEST(ScheduleAuto, HostAndDiskAreCappedByWhatIsFree) {
   TrainConfig c;
   const plan::HardwareProfile defaults;
-  plan::HardwareProfile hw = auto_hardware(c, FreeMemory{-1, 2'000'000'000, 5'000'000'000});
+  plan::HardwareProfile hw =
+      auto_hardware(c, FreeMemory{.host_bytes = 2'000'000'000, .disk_bytes = 5'000'000'000});
   EXPECT_DOUBLE_EQ(hw.host_memory_gb, 2.0);
   EXPECT_DOUBLE_EQ(hw.disk_gb, 5.0);
   EXPECT_DOUBLE_EQ(hw.gpu_memory_gb, defaults.gpu_memory_gb);
-  hw = auto_hardware(c, FreeMemory{-1, 500'000'000'000, 500'000'000'000});
+  hw = auto_hardware(c, FreeMemory{.host_bytes = 500'000'000'000, .disk_bytes = 500'000'000'000});
   EXPECT_DOUBLE_EQ(hw.host_memory_gb, defaults.host_memory_gb);  // the profile is smaller
   EXPECT_DOUBLE_EQ(hw.disk_gb, defaults.disk_gb);
   hw = auto_hardware(c);
@@ -293,6 +294,13 @@ TEST(ScheduleAuto, HostAndDiskAreCappedByWhatIsFree) {
   const auto space = std::filesystem::space(tmp.path());
   // Other processes write to the same disk meanwhile: within 1 GB.
   EXPECT_NEAR(static_cast<double>(free.disk_bytes), static_cast<double>(space.available), 1e9);
+  // exec.disk_path, when set, is where disk boundaries go: its file system
+  // (/dev/shm is another one here, a tmpfs), not out.dir's.
+  if (fs::exists("/dev/shm") && fs::space("/dev/shm").capacity != fs::space(tmp.path()).capacity) {
+    c.exec.disk_path = "/dev/shm/lazytrain-not-yet";
+    EXPECT_NEAR(static_cast<double>(free_memory_for_run(c, -1).disk_bytes),
+                static_cast<double>(fs::space("/dev/shm").available), 1e9);
+  }
 }
 
 TEST(ScheduleAuto, DiskPlacementsThroughTheTrainer) {
