@@ -1,5 +1,5 @@
-// `lazytrain train [--config FILE] [--set key=value ...] [--resume DIR|latest]`
-// With no --config, the embedded demo config is the base.
+// `lazytrain train [CONFIG | --config FILE] [--set key=value ...] [--resume DIR|latest]`
+// With no config, the embedded demo config is the base.
 #include <fmt/format.h>
 
 #include <memory>
@@ -24,7 +24,9 @@ void add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   auto* cmd = app.add_subcommand(
       "train", "Train or fine-tune a model (no arguments: the demo on the bundled corpus)");
-  cmd->add_option("--config", args->config,
+  // `lazytrain train run.yaml` is what people type first: the config may
+  // also come as the one positional argument.
+  cmd->add_option("config,--config", args->config,
                   "YAML config; without it the embedded demo is the base");
   cmd->add_option("--set", args->overrides, "Override a key: --set train.steps=10 (value is YAML)")
       ->allow_extra_args(false);

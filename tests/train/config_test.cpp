@@ -119,5 +119,23 @@ TEST_F(ConfigErrors, TheProgramReportsThemAndFails) {
   EXPECT_FALSE(fs::exists(tmp_ / "out" / "metrics.jsonl"));  // nothing ran
 }
 
+// `lazytrain train run.yaml`: the config as the positional argument is
+// read as --config is (the same error from the same file), and giving both
+// is refused.
+TEST_F(ConfigErrors, TheConfigMayBeThePositionalArgument) {
+  write_text(tmp_ / "run.yaml", yaml());
+  std::string output;
+  EXPECT_NE(run_program({"train", (tmp_ / "run.yaml").string(), "--set", "train.batch_size=zero"},
+                        tmp_ / "positional.log", &output),
+            0);
+  EXPECT_MENTIONS(output, "train.batch_size");
+  EXPECT_NE(
+      run_program({"train", (tmp_ / "run.yaml").string(), "--config", (tmp_ / "run.yaml").string()},
+                  tmp_ / "both.log", &output),
+      0);
+  EXPECT_MENTIONS(output, "--config");
+  EXPECT_FALSE(fs::exists(tmp_ / "out" / "metrics.jsonl"));  // nothing ran
+}
+
 }  // namespace
 }  // namespace lt::train::testing
