@@ -232,7 +232,16 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   ProgressBar progress(0, c.train.steps);
   const fs::path tok_dir = tokenizer_dir_of(c);
   std::optional<data::Tokenizer> tokenizer;
-  if (c.data.format != "tokens") tokenizer = data::Tokenizer::load(tok_dir);
+  if (c.data.format != "tokens") {
+    try {
+      tokenizer = data::Tokenizer::load(tok_dir);
+    } catch (const Error& e) {
+      // Name the key that chose the folder, so the fix is plain.
+      fail("data.format ", c.data.format, " needs a tokenizer, read from ",
+           c.data.tokenizer.empty() ? "model.path (data.tokenizer is unset)" : "data.tokenizer",
+           ": ", e.what());
+    }
+  }
   auto samples = load_samples(c, c.data.path, tokenizer ? &*tokenizer : nullptr, &progress);
   std::vector<data::Sample> eval_samples;
   if (!c.data.eval_path.empty()) {

@@ -119,6 +119,25 @@ TEST_F(ConfigErrors, TheProgramReportsThemAndFails) {
   EXPECT_FALSE(fs::exists(tmp_ / "out" / "metrics.jsonl"));  // nothing ran
 }
 
+// A text format with no tokenizer where one is looked for: the error names
+// the key that chose the folder (model.path when data.tokenizer is unset,
+// as here: the fixture has none) and the folder.
+TEST_F(ConfigErrors, AMissingTokenizerNamesTheKeyThatChoseTheFolder) {
+  write_text(tmp_ / "run.yaml", yaml());
+  std::string output;
+  EXPECT_NE(run_program({"train", (tmp_ / "run.yaml").string(), "--set", "data.format=alpaca"},
+                        tmp_ / "tok.log", &output),
+            0);
+  EXPECT_MENTIONS(output, "data.format alpaca needs a tokenizer, read from model.path");
+  EXPECT_MENTIONS(output, fixture("llama").string());
+  EXPECT_NE(run_program({"train", (tmp_ / "run.yaml").string(), "--set", "data.format=alpaca",
+                         "--set", "data.tokenizer=" + tmp_.path().string()},
+                        tmp_ / "tok2.log", &output),
+            0);
+  EXPECT_MENTIONS(output, "read from data.tokenizer");
+  EXPECT_FALSE(fs::exists(tmp_ / "out" / "metrics.jsonl"));  // nothing ran
+}
+
 // `lazytrain train run.yaml`: the config as the positional argument is
 // read as --config is (the same error from the same file), and giving both
 // is refused.
