@@ -8,7 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/common.h"
-#include "ops/cpu/fast_exp.h"
+#include "ops/cpu/softmax_rows.h"
 #include "ops/cuda/cross_entropy.h"
 
 namespace lt::ops {
@@ -105,11 +105,12 @@ CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets,
         }
         const T* x = read_row(lc, r, V, buf.data());
         T m = -std::numeric_limits<T>::infinity();
-        for (int64_t j = 0; j < V; ++j) m = std::max(m, x[j]);
         double s = 0;
         if constexpr (std::is_same_v<T, float>) {
-          s = cpu::sum_exp_shifted(x, m, V);
+          m = cpu::row_kernels().max(x, V);
+          s = cpu::row_kernels().sum_exp_shifted(x, m, V);
         } else {
+          for (int64_t j = 0; j < V; ++j) m = std::max(m, x[j]);
           for (int64_t j = 0; j < V; ++j) s += std::exp(x[j] - m);
         }
         const double row_lse = static_cast<double>(m) + std::log(s);
@@ -179,7 +180,7 @@ void cross_entropy_backward_into(const Tensor& grad_loss, const Tensor& logits,
         T* g = in_place ? reinterpret_cast<T*>(dst) : gbuf.data();
         // softmax recomputed from the saved logsumexp: exp(x - lse).
         if constexpr (std::is_same_v<T, float>) {
-          cpu::exp_shifted_scaled(x, lse_p[r], s, g, V);
+          cpu::row_kernels().exp_shifted_scaled(x, lse_p[r], s, g, V);
         } else {
           for (int64_t j = 0; j < V; ++j) g[j] = std::exp(x[j] - lse_p[r]) * s;
         }

@@ -51,10 +51,6 @@ TEST(FastExp, NanStaysNanAndInfinitiesClamp) {
   EXPECT_LT(fast_expf(-inf), 1e-37f);
   EXPECT_GE(fast_expf(-inf), 0.0f);
   EXPECT_LT(exp8_lane(-inf, 7), 1e-37f);
-  // A NaN in a row makes the row's sum NaN, as libm's exp would.
-  std::vector<float> row(37, 0.25f);
-  row[20] = nan;
-  EXPECT_TRUE(std::isnan(sum_exp_shifted(row.data(), 0.0f, static_cast<int64_t>(row.size()))));
 }
 
 }  // namespace

@@ -58,66 +58,42 @@ inline T exp_kernel(T x) {
 
 namespace lt::ops::cpu {
 
-// Eight lanes of fast_expf with GCC vector extensions: the compiler maps
-// them onto whatever vector unit the build targets (two SSE registers at
-// the x86-64 baseline), with no per-element branch. (Auto-vectorizing the
-// scalar version fails: GCC turns the clamps back into branches.)
-using Float8 = float __attribute__((vector_size(32)));
-using Int8 = int32_t __attribute__((vector_size(32)));
-
-[[gnu::always_inline]] inline Float8 fast_exp8(Float8 x) {
-  const Float8 lo = Float8{} - 87.3365478515625f, hi = Float8{} + 88.0f;
+// fast_expf over a GCC vector-extension vector of floats (F) with the
+// int32 vector of the same lanes (I): the compiler maps it onto whatever
+// vector unit the function is compiled for (at the x86-64 baseline, SSE
+// registers; in a target("avx2") or target("avx512f") function, ymm or zmm
+// registers: ops/cpu/softmax_rows.cpp), with no per-element branch.
+// (Auto-vectorizing the scalar version fails: GCC turns the clamps back
+// into branches.)
+template <typename F, typename I>
+[[gnu::always_inline]] inline F fast_expv(F x) {
+  const F lo = F{} - 87.3365478515625f, hi = F{} + 88.0f;
   // NaN lanes compute on 0 (a NaN to integer conversion is undefined) and
   // are put back at the end.
-  const Int8 is_nan = x != x;
-  const Float8 input = x;
-  x = is_nan ? Float8{} : x;
+  const I is_nan = x != x;
+  const F input = x;
+  x = is_nan ? F{} : x;
   x = x < lo ? lo : x;
   x = x > hi ? hi : x;
-  const Int8 n = __builtin_convertvector(x * 1.44269504088896341f + 128.5f, Int8) - 128;
-  const Float8 fn = __builtin_convertvector(n, Float8);
-  const Float8 r = (x - fn * 0.693359375f) - fn * -2.12194440e-4f;
-  Float8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  const I n = __builtin_convertvector(x * 1.44269504088896341f + 128.5f, I) - 128;
+  const F fn = __builtin_convertvector(n, F);
+  const F r = (x - fn * 0.693359375f) - fn * -2.12194440e-4f;
+  F p = r * 1.9875691500e-4f + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const Int8 bits = (n + 127) << 23;
-  const Float8 result = p * (Float8)bits;  // a vector cast reinterprets the bits
+  const I bits = (n + 127) << 23;
+  const F result = p * (F)bits;  // a vector cast reinterprets the bits
   return is_nan ? input : result;
 }
 
-// sum_j exp(x[j] - shift), accumulated in f32 lanes per block and in double
-// across blocks.
-inline double sum_exp_shifted(const float* x, float shift, int64_t n) {
-  double total = 0;
-  int64_t j = 0;
-  constexpr int64_t kBlock = 1024;  // f32 partial sums stay exact enough
-  while (j + 8 <= n) {
-    Float8 acc{};
-    const int64_t block_end = std::min(n, j + kBlock);  // at least j + 8
-    for (; j + 8 <= block_end; j += 8) {
-      Float8 v;
-      __builtin_memcpy(&v, x + j, sizeof v);
-      acc += fast_exp8(v - shift);
-    }
-    for (int k = 0; k < 8; ++k) total += acc[k];
-  }
-  for (; j < n; ++j) total += fast_expf(x[j] - shift);
-  return total;
-}
+using Float8 = float __attribute__((vector_size(32)));
+using Int8 = int32_t __attribute__((vector_size(32)));
 
-// out[j] = exp(x[j] - shift) * scale.
-inline void exp_shifted_scaled(const float* x, float shift, float scale, float* out, int64_t n) {
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    Float8 v;
-    __builtin_memcpy(&v, x + j, sizeof v);
-    const Float8 e = fast_exp8(v - shift) * scale;
-    __builtin_memcpy(out + j, &e, sizeof e);
-  }
-  for (; j < n; ++j) out[j] = fast_expf(x[j] - shift) * scale;
+[[gnu::always_inline]] inline Float8 fast_exp8(Float8 x) {
+  return fast_expv<Float8, Int8>(x);
 }
 
 }  // namespace lt::ops::cpu
