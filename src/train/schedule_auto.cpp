@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
+
+#include <sys/stat.h>
 #include <map>
 
 #include "core/allocator.h"
@@ -15,7 +17,16 @@ namespace lt::train {
 
 namespace fs = std::filesystem;
 
-FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes) {
+int64_t checkpoint_bytes(const TrainConfig& c, const models::ModelConfig& model) {
+  // f32 weights, and the optimizer's states: two f32 moments, or two bytes
+  // a parameter and an f32 scale a block of 2048 for adamw8bit.
+  const int64_t n = model.num_parameters();
+  const int64_t states = c.optim.name == "adamw8bit" ? 2 * n + 2 * 4 * (n / 2048 + 1) : 8 * n;
+  return 4 * n + states;
+}
+
+FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes,
+                               int64_t checkpoint_bytes) {
   FreeMemory free;
   free.gpu_bytes = gpu_free_bytes;
   // The host tensors alive now (the f32 masters, the optimizer's states)
@@ -25,13 +36,28 @@ FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes) {
   // The disk boundaries' folder may not exist yet: its nearest existing
   // ancestor's file system. An error (a folder we may not search) leaves
   // the disk unknown, and the profile's disk_gb stands.
+  const auto existing = [](const fs::path& path, std::error_code& error) {
+    fs::path dir = fs::absolute(path, error);
+    while (!error && !fs::exists(dir, error) && dir.has_parent_path() && dir.parent_path() != dir)
+      dir = dir.parent_path();
+    return dir;
+  };
   std::error_code error;
-  fs::path dir = fs::absolute(c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path, error);
-  while (!error && !fs::exists(dir, error) && dir.has_parent_path() && dir.parent_path() != dir)
-    dir = dir.parent_path();
+  const fs::path dir = existing(c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path, error);
   if (error) return free;
   const fs::space_info space = fs::space(dir, error);
-  if (!error) free.disk_bytes = static_cast<int64_t>(space.available);
+  if (error) return free;
+  free.disk_bytes = static_cast<int64_t>(space.available);
+  // Checkpoints go to out.dir: on the same file system they must still
+  // fit beside the boundaries, train.keep_last of them and the one being
+  // written, or a save would fail for want of room.
+  struct stat disk_stat {
+  }, out_stat{};
+  const fs::path out = existing(c.out.dir, error);
+  if (!error && ::stat(dir.c_str(), &disk_stat) == 0 && ::stat(out.c_str(), &out_stat) == 0 &&
+      disk_stat.st_dev == out_stat.st_dev)
+    free.disk_bytes = std::max<int64_t>(
+        0, free.disk_bytes - (c.train.keep_last + 1) * std::max<int64_t>(0, checkpoint_bytes));
   return free;
 }
 
@@ -98,7 +124,8 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.micro_batch = c.exec.micro_batch;
   o.optimizer = sizes.optimizer;
   o.compute_bytes = sizes.compute_bytes;
-  const plan::HardwareProfile hw = auto_hardware(c, free_memory_for_run(c, gpu_free_bytes));
+  const plan::HardwareProfile hw =
+      auto_hardware(c, free_memory_for_run(c, gpu_free_bytes, checkpoint_bytes(c, model)));
   plan::Plan p = plan::make_plan(model, hw, o);
   if (!p.feasible) {
     std::string why;

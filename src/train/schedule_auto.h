@@ -26,12 +26,19 @@ struct FreeMemory {
   int64_t disk_bytes = -1;  // free space where disk boundaries go
 };
 
+// The bytes of one checkpoint of `model` trained by `c`: its f32 weights
+// and the optimizer's states.
+int64_t checkpoint_bytes(const TrainConfig& c, const models::ModelConfig& model);
+
 // This machine's FreeMemory for run `c`, given the GPU's (-1: none). The
 // host: what is free (MemAvailable, or the cgroup limit's room if less)
 // plus the host tensors alive now (the plan counts them), less
-// kHostReserveBytes. The disk: the file system of exec.disk_path, else
-// out.dir (or the nearest folder above it that exists).
-FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes);
+// kHostReserveBytes. The disk: the free space of exec.disk_path's file
+// system, else out.dir's (or the nearest folder above it that exists),
+// less room for train.keep_last + 1 checkpoints of `checkpoint_bytes` when
+// out.dir is on the same file system.
+FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes,
+                               int64_t checkpoint_bytes = 0);
 
 // The profile the plan is made for: exec.hardware, with gpu_memory_gb set
 // to exec.device_memory_gb when that is set, else, given the GPU's free

@@ -294,12 +294,40 @@ TEST(ScheduleAuto, HostAndDiskAreCappedByWhatIsFree) {
   const auto space = std::filesystem::space(tmp.path());
   // Other processes write to the same disk meanwhile: within 1 GB.
   EXPECT_NEAR(static_cast<double>(free.disk_bytes), static_cast<double>(space.available), 1e9);
+  // On out.dir's file system, room for train.keep_last + 1 checkpoints is
+  // kept: 3 of 2 GB each here (keep_last 2).
+  c.train.keep_last = 2;
+  EXPECT_NEAR(static_cast<double>(free_memory_for_run(c, -1, 2'000'000'000).disk_bytes),
+              std::max(0.0, static_cast<double>(space.available) - 6e9), 1e9);
   // exec.disk_path, when set, is where disk boundaries go: its file system
-  // (/dev/shm is another one here, a tmpfs), not out.dir's.
+  // (/dev/shm is another one here, a tmpfs), not out.dir's, and the
+  // checkpoints take nothing from it.
   if (fs::exists("/dev/shm") && fs::space("/dev/shm").capacity != fs::space(tmp.path()).capacity) {
     c.exec.disk_path = "/dev/shm/lazytrain-not-yet";
-    EXPECT_NEAR(static_cast<double>(free_memory_for_run(c, -1).disk_bytes),
+    EXPECT_NEAR(static_cast<double>(free_memory_for_run(c, -1, 2'000'000'000).disk_bytes),
                 static_cast<double>(fs::space("/dev/shm").available), 1e9);
+  }
+}
+
+// A checkpoint's bytes against a checkpoint the trainer wrote: the
+// safetensors files of its weights and optimizer states, whose headers
+// (names, shapes) add a little.
+TEST(ScheduleAuto, ACheckpointHoldsTheWeightsAndTheOptimizersStates) {
+  TempDir tmp("sched_ckpt");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 3);
+  const auto model = models::ModelConfig::from_file(fixture("llama") / "config.json");
+  for (const std::string optimizer : {"adamw", "adamw8bit"}) {
+    SCOPED_TRACE(optimizer);
+    const TrainConfig c = fixture_config(
+        fixture("llama"), tmp / "data.jsonl", tmp / optimizer,
+        with_common({"train.steps=1", "optim.name=" + optimizer, "optim.min_8bit_numel=1"}));
+    const TrainRunResult result = train_quietly(c);
+    int64_t on_disk = 0;
+    for (const auto& entry : fs::directory_iterator(result.last_checkpoint))
+      if (entry.path().extension() == ".safetensors") on_disk += fs::file_size(entry.path());
+    const int64_t counted = checkpoint_bytes(c, model);
+    EXPECT_LE(counted, on_disk);
+    EXPECT_GE(counted, on_disk * 9 / 10) << "counted " << counted << ", on disk " << on_disk;
   }
 }
 
