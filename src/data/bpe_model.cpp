@@ -76,8 +76,12 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, uint32_t>>& vocab,
     auto find = [&](const std::string& token, const char* role) {
       auto it = id_of_token_.find(token);
       if (it == id_of_token_.end()) {
-        merges_field.element(rank).fail(std::string(role) + " token " +
-                                        nlohmann::json(token).dump() +
+        // Merges from GPT-2's vocab.bpe are raw bytes, not parsed JSON, and
+        // dump() throws json::type_error on invalid UTF-8 unless told to
+        // replace it (U+FFFD).
+        const std::string quoted =
+            nlohmann::json(token).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        merges_field.element(rank).fail(std::string(role) + " token " + quoted +
                                         " is not in the vocabulary (model.vocab)");
       }
       return it->second;

@@ -14,15 +14,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-json parse_json(const std::string& text, const fs::path& file,
-                const json::parser_callback_t& filter = nullptr) {
-  try {
-    return json::parse(text, filter);
-  } catch (const json::parse_error& e) {
-    fail(file.string(), ": not valid JSON (", e.what(), ")");
-  }
-}
-
 // eos_token / bos_token: a string, an AddedToken object {"content": ...},
 // or null.
 std::optional<std::string> token_field(const json& config, const JsonField& field,
@@ -221,7 +212,7 @@ TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
   const fs::path config_file = dir / "tokenizer_config.json";
   if (fs::exists(config_file)) {
     config.file = config_file;
-    json j = parse_json(read_whole_file(config_file), config_file);
+    json j = parse_json_text(read_whole_file(config_file), config_file);
     JsonField root{config_file.string(), ""};
     if (!j.is_object()) root.fail("expected an object, found " + json_type_name(j));
     config.chat_template = chat_template_field(j, root);
@@ -248,8 +239,9 @@ TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
       return !(depth == 1 && event == json::parse_event_t::key &&
                (parsed == "model" || parsed == "added_tokens"));
     };
-    json j = parse_json(read_whole_file(tokenizer_json), tokenizer_json, skip_model);
+    json j = parse_json_text(read_whole_file(tokenizer_json), tokenizer_json, skip_model);
     if (j.is_object()) config.prefix_tokens = post_processor_prefix(j, tokenizer_json);
+    config.tokenizer_json = tokenizer_json;
   }
   return config;
 }
@@ -267,7 +259,8 @@ SpecialIds resolve_special_ids(const Tokenizer& tokenizer, const TokenizerConfig
   }
   for (const std::string& token : config.prefix_tokens) {
     std::optional<uint32_t> id = tokenizer.token_to_id(token);
-    LT_CHECK(id.has_value(), "tokenizer.json: field \"post_processor\": special token \"", token,
+    LT_CHECK(id.has_value(), config.tokenizer_json.string(),
+             ": field \"post_processor\": special token \"", token,
              "\" is not a token of the tokenizer");
     ids.prefix.push_back(*id);
   }

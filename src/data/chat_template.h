@@ -113,6 +113,7 @@ struct TokenizerConfig {
   // Special tokens tokenizer.json's post-processor puts before a single
   // text (TemplateProcessing "single" up to "$A"), e.g. <|begin_of_text|>.
   std::vector<std::string> prefix_tokens;
+  std::filesystem::path tokenizer_json;  // the file prefix_tokens came from; empty if none
 };
 
 // Reads tokenizer_config.json (and chat_template.jinja, and tokenizer.json's

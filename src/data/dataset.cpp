@@ -194,10 +194,14 @@ int32_t token_id(const json& value, const std::string& where, int64_t vocab_size
   if (!value.is_number_integer()) {
     row_fail(where, std::string("expected an integer token id, found ") + value.type_name());
   }
-  const int64_t id = value.get<int64_t>();
+  // Integers above INT64_MAX are kept unsigned, and get<int64_t> would wrap
+  // them (2^64 - 100 would read as the ignore label -100).
+  const int64_t id = value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT64_MAX}
+                         ? INT64_MAX
+                         : value.get<int64_t>();
   if (label && id == kIgnoreLabel) return kIgnoreLabel;
   if (id < 0 || id > INT32_MAX || (vocab_size > 0 && id >= vocab_size)) {
-    row_fail(where, std::to_string(id) + " is outside the vocabulary [0, " +
+    row_fail(where, value.dump() + " is outside the vocabulary [0, " +
                         (vocab_size > 0 ? std::to_string(vocab_size) : std::string("2^31")) + ")");
   }
   return static_cast<int32_t>(id);

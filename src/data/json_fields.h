@@ -28,6 +28,39 @@ struct JsonField {
   }
 };
 
+// Tokenizer files nest a few levels (a Sequence of pre-tokenizers holding a
+// Split holding its pattern is 4); their readers recurse into Sequences, and
+// error messages print offending values (json::dump recurses too), so a
+// malformed file nested 100,000 deep overflowed the stack. Deeper values
+// are discarded unbuilt while parsing, and the file is refused.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses `text`, the contents of `file`; `filter` (optional) is a
+// nlohmann parser callback applied as well. Errors name the file.
+inline nlohmann::json parse_json_text(const std::string& text, const std::filesystem::path& file,
+                                      const nlohmann::json::parser_callback_t& filter = nullptr) {
+  bool too_deep = false;
+  const nlohmann::json::parser_callback_t guard =
+      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        if (depth > kMaxJsonDepth) {
+          too_deep = true;
+          return false;
+        }
+        return filter ? filter(depth, event, parsed) : true;
+      };
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(text, guard);
+  } catch (const nlohmann::json::parse_error& e) {
+    lt::fail(file.string(), ": not valid JSON (", e.what(), ")");
+  }
+  if (too_deep) {
+    lt::fail(file.string(), ": nests deeper than ", kMaxJsonDepth,
+             " levels, which no tokenizer file does");
+  }
+  return root;
+}
+
 // The whole file as bytes; an error names the file.
 inline std::string read_whole_file(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
@@ -78,11 +111,24 @@ inline bool optional_bool(const nlohmann::json& value, const JsonField& field, s
   return member ? require_bool(*member, field.member(key)) : fallback;
 }
 
+// Token ids index tables with one entry per id up to the largest (the
+// model's token strings, the decoder's bytes), so one absurd id in a
+// malformed file (2147483647) would make loading allocate tens of GB and
+// fail with std::bad_alloc. Real vocabularies stay far below this bound
+// (Gemma 3: 262,144 tokens; Qwen3: 151,669); 2^22 leaves 16x room and keeps
+// the tables of a hostile file to a few hundred MB.
+inline constexpr int64_t kMaxTokenId = (int64_t{1} << 22) - 1;
+
 inline uint32_t require_token_id(const nlohmann::json& value, const JsonField& field) {
-  if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > INT32_MAX) {
+  // Compared as uint64_t: get<int64_t> would wrap values above INT64_MAX.
+  if (!value.is_number_integer() || (!value.is_number_unsigned() && value.get<int64_t>() < 0)) {
     field.fail("expected a token id (a non-negative integer), found " + value.dump());
   }
-  return static_cast<uint32_t>(value.get<int64_t>());
+  if (value.get<uint64_t>() > uint64_t{kMaxTokenId}) {
+    field.fail("token id " + value.dump() + " is beyond the largest supported id " +
+               std::to_string(kMaxTokenId));
+  }
+  return static_cast<uint32_t>(value.get<uint64_t>());
 }
 
 }  // namespace lt::data

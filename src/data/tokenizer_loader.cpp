@@ -16,12 +16,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 json parse_json_file(const fs::path& file) {
-  std::string text = read_whole_file(file);
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    fail(file.string(), ": not valid JSON (", e.what(), ")");
-  }
+  return parse_json_text(read_whole_file(file), file);
 }
 
 Normalizer parse_normalizer(const json* value, const JsonField& field) {

@@ -45,10 +45,23 @@ CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype) {
   LT_CHECK(std::filesystem::is_directory(folder), "model folder '", folder.string(),
            "' does not exist");
   ModelConfig config = ModelConfig::from_file(config_path);
-  CausalLM model = CausalLM::uninitialized(config, dtype);
-  auto params = parameters_by_name(model);
   HfWeights weights(folder);
   weights.check_all();
+  // The model is allocated from config.json's sizes before any tensor is
+  // compared with them, so a malformed config (vocab_size 2^31) ended in a
+  // failed allocation of hundreds of GB that named no file. Every parameter
+  // is filled from its own values of the weight files, so a config needing
+  // far more values than the files hold is refused first, and what is
+  // allocated stays within a small multiple of the files. The slack (2x and
+  // 2^20 values) leaves ordinary mismatches, a tensor missing or of the
+  // wrong shape, to the messages below that name the tensor.
+  int64_t stored = 0;
+  for (const auto& name : weights.names()) stored += numel(weights.entry(name).shape);
+  LT_CHECK(config.num_parameters() <= 2 * stored + (int64_t{1} << 20), "config '",
+           config_path.string(), "' implies ", config.num_parameters(),
+           " parameters, but the weights in '", folder.string(), "' hold only ", stored, " values");
+  CausalLM model = CausalLM::uninitialized(config, dtype);
+  auto params = parameters_by_name(model);
 
   NoGradGuard no_grad;
   std::set<std::string> used;

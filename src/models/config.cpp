@@ -36,6 +36,11 @@ class Fields {
     const json* v = find(key);
     if (!v) return std::nullopt;
     if (!v->is_number_integer()) refuse(key, "expected an integer, got ", v->dump());
+    // nlohmann keeps integers above INT64_MAX as unsigned; get<int64_t>
+    // would wrap them to negative numbers.
+    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{INT64_MAX}) {
+      refuse(key, v->dump(), " is too large");
+    }
     return v->get<int64_t>();
   }
   int64_t positive_int(const std::string& key, std::optional<int64_t> fallback = {}) const {
@@ -214,6 +219,11 @@ void parse_gpt2(const Fields& f, ModelConfig& c) {
              " is not divisible by ", c.num_attention_heads, " heads");
   }
   c.head_dim = c.hidden_size / c.num_attention_heads;
+  // 4 * n_embd must not overflow (a malformed config can hold any size);
+  // parameter_count() refuses sizes this large anyway, after this line.
+  if (c.hidden_size > INT64_MAX / 4) {
+    f.refuse(pick("n_embd", "hidden_size"), c.hidden_size, " is too large");
+  }
   c.intermediate_size = f.positive_int("n_inner", 4 * c.hidden_size);
   c.max_position_embeddings = f.positive_int(pick("n_positions", "max_position_embeddings"), 1024);
   c.vocab_size = f.positive_int("vocab_size");
@@ -283,6 +293,36 @@ void parse_decoder(const Fields& f, const json& root, const std::string& file, M
   check_attention_kinds(root, f, c);
 }
 
+// The parameters a config implies, counted in T: int64_t for
+// num_parameters(), long double for the check in from_json_text that a
+// config's sizes, each valid alone, do not multiply past int64.
+template <typename T>
+T parameter_count(const ModelConfig& c) {
+  const T H = static_cast<T>(c.hidden_size), I = static_cast<T>(c.intermediate_size),
+          V = static_cast<T>(c.vocab_size);
+  const T layers = static_cast<T>(c.num_hidden_layers), head_dim = static_cast<T>(c.head_dim);
+  const T lm_head = c.tie_word_embeddings ? 0 : V * H;
+  if (c.is_gpt2()) {
+    const T per_layer = 2 * H                     // ln_1
+                        + H * 3 * H + 3 * H       // c_attn (q, k, v fused)
+                        + H * H + H               // attn c_proj
+                        + 2 * H                   // ln_2
+                        + H * I + I + I * H + H;  // mlp c_fc, c_proj
+    return V * H + static_cast<T>(c.max_position_embeddings) * H + layers * per_layer + 2 * H +
+           lm_head;
+  }
+  const T q = static_cast<T>(c.num_attention_heads) * head_dim;
+  const T kv = static_cast<T>(c.num_key_value_heads) * head_dim;
+  T per_layer = H * q + 2 * H * kv + q * H  // q, k, v, o projections
+                + 3 * H * I                 // gate, up, down
+                + 2 * H;                    // input and post-attention norms
+  if (c.attention_bias) per_layer += q + 2 * kv;
+  if (c.attention_out_bias) per_layer += H;
+  if (c.mlp_bias) per_layer += 2 * I + H;
+  if (c.qk_norm) per_layer += 2 * head_dim;
+  return V * H + layers * per_layer + H + lm_head;
+}
+
 }  // namespace
 
 const char* model_type_name(ModelFamily family) {
@@ -314,12 +354,23 @@ const char* activation_name(Activation act) {
 }
 
 ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& label) {
+  // A config nests three levels (rope_parameters.full_attention.x); error
+  // messages print offending values with json::dump, which recurses, so a
+  // value nested 100,000 deep overflowed the stack. Anything deeper than
+  // this bound is discarded unbuilt while parsing, and the file refused.
+  constexpr int kMaxDepth = 64;
+  bool too_deep = false;
+  const json::parser_callback_t depth_guard = [&](int depth, json::parse_event_t, json&) {
+    too_deep = too_deep || depth > kMaxDepth;
+    return depth <= kMaxDepth;
+  };
   json root;
   try {
-    root = json::parse(text);
+    root = json::parse(text, depth_guard);
   } catch (const json::exception& err) {
     fail("config '", label, "': not valid JSON: ", err.what());
   }
+  if (too_deep) fail("config '", label, "': nests deeper than ", kMaxDepth, " levels");
   if (!root.is_object()) fail("config '", label, "': expected a JSON object");
   Fields f(root, label);
   ModelConfig c;
@@ -340,6 +391,18 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
     f.refuse(dtype_key, "'", c.torch_dtype, "' is not supported (float32, bfloat16, float16)");
   }
   parse_token_ids(f, c);
+  // Each size above is a positive int64, but their products (vocab x
+  // hidden, layers x hidden x intermediate) can still overflow: a
+  // malformed config (hidden_size 1e18) must be refused here, not become
+  // undefined arithmetic in num_parameters() or an absurd allocation. The
+  // bound is the weights' bytes at 8 per parameter (F64) fitting int64.
+  const long double count = parameter_count<long double>(c);
+  if (count > static_cast<long double>(INT64_MAX / 8)) {
+    fail("config '", label, "': the sizes (hidden ", c.hidden_size, ", intermediate ",
+         c.intermediate_size, ", layers ", c.num_hidden_layers, ", vocab ", c.vocab_size,
+         ", heads ", c.num_attention_heads, " x head_dim ", c.head_dim, ") imply ",
+         static_cast<double>(count), " parameters, more than any model can hold");
+  }
   return c;
 }
 
@@ -433,26 +496,7 @@ std::string ModelConfig::to_json() const {
 }
 
 int64_t ModelConfig::num_parameters() const {
-  const int64_t H = hidden_size, I = intermediate_size, V = vocab_size;
-  const int64_t lm_head = tie_word_embeddings ? 0 : V * H;
-  if (is_gpt2()) {
-    const int64_t per_layer = 2 * H                     // ln_1
-                              + H * 3 * H + 3 * H       // c_attn (q, k, v fused)
-                              + H * H + H               // attn c_proj
-                              + 2 * H                   // ln_2
-                              + H * I + I + I * H + H;  // mlp c_fc, c_proj
-    return V * H + max_position_embeddings * H + num_hidden_layers * per_layer + 2 * H + lm_head;
-  }
-  const int64_t q = num_attention_heads * head_dim;
-  const int64_t kv = num_key_value_heads * head_dim;
-  int64_t per_layer = H * q + 2 * H * kv + q * H  // q, k, v, o projections
-                      + 3 * H * I                 // gate, up, down
-                      + 2 * H;                    // input and post-attention norms
-  if (attention_bias) per_layer += q + 2 * kv;
-  if (attention_out_bias) per_layer += H;
-  if (mlp_bias) per_layer += 2 * I + H;
-  if (qk_norm) per_layer += 2 * head_dim;
-  return V * H + num_hidden_layers * per_layer + H + lm_head;
+  return parameter_count<int64_t>(*this);
 }
 
 }  // namespace lt::models
