@@ -5,6 +5,7 @@
 // it captured before its ticket completes (what keeps the stand-in's device
 // peak independent of thread timing).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -79,8 +80,11 @@ Run train(Executor& executor, const models::CausalLM& model,
   return r;
 }
 
+// Per process: ctest runs these tests in parallel processes, and one
+// clearing a shared folder deleted another's spill file under it.
 fs::path scratch_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("lt_disk_test_" + name);
+  const fs::path dir =
+      fs::temp_directory_path() / ("lt_disk_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   return dir;
 }
