@@ -259,6 +259,11 @@ void parse_decoder(const Fields& f, const json& root, const std::string& file, M
   }
   int64_t head_dim_default = c.hidden_size / c.num_attention_heads;
   if (c.family == ModelFamily::Qwen3 && !root.contains("head_dim")) head_dim_default = 128;
+  // Without head_dim the default divides hidden_size among the heads; fewer
+  // dimensions than heads would give 0.
+  if (head_dim_default <= 0 && !root.contains("head_dim"))
+    f.refuse("num_attention_heads", c.num_attention_heads,
+             " heads leave no dimension of hidden_size ", c.hidden_size, " to each; set head_dim");
   c.head_dim = f.positive_int("head_dim", head_dim_default);
   if (c.head_dim % 2 != 0)
     f.refuse("head_dim", "rotary embeddings need an even head_dim, got ", c.head_dim);

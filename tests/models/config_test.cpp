@@ -317,6 +317,13 @@ TEST(ModelConfigRefusal, MissingOrBadSizes) {
   j["hidden_size"] = 2048;
   j["num_key_value_heads"] = 5;
   EXPECT_TRUE(refused(j, "num_key_value_heads", "multiple"));
+  // More heads than hidden dimensions and no head_dim: 16 / 32 gives 0.
+  j["num_key_value_heads"] = 8;
+  j["hidden_size"] = 16;
+  j.erase("head_dim");
+  EXPECT_TRUE(refused(j, "num_attention_heads", "set head_dim"));
+  j["head_dim"] = 64;  // given, it stands
+  EXPECT_NO_THROW(ModelConfig::from_json_text(j.dump(), "c"));
 
   auto g = fixture_json("gpt2.v4.json");
   g.erase("n_embd");
