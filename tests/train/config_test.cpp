@@ -138,6 +138,30 @@ TEST_F(ConfigErrors, AMissingTokenizerNamesTheKeyThatChoseTheFolder) {
   EXPECT_FALSE(fs::exists(tmp_ / "out" / "metrics.jsonl"));  // nothing ran
 }
 
+// A model whose f32 weights cannot fit in the host memory free stops before
+// allocating them, naming its config.json: here 200 layers of hidden 65536
+// (about 12 T parameters, 48 TB).
+TEST_F(ConfigErrors, AModelLargerThanTheHostMemoryNamesItsConfig) {
+  const fs::path model = tmp_ / "huge";
+  fs::create_directories(model);
+  auto config = nlohmann::json::parse(read_text(fixture("llama") / "config.json"));
+  config["hidden_size"] = 65536;
+  config["intermediate_size"] = 262144;
+  config["num_hidden_layers"] = 200;
+  config["num_attention_heads"] = 512;
+  config["num_key_value_heads"] = 8;
+  config["head_dim"] = 128;
+  write_text(model / "config.json", config.dump());
+  write_text(tmp_ / "run.yaml", yaml("", "", model.string()));
+  std::string output;
+  EXPECT_NE(run_program({"train", (tmp_ / "run.yaml").string(), "--set", "model.init=random"},
+                        tmp_ / "huge.log", &output),
+            0);
+  EXPECT_MENTIONS(output, (model / "config.json").string());
+  EXPECT_MENTIONS(output, "GB of host memory free");
+  EXPECT_FALSE(fs::exists(tmp_ / "out" / "metrics.jsonl"));  // nothing ran
+}
+
 // `lazytrain train run.yaml`: the config as the positional argument is
 // read as --config is (the same error from the same file), and giving both
 // is refused.
