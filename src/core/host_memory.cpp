@@ -1,8 +1,11 @@
 #include "core/host_memory.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
+
+#include "core/error.h"
 
 namespace lt {
 
@@ -76,6 +79,15 @@ int64_t host_bytes_for_this_process(int64_t already_counted, int64_t reserve) {
     if (room >= 0) cgroup_free = cgroup_free < 0 ? room : std::min(cgroup_free, room);
   }
   return host_bytes_for_plan(available, cgroup_free, already_counted, reserve);
+}
+
+void check_host_memory_for(int64_t bytes, const std::string& what) {
+  const int64_t free = host_bytes_for_this_process(0, 0);
+  if (free < 0 || bytes <= free) return;
+  char figures[96];
+  std::snprintf(figures, sizeof figures, "%.3g GB of host memory, more than the %.3g GB free",
+                static_cast<double>(bytes) / 1e9, static_cast<double>(free) / 1e9);
+  fail(what, " needs ", figures);
 }
 
 }  // namespace lt

@@ -30,4 +30,10 @@ int64_t host_bytes_for_plan(int64_t available, int64_t cgroup_free, int64_t alre
 // limit of this process's cgroup (v2 or v1, as /proc/self/cgroup names it).
 int64_t host_bytes_for_this_process(int64_t already_counted, int64_t reserve);
 
+// Throws lt::Error "<what> needs X GB of host memory, more than the Y GB
+// free" when `bytes` exceed what is free now (host_bytes_for_this_process
+// with nothing held and no reserve); nothing when that is unknown. For an
+// allocation so large that its failure would name no file.
+void check_host_memory_for(int64_t bytes, const std::string& what);
+
 }  // namespace lt

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "autograd/grad_mode.h"
+#include "core/host_memory.h"
 #include "io/atomic_file.h"
 #include "models/hf_mapping.h"
 
@@ -60,6 +61,10 @@ CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype) {
   LT_CHECK(config.num_parameters() <= 2 * stored + (int64_t{1} << 20), "config '",
            config_path.string(), "' implies ", config.num_parameters(),
            " parameters, but the weights in '", folder.string(), "' hold only ", stored, " values");
+  check_host_memory_for(config.num_parameters() * static_cast<int64_t>(dtype_size(dtype)),
+                        "the model of '" + config_path.string() + "' (" +
+                            std::to_string(config.num_parameters()) + " parameters in " +
+                            dtype_name(dtype) + ")");
   CausalLM model = CausalLM::uninitialized(config, dtype);
   auto params = parameters_by_name(model);
 

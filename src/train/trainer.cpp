@@ -204,20 +204,6 @@ void write_text_atomic(const fs::path& path, const std::string& text) {
   w.commit();
 }
 
-// The f32 master weights are allocated from config.json's sizes first:
-// when they cannot fit in the host memory free, say so, naming the config,
-// rather than let an allocation of hundreds of GB fail naming no file.
-void check_masters_fit_host(const fs::path& model_dir) {
-  const fs::path config_path = model_dir / "config.json";
-  const models::ModelConfig config = models::ModelConfig::from_file(config_path);
-  const int64_t needed = config.num_parameters() * 4;
-  const int64_t free = host_bytes_for_this_process(0, 0);
-  LT_CHECK(free < 0 || needed <= free, "model: '", config_path.string(), "' implies ",
-           config.num_parameters(), " parameters, ", fmt::format("{:.3g}", needed / 1e9),
-           " GB of f32 master weights, more than the ", fmt::format("{:.3g}", free / 1e9),
-           " GB of host memory free");
-}
-
 }  // namespace
 
 TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions& run) {
@@ -267,14 +253,20 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   fs::path resume_dir;
   if (!run.resume.empty()) resume_dir = resolve_checkpoint(run.resume, out_dir);
   Generator init_gen(c.train.seed);
-  check_masters_fit_host(resume_dir.empty() ? fs::path(c.model.path) : resume_dir);
-  models::CausalLM model =
-      !resume_dir.empty() ? io::load_hf_model(resume_dir, DType::F32)
-      : c.model.init == "random"
-          ? models::CausalLM::random(
-                models::ModelConfig::from_file(fs::path(c.model.path) / "config.json"), init_gen,
-                DType::F32)
-          : io::load_hf_model(c.model.path, DType::F32);
+  // Random weights are allocated from config.json alone; load_hf_model
+  // checks the same for the others.
+  const auto random_config = [&] {
+    const fs::path path = fs::path(c.model.path) / "config.json";
+    models::ModelConfig config = models::ModelConfig::from_file(path);
+    check_host_memory_for(config.num_parameters() * 4, "the model of '" + path.string() + "' (" +
+                                                           std::to_string(config.num_parameters()) +
+                                                           " parameters in f32)");
+    return config;
+  };
+  models::CausalLM model = !resume_dir.empty() ? io::load_hf_model(resume_dir, DType::F32)
+                           : c.model.init == "random"
+                               ? models::CausalLM::random(random_config(), init_gen, DType::F32)
+                               : io::load_hf_model(c.model.path, DType::F32);
   const int64_t vocab = model.config().vocab_size;
   for (const auto& s : samples) {
     for (int32_t id : s.ids) {

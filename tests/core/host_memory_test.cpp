@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <sys/sysinfo.h>
 
+#include "core/error.h"
+
 namespace lt {
 namespace {
 
@@ -47,6 +49,22 @@ TEST(HostMemory, ThisProcessCanHoldNoMoreThanTheMachinesRam) {
   const int64_t bytes = host_bytes_for_this_process(0, 0);
   ASSERT_GT(bytes, 0);
   EXPECT_LE(bytes, total);
+}
+
+// An allocation beyond what is free is refused naming what needs it; one
+// within it passes.
+TEST(HostMemory, AnAllocationBeyondWhatIsFreeIsRefusedByName) {
+  try {
+    check_host_memory_for(int64_t{1} << 62, "the model of 'm/config.json'");
+    ADD_FAILURE() << "4.6 EB of host memory was not refused";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("the model of 'm/config.json' needs 4.61e+09 GB of host memory, more "
+                           "than the "),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_NO_THROW(check_host_memory_for(4096, "a page"));
 }
 
 }  // namespace
