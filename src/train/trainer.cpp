@@ -136,7 +136,7 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const Execut
   }
   if (schedule_name == "all_gpu") {
     options.schedule = exec::Schedule::all_gpu(blocks);
-  } else if (c.exec.schedule == "every_k") {
+  } else if (schedule_name == "every_k") {
     options.schedule = exec::Schedule::every_kth_gpu(blocks, static_cast<int>(c.exec.keep_every));
   } else if (schedule_name == "auto") {
     plan::Plan plan;
