@@ -159,6 +159,39 @@ PlanInstance build_instance(const CostModel& m) {
   return in;
 }
 
+namespace {
+
+// Parameters a second the CPU update runs at during the forward: the
+// profile's rate beside the copies when measured. Otherwise the lesser of
+// the CPU's (the profile's measured rate for the optimizer in use) and what
+// host memory bandwidth allows once the forward's copies (weights in,
+// activations out) take their share; the bandwidth is host_mem_gbps, or
+// what the measured rate itself moves if that is more (a triad measures
+// less than AdamW's streams reach).
+double update_params_per_s(const CostModel& m, const PlanInstance& in, const PlanSolution& sol,
+                           double forward_s) {
+  const HardwareProfile& hw = m.hardware;
+  const bool fp32 = m.sizes.optimizer == exec::OptimizerStates::Fp32;
+  const std::optional<double>& beside_copies =
+      fp32 ? hw.cpu_adam_beside_copies_gparams_per_s : hw.cpu_adam8bit_beside_copies_gparams_per_s;
+  if (beside_copies) return *beside_copies * 1e9;
+  const double bytes_pp = fp32 ? kFp32AdamBytesPerParam : kEightBitAdamBytesPerParam;
+  const double cpu_params_per_s =
+      (fp32 ? hw.cpu_adam_gparams_per_s : hw.cpu_adam8bit_gparams_per_s) * 1e9;
+  const double host_bw_gbps = std::max(hw.host_mem_gbps, cpu_params_per_s * bytes_pp / kBytesPerGB);
+  double offloaded_gb = 0;
+  for (size_t i = 0; i < sol.placements.size(); ++i)
+    if (sol.placements[i] == exec::Placement::Host || sol.placements[i] == exec::Placement::Disk)
+      offloaded_gb += in.boundary_gb[i];
+  const double copy_gbps =
+      (in.num_blocks * m.block_weight_gb + offloaded_gb) / std::max(forward_s, 1e-12);
+  const double host_gbps =
+      std::max(host_bw_gbps - copy_gbps, kMinOptimizerHostShare * host_bw_gbps);
+  return std::min(cpu_params_per_s, host_gbps * kBytesPerGB / bytes_pp);
+}
+
+}  // namespace
+
 StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const PlanSolution& sol) {
   const int L = in.num_blocks;
   const HardwareProfile& hw = m.hardware;
@@ -183,35 +216,8 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
           std::max(0.0, w_gb / hw.bidir_gbps - (m.block_backward_s - m.block_forward_s));
   }
   // The optimizer updates stage k (forward order) while the next step's
-  // forward runs stages before k, and stage k's forward waits for it. Its
-  // rate is the profile's rate beside the copies when measured. Otherwise
-  // it is the lesser of the CPU's (the profile's measured rate for the
-  // optimizer in use) and what host memory bandwidth allows once the
-  // forward's copies (weights in, activations out) take their share. The
-  // bandwidth is host_mem_gbps, or what the measured rate itself moves if
-  // that is more (a triad measures less than AdamW's streams reach).
-  const bool fp32 = m.sizes.optimizer == exec::OptimizerStates::Fp32;
-  const std::optional<double>& beside_copies =
-      fp32 ? hw.cpu_adam_beside_copies_gparams_per_s : hw.cpu_adam8bit_beside_copies_gparams_per_s;
-  double params_per_s = 0;
-  if (beside_copies) {
-    params_per_s = *beside_copies * 1e9;
-  } else {
-    const double bytes_pp = fp32 ? kFp32AdamBytesPerParam : kEightBitAdamBytesPerParam;
-    const double cpu_params_per_s =
-        (fp32 ? hw.cpu_adam_gparams_per_s : hw.cpu_adam8bit_gparams_per_s) * 1e9;
-    const double host_bw_gbps =
-        std::max(hw.host_mem_gbps, cpu_params_per_s * bytes_pp / kBytesPerGB);
-    double offloaded_gb = 0;
-    for (int i = 0; i <= L; ++i)
-      if (!sol.placements.empty() && (sol.placements[i] == exec::Placement::Host ||
-                                      sol.placements[i] == exec::Placement::Disk))
-        offloaded_gb += in.boundary_gb[i];
-    const double copy_gbps = (L * w_gb + offloaded_gb) / std::max(forward_s, 1e-12);
-    const double host_gbps =
-        std::max(host_bw_gbps - copy_gbps, kMinOptimizerHostShare * host_bw_gbps);
-    params_per_s = std::min(cpu_params_per_s, host_gbps * kBytesPerGB / bytes_pp);
-  }
+  // forward runs stages before k, and stage k's forward waits for it.
+  const double params_per_s = update_params_per_s(m, in, sol, forward_s);
   const double block_params = static_cast<double>(exec::block_parameters(m.config));
   // Stages in forward order: the embedding (with a tied head, all of the
   // shared matrix: the embed stage owns it and is updated first), blocks,
