@@ -25,6 +25,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/json_brief.h"
 #include "data/tokenizer.h"
 
 namespace lt::cli {
@@ -63,7 +64,7 @@ std::vector<uint32_t> parse_ids(const std::string& input) {
   auto as_id = [](const nlohmann::json& value, size_t index) {
     if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
         value.get<int64_t>() > UINT32_MAX) {
-      fail("stdin: ids[", index, "]: expected a non-negative integer, found ", value.dump());
+      fail("stdin: ids[", index, "]: expected a non-negative integer, found ", brief_json(value));
     }
     return static_cast<uint32_t>(value.get<int64_t>());
   };

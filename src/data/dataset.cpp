@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/json_brief.h"
 #include "core/thread_pool.h"
 #include "data/chat_template.h"
 #include "data/dataset_source.h"
@@ -201,7 +202,7 @@ int32_t token_id(const json& value, const std::string& where, int64_t vocab_size
                          : value.get<int64_t>();
   if (label && id == kIgnoreLabel) return kIgnoreLabel;
   if (id < 0 || id > INT32_MAX || (vocab_size > 0 && id >= vocab_size)) {
-    row_fail(where, value.dump() + " is outside the vocabulary [0, " +
+    row_fail(where, brief_json(value) + " is outside the vocabulary [0, " +
                         (vocab_size > 0 ? std::to_string(vocab_size) : std::string("2^31")) + ")");
   }
   return static_cast<int32_t>(id);

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/json_brief.h"
 
 namespace lt::data {
 
@@ -122,10 +123,10 @@ inline constexpr int64_t kMaxTokenId = (int64_t{1} << 22) - 1;
 inline uint32_t require_token_id(const nlohmann::json& value, const JsonField& field) {
   // Compared as uint64_t: get<int64_t> would wrap values above INT64_MAX.
   if (!value.is_number_integer() || (!value.is_number_unsigned() && value.get<int64_t>() < 0)) {
-    field.fail("expected a token id (a non-negative integer), found " + value.dump());
+    field.fail("expected a token id (a non-negative integer), found " + brief_json(value));
   }
   if (value.get<uint64_t>() > uint64_t{kMaxTokenId}) {
-    field.fail("token id " + value.dump() + " is beyond the largest supported id " +
+    field.fail("token id " + brief_json(value) + " is beyond the largest supported id " +
                std::to_string(kMaxTokenId));
   }
   return static_cast<uint32_t>(value.get<uint64_t>());

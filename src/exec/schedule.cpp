@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_brief.h"
 #include "data/json_fields.h"
 #include "io/atomic_file.h"
 
@@ -22,7 +23,7 @@ int64_t read_count(const nlohmann::json& j, const char* key, const std::string& 
   if (!j.contains(key)) return 0;
   const auto& v = j.at(key);
   LT_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, source, ": field \"", key,
-           "\" must be an integer >= 0, got ", v.dump());
+           "\" must be an integer >= 0, got ", brief_json(v));
   return v.get<int64_t>();
 }
 
@@ -167,7 +168,7 @@ namespace {
 std::vector<Schedule::ReadPiece> parse_read_split(const nlohmann::json& list,
                                                   const std::string& where) {
   LT_CHECK(list.is_array() && !list.empty(), where,
-           " must be a non-empty list of {window, fraction}, got ", list.dump());
+           " must be a non-empty list of {window, fraction}, got ", brief_json(list));
   std::vector<Schedule::ReadPiece> split;
   for (size_t k = 0; k < list.size(); ++k) {
     const auto& piece = list[k];
@@ -175,7 +176,7 @@ std::vector<Schedule::ReadPiece> parse_read_split(const nlohmann::json& list,
                  piece.at("window").is_number_integer() && piece.at("window").get<int64_t>() >= 0 &&
                  piece.at("fraction").is_number(),
              where, "[", k, "] must be {\"window\": integer >= 0, \"fraction\": number}, got ",
-             piece.dump());
+             brief_json(piece));
     split.push_back(
         {static_cast<int>(piece.at("window").get<int64_t>()), piece.at("fraction").get<double>()});
   }
@@ -204,14 +205,15 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& source) 
     LT_CHECK(b.at("index").is_number_integer() &&
                  b.at("index").get<int64_t>() == static_cast<int64_t>(i),
              where, ".index must be ", i, " (boundaries are listed in order), got ",
-             b.at("index").dump());
+             brief_json(b.at("index")));
     LT_CHECK(b.at("placement").is_string(), where, ".placement must be a string");
     s.boundaries.push_back(
         parse_placement(b.at("placement").get<std::string>(), where + ".placement"));
     int window = -1;
     if (b.contains("read_window")) {
       LT_CHECK(b.at("read_window").is_number_integer() && b.at("read_window").get<int64_t>() >= 0,
-               where, ".read_window must be an integer >= 0, got ", b.at("read_window").dump());
+               where, ".read_window must be an integer >= 0, got ",
+               brief_json(b.at("read_window")));
       window = static_cast<int>(b.at("read_window").get<int64_t>());
       s.read_windows.resize(list.size(), -1);
     }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/json_brief.h"
 #include "io/atomic_file.h"
 
 namespace lt::io {
@@ -169,13 +170,13 @@ SafetensorsEntry parse_entry(const std::string& file, const std::string& name, c
   auto off_it = v.find("data_offsets");
   if (off_it == v.end()) bad_field(file, name, "data_offsets", "missing");
   if (!off_it->is_array() || off_it->size() != 2) {
-    bad_field(file, name, "data_offsets", "expected [begin, end], got ", off_it->dump());
+    bad_field(file, name, "data_offsets", "expected [begin, end], got ", brief_json(*off_it));
   }
   auto begin = as_count((*off_it)[0]);
   auto end = as_count((*off_it)[1]);
   if (!begin || !end) {
     bad_field(file, name, "data_offsets", "expected two non-negative integers, got ",
-              off_it->dump());
+              brief_json(*off_it));
   }
   if (*begin > *end) bad_field(file, name, "data_offsets", "begin ", *begin, " > end ", *end);
   if (*end > data_bytes) {

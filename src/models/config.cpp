@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_brief.h"
 
 namespace lt::models {
 
@@ -35,11 +36,11 @@ class Fields {
   std::optional<int64_t> opt_int(const std::string& key) const {
     const json* v = find(key);
     if (!v) return std::nullopt;
-    if (!v->is_number_integer()) refuse(key, "expected an integer, got ", v->dump());
+    if (!v->is_number_integer()) refuse(key, "expected an integer, got ", brief_json(*v));
     // nlohmann keeps integers above INT64_MAX as unsigned; get<int64_t>
     // would wrap them to negative numbers.
     if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{INT64_MAX}) {
-      refuse(key, v->dump(), " is too large");
+      refuse(key, brief_json(*v), " is too large");
     }
     return v->get<int64_t>();
   }
@@ -58,19 +59,19 @@ class Fields {
       if (!fallback) refuse(key, "missing (required)");
       return *fallback;
     }
-    if (!v->is_number()) refuse(key, "expected a number, got ", v->dump());
+    if (!v->is_number()) refuse(key, "expected a number, got ", brief_json(*v));
     return v->get<double>();
   }
   bool boolean(const std::string& key, bool fallback) const {
     const json* v = find(key);
     if (!v) return fallback;
-    if (!v->is_boolean()) refuse(key, "expected true or false, got ", v->dump());
+    if (!v->is_boolean()) refuse(key, "expected true or false, got ", brief_json(*v));
     return v->get<bool>();
   }
   std::optional<std::string> opt_string(const std::string& key) const {
     const json* v = find(key);
     if (!v) return std::nullopt;
-    if (!v->is_string()) refuse(key, "expected a string, got ", v->dump());
+    if (!v->is_string()) refuse(key, "expected a string, got ", brief_json(*v));
     return v->get<std::string>();
   }
 
@@ -112,14 +113,15 @@ void parse_rope(const Fields& top, const std::string& file, ModelConfig& c) {
     params = rp;
     where = "rope_parameters";
   }
-  if (params && !params->is_object()) top.refuse(where, "expected an object, got ", params->dump());
+  if (params && !params->is_object())
+    top.refuse(where, "expected an object, got ", brief_json(*params));
   // transformers 5 may key rope parameters by layer type; with every layer
   // full attention (checked elsewhere) only that entry applies.
   if (params && !params->contains("rope_type") && !params->contains("type") &&
       params->contains("full_attention")) {
     params = &(*params)["full_attention"];
     where += ".full_attention";
-    if (!params->is_object()) top.refuse(where, "expected an object, got ", params->dump());
+    if (!params->is_object()) top.refuse(where, "expected an object, got ", brief_json(*params));
   }
   c.rope_theta = top.number("rope_theta", 10000.0);
   if (!params) return;
@@ -173,7 +175,7 @@ void check_attention_kinds(const json& root, const Fields& f, const ModelConfig&
     }
   }
   if (const json* lt = f.find("layer_types")) {
-    if (!lt->is_array()) f.refuse("layer_types", "expected a list, got ", lt->dump());
+    if (!lt->is_array()) f.refuse("layer_types", "expected a list, got ", brief_json(*lt));
     if (static_cast<int64_t>(lt->size()) != c.num_hidden_layers) {
       f.refuse("layer_types", "lists ", lt->size(), " layers, num_hidden_layers is ",
                c.num_hidden_layers);
@@ -181,7 +183,7 @@ void check_attention_kinds(const json& root, const Fields& f, const ModelConfig&
     for (size_t i = 0; i < lt->size(); ++i) {
       const json& t = (*lt)[i];
       if (!t.is_string() || t.get<std::string>() != "full_attention") {
-        f.refuse("layer_types", "layer ", i, " is ", t.dump(),
+        f.refuse("layer_types", "layer ", i, " is ", brief_json(t),
                  "; only \"full_attention\" is supported");
       }
     }
@@ -196,11 +198,12 @@ void parse_token_ids(const Fields& f, ModelConfig& c) {
       c.eos_token_ids = {eos->get<int64_t>()};
     } else if (eos->is_array()) {
       for (const json& id : *eos) {
-        if (!id.is_number_integer()) f.refuse("eos_token_id", "expected integers, got ", id.dump());
+        if (!id.is_number_integer())
+          f.refuse("eos_token_id", "expected integers, got ", brief_json(id));
         c.eos_token_ids.push_back(id.get<int64_t>());
       }
     } else {
-      f.refuse("eos_token_id", "expected an integer or a list, got ", eos->dump());
+      f.refuse("eos_token_id", "expected an integer or a list, got ", brief_json(*eos));
     }
   }
 }

@@ -360,6 +360,22 @@ TEST(ModelConfigRefusal, ActivationsDtypesAndOtherOptions) {
   EXPECT_TRUE(refused(t, "eos_token_id"));
 }
 
+// A malformed file's huge value is quoted briefly: its first
+// characters and its length, not a megabyte of message.
+TEST(ModelConfigRefusal, AHugeBadValueIsQuotedBriefly) {
+  auto j = fixture_json("llama3.2-1b.v4.json");
+  j["hidden_size"] = std::string(1 << 20, 'x');
+  try {
+    ModelConfig::from_json_text(j.dump(), "c");
+    ADD_FAILURE() << "a string hidden_size was accepted";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_LT(message.size(), 1000u);
+    EXPECT_NE(message.find("hidden_size"), std::string::npos) << message;
+    EXPECT_NE(message.find("... (1048578 characters)"), std::string::npos) << message;
+  }
+}
+
 TEST(ModelConfigRefusal, NotJsonOrNotAFile) {
   try {
     ModelConfig::from_json_text("{\"model_type\": ", "/x/config.json");
