@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <typeinfo>
@@ -20,13 +22,19 @@
 namespace lt::malformed {
 
 // Runs `property` for `cases` random cases, chosen so that every property
-// of these files together stays a few seconds in CI. RC_PARAMS still
-// applies: "seed=..." replays a reported failure, and "max_success=N" with
-// N above `cases` searches longer.
+// of these files together stays a few seconds in CI. The cases are the same
+// in every run (a seed from the test's name), so CI cannot fail on a case
+// no earlier run saw; RC_PARAMS still applies: "seed=..." explores other
+// cases or replays a reported failure, and "max_success=N" with N above
+// `cases` searches longer.
 template <typename Property>
 void check_cases(int cases, Property property) {
   rc::detail::TestParams params = rc::detail::configuration().testParams;
   params.maxSuccess = std::max(cases, params.maxSuccess);
+  const char* rc_params = std::getenv("RC_PARAMS");
+  if (rc_params == nullptr || std::string(rc_params).find("seed") == std::string::npos)
+    params.seed =
+        std::hash<std::string>{}(::testing::UnitTest::GetInstance()->current_test_info()->name());
   rc::detail::TestMetadata metadata;
   metadata.id = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   const auto result = rc::detail::checkTestable(std::move(property), metadata, params);
