@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <map>
 
 #include "core/allocator.h"
@@ -48,6 +50,14 @@ FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes,
   const fs::space_info space = fs::space(dir, error);
   if (error) return free;
   free.disk_bytes = static_cast<int64_t>(space.available);
+  // A tmpfs "disk" is host memory: boundaries placed there would take the
+  // memory the plan counts as host a second time. None, then: the plan
+  // keeps them on the host, where they are counted.
+  struct statfs fs_info {};
+  if (::statfs(dir.c_str(), &fs_info) == 0 && fs_info.f_type == TMPFS_MAGIC) {
+    free.disk_bytes = 0;
+    return free;
+  }
   // Checkpoints go to out.dir: on the same file system they must still
   // fit beside the boundaries, train.keep_last of them and the one being
   // written, or a save would fail for want of room.
