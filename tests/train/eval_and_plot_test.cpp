@@ -42,6 +42,44 @@ TEST(EvalDuringTraining, LoggedEvalLossEqualsEvalOfTheCheckpoint) {
   }
 }
 
+// A dataset in a text format: `eval --format` reads it as `train` does
+// (the demo's GSM8K rows, query_response with the plain template, the
+// checkpoint's own GPT-2 tokenizer, rows cut at --seq-len), so its loss
+// over the held-out rows equals the eval_loss the run logged at that step.
+TEST(EvalDuringTraining, EvalOfATextFormatEqualsTheLoggedEvalLoss) {
+  TempDir tmp("evaltext");
+  const fs::path heldout = fs::path(LT_SOURCE_DIR) / "assets/demo/gsm8k_test_50.jsonl";
+  const fs::path out = tmp / "out";
+  std::string output;
+  ASSERT_EQ(
+      run_program({"train", "--no-sample", "--set", "out.dir=" + out.string(), "--set",
+                   "train.steps=2", "--set", "sched.warmup_steps=0", "--set", "train.eval_every=2",
+                   "--set", "train.save_every=2", "--set", "data.eval_path=" + heldout.string()},
+                  tmp / "train.log", &output),
+      0)
+      << output;
+  const auto metrics = read_metrics(out);
+  ASSERT_EQ(metrics.size(), 2u);
+  ASSERT_TRUE(metrics[1].contains("eval_loss"));
+  ASSERT_EQ(run_program(
+                {"eval", "--json", "--model", (out / "step-2").string(), "--data", heldout.string(),
+                 "--format", "query_response", "--template", "plain", "--seq-len", "128"},
+                tmp / "eval.log", &output),
+            0)
+      << output;
+  const nlohmann::json got = nlohmann::json::parse(output);
+  const double logged = metrics[1].at("eval_loss").get<double>();
+  EXPECT_NEAR(got.at("loss").get<double>(), logged, 1e-6 * logged);
+  EXPECT_EQ(got.at("rows"), 50);
+  // Without a tokenizer where one is looked for, the error says which
+  // option chose the folder.
+  EXPECT_NE(run_program({"eval", "--model", (out / "step-2").string(), "--data", heldout.string(),
+                         "--format", "query_response", "--tokenizer", tmp.path().string()},
+                        tmp / "eval2.log", &output),
+            0);
+  EXPECT_NE(output.find("needs a tokenizer, read from --tokenizer"), std::string::npos) << output;
+}
+
 TEST(LossCurve, IsAPngWhenGnuplotIsInstalled) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "gnuplot is not installed (scripts/install-deps.sh installs gnuplot-nox)";
