@@ -29,13 +29,18 @@ struct EvalArgs {
   bool json = false;
 };
 
-// Every next token of {"input_ids": [...]} rows, as before formats existed.
+// Every next token of {"input_ids": [...]} rows (a "labels" field is not
+// read), cut at --seq-len when given.
 exec::EvalResult eval_token_rows(const models::CausalLM& model, const EvalArgs& args,
                                  const std::function<void(int64_t, int64_t)>& progress,
                                  int64_t* rows) {
   const auto token_rows = data::read_token_rows(args.data, model.config().vocab_size);
   *rows = static_cast<int64_t>(token_rows.size());
-  return exec::evaluate_loss(model, token_rows, args.batch_size, progress);
+  if (args.seq_len == 0) return exec::evaluate_loss(model, token_rows, args.batch_size, progress);
+  std::vector<data::Sample> samples;
+  samples.reserve(token_rows.size());
+  for (const auto& row : token_rows) samples.push_back({row, row});
+  return exec::evaluate_samples(model, samples, args.batch_size, args.seq_len, progress);
 }
 
 // A dataset as `train` reads it (data.format, data.template): the response
@@ -45,28 +50,27 @@ exec::EvalResult eval_dataset(const models::CausalLM& model, const EvalArgs& arg
                               int64_t* rows) {
   const std::string tokenizer_path = args.tokenizer.empty() ? args.model : args.tokenizer;
   std::optional<data::Tokenizer> tokenizer;
-  if (args.format != "tokens") {
-    try {
-      tokenizer = data::Tokenizer::load(tokenizer_path);
-    } catch (const Error& e) {
-      fail("eval --format ", args.format, " needs a tokenizer, read from ",
-           args.tokenizer.empty() ? "--model (--tokenizer is unset)" : "--tokenizer", ": ",
-           e.what());
-    }
+  try {
+    tokenizer = data::Tokenizer::load(tokenizer_path);
+  } catch (const Error& e) {
+    fail("eval --format ", args.format, " needs a tokenizer, read from ",
+         args.tokenizer.empty() ? "--model (--tokenizer is unset)" : "--tokenizer", ": ", e.what());
   }
   data::DatasetOptions options;
   options.format = args.format;
   options.template_name = args.template_name;
   options.tokenizer_path = tokenizer_path;
   data::DatasetReport report;
-  const auto samples =
-      data::load_dataset(args.data, tokenizer ? &*tokenizer : nullptr, options, &report);
+  const auto samples = data::load_dataset(args.data, &*tokenizer, options, &report);
   const int64_t vocab = model.config().vocab_size;
   for (const auto& s : samples)
     for (int32_t id : s.ids)
       LT_CHECK(id >= 0 && id < vocab, args.data, ": token id ", id,
                " is outside the model's vocabulary of ", vocab, " (is the tokenizer the model's?)");
   *rows = static_cast<int64_t>(samples.size());
+  if (report.skipped > 0)
+    fmt::print(stderr, "eval: {} of {} rows of {} skipped (first: {})\n", report.skipped,
+               report.rows, args.data, report.problems.empty() ? "" : report.problems.front());
   return exec::evaluate_samples(
       model, samples, args.batch_size,
       args.seq_len > 0 ? args.seq_len : std::numeric_limits<int64_t>::max(), progress);
@@ -79,9 +83,9 @@ void run_eval(const EvalArgs& args) {
     if (show_progress) fmt::print(stderr, "\reval: {}/{} rows", done, total);
   };
   int64_t rows = 0;
-  const bool plain_rows = args.format == "tokens" && args.seq_len == 0;
-  const exec::EvalResult result = plain_rows ? eval_token_rows(model, args, progress, &rows)
-                                             : eval_dataset(model, args, progress, &rows);
+  const exec::EvalResult result = args.format == "tokens"
+                                      ? eval_token_rows(model, args, progress, &rows)
+                                      : eval_dataset(model, args, progress, &rows);
   if (show_progress) fmt::print(stderr, "\n");
   if (args.json) {
     nlohmann::json j = {{"loss", result.loss}, {"tokens", result.tokens}, {"rows", rows}};
@@ -100,9 +104,9 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--model", args->model, "Hugging Face model folder")->required();
   cmd->add_option("--data", args->data, "JSONL (or JSON) dataset")->required();
   cmd->add_option("--format", args->format,
-                  "tokens ({\"input_ids\": [...]}, every next token predicted) or a format "
-                  "train reads (auto, alpaca, query_response, sharegpt, text: the response "
-                  "tokens predicted)")
+                  "tokens ({\"input_ids\": [...]}, every next token predicted) or a text "
+                  "format train reads (auto, alpaca, query_response, sharegpt, text: the "
+                  "response tokens predicted, with train's default data settings)")
       ->capture_default_str();
   cmd->add_option("--template", args->template_name, "chat template, as data.template")
       ->capture_default_str();

@@ -12,11 +12,14 @@ namespace lt {
 // missing or malformed.
 int64_t parse_mem_available(const std::string& meminfo);
 
-// What a cgroup memory limit leaves, the limit less the usage, from the two
+// What a cgroup memory limit leaves, the limit less the usage, from the
 // files' texts (v2: memory.max and memory.current; v1: memory.limit_in_bytes
-// and memory.usage_in_bytes); -1 when there is no limit ("max") or a text is
+// and memory.usage_in_bytes), the usage less the inactive page cache that
+// memory.stat reports (inactive_file, v1: total_inactive_file), which the
+// kernel reclaims first; -1 when there is no limit ("max") or a text is
 // malformed. Never below 0.
-int64_t parse_cgroup_free(const std::string& memory_max, const std::string& memory_current);
+int64_t parse_cgroup_free(const std::string& memory_max, const std::string& memory_current,
+                          const std::string& memory_stat = "");
 
 // The host bytes a plan may count on: what is free (MemAvailable, or the
 // cgroup's room when that is less; -1: unknown) plus what the process

@@ -27,6 +27,19 @@ TEST(HostMemory, ACgroupLimitLeavesItsLimitLessItsUsage) {
   EXPECT_EQ(parse_cgroup_free("100\n", "300\n"), 0);          // over its limit: none left
   EXPECT_EQ(parse_cgroup_free("", "5\n"), -1);                // no such file
   EXPECT_EQ(parse_cgroup_free("12 34\n", "5\n"), -1);         // not one number
+  // 8 GiB limit, 7 GiB used of which 3 GiB is inactive page cache: 4 GiB
+  // free (v2 names it inactive_file, v1 total_inactive_file).
+  const int64_t gib = int64_t{1} << 30;
+  const std::string max = std::to_string(8 * gib), used = std::to_string(7 * gib);
+  EXPECT_EQ(
+      parse_cgroup_free(max, used,
+                        "anon 100\ninactive_file " + std::to_string(3 * gib) + "\nactive_file 5\n"),
+      4 * gib);
+  EXPECT_EQ(parse_cgroup_free(max, used,
+                              "cache 9\ntotal_inactive_file " + std::to_string(3 * gib) + "\n"),
+            4 * gib);
+  EXPECT_EQ(parse_cgroup_free(max, used, "inactive_file " + std::to_string(9 * gib) + "\n"),
+            8 * gib);  // never more than the limit
 }
 
 // Free 10 GB, of which a cgroup allows 6; the process holds 3 GB that the

@@ -39,6 +39,14 @@ TEST(EvalDuringTraining, LoggedEvalLossEqualsEvalOfTheCheckpoint) {
     const double expected = nlohmann::json::parse(output).at("loss").get<double>();
     EXPECT_NEAR(metrics[step - 1].at("eval_loss").get<double>(), expected, 1e-6 * expected)
         << "step " << step;
+    // --seq-len at least as long as every row changes nothing.
+    ASSERT_EQ(run_program({"eval", "--json", "--seq-len", "6", "--model",
+                           (out / ("step-" + std::to_string(step))).string(), "--data",
+                           (tmp / "heldout.jsonl").string()},
+                          tmp / "eval_cut.log", &output),
+              0)
+        << output;
+    EXPECT_NEAR(nlohmann::json::parse(output).at("loss").get<double>(), expected, 1e-6 * expected);
   }
 }
 
