@@ -21,10 +21,14 @@ namespace fs = std::filesystem;
 
 int64_t checkpoint_bytes(const TrainConfig& c, const models::ModelConfig& model) {
   // f32 weights, and the optimizer's states: two f32 moments, or two bytes
-  // a parameter and an f32 scale a block of 2048 for adamw8bit.
+  // a parameter and two f32 scales a block for adamw8bit. A reservation
+  // errs large: 3% and 64 KiB more for the files' headers, the blocks each
+  // tensor rounds up to, and the f32 states of tensors too small for 8 bits.
   const int64_t n = model.num_parameters();
-  const int64_t states = c.optim.name == "adamw8bit" ? 2 * n + 2 * 4 * (n / 2048 + 1) : 8 * n;
-  return 4 * n + states;
+  const int64_t block = std::max<int64_t>(1, c.optim.block_size);
+  const int64_t states = c.optim.name == "adamw8bit" ? 2 * n + 2 * 4 * (n / block + 1) : 8 * n;
+  const int64_t bytes = 4 * n + states;
+  return bytes + bytes * 3 / 100 + (int64_t{64} << 10);
 }
 
 FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes,
@@ -59,15 +63,25 @@ FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes,
     return free;
   }
   // Checkpoints go to out.dir: on the same file system they must still
-  // fit beside the boundaries, train.keep_last of them and the one being
-  // written, or a save would fail for want of room.
+  // fit beside the boundaries, or a save would fail for want of room. At
+  // most train.keep_last of them and the one being written exist at once;
+  // those in out.dir already (a resumed run) are in the space used, and
+  // this run saves every train.save_every steps and at the end.
   struct stat disk_stat {
   }, out_stat{};
   const fs::path out = existing(c.out.dir, error);
   if (!error && ::stat(dir.c_str(), &disk_stat) == 0 && ::stat(out.c_str(), &out_stat) == 0 &&
-      disk_stat.st_dev == out_stat.st_dev)
-    free.disk_bytes = std::max<int64_t>(
-        0, free.disk_bytes - (c.train.keep_last + 1) * std::max<int64_t>(0, checkpoint_bytes));
+      disk_stat.st_dev == out_stat.st_dev) {
+    int64_t saved = 0;  // out.dir's checkpoints, when out.dir exists
+    if (fs::equivalent(out, c.out.dir, error))
+      for (const auto& entry : fs::directory_iterator(out, error))
+        if (entry.path().filename().string().rfind("step-", 0) == 0) ++saved;
+    const int64_t saves = (c.train.save_every > 0 ? c.train.steps / c.train.save_every : 0) + 1;
+    const int64_t reserved =
+        std::max<int64_t>(0, std::min(c.train.keep_last + 1, saved + saves) - saved);
+    free.disk_bytes =
+        std::max<int64_t>(0, free.disk_bytes - reserved * std::max<int64_t>(0, checkpoint_bytes));
+  }
   return free;
 }
 
