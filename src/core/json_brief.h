@@ -1,7 +1,8 @@
 #pragma once
 // A JSON value as an error message quotes it: its text, cut after
-// kBriefJsonChars characters with a note of how long it was, so that a
-// malformed file's multi-megabyte value does not become the message.
+// kBriefJsonChars bytes (at a UTF-8 character's start) with a note of how
+// long it was, so that a malformed file's multi-megabyte value does not
+// become the message.
 #include <cstddef>
 #include <string>
 
@@ -15,7 +16,10 @@ inline std::string brief_json(const nlohmann::json& value) {
   std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (text.size() <= kBriefJsonChars) return text;
   const size_t length = text.size();
-  text.resize(kBriefJsonChars);
+  size_t cut = kBriefJsonChars;
+  // Not inside a UTF-8 sequence: back off over its continuation bytes.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  text.resize(cut);
   return text + "... (" + std::to_string(length) + " characters)";
 }
 

@@ -179,6 +179,9 @@ double update_params_per_s(const CostModel& m, const PlanInstance& in, const Pla
   const double cpu_params_per_s =
       (fp32 ? hw.cpu_adam_gparams_per_s : hw.cpu_adam8bit_gparams_per_s) * 1e9;
   const double host_bw_gbps = std::max(hw.host_mem_gbps, cpu_params_per_s * bytes_pp / kBytesPerGB);
+  LT_CHECK(sol.placements.empty() || sol.placements.size() == in.boundary_gb.size(),
+           "predict_step: ", sol.placements.size(), " placements for ", in.boundary_gb.size(),
+           " boundaries");
   double offloaded_gb = 0;
   for (size_t i = 0; i < sol.placements.size(); ++i)
     if (sol.placements[i] == exec::Placement::Host || sol.placements[i] == exec::Placement::Disk)

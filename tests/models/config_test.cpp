@@ -374,6 +374,19 @@ TEST(ModelConfigRefusal, AHugeBadValueIsQuotedBriefly) {
     EXPECT_NE(message.find("hidden_size"), std::string::npos) << message;
     EXPECT_NE(message.find("... (1048578 characters)"), std::string::npos) << message;
   }
+  // Cut at a character's start: "é" is two bytes, and byte 120 of the
+  // quoted text ('"' then 119 more) falls inside one.
+  std::string accents;
+  for (int k = 0; k < 100; ++k) accents += "\xc3\xa9";
+  j["hidden_size"] = accents;
+  try {
+    ModelConfig::from_json_text(j.dump(), "c");
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    const size_t end = message.find("... (");
+    ASSERT_NE(end, std::string::npos) << message;
+    EXPECT_EQ(message.substr(end - 2, 2), "\xc3\xa9") << message;
+  }
 }
 
 TEST(ModelConfigRefusal, NotJsonOrNotAFile) {

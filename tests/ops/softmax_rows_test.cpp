@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <vector>
@@ -13,10 +14,16 @@
 namespace lt::ops::cpu {
 namespace {
 
+// The builds this CPU runs; the others are skipped, and said to be.
 std::vector<RowIsa> supported() {
   std::vector<RowIsa> out;
-  for (RowIsa isa : {RowIsa::kBaseline, RowIsa::kAvx2, RowIsa::kAvx512})
-    if (row_isa_supported(isa)) out.push_back(isa);
+  const char* names[] = {"baseline", "avx2", "avx512"};
+  for (RowIsa isa : {RowIsa::kBaseline, RowIsa::kAvx2, RowIsa::kAvx512}) {
+    const bool runs = row_isa_supported(isa);
+    std::printf("softmax rows, %s build: %s\n", names[static_cast<int>(isa)],
+                runs ? "tested" : "not tested (this CPU lacks it)");
+    if (runs) out.push_back(isa);
+  }
   return out;
 }
 
