@@ -6,7 +6,10 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "core/host_memory.h"
 #include "core/thread_pool.h"
+#include "ops/cpu/softmax_rows.h"
+#include "optim/simd.h"
 #ifdef LT_WITH_CUDA
 #include "core/cuda/device_info.h"
 #endif
@@ -20,6 +23,15 @@ nlohmann::json gather_info() {
   info["version"] = LT_VERSION;
   info["cpu_threads"] = thread_pool().num_threads();
   info["hardware_threads"] = std::thread::hardware_concurrency();
+  // The vector builds the CPU kernels chose on this CPU (a slow run on a
+  // machine without AVX2 shows here).
+  const char* row_isas[] = {"baseline", "avx2", "avx512"};
+  info["cpu_kernels"] = {
+      {"optimizer", optim::isa_name(optim::active_isa())},
+      {"cross_entropy_rows", row_isas[static_cast<int>(ops::cpu::best_row_isa())]}};
+  // What exec.schedule auto may plan host memory for (with nothing loaded).
+  const int64_t host = host_bytes_for_this_process(0, 0);
+  info["host_memory_free_gb"] = host >= 0 ? nlohmann::json(host / 1e9) : nlohmann::json();
 #ifdef LT_WITH_CUDA
   info["cuda_built"] = true;
   int n = cuda::device_count();
@@ -52,6 +64,11 @@ void add_info_command(CLI::App& app) {
     fmt::print("lazytrain {}\n", info["version"].get<std::string>());
     fmt::print("  CPU threads for kernels: {} (hardware: {})\n", info["cpu_threads"].get<int>(),
                info["hardware_threads"].get<unsigned>());
+    fmt::print("  CPU kernels: optimizer {}, cross-entropy rows {}\n",
+               info["cpu_kernels"]["optimizer"].get<std::string>(),
+               info["cpu_kernels"]["cross_entropy_rows"].get<std::string>());
+    if (!info["host_memory_free_gb"].is_null())
+      fmt::print("  host memory free: {:.1f} GB\n", info["host_memory_free_gb"].get<double>());
     if (!info["cuda_built"].get<bool>()) {
       fmt::print("  CUDA: not built (configure with -DLT_CUDA=ON)\n");
     } else if (info["cuda_devices"].empty()) {

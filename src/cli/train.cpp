@@ -2,9 +2,11 @@
 // With no config, the embedded demo config is the base.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <memory>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "train/trainer.h"
 
 namespace lt::cli {
@@ -34,6 +36,10 @@ void add_train_command(CLI::App& app) {
                   "Continue from a checkpoint folder, or 'latest' in out.dir");
   cmd->add_flag("--no-sample", args->no_sample, "Skip the greedy sample at the end");
   cmd->callback([args] {
+    // `--set a=1 b=2` leaves b=2 as the positional config: say what it is.
+    if (args->config.find('=') != std::string::npos && !std::filesystem::exists(args->config))
+      fail("'", args->config, "' is not a config file; each override needs its own --set (--set ",
+           args->config, ")");
     train::TrainConfig config = train::load_train_config(args->config, args->overrides);
     train::TrainRunOptions options;
     options.resume = args->resume;

@@ -177,6 +177,11 @@ TEST_F(ConfigErrors, TheConfigMayBeThePositionalArgument) {
                   tmp_ / "both.log", &output),
       0);
   EXPECT_MENTIONS(output, "--config");
+  // An override without its --set lands where the config would.
+  EXPECT_NE(run_program({"train", "--set", "train.steps=1", "train.seq_len=8"}, tmp_ / "stray.log",
+                        &output),
+            0);
+  EXPECT_MENTIONS(output, "each override needs its own --set (--set train.seq_len=8)");
   EXPECT_FALSE(fs::exists(tmp_ / "out" / "metrics.jsonl"));  // nothing ran
 }
 
