@@ -6,7 +6,6 @@
 
 #include <limits>
 #include <memory>
-#include <optional>
 
 #include "cli/commands.h"
 #include "data/dataset.h"
@@ -49,24 +48,16 @@ exec::EvalResult eval_dataset(const models::CausalLM& model, const EvalArgs& arg
                               const std::function<void(int64_t, int64_t)>& progress,
                               int64_t* rows) {
   const std::string tokenizer_path = args.tokenizer.empty() ? args.model : args.tokenizer;
-  std::optional<data::Tokenizer> tokenizer;
-  try {
-    tokenizer = data::Tokenizer::load(tokenizer_path);
-  } catch (const Error& e) {
-    fail("eval --format ", args.format, " needs a tokenizer, read from ",
-         args.tokenizer.empty() ? "--model (--tokenizer is unset)" : "--tokenizer", ": ", e.what());
-  }
+  const data::Tokenizer tokenizer = data::load_tokenizer_for(
+      tokenizer_path, "eval --format " + args.format,
+      args.tokenizer.empty() ? "--model (--tokenizer is unset)" : "--tokenizer");
   data::DatasetOptions options;
   options.format = args.format;
   options.template_name = args.template_name;
   options.tokenizer_path = tokenizer_path;
   data::DatasetReport report;
-  const auto samples = data::load_dataset(args.data, &*tokenizer, options, &report);
-  const int64_t vocab = model.config().vocab_size;
-  for (const auto& s : samples)
-    for (int32_t id : s.ids)
-      LT_CHECK(id >= 0 && id < vocab, args.data, ": token id ", id,
-               " is outside the model's vocabulary of ", vocab, " (is the tokenizer the model's?)");
+  const auto samples = data::load_dataset(args.data, &tokenizer, options, &report);
+  data::check_ids_in_vocab(samples, model.config().vocab_size, args.data);
   *rows = static_cast<int64_t>(samples.size());
   if (report.skipped > 0)
     fmt::print(stderr, "eval: {} of {} rows of {} skipped (first: {})\n", report.skipped,

@@ -502,4 +502,21 @@ std::vector<Sample> load_dataset(const fs::path& file, const Tokenizer* tokenize
   return DatasetLoader(file, tokenizer, options, out).load();
 }
 
+Tokenizer load_tokenizer_for(const std::filesystem::path& path, const std::string& needed_by,
+                             const std::string& chosen_by) {
+  try {
+    return Tokenizer::load(path);
+  } catch (const Error& e) {
+    fail(needed_by, " needs a tokenizer, read from ", chosen_by, ": ", e.what());
+  }
+}
+
+void check_ids_in_vocab(const std::vector<Sample>& samples, int64_t vocab,
+                        const std::string& source) {
+  for (const auto& s : samples)
+    for (int32_t id : s.ids)
+      LT_CHECK(id >= 0 && id < vocab, source, ": token id ", id,
+               " is outside the model's vocabulary of ", vocab, " (is the tokenizer the model's?)");
+}
+
 }  // namespace lt::data

@@ -84,4 +84,15 @@ struct DatasetReport {
 std::vector<Sample> load_dataset(const std::filesystem::path& file, const Tokenizer* tokenizer,
                                  const DatasetOptions& options, DatasetReport* report);
 
+// The tokenizer a text format needs, read from `path`. When it cannot be
+// loaded the error says what needs it (`needed_by`, e.g. "data.format
+// alpaca") and which setting chose the path (`chosen_by`), then why.
+Tokenizer load_tokenizer_for(const std::filesystem::path& path, const std::string& needed_by,
+                             const std::string& chosen_by);
+
+// Throws lt::Error, led by `source`, at the first token id outside [0,
+// vocab): a tokenizer other than the model's.
+void check_ids_in_vocab(const std::vector<Sample>& samples, int64_t vocab,
+                        const std::string& source);
+
 }  // namespace lt::data

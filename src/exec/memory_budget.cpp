@@ -37,14 +37,18 @@ int64_t block_saved_elements_per_token(const models::ModelConfig& c) {
 
 void add_optimizer_states(MemoryBudget& m, MemorySpace space, int64_t n,
                           OptimizerStates optimizer) {
-  if (optimizer == OptimizerStates::Fp32)
-    m.add(space, "AdamW m and v (fp32)", 2 * n * kFp32);
-  else
-    m.add(space, "AdamW m and v (8-bit codes + fp32 block scales)",
-          2 * n + 2 * ((n + kEightBitBlock - 1) / kEightBitBlock) * kFp32);
+  m.add(space,
+        optimizer == OptimizerStates::Fp32 ? "AdamW m and v (fp32)"
+                                           : "AdamW m and v (8-bit codes + fp32 block scales)",
+        optimizer_state_bytes(n, optimizer));
 }
 
 }  // namespace
+
+int64_t optimizer_state_bytes(int64_t n, OptimizerStates optimizer, int64_t block) {
+  if (optimizer == OptimizerStates::Fp32) return 2 * n * kFp32;
+  return 2 * n + 2 * ((n + block - 1) / block) * kFp32;
+}
 
 int64_t loss_chunk_rows(int64_t vocab, bool on_gpu) {
   const int64_t logits = on_gpu ? int64_t{1} << 28 : int64_t{1} << 24;

@@ -79,6 +79,10 @@ int64_t edge_parameters(const models::ModelConfig& config);
 int64_t embed_parameters(const models::ModelConfig& config);
 int64_t head_parameters(const models::ModelConfig& config);
 
+// Bytes of AdamW's m and v for `n` parameters: two f32 each, or for
+// adamw8bit a byte each and one f32 scale a block of `block` for each.
+int64_t optimizer_state_bytes(int64_t n, OptimizerStates optimizer, int64_t block = 2048);
+
 // Rows of one lm_head_loss chunk (autograd/fn_lm_loss.cpp): about 2^24
 // logits at a time on the host, 2^28 on a GPU.
 int64_t loss_chunk_rows(int64_t vocab, bool on_gpu);

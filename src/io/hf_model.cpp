@@ -41,6 +41,14 @@ void copy_checked(const Tensor& dst, const Tensor& src, const std::string& hf_na
 
 }  // namespace
 
+void check_model_fits_host(const ModelConfig& config, const std::filesystem::path& config_path,
+                           DType dtype) {
+  check_host_memory_for(config.num_parameters() * static_cast<int64_t>(dtype_size(dtype)),
+                        "the model of '" + config_path.string() + "' (" +
+                            std::to_string(config.num_parameters()) + " parameters in " +
+                            dtype_name(dtype) + ")");
+}
+
 CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype) {
   const auto config_path = folder / "config.json";
   LT_CHECK(std::filesystem::is_directory(folder), "model folder '", folder.string(),
@@ -61,10 +69,7 @@ CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype) {
   LT_CHECK(config.num_parameters() <= 2 * stored + (int64_t{1} << 20), "config '",
            config_path.string(), "' implies ", config.num_parameters(),
            " parameters, but the weights in '", folder.string(), "' hold only ", stored, " values");
-  check_host_memory_for(config.num_parameters() * static_cast<int64_t>(dtype_size(dtype)),
-                        "the model of '" + config_path.string() + "' (" +
-                            std::to_string(config.num_parameters()) + " parameters in " +
-                            dtype_name(dtype) + ")");
+  check_model_fits_host(config, config_path, dtype);
   CausalLM model = CausalLM::uninitialized(config, dtype);
   auto params = parameters_by_name(model);
 

@@ -13,6 +13,12 @@ namespace lt::io {
 // not have are refused (known buffers such as GPT-2's attn.bias aside).
 models::CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype = DType::F32);
 
+// Throws lt::Error naming `config_path` when the weights `config` implies,
+// in `dtype`, cannot fit in the host memory free (core/host_memory.h):
+// before they are allocated, whose failure would name no file.
+void check_model_fits_host(const models::ModelConfig& config,
+                           const std::filesystem::path& config_path, DType dtype);
+
 // Writes config.json (torch_dtype = `dtype`) and the weights in `dtype`,
 // sharded above options.max_shard_bytes. Each file is written atomically.
 void save_hf_model(const models::CausalLM& model, const std::filesystem::path& folder, DType dtype,

@@ -20,32 +20,65 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Pinned host buffers and device buffers of `bytes`, one pair each way,
+// and a stream per direction on `device`: what both copy measurements
+// drive. What was allocated is freed, also when a later allocation throws.
+struct CopyBuffers {
+  int device;
+  size_t bytes;
+  void *host_in = nullptr, *host_out = nullptr, *dev_in = nullptr, *dev_out = nullptr;
+  cudaStream_t up{}, down{};
+
+  CopyBuffers(int device_index, int64_t size)
+      : device(device_index), bytes(static_cast<size_t>(size)) {
+    cuda::DeviceGuard guard(device);
+    try {
+      LT_CUDA_CHECK(cudaHostAlloc(&host_in, bytes, cudaHostAllocDefault));
+      LT_CUDA_CHECK(cudaHostAlloc(&host_out, bytes, cudaHostAllocDefault));
+      LT_CUDA_CHECK(cudaMalloc(&dev_in, bytes));
+      LT_CUDA_CHECK(cudaMalloc(&dev_out, bytes));
+      LT_CUDA_CHECK(cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking));
+      LT_CUDA_CHECK(cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking));
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~CopyBuffers() { release(); }
+  CopyBuffers(const CopyBuffers&) = delete;
+  CopyBuffers& operator=(const CopyBuffers&) = delete;
+
+  void release() {
+    cuda::DeviceGuard guard(device);
+    if (up) cudaStreamDestroy(up);
+    if (down) cudaStreamDestroy(down);
+    cudaFree(dev_in);
+    cudaFree(dev_out);
+    cudaFreeHost(host_in);
+    cudaFreeHost(host_out);
+  }
+};
+
 }  // namespace
 
 CopyRates measure_copy_rates(int device, int64_t bytes, int repeats) {
   LT_CUDA_CHECK(cudaSetDevice(device));
-  void *host_in = nullptr, *host_out = nullptr, *dev_in = nullptr, *dev_out = nullptr;
-  LT_CUDA_CHECK(cudaHostAlloc(&host_in, bytes, cudaHostAllocDefault));
-  LT_CUDA_CHECK(cudaHostAlloc(&host_out, bytes, cudaHostAllocDefault));
-  LT_CUDA_CHECK(cudaMalloc(&dev_in, bytes));
-  LT_CUDA_CHECK(cudaMalloc(&dev_out, bytes));
-  cudaStream_t up, down;
-  LT_CUDA_CHECK(cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking));
-  LT_CUDA_CHECK(cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking));
+  const CopyBuffers b(device, bytes);
   cudaEvent_t start, up_done, down_done;
   LT_CUDA_CHECK(cudaEventCreate(&start));
   LT_CUDA_CHECK(cudaEventCreate(&up_done));
   LT_CUDA_CHECK(cudaEventCreate(&down_done));
   // mode 0: h2d alone, 1: d2h alone, 2: both at once (the slower one timed).
   auto run = [&](int mode) {
-    LT_CUDA_CHECK(cudaEventRecord(start, up));
-    LT_CUDA_CHECK(cudaStreamWaitEvent(down, start, 0));
+    LT_CUDA_CHECK(cudaEventRecord(start, b.up));
+    LT_CUDA_CHECK(cudaStreamWaitEvent(b.down, start, 0));
     if (mode != 1)
-      LT_CUDA_CHECK(cudaMemcpyAsync(dev_in, host_in, bytes, cudaMemcpyHostToDevice, up));
+      LT_CUDA_CHECK(cudaMemcpyAsync(b.dev_in, b.host_in, b.bytes, cudaMemcpyHostToDevice, b.up));
     if (mode != 0)
-      LT_CUDA_CHECK(cudaMemcpyAsync(host_out, dev_out, bytes, cudaMemcpyDeviceToHost, down));
-    LT_CUDA_CHECK(cudaEventRecord(up_done, up));
-    LT_CUDA_CHECK(cudaEventRecord(down_done, down));
+      LT_CUDA_CHECK(
+          cudaMemcpyAsync(b.host_out, b.dev_out, b.bytes, cudaMemcpyDeviceToHost, b.down));
+    LT_CUDA_CHECK(cudaEventRecord(up_done, b.up));
+    LT_CUDA_CHECK(cudaEventRecord(down_done, b.down));
     LT_CUDA_CHECK(cudaEventSynchronize(up_done));
     LT_CUDA_CHECK(cudaEventSynchronize(down_done));
     float up_ms = 0, down_ms = 0;
@@ -65,20 +98,11 @@ CopyRates measure_copy_rates(int device, int64_t bytes, int repeats) {
   cudaEventDestroy(start);
   cudaEventDestroy(up_done);
   cudaEventDestroy(down_done);
-  cudaStreamDestroy(up);
-  cudaStreamDestroy(down);
-  cudaFree(dev_in);
-  cudaFree(dev_out);
-  cudaFreeHost(host_in);
-  cudaFreeHost(host_out);
   return r;
 }
 
 struct BackgroundCopies::Impl {
-  int device = 0;
-  size_t bytes = 0;
-  void *host_in = nullptr, *host_out = nullptr, *dev_in = nullptr, *dev_out = nullptr;
-  cudaStream_t up{}, down{};
+  std::unique_ptr<CopyBuffers> buffers;  // freed after the worker has stopped
   std::atomic<bool> stop{false};
   std::atomic<int64_t> rounds{0};
   std::chrono::steady_clock::time_point start;
@@ -86,17 +110,6 @@ struct BackgroundCopies::Impl {
   std::atomic<bool> failed{false};
   std::thread worker;
 
-  // Frees what was allocated (all of it, or what the constructor got to
-  // before it threw), after the worker has stopped.
-  ~Impl() {
-    cuda::DeviceGuard guard(device);
-    if (up) cudaStreamDestroy(up);
-    if (down) cudaStreamDestroy(down);
-    cudaFree(dev_in);
-    cudaFree(dev_out);
-    cudaFreeHost(host_in);
-    cudaFreeHost(host_out);
-  }
   bool busy(cudaStream_t s) {
     const cudaError_t status = cudaStreamQuery(s);
     if (status == cudaErrorNotReady) return true;
@@ -105,11 +118,14 @@ struct BackgroundCopies::Impl {
   }
   void loop() {
     try {
-      LT_CUDA_CHECK(cudaSetDevice(device));
+      const CopyBuffers& b = *buffers;
+      LT_CUDA_CHECK(cudaSetDevice(b.device));
       while (!stop.load()) {
-        LT_CUDA_CHECK(cudaMemcpyAsync(dev_in, host_in, bytes, cudaMemcpyHostToDevice, up));
-        LT_CUDA_CHECK(cudaMemcpyAsync(host_out, dev_out, bytes, cudaMemcpyDeviceToHost, down));
-        while (busy(up) || busy(down)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        LT_CUDA_CHECK(cudaMemcpyAsync(b.dev_in, b.host_in, b.bytes, cudaMemcpyHostToDevice, b.up));
+        LT_CUDA_CHECK(
+            cudaMemcpyAsync(b.host_out, b.dev_out, b.bytes, cudaMemcpyDeviceToHost, b.down));
+        while (busy(b.up) || busy(b.down))
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
         ++rounds;
       }
     } catch (...) {
@@ -121,15 +137,7 @@ struct BackgroundCopies::Impl {
 
 BackgroundCopies::BackgroundCopies(int device, int64_t bytes) : impl_(std::make_unique<Impl>()) {
   Impl& c = *impl_;
-  c.device = device;
-  c.bytes = static_cast<size_t>(bytes);
-  cuda::DeviceGuard guard(device);
-  LT_CUDA_CHECK(cudaHostAlloc(&c.host_in, c.bytes, cudaHostAllocDefault));
-  LT_CUDA_CHECK(cudaHostAlloc(&c.host_out, c.bytes, cudaHostAllocDefault));
-  LT_CUDA_CHECK(cudaMalloc(&c.dev_in, c.bytes));
-  LT_CUDA_CHECK(cudaMalloc(&c.dev_out, c.bytes));
-  LT_CUDA_CHECK(cudaStreamCreateWithFlags(&c.up, cudaStreamNonBlocking));
-  LT_CUDA_CHECK(cudaStreamCreateWithFlags(&c.down, cudaStreamNonBlocking));
+  c.buffers = std::make_unique<CopyBuffers>(device, bytes);
   c.start = std::chrono::steady_clock::now();
   c.worker = std::thread([&c] { c.loop(); });
 }
@@ -143,8 +151,8 @@ double BackgroundCopies::gbps() const {
   if (impl_->failed.load()) std::rethrow_exception(impl_->failure);
   const double s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->start).count();
-  return 2.0 * static_cast<double>(impl_->bytes) * static_cast<double>(impl_->rounds.load()) / 1e9 /
-         s;
+  return 2.0 * static_cast<double>(impl_->buffers->bytes) *
+         static_cast<double>(impl_->rounds.load()) / 1e9 / s;
 }
 
 }  // namespace lt::plan

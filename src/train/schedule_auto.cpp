@@ -20,14 +20,13 @@ namespace lt::train {
 namespace fs = std::filesystem;
 
 int64_t checkpoint_bytes(const TrainConfig& c, const models::ModelConfig& model) {
-  // f32 weights, and the optimizer's states: two f32 moments, or two bytes
-  // a parameter and two f32 scales a block for adamw8bit. A reservation
-  // errs large: 3% and 64 KiB more for the files' headers, the blocks each
-  // tensor rounds up to, and the f32 states of tensors too small for 8 bits.
+  // f32 weights and the optimizer's states. A reservation errs large: 3%
+  // and 64 KiB more for the files' headers, the blocks each tensor rounds
+  // up to, and the f32 states of tensors too small for 8 bits.
   const int64_t n = model.num_parameters();
-  const int64_t block = std::max<int64_t>(1, c.optim.block_size);
-  const int64_t states = c.optim.name == "adamw8bit" ? 2 * n + 2 * 4 * (n / block + 1) : 8 * n;
-  const int64_t bytes = 4 * n + states;
+  const int64_t bytes =
+      4 * n + exec::optimizer_state_bytes(n, streaming_sizes(c, true).optimizer,
+                                          std::max<int64_t>(1, c.optim.block_size));
   return bytes + bytes * 3 / 100 + (int64_t{64} << 10);
 }
 

@@ -10,7 +10,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "core/host_memory.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "exec/evaluate.h"
@@ -233,16 +232,10 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   ProgressBar progress(0, c.train.steps);
   const fs::path tok_dir = tokenizer_dir_of(c);
   std::optional<data::Tokenizer> tokenizer;
-  if (c.data.format != "tokens") {
-    try {
-      tokenizer = data::Tokenizer::load(tok_dir);
-    } catch (const Error& e) {
-      // Name the key that chose the folder, so the fix is plain.
-      fail("data.format ", c.data.format, " needs a tokenizer, read from ",
-           c.data.tokenizer.empty() ? "model.path (data.tokenizer is unset)" : "data.tokenizer",
-           ": ", e.what());
-    }
-  }
+  if (c.data.format != "tokens")
+    tokenizer = data::load_tokenizer_for(
+        tok_dir, "data.format " + c.data.format,
+        c.data.tokenizer.empty() ? "model.path (data.tokenizer is unset)" : "data.tokenizer");
   auto samples = load_samples(c, c.data.path, tokenizer ? &*tokenizer : nullptr, &progress);
   std::vector<data::Sample> eval_samples;
   if (!c.data.eval_path.empty()) {
@@ -258,9 +251,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   const auto random_config = [&] {
     const fs::path path = fs::path(c.model.path) / "config.json";
     models::ModelConfig config = models::ModelConfig::from_file(path);
-    check_host_memory_for(config.num_parameters() * 4, "the model of '" + path.string() + "' (" +
-                                                           std::to_string(config.num_parameters()) +
-                                                           " parameters in f32)");
+    io::check_model_fits_host(config, path, DType::F32);
     return config;
   };
   models::CausalLM model = !resume_dir.empty() ? io::load_hf_model(resume_dir, DType::F32)
@@ -268,13 +259,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
                                ? models::CausalLM::random(random_config(), init_gen, DType::F32)
                                : io::load_hf_model(c.model.path, DType::F32);
   const int64_t vocab = model.config().vocab_size;
-  for (const auto& s : samples) {
-    for (int32_t id : s.ids) {
-      LT_CHECK(id >= 0 && id < vocab, "data: token id ", id,
-               " is outside the model's vocabulary of ", vocab,
-               " (is data.tokenizer the model's tokenizer?)");
-    }
-  }
+  data::check_ids_in_vocab(samples, vocab, "data");
 
   // The f32 masters live on the training device; the optimizer's states
   // follow them there. The streaming executor keeps them in host memory and
