@@ -113,6 +113,16 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, uint32_t>>& vocab,
   }
 }
 
+std::vector<uint8_t> BpeModel::bytes_without_token() const {
+  std::vector<uint8_t> missing;
+  if (options_.unk_id) return missing;
+  for (int byte = 0; byte < 256; ++byte) {
+    if (byte_token_[byte] >= 0 || (options_.byte_fallback && fallback_token_[byte] >= 0)) continue;
+    missing.push_back(static_cast<uint8_t>(byte));
+  }
+  return missing;
+}
+
 const std::string* BpeModel::token_string(uint32_t id) const {
   if (id >= tokens_by_id_.size() || !has_token_[id]) return nullptr;
   return &tokens_by_id_[id];

@@ -23,7 +23,8 @@ struct BpeOptions {
   // A byte without a token becomes the token "<0xXX>" if there is one.
   bool byte_fallback = false;
   // Else it becomes the unknown token, runs of them fused into one if
-  // `fuse_unk`; with neither, it is dropped (as HF does).
+  // `fuse_unk`. With neither, HF drops it; lazytrain refuses such a
+  // vocabulary when loading it (see bytes_without_token).
   std::optional<uint32_t> unk_id;
   bool fuse_unk = false;
 };
@@ -47,6 +48,11 @@ class BpeModel {
   std::optional<uint32_t> token_id(std::string_view token_string) const;
   // One past the largest id.
   size_t id_limit() const { return tokens_by_id_.size(); }
+  // The bytes that encode_word would drop: no token of their own, no
+  // "<0xXX>" token under byte_fallback, and no unknown token. Hugging Face
+  // drops them without a word, so "a\0b" became two tokens; the loaders
+  // refuse a vocabulary for which this is not empty.
+  std::vector<uint8_t> bytes_without_token() const;
 
  private:
   struct Merge {

@@ -1,10 +1,12 @@
 // Reading tokenizer files: Hugging Face tokenizer.json, and GPT-2's
 // encoder.json + vocab.bpe. Every problem is an lt::Error that names the
 // file and the field; nothing here crashes on a malformed file.
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
+#include "data/byte_level.h"
 #include "data/json_fields.h"
 #include "data/tokenizer.h"
 
@@ -87,6 +89,29 @@ std::vector<std::pair<std::string, std::string>> parse_merges(const json& merges
   return pairs;
 }
 
+// Refuses a vocabulary that would drop bytes (BpeModel::bytes_without_token),
+// naming the first few. Every byte-level BPE released (GPT-2, Llama 3, Qwen)
+// has a token for each of the 256 bytes, so this stops only damaged or
+// hand-made files.
+void check_every_byte_encodes(const BpeModel& model, const JsonField& vocab_field) {
+  const std::vector<uint8_t> missing = model.bytes_without_token();
+  if (missing.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < missing.size() && i < 8; ++i) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02X", missing[i]);
+    list += (i ? ", " : "") + std::string(hex);
+  }
+  if (missing.size() > 8) list += ", ...";
+  char first[8];
+  std::snprintf(first, sizeof first, "0x%02X", missing.front());
+  vocab_field.fail("no token for byte " + std::string(first) + " (\"" +
+                   byte_level_encode(std::string(1, static_cast<char>(missing.front()))) +
+                   "\" in the byte-level alphabet), and no unk_token or byte_fallback token "
+                   "stands in for it, so text holding it would lose it silently; " +
+                   std::to_string(missing.size()) + " of 256 bytes lack one: " + list);
+}
+
 BpeModel parse_model(const json& model, const JsonField& field) {
   if (!model.is_object()) field.fail("expected an object, found " + json_type_name(model));
   if (const json* type = optional_member(model, field, "type")) {
@@ -123,7 +148,9 @@ BpeModel parse_model(const json& model, const JsonField& field) {
     if (!options.unk_id)
       field.member("unk_token").fail("\"" + unk_token + "\" is not in model.vocab");
   }
-  return BpeModel(vocab, merges, options, field.member("merges"));
+  BpeModel bpe(vocab, merges, options, field.member("merges"));
+  check_every_byte_encodes(bpe, field.member("vocab"));
+  return bpe;
 }
 
 std::vector<AddedToken> parse_added_tokens(const json* value, const JsonField& field) {
@@ -186,6 +213,7 @@ Tokenizer Tokenizer::from_gpt2_files(const fs::path& encoder_json, const fs::pat
     merges.emplace_back(line.substr(0, space), line.substr(space + 1));
   }
   BpeModel model(vocab, merges, BpeOptions{}, JsonField{vocab_bpe.string(), "merges"});
+  check_every_byte_encodes(model, JsonField{encoder_json.string(), ""});
 
   std::vector<AddedToken> added;
   constexpr std::string_view kEndOfText = "<|endoftext|>";

@@ -64,7 +64,8 @@ std::string read(const fs::path& file) {
 
 // A small byte-level BPE tokenizer.json with every part the loader reads:
 // a normalizer, a Split (Qwen2/Qwen3 pattern) + ByteLevel pre-tokenizer sequence, added tokens
-// and a TemplateProcessing post-processor.
+// and a TemplateProcessing post-processor. Bytes without a token become
+// <unk> (a vocabulary that would drop them is refused).
 json tiny_tokenizer_json() {
   return json::parse(R"json({
     "version": "1.0",
@@ -84,10 +85,11 @@ json tiny_tokenizer_json() {
       "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
                  {"Sequence": {"id": "A", "type_id": 0}}]},
     "decoder": {"type": "ByteLevel"},
-    "model": {"type": "BPE", "dropout": null, "unk_token": null,
+    "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>",
               "continuing_subword_prefix": "", "end_of_word_suffix": "",
               "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
-              "vocab": {"a": 0, "b": 1, "ab": 2, "\u0120": 3, "\u0120ab": 4, "c": 5},
+              "vocab": {"a": 0, "b": 1, "ab": 2, "\u0120": 3, "\u0120ab": 4, "c": 5,
+                        "<unk>": 9},
               "merges": ["a b", ["\u0120", "ab"]]}
   })json");
 }
@@ -128,8 +130,11 @@ TEST(MalformedTokenizerJson, FieldMutationsLoadOrNameTheFile) {
 TEST(MalformedGpt2Files, MutationsLoadOrNameAFile) {
   ScratchDir dir;
   const fs::path encoder = dir / "encoder.json", merges = dir / "vocab.bpe";
-  const json encoder_seed = json::parse(
-      R"({"a": 0, "b": 1, "ab": 2, "\u0120": 3, "\u0120ab": 4, "c": 5, "<|endoftext|>": 6})");
+  // Every byte has a token: GPT-2's files have no unknown token.
+  const json encoder_seed = testing::with_every_byte(
+      json::parse(
+          R"({"a": 0, "b": 1, "ab": 2, "\u0120": 3, "\u0120ab": 4, "c": 5, "<|endoftext|>": 6})"),
+      100);
   const std::string merges_seed = "#version: 0.2\na b\n\u0120 ab\n";
   check_cases(500, [&] {
     json mutated = encoder_seed;

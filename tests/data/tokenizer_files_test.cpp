@@ -34,9 +34,14 @@ class TokenizerFiles : public ::testing::Test {
     return file;
   }
 
-  // A tiny byte-level tokenizer: "a", "b", "ab", "Ġ" (space), "Ġab", and
-  // the special token <|end|>.
+  // A tiny byte-level tokenizer: "a", "b", "ab", "Ġ" (space), "Ġab", the
+  // special token <|end|>, and the other 253 bytes from id 100.
   static json tiny(json merges) {
+    json tokenizer = tiny_without_every_byte(std::move(merges));
+    tokenizer["model"]["vocab"] = testing::with_every_byte(tokenizer["model"]["vocab"], 100);
+    return tokenizer;
+  }
+  static json tiny_without_every_byte(json merges) {
     return {{"version", "1.0"},
             {"added_tokens",
              {{{"id", 5}, {"content", "<|end|>"}, {"special", true}, {"normalized", false}}}},
@@ -75,10 +80,41 @@ TEST_F(TokenizerFiles, ReadsBothFormsOfMerges) {
   }
 }
 
-TEST_F(TokenizerFiles, DropsBytesWithoutATokenAsHuggingFaceDoes) {
-  // "c" has no token and no fallback: HF drops it, then "a" and "b" merge.
-  Tokenizer tokenizer = Tokenizer::load(write("tokenizer.json", tiny(json::array({"a b"})).dump()));
-  EXPECT_EQ(tokenizer.encode("acb"), (std::vector<uint32_t>{2}));
+// Hugging Face drops a byte that has no token, no "<0xXX>" fallback and no
+// unknown token (BPE::merge_word in tokenizers), so "a\0b" became "ab"
+// and the byte was lost without a word: such a vocabulary is refused.
+TEST_F(TokenizerFiles, AVocabularyThatWouldDropABytesIsRefused) {
+  const fs::path file =
+      write("tokenizer.json", tiny_without_every_byte(json::array({"a b"})).dump());
+  const std::string message = load_error(file);
+  EXPECT_NE(message.find(file.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("model.vocab"), std::string::npos) << message;
+  EXPECT_NE(message.find("byte 0x00"), std::string::npos) << message;
+  // 256 bytes less "a", "b" and the space.
+  EXPECT_NE(message.find("253 of 256 bytes"), std::string::npos) << message;
+
+  // GPT-2's own files: the error names encoder.json.
+  fs::remove(file);
+  write("encoder.json", R"({"a": 0, "b": 1, "ab": 2})");
+  write("vocab.bpe", "#version: 0.2\na b\n");
+  const std::string gpt2 = load_error(dir_);
+  EXPECT_NE(gpt2.find((dir_ / "encoder.json").string()), std::string::npos) << gpt2;
+  EXPECT_NE(gpt2.find("byte 0x00"), std::string::npos) << gpt2;
+}
+
+// With an unknown token a missing byte becomes it, as in Hugging Face: its
+// BPE tests give "accb" -> a, <unk>, <unk>, b (test_unk_not_fused) and,
+// with fuse_unk, a, <unk>, b (test_unk_get_fused). Nothing is dropped.
+TEST_F(TokenizerFiles, AMissingByteBecomesTheUnknownTokenAsHuggingFaceDoes) {
+  json tokenizer = tiny_without_every_byte(json::array());
+  tokenizer["model"]["vocab"]["<unk>"] = 6;
+  tokenizer["model"]["unk_token"] = "<unk>";
+  Tokenizer unfused = Tokenizer::load(write("tokenizer.json", tokenizer.dump()));
+  EXPECT_EQ(unfused.encode("accb"), (std::vector<uint32_t>{0, 6, 6, 1}));
+  EXPECT_EQ(unfused.encode(std::string("a\0b", 3)), (std::vector<uint32_t>{0, 6, 1}));
+  tokenizer["model"]["fuse_unk"] = true;
+  Tokenizer fused = Tokenizer::load(write("tokenizer.json", tokenizer.dump()));
+  EXPECT_EQ(fused.encode("accb"), (std::vector<uint32_t>{0, 6, 1}));
 }
 
 TEST_F(TokenizerFiles, LoadsAFolderHoldingTokenizerJson) {
@@ -150,11 +186,11 @@ TEST_F(TokenizerFiles, UnknownSplitPatternNamesTheField) {
 }
 
 TEST_F(TokenizerFiles, MergeNamingAnUnknownTokenNamesTheMerge) {
-  fs::path file = write("tokenizer.json", tiny(json::array({"a b", "a c"})).dump());
+  fs::path file = write("tokenizer.json", tiny(json::array({"a b", "a cd"})).dump());
   std::string message = load_error(file);
   EXPECT_NE(message.find(file.string()), std::string::npos) << message;
   EXPECT_NE(message.find("model.merges[1]"), std::string::npos) << message;
-  EXPECT_NE(message.find("\"c\""), std::string::npos) << message;
+  EXPECT_NE(message.find("\"cd\""), std::string::npos) << message;
 }
 
 TEST_F(TokenizerFiles, MalformedMergeNamesTheMerge) {

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "data/byte_level.h"
 
 namespace lt::data::testing {
 
@@ -100,6 +101,14 @@ std::vector<std::string> split_pieces(SplitPattern pattern, const std::string& t
 
 std::string escaped(const std::string& text) {
   return nlohmann::json(text).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+}
+
+nlohmann::json with_every_byte(nlohmann::json vocab, uint32_t first_id) {
+  for (int byte = 0; byte < 256; ++byte) {
+    const std::string token = byte_level_encode(std::string(1, static_cast<char>(byte)));
+    if (!vocab.contains(token)) vocab[token] = first_id + static_cast<uint32_t>(byte);
+  }
+  return vocab;
 }
 
 }  // namespace lt::data::testing
