@@ -216,13 +216,17 @@ TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
     JsonField root{config_file.string(), ""};
     if (!j.is_object()) root.fail("expected an object, found " + json_type_name(j));
     config.chat_template = chat_template_field(j, root);
+    if (!config.chat_template.empty()) config.chat_template_file = config_file;
     config.eos_token = token_field(j, root, "eos_token");
     config.bos_token = token_field(j, root, "bos_token");
   }
-  // Newer transformers save the template beside the config instead.
+  // transformers 5 saves the template beside the config instead, and when
+  // both exist, loading takes the file's ("independent chat template files
+  // take priority over template entries in the tokenizer config").
   const fs::path jinja_file = dir / "chat_template.jinja";
-  if (config.chat_template.empty() && fs::exists(jinja_file)) {
+  if (fs::exists(jinja_file)) {
     config.chat_template = read_whole_file(jinja_file);
+    config.chat_template_file = jinja_file;
   }
 
   fs::path tokenizer_json;
@@ -295,10 +299,13 @@ TemplateKind resolve_template_kind(std::string_view name, const TokenizerConfig&
       return has("<think>") && has("last_query_index") ? TemplateKind::kQwen3
                                                        : TemplateKind::kChatml;
     }
-    if (config.chat_template.find("<|start_header_id|>") != std::string::npos) {
-      return TemplateKind::kLlama3;
-    }
-    return TemplateKind::kPlain;
+    if (has("<|start_header_id|>")) return TemplateKind::kLlama3;
+    if (config.chat_template.empty()) return TemplateKind::kPlain;
+    fail(config.chat_template_file.empty() ? std::string("the tokenizer's chat_template")
+                                           : config.chat_template_file.string(),
+         ": template auto does not recognise this chat template (it knows ChatML, Qwen3 and "
+         "Llama 3 ones); name the layout to train in with --template (eval) or data.template "
+         "(train): chatml, qwen3, llama3 or plain");
   }
   fail("unknown chat template \"", name, "\"; expected auto, chatml, qwen3, llama3 or plain");
 }

@@ -107,8 +107,9 @@ struct ChatMessage {
 
 // What the files beside a tokenizer say about its special tokens.
 struct TokenizerConfig {
-  std::filesystem::path file;  // the tokenizer_config.json read; empty if none
-  std::string chat_template;   // Jinja source; empty if none
+  std::filesystem::path file;                // the tokenizer_config.json read; empty if none
+  std::string chat_template;                 // Jinja source; empty if none
+  std::filesystem::path chat_template_file;  // where chat_template came from; empty if none
   std::optional<std::string> eos_token, bos_token;
   // Special tokens tokenizer.json's post-processor puts before a single
   // text (TemplateProcessing "single" up to "$A"), e.g. <|begin_of_text|>.
@@ -120,6 +121,8 @@ struct TokenizerConfig {
 // post_processor) from the folder of `tokenizer_path`, which is a
 // tokenizer.json, an encoder.json, or their folder. Missing files give an
 // empty config; a malformed one is an lt::Error naming the file and field.
+// chat_template.jinja, where transformers 5 saves the template, wins over
+// tokenizer_config.json's "chat_template", as it does in transformers.
 TokenizerConfig read_tokenizer_config(const std::filesystem::path& tokenizer_path);
 
 // The ids a template or a plain-text sample needs beyond the text.
@@ -135,8 +138,12 @@ std::string_view template_kind_name(TemplateKind kind);
 // "auto" -> qwen3 when the config's chat_template has Qwen3's think logic
 // (contains "<|im_start|>", "<think>" and "last_query_index"), chatml when
 // it contains "<|im_start|>" otherwise, llama3 when it contains
-// "<|start_header_id|>", else plain. Any other name than
-// auto/chatml/qwen3/llama3/plain is an lt::Error.
+// "<|start_header_id|>", plain when there is no chat template at all (a
+// base model's tokenizer, GPT-2's). Any other template (Mistral's [INST],
+// Gemma's <start_of_turn>, ...) is an lt::Error naming the file it came
+// from and asking for the template by name: training a chat model in a
+// layout it was not tuned on, silently, is worse than stopping. Any other
+// name than auto/chatml/qwen3/llama3/plain is an lt::Error.
 TemplateKind resolve_template_kind(std::string_view name, const TokenizerConfig& config);
 
 // A template bound to one tokenizer, its special tokens resolved to ids.
