@@ -4,7 +4,6 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
-#include <limits>
 #include <memory>
 
 #include "cli/commands.h"
@@ -20,70 +19,142 @@ namespace {
 struct EvalArgs {
   std::string model;
   std::string data;
-  std::string format = "tokens";
+  std::string format = "auto";
   std::string template_name = "auto";
   std::string tokenizer;  // default: the model folder
-  int64_t seq_len = 0;    // 0: whole rows
+  int64_t seq_len = 0;    // 0: whole rows, in windows of the model's context
   int64_t batch_size = 8;
   bool json = false;
 };
 
-// Every next token of {"input_ids": [...]} rows (a "labels" field is not
-// read), cut at --seq-len when given.
-exec::EvalResult eval_token_rows(const models::CausalLM& model, const EvalArgs& args,
-                                 const std::function<void(int64_t, int64_t)>& progress,
-                                 int64_t* rows) {
-  const auto token_rows = data::read_token_rows(args.data, model.config().vocab_size);
-  *rows = static_cast<int64_t>(token_rows.size());
-  if (args.seq_len == 0) return exec::evaluate_loss(model, token_rows, args.batch_size, progress);
+// What was read, and how rows were made to fit: printed with the loss.
+struct EvalInput {
   std::vector<data::Sample> samples;
-  samples.reserve(token_rows.size());
-  for (const auto& row : token_rows) samples.push_back({row, row});
-  return exec::evaluate_samples(model, samples, args.batch_size, args.seq_len, progress);
+  int64_t rows = 0;
+  std::string format, template_name, fields;  // as resolved; template and fields may be empty
+  int64_t rows_cut = 0;                       // rows longer than the length below
+  int64_t cut_length = 0;                     // --seq-len, or the model's context
+  bool windows = false;                       // cut into windows (else cut short)
+};
+
+// {"input_ids": [...]} rows, every next token predicted (a "labels" field
+// is not read).
+void read_token_rows(const models::CausalLM& model, const EvalArgs& args, EvalInput* input) {
+  auto rows = data::read_token_rows(args.data, model.config().vocab_size);
+  input->rows = static_cast<int64_t>(rows.size());
+  input->samples.reserve(rows.size());
+  for (auto& row : rows) {
+    std::vector<int32_t> labels = row;
+    input->samples.push_back({std::move(row), std::move(labels), 0});
+  }
 }
 
 // A dataset as `train` reads it (data.format, data.template): the response
 // tokens only, the prompt being context, as the eval during training counts.
-exec::EvalResult eval_dataset(const models::CausalLM& model, const EvalArgs& args,
-                              const std::function<void(int64_t, int64_t)>& progress,
-                              int64_t* rows) {
+void read_dataset(const models::CausalLM& model, const EvalArgs& args, const std::string& format,
+                  EvalInput* input) {
   const std::string tokenizer_path = args.tokenizer.empty() ? args.model : args.tokenizer;
   const data::Tokenizer tokenizer = data::load_tokenizer_for(
-      tokenizer_path, "eval --format " + args.format,
+      tokenizer_path, "eval --format " + format,
       args.tokenizer.empty() ? "--model (--tokenizer is unset)" : "--tokenizer");
   data::DatasetOptions options;
-  options.format = args.format;
+  options.format = format;
   options.template_name = args.template_name;
   options.tokenizer_path = tokenizer_path;
   data::DatasetReport report;
-  const auto samples = data::load_dataset(args.data, &tokenizer, options, &report);
-  data::check_ids_in_vocab(samples, model.config().vocab_size, args.data);
-  *rows = static_cast<int64_t>(samples.size());
+  input->samples = data::load_dataset(args.data, &tokenizer, options, &report);
+  data::check_ids_in_vocab(input->samples, model.config().vocab_size, args.data);
+  input->rows = static_cast<int64_t>(input->samples.size());
+  input->template_name = report.template_name;
+  if (!report.prompt_field.empty())
+    input->fields = report.prompt_field + " -> " + report.response_field;
   if (report.skipped > 0)
     fmt::print(stderr, "eval: {} of {} rows of {} skipped (first: {})\n", report.skipped,
                report.rows, args.data, report.problems.empty() ? "" : report.problems.front());
-  return exec::evaluate_samples(
-      model, samples, args.batch_size,
-      args.seq_len > 0 ? args.seq_len : std::numeric_limits<int64_t>::max(), progress);
+}
+
+// Here rather than as CLI11 checks, whose message for 0 was a range
+// running to 1.8e308 spelled out in 300 digits.
+void check_sizes(const EvalArgs& args) {
+  if (args.batch_size < 1)
+    fail("--batch-size must be a whole number of rows, at least 1; got ", args.batch_size);
+  if (args.seq_len < 0 || args.seq_len == 1) {
+    fail("--seq-len must be 0 (whole rows, in windows of the model's context) or at least 2 ",
+         "tokens; got ", args.seq_len);
+  }
 }
 
 void run_eval(const EvalArgs& args) {
+  check_sizes(args);
+  EvalInput input;
+  data::DatasetOptions detect;
+  detect.format = args.format;
+  input.format = data::detect_format(args.data, detect);
+
   models::CausalLM model = io::load_hf_model(args.model, DType::F32);
+  const int64_t context = model.config().max_position_embeddings;
+  if (args.seq_len > context) {
+    fail("--seq-len ", args.seq_len, " is longer than the model's context: ", args.model,
+         "/config.json has max_position_embeddings ", context);
+  }
+  if (!args.json) {
+    fmt::print(stderr, "eval: reading {} as format {}{}\n", args.data, input.format,
+               args.format == "auto" ? " (detected)" : "");
+  }
+  if (input.format == "tokens") {
+    read_token_rows(model, args, &input);
+  } else {
+    read_dataset(model, args, input.format, &input);
+    if (!args.json) {
+      fmt::print(stderr, "eval: template {}{}\n",
+                 input.template_name.empty() ? "none" : input.template_name,
+                 input.fields.empty() ? "" : ", fields " + input.fields);
+    }
+  }
+
+  // Rows are cut at --seq-len, as training cuts them; without it, a row
+  // longer than the model's context is evaluated in windows of it.
+  input.cut_length = args.seq_len > 0 ? args.seq_len : context;
+  if (args.seq_len > 0) {
+    for (const auto& s : input.samples)
+      input.rows_cut += static_cast<int64_t>(s.ids.size()) > args.seq_len;
+  } else {
+    input.samples = exec::split_into_windows(std::move(input.samples), context, &input.rows_cut);
+    input.windows = true;
+  }
+  if (input.rows_cut > 0 && !args.json) {
+    if (input.windows) {
+      fmt::print(stderr,
+                 "eval: {} rows longer than the model's context (max_position_embeddings {}) "
+                 "evaluated in windows of that many tokens\n",
+                 input.rows_cut, context);
+    } else {
+      fmt::print(stderr,
+                 "eval: {} rows longer than --seq-len {} cut to it (as train.seq_len does); "
+                 "their later tokens are not evaluated\n",
+                 input.rows_cut, args.seq_len);
+    }
+  }
+
   const bool show_progress = !args.json && isatty(STDERR_FILENO);
   auto progress = [&](int64_t done, int64_t total) {
     if (show_progress) fmt::print(stderr, "\reval: {}/{} rows", done, total);
   };
-  int64_t rows = 0;
-  const exec::EvalResult result = args.format == "tokens"
-                                      ? eval_token_rows(model, args, progress, &rows)
-                                      : eval_dataset(model, args, progress, &rows);
+  const exec::EvalResult result =
+      exec::evaluate_samples(model, input.samples, args.batch_size, input.cut_length, progress);
   if (show_progress) fmt::print(stderr, "\n");
   if (args.json) {
-    nlohmann::json j = {{"loss", result.loss}, {"tokens", result.tokens}, {"rows", rows}};
+    nlohmann::json j = {{"loss", result.loss},
+                        {"tokens", result.tokens},
+                        {"rows", input.rows},
+                        {"format", input.format},
+                        {"rows_cut", input.rows_cut}};
+    if (!input.template_name.empty()) j["template"] = input.template_name;
+    if (input.rows_cut > 0) j[input.windows ? "window" : "seq_len"] = input.cut_length;
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("loss {:.6f} over {} predicted tokens ({} rows)\n", result.loss, result.tokens,
-               rows);
+               input.rows);
   }
 }
 
@@ -95,21 +166,23 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--model", args->model, "Hugging Face model folder")->required();
   cmd->add_option("--data", args->data, "JSONL (or JSON) dataset")->required();
   cmd->add_option("--format", args->format,
-                  "tokens ({\"input_ids\": [...]}, every next token predicted) or a text "
-                  "format train reads (auto, alpaca, query_response, sharegpt, text: the "
-                  "response tokens predicted, with train's default data settings)")
+                  "auto (as train detects it), tokens ({\"input_ids\": [...]}, every next "
+                  "token predicted) or a text format train reads (alpaca, query_response, "
+                  "sharegpt, text: the response tokens predicted, with train's default data "
+                  "settings)")
       ->capture_default_str();
   cmd->add_option("--template", args->template_name, "chat template, as data.template")
       ->capture_default_str();
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json or its folder (default: the model folder)");
+  // Ranges are checked in check_sizes, whose messages name the option.
   cmd->add_option("--seq-len", args->seq_len,
-                  "tokens per row at most, as train.seq_len (default: whole rows)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--batch-size", args->batch_size, "Rows per forward pass")
-      ->check(CLI::PositiveNumber);
+                  "tokens per row at most, as train.seq_len (default: whole rows, in windows "
+                  "of the model's max_position_embeddings)");
+  cmd->add_option("--batch-size", args->batch_size, "Rows per forward pass")->capture_default_str();
   cmd->add_flag("--json", args->json,
-                "Print one JSON line: {\"loss\": ..., \"tokens\": ..., \"rows\": ...}");
+                "Print one JSON line: {\"loss\", \"tokens\", \"rows\", \"format\", "
+                "\"template\", \"rows_cut\"}");
   cmd->callback([args] { run_eval(*args); });
 }
 

@@ -18,6 +18,7 @@ inline constexpr int32_t kIgnoreLabel = -100;
 struct Sample {
   std::vector<int32_t> ids;
   std::vector<int32_t> labels;  // same length as ids
+  int64_t line = 0;             // where its row starts in its file (1-based); 0: not from a file
 };
 
 struct Batch {

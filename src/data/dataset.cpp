@@ -246,6 +246,7 @@ struct Record {
   std::vector<ChatMessage> messages;  // chat formats
   std::string text;                   // text
   Sample sample;                      // tokens
+  int64_t line = 0;                   // where the row starts
 };
 
 // Everything load_dataset resolves once per file.
@@ -342,7 +343,10 @@ class DatasetLoader {
                ": a .txt file holds plain text, but the format is \"", options_.format, "\"");
       start(Plan{Format::kText, {}, {}});
     }
-    for_each_row(file_, layout, [&](const SourceRow& row) { on_row(row, layout); });
+    for_each_row(file_, layout, [&](const SourceRow& row) {
+      on_row(row, layout);
+      return true;
+    });
     flush();
     if (samples_.empty()) {
       fail(file_.string(), ": no usable samples (", report_.rows, " rows, ", report_.skipped,
@@ -407,6 +411,7 @@ class DatasetLoader {
         if (!plan_) start(detect_plan(value, forced_, options_, where(row.line)));
         record = parse(value);
       }
+      record.line = row.line;
       pending_.push_back(std::move(record));
     } catch (const RowError& error) {
       bad_row(row.line, error);
@@ -466,7 +471,10 @@ class DatasetLoader {
     // 16 rows per task: a row takes tens of microseconds to tokenize, so
     // smaller tasks would spend their time in the pool's bookkeeping.
     parallel_for(0, static_cast<int64_t>(pending_.size()), 16, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) samples_[first + i] = tokenize(pending_[i]);
+      for (int64_t i = begin; i < end; ++i) {
+        samples_[first + i] = tokenize(pending_[i]);
+        samples_[first + i].line = pending_[i].line;
+      }
     });
     for (size_t i = first; i < samples_.size(); ++i) {
       report_.tokens += static_cast<int64_t>(samples_[i].ids.size());
@@ -502,6 +510,27 @@ std::vector<Sample> load_dataset(const fs::path& file, const Tokenizer* tokenize
   return DatasetLoader(file, tokenizer, options, out).load();
 }
 
+std::string detect_format(const fs::path& file, const DatasetOptions& options) {
+  if (!options.format.empty() && options.format != "auto") {
+    LT_CHECK(parse_format(options.format).has_value(), "unknown dataset format \"", options.format,
+             "\"; expected auto, tokens, alpaca, query_response, sharegpt or text");
+    return options.format;
+  }
+  const SourceLayout layout = detect_layout(file);
+  if (layout == SourceLayout::kTextParagraphs) return std::string(format_name(Format::kText));
+  std::optional<Plan> plan;
+  for_each_row(file, layout, [&](const SourceRow& row) {
+    if (!row.problem.empty()) return true;
+    json value = json::parse(row.text, nullptr, /*allow_exceptions=*/false);
+    if (!value.is_object()) return true;  // a bad row, which the loader skips or refuses
+    plan =
+        detect_plan(value, std::nullopt, options, file.string() + ":" + std::to_string(row.line));
+    return false;
+  });
+  if (!plan) fail(file.string(), ": no row is a JSON object, so the dataset format cannot be told");
+  return std::string(format_name(plan->format));
+}
+
 Tokenizer load_tokenizer_for(const std::filesystem::path& path, const std::string& needed_by,
                              const std::string& chosen_by) {
   try {
@@ -513,10 +542,31 @@ Tokenizer load_tokenizer_for(const std::filesystem::path& path, const std::strin
 
 void check_ids_in_vocab(const std::vector<Sample>& samples, int64_t vocab,
                         const std::string& source) {
-  for (const auto& s : samples)
-    for (int32_t id : s.ids)
-      LT_CHECK(id >= 0 && id < vocab, source, ": token id ", id,
-               " is outside the model's vocabulary of ", vocab, " (is the tokenizer the model's?)");
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const Sample& s = samples[i];
+    auto where = [&] {
+      return s.line > 0 ? source + ":" + std::to_string(s.line)
+                        : source + ": sample " + std::to_string(i + 1);
+    };
+    for (size_t j = 0; j < s.ids.size(); ++j) {
+      const int32_t id = s.ids[j];
+      if (id < 0 || id >= vocab) {
+        fail(where(), ": token id ", id, " (position ", j,
+             " of the row) is outside the model's vocabulary [0, ", vocab,
+             "); is the tokenizer the model's?");
+      }
+    }
+    // Labels are what the loss indexes; one outside the vocabulary used to
+    // surface only when its batch came up, many steps in, naming no file.
+    for (size_t j = 0; j < s.labels.size(); ++j) {
+      const int32_t label = s.labels[j];
+      if (label != kIgnoreLabel && (label < 0 || label >= vocab)) {
+        fail(where(), ": field \"labels[", j, "]\": ", label,
+             " is outside the model's vocabulary [0, ", vocab, ") (", kIgnoreLabel,
+             " marks a token not trained on)");
+      }
+    }
+  }
 }
 
 }  // namespace lt::data

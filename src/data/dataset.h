@@ -90,9 +90,16 @@ std::vector<Sample> load_dataset(const std::filesystem::path& file, const Tokeni
 Tokenizer load_tokenizer_for(const std::filesystem::path& path, const std::string& needed_by,
                              const std::string& chosen_by);
 
-// Throws lt::Error, led by `source`, at the first token id outside [0,
-// vocab): a tokenizer other than the model's.
+// Throws lt::Error, led by `source` (the file) and the sample's line, at
+// the first token id or label outside [0, vocab) (-100 aside): a tokenizer
+// other than the model's, or labels made for another vocabulary.
 void check_ids_in_vocab(const std::vector<Sample>& samples, int64_t vocab,
                         const std::string& source);
+
+// The format load_dataset would read `file` in: options.format unless it is
+// "auto", else what the first row that is a JSON object says (or "text"
+// for a .txt file). Reads only up to that row. An lt::Error when no row
+// tells, as load_dataset's.
+std::string detect_format(const std::filesystem::path& file, const DatasetOptions& options);
 
 }  // namespace lt::data

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
+#include "io/regular_file.h"
 
 namespace lt::data {
 
@@ -25,6 +28,7 @@ bool is_blank(std::string_view line) {
 }
 
 std::ifstream open(const fs::path& file) {
+  io::require_regular_file(file);
   std::ifstream in(file, std::ios::binary);
   if (!in) fail(file.string(), ": cannot open the file");
   return in;
@@ -40,42 +44,84 @@ std::string read_all(const fs::path& file) {
   return text;
 }
 
-void read_lines(const fs::path& file, const std::function<void(const SourceRow&)>& on_row) {
-  std::ifstream in = open(file);
+// Lines of at most kMaxLineBytes, read through a fixed buffer so that
+// memory stays bounded whatever the file holds.
+class LineReader {
+ public:
+  explicit LineReader(const fs::path& file) : file_(file), in_(open(file)), buffer_(1 << 20) {}
+
+  // The next line, without its '\n', into `line`; false at the end of the
+  // file. `line_no` is the line's number, for the error.
+  bool next(std::string& line, int64_t line_no) {
+    line.clear();
+    while (true) {
+      if (pos_ == end_ && !refill()) return !line.empty();
+      const char* start = buffer_.data() + pos_;
+      const char* newline = static_cast<const char*>(std::memchr(start, '\n', end_ - pos_));
+      const size_t take = newline ? static_cast<size_t>(newline - start) : end_ - pos_;
+      if (line.size() + take > kMaxLineBytes) {
+        fail(file_.string(), ":", line_no, ": the line is longer than ", kMaxLineBytes >> 20,
+             " MiB, the most one row may hold; is this a JSON-lines dataset?");
+      }
+      line.append(start, take);
+      pos_ += take;
+      if (newline) {
+        ++pos_;
+        return true;
+      }
+    }
+  }
+
+ private:
+  bool refill() {
+    in_.read(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    if (in_.bad()) fail(file_.string(), ": read error");
+    pos_ = 0;
+    end_ = static_cast<size_t>(in_.gcount());
+    return end_ > 0;
+  }
+
+  const fs::path& file_;
+  std::ifstream in_;
+  std::vector<char> buffer_;
+  size_t pos_ = 0, end_ = 0;
+};
+
+void read_lines(const fs::path& file, const std::function<bool(const SourceRow&)>& on_row) {
+  LineReader reader(file);
   std::string line;
   SourceRow row;
-  while (std::getline(in, line)) {
+  while (reader.next(line, row.line + 1)) {
     ++row.line;
     std::string_view text = line;
     if (row.line == 1 && text.starts_with(kByteOrderMark))
       text.remove_prefix(kByteOrderMark.size());
     if (is_blank(text)) continue;
     row.text = text;
-    on_row(row);
+    if (!on_row(row)) return;
   }
-  if (in.bad()) fail(file.string(), ": read error after line ", row.line);
 }
 
-void read_paragraphs(const fs::path& file, const std::function<void(const SourceRow&)>& on_row) {
+void read_paragraphs(const fs::path& file, const std::function<bool(const SourceRow&)>& on_row) {
   const std::string text = read_all(file);
   std::string_view all = text;
   int64_t line_no = 0;
   size_t start = std::string_view::npos;  // first byte of the open paragraph
   int64_t start_line = 0;
-  size_t end = 0;  // one past the last non-blank line of the open paragraph
-  auto emit = [&] {
-    if (start == std::string_view::npos) return;
+  size_t end = 0;    // one past the last non-blank line of the open paragraph
+  auto emit = [&] {  // false: the caller wants no more rows
+    if (start == std::string_view::npos) return true;
     std::string_view paragraph = all.substr(start, end - start);
     if (paragraph.ends_with('\r')) paragraph.remove_suffix(1);
-    on_row(SourceRow{start_line, paragraph, {}});
     start = std::string_view::npos;
+    return on_row(SourceRow{start_line, paragraph, {}});
   };
   for (size_t pos = 0; pos < all.size();) {
     size_t newline = all.find('\n', pos);
     size_t line_end = newline == std::string_view::npos ? all.size() : newline;
     ++line_no;
     if (is_blank(all.substr(pos, line_end - pos))) {
-      emit();
+      if (!emit()) return;
     } else {
       if (start == std::string_view::npos) {
         start = pos;
@@ -89,7 +135,7 @@ void read_paragraphs(const fs::path& file, const std::function<void(const Source
 }
 
 // Cuts a top-level JSON array into its elements; see the header.
-void read_array(const fs::path& file, const std::function<void(const SourceRow&)>& on_row) {
+void read_array(const fs::path& file, const std::function<bool(const SourceRow&)>& on_row) {
   const std::string text = read_all(file);
   const size_t n = text.size();
   size_t pos = 0;
@@ -98,7 +144,8 @@ void read_array(const fs::path& file, const std::function<void(const SourceRow&)
     while (pos < n && is_json_space(text[pos])) line += text[pos++] == '\n';
   };
   auto problem = [&](int64_t at_line, size_t from, size_t to, std::string what) {
-    on_row(SourceRow{at_line, std::string_view(text).substr(from, to - from), std::move(what)});
+    return on_row(
+        SourceRow{at_line, std::string_view(text).substr(from, to - from), std::move(what)});
   };
 
   skip_space();
@@ -146,11 +193,11 @@ void read_array(const fs::path& file, const std::function<void(const SourceRow&)
                 "unmatched '}' in the array; the rest of the file is not read");
         return;
       }
-      if (stop == start) {
-        problem(start_line, start, stop, "empty array element");
-      } else {
-        on_row(SourceRow{start_line, std::string_view(text).substr(start, stop - start), {}});
-      }
+      const bool more =
+          stop == start ? problem(start_line, start, stop, "empty array element")
+                        : on_row(SourceRow{
+                              start_line, std::string_view(text).substr(start, stop - start), {}});
+      if (!more) return;
       if (text[pos++] == ']') break;
     }
   }
@@ -180,7 +227,7 @@ SourceLayout detect_layout(const fs::path& file) {
 }
 
 void for_each_row(const fs::path& file, SourceLayout layout,
-                  const std::function<void(const SourceRow&)>& on_row) {
+                  const std::function<bool(const SourceRow&)>& on_row) {
   switch (layout) {
     case SourceLayout::kJsonLines:
       return read_lines(file, on_row);

@@ -31,13 +31,22 @@ struct SourceRow {
   std::string problem;    // non-empty: the row could not be cut out (text may be partial)
 };
 
+// The longest line a JSON-lines file may have: 64 MiB, some 16M tokens of
+// text or 8M token ids, far beyond any row a model trains on. JSON lines
+// are read a line at a time, so without a bound one huge line (a file of
+// zeros, a binary file given by mistake) was read whole into memory.
+inline constexpr size_t kMaxLineBytes = size_t{64} << 20;
+
 // Text paragraphs for a .txt file (any case), else JSON array or lines by
 // the first non-space character (a UTF-8 byte order mark is skipped).
+// Every reader here refuses a file that is not a regular file
+// (io/regular_file.h), before opening it.
 SourceLayout detect_layout(const std::filesystem::path& file);
 
-// Calls `on_row` for every row in file order. A file that cannot be opened
-// or read is an lt::Error.
+// Calls `on_row` for every row in file order until it returns false. A file
+// that cannot be opened or read, or a JSON-lines line longer than
+// kMaxLineBytes, is an lt::Error naming the file (and the line).
 void for_each_row(const std::filesystem::path& file, SourceLayout layout,
-                  const std::function<void(const SourceRow&)>& on_row);
+                  const std::function<bool(const SourceRow&)>& on_row);
 
 }  // namespace lt::data

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/json_brief.h"
+#include "io/regular_file.h"
 
 namespace lt::data {
 
@@ -62,8 +63,10 @@ inline nlohmann::json parse_json_text(const std::string& text, const std::filesy
   return root;
 }
 
-// The whole file as bytes; an error names the file.
+// The whole file as bytes; an error names the file. Only a regular file is
+// read (io/regular_file.h says why).
 inline std::string read_whole_file(const std::filesystem::path& file) {
+  io::require_regular_file(file);
   std::ifstream in(file, std::ios::binary);
   if (!in) lt::fail(file.string(), ": cannot open the file");
   std::ostringstream contents;

@@ -1,26 +1,26 @@
 #include "data/token_rows.h"
 
 #include <cstdint>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/dataset_source.h"
 
 namespace lt::data {
 
 std::vector<TokenRow> read_token_rows(const std::filesystem::path& path, int64_t vocab_size) {
-  std::ifstream in(path, std::ios::binary);
-  LT_CHECK(in.good(), path.string(), ": cannot open the file");
+  // Rows come through the dataset reader: regular files only, lines of
+  // bounded length, and a JSON array of rows read as JSON lines are.
+  const SourceLayout layout = detect_layout(path) == SourceLayout::kJsonArray
+                                  ? SourceLayout::kJsonArray
+                                  : SourceLayout::kJsonLines;
   std::vector<TokenRow> rows;
-  std::string line;
-  int64_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path.string() + ":" + std::to_string(line_no);
+  for_each_row(path, layout, [&](const SourceRow& source) {
+    const std::string where = path.string() + ":" + std::to_string(source.line);
+    if (!source.problem.empty()) fail(where, ": ", source.problem);
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(line);
+      j = nlohmann::json::parse(source.text);
     } catch (const nlohmann::json::parse_error& e) {
       fail(where, ": not valid JSON (", e.what(), ")");
     }
@@ -32,13 +32,17 @@ std::vector<TokenRow> read_token_rows(const std::filesystem::path& path, int64_t
     row.reserve(ids.size());
     for (size_t i = 0; i < ids.size(); ++i) {
       LT_CHECK(ids[i].is_number_integer(), where, ": input_ids[", i, "] is not an integer");
-      const int64_t id = ids[i].get<int64_t>();
+      // Compared unsigned first: get<int64_t> wraps values above INT64_MAX.
+      const bool huge = ids[i].is_number_unsigned() && ids[i].get<uint64_t>() > INT32_MAX;
+      const int64_t id = huge ? int64_t{INT32_MAX} + 1 : ids[i].get<int64_t>();
       LT_CHECK(id >= 0 && id <= INT32_MAX && (vocab_size <= 0 || id < vocab_size), where,
-               ": input_ids[", i, "] = ", id, " is outside the vocabulary [0, ", vocab_size, ")");
+               ": input_ids[", i, "] = ", ids[i].dump(), " is outside the vocabulary [0, ",
+               vocab_size, ")");
       row.push_back(static_cast<int32_t>(id));
     }
     rows.push_back(std::move(row));
-  }
+    return true;
+  });
   return rows;
 }
 

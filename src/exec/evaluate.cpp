@@ -11,8 +11,37 @@ EvalResult evaluate_loss(const models::CausalLM& model, const std::vector<data::
                          const std::function<void(int64_t, int64_t)>& progress) {
   std::vector<data::Sample> samples;
   samples.reserve(rows.size());
-  for (const auto& r : rows) samples.push_back({r, r});
+  for (const auto& r : rows) samples.push_back({r, r, 0});
   return evaluate_samples(model, samples, batch_size, INT64_MAX, progress);
+}
+
+std::vector<data::Sample> split_into_windows(std::vector<data::Sample> samples, int64_t window,
+                                             int64_t* cut) {
+  LT_CHECK(window >= 2, "a window must hold at least 2 tokens, got ", window);
+  std::vector<data::Sample> out;
+  out.reserve(samples.size());
+  int64_t cut_count = 0;
+  for (data::Sample& s : samples) {
+    const int64_t n = static_cast<int64_t>(s.ids.size());
+    if (n <= window) {
+      out.push_back(std::move(s));
+      continue;
+    }
+    ++cut_count;
+    // Window k covers [k (window - 1), k (window - 1) + window): its first
+    // token was the last of window k - 1, whose prediction that was.
+    for (int64_t start = 0; start + 1 < n; start += window - 1) {
+      const int64_t end = std::min(n, start + window);
+      out.push_back({std::vector<int32_t>(s.ids.begin() + start, s.ids.begin() + end),
+                     std::vector<int32_t>(s.labels.begin() + start, s.labels.begin() + end),
+                     s.line});
+    }
+    // Free the long row now rather than when `samples` goes.
+    std::vector<int32_t>().swap(s.ids);
+    std::vector<int32_t>().swap(s.labels);
+  }
+  if (cut) *cut = cut_count;
+  return out;
 }
 
 EvalResult evaluate_samples(const models::CausalLM& model, const std::vector<data::Sample>& samples,

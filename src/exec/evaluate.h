@@ -21,9 +21,22 @@ EvalResult evaluate_loss(const models::CausalLM& model, const std::vector<data::
                          const std::function<void(int64_t, int64_t)>& progress = {});
 
 // The same over samples with labels: only tokens whose label is not -100
-// are predicted (a masked prompt is context, not target).
+// are predicted (a masked prompt is context, not target). Samples are cut
+// at `max_len` tokens (as training cuts them at train.seq_len), so a batch
+// holds at most batch_size x max_len tokens.
 EvalResult evaluate_samples(const models::CausalLM& model, const std::vector<data::Sample>& samples,
                             int64_t batch_size, int64_t max_len,
                             const std::function<void(int64_t, int64_t)>& progress = {});
+
+// Samples longer than `window` tokens (>= 2) cut into windows of `window`
+// tokens, each starting one token before the previous one ends: that token
+// is the next window's first context token, so every token the whole row
+// would predict is predicted exactly once, from at most window - 1 tokens
+// of context. Shorter samples are kept whole. `cut` (optional) receives how
+// many samples were cut. A model cannot attend past its
+// max_position_embeddings, and a whole row of millions of tokens took
+// memory for its full length in one forward pass.
+std::vector<data::Sample> split_into_windows(std::vector<data::Sample> samples, int64_t window,
+                                             int64_t* cut = nullptr);
 
 }  // namespace lt::exec

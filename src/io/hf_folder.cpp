@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "io/atomic_file.h"
+#include "io/regular_file.h"
 
 namespace lt::io {
 
@@ -17,6 +18,7 @@ namespace {
 using nlohmann::json;
 
 std::string read_text(const std::filesystem::path& path) {
+  require_regular_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open '", path.string(), "'");
   std::ostringstream ss;

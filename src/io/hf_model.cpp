@@ -5,6 +5,7 @@
 #include "autograd/grad_mode.h"
 #include "core/host_memory.h"
 #include "io/atomic_file.h"
+#include "io/regular_file.h"
 #include "models/hf_mapping.h"
 
 namespace lt::io {
@@ -53,6 +54,7 @@ CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype) {
   const auto config_path = folder / "config.json";
   LT_CHECK(std::filesystem::is_directory(folder), "model folder '", folder.string(),
            "' does not exist");
+  require_regular_file(config_path);
   ModelConfig config = ModelConfig::from_file(config_path);
   HfWeights weights(folder);
   weights.check_all();

@@ -16,6 +16,7 @@
 
 #include "core/json_brief.h"
 #include "io/atomic_file.h"
+#include "io/regular_file.h"
 
 namespace lt::io {
 
@@ -340,7 +341,11 @@ struct SafetensorsFile::Mapping {
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
     : path_(path), mapping_(std::make_shared<Mapping>()) {
   const std::string file = path.string();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  require_regular_file(path);
+  // O_NONBLOCK: should the path become a FIFO after the check above, open
+  // returns at once (and fstat below refuses it) instead of waiting for a
+  // writer. On a regular file the flag changes nothing.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) bad_file(file, "cannot open: ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -9,7 +9,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include <regex>
+
 #include "autograd/grad_mode.h"
+#include "data/byte_level.h"
 #include "exec/evaluate.h"
 #include "io/hf_model.h"
 
@@ -42,8 +45,9 @@ TEST(Evaluate, PaddedBatchesEqualRowByRowMeans) {
   }
 }
 
-std::string run_cli(const std::string& args, int* status) {
-  const std::string cmd = std::string(LT_BINARY_DIR) + "/lazytrain " + args + " 2>&1";
+// `prefix` goes before the program (limits such as "ulimit -v N; ").
+std::string run_cli(const std::string& args, int* status, const std::string& prefix = "") {
+  const std::string cmd = prefix + std::string(LT_BINARY_DIR) + "/lazytrain " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -93,8 +97,15 @@ TEST_F(EvalCommand, BadInputNamesTheFileLineAndField) {
   EXPECT_NE(out.find("id.jsonl:1"), std::string::npos) << out;
   EXPECT_NE(out.find("input_ids[1] = 97"), std::string::npos) << out;
 
+  // With the default --format auto, the fields that would tell a format;
+  // with --format tokens, the one field it needs.
   auto no_field = write("field.jsonl", "{\"ids\": [1, 2]}\n");
   out = run_cli("eval --model " + kLlama.string() + " --data " + no_field.string(), &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("field.jsonl:1"), std::string::npos) << out;
+  EXPECT_NE(out.find("[ids]; expected input_ids"), std::string::npos) << out;
+  out = run_cli("eval --format tokens --model " + kLlama.string() + " --data " + no_field.string(),
+                &status);
   EXPECT_NE(out.find("\"input_ids\""), std::string::npos) << out;
 
   out = run_cli("eval --model " + (dir_ / "missing").string() + " --data " + bad_id.string(),
@@ -121,6 +132,165 @@ TEST_F(EvalCommand, ConvertWritesAFolderThatEvaluatesTheSame) {
                  &status);
   EXPECT_NE(status, 0);
   EXPECT_NE(conv.find("--dtype"), std::string::npos) << conv;
+}
+
+// The summed loss of `ids` alone, every next token predicted.
+double row_loss_sum(const models::CausalLM& model, const std::vector<int64_t>& ids) {
+  NoGradGuard no_grad;
+  Tensor t = Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+  return model.loss(t, models::shift_targets(t), 1.0).item();
+}
+
+// Windows against each window evaluated alone: a row of 150 tokens and a
+// context of 64 (the fixture's max_position_embeddings) gives windows
+// [0, 64), [63, 127), [126, 150), each predicting the tokens after its
+// first, so all 149 tokens the whole row predicts are predicted once.
+TEST(Evaluate, LongRowsAreSplitIntoOverlappingWindows) {
+  models::CausalLM model = io::load_hf_model(kLlama);
+  std::vector<int32_t> row(150);
+  for (size_t i = 0; i < row.size(); ++i) row[i] = static_cast<int32_t>((i * 37 + 11) % 97);
+  std::vector<int32_t> labels = row;
+  labels[0] = labels[70] = -100;  // a masked label inside the second window stays masked
+  int64_t cut = 0;
+  const auto windows = exec::split_into_windows({{row, labels, 4}, {{1, 2}, {1, 2}, 5}}, 64, &cut);
+  EXPECT_EQ(cut, 1);
+  ASSERT_EQ(windows.size(), 4u);
+  const std::vector<std::pair<size_t, size_t>> spans = {{0, 64}, {63, 127}, {126, 150}};
+  for (size_t w = 0; w < spans.size(); ++w) {
+    const auto [begin, end] = spans[w];
+    EXPECT_EQ(windows[w].ids, std::vector<int32_t>(row.begin() + begin, row.begin() + end));
+    EXPECT_EQ(windows[w].labels,
+              std::vector<int32_t>(labels.begin() + begin, labels.begin() + end));
+    EXPECT_EQ(windows[w].line, 4);
+  }
+  EXPECT_EQ(windows[3].ids, (std::vector<int32_t>{1, 2}));
+
+  // The CLI without --seq-len: the same windows, against the brute force.
+  double sum = 0;
+  for (const auto& [begin, end] : spans)
+    sum += row_loss_sum(model, std::vector<int64_t>(row.begin() + begin, row.begin() + end));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("lt_eval_long_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  nlohmann::json j = {{"input_ids", row}};
+  std::ofstream(dir / "long.jsonl") << j.dump() << "\n";
+  int status = 0;
+  const std::string out =
+      run_cli("eval --json --model " + kLlama.string() + " --data " + (dir / "long.jsonl").string(),
+              &status);
+  ASSERT_EQ(status, 0) << out;
+  const auto got = nlohmann::json::parse(out);
+  EXPECT_EQ(got.at("tokens").get<int64_t>(), 149);
+  EXPECT_NEAR(got.at("loss").get<double>(), sum / 149.0, 1e-5);
+  EXPECT_EQ(got.at("rows_cut").get<int64_t>(), 1);
+
+  // --seq-len cuts the row there, as train.seq_len does; past the
+  // context it is refused, naming both.
+  const std::string cut_out = run_cli("eval --json --seq-len 32 --model " + kLlama.string() +
+                                          " --data " + (dir / "long.jsonl").string(),
+                                      &status);
+  ASSERT_EQ(status, 0) << cut_out;
+  EXPECT_EQ(nlohmann::json::parse(cut_out).at("tokens").get<int64_t>(), 31);
+  EXPECT_NEAR(nlohmann::json::parse(cut_out).at("loss").get<double>(),
+              row_loss_sum(model, std::vector<int64_t>(row.begin(), row.begin() + 32)) / 31.0,
+              1e-5);
+  const std::string long_out = run_cli(
+      "eval --seq-len 100 --model " + kLlama.string() + " --data " + (dir / "long.jsonl").string(),
+      &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(long_out.find("--seq-len 100"), std::string::npos) << long_out;
+  EXPECT_NE(long_out.find("max_position_embeddings 64"), std::string::npos) << long_out;
+  std::filesystem::remove_all(dir);
+}
+
+// A character device never ends: reading /dev/zero as a dataset grew
+// memory past 17 GB. (Bounded here by ulimit and timeout, should it
+// regress.)
+TEST_F(EvalCommand, ADeviceAsDataIsRefused) {
+  int status = 0;
+  const std::string out = run_cli("eval --model " + kLlama.string() + " --data /dev/zero", &status,
+                                  "ulimit -v 4000000; timeout 60 ");
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("/dev/zero"), std::string::npos) << out;
+  EXPECT_NE(out.find("character device"), std::string::npos) << out;
+}
+
+// CLI11's range checks printed the range's end, 1.8e308, in 300 digits.
+TEST_F(EvalCommand, BadSizesNameTheOptionPlainly) {
+  const std::regex long_number("[0-9]{20}");
+  for (const std::string args :
+       {"--batch-size 0", "--batch-size -3", "--seq-len -1", "--seq-len 1"}) {
+    int status = 0;
+    const std::string out =
+        run_cli("eval --model " + kLlama.string() + " --data " +
+                    write("ok.jsonl", "{\"input_ids\": [5, 9]}\n").string() + " " + args,
+                &status);
+    EXPECT_NE(status, 0) << args;
+    EXPECT_NE(out.find(args.substr(0, args.find(' '))), std::string::npos) << args << ": " << out;
+    EXPECT_FALSE(std::regex_search(out, long_number)) << args << ": " << out;
+  }
+}
+
+// A tokenizer for the fixture's 97-id vocabulary: lowercase letters, digits
+// and the space as byte tokens, <unk> for every other byte, <|endoftext|>.
+void write_small_tokenizer(const std::filesystem::path& dir) {
+  nlohmann::json vocab = nlohmann::json::object();
+  uint32_t id = 0;
+  for (char c = 'a'; c <= 'z'; ++c) vocab[data::byte_level_encode(std::string(1, c))] = id++;
+  for (char c = '0'; c <= '9'; ++c) vocab[data::byte_level_encode(std::string(1, c))] = id++;
+  vocab[data::byte_level_encode(" ")] = id++;
+  vocab["<unk>"] = id++;
+  const nlohmann::json tokenizer = {
+      {"version", "1.0"},
+      {"added_tokens",
+       {{{"id", id}, {"content", "<|endoftext|>"}, {"special", true}, {"normalized", false}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", vocab},
+        {"merges", nlohmann::json::array()},
+        {"unk_token", "<unk>"}}}};
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tokenizer.json") << tokenizer.dump();
+}
+
+// `eval --data gsm8k.jsonl` read the rows as tokens and failed with
+// "expected input_ids": the default is now auto, as train's, and the
+// format and template used are said (on stderr, or in the JSON).
+TEST_F(EvalCommand, TheDefaultFormatIsAutoAndTheOutputSaysWhatWasRead) {
+  write_small_tokenizer(dir_ / "tok");
+  const auto data = write("qa.jsonl",
+                          "{\"question\": \"what is two and two\", \"answer\": \"four\"}\n"
+                          "{\"question\": \"name a colour\", \"answer\": \"red 1\"}\n");
+  const std::string common = " --model " + kLlama.string() + " --tokenizer " +
+                             (dir_ / "tok").string() + " --data " + data.string();
+  int status = 0;
+  const std::string json_out = run_cli("eval --json" + common, &status);
+  ASSERT_EQ(status, 0) << json_out;
+  const auto got = nlohmann::json::parse(json_out);
+  EXPECT_EQ(got.at("format"), "query_response");
+  EXPECT_EQ(got.at("template"), "plain");
+  const std::string explicit_out =
+      run_cli("eval --json --format query_response --template plain" + common, &status);
+  ASSERT_EQ(status, 0) << explicit_out;
+  EXPECT_EQ(nlohmann::json::parse(explicit_out).at("loss"), got.at("loss"));
+  EXPECT_EQ(nlohmann::json::parse(explicit_out).at("tokens"), got.at("tokens"));
+
+  const std::string text_out = run_cli("eval" + common, &status);
+  ASSERT_EQ(status, 0) << text_out;
+  EXPECT_NE(text_out.find("format query_response"), std::string::npos) << text_out;
+  EXPECT_NE(text_out.find("template plain"), std::string::npos) << text_out;
+
+  // {"input_ids": ...} rows are still tokens under auto.
+  const std::string tokens_out =
+      run_cli("eval --json --model " + kLlama.string() + " --data " +
+                  write("ids.jsonl", "{\"input_ids\": [5, 9, 13]}\n").string(),
+              &status);
+  ASSERT_EQ(status, 0) << tokens_out;
+  EXPECT_EQ(nlohmann::json::parse(tokens_out).at("format"), "tokens");
+  EXPECT_EQ(nlohmann::json::parse(tokens_out).at("tokens"), 2);
 }
 
 }  // namespace

@@ -1,0 +1,34 @@
+#include "io/regular_file.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "core/error.h"
+
+namespace lt::io {
+
+namespace {
+
+const char* kind_of(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a folder";
+  return "a special file";
+}
+
+}  // namespace
+
+void require_regular_file(const std::filesystem::path& path) {
+  struct stat st {};
+  // stat, not lstat: a link to a regular file is read as that file. stat
+  // itself never blocks on a FIFO; only open does.
+  if (::stat(path.c_str(), &st) != 0) return;
+  if (S_ISREG(st.st_mode)) return;
+  fail(path.string(), ": is ", kind_of(st.st_mode),
+       ", not a regular file; lazytrain reads its inputs only from regular files");
+}
+
+}  // namespace lt::io

@@ -1,0 +1,18 @@
+#pragma once
+// Every file lazytrain reads as input (weights, config.json, tokenizer
+// files, datasets) must be a regular file. Opening a named pipe for reading
+// blocks until some other process opens it for writing, so a FIFO left
+// where model.safetensors should be hung the program forever; a character
+// device such as /dev/zero never ends, so reading it "whole" grows memory
+// until the kernel kills the process. Both are refused, by name, before the
+// file is opened.
+#include <filesystem>
+
+namespace lt::io {
+
+// Throws lt::Error naming `path` and what it is (a named pipe, a character
+// device, a folder, ...) unless it is a regular file or a symbolic link to
+// one. A path that does not exist is left to the caller's own message.
+void require_regular_file(const std::filesystem::path& path);
+
+}  // namespace lt::io
