@@ -1,17 +1,37 @@
-// `lazytrain convert --model DIR --out DIR [--dtype bf16|f32]`: rewrites a
-// Hugging Face folder as lazytrain writes it (config + sharded
-// safetensors), and copies the tokenizer files so the result is complete.
+// `lazytrain convert --model DIR --out DIR [--dtype bf16|f16|f32]
+// [--max-shard-gb G]`: rewrites a Hugging Face folder as lazytrain writes
+// it (config + sharded safetensors), with the tokenizer and generation
+// files copied so the result is complete.
+//
+// The new folder is built beside --out under a hidden name and renamed into
+// place only when complete, as checkpoints are: a full disk or a crash
+// midway leaves --out as it was (a half-written folder once paired a new
+// config.json saying float32 with the old bf16 weights). An existing --out
+// is replaced whole, so no file of an earlier folder (a stale
+// tokenizer.json, shards of another split) survives beside the new weights.
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "cli/commands.h"
+#include "io/hf_folder.h"
 #include "io/hf_model.h"
+#include "io/regular_file.h"
 
 namespace lt::cli {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 struct ConvertArgs {
   std::string model;
@@ -20,28 +40,171 @@ struct ConvertArgs {
   double max_shard_gb = 5.0;
 };
 
-// Files a Hugging Face folder carries besides the weights and config.
-constexpr const char* kCompanionFiles[] = {
-    "tokenizer.json", "tokenizer_config.json",  "special_tokens_map.json", "vocab.json",
-    "merges.txt",     "generation_config.json", "chat_template.jinja"};
+// Files a Hugging Face folder carries besides the weights and config: what
+// transformers' AutoTokenizer reads, the chat template (transformers 5 keeps
+// it in chat_template.jinja, 4.4x in chat_template.json) and the generation
+// defaults.
+constexpr const char* kCompanionFiles[] = {"tokenizer.json",
+                                           "tokenizer_config.json",
+                                           "special_tokens_map.json",
+                                           "added_tokens.json",
+                                           "vocab.json",
+                                           "merges.txt",
+                                           "tokenizer.model",
+                                           "encoder.json",
+                                           "vocab.bpe",
+                                           "chat_template.jinja",
+                                           "chat_template.json",
+                                           "generation_config.json"};
+
+// Written first into the folder being built, so that a later convert can
+// tell a folder a killed convert left from anything else.
+constexpr const char* kBuildMarker = ".lazytrain-convert";
+
+// Whether `name` is a file convert writes (or a companion it copies).
+bool is_written_by_convert(const std::string& name) {
+  if (name == "config.json" || name == io::kHfWeightsFile || name == io::kHfIndexFile ||
+      name == kBuildMarker) {
+    return true;
+  }
+  if (name.starts_with("model-") && name.ends_with(".safetensors")) return true;
+  for (const char* companion : kCompanionFiles) {
+    if (name == companion) return true;
+  }
+  return false;
+}
+
+// An existing --out is replaced whole; that must not take files the user
+// put there, so a folder holding anything convert does not write is refused.
+void check_out(const fs::path& out) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(out, ec);
+  if (!fs::exists(status)) return;
+  if (!fs::is_directory(status)) {
+    fail("--out ", out.string(),
+         " exists and is not a folder; give the folder to write (it is created if missing)");
+  }
+  std::vector<std::string> foreign;
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (!is_written_by_convert(name) || !entry.is_regular_file()) foreign.push_back(name);
+  }
+  if (foreign.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < foreign.size() && i < 5; ++i) list += (i ? ", " : "") + foreign[i];
+  fail("--out ", out.string(), " holds ", foreign.size(), " entries convert does not write (", list,
+       foreign.size() > 5 ? ", ..." : "",
+       "); the folder is replaced whole, so they would be lost: move them, or choose another "
+       "--out");
+}
+
+void fsync_dir(const fs::path& dir) {
+  // Some filesystems refuse fsync on a folder; the files are complete, so
+  // that is not an error.
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// Removes folders that a killed convert to the same --out left: those with
+// the marker whose process is gone.
+void remove_abandoned_builds(const fs::path& parent, const std::string& prefix) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix) || !fs::exists(entry.path() / kBuildMarker)) continue;
+    const pid_t pid = static_cast<pid_t>(std::atoll(name.c_str() + prefix.size()));
+    if (pid > 0 && pid != ::getpid() && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;
+    fs::remove_all(entry.path(), ec);
+  }
+}
+
+// Puts the finished `built` folder at `out`: a rename onto a missing --out,
+// else an atomic exchange (the old folder then sits at `built`, removed).
+void move_into_place(const fs::path& built, const fs::path& out) {
+  if (!fs::exists(out)) {
+    fs::rename(built, out);
+    return;
+  }
+  if (::renameat2(AT_FDCWD, built.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) != 0) {
+    // No RENAME_EXCHANGE on this filesystem: two renames, with --out
+    // missing for the moment between them.
+    if (errno != EINVAL && errno != ENOSYS) {
+      fail("cannot replace --out ", out.string(), ": ", std::strerror(errno));
+    }
+    const fs::path old = built.string() + "-old";
+    fs::rename(out, old);
+    fs::rename(built, out);
+    fs::remove_all(old);
+    return;
+  }
+  fs::remove_all(built);
+}
 
 void run_convert(const ConvertArgs& args) {
   LT_CHECK(args.dtype == "bf16" || args.dtype == "f32" || args.dtype == "f16",
            "--dtype must be bf16, f16 or f32, got '", args.dtype, "'");
-  namespace fs = std::filesystem;
-  LT_CHECK(fs::weakly_canonical(args.model) != fs::weakly_canonical(args.out),
+  // Checked here: CLI11's PositiveNumber printed its range, 300 digits long.
+  if (!std::isfinite(args.max_shard_gb) || args.max_shard_gb < 1e-9 || args.max_shard_gb > 1e9) {
+    fail("--max-shard-gb must be a size in GB (10^9 bytes) between 1e-9 and 1e9, got ",
+         args.max_shard_gb);
+  }
+  fs::path out = fs::absolute(args.out).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();  // "dir/"
+  LT_CHECK(!args.out.empty() && !out.filename().empty() && out.filename() != "..",
+           "--out must name a folder, got '", args.out, "'");
+  LT_CHECK(fs::weakly_canonical(args.model) != fs::weakly_canonical(out),
            "--out must differ from --model (the source would be overwritten while read)");
+  check_out(out);
   const DType dtype = dtype_from_name(args.dtype);
   models::CausalLM model = io::load_hf_model(args.model, DType::F32);
-  io::HfWriteOptions options;
-  options.max_shard_bytes = static_cast<uint64_t>(args.max_shard_gb * 1e9);
-  io::save_hf_model(model, args.out, dtype, options);
-  for (const char* name : kCompanionFiles) {
-    const fs::path src = fs::path(args.model) / name;
-    if (fs::exists(src))
-      fs::copy_file(src, fs::path(args.out) / name, fs::copy_options::overwrite_existing);
+
+  const fs::path parent = out.parent_path();
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) fail("--out ", out.string(), ": cannot create its parent folder: ", ec.message());
+  const std::string prefix = "." + out.filename().string() + ".convert-";
+  remove_abandoned_builds(parent, prefix);
+  const fs::path built = parent / (prefix + std::to_string(::getpid()));
+  if (fs::exists(built / kBuildMarker)) fs::remove_all(built, ec);  // a reused pid's
+  if (!fs::create_directory(built, ec) || ec) {
+    fail("--out ", out.string(), ": cannot create the folder to build it in, ", built.string(),
+         ": ", ec ? ec.message() : "it exists");
   }
-  fmt::print("wrote {} ({} parameters, {})\n", args.out, model.config().num_parameters(),
+  try {
+    std::FILE* marker = std::fopen((built / kBuildMarker).c_str(), "w");
+    if (marker == nullptr) fail(built.string(), ": cannot write: ", std::strerror(errno));
+    std::fclose(marker);
+    io::HfWriteOptions options;
+    options.max_shard_bytes = static_cast<uint64_t>(args.max_shard_gb * 1e9);
+    io::save_hf_model(model, built, dtype, options);
+    for (const char* name : kCompanionFiles) {
+      const fs::path src = fs::path(args.model) / name;
+      if (!fs::exists(src)) continue;
+      io::require_regular_file(src);
+      fs::copy_file(src, built / name);
+      // copy_file does not sync; the rename below must not publish a file
+      // whose bytes are still only in the page cache.
+      const int fd = ::open((built / name).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0 || ::fsync(fd) != 0) {
+        const int err = errno;
+        if (fd >= 0) ::close(fd);
+        fail("cannot write ", (built / name).string(), ": ", std::strerror(err));
+      }
+      ::close(fd);
+    }
+    fsync_dir(built);
+    move_into_place(built, out);
+    fs::remove(out / kBuildMarker);
+    fsync_dir(parent);
+  } catch (...) {
+    // A full disk or a failed write: --out is as it was, and the partial
+    // folder goes now.
+    fs::remove_all(built, ec);
+    throw;
+  }
+  fmt::print("wrote {} ({} parameters, {})\n", out.string(), model.config().num_parameters(),
              args.dtype);
 }
 
@@ -51,10 +214,12 @@ void add_convert_command(CLI::App& app) {
   auto args = std::make_shared<ConvertArgs>();
   auto* cmd = app.add_subcommand("convert", "Write a Hugging Face model folder in another dtype");
   cmd->add_option("--model", args->model, "Hugging Face model folder to read")->required();
-  cmd->add_option("--out", args->out, "Folder to write")->required();
+  cmd->add_option("--out", args->out,
+                  "Folder to write; an existing one is replaced whole once the new one is "
+                  "complete")
+      ->required();
   cmd->add_option("--dtype", args->dtype, "Weights dtype: bf16, f16 or f32")->capture_default_str();
   cmd->add_option("--max-shard-gb", args->max_shard_gb, "Shard size limit (GB, decimal)")
-      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->callback([args] { run_convert(*args); });
 }

@@ -1,0 +1,154 @@
+// `lazytrain convert` replaces --out whole, or not at all: a full disk
+// midway once left a new config.json (float32) beside the old bf16
+// weights, and a tokenizer.json of an earlier folder survived beside new
+// weights. The full disk is a file size limit (ulimit -f, SIGXFSZ
+// ignored), under which write(2) fails with EFBIG as it would with ENOSPC.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace lt {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kLlama = fs::path(LT_SOURCE_DIR) / "tests/models/fixtures/families/llama";
+const fs::path kQwen3Tokenizer = fs::path(LT_SOURCE_DIR) / "tests/data/fixtures/qwen3";
+
+class ConvertCommand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("lt_convert_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // `lazytrain convert ARGS` under `shell_prefix`; output with stderr.
+  std::string convert(const std::string& args, int* status, const std::string& shell_prefix = "") {
+    const std::string cmd =
+        shell_prefix + std::string(LT_BINARY_DIR) + "/lazytrain convert " + args + " 2>&1";
+    FILE* pipe = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+    *status = pclose(pipe);
+    return out;
+  }
+
+  // Every file of a folder, by name, with its bytes.
+  static std::map<std::string, std::string> contents(const fs::path& folder) {
+    std::map<std::string, std::string> files;
+    for (const auto& entry : fs::directory_iterator(folder)) {
+      std::ifstream in(entry.path(), std::ios::binary);
+      files[entry.path().filename().string()] = std::string(std::istreambuf_iterator<char>(in), {});
+    }
+    return files;
+  }
+
+  // Names in dir_ other than the ones given: leftovers of a convert.
+  std::vector<std::string> leftovers(const std::set<std::string>& expected) const {
+    std::vector<std::string> extra;
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+      const std::string name = entry.path().filename().string();
+      if (!expected.count(name)) extra.push_back(name);
+    }
+    return extra;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ConvertCommand, AFullDiskLeavesTheOldFolderAsItWas) {
+  const fs::path out = dir_ / "out";
+  int status = 0;
+  std::string log =
+      convert("--dtype bf16 --model " + kLlama.string() + " --out " + out.string(), &status);
+  ASSERT_EQ(status, 0) << log;
+  const auto before = contents(out);
+  ASSERT_TRUE(before.count("config.json") && before.count("model.safetensors"));
+
+  // 8 blocks (4 KiB in dash's 512-byte units, 8 KiB in bash's) hold the
+  // config (under 1 KiB) but not the f32 weights (some 130 KB).
+  log = convert("--dtype f32 --model " + kLlama.string() + " --out " + out.string(), &status,
+                "trap '' XFSZ; ulimit -f 8; ");
+  EXPECT_NE(status, 0) << log;
+  EXPECT_EQ(contents(out), before) << log;
+  EXPECT_EQ(leftovers({"out"}), std::vector<std::string>{}) << log;
+
+  // Without the limit the same command replaces it.
+  log = convert("--dtype f32 --model " + kLlama.string() + " --out " + out.string(), &status);
+  ASSERT_EQ(status, 0) << log;
+  EXPECT_NE(contents(out).at("config.json"), before.at("config.json"));
+  EXPECT_EQ(leftovers({"out"}), std::vector<std::string>{}) << log;
+}
+
+TEST_F(ConvertCommand, NoFileOfTheEarlierFolderSurvives) {
+  // A model with a tokenizer, converted first; then one without.
+  const fs::path with_tokenizer = dir_ / "with_tokenizer";
+  fs::create_directories(with_tokenizer);
+  for (const auto& entry : fs::directory_iterator(kLlama))
+    fs::copy_file(entry.path(), with_tokenizer / entry.path().filename());
+  fs::copy_file(kQwen3Tokenizer / "tokenizer.json", with_tokenizer / "tokenizer.json");
+  const fs::path out = dir_ / "out";
+  int status = 0;
+  std::string log =
+      convert("--model " + with_tokenizer.string() + " --out " + out.string(), &status);
+  ASSERT_EQ(status, 0) << log;
+  ASSERT_TRUE(fs::exists(out / "tokenizer.json"));
+  log = convert("--max-shard-gb 0.00005 --model " + kLlama.string() + " --out " + out.string(),
+                &status);
+  ASSERT_EQ(status, 0) << log;
+  EXPECT_FALSE(fs::exists(out / "tokenizer.json")) << "a stale tokenizer.json survived";
+  // Sharded now: the single file of the first save is gone too.
+  EXPECT_FALSE(fs::exists(out / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(out / "model.safetensors.index.json"));
+  EXPECT_TRUE(fs::exists(out / "generation_config.json"));
+}
+
+TEST_F(ConvertCommand, AnOutHoldingOtherFilesIsRefusedAndKept) {
+  const fs::path out = dir_ / "out";
+  fs::create_directories(out);
+  std::ofstream(out / "notes.md") << "mine\n";
+  int status = 0;
+  const std::string log = convert("--model " + kLlama.string() + " --out " + out.string(), &status);
+  EXPECT_NE(status, 0) << log;
+  EXPECT_NE(log.find("--out"), std::string::npos) << log;
+  EXPECT_NE(log.find("notes.md"), std::string::npos) << log;
+  EXPECT_EQ(contents(out), (std::map<std::string, std::string>{{"notes.md", "mine\n"}}));
+}
+
+TEST_F(ConvertCommand, ErrorsNameTheOption) {
+  const fs::path file = dir_ / "a_file";
+  std::ofstream(file) << "x";
+  int status = 0;
+  std::string log = convert("--model " + kLlama.string() + " --out " + file.string(), &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(log.find("--out " + file.string()), std::string::npos) << log;
+  EXPECT_EQ(log.find("unexpected error"), std::string::npos) << log;
+
+  const std::regex long_number("[0-9]{20}");
+  for (const std::string value : {"0", "-1", "nan"}) {
+    log = convert("--max-shard-gb " + value + " --model " + kLlama.string() + " --out " +
+                      (dir_ / "out").string(),
+                  &status);
+    EXPECT_NE(status, 0) << value;
+    EXPECT_NE(log.find("--max-shard-gb"), std::string::npos) << value << ": " << log;
+    EXPECT_FALSE(std::regex_search(log, long_number)) << value << ": " << log;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+}  // namespace
+}  // namespace lt
