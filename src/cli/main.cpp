@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 
 #include "cli/blas_kernels.h"
 #include "cli/commands.h"
@@ -25,6 +26,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const lt::Error& e) {
     std::fprintf(stderr, "lazytrain: error: %s\n", e.what());
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A file operation the commands did not expect to fail: name the paths
+    // and the system's reason, which is what the user can act on.
+    std::fprintf(stderr, "lazytrain: error: %s%s%s%s: %s\n", e.path1().c_str(),
+                 e.path2().empty() ? "" : " -> ", e.path2().c_str(),
+                 e.path1().empty() ? "a file operation" : "", e.code().message().c_str());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lazytrain: unexpected error: %s\n", e.what());

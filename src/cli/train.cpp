@@ -32,17 +32,24 @@ void add_train_command(CLI::App& app) {
                   "YAML config; without it the embedded demo is the base");
   cmd->add_option("--set", args->overrides, "Override a key: --set train.steps=10 (value is YAML)")
       ->allow_extra_args(false);
-  cmd->add_option("--resume", args->resume,
-                  "Continue from a checkpoint folder, or 'latest' in out.dir");
+  auto* resume_option =
+      cmd->add_option("--resume", args->resume,
+                      "Continue from a checkpoint folder, or 'latest' in out.dir; without a "
+                      "config, the checkpoint's own train_config.yaml is the base");
   cmd->add_flag("--no-sample", args->no_sample, "Skip the greedy sample at the end");
-  cmd->callback([args] {
+  cmd->callback([args, resume_option] {
     // `--set a=1 b=2` leaves b=2 as the positional config: say what it is.
     if (args->config.find('=') != std::string::npos && !std::filesystem::exists(args->config))
       fail("'", args->config, "' is not a config file; each override needs its own --set (--set ",
            args->config, ")");
-    train::TrainConfig config = train::load_train_config(args->config, args->overrides);
+    // `--resume ''` is a mistake, not a fresh run: count the option, not
+    // its value.
+    const bool resuming = resume_option->count() > 0;
+    train::TrainConfig config = train::load_train_config_for(args->config, args->overrides,
+                                                             resuming ? &args->resume : nullptr);
     train::TrainRunOptions options;
-    options.resume = args->resume;
+    options.resume = resuming ? args->resume : "";
+    options.resuming = resuming;
     options.sample_at_end = !args->no_sample;
     train::TrainRunResult r = train::run_training(config, options);
     if (r.interrupted)

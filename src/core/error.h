@@ -2,9 +2,11 @@
 // Errors are exceptions that carry context: what was expected, what was
 // found, and where. LT_CHECK is always on (it guards user input and
 // invariants alike); a failed check is an lt::Error, never an abort.
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace lt {
 
@@ -26,6 +28,15 @@ std::string concat(const Args&... args) {
   append(os, args...);
   return os.str();
 }
+// Whether a failed LT_CHECK adds "[check `cond` at file:line]": a pointer
+// for developers (LT_DEBUG=1), noise in what a user reads.
+inline bool show_check_sites() {
+  static const bool on = [] {
+    const char* v = std::getenv("LT_DEBUG");
+    return v != nullptr && *v != '\0' && std::string_view(v) != "0";
+  }();
+  return on;
+}
 }  // namespace detail
 
 template <typename... Args>
@@ -35,9 +46,11 @@ template <typename... Args>
 
 }  // namespace lt
 
-#define LT_CHECK(cond, ...)                                                             \
-  do {                                                                                  \
-    if (!(cond)) [[unlikely]] {                                                         \
-      ::lt::fail(__VA_ARGS__, " [check `" #cond "` at ", __FILE__, ":", __LINE__, "]"); \
-    }                                                                                   \
+#define LT_CHECK(cond, ...)                                                               \
+  do {                                                                                    \
+    if (!(cond)) [[unlikely]] {                                                           \
+      if (::lt::detail::show_check_sites())                                               \
+        ::lt::fail(__VA_ARGS__, " [check `" #cond "` at ", __FILE__, ":", __LINE__, "]"); \
+      ::lt::fail(__VA_ARGS__);                                                            \
+    }                                                                                     \
   } while (0)

@@ -13,6 +13,8 @@ namespace lt::exec {
 
 namespace {
 
+constexpr const char* kScratchPrefix = "lazytrain_activations_";
+
 // Several executors (tests, or two runs sharing out.dir) may spill into one
 // directory at once: the file name carries the process and a counter.
 std::string scratch_path(const std::string& directory) {
@@ -23,12 +25,15 @@ std::string scratch_path(const std::string& directory) {
   std::filesystem::create_directories(directory, ec);
   LT_CHECK(!ec, "exec.disk_path: cannot create directory '", directory, "': ", ec.message());
   return (std::filesystem::path(directory) /
-          ("lazytrain_activations_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) +
-           ".bin"))
+          (kScratchPrefix + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".bin"))
       .string();
 }
 
 }  // namespace
+
+int remove_stale_scratch_files(const std::string& directory) {
+  return io::remove_unlocked_files(directory, kScratchPrefix);
+}
 
 DiskSpill::DiskSpill(DiskSpillOptions options)
     : path_(scratch_path(options.directory)),

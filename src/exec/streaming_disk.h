@@ -48,6 +48,10 @@ struct DiskSpillOptions {
   uint64_t delay_seed = 3;
 };
 
+// Removes the scratch files in `directory` that a killed run left (no live
+// DiskSpill holds them); returns how many.
+int remove_stale_scratch_files(const std::string& directory);
+
 class DiskSpill {
  public:
   explicit DiskSpill(DiskSpillOptions options);

@@ -1,6 +1,7 @@
 #include "io/disk_offload.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,6 +50,24 @@ int64_t stage_chunk(void* bounce, const char* src, int64_t bytes) {
 
 }  // namespace
 
+int remove_unlocked_files(const std::filesystem::path& directory, const std::string& prefix) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(directory, ec)) return 0;
+  int removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || !entry.is_regular_file()) continue;
+    const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {  // no live owner
+      std::error_code rm;
+      removed += std::filesystem::remove(entry.path(), rm) ? 1 : 0;
+    }
+    ::close(fd);
+  }
+  return removed;
+}
+
 const char* backend_name(DiskOffloadFile::Backend backend) {
   return backend == DiskOffloadFile::Backend::IoUring ? "io_uring" : "threads";
 }
@@ -63,6 +82,9 @@ DiskOffloadFile::DiskOffloadFile(std::string path, Options options)
   if (fd_ < 0 && errno == EINVAL)  // no O_DIRECT on this filesystem (tmpfs)
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   LT_CHECK(fd_ >= 0, path_, ": cannot create the disk offload file: ", std::strerror(errno));
+  // Held while the file is in use: a later run that can take the lock knows
+  // the file's owner is gone (killed) and removes it (remove_unlocked_files).
+  ::flock(fd_, LOCK_EX | LOCK_NB);
   for (int i = 0; i < options_.queue_depth; ++i) {
     void* p = std::aligned_alloc(kDiskAlignment, options_.chunk_bytes);
     LT_CHECK(p != nullptr, "disk offload: cannot allocate bounce buffers");

@@ -10,6 +10,7 @@
 // On a filesystem without O_DIRECT (tmpfs) the file is opened buffered.
 // One DiskOffloadFile is used by one thread at a time.
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ struct DiskRegion {
 };
 
 inline constexpr int64_t kDiskAlignment = 4096;
+
+// Removes the files in `directory` whose names start with `prefix` and that
+// no live DiskOffloadFile holds (each holds an flock on its file): what a
+// killed process left. Returns how many were removed.
+int remove_unlocked_files(const std::filesystem::path& directory, const std::string& prefix);
 
 class DiskOffloadFile {
  public:

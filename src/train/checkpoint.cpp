@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -17,44 +19,65 @@ namespace {
 
 constexpr const char* kStateFile = "trainer_state.json";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
+// Written first into every folder a save creates, and into a checkpoint
+// before it is deleted: Note [What a run may delete].
+constexpr const char* kSaveMarker = ".lazytrain-save";
 
-// Files copied from the tokenizer folder so a checkpoint is a complete
-// Hugging Face folder.
+// From the tokenizer folder: what transformers' AutoTokenizer reads
+// (byte-level BPE, sentencepiece, GPT-2's originals) and the chat template
+// (transformers 5 keeps it in chat_template.jinja, 4.4x in
+// chat_template.json or tokenizer_config.json).
 constexpr const char* kTokenizerFiles[] = {"tokenizer.json",
                                            "tokenizer_config.json",
                                            "special_tokens_map.json",
+                                           "added_tokens.json",
                                            "vocab.json",
                                            "merges.txt",
+                                           "tokenizer.model",
                                            "encoder.json",
-                                           "vocab.bpe"};
+                                           "vocab.bpe",
+                                           "chat_template.jinja",
+                                           "chat_template.json"};
+// From the model folder: the generation defaults (EOS ids, sampling).
+constexpr const char* kModelFiles[] = {"generation_config.json"};
 
-// step-N folders in out_dir that hold a finished checkpoint, oldest first.
-std::vector<std::pair<int64_t, fs::path>> complete_checkpoints(const fs::path& out_dir) {
-  std::vector<std::pair<int64_t, fs::path>> found;
-  if (!fs::is_directory(out_dir)) return found;
+bool is_checkpoint(const fs::path& dir) {
+  return fs::is_regular_file(dir / kStateFile);
+}
+
+// The save time in trainer_state.json ("saved_at_ns"); a checkpoint from
+// before that field has its state file's modification time.
+int64_t saved_at(const fs::path& dir) {
+  try {
+    std::ifstream in(dir / kStateFile);
+    const auto j = nlohmann::json::parse(in);
+    if (j.contains("saved_at_ns")) return j.at("saved_at_ns").get<int64_t>();
+  } catch (const nlohmann::json::exception&) {
+    // An unreadable state sorts by its file time; reading it later names it.
+  }
+  std::error_code ec;
+  const auto t = fs::last_write_time(dir / kStateFile, ec);
+  if (ec) return 0;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// step-N folders in out_dir that hold a finished checkpoint, oldest save
+// first (ties by step).
+std::vector<fs::path> complete_checkpoints(const fs::path& out_dir) {
+  std::vector<std::pair<std::pair<int64_t, int64_t>, fs::path>> found;
+  if (!fs::is_directory(out_dir)) return {};
   for (const auto& entry : fs::directory_iterator(out_dir)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_directory() || name.rfind("step-", 0) != 0) continue;
     char* end = nullptr;
     const long long n = std::strtoll(name.c_str() + 5, &end, 10);
-    if (*end != '\0' || !fs::exists(entry.path() / kStateFile)) continue;
-    found.emplace_back(n, entry.path());
+    if (*end != '\0' || !is_checkpoint(entry.path())) continue;
+    found.push_back({{saved_at(entry.path()), n}, entry.path()});
   }
   std::sort(found.begin(), found.end());
-  return found;
-}
-
-// Deletes a checkpoint folder so that a crash midway never leaves a step-N
-// that still has trainer_state.json but lacks its weights: the folder is
-// first renamed out of the step-N namespace (one atomic rename), then
-// removed. A ".step-" leftover is cleared when the next run starts.
-void remove_checkpoint_dir(const fs::path& dir) {
-  if (!fs::exists(dir)) return;
-  const fs::path doomed =
-      dir.parent_path() / ("." + dir.filename().string() + ".old-" + std::to_string(getpid()));
-  fs::remove_all(doomed);
-  fs::rename(dir, doomed);
-  fs::remove_all(doomed);
+  std::vector<fs::path> dirs;
+  for (auto& f : found) dirs.push_back(std::move(f.second));
+  return dirs;
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -63,50 +86,132 @@ void write_text(const fs::path& path, const std::string& text) {
   w.commit();
 }
 
-}  // namespace
-
-fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
-                         const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
-                         const TrainerState& state, const fs::path& tokenizer_dir,
-                         const std::string& config_yaml, int64_t keep_last) {
-  fs::create_directories(out_dir);
-  const fs::path final_dir = out_dir / ("step-" + std::to_string(state.step));
-  const fs::path tmp =
-      out_dir / (".step-" + std::to_string(state.step) + ".tmp-" + std::to_string(getpid()));
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  io::save_hf_model(model, tmp, DType::F32);
-  if (!tokenizer_dir.empty() && fs::is_directory(tokenizer_dir)) {
-    for (const char* name : kTokenizerFiles) {
-      if (fs::exists(tokenizer_dir / name)) fs::copy_file(tokenizer_dir / name, tmp / name);
-    }
+// Removes a folder this program made, its marker last, so that a crash
+// midway leaves a folder the next start still recognises and clears.
+void remove_marked_dir(const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename() != kSaveMarker) fs::remove_all(entry.path());
   }
-  io::write_safetensors(tmp / kOptimizerFile, optimizer_state);
-  write_text(tmp / "train_config.yaml", config_yaml);
+  fs::remove_all(dir);
+}
+
+// Deletes a checkpoint folder so that a crash midway never leaves a step-N
+// that still has trainer_state.json but lacks its weights: the folder is
+// marked, renamed out of the step-N namespace (one atomic rename), then
+// removed.
+void remove_checkpoint_dir(const fs::path& dir) {
+  if (!fs::exists(dir)) return;
+  LT_CHECK(is_checkpoint(dir), dir.string(), " is not a lazytrain checkpoint (no ", kStateFile,
+           "); it is left alone: move it out of out.dir");
+  write_text(dir / kSaveMarker, std::to_string(getpid()) + "\n");
+  const fs::path doomed =
+      dir.parent_path() / ("." + dir.filename().string() + ".old-" + std::to_string(getpid()));
+  if (fs::exists(doomed / kSaveMarker)) remove_marked_dir(doomed);
+  fs::rename(dir, doomed);
+  remove_marked_dir(doomed);
+}
+
+void copy_companions(const fs::path& from, const auto& names, const fs::path& to) {
+  if (from.empty() || !fs::is_directory(from)) return;
+  for (const char* name : names) {
+    if (fs::is_regular_file(from / name) && !fs::exists(to / name))
+      fs::copy_file(from / name, to / name);
+  }
+}
+
+void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,
+                            const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
+                            const TrainerState& state, const CheckpointOptions& options) {
+  io::save_hf_model(model, dir, DType::F32);
+  copy_companions(options.tokenizer_dir, kTokenizerFiles, dir);
+  copy_companions(options.model_dir, kModelFiles, dir);
+  // A template kept with the model rather than the tokenizer.
+  copy_companions(options.model_dir, std::array{"chat_template.jinja", "chat_template.json"}, dir);
+  io::write_safetensors(dir / kOptimizerFile, optimizer_state);
+  write_text(dir / "train_config.yaml", options.config_yaml);
+  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
   nlohmann::json j = {{"step", state.step},
                       {"sampler",
                        {{"epoch", state.sampler.epoch},
                         {"position", state.sampler.position},
                         {"offset", state.sampler.offset}}},
-                      {"consecutive_bad_steps", state.consecutive_bad_steps}};
-  write_text(tmp / kStateFile, j.dump(1) + "\n");
-  // Replace an earlier save of the same step (a resumed run re-saving it).
-  remove_checkpoint_dir(final_dir);
-  fs::rename(tmp, final_dir);
+                      {"consecutive_bad_steps", state.consecutive_bad_steps},
+                      {"saved_at_ns", now_ns}};
+  write_text(dir / kStateFile, j.dump(1) + "\n");
+}
 
-  auto all = complete_checkpoints(out_dir);
-  for (size_t i = 0; i + static_cast<size_t>(keep_last) < all.size(); ++i) {
-    remove_checkpoint_dir(all[i].second);
+}  // namespace
+
+fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
+                         const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
+                         const TrainerState& state, const CheckpointOptions& options) {
+  fs::create_directories(out_dir);
+  const fs::path final_dir = out_dir / ("step-" + std::to_string(state.step));
+  LT_CHECK(!fs::exists(final_dir) || is_checkpoint(final_dir), "cannot save step ", state.step,
+           ": ", final_dir.string(), " exists and is not a lazytrain checkpoint (no ", kStateFile,
+           "); move it out of out.dir");
+  const fs::path tmp =
+      out_dir / (".step-" + std::to_string(state.step) + ".tmp-" + std::to_string(getpid()));
+  if (fs::exists(tmp / kSaveMarker)) remove_marked_dir(tmp);
+  fs::create_directory(tmp);
+  try {
+    write_text(tmp / kSaveMarker, std::to_string(getpid()) + "\n");
+    write_checkpoint_files(tmp, model, optimizer_state, state, options);
+    // Replace an earlier save of the same step (a resumed run re-saving it).
+    remove_checkpoint_dir(final_dir);
+    fs::rename(tmp, final_dir);
+  } catch (...) {
+    // A full disk or a failed write: the partial folder goes now, not at
+    // the next start.
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  fs::remove(final_dir / kSaveMarker);
+
+  const auto all = complete_checkpoints(out_dir);
+  for (size_t i = 0; i + static_cast<size_t>(options.keep_last) < all.size(); ++i) {
+    if (all[i] != final_dir) remove_checkpoint_dir(all[i]);
   }
   return final_dir;
 }
 
+void remove_stale_saves(const fs::path& out_dir) {
+  if (!fs::is_directory(out_dir)) return;
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(out_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.rfind(".step-", 0) == 0 &&
+        fs::exists(entry.path() / kSaveMarker))
+      stale.push_back(entry.path());
+  }
+  for (const auto& dir : stale) remove_marked_dir(dir);
+}
+
+void check_no_foreign_step_folders(const fs::path& out_dir, int64_t first_step, int64_t last_step) {
+  if (!fs::is_directory(out_dir)) return;
+  for (const auto& entry : fs::directory_iterator(out_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) != 0) continue;
+    char* end = nullptr;
+    const long long n = std::strtoll(name.c_str() + 5, &end, 10);
+    if (*end != '\0' || n <= first_step || n > last_step || is_checkpoint(entry.path())) continue;
+    fail(entry.path().string(), " is not a lazytrain checkpoint (no ", kStateFile,
+         "), and this run may save step ", n,
+         " there; move it out of out.dir (the run deletes nothing it did not make)");
+  }
+}
+
 fs::path resolve_checkpoint(const std::string& resume, const fs::path& out_dir) {
+  LT_CHECK(!resume.empty(),
+           "--resume: empty; give a checkpoint folder (out.dir/step-N) or 'latest'");
   if (resume == "latest") {
     auto all = complete_checkpoints(out_dir);
     LT_CHECK(!all.empty(), "--resume latest: no complete checkpoint (step-N/ with ", kStateFile,
              ") in '", out_dir.string(), "'");
-    return all.back().second;
+    return all.back();
   }
   LT_CHECK(fs::exists(fs::path(resume) / kStateFile), "--resume: '", resume,
            "' is not a checkpoint folder (no ", kStateFile, ")");

@@ -1,10 +1,18 @@
 #pragma once
 // Training checkpoints: out.dir/step-N/ holds a Hugging Face folder (config,
-// f32 safetensors = the master weights, tokenizer files) plus the training
-// state (optimizer.safetensors, trainer_state.json). A checkpoint is built
-// in a hidden temporary folder and renamed into place, so a crash mid-save
-// never leaves a damaged step-N; trainer_state.json is written last, and a
-// folder without it is never taken for a checkpoint.
+// f32 safetensors = the master weights, tokenizer, chat template and
+// generation files) plus the training state (optimizer.safetensors,
+// trainer_state.json, train_config.yaml). A checkpoint is built in a hidden
+// temporary folder and renamed into place, so a crash mid-save never leaves
+// a damaged step-N; trainer_state.json is written last, and a folder without
+// it is never taken for a checkpoint.
+//
+// Note [What a run may delete]: out.dir may hold the user's own files. A
+// run deletes only what this program made: folders carrying kSaveMarker
+// (its temporary and doomed save folders) and checkpoints carrying
+// trainer_state.json. Pruning to train.keep_last and `--resume latest`
+// order checkpoints by when they were saved, not by step number, so a run
+// resumed from an earlier step keeps its own newest saves.
 #include <filesystem>
 #include <map>
 #include <string>
@@ -26,15 +34,35 @@ struct CheckpointContents {
   std::map<std::string, Tensor> optimizer_state;
 };
 
-// Writes out_dir/step-<state.step>/ and removes all but the newest
-// `keep_last` checkpoints. Returns the folder written.
+// Where the companion files come from, and the pruning rule.
+struct CheckpointOptions {
+  std::filesystem::path tokenizer_dir;  // tokenizer files and chat template
+  std::filesystem::path model_dir;      // generation_config.json (and a template it holds)
+  std::string config_yaml;              // saved as train_config.yaml
+  int64_t keep_last = 2;
+};
+
+// Writes out_dir/step-<state.step>/ and removes all but the `keep_last`
+// most recently saved checkpoints. Returns the folder written. A failed
+// save removes its temporary folder and leaves the earlier ones intact; a
+// step-N folder that is not a checkpoint is never replaced.
 std::filesystem::path save_checkpoint(
     const std::filesystem::path& out_dir, const models::CausalLM& model,
     const std::vector<std::pair<std::string, Tensor>>& optimizer_state, const TrainerState& state,
-    const std::filesystem::path& tokenizer_dir, const std::string& config_yaml, int64_t keep_last);
+    const CheckpointOptions& options);
 
-// "latest" = the newest complete checkpoint in out_dir; anything else is a
-// checkpoint folder. Throws naming what is missing.
+// Removes what a killed or failed save left in out_dir (hidden folders
+// carrying the save marker); nothing else is touched. Call with out.dir's
+// lock held (train/out_dir_lock.h), so no other run is saving there.
+void remove_stale_saves(const std::filesystem::path& out_dir);
+
+// Refuses a step-N folder in out_dir, for N in (first_step, last_step], that
+// is not a checkpoint: a save of that step would have to replace it.
+void check_no_foreign_step_folders(const std::filesystem::path& out_dir, int64_t first_step,
+                                   int64_t last_step);
+
+// "latest" = the most recently saved complete checkpoint in out_dir;
+// anything else is a checkpoint folder. Throws naming what is missing.
 std::filesystem::path resolve_checkpoint(const std::string& resume,
                                          const std::filesystem::path& out_dir);
 

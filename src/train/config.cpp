@@ -2,12 +2,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <sstream>
 
 #include "core/error.h"
 #include "optim/adamw8bit.h"
+#include "train/checkpoint.h"
 
 namespace lt::train {
 
@@ -50,6 +52,20 @@ Setter unsigned_integer(uint64_t& field) {
 Setter number(double& field) {
   return [&field](const YAML::Node& n, const std::string& key) {
     field = scalar_as<double>(n, key, "a number");
+  };
+}
+// A number that may be left unset (YAML null, or absent): -1 stands for
+// unset, so a value must be >= 0.
+template <typename T>
+Setter optional_non_negative(T& field, const char* expected, const char* unset_means) {
+  return [&field, expected, unset_means](const YAML::Node& n, const std::string& key) {
+    if (n.IsNull()) {
+      field = -1;
+      return;
+    }
+    field = scalar_as<T>(n, key, expected);
+    LT_CHECK(field >= 0, "config key '", key, "'", where(n),
+             ": must be >= 0 (or null: ", unset_means, "), got ", field);
   };
 }
 Setter boolean(bool& field) {
@@ -113,8 +129,12 @@ std::vector<std::pair<std::string, Setter>> schema(TrainConfig& c) {
       {"optim.block_size", integer(c.optim.block_size)},
       {"optim.min_8bit_numel", integer(c.optim.min_8bit_numel)},
       {"sched.name", str(c.sched.name)},
-      {"sched.warmup_steps", integer(c.sched.warmup_steps)},
-      {"sched.min_lr", number(c.sched.min_lr)},
+      {"sched.warmup_steps",
+       optional_non_negative(c.sched.warmup_steps, "an integer", "warmup_ratio x train.steps")},
+      {"sched.warmup_ratio", number(c.sched.warmup_ratio)},
+      {"sched.min_lr",
+       optional_non_negative(c.sched.min_lr, "a number", "min_lr_ratio x optim.lr")},
+      {"sched.min_lr_ratio", number(c.sched.min_lr_ratio)},
       {"exec.mode", str(c.exec.mode)},
       {"exec.schedule", str(c.exec.schedule)},
       {"exec.hardware", str(c.exec.hardware)},
@@ -124,6 +144,13 @@ std::vector<std::pair<std::string, Setter>> schema(TrainConfig& c) {
       {"exec.device_memory_gb", number(c.exec.device_memory_gb)},
       {"out.dir", str(c.out.dir)},
   };
+}
+
+// A mapping key as text; a list or mapping used as a key is refused.
+std::string key_text(const YAML::Node& key, const std::string& source, const std::string& what) {
+  LT_CHECK(key.IsScalar(), source, where(key), ": expected ", what,
+           ", got a list or mapping as a key");
+  return key.Scalar();
 }
 
 void apply(TrainConfig& config, const YAML::Node& root, const std::string& source) {
@@ -138,14 +165,25 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
     known_in_section[section] +=
         (known_in_section[section].empty() ? "" : ", ") + key.substr(section.size() + 1);
   }
+  // yaml-cpp keeps every entry of a mapping, duplicates included, and a
+  // later one would silently win: a key given twice is refused instead.
+  std::map<std::string, int> first_line;
+  auto refuse_duplicate = [&](const std::string& key, const YAML::Node& node) {
+    const int line = node.Mark().line + 1;
+    const auto [it, inserted] = first_line.emplace(key, line);
+    LT_CHECK(inserted, source, ": '", key, "' is given twice (lines ", it->second, " and ", line,
+             "); keep one");
+  };
   for (const auto& section : root) {
-    const std::string name = section.first.as<std::string>();
+    const std::string name = key_text(section.first, source, "a section name");
+    refuse_duplicate(name, section.first);
     LT_CHECK(known_in_section.count(name), source, ": unknown section '", name, "'",
              where(section.first), " (known: model, data, train, optim, sched, exec, out)");
     LT_CHECK(section.second.IsMap() || section.second.IsNull(), source, ": section '", name, "'",
              where(section.second), " must be a mapping");
     for (const auto& entry : section.second) {
-      const std::string key = name + "." + entry.first.as<std::string>();
+      const std::string key = name + "." + key_text(entry.first, source, "a key name in " + name);
+      refuse_duplicate(key, entry.first);
       auto it = by_key.find(key);
       LT_CHECK(it != by_key.end(), source, ": unknown key '", key, "'", where(entry.first),
                " (known in ", name, ": ", known_in_section[name], ")");
@@ -197,7 +235,7 @@ void TrainConfig::validate() const {
            "config key 'model.path' is required (a Hugging Face model folder)");
   LT_CHECK(fs::is_regular_file(fs::path(model.path) / "config.json"), "config key 'model.path': '",
            model.path, "' is not a model folder (no config.json there)");
-  check_one_of(model.init, "model.init", "pretrained", "random");
+  check_one_of(model.init, "model.init", "auto", "pretrained", "random");
   LT_CHECK(!data.path.empty(), "config key 'data.path' is required (a dataset file)");
   LT_CHECK(fs::is_regular_file(data.path), "config key 'data.path': no file '", data.path, "'");
   LT_CHECK(data.eval_path.empty() || fs::is_regular_file(data.eval_path),
@@ -235,9 +273,15 @@ void TrainConfig::validate() const {
   LT_CHECK(optim.min_8bit_numel >= 0, "config key 'optim.min_8bit_numel' must be >= 0, got ",
            optim.min_8bit_numel);
   check_one_of(sched.name, "sched.name", "constant", "linear", "cosine");
-  LT_CHECK(sched.warmup_steps >= 0, "config key 'sched.warmup_steps' must be >= 0");
-  LT_CHECK(sched.min_lr >= 0 && sched.min_lr <= optim.lr,
-           "config key 'sched.min_lr' must lie in [0, optim.lr]");
+  LT_CHECK(sched.warmup_ratio >= 0 && sched.warmup_ratio <= 1,
+           "config key 'sched.warmup_ratio' must lie in [0, 1], got ", sched.warmup_ratio);
+  LT_CHECK(sched.min_lr_ratio >= 0 && sched.min_lr_ratio <= 1,
+           "config key 'sched.min_lr_ratio' must lie in [0, 1], got ", sched.min_lr_ratio);
+  // A floor above the rate contradicts the user's own keys only where the
+  // schedule decays; the constant schedule never reads it.
+  LT_CHECK(sched.name == "constant" || sched.min_lr <= optim.lr, "config key 'sched.min_lr' (",
+           sched.min_lr, ") is above 'optim.lr' (", optim.lr,
+           "); lower it, or leave it unset for sched.min_lr_ratio x optim.lr");
   check_one_of(exec.mode, "exec.mode", "auto", "resident", "streaming", "offload");
   LT_CHECK(!exec.schedule.empty(),
            "config key 'exec.schedule' must be all_gpu, every_k, auto or a schedule JSON path");
@@ -261,6 +305,13 @@ std::string TrainConfig::to_yaml() const {
     e << YAML::EndMap;
   };
   auto kv = [&](const char* k, const auto& v) { e << YAML::Key << k << YAML::Value << v; };
+  auto optional_kv = [&](const char* k, const auto& v) {
+    if (v < 0) {
+      e << YAML::Key << k << YAML::Value << YAML::Null;
+    } else {
+      kv(k, v);
+    }
+  };
   auto list = [&](const char* k, const auto& v) {
     e << YAML::Key << k << YAML::Value << YAML::Flow << YAML::BeginSeq;
     for (const auto& x : v) e << x;
@@ -308,8 +359,12 @@ std::string TrainConfig::to_yaml() const {
   });
   section("sched", [&] {
     kv("name", sched.name);
-    kv("warmup_steps", sched.warmup_steps);
-    kv("min_lr", sched.min_lr);
+    // Unset keys stay unset (null) so that a resume with another lr or
+    // steps scales them again.
+    optional_kv("warmup_steps", sched.warmup_steps);
+    kv("warmup_ratio", sched.warmup_ratio);
+    optional_kv("min_lr", sched.min_lr);
+    kv("min_lr_ratio", sched.min_lr_ratio);
   });
   section("exec", [&] {
     kv("mode", exec.mode);
@@ -325,30 +380,114 @@ std::string TrainConfig::to_yaml() const {
   return std::string(e.c_str()) + "\n";
 }
 
+int64_t TrainConfig::effective_warmup_steps() const {
+  const int64_t asked =
+      sched.warmup_steps >= 0
+          ? sched.warmup_steps
+          : static_cast<int64_t>(sched.warmup_ratio * static_cast<double>(train.steps));
+  return std::min(asked, train.steps);
+}
+
+double TrainConfig::effective_min_lr() const {
+  if (sched.name == "constant") return 0.0;  // never read
+  return sched.min_lr >= 0 ? sched.min_lr : sched.min_lr_ratio * optim.lr;
+}
+
+std::vector<std::string> TrainConfig::adjustments() const {
+  std::vector<std::string> notes;
+  if (sched.warmup_steps > train.steps)
+    notes.push_back("sched.warmup_steps (" + std::to_string(sched.warmup_steps) +
+                    ") is longer than train.steps (" + std::to_string(train.steps) +
+                    "): warming up over all " + std::to_string(train.steps) + " steps");
+  return notes;
+}
+
 std::string resolve_compute_dtype(const std::string& dtype, bool on_cuda) {
   if (dtype != "auto") return dtype;
   return on_cuda ? "bf16" : "f32";
 }
 
-TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides) {
+namespace {
+
+void apply_file(TrainConfig& config, const std::string& file) {
+  LT_CHECK(std::filesystem::exists(file), "config file '", file, "' does not exist");
+  LT_CHECK(std::filesystem::is_regular_file(file), "config file '", file,
+           "' is not a regular file");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::Exception& e) {
+    fail(file, ": not valid YAML: ", e.what());
+  }
+  apply(config, root, file);
+}
+
+// The base, then the overrides, with "@assets/" paths resolved; unchecked.
+TrainConfig assemble(const std::string& base_file, const std::vector<std::string>& overrides) {
   TrainConfig config;
-  if (file.empty()) {
+  if (base_file.empty()) {
     apply(config, YAML::Load(embedded_demo_config()), "the embedded demo config");
   } else {
-    LT_CHECK(std::filesystem::is_regular_file(file), "config file '", file, "' does not exist");
-    YAML::Node root;
-    try {
-      root = YAML::LoadFile(file);
-    } catch (const YAML::Exception& e) {
-      fail(file, ": not valid YAML: ", e.what());
-    }
-    apply(config, root, file);
+    apply_file(config, base_file);
   }
   for (const auto& o : overrides) apply(config, override_node(o), "--set " + o);
   for (std::string* p :
        {&config.model.path, &config.data.path, &config.data.tokenizer, &config.data.eval_path}) {
     resolve_asset_path(*p);
   }
+  return config;
+}
+
+// Every key's value as the YAML text to_yaml writes.
+std::vector<std::pair<std::string, std::string>> flat_values(const TrainConfig& c) {
+  const YAML::Node root = YAML::Load(c.to_yaml());
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const auto& section : root) {
+    for (const auto& entry : section.second) {
+      YAML::Emitter e;
+      e << YAML::Flow << entry.second;
+      values.emplace_back(section.first.Scalar() + "." + entry.first.Scalar(), e.c_str());
+    }
+  }
+  return values;
+}
+
+}  // namespace
+
+TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides) {
+  TrainConfig config = assemble(file, overrides);
+  config.validate();
+  return config;
+}
+
+TrainConfig read_train_config_unchecked(const std::filesystem::path& file) {
+  TrainConfig config;
+  apply_file(config, file.string());
+  return config;
+}
+
+std::vector<std::string> config_differences(const TrainConfig& before, const TrainConfig& after) {
+  const auto a = flat_values(before), b = flat_values(after);
+  std::vector<std::string> changes;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (a[i].second != b[i].second)
+      changes.push_back(a[i].first + ": " + a[i].second + " -> " + b[i].second);
+  }
+  return changes;
+}
+
+TrainConfig load_train_config_for(const std::string& file,
+                                  const std::vector<std::string>& overrides,
+                                  const std::string* resume) {
+  if (resume == nullptr || !file.empty()) return load_train_config(file, overrides);
+  // Which out.dir "latest" looks in: the overrides', else the demo's.
+  const std::filesystem::path out_dir =
+      *resume == "latest" ? std::filesystem::path(assemble("", overrides).out.dir) : "";
+  const std::filesystem::path dir = resolve_checkpoint(*resume, out_dir);
+  const std::filesystem::path saved = dir / "train_config.yaml";
+  LT_CHECK(std::filesystem::is_regular_file(saved), "--resume ", *resume, ": ", saved.string(),
+           " is missing, so the run's config is unknown; give it with --config");
+  TrainConfig config = assemble(saved.string(), overrides);
   config.validate();
   return config;
 }

@@ -12,8 +12,11 @@ namespace lt::train {
 
 struct TrainConfig {
   struct Model {
-    std::string path;                 // Hugging Face folder (config.json [+ weights])
-    std::string init = "pretrained";  // pretrained | random (config.json only)
+    std::string path;  // Hugging Face folder (config.json [+ weights])
+    // auto: the folder's safetensors when it has them, else random weights
+    // from config.json; pretrained: the weights (a folder without them is
+    // an error); random: config.json only, even beside weights.
+    std::string init = "auto";
   } model;
   struct Data {
     std::string path;
@@ -58,8 +61,13 @@ struct TrainConfig {
   } optim;
   struct Sched {
     std::string name = "constant";  // constant|linear|cosine
-    int64_t warmup_steps = 0;
-    double min_lr = 0.0;
+    // Unset (-1): warmup_ratio x train.steps, rounded down. A value over
+    // train.steps is cut to it (with a warning).
+    int64_t warmup_steps = -1;
+    double warmup_ratio = 0.0;
+    // Unset (-1): min_lr_ratio x optim.lr, so the floor follows the rate.
+    double min_lr = -1;
+    double min_lr_ratio = 0.0;
   } sched;
   struct Exec {
     // auto: resident when it fits the training device, else streaming
@@ -81,6 +89,13 @@ struct TrainConfig {
 
   // Checks every value; throws lt::Error naming the key.
   void validate() const;
+  // The schedule's warmup and floor as they run: an unset key follows its
+  // ratio, and a warmup longer than the run is cut to train.steps.
+  int64_t effective_warmup_steps() const;
+  double effective_min_lr() const;
+  // One line per value the run adjusts from what the config says (none
+  // when nothing is adjusted).
+  std::vector<std::string> adjustments() const;
   // The resolved config as YAML text (printed at start, saved in out.dir).
   std::string to_yaml() const;
 };
@@ -92,6 +107,21 @@ struct TrainConfig {
 std::string resolve_compute_dtype(const std::string& dtype, bool on_cuda);
 
 TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides);
+
+// A config file over the defaults, not validated: a checkpoint's
+// train_config.yaml, read to resume from and to compare with.
+TrainConfig read_train_config_unchecked(const std::filesystem::path& file);
+
+// "key: old -> new" for every key whose value differs, in schema order.
+std::vector<std::string> config_differences(const TrainConfig& before, const TrainConfig& after);
+
+// The config `lazytrain train` runs: the file, or without one the embedded
+// demo, or, for a resume without a file, the checkpoint's own
+// train_config.yaml (found through `resume`: a folder, or "latest" in the
+// out.dir the overrides or the demo name); then the overrides.
+TrainConfig load_train_config_for(const std::string& file,
+                                  const std::vector<std::string>& overrides,
+                                  const std::string* resume);
 
 // The embedded default: the demo run on the bundled corpus.
 const char* embedded_demo_config();

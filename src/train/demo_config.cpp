@@ -4,12 +4,13 @@ namespace lt::train {
 
 // The demo: a tiny Llama-shaped model, trained from scratch on 2,000
 // GSM8K problems for about a minute on two CPU cores. Batch 8 x 128 tokens
-// and lr 3e-3 with a short warmup make the loss fall visibly within the
+// and lr 3e-3 with a short warmup (a tenth of the steps, so that any
+// train.steps works) make the loss fall visibly within the
 // first dozen steps (from ~10.8 = ln 50257).
 const char* embedded_demo_config() {
   return R"(model:
   path: "@assets/demo/model"
-  init: random
+  init: auto
 data:
   path: "@assets/demo/gsm8k_train_2000.jsonl"
   format: query_response
@@ -30,8 +31,8 @@ optim:
   weight_decay: 0.01
 sched:
   name: cosine
-  warmup_steps: 6
-  min_lr: 3.0e-4
+  warmup_ratio: 0.1
+  min_lr_ratio: 0.1
 out:
   dir: runs/demo
 )";

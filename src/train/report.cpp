@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <sstream>
 
+#include "core/error.h"
 #include "io/atomic_file.h"
 #include "train/generate.h"
 #include "train/progress.h"
@@ -16,7 +19,8 @@ namespace lt::train {
 
 namespace fs = std::filesystem;
 
-MetricsWriter::MetricsWriter(const fs::path& path, bool resuming, int64_t first_step) {
+MetricsWriter::MetricsWriter(const fs::path& path, bool resuming, int64_t first_step)
+    : path_(path) {
   if (resuming && fs::exists(path)) {
     std::ifstream in(path);
     std::string kept, line;
@@ -38,8 +42,13 @@ MetricsWriter::MetricsWriter(const fs::path& path, bool resuming, int64_t first_
 }
 
 void MetricsWriter::write(const nlohmann::json& line) {
+  errno = 0;
   out_ << line.dump() << "\n";
   out_.flush();
+  // A lost metrics line is lost work: stop, as a failed save does.
+  LT_CHECK(out_.good(), path_.string(), ": cannot write step ", line.value("step", int64_t{-1}),
+           "'s metrics (", errno != 0 ? std::strerror(errno) : "write failed",
+           "); free space or fix the file, then --resume latest");
 }
 
 nlohmann::json step_json(int64_t step, const exec::StepStats& s, double lr, double parameters,

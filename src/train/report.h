@@ -17,13 +17,15 @@ namespace lt::train {
 
 // One JSON object per optimizer step, flushed as written. On resume the
 // lines of steps at or after `first_step` (from the interrupted run) are
-// dropped first, so the file reads as one uninterrupted run.
+// dropped first, so the file reads as one uninterrupted run. A failed
+// write (a full disk) throws naming the file.
 class MetricsWriter {
  public:
   MetricsWriter(const std::filesystem::path& path, bool resuming, int64_t first_step);
   void write(const nlohmann::json& line);
 
  private:
+  std::filesystem::path path_;
   std::ofstream out_;
 };
 

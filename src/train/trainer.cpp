@@ -15,7 +15,9 @@
 #include "exec/evaluate.h"
 #include "exec/resident.h"
 #include "exec/streaming.h"
+#include "exec/streaming_disk.h"
 #include "io/atomic_file.h"
+#include "io/hf_folder.h"
 #include "io/hf_model.h"
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
@@ -23,6 +25,7 @@
 #include "train/checkpoint.h"
 #include "train/executor_choice.h"
 #include "train/generate.h"
+#include "train/out_dir_lock.h"
 #include "train/progress.h"
 #include "train/report.h"
 #include "train/schedule_auto.h"
@@ -197,6 +200,78 @@ Device resolve_train_device(const std::string& name) {
   return Device::cuda(0);
 }
 
+// What a resume changes from the checkpoint's own config, warned key by
+// key. Changing the optimizer's kind or its state layout makes the saved
+// states unusable; changing the data or its order makes the saved sampler
+// position meaningless.
+struct ResumeChanges {
+  bool optimizer = false;
+  bool data = false;
+};
+
+ResumeChanges compare_with_checkpoint(const TrainConfig& c, const fs::path& resume_dir,
+                                      ProgressBar& log) {
+  ResumeChanges changes;
+  const fs::path saved_path = resume_dir / "train_config.yaml";
+  if (resume_dir.empty() || !fs::is_regular_file(saved_path)) return changes;
+  TrainConfig saved = read_train_config_unchecked(saved_path);
+  const bool dtype_auto = c.train.dtype == "auto" || saved.train.dtype == "auto";
+  for (const std::string& change : config_differences(saved, c)) {
+    // Extending the run, or writing it elsewhere, is what a resume is for.
+    if (change.rfind("train.steps:", 0) == 0 || change.rfind("out.dir:", 0) == 0) continue;
+    if (dtype_auto && change.rfind("train.dtype:", 0) == 0) continue;
+    log.message("resume: " + change + " (was the checkpoint's)");
+  }
+  changes.optimizer =
+      saved.optim.name != c.optim.name ||
+      (c.optim.name == "adamw8bit" && (saved.optim.block_size != c.optim.block_size ||
+                                       saved.optim.min_8bit_numel != c.optim.min_8bit_numel));
+  const auto& a = saved.data;
+  const auto& b = c.data;
+  changes.data = a.path != b.path || a.format != b.format || a.template_name != b.template_name ||
+                 a.tokenizer != b.tokenizer || a.train_on_prompt != b.train_on_prompt ||
+                 a.pack != b.pack || a.prompt_field != b.prompt_field ||
+                 a.response_field != b.response_field || saved.train.seed != c.train.seed;
+  return changes;
+}
+
+// model.init: auto loads the folder's weights when it has safetensors and
+// initializes randomly from config.json otherwise; pretrained requires the
+// weights; random ignores them. A resume loads the checkpoint's. One line
+// says which happened.
+models::CausalLM load_weights(const TrainConfig& c, const fs::path& resume_dir, ProgressBar& log) {
+  const auto count_line = [&](const models::CausalLM& m, const fs::path& from) {
+    log.message(
+        fmt::format("weights: {} tensors loaded from {}", m.parameters().size(), from.string()));
+  };
+  if (!resume_dir.empty()) {
+    models::CausalLM model = io::load_hf_model(resume_dir, DType::F32);
+    count_line(model, resume_dir);
+    return model;
+  }
+  const fs::path dir = c.model.path;
+  const bool has_weights =
+      fs::exists(dir / io::kHfWeightsFile) || fs::exists(dir / io::kHfIndexFile);
+  LT_CHECK(has_weights || c.model.init != "pretrained", "model.init: pretrained, but '",
+           dir.string(), "' has no weights (no ", io::kHfWeightsFile, " or ", io::kHfIndexFile,
+           "); use model.init auto or random to start from random weights");
+  if (c.model.init == "random" || !has_weights) {
+    // Allocated from config.json alone; load_hf_model checks the same for
+    // the others.
+    const fs::path path = dir / "config.json";
+    models::ModelConfig config = models::ModelConfig::from_file(path);
+    io::check_model_fits_host(config, path, DType::F32);
+    Generator init_gen(c.train.seed);
+    log.message(
+        fmt::format("weights: random (seed {}; {})", c.train.seed,
+                    has_weights ? "model.init random" : dir.string() + " has no safetensors"));
+    return models::CausalLM::random(config, init_gen, DType::F32);
+  }
+  models::CausalLM model = io::load_hf_model(dir, DType::F32);
+  count_line(model, dir);
+  return model;
+}
+
 void write_text_atomic(const fs::path& path, const std::string& text) {
   io::AtomicFileWriter w(path);
   w.write(text);
@@ -219,10 +294,11 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
            "exec.mode: '", c.exec.mode, "' runs on the CPU only for now; with train.device ",
            c.train.device, " use auto, resident or streaming");
   const fs::path out_dir = c.out.dir;
-  fs::create_directories(out_dir);
-  for (const auto& entry : fs::directory_iterator(out_dir)) {  // a crashed save's leftovers
-    if (entry.path().filename().string().rfind(".step-", 0) == 0) fs::remove_all(entry.path());
-  }
+  const OutDirLock lock(out_dir);  // before anything in out.dir is read or written
+  remove_stale_saves(out_dir);     // a killed or failed save's leftovers
+  if (const int n = exec::remove_stale_scratch_files(c.exec.disk_path.empty() ? out_dir.string()
+                                                                              : c.exec.disk_path))
+    fmt::print(stderr, "removed {} activation scratch file(s) a killed run left\n", n);
   const std::string config_yaml = c.to_yaml();
   write_text_atomic(out_dir / "config.yaml", config_yaml);
   fmt::print("lazytrain train: resolved config (saved to {})\n{}",
@@ -230,6 +306,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   std::fflush(stdout);  // before progress lines on stderr, also when piped
 
   ProgressBar progress(0, c.train.steps);
+  for (const std::string& note : c.adjustments()) progress.message("config: " + note);
   const fs::path tok_dir = tokenizer_dir_of(c);
   std::optional<data::Tokenizer> tokenizer;
   if (c.data.format != "tokens")
@@ -244,20 +321,9 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
 
   // Model: resumed weights, pretrained weights, or a fresh initialization.
   fs::path resume_dir;
-  if (!run.resume.empty()) resume_dir = resolve_checkpoint(run.resume, out_dir);
-  Generator init_gen(c.train.seed);
-  // Random weights are allocated from config.json alone; load_hf_model
-  // checks the same for the others.
-  const auto random_config = [&] {
-    const fs::path path = fs::path(c.model.path) / "config.json";
-    models::ModelConfig config = models::ModelConfig::from_file(path);
-    io::check_model_fits_host(config, path, DType::F32);
-    return config;
-  };
-  models::CausalLM model = !resume_dir.empty() ? io::load_hf_model(resume_dir, DType::F32)
-                           : c.model.init == "random"
-                               ? models::CausalLM::random(random_config(), init_gen, DType::F32)
-                               : io::load_hf_model(c.model.path, DType::F32);
+  if (run.resuming || !run.resume.empty()) resume_dir = resolve_checkpoint(run.resume, out_dir);
+  const ResumeChanges resumed = compare_with_checkpoint(c, resume_dir, progress);
+  models::CausalLM model = load_weights(c, resume_dir, progress);
   const int64_t vocab = model.config().vocab_size;
   data::check_ids_in_vocab(samples, vocab, "data");
 
@@ -313,19 +379,28 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   TrainerState state;
   if (!resume_dir.empty()) {
     CheckpointContents ck = read_checkpoint(resume_dir);
-    optimizer.load_state({ck.optimizer_state.begin(), ck.optimizer_state.end()});
-    batcher.restore(ck.state.sampler);
+    if (resumed.optimizer) {
+      progress.message("resume: the optimizer changed; its states start from zero");
+    } else {
+      optimizer.load_state({ck.optimizer_state.begin(), ck.optimizer_state.end()});
+    }
     state = ck.state;
+    if (resumed.data) {
+      state.sampler = {};
+      progress.message("resume: the data or its order changed; reading starts at its beginning");
+    }
+    batcher.restore(state.sampler);
     progress.message(fmt::format("resumed from {} at step {}", resume_dir.string(), state.step));
   }
   LT_CHECK(state.step < c.train.steps || !resume_dir.empty(), "nothing to do");
+  check_no_foreign_step_folders(out_dir, state.step, c.train.steps);
 
   optim::ScheduleOptions sched;
   sched.name = c.sched.name;
-  sched.warmup_steps = c.sched.warmup_steps;
+  sched.warmup_steps = c.effective_warmup_steps();
   sched.total_steps = c.train.steps;
   sched.base_lr = c.optim.lr;
-  sched.min_lr = c.sched.min_lr;
+  sched.min_lr = c.effective_min_lr();
 
   const double params = static_cast<double>(model.config().num_parameters());
   StopSignals signals;
@@ -338,8 +413,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   auto save = [&] {
     executor.sync();  // the streaming executor's updates may still be running
     state.sampler = batcher.state();
-    last_saved = save_checkpoint(out_dir, model, optimizer.state(), state, tok_dir, config_yaml,
-                                 c.train.keep_last);
+    last_saved = save_checkpoint(out_dir, model, optimizer.state(), state,
+                                 {tok_dir, c.model.path, config_yaml, c.train.keep_last});
     bar.message("saved " + last_saved.string());
   };
 

@@ -10,6 +10,7 @@ namespace lt::train {
 
 struct TrainRunOptions {
   std::string resume;         // "", "latest" or a checkpoint folder
+  bool resuming = false;      // --resume was given (then an empty resume is an error)
   bool sample_at_end = true;  // print a greedy sample from the trained model
 };
 

@@ -115,9 +115,11 @@ TEST(AtomicSave, LeftoverTemporaryFolderIsRemovedAndNeverTaken) {
   ASSERT_TRUE(fs::exists(out / "step-2" / "trainer_state.json"));
 
   // A crashed save of step 7: a complete-looking copy under the temp name,
-  // and a step-9 folder that never got its trainer_state.json.
+  // carrying the marker a save writes first, and a step-9 folder that never
+  // got its trainer_state.json.
   const fs::path leftover = out / ".step-7.tmp-123";
   fs::copy(out / "step-2", leftover, fs::copy_options::recursive);
+  write_text(leftover / ".lazytrain-save", "123\n");
   write_text(leftover / "trainer_state.json",
              R"({"step": 7, "sampler": {"epoch": 0, "position": 0, "offset": 0}})");
   fs::create_directories(out / "step-9");

@@ -185,5 +185,76 @@ TEST_F(ConfigErrors, TheConfigMayBeThePositionalArgument) {
   EXPECT_FALSE(fs::exists(tmp_ / "out" / "metrics.jsonl"));  // nothing ran
 }
 
+// A key given twice is refused, naming both lines (yaml-cpp would keep the
+// last silently); so is a section given twice.
+TEST_F(ConfigErrors, ADuplicateKeyNamesBothLines) {
+  const std::string m = error_of(yaml("  seq_len: 16\n  seq_len: 32\n"));
+  EXPECT_MENTIONS(m, "'train.seq_len' is given twice (lines 8 and 9)");
+  EXPECT_MENTIONS(m, "run.yaml");
+  const std::string s = error_of(yaml("", "train:\n  seed: 3\n"));
+  EXPECT_MENTIONS(s, "'train' is given twice");
+}
+
+// A list or mapping used as a key is a config error naming the file, not an
+// "unexpected error".
+TEST_F(ConfigErrors, ANonScalarKeyNamesTheFile) {
+  const std::string m = error_of(yaml("  [a, b]: 1\n"));
+  EXPECT_MENTIONS(m, "run.yaml");
+  EXPECT_MENTIONS(m, "a list or mapping as a key");
+  const std::string section = error_of(yaml("", "? [x]\n: 1\n"));
+  EXPECT_MENTIONS(section, "a section name");
+}
+
+// The demo's warmup and floor follow what the user sets: a rate below the
+// demo's old floor and a run shorter than its warmup both load, and the
+// schedule scales (a tenth of the rate, a tenth of the steps).
+TEST_F(ConfigErrors, DemoDefaultsFollowTheUsersRateAndSteps) {
+  TrainConfig c;
+  ASSERT_NO_THROW(c = load_train_config("", {"optim.lr=1e-6", "train.steps=2"}));
+  EXPECT_EQ(c.effective_warmup_steps(), 0);
+  EXPECT_DOUBLE_EQ(c.effective_min_lr(), 1e-7);
+  c = load_train_config("", {"train.steps=200"});
+  EXPECT_EQ(c.effective_warmup_steps(), 20);
+  // A constant schedule never reads min_lr, so a floor above the rate is no
+  // contradiction there; under cosine it is, naming both keys.
+  ASSERT_NO_THROW(
+      load_train_config("", {"sched.name=constant", "sched.min_lr=1e-3", "optim.lr=1e-6"}));
+  const std::string m =
+      error_of(yaml(), {"sched.name=cosine", "sched.min_lr=1e-3", "optim.lr=1e-6"});
+  EXPECT_MENTIONS(m, "sched.min_lr");
+  EXPECT_MENTIONS(m, "optim.lr");
+  // An explicit warmup longer than the run is cut to it, with a note.
+  c = load_train_config("", {"sched.warmup_steps=50", "train.steps=10"});
+  EXPECT_EQ(c.effective_warmup_steps(), 10);
+  ASSERT_EQ(c.adjustments().size(), 1u);
+  EXPECT_MENTIONS(c.adjustments()[0], "sched.warmup_steps (50)");
+}
+
+// A user reads the message, not where the check sits in the source: the
+// "[check ... at file:line]" suffix shows only with LT_DEBUG=1.
+TEST_F(ConfigErrors, MessagesCarryNoSourceLocationUnlessDebugging) {
+  write_text(tmp_ / "run.yaml", yaml());
+  std::string output;
+  EXPECT_NE(run_program({"train", (tmp_ / "run.yaml").string(), "--set", "train.steps=-3"},
+                        tmp_ / "plain.log", &output),
+            0);
+  EXPECT_MENTIONS(output, "train.steps");
+  EXPECT_EQ(output.find("[check"), std::string::npos) << output;
+  EXPECT_EQ(output.find("unexpected error"), std::string::npos) << output;
+}
+
+// An out.dir the file system cannot create is an error naming out.dir.
+TEST_F(ConfigErrors, AnOutDirThatCannotBeCreatedIsNamed) {
+  write_text(tmp_ / "run.yaml", yaml());
+  std::string output;
+  const std::string too_long = (tmp_ / std::string(300, 'x')).string();
+  EXPECT_NE(run_program({"train", (tmp_ / "run.yaml").string(), "--set", "out.dir=" + too_long},
+                        tmp_ / "long.log", &output),
+            0);
+  EXPECT_MENTIONS(output, "out.dir");
+  EXPECT_MENTIONS(output, "File name too long");
+  EXPECT_EQ(output.find("unexpected error"), std::string::npos) << output;
+}
+
 }  // namespace
 }  // namespace lt::train::testing
