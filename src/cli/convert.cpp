@@ -25,7 +25,7 @@
 #include "cli/commands.h"
 #include "io/hf_folder.h"
 #include "io/hf_model.h"
-#include "io/regular_file.h"
+#include "core/regular_file.h"
 
 namespace lt::cli {
 
@@ -182,7 +182,7 @@ void run_convert(const ConvertArgs& args) {
     for (const char* name : kCompanionFiles) {
       const fs::path src = fs::path(args.model) / name;
       if (!fs::exists(src)) continue;
-      io::require_regular_file(src);
+      require_regular_file(src);
       fs::copy_file(src, built / name);
       // copy_file does not sync; the rename below must not publish a file
       // whose bytes are still only in the page cache.

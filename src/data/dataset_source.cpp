@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "io/regular_file.h"
+#include "core/regular_file.h"
 
 namespace lt::data {
 
@@ -28,7 +28,7 @@ bool is_blank(std::string_view line) {
 }
 
 std::ifstream open(const fs::path& file) {
-  io::require_regular_file(file);
+  require_regular_file(file);
   std::ifstream in(file, std::ios::binary);
   if (!in) fail(file.string(), ": cannot open the file");
   return in;

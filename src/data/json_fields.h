@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "core/json_brief.h"
-#include "io/regular_file.h"
+#include "core/regular_file.h"
 
 namespace lt::data {
 
@@ -66,7 +66,7 @@ inline nlohmann::json parse_json_text(const std::string& text, const std::filesy
 // The whole file as bytes; an error names the file. Only a regular file is
 // read (io/regular_file.h says why).
 inline std::string read_whole_file(const std::filesystem::path& file) {
-  io::require_regular_file(file);
+  require_regular_file(file);
   std::ifstream in(file, std::ios::binary);
   if (!in) lt::fail(file.string(), ": cannot open the file");
   std::ostringstream contents;

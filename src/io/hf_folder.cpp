@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "io/atomic_file.h"
-#include "io/regular_file.h"
+#include "core/regular_file.h"
 
 namespace lt::io {
 

@@ -16,7 +16,7 @@
 
 #include "core/json_brief.h"
 #include "io/atomic_file.h"
-#include "io/regular_file.h"
+#include "core/regular_file.h"
 
 namespace lt::io {
 

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/json_brief.h"
+#include "core/regular_file.h"
 
 namespace lt::models {
 
@@ -415,6 +416,7 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
 }
 
 ModelConfig ModelConfig::from_file(const std::filesystem::path& config_json) {
+  require_regular_file(config_json);
   std::ifstream in(config_json, std::ios::binary);
   if (!in) fail("config '", config_json.string(), "': cannot open");
   std::ostringstream ss;

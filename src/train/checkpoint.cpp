@@ -86,6 +86,15 @@ void write_text(const fs::path& path, const std::string& text) {
   w.commit();
 }
 
+// The marker's existence is what counts, so it is created in one call (not
+// through a temporary file): a save killed before that call leaves an empty
+// folder, which remove_stale_saves also takes.
+void mark_as_ours(const fs::path& dir) {
+  std::ofstream marker(dir / kSaveMarker);
+  marker << getpid() << "\n";
+  LT_CHECK(marker.good(), (dir / kSaveMarker).string(), ": cannot write");
+}
+
 // Removes a folder this program made, its marker last, so that a crash
 // midway leaves a folder the next start still recognises and clears.
 void remove_marked_dir(const fs::path& dir) {
@@ -103,7 +112,7 @@ void remove_checkpoint_dir(const fs::path& dir) {
   if (!fs::exists(dir)) return;
   LT_CHECK(is_checkpoint(dir), dir.string(), " is not a lazytrain checkpoint (no ", kStateFile,
            "); it is left alone: move it out of out.dir");
-  write_text(dir / kSaveMarker, std::to_string(getpid()) + "\n");
+  mark_as_ours(dir);
   const fs::path doomed =
       dir.parent_path() / ("." + dir.filename().string() + ".old-" + std::to_string(getpid()));
   if (fs::exists(doomed / kSaveMarker)) remove_marked_dir(doomed);
@@ -157,7 +166,7 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
   if (fs::exists(tmp / kSaveMarker)) remove_marked_dir(tmp);
   fs::create_directory(tmp);
   try {
-    write_text(tmp / kSaveMarker, std::to_string(getpid()) + "\n");
+    mark_as_ours(tmp);
     write_checkpoint_files(tmp, model, optimizer_state, state, options);
     // Replace an earlier save of the same step (a resumed run re-saving it).
     remove_checkpoint_dir(final_dir);
@@ -183,8 +192,8 @@ void remove_stale_saves(const fs::path& out_dir) {
   std::vector<fs::path> stale;
   for (const auto& entry : fs::directory_iterator(out_dir)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.rfind(".step-", 0) == 0 &&
-        fs::exists(entry.path() / kSaveMarker))
+    if (!entry.is_directory() || name.rfind(".step-", 0) != 0) continue;
+    if (fs::exists(entry.path() / kSaveMarker) || fs::is_empty(entry.path()))
       stale.push_back(entry.path());
   }
   for (const auto& dir : stale) remove_marked_dir(dir);

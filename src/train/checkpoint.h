@@ -51,8 +51,8 @@ std::filesystem::path save_checkpoint(
     const std::vector<std::pair<std::string, Tensor>>& optimizer_state, const TrainerState& state,
     const CheckpointOptions& options);
 
-// Removes what a killed or failed save left in out_dir (hidden folders
-// carrying the save marker); nothing else is touched. Call with out.dir's
+// Removes what a killed or failed save left in out_dir (hidden ".step-"
+// folders carrying the save marker, or empty); nothing else is touched. Call with out.dir's
 // lock held (train/out_dir_lock.h), so no other run is saving there.
 void remove_stale_saves(const std::filesystem::path& out_dir);
 

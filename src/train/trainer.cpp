@@ -325,7 +325,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   const ResumeChanges resumed = compare_with_checkpoint(c, resume_dir, progress);
   models::CausalLM model = load_weights(c, resume_dir, progress);
   const int64_t vocab = model.config().vocab_size;
-  data::check_ids_in_vocab(samples, vocab, "data");
+  data::check_ids_in_vocab(samples, vocab, c.data.path);
+  data::check_ids_in_vocab(eval_samples, vocab, c.data.eval_path);
 
   // The f32 masters live on the training device; the optimizer's states
   // follow them there. The streaming executor keeps them in host memory and

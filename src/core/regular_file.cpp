@@ -1,4 +1,4 @@
-#include "io/regular_file.h"
+#include "core/regular_file.h"
 
 #include <sys/stat.h>
 
@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-namespace lt::io {
+namespace lt {
 
 namespace {
 
@@ -31,4 +31,4 @@ void require_regular_file(const std::filesystem::path& path) {
        ", not a regular file; lazytrain reads its inputs only from regular files");
 }
 
-}  // namespace lt::io
+}  // namespace lt

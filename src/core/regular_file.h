@@ -8,11 +8,11 @@
 // file is opened.
 #include <filesystem>
 
-namespace lt::io {
+namespace lt {
 
 // Throws lt::Error naming `path` and what it is (a named pipe, a character
 // device, a folder, ...) unless it is a regular file or a symbolic link to
 // one. A path that does not exist is left to the caller's own message.
 void require_regular_file(const std::filesystem::path& path);
 
-}  // namespace lt::io
+}  // namespace lt
