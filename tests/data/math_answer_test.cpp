@@ -1,0 +1,72 @@
+// Answer extraction and normalization against a hand-written table of
+// tricky cases (tests/data/fixtures/math_answers.json): each expected value
+// was worked out from the rules in data/math_answer.h, not taken from the
+// code's output.
+#include "data/math_answer.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <string>
+
+#include "tokenizer_fixtures.h"
+
+namespace lt::data {
+namespace {
+
+nlohmann::json table() {
+  std::ifstream in(testing::fixtures_dir() / "math_answers.json");
+  EXPECT_TRUE(in.good()) << "cannot open math_answers.json";
+  return nlohmann::json::parse(in);
+}
+
+TEST(MathAnswer, TableOfCases) {
+  const nlohmann::json t = table();
+  const auto& cases = t.at("cases");
+  ASSERT_GE(cases.size(), 40u);
+  for (const auto& c : cases) {
+    const std::string text = c.at("text");
+    const std::string kind = c.at("kind");
+    const std::string got = kind == "output" ? predicted_answer(text) : reference_answer(text);
+    EXPECT_EQ(got, c.at("expected").get<std::string>())
+        << kind << " text: " << testing::escaped(text);
+  }
+}
+
+TEST(MathAnswer, EquivalentAnswersMatch) {
+  const nlohmann::json t = table();
+  for (const auto& pair : t.at("equal")) {
+    const std::string a = pair.at(0), b = pair.at(1);
+    EXPECT_TRUE(answers_match(normalize_answer(a), normalize_answer(b)))
+        << a << " vs " << b << ": " << normalize_answer(a) << " vs " << normalize_answer(b);
+  }
+  for (const auto& pair : t.at("different")) {
+    const std::string a = pair.at(0), b = pair.at(1);
+    EXPECT_FALSE(answers_match(normalize_answer(a), normalize_answer(b))) << a << " vs " << b;
+  }
+}
+
+// Every GSM8K test reference extracts to a plain canonical number: the
+// field ends in "#### N" and N is an integer, possibly with separators.
+TEST(MathAnswer, DemoGsm8kReferencesAreNumbers) {
+  std::ifstream in(std::string(LT_SOURCE_DIR) + "/assets/demo/gsm8k_test_50.jsonl");
+  ASSERT_TRUE(in.good());
+  std::string line;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    const auto row = nlohmann::json::parse(line);
+    const std::string answer = row.at("answer");
+    const std::string tail = answer.substr(answer.rfind("####") + 4);
+    std::string digits;
+    for (char c : tail) {
+      if (c != ',' && c != ' ') digits += c;
+    }
+    EXPECT_EQ(reference_answer(answer), std::to_string(std::stoll(digits))) << answer;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 50);
+}
+
+}  // namespace
+}  // namespace lt::data
