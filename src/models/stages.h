@@ -13,6 +13,8 @@ class EmbedStage final : public Stage {
   void collect(nn::NamedParameters& out) const override;
   Tensor forward(const Tensor& ids, const StageContext& ctx) const override;
   const nn::Embedding& tokens() const { return tokens_; }
+  // GPT-2's learned positions; weight undefined for RoPE families.
+  const nn::Embedding& positions() const { return positions_; }
 
  private:
   nn::Embedding tokens_;

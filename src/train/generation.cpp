@@ -1,0 +1,233 @@
+#include "train/generation.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "autograd/grad_mode.h"
+#include "core/json_brief.h"
+#include "core/regular_file.h"
+#include "data/unicode.h"
+#include "models/decode.h"
+
+namespace lt::train {
+
+namespace {
+
+// splitmix64's finalizer: distinct, well-mixed seeds for rows 0, 1, 2, ...
+uint64_t row_seed(uint64_t seed, int64_t row) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(row) + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// What one row carries through its batch.
+struct RowState {
+  int64_t index = 0;  // into the prompts
+  int64_t prompt_len = 0;
+  bool done = false;
+  Generator gen;
+  std::string bytes;  // the new tokens' bytes, when stop strings are watched
+  size_t cut = std::string::npos;
+  Generation out;
+};
+
+bool is_eos(int32_t token, const std::vector<int32_t>& eos_ids) {
+  return std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end();
+}
+
+// Appends `token` to the row and decides whether the row is done.
+void take_token(RowState& row, int32_t token, const GenerationOptions& o, int64_t context) {
+  row.out.tokens.push_back(token);
+  const auto made = static_cast<int64_t>(row.out.tokens.size());
+  if (is_eos(token, o.eos_ids)) {
+    row.out.finish = FinishReason::kEos;
+    row.done = true;
+    return;
+  }
+  if (!o.stop_strings.empty()) {
+    const size_t old_size = row.bytes.size();
+    const auto id = static_cast<uint32_t>(token);
+    row.bytes += o.tokenizer->decode_bytes({&id, 1});
+    for (const std::string& stop : o.stop_strings) {
+      // Only where the new bytes could complete it.
+      const size_t from = old_size >= stop.size() ? old_size - stop.size() + 1 : 0;
+      const size_t at = row.bytes.find(stop, from);
+      if (at != std::string::npos && at < row.cut) row.cut = at;
+    }
+    if (row.cut != std::string::npos) {
+      row.out.finish = FinishReason::kStop;
+      row.done = true;
+      return;
+    }
+  }
+  if (made >= o.max_new_tokens) {
+    row.out.finish = FinishReason::kLength;
+    row.done = true;
+  } else if (row.prompt_len + made >= context) {
+    row.out.finish = FinishReason::kContext;
+    row.done = true;
+  }
+}
+
+void finish_text(RowState& row, const GenerationOptions& o) {
+  if (o.tokenizer == nullptr) return;
+  if (row.out.finish == FinishReason::kStop) {
+    row.out.text = data::utf8_lossy(std::string_view(row.bytes).substr(0, row.cut));
+    return;
+  }
+  std::vector<uint32_t> ids(row.out.tokens.begin(), row.out.tokens.end());
+  if (row.out.finish == FinishReason::kEos) ids.pop_back();
+  row.out.text = o.tokenizer->decode(ids);
+}
+
+// Logits [B, V] on any device -> f32 rows on the host.
+Tensor host_logits(const Tensor& logits) {
+  return logits.to(Device::cpu()).to(DType::F32).contiguous();
+}
+
+void run_batch(const models::CausalLM& model, const std::vector<std::vector<int32_t>>& prompts,
+               std::vector<RowState>& rows, const GenerationOptions& o,
+               const TokenCallback& on_token) {
+  const auto b = static_cast<int64_t>(rows.size());
+  const int64_t context = model.config().max_position_embeddings;
+  int64_t longest = 0;
+  for (const RowState& r : rows) longest = std::max(longest, r.prompt_len);
+  const int64_t capacity = std::min(context, longest + o.max_new_tokens);
+  models::KvCache cache(model, b, capacity);
+
+  // The prompts, right-padded (nn/kv_cache.h says why padding is safe).
+  std::vector<int64_t> ids(static_cast<size_t>(b * longest), 0);
+  std::vector<int64_t> starts(static_cast<size_t>(b), 0), last(static_cast<size_t>(b));
+  for (int64_t r = 0; r < b; ++r) {
+    const auto& p = prompts[rows[r].index];
+    std::copy(p.begin(), p.end(), ids.begin() + r * longest);
+    last[r] = rows[r].prompt_len - 1;
+  }
+  Tensor logits = models::forward_cached(
+      model, Tensor::from_vector(ids, {b, longest}).to(model.device()), starts, last, cache);
+  const int64_t vocab = logits.size(1);
+  std::vector<int64_t> next(static_cast<size_t>(b));
+  std::fill(last.begin(), last.end(), 0);
+  while (true) {
+    const Tensor host = host_logits(logits);
+    const float* lp = host.data<float>();
+    bool any_live = false;
+    for (int64_t r = 0; r < b; ++r) {
+      RowState& row = rows[r];
+      if (row.done) {
+        // A finished row still runs (the batch moves together): its token
+        // and position are placeholders whose results are never read.
+        next[r] = 0;
+        starts[r] = 0;
+        continue;
+      }
+      const int32_t token =
+          sample_token({lp + r * vocab, static_cast<size_t>(vocab)}, o.sampling, row.gen);
+      take_token(row, token, o, context);
+      if (on_token) on_token(row.index, token);
+      next[r] = token;
+      // The token just made sits at prompt_len + made - 1.
+      starts[r] = row.prompt_len + static_cast<int64_t>(row.out.tokens.size()) - 1;
+      any_live = any_live || !row.done;
+    }
+    if (!any_live) break;
+    logits = models::forward_cached(model, Tensor::from_vector(next, {b, 1}).to(model.device()),
+                                    starts, last, cache);
+  }
+  for (RowState& row : rows) finish_text(row, o);
+}
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kContext:
+      return "context";
+  }
+  return "?";
+}
+
+std::vector<Generation> generate(const models::CausalLM& model,
+                                 const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& o, const TokenCallback& on_token) {
+  check_sampling_options(o.sampling);
+  LT_CHECK(o.max_new_tokens >= 0, "--max-new-tokens must be 0 or more, got ", o.max_new_tokens);
+  LT_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got ", o.batch_size);
+  LT_CHECK(o.stop_strings.empty() || o.tokenizer != nullptr,
+           "--stop needs a tokenizer to read the text");
+  for (const std::string& stop : o.stop_strings)
+    LT_CHECK(!stop.empty(), "--stop: an empty stop string would stop every row at once");
+  const int64_t context = model.config().max_position_embeddings;
+  const int64_t vocab = model.config().vocab_size;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto len = static_cast<int64_t>(prompts[i].size());
+    LT_CHECK(len > 0, "prompt ", i + 1, " is empty: generation needs at least one token");
+    LT_CHECK(len < context, "prompt ", i + 1, " has ", len,
+             " tokens, which leaves no room for a new one in the model's context of ", context,
+             " (max_position_embeddings); shorten the prompt");
+    for (int32_t id : prompts[i]) {
+      LT_CHECK(id >= 0 && id < vocab, "prompt ", i + 1, ": token id ", id,
+               " is outside the model's vocabulary [0, ", vocab, ")");
+    }
+  }
+  std::vector<Generation> results(prompts.size());
+  if (prompts.empty()) return results;
+  if (o.max_new_tokens == 0) return results;  // kLength, nothing made
+
+  NoGradGuard no_grad;
+  // Longest prompts first, so each batch pads little; ties keep input order.
+  std::vector<int64_t> order(prompts.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t c) { return prompts[a].size() > prompts[c].size(); });
+  for (size_t first = 0; first < order.size(); first += static_cast<size_t>(o.batch_size)) {
+    const size_t end = std::min(order.size(), first + static_cast<size_t>(o.batch_size));
+    std::vector<RowState> rows;
+    for (size_t i = first; i < end; ++i) {
+      RowState row;
+      row.index = order[i];
+      row.prompt_len = static_cast<int64_t>(prompts[row.index].size());
+      row.gen = Generator(row_seed(o.seed, row.index));
+      rows.push_back(std::move(row));
+    }
+    run_batch(model, prompts, rows, o, on_token);
+    for (RowState& row : rows) results[row.index] = std::move(row.out);
+  }
+  return results;
+}
+
+std::vector<int32_t> eos_ids_for(const std::string& model_dir, const models::ModelConfig& config) {
+  const std::filesystem::path file = std::filesystem::path(model_dir) / "generation_config.json";
+  std::vector<int32_t> ids;
+  if (std::filesystem::exists(file)) {
+    require_regular_file(file);
+    std::ifstream in(file);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    LT_CHECK(!j.is_discarded() && j.is_object(), file.string(), ": not a JSON object");
+    auto it = j.find("eos_token_id");
+    if (it != j.end() && !it->is_null()) {
+      const nlohmann::json list = it->is_array() ? *it : nlohmann::json::array({*it});
+      for (const auto& v : list) {
+        LT_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, file.string(),
+                 ": field \"eos_token_id\": expected a token id or a list of them, found ",
+                 brief_json(*it));
+        ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+      }
+      return ids;
+    }
+  }
+  for (int64_t id : config.eos_token_ids) ids.push_back(static_cast<int32_t>(id));
+  return ids;
+}
+
+}  // namespace lt::train
