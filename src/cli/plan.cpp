@@ -11,7 +11,9 @@
 #include "core/error.h"
 #include "exec/schedule.h"
 #include "plan/planner.h"
+#include "train/config.h"
 #include "train/executor_choice.h"
+#include "train/run_plan.h"
 
 namespace lt::cli {
 
@@ -35,40 +37,94 @@ struct PlanArgs {
   std::string optimizer = "adamw";
   bool json = false;
   std::string out;
+  std::string config;  // a train config: print the run plan `train` would run
+  std::vector<std::string> overrides;
 };
+
+// `plan --config run.yaml`: the RunPlan `lazytrain train run.yaml` resolves
+// (train::resolve_run, the same call), printed instead of run.
+void print_run_plan(const PlanArgs& args) {
+  const train::TrainConfig c = train::load_train_config(args.config, args.overrides);
+  const models::ModelConfig model = load_model_config(c.model.path);
+  const train::RunPlan p = train::resolve_run(c, model);
+  const auto gb = [](int64_t bytes) { return static_cast<double>(bytes) / plan::kBytesPerGB; };
+  if (args.json) {
+    nlohmann::json j;
+    j["device"] = p.device.str();
+    j["compute_dtype"] = dtype_name(p.compute_dtype);
+    j["executor"] = exec::executor_name(p.executor);
+    j["optimizer"] = p.optimizer == exec::OptimizerStates::Fp32 ? "adamw" : "adamw8bit";
+    j["batch_size"] = p.sizes.batch_size;
+    j["seq_len"] = p.sizes.seq_len;
+    j["grad_accum"] = p.grad_accum;
+    j["accum_sequences"] = p.accum_sequences;
+    if (p.executor == exec::ExecutorKind::Streaming) {
+      j["chunk_sequences"] = p.chunk_sequences;
+      j["schedule"] = exec::to_json(p.schedule);
+    }
+    if (p.predicted_step_s > 0) j["predicted_step_s"] = p.predicted_step_s;
+    for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})
+      j["peak_bytes"][exec::memory_space_name(space)] = p.budget.bytes(space);
+    j["reasons"] = p.reasons;
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  for (const auto& line : p.reasons) fmt::print("{}\n", line);
+  if (!p.plan_description.empty()) fmt::print("{}\n", p.plan_description);
+  fmt::print("batch {} x seq {}: {} micro-batch(es) of {} sequences", p.sizes.batch_size,
+             p.sizes.seq_len, p.grad_accum, p.accum_sequences);
+  if (p.executor == exec::ExecutorKind::Streaming)
+    fmt::print(", through each stage in chunks of {}", p.chunk_sequences);
+  fmt::print("\nbytes: gpu {:.3f} GB, host {:.3f} GB, disk {:.3f} GB\n",
+             gb(p.budget.bytes(exec::MemorySpace::Gpu)),
+             gb(p.budget.bytes(exec::MemorySpace::Host)),
+             gb(p.budget.bytes(exec::MemorySpace::Disk)));
+  for (const auto& item : p.budget.items)
+    fmt::print("  {:<5} {:>10.3f} GB  {}\n", exec::memory_space_name(item.space), gb(item.bytes),
+               item.what);
+}
 
 // The executor `train` with exec.mode auto would run on this machine (its
 // gpu_memory_gb), for the plan's batch size (or --batch-size) with one
 // forward over the plan's chunk (or --micro-batch; else the whole batch):
 // resident when it fits with the margin, else streaming when the plan is
 // feasible, else none. Resident computes in bf16 beside f32 masters.
-train::ExecutorChoice executor_for(const plan::Plan& r, const plan::PlanOptions& o,
-                                   const plan::HardwareProfile& hw,
-                                   const models::ModelConfig& config) {
-  train::ExecutorChoice none;
-  none.executor = "none";
+// What `train` would run: an executor, or none (nothing fits).
+struct PlannedExecutor {
+  train::ExecutorChoice choice;
+  bool fits = true;
+  std::string name() const { return fits ? exec::executor_name(choice.executor) : "none"; }
+};
+
+PlannedExecutor executor_for(const plan::Plan& r, const plan::PlanOptions& o,
+                             const plan::HardwareProfile& hw, const models::ModelConfig& config) {
+  PlannedExecutor none;
+  none.fits = false;
   const int64_t batch = o.batch_size > 0 ? o.batch_size : r.feasible ? r.schedule.batch_size : 0;
   if (batch == 0) {
-    none.reason = "no batch size fits the streaming executor, none was given for resident";
+    none.choice.reason = "no batch size fits the streaming executor, none was given for resident";
     return none;
   }
   const int64_t micro = r.feasible          ? r.schedule.micro_batch
                         : o.micro_batch > 0 ? std::min(o.micro_batch, batch)
                                             : batch;
-  const exec::TrainSizes sizes{batch, o.seq_len, o.optimizer, 2};
+  exec::TrainSizes sizes{batch, o.seq_len, o.optimizer, 2};
+  sizes.optimizer_block = o.optimizer_block;
   const int64_t resident = exec::resident_bytes_needed(config, sizes, micro, /*on_gpu=*/true)
                                .bytes(exec::MemorySpace::Gpu);
-  train::ExecutorChoice c =
+  PlannedExecutor c;
+  c.choice =
       train::choose_executor(resident, std::llround(hw.gpu_memory_gb * 1e9), "gpu_memory_gb");
-  if (c.executor == "streaming" && !r.feasible) {
-    c.executor = "none";
-    c.reason += "; no streaming schedule fits either";
+  if (c.choice.executor == exec::ExecutorKind::Streaming && !r.feasible) {
+    c.fits = false;
+    c.choice.reason += "; no streaming schedule fits either";
   }
   return c;
 }
 
 nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o,
-                         const train::ExecutorChoice& choice) {
+                         const PlannedExecutor& planned) {
+  const train::ExecutorChoice& choice = planned.choice;
   nlohmann::json j;
   j["feasible"] = r.feasible;
   // The schedule's own "executor" (streaming) is replaced below by the choice.
@@ -80,7 +136,7 @@ nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o,
                  {"objective", r.solution.objective},
                  {"bound", r.solution.bound}};
   if (!r.feasible) {
-    j["executor"] = choice.executor;
+    j["executor"] = planned.name();
     j["short"] = nlohmann::json::array();
     for (const auto& s : r.shortages)
       j["short"].push_back({{"space", s.space}, {"bytes", s.bytes}, {"detail", s.detail}});
@@ -88,7 +144,7 @@ nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o,
   }
   nlohmann::json schedule = exec::to_json(r.schedule);
   for (auto it = schedule.begin(); it != schedule.end(); ++it) j[it.key()] = it.value();
-  j["executor"] = choice.executor;
+  j["executor"] = planned.name();
   j["seq_len"] = r.sizes.seq_len;
   j["predicted_step_s"] = r.prediction.step_s;
   j["stage_times"] = r.stage_times_from;
@@ -118,9 +174,9 @@ nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o,
 }
 
 void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::ModelConfig& c,
-                const train::ExecutorChoice& choice) {
+                const PlannedExecutor& planned) {
   const auto gb = [](double bytes) { return bytes / plan::kBytesPerGB; };
-  fmt::print("executor: {} ({})\n", choice.executor, choice.reason);
+  fmt::print("executor: {} ({})\n", planned.name(), planned.choice.reason);
   if (!r.feasible) {
     fmt::print("No streaming schedule fits:\n");
     for (const auto& s : r.shortages)
@@ -197,7 +253,11 @@ void add_plan_command(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   auto* cmd = app.add_subcommand(
       "plan", "Solve the activation schedule (keep on GPU/host/disk or recompute) for a model");
-  cmd->add_option("--model", args->model, "Hugging Face model folder or config.json")->required();
+  cmd->add_option("--model", args->model, "Hugging Face model folder or config.json");
+  cmd->add_option("--config", args->config,
+                  "a train config (YAML): print the run plan `lazytrain train` would run");
+  cmd->add_option("--set", args->overrides, "with --config: override a key (as train's --set)")
+      ->allow_extra_args(false);
   cmd->add_option("--hardware", args->hardware,
                   "hardware profile YAML (default: the H200 machine's figures)");
   cmd->add_option("--batch-size", args->batch_size,
@@ -214,6 +274,12 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--out", args->out, "write the schedule JSON here");
   cmd->callback([args] {
+    if (!args->config.empty()) {
+      LT_CHECK(args->model.empty(), "--model and --config: give one (the config names its model)");
+      print_run_plan(*args);
+      return;
+    }
+    LT_CHECK(!args->model.empty(), "--model is required (or --config, a train config)");
     const models::ModelConfig config = load_model_config(args->model);
     const plan::HardwareProfile hw = args->hardware.empty()
                                          ? plan::HardwareProfile{}
@@ -231,12 +297,12 @@ void add_plan_command(CLI::App& app) {
     o.optimizer =
         args->optimizer == "adamw" ? exec::OptimizerStates::Fp32 : exec::OptimizerStates::EightBit;
     const plan::Plan r = plan::make_plan(config, hw, o);
-    const train::ExecutorChoice choice = executor_for(r, o, hw, config);
+    const PlannedExecutor choice = executor_for(r, o, hw, config);
     if (args->json)
       fmt::print("{}\n", plan_json(r, o, choice).dump(2));
     else
       print_plan(r, o, config, choice);
-    if (choice.executor == "none") throw CLI::RuntimeError(3);
+    if (!choice.fits) throw CLI::RuntimeError(3);
     if (!args->out.empty() && r.feasible) {
       exec::save_schedule(r.schedule, args->out);
       if (!args->json) fmt::print("schedule written to {}\n", args->out);

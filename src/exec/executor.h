@@ -1,13 +1,22 @@
 #pragma once
 // An executor runs one optimizer step: forward and backward over the
 // global batch (as micro-batches), the global gradient norm, clipping and
-// the update. DESIGN.md, "Executors".
+// the update. docs/design.md, "Executors".
+#include <string>
 #include <vector>
 
 #include "data/batching.h"
 #include "exec/step_stats.h"
+#include "models/causal_lm.h"
 
 namespace lt::exec {
+
+// The executors a run may use. Names are the YAML's and the schedule JSON's
+// ("resident", "streaming", "offload"); inside the program it is this enum.
+enum class ExecutorKind { Resident, Streaming, Offload };
+const char* executor_name(ExecutorKind kind);
+// Throws lt::Error naming `where` and the names allowed.
+ExecutorKind parse_executor(const std::string& name, const std::string& where);
 
 struct StepOptions {
   double lr = 0;             // learning rate for this step
@@ -26,6 +35,10 @@ class Executor {
   // optimizer updates). Call it before reading parameters or optimizer
   // state: checkpoints, evaluation, the end of a run.
   virtual void sync() {}
+  // The model evaluation reads, as this executor trains it (the resident
+  // executor's bf16 compute copy on a GPU; else the f32 masters). Call
+  // sync() first.
+  virtual const models::CausalLM& eval_model() const = 0;
 };
 
 }  // namespace lt::exec

@@ -15,8 +15,6 @@ namespace {
 constexpr int64_t kBf16 = 2;
 constexpr int64_t kFp32 = 4;
 constexpr int64_t kTokenId = 8;  // token ids and targets are i64
-// adamw8bit: one fp32 scale per block of 2048 elements, for m and for v.
-constexpr int64_t kEightBitBlock = 2048;
 // Disk offload writes in 4 KiB-aligned units (O_DIRECT).
 constexpr int64_t kDiskAlign = 4096;
 
@@ -35,12 +33,12 @@ int64_t block_saved_elements_per_token(const models::ModelConfig& c) {
   return n;
 }
 
-void add_optimizer_states(MemoryBudget& m, MemorySpace space, int64_t n,
-                          OptimizerStates optimizer) {
+void add_optimizer_states(MemoryBudget& m, MemorySpace space, int64_t n, const TrainSizes& sizes) {
   m.add(space,
-        optimizer == OptimizerStates::Fp32 ? "AdamW m and v (fp32)"
-                                           : "AdamW m and v (8-bit codes + fp32 block scales)",
-        optimizer_state_bytes(n, optimizer));
+        sizes.optimizer == OptimizerStates::Fp32
+            ? "AdamW m and v (fp32)"
+            : "AdamW m and v (8-bit codes + fp32 block scales)",
+        optimizer_state_bytes(n, sizes.optimizer, sizes.optimizer_block));
 }
 
 }  // namespace
@@ -253,7 +251,7 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   // gradient, and a loss chunk's hidden gradient. Before the in-place gradient and sum (H200, 3B
   // shape, batch 64 in chunks of 8, dc2ea21) the head step peaked 1.48 GB over the rest: 3W and
   // those tensors.
-  const bool on_gpu = s.compute_bytes == kBf16;
+  const bool on_gpu = s.on_gpu;
   const int64_t loss_rows = std::min(chunk_tokens, loss_chunk_rows(c.vocab_size, on_gpu));
   const int64_t chunk_logits = loss_rows * c.vocab_size * cb;
   const int64_t weight_grad = c.vocab_size * c.hidden_size * cb;
@@ -288,7 +286,7 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
         peak.working_set);
   // Host.
   m.add(Host, "master weights (fp32)", n * kFp32);
-  add_optimizer_states(m, Host, n, s.optimizer);
+  add_optimizer_states(m, Host, n, s);
   m.add(Host, "weights streamed to the GPU, pinned (bf16)", n * kBf16);
   // Clipping needs the global gradient norm before any update, so every
   // gradient is held until backward ends.
@@ -311,7 +309,7 @@ MemoryBudget resident_bytes_needed(const models::ModelConfig& c, const TrainSize
   m.add(Gpu, "master weights (fp32)", n * kFp32);
   if (cb != kFp32) m.add(Gpu, "compute copy of the weights (bf16)", n * cb);
   m.add(Gpu, "gradients (compute dtype)", n * cb);
-  add_optimizer_states(m, Gpu, n, s.optimizer);
+  add_optimizer_states(m, Gpu, n, s);
   m.add(Gpu, "token ids and targets of the batch (i64)", 2 * s.batch_size * s.seq_len * kTokenId);
   const int64_t block = block_saved_elements_per_token(c) * tokens * cb;
   m.add(Gpu, "saved tensors of every block, one micro-batch", c.num_hidden_layers * block);

@@ -26,7 +26,7 @@ namespace lt::exec {
 
 enum class OptimizerStates {
   Fp32,      // AdamW: m and v in fp32, 8 bytes per parameter
-  EightBit,  // adamw8bit: 1-byte codes for m and v + an fp32 scale per 2048
+  EightBit,  // adamw8bit: 1-byte codes for m and v + an fp32 scale per block
 };
 
 struct TrainSizes {
@@ -45,6 +45,12 @@ struct TrainSizes {
     double a = 0, b = 0;
   };
   BytesFit measured_block_backward = {}, measured_head_step = {};
+  // adamw8bit: elements per fp32 scale (optim.block_size). Last, so that
+  // {batch, seq, optimizer, compute_bytes} still reads as it did.
+  int64_t optimizer_block = 2048;
+  // Where the device is: a GPU, or the CPU stand-in (which sizes the loss
+  // chunks differently). Said, not guessed from compute_bytes.
+  bool on_gpu = true;
   bool has_measured_working_sets() const {
     return measured_block_backward.b > 0 && measured_head_step.b > 0;
   }
@@ -81,7 +87,7 @@ int64_t head_parameters(const models::ModelConfig& config);
 
 // Bytes of AdamW's m and v for `n` parameters: two f32 each, or for
 // adamw8bit a byte each and one f32 scale a block of `block` for each.
-int64_t optimizer_state_bytes(int64_t n, OptimizerStates optimizer, int64_t block = 2048);
+int64_t optimizer_state_bytes(int64_t n, OptimizerStates optimizer, int64_t block);
 
 // Rows of one lm_head_loss chunk (autograd/fn_lm_loss.cpp): about 2^24
 // logits at a time on the host, 2^28 on a GPU.

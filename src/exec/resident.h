@@ -31,6 +31,7 @@ class ResidentExecutor final : public Executor {
   // The model forward and backward run on: the masters, or their copy in
   // the compute dtype (for evaluation: what was trained, as it computes).
   const models::CausalLM& compute_model() const { return compute_copy_ ? *compute_copy_ : model_; }
+  const models::CausalLM& eval_model() const override { return compute_model(); }
 
  private:
   const models::CausalLM& model_;

@@ -10,6 +10,24 @@
 
 namespace lt::exec {
 
+const char* executor_name(ExecutorKind kind) {
+  switch (kind) {
+    case ExecutorKind::Resident:
+      return "resident";
+    case ExecutorKind::Streaming:
+      return "streaming";
+    case ExecutorKind::Offload:
+      return "offload";
+  }
+  return "?";
+}
+
+ExecutorKind parse_executor(const std::string& name, const std::string& where) {
+  for (ExecutorKind k : {ExecutorKind::Resident, ExecutorKind::Streaming, ExecutorKind::Offload})
+    if (name == executor_name(k)) return k;
+  fail(where, " must be resident, streaming or offload, got \"", name, "\"");
+}
+
 namespace {
 
 constexpr std::pair<Placement, const char*> kNames[] = {
@@ -121,8 +139,6 @@ void validate(const Schedule& s, int num_blocks, const std::string& source) {
            ": batch_size and micro_batch must be >= 0");
   LT_CHECK(s.micro_batch == 0 || s.batch_size == 0 || s.micro_batch <= s.batch_size, source,
            ": field \"micro_batch\" (", s.micro_batch, ") exceeds batch_size (", s.batch_size, ")");
-  LT_CHECK(s.executor == "streaming" || s.executor == "resident" || s.executor == "offload", source,
-           ": field \"executor\" must be streaming, resident or offload, got \"", s.executor, "\"");
   LT_CHECK(s.read_windows.empty() || s.read_windows.size() == s.boundaries.size(), source,
            ": read windows are given for ", s.read_windows.size(), " of ", s.boundaries.size(),
            " boundaries");
@@ -144,7 +160,7 @@ nlohmann::json to_json(const Schedule& s) {
   nlohmann::json j;
   j["batch_size"] = s.batch_size;
   j["micro_batch"] = s.micro_batch;
-  j["executor"] = s.executor;
+  j["executor"] = executor_name(s.executor);
   auto& boundaries = j["boundaries"] = nlohmann::json::array();
   for (size_t i = 0; i < s.boundaries.size(); ++i) {
     boundaries.push_back({{"index", i}, {"placement", placement_name(s.boundaries[i])}});
@@ -192,7 +208,8 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& source) 
   s.micro_batch = read_count(j, "micro_batch", source);
   if (j.contains("executor")) {
     LT_CHECK(j.at("executor").is_string(), source, ": field \"executor\" must be a string");
-    s.executor = j.at("executor").get<std::string>();
+    s.executor =
+        parse_executor(j.at("executor").get<std::string>(), source + ": field \"executor\"");
   }
   LT_CHECK(j.contains("boundaries") && j.at("boundaries").is_array(), source,
            ": field \"boundaries\" must be a list of {index, placement}");

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "exec/executor.h"
+
 namespace lt::exec {
 
 enum class Placement {
@@ -29,7 +31,7 @@ Placement parse_placement(const std::string& name, const std::string& where);
 struct Schedule {
   int64_t batch_size = 0;   // sequences per optimizer step (0: the trainer's)
   int64_t micro_batch = 0;  // sequences per chunk through one stage (0: the whole batch)
-  std::string executor = "streaming";
+  ExecutorKind executor = ExecutorKind::Streaming;
   std::vector<Placement> boundaries;  // size L + 1
   // Per boundary (empty, or size L + 1): the backward window in which the
   // executor starts bringing an offloaded boundary back, or -1 for its

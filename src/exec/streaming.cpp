@@ -144,8 +144,8 @@ struct StreamingExecutor::Impl {
     for (Placement p : options.schedule.boundaries) {
       if (p == Placement::Disk && !disk) disk = std::make_unique<DiskSpill>(options.disk);
     }
-    LT_CHECK(options.schedule.executor == "streaming", "exec.schedule: executor is \"",
-             options.schedule.executor, "\", but this is the streaming executor");
+    LT_CHECK(options.schedule.executor == ExecutorKind::Streaming, "exec.schedule: executor is \"",
+             executor_name(options.schedule.executor), "\", but this is the streaming executor");
     for (auto& [name, p] : model.parameters()) {
       LT_CHECK(p.device().is_cpu() && p.dtype() == DType::F32 && p.is_contiguous(),
                "streaming executor: master parameter '", name,
@@ -598,7 +598,8 @@ struct StreamingExecutor::Impl {
 };
 
 StreamingExecutor::StreamingExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
-                                     StreamingDevice& device, StreamingOptions options) {
+                                     StreamingDevice& device, StreamingOptions options)
+    : model_(model) {
   if (options.schedule.boundaries.empty()) {
     options.schedule = Schedule::all_gpu(static_cast<int>(model.config().num_hidden_layers));
   }
@@ -609,7 +610,7 @@ StreamingExecutor::StreamingExecutor(const models::CausalLM& model, optim::Optim
 StreamingExecutor::StreamingExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
                                      std::unique_ptr<StreamingDevice> device,
                                      StreamingOptions options)
-    : owned_device_(std::move(device)) {
+    : model_(model), owned_device_(std::move(device)) {
   LT_CHECK(owned_device_ != nullptr, "streaming executor: no device");
   if (options.schedule.boundaries.empty()) {
     options.schedule = Schedule::all_gpu(static_cast<int>(model.config().num_hidden_layers));

@@ -75,10 +75,12 @@ class StreamingExecutor final : public Executor {
                  const StepOptions& options) override;
   void sync() override;
   const char* name() const override { return "streaming"; }
+  const models::CausalLM& eval_model() const override { return model_; }
   const std::vector<StageUse>& stage_uses() const { return uses_; }
 
  private:
   struct Impl;
+  const models::CausalLM& model_;  // the f32 masters, on the host
   std::unique_ptr<StreamingDevice> owned_device_;
   std::vector<StageUse> uses_;
   std::unique_ptr<Impl> impl_;

@@ -69,9 +69,11 @@ struct Candidate {
 // checked by make_cost_model.
 exec::TrainSizes train_sizes(const HardwareProfile& hw, const PlanOptions& o, int64_t b) {
   exec::TrainSizes sizes{b, o.seq_len, o.optimizer, o.compute_bytes};
+  sizes.optimizer_block = o.optimizer_block;
+  sizes.on_gpu = o.on_gpu;
   if (!hw.stage_times || !hw.stage_times->has_working_sets()) return sizes;
   const StageTimes& t = *hw.stage_times;
-  const bool same_device = (t.device == "cuda") == (o.compute_bytes == 2);  // bf16 on a GPU
+  const bool same_device = (t.device == "cuda") == o.on_gpu;
   if (t.seq_len != o.seq_len || !same_device) return sizes;
   sizes.measured_block_backward = {t.block_backward_bytes.a, t.block_backward_bytes.b};
   sizes.measured_head_step = {t.head_step_bytes.a, t.head_step_bytes.b};
@@ -212,7 +214,7 @@ Plan plan_of(const models::ModelConfig& config, const HardwareProfile& hw, Batch
   p.solution = std::move(choice.solution);
   p.schedule.batch_size = c.model.sizes.batch_size;
   p.schedule.micro_batch = c.model.micro_batch;
-  p.schedule.executor = "streaming";
+  p.schedule.executor = exec::ExecutorKind::Streaming;
   p.schedule.boundaries = p.solution.placements;
   p.schedule.read_windows = p.solution.read_windows;
   p.schedule.read_splits = split_reads(p.solution);

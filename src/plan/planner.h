@@ -24,7 +24,9 @@ struct PlanOptions {
   int max_recompute = 8;     // largest number of blocks between two kept boundaries
   double time_limit_s = 30;  // for all the solves together
   exec::OptimizerStates optimizer = exec::OptimizerStates::Fp32;
-  int64_t compute_bytes = 2;  // exec::TrainSizes::compute_bytes: 4 for the CPU stand-in
+  int64_t compute_bytes = 2;       // exec::TrainSizes::compute_bytes: 4 for the CPU stand-in
+  bool on_gpu = true;              // false: the CPU stand-in
+  int64_t optimizer_block = 2048;  // adamw8bit: optim.block_size
 };
 
 struct Shortage {

@@ -30,6 +30,7 @@ exec::TrainSizes run_sizes(const TrainConfig& c, int64_t compute_bytes) {
   sizes.optimizer =
       c.optim.name == "adamw8bit" ? exec::OptimizerStates::EightBit : exec::OptimizerStates::Fp32;
   sizes.compute_bytes = compute_bytes;
+  sizes.optimizer_block = c.optim.block_size;
   return sizes;
 }
 
@@ -51,16 +52,16 @@ ExecutorChoice choose_executor(int64_t resident_bytes, int64_t available_bytes,
   c.available_from = available_from;
   const int64_t needed = with_margin(resident_bytes);
   if (available_bytes < 0) {
-    c.executor = "resident";
+    c.executor = exec::ExecutorKind::Resident;
     c.reason = fmt::format("resident needs {} and {} sets no limit", gigabytes(resident_bytes),
                            available_from);
   } else if (needed <= available_bytes) {
-    c.executor = "resident";
+    c.executor = exec::ExecutorKind::Resident;
     c.reason = fmt::format("resident needs {} (+{}% margin: {}), {} has {}",
                            gigabytes(resident_bytes), kResidentMarginPercent, gigabytes(needed),
                            available_from, gigabytes(available_bytes));
   } else {
-    c.executor = "streaming";
+    c.executor = exec::ExecutorKind::Streaming;
     c.reason = fmt::format("resident would need {} (+{}% margin: {}), {} has only {}",
                            gigabytes(resident_bytes), kResidentMarginPercent, gigabytes(needed),
                            available_from, gigabytes(available_bytes));
@@ -70,7 +71,8 @@ ExecutorChoice choose_executor(int64_t resident_bytes, int64_t available_bytes,
 
 exec::MemoryBudget resident_budget(const TrainConfig& c, const models::ModelConfig& model,
                                    bool on_gpu) {
-  const exec::TrainSizes sizes = run_sizes(c, on_gpu && c.train.dtype == "bf16" ? 2 : 4);
+  exec::TrainSizes sizes = run_sizes(c, on_gpu && c.train.dtype == "bf16" ? 2 : 4);
+  sizes.on_gpu = on_gpu;
   const int64_t micro_batch = c.train.batch_size / std::max<int64_t>(1, c.train.grad_accum);
   return exec::resident_bytes_needed(model, sizes, micro_batch, on_gpu);
 }
@@ -81,7 +83,7 @@ ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& m
       resident_budget(c, model, device.is_cuda()).bytes(exec::MemorySpace::Gpu);
   if (c.exec.mode != "auto") {
     ExecutorChoice set;
-    set.executor = c.exec.mode;
+    set.executor = exec::parse_executor(c.exec.mode, "exec.mode");
     set.resident_bytes = resident;
     set.available_bytes = -1;
     set.reason = "exec.mode " + c.exec.mode + " is set";
@@ -99,7 +101,9 @@ ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& m
 }
 
 exec::TrainSizes streaming_sizes(const TrainConfig& c, bool stand_in) {
-  return run_sizes(c, stand_in ? 4 : 2);
+  exec::TrainSizes sizes = run_sizes(c, stand_in ? 4 : 2);
+  sizes.on_gpu = !stand_in;
+  return sizes;
 }
 
 std::string streaming_shortfall(const TrainConfig& c, const ExecutorChoice& choice,

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "exec/executor.h"
 #include "exec/memory_budget.h"
 #include "models/config.h"
 #include "train/config.h"
@@ -35,7 +36,7 @@ inline constexpr int64_t kGpuReserveBytes = int64_t{512} << 20;
 inline constexpr int64_t kResidentMarginPercent = 10;
 
 struct ExecutorChoice {
-  std::string executor;          // "resident" or "streaming"
+  exec::ExecutorKind executor = exec::ExecutorKind::Resident;
   int64_t resident_bytes = 0;    // exec::resident_bytes_needed on the training device
   int64_t available_bytes = 0;   // < 0: no limit was compared
   std::string available_from;    // where available_bytes came from

@@ -147,6 +147,8 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.micro_batch = c.exec.micro_batch;
   o.optimizer = sizes.optimizer;
   o.compute_bytes = sizes.compute_bytes;
+  o.on_gpu = sizes.on_gpu;
+  o.optimizer_block = sizes.optimizer_block;
   const plan::HardwareProfile hw =
       auto_hardware(c, free_memory_for_run(c, gpu_free_bytes, checkpoint_bytes(c, model)));
   plan::Plan p = plan::make_plan(model, hw, o);

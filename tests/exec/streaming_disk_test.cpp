@@ -428,7 +428,8 @@ TEST(ReadWindows, ExecutorReadsInTheAssignedWindowsWithResidentsLosses) {
     StandInOptions device;
     // Two micro-batches of 2 x 9 tokens, in f32.
     device.capacity_bytes =
-        bytes_needed(model.config(), {4, 9, OptimizerStates::Fp32, 4}, s).bytes(MemorySpace::Gpu);
+        bytes_needed(model.config(), {4, 9, OptimizerStates::Fp32, 4, {}, {}, 2048, false}, s)
+            .bytes(MemorySpace::Gpu);
     const fs::path trace = fs::temp_directory_path() / "lt_disk_test_windows_trace.json";
     for (const StepStats& stats : expect_bitwise_as_resident(s, disk, device, 0, trace.string()))
       EXPECT_LE(stats.peak_bytes.at("device"), device.capacity_bytes);

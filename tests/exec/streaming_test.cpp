@@ -311,7 +311,7 @@ TEST(Streaming, StreamsWithinADeviceSmallerThanTheModel) {
     Schedule budgeted = c.schedule;
     budgeted.batch_size = c.micro * c.rows;
     budgeted.micro_batch = c.rows;
-    const TrainSizes sizes{budgeted.batch_size, 10, OptimizerStates::Fp32, 4};
+    const TrainSizes sizes{budgeted.batch_size, 10, OptimizerStates::Fp32, 4, {}, {}, 2048, false};
     c.device.capacity_bytes = bytes_needed(probe.config(), sizes, budgeted).bytes(MemorySpace::Gpu);
     ASSERT_LT(c.device.capacity_bytes, model_bytes);
     c.device.max_copy_delay_us = delay_us;
@@ -345,7 +345,8 @@ HeadRun head_step_at_budget(int64_t seq, int64_t chunk) {
   schedule.batch_size = 2;
   schedule.micro_batch = chunk;
   HeadRun r;
-  r.budget = bytes_needed(config, {2, seq, OptimizerStates::Fp32, 4}, schedule);
+  r.budget =
+      bytes_needed(config, {2, seq, OptimizerStates::Fp32, 4, {}, {}, 2048, false}, schedule);
   StandInOptions device;
   device.capacity_bytes = r.budget.bytes(MemorySpace::Gpu);
   StreamingOptions so;

@@ -163,7 +163,7 @@ TEST(MemoryBudget, TheEmbedBackwardHoldsADenseGradientPerLaterChunk) {
 
 // The CPU stand-in computes in f32: every device term doubles but the ids.
 TEST(MemoryBudget, StandInComputesInF32) {
-  TrainSizes sizes{2, 8, OptimizerStates::Fp32, 4};
+  TrainSizes sizes{2, 8, OptimizerStates::Fp32, 4, {}, {}, 2048, false};
   const auto m =
       bytes_needed(tiny(), sizes, schedule({Placement::Gpu, Placement::Gpu, Placement::Gpu}));
   EXPECT_EQ(boundary_bytes(tiny(), sizes), 2 * kBoundary);

@@ -347,6 +347,7 @@ TEST(StageTimes, MeasuredWorkingSetsAreOptionalPairedAndPlannedWith) {
   PlanOptions o = tiny_options();
   o.batch_size = 1;
   o.compute_bytes = 4;
+  o.on_gpu = false;
   const auto working_set = [](const Plan& p) {
     for (const auto& i : p.budget.items)
       if (i.what.rfind("working set", 0) == 0) return i;
@@ -358,6 +359,7 @@ TEST(StageTimes, MeasuredWorkingSetsAreOptionalPairedAndPlannedWith) {
   EXPECT_NE(working_set(p).what.find("as measured"), std::string::npos) << working_set(p).what;
   // Planned for a GPU (bf16), the CPU's measurement does not apply.
   o.compute_bytes = 2;
+  o.on_gpu = true;
   const Plan gpu = make_plan(testing::tiny_llama(), hw, o);
   ASSERT_TRUE(gpu.feasible);
   EXPECT_EQ(working_set(gpu).what.find("as measured"), std::string::npos) << working_set(gpu).what;

@@ -22,7 +22,7 @@ namespace {
 TEST(ExecutorChoice, ResidentWhenItFitsWithTheMargin) {
   // 10% margin: 1000000 bytes need 1100000.
   const ExecutorChoice fits = choose_executor(1000000, 1100000, "the device");
-  EXPECT_EQ(fits.executor, "resident");
+  EXPECT_EQ(fits.executor, exec::ExecutorKind::Resident);
   EXPECT_EQ(fits.resident_bytes, 1000000);
   EXPECT_EQ(fits.available_bytes, 1100000);
   EXPECT_NE(fits.reason.find("resident needs 0.001 GB (1000000 bytes) (+10% margin: 0.0011 GB "
@@ -30,16 +30,17 @@ TEST(ExecutorChoice, ResidentWhenItFitsWithTheMargin) {
             std::string::npos)
       << fits.reason;
   const ExecutorChoice short_by_one = choose_executor(1000000, 1099999, "the device");
-  EXPECT_EQ(short_by_one.executor, "streaming");
+  EXPECT_EQ(short_by_one.executor, exec::ExecutorKind::Streaming);
   EXPECT_NE(short_by_one.reason.find("resident would need 0.001 GB (1000000 bytes) (+10% margin: "
                                      "0.0011 GB (1100000 bytes)), the device has only 0.0011 GB "
                                      "(1099999 bytes)"),
             std::string::npos)
       << short_by_one.reason;
   // A margin rounds up: 1000001 bytes need 1100002 (1100001.1).
-  EXPECT_EQ(choose_executor(1000001, 1100001, "d").executor, "streaming");
-  EXPECT_EQ(choose_executor(1000001, 1100002, "d").executor, "resident");
-  EXPECT_EQ(choose_executor(int64_t{1} << 50, -1, "no limit").executor, "resident");
+  EXPECT_EQ(choose_executor(1000001, 1100001, "d").executor, exec::ExecutorKind::Streaming);
+  EXPECT_EQ(choose_executor(1000001, 1100002, "d").executor, exec::ExecutorKind::Resident);
+  EXPECT_EQ(choose_executor(int64_t{1} << 50, -1, "no limit").executor,
+            exec::ExecutorKind::Resident);
 }
 
 // Settings every run here shares: two micro-batches of two sequences of 32
@@ -140,12 +141,12 @@ TEST(ExecutorChoice, CpuWithoutALimitIsResident) {
   const TrainConfig c = config_for(tmp, "out", {"exec.mode=auto"});
   const auto model = models::ModelConfig::from_file(fixture("llama") / "config.json");
   const ExecutorChoice choice = choose_for_run(c, model, Device::cpu());
-  EXPECT_EQ(choice.executor, "resident");
+  EXPECT_EQ(choice.executor, exec::ExecutorKind::Resident);
   EXPECT_EQ(choice.available_bytes, -1);
   EXPECT_EQ(choice.resident_bytes, resident_need(c));
   EXPECT_EQ(
       choose_for_run(config_for(tmp, "s", {"exec.mode=streaming"}), model, Device::cpu()).executor,
-      "streaming");
+      exec::ExecutorKind::Streaming);
 }
 
 TEST(ExecutorChoice, NothingFitsSaysWhatIsShort) {

@@ -1,0 +1,141 @@
+#include "train/run_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "train/executor_choice.h"
+#include "train/schedule_auto.h"
+#ifdef LT_WITH_CUDA
+#include "core/cuda/device_info.h"
+#endif
+
+namespace lt::train {
+
+namespace {
+
+// exec.schedule as the streaming executor runs it: the named schedule, or
+// the planner's. With exec.mode auto, the default all_gpu that does not fit
+// gives way to the planner (as exec.schedule: auto would) rather than
+// stopping; a schedule the user names is kept, and its shortfall stops the
+// run with the hint.
+void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
+                     const ExecutorChoice& choice, RunPlan& p) {
+  const int blocks = static_cast<int>(model.num_hidden_layers);
+  const bool stand_in = p.device.is_cpu();
+  std::string name = c.exec.schedule;
+  std::string all_gpu_shortfall;
+  if (name == "all_gpu" && c.exec.mode == "auto") {
+    exec::Schedule all = exec::Schedule::all_gpu(blocks);
+    if (c.exec.micro_batch > 0) all.micro_batch = c.exec.micro_batch;
+    all_gpu_shortfall = streaming_shortfall(c, choice, model, all, stand_in);
+    if (!all_gpu_shortfall.empty()) {
+      p.reasons.push_back("exec.mode auto: " + all_gpu_shortfall +
+                          "; planning the schedule instead (exec.schedule: auto)");
+      name = "auto";
+    }
+  }
+  if (name == "all_gpu") {
+    p.schedule = exec::Schedule::all_gpu(blocks);
+    p.reasons.push_back("schedule: all_gpu (every boundary kept on the device)");
+  } else if (name == "every_k") {
+    p.schedule = exec::Schedule::every_kth_gpu(blocks, static_cast<int>(c.exec.keep_every));
+    p.reasons.push_back(fmt::format(
+        "schedule: every_k (boundary i kept on the device when i % {} == 0, else recomputed)",
+        c.exec.keep_every));
+  } else if (name == "auto") {
+    plan::Plan plan;
+    try {
+      plan = plan_for_run(c, model, stand_in,
+                          p.device.is_cuda() ? cuda_free_bytes(p.device.index) : -1);
+    } catch (const Error& e) {
+      if (c.exec.mode != "auto") throw;
+      fail("exec.mode auto: nothing fits: ",
+           all_gpu_shortfall.empty() ? choice.reason : all_gpu_shortfall, "; and ", e.what());
+    }
+    p.plan_description = describe_plan(plan);
+    p.schedule = plan.schedule;
+    p.predicted_step_s = plan.prediction.step_s;
+    p.predicted_gpu_peak_bytes = plan.budget.bytes(exec::MemorySpace::Gpu);
+    p.budget = plan.budget;
+    p.reasons.push_back(
+        fmt::format("schedule: the planner's (predicted step {:.4f} s)", plan.prediction.step_s));
+  } else {
+    p.schedule = exec::load_schedule(c.exec.schedule);
+    exec::validate(p.schedule, blocks, "exec.schedule (" + c.exec.schedule + ")");
+    LT_CHECK(p.schedule.batch_size == 0 || p.schedule.batch_size == c.train.batch_size,
+             "exec.schedule (", c.exec.schedule, "): batch_size ", p.schedule.batch_size,
+             " differs from train.batch_size ", c.train.batch_size);
+    p.reasons.push_back("schedule: " + c.exec.schedule);
+  }
+  if (c.exec.micro_batch > 0) p.schedule.micro_batch = c.exec.micro_batch;
+  if (name != "auto" && c.exec.mode == "auto")  // the planner checked its own
+    check_streaming_fits(c, choice, model, p.schedule, stand_in);
+}
+
+}  // namespace
+
+Device resolve_train_device(const std::string& name) {
+#ifdef LT_WITH_CUDA
+  const int gpus = cuda::device_count();
+  const char* missing = "no CUDA device is visible (cudaGetDeviceCount found none)";
+#else
+  const int gpus = 0;
+  const char* missing = "this build has no CUDA backend (configure with -DLT_CUDA=ON)";
+#endif
+  if (name == "cpu" || (name == "auto" && gpus == 0)) return Device::cpu();
+  LT_CHECK(gpus > 0, "train.device: cuda, but ", missing, "; use cpu or auto");
+  return Device::cuda(0);
+}
+
+RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& model) {
+  RunPlan p;
+  p.device = resolve_train_device(requested.train.device);
+  TrainConfig c = requested;  // train.dtype auto resolved for the helpers below
+  c.train.dtype = resolve_compute_dtype(c.train.dtype, p.device.is_cuda());
+  LT_CHECK(c.exec.mode != "offload",
+           "exec.mode: 'offload' is not available yet; use auto, resident or streaming");
+  LT_CHECK(c.train.dtype == "f32" || p.device.is_cuda(),
+           "train.dtype: bf16 compute needs train.device cuda; on the CPU use f32");
+  p.compute_dtype = dtype_from_name(c.train.dtype);
+  p.reasons.push_back(fmt::format("device: {} (train.device {}), computing in {}", p.device.str(),
+                                  c.train.device, c.train.dtype));
+  p.optimizer =
+      c.optim.name == "adamw8bit" ? exec::OptimizerStates::EightBit : exec::OptimizerStates::Fp32;
+  p.optimizer_block = c.optim.block_size;
+  p.min_8bit_numel = c.optim.min_8bit_numel;
+  p.grad_accum = c.train.grad_accum;
+  p.accum_sequences = c.train.batch_size / c.train.grad_accum;
+
+  const ExecutorChoice choice = choose_for_run(c, model, p.device);
+  p.executor = choice.executor;
+  p.reasons.push_back(
+      fmt::format("executor: {} ({})", exec::executor_name(choice.executor), choice.reason));
+  if (p.executor == exec::ExecutorKind::Resident) {
+    p.budget = resident_budget(c, model, p.device.is_cuda());
+    p.sizes = streaming_sizes(c, p.device.is_cpu());
+    p.sizes.compute_bytes = static_cast<int64_t>(dtype_size(p.compute_dtype));
+    return p;
+  }
+  LT_CHECK(p.device.is_cpu() || p.compute_dtype == DType::BF16,
+           "train.dtype: the streaming executor (", choice.reason, ") on train.device ",
+           c.train.device, " computes in bf16 (the host keeps the f32 masters); set bf16, got ",
+           c.train.dtype);
+  p.sizes = streaming_sizes(c, p.device.is_cpu());
+  choose_schedule(c, model, choice, p);
+  // The chunk, settled once: exec.micro_batch, else the schedule's, else a
+  // whole micro-batch; never more than a micro-batch (the executor splits
+  // each micro-batch, never joins them).
+  const int64_t asked = p.schedule.micro_batch > 0 ? p.schedule.micro_batch : p.accum_sequences;
+  p.chunk_sequences = std::min(asked, p.accum_sequences);
+  const bool chunk_changed = p.schedule.micro_batch != p.chunk_sequences;
+  p.schedule.micro_batch = p.chunk_sequences;
+  // The planner's count stands (it has the measured working sets) unless
+  // the chunk changed under it.
+  if (p.budget.items.empty() || chunk_changed)
+    p.budget = exec::bytes_needed(model, p.sizes, p.schedule);
+  return p;
+}
+
+}  // namespace lt::train

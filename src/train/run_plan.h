@@ -1,0 +1,56 @@
+#pragma once
+// Resolve once, then run. A run's config, its model's config and this
+// machine become one typed RunPlan: the device, the compute dtype, the
+// executor, the optimizer, the sizes (batch, sequence, the grad-accumulation
+// micro-batch and the streaming chunk, each settled once and named apart),
+// the streaming schedule, the bytes per memory space and the predicted step
+// time, each choice with a one-line reason. `lazytrain train` runs it and
+// `lazytrain plan --config` prints it; nothing downstream re-derives it from
+// the config. Strings stop at the YAML: past resolve_run everything is an
+// enum or a number.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "exec/executor.h"
+#include "exec/memory_budget.h"
+#include "exec/schedule.h"
+#include "models/config.h"
+#include "train/config.h"
+
+namespace lt::train {
+
+struct RunPlan {
+  Device device = Device::cpu();
+  DType compute_dtype = DType::F32;  // what the device computes in; masters stay f32
+  exec::ExecutorKind executor = exec::ExecutorKind::Resident;
+  exec::OptimizerStates optimizer = exec::OptimizerStates::Fp32;
+  int64_t optimizer_block = 2048;  // adamw8bit: elements per scale
+  int64_t min_8bit_numel = 4096;   // adamw8bit: smaller tensors keep f32 states
+  // train.batch_size, train.seq_len, the optimizer's states, the compute
+  // width and the device, as the memory budget counts them.
+  exec::TrainSizes sizes;
+  int64_t grad_accum = 1;       // micro-batches per optimizer step
+  int64_t accum_sequences = 0;  // sequences per micro-batch: batch / grad_accum
+  // Streaming: sequences per chunk through a stage (> 0, at most
+  // accum_sequences), and the schedule, whose micro_batch is this chunk.
+  int64_t chunk_sequences = 0;
+  exec::Schedule schedule;
+  exec::MemoryBudget budget;             // the chosen executor's bytes per space
+  double predicted_step_s = 0;           // the planner's (exec.schedule auto); 0: none
+  int64_t predicted_gpu_peak_bytes = 0;  // the planner's; 0: none
+  std::string plan_description;          // the planner's plan, when it made one
+  // One line per choice: device, executor, schedule.
+  std::vector<std::string> reasons;
+};
+
+// train.device: cpu; cuda (refused with the reason when this build or
+// machine has no GPU); auto = cuda when both are there, else cpu.
+Device resolve_train_device(const std::string& name);
+
+// The plan for `c` (validated) training `model` on this machine.
+RunPlan resolve_run(const TrainConfig& c, const models::ModelConfig& model);
+
+}  // namespace lt::train

@@ -1,0 +1,43 @@
+#pragma once
+// The start of a run, before its plan: the data as train reads it, the
+// model's weights (model.init, or a checkpoint's), and what a resume changes
+// from the checkpoint's own config.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/tokenizer.h"
+#include "models/causal_lm.h"
+#include "train/config.h"
+#include "train/progress.h"
+
+namespace lt::train {
+
+// data.tokenizer, else model.path.
+std::filesystem::path tokenizer_dir_of(const TrainConfig& c);
+
+// The samples of `path` read with the config's data keys; one line on `log`
+// says how many, in which format and template, and what was skipped.
+std::vector<data::Sample> load_samples(const TrainConfig& c, const std::string& path,
+                                       const data::Tokenizer* tokenizer, ProgressBar* log);
+
+// What a resume changes from the checkpoint's own config, each change
+// printed on `log`. Changing the optimizer's kind or its state layout makes
+// the saved states unusable; changing the data or its order makes the saved
+// sampler position meaningless.
+struct ResumeChanges {
+  bool optimizer = false;
+  bool data = false;
+};
+ResumeChanges compare_with_checkpoint(const TrainConfig& c, const std::filesystem::path& resume_dir,
+                                      ProgressBar& log);
+
+// model.init: auto loads the folder's weights when it has safetensors and
+// initializes randomly from config.json otherwise; pretrained requires the
+// weights; random ignores them. A resume loads the checkpoint's. One line
+// on `log` says which happened.
+models::CausalLM load_weights(const TrainConfig& c, const std::filesystem::path& resume_dir,
+                              ProgressBar& log);
+
+}  // namespace lt::train

@@ -1,0 +1,94 @@
+// The run plan (train/run_plan.h): one typed resolution of a config on this
+// machine, which `train` runs and `plan --config` prints. Checked against
+// hand arithmetic: the micro-batch and chunk each settled once, the
+// optimizer's block size reaching the byte count, and the plan `plan
+// --config` prints being the one `train` ran.
+#include <gtest/gtest.h>
+
+#include "exec/memory_budget.h"
+#include "train/run_plan.h"
+#include "train/train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+class RunPlanTest : public ::testing::Test {
+ protected:
+  RunPlanTest() : tmp_("run_plan") { write_random_tokens(tmp_ / "data.jsonl", 8, 97, 2); }
+  TrainConfig config(std::vector<std::string> overrides) {
+    overrides.insert(overrides.begin(), {"train.batch_size=8", "train.grad_accum=2"});
+    return fixture_config(fixture("llama"), tmp_ / "data.jsonl", tmp_ / "out", overrides);
+  }
+  models::ModelConfig model() const {
+    return models::ModelConfig::from_file(fixture("llama") / "config.json");
+  }
+  TempDir tmp_;
+};
+
+// The grad-accumulation micro-batch is batch / grad_accum; the streaming
+// chunk is exec.micro_batch, never more than a micro-batch, and 0 (unset)
+// settles to a whole micro-batch: a number, not a "0 means".
+TEST_F(RunPlanTest, TheMicroBatchAndTheChunkAreSettledOnceAndNamedApart) {
+  const RunPlan resident = resolve_run(config({}), model());
+  EXPECT_EQ(resident.executor, exec::ExecutorKind::Resident);
+  EXPECT_EQ(resident.grad_accum, 2);
+  EXPECT_EQ(resident.accum_sequences, 4);
+  EXPECT_TRUE(resident.device.is_cpu());
+  EXPECT_EQ(resident.compute_dtype, DType::F32);
+
+  const RunPlan whole = resolve_run(config({"exec.mode=streaming"}), model());
+  EXPECT_EQ(whole.executor, exec::ExecutorKind::Streaming);
+  EXPECT_EQ(whole.chunk_sequences, 4);
+  EXPECT_EQ(whole.schedule.micro_batch, 4);
+  EXPECT_FALSE(whole.sizes.on_gpu);
+  EXPECT_EQ(whole.sizes.compute_bytes, 4);
+
+  EXPECT_EQ(
+      resolve_run(config({"exec.mode=streaming", "exec.micro_batch=3"}), model()).chunk_sequences,
+      3);
+  EXPECT_EQ(
+      resolve_run(config({"exec.mode=streaming", "exec.micro_batch=6"}), model()).chunk_sequences,
+      4);
+}
+
+// optim.block_size reaches the byte count (it was fixed at 2048 there):
+// adamw8bit's states are a byte each for m and v plus an f32 scale per
+// block, for every parameter, on the resident device.
+TEST_F(RunPlanTest, TheOptimizersBlockSizeReachesTheBudget) {
+  const int64_t n = model().num_parameters();
+  for (const int64_t block : {64, 2048}) {
+    SCOPED_TRACE(block);
+    const RunPlan p = resolve_run(
+        config({"optim.name=adamw8bit", "optim.block_size=" + std::to_string(block)}), model());
+    int64_t states = -1;
+    for (const auto& item : p.budget.items)
+      if (item.what.find("AdamW m and v") != std::string::npos) states = item.bytes;
+    const int64_t blocks = (n + block - 1) / block;
+    EXPECT_EQ(states, 2 * n + 2 * blocks * 4);
+    EXPECT_EQ(p.optimizer_block, block);
+  }
+}
+
+// `lazytrain plan --config` prints the plan `lazytrain train` then runs:
+// the same executor and chunk.
+TEST_F(RunPlanTest, PlanWithAConfigPrintsWhatTrainRuns) {
+  const TrainConfig c = config({"exec.mode=streaming", "exec.micro_batch=2", "train.steps=1"});
+  const fs::path yaml = tmp_ / "run.yaml";
+  write_text(yaml, c.to_yaml());
+  std::string output;
+  ASSERT_EQ(run_program({"plan", "--config", yaml.string(), "--json"}, tmp_ / "plan.log", &output),
+            0)
+      << output;
+  const auto j = nlohmann::json::parse(output.substr(output.find('{')));
+  EXPECT_EQ(j.at("executor"), "streaming");
+  EXPECT_EQ(j.at("chunk_sequences"), 2);
+  EXPECT_EQ(j.at("accum_sequences"), 4);
+  ASSERT_EQ(run_program({"train", yaml.string(), "--no-sample"}, tmp_ / "train.log", &output), 0)
+      << output;
+  EXPECT_EQ(read_metrics(tmp_ / "out").at(0).at("executor"), j.at("executor"));
+  EXPECT_NE(output.find("executor: streaming (exec.mode streaming is set)"), std::string::npos)
+      << output;
+}
+
+}  // namespace
+}  // namespace lt::train::testing
