@@ -14,6 +14,7 @@ models::ModelConfig load_model_config(const std::string& path);
 
 void add_info_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);

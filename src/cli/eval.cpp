@@ -1,16 +1,22 @@
 // `lazytrain eval --model DIR --data FILE [--format F] [--template T]
-//  [--tokenizer PATH] [--seq-len N] [--batch-size N] [--json]`
+//  [--tokenizer PATH] [--seq-len N] [--batch-size N] [--json]`: the loss;
+// `lazytrain eval --task math ... [--answer-field F] [--max-new-tokens N]
+//  [--stop S ...] [--device D] [--out FILE]`: exact-match accuracy.
 #include <fmt/format.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <memory>
 
 #include "cli/commands.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "exec/evaluate.h"
+#include "io/atomic_file.h"
 #include "io/hf_model.h"
+#include "train/generation_setup.h"
+#include "train/math_eval.h"
 
 namespace lt::cli {
 
@@ -25,6 +31,13 @@ struct EvalArgs {
   int64_t seq_len = 0;    // 0: whole rows, in windows of the model's context
   int64_t batch_size = 8;
   bool json = false;
+  // --task math
+  std::string task = "loss";
+  std::string answer_field;
+  std::string out;
+  std::string device = "auto";
+  int64_t max_new_tokens = 512;
+  std::vector<std::string> stop;
 };
 
 // What was read, and how rows were made to fit: printed with the loss.
@@ -84,7 +97,84 @@ void check_sizes(const EvalArgs& args) {
   }
 }
 
+// --task math: greedy answers to each row's prompt, scored by exact match.
+void run_math(const EvalArgs& args) {
+  if (args.batch_size < 1)
+    fail("--batch-size must be a whole number of rows, at least 1; got ", args.batch_size);
+  if (args.seq_len != 0) fail("--seq-len is for the loss; --task math reads whole prompts");
+  train::GenerationModel g = train::load_generation_model(args.model, args.tokenizer, args.device,
+                                                          true, "eval --task math");
+  data::PromptOptions options;
+  options.format = args.format;
+  options.template_name = args.template_name;
+  options.tokenizer_path = g.tokenizer_path;
+  options.answer_field = args.answer_field;
+  const data::PromptSet prompts = data::load_prompts(args.data, &*g.tokenizer, options);
+  if (prompts.skipped > 0) {
+    fmt::print(stderr, "eval: {} of {} rows of {} skipped (first: {})\n", prompts.skipped,
+               prompts.read, args.data, prompts.problems.front());
+  }
+  LT_CHECK(!prompts.reference_field.empty(), args.data, ": ", prompts.format,
+           " rows carry no reference answer; name its field with --answer-field");
+  train::check_prompts_fit(prompts, args.data, g.model.config(), args.model);
+  if (!args.json) {
+    fmt::print(stderr, "eval: task math on {} rows of {} ({}{}, answers from \"{}\"), on {}\n",
+               prompts.rows.size(), args.data, prompts.format,
+               prompts.template_name.empty() ? "" : ", template " + prompts.template_name,
+               prompts.reference_field,
+               g.model.device().is_cuda() ? "the GPU (bf16)" : "the CPU (f32)");
+  }
+  train::GenerationOptions generation;
+  generation.max_new_tokens = args.max_new_tokens;
+  generation.batch_size = args.batch_size;
+  generation.stop_strings = args.stop;
+  generation.eos_ids = g.eos_ids;
+  if (prompts.turn_end && std::find(generation.eos_ids.begin(), generation.eos_ids.end(),
+                                    *prompts.turn_end) == generation.eos_ids.end()) {
+    generation.eos_ids.push_back(*prompts.turn_end);
+  }
+  const train::MathEvalResult result =
+      train::evaluate_math(g.model, *g.tokenizer, prompts.rows, generation);
+  if (result.without_reference > 0) {
+    fmt::print(stderr, "eval: {} rows have no reference answer in \"{}\" and are not scored\n",
+               result.without_reference, prompts.reference_field);
+  }
+  if (!args.out.empty()) {
+    std::string lines;
+    for (const auto& row : result.rows) {
+      const nlohmann::json j = {{"line", row.line},
+                                {"prompt", row.prompt},
+                                {"output", row.output},
+                                {"extracted", row.predicted},
+                                {"reference", row.reference},
+                                {"correct", row.correct},
+                                {"finish", train::finish_reason_name(row.finish)}};
+      lines += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    }
+    io::write_file_atomic(args.out, lines);
+  }
+  if (args.json) {
+    nlohmann::json j = {{"task", "math"},
+                        {"accuracy", result.accuracy},
+                        {"n", result.n},
+                        {"correct", result.correct},
+                        {"format", prompts.format},
+                        {"new_tokens", result.new_tokens},
+                        {"seconds", result.seconds}};
+    if (!prompts.template_name.empty()) j["template"] = prompts.template_name;
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print(
+        "accuracy {:.4f} ({} of {} rows exactly right); {} new tokens in {:.1f} s ({:.1f} "
+        "tokens/s)\n",
+        result.accuracy, result.correct, result.n, result.new_tokens, result.seconds,
+        result.seconds > 0 ? result.new_tokens / result.seconds : 0.0);
+  }
+}
+
 void run_eval(const EvalArgs& args) {
+  if (args.task == "math") return run_math(args);
+  if (args.task != "loss") fail("unknown --task \"", args.task, "\"; expected loss or math");
   check_sizes(args);
   EvalInput input;
   data::DatasetOptions detect;
@@ -162,8 +252,27 @@ void run_eval(const EvalArgs& args) {
 
 void add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
-  auto* cmd = app.add_subcommand("eval", "Mean next-token cross-entropy of a model over a dataset");
+  auto* cmd = app.add_subcommand(
+      "eval",
+      "Mean next-token cross-entropy of a model over a dataset, or (--task math) the exact-match "
+      "accuracy of its greedy answers");
   cmd->add_option("--model", args->model, "Hugging Face model folder")->required();
+  cmd->add_option("--task", args->task,
+                  "loss (mean cross-entropy) or math (greedy answers, final answer extracted and "
+                  "compared: accuracy)")
+      ->capture_default_str();
+  cmd->add_option("--answer-field", args->answer_field,
+                  "math: the reference's field (default: the response field: answer, response, "
+                  "completion, output, or the last assistant turn)");
+  cmd->add_option("--out", args->out,
+                  "math: write each row's prompt, output, extracted answer, reference and verdict "
+                  "(JSONL)");
+  cmd->add_option("--max-new-tokens", args->max_new_tokens, "math: answer tokens at most")
+      ->capture_default_str();
+  cmd->add_option("--stop", args->stop, "math: stop an answer at this text (repeatable)");
+  cmd->add_option("--device", args->device,
+                  "math: auto (a GPU in bf16 if any, else the CPU in f32), cpu or cuda")
+      ->capture_default_str();
   cmd->add_option("--data", args->data, "JSONL (or JSON) dataset")->required();
   cmd->add_option("--format", args->format,
                   "auto (as train detects it), tokens ({\"input_ids\": [...]}, every next "
@@ -182,7 +291,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--batch-size", args->batch_size, "Rows per forward pass")->capture_default_str();
   cmd->add_flag("--json", args->json,
                 "Print one JSON line: {\"loss\", \"tokens\", \"rows\", \"format\", "
-                "\"template\", \"rows_cut\"}");
+                "\"template\", \"rows_cut\"}; with --task math {\"task\": \"math\", "
+                "\"accuracy\", \"n\", \"correct\", ...}");
   cmd->callback([args] { run_eval(*args); });
 }
 

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", LT_VERSION);
   lt::cli::add_info_command(app);
   lt::cli::add_eval_command(app);
+  lt::cli::add_generate_command(app);
   lt::cli::add_convert_command(app);
   lt::cli::add_train_command(app);
   lt::cli::add_tokenize_command(app);

@@ -1,0 +1,235 @@
+// `lazytrain generate --model DIR (--prompt TEXT | --data FILE) [--template T]
+//  [--max-new-tokens N] [--temperature X] [--top-p P] [--top-k K] [--seed S]
+//  [--batch-size B] [--stop STR ...] [--device D] [--json]`
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "data/unicode.h"
+#include "train/generation.h"
+#include "train/generation_setup.h"
+
+namespace lt::cli {
+
+namespace {
+
+struct GenerateArgs {
+  std::string model, prompt, data;
+  std::string format = "auto";
+  std::string template_name = "auto";
+  std::string tokenizer;
+  std::string prompt_field;
+  std::string device = "auto";
+  int64_t max_new_tokens = 256;
+  double temperature = 0.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;
+  uint64_t seed = 0;
+  int64_t batch_size = 8;
+  std::vector<std::string> stop;
+  bool json = false;
+};
+
+// Prints a single prompt's text as its tokens come: what is surely final,
+// i.e. whole UTF-8 characters, and not the last bytes that might yet turn
+// out to begin a stop string (generation cuts the text before it).
+class StreamPrinter {
+ public:
+  StreamPrinter(const data::Tokenizer& tokenizer, const std::vector<int32_t>& eos_ids,
+                const std::vector<std::string>& stops)
+      : tokenizer_(tokenizer), eos_ids_(eos_ids), stops_(stops) {
+    for (const std::string& s : stops) hold_ = std::max(hold_, s.size() - 1);
+  }
+
+  void on_token(int32_t token) {
+    if (std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) return;
+    ids_.push_back(static_cast<uint32_t>(token));
+    const std::string bytes = tokenizer_.decode_bytes(ids_);
+    size_t limit = bytes.size() > hold_ ? bytes.size() - hold_ : 0;
+    for (const std::string& stop : stops_) limit = std::min(limit, bytes.find(stop));
+    size_t end = printed_;
+    while (end < limit) {
+      const size_t len = char_length(static_cast<unsigned char>(bytes[end]));
+      if (end + len > limit) break;
+      end += len;
+    }
+    if (end > printed_) {
+      std::fputs(data::utf8_lossy(std::string_view(bytes).substr(printed_, end - printed_)).c_str(),
+                 stdout);
+      std::fflush(stdout);
+      printed_ = end;
+    }
+  }
+
+  // The rest of the final text (cut at a stop string, if any).
+  void finish(const std::string& text) {
+    const std::string bytes = tokenizer_.decode_bytes(ids_);
+    const std::string printed = data::utf8_lossy(std::string_view(bytes).substr(0, printed_));
+    if (text.size() > printed.size()) std::fputs(text.c_str() + printed.size(), stdout);
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+  }
+
+ private:
+  // The bytes of the UTF-8 character a lead byte starts (1 for a stray byte).
+  static size_t char_length(unsigned char lead) {
+    if (lead >= 0xF0 && lead < 0xF8) return 4;
+    if (lead >= 0xE0 && lead < 0xF0) return 3;
+    if (lead >= 0xC0 && lead < 0xE0) return 2;
+    return 1;
+  }
+
+  const data::Tokenizer& tokenizer_;
+  const std::vector<int32_t>& eos_ids_;
+  std::vector<std::string> stops_;
+  std::vector<uint32_t> ids_;
+  size_t printed_ = 0;  // bytes of the decoded text already printed
+  size_t hold_ = 0;
+};
+
+nlohmann::json row_json(const train::Generation& g, int64_t row, int64_t line, bool with_text) {
+  nlohmann::json j = {
+      {"row", row}, {"output_ids", g.tokens}, {"finish", train::finish_reason_name(g.finish)}};
+  if (line > 0) j["line"] = line;
+  if (with_text) j["text"] = g.text;
+  return j;
+}
+
+void run_generate(const GenerateArgs& args) {
+  LT_CHECK(args.prompt.empty() != args.data.empty(),
+           "generate: give exactly one of --prompt TEXT and --data FILE.jsonl");
+  train::GenerationModel g = train::load_generation_model(
+      args.model, args.tokenizer, args.device, /*tokenizer_required=*/!args.prompt.empty(),
+      args.prompt.empty() ? "generate --data" : "generate --prompt");
+
+  data::PromptSet prompts;
+  std::string source;
+  if (!args.prompt.empty()) {
+    data::PromptRenderer renderer(*g.tokenizer, g.tokenizer_path, args.template_name);
+    prompts.rows.push_back({0, renderer.chat({{data::Role::kUser, args.prompt}}), std::nullopt});
+    prompts.format = "prompt";
+    prompts.template_name = renderer.template_name();
+    prompts.turn_end = renderer.turn_end();
+    source = "--prompt";
+  } else {
+    data::PromptOptions options;
+    options.format = args.format;
+    options.template_name = args.template_name;
+    options.tokenizer_path = g.tokenizer_path;
+    options.prompt_field = args.prompt_field;
+    prompts = data::load_prompts(args.data, g.tokenizer ? &*g.tokenizer : nullptr, options);
+    source = args.data;
+    if (prompts.skipped > 0) {
+      fmt::print(stderr, "generate: {} of {} rows of {} skipped (first: {})\n", prompts.skipped,
+                 prompts.read, args.data, prompts.problems.front());
+    }
+  }
+  train::check_prompts_fit(prompts, source, g.model.config(), args.model);
+
+  train::GenerationOptions options;
+  options.max_new_tokens = args.max_new_tokens;
+  options.sampling = {args.temperature, args.top_k, args.top_p};
+  options.seed = args.seed;
+  options.batch_size = args.batch_size;
+  options.stop_strings = args.stop;
+  options.tokenizer = g.tokenizer ? &*g.tokenizer : nullptr;
+  options.eos_ids = g.eos_ids;
+  // The token that ends a trained answer in this template (<|im_end|>,
+  // <|eot_id|>, EOS): a model fine-tuned by train emits it when done.
+  if (prompts.turn_end && std::find(options.eos_ids.begin(), options.eos_ids.end(),
+                                    *prompts.turn_end) == options.eos_ids.end()) {
+    options.eos_ids.push_back(*prompts.turn_end);
+  }
+  if (!args.json) {
+    fmt::print(stderr, "generate: {} prompt{} ({}{}), on {}\n", prompts.rows.size(),
+               prompts.rows.size() == 1 ? "" : "s", prompts.format,
+               prompts.template_name.empty() ? "" : ", template " + prompts.template_name,
+               g.model.device().is_cuda() ? "the GPU (bf16)" : "the CPU (f32)");
+  }
+
+  std::vector<std::vector<int32_t>> ids;
+  for (auto& row : prompts.rows) ids.push_back(row.ids);
+  const bool stream = !args.json && !args.prompt.empty() && g.tokenizer;
+  std::unique_ptr<StreamPrinter> printer;
+  if (stream) printer = std::make_unique<StreamPrinter>(*g.tokenizer, options.eos_ids, args.stop);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<train::Generation> out =
+      train::generate(g.model, ids, options, [&](int64_t, int32_t token) {
+        if (printer) printer->on_token(token);
+      });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  int64_t made = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    made += static_cast<int64_t>(out[i].tokens.size());
+    if (args.json) {
+      fmt::print("{}\n", row_json(out[i], static_cast<int64_t>(i), prompts.rows[i].line,
+                                  g.tokenizer.has_value())
+                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    } else if (printer) {
+      printer->finish(out[i].text);
+    } else if (g.tokenizer) {
+      fmt::print("=== row {}{} ({}) ===\n{}\n", i + 1,
+                 prompts.rows[i].line > 0 ? fmt::format(", line {}", prompts.rows[i].line) : "",
+                 train::finish_reason_name(out[i].finish), out[i].text);
+    } else {
+      fmt::print("=== row {} ({}) ===\n{}\n", i + 1, train::finish_reason_name(out[i].finish),
+                 fmt::join(out[i].tokens, " "));
+    }
+  }
+  std::fflush(stdout);
+  if (!args.json) {
+    fmt::print(stderr, "generate: {} new tokens in {:.2f} s ({:.1f} tokens/s{})\n", made, seconds,
+               seconds > 0 ? made / seconds : 0.0,
+               out.size() == 1
+                   ? fmt::format(", stopped: {}", train::finish_reason_name(out[0].finish))
+                   : "");
+  }
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  auto* cmd = app.add_subcommand(
+      "generate", "Generate text from a model: one --prompt (streamed) or every row of --data");
+  cmd->add_option("--model", args->model, "Hugging Face model folder")->required();
+  cmd->add_option("--prompt", args->prompt,
+                  "A user message, rendered with the chat template as training renders it");
+  cmd->add_option("--data", args->data,
+                  "JSONL (or JSON) rows: {\"input_ids\": [...]} or a format train reads (the "
+                  "prompt part is used)");
+  cmd->add_option("--format", args->format,
+                  "auto, tokens, text, query_response, alpaca or sharegpt (for --data)")
+      ->capture_default_str();
+  cmd->add_option("--prompt-field", args->prompt_field,
+                  "query_response: the prompt's field (default: query, question or prompt)");
+  cmd->add_option("--template", args->template_name, "chat template, as data.template")
+      ->capture_default_str();
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "tokenizer.json or its folder (default: the model folder)");
+  cmd->add_option("--max-new-tokens", args->max_new_tokens, "New tokens per row at most")
+      ->capture_default_str();
+  cmd->add_option("--temperature", args->temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-p", args->top_p, "Nucleus sampling mass (1 = off)")->capture_default_str();
+  cmd->add_option("--top-k", args->top_k, "Sample among the k most likely (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of the sampling (each row draws its own stream)")
+      ->capture_default_str();
+  cmd->add_option("--batch-size", args->batch_size, "Rows generated together")
+      ->capture_default_str();
+  cmd->add_option("--stop", args->stop, "Stop a row when its text contains this (repeatable)");
+  cmd->add_option("--device", args->device, "auto (a GPU in bf16 if any, else the CPU), cpu, cuda")
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json,
+                "One JSON object per row, in row order: row, line, output_ids (the new tokens), "
+                "text, finish (eos, stop, length, context)");
+  cmd->callback([args] { run_generate(*args); });
+}
+
+}  // namespace lt::cli

@@ -1,0 +1,259 @@
+#include "data/prompt_rows.h"
+
+#include <algorithm>
+#include <array>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/json_brief.h"
+#include "data/dataset.h"
+#include "data/dataset_source.h"
+
+namespace lt::data {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Prompt fields "auto" recognises, with the response field each pairs with
+// in the datasets train reads (dataset.h).
+constexpr std::array<std::pair<const char*, const char*>, 3> kPromptFields = {{
+    {"query", "response"},   // MetaMathQA
+    {"question", "answer"},  // GSM8K
+    {"prompt", "completion"},
+}};
+
+struct RowError {
+  std::string what;
+};
+
+[[noreturn]] void row_fail(std::string what) {
+  throw RowError{std::move(what)};
+}
+
+const json* member(const json& row, const std::string& key) {
+  auto it = row.find(key);
+  return it == row.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string string_field(const json& row, const std::string& key, const std::string& where) {
+  const json* value = member(row, key);
+  if (value == nullptr) row_fail("field \"" + where + "\": missing");
+  if (!value->is_string())
+    row_fail("field \"" + where + "\": expected a string, found " + value->type_name());
+  return value->get<std::string>();
+}
+
+// A reference answer: a string as it is, a number as JSON writes it.
+std::optional<std::string> reference_field(const json& row, const std::string& key) {
+  const json* value = member(row, key);
+  if (value == nullptr) return std::nullopt;
+  if (value->is_string()) return value->get<std::string>();
+  if (value->is_number()) return value->dump();
+  row_fail("field \"" + key + "\": expected a string or a number, found " + brief_json(*value));
+}
+
+std::optional<Role> parse_role(const std::string& name) {
+  if (name == "system") return Role::kSystem;
+  if (name == "human" || name == "user") return Role::kUser;
+  if (name == "gpt" || name == "assistant") return Role::kAssistant;
+  return std::nullopt;
+}
+
+// The turns of a sharegpt row (either naming), the last assistant turn
+// split off as the reference.
+std::vector<ChatMessage> sharegpt_turns(const json& row, std::optional<std::string>* reference) {
+  const std::string key = member(row, "conversations") ? "conversations" : "messages";
+  const json* turns = member(row, key);
+  if (turns == nullptr || !turns->is_array())
+    row_fail("field \"" + key + "\": expected a list of turns");
+  std::vector<ChatMessage> messages;
+  for (size_t i = 0; i < turns->size(); ++i) {
+    const json& turn = (*turns)[i];
+    const std::string where = key + "[" + std::to_string(i) + "]";
+    if (!turn.is_object()) row_fail("field \"" + where + "\": expected an object");
+    const char* role_key = member(turn, "from") ? "from" : "role";
+    const char* content_key = member(turn, "value") ? "value" : "content";
+    const std::string role_text = string_field(turn, role_key, where + "." + role_key);
+    const std::optional<Role> role = parse_role(role_text);
+    if (!role)
+      row_fail("field \"" + where + "." + role_key + "\": unknown role \"" + role_text + "\"");
+    messages.push_back({*role, string_field(turn, content_key, where + "." + content_key)});
+  }
+  if (!messages.empty() && messages.back().role == Role::kAssistant) {
+    *reference = messages.back().content;
+    messages.pop_back();
+  }
+  if (messages.empty()) row_fail("field \"" + key + "\": no turn before the assistant's answer");
+  return messages;
+}
+
+std::vector<ChatMessage> single_turn(const json& row, std::string prompt) {
+  std::vector<ChatMessage> messages;
+  if (const json* system = member(row, "system");
+      system && system->is_string() && !system->get<std::string>().empty()) {
+    messages.push_back({Role::kSystem, system->get<std::string>()});
+  }
+  messages.push_back({Role::kUser, std::move(prompt)});
+  return messages;
+}
+
+std::string detect_format(const json& row, const PromptOptions& o) {
+  if (!o.format.empty() && o.format != "auto") return o.format;
+  if (!o.prompt_field.empty()) return "query_response";
+  if (member(row, "input_ids")) return "tokens";
+  if (member(row, "conversations") || member(row, "messages")) return "sharegpt";
+  if (member(row, "instruction")) return "alpaca";
+  for (const auto& [prompt, response] : kPromptFields) {
+    if (member(row, prompt)) return "query_response";
+  }
+  if (member(row, "text")) return "text";
+  std::string keys;
+  for (auto it = row.begin(); it != row.end(); ++it) keys += (keys.empty() ? "" : ", ") + it.key();
+  fail("cannot tell the prompt format from the fields [", keys,
+       "]; expected input_ids, conversations, messages, instruction, query, question, prompt or "
+       "text (or give --format and the field names)");
+}
+
+}  // namespace
+
+PromptRenderer::PromptRenderer(const Tokenizer& tokenizer, const fs::path& tokenizer_path,
+                               const std::string& template_name)
+    : tokenizer_(&tokenizer),
+      special_(resolve_special_ids(tokenizer, read_tokenizer_config(tokenizer_path))),
+      template_(resolve_template_kind(template_name.empty() ? "auto" : template_name,
+                                      read_tokenizer_config(tokenizer_path)),
+                tokenizer, special_) {
+  // The token an empty answer is made of, first: the turn's end.
+  const std::vector<ChatMessage> probe{{Role::kUser, "x"}};
+  const std::vector<int32_t> prompt = chat(probe);
+  std::vector<ChatMessage> answered = probe;
+  answered.push_back({Role::kAssistant, ""});
+  const Sample full = template_.render(answered, false);
+  if (full.ids.size() > prompt.size()) turn_end_ = full.ids[prompt.size()];
+}
+
+std::vector<int32_t> PromptRenderer::chat(const std::vector<ChatMessage>& messages) const {
+  // Render without and with an empty assistant turn: the prompt runs to the
+  // first trained token after the turns given (earlier assistant turns of
+  // a conversation are trained too, so the search starts past them).
+  const size_t before = template_.render(messages, false).ids.size();
+  std::vector<ChatMessage> answered = messages;
+  answered.push_back({Role::kAssistant, ""});
+  const Sample full = template_.render(answered, false);
+  size_t cut = std::min(before, full.ids.size());
+  while (cut < full.ids.size() && full.labels[cut] == kIgnoreLabel) ++cut;
+  return std::vector<int32_t>(full.ids.begin(), full.ids.begin() + cut);
+}
+
+std::vector<int32_t> PromptRenderer::text(const std::string& text) const {
+  std::vector<uint32_t> ids = special_.prefix;
+  tokenizer_->encode(text, ids);
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+PromptSet load_prompts(const fs::path& file, const Tokenizer* tokenizer, const PromptOptions& o) {
+  PromptSet set;
+  std::optional<PromptRenderer> renderer;
+  std::string prompt_field, response_field;
+  const SourceLayout layout = detect_layout(file);
+  auto start = [&](const std::string& format) {
+    static const std::array<const char*, 5> known = {"tokens", "text", "query_response", "alpaca",
+                                                     "sharegpt"};
+    LT_CHECK(std::find(known.begin(), known.end(), format) != known.end(), "unknown format \"",
+             format, "\"; expected auto, tokens, text, query_response, alpaca or sharegpt");
+    set.format = format;
+    if (format == "tokens") return;
+    LT_CHECK(tokenizer != nullptr, file.string(), ": the ", format, " format needs a tokenizer");
+    renderer.emplace(*tokenizer, o.tokenizer_path, o.template_name);
+    if (format == "text") return;
+    set.template_name = renderer->template_name();
+    set.turn_end = renderer->turn_end();
+  };
+  if (layout == SourceLayout::kTextParagraphs) start("text");
+
+  for_each_row(file, layout, [&](const SourceRow& source) {
+    ++set.read;
+    try {
+      if (!source.problem.empty()) row_fail(source.problem);
+      PromptRow row;
+      row.line = source.line;
+      if (layout == SourceLayout::kTextParagraphs) {
+        row.ids = renderer->text(std::string(source.text));
+        set.rows.push_back(std::move(row));
+        return true;
+      }
+      const json value = json::parse(source.text, nullptr, /*allow_exceptions=*/false);
+      if (value.is_discarded()) row_fail("not valid JSON");
+      if (!value.is_object())
+        row_fail(std::string("expected a JSON object, found ") + value.type_name());
+      if (set.format.empty()) {
+        try {
+          start(detect_format(value, o));
+        } catch (const Error& e) {
+          fail(file.string(), ":", source.line, ": ", e.what());
+        }
+        if (set.format == "query_response") {
+          prompt_field = o.prompt_field;
+          for (const auto& [p, r] : kPromptFields) {
+            if (prompt_field.empty() && member(value, p)) prompt_field = p;
+            if (prompt_field == p && response_field.empty()) response_field = r;
+          }
+          if (!o.response_field.empty()) response_field = o.response_field;
+          LT_CHECK(!prompt_field.empty(), file.string(), ":", source.line,
+                   ": no prompt field (query, question or prompt); name it with --prompt-field");
+          set.prompt_field = prompt_field;
+        }
+        set.reference_field = !o.answer_field.empty()          ? o.answer_field
+                              : set.format == "query_response" ? response_field
+                              : set.format == "alpaca"         ? "output"
+                              : set.format == "sharegpt"       ? "(the last assistant turn)"
+                                                               : "";
+      }
+      std::optional<std::string> reference;
+      if (set.format == "tokens") {
+        const json* ids = member(value, "input_ids");
+        if (ids == nullptr || !ids->is_array() || ids->empty())
+          row_fail("field \"input_ids\": expected a non-empty list of token ids");
+        for (const json& id : *ids) {
+          if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+            row_fail("field \"input_ids\": " + brief_json(id) + " is not a token id");
+          row.ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+        }
+      } else if (set.format == "text") {
+        row.ids = renderer->text(string_field(value, "text", "text"));
+      } else if (set.format == "query_response") {
+        row.ids =
+            renderer->chat(single_turn(value, string_field(value, prompt_field, prompt_field)));
+        if (!response_field.empty()) reference = reference_field(value, response_field);
+      } else if (set.format == "alpaca") {
+        std::string prompt = string_field(value, "instruction", "instruction");
+        if (const json* input = member(value, "input");
+            input && input->is_string() && !input->get<std::string>().empty()) {
+          prompt += "\n" + input->get<std::string>();
+        }
+        row.ids = renderer->chat(single_turn(value, std::move(prompt)));
+        reference = reference_field(value, "output");
+      } else {
+        row.ids = renderer->chat(sharegpt_turns(value, &reference));
+      }
+      if (!o.answer_field.empty()) reference = reference_field(value, o.answer_field);
+      row.reference = std::move(reference);
+      set.rows.push_back(std::move(row));
+    } catch (const RowError& e) {
+      ++set.skipped;
+      if (set.problems.size() < kMaxReportedProblems)
+        set.problems.push_back(file.string() + ":" + std::to_string(source.line) + ": " + e.what);
+    }
+    return true;
+  });
+  if (set.rows.empty()) {
+    fail(file.string(), ": no usable prompt (", set.read, " rows, ", set.skipped, " skipped",
+         set.problems.empty() ? "" : "; first problem: ",
+         set.problems.empty() ? "" : set.problems.front(), ")");
+  }
+  return set;
+}
+
+}  // namespace lt::data

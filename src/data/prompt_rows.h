@@ -1,0 +1,94 @@
+#pragma once
+// Prompts for generation and task evaluation, rendered as training renders
+// the same rows (dataset.h, chat_template.h), up to where the model's
+// answer would begin.
+//
+// A row's prompt, by format (auto detects it from the first JSON object
+// row: input_ids -> tokens; conversations or messages -> sharegpt;
+// instruction -> alpaca; a prompt field query / question / prompt ->
+// query_response; text -> text; a .txt file is text paragraphs):
+//   tokens          input_ids, whole ("labels" is not read);
+//   text            the tokenizer's prefix ids and the text (no EOS);
+//   query_response  the user turn is the prompt field ("system"? as train);
+//   alpaca          instruction, or instruction + "\n" + input;
+//   sharegpt        every turn before the last one when the last is the
+//                   assistant's (that one is the reference), else every turn.
+// The chat formats render the turns plus an empty assistant turn with the
+// template, and the prompt is the ids before that turn's first trained
+// token: the assistant header ("<|im_start|>assistant\n", Qwen3's empty
+// think block, Llama 3's header, or the plain template's "\n") that
+// training conditioned the answer on. That first trained token (<|im_end|>,
+// <|eot_id|>, or the plain template's EOS) is what ends an answer the
+// model was trained on: `turn_end` below, which generation stops at.
+//
+// A row's reference (for `eval --task math`): `answer_field` when given (a
+// string, or a number written as JSON writes it), else the response field
+// (query_response), output (alpaca) or the final assistant turn
+// (sharegpt); none for tokens and text. Rows are not refused for lacking
+// one: the evaluation counts those.
+//
+// Bad rows (not JSON, a missing prompt field, ...) are counted and the first
+// ones described as "file:line: what", as load_dataset does; a file with
+// no usable row is an lt::Error.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/chat_template.h"
+#include "data/tokenizer.h"
+
+namespace lt::data {
+
+struct PromptOptions {
+  std::string format = "auto";         // auto | tokens | text | query_response | alpaca | sharegpt
+  std::string template_name = "auto";  // as DatasetOptions::template_name
+  std::filesystem::path tokenizer_path;      // for the template and special ids (as DatasetOptions)
+  std::string prompt_field, response_field;  // query_response; empty = detected
+  std::string answer_field;                  // reference field; empty = the format's response
+};
+
+struct PromptRow {
+  int64_t line = 0;  // where the row starts in its file
+  std::vector<int32_t> ids;
+  std::optional<std::string> reference;
+};
+
+struct PromptSet {
+  std::vector<PromptRow> rows;
+  std::string format;                         // as resolved
+  std::string template_name;                  // empty for tokens and text
+  std::string prompt_field, reference_field;  // as resolved, when fields are used
+  std::optional<int32_t> turn_end;            // see the header; chat formats only
+  int64_t read = 0, skipped = 0;
+  std::vector<std::string> problems;  // the first few, "file:line: what"
+};
+
+// Renders prompts for one tokenizer and template.
+class PromptRenderer {
+ public:
+  // `tokenizer` must outlive the renderer. The template is resolved as
+  // training resolves it (chat_template.h).
+  PromptRenderer(const Tokenizer& tokenizer, const std::filesystem::path& tokenizer_path,
+                 const std::string& template_name);
+  // `messages` end with a user (or system) turn; the result is the prompt
+  // that asks for the assistant's answer.
+  std::vector<int32_t> chat(const std::vector<ChatMessage>& messages) const;
+  // The tokenizer's prefix ids and `text` (the text format).
+  std::vector<int32_t> text(const std::string& text) const;
+  std::string_view template_name() const { return template_.name(); }
+  std::optional<int32_t> turn_end() const { return turn_end_; }
+
+ private:
+  const Tokenizer* tokenizer_;
+  SpecialIds special_;
+  ChatTemplate template_;
+  std::optional<int32_t> turn_end_;
+};
+
+// `tokenizer` may be null only for token rows.
+PromptSet load_prompts(const std::filesystem::path& file, const Tokenizer* tokenizer,
+                       const PromptOptions& options);
+
+}  // namespace lt::data

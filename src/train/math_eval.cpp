@@ -1,0 +1,49 @@
+#include "train/math_eval.h"
+
+#include <chrono>
+
+#include "data/math_answer.h"
+
+namespace lt::train {
+
+MathEvalResult evaluate_math(const models::CausalLM& model, const data::Tokenizer& tokenizer,
+                             const std::vector<data::PromptRow>& rows, GenerationOptions options) {
+  MathEvalResult result;
+  options.sampling = SamplingOptions{};  // greedy: the score must not depend on a seed
+  options.tokenizer = &tokenizer;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<const data::PromptRow*> scored;
+  std::vector<std::string> references;
+  for (const data::PromptRow& row : rows) {
+    std::string reference = row.reference ? data::reference_answer(*row.reference) : "";
+    if (reference.empty()) {
+      ++result.without_reference;
+      continue;
+    }
+    prompts.push_back(row.ids);
+    scored.push_back(&row);
+    references.push_back(std::move(reference));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<Generation> out = generate(model, prompts, options);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (size_t i = 0; i < out.size(); ++i) {
+    MathEvalRow row;
+    row.line = scored[i]->line;
+    const std::vector<uint32_t> ids(scored[i]->ids.begin(), scored[i]->ids.end());
+    row.prompt = tokenizer.decode(ids);
+    row.output = out[i].text;
+    row.predicted = data::predicted_answer(row.output);
+    row.reference = references[i];
+    row.correct = data::answers_match(row.predicted, row.reference);
+    row.finish = out[i].finish;
+    result.correct += row.correct;
+    result.new_tokens += static_cast<int64_t>(out[i].tokens.size());
+    result.rows.push_back(std::move(row));
+  }
+  result.n = static_cast<int64_t>(result.rows.size());
+  result.accuracy = result.n > 0 ? static_cast<double>(result.correct) / result.n : 0.0;
+  return result;
+}
+
+}  // namespace lt::train

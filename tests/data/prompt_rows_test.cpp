@@ -1,0 +1,123 @@
+// Prompts for generation against two outside references: transformers'
+// own rendering of Qwen3's chat template (chat_template_goldens.json: the
+// prompt is the conversation up to where the last assistant turn's
+// trained tokens begin, i.e. what apply_chat_template(...,
+// add_generation_prompt=True, enable_thinking=False) renders), and the
+// training loader (load_dataset): each row's prompt is exactly the ids the
+// training sample holds before its response.
+#include "data/prompt_rows.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "data/dataset.h"
+#include "tokenizer_fixtures.h"
+
+namespace lt::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int32_t kImStart = 151644;
+
+TEST(PromptRows, Qwen3PromptsAreTransformersGenerationPrompts) {
+  std::ifstream in(testing::fixtures_dir() / "chat_template_goldens.json");
+  const nlohmann::json goldens = nlohmann::json::parse(in);
+  const Tokenizer& tokenizer = testing::reference_tokenizer("qwen3");
+  const PromptRenderer renderer(tokenizer, testing::fixtures_dir() / "qwen3", "auto");
+  EXPECT_EQ(renderer.template_name(), "qwen3");
+  int checked = 0;
+  for (const auto& c : goldens.at("cases")) {
+    const auto& messages = c.at("messages");
+    if (messages.back().at("role") != "assistant") continue;
+    // A final answer with reasoning trains its think block, so the
+    // reference cut falls before "<think>"; the prompt here is the
+    // enable_thinking=False one, with the empty block (chat_template.h).
+    if (messages.back().at("content").get<std::string>().find("</think>") != std::string::npos)
+      continue;
+    std::vector<ChatMessage> turns;
+    for (size_t i = 0; i + 1 < messages.size(); ++i) {
+      const std::string role = messages[i].at("role");
+      turns.push_back({role == "system" ? Role::kSystem
+                       : role == "user" ? Role::kUser
+                                        : Role::kAssistant,
+                       messages[i].at("content")});
+    }
+    // The reference prompt: transformers' ids up to the first trained
+    // label of the last assistant turn (the last <|im_start|>).
+    const std::vector<int32_t> ids = c.at("ids"), labels = c.at("labels");
+    size_t cut = ids.size();
+    for (size_t i = ids.size(); i-- > 0;) {
+      if (ids[i] == kImStart) {
+        cut = i;
+        break;
+      }
+    }
+    while (cut < ids.size() && labels[cut] == kIgnoreLabel) ++cut;
+    EXPECT_EQ(renderer.chat(turns), std::vector<int32_t>(ids.begin(), ids.begin() + cut))
+        << c.at("name");
+    ++checked;
+  }
+  EXPECT_GT(checked, 3);
+  EXPECT_EQ(renderer.turn_end(), tokenizer.token_to_id("<|im_end|>"));
+}
+
+// The prompt of every row equals the training sample's ids before its
+// first trained token, for each chat format and template.
+void expect_training_prefixes(const fs::path& file, const std::string& tokenizer_name,
+                              const fs::path& tokenizer_path, const std::string& template_name) {
+  const Tokenizer& tokenizer = testing::reference_tokenizer(tokenizer_name);
+  DatasetOptions train;
+  train.template_name = template_name;
+  train.tokenizer_path = tokenizer_path;
+  const std::vector<Sample> samples = load_dataset(file, &tokenizer, train, nullptr);
+  PromptOptions options;
+  options.template_name = template_name;
+  options.tokenizer_path = tokenizer_path;
+  const PromptSet prompts = load_prompts(file, &tokenizer, options);
+  ASSERT_EQ(prompts.rows.size(), samples.size()) << file;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const Sample& s = samples[i];
+    size_t first = 0;
+    while (first < s.labels.size() && s.labels[first] == kIgnoreLabel) ++first;
+    EXPECT_EQ(prompts.rows[i].ids, std::vector<int32_t>(s.ids.begin(), s.ids.begin() + first))
+        << file << " row " << i << " template " << template_name;
+    EXPECT_EQ(prompts.rows[i].line, s.line);
+    ASSERT_TRUE(prompts.rows[i].reference.has_value());
+  }
+}
+
+TEST(PromptRows, EqualTheTrainingSamplesPrompts) {
+  const fs::path data = testing::fixtures_dir() / "datasets";
+  const fs::path qwen = testing::fixtures_dir() / "qwen3";
+  const fs::path gpt2 = testing::fixtures_dir() / "gpt2";
+  for (const char* file : {"gsm8k_train_head.jsonl", "alpaca.jsonl", "metamath.json"}) {
+    expect_training_prefixes(data / file, "qwen3", qwen, "auto");
+    expect_training_prefixes(data / file, "qwen3", qwen, "chatml");
+    expect_training_prefixes(data / file, "gpt2", gpt2, "plain");
+  }
+}
+
+TEST(PromptRows, ReferencesAndTokenRows) {
+  const fs::path data = testing::fixtures_dir() / "datasets";
+  const Tokenizer& tokenizer = testing::reference_tokenizer("gpt2");
+  PromptOptions options;
+  options.tokenizer_path = testing::fixtures_dir() / "gpt2";
+  const PromptSet gsm = load_prompts(data / "gsm8k_train_head.jsonl", &tokenizer, options);
+  EXPECT_EQ(gsm.format, "query_response");
+  EXPECT_EQ(gsm.prompt_field, "question");
+  EXPECT_EQ(gsm.reference_field, "answer");
+  ASSERT_TRUE(gsm.rows.front().reference.has_value());
+  EXPECT_NE(gsm.rows.front().reference->find("####"), std::string::npos);
+  EXPECT_EQ(gsm.turn_end, tokenizer.token_to_id("<|endoftext|>"));
+
+  const PromptSet tokens = load_prompts(data / "tokens.jsonl", nullptr, {});
+  EXPECT_EQ(tokens.format, "tokens");
+  EXPECT_FALSE(tokens.turn_end.has_value());
+  EXPECT_FALSE(tokens.rows.front().reference.has_value());
+}
+
+}  // namespace
+}  // namespace lt::data

@@ -1,0 +1,274 @@
+// `lazytrain generate` and `lazytrain eval --task math` end to end, on the
+// Llama fixture (97 ids) with a tokenizer made for it here: the 95
+// printable ASCII characters as ids 0..94 (no merges), <unk> (95) for every
+// other byte, and <|endoftext|> (96). Prompts built by hand from that table
+// are the reference for what the command renders; the tokens it makes are
+// checked against the library's generate() (itself checked against
+// transformers in tests/models).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/byte_level.h"
+#include "data/math_answer.h"
+#include "io/hf_model.h"
+#include "train/generation.h"
+
+namespace lt::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kLlama = fs::path(LT_SOURCE_DIR) / "tests/models/fixtures/families/llama";
+constexpr int32_t kUnk = 95, kEndOfText = 96;
+constexpr int32_t kFolderEos = 2;  // the fixture's generation_config.json
+
+int32_t id_of(char c) {
+  return c - 0x20;
+}
+
+struct CliResult {
+  int status = -1;
+  std::string out;  // stdout only
+  std::string err;
+};
+
+class GenerateCommand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("lt_generate_cli_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "tok");
+    nlohmann::json vocab = nlohmann::json::object();
+    for (char c = 0x20; c < 0x7F; ++c) vocab[data::byte_level_encode(std::string(1, c))] = id_of(c);
+    vocab["<unk>"] = kUnk;
+    const nlohmann::json tokenizer = {
+        {"version", "1.0"},
+        {"added_tokens",
+         {{{"id", kEndOfText},
+           {"content", "<|endoftext|>"},
+           {"special", true},
+           {"normalized", false}}}},
+        {"normalizer", nullptr},
+        {"pre_tokenizer",
+         {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+        {"decoder", {{"type", "ByteLevel"}}},
+        {"model",
+         {{"type", "BPE"},
+          {"vocab", vocab},
+          {"merges", nlohmann::json::array()},
+          {"unk_token", "<unk>"}}}};
+    std::ofstream(dir_ / "tok" / "tokenizer.json") << tokenizer.dump();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return dir_ / name;
+  }
+
+  // `lazytrain ARGS --model <llama> --tokenizer <tok>`.
+  CliResult run(const std::string& args) {
+    const fs::path err = dir_ / "stderr.txt";
+    const std::string cmd = std::string(LT_BINARY_DIR) + "/lazytrain " + args + " --model " +
+                            kLlama.string() + " --tokenizer " + (dir_ / "tok").string() + " 2>" +
+                            err.string();
+    FILE* pipe = popen(cmd.c_str(), "r");
+    CliResult r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+    const int raw = pclose(pipe);
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    std::ifstream in(err);
+    std::stringstream s;
+    s << in.rdbuf();
+    r.err = s.str();
+    return r;
+  }
+
+  // What the library makes from `prompt`, with the EOS ids the command uses.
+  std::vector<Generation> library(const std::vector<std::vector<int32_t>>& prompts,
+                                  int64_t max_new_tokens) {
+    static const models::CausalLM model = io::load_hf_model(kLlama, DType::F32);
+    GenerationOptions options;
+    options.max_new_tokens = max_new_tokens;
+    options.eos_ids = {kFolderEos, kEndOfText};
+    return generate(model, prompts, options);
+  }
+
+  fs::path dir_;
+};
+
+// The plain template (the tokenizer has no chat template): the user text,
+// then "\n" (here <unk>), and the model answers after it.
+std::vector<int32_t> plain_prompt(const std::string& text) {
+  std::vector<int32_t> ids;
+  for (char c : text) ids.push_back(id_of(c));
+  ids.push_back(kUnk);
+  return ids;
+}
+
+// The text of new tokens by the table above (a final EOS is not text).
+std::string text_of(const Generation& g) {
+  std::string s;
+  for (size_t i = 0; i < g.tokens.size(); ++i) {
+    if (g.finish == FinishReason::kEos && i + 1 == g.tokens.size()) break;
+    if (g.tokens[i] < kUnk) s += static_cast<char>(g.tokens[i] + 0x20);
+  }
+  return s;
+}
+
+TEST_F(GenerateCommand, APromptIsRenderedAsTrainingDoesAndAnsweredAsTheLibraryDoes) {
+  const CliResult r = run("generate --prompt 'ab1 2' --max-new-tokens 12 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const std::vector<Generation> want = library({plain_prompt("ab1 2")}, 12);
+  EXPECT_EQ(j.at("output_ids").get<std::vector<int32_t>>(), want[0].tokens);
+  EXPECT_EQ(j.at("finish"), finish_reason_name(want[0].finish));
+  EXPECT_EQ(j.at("text"), text_of(want[0]));
+
+  // Streamed to the terminal: the same text.
+  const CliResult streamed = run("generate --prompt 'ab1 2' --max-new-tokens 12");
+  ASSERT_EQ(streamed.status, 0) << streamed.err;
+  EXPECT_EQ(streamed.out, text_of(want[0]) + "\n");
+  EXPECT_NE(streamed.err.find("tokens/s"), std::string::npos) << streamed.err;
+}
+
+TEST_F(GenerateCommand, AStopStringCutsTheText) {
+  const std::vector<Generation> want = library({plain_prompt("hello")}, 20);
+  const std::string full = text_of(want[0]);
+  ASSERT_GE(full.size(), 6u) << "the fixture's answer is too short to cut";
+  const std::string stop = full.substr(3, 2);
+  const size_t at = full.find(stop);
+  const CliResult r =
+      run("generate --prompt hello --max-new-tokens 20 --json --stop '" + stop + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("text"), full.substr(0, at));
+  EXPECT_EQ(j.at("finish"), "stop");
+  // The tokens run up to the one that completed the stop string.
+  EXPECT_EQ(j.at("output_ids").size(), at + stop.size());
+  // Streaming never shows the stop string.
+  const CliResult streamed =
+      run("generate --prompt hello --max-new-tokens 20 --stop '" + stop + "'");
+  EXPECT_EQ(streamed.out, full.substr(0, at) + "\n");
+}
+
+TEST_F(GenerateCommand, DataRowsComeBackInOrder) {
+  const std::vector<std::vector<int32_t>> prompts = {{5, 9}, {1, 2, 3, 4, 5, 6, 7}, {40}};
+  const auto data = write("ids.jsonl",
+                          "{\"input_ids\": [5, 9]}\n\n{\"input_ids\": [1, 2, 3, 4, 5, 6, 7]}\n"
+                          "{\"input_ids\": [40]}\n");
+  const CliResult r =
+      run("generate --data " + data.string() + " --max-new-tokens 9 --batch-size 2 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<nlohmann::json> rows;
+  while (std::getline(lines, line)) rows.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(rows.size(), 3u);
+  // Token rows have no template: only the folder's EOS ends them.
+  GenerationOptions options;
+  options.max_new_tokens = 9;
+  options.eos_ids = {kFolderEos};
+  const models::CausalLM model = io::load_hf_model(kLlama, DType::F32);
+  const std::vector<Generation> want = generate(model, prompts, options);
+  const std::vector<int64_t> file_lines = {1, 3, 4};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rows[i].at("row"), i);
+    EXPECT_EQ(rows[i].at("line"), file_lines[i]);
+    EXPECT_EQ(rows[i].at("output_ids").get<std::vector<int32_t>>(), want[i].tokens) << i;
+  }
+}
+
+TEST_F(GenerateCommand, SeededSamplingRepeats) {
+  const std::string args =
+      "generate --prompt abc --max-new-tokens 16 --json --temperature 1.5 "
+      "--top-k 20 --seed 9";
+  const CliResult a = run(args), b = run(args);
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST_F(GenerateCommand, APromptLongerThanTheContextIsRefused) {
+  const CliResult r = run("generate --prompt '" + std::string(70, 'x') + "'");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--prompt"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("max_position_embeddings"), std::string::npos) << r.err;
+  const auto data = write("long.jsonl", "{\"question\": \"" + std::string(70, 'y') + "\"}\n");
+  const CliResult rows = run("generate --data " + data.string());
+  EXPECT_NE(rows.status, 0);
+  EXPECT_NE(rows.err.find(data.string() + ":1"), std::string::npos) << rows.err;
+}
+
+TEST_F(GenerateCommand, BadOptionsAreRefusedByName) {
+  const auto data = write("q.jsonl", "{\"question\": \"hi\"}\n");
+  const CliResult both = run("generate --prompt hi --data " + data.string());
+  EXPECT_NE(both.status, 0);
+  EXPECT_NE(both.err.find("exactly one of --prompt"), std::string::npos) << both.err;
+  const CliResult top_p = run("generate --prompt hi --top-p 1.5 --temperature 1");
+  EXPECT_NE(top_p.status, 0);
+  EXPECT_NE(top_p.err.find("--top-p"), std::string::npos) << top_p.err;
+  const CliResult task = run("eval --task poetry --data " + data.string());
+  EXPECT_NE(task.status, 0);
+  EXPECT_NE(task.err.find("unknown --task \"poetry\""), std::string::npos) << task.err;
+}
+
+// eval --task math scores rows by the answer extracted from the greedy
+// output: rows whose reference is set to the library's extracted answer
+// count as right, the others (a number it does not produce) as wrong.
+TEST_F(GenerateCommand, MathAccuracyCountsExactMatches) {
+  const std::vector<std::string> questions = {"1+1", "what is 7*8", "12 34", "9 9 9", "0"};
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& q : questions) prompts.push_back(plain_prompt(q));
+  const std::vector<Generation> outputs = library(prompts, 24);
+  std::string rows;
+  int expected_right = 0;
+  std::vector<bool> right;
+  for (size_t i = 0; i < questions.size(); ++i) {
+    const std::string answer = data::predicted_answer(text_of(outputs[i]));
+    const bool use = !answer.empty() && i % 2 == 0;
+    expected_right += use;
+    right.push_back(use);
+    nlohmann::json row = {{"question", questions[i]},
+                          {"answer", "work\n#### " + (use ? answer : std::string("-123456789"))}};
+    rows += row.dump() + "\n";
+  }
+  ASSERT_GT(expected_right, 0) << "no output had a number to match";
+  rows += "{\"question\": \"no reference\"}\n";
+  const auto data = write("math.jsonl", rows);
+  const fs::path out = dir_ / "predictions.jsonl";
+  const CliResult r = run("eval --task math --data " + data.string() +
+                          " --max-new-tokens 24 --batch-size 2 --json --out " + out.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("task"), "math");
+  EXPECT_EQ(j.at("n"), 5);
+  EXPECT_EQ(j.at("correct"), expected_right);
+  EXPECT_DOUBLE_EQ(j.at("accuracy").get<double>(), expected_right / 5.0);
+  std::ifstream in(out);
+  std::string line;
+  size_t i = 0;
+  while (std::getline(in, line)) {
+    const auto p = nlohmann::json::parse(line);
+    ASSERT_LT(i, right.size());
+    EXPECT_EQ(p.at("correct"), right[i]) << line;
+    EXPECT_EQ(p.at("output"), text_of(outputs[i]));
+    EXPECT_EQ(p.at("line"), static_cast<int64_t>(i + 1));
+    EXPECT_EQ(p.at("prompt").get<std::string>().rfind(questions[i], 0), 0u) << line;
+    ++i;
+  }
+  EXPECT_EQ(i, 5u);
+  EXPECT_NE(r.err.find("1 rows have no reference"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace lt::train
