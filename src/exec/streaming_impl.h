@@ -1,0 +1,189 @@
+#pragma once
+// The streaming executor's state, private to its two source files:
+// streaming.cpp builds it, walks a step's stage uses, queues the updates
+// and tears it down; streaming_boundaries.cpp moves boundary activations
+// between the device, host memory and disk, and a step's inputs to the
+// device. exec/streaming.h says what the executor does.
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "autograd/functions.h"
+#include "exec/streaming.h"
+#include "exec/trace.h"
+#include "exec/work_queue.h"
+
+namespace lt::exec {
+
+// Note [Streaming teardown order]
+// Tasks on worker threads point into Impl: the device's copy engines (a
+// gradient download's `then` writes stage_squares and reads the slabs
+// through norm_views; every copy records on the trace), the disk engine
+// (records on the trace) and the optimizer thread (reads params, stages,
+// grad_slabs, the model and the optimizer; records on the trace). So:
+//  - ~Impl first waits for everything queued: both copy engines (they
+//    belong to the device, which outlives Impl) and every update, whether
+//    or not it failed: a wait that stopped at the first failed ticket would
+//    leave later updates running against freed members;
+//  - members are destroyed in the reverse of their order here, so what the
+//    tasks read comes first and the two workers Impl owns come last: the
+//    optimizer queue, then the disk engine, stop (running whatever is still
+//    queued) while everything they touch is alive;
+//  - the device is told to stop recording on the trace, which dies with
+//    Impl while the device may go on (a caller's device).
+//
+// Note [A failed update stops the executor]
+// An update that throws has left its stage's parameters and optimizer
+// state partly written, so the run cannot go on from them. The first
+// failure is kept (update_failure) as an lt::Error naming the stage; the
+// step or sync() that meets it throws it, and so does every later step().
+// A failure nobody was told of (the executor destroyed without a sync()
+// after the failing step) is written to stderr by ~Impl, which must not
+// throw.
+struct StreamingExecutor::Impl {
+  struct StageInfo {
+    size_t first = 0, last = 0;   // the parameters it owns: [first, last) of `params`
+    std::vector<size_t> weights;  // the parameters it reads (owned + a tied weight)
+  };
+  struct Slot {
+    int stage = -1;
+    std::vector<Tensor> weights;  // device copies, in StageInfo::weights order
+    Ticket ready;
+  };
+  // One piece of the global batch that goes through a stage at a time.
+  struct Chunk {
+    Tensor ids;
+    models::StageContext ctx;
+  };
+  // Boundary activations of one step.
+  struct Boundary {
+    std::vector<Tensor> device;  // per chunk; empty when not on the device
+    std::vector<Tensor> host;    // per chunk, when offloaded
+    Ticket offloaded, fetched;
+    Ticket downloaded;  // the offload's device -> host copy (it holds `device` until done)
+    // Placement::Disk: the chunks' shapes while their bytes are on disk.
+    std::vector<Shape> disk_shapes;
+    std::vector<DType> disk_dtypes;
+    Ticket written, read_back;
+    // A split read (Schedule::read_splits): per piece, the chunks' byte
+    // ranges, and how many pieces have been issued; read_back is the
+    // latest piece's ticket, each piece waiting for the one before.
+    std::vector<std::vector<ByteRange>> pieces;
+    size_t pieces_issued = 0;
+  };
+
+  // ---- Members, in one place (Note [Streaming teardown order]) ----
+
+  // Fixed at construction; read by the compute thread and the workers.
+  const models::CausalLM& model;
+  optim::Optimizer& optimizer;
+  StreamingDevice& device;
+  const StreamingOptions options;
+  const int num_blocks;
+  std::vector<Tensor> params;  // model.parameters(), in order
+  std::vector<std::string> names;
+  std::vector<Tensor> masters;     // the parameters' memory, through handles no binding moves
+  std::vector<Tensor> grad_slabs;  // host gradients, filled by the download engine
+  std::vector<Tensor> norm_views;  // handles whose .grad is the slab, for grad_squared_sum
+  std::vector<StageInfo> stages;
+  std::vector<Prefetch> prefetches;  // per stage use (plan_prefetches)
+
+  // From the last backward (stage_squares: the download engine writes it,
+  // the compute thread reads it once the downloads' tickets are done).
+  std::vector<bool> has_grad;  // per parameter: had a gradient last backward (compute thread)
+  std::vector<double> stage_squares;  // sum of g^2 per stage, written by the download engine
+
+  // The timeline the workers record on (null unless options.trace_path).
+  std::unique_ptr<TraceRecorder> trace;
+  int steps_started = 0;
+  size_t trace_written = 0;
+
+  // The optimizer thread's progress and first failure.
+  std::vector<Ticket> updated;  // per stage: its latest update has finished
+  Ticket step_finished;         // the latest optimizer finish_step()
+  mutable std::mutex failure_mutex;
+  std::exception_ptr update_failure;  // the first update that threw (an lt::Error)
+  bool failure_reported = false;      // thrown to a caller of step() or sync()
+
+  // The compute thread's state within a step.
+  StepStats* stats = nullptr;
+  Slot slots[2];
+  int current_slot = 0;
+  int slot_for_current_use = 0;
+  std::vector<Chunk> chunks;
+  std::vector<Boundary> boundaries;
+  std::vector<Tensor> dy;         // per chunk: d loss / d (output of the stage being walked back)
+  std::vector<Ticket> downloads;  // gradient copies (their squared sums)
+  Ticket last_download, download_before_last;
+  Ticket batch_uploaded;
+  Ticket disk_last_write, disk_write_before_last;
+  // The model's RoPE table in device memory (place_rope), and the host
+  // table it was copied from.
+  RopeTable device_rope;
+  const void* rope_source = nullptr;
+
+  // Workers Impl owns: last, so they stop first.
+  std::unique_ptr<DiskSpill> disk;  // when the schedule places a boundary on disk
+  WorkQueue optimizer_queue{"optimizer"};
+
+  // ---- streaming.cpp ----
+  Impl(const models::CausalLM& m, optim::Optimizer& o, StreamingDevice& d, StreamingOptions opts);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  std::vector<Tensor> stage_weights(int stage) const;
+  int find_slot(int stage) const;
+  void load(int slot, int stage);
+  int acquire(int stage, int next_stage);
+  void invalidate_slots();
+  void copy_out(int stage);
+  void run_forward(int stage, bool recompute);
+  void run_head(int stage);
+  void run_backward(int stage);
+  void run_step(const std::vector<StageUse>& uses);
+  // Queues this step's update, stage by stage, then finish_step().
+  void enqueue_updates(double lr, double grad_scale);
+  // On the optimizer thread, inside a catch block: keeps the error as the
+  // first failure (if it is) and throws it, naming `what`, into the task's
+  // ticket.
+  [[noreturn]] void update_failed(const std::string& what);
+  // Drops what a step left (boundaries, slots, gradients) once nothing
+  // queued can still touch it; never throws.
+  void settle_after_error();
+
+  // Waits for every update queued so far, failed or not; never throws.
+  void wait_updates_quietly() const;
+  // Throws the first update failure (Note [A failed update stops the
+  // executor]), if any.
+  void rethrow_update_failure();
+  // The recorder while the first options.trace_steps steps run, else null.
+  TraceRecorder* tracing() const {
+    return trace && steps_started <= options.trace_steps ? trace.get() : nullptr;
+  }
+  void write_trace();
+
+  // ---- streaming_boundaries.cpp ----
+  // Waits until both copy engines have run everything queued so far.
+  void drain_copies();
+  void fetch(int b);
+  void offload(int b);
+  void write_to_disk(int b);
+  void read_from_disk(int b);
+  void read_piece(int b, int piece);
+  Ticket download(CopyList copies, std::function<void()> then, std::string label);
+  void upload_batch();
+  void place_rope();
+  void prepare_input(int stage);
+  const Tensor& input(int stage, size_t c) const {
+    return stage == 0 ? chunks[c].ids : boundaries[stage - 1].device[c];
+  }
+  void release_device_copy(int b);
+  // Starts the disk reads and uploads the schedule issues before use `u`.
+  void issue_prefetches(size_t u);
+};
+
+}  // namespace lt::exec

@@ -1,0 +1,178 @@
+// An optimizer update that throws on the streaming executor's optimizer
+// thread: the error reaches the caller from step() or sync(), naming the
+// stage whose update failed, every later step refuses with the same error,
+// and teardown waits for the updates still queued before it frees what they
+// use (the trace recorder, the gradient slabs). Run these under ASan and
+// UBSan (`make sanitize`): a task that outlives what it points at is a
+// heap-use-after-free there, and often nothing visible in a plain build.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+#include "core/random.h"
+#include "exec/stand_in_device.h"
+#include "exec/streaming.h"
+#include "io/hf_model.h"
+#include "optim/adamw.h"
+#include "support/errors.h"
+#include "support/random_batch.h"
+
+namespace lt::exec {
+namespace {
+
+namespace fs = std::filesystem;
+
+// AdamW, except that the update of the parameter range starting at
+// `fail_first` throws in optimizer step `fail_step` (0-based); updates of
+// later ranges can be made slow, so that they are still queued when the
+// test moves on.
+class FailingOptimizer final : public optim::Optimizer {
+ public:
+  FailingOptimizer(const nn::NamedParameters& params, int fail_step, size_t fail_first)
+      : inner_(params, optim::AdamWOptions{}), fail_step_(fail_step), fail_first_(fail_first) {}
+
+  void slow_down_updates_after_the_failure(std::chrono::milliseconds delay) { delay_ = delay; }
+  int updates_run() const { return updates_run_; }
+
+  size_t size() const override { return inner_.size(); }
+  void update(double lr, double grad_scale, size_t first, size_t last) override {
+    if (steps_ == fail_step_ && first == fail_first_) {
+      failed_ = true;
+      throw std::runtime_error("injected failure");
+    }
+    if (failed_) std::this_thread::sleep_for(delay_);
+    inner_.update(lr, grad_scale, first, last);
+    ++updates_run_;
+  }
+  void finish_step() override {
+    ++steps_;
+    inner_.finish_step();
+  }
+  void set_bf16_shadow(size_t index, Tensor shadow) override {
+    inner_.set_bf16_shadow(index, std::move(shadow));
+  }
+  optim::NamedTensors state() const override { return inner_.state(); }
+  void load_state(const optim::NamedTensors& state) override { inner_.load_state(state); }
+
+ private:
+  optim::AdamW inner_;
+  int fail_step_;
+  size_t fail_first_;
+  int steps_ = 0;  // the optimizer thread's alone
+  bool failed_ = false;
+  int updates_run_ = 0;
+  std::chrono::milliseconds delay_{0};
+};
+
+models::CausalLM llama() {
+  return io::load_hf_model(fs::path(LT_SOURCE_DIR) / "tests/models/fixtures/families/llama");
+}
+
+// The index of the first parameter of stage `stage` (model order).
+size_t first_parameter_of(const models::CausalLM& model, size_t stage) {
+  size_t first = 0;
+  for (size_t s = 0; s < stage; ++s) {
+    nn::NamedParameters own;
+    model.stages()[s]->collect(own);
+    first += own.size();
+  }
+  return first;
+}
+
+std::vector<data::Batch> batch(const models::CausalLM& model, uint64_t seed) {
+  Generator gen(seed);
+  return {lt::testing::random_token_batch(gen, 2, 7, model.config().vocab_size, {1})};
+}
+
+StepOptions step_options() {
+  StepOptions o;
+  o.lr = 1e-3;
+  o.max_grad_norm = 1.0;
+  return o;
+}
+
+constexpr const char* kBlock0Failed =
+    "the optimizer update of stage 'block.0' failed: injected failure";
+
+// Overlapped with the next step, the update of step 1 fails after step 1
+// has returned; step 2 waits for it before block.0's forward and throws.
+TEST(StreamingUpdateError, SurfacesFromTheNextStepNamingTheStage) {
+  models::CausalLM model = llama();
+  FailingOptimizer optimizer(model.parameters(), 1, first_parameter_of(model, 1));
+  ::testing::internal::CaptureStderr();
+  {
+    StreamingExecutor streaming(model, optimizer, std::make_unique<StandInDevice>(), {});
+    streaming.step(batch(model, 1), step_options());
+    streaming.step(batch(model, 2), step_options());
+    const std::string message =
+        testing::error_of([&] { streaming.step(batch(model, 3), step_options()); });
+    EXPECT_NE(message.find(kBlock0Failed), std::string::npos) << message;
+    // The stage's parameters may be partly updated: the executor stops.
+    EXPECT_EQ(testing::error_of([&] { streaming.step(batch(model, 4), step_options()); }), message);
+    EXPECT_EQ(testing::error_of([&] { streaming.sync(); }), message);
+  }
+  // Reported already, so teardown says nothing more.
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST(StreamingUpdateError, WithoutOverlapTheFailingStepThrows) {
+  models::CausalLM model = llama();
+  FailingOptimizer optimizer(model.parameters(), 1, first_parameter_of(model, 1));
+  StreamingOptions options;
+  options.overlap_optimizer = false;
+  StreamingExecutor streaming(model, optimizer, std::make_unique<StandInDevice>(), options);
+  streaming.step(batch(model, 1), step_options());
+  const std::string message =
+      testing::error_of([&] { streaming.step(batch(model, 2), step_options()); });
+  EXPECT_NE(message.find(kBlock0Failed), std::string::npos) << message;
+  EXPECT_EQ(testing::error_of([&] { streaming.step(batch(model, 3), step_options()); }), message);
+}
+
+TEST(StreamingUpdateError, SyncReportsAFailureOfTheLastStep) {
+  models::CausalLM model = llama();
+  const size_t head = model.stages().size() - 1;
+  FailingOptimizer optimizer(model.parameters(), 0, first_parameter_of(model, head));
+  StreamingExecutor streaming(model, optimizer, std::make_unique<StandInDevice>(), {});
+  streaming.step(batch(model, 1), step_options());
+  const std::string message = testing::error_of([&] { streaming.sync(); });
+  EXPECT_NE(message.find("the optimizer update of stage 'head' failed: injected failure"),
+            std::string::npos)
+      << message;
+}
+
+// The embedding's update fails and every later stage's update is slow, so
+// they are all still queued when the executor is destroyed straight after
+// the step, with tracing on (each update records a span). Teardown must
+// wait for them, with the recorder alive, write the trace, and say on
+// stderr what failed, since no step() or sync() reported it.
+TEST(StreamingUpdateError, TeardownWaitsForQueuedUpdatesAndSaysWhatFailed) {
+  models::CausalLM model = llama();
+  FailingOptimizer optimizer(model.parameters(), 0, 0);
+  optimizer.slow_down_updates_after_the_failure(std::chrono::milliseconds(20));
+  const fs::path trace =
+      fs::temp_directory_path() / ("lt_update_error_trace_" + std::to_string(getpid()) + ".json");
+  fs::remove(trace);
+  StreamingOptions options;
+  options.trace_path = trace.string();
+  ::testing::internal::CaptureStderr();
+  {
+    StreamingExecutor streaming(model, optimizer, std::make_unique<StandInDevice>(), options);
+    streaming.step(batch(model, 1), step_options());
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("the optimizer update of stage 'embed' failed: injected failure"),
+            std::string::npos)
+      << err;
+  // Every stage after the embedding was updated before teardown finished.
+  EXPECT_EQ(optimizer.updates_run(), static_cast<int>(model.stages().size()) - 1);
+  EXPECT_TRUE(fs::exists(trace));
+  fs::remove(trace);
+}
+
+}  // namespace
+}  // namespace lt::exec
