@@ -11,6 +11,9 @@
 #include "core/regular_file.h"
 #include "data/unicode.h"
 #include "models/decode.h"
+#ifdef LT_WITH_CUDA
+#include "nn/cuda/argmax.h"
+#endif
 
 namespace lt::train {
 
@@ -113,8 +116,14 @@ void run_batch(const models::CausalLM& model, const std::vector<std::vector<int3
   std::vector<int64_t> next(static_cast<size_t>(b));
   std::fill(last.begin(), last.end(), 0);
   while (true) {
-    const Tensor host = host_logits(logits);
-    const float* lp = host.data<float>();
+    // Greedy on a GPU: the argmax there, one id per row back (not a row of
+    // logits the size of the vocabulary).
+    Tensor host, chosen;
+#ifdef LT_WITH_CUDA
+    if (o.sampling.temperature == 0 && logits.device().is_cuda())
+      chosen = nn::cuda::argmax_rows(logits).to(Device::cpu());
+#endif
+    if (!chosen.defined()) host = host_logits(logits);
     bool any_live = false;
     for (int64_t r = 0; r < b; ++r) {
       RowState& row = rows[r];
@@ -126,7 +135,10 @@ void run_batch(const models::CausalLM& model, const std::vector<std::vector<int3
         continue;
       }
       const int32_t token =
-          sample_token({lp + r * vocab, static_cast<size_t>(vocab)}, o.sampling, row.gen);
+          chosen.defined()
+              ? chosen.data<int32_t>()[r]
+              : sample_token({host.data<float>() + r * vocab, static_cast<size_t>(vocab)},
+                             o.sampling, row.gen);
       take_token(row, token, o, context);
       if (on_token) on_token(row.index, token);
       next[r] = token;
