@@ -3,7 +3,7 @@
 // host and GPU (weights in, gradients out, offloaded activations). Pinning
 // is slow (cudaHostAlloc maps and locks every page: milliseconds for a
 // large buffer) and copies from pageable memory run at a seventh of the
-// pinned rate on the H200 machine (DEVICE.md), so buffers are kept and
+// pinned rate on the H200 machine (docs/gpu-machine.md), so buffers are kept and
 // reused rather than pinned per copy.
 //
 // Buffers come in size classes, and a freed buffer serves the next request

@@ -1,6 +1,6 @@
 #pragma once
-// The CPU standing in for a GPU (DESIGN.md, "The CPU stands in for the GPU
-// in tests"): "device" memory is host memory behind a capacity-limited
+// The CPU standing in for a GPU (docs/design.md, "The CPU stands in for the
+// GPU in tests"): "device" memory is host memory behind a capacity-limited
 // allocator, and the two copy streams are worker threads doing memcpy. The
 // streaming executor runs on it unchanged, so CI tests every scheduling path.
 #include <cstdint>

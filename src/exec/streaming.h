@@ -1,5 +1,5 @@
 #pragma once
-// The streaming executor (DESIGN.md, "Executors"; issue 7): the fp32 master
+// The streaming executor (docs/design.md, "Executors"; issue 7): the fp32 master
 // weights and the optimizer stay in host memory, and each stage's weights
 // are copied to the device only while that stage runs.
 //

@@ -1,6 +1,7 @@
 #pragma once
 // ModelConfig: the shape of a model, read from a Hugging Face config.json.
-// It is the one source of truth for every size in the model (STYLE.md).
+// It is the one source of truth for every size in the model (docs/design.md,
+// "Conventions").
 //
 // Both styles of config.json are read:
 //   - transformers 4.x (most published checkpoints): top-level rope_theta,

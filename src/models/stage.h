@@ -3,7 +3,8 @@
 // An executor sees only this chain. Each stage owns its parameters and maps
 // one boundary tensor to the next; the head maps the last hidden state to
 // the loss. Inside a stage, autograd records the ops; across stages, the
-// executor drives the order (see DESIGN.md, "The model as a chain").
+// executor drives the order (docs/design.md, "The model as a chain of
+// stages").
 #include <memory>
 #include <string>
 #include <vector>

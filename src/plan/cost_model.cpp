@@ -12,7 +12,7 @@ namespace lt::plan {
 
 namespace {
 
-// Host memory traffic of one parameter's optimizer update (DEVICE.md):
+// Host memory traffic of one parameter's optimizer update (docs/gpu-machine.md):
 // fp32 AdamW reads p, m, v (12 B) and the bf16 gradient (2 B), writes p, m,
 // v (12 B) and the bf16 copy the GPU streams (2 B): 28 B. With 8-bit states
 // m and v are 1 B each: 4 + 2 + 2 read, 4 + 2 write, 2 out = 16 B.

@@ -3,10 +3,11 @@
 // read from a YAML file (written by `lazytrain profile` or by hand).
 //
 // Units: sizes in GB = 10^9 bytes, bandwidths in GB/s = 10^9 bytes/s (the
-// units DEVICE.md reports), compute in TFLOP/s. Every key is optional; a key
-// left out takes the default below, which is the H200 machine of
-// ../shared/DEVICE.md (measured 2026-11-29) except where noted. Unknown keys
-// and values of the wrong type are refused, naming the file and the key.
+// units docs/gpu-machine.md reports), compute in TFLOP/s. Every key is
+// optional; a key left out takes the default below, which is the H200
+// machine of docs/gpu-machine.md (measured 2026-11-29) except where noted.
+// Unknown keys and values of the wrong type are refused, naming the file
+// and the key.
 #include <optional>
 #include <string>
 

@@ -1,8 +1,8 @@
 #pragma once
-// PlanInstance: the numbers the LazyTrain MILP is built from (REFERENCE.md,
-// "LazyTrain: the solved schedule"), separated from the model and the
-// machine so that tests can build small instances by hand and check the
-// solver against brute force.
+// PlanInstance: the numbers the LazyTrain MILP is built from (arXiv
+// 2608.11919; docs/design.md, "The planner"), separated from the model and
+// the machine so that tests can build small instances by hand and check
+// the solver against brute force.
 //
 // Boundaries 0..L (L = num_blocks); boundary i enters block i, boundary L
 // enters the head. A kept boundary is on the GPU, the host or the disk; the

@@ -2,7 +2,7 @@
 // The LazyTrain MILP over a PlanInstance, solved with COIN-OR CBC under a
 // time limit; the incumbent at the limit is accepted.
 //
-// Variables (REFERENCE.md):
+// Variables (named as in the LazyTrain paper; docs/design.md, "The planner"):
 //   x(s,e)   binary, a recompute edge, 0 <= s < e <= L, e - s <= max_recompute;
 //   g,c,n(i) binary, boundary i kept on GPU / host / disk; z(i) = g+c+n;
 //   y        the recompute buffer (GB): y >= inside_gb(s,e) * x(s,e);

@@ -50,7 +50,8 @@ double median_seconds(int repeats, Fn&& fn) {
   return s[s.size() / 2];
 }
 
-// memcpy over every pool thread; read + write bytes counted (as DEVICE.md).
+// memcpy over every pool thread; read + write bytes counted (as the figures
+// of docs/gpu-machine.md are).
 double host_memory_gbps(const ProfileOptions& o) {
   const int64_t n = o.memory_bytes;
   std::vector<char> a(n, 1), b(n, 0);
@@ -283,7 +284,7 @@ ProfileReport measure_profile(const ProfileOptions& o) {
     p.h2d_gbps = c.h2d_gbps;
     p.d2h_gbps = c.d2h_gbps;
     p.bidir_gbps = c.bidir_gbps;
-    // A square bf16 GEMM of 8192 (what DEVICE.md reports).
+    // A square bf16 GEMM of 8192 (as docs/gpu-machine.md reports it).
     constexpr int64_t n = 8192;
     const Device gpu = Device::cuda(0);
     Tensor a = Tensor::full({n, n}, 0.01, DType::BF16, gpu);
