@@ -201,26 +201,26 @@ void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) 
   }
   const int64_t bs = opts8_.block_size;
   parallel_for(0, static_cast<int64_t>(blocks.size()), 1, [&](int64_t first, int64_t last) {
-    // Per-thread scratch for the dequantized m and v of one block.
-    std::vector<float> m(static_cast<size_t>(bs)), v(static_cast<size_t>(bs));
+    // Per-thread scratch for the dequantized m and sqrt(v) of one block.
+    std::vector<float> m(static_cast<size_t>(bs)), sqrt_v(static_cast<size_t>(bs));
     for (int64_t c = first; c < last; ++c) {
       const Job& job = jobs[blocks[static_cast<size_t>(c)].job];
       const int64_t b = blocks[static_cast<size_t>(c)].index;
       const int64_t begin = b * bs;
       const int64_t n = std::min(bs, job.numel - begin);
       uint8_t* mc = job.q->m_codes.data<uint8_t>() + begin;
-      uint8_t* vc = job.q->v_codes.data<uint8_t>() + begin;
+      uint8_t* vc = job.q->sqrt_v_codes.data<uint8_t>() + begin;
       float& ms = job.q->m_scales.data<float>()[b];
-      float& vs = job.q->v_scales.data<float>()[b];
+      float& vs = job.q->sqrt_v_scales.data<float>()[b];
       uint16_t* shadow = job.shadow != nullptr ? job.shadow + begin : nullptr;
       if (job.bf16) {
         adamw8bit_update_block(isa_, job.s, job.param + begin,
                                static_cast<const BFloat16*>(job.grad) + begin, mc, ms, vc, vs,
-                               m.data(), v.data(), shadow, n);
+                               m.data(), sqrt_v.data(), shadow, n);
       } else {
         adamw8bit_update_block(isa_, job.s, job.param + begin,
                                static_cast<const float*>(job.grad) + begin, mc, ms, vc, vs,
-                               m.data(), v.data(), shadow, n);
+                               m.data(), sqrt_v.data(), shadow, n);
       }
     }
   });
@@ -232,7 +232,7 @@ void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) 
 #ifdef LT_WITH_CUDA
     const Quantized& q = *jobs[j].q;
     cuda::adamw8bit_update(jobs[j].s, params_[q.param].second, grads[j], q.m_codes, q.m_scales,
-                           q.v_codes, q.v_scales, opts8_.block_size, q.shadow);
+                           q.sqrt_v_codes, q.sqrt_v_scales, opts8_.block_size, q.shadow);
 #endif
   }
 }
@@ -251,8 +251,8 @@ NamedTensors AdamW8bit::state() const {
     const Quantized& q = q_[static_cast<size_t>(slot_[i])];
     out.emplace_back(state_name(name, "exp_avg.codes"), q.m_codes);
     out.emplace_back(state_name(name, "exp_avg.scales"), q.m_scales);
-    out.emplace_back(state_name(name, "exp_avg_sq.codes"), q.v_codes);
-    out.emplace_back(state_name(name, "exp_avg_sq.scales"), q.v_scales);
+    out.emplace_back(state_name(name, "sqrt_exp_avg_sq.codes"), q.sqrt_v_codes);
+    out.emplace_back(state_name(name, "sqrt_exp_avg_sq.scales"), q.sqrt_v_scales);
     out.emplace_back(state_name(name, "step"), step_scalar(q.steps));
   }
   out.emplace_back("step", step_scalar(step_count_));
@@ -288,6 +288,18 @@ void AdamW8bit::load_state(const NamedTensors& state) {
   };
 
   // Validate everything first, then copy: a refused state changes nothing.
+  // The layout before sqrt(v) (adamw8bit_kernel.h, "Note [the second moment
+  // is stored as sqrt(v)]") kept v's codes under this name; its bytes mean
+  // something else now, so it gets its own message rather than "missing".
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string old_v = state_name(params_[i].first, "exp_avg_sq.codes");
+    LT_CHECK(slot_[i] < 0 || by_name.count(old_v) == 0, "AdamW8bit::load_state: '", old_v,
+             "' is an 8-bit second moment in the earlier layout (codes of v, whose small values "
+             "rounded to 0); this version keeps the codes of sqrt(v) ('",
+             state_name(params_[i].first, "sqrt_exp_avg_sq.codes"),
+             "') and cannot read it. Start the optimizer states afresh: train from that "
+             "checkpoint's folder as model.path, or resume with another optim.name");
+  }
   const int64_t step_count = read_step("step");
   NamedTensors small{};
   std::vector<std::array<const Tensor*, 4>> quantized;
@@ -303,8 +315,8 @@ void AdamW8bit::load_state(const NamedTensors& state) {
     const int64_t nb = blocks_of(numel, opts8_.block_size);
     quantized.push_back({&expect(state_name(name, "exp_avg.codes"), DType::U8, {numel}),
                          &expect(state_name(name, "exp_avg.scales"), DType::F32, {nb}),
-                         &expect(state_name(name, "exp_avg_sq.codes"), DType::U8, {numel}),
-                         &expect(state_name(name, "exp_avg_sq.scales"), DType::F32, {nb})});
+                         &expect(state_name(name, "sqrt_exp_avg_sq.codes"), DType::U8, {numel}),
+                         &expect(state_name(name, "sqrt_exp_avg_sq.scales"), DType::F32, {nb})});
     const int64_t t = read_step(state_name(name, "step"));
     LT_CHECK(t <= step_count, "AdamW8bit::load_state: '", state_name(name, "step"), "' = ", t,
              " exceeds the optimizer's step = ", step_count);
@@ -319,8 +331,8 @@ void AdamW8bit::load_state(const NamedTensors& state) {
   for (size_t k = 0; k < q_.size(); ++k) {
     q_[k].m_codes.copy_(*quantized[k][0]);
     q_[k].m_scales.copy_(*quantized[k][1]);
-    q_[k].v_codes.copy_(*quantized[k][2]);
-    q_[k].v_scales.copy_(*quantized[k][3]);
+    q_[k].sqrt_v_codes.copy_(*quantized[k][2]);
+    q_[k].sqrt_v_scales.copy_(*quantized[k][3]);
     q_[k].steps = steps[k];
   }
   step_count_ = step_count;

@@ -1,9 +1,10 @@
 #pragma once
 // Blockwise 8-bit AdamW on the CPU (issue 9), the "hybrid":
-// - A parameter with at least `min_8bit_numel` elements keeps m and v as
-//   8-bit codes (optim/adamw8bit_kernel.h: a signed dynamic code for m, an
-//   unsigned one for v) with one f32 absmax scale per block of `block_size`
-//   elements: ~2 bytes of state per parameter instead of 8.
+// - A parameter with at least `min_8bit_numel` elements keeps m and sqrt(v)
+//   as 8-bit codes (optim/adamw8bit_kernel.h: a signed dynamic code for m,
+//   an unsigned one for sqrt(v), which is representable wherever m is; v
+//   itself is not, see the Note there) with one f32 absmax scale per block
+//   of `block_size` elements: ~2 bytes of state per parameter instead of 8.
 // - Smaller parameters (norms, biases) keep f32 states through the fp32
 //   AdamW itself: they are few bytes, and their moments are the ones where
 //   quantization noise is least diluted.
@@ -12,9 +13,9 @@
 // on a CUDA device (cuda/adamw8bit.cu: the same codes, scales and layout,
 // the same result bit for bit). The fp32 master stays fp32. The update math is AdamW's (decoupled
 // decay, bias correction, grad_scale folded in) in the same operation order, so the only difference
-// from AdamW is the rounding of m and v to the code. One step() updates every 8-bit block in one
-// fused pass (dequantize, update, requantize) in parallel over blocks; results do not depend on the
-// number of threads (a block is updated by one thread alone).
+// from AdamW is the rounding of m and sqrt(v) to the code. One step() updates every 8-bit block in
+// one fused pass (dequantize, update, requantize) in parallel over blocks; results do not depend on
+// the number of threads (a block is updated by one thread alone).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -68,21 +69,23 @@ class AdamW8bit final : public Optimizer {
   bool is_quantized(size_t i) const { return slot_.at(i) >= 0; }
 
   // Checkpoint state, in parameter order. An 8-bit parameter has
-  //   "<name>.exp_avg.codes", "<name>.exp_avg_sq.codes"    u8, the parameter's numel
-  //   "<name>.exp_avg.scales", "<name>.exp_avg_sq.scales"  f32, one per block
-  //   "<name>.step"                                        i64 scalar
-  // an f32 one AdamW's "<name>.exp_avg", "<name>.exp_avg_sq", "<name>.step",
-  // and last "step" = step_count(). state() returns live tensors (no copy);
-  // load_state() copies exactly these back (the codes, bit for bit) and
-  // refuses anything else, naming the offending entry.
+  //   "<name>.exp_avg.codes", "<name>.sqrt_exp_avg_sq.codes"    u8, the parameter's numel
+  //   "<name>.exp_avg.scales", "<name>.sqrt_exp_avg_sq.scales"  f32, one per block
+  //   "<name>.step"                                             i64 scalar
+  // (sqrt_exp_avg_sq: the codes of sqrt(v)), an f32 one AdamW's
+  // "<name>.exp_avg", "<name>.exp_avg_sq", "<name>.step", and last "step" =
+  // step_count(). state() returns live tensors (no copy); load_state()
+  // copies exactly these back (the codes, bit for bit) and refuses anything
+  // else, naming the offending entry; the earlier layout's 8-bit v
+  // ("<name>.exp_avg_sq.codes") is refused with a message of its own.
   NamedTensors state() const override;
   void load_state(const NamedTensors& state) override;
 
  private:
   struct Quantized {
-    size_t param;               // index into params_
-    Tensor m_codes, v_codes;    // u8 [numel]
-    Tensor m_scales, v_scales;  // f32 [blocks]
+    size_t param;                    // index into params_
+    Tensor m_codes, sqrt_v_codes;    // u8 [numel]
+    Tensor m_scales, sqrt_v_scales;  // f32 [blocks]
     int64_t steps = 0;
     Tensor shadow;  // bf16 [numel] or undefined
   };

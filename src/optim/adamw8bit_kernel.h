@@ -1,7 +1,26 @@
 #pragma once
 // Blockwise 8-bit AdamW states: the dynamic 8-bit code, quantization, and the
-// fused per-block update (dequantize m and v, AdamW exactly as
+// fused per-block update (dequantize m and sqrt(v), AdamW exactly as
 // optim/adamw_kernel.h orders it, requantize with the new block absmax).
+//
+// Note [the second moment is stored as sqrt(v)]
+// The states are m (signed code) and sqrt(v) (unsigned code), not v. An
+// element whose gradients are c times its block's largest sits at ~c of the
+// block's m absmax but at ~c^2 of its v absmax: v spans twice the decades m
+// does. The code resolves down to 1e-7 of the absmax, so v stored as itself
+// rounds to 0 for every element with c below ~2e-4 (v / absmax < 5e-8),
+// while m stays nonzero down to c ~ 5e-7; such an element then steps by
+// lr * m / eps instead of ~lr. In the demo (a tied 50257 x 96 embedding,
+// rare tokens' rows sharing blocks with frequent ones) ~25k embedding
+// elements per step had v = 0 with m != 0 and moved up to ~1000 x lr, and
+// the loss spiked to 12.5 against AdamW's 6 (issue 18; smaller blocks only
+// made it rarer). sqrt(v) spans the decades m spans, so it is representable
+// wherever m is: it rounds to 0 only below ~5e-8 of its absmax, where m has
+// become 0 (or its -1e-7) as well. The update squares the dequantized value
+// to get v (the only extra operation) and takes the sqrt of the new v that
+// AdamW computes anyway. The price is resolution near the absmax: rounding
+// in the top tier errs by up to 0.35% of the block's largest sqrt(v), where
+// it erred by 0.35% of the largest v (0.18% of its sqrt).
 //
 // The dynamic data type (Dettmers et al., "8-bit Optimizers via Block-wise
 // Quantization", 2021) spends its bits as: [sign] [a run of E zero bits]
@@ -21,9 +40,9 @@
 //     all zero" would be -0, a duplicate; it is given -1e-7 (one more tier,
 //     on the negative side only) so the 256 values are distinct. Range
 //     [-1, 1], with -1, 0, 1 present.
-//   - unsigned (v >= 0): 8 bits, E = 0..7, F = 7 - E: 255 magnitudes plus 0.
-//     Range [0, 1]; the top tier has 128 values (twice the signed one's
-//     resolution), as v's square root enters the update.
+//   - unsigned (sqrt(v) >= 0): 8 bits, E = 0..7, F = 7 - E: 255 magnitudes
+//     plus 0. Range [0, 1]; the top tier has 128 values (twice the signed
+//     one's resolution), as the denominator of every step.
 // This differs from bitsandbytes' create_dynamic_map only in where the
 // values sit inside a tier (its are midpoints of linspace(0.1, 1, n + 1),
 // which leaves 1.0 out and -1 absent from the signed map); including the
@@ -196,7 +215,7 @@ inline Code8Segments make_segments(const Code8& code, const std::array<double, 2
     std::sort(mags.begin(), mags.end());
     if (negative && !is_signed) {
       // No negative values in the table: a NaN position sends any negative
-      // x (never asked by the update: v >= 0) to quantize_nearest.
+      // x (never asked by the update: sqrt(v) >= 0) to quantize_nearest.
       for (size_t e = 8; e < 16; ++e) s.inv_step[e] = std::numeric_limits<float>::quiet_NaN();
       break;
     }
@@ -305,26 +324,40 @@ inline void dequantize_block(const Code8& code, const uint8_t* q, float scale, f
   for (int64_t i = 0; i < n; ++i) out[i] = code[q[i]] * scale;
 }
 
-// One block of the fused update. `m`, `v` are scratch of n floats; the codes
-// and scales are read and rewritten in place; `shadow` (may be null) gets
-// the bf16 of each new parameter value. This is the scalar path;
+namespace detail {
+
+// One element of the 8-bit update, the very operations of adamw_update: m
+// and `sqrt_v` (sqrt(v), as stored) in, the new m and sqrt(v) out; returns
+// the new parameter. The vector and CUDA kernels do the same, in this order.
+template <typename Grad>
+inline float update_from_sqrt_v(const AdamWScalars& s, float p, Grad grad, float& m,
+                                float& sqrt_v) {
+  float v = sqrt_v * sqrt_v;
+  const float decayed = moments(s, p, grad, m, v);
+  sqrt_v = std::sqrt(v);
+  return apply(s, decayed, m, sqrt_v);
+}
+
+}  // namespace detail
+
+// One block of the fused update. `m`, `sqrt_v` are scratch of n floats; the
+// codes and scales are read and rewritten in place; `shadow` (may be null)
+// gets the bf16 of each new parameter value. This is the scalar path;
 // kernels_simd.h has the AVX2/AVX-512 ones (same results, bit for bit).
 template <typename Grad>
 void adamw8bit_update_block(const AdamWScalars& s, float* __restrict param,
                             const Grad* __restrict grad, uint8_t* __restrict m_codes,
-                            float& m_scale, uint8_t* __restrict v_codes, float& v_scale,
-                            float* __restrict m, float* __restrict v, uint16_t* __restrict shadow,
-                            int64_t n) {
+                            float& m_scale, uint8_t* __restrict sqrt_v_codes, float& sqrt_v_scale,
+                            float* __restrict m, float* __restrict sqrt_v,
+                            uint16_t* __restrict shadow, int64_t n) {
   dequantize_block(signed_code(), m_codes, m_scale, m, n);
-  dequantize_block(unsigned_code(), v_codes, v_scale, v, n);
-  // The very operations of adamw_update, element by element.
+  dequantize_block(unsigned_code(), sqrt_v_codes, sqrt_v_scale, sqrt_v, n);
   for (int64_t i = 0; i < n; ++i) {
-    const float decayed = detail::moments(s, param[i], grad[i], m[i], v[i]);
-    param[i] = detail::apply(s, decayed, m[i], std::sqrt(v[i]));
+    param[i] = detail::update_from_sqrt_v(s, param[i], grad[i], m[i], sqrt_v[i]);
     if (shadow != nullptr) shadow[i] = f32_to_bf16(param[i]);
   }
   m_scale = quantize_block(signed_code(), m, m_codes, n);
-  v_scale = quantize_block(unsigned_code(), v, v_codes, n);
+  sqrt_v_scale = quantize_block(unsigned_code(), sqrt_v, sqrt_v_codes, n);
 }
 
 }  // namespace lt::optim

@@ -30,18 +30,20 @@
 namespace lt::optim {
 
 #if LT_OPTIM_X86_KERNELS
-#define LT_OPTIM_DECLARE_ISA(suffix)                                                               \
-  void adamw_update_##suffix(const AdamWScalars& s, float* param, const float* grad,               \
-                             float* exp_avg, float* exp_avg_sq, uint16_t* shadow, int64_t n);      \
-  void adamw_update_##suffix(const AdamWScalars& s, float* param, const BFloat16* grad,            \
-                             float* exp_avg, float* exp_avg_sq, uint16_t* shadow, int64_t n);      \
-  void adamw8bit_update_block_##suffix(                                                            \
-      const AdamWScalars& s, float* param, const float* grad, uint8_t* m_codes, float& m_scale,    \
-      uint8_t* v_codes, float& v_scale, float* m, float* v, uint16_t* shadow, int64_t n);          \
-  void adamw8bit_update_block_##suffix(                                                            \
-      const AdamWScalars& s, float* param, const BFloat16* grad, uint8_t* m_codes, float& m_scale, \
-      uint8_t* v_codes, float& v_scale, float* m, float* v, uint16_t* shadow, int64_t n);          \
-  float quantize_block_##suffix(const Code8& code, const float* x, uint8_t* out, int64_t n,        \
+#define LT_OPTIM_DECLARE_ISA(suffix)                                                              \
+  void adamw_update_##suffix(const AdamWScalars& s, float* param, const float* grad,              \
+                             float* exp_avg, float* exp_avg_sq, uint16_t* shadow, int64_t n);     \
+  void adamw_update_##suffix(const AdamWScalars& s, float* param, const BFloat16* grad,           \
+                             float* exp_avg, float* exp_avg_sq, uint16_t* shadow, int64_t n);     \
+  void adamw8bit_update_block_##suffix(const AdamWScalars& s, float* param, const float* grad,    \
+                                       uint8_t* m_codes, float& m_scale, uint8_t* sqrt_v_codes,   \
+                                       float& sqrt_v_scale, float* m, float* sqrt_v,              \
+                                       uint16_t* shadow, int64_t n);                              \
+  void adamw8bit_update_block_##suffix(const AdamWScalars& s, float* param, const BFloat16* grad, \
+                                       uint8_t* m_codes, float& m_scale, uint8_t* sqrt_v_codes,   \
+                                       float& sqrt_v_scale, float* m, float* sqrt_v,              \
+                                       uint16_t* shadow, int64_t n);                              \
+  float quantize_block_##suffix(const Code8& code, const float* x, uint8_t* out, int64_t n,       \
                                 float absmax);
 LT_OPTIM_DECLARE_ISA(avx2)
 LT_OPTIM_DECLARE_ISA(avx512)
@@ -65,19 +67,21 @@ void adamw_update(Isa isa, const AdamWScalars& s, float* param, const Grad* grad
 // adamw8bit_update_block on the chosen instruction set (adamw8bit_kernel.h).
 template <typename Grad>
 void adamw8bit_update_block(Isa isa, const AdamWScalars& s, float* param, const Grad* grad,
-                            uint8_t* m_codes, float& m_scale, uint8_t* v_codes, float& v_scale,
-                            float* m, float* v, uint16_t* shadow, int64_t n) {
+                            uint8_t* m_codes, float& m_scale, uint8_t* sqrt_v_codes,
+                            float& sqrt_v_scale, float* m, float* sqrt_v, uint16_t* shadow,
+                            int64_t n) {
 #if LT_OPTIM_X86_KERNELS
   if (isa == Isa::kAvx512)
-    return adamw8bit_update_block_avx512(s, param, grad, m_codes, m_scale, v_codes, v_scale, m, v,
-                                         shadow, n);
+    return adamw8bit_update_block_avx512(s, param, grad, m_codes, m_scale, sqrt_v_codes,
+                                         sqrt_v_scale, m, sqrt_v, shadow, n);
   if (isa == Isa::kAvx2)
-    return adamw8bit_update_block_avx2(s, param, grad, m_codes, m_scale, v_codes, v_scale, m, v,
-                                       shadow, n);
+    return adamw8bit_update_block_avx2(s, param, grad, m_codes, m_scale, sqrt_v_codes, sqrt_v_scale,
+                                       m, sqrt_v, shadow, n);
 #else
   (void)isa;
 #endif
-  adamw8bit_update_block(s, param, grad, m_codes, m_scale, v_codes, v_scale, m, v, shadow, n);
+  adamw8bit_update_block(s, param, grad, m_codes, m_scale, sqrt_v_codes, sqrt_v_scale, m, sqrt_v,
+                         shadow, n);
 }
 
 // quantize_block on the chosen instruction set (the same ranks and scale).

@@ -60,6 +60,22 @@ inline typename V::F update(const Consts<V>& c, typename V::F p, typename V::F g
   return V::add(decayed, V::div(V::mul(c.neg_step_size, m), denom));
 }
 
+// update() for the 8-bit states (adamw8bit_kernel.h's
+// detail::update_from_sqrt_v): `sqrt_v` comes in as sqrt(v), as stored, and
+// leaves as the sqrt of the new v, which the step divides by.
+template <class V>
+inline typename V::F update_from_sqrt_v(const Consts<V>& c, typename V::F p, typename V::F grad,
+                                        typename V::F& m, typename V::F& sqrt_v) {
+  const auto g = V::mul(grad, c.grad_scale);
+  m = V::add(V::mul(c.beta1, m), V::mul(c.one_minus_beta1, g));
+  const auto v =
+      V::add(V::mul(c.beta2, V::mul(sqrt_v, sqrt_v)), V::mul(V::mul(c.one_minus_beta2, g), g));
+  sqrt_v = V::sqrt(v);
+  const auto decayed = V::mul(p, c.decay_factor);
+  const auto denom = V::add(V::div(sqrt_v, c.bias_correction2_sqrt), c.eps);
+  return V::add(decayed, V::div(V::mul(c.neg_step_size, m), denom));
+}
+
 // The scalar path's element update, for the remainder. (Every template here
 // takes V, a type local to its translation unit, so no instantiation is
 // shared between the AVX2 and AVX-512 files: the linker can never pick one
@@ -129,33 +145,33 @@ float quantize(const Code8& code, const float* x, uint8_t* out, int64_t n, float
 }
 
 // adamw8bit_update_block in passes over the block (which stays in L1/L2):
-// table lookups of the codes into the scratch m and v; the update with the
-// scales applied, keeping the new absmax; the requantization of each.
+// table lookups of the codes into the scratch m and sqrt_v; the update with
+// the scales applied, keeping the new absmax; the requantization of each.
 template <class V, typename Grad>
 void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* grad, uint8_t* m_codes,
-                            float& m_scale, uint8_t* v_codes, float& v_scale, float* m, float* v,
-                            uint16_t* shadow, int64_t n) {
+                            float& m_scale, uint8_t* sqrt_v_codes, float& sqrt_v_scale, float* m,
+                            float* sqrt_v, uint16_t* shadow, int64_t n) {
   const Code8& m_code = signed_code();
-  const Code8& v_code = unsigned_code();
+  const Code8& sqrt_v_code = unsigned_code();
   const auto m_table = V::lookup_table(m_code);
-  const auto v_table = V::lookup_table(v_code);
+  const auto sqrt_v_table = V::lookup_table(sqrt_v_code);
   const Consts<V> c(s);
   const auto m_scale_v = V::set1(m_scale);
-  const auto v_scale_v = V::set1(v_scale);
+  const auto sqrt_v_scale_v = V::set1(sqrt_v_scale);
   auto m_max = V::zero();
-  auto v_max = V::zero();
+  auto sqrt_v_max = V::zero();
   // One register of the update on element i, from the looked-up codes.
-  auto step = [&](int64_t i, typename V::F m_looked_up, typename V::F v_looked_up) {
+  auto step = [&](int64_t i, typename V::F m_looked_up, typename V::F sqrt_v_looked_up) {
     // dequantize_block: code[q] * scale
     auto mv = V::mul(m_looked_up, m_scale_v);
-    auto vv = V::mul(v_looked_up, v_scale_v);
-    const auto p = update(c, V::load(param + i), V::load_grad(grad + i), mv, vv);
+    auto rv = V::mul(sqrt_v_looked_up, sqrt_v_scale_v);
+    const auto p = update_from_sqrt_v(c, V::load(param + i), V::load_grad(grad + i), mv, rv);
     V::store(param + i, p);
     if (shadow != nullptr) V::store_bf16(shadow + i, p);
     V::store(m + i, mv);
-    V::store(v + i, vv);
+    V::store(sqrt_v + i, rv);
     m_max = V::max(V::abs(mv), m_max);
-    v_max = V::max(V::abs(vv), v_max);
+    sqrt_v_max = V::max(V::abs(rv), sqrt_v_max);
   };
   int64_t i = 0;
   if constexpr (V::kLookupWidth > 0) {
@@ -163,11 +179,11 @@ void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* gra
     // loop, so the two kinds of work overlap.
     constexpr int64_t kRun = V::kLookupWidth;
     for (; i + kRun <= n; i += kRun) {
-      alignas(64) float m_run[kRun], v_run[kRun];
+      alignas(64) float m_run[kRun], sqrt_v_run[kRun];
       V::lookup(m_table, m_codes + i, m_run);
-      V::lookup(v_table, v_codes + i, v_run);
+      V::lookup(sqrt_v_table, sqrt_v_codes + i, sqrt_v_run);
       for (int64_t k = 0; k < kRun; k += V::kWidth)
-        step(i + k, V::load(m_run + k), V::load(v_run + k));
+        step(i + k, V::load(m_run + k), V::load(sqrt_v_run + k));
     }
   }
   // Scalar lookups into the scratch, for the rest (all of it without
@@ -175,47 +191,50 @@ void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* gra
   // store forwarding, so this is a pass of its own).
   for (int64_t k = i; k < n; ++k) {
     m[k] = m_code[m_codes[k]];
-    v[k] = v_code[v_codes[k]];
+    sqrt_v[k] = sqrt_v_code[sqrt_v_codes[k]];
   }
-  for (; i + V::kWidth <= n; i += V::kWidth) step(i, V::load(m + i), V::load(v + i));
-  float m_absmax = V::hmax(m_max), v_absmax = V::hmax(v_max);
+  for (; i + V::kWidth <= n; i += V::kWidth) step(i, V::load(m + i), V::load(sqrt_v + i));
+  float m_absmax = V::hmax(m_max), sqrt_v_absmax = V::hmax(sqrt_v_max);
   for (; i < n; ++i) {
     m[i] = m[i] * m_scale;
-    v[i] = v[i] * v_scale;
-    update_scalar<V>(s, param[i], grad[i], m[i], v[i], shadow != nullptr ? shadow + i : nullptr);
+    sqrt_v[i] = sqrt_v[i] * sqrt_v_scale;
+    param[i] = detail::update_from_sqrt_v(s, param[i], grad[i], m[i], sqrt_v[i]);
+    if (shadow != nullptr) shadow[i] = f32_to_bf16(param[i]);
     m_absmax = std::max(m_absmax, std::abs(m[i]));
-    v_absmax = std::max(v_absmax, std::abs(v[i]));
+    sqrt_v_absmax = std::max(sqrt_v_absmax, std::abs(sqrt_v[i]));
   }
   m_scale = quantize<V>(m_code, m, m_codes, n, m_absmax);
-  v_scale = quantize<V>(v_code, v, v_codes, n, v_absmax);
+  sqrt_v_scale = quantize<V>(sqrt_v_code, sqrt_v, sqrt_v_codes, n, sqrt_v_absmax);
 }
 
 }  // namespace lt::optim::simd_body
 
 // Defines kernels_simd.h's five entry points of one ISA on the vector type V
 // (inside namespace lt::optim, after V).
-#define LT_OPTIM_DEFINE_ISA(suffix, V)                                                             \
-  void adamw_update_##suffix(const AdamWScalars& s, float* param, const float* grad,               \
-                             float* exp_avg, float* exp_avg_sq, uint16_t* shadow, int64_t n) {     \
-    simd_body::adamw_update<V>(s, param, grad, exp_avg, exp_avg_sq, shadow, n);                    \
-  }                                                                                                \
-  void adamw_update_##suffix(const AdamWScalars& s, float* param, const BFloat16* grad,            \
-                             float* exp_avg, float* exp_avg_sq, uint16_t* shadow, int64_t n) {     \
-    simd_body::adamw_update<V>(s, param, grad, exp_avg, exp_avg_sq, shadow, n);                    \
-  }                                                                                                \
-  void adamw8bit_update_block_##suffix(                                                            \
-      const AdamWScalars& s, float* param, const float* grad, uint8_t* m_codes, float& m_scale,    \
-      uint8_t* v_codes, float& v_scale, float* m, float* v, uint16_t* shadow, int64_t n) {         \
-    simd_body::adamw8bit_update_block<V>(s, param, grad, m_codes, m_scale, v_codes, v_scale, m, v, \
-                                         shadow, n);                                               \
-  }                                                                                                \
-  void adamw8bit_update_block_##suffix(                                                            \
-      const AdamWScalars& s, float* param, const BFloat16* grad, uint8_t* m_codes, float& m_scale, \
-      uint8_t* v_codes, float& v_scale, float* m, float* v, uint16_t* shadow, int64_t n) {         \
-    simd_body::adamw8bit_update_block<V>(s, param, grad, m_codes, m_scale, v_codes, v_scale, m, v, \
-                                         shadow, n);                                               \
-  }                                                                                                \
-  float quantize_block_##suffix(const Code8& code, const float* x, uint8_t* out, int64_t n,        \
-                                float absmax) {                                                    \
-    return simd_body::quantize<V>(code, x, out, n, absmax);                                        \
+#define LT_OPTIM_DEFINE_ISA(suffix, V)                                                            \
+  void adamw_update_##suffix(const AdamWScalars& s, float* param, const float* grad,              \
+                             float* exp_avg, float* exp_avg_sq, uint16_t* shadow, int64_t n) {    \
+    simd_body::adamw_update<V>(s, param, grad, exp_avg, exp_avg_sq, shadow, n);                   \
+  }                                                                                               \
+  void adamw_update_##suffix(const AdamWScalars& s, float* param, const BFloat16* grad,           \
+                             float* exp_avg, float* exp_avg_sq, uint16_t* shadow, int64_t n) {    \
+    simd_body::adamw_update<V>(s, param, grad, exp_avg, exp_avg_sq, shadow, n);                   \
+  }                                                                                               \
+  void adamw8bit_update_block_##suffix(const AdamWScalars& s, float* param, const float* grad,    \
+                                       uint8_t* m_codes, float& m_scale, uint8_t* sqrt_v_codes,   \
+                                       float& sqrt_v_scale, float* m, float* sqrt_v,              \
+                                       uint16_t* shadow, int64_t n) {                             \
+    simd_body::adamw8bit_update_block<V>(s, param, grad, m_codes, m_scale, sqrt_v_codes,          \
+                                         sqrt_v_scale, m, sqrt_v, shadow, n);                     \
+  }                                                                                               \
+  void adamw8bit_update_block_##suffix(const AdamWScalars& s, float* param, const BFloat16* grad, \
+                                       uint8_t* m_codes, float& m_scale, uint8_t* sqrt_v_codes,   \
+                                       float& sqrt_v_scale, float* m, float* sqrt_v,              \
+                                       uint16_t* shadow, int64_t n) {                             \
+    simd_body::adamw8bit_update_block<V>(s, param, grad, m_codes, m_scale, sqrt_v_codes,          \
+                                         sqrt_v_scale, m, sqrt_v, shadow, n);                     \
+  }                                                                                               \
+  float quantize_block_##suffix(const Code8& code, const float* x, uint8_t* out, int64_t n,       \
+                                float absmax) {                                                   \
+    return simd_body::quantize<V>(code, x, out, n, absmax);                                       \
   }

@@ -237,8 +237,8 @@ Tensor make_grad(const Shape& shape, std::mt19937_64& rng, double scale) {
 }
 
 // One step of the same algorithm in float64 from the optimizer's state:
-// dequantize (codes and scales as stored), update as torch's AdamW, then
-// requantize with the float64 block absmax. Codes must agree except where
+// dequantize (codes and scales as stored: m and sqrt(v)), update as torch's
+// AdamW, then requantize m and sqrt(v) with the float64 block absmax. Codes must agree except where
 // the float64 value sits at a tie between two codes, to the precision of
 // the f32 arithmetic (relative 1e-5 of the value).
 TEST(AdamW8bit, OneStepMatchesFloat64ReferenceOfTheSameAlgorithm) {
@@ -279,7 +279,7 @@ TEST(AdamW8bit, OneStepMatchesFloat64ReferenceOfTheSameAlgorithm) {
     const size_t b = static_cast<size_t>(i / block);
     const double gi = gd[i] * gs;
     m[i] = sc[static_cast<size_t>(mc[i])] * ms[b];
-    v[i] = uc[static_cast<size_t>(vc[i])] * vs[b];
+    v[i] = std::pow(uc[static_cast<size_t>(vc[i])] * vs[b], 2);  // stored: sqrt(v)
     pr[i] = pd[i] - lr * o.weight_decay * pd[i];
     m[i] = o.beta1 * m[i] + (1 - o.beta1) * gi;
     v[i] = o.beta2 * v[i] + (1 - o.beta2) * gi * gi;
@@ -293,7 +293,9 @@ TEST(AdamW8bit, OneStepMatchesFloat64ReferenceOfTheSameAlgorithm) {
   int64_t ties = 0;
   for (int pass = 0; pass < 2; ++pass) {
     const auto& code = pass == 0 ? sc : uc;
-    const std::vector<double>& x = pass == 0 ? m : v;
+    std::vector<double> x = m;
+    if (pass == 1)
+      for (int64_t i = 0; i < n; ++i) x[i] = std::sqrt(v[i]);
     const std::vector<double>& codes = pass == 0 ? mc2 : vc2;
     const std::vector<double>& scales = pass == 0 ? ms2 : vs2;
     for (int64_t b = 0; b * block < n; ++b) {
@@ -440,6 +442,41 @@ TEST(AdamW8bit, StateRoundTripIsBitExactAndResumesIdentically) {
   NamedTensors sb2 = b.state();
   for (size_t k = 0; k < sb.size(); ++k)
     expect_bitwise_equal(sb[k].second, sb2[k].second, sb[k].first);
+}
+
+// The layout before the second moment was stored as sqrt(v) named v's codes
+// "<name>.exp_avg_sq.codes"; the same bytes would mean something else now,
+// so such a checkpoint is refused by name and changes nothing.
+TEST(AdamW8bit, LoadStateRefusesTheEarlierLayoutOfV) {
+  Generator gen(5);
+  Tensor p = nn::make_parameter(Tensor::randn({5000}, gen), "w");
+  AdamW8bit opt({{"w", p}}, {}, {}, {.block_size = 1024, .min_8bit_numel = 1});
+  std::mt19937_64 rng(6);
+  p.set_grad(make_grad({5000}, rng, 1.0));
+  opt.step(1e-3, 1.0);
+  const NamedTensors current = deep_copy(opt.state());
+  NamedTensors earlier;
+  for (const auto& [name, t] : current) {
+    std::string old_name = name;
+    const std::string prefix = "w.sqrt_exp_avg_sq.";
+    if (name.rfind(prefix, 0) == 0) old_name = "w.exp_avg_sq." + name.substr(prefix.size());
+    earlier.emplace_back(old_name, t.clone());
+  }
+  ASSERT_NE(earlier[2].first, current[2].first);
+  try {
+    opt.load_state(earlier);
+    FAIL() << "the earlier layout was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'w.exp_avg_sq.codes'"), std::string::npos) << what;
+    EXPECT_NE(what.find("earlier layout"), std::string::npos) << what;
+    EXPECT_NE(what.find("sqrt(v)"), std::string::npos) << what;
+  }
+  const NamedTensors after = opt.state();
+  for (size_t k = 0; k < current.size(); ++k)
+    expect_bitwise_equal(after[k].second, current[k].second, current[k].first);
+  // The current layout loads.
+  opt.load_state(current);
 }
 
 // Convergence parity through the trainer: the llama fixture (its embedding

@@ -14,8 +14,8 @@ constexpr int kThreads = 256;
 // Both sorted code tables, passed by value (2 KiB of kernel parameters)
 // and copied to shared memory by each block.
 struct Codes {
-  float m[256];  // signed_code()
-  float v[256];  // unsigned_code()
+  float m[256];       // signed_code()
+  float sqrt_v[256];  // unsigned_code()
 };
 
 // quantize_nearest on a sorted table of 256: the lower bound of x, then the
@@ -50,19 +50,22 @@ __device__ __forceinline__ float quotient(float x, float absmax, float inverse) 
 }
 
 // One thread block per quantization block. Shared memory: the two tables,
-// then the block's updated m and v (2 * block_size floats, dynamic).
+// then the block's updated m and sqrt(v) (2 * block_size floats, dynamic).
+// The second moment is stored as sqrt(v) (adamw8bit_kernel.h, "Note [the
+// second moment is stored as sqrt(v)]"): dequantized, squared to v, updated,
+// and the new v's sqrt requantized.
 template <typename Grad>
 __global__ void adamw8bit_kernel(AdamWScalars s, Codes codes, float* __restrict__ param,
                                  const Grad* __restrict__ grad, uint8_t* __restrict__ m_codes,
-                                 float* __restrict__ m_scales, uint8_t* __restrict__ v_codes,
-                                 float* __restrict__ v_scales, bf16* __restrict__ shadow,
+                                 float* __restrict__ m_scales, uint8_t* __restrict__ sqrt_v_codes,
+                                 float* __restrict__ sqrt_v_scales, bf16* __restrict__ shadow,
                                  int64_t numel, int64_t block_size) {
-  extern __shared__ float moments[];  // m [block_size], then v [block_size]
-  __shared__ float m_code[256], v_code[256];
+  extern __shared__ float moments[];  // m [block_size], then sqrt(v) [block_size]
+  __shared__ float m_code[256], sqrt_v_code[256];
   __shared__ float scratch[32];
   for (int k = threadIdx.x; k < 256; k += blockDim.x) {
     m_code[k] = codes.m[k];
-    v_code[k] = codes.v[k];
+    sqrt_v_code[k] = codes.sqrt_v[k];
   }
   __syncthreads();
 
@@ -70,34 +73,35 @@ __global__ void adamw8bit_kernel(AdamWScalars s, Codes codes, float* __restrict_
   const int64_t begin = b * block_size;
   const int n = static_cast<int>(min(block_size, numel - begin));
   float* m = moments;
-  float* v = moments + block_size;
-  const float m_scale = m_scales[b], v_scale = v_scales[b];
-  float m_max = 0.0f, v_max = 0.0f;
+  float* sqrt_v = moments + block_size;
+  const float m_scale = m_scales[b], sqrt_v_scale = sqrt_v_scales[b];
+  float m_max = 0.0f, sqrt_v_max = 0.0f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const int64_t e = begin + i;
     float mi = __fmul_rn(m_code[m_codes[e]], m_scale);
-    float vi = __fmul_rn(v_code[v_codes[e]], v_scale);
+    const float ri = __fmul_rn(sqrt_v_code[sqrt_v_codes[e]], sqrt_v_scale);
+    float vi = __fmul_rn(ri, ri);
     float p = param[e];
     update_one(s, p, widen(grad[e]), mi, vi);
     param[e] = p;
     if (shadow != nullptr) shadow[e] = __float2bfloat16_rn(p);
     m[i] = mi;
-    v[i] = vi;
+    sqrt_v[i] = __fsqrt_rn(vi);  // the update's own denominator root
     m_max = fmaxf(m_max, fabsf(mi));
-    v_max = fmaxf(v_max, fabsf(vi));
+    sqrt_v_max = fmaxf(sqrt_v_max, fabsf(sqrt_v[i]));
   }
   m_max = ops::cuda::block_max(m_max, scratch);
-  v_max = ops::cuda::block_max(v_max, scratch);
+  sqrt_v_max = ops::cuda::block_max(sqrt_v_max, scratch);
   // quantize_block: an all-zero block keeps scale 0 and the rank of 0.
-  const float m_inverse = __fdiv_rn(1.0f, m_max), v_inverse = __fdiv_rn(1.0f, v_max);
+  const float m_inverse = __fdiv_rn(1.0f, m_max), sqrt_v_inverse = __fdiv_rn(1.0f, sqrt_v_max);
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const int64_t e = begin + i;
     m_codes[e] = nearest_rank(m_code, quotient(m[i], m_max, m_inverse));
-    v_codes[e] = nearest_rank(v_code, quotient(v[i], v_max, v_inverse));
+    sqrt_v_codes[e] = nearest_rank(sqrt_v_code, quotient(sqrt_v[i], sqrt_v_max, sqrt_v_inverse));
   }
   if (threadIdx.x == 0) {
     m_scales[b] = m_max;
-    v_scales[b] = v_max;
+    sqrt_v_scales[b] = sqrt_v_max;
   }
 }
 
@@ -105,7 +109,7 @@ Codes make_codes() {
   Codes c{};
   for (int k = 0; k < 256; ++k) {
     c.m[k] = signed_code()[static_cast<size_t>(k)];
-    c.v[k] = unsigned_code()[static_cast<size_t>(k)];
+    c.sqrt_v[k] = unsigned_code()[static_cast<size_t>(k)];
   }
   return c;
 }
@@ -113,8 +117,8 @@ Codes make_codes() {
 }  // namespace
 
 void adamw8bit_update(const AdamWScalars& s, const Tensor& param, const Tensor& grad,
-                      const Tensor& m_codes, const Tensor& m_scales, const Tensor& v_codes,
-                      const Tensor& v_scales, int64_t block_size, const Tensor& shadow) {
+                      const Tensor& m_codes, const Tensor& m_scales, const Tensor& sqrt_v_codes,
+                      const Tensor& sqrt_v_scales, int64_t block_size, const Tensor& shadow) {
   const int64_t n = param.numel();
   if (n == 0) return;
   LT_CHECK(block_size > 0 && block_size <= kMaxCudaBlockSize, "optim.block_size must be in [1, ",
@@ -127,9 +131,9 @@ void adamw8bit_update(const AdamWScalars& s, const Tensor& param, const Tensor& 
   const size_t shared = 2 * static_cast<size_t>(block_size) * sizeof(float);
   auto* p = static_cast<float*>(param.data_ptr());
   auto* mc = static_cast<uint8_t*>(m_codes.data_ptr());
-  auto* vc = static_cast<uint8_t*>(v_codes.data_ptr());
+  auto* vc = static_cast<uint8_t*>(sqrt_v_codes.data_ptr());
   auto* ms = static_cast<float*>(m_scales.data_ptr());
-  auto* vs = static_cast<float*>(v_scales.data_ptr());
+  auto* vs = static_cast<float*>(sqrt_v_scales.data_ptr());
   bf16* sh = shadow.defined() ? static_cast<bf16*>(shadow.data_ptr()) : nullptr;
   const dim3 grid(static_cast<unsigned>(blocks));
   if (grad.dtype() == DType::BF16) {

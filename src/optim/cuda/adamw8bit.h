@@ -20,7 +20,7 @@ constexpr int64_t kMaxCudaBlockSize = 4096;
 
 namespace cuda {
 
-// One fused step for one parameter: dequantize m and v per block of
+// One fused step for one parameter: dequantize m and sqrt(v) per block of
 // `block_size`, update `param` (f32) from `grad` (f32 or bf16), requantize
 // with the new block absmax. All tensors contiguous on one CUDA device:
 // codes u8 [numel], scales f32 [blocks]. Runs on the calling thread's
@@ -28,8 +28,8 @@ namespace cuda {
 // same device and count), gets bf16(new param) in the same kernel. The
 // caller has checked shapes and dtypes.
 void adamw8bit_update(const AdamWScalars& s, const Tensor& param, const Tensor& grad,
-                      const Tensor& m_codes, const Tensor& m_scales, const Tensor& v_codes,
-                      const Tensor& v_scales, int64_t block_size, const Tensor& shadow = {});
+                      const Tensor& m_codes, const Tensor& m_scales, const Tensor& sqrt_v_codes,
+                      const Tensor& sqrt_v_scales, int64_t block_size, const Tensor& shadow = {});
 
 }  // namespace cuda
 }  // namespace lt::optim
