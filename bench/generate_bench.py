@@ -88,20 +88,21 @@ def main():
     ap.add_argument("--folder", default="/tmp/qwen2.5-3b-random")
     ap.add_argument("--gsm8k")
     ap.add_argument("--tokenizer")
+    ap.add_argument("--only-eval", action="store_true", help="skip the speed comparison")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     model = make_model(args.folder)
     result = {"shape": "qwen2.5-3b", "prompt": PROMPT, "new_tokens": NEW,
               "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
               "transformers": transformers.__version__}
-    for batch in (1, 64):
+    for batch in () if args.only_eval else (1, 64):
         ids = prompts(batch)
         tps, s, made = transformers_tokens_per_s(model, ids)
         result[f"transformers_b{batch}"] = {"tokens_per_s": tps, "seconds": s, "tokens": made}
         print(batch, "transformers", tps, flush=True)
     del model
     torch.cuda.empty_cache()
-    for batch in (1, 64):
+    for batch in () if args.only_eval else (1, 64):
         tps, s, made = lazytrain_tokens_per_s(args.lazytrain, args.folder, prompts(batch), args.out)
         result[f"lazytrain_b{batch}"] = {"tokens_per_s": tps, "seconds": s, "tokens": made}
         t = result[f"transformers_b{batch}"]["tokens_per_s"]

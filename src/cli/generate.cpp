@@ -47,6 +47,10 @@ class StreamPrinter {
 
   void on_token(int32_t token) {
     if (std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) return;
+    // An id past the tokenizer's tokens (a padded vocabulary) has no text.
+    if (static_cast<size_t>(token) >= tokenizer_.vocab_size() ||
+        !tokenizer_.id_to_token(static_cast<uint32_t>(token)))
+      return;
     ids_.push_back(static_cast<uint32_t>(token));
     const std::string bytes = tokenizer_.decode_bytes(ids_);
     size_t limit = bytes.size() > hold_ ? bytes.size() - hold_ : 0;

@@ -44,7 +44,8 @@ struct Generation {
   std::vector<int32_t> tokens;  // the new tokens only
   FinishReason finish = FinishReason::kLength;
   // With a tokenizer: the new tokens' text, without a final EOS and cut
-  // before a stop string; invalid UTF-8 replaced by U+FFFD.
+  // before a stop string; invalid UTF-8 replaced by U+FFFD. Ids the
+  // tokenizer has no token for (a vocabulary padded past it) add nothing.
   std::string text;
 };
 

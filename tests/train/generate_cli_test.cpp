@@ -18,6 +18,7 @@
 
 #include "data/byte_level.h"
 #include "data/math_answer.h"
+#include "data/tokenizer.h"
 #include "io/hf_model.h"
 #include "train/generation.h"
 
@@ -220,6 +221,43 @@ TEST_F(GenerateCommand, BadOptionsAreRefusedByName) {
   const CliResult task = run("eval --task poetry --data " + data.string());
   EXPECT_NE(task.status, 0);
   EXPECT_NE(task.err.find("unknown --task \"poetry\""), std::string::npos) << task.err;
+}
+
+// A model's vocabulary padded past its tokenizer's (Qwen2.5's 151,936 ids
+// for 151,669 tokens): ids without a token add no text instead of failing
+// the decode. Here a tokenizer of 41 ids (' ' to 'H', <unk>) under the
+// 97-id model: the text is the tokens below 40 by the table, in order.
+TEST_F(GenerateCommand, IdsPastTheTokenizerHaveNoText) {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (char c = 0x20; c < 0x48; ++c) vocab[data::byte_level_encode(std::string(1, c))] = id_of(c);
+  vocab["<unk>"] = 40;
+  const nlohmann::json tokenizer = {
+      {"version", "1.0"},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", vocab},
+        {"merges", nlohmann::json::array()},
+        {"unk_token", "<unk>"}}}};
+  fs::create_directories(dir_ / "small");
+  std::ofstream(dir_ / "small" / "tokenizer.json") << tokenizer.dump();
+  const data::Tokenizer small = data::Tokenizer::load(dir_ / "small");
+  const models::CausalLM model = io::load_hf_model(kLlama, DType::F32);
+  GenerationOptions options;
+  options.max_new_tokens = 24;
+  options.tokenizer = &small;
+  options.stop_strings = {"never said"};
+  const std::vector<Generation> out = generate(model, {{1, 2, 3}}, options);
+  std::string want;
+  bool past = false;
+  for (int32_t id : out[0].tokens) {
+    if (id < 40) want += static_cast<char>(id + 0x20);
+    past = past || id > 40;
+  }
+  ASSERT_TRUE(past) << "no id past the small tokenizer: nothing was tested";
+  EXPECT_EQ(out[0].text, want);
 }
 
 // eval --task math scores rows by the answer extracted from the greedy
