@@ -18,6 +18,39 @@ namespace {
 // One setter per key: parses the YAML value into the config field, or
 // throws naming the key and what was expected.
 using Setter = std::function<void(const YAML::Node&, const std::string& key)>;
+// And its writer: the field's value onto an emitter (to_yaml).
+using Writer = std::function<void(YAML::Emitter&)>;
+// A key's two directions, made together from one field so the key list is
+// written once (schema below).
+struct Access {
+  Setter set;
+  Writer write;
+};
+
+template <typename T>
+Writer plain(const T& field) {
+  return [&field](YAML::Emitter& e) { e << field; };
+}
+template <typename T>
+Writer flow_list(const std::vector<T>& field) {
+  return [&field](YAML::Emitter& e) {
+    e << YAML::Flow << YAML::BeginSeq;
+    for (const auto& x : field) e << x;
+    e << YAML::EndSeq;
+  };
+}
+// Unset (-1) stays unset (null), so that a resume with another lr or steps
+// scales it again.
+template <typename T>
+Writer nullable(const T& field) {
+  return [&field](YAML::Emitter& e) {
+    if (field < 0) {
+      e << YAML::Null;
+    } else {
+      e << field;
+    }
+  };
+}
 
 std::string where(const YAML::Node& n) {
   if (n.Mark().line < 0) return "";
@@ -34,67 +67,78 @@ T scalar_as(const YAML::Node& n, const std::string& key, const char* expected) {
   }
 }
 
-Setter str(std::string& field) {
-  return [&field](const YAML::Node& n, const std::string& key) {
-    field = n.IsNull() ? "" : scalar_as<std::string>(n, key, "a string");
-  };
+Access str(std::string& field) {
+  return {[&field](const YAML::Node& n, const std::string& key) {
+            field = n.IsNull() ? "" : scalar_as<std::string>(n, key, "a string");
+          },
+          plain(field)};
 }
-Setter integer(int64_t& field) {
-  return [&field](const YAML::Node& n, const std::string& key) {
-    field = scalar_as<int64_t>(n, key, "an integer");
-  };
+Access integer(int64_t& field) {
+  return {[&field](const YAML::Node& n, const std::string& key) {
+            field = scalar_as<int64_t>(n, key, "an integer");
+          },
+          plain(field)};
 }
-Setter unsigned_integer(uint64_t& field) {
-  return [&field](const YAML::Node& n, const std::string& key) {
-    field = scalar_as<uint64_t>(n, key, "a non-negative integer");
-  };
+Access unsigned_integer(uint64_t& field) {
+  return {[&field](const YAML::Node& n, const std::string& key) {
+            field = scalar_as<uint64_t>(n, key, "a non-negative integer");
+          },
+          plain(field)};
 }
-Setter number(double& field) {
-  return [&field](const YAML::Node& n, const std::string& key) {
-    field = scalar_as<double>(n, key, "a number");
-  };
+Access number(double& field) {
+  return {[&field](const YAML::Node& n, const std::string& key) {
+            field = scalar_as<double>(n, key, "a number");
+          },
+          plain(field)};
 }
 // A number that may be left unset (YAML null, or absent): -1 stands for
 // unset, so a value must be >= 0.
 template <typename T>
-Setter optional_non_negative(T& field, const char* expected, const char* unset_means) {
-  return [&field, expected, unset_means](const YAML::Node& n, const std::string& key) {
-    if (n.IsNull()) {
-      field = -1;
-      return;
-    }
-    field = scalar_as<T>(n, key, expected);
-    LT_CHECK(field >= 0, "config key '", key, "'", where(n),
-             ": must be >= 0 (or null: ", unset_means, "), got ", field);
-  };
+Access optional_non_negative(T& field, const char* expected, const char* unset_means) {
+  return {[&field, expected, unset_means](const YAML::Node& n, const std::string& key) {
+            if (n.IsNull()) {
+              field = -1;
+              return;
+            }
+            field = scalar_as<T>(n, key, expected);
+            LT_CHECK(field >= 0, "config key '", key, "'", where(n),
+                     ": must be >= 0 (or null: ", unset_means, "), got ", field);
+          },
+          nullable(field)};
 }
-Setter boolean(bool& field) {
-  return [&field](const YAML::Node& n, const std::string& key) {
-    field = scalar_as<bool>(n, key, "true or false");
-  };
+Access boolean(bool& field) {
+  return {[&field](const YAML::Node& n, const std::string& key) {
+            field = scalar_as<bool>(n, key, "true or false");
+          },
+          plain(field)};
 }
-Setter numbers(std::vector<double>& field) {
-  return [&field](const YAML::Node& n, const std::string& key) {
-    LT_CHECK(n.IsSequence(), "config key '", key, "'", where(n), ": expected a list of numbers");
-    field.clear();
-    for (size_t i = 0; i < n.size(); ++i) {
-      field.push_back(scalar_as<double>(n[i], key + "[" + std::to_string(i) + "]", "a number"));
-    }
-  };
+Access numbers(std::vector<double>& field) {
+  return {
+      [&field](const YAML::Node& n, const std::string& key) {
+        LT_CHECK(n.IsSequence(), "config key '", key, "'", where(n),
+                 ": expected a list of numbers");
+        field.clear();
+        for (size_t i = 0; i < n.size(); ++i) {
+          field.push_back(scalar_as<double>(n[i], key + "[" + std::to_string(i) + "]", "a number"));
+        }
+      },
+      flow_list(field)};
 }
-Setter strings(std::vector<std::string>& field) {
-  return [&field](const YAML::Node& n, const std::string& key) {
-    LT_CHECK(n.IsSequence(), "config key '", key, "'", where(n), ": expected a list of strings");
-    field.clear();
-    for (size_t i = 0; i < n.size(); ++i) {
-      field.push_back(
-          scalar_as<std::string>(n[i], key + "[" + std::to_string(i) + "]", "a string"));
-    }
-  };
+Access strings(std::vector<std::string>& field) {
+  return {[&field](const YAML::Node& n, const std::string& key) {
+            LT_CHECK(n.IsSequence(), "config key '", key, "'", where(n),
+                     ": expected a list of strings");
+            field.clear();
+            for (size_t i = 0; i < n.size(); ++i) {
+              field.push_back(
+                  scalar_as<std::string>(n[i], key + "[" + std::to_string(i) + "]", "a string"));
+            }
+          },
+          flow_list(field)};
 }
 
 // The schema: every key the config knows, in the order to_yaml writes them.
-std::vector<std::pair<std::string, Setter>> schema(TrainConfig& c) {
+std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
   return {
       {"model.path", str(c.model.path)},
       {"model.init", str(c.model.init)},
@@ -157,10 +201,10 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
   if (!root || root.IsNull()) return;
   LT_CHECK(root.IsMap(), source, ": the config must be a mapping of sections (model, data, ...)");
   auto keys = schema(config);
-  std::map<std::string, Setter*> by_key;
+  std::map<std::string, Access*> by_key;
   std::map<std::string, std::string> known_in_section;
-  for (auto& [key, setter] : keys) {
-    by_key[key] = &setter;
+  for (auto& [key, access] : keys) {
+    by_key[key] = &access;
     auto section = key.substr(0, key.find('.'));
     known_in_section[section] +=
         (known_in_section[section].empty() ? "" : ", ") + key.substr(section.size() + 1);
@@ -187,7 +231,7 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
       auto it = by_key.find(key);
       LT_CHECK(it != by_key.end(), source, ": unknown key '", key, "'", where(entry.first),
                " (known in ", name, ": ", known_in_section[name], ")");
-      (*it->second)(entry.second, key);
+      it->second->set(entry.second, key);
     }
   }
 }
@@ -267,11 +311,8 @@ void TrainConfig::validate() const {
            "config key 'optim.betas' must be two numbers in [0, 1)");
   LT_CHECK(optim.eps > 0, "config key 'optim.eps' must be positive");
   LT_CHECK(optim.weight_decay >= 0, "config key 'optim.weight_decay' must be >= 0");
-  LT_CHECK(optim.block_size >= 1 && optim.block_size <= optim::kMaxBlockSize,
-           "config key 'optim.block_size' must be in [1, ", optim::kMaxBlockSize, "], got ",
-           optim.block_size);
-  LT_CHECK(optim.min_8bit_numel >= 0, "config key 'optim.min_8bit_numel' must be >= 0, got ",
-           optim.min_8bit_numel);
+  // The optimizer's own check, so the rule lives in one place.
+  optim::validate(optim::AdamW8bitOptions{optim.block_size, optim.min_8bit_numel});
   check_one_of(sched.name, "sched.name", "constant", "linear", "cosine");
   LT_CHECK(sched.warmup_ratio >= 0 && sched.warmup_ratio <= 1,
            "config key 'sched.warmup_ratio' must lie in [0, 1], got ", sched.warmup_ratio);
@@ -299,84 +340,19 @@ std::string TrainConfig::to_yaml() const {
   YAML::Emitter e;
   e.SetDoublePrecision(10);  // 3e-3 prints as 0.003, not 0.0030000000000000001
   e << YAML::BeginMap;
-  auto section = [&](const char* name, auto&& body) {
-    e << YAML::Key << name << YAML::Value << YAML::BeginMap;
-    body();
-    e << YAML::EndMap;
-  };
-  auto kv = [&](const char* k, const auto& v) { e << YAML::Key << k << YAML::Value << v; };
-  auto optional_kv = [&](const char* k, const auto& v) {
-    if (v < 0) {
-      e << YAML::Key << k << YAML::Value << YAML::Null;
-    } else {
-      kv(k, v);
+  std::string section;
+  // The writers only read; schema takes a mutable config for the setters.
+  for (auto& [key, access] : schema(const_cast<TrainConfig&>(*this))) {
+    const std::string name = key.substr(0, key.find('.'));
+    if (name != section) {
+      if (!section.empty()) e << YAML::EndMap;
+      e << YAML::Key << name << YAML::Value << YAML::BeginMap;
+      section = name;
     }
-  };
-  auto list = [&](const char* k, const auto& v) {
-    e << YAML::Key << k << YAML::Value << YAML::Flow << YAML::BeginSeq;
-    for (const auto& x : v) e << x;
-    e << YAML::EndSeq;
-  };
-  section("model", [&] {
-    kv("path", model.path);
-    kv("init", model.init);
-  });
-  section("data", [&] {
-    kv("path", data.path);
-    kv("format", data.format);
-    kv("template", data.template_name);
-    kv("tokenizer", data.tokenizer);
-    kv("train_on_prompt", data.train_on_prompt);
-    kv("pack", data.pack);
-    kv("strict", data.strict);
-    kv("prompt_field", data.prompt_field);
-    kv("response_field", data.response_field);
-    kv("eval_path", data.eval_path);
-  });
-  section("train", [&] {
-    kv("steps", train.steps);
-    kv("batch_size", train.batch_size);
-    kv("grad_accum", train.grad_accum);
-    kv("seq_len", train.seq_len);
-    kv("grad_clip", train.grad_clip);
-    kv("seed", train.seed);
-    kv("device", train.device);
-    kv("dtype", train.dtype);
-    kv("eval_every", train.eval_every);
-    kv("save_every", train.save_every);
-    kv("keep_last", train.keep_last);
-    kv("max_bad_steps", train.max_bad_steps);
-  });
-  section("optim", [&] {
-    kv("name", optim.name);
-    kv("lr", optim.lr);
-    list("betas", optim.betas);
-    kv("eps", optim.eps);
-    kv("weight_decay", optim.weight_decay);
-    list("no_decay", optim.no_decay);
-    kv("block_size", optim.block_size);
-    kv("min_8bit_numel", optim.min_8bit_numel);
-  });
-  section("sched", [&] {
-    kv("name", sched.name);
-    // Unset keys stay unset (null) so that a resume with another lr or
-    // steps scales them again.
-    optional_kv("warmup_steps", sched.warmup_steps);
-    kv("warmup_ratio", sched.warmup_ratio);
-    optional_kv("min_lr", sched.min_lr);
-    kv("min_lr_ratio", sched.min_lr_ratio);
-  });
-  section("exec", [&] {
-    kv("mode", exec.mode);
-    kv("schedule", exec.schedule);
-    kv("hardware", exec.hardware);
-    kv("disk_path", exec.disk_path);
-    kv("keep_every", exec.keep_every);
-    kv("micro_batch", exec.micro_batch);
-    kv("device_memory_gb", exec.device_memory_gb);
-  });
-  section("out", [&] { kv("dir", out.dir); });
-  e << YAML::EndMap;
+    e << YAML::Key << key.substr(name.size() + 1) << YAML::Value;
+    access.write(e);
+  }
+  e << YAML::EndMap << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
 }
 
