@@ -43,7 +43,21 @@ GenerationModel load_generation_model(const std::string& model_dir, const std::s
   const Device device = resolve_device(device_name);
   GenerationModel g{io::load_hf_model(model_dir, DType::F32), std::nullopt, {}, {}};
   // The GPU computes in bf16, as training does there; the CPU in f32.
-  if (device.is_cuda()) g.model.to(device, DType::BF16);
+  if (device.is_cuda()) {
+#ifdef LT_WITH_CUDA
+    // Generation keeps the whole model on the GPU (it does not stream
+    // blocks as training can): refuse one that cannot fit, before the
+    // copy fails halfway with the allocator's message.
+    int64_t params = 0;
+    for (const auto& [name, p] : g.model.parameters()) params += p.numel();
+    const double need = static_cast<double>(params) * dtype_size(DType::BF16);
+    const double free = static_cast<double>(cuda::device_free_memory(device.index));
+    LT_CHECK(need < free, model_dir, ": the model's bf16 weights take ", need / 1e9,
+             " GB and the GPU has ", free / 1e9,
+             " GB free; generation does not stream blocks from host memory: use --device cpu");
+#endif
+    g.model.to(device, DType::BF16);
+  }
   g.tokenizer_path = tokenizer.empty() ? fs::path(model_dir) : fs::path(tokenizer);
   if (tokenizer_required || has_tokenizer_files(g.tokenizer_path)) {
     g.tokenizer = data::load_tokenizer_for(
