@@ -133,8 +133,15 @@ void run_math(const EvalArgs& args) {
                                     *prompts.turn_end) == generation.eos_ids.end()) {
     generation.eos_ids.push_back(*prompts.turn_end);
   }
+  const bool show_progress = !args.json && isatty(STDERR_FILENO);
+  if (show_progress) {
+    generation.on_batch_done = [](int64_t done, int64_t total) {
+      fmt::print(stderr, "\reval: {}/{} rows answered", done, total);
+    };
+  }
   const train::MathEvalResult result =
       train::evaluate_math(g.model, *g.tokenizer, prompts.rows, generation);
+  if (show_progress) fmt::print(stderr, "\n");
   if (result.without_reference > 0) {
     fmt::print(stderr, "eval: {} rows have no reference answer in \"{}\" and are not scored\n",
                result.without_reference, prompts.reference_field);

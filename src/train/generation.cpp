@@ -226,6 +226,8 @@ std::vector<Generation> generate(const models::CausalLM& model,
     }
     run_batch(model, prompts, rows, o, on_token);
     for (RowState& row : rows) results[row.index] = std::move(row.out);
+    if (o.on_batch_done)
+      o.on_batch_done(static_cast<int64_t>(end), static_cast<int64_t>(order.size()));
   }
   return results;
 }

@@ -35,6 +35,8 @@ struct GenerationOptions {
   std::vector<int32_t> eos_ids;
   std::vector<std::string> stop_strings;       // need `tokenizer`
   const data::Tokenizer* tokenizer = nullptr;  // for `text` and stop strings; may be null
+  // Called after each batch with the rows done so far and the total.
+  std::function<void(int64_t done, int64_t total)> on_batch_done;
 };
 
 enum class FinishReason { kEos, kStop, kLength, kContext };
