@@ -1,7 +1,9 @@
 #pragma once
 // Greedy decoding without a KV cache: each new token runs the whole prefix.
-// Enough for the demo's short sample; generation proper comes later. Runs
-// where the model is (CPU or GPU, in its dtype); ties go to the lowest id.
+// Enough for the demo's short sample, and the recomputing reference the KV
+// cache is tested against; generation proper (batched, cached, sampled) is
+// train/generation.h. Runs where the model is (CPU or GPU, in its dtype);
+// ties go to the lowest id.
 #include <vector>
 
 #include "models/causal_lm.h"
