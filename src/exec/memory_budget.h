@@ -1,7 +1,7 @@
 #pragma once
 // bytes_needed: the one function that counts the bytes a streaming step
 // needs in each memory space (GPU, host, disk) for a model, a batch shape
-// and a Schedule (DESIGN.md, "Key interfaces"). The planner calls it to
+// and a Schedule (docs/design.md, "Key interfaces"). The planner calls it to
 // decide, the executor to allocate, and `lazytrain plan` prints it.
 //
 // The device computes in TrainSizes::compute_bytes per element (bf16 on a

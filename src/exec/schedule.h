@@ -1,6 +1,6 @@
 #pragma once
 // What the streaming executor does with each boundary activation, and how
-// it cuts the batch: the `Schedule` of DESIGN.md ("Key interfaces"). The
+// it cuts the batch: the `Schedule` of docs/design.md ("Key interfaces"). The
 // planner (src/plan/) writes one; the executor runs any valid one.
 //
 // Boundaries: the chain is embed -> block 0 .. block L-1 -> head, and

@@ -1,5 +1,5 @@
 #pragma once
-// exec.mode auto: which executor trains (DESIGN.md, "The planner": resident
+// exec.mode auto: which executor trains (docs/design.md, "The planner": resident
 // when it fits, offload when the bf16 weights fit, streaming otherwise; the
 // offload executor does not exist yet, so resident when it fits, else
 // streaming).

@@ -14,7 +14,7 @@ std::string format_tflops(double tflops);
 class ProgressBar {
  public:
   ProgressBar(int64_t first_step, int64_t total_steps);
-  // tflops: 6 x parameters x tokens_per_s / 1e12 (REFERENCE.md's count).
+  // tflops: 6 x parameters x tokens_per_s / 1e12 (docs/design.md, "Conventions").
   void update(int64_t step, double loss, double tokens_per_s, double tflops,
               const std::string& extra = "");
   void finish();
