@@ -152,6 +152,9 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"data.prompt_field", str(c.data.prompt_field)},
       {"data.response_field", str(c.data.response_field)},
       {"data.eval_path", str(c.data.eval_path)},
+      {"data.eval_task", str(c.data.eval_task)},
+      {"data.eval_max_new_tokens", integer(c.data.eval_max_new_tokens)},
+      {"data.eval_answer_field", str(c.data.eval_answer_field)},
       {"train.steps", integer(c.train.steps)},
       {"train.batch_size", integer(c.train.batch_size)},
       {"train.grad_accum", integer(c.train.grad_accum)},
@@ -284,6 +287,15 @@ void TrainConfig::validate() const {
   LT_CHECK(fs::is_regular_file(data.path), "config key 'data.path': no file '", data.path, "'");
   LT_CHECK(data.eval_path.empty() || fs::is_regular_file(data.eval_path),
            "config key 'data.eval_path': no file '", data.eval_path, "'");
+  check_one_of(data.eval_task, "data.eval_task", "", "math");
+  LT_CHECK(data.eval_task.empty() || !data.eval_path.empty(), "config key 'data.eval_task' (",
+           data.eval_task, ") needs 'data.eval_path', the held-out rows it answers");
+  LT_CHECK(data.eval_task.empty() || data.format != "tokens", "config key 'data.eval_task' (",
+           data.eval_task,
+           ") scores text answers: it needs a text data.format (with a tokenizer), not tokens");
+  LT_CHECK(data.eval_max_new_tokens >= 1,
+           "config key 'data.eval_max_new_tokens' must be at least 1, got ",
+           data.eval_max_new_tokens);
   check_one_of(data.format, "data.format", "auto", "tokens", "alpaca", "query_response", "sharegpt",
                "text");
   check_one_of(data.template_name, "data.template", "auto", "chatml", "qwen3", "llama3", "plain");

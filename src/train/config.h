@@ -29,6 +29,11 @@ struct TrainConfig {
     std::string prompt_field;  // query_response: default by format detection
     std::string response_field;
     std::string eval_path;  // optional held-out file for train.eval_every
+    // "" (loss only) or "math": eval_path's prompts also answered greedily
+    // and scored by exact match (eval_accuracy).
+    std::string eval_task;
+    int64_t eval_max_new_tokens = 256;
+    std::string eval_answer_field;  // the reference; "" = the row's response
   } data;
   struct Train {
     int64_t steps = 100;

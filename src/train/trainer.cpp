@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "data/batching.h"
+#include "data/prompt_rows.h"
 #include "exec/evaluate.h"
 #include "exec/resident.h"
 #include "exec/stand_in_device.h"
@@ -20,6 +21,9 @@
 #include "optim/adamw8bit.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
+#include "train/generation.h"
+#include "train/generation_setup.h"
+#include "train/math_eval.h"
 #include "train/out_dir_lock.h"
 #include "train/progress.h"
 #include "train/report.h"
@@ -139,6 +143,8 @@ struct Run {
   fs::path resume_dir;
   std::optional<data::Tokenizer> tokenizer;
   std::vector<data::Sample> samples, eval_samples;
+  data::PromptSet eval_prompts;  // data.eval_task math
+  GenerationOptions eval_generation;
   std::optional<models::CausalLM> model;
   RunPlan plan;
   std::unique_ptr<optim::Optimizer> optimizer;
@@ -173,6 +179,20 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   const int64_t vocab = model.config().vocab_size;
   data::check_ids_in_vocab(r.samples, vocab, c.data.path);
   data::check_ids_in_vocab(r.eval_samples, vocab, c.data.eval_path);
+  if (c.data.eval_task == "math") {
+    data::PromptOptions po;
+    po.format = c.data.format;
+    po.template_name = c.data.template_name;
+    po.tokenizer_path = tok_dir;
+    po.prompt_field = c.data.prompt_field;
+    po.response_field = c.data.response_field;
+    po.answer_field = c.data.eval_answer_field;
+    r.eval_prompts = data::load_prompts(c.data.eval_path, &*r.tokenizer, po);
+    check_prompts_fit(r.eval_prompts, c.data.eval_path, model.config(), c.model.path);
+    r.eval_generation.max_new_tokens = c.data.eval_max_new_tokens;
+    r.eval_generation.eos_ids = eos_ids_for(c.model.path, model.config());
+    if (r.eval_prompts.turn_end) r.eval_generation.eos_ids.push_back(*r.eval_prompts.turn_end);
+  }
 
   r.plan = resolve_run(c, model.config());
   for (const std::string& line : r.plan.reasons) log.message(line);
@@ -198,6 +218,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     r.batch_options.pad_id = static_cast<int32_t>(eos.front());
   }
   r.batcher.emplace(r.samples, r.batch_options);
+  r.eval_generation.batch_size = r.batch_options.batch_size;
 
   if (!r.resume_dir.empty()) {
     CheckpointContents ck = read_checkpoint(r.resume_dir);
@@ -261,6 +282,19 @@ void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
   line["eval_loss"] = ev.loss;
   bar.message(fmt::format("step {}: eval loss {:.4f} over {} tokens", r.state.step + 1, ev.loss,
                           ev.tokens));
+  // data.eval_task math: greedy answers, where the trained model is whole
+  // on one device (the streaming executor's masters stay on the host, as
+  // for the sample).
+  if (c.data.eval_task != "math") return;
+  if (r.plan.device.is_cuda() && r.plan.executor == exec::ExecutorKind::Streaming) {
+    bar.message("eval accuracy: skipped (exec.mode streaming keeps the model on the host)");
+    return;
+  }
+  const MathEvalResult m =
+      evaluate_math(r.executor->eval_model(), *r.tokenizer, r.eval_prompts.rows, r.eval_generation);
+  line["eval_accuracy"] = m.accuracy;
+  bar.message(fmt::format("step {}: eval accuracy {:.3f} ({} of {})", r.state.step + 1, m.accuracy,
+                          m.correct, m.n));
 }
 
 // A skipped (non-finite) step counts toward train.max_bad_steps in a row.
