@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -23,9 +25,9 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "core/regular_file.h"
 #include "io/hf_folder.h"
 #include "io/hf_model.h"
-#include "core/regular_file.h"
 
 namespace lt::cli {
 
@@ -40,22 +42,13 @@ struct ConvertArgs {
   double max_shard_gb = 5.0;
 };
 
-// Files a Hugging Face folder carries besides the weights and config: what
-// transformers' AutoTokenizer reads, the chat template (transformers 5 keeps
-// it in chat_template.jinja, 4.4x in chat_template.json) and the generation
-// defaults.
-constexpr const char* kCompanionFiles[] = {"tokenizer.json",
-                                           "tokenizer_config.json",
-                                           "special_tokens_map.json",
-                                           "added_tokens.json",
-                                           "vocab.json",
-                                           "merges.txt",
-                                           "tokenizer.model",
-                                           "encoder.json",
-                                           "vocab.bpe",
-                                           "chat_template.jinja",
-                                           "chat_template.json",
-                                           "generation_config.json"};
+// Files a Hugging Face folder carries besides the weights and config.
+constexpr auto kCompanionFiles = [] {
+  std::array<const char*, std::size(io::kHfTokenizerFiles) + 1> files{};
+  std::copy(std::begin(io::kHfTokenizerFiles), std::end(io::kHfTokenizerFiles), files.begin());
+  files.back() = io::kHfGenerationFile;
+  return files;
+}();
 
 // Written first into the folder being built, so that a later convert can
 // tell a folder a killed convert left from anything else.

@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "io/atomic_file.h"
 #include "core/regular_file.h"
+#include "io/atomic_file.h"
 
 namespace lt::io {
 

@@ -20,6 +20,23 @@ namespace lt::io {
 
 inline constexpr const char* kHfWeightsFile = "model.safetensors";
 inline constexpr const char* kHfIndexFile = "model.safetensors.index.json";
+// What a folder carries besides the weights and config.json: what
+// transformers' AutoTokenizer reads (byte-level BPE, sentencepiece, GPT-2's
+// originals), the chat template (transformers 5 keeps it in
+// chat_template.jinja, 4.4x in chat_template.json or
+// tokenizer_config.json), and the generation defaults (EOS ids, sampling).
+inline constexpr const char* kHfTokenizerFiles[] = {"tokenizer.json",
+                                                    "tokenizer_config.json",
+                                                    "special_tokens_map.json",
+                                                    "added_tokens.json",
+                                                    "vocab.json",
+                                                    "merges.txt",
+                                                    "tokenizer.model",
+                                                    "encoder.json",
+                                                    "vocab.bpe",
+                                                    "chat_template.jinja",
+                                                    "chat_template.json"};
+inline constexpr const char* kHfGenerationFile = "generation_config.json";
 // transformers' default max_shard_size, "5GB", which huggingface_hub reads
 // as decimal: 5 * 10^9 bytes.
 inline constexpr uint64_t kHfDefaultMaxShardBytes = 5'000'000'000;

@@ -4,8 +4,8 @@
 
 #include "autograd/grad_mode.h"
 #include "core/host_memory.h"
-#include "io/atomic_file.h"
 #include "core/regular_file.h"
+#include "io/atomic_file.h"
 #include "models/hf_mapping.h"
 
 namespace lt::io {

@@ -15,8 +15,8 @@
 #include <set>
 
 #include "core/json_brief.h"
-#include "io/atomic_file.h"
 #include "core/regular_file.h"
+#include "io/atomic_file.h"
 
 namespace lt::io {
 

@@ -3,12 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "io/atomic_file.h"
+#include "io/hf_folder.h"
 #include "io/hf_model.h"
 
 namespace lt::train {
@@ -23,23 +24,19 @@ constexpr const char* kOptimizerFile = "optimizer.safetensors";
 // before it is deleted: Note [What a run may delete].
 constexpr const char* kSaveMarker = ".lazytrain-save";
 
-// From the tokenizer folder: what transformers' AutoTokenizer reads
-// (byte-level BPE, sentencepiece, GPT-2's originals) and the chat template
-// (transformers 5 keeps it in chat_template.jinja, 4.4x in
-// chat_template.json or tokenizer_config.json).
-constexpr const char* kTokenizerFiles[] = {"tokenizer.json",
-                                           "tokenizer_config.json",
-                                           "special_tokens_map.json",
-                                           "added_tokens.json",
-                                           "vocab.json",
-                                           "merges.txt",
-                                           "tokenizer.model",
-                                           "encoder.json",
-                                           "vocab.bpe",
-                                           "chat_template.jinja",
-                                           "chat_template.json"};
-// From the model folder: the generation defaults (EOS ids, sampling).
-constexpr const char* kModelFiles[] = {"generation_config.json"};
+// From the model folder: the generation defaults, and a template kept with
+// the model rather than the tokenizer.
+constexpr const char* kModelFiles[] = {io::kHfGenerationFile, "chat_template.jinja",
+                                       "chat_template.json"};
+
+// N of a folder named step-N; nothing for any other name.
+std::optional<int64_t> step_of(const std::string& name) {
+  if (name.rfind("step-", 0) != 0 || name.size() == 5) return std::nullopt;
+  char* end = nullptr;
+  const long long n = std::strtoll(name.c_str() + 5, &end, 10);
+  if (*end != '\0') return std::nullopt;
+  return n;
+}
 
 bool is_checkpoint(const fs::path& dir) {
   return fs::is_regular_file(dir / kStateFile);
@@ -68,11 +65,9 @@ std::vector<fs::path> complete_checkpoints(const fs::path& out_dir) {
   if (!fs::is_directory(out_dir)) return {};
   for (const auto& entry : fs::directory_iterator(out_dir)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("step-", 0) != 0) continue;
-    char* end = nullptr;
-    const long long n = std::strtoll(name.c_str() + 5, &end, 10);
-    if (*end != '\0' || !is_checkpoint(entry.path())) continue;
-    found.push_back({{saved_at(entry.path()), n}, entry.path()});
+    const auto n = step_of(name);
+    if (!entry.is_directory() || !n || !is_checkpoint(entry.path())) continue;
+    found.push_back({{saved_at(entry.path()), *n}, entry.path()});
   }
   std::sort(found.begin(), found.end());
   std::vector<fs::path> dirs;
@@ -132,10 +127,8 @@ void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,
                             const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
                             const TrainerState& state, const CheckpointOptions& options) {
   io::save_hf_model(model, dir, DType::F32);
-  copy_companions(options.tokenizer_dir, kTokenizerFiles, dir);
+  copy_companions(options.tokenizer_dir, io::kHfTokenizerFiles, dir);
   copy_companions(options.model_dir, kModelFiles, dir);
-  // A template kept with the model rather than the tokenizer.
-  copy_companions(options.model_dir, std::array{"chat_template.jinja", "chat_template.json"}, dir);
   io::write_safetensors(dir / kOptimizerFile, optimizer_state);
   write_text(dir / "train_config.yaml", options.config_yaml);
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -203,12 +196,10 @@ void check_no_foreign_step_folders(const fs::path& out_dir, int64_t first_step, 
   if (!fs::is_directory(out_dir)) return;
   for (const auto& entry : fs::directory_iterator(out_dir)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) != 0) continue;
-    char* end = nullptr;
-    const long long n = std::strtoll(name.c_str() + 5, &end, 10);
-    if (*end != '\0' || n <= first_step || n > last_step || is_checkpoint(entry.path())) continue;
+    const auto n = step_of(name);
+    if (!n || *n <= first_step || *n > last_step || is_checkpoint(entry.path())) continue;
     fail(entry.path().string(), " is not a lazytrain checkpoint (no ", kStateFile,
-         "), and this run may save step ", n,
+         "), and this run may save step ", *n,
          " there; move it out of out.dir (the run deletes nothing it did not make)");
   }
 }

@@ -110,8 +110,14 @@ TEST(ScheduleAuto, PlansARunnableScheduleWithResidentsLosses) {
   EXPECT_FALSE(ref.metrics.front().contains("predicted_step_s"));
   // The capacity, from the memory budget of this run's sizes on the stand-in (f32).
   const TrainConfig& sized = d.sized;
-  const exec::TrainSizes sizes{sized.train.batch_size, sized.train.seq_len,
-                               exec::OptimizerStates::Fp32, 4, {}, {}, 2048, false};
+  const exec::TrainSizes sizes{sized.train.batch_size,
+                               sized.train.seq_len,
+                               exec::OptimizerStates::Fp32,
+                               4,
+                               {},
+                               {},
+                               2048,
+                               false};
   const int64_t boundary = exec::boundary_bytes(model_config, sizes);
   const int64_t capacity = exec::fixed_bytes(model_config, sizes, 2).bytes(exec::MemorySpace::Gpu) +
                            (exec::kMaxTransientBoundaries + 4) * boundary;
