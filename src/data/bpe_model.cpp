@@ -94,9 +94,13 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, uint32_t>>& vocab,
 
   const auto& chars = byte_level_chars();
   for (int byte = 0; byte < 256; ++byte) {
-    std::string stand_in;
-    append_utf8(stand_in, chars[byte]);
-    auto it = id_of_token_.find(stand_in);
+    std::string unit;
+    if (options_.byte_level) {
+      append_utf8(unit, chars[byte]);
+    } else if (byte < 0x80) {
+      unit = std::string(1, static_cast<char>(byte));
+    }
+    auto it = unit.empty() ? id_of_token_.end() : id_of_token_.find(unit);
     byte_token_[byte] = it == id_of_token_.end() ? int64_t{-1} : int64_t{it->second};
     char fallback[8];
     std::snprintf(fallback, sizeof(fallback), "<0x%02X>", byte);
@@ -108,19 +112,32 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, uint32_t>>& vocab,
   if (options_.ignore_merges) {
     id_of_word_.reserve(vocab.size());
     for (const auto& [token, id] : vocab) {
-      if (std::optional<std::string> bytes = byte_level_decode(token)) id_of_word_[*bytes] = id;
+      if (!options_.byte_level) {
+        id_of_word_[token] = id;
+      } else if (std::optional<std::string> bytes = byte_level_decode(token)) {
+        id_of_word_[*bytes] = id;
+      }
     }
   }
 }
 
 std::vector<uint8_t> BpeModel::bytes_without_token() const {
   std::vector<uint8_t> missing;
-  if (options_.unk_id) return missing;
+  if (options_.unk_id || !options_.byte_level) return missing;
   for (int byte = 0; byte < 256; ++byte) {
     if (byte_token_[byte] >= 0 || (options_.byte_fallback && fallback_token_[byte] >= 0)) continue;
     missing.push_back(static_cast<uint8_t>(byte));
   }
   return missing;
+}
+
+bool BpeModel::may_drop_characters() const {
+  if (options_.byte_level || options_.unk_id) return false;
+  if (!options_.byte_fallback) return true;
+  for (int64_t token : fallback_token_) {
+    if (token < 0) return true;
+  }
+  return false;
 }
 
 const std::string* BpeModel::token_string(uint32_t id) const {
@@ -134,21 +151,47 @@ std::optional<uint32_t> BpeModel::token_id(std::string_view token_string) const 
   return it->second;
 }
 
-void BpeModel::initial_symbols(std::string_view word, std::vector<uint32_t>& symbols) const {
-  bool last_was_unk = false;
-  for (char c : word) {
-    auto byte = static_cast<unsigned char>(c);
-    if (byte_token_[byte] >= 0) {
-      symbols.push_back(static_cast<uint32_t>(byte_token_[byte]));
-      last_was_unk = false;
-    } else if (options_.byte_fallback && fallback_token_[byte] >= 0) {
-      symbols.push_back(static_cast<uint32_t>(fallback_token_[byte]));
-      last_was_unk = false;
-    } else if (options_.unk_id) {
-      if (!(options_.fuse_unk && last_was_unk)) symbols.push_back(*options_.unk_id);
-      last_was_unk = true;
+void BpeModel::append_unit(std::string_view unit, int64_t token, std::vector<uint32_t>& symbols,
+                           std::optional<uint32_t>& pending_unk) const {
+  if (token >= 0) {
+    if (pending_unk) symbols.push_back(*pending_unk);
+    pending_unk.reset();
+    symbols.push_back(static_cast<uint32_t>(token));
+    return;
+  }
+  if (options_.byte_fallback) {
+    bool every_byte = true;
+    for (char c : unit) every_byte = every_byte && fallback_token_[static_cast<uint8_t>(c)] >= 0;
+    if (every_byte) {
+      // HF appends these before an unknown token still pending.
+      for (char c : unit)
+        symbols.push_back(static_cast<uint32_t>(fallback_token_[static_cast<uint8_t>(c)]));
+      return;
     }
   }
+  if (!options_.unk_id) return;  // HF drops the unit
+  if (pending_unk && !options_.fuse_unk) symbols.push_back(*pending_unk);
+  pending_unk = options_.unk_id;
+}
+
+void BpeModel::initial_symbols(std::string_view word, std::vector<uint32_t>& symbols) const {
+  std::optional<uint32_t> pending_unk;
+  for (size_t pos = 0; pos < word.size();) {
+    auto byte = static_cast<unsigned char>(word[pos]);
+    size_t length = 1;
+    int64_t token = byte_token_[byte];
+    if (!options_.byte_level && byte >= 0x80) {
+      DecodedChar ch = decode_utf8_multibyte(word, pos);
+      length = ch.length;
+      if (ch.code_point != kInvalidCodePoint) {
+        auto it = id_of_token_.find(std::string(word.substr(pos, length)));
+        if (it != id_of_token_.end()) token = it->second;
+      }
+    }
+    append_unit(word.substr(pos, length), token, symbols, pending_unk);
+    pos += length;
+  }
+  if (pending_unk) symbols.push_back(*pending_unk);
 }
 
 void BpeModel::merge_short(std::vector<uint32_t>& symbols) const {

@@ -1,8 +1,15 @@
 #pragma once
-// The byte-level BPE model: a vocabulary of byte strings and ranked merges.
-// A word (one pre-token, as raw bytes) starts as one token per byte and
-// merges the adjacent pair of lowest rank, leftmost first, until no pair
-// merges. This is the order Hugging Face `tokenizers` uses, so ids match.
+// The BPE model: a vocabulary and ranked merges. A word (one pre-token)
+// starts as one symbol per unit and merges the adjacent pair of lowest rank,
+// leftmost first, until no pair merges. This is the order Hugging Face
+// `tokenizers` uses, so ids match. Units are
+//   - bytes, for byte-level BPE (GPT-2, Qwen, Llama 3): the vocabulary is
+//     written in the byte-level alphabet (byte_level.h), and the word is the
+//     raw bytes that the ByteLevel pre-tokenizer would map into it;
+//   - characters, for SentencePiece-style BPE (Llama 2, Mistral, Gemma):
+//     the vocabulary is plain UTF-8 with "▁" for spaces. A byte that is not
+//     valid UTF-8 (HF's input cannot hold one) is a unit of its own, which
+//     no vocabulary holds, so it falls back as an unknown character does.
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -17,14 +24,18 @@
 namespace lt::data {
 
 struct BpeOptions {
+  // Units are bytes in the byte-level alphabet (else UTF-8 characters).
+  bool byte_level = true;
   // Llama-3: a word that is itself in the vocabulary is one token, merges or
   // not.
   bool ignore_merges = false;
-  // A byte without a token becomes the token "<0xXX>" if there is one.
+  // A unit without a token becomes the tokens "<0xXX>" of its bytes if
+  // there is one for each.
   bool byte_fallback = false;
   // Else it becomes the unknown token, runs of them fused into one if
   // `fuse_unk`. With neither, HF drops it; lazytrain refuses such a
-  // vocabulary when loading it (see bytes_without_token).
+  // vocabulary when loading it (see bytes_without_token and
+  // may_drop_characters).
   std::optional<uint32_t> unk_id;
   bool fuse_unk = false;
 };
@@ -53,6 +64,10 @@ class BpeModel {
   // drops them without a word, so "a\0b" became two tokens; the loaders
   // refuse a vocabulary for which this is not empty.
   std::vector<uint8_t> bytes_without_token() const;
+  // For a character-level model: whether a character outside the vocabulary
+  // could be dropped, i.e. there is no unknown token and byte_fallback is
+  // off or lacks some "<0xXX>".
+  bool may_drop_characters() const;
 
  private:
   struct Merge {
@@ -100,7 +115,14 @@ class BpeModel {
   std::vector<std::string> tokens_by_id_;
   std::vector<bool> has_token_;
   MergeTable merges_;
-  // The token of each single byte, or -1.
+  // Appends the unit's symbols (its token, its "<0xXX>" tokens, or the
+  // unknown token) in HF's order; `pending_unk` carries an unknown token
+  // not yet appended, which HF emits only at the next unit with a token.
+  void append_unit(std::string_view unit, int64_t token, std::vector<uint32_t>& symbols,
+                   std::optional<uint32_t>& pending_unk) const;
+
+  // Byte-level: the token of each single byte; character-level: of each
+  // ASCII character. -1 if none.
   std::array<int64_t, 256> byte_token_{};
   // "<0xXX>" tokens for byte_fallback, or -1.
   std::array<int64_t, 256> fallback_token_{};

@@ -165,7 +165,8 @@ size_t split_match_length(SplitPattern pattern, std::string_view text, size_t po
 
 PreTokenizer PreTokenizer::gpt2() {
   PreTokenizer pre_tokenizer;
-  pre_tokenizer.steps_.push_back({SplitPattern::kGpt2, false});
+  pre_tokenizer.steps_.push_back({SplitPattern::kGpt2, false, std::nullopt});
+  pre_tokenizer.byte_level_ = true;
   return pre_tokenizer;
 }
 
@@ -213,26 +214,40 @@ void PreTokenizer::parse_step(const nlohmann::json& value, const JsonField& fiel
       field.member("behavior").fail("expected \"Isolated\", found \"" + behavior + "\"");
     }
     if (optional_bool(value, field, "invert", false)) field.member("invert").fail("expected false");
-    steps.push_back({known, false});
+    steps.push_back({known, false, std::nullopt});
+    return;
+  }
+  if (type == "Metaspace") {
+    steps.push_back({std::nullopt, false, Metaspace::from_json(value, field)});
     return;
   }
   field.member("type").fail("unknown pre-tokenizer type \"" + type +
-                            "\"; supported: ByteLevel, Split, Sequence");
+                            "\"; supported: ByteLevel, Split, Metaspace, Sequence, or null");
 }
 
 PreTokenizer PreTokenizer::from_json(const nlohmann::json* value, const JsonField& field) {
   PreTokenizer pre_tokenizer;
   bool saw_byte_level = false;
   if (value != nullptr) parse_step(*value, field, pre_tokenizer.steps_, saw_byte_level);
-  if (!saw_byte_level) {
-    field.fail("no ByteLevel pre-tokenizer; only byte-level BPE tokenizers are supported");
+  for (const Step& step : pre_tokenizer.steps_) {
+    if (saw_byte_level && step.metaspace) {
+      field.fail(
+          "ByteLevel and Metaspace together: a model's vocabulary is either byte-level or "
+          "SentencePiece-style, not both");
+    }
   }
+  pre_tokenizer.byte_level_ = saw_byte_level;
   return pre_tokenizer;
 }
 
-void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& pieces,
+void PreTokenizer::split(std::string_view text, bool starts_text,
+                         std::vector<std::string_view>& pieces,
                          std::deque<std::string>& arena) const {
   if (text.empty()) return;
+  if (steps_.empty()) {
+    pieces.push_back(text);
+    return;
+  }
   // The common case, one regex step and no prefix space, cuts straight into
   // `pieces`.
   if (steps_.size() == 1 && steps_[0].pattern && !steps_[0].add_prefix_space) {
@@ -248,7 +263,13 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& p
   std::vector<std::string_view> next;
   for (const Step& step : steps_) {
     next.clear();
-    for (std::string_view piece : current) {
+    for (size_t i = 0; i < current.size(); ++i) {
+      std::string_view piece = current[i];
+      if (step.metaspace) {
+        // Pieces cover the text in order, so only the first can start it.
+        step.metaspace->pre_tokenize(piece, starts_text && i == 0, next, arena);
+        continue;
+      }
       if (step.add_prefix_space && piece.front() != ' ') {
         arena.push_back(" " + std::string(piece));
         piece = arena.back();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/json_fields.h"
+#include "data/metaspace.h"
 
 namespace lt::data {
 
@@ -39,14 +40,21 @@ size_t split_match_length(SplitPattern pattern, std::string_view text, size_t po
 class PreTokenizer {
  public:
   // Reads the "pre_tokenizer" field of a tokenizer.json (`value` null when
-  // the field is null or missing).
+  // the field is null or missing: the text is one word). Supported: ByteLevel,
+  // Split with a known regex, Metaspace, and Sequences of them; ByteLevel
+  // and Metaspace do not mix.
   static PreTokenizer from_json(const nlohmann::json* value, const JsonField& field);
   // GPT-2's: ByteLevel with its built-in regex and no prefix space.
   static PreTokenizer gpt2();
 
+  // Whether there is a ByteLevel step: the model's units are then bytes in
+  // the byte-level alphabet (bpe_model.h), else characters.
+  bool byte_level() const { return byte_level_; }
+
   // Appends the pieces of `text` to `pieces`. They point into `text`, or
-  // into `arena` where a step had to add a prefix space.
-  void split(std::string_view text, std::vector<std::string_view>& pieces,
+  // into `arena` where a step rewrote a piece. `starts_text`: `text` starts
+  // the whole input (Metaspace's prepend_scheme "first" asks).
+  void split(std::string_view text, bool starts_text, std::vector<std::string_view>& pieces,
              std::deque<std::string>& arena) const;
 
  private:
@@ -56,12 +64,15 @@ class PreTokenizer {
     // ByteLevel's add_prefix_space: a space goes before each piece that
     // does not start with one.
     bool add_prefix_space = false;
+    // A Metaspace step (then neither of the above).
+    std::optional<Metaspace> metaspace;
   };
 
   static void parse_step(const nlohmann::json& value, const JsonField& field,
                          std::vector<Step>& steps, bool& saw_byte_level);
 
   std::vector<Step> steps_;
+  bool byte_level_ = false;
 };
 
 }  // namespace lt::data

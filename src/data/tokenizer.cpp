@@ -4,7 +4,6 @@
 #include <mutex>
 
 #include "core/error.h"
-#include "data/byte_level.h"
 #include "data/unicode.h"
 #include "data/word_cache.h"
 
@@ -19,20 +18,23 @@ struct Tokenizer::Cache {
 };
 
 Tokenizer::Tokenizer(BpeModel model, PreTokenizer pre_tokenizer, Normalizer normalizer,
-                     std::vector<AddedToken> added_tokens)
+                     Decoder decoder, std::vector<AddedToken> added_tokens)
     : model_(std::move(model)),
       pre_tokenizer_(std::move(pre_tokenizer)),
-      normalizer_(normalizer),
+      normalizer_(std::move(normalizer)),
+      decoder_(std::move(decoder)),
       added_tokens_(std::move(added_tokens)),
       cache_(std::make_unique<Cache>()) {
   std::vector<const AddedToken*> raw, normalized;
   std::vector<std::string> raw_patterns, normalized_patterns;
   for (const AddedToken& token : added_tokens_) {
+    added_text_.push_back(token.normalized ? normalizer_.apply(token.content) : token.content);
     if (token.content.empty()) continue;
     if (token.normalized) {
+      // HF searches the normalized text for the normalized content: with
+      // Llama 2's Prepend("▁") that is "▁" + content.
       normalized.push_back(&token);
-      normalized_patterns.push_back(normalizer_ == Normalizer::kNfc ? nfc(token.content)
-                                                                    : token.content);
+      normalized_patterns.push_back(added_text_.back());
     } else {
       raw.push_back(&token);
       raw_patterns.push_back(token.content);
@@ -41,6 +43,21 @@ Tokenizer::Tokenizer(BpeModel model, PreTokenizer pre_tokenizer, Normalizer norm
   raw_matcher_ = AddedTokenMatcher(std::move(raw), std::move(raw_patterns));
   normalized_matcher_ = AddedTokenMatcher(std::move(normalized), std::move(normalized_patterns));
   build_decoding_table();
+}
+
+Tokenizer::Tokenizer(std::unique_ptr<SentencePieceModel> sentencepiece)
+    : model_({}, {}, BpeOptions{}, JsonField{}),
+      sentencepiece_(std::move(sentencepiece)),
+      cache_(std::make_unique<Cache>()) {
+  const size_t size = sentencepiece_->size();
+  bytes_of_id_.resize(size);
+  has_id_.assign(size, true);
+  special_id_.resize(size);
+  added_index_.assign(size, -1);
+  for (uint32_t id = 0; id < size; ++id) {
+    bytes_of_id_[id] = sentencepiece_->middle_bytes(id);
+    special_id_[id] = sentencepiece_->is_special(id);
+  }
 }
 
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
@@ -52,27 +69,25 @@ void Tokenizer::build_decoding_table() {
   bytes_of_id_.assign(limit, std::string());
   has_id_.assign(limit, false);
   special_id_.assign(limit, false);
-  // HF's ByteLevel decoder maps a token's characters back to bytes, or keeps
-  // the token's own UTF-8 when a character is outside the byte alphabet.
-  auto decoded = [](const std::string& token) {
-    std::optional<std::string> bytes = byte_level_decode(token);
-    return bytes ? *bytes : token;
-  };
+  added_index_.assign(limit, -1);
   for (uint32_t id = 0; id < model_.id_limit(); ++id) {
     if (const std::string* token = model_.token_string(id)) {
-      bytes_of_id_[id] = decoded(*token);
+      bytes_of_id_[id] = decoder_.middle_bytes(*token);
       has_id_[id] = true;
     }
   }
   // An added token shadows a vocabulary token with the same id.
-  for (const AddedToken& token : added_tokens_) {
-    bytes_of_id_[token.id] = decoded(token.content);
+  for (size_t i = 0; i < added_tokens_.size(); ++i) {
+    const AddedToken& token = added_tokens_[i];
+    bytes_of_id_[token.id] = decoder_.middle_bytes(added_text_[i]);
     has_id_[token.id] = true;
     special_id_[token.id] = token.special;
+    added_index_[token.id] = static_cast<int32_t>(i);
   }
 }
 
 size_t Tokenizer::vocab_size() const {
+  if (sentencepiece_) return sentencepiece_->size();
   size_t limit = model_.id_limit();
   for (const AddedToken& token : added_tokens_)
     limit = std::max<size_t>(limit, token.id + size_t{1});
@@ -80,28 +95,32 @@ size_t Tokenizer::vocab_size() const {
 }
 
 std::optional<uint32_t> Tokenizer::token_to_id(std::string_view token) const {
+  if (sentencepiece_) return sentencepiece_->piece_id(token);
   for (const AddedToken& added : added_tokens_) {
     if (added.content == token) return added.id;
   }
   return model_.token_id(token);
 }
 
-std::optional<std::string> Tokenizer::id_to_token(uint32_t id) const {
-  for (const AddedToken& added : added_tokens_) {
-    if (added.id == id) return added.content;
-  }
-  if (const std::string* token = model_.token_string(id)) return *token;
-  return std::nullopt;
+const std::string& Tokenizer::token_text(uint32_t id) const {
+  if (added_index_[id] >= 0) return added_text_[static_cast<size_t>(added_index_[id])];
+  return *model_.token_string(id);
 }
 
-void Tokenizer::encode_normalized(std::string_view text, std::vector<uint32_t>& ids,
-                                  Cache* cache) const {
+std::optional<std::string> Tokenizer::id_to_token(uint32_t id) const {
+  if (sentencepiece_) return sentencepiece_->piece(id);
+  if (id >= has_id_.size() || !has_id_[id]) return std::nullopt;
+  return token_text(id);
+}
+
+void Tokenizer::encode_normalized(std::string_view text, bool starts_text,
+                                  std::vector<uint32_t>& ids, Cache* cache) const {
   // Per-thread scratch, so encoding a segment allocates nothing once warm.
   thread_local std::vector<std::string_view> pieces;
   thread_local std::deque<std::string> arena;
   pieces.clear();
   arena.clear();
-  pre_tokenizer_.split(text, pieces, arena);
+  pre_tokenizer_.split(text, starts_text, pieces, arena);
   thread_local std::vector<uint32_t> word_ids;
   for (std::string_view piece : pieces) {
     if (cache != nullptr && cache->words.lookup(piece, ids)) continue;
@@ -112,15 +131,13 @@ void Tokenizer::encode_normalized(std::string_view text, std::vector<uint32_t>& 
   }
 }
 
-void Tokenizer::encode_plain(std::string_view text, std::vector<uint32_t>& ids,
+void Tokenizer::encode_plain(std::string_view text, bool starts_text, std::vector<uint32_t>& ids,
                              Cache* cache) const {
   std::string normalized_storage;
   std::string_view normalized = text;
-  if (normalizer_ == Normalizer::kNfc && nfc_if_changed(text, normalized_storage)) {
-    normalized = normalized_storage;
-  }
+  if (normalizer_.apply_if_changed(text, normalized_storage)) normalized = normalized_storage;
   if (normalized_matcher_.empty()) {
-    encode_normalized(normalized, ids, cache);
+    encode_normalized(normalized, starts_text, ids, cache);
     return;
   }
   std::vector<TextSegment> segments;
@@ -129,16 +146,21 @@ void Tokenizer::encode_plain(std::string_view text, std::vector<uint32_t>& ids,
     if (segment.token_id >= 0) {
       ids.push_back(static_cast<uint32_t>(segment.token_id));
     } else {
-      encode_normalized(segment.text, ids, cache);
+      encode_normalized(segment.text, starts_text && segment.text.data() == normalized.data(), ids,
+                        cache);
     }
   }
 }
 
 void Tokenizer::encode(std::string_view text, std::vector<uint32_t>& ids) const {
+  if (sentencepiece_) {
+    sentencepiece_->encode(text, ids);
+    return;
+  }
   std::unique_lock<std::mutex> lock(cache_->mutex, std::try_to_lock);
   Cache* cache = lock.owns_lock() ? cache_.get() : nullptr;
   if (raw_matcher_.empty()) {
-    encode_plain(text, ids, cache);
+    encode_plain(text, true, ids, cache);
     return;
   }
   std::vector<TextSegment> segments;
@@ -147,7 +169,7 @@ void Tokenizer::encode(std::string_view text, std::vector<uint32_t>& ids) const 
     if (segment.token_id >= 0) {
       ids.push_back(static_cast<uint32_t>(segment.token_id));
     } else {
-      encode_plain(segment.text, ids, cache);
+      encode_plain(segment.text, segment.text.data() == text.data(), ids, cache);
     }
   }
 }
@@ -159,13 +181,17 @@ std::vector<uint32_t> Tokenizer::encode(std::string_view text) const {
   return ids;
 }
 
+void Tokenizer::check_id(uint32_t id) const {
+  if (id >= has_id_.size() || !has_id_[id]) {
+    fail("cannot decode token id ", id, ": no token has it (the vocabulary has ", vocab_size(),
+         " ids)");
+  }
+}
+
 std::string Tokenizer::decode_bytes(std::span<const uint32_t> ids, bool skip_special_tokens) const {
   std::string bytes;
   for (uint32_t id : ids) {
-    if (id >= has_id_.size() || !has_id_[id]) {
-      fail("cannot decode token id ", id, ": no token has it (the vocabulary has ", vocab_size(),
-           " ids)");
-    }
+    check_id(id);
     if (skip_special_tokens && special_id_[id]) continue;
     bytes += bytes_of_id_[id];
   }
@@ -173,9 +199,19 @@ std::string Tokenizer::decode_bytes(std::span<const uint32_t> ids, bool skip_spe
 }
 
 std::string Tokenizer::decode(std::span<const uint32_t> ids, bool skip_special_tokens) const {
-  std::string bytes = decode_bytes(ids, skip_special_tokens);
-  if (is_valid_utf8(bytes)) return bytes;
-  return utf8_lossy(bytes);
+  if (sentencepiece_) return sentencepiece_->decode(ids, skip_special_tokens);
+  if (decoder_.is_byte_level()) {
+    std::string bytes = decode_bytes(ids, skip_special_tokens);
+    if (is_valid_utf8(bytes)) return bytes;
+    return utf8_lossy(bytes);
+  }
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (uint32_t id : ids) {
+    check_id(id);
+    if (!(skip_special_tokens && special_id_[id])) tokens.push_back(token_text(id));
+  }
+  return decoder_.decode(std::move(tokens));
 }
 
 }  // namespace lt::data

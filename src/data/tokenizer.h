@@ -1,15 +1,16 @@
 #pragma once
-// A byte-level BPE tokenizer read from a Hugging Face tokenizer.json (GPT-2,
-// Qwen2/2.5/3, Llama-3 and their kin) or from GPT-2's encoder.json +
-// vocab.bpe. Encoding gives the ids Hugging Face `tokenizers` gives with
-// add_special_tokens=False:
-//   1. added tokens (<|im_start|>, ...) are cut out of the raw text;
-//   2. the rest is normalized (NFC or nothing);
+// A BPE tokenizer read from a Hugging Face tokenizer.json, byte-level (GPT-2,
+// Qwen2/2.5/3, Llama-3 and their kin) or SentencePiece-style (Llama 2,
+// Mistral, Gemma: "▁" for spaces, byte fallback), or from GPT-2's
+// encoder.json + vocab.bpe, or a SentencePiece tokenizer.model run by
+// libsentencepiece (sentencepiece_model.h). Encoding gives the ids Hugging
+// Face `tokenizers` gives with add_special_tokens=False:
+//   1. added tokens (<|im_start|>, <s>, ...) are cut out of the raw text;
+//   2. each rest is normalized (normalizer.h);
 //   3. added tokens marked "normalized" are cut out of that;
 //   4. the pre-tokenizer cuts the rest into words;
-//   5. BPE turns each word's bytes into ids (through a cache).
-// Decoding joins the tokens' bytes and repairs invalid UTF-8 with U+FFFD, as
-// HF's ByteLevel decoder does.
+//   5. BPE turns each word into ids (through a cache).
+// Decoding runs the file's decoder (decoder.h) on the tokens' strings.
 //
 // A Tokenizer is immutable after loading and safe to use from many threads.
 #include <cstdint>
@@ -23,19 +24,22 @@
 
 #include "data/added_tokens.h"
 #include "data/bpe_model.h"
+#include "data/decoder.h"
+#include "data/normalizer.h"
 #include "data/pre_tokenizer.h"
+#include "data/sentencepiece_model.h"
 
 namespace lt::data {
 
-enum class Normalizer { kNone, kNfc };
-
 class Tokenizer {
  public:
-  // `path` is a tokenizer.json, or a folder holding one, or a folder holding
-  // GPT-2's encoder.json and vocab.bpe. Errors (missing file, bad JSON, an
-  // unsupported part) are lt::Error naming the file and the field.
+  // `path` is a tokenizer.json or a SentencePiece .model, or a folder
+  // holding a tokenizer.json, else GPT-2's encoder.json and vocab.bpe, else
+  // a tokenizer.model. Errors (missing file, bad JSON, an unsupported part)
+  // are lt::Error naming the file and the field.
   static Tokenizer load(const std::filesystem::path& path);
   static Tokenizer from_tokenizer_json(const std::filesystem::path& file);
+  static Tokenizer from_sentencepiece_model(const std::filesystem::path& file);
   // GPT-2's original files: ByteLevel pre-tokenization with no prefix
   // space, and <|endoftext|> as a special token when the vocabulary has it
   // (as GPT-2's tokenizer.json and transformers' GPT2Tokenizer do).
@@ -51,40 +55,64 @@ class Tokenizer {
   std::vector<uint32_t> encode(std::string_view text) const;
   void encode(std::string_view text, std::vector<uint32_t>& ids) const;
 
-  // The text of `ids`, invalid UTF-8 replaced by U+FFFD. An id with no
-  // token is an lt::Error.
+  // The text of `ids` as HF decodes it, invalid UTF-8 replaced by U+FFFD.
+  // An id with no token is an lt::Error.
   std::string decode(std::span<const uint32_t> ids, bool skip_special_tokens = false) const;
-  // The raw bytes of `ids`, without the UTF-8 repair.
+  // The bytes each id adds in the middle of a text, joined, without the
+  // UTF-8 repair, so decode_bytes(a + b) == decode_bytes(a) + decode_bytes(b)
+  // and new tokens' bytes can be appended one by one. For byte-level
+  // tokenizers decode() is these bytes repaired; SentencePiece-style
+  // decoders also drop the first token's leading space (Strip, Metaspace).
   std::string decode_bytes(std::span<const uint32_t> ids, bool skip_special_tokens = false) const;
 
-  // An added token's content or a vocabulary token's string (byte-level
-  // alphabet) to its id.
+  // An added token's content or a vocabulary token's string (in the
+  // model's alphabet: byte-level, or "▁" for spaces) to its id.
   std::optional<uint32_t> token_to_id(std::string_view token) const;
+  // The string of `id` (a "normalized" added token's normalized content,
+  // as HF gives it).
   std::optional<std::string> id_to_token(uint32_t id) const;
   // One past the largest id, added tokens included.
   size_t vocab_size() const;
   const std::vector<AddedToken>& added_tokens() const { return added_tokens_; }
-  Normalizer normalizer() const { return normalizer_; }
+  const Normalizer& normalizer() const { return normalizer_; }
 
  private:
   struct Cache;
 
-  Tokenizer(BpeModel model, PreTokenizer pre_tokenizer, Normalizer normalizer,
+  Tokenizer(BpeModel model, PreTokenizer pre_tokenizer, Normalizer normalizer, Decoder decoder,
             std::vector<AddedToken> added_tokens);
+  explicit Tokenizer(std::unique_ptr<SentencePieceModel> sentencepiece);
   void build_decoding_table();
-  void encode_plain(std::string_view text, std::vector<uint32_t>& ids, Cache* cache) const;
-  void encode_normalized(std::string_view text, std::vector<uint32_t>& ids, Cache* cache) const;
+  // The token string of an id that has one (an added token's content
+  // shadows the vocabulary's).
+  const std::string& token_text(uint32_t id) const;
+  void check_id(uint32_t id) const;
+  // `starts_text`: the segment starts the whole input (Metaspace asks).
+  void encode_plain(std::string_view text, bool starts_text, std::vector<uint32_t>& ids,
+                    Cache* cache) const;
+  void encode_normalized(std::string_view text, bool starts_text, std::vector<uint32_t>& ids,
+                         Cache* cache) const;
 
   BpeModel model_;
   PreTokenizer pre_tokenizer_;
   Normalizer normalizer_;
+  Decoder decoder_;
   std::vector<AddedToken> added_tokens_;
+  // Set for a tokenizer.model: it encodes and decodes instead of the above.
+  std::unique_ptr<SentencePieceModel> sentencepiece_;
   AddedTokenMatcher raw_matcher_;         // tokens with normalized == false
   AddedTokenMatcher normalized_matcher_;  // tokens with normalized == true
-  // Each id's bytes when decoded, and whether it is a special token.
+  // Each id's bytes in the middle of a text, and whether it is a special
+  // token.
   std::vector<std::string> bytes_of_id_;
   std::vector<bool> has_id_;
   std::vector<bool> special_id_;
+  // Index into added_tokens_ of the token with each id, or -1.
+  std::vector<int32_t> added_index_;
+  // Each added token's string as HF decodes it and id_to_token gives it:
+  // the normalized content for a "normalized" token (Llama 2's Prepend
+  // makes "<tok>" "▁<tok>"), else the content.
+  std::vector<std::string> added_text_;
   std::unique_ptr<Cache> cache_;
 };
 

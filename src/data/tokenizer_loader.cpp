@@ -21,35 +21,6 @@ json parse_json_file(const fs::path& file) {
   return parse_json_text(read_whole_file(file), file);
 }
 
-Normalizer parse_normalizer(const json* value, const JsonField& field) {
-  if (value == nullptr) return Normalizer::kNone;
-  std::string type = require_string(require_member(*value, field, "type"), field.member("type"));
-  if (type == "NFC") return Normalizer::kNfc;
-  if (type == "Sequence") {
-    // A sequence of NFCs is NFC (it is idempotent); an empty one is nothing.
-    const json& list = require_member(*value, field, "normalizers");
-    JsonField list_field = field.member("normalizers");
-    if (!list.is_array()) list_field.fail("expected a list, found " + json_type_name(list));
-    Normalizer result = Normalizer::kNone;
-    for (size_t i = 0; i < list.size(); ++i) {
-      if (parse_normalizer(&list[i], list_field.element(i)) == Normalizer::kNfc)
-        result = Normalizer::kNfc;
-    }
-    return result;
-  }
-  field.member("type").fail("unsupported normalizer \"" + type +
-                            "\"; supported: NFC, Sequence, or null");
-}
-
-void check_decoder(const json* value, const JsonField& field) {
-  // Null decodes as ByteLevel too: the model is byte-level either way.
-  if (value == nullptr) return;
-  std::string type = require_string(require_member(*value, field, "type"), field.member("type"));
-  if (type != "ByteLevel") {
-    field.member("type").fail("unsupported decoder \"" + type + "\"; expected ByteLevel (or null)");
-  }
-}
-
 std::vector<std::pair<std::string, uint32_t>> parse_vocab(const json& vocab,
                                                           const JsonField& field) {
   if (!vocab.is_object())
@@ -112,7 +83,18 @@ void check_every_byte_encodes(const BpeModel& model, const JsonField& vocab_fiel
                    std::to_string(missing.size()) + " of 256 bytes lack one: " + list);
 }
 
-BpeModel parse_model(const json& model, const JsonField& field) {
+// A character-level (SentencePiece-style) model must not drop a character
+// either: a Llama 2 or Mistral vocabulary has <unk> and all 256 "<0xXX>".
+void check_every_character_encodes(const BpeModel& model, const JsonField& field) {
+  if (!model.may_drop_characters()) return;
+  field.fail(
+      "a character outside the vocabulary would be dropped silently: there is no unk_token, and "
+      "byte_fallback is off or the vocabulary lacks some of the tokens <0x00> .. <0xFF> (with "
+      "no ByteLevel pre-tokenizer the vocabulary is read as SentencePiece-style: characters, "
+      "not bytes)");
+}
+
+BpeModel parse_model(const json& model, const JsonField& field, bool byte_level) {
   if (!model.is_object()) field.fail("expected an object, found " + json_type_name(model));
   if (const json* type = optional_member(model, field, "type")) {
     std::string name = require_string(*type, field.member("type"));
@@ -128,8 +110,8 @@ BpeModel parse_model(const json& model, const JsonField& field) {
   for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (const json* value = optional_member(model, field, affix)) {
       if (!require_string(*value, field.member(affix)).empty()) {
-        field.member(affix).fail("not supported by byte-level BPE (expected null or \"\"), found " +
-                                 value->dump());
+        field.member(affix).fail("not supported (expected null or \"\"), found " +
+                                 brief_json(*value));
       }
     }
   }
@@ -137,6 +119,7 @@ BpeModel parse_model(const json& model, const JsonField& field) {
   auto merges = parse_merges(require_member(model, field, "merges"), field.member("merges"));
 
   BpeOptions options;
+  options.byte_level = byte_level;
   options.ignore_merges = optional_bool(model, field, "ignore_merges", false);
   options.byte_fallback = optional_bool(model, field, "byte_fallback", false);
   options.fuse_unk = optional_bool(model, field, "fuse_unk", false);
@@ -149,7 +132,11 @@ BpeModel parse_model(const json& model, const JsonField& field) {
       field.member("unk_token").fail("\"" + unk_token + "\" is not in model.vocab");
   }
   BpeModel bpe(vocab, merges, options, field.member("merges"));
-  check_every_byte_encodes(bpe, field.member("vocab"));
+  if (byte_level) {
+    check_every_byte_encodes(bpe, field.member("vocab"));
+  } else {
+    check_every_character_encodes(bpe, field);
+  }
   return bpe;
 }
 
@@ -181,15 +168,20 @@ Tokenizer Tokenizer::from_tokenizer_json(const fs::path& file) {
   json root = parse_json_file(file);
   JsonField top{file.string(), ""};
   if (!root.is_object()) top.fail("expected an object, found " + json_type_name(root));
-  BpeModel model = parse_model(require_member(root, top, "model"), top.member("model"));
-  Normalizer normalizer =
-      parse_normalizer(optional_member(root, top, "normalizer"), top.member("normalizer"));
+  // The pre-tokenizer says what the model's units are: with ByteLevel,
+  // bytes in its alphabet; without, characters (SentencePiece-style).
   PreTokenizer pre_tokenizer = PreTokenizer::from_json(optional_member(root, top, "pre_tokenizer"),
                                                        top.member("pre_tokenizer"));
-  check_decoder(optional_member(root, top, "decoder"), top.member("decoder"));
+  const bool byte_level = pre_tokenizer.byte_level();
+  BpeModel model = parse_model(require_member(root, top, "model"), top.member("model"), byte_level);
+  Normalizer normalizer =
+      Normalizer::from_json(optional_member(root, top, "normalizer"), top.member("normalizer"));
+  Decoder decoder =
+      Decoder::from_json(optional_member(root, top, "decoder"), top.member("decoder"), byte_level);
   std::vector<AddedToken> added =
       parse_added_tokens(optional_member(root, top, "added_tokens"), top.member("added_tokens"));
-  return Tokenizer(std::move(model), std::move(pre_tokenizer), normalizer, std::move(added));
+  return Tokenizer(std::move(model), std::move(pre_tokenizer), std::move(normalizer),
+                   std::move(decoder), std::move(added));
 }
 
 Tokenizer Tokenizer::from_gpt2_files(const fs::path& encoder_json, const fs::path& vocab_bpe) {
@@ -226,7 +218,12 @@ Tokenizer Tokenizer::from_gpt2_files(const fs::path& encoder_json, const fs::pat
       added.push_back(end_of_text);
     }
   }
-  return Tokenizer(std::move(model), PreTokenizer::gpt2(), Normalizer::kNone, std::move(added));
+  return Tokenizer(std::move(model), PreTokenizer::gpt2(), Normalizer{},
+                   Decoder::from_json(nullptr, JsonField{}, true), std::move(added));
+}
+
+Tokenizer Tokenizer::from_sentencepiece_model(const fs::path& file) {
+  return Tokenizer(SentencePieceModel::load(file));
 }
 
 Tokenizer Tokenizer::load(const fs::path& path) {
@@ -236,9 +233,13 @@ Tokenizer Tokenizer::load(const fs::path& path) {
     if (fs::exists(path / "encoder.json") && fs::exists(path / "vocab.bpe")) {
       return from_gpt2_files(path / "encoder.json", path / "vocab.bpe");
     }
-    fail(path.string(), ": the folder holds neither tokenizer.json nor encoder.json + vocab.bpe");
+    if (fs::exists(path / "tokenizer.model"))
+      return from_sentencepiece_model(path / "tokenizer.model");
+    fail(path.string(),
+         ": the folder holds no tokenizer.json, encoder.json + vocab.bpe, or tokenizer.model");
   }
   if (!fs::exists(path, error)) fail(path.string(), ": no such file or folder");
+  if (path.extension() == ".model") return from_sentencepiece_model(path);
   return from_tokenizer_json(path);
 }
 

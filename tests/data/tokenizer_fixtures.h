@@ -18,6 +18,11 @@ std::filesystem::path fixtures_dir();
 const std::vector<std::string>& reference_names();
 // Loaded once per process and shared.
 const Tokenizer& reference_tokenizer(const std::string& name);
+// The SentencePiece-style variants of fixtures/llama2_style, by the names
+// tools/reference/sentencepiece_reference.py gives them (its variants.json:
+// "llama2_style", "mistral_style", ...). Loaded once per process.
+const std::vector<std::string>& sentencepiece_style_names();
+const Tokenizer& sentencepiece_style_tokenizer(const std::string& name);
 // Pattern names as in tokenizer_reference.PATTERNS.
 SplitPattern pattern_named(const std::string& name);
 std::vector<std::string> split_pieces(SplitPattern pattern, const std::string& text);
