@@ -20,7 +20,7 @@ namespace lt::train {
 namespace fs = std::filesystem;
 
 MetricsWriter::MetricsWriter(const fs::path& path, bool resuming, int64_t first_step)
-    : path_(path) {
+    : path_(path), tensorboard_(tensorboard_dir(path.parent_path())) {
   if (resuming && fs::exists(path)) {
     std::ifstream in(path);
     std::string kept, line;
@@ -39,6 +39,7 @@ MetricsWriter::MetricsWriter(const fs::path& path, bool resuming, int64_t first_
     out_.open(path, std::ios::trunc);
   }
   LT_CHECK(out_.good(), path.string(), ": cannot open for writing");
+  tensorboard_.mark_restart(first_step);
 }
 
 void MetricsWriter::write(const nlohmann::json& line) {
@@ -49,6 +50,87 @@ void MetricsWriter::write(const nlohmann::json& line) {
   LT_CHECK(out_.good(), path_.string(), ": cannot write step ", line.value("step", int64_t{-1}),
            "'s metrics (", errno != 0 ? std::strerror(errno) : "write failed",
            "); free space or fix the file, then --resume latest");
+  tensorboard_.add_scalars(line.at("step").get<int64_t>(), tensorboard_scalars(line));
+}
+
+fs::path tensorboard_dir(const fs::path& out_dir) {
+  return out_dir / "tb";
+}
+
+std::vector<io::TensorBoardScalar> tensorboard_scalars(const nlohmann::json& line) {
+  // The tag of each known key; the group (before '/') is a TensorBoard
+  // section, so the charts a user watches most (train/) come apart from the
+  // step's time split.
+  static const std::map<std::string, std::string> tags = {
+      {"loss", "train/loss"},
+      {"lr", "train/lr"},
+      {"grad_norm", "train/grad_norm"},
+      {"tokens", "train/tokens"},
+      {"target_count", "train/target_tokens"},
+      {"tokens_per_s", "speed/tokens_per_s"},
+      {"tflops", "speed/tflops"},
+      {"step_s", "speed/step_s"},
+      {"predicted_step_s", "speed/predicted_step_s"},
+      {"compute_s", "time/compute_s"},
+      {"recompute_s", "time/recompute_s"},
+      {"exposed_h2d_s", "time/exposed_h2d_s"},
+      {"exposed_d2h_s", "time/exposed_d2h_s"},
+      {"exposed_disk_s", "time/exposed_disk_s"},
+      {"optimizer_s", "time/optimizer_s"},
+      {"bubbles_s", "time/bubbles_s"},
+      {"eval_loss", "eval/loss"},
+      {"eval_accuracy", "eval/accuracy"}};
+  std::vector<io::TensorBoardScalar> scalars;
+  const auto add = [&](std::string tag, double value) {
+    scalars.push_back({std::move(tag), static_cast<float>(value)});
+  };
+  for (const auto& [key, value] : line.items()) {
+    if (key == "step") continue;
+    if (key == "peak_bytes") {
+      for (const auto& [space, bytes] : value.items())
+        add("memory/" + space + "_peak_gb", bytes.get<double>() / 1e9);
+    } else if (key == "predicted_gpu_peak_bytes") {
+      add("memory/planned_gpu_peak_gb", value.get<double>() / 1e9);
+    } else if (value.is_number()) {
+      const auto known = tags.find(key);
+      add(known != tags.end() ? known->second : "other/" + key, value.get<double>());
+    }
+  }
+  return scalars;
+}
+
+std::string run_plan_line(const RunPlan& p) {
+  const auto gb = [&](exec::MemorySpace space) {
+    return static_cast<double>(p.budget.bytes(space)) / 1e9;
+  };
+  // The "gpu" space is the training device's memory: host memory when the
+  // CPU stands in for the GPU.
+  std::string line = fmt::format(
+      "plan: executor {} on {}; memory planned: {} {:.2f} GB, host {:.2f} GB, disk {:.2f} GB",
+      exec::executor_name(p.executor), p.device.str(),
+      p.device.is_cuda() ? "gpu" : "device (host memory)", gb(exec::MemorySpace::Gpu),
+      gb(exec::MemorySpace::Host), gb(exec::MemorySpace::Disk));
+  const double tokens = static_cast<double>(p.sizes.batch_size * p.sizes.seq_len);
+  if (p.predicted_step_s > 0) {
+    line += fmt::format("; predicted {:.0f} tokens/s ({:.3f} s a step of {} x {} tokens)",
+                        tokens / p.predicted_step_s, p.predicted_step_s, p.sizes.batch_size,
+                        p.sizes.seq_len);
+  } else {
+    line += "; no predicted speed (the planner predicts one with exec.schedule auto)";
+  }
+  return line;
+}
+
+std::string where_to_look(const fs::path& out_dir, const fs::path& last_checkpoint) {
+  std::string text =
+      fmt::format("outputs: {} (metrics.jsonl, config.yaml, loss.png)\n", out_dir.string());
+  text +=
+      fmt::format("  watch:       tensorboard --logdir {}\n", tensorboard_dir(out_dir).string());
+  text += last_checkpoint.empty()
+              ? "  checkpoints: none saved\n"
+              : fmt::format("  checkpoints: {} (the latest; a Hugging Face folder)\n",
+                            last_checkpoint.string());
+  return text;
 }
 
 nlohmann::json step_json(int64_t step, const exec::StepStats& s, double lr, double parameters,

@@ -1,6 +1,7 @@
 #pragma once
-// What a run writes besides checkpoints: metrics.jsonl, the loss curve and
-// the closing sample.
+// What a run writes besides checkpoints: metrics.jsonl and its TensorBoard
+// copy, the loss curve, the closing sample and the lines that say where
+// these are.
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,7 +12,9 @@
 #include "data/batching.h"
 #include "data/tokenizer.h"
 #include "exec/step_stats.h"
+#include "io/tensorboard_events.h"
 #include "models/causal_lm.h"
+#include "train/run_plan.h"
 
 namespace lt::train {
 
@@ -19,6 +22,10 @@ namespace lt::train {
 // lines of steps at or after `first_step` (from the interrupted run) are
 // dropped first, so the file reads as one uninterrupted run. A failed
 // write (a full disk) throws naming the file.
+// Each line also goes to TensorBoard, as tensorboard_scalars, in a new
+// event file under tensorboard_dir(path's folder). The file starts with a
+// restart mark at `first_step`, so that TensorBoard, like the lines, drops
+// what an earlier run in the same folder logged from that step on.
 class MetricsWriter {
  public:
   MetricsWriter(const std::filesystem::path& path, bool resuming, int64_t first_step);
@@ -27,7 +34,30 @@ class MetricsWriter {
  private:
   std::filesystem::path path_;
   std::ofstream out_;
+  io::TensorBoardEventWriter tensorboard_;
 };
+
+// Where a run's TensorBoard event files go: out_dir/tb.
+std::filesystem::path tensorboard_dir(const std::filesystem::path& out_dir);
+
+// A metrics line (step_json and what the trainer adds) as TensorBoard
+// scalars: every number but "step" (the event's step), grouped by what it
+// measures: train/ (loss, lr, grad_norm, tokens), speed/ (tokens/s, TFLOP/s,
+// step seconds, predicted), time/ (the step's split), memory/ (peaks in GB
+// per space), eval/; a number this list does not know goes under other/.
+// Strings and flags ("executor", "skipped") are left out.
+std::vector<io::TensorBoardScalar> tensorboard_scalars(const nlohmann::json& line);
+
+// The line `train` prints once the plan is made: the executor and device,
+// the bytes it plans per memory space and the predicted tokens/s
+// (batch_size * seq_len tokens per predicted step) when the planner
+// predicted one.
+std::string run_plan_line(const RunPlan& plan);
+
+// The lines `train` ends with: where the outputs are, how to watch them in
+// TensorBoard and the last checkpoint (empty when none was saved).
+std::string where_to_look(const std::filesystem::path& out_dir,
+                          const std::filesystem::path& last_checkpoint);
 
 // The metrics line of a step: every StepStats field (seconds as "step_s";
 // "skipped" only when true),

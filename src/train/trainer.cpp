@@ -353,6 +353,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     ProgressBar log(0, c.train.steps);
     for (const std::string& note : c.adjustments()) log.message("config: " + note);
     set_up(r, options, log);
+    log.message(run_plan_line(r.plan));
   }
 
   const double params = static_cast<double>(r.model->config().num_parameters());
@@ -399,8 +400,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   plot_loss_curve(r.out_dir / "metrics.jsonl", r.out_dir / "loss.png");
   if (options.sample_at_end && r.tokenizer && !result.interrupted) sample(r);
   if (const std::string closing = summary.line(); !closing.empty()) fmt::print("{}\n", closing);
-  fmt::print("outputs: {} (metrics.jsonl, config.yaml, loss.png, checkpoints {})\n",
-             r.out_dir.string(), r.last_saved.string());
+  fmt::print("{}", where_to_look(r.out_dir, r.last_saved));
   return result;
 }
 

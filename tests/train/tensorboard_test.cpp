@@ -1,0 +1,91 @@
+// TensorBoard logs of a run, read back by the `tensorboard` package's own
+// reader (tests/train/tensorboard_reader.py, run by the repository's .venv
+// python; skipped when it or the package is missing): every number of every
+// metrics.jsonl line is a scalar at that step, with the float32 value of
+// the line's; after a resume from an earlier checkpoint the reader shows
+// each step once, with the resumed run's values, as metrics.jsonl does.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "train/report.h"
+#include "train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+// The reader's view of `logdir`, or a skip reason in `skip`.
+nlohmann::json read_with_tensorboard(const fs::path& logdir, const fs::path& scratch,
+                                     std::string* skip) {
+  const fs::path python = fs::path(LT_SOURCE_DIR) / ".venv/bin/python";
+  if (!fs::exists(python)) {
+    *skip = python.string() + " is missing: run scripts/setup-test-venv.sh";
+    return {};
+  }
+  if (std::system((python.string() + " -c 'import tensorboard' 2>/dev/null").c_str()) != 0) {
+    *skip = "the `tensorboard` package is not in .venv: run scripts/setup-test-venv.sh";
+    return {};
+  }
+  const fs::path out = scratch / "tensorboard.json";
+  const std::string command = python.string() + " " + LT_SOURCE_DIR +
+                              "/tests/train/tensorboard_reader.py " + logdir.string() + " > " +
+                              out.string();
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  return nlohmann::json::parse(read_text(out));
+}
+
+TEST(TensorBoard, ScalarsEqualMetricsLinesAndAResumeReplacesItsSteps) {
+  TempDir tmp("tensorboard");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 11);
+  write_text(tmp / "heldout.jsonl", "{\"input_ids\": [5, 9, 13, 2, 40, 41]}\n");
+  const fs::path out = tmp / "out";
+  const auto config = [&](const std::string& lr) {
+    return fixture_config(
+        fixture("qwen3"), tmp / "data.jsonl", out,
+        {"data.eval_path=" + (tmp / "heldout.jsonl").string(), "train.eval_every=2",
+         "train.save_every=2", "train.keep_last=5", "optim.lr=" + lr});
+  };
+  train_quietly(config("1e-3"));
+  // Steps 2 and 3 again from step-2's checkpoint, at another learning rate:
+  // the first run's values of those steps must disappear from the view.
+  train_quietly(config("3e-3"), (out / "step-2").string());
+  const auto lines = read_metrics(out);
+  ASSERT_EQ(lines.size(), 4u);
+
+  std::string skip;
+  const nlohmann::json view = read_with_tensorboard(tensorboard_dir(out), tmp.path(), &skip);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  EXPECT_EQ(view.at("files").get<int>(), 2);  // one per run
+  const nlohmann::json& scalars = view.at("scalars");
+
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> expected;
+  for (const auto& line : lines)
+    for (const auto& s : tensorboard_scalars(line))
+      expected[s.tag].push_back({line.at("step").get<int64_t>(), s.value});
+  for (const char* tag : {"train/loss", "train/lr", "train/grad_norm", "speed/tokens_per_s",
+                          "speed/tflops", "time/compute_s", "memory/host_peak_gb", "eval/loss"})
+    EXPECT_TRUE(expected.count(tag)) << tag;
+
+  ASSERT_EQ(scalars.size(), expected.size()) << scalars.dump();
+  for (const auto& [tag, points] : expected) {
+    ASSERT_TRUE(scalars.contains(tag)) << tag;
+    const auto& got = scalars.at(tag);
+    ASSERT_EQ(got.size(), points.size()) << tag << ": " << got.dump();
+    for (size_t i = 0; i < points.size(); ++i) {
+      EXPECT_EQ(got[i][0].get<int64_t>(), points[i].first) << tag;
+      EXPECT_EQ(got[i][1].get<double>(), points[i].second) << tag << " at " << points[i].first;
+    }
+  }
+  // The values are the metrics lines' own, to float32 precision, and the
+  // resumed steps carry the second run's learning rate.
+  const auto& loss = scalars.at("train/loss");
+  for (size_t i = 0; i < lines.size(); ++i)
+    EXPECT_EQ(loss[i][1].get<double>(),
+              static_cast<double>(static_cast<float>(lines[i].at("loss").get<double>())));
+  EXPECT_FLOAT_EQ(scalars.at("train/lr")[3][1].get<float>(), 3e-3f);
+  EXPECT_FLOAT_EQ(scalars.at("train/lr")[1][1].get<float>(), 1e-3f);
+}
+
+}  // namespace
+}  // namespace lt::train::testing
