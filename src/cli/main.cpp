@@ -6,10 +6,12 @@
 
 #include "cli/blas_kernels.h"
 #include "cli/commands.h"
+#include "cli/installed_assets.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
   lt::cli::reexec_for_blas_kernels(argv);
+  lt::cli::use_installed_assets();
   CLI::App app{"lazytrain: train large language models on one GPU smaller than the model"};
   app.require_subcommand(1);
   app.set_version_flag("--version", LT_VERSION);

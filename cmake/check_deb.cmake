@@ -1,0 +1,64 @@
+# CI's check of the Debian package (a ctest test, cmake/install.cmake):
+# package this build with CPack, check the package's metadata and files,
+# unpack it into a scratch root with `dpkg-deb -x` (no dpkg database, no
+# root) and run the program from there: `info`, then one step of the demo,
+# whose model, tokenizer and data must come from the unpacked
+# usr/share/lazytrain, not from the source tree.
+# cmake -DBUILD_DIR=<build> -DCPACK=<cpack> -DDPKG_DEB=<dpkg-deb> -P check_deb.cmake
+set(scratch ${BUILD_DIR}/deb-check)
+file(REMOVE_RECURSE ${scratch})
+file(MAKE_DIRECTORY ${scratch})
+
+# Runs the command after NAMED; on failure stops the test with its output.
+function(must what)
+  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY ${scratch} RESULT_VARIABLE code
+                  OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT code EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${code}):\n${out}")
+  endif()
+  set(output "${out}" PARENT_SCOPE)
+endfunction()
+
+# Stops the test unless `text` holds `part` (literally).
+function(expect_in text part what)
+  string(FIND "${text}" "${part}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${what}: expected '${part}' in:\n${text}")
+  endif()
+endfunction()
+
+must("cpack -G DEB" ${CPACK} -G DEB --config ${BUILD_DIR}/CPackConfig.cmake -B ${scratch}/pkg)
+file(GLOB debs ${scratch}/pkg/lazytrain_*.deb)
+list(LENGTH debs n)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "expected one lazytrain_*.deb in ${scratch}/pkg, found ${n}: ${debs}")
+endif()
+
+# Runtime dependencies from dpkg-shlibdeps: the libraries every build links.
+must("dpkg-deb -f Depends" ${DPKG_DEB} -f ${debs} Depends)
+set(depends "${output}")
+foreach(package libopenblas libyaml-cpp libfmt libstdc++ libc6)
+  expect_in("${depends}" "${package}" "the package's Depends")
+endforeach()
+must("dpkg-deb -c" ${DPKG_DEB} -c ${debs})
+expect_in("${output}" "./usr/bin/lazytrain" "the package's files")
+expect_in("${output}" "./usr/share/lazytrain/assets/demo/gsm8k_train_2000.jsonl"
+          "the package's files")
+
+set(root ${scratch}/root)
+must("dpkg-deb -x" ${DPKG_DEB} -x ${debs} ${root})
+set(program ${root}/usr/bin/lazytrain)
+must("lazytrain info" ${CMAKE_COMMAND} -E env --unset=LT_ASSETS_DIR ${program} info)
+if(NOT output MATCHES "^lazytrain [0-9]+\\.[0-9]+")
+  message(FATAL_ERROR "lazytrain info: expected 'lazytrain <version>' first, got:\n${output}")
+endif()
+
+must("the demo, one step" ${CMAKE_COMMAND} -E env --unset=LT_ASSETS_DIR ${program} train
+     --set train.steps=1 --set out.dir=${scratch}/demo)
+expect_in("${output}" "${root}/usr/share/lazytrain/assets/demo/model"
+          "the demo's config (model.path from the unpacked assets)")
+if(NOT EXISTS ${scratch}/demo/step-1/model.safetensors)
+  message(FATAL_ERROR "the demo saved no ${scratch}/demo/step-1:\n${output}")
+endif()
+file(REMOVE_RECURSE ${scratch})
+message(STATUS "${debs}: Depends: ${depends}; info and a demo step ran from the unpacked root")
