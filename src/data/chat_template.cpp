@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "data/chat_template_jinja.h"
 #include "data/json_fields.h"
 
 namespace lt::data {
@@ -281,37 +282,58 @@ std::string_view template_kind_name(TemplateKind kind) {
       return "llama3";
     case TemplateKind::kPlain:
       return "plain";
+    case TemplateKind::kJinja:
+      return "jinja";
   }
   return "?";
 }
 
-TemplateKind resolve_template_kind(std::string_view name, const TokenizerConfig& config) {
+TemplateChoice resolve_template_kind(std::string_view name, const TokenizerConfig& config) {
   if (name == "chatml") return TemplateKind::kChatml;
   if (name == "qwen3") return TemplateKind::kQwen3;
   if (name == "llama3") return TemplateKind::kLlama3;
   if (name == "plain") return TemplateKind::kPlain;
   if (name == "auto") {
-    auto has = [&](std::string_view text) {
-      return config.chat_template.find(text) != std::string::npos;
-    };
-    // Qwen2/2.5 templates are ChatML without the think logic.
-    if (has("<|im_start|>")) {
-      return has("<think>") && has("last_query_index") ? TemplateKind::kQwen3
-                                                       : TemplateKind::kChatml;
-    }
-    if (has("<|start_header_id|>")) return TemplateKind::kLlama3;
     if (config.chat_template.empty()) return TemplateKind::kPlain;
-    fail(config.chat_template_file.empty() ? std::string("the tokenizer's chat_template")
-                                           : config.chat_template_file.string(),
-         ": template auto does not recognise this chat template (it knows ChatML, Qwen3 and "
-         "Llama 3 ones); name the layout to train in with --template (eval) or data.template "
-         "(train): chatml, qwen3, llama3 or plain");
+    const fs::path& file =
+        config.chat_template_file.empty() ? config.file : config.chat_template_file;
+    return TemplateChoice(std::make_shared<const JinjaChatTemplate>(
+        config.chat_template, file.empty() ? fs::path("chat_template") : file, config.bos_token,
+        config.eos_token));
   }
   fail("unknown chat template \"", name, "\"; expected auto, chatml, qwen3, llama3 or plain");
 }
 
-ChatTemplate::ChatTemplate(TemplateKind kind, const Tokenizer& tokenizer, const SpecialIds& special)
-    : kind_(kind), tokenizer_(&tokenizer), special_(special) {
+namespace {
+
+// The special token that closes the assistant's turn of a short probe
+// conversation: what generation stops at. None when the template renders
+// no special token there (or refuses the probe).
+std::optional<uint32_t> jinja_turn_end(const JinjaChatTemplate& jinja, const Tokenizer& tokenizer) {
+  const std::vector<ChatMessage> probe{{Role::kUser, "Hi"}, {Role::kAssistant, "Hello"}};
+  try {
+    const std::string text = jinja.render_text(probe, false);
+    const auto ranges = jinja.trained_ranges(probe, text, tokenizer);
+    if (ranges.empty()) return std::nullopt;
+    const std::string_view trained = std::string_view(text).substr(0, ranges.back().second);
+    const AddedToken* last = nullptr;
+    for (const AddedToken& token : tokenizer.added_tokens()) {
+      if (token.special && trained.ends_with(token.content) &&
+          (last == nullptr || token.content.size() > last->content.size())) {
+        last = &token;
+      }
+    }
+    if (last != nullptr) return last->id;
+  } catch (const Error&) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ChatTemplate::ChatTemplate(const TemplateChoice& choice, const Tokenizer& tokenizer,
+                           const SpecialIds& special)
+    : kind_(choice.kind), tokenizer_(&tokenizer), special_(special), jinja_(choice.jinja) {
   switch (kind_) {
     case TemplateKind::kQwen3:
       think_start_ = require_token("<think>");
@@ -320,17 +342,24 @@ ChatTemplate::ChatTemplate(TemplateKind kind, const Tokenizer& tokenizer, const 
     case TemplateKind::kChatml:
       im_start_ = require_token("<|im_start|>");
       im_end_ = require_token("<|im_end|>");
+      turn_end_ = im_end_;
       break;
     case TemplateKind::kLlama3:
       begin_of_text_ = require_token("<|begin_of_text|>");
       start_header_ = require_token("<|start_header_id|>");
       end_header_ = require_token("<|end_header_id|>");
       eot_ = require_token("<|eot_id|>");
+      turn_end_ = eot_;
       break;
     case TemplateKind::kPlain:
       LT_CHECK(special_.eos.has_value(),
                "chat template plain: the tokenizer has no end-of-sequence token (no eos_token in "
                "tokenizer_config.json and none of <|endoftext|>, <|end_of_text|>, </s>)");
+      turn_end_ = special_.eos;
+      break;
+    case TemplateKind::kJinja:
+      LT_CHECK(jinja_ != nullptr, "chat template jinja: no template was given");
+      turn_end_ = jinja_turn_end(*jinja_, tokenizer);
       break;
   }
 }
@@ -343,6 +372,7 @@ uint32_t ChatTemplate::require_token(std::string_view token) const {
 }
 
 Sample ChatTemplate::render(std::span<const ChatMessage> messages, bool train_on_prompt) const {
+  if (kind_ == TemplateKind::kJinja) return jinja_->render(messages, *tokenizer_, train_on_prompt);
   SampleBuilder out(*tokenizer_, train_on_prompt);
   switch (kind_) {
     case TemplateKind::kChatml:
@@ -402,6 +432,8 @@ Sample ChatTemplate::render(std::span<const ChatMessage> messages, bool train_on
         out.special(eot_, trained);
       }
       break;
+    case TemplateKind::kJinja:
+      break;  // rendered above
     case TemplateKind::kPlain:
       for (uint32_t id : special_.prefix) out.special(id, false);
       for (const ChatMessage& m : messages) {

@@ -1,7 +1,10 @@
 #pragma once
 // Chat templates: how a conversation becomes token ids and labels for
-// supervised fine-tuning. Four are built in, chosen by name; "auto" picks
-// one from the tokenizer_config.json beside the tokenizer.
+// supervised fine-tuning. "auto" (the default) renders the model's own
+// Jinja chat_template (chat_template.jinja, else tokenizer_config.json's
+// "chat_template") as transformers' apply_chat_template does:
+// chat_template_jinja.h says how, and which tokens are trained. Four layouts
+// are also built in, chosen by name, below.
 //
 // Exact layouts (S(x) is the single id of special token x, "..." is text
 // encoded by the tokenizer; [masked] pieces get label -100 unless
@@ -86,6 +89,7 @@
 // tokenizer does with split_special_tokens=False.
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -96,6 +100,8 @@
 #include "data/tokenizer.h"
 
 namespace lt::data {
+
+class JinjaChatTemplate;
 
 enum class Role { kSystem, kUser, kAssistant };
 std::string_view role_name(Role role);  // "system", "user", "assistant"
@@ -132,19 +138,29 @@ struct SpecialIds {
 };
 SpecialIds resolve_special_ids(const Tokenizer& tokenizer, const TokenizerConfig& config);
 
-enum class TemplateKind { kChatml, kQwen3, kLlama3, kPlain };
+enum class TemplateKind { kChatml, kQwen3, kLlama3, kPlain, kJinja };
 std::string_view template_kind_name(TemplateKind kind);
 
-// "auto" -> qwen3 when the config's chat_template has Qwen3's think logic
-// (contains "<|im_start|>", "<think>" and "last_query_index"), chatml when
-// it contains "<|im_start|>" otherwise, llama3 when it contains
-// "<|start_header_id|>", plain when there is no chat template at all (a
-// base model's tokenizer, GPT-2's). Any other template (Mistral's [INST],
-// Gemma's <start_of_turn>, ...) is an lt::Error naming the file it came
-// from and asking for the template by name: training a chat model in a
-// layout it was not tuned on, silently, is worse than stopping. Any other
-// name than auto/chatml/qwen3/llama3/plain is an lt::Error.
-TemplateKind resolve_template_kind(std::string_view name, const TokenizerConfig& config);
+// A template as resolved: a built-in layout, or the model's own Jinja
+// template (kJinja, with the parsed template).
+struct TemplateChoice {
+  TemplateChoice(TemplateKind k) : kind(k) {}  // NOLINT: a built-in layout converts implicitly
+  TemplateChoice(std::shared_ptr<const JinjaChatTemplate> parsed)
+      : kind(TemplateKind::kJinja), jinja(std::move(parsed)) {}
+  bool operator==(TemplateKind k) const { return kind == k; }
+
+  TemplateKind kind;
+  std::shared_ptr<const JinjaChatTemplate> jinja;
+};
+
+// "auto" -> the config's own template (kJinja, reported as "jinja") when
+// it has one, plain when there is none at all (a base model's tokenizer,
+// GPT-2's). A template the renderer cannot parse (a tag or filter outside
+// its subset) is an lt::Error naming the file and line and asking for a
+// built-in layout by name: training a chat model in a layout it was not
+// tuned on, silently, is worse than stopping. "chatml", "qwen3", "llama3",
+// "plain" are the built-in layouts above. Any other name is an lt::Error.
+TemplateChoice resolve_template_kind(std::string_view name, const TokenizerConfig& config);
 
 // A template bound to one tokenizer, its special tokens resolved to ids.
 // Holds a pointer to the tokenizer, which must outlive it. Thread-safe.
@@ -152,7 +168,7 @@ class ChatTemplate {
  public:
   // A special token the template needs but the tokenizer lacks is an
   // lt::Error naming the template and the token.
-  ChatTemplate(TemplateKind kind, const Tokenizer& tokenizer, const SpecialIds& special);
+  ChatTemplate(const TemplateChoice& choice, const Tokenizer& tokenizer, const SpecialIds& special);
 
   TemplateKind kind() const { return kind_; }
   std::string_view name() const { return template_kind_name(kind_); }
@@ -160,12 +176,19 @@ class ChatTemplate {
   // The conversation as ids and labels, laid out as above.
   Sample render(std::span<const ChatMessage> messages, bool train_on_prompt) const;
 
+  // The token that ends an assistant turn, which generation stops at:
+  // <|im_end|>, <|eot_id|>, the plain layout's EOS; for a Jinja template the
+  // special token that follows an assistant's content. Empty if none.
+  std::optional<uint32_t> turn_end() const { return turn_end_; }
+
  private:
   uint32_t require_token(std::string_view token) const;
 
   TemplateKind kind_;
   const Tokenizer* tokenizer_;
   SpecialIds special_;
+  std::shared_ptr<const JinjaChatTemplate> jinja_;
+  std::optional<uint32_t> turn_end_;
   // chatml: <|im_start|>, <|im_end|>. qwen3: those and <think>, </think>.
   // llama3: <|begin_of_text|>, <|start_header_id|>, <|end_header_id|>,
   // <|eot_id|>.

@@ -125,13 +125,7 @@ PromptRenderer::PromptRenderer(const Tokenizer& tokenizer, const fs::path& token
       template_(resolve_template_kind(template_name.empty() ? "auto" : template_name,
                                       read_tokenizer_config(tokenizer_path)),
                 tokenizer, special_) {
-  // The token an empty answer is made of, first: the turn's end.
-  const std::vector<ChatMessage> probe{{Role::kUser, "x"}};
-  const std::vector<int32_t> prompt = chat(probe);
-  std::vector<ChatMessage> answered = probe;
-  answered.push_back({Role::kAssistant, ""});
-  const Sample full = template_.render(answered, false);
-  if (full.ids.size() > prompt.size()) turn_end_ = full.ids[prompt.size()];
+  if (std::optional<uint32_t> end = template_.turn_end()) turn_end_ = static_cast<int32_t>(*end);
 }
 
 std::vector<int32_t> PromptRenderer::chat(const std::vector<ChatMessage>& messages) const {

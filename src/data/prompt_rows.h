@@ -17,9 +17,10 @@
 // template, and the prompt is the ids before that turn's first trained
 // token: the assistant header ("<|im_start|>assistant\n", Qwen3's empty
 // think block, Llama 3's header, or the plain template's "\n") that
-// training conditioned the answer on. That first trained token (<|im_end|>,
-// <|eot_id|>, or the plain template's EOS) is what ends an answer the
-// model was trained on: `turn_end` below, which generation stops at.
+// training conditioned the answer on. The token that ends an answer the
+// model was trained on (<|im_end|>, <|eot_id|>, the plain template's EOS, a
+// Jinja template's special token after the content: ChatTemplate::turn_end)
+// is `turn_end` below, which generation stops at.
 //
 // A row's reference (for `eval --task math`): `answer_field` when given (a
 // string, or a number written as JSON writes it), else the response field

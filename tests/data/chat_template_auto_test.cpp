@@ -3,8 +3,9 @@
 // tokenizer_config.json's "chat_template" when a tokenizer loads
 // (PreTrainedTokenizerBase._from_pretrained: "independent chat template
 // file(s) ... take priority over template entries in the tokenizer
-// config"). A template auto does not know is an error asking for one by
-// name; only a tokenizer with no template at all (GPT-2's) gets plain.
+// config"). auto renders whichever template that is (chat_template_jinja.h);
+// one the renderer cannot handle is an error asking for a layout by name;
+// only a tokenizer with no template at all (GPT-2's) gets plain.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 
 #include "core/error.h"
 #include "data/chat_template.h"
+#include "data/chat_template_jinja.h"
 #include "data/dataset.h"
 #include "support/errors.h"
 #include "tokenizer_fixtures.h"
@@ -24,11 +26,10 @@ namespace {
 namespace fs = std::filesystem;
 using lt::testing::error_of;
 
-// Mistral-7B-Instruct-v0.1's template, abridged: [INST] ... [/INST].
-constexpr const char* kMistralTemplate =
-    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
-    "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}"
-    "{{ message['content'] + eos_token }}{% endif %}{% endfor %}";
+// A template outside the renderer's subset: macros are not supported.
+constexpr const char* kMacroTemplate =
+    "{% macro turn(m) %}[INST] {{ m['content'] }} [/INST]{% endmacro %}"
+    "{% for message in messages %}{{ turn(message) }}{% endfor %}";
 // Llama 3's, abridged to the header tokens auto looks for.
 constexpr const char* kLlama3Template =
     "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
@@ -58,7 +59,9 @@ TEST_F(ChatTemplateAuto, TheJinjaFileAloneGivesTheTemplate) {
   write("chat_template.jinja", qwen3.at("chat_template").get<std::string>());
   const TokenizerConfig config = read_tokenizer_config(dir_);
   EXPECT_EQ(config.chat_template_file, dir_ / "chat_template.jinja");
-  EXPECT_EQ(resolve_template_kind("auto", config), TemplateKind::kQwen3);
+  const TemplateChoice choice = resolve_template_kind("auto", config);
+  ASSERT_EQ(choice, TemplateKind::kJinja);
+  EXPECT_EQ(choice.jinja->file(), dir_ / "chat_template.jinja");
 }
 
 TEST_F(ChatTemplateAuto, TheJinjaFileWinsOverTheConfigAsInTransformers) {
@@ -67,12 +70,15 @@ TEST_F(ChatTemplateAuto, TheJinjaFileWinsOverTheConfigAsInTransformers) {
             .dump());
   write("chat_template.jinja", kLlama3Template);
   const TokenizerConfig config = read_tokenizer_config(dir_ / "tokenizer.json");
-  EXPECT_EQ(resolve_template_kind("auto", config), TemplateKind::kLlama3);
+  EXPECT_EQ(config.chat_template, kLlama3Template);
+  const TemplateChoice choice = resolve_template_kind("auto", config);
+  ASSERT_EQ(choice, TemplateKind::kJinja);
+  EXPECT_EQ(choice.jinja->file(), dir_ / "chat_template.jinja");
   EXPECT_EQ(config.eos_token, "<|im_end|>");  // the rest of the config still counts
 }
 
-TEST_F(ChatTemplateAuto, AnUnknownTemplateIsAnErrorNamingItsFile) {
-  write("chat_template.jinja", kMistralTemplate);
+TEST_F(ChatTemplateAuto, AnUnrenderableTemplateIsAnErrorNamingItsFile) {
+  write("chat_template.jinja", kMacroTemplate);
   const std::string message =
       error_of([&] { resolve_template_kind("auto", read_tokenizer_config(dir_)); });
   EXPECT_NE(message.find((dir_ / "chat_template.jinja").string()), std::string::npos) << message;
@@ -83,7 +89,7 @@ TEST_F(ChatTemplateAuto, AnUnknownTemplateIsAnErrorNamingItsFile) {
 
   // The same from tokenizer_config.json names that file.
   fs::remove(dir_ / "chat_template.jinja");
-  write("tokenizer_config.json", nlohmann::json{{"chat_template", kMistralTemplate}}.dump());
+  write("tokenizer_config.json", nlohmann::json{{"chat_template", kMacroTemplate}}.dump());
   const std::string config_message =
       error_of([&] { resolve_template_kind("auto", read_tokenizer_config(dir_)); });
   EXPECT_NE(config_message.find((dir_ / "tokenizer_config.json").string()), std::string::npos)

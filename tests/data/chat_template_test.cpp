@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "chat_template_fixtures.h"
 #include "core/error.h"
 #include "tokenizer_fixtures.h"
 
@@ -203,9 +204,9 @@ TEST(ChatTemplate, Qwen3MatchesTransformers) {
   std::ifstream in(fixtures_dir() / "chat_template_goldens.json");
   ASSERT_TRUE(in) << "missing " << (fixtures_dir() / "chat_template_goldens.json");
   const nlohmann::json goldens = nlohmann::json::parse(in);
-  // The template "auto" picks for Qwen3's own tokenizer_config.json.
+  // The built-in qwen3 layout (auto renders Qwen3's own template instead:
+  // chat_template_jinja_test.cpp checks it against the same goldens).
   const TokenizerConfig config = read_tokenizer_config(fixtures_dir() / "qwen3");
-  ASSERT_EQ(resolve_template_kind("auto", config), TemplateKind::kQwen3);
   const ChatTemplate from_config(TemplateKind::kQwen3, qwen, resolve_special_ids(qwen, config));
   ASSERT_GE(goldens["cases"].size(), 10u);
   int think_blocks = 0, masked_think_blocks = 0;
@@ -297,13 +298,7 @@ class Llama3Like : public ::testing::Test {
     uint32_t id = kBeginOfText;
     for (const char* token :
          {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}) {
-      tokenizer["added_tokens"].push_back({{"id", id++},
-                                           {"content", token},
-                                           {"single_word", false},
-                                           {"lstrip", false},
-                                           {"rstrip", false},
-                                           {"normalized", false},
-                                           {"special", true}});
+      tokenizer["added_tokens"].push_back(testing::special_added_token(id++, token));
     }
     tokenizer["post_processor"] = nlohmann::json::parse(R"({
       "type": "Sequence", "processors": [
@@ -336,7 +331,7 @@ Tokenizer* Llama3Like::tokenizer_ = nullptr;
 
 TEST_F(Llama3Like, ConfigResolvesTemplateEosAndPrefix) {
   TokenizerConfig config = read_tokenizer_config(dir_ / "tokenizer.json");
-  EXPECT_EQ(resolve_template_kind("auto", config), TemplateKind::kLlama3);
+  EXPECT_EQ(resolve_template_kind("auto", config), TemplateKind::kJinja);
   EXPECT_EQ(config.prefix_tokens, std::vector<std::string>{"<|begin_of_text|>"});
   SpecialIds special = resolve_special_ids(*tokenizer_, config);
   EXPECT_EQ(special.eos, kEotId);
@@ -385,19 +380,19 @@ TEST_F(Llama3Like, PlainPutsThePostProcessorPrefixFirst) {
   expect_sample(plain.render(messages, false), e.sample);
 }
 
-TEST(ChatTemplateConfig, AutoPicksTheTemplateFromTheConfig) {
+TEST(ChatTemplateConfig, AutoRendersTheConfigsTemplate) {
   EXPECT_EQ(resolve_template_kind("auto", read_tokenizer_config(fixtures_dir() / "qwen3")),
-            TemplateKind::kQwen3);
+            TemplateKind::kJinja);
   // A tokenizer.json path reads the config beside it.
   EXPECT_EQ(resolve_template_kind(
                 "auto", read_tokenizer_config(fixtures_dir() / "qwen3" / "tokenizer.json")),
-            TemplateKind::kQwen3);
+            TemplateKind::kJinja);
   // Qwen2.5's template (abridged): ChatML without the think logic.
   TokenizerConfig qwen25;
   qwen25.chat_template =
       "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + "
       "message.content + '<|im_end|>' + '\\n' }}{%- endfor %}";
-  EXPECT_EQ(resolve_template_kind("auto", qwen25), TemplateKind::kChatml);
+  EXPECT_EQ(resolve_template_kind("auto", qwen25), TemplateKind::kJinja);
   EXPECT_EQ(resolve_template_kind("qwen3", qwen25), TemplateKind::kQwen3);
   EXPECT_EQ(resolve_template_kind("chatml", read_tokenizer_config(fixtures_dir() / "qwen3")),
             TemplateKind::kChatml);
@@ -419,7 +414,7 @@ TEST(ChatTemplateConfig, ReadsAListOfNamedTemplatesAndTokenObjects) {
   TokenizerConfig config = read_tokenizer_config(dir);
   EXPECT_EQ(config.chat_template, "<|im_start|>");
   EXPECT_EQ(config.eos_token, "<|im_end|>");
-  EXPECT_EQ(resolve_template_kind("auto", config), TemplateKind::kChatml);
+  EXPECT_EQ(resolve_template_kind("auto", config), TemplateKind::kJinja);
 
   std::ofstream(dir / "tokenizer_config.json") << R"({"eos_token": 7})";
   try {

@@ -118,7 +118,7 @@ TEST(Dataset, AlpacaWithTheQwen3Template) {
   std::vector<Sample> samples =
       load_dataset(data_file("alpaca.jsonl"), &qwen, qwen_options(), &report);
   EXPECT_EQ(report.format, "alpaca");
-  EXPECT_EQ(report.template_name, "qwen3");  // from Qwen3's tokenizer_config.json
+  EXPECT_EQ(report.template_name, "jinja");  // Qwen3's own tokenizer_config.json template
   EXPECT_EQ(report.rows, 3);
   EXPECT_EQ(report.samples, 3);
   EXPECT_EQ(report.skipped, 0);
@@ -208,7 +208,7 @@ TEST(Dataset, Gsm8kFirstRows) {
   EXPECT_EQ(report.format, "query_response");
   EXPECT_EQ(report.prompt_field, "question");
   EXPECT_EQ(report.response_field, "answer");
-  EXPECT_EQ(report.template_name, "qwen3");
+  EXPECT_EQ(report.template_name, "jinja");
   ASSERT_EQ(samples.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     Expected e(qwen);

@@ -1,0 +1,221 @@
+#include "data/chat_template_jinja.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "data/chat_template.h"
+
+namespace lt::data {
+
+namespace {
+
+// Stands in for an assistant's content to find where the content lands: a
+// character no template trims, splits at or tests for.
+constexpr std::string_view kStandIn = "\x01";
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+jinja::Value messages_value(std::span<const ChatMessage> messages) {
+  jinja::Value list = jinja::Value::array();
+  for (const ChatMessage& m : messages) {
+    list.push_back({{"role", std::string(role_name(m.role))}, {"content", m.content}});
+  }
+  return list;
+}
+
+// [begin, end) of `a` that differs from `b` (common prefix and suffix cut).
+std::pair<size_t, size_t> differing_range(std::string_view a, std::string_view b) {
+  size_t prefix = 0;
+  while (prefix < a.size() && prefix < b.size() && a[prefix] == b[prefix]) ++prefix;
+  size_t suffix = 0;
+  while (suffix < a.size() - prefix && suffix < b.size() - prefix &&
+         a[a.size() - 1 - suffix] == b[b.size() - 1 - suffix]) {
+    ++suffix;
+  }
+  return {prefix, a.size() - suffix};
+}
+
+// The special token starting at text[pos], if any (the longest).
+size_t special_token_at(const Tokenizer& tokenizer, std::string_view text, size_t pos) {
+  size_t best = 0;
+  for (const AddedToken& token : tokenizer.added_tokens()) {
+    if (token.special && token.content.size() > best &&
+        text.substr(pos).starts_with(token.content)) {
+      best = token.content.size();
+    }
+  }
+  return best;
+}
+
+size_t common_prefix(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+// Per token of `ids` (the encoding of `text`), whether it is trained: it
+// overlaps one of `ranges`.
+std::vector<bool> trained_tokens(const Tokenizer& tokenizer, const std::string& text,
+                                 const std::vector<uint32_t>& ids,
+                                 const std::vector<std::pair<size_t, size_t>>& ranges) {
+  std::vector<bool> trained(ids.size(), false);
+  if (ranges.empty()) return trained;
+  // Fast path: encode the pieces between label boundaries; when they join
+  // into the whole text's ids, each piece's tokens take its label.
+  std::vector<uint32_t> joined, piece;
+  std::vector<bool> piece_labels;
+  size_t pos = 0;
+  auto add_piece = [&](size_t end, bool label) {
+    if (end <= pos) return;
+    piece.clear();
+    tokenizer.encode(std::string_view(text).substr(pos, end - pos), piece);
+    joined.insert(joined.end(), piece.begin(), piece.end());
+    piece_labels.insert(piece_labels.end(), piece.size(), label);
+    pos = end;
+  };
+  for (const auto& [begin, end] : ranges) {
+    add_piece(begin, false);
+    add_piece(end, true);
+  }
+  add_piece(text.size(), false);
+  if (joined == ids) return piece_labels;
+
+  // Slow path: the tokens wholly before each boundary are the common prefix
+  // of the prefix's ids and the whole text's; a token across a boundary
+  // overlaps the range, so it is trained.
+  auto tokens_before = [&](size_t boundary, bool* clean) {
+    std::vector<uint32_t> prefix = tokenizer.encode(std::string_view(text).substr(0, boundary));
+    const size_t n = common_prefix(prefix, ids);
+    *clean = n == prefix.size();
+    return n;
+  };
+  for (const auto& [begin, end] : ranges) {
+    bool clean = false;
+    const size_t first = tokens_before(begin, &clean);
+    size_t last = tokens_before(end, &clean);
+    if (!clean) ++last;  // the token across `end` holds trained characters
+    for (size_t k = first; k < std::min(last, ids.size()); ++k) trained[k] = true;
+  }
+  return trained;
+}
+
+}  // namespace
+
+JinjaChatTemplate::JinjaChatTemplate(const std::string& source, const std::filesystem::path& file,
+                                     std::optional<std::string> bos_token,
+                                     std::optional<std::string> eos_token)
+    : template_([&] {
+        try {
+          return jinja::Template(source, file.string());
+        } catch (const Error& e) {
+          fail(e.what(),
+               "; the chat template cannot be rendered here: name a built-in layout with "
+               "--template (eval, generate) or data.template (train): chatml, qwen3, llama3 or "
+               "plain");
+        }
+      }()),
+      file_(file),
+      bos_token_(std::move(bos_token)),
+      eos_token_(std::move(eos_token)) {}
+
+std::string JinjaChatTemplate::render_text(std::span<const ChatMessage> messages,
+                                           bool add_generation_prompt,
+                                           bool disable_thinking) const {
+  // What transformers passes: the messages, tools and documents (None),
+  // add_generation_prompt and the tokenizer's special tokens.
+  jinja::Value variables = {{"messages", messages_value(messages)},
+                            {"add_generation_prompt", add_generation_prompt},
+                            {"tools", nullptr},
+                            {"documents", nullptr}};
+  if (bos_token_) variables["bos_token"] = *bos_token_;
+  if (eos_token_) variables["eos_token"] = *eos_token_;
+  if (disable_thinking) variables["enable_thinking"] = false;
+  try {
+    return template_.render(variables);
+  } catch (const Error& e) {
+    fail(e.what(),
+         "; to train in a built-in layout instead, name it with --template (eval, generate) or "
+         "data.template (train): chatml, qwen3, llama3 or plain");
+  }
+}
+
+std::vector<std::pair<size_t, size_t>> JinjaChatTemplate::trained_ranges(
+    std::span<const ChatMessage> messages, const std::string& text,
+    const Tokenizer& tokenizer) const {
+  std::vector<std::pair<size_t, size_t>> ranges;
+  size_t previous_end = 0;
+  std::vector<ChatMessage> stand_in(messages.begin(), messages.end());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].role != Role::kAssistant) continue;
+    stand_in[i].content = kStandIn;
+    const std::string other = render_text(stand_in, false);
+    stand_in[i].content = messages[i].content;
+    if (other == text) continue;  // the template does not show this message
+    auto [content_begin, content_end] = differing_range(text, other);
+    if (content_begin < previous_end) continue;
+
+    // 2. The generation prompt nearest before the content.
+    size_t begin = content_begin;
+    size_t best_end = 0;
+    const auto before = messages.subspan(0, i);
+    std::string plain;
+    bool prefix_renders = true;
+    try {
+      plain = render_text(before, false);
+    } catch (const Error&) {
+      prefix_renders = false;  // a template that refuses this prefix (no user turn yet)
+    }
+    for (bool disable_thinking : {false, true}) {
+      if (!prefix_renders) break;
+      std::string prompted;
+      try {
+        prompted = render_text(before, true, disable_thinking);
+      } catch (const Error&) {
+        continue;
+      }
+      if (!prompted.starts_with(plain) || prompted.size() == plain.size()) continue;
+      const std::string_view prompt = std::string_view(prompted).substr(plain.size());
+      const std::string_view window =
+          std::string_view(text).substr(previous_end, content_begin - previous_end);
+      const size_t at = window.rfind(prompt);
+      if (at == std::string_view::npos) continue;
+      const size_t end = previous_end + at + prompt.size();
+      if (end > best_end) best_end = end;
+    }
+    if (best_end > 0) begin = best_end;
+
+    // 3. Through the special token after the content.
+    size_t end = content_end;
+    size_t after = content_end;
+    while (after < text.size() && is_space(text[after])) ++after;
+    if (after < text.size()) {
+      if (size_t length = special_token_at(tokenizer, text, after)) end = after + length;
+    }
+    ranges.emplace_back(begin, end);
+    previous_end = end;
+  }
+  return ranges;
+}
+
+Sample JinjaChatTemplate::render(std::span<const ChatMessage> messages, const Tokenizer& tokenizer,
+                                 bool train_on_prompt) const {
+  const std::string text = render_text(messages, false);
+  const std::vector<uint32_t> ids = tokenizer.encode(text);
+  Sample sample;
+  sample.ids.assign(ids.begin(), ids.end());
+  if (train_on_prompt) {
+    sample.labels = sample.ids;
+    return sample;
+  }
+  const std::vector<bool> trained =
+      trained_tokens(tokenizer, text, ids, trained_ranges(messages, text, tokenizer));
+  sample.labels.resize(ids.size());
+  for (size_t k = 0; k < ids.size(); ++k) {
+    sample.labels[k] = trained[k] ? static_cast<int32_t>(ids[k]) : kIgnoreLabel;
+  }
+  return sample;
+}
+
+}  // namespace lt::data

@@ -1,0 +1,79 @@
+#pragma once
+// A model's own chat template (its Jinja chat_template) turned into
+// training samples: the ids are those of transformers'
+// apply_chat_template(messages, tokenize=True) (the whole rendered text
+// encoded at once, add_special_tokens=False), so what is trained is what the
+// model reads at inference.
+//
+// Which tokens are trained (labels = ids; every other label is -100). For
+// each assistant message i:
+//   1. Where its content lands: the conversation is rendered again with
+//      message i's content replaced by a one-character stand-in (U+0001);
+//      the text that differs between the two renderings is the content as
+//      the template wrote it (trimmed, reasoning split off, ...).
+//   2. Where the turn starts: at the end of the generation prompt before
+//      the content, i.e. what add_generation_prompt=True adds after
+//      messages[:i] (and, for templates that read it, what it adds with
+//      enable_thinking=false: Qwen3's empty think block). Of those, the
+//      occurrence ending nearest the content counts; with none (templates
+//      that ignore add_generation_prompt, such as Llama 2's) the turn
+//      starts at the content. So "<think>\nreasoning\n</think>\n\n" written
+//      by the model is trained, and an empty think block the prompt already
+//      holds is not.
+//   3. Where it ends: after the content, past whitespace, through the
+//      special token that follows (<|im_end|>, <|eot_id|>, </s>,
+//      <end_of_turn>, <|end|>, ...): the token the model must learn to stop
+//      with. Whitespace after that token ("\n" before the next turn) and
+//      anything else the template adds (Phi-3's final eos) is not trained.
+// A token is trained when any of its characters is: " Hello" after
+// Mistral's "[/INST]" is one token, trained, though the template wrote the
+// space. Token boundaries come from encoding the text up to each label
+// boundary (the tokenizer exposes no offsets): first the pieces between
+// boundaries (the ids equal the whole text's in all but rare cases), else,
+// per boundary, the common prefix of the prefix's ids and the whole text's.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/batching.h"
+#include "data/jinja_template.h"
+#include "data/tokenizer.h"
+
+namespace lt::data {
+
+struct ChatMessage;
+
+class JinjaChatTemplate {
+ public:
+  // A template the renderer cannot parse is an lt::Error naming `file` and
+  // the line, and suggesting --template / data.template.
+  JinjaChatTemplate(const std::string& source, const std::filesystem::path& file,
+                    std::optional<std::string> bos_token, std::optional<std::string> eos_token);
+
+  // What apply_chat_template(messages, tokenize=False,
+  // add_generation_prompt=...) gives.
+  std::string render_text(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                          bool disable_thinking = false) const;
+
+  // Trained character ranges [begin, end) of render_text(messages, false),
+  // in order (see the header).
+  std::vector<std::pair<size_t, size_t>> trained_ranges(std::span<const ChatMessage> messages,
+                                                        const std::string& text,
+                                                        const Tokenizer& tokenizer) const;
+
+  Sample render(std::span<const ChatMessage> messages, const Tokenizer& tokenizer,
+                bool train_on_prompt) const;
+
+  const std::filesystem::path& file() const { return file_; }
+
+ private:
+  jinja::Template template_;
+  std::filesystem::path file_;
+  std::optional<std::string> bos_token_, eos_token_;
+};
+
+}  // namespace lt::data

@@ -1,0 +1,69 @@
+#pragma once
+// The syntax tree of a chat template: expressions and statements, as
+// jinja_parser.cpp builds them and jinja_template.cpp evaluates them.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/jinja_value.h"
+
+namespace lt::data::jinja {
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+struct Expr {
+  enum class Kind {
+    kLiteral,      // literal
+    kName,         // name
+    kList,         // operands: the items
+    kDict,         // operands: key, value, key, value, ...
+    kAttribute,    // operands[0].name
+    kSubscript,    // operands[0][operands[1]]
+    kSlice,        // operands[0][start:stop:step]; operands 1..3, null when left out
+    kCall,         // operands[0](operands[1..], keywords)
+    kFilter,       // operands[0] | name(operands[1..], keywords)
+    kTest,         // operands[0] is [not] name(operands[1..])
+    kUnary,        // name (the operator: "not", "-", "+") operands[0]
+    kBinary,       // operands[0] name operands[1]; and/or short-circuit
+    kConditional,  // operands[0] if operands[1] else operands[2] (null: undefined)
+  };
+  Kind kind;
+  int line = 0;
+  Value literal;
+  std::string name;
+  std::vector<ExprPtr> operands;
+  std::vector<std::pair<std::string, ExprPtr>> keywords;
+  bool negated = false;  // kTest: "is not"
+};
+
+struct Node;
+using Body = std::vector<Node>;
+
+struct Node {
+  enum class Kind {
+    kText,      // text
+    kOutput,    // {{ value }}
+    kIf,        // branches: (condition, body)...; a null condition is the else
+    kFor,       // for targets in value [if filter]: body [else: else_body]
+    kSet,       // set targets = value, or set targets[0].attribute = value
+    kSetBlock,  // set targets[0] %}body{% endset
+    kBreak,
+    kContinue,
+  };
+  Node(Kind node_kind, int node_line, std::string node_text = "")
+      : kind(node_kind), line(node_line), text(std::move(node_text)) {}
+
+  Kind kind;
+  int line = 0;
+  std::string text;
+  ExprPtr value;
+  ExprPtr filter;
+  std::vector<std::string> targets;
+  std::string attribute;
+  std::vector<std::pair<ExprPtr, Body>> branches;
+  Body body, else_body;
+};
+
+}  // namespace lt::data::jinja

@@ -1,0 +1,505 @@
+#include "data/jinja_parser.h"
+
+#include <algorithm>
+#include <charconv>
+#include <initializer_list>
+
+#include "core/error.h"
+
+namespace lt::data::jinja {
+
+namespace {
+
+// Nesting deeper than this ("((((...", "{% if %}" in "{% if %}" ...) is
+// refused rather than recursing until the stack runs out; real templates
+// nest a handful of levels.
+constexpr int kMaxNesting = 200;
+
+// Counts one level of recursion for as long as it lives.
+class NestingGuard {
+ public:
+  template <typename Fail>
+  NestingGuard(int& depth, Fail&& fail_too_deep) : depth_(depth) {
+    if (++depth_ > kMaxNesting) {
+      --depth_;
+      fail_too_deep();
+    }
+  }
+  ~NestingGuard() { --depth_; }
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+
+ private:
+  int& depth_;
+};
+
+bool is_keyword(const std::string& name) {
+  static const char* kKeywords[] = {"and", "or", "not", "in", "is", "if", "else"};
+  return std::find(std::begin(kKeywords), std::end(kKeywords), name) != std::end(kKeywords);
+}
+
+// Parses the tokens of one piece.
+class ExprParser {
+ public:
+  ExprParser(const std::vector<Token>& tokens, size_t start, const std::string& source_name,
+             int line)
+      : tokens_(tokens), pos_(start), name_(source_name), line_(line) {}
+
+  bool done() const { return pos_ >= tokens_.size(); }
+  size_t position() const { return pos_; }
+
+  bool at(std::string_view text) const {
+    return !done() && tokens_[pos_].kind != TokenKind::kString && tokens_[pos_].text == text;
+  }
+  bool accept(std::string_view text) {
+    if (!at(text)) return false;
+    ++pos_;
+    return true;
+  }
+  void expect(std::string_view text) {
+    if (!accept(text)) fail_here("expected '", text, "'");
+  }
+  std::string expect_name() {
+    if (done() || tokens_[pos_].kind != TokenKind::kName) fail_here("expected a name");
+    return tokens_[pos_++].text;
+  }
+  void expect_end() {
+    if (!done()) fail_here("unexpected '", tokens_[pos_].text, "'");
+  }
+
+  ExprPtr expression() {
+    NestingGuard guard(depth_, [&] { fail_here("expressions nest too deeply"); });
+    ExprPtr value = or_expr();
+    if (!accept("if")) return value;
+    ExprPtr condition = or_expr();
+    ExprPtr otherwise = accept("else") ? expression() : nullptr;
+    return make(Expr::Kind::kConditional, "", std::move(value), std::move(condition),
+                std::move(otherwise));
+  }
+
+  // An expression without a trailing "if" (a for loop's iterable, where
+  // "if" starts the loop filter).
+  ExprPtr or_expr() {
+    ExprPtr left = and_expr();
+    while (accept("or")) left = make(Expr::Kind::kBinary, "or", std::move(left), and_expr());
+    return left;
+  }
+
+  template <typename... Args>
+  [[noreturn]] void fail_here(const Args&... what) const {
+    const int line = done() ? line_ : tokens_[pos_].line;
+    fail(name_, ":", line, ": ", what...);
+  }
+
+ private:
+  ExprPtr make(Expr::Kind kind, std::string name, ExprPtr a = nullptr, ExprPtr b = nullptr,
+               ExprPtr c = nullptr) {
+    auto e = std::make_unique<Expr>();
+    e->kind = kind;
+    e->line = done() ? line_ : tokens_[pos_].line;
+    e->name = std::move(name);
+    for (ExprPtr* operand : {&a, &b, &c}) {
+      if (*operand || kind == Expr::Kind::kConditional || kind == Expr::Kind::kSlice) {
+        e->operands.push_back(std::move(*operand));
+      }
+    }
+    if (kind == Expr::Kind::kConditional) e->operands.resize(3);
+    return e;
+  }
+
+  ExprPtr and_expr() {
+    ExprPtr left = not_expr();
+    while (accept("and")) left = make(Expr::Kind::kBinary, "and", std::move(left), not_expr());
+    return left;
+  }
+
+  ExprPtr not_expr() {
+    NestingGuard guard(depth_, [&] { fail_here("expressions nest too deeply"); });
+    if (accept("not")) return make(Expr::Kind::kUnary, "not", not_expr());
+    return compare();
+  }
+
+  ExprPtr compare() {
+    ExprPtr left = math1();
+    while (true) {
+      std::string op;
+      for (const char* candidate : {"==", "!=", "<=", ">=", "<", ">", "in"}) {
+        if (accept(candidate)) {
+          op = candidate;
+          break;
+        }
+      }
+      if (op.empty() && at("not") && pos_ + 1 < tokens_.size() && tokens_[pos_ + 1].text == "in") {
+        pos_ += 2;
+        op = "not in";
+      }
+      if (op.empty()) return left;
+      left = make(Expr::Kind::kBinary, op, std::move(left), math1());
+    }
+  }
+
+  ExprPtr math1() {
+    ExprPtr left = concat();
+    while (at("+") || at("-")) {
+      std::string op = tokens_[pos_++].text;
+      left = make(Expr::Kind::kBinary, op, std::move(left), concat());
+    }
+    return left;
+  }
+
+  ExprPtr concat() {
+    ExprPtr left = math2();
+    while (accept("~")) left = make(Expr::Kind::kBinary, "~", std::move(left), math2());
+    return left;
+  }
+
+  ExprPtr math2() {
+    ExprPtr left = power();
+    while (at("*") || at("/") || at("//") || at("%")) {
+      std::string op = tokens_[pos_++].text;
+      left = make(Expr::Kind::kBinary, op, std::move(left), power());
+    }
+    return left;
+  }
+
+  ExprPtr power() {
+    ExprPtr left = unary();
+    while (accept("**")) left = make(Expr::Kind::kBinary, "**", std::move(left), unary());
+    return left;
+  }
+
+  // Unary minus binds tighter than filters: -3|abs is (-3)|abs, as in jinja2.
+  ExprPtr unary(bool with_filters = true) {
+    NestingGuard guard(depth_, [&] { fail_here("expressions nest too deeply"); });
+    ExprPtr value;
+    if (at("-") || at("+")) {
+      std::string op = tokens_[pos_++].text;
+      value = make(Expr::Kind::kUnary, op, unary(false));
+    } else {
+      value = postfix(primary());
+    }
+    while (with_filters) {
+      if (accept("|")) {
+        ExprPtr filter = make(Expr::Kind::kFilter, expect_name(), std::move(value));
+        if (accept("(")) arguments(*filter);
+        value = postfix(std::move(filter));
+      } else if (accept("is")) {
+        const bool negated = accept("not");
+        ExprPtr test = make(Expr::Kind::kTest, expect_name(), std::move(value));
+        test->negated = negated;
+        if (accept("(")) {
+          arguments(*test);
+        } else if (starts_test_argument()) {
+          test->operands.push_back(postfix(primary()));
+        }
+        value = std::move(test);
+      } else {
+        break;
+      }
+    }
+    return value;
+  }
+
+  // "x is divisibleby 3", "x is sameas false": a test's one bare argument.
+  bool starts_test_argument() const {
+    if (done()) return false;
+    const Token& t = tokens_[pos_];
+    if (t.kind == TokenKind::kName) return !is_keyword(t.text);
+    return t.kind != TokenKind::kOperator;
+  }
+
+  ExprPtr postfix(ExprPtr value) {
+    while (true) {
+      if (accept(".")) {
+        value = make(Expr::Kind::kAttribute, expect_name(), std::move(value));
+      } else if (accept("[")) {
+        value = subscript(std::move(value));
+      } else if (accept("(")) {
+        ExprPtr call = make(Expr::Kind::kCall, "", std::move(value));
+        arguments(*call);
+        value = std::move(call);
+      } else {
+        return value;
+      }
+    }
+  }
+
+  ExprPtr subscript(ExprPtr value) {
+    ExprPtr parts[3];
+    int colons = 0;
+    while (!at("]")) {
+      if (accept(":")) {
+        if (++colons > 2) fail_here("a slice has at most two ':'");
+        continue;
+      }
+      if (parts[colons]) fail_here("expected ':' or ']'");
+      parts[colons] = expression();
+    }
+    expect("]");
+    if (colons == 0) {
+      if (!parts[0]) fail_here("an empty index []");
+      return make(Expr::Kind::kSubscript, "", std::move(value), std::move(parts[0]));
+    }
+    ExprPtr slice = make(Expr::Kind::kSlice, "", std::move(value));
+    slice->operands.resize(1);
+    for (ExprPtr& part : parts) slice->operands.push_back(std::move(part));
+    return slice;
+  }
+
+  // Arguments after "(": positional, then name=value; consumes the ")".
+  void arguments(Expr& call) {
+    while (!accept(")")) {
+      // operands[0] is the callee, the filtered or the tested value.
+      if (call.operands.size() - 1 + call.keywords.size() > 0) expect(",");
+      if (accept(")")) return;
+      if (!done() && tokens_[pos_].kind == TokenKind::kName && pos_ + 1 < tokens_.size() &&
+          tokens_[pos_ + 1].text == "=" && tokens_[pos_ + 1].kind == TokenKind::kOperator) {
+        std::string key = tokens_[pos_].text;
+        pos_ += 2;
+        call.keywords.emplace_back(std::move(key), expression());
+      } else {
+        if (!call.keywords.empty()) fail_here("a positional argument after a keyword argument");
+        call.operands.push_back(expression());
+      }
+    }
+  }
+
+  ExprPtr literal(Value value) {
+    ExprPtr e = make(Expr::Kind::kLiteral, "");
+    e->literal = std::move(value);
+    return e;
+  }
+
+  ExprPtr primary() {
+    if (done()) fail_here("an expression is missing");
+    const Token& t = tokens_[pos_++];
+    switch (t.kind) {
+      case TokenKind::kString: {
+        std::string text = t.text;
+        // Adjacent literals join, as in Python: 'a' 'b' is 'ab'.
+        while (!done() && tokens_[pos_].kind == TokenKind::kString) text += tokens_[pos_++].text;
+        return literal(Value(std::move(text)));
+      }
+      case TokenKind::kInteger: {
+        int64_t value = 0;
+        auto [end, ec] = std::from_chars(t.text.data(), t.text.data() + t.text.size(), value);
+        if (ec != std::errc()) {
+          --pos_;
+          fail_here("the integer ", t.text, " is too large");
+        }
+        return literal(Value(value));
+      }
+      case TokenKind::kFloat: {
+        double value = 0;
+        auto [end, ec] = std::from_chars(t.text.data(), t.text.data() + t.text.size(), value);
+        if (ec != std::errc()) {
+          --pos_;
+          fail_here("the number ", t.text, " is out of range");
+        }
+        return literal(Value(value));
+      }
+      case TokenKind::kName:
+        if (t.text == "true" || t.text == "True") return literal(Value(true));
+        if (t.text == "false" || t.text == "False") return literal(Value(false));
+        if (t.text == "none" || t.text == "None") return literal(Value(nullptr));
+        if (is_keyword(t.text)) {
+          --pos_;
+          fail_here("unexpected '", t.text, "'");
+        }
+        return make(Expr::Kind::kName, t.text);
+      case TokenKind::kOperator:
+        break;
+    }
+    if (t.text == "(") {
+      ExprPtr first = expression();
+      if (accept(")")) return first;
+      // A tuple: a list will do for what templates do with one.
+      ExprPtr tuple = make(Expr::Kind::kList, "", std::move(first));
+      while (accept(",")) {
+        if (at(")")) break;
+        tuple->operands.push_back(expression());
+      }
+      expect(")");
+      return tuple;
+    }
+    if (t.text == "[") {
+      ExprPtr list = make(Expr::Kind::kList, "");
+      while (!accept("]")) {
+        if (!list->operands.empty()) expect(",");
+        if (accept("]")) break;
+        list->operands.push_back(expression());
+      }
+      return list;
+    }
+    if (t.text == "{") {
+      ExprPtr dict = make(Expr::Kind::kDict, "");
+      while (!accept("}")) {
+        if (!dict->operands.empty()) expect(",");
+        if (accept("}")) break;
+        dict->operands.push_back(expression());
+        expect(":");
+        dict->operands.push_back(expression());
+      }
+      return dict;
+    }
+    --pos_;
+    fail_here("unexpected '", t.text, "'");
+  }
+
+  const std::vector<Token>& tokens_;
+  size_t pos_;
+  const std::string& name_;
+  int line_;
+  int depth_ = 0;
+};
+
+// Parses the statement structure of the pieces.
+class StatementParser {
+ public:
+  StatementParser(const std::vector<Piece>& pieces, const std::string& name)
+      : pieces_(pieces), name_(name) {}
+
+  Body parse_all() {
+    Body body = parse_until({});
+    if (pos_ < pieces_.size())
+      fail_at(pieces_[pos_], "unexpected {% ", tag_name(pieces_[pos_]), " %}");
+    return body;
+  }
+
+ private:
+  static std::string tag_name(const Piece& piece) { return piece.tokens.front().text; }
+
+  template <typename... Args>
+  [[noreturn]] void fail_at(const Piece& piece, const Args&... what) const {
+    fail(name_, ":", piece.line, ": ", what...);
+  }
+
+  // Statements up to (not past) a tag named in `ends`.
+  Body parse_until(std::initializer_list<std::string_view> ends) {
+    NestingGuard guard(depth_, [&] { fail_at(pieces_[pos_ - 1], "tags nest too deeply"); });
+    Body body;
+    while (pos_ < pieces_.size()) {
+      const Piece& piece = pieces_[pos_];
+      if (piece.kind == PieceKind::kText) {
+        body.push_back(Node{Node::Kind::kText, piece.line, piece.text});
+        ++pos_;
+        continue;
+      }
+      if (piece.kind == PieceKind::kOutput) {
+        ExprParser p(piece.tokens, 0, name_, piece.line);
+        Node node{Node::Kind::kOutput, piece.line};
+        node.value = p.expression();
+        p.expect_end();
+        body.push_back(std::move(node));
+        ++pos_;
+        continue;
+      }
+      const std::string tag = tag_name(piece);
+      if (std::find(ends.begin(), ends.end(), tag) != ends.end()) return body;
+      ++pos_;
+      if (tag == "if") {
+        body.push_back(parse_if(piece));
+      } else if (tag == "for") {
+        body.push_back(parse_for(piece));
+      } else if (tag == "set") {
+        body.push_back(parse_set(piece));
+      } else if (tag == "break" || tag == "continue") {
+        ExprParser p(piece.tokens, 1, name_, piece.line);
+        p.expect_end();
+        body.push_back(
+            Node{tag == "break" ? Node::Kind::kBreak : Node::Kind::kContinue, piece.line});
+      } else if (tag == "generation") {
+        Body inner = parse_until({"endgeneration"});
+        expect_end_tag(piece, "endgeneration");
+        for (Node& node : inner) body.push_back(std::move(node));
+      } else {
+        fail_at(piece, "unsupported tag {% ", tag,
+                " %} (the chat-template renderer knows if, for, ",
+                "set, break, continue and generation)");
+      }
+    }
+    return body;
+  }
+
+  void expect_end_tag(const Piece& opener, std::string_view end) {
+    if (pos_ >= pieces_.size())
+      fail_at(opener, "{% ", tag_name(opener), " %} is never closed by {% ", end, " %}");
+    ExprParser p(pieces_[pos_].tokens, 1, name_, pieces_[pos_].line);
+    p.expect_end();
+    ++pos_;
+  }
+
+  Node parse_if(const Piece& opener) {
+    Node node{Node::Kind::kIf, opener.line};
+    const Piece* branch = &opener;
+    while (true) {
+      ExprParser p(branch->tokens, 1, name_, branch->line);
+      ExprPtr condition = tag_name(*branch) == "else" ? nullptr : p.expression();
+      p.expect_end();
+      Body body = parse_until({"elif", "else", "endif"});
+      node.branches.emplace_back(std::move(condition), std::move(body));
+      if (pos_ >= pieces_.size()) fail_at(opener, "{% if %} is never closed by {% endif %}");
+      const std::string tag = tag_name(pieces_[pos_]);
+      if (tag == "endif") break;
+      if (tag_name(*branch) == "else") fail_at(pieces_[pos_], "{% ", tag, " %} after {% else %}");
+      branch = &pieces_[pos_++];
+    }
+    expect_end_tag(opener, "endif");
+    return node;
+  }
+
+  Node parse_for(const Piece& opener) {
+    Node node{Node::Kind::kFor, opener.line};
+    ExprParser p(opener.tokens, 1, name_, opener.line);
+    node.targets.push_back(p.expect_name());
+    while (p.accept(",")) node.targets.push_back(p.expect_name());
+    p.expect("in");
+    node.value = p.or_expr();
+    if (p.accept("if")) node.filter = p.expression();
+    if (p.accept("recursive")) p.fail_here("recursive loops are not supported");
+    p.expect_end();
+    node.body = parse_until({"else", "endfor"});
+    if (pos_ < pieces_.size() && tag_name(pieces_[pos_]) == "else") {
+      ++pos_;
+      node.else_body = parse_until({"endfor"});
+    }
+    if (pos_ >= pieces_.size()) fail_at(opener, "{% for %} is never closed by {% endfor %}");
+    expect_end_tag(opener, "endfor");
+    return node;
+  }
+
+  Node parse_set(const Piece& opener) {
+    Node node{Node::Kind::kSet, opener.line};
+    ExprParser p(opener.tokens, 1, name_, opener.line);
+    node.targets.push_back(p.expect_name());
+    if (p.accept(".")) {
+      node.attribute = p.expect_name();
+    } else {
+      while (p.accept(",")) node.targets.push_back(p.expect_name());
+    }
+    if (p.done() && node.attribute.empty() && node.targets.size() == 1) {
+      node.kind = Node::Kind::kSetBlock;
+      node.body = parse_until({"endset"});
+      if (pos_ >= pieces_.size()) fail_at(opener, "{% set %} is never closed by {% endset %}");
+      expect_end_tag(opener, "endset");
+      return node;
+    }
+    p.expect("=");
+    node.value = p.expression();
+    p.expect_end();
+    return node;
+  }
+
+  const std::vector<Piece>& pieces_;
+  const std::string& name_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+};
+
+}  // namespace
+
+Body parse(const std::vector<Piece>& pieces, const std::string& source_name) {
+  return StatementParser(pieces, source_name).parse_all();
+}
+
+}  // namespace lt::data::jinja

@@ -1,0 +1,465 @@
+#include "data/jinja_template.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "data/jinja_builtins.h"
+#include "data/jinja_lexer.h"
+#include "data/jinja_parser.h"
+#include "data/jinja_strings.h"
+
+namespace lt::data::jinja {
+
+namespace {
+
+const Value& undefined_value() {
+  static const Value kUndefined = undefined();
+  return kUndefined;
+}
+
+bool both_integers(const Value& a, const Value& b) {
+  return a.is_number_integer() && b.is_number_integer();
+}
+
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+// One rendering: the variable scopes and the output.
+class Renderer {
+ public:
+  Renderer(const std::string& name, const Value& variables) : name_(name) {
+    scopes_.push_back(variables.is_object() ? variables : Value::object());
+  }
+
+  std::string run(const Body& body) {
+    std::string out;
+    exec(body, out);
+    return out;
+  }
+
+ private:
+  enum class Flow { kNormal, kBreak, kContinue };
+
+  template <typename... Args>
+  [[noreturn]] void fail_at(int line, const Args&... what) const {
+    fail(name_, ":", line, ": ", what...);
+  }
+
+  // Runs a builtin, adding the template's name and line to its errors.
+  template <typename F>
+  Value located(int line, F&& f) const {
+    try {
+      return f();
+    } catch (const Error& e) {
+      fail_at(line, e.what());
+    }
+  }
+
+  Flow exec(const Body& body, std::string& out) {
+    for (const Node& node : body) {
+      Flow flow = exec(node, out);
+      if (flow != Flow::kNormal) return flow;
+    }
+    return Flow::kNormal;
+  }
+
+  Flow exec(const Node& node, std::string& out) {
+    switch (node.kind) {
+      case Node::Kind::kText:
+        out += node.text;
+        return Flow::kNormal;
+      case Node::Kind::kOutput:
+        out += to_text(eval(*node.value));
+        return Flow::kNormal;
+      case Node::Kind::kIf:
+        for (const auto& [condition, body] : node.branches) {
+          if (!condition || truthy(eval(*condition))) return exec(body, out);
+        }
+        return Flow::kNormal;
+      case Node::Kind::kFor:
+        exec_for(node, out);
+        return Flow::kNormal;
+      case Node::Kind::kSet:
+        exec_set(node, eval(*node.value));
+        return Flow::kNormal;
+      case Node::Kind::kSetBlock: {
+        std::string captured;
+        exec(node.body, captured);
+        exec_set(node, Value(std::move(captured)));
+        return Flow::kNormal;
+      }
+      case Node::Kind::kBreak:
+        return Flow::kBreak;
+      case Node::Kind::kContinue:
+        return Flow::kContinue;
+    }
+    return Flow::kNormal;
+  }
+
+  void bind(const Node& node, const Value& item) {
+    Value& scope = scopes_.back();
+    if (node.targets.size() == 1) {
+      scope[node.targets[0]] = item;
+      return;
+    }
+    if (!item.is_array() || item.size() != node.targets.size()) {
+      fail_at(node.line, "cannot unpack ", type_name(item), " into ", node.targets.size(),
+              " names");
+    }
+    for (size_t i = 0; i < node.targets.size(); ++i) scope[node.targets[i]] = item[i];
+  }
+
+  void exec_for(const Node& node, std::string& out) {
+    const Value iterable = eval(*node.value);
+    Value items = located(node.line, [&] { return apply_filter("list", iterable, {}); });
+    scopes_.push_back(Value::object());
+    if (node.filter) {
+      Value kept = Value::array();
+      for (const Value& item : items) {
+        bind(node, item);
+        if (truthy(eval(*node.filter))) kept.push_back(item);
+      }
+      items = std::move(kept);
+    }
+    scopes_.pop_back();
+    const size_t n = items.size();
+    for (size_t i = 0; i < n; ++i) {
+      // A fresh scope per iteration: what one iteration sets, the next does
+      // not see (jinja2's loop scoping).
+      scopes_.push_back(Value::object());
+      bind(node, items[i]);
+      scopes_.back()["loop"] = Value{{"index", i + 1},
+                                     {"index0", i},
+                                     {"revindex", n - i},
+                                     {"revindex0", n - i - 1},
+                                     {"first", i == 0},
+                                     {"last", i + 1 == n},
+                                     {"length", n},
+                                     {"previtem", i > 0 ? items[i - 1] : undefined_value()},
+                                     {"nextitem", i + 1 < n ? items[i + 1] : undefined_value()}};
+      const Flow flow = exec(node.body, out);
+      scopes_.pop_back();
+      if (flow == Flow::kBreak) break;
+    }
+    if (n == 0) exec(node.else_body, out);
+  }
+
+  void exec_set(const Node& node, Value value) {
+    if (node.attribute.empty()) {
+      if (node.targets.size() == 1) {
+        scopes_.back()[node.targets[0]] = std::move(value);
+      } else {
+        bind(node, value);
+      }
+      return;
+    }
+    Value* object = lookup_mutable(node.targets[0]);
+    if (object == nullptr || !object->is_object()) {
+      fail_at(node.line, "cannot set attribute '", node.attribute, "' of '", node.targets[0],
+              "', which is not a namespace");
+    }
+    (*object)[node.attribute] = std::move(value);
+  }
+
+  Value* lookup_mutable(const std::string& name) {
+    for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
+      auto it = scope->find(name);
+      if (it != scope->end()) return &*it;
+    }
+    return nullptr;
+  }
+
+  // The stored value an expression names (a variable, or a key or an index
+  // of one), so that reading messages[i] copies nothing; null when the
+  // expression computes a new value.
+  const Value* stored(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::kName: {
+        const Value* found = lookup_mutable(e.name);
+        return found ? found : &undefined_value();
+      }
+      case Expr::Kind::kAttribute:
+      case Expr::Kind::kSubscript: {
+        const Value* base = stored(*e.operands[0]);
+        if (base == nullptr) return nullptr;  // computed: eval_member copies it out
+        require_defined(e, *base);
+        return member(*base,
+                      e.kind == Expr::Kind::kAttribute ? Value(e.name) : eval(*e.operands[1]));
+      }
+      default:
+        return nullptr;
+    }
+  }
+
+  void require_defined(const Expr& e, const Value& base) const {
+    if (!is_undefined(base)) return;
+    fail_at(
+        e.line, "cannot read ",
+        e.kind == Expr::Kind::kAttribute ? "attribute '" + e.name + "'" : std::string("an index"),
+        " of an undefined value");
+  }
+
+  // base[key] when base stores it; &undefined when it does not; null when
+  // the result must be computed (a string's character).
+  const Value* member(const Value& base, const Value& key) {
+    if (base.is_object()) {
+      if (!key.is_string()) return &undefined_value();
+      auto it = base.find(key.get<std::string>());
+      return it == base.end() ? &undefined_value() : &*it;
+    }
+    if (base.is_array() && key.is_number_integer()) {
+      int64_t i = key.get<int64_t>();
+      const auto n = static_cast<int64_t>(base.size());
+      if (i < 0) i += n;
+      return i < 0 || i >= n ? &undefined_value() : &base[static_cast<size_t>(i)];
+    }
+    if (base.is_string() && key.is_number_integer()) return nullptr;
+    return &undefined_value();
+  }
+
+  Value eval(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::kLiteral:
+        return e.literal;
+      case Expr::Kind::kName:
+        return *stored(e);
+      case Expr::Kind::kAttribute:
+      case Expr::Kind::kSubscript:
+        return eval_member(e);
+      case Expr::Kind::kList: {
+        Value list = Value::array();
+        for (const ExprPtr& item : e.operands) list.push_back(eval(*item));
+        return list;
+      }
+      case Expr::Kind::kDict: {
+        Value dict = Value::object();
+        for (size_t i = 0; i + 1 < e.operands.size(); i += 2) {
+          Value key = eval(*e.operands[i]);
+          if (!key.is_string()) fail_at(e.line, "dict keys must be strings here");
+          dict[key.get<std::string>()] = eval(*e.operands[i + 1]);
+        }
+        return dict;
+      }
+      case Expr::Kind::kSlice:
+        return eval_slice(e);
+      case Expr::Kind::kCall:
+        return eval_call(e);
+      case Expr::Kind::kFilter: {
+        const Value value = eval(*e.operands[0]);
+        const Arguments args = arguments(e, 1);
+        return located(e.line, [&] { return apply_filter(e.name, value, args); });
+      }
+      case Expr::Kind::kTest: {
+        const Value value = eval(*e.operands[0]);
+        const Arguments args = arguments(e, 1);
+        const bool passed =
+            located(e.line, [&] { return Value(apply_test(e.name, value, args)); }).get<bool>();
+        return passed != e.negated;
+      }
+      case Expr::Kind::kUnary:
+        return eval_unary(e);
+      case Expr::Kind::kBinary:
+        return eval_binary(e);
+      case Expr::Kind::kConditional:
+        if (truthy(eval(*e.operands[1]))) return eval(*e.operands[0]);
+        return e.operands[2] ? eval(*e.operands[2]) : undefined();
+    }
+    return undefined();
+  }
+
+  Value eval_member(const Expr& e) {
+    if (const Value* item = stored(e)) return *item;
+    // A string's character, or a member of a computed value.
+    const Value base = eval(*e.operands[0]);
+    require_defined(e, base);
+    const Value key = e.kind == Expr::Kind::kAttribute ? Value(e.name) : eval(*e.operands[1]);
+    if (base.is_string() && key.is_number_integer()) {
+      std::vector<std::string> cps = code_points(base.get_ref<const std::string&>());
+      int64_t i = key.get<int64_t>();
+      const auto n = static_cast<int64_t>(cps.size());
+      if (i < 0) i += n;
+      return i < 0 || i >= n ? undefined() : Value(cps[static_cast<size_t>(i)]);
+    }
+    const Value* item = member(base, key);
+    return item ? *item : undefined();
+  }
+
+  Value eval_slice(const Expr& e) {
+    const Value base = eval(*e.operands[0]);
+    auto bound = [&](size_t i) -> std::optional<int64_t> {
+      if (!e.operands[i]) return std::nullopt;
+      Value v = eval(*e.operands[i]);
+      if (v.is_null()) return std::nullopt;
+      if (!v.is_number_integer()) fail_at(e.line, "slice bounds must be integers");
+      return v.get<int64_t>();
+    };
+    const std::optional<int64_t> start = bound(1), stop = bound(2), step_given = bound(3);
+    const int64_t step = step_given.value_or(1);
+    if (step == 0) fail_at(e.line, "slice step cannot be zero");
+    Value items;
+    if (base.is_string()) {
+      items = Value::array();
+      for (std::string& cp : code_points(base.get_ref<const std::string&>())) items.push_back(cp);
+    } else if (base.is_array()) {
+      items = base;
+    } else {
+      fail_at(e.line, "cannot slice ", type_name(base));
+    }
+    // Python's slice.indices().
+    const auto n = static_cast<int64_t>(items.size());
+    auto clamp = [&](std::optional<int64_t> v, int64_t fallback) {
+      if (!v) return fallback;
+      int64_t x = *v < 0 ? *v + n : *v;
+      const int64_t low = step > 0 ? 0 : -1, high = step > 0 ? n : n - 1;
+      return std::clamp(x, low, high);
+    };
+    const int64_t from = clamp(start, step > 0 ? 0 : n - 1);
+    const int64_t to = clamp(stop, step > 0 ? n : -1);
+    Value out = Value::array();
+    for (int64_t i = from; step > 0 ? i < to : i > to; i += step)
+      out.push_back(items[static_cast<size_t>(i)]);
+    if (!base.is_string()) return out;
+    std::string text;
+    for (const Value& cp : out) text += cp.get<std::string>();
+    return text;
+  }
+
+  Arguments arguments(const Expr& e, size_t first) {
+    Arguments args;
+    for (size_t i = first; i < e.operands.size(); ++i)
+      args.positional.push_back(eval(*e.operands[i]));
+    for (const auto& [key, value] : e.keywords) args.keywords.emplace_back(key, eval(*value));
+    return args;
+  }
+
+  Value eval_call(const Expr& e) {
+    const Expr& callee = *e.operands[0];
+    const Arguments args = arguments(e, 1);
+    if (callee.kind == Expr::Kind::kAttribute) {
+      const Value object = eval(*callee.operands[0]);
+      return located(e.line, [&] { return call_method(object, callee.name, args); });
+    }
+    if (callee.kind == Expr::Kind::kName) {
+      return located(e.line, [&] { return call_global(callee.name, args); });
+    }
+    fail_at(e.line, "this expression cannot be called");
+  }
+
+  Value eval_unary(const Expr& e) {
+    const Value v = eval(*e.operands[0]);
+    if (e.name == "not") return !truthy(v);
+    if (!v.is_number()) fail_at(e.line, "unary ", e.name, " needs a number, found ", type_name(v));
+    if (e.name == "+") return v;
+    if (v.is_number_integer()) return -v.get<int64_t>();
+    return -v.get<double>();
+  }
+
+  Value eval_binary(const Expr& e) {
+    const std::string& op = e.name;
+    if (op == "and" || op == "or") {
+      Value left = eval(*e.operands[0]);
+      if (truthy(left) == (op == "or")) return left;
+      return eval(*e.operands[1]);
+    }
+    const Value a = eval(*e.operands[0]);
+    const Value b = eval(*e.operands[1]);
+    if (op == "~") return to_text(a) + to_text(b);
+    if (op == "==") return equal(a, b);
+    if (op == "!=") return !equal(a, b);
+    if (op == "in" || op == "not in") {
+      Arguments container;
+      container.positional.push_back(b);
+      if (is_undefined(b)) fail_at(e.line, "'in' an undefined value");
+      const bool found =
+          located(e.line, [&] { return Value(apply_test("in", a, container)); }).get<bool>();
+      return found == (op == "in");
+    }
+    if (op == "<" || op == ">" || op == "<=" || op == ">=") {
+      return located(e.line, [&] {
+        if (op == "<") return Value(less(a, b));
+        if (op == ">") return Value(less(b, a));
+        if (op == "<=") return Value(!less(b, a));
+        return Value(!less(a, b));
+      });
+    }
+    return arithmetic(e, a, b);
+  }
+
+  Value arithmetic(const Expr& e, const Value& a, const Value& b) {
+    const std::string& op = e.name;
+    if (op == "+") {
+      if (a.is_string() && b.is_string()) return a.get<std::string>() + b.get<std::string>();
+      if (a.is_array() && b.is_array()) {
+        Value out = a;
+        for (const Value& item : b) out.push_back(item);
+        return out;
+      }
+    }
+    if (op == "*" && (a.is_string() || a.is_array()) && b.is_number_integer()) {
+      Value out = a.is_string() ? Value("") : Value::array();
+      for (int64_t i = 0; i < b.get<int64_t>(); ++i) {
+        if (a.is_string()) {
+          out.get_ref<std::string&>() += a.get<std::string>();
+        } else {
+          for (const Value& item : a) out.push_back(item);
+        }
+      }
+      return out;
+    }
+    if (!a.is_number() || !b.is_number()) {
+      fail_at(e.line, "cannot apply '", op, "' to ", type_name(a), " and ", type_name(b));
+    }
+    const bool ints = both_integers(a, b);
+    const double x = a.get<double>(), y = b.get<double>();
+    if ((op == "/" || op == "//" || op == "%") && y == 0) fail_at(e.line, "division by zero");
+    if (op == "+") return ints ? Value(a.get<int64_t>() + b.get<int64_t>()) : Value(x + y);
+    if (op == "-") return ints ? Value(a.get<int64_t>() - b.get<int64_t>()) : Value(x - y);
+    if (op == "*") return ints ? Value(a.get<int64_t>() * b.get<int64_t>()) : Value(x * y);
+    if (op == "/") return x / y;
+    if (op == "//")
+      return ints ? Value(floor_div(a.get<int64_t>(), b.get<int64_t>())) : Value(std::floor(x / y));
+    if (op == "%") {
+      if (ints) {
+        const int64_t i = a.get<int64_t>(), j = b.get<int64_t>();
+        return i - floor_div(i, j) * j;
+      }
+      return x - std::floor(x / y) * y;
+    }
+    if (op == "**") {
+      if (ints && b.get<int64_t>() >= 0) return static_cast<int64_t>(std::llround(std::pow(x, y)));
+      return std::pow(x, y);
+    }
+    fail_at(e.line, "unknown operator '", op, "'");
+  }
+
+  const std::string& name_;
+  std::vector<Value> scopes_;
+};
+
+}  // namespace
+
+namespace {
+
+// jinja2 drops one newline at the very end of a template
+// (keep_trailing_newline=False).
+std::string_view without_trailing_newline(std::string_view source) {
+  if (source.ends_with("\r\n")) return source.substr(0, source.size() - 2);
+  if (source.ends_with('\n') || source.ends_with('\r')) return source.substr(0, source.size() - 1);
+  return source;
+}
+
+}  // namespace
+
+Template::Template(std::string_view source, std::string source_name)
+    : source_name_(std::move(source_name)),
+      body_(std::make_shared<const Body>(
+          parse(lex(without_trailing_newline(source), source_name_), source_name_))) {}
+
+std::string Template::render(const Value& variables) const {
+  return Renderer(source_name_, variables).run(*body_);
+}
+
+}  // namespace lt::data::jinja

@@ -1,0 +1,38 @@
+#pragma once
+// A chat template in the Jinja subset real models ship, read once and
+// rendered many times: what transformers' apply_chat_template renders with
+// jinja2 (trim_blocks, lstrip_blocks, loop controls; jinja_lexer.h,
+// jinja_parser.h and jinja_builtins.h list what is supported).
+//
+// Scoping is jinja2's: a for loop's body has its own scope, so a `set`
+// inside it is gone after the loop; namespace() objects are how templates
+// carry values out, and `set ns.x = ...` changes the one they name.
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "data/jinja_ast.h"
+#include "data/jinja_value.h"
+
+namespace lt::data::jinja {
+
+class Template {
+ public:
+  // A syntax error or an unsupported construct is an lt::Error naming
+  // `source_name` (the file the template came from) and the line.
+  Template(std::string_view source, std::string source_name);
+
+  // `variables` is an object: messages, add_generation_prompt, bos_token,
+  // ... An error while rendering (raise_exception, adding a string to a
+  // number, an unsupported filter) is an lt::Error naming the file and
+  // line. Thread-safe.
+  std::string render(const Value& variables) const;
+
+  const std::string& source_name() const { return source_name_; }
+
+ private:
+  std::string source_name_;
+  std::shared_ptr<const Body> body_;
+};
+
+}  // namespace lt::data::jinja

@@ -1,0 +1,333 @@
+#include "data/jinja_value.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace lt::data::jinja {
+
+Value undefined() {
+  return Value(Value::value_t::discarded);
+}
+
+bool is_undefined(const Value& value) {
+  return value.is_discarded();
+}
+
+bool truthy(const Value& value) {
+  switch (value.type()) {
+    case Value::value_t::null:
+    case Value::value_t::discarded:
+      return false;
+    case Value::value_t::boolean:
+      return value.get<bool>();
+    case Value::value_t::number_integer:
+    case Value::value_t::number_unsigned:
+      return value.get<int64_t>() != 0;
+    case Value::value_t::number_float:
+      return value.get<double>() != 0.0;
+    case Value::value_t::string:
+      return !value.get_ref<const std::string&>().empty();
+    case Value::value_t::array:
+    case Value::value_t::object:
+      return !value.empty();
+    case Value::value_t::binary:
+      return true;
+  }
+  return false;
+}
+
+namespace {
+
+// Python's repr(float): the shortest digits that read back, in fixed
+// notation for exponents -4..15 and scientific ("1e+16") outside.
+std::string python_float(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
+  char buffer[64];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, x, std::chars_format::scientific);
+  std::string sci(buffer, end);  // "-1.2345e+02"
+  const size_t e = sci.find('e');
+  std::string mantissa = sci.substr(0, e);
+  const int exponent = std::stoi(sci.substr(e + 1));
+  const bool negative = mantissa[0] == '-';
+  if (negative) mantissa.erase(0, 1);
+  std::string digits;
+  for (char c : mantissa) {
+    if (c != '.') digits += c;
+  }
+  std::string out;
+  if (exponent < -4 || exponent >= 16) {
+    out = digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char exp_text[16];
+    std::snprintf(exp_text, sizeof exp_text, "e%c%02d", exponent < 0 ? '-' : '+',
+                  std::abs(exponent));
+    out += exp_text;
+  } else if (exponent < 0) {
+    out = "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+  } else {
+    const size_t point = static_cast<size_t>(exponent) + 1;
+    if (digits.size() <= point) {
+      out = digits + std::string(point - digits.size(), '0') + ".0";
+    } else {
+      out = digits.substr(0, point) + "." + digits.substr(point);
+    }
+  }
+  return negative ? "-" + out : out;
+}
+
+// Python's repr(str): single quotes unless the text has a single quote and
+// no double quote; printable characters (all of non-ASCII here) kept.
+std::string python_string_repr(const std::string& text) {
+  const bool has_single = text.find('\'') != std::string::npos;
+  const bool has_double = text.find('"') != std::string::npos;
+  const char quote = has_single && !has_double ? '"' : '\'';
+  std::string out(1, quote);
+  for (unsigned char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == quote) {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + quote;
+}
+
+// json.dumps's string escaping with ensure_ascii=False.
+void append_json_string(std::string& out, const std::string& text) {
+  out += '"';
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (c < 0x20) {
+          char hex[8];
+          std::snprintf(hex, sizeof hex, "\\u%04x", c);
+          out += hex;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+void append_json(std::string& out, const Value& value, int indent, bool sort_keys, int depth) {
+  const std::string item_separator = indent < 0 ? ", " : ",";
+  auto newline = [&](int level) {
+    if (indent < 0) return;
+    out += '\n';
+    out += std::string(static_cast<size_t>(indent * level), ' ');
+  };
+  switch (value.type()) {
+    case Value::value_t::array: {
+      if (value.empty()) {
+        out += "[]";
+        return;
+      }
+      out += '[';
+      for (size_t i = 0; i < value.size(); ++i) {
+        if (i > 0) out += item_separator;
+        newline(depth + 1);
+        append_json(out, value[i], indent, sort_keys, depth + 1);
+      }
+      newline(depth);
+      out += ']';
+      return;
+    }
+    case Value::value_t::object: {
+      if (value.empty()) {
+        out += "{}";
+        return;
+      }
+      std::vector<std::string> keys;
+      for (auto it = value.begin(); it != value.end(); ++it) keys.push_back(it.key());
+      if (sort_keys) std::sort(keys.begin(), keys.end());
+      out += '{';
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (i > 0) out += item_separator;
+        newline(depth + 1);
+        append_json_string(out, keys[i]);
+        out += ": ";
+        append_json(out, value.at(keys[i]), indent, sort_keys, depth + 1);
+      }
+      newline(depth);
+      out += '}';
+      return;
+    }
+    case Value::value_t::string:
+      append_json_string(out, value.get_ref<const std::string&>());
+      return;
+    case Value::value_t::number_float:
+      out += python_float(value.get<double>());
+      return;
+    case Value::value_t::discarded:
+      fail("tojson: cannot write an undefined value as JSON");
+    default:
+      out += value.dump();  // null, true, false, integers: as JSON writes them
+  }
+}
+
+int number_order(double a, double b) {
+  return a < b ? -1 : (a > b ? 1 : 0);
+}
+
+bool is_number_like(const Value& v) {
+  return v.is_number() || v.is_boolean();
+}
+
+double as_double(const Value& v) {
+  return v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.get<double>();
+}
+
+}  // namespace
+
+std::string to_text(const Value& value) {
+  switch (value.type()) {
+    case Value::value_t::discarded:
+      return "";
+    case Value::value_t::string:
+      return value.get<std::string>();
+    default:
+      return python_repr(value);
+  }
+}
+
+std::string python_repr(const Value& value) {
+  switch (value.type()) {
+    case Value::value_t::null:
+      return "None";
+    case Value::value_t::discarded:
+      return "Undefined";
+    case Value::value_t::boolean:
+      return value.get<bool>() ? "True" : "False";
+    case Value::value_t::number_float:
+      return python_float(value.get<double>());
+    case Value::value_t::string:
+      return python_string_repr(value.get<std::string>());
+    case Value::value_t::array: {
+      std::string out = "[";
+      for (size_t i = 0; i < value.size(); ++i) {
+        if (i > 0) out += ", ";
+        out += python_repr(value[i]);
+      }
+      return out + "]";
+    }
+    case Value::value_t::object: {
+      std::string out = "{";
+      bool first = true;
+      for (auto it = value.begin(); it != value.end(); ++it) {
+        if (!first) out += ", ";
+        first = false;
+        out += python_string_repr(it.key()) + ": " + python_repr(it.value());
+      }
+      return out + "}";
+    }
+    default:
+      return value.dump();  // integers
+  }
+}
+
+std::string to_json(const Value& value, int indent, bool sort_keys) {
+  std::string out;
+  append_json(out, value, indent, sort_keys, 0);
+  return out;
+}
+
+bool equal(const Value& a, const Value& b) {
+  if (is_number_like(a) && is_number_like(b)) return as_double(a) == as_double(b);
+  if (a.type() != b.type()) return false;
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!equal(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      auto other = b.find(it.key());
+      if (other == b.end() || !equal(it.value(), *other)) return false;
+    }
+    return true;
+  }
+  return a == b;
+}
+
+bool less(const Value& a, const Value& b) {
+  if (is_number_like(a) && is_number_like(b)) return number_order(as_double(a), as_double(b)) < 0;
+  if (a.is_string() && b.is_string())
+    return a.get_ref<const std::string&>() < b.get_ref<const std::string&>();
+  if (a.is_array() && b.is_array()) {
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      if (less(a[i], b[i])) return true;
+      if (less(b[i], a[i])) return false;
+    }
+    return a.size() < b.size();
+  }
+  fail("cannot order ", type_name(a), " and ", type_name(b));
+}
+
+std::string type_name(const Value& value) {
+  switch (value.type()) {
+    case Value::value_t::null:
+      return "none";
+    case Value::value_t::discarded:
+      return "undefined";
+    case Value::value_t::boolean:
+      return "boolean";
+    case Value::value_t::number_integer:
+    case Value::value_t::number_unsigned:
+      return "integer";
+    case Value::value_t::number_float:
+      return "float";
+    case Value::value_t::string:
+      return "string";
+    case Value::value_t::array:
+      return "list";
+    case Value::value_t::object:
+      return "mapping";
+    case Value::value_t::binary:
+      return "binary";
+  }
+  return "?";
+}
+
+}  // namespace lt::data::jinja

@@ -1,0 +1,42 @@
+#pragma once
+// The values a chat template computes with, and how Python (where
+// transformers renders templates with jinja2) prints and compares them.
+//
+// A value is a JSON value in insertion order (Python dicts keep theirs), plus
+// "undefined": a name or key that does not exist, which jinja2 prints as ""
+// and treats as false. Undefined is stored as nlohmann's `discarded` kind,
+// which no parsed JSON ever holds.
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace lt::data::jinja {
+
+using Value = nlohmann::ordered_json;
+
+Value undefined();
+bool is_undefined(const Value& value);
+
+// Python's bool(): empty strings, lists and dicts, 0, None, False and
+// undefined are false.
+bool truthy(const Value& value);
+
+// What {{ value }} writes: str(value) ("None", "True", Python's repr of
+// lists and dicts), "" for undefined.
+std::string to_text(const Value& value);
+// Python's repr(): strings quoted, the rest as to_text.
+std::string python_repr(const Value& value);
+// transformers' tojson filter: json.dumps(value, ensure_ascii=False,
+// indent=indent) with Python's separators (", " and ": " without indent,
+// "," and ": " with). indent < 0 means none.
+std::string to_json(const Value& value, int indent = -1, bool sort_keys = false);
+
+// Python's == and ordering (numbers compare by value across int and float,
+// True == 1); ordering values Python cannot order is an lt::Error.
+bool equal(const Value& a, const Value& b);
+bool less(const Value& a, const Value& b);
+
+// A short name for error messages: "string", "list", "undefined", ...
+std::string type_name(const Value& value);
+
+}  // namespace lt::data::jinja

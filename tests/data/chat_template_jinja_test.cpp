@@ -1,0 +1,251 @@
+// Models' own chat templates, rendered here, against transformers'
+// apply_chat_template (fixtures/chat_template_jinja_goldens.json, made by
+// tools/reference/make_chat_template_goldens.py): for Qwen2.5, Qwen3,
+// Llama 3.1, Llama 2, Mistral v0.3, Gemma 2, Phi-3 and DeepSeek-R1-Distill
+// templates, the text character for character (with and without the
+// generation prompt), the ids token for token and the labels; conversations
+// a template refuses (raise_exception) are refused here too. The tokenizer
+// is Qwen3's with the templates' special tokens added, as in the script.
+#include "data/chat_template_jinja.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "chat_template_fixtures.h"
+#include "core/error.h"
+#include "data/chat_template.h"
+#include "data/prompt_rows.h"
+#include "tokenizer_fixtures.h"
+
+namespace lt::data {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::fixtures_dir;
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+nlohmann::json load_goldens() {
+  std::ifstream in(fixtures_dir() / "chat_template_jinja_goldens.json");
+  return nlohmann::json::parse(in);
+}
+
+std::vector<ChatMessage> to_messages(const nlohmann::json& list) {
+  std::vector<ChatMessage> messages;
+  for (const auto& m : list) {
+    const std::string role = m.at("role");
+    const Role r = role == "system" ? Role::kSystem
+                   : role == "user" ? Role::kUser
+                                    : Role::kAssistant;
+    messages.push_back({r, m.at("content").get<std::string>()});
+  }
+  return messages;
+}
+
+// Qwen3's tokenizer with the goldens' added special tokens, written once.
+class JinjaTemplates : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    goldens_ = new nlohmann::json(load_goldens());
+    dir_ = fs::temp_directory_path() / ("lazytrain_jinja_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    std::ifstream in(fixtures_dir() / "qwen3" / "tokenizer.json");
+    nlohmann::json tokenizer = nlohmann::json::parse(in);
+    for (const auto& [token, id] : goldens_->at("added_special_tokens").items()) {
+      auto& added = tokenizer["added_tokens"];
+      const bool known = std::any_of(added.begin(), added.end(),
+                                     [&](const auto& t) { return t.at("content") == token; });
+      if (known) continue;
+      added.push_back(testing::special_added_token(id.get<uint32_t>(), token));
+    }
+    std::ofstream(dir_ / "tokenizer.json") << tokenizer.dump();
+    tokenizer_ = new Tokenizer(Tokenizer::load(dir_));
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    delete goldens_;
+    fs::remove_all(dir_);
+  }
+
+  // The template a golden case names, with its bos/eos as in its config.
+  static JinjaChatTemplate template_of(const std::string& relative) {
+    const fs::path file = fixtures_dir() / relative;
+    std::string source = read_file(file);
+    std::optional<std::string> bos, eos;
+    if (file.extension() == ".json") {
+      const nlohmann::json config = nlohmann::json::parse(source);
+      source = config.at("chat_template");
+    }
+    static const std::map<std::string, std::pair<const char*, const char*>> kSpecial = {
+        {"qwen3/tokenizer_config.json", {nullptr, "<|im_end|>"}},
+        {"chat_templates/qwen2.5.jinja", {nullptr, "<|im_end|>"}},
+        {"chat_templates/llama3.1.jinja", {"<|begin_of_text|>", "<|eot_id|>"}},
+        {"chat_templates/llama2.jinja", {"<s>", "</s>"}},
+        {"chat_templates/mistral-v0.3.jinja", {"<s>", "</s>"}},
+        {"chat_templates/gemma2.jinja", {"<bos>", "<eos>"}},
+        {"chat_templates/phi3.jinja", {"<s>", "<|endoftext|>"}},
+        {"chat_templates/deepseek-r1-distill.jinja",
+         {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"}},
+    };
+    const auto& [b, e] = kSpecial.at(relative);
+    if (b) bos = b;
+    if (e) eos = e;
+    return JinjaChatTemplate(source, file, bos, eos);
+  }
+
+  static nlohmann::json* goldens_;
+  static fs::path dir_;
+  static Tokenizer* tokenizer_;
+};
+nlohmann::json* JinjaTemplates::goldens_ = nullptr;
+fs::path JinjaTemplates::dir_;
+Tokenizer* JinjaTemplates::tokenizer_ = nullptr;
+
+TEST_F(JinjaTemplates, AddedTokensHaveTheGoldensIds) {
+  for (const auto& [token, id] : goldens_->at("added_special_tokens").items()) {
+    EXPECT_EQ(tokenizer_->token_to_id(token), id.get<uint32_t>()) << token;
+  }
+}
+
+TEST_F(JinjaTemplates, RealTemplatesMatchTransformers) {
+  int rendered = 0, refused = 0;
+  std::set<std::string> templates;
+  for (const auto& c : goldens_->at("cases")) {
+    const std::string where =
+        c.at("template").get<std::string>() + " / " + c.at("conversation").get<std::string>();
+    templates.insert(c.at("template"));
+    const JinjaChatTemplate t = template_of(c.at("template"));
+    const std::vector<ChatMessage> messages = to_messages(c.at("messages"));
+    if (c.contains("error")) {
+      EXPECT_THROW(t.render(messages, *tokenizer_, false), Error) << where;
+      ++refused;
+      continue;
+    }
+    EXPECT_EQ(t.render_text(messages, false), c.at("text").get<std::string>()) << where;
+    EXPECT_EQ(t.render_text(messages, true), c.at("generation_prompt_text").get<std::string>())
+        << where;
+    const Sample sample = t.render(messages, *tokenizer_, false);
+    EXPECT_EQ(sample.ids, c.at("ids").get<std::vector<int32_t>>()) << where;
+    EXPECT_EQ(sample.labels, c.at("labels").get<std::vector<int32_t>>()) << where;
+    const Sample all = t.render(messages, *tokenizer_, true);
+    EXPECT_EQ(all.labels, all.ids) << where;
+    ++rendered;
+  }
+  EXPECT_EQ(templates.size(), 8u);
+  EXPECT_GE(rendered, 40);
+  EXPECT_GE(refused, 3);  // Llama 2, Mistral, Gemma refuse an assistant-first conversation
+}
+
+TEST(JinjaChatTemplate, Qwen3AutoMatchesTheQwen3Goldens) {
+  // Qwen3's tokenizer_config.json through "auto": the ids and labels that
+  // chat_template_goldens.json holds (labels made there by a different
+  // rule, from transformers' generation prompts).
+  const Tokenizer& qwen = testing::reference_tokenizer("qwen3");
+  const TokenizerConfig config = read_tokenizer_config(fixtures_dir() / "qwen3");
+  const TemplateChoice choice = resolve_template_kind("auto", config);
+  ASSERT_EQ(choice.kind, TemplateKind::kJinja);
+  const ChatTemplate qwen3(choice, qwen, resolve_special_ids(qwen, config));
+  EXPECT_EQ(qwen3.name(), "jinja");
+  EXPECT_EQ(qwen3.turn_end(), qwen.token_to_id("<|im_end|>"));
+  std::ifstream in(fixtures_dir() / "chat_template_goldens.json");
+  const nlohmann::json goldens = nlohmann::json::parse(in);
+  for (const auto& c : goldens.at("cases")) {
+    const Sample sample = qwen3.render(to_messages(c.at("messages")), false);
+    EXPECT_EQ(sample.ids, c.at("ids").get<std::vector<int32_t>>()) << c.at("name");
+    EXPECT_EQ(sample.labels, c.at("labels").get<std::vector<int32_t>>()) << c.at("name");
+  }
+}
+
+class TemplateFolder : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("lazytrain_jinja_folder_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(TemplateFolder, UnrenderableTemplateNamesTheFileAndSuggestsTemplate) {
+  std::ofstream(dir_ / "chat_template.jinja") << "{% macro turn(m) %}{{ m }}{% endmacro %}";
+  const TokenizerConfig config = read_tokenizer_config(dir_);
+  try {
+    resolve_template_kind("auto", config);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find((dir_ / "chat_template.jinja").string() + ":1: unsupported tag"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("--template"), std::string::npos) << what;
+    EXPECT_NE(what.find("data.template"), std::string::npos) << what;
+  }
+}
+
+TEST_F(TemplateFolder, ListOfNamedTemplatesUsesDefault) {
+  nlohmann::json config = {{"chat_template",
+                            {{{"name", "tool_use"}, {"template", "T{{ messages|length }}"}},
+                             {{"name", "default"}, {"template", "D{{ messages|length }}"}}}}};
+  std::ofstream(dir_ / "tokenizer_config.json") << config.dump();
+  const TemplateChoice choice = resolve_template_kind("auto", read_tokenizer_config(dir_));
+  ASSERT_EQ(choice.kind, TemplateKind::kJinja);
+  const std::vector<ChatMessage> messages{{Role::kUser, "x"}};
+  EXPECT_EQ(choice.jinja->render_text(messages, false), "D1");
+}
+
+TEST_F(JinjaTemplates, PromptsEndWhereTheAnswerStarts) {
+  // Generation renders a prompt as training does: the text before the
+  // answer's first trained token, which here is each template's own
+  // generation prompt; it stops at the turn's special token.
+  struct Case {
+    const char* file;
+    const char* bos;
+    const char* eos;
+    const char* prompt_end;  // the text the prompt ends with
+    const char* turn_end;
+  };
+  const Case cases[] = {
+      {"chat_templates/llama3.1.jinja", "<|begin_of_text|>", "<|eot_id|>",
+       "<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"},
+      {"chat_templates/gemma2.jinja", "<bos>", "<eos>", "<start_of_turn>model\n", "<end_of_turn>"},
+      {"chat_templates/llama2.jinja", "<s>", "</s>", " [/INST]", "</s>"},
+      {"chat_templates/phi3.jinja", "<s>", "<|endoftext|>", "<|assistant|>\n", "<|end|>"},
+  };
+  for (const Case& c : cases) {
+    const fs::path folder = dir_ / fs::path(c.file).stem();
+    fs::create_directories(folder);
+    fs::copy_file(fixtures_dir() / c.file, folder / "chat_template.jinja");
+    std::ofstream(folder / "tokenizer_config.json")
+        << nlohmann::json{{"bos_token", c.bos}, {"eos_token", c.eos}}.dump();
+    fs::create_symlink(dir_ / "tokenizer.json", folder / "tokenizer.json");
+    const PromptRenderer renderer(*tokenizer_, folder, "auto");
+    EXPECT_EQ(renderer.template_name(), "jinja");
+    EXPECT_EQ(renderer.turn_end(), static_cast<int32_t>(*tokenizer_->token_to_id(c.turn_end)))
+        << c.file;
+    const std::vector<int32_t> prompt = renderer.chat({{Role::kUser, "Hi"}});
+    const std::vector<uint32_t> ids(prompt.begin(), prompt.end());
+    EXPECT_TRUE(tokenizer_->decode(ids).ends_with(c.prompt_end))
+        << c.file << ": " << tokenizer_->decode(ids);
+  }
+}
+
+}  // namespace
+}  // namespace lt::data
