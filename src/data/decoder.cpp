@@ -107,13 +107,7 @@ void Decoder::parse_step(const nlohmann::json& value, const JsonField& field,
     step.kind = Step::Kind::kFuse;
   } else if (type == "Strip") {
     step.kind = Step::Kind::kStrip;
-    JsonField content_field = field.member("content");
-    step.pattern = require_string(require_member(value, field, "content"), content_field);
-    if (step.pattern.empty() || !is_valid_utf8(step.pattern) ||
-        decode_utf8(step.pattern, 0).length != step.pattern.size()) {
-      content_field.fail("expected exactly one character, found " +
-                         brief_json(require_member(value, field, "content")));
-    }
+    step.pattern = require_one_character(value, field, "content");
     for (auto [key, target] : {std::pair{"start", &step.start}, std::pair{"stop", &step.stop}}) {
       const nlohmann::json& count = require_member(value, field, key);
       if (!count.is_number_unsigned()) {

@@ -1,33 +1,29 @@
 #include "data/metaspace.h"
 
+#include <utility>
 #include "data/normalizer.h"
-#include "data/unicode.h"
 
 namespace lt::data {
 
 Metaspace Metaspace::from_json(const nlohmann::json& value, const JsonField& field) {
   Metaspace metaspace;
-  JsonField replacement_field = field.member("replacement");
-  metaspace.replacement =
-      require_string(require_member(value, field, "replacement"), replacement_field);
-  const std::string& replacement = metaspace.replacement;
-  if (replacement.empty() || !is_valid_utf8(replacement) ||
-      decode_utf8(replacement, 0).length != replacement.size()) {
-    replacement_field.fail("expected exactly one character, found " +
-                           brief_json(require_member(value, field, "replacement")));
-  }
+  metaspace.replacement = require_one_character(value, field, "replacement");
   if (const nlohmann::json* scheme = optional_member(value, field, "prepend_scheme")) {
     JsonField scheme_field = field.member("prepend_scheme");
     const std::string name = require_string(*scheme, scheme_field);
-    if (name == "always") {
-      metaspace.prepend_scheme = PrependScheme::kAlways;
-    } else if (name == "first") {
-      metaspace.prepend_scheme = PrependScheme::kFirst;
-    } else if (name == "never") {
-      metaspace.prepend_scheme = PrependScheme::kNever;
-    } else {
-      scheme_field.fail("expected \"always\", \"first\" or \"never\", found \"" + name + "\"");
+    static constexpr std::pair<const char*, PrependScheme> kNames[] = {
+        {"always", PrependScheme::kAlways},
+        {"first", PrependScheme::kFirst},
+        {"never", PrependScheme::kNever}};
+    bool known = false;
+    for (const auto& [scheme_name, value_of_name] : kNames) {
+      if (name == scheme_name) {
+        metaspace.prepend_scheme = value_of_name;
+        known = true;
+      }
     }
+    if (!known)
+      scheme_field.fail("expected \"always\", \"first\" or \"never\", found \"" + name + "\"");
   }
   if (!optional_bool(value, field, "add_prefix_space", true))
     metaspace.prepend_scheme = PrependScheme::kNever;

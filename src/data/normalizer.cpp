@@ -24,6 +24,15 @@ std::string literal_pattern(const nlohmann::json& value, const JsonField& field)
 
 }  // namespace
 
+std::string require_one_character(const nlohmann::json& value, const JsonField& field,
+                                  std::string_view key) {
+  const nlohmann::json& member = require_member(value, field, key);
+  std::string text = require_string(member, field.member(key));
+  if (text.empty() || !is_valid_utf8(text) || decode_utf8(text, 0).length != text.size())
+    field.member(key).fail("expected exactly one character, found " + brief_json(member));
+  return text;
+}
+
 void append_replaced(std::string& out, std::string_view text, std::string_view pattern,
                      std::string_view content) {
   size_t pos = 0;

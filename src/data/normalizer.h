@@ -19,6 +19,11 @@ namespace lt::data {
 std::pair<std::string, std::string> parse_replace(const nlohmann::json& value,
                                                   const JsonField& field);
 
+// A string field that must hold exactly one character (Metaspace's
+// replacement, Strip's content).
+std::string require_one_character(const nlohmann::json& value, const JsonField& field,
+                                  std::string_view key);
+
 // Appends `text` with every `pattern` (not empty) replaced by `content`,
 // left to right and not overlapping, as HF's Replace does.
 void append_replaced(std::string& out, std::string_view text, std::string_view pattern,

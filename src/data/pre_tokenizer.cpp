@@ -165,7 +165,7 @@ size_t split_match_length(SplitPattern pattern, std::string_view text, size_t po
 
 PreTokenizer PreTokenizer::gpt2() {
   PreTokenizer pre_tokenizer;
-  pre_tokenizer.steps_.push_back({SplitPattern::kGpt2, false, std::nullopt});
+  pre_tokenizer.steps_.push_back({SplitPattern::kGpt2, false, std::nullopt, std::nullopt});
   pre_tokenizer.byte_level_ = true;
   return pre_tokenizer;
 }
@@ -194,11 +194,18 @@ void PreTokenizer::parse_step(const nlohmann::json& value, const JsonField& fiel
   if (type == "Split") {
     JsonField pattern_field = field.member("pattern");
     const nlohmann::json& pattern = require_member(value, field, "pattern");
+    if (optional_bool(value, field, "invert", false)) field.member("invert").fail("expected false");
+    if (const nlohmann::json* literal = optional_member(pattern, pattern_field, "String")) {
+      std::string text = require_string(*literal, pattern_field.member("String"));
+      steps.push_back(
+          {std::nullopt, false, std::nullopt, LiteralSplit::from_json(value, field, text)});
+      return;
+    }
     const nlohmann::json* regex = optional_member(pattern, pattern_field, "Regex");
     if (regex == nullptr) {
       pattern_field.fail(
-          "only {\"Regex\": ...} patterns of the known tokenizers are supported, found " +
-          pattern.dump());
+          "expected {\"String\": ...} or {\"Regex\": ...} (of the known tokenizers), found " +
+          brief_json(pattern));
     }
     std::string regex_text = require_string(*regex, pattern_field.member("Regex"));
     std::optional<SplitPattern> known = recognize_split_pattern(regex_text);
@@ -213,12 +220,11 @@ void PreTokenizer::parse_step(const nlohmann::json& value, const JsonField& fiel
     if (behavior != "Isolated") {
       field.member("behavior").fail("expected \"Isolated\", found \"" + behavior + "\"");
     }
-    if (optional_bool(value, field, "invert", false)) field.member("invert").fail("expected false");
-    steps.push_back({known, false, std::nullopt});
+    steps.push_back({known, false, std::nullopt, std::nullopt});
     return;
   }
   if (type == "Metaspace") {
-    steps.push_back({std::nullopt, false, Metaspace::from_json(value, field)});
+    steps.push_back({std::nullopt, false, Metaspace::from_json(value, field), std::nullopt});
     return;
   }
   field.member("type").fail("unknown pre-tokenizer type \"" + type +
@@ -268,6 +274,10 @@ void PreTokenizer::split(std::string_view text, bool starts_text,
       if (step.metaspace) {
         // Pieces cover the text in order, so only the first can start it.
         step.metaspace->pre_tokenize(piece, starts_text && i == 0, next, arena);
+        continue;
+      }
+      if (step.literal) {
+        step.literal->split(piece, next);
         continue;
       }
       if (step.add_prefix_space && piece.front() != ' ') {

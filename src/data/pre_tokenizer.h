@@ -15,6 +15,7 @@
 
 #include "data/json_fields.h"
 #include "data/metaspace.h"
+#include "data/pre_tokenizer_split.h"
 
 namespace lt::data {
 
@@ -41,8 +42,8 @@ class PreTokenizer {
  public:
   // Reads the "pre_tokenizer" field of a tokenizer.json (`value` null when
   // the field is null or missing: the text is one word). Supported: ByteLevel,
-  // Split with a known regex, Metaspace, and Sequences of them; ByteLevel
-  // and Metaspace do not mix.
+  // Split with a known regex or a literal string, Metaspace, and Sequences
+  // of them; ByteLevel and Metaspace do not mix.
   static PreTokenizer from_json(const nlohmann::json* value, const JsonField& field);
   // GPT-2's: ByteLevel with its built-in regex and no prefix space.
   static PreTokenizer gpt2();
@@ -64,8 +65,10 @@ class PreTokenizer {
     // ByteLevel's add_prefix_space: a space goes before each piece that
     // does not start with one.
     bool add_prefix_space = false;
-    // A Metaspace step (then neither of the above).
+    // A Metaspace step, or a Split on a literal string (then none of the
+    // above).
     std::optional<Metaspace> metaspace;
+    std::optional<LiteralSplit> literal;
   };
 
   static void parse_step(const nlohmann::json& value, const JsonField& field,

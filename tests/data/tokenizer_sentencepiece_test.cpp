@@ -107,6 +107,23 @@ TEST(SentencePieceStyle, HandWorkedLlama2Cases) {
                                    *llama2.token_to_id("i")}));
 }
 
+TEST(LiteralSplit, PiecesMatchHuggingFaceSplit) {
+  const auto texts = goldens()["literal_split"]["texts"].get<std::vector<std::string>>();
+  for (const auto& golden : goldens()["literal_split"]["cases"]) {
+    const json settings = {{"behavior", golden["behavior"]}};
+    const LiteralSplit split =
+        LiteralSplit::from_json(settings, JsonField{"test", "split"}, golden["delimiter"]);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      std::vector<std::string_view> pieces;
+      split.split(texts[i], pieces);
+      EXPECT_EQ(std::vector<std::string>(pieces.begin(), pieces.end()),
+                golden["pieces"][i].get<std::vector<std::string>>())
+          << golden["behavior"] << " on \"" << golden["delimiter"].get<std::string>() << "\", text "
+          << escaped(texts[i]);
+    }
+  }
+}
+
 // The tokenizer.model fixture, run by libsentencepiece, against the
 // `sentencepiece` Python package.
 class SentencePieceModelFile : public ::testing::Test {
@@ -241,6 +258,16 @@ TEST_F(SentencePieceStyleErrors, MalformedFieldsNameTheField) {
   broken = base_;
   broken["decoder"]["decoders"] = "ByteFallback";
   error_of(broken, "decoder.decoders");
+  broken = base_;
+  broken["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithBoth"}};
+  EXPECT_NE(error_of(broken, "pre_tokenizer.behavior").find("MergedWithBoth"), std::string::npos);
+  broken["pre_tokenizer"]["behavior"] = "Removed";
+  broken["pre_tokenizer"]["invert"] = true;
+  error_of(broken, "pre_tokenizer.invert");
+  broken["pre_tokenizer"]["invert"] = false;
+  broken["pre_tokenizer"]["pattern"] = {{"String", ""}};
+  error_of(broken, "pre_tokenizer.pattern.String");
 }
 
 TEST_F(SentencePieceStyleErrors, VocabularyThatWouldDropCharactersIsRefused) {

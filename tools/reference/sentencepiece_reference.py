@@ -71,10 +71,12 @@ VARIANTS = {
             _metaspace("never", True), {"type": "ByteFallback"}, {"type": "Fuse"},
             {"type": "Strip", "content": " ", "start": 0, "stop": 1}]},
     },
-    # Gemma's conversion: Replace alone, no space added; unknowns not fused.
+    # Gemma's conversion: Replace alone, no space added, and a Split on " "
+    # that finds none left; unknowns not fused.
     "gemma_style": {
         "normalizer": _replace(" ", SPACE),
-        "pre_tokenizer": None,
+        "pre_tokenizer": {"type": "Split", "pattern": {"String": " "},
+                          "behavior": "MergedWithPrevious", "invert": False},
         "decoder": {"type": "Sequence", "decoders": [
             _replace(SPACE, " "), {"type": "ByteFallback"}, {"type": "Fuse"}]},
         "model": {"fuse_unk": False},
