@@ -4,6 +4,7 @@
 // metrics.jsonl line is a scalar at that step, with the float32 value of
 // the line's; after a resume from an earlier checkpoint the reader shows
 // each step once, with the resumed run's values, as metrics.jsonl does.
+// Also the lines train prints at its start and end.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,6 +86,51 @@ TEST(TensorBoard, ScalarsEqualMetricsLinesAndAResumeReplacesItsSteps) {
               static_cast<double>(static_cast<float>(lines[i].at("loss").get<double>())));
   EXPECT_FLOAT_EQ(scalars.at("train/lr")[3][1].get<float>(), 3e-3f);
   EXPECT_FLOAT_EQ(scalars.at("train/lr")[1][1].get<float>(), 1e-3f);
+}
+
+// The tags and values, worked by hand from the line.
+TEST(TensorBoard, EveryNumberOfAMetricsLineIsAScalarGroupedByWhatItMeasures) {
+  const nlohmann::json line = {{"step", 4},
+                               {"loss", 2.5},
+                               {"executor", "streaming"},
+                               {"skipped", true},
+                               {"peak_bytes", {{"gpu", 3000000000}, {"host", 500000000}}},
+                               {"predicted_gpu_peak_bytes", 2500000000},
+                               {"eval_loss", 1.25},
+                               {"eval_accuracy", 0.5},
+                               {"a_new_figure", 7}};
+  std::map<std::string, float> got;
+  for (const auto& s : tensorboard_scalars(line)) got[s.tag] = s.value;
+  const std::map<std::string, float> expected = {
+      {"train/loss", 2.5f},          {"memory/gpu_peak_gb", 3.0f},
+      {"memory/host_peak_gb", 0.5f}, {"memory/planned_gpu_peak_gb", 2.5f},
+      {"eval/loss", 1.25f},          {"eval/accuracy", 0.5f},
+      {"other/a_new_figure", 7.0f}};
+  EXPECT_EQ(got, expected);
+}
+
+TEST(TrainPrints, ThePlanLineNamesExecutorMemoryAndPredictedTokensPerSecond) {
+  RunPlan p;
+  p.device = Device::cuda(0);
+  p.executor = exec::ExecutorKind::Streaming;
+  p.budget.add(exec::MemorySpace::Gpu, "weights", 6'800'000'000);
+  p.budget.add(exec::MemorySpace::Host, "masters", 80'000'000'000);
+  p.sizes.batch_size = 64;
+  p.sizes.seq_len = 1024;
+  p.predicted_step_s = 3.2;  // 64 x 1024 tokens / 3.2 s = 20,480 tokens/s
+  EXPECT_EQ(run_plan_line(p),
+            "plan: executor streaming on cuda:0; memory planned: gpu 6.80 GB, host 80.00 GB, "
+            "disk 0.00 GB; predicted 20480 tokens/s (3.200 s a step of 64 x 1024 tokens)");
+  p.predicted_step_s = 0;
+  EXPECT_NE(run_plan_line(p).find("no predicted speed"), std::string::npos);
+}
+
+TEST(TrainPrints, TheEndSaysWhereToLook) {
+  EXPECT_EQ(where_to_look("runs/x", "runs/x/step-30"),
+            "outputs: runs/x (metrics.jsonl, config.yaml, loss.png)\n"
+            "  watch:       tensorboard --logdir runs/x/tb\n"
+            "  checkpoints: runs/x/step-30 (the latest; a Hugging Face folder)\n");
+  EXPECT_NE(where_to_look("runs/x", "").find("checkpoints: none saved"), std::string::npos);
 }
 
 }  // namespace
