@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "core/error.h"
 #include "tokenizer_fixtures.h"
@@ -121,6 +122,27 @@ TEST(LiteralSplit, PiecesMatchHuggingFaceSplit) {
           << golden["behavior"] << " on \"" << golden["delimiter"].get<std::string>() << "\", text "
           << escaped(texts[i]);
     }
+  }
+}
+
+// Any bytes, invalid UTF-8 included, encode and come back: under byte
+// fallback a byte outside the vocabulary is its <0xXX> token, and Llama 2's
+// Prepend puts one "▁" (a space) in front. The strings avoid what would
+// not come back as itself: "▁" written in the text and added tokens ('<',
+// '[', 0xE2 never appear).
+TEST(SentencePieceStyle, RandomBytesRoundTripThroughByteFallback) {
+  const Tokenizer& llama2 = testing::sentencepiece_style_tokenizer("llama2_style");
+  const Tokenizer& unk = testing::sentencepiece_style_tokenizer("unk_fused");
+  std::mt19937 rng(28);
+  for (int i = 0; i < 300; ++i) {
+    std::string text;
+    const int length = std::uniform_int_distribution<int>(1, 40)(rng);
+    while (static_cast<int>(text.size()) < length) {
+      const auto byte = static_cast<char>(std::uniform_int_distribution<int>(0, 255)(rng));
+      if (byte != '<' && byte != '[' && byte != '\xE2') text += byte;
+    }
+    EXPECT_EQ(llama2.decode_bytes(llama2.encode(text)), " " + text) << escaped(text);
+    unk.decode(unk.encode(text));  // <unk> stands in; nothing throws
   }
 }
 
