@@ -126,7 +126,7 @@ def make_fixtures():
 
 def random_id_lists(vocab_size, special_ids, count, seed):
     """Id sequences biased to the decoder's corners: byte tokens (ids 3..258
-    in both fixtures), special tokens, and the first ids."""
+    in both fixtures), special tokens, and any other id."""
     rng = random.Random(seed)
     lists = []
     for _ in range(count):
