@@ -192,6 +192,23 @@ TEST_F(SentencePieceModelFile, PiecesAndIdsMatchSentencePiece) {
   EXPECT_EQ(tokenizer().decode_bytes(ids), " Hello world");
 }
 
+// A folder's tokenizer.json is read before its tokenizer.model, as
+// transformers' fast tokenizer would; a .model file can be named directly.
+TEST_F(SentencePieceModelFile, FolderPrefersTokenizerJson) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("lazytrain_sp_folder_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path fixtures = testing::fixtures_dir();
+  fs::copy_file(fixtures / "sentencepiece_model/tokenizer.model", dir / "tokenizer.model");
+  const std::string text = "Hello world";
+  EXPECT_EQ(Tokenizer::load(dir).encode(text), tokenizer().encode(text));
+  EXPECT_EQ(Tokenizer::load(dir / "tokenizer.model").encode(text), tokenizer().encode(text));
+  fs::copy_file(fixtures / "llama2_style/tokenizer.json", dir / "tokenizer.json");
+  EXPECT_EQ(Tokenizer::load(dir).encode(text),
+            testing::sentencepiece_style_tokenizer("llama2_style").encode(text));
+  fs::remove_all(dir);
+}
+
 TEST_F(SentencePieceModelFile, GarbageModelNamesTheFile) {
   const fs::path file =
       fs::temp_directory_path() / ("lazytrain_bad_" + std::to_string(getpid()) + ".model");
