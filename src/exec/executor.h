@@ -12,8 +12,9 @@
 namespace lt::exec {
 
 // The executors a run may use. Names are the YAML's and the schedule JSON's
-// ("resident", "streaming", "offload"); inside the program it is this enum.
-enum class ExecutorKind { Resident, Streaming, Offload };
+// ("resident", "streaming", "offload", "zenflow"); inside the program it is
+// this enum.
+enum class ExecutorKind { Resident, Streaming, Offload, ZenFlow };
 const char* executor_name(ExecutorKind kind);
 // Throws lt::Error naming `where` and the names allowed.
 ExecutorKind parse_executor(const std::string& name, const std::string& where);
@@ -35,6 +36,11 @@ class Executor {
   // optimizer updates). Call it before reading parameters or optimizer
   // state: checkpoints, evaluation, the end of a run.
   virtual void sync() {}
+  // Brings the f32 masters and the optimizer state up to date with all
+  // training so far, for a checkpoint (ZenFlow keeps part of both on the
+  // device and an open window of gradients; see exec/offload.h). Includes
+  // sync().
+  virtual void sync_masters() { sync(); }
   // The model evaluation reads, as this executor trains it (the resident
   // executor's bf16 compute copy on a GPU; else the f32 masters). Call
   // sync() first.

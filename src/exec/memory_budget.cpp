@@ -302,14 +302,22 @@ MemoryBudget resident_bytes_needed(const models::ModelConfig& c, const TrainSize
            "memory budget: the resident executor computes in bf16 or f32");
   const int64_t n = c.num_parameters();
   const int64_t cb = s.compute_bytes;
-  const int64_t tokens = std::min(micro_batch, s.batch_size) * s.seq_len;
-  const int64_t h = c.hidden_size;
   MemoryBudget m;
   using enum MemorySpace;
   m.add(Gpu, "master weights (fp32)", n * kFp32);
   if (cb != kFp32) m.add(Gpu, "compute copy of the weights (bf16)", n * cb);
   m.add(Gpu, "gradients (compute dtype)", n * cb);
   add_optimizer_states(m, Gpu, n, s);
+  add_graph_of_one_micro_batch(m, c, s, micro_batch, on_gpu);
+  return m;
+}
+
+void add_graph_of_one_micro_batch(MemoryBudget& m, const models::ModelConfig& c,
+                                  const TrainSizes& s, int64_t micro_batch, bool on_gpu) {
+  using enum MemorySpace;
+  const int64_t cb = s.compute_bytes;
+  const int64_t tokens = std::min(micro_batch, s.batch_size) * s.seq_len;
+  const int64_t h = c.hidden_size;
   m.add(Gpu, "token ids and targets of the batch (i64)", 2 * s.batch_size * s.seq_len * kTokenId);
   const int64_t block = block_saved_elements_per_token(c) * tokens * cb;
   m.add(Gpu, "saved tensors of every block, one micro-batch", c.num_hidden_layers * block);
@@ -319,6 +327,30 @@ MemoryBudget resident_bytes_needed(const models::ModelConfig& c, const TrainSize
   m.add(Gpu, "loss chunk: fp32 logits, their gradient written over them",
         rows * c.vocab_size * kFp32);
   m.add(Gpu, "lm_head weight gradient: lm_head_loss's sum over its chunks", c.vocab_size * h * cb);
+}
+
+MemoryBudget offload_bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
+                                  int64_t micro_batch, double zenflow_topk) {
+  LT_CHECK(s.batch_size > 0 && s.seq_len > 0 && micro_batch > 0,
+           "memory budget: batch size, micro-batch and sequence length must be > 0");
+  const int64_t n = c.num_parameters();
+  const int64_t cb = s.compute_bytes;
+  MemoryBudget m;
+  using enum MemorySpace;
+  m.add(Gpu, "resident weights (compute dtype)", n * cb);
+  m.add(Gpu, "gradients (compute dtype)", n * cb);
+  if (zenflow_topk > 0) {
+    const auto selected = static_cast<int64_t>(std::ceil(zenflow_topk * static_cast<double>(n)));
+    m.add(Gpu, "ZenFlow's device columns: f32 master, m and v", selected * 3 * kFp32);
+  }
+  add_graph_of_one_micro_batch(m, c, s, micro_batch, s.on_gpu);
+  m.add(Host, "master weights (fp32)", n * kFp32);
+  add_optimizer_states(m, Host, n, s);
+  if (s.on_gpu) m.add(Host, "bf16 shadows the update writes for the upload, pinned", n * kBf16);
+  m.add(Host,
+        zenflow_topk > 0 ? "gradient slabs, two windows (compute dtype)"
+                         : "gradient slabs (compute dtype)",
+        (zenflow_topk > 0 ? 2 : 1) * n * cb);
   return m;
 }
 

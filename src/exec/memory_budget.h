@@ -165,6 +165,19 @@ MemoryBudget bytes_needed(const models::ModelConfig& config, const TrainSizes& s
 MemoryBudget resident_bytes_needed(const models::ModelConfig& config, const TrainSizes& sizes,
                                    int64_t micro_batch, bool on_gpu);
 
+// The autograd graph of one micro-batch of `micro_batch` sequences (as
+// resident_bytes_needed counts it), added to `m` on the device.
+void add_graph_of_one_micro_batch(MemoryBudget& m, const models::ModelConfig& config,
+                                  const TrainSizes& sizes, int64_t micro_batch, bool on_gpu);
+
+// The offload executor (exec/offload.h): on the device the weights and
+// gradients in the compute dtype and one micro-batch's graph, plus, for
+// ZenFlow (zenflow_topk > 0), an f32 master, m and v for its share of the
+// columns; on the host the f32 masters, the optimizer states, the pinned
+// bf16 shadows (on a GPU) and one gradient slab set (two for ZenFlow).
+MemoryBudget offload_bytes_needed(const models::ModelConfig& config, const TrainSizes& sizes,
+                                  int64_t micro_batch, double zenflow_topk);
+
 // Longest run of consecutive recomputed boundaries in the schedule (0 if
 // none). Backward rematerializes such a run all at once.
 int longest_recompute_run(const Schedule& schedule);

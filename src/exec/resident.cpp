@@ -3,9 +3,8 @@
 #include <chrono>
 #include <cmath>
 
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
 #include "core/stream.h"
+#include "exec/forward_backward.h"
 #include "ops/index_checks.h"
 #include "ops/op_profile.h"
 #include "optim/clip.h"
@@ -67,48 +66,8 @@ StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,
   Allocator* gpu = device.is_cuda() ? &default_allocator(device) : nullptr;
   if (gpu) gpu->reset_peak();
   StepStats stats;
-  for (const auto& mb : micro_batches) {
-    stats.tokens += mb.tokens;
-    stats.target_count += mb.target_count;
-  }
   for (auto& [name, p] : compute_params_) p.set_grad(Tensor());
-  // Each micro-batch's loss is divided by the global target count, so the
-  // accumulated gradient is that of the mean over the whole global batch.
-  const double denominator = static_cast<double>(std::max<int64_t>(stats.target_count, 1));
-  const models::CausalLM& compute = compute_model();
-  {
-    // Ids were checked against the vocabulary when the data was loaded and
-    // targets counted on the host by the batcher. On a GPU the kernels guard
-    // them again without a read-back: a bad one is thrown by the
-    // cross-entropy (which waits for its count anyway) or just below, after
-    // the wait that ends the backward and before any update.
-    ops::DeferIndexChecks deferred;
-    // The gradient norm is taken as each gradient becomes final: in the
-    // last backward (earlier micro-batches' gradients are still added to),
-    // by the grad-ready hooks, so no separate pass reads every gradient.
-    size_t last = micro_batches.size();
-    for (size_t i = 0; i < micro_batches.size(); ++i) {
-      if (micro_batches[i].target_count > 0) last = i;
-    }
-    grad_norm_->begin();
-    struct Disarm {
-      optim::GradNormPartials& partials;
-      ~Disarm() { partials.disarm(); }
-    } disarm_on_exit{*grad_norm_};
-    for (size_t i = 0; i < micro_batches.size(); ++i) {
-      const data::Batch& mb = micro_batches[i];
-      if (mb.target_count == 0) continue;
-      Tensor loss = compute.loss(mb.ids.to(device), mb.targets.to(device), denominator);
-      stats.loss += loss.item();
-      if (i == last) grad_norm_->arm();
-      backward(loss);
-    }
-    // The norm of the compute-dtype gradients, which are what the update
-    // reads. Here only the final sum of the per-gradient partials (and, on
-    // a GPU, its copy to the host, which the wait below completes).
-    ops::OpProfileScope profile("grad norm final sum", device);
-    grad_norm_->finish();
-  }
+  forward_backward(compute_model(), micro_batches, grad_norm_.get(), stats);
   finish_queued_work(device);
   ops::check_index_errors(device);
   stats.grad_norm = std::sqrt(grad_norm_->squared_sum());

@@ -18,14 +18,17 @@ const char* executor_name(ExecutorKind kind) {
       return "streaming";
     case ExecutorKind::Offload:
       return "offload";
+    case ExecutorKind::ZenFlow:
+      return "zenflow";
   }
   return "?";
 }
 
 ExecutorKind parse_executor(const std::string& name, const std::string& where) {
-  for (ExecutorKind k : {ExecutorKind::Resident, ExecutorKind::Streaming, ExecutorKind::Offload})
+  for (ExecutorKind k : {ExecutorKind::Resident, ExecutorKind::Streaming, ExecutorKind::Offload,
+                         ExecutorKind::ZenFlow})
     if (name == executor_name(k)) return k;
-  fail(where, " must be resident, streaming or offload, got \"", name, "\"");
+  fail(where, " must be resident, streaming, offload or zenflow, got \"", name, "\"");
 }
 
 namespace {

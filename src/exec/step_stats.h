@@ -24,6 +24,10 @@ struct StepStats {
   double exposed_disk_s = 0;
   double optimizer_s = 0;
   double bubbles_s = 0;
+  // Bytes the step copied host -> device and device -> host (the offload
+  // executors count theirs; 0 where not counted).
+  int64_t h2d_bytes = 0;
+  int64_t d2h_bytes = 0;
   // Peak bytes during the step, per memory space ("host", "gpu", ...).
   std::map<std::string, int64_t> peak_bytes;
 };

@@ -106,6 +106,25 @@ Access optional_non_negative(T& field, const char* expected, const char* unset_m
           },
           nullable(field)};
 }
+// "auto" (stored as 0) or an integer >= 1.
+Access auto_or_positive(int64_t& field) {
+  return {[&field](const YAML::Node& n, const std::string& key) {
+            if (n.IsScalar() && n.Scalar() == "auto") {
+              field = 0;
+              return;
+            }
+            field = scalar_as<int64_t>(n, key, "auto or an integer >= 1");
+            LT_CHECK(field >= 1, "config key '", key, "'", where(n),
+                     ": must be auto or an integer >= 1, got ", field);
+          },
+          [&field](YAML::Emitter& e) {
+            if (field == 0) {
+              e << "auto";
+            } else {
+              e << field;
+            }
+          }};
+}
 Access boolean(bool& field) {
   return {[&field](const YAML::Node& n, const std::string& key) {
             field = scalar_as<bool>(n, key, "true or false");
@@ -189,6 +208,12 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"exec.keep_every", integer(c.exec.keep_every)},
       {"exec.micro_batch", integer(c.exec.micro_batch)},
       {"exec.device_memory_gb", number(c.exec.device_memory_gb)},
+      {"exec.zenflow.topk_ratio", number(c.exec.zenflow.topk_ratio)},
+      {"exec.zenflow.select_strategy", str(c.exec.zenflow.select_strategy)},
+      {"exec.zenflow.select_interval", auto_or_positive(c.exec.zenflow.select_interval)},
+      {"exec.zenflow.update_interval", auto_or_positive(c.exec.zenflow.update_interval)},
+      {"exec.zenflow.overlap_step", boolean(c.exec.zenflow.overlap_step)},
+      {"exec.zenflow.full_warm_up_rounds", integer(c.exec.zenflow.full_warm_up_rounds)},
       {"out.dir", str(c.out.dir)},
   };
 }
@@ -221,6 +246,32 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
     LT_CHECK(inserted, source, ": '", key, "' is given twice (lines ", it->second, " and ", line,
              "); keep one");
   };
+  // The entries of `map` under `prefix` (a section, or a subsection such
+  // as exec.zenflow, whose keys are a mapping inside the section's).
+  std::function<void(const YAML::Node&, const std::string&, const std::string&)> apply_entries =
+      [&](const YAML::Node& map, const std::string& prefix, const std::string& section) {
+        for (const auto& entry : map) {
+          const std::string key =
+              prefix + "." + key_text(entry.first, source, "a key name in " + prefix);
+          refuse_duplicate(key, entry.first);
+          auto it = by_key.find(key);
+          if (it == by_key.end() && entry.second.IsMap() &&
+              known_in_section[section].find(key.substr(section.size() + 1) + ".") !=
+                  std::string::npos) {
+            apply_entries(entry.second, key, section);
+            continue;
+          }
+          LT_CHECK(it != by_key.end(), source, ": unknown key '", key, "'", where(entry.first),
+                   " (known in ", section, ": ", known_in_section[section], ")");
+          // A mapping under a key that takes a value (train.steps.x=3).
+          if (entry.second.IsMap() && entry.second.size() > 0) {
+            const std::string inner = key_text(entry.second.begin()->first, source, "a key name");
+            fail(source, ": unknown key '", key, ".", inner, "'", where(entry.first), " ('", key,
+                 "' takes a value, not a mapping)");
+          }
+          it->second->set(entry.second, key);
+        }
+      };
   for (const auto& section : root) {
     const std::string name = key_text(section.first, source, "a section name");
     refuse_duplicate(name, section.first);
@@ -228,14 +279,7 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
              where(section.first), " (known: model, data, train, optim, sched, exec, out)");
     LT_CHECK(section.second.IsMap() || section.second.IsNull(), source, ": section '", name, "'",
              where(section.second), " must be a mapping");
-    for (const auto& entry : section.second) {
-      const std::string key = name + "." + key_text(entry.first, source, "a key name in " + name);
-      refuse_duplicate(key, entry.first);
-      auto it = by_key.find(key);
-      LT_CHECK(it != by_key.end(), source, ": unknown key '", key, "'", where(entry.first),
-               " (known in ", name, ": ", known_in_section[name], ")");
-      it->second->set(entry.second, key);
-    }
+    apply_entries(section.second, name, name);
   }
 }
 
@@ -244,19 +288,32 @@ YAML::Node override_node(const std::string& assignment) {
   const auto eq = assignment.find('=');
   LT_CHECK(eq != std::string::npos && eq > 0, "--set expects key=value, got '", assignment, "'");
   const std::string key = assignment.substr(0, eq);
-  const auto dot = key.find('.');
-  LT_CHECK(dot != std::string::npos && dot > 0 && dot + 1 < key.size() &&
-               key.find('.', dot + 1) == std::string::npos,
-           "--set key must be section.name (e.g. train.steps), got '", key, "'");
+  std::vector<std::string> parts;
+  for (size_t from = 0;;) {
+    const auto dot = key.find('.', from);
+    parts.push_back(key.substr(from, dot == std::string::npos ? dot : dot - from));
+    if (dot == std::string::npos) break;
+    from = dot + 1;
+  }
+  const bool empty_part =
+      std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); });
+  LT_CHECK(parts.size() >= 2 && parts.size() <= 3 && !empty_part,
+           "--set key must be section.name (e.g. train.steps, exec.zenflow.topk_ratio), got '", key,
+           "'");
   YAML::Node value;
   try {
     value = YAML::Load(assignment.substr(eq + 1));
   } catch (const YAML::Exception& e) {
     fail("--set ", key, ": the value is not valid YAML (", e.msg, ")");
   }
-  YAML::Node root;
-  root[key.substr(0, dot)][key.substr(dot + 1)] = value;
-  return root;
+  YAML::Node leaf;
+  leaf[parts.back()] = value;
+  for (size_t i = parts.size() - 1; i-- > 0;) {
+    YAML::Node outer;
+    outer[parts[i]] = leaf;
+    leaf = outer;
+  }
+  return leaf;
 }
 
 void resolve_asset_path(std::string& path) {
@@ -335,7 +392,26 @@ void TrainConfig::validate() const {
   LT_CHECK(sched.name == "constant" || sched.min_lr <= optim.lr, "config key 'sched.min_lr' (",
            sched.min_lr, ") is above 'optim.lr' (", optim.lr,
            "); lower it, or leave it unset for sched.min_lr_ratio x optim.lr");
-  check_one_of(exec.mode, "exec.mode", "auto", "resident", "streaming", "offload");
+  check_one_of(exec.mode, "exec.mode", "auto", "resident", "streaming", "offload", "zenflow");
+  check_one_of(exec.zenflow.select_strategy, "exec.zenflow.select_strategy", "auto", "step",
+               "epoch");
+  exec::validate(zenflow_options(*this));
+  if (exec.mode != "zenflow" && exec.mode != "auto") {
+    // A ZenFlow key on another executor would silently do nothing.
+    const Exec::ZenFlow defaults;
+    const Exec::ZenFlow& z = exec.zenflow;
+    const char* changed = z.topk_ratio != defaults.topk_ratio             ? "topk_ratio"
+                          : z.select_strategy != defaults.select_strategy ? "select_strategy"
+                          : z.select_interval != defaults.select_interval ? "select_interval"
+                          : z.update_interval != defaults.update_interval ? "update_interval"
+                          : z.overlap_step != defaults.overlap_step       ? "overlap_step"
+                          : z.full_warm_up_rounds != defaults.full_warm_up_rounds
+                              ? "full_warm_up_rounds"
+                              : nullptr;
+    LT_CHECK(changed == nullptr, "config key 'exec.zenflow.", changed ? changed : "",
+             "' is set, but exec.mode is ", exec.mode,
+             "; it applies to exec.mode zenflow (or auto) only");
+  }
   LT_CHECK(!exec.schedule.empty(),
            "config key 'exec.schedule' must be all_gpu, every_k, auto or a schedule JSON path");
   LT_CHECK(exec.keep_every >= 1, "config key 'exec.keep_every' must be at least 1, got ",
@@ -352,18 +428,30 @@ std::string TrainConfig::to_yaml() const {
   YAML::Emitter e;
   e.SetDoublePrecision(10);  // 3e-3 prints as 0.003, not 0.0030000000000000001
   e << YAML::BeginMap;
-  std::string section;
+  std::string section, subsection;
   // The writers only read; schema takes a mutable config for the setters.
   for (auto& [key, access] : schema(const_cast<TrainConfig&>(*this))) {
     const std::string name = key.substr(0, key.find('.'));
     if (name != section) {
+      if (!subsection.empty()) e << YAML::EndMap;
+      subsection.clear();
       if (!section.empty()) e << YAML::EndMap;
       e << YAML::Key << name << YAML::Value << YAML::BeginMap;
       section = name;
     }
-    e << YAML::Key << key.substr(name.size() + 1) << YAML::Value;
+    // A subsection (exec.zenflow.*) is a mapping inside its section.
+    std::string rest = key.substr(name.size() + 1);
+    const auto dot = rest.find('.');
+    const std::string sub = dot == std::string::npos ? "" : rest.substr(0, dot);
+    if (sub != subsection) {
+      if (!subsection.empty()) e << YAML::EndMap;
+      if (!sub.empty()) e << YAML::Key << sub << YAML::Value << YAML::BeginMap;
+      subsection = sub;
+    }
+    e << YAML::Key << (sub.empty() ? rest : rest.substr(dot + 1)) << YAML::Value;
     access.write(e);
   }
+  if (!subsection.empty()) e << YAML::EndMap;
   e << YAML::EndMap << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
 }
@@ -388,6 +476,19 @@ std::vector<std::string> TrainConfig::adjustments() const {
                     ") is longer than train.steps (" + std::to_string(train.steps) +
                     "): warming up over all " + std::to_string(train.steps) + " steps");
   return notes;
+}
+
+exec::ZenFlowOptions zenflow_options(const TrainConfig& c) {
+  const TrainConfig::Exec::ZenFlow& z = c.exec.zenflow;
+  exec::ZenFlowOptions o;
+  o.topk_ratio = z.topk_ratio;
+  o.select_strategy =
+      exec::parse_select_strategy(z.select_strategy, "config key 'exec.zenflow.select_strategy'");
+  o.select_interval = z.select_interval;
+  o.update_interval = z.update_interval;
+  o.overlap_step = z.overlap_step;
+  o.full_warm_up_rounds = z.full_warm_up_rounds;
+  return o;
 }
 
 std::string resolve_compute_dtype(const std::string& dtype, bool on_cuda) {

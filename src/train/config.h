@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 #include <vector>
+#include "exec/zenflow_policy.h"
 
 namespace lt::train {
 
@@ -76,7 +77,7 @@ struct TrainConfig {
   } sched;
   struct Exec {
     // auto: resident when it fits the training device, else streaming
-    // (train/executor_choice.h); resident|streaming|offload force one.
+    // (train/executor_choice.h); resident|streaming|offload|zenflow force one.
     std::string mode = "auto";
     // streaming: "all_gpu", "every_k" (with keep_every), "auto" (the
     // planner chooses, for the profile `hardware`) or a schedule JSON path.
@@ -87,6 +88,17 @@ struct TrainConfig {
     int64_t micro_batch = 0;      // sequences per chunk through a stage; 0 = whole micro-batch
     double device_memory_gb = 0;  // CPU stand-in device capacity; 0 = unlimited
     // (auto on the stand-in: its GPU capacity in the plan when > 0)
+    // exec.zenflow.*, read by exec.mode zenflow (and auto when it picks
+    // zenflow); named as DeepSpeed 0.19 names them (exec/zenflow_policy.h).
+    struct ZenFlow {
+      double topk_ratio = 0.1;
+      std::string select_strategy = "auto";  // auto, step, epoch
+      int64_t select_interval = 0;           // 0 = auto
+      int64_t update_interval = 0;           // 0 = auto
+      bool overlap_step = true;
+      int64_t full_warm_up_rounds = 0;
+      bool operator==(const ZenFlow&) const = default;
+    } zenflow;
   } exec;
   struct Out {
     std::string dir = "runs/latest";
@@ -110,6 +122,10 @@ struct TrainConfig {
 // "@assets/" are resolved against the bundled assets folder.
 // train.dtype with auto resolved for the training device.
 std::string resolve_compute_dtype(const std::string& dtype, bool on_cuda);
+
+// exec.zenflow.* as the executor takes them (steps_per_epoch unset: the
+// trainer knows it).
+exec::ZenFlowOptions zenflow_options(const TrainConfig& c);
 
 TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides);
 

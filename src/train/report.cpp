@@ -152,6 +152,11 @@ nlohmann::json step_json(int64_t step, const exec::StepStats& s, double lr, doub
                       {"exposed_disk_s", s.exposed_disk_s},
                       {"optimizer_s", s.optimizer_s},
                       {"bubbles_s", s.bubbles_s}};
+  // PCIe bytes, where the executor counts them (offload, ZenFlow).
+  if (s.h2d_bytes > 0 || s.d2h_bytes > 0) {
+    j["h2d_bytes"] = s.h2d_bytes;
+    j["d2h_bytes"] = s.d2h_bytes;
+  }
   if (s.skipped) j["skipped"] = true;  // absent: the update was made
   if (predicted_step_s > 0) j["predicted_step_s"] = predicted_step_s;
   nlohmann::json peak = nlohmann::json::object();

@@ -94,8 +94,6 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   p.device = resolve_train_device(requested.train.device);
   TrainConfig c = requested;  // train.dtype auto resolved for the helpers below
   c.train.dtype = resolve_compute_dtype(c.train.dtype, p.device.is_cuda());
-  LT_CHECK(c.exec.mode != "offload",
-           "exec.mode: 'offload' is not available yet; use auto, resident or streaming");
   LT_CHECK(c.train.dtype == "f32" || p.device.is_cuda(),
            "train.dtype: bf16 compute needs train.device cuda; on the CPU use f32");
   p.compute_dtype = dtype_from_name(c.train.dtype);
@@ -116,6 +114,17 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
     p.budget = resident_budget(c, model, p.device.is_cuda());
     p.sizes = streaming_sizes(c, p.device.is_cpu());
     p.sizes.compute_bytes = static_cast<int64_t>(dtype_size(p.compute_dtype));
+    return p;
+  }
+  if (p.executor == exec::ExecutorKind::Offload || p.executor == exec::ExecutorKind::ZenFlow) {
+    const bool zen = p.executor == exec::ExecutorKind::ZenFlow;
+    LT_CHECK(p.device.is_cpu() || p.compute_dtype == DType::BF16, "train.dtype: exec.mode ",
+             exec::executor_name(p.executor),
+             " on a GPU computes in bf16 (the host keeps the f32 masters); set bf16, got ",
+             c.train.dtype);
+    p.sizes = streaming_sizes(c, p.device.is_cpu());
+    p.budget = exec::offload_bytes_needed(model, p.sizes, p.accum_sequences,
+                                          zen ? c.exec.zenflow.topk_ratio : 0.0);
     return p;
   }
   LT_CHECK(p.device.is_cpu() || p.compute_dtype == DType::BF16,

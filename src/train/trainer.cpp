@@ -12,6 +12,7 @@
 #include "data/batching.h"
 #include "data/prompt_rows.h"
 #include "exec/evaluate.h"
+#include "exec/offload.h"
 #include "exec/resident.h"
 #include "exec/stand_in_device.h"
 #include "exec/streaming.h"
@@ -74,16 +75,21 @@ int64_t device_peak(const exec::StepStats& stats) {
   return peak;
 }
 
-// optim.name's optimizer over the model's parameters (where they live: the
-// optimizer's states follow them).
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const RunPlan& plan,
-                                                 const models::CausalLM& model, ProgressBar& log) {
+optim::AdamWOptions adamw_options(const TrainConfig& c) {
   optim::AdamWOptions adam;
   adam.lr = c.optim.lr;
   adam.beta1 = c.optim.betas[0];
   adam.beta2 = c.optim.betas[1];
   adam.eps = c.optim.eps;
   adam.weight_decay = c.optim.weight_decay;
+  return adam;
+}
+
+// optim.name's optimizer over the model's parameters (where they live: the
+// optimizer's states follow them).
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const RunPlan& plan,
+                                                 const models::CausalLM& model, ProgressBar& log) {
+  const optim::AdamWOptions adam = adamw_options(c);
   if (plan.optimizer == exec::OptimizerStates::Fp32)
     return std::make_unique<optim::AdamW>(model.parameters(), adam, c.optim.no_decay);
   // Blockwise 8-bit states for tensors of at least min_8bit_numel
@@ -102,30 +108,62 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const Run
 // The plan's executor: resident, or streaming with the plan's schedule on
 // the GPU (bf16 compute, host masters) when the device is CUDA, else on the
 // CPU stand-in device.
+// The device a CPU-master executor copies to: the GPU, or the CPU stand-in
+// with exec.device_memory_gb as its capacity.
+std::unique_ptr<exec::StreamingDevice> make_device(const TrainConfig& c, const RunPlan& plan,
+                                                   const models::CausalLM& model,
+                                                   optim::Optimizer& optimizer) {
+#ifdef LT_WITH_CUDA
+  if (plan.device.is_cuda())
+    return std::make_unique<exec::CudaStreamingDevice>(model.parameters(), optimizer,
+                                                       plan.device.index);
+#else
+  (void)model;
+  (void)optimizer;
+#endif
+  LT_CHECK(plan.device.is_cpu(), "exec.mode: ", exec::executor_name(plan.executor), " on ",
+           plan.device.str(), " needs a CUDA build");
+  exec::StandInOptions stand_in;
+  stand_in.capacity_bytes = static_cast<int64_t>(c.exec.device_memory_gb * 1e9);
+  return std::make_unique<exec::StandInDevice>(stand_in);
+}
+
+// Optimizer steps in one pass over the data: for exec.zenflow's epoch
+// strategy.
+int64_t steps_per_epoch(const std::vector<data::Sample>& samples, const data::BatchOptions& b,
+                        int64_t grad_accum) {
+  const int64_t sequences_per_step = b.batch_size * grad_accum;
+  int64_t sequences = static_cast<int64_t>(samples.size());
+  if (b.pack) {
+    int64_t tokens = 0;
+    for (const auto& s : samples) tokens += static_cast<int64_t>(s.ids.size());
+    sequences = (tokens + b.seq_len - 1) / b.seq_len;
+  }
+  return std::max<int64_t>(1, (sequences + sequences_per_step - 1) / sequences_per_step);
+}
+
 std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPlan& plan,
                                               const models::CausalLM& model,
-                                              optim::Optimizer& optimizer) {
+                                              optim::Optimizer& optimizer, int64_t epoch_steps) {
   if (plan.executor == exec::ExecutorKind::Resident)
     return std::make_unique<exec::ResidentExecutor>(model, optimizer, plan.compute_dtype);
+  if (plan.executor == exec::ExecutorKind::Offload ||
+      plan.executor == exec::ExecutorKind::ZenFlow) {
+    exec::OffloadOptions o;
+    o.zenflow = plan.executor == exec::ExecutorKind::ZenFlow;
+    o.zenflow_options = zenflow_options(c);
+    o.zenflow_options.steps_per_epoch = epoch_steps;
+    o.adam = adamw_options(c);
+    o.no_decay = c.optim.no_decay;
+    return std::make_unique<exec::OffloadExecutor>(
+        model, optimizer, make_device(c, plan, model, optimizer), std::move(o));
+  }
   exec::StreamingOptions options;
   options.schedule = plan.schedule;
   options.trace_path = (fs::path(c.out.dir) / "trace.json").string();
   options.disk.directory = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
-#ifdef LT_WITH_CUDA
-  if (plan.device.is_cuda()) {
-    return std::make_unique<exec::StreamingExecutor>(
-        model, optimizer,
-        std::make_unique<exec::CudaStreamingDevice>(model.parameters(), optimizer,
-                                                    plan.device.index),
-        std::move(options));
-  }
-#endif
-  LT_CHECK(plan.device.is_cpu(), "exec.mode: streaming on ", plan.device.str(),
-           " needs a CUDA build");
-  exec::StandInOptions stand_in;
-  stand_in.capacity_bytes = static_cast<int64_t>(c.exec.device_memory_gb * 1e9);
   return std::make_unique<exec::StreamingExecutor>(
-      model, optimizer, std::make_unique<exec::StandInDevice>(stand_in), std::move(options));
+      model, optimizer, make_device(c, plan, model, optimizer), std::move(options));
 }
 
 void write_text_atomic(const fs::path& path, const std::string& text) {
@@ -205,12 +243,12 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   if (r.plan.device.is_cuda() && r.plan.executor == exec::ExecutorKind::Resident)
     model.to(r.plan.device, DType::F32);
   r.optimizer = make_optimizer(c, r.plan, model, log);
-  r.executor = make_executor(c, r.plan, model, *r.optimizer);
-
   r.batch_options.batch_size = r.plan.accum_sequences;
   r.batch_options.seq_len = c.train.seq_len;
   r.batch_options.pack = c.data.pack;
   r.batch_options.seed = c.train.seed;
+  r.executor = make_executor(c, r.plan, model, *r.optimizer,
+                             steps_per_epoch(r.samples, r.batch_options, r.plan.grad_accum));
   // Padding is never predicted but is still embedded, so it must be a valid
   // id: EOS when the vocabulary has it (a trimmed vocabulary may not), else 0.
   if (auto eos = model.config().eos_token_ids;
@@ -246,7 +284,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
 }
 
 void save(Run& r, ProgressBar& bar) {
-  r.executor->sync();  // the streaming executor's updates may still be running
+  r.executor->sync_masters();  // updates may still be running, or (ZenFlow) on the device
   r.state.sampler = r.batcher->state();
   r.last_saved = save_checkpoint(
       r.out_dir, *r.model, r.optimizer->state(), r.state,
@@ -318,11 +356,13 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
 // The greedy sample runs where the f32 masters are: on the GPU for the
 // resident executor on cuda (f32, TF32 GEMMs), on the host otherwise. The
 // streaming executor keeps its masters on the host because the model may
-// not fit the GPU, and a CPU forward of a model that size per token is too
-// slow for a sample: skipped there, saying so.
+// not fit the GPU (and offload and ZenFlow keep theirs there too), and a
+// CPU forward of a model that size per token is too slow for a sample:
+// skipped there, saying so.
 void sample(const Run& r) {
-  if (r.plan.device.is_cuda() && r.plan.executor == exec::ExecutorKind::Streaming) {
-    fmt::print("\nsample: skipped (exec.mode streaming keeps the model on the host)\n");
+  if (r.plan.device.is_cuda() && r.plan.executor != exec::ExecutorKind::Resident) {
+    fmt::print("\nsample: skipped (exec.mode {} keeps the f32 model on the host)\n",
+               exec::executor_name(r.plan.executor));
     return;
   }
   print_sample(*r.model, *r.tokenizer, r.samples.front());
@@ -393,7 +433,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     }
     if (at_end || (c.train.save_every > 0 && r.state.step % c.train.save_every == 0)) save(r, bar);
   }
-  r.executor->sync();
+  r.executor->sync_masters();
   bar.finish();
   result.steps_done = r.state.step;
   result.last_checkpoint = r.last_saved.string();

@@ -92,7 +92,7 @@ TEST(StreamingTrainer, RefusedCombinationsAreClear) {
       train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "out", overrides));
     });
   };
-  EXPECT_NE(error({"exec.mode=offload"}).find("exec.mode: 'offload' is not available yet"),
+  EXPECT_NE(error({"exec.mode=offloaded"}).find("config key 'exec.mode' must be one of"),
             std::string::npos);
   const std::string missing = (tmp / "nope.json").string();
   EXPECT_NE(error({"exec.mode=streaming", "exec.schedule=" + missing}).find(missing),

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "bf16_reference.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/device_info.h"
 #include "core/error.h"
@@ -48,33 +49,6 @@ using namespace gpu_test;
 // The batches these tests train on: seed 21, targets 0 and 3 masked.
 std::vector<std::vector<data::Batch>> make_batches(int steps, int64_t seq, int64_t vocab) {
   return gpu_test::make_batches(steps, seq, vocab, 21, 3);
-}
-
-optim::AdamWOptions adam_options() {
-  optim::AdamWOptions o;
-  o.lr = 2e-3;
-  o.weight_decay = 0.01;
-  return o;
-}
-
-StepOptions step_options() {
-  StepOptions so;
-  so.lr = 2e-3;
-  so.max_grad_norm = 1.0;  // the fixtures' norms are above 1: clipping is exercised
-  return so;
-}
-
-// The reference: masters on the GPU, bf16 compute, AdamW on the GPU.
-TrainRun train_resident(models::CausalLM model,
-                        const std::vector<std::vector<data::Batch>>& batches) {
-  model.to(Device::cuda(0), DType::F32);
-  optim::AdamW adam(model.parameters(), adam_options(), {"norm"});
-  ResidentExecutor executor(model, adam, DType::BF16);
-  TrainRun r;
-  r.initial = host_values(model);
-  for (const auto& b : batches) r.stats.push_back(executor.step(b, step_options()));
-  r.params = host_values(model);
-  return r;
 }
 
 // Masters and AdamW on the host, weights streamed to the GPU in bf16.

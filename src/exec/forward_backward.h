@@ -1,0 +1,24 @@
+#pragma once
+// One step's forward and backward over the micro-batches of a global
+// batch, as every executor that runs the whole model at once does it (the
+// resident and offload executors): gradients accumulate into the model's
+// parameters' .grad, each micro-batch's loss divided by the global count of
+// targets, so the sum is the gradient of the mean over the whole batch.
+#include <vector>
+
+#include "data/batching.h"
+#include "exec/step_stats.h"
+#include "models/causal_lm.h"
+#include "optim/grad_norm_partials.h"
+
+namespace lt::exec {
+
+// Adds the batch's tokens, targets and loss to `stats`. `norm` (may be
+// null) is begun, armed for the last backward that counts (when every
+// gradient becomes final) and finished: its squared_sum() is then the
+// gradients' norm, once the device's work is done. Device ids are checked
+// by the kernels; the caller calls ops::check_index_errors after waiting.
+void forward_backward(const models::CausalLM& model, const std::vector<data::Batch>& micro_batches,
+                      optim::GradNormPartials* norm, StepStats& stats);
+
+}  // namespace lt::exec

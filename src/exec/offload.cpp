@@ -1,0 +1,244 @@
+#include "exec/offload.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "exec/forward_backward.h"
+#include "exec/offload_impl.h"
+#include "ops/index_checks.h"
+#include "optim/clip.h"
+
+namespace lt::exec {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+OffloadExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o,
+                            std::unique_ptr<StreamingDevice> d, OffloadOptions opts)
+    : model(m), optimizer(o), device(std::move(d)), options(std::move(opts)) {
+  LT_CHECK(device, "offload executor: no device");
+  if (options.zenflow) validate(options.zenflow_options);
+  for (auto& [name, p] : model.parameters()) {
+    LT_CHECK(p.device().is_cpu() && p.dtype() == DType::F32 && p.is_contiguous(),
+             "offload executor: master parameter '", name,
+             "' must be a contiguous f32 CPU tensor, got ", p.str());
+    names.push_back(name);
+    masters.push_back(p);
+  }
+  LT_CHECK(optimizer.size() == masters.size(), "offload executor: the optimizer holds ",
+           optimizer.size(), " parameters, the model ", masters.size());
+  {
+    // Inside the scope the stand-in's allocations count as device memory.
+    auto scope = device->compute_scope();
+    compute.emplace(models::CausalLM::uninitialized(model.config(), device->compute_dtype()));
+    const Device where = device->memory().device();
+    if (!where.is_cpu()) compute->to(where, device->compute_dtype(), /*keep_values=*/false);
+  }
+  for (auto& [name, p] : compute->parameters()) weights.push_back(p);
+  LT_CHECK(weights.size() == masters.size(), "offload executor: the device copy lists ",
+           weights.size(), " parameters, the masters ", masters.size());
+  size_t next = 0;
+  for (const auto& stage : model.stages()) {
+    nn::NamedParameters own;
+    stage->collect(own);
+    stages.push_back({next, next + own.size()});
+    next += own.size();
+  }
+  LT_CHECK(next == masters.size(), "offload executor: stages list ", next, " of ", masters.size(),
+           " parameters");
+  const int sets = options.zenflow ? 2 : 1;
+  for (int s = 0; s < sets; ++s) {
+    for (const Tensor& p : masters)
+      slabs[s].push_back(Tensor::empty(p.shape(), device->compute_dtype(), device->host_memory()));
+    slab_filled[s].assign(masters.size(), 0);
+  }
+  nn::NamedParameters named;
+  for (size_t i = 0; i < weights.size(); ++i) named.emplace_back(names[i], weights[i]);
+  norm = std::make_unique<optim::GradNormPartials>(named);
+  for (const StageRange& r : stages) {
+    uploaded.push_back(upload_weights(r.first, r.last, ready_ticket(), "initial weights"));
+  }
+  cpu_update = ready_ticket();
+  if (options.max_optimizer_delay_us > 0)
+    optimizer_queue.inject_delays(options.max_optimizer_delay_us, 11);
+}
+
+OffloadExecutor::Impl::~Impl() {
+  // Every queued task and copy reads members: wait for all, whatever failed.
+  try {
+    cpu_update.wait();
+    optimizer_queue.enqueue([] {}).wait();
+    for (const Ticket& t : uploaded) t.wait();
+    wait_seconds(device->download({}, {}, "drain"));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lazytrain: offload executor: teardown: %s\n", e.what());
+  } catch (...) {
+  }
+}
+
+Ticket OffloadExecutor::Impl::upload_weights(size_t first, size_t last, Ticket after,
+                                             const std::string& label,
+                                             const std::function<bool(size_t)>& include) {
+  CopyList copies;
+  for (size_t i = first; i < last; ++i) {
+    if (include && !include(i)) continue;
+    copies.emplace_back(weights[i], masters[i]);
+    if (stats) stats->h2d_bytes += static_cast<int64_t>(weights[i].nbytes());
+  }
+  if (copies.empty()) return after;
+  return device->upload(std::move(copies), std::move(after), label);
+}
+
+Ticket OffloadExecutor::Impl::download_gradients(size_t first, size_t last, int set,
+                                                 const std::string& label) {
+  CopyList copies;
+  for (size_t i = first; i < last; ++i) {
+    const Tensor& g = weights[i].grad();
+    slab_filled[set][i] = g.defined();
+    if (!g.defined()) continue;
+    copies.emplace_back(slabs[set][i], g.contiguous());
+    stats->d2h_bytes += static_cast<int64_t>(g.nbytes());
+  }
+  if (copies.empty()) return ready_ticket();
+  return device->download(std::move(copies), {}, label);
+}
+
+Ticket OffloadExecutor::Impl::update_on_host(size_t first, size_t last, int set, double lr,
+                                             double scale, Ticket after) {
+  // The task reads slab_filled as it is now: a later download may refill it.
+  std::vector<char> filled(slab_filled[set].begin() + static_cast<std::ptrdiff_t>(first),
+                           slab_filled[set].begin() + static_cast<std::ptrdiff_t>(last));
+  return optimizer_queue.enqueue(
+      [this, first, last, set, lr, scale, after = std::move(after), filled = std::move(filled)] {
+        after.get();
+        for (size_t i = first; i < last; ++i)
+          masters[i].set_grad(filled[i - first] ? slabs[set][i] : Tensor());
+        optimizer.update(lr, scale, first, last);
+        for (size_t i = first; i < last; ++i) masters[i].set_grad(Tensor());
+      });
+}
+
+void OffloadExecutor::Impl::wait_uploads() {
+  for (const Ticket& t : uploaded) stats->exposed_h2d_s += wait_seconds(t);
+}
+
+void OffloadExecutor::Impl::drop_device_gradients() {
+  for (const Tensor& w : weights) w.set_grad(Tensor());
+}
+
+double OffloadExecutor::Impl::forward_backward_on_device(
+    const std::vector<data::Batch>& micro_batches, optim::GradNormPartials* partials) {
+  auto scope = device->compute_scope();
+  forward_backward(*compute, micro_batches, partials, *stats);
+  device->finish_compute();
+  ops::check_index_errors(compute->device());
+  return partials ? partials->squared_sum() : 0.0;
+}
+
+StepStats OffloadExecutor::Impl::run_step(const std::vector<data::Batch>& micro_batches,
+                                          const StepOptions& o) {
+  const auto start = Clock::now();
+  cpu_allocator().reset_peak();
+  device->memory().reset_peak();
+  StepStats st;
+  stats = &st;
+  struct Forget {
+    StepStats*& s;
+    ~Forget() { s = nullptr; }
+  } forget{stats};
+  // The weights the last update uploaded (ZenFlow: its merge) must have
+  // landed, and ZenFlow's own columns be put back over them, before the
+  // forward reads them.
+  wait_uploads();
+  if (rescatter_due) rescatter_columns();
+  const bool zen = options.zenflow && steps >= options.zenflow_options.full_warm_up_rounds;
+  const auto compute_start = Clock::now();
+  const double squared = forward_backward_on_device(micro_batches, zen ? nullptr : norm.get());
+  st.compute_s = seconds_since(compute_start);
+  if (zen) {
+    zenflow_update(o);
+  } else {
+    st.grad_norm = std::sqrt(squared);
+    synchronous_update(o);
+  }
+  ++steps;
+  st.seconds = seconds_since(start);
+  st.bubbles_s = std::max(
+      0.0, st.seconds - st.compute_s - st.exposed_h2d_s - st.exposed_d2h_s - st.optimizer_s);
+  st.peak_bytes["host"] = cpu_allocator().stats().peak_bytes;
+  st.peak_bytes[device->memory_space()] = device->memory().stats().peak_bytes;
+  return st;
+}
+
+void OffloadExecutor::Impl::synchronous_update(const StepOptions& o) {
+  const bool finite = std::isfinite(stats->loss) && std::isfinite(stats->grad_norm);
+  if (!finite) stats->skipped = true;
+  if (!finite || stats->target_count == 0) {
+    drop_device_gradients();
+    return;
+  }
+  // A window of ZenFlow left open when warm-up ends cannot exist (warm-up
+  // comes first), so every gradient here is this step's.
+  std::vector<Ticket> landed;
+  for (const StageRange& r : stages)
+    landed.push_back(download_gradients(r.first, r.last, 0, "grads"));
+  for (const Ticket& t : landed) stats->exposed_d2h_s += wait_seconds(t);
+  drop_device_gradients();
+  const double scale = optim::clip_scale(stats->grad_norm, o.max_grad_norm);
+  const auto wait_start = Clock::now();
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const Ticket updated =
+        update_on_host(stages[s].first, stages[s].last, 0, o.lr, scale, ready_ticket());
+    uploaded[s] = upload_weights(stages[s].first, stages[s].last, updated, "weights");
+  }
+  optimizer_queue.enqueue([this] { optimizer.finish_step(); });
+  // The synchronous offload: the step ends when the new weights are on the device.
+  for (const Ticket& t : uploaded) wait_seconds(t);
+  stats->optimizer_s += seconds_since(wait_start);
+}
+
+// ---- the executor ----
+
+OffloadExecutor::OffloadExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
+                                 std::unique_ptr<StreamingDevice> device, OffloadOptions options)
+    : options_(options),
+      impl_(std::make_unique<Impl>(model, optimizer, std::move(device), std::move(options))) {}
+
+OffloadExecutor::~OffloadExecutor() = default;
+
+StepStats OffloadExecutor::step(const std::vector<data::Batch>& micro_batches,
+                                const StepOptions& options) {
+  return impl_->run_step(micro_batches, options);
+}
+
+void OffloadExecutor::sync() {
+  StepStats ignored;
+  impl_->stats = &ignored;
+  impl_->wait_uploads();
+  if (impl_->rescatter_due) impl_->rescatter_columns();
+  impl_->optimizer_queue.enqueue([] {}).get();
+  impl_->device->finish_compute();
+  impl_->stats = nullptr;
+}
+
+void OffloadExecutor::sync_masters() {
+  StepStats ignored;
+  impl_->stats = &ignored;
+  impl_->finish_masters();
+  impl_->stats = nullptr;
+  sync();
+}
+
+const models::CausalLM& OffloadExecutor::eval_model() const {
+  return *impl_->compute;
+}
+
+}  // namespace lt::exec

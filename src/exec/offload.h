@@ -1,0 +1,87 @@
+#pragma once
+// The offload executor (docs/design.md, "Executors"; issue 20): the compute
+// weights stay resident on the device for the whole run, and the f32
+// masters and the optimizer state stay in host memory.
+//
+// Synchronous (ZeRO-Offload): every step runs forward and backward on the
+// resident weights, copies each stage's gradients to host slabs, and then
+// the CPU optimizer updates the masters stage by stage; each stage's new
+// weights are uploaded (from the bf16 shadow the update pass writes) as
+// soon as its update is done, and the step ends when all have landed.
+//
+// ZenFlow (arXiv 2505.12242; docs/design.md says what is ours): for each
+// 2-D weight [out, in] the top `topk_ratio` of its input columns, by the L1
+// norm of their gradient, are updated on the device at every step, with
+// f32 masters and AdamW moments for those columns only; 1-D parameters are
+// always updated there. The other columns' gradients accumulate on the
+// device, in the gradients' own dtype, over a window of `update_interval`
+// steps; at the window's end they are copied to pinned host memory once,
+// and the CPU optimizer applies their mean to the whole f32 master. With
+// `overlap_step` that update runs beside the next window's steps and its
+// result reaches the device weights at the end of that window (one window
+// late); the device keeps its own values in the columns it owns. See
+// Note [ZenFlow's window] in offload_zenflow.cpp for the order of events
+// and the choices (clipping, the auto rules) that are ours.
+//
+// The device is a StreamingDevice: the CPU stand-in in tests (copies on
+// worker threads, f32 compute), a GPU in a run (bf16 compute, pinned host
+// buffers, copy streams).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/executor.h"
+#include "exec/streaming_device.h"
+#include "exec/zenflow_policy.h"
+#include "models/causal_lm.h"
+#include "optim/adamw.h"
+#include "optim/optimizer.h"
+
+namespace lt::exec {
+
+struct OffloadOptions {
+  bool zenflow = false;  // else the synchronous offload
+  ZenFlowOptions zenflow_options;
+  // ZenFlow's device-side AdamW over the columns it owns: the host
+  // optimizer's settings (optim.*), whatever that optimizer's states are.
+  optim::AdamWOptions adam;
+  std::vector<std::string> no_decay;
+  // Test hook: the optimizer thread sleeps up to this many microseconds
+  // before each task, to shake out a step that does not wait for it.
+  int64_t max_optimizer_delay_us = 0;
+};
+
+class OffloadExecutor final : public Executor {
+ public:
+  // `model`: the f32 masters on the host; `optimizer` was built over
+  // model.parameters() in that order and runs on the host.
+  OffloadExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
+                  std::unique_ptr<StreamingDevice> device, OffloadOptions options);
+  ~OffloadExecutor() override;
+  OffloadExecutor(const OffloadExecutor&) = delete;
+  OffloadExecutor& operator=(const OffloadExecutor&) = delete;
+
+  StepStats step(const std::vector<data::Batch>& micro_batches,
+                 const StepOptions& options) override;
+  // Waits for the updates and copies in flight. The device weights are
+  // then current (evaluation reads them); ZenFlow's host masters may still
+  // lack its device-owned columns and its open window: sync_masters().
+  void sync() override;
+  // ZenFlow: ends the open window now (its gradients go through the CPU
+  // update at once), applies every pending update and writes the device's
+  // columns into the host masters, so that the masters and the optimizer
+  // state hold everything trained so far (a checkpoint). The device's
+  // column moments restart at the next step, as at a reselection.
+  void sync_masters() override;
+  const char* name() const override { return options_.zenflow ? "zenflow" : "offload"; }
+  // The device weights (bf16 on a GPU): the model as it computes.
+  const models::CausalLM& eval_model() const override;
+
+ private:
+  struct Impl;
+  OffloadOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lt::exec

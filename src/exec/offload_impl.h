@@ -1,0 +1,119 @@
+#pragma once
+// The offload executor's state, private to its source files: offload.cpp
+// builds it and runs the synchronous step; offload_zenflow.cpp runs
+// ZenFlow's step. exec/offload.h says what the executor does.
+//
+// Teardown (as Note [Streaming teardown order]): tasks on the optimizer
+// thread read the masters, slabs and optimizer, and copies on the device's
+// engines read the slabs and device weights; ~Impl waits for all of them,
+// and the optimizer queue, declared last, stops first.
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exec/offload.h"
+#include "exec/work_queue.h"
+#include "optim/adamw.h"
+#include "optim/grad_norm_partials.h"
+
+namespace lt::exec {
+
+struct OffloadExecutor::Impl {
+  // One parameter's device-owned columns (ZenFlow). A 1-D parameter, or a
+  // weight whose every column is selected, is `whole`: the device updates
+  // all of it and the CPU none.
+  struct Columns {
+    bool whole = false;
+    std::vector<int32_t> host;  // selected columns, ascending
+    Tensor device;              // the same, i32 on the device
+    Tensor master;              // f32 [rows, k] on the device: their master values
+  };
+
+  // ---- fixed at construction ----
+  const models::CausalLM& model;  // the f32 masters, on the host
+  optim::Optimizer& optimizer;
+  std::unique_ptr<StreamingDevice> device;
+  const OffloadOptions options;
+  std::optional<models::CausalLM> compute;  // the device weights
+  std::vector<std::string> names;
+  std::vector<Tensor> masters;  // model.parameters(), in order
+  std::vector<Tensor> weights;  // compute's parameters, same order
+  struct StageRange {
+    size_t first = 0, last = 0;
+  };
+  std::vector<StageRange> stages;
+  // Host gradients in the device's compute dtype (pinned on a GPU): one
+  // set for the synchronous step, two (one per window in flight) for ZenFlow.
+  std::vector<Tensor> slabs[2];
+  std::vector<char>
+      slab_filled[2];  // per parameter: the last download into the set copied a gradient
+  std::unique_ptr<optim::GradNormPartials> norm;  // over `weights`
+
+  // ---- the pipeline ----
+  std::vector<Ticket> uploaded;  // per stage: its latest weight upload
+  Ticket cpu_update;             // the latest CPU update (ZenFlow), or ready
+  int64_t steps = 0;             // steps run
+
+  // ---- ZenFlow ----
+  std::vector<Columns> columns;               // per parameter (empty until the first selection)
+  nn::NamedParameters selected;               // Columns::master of each parameter, named as it
+  std::unique_ptr<optim::AdamW> device_adam;  // over `selected`
+  std::unique_ptr<optim::GradNormPartials> selected_norm;
+  int64_t window_steps = 0;         // steps accumulated in the open window
+  double window_lr = 0;             // the open window's last step's rate
+  double window_max_grad_norm = 0;  // and its clipping threshold
+  bool merge_due = false;           // cpu_update's result is not on the device yet
+  bool rescatter_due = false;       // an upload overwrote device-owned columns
+  int64_t next_select_step = 0;     // reselect at the first window start from here
+  int buffer = 0;                   // the slab set the next window's download fills
+  StepStats* stats = nullptr;       // the step being run
+
+  // Last: stops (running what is queued) while everything above exists.
+  WorkQueue optimizer_queue{"optimizer"};
+
+  Impl(const models::CausalLM& m, optim::Optimizer& o, std::unique_ptr<StreamingDevice> d,
+       OffloadOptions opts);
+  ~Impl();
+
+  // ---- offload.cpp ----
+  StepStats run_step(const std::vector<data::Batch>& micro_batches, const StepOptions& o);
+  // Forward and backward on the device weights; returns the squared norm
+  // of the gradients when `norm` is given (else 0).
+  double forward_backward_on_device(const std::vector<data::Batch>& micro_batches,
+                                    optim::GradNormPartials* partials);
+  // The synchronous step's second half: gradients to the host, the CPU
+  // update stage by stage, each stage's upload after its update.
+  void synchronous_update(const StepOptions& o);
+  // Copies the gradients of parameters [first, last) to slab set `set`
+  // (slab_filled says which had one).
+  Ticket download_gradients(size_t first, size_t last, int set, const std::string& label);
+  // Queues the CPU update of parameters [first, last) from slab set `set`
+  // (those slab_filled), after `after`.
+  Ticket update_on_host(size_t first, size_t last, int set, double lr, double scale, Ticket after);
+  // Queues the upload of the new values of parameters [first, last) that
+  // `include` accepts, after `after`.
+  Ticket upload_weights(size_t first, size_t last, Ticket after, const std::string& label,
+                        const std::function<bool(size_t)>& include = {});
+  void wait_uploads();
+  void drop_device_gradients();
+
+  // ---- offload_zenflow.cpp ----
+  void zenflow_update(const StepOptions& o);
+  void select_columns();
+  // Ends the open window: its gradients to the host and the CPU update
+  // queued (and, without overlap_step, applied).
+  void end_window();
+  // Waits for the pending CPU update and uploads its result.
+  void merge_cpu_update();
+  // Writes the device-owned columns' master values into the host masters.
+  void write_back_columns();
+  // Puts the device-owned columns' values back into the device weights
+  // after an upload overwrote them.
+  void rescatter_columns();
+  std::vector<ColumnMass> column_masses() const;
+  void finish_masters();
+};
+
+}  // namespace lt::exec

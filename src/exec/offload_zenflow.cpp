@@ -1,0 +1,241 @@
+// ZenFlow's step (exec/offload.h).
+//
+// Note [ZenFlow's window]
+// Steps are grouped in windows; a window ends after update_interval steps
+// (or by the auto rule, zenflow_policy.h). Per step, after the backward:
+//  1. At a window's start, when a reselection is due (the first ZenFlow
+//     step, then every select_interval_steps): the pending CPU update is
+//     waited for and merged, the device's columns are written into the
+//     host masters, and each 2-D weight's top-k columns by the L1 norm of
+//     this step's gradient become the device's, their masters gathered from
+//     the host and their moments starting at zero.
+//  2. The device updates its columns (and every 1-D parameter) with AdamW,
+//     writes them into the compute weights, and zeroes their gradient. The
+//     clip scale is from the norm of exactly these gradients (what the
+//     device updates); it is the step's logged grad_norm.
+//  3. The other columns' gradients stay where autograd put them, so they
+//     add up over the window on the device, in the gradients' own dtype
+//     (bf16 on a GPU; ours: DeepSpeed copies every step's gradient to the
+//     host and adds there, which costs a pass over host memory per step
+//     and the full gradient over PCIe per step, more than the 87 GB/s host
+//     of the H200 machine can give beside the CPU optimizer).
+//  4. At a window's end they are copied to the host once, and the CPU
+//     optimizer applies their mean over the window's steps to the whole
+//     f32 master, clipped by that mean's norm, at the window's last rate.
+//     The device-owned columns had zero gradient there; the CPU's values
+//     for them are never used (the device's overwrite them at every merge
+//     and write-back).
+//  5. The update's result (the bf16 shadow it writes) is uploaded over the
+//     weights the CPU updates: at once without overlap_step; with it, at
+//     the end of the next window (one window late), the update having run
+//     beside that window's steps. The device's columns are scattered back
+//     over the upload before the next forward.
+// A non-finite step drops the open window (its gradients are summed in).
+#include <algorithm>
+#include <cmath>
+
+#include "exec/offload_impl.h"
+#include "ops/columns.h"
+#include "optim/clip.h"
+
+namespace lt::exec {
+
+namespace {
+
+// `t`'s memory as a row-major matrix: a 2-D tensor as it is, any other as
+// one row.
+Tensor matrix_of(const Tensor& t) {
+  const Shape shape = t.dim() == 2 ? t.shape() : Shape{1, t.numel()};
+  return Tensor::from_storage(t.storage(), t.offset(), shape, {shape[1], 1}, t.dtype());
+}
+
+Tensor index_tensor(const std::vector<int32_t>& cols) {
+  return Tensor::from_vector(cols, {static_cast<int64_t>(cols.size())});
+}
+
+}  // namespace
+
+void OffloadExecutor::Impl::zenflow_update(const StepOptions& o) {
+  if (!std::isfinite(stats->loss)) {
+    stats->skipped = true;
+    drop_device_gradients();
+    window_steps = 0;
+    return;
+  }
+  if (stats->target_count == 0) return;
+  if (window_steps == 0 && (columns.empty() || steps >= next_select_step)) select_columns();
+  auto scope = device->compute_scope();
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const Tensor& g = weights[i].grad();
+    selected[i].second.set_grad(g.defined() ? ops::gather_columns(matrix_of(g), columns[i].device)
+                                            : Tensor());
+  }
+  selected_norm->begin();
+  selected_norm->finish();
+  device->finish_compute();
+  stats->grad_norm = std::sqrt(selected_norm->squared_sum());
+  if (!std::isfinite(stats->grad_norm)) {
+    stats->skipped = true;
+    for (auto& [name, p] : selected) p.set_grad(Tensor());
+    drop_device_gradients();
+    window_steps = 0;
+    return;
+  }
+  // The auto rule compares this step's device-owned mass with the mass
+  // accumulated for the CPU: taken before the device's columns are zeroed.
+  const ZenFlowOptions& zo = options.zenflow_options;
+  const bool end = zo.update_interval > 0 ? window_steps + 1 >= zo.update_interval
+                                          : window_should_end(column_masses());
+  device_adam->update(o.lr, optim::clip_scale(stats->grad_norm, o.max_grad_norm), 0,
+                      selected.size());
+  device_adam->finish_step();
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const Columns& c = columns[i];
+    Tensor& master = selected[i].second;
+    if (!master.grad().defined()) continue;
+    master.set_grad(Tensor());
+    ops::scatter_columns(matrix_of(weights[i]), master, c.device);
+    if (c.whole) {
+      weights[i].set_grad(Tensor());
+    } else {
+      ops::zero_columns(matrix_of(weights[i].grad()), c.device);
+    }
+  }
+  ++window_steps;
+  window_lr = o.lr;
+  window_max_grad_norm = o.max_grad_norm;
+  if (end) end_window();
+}
+
+std::vector<ColumnMass> OffloadExecutor::Impl::column_masses() const {
+  std::vector<ColumnMass> out;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const Tensor& g = weights[i].grad();
+    if (columns[i].whole || !g.defined()) continue;
+    const std::vector<float> sums =
+        ops::column_abs_sums(matrix_of(g)).to(Device::cpu()).to_vector<float>();
+    ColumnMass m;
+    for (int32_t c : columns[i].host) m.selected += sums[static_cast<size_t>(c)];
+    for (float s : sums) m.unselected += s;
+    m.unselected -= m.selected;
+    out.push_back(m);
+  }
+  return out;
+}
+
+void OffloadExecutor::Impl::select_columns() {
+  // The masters must hold every update before the device's columns are
+  // read from them: the CPU update merged, and (on the stand-in, whose
+  // uploads read the masters themselves) its uploads done.
+  if (merge_due) merge_cpu_update();
+  wait_uploads();
+  if (!columns.empty()) {
+    if (rescatter_due) rescatter_columns();
+    write_back_columns();
+  }
+  const ZenFlowOptions& z = options.zenflow_options;
+  auto scope = device->compute_scope();
+  const Device where = device->memory().device();
+  columns.assign(weights.size(), Columns{});
+  selected.clear();
+  for (size_t i = 0; i < weights.size(); ++i) {
+    Columns& c = columns[i];
+    const Tensor w = matrix_of(weights[i]);
+    const int64_t width = w.size(1);
+    const int64_t k = selected_count(width, z.topk_ratio);
+    const Tensor& g = weights[i].grad();
+    c.whole = weights[i].dim() != 2 || k == width || !g.defined();
+    if (c.whole) {
+      c.host.resize(static_cast<size_t>(width));
+      for (int64_t j = 0; j < width; ++j) c.host[static_cast<size_t>(j)] = static_cast<int32_t>(j);
+    } else {
+      c.host =
+          top_columns(ops::column_abs_sums(matrix_of(g)).to(Device::cpu()).to_vector<float>(), k);
+    }
+    const Tensor cols = index_tensor(c.host);
+    c.device = cols.to(where);
+    c.master = ops::gather_columns(matrix_of(masters[i]), cols).to(where);
+    selected.emplace_back(names[i], c.master);
+  }
+  device_adam = std::make_unique<optim::AdamW>(selected, options.adam, options.no_decay);
+  selected_norm = std::make_unique<optim::GradNormPartials>(selected);
+  next_select_step = steps + select_interval_steps(z);
+}
+
+void OffloadExecutor::Impl::end_window() {
+  // The previous window's update must be on the device before this one's
+  // starts: both write the shadows the merge uploads.
+  if (merge_due) merge_cpu_update();
+  const int set = buffer;
+  buffer = 1 - buffer;
+  norm->begin();
+  norm->finish();
+  device->finish_compute();
+  const double steps_in_window = static_cast<double>(window_steps);
+  const double mean_norm = std::sqrt(norm->squared_sum()) / steps_in_window;
+  window_steps = 0;
+  if (!std::isfinite(mean_norm)) {
+    drop_device_gradients();
+    return;
+  }
+  const double scale = optim::clip_scale(mean_norm, window_max_grad_norm) / steps_in_window;
+  std::vector<Ticket> landed;
+  for (const StageRange& r : stages)
+    landed.push_back(download_gradients(r.first, r.last, set, "grads"));
+  // The device's gradients are dropped only once copied out, so that the
+  // next backward's fresh ones do not exist beside them.
+  for (const Ticket& t : landed) stats->exposed_d2h_s += wait_seconds(t);
+  drop_device_gradients();
+  // The update writes the shadows the last merge's uploads read.
+  std::vector<Ticket> before = uploaded;
+  Ticket uploads_done = optimizer_queue.enqueue([before] {
+    for (const Ticket& t : before) t.get();
+  });
+  update_on_host(0, weights.size(), set, window_lr, scale, uploads_done);
+  cpu_update = optimizer_queue.enqueue([this] { optimizer.finish_step(); });
+  merge_due = true;
+  if (!options.zenflow_options.overlap_step) merge_cpu_update();
+}
+
+void OffloadExecutor::Impl::merge_cpu_update() {
+  stats->optimizer_s += wait_seconds(cpu_update);
+  merge_due = false;
+  const int set = 1 - buffer;  // the set the merged update read
+  for (size_t s = 0; s < stages.size(); ++s) {
+    uploaded[s] =
+        upload_weights(stages[s].first, stages[s].last, uploaded[s], "merge",
+                       [&](size_t i) { return !columns[i].whole && slab_filled[set][i]; });
+  }
+  rescatter_due = true;
+}
+
+void OffloadExecutor::Impl::rescatter_columns() {
+  rescatter_due = false;
+  if (columns.empty()) return;
+  auto scope = device->compute_scope();
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (!columns[i].whole)
+      ops::scatter_columns(matrix_of(weights[i]), columns[i].master, columns[i].device);
+  }
+}
+
+void OffloadExecutor::Impl::write_back_columns() {
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const Columns& c = columns[i];
+    ops::scatter_columns(matrix_of(masters[i]), c.master.to(Device::cpu()), index_tensor(c.host));
+  }
+}
+
+void OffloadExecutor::Impl::finish_masters() {
+  if (!options.zenflow) return;
+  if (window_steps > 0) end_window();
+  if (merge_due) merge_cpu_update();
+  wait_uploads();
+  if (columns.empty()) return;
+  if (rescatter_due) rescatter_columns();
+  write_back_columns();
+  // The next step chooses again, from masters that now hold everything.
+  columns.clear();
+}
+
+}  // namespace lt::exec
