@@ -20,7 +20,10 @@ bool is_space(char c) {
 jinja::Value messages_value(std::span<const ChatMessage> messages) {
   jinja::Value list = jinja::Value::array();
   for (const ChatMessage& m : messages) {
-    list.push_back({{"role", std::string(role_name(m.role))}, {"content", m.content}});
+    jinja::Value message = jinja::Value::object();
+    message["role"] = role_name(m.role);
+    message["content"] = m.content;
+    list.push_back(std::move(message));
   }
   return list;
 }
@@ -117,6 +120,7 @@ JinjaChatTemplate::JinjaChatTemplate(const std::string& source, const std::files
         }
       }()),
       file_(file),
+      reads_enable_thinking_(source.find("enable_thinking") != std::string::npos),
       bos_token_(std::move(bos_token)),
       eos_token_(std::move(eos_token)) {}
 
@@ -125,15 +129,16 @@ std::string JinjaChatTemplate::render_text(std::span<const ChatMessage> messages
                                            bool disable_thinking) const {
   // What transformers passes: the messages, tools and documents (None),
   // add_generation_prompt and the tokenizer's special tokens.
-  jinja::Value variables = {{"messages", messages_value(messages)},
-                            {"add_generation_prompt", add_generation_prompt},
-                            {"tools", nullptr},
-                            {"documents", nullptr}};
+  jinja::Value variables = jinja::Value::object();
+  variables["messages"] = messages_value(messages);
+  variables["add_generation_prompt"] = add_generation_prompt;
+  variables["tools"] = nullptr;
+  variables["documents"] = nullptr;
   if (bos_token_) variables["bos_token"] = *bos_token_;
   if (eos_token_) variables["eos_token"] = *eos_token_;
   if (disable_thinking) variables["enable_thinking"] = false;
   try {
-    return template_.render(variables);
+    return template_.render(std::move(variables));
   } catch (const Error& e) {
     fail(e.what(),
          "; to train in a built-in layout instead, name it with --template (eval, generate) or "
@@ -169,6 +174,8 @@ std::vector<std::pair<size_t, size_t>> JinjaChatTemplate::trained_ranges(
     }
     for (bool disable_thinking : {false, true}) {
       if (!prefix_renders) break;
+      // A template that never reads enable_thinking renders the same prompt.
+      if (disable_thinking && !reads_enable_thinking_) break;
       std::string prompted;
       try {
         prompted = render_text(before, true, disable_thinking);

@@ -73,6 +73,7 @@ class JinjaChatTemplate {
  private:
   jinja::Template template_;
   std::filesystem::path file_;
+  bool reads_enable_thinking_;  // the source mentions it (Qwen3's does)
   std::optional<std::string> bos_token_, eos_token_;
 };
 

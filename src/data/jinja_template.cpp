@@ -30,8 +30,8 @@ int64_t floor_div(int64_t a, int64_t b) {
 // One rendering: the variable scopes and the output.
 class Renderer {
  public:
-  Renderer(const std::string& name, const Value& variables) : name_(name) {
-    scopes_.push_back(variables.is_object() ? variables : Value::object());
+  Renderer(const std::string& name, Value variables) : name_(name) {
+    scopes_.push_back(variables.is_object() ? std::move(variables) : Value::object());
   }
 
   std::string run(const Body& body) {
@@ -72,7 +72,7 @@ class Renderer {
         out += node.text;
         return Flow::kNormal;
       case Node::Kind::kOutput:
-        out += to_text(eval(*node.value));
+        out += to_text(value_of(*node.value, scratch_));
         return Flow::kNormal;
       case Node::Kind::kIf:
         for (const auto& [condition, body] : node.branches) {
@@ -99,10 +99,10 @@ class Renderer {
     return Flow::kNormal;
   }
 
-  void bind(const Node& node, const Value& item) {
+  void bind(const Node& node, Value item) {
     Value& scope = scopes_.back();
     if (node.targets.size() == 1) {
-      scope[node.targets[0]] = item;
+      scope[node.targets[0]] = std::move(item);
       return;
     }
     if (!item.is_array() || item.size() != node.targets.size()) {
@@ -113,7 +113,8 @@ class Renderer {
   }
 
   void exec_for(const Node& node, std::string& out) {
-    const Value iterable = eval(*node.value);
+    Value scratch;
+    const Value& iterable = value_of(*node.value, scratch);
     Value items = located(node.line, [&] { return apply_filter("list", iterable, {}); });
     scopes_.push_back(Value::object());
     if (node.filter) {
@@ -130,16 +131,17 @@ class Renderer {
       // A fresh scope per iteration: what one iteration sets, the next does
       // not see (jinja2's loop scoping).
       scopes_.push_back(Value::object());
-      bind(node, items[i]);
-      scopes_.back()["loop"] = Value{{"index", i + 1},
-                                     {"index0", i},
-                                     {"revindex", n - i},
-                                     {"revindex0", n - i - 1},
-                                     {"first", i == 0},
-                                     {"last", i + 1 == n},
-                                     {"length", n},
-                                     {"previtem", i > 0 ? items[i - 1] : undefined_value()},
-                                     {"nextitem", i + 1 < n ? items[i + 1] : undefined_value()}};
+      bind(node, std::move(items[i]));
+      Value loop = Value::object();
+      loop.get_ref<Value::object_t&>().reserve(7);  // no regrowth for the keys below
+      loop["index"] = i + 1;
+      loop["index0"] = i;
+      loop["revindex"] = n - i;
+      loop["revindex0"] = n - i - 1;
+      loop["first"] = i == 0;
+      loop["last"] = i + 1 == n;
+      loop["length"] = n;
+      scopes_.back()["loop"] = std::move(loop);
       const Flow flow = exec(node.body, out);
       scopes_.pop_back();
       if (flow == Flow::kBreak) break;
@@ -170,6 +172,14 @@ class Renderer {
       if (it != scope->end()) return &*it;
     }
     return nullptr;
+  }
+
+  // An expression's value: the stored one itself when it names one (no
+  // copy; valid while no statement runs), else computed into `scratch`.
+  const Value& value_of(const Expr& e, Value& scratch) {
+    if (const Value* v = stored(e)) return *v;
+    scratch = eval(e);
+    return scratch;
   }
 
   // The stored value an expression names (a variable, or a key or an index
@@ -248,12 +258,14 @@ class Renderer {
       case Expr::Kind::kCall:
         return eval_call(e);
       case Expr::Kind::kFilter: {
-        const Value value = eval(*e.operands[0]);
+        Value scratch;
+        const Value& value = value_of(*e.operands[0], scratch);
         const Arguments args = arguments(e, 1);
         return located(e.line, [&] { return apply_filter(e.name, value, args); });
       }
       case Expr::Kind::kTest: {
-        const Value value = eval(*e.operands[0]);
+        Value scratch;
+        const Value& value = value_of(*e.operands[0], scratch);
         const Arguments args = arguments(e, 1);
         const bool passed =
             located(e.line, [&] { return Value(apply_test(e.name, value, args)); }).get<bool>();
@@ -288,7 +300,8 @@ class Renderer {
   }
 
   Value eval_slice(const Expr& e) {
-    const Value base = eval(*e.operands[0]);
+    Value scratch;
+    const Value& base = value_of(*e.operands[0], scratch);
     auto bound = [&](size_t i) -> std::optional<int64_t> {
       if (!e.operands[i]) return std::nullopt;
       Value v = eval(*e.operands[i]);
@@ -339,7 +352,8 @@ class Renderer {
     const Expr& callee = *e.operands[0];
     const Arguments args = arguments(e, 1);
     if (callee.kind == Expr::Kind::kAttribute) {
-      const Value object = eval(*callee.operands[0]);
+      Value scratch;
+      const Value& object = value_of(*callee.operands[0], scratch);
       return located(e.line, [&] { return call_method(object, callee.name, args); });
     }
     if (callee.kind == Expr::Kind::kName) {
@@ -364,8 +378,9 @@ class Renderer {
       if (truthy(left) == (op == "or")) return left;
       return eval(*e.operands[1]);
     }
-    const Value a = eval(*e.operands[0]);
-    const Value b = eval(*e.operands[1]);
+    Value scratch_a, scratch_b;
+    const Value& a = value_of(*e.operands[0], scratch_a);
+    const Value& b = value_of(*e.operands[1], scratch_b);
     if (op == "~") return to_text(a) + to_text(b);
     if (op == "==") return equal(a, b);
     if (op == "!=") return !equal(a, b);
@@ -437,6 +452,7 @@ class Renderer {
 
   const std::string& name_;
   std::vector<Value> scopes_;
+  Value scratch_;  // {{ output }}'s value when computed
 };
 
 }  // namespace
@@ -458,8 +474,8 @@ Template::Template(std::string_view source, std::string source_name)
       body_(std::make_shared<const Body>(
           parse(lex(without_trailing_newline(source), source_name_), source_name_))) {}
 
-std::string Template::render(const Value& variables) const {
-  return Renderer(source_name_, variables).run(*body_);
+std::string Template::render(Value variables) const {
+  return Renderer(source_name_, std::move(variables)).run(*body_);
 }
 
 }  // namespace lt::data::jinja

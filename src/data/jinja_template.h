@@ -4,9 +4,12 @@
 // jinja2 (trim_blocks, lstrip_blocks, loop controls; jinja_lexer.h,
 // jinja_parser.h and jinja_builtins.h list what is supported).
 //
-// Scoping is jinja2's: a for loop's body has its own scope, so a `set`
-// inside it is gone after the loop; namespace() objects are how templates
-// carry values out, and `set ns.x = ...` changes the one they name.
+// Scoping is jinja2's: each iteration of a for loop has its own scope, so a
+// `set` inside it is gone at the next iteration and after the loop;
+// namespace() objects are how templates carry values out, and
+// `set ns.x = ...` changes the one they name. `loop` has index, index0,
+// revindex, revindex0, first, last and length (not previtem, nextitem or
+// cycle, which no chat template we know of reads).
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,7 +29,7 @@ class Template {
   // ... An error while rendering (raise_exception, adding a string to a
   // number, an unsupported filter) is an lt::Error naming the file and
   // line. Thread-safe.
-  std::string render(const Value& variables) const;
+  std::string render(Value variables) const;
 
   const std::string& source_name() const { return source_name_; }
 

@@ -117,13 +117,10 @@ nlohmann::json* JinjaTemplates::goldens_ = nullptr;
 fs::path JinjaTemplates::dir_;
 Tokenizer* JinjaTemplates::tokenizer_ = nullptr;
 
-TEST_F(JinjaTemplates, AddedTokensHaveTheGoldensIds) {
-  for (const auto& [token, id] : goldens_->at("added_special_tokens").items()) {
-    EXPECT_EQ(tokenizer_->token_to_id(token), id.get<uint32_t>()) << token;
-  }
-}
-
 TEST_F(JinjaTemplates, RealTemplatesMatchTransformers) {
+  for (const auto& [token, id] : goldens_->at("added_special_tokens").items()) {
+    ASSERT_EQ(tokenizer_->token_to_id(token), id.get<uint32_t>()) << token;
+  }
   int rendered = 0, refused = 0;
   std::set<std::string> templates;
   for (const auto& c : goldens_->at("cases")) {
@@ -235,7 +232,8 @@ TEST_F(JinjaTemplates, PromptsEndWhereTheAnswerStarts) {
     fs::copy_file(fixtures_dir() / c.file, folder / "chat_template.jinja");
     std::ofstream(folder / "tokenizer_config.json")
         << nlohmann::json{{"bos_token", c.bos}, {"eos_token", c.eos}}.dump();
-    fs::create_symlink(dir_ / "tokenizer.json", folder / "tokenizer.json");
+    // No tokenizer.json here: the renderer is given the tokenizer, and
+    // these templates write their BOS themselves.
     const PromptRenderer renderer(*tokenizer_, folder, "auto");
     EXPECT_EQ(renderer.template_name(), "jinja");
     EXPECT_EQ(renderer.turn_end(), static_cast<int32_t>(*tokenizer_->token_to_id(c.turn_end)))
