@@ -198,9 +198,17 @@ class Lexer {
     return i + 1;
   }
 
+  // Lines are counted on from the last position asked about: the lexer
+  // asks in increasing order, so the whole count is one pass.
   int line_of(size_t pos) const {
-    return 1 +
-           static_cast<int>(std::count(src_.begin(), src_.begin() + static_cast<long>(pos), '\n'));
+    if (pos < counted_to_) {
+      counted_to_ = 0;
+      counted_line_ = 1;
+    }
+    counted_line_ += static_cast<int>(std::count(src_.begin() + static_cast<long>(counted_to_),
+                                                 src_.begin() + static_cast<long>(pos), '\n'));
+    counted_to_ = pos;
+    return counted_line_;
   }
 
   template <typename... Args>
@@ -211,6 +219,8 @@ class Lexer {
   std::string_view src_;
   const std::string& name_;
   std::vector<Piece> pieces_;
+  mutable size_t counted_to_ = 0;
+  mutable int counted_line_ = 1;
 };
 
 }  // namespace
