@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "train/executor_auto.h"
 #include "train/executor_choice.h"
 #include "train/schedule_auto.h"
 #ifdef LT_WITH_CUDA
@@ -74,6 +75,37 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
     check_streaming_fits(c, choice, model, p.schedule, stand_in);
 }
 
+// exec.mode auto: the fastest by prediction among the executors that fit
+// (plan/executor_costs.h; the streaming planner's for streaming). When
+// resident does not fit but ZenFlow or offload does, the planner plans the
+// streaming schedule now (whatever exec.schedule names) to compare.
+void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
+                    const ExecutorChoice& choice, RunPlan& p) {
+  const std::vector<ExecutorCandidate> candidates =
+      whole_model_candidates(c, model, p.device, choice);
+  const ExecutorCandidate* best = fastest_fitting(candidates);
+  double streaming_s = 0;
+  if (choice.executor == exec::ExecutorKind::Streaming && best) {
+    TrainConfig planned = c;
+    planned.exec.schedule = "auto";
+    RunPlan streaming = p;
+    try {
+      choose_schedule(planned, model, choice, streaming);
+      streaming_s = streaming.predicted_step_s;
+    } catch (const Error&) {
+      streaming_s = 0;  // no streaming schedule fits: the candidate that does wins
+    }
+    if (streaming_s > 0 && streaming_s <= best->step_s) best = nullptr;
+  }
+  for (const std::string& line : candidate_table(candidates, streaming_s))
+    p.reasons.push_back(line);
+  if (!best) return;
+  p.executor = best->executor;
+  p.predicted_step_s = best->step_s;
+  p.reasons.push_back(fmt::format("executor: {} (the fastest prediction that fits, {:.3f} s)",
+                                  exec::executor_name(best->executor), best->step_s));
+}
+
 }  // namespace
 
 Device resolve_train_device(const std::string& name) {
@@ -110,6 +142,11 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   p.executor = choice.executor;
   p.reasons.push_back(
       fmt::format("executor: {} ({})", exec::executor_name(choice.executor), choice.reason));
+  if (c.exec.mode == "auto") choose_fastest(c, model, choice, p);
+  if (p.executor != exec::ExecutorKind::Streaming && p.predicted_step_s == 0) {
+    for (const ExecutorCandidate& e : whole_model_candidates(c, model, p.device, choice))
+      if (e.executor == p.executor) p.predicted_step_s = e.step_s;
+  }
   if (p.executor == exec::ExecutorKind::Resident) {
     p.budget = resident_budget(c, model, p.device.is_cuda());
     p.sizes = streaming_sizes(c, p.device.is_cpu());

@@ -114,7 +114,9 @@ TEST(ExecutorChoice, AutoPicksByTheDevicesMemoryWithResidentsLosses) {
     std::string executor;
   };
   const int64_t with_margin = need + (need + 9) / 10;
-  for (const Case& k : {Case{with_margin, "resident"}, Case{with_margin - 1, "streaming"}}) {
+  // One byte short, the fastest prediction that fits wins (train/executor_auto.h):
+  // on this fixture ZenFlow, whose first loss (before any update) is resident's.
+  for (const Case& k : {Case{with_margin, "resident"}, Case{with_margin - 1, "zenflow"}}) {
     SCOPED_TRACE(k.executor);
     const std::string out = "auto_" + k.executor;
     const TrainConfig c = config_for(
@@ -124,10 +126,12 @@ TEST(ExecutorChoice, AutoPicksByTheDevicesMemoryWithResidentsLosses) {
     const TrainRunResult got = train_quietly(c);
     const auto metrics = read_metrics(c.out.dir);
     EXPECT_EQ(executors(metrics), std::vector<std::string>(3, k.executor));
-    EXPECT_EQ(field(metrics, "loss"), field(ref_metrics, "loss"));
-    EXPECT_EQ(saved_params(got), saved_params(ref));
-    if (k.executor == "streaming") {  // the stand-in's capacity held
-      for (const auto& line : metrics)
+    if (k.executor == "resident") {
+      EXPECT_EQ(field(metrics, "loss"), field(ref_metrics, "loss"));
+      EXPECT_EQ(saved_params(got), saved_params(ref));
+    } else {
+      EXPECT_EQ(field(metrics, "loss").front(), field(ref_metrics, "loss").front());
+      for (const auto& line : metrics)  // the stand-in's capacity held
         EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), k.capacity);
     }
   }

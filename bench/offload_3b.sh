@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Issue 20's benchmark on the GPU machine, as a user runs it: `lazytrain
+# train` with one YAML config per executor, the Qwen2.5-3B shape
+# (bench/models/qwen2.5-3b, random weights) at seq 1024, in one call:
+#   resident   uncapped, batch 8 (the reference)
+#   offload    synchronous ZeRO-Offload, batch 8 in micro-batches of 2
+#   zenflow    topk 0.1, update_interval 4, overlap, batch 8 in micro-batches of 2
+#   streaming  exec.mode auto at exec.device_memory_gb 24, batch 64 (the planner)
+# Each run is stopped (SIGKILL) once metrics.jsonl has its steps, before the
+# final save. Prints, per run, tokens over wall time across the steps after
+# the first (ZenFlow: after its first window), the median step, the GPU peak
+# and the PCIe bytes per step.
+# Needs build-gpu/lazytrain. Usage: bench/offload_3b.sh OUT_DIR [runs...]
+set -uo pipefail
+out=${1:?usage: bench/offload_3b.sh OUT_DIR [runs...]}
+shift
+runs=${*:-resident offload zenflow streaming}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+[ -d .devdeps ] && export LD_LIBRARY_PATH=$PWD/.devdeps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+bin=${LT_BENCH_BIN:-build-gpu/lazytrain}
+python3 - "$out/data.jsonl" <<'PY'
+import json, random, sys
+random.seed(0)
+with open(sys.argv[1], "w") as f:
+    for _ in range(64 * 12):
+        ids = [random.randrange(151936) for _ in range(1024)]
+        f.write(json.dumps({"input_ids": ids, "labels": ids}) + "\n")
+PY
+config() {  # name batch grad_accum exec-lines
+  cat > "$out/$1.yaml" <<YAML
+model:
+  path: $root/bench/models/qwen2.5-3b
+  init: random
+data:
+  path: $out/data.jsonl
+  format: tokens
+train:
+  steps: 1000
+  batch_size: $2
+  grad_accum: $3
+  seq_len: 1024
+  save_every: 0
+optim:
+  name: adamw
+  lr: 1.0e-5
+exec:
+$4
+out:
+  dir: $out/$1
+YAML
+}
+config resident 8 1 "  mode: resident"
+config offload 8 4 "  mode: offload"
+config zenflow 8 4 "  mode: zenflow
+  zenflow:
+    topk_ratio: 0.1
+    update_interval: 4
+    overlap_step: true"
+config streaming 64 1 "  mode: auto
+  device_memory_gb: 24"
+steps_of() { case $1 in zenflow) echo 13 ;; resident) echo 9 ;; *) echo 5 ;; esac; }
+skip_of() { case $1 in zenflow) echo 1 ;; *) echo 1 ;; esac; }
+for run in $runs; do
+  steps=$(steps_of "$run")
+  echo "== $run ($steps steps)"
+  "$bin" train "$out/$run.yaml" --no-sample > "$out/$run.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 400); do
+    n=$(wc -l < "$out/$run/metrics.jsonl" 2>/dev/null || echo 0)
+    [ "$n" -ge "$steps" ] && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 1
+  done
+  kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+  grep -E "^(executor|schedule|device|plan:|weights)" "$out/$run.log" | head -6
+  python3 - "$out/$run/metrics.jsonl" "$run" "$(skip_of "$run")" <<'PY' | tee -a "$out/summary.txt"
+import json, statistics, sys
+path, run, skip = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    rows = [json.loads(l) for l in open(path)]
+except FileNotFoundError:
+    print(f"{run}: no metrics"); sys.exit()
+for r in rows:
+    print(f"  step {r['step']}: loss {r['loss']:.4f} step_s {r['step_s']:.3f} compute {r['compute_s']:.3f} "
+          f"h2d {r['exposed_h2d_s']:.3f} d2h {r['exposed_d2h_s']:.3f} opt {r['optimizer_s']:.3f} "
+          f"gpu peak {r['peak_bytes'].get('gpu', 0)/1e9:.2f} GB pcie {(r.get('h2d_bytes', 0) + r.get('d2h_bytes', 0))/1e9:.2f} GB")
+timed = rows[skip:]
+if not timed:
+    print(f"{run}: too few steps"); sys.exit()
+tokens = sum(r["tokens"] for r in timed); wall = sum(r["step_s"] for r in timed)
+pcie = sum(r.get("h2d_bytes", 0) + r.get("d2h_bytes", 0) for r in timed) / len(timed)
+stall = sum(r["exposed_h2d_s"] + r["exposed_d2h_s"] + r["optimizer_s"] for r in timed) / len(timed)
+peak = max(r["peak_bytes"].get("gpu", 0) for r in rows)
+print(f"{run}: steps {skip+1}-{len(rows)}: {tokens / wall:.0f} tokens/s over their wall time, median step "
+      f"{statistics.median(r['step_s'] for r in timed):.3f} s, gpu peak {peak/1e9:.2f} GB, "
+      f"PCIe {pcie/1e9:.2f} GB/step, stall {stall:.3f} s/step")
+PY
+done

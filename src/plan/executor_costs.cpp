@@ -1,0 +1,70 @@
+#include "plan/executor_costs.h"
+
+#include <algorithm>
+
+namespace lt::plan {
+
+namespace {
+
+double parameters(const CostModel& m) {
+  return static_cast<double>(m.config.num_parameters());
+}
+
+double compute_of(const CostModel& m) {
+  return m.embed_s + static_cast<double>(m.config.num_hidden_layers) * m.block_backward_s +
+         m.head_step_s;
+}
+
+double cpu_update_s(const CostModel& m) {
+  const double rate = m.sizes.optimizer == exec::OptimizerStates::EightBit
+                          ? m.hardware.cpu_adam8bit_gparams_per_s
+                          : m.hardware.cpu_adam_gparams_per_s;
+  return parameters(m) / (rate * 1e9);
+}
+
+// Bytes of every weight (or gradient) in the compute dtype, GB.
+double model_gb(const CostModel& m) {
+  return parameters(m) * static_cast<double>(m.sizes.compute_bytes) / kBytesPerGB;
+}
+
+// AdamW over `share` of the parameters on the device: p, g, m, v read, p,
+// m, v and the bf16 weight written.
+double device_update_s(const CostModel& m, double share) {
+  return share * parameters(m) * 30.0 / (kDeviceMemoryGbps * kBytesPerGB);
+}
+
+ExecutorTime finish(ExecutorTime t) {
+  t.step_s = t.compute_s + t.optimizer_s + t.copies_s;
+  return t;
+}
+
+}  // namespace
+
+ExecutorTime predict_resident(const CostModel& m) {
+  ExecutorTime t;
+  t.compute_s = compute_of(m);
+  t.optimizer_s = device_update_s(m, 1.0);
+  return finish(t);
+}
+
+ExecutorTime predict_offload(const CostModel& m) {
+  ExecutorTime t;
+  t.compute_s = compute_of(m);
+  t.optimizer_s = cpu_update_s(m);
+  t.copies_s = model_gb(m) / m.hardware.d2h_gbps + model_gb(m) / m.hardware.h2d_gbps;
+  return finish(t);
+}
+
+ExecutorTime predict_zenflow(const CostModel& m, double topk_ratio, int64_t update_interval) {
+  const double window = static_cast<double>(std::max<int64_t>(1, update_interval));
+  ExecutorTime t;
+  t.compute_s = compute_of(m);
+  // Per window: both directions at once, at the bidirectional rate.
+  t.copies_s = model_gb(m) / m.hardware.bidir_gbps / window;
+  const double hidden_behind = window * (t.compute_s + t.copies_s);
+  t.optimizer_s =
+      device_update_s(m, topk_ratio) + std::max(0.0, cpu_update_s(m) - hidden_behind) / window;
+  return finish(t);
+}
+
+}  // namespace lt::plan

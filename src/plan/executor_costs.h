@@ -1,0 +1,41 @@
+#pragma once
+// Predicted step times of the executors that keep the whole model on the
+// device (resident, offload, ZenFlow), from the cost model's stage times
+// (measured, or the FLOP model) and the profile's bandwidths and CPU
+// optimizer rate, so that exec.mode auto can compare them with the
+// streaming planner's prediction and pick the fastest that fits.
+//
+// The models follow what the executors do (exec/offload.h):
+//  - resident: forward and backward of the batch, then the device's AdamW
+//    (a pass over 16 bytes per parameter at the device's memory rate);
+//  - offload: the same compute, then every gradient down, the CPU update,
+//    and every weight up, one after the other (the synchronous step);
+//  - ZenFlow: the same compute and a device update over topk of the
+//    parameters every step; per window of `update_interval` steps, the
+//    gradients down and the merged weights up at once (both links), and the
+//    CPU update, which runs beside the window's steps and shows only where
+//    it is longer than them.
+#include <cstdint>
+
+#include "plan/cost_model.h"
+
+namespace lt::plan {
+
+// The H200's HBM3e rate for the device's optimizer pass, GB/s (an
+// estimate; the device update is a few milliseconds at any model size).
+inline constexpr double kDeviceMemoryGbps = 3000.0;
+
+struct ExecutorTime {
+  double compute_s = 0;    // forward + backward of the batch
+  double optimizer_s = 0;  // the update the step waits for (device or CPU)
+  double copies_s = 0;     // gradient and weight copies the step waits for
+  double step_s = 0;
+};
+
+// `model` must be made with the run's micro-batch as its chunk.
+ExecutorTime predict_resident(const CostModel& model);
+ExecutorTime predict_offload(const CostModel& model);
+// update_interval: steps per CPU update (auto: pass the expected window).
+ExecutorTime predict_zenflow(const CostModel& model, double topk_ratio, int64_t update_interval);
+
+}  // namespace lt::plan

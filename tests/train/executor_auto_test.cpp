@@ -1,0 +1,105 @@
+// exec.mode auto among resident, ZenFlow, offload and streaming: each
+// candidate's fit is its own memory count against the device, its time the
+// executor cost model's (plan/executor_costs.h), and the choice the fastest
+// that fits, with the table printed among the plan's reasons. Checked on the
+// CPU stand-in, whose capacity is exec.device_memory_gb, against the
+// candidates' own byte counts and predictions, and against hand arithmetic
+// of the cost model.
+#include <gtest/gtest.h>
+
+#include "exec/memory_budget.h"
+#include "plan/executor_costs.h"
+#include "train/executor_auto.h"
+#include "train/run_plan.h"
+#include "train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+class ExecutorAuto : public ::testing::Test {
+ protected:
+  ExecutorAuto() : tmp_("executor_auto") { write_random_tokens(tmp_ / "data.jsonl", 8, 97, 2); }
+  TrainConfig config(std::vector<std::string> overrides) {
+    overrides.insert(overrides.begin(), {"train.batch_size=8", "train.grad_accum=2"});
+    return fixture_config(fixture("llama"), tmp_ / "data.jsonl", tmp_ / "out", overrides);
+  }
+  models::ModelConfig model() const {
+    return models::ModelConfig::from_file(fixture("llama") / "config.json");
+  }
+  bool has_line(const RunPlan& p, const std::string& text) const {
+    for (const auto& r : p.reasons)
+      if (r.find(text) != std::string::npos) return true;
+    return false;
+  }
+  TempDir tmp_;
+};
+
+TEST_F(ExecutorAuto, TheFastestThatFitsIsChosenAndTheTableIsPrinted) {
+  // No limit: everything fits; resident has no copies and no CPU update.
+  const RunPlan open = resolve_run(config({}), model());
+  EXPECT_EQ(open.executor, exec::ExecutorKind::Resident);
+  EXPECT_TRUE(has_line(open, "exec.mode auto: predicted step per executor:"));
+  EXPECT_TRUE(has_line(open, "  zenflow"));
+  EXPECT_TRUE(has_line(open, "  offload"));
+  EXPECT_GT(open.predicted_step_s, 0);
+
+  // A device just big enough for ZenFlow but not resident: the candidates'
+  // own counts decide, and ZenFlow (no synchronous CPU update) beats offload.
+  const ExecutorChoice unlimited = choose_for_run(config({}), model(), Device::cpu());
+  const auto all = whole_model_candidates(config({}), model(), Device::cpu(), unlimited);
+  ASSERT_EQ(all.size(), 3u);
+  const int64_t zen_bytes = all[1].gpu_bytes, resident_bytes = all[0].gpu_bytes;
+  ASSERT_LT(zen_bytes, resident_bytes) << "the fixture's resident count should be the larger";
+  const double gb = static_cast<double>(zen_bytes + resident_bytes) / 2 / 1e9;
+  const RunPlan capped =
+      resolve_run(config({"exec.device_memory_gb=" + std::to_string(gb)}), model());
+  EXPECT_TRUE(has_line(capped, "streaming")) << "the planner's streaming plan is compared";
+  const auto candidates = whole_model_candidates(
+      config({"exec.device_memory_gb=" + std::to_string(gb)}), model(), Device::cpu(),
+      choose_for_run(config({"exec.device_memory_gb=" + std::to_string(gb)}), model(),
+                     Device::cpu()));
+  EXPECT_FALSE(candidates[0].fits);
+  EXPECT_TRUE(candidates[1].fits);
+  const ExecutorCandidate* best = fastest_fitting(candidates);
+  ASSERT_NE(best, nullptr);
+  EXPECT_EQ(best->executor, exec::ExecutorKind::ZenFlow);
+  // Streaming wins only where the planner predicts it faster.
+  if (capped.executor == exec::ExecutorKind::ZenFlow) {
+    EXPECT_EQ(capped.predicted_step_s, best->step_s);
+  } else {
+    EXPECT_EQ(capped.executor, exec::ExecutorKind::Streaming);
+    EXPECT_LE(capped.predicted_step_s, best->step_s);
+  }
+}
+
+// The cost model's arithmetic, by hand: offload waits for every gradient
+// down, the CPU update and every weight up; ZenFlow pays the copies once a
+// window, on both links at once, and the CPU update only where it is longer
+// than the window's steps.
+TEST_F(ExecutorAuto, OffloadAndZenFlowPredictionsByHand) {
+  const models::ModelConfig m = model();
+  exec::TrainSizes sizes;
+  sizes.batch_size = 8;
+  sizes.seq_len = 16;
+  plan::HardwareProfile hw;
+  hw.d2h_gbps = 10;
+  hw.h2d_gbps = 20;
+  hw.bidir_gbps = 8;
+  hw.cpu_adam_gparams_per_s = 1e-3;  // slow enough to show
+  const plan::CostModel cost = plan::make_cost_model(m, hw, sizes, 4, 8);
+  const double n = static_cast<double>(m.num_parameters());
+  const double gb = n * 2 / 1e9;
+  const double compute =
+      cost.embed_s + m.num_hidden_layers * cost.block_backward_s + cost.head_step_s;
+  const plan::ExecutorTime off = plan::predict_offload(cost);
+  EXPECT_DOUBLE_EQ(off.compute_s, compute);
+  EXPECT_DOUBLE_EQ(off.copies_s, gb / 10 + gb / 20);
+  EXPECT_DOUBLE_EQ(off.optimizer_s, n / 1e6);
+  const plan::ExecutorTime zen = plan::predict_zenflow(cost, 0.1, 4);
+  EXPECT_DOUBLE_EQ(zen.copies_s, gb / 8 / 4);
+  const double device = 0.1 * n * 30 / (plan::kDeviceMemoryGbps * 1e9);
+  EXPECT_NEAR(zen.optimizer_s, device + (n / 1e6 - 4 * (compute + gb / 8 / 4)) / 4, 1e-12);
+}
+
+}  // namespace
+}  // namespace lt::train::testing
