@@ -3,9 +3,11 @@
 # train` with one YAML config per executor, the Qwen2.5-3B shape
 # (bench/models/qwen2.5-3b, random weights) at seq 1024, in one call:
 #   resident   uncapped, batch 8 (the reference)
+#   resident_mb2  the same in micro-batches of 2 (the offload runs' micro-batch)
 #   offload    synchronous ZeRO-Offload, batch 8 in micro-batches of 2
 #   zenflow    topk 0.1, update_interval 4, overlap, batch 8 in micro-batches of 2
 #   streaming  exec.mode auto at exec.device_memory_gb 24, batch 64 (the planner)
+#   auto7b     the Qwen2.5-7B shape, adamw8bit, exec.mode auto on the whole GPU, batch 8
 # Each run is stopped (SIGKILL) once metrics.jsonl has its steps, before the
 # final save. Prints, per run, tokens over wall time across the steps after
 # the first (ZenFlow: after its first window), the median step, the GPU peak
@@ -29,10 +31,10 @@ with open(sys.argv[1], "w") as f:
         ids = [random.randrange(151936) for _ in range(1024)]
         f.write(json.dumps({"input_ids": ids, "labels": ids}) + "\n")
 PY
-config() {  # name batch grad_accum exec-lines
+config() {  # name batch grad_accum exec-lines [model] [optimizer]
   cat > "$out/$1.yaml" <<YAML
 model:
-  path: $root/bench/models/qwen2.5-3b
+  path: $root/bench/models/${5:-qwen2.5-3b}
   init: random
 data:
   path: $out/data.jsonl
@@ -44,7 +46,7 @@ train:
   seq_len: 1024
   save_every: 0
 optim:
-  name: adamw
+  name: ${6:-adamw}
   lr: 1.0e-5
 exec:
 $4
@@ -53,6 +55,7 @@ out:
 YAML
 }
 config resident 8 1 "  mode: resident"
+config resident_mb2 8 4 "  mode: resident"
 config offload 8 4 "  mode: offload"
 config zenflow 8 4 "  mode: zenflow
   zenflow:
@@ -61,7 +64,8 @@ config zenflow 8 4 "  mode: zenflow
     overlap_step: true"
 config streaming 64 1 "  mode: auto
   device_memory_gb: 24"
-steps_of() { case $1 in zenflow) echo 13 ;; resident) echo 9 ;; *) echo 5 ;; esac; }
+config auto7b 8 1 "  mode: auto" qwen2.5-7b adamw8bit
+steps_of() { case $1 in zenflow|auto7b) echo 13 ;; resident) echo 9 ;; *) echo 5 ;; esac; }
 skip_of() { case $1 in zenflow) echo 1 ;; *) echo 1 ;; esac; }
 for run in $runs; do
   steps=$(steps_of "$run")
@@ -75,7 +79,7 @@ for run in $runs; do
     sleep 1
   done
   kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
-  grep -E "^(executor|schedule|device|plan:|weights)" "$out/$run.log" | head -6
+  grep -E "^(executor|schedule|device|plan:|weights|exec.mode auto|  (resident|zenflow|offload|streaming) )" "$out/$run.log" | head -14
   python3 - "$out/$run/metrics.jsonl" "$run" "$(skip_of "$run")" <<'PY' | tee -a "$out/summary.txt"
 import json, statistics, sys
 path, run, skip = sys.argv[1], sys.argv[2], int(sys.argv[3])
