@@ -77,9 +77,13 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 } >>"$setup_log" 2>&1
 cat "$setup_log"
 
-# 2. JIT-build DeepSpeed's CPU Adam once, outside the timed runs' limits.
+# 2. JIT-build DeepSpeed's CPU Adam once, outside the timed runs' limits.  A
+#    build killed half-way leaves torch's `lock` file behind, and the next load
+#    then waits on it for ever: no build runs now, so remove any.
+find "$TORCH_EXTENSIONS_DIR" -maxdepth 2 -name lock -delete 2>/dev/null
 t0=$(date +%s)
-if "$py" -c 'from deepspeed.ops.op_builder import CPUAdamBuilder; CPUAdamBuilder().load(); print("cpu_adam ready")' \
+if timeout -k 10 "${DS_BUILD_TIMEOUT:-240}" "$py" -c \
+     'from deepspeed.ops.op_builder import CPUAdamBuilder; CPUAdamBuilder().load(); print("cpu_adam ready")' \
      >>"$setup_log" 2>&1; then
   echo "cpu_adam built/loaded in $(( $(date +%s) - t0 )) s"
 else
@@ -113,6 +117,7 @@ for r in "${expanded[@]}"; do
     continue
   fi
   tmo=$(( left < tmo_max ? left : tmo_max ))
+  find "$TORCH_EXTENSIONS_DIR" -maxdepth 2 -name lock -delete 2>/dev/null  # left by a run killed mid-build
   echo "== $mode $name (timeout ${tmo}s) -> $log"
   # shellcheck disable=SC2086
   timeout -k 15 "$tmo" "$py" bench/deepspeed_offload.py --model "$model" --mode "$mode" \
