@@ -7,6 +7,7 @@
 #   offload    synchronous ZeRO-Offload, batch 8 in micro-batches of 2
 #   zenflow    topk 0.1, update_interval 4, overlap, batch 8 in micro-batches of 2
 #   streaming  exec.mode auto at exec.device_memory_gb 24, batch 64 (the planner)
+#   zenflow15, resident15  the Qwen2.5-1.5B shape (DeepSpeed ZenFlow's peer size)
 #   auto7b     the Qwen2.5-7B shape, adamw8bit, exec.mode auto on the whole GPU, batch 8
 # Each run is stopped (SIGKILL) once metrics.jsonl has its steps, before the
 # final save. Prints, per run, tokens over wall time across the steps after
@@ -65,7 +66,13 @@ config zenflow 8 4 "  mode: zenflow
 config streaming 64 1 "  mode: auto
   device_memory_gb: 24"
 config auto7b 8 1 "  mode: auto" qwen2.5-7b adamw8bit
-steps_of() { case $1 in zenflow|auto7b) echo 13 ;; resident) echo 9 ;; *) echo 5 ;; esac; }
+config zenflow15 8 4 "  mode: zenflow
+  zenflow:
+    topk_ratio: 0.1
+    update_interval: 4
+    overlap_step: true" qwen2.5-1.5b
+config resident15 8 1 "  mode: resident" qwen2.5-1.5b
+steps_of() { case $1 in zenflow|zenflow15|auto7b) echo 13 ;; resident) echo 9 ;; *) echo 5 ;; esac; }
 skip_of() { case $1 in zenflow) echo 1 ;; *) echo 1 ;; esac; }
 for run in $runs; do
   steps=$(steps_of "$run")
