@@ -2,6 +2,7 @@
 // An executor runs one optimizer step: forward and backward over the
 // global batch (as micro-batches), the global gradient norm, clipping and
 // the update. docs/design.md, "Executors".
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ class Executor {
   // device and an open window of gradients; see exec/offload.h). Includes
   // sync().
   virtual void sync_masters() { sync(); }
+  // A resumed run continues at optimizer step `step` (before its first
+  // step()): for executors whose policy counts steps (ZenFlow's warm-up
+  // and reselection).
+  virtual void resume_at(int64_t /*step*/) {}
   // The model evaluation reads, as this executor trains it (the resident
   // executor's bf16 compute copy on a GPU; else the f32 masters). Call
   // sync() first.

@@ -237,6 +237,10 @@ void OffloadExecutor::sync_masters() {
   sync();
 }
 
+void OffloadExecutor::resume_at(int64_t step) {
+  impl_->steps = step;  // the columns are chosen at the first step, as after a checkpoint
+}
+
 const models::CausalLM& OffloadExecutor::eval_model() const {
   return *impl_->compute;
 }

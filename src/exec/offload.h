@@ -74,6 +74,7 @@ class OffloadExecutor final : public Executor {
   // state hold everything trained so far (a checkpoint). The device's
   // column moments restart at the next step, as at a reselection.
   void sync_masters() override;
+  void resume_at(int64_t step) override;
   const char* name() const override { return options_.zenflow ? "zenflow" : "offload"; }
   // The device weights (bf16 on a GPU): the model as it computes.
   const models::CausalLM& eval_model() const override;

@@ -271,6 +271,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
       log.message("resume: the data or its order changed; reading starts at its beginning");
     }
     r.batcher->restore(r.state.sampler);
+    r.executor->resume_at(r.state.step);
     log.message(fmt::format("resumed from {} at step {}", r.resume_dir.string(), r.state.step));
   }
   LT_CHECK(r.state.step < c.train.steps || !r.resume_dir.empty(), "nothing to do");
