@@ -69,11 +69,19 @@ class StreamPrinter {
     }
   }
 
-  // The rest of the final text (cut at a stop string, if any).
-  void finish(const std::string& text) {
+  // The rest of the stream (cut at a stop string, if any), from the same
+  // token-by-token bytes the printed part came from: the final decode()
+  // may differ from them at the start (a Metaspace tokenizer drops the
+  // first token's leading space there), so an offset into it would skip
+  // or repeat a character.
+  void finish() {
     const std::string bytes = tokenizer_.decode_bytes(ids_);
-    const std::string printed = data::utf8_lossy(std::string_view(bytes).substr(0, printed_));
-    if (text.size() > printed.size()) std::fputs(text.c_str() + printed.size(), stdout);
+    size_t limit = bytes.size();
+    for (const std::string& stop : stops_) limit = std::min(limit, bytes.find(stop));
+    if (limit > printed_)
+      std::fputs(
+          data::utf8_lossy(std::string_view(bytes).substr(printed_, limit - printed_)).c_str(),
+          stdout);
     std::fputs("\n", stdout);
     std::fflush(stdout);
   }
@@ -176,7 +184,7 @@ void run_generate(const GenerateArgs& args) {
                                   g.tokenizer.has_value())
                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     } else if (printer) {
-      printer->finish(out[i].text);
+      printer->finish();
     } else if (g.tokenizer) {
       fmt::print("=== row {}{} ({}) ===\n{}\n", i + 1,
                  prompts.rows[i].line > 0 ? fmt::format(", line {}", prompts.rows[i].line) : "",
