@@ -80,9 +80,8 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
 // resident does not fit but ZenFlow or offload does, the planner plans the
 // streaming schedule now (whatever exec.schedule names) to compare.
 void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
-                    const ExecutorChoice& choice, RunPlan& p) {
-  const std::vector<ExecutorCandidate> candidates =
-      whole_model_candidates(c, model, p.device, choice);
+                    const ExecutorChoice& choice, const std::vector<ExecutorCandidate>& candidates,
+                    RunPlan& p) {
   const ExecutorCandidate* best = fastest_fitting(candidates);
   double streaming_s = 0;
   if (choice.executor == exec::ExecutorKind::Streaming && best) {
@@ -101,7 +100,6 @@ void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
     p.reasons.push_back(line);
   if (!best) return;
   p.executor = best->executor;
-  p.predicted_step_s = best->step_s;
   p.reasons.push_back(fmt::format("executor: {} (the fastest prediction that fits, {:.3f} s)",
                                   exec::executor_name(best->executor), best->step_s));
 }
@@ -142,9 +140,13 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   p.executor = choice.executor;
   p.reasons.push_back(
       fmt::format("executor: {} ({})", exec::executor_name(choice.executor), choice.reason));
-  if (c.exec.mode == "auto") choose_fastest(c, model, choice, p);
-  if (p.executor != exec::ExecutorKind::Streaming && p.predicted_step_s == 0) {
-    for (const ExecutorCandidate& e : whole_model_candidates(c, model, p.device, choice))
+  const std::vector<ExecutorCandidate> candidates =
+      whole_model_candidates(c, model, p.device, choice);
+  if (c.exec.mode == "auto") choose_fastest(c, model, choice, candidates, p);
+  // The executor cost model is of a GPU (the profile's): a CPU run gets no
+  // prediction from it.
+  if (p.device.is_cuda() && p.executor != exec::ExecutorKind::Streaming) {
+    for (const ExecutorCandidate& e : candidates)
       if (e.executor == p.executor) p.predicted_step_s = e.step_s;
   }
   if (p.executor == exec::ExecutorKind::Resident) {
