@@ -1,67 +1,141 @@
 #include "data/batching.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "core/random.h"
+#include "data/mixture.h"
 
 namespace lt::data {
 
+namespace {
+
+std::vector<WeightedSamples> one_source(std::vector<Sample> samples) {
+  std::vector<WeightedSamples> sources(1);
+  sources[0].samples = std::move(samples);
+  sources[0].name = "the dataset";
+  return sources;
+}
+
+}  // namespace
+
 Batcher::Batcher(std::vector<Sample> samples, const BatchOptions& options)
-    : samples_(std::move(samples)), options_(options) {
-  LT_CHECK(!samples_.empty(), "the dataset has no usable samples");
+    : Batcher(one_source(std::move(samples)), options) {}
+
+Batcher::Batcher(std::vector<WeightedSamples> sources, const BatchOptions& options)
+    : options_(options) {
+  LT_CHECK(!sources.empty(), "the training data has no source");
   LT_CHECK(options_.batch_size > 0, "batch size must be positive, got ", options_.batch_size);
   LT_CHECK(options_.seq_len >= 2, "sequence length must be at least 2, got ", options_.seq_len);
-  for (const auto& s : samples_) {
-    LT_CHECK(s.ids.size() == s.labels.size(), "a sample has ", s.ids.size(), " ids but ",
-             s.labels.size(), " labels");
-    // An empty sample adds nothing to a row; were all empty, packing would
-    // never fill one.
-    LT_CHECK(!s.ids.empty(), "a sample has no tokens");
+  for (size_t i = 0; i < sources.size(); ++i) {
+    WeightedSamples& from = sources[i];
+    LT_CHECK(!from.samples.empty(), from.name, ": has no usable samples");
+    LT_CHECK(std::isfinite(from.weight) && from.weight > 0, from.name,
+             ": the weight must be a positive number, got ", from.weight);
+    for (const auto& s : from.samples) {
+      LT_CHECK(s.ids.size() == s.labels.size(), from.name, ": a sample has ", s.ids.size(),
+               " ids but ", s.labels.size(), " labels");
+      // An empty sample adds nothing to a row; were all empty, packing would
+      // never fill one.
+      LT_CHECK(!s.ids.empty(), from.name, ": a sample has no tokens");
+    }
+    Source source;
+    source.samples = std::move(from.samples);
+    source.name = from.name;
+    // Source 0 keeps the seed, so one source walks exactly the order a
+    // single dataset always walked; the others get streams of their own.
+    source.seed = options_.seed + i * 0xD1B54A32D192ED03ull;
+    sources_.push_back(std::move(source));
+    weights_.push_back(from.weight);
   }
+  current_source_ = mixture_source(options_.seed, 0, weights_);
+}
+
+int64_t Batcher::num_samples() const {
+  int64_t n = 0;
+  for (const Source& s : sources_) n += static_cast<int64_t>(s.samples.size());
+  return n;
+}
+
+SamplerState Batcher::state() const {
+  SamplerState state;
+  state.offset = offset_;
+  if (sources_.size() == 1) {
+    const uint64_t n = sources_[0].samples.size();
+    state.epoch = sources_[0].drawn / n;
+    state.position = sources_[0].drawn % n;
+  } else {
+    state.draws = draws_;
+  }
+  return state;
 }
 
 void Batcher::restore(const SamplerState& state) {
-  LT_CHECK(state.position < samples_.size(), "sampler position ", state.position,
-           " is beyond the dataset's ", samples_.size(), " samples (was the data changed?)");
+  std::vector<uint64_t> drawn(sources_.size(), 0);
+  if (sources_.size() == 1) {
+    const uint64_t n = sources_[0].samples.size();
+    LT_CHECK(state.draws == 0, "the sampler state is of a mixture of datasets (", state.draws,
+             " draws), but the data is one dataset (was the data changed?)");
+    LT_CHECK(state.position < n, "sampler position ", state.position, " is beyond the dataset's ",
+             n, " samples (was the data changed?)");
+    drawn[0] = state.epoch * n + state.position;
+  } else {
+    LT_CHECK(state.epoch == 0 && state.position == 0, "the sampler state is of one dataset (epoch ",
+             state.epoch, ", position ", state.position,
+             "), but the data is a mixture (was the data changed?)");
+    // The sources of the draws made so far are a function of the seed:
+    // replay them (a hash each, milliseconds for millions of draws).
+    for (uint64_t k = 0; k < state.draws; ++k) ++drawn[mixture_source(options_.seed, k, weights_)];
+  }
   LT_CHECK(options_.pack || state.offset == 0, "sampler offset ", state.offset,
            " is for packed batches, but this batcher pads");
-  const SamplerState previous = state_;
-  state_ = state;
+  std::vector<uint64_t> previous(sources_.size());
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    previous[i] = sources_[i].drawn;
+    sources_[i].drawn = drawn[i];
+  }
+  const uint64_t previous_draws = draws_;
+  draws_ = sources_.size() == 1 ? drawn[0] : state.draws;
+  current_source_ = mixture_source(options_.seed, draws_, weights_);
   // A saved offset must lie inside the sample it points at; otherwise the
   // next packed row would read past its end.
-  if (state.offset >= current_sample().ids.size()) {
-    const size_t length = current_sample().ids.size();
-    state_ = previous;
+  const size_t length = current_sample().ids.size();
+  if (state.offset >= length) {
+    for (size_t i = 0; i < sources_.size(); ++i) sources_[i].drawn = previous[i];
+    draws_ = previous_draws;
+    current_source_ = mixture_source(options_.seed, draws_, weights_);
     fail("sampler offset ", state.offset, " is beyond the end of sample ", state.position,
-         " of epoch ", state.epoch, " (", length, " tokens; was the data changed?)");
+         " of epoch ", state.epoch,
+         state.draws ? " (draw " + std::to_string(state.draws) + ")" : "", " (", length,
+         " tokens; was the data changed?)");
   }
-}
-
-void Batcher::ensure_permutation() {
-  if (permutation_epoch_ == state_.epoch) return;
-  permutation_.resize(samples_.size());
-  for (uint32_t i = 0; i < permutation_.size(); ++i) permutation_[i] = i;
-  // Fisher-Yates with our own generator: the order depends only on (seed,
-  // epoch), on every platform.
-  Generator gen(options_.seed * 0x9E3779B97F4A7C15ull + state_.epoch);
-  for (size_t i = permutation_.size(); i > 1; --i) {
-    std::swap(permutation_[i - 1], permutation_[gen.below(i)]);
-  }
-  permutation_epoch_ = state_.epoch;
+  offset_ = state.offset;
 }
 
 const Sample& Batcher::current_sample() {
-  ensure_permutation();
-  return samples_[permutation_[state_.position]];
+  Source& source = sources_[current_source_];
+  const uint64_t n = source.samples.size();
+  const uint64_t epoch = source.drawn / n;
+  if (source.permutation_epoch != epoch) {
+    source.permutation.resize(n);
+    for (uint32_t i = 0; i < n; ++i) source.permutation[i] = i;
+    // Fisher-Yates with our own generator: the order depends only on (seed,
+    // epoch), on every platform.
+    Generator gen(source.seed * 0x9E3779B97F4A7C15ull + epoch);
+    for (size_t i = n; i > 1; --i) {
+      std::swap(source.permutation[i - 1], source.permutation[gen.below(i)]);
+    }
+    source.permutation_epoch = epoch;
+  }
+  return source.samples[source.permutation[source.drawn % n]];
 }
 
 void Batcher::advance() {
-  state_.offset = 0;
-  if (++state_.position == samples_.size()) {
-    state_.position = 0;
-    ++state_.epoch;
-  }
+  offset_ = 0;
+  ++sources_[current_source_].drawn;
+  ++draws_;
+  current_source_ = mixture_source(options_.seed, draws_, weights_);
 }
 
 Batch Batcher::next() {
@@ -107,7 +181,7 @@ Batch Batcher::next_packed() {
     int64_t col = 0;
     while (col < t) {
       const Sample& s = current_sample();
-      const int64_t begin = static_cast<int64_t>(state_.offset);
+      const int64_t begin = static_cast<int64_t>(offset_);
       const int64_t take = std::min<int64_t>(t - col, static_cast<int64_t>(s.ids.size()) - begin);
       // Target of each position: the sample's next label. When the sample
       // continues in the next row, the row's last position still predicts
@@ -123,7 +197,7 @@ Batch Batcher::next_packed() {
       if (begin + take == static_cast<int64_t>(s.ids.size())) {
         advance();
       } else {
-        state_.offset = static_cast<uint64_t>(begin + take);
+        offset_ = static_cast<uint64_t>(begin + take);
       }
     }
   }

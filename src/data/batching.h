@@ -7,6 +7,7 @@
 // masked, e.g. the prompt). A batch row predicts token i+1 from tokens
 // 0..i, so targets[i] = labels[i + 1].
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -19,6 +20,14 @@ struct Sample {
   std::vector<int32_t> ids;
   std::vector<int32_t> labels;  // same length as ids
   int64_t line = 0;             // where its row starts in its file (1-based); 0: not from a file
+};
+
+// One source of a mixture (mixture.h): its samples, its weight, and its
+// name (the file) for errors.
+struct WeightedSamples {
+  std::vector<Sample> samples;
+  double weight = 1.0;
+  std::string name;
 };
 
 struct Batch {
@@ -38,14 +47,21 @@ struct BatchOptions {
 
 // Where the sampler stands; saved in checkpoints for exact resume.
 struct SamplerState {
+  // One source: the epoch and the next index into its permutation.
   uint64_t epoch = 0;
-  uint64_t position = 0;  // next index into this epoch's permutation
-  uint64_t offset = 0;    // packing: tokens of that sample already placed
+  uint64_t position = 0;
+  uint64_t offset = 0;  // packing: tokens of the current sample already placed
+  // Several sources (mixture.h): samples drawn so far. Each source's own
+  // epoch and position follow from it (the draws are a function of the
+  // seed), so epoch and position stay 0.
+  uint64_t draws = 0;
   bool operator==(const SamplerState&) const = default;
 };
 
 // Walks the samples in a seeded random order, a fresh permutation per epoch
 // (a pure function of seed and epoch, so a restored state replays exactly).
+// With several weighted sources, each sample is drawn from one of them as
+// mixture.h describes; each source walks its own permutations.
 //
 // Padding: each row is one sample, truncated to seq_len, padded to the
 // longest row of the batch.
@@ -58,24 +74,37 @@ struct SamplerState {
 class Batcher {
  public:
   Batcher(std::vector<Sample> samples, const BatchOptions& options);
+  // Every source needs a sample and a weight > 0. One source is the same
+  // stream as the constructor above.
+  Batcher(std::vector<WeightedSamples> sources, const BatchOptions& options);
   Batch next();
-  SamplerState state() const { return state_; }
+  SamplerState state() const;
   void restore(const SamplerState& state);
-  int64_t num_samples() const { return static_cast<int64_t>(samples_.size()); }
+  int64_t num_samples() const;  // over all sources
   const BatchOptions& options() const { return options_; }
+  // The source the next sample comes from (for tests and reports).
+  size_t current_source() const { return current_source_; }
 
  private:
-  const Sample& current_sample();  // the sample at the state's position
-  void advance();                  // to the next sample (next epoch at the end)
-  void ensure_permutation();
+  struct Source {
+    std::vector<Sample> samples;
+    std::string name;
+    uint64_t drawn = 0;  // samples taken from it so far
+    uint64_t seed = 0;   // of its permutations
+    std::vector<uint32_t> permutation;
+    uint64_t permutation_epoch = UINT64_MAX;
+  };
+  const Sample& current_sample();  // the sample of the current draw
+  void advance();                  // to the next draw
   Batch next_padded();
   Batch next_packed();
 
-  std::vector<Sample> samples_;
+  std::vector<Source> sources_;
+  std::vector<double> weights_;
   BatchOptions options_;
-  SamplerState state_;
-  std::vector<uint32_t> permutation_;
-  uint64_t permutation_epoch_ = UINT64_MAX;
+  uint64_t draws_ = 0;
+  uint64_t offset_ = 0;
+  size_t current_source_ = 0;
 };
 
 }  // namespace lt::data

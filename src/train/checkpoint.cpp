@@ -138,7 +138,8 @@ void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,
                       {"sampler",
                        {{"epoch", state.sampler.epoch},
                         {"position", state.sampler.position},
-                        {"offset", state.sampler.offset}}},
+                        {"offset", state.sampler.offset},
+                        {"draws", state.sampler.draws}}},
                       {"consecutive_bad_steps", state.consecutive_bad_steps},
                       {"saved_at_ns", now_ns}};
   write_text(dir / kStateFile, j.dump(1) + "\n");
@@ -230,6 +231,8 @@ CheckpointContents read_checkpoint(const fs::path& dir) {
     c.state.sampler.epoch = j.at("sampler").at("epoch").get<uint64_t>();
     c.state.sampler.position = j.at("sampler").at("position").get<uint64_t>();
     c.state.sampler.offset = j.at("sampler").at("offset").get<uint64_t>();
+    // Written since data.sources; a checkpoint from before has one source.
+    c.state.sampler.draws = j.at("sampler").value("draws", uint64_t{0});
     c.state.consecutive_bad_steps = j.value("consecutive_bad_steps", int64_t{0});
   } catch (const nlohmann::json::exception& e) {
     fail((dir / kStateFile).string(), ": malformed training state (", e.what(), ")");

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -156,12 +157,62 @@ Access strings(std::vector<std::string>& field) {
           flow_list(field)};
 }
 
+// data.sources: a list of {path, format, weight, template, split}
+// mappings; written back as a block list (or [] when empty).
+Access source_list(std::vector<data::DataSource>& field) {
+  return {[&field](const YAML::Node& n, const std::string& key) {
+            LT_CHECK(n.IsSequence() || n.IsNull(), "config key '", key, "'", where(n),
+                     ": expected a list of {path, format, weight, template, split}");
+            field.clear();
+            for (size_t i = 0; n.IsSequence() && i < n.size(); ++i) {
+              const std::string item = key + "[" + std::to_string(i) + "]";
+              LT_CHECK(n[i].IsMap(), "config key '", item, "'", where(n[i]),
+                       ": expected a mapping such as {path: rows.jsonl, weight: 1}");
+              data::DataSource source;
+              std::map<std::string, Access> fields;
+              fields.emplace("path", str(source.path));
+              fields.emplace("format", str(source.format));
+              fields.emplace("weight", number(source.weight));
+              fields.emplace("template", str(source.template_name));
+              fields.emplace("split", str(source.split));
+              for (const auto& entry : n[i]) {
+                LT_CHECK(entry.first.IsScalar(), "config key '", item, "'", where(entry.first),
+                         ": expected a field name");
+                const std::string name = entry.first.Scalar();
+                auto it = fields.find(name);
+                LT_CHECK(it != fields.end(), "config key '", item, "'", where(entry.first),
+                         ": unknown field '", name,
+                         "' (known: path, format, weight, template, "
+                         "split)");
+                it->second.set(entry.second, item + "." + name);
+              }
+              field.push_back(source);
+            }
+          },
+          [&field](YAML::Emitter& e) {
+            if (field.empty()) {
+              e << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
+              return;
+            }
+            e << YAML::BeginSeq;
+            for (const data::DataSource& s : field) {
+              e << YAML::BeginMap << YAML::Key << "path" << YAML::Value << s.path;
+              e << YAML::Key << "format" << YAML::Value << s.format;
+              e << YAML::Key << "weight" << YAML::Value << s.weight;
+              e << YAML::Key << "template" << YAML::Value << s.template_name;
+              e << YAML::Key << "split" << YAML::Value << s.split << YAML::EndMap;
+            }
+            e << YAML::EndSeq;
+          }};
+}
+
 // The schema: every key the config knows, in the order to_yaml writes them.
 std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
   return {
       {"model.path", str(c.model.path)},
       {"model.init", str(c.model.init)},
       {"data.path", str(c.data.path)},
+      {"data.sources", source_list(c.data.sources)},
       {"data.format", str(c.data.format)},
       {"data.template", str(c.data.template_name)},
       {"data.tokenizer", str(c.data.tokenizer)},
@@ -171,6 +222,7 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"data.prompt_field", str(c.data.prompt_field)},
       {"data.response_field", str(c.data.response_field)},
       {"data.eval_path", str(c.data.eval_path)},
+      {"data.eval_split", number(c.data.eval_split)},
       {"data.eval_task", str(c.data.eval_task)},
       {"data.eval_max_new_tokens", integer(c.data.eval_max_new_tokens)},
       {"data.eval_answer_field", str(c.data.eval_answer_field)},
@@ -331,6 +383,47 @@ void check_one_of(const std::string& value, const char* key, Names... names) {
   }
 }
 
+void check_format(const std::string& value, const std::string& key) {
+  check_one_of(value, key.c_str(), "auto", "tokens", "alpaca", "query_response", "sharegpt",
+               "text");
+}
+void check_template(const std::string& value, const std::string& key) {
+  check_one_of(value, key.c_str(), "auto", "chatml", "qwen3", "llama3", "plain");
+}
+
+// data.path, or data.sources with every entry's fields; data.eval_split.
+void check_data_sources(const TrainConfig::Data& data) {
+  namespace fs = std::filesystem;
+  LT_CHECK(data.path.empty() || data.sources.empty(),
+           "config keys 'data.path' and 'data.sources' are both set; give one (data.path is "
+           "the one-source shorthand: set it to \"\" when listing sources)");
+  LT_CHECK(!data.path.empty() || !data.sources.empty(),
+           "config key 'data.path' is required (a dataset file), or 'data.sources' (a list of "
+           "{path, weight, ...})");
+  LT_CHECK(data.path.empty() || fs::is_regular_file(data.path), "config key 'data.path': no file '",
+           data.path, "'");
+  bool any_train = data.sources.empty();
+  for (size_t i = 0; i < data.sources.size(); ++i) {
+    const data::DataSource& s = data.sources[i];
+    const std::string key = "data.sources[" + std::to_string(i) + "]";
+    LT_CHECK(!s.path.empty(), "config key '", key, ".path' is required (a dataset file)");
+    LT_CHECK(fs::is_regular_file(s.path), "config key '", key, ".path': no file '", s.path, "'");
+    LT_CHECK(std::isfinite(s.weight) && s.weight > 0, "config key '", key, ".weight' (", s.path,
+             ") must be a positive number, got ", s.weight);
+    if (!s.format.empty()) check_format(s.format, key + ".format");
+    if (!s.template_name.empty()) check_template(s.template_name, key + ".template");
+    check_one_of(s.split, (key + ".split").c_str(), "train", "eval");
+    any_train = any_train || s.split == "train";
+  }
+  LT_CHECK(any_train,
+           "config key 'data.sources': every source has split eval; at least one must "
+           "be split train");
+  LT_CHECK(data.eval_split >= 0 && data.eval_split < 1,
+           "config key 'data.eval_split' must lie in [0, 1) (a fraction of the training rows), "
+           "got ",
+           data.eval_split);
+}
+
 }  // namespace
 
 void TrainConfig::validate() const {
@@ -340,8 +433,7 @@ void TrainConfig::validate() const {
   LT_CHECK(fs::is_regular_file(fs::path(model.path) / "config.json"), "config key 'model.path': '",
            model.path, "' is not a model folder (no config.json there)");
   check_one_of(model.init, "model.init", "auto", "pretrained", "random");
-  LT_CHECK(!data.path.empty(), "config key 'data.path' is required (a dataset file)");
-  LT_CHECK(fs::is_regular_file(data.path), "config key 'data.path': no file '", data.path, "'");
+  check_data_sources(data);
   LT_CHECK(data.eval_path.empty() || fs::is_regular_file(data.eval_path),
            "config key 'data.eval_path': no file '", data.eval_path, "'");
   check_one_of(data.eval_task, "data.eval_task", "", "math");
@@ -353,9 +445,8 @@ void TrainConfig::validate() const {
   LT_CHECK(data.eval_max_new_tokens >= 1,
            "config key 'data.eval_max_new_tokens' must be at least 1, got ",
            data.eval_max_new_tokens);
-  check_one_of(data.format, "data.format", "auto", "tokens", "alpaca", "query_response", "sharegpt",
-               "text");
-  check_one_of(data.template_name, "data.template", "auto", "chatml", "qwen3", "llama3", "plain");
+  check_format(data.format, "data.format");
+  check_template(data.template_name, "data.template");
   LT_CHECK(train.steps > 0, "config key 'train.steps' must be positive, got ", train.steps);
   LT_CHECK(train.batch_size > 0, "config key 'train.batch_size' must be positive, got ",
            train.batch_size);
@@ -524,6 +615,7 @@ TrainConfig assemble(const std::string& base_file, const std::vector<std::string
        {&config.model.path, &config.data.path, &config.data.tokenizer, &config.data.eval_path}) {
     resolve_asset_path(*p);
   }
+  for (data::DataSource& source : config.data.sources) resolve_asset_path(source.path);
   return config;
 }
 

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "data/mixture.h"
 #include "exec/zenflow_policy.h"
 
 namespace lt::train {
@@ -20,7 +22,10 @@ struct TrainConfig {
     std::string init = "auto";
   } model;
   struct Data {
-    std::string path;
+    std::string path;  // one dataset; the shorthand for a one-entry `sources`
+    // Several datasets mixed by weight (data/mixture.h); each entry's empty
+    // format or template is data.format's or data.template's. Excludes path.
+    std::vector<data::DataSource> sources;
     std::string format = "auto";         // auto|tokens|alpaca|query_response|sharegpt|text
     std::string template_name = "auto";  // key "template": auto|chatml|qwen3|llama3|plain
     std::string tokenizer;               // default: model.path
@@ -30,6 +35,9 @@ struct TrainConfig {
     std::string prompt_field;  // query_response: default by format detection
     std::string response_field;
     std::string eval_path;  // optional held-out file for train.eval_every
+    // Fraction of the training rows held out for evaluation by a seeded hash
+    // of their tokens (data/mixture.h); 0 = none.
+    double eval_split = 0.0;
     // "" (loss only) or "math": eval_path's prompts also answered greedily
     // and scored by exact match (eval_accuracy).
     std::string eval_task;

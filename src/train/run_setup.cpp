@@ -15,25 +15,76 @@ fs::path tokenizer_dir_of(const TrainConfig& c) {
   return fs::path(c.data.tokenizer.empty() ? c.model.path : c.data.tokenizer);
 }
 
-std::vector<data::Sample> load_samples(const TrainConfig& c, const std::string& path,
+std::vector<data::DataSource> data_sources(const TrainConfig& c) {
+  std::vector<data::DataSource> sources = c.data.sources;
+  if (sources.empty()) sources.push_back(data::DataSource{c.data.path, "", 1.0, "", "train"});
+  for (data::DataSource& s : sources) {
+    if (s.format.empty()) s.format = c.data.format;
+    if (s.template_name.empty()) s.template_name = c.data.template_name;
+  }
+  return sources;
+}
+
+std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSource& source,
                                        const data::Tokenizer* tokenizer, ProgressBar* log) {
   data::DatasetOptions options;
-  options.format = c.data.format;
-  options.template_name = c.data.template_name;
+  options.format = source.format;
+  options.template_name = source.template_name;
   options.train_on_prompt = c.data.train_on_prompt;
   options.strict = c.data.strict;
   options.prompt_field = c.data.prompt_field;
   options.response_field = c.data.response_field;
   options.tokenizer_path = tokenizer_dir_of(c);  // tokenizer_config.json: template and EOS
   data::DatasetReport report;
-  auto samples = data::load_dataset(path, tokenizer, options, &report);
+  auto samples = data::load_dataset(source.path, tokenizer, options, &report);
   log->message(fmt::format("data: {} samples from {} rows of {} (format {}, template {}){}",
-                           report.samples, report.rows, path, report.format, report.template_name,
+                           report.samples, report.rows, source.path, report.format,
+                           report.template_name,
                            report.skipped ? fmt::format(", {} skipped", report.skipped) : ""));
   for (size_t i = 0; i < report.problems.size() && i < 5; ++i) {
     log->message("  skipped: " + report.problems[i]);
   }
   return samples;
+}
+
+TrainingData load_training_data(const TrainConfig& c, const data::Tokenizer* tokenizer,
+                                ProgressBar* log) {
+  TrainingData d;
+  if (!c.data.eval_path.empty()) {
+    const data::DataSource eval{c.data.eval_path, c.data.format, 1.0, c.data.template_name, "eval"};
+    d.eval.push_back({load_samples(c, eval, tokenizer, log), 1.0, c.data.eval_path});
+  }
+  std::vector<data::WeightedSamples> held_out;
+  for (const data::DataSource& source : data_sources(c)) {
+    std::vector<data::Sample> samples = load_samples(c, source, tokenizer, log);
+    if (source.split == "eval") {
+      d.eval.push_back({std::move(samples), source.weight, source.path});
+      continue;
+    }
+    std::vector<data::Sample> eval;
+    const size_t rows = samples.size();
+    data::split_off_held_out(samples, eval, c.data.eval_split, c.train.seed);
+    if (c.data.eval_split > 0) {
+      log->message(fmt::format("data: data.eval_split {} holds out {} of {} samples of {}",
+                               c.data.eval_split, eval.size(), rows, source.path));
+      LT_CHECK(!samples.empty(), source.path, ": data.eval_split ", c.data.eval_split,
+               " held out every one of its ", rows, " samples; nothing is left to train on");
+      held_out.push_back({std::move(eval), 1.0, source.path + " (held out)"});
+    }
+    d.train.push_back({std::move(samples), source.weight, source.path});
+  }
+  for (auto& part : held_out) d.eval.push_back(std::move(part));
+  if (d.train.size() > 1) {
+    double total = 0;
+    for (const auto& s : d.train) total += s.weight;
+    std::string parts;
+    for (const auto& s : d.train) {
+      parts += fmt::format("{}{} {:.3g} ({} samples)", parts.empty() ? "" : ", ", s.name,
+                           s.weight / total, s.samples.size());
+    }
+    log->message(fmt::format("data: {} sources drawn by weight: {}", d.train.size(), parts));
+  }
+  return d;
 }
 
 ResumeChanges compare_with_checkpoint(const TrainConfig& c, const fs::path& resume_dir,
@@ -55,7 +106,8 @@ ResumeChanges compare_with_checkpoint(const TrainConfig& c, const fs::path& resu
                                        saved.optim.min_8bit_numel != c.optim.min_8bit_numel));
   const auto& a = saved.data;
   const auto& b = c.data;
-  changes.data = a.path != b.path || a.format != b.format || a.template_name != b.template_name ||
+  changes.data = a.path != b.path || a.sources != b.sources || a.eval_split != b.eval_split ||
+                 a.format != b.format || a.template_name != b.template_name ||
                  a.tokenizer != b.tokenizer || a.train_on_prompt != b.train_on_prompt ||
                  a.pack != b.pack || a.prompt_field != b.prompt_field ||
                  a.response_field != b.response_field || saved.train.seed != c.train.seed;

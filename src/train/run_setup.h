@@ -17,10 +17,28 @@ namespace lt::train {
 // data.tokenizer, else model.path.
 std::filesystem::path tokenizer_dir_of(const TrainConfig& c);
 
-// The samples of `path` read with the config's data keys; one line on `log`
-// says how many, in which format and template, and what was skipped.
-std::vector<data::Sample> load_samples(const TrainConfig& c, const std::string& path,
+// data.sources as the run reads them: data.path as one source of weight 1,
+// and every entry's empty format or template filled from data.format and
+// data.template.
+std::vector<data::DataSource> data_sources(const TrainConfig& c);
+
+// The samples of `source` read with the config's other data keys; one line
+// on `log` says how many, in which format and template, and what was
+// skipped.
+std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSource& source,
                                        const data::Tokenizer* tokenizer, ProgressBar* log);
+
+// What a run trains and evaluates on: the split-train sources with their
+// weights (less the rows data.eval_split holds out), and the evaluation
+// rows by origin: data.eval_path, the split-eval sources, then the held-out
+// rows of each training source. Lines on `log` say what was mixed and held
+// out.
+struct TrainingData {
+  std::vector<data::WeightedSamples> train;
+  std::vector<data::WeightedSamples> eval;
+};
+TrainingData load_training_data(const TrainConfig& c, const data::Tokenizer* tokenizer,
+                                ProgressBar* log);
 
 // What a resume changes from the checkpoint's own config, each change
 // printed on `log`. Changing the optimizer's kind or its state layout makes

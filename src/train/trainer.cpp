@@ -130,15 +130,16 @@ std::unique_ptr<exec::StreamingDevice> make_device(const TrainConfig& c, const R
 
 // Optimizer steps in one pass over the data: for exec.zenflow's epoch
 // strategy.
-int64_t steps_per_epoch(const std::vector<data::Sample>& samples, const data::BatchOptions& b,
-                        int64_t grad_accum) {
+// With several sources, one pass is as many samples as they hold together.
+int64_t steps_per_epoch(const std::vector<data::WeightedSamples>& sources,
+                        const data::BatchOptions& b, int64_t grad_accum) {
   const int64_t sequences_per_step = b.batch_size * grad_accum;
-  int64_t sequences = static_cast<int64_t>(samples.size());
-  if (b.pack) {
-    int64_t tokens = 0;
-    for (const auto& s : samples) tokens += static_cast<int64_t>(s.ids.size());
-    sequences = (tokens + b.seq_len - 1) / b.seq_len;
+  int64_t sequences = 0, tokens = 0;
+  for (const auto& source : sources) {
+    sequences += static_cast<int64_t>(source.samples.size());
+    for (const auto& s : source.samples) tokens += static_cast<int64_t>(s.ids.size());
   }
+  if (b.pack) sequences = (tokens + b.seq_len - 1) / b.seq_len;
   return std::max<int64_t>(1, (sequences + sequences_per_step - 1) / sequences_per_step);
 }
 
@@ -180,7 +181,8 @@ struct Run {
   fs::path out_dir;
   fs::path resume_dir;
   std::optional<data::Tokenizer> tokenizer;
-  std::vector<data::Sample> samples, eval_samples;
+  std::vector<data::WeightedSamples> sources;  // data.sources (or data.path) to train on
+  std::vector<data::Sample> eval_samples;
   data::PromptSet eval_prompts;  // data.eval_task math
   GenerationOptions eval_generation;
   std::optional<models::CausalLM> model;
@@ -200,14 +202,23 @@ struct Run {
 void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   const TrainConfig& c = r.config;
   const fs::path tok_dir = tokenizer_dir_of(c);
-  if (c.data.format != "tokens")
+  // What needs a tokenizer (any format but tokens), for the error if none.
+  std::string text_format =
+      c.data.eval_path.empty() || c.data.format == "tokens" ? "" : "data.format " + c.data.format;
+  const std::vector<data::DataSource> sources = data_sources(c);
+  for (size_t i = 0; i < sources.size() && text_format.empty(); ++i) {
+    if (sources[i].format == "tokens") continue;
+    text_format = c.data.sources.empty()
+                      ? "data.format " + sources[i].format
+                      : fmt::format("data.sources[{}] (format {})", i, sources[i].format);
+  }
+  if (!text_format.empty())
     r.tokenizer = data::load_tokenizer_for(
-        tok_dir, "data.format " + c.data.format,
+        tok_dir, text_format,
         c.data.tokenizer.empty() ? "model.path (data.tokenizer is unset)" : "data.tokenizer");
   const data::Tokenizer* tokenizer = r.tokenizer ? &*r.tokenizer : nullptr;
-  r.samples = load_samples(c, c.data.path, tokenizer, &log);
-  if (!c.data.eval_path.empty())
-    r.eval_samples = load_samples(c, c.data.eval_path, tokenizer, &log);
+  TrainingData data = load_training_data(c, tokenizer, &log);
+  r.sources = std::move(data.train);
 
   if (options.resuming || !options.resume.empty())
     r.resume_dir = resolve_checkpoint(options.resume, r.out_dir);
@@ -215,8 +226,11 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   r.model.emplace(load_weights(c, r.resume_dir, log));
   models::CausalLM& model = *r.model;
   const int64_t vocab = model.config().vocab_size;
-  data::check_ids_in_vocab(r.samples, vocab, c.data.path);
-  data::check_ids_in_vocab(r.eval_samples, vocab, c.data.eval_path);
+  for (const auto& source : r.sources) data::check_ids_in_vocab(source.samples, vocab, source.name);
+  for (auto& part : data.eval) {
+    data::check_ids_in_vocab(part.samples, vocab, part.name);
+    for (auto& s : part.samples) r.eval_samples.push_back(std::move(s));
+  }
   if (c.data.eval_task == "math") {
     data::PromptOptions po;
     po.format = c.data.format;
@@ -248,14 +262,14 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   r.batch_options.pack = c.data.pack;
   r.batch_options.seed = c.train.seed;
   r.executor = make_executor(c, r.plan, model, *r.optimizer,
-                             steps_per_epoch(r.samples, r.batch_options, r.plan.grad_accum));
+                             steps_per_epoch(r.sources, r.batch_options, r.plan.grad_accum));
   // Padding is never predicted but is still embedded, so it must be a valid
   // id: EOS when the vocabulary has it (a trimmed vocabulary may not), else 0.
   if (auto eos = model.config().eos_token_ids;
       !eos.empty() && eos.front() >= 0 && eos.front() < vocab) {
     r.batch_options.pad_id = static_cast<int32_t>(eos.front());
   }
-  r.batcher.emplace(r.samples, r.batch_options);
+  r.batcher.emplace(r.sources, r.batch_options);
   r.eval_generation.batch_size = r.batch_options.batch_size;
 
   if (!r.resume_dir.empty()) {
@@ -366,7 +380,7 @@ void sample(const Run& r) {
                exec::executor_name(r.plan.executor));
     return;
   }
-  print_sample(*r.model, *r.tokenizer, r.samples.front());
+  print_sample(*r.model, *r.tokenizer, r.sources.front().samples.front());
 }
 
 }  // namespace

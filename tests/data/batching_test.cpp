@@ -275,7 +275,7 @@ TEST(Batcher, RestoreIntoALaterEpoch) {
 }
 
 TEST(Batcher, RejectsBadInputAndStates) {
-  EXPECT_THROW(Batcher({}, options(2, 4, false)), Error);
+  EXPECT_THROW(Batcher(std::vector<Sample>{}, options(2, 4, false)), Error);
   EXPECT_THROW(Batcher(make_samples({3}), options(0, 4, false)), Error);
   EXPECT_THROW(Batcher(make_samples({3}), options(1, 1, false)), Error);
   Sample uneven = make_samples({3})[0];

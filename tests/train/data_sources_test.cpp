@@ -1,0 +1,195 @@
+// data.sources and data.eval_split: the keys' parsing and errors, and
+// training on a mixture: 3 steps + a resume to 6 give bitwise the losses of
+// 6 steps in one go, the held-out rows are evaluated and never trained on.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "data/mixture.h"
+#include "train/checkpoint.h"
+#include "train/run_setup.h"
+#include "train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+#define EXPECT_MENTIONS(message, text)               \
+  EXPECT_NE((message).find(text), std::string::npos) \
+      << "'" << (message) << "' lacks '" << (text) << "'"
+
+class DataSources : public ::testing::Test {
+ protected:
+  DataSources() : tmp_("data_sources") {
+    write_random_tokens(tmp_ / "a.jsonl", 12, 97, 1);
+    write_random_tokens(tmp_ / "b.jsonl", 5, 97, 2, 6);
+  }
+  // A config whose data section is `data` (indented lines).
+  fs::path config_file(const std::string& data) {
+    const fs::path file = tmp_ / "run.yaml";
+    write_text(file, "model:\n  path: \"" + fixture("llama").string() +
+                         "\"\n  init: pretrained\ndata:\n" + data +
+                         "train:\n  steps: 2\n  batch_size: 2\n  seq_len: 32\n  device: cpu\n"
+                         "out:\n  dir: \"" +
+                         (tmp_ / "out").string() + "\"\n");
+    return file;
+  }
+  std::string a() const { return (tmp_ / "a.jsonl").string(); }
+  std::string b() const { return (tmp_ / "b.jsonl").string(); }
+  std::string two_sources(const std::string& weight_b = "3", const std::string& extra = "") {
+    return "  format: tokens\n  sources:\n    - path: \"" + a() +
+           "\"\n      weight: 1\n    - {path: \"" + b() + "\", weight: " + weight_b + extra + "}\n";
+  }
+  std::string error_of(const std::string& data, const std::vector<std::string>& overrides = {}) {
+    try {
+      load_train_config(config_file(data).string(), overrides);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "no error for:\n" << data;
+    return "";
+  }
+  TempDir tmp_;
+};
+
+TEST_F(DataSources, AListOfSourcesLoadsWithDefaultsFromTheDataKeys) {
+  const TrainConfig c =
+      load_train_config(config_file(two_sources("3", ", split: train, template: chatml")).string(),
+                        {"data.eval_split=0.25"});
+  ASSERT_EQ(c.data.sources.size(), 2u);
+  EXPECT_EQ(c.data.sources[0].path, a());
+  EXPECT_EQ(c.data.sources[0].weight, 1.0);
+  EXPECT_EQ(c.data.sources[0].format, "");
+  EXPECT_EQ(c.data.sources[1].weight, 3.0);
+  EXPECT_EQ(c.data.sources[1].template_name, "chatml");
+  EXPECT_EQ(c.data.eval_split, 0.25);
+  const auto sources = data_sources(c);
+  EXPECT_EQ(sources[0].format, "tokens");         // data.format's
+  EXPECT_EQ(sources[0].template_name, "auto");    // data.template's
+  EXPECT_EQ(sources[1].template_name, "chatml");  // its own
+  // The resolved config names them and reads back the same.
+  const fs::path saved = tmp_ / "saved.yaml";
+  write_text(saved, c.to_yaml());
+  EXPECT_EQ(read_train_config_unchecked(saved).data.sources, c.data.sources);
+}
+
+TEST_F(DataSources, DataPathIsTheOneSourceShorthand) {
+  const TrainConfig c =
+      load_train_config(config_file("  path: \"" + a() + "\"\n  format: tokens\n").string(), {});
+  const auto sources = data_sources(c);
+  ASSERT_EQ(sources.size(), 1u);
+  EXPECT_EQ(sources[0].path, a());
+  EXPECT_EQ(sources[0].weight, 1.0);
+  EXPECT_EQ(sources[0].split, "train");
+}
+
+TEST_F(DataSources, SetTakesAListToo) {
+  const TrainConfig c = load_train_config(
+      config_file("  path: \"" + a() + "\"\n").string(),
+      {"data.path=", "data.sources=[{path: \"" + a() + "\", weight: 0.5}, {path: \"" + b() +
+                         "\", format: tokens}]"});
+  ASSERT_EQ(c.data.sources.size(), 2u);
+  EXPECT_EQ(c.data.sources[0].weight, 0.5);
+  EXPECT_EQ(c.data.sources[1].format, "tokens");
+}
+
+TEST_F(DataSources, BadSourcesNameTheEntryAndField) {
+  std::string m = error_of(two_sources("0"));
+  EXPECT_MENTIONS(m, "data.sources[1].weight");
+  EXPECT_MENTIONS(m, "b.jsonl");
+  EXPECT_MENTIONS(m, "positive");
+  EXPECT_MENTIONS(error_of(two_sources("-2")), "data.sources[1].weight");
+  EXPECT_MENTIONS(error_of(two_sources(".nan")), "data.sources[1].weight");
+  m = error_of(two_sources("1", ", format: parquet"));
+  EXPECT_MENTIONS(m, "data.sources[1].format");
+  EXPECT_MENTIONS(m, "parquet");
+  m = error_of(two_sources("1", ", template: vicuna"));
+  EXPECT_MENTIONS(m, "data.sources[1].template");
+  m = error_of(two_sources("1", ", split: test"));
+  EXPECT_MENTIONS(m, "data.sources[1].split");
+  m = error_of(two_sources("1", ", wieght: 2"));
+  EXPECT_MENTIONS(m, "data.sources[1]");
+  EXPECT_MENTIONS(m, "unknown field 'wieght'");
+  m = error_of("  sources:\n    - path: \"" + (tmp_ / "missing.jsonl").string() + "\"\n");
+  EXPECT_MENTIONS(m, "data.sources[0].path");
+  EXPECT_MENTIONS(m, "missing.jsonl");
+  EXPECT_MENTIONS(error_of("  sources:\n    - weight: 2\n"), "data.sources[0].path' is required");
+  EXPECT_MENTIONS(error_of("  sources: [a.jsonl]\n"), "data.sources[0]");
+  m = error_of("  path: \"" + a() + "\"\n" + two_sources());
+  EXPECT_MENTIONS(m, "'data.path' and 'data.sources' are both set");
+  EXPECT_MENTIONS(error_of("  sources: []\n"), "data.path' is required");
+  m = error_of("  sources:\n    - {path: \"" + a() + "\", split: eval}\n");
+  EXPECT_MENTIONS(m, "at least one must be split train");
+  m = error_of(two_sources(), {"data.eval_split=1"});
+  EXPECT_MENTIONS(m, "data.eval_split");
+  EXPECT_MENTIONS(error_of(two_sources(), {"data.eval_split=-0.1"}), "data.eval_split");
+}
+
+std::vector<std::string> mixture_overrides(int64_t steps) {
+  return {"train.steps=" + std::to_string(steps), "train.batch_size=3", "optim.lr=5e-3",
+          "data.pack=true", "train.seq_len=9"};
+}
+
+uint64_t bits(double x) {
+  uint64_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+TEST_F(DataSources, AMixedRunResumesBitwise) {
+  const std::string data_keys = two_sources("2.5");
+  auto with = [&](int64_t steps, const std::string& out) {
+    auto overrides = mixture_overrides(steps);
+    overrides.push_back("out.dir=" + (tmp_ / out).string());
+    return load_train_config(config_file(data_keys).string(), overrides);
+  };
+  train_quietly(with(6, "a"));
+  train_quietly(with(3, "b"));
+  const auto saved = read_checkpoint(tmp_ / "b" / "step-3").state.sampler;
+  EXPECT_GT(saved.draws, 0u);  // the mixture's state was saved
+  train_quietly(with(6, "b"), "latest");
+  const auto a_lines = read_metrics(tmp_ / "a"), b_lines = read_metrics(tmp_ / "b");
+  ASSERT_EQ(a_lines.size(), 6u);
+  ASSERT_EQ(b_lines.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    for (const char* key : {"loss", "grad_norm"}) {
+      EXPECT_EQ(bits(a_lines[i].at(key).get<double>()), bits(b_lines[i].at(key).get<double>()))
+          << key << " of step " << i;
+    }
+  }
+  EXPECT_EQ(read_checkpoint(tmp_ / "a" / "step-6").state.sampler,
+            read_checkpoint(tmp_ / "b" / "step-6").state.sampler);
+  // The weights matter: another weight is another stream.
+  auto other = mixture_overrides(6);
+  other.push_back("out.dir=" + (tmp_ / "c").string());
+  train_quietly(load_train_config(config_file(two_sources("0.2")).string(), other));
+  const auto c_lines = read_metrics(tmp_ / "c");
+  bool differ = false;
+  for (size_t i = 0; i < 6; ++i) differ |= a_lines[i].at("loss") != c_lines[i].at("loss");
+  EXPECT_TRUE(differ);
+}
+
+TEST_F(DataSources, HeldOutRowsAreEvaluatedAndNotTrainedOn) {
+  write_random_tokens(tmp_ / "big.jsonl", 200, 97, 5);
+  const TrainConfig c = load_train_config(
+      config_file("  path: \"" + (tmp_ / "big.jsonl").string() + "\"\n  format: tokens\n").string(),
+      {"data.eval_split=0.1", "train.eval_every=1"});
+  ProgressBar log(0, 1);  // lines to stderr
+  const TrainingData d = load_training_data(c, nullptr, &log);
+  ASSERT_EQ(d.train.size(), 1u);
+  ASSERT_EQ(d.eval.size(), 1u);
+  // The rule of data/mixture.h, row by row, as the reference.
+  data::DatasetOptions tokens;
+  tokens.format = "tokens";
+  std::vector<data::Sample> all = data::load_dataset(tmp_ / "big.jsonl", nullptr, tokens, nullptr);
+  size_t held = 0;
+  for (const auto& s : all) held += data::is_held_out(s, 0.1, c.train.seed);
+  EXPECT_EQ(d.eval[0].samples.size(), held);
+  EXPECT_EQ(d.train[0].samples.size() + held, all.size());
+  for (const auto& s : d.train[0].samples) EXPECT_FALSE(data::is_held_out(s, 0.1, 0));
+  EXPECT_GT(held, 5u);  // Binomial(200, 0.1): 20 expected
+  train_quietly(c);
+  for (const auto& line : read_metrics(tmp_ / "out")) EXPECT_TRUE(line.contains("eval_loss"));
+}
+
+}  // namespace
+}  // namespace lt::train::testing
