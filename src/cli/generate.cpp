@@ -53,6 +53,7 @@ class StreamPrinter {
       return;
     ids_.push_back(static_cast<uint32_t>(token));
     const std::string bytes = tokenizer_.decode_bytes(ids_);
+    if (!start_known_ && !bytes.empty()) skip_dropped_space(bytes);
     size_t limit = bytes.size() > hold_ ? bytes.size() - hold_ : 0;
     for (const std::string& stop : stops_) limit = std::min(limit, bytes.find(stop));
     size_t end = printed_;
@@ -70,10 +71,8 @@ class StreamPrinter {
   }
 
   // The rest of the stream (cut at a stop string, if any), from the same
-  // token-by-token bytes the printed part came from: the final decode()
-  // may differ from them at the start (a Metaspace tokenizer drops the
-  // first token's leading space there), so an offset into it would skip
-  // or repeat a character.
+  // token-by-token bytes the printed part came from, so that no character
+  // is skipped or repeated.
   void finish() {
     const std::string bytes = tokenizer_.decode_bytes(ids_);
     size_t limit = bytes.size();
@@ -87,6 +86,18 @@ class StreamPrinter {
   }
 
  private:
+  // SentencePiece-style decoders (Strip, Metaspace) drop the text's first
+  // leading space, which the token-by-token bytes keep: the stream starts
+  // after it, so that it prints decode()'s text, the --json "text", as
+  // transformers' TextStreamer prints the decoded new tokens.
+  void skip_dropped_space(const std::string& bytes) {
+    start_known_ = true;
+    const std::string text = tokenizer_.decode(ids_);
+    if (bytes.front() == ' ' && bytes.size() == text.size() + 1 &&
+        bytes.compare(1, text.size(), text) == 0)
+      printed_ = 1;
+  }
+
   // The bytes of the UTF-8 character a lead byte starts (1 for a stray byte).
   static size_t char_length(unsigned char lead) {
     if (lead >= 0xF0 && lead < 0xF8) return 4;
@@ -101,6 +112,7 @@ class StreamPrinter {
   std::vector<uint32_t> ids_;
   size_t printed_ = 0;  // bytes of the decoded text already printed
   size_t hold_ = 0;
+  bool start_known_ = false;  // whether the first token with text was seen
 };
 
 nlohmann::json row_json(const train::Generation& g, int64_t row, int64_t line, bool with_text) {
