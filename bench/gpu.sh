@@ -35,22 +35,23 @@ for step in $steps; do
     unpack)
       # A build packed here by bench/pack_gpu_build.sh (carry build-carry):
       # no build on the device.
-      mkdir -p build-gpu build-carry/x
-      tar -C build-gpu -xJf build-carry/bins.tar.xz && tar -C build-carry/x -xJf build-carry/libs.tar.xz ||
+      carry=${LT_CARRY_DIR:-build-carry}
+      mkdir -p build-gpu "$carry/x"
+      tar -C build-gpu -xJf "$carry/bins.tar.xz" && tar -C "$carry/x" -xJf "$carry/libs.tar.xz" ||
         { echo "FAILED: unpack"; status=1; continue; }
       # An earlier build's ctest lists would not match these binaries.
       rm -f build-gpu/CTestTestfile.cmake
-      export LD_LIBRARY_PATH=$PWD/build-carry/x/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-      [ "$(cat build-carry/commit.txt)" = "$(git rev-parse HEAD 2>/dev/null)" ] ||
-        echo "WARNING: the packed build is of $(cat build-carry/commit.txt), the sources of $(git rev-parse HEAD 2>/dev/null)"
-      { read -r src_dir; read -r bin_dir; } < build-carry/paths.txt
+      export LD_LIBRARY_PATH=$PWD/$carry/x/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+      [ "$(cat "$carry/commit.txt")" = "$(git rev-parse HEAD 2>/dev/null)" ] ||
+        echo "WARNING: the packed build is of $(cat "$carry/commit.txt"), the sources of $(git rev-parse HEAD 2>/dev/null)"
+      { read -r src_dir; read -r bin_dir; } < "$carry/paths.txt"
       for link in "$src_dir:$PWD" "$bin_dir:$PWD/build-gpu"; do
         if [ ! -e "${link%%:*}" ]; then
           mkdir -p "$(dirname "${link%%:*}")" && ln -sfn "${link#*:}" "${link%%:*}" ||
             { echo "FAILED: link ${link%%:*}"; status=1; }
         fi
       done
-      echo "packed at $(cat build-carry/commit.txt), uncommitted: $(wc -l < build-carry/dirty.txt) files"
+      echo "packed at $(cat "$carry/commit.txt"), uncommitted: $(wc -l < "$carry/dirty.txt") files"
       ./build-gpu/lazytrain info | tee "$out/info.txt" ;;
     gputest)
       if [ ! -f build-gpu/CTestTestfile.cmake ]; then  # unpacked: no ctest files

@@ -8,13 +8,16 @@
 # paths to the device's checkout when they differ.
 # Usage: bench/pack_gpu_build.sh BUILD_DIR   (configured with -DLT_CUDA=ON
 #        -DCMAKE_CUDA_ARCHITECTURES=90, Release)
+# Env: LT_CARRY_DIR packs into another folder than build-carry (for several
+#      people sharing one tree; bench/gpu.sh's unpack reads the same variable).
 set -euo pipefail
 build=$(cd "${1:?usage: bench/pack_gpu_build.sh BUILD_DIR}" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+carry=${LT_CARRY_DIR:-build-carry}
 cmake --build "$build" --target lazytrain test_gpu
-rm -rf build-carry && mkdir -p build-carry/stage/lib
-tar -C "$build" -cf - lazytrain test_gpu | xz -T0 -3 > build-carry/bins.tar.xz
+rm -rf "$carry" && mkdir -p "$carry"/stage/lib
+tar -C "$build" -cf - lazytrain test_gpu | xz -T0 -3 > "$carry"/bins.tar.xz
 # Everything ldd resolves under /lib or /usr/lib except the C runtime, which
 # the device has: yaml-cpp, fmt, spdlog, OpenBLAS, CBC, liburing, libstdc++.
 ldd "$build/lazytrain" "$build/test_gpu" | awk '$3 ~ /^\/(usr\/)?lib/ {print $3}' | sort -u |
@@ -23,12 +26,12 @@ ldd "$build/lazytrain" "$build/test_gpu" | awk '$3 ~ /^\/(usr\/)?lib/ {print $3}
       libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*) ;;
       # The device's own driver and CUDA libraries must be the ones loaded.
       libcuda.so*|libnvidia*|libcudart*|libcublas*|libcudnn*|libnccl*) ;;
-      *) cp -L "$lib" build-carry/stage/lib/ ;;
+      *) cp -L "$lib" "$carry/stage/lib/" ;;
     esac
   done
-tar -C build-carry/stage -cf - lib | xz -T0 -3 > build-carry/libs.tar.xz
-rm -rf build-carry/stage
-printf '%s\n%s\n' "$root" "$build" > build-carry/paths.txt
-git rev-parse HEAD > build-carry/commit.txt
-git status --short --untracked-files=no > build-carry/dirty.txt
-du -sh build-carry
+tar -C "$carry"/stage -cf - lib | xz -T0 -3 > "$carry"/libs.tar.xz
+rm -rf "$carry"/stage
+printf '%s\n%s\n' "$root" "$build" > "$carry"/paths.txt
+git rev-parse HEAD > "$carry"/commit.txt
+git status --short --untracked-files=no > "$carry"/dirty.txt
+du -sh "$carry"

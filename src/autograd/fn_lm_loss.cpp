@@ -5,6 +5,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/record.h"
+#include "ops/classifier.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
@@ -28,6 +29,27 @@ struct Chunk {
   Tensor lse;
 };
 
+// On a GPU, with a graph to record: ops/classifier.h's fused head, whose
+// forward computes the loss and both gradients for a loss gradient of 1
+// (the executors' backward(loss)); backward only scales them by the actual
+// one. No logits are computed twice and nothing is read back per chunk.
+Tensor fused_lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
+                          double loss_denominator, int64_t ignore_index) {
+  // 128: GPT-2's 50257 columns become 50304, as llm.c pads them.
+  constexpr int64_t kPadVocabTo = 128;
+  ops::LmHeadLossGrads f = ops::lm_head_loss_grads(
+      hidden.detach(), weight.detach(), targets.detach(), loss_denominator, ignore_index,
+      chunk_rows_for(weight.size(0), weight.device()) * weight.size(0), kPadVocabTo);
+  const bool need_h = hidden.requires_grad(), need_w = weight.requires_grad();
+  return autograd::record(
+      "lm_head_loss", {hidden, weight}, f.loss,
+      [dh = f.hidden, dw = f.weight, need_h, need_w](const Tensor& g) {
+        const double g_value = g.item();
+        auto scaled = [&](const Tensor& t) { return g_value == 1.0 ? t : ops::scale(t, g_value); };
+        return std::vector<Tensor>{need_h ? scaled(dh) : Tensor(), need_w ? scaled(dw) : Tensor()};
+      });
+}
+
 }  // namespace
 
 Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
@@ -38,6 +60,9 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
            targets.str(), " for hidden ", hidden.str());
   LT_CHECK(loss_denominator > 0, "lm_head_loss: loss_denominator must be positive");
   Tensor h = hidden.detach(), w = weight.detach();
+  if (h.device().is_cuda() && autograd::needs_graph({&hidden, &weight})) {
+    return fused_lm_head_loss(hidden, weight, targets, loss_denominator, ignore_index);
+  }
   const int64_t n = h.size(0);
   const int64_t step = chunk_rows_for(w.size(0), w.device());
   std::vector<Chunk> chunks;

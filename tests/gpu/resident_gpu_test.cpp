@@ -242,8 +242,11 @@ TEST(TrainerGpu, Bf16RunTracksCpuAndResumes) {
 TEST(ResidentBench, Qwen25Shaped3B) {
   if (std::getenv("LT_BENCH") == nullptr) GTEST_SKIP() << "benchmark: set LT_BENCH=1";
   LT_REQUIRE_GPU();
+  // LT_BENCH_CONFIG: another config.json (bench/gpt2_124m.sh's GPT-2), relative to the sources.
+  const char* config_path = std::getenv("LT_BENCH_CONFIG");
   models::ModelConfig config = models::ModelConfig::from_file(
-      fs::path(LT_SOURCE_DIR) / "bench/models/qwen2.5-3b/config.json");
+      fs::path(LT_SOURCE_DIR) /
+      (config_path ? config_path : "bench/models/qwen2.5-3b/config.json"));
   config.num_hidden_layers = env_int("LT_BENCH_LAYERS", config.num_hidden_layers);
   const int64_t batch = env_int("LT_BENCH_BATCH", 8), seq = env_int("LT_BENCH_SEQ", 1024);
   const int64_t warmup = 2, steps = env_int("LT_BENCH_STEPS", 6);

@@ -3,16 +3,19 @@
 lazytrain's bench (tests/gpu/resident_gpu_test.cpp, ResidentBench) measures.
 
     python3 tools/reference/torch_baseline.py bench/models/qwen2.5-3b/config.json \
-        [--batch 8] [--seq 1024] [--steps 6] [--warmup 2] [--layers N]
+        [--batch 8] [--seq 1024] [--steps 6] [--warmup 2] [--layers N] [--compile]
 
-transformers' Qwen2ForCausalLM built from the same config.json with random
-weights (f32 parameters on the GPU), bf16 autocast, sdpa attention,
-torch.optim.AdamW(fused=True), gradient clipping at 1.0, one micro-batch of
+transformers' AutoModelForCausalLM (Qwen2ForCausalLM, GPT2LMHeadModel, ...)
+built from the same config.json with random weights (f32 parameters on the
+GPU), bf16 autocast, sdpa attention, torch.optim.AdamW(fused=True), gradient clipping at 1.0, one micro-batch of
 batch x seq random tokens with labels = input_ids (seq - 1 predictions per
 row). Median step time over `steps` steps after `warmup`, tokens/s, TFLOP/s
 by 6 N tokens (N = every parameter, tied embeddings once) and the peak of
 torch.cuda.max_memory_allocated (and reserved). Prints one RESULT line of
-JSON; --profile adds a torch.profiler table of one more step.
+JSON (system "pytorch", or "pytorch-compile" with --compile, whose warm-up
+steps include the compilation; tokens_per_s_wall: the timed steps' tokens
+over their summed time); --profile adds a torch.profiler table of one more
+step.
 """
 import argparse
 import json
@@ -32,6 +35,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--layers", type=int, default=0)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     a = ap.parse_args()
 
     config = transformers.AutoConfig.from_pretrained(a.config)
@@ -40,17 +44,18 @@ def main():
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
     with torch.device("cuda"):
-        model = transformers.Qwen2ForCausalLM(config)
+        model = transformers.AutoModelForCausalLM.from_config(config)
     model = model.float().cuda()
     model.train()
     n_params = sum(p.numel() for p in model.parameters())  # tied weight listed once
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=True)
+    forward = torch.compile(model) if a.compile else model
     gen = torch.Generator(device="cuda").manual_seed(9)
 
     def step():
         ids = torch.randint(0, config.vocab_size, (a.batch, a.seq), device="cuda", generator=gen)
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=ids).loss
+            loss = forward(input_ids=ids, labels=ids).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -71,9 +76,10 @@ def main():
     tokens = a.batch * a.seq
     med = statistics.median(times)
     result = {
-        "system": "pytorch", "torch": torch.__version__, "transformers": transformers.__version__,
+        "system": "pytorch-compile" if a.compile else "pytorch", "torch": torch.__version__, "transformers": transformers.__version__,
         "params": n_params, "layers": config.num_hidden_layers, "batch": a.batch, "seq": a.seq,
         "steps": a.steps, "median_step_s": round(med, 4), "tokens_per_s": round(tokens / med, 1),
+        "tokens_per_s_wall": round(tokens * len(times) / sum(times), 1),
         "tflops": round(6 * n_params * tokens / med / 1e12, 1),
         "peak_gb": round(torch.cuda.max_memory_allocated() / 1e9, 2),
         "reserved_gb": round(torch.cuda.max_memory_reserved() / 1e9, 2),

@@ -3,6 +3,7 @@
 // avoids the cancellation of E[x^2] - E[x]^2), the result rounded once.
 #include "ops/cuda/column_sum.cuh"
 #include "ops/cuda/norm.h"
+#include "ops/cuda/norm_layer_backward.cuh"
 
 namespace lt::ops::cuda {
 
@@ -139,6 +140,16 @@ LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, cons
     const auto* pg = static_cast<const T*>(dy.data_ptr());
     const auto* pm = static_cast<const float*>(mean.data_ptr());
     const auto* pr = static_cast<const float*>(rstd.data_ptr());
+    const auto* pw_or_x = w.defined() ? static_cast<const T*>(w.data_ptr()) : px;
+    T* pdx = need_dx ? static_cast<T*>(grads.dx.data_ptr()) : nullptr;
+    T* pdw = need_dweight ? static_cast<T*>(grads.dweight.data_ptr()) : nullptr;
+    T* pdb = need_dbias ? static_cast<T*>(grads.dbias.data_ptr()) : nullptr;
+    if ((need_dweight || need_dbias) && rows > 0 && layer_norm_backward_fits<T>(cols) &&
+        all_aligned16({px, pg, pw_or_x, pdx ? pdx : px})) {
+      launch_layer_norm_backward_fused<T>(pg, px, pw_or_x, w.defined(), pm, pr, pdx, pdw, pdb, rows,
+                                          cols, x.device());
+      return;
+    }
     if (need_dx && rows > 0) {
       const RowLaunch l = row_launch_for(x, Pack<T>::kSize, "layer_norm");
       const auto* pw = w.defined() ? static_cast<const T*>(w.data_ptr()) : pg;

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Issue 25's benchmark on the GPU machine, in one call: `lazytrain train`
+# on GPT-2 124M (bench/models/gpt2-124m, random init, batch 64 x 1024 in one
+# micro-batch, AdamW, clipping 1.0, resident bf16), then PyTorch eager and
+# torch.compile on the same model (tools/reference/torch_baseline.py), then lazytrain's
+# per-op-class profile of one step (LT_OP_PROFILE=1, ResidentBench with
+# this config). Prints tokens/s over the wall time of the timed steps and
+# the median step for each.
+# Needs build-gpu (bench/gpu.sh build or unpack).
+# Usage: bench/gpt2_124m.sh OUT_DIR [runs...]   runs: lazytrain eager compile profile
+# Env: LT_BENCH_MODEL (a bench/models folder, default gpt2-124m),
+#      LT_BENCH_GRAD_ACCUM (lazytrain's micro-batches per step, default 1).
+set -uo pipefail
+out=${1:?usage: bench/gpt2_124m.sh OUT_DIR [runs...]}
+shift
+runs=${*:-lazytrain eager compile profile}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+[ -d .devdeps ] && export LD_LIBRARY_PATH=$PWD/.devdeps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+model=${LT_BENCH_MODEL:-gpt2-124m}
+config=bench/models/$model/config.json
+vocab=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$config")
+steps=12  # metrics lines to wait for; the first 2 are warm-up
+status=0
+for run in $runs; do
+  case $run in
+    lazytrain)
+      python3 - "$out/data.jsonl" "$vocab" <<'PY'
+import json, random, sys
+random.seed(0)
+vocab = int(sys.argv[2])
+with open(sys.argv[1], "w") as f:
+    for _ in range(64 * 14):
+        ids = [random.randrange(vocab) for _ in range(1024)]
+        f.write(json.dumps({"input_ids": ids, "labels": ids}) + "\n")
+PY
+      cat > "$out/lazytrain.yaml" <<YAML
+model:
+  path: $root/bench/models/$model
+  init: random
+data:
+  path: $out/data.jsonl
+  format: tokens
+train:
+  steps: 1000
+  batch_size: 64
+  grad_accum: ${LT_BENCH_GRAD_ACCUM:-1}
+  seq_len: 1024
+  grad_clip: 1.0
+  save_every: 0
+optim:
+  name: adamw
+  lr: 1.0e-5
+exec:
+  mode: resident
+out:
+  dir: $out/lazytrain
+YAML
+      echo "== lazytrain train ($model, resident, batch 64 x 1024)"
+      # The watcher stamps each metrics line as it appears (every 20 ms), so
+      # tokens/s over wall time counts everything between steps too.
+      python3 - "$out" "$steps" <<'PY' | tee -a "$out/summary.txt" || status=1
+import json, os, statistics, subprocess, sys, time
+out, want = sys.argv[1], int(sys.argv[2])
+metrics = os.path.join(out, "lazytrain", "metrics.jsonl")
+log = open(os.path.join(out, "lazytrain.log"), "w")
+proc = subprocess.Popen(["./build-gpu/lazytrain", "train", os.path.join(out, "lazytrain.yaml"),
+                         "--no-sample"], stdout=log, stderr=subprocess.STDOUT)
+stamps, deadline = [], time.time() + 200
+while len(stamps) < want and proc.poll() is None and time.time() < deadline:
+    try:
+        n = sum(1 for _ in open(metrics))
+    except FileNotFoundError:
+        n = 0
+    stamps += [time.perf_counter()] * (n - len(stamps))
+    time.sleep(0.02)
+proc.kill(); proc.wait()
+rows = [json.loads(l) for l in open(metrics)] if os.path.exists(metrics) else []
+for r in rows:
+    print(f"  step {r['step']}: loss {r['loss']:.4f} step_s {r['step_s']:.4f} "
+          f"compute {r['compute_s']:.4f} opt {r['optimizer_s']:.4f}")
+if len(rows) < 4 or len(stamps) < 4:
+    print("lazytrain: too few steps (see lazytrain.log)"); sys.exit(1)
+# Steps 3.. are timed: the wall from step 2's line to the last line.
+timed = rows[2:len(stamps)]
+wall = stamps[len(stamps) - 1] - stamps[1]
+tokens = sum(r["tokens"] for r in rows[2:len(stamps)])
+med = statistics.median(r["step_s"] for r in timed)
+peak = max(r["peak_bytes"].get("gpu", 0) for r in rows)
+print("RESULT " + json.dumps({"system": "lazytrain", "steps": len(timed), "median_step_s": round(med, 4),
+      "tokens_per_s": round(rows[2]["tokens"] / med, 1), "tokens_per_s_wall": round(tokens / wall, 1),
+      "peak_gb": round(peak / 1e9, 2)}))
+PY
+      grep -E "^(executor|device|plan:|weights)|rror" "$out/lazytrain.log" | head -8
+      ;;
+    eager|compile)
+      flag=(); [ "$run" = compile ] && flag=(--compile)
+      echo "== pytorch $run"
+      timeout 300 python3 tools/reference/torch_baseline.py "$config" --batch 64 --seq 1024 \
+        --steps 10 --warmup 3 "${flag[@]}" \
+        > "$out/torch_$run.log" 2>&1 || status=1
+      grep -E "RESULT|rror" "$out/torch_$run.log" | tail -3 | tee -a "$out/summary.txt" ;;
+    profile)
+      echo "== lazytrain profile (LT_OP_PROFILE=1, ResidentBench on $config, one step after the timed ones)"
+      LT_BENCH=1 LT_OP_PROFILE=1 LT_BENCH_STEPS=3 LT_BENCH_BATCH=64 LT_BENCH_CONFIG="$config" \
+        timeout 200 ./build-gpu/test_gpu --gtest_filter='ResidentBench.*' > "$out/profile.log" 2>&1 || status=1
+      grep -E "^step|RESULT|PROFILE|FAILED|rror" "$out/profile.log" | sed 's/^PROFILE //' ;;
+  esac
+done
+python3 - "$out/summary.txt" <<'PY'
+import json, sys
+rows = {}
+for line in open(sys.argv[1], errors="replace"):
+    if line.startswith("RESULT "):
+        r = json.loads(line[7:]); rows[r["system"]] = r
+print("\n| system | tokens/s over wall | median step s | tokens/s at median | GPU peak GB |")
+print("| --- | --- | --- | --- | --- |")
+for name, r in rows.items():
+    print(f"| {name} | {r['tokens_per_s_wall']:.0f} | {r['median_step_s']:.4f} | {r['tokens_per_s']:.0f} | {r['peak_gb']:.1f} |")
+if "lazytrain" in rows and "pytorch-compile" in rows:
+    print(f"\nlazytrain / torch.compile: {rows['lazytrain']['tokens_per_s_wall'] / rows['pytorch-compile']['tokens_per_s_wall']:.3f}")
+PY
+exit $status
