@@ -30,6 +30,27 @@ std::optional<std::string> token_field(const json& config, const JsonField& fiel
                          json_type_name(*value));
 }
 
+// The tokenizer classes whose transformers 4.x tokenizers rebuild the
+// post-processor from tokenizer_config.json's add_bos_token (default true)
+// when they load, whatever tokenizer.json says (LlamaTokenizerFast's
+// update_post_processor; the slow SentencePiece ones add it the same way).
+bool bos_follows_add_bos_token(std::string_view tokenizer_class) {
+  for (std::string_view name : {"LlamaTokenizer", "LlamaTokenizerFast", "CodeLlamaTokenizer",
+                                "CodeLlamaTokenizerFast", "GemmaTokenizer", "GemmaTokenizerFast"}) {
+    if (tokenizer_class == name) return true;
+  }
+  return false;
+}
+
+// An optional boolean field; absent or null gives `fallback`.
+bool bool_field(const json& config, const JsonField& field, std::string_view key, bool fallback) {
+  const json* value = optional_member(config, field, key);
+  if (value == nullptr || value->is_null()) return fallback;
+  if (!value->is_boolean())
+    field.member(key).fail("expected true or false, found " + json_type_name(*value));
+  return value->get<bool>();
+}
+
 // chat_template: a string, or a list of {"name", "template"} of which the
 // one named "default" is what apply_chat_template uses.
 std::string chat_template_field(const json& config, const JsonField& field) {
@@ -207,6 +228,7 @@ std::string_view role_name(Role role) {
 
 TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
   TokenizerConfig config;
+  std::optional<bool> add_bos_token;  // set for the classes that follow it
   const bool is_dir = fs::is_directory(tokenizer_path);
   const fs::path dir = is_dir ? tokenizer_path : tokenizer_path.parent_path();
 
@@ -220,6 +242,11 @@ TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
     if (!config.chat_template.empty()) config.chat_template_file = config_file;
     config.eos_token = token_field(j, root, "eos_token");
     config.bos_token = token_field(j, root, "bos_token");
+    const json* tokenizer_class = optional_member(j, root, "tokenizer_class");
+    if (tokenizer_class && tokenizer_class->is_string() &&
+        bos_follows_add_bos_token(tokenizer_class->get<std::string>())) {
+      add_bos_token = bool_field(j, root, "add_bos_token", true);
+    }
   }
   // transformers 5 saves the template beside the config instead, and when
   // both exist, loading takes the file's ("independent chat template files
@@ -247,6 +274,17 @@ TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
     json j = parse_json_text(read_whole_file(tokenizer_json), tokenizer_json, skip_model);
     if (j.is_object()) config.prefix_tokens = post_processor_prefix(j, tokenizer_json);
     config.tokenizer_json = tokenizer_json;
+    config.prefix_source = tokenizer_json.string() + ": field \"post_processor\"";
+  }
+  // As transformers 4.x loads a Llama or Gemma tokenizer: the BOS is there
+  // when add_bos_token says so, with or without tokenizer.json's
+  // post-processor, and also for a folder with only a tokenizer.model
+  // (transformers 5 reads the post-processor alone and adds no BOS for a
+  // tokenizer.model: tests/data/fixtures/bos_goldens.json has both).
+  if (add_bos_token) {
+    config.prefix_tokens.clear();
+    if (*add_bos_token && config.bos_token) config.prefix_tokens.push_back(*config.bos_token);
+    config.prefix_source = config.file.string() + ": fields \"add_bos_token\", \"bos_token\"";
   }
   return config;
 }
@@ -264,8 +302,7 @@ SpecialIds resolve_special_ids(const Tokenizer& tokenizer, const TokenizerConfig
   }
   for (const std::string& token : config.prefix_tokens) {
     std::optional<uint32_t> id = tokenizer.token_to_id(token);
-    LT_CHECK(id.has_value(), config.tokenizer_json.string(),
-             ": field \"post_processor\": special token \"", token,
+    LT_CHECK(id.has_value(), config.prefix_source, ": special token \"", token,
              "\" is not a token of the tokenizer");
     ids.prefix.push_back(*id);
   }

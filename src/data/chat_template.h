@@ -117,9 +117,12 @@ struct TokenizerConfig {
   std::string chat_template;                 // Jinja source; empty if none
   std::filesystem::path chat_template_file;  // where chat_template came from; empty if none
   std::optional<std::string> eos_token, bos_token;
-  // Special tokens tokenizer.json's post-processor puts before a single
-  // text (TemplateProcessing "single" up to "$A"), e.g. <|begin_of_text|>.
+  // Special tokens put before a single text: tokenizer.json's
+  // post-processor's (TemplateProcessing "single" up to "$A"), e.g.
+  // <|begin_of_text|>; for Llama and Gemma tokenizer classes, bos_token when
+  // add_bos_token (default true), as transformers 4.x adds it.
   std::vector<std::string> prefix_tokens;
+  std::string prefix_source;             // the file and fields prefix_tokens came from, for errors
   std::filesystem::path tokenizer_json;  // the file prefix_tokens came from; empty if none
 };
 
