@@ -8,7 +8,6 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
-#include "exec/memory_budget.h"
 #include "io/atomic_file.h"
 #include "plan/profile.h"
 
@@ -48,25 +47,10 @@ void add_profile_command(CLI::App& app) {
       ->expected(2);
   cmd->callback([out, options, disk_mb, timing] {
     options->disk_bytes = *disk_mb << 20;
-    plan::ProfileReport r = plan::measure_profile(*options);
-    if (!timing->model.empty()) {
-      const Device device = plan::stage_timing_device();
-      const std::vector<int64_t> batch_sizes =
-          timing->batch_sizes.empty() ? plan::default_stage_batch_sizes(device, timing->seq_len)
-                                      : timing->batch_sizes;
-      const models::ModelConfig config = load_model_config(timing->model);
-      r.profile.stage_times =
-          plan::measure_stage_times(config, timing->seq_len, batch_sizes, device, options->repeats);
-      r.measured.push_back(
-          fmt::format("stage_times ({}, seq_len {})", device.str(), timing->seq_len));
-      if (plan::head_bend_between(config, timing->seq_len, batch_sizes, device))
-        r.notes.push_back(fmt::format(
-            "the working sets (stage_times.block_backward_bytes, head_step_bytes) were not "
-            "written: --batch-sizes {} and {} at seq_len {} lie on both sides of one loss chunk "
-            "({} tokens), where the head's working set bends; the planner estimates them instead",
-            batch_sizes[0], batch_sizes[1], timing->seq_len,
-            exec::loss_chunk_rows(config.vocab_size, !device.is_cpu())));
-    }
+    plan::ProfileReport r = timing->model.empty() ? plan::measure_profile(*options)
+                                                  : plan::measure_profile_for_model(
+                                                        *options, load_model_config(timing->model),
+                                                        timing->seq_len, timing->batch_sizes);
     io::write_file_atomic(*out, r.profile.to_yaml());
     fmt::print("{}", r.profile.to_yaml());
     std::string measured;

@@ -7,6 +7,16 @@
 
 namespace lt {
 
+// A well-mixed seed for the stream numbered `index` of a generator seeded
+// with `seed` (splitmix64's finalizer over their combination), so that
+// neighbouring indices give unrelated streams.
+inline uint64_t split_seed(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (index + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : engine_(seed) {}

@@ -5,6 +5,7 @@
 
 #include "core/grad_mode.h"
 #include "core/strided.h"
+#include "core/thread_pool.h"
 #ifdef LT_WITH_CUDA
 #include "core/cuda/tensor_copy.h"
 #endif
@@ -140,9 +141,25 @@ Tensor Tensor::scalar(double value, DType dtype) {
 
 Tensor Tensor::randn(const Shape& shape, Generator& gen, DType dtype, double stddev) {
   Tensor t = empty(shape, dtype);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    store_from_double(t.data_ptr(), dtype, static_cast<size_t>(i), stddev * gen.normal());
+  void* data = t.data_ptr();
+  if (t.numel() < kParallelRandnElements) {
+    for (int64_t i = 0; i < t.numel(); ++i)
+      store_from_double(data, dtype, static_cast<size_t>(i), stddev * gen.normal());
+    return t;
   }
+  // One draw from `gen` seeds the tensor; each fixed run of elements has its
+  // own generator from that seed and its index, so the values do not depend
+  // on the thread count (a 7B model's random init took minutes on one core).
+  const uint64_t seed = gen.next_u64();
+  const int64_t runs = (t.numel() + kRandnRunElements - 1) / kRandnRunElements;
+  parallel_for(0, runs, 1, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      Generator run_gen(split_seed(seed, static_cast<uint64_t>(r)));
+      const int64_t end = std::min(t.numel(), (r + 1) * kRandnRunElements);
+      for (int64_t i = r * kRandnRunElements; i < end; ++i)
+        store_from_double(data, dtype, static_cast<size_t>(i), stddev * run_gen.normal());
+    }
+  });
   return t;
 }
 

@@ -41,6 +41,11 @@ class Tensor {
   static Tensor full(const Shape& shape, double value, DType dtype = DType::F32,
                      Device device = Device::cpu());
   static Tensor scalar(double value, DType dtype = DType::F32);
+  // Normal values. Below kParallelRandnElements, drawn from `gen` in order;
+  // from there on, `gen` gives one seed and runs of kRandnRunElements are
+  // drawn in parallel from their own generators (split_seed).
+  static constexpr int64_t kParallelRandnElements = int64_t{1} << 23;
+  static constexpr int64_t kRandnRunElements = int64_t{1} << 20;
   static Tensor randn(const Shape& shape, Generator& gen, DType dtype = DType::F32,
                       double stddev = 1.0);
   static Tensor uniform(const Shape& shape, Generator& gen, double lo, double hi,

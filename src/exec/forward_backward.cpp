@@ -9,7 +9,7 @@
 namespace lt::exec {
 
 void forward_backward(const models::CausalLM& model, const std::vector<data::Batch>& micro_batches,
-                      optim::GradNormPartials* norm, StepStats& stats) {
+                      optim::GradNormPartials* norm, StepStats& stats, const BackwardHooks& hooks) {
   const Device device = model.device();
   int64_t targets = 0;
   for (const auto& mb : micro_batches) {
@@ -38,12 +38,16 @@ void forward_backward(const models::CausalLM& model, const std::vector<data::Bat
       if (partials) partials->disarm();
     }
   } disarm_on_exit{norm};
+  bool first = true;
   for (size_t i = 0; i < micro_batches.size(); ++i) {
     const data::Batch& mb = micro_batches[i];
     if (mb.target_count == 0) continue;
     Tensor loss = model.loss(mb.ids.to(device), mb.targets.to(device), denominator);
     stats.loss += loss.item();
+    if (first && hooks.before_first_backward) hooks.before_first_backward();
+    first = false;
     if (norm && i == last) norm->arm();
+    if (i == last && hooks.before_last_backward) hooks.before_last_backward();
     backward(loss);
   }
   if (!norm) return;

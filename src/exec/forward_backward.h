@@ -4,6 +4,7 @@
 // resident and offload executors): gradients accumulate into the model's
 // parameters' .grad, each micro-batch's loss divided by the global count of
 // targets, so the sum is the gradient of the mean over the whole batch.
+#include <functional>
 #include <vector>
 
 #include "data/batching.h"
@@ -18,7 +19,17 @@ namespace lt::exec {
 // gradient becomes final) and finished: its squared_sum() is then the
 // gradients' norm, once the device's work is done. Device ids are checked
 // by the kernels; the caller calls ops::check_index_errors after waiting.
+// What an executor runs between the passes (each may be empty):
+// `before_first_backward` once a step's first micro-batch that counts has
+// run its forward, `before_last_backward` right before the backward that
+// makes every gradient final.
+struct BackwardHooks {
+  std::function<void()> before_first_backward;
+  std::function<void()> before_last_backward;
+};
+
 void forward_backward(const models::CausalLM& model, const std::vector<data::Batch>& micro_batches,
-                      optim::GradNormPartials* norm, StepStats& stats);
+                      optim::GradNormPartials* norm, StepStats& stats,
+                      const BackwardHooks& hooks = {});
 
 }  // namespace lt::exec

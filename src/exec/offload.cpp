@@ -43,6 +43,14 @@ OffloadExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o,
     if (!where.is_cpu()) compute->to(where, device->compute_dtype(), /*keep_values=*/false);
   }
   for (auto& [name, p] : compute->parameters()) weights.push_back(p);
+  taken_early.assign(weights.size(), 0);
+  if (options.zenflow) {
+    // The hooks live in the device weights, which this object owns.
+    for (size_t i = 0; i < weights.size(); ++i)
+      weights[i].register_grad_ready_hook([this, i](const Tensor&) {
+        if (take_early) take_gradient_early(i);
+      });
+  }
   LT_CHECK(weights.size() == masters.size(), "offload executor: the device copy lists ",
            weights.size(), " parameters, the masters ", masters.size());
   size_t next = 0;
@@ -98,9 +106,11 @@ Ticket OffloadExecutor::Impl::upload_weights(size_t first, size_t last, Ticket a
 }
 
 Ticket OffloadExecutor::Impl::download_gradients(size_t first, size_t last, int set,
-                                                 const std::string& label) {
+                                                 const std::string& label,
+                                                 const std::function<bool(size_t)>& include) {
   CopyList copies;
   for (size_t i = first; i < last; ++i) {
+    if (include && !include(i)) continue;
     const Tensor& g = weights[i].grad();
     slab_filled[set][i] = g.defined();
     if (!g.defined()) continue;
@@ -135,9 +145,10 @@ void OffloadExecutor::Impl::drop_device_gradients() {
 }
 
 double OffloadExecutor::Impl::forward_backward_on_device(
-    const std::vector<data::Batch>& micro_batches, optim::GradNormPartials* partials) {
+    const std::vector<data::Batch>& micro_batches, optim::GradNormPartials* partials,
+    const BackwardHooks& hooks) {
   auto scope = device->compute_scope();
-  forward_backward(*compute, micro_batches, partials, *stats);
+  forward_backward(*compute, micro_batches, partials, *stats, hooks);
   device->finish_compute();
   ops::check_index_errors(compute->device());
   return partials ? partials->squared_sum() : 0.0;
@@ -161,7 +172,21 @@ StepStats OffloadExecutor::Impl::run_step(const std::vector<data::Batch>& micro_
   if (rescatter_due) rescatter_columns();
   const bool zen = options.zenflow && steps >= options.zenflow_options.full_warm_up_rounds;
   const auto compute_start = Clock::now();
-  const double squared = forward_backward_on_device(micro_batches, zen ? nullptr : norm.get());
+  BackwardHooks hooks;
+  if (zen) {
+    // The last window's gradients leave while this step's first forward
+    // runs; the backward after it makes new ones.
+    hooks.before_first_backward = [this] { settle_downloads(); };
+    if (options.early_download && window_end_known())
+      hooks.before_last_backward = [this] { take_early = true; };
+  }
+  struct Disarm {
+    bool& flag;
+    ~Disarm() { flag = false; }
+  } disarm{take_early};
+  const double squared =
+      forward_backward_on_device(micro_batches, zen ? nullptr : norm.get(), hooks);
+  take_early = false;
   st.compute_s = seconds_since(compute_start);
   if (zen) {
     zenflow_update(o);
@@ -223,6 +248,7 @@ void OffloadExecutor::sync() {
   StepStats ignored;
   impl_->stats = &ignored;
   impl_->wait_uploads();
+  impl_->settle_downloads();
   if (impl_->rescatter_due) impl_->rescatter_columns();
   impl_->optimizer_queue.enqueue([] {}).get();
   impl_->device->finish_compute();

@@ -50,6 +50,9 @@ struct OffloadOptions {
   // Test hook: the optimizer thread sleeps up to this many microseconds
   // before each task, to shake out a step that does not wait for it.
   int64_t max_optimizer_delay_us = 0;
+  // Test hook: false takes a window's gradients after its last backward,
+  // not during it (Note [ZenFlow's early download]); the values are the same.
+  bool early_download = true;
 };
 
 class OffloadExecutor final : public Executor {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/forward_backward.h"
 #include "exec/offload.h"
 #include "exec/work_queue.h"
 #include "optim/adamw.h"
@@ -68,7 +69,16 @@ struct OffloadExecutor::Impl {
   bool rescatter_due = false;       // an upload overwrote device-owned columns
   int64_t next_select_step = 0;     // reselect at the first window start from here
   int buffer = 0;                   // the slab set the next window's download fills
-  StepStats* stats = nullptr;       // the step being run
+  // Note [ZenFlow's early download]: set for the backward that ends a
+  // window known in advance; per parameter, whether its gradient was
+  // taken there (device columns gathered and zeroed, the rest downloading).
+  bool take_early = false;
+  std::vector<char> taken_early;
+  // The last window's downloads; the device's gradients are dropped once
+  // they have landed, before the next backward makes new ones.
+  std::vector<Ticket> pending_downloads;
+  bool drop_due = false;
+  StepStats* stats = nullptr;  // the step being run
 
   // Last: stops (running what is queued) while everything above exists.
   WorkQueue optimizer_queue{"optimizer"};
@@ -82,13 +92,16 @@ struct OffloadExecutor::Impl {
   // Forward and backward on the device weights; returns the squared norm
   // of the gradients when `norm` is given (else 0).
   double forward_backward_on_device(const std::vector<data::Batch>& micro_batches,
-                                    optim::GradNormPartials* partials);
+                                    optim::GradNormPartials* partials,
+                                    const BackwardHooks& hooks = {});
   // The synchronous step's second half: gradients to the host, the CPU
   // update stage by stage, each stage's upload after its update.
   void synchronous_update(const StepOptions& o);
   // Copies the gradients of parameters [first, last) to slab set `set`
   // (slab_filled says which had one).
-  Ticket download_gradients(size_t first, size_t last, int set, const std::string& label);
+  // (Only those `include` accepts, when given.)
+  Ticket download_gradients(size_t first, size_t last, int set, const std::string& label,
+                            const std::function<bool(size_t)>& include = {});
   // Queues the CPU update of parameters [first, last) from slab set `set`
   // (those slab_filled), after `after`.
   Ticket update_on_host(size_t first, size_t last, int set, double lr, double scale, Ticket after);
@@ -113,6 +126,14 @@ struct OffloadExecutor::Impl {
   // after an upload overwrote them.
   void rescatter_columns();
   std::vector<ColumnMass> column_masses() const;
+  // Whether this step ends a window that update_interval fixes, with the
+  // device's columns already chosen (so they can be taken as gradients
+  // become final).
+  bool window_end_known() const;
+  // The grad-ready hook's work for parameter i while take_early is set.
+  void take_gradient_early(size_t i);
+  // Waits for pending_downloads and drops the device's gradients they read.
+  void settle_downloads();
   void finish_masters();
 };
 

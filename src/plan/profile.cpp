@@ -315,4 +315,25 @@ ProfileReport measure_profile(const ProfileOptions& o) {
   return r;
 }
 
+ProfileReport measure_profile_for_model(const ProfileOptions& options,
+                                        const models::ModelConfig& config, int64_t seq_len,
+                                        std::vector<int64_t> batch_sizes) {
+  ProfileReport r = measure_profile(options);
+  const Device device = stage_timing_device();
+  if (batch_sizes.empty()) batch_sizes = default_stage_batch_sizes(device, seq_len);
+  r.profile.stage_times =
+      measure_stage_times(config, seq_len, batch_sizes, device, options.repeats);
+  r.measured.push_back("stage_times (" + device.str() + ", seq_len " + std::to_string(seq_len) +
+                       ")");
+  if (head_bend_between(config, seq_len, batch_sizes, device))
+    r.notes.push_back(
+        "the working sets (stage_times.block_backward_bytes, head_step_bytes) were not "
+        "written: batch sizes " +
+        std::to_string(batch_sizes[0]) + " and " + std::to_string(batch_sizes[1]) + " at seq_len " +
+        std::to_string(seq_len) + " lie on both sides of one loss chunk (" +
+        std::to_string(exec::loss_chunk_rows(config.vocab_size, !device.is_cpu())) +
+        " tokens), where the head's working set bends; the planner estimates them instead");
+  return r;
+}
+
 }  // namespace lt::plan

@@ -37,6 +37,14 @@ struct ProfileReport {
 
 ProfileReport measure_profile(const ProfileOptions& options);
 
+// measure_profile, plus the stage times of `config` at `seq_len` on
+// stage_timing_device() at `batch_sizes` (empty: default_stage_batch_sizes):
+// what `lazytrain profile --model` writes, and what a run on a GPU measures
+// once when it has no profile (train/hardware_cache.h).
+ProfileReport measure_profile_for_model(const ProfileOptions& options,
+                                        const models::ModelConfig& config, int64_t seq_len,
+                                        std::vector<int64_t> batch_sizes = {});
+
 // Billions of parameters per second of one step of AdamW, or AdamW8bit
 // with `eight_bit` (default options), over one tensor of `params`; the
 // median of `repeats` steps after one. With `gpu_streaming`, as the CUDA

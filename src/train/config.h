@@ -90,9 +90,10 @@ struct TrainConfig {
     // streaming: "all_gpu", "every_k" (with keep_every), "auto" (the
     // planner chooses, for the profile `hardware`) or a schedule JSON path.
     std::string schedule = "all_gpu";
-    std::string hardware;         // auto: a hardware profile YAML; "" = the planner's defaults
-    std::string disk_path;        // where disk-placed boundaries go; "" = out.dir
-    int64_t keep_every = 4;       // every_k: boundaries kept on the device
+    std::string hardware;    // a profile YAML; "": measured once on a GPU (train/hardware_cache.h);
+                             // "defaults": the built-in figures
+    std::string disk_path;   // where disk-placed boundaries go; "" = out.dir
+    int64_t keep_every = 4;  // every_k: boundaries kept on the device
     int64_t micro_batch = 0;      // sequences per chunk through a stage; 0 = whole micro-batch
     double device_memory_gb = 0;  // CPU stand-in device capacity; 0 = unlimited
     // (auto on the stand-in: its GPU capacity in the plan when > 0)

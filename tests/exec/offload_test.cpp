@@ -217,6 +217,35 @@ TEST(ZenFlow, AsynchronousUpdatesAreDeterministicUnderInjectedDelays) {
     EXPECT_EQ(ref.params[i], got.params[i]) << "parameter " << i;
 }
 
+// Note [ZenFlow's early download]: taking a window's gradients as they
+// become final in its last backward, and waiting for them only before the
+// next backward, gives the bits of taking them after the backward, with or
+// without overlap, for both optimizers, whatever the copy engine's timing.
+TEST(ZenFlow, EarlyDownloadGivesTheBitsOfTheLateOne) {
+  for (bool overlap : {true, false}) {
+    for (bool eight_bit : {false, true}) {
+      SCOPED_TRACE(std::string(overlap ? "overlap" : "no overlap") +
+                   (eight_bit ? ", adamw8bit" : ", adamw"));
+      Case late = partial_zenflow();
+      late.eight_bit = eight_bit;
+      late.offload.zenflow_options.overlap_step = overlap;
+      late.offload.early_download = false;
+      Case early = late;
+      early.offload.early_download = true;
+      early.device.max_copy_delay_us = 300;
+      const RunResult ref = run_offload(late), got = run_offload(early);
+      ASSERT_EQ(ref.stats.size(), got.stats.size());
+      for (size_t s = 0; s < ref.stats.size(); ++s) {
+        EXPECT_EQ(ref.stats[s].loss, got.stats[s].loss) << "step " << s;
+        EXPECT_EQ(ref.stats[s].grad_norm, got.stats[s].grad_norm) << "step " << s;
+        EXPECT_EQ(ref.stats[s].d2h_bytes, got.stats[s].d2h_bytes) << "step " << s;
+      }
+      for (size_t i = 0; i < ref.params.size(); ++i)
+        EXPECT_EQ(ref.params[i], got.params[i]) << "parameter " << i;
+    }
+  }
+}
+
 // With a share of the columns, ZenFlow is not resident, but it trains: the
 // CPU's windows reach the weights (a run whose CPU updates never landed
 // would leave those columns at their start), and the loss moves.

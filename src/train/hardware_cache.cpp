@@ -1,0 +1,116 @@
+#include "train/hardware_cache.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "plan/stage_times.h"
+
+namespace lt::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Bumped when what a profile measures changes, so older files are measured again.
+constexpr int kCacheFormat = 1;
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ULL;
+  return h;
+}
+
+std::string file_safe(const std::string& name) {
+  std::string out;
+  for (char ch : name) {
+    const bool keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                      (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
+    out += keep ? ch : '_';
+  }
+  return out.empty() ? "device" : out;
+}
+
+// Why the cached file cannot serve this run, or "" when it can.
+std::string unusable(const fs::path& path, const models::ModelConfig& model, int64_t seq_len) {
+  try {
+    const plan::HardwareProfile hw = plan::HardwareProfile::from_file(path.string());
+    if (!hw.stage_times) return "it has no stage_times";
+    hw.stage_times->check_model(model);
+    if (hw.stage_times->seq_len != seq_len)
+      return fmt::format("its stage_times are for seq_len {}", hw.stage_times->seq_len);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+std::string hardware_cache_dir() {
+  if (const char* dir = std::getenv("LT_CACHE_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return (fs::path(xdg) / "lazytrain").string();
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return (fs::path(home) / ".cache" / "lazytrain").string();
+  return (fs::temp_directory_path() / "lazytrain-cache").string();
+}
+
+std::string profile_cache_name(const std::string& device_name, const models::ModelConfig& model,
+                               int64_t seq_len) {
+  const plan::StageTimes shape = plan::StageTimes::for_model(model, seq_len);
+  const std::string key =
+      fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", kCacheFormat, device_name, shape.model_type,
+                  shape.hidden_size, shape.intermediate_size, shape.num_attention_heads,
+                  shape.num_key_value_heads, shape.head_dim, shape.vocab_size,
+                  model.num_hidden_layers, seq_len);
+  return fmt::format("hardware-{}-{}-seq{}-{:016x}.yaml", file_safe(device_name),
+                     file_safe(shape.model_type), seq_len, fnv1a(key));
+}
+
+CachedProfile ensure_profile(const std::string& dir, const std::string& device_name,
+                             const models::ModelConfig& model, int64_t seq_len,
+                             const std::function<plan::HardwareProfile()>& measure) {
+  CachedProfile out;
+  const fs::path path = fs::path(dir) / profile_cache_name(device_name, model, seq_len);
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    const std::string why = unusable(path, model, seq_len);
+    if (why.empty()) {
+      out.path = path.string();
+      return out;
+    }
+    out.notes.push_back(fmt::format("the cached profile {} cannot be used ({}): measuring again",
+                                    path.string(), why));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const plan::HardwareProfile measured = measure();
+  out.measure_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.measured_now = true;
+  LT_CHECK(measured.stage_times && measured.stage_times->seq_len == seq_len,
+           "hardware profile: the measurement for the cache has no stage times at seq_len ",
+           seq_len);
+  const std::string text = measured.to_yaml();
+  try {
+    fs::create_directories(dir);
+    io::write_file_atomic(path, text);
+    out.path = path.string();
+    return out;
+  } catch (const std::exception& e) {
+    const fs::path fallback = fs::temp_directory_path() / path.filename();
+    out.notes.push_back(fmt::format(
+        "could not keep the measured profile in {} ({}): this run uses {}, and the next run "
+        "measures again (set LT_CACHE_DIR to a writable folder)",
+        dir, e.what(), fallback.string()));
+    io::write_file_atomic(fallback, text);
+    out.path = fallback.string();
+    return out;
+  }
+}
+
+}  // namespace lt::train

@@ -1,0 +1,48 @@
+#pragma once
+// Note [Profile by default]
+// The planner and exec.mode auto price a run with the hardware profile's
+// stage times. Without a measured profile they fall back to the FLOP model
+// at the profile's GEMM rate, which on the H200 predicts a 3B step about
+// 25% short (bench/RESULTS.md): a user who never ran `lazytrain profile`
+// got plans priced for a GPU that does not exist. So a GPU run that needs
+// a prediction (exec.mode auto, exec.schedule auto) and names no
+// exec.hardware measures this machine and the model's stages once (what
+// `lazytrain profile --model` measures; tens of seconds) and keeps the
+// result in a cache folder, keyed by the GPU's name, the model's shape and
+// the sequence length; later runs read it. `exec.hardware: defaults` keeps
+// the built-in figures (the FLOP model), a path names a profile.
+//
+// The cache folder: $LT_CACHE_DIR, else $XDG_CACHE_HOME/lazytrain, else
+// $HOME/.cache/lazytrain. A cached file that cannot be read, or is of
+// another model, is measured again (with a note); a folder that cannot be
+// written gives a note and the measured profile in a temporary file.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+#include "plan/hardware.h"
+
+namespace lt::train {
+
+std::string hardware_cache_dir();
+
+// The cached profile's file name for this device, model shape and seq_len.
+std::string profile_cache_name(const std::string& device_name, const models::ModelConfig& model,
+                               int64_t seq_len);
+
+struct CachedProfile {
+  std::string path;
+  bool measured_now = false;
+  double measure_seconds = 0;
+  std::vector<std::string> notes;  // what was measured again or not written, and why
+};
+
+// The profile for this device, model and seq_len in `dir`: read when a
+// valid one is there, else measured with `measure` (which must return a
+// profile with this model's stage times at seq_len) and written atomically.
+CachedProfile ensure_profile(const std::string& dir, const std::string& device_name,
+                             const models::ModelConfig& model, int64_t seq_len,
+                             const std::function<plan::HardwareProfile()>& measure);
+
+}  // namespace lt::train

@@ -1,0 +1,166 @@
+// Note [Profile by default] (train/hardware_cache.h): a run's measured
+// profile is measured once per device, model shape and seq_len, then read;
+// a damaged or mismatched cached file is measured again; an unwritable
+// folder still gives the run its profile. The measurement is a stand-in
+// that counts its calls (the real one needs a GPU).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+
+#include "plan/hardware.h"
+#include "train/hardware_cache.h"
+#include "train/schedule_auto.h"
+#include "train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+// Sets (or with null, unsets) an environment variable for its lifetime.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+class HardwareCache : public ::testing::Test {
+ protected:
+  HardwareCache() : tmp_("hardware_cache") {}
+  models::ModelConfig model(const std::string& family = "llama") const {
+    return models::ModelConfig::from_file(fixture(family) / "config.json");
+  }
+  // A profile as a measurement gives it: this model's stage times at seq_len.
+  std::function<plan::HardwareProfile()> measure(const models::ModelConfig& m, int64_t seq_len) {
+    return [this, m, seq_len] {
+      ++measured_;
+      plan::HardwareProfile hw;
+      hw.gpu_tflops = 123.0 + measured_;
+      plan::StageTimes t = plan::StageTimes::for_model(m, seq_len);
+      t.device = "cuda";
+      t.batch_sizes = {4, 8};
+      t.block_forward = {0.001, 0.002};
+      t.block_backward = {0.002, 0.004};
+      t.head_step = {0.003, 0.001};
+      hw.stage_times = t;
+      return hw;
+    };
+  }
+  std::string dir() const { return (tmp_ / "cache").string(); }
+  TempDir tmp_;
+  int measured_ = 0;
+};
+
+TEST_F(HardwareCache, MeasuredOnceThenRead) {
+  const CachedProfile first =
+      ensure_profile(dir(), "NVIDIA H200", model(), 64, measure(model(), 64));
+  EXPECT_TRUE(first.measured_now);
+  EXPECT_EQ(measured_, 1);
+  EXPECT_TRUE(first.notes.empty());
+  const CachedProfile second =
+      ensure_profile(dir(), "NVIDIA H200", model(), 64, measure(model(), 64));
+  EXPECT_FALSE(second.measured_now);
+  EXPECT_EQ(measured_, 1);
+  EXPECT_EQ(first.path, second.path);
+  // The file is the measured profile.
+  const plan::HardwareProfile read = plan::HardwareProfile::from_file(second.path);
+  EXPECT_DOUBLE_EQ(read.gpu_tflops, 124.0);
+  ASSERT_TRUE(read.stage_times);
+  EXPECT_DOUBLE_EQ(read.stage_times->block_backward.b, 0.004);
+}
+
+TEST_F(HardwareCache, AnotherDeviceModelOrSeqLenIsMeasuredApart) {
+  const std::string a = profile_cache_name("NVIDIA H200", model(), 64);
+  EXPECT_NE(a, profile_cache_name("NVIDIA H100 80GB HBM3", model(), 64));
+  EXPECT_NE(a, profile_cache_name("NVIDIA H200", model(), 128));
+  EXPECT_NE(a, profile_cache_name("NVIDIA H200", model("qwen2"), 64));
+  models::ModelConfig deeper = model();
+  deeper.num_hidden_layers += 1;
+  EXPECT_NE(a, profile_cache_name("NVIDIA H200", deeper, 64));
+  // A file name a shell and every file system take.
+  EXPECT_EQ(a.find_first_of(" /\\:*?\"<>|"), std::string::npos) << a;
+  ensure_profile(dir(), "NVIDIA H200", model(), 64, measure(model(), 64));
+  ensure_profile(dir(), "NVIDIA H200", model(), 128, measure(model(), 128));
+  EXPECT_EQ(measured_, 2);
+}
+
+TEST_F(HardwareCache, ADamagedCachedFileIsMeasuredAgainWithANote) {
+  std::filesystem::create_directories(dir());
+  const std::string path =
+      (std::filesystem::path(dir()) / profile_cache_name("gpu", model(), 64)).string();
+  std::ofstream(path) << "gpu_tflops: [not, a, number\n";
+  const CachedProfile p = ensure_profile(dir(), "gpu", model(), 64, measure(model(), 64));
+  EXPECT_TRUE(p.measured_now);
+  ASSERT_EQ(p.notes.size(), 1u);
+  EXPECT_NE(p.notes[0].find(path), std::string::npos) << p.notes[0];
+  EXPECT_NO_THROW(plan::HardwareProfile::from_file(p.path));
+  // Replaced: the next run reads it.
+  EXPECT_FALSE(ensure_profile(dir(), "gpu", model(), 64, measure(model(), 64)).measured_now);
+}
+
+TEST_F(HardwareCache, AFileOfAnotherModelIsMeasuredAgain) {
+  std::filesystem::create_directories(dir());
+  const std::string path =
+      (std::filesystem::path(dir()) / profile_cache_name("gpu", model(), 64)).string();
+  plan::HardwareProfile other;
+  plan::StageTimes t = plan::StageTimes::for_model(model("qwen2"), 64);
+  t.batch_sizes = {1, 2};
+  other.stage_times = t;
+  std::ofstream(path) << other.to_yaml();
+  const CachedProfile p = ensure_profile(dir(), "gpu", model(), 64, measure(model(), 64));
+  EXPECT_TRUE(p.measured_now);
+  ASSERT_EQ(p.notes.size(), 1u);
+  EXPECT_NE(p.notes[0].find("cannot be used"), std::string::npos) << p.notes[0];
+}
+
+TEST_F(HardwareCache, AnUnwritableFolderStillGivesTheRunItsProfile) {
+  const std::string file = (tmp_ / "a-file").string();
+  std::ofstream(file) << "x";
+  const std::string below_a_file = file + "/cache";
+  const CachedProfile p = ensure_profile(below_a_file, "gpu", model(), 64, measure(model(), 64));
+  EXPECT_TRUE(p.measured_now);
+  ASSERT_EQ(p.notes.size(), 1u);
+  EXPECT_NE(p.notes[0].find("LT_CACHE_DIR"), std::string::npos) << p.notes[0];
+  const plan::HardwareProfile read = plan::HardwareProfile::from_file(p.path);
+  EXPECT_TRUE(read.stage_times);
+  std::filesystem::remove(p.path);
+}
+
+TEST_F(HardwareCache, TheFolderFollowsTheEnvironment) {
+  ScopedEnv cache("LT_CACHE_DIR", "/some/cache");
+  EXPECT_EQ(hardware_cache_dir(), "/some/cache");
+  ScopedEnv unset_cache("LT_CACHE_DIR", nullptr);
+  ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
+  EXPECT_EQ(hardware_cache_dir(), "/xdg/lazytrain");
+  ScopedEnv unset_xdg("XDG_CACHE_HOME", nullptr);
+  ScopedEnv home("HOME", "/home/u");
+  EXPECT_EQ(hardware_cache_dir(), "/home/u/.cache/lazytrain");
+}
+
+TEST_F(HardwareCache, DefaultsNameTheBuiltInFigures) {
+  TrainConfig c;
+  c.exec.hardware = kDefaultHardware;
+  const plan::HardwareProfile hw = auto_hardware(c);
+  EXPECT_DOUBLE_EQ(hw.gpu_tflops, plan::HardwareProfile{}.gpu_tflops);
+  EXPECT_FALSE(hw.stage_times);
+}
+
+}  // namespace
+}  // namespace lt::train::testing
