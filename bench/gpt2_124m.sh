@@ -7,8 +7,10 @@
 # this config). Prints tokens/s over the wall time of the timed steps and
 # the median step for each.
 # Needs build-gpu (bench/gpu.sh build or unpack).
-# Usage: bench/gpt2_124m.sh OUT_DIR [runs...]   runs: lazytrain eager compile profile
+# Usage: bench/gpt2_124m.sh OUT_DIR [runs...]
+#   runs: lazytrain eager compile profile profile_unfused (default: all but the last)
 # Env: LT_BENCH_MODEL (a bench/models folder, default gpt2-124m),
+#      LT_BENCH_BATCH (sequences of 1024 a step, default 64),
 #      LT_BENCH_GRAD_ACCUM (lazytrain's micro-batches per step, default 1).
 set -uo pipefail
 out=${1:?usage: bench/gpt2_124m.sh OUT_DIR [runs...]}
@@ -22,17 +24,18 @@ cd "$root" || exit 1
 model=${LT_BENCH_MODEL:-gpt2-124m}
 config=bench/models/$model/config.json
 vocab=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$config")
+batch=${LT_BENCH_BATCH:-64}
 steps=12  # metrics lines to wait for; the first 2 are warm-up
 status=0
 for run in $runs; do
   case $run in
     lazytrain)
-      python3 - "$out/data.jsonl" "$vocab" <<'PY'
+      python3 - "$out/data.jsonl" "$vocab" "$batch" <<'PY'
 import json, random, sys
 random.seed(0)
 vocab = int(sys.argv[2])
 with open(sys.argv[1], "w") as f:
-    for _ in range(64 * 14):
+    for _ in range(int(sys.argv[3]) * 14):
         ids = [random.randrange(vocab) for _ in range(1024)]
         f.write(json.dumps({"input_ids": ids, "labels": ids}) + "\n")
 PY
@@ -45,7 +48,7 @@ data:
   format: tokens
 train:
   steps: 1000
-  batch_size: 64
+  batch_size: $batch
   grad_accum: ${LT_BENCH_GRAD_ACCUM:-1}
   seq_len: 1024
   grad_clip: 1.0
@@ -58,7 +61,7 @@ exec:
 out:
   dir: $out/lazytrain
 YAML
-      echo "== lazytrain train ($model, resident, batch 64 x 1024)"
+      echo "== lazytrain train ($model, resident, batch $batch x 1024)"
       # The watcher stamps each metrics line as it appears (every 20 ms), so
       # tokens/s over wall time counts everything between steps too.
       python3 - "$out" "$steps" <<'PY' | tee -a "$out/summary.txt" || status=1
@@ -98,18 +101,20 @@ PY
     eager|compile)
       flag=(); [ "$run" = compile ] && flag=(--compile)
       echo "== pytorch $run"
-      timeout 300 python3 tools/reference/torch_baseline.py "$config" --batch 64 --seq 1024 \
+      timeout 300 python3 tools/reference/torch_baseline.py "$config" --batch "$batch" --seq 1024 \
         --steps 10 --warmup 3 "${flag[@]}" \
         > "$out/torch_$run.log" 2>&1 || status=1
       grep -E "RESULT|rror" "$out/torch_$run.log" | tail -3 | tee -a "$out/summary.txt" ;;
-    profile)
-      echo "== lazytrain profile (LT_OP_PROFILE=1, ResidentBench on $config, one step after the timed ones)"
-      LT_BENCH=1 LT_OP_PROFILE=1 LT_BENCH_STEPS=3 LT_BENCH_BATCH=64 LT_BENCH_CONFIG="$config" \
-        timeout 200 ./build-gpu/test_gpu --gtest_filter='ResidentBench.*' > "$out/profile.log" 2>&1 || status=1
-      grep -E "^step|RESULT|PROFILE|FAILED|rror" "$out/profile.log" | sed 's/^PROFILE //' ;;
+    profile|profile_unfused)
+      # profile_unfused: the same with LT_LM_HEAD=unfused (the head as before the fused classifier).
+      head=fused; [ "$run" = profile_unfused ] && head=unfused
+      echo "== lazytrain profile, $head head (LT_OP_PROFILE=1, ResidentBench on $config, one step after the timed ones)"
+      LT_LM_HEAD=$head LT_BENCH=1 LT_OP_PROFILE=1 LT_BENCH_STEPS=3 LT_BENCH_BATCH=$batch LT_BENCH_CONFIG="$config" \
+        timeout 200 ./build-gpu/test_gpu --gtest_filter='ResidentBench.*' > "$out/$run.log" 2>&1 || status=1
+      grep -E "^step|RESULT|PROFILE|FAILED|rror" "$out/$run.log" | sed 's/^PROFILE //' ;;
   esac
 done
-python3 - "$out/summary.txt" <<'PY'
+[ -f "$out/summary.txt" ] && python3 - "$out/summary.txt" <<'PY'
 import json, sys
 rows = {}
 for line in open(sys.argv[1], errors="replace"):

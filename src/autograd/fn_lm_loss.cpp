@@ -2,6 +2,8 @@
 // over rows so that the full [N, V] logits never exist at once: forward
 // keeps only one logsumexp per row, backward recomputes each chunk's logits.
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "autograd/functions.h"
 #include "autograd/record.h"
@@ -28,6 +30,16 @@ struct Chunk {
   int64_t count;  // counted targets in this chunk
   Tensor lse;
 };
+
+// LT_LM_HEAD=unfused keeps the chunked recompute below on a GPU too: the
+// before/after of the fused head measured in one run (bench/gpt2_124m.sh).
+bool fused_head_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("LT_LM_HEAD");
+    return v == nullptr || std::string_view(v) != "unfused";
+  }();
+  return enabled;
+}
 
 // On a GPU, with a graph to record: ops/classifier.h's fused head, whose
 // forward computes the loss and both gradients for a loss gradient of 1
@@ -60,7 +72,7 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
            targets.str(), " for hidden ", hidden.str());
   LT_CHECK(loss_denominator > 0, "lm_head_loss: loss_denominator must be positive");
   Tensor h = hidden.detach(), w = weight.detach();
-  if (h.device().is_cuda() && autograd::needs_graph({&hidden, &weight})) {
+  if (h.device().is_cuda() && fused_head_enabled() && autograd::needs_graph({&hidden, &weight})) {
     return fused_lm_head_loss(hidden, weight, targets, loss_denominator, ignore_index);
   }
   const int64_t n = h.size(0);
