@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Issue 20's 7B goal on the GPU machine: the Qwen2.5-7B shape (random
-# weights, adamw8bit, seq 1024), `exec.mode: auto` on the whole GPU. Times
-# each phase of a user's run: `lazytrain profile --model` (the measured
-# stage times the prediction needs), `lazytrain plan` with and without that
-# profile, then `lazytrain train` with every log line time-stamped, stopped
-# after STEPS steps. Usage: bench/auto_7b.sh OUT_DIR [batch] [steps]
+# weights, adamw8bit, seq 1024), `exec.mode: auto` on the whole GPU, as a
+# user's first run: `lazytrain train` with every log line time-stamped
+# (the profile it measures, the executor table, the choice), stopped after
+# STEPS steps. Usage: bench/auto_7b.sh OUT_DIR [batch] [steps] [grad_accum]
 set -uo pipefail
 out=${1:?usage: bench/auto_7b.sh OUT_DIR [batch] [steps]}
 batch=${2:-8}
 steps=${3:-8}
+accum=${4:-1}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,17 +16,13 @@ cd "$root" || exit 1
 bin=${LT_BENCH_BIN:-build-gpu/lazytrain}
 LT_BENCH_CONFIGS_ONLY=1 bench/offload_3b.sh "$out" || exit 1
 cfg=$out/auto7b.yaml
-sed -i "s/^  batch_size: .*/  batch_size: $batch/" "$cfg"
+sed -i -e "s/^  batch_size: .*/  batch_size: $batch/" -e "s/^  grad_accum: .*/  grad_accum: $accum/" "$cfg"
 stamp() { while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done; }
-echo "== profile"
-/usr/bin/time -f "profile wall %e s, max RSS %M KB" "$bin" profile --model bench/models/qwen2.5-7b \
-  --out "$out/hw7b.yaml" 2>&1 | tail -25
-echo "== plan (no profile)"
-/usr/bin/time -f "plan wall %e s" "$bin" plan --config "$cfg" 2>&1 | head -12
-echo "== plan (measured profile)"
-"$bin" plan --config "$cfg" --set exec.hardware="$out/hw7b.yaml" 2>&1 | head -12
+# No exec.hardware: the run measures its profile once (Note [Profile by
+# default]) into LT_CACHE_DIR, as a user's first run does.
+export LT_CACHE_DIR=$out/cache
 echo "== train"
-"$bin" train "$cfg" --no-sample --set exec.hardware="$out/hw7b.yaml" 2>&1 | stamp > "$out/train.log" &
+"$bin" train "$cfg" --no-sample 2>&1 | stamp > "$out/train.log" &
 pid=$!
 for _ in $(seq 1 300); do
   n=$(wc -l < "$out/auto7b/metrics.jsonl" 2>/dev/null || echo 0)
@@ -35,7 +31,7 @@ for _ in $(seq 1 300); do
   sleep 1
 done
 pkill -9 -f "lazytrain train $cfg"; wait $pid 2>/dev/null
-head -30 "$out/train.log"
+grep -E "hardware|device:|executor|exec.mode|  (resident|zenflow|offload|streaming) |schedule:|predict|weights:|plan:|rror|step 1" "$out/train.log" | head -40
 python3 - "$out/auto7b/metrics.jsonl" <<'PY'
 import json, statistics, sys
 try:
