@@ -7,6 +7,7 @@
 #          optimbench (CPU optimizers, 16 and 1 threads) planvsfixed (bench/plan_vs_fixed.sh)
 #          pvf3b pvf7b (plan_vs_fixed.sh for one model, its results packed into pvf*.tar.xz)
 #          stream7b (7B streaming, adamw8bit, batch 48, with host peaks) train3b (bench/train_3b.sh)
+#          gpt2 qwen05b (bench/gpt2_124m.sh: GPT-2 124M, Qwen2.5-0.5B, against PyTorch eager/compiled)
 #   (default: build gputest gemmbench fixtures convert)
 set -uo pipefail
 out=${1:?usage: bench/gpu.sh OUT_DIR [steps]}
@@ -102,6 +103,16 @@ for step in $steps; do
         bash bench/train_3b_streaming.sh "$out/stream7b" || status=1 ;;
     train3b)
       bash bench/train_3b.sh "$out/train3b" || status=1 ;;
+    gpt2)
+      # Issue 25: GPT-2 124M, lazytrain train against PyTorch eager and
+      # torch.compile, and the op profiles with the fused and the old head.
+      bash bench/gpt2_124m.sh "$out/gpt2" lazytrain eager compile profile profile_unfused ||
+        status=1 ;;
+    qwen05b)
+      # Issue 25: the Qwen2.5-0.5B shape, batch 16 (PyTorch eager's f32
+      # logits of 64 x 1024 x 151936 would not fit beside the rest).
+      LT_BENCH_MODEL=qwen2.5-0.5b LT_BENCH_BATCH=16 bash bench/gpt2_124m.sh "$out/qwen05b" \
+        lazytrain eager compile || status=1 ;;
     cputest)
       (cd build-gpu && ctest -LE gpu -j "$(nproc)") > "$out/cputest.log" 2>&1 || status=1
       tail -8 "$out/cputest.log" ;;
