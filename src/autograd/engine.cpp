@@ -43,6 +43,9 @@ using autograd::Node;
 Tensor sum_gradients(const Tensor& a, const Tensor& b) {
   if (!a.defined()) return b;
   if (!b.defined()) return a;
+  // A tensor read by several ops (a norm's input and a residual, q/k/v's
+  // input) gets their gradients added here: its own class in the profile.
+  ops::OpProfileScope profile("backward gradient sum", a.device());
   return ops::add(a, b);
 }
 
