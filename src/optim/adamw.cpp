@@ -71,6 +71,78 @@ Tensor step_scalar(int64_t value) {
   return t;
 }
 
+// One parameter's update: its scalars and the memory it reads and writes,
+// all on `device`.
+struct ParamJob {
+  AdamWScalars s;
+  Device device;
+  float* param;
+  const void* grad;
+  bool grad_is_bf16;
+  float* exp_avg;
+  float* exp_avg_sq;
+  uint16_t* shadow;  // or null
+  int64_t numel;
+  size_t index;  // the parameter's position in the optimizer's list
+};
+
+// The CPU backend: the jobs cut into chunks of kChunkElements, which the
+// thread pool updates in parallel (a chunk by one thread alone, so the
+// result does not depend on the number of threads).
+void update_on_cpu(Isa isa, const std::vector<ParamJob>& jobs) {
+  struct Chunk {
+    size_t job;
+    int64_t begin, end;
+  };
+  std::vector<Chunk> chunks;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    for (int64_t b = 0; b < jobs[j].numel; b += kChunkElements)
+      chunks.push_back({j, b, std::min(jobs[j].numel, b + kChunkElements)});
+  }
+  parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      const Chunk& chunk = chunks[static_cast<size_t>(c)];
+      const ParamJob& job = jobs[chunk.job];
+      const int64_t b = chunk.begin;
+      const int64_t n = chunk.end - chunk.begin;
+      uint16_t* shadow = job.shadow != nullptr ? job.shadow + b : nullptr;
+      if (job.grad_is_bf16) {
+        adamw_update(isa, job.s, job.param + b, static_cast<const BFloat16*>(job.grad) + b,
+                     job.exp_avg + b, job.exp_avg_sq + b, shadow, n);
+      } else {
+        adamw_update(isa, job.s, job.param + b, static_cast<const float*>(job.grad) + b,
+                     job.exp_avg + b, job.exp_avg_sq + b, shadow, n);
+      }
+    }
+  });
+}
+
+// The CUDA backend: one multi-tensor launch per device (shadows are
+// written in the same kernel) on that device's current stream. The
+// caller's contiguous gradient copies are stream-ordered allocations, so
+// freeing them after the launch is safe. A build without CUDA has no CUDA
+// parameters (the constructor refuses them).
+void update_on_cuda(const std::vector<ParamJob>& jobs) {
+  if (jobs.empty()) return;
+#ifdef LT_WITH_CUDA
+  std::vector<std::pair<Device, std::vector<cuda::AdamWCudaJob>>> by_device;
+  for (const ParamJob& job : jobs) {
+    auto group = std::find_if(by_device.begin(), by_device.end(),
+                              [&](const auto& entry) { return entry.first == job.device; });
+    if (group == by_device.end()) {
+      by_device.emplace_back(job.device, std::vector<cuda::AdamWCudaJob>{});
+      group = std::prev(by_device.end());
+    }
+    group->second.push_back({job.s, job.param, job.grad, job.grad_is_bf16, job.exp_avg,
+                             job.exp_avg_sq, job.shadow, job.numel});
+  }
+  for (const auto& [device, device_jobs] : by_device) cuda::adamw_update_multi(device, device_jobs);
+#else
+  fail("AdamW: parameter ", jobs.front().index, " is on ", jobs.front().device.str(),
+       ", but this build has no CUDA backend");
+#endif
+}
+
 }  // namespace
 
 void validate(const AdamWOptions& o) {
@@ -127,105 +199,51 @@ void AdamW::set_isa(Isa isa) {
 }
 
 void AdamW::update(double lr, double grad_scale, size_t first, size_t last) {
-  LT_CHECK(std::isfinite(lr) && lr >= 0, "AdamW::step: lr must be a finite number >= 0, got ", lr);
-  LT_CHECK(std::isfinite(grad_scale), "AdamW::step: grad_scale must be finite, got ", grad_scale,
+  LT_CHECK(std::isfinite(lr) && lr >= 0, "AdamW::update: lr must be a finite number >= 0, got ",
+           lr);
+  LT_CHECK(std::isfinite(grad_scale), "AdamW::update: grad_scale must be finite, got ", grad_scale,
            " (skip the update when the gradient norm is not finite)");
   LT_CHECK(first <= last && last <= params_.size(), "AdamW::update: range [", first, ", ", last,
            ") is outside the ", params_.size(), " parameters");
 
   // One job per parameter with a gradient; all checks happen before any
   // parameter changes, so a bad gradient leaves the optimizer untouched.
-  struct ParamJob {
-    float* param;
-    const void* grad;
-    bool grad_is_bf16;
-    float* exp_avg;
-    float* exp_avg_sq;
-    uint16_t* shadow;  // or null
-    int64_t numel;
-  };
-  std::vector<ParamJob> jobs;
-  std::vector<size_t> job_param;  // parameter index of each job
-  std::vector<Tensor> grads;      // keeps contiguous copies alive
-  std::vector<size_t> cuda_jobs;  // jobs whose parameter is on a CUDA device
+  std::vector<ParamJob> cpu_jobs, cuda_jobs;
+  std::vector<Tensor> grads;  // keeps contiguous copies alive until the update is queued
   for (size_t i = first; i < last; ++i) {
     const auto& [name, p] = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    LT_CHECK(g.device() == p.device(), "AdamW::step: gradient of '", name, "' must be on ",
+    LT_CHECK(g.device() == p.device(), "AdamW::update: gradient of '", name, "' must be on ",
              p.device().str(), " with its parameter, got ", g.str());
-    LT_CHECK(g.dtype() == DType::F32 || g.dtype() == DType::BF16, "AdamW::step: gradient of '",
+    LT_CHECK(g.dtype() == DType::F32 || g.dtype() == DType::BF16, "AdamW::update: gradient of '",
              name, "' must be f32 or bf16, got ", g.str());
-    LT_CHECK(g.shape() == p.shape(), "AdamW::step: gradient of '", name, "' has shape ",
+    LT_CHECK(g.shape() == p.shape(), "AdamW::update: gradient of '", name, "' has shape ",
              shape_str(g.shape()), ", the parameter ", shape_str(p.shape()));
-    g = g.contiguous();
-    if (p.device().is_cuda()) cuda_jobs.push_back(jobs.size());
-    grads.push_back(g);
-    jobs.push_back(
-        {static_cast<float*>(p.data_ptr()), g.data_ptr(), g.dtype() == DType::BF16,
-         static_cast<float*>(exp_avg_[i].data_ptr()),
-         static_cast<float*>(exp_avg_sq_[i].data_ptr()),
-         shadows_[i].defined() ? static_cast<uint16_t*>(shadows_[i].data_ptr()) : nullptr,
-         p.numel()});
-    job_param.push_back(i);
+    grads.push_back(g.contiguous());
+    (p.device().is_cuda() ? cuda_jobs : cpu_jobs)
+        .push_back(
+            {{},
+             p.device(),
+             static_cast<float*>(p.data_ptr()),
+             grads.back().data_ptr(),
+             grads.back().dtype() == DType::BF16,
+             static_cast<float*>(exp_avg_[i].data_ptr()),
+             static_cast<float*>(exp_avg_sq_[i].data_ptr()),
+             shadows_[i].defined() ? static_cast<uint16_t*>(shadows_[i].data_ptr()) : nullptr,
+             p.numel(),
+             i});
   }
-
-  std::vector<AdamWScalars> scalars;
-  struct Chunk {
-    size_t job;
-    int64_t begin, end;
-  };
-  std::vector<Chunk> chunks;
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    const size_t i = job_param[j];
-    const int64_t t = ++param_steps_[i];
-    scalars.push_back(
-        adamw_scalars(lr, options_.beta1, options_.beta2, options_.eps, decay_[i], grad_scale, t));
-    if (params_[i].second.device().is_cuda()) continue;  // launched below, not chunked
-    for (int64_t b = 0; b < jobs[j].numel; b += kChunkElements)
-      chunks.push_back({j, b, std::min(jobs[j].numel, b + kChunkElements)});
-  }
-
-  parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) {
-      const Chunk& chunk = chunks[static_cast<size_t>(c)];
-      const ParamJob& job = jobs[chunk.job];
-      const AdamWScalars& s = scalars[chunk.job];
-      const int64_t b = chunk.begin;
-      const int64_t n = chunk.end - chunk.begin;
-      uint16_t* shadow = job.shadow != nullptr ? job.shadow + b : nullptr;
-      if (job.grad_is_bf16) {
-        adamw_update(isa_, s, job.param + b, static_cast<const BFloat16*>(job.grad) + b,
-                     job.exp_avg + b, job.exp_avg_sq + b, shadow, n);
-      } else {
-        adamw_update(isa_, s, job.param + b, static_cast<const float*>(job.grad) + b,
-                     job.exp_avg + b, job.exp_avg_sq + b, shadow, n);
-      }
+  // Every check has passed: count the update and fix its scalars.
+  for (auto* jobs : {&cpu_jobs, &cuda_jobs}) {
+    for (ParamJob& job : *jobs) {
+      job.s = adamw_scalars(lr, options_.beta1, options_.beta2, options_.eps, decay_[job.index],
+                            grad_scale, ++param_steps_[job.index]);
     }
-  });
-
-  // The CUDA parameters: one multi-tensor launch per device (shadows are
-  // written in the same kernel) on that device's current stream. The
-  // contiguous gradient copies in `grads` are stream-ordered allocations,
-  // so freeing them after the launch is safe.
-#ifdef LT_WITH_CUDA
-  std::vector<std::pair<Device, std::vector<cuda::AdamWCudaJob>>> by_device;
-  for (size_t j : cuda_jobs) {
-    const Device device = params_[job_param[j]].second.device();
-    auto group = std::find_if(by_device.begin(), by_device.end(),
-                              [&](const auto& entry) { return entry.first == device; });
-    if (group == by_device.end()) {
-      by_device.emplace_back(device, std::vector<cuda::AdamWCudaJob>{});
-      group = std::prev(by_device.end());
-    }
-    const ParamJob& job = jobs[j];
-    group->second.push_back({scalars[j], job.param, job.grad, job.grad_is_bf16, job.exp_avg,
-                             job.exp_avg_sq, job.shadow, job.numel});
   }
-  for (const auto& [device, device_jobs] : by_device) cuda::adamw_update_multi(device, device_jobs);
-#else
-  (void)cuda_jobs;
-#endif
+  // The one dispatch point: each backend updates the parameters on its device.
+  update_on_cpu(isa_, cpu_jobs);
+  update_on_cuda(cuda_jobs);
 }
 
 NamedTensors AdamW::state() const {

@@ -1,9 +1,10 @@
 #pragma once
-// AdamW on the CPU with an fp32 master, as torch.optim.AdamW computes it
+// AdamW with an fp32 master, as torch.optim.AdamW computes it
 // (decoupled weight decay, bias-corrected moments; the formula and operation
 // order are in optim/adamw_kernel.h).
 //
-// - Parameters are the master: CPU, f32, contiguous tensors updated in place.
+// - Parameters are the master: f32, contiguous tensors updated in place, on
+//   the CPU (or, in a CUDA build, a CUDA device; their states live there too).
 // - Gradients arrive as f32 or bf16 (Tensor::grad()); bf16 is widened exactly.
 //   A parameter whose gradient is undefined is skipped, and its moments and
 //   its own step count stay as they were, as torch does.
@@ -12,9 +13,11 @@
 //   for the bias correction (torch keeps `step` per parameter, so a parameter
 //   skipped in some steps has a smaller t than its neighbours).
 //
-// One step() is one pass over all parameters, cut into fixed-size chunks
-// that the thread pool updates in parallel. The result does not depend on
-// the number of threads.
+// update() checks every gradient, then hands each parameter to the backend
+// of its device: on the CPU one pass cut into fixed-size chunks that the
+// thread pool updates in parallel (the result does not depend on the number
+// of threads); on a CUDA device, in a CUDA build, one multi-tensor launch
+// (optim/cuda/adamw.h), the same bit for bit.
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -30,7 +33,7 @@ namespace lt::optim {
 // Field names follow the trainer's config keys (optim.*), which is how
 // validation errors name them.
 struct AdamWOptions {
-  double lr = 1e-3;  // the base rate; step() takes the scheduled rate
+  double lr = 1e-3;  // the base rate; update() takes the scheduled rate
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;

@@ -129,25 +129,22 @@ void AdamW8bit::finish_step() {
   ++step_count_;
 }
 
+// One 8-bit parameter's update: its state, its gradient (a contiguous
+// copy, kept alive until the update is queued) and its scalars.
+struct AdamW8bit::Job {
+  Quantized* q;
+  Tensor param, grad;
+  AdamWScalars s;
+};
+
 void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) {
-  LT_CHECK(std::isfinite(lr) && lr >= 0, "AdamW8bit::step: lr must be a finite number >= 0, got ",
+  LT_CHECK(std::isfinite(lr) && lr >= 0, "AdamW8bit::update: lr must be a finite number >= 0, got ",
            lr);
-  LT_CHECK(std::isfinite(grad_scale), "AdamW8bit::step: grad_scale must be finite, got ",
+  LT_CHECK(std::isfinite(grad_scale), "AdamW8bit::update: grad_scale must be finite, got ",
            grad_scale);
   LT_CHECK(first <= last && last <= params_.size(), "AdamW8bit::update: range [", first, ", ", last,
            ") is outside the ", params_.size(), " parameters");
-  struct Job {
-    Quantized* q;
-    float* param;
-    const void* grad;
-    bool bf16;
-    int64_t numel;
-    AdamWScalars s;
-    uint16_t* shadow;  // or null
-    bool cuda;
-  };
-  std::vector<Job> jobs;
-  std::vector<Tensor> grads;  // keeps contiguous copies alive (per job)
+  std::vector<Job> cpu_jobs, cuda_jobs;
   // Check every gradient before anything changes.
   for (Quantized& q : q_) {
     if (q.param < first || q.param >= last) continue;
@@ -156,18 +153,9 @@ void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) 
     if (!g.defined()) continue;
     LT_CHECK(g.device() == p.device() && (g.dtype() == DType::F32 || g.dtype() == DType::BF16) &&
                  g.shape() == p.shape(),
-             "AdamW8bit::step: gradient of '", name, "' must be an f32 or bf16 tensor on ",
+             "AdamW8bit::update: gradient of '", name, "' must be an f32 or bf16 tensor on ",
              p.device().str(), " of shape ", shape_str(p.shape()), ", got ", g.str());
-    g = g.contiguous();
-    grads.push_back(g);
-    jobs.push_back({&q,
-                    static_cast<float*>(p.data_ptr()),
-                    g.data_ptr(),
-                    g.dtype() == DType::BF16,
-                    p.numel(),
-                    {},
-                    q.shadow.defined() ? static_cast<uint16_t*>(q.shadow.data_ptr()) : nullptr,
-                    p.device().is_cuda()});
+    (p.device().is_cuda() ? cuda_jobs : cpu_jobs).push_back({&q, p, g.contiguous(), {}});
   }
   // The small parameters of [first, last) are a contiguous run of small_
   // (both keep the constructor's order).
@@ -180,23 +168,33 @@ void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) 
   for (size_t k = small_first; k < small_last; ++k) {
     const auto& [name, p] = small_[k];
     Tensor g = p.grad();
-    LT_CHECK(!g.defined() || g.shape() == p.shape(), "AdamW8bit::step: gradient of '", name,
+    LT_CHECK(!g.defined() || g.shape() == p.shape(), "AdamW8bit::update: gradient of '", name,
              "' has shape ", g.defined() ? shape_str(g.shape()) : "", ", the parameter ",
              shape_str(p.shape()));
   }
   fp32_->update(lr, grad_scale, small_first, small_last);
 
+  for (auto* jobs : {&cpu_jobs, &cuda_jobs}) {
+    for (Job& job : *jobs) {
+      job.s = adamw_scalars(lr, options_.beta1, options_.beta2, options_.eps, decay_[job.q->param],
+                            grad_scale, ++job.q->steps);
+    }
+  }
+  // The one dispatch point: each backend updates the parameters on its device.
+  update_on_cpu(cpu_jobs);
+  update_on_cuda(cuda_jobs);
+}
+
+// The CPU backend: every block of every job in parallel, a block by one
+// thread alone (results do not depend on the number of threads).
+void AdamW8bit::update_on_cpu(const std::vector<Job>& jobs) const {
   struct Block {
     size_t job;
     int64_t index;
   };
   std::vector<Block> blocks;
   for (size_t j = 0; j < jobs.size(); ++j) {
-    Quantized& q = *jobs[j].q;
-    jobs[j].s = adamw_scalars(lr, options_.beta1, options_.beta2, options_.eps, decay_[q.param],
-                              grad_scale, ++q.steps);
-    if (jobs[j].cuda) continue;  // launched below, one kernel per parameter
-    for (int64_t b = 0; b < blocks_of(jobs[j].numel, opts8_.block_size); ++b)
+    for (int64_t b = 0; b < blocks_of(jobs[j].param.numel(), opts8_.block_size); ++b)
       blocks.push_back({j, b});
   }
   const int64_t bs = opts8_.block_size;
@@ -205,36 +203,43 @@ void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) 
     std::vector<float> m(static_cast<size_t>(bs)), sqrt_v(static_cast<size_t>(bs));
     for (int64_t c = first; c < last; ++c) {
       const Job& job = jobs[blocks[static_cast<size_t>(c)].job];
+      const Quantized& q = *job.q;
       const int64_t b = blocks[static_cast<size_t>(c)].index;
       const int64_t begin = b * bs;
-      const int64_t n = std::min(bs, job.numel - begin);
-      uint8_t* mc = job.q->m_codes.data<uint8_t>() + begin;
-      uint8_t* vc = job.q->sqrt_v_codes.data<uint8_t>() + begin;
-      float& ms = job.q->m_scales.data<float>()[b];
-      float& vs = job.q->sqrt_v_scales.data<float>()[b];
-      uint16_t* shadow = job.shadow != nullptr ? job.shadow + begin : nullptr;
-      if (job.bf16) {
-        adamw8bit_update_block(isa_, job.s, job.param + begin,
-                               static_cast<const BFloat16*>(job.grad) + begin, mc, ms, vc, vs,
-                               m.data(), sqrt_v.data(), shadow, n);
+      const int64_t n = std::min(bs, job.param.numel() - begin);
+      float* param = static_cast<float*>(job.param.data_ptr()) + begin;
+      uint8_t* mc = q.m_codes.data<uint8_t>() + begin;
+      uint8_t* vc = q.sqrt_v_codes.data<uint8_t>() + begin;
+      float& ms = q.m_scales.data<float>()[b];
+      float& vs = q.sqrt_v_scales.data<float>()[b];
+      uint16_t* shadow =
+          q.shadow.defined() ? static_cast<uint16_t*>(q.shadow.data_ptr()) + begin : nullptr;
+      if (job.grad.dtype() == DType::BF16) {
+        adamw8bit_update_block(isa_, job.s, param, job.grad.data<BFloat16>() + begin, mc, ms, vc,
+                               vs, m.data(), sqrt_v.data(), shadow, n);
       } else {
-        adamw8bit_update_block(isa_, job.s, job.param + begin,
-                               static_cast<const float*>(job.grad) + begin, mc, ms, vc, vs,
+        adamw8bit_update_block(isa_, job.s, param, job.grad.data<float>() + begin, mc, ms, vc, vs,
                                m.data(), sqrt_v.data(), shadow, n);
       }
     }
   });
+}
 
-  // One kernel per CUDA parameter on its device's current stream (the
-  // contiguous gradient copies are stream-ordered allocations).
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    if (!jobs[j].cuda) continue;
+// The CUDA backend: one kernel per parameter on its device's current
+// stream (the contiguous gradient copies are stream-ordered allocations). A
+// build without CUDA has no CUDA parameters (the constructor refuses them).
+void AdamW8bit::update_on_cuda(const std::vector<Job>& jobs) const {
+  if (jobs.empty()) return;
 #ifdef LT_WITH_CUDA
-    const Quantized& q = *jobs[j].q;
-    cuda::adamw8bit_update(jobs[j].s, params_[q.param].second, grads[j], q.m_codes, q.m_scales,
-                           q.sqrt_v_codes, q.sqrt_v_scales, opts8_.block_size, q.shadow);
-#endif
+  for (const Job& job : jobs) {
+    const Quantized& q = *job.q;
+    cuda::adamw8bit_update(job.s, job.param, job.grad, q.m_codes, q.m_scales, q.sqrt_v_codes,
+                           q.sqrt_v_scales, opts8_.block_size, q.shadow);
   }
+#else
+  fail("AdamW8bit: parameter '", params_[jobs.front().q->param].first, "' is on ",
+       jobs.front().param.device().str(), ", but this build has no CUDA backend");
+#endif
 }
 
 NamedTensors AdamW8bit::state() const {

@@ -1,5 +1,5 @@
 #pragma once
-// Blockwise 8-bit AdamW on the CPU (issue 9), the "hybrid":
+// Blockwise 8-bit AdamW (issue 9), the "hybrid":
 // - A parameter with at least `min_8bit_numel` elements keeps m and sqrt(v)
 //   as 8-bit codes (optim/adamw8bit_kernel.h: a signed dynamic code for m,
 //   an unsigned one for sqrt(v), which is representable wherever m is; v
@@ -13,9 +13,10 @@
 // on a CUDA device (cuda/adamw8bit.cu: the same codes, scales and layout,
 // the same result bit for bit). The fp32 master stays fp32. The update math is AdamW's (decoupled
 // decay, bias correction, grad_scale folded in) in the same operation order, so the only difference
-// from AdamW is the rounding of m and sqrt(v) to the code. One step() updates every 8-bit block in
-// one fused pass (dequantize, update, requantize) in parallel over blocks; results do not depend on
-// the number of threads (a block is updated by one thread alone).
+// from AdamW is the rounding of m and sqrt(v) to the code. update() checks every gradient, then
+// hands each 8-bit parameter to the backend of its device: on the CPU every block in one fused pass
+// (dequantize, update, requantize) in parallel over blocks, a block by one thread alone, so results
+// do not depend on the number of threads; on CUDA one kernel per parameter.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -99,6 +100,11 @@ class AdamW8bit final : public Optimizer {
   std::unique_ptr<AdamW> fp32_;  // their optimizer
   int64_t step_count_ = 0;
   Isa isa_ = active_isa();
+
+  // update()'s backends, one per device kind (adamw8bit.cpp).
+  struct Job;
+  void update_on_cpu(const std::vector<Job>& jobs) const;
+  void update_on_cuda(const std::vector<Job>& jobs) const;
 };
 
 }  // namespace lt::optim

@@ -5,7 +5,7 @@
 //
 //   total_norm = sqrt(sum over parameters with a gradient of sum g^2)
 //   scale      = min(1, max_norm / (total_norm + 1e-6))
-//   AdamW::step(lr, scale)  ==  grads *= scale; optimizer.step()
+//   optimizer.update(lr, scale, ...)  ==  grads *= scale; then the update
 //
 // The sum is accumulated in double (torch sums in the gradients' dtype), in
 // fixed-size chunks whose partial sums are added in a fixed order, so the
