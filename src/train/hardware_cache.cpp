@@ -96,6 +96,8 @@ CachedProfile ensure_profile(const std::string& dir, const std::string& device_n
            "hardware profile: the measurement for the cache has no stage times at seq_len ",
            seq_len);
   const std::string text = measured.to_yaml();
+  // What is kept must read back, or every later run would measure again.
+  plan::HardwareProfile::from_yaml_text(text, "the measured hardware profile");
   try {
     fs::create_directories(dir);
     io::write_file_atomic(path, text);

@@ -24,6 +24,7 @@
 #include "support/cross_entropy_ref.h"
 #include "support/errors.h"
 #include "support/gradcheck.h"
+#include "support/scoped_env.h"
 
 namespace lt {
 namespace {
@@ -149,6 +150,7 @@ TEST(ClassifierGpu, FusedHeadMatchesFloat64Head) {
 // The autograd head: fused on the GPU (bf16), unfused on the CPU (f32, the
 // bf16 inputs widened exactly), with a loss gradient of 1 and of 2.5.
 TEST(ClassifierGpu, LmHeadLossFusedMatchesUnfused) {
+  const lt::testing::ScopedEnv fused("LT_LM_HEAD", "fused");
   LT_REQUIRE_GPU();
   Generator gen(94);
   const int64_t n = 96, cols = 32, vocab = 1001;

@@ -14,6 +14,7 @@
 #include "gpu_test_support.h"
 #include "ops/norm.h"
 #include "support/gradcheck.h"
+#include "support/scoped_env.h"
 
 namespace lt {
 namespace {
@@ -36,6 +37,7 @@ const Device kGpu = Device::cuda(0);
 }
 
 TEST(LayerNormFusedGpu, BackwardMatchesFloat64) {
+  const lt::testing::ScopedEnv one_pass("LT_LAYER_NORM_BACKWARD", "one_pass");
   LT_REQUIRE_GPU();
   Generator gen(95);
   struct Case {

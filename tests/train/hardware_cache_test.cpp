@@ -7,9 +7,9 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <optional>
 
 #include "plan/hardware.h"
+#include "support/scoped_env.h"
 #include "train/hardware_cache.h"
 #include "train/schedule_auto.h"
 #include "train_helpers.h"
@@ -17,29 +17,7 @@
 namespace lt::train::testing {
 namespace {
 
-// Sets (or with null, unsets) an environment variable for its lifetime.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using lt::testing::ScopedEnv;
 
 class HardwareCache : public ::testing::Test {
  protected:
@@ -56,6 +34,8 @@ class HardwareCache : public ::testing::Test {
       plan::StageTimes t = plan::StageTimes::for_model(m, seq_len);
       t.device = "cuda";
       t.batch_sizes = {4, 8};
+      t.embed_forward = {0.0001, 0.0001};
+      t.embed_backward = {0.0002, 0.0001};
       t.block_forward = {0.001, 0.002};
       t.block_backward = {0.002, 0.004};
       t.head_step = {0.003, 0.001};

@@ -1,6 +1,9 @@
 // LayerNorm forward and backward on the GPU, with ops/norm.cpp's numerics:
 // f32 statistics from two passes (mean, then squared deviations, which
 // avoids the cancellation of E[x^2] - E[x]^2), the result rounded once.
+#include <cstdlib>
+#include <string_view>
+
 #include "ops/cuda/column_sum.cuh"
 #include "ops/cuda/norm.h"
 #include "ops/cuda/norm_layer_backward.cuh"
@@ -120,6 +123,15 @@ LayerNormOutput layer_norm(const Tensor& x_in, const Tensor& weight, const Tenso
   return out;
 }
 
+// The one-pass backward is opt-in (LT_LAYER_NORM_BACKWARD=one_pass) until
+// tests/gpu/layer_norm_fused_gpu_test.cpp has passed on a GPU: it was
+// written in a session whose device time ran out. Read per call, so that a
+// test can switch it.
+static bool one_pass_backward_enabled() {
+  const char* v = std::getenv("LT_LAYER_NORM_BACKWARD");
+  return v != nullptr && std::string_view(v) == "one_pass";
+}
+
 LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& weight,
                                    const Tensor& mean_in, const Tensor& rstd_in, bool need_dx,
                                    bool need_dweight, bool need_dbias) {
@@ -144,7 +156,8 @@ LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, cons
     T* pdx = need_dx ? static_cast<T*>(grads.dx.data_ptr()) : nullptr;
     T* pdw = need_dweight ? static_cast<T*>(grads.dweight.data_ptr()) : nullptr;
     T* pdb = need_dbias ? static_cast<T*>(grads.dbias.data_ptr()) : nullptr;
-    if ((need_dweight || need_dbias) && rows > 0 && layer_norm_backward_fits<T>(cols) &&
+    if (one_pass_backward_enabled() && (need_dweight || need_dbias) && rows > 0 &&
+        layer_norm_backward_fits<T>(cols) &&
         all_aligned16({px, pg, pw_or_x, pdx ? pdx : px})) {
       launch_layer_norm_backward_fused<T>(pg, px, pw_or_x, w.defined(), pm, pr, pdx, pdw, pdb, rows,
                                           cols, x.device());
