@@ -55,7 +55,7 @@ endif()
 
 must("the demo, one step" ${CMAKE_COMMAND} -E env --unset=LT_ASSETS_DIR ${program} train
      --set train.steps=1 --set out.dir=${scratch}/demo)
-expect_in("${output}" "${root}/usr/share/lazytrain/assets/demo/model"
+expect_in("${output}" "${root}/usr/share/lazytrain/assets/demo/addition/model"
           "the demo's config (model.path from the unpacked assets)")
 if(NOT EXISTS ${scratch}/demo/step-1/model.safetensors)
   message(FATAL_ERROR "the demo saved no ${scratch}/demo/step-1:\n${output}")

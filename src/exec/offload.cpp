@@ -172,14 +172,17 @@ StepStats OffloadExecutor::Impl::run_step(const std::vector<data::Batch>& micro_
   if (rescatter_due) rescatter_columns();
   const bool zen = options.zenflow && steps >= options.zenflow_options.full_warm_up_rounds;
   const auto compute_start = Clock::now();
+  zen_step = zen;
   BackwardHooks hooks;
   if (zen) {
     // The last window's gradients leave while this step's first forward
     // runs; the backward after it makes new ones.
     hooks.before_first_backward = [this] { settle_downloads(); };
-    if (options.early_download && window_end_known())
-      hooks.before_last_backward = [this] { take_early = true; };
   }
+  // The synchronous step sends every gradient as it becomes final, ZenFlow
+  // those of a window's last step (Note [ZenFlow's early download]).
+  if (options.early_download && (!zen || window_end_known()))
+    hooks.before_last_backward = [this] { take_early = true; };
   struct Disarm {
     bool& flag;
     ~Disarm() { flag = false; }
@@ -207,16 +210,18 @@ void OffloadExecutor::Impl::synchronous_update(const StepOptions& o) {
   const bool finite = std::isfinite(stats->loss) && std::isfinite(stats->grad_norm);
   if (!finite) stats->skipped = true;
   if (!finite || stats->target_count == 0) {
+    settle_downloads();  // copies the hooks queued still read the gradients
     drop_device_gradients();
     return;
   }
   // A window of ZenFlow left open when warm-up ends cannot exist (warm-up
-  // comes first), so every gradient here is this step's.
-  std::vector<Ticket> landed;
+  // comes first), so every gradient here is this step's. Those the last
+  // backward's hooks took are on their way already.
   for (const StageRange& r : stages)
-    landed.push_back(download_gradients(r.first, r.last, 0, "grads"));
-  for (const Ticket& t : landed) stats->exposed_d2h_s += wait_seconds(t);
-  drop_device_gradients();
+    pending_downloads.push_back(
+        download_gradients(r.first, r.last, 0, "grads", [&](size_t i) { return !taken_early[i]; }));
+  drop_due = true;
+  settle_downloads();
   const double scale = optim::clip_scale(stats->grad_norm, o.max_grad_norm);
   const auto wait_start = Clock::now();
   for (size_t s = 0; s < stages.size(); ++s) {

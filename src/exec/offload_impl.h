@@ -69,10 +69,12 @@ struct OffloadExecutor::Impl {
   bool rescatter_due = false;       // an upload overwrote device-owned columns
   int64_t next_select_step = 0;     // reselect at the first window start from here
   int buffer = 0;                   // the slab set the next window's download fills
-  // Note [ZenFlow's early download]: set for the backward that ends a
-  // window known in advance; per parameter, whether its gradient was
-  // taken there (device columns gathered and zeroed, the rest downloading).
+  // Note [ZenFlow's early download]: set for the last backward of a
+  // synchronous step, or of a ZenFlow step that ends a window known in
+  // advance; per parameter, whether its gradient was taken there (ZenFlow:
+  // device columns gathered and zeroed, the rest downloading).
   bool take_early = false;
+  bool zen_step = false;  // the step being run is a ZenFlow step (not warm-up or offload)
   std::vector<char> taken_early;
   // The last window's downloads; the device's gradients are dropped once
   // they have landed, before the next backward makes new ones.

@@ -132,15 +132,18 @@ bool OffloadExecutor::Impl::window_end_known() const {
 }
 
 void OffloadExecutor::Impl::take_gradient_early(size_t i) {
-  const Columns& c = columns[i];
   const Tensor& g = weights[i].grad();
-  if (c.whole || !g.defined()) return;  // the device updates it all: nothing goes to the host
-  // The device's columns are gathered and zeroed before the copy reads the
-  // gradient, in the compute stream's order, as zenflow_update would.
-  selected[i].second.set_grad(ops::gather_columns(matrix_of(g), c.device));
-  ops::zero_columns(matrix_of(g), c.device);
+  if (!g.defined()) return;
+  if (zen_step) {
+    const Columns& c = columns[i];
+    if (c.whole) return;  // the device updates it all: nothing goes to the host
+    // The device's columns are gathered and zeroed before the copy reads
+    // the gradient, in the compute stream's order, as zenflow_update would.
+    selected[i].second.set_grad(ops::gather_columns(matrix_of(g), c.device));
+    ops::zero_columns(matrix_of(g), c.device);
+  }
   taken_early[i] = 1;
-  pending_downloads.push_back(download_gradients(i, i + 1, buffer, "grads"));
+  pending_downloads.push_back(download_gradients(i, i + 1, zen_step ? buffer : 0, "grads"));
 }
 
 void OffloadExecutor::Impl::settle_downloads() {

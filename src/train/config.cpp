@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "optim/adamw8bit.h"
 #include "train/checkpoint.h"
+#include "train/demo_config.h"
 
 namespace lt::train {
 
@@ -611,6 +612,7 @@ TrainConfig assemble(const std::string& base_file, const std::vector<std::string
     apply_file(config, base_file);
   }
   for (const auto& o : overrides) apply(config, override_node(o), "--set " + o);
+  if (base_file.empty()) drop_demo_evaluation_for_other_data(config, overrides);
   for (std::string* p :
        {&config.model.path, &config.data.path, &config.data.tokenizer, &config.data.eval_path}) {
     resolve_asset_path(*p);

@@ -25,6 +25,7 @@
 #include "train/generation.h"
 #include "train/generation_setup.h"
 #include "train/math_eval.h"
+#include "train/math_report.h"
 #include "train/out_dir_lock.h"
 #include "train/progress.h"
 #include "train/report.h"
@@ -195,6 +196,9 @@ struct Run {
   TrainerState state;
   fs::path last_saved;
   bool warned_over_plan = false;
+  // data.eval_task math: the score before the first step (a fresh run) and
+  // the latest, for the closing lines.
+  std::optional<MathEvalAt> math_before_training, math_latest;
 };
 
 // Reads the data, loads the weights, resolves the plan, builds the
@@ -322,6 +326,17 @@ void check_plan_peak(Run& r, const exec::StepStats& stats, nlohmann::json& line,
       r.state.step + 1, peak / 1e9, r.plan.predicted_gpu_peak_bytes / 1e9));
 }
 
+// Greedy answers to the held-out prompts, scored, on the model as the
+// executor trains it; `step` is the number of optimizer steps done.
+MathEvalAt evaluate_math_at(Run& r, int64_t step, ProgressBar& bar) {
+  MathEvalAt at{step, evaluate_math(r.executor->eval_model(), *r.tokenizer, r.eval_prompts.rows,
+                                    r.eval_generation)};
+  bar.message(fmt::format("step {}{}: eval accuracy {:.3f} ({} of {})", step,
+                          step == 0 ? " (before training)" : "", at.result.accuracy,
+                          at.result.correct, at.result.n));
+  return at;
+}
+
 // train.eval_every: the held-out loss, on the model as the executor trains
 // it (the bf16 copy on a GPU).
 void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
@@ -343,11 +358,19 @@ void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
     bar.message("eval accuracy: skipped (exec.mode streaming keeps the model on the host)");
     return;
   }
-  const MathEvalResult m =
-      evaluate_math(r.executor->eval_model(), *r.tokenizer, r.eval_prompts.rows, r.eval_generation);
-  line["eval_accuracy"] = m.accuracy;
-  bar.message(fmt::format("step {}: eval accuracy {:.3f} ({} of {})", r.state.step + 1, m.accuracy,
-                          m.correct, m.n));
+  r.math_latest = evaluate_math_at(r, r.state.step + 1, bar);
+  line["eval_accuracy"] = r.math_latest->result.accuracy;
+}
+
+// data.eval_task math: a fresh run also scores the model before its first
+// step, so that its closing line reads before -> after. Not logged in
+// metrics.jsonl, whose lines are steps.
+void evaluate_before_training(Run& r, ProgressBar& bar) {
+  const TrainConfig& c = r.config;
+  if (c.data.eval_task != "math" || c.train.eval_every <= 0 || r.state.step != 0 ||
+      (r.plan.device.is_cuda() && r.plan.executor == exec::ExecutorKind::Streaming))
+    return;
+  r.math_before_training = evaluate_math_at(r, 0, bar);
 }
 
 // A skipped (non-finite) step counts toward train.max_bad_steps in a row.
@@ -415,6 +438,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   StopSignals signals;
   MetricsWriter metrics(r.out_dir / "metrics.jsonl", !r.resume_dir.empty(), r.state.step);
   ProgressBar bar(r.state.step, c.train.steps);
+  evaluate_before_training(r, bar);
   TrainRunResult result;
   RunSummary summary;  // this run's steps, for its closing line
 
@@ -453,7 +477,15 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   result.steps_done = r.state.step;
   result.last_checkpoint = r.last_saved.string();
   plot_loss_curve(r.out_dir / "metrics.jsonl", r.out_dir / "loss.png");
-  if (options.sample_at_end && r.tokenizer && !result.interrupted) sample(r);
+  if (r.math_latest) {
+    // The held-out answers say more than a training row's continuation.
+    fmt::print("\n{}\n", math_accuracy_line(r.math_before_training, *r.math_latest));
+    if (options.sample_at_end && !result.interrupted)
+      fmt::print("held-out problems, greedy answers at step {}:\n{}", r.math_latest->step,
+                 math_answers_text(*r.math_latest, 3));
+  } else if (options.sample_at_end && r.tokenizer && !result.interrupted) {
+    sample(r);
+  }
   if (const std::string closing = summary.line(); !closing.empty()) fmt::print("{}\n", closing);
   fmt::print("{}", where_to_look(r.out_dir, r.last_saved));
   return result;

@@ -51,7 +51,7 @@ TEST(EvalDuringTraining, LoggedEvalLossEqualsEvalOfTheCheckpoint) {
 }
 
 // A dataset in a text format: `eval --format` reads it as `train` does
-// (the demo's GSM8K rows, query_response with the plain template, the
+// (GSM8K rows as assets/demo/gsm8k.yaml trains on them, query_response with the plain template, the
 // checkpoint's own GPT-2 tokenizer, rows cut at --seq-len), so its loss
 // over the held-out rows equals the eval_loss the run logged at that step.
 TEST(EvalDuringTraining, EvalOfATextFormatEqualsTheLoggedEvalLoss) {
@@ -59,12 +59,12 @@ TEST(EvalDuringTraining, EvalOfATextFormatEqualsTheLoggedEvalLoss) {
   const fs::path heldout = fs::path(LT_SOURCE_DIR) / "assets/demo/gsm8k_test_50.jsonl";
   const fs::path out = tmp / "out";
   std::string output;
-  ASSERT_EQ(
-      run_program({"train", "--no-sample", "--set", "out.dir=" + out.string(), "--set",
-                   "train.steps=2", "--set", "sched.warmup_steps=0", "--set", "train.eval_every=2",
-                   "--set", "train.save_every=2", "--set", "data.eval_path=" + heldout.string()},
-                  tmp / "train.log", &output),
-      0)
+  ASSERT_EQ(run_program({"train", (assets_dir() / "demo/gsm8k.yaml").string(), "--no-sample",
+                         "--set", "out.dir=" + out.string(), "--set", "train.steps=2", "--set",
+                         "sched.warmup_steps=0", "--set", "train.eval_every=2", "--set",
+                         "train.save_every=2", "--set", "data.eval_path=" + heldout.string()},
+                        tmp / "train.log", &output),
+            0)
       << output;
   const auto metrics = read_metrics(out);
   ASSERT_EQ(metrics.size(), 2u);
