@@ -105,9 +105,9 @@ PlannedExecutor executor_for(const plan::Plan& r, const plan::PlanOptions& o,
     none.choice.reason = "no batch size fits the streaming executor, none was given for resident";
     return none;
   }
-  const int64_t micro = r.feasible          ? r.schedule.micro_batch
-                        : o.micro_batch > 0 ? std::min(o.micro_batch, batch)
-                                            : batch;
+  const int64_t micro = r.feasible              ? r.schedule.chunk_sequences
+                        : o.chunk_sequences > 0 ? std::min(o.chunk_sequences, batch)
+                                                : batch;
   exec::TrainSizes sizes{batch, o.seq_len, o.optimizer, 2};
   sizes.optimizer_block = o.optimizer_block;
   const int64_t resident = exec::resident_bytes_needed(config, sizes, micro, /*on_gpu=*/true)
@@ -168,7 +168,7 @@ nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o,
   j["batches_tried"] = nlohmann::json::array();
   for (const auto& t : r.batches_tried)
     j["batches_tried"].push_back({{"batch_size", t.batch_size},
-                                  {"micro_batch", t.micro_batch},
+                                  {"micro_batch", t.chunk_sequences},
                                   {"predicted_tokens_per_s", t.tokens_per_s}});
   return j;
 }
@@ -189,17 +189,17 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
   fmt::print("model: {} blocks, {:.3f} B parameters, hidden {}, FFN {}\n", L,
              c.num_parameters() / 1e9, c.hidden_size, c.intermediate_size);
   fmt::print("streaming schedule: batch {} x seq {}: micro-batch {} ({} chunks)\n", s.batch_size,
-             r.sizes.seq_len, s.micro_batch, s.batch_size / s.micro_batch);
+             r.sizes.seq_len, s.chunk_sequences, s.batch_size / s.chunk_sequences);
   if (o.batch_size == 0) {
     // Why this batch: what the others were predicted to give.
     std::string tried;
     for (const auto& t : r.batches_tried)
       tried += fmt::format("{}{}{} ({:.0f}, chunks of {})", tried.empty() ? "" : ", ",
                            t.batch_size == s.batch_size ? "*" : "", t.batch_size, t.tokens_per_s,
-                           t.micro_batch);
+                           t.chunk_sequences);
     const std::string preferred =
-        o.micro_batch > 0
-            ? fmt::format("batches of >= {} sequences (--micro-batch) preferred", o.micro_batch)
+        o.chunk_sequences > 0
+            ? fmt::format("batches of >= {} sequences (--micro-batch) preferred", o.chunk_sequences)
             : fmt::format("chunks of >= {} tokens preferred", plan::kMinChunkTokens);
     fmt::print(
         "  batches planned (predicted tokens/s): {}{}\n  * kept: the smallest within {:g}% of the "
@@ -291,7 +291,7 @@ void add_plan_command(CLI::App& app) {
     plan::PlanOptions o;
     o.batch_size = args->batch_size;
     o.seq_len = args->seq_len;
-    o.micro_batch = args->micro_batch;
+    o.chunk_sequences = args->micro_batch;
     o.max_recompute = args->max_recompute;
     o.time_limit_s = args->time_limit_s;
     o.optimizer =

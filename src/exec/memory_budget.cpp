@@ -101,23 +101,65 @@ int64_t boundary_bytes(const models::ModelConfig& c, const TrainSizes& s) {
 
 namespace {
 
-// What a stage use holds on the device besides boundaries: the weight
-// slots (streaming.cpp acquire/load: the stage's weights, and the next
-// use's arriving in the other slot), the gradients alive (copy_out/download:
-// the stage's own being built, the two stages copied out before it, which
-// may still be downloading, and a tied head's embedding gradient, held from
-// the head step to the embed stage's backward) and the use's working set.
-// Slots and gradients in elements of the compute dtype, the working set in
-// bytes. The uses' largest sum is the step's fixed peak: the three never
-// peak at the same use (the weights at the head or the embed, the
-// gradients where the head's are still downloading, the working set at a
-// block's backward), and adding each one's worst overstated the H200 plans'
-// peaks by 0.6-1.25 GB.
+// Elements of the weight copies stage `stage` reads (a tied head reads the
+// embedding too) and of the gradients of the parameters it owns.
+int64_t stage_weight_elements(const models::ModelConfig& c, int stage) {
+  const int L = static_cast<int>(c.num_hidden_layers);
+  if (stage == 0) return embed_parameters(c);
+  if (stage <= L) return block_parameters(c);
+  return head_parameters(c) + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0);
+}
+
+int64_t stage_gradient_elements(const models::ModelConfig& c, int stage) {
+  const int L = static_cast<int>(c.num_hidden_layers);
+  if (stage == 0) return embed_parameters(c);
+  return stage <= L ? block_parameters(c) : head_parameters(c);
+}
+
+// Bytes of one thing the device holds (streaming_plan.h), in the compute dtype.
+int64_t hold_bytes(const models::ModelConfig& c, const TrainSizes& s, const Hold& h) {
+  switch (h.what) {
+    case Held::Weights:
+      return stage_weight_elements(c, h.index) * s.compute_bytes;
+    case Held::Gradients:
+      return stage_gradient_elements(c, h.index) * s.compute_bytes;
+    case Held::TiedGradient:
+      return c.vocab_size * c.hidden_size * s.compute_bytes;
+    case Held::Boundary:
+    case Held::BoundaryGradient:
+      return boundary_bytes(c, s);
+  }
+  return 0;
+}
+
+int64_t token_bytes(const TrainSizes& s) {
+  return 2 * s.batch_size * s.seq_len * kTokenId;  // the token ids and the targets
+}
+
+// What a stage use holds on the device besides boundaries, at its end
+// (device_holds: the weight slots, the gradients being built, downloading
+// and a tied head's), with its working set. Slots and gradients in bytes
+// of the compute dtype, the working set in bytes. The uses' largest sum is
+// the step's fixed peak: the three never peak at the same use (the weights
+// at the head or the embed, the gradients where the head's are still
+// downloading, the working set at a block's backward), and adding each
+// one's worst overstated the H200 plans' peaks by 0.6-1.25 GB.
 struct UseHold {
   std::string use;
-  int64_t slot_elements = 0, grad_elements = 0, working_set = 0;
-  int64_t bytes(int64_t cb) const { return (slot_elements + grad_elements) * cb + working_set; }
+  int64_t slot_bytes = 0, grad_bytes = 0, working_set = 0;
+  int64_t bytes() const { return slot_bytes + grad_bytes + working_set; }
 };
+
+const char* work_phrase(StageWork work) {
+  switch (work) {
+    case StageWork::Forward:
+      return "forward";
+    case StageWork::Recompute:
+      return "recompute";
+    default:
+      return "backward";
+  }
+}
 
 // `block_ws`, `head_ws`: a block's backward and the head step's working
 // sets. A forward or a recompute holds less than a block's backward (which
@@ -125,119 +167,98 @@ struct UseHold {
 // stage's backward makes a dense embedding gradient per chunk; it is added
 // into the .grad already there in place, so both are held for a moment:
 // with a tied embedding (the head's gradient) or `several_chunks` (an
-// earlier chunk's).
-UseHold largest_use_hold(const models::ModelConfig& c, int64_t cb, int64_t chunk_tokens,
-                         bool several_chunks, int64_t block_ws, int64_t head_ws) {
-  const int64_t block = block_parameters(c);
-  const int64_t tied = c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0;
-  const int64_t head_reads = head_parameters(c) + tied;
-  const int64_t embed = embed_parameters(c);
-  const int64_t L = c.num_hidden_layers;
+// earlier chunk's). The first use that holds the most, in the plan's order.
+UseHold largest_use_hold(const models::ModelConfig& c, const TrainSizes& s, const StagePlan& plan,
+                         int64_t chunk_tokens, bool several_chunks, int64_t block_ws,
+                         int64_t head_ws) {
+  const int64_t cb = s.compute_bytes;
   const int64_t chunk_hidden = chunk_tokens * c.hidden_size * cb;
-  std::vector<UseHold> uses;
-  uses.push_back({"the embed stage's forward", embed + block, 0, chunk_hidden});
-  uses.push_back({"a block's forward", block + (L >= 2 ? std::max(block, head_reads) : head_reads),
-                  0, block_ws});
-  uses.push_back({"the head step", head_reads + block, head_parameters(c) + tied, head_ws});
-  // Backward, in the executor's order: head, blocks L-1..0, embed.
-  int64_t last = head_parameters(c), before_last = 0;
-  for (int64_t i = L - 1; i >= 0; --i) {
-    uses.push_back({fmt::format("block {}'s backward", i), block + (i > 0 ? block : embed),
-                    block + tied + last + before_last, block_ws});
-    before_last = last;
-    last = block;
-  }
-  uses.push_back({"the embed stage's backward", embed + block, embed + last + before_last,
-                  (tied > 0 || several_chunks ? embed * cb : 0) + chunk_hidden});
-  return *std::max_element(uses.begin(), uses.end(), [&](const UseHold& a, const UseHold& b) {
-    return a.bytes(cb) < b.bytes(cb);
-  });
-}
-
-// The executor's walk of a schedule: its stage uses and, per use, the
-// read-backs it issues. bytes_needed walks it once for both counts below.
-struct StageWalk {
-  int num_blocks = 0;
-  std::vector<StageUse> uses;
-  std::vector<Prefetch> prefetches;
-};
-
-StageWalk walk_of(const Schedule& schedule, int num_blocks) {
-  StageWalk w;
-  w.num_blocks = num_blocks;
-  w.uses = plan_stage_uses(schedule, num_blocks);
-  w.prefetches = plan_prefetches(schedule, w.uses, num_blocks);
-  return w;
-}
-
-BoundaryPeak boundary_peak_of(const Schedule& schedule, const StageWalk& walk) {
-  const int num_blocks = walk.num_blocks;
-  const std::vector<StageUse>& uses = walk.uses;
-  const std::vector<Prefetch>& prefetches = walk.prefetches;
-  const auto& place = schedule.boundaries;
-  std::vector<bool> on(place.size(), false);
-  bool dy = false;
-  BoundaryPeak peak;
-  const auto measure = [&] {
-    BoundaryPeak now;
-    now.gradient = dy ? 1 : 0;
-    for (size_t b = 0; b < on.size(); ++b) {
-      if (!on[b]) continue;
-      if (static_cast<int>(b) == num_blocks || place[b] == Placement::Gpu)
-        ++now.kept;
-      else if (place[b] == Placement::Recompute)
-        ++now.recomputed;
-      else
-        ++now.offloaded;
+  const std::vector<UseHolds> holds = device_holds(plan, c.tie_word_embeddings);
+  UseHold best;
+  for (size_t u = 0; u < plan.uses.size(); ++u) {
+    const StageUse use = plan.uses[u];
+    UseHold now;
+    for (const Hold& h : holds[u].at_end) {
+      if (h.what == Held::Weights) now.slot_bytes += hold_bytes(c, s, h);
+      if (h.what == Held::Gradients || h.what == Held::TiedGradient)
+        now.grad_bytes += hold_bytes(c, s, h);
     }
-    if (now.total() > peak.total()) peak = now;
-  };
-  // The same steps as StreamingExecutor::Impl::run_step, in its order.
-  for (size_t u = 0; u < uses.size(); ++u) {
-    // fetch(): offloaded boundaries start coming back to the device before
-    // this use computes (in their read windows, else one use ahead), and
-    // stay until their backward has consumed them.
-    for (int b : prefetches[u].uploads) on[b] = true;
-    const int s = uses[u].stage;
-    switch (uses[u].work) {
-      case StageWork::Forward:
-        on[s] = true;  // its output, next to its input
-        measure();
-        // release_device_copy: the input goes unless it is kept (after its
-        // copy out, if offloaded, has landed).
-        if (s >= 1 && place[s - 1] != Placement::Gpu) on[s - 1] = false;
-        break;
-      case StageWork::HeadStep:
-        dy = true;
-        measure();
-        on[s - 1] = false;
-        break;
-      case StageWork::Recompute:
-        on[s] = true;
-        measure();
-        break;
-      case StageWork::Backward:
-        measure();
-        if (s >= 1) on[s - 1] = false;
-        break;
+    if (use.work == StageWork::HeadStep) {
+      now.use = "the head step";
+      now.working_set = head_ws;
+    } else if (use.stage == 0) {
+      now.use = fmt::format("the embed stage's {}", work_phrase(use.work));
+      const bool adds_dense =
+          use.work == StageWork::Backward && (c.tie_word_embeddings || several_chunks);
+      now.working_set = (adds_dense ? embed_parameters(c) * cb : 0) + chunk_hidden;
+    } else {
+      now.use = use.work == StageWork::Backward
+                    ? fmt::format("block {}'s backward", use.stage - 1)
+                    : fmt::format("a block's {}", work_phrase(use.work));
+      now.working_set = block_ws;
+    }
+    if (now.bytes() > best.bytes()) best = now;
+  }
+  return best;
+}
+
+// A step's peak of boundary-sized buffers, over both points of every use.
+BoundaryPeak boundary_peak_of(const Schedule& schedule, const std::vector<UseHolds>& holds,
+                              int num_blocks) {
+  const auto& place = schedule.boundaries;
+  BoundaryPeak peak;
+  for (const UseHolds& use : holds) {
+    for (const std::vector<Hold>* point : {&use.at_start, &use.at_end}) {
+      BoundaryPeak now;
+      for (const Hold& h : *point) {
+        if (h.what == Held::BoundaryGradient) {
+          ++now.gradient;
+        } else if (h.what == Held::Boundary) {
+          if (h.index == num_blocks || place[h.index] == Placement::Gpu)
+            ++now.kept;
+          else if (place[h.index] == Placement::Recompute)
+            ++now.recomputed;
+          else
+            ++now.offloaded;
+        }
+      }
+      if (now.total() > peak.total()) peak = now;
     }
   }
   return peak;
 }
 
+// Everything that does not depend on where boundaries go, for the uses of
+// `plan` (fixed_bytes).
+MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
+                            int64_t chunk_sequences, const StagePlan& plan);
+
 }  // namespace
 
-MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int64_t micro_batch) {
+MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s,
+                         int64_t chunk_sequences) {
+  // Every schedule that keeps boundary 0 on the device has the all-GPU
+  // schedule's uses but for recomputes, which hold less than the backward
+  // after them (memory_budget_test.cpp checks it).
+  const int L = static_cast<int>(c.num_hidden_layers);
+  return fixed_bytes_of(c, s, chunk_sequences, plan_stage(Schedule::all_gpu(L), L));
+}
+
+namespace {
+
+MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
+                            int64_t chunk_sequences, const StagePlan& plan) {
   LT_CHECK(s.batch_size > 0 && s.seq_len > 0,
            "memory budget: batch size and sequence length must be > 0");
-  const int64_t chunk = micro_batch > 0 ? std::min(micro_batch, s.batch_size) : s.batch_size;
+  const int64_t chunk =
+      chunk_sequences > 0 ? std::min(chunk_sequences, s.batch_size) : s.batch_size;
   const int64_t chunk_tokens = chunk * s.seq_len;
   LT_CHECK(s.compute_bytes > 0, "memory budget: compute_bytes must be > 0");
   const int64_t n = c.num_parameters();
   MemoryBudget m;
   using enum MemorySpace;
   const int64_t cb = s.compute_bytes;
-  m.add(Gpu, "token ids and targets (i64)", 2 * s.batch_size * s.seq_len * kTokenId);
+  m.add(Gpu, "token ids and targets (i64)", token_bytes(s));
   // A block's saved tensors for one micro-batch, and as much again for the
   // gradients alive during its backward (an estimate, not a measurement).
   const int64_t block_working_set = 2 * block_saved_elements_per_token(c) * chunk_tokens * cb;
@@ -270,10 +291,10 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   // Each use frees its working set before the next stage computes, so the
   // step needs the largest use's, with that use's weights and gradients.
   const UseHold peak =
-      largest_use_hold(c, cb, chunk_tokens, chunk < s.batch_size, block_set, head_working_set);
-  m.add(Gpu, fmt::format("weight slots at the peak use ({})", peak.use), peak.slot_elements * cb);
+      largest_use_hold(c, s, plan, chunk_tokens, chunk < s.batch_size, block_set, head_working_set);
+  m.add(Gpu, fmt::format("weight slots at the peak use ({})", peak.use), peak.slot_bytes);
   m.add(Gpu, "gradients alive there (its own, two downloading, a tied embedding's)",
-        peak.grad_elements * cb);
+        peak.grad_bytes);
   m.add(Gpu,
         fmt::format("working set there, one micro-batch ({}; a block's backward {:.3f} GB, the "
                     "head step's {:.3f} GB)",
@@ -293,6 +314,8 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s, int6
   m.add(Host, "gradients, pinned", n * s.compute_bytes);
   return m;
 }
+
+}  // namespace
 
 MemoryBudget resident_bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
                                    int64_t micro_batch, bool on_gpu) {
@@ -356,20 +379,17 @@ MemoryBudget offload_bytes_needed(const models::ModelConfig& c, const TrainSizes
 
 namespace {
 
-int disk_transit_buffers_of(const Schedule& schedule, const StageWalk& walk) {
+int disk_transit_buffers_of(const Schedule& schedule, const StagePlan& plan) {
   const auto& place = schedule.boundaries;
   const int disk = static_cast<int>(std::count(place.begin(), place.end(), Placement::Disk));
-  const std::vector<StageUse>& uses = walk.uses;
-  const std::vector<Prefetch>& prefetches = walk.prefetches;
   // Backward: disk boundaries whose read has started and whose backward has
   // not yet consumed them (the executor frees their host buffers then).
   int reading = 0, peak = 0;
-  for (size_t u = 0; u < uses.size(); ++u) {
-    reading += static_cast<int>(prefetches[u].disk_reads.size());
+  for (size_t u = 0; u < plan.uses.size(); ++u) {
+    reading += static_cast<int>(plan.prefetches[u].disk_reads.size());
     peak = std::max(peak, reading);
-    const int consumed = uses[u].stage - 1;
-    if (uses[u].work == StageWork::Backward && consumed >= 0 && place[consumed] == Placement::Disk)
-      --reading;
+    for (int consumed : plan.after[u].drop)
+      if (place[consumed] == Placement::Disk) --reading;
   }
   // Forward: the one being copied out and the two the disk may still be
   // writing (a third write waits for the first); backward: those read, and
@@ -380,11 +400,26 @@ int disk_transit_buffers_of(const Schedule& schedule, const StageWalk& walk) {
 }  // namespace
 
 BoundaryPeak device_boundary_peak(const Schedule& schedule, int num_blocks) {
-  return boundary_peak_of(schedule, walk_of(schedule, num_blocks));
+  const StagePlan plan = plan_stage(schedule, num_blocks);
+  return boundary_peak_of(schedule, device_holds(plan, false), num_blocks);
 }
 
 int disk_transit_buffers(const Schedule& schedule, int num_blocks) {
-  return disk_transit_buffers_of(schedule, walk_of(schedule, num_blocks));
+  return disk_transit_buffers_of(schedule, plan_stage(schedule, num_blocks));
+}
+
+std::vector<HeldBytes> held_bytes(const models::ModelConfig& c, const TrainSizes& s,
+                                  const Schedule& schedule) {
+  const int L = static_cast<int>(c.num_hidden_layers);
+  const StagePlan plan = plan_stage(schedule, L);
+  std::vector<HeldBytes> out;
+  for (const UseHolds& use : device_holds(plan, c.tie_word_embeddings)) {
+    HeldBytes b{token_bytes(s), token_bytes(s)};
+    for (const Hold& h : use.at_start) b.at_start += hold_bytes(c, s, h);
+    for (const Hold& h : use.at_end) b.at_end += hold_bytes(c, s, h);
+    out.push_back(b);
+  }
+  return out;
 }
 
 int longest_recompute_run(const Schedule& schedule) {
@@ -400,7 +435,9 @@ MemoryBudget bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
                           const Schedule& schedule) {
   const int L = static_cast<int>(c.num_hidden_layers);
   validate(schedule, L, "memory budget");
-  MemoryBudget m = fixed_bytes(c, s, schedule.micro_batch);
+  // What the executor runs (streaming.cpp) is what is counted.
+  const StagePlan plan = plan_stage(schedule, L);
+  MemoryBudget m = fixed_bytes_of(c, s, schedule.chunk_sequences, plan);
   const int64_t a = boundary_bytes(c, s);
   int64_t host = 0, disk = 0;
   for (Placement p : schedule.boundaries) {
@@ -408,8 +445,8 @@ MemoryBudget bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
     disk += p == Placement::Disk;
   }
   using enum MemorySpace;
-  const StageWalk walk = walk_of(schedule, L);
-  const BoundaryPeak peak = boundary_peak_of(schedule, walk);
+  const BoundaryPeak peak =
+      boundary_peak_of(schedule, device_holds(plan, c.tie_word_embeddings), L);
   const auto count = [](int n) { return " (" + std::to_string(n) + ")"; };
   m.add(Gpu, "boundaries kept on the GPU, at the peak" + count(peak.kept), peak.kept * a);
   m.add(Gpu, "recomputed boundaries, at the peak" + count(peak.recomputed), peak.recomputed * a);
@@ -418,7 +455,7 @@ MemoryBudget bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
   m.add(Gpu, "boundary gradient (whole batch)" + count(peak.gradient), peak.gradient * a);
   m.add(Host, "boundaries on the host" + count(static_cast<int>(host)) + ", pinned", host * a);
   // Disk boundaries pass through host buffers (disk_transit_buffers).
-  const int64_t disk_buffers = disk_transit_buffers_of(schedule, walk);
+  const int64_t disk_buffers = disk_transit_buffers_of(schedule, plan);
   m.add(Host, "disk boundaries in transit" + count(static_cast<int>(disk_buffers)),
         disk_buffers * a);
   const int64_t a_disk = (a + kDiskAlign - 1) / kDiskAlign * kDiskAlign;

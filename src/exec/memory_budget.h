@@ -8,13 +8,16 @@
 // GPU; f32 on the CPU stand-in): its weight copies, gradients and boundary
 // activations. The master weights and the optimizer live on the host in fp32.
 //
-// The GPU side follows the streaming executor's own rules (streaming.cpp):
-// what it holds at once is walked over its stage plan (streaming_plan.h):
-// the two weight slots, a stage's gradients while two earlier stages'
-// downloads may still be in flight, and every boundary on the device at
-// each point of the step (kept, recomputed, offloaded ones still in use or
-// fetched ahead, and the boundary gradient). Only the per-chunk working set
-// of a block and of the loss is an estimate.
+// The GPU side counts the data the streaming executor runs: its stage plan
+// (streaming_plan.h, plan_stage), walked by device_holds into what the
+// device holds at each point of a step: the two weight slots, a stage's
+// gradients while two earlier stages' downloads may still be in flight, a
+// tied head's embedding gradient, and every boundary on the device (kept,
+// recomputed, offloaded ones still in use or fetched ahead, and the
+// boundary gradient). held_bytes gives those points' bytes; a test counts
+// the executor's own device allocations at the same points on the CPU
+// stand-in and finds the same bytes. Only the per-chunk working set of a
+// block and of the loss is an estimate.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -134,10 +137,21 @@ inline constexpr int kMaxDiskTransitBuffers = 5;
 
 // Everything that does not depend on where boundaries go: weights, their
 // buffers, optimizer state, gradient buffers, the batch's token ids and
-// targets, and the working sets of one micro-batch of `micro_batch`
-// sequences (0: the whole batch).
+// targets, and the working sets of chunks of `chunk_sequences` sequences
+// (0: the whole batch), for any schedule that keeps boundary 0 on the
+// device (as the planner's do).
 MemoryBudget fixed_bytes(const models::ModelConfig& config, const TrainSizes& sizes,
-                         int64_t micro_batch);
+                         int64_t chunk_sequences);
+
+// The device bytes the streaming executor holds at the two points of each
+// stage use (streaming_plan.h, device_holds), beside the uses' working
+// sets: the token ids and targets, weight slots, gradients and boundaries.
+// Per use of plan_stage(schedule); sequences of train.seq_len tokens.
+struct HeldBytes {
+  int64_t at_start = 0, at_end = 0;
+};
+std::vector<HeldBytes> held_bytes(const models::ModelConfig& config, const TrainSizes& sizes,
+                                  const Schedule& schedule);
 
 // The peak bytes per space of a step that runs `schedule`: fixed_bytes plus
 // device_boundary_peak on the GPU; boundaries placed on the host, and the

@@ -68,6 +68,13 @@ int Schedule::kept_count() const {
   return n;
 }
 
+void Schedule::use_chunk(int64_t chunk) {
+  chunk_sequences = chunk;
+  has_prediction = false;
+  predicted_step_s = 0;
+  predicted_peak_bytes.clear();
+}
+
 int Schedule::read_window(int boundary) const {
   const std::vector<ReadPiece>& split = read_split(boundary);
   if (!split.empty()) return split.front().window;
@@ -138,10 +145,11 @@ void validate(const Schedule& s, int num_blocks, const std::string& source) {
   LT_CHECK(static_cast<int64_t>(s.boundaries.size()) == int64_t{num_blocks} + 1, source,
            ": field \"boundaries\" has ", s.boundaries.size(), " entries; a model with ",
            num_blocks, " blocks has ", num_blocks + 1, " boundaries (0..", num_blocks, ")");
-  LT_CHECK(s.batch_size >= 0 && s.micro_batch >= 0, source,
-           ": batch_size and micro_batch must be >= 0");
-  LT_CHECK(s.micro_batch == 0 || s.batch_size == 0 || s.micro_batch <= s.batch_size, source,
-           ": field \"micro_batch\" (", s.micro_batch, ") exceeds batch_size (", s.batch_size, ")");
+  LT_CHECK(s.batch_size >= 0 && s.chunk_sequences >= 0, source,
+           ": batch_size and chunk_sequences must be >= 0");
+  LT_CHECK(s.chunk_sequences == 0 || s.batch_size == 0 || s.chunk_sequences <= s.batch_size, source,
+           ": field \"chunk_sequences\" (", s.chunk_sequences, ") exceeds batch_size (",
+           s.batch_size, ")");
   LT_CHECK(s.read_windows.empty() || s.read_windows.size() == s.boundaries.size(), source,
            ": read windows are given for ", s.read_windows.size(), " of ", s.boundaries.size(),
            " boundaries");
@@ -162,7 +170,7 @@ void validate(const Schedule& s, int num_blocks, const std::string& source) {
 nlohmann::json to_json(const Schedule& s) {
   nlohmann::json j;
   j["batch_size"] = s.batch_size;
-  j["micro_batch"] = s.micro_batch;
+  j["chunk_sequences"] = s.chunk_sequences;
   j["executor"] = executor_name(s.executor);
   auto& boundaries = j["boundaries"] = nlohmann::json::array();
   for (size_t i = 0; i < s.boundaries.size(); ++i) {
@@ -208,7 +216,10 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& source) 
   LT_CHECK(j.is_object(), source, ": a schedule must be a JSON object");
   Schedule s;
   s.batch_size = read_count(j, "batch_size", source);
-  s.micro_batch = read_count(j, "micro_batch", source);
+  // Schedules written before the chunk had its own name call it
+  // "micro_batch"; the new key wins when a file has both.
+  s.chunk_sequences = j.contains("chunk_sequences") ? read_count(j, "chunk_sequences", source)
+                                                    : read_count(j, "micro_batch", source);
   if (j.contains("executor")) {
     LT_CHECK(j.at("executor").is_string(), source, ": field \"executor\" must be a string");
     s.executor =

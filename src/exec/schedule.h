@@ -29,8 +29,13 @@ const char* placement_name(Placement p);  // "gpu", "host", "disk", "recompute"
 Placement parse_placement(const std::string& name, const std::string& where);
 
 struct Schedule {
-  int64_t batch_size = 0;   // sequences per optimizer step (0: the trainer's)
-  int64_t micro_batch = 0;  // sequences per chunk through one stage (0: the whole batch)
+  int64_t batch_size = 0;  // sequences per optimizer step (0: the trainer's)
+  // Sequences per chunk the executor takes through one stage at a time (0:
+  // each grad-accumulation micro-batch whole). Not the micro-batch: the
+  // executor splits each micro-batch into chunks, never joins them. JSON:
+  // "chunk_sequences"; schedules written before it was named apart say
+  // "micro_batch", which is still read.
+  int64_t chunk_sequences = 0;
   ExecutorKind executor = ExecutorKind::Streaming;
   std::vector<Placement> boundaries;  // size L + 1
   // Per boundary (empty, or size L + 1): the backward window in which the
@@ -65,6 +70,10 @@ struct Schedule {
   std::map<std::string, int64_t> predicted_peak_bytes;  // "gpu", "host", "disk"
 
   int kept_count() const;  // boundaries not recomputed
+  // Runs in chunks of `chunk_sequences` given from outside the plan
+  // (exec.micro_batch): the planner's predictions, made for its own chunk,
+  // no longer hold and are dropped.
+  void use_chunk(int64_t chunk_sequences);
   // The window boundary's read back starts in: its read split's first
   // window, else read_windows[boundary], else -1.
   int read_window(int boundary) const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 
 #include "core/error.h"
 
@@ -61,7 +62,8 @@ void CapacityAllocator::deallocate(void* ptr, size_t bytes) {
   counters_.on_deallocate(bytes);
 }
 
-StandInDevice::StandInDevice(const StandInOptions& options) : memory_(options.capacity_bytes) {
+StandInDevice::StandInDevice(const StandInOptions& options)
+    : memory_(options.capacity_bytes), copies_when_waited_(options.copies_when_waited) {
   if (options.max_copy_delay_us > 0) {
     h2d_.inject_delays(options.max_copy_delay_us, options.delay_seed);
     d2h_.inject_delays(options.max_copy_delay_us, options.delay_seed + 1);
@@ -69,6 +71,12 @@ StandInDevice::StandInDevice(const StandInOptions& options) : memory_(options.ca
 }
 
 Ticket StandInDevice::upload(CopyList copies, Ticket after, std::string label) {
+  if (copies_when_waited_) {
+    if (after.valid()) after.get();
+    TraceSpan span(trace_, "h2d", label);
+    copy_all(copies);
+    return ready_ticket();
+  }
   return h2d_.enqueue([copies = std::move(copies), after = std::move(after), trace = trace_,
                        label = std::move(label)] {
     if (after.valid()) after.get();
@@ -78,6 +86,22 @@ Ticket StandInDevice::upload(CopyList copies, Ticket after, std::string label) {
 }
 
 Ticket StandInDevice::download(CopyList copies, std::function<void()> then, std::string label) {
+  if (copies_when_waited_) {
+    uint64_t number = 0;
+    {
+      std::lock_guard<std::mutex> lock(pending_mutex_);
+      number = downloads_issued_++;
+      pending_downloads_.push_back([copies = std::move(copies), then = std::move(then),
+                                    trace = trace_, label = std::move(label)]() mutable {
+        TraceSpan span(trace, "d2h", label);
+        copy_all(copies);
+        copies.clear();
+        if (then) then();
+      });
+    }
+    return std::async(std::launch::deferred, [this, number] { land_downloads_through(number); })
+        .share();
+  }
   return d2h_.enqueue([copies = std::move(copies), then = std::move(then), trace = trace_,
                        label = std::move(label)]() mutable {
     TraceSpan span(trace, "d2h", label);
@@ -85,6 +109,16 @@ Ticket StandInDevice::download(CopyList copies, std::function<void()> then, std:
     copies.clear();  // the device tensors are free once copied
     if (then) then();
   });
+}
+
+void StandInDevice::land_downloads_through(uint64_t last) {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  while (downloads_landed_ <= last) {
+    std::function<void()> copy = std::move(pending_downloads_.front());
+    pending_downloads_.pop_front();
+    ++downloads_landed_;
+    copy();  // frees the copy's device tensors when it returns
+  }
 }
 
 std::unique_ptr<StreamingDevice::Scope> StandInDevice::compute_scope() {

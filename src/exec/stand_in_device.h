@@ -4,6 +4,8 @@
 // allocator, and the two copy streams are worker threads doing memcpy. The
 // streaming executor runs on it unchanged, so CI tests every scheduling path.
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <mutex>
 
 #include "exec/streaming_device.h"
@@ -35,6 +37,12 @@ struct StandInOptions {
   // microseconds, to shake out missing waits (results must not change).
   int64_t max_copy_delay_us = 0;
   uint64_t delay_seed = 1;
+  // Test hook: uploads run at once, on the caller's thread, and a download
+  // only when its ticket, or a later download's, is waited for (in queue
+  // order, as a copy engine would). The device then holds every buffer a
+  // copy needs for as long as the executor lets it: what exec::held_bytes
+  // counts, at any point, without timing.
+  bool copies_when_waited = false;
 };
 
 class StandInDevice final : public StreamingDevice {
@@ -48,7 +56,15 @@ class StandInDevice final : public StreamingDevice {
   std::unique_ptr<Scope> compute_scope() override;
 
  private:
+  // StandInOptions::copies_when_waited: runs the pending downloads up to
+  // and including number `last`.
+  void land_downloads_through(uint64_t last);
+
   CapacityAllocator memory_;
+  const bool copies_when_waited_;
+  std::mutex pending_mutex_;
+  std::deque<std::function<void()>> pending_downloads_;  // when copies_when_waited
+  uint64_t downloads_issued_ = 0, downloads_landed_ = 0;
   // Declared after memory_: destroyed first, so queued copies finish while
   // the memory they touch still exists.
   WorkQueue h2d_{"h2d"};

@@ -98,7 +98,8 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
       optimizer(o),
       device(d),
       options(std::move(opts)),
-      num_blocks(static_cast<int>(m.config().num_hidden_layers)) {
+      num_blocks(static_cast<int>(m.config().num_hidden_layers)),
+      plan(plan_stage(options.schedule, num_blocks)) {
   for (Placement p : options.schedule.boundaries) {
     if (p == Placement::Disk && !disk) disk = std::make_unique<DiskSpill>(options.disk);
   }
@@ -150,8 +151,6 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
   updated.assign(stages.size(), ready_ticket());
   step_finished = ready_ticket();
   if (!options.trace_path.empty()) trace = std::make_unique<TraceRecorder>();
-  prefetches =
-      plan_prefetches(options.schedule, plan_stage_uses(options.schedule, num_blocks), num_blocks);
   if (options.max_optimizer_delay_us > 0) {
     optimizer_queue.inject_delays(options.max_optimizer_delay_us, 7);
   }
@@ -296,45 +295,38 @@ void StreamingExecutor::Impl::run_backward(int stage) {
   stats->compute_s += seconds_since(t0);
 }
 
-void StreamingExecutor::Impl::run_step(const std::vector<StageUse>& uses) {
-  const int head = num_blocks + 1;
-  for (size_t u = 0; u < uses.size(); ++u) {
-    const StageUse use = uses[u];
-    const int next_stage = u + 1 < uses.size() ? uses[u + 1].stage : -1;
+// Runs the stage plan: per use, its read-backs, its weights (and the next
+// use's, loading), its compute, then what it lets go of (AfterUse).
+void StreamingExecutor::Impl::run_step() {
+  for (size_t u = 0; u < plan.uses.size(); ++u) {
+    const StageUse use = plan.uses[u];
     issue_prefetches(u);
     if (use.work == StageWork::Forward) stats->optimizer_s += wait_seconds(updated[use.stage]);
-    slot_for_current_use = acquire(use.stage, next_stage);
+    slot_for_current_use = acquire(use.stage, plan.next_stage[u]);
     TraceSpan span(
         tracing(), "compute",
         std::string(stage_work_name(use.work)) + " " + model.stages()[use.stage]->name());
+    if (options.observe_use) options.observe_use(u, false);
     switch (use.work) {
       case StageWork::Forward:
         run_forward(use.stage, false);
-        // The input has been used; keep it only if the schedule keeps it on the device.
-        if (use.stage >= 1 && options.schedule.boundaries[use.stage - 1] != Placement::Gpu) {
-          release_device_copy(use.stage - 1);
-        }
-        if (use.stage < num_blocks) {
-          const Placement out = options.schedule.boundaries[use.stage];
-          if (out == Placement::Host || out == Placement::Disk) offload(use.stage);
-        }
         break;
       case StageWork::HeadStep:
         run_head(use.stage);
-        release_device_copy(head - 1);
-        copy_out(use.stage);
         break;
       case StageWork::Recompute:
         run_forward(use.stage, true);
         break;
       case StageWork::Backward:
         run_backward(use.stage);
-        if (use.stage >= 1) {
-          boundaries[use.stage - 1] = Boundary();
-        }
-        copy_out(use.stage);
         break;
     }
+    if (options.observe_use) options.observe_use(u, true);
+    const AfterUse& after = plan.after[u];
+    for (int b : after.release) release_device_copy(b);
+    for (int b : after.drop) boundaries[b] = Boundary();
+    for (int b : after.offload) offload(b);
+    if (after.copy_out_gradients) copy_out(use.stage);
   }
 }
 
@@ -425,7 +417,6 @@ StreamingExecutor::StreamingExecutor(const models::CausalLM& model, optim::Optim
   if (options.schedule.boundaries.empty()) {
     options.schedule = Schedule::all_gpu(static_cast<int>(model.config().num_hidden_layers));
   }
-  uses_ = plan_stage_uses(options.schedule, static_cast<int>(model.config().num_hidden_layers));
   impl_ = std::make_unique<Impl>(model, optimizer, device, std::move(options));
 }
 
@@ -437,8 +428,11 @@ StreamingExecutor::StreamingExecutor(const models::CausalLM& model, optim::Optim
   if (options.schedule.boundaries.empty()) {
     options.schedule = Schedule::all_gpu(static_cast<int>(model.config().num_hidden_layers));
   }
-  uses_ = plan_stage_uses(options.schedule, static_cast<int>(model.config().num_hidden_layers));
   impl_ = std::make_unique<Impl>(model, optimizer, *owned_device_, std::move(options));
+}
+
+const std::vector<StageUse>& StreamingExecutor::stage_uses() const {
+  return impl_->plan.uses;
 }
 
 // impl_ goes before owned_device_ (declared after it): ~Impl drains the
@@ -472,7 +466,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   m.chunks.clear();
   // Contexts are made before the compute scope: the model's RoPE table is
   // host state that outlives the step.
-  for (auto& piece : split_rows(micro_batches, m.options.schedule.micro_batch)) {
+  for (auto& piece : split_rows(micro_batches, m.options.schedule.chunk_sequences)) {
     models::StageContext ctx = m.model.context(piece.ids.size(1), piece.targets, denominator);
     m.chunks.push_back({piece.ids, std::move(ctx)});
   }
@@ -488,7 +482,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
     m.place_rope();
     m.upload_batch();
     m.downloads.clear();
-    m.run_step(uses_);
+    m.run_step();
     m.dy.clear();
     m.boundaries.clear();
     m.invalidate_slots();

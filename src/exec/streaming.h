@@ -6,7 +6,7 @@
 // - Two device weight slots: while one stage computes, the next stage's
 //   weights are copied into the other slot on the upload engine.
 // - Forward takes the whole global batch through a stage (in chunks of
-//   Schedule::micro_batch sequences) before the next stage. Each boundary
+//   Schedule::chunk_sequences sequences) before the next stage. Each boundary
 //   activation is kept on the device, offloaded to host memory, or dropped
 //   and recomputed in backward, as the Schedule says.
 // - Backward walks the stages in reverse; each stage's gradients go to host
@@ -29,6 +29,7 @@
 // run, the model's own parameter tensors point at the device slot's memory,
 // so the stage code (and autograd's gradient accumulation into .grad) is
 // the same code the resident executor runs.
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -57,6 +58,10 @@ struct StreamingOptions {
   // Where boundaries placed on disk go (exec/streaming_disk.h); the
   // directory is needed only when the schedule places one there.
   DiskSpillOptions disk;
+  // Test hook: called on the compute thread at the two points of each stage
+  // use that device_holds describes (exec/streaming_plan.h), with the use's
+  // index in stage_uses(): before it computes (`computed` false) and after.
+  std::function<void(size_t use, bool computed)> observe_use;
 };
 
 class StreamingExecutor final : public Executor {
@@ -76,13 +81,12 @@ class StreamingExecutor final : public Executor {
   void sync() override;
   const char* name() const override { return "streaming"; }
   const models::CausalLM& eval_model() const override { return model_; }
-  const std::vector<StageUse>& stage_uses() const { return uses_; }
+  const std::vector<StageUse>& stage_uses() const;
 
  private:
   struct Impl;
   const models::CausalLM& model_;  // the f32 masters, on the host
   std::unique_ptr<StreamingDevice> owned_device_;
-  std::vector<StageUse> uses_;
   std::unique_ptr<Impl> impl_;
 };
 

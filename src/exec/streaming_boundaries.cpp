@@ -36,20 +36,20 @@ void StreamingExecutor::Impl::drain_copies() {
 // assigns, else a disk read two uses ahead of the first use (its latency
 // hides behind two stages' compute) and an upload one ahead.
 void StreamingExecutor::Impl::issue_prefetches(size_t u) {
-  for (int b : prefetches[u].disk_reads) {
+  for (int b : plan.prefetches[u].disk_reads) {
     trace_issue(tracing(), [&] {
       const bool split = !options.schedule.read_split(b).empty();
       return "read boundary " + std::to_string(b) + (split ? " piece 0" : "");
     });
     read_from_disk(b);
   }
-  for (const Prefetch::Piece& p : prefetches[u].disk_read_pieces) {
+  for (const Prefetch::Piece& p : plan.prefetches[u].disk_read_pieces) {
     trace_issue(tracing(), [&] {
       return "read boundary " + std::to_string(p.boundary) + " piece " + std::to_string(p.piece);
     });
     read_piece(p.boundary, p.piece);
   }
-  for (int b : prefetches[u].uploads) {
+  for (int b : plan.prefetches[u].uploads) {
     trace_issue(tracing(), [&] { return "upload boundary " + std::to_string(b); });
     fetch(b);
   }

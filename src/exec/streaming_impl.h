@@ -83,13 +83,13 @@ struct StreamingExecutor::Impl {
   StreamingDevice& device;
   const StreamingOptions options;
   const int num_blocks;
+  const StagePlan plan;        // what a step runs (exec/streaming_plan.h)
   std::vector<Tensor> params;  // model.parameters(), in order
   std::vector<std::string> names;
   std::vector<Tensor> masters;     // the parameters' memory, through handles no binding moves
   std::vector<Tensor> grad_slabs;  // host gradients, filled by the download engine
   std::vector<Tensor> norm_views;  // handles whose .grad is the slab, for grad_squared_sum
   std::vector<StageInfo> stages;
-  std::vector<Prefetch> prefetches;  // per stage use (plan_prefetches)
 
   // From the last backward (stage_squares: the download engine writes it,
   // the compute thread reads it once the downloads' tickets are done).
@@ -144,7 +144,7 @@ struct StreamingExecutor::Impl {
   void run_forward(int stage, bool recompute);
   void run_head(int stage);
   void run_backward(int stage);
-  void run_step(const std::vector<StageUse>& uses);
+  void run_step();
   // Queues this step's update, stage by stage, then finish_step().
   void enqueue_updates(double lr, double grad_scale);
   // On the optimizer thread, inside a catch block: keeps the error as the

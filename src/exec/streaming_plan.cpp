@@ -1,5 +1,7 @@
 #include "exec/streaming_plan.h"
 
+#include <algorithm>
+
 namespace lt::exec {
 
 std::vector<StageUse> plan_stage_uses(const Schedule& schedule, int num_blocks) {
@@ -103,6 +105,124 @@ std::vector<Prefetch> plan_prefetches(const Schedule& schedule, const std::vecto
     upload(read_input(u + 1));
     const int ahead = read_input(u + 2);
     if (ahead >= 0 && schedule.read_window(ahead) < 0) disk_read(ahead);
+  }
+  return out;
+}
+
+StagePlan plan_stage(const Schedule& schedule, int num_blocks) {
+  StagePlan plan;
+  plan.num_blocks = num_blocks;
+  plan.uses = plan_stage_uses(schedule, num_blocks);
+  plan.prefetches = plan_prefetches(schedule, plan.uses, num_blocks);
+  const auto& place = schedule.boundaries;
+  const size_t n = plan.uses.size();
+  plan.after.resize(n);
+  for (size_t u = 0; u < n; ++u) {
+    plan.next_stage.push_back(u + 1 < n ? plan.uses[u + 1].stage : -1);
+    const int s = plan.uses[u].stage;
+    AfterUse& after = plan.after[u];
+    switch (plan.uses[u].work) {
+      case StageWork::Forward:
+        // The input has been used; it stays only if the schedule keeps it.
+        if (s >= 1 && place[s - 1] != Placement::Gpu) after.release.push_back(s - 1);
+        // Boundary L always stays for the head.
+        if (s < num_blocks && (place[s] == Placement::Host || place[s] == Placement::Disk))
+          after.offload.push_back(s);
+        break;
+      case StageWork::HeadStep:
+        after.release.push_back(num_blocks);
+        after.copy_out_gradients = true;
+        break;
+      case StageWork::Recompute:
+        break;
+      case StageWork::Backward:
+        if (s >= 1) after.drop.push_back(s - 1);
+        after.copy_out_gradients = true;
+        break;
+    }
+  }
+  return plan;
+}
+
+std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
+  const int num_blocks = plan.num_blocks;
+  std::vector<bool> on_device(static_cast<size_t>(num_blocks) + 1, false);
+  bool boundary_gradient = false, tied_gradient = false;
+  // The two weight slots, as StreamingExecutor::Impl::acquire fills them.
+  int slots[2] = {-1, -1};
+  int current_slot = 0;
+  const auto find_slot = [&](int stage) {
+    return slots[0] == stage ? 0 : slots[1] == stage ? 1 : -1;
+  };
+  // Every download of the step in issue order (a boundary's copy out or a
+  // stage's gradients), and how many have landed: the download engine
+  // runs them in order, so a wait for one lands all before it too.
+  struct Download {
+    int boundary = -1, stage = -1;
+  };
+  std::vector<Download> downloads;
+  size_t landed = 0;
+  const auto land_through = [&](size_t index) { landed = std::max(landed, index + 1); };
+  // Impl::download waits for the one before the last before issuing.
+  const auto download = [&](Download d) {
+    if (downloads.size() >= 2) land_through(downloads.size() - 2);
+    downloads.push_back(d);
+  };
+  const auto snapshot = [&](int own_gradients) {
+    std::vector<Hold> h;
+    for (int stage : slots)
+      if (stage >= 0) h.push_back({Held::Weights, stage, false});
+    if (own_gradients >= 0) h.push_back({Held::Gradients, own_gradients, false});
+    for (size_t d = landed; d < downloads.size(); ++d)
+      if (downloads[d].stage >= 0) h.push_back({Held::Gradients, downloads[d].stage, true});
+    if (tied_gradient) h.push_back({Held::TiedGradient, -1, false});
+    for (int b = 0; b <= num_blocks; ++b)
+      if (on_device[b]) h.push_back({Held::Boundary, b, false});
+    if (boundary_gradient) h.push_back({Held::BoundaryGradient, -1, false});
+    return h;
+  };
+  std::vector<UseHolds> out(plan.uses.size());
+  for (size_t u = 0; u < plan.uses.size(); ++u) {
+    const int s = plan.uses[u].stage;
+    for (int b : plan.prefetches[u].uploads) on_device[b] = true;
+    int slot = find_slot(s);
+    if (slot < 0) {
+      slot = 1 - current_slot;
+      slots[slot] = s;
+    }
+    current_slot = slot;
+    const int next = plan.next_stage[u];
+    if (next >= 0 && next != s && find_slot(next) < 0) slots[1 - slot] = next;
+    out[u].at_start = snapshot(-1);
+    int own_gradients = -1;
+    switch (plan.uses[u].work) {
+      case StageWork::Forward:
+      case StageWork::Recompute:
+        on_device[s] = true;
+        break;
+      case StageWork::HeadStep:
+        boundary_gradient = true;
+        tied_gradient = tied_embedding;
+        own_gradients = s;
+        break;
+      case StageWork::Backward:
+        own_gradients = s;
+        if (s == 0) {  // no boundary below; the embedding's gradient now is its own
+          boundary_gradient = false;
+          tied_gradient = false;
+        }
+        break;
+    }
+    out[u].at_end = snapshot(own_gradients);
+    const AfterUse& after = plan.after[u];
+    for (int b : after.release) {
+      for (size_t d = landed; d < downloads.size(); ++d)
+        if (downloads[d].boundary == b) land_through(d);  // Impl waits for its copy out
+      on_device[b] = false;
+    }
+    for (int b : after.drop) on_device[b] = false;
+    for (int b : after.offload) download({b, -1});
+    if (after.copy_out_gradients) download({-1, s});
   }
   return out;
 }

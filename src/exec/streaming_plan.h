@@ -9,6 +9,13 @@
 // dropped, the whole segment from the nearest kept boundary below it (or
 // from the token ids) is recomputed once, keeping every recomputed boundary
 // until its own backward has consumed it.
+//
+// A StagePlan is that order with everything the executor does around each
+// use: the read-backs it starts before, the weights it loads ahead, and the
+// boundaries and gradients it lets go of after. The executor runs it, and
+// device_holds walks it into what the device holds at each point of the
+// step, which exec::bytes_needed counts: the budget and the execution are
+// one piece of data (as ggml's graph allocator measures the graph it runs).
 #include <vector>
 
 #include "exec/schedule.h"
@@ -60,5 +67,64 @@ struct Prefetch {
 };
 std::vector<Prefetch> plan_prefetches(const Schedule& schedule, const std::vector<StageUse>& uses,
                                       int num_blocks);
+
+// What the executor does once a use has computed, in this order.
+struct AfterUse {
+  // Boundaries whose device copy is freed (a forward's input the schedule
+  // does not keep, the head's input), once their copy out has landed.
+  std::vector<int> release;
+  // Boundaries consumed for good (a backward's input): every copy freed.
+  std::vector<int> drop;
+  // Boundaries whose copy out to the host starts (a forward's output placed
+  // on the host or disk; a disk one goes on to the disk from there).
+  std::vector<int> offload;
+  // The gradients of the parameters the stage owns start downloading to
+  // the host (the head step and every backward).
+  bool copy_out_gradients = false;
+};
+
+struct StagePlan {
+  int num_blocks = 0;
+  std::vector<StageUse> uses;
+  std::vector<Prefetch> prefetches;  // per use: started before it computes
+  // Per use: the stage whose weights start loading into the other slot
+  // while it computes (the next use's; -1 after the last).
+  std::vector<int> next_stage;
+  std::vector<AfterUse> after;  // per use
+};
+
+// Throws lt::Error when the schedule does not fit `num_blocks`.
+StagePlan plan_stage(const Schedule& schedule, int num_blocks);
+
+// Something the device holds between stage computations.
+enum class Held {
+  Weights,           // a stage's weight copies in a slot (a tied head's include the embedding)
+  Gradients,         // the gradients of the parameters a stage owns
+  TiedGradient,      // a tied head's embedding gradient, from the head step to the embed backward
+  Boundary,          // a boundary activation, whole batch
+  BoundaryGradient,  // the gradient of the boundary backward is at, whole batch
+};
+struct Hold {
+  Held what = Held::Weights;
+  int index = -1;  // the stage (weights, gradients) or the boundary; -1 for the others
+  // Gradients downloading: the executor lets at most two downloads be in
+  // flight, and their device memory is held until they land.
+  bool in_flight = false;
+  bool operator==(const Hold&) const = default;
+};
+// What the device holds at two points of each use, besides the token ids
+// and targets (the whole step) and the use's own working set (transient,
+// freed when it ends): at its start, once its weights are loaded and its
+// read-backs issued; at its end, once it has computed and before the
+// executor lets anything go (AfterUse). Downloads are counted as in flight
+// until the executor waits for them (or for a later one): the most the
+// device can hold, whatever the copy engine's speed.
+struct UseHolds {
+  std::vector<Hold> at_start, at_end;
+};
+// `tied_embedding`: the head reads the embedding matrix, and its step
+// leaves that matrix's gradient on the device for the embed stage's
+// backward to add to.
+std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding);
 
 }  // namespace lt::exec

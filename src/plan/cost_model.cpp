@@ -58,14 +58,15 @@ double head_forward_flops(const models::ModelConfig& c, const exec::TrainSizes& 
 }
 
 CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfile& hardware,
-                          const exec::TrainSizes& sizes, int64_t micro_batch, int max_recompute) {
+                          const exec::TrainSizes& sizes, int64_t chunk_sequences,
+                          int max_recompute) {
   LT_CHECK(max_recompute >= 1, "plan: the maximum recompute length must be >= 1, got ",
            max_recompute);
   CostModel m;
   m.config = config;
   m.hardware = hardware;
   m.sizes = sizes;
-  m.micro_batch = micro_batch;
+  m.chunk_sequences = chunk_sequences;
   m.max_recompute = max_recompute;
   m.block_forward_s = seconds(block_forward_flops(config, sizes), hardware);
   m.head_forward_s = seconds(head_forward_flops(config, sizes), hardware);
@@ -77,12 +78,12 @@ CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfi
     t.check_model(config);  // another model's times are refused, not ignored
     if (t.seq_len == sizes.seq_len) {
       const int64_t b = sizes.batch_size;
-      m.block_forward_s = t.chunked(t.block_forward, b, micro_batch);
-      m.block_backward_s = t.chunked(t.block_backward, b, micro_batch);
-      m.head_step_s = t.chunked(t.head_step, b, micro_batch);
+      m.block_forward_s = t.chunked(t.block_forward, b, chunk_sequences);
+      m.block_backward_s = t.chunked(t.block_backward, b, chunk_sequences);
+      m.head_step_s = t.chunked(t.head_step, b, chunk_sequences);
       m.head_forward_s = m.head_step_s / kHeadStepForwards;
-      m.embed_s =
-          t.chunked(t.embed_forward, b, micro_batch) + t.chunked(t.embed_backward, b, micro_batch);
+      m.embed_s = t.chunked(t.embed_forward, b, chunk_sequences) +
+                  t.chunked(t.embed_backward, b, chunk_sequences);
       m.stage_times_from =
           fmt::format("measured ({}: stage_times, on {} at batch {} and {})", t.source, t.device,
                       t.batch_sizes.at(0), t.batch_sizes.at(1));
@@ -101,7 +102,7 @@ CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfi
 
 ActivationRoom activation_room(const CostModel& m) {
   using exec::MemorySpace;
-  const exec::MemoryBudget fixed = exec::fixed_bytes(m.config, m.sizes, m.micro_batch);
+  const exec::MemoryBudget fixed = exec::fixed_bytes(m.config, m.sizes, m.chunk_sequences);
   const HardwareProfile& hw = m.hardware;
   ActivationRoom room;
   // The MILP counts kept GPU boundaries and the longest recomputed run; the

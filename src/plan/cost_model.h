@@ -19,7 +19,7 @@ struct CostModel {
   models::ModelConfig config;
   HardwareProfile hardware;
   exec::TrainSizes sizes;
-  int64_t micro_batch = 0;  // sequences per chunk (0: the whole batch)
+  int64_t chunk_sequences = 0;  // sequences per chunk (0: the whole batch)
   int max_recompute = 8;
 
   // Derived by make_cost_model, whole batch, from the profile's measured
@@ -41,7 +41,8 @@ double block_forward_flops(const models::ModelConfig& c, const exec::TrainSizes&
 double head_forward_flops(const models::ModelConfig& c, const exec::TrainSizes& s);
 
 CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfile& hardware,
-                          const exec::TrainSizes& sizes, int64_t micro_batch, int max_recompute);
+                          const exec::TrainSizes& sizes, int64_t chunk_sequences,
+                          int max_recompute);
 
 // Capacities per space left for boundaries, from the memory budget, the
 // profile's sizes and its activation caps (GB; may be negative: short).

@@ -86,7 +86,7 @@ bool chunk_fits(const Candidate& c, int max_recompute) {
 }
 
 // The chunkings tried for batch b, in order of preference: the given
-// micro-batch; else the default, then smaller ones down to the first that
+// chunk; else the default, then smaller ones down to the first that
 // leaves room for the recompute runs (when the default does not), then
 // chunks of 2x and 4x the default (each chunk pays a stage's fixed cost
 // once, so measured stage times may favour fewer, larger chunks). A later
@@ -100,8 +100,8 @@ std::vector<Candidate> candidates_for(const models::ModelConfig& config, const H
     c.room = activation_room(c.model);
     return c;
   };
-  if (o.micro_batch > 0) return {make(std::min(o.micro_batch, b))};
-  const int64_t first = default_micro_batch(b, o.seq_len);
+  if (o.chunk_sequences > 0) return {make(std::min(o.chunk_sequences, b))};
+  const int64_t first = default_chunk_sequences(b, o.seq_len);
   std::vector<Candidate> out = {make(first)};
   for (int64_t m = first - 1; m >= 1 && !chunk_fits(out.back(), o.max_recompute); --m)
     if (b % m == 0) out.push_back(make(m));
@@ -167,16 +167,16 @@ struct BatchChoice {
 // ascending batch order and not empty. Full chunks (min_chunk_sequences)
 // run GEMMs near peak; a batch smaller than that does not qualify by being
 // one whole chunk (its GEMMs are as small as a chunk of that size in a
-// larger batch). A micro-batch the user gives (`given_chunk` > 0) fixes the
+// larger batch). A chunk the user gives (`given_chunk` > 0) fixes the
 // chunk size, so then the batches that hold whole chunks of it qualify
 // instead: a smaller batch would run as one smaller chunk than asked for.
 const BatchChoice& choose_batch(const std::vector<BatchChoice>& solved, int64_t given_chunk) {
-  // What rule 1 compares: the chunk (or, with a given micro-batch, the
+  // What rule 1 compares: the chunk (or, with a given chunk, the
   // batch) against a least size.
   const auto size_of = [&](const BatchChoice& c) {
     const CostModel& m = c.candidate.model;
     if (given_chunk > 0) return m.sizes.batch_size;
-    return m.micro_batch > 0 ? m.micro_batch : m.sizes.batch_size;
+    return m.chunk_sequences > 0 ? m.chunk_sequences : m.sizes.batch_size;
   };
   const auto fastest_from = [&](int64_t least) {
     double best = 0;
@@ -213,7 +213,7 @@ Plan plan_of(const models::ModelConfig& config, const HardwareProfile& hw, Batch
   p.prediction = choice.prediction;
   p.solution = std::move(choice.solution);
   p.schedule.batch_size = c.model.sizes.batch_size;
-  p.schedule.micro_batch = c.model.micro_batch;
+  p.schedule.chunk_sequences = c.model.chunk_sequences;
   p.schedule.executor = exec::ExecutorKind::Streaming;
   p.schedule.boundaries = p.solution.placements;
   p.schedule.read_windows = p.solution.read_windows;
@@ -232,7 +232,7 @@ int64_t min_chunk_sequences(int64_t seq_len) {
   return seq_len <= 0 ? 1 : std::max<int64_t>(1, (kMinChunkTokens + seq_len - 1) / seq_len);
 }
 
-int64_t default_micro_batch(int64_t batch_size, int64_t seq_len) {
+int64_t default_chunk_sequences(int64_t batch_size, int64_t seq_len) {
   if (seq_len <= 0) return batch_size;  // no chunk reaches kMinChunkTokens
   for (int64_t m = min_chunk_sequences(seq_len); m <= batch_size; ++m)
     if (batch_size % m == 0) return m;
@@ -264,7 +264,7 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
       // Larger batches only need more memory: stop at the first that fails.
       const Candidate& smallest = *std::min_element(
           candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
-            return x.model.micro_batch < y.model.micro_batch;
+            return x.model.chunk_sequences < y.model.chunk_sequences;
           });
       if (solved.empty()) shortages = shortages_of(smallest.model, smallest.room);
       first_not_fitting = batches[bi];
@@ -316,11 +316,11 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
   if (solved.empty())
     plan.shortages = std::move(shortages);
   else
-    plan = plan_of(config, hw, choose_batch(solved, o.micro_batch));
+    plan = plan_of(config, hw, choose_batch(solved, o.chunk_sequences));
   plan.solve_s = solve_s;
   for (const BatchChoice& c : solved)
-    plan.batches_tried.push_back({c.candidate.model.sizes.batch_size, c.candidate.model.micro_batch,
-                                  c.prediction.tokens_per_s});
+    plan.batches_tried.push_back({c.candidate.model.sizes.batch_size,
+                                  c.candidate.model.chunk_sequences, c.prediction.tokens_per_s});
   plan.first_batch_not_fitting = first_not_fitting;
   return plan;
 }

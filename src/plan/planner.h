@@ -1,9 +1,8 @@
 #pragma once
 // make_plan: the whole planner. For each candidate batch size it picks the
-// micro-batch chunking, builds the cost model and the MILP instance, solves
-// it with CBC and predicts the step; then it keeps one batch size by the
-// rule at make_plan below; or, when nothing fits, says which space is short
-// and by how much.
+// chunking (sequences per chunk through a stage), builds the cost model and the MILP instance,
+// solves it with CBC and predicts the step; then it keeps one batch size by the rule at make_plan
+// below; or, when nothing fits, says which space is short and by how much.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,9 +19,9 @@ namespace lt::plan {
 struct PlanOptions {
   int64_t batch_size = 0;  // 0: the planner chooses
   int64_t seq_len = 1024;
-  int64_t micro_batch = 0;   // 0: the planner chooses
-  int max_recompute = 8;     // largest number of blocks between two kept boundaries
-  double time_limit_s = 30;  // for all the solves together
+  int64_t chunk_sequences = 0;  // sequences per chunk through a stage; 0: the planner chooses
+  int max_recompute = 8;        // largest number of blocks between two kept boundaries
+  double time_limit_s = 30;     // for all the solves together
   exec::OptimizerStates optimizer = exec::OptimizerStates::Fp32;
   int64_t compute_bytes = 2;       // exec::TrainSizes::compute_bytes: 4 for the CPU stand-in
   bool on_gpu = true;              // false: the CPU stand-in
@@ -38,7 +37,7 @@ struct Shortage {
 // A batch size the planner solved: its chosen chunking and prediction.
 struct BatchTried {
   int64_t batch_size = 0;
-  int64_t micro_batch = 0;
+  int64_t chunk_sequences = 0;
   double tokens_per_s = 0;
 };
 
@@ -59,13 +58,13 @@ struct Plan {
   int64_t first_batch_not_fitting = 0;
 };
 
-// The micro-batch the executor should use for `batch_size` sequences: the
+// The chunk the executor should take through a stage for `batch_size` sequences: the
 // smallest divisor whose chunk has >= kMinChunkTokens tokens (GEMMs that
 // small already run near peak), or the whole batch if none does.
 inline constexpr int64_t kMinChunkTokens = 8192;
 // The fewest sequences of `seq_len` tokens that make kMinChunkTokens (>= 1).
 int64_t min_chunk_sequences(int64_t seq_len);
-int64_t default_micro_batch(int64_t batch_size, int64_t seq_len);
+int64_t default_chunk_sequences(int64_t batch_size, int64_t seq_len);
 
 // Batch sizes tried when the user gives none (ascending): powers of two and
 // the steps between them, up to where weight streaming and the CPU
@@ -106,7 +105,7 @@ inline constexpr double kSmallChunkAllowance = 0.10;
 //     the most tokens/s among them.
 // Batches are tried in ascending order and the search stops at the first
 // one that does not fit (larger ones need only more memory). A batch_size
-// the user gives is planned alone; with a micro_batch the user gives, rule 1
+// the user gives is planned alone; with a chunk_sequences the user gives, rule 1
 // is instead: the batches that hold at least one whole chunk of it (all
 // when none does), whatever the others are predicted to do.
 Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hardware,

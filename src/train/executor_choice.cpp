@@ -114,11 +114,11 @@ std::string streaming_shortfall(const TrainConfig& c, const ExecutorChoice& choi
                        .bytes(exec::MemorySpace::Gpu);
   // A schedule `lazytrain plan` wrote carries the GPU peak it planned for,
   // counted with the profile's measured working sets where it had them
-  // (the estimates here overstate a block's); it holds for the planned
-  // micro-batch.
+  // (the estimates here overstate a block's). It holds for the planned
+  // chunk: a chunk the run gives instead drops it (Schedule::use_chunk).
   const auto planned = schedule.predicted_peak_bytes.find("gpu");
-  if (schedule.has_prediction && c.exec.micro_batch == 0 &&
-      planned != schedule.predicted_peak_bytes.end() && planned->second > 0)
+  if (schedule.has_prediction && planned != schedule.predicted_peak_bytes.end() &&
+      planned->second > 0)
     needed = std::min(needed, planned->second);
   const int64_t reserve = choice.gpu_free_memory ? kGpuReserveBytes : 0;
   const int64_t available = choice.available_bytes - reserve;

@@ -23,15 +23,16 @@ namespace {
 // gives way to the planner (as exec.schedule: auto would) rather than
 // stopping; a schedule the user names is kept, and its shortfall stops the
 // run with the hint.
+// `asked_chunk`: exec.micro_batch as resolve_run settled it (0: not given).
 void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
-                     const ExecutorChoice& choice, RunPlan& p) {
+                     const ExecutorChoice& choice, int64_t asked_chunk, RunPlan& p) {
   const int blocks = static_cast<int>(model.num_hidden_layers);
   const bool stand_in = p.device.is_cpu();
   std::string name = c.exec.schedule;
   std::string all_gpu_shortfall;
   if (name == "all_gpu" && c.exec.mode == "auto") {
     exec::Schedule all = exec::Schedule::all_gpu(blocks);
-    if (c.exec.micro_batch > 0) all.micro_batch = c.exec.micro_batch;
+    if (asked_chunk > 0) all.chunk_sequences = asked_chunk;
     all_gpu_shortfall = streaming_shortfall(c, choice, model, all, stand_in);
     if (!all_gpu_shortfall.empty()) {
       p.reasons.push_back("exec.mode auto: " + all_gpu_shortfall +
@@ -50,7 +51,7 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
   } else if (name == "auto") {
     plan::Plan plan;
     try {
-      plan = plan_for_run(c, model, stand_in,
+      plan = plan_for_run(c, model, stand_in, asked_chunk,
                           p.device.is_cuda() ? cuda_free_bytes(p.device.index) : -1);
     } catch (const Error& e) {
       if (c.exec.mode != "auto") throw;
@@ -72,7 +73,8 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
              " differs from train.batch_size ", c.train.batch_size);
     p.reasons.push_back("schedule: " + c.exec.schedule);
   }
-  if (c.exec.micro_batch > 0) p.schedule.micro_batch = c.exec.micro_batch;
+  // The planner chunked by asked_chunk itself.
+  if (name != "auto" && asked_chunk > 0) p.schedule.use_chunk(asked_chunk);
   if (name != "auto" && c.exec.mode == "auto")  // the planner checked its own
     check_streaming_fits(c, choice, model, p.schedule, stand_in);
 }
@@ -83,7 +85,7 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
 // streaming schedule now (whatever exec.schedule names) to compare.
 void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
                     const ExecutorChoice& choice, const std::vector<ExecutorCandidate>& candidates,
-                    RunPlan& p) {
+                    int64_t asked_chunk, RunPlan& p) {
   const ExecutorCandidate* best = fastest_fitting(candidates);
   double streaming_s = 0;
   if (choice.executor == exec::ExecutorKind::Streaming && best) {
@@ -91,7 +93,7 @@ void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
     planned.exec.schedule = "auto";
     RunPlan streaming = p;
     try {
-      choose_schedule(planned, model, choice, streaming);
+      choose_schedule(planned, model, choice, asked_chunk, streaming);
       streaming_s = streaming.predicted_step_s;
     } catch (const Error&) {
       streaming_s = 0;  // no streaming schedule fits: the candidate that does wins
@@ -169,6 +171,13 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   p.min_8bit_numel = c.optim.min_8bit_numel;
   p.grad_accum = c.train.grad_accum;
   p.accum_sequences = c.train.batch_size / c.train.grad_accum;
+  // exec.micro_batch, the streaming chunk the user asks for, settled here
+  // once and passed down (to the planner, the budget and the schedule the
+  // executor runs); no layer below reads it from the config again. Never
+  // more than a micro-batch: the executor splits each micro-batch, never
+  // joins them. 0: the schedule's chunk, or the planner's choice.
+  const int64_t asked_chunk =
+      c.exec.micro_batch > 0 ? std::min(c.exec.micro_batch, p.accum_sequences) : 0;
 
   use_measured_profile(c, model, p);
   const ExecutorChoice choice = choose_for_run(c, model, p.device);
@@ -177,7 +186,7 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
       fmt::format("executor: {} ({})", exec::executor_name(choice.executor), choice.reason));
   const std::vector<ExecutorCandidate> candidates =
       whole_model_candidates(c, model, p.device, choice);
-  if (c.exec.mode == "auto") choose_fastest(c, model, choice, candidates, p);
+  if (c.exec.mode == "auto") choose_fastest(c, model, choice, candidates, asked_chunk, p);
   // The executor cost model is of a GPU (the profile's): a CPU run gets no
   // prediction from it.
   if (p.device.is_cuda() && p.executor != exec::ExecutorKind::Streaming) {
@@ -206,14 +215,14 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
            c.train.device, " computes in bf16 (the host keeps the f32 masters); set bf16, got ",
            c.train.dtype);
   p.sizes = streaming_sizes(c, p.device.is_cpu());
-  choose_schedule(c, model, choice, p);
-  // The chunk, settled once: exec.micro_batch, else the schedule's, else a
-  // whole micro-batch; never more than a micro-batch (the executor splits
-  // each micro-batch, never joins them).
-  const int64_t asked = p.schedule.micro_batch > 0 ? p.schedule.micro_batch : p.accum_sequences;
+  choose_schedule(c, model, choice, asked_chunk, p);
+  // The chunk: exec.micro_batch (asked_chunk), else the schedule's (a
+  // file's, or the planner's choice), else a whole micro-batch.
+  const int64_t asked =
+      p.schedule.chunk_sequences > 0 ? p.schedule.chunk_sequences : p.accum_sequences;
   p.chunk_sequences = std::min(asked, p.accum_sequences);
-  const bool chunk_changed = p.schedule.micro_batch != p.chunk_sequences;
-  p.schedule.micro_batch = p.chunk_sequences;
+  const bool chunk_changed = p.schedule.chunk_sequences != p.chunk_sequences;
+  p.schedule.chunk_sequences = p.chunk_sequences;
   // The planner's count stands (it has the measured working sets) unless
   // the chunk changed under it.
   if (p.budget.items.empty() || chunk_changed)

@@ -35,7 +35,7 @@ struct RunPlan {
   int64_t grad_accum = 1;       // micro-batches per optimizer step
   int64_t accum_sequences = 0;  // sequences per micro-batch: batch / grad_accum
   // Streaming: sequences per chunk through a stage (> 0, at most
-  // accum_sequences), and the schedule, whose micro_batch is this chunk.
+  // accum_sequences), and the schedule, whose chunk_sequences is this one.
   int64_t chunk_sequences = 0;
   exec::Schedule schedule;
   exec::MemoryBudget budget;             // the chosen executor's bytes per space

@@ -110,15 +110,15 @@ std::string smaller_batch_hint(const models::ModelConfig& model, const plan::Har
                                plan::PlanOptions o, int64_t grad_accum) {
   if (o.batch_size <= 1) return "";
   o.time_limit_s = std::min(o.time_limit_s, 5.0);
-  if (o.micro_batch > 0) {
+  if (o.chunk_sequences > 0) {
     plan::PlanOptions own = o;
-    own.micro_batch = 0;
+    own.chunk_sequences = 0;
     const plan::Plan p = plan::make_plan(model, hw, own);
     if (p.feasible)
       return fmt::format(
           "; batch {} fits in chunks of {} sequences: leave exec.micro_batch unset (0) to let "
           "the planner choose",
-          o.batch_size, p.schedule.micro_batch);
+          o.batch_size, p.schedule.chunk_sequences);
   }
   const int64_t wanted = o.batch_size;
   o.batch_size = 0;
@@ -126,7 +126,7 @@ std::string smaller_batch_hint(const models::ModelConfig& model, const plan::Har
   for (auto t = free.batches_tried.rbegin(); t != free.batches_tried.rend(); ++t)
     if (t->batch_size < wanted && t->batch_size % std::max<int64_t>(1, grad_accum) == 0)
       return fmt::format("; train.batch_size {} fits{}", t->batch_size,
-                         o.micro_batch > 0 ? " with this exec.micro_batch" : "");
+                         o.chunk_sequences > 0 ? " with this exec.micro_batch" : "");
   return "";
 }
 
@@ -139,12 +139,12 @@ double usable_gpu_gb(double profile_gb, int64_t free_bytes) {
 }
 
 plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in,
-                        int64_t gpu_free_bytes) {
+                        int64_t chunk_sequences, int64_t gpu_free_bytes) {
   const exec::TrainSizes sizes = streaming_sizes(c, stand_in);
   plan::PlanOptions o;
   o.batch_size = sizes.batch_size;
   o.seq_len = sizes.seq_len;
-  o.micro_batch = c.exec.micro_batch;
+  o.chunk_sequences = chunk_sequences;
   o.optimizer = sizes.optimizer;
   o.compute_bytes = sizes.compute_bytes;
   o.on_gpu = sizes.on_gpu;
@@ -194,8 +194,9 @@ std::string describe_plan(const plan::Plan& p) {
       "  predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, optimizer {:.4f}); "
       "predicted peaks: {}; solved in {:.2f} s\n"
       "  stage times: {}",
-      s.batch_size, s.micro_batch, tally, placements, p.prediction.step_s, p.prediction.compute_s,
-      p.prediction.recompute_s, p.prediction.optimizer_s, peaks, p.solve_s, p.stage_times_from);
+      s.batch_size, s.chunk_sequences, tally, placements, p.prediction.step_s,
+      p.prediction.compute_s, p.prediction.recompute_s, p.prediction.optimizer_s, peaks, p.solve_s,
+      p.stage_times_from);
 }
 
 }  // namespace lt::train

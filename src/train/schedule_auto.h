@@ -58,12 +58,14 @@ plan::HardwareProfile auto_hardware(const TrainConfig& c, const FreeMemory& free
 double usable_gpu_gb(double profile_gb, int64_t free_bytes);
 
 // The planner's schedule for this run; `stand_in`: the CPU stand-in runs it
-// (f32 compute), else a GPU (bf16). `gpu_free_bytes` >= 0: a GPU run's free
+// (f32 compute), else a GPU (bf16). `chunk_sequences` > 0: the chunk the
+// run asks for (exec.micro_batch, settled by resolve_run), else the
+// planner chooses. `gpu_free_bytes` >= 0: a GPU run's free
 // memory (auto_hardware). Throws lt::Error with the planner's reason (which memory
 // space is short, by how many bytes) when nothing is feasible; training
 // then does not start.
 plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in,
-                        int64_t gpu_free_bytes = -1);
+                        int64_t chunk_sequences = 0, int64_t gpu_free_bytes = -1);
 
 // One line per fact: placements per boundary, batch and chunk, predicted
 // step time and peaks.

@@ -46,7 +46,7 @@ AtBudget step_at_measured_budget(const models::ModelConfig& config, int64_t seq,
   EXPECT_TRUE(t.has_working_sets());
   Schedule schedule = Schedule::all_gpu(static_cast<int>(config.num_hidden_layers));
   schedule.batch_size = 4;
-  schedule.micro_batch = chunk;
+  schedule.chunk_sequences = chunk;
   TrainSizes sizes{4, seq, OptimizerStates::Fp32, 4, {}, {}, 2048, false};
   AtBudget r;
   r.estimated = bytes_needed(config, sizes, schedule).bytes(MemorySpace::Gpu);

@@ -35,7 +35,7 @@ TEST(Schedule, EveryKthKeepsMultiplesOfK) {
 TEST(Schedule, JsonRoundTripThroughAFile) {
   Schedule s;
   s.batch_size = 64;
-  s.micro_batch = 8;
+  s.chunk_sequences = 8;
   s.boundaries = {Placement::Gpu, Placement::Host, Placement::Disk, Placement::Recompute};
   s.has_prediction = true;
   s.predicted_step_s = 1.5;
@@ -47,17 +47,32 @@ TEST(Schedule, JsonRoundTripThroughAFile) {
   // The file is the documented format, read back independently.
   std::ifstream in(path);
   const nlohmann::json j = nlohmann::json::parse(in);
-  EXPECT_EQ(j.at("micro_batch"), 8);
+  EXPECT_EQ(j.at("chunk_sequences"), 8);
+  EXPECT_FALSE(j.contains("micro_batch"));
   EXPECT_EQ(j.at("boundaries")[1].at("placement"), "host");
   EXPECT_EQ(j.at("boundaries")[2].at("index"), 2);
   Schedule back = load_schedule(path.string());
   std::filesystem::remove(path);
   EXPECT_EQ(back.batch_size, 64);
-  EXPECT_EQ(back.micro_batch, 8);
+  EXPECT_EQ(back.chunk_sequences, 8);
   EXPECT_EQ(back.boundaries, s.boundaries);
   EXPECT_TRUE(back.has_prediction);
   EXPECT_EQ(back.predicted_step_s, 1.5);
   EXPECT_EQ(back.predicted_peak_bytes, s.predicted_peak_bytes);
+}
+
+// A schedule written before the chunk was named apart says "micro_batch";
+// it is read as the chunk, and the new key wins when a file has both.
+TEST(Schedule, OlderSchedulesGiveTheChunkAsMicroBatch) {
+  const auto read = [](const std::string& text) {
+    return schedule_from_json(nlohmann::json::parse(text), "old.json");
+  };
+  const std::string boundaries = R"("boundaries": [{"index": 0, "placement": "gpu"}])";
+  EXPECT_EQ(read(R"({"batch_size": 64, "micro_batch": 16, )" + boundaries + "}").chunk_sequences,
+            16);
+  EXPECT_EQ(
+      read(R"({"micro_batch": 16, "chunk_sequences": 8, )" + boundaries + "}").chunk_sequences, 8);
+  EXPECT_EQ(read("{" + boundaries + "}").chunk_sequences, 0);
 }
 
 TEST(Schedule, MalformedPlansNameTheField) {
@@ -70,6 +85,8 @@ TEST(Schedule, MalformedPlansNameTheField) {
   EXPECT_NE(error(R"({"boundaries": [{"index": 1, "placement": "gpu"}]})")
                 .find("boundaries[0].index must be 0"),
             std::string::npos);
+  EXPECT_NE(error(R"({"chunk_sequences": -1, "boundaries": []})").find("\"chunk_sequences\""),
+            std::string::npos);
   EXPECT_NE(error(R"({"micro_batch": -1, "boundaries": []})").find("\"micro_batch\""),
             std::string::npos);
   EXPECT_NE(error(R"({"batch_size": 4})").find("\"boundaries\""), std::string::npos);
@@ -79,7 +96,7 @@ TEST(Schedule, MalformedPlansNameTheField) {
             }).find("has 4 entries; a model with 4 blocks has 5 boundaries"),
             std::string::npos);
   s.batch_size = 4;
-  s.micro_batch = 8;
+  s.chunk_sequences = 8;
   EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); }).find("exceeds batch_size"),
             std::string::npos);
 }

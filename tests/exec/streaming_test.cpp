@@ -14,7 +14,7 @@
 //    accumulates ((h0 + e0) + (h1 + e1)); streaming runs the head for every
 //    micro-batch first, ((h0 + h1) + e0) + e1. Float addition is not
 //    associative, so the embedding gradient differs in the last bits.
-//  - exec micro_batch chunks smaller than the trainer's micro-batch: a
+//  - chunks (Schedule::chunk_sequences) smaller than the trainer's micro-batch: a
 //    weight gradient that one GEMM summed over all rows is summed as two
 //    partial GEMMs, and the loss as two partial sums.
 #include <gtest/gtest.h>
@@ -243,7 +243,7 @@ TEST(Streaming, MicroBatchChunksWithinTolerance) {
   c.layers = 4;
   c.rows = 4;
   c.schedule = Schedule::every_kth_gpu(4, 2);
-  c.schedule.micro_batch = 1;  // each 4-row micro-batch goes through in 4 pieces
+  c.schedule.chunk_sequences = 1;  // each 4-row micro-batch goes through in 4 pieces
   c.bitwise = false;
   expect_same_as_resident(c);
 }
@@ -310,7 +310,7 @@ TEST(Streaming, StreamsWithinADeviceSmallerThanTheModel) {
     // c.rows sequences of at most 7 + 3 tokens, each one chunk.
     Schedule budgeted = c.schedule;
     budgeted.batch_size = c.micro * c.rows;
-    budgeted.micro_batch = c.rows;
+    budgeted.chunk_sequences = c.rows;
     const TrainSizes sizes{budgeted.batch_size, 10, OptimizerStates::Fp32, 4, {}, {}, 2048, false};
     c.device.capacity_bytes = bytes_needed(probe.config(), sizes, budgeted).bytes(MemorySpace::Gpu);
     ASSERT_LT(c.device.capacity_bytes, model_bytes);
@@ -343,7 +343,7 @@ HeadRun head_step_at_budget(int64_t seq, int64_t chunk) {
   const auto batches = make_batches(1, 1, 2, seq, config.vocab_size, 17);
   Schedule schedule = Schedule::all_gpu(static_cast<int>(config.num_hidden_layers));
   schedule.batch_size = 2;
-  schedule.micro_batch = chunk;
+  schedule.chunk_sequences = chunk;
   HeadRun r;
   r.budget =
       bytes_needed(config, {2, seq, OptimizerStates::Fp32, 4, {}, {}, 2048, false}, schedule);

@@ -106,13 +106,13 @@ TEST_P(StreamingGpuFixture, SchedulesMatchResidentBf16) {
   ASSERT_EQ(blocks, 2) << "the host-mix schedule below is written for 2 blocks";
   constexpr Placement G = Placement::Gpu, H = Placement::Host, R = Placement::Recompute;
   Schedule chunked = Schedule::every_kth_gpu(blocks, 2);
-  chunked.micro_batch = 1;  // one sequence at a time through each stage
+  chunked.chunk_sequences = 1;  // one sequence at a time through each stage
   const std::vector<std::pair<std::string, Schedule>> schedules = {
       {"all_gpu", Schedule::all_gpu(blocks)},
       {"every_kth 2", Schedule::every_kth_gpu(blocks, 2)},
       {"host offload mix", placements({H, R, G})},
       {"host + recompute", placements({G, H, R})},
-      {"every_kth 2, micro_batch 1", chunked},
+      {"every_kth 2, chunks of 1", chunked},
   };
   for (const auto& [name, schedule] : schedules) {
     SCOPED_TRACE(name);
@@ -285,7 +285,7 @@ TEST(StreamingBench, Qwen25Shaped3B) {
   for (const int64_t batch : bench_batches()) {
     StreamingOptions options;
     options.schedule = Schedule::every_kth_gpu(blocks, 4);
-    options.schedule.micro_batch = env_int("LT_BENCH_MICRO", 8);
+    options.schedule.chunk_sequences = env_int("LT_BENCH_MICRO", 8);
     StreamingExecutor executor(model, adam, device, options);
     StepOptions so;
     so.lr = 1e-5;

@@ -51,7 +51,7 @@ constexpr int64_t kHostFixed = 16 * kN;
 Schedule schedule(std::vector<Placement> b) {
   Schedule s;
   s.batch_size = 2;
-  s.micro_batch = 1;
+  s.chunk_sequences = 1;
   s.boundaries = std::move(b);
   return s;
 }
@@ -100,7 +100,7 @@ TEST(MemoryBudget, HostAndDiskPlacements) {
 TEST(MemoryBudget, EightBitStatesAndWholeBatchChunks) {
   TrainSizes sizes{2, 8, OptimizerStates::EightBit};
   Schedule s = schedule({Placement::Gpu, Placement::Gpu, Placement::Gpu});
-  s.micro_batch = 0;  // the whole batch: 16 tokens
+  s.chunk_sequences = 0;  // the whole batch: 16 tokens
   const auto m = bytes_needed(tiny(), sizes, s);
   // m, v: 1 B each per parameter + an fp32 scale per 2048 for each:
   // ceil(86848 / 2048) = 43 blocks -> 2 * 86848 + 2 * 43 * 4 = 174040.
@@ -289,6 +289,36 @@ TEST(MemoryBudget, DiskTransitFollowsTheReadWindows) {
   EXPECT_EQ(disk_transit_buffers(s, 8), 4);
 }
 
+// fixed_bytes counts the all-GPU schedule's uses for any schedule the
+// planner may choose (boundary 0 kept): every such schedule's own count of
+// weight slots, gradients and working set (bytes_needed walks its own stage
+// plan) is the same, by brute force over L <= 5, tied and untied.
+TEST(MemoryBudget, FixedBytesHoldForEveryScheduleThatKeepsBoundaryZero) {
+  const Placement all[] = {Placement::Gpu, Placement::Host, Placement::Disk, Placement::Recompute};
+  for (bool tied : {false, true}) {
+    for (int L = 1; L <= 5; ++L) {
+      models::ModelConfig c = tiny();
+      c.num_hidden_layers = L;
+      c.tie_word_embeddings = tied;
+      const TrainSizes sizes{4, 8, OptimizerStates::Fp32, 2};
+      const MemoryBudget fixed = fixed_bytes(c, sizes, 1);
+      int combos = 1;
+      for (int i = 1; i <= L; ++i) combos *= 4;
+      for (int code = 0; code < combos; ++code) {
+        Schedule s = schedule(std::vector<Placement>(static_cast<size_t>(L) + 1, Placement::Gpu));
+        s.batch_size = 4;
+        for (int i = 1, rest = code; i <= L; ++i, rest /= 4) s.boundaries[i] = all[rest % 4];
+        const MemoryBudget own = bytes_needed(c, sizes, s);
+        ASSERT_GE(own.items.size(), fixed.items.size());
+        for (size_t k = 0; k < fixed.items.size(); ++k) {
+          ASSERT_EQ(own.items[k].what, fixed.items[k].what) << "L " << L << " code " << code;
+          ASSERT_EQ(own.items[k].bytes, fixed.items[k].bytes) << "L " << L << " code " << code;
+        }
+      }
+    }
+  }
+}
+
 TEST(MemoryBudget, LongestRecomputeRun) {
   using P = Placement;
   EXPECT_EQ(longest_recompute_run(
@@ -329,7 +359,7 @@ TEST(MemoryBudget, BoundaryWalkMatchesTheExecutorsPeak) {
            {P::Gpu, P::Host, P::Recompute, P::Disk, P::Recompute, P::Gpu},
            {P::Gpu, P::Recompute, P::Host, P::Gpu, P::Disk, P::Gpu}}) {
     Schedule s;
-    s.micro_batch = 1;
+    s.chunk_sequences = 1;
     s.boundaries = b;
     const int walk = device_boundary_peak(s, 5).total();
     SCOPED_TRACE(to_json(s).dump() + " walk " + std::to_string(walk));

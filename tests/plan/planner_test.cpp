@@ -77,7 +77,7 @@ TEST(Planner, EverySchedulePassesTheValidator) {
         const auto problems = schedule_problems(config, p.sizes, hw, p.schedule, o.max_recompute);
         EXPECT_TRUE(problems.empty()) << problems.front();
         EXPECT_EQ(p.schedule.batch_size, 64);
-        EXPECT_EQ(64 % p.schedule.micro_batch, 0);
+        EXPECT_EQ(64 % p.schedule.chunk_sequences, 0);
         EXPECT_NO_THROW(exec::validate(p.schedule, 12, "plan"));
         splits_seen += expect_splits_from_the_solver(p);
       }
@@ -130,19 +130,19 @@ TEST(Planner, ChoosesLargerChunksWhenEachChunkCostsTime) {
   o.batch_size = 64;
   o.seq_len = 1024;
   // The default chunk: the smallest divisor with >= kMinChunkTokens tokens.
-  ASSERT_EQ(default_micro_batch(64, 1024), 8);
+  ASSERT_EQ(default_chunk_sequences(64, 1024), 8);
   // Time linear in the sequences, no cost per chunk: every chunking takes
   // the same time, and the first (the default) is kept.
   hw.stage_times = small_llama_times(0);
   const Plan linear = make_plan(small_llama(4), hw, o);
   ASSERT_TRUE(linear.feasible);
-  EXPECT_EQ(linear.schedule.micro_batch, 8);
+  EXPECT_EQ(linear.schedule.chunk_sequences, 8);
   // 10 us per chunk and stage: larger chunks are faster by well under the
   // 2% a fitted line may be off by, so the default is kept.
   hw.stage_times = small_llama_times(1e-5);
   const Plan small_cost = make_plan(small_llama(4), hw, o);
   ASSERT_TRUE(small_cost.feasible);
-  EXPECT_EQ(small_cost.schedule.micro_batch, 8);
+  EXPECT_EQ(small_cost.schedule.chunk_sequences, 8);
   // 5 ms per chunk and stage: fewer chunks are faster, and 32 (4x the
   // default, the largest tried) is the fewest. Step compute by hand: 64
   // sequences in 2 chunks; per block forward + backward, and the head,
@@ -150,7 +150,7 @@ TEST(Planner, ChoosesLargerChunksWhenEachChunkCostsTime) {
   hw.stage_times = small_llama_times(5e-3);
   const Plan fixed_cost = make_plan(small_llama(4), hw, o);
   ASSERT_TRUE(fixed_cost.feasible);
-  EXPECT_EQ(fixed_cost.schedule.micro_batch, 32);
+  EXPECT_EQ(fixed_cost.schedule.chunk_sequences, 32);
   const double by_hand = 4 * ((2 * 5e-3 + 64 * 1e-4) + (2 * 5e-3 + 64 * 3e-4)) +
                          (2 * 5e-3 + 64 * 2e-4) + 2 * (2 * 5e-3 + 64 * 1e-6);
   EXPECT_NEAR(fixed_cost.prediction.compute_s, by_hand, 1e-9);
@@ -158,8 +158,8 @@ TEST(Planner, ChoosesLargerChunksWhenEachChunkCostsTime) {
       schedule_problems(small_llama(4), fixed_cost.sizes, hw, fixed_cost.schedule, o.max_recompute)
           .empty());
   // A micro-batch the user gives is kept.
-  o.micro_batch = 8;
-  EXPECT_EQ(make_plan(small_llama(4), hw, o).schedule.micro_batch, 8);
+  o.chunk_sequences = 8;
+  EXPECT_EQ(make_plan(small_llama(4), hw, o).schedule.chunk_sequences, 8);
 }
 
 // A profile on which small_llama(4) at seq 1024 fits chunks of
@@ -202,7 +202,7 @@ BatchReference reference_batch(const models::ModelConfig& config, const Hardware
   BatchReference r;
   double best_full = 0, best_half = 0;
   for (const Plan& p : plans) {
-    const int64_t chunk = p.schedule.micro_batch;
+    const int64_t chunk = p.schedule.chunk_sequences;
     if (chunk >= full) best_full = std::max(best_full, p.prediction.tokens_per_s);
     if (chunk >= half) best_half = std::max(best_half, p.prediction.tokens_per_s);
   }
@@ -211,9 +211,10 @@ BatchReference reference_batch(const models::ModelConfig& config, const Hardware
   r.least_chunk = r.only_full_chunks ? full : best_half > 0 ? half : 1;
   double best = 0;
   for (const Plan& p : plans)
-    if (p.schedule.micro_batch >= r.least_chunk) best = std::max(best, p.prediction.tokens_per_s);
+    if (p.schedule.chunk_sequences >= r.least_chunk)
+      best = std::max(best, p.prediction.tokens_per_s);
   for (const Plan& p : plans)
-    if (p.schedule.micro_batch >= r.least_chunk &&
+    if (p.schedule.chunk_sequences >= r.least_chunk &&
         p.prediction.tokens_per_s >= (1 - kBatchMargin) * best) {
       r.batch = p.schedule.batch_size;
       r.tokens_per_s = p.prediction.tokens_per_s;
@@ -242,8 +243,8 @@ TEST(Planner, ChoosesTheSmallestBatchWithinTheMarginThatKeepsChunksFull) {
   Plan p;
   ASSERT_NO_FATAL_FAILURE(plan_against_reference(2.0, ref, p));
   ASSERT_TRUE(ref.any_full_chunk);
-  EXPECT_GE(p.schedule.micro_batch, min_chunk_sequences(1024));
-  EXPECT_EQ(p.schedule.batch_size % p.schedule.micro_batch, 0);
+  EXPECT_GE(p.schedule.chunk_sequences, min_chunk_sequences(1024));
+  EXPECT_EQ(p.schedule.batch_size % p.schedule.chunk_sequences, 0);
   // Not the batch of the most tokens/s (384 in chunks of 1 on this profile).
   PlanOptions o;
   o.seq_len = 1024;
@@ -251,7 +252,7 @@ TEST(Planner, ChoosesTheSmallestBatchWithinTheMarginThatKeepsChunksFull) {
   o.batch_size = 384;
   const Plan largest = make_plan(small_llama(4), small_gpu(2.0), o);
   ASSERT_TRUE(largest.feasible);
-  EXPECT_LT(largest.schedule.micro_batch, min_chunk_sequences(o.seq_len));
+  EXPECT_LT(largest.schedule.chunk_sequences, min_chunk_sequences(o.seq_len));
   EXPECT_GT(largest.prediction.tokens_per_s, p.prediction.tokens_per_s);
   EXPECT_LT(p.schedule.batch_size, 384);
 }
@@ -282,11 +283,11 @@ TEST(Planner, AGivenMicroBatchKeepsBatchesThatHoldAWholeChunk) {
   PlanOptions o;
   o.seq_len = 1024;
   o.time_limit_s = 5;
-  o.micro_batch = 16;
+  o.chunk_sequences = 16;
   const Plan p = make_plan(config, hw, o);
   ASSERT_TRUE(p.feasible);
   EXPECT_GE(p.schedule.batch_size, 16);
-  EXPECT_EQ(p.schedule.micro_batch, 16);
+  EXPECT_EQ(p.schedule.chunk_sequences, 16);
   // The reference: batch 1 planned alone is within the margin of the chosen.
   o.batch_size = 1;
   const Plan one = make_plan(config, hw, o);
@@ -300,7 +301,7 @@ TEST(Validator, CatchesWhatIsBroken) {
   const exec::TrainSizes sizes{2, 8};
   exec::Schedule s;
   s.batch_size = 2;
-  s.micro_batch = 1;
+  s.chunk_sequences = 1;
   s.boundaries = {Placement::Recompute, Placement::Gpu, Placement::Gpu};
   auto problems = schedule_problems(config, sizes, hw, s, 4);
   ASSERT_EQ(problems.size(), 1u);
@@ -378,8 +379,8 @@ TEST(Planner, GivesUpFullChunksWhenSmallerOnesArePredictedMuchFaster) {
   const Plan p = make_plan(small_llama(4), hw, o);
   ASSERT_TRUE(p.feasible);
   EXPECT_EQ(p.schedule.batch_size, ref.batch);
-  EXPECT_LT(p.schedule.micro_batch, min_chunk_sequences(o.seq_len));
-  EXPECT_GE(p.schedule.micro_batch, min_chunk_sequences(o.seq_len) / 2);  // the floor
+  EXPECT_LT(p.schedule.chunk_sequences, min_chunk_sequences(o.seq_len));
+  EXPECT_GE(p.schedule.chunk_sequences, min_chunk_sequences(o.seq_len) / 2);  // the floor
 }
 
 }  // namespace

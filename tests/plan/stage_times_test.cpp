@@ -25,8 +25,8 @@ TEST(StageTimes, DefaultBatchSizesBracketThePlannersChunk) {
   EXPECT_EQ(default_stage_batch_sizes(gpu, 8192), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(default_stage_batch_sizes(gpu, 32768), (std::vector<int64_t>{1, 2}));
   // The planner's default chunk for such a batch is the larger one.
-  EXPECT_EQ(default_micro_batch(64, 1024), 8);
-  EXPECT_EQ(default_micro_batch(64, 256), 32);
+  EXPECT_EQ(default_chunk_sequences(64, 1024), 8);
+  EXPECT_EQ(default_chunk_sequences(64, 256), 32);
   // On the CPU, small: a chunk of 8192 tokens takes minutes there.
   EXPECT_EQ(default_stage_batch_sizes(Device::cpu(), 1024), (std::vector<int64_t>{1, 2}));
 }
@@ -271,7 +271,7 @@ PlanOptions tiny_options() {
   PlanOptions o;
   o.batch_size = 2;
   o.seq_len = 8;
-  o.micro_batch = 1;
+  o.chunk_sequences = 1;
   return o;
 }
 

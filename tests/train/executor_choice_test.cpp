@@ -204,7 +204,8 @@ TEST(ExecutorChoice, AFixedScheduleLeavesTheGpuReserve) {
 
 // A schedule the planner wrote carries its planned GPU peak (counted with
 // measured working sets, below these estimates): it is checked against
-// that, unless exec.micro_batch replaces the planned micro-batch.
+// that, unless exec.micro_batch replaces the planned chunk (resolve_run:
+// Schedule::use_chunk).
 TEST(ExecutorChoice, APlannedScheduleIsCheckedAgainstItsPlannedPeak) {
   TempDir tmp("choice_planned");
   write_random_tokens(tmp / "data.jsonl", 8, 97, 3);
@@ -218,9 +219,10 @@ TEST(ExecutorChoice, APlannedScheduleIsCheckedAgainstItsPlannedPeak) {
   const ExecutorChoice set =
       choose_executor(1'000'000'000'000, estimated / 2, "exec.device_memory_gb");
   EXPECT_NO_THROW(check_streaming_fits(c, set, model, schedule, false));
-  const TrainConfig other = config_for(tmp, "out2", {"exec.micro_batch=1"});
+  exec::Schedule rechunked = schedule;
+  rechunked.use_chunk(c.train.batch_size);  // the whole batch, as `estimated` counts it
   const std::string message =
-      lt::testing::error_of([&] { check_streaming_fits(other, set, model, schedule, false); });
+      lt::testing::error_of([&] { check_streaming_fits(c, set, model, rechunked, false); });
   EXPECT_NE(message.find("nothing fits"), std::string::npos) << message;
 }
 

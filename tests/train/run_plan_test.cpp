@@ -39,7 +39,7 @@ TEST_F(RunPlanTest, TheMicroBatchAndTheChunkAreSettledOnceAndNamedApart) {
   const RunPlan whole = resolve_run(config({"exec.mode=streaming"}), model());
   EXPECT_EQ(whole.executor, exec::ExecutorKind::Streaming);
   EXPECT_EQ(whole.chunk_sequences, 4);
-  EXPECT_EQ(whole.schedule.micro_batch, 4);
+  EXPECT_EQ(whole.schedule.chunk_sequences, 4);
   EXPECT_FALSE(whole.sizes.on_gpu);
   EXPECT_EQ(whole.sizes.compute_bytes, 4);
 
@@ -49,6 +49,20 @@ TEST_F(RunPlanTest, TheMicroBatchAndTheChunkAreSettledOnceAndNamedApart) {
   EXPECT_EQ(
       resolve_run(config({"exec.mode=streaming", "exec.micro_batch=6"}), model()).chunk_sequences,
       4);
+}
+
+// exec.micro_batch goes down the layers once settled: the planner plans the
+// chunk the run will use (a whole micro-batch of 4: 6 is more than one),
+// not the value the config gave, and nothing overrides its schedule after.
+TEST_F(RunPlanTest, ThePlannerPlansTheSettledChunk) {
+  const RunPlan p = resolve_run(
+      config({"exec.mode=streaming", "exec.schedule=auto", "exec.micro_batch=6"}), model());
+  EXPECT_EQ(p.chunk_sequences, 4);
+  EXPECT_EQ(p.schedule.chunk_sequences, 4);
+  EXPECT_NE(p.plan_description.find("chunks of 4 sequences"), std::string::npos)
+      << p.plan_description;
+  EXPECT_EQ(p.budget.bytes(exec::MemorySpace::Gpu),
+            exec::bytes_needed(model(), p.sizes, p.schedule).bytes(exec::MemorySpace::Gpu));
 }
 
 // optim.block_size reaches the byte count (it was fixed at 2048 there):

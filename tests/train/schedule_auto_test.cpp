@@ -178,7 +178,7 @@ TEST(ScheduleAuto, TheDefaultScheduleGivesWayToThePlannerWhenItDoesNotFit) {
   const Outcome& ref = d.ref;
   const TrainConfig& sized = d.sized;
   exec::Schedule all = exec::Schedule::all_gpu(static_cast<int>(model_config.num_hidden_layers));
-  all.micro_batch = 2;
+  all.chunk_sequences = 2;
   const int64_t capacity = exec::bytes_needed(model_config, streaming_sizes(sized, true), all)
                                .bytes(exec::MemorySpace::Gpu) -
                            1;
