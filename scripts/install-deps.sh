@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libopenblas-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   libfmt-dev libspdlog-dev libsentencepiece-dev
-  coinor-libcbc-dev liburing-dev
+  coinor-libcbc-dev liburing-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   gnuplot-nox python3-venv
 )

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/ranks.h"
 #include "core/error.h"
 #include "train/trainer.h"
 
@@ -51,9 +52,11 @@ void add_train_command(CLI::App& app) {
     options.resume = resuming ? args->resume : "";
     options.resuming = resuming;
     options.sample_at_end = !args->no_sample;
-    train::TrainRunResult r = train::run_training(config, options);
-    if (r.interrupted)
-      fmt::print("stopped at step {} on request; resume with --resume latest\n", r.steps_done);
+    run_as_rank([&] {
+      train::TrainRunResult r = train::run_training(config, options);
+      if (r.interrupted)
+        fmt::print("stopped at step {} on request; resume with --resume latest\n", r.steps_done);
+    });
   });
 }
 

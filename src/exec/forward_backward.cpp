@@ -9,7 +9,8 @@
 namespace lt::exec {
 
 void forward_backward(const models::CausalLM& model, const std::vector<data::Batch>& micro_batches,
-                      optim::GradNormPartials* norm, StepStats& stats, const BackwardHooks& hooks) {
+                      optim::GradNormPartials* norm, StepStats& stats, const BackwardHooks& hooks,
+                      int64_t targets_over_ranks) {
   const Device device = model.device();
   int64_t targets = 0;
   for (const auto& mb : micro_batches) {
@@ -17,7 +18,8 @@ void forward_backward(const models::CausalLM& model, const std::vector<data::Bat
     targets += mb.target_count;
   }
   stats.target_count += targets;
-  const double denominator = static_cast<double>(std::max<int64_t>(targets, 1));
+  const double denominator = static_cast<double>(
+      std::max<int64_t>(targets_over_ranks > 0 ? targets_over_ranks : targets, 1));
   // Ids were checked against the vocabulary when the data was loaded and
   // targets counted on the host by the batcher. On a GPU the kernels guard
   // them again without a read-back: a bad one is thrown by the

@@ -28,8 +28,12 @@ struct BackwardHooks {
   std::function<void()> before_last_backward;
 };
 
+// `targets_over_ranks` (data parallel, exec/cross_rank_sum.h): the global
+// batch's target count over every rank's shard, the loss's denominator, so
+// that the ranks' gradients and losses add up to the global batch's; 0: the
+// micro-batches' own count.
 void forward_backward(const models::CausalLM& model, const std::vector<data::Batch>& micro_batches,
                       optim::GradNormPartials* norm, StepStats& stats,
-                      const BackwardHooks& hooks = {});
+                      const BackwardHooks& hooks = {}, int64_t targets_over_ranks = 0);
 
 }  // namespace lt::exec

@@ -27,8 +27,8 @@ void finish_queued_work(Device device) {
 }  // namespace
 
 ResidentExecutor::ResidentExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
-                                   DType compute_dtype)
-    : model_(model), optimizer_(optimizer), params_(model.parameters()) {
+                                   DType compute_dtype, CrossRankSum* ranks)
+    : model_(model), optimizer_(optimizer), params_(model.parameters()), ranks_(ranks) {
   LT_CHECK(compute_dtype == DType::F32 || compute_dtype == DType::BF16,
            "resident executor: compute dtype (train.dtype) must be f32 or bf16, got ",
            dtype_name(compute_dtype));
@@ -58,6 +58,38 @@ ResidentExecutor::ResidentExecutor(const models::CausalLM& model, optim::Optimiz
   grad_norm_ = std::make_unique<optim::GradNormPartials>(compute_params_);
 }
 
+void ResidentExecutor::forward_backward_over_ranks(const std::vector<data::Batch>& micro_batches,
+                                                   StepStats& stats) {
+  const Device device = model_.device();
+  double targets = 0;
+  for (const auto& mb : micro_batches) targets += static_cast<double>(mb.target_count);
+  ranks_->sum(std::span<double>(&targets, 1));
+  forward_backward(compute_model(), micro_batches, nullptr, stats, {},
+                   static_cast<int64_t>(targets));
+  finish_queued_work(device);
+  ops::check_index_errors(device);
+  // Every rank sums the same list: a rank whose shard had no targets (or a
+  // parameter its shard did not reach) adds zeros.
+  std::vector<Tensor> grads;
+  for (auto& [name, p] : compute_params_) {
+    if (!p.requires_grad()) continue;
+    if (!p.grad().defined()) p.set_grad(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+    grads.push_back(p.grad());
+  }
+  {
+    ops::OpProfileScope profile("gradient all-reduce", device);
+    ranks_->sum(grads);
+  }
+  double totals[2] = {stats.loss, static_cast<double>(stats.tokens)};
+  ranks_->sum(totals);
+  stats.loss = totals[0];
+  stats.tokens = static_cast<int64_t>(totals[1]);
+  stats.target_count = static_cast<int64_t>(targets);
+  // The norm of the summed gradients (every one is taken by finish()).
+  grad_norm_->begin();
+  grad_norm_->finish();
+}
+
 StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,
                                  const StepOptions& options) {
   const Device device = model_.device();
@@ -67,9 +99,13 @@ StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,
   if (gpu) gpu->reset_peak();
   StepStats stats;
   for (auto& [name, p] : compute_params_) p.set_grad(Tensor());
-  forward_backward(compute_model(), micro_batches, grad_norm_.get(), stats);
-  finish_queued_work(device);
-  ops::check_index_errors(device);
+  if (ranks_) {
+    forward_backward_over_ranks(micro_batches, stats);
+  } else {
+    forward_backward(compute_model(), micro_batches, grad_norm_.get(), stats);
+    finish_queued_work(device);
+    ops::check_index_errors(device);
+  }
   stats.grad_norm = std::sqrt(grad_norm_->squared_sum());
   stats.compute_s = seconds_since(start);
 

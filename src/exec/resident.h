@@ -10,8 +10,15 @@
 // directly. After each update the copy is refreshed from the masters (one
 // cast kernel per tensor). With compute dtype f32 the masters are the
 // compute model and there is no copy.
+//
+// Data parallel (a CrossRankSum given): each rank runs its shard of the
+// global batch with the global target count as the loss's denominator, the
+// ranks' gradients are summed (one all-reduce after the backward; not yet
+// bucketed or overlapped with it), and the gradient norm is taken of the
+// sum, so every rank clips and updates alike and the weights stay equal.
 #include <memory>
 
+#include "exec/cross_rank_sum.h"
 #include "exec/executor.h"
 #include "models/causal_lm.h"
 #include "optim/grad_norm_partials.h"
@@ -23,8 +30,10 @@ class ResidentExecutor final : public Executor {
  public:
   // `model`: the masters (f32), on the CPU or a CUDA device; `optimizer`
   // was built over model.parameters(). `compute_dtype`: f32 or bf16.
+  // `ranks`: data parallel over these ranks (null: one process); outlives
+  // the executor.
   ResidentExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
-                   DType compute_dtype = DType::F32);
+                   DType compute_dtype = DType::F32, CrossRankSum* ranks = nullptr);
   StepStats step(const std::vector<data::Batch>& micro_batches,
                  const StepOptions& options) override;
   const char* name() const override { return "resident"; }
@@ -34,6 +43,8 @@ class ResidentExecutor final : public Executor {
   const models::CausalLM& eval_model() const override { return compute_model(); }
 
  private:
+  void forward_backward_over_ranks(const std::vector<data::Batch>& micro_batches, StepStats& stats);
+
   const models::CausalLM& model_;
   optim::Optimizer& optimizer_;
   nn::NamedParameters params_;  // the masters, in optimizer order
@@ -42,6 +53,7 @@ class ResidentExecutor final : public Executor {
   // The gradient norm's partial sums, taken from compute_params_' gradients
   // during the last micro-batch's backward (optim/grad_norm_partials.h).
   std::unique_ptr<optim::GradNormPartials> grad_norm_;
+  CrossRankSum* ranks_ = nullptr;
 };
 
 }  // namespace lt::exec

@@ -11,6 +11,8 @@
 
 #include "data/batching.h"
 #include "data/prompt_rows.h"
+#include "dist/process.h"
+#include "dist/shard.h"
 #include "exec/evaluate.h"
 #include "exec/offload.h"
 #include "exec/resident.h"
@@ -144,11 +146,16 @@ int64_t steps_per_epoch(const std::vector<data::WeightedSamples>& sources,
   return std::max<int64_t>(1, (sequences + sequences_per_step - 1) / sequences_per_step);
 }
 
+// `ranks`: data parallel (null: one process); the resident executor only,
+// so far (docs/distributed.md).
 std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPlan& plan,
                                               const models::CausalLM& model,
-                                              optim::Optimizer& optimizer, int64_t epoch_steps) {
+                                              optim::Optimizer& optimizer, int64_t epoch_steps,
+                                              exec::CrossRankSum* ranks) {
   if (plan.executor == exec::ExecutorKind::Resident)
-    return std::make_unique<exec::ResidentExecutor>(model, optimizer, plan.compute_dtype);
+    return std::make_unique<exec::ResidentExecutor>(model, optimizer, plan.compute_dtype, ranks);
+  LT_CHECK(!ranks, "exec.mode ", exec::executor_name(plan.executor),
+           ": a run of several processes trains with exec.mode resident only, so far");
   if (plan.executor == exec::ExecutorKind::Offload ||
       plan.executor == exec::ExecutorKind::ZenFlow) {
     exec::OffloadOptions o;
@@ -189,6 +196,10 @@ struct Run {
   std::optional<models::CausalLM> model;
   RunPlan plan;
   std::unique_ptr<optim::Optimizer> optimizer;
+  // Data parallel: this process's rank (rank 0 alone writes out.dir) and
+  // the sum over ranks; null in a one-process run.
+  dist::World world;
+  std::unique_ptr<exec::CrossRankSum> ranks;
   std::unique_ptr<exec::Executor> executor;
   std::optional<data::Batcher> batcher;
   data::BatchOptions batch_options;
@@ -251,6 +262,11 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   }
 
   r.plan = resolve_run(c, model.config());
+  if (r.world.distributed()) {
+    dist::check_batch_divides(c.train.batch_size, r.plan.grad_accum, r.world);
+    if (r.plan.device.is_cuda()) r.plan.device = Device::cuda(r.world.local_rank);
+    r.ranks = dist::open_cross_rank_sum(r.plan.device, dist::kDefaultTimeoutS);
+  }
   for (const std::string& line : r.plan.reasons) log.message(line);
   if (!r.plan.plan_description.empty()) {
     fmt::print("{}\n", r.plan.plan_description);
@@ -265,8 +281,9 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   r.batch_options.seq_len = c.train.seq_len;
   r.batch_options.pack = c.data.pack;
   r.batch_options.seed = c.train.seed;
-  r.executor = make_executor(c, r.plan, model, *r.optimizer,
-                             steps_per_epoch(r.sources, r.batch_options, r.plan.grad_accum));
+  r.executor =
+      make_executor(c, r.plan, model, *r.optimizer,
+                    steps_per_epoch(r.sources, r.batch_options, r.plan.grad_accum), r.ranks.get());
   // Padding is never predicted but is still embedded, so it must be a valid
   // id: EOS when the vocabulary has it (a trimmed vocabulary may not), else 0.
   if (auto eos = model.config().eos_token_ids;
@@ -303,7 +320,8 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
 }
 
 void save(Run& r, ProgressBar& bar) {
-  r.executor->sync_masters();  // updates may still be running, or (ZenFlow) on the device
+  r.executor->sync_masters();     // updates may still be running, or (ZenFlow) on the device
+  if (r.world.rank != 0) return;  // every rank holds the same weights and states
   r.state.sampler = r.batcher->state();
   r.last_saved = save_checkpoint(
       r.out_dir, *r.model, r.optimizer->state(), r.state,
@@ -406,6 +424,15 @@ void sample(const Run& r) {
   print_sample(*r.model, *r.tokenizer, r.sources.front().samples.front());
 }
 
+// A stop request (a signal) on any rank stops every rank after the same
+// step, so that they save and leave together.
+bool stop_requested(Run& r, const StopSignals& signals) {
+  if (!r.ranks) return signals.requested();
+  double requested = signals.requested() ? 1 : 0;
+  r.ranks->sum(std::span<double>(&requested, 1));
+  return requested > 0;
+}
+
 }  // namespace
 
 TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions& options) {
@@ -416,13 +443,17 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
       r.config.train.dtype, resolve_train_device(r.config.train.device).is_cuda());
   const TrainConfig& c = r.config;
   r.out_dir = c.out.dir;
-  const OutDirLock lock(r.out_dir);  // before anything in out.dir is read or written
-  remove_stale_saves(r.out_dir);     // a killed or failed save's leftovers
-  if (const int n = exec::remove_stale_scratch_files(c.exec.disk_path.empty() ? r.out_dir.string()
-                                                                              : c.exec.disk_path))
+  r.world = dist::this_world();
+  const bool writer = r.world.rank == 0;  // of out.dir: the other ranks only read it
+  std::optional<OutDirLock> lock;
+  if (writer) lock.emplace(r.out_dir);        // before anything in out.dir is read or written
+  if (writer) remove_stale_saves(r.out_dir);  // a killed or failed save's leftovers
+  if (const int n = !writer ? 0
+                            : exec::remove_stale_scratch_files(
+                                  c.exec.disk_path.empty() ? r.out_dir.string() : c.exec.disk_path))
     fmt::print(stderr, "removed {} activation scratch file(s) a killed run left\n", n);
   r.config_yaml = c.to_yaml();
-  write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
+  if (writer) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
   fmt::print("lazytrain train: resolved config (saved to {})\n{}",
              (r.out_dir / "config.yaml").string(), r.config_yaml);
   std::fflush(stdout);  // before progress lines on stderr, also when piped
@@ -436,7 +467,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
 
   const double params = static_cast<double>(r.model->config().num_parameters());
   StopSignals signals;
-  MetricsWriter metrics(r.out_dir / "metrics.jsonl", !r.resume_dir.empty(), r.state.step);
+  std::optional<MetricsWriter> metrics;
+  if (writer) metrics.emplace(r.out_dir / "metrics.jsonl", !r.resume_dir.empty(), r.state.step);
   ProgressBar bar(r.state.step, c.train.steps);
   evaluate_before_training(r, bar);
   TrainRunResult result;
@@ -444,7 +476,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
 
   while (r.state.step < c.train.steps) {
     std::vector<data::Batch> micro;
-    for (int64_t i = 0; i < r.plan.grad_accum; ++i) micro.push_back(r.batcher->next());
+    for (int64_t i = 0; i < r.plan.grad_accum; ++i)
+      micro.push_back(dist::shard_rows(r.batcher->next(), r.world.rank, r.world.size));
     exec::StepOptions step_options;
     step_options.lr = optim::lr_at(r.lr_schedule, r.state.step);
     step_options.max_grad_norm = c.train.grad_clip;
@@ -455,7 +488,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     line["executor"] = r.executor->name();
     check_plan_peak(r, stats, line, bar);
     maybe_evaluate(r, line, bar);
-    metrics.write(line);
+    if (metrics) metrics->write(line);
     summary.add(line);
     result.final_loss = stats.loss;
     count_bad_steps(r, stats, bar);
@@ -463,7 +496,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     bar.update(r.state.step - 1, stats.loss, line.at("tokens_per_s").get<double>(),
                line.at("tflops").get<double>(), fmt::format(" | lr {:.2e}", step_options.lr));
     const bool at_end = r.state.step == c.train.steps;
-    if (signals.requested() && !at_end) {  // on the last step, finish normally
+    if (stop_requested(r, signals) && !at_end) {  // on the last step, finish normally
       bar.finish();
       bar.message("stop requested: saving and exiting");
       save(r, bar);
@@ -476,7 +509,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   bar.finish();
   result.steps_done = r.state.step;
   result.last_checkpoint = r.last_saved.string();
-  plot_loss_curve(r.out_dir / "metrics.jsonl", r.out_dir / "loss.png");
+  if (writer) plot_loss_curve(r.out_dir / "metrics.jsonl", r.out_dir / "loss.png");
   if (r.math_latest) {
     // The held-out answers say more than a training row's continuation.
     fmt::print("\n{}\n", math_accuracy_line(r.math_before_training, *r.math_latest));

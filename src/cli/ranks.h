@@ -1,0 +1,15 @@
+#pragma once
+// How a rank of a run of several processes behaves at the command line:
+// rank 0 speaks for the run; the others stay quiet unless they fail, and a
+// rank that fails stops the others rather than leave them waiting for it.
+#include <functional>
+
+namespace lt::cli {
+
+// Runs `body`. On a rank other than 0 its stdout and stderr go to
+// /dev/null while it runs. An error on any rank is printed (to the real
+// stderr) naming the rank, and an MPI job is then aborted, so every rank
+// exits; a one-process run just rethrows to main().
+void run_as_rank(const std::function<void()>& body);
+
+}  // namespace lt::cli

@@ -1,0 +1,26 @@
+#pragma once
+// Everything this program asks of MPI (only these functions include
+// <mpi.h>): start-up, the CPU's data-parallel sum, a broadcast for the
+// NCCL id, and the abort that ends every rank. Without MPI in the build
+// (LT_HAVE_MPI unset) each throws an lt::Error saying so.
+#include <memory>
+#include <span>
+
+#include "exec/cross_rank_sum.h"
+
+namespace lt::dist {
+
+bool mpi_built_in();
+// MPI_Init_thread (funneled: only the main thread calls MPI) and an atexit
+// MPI_Finalize; checks that MPI's rank and size are `rank` and `size`.
+void mpi_start(int rank, int size);
+// MPI_Allreduce over MPI_COMM_WORLD; f32 CPU tensors and doubles.
+std::unique_ptr<exec::CrossRankSum> make_mpi_sum();
+// Rank 0's `bytes` on every rank.
+void mpi_broadcast(std::span<char> bytes);
+// The logical or of `flag` over the ranks.
+bool mpi_any(bool flag);
+// MPI_Abort(MPI_COMM_WORLD): mpirun then ends every rank.
+void mpi_abort(int code);
+
+}  // namespace lt::dist

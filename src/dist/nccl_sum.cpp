@@ -1,0 +1,184 @@
+#include "dist/nccl_sum.h"
+
+#include "core/error.h"
+
+#if defined(LT_WITH_CUDA) && defined(LT_HAVE_NCCL)
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "core/cuda/check.cuh"
+#include "core/stream.h"
+
+namespace lt::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+static_assert(NCCL_UNIQUE_ID_BYTES == kNcclIdBytes);
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return ncclFloat32;
+    case DType::BF16:
+      return ncclBfloat16;
+    default:
+      fail("data parallel over NCCL sums f32 or bf16 tensors, got ", dtype_name(dtype));
+  }
+}
+
+class NcclSum final : public exec::CrossRankSum {
+ public:
+  NcclSum(const World& world, int device_index, const NcclId& id, double timeout_s)
+      : world_(world), device_(Device::cuda(device_index)), timeout_s_(timeout_s) {
+    LT_CUDA_CHECK(cudaSetDevice(device_index));
+    ncclUniqueId unique{};
+    std::memcpy(unique.internal, id.data(), kNcclIdBytes);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    check(ncclCommInitRankConfig(&comm_, world.size, unique, world.rank, &config),
+          "ncclCommInitRankConfig");
+    wait_for_comm("ncclCommInitRankConfig");
+    LT_CUDA_CHECK(cudaMalloc(&scratch_, kScratchDoubles * sizeof(double)));
+  }
+  ~NcclSum() override {
+    if (scratch_) cudaFree(scratch_);
+    if (comm_) ncclCommDestroy(comm_);
+  }
+  int rank() const override { return world_.rank; }
+  int world_size() const override { return world_.size; }
+
+  void sum(std::span<double> values) override {
+    cudaStream_t stream = current();
+    for (size_t done = 0; done < values.size(); done += kScratchDoubles) {
+      const size_t n = std::min(kScratchDoubles, values.size() - done);
+      LT_CUDA_CHECK(cudaMemcpyAsync(scratch_, values.data() + done, n * sizeof(double),
+                                    cudaMemcpyHostToDevice, stream));
+      check(ncclAllReduce(scratch_, scratch_, n, ncclFloat64, ncclSum, comm_, stream),
+            "ncclAllReduce");
+      LT_CUDA_CHECK(cudaMemcpyAsync(values.data() + done, scratch_, n * sizeof(double),
+                                    cudaMemcpyDeviceToHost, stream));
+      wait_for_stream(stream, "ncclAllReduce (loss and counts)");
+    }
+  }
+
+  // One group: NCCL fuses the tensors' all-reduces into few launches.
+  void sum(const std::vector<Tensor>& tensors) override {
+    cudaStream_t stream = current();
+    check(ncclGroupStart(), "ncclGroupStart");
+    for (const Tensor& t : tensors) {
+      LT_CHECK(t.device() == device_ && t.is_contiguous(), "data parallel over NCCL on ",
+               device_.str(), " sums contiguous tensors there, got ", t.str());
+      check(ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                          nccl_type(t.dtype()), ncclSum, comm_, stream),
+            "ncclAllReduce");
+    }
+    check(ncclGroupEnd(), "ncclGroupEnd");
+    wait_for_stream(stream, "ncclAllReduce (gradients)");
+  }
+
+ private:
+  static constexpr size_t kScratchDoubles = 1024;
+
+  cudaStream_t current() const {
+    return static_cast<cudaStream_t>(current_stream(device_).handle());
+  }
+  [[noreturn]] void abort_and_fail(const std::string& what) {
+    if (comm_) ncclCommAbort(comm_);
+    comm_ = nullptr;
+    fail("rank ", world_.rank, " of ", world_.size, ": ", what);
+  }
+  void check(ncclResult_t r, const char* call) {
+    if (r == ncclSuccess || r == ncclInProgress) return;
+    abort_and_fail(std::string(call) + " failed: " + ncclGetErrorString(r) + " (" +
+                   ncclGetLastError(comm_) + ")");
+  }
+  // Polls until the non-blocking communicator is ready.
+  void wait_for_comm(const char* call) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+    while (true) {
+      ncclResult_t state = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &state);
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) check(state, call);
+      if (Clock::now() > deadline)
+        abort_and_fail(std::string(call) + " did not complete within dist.timeout_s = " +
+                       std::to_string(timeout_s_) + " s: another rank is missing or stuck");
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  // Polls the stream and the communicator's asynchronous error.
+  void wait_for_stream(cudaStream_t stream, const char* what) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+    while (true) {
+      const cudaError_t done = cudaStreamQuery(stream);
+      if (done == cudaSuccess) return;
+      if (done != cudaErrorNotReady) LT_CUDA_CHECK(done);
+      ncclResult_t state = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &state);
+      if (state != ncclSuccess && state != ncclInProgress) check(state, what);
+      if (Clock::now() > deadline)
+        abort_and_fail(std::string(what) + " did not finish within dist.timeout_s = " +
+                       std::to_string(timeout_s_) + " s: another rank died or hangs");
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  World world_;
+  Device device_;
+  double timeout_s_;
+  ncclComm_t comm_ = nullptr;
+  double* scratch_ = nullptr;  // device buffer for the host doubles' sum
+};
+
+}  // namespace
+
+bool nccl_built_in() {
+  return true;
+}
+
+NcclId make_nccl_id() {
+  ncclUniqueId unique{};
+  const ncclResult_t r = ncclGetUniqueId(&unique);
+  LT_CHECK(r == ncclSuccess, "ncclGetUniqueId: ", ncclGetErrorString(r));
+  NcclId id{};
+  std::memcpy(id.data(), unique.internal, kNcclIdBytes);
+  return id;
+}
+
+std::unique_ptr<exec::CrossRankSum> make_nccl_sum(const World& world, int device_index,
+                                                  const NcclId& id, double timeout_s) {
+  return std::make_unique<NcclSum>(world, device_index, id, timeout_s);
+}
+
+}  // namespace lt::dist
+
+#else  // no NCCL in this build
+
+namespace lt::dist {
+
+namespace {
+[[noreturn]] void no_nccl() {
+  fail(
+      "data parallel on GPUs needs NCCL: build with LT_CUDA=ON where nccl.h is found "
+      "(/usr/local/cuda)");
+}
+}  // namespace
+
+bool nccl_built_in() {
+  return false;
+}
+NcclId make_nccl_id() {
+  no_nccl();
+}
+std::unique_ptr<exec::CrossRankSum> make_nccl_sum(const World&, int, const NcclId&, double) {
+  no_nccl();
+}
+
+}  // namespace lt::dist
+
+#endif

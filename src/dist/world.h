@@ -1,0 +1,43 @@
+#pragma once
+// Who this process is in a data-parallel run, read from the launcher's
+// environment (docs/distributed.md):
+//  - MPI: mpirun / srun (OpenMPI's OMPI_COMM_WORLD_*, PMIx's PMIX_RANK,
+//    srun --mpi=pmix's PMIX_RANK); rank and size then come from
+//    MPI itself once it is initialized.
+//  - torchrun: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, all
+//    five (a half-set environment is an error naming what is missing).
+//  - neither: one process, no communication at all.
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace lt::dist {
+
+enum class Launcher { None, Mpi, Torchrun };
+const char* launcher_name(Launcher launcher);
+
+struct World {
+  Launcher launcher = Launcher::None;
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;       // which GPU of its host this rank uses
+  std::string master_addr;  // torchrun: where rank 0 hands out the NCCL id
+  int master_port = 0;
+  bool distributed() const { return size > 1; }
+};
+
+// Reads one environment variable; nullopt when unset.
+using EnvironmentLookup = std::function<std::optional<std::string>(const std::string&)>;
+EnvironmentLookup process_environment();
+
+// The world as the environment describes it. Under MPI, rank and size are
+// the launcher's variables (MPI_Comm_rank agrees; dist/process.h checks).
+// Throws lt::Error naming the variable that is missing or malformed.
+World world_from_environment(const EnvironmentLookup& env);
+
+// train.batch_size is the global batch: every micro-batch of `rows`
+// sequences is cut into world.size equal shards. Throws lt::Error naming
+// train.batch_size (and train.grad_accum when it is the cause) otherwise.
+void check_batch_divides(int64_t batch_size, int64_t grad_accum, const World& world);
+
+}  // namespace lt::dist
