@@ -252,7 +252,7 @@ TEST_F(PlanCommand, ProfileSaysWhenTheWorkingSetsAreLeftOut) {
   ASSERT_TRUE(p.stage_times.has_value()) << profiled.out;
   EXPECT_FALSE(p.stage_times->has_working_sets());
   EXPECT_NE(profiled.out.find("note: the working sets (stage_times.block_backward_bytes, "
-                              "head_step_bytes) were not written: --batch-sizes 2 and 8 at "
+                              "head_step_bytes) were not written: batch sizes 2 and 8 at "
                               "seq_len 64 lie on both sides of one loss chunk (256 tokens)"),
             std::string::npos)
       << profiled.out;
