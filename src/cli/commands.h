@@ -20,5 +20,6 @@ void add_train_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
+void add_launch_command(CLI::App& app);
 
 }  // namespace lt::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   lt::cli::add_tokenize_command(app);
   lt::cli::add_plan_command(app);
   lt::cli::add_profile_command(app);
+  lt::cli::add_launch_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,208 @@
+// Data parallel on the CPU, end to end: `lazytrain launch --nproc 2 train`
+// (mpirun, MPI_Allreduce) against one process at the same global batch on
+// the qwen3 fixture. The outside reference is the one-process run, which
+// the resident executor's own tests check against PyTorch: two ranks must
+// give its losses, gradient norms (with clipping on) and weights within
+// float tolerance, resume across world sizes as an uninterrupted run, stop
+// together on a signal, and refuse a batch that does not divide.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "io/hf_model.h"
+#include "train/checkpoint.h"
+#include "train/train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+// mpirun refuses root unless told; this sandbox and some CI containers run
+// as root. Only the tests set it.
+void allow_mpirun_as_root() {
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+}
+
+struct Runs {
+  TempDir tmp{"data_parallel"};
+  fs::path data = tmp / "data.jsonl";
+  Runs() {
+    allow_mpirun_as_root();
+    write_random_tokens(data, 24, 97, 3);
+  }
+  // `lazytrain [launch --nproc N] train` on the fixture; the exit code.
+  int train(int nproc, const fs::path& out, std::vector<std::string> sets,
+            std::string* output = nullptr, const std::string& resume = "") {
+    std::vector<std::string> args;
+    if (nproc > 0) args = {"launch", "--nproc", std::to_string(nproc)};
+    for (const std::string& a : std::vector<std::string>{
+             "train", "--no-sample",           "--set", "model.path=" + fixture("qwen3").string(),
+             "--set", "model.init=pretrained", "--set", "data.path=" + data.string(),
+             "--set", "data.format=tokens",    "--set", "train.seq_len=16",
+             "--set", "train.device=cpu",      "--set", "train.save_every=0",
+             "--set", "train.grad_clip=0.5",   "--set", "sched.name=constant",
+             "--set", "sched.warmup_steps=0",  "--set", "optim.lr=2e-3",
+             "--set", "optim.eps=1e-3",        "--set", "out.dir=" + out.string()})
+      args.push_back(a);
+    for (const std::string& s : sets) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    if (!resume.empty()) {
+      args.push_back("--resume");
+      args.push_back(resume);
+    }
+    std::string text;
+    const int code = run_program(args, out.string() + ".log", &text, 120);
+    if (output) *output = text;
+    EXPECT_EQ(code, 0) << text;
+    return code;
+  }
+};
+
+void expect_same_steps(const fs::path& a, const fs::path& b, size_t first_step = 0) {
+  const auto ma = read_metrics(a), mb = read_metrics(b);
+  ASSERT_EQ(ma.size(), mb.size());
+  for (size_t i = first_step; i < ma.size(); ++i) {
+    for (const char* key : {"loss", "grad_norm"}) {
+      const double x = ma[i].at(key).get<double>(), y = mb[i].at(key).get<double>();
+      EXPECT_NEAR(x, y, 1e-6 * std::max(1.0, std::abs(x))) << key << " at step " << i;
+    }
+    EXPECT_EQ(ma[i].at("tokens"), mb[i].at("tokens")) << "step " << i;
+  }
+}
+
+// The largest |x - y| over every weight of two Hugging Face folders.
+double max_weight_difference(const fs::path& a, const fs::path& b) {
+  const models::CausalLM x = io::load_hf_model(a, DType::F32);
+  const models::CausalLM y = io::load_hf_model(b, DType::F32);
+  const auto px = x.parameters(), py = y.parameters();
+  EXPECT_EQ(px.size(), py.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(px.size(), py.size()); ++i) {
+    const auto vx = px[i].second.to_vector<float>(), vy = py[i].second.to_vector<float>();
+    EXPECT_EQ(vx.size(), vy.size()) << px[i].first;
+    for (size_t j = 0; j < std::min(vx.size(), vy.size()); ++j)
+      worst = std::max(worst, double(std::abs(vx[j] - vy[j])));
+  }
+  return worst;
+}
+
+// Equal within float tolerance, and trained (far from the start).
+void expect_same_weights(const fs::path& a, const fs::path& b) {
+  EXPECT_LT(max_weight_difference(a, b), 2e-6);
+  EXPECT_GT(max_weight_difference(fixture("qwen3"), b), 1e-3);
+}
+
+struct Shape {
+  const char* name;
+  std::vector<std::string> sets;
+};
+
+class TwoRanks : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(TwoRanks, GiveOneProcessLossesNormsAndWeights) {
+  Runs runs;
+  std::vector<std::string> sets = GetParam().sets;
+  sets.push_back("train.steps=4");
+  runs.train(0, runs.tmp / "one", sets);
+  std::string output;
+  runs.train(2, runs.tmp / "two", sets, &output);
+  // Rank 0 alone speaks and writes.
+  EXPECT_EQ(output.find("rank 1"), std::string::npos) << output;
+  expect_same_steps(runs.tmp / "one", runs.tmp / "two");
+  expect_same_weights(runs.tmp / "one" / "step-4", runs.tmp / "two" / "step-4");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Batches, TwoRanks,
+    ::testing::Values(Shape{"padded", {"train.batch_size=4", "data.pack=false"}},
+                      Shape{"accumulated", {"train.batch_size=4", "train.grad_accum=2"}},
+                      Shape{"packed", {"train.batch_size=6", "data.pack=true"}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// A run stopped after 2 steps and resumed to 4, on another world size each
+// way, continues as an uninterrupted one-process run.
+TEST(DataParallel, ResumeAcrossWorldSizesContinuesAsUninterrupted) {
+  Runs runs;
+  const std::vector<std::string> at2 = {"train.batch_size=4", "train.steps=2"};
+  const std::vector<std::string> at4 = {"train.batch_size=4", "train.steps=4"};
+  runs.train(0, runs.tmp / "whole", at4);
+  for (const auto& [first, then] : {std::pair{2, 0}, std::pair{0, 2}}) {
+    const fs::path out = runs.tmp / ("from" + std::to_string(first) + "to" + std::to_string(then));
+    runs.train(first, out, at2);
+    runs.train(then, out, at4, nullptr, "latest");
+    expect_same_steps(runs.tmp / "whole", out);
+    expect_same_weights(runs.tmp / "whole" / "step-4", out / "step-4");
+  }
+}
+
+TEST(DataParallel, SigtermOnTheLauncherStopsEveryRankAfterOneSave) {
+  Runs runs;
+  const fs::path out = runs.tmp / "stopped";
+  Child child({"launch",
+               "--nproc",
+               "2",
+               "train",
+               "--no-sample",
+               "--set",
+               "model.path=" + fixture("qwen3").string(),
+               "--set",
+               "model.init=pretrained",
+               "--set",
+               "data.path=" + runs.data.string(),
+               "--set",
+               "data.format=tokens",
+               "--set",
+               "train.seq_len=16",
+               "--set",
+               "train.device=cpu",
+               "--set",
+               "train.batch_size=4",
+               "--set",
+               "train.steps=1000000",
+               "--set",
+               "train.save_every=0",
+               "--set",
+               "out.dir=" + out.string()},
+              runs.tmp / "stopped.log");
+  ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 3, 60)) << child.output();
+  child.signal(SIGTERM);
+  child.wait(60);
+  const std::string output = child.output();
+  EXPECT_NE(output.find("stop requested: saving and exiting"), std::string::npos) << output;
+  const auto metrics = read_metrics(out);
+  const fs::path latest = resolve_checkpoint("latest", out);
+  EXPECT_EQ(latest, out / ("step-" + std::to_string(metrics.size()))) << output;
+  EXPECT_EQ(read_checkpoint(latest).state.step, static_cast<int64_t>(metrics.size()));
+}
+
+TEST(DataParallel, BatchThatDoesNotDivideNamesTheKeyAndTheRank) {
+  Runs runs;
+  std::vector<std::string> args = {"launch",
+                                   "--nproc",
+                                   "2",
+                                   "train",
+                                   "--no-sample",
+                                   "--set",
+                                   "model.path=" + fixture("qwen3").string(),
+                                   "--set",
+                                   "data.path=" + runs.data.string(),
+                                   "--set",
+                                   "data.format=tokens",
+                                   "--set",
+                                   "train.device=cpu",
+                                   "--set",
+                                   "train.batch_size=3",
+                                   "--set",
+                                   "out.dir=" + (runs.tmp / "bad").string()};
+  std::string output;
+  EXPECT_NE(run_program(args, runs.tmp / "bad.log", &output, 60), 0);
+  EXPECT_NE(output.find("rank 0 of 2: error: train.batch_size 3 is the global batch and must "
+                        "divide by the world size 2"),
+            std::string::npos)
+      << output;
+}
+
+}  // namespace
+}  // namespace lt::train::testing
