@@ -30,30 +30,31 @@ struct Runs {
     allow_mpirun_as_root();
     write_random_tokens(data, 24, 97, 3);
   }
-  // `lazytrain [launch --nproc N] train` on the fixture; the exit code.
-  int train(int nproc, const fs::path& out, std::vector<std::string> sets,
+  // `lazytrain [launch --nproc N] train` on the fixture with `sets` on top
+  // (nproc 0: without launch).
+  std::vector<std::string> args(int nproc, const fs::path& out,
+                                const std::vector<std::string>& sets,
+                                const std::string& resume = "") const {
+    std::vector<std::string> a;
+    if (nproc > 0) a = {"launch", "--nproc", std::to_string(nproc)};
+    a.insert(a.end(), {"train", "--no-sample"});
+    for (const std::string& s :
+         {"model.path=" + fixture("qwen3").string(), std::string("model.init=pretrained"),
+          "data.path=" + data.string(), std::string("data.format=tokens"),
+          std::string("train.seq_len=16"), std::string("train.device=cpu"),
+          std::string("train.save_every=0"), std::string("train.grad_clip=0.5"),
+          std::string("sched.name=constant"), std::string("sched.warmup_steps=0"),
+          std::string("optim.lr=2e-3"), std::string("optim.eps=1e-3"), "out.dir=" + out.string()})
+      a.insert(a.end(), {"--set", s});
+    for (const std::string& s : sets) a.insert(a.end(), {"--set", s});
+    if (!resume.empty()) a.insert(a.end(), {"--resume", resume});
+    return a;
+  }
+  // Runs it to the end, expecting success; the exit code.
+  int train(int nproc, const fs::path& out, const std::vector<std::string>& sets,
             std::string* output = nullptr, const std::string& resume = "") {
-    std::vector<std::string> args;
-    if (nproc > 0) args = {"launch", "--nproc", std::to_string(nproc)};
-    for (const std::string& a : std::vector<std::string>{
-             "train", "--no-sample",           "--set", "model.path=" + fixture("qwen3").string(),
-             "--set", "model.init=pretrained", "--set", "data.path=" + data.string(),
-             "--set", "data.format=tokens",    "--set", "train.seq_len=16",
-             "--set", "train.device=cpu",      "--set", "train.save_every=0",
-             "--set", "train.grad_clip=0.5",   "--set", "sched.name=constant",
-             "--set", "sched.warmup_steps=0",  "--set", "optim.lr=2e-3",
-             "--set", "optim.eps=1e-3",        "--set", "out.dir=" + out.string()})
-      args.push_back(a);
-    for (const std::string& s : sets) {
-      args.push_back("--set");
-      args.push_back(s);
-    }
-    if (!resume.empty()) {
-      args.push_back("--resume");
-      args.push_back(resume);
-    }
     std::string text;
-    const int code = run_program(args, out.string() + ".log", &text, 120);
+    const int code = run_program(args(nproc, out, sets, resume), out.string() + ".log", &text, 120);
     if (output) *output = text;
     EXPECT_EQ(code, 0) << text;
     return code;
@@ -140,31 +141,7 @@ TEST(DataParallel, ResumeAcrossWorldSizesContinuesAsUninterrupted) {
 TEST(DataParallel, SigtermOnTheLauncherStopsEveryRankAfterOneSave) {
   Runs runs;
   const fs::path out = runs.tmp / "stopped";
-  Child child({"launch",
-               "--nproc",
-               "2",
-               "train",
-               "--no-sample",
-               "--set",
-               "model.path=" + fixture("qwen3").string(),
-               "--set",
-               "model.init=pretrained",
-               "--set",
-               "data.path=" + runs.data.string(),
-               "--set",
-               "data.format=tokens",
-               "--set",
-               "train.seq_len=16",
-               "--set",
-               "train.device=cpu",
-               "--set",
-               "train.batch_size=4",
-               "--set",
-               "train.steps=1000000",
-               "--set",
-               "train.save_every=0",
-               "--set",
-               "out.dir=" + out.string()},
+  Child child(runs.args(2, out, {"train.batch_size=4", "train.steps=1000000"}),
               runs.tmp / "stopped.log");
   ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 3, 60)) << child.output();
   child.signal(SIGTERM);
@@ -179,23 +156,7 @@ TEST(DataParallel, SigtermOnTheLauncherStopsEveryRankAfterOneSave) {
 
 TEST(DataParallel, BatchThatDoesNotDivideNamesTheKeyAndTheRank) {
   Runs runs;
-  std::vector<std::string> args = {"launch",
-                                   "--nproc",
-                                   "2",
-                                   "train",
-                                   "--no-sample",
-                                   "--set",
-                                   "model.path=" + fixture("qwen3").string(),
-                                   "--set",
-                                   "data.path=" + runs.data.string(),
-                                   "--set",
-                                   "data.format=tokens",
-                                   "--set",
-                                   "train.device=cpu",
-                                   "--set",
-                                   "train.batch_size=3",
-                                   "--set",
-                                   "out.dir=" + (runs.tmp / "bad").string()};
+  const auto args = runs.args(2, runs.tmp / "bad", {"train.batch_size=3"});
   std::string output;
   EXPECT_NE(run_program(args, runs.tmp / "bad.log", &output, 60), 0);
   EXPECT_NE(output.find("rank 0 of 2: error: train.batch_size 3 is the global batch and must "
