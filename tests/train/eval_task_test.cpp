@@ -4,33 +4,45 @@
 // The embedded demo is such a run.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <regex>
+
 #include "train_helpers.h"
 
 namespace lt::train::testing {
 namespace {
 
-// On the demo's own held-out problems (200 two-digit additions) after a
-// few steps: the accuracy logged and printed at the end, and the three
-// answers printed there, are what `eval --task math` gives for the saved
-// checkpoint, row by row. (A model this briefly trained answers few or none
-// right, so the answers are compared as well as the accuracy;
-// bench/RESULTS.md has the full demo's figures.)
-TEST(EvalTask, TheLoggedAccuracyIsWhatEvalSaysOfTheCheckpoint) {
+// The demo shortened to 100 steps (about 35 s of CPU): on its 200 held-out
+// problems the model answers more right than before training (13 against 0
+// when measured, 2026-12-02; the full demo's 300 steps reach 184,
+// bench/RESULTS.md), and the accuracy logged and printed at the end, and
+// the three answers printed there, are what `eval --task math` gives for
+// the saved checkpoint, row by row.
+TEST(EvalTask, TheDemosAccuracyRisesAndIsWhatEvalSaysOfTheCheckpoint) {
   TempDir tmp("eval_task");
   const fs::path heldout = assets_dir() / "demo" / "addition" / "test.jsonl";
   const fs::path out = tmp / "run";
   std::string output;
-  ASSERT_EQ(run_program({"train", "--set", "train.steps=6", "--set", "train.eval_every=3", "--set",
-                         "out.dir=" + out.string()},
-                        tmp / "train.log", &output, 300),
+  ASSERT_EQ(run_program({"train", "--set", "train.steps=100", "--set", "out.dir=" + out.string()},
+                        tmp / "train.log", &output, 600),
             0)
       << output;
   const auto metrics = read_metrics(out);
-  ASSERT_EQ(metrics.size(), 6u);
-  ASSERT_TRUE(metrics[5].contains("eval_accuracy")) << metrics[5].dump();
-  EXPECT_NE(output.find("step 3: eval accuracy"), std::string::npos) << output;
+  ASSERT_EQ(metrics.size(), 100u);
+  ASSERT_TRUE(metrics[99].contains("eval_accuracy")) << metrics[99].dump();
+  const double logged = metrics[99].at("eval_accuracy").get<double>();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(output, m,
+                                std::regex("held-out accuracy \\(exact match, 200 problems\\): "
+                                           "[0-9.]+% \\(([0-9]+)\\) before training -> "
+                                           "[0-9.]+% \\(([0-9]+)\\) after 100 steps")))
+      << output;
+  const int before = std::stoi(m[1]), after = std::stoi(m[2]);
+  EXPECT_EQ(after, std::lround(200 * logged));
+  EXPECT_GE(after, before + 4) << "right before training " << before << ", after 100 steps "
+                               << after;
   const std::string train_output = output;
-  ASSERT_EQ(run_program({"eval", "--task", "math", "--model", (out / "step-6").string(), "--data",
+  ASSERT_EQ(run_program({"eval", "--task", "math", "--model", (out / "step-100").string(), "--data",
                          heldout.string(), "--max-new-tokens", "8", "--json", "--out",
                          (tmp / "predictions.jsonl").string()},
                         tmp / "eval.log", &output, 300),
@@ -38,7 +50,7 @@ TEST(EvalTask, TheLoggedAccuracyIsWhatEvalSaysOfTheCheckpoint) {
       << output;
   const auto j = nlohmann::json::parse(output.substr(output.rfind("{\"")));
   EXPECT_EQ(j.at("n").get<int64_t>(), 200);
-  EXPECT_DOUBLE_EQ(metrics[5].at("eval_accuracy").get<double>(), j.at("accuracy").get<double>());
+  EXPECT_DOUBLE_EQ(logged, j.at("accuracy").get<double>());
   // The run's closing lines show the first three held-out rows as eval
   // answered them.
   std::ifstream predictions(tmp / "predictions.jsonl");
