@@ -37,6 +37,7 @@
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
 #include "support/errors.h"
+#include "support/executor_steps.h"
 #include "support/random_batch.h"
 
 namespace lt::exec {
@@ -91,23 +92,11 @@ std::vector<std::vector<data::Batch>> make_batches(int steps, int micro, int64_t
   return out;
 }
 
-struct RunResult {
-  std::vector<StepStats> stats;
-  std::vector<std::vector<float>> params;
-};
+using RunResult = lt::testing::ExecutorRun;
 
 RunResult run_steps(Executor& executor, const models::CausalLM& model,
                     const std::vector<std::vector<data::Batch>>& batches, double max_grad_norm) {
-  RunResult r;
-  for (size_t s = 0; s < batches.size(); ++s) {
-    StepOptions o;
-    o.lr = 3e-3 * (1.0 + 0.1 * static_cast<double>(s));
-    o.max_grad_norm = max_grad_norm;
-    r.stats.push_back(executor.step(batches[s], o));
-  }
-  executor.sync();
-  for (const auto& [name, p] : model.parameters()) r.params.push_back(p.to_vector<float>());
-  return r;
+  return lt::testing::run_executor_steps(executor, model, batches, max_grad_norm);
 }
 
 struct Case {
