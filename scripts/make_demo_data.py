@@ -11,9 +11,10 @@ on problems it never saw. This script makes, deterministically (fixed seed):
   tokenizer/tokenizer.json
                a byte-level BPE tokenizer (Hugging Face format): the 256
                bytes, <|endoftext|>, and merges that make each word of the
-               problems one token. Digits are never merged, so every problem
-               has the same number of tokens and a digit is always the same
-               token, which is what lets a tiny model learn in a minute.
+               problems one token. Digits are never merged, so every
+               question is the same 22 tokens (with the newline the plain
+               template adds) and a digit is always the same token.
+model/config.json, the model's shape, is written by hand, not by this script.
 
 Rows read as GSM8K's do: {"question": ..., "answer": "#### 57"}, so
 `lazytrain eval --task math` extracts the answer after "####".
