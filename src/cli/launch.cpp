@@ -55,6 +55,10 @@ int run_forwarding_signals(std::vector<std::string> argv) {
   const pid_t pid = ::fork();
   LT_CHECK(pid >= 0, "lazytrain launch: fork failed: ", std::strerror(errno));
   if (pid == 0) {
+    // Its own process group: Ctrl-C at a terminal signals the launcher's
+    // group, so the child gets the one forwarded copy only (mpirun takes a
+    // second SIGINT within seconds as "abort now", which would cut a save).
+    ::setpgid(0, 0);
     ::execv(raw[0], raw.data());
     _exit(127);
   }

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <exception>
 
+#include <CLI/CLI.hpp>
+
 #include "dist/process.h"
 
 namespace lt::cli {
@@ -61,7 +63,7 @@ void run_as_rank(const std::function<void()>& body) {
       // Nothing left to tell the error to; the abort below still ends the run.
     }
     dist::abort_other_ranks();
-    throw;
+    throw CLI::RuntimeError(1);  // printed already: main() exits 1 quietly
   }
 }
 

@@ -7,7 +7,10 @@
 // together on a signal, and refuse a batch that does not divide.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 #include "io/hf_model.h"
 #include "train/checkpoint.h"
@@ -17,17 +20,39 @@ namespace lt::train::testing {
 namespace {
 
 // mpirun refuses root unless told; this sandbox and some CI containers run
-// as root. Only the tests set it.
-void allow_mpirun_as_root() {
+// as root. Only the tests set it. Containers also often forbid the
+// cross-memory attach OpenMPI's shared-memory transport uses between ranks;
+// plain copies work everywhere.
+void prepare_mpirun_environment() {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+}
+
+// The process whose command line holds `marker` and whose environment sets
+// `variable` (e.g. OMPI_COMM_WORLD_RANK=1); 0 if none.
+pid_t find_process(const std::string& marker, const std::string& variable) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline, environ;
+    {
+      std::ifstream c(entry.path() / "cmdline"), e(entry.path() / "environ");
+      cmdline.assign(std::istreambuf_iterator<char>(c), {});
+      environ.assign(std::istreambuf_iterator<char>(e), {});
+    }
+    if (cmdline.find(marker) != std::string::npos &&
+        ('\0' + environ + '\0').find('\0' + variable + '\0') != std::string::npos)
+      return static_cast<pid_t>(std::stol(name));
+  }
+  return 0;
 }
 
 struct Runs {
   TempDir tmp{"data_parallel"};
   fs::path data = tmp / "data.jsonl";
   Runs() {
-    allow_mpirun_as_root();
+    prepare_mpirun_environment();
     write_random_tokens(data, 24, 97, 3);
   }
   // `lazytrain [launch --nproc N] train` on the fixture with `sets` on top
@@ -152,6 +177,25 @@ TEST(DataParallel, SigtermOnTheLauncherStopsEveryRankAfterOneSave) {
   const fs::path latest = resolve_checkpoint("latest", out);
   EXPECT_EQ(latest, out / ("step-" + std::to_string(metrics.size()))) << output;
   EXPECT_EQ(read_checkpoint(latest).state.step, static_cast<int64_t>(metrics.size()));
+}
+
+// A rank that dies (SIGKILL: no chance to say anything) ends the run on
+// every rank, non-zero, with a line naming it, in seconds.
+TEST(DataParallel, KillingOneRankEndsTheOthersNamingIt) {
+  Runs runs;
+  const fs::path out = runs.tmp / "killed";
+  Child child(runs.args(2, out, {"train.batch_size=4", "train.steps=1000000"}),
+              runs.tmp / "killed.log");
+  ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 3, 60)) << child.output();
+  const pid_t victim = find_process(out.string(), "OMPI_COMM_WORLD_RANK=1");
+  ASSERT_GT(victim, 0) << "rank 1 not found";
+  ::kill(victim, SIGKILL);
+  const auto start = std::chrono::steady_clock::now();
+  const int status = child.wait(30);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_TRUE(!WIFEXITED(status) || WEXITSTATUS(status) != 0);
+  EXPECT_NE(child.output().find("process rank 1 with PID"), std::string::npos) << child.output();
+  EXPECT_EQ(find_process(out.string(), "OMPI_COMM_WORLD_RANK=0"), 0) << "rank 0 still runs";
 }
 
 TEST(DataParallel, BatchThatDoesNotDivideNamesTheKeyAndTheRank) {
