@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include "io/hf_model.h"
 #include "train/checkpoint.h"
@@ -74,6 +75,15 @@ struct Runs {
     for (const std::string& s : sets) a.insert(a.end(), {"--set", s});
     if (!resume.empty()) a.insert(a.end(), {"--resume", resume});
     return a;
+  }
+  // Two ranks of a run of a million steps, once it has logged 3 steps (null
+  // if it failed before).
+  std::unique_ptr<Child> start_long_run(const fs::path& out) const {
+    auto child = std::make_unique<Child>(
+        args(2, out, {"train.batch_size=4", "train.steps=1000000"}), out.string() + ".log");
+    const bool logging = wait_for_lines(*child, out / "metrics.jsonl", 3, 60);
+    EXPECT_TRUE(logging) << child->output();
+    return logging ? std::move(child) : nullptr;
   }
   // Runs it to the end, expecting success; the exit code.
   int train(int nproc, const fs::path& out, const std::vector<std::string>& sets,
@@ -166,9 +176,9 @@ TEST(DataParallel, ResumeAcrossWorldSizesContinuesAsUninterrupted) {
 TEST(DataParallel, SigtermOnTheLauncherStopsEveryRankAfterOneSave) {
   Runs runs;
   const fs::path out = runs.tmp / "stopped";
-  Child child(runs.args(2, out, {"train.batch_size=4", "train.steps=1000000"}),
-              runs.tmp / "stopped.log");
-  ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 3, 60)) << child.output();
+  auto running = runs.start_long_run(out);
+  ASSERT_TRUE(running);
+  Child& child = *running;
   child.signal(SIGTERM);
   child.wait(60);
   const std::string output = child.output();
@@ -184,9 +194,9 @@ TEST(DataParallel, SigtermOnTheLauncherStopsEveryRankAfterOneSave) {
 TEST(DataParallel, KillingOneRankEndsTheOthersNamingIt) {
   Runs runs;
   const fs::path out = runs.tmp / "killed";
-  Child child(runs.args(2, out, {"train.batch_size=4", "train.steps=1000000"}),
-              runs.tmp / "killed.log");
-  ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 3, 60)) << child.output();
+  auto running = runs.start_long_run(out);
+  ASSERT_TRUE(running);
+  Child& child = *running;
   const pid_t victim = find_process(out.string(), "OMPI_COMM_WORLD_RANK=1");
   ASSERT_GT(victim, 0) << "rank 1 not found";
   ::kill(victim, SIGKILL);
