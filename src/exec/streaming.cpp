@@ -147,6 +147,8 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
   }
   LT_CHECK(next == params.size(), "streaming executor: stages list ", next, " of ", params.size(),
            " parameters");
+  upload_sources = masters;
+  if (options.state_placement == StatePlacement::Disk) setup_state_placement();
   stage_squares.assign(stages.size(), 0.0);
   updated.assign(stages.size(), ready_ticket());
   step_finished = ready_ticket();
@@ -188,9 +190,9 @@ void StreamingExecutor::Impl::load(int slot, int stage) {
   s.stage = stage;
   CopyList copies;
   for (size_t i : stages[stage].weights) {
-    Tensor copy = device.empty(masters[i].shape(), device.compute_dtype());
+    Tensor copy = device.empty(upload_sources[i].shape(), device.compute_dtype());
     s.weights.push_back(copy);
-    copies.emplace_back(copy, masters[i]);
+    copies.emplace_back(copy, upload_sources[i]);
   }
   // The copy reads the master, so it waits for the stage's update.
   s.ready =
@@ -331,24 +333,10 @@ void StreamingExecutor::Impl::run_step() {
 }
 
 void StreamingExecutor::Impl::enqueue_updates(double lr, double grad_scale) {
-  for (size_t s = 0; s < stages.size(); ++s) {
-    const StageInfo& info = stages[s];
-    std::vector<bool> with_grad(has_grad.begin() + static_cast<int64_t>(info.first),
-                                has_grad.begin() + static_cast<int64_t>(info.last));
-    updated[s] =
-        optimizer_queue.enqueue([this, &info, with_grad, lr, grad_scale, s, trace = tracing()] {
-          const std::string& stage = model.stages()[s]->name();
-          TraceSpan span(trace, "optimizer", "update " + stage);
-          try {
-            for (size_t i = info.first; i < info.last; ++i)
-              if (with_grad[i - info.first]) params[i].set_grad(grad_slabs[i]);
-            optimizer.update(lr, grad_scale, info.first, info.last);
-          } catch (...) {
-            for (size_t i = info.first; i < info.last; ++i) params[i].set_grad(Tensor());
-            update_failed("the optimizer update of stage '" + stage + "'");
-          }
-          for (size_t i = info.first; i < info.last; ++i) params[i].set_grad(Tensor());
-        });
+  if (state_file) {
+    enqueue_updates_on_disk(lr, grad_scale);
+  } else {
+    for (size_t s = 0; s < stages.size(); ++s) updated[s] = enqueue_update(s, lr, grad_scale, {});
   }
   step_finished = optimizer_queue.enqueue([this] {
     try {
@@ -360,6 +348,32 @@ void StreamingExecutor::Impl::enqueue_updates(double lr, double grad_scale) {
 }
 
 // Note [A failed update stops the executor]
+Ticket StreamingExecutor::Impl::enqueue_update(size_t s, double lr, double grad_scale,
+                                               Ticket states_read) {
+  const StageInfo& info = stages[s];
+  std::vector<bool> with_grad(has_grad.begin() + static_cast<int64_t>(info.first),
+                              has_grad.begin() + static_cast<int64_t>(info.last));
+  return optimizer_queue.enqueue([this, &info, with_grad, lr, grad_scale, s,
+                                  states_read = std::move(states_read), trace = tracing()] {
+    const std::string& stage = model.stages()[s]->name();
+    try {
+      if (states_read.valid()) states_read.get();
+    } catch (...) {
+      update_failed("reading the states of stage '" + stage + "'");
+    }
+    TraceSpan span(trace, "optimizer", "update " + stage);
+    try {
+      for (size_t i = info.first; i < info.last; ++i)
+        if (with_grad[i - info.first]) params[i].set_grad(grad_slabs[i]);
+      optimizer.update(lr, grad_scale, info.first, info.last);
+    } catch (...) {
+      for (size_t i = info.first; i < info.last; ++i) params[i].set_grad(Tensor());
+      update_failed("the optimizer update of stage '" + stage + "'");
+    }
+    for (size_t i = info.first; i < info.last; ++i) params[i].set_grad(Tensor());
+  });
+}
+
 void StreamingExecutor::Impl::update_failed(const std::string& what) {
   std::string why = "an unknown error";
   try {
@@ -443,12 +457,14 @@ void StreamingExecutor::sync() {
   impl_->wait_updates_quietly();
   impl_->write_trace();
   impl_->rethrow_update_failure();
+  if (impl_->states_on_disk) impl_->move_all_states(false);
 }
 
 StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
                                   const StepOptions& options) {
   Impl& m = *impl_;
   m.rethrow_update_failure();
+  if (m.state_file && !m.states_on_disk) m.move_all_states(true);
   const auto start = Clock::now();
   cpu_allocator().reset_peak();
   m.device.memory().reset_peak();

@@ -15,28 +15,28 @@ namespace {
 
 constexpr const char* kScratchPrefix = "lazytrain_activations_";
 
+}  // namespace
+
 // Several executors (tests, or two runs sharing out.dir) may spill into one
 // directory at once: the file name carries the process and a counter.
-std::string scratch_path(const std::string& directory) {
+std::string new_scratch_path(const std::string& directory, const std::string& prefix,
+                             const std::string& what) {
   static std::atomic<int> counter{0};
-  LT_CHECK(!directory.empty(),
-           "exec.disk_path: a schedule places boundaries on disk, but no directory was given");
+  LT_CHECK(!directory.empty(), "exec.disk_path: ", what, " on disk, but no directory was given");
   std::error_code ec;
   std::filesystem::create_directories(directory, ec);
   LT_CHECK(!ec, "exec.disk_path: cannot create directory '", directory, "': ", ec.message());
   return (std::filesystem::path(directory) /
-          (kScratchPrefix + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".bin"))
+          (prefix + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".bin"))
       .string();
 }
-
-}  // namespace
 
 int remove_stale_scratch_files(const std::string& directory) {
   return io::remove_unlocked_files(directory, kScratchPrefix);
 }
 
 DiskSpill::DiskSpill(DiskSpillOptions options)
-    : path_(scratch_path(options.directory)),
+    : path_(new_scratch_path(options.directory, kScratchPrefix, "a schedule places boundaries")),
       file_(std::make_unique<io::DiskOffloadFile>(path_, options.file)) {
   if (options.max_delay_us > 0) queue_.inject_delays(options.max_delay_us, options.delay_seed);
 }

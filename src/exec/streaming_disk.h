@@ -48,6 +48,12 @@ struct DiskSpillOptions {
   uint64_t delay_seed = 3;
 };
 
+// A fresh scratch file name in `directory` (created if missing):
+// <prefix><pid>_<counter>.bin. `what` completes the error for an empty
+// directory ("exec.disk_path: <what> on disk, but no directory was given").
+std::string new_scratch_path(const std::string& directory, const std::string& prefix,
+                             const std::string& what);
+
 // Removes the scratch files in `directory` that a killed run left (no live
 // DiskSpill holds them); returns how many.
 int remove_stale_scratch_files(const std::string& directory);

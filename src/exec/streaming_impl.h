@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
+#include "exec/stage_state_file.h"
 #include "exec/streaming.h"
 #include "exec/trace.h"
 #include "exec/work_queue.h"
@@ -125,8 +126,23 @@ struct StreamingExecutor::Impl {
   RopeTable device_rope;
   const void* rope_source = nullptr;
 
+  // StatePlacement::Disk (Note [Stage states on disk], streaming_states.cpp).
+  struct StageStates {
+    std::vector<std::string> labels;           // per state: "<param>" or "<param>.<state>"
+    std::vector<std::vector<Tensor>> handles;  // per state: every handle of its memory
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
+  };
+  std::vector<StageStates> stage_states;  // per stage
+  // Per parameter: the host tensor load() uploads: the master, or with
+  // states on disk a copy in the compute dtype that stays in host memory.
+  std::vector<Tensor> upload_sources;
+  bool states_on_disk = false;  // compute thread; every stage evicted between steps
+
   // Workers Impl owns: last, so they stop first.
-  std::unique_ptr<DiskSpill> disk;  // when the schedule places a boundary on disk
+  std::unique_ptr<DiskSpill> disk;             // when the schedule places a boundary on disk
+  std::unique_ptr<StageStateFile> state_file;  // StatePlacement::Disk
+  WorkQueue state_queue{"states"};             // reads and writes of state_file
   WorkQueue optimizer_queue{"optimizer"};
 
   // ---- streaming.cpp ----
@@ -147,6 +163,19 @@ struct StreamingExecutor::Impl {
   void run_step();
   // Queues this step's update, stage by stage, then finish_step().
   void enqueue_updates(double lr, double grad_scale);
+  // Stage s's update, once `states_read` (if valid) has completed.
+  Ticket enqueue_update(size_t s, double lr, double grad_scale, Ticket states_read);
+
+  // ---- streaming_states.cpp (Note [Stage states on disk]) ----
+  void setup_state_placement();
+  void load_states(size_t stage);   // state thread: file -> fresh host memory
+  void evict_states(size_t stage);  // state thread: host memory -> file, then freed
+  // Every stage's states to disk (to_disk: before a step, the first one or
+  // after a sync()) or back into host memory (sync(): for a checkpoint or an
+  // evaluation; the next step sends them out again).
+  void move_all_states(bool to_disk);
+  // Queues this step's reads, updates and write-backs (enqueue_updates).
+  void enqueue_updates_on_disk(double lr, double grad_scale);
   // On the optimizer thread, inside a catch block: keeps the error as the
   // first failure (if it is) and throws it, naming `what`, into the task's
   // ticket.

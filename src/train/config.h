@@ -97,6 +97,9 @@ struct TrainConfig {
     int64_t micro_batch = 0;      // sequences per chunk through a stage; 0 = whole micro-batch
     double device_memory_gb = 0;  // CPU stand-in device capacity; 0 = unlimited
     // (auto on the stand-in: its GPU capacity in the plan when > 0)
+    // streaming: where the f32 masters and optimizer states live between
+    // their stage's updates: host, or disk (a scratch file in disk_path).
+    std::string state_placement = "host";
     // exec.zenflow.*, read by exec.mode zenflow (and auto when it picks
     // zenflow); named as DeepSpeed 0.19 names them (exec/zenflow_policy.h).
     struct ZenFlow {

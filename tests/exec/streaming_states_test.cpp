@@ -1,0 +1,282 @@
+// exec.state_placement disk (exec/stage_state_file.h, Note [Stage states on
+// disk]): the state file round-trips bytes and catches a changed byte; the
+// streaming executor with every stage's masters and optimizer states on
+// disk gives the resident executor's (adamw) and the host-placed run's
+// (adamw8bit) losses, weights and optimizer states bit for bit, with
+// io_uring and with the threaded fallback; a changed byte in the scratch
+// file stops the run naming the file and the stage; a run resumed from
+// saved weights and states continues as the uninterrupted one.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "core/random.h"
+#include "exec/resident.h"
+#include "exec/stage_state_file.h"
+#include "exec/streaming.h"
+#include "support/errors.h"
+#include "support/fixture_models.h"
+#include "support/random_batch.h"
+
+namespace lt::exec {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch_dir(const std::string& name) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("lt_states_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+void flip_byte(const std::string& path, int64_t offset) {
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << path;
+  unsigned char b = 0;
+  ASSERT_EQ(1, ::pread(fd, &b, 1, offset));
+  b ^= 0x10;
+  ASSERT_EQ(1, ::pwrite(fd, &b, 1, offset));
+  ::close(fd);
+}
+
+std::vector<unsigned char> bytes_of(const Tensor& t) {
+  const auto* p = static_cast<const unsigned char*>(t.data_ptr());
+  return {p, p + t.nbytes()};
+}
+
+TEST(StageStateFile, RoundTripsEveryStageOnBothBackends) {
+  for (bool force_threads : {false, true}) {
+    SCOPED_TRACE(force_threads ? "threads" : "io_uring if available");
+    const fs::path dir = scratch_dir("roundtrip");
+    Generator gen(5);
+    std::string path;
+    {
+      StageStateFile::Options o;
+      o.directory = dir.string();
+      o.file.force_threads = force_threads;
+      o.file.chunk_bytes = 8192;  // several requests per tensor
+      o.file.queue_depth = 3;
+      StageStateFile file(o);
+      path = file.path();
+      // Sizes that are not multiples of the alignment or of a checksum block.
+      std::vector<Tensor> a = {Tensor::randn({70001}, gen), Tensor::randn({3}, gen)};
+      std::vector<Tensor> b = {Tensor::randn({17, 5}, gen).to(DType::BF16)};
+      file.write(0, "embed", {"w", "m"}, a);
+      file.write(1, "layer 0", {"x"}, b);
+      // A rewrite keeps the region and replaces the bytes.
+      const int64_t size = file.file_bytes();
+      a[0] = Tensor::randn({70001}, gen);
+      file.write(0, "embed", {"w", "m"}, a);
+      EXPECT_EQ(size, file.file_bytes());
+      std::vector<Tensor> got_a = {Tensor::empty({70001}, DType::F32),
+                                   Tensor::empty({3}, DType::F32)};
+      std::vector<Tensor> got_b = {Tensor::empty({17, 5}, DType::BF16)};
+      file.read(1, "layer 0", {"x"}, got_b);
+      file.read(0, "embed", {"w", "m"}, got_a);
+      for (size_t k = 0; k < a.size(); ++k) EXPECT_EQ(bytes_of(a[k]), bytes_of(got_a[k]));
+      EXPECT_EQ(bytes_of(b[0]), bytes_of(got_b[0]));
+      EXPECT_TRUE(fs::exists(path));
+    }
+    EXPECT_FALSE(fs::exists(path));  // scratch: removed with the file object
+  }
+}
+
+TEST(StageStateFile, AFlippedByteIsAnErrorNamingFileStageAndState) {
+  const fs::path dir = scratch_dir("flip");
+  Generator gen(6);
+  StageStateFile file({dir.string(), {}});
+  std::vector<Tensor> t = {Tensor::randn({1000}, gen), Tensor::randn({40000}, gen)};
+  file.write(3, "layer 2", {"w", "w.exp_avg"}, t);
+  // Byte 100000 of the second tensor: its second checksum block.
+  flip_byte(file.path(), file.file_offset(3, 1, 100000));
+  std::vector<Tensor> got = {Tensor::empty({1000}, DType::F32), Tensor::empty({40000}, DType::F32)};
+  const std::string e = testing::error_of([&] {
+    file.read(3, "layer 2", {"w", "w.exp_avg"}, got);
+  });
+  EXPECT_NE(e.find(file.path()), std::string::npos) << e;
+  EXPECT_NE(e.find("stage 'layer 2'"), std::string::npos) << e;
+  EXPECT_NE(e.find("'w.exp_avg' fails its checksum in bytes [65536, 131072)"), std::string::npos)
+      << e;
+  // A stage never written is a clear error too.
+  EXPECT_NE(
+      testing::error_of([&] { file.read(0, "embed", {"w"}, {got[0]}); }).find("never written"),
+      std::string::npos);
+}
+
+TEST(StageStateFile, ChecksumSeesEveryByte) {
+  std::vector<unsigned char> data(4097);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 7);
+  const uint64_t h = block_checksum(data.data(), static_cast<int64_t>(data.size()));
+  for (size_t i : {size_t{0}, size_t{7}, size_t{2048}, size_t{4096}}) {
+    data[i] ^= 1;
+    EXPECT_NE(h, block_checksum(data.data(), static_cast<int64_t>(data.size()))) << i;
+    data[i] ^= 1;
+  }
+  EXPECT_EQ(h, block_checksum(data.data(), static_cast<int64_t>(data.size())));
+}
+
+// ---- the streaming executor ----
+
+using testing::TestOptimizer;
+constexpr TestOptimizer AdamW = TestOptimizer::AdamW, AdamW8bit = TestOptimizer::AdamW8bit;
+
+models::CausalLM llama(int layers) {
+  return testing::random_fixture_model("llama", layers);
+}
+
+std::vector<std::vector<data::Batch>> batches(int steps, int64_t vocab) {
+  Generator gen(9);
+  std::vector<std::vector<data::Batch>> out(static_cast<size_t>(steps));
+  for (auto& step : out)
+    for (int m = 0; m < 2; ++m) step.push_back(lt::testing::random_token_batch(gen, 2, 9, vocab));
+  return out;
+}
+
+struct Result {
+  std::vector<double> losses;
+  std::vector<std::vector<unsigned char>> params, states;
+};
+
+// Steps [first, last) of `data`, then sync() and a copy of every weight and
+// optimizer state (what a checkpoint saves).
+Result train(Executor& executor, const models::CausalLM& model, optim::Optimizer& opt,
+             const std::vector<std::vector<data::Batch>>& data, size_t first, size_t last) {
+  Result r;
+  for (size_t s = first; s < last; ++s) {
+    StepOptions o;
+    o.lr = 3e-3 * (1.0 + 0.1 * static_cast<double>(s));
+    o.max_grad_norm = 0.05;
+    r.losses.push_back(executor.step(data[s], o).loss);
+  }
+  executor.sync();
+  for (const auto& [name, p] : model.parameters()) r.params.push_back(bytes_of(p));
+  for (const auto& [name, t] : opt.state()) r.states.push_back(bytes_of(t));
+  return r;
+}
+
+StreamingOptions streaming_options(int layers, const fs::path& dir, bool force_threads) {
+  StreamingOptions so;
+  so.schedule = Schedule::all_gpu(layers);
+  so.disk.directory = dir.string();
+  so.disk.file.force_threads = force_threads;
+  so.disk.file.chunk_bytes = 8192;
+  so.state_placement = StatePlacement::Disk;
+  so.max_optimizer_delay_us = 300;  // the pipeline must not depend on timing
+  return so;
+}
+
+constexpr int kLayers = 3;
+
+Result reference(TestOptimizer kind, const std::vector<std::vector<data::Batch>>& data) {
+  models::CausalLM model = llama(kLayers);
+  auto opt = testing::test_optimizer(model, kind);
+  if (kind == AdamW) {  // the resident executor: masters never leave host memory
+    ResidentExecutor resident(model, *opt);
+    return train(resident, model, *opt, data, 0, data.size());
+  }
+  StreamingOptions so;
+  so.schedule = Schedule::all_gpu(kLayers);
+  StreamingExecutor host(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}), so);
+  return train(host, model, *opt, data, 0, data.size());
+}
+
+void expect_same(const Result& want, const Result& got) {
+  ASSERT_EQ(want.losses.size(), got.losses.size());
+  for (size_t s = 0; s < want.losses.size(); ++s) EXPECT_EQ(want.losses[s], got.losses[s]) << s;
+  ASSERT_EQ(want.params.size(), got.params.size());
+  for (size_t i = 0; i < want.params.size(); ++i) EXPECT_TRUE(want.params[i] == got.params[i]) << i;
+  ASSERT_EQ(want.states.size(), got.states.size());
+  for (size_t i = 0; i < want.states.size(); ++i) EXPECT_TRUE(want.states[i] == got.states[i]) << i;
+}
+
+TEST(StreamingStates, DiskGivesTheHostRunBitForBitOnBothBackends) {
+  for (TestOptimizer kind : {AdamW, AdamW8bit}) {
+    const auto data = batches(4, llama(kLayers).config().vocab_size);
+    const Result want = reference(kind, data);
+    EXPECT_NE(want.losses.front(), want.losses.back());
+    for (bool force_threads : {false, true}) {
+      SCOPED_TRACE(std::string(kind == AdamW ? "adamw " : "adamw8bit ") +
+                   (force_threads ? "threads" : "io_uring if available"));
+      const fs::path dir = scratch_dir("bitwise");
+      models::CausalLM model = llama(kLayers);
+      auto opt = testing::test_optimizer(model, kind);
+      Result got;
+      {
+        StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}),
+                             streaming_options(kLayers, dir, force_threads));
+        // sync() in the middle (as for an evaluation) brings every stage back
+        // and the next step sends them out again.
+        Result first = train(ex, model, *opt, data, 0, 2);
+        got = train(ex, model, *opt, data, 2, data.size());
+        got.losses.insert(got.losses.begin(), first.losses.begin(), first.losses.end());
+        EXPECT_FALSE(fs::is_empty(dir));
+      }
+      expect_same(want, got);
+      EXPECT_TRUE(fs::is_empty(dir)) << "the scratch file outlived the executor";
+    }
+  }
+}
+
+TEST(StreamingStates, ResumeFromSavedStatesContinuesAsUninterrupted) {
+  const auto data = batches(4, llama(kLayers).config().vocab_size);
+  const Result want = reference(AdamW8bit, data);
+  const fs::path dir = scratch_dir("resume");
+  // Two steps, then what a checkpoint keeps: the weights and state().
+  std::vector<Tensor> weights;
+  optim::NamedTensors states;
+  std::vector<double> losses;
+  {
+    models::CausalLM model = llama(kLayers);
+    auto opt = testing::test_optimizer(model, AdamW8bit);
+    StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}),
+                         streaming_options(kLayers, dir, false));
+    losses = train(ex, model, *opt, data, 0, 2).losses;
+    for (const auto& [name, p] : model.parameters()) weights.push_back(p.clone());
+    for (const auto& [name, t] : opt->state()) states.emplace_back(name, t.clone());
+  }
+  // A fresh model, optimizer and executor; the states are loaded after the
+  // executor is built, as the trainer does.
+  models::CausalLM model = llama(kLayers);
+  auto opt = testing::test_optimizer(model, AdamW8bit);
+  StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}),
+                       streaming_options(kLayers, dir, false));
+  for (size_t i = 0; i < weights.size(); ++i) model.parameters()[i].second.copy_(weights[i]);
+  opt->load_state(states);
+  Result got = train(ex, model, *opt, data, 2, data.size());
+  got.losses.insert(got.losses.begin(), losses.begin(), losses.end());
+  expect_same(want, got);
+}
+
+TEST(StreamingStates, AFlippedByteInTheScratchFileStopsTheRun) {
+  const fs::path dir = scratch_dir("flip_run");
+  const auto data = batches(2, llama(kLayers).config().vocab_size);
+  models::CausalLM model = llama(kLayers);
+  auto opt = testing::test_optimizer(model, AdamW);
+  StreamingOptions so = streaming_options(kLayers, dir, false);
+  so.overlap_optimizer = false;  // step() returns with every stage written back
+  StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}), so);
+  ex.step(data[0], {3e-3, 0});
+  std::string path;
+  for (const auto& e : fs::directory_iterator(dir)) path = e.path().string();
+  ASSERT_FALSE(path.empty());
+  // The file's first bytes are the embedding's master (stage 0's region is
+  // the first); the next step's update reads them.
+  flip_byte(path, 100);
+  const std::string e = testing::error_of([&] { ex.step(data[1], {3e-3, 0}); });
+  EXPECT_NE(e.find(path), std::string::npos) << e;
+  EXPECT_NE(e.find("checksum"), std::string::npos) << e;
+  EXPECT_NE(e.find("stage '" + model.stages()[0]->name() + "'"), std::string::npos) << e;
+  // And the executor stays stopped.
+  EXPECT_NE(testing::error_of([&] {
+              ex.step(data[1], {3e-3, 0});
+            }).find("checksum"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace lt::exec

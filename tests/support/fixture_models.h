@@ -1,0 +1,45 @@
+#pragma once
+// A random model of a fixture family (tests/models/fixtures/families/<family>)
+// with `layers` blocks, and the AdamW / AdamW8bit the executor tests train it
+// with (adamw8bit: small blocks, so most fixture tensors take the 8-bit path).
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/random.h"
+#include "models/causal_lm.h"
+#include "optim/adamw.h"
+#include "optim/adamw8bit.h"
+
+namespace lt::testing {
+
+inline models::CausalLM random_fixture_model(const std::string& family, int layers,
+                                             uint64_t seed = 23) {
+  const std::filesystem::path dir =
+      std::filesystem::path(LT_SOURCE_DIR) / "tests/models/fixtures/families" / family;
+  models::ModelConfig config = models::ModelConfig::from_file(dir / "config.json");
+  config.num_hidden_layers = layers;
+  Generator gen(seed);
+  return models::CausalLM::random(config, gen);
+}
+
+enum class TestOptimizer { AdamW, AdamW8bit };
+
+// lr 3e-3, weight decay 0.01 except on norms.
+inline std::unique_ptr<optim::Optimizer> test_optimizer(const models::CausalLM& model,
+                                                        TestOptimizer kind) {
+  optim::AdamWOptions o;
+  o.lr = 3e-3;
+  o.weight_decay = 0.01;
+  const std::vector<std::string> no_decay = {"norm"};
+  if (kind == TestOptimizer::AdamW) {
+    return std::make_unique<optim::AdamW>(model.parameters(), o, no_decay);
+  }
+  optim::AdamW8bitOptions o8;
+  o8.min_8bit_numel = 512;
+  o8.block_size = 256;
+  return std::make_unique<optim::AdamW8bit>(model.parameters(), o, no_decay, o8);
+}
+
+}  // namespace lt::testing
