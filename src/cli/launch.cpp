@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
@@ -95,6 +97,13 @@ void add_launch_command(CLI::App& app) {
     const fs::path self = fs::read_symlink("/proc/self/exe");
     // Every rank inherits this; NVLink multicast is never used.
     ::setenv("NCCL_NVLS_ENABLE", "0", 1);
+    // The ranks share this machine's cores: each rank's thread pool gets
+    // its share (core/thread_pool.cpp reads LT_NUM_THREADS), unless the
+    // user chose.
+    if (*nproc > 1 && !std::getenv("LT_NUM_THREADS")) {
+      const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+      ::setenv("LT_NUM_THREADS", std::to_string(std::max(1u, cores / *nproc)).c_str(), 1);
+    }
     std::vector<std::string> argv;
     if (*nproc > 1) {
       const fs::path mpirun = find_in_path("mpirun");
@@ -105,8 +114,16 @@ void add_launch_command(CLI::App& app) {
       // --oversubscribe: N may exceed the cores MPI counts; --bind-to none:
       // each rank's thread pool may use every core (MPI would pin a rank to
       // one core).
-      argv = {mpirun.string(), "-np", std::to_string(*nproc), "--oversubscribe", "--bind-to",
-              "none",          "-x",  "NCCL_NVLS_ENABLE"};
+      argv = {mpirun.string(),
+              "-np",
+              std::to_string(*nproc),
+              "--oversubscribe",
+              "--bind-to",
+              "none",
+              "-x",
+              "NCCL_NVLS_ENABLE",
+              "-x",
+              "LT_NUM_THREADS"};
     }
     argv.push_back(self.string());
     argv.insert(argv.end(), command.begin(), command.end());
