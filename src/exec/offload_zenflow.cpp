@@ -221,6 +221,7 @@ void OffloadExecutor::Impl::end_window() {
   norm->begin();
   norm->finish();
   device->finish_compute();
+  if (stats) stats->zenflow_window_steps = window_steps;
   const double steps_in_window = static_cast<double>(window_steps);
   const double mean_norm = std::sqrt(norm->squared_sum()) / steps_in_window;
   window_steps = 0;

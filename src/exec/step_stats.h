@@ -28,6 +28,9 @@ struct StepStats {
   // executors count theirs; 0 where not counted).
   int64_t h2d_bytes = 0;
   int64_t d2h_bytes = 0;
+  // ZenFlow: the number of steps in the window this step ended (the CPU
+  // update it queued covers them); 0 when no window ended.
+  int64_t zenflow_window_steps = 0;
   // Peak bytes during the step, per memory space ("host", "gpu", ...).
   std::map<std::string, int64_t> peak_bytes;
 };

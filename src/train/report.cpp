@@ -157,6 +157,7 @@ nlohmann::json step_json(int64_t step, const exec::StepStats& s, double lr, doub
     j["h2d_bytes"] = s.h2d_bytes;
     j["d2h_bytes"] = s.d2h_bytes;
   }
+  if (s.zenflow_window_steps > 0) j["zenflow_window_steps"] = s.zenflow_window_steps;
   if (s.skipped) j["skipped"] = true;  // absent: the update was made
   if (predicted_step_s > 0) j["predicted_step_s"] = predicted_step_s;
   nlohmann::json peak = nlohmann::json::object();

@@ -231,6 +231,10 @@ TEST(ZenFlow, EarlyDownloadGivesTheBitsOfTheLateOne) {
       }
       for (size_t i = 0; i < ref.params.size(); ++i)
         EXPECT_EQ(ref.params[i], got.params[i]) << "parameter " << i;
+      // Windows of update_interval 2 end at steps 1, 3 and 5 (the last,
+      // open at step 6, is ended by sync_masters outside any step).
+      for (size_t s = 0; s < got.stats.size(); ++s)
+        EXPECT_EQ(got.stats[s].zenflow_window_steps, s % 2 == 1 ? 2 : 0) << "step " << s;
     }
   }
 }
