@@ -1,8 +1,8 @@
 // The language-model head's loss, fused with its projection and chunked
 // over rows so that the full [N, V] logits never exist at once: forward
 // keeps only one logsumexp per row, backward recomputes each chunk's logits.
-// On a GPU, when a graph is recorded, the fused classifier runs instead
-// (fused_lm_head_loss below).
+// On a GPU, when a graph is recorded and LT_LM_HEAD=fused, the fused
+// classifier runs instead (fused_lm_head_loss below).
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
