@@ -1,20 +1,32 @@
-// `lazytrain launch --nproc N train ...`: N local ranks of one run, started
-// by mpirun (which gives each its rank and, on the CPU, MPI's collectives:
-// docs/distributed.md). The launcher forwards SIGINT and SIGTERM to
-// mpirun, which hands them to every rank; the ranks agree to stop after
-// the same step, rank 0 saves, and all exit.
+// `lazytrain launch --nproc N [--via auto|mpirun|fork] CMD ...`: N local
+// ranks of one run (docs/distributed.md).
+//  - mpirun (auto, when it is in PATH): gives each rank its rank and, on
+//    the CPU, MPI's collectives.
+//  - fork (auto without mpirun; GPUs only): the launcher starts the N ranks
+//    itself with torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK,
+//    MASTER_ADDR=127.0.0.1, MASTER_PORT a free port), and they meet over
+//    NCCL, rank 0 handing out the NCCL id over TCP.
+// The launcher forwards SIGINT and SIGTERM to what it started (the ranks
+// agree to stop after the same step; rank 0 saves). When a rank (or mpirun)
+// fails, the launcher names it, stops the others (SIGTERM, then SIGKILL
+// after kStopGraceS) and exits with its status.
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,17 +34,28 @@
 #include "cli/commands.h"
 #include "core/error.h"
 
+extern char** environ;
+
 namespace lt::cli {
 
 namespace {
 
 namespace fs = std::filesystem;
 
-std::atomic<pid_t> launched_pid{0};
+// What the launcher started, for the signal handler (which may only read).
+constexpr int kMaxChildren = 4096;
+std::array<std::atomic<pid_t>, kMaxChildren> started{};
+std::atomic<int> started_count{0};
 extern "C" void forward_stop_signal(int sig) {
-  const pid_t pid = launched_pid.load();
-  if (pid > 0) ::kill(pid, sig);
+  const int n = started_count.load();
+  for (int i = 0; i < n; ++i)
+    if (const pid_t pid = started[i].load(); pid > 0) ::kill(pid, sig);
 }
+
+// After one rank fails, the others get SIGTERM (a save if they can), then
+// SIGKILL this many seconds later: a rank whose peer died may be waiting
+// in a collective.
+constexpr double kStopGraceS = 30;
 
 // `name` in PATH, or empty.
 fs::path find_in_path(const std::string& name) {
@@ -48,48 +71,158 @@ fs::path find_in_path(const std::string& name) {
   return {};
 }
 
-// Runs `argv` as a child with SIGINT and SIGTERM forwarded to it; its exit
-// status (128 + the signal when a signal ended it).
-int run_forwarding_signals(std::vector<std::string> argv) {
-  std::vector<char*> raw;
-  for (std::string& a : argv) raw.push_back(a.data());
-  raw.push_back(nullptr);
+// One process to start: its command line, and variables set on top of the
+// launcher's environment; `name` for messages ("rank 1", "mpirun").
+struct Process {
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string name;
+};
+
+// Forks and execs `p` into process group `group` (0: a new group of its
+// own), so that a terminal's Ctrl-C reaches the launcher only and each
+// child gets the one forwarded copy (mpirun takes a second SIGINT within
+// seconds as "abort now", which would cut a save). Everything exec needs is
+// built before the fork.
+pid_t start(const Process& p, pid_t group) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    const std::string key = entry.substr(0, entry.find('='));
+    const bool replaced =
+        std::any_of(p.env.begin(), p.env.end(), [&](const auto& kv) { return kv.first == key; });
+    if (!replaced) env_strings.push_back(entry);
+  }
+  for (const auto& [key, value] : p.env) env_strings.push_back(key + "=" + value);
+  std::vector<std::string> argv_strings = p.argv;
+  std::vector<char*> argv, envp;
+  for (std::string& a : argv_strings) argv.push_back(a.data());
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
   const pid_t pid = ::fork();
   LT_CHECK(pid >= 0, "lazytrain launch: fork failed: ", std::strerror(errno));
   if (pid == 0) {
-    // Its own process group: Ctrl-C at a terminal signals the launcher's
-    // group, so the child gets the one forwarded copy only (mpirun takes a
-    // second SIGINT within seconds as "abort now", which would cut a save).
-    ::setpgid(0, 0);
-    ::execv(raw[0], raw.data());
+    ::setpgid(0, group);
+    ::execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
-  launched_pid.store(pid);
-  auto old_int = std::signal(SIGINT, forward_stop_signal);
-  auto old_term = std::signal(SIGTERM, forward_stop_signal);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  std::signal(SIGINT, old_int);
-  std::signal(SIGTERM, old_term);
-  launched_pid.store(0);
+  ::setpgid(pid, group == 0 ? pid : group);  // also here: whichever runs first
+  return pid;
+}
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
+  return "stopped";
+}
+
+int exit_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+// Starts every process with SIGINT and SIGTERM forwarded to them and waits
+// for all; the first failure's exit code (128 + signal), else 0.
+int run_all(const std::vector<Process>& processes) {
+  LT_CHECK(processes.size() <= kMaxChildren, "lazytrain launch: at most ", kMaxChildren,
+           " local processes");
+  std::vector<pid_t> pids;
+  std::vector<bool> running;
+  started_count.store(0);
+  auto old_int = std::signal(SIGINT, forward_stop_signal);
+  auto old_term = std::signal(SIGTERM, forward_stop_signal);
+  for (const Process& p : processes) {
+    pids.push_back(start(p, pids.empty() ? 0 : pids.front()));
+    running.push_back(true);
+    started[pids.size() - 1].store(pids.back());
+    started_count.store(static_cast<int>(pids.size()));
+  }
+  int first_failure = 0;
+  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  size_t left = pids.size();
+  while (left > 0) {
+    int status = 0;
+    const pid_t done = ::waitpid(-1, &status, WNOHANG);
+    if (done <= 0) {
+      if (kill_at && std::chrono::steady_clock::now() > *kill_at) {
+        for (size_t i = 0; i < pids.size(); ++i)
+          if (running[i]) ::kill(pids[i], SIGKILL);
+        kill_at.reset();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    const size_t i = static_cast<size_t>(std::find(pids.begin(), pids.end(), done) - pids.begin());
+    if (i == pids.size()) continue;
+    running[i] = false;
+    started[i].store(0);
+    --left;
+    if (exit_code(status) == 0 || first_failure != 0) continue;
+    first_failure = exit_code(status);
+    if (left == 0) break;
+    fmt::print(stderr, "lazytrain launch: {} {}; stopping the other {}\n", processes[i].name,
+               describe(status), left == 1 ? "process" : fmt::format("{} processes", left));
+    for (size_t j = 0; j < pids.size(); ++j)
+      if (running[j]) ::kill(pids[j], SIGTERM);
+    kill_at = std::chrono::steady_clock::now() +
+              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                  std::chrono::duration<double>(kStopGraceS));
+  }
+  started_count.store(0);
+  std::signal(SIGINT, old_int);
+  std::signal(SIGTERM, old_term);
+  return first_failure;
+}
+
+// A TCP port nothing listens on now (the kernel's pick), for rank 0's NCCL
+// id; MASTER_PORT from the environment when set.
+int free_port() {
+  if (const char* set = std::getenv("MASTER_PORT")) return std::atoi(set);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  LT_CHECK(fd >= 0, "lazytrain launch: socket: ", std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof a;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &length) == 0;
+  ::close(fd);
+  LT_CHECK(ok, "lazytrain launch: no free TCP port on 127.0.0.1 for MASTER_PORT");
+  return ntohs(a.sin_port);
+}
+
+// The N ranks as this launcher starts them without mpirun.
+std::vector<Process> forked_ranks(int nproc, const std::vector<std::string>& command) {
+  const std::string port = std::to_string(free_port());
+  std::vector<Process> ranks;
+  for (int r = 0; r < nproc; ++r) {
+    Process p{command, {}, fmt::format("rank {}", r)};
+    p.env = {{"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(nproc)},
+             {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+             {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", port}};
+    ranks.push_back(std::move(p));
+  }
+  return ranks;
 }
 
 }  // namespace
 
 void add_launch_command(CLI::App& app) {
   auto nproc = std::make_shared<int>(0);
+  auto how = std::make_shared<std::string>("auto");
   auto* cmd = app.add_subcommand(
-      "launch",
-      "Run a command (train ...) as N local processes of one data-parallel run, through mpirun");
+      "launch", "Run a command (train ...) as N local processes of one data-parallel run");
   cmd->add_option("--nproc", *nproc, "Processes (ranks) on this machine")
       ->required()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--via", *how,
+                  "How the ranks start: mpirun, fork (torchrun's variables; GPUs only), or auto "
+                  "(mpirun when it is in PATH)")
+      ->check(CLI::IsMember({"auto", "mpirun", "fork"}));
   // Everything from the first argument launch does not know is the command.
   cmd->prefix_command();
-  cmd->callback([cmd, nproc] {
+  cmd->callback([cmd, nproc, how] {
     const std::vector<std::string> command = cmd->remaining();
     LT_CHECK(!command.empty(),
              "lazytrain launch: no command; e.g. lazytrain launch --nproc 2 "
@@ -104,30 +237,37 @@ void add_launch_command(CLI::App& app) {
       const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
       ::setenv("LT_NUM_THREADS", std::to_string(std::max(1u, cores / *nproc)).c_str(), 1);
     }
-    std::vector<std::string> argv;
-    if (*nproc > 1) {
-      const fs::path mpirun = find_in_path("mpirun");
+    std::vector<std::string> rank_command = {self.string()};
+    rank_command.insert(rank_command.end(), command.begin(), command.end());
+    const fs::path mpirun = find_in_path("mpirun");
+    std::string via = *how;
+    if (via == "auto") via = mpirun.empty() ? "fork" : "mpirun";
+    std::vector<Process> processes;
+    if (*nproc == 1) {
+      processes.push_back({rank_command, {}, "the process"});
+    } else if (via == "mpirun") {
       LT_CHECK(!mpirun.empty(),
-               "lazytrain launch: mpirun is not in PATH; install openmpi-bin "
-               "(scripts/install-deps.sh), or start the ranks with mpirun, srun "
-               "--mpi=pmix or torchrun --no-python yourself");
+               "lazytrain launch --via mpirun: mpirun is not in PATH; install openmpi-bin "
+               "(scripts/install-deps.sh)");
       // --oversubscribe: N may exceed the cores MPI counts; --bind-to none:
       // each rank's thread pool may use every core (MPI would pin a rank to
       // one core).
-      argv = {mpirun.string(),
-              "-np",
-              std::to_string(*nproc),
-              "--oversubscribe",
-              "--bind-to",
-              "none",
-              "-x",
-              "NCCL_NVLS_ENABLE",
-              "-x",
-              "LT_NUM_THREADS"};
+      std::vector<std::string> argv = {mpirun.string(),
+                                       "-np",
+                                       std::to_string(*nproc),
+                                       "--oversubscribe",
+                                       "--bind-to",
+                                       "none",
+                                       "-x",
+                                       "NCCL_NVLS_ENABLE",
+                                       "-x",
+                                       "LT_NUM_THREADS"};
+      argv.insert(argv.end(), rank_command.begin(), rank_command.end());
+      processes.push_back({argv, {}, "mpirun"});
+    } else {
+      processes = forked_ranks(*nproc, rank_command);
     }
-    argv.push_back(self.string());
-    argv.insert(argv.end(), command.begin(), command.end());
-    const int code = run_forwarding_signals(argv);
+    const int code = run_all(processes);
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }

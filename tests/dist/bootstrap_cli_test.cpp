@@ -11,14 +11,19 @@ namespace {
 
 using lt::testing::ScopedEnv;
 
-std::string train_fails(const TempDir& tmp) {
+// `prefix` train ... on the CPU, expected to fail with status 1.
+std::string train_fails(const TempDir& tmp, std::vector<std::string> prefix = {}) {
   write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
   std::string output;
-  const int code = run_program(
-      {"train", "--no-sample", "--set", "model.path=" + fixture("qwen3").string(), "--set",
-       "data.path=" + (tmp / "data.jsonl").string(), "--set", "data.format=tokens", "--set",
-       "train.device=cpu", "--set", "train.steps=1", "--set", "out.dir=" + (tmp / "out").string()},
-      tmp / "run.log", &output, 60);
+  std::vector<std::string> args = {"train", "--no-sample",
+                                   "--set", "model.path=" + fixture("qwen3").string(),
+                                   "--set", "data.path=" + (tmp / "data.jsonl").string(),
+                                   "--set", "data.format=tokens",
+                                   "--set", "train.device=cpu",
+                                   "--set", "train.steps=1",
+                                   "--set", "out.dir=" + (tmp / "out").string()};
+  args.insert(args.begin(), prefix.begin(), prefix.end());
+  const int code = run_program(args, tmp / "run.log", &output, 60);
   EXPECT_EQ(code, 1) << output;
   return output;
 }
@@ -44,6 +49,20 @@ TEST(BootstrapCli, TorchrunOnTheCpuSaysToUseMpirun) {
   EXPECT_NE(output.find(expected), std::string::npos) << output;
   EXPECT_NE(output.find("on the CPU start the ranks with mpirun"), std::string::npos) << output;
   EXPECT_EQ(output.find(expected), output.rfind(expected)) << "printed twice:\n" << output;
+}
+
+// launch --via fork starts the ranks itself with torchrun's variables (the
+// GPU way, without mpirun): on the CPU each rank that gets that far says
+// which rank of how many it is and that the CPU needs mpirun, and the
+// launcher names the first rank that failed and stops the other.
+TEST(BootstrapCli, ForkedRanksGetTheirVariablesAndAFailureStopsTheOthers) {
+  TempDir tmp("bootstrap_fork");
+  const std::string output = train_fails(tmp, {"launch", "--via", "fork", "--nproc", "2"});
+  EXPECT_TRUE(output.find("rank 0 of 2: error: a torchrun-style launch") != std::string::npos ||
+              output.find("rank 1 of 2: error: a torchrun-style launch") != std::string::npos)
+      << output;
+  EXPECT_NE(output.find("exited with status 1; stopping the other process"), std::string::npos)
+      << output;
 }
 
 }  // namespace
