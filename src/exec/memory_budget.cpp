@@ -306,9 +306,28 @@ MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
                     static_cast<double>(head_working_set) / 1e9),
         peak.working_set);
   // Host.
-  m.add(Host, "master weights (fp32)", n * kFp32);
-  add_optimizer_states(m, Host, n, s);
-  m.add(Host, "weights streamed to the GPU, pinned (bf16)", n * kBf16);
+  if (s.states_on_disk) {
+    m.add(Disk, "master weights (fp32)", n * kFp32);
+    add_optimizer_states(m, Disk, n, s);
+    // The largest stages' states, in host memory around their updates.
+    std::vector<int64_t> owned;
+    const int L = static_cast<int>(c.num_hidden_layers);
+    for (int stage = 0; stage <= L + 1; ++stage) owned.push_back(stage_gradient_elements(c, stage));
+    std::sort(owned.rbegin(), owned.rend());
+    owned.resize(std::min<size_t>(owned.size(), kStagesOfStatesInFlight));
+    int64_t in_flight = 0;
+    for (int64_t e : owned) in_flight += e;
+    m.add(Host,
+          fmt::format("master weights and optimizer states of {} stages in flight (fp32 + states)",
+                      owned.size()),
+          in_flight * kFp32 + optimizer_state_bytes(in_flight, s.optimizer, s.optimizer_block));
+    // The uploads' source, since the masters are not there to copy from.
+    m.add(Host, "weights streamed to the device, pinned (compute dtype)", n * s.compute_bytes);
+  } else {
+    m.add(Host, "master weights (fp32)", n * kFp32);
+    add_optimizer_states(m, Host, n, s);
+    m.add(Host, "weights streamed to the GPU, pinned (bf16)", n * kBf16);
+  }
   // Clipping needs the global gradient norm before any update, so every
   // gradient is held until backward ends.
   m.add(Host, "gradients, pinned", n * s.compute_bytes);

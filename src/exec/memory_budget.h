@@ -54,10 +54,18 @@ struct TrainSizes {
   // Where the device is: a GPU, or the CPU stand-in (which sizes the loss
   // chunks differently). Said, not guessed from compute_bytes.
   bool on_gpu = true;
+  // exec.state_placement disk (streaming): the f32 masters and optimizer
+  // states on disk, kStagesOfStatesInFlight stages of them in host memory.
+  bool states_on_disk = false;
   bool has_measured_working_sets() const {
     return measured_block_backward.b > 0 && measured_head_step.b > 0;
   }
 };
+
+// With the states on disk, the streaming executor holds at most this many
+// stages' masters and optimizer states in host memory (Note [Stage states
+// on disk]: reads run this many stages less one ahead of the updates).
+inline constexpr int kStagesOfStatesInFlight = 3;
 
 // Measured working sets are taken with this share more: one run of one
 // block measured them, and the executor's own chunks may differ slightly

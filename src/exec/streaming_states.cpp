@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "exec/memory_budget.h"
 #include "exec/streaming_impl.h"
 
 namespace lt::exec {
@@ -52,7 +53,9 @@ namespace lt::exec {
 //   directory).
 namespace {
 
-constexpr size_t kStateReadAhead = 2;
+// Reads run this many stages ahead of the updates (memory_budget.h counts
+// kStagesOfStatesInFlight stages in host memory).
+constexpr size_t kStateReadAhead = kStagesOfStatesInFlight - 1;
 
 void point_at(const std::vector<Tensor>& handles, std::shared_ptr<Storage> storage) {
   for (const Tensor& h : handles) {

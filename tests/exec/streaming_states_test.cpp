@@ -14,7 +14,9 @@
 #include <filesystem>
 #include <memory>
 
+#include "core/allocator.h"
 #include "core/random.h"
+#include "exec/memory_budget.h"
 #include "exec/resident.h"
 #include "exec/stage_state_file.h"
 #include "exec/streaming.h"
@@ -252,17 +254,34 @@ TEST(StreamingStates, ResumeFromSavedStatesContinuesAsUninterrupted) {
   expect_same(want, got);
 }
 
+// AdamW with states on disk, without the optimizer overlap: step() returns
+// with every stage written back.
+struct UnpipelinedRun {
+  explicit UnpipelinedRun(const std::string& name)
+      : dir(scratch_dir(name)),
+        model(llama(kLayers)),
+        data(batches(2, model.config().vocab_size)),
+        opt(testing::test_optimizer(model, AdamW)),
+        executor(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}), options(dir)) {}
+  static StreamingOptions options(const fs::path& dir) {
+    StreamingOptions so = streaming_options(kLayers, dir, false);
+    so.overlap_optimizer = false;
+    return so;
+  }
+  fs::path dir;
+  models::CausalLM model;
+  std::vector<std::vector<data::Batch>> data;
+  std::unique_ptr<optim::Optimizer> opt;
+  StreamingExecutor executor;
+};
+
 TEST(StreamingStates, AFlippedByteInTheScratchFileStopsTheRun) {
-  const fs::path dir = scratch_dir("flip_run");
-  const auto data = batches(2, llama(kLayers).config().vocab_size);
-  models::CausalLM model = llama(kLayers);
-  auto opt = testing::test_optimizer(model, AdamW);
-  StreamingOptions so = streaming_options(kLayers, dir, false);
-  so.overlap_optimizer = false;  // step() returns with every stage written back
-  StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}), so);
+  UnpipelinedRun r("flip_run");
+  StreamingExecutor& ex = r.executor;
+  const auto& data = r.data;
   ex.step(data[0], {3e-3, 0});
   std::string path;
-  for (const auto& e : fs::directory_iterator(dir)) path = e.path().string();
+  for (const auto& e : fs::directory_iterator(r.dir)) path = e.path().string();
   ASSERT_FALSE(path.empty());
   // The file's first bytes are the embedding's master (stage 0's region is
   // the first); the next step's update reads them.
@@ -270,12 +289,50 @@ TEST(StreamingStates, AFlippedByteInTheScratchFileStopsTheRun) {
   const std::string e = testing::error_of([&] { ex.step(data[1], {3e-3, 0}); });
   EXPECT_NE(e.find(path), std::string::npos) << e;
   EXPECT_NE(e.find("checksum"), std::string::npos) << e;
-  EXPECT_NE(e.find("stage '" + model.stages()[0]->name() + "'"), std::string::npos) << e;
+  EXPECT_NE(e.find("stage '" + r.model.stages()[0]->name() + "'"), std::string::npos) << e;
   // And the executor stays stopped.
   EXPECT_NE(testing::error_of([&] {
               ex.step(data[1], {3e-3, 0});
             }).find("checksum"),
             std::string::npos);
+}
+
+// Between steps, every master and AdamW state is on disk: bringing them
+// back (sync) allocates exactly 4 + 8 bytes per parameter of host memory.
+TEST(StreamingStates, StatesOnDiskLeaveHostMemoryBetweenSteps) {
+  UnpipelinedRun r("memory");
+  r.executor.step(r.data[0], {3e-3, 0});
+  const int64_t evicted = cpu_allocator().stats().current_bytes;
+  r.executor.sync();
+  const int64_t loaded = cpu_allocator().stats().current_bytes;
+  const int64_t n = r.model.config().num_parameters();
+  EXPECT_EQ(loaded - evicted, n * (4 + 8));
+}
+
+// The budget puts the masters and states on disk and three stages of them
+// in host memory. Hand count for 4 layers of the llama fixture (hidden 48,
+// 6 + 2 heads of 8, FFN 37, vocabulary 97, untied): embedding 97 x 48 =
+// 4656; a block 2 x 48 x 48 + 2 x 48 x 16 (attention) + 3 x 48 x 37 (MLP) +
+// 2 x 48 (norms) = 11568; head 48 + 4656 = 4704; n = 55632. The three
+// largest stages are three blocks.
+TEST(StreamingStates, BudgetCountsStatesOnDisk) {
+  const models::ModelConfig c = llama(4).config();
+  const int64_t n = 55632, in_flight = 3 * 11568;
+  ASSERT_EQ(c.num_parameters(), n);
+  TrainSizes sizes;
+  sizes.batch_size = 2;
+  sizes.seq_len = 16;
+  sizes.compute_bytes = 4;
+  sizes.on_gpu = false;
+  const MemoryBudget host = bytes_needed(c, sizes, Schedule::all_gpu(4));
+  sizes.states_on_disk = true;
+  const MemoryBudget disk = bytes_needed(c, sizes, Schedule::all_gpu(4));
+  EXPECT_EQ(disk.bytes(MemorySpace::Disk) - host.bytes(MemorySpace::Disk), n * 12);
+  EXPECT_EQ(disk.bytes(MemorySpace::Gpu), host.bytes(MemorySpace::Gpu));
+  // Host: the master and states go, three stages' come back, and the
+  // upload copy is in the compute dtype (4) where the host count had bf16.
+  EXPECT_EQ(host.bytes(MemorySpace::Host) - disk.bytes(MemorySpace::Host),
+            n * 12 - in_flight * 12 + n * (2 - 4));
 }
 
 }  // namespace
