@@ -25,6 +25,17 @@ std::vector<uint64_t> checksums_of(const Tensor& t) {
   return out;
 }
 
+// Runs one transfer of the file; an I/O error (its message names the file
+// and the operation) also says which stage and state it was moving.
+template <typename Fn>
+void naming_the_state(const std::string& stage_name, const std::string& label, Fn&& transfer) {
+  try {
+    transfer();
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (stage '" + stage_name + "', state '" + label + "')");
+  }
+}
+
 void check_host(const std::string& path, const std::string& stage_name, const std::string& label,
                 const Tensor& t) {
   LT_CHECK(t.defined() && t.device().is_cpu() && t.is_contiguous(), path, ": stage '", stage_name,
@@ -86,7 +97,8 @@ void StageStateFile::write(int stage, const std::string& stage_name,
              stage_name, "': state '", labels[k], "' has ", tensors[k].nbytes(),
              " bytes, its region ", r.tensors[k].bytes);
     r.checksums[k] = checksums_of(tensors[k]);
-    file_->write(r.tensors[k], tensors[k].data_ptr());
+    naming_the_state(stage_name, labels[k],
+                     [&] { file_->write(r.tensors[k], tensors[k].data_ptr()); });
   }
 }
 
@@ -104,7 +116,8 @@ void StageStateFile::read(int stage, const std::string& stage_name,
     LT_CHECK(static_cast<int64_t>(tensors[k].nbytes()) == r.tensors[k].bytes, path(), ": stage '",
              stage_name, "': state '", labels[k], "' is read into ", tensors[k].nbytes(),
              " bytes, it has ", r.tensors[k].bytes);
-    file_->read(r.tensors[k], tensors[k].data_ptr());
+    naming_the_state(stage_name, labels[k],
+                     [&] { file_->read(r.tensors[k], tensors[k].data_ptr()); });
     const std::vector<uint64_t> sums = checksums_of(tensors[k]);
     for (size_t b = 0; b < sums.size(); ++b) {
       LT_CHECK(sums[b] == r.checksums[k][b], path(), ": read of stage '", stage_name, "': state '",

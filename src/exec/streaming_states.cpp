@@ -139,7 +139,14 @@ void StreamingExecutor::Impl::evict_states(size_t stage) {
 void StreamingExecutor::Impl::move_all_states(bool to_disk) {
   state_queue
       .enqueue([this, to_disk] {
-        for (size_t s = 0; s < stages.size(); ++s) to_disk ? evict_states(s) : load_states(s);
+        try {
+          for (size_t s = 0; s < stages.size(); ++s) to_disk ? evict_states(s) : load_states(s);
+        } catch (...) {
+          // Some stages are on disk, some not: the executor cannot go on,
+          // and a checkpoint must not be written from it.
+          update_failed(to_disk ? "writing every stage's states to disk"
+                                : "reading every stage's states back");
+        }
       })
       .get();
   states_on_disk = to_disk;

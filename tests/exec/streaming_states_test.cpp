@@ -8,8 +8,10 @@
 // saved weights and states continues as the uninterrupted one.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -333,6 +335,39 @@ TEST(StreamingStates, BudgetCountsStatesOnDisk) {
   // upload copy is in the compute dtype (4) where the host count had bf16.
   EXPECT_EQ(host.bytes(MemorySpace::Host) - disk.bytes(MemorySpace::Host),
             n * 12 - in_flight * 12 + n * (2 - 4));
+}
+
+// A write the file system refuses (here: past RLIMIT_FSIZE, what a full
+// disk looks like to the run) stops the run with the file, the operation and
+// the stage; the scratch file is still removed.
+TEST(StreamingStates, AFailedWriteNamesTheFileTheOperationAndTheStage) {
+  const fs::path dir = scratch_dir("no_space");
+  const auto data = batches(1, llama(kLayers).config().vocab_size);
+  models::CausalLM model = llama(kLayers);
+  auto opt = testing::test_optimizer(model, AdamW);
+  std::string e;
+  {
+    StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}),
+                         streaming_options(kLayers, dir, /*force_threads=*/true));
+    rlimit saved{};
+    ASSERT_EQ(0, ::getrlimit(RLIMIT_FSIZE, &saved));
+    rlimit small = saved;
+    small.rlim_cur = 64 * 1024;  // the first stage's master alone is larger
+    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    ASSERT_EQ(0, ::setrlimit(RLIMIT_FSIZE, &small));
+    e = testing::error_of([&] { ex.step(data[0], {3e-3, 0}); });
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, old_handler);
+    EXPECT_FALSE(fs::is_empty(dir));
+    // Stopped: neither another step nor a sync() (before a checkpoint) goes on.
+    EXPECT_EQ(e, testing::error_of([&] { ex.step(data[0], {3e-3, 0}); }));
+    EXPECT_EQ(e, testing::error_of([&] { ex.sync(); }));
+  }
+  EXPECT_NE(e.find(dir.string()), std::string::npos) << e;
+  EXPECT_NE(e.find(": write of "), std::string::npos) << e;
+  EXPECT_NE(e.find("File too large"), std::string::npos) << e;
+  EXPECT_NE(e.find("(stage '"), std::string::npos) << e;
+  EXPECT_TRUE(fs::is_empty(dir));
 }
 
 }  // namespace
