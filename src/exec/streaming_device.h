@@ -51,6 +51,11 @@ class StreamingDevice {
   // its compute stream), so that the stage times in StepStats are the
   // device's and not the time to queue the work. A no-op on the stand-in.
   virtual void finish_compute() {}
+  // The host tensor, in compute_dtype(), that the device uploads for
+  // `master` and that the optimizer keeps current (the CUDA device's pinned
+  // bf16 shadow); undefined where uploads copy the master itself (the
+  // stand-in). With the states on disk the executor uploads from it.
+  virtual Tensor upload_copy_of(const Tensor& /*master*/) const { return Tensor(); }
 
   Tensor empty(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, memory()); }
   // Copies queued from now on are recorded on the "h2d" and "d2h" tracks

@@ -137,7 +137,8 @@ struct StreamingExecutor::Impl {
   // Per parameter: the host tensor load() uploads: the master, or with
   // states on disk a copy in the compute dtype that stays in host memory.
   std::vector<Tensor> upload_sources;
-  bool states_on_disk = false;  // compute thread; every stage evicted between steps
+  std::vector<bool> refreshed_uploads;  // per parameter: ours, copied before each eviction
+  bool states_on_disk = false;          // compute thread; every stage evicted between steps
 
   // Workers Impl owns: last, so they stop first.
   std::unique_ptr<DiskSpill> disk;             // when the schedule places a boundary on disk

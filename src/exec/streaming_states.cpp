@@ -24,9 +24,10 @@ namespace lt::exec {
 //   the optimizers need no change: they update the same tensors, bit for
 //   bit as with the states in host memory.
 // - The upload: load() copies weights from `upload_sources`, which with
-//   states on disk is a host copy of each master in the compute dtype (bf16
-//   on a GPU: 2 bytes a parameter), refreshed from the master just before
-//   the master is evicted.
+//   states on disk is a host copy of each master in the compute dtype: the
+//   device's own where it keeps one that the optimizer writes (the CUDA
+//   device's pinned bf16 shadows, 2 bytes a parameter), else ours (the
+//   stand-in's f32), refreshed from the master just before it is evicted.
 // - The pipeline, per step (enqueue_updates_on_disk): one "states" thread
 //   runs the reads and the write-backs in one FIFO order,
 //     R0 R1 W0 R2 W1 R3 ... W(n-1),
@@ -111,9 +112,17 @@ void StreamingExecutor::Impl::setup_state_placement() {
       st.dtypes.push_back(h.front().dtype());
     }
   }
-  for (const Tensor& m : masters)
+  // The device's own copy where it keeps one the optimizer updates (no
+  // second copy, nothing to refresh); else one of ours, refreshed from the
+  // master before each eviction.
+  refreshed_uploads.clear();
+  for (const Tensor& m : masters) {
+    Tensor kept = device.upload_copy_of(m);
+    refreshed_uploads.push_back(!kept.defined());
     upload_sources.push_back(
-        Tensor::empty(m.shape(), device.compute_dtype(), device.host_memory()));
+        kept.defined() ? kept
+                       : Tensor::empty(m.shape(), device.compute_dtype(), device.host_memory()));
+  }
 }
 
 void StreamingExecutor::Impl::load_states(size_t stage) {
@@ -128,7 +137,7 @@ void StreamingExecutor::Impl::load_states(size_t stage) {
 void StreamingExecutor::Impl::evict_states(size_t stage) {
   const StageStates& st = stage_states[stage];
   for (size_t i = stages[stage].first; i < stages[stage].last; ++i)
-    upload_sources[i].copy_(params[i]);
+    if (refreshed_uploads[i]) upload_sources[i].copy_(params[i]);
   std::vector<Tensor> current;
   for (const auto& h : st.handles) current.push_back(h.front());
   state_file->write(static_cast<int>(stage), model.stages()[stage]->name(), st.labels, current);

@@ -66,6 +66,10 @@ class CudaStreamingDevice final : public StreamingDevice {
   std::unique_ptr<Scope> compute_scope() override;
   Allocator& host_memory() override { return pinned_; }
   void finish_compute() override { compute_.synchronize(); }
+  Tensor upload_copy_of(const Tensor& master) const override {
+    const auto it = shadows_.find(master.data_ptr());
+    return it == shadows_.end() ? Tensor() : it->second;
+  }
 
   const Stream& compute_stream() const { return compute_; }
 
