@@ -47,7 +47,20 @@ class NcclSum final : public exec::CrossRankSum {
   }
   ~NcclSum() override {
     if (scratch_) cudaFree(scratch_);
-    if (comm_) ncclCommDestroy(comm_);
+    if (!comm_) return;
+    // A non-blocking communicator finishes its work before it is destroyed;
+    // bounded, and a destructor cannot report: a stuck one is aborted.
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+    ncclResult_t state = ncclCommFinalize(comm_);
+    while (state == ncclInProgress && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      ncclCommGetAsyncError(comm_, &state);
+    }
+    if (state == ncclSuccess) {
+      ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
+    }
   }
   int rank() const override { return world_.rank; }
   int world_size() const override { return world_.size; }
@@ -60,6 +73,7 @@ class NcclSum final : public exec::CrossRankSum {
                                     cudaMemcpyHostToDevice, stream));
       check(ncclAllReduce(scratch_, scratch_, n, ncclFloat64, ncclSum, comm_, stream),
             "ncclAllReduce");
+      wait_for_comm("ncclAllReduce");  // enqueued before the copy back is
       LT_CUDA_CHECK(cudaMemcpyAsync(values.data() + done, scratch_, n * sizeof(double),
                                     cudaMemcpyDeviceToHost, stream));
       wait_for_stream(stream, "ncclAllReduce (loss and counts)");
@@ -78,6 +92,7 @@ class NcclSum final : public exec::CrossRankSum {
             "ncclAllReduce");
     }
     check(ncclGroupEnd(), "ncclGroupEnd");
+    wait_for_comm("ncclGroupEnd");
     wait_for_stream(stream, "ncclAllReduce (gradients)");
   }
 
@@ -97,7 +112,9 @@ class NcclSum final : public exec::CrossRankSum {
     abort_and_fail(std::string(call) + " failed: " + ncclGetErrorString(r) + " (" +
                    ncclGetLastError(comm_) + ")");
   }
-  // Polls until the non-blocking communicator is ready.
+  // Polls until the non-blocking communicator is ready: after an init, and
+  // after a call that returned ncclInProgress, whose work is only on the
+  // stream once this returns (so nothing may be queued behind it before).
   void wait_for_comm(const char* call) {
     const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
     while (true) {
