@@ -163,6 +163,11 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
 StreamingExecutor::Impl::~Impl() {
   or_report("draining the copy engines", [&] { drain_copies(); });
   wait_updates_quietly();
+  // The model outlives the executor: its weights (and the optimizer's
+  // states) come back into host memory (Note [Stage states on disk]).
+  if (states_on_disk && !update_failure) {
+    or_report("reading the states back from disk", [&] { move_all_states(false); });
+  }
   device.set_trace(nullptr);
   or_report("writing the trace", [&] { write_trace(); });
   std::lock_guard<std::mutex> lock(failure_mutex);

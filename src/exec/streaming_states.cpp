@@ -43,9 +43,10 @@ namespace lt::exec {
 // - Between steps every stage is on disk. sync() (before a checkpoint or an
 //   evaluation) reads them all back, so the model and state() are whole and
 //   checkpoints stay Hugging Face folders written from host memory; the next
-//   step() writes them all out again first. The first step() does the same,
-//   after the trainer's load_state() on resume: a resume rebuilds the
-//   scratch file from the checkpoint.
+//   step() writes them all out again first. The executor's destructor also
+//   reads them back (the model outlives it). The first step() writes them
+//   all out too, after the trainer's load_state() on resume: a resume
+//   rebuilds the scratch file from the checkpoint.
 // - Errors: a failed read (I/O error or checksum) fails the stage's update,
 //   a failed write-back its ticket; either is the executor's update failure
 //   (Note [A failed update stops the executor]), whose message names the

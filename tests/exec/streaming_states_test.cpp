@@ -146,17 +146,25 @@ struct Result {
   std::vector<std::vector<unsigned char>> params, states;
 };
 
+// The losses of steps [first, last) of `data`.
+std::vector<double> run_steps(Executor& executor, const std::vector<std::vector<data::Batch>>& data,
+                              size_t first, size_t last) {
+  std::vector<double> losses;
+  for (size_t s = first; s < last; ++s) {
+    StepOptions o;
+    o.lr = 3e-3 * (1.0 + 0.1 * static_cast<double>(s));
+    o.max_grad_norm = 0.05;
+    losses.push_back(executor.step(data[s], o).loss);
+  }
+  return losses;
+}
+
 // Steps [first, last) of `data`, then sync() and a copy of every weight and
 // optimizer state (what a checkpoint saves).
 Result train(Executor& executor, const models::CausalLM& model, optim::Optimizer& opt,
              const std::vector<std::vector<data::Batch>>& data, size_t first, size_t last) {
   Result r;
-  for (size_t s = first; s < last; ++s) {
-    StepOptions o;
-    o.lr = 3e-3 * (1.0 + 0.1 * static_cast<double>(s));
-    o.max_grad_norm = 0.05;
-    r.losses.push_back(executor.step(data[s], o).loss);
-  }
+  r.losses = run_steps(executor, data, first, last);
   executor.sync();
   for (const auto& [name, p] : model.parameters()) r.params.push_back(bytes_of(p));
   for (const auto& [name, t] : opt.state()) r.states.push_back(bytes_of(t));
@@ -367,6 +375,26 @@ TEST(StreamingStates, AFailedWriteNamesTheFileTheOperationAndTheStage) {
   EXPECT_NE(e.find(": write of "), std::string::npos) << e;
   EXPECT_NE(e.find("File too large"), std::string::npos) << e;
   EXPECT_NE(e.find("(stage '"), std::string::npos) << e;
+  EXPECT_TRUE(fs::is_empty(dir));
+}
+
+// The model outlives its executor: destroyed with every stage on disk and
+// its last updates queued, the executor gives the weights and states back.
+TEST(StreamingStates, TheModelIsWholeAfterTheExecutorGoes) {
+  const auto data = batches(2, llama(kLayers).config().vocab_size);
+  const Result want = reference(AdamW8bit, data);
+  const fs::path dir = scratch_dir("teardown");
+  models::CausalLM model = llama(kLayers);
+  auto opt = testing::test_optimizer(model, AdamW8bit);
+  Result got;
+  {
+    StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}),
+                         streaming_options(kLayers, dir, false));
+    got.losses = run_steps(ex, data, 0, data.size());
+  }
+  for (const auto& [name, p] : model.parameters()) got.params.push_back(bytes_of(p));
+  for (const auto& [name, t] : opt->state()) got.states.push_back(bytes_of(t));
+  expect_same(want, got);
   EXPECT_TRUE(fs::is_empty(dir));
 }
 
