@@ -182,6 +182,15 @@ StreamingOptions streaming_options(int layers, const fs::path& dir, bool force_t
   return so;
 }
 
+// An executor on the stand-in with every stage's states on disk in `dir`.
+std::unique_ptr<StreamingExecutor> disk_executor(const models::CausalLM& model,
+                                                 optim::Optimizer& opt, int layers,
+                                                 const fs::path& dir, bool force_threads) {
+  return std::make_unique<StreamingExecutor>(model, opt,
+                                             std::make_unique<StandInDevice>(StandInOptions{}),
+                                             streaming_options(layers, dir, force_threads));
+}
+
 constexpr int kLayers = 3;
 
 Result reference(TestOptimizer kind, const std::vector<std::vector<data::Batch>>& data) {
@@ -219,8 +228,8 @@ TEST(StreamingStates, DiskGivesTheHostRunBitForBitOnBothBackends) {
       auto opt = testing::test_optimizer(model, kind);
       Result got;
       {
-        StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}),
-                             streaming_options(kLayers, dir, force_threads));
+        auto executor = disk_executor(model, *opt, kLayers, dir, force_threads);
+        StreamingExecutor& ex = *executor;
         // sync() in the middle (as for an evaluation) brings every stage back
         // and the next step sends them out again.
         Result first = train(ex, model, *opt, data, 0, 2);
@@ -245,8 +254,8 @@ TEST(StreamingStates, ResumeFromSavedStatesContinuesAsUninterrupted) {
   {
     models::CausalLM model = llama(kLayers);
     auto opt = testing::test_optimizer(model, AdamW8bit);
-    StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}),
-                         streaming_options(kLayers, dir, false));
+    auto executor = disk_executor(model, *opt, kLayers, dir, false);
+    StreamingExecutor& ex = *executor;
     losses = train(ex, model, *opt, data, 0, 2).losses;
     for (const auto& [name, p] : model.parameters()) weights.push_back(p.clone());
     for (const auto& [name, t] : opt->state()) states.emplace_back(name, t.clone());
@@ -255,8 +264,8 @@ TEST(StreamingStates, ResumeFromSavedStatesContinuesAsUninterrupted) {
   // executor is built, as the trainer does.
   models::CausalLM model = llama(kLayers);
   auto opt = testing::test_optimizer(model, AdamW8bit);
-  StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}),
-                       streaming_options(kLayers, dir, false));
+  auto executor = disk_executor(model, *opt, kLayers, dir, false);
+  StreamingExecutor& ex = *executor;
   for (size_t i = 0; i < weights.size(); ++i) model.parameters()[i].second.copy_(weights[i]);
   opt->load_state(states);
   Result got = train(ex, model, *opt, data, 2, data.size());
@@ -355,8 +364,8 @@ TEST(StreamingStates, AFailedWriteNamesTheFileTheOperationAndTheStage) {
   auto opt = testing::test_optimizer(model, AdamW);
   std::string e;
   {
-    StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}),
-                         streaming_options(kLayers, dir, /*force_threads=*/true));
+    auto executor = disk_executor(model, *opt, kLayers, dir, /*force_threads=*/true);
+    StreamingExecutor& ex = *executor;
     rlimit saved{};
     ASSERT_EQ(0, ::getrlimit(RLIMIT_FSIZE, &saved));
     rlimit small = saved;
@@ -388,8 +397,8 @@ TEST(StreamingStates, TheModelIsWholeAfterTheExecutorGoes) {
   auto opt = testing::test_optimizer(model, AdamW8bit);
   Result got;
   {
-    StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}),
-                         streaming_options(kLayers, dir, false));
+    auto executor = disk_executor(model, *opt, kLayers, dir, false);
+    StreamingExecutor& ex = *executor;
     got.losses = run_steps(ex, data, 0, data.size());
   }
   for (const auto& [name, p] : model.parameters()) got.params.push_back(bytes_of(p));
