@@ -26,7 +26,8 @@
 namespace lt::exec {
 
 // A cheap checksum of `bytes` bytes (64-bit words mixed by multiply and
-// rotate; not cryptographic: it catches flipped bits and torn blocks).
+// rotate in four lanes; not cryptographic: it catches flipped bits and torn
+// blocks).
 uint64_t block_checksum(const void* data, int64_t bytes);
 
 class StageStateFile {
