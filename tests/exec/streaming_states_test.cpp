@@ -25,18 +25,14 @@
 #include "support/errors.h"
 #include "support/fixture_models.h"
 #include "support/random_batch.h"
+#include "train/train_helpers.h"
 
 namespace lt::exec {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path scratch_dir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("lt_states_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  return dir;
-}
+using train::testing::TempDir;
 
 void flip_byte(const std::string& path, int64_t offset) {
   const int fd = ::open(path.c_str(), O_RDWR);
@@ -56,12 +52,12 @@ std::vector<unsigned char> bytes_of(const Tensor& t) {
 TEST(StageStateFile, RoundTripsEveryStageOnBothBackends) {
   for (bool force_threads : {false, true}) {
     SCOPED_TRACE(force_threads ? "threads" : "io_uring if available");
-    const fs::path dir = scratch_dir("roundtrip");
+    const TempDir dir("states_roundtrip");
     Generator gen(5);
     std::string path;
     {
       StageStateFile::Options o;
-      o.directory = dir.string();
+      o.directory = dir.path().string();
       o.file.force_threads = force_threads;
       o.file.chunk_bytes = 8192;  // several requests per tensor
       o.file.queue_depth = 3;
@@ -91,9 +87,9 @@ TEST(StageStateFile, RoundTripsEveryStageOnBothBackends) {
 }
 
 TEST(StageStateFile, AFlippedByteIsAnErrorNamingFileStageAndState) {
-  const fs::path dir = scratch_dir("flip");
+  const TempDir dir("states_flip");
   Generator gen(6);
-  StageStateFile file({dir.string(), {}});
+  StageStateFile file({dir.path().string(), {}});
   std::vector<Tensor> t = {Tensor::randn({1000}, gen), Tensor::randn({40000}, gen)};
   file.write(3, "layer 2", {"w", "w.exp_avg"}, t);
   // Byte 100000 of the second tensor: its second checksum block.
@@ -223,22 +219,22 @@ TEST(StreamingStates, DiskGivesTheHostRunBitForBitOnBothBackends) {
     for (bool force_threads : {false, true}) {
       SCOPED_TRACE(std::string(kind == AdamW ? "adamw " : "adamw8bit ") +
                    (force_threads ? "threads" : "io_uring if available"));
-      const fs::path dir = scratch_dir("bitwise");
+      const TempDir dir("states_bitwise");
       models::CausalLM model = llama(kLayers);
       auto opt = testing::test_optimizer(model, kind);
       Result got;
       {
-        auto executor = disk_executor(model, *opt, kLayers, dir, force_threads);
+        auto executor = disk_executor(model, *opt, kLayers, dir.path(), force_threads);
         StreamingExecutor& ex = *executor;
         // sync() in the middle (as for an evaluation) brings every stage back
         // and the next step sends them out again.
         Result first = train(ex, model, *opt, data, 0, 2);
         got = train(ex, model, *opt, data, 2, data.size());
         got.losses.insert(got.losses.begin(), first.losses.begin(), first.losses.end());
-        EXPECT_FALSE(fs::is_empty(dir));
+        EXPECT_FALSE(fs::is_empty(dir.path()));
       }
       expect_same(want, got);
-      EXPECT_TRUE(fs::is_empty(dir)) << "the scratch file outlived the executor";
+      EXPECT_TRUE(fs::is_empty(dir.path())) << "the scratch file outlived the executor";
     }
   }
 }
@@ -246,7 +242,7 @@ TEST(StreamingStates, DiskGivesTheHostRunBitForBitOnBothBackends) {
 TEST(StreamingStates, ResumeFromSavedStatesContinuesAsUninterrupted) {
   const auto data = batches(4, llama(kLayers).config().vocab_size);
   const Result want = reference(AdamW8bit, data);
-  const fs::path dir = scratch_dir("resume");
+  const TempDir dir("states_resume");
   // Two steps, then what a checkpoint keeps: the weights and state().
   std::vector<Tensor> weights;
   optim::NamedTensors states;
@@ -254,7 +250,7 @@ TEST(StreamingStates, ResumeFromSavedStatesContinuesAsUninterrupted) {
   {
     models::CausalLM model = llama(kLayers);
     auto opt = testing::test_optimizer(model, AdamW8bit);
-    auto executor = disk_executor(model, *opt, kLayers, dir, false);
+    auto executor = disk_executor(model, *opt, kLayers, dir.path(), false);
     StreamingExecutor& ex = *executor;
     losses = train(ex, model, *opt, data, 0, 2).losses;
     for (const auto& [name, p] : model.parameters()) weights.push_back(p.clone());
@@ -264,7 +260,7 @@ TEST(StreamingStates, ResumeFromSavedStatesContinuesAsUninterrupted) {
   // executor is built, as the trainer does.
   models::CausalLM model = llama(kLayers);
   auto opt = testing::test_optimizer(model, AdamW8bit);
-  auto executor = disk_executor(model, *opt, kLayers, dir, false);
+  auto executor = disk_executor(model, *opt, kLayers, dir.path(), false);
   StreamingExecutor& ex = *executor;
   for (size_t i = 0; i < weights.size(); ++i) model.parameters()[i].second.copy_(weights[i]);
   opt->load_state(states);
@@ -277,17 +273,18 @@ TEST(StreamingStates, ResumeFromSavedStatesContinuesAsUninterrupted) {
 // with every stage written back.
 struct UnpipelinedRun {
   explicit UnpipelinedRun(const std::string& name)
-      : dir(scratch_dir(name)),
+      : dir("states_" + name),
         model(llama(kLayers)),
         data(batches(2, model.config().vocab_size)),
         opt(testing::test_optimizer(model, AdamW)),
-        executor(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}), options(dir)) {}
+        executor(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}),
+                 options(dir.path())) {}
   static StreamingOptions options(const fs::path& dir) {
     StreamingOptions so = streaming_options(kLayers, dir, false);
     so.overlap_optimizer = false;
     return so;
   }
-  fs::path dir;
+  TempDir dir;
   models::CausalLM model;
   std::vector<std::vector<data::Batch>> data;
   std::unique_ptr<optim::Optimizer> opt;
@@ -300,7 +297,7 @@ TEST(StreamingStates, AFlippedByteInTheScratchFileStopsTheRun) {
   const auto& data = r.data;
   ex.step(data[0], {3e-3, 0});
   std::string path;
-  for (const auto& e : fs::directory_iterator(r.dir)) path = e.path().string();
+  for (const auto& e : fs::directory_iterator(r.dir.path())) path = e.path().string();
   ASSERT_FALSE(path.empty());
   // The file's first bytes are the embedding's master (stage 0's region is
   // the first); the next step's update reads them.
@@ -358,13 +355,13 @@ TEST(StreamingStates, BudgetCountsStatesOnDisk) {
 // disk looks like to the run) stops the run with the file, the operation and
 // the stage; the scratch file is still removed.
 TEST(StreamingStates, AFailedWriteNamesTheFileTheOperationAndTheStage) {
-  const fs::path dir = scratch_dir("no_space");
+  const TempDir dir("states_no_space");
   const auto data = batches(1, llama(kLayers).config().vocab_size);
   models::CausalLM model = llama(kLayers);
   auto opt = testing::test_optimizer(model, AdamW);
   std::string e;
   {
-    auto executor = disk_executor(model, *opt, kLayers, dir, /*force_threads=*/true);
+    auto executor = disk_executor(model, *opt, kLayers, dir.path(), /*force_threads=*/true);
     StreamingExecutor& ex = *executor;
     rlimit saved{};
     ASSERT_EQ(0, ::getrlimit(RLIMIT_FSIZE, &saved));
@@ -375,16 +372,16 @@ TEST(StreamingStates, AFailedWriteNamesTheFileTheOperationAndTheStage) {
     e = testing::error_of([&] { ex.step(data[0], {3e-3, 0}); });
     ::setrlimit(RLIMIT_FSIZE, &saved);
     std::signal(SIGXFSZ, old_handler);
-    EXPECT_FALSE(fs::is_empty(dir));
+    EXPECT_FALSE(fs::is_empty(dir.path()));
     // Stopped: neither another step nor a sync() (before a checkpoint) goes on.
     EXPECT_EQ(e, testing::error_of([&] { ex.step(data[0], {3e-3, 0}); }));
     EXPECT_EQ(e, testing::error_of([&] { ex.sync(); }));
   }
-  EXPECT_NE(e.find(dir.string()), std::string::npos) << e;
+  EXPECT_NE(e.find(dir.path().string()), std::string::npos) << e;
   EXPECT_NE(e.find(": write of "), std::string::npos) << e;
   EXPECT_NE(e.find("File too large"), std::string::npos) << e;
   EXPECT_NE(e.find("(stage '"), std::string::npos) << e;
-  EXPECT_TRUE(fs::is_empty(dir));
+  EXPECT_TRUE(fs::is_empty(dir.path()));
 }
 
 // The model outlives its executor: destroyed with every stage on disk and
@@ -392,19 +389,19 @@ TEST(StreamingStates, AFailedWriteNamesTheFileTheOperationAndTheStage) {
 TEST(StreamingStates, TheModelIsWholeAfterTheExecutorGoes) {
   const auto data = batches(2, llama(kLayers).config().vocab_size);
   const Result want = reference(AdamW8bit, data);
-  const fs::path dir = scratch_dir("teardown");
+  const TempDir dir("states_teardown");
   models::CausalLM model = llama(kLayers);
   auto opt = testing::test_optimizer(model, AdamW8bit);
   Result got;
   {
-    auto executor = disk_executor(model, *opt, kLayers, dir, false);
+    auto executor = disk_executor(model, *opt, kLayers, dir.path(), false);
     StreamingExecutor& ex = *executor;
     got.losses = run_steps(ex, data, 0, data.size());
   }
   for (const auto& [name, p] : model.parameters()) got.params.push_back(bytes_of(p));
   for (const auto& [name, t] : opt->state()) got.states.push_back(bytes_of(t));
   expect_same(want, got);
-  EXPECT_TRUE(fs::is_empty(dir));
+  EXPECT_TRUE(fs::is_empty(dir.path()));
 }
 
 }  // namespace
