@@ -193,6 +193,11 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
     for (const ExecutorCandidate& e : candidates)
       if (e.executor == p.executor) p.predicted_step_s = e.step_s;
   }
+  LT_CHECK(c.exec.state_placement != "disk" || p.executor == exec::ExecutorKind::Streaming,
+           "exec.state_placement: disk keeps the streaming executor's masters and optimizer "
+           "states on disk; this run's executor is ",
+           exec::executor_name(p.executor),
+           " (set exec.mode: streaming, or exec.state_placement: host)");
   if (p.executor == exec::ExecutorKind::Resident) {
     p.budget = resident_budget(c, model, p.device.is_cuda());
     p.sizes = streaming_sizes(c, p.device.is_cpu());
