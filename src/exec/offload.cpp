@@ -140,6 +140,17 @@ void OffloadExecutor::Impl::wait_uploads() {
   for (const Ticket& t : uploaded) stats->exposed_h2d_s += wait_seconds(t);
 }
 
+void OffloadExecutor::Impl::settle_downloads() {
+  for (const Ticket& t : pending_downloads) {
+    const double waited = wait_seconds(t);
+    if (stats) stats->exposed_d2h_s += waited;
+  }
+  pending_downloads.clear();
+  if (drop_due) drop_device_gradients();
+  drop_due = false;
+  std::fill(taken_early.begin(), taken_early.end(), 0);
+}
+
 void OffloadExecutor::Impl::drop_device_gradients() {
   for (const Tensor& w : weights) w.set_grad(Tensor());
 }
@@ -189,7 +200,6 @@ StepStats OffloadExecutor::Impl::run_step(const std::vector<data::Batch>& micro_
   } disarm{take_early};
   const double squared =
       forward_backward_on_device(micro_batches, zen ? nullptr : norm.get(), hooks);
-  take_early = false;
   st.compute_s = seconds_since(compute_start);
   if (zen) {
     zenflow_update(o);

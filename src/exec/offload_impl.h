@@ -112,6 +112,8 @@ struct OffloadExecutor::Impl {
   Ticket upload_weights(size_t first, size_t last, Ticket after, const std::string& label,
                         const std::function<bool(size_t)>& include = {});
   void wait_uploads();
+  // Waits for pending_downloads and drops the device's gradients they read.
+  void settle_downloads();
   void drop_device_gradients();
 
   // ---- offload_zenflow.cpp ----
@@ -134,8 +136,6 @@ struct OffloadExecutor::Impl {
   bool window_end_known() const;
   // The grad-ready hook's work for parameter i while take_early is set.
   void take_gradient_early(size_t i);
-  // Waits for pending_downloads and drops the device's gradients they read.
-  void settle_downloads();
   void finish_masters();
 };
 

@@ -146,17 +146,6 @@ void OffloadExecutor::Impl::take_gradient_early(size_t i) {
   pending_downloads.push_back(download_gradients(i, i + 1, zen_step ? buffer : 0, "grads"));
 }
 
-void OffloadExecutor::Impl::settle_downloads() {
-  for (const Ticket& t : pending_downloads) {
-    const double waited = wait_seconds(t);
-    if (stats) stats->exposed_d2h_s += waited;
-  }
-  pending_downloads.clear();
-  if (drop_due) drop_device_gradients();
-  drop_due = false;
-  std::fill(taken_early.begin(), taken_early.end(), 0);
-}
-
 std::vector<ColumnMass> OffloadExecutor::Impl::column_masses() const {
   std::vector<ColumnMass> out;
   for (size_t i = 0; i < weights.size(); ++i) {

@@ -157,8 +157,7 @@ LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, cons
     T* pdw = need_dweight ? static_cast<T*>(grads.dweight.data_ptr()) : nullptr;
     T* pdb = need_dbias ? static_cast<T*>(grads.dbias.data_ptr()) : nullptr;
     if (one_pass_backward_enabled() && (need_dweight || need_dbias) && rows > 0 &&
-        layer_norm_backward_fits<T>(cols) &&
-        all_aligned16({px, pg, pw_or_x, pdx ? pdx : px})) {
+        layer_norm_backward_fits<T>(cols) && all_aligned16({px, pg, pw_or_x, pdx ? pdx : px})) {
       launch_layer_norm_backward_fused<T>(pg, px, pw_or_x, w.defined(), pm, pr, pdx, pdw, pdb, rows,
                                           cols, x.device());
       return;
