@@ -3,62 +3,14 @@
 #include "core/error.h"
 
 #ifdef LT_HAVE_MPI
-// MPI's C API only: the deprecated C++ bindings need their own library.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-
 #include <algorithm>
-#include <climits>
 #include <cstdlib>
+
+#include "dist/mpi_check.h"
 
 namespace lt::dist {
 
 namespace {
-
-void check_mpi(int code, const char* call) {
-  if (code == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  fail("MPI error in ", call, ": ", std::string(text, static_cast<size_t>(length)));
-}
-
-// MPI counts are ints: larger buffers go in pieces of this many elements.
-constexpr int64_t kMaxElementsPerCall = INT_MAX / 2;
-
-template <typename T>
-void allreduce_in_place(T* data, int64_t n, MPI_Datatype type, MPI_Op op = MPI_SUM) {
-  for (int64_t done = 0; done < n; done += kMaxElementsPerCall) {
-    const int count = static_cast<int>(std::min(kMaxElementsPerCall, n - done));
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + done, count, type, op, MPI_COMM_WORLD),
-              "MPI_Allreduce");
-  }
-}
-
-class MpiSum final : public exec::CrossRankSum {
- public:
-  MpiSum() {
-    check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
-    check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
-  }
-  int rank() const override { return rank_; }
-  int world_size() const override { return size_; }
-  void sum(std::span<double> values) override {
-    allreduce_in_place(values.data(), static_cast<int64_t>(values.size()), MPI_DOUBLE);
-  }
-  void sum(const std::vector<Tensor>& tensors) override {
-    for (const Tensor& t : tensors) {
-      LT_CHECK(t.device().is_cpu() && t.dtype() == DType::F32 && t.is_contiguous(),
-               "data parallel over MPI sums contiguous f32 tensors on the CPU, got ", t.str(),
-               " (a GPU run uses NCCL; train.dtype on the CPU must be f32)");
-      allreduce_in_place(t.data<float>(), t.numel(), MPI_FLOAT);
-    }
-  }
-
- private:
-  int rank_ = 0, size_ = 1;
-};
 
 extern "C" void finalize_mpi_at_exit() {
   int finalized = 0;
@@ -84,10 +36,6 @@ void mpi_start(int rank, int size) {
            " (is this lazytrain linked with another MPI than the mpirun that started it?)");
 }
 
-std::unique_ptr<exec::CrossRankSum> make_mpi_sum() {
-  return std::make_unique<MpiSum>();
-}
-
 void mpi_broadcast(std::span<char> bytes) {
   check_mpi(MPI_Bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, MPI_COMM_WORLD),
             "MPI_Bcast");
@@ -95,7 +43,8 @@ void mpi_broadcast(std::span<char> bytes) {
 
 bool mpi_any(bool flag) {
   int value = flag ? 1 : 0;
-  allreduce_in_place(&value, 1, MPI_INT, MPI_MAX);
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD),
+            "MPI_Allreduce");
   return value != 0;
 }
 
@@ -123,7 +72,7 @@ bool mpi_built_in() {
 void mpi_start(int, int) {
   no_mpi();
 }
-std::unique_ptr<exec::CrossRankSum> make_mpi_sum() {
+std::unique_ptr<exec::CrossRankSum> make_mpi_sum(double) {
   no_mpi();
 }
 void mpi_broadcast(std::span<char>) {

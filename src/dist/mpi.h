@@ -14,8 +14,11 @@ bool mpi_built_in();
 // MPI_Init_thread (funneled: only the main thread calls MPI) and an atexit
 // MPI_Finalize; checks that MPI's rank and size are `rank` and `size`.
 void mpi_start(int rank, int size);
-// MPI_Allreduce over MPI_COMM_WORLD; f32 CPU tensors and doubles.
-std::unique_ptr<exec::CrossRankSum> make_mpi_sum();
+// The CPU's collectives over MPI_COMM_WORLD (dist/mpi_sum.cpp): f32 CPU
+// tensors and doubles. Every wait on the others is bounded by `timeout_s`
+// (dist.timeout_s): past it the call throws, naming the ranks that had not
+// reached the collective.
+std::unique_ptr<exec::CrossRankSum> make_mpi_sum(double timeout_s);
 // Rank 0's `bytes` on every rank.
 void mpi_broadcast(std::span<char> bytes);
 // The logical or of `flag` over the ranks.

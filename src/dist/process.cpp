@@ -46,7 +46,7 @@ std::unique_ptr<exec::CrossRankSum> open_cross_rank_sum(Device device, double ti
     LT_CHECK(w.launcher == Launcher::Mpi, "a ", launcher_name(w.launcher),
              "-style launch (RANK, WORLD_SIZE, ...) runs its ranks over NCCL, on GPUs: on the "
              "CPU start the ranks with mpirun, or with lazytrain launch --via mpirun");
-    return make_mpi_sum();
+    return make_mpi_sum(timeout_s);
   }
   LT_CHECK(device.index == w.local_rank, "rank ", w.rank, " uses GPU LOCAL_RANK = ", w.local_rank,
            ", but its model is on ", device.str());

@@ -15,18 +15,13 @@ namespace lt::dist {
 
 const World& this_world();
 
-// How long a rank waits for the others (NCCL's collectives, the torchrun
-// bootstrap) before it gives up naming itself; the dist.timeout_s
-// default, until the config has the key.
-inline constexpr double kDefaultTimeoutS = 300;
-
 // Adds up across ranks on `device`: MPI's all-reduce on the CPU, NCCL's on a
 // CUDA device (rank r on GPU LOCAL_RANK). Throws lt::Error when this build
 // or this launch cannot: no MPI in the build, a torchrun-style launch on the
-// CPU, a CUDA device without NCCL. `timeout_s` bounds every wait on the
-// others (NCCL; MPI's collectives have no timeout, mpirun stops the job
-// when a rank dies). Null in a one-process run. A CUDA device must be GPU
-// LOCAL_RANK.
+// CPU, a CUDA device without NCCL. `timeout_s` (dist.timeout_s) bounds every
+// wait on the others: the torchrun bootstrap, NCCL's and MPI's collectives
+// (an MPI rank that gives up names the ranks that had not arrived). Null in a one-process run. A
+// CUDA device must be GPU LOCAL_RANK.
 std::unique_ptr<exec::CrossRankSum> open_cross_rank_sum(Device device, double timeout_s);
 
 // After an error on this rank: the others would wait for it in their next

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace lt::exec {
@@ -22,6 +23,31 @@ class CrossRankSum {
   // the same list (order, shapes, dtypes) on every rank, contiguous, on the
   // device the communicator serves.
   virtual void sum(const std::vector<Tensor>& tensors) = 0;
+
+  // Starts adding up `tensors` as sum() does and returns before the sums
+  // are done: they are in place once wait_for_sums() returns, so that an
+  // executor overlaps them with the rest of its backward (gradient
+  // buckets). Every rank starts the same lists in the same order, and
+  // nothing else may read or write the tensors until the wait. The default
+  // sums at once.
+  virtual void start_sum(const std::vector<Tensor>& tensors) { sum(tensors); }
+  virtual void wait_for_sums() {}
+
+  // ZeRO-1 (exec/zero_shards.h). `flat`: f32, world_size() equal shards of
+  // `shard.numel()` elements each, laid out alike on every rank.
+  // reduce_scatter: every rank's `flat` added element by element, and this
+  // rank's shard of the sum (shard rank()) written to `shard`; `flat` is
+  // left undefined. all_gather: every rank's own shard of `flat` copied into
+  // the same place of every other rank's `flat`.
+  // The defaults refuse: a communicator that cannot (NCCL, today) says so.
+  virtual void reduce_scatter(const Tensor& flat, const Tensor& shard) {
+    (void)flat, (void)shard;
+    fail("dist.zero 1 needs a reduce-scatter, which this communicator does not have yet");
+  }
+  virtual void all_gather(const Tensor& flat) {
+    (void)flat;
+    fail("dist.zero 1 needs an all-gather, which this communicator does not have yet");
+  }
 };
 
 }  // namespace lt::exec

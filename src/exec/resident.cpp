@@ -27,7 +27,7 @@ void finish_queued_work(Device device) {
 }  // namespace
 
 ResidentExecutor::ResidentExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
-                                   DType compute_dtype, CrossRankSum* ranks)
+                                   DType compute_dtype, CrossRankSum* ranks, int64_t bucket_bytes)
     : model_(model), optimizer_(optimizer), params_(model.parameters()), ranks_(ranks) {
   LT_CHECK(compute_dtype == DType::F32 || compute_dtype == DType::BF16,
            "resident executor: compute dtype (train.dtype) must be f32 or bf16, got ",
@@ -56,6 +56,7 @@ ResidentExecutor::ResidentExecutor(const models::CausalLM& model, optim::Optimiz
     compute_params_ = params_;
   }
   grad_norm_ = std::make_unique<optim::GradNormPartials>(compute_params_);
+  if (ranks_) buckets_ = std::make_unique<GradientBuckets>(compute_params_, bucket_bytes, *ranks_);
 }
 
 void ResidentExecutor::forward_backward_over_ranks(const std::vector<data::Batch>& micro_batches,
@@ -64,22 +65,18 @@ void ResidentExecutor::forward_backward_over_ranks(const std::vector<data::Batch
   double targets = 0;
   for (const auto& mb : micro_batches) targets += static_cast<double>(mb.target_count);
   ranks_->sum(std::span<double>(&targets, 1));
-  forward_backward(compute_model(), micro_batches, nullptr, stats, {},
+  BackwardHooks hooks;
+  hooks.before_last_backward = [this] { buckets_->arm(); };
+  forward_backward(compute_model(), micro_batches, nullptr, stats, hooks,
                    static_cast<int64_t>(targets));
+  {
+    // The buckets the backward did not start (all of them on a rank whose
+    // shard had no targets) start here; every rank then holds the sums.
+    ops::OpProfileScope profile("gradient all-reduce", device);
+    buckets_->finish();
+  }
   finish_queued_work(device);
   ops::check_index_errors(device);
-  // Every rank sums the same list: a rank whose shard had no targets (or a
-  // parameter its shard did not reach) adds zeros.
-  std::vector<Tensor> grads;
-  for (auto& [name, p] : compute_params_) {
-    if (!p.requires_grad()) continue;
-    if (!p.grad().defined()) p.set_grad(Tensor::zeros(p.shape(), p.dtype(), p.device()));
-    grads.push_back(p.grad());
-  }
-  {
-    ops::OpProfileScope profile("gradient all-reduce", device);
-    ranks_->sum(grads);
-  }
   double totals[2] = {stats.loss, static_cast<double>(stats.tokens)};
   ranks_->sum(totals);
   stats.loss = totals[0];

@@ -13,13 +13,15 @@
 //
 // Data parallel (a CrossRankSum given): each rank runs its shard of the
 // global batch with the global target count as the loss's denominator, the
-// ranks' gradients are summed (one all-reduce after the backward; not yet
-// bucketed or overlapped with it), and the gradient norm is taken of the
-// sum, so every rank clips and updates alike and the weights stay equal.
+// ranks' gradients are summed in buckets started during the last backward
+// as their gradients become final (exec/gradient_buckets.h), and the
+// gradient norm is taken of the sum, so every rank clips and updates alike
+// and the weights stay equal.
 #include <memory>
 
 #include "exec/cross_rank_sum.h"
 #include "exec/executor.h"
+#include "exec/gradient_buckets.h"
 #include "models/causal_lm.h"
 #include "optim/grad_norm_partials.h"
 #include "optim/optimizer.h"
@@ -31,9 +33,11 @@ class ResidentExecutor final : public Executor {
   // `model`: the masters (f32), on the CPU or a CUDA device; `optimizer`
   // was built over model.parameters(). `compute_dtype`: f32 or bf16.
   // `ranks`: data parallel over these ranks (null: one process); outlives
-  // the executor.
+  // the executor. `bucket_bytes`: the gradient buckets' size (dist.bucket_mb).
   ResidentExecutor(const models::CausalLM& model, optim::Optimizer& optimizer,
-                   DType compute_dtype = DType::F32, CrossRankSum* ranks = nullptr);
+                   DType compute_dtype = DType::F32, CrossRankSum* ranks = nullptr,
+                   int64_t bucket_bytes = kDefaultBucketBytes);
+  static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;  // dist.bucket_mb's default
   StepStats step(const std::vector<data::Batch>& micro_batches,
                  const StepOptions& options) override;
   const char* name() const override { return "resident"; }
@@ -54,6 +58,7 @@ class ResidentExecutor final : public Executor {
   // during the last micro-batch's backward (optim/grad_norm_partials.h).
   std::unique_ptr<optim::GradNormPartials> grad_norm_;
   CrossRankSum* ranks_ = nullptr;
+  std::unique_ptr<GradientBuckets> buckets_;  // with ranks_, over compute_params_
 };
 
 }  // namespace lt::exec

@@ -268,6 +268,9 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"exec.zenflow.update_interval", auto_or_positive(c.exec.zenflow.update_interval)},
       {"exec.zenflow.overlap_step", boolean(c.exec.zenflow.overlap_step)},
       {"exec.zenflow.full_warm_up_rounds", integer(c.exec.zenflow.full_warm_up_rounds)},
+      {"dist.timeout_s", number(c.dist.timeout_s)},
+      {"dist.bucket_mb", number(c.dist.bucket_mb)},
+      {"dist.zero", integer(c.dist.zero)},
       {"out.dir", str(c.out.dir)},
   };
 }
@@ -515,6 +518,13 @@ void TrainConfig::validate() const {
   LT_CHECK(exec.device_memory_gb >= 0,
            "config key 'exec.device_memory_gb' must be >= 0 (0 = unlimited), got ",
            exec.device_memory_gb);
+  LT_CHECK(std::isfinite(dist.timeout_s) && dist.timeout_s > 0,
+           "config key 'dist.timeout_s' must be a positive number of seconds, got ",
+           dist.timeout_s);
+  LT_CHECK(std::isfinite(dist.bucket_mb) && dist.bucket_mb > 0,
+           "config key 'dist.bucket_mb' must be a positive number of MB, got ", dist.bucket_mb);
+  LT_CHECK(dist.zero == 0 || dist.zero == 1, "config key 'dist.zero' must be 0 or 1, got ",
+           dist.zero);
   LT_CHECK(!out.dir.empty(), "config key 'out.dir' must not be empty");
 }
 

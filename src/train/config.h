@@ -112,6 +112,19 @@ struct TrainConfig {
       bool operator==(const ZenFlow&) const = default;
     } zenflow;
   } exec;
+  // Several processes (docs/distributed.md); read only when launched as
+  // several ranks.
+  struct Dist {
+    // How long a rank waits for the others in any collective or the
+    // bootstrap before it stops, naming the ranks it waited for.
+    double timeout_s = 300;
+    // Resident: gradients are all-reduced in buckets of about this many
+    // MB, each started as soon as its gradients are final in the backward.
+    double bucket_mb = 25;
+    // 1: ZeRO-1 for the offload executor: each rank keeps 1/N of the
+    // optimizer state and updates 1/N of the masters.
+    int64_t zero = 0;
+  } dist;
   struct Out {
     std::string dir = "runs/latest";
   } out;

@@ -152,8 +152,11 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
                                               const models::CausalLM& model,
                                               optim::Optimizer& optimizer, int64_t epoch_steps,
                                               exec::CrossRankSum* ranks) {
+  LT_CHECK(c.dist.zero == 0, "config key 'dist.zero': ZeRO-1 is not built yet; set it to 0");
   if (plan.executor == exec::ExecutorKind::Resident)
-    return std::make_unique<exec::ResidentExecutor>(model, optimizer, plan.compute_dtype, ranks);
+    return std::make_unique<exec::ResidentExecutor>(
+        model, optimizer, plan.compute_dtype, ranks,
+        static_cast<int64_t>(c.dist.bucket_mb * double(int64_t{1} << 20)));
   LT_CHECK(!ranks, "exec.mode ", exec::executor_name(plan.executor),
            ": a run of several processes trains with exec.mode resident only, so far");
   if (plan.executor == exec::ExecutorKind::Offload ||
@@ -267,7 +270,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   if (r.world.distributed()) {
     dist::check_batch_divides(c.train.batch_size, r.plan.grad_accum, r.world);
     if (r.plan.device.is_cuda()) r.plan.device = Device::cuda(r.world.local_rank);
-    r.ranks = dist::open_cross_rank_sum(r.plan.device, dist::kDefaultTimeoutS);
+    r.ranks = dist::open_cross_rank_sum(r.plan.device, c.dist.timeout_s);
   }
   for (const std::string& line : r.plan.reasons) log.message(line);
   if (!r.plan.plan_description.empty()) {

@@ -78,9 +78,10 @@ struct Runs {
   }
   // Two ranks of a run of a million steps, once it has logged 3 steps (null
   // if it failed before).
-  std::unique_ptr<Child> start_long_run(const fs::path& out) const {
-    auto child = std::make_unique<Child>(
-        args(2, out, {"train.batch_size=4", "train.steps=1000000"}), out.string() + ".log");
+  std::unique_ptr<Child> start_long_run(const fs::path& out,
+                                        std::vector<std::string> sets = {}) const {
+    sets.insert(sets.end(), {"train.batch_size=4", "train.steps=1000000"});
+    auto child = std::make_unique<Child>(args(2, out, sets), out.string() + ".log");
     const bool logging = wait_for_lines(*child, out / "metrics.jsonl", 3, 60);
     EXPECT_TRUE(logging) << child->output();
     return logging ? std::move(child) : nullptr;
@@ -154,7 +155,10 @@ INSTANTIATE_TEST_SUITE_P(
     Batches, TwoRanks,
     ::testing::Values(Shape{"padded", {"train.batch_size=4", "data.pack=false"}},
                       Shape{"accumulated", {"train.batch_size=4", "train.grad_accum=2"}},
-                      Shape{"packed", {"train.batch_size=6", "data.pack=true"}}),
+                      Shape{"packed", {"train.batch_size=6", "data.pack=true"}},
+                      // Buckets of 1 KB: many, started during the backward.
+                      Shape{"bucketed",
+                            {"train.batch_size=4", "train.grad_accum=2", "dist.bucket_mb=0.001"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // A run stopped after 2 steps and resumed to 4, on another world size each
@@ -206,6 +210,51 @@ TEST(DataParallel, KillingOneRankEndsTheOthersNamingIt) {
   EXPECT_TRUE(!WIFEXITED(status) || WEXITSTATUS(status) != 0);
   EXPECT_NE(child.output().find("process rank 1 with PID"), std::string::npos) << child.output();
   EXPECT_EQ(find_process(out.string(), "OMPI_COMM_WORLD_RANK=0"), 0) << "rank 0 still runs";
+}
+
+// A rank that hangs (SIGSTOP: alive, silent; mpirun sees nothing wrong)
+// makes the others give up after dist.timeout_s, naming it, and the run
+// ends non-zero (dist/mpi_sum.cpp, Note [Naming the rank that does not
+// come]).
+TEST(DataParallel, AHungRankIsNamedWithinTheTimeout) {
+  Runs runs;
+  const fs::path out = runs.tmp / "hung";
+  constexpr double kTimeoutS = 3;
+  auto running = runs.start_long_run(out, {"dist.timeout_s=" + std::to_string(kTimeoutS)});
+  ASSERT_TRUE(running);
+  Child& child = *running;
+  const pid_t victim = find_process(out.string(), "OMPI_COMM_WORLD_RANK=1");
+  ASSERT_GT(victim, 0) << "rank 1 not found";
+  ::kill(victim, SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  const int status = child.wait(60);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (find_process(out.string(), "OMPI_COMM_WORLD_RANK=1") == victim) ::kill(victim, SIGKILL);
+  EXPECT_GT(waited, kTimeoutS - 0.5);  // not before the timeout...
+  EXPECT_LT(waited, kTimeoutS + 15);   // ...and soon after it
+  EXPECT_TRUE(!WIFEXITED(status) || WEXITSTATUS(status) != 0);
+  // Rank 0's line names rank 1: not arrived at the collective, or stopped
+  // inside it (SIGSTOP may land either side of the notice).
+  const std::string output = child.output();
+  const std::string head = "rank 0 of 2: error: waited dist.timeout_s = 3 s for";
+  const size_t at = output.find(head);
+  ASSERT_NE(at, std::string::npos) << output;
+  const std::string line = output.substr(at, output.find('\n', at) - at);
+  EXPECT_TRUE(line.find("): rank 1 has not reached it") != std::string::npos ||
+              line.find("): rank 1 reached it but went silent inside it") != std::string::npos)
+      << line;
+}
+
+TEST(DataParallel, TimeoutMustBePositiveNamingTheKey) {
+  Runs runs;
+  std::string output;
+  EXPECT_NE(run_program(runs.args(0, runs.tmp / "bad", {"dist.timeout_s=0"}), runs.tmp / "bad.log",
+                        &output, 60),
+            0);
+  EXPECT_NE(output.find("config key 'dist.timeout_s' must be a positive number of seconds"),
+            std::string::npos)
+      << output;
 }
 
 TEST(DataParallel, BatchThatDoesNotDivideNamesTheKeyAndTheRank) {
