@@ -85,6 +85,7 @@ OffloadExecutor::Impl::~Impl() {
     cpu_update.wait();
     optimizer_queue.enqueue([] {}).wait();
     for (const Ticket& t : uploaded) t.wait();
+    for (const Ticket& t : early_merge_uploads) t.wait();
     wait_seconds(device->download({}, {}, "drain"));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lazytrain: offload executor: teardown: %s\n", e.what());
@@ -95,9 +96,17 @@ OffloadExecutor::Impl::~Impl() {
 Ticket OffloadExecutor::Impl::upload_weights(size_t first, size_t last, Ticket after,
                                              const std::string& label,
                                              const std::function<bool(size_t)>& include) {
-  CopyList copies;
+  std::vector<size_t> params;
   for (size_t i = first; i < last; ++i) {
-    if (include && !include(i)) continue;
+    if (!include || include(i)) params.push_back(i);
+  }
+  return upload_weights(params, std::move(after), label);
+}
+
+Ticket OffloadExecutor::Impl::upload_weights(const std::vector<size_t>& params, Ticket after,
+                                             const std::string& label) {
+  CopyList copies;
+  for (size_t i : params) {
     copies.emplace_back(weights[i], masters[i]);
     if (stats) stats->h2d_bytes += static_cast<int64_t>(weights[i].nbytes());
   }
@@ -138,6 +147,8 @@ Ticket OffloadExecutor::Impl::update_on_host(size_t first, size_t last, int set,
 
 void OffloadExecutor::Impl::wait_uploads() {
   for (const Ticket& t : uploaded) stats->exposed_h2d_s += wait_seconds(t);
+  for (const Ticket& t : early_merge_uploads) stats->exposed_h2d_s += wait_seconds(t);
+  early_merge_uploads.clear();
 }
 
 void OffloadExecutor::Impl::settle_downloads() {
@@ -193,7 +204,10 @@ StepStats OffloadExecutor::Impl::run_step(const std::vector<data::Batch>& micro_
   // The synchronous step sends every gradient as it becomes final, ZenFlow
   // those of a window's last step (Note [ZenFlow's early download]).
   if (options.early_download && (!zen || window_end_known()))
-    hooks.before_last_backward = [this] { take_early = true; };
+    hooks.before_last_backward = [this] {
+      take_early = true;
+      if (zen_step) begin_early_merge();
+    };
   struct Disarm {
     bool& flag;
     ~Disarm() { flag = false; }

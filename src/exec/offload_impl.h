@@ -80,6 +80,15 @@ struct OffloadExecutor::Impl {
   // they have landed, before the next backward makes new ones.
   std::vector<Ticket> pending_downloads;
   bool drop_due = false;
+  // Note [ZenFlow's early merge]: set for the last backward of a window
+  // whose end merges the previous window's CPU update; per parameter,
+  // whether its merge upload is queued already; the parameters taken but
+  // not yet queued (sent in batches), and the uploads queued.
+  bool merging_early = false;
+  std::vector<char> merged_early;
+  std::vector<size_t> early_merge_batch;
+  int64_t early_merge_batch_bytes = 0;
+  std::vector<Ticket> early_merge_uploads;
   StepStats* stats = nullptr;  // the step being run
 
   // Last: stops (running what is queued) while everything above exists.
@@ -117,6 +126,8 @@ struct OffloadExecutor::Impl {
   void drop_device_gradients();
 
   // ---- offload_zenflow.cpp ----
+  // The same for the listed parameters.
+  Ticket upload_weights(const std::vector<size_t>& params, Ticket after, const std::string& label);
   void zenflow_update(const StepOptions& o);
   void select_columns();
   // Ends the open window: its gradients to the host and the CPU update
@@ -140,3 +151,9 @@ struct OffloadExecutor::Impl {
 };
 
 }  // namespace lt::exec
+  // Note [ZenFlow's early merge]: arms it for the coming last backward
+  // when this step's window end merges a CPU update; queues parameter i's
+  // merge upload once its gradient is final; sends the batch collected.
+  void begin_early_merge();
+  void merge_early(size_t i);
+  void flush_early_merge();

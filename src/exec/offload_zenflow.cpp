@@ -47,6 +47,23 @@
 //    forward runs meanwhile. The CPU update waits for the download itself.
 // The values are those of the late download: the same gathers and zeroing,
 // in the same stream order.
+//
+// Note [ZenFlow's early merge]
+// With overlap_step, a window's end also merges the previous window's CPU
+// update: its result uploaded over the device weights (the model's size
+// in bf16 again), then the device's columns scattered back over it. Queued
+// after the backward, the upload was waited for before the next forward:
+// 0.11 s, a third of a 3B step, every window. But a weight whose gradient
+// is final is not read again in this step (every use of it in the backward
+// fed that gradient), so the last backward's grad-ready hooks queue its
+// upload right there, in batches of ~256 MB, after the CPU update (already
+// done by then, a window having passed). The copy engine records the
+// compute stream at each call, so an upload lands after the backward's
+// last read of what it overwrites. The device's update of its columns,
+// written into the weights after the backward, may then race an upload
+// of the same weight; the columns are scattered back from their masters
+// after every upload has landed and before the next forward reads them
+// (rescatter_columns), so the weights hold the late merge's bits.
 #include <algorithm>
 #include <cmath>
 
@@ -72,6 +89,11 @@ Tensor index_tensor(const std::vector<int32_t>& cols) {
 }  // namespace
 
 void OffloadExecutor::Impl::zenflow_update(const StepOptions& o) {
+  // A skipped step that had begun an early merge completes it here (its
+  // uploads have overwritten device columns), a window before the late
+  // merge would: deterministic, but not the late path's bits.
+  if (merging_early && (!std::isfinite(stats->loss) || stats->target_count == 0))
+    merge_cpu_update();
   if (!std::isfinite(stats->loss)) {
     stats->skipped = true;
     for (auto& [name, p] : selected) p.set_grad(Tensor());
@@ -93,6 +115,7 @@ void OffloadExecutor::Impl::zenflow_update(const StepOptions& o) {
   device->finish_compute();
   stats->grad_norm = std::sqrt(selected_norm->squared_sum());
   if (!std::isfinite(stats->grad_norm)) {
+    if (merging_early) merge_cpu_update();
     stats->skipped = true;
     for (auto& [name, p] : selected) p.set_grad(Tensor());
     drop_device_gradients();
@@ -144,6 +167,30 @@ void OffloadExecutor::Impl::take_gradient_early(size_t i) {
   }
   taken_early[i] = 1;
   pending_downloads.push_back(download_gradients(i, i + 1, zen_step ? buffer : 0, "grads"));
+  if (merging_early) merge_early(i);
+}
+
+void OffloadExecutor::Impl::begin_early_merge() {
+  if (!merge_due || !window_end_known()) return;
+  merging_early = true;
+  merged_early.assign(weights.size(), 0);
+}
+
+void OffloadExecutor::Impl::merge_early(size_t i) {
+  // What merge_cpu_update would upload for i: the set its update read.
+  if (columns[i].whole || !slab_filled[1 - buffer][i] || merged_early[i]) return;
+  merged_early[i] = 1;
+  early_merge_batch.push_back(i);
+  early_merge_batch_bytes += static_cast<int64_t>(weights[i].nbytes());
+  constexpr int64_t kBatchBytes = int64_t{256} << 20;
+  if (early_merge_batch_bytes >= kBatchBytes) flush_early_merge();
+}
+
+void OffloadExecutor::Impl::flush_early_merge() {
+  if (early_merge_batch.empty()) return;
+  early_merge_uploads.push_back(upload_weights(early_merge_batch, cpu_update, "merge"));
+  early_merge_batch.clear();
+  early_merge_batch_bytes = 0;
 }
 
 std::vector<ColumnMass> OffloadExecutor::Impl::column_masses() const {
@@ -230,6 +277,7 @@ void OffloadExecutor::Impl::end_window() {
   // The update reads the slabs, and writes the shadows the last merge's
   // uploads read.
   std::vector<Ticket> before = uploaded;
+  before.insert(before.end(), early_merge_uploads.begin(), early_merge_uploads.end());
   before.insert(before.end(), pending_downloads.begin(), pending_downloads.end());
   Ticket uploads_done = optimizer_queue.enqueue([before] {
     for (const Ticket& t : before) t.get();
@@ -241,14 +289,17 @@ void OffloadExecutor::Impl::end_window() {
 }
 
 void OffloadExecutor::Impl::merge_cpu_update() {
+  flush_early_merge();
   stats->optimizer_s += wait_seconds(cpu_update);
   merge_due = false;
   const int set = 1 - buffer;  // the set the merged update read
+  auto already = [&](size_t i) { return merging_early && merged_early[i]; };
   for (size_t s = 0; s < stages.size(); ++s) {
-    uploaded[s] =
-        upload_weights(stages[s].first, stages[s].last, uploaded[s], "merge",
-                       [&](size_t i) { return !columns[i].whole && slab_filled[set][i]; });
+    uploaded[s] = upload_weights(
+        stages[s].first, stages[s].last, uploaded[s], "merge",
+        [&](size_t i) { return !columns[i].whole && slab_filled[set][i] && !already(i); });
   }
+  merging_early = false;
   rescatter_due = true;
 }
 

@@ -72,6 +72,14 @@ std::string profile_cache_name(const std::string& device_name, const models::Mod
                      file_safe(shape.model_type), seq_len, fnv1a(key));
 }
 
+std::string cached_profile(const std::string& dir, const std::string& device_name,
+                           const models::ModelConfig& model, int64_t seq_len) {
+  const fs::path path = fs::path(dir) / profile_cache_name(device_name, model, seq_len);
+  std::error_code ec;
+  if (!fs::exists(path, ec) || !unusable(path, model, seq_len).empty()) return "";
+  return path.string();
+}
+
 CachedProfile ensure_profile(const std::string& dir, const std::string& device_name,
                              const models::ModelConfig& model, int64_t seq_len,
                              const std::function<plan::HardwareProfile()>& measure) {

@@ -38,6 +38,12 @@ struct CachedProfile {
   std::vector<std::string> notes;  // what was measured again or not written, and why
 };
 
+// The cached profile's path for this device, model and seq_len when `dir`
+// holds a usable one, else "" (nothing is measured). A run with a fixed
+// exec.mode prices its plan line with it when a run before measured one.
+std::string cached_profile(const std::string& dir, const std::string& device_name,
+                           const models::ModelConfig& model, int64_t seq_len);
+
 // The profile for this device, model and seq_len in `dir`: read when a
 // valid one is there, else measured with `measure` (which must return a
 // profile with this model's stage times at seq_len) and written atomically.

@@ -66,6 +66,19 @@ TEST_F(HardwareCache, MeasuredOnceThenRead) {
   EXPECT_DOUBLE_EQ(read.stage_times->block_backward.b, 0.004);
 }
 
+// What a run with a fixed executor reads: only a usable profile, and it
+// never measures.
+TEST_F(HardwareCache, ALookupFindsOnlyAUsableProfile) {
+  EXPECT_EQ(cached_profile(dir(), "gpu", model(), 64), "");
+  const CachedProfile p = ensure_profile(dir(), "gpu", model(), 64, measure(model(), 64));
+  EXPECT_EQ(cached_profile(dir(), "gpu", model(), 64), p.path);
+  EXPECT_EQ(cached_profile(dir(), "gpu", model(), 128), "");
+  EXPECT_EQ(cached_profile(dir(), "other gpu", model(), 64), "");
+  std::ofstream(p.path, std::ios::trunc) << "gpu_tflops: [";  // damaged
+  EXPECT_EQ(cached_profile(dir(), "gpu", model(), 64), "");
+  EXPECT_EQ(measured_, 1);
+}
+
 TEST_F(HardwareCache, AnotherDeviceModelOrSeqLenIsMeasuredApart) {
   const std::string a = profile_cache_name("NVIDIA H200", model(), 64);
   EXPECT_NE(a, profile_cache_name("NVIDIA H100 80GB HBM3", model(), 64));
