@@ -63,6 +63,17 @@ void print_run_plan(const PlanArgs& args) {
       j["schedule"] = exec::to_json(p.schedule);
     }
     if (p.predicted_step_s > 0) j["predicted_step_s"] = p.predicted_step_s;
+    if (p.executor == exec::ExecutorKind::Streaming) {
+      // exec.state_placement: the stages (0: embed, 1..L: blocks, L + 1:
+      // head) whose masters and optimizer states live on disk.
+      nlohmann::json on_disk = nlohmann::json::array();
+      for (size_t s = 0; s < p.sizes.states_on_disk.size(); ++s)
+        if (p.sizes.states_on_disk[s]) on_disk.push_back(s);
+      j["states_on_disk"] = {{"stages", on_disk},
+                             {"read_bytes_per_step", p.state_traffic.read_bytes},
+                             {"write_bytes_per_step", p.state_traffic.write_bytes},
+                             {"predicted_exposed_s", p.predicted_state_disk_s}};
+    }
     for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})
       j["peak_bytes"][exec::memory_space_name(space)] = p.budget.bytes(space);
     j["reasons"] = p.reasons;

@@ -95,6 +95,22 @@ int64_t block_parameters(const models::ModelConfig& c) {
   return (c.num_parameters() - edge_parameters(c)) / c.num_hidden_layers;
 }
 
+bool TrainSizes::any_states_on_disk() const {
+  return std::find(states_on_disk.begin(), states_on_disk.end(), true) != states_on_disk.end();
+}
+
+int64_t stage_parameters(const models::ModelConfig& c, int stage) {
+  const int L = static_cast<int>(c.num_hidden_layers);
+  LT_CHECK(stage >= 0 && stage <= L + 1, "memory budget: no stage ", stage, " in a model of ", L,
+           " blocks");
+  if (stage == 0) return embed_parameters(c);
+  return stage <= L ? block_parameters(c) : head_parameters(c);
+}
+
+int64_t master_and_state_bytes(int64_t n, const TrainSizes& s) {
+  return n * kFp32 + optimizer_state_bytes(n, s.optimizer, s.optimizer_block);
+}
+
 int64_t boundary_bytes(const models::ModelConfig& c, const TrainSizes& s) {
   return s.batch_size * s.seq_len * c.hidden_size * s.compute_bytes;
 }
@@ -110,19 +126,13 @@ int64_t stage_weight_elements(const models::ModelConfig& c, int stage) {
   return head_parameters(c) + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0);
 }
 
-int64_t stage_gradient_elements(const models::ModelConfig& c, int stage) {
-  const int L = static_cast<int>(c.num_hidden_layers);
-  if (stage == 0) return embed_parameters(c);
-  return stage <= L ? block_parameters(c) : head_parameters(c);
-}
-
 // Bytes of one thing the device holds (streaming_plan.h), in the compute dtype.
 int64_t hold_bytes(const models::ModelConfig& c, const TrainSizes& s, const Hold& h) {
   switch (h.what) {
     case Held::Weights:
       return stage_weight_elements(c, h.index) * s.compute_bytes;
     case Held::Gradients:
-      return stage_gradient_elements(c, h.index) * s.compute_bytes;
+      return stage_parameters(c, h.index) * s.compute_bytes;
     case Held::TiedGradient:
       return c.vocab_size * c.hidden_size * s.compute_bytes;
     case Held::Boundary:
@@ -305,28 +315,40 @@ MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
                     static_cast<double>(block_set) / 1e9,
                     static_cast<double>(head_working_set) / 1e9),
         peak.working_set);
-  // Host.
-  if (s.states_on_disk) {
-    m.add(Disk, "master weights (fp32)", n * kFp32);
-    add_optimizer_states(m, Disk, n, s);
-    // The largest stages' states, in host memory around their updates.
-    std::vector<int64_t> owned;
-    const int L = static_cast<int>(c.num_hidden_layers);
-    for (int stage = 0; stage <= L + 1; ++stage) owned.push_back(stage_gradient_elements(c, stage));
-    std::sort(owned.rbegin(), owned.rend());
-    owned.resize(std::min<size_t>(owned.size(), kStagesOfStatesInFlight));
+  // Host, and the stages whose states live on disk.
+  const int stage_count = static_cast<int>(c.num_hidden_layers) + 2;
+  LT_CHECK(s.states_on_disk.empty() || static_cast<int>(s.states_on_disk.size()) == stage_count,
+           "memory budget: states_on_disk names ", s.states_on_disk.size(),
+           " stages, the model has ", stage_count);
+  int64_t on_disk = 0, disk_stages = 0;
+  std::vector<int64_t> disk_stage_sizes;
+  for (int stage = 0; stage < static_cast<int>(s.states_on_disk.size()); ++stage) {
+    if (!s.states_on_disk[static_cast<size_t>(stage)]) continue;
+    disk_stage_sizes.push_back(stage_parameters(c, stage));
+    on_disk += disk_stage_sizes.back();
+    ++disk_stages;
+  }
+  const int64_t on_host = n - on_disk;
+  const std::string of_host =
+      on_disk > 0 ? fmt::format(" of {} stages", stage_count - disk_stages) : std::string();
+  m.add(Host, "master weights (fp32)" + of_host, on_host * kFp32);
+  add_optimizer_states(m, Host, on_host, s);
+  m.add(Host, "weights streamed to the GPU, pinned (bf16)" + of_host, on_host * kBf16);
+  if (on_disk > 0) {
+    m.add(Disk, fmt::format("master weights (fp32) of {} stages", disk_stages), on_disk * kFp32);
+    add_optimizer_states(m, Disk, on_disk, s);
+    // The largest disk stages' states, in host memory around their updates.
+    std::sort(disk_stage_sizes.rbegin(), disk_stage_sizes.rend());
+    disk_stage_sizes.resize(std::min<size_t>(disk_stage_sizes.size(), kStagesOfStatesInFlight));
     int64_t in_flight = 0;
-    for (int64_t e : owned) in_flight += e;
+    for (int64_t e : disk_stage_sizes) in_flight += e;
     m.add(Host,
-          fmt::format("master weights and optimizer states of {} stages in flight (fp32 + states)",
-                      owned.size()),
-          in_flight * kFp32 + optimizer_state_bytes(in_flight, s.optimizer, s.optimizer_block));
+          fmt::format("master weights and optimizer states of {} disk stages in flight",
+                      disk_stage_sizes.size()),
+          master_and_state_bytes(in_flight, s));
     // The uploads' source, since the masters are not there to copy from.
-    m.add(Host, "weights streamed to the device, pinned (compute dtype)", n * s.compute_bytes);
-  } else {
-    m.add(Host, "master weights (fp32)", n * kFp32);
-    add_optimizer_states(m, Host, n, s);
-    m.add(Host, "weights streamed to the GPU, pinned (bf16)", n * kBf16);
+    m.add(Host, "weights of the disk stages streamed to the device, pinned (compute dtype)",
+          on_disk * s.compute_bytes);
   }
   // Clipping needs the global gradient norm before any update, so every
   // gradient is held until backward ends.

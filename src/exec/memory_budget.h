@@ -54,12 +54,15 @@ struct TrainSizes {
   // Where the device is: a GPU, or the CPU stand-in (which sizes the loss
   // chunks differently). Said, not guessed from compute_bytes.
   bool on_gpu = true;
-  // exec.state_placement disk (streaming): the f32 masters and optimizer
-  // states on disk, kStagesOfStatesInFlight stages of them in host memory.
-  bool states_on_disk = false;
+  // exec.state_placement (streaming), per stage (embed, blocks, head): true
+  // puts that stage's f32 masters and optimizer states on disk, with at
+  // most kStagesOfStatesInFlight such stages in host memory at a time.
+  // Empty: every stage's in host memory.
+  std::vector<bool> states_on_disk = {};
   bool has_measured_working_sets() const {
     return measured_block_backward.b > 0 && measured_head_step.b > 0;
   }
+  bool any_states_on_disk() const;
 };
 
 // With the states on disk, the streaming executor holds at most this many
@@ -95,6 +98,14 @@ int64_t edge_parameters(const models::ModelConfig& config);
 // the head stage's own (final norm and an untied lm_head); together, edge.
 int64_t embed_parameters(const models::ModelConfig& config);
 int64_t head_parameters(const models::ModelConfig& config);
+
+// Parameters stage `stage` owns (0: embed, 1..L: the blocks, L + 1: the
+// head), whose master and optimizer states go where TrainSizes::
+// states_on_disk says.
+int64_t stage_parameters(const models::ModelConfig& config, int stage);
+
+// Bytes of the f32 masters and optimizer states of `n` parameters.
+int64_t master_and_state_bytes(int64_t n, const TrainSizes& sizes);
 
 // Bytes of AdamW's m and v for `n` parameters: two f32 each, or for
 // adamw8bit a byte each and one f32 scale a block of `block` for each.

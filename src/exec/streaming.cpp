@@ -148,7 +148,12 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
   LT_CHECK(next == params.size(), "streaming executor: stages list ", next, " of ", params.size(),
            " parameters");
   upload_sources = masters;
-  if (options.state_placement == StatePlacement::Disk) setup_state_placement();
+  LT_CHECK(options.states_on_disk.empty() || options.states_on_disk.size() == stages.size(),
+           "streaming executor: states_on_disk names ", options.states_on_disk.size(),
+           " stages, the model has ", stages.size());
+  for (size_t s = 0; s < options.states_on_disk.size(); ++s)
+    if (options.states_on_disk[s]) disk_stages.push_back(s);
+  if (!disk_stages.empty()) setup_state_placement();
   stage_squares.assign(stages.size(), 0.0);
   updated.assign(stages.size(), ready_ticket());
   step_finished = ready_ticket();

@@ -44,12 +44,6 @@
 
 namespace lt::exec {
 
-// exec.state_placement: where the f32 masters and the optimizer states
-// live between their stage's updates (Note [Stage states on disk]).
-enum class StatePlacement { Host, Disk };
-// Throws lt::Error naming `where` and the names allowed ("host", "disk").
-StatePlacement parse_state_placement(const std::string& name, const std::string& where);
-
 struct StreamingOptions {
   Schedule schedule;  // boundaries must match the model; see exec/schedule.h
   // Pipeline the optimizer with the next step's forward (else every step
@@ -65,10 +59,12 @@ struct StreamingOptions {
   // Where boundaries placed on disk go (exec/streaming_disk.h); the
   // directory is needed only when the schedule places one there.
   DiskSpillOptions disk;
-  // Disk: every stage's masters and optimizer states in a scratch file in
-  // disk.directory (same file options as the activations' file), in host
-  // memory only around the stage's update.
-  StatePlacement state_placement = StatePlacement::Host;
+  // exec.state_placement, per stage of model.stages() (embed, blocks,
+  // head): true puts that stage's f32 masters and optimizer states in a
+  // scratch file in disk.directory (the activations' file options), in host
+  // memory only around the stage's update (Note [Stage states on disk]).
+  // Empty, or every entry false: all in host memory.
+  std::vector<bool> states_on_disk;
   // Test hook: called on the compute thread at the two points of each stage
   // use that device_holds describes (exec/streaming_plan.h), with the use's
   // index in stage_uses(): before it computes (`computed` false) and after.

@@ -126,23 +126,25 @@ struct StreamingExecutor::Impl {
   RopeTable device_rope;
   const void* rope_source = nullptr;
 
-  // StatePlacement::Disk (Note [Stage states on disk], streaming_states.cpp).
+  // StreamingOptions::states_on_disk (Note [Stage states on disk],
+  // streaming_states.cpp).
+  std::vector<size_t> disk_stages;  // the stages whose states live on disk, ascending
   struct StageStates {
     std::vector<std::string> labels;           // per state: "<param>" or "<param>.<state>"
     std::vector<std::vector<Tensor>> handles;  // per state: every handle of its memory
     std::vector<Shape> shapes;
     std::vector<DType> dtypes;
   };
-  std::vector<StageStates> stage_states;  // per stage
+  std::vector<StageStates> stage_states;  // per stage; empty for those kept in host memory
   // Per parameter: the host tensor load() uploads: the master, or with
   // states on disk a copy in the compute dtype that stays in host memory.
   std::vector<Tensor> upload_sources;
   std::vector<bool> refreshed_uploads;  // per parameter: ours, copied before each eviction
-  bool states_on_disk = false;          // compute thread; every stage evicted between steps
+  bool states_on_disk = false;          // compute thread; every disk stage evicted between steps
 
   // Workers Impl owns: last, so they stop first.
   std::unique_ptr<DiskSpill> disk;             // when the schedule places a boundary on disk
-  std::unique_ptr<StageStateFile> state_file;  // StatePlacement::Disk
+  std::unique_ptr<StageStateFile> state_file;  // when disk_stages is not empty
   WorkQueue state_queue{"states"};             // reads and writes of state_file
   WorkQueue optimizer_queue{"optimizer"};
 
@@ -171,7 +173,7 @@ struct StreamingExecutor::Impl {
   void setup_state_placement();
   void load_states(size_t stage);   // state thread: file -> fresh host memory
   void evict_states(size_t stage);  // state thread: host memory -> file, then freed
-  // Every stage's states to disk (to_disk: before a step, the first one or
+  // Every disk stage's states to disk (to_disk: before a step, the first one or
   // after a sync()) or back into host memory (sync(): for a checkpoint or an
   // evaluation; the next step sends them out again).
   void move_all_states(bool to_disk);

@@ -9,11 +9,13 @@
 namespace lt::exec {
 
 // Note [Stage states on disk]
-// With StatePlacement::Disk, a stage's f32 masters and its optimizer states
-// (adamw: m and v; adamw8bit: codes and scales, and its small tensors' m and
-// v) are in host memory only around that stage's update; in between they
-// sit in the stage's region of one StageStateFile, checked by checksum on
-// every read.
+// A stage placed on disk (StreamingOptions::states_on_disk; the run plan
+// chooses which, train/state_placement.h) has its f32 masters and its
+// optimizer states (adamw: m and v; adamw8bit: codes and scales, and its
+// small tensors' m and v) in host memory only around that stage's update;
+// in between they sit in the stage's region of one StageStateFile, checked
+// by checksum on every read. The other stages keep theirs in host memory
+// and update as they would with no stage on disk.
 //
 // - Which memory: the optimizer's state() tensors are live handles, and the
 //   masters are the model's parameter tensors. Evicting a stage writes each
@@ -23,30 +25,34 @@ namespace lt::exec {
 //   allocates fresh memory, reads into it and points the handles back. So
 //   the optimizers need no change: they update the same tensors, bit for
 //   bit as with the states in host memory.
-// - The upload: load() copies weights from `upload_sources`, which with
-//   states on disk is a host copy of each master in the compute dtype: the
-//   device's own where it keeps one that the optimizer writes (the CUDA
-//   device's pinned bf16 shadows, 2 bytes a parameter), else ours (the
-//   stand-in's f32), refreshed from the master just before it is evicted.
-// - The pipeline, per step (enqueue_updates_on_disk): one "states" thread
-//   runs the reads and the write-backs in one FIFO order,
-//     R0 R1 W0 R2 W1 R3 ... W(n-1),
-//   where Rs loads stage s, Us (the optimizer thread) waits for Rs and
-//   updates, and Ws waits for Us, refreshes the upload copies, writes the
-//   stage back and frees it. So stage s's update waits only for its own
-//   read, reads run kStateReadAhead stages ahead of the updates, and at most
-//   kStateReadAhead + 1 stages' states are in host memory at once. Each wait
-//   points at an earlier task (Ws -> Us -> Rs, Rs after W(s-2) in the FIFO),
-//   so nothing waits in a cycle. updated[s] is Ws: the next step's forward
-//   of stage s (which binds the model's parameters to device copies) starts
-//   only when stage s's memory is no longer being swapped.
-// - Between steps every stage is on disk. sync() (before a checkpoint or an
-//   evaluation) reads them all back, so the model and state() are whole and
-//   checkpoints stay Hugging Face folders written from host memory; the next
-//   step() writes them all out again first. The executor's destructor also
-//   reads them back (the model outlives it). The first step() writes them
-//   all out too, after the trainer's load_state() on resume: a resume
-//   rebuilds the scratch file from the checkpoint.
+// - The upload: load() copies a disk stage's weights from `upload_sources`,
+//   a host copy of each master in the compute dtype: the device's own where
+//   it keeps one that the optimizer writes (the CUDA device's pinned bf16
+//   shadows, 2 bytes a parameter), else ours (the stand-in's f32),
+//   refreshed from the master just before it is evicted.
+// - The pipeline, per step (enqueue_updates_on_disk): the updates run in
+//   stage order as always; one "states" thread runs the disk stages' reads
+//   and write-backs in one FIFO order, for disk stages d0 < d1 < ...,
+//     R(d0) R(d1) W(d0) R(d2) W(d1) ... W(last),
+//   where R(d) loads stage d, U(d) (the optimizer thread) waits for R(d) and
+//   updates, and W(d) waits for U(d), refreshes the upload copies, writes
+//   the stage back and frees it. So a disk stage's update waits only for
+//   its own read, reads run kStateReadAhead disk stages ahead of the
+//   updates (behind the host stages' updates between them), and at most
+//   kStateReadAhead + 1 disk stages' states are in host memory at once.
+//   Each wait points at an earlier task (W -> U -> R, R(dj) after W(dj-2)
+//   in the FIFO), so nothing waits in a cycle. updated[d] is W(d): the next
+//   step's forward of stage d (which binds the model's parameters to device
+//   copies) starts only when its memory is no longer being swapped.
+// - Between steps every disk stage is on disk. sync() (before a checkpoint
+//   or an evaluation) reads them all back, so the model and state() are
+//   whole and checkpoints stay Hugging Face folders written from host
+//   memory; the next step() writes them all out again first. The
+//   executor's destructor also reads them back (the model outlives it). The
+//   first step() writes them all out too, after the trainer's load_state()
+//   on resume: a resume rebuilds the scratch file from the checkpoint. (The
+//   checksums live in host memory, so a file a killed run left is never
+//   read: the next run in that directory removes it.)
 // - Errors: a failed read (I/O error or checksum) fails the stage's update,
 //   a failed write-back its ticket; either is the executor's update failure
 //   (Note [A failed update stops the executor]), whose message names the
@@ -67,12 +73,6 @@ void point_at(const std::vector<Tensor>& handles, std::shared_ptr<Storage> stora
 }
 
 }  // namespace
-
-StatePlacement parse_state_placement(const std::string& name, const std::string& where) {
-  if (name == "host") return StatePlacement::Host;
-  if (name == "disk") return StatePlacement::Disk;
-  throw Error(where + ": unknown state placement '" + name + "' (expected host or disk)");
-}
 
 void StreamingExecutor::Impl::setup_state_placement() {
   state_file = std::make_unique<StageStateFile>(
@@ -97,8 +97,8 @@ void StreamingExecutor::Impl::setup_state_placement() {
     }
   }
   stage_states.resize(stages.size());
-  upload_sources.clear();
-  for (size_t s = 0; s < stages.size(); ++s) {
+  refreshed_uploads.assign(params.size(), false);
+  for (size_t s : disk_stages) {
     StageStates& st = stage_states[s];
     for (size_t i = stages[s].first; i < stages[s].last; ++i) {
       st.labels.push_back(names[i]);
@@ -112,17 +112,16 @@ void StreamingExecutor::Impl::setup_state_placement() {
       st.shapes.push_back(h.front().shape());
       st.dtypes.push_back(h.front().dtype());
     }
-  }
-  // The device's own copy where it keeps one the optimizer updates (no
-  // second copy, nothing to refresh); else one of ours, refreshed from the
-  // master before each eviction.
-  refreshed_uploads.clear();
-  for (const Tensor& m : masters) {
-    Tensor kept = device.upload_copy_of(m);
-    refreshed_uploads.push_back(!kept.defined());
-    upload_sources.push_back(
-        kept.defined() ? kept
-                       : Tensor::empty(m.shape(), device.compute_dtype(), device.host_memory()));
+    // The device's own copy where it keeps one the optimizer updates (no
+    // second copy, nothing to refresh); else one of ours, refreshed from
+    // the master before each eviction.
+    for (size_t i = stages[s].first; i < stages[s].last; ++i) {
+      Tensor kept = device.upload_copy_of(masters[i]);
+      refreshed_uploads[i] = !kept.defined();
+      upload_sources[i] = kept.defined() ? kept
+                                         : Tensor::empty(masters[i].shape(), device.compute_dtype(),
+                                                         device.host_memory());
+    }
   }
 }
 
@@ -150,7 +149,7 @@ void StreamingExecutor::Impl::move_all_states(bool to_disk) {
   state_queue
       .enqueue([this, to_disk] {
         try {
-          for (size_t s = 0; s < stages.size(); ++s) to_disk ? evict_states(s) : load_states(s);
+          for (size_t s : disk_stages) to_disk ? evict_states(s) : load_states(s);
         } catch (...) {
           // Some stages are on disk, some not: the executor cannot go on,
           // and a checkpoint must not be written from it.
@@ -163,8 +162,7 @@ void StreamingExecutor::Impl::move_all_states(bool to_disk) {
 }
 
 void StreamingExecutor::Impl::enqueue_updates_on_disk(double lr, double grad_scale) {
-  const size_t n = stages.size();
-  std::vector<Ticket> updates(n);
+  std::vector<Ticket> updates(stages.size());
   auto write_back = [&](size_t s) {
     updated[s] = state_queue.enqueue([this, s, update = updates[s], trace = tracing()] {
       update.get();  // a failed update is already the executor's failure
@@ -176,15 +174,36 @@ void StreamingExecutor::Impl::enqueue_updates_on_disk(double lr, double grad_sca
       }
     });
   };
-  for (size_t s = 0; s < n; ++s) {
-    if (s >= kStateReadAhead) write_back(s - kStateReadAhead);
-    Ticket read = state_queue.enqueue([this, s, trace = tracing()] {
+  auto read = [&](size_t s) {
+    return state_queue.enqueue([this, s, trace = tracing()] {
       TraceSpan span(trace, "disk", "read states " + model.stages()[s]->name());
       load_states(s);
     });
-    updates[s] = enqueue_update(s, lr, grad_scale, std::move(read));
+  };
+  // Reads issued so far run kStateReadAhead disk stages ahead of the updates.
+  std::vector<Ticket> reads(stages.size());
+  size_t next_read = 0;  // into disk_stages
+  auto read_up_to = [&](size_t count) {
+    for (; next_read < std::min(count, disk_stages.size()); ++next_read) {
+      const size_t d = disk_stages[next_read];
+      if (next_read >= kStateReadAhead) write_back(disk_stages[next_read - kStateReadAhead]);
+      reads[d] = read(d);
+    }
+  };
+  read_up_to(kStateReadAhead);
+  size_t disk_index = 0;  // disk stages whose update is queued
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (!options.states_on_disk[s]) {
+      updated[s] = enqueue_update(s, lr, grad_scale, {});
+      continue;
+    }
+    read_up_to(disk_index + kStateReadAhead);
+    updates[s] = enqueue_update(s, lr, grad_scale, std::move(reads[s]));
+    ++disk_index;
   }
-  for (size_t s = n > kStateReadAhead ? n - kStateReadAhead : 0; s < n; ++s) write_back(s);
+  const size_t n = disk_stages.size();
+  for (size_t k = n > kStateReadAhead ? n - kStateReadAhead : 0; k < n; ++k)
+    write_back(disk_stages[k]);
 }
 
 }  // namespace lt::exec

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "plan/state_placement.h"
 
 namespace lt::plan {
 
@@ -227,16 +228,31 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   // shared matrix: the embed stage owns it and is updated first), blocks,
   // the head's own (a final norm and an untied lm_head); their forward
   // times: ~0, rho, head.
-  std::vector<std::pair<double, double>> stages;  // (update seconds, forward seconds)
-  stages.emplace_back(static_cast<double>(exec::embed_parameters(m.config)) / params_per_s, 0.0);
-  for (int j = 0; j < L; ++j) stages.emplace_back(block_params / params_per_s, m.block_forward_s);
-  stages.emplace_back(static_cast<double>(exec::head_parameters(m.config)) / params_per_s,
-                      m.head_forward_s);
-  double updates = 0, forwards = 0;
-  for (const auto& [u, f] : stages) {
-    updates += u;
-    p.optimizer_s = std::max(p.optimizer_s, updates - forwards);
-    forwards += f;
+  std::vector<StageUpdate> stages;
+  const auto add_stage = [&](double params, double forward_s) {
+    StageUpdate st;
+    st.update_s = params / params_per_s;
+    st.forward_s = forward_s;
+    const size_t s = stages.size();
+    st.on_disk = s < m.sizes.states_on_disk.size() && m.sizes.states_on_disk[s];
+    if (st.on_disk) {
+      const auto bytes = static_cast<double>(exec::master_and_state_bytes(
+          exec::stage_parameters(m.config, static_cast<int>(s)), m.sizes));
+      st.read_s = bytes / (hw.disk_read_gbps * kBytesPerGB);
+      st.write_s = bytes / (hw.disk_write_gbps * kBytesPerGB);
+    }
+    stages.push_back(st);
+  };
+  add_stage(static_cast<double>(exec::embed_parameters(m.config)), 0.0);
+  for (int j = 0; j < L; ++j) add_stage(block_params, m.block_forward_s);
+  add_stage(static_cast<double>(exec::head_parameters(m.config)), m.head_forward_s);
+  const UpdatePipeline pipeline = predict_update_pipeline(stages);
+  p.optimizer_s = pipeline.exposed_s;
+  p.state_disk_busy_s = pipeline.disk_busy_s;
+  if (pipeline.disk_busy_s > 0) {
+    for (StageUpdate& st : stages) st.on_disk = false;
+    p.exposed_state_disk_s =
+        std::max(0.0, p.optimizer_s - predict_update_pipeline(stages).exposed_s);
   }
   p.step_s =
       p.compute_s + p.recompute_s + p.exposed_weights_s + p.exposed_activations_s + p.optimizer_s;

@@ -71,6 +71,7 @@ exec::TrainSizes train_sizes(const HardwareProfile& hw, const PlanOptions& o, in
   exec::TrainSizes sizes{b, o.seq_len, o.optimizer, o.compute_bytes};
   sizes.optimizer_block = o.optimizer_block;
   sizes.on_gpu = o.on_gpu;
+  sizes.states_on_disk = o.states_on_disk;
   if (!hw.stage_times || !hw.stage_times->has_working_sets()) return sizes;
   const StageTimes& t = *hw.stage_times;
   const bool same_device = (t.device == "cuda") == o.on_gpu;

@@ -26,6 +26,9 @@ struct PlanOptions {
   int64_t compute_bytes = 2;       // exec::TrainSizes::compute_bytes: 4 for the CPU stand-in
   bool on_gpu = true;              // false: the CPU stand-in
   int64_t optimizer_block = 2048;  // adamw8bit: optim.block_size
+  // exec::TrainSizes::states_on_disk: stages whose masters and optimizer
+  // states live on disk (plan/state_placement.h); empty: none.
+  std::vector<bool> states_on_disk;
 };
 
 struct Shortage {

@@ -262,6 +262,7 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"exec.keep_every", integer(c.exec.keep_every)},
       {"exec.micro_batch", integer(c.exec.micro_batch)},
       {"exec.device_memory_gb", number(c.exec.device_memory_gb)},
+      {"exec.host_memory_gb", number(c.exec.host_memory_gb)},
       {"exec.zenflow.topk_ratio", number(c.exec.zenflow.topk_ratio)},
       {"exec.zenflow.select_strategy", str(c.exec.zenflow.select_strategy)},
       {"exec.zenflow.select_interval", auto_or_positive(c.exec.zenflow.select_interval)},
@@ -489,7 +490,7 @@ void TrainConfig::validate() const {
            sched.min_lr, ") is above 'optim.lr' (", optim.lr,
            "); lower it, or leave it unset for sched.min_lr_ratio x optim.lr");
   check_one_of(exec.mode, "exec.mode", "auto", "resident", "streaming", "offload", "zenflow");
-  check_one_of(exec.state_placement, "exec.state_placement", "host", "disk");
+  check_one_of(exec.state_placement, "exec.state_placement", "auto", "host", "disk");
   check_one_of(exec.zenflow.select_strategy, "exec.zenflow.select_strategy", "auto", "step",
                "epoch");
   exec::validate(zenflow_options(*this));
@@ -525,6 +526,9 @@ void TrainConfig::validate() const {
            "config key 'dist.bucket_mb' must be a positive number of MB, got ", dist.bucket_mb);
   LT_CHECK(dist.zero == 0 || dist.zero == 1, "config key 'dist.zero' must be 0 or 1, got ",
            dist.zero);
+  LT_CHECK(exec.host_memory_gb >= 0,
+           "config key 'exec.host_memory_gb' must be >= 0 (0 = what is free), got ",
+           exec.host_memory_gb);
   LT_CHECK(!out.dir.empty(), "config key 'out.dir' must not be empty");
 }
 

@@ -98,8 +98,13 @@ struct TrainConfig {
     double device_memory_gb = 0;  // CPU stand-in device capacity; 0 = unlimited
     // (auto on the stand-in: its GPU capacity in the plan when > 0)
     // streaming: where the f32 masters and optimizer states live between
-    // their stage's updates: host, or disk (a scratch file in disk_path).
-    std::string state_placement = "host";
+    // their stage's updates: host, disk (every stage's in a scratch file in
+    // disk_path), or auto (on disk only the stages that do not fit
+    // host_memory_gb; train/state_placement.h).
+    std::string state_placement = "auto";
+    // The host memory a run may count on, in GB: what the memory budget's
+    // host bytes must fit. 0: what is free now (less 1 GiB).
+    double host_memory_gb = 0;
     // exec.zenflow.*, read by exec.mode zenflow (and auto when it picks
     // zenflow); named as DeepSpeed 0.19 names them (exec/zenflow_policy.h).
     struct ZenFlow {

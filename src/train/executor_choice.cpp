@@ -103,7 +103,6 @@ ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& m
 exec::TrainSizes streaming_sizes(const TrainConfig& c, bool stand_in) {
   exec::TrainSizes sizes = run_sizes(c, stand_in ? 4 : 2);
   sizes.on_gpu = !stand_in;
-  sizes.states_on_disk = c.exec.state_placement == "disk";
   return sizes;
 }
 

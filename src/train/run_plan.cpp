@@ -6,10 +6,12 @@
 
 #include "core/error.h"
 #include "plan/profile.h"
+#include "plan/state_placement.h"
 #include "train/executor_auto.h"
 #include "train/executor_choice.h"
 #include "train/hardware_cache.h"
 #include "train/schedule_auto.h"
+#include "train/state_placement.h"
 #ifdef LT_WITH_CUDA
 #include "core/cuda/device_info.h"
 #endif
@@ -52,7 +54,8 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
     plan::Plan plan;
     try {
       plan = plan_for_run(c, model, stand_in, asked_chunk,
-                          p.device.is_cuda() ? cuda_free_bytes(p.device.index) : -1);
+                          p.device.is_cuda() ? cuda_free_bytes(p.device.index) : -1,
+                          p.sizes.states_on_disk);
     } catch (const Error& e) {
       if (c.exec.mode != "auto") throw;
       fail("exec.mode auto: nothing fits: ",
@@ -63,8 +66,14 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
     p.predicted_step_s = plan.prediction.step_s;
     p.predicted_gpu_peak_bytes = plan.budget.bytes(exec::MemorySpace::Gpu);
     p.budget = plan.budget;
-    p.reasons.push_back(
-        fmt::format("schedule: the planner's (predicted step {:.4f} s)", plan.prediction.step_s));
+    p.predicted_state_disk_s = plan.prediction.exposed_state_disk_s;
+    p.reasons.push_back(fmt::format(
+        "schedule: the planner's (predicted step {:.4f} s{})", plan.prediction.step_s,
+        plan.prediction.state_disk_busy_s > 0
+            ? fmt::format("; the states on disk keep the disk busy {:.4f} s a step, {:.4f} s of "
+                          "it exposed",
+                          plan.prediction.state_disk_busy_s, plan.prediction.exposed_state_disk_s)
+            : std::string()));
   } else {
     p.schedule = exec::load_schedule(c.exec.schedule);
     exec::validate(p.schedule, blocks, "exec.schedule (" + c.exec.schedule + ")");
@@ -108,6 +117,20 @@ void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
                                   exec::executor_name(best->executor), best->step_s));
 }
 
+// Where the stages' masters and optimizer states live, and the disk
+// traffic that costs a step at the profile's disk rates (exec.hardware, or
+// the defaults).
+std::string describe_states(const TrainConfig& c, const models::ModelConfig& model,
+                            const exec::TrainSizes& sizes) {
+  const plan::HardwareProfile hw = c.exec.hardware.empty() || c.exec.hardware == kDefaultHardware
+                                       ? plan::HardwareProfile{}
+                                       : plan::HardwareProfile::from_file(c.exec.hardware);
+  return plan::describe_state_placement(model, sizes, hw.disk_read_gbps, hw.disk_write_gbps) +
+         (c.exec.hardware.empty() || c.exec.hardware == kDefaultHardware
+              ? " (the default disk rates)"
+              : " (rates from " + c.exec.hardware + ")");
+}
+
 // Note [Profile by default] (train/hardware_cache.h): a GPU run that plans
 // or compares executors and names no exec.hardware reads (or measures once)
 // this machine's profile with the model's stage times. A run with a fixed
@@ -120,6 +143,15 @@ void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunP
   const std::string device_name = cuda::device_name(p.device.index);
   const std::string dir = hardware_cache_dir();
   const int64_t seq_len = c.train.seq_len;
+  if (c.exec.mode != "auto" && c.exec.schedule != "auto") {
+    const std::string path = cached_profile(dir, device_name, model, seq_len);
+    p.reasons.push_back(
+        path.empty() ? std::string("hardware: no measured profile of this model here, so the "
+                                   "prediction is the FLOP model's (exec.mode auto measures one)")
+                     : fmt::format("hardware: the measured profile {}", path));
+    if (!path.empty()) c.exec.hardware = path;
+    return;
+  }
   plan::ProfileOptions options;
   if (!c.exec.disk_path.empty()) options.disk_path = c.exec.disk_path;
   const CachedProfile cached = ensure_profile(dir, device_name, model, seq_len, [&] {
@@ -143,15 +175,6 @@ void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunP
 }
 
 }  // namespace
-  if (c.exec.mode != "auto" && c.exec.schedule != "auto") {
-    const std::string path = cached_profile(dir, device_name, model, seq_len);
-    p.reasons.push_back(
-        path.empty() ? std::string("hardware: no measured profile of this model here, so the "
-                                   "prediction is the FLOP model's (exec.mode auto measures one)")
-                     : fmt::format("hardware: the measured profile {}", path));
-    if (!path.empty()) c.exec.hardware = path;
-    return;
-  }
 
 Device resolve_train_device(const std::string& name) {
 #ifdef LT_WITH_CUDA
@@ -197,6 +220,19 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
       fmt::format("executor: {} ({})", exec::executor_name(choice.executor), choice.reason));
   const std::vector<ExecutorCandidate> candidates =
       whole_model_candidates(c, model, p.device, choice);
+  // The planner counts the states' placement in the host memory it leaves
+  // the boundaries, so it is settled first, for the schedule that keeps
+  // every boundary on the device (the planner's host count: the fixed bytes
+  // and its disk transit buffers). A named schedule's is settled below.
+  std::vector<std::string> planned_placement;
+  const bool may_plan = c.exec.schedule == "auto" || c.exec.mode == "auto";
+  if (choice.executor == exec::ExecutorKind::Streaming && may_plan) {
+    p.sizes = streaming_sizes(c, p.device.is_cpu());
+    const int64_t transit = exec::kMaxDiskTransitBuffers * exec::boundary_bytes(model, p.sizes);
+    p.sizes.states_on_disk = resolve_state_placement(
+        c, model, p.sizes, exec::Schedule::all_gpu(static_cast<int>(model.num_hidden_layers)),
+        transit, planned_placement);
+  }
   if (c.exec.mode == "auto") choose_fastest(c, model, choice, candidates, asked_chunk, p);
   // The executor cost model is of a GPU (the profile's): a CPU run gets no
   // prediction from it.
@@ -230,8 +266,16 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
            "train.dtype: the streaming executor (", choice.reason, ") on train.device ",
            c.train.device, " computes in bf16 (the host keeps the f32 masters); set bf16, got ",
            c.train.dtype);
+  const std::vector<bool> states_on_disk = p.sizes.states_on_disk;
   p.sizes = streaming_sizes(c, p.device.is_cpu());
+  p.sizes.states_on_disk = states_on_disk;
   choose_schedule(c, model, choice, asked_chunk, p);
+  if (!p.plan_description.empty()) {  // the planner's, with the placement it planned for
+    p.reasons.insert(p.reasons.end(), planned_placement.begin(), planned_placement.end());
+  } else {
+    p.sizes.states_on_disk = resolve_state_placement(c, model, p.sizes, p.schedule, 0, p.reasons);
+  }
+  p.reasons.push_back(describe_states(c, model, p.sizes));
   // The chunk: exec.micro_batch (asked_chunk), else the schedule's (a
   // file's, or the planner's choice), else a whole micro-batch.
   const int64_t asked =
@@ -241,6 +285,7 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   p.schedule.chunk_sequences = p.chunk_sequences;
   // The planner's count stands (it has the measured working sets) unless
   // the chunk changed under it.
+  p.state_traffic = plan::state_traffic(model, p.sizes);
   if (p.budget.items.empty() || chunk_changed)
     p.budget = exec::bytes_needed(model, p.sizes, p.schedule);
   return p;

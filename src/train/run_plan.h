@@ -18,6 +18,7 @@
 #include "exec/memory_budget.h"
 #include "exec/schedule.h"
 #include "models/config.h"
+#include "plan/state_placement.h"
 #include "train/config.h"
 
 namespace lt::train {
@@ -38,8 +39,14 @@ struct RunPlan {
   // accum_sequences), and the schedule, whose chunk_sequences is this one.
   int64_t chunk_sequences = 0;
   exec::Schedule schedule;
-  exec::MemoryBudget budget;             // the chosen executor's bytes per space
-  double predicted_step_s = 0;           // the planner's (exec.schedule auto); 0: none
+  exec::MemoryBudget budget;    // the chosen executor's bytes per space
+  double predicted_step_s = 0;  // the planner's (exec.schedule auto); 0: none
+  // exec.state_placement: sizes.states_on_disk says which stages' masters
+  // and optimizer states live on disk (train/state_placement.h); the bytes
+  // that moves a step, and the planner's prediction of the step time the
+  // disk adds (0 without the planner).
+  plan::StateTraffic state_traffic;
+  double predicted_state_disk_s = 0;
   int64_t predicted_gpu_peak_bytes = 0;  // the planner's; 0: none
   std::string plan_description;          // the planner's plan, when it made one
   // One line per choice: device, executor, schedule.

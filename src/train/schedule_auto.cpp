@@ -13,6 +13,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "plan/state_placement.h"
 #include "train/executor_choice.h"
 
 namespace lt::train {
@@ -96,6 +97,8 @@ plan::HardwareProfile auto_hardware(const TrainConfig& c, const FreeMemory& free
     hw.gpu_memory_gb = usable_gpu_gb(hw.gpu_memory_gb, free.gpu_bytes);
   if (free.host_bytes >= 0)
     hw.host_memory_gb = std::min(hw.host_memory_gb, free.host_bytes / plan::kBytesPerGB);
+  if (c.exec.host_memory_gb > 0)
+    hw.host_memory_gb = std::min(hw.host_memory_gb, c.exec.host_memory_gb);
   if (free.disk_bytes >= 0) hw.disk_gb = std::min(hw.disk_gb, free.disk_bytes / plan::kBytesPerGB);
   return hw;
 }
@@ -139,8 +142,10 @@ double usable_gpu_gb(double profile_gb, int64_t free_bytes) {
 }
 
 plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in,
-                        int64_t chunk_sequences, int64_t gpu_free_bytes) {
-  const exec::TrainSizes sizes = streaming_sizes(c, stand_in);
+                        int64_t chunk_sequences, int64_t gpu_free_bytes,
+                        const std::vector<bool>& states_on_disk) {
+  exec::TrainSizes sizes = streaming_sizes(c, stand_in);
+  sizes.states_on_disk = states_on_disk;
   plan::PlanOptions o;
   o.batch_size = sizes.batch_size;
   o.seq_len = sizes.seq_len;
@@ -149,8 +154,13 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.compute_bytes = sizes.compute_bytes;
   o.on_gpu = sizes.on_gpu;
   o.optimizer_block = sizes.optimizer_block;
-  const plan::HardwareProfile hw =
+  o.states_on_disk = states_on_disk;
+  plan::HardwareProfile hw =
       auto_hardware(c, free_memory_for_run(c, gpu_free_bytes, checkpoint_bytes(c, model)));
+  // States on disk take their share of it before any boundary.
+  const plan::StateTraffic states = plan::state_traffic(model, sizes);
+  hw.disk_gb =
+      std::max(0.0, hw.disk_gb - static_cast<double>(states.write_bytes) / plan::kBytesPerGB);
   plan::Plan p = plan::make_plan(model, hw, o);
   if (!p.feasible) {
     std::string why;

@@ -6,6 +6,7 @@
 // fit: the stand-in's capacity, or on a GPU the memory the plan may use.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "exec/schedule.h"
 #include "models/config.h"
@@ -47,8 +48,9 @@ inline constexpr const char* kDefaultHardware = "defaults";
 // The profile the plan is made for: exec.hardware, with gpu_memory_gb set
 // to exec.device_memory_gb when that is set, else, given the GPU's free
 // memory, capped by usable_gpu_gb. host_memory_gb and disk_gb are capped by
-// what is free: a profile records a machine's totals (the defaults, the
-// H200 machine's), and a plan past the free host memory would swap or fail.
+// what is free (host_memory_gb also by exec.host_memory_gb when set): a profile records a machine's
+// totals (the defaults, the H200 machine's), and a plan past the free host memory would swap or
+// fail.
 plan::HardwareProfile auto_hardware(const TrainConfig& c, const FreeMemory& free = {});
 
 // The GPU memory a plan may use on the device the run trains on: the
@@ -61,11 +63,14 @@ double usable_gpu_gb(double profile_gb, int64_t free_bytes);
 // (f32 compute), else a GPU (bf16). `chunk_sequences` > 0: the chunk the
 // run asks for (exec.micro_batch, settled by resolve_run), else the
 // planner chooses. `gpu_free_bytes` >= 0: a GPU run's free
-// memory (auto_hardware). Throws lt::Error with the planner's reason (which memory
+// memory (auto_hardware). `states_on_disk`: the stages whose masters and
+// optimizer states live on disk (train/state_placement.h; their bytes come
+// off the disk the boundaries may use). Throws lt::Error with the planner's reason (which memory
 // space is short, by how many bytes) when nothing is feasible; training
 // then does not start.
 plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in,
-                        int64_t chunk_sequences = 0, int64_t gpu_free_bytes = -1);
+                        int64_t chunk_sequences = 0, int64_t gpu_free_bytes = -1,
+                        const std::vector<bool>& states_on_disk = {});
 
 // One line per fact: placements per boundary, batch and chunk, predicted
 // step time and peaks.

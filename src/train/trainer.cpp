@@ -172,8 +172,7 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
   }
   exec::StreamingOptions options;
   options.schedule = plan.schedule;
-  options.state_placement =
-      exec::parse_state_placement(c.exec.state_placement, "exec.state_placement");
+  options.states_on_disk = plan.sizes.states_on_disk;
   options.trace_path = (fs::path(c.out.dir) / "trace.json").string();
   options.disk.directory = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
   return std::make_unique<exec::StreamingExecutor>(

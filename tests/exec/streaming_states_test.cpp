@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -173,7 +174,7 @@ StreamingOptions streaming_options(int layers, const fs::path& dir, bool force_t
   so.disk.directory = dir.string();
   so.disk.file.force_threads = force_threads;
   so.disk.file.chunk_bytes = 8192;
-  so.state_placement = StatePlacement::Disk;
+  so.states_on_disk.assign(static_cast<size_t>(layers) + 2, true);
   so.max_optimizer_delay_us = 300;  // the pipeline must not depend on timing
   return so;
 }
@@ -235,6 +236,51 @@ TEST(StreamingStates, DiskGivesTheHostRunBitForBitOnBothBackends) {
       }
       expect_same(want, got);
       EXPECT_TRUE(fs::is_empty(dir.path())) << "the scratch file outlived the executor";
+    }
+  }
+}
+
+// Some stages on disk, the rest in host memory (what exec.state_placement
+// auto chooses when only some fit): the disk stages' reads wait behind the
+// host stages' updates, and the result is the same bit for bit.
+TEST(StreamingStates, SomeStagesOnDiskGiveTheHostRunBitForBit) {
+  for (TestOptimizer kind : {AdamW, AdamW8bit}) {
+    const auto data = batches(3, llama(kLayers).config().vocab_size);
+    const Result want = reference(kind, data);
+    // Stages: embed, blocks 0..2, head. Blocks 1 and 2 and the head on disk
+    // (more than the read-ahead), and the embed alone.
+    for (const std::vector<bool>& on_disk : {std::vector<bool>{false, false, true, true, false},
+                                             {false, true, false, true, true},
+                                             {true, false, false, false, false}}) {
+      // The threaded fallback for the middle placement (io_uring unavailable).
+      const bool force_threads = on_disk[1] && !on_disk[0];
+      SCOPED_TRACE(std::string(kind == AdamW ? "adamw" : "adamw8bit") + " disk stages " +
+                   std::to_string(std::count(on_disk.begin(), on_disk.end(), true)) +
+                   (force_threads ? " threads" : ""));
+      const TempDir dir("states_some");
+      models::CausalLM model = llama(kLayers);
+      auto opt = testing::test_optimizer(model, kind);
+      StreamingOptions so = streaming_options(kLayers, dir.path(), force_threads);
+      so.states_on_disk = on_disk;
+      Result got;
+      int64_t file_bytes = 0;
+      {
+        StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}), so);
+        got.losses = run_steps(ex, data, 0, data.size());
+        for (const auto& e : fs::directory_iterator(dir.path())) file_bytes += fs::file_size(e);
+      }
+      for (const auto& [name, p] : model.parameters()) got.params.push_back(bytes_of(p));
+      for (const auto& [name, t] : opt->state()) got.states.push_back(bytes_of(t));
+      expect_same(want, got);
+      // Only the disk stages' masters went to the file (with adamw, 12 bytes a
+      // parameter, each tensor padded to 4 KiB).
+      int64_t disk_params = 0;
+      for (size_t st = 0; st < on_disk.size(); ++st)
+        if (on_disk[st]) disk_params += stage_parameters(model.config(), static_cast<int>(st));
+      if (kind == AdamW) {
+        EXPECT_GE(file_bytes, disk_params * 12);
+        EXPECT_LT(file_bytes, disk_params * 12 + 64 * 4096);
+      }
     }
   }
 }
@@ -325,6 +371,16 @@ TEST(StreamingStates, StatesOnDiskLeaveHostMemoryBetweenSteps) {
   EXPECT_EQ(loaded - evicted, n * (4 + 8));
 }
 
+// Batch 2 x 16 tokens on the CPU stand-in (f32 compute).
+TrainSizes stand_in_sizes() {
+  TrainSizes sizes;
+  sizes.batch_size = 2;
+  sizes.seq_len = 16;
+  sizes.compute_bytes = 4;
+  sizes.on_gpu = false;
+  return sizes;
+}
+
 // The budget puts the masters and states on disk and three stages of them
 // in host memory. Hand count for 4 layers of the llama fixture (hidden 48,
 // 6 + 2 heads of 8, FFN 37, vocabulary 97, untied): embedding 97 x 48 =
@@ -335,13 +391,9 @@ TEST(StreamingStates, BudgetCountsStatesOnDisk) {
   const models::ModelConfig c = llama(4).config();
   const int64_t n = 55632, in_flight = 3 * 11568;
   ASSERT_EQ(c.num_parameters(), n);
-  TrainSizes sizes;
-  sizes.batch_size = 2;
-  sizes.seq_len = 16;
-  sizes.compute_bytes = 4;
-  sizes.on_gpu = false;
+  TrainSizes sizes = stand_in_sizes();
   const MemoryBudget host = bytes_needed(c, sizes, Schedule::all_gpu(4));
-  sizes.states_on_disk = true;
+  sizes.states_on_disk.assign(4 + 2, true);
   const MemoryBudget disk = bytes_needed(c, sizes, Schedule::all_gpu(4));
   EXPECT_EQ(disk.bytes(MemorySpace::Disk) - host.bytes(MemorySpace::Disk), n * 12);
   EXPECT_EQ(disk.bytes(MemorySpace::Gpu), host.bytes(MemorySpace::Gpu));
@@ -349,6 +401,29 @@ TEST(StreamingStates, BudgetCountsStatesOnDisk) {
   // upload copy is in the compute dtype (4) where the host count had bf16.
   EXPECT_EQ(host.bytes(MemorySpace::Host) - disk.bytes(MemorySpace::Host),
             n * 12 - in_flight * 12 + n * (2 - 4));
+}
+
+// With only some stages on disk, the budget moves just those stages'
+// masters and states, and keeps the largest disk stages in flight. Hand
+// count for the same 4-layer fixture: blocks 2 and 3 and the head on disk.
+TEST(StreamingStates, BudgetCountsSomeStagesOnDisk) {
+  const models::ModelConfig c = llama(4).config();
+  const int64_t n = 55632, block = 11568, head = 4704;
+  TrainSizes sizes = stand_in_sizes();
+  const MemoryBudget host = bytes_needed(c, sizes, Schedule::all_gpu(4));
+  sizes.states_on_disk = {false, false, false, true, true, true};
+  const MemoryBudget some = bytes_needed(c, sizes, Schedule::all_gpu(4));
+  const int64_t on_disk = 2 * block + head;
+  ASSERT_LT(on_disk, n);
+  EXPECT_EQ(some.bytes(MemorySpace::Disk) - host.bytes(MemorySpace::Disk), on_disk * 12);
+  // The three disk stages are all in flight at the peak: the host gives up
+  // only the bf16 count of their uploads for the compute dtype's (4).
+  EXPECT_EQ(host.bytes(MemorySpace::Host) - some.bytes(MemorySpace::Host), on_disk * (2 - 4));
+  sizes.states_on_disk = {false, true, true, true, true, true};
+  const MemoryBudget more = bytes_needed(c, sizes, Schedule::all_gpu(4));
+  const int64_t four = 4 * block + head;
+  EXPECT_EQ(host.bytes(MemorySpace::Host) - more.bytes(MemorySpace::Host),
+            four * 12 - 3 * block * 12 + four * (2 - 4));
 }
 
 // A write the file system refuses (here: past RLIMIT_FSIZE, what a full

@@ -5,8 +5,26 @@
 // at its peak (the f32 master, m and v of all but the stages in flight:
 // adamw), and the run plan counts them on disk. An executor other than
 // streaming refuses the key, naming it.
+//
+// auto under exec.host_memory_gb: a cap below what the host placement
+// needs moves the fewest blocks to disk (a count worked out by hand from
+// the fixture's shape) and trains with the host run's losses bit for bit;
+// a cap that fits keeps everything in host memory; a cap that even every
+// stage on disk exceeds stops the run naming the key.
+//
+// A disk that refuses the states' writes stops the run naming the scratch
+// file and the error, with the checkpoint it resumed from untouched, and a
+// later resume continues as the uninterrupted run.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <map>
 
 #include "support/errors.h"
 #include "train/run_plan.h"
@@ -27,10 +45,21 @@ class StatePlacement : public ::testing::Test {
     std::filesystem::create_directories(tmp_ / "model");
     write_text(tmp_ / "model" / "config.json", c.dump());
   }
-  TrainConfig config(const std::string& placement, const std::string& mode = "streaming") {
-    return fixture_config(tmp_ / "model", tmp_ / "data.jsonl", tmp_ / ("out_" + placement),
-                          {"model.init=random", "train.steps=4", "train.batch_size=4",
-                           "exec.mode=" + mode, "exec.state_placement=" + placement});
+  TrainConfig config(const std::string& placement, const std::string& mode = "streaming",
+                     const std::vector<std::string>& more = {}) {
+    std::vector<std::string> keys = {"model.init=random", "train.steps=4", "train.batch_size=4",
+                                     "exec.mode=" + mode, "exec.state_placement=" + placement};
+    keys.insert(keys.end(), more.begin(), more.end());
+    return fixture_config(tmp_ / "model", tmp_ / "data.jsonl",
+                          tmp_ / ("out_" + placement + std::to_string(more.size())), keys);
+  }
+  // exec.host_memory_gb for exactly `bytes`.
+  static std::string host_cap(int64_t bytes) {
+    return fmt::format("exec.host_memory_gb={:.17g}", static_cast<double>(bytes) / 1e9);
+  }
+  static int disk_stages(const RunPlan& p) {
+    return static_cast<int>(
+        std::count(p.sizes.states_on_disk.begin(), p.sizes.states_on_disk.end(), true));
   }
   models::ModelConfig model() const {
     return models::ModelConfig::from_file(tmp_ / "model" / "config.json");
@@ -41,7 +70,7 @@ class StatePlacement : public ::testing::Test {
 TEST_F(StatePlacement, DiskTrainsAsHostWithLessHostMemory) {
   train_quietly(config("host"));
   train_quietly(config("disk"));
-  const auto host = read_metrics(tmp_ / "out_host"), disk = read_metrics(tmp_ / "out_disk");
+  const auto host = read_metrics(tmp_ / "out_host0"), disk = read_metrics(tmp_ / "out_disk0");
   ASSERT_EQ(host.size(), 4u);
   ASSERT_EQ(disk.size(), 4u);
   EXPECT_EQ(field(host, "loss"), field(disk, "loss"));
@@ -62,6 +91,174 @@ TEST_F(StatePlacement, ThePlanCountsTheStatesOnDisk) {
 TEST_F(StatePlacement, OtherExecutorsRefuseDisk) {
   EXPECT_THAT(lt::testing::error_of([&] { resolve_run(config("disk", "resident"), model()); }),
               ::testing::HasSubstr("exec.state_placement: disk"));
+}
+
+// The fixture's block has e = 11568 parameters (tests/exec/
+// streaming_states_test.cpp counts them); the head 4704 and the embedding
+// 4656 are smaller. On the CPU stand-in a stage moved to disk takes its f32
+// master, m and v (12e) off the host count and trades its bf16 upload count
+// (2e) for an f32 copy (4e), but the three largest disk stages come back in
+// flight (12e each). So, against H (the host placement's host bytes), k
+// blocks on disk need H + 2e k for k <= 3 and H + 6e - 10e (k - 3) after:
+// a cap of H - 1 takes 4 blocks, H - 14e takes 5.
+TEST_F(StatePlacement, AutoMovesTheFewestBlocksBelowTheHostCap) {
+  const int64_t e = 11568;
+  const int64_t H = resolve_run(config("host"), model()).budget.bytes(exec::MemorySpace::Host);
+  const RunPlan four = resolve_run(config("auto", "streaming", {host_cap(H - 1)}), model());
+  EXPECT_EQ(disk_stages(four), 4);
+  EXPECT_EQ(four.budget.bytes(exec::MemorySpace::Host), H - 4 * e);
+  const RunPlan five = resolve_run(config("auto", "streaming", {host_cap(H - 14 * e)}), model());
+  EXPECT_EQ(disk_stages(five), 5);
+  EXPECT_EQ(five.budget.bytes(exec::MemorySpace::Host), H - 14 * e);
+  // The last blocks go first: stages 8..12 are blocks 7..11.
+  for (int stage = 0; stage < 14; ++stage)
+    EXPECT_EQ(five.sizes.states_on_disk[static_cast<size_t>(stage)], stage >= 8 && stage <= 12)
+        << stage;
+  // The plan says where they live and what the disk moves a step.
+  bool said = false;
+  for (const std::string& line : five.reasons)
+    said =
+        said || (line.find("5 of 14 stages on disk (block 7 .. block 11)") != std::string::npos &&
+                 line.find("per step the disk reads") != std::string::npos);
+  EXPECT_TRUE(said) << ::testing::PrintToString(five.reasons);
+  EXPECT_EQ(five.state_traffic.read_bytes, 5 * e * 12);
+}
+
+TEST_F(StatePlacement, AutoBelowTheHostCapTrainsAsHostBitForBit) {
+  const int64_t e = 11568;
+  const int64_t H = resolve_run(config("host"), model()).budget.bytes(exec::MemorySpace::Host);
+  const TrainConfig capped = config("auto", "streaming", {host_cap(H - 14 * e)});
+  ASSERT_EQ(disk_stages(resolve_run(capped, model())), 5);
+  train_quietly(config("host"));
+  train_quietly(capped);
+  const auto host = read_metrics(tmp_ / "out_host0"), disk = read_metrics(tmp_ / "out_auto1");
+  ASSERT_EQ(host.size(), 4u);
+  ASSERT_EQ(disk.size(), 4u);
+  EXPECT_EQ(field(host, "loss"), field(disk, "loss"));
+  EXPECT_EQ(field(host, "grad_norm"), field(disk, "grad_norm"));
+}
+
+TEST_F(StatePlacement, AutoThatFitsStaysInHostMemory) {
+  const int64_t H = resolve_run(config("host"), model()).budget.bytes(exec::MemorySpace::Host);
+  const RunPlan fits = resolve_run(config("auto", "streaming", {host_cap(H)}), model());
+  EXPECT_EQ(disk_stages(fits), 0);
+  EXPECT_EQ(fits.budget.bytes(exec::MemorySpace::Host), H);
+  EXPECT_EQ(fits.budget.bytes(exec::MemorySpace::Disk), 0);
+  // And without a cap, this machine has far more free than the fixture needs.
+  EXPECT_EQ(disk_stages(resolve_run(config("auto"), model())), 0);
+}
+
+TEST_F(StatePlacement, ACapTooSmallEvenForDiskNamesTheKey) {
+  for (const char* placement : {"auto", "disk"}) {
+    const std::string e = lt::testing::error_of(
+        [&] { resolve_run(config(placement, "streaming", {host_cap(1000)}), model()); });
+    EXPECT_THAT(e, ::testing::HasSubstr("exec.host_memory_gb"));
+    EXPECT_THAT(e, ::testing::HasSubstr("even with every stage's master weights and optimizer "
+                                        "states on disk"));
+    EXPECT_THAT(e, ::testing::HasSubstr("more than exec.host_memory_gb (1e-06 GB)"));
+  }
+  // host with a cap it exceeds says to move states to disk.
+  EXPECT_THAT(lt::testing::error_of(
+                  [&] { resolve_run(config("host", "streaming", {host_cap(1000)}), model()); }),
+              ::testing::HasSubstr("set exec.state_placement: auto"));
+}
+
+// Every file under `dir` and its bytes.
+std::map<std::string, std::string> files_of(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = read_text(e.path());
+  return out;
+}
+
+// RLIMIT_FSIZE between a checkpoint's largest file and the states' scratch
+// file (12 bytes a parameter with adamw, every stage on disk) is what a
+// full disk looks like to the run: the resumed run's first step, which
+// writes every stage's states out, fails. Nothing is lost: the checkpoint
+// is as it was, no scratch file stays, and a resume without the limit
+// (after a killed run's stale scratch file, which it removes) gives the
+// uninterrupted run's losses bit for bit.
+TEST_F(StatePlacement, AFullDiskStopsTheRunAndLosesNothing) {
+  const fs::path out = tmp_ / "out_full";
+  const auto run = [&](int steps) {
+    return fixture_config(
+        tmp_ / "model", tmp_ / "data.jsonl", out,
+        {"model.init=random", "train.steps=" + std::to_string(steps), "train.batch_size=4",
+         "exec.mode=streaming", "exec.state_placement=disk"});
+  };
+  train_quietly(config("host"));  // the uninterrupted run: 4 steps
+  const std::vector<double> want = field(read_metrics(tmp_ / "out_host0"), "loss");
+  train_quietly(run(2));
+  const fs::path saved = out / "step-2";
+  ASSERT_TRUE(fs::is_directory(saved));
+  const auto before = files_of(saved);
+  size_t largest = 0;
+  for (const auto& [name, bytes] : before) largest = std::max(largest, bytes.size());
+  const int64_t scratch = 12 * model().num_parameters();
+  ASSERT_LT(static_cast<int64_t>(largest), scratch);
+
+  rlimit saved_limit{};
+  ASSERT_EQ(0, ::getrlimit(RLIMIT_FSIZE, &saved_limit));
+  rlimit small = saved_limit;
+  // On a 4 KiB boundary: an O_DIRECT write cut at an unaligned limit fails
+  // with EINVAL instead (a real disk fills in whole blocks).
+  small.rlim_cur = static_cast<rlim_t>((static_cast<int64_t>(largest) + scratch) / 2 / 4096 * 4096);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(0, ::setrlimit(RLIMIT_FSIZE, &small));
+  const std::string e = lt::testing::error_of([&] { train_quietly(run(4), "latest"); });
+  ::setrlimit(RLIMIT_FSIZE, &saved_limit);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_THAT(e, ::testing::HasSubstr(out.string()));
+  EXPECT_THAT(e, ::testing::HasSubstr("lazytrain_states_"));
+  EXPECT_THAT(e, ::testing::HasSubstr("File too large"));
+
+  EXPECT_EQ(files_of(saved), before) << "the checkpoint changed";
+  for (const auto& entry : fs::directory_iterator(out))
+    EXPECT_EQ(entry.path().filename().string().rfind("lazytrain_states_", 0), std::string::npos)
+        << entry.path();
+  write_text(out / "lazytrain_states_killed", "a killed run's scratch file");
+  train_quietly(run(4), "latest");
+  EXPECT_FALSE(fs::exists(out / "lazytrain_states_killed"));
+  EXPECT_EQ(field(read_metrics(out), "loss"), want);
+}
+
+// Ctrl-C with every stage's states on disk: the step in flight finishes,
+// the states come back for the checkpoint, the run exits 0 and leaves no
+// scratch file; the resume rebuilds it from the checkpoint and goes on.
+TEST_F(StatePlacement, SigintSavesFromDiskAndLeavesNoScratchFile) {
+  const fs::path out = tmp_ / "out_sigint";
+  Child child({"train", "--no-sample",
+               "--set", "model.path=" + (tmp_ / "model").string(),
+               "--set", "model.init=random",
+               "--set", "data.path=" + (tmp_ / "data.jsonl").string(),
+               "--set", "data.format=tokens",
+               "--set", "train.steps=100000",
+               "--set", "train.batch_size=4",
+               "--set", "train.seq_len=16",
+               "--set", "train.device=cpu",
+               "--set", "exec.mode=streaming",
+               "--set", "exec.state_placement=disk",
+               "--set", "out.dir=" + out.string()},
+              tmp_ / "sigint.log");
+  ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 2)) << child.output();
+  child.signal(SIGINT);
+  const int status = child.wait(60);
+  const std::string output = child.output();
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+  const size_t steps = read_metrics(out).size();
+  ASSERT_TRUE(fs::is_directory(out / ("step-" + std::to_string(steps)))) << output;
+  for (const auto& entry : fs::directory_iterator(out))
+    EXPECT_EQ(entry.path().filename().string().rfind("lazytrain_states_", 0), std::string::npos)
+        << entry.path();
+  // The checkpoint's own config, two steps longer.
+  const std::string saved = (out / ("step-" + std::to_string(steps))).string();
+  const TrainConfig more =
+      load_train_config_for("", {"train.steps=" + std::to_string(steps + 2)}, &saved);
+  train_quietly(more, saved);
+  const auto metrics = read_metrics(out);
+  ASSERT_EQ(metrics.size(), steps + 2);
+  for (const auto& m : metrics) EXPECT_TRUE(std::isfinite(m.at("loss").get<double>()));
 }
 
 }  // namespace

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Issue 26's goal on the H200 machine (128 GB host, ~64 GB virtio disk): the
+# Qwen2.5-14B shape (hidden 5120, 48 layers, FFN 13824, 40/8 heads,
+# vocabulary 152064; random weights), adamw8bit, seq 1024, exec.mode
+# streaming, exec.schedule auto and exec.state_placement auto: the planner
+# chooses the batch's schedule and which blocks' masters and optimizer
+# states go to disk (its f32 masters and 8-bit states, ~88 GB, plus the
+# pinned bf16 weights and gradients, ~59 GB, do not fit the host).
+#   1. `lazytrain profile` of the disk under DISK_DIR (read and write GB/s);
+#   2. `lazytrain plan --config` (where each stage's states live, the disk
+#      traffic and the predicted step);
+#   3. `lazytrain train` for STEPS steps, killed before the final save (a
+#      14B checkpoint, ~88 GB, does not fit the disk beside the states).
+# out.dir is on /dev/shm (another file system than the scratch, so no disk
+# is reserved for checkpoints; only metrics and logs are written there).
+# Prints the measured step times against the prediction and the exposed
+# disk time. Usage: bench/states_14b.sh OUT_DIR [steps] [DISK_DIR]
+set -uo pipefail
+out=${1:?usage: bench/states_14b.sh OUT_DIR [steps] [DISK_DIR]}
+steps=${2:-6}
+disk=${3:-/tmp/lt-states-14b}
+mkdir -p "$out" "$disk"
+out=$(cd "$out" && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+bin=${LT_BENCH_BIN:-build-gpu/lazytrain}
+run=/dev/shm/lt-states-14b
+rm -rf "$run" && mkdir -p "$run"
+python3 - "$disk/data.jsonl" <<'PY'
+import json, random, sys
+random.seed(0)
+with open(sys.argv[1], "w") as f:
+    for _ in range(64 * 8):
+        ids = [random.randrange(151936) for _ in range(1024)]
+        f.write(json.dumps({"input_ids": ids, "labels": ids}) + "\n")
+PY
+cfg=$out/states14b.yaml
+cat > "$cfg" <<YAML
+model:
+  path: $root/bench/models/qwen2.5-14b
+  init: random
+data:
+  path: $disk/data.jsonl
+  format: tokens
+train:
+  steps: 1000
+  batch_size: 32
+  seq_len: 1024
+  device: cuda
+  dtype: bf16
+  save_every: 0
+optim:
+  name: adamw8bit
+  lr: 1.0e-5
+exec:
+  mode: streaming
+  schedule: auto
+  state_placement: auto
+  disk_path: $disk
+out:
+  dir: $run
+YAML
+export LT_CACHE_DIR=$out/cache
+stamp() { while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done; }
+echo "== profile (disk under $disk)"
+"$bin" profile --disk-path "$disk" --disk-mb 2048 --out "$out/hw.yaml" > "$out/profile.log" 2>&1
+grep -E "disk_(read|write)_gbps|host_memory_gb|disk_gb" "$out/hw.yaml"
+echo "== plan"
+"$bin" plan --config "$cfg" > "$out/plan.txt" 2>&1
+grep -E "state_placement|stages on disk|predicted|schedule:|host |disk |rror" "$out/plan.txt" | head -30
+echo "== train ($steps steps)"
+"$bin" train "$cfg" --no-sample 2>&1 | stamp > "$out/train.log" &
+pid=$!
+for _ in $(seq 1 540); do
+  n=$(wc -l < "$run/metrics.jsonl" 2>/dev/null || echo 0)
+  [ "$n" -ge "$steps" ] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 1
+done
+pkill -9 -f "lazytrain train $cfg"; wait $pid 2>/dev/null
+cp "$run/metrics.jsonl" "$out/" 2>/dev/null
+grep -E "state_placement|stages on disk|schedule:|predict|rror" "$out/train.log" | head -20
+python3 - "$out/metrics.jsonl" <<'PY'
+import json, statistics, sys
+try:
+    rows = [json.loads(l) for l in open(sys.argv[1])]
+except FileNotFoundError:
+    print("no metrics"); sys.exit()
+for r in rows:
+    print(f"step {r['step']}: step_s {r['step_s']:.3f} predicted {r.get('predicted_step_s', 0):.3f} "
+          f"compute {r['compute_s']:.3f} opt {r['optimizer_s']:.3f} disk {r.get('exposed_disk_s', 0):.3f} "
+          f"host peak {r['peak_bytes'].get('host', 0)/1e9:.1f} GB")
+t = rows[2:]
+if t:
+    med = statistics.median(r['step_s'] for r in t)
+    tok = sum(r['tokens'] for r in t) / sum(r['step_s'] for r in t)
+    print(f"steps 3-{len(rows)}: {tok:.0f} tokens/s, median step {med:.3f} s, "
+          f"predicted {t[-1].get('predicted_step_s', 0):.3f} s; tokens/s x parameters: "
+          f"{tok * 14.77e9:.4g} (compare the 7B's)")
+PY
+rm -rf "$run"

@@ -1,0 +1,42 @@
+#pragma once
+// exec.state_placement and exec.host_memory_gb as a streaming run resolves
+// them (issue 26). The host budget is exec.host_memory_gb when set, else
+// what this machine has free now (free_memory_for_run: MemAvailable or the
+// cgroup's room, plus the host tensors held already, less
+// kHostReserveBytes). Then, for the stages of the run's model:
+//  - host: every stage's masters and optimizer states in host memory;
+//  - disk: every stage's on disk;
+//  - auto: on disk only the fewest stages that bring the memory budget's
+//    host bytes within the budget (plan::place_states, which says in which
+//    order and why), none when everything fits.
+// A set exec.host_memory_gb that even every stage on disk exceeds stops
+// the run before training, naming the key and the bytes short; so does
+// auto with the free memory, and auto when the disk under exec.disk_path
+// has no room for the stages it would move there.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "exec/memory_budget.h"
+#include "exec/schedule.h"
+#include "models/config.h"
+#include "train/config.h"
+
+namespace lt::train {
+
+struct HostBudget {
+  int64_t bytes = -1;  // -1: unknown (no limit)
+  std::string from;    // "exec.host_memory_gb (100 GB)" or "the host memory free now (...)"
+};
+HostBudget host_budget(const TrainConfig& c);
+
+// Per stage (embed, blocks, head): whether its states live on disk, for
+// the run `c` of `model` with `sizes` running `schedule` (its host
+// boundaries count), with `host_extra` bytes more the planner will need
+// (its disk transit buffers). Appends the decision to `reasons`. Throws
+// lt::Error as said above.
+std::vector<bool> resolve_state_placement(const TrainConfig& c, const models::ModelConfig& model,
+                                          exec::TrainSizes sizes, const exec::Schedule& schedule,
+                                          int64_t host_extra, std::vector<std::string>& reasons);
+
+}  // namespace lt::train

@@ -1,0 +1,111 @@
+// plan/state_placement.h: the order `auto` moves stages to disk, the
+// update pipeline with states on disk against timelines worked out by
+// hand, and the cost model's step prediction with every stage's states on
+// disk against the same hand count at its own rates.
+#include <gtest/gtest.h>
+
+#include "plan/cost_model.h"
+#include "plan/state_placement.h"
+#include "plan/tiny_model.h"
+
+namespace lt::plan {
+namespace {
+
+TEST(StatePlacement, DiskOrderIsTheBlocksFromTheLastThenTheHeadThenTheEmbedding) {
+  // tiny_llama: 2 blocks (stages 1, 2), head 3, embed 0.
+  EXPECT_EQ(disk_order(testing::tiny_llama()), (std::vector<int>{2, 1, 3, 0}));
+}
+
+// No stage on disk: the next forward of stage k waits for the updates of
+// stages 0..k, which run back to back: exposed = max_k (sum of updates
+// through k - sum of forwards before k). Updates 3, 1, 1; forwards 1, 1, 1:
+// max(3 - 0, 4 - 1, 5 - 2) = 3.
+TEST(StatePlacement, WithoutDiskTheExposureIsTheUpdatesAheadOfTheForward) {
+  const std::vector<StageUpdate> stages = {
+      {3, 1, 0, 0, false}, {1, 1, 0, 0, false}, {1, 1, 0, 0, false}};
+  const UpdatePipeline p = predict_update_pipeline(stages);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 3);
+  EXPECT_EQ(p.disk_busy_s, 0);
+}
+
+// Three stages on disk, each: read 1 s, update 1 s, write 1 s, forward 1 s.
+// The state thread runs R0 R1 W0 R2 W1 W2 (two reads ahead):
+//   R0 [0,1] R1 [1,2]; U0 [1,2]; W0 waits for U0: [2,3]; R2 [3,4];
+//   U1 [2,3]; W1 [4,5]; U2 waits for R2: [4,5]; W2 [5,6].
+// Stage k's forward waits for W(k): ready 3, 5, 6; the forwards run
+// [3,4], [5,6], [6,7]: 7 s for 3 s of forward, 4 s exposed; the disk
+// works 6 s.
+TEST(StatePlacement, EveryStageOnDiskByHand) {
+  const std::vector<StageUpdate> stages(3, StageUpdate{1, 1, 1, 1, true});
+  const UpdatePipeline p = predict_update_pipeline(stages);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 4);
+  EXPECT_DOUBLE_EQ(p.disk_busy_s, 6);
+}
+
+// Host stage 0 (update 2), disk stages 1 and 2 (read 0.5, update 1, write
+// 0.5), forwards 2 each. R1 [0,0.5] R2 [0.5,1]; U0 [0,2]; U1 [2,3]; W1
+// [3,3.5]; U2 [3,4]; W2 [4,4.5]. Ready 2, 3.5, 4.5; forwards [2,4], [4,6],
+// [6,8]: 2 s exposed, all of it the host stage's update (the disk hides).
+TEST(StatePlacement, ReadsHideBehindTheHostStagesUpdates) {
+  const std::vector<StageUpdate> stages = {
+      {2, 2, 0, 0, false}, {1, 2, 0.5, 0.5, true}, {1, 2, 0.5, 0.5, true}};
+  const UpdatePipeline p = predict_update_pipeline(stages);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 2);
+  EXPECT_DOUBLE_EQ(p.disk_busy_s, 2);
+}
+
+// The cost model with every stage of the tiny Llama on disk, at rates that
+// make the arithmetic plain: 1 G parameters/s of AdamW (no copies beside
+// it: host_mem_gbps large) and 1e-6 GB/s of disk. Stage parameters: embed
+// 6400, blocks 36992, head 6464; bytes on disk 12 a parameter (fp32 AdamW).
+TEST(StatePlacement, TheCostModelAddsTheDiskToTheOptimizer) {
+  HardwareProfile hw;
+  hw.gpu_tflops = 1e-6;  // a block's forward: 1.200128 s (cost_model_test)
+  hw.cpu_adam_gparams_per_s = 1;
+  hw.host_mem_gbps = 1e9;
+  hw.disk_read_gbps = hw.disk_write_gbps = 1e-6;  // 1000 bytes a second
+  exec::TrainSizes sizes{2, 8};
+  const models::ModelConfig c = testing::tiny_llama();
+  const CostModel host = make_cost_model(c, hw, sizes, 0, 4);
+  sizes.states_on_disk.assign(4, true);
+  const CostModel disk = make_cost_model(c, hw, sizes, 0, 4);
+  PlanSolution kept;
+  kept.feasible = true;
+  kept.placements.assign(3, exec::Placement::Gpu);
+  const StepPrediction h = predict_step(host, build_instance(host), kept);
+  const StepPrediction d = predict_step(disk, build_instance(disk), kept);
+  // The same pipeline by hand: updates n / 1e9 s, reads and writes 12 n /
+  // 1000 s, forwards 0 (embed), 1.200128 (blocks), 0.2048 (head).
+  const std::vector<double> params = {6400, 36992, 36992, 6464};
+  const std::vector<double> forward = {0, 1.200128, 1.200128, 0.2048};
+  std::vector<StageUpdate> stages;
+  for (size_t s = 0; s < 4; ++s)
+    stages.push_back(
+        {params[s] / 1e9, forward[s], 12 * params[s] / 1000, 12 * params[s] / 1000, true});
+  const UpdatePipeline want = predict_update_pipeline(stages);
+  // R0 [0, 76.8], R1 [76.8, 520.704], W0 [.., 597.504], R2 [.., 1041.408],
+  // W1 [.., 1485.312], R3 [.., 1562.88], W2 [.., 2006.784], W3 [.., 2084.352]:
+  // the head's forward waits for W3: 2084.352 + 0.2048 - (2.400256 + 0.2048).
+  EXPECT_NEAR(want.exposed_s, 2084.352 - 2.400256, 1e-6);
+  EXPECT_NEAR(d.optimizer_s, want.exposed_s, 1e-9);
+  EXPECT_NEAR(d.state_disk_busy_s, 2 * 12 * (6400 + 2 * 36992 + 6464) / 1000.0, 1e-9);
+  EXPECT_NEAR(d.exposed_state_disk_s, d.optimizer_s - h.optimizer_s, 1e-9);
+  EXPECT_NEAR(d.step_s - h.step_s, d.optimizer_s - h.optimizer_s, 1e-9);
+  EXPECT_EQ(h.state_disk_busy_s, 0);
+}
+
+TEST(StatePlacement, TrafficIsEachDiskStageReadAndWrittenOnce) {
+  exec::TrainSizes sizes{2, 8};
+  sizes.optimizer = exec::OptimizerStates::EightBit;
+  sizes.optimizer_block = 64;
+  sizes.states_on_disk = {false, true, false, true};
+  // Block 0: 36992 parameters, f32 master 4 + codes 2 + scales 2 x 4 x
+  // ceil(36992 / 64) = 578 blocks; head 6464: 101 blocks.
+  const StateTraffic t = state_traffic(testing::tiny_llama(), sizes);
+  const int64_t want = 36992 * 6 + 2 * 4 * 578 + 6464 * 6 + 2 * 4 * 101;
+  EXPECT_EQ(t.read_bytes, want);
+  EXPECT_EQ(t.write_bytes, want);
+}
+
+}  // namespace
+}  // namespace lt::plan
