@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "compile/compiler_info.h"
 #include "core/host_memory.h"
 #include "core/thread_pool.h"
 #include "ops/cpu/softmax_rows.h"
@@ -32,6 +33,12 @@ nlohmann::json gather_info() {
   // What exec.schedule auto may plan host memory for (with nothing loaded).
   const int64_t host = host_bytes_for_this_process(0, 0);
   info["host_memory_free_gb"] = host >= 0 ? nlohmann::json(host / 1e9) : nlohmann::json();
+  // The fusion compiler (src/compile): null version when built without MLIR.
+  const compile::CompilerInfo compiler = compile::compiler_info();
+  info["compiler"] = {{"built", compiler.built_in},
+                      {"mlir_version", compiler.built_in ? nlohmann::json(compiler.mlir_version)
+                                                         : nlohmann::json()},
+                      {"targets", compiler.targets}};
 #ifdef LT_WITH_CUDA
   info["cuda_built"] = true;
   int n = cuda::device_count();
@@ -69,6 +76,16 @@ void add_info_command(CLI::App& app) {
                info["cpu_kernels"]["cross_entropy_rows"].get<std::string>());
     if (!info["host_memory_free_gb"].is_null())
       fmt::print("  host memory free: {:.1f} GB\n", info["host_memory_free_gb"].get<double>());
+    if (info["compiler"]["built"].get<bool>()) {
+      std::string targets;
+      for (const auto& t : info["compiler"]["targets"]) {
+        targets += (targets.empty() ? "" : ", ") + t.get<std::string>();
+      }
+      fmt::print("  fusion compiler: MLIR {} ({})\n",
+                 info["compiler"]["mlir_version"].get<std::string>(), targets);
+    } else {
+      fmt::print("  fusion compiler: not built (libmlir-19-dev and -DLT_MLIR=ON)\n");
+    }
     if (!info["cuda_built"].get<bool>()) {
       fmt::print("  CUDA: not built (configure with -DLT_CUDA=ON)\n");
     } else if (info["cuda_devices"].empty()) {

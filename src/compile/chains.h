@@ -1,0 +1,20 @@
+#pragma once
+// Named chains as kernel graphs: what the hand-written fused kernels in
+// ops/ compute, written in the compiler's IR, so that tests can hold one
+// against the other and a fusion pass can start from known patterns. Each
+// follows its ops/ counterpart's roundings (ops/activations.h, ops/norm.h).
+#include "compile/graph.h"
+
+namespace lt::compile {
+
+// inputs: gate, up (Full, `dtype`); output: silu(gate) * up (Full,
+// `dtype`), rounded once as ops::swiglu does.
+KernelGraph swiglu_forward(DType dtype);
+
+// inputs: x, residual (Full, `dtype`), weight (Col, `dtype`); outputs:
+//   h    = x + residual, rounded to `dtype` (the next residual stream)
+//   y    = weight * round(h * rstd), rounded to `dtype` (ops::rms_norm)
+//   rstd = rsqrt(mean(h^2) + eps) (Row, f32)
+KernelGraph residual_rms_norm_forward(DType dtype, double eps);
+
+}  // namespace lt::compile

@@ -1,0 +1,212 @@
+#include "compile/graph.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace lt::compile {
+
+const char* op_name(OpKind op) {
+  switch (op) {
+    case OpKind::Input:
+      return "input";
+    case OpKind::Constant:
+      return "const";
+    case OpKind::Cols:
+      return "cols";
+    case OpKind::Add:
+      return "add";
+    case OpKind::Sub:
+      return "sub";
+    case OpKind::Mul:
+      return "mul";
+    case OpKind::Div:
+      return "div";
+    case OpKind::Max:
+      return "max";
+    case OpKind::Neg:
+      return "neg";
+    case OpKind::Exp:
+      return "exp";
+    case OpKind::Log:
+      return "log";
+    case OpKind::Tanh:
+      return "tanh";
+    case OpKind::Rsqrt:
+      return "rsqrt";
+    case OpKind::Sigmoid:
+      return "sigmoid";
+    case OpKind::Cast:
+      return "cast";
+    case OpKind::RowSum:
+      return "row_sum";
+    case OpKind::RowMax:
+      return "row_max";
+  }
+  return "?";
+}
+
+const char* shape_class_name(ShapeClass shape) {
+  switch (shape) {
+    case ShapeClass::Scalar:
+      return "scalar";
+    case ShapeClass::Row:
+      return "row";
+    case ShapeClass::Col:
+      return "col";
+    case ShapeClass::Full:
+      return "full";
+  }
+  return "?";
+}
+
+bool is_reduction(OpKind op) {
+  return op == OpKind::RowSum || op == OpKind::RowMax;
+}
+
+int op_arity(OpKind op) {
+  switch (op) {
+    case OpKind::Input:
+    case OpKind::Constant:
+    case OpKind::Cols:
+      return 0;
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Max:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+ShapeClass broadcast_shape(ShapeClass a, ShapeClass b) {
+  if (a == b) return a;
+  if (a == ShapeClass::Scalar) return b;
+  if (b == ShapeClass::Scalar) return a;
+  return ShapeClass::Full;  // Row with Col, or either with Full
+}
+
+namespace {
+void check_storage_dtype(DType dtype, const char* what) {
+  LT_CHECK(dtype == DType::F32 || dtype == DType::BF16, "compile: ", what,
+           " must be stored as f32 or bf16, got ", dtype_name(dtype));
+}
+}  // namespace
+
+Value KernelGraph::push(Node node) {
+  nodes_.push_back(node);
+  return Value{static_cast<int32_t>(nodes_.size() - 1)};
+}
+
+const Node& KernelGraph::checked(Value v, const char* what) const {
+  LT_CHECK(v.id >= 0 && static_cast<size_t>(v.id) < nodes_.size(), "compile: the operand of ", what,
+           " is not a value of this graph (id ", v.id, ")");
+  return nodes_[static_cast<size_t>(v.id)];
+}
+
+Value KernelGraph::input(ShapeClass shape, DType dtype) {
+  LT_CHECK(shape != ShapeClass::Scalar, "compile: an input is full, row or col, not scalar");
+  check_storage_dtype(dtype, "an input");
+  Node n;
+  n.op = OpKind::Input;
+  n.shape = shape;
+  n.dtype = dtype;
+  n.input_index = static_cast<int32_t>(inputs_.size());
+  inputs_.push_back({shape, dtype});
+  return push(n);
+}
+
+Value KernelGraph::constant(double value) {
+  Node n;
+  n.op = OpKind::Constant;
+  n.constant = value;
+  return push(n);
+}
+
+Value KernelGraph::cols() {
+  Node n;
+  n.op = OpKind::Cols;
+  return push(n);
+}
+
+Value KernelGraph::binary(OpKind op, Value a, Value b) {
+  Node n;
+  n.op = op;
+  n.a = a.id;
+  n.b = b.id;
+  n.shape = broadcast_shape(checked(a, op_name(op)).shape, checked(b, op_name(op)).shape);
+  return push(n);
+}
+
+Value KernelGraph::unary(OpKind op, Value a) {
+  Node n;
+  n.op = op;
+  n.a = a.id;
+  n.shape = checked(a, op_name(op)).shape;
+  return push(n);
+}
+
+Value KernelGraph::cast(Value a, DType dtype) {
+  check_storage_dtype(dtype, "a cast's target");
+  Value v = unary(OpKind::Cast, a);
+  nodes_.back().dtype = dtype;
+  return v;
+}
+
+Value KernelGraph::reduce(OpKind op, Value a) {
+  LT_CHECK(checked(a, op_name(op)).shape == ShapeClass::Full, "compile: ", op_name(op),
+           " reduces a full value along its rows, got a ",
+           shape_class_name(nodes_[static_cast<size_t>(a.id)].shape), " value");
+  Node n;
+  n.op = op;
+  n.a = a.id;
+  n.shape = ShapeClass::Row;
+  return push(n);
+}
+
+void KernelGraph::output(Value v, DType dtype) {
+  const Node& n = checked(v, "output");
+  LT_CHECK(n.shape == ShapeClass::Full || n.shape == ShapeClass::Row,
+           "compile: an output is full or row, got a ", shape_class_name(n.shape), " value");
+  check_storage_dtype(dtype, "an output");
+  outputs_.push_back({v.id, dtype});
+}
+
+std::string KernelGraph::key() const {
+  // One token per node in order; constants in hex float, so that the key
+  // is exact and two constants that print alike in decimal stay distinct.
+  std::string out;
+  char buf[64];
+  for (const Node& n : nodes_) {
+    out += op_name(n.op);
+    switch (n.op) {
+      case OpKind::Input:
+        out += shape_class_name(n.shape);
+        out += ':';
+        out += dtype_name(n.dtype);
+        break;
+      case OpKind::Constant:
+        std::snprintf(buf, sizeof buf, "%a", n.constant);
+        out += buf;
+        break;
+      case OpKind::Cast:
+        out += dtype_name(n.dtype);
+        break;
+      default:
+        break;
+    }
+    if (n.a >= 0) out += '(' + std::to_string(n.a);
+    if (n.b >= 0) out += ',' + std::to_string(n.b);
+    if (n.a >= 0) out += ')';
+    out += ';';
+  }
+  out += "->";
+  for (const OutputSpec& o : outputs_) {
+    out += std::to_string(o.node) + ':' + dtype_name(o.dtype) + ';';
+  }
+  return out;
+}
+
+}  // namespace lt::compile

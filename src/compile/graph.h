@@ -1,0 +1,127 @@
+#pragma once
+// The fusion compiler's IR (issue 24): a small expression graph of
+// elementwise ops and reductions along the last axis, which compile/lower.h
+// turns into one kernel.
+//
+// Every value has a shape class over one [rows, cols] iteration space:
+//   Full   [rows, cols]  a tensor viewed as rows of `cols` elements
+//   Row    [rows]        one value per row (a row sum, a saved rstd)
+//   Col    [cols]        one value per column (a norm's weight)
+//   Scalar               a constant
+// rows and cols are not part of the graph: a compiled kernel runs on any
+// [rows, cols] (the "shape class" of the cache key is the classes above).
+//
+// Arithmetic is f32 whatever the storage type (as the hand-written CPU
+// kernels compute half-precision data): an input stored as bf16 is widened
+// when read, an output stored as bf16 is rounded when written, and a Cast
+// to bf16 rounds in the middle of the chain (round to nearest even).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace lt::compile {
+
+enum class ShapeClass : uint8_t { Scalar, Row, Col, Full };
+
+enum class OpKind : uint8_t {
+  Input,     // inputs()[input_index]
+  Constant,  // `constant`
+  Cols,      // the number of columns, as a float (for means)
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Max,
+  Neg,
+  Exp,
+  Log,
+  Tanh,
+  Rsqrt,
+  Sigmoid,
+  Cast,    // rounds to `dtype` (bf16) or keeps f32
+  RowSum,  // Full -> Row, summed in order along the row
+  RowMax,  // Full -> Row
+};
+
+const char* op_name(OpKind op);
+const char* shape_class_name(ShapeClass shape);
+bool is_reduction(OpKind op);
+int op_arity(OpKind op);
+
+struct Value {
+  int32_t id = -1;
+};
+
+struct Node {
+  OpKind op = OpKind::Constant;
+  int32_t a = -1, b = -1;  // operand node ids (-1: none)
+  ShapeClass shape = ShapeClass::Scalar;
+  DType dtype = DType::F32;  // Input: storage type; Cast: target type
+  int32_t input_index = -1;  // Input only
+  double constant = 0.0;     // Constant only
+};
+
+struct InputSpec {
+  ShapeClass shape;
+  DType dtype;  // F32 or BF16
+};
+struct OutputSpec {
+  int32_t node;
+  DType dtype;  // F32 or BF16: the stored type
+};
+
+// Built with the methods below, which check operands as they go (an error
+// names the op and what was wrong); nodes only refer to earlier nodes, so
+// the node order is a topological order.
+class KernelGraph {
+ public:
+  Value input(ShapeClass shape, DType dtype);
+  Value constant(double value);
+  Value cols();
+
+  Value add(Value a, Value b) { return binary(OpKind::Add, a, b); }
+  Value sub(Value a, Value b) { return binary(OpKind::Sub, a, b); }
+  Value mul(Value a, Value b) { return binary(OpKind::Mul, a, b); }
+  Value div(Value a, Value b) { return binary(OpKind::Div, a, b); }
+  Value max(Value a, Value b) { return binary(OpKind::Max, a, b); }
+  Value neg(Value a) { return unary(OpKind::Neg, a); }
+  Value exp(Value a) { return unary(OpKind::Exp, a); }
+  Value log(Value a) { return unary(OpKind::Log, a); }
+  Value tanh(Value a) { return unary(OpKind::Tanh, a); }
+  Value rsqrt(Value a) { return unary(OpKind::Rsqrt, a); }
+  Value sigmoid(Value a) { return unary(OpKind::Sigmoid, a); }
+  Value cast(Value a, DType dtype);
+  Value row_sum(Value a) { return reduce(OpKind::RowSum, a); }
+  Value row_max(Value a) { return reduce(OpKind::RowMax, a); }
+  Value row_mean(Value a) { return div(row_sum(a), cols()); }
+
+  // An output of shape class Full or Row, stored as `dtype`.
+  void output(Value v, DType dtype);
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const Node& node(int32_t id) const { return nodes_.at(static_cast<size_t>(id)); }
+  const std::vector<InputSpec>& inputs() const { return inputs_; }
+  const std::vector<OutputSpec>& outputs() const { return outputs_; }
+
+  // The expression, the dtypes and the shape classes as one line of text:
+  // two graphs with the same key compile to the same kernel (the cache key).
+  std::string key() const;
+
+ private:
+  Value binary(OpKind op, Value a, Value b);
+  Value unary(OpKind op, Value a);
+  Value reduce(OpKind op, Value a);
+  Value push(Node node);
+  const Node& checked(Value v, const char* what) const;
+
+  std::vector<Node> nodes_;
+  std::vector<InputSpec> inputs_;
+  std::vector<OutputSpec> outputs_;
+};
+
+// The class of an elementwise op's result: Row with Col is Full.
+ShapeClass broadcast_shape(ShapeClass a, ShapeClass b);
+
+}  // namespace lt::compile

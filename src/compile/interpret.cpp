@@ -1,0 +1,234 @@
+#include "compile/interpret.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace lt::compile {
+
+int64_t element_count(ShapeClass shape, int64_t rows, int64_t cols) {
+  switch (shape) {
+    case ShapeClass::Scalar:
+      return 1;
+    case ShapeClass::Row:
+      return rows;
+    case ShapeClass::Col:
+      return cols;
+    case ShapeClass::Full:
+      return rows * cols;
+  }
+  return 0;
+}
+
+double round_to_bf16(double x) {
+  if (x == 0.0 || !std::isfinite(x)) return x;
+  int exponent = 0;
+  std::frexp(x, &exponent);  // x = m 2^exponent, 0.5 <= |m| < 1
+  // bf16 keeps 8 significant bits; nearbyint rounds ties to even in the
+  // default rounding mode.
+  return std::ldexp(std::nearbyint(std::ldexp(x, 8 - exponent)), exponent - 8);
+}
+
+namespace {
+
+// Where element (r, c) of the iteration space sits in a value of `shape`.
+int64_t index_of(ShapeClass shape, int64_t r, int64_t c, int64_t cols) {
+  switch (shape) {
+    case ShapeClass::Scalar:
+      return 0;
+    case ShapeClass::Row:
+      return r;
+    case ShapeClass::Col:
+      return c;
+    case ShapeClass::Full:
+      return r * cols + c;
+  }
+  return 0;
+}
+
+struct Evaluated {
+  Values value;
+  Values bound;  // rounding bound, f32 units (see Reference)
+};
+
+// The bound after rounding `x` (bound `e`) to bf16: 0 when x is farther
+// from a rounding boundary than its error, else one bf16 ulp (Reference).
+double bf16_rounded_bound(double x, double e) {
+  if (x == 0.0 || !std::isfinite(x)) return e;
+  int exponent = 0;
+  std::frexp(x, &exponent);
+  const double ulp = std::ldexp(1.0, exponent - 8);  // bf16 spacing in x's binade
+  const double to_boundary = ulp / 2 - std::abs(x - round_to_bf16(x));
+  if (to_boundary > kBoundSlack * 0x1.0p-24 * e) return 0.0;
+  return ulp / 0x1.0p-24;
+}
+
+double nan_max(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return std::max(a, b);
+}
+
+// One elementwise op at one element: the value and its rounding bound.
+void apply(const Node& n, double a, double ea, double b, double eb, double& v, double& e) {
+  switch (n.op) {
+    case OpKind::Add:
+      v = a + b;
+      e = ea + eb + std::abs(v);
+      return;
+    case OpKind::Sub:
+      v = a - b;
+      e = ea + eb + std::abs(v);
+      return;
+    case OpKind::Mul:
+      v = a * b;
+      e = std::abs(b) * ea + std::abs(a) * eb + std::abs(v);
+      return;
+    case OpKind::Div:
+      v = a / b;
+      e = ea / std::abs(b) + std::abs(a) * eb / (b * b) + std::abs(v);
+      return;
+    case OpKind::Max:
+      v = nan_max(a, b);
+      e = std::max(ea, eb);
+      return;
+    case OpKind::Neg:
+      v = -a;
+      e = ea;
+      return;
+    case OpKind::Exp:
+      v = std::exp(a);
+      e = std::abs(v) * ea + 2 * std::abs(v);
+      return;
+    case OpKind::Log:
+      v = std::log(a);
+      e = ea / std::abs(a) + 2 * std::abs(v);
+      return;
+    case OpKind::Tanh:
+      v = std::tanh(a);
+      e = (1 - v * v) * ea + 2 * std::abs(v);
+      return;
+    case OpKind::Rsqrt:
+      v = 1 / std::sqrt(a);
+      e = 0.5 * std::abs(v / a) * ea + 2 * std::abs(v);
+      return;
+    case OpKind::Sigmoid:
+      v = 1 / (1 + std::exp(-a));
+      e = v * (1 - v) * ea + 4 * std::abs(v);
+      return;
+    case OpKind::Cast:
+      if (n.dtype == DType::BF16) {
+        v = round_to_bf16(a);
+        e = bf16_rounded_bound(a, ea);
+      } else {
+        v = a;
+        e = ea;
+      }
+      return;
+    default:
+      fail("compile: interpret: ", op_name(n.op), " is not elementwise");
+  }
+}
+
+}  // namespace
+
+Reference interpret(const KernelGraph& graph, int64_t rows, int64_t cols,
+                    const std::vector<Values>& inputs) {
+  LT_CHECK(inputs.size() == graph.inputs().size(), "compile: interpret: the graph has ",
+           graph.inputs().size(), " inputs, got ", inputs.size());
+  std::vector<Evaluated> at(graph.nodes().size());
+  for (size_t id = 0; id < graph.nodes().size(); ++id) {
+    const Node& n = graph.nodes()[id];
+    Evaluated& out = at[id];
+    const int64_t count = element_count(n.shape, rows, cols);
+    switch (n.op) {
+      case OpKind::Input: {
+        const Values& in = inputs[static_cast<size_t>(n.input_index)];
+        LT_CHECK(static_cast<int64_t>(in.size()) == count, "compile: interpret: input ",
+                 n.input_index, " (", shape_class_name(n.shape), ") needs ", count, " values, got ",
+                 in.size());
+        out.value = in;
+        out.bound.assign(in.size(), 0.0);
+        continue;
+      }
+      case OpKind::Constant:
+        out.value = {n.constant};
+        out.bound = {std::abs(n.constant)};  // the constant rounded to f32
+        continue;
+      case OpKind::Cols:
+        out.value = {static_cast<double>(cols)};
+        out.bound = {0.0};
+        continue;
+      case OpKind::RowSum:
+      case OpKind::RowMax: {
+        const Evaluated& x = at[static_cast<size_t>(n.a)];
+        out.value.assign(static_cast<size_t>(rows), 0.0);
+        out.bound.assign(static_cast<size_t>(rows), 0.0);
+        for (int64_t r = 0; r < rows; ++r) {
+          double acc = n.op == OpKind::RowSum ? 0.0 : -std::numeric_limits<double>::infinity();
+          double err = 0, magnitude = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            const double xv = x.value[static_cast<size_t>(r * cols + c)];
+            const double xe = x.bound[static_cast<size_t>(r * cols + c)];
+            if (n.op == OpKind::RowSum) {
+              acc += xv;
+              err += xe;
+              magnitude += std::abs(xv);
+            } else {
+              acc = nan_max(acc, xv);
+              err = std::max(err, xe);
+            }
+          }
+          // In-order f32 summation: each of the cols additions rounds a
+          // partial sum no larger than the sum of magnitudes.
+          if (n.op == OpKind::RowSum) err += static_cast<double>(cols) * magnitude;
+          out.value[static_cast<size_t>(r)] = acc;
+          out.bound[static_cast<size_t>(r)] = err;
+        }
+        continue;
+      }
+      default:
+        break;
+    }
+    const Node* na = &graph.node(n.a);
+    const Node* nb = n.b >= 0 ? &graph.node(n.b) : nullptr;
+    const Evaluated& a = at[static_cast<size_t>(n.a)];
+    const Evaluated* b = nb ? &at[static_cast<size_t>(n.b)] : nullptr;
+    out.value.resize(static_cast<size_t>(count));
+    out.bound.resize(static_cast<size_t>(count));
+    const int64_t iter_rows =
+        (n.shape == ShapeClass::Full || n.shape == ShapeClass::Row) ? rows : 1;
+    const int64_t iter_cols =
+        (n.shape == ShapeClass::Full || n.shape == ShapeClass::Col) ? cols : 1;
+    for (int64_t r = 0; r < iter_rows; ++r) {
+      for (int64_t c = 0; c < iter_cols; ++c) {
+        const auto ia = static_cast<size_t>(index_of(na->shape, r, c, cols));
+        const size_t ib = nb ? static_cast<size_t>(index_of(nb->shape, r, c, cols)) : 0;
+        const auto io = static_cast<size_t>(index_of(n.shape, r, c, cols));
+        apply(n, a.value[ia], a.bound[ia], b ? b->value[ib] : 0.0, b ? b->bound[ib] : 0.0,
+              out.value[io], out.bound[io]);
+      }
+    }
+  }
+
+  Reference ref;
+  for (const OutputSpec& o : graph.outputs()) {
+    Evaluated stored = at[static_cast<size_t>(o.node)];
+    for (size_t i = 0; i < stored.value.size(); ++i) {
+      double& v = stored.value[i];
+      if (o.dtype == DType::BF16) {
+        stored.bound[i] = bf16_rounded_bound(v, stored.bound[i]);
+        v = round_to_bf16(v);
+      } else {
+        v = static_cast<double>(static_cast<float>(v));
+        stored.bound[i] += std::abs(v);
+      }
+    }
+    ref.outputs.push_back(std::move(stored.value));
+    ref.rounding_bound.push_back(std::move(stored.bound));
+  }
+  return ref;
+}
+
+}  // namespace lt::compile

@@ -1,0 +1,93 @@
+#include "compile/tensor_call.h"
+
+#include <optional>
+
+#include "core/error.h"
+
+namespace lt::compile {
+namespace {
+
+// The [rows, cols] iteration space and the leading dims of Full values,
+// from the first input that tells each.
+struct Extent {
+  std::optional<Shape> leading;  // Full's shape without its last dim = Row's shape
+  std::optional<int64_t> cols;
+};
+
+int64_t product(const Shape& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+void agree(std::optional<int64_t>& known, int64_t found, size_t input, const char* what) {
+  if (!known) {
+    known = found;
+    return;
+  }
+  LT_CHECK(*known == found, "compile: input ", input, " has ", found, " ", what,
+           " where earlier inputs have ", *known);
+}
+
+void agree(std::optional<Shape>& known, const Shape& found, size_t input) {
+  if (!known) {
+    known = found;
+    return;
+  }
+  LT_CHECK(*known == found, "compile: input ", input,
+           "'s leading dims (rows) do not match the earlier inputs'");
+}
+
+}  // namespace
+
+std::vector<Tensor> call(const CpuKernel& kernel, const KernelGraph& graph,
+                         const std::vector<Tensor>& inputs) {
+  LT_CHECK(inputs.size() == graph.inputs().size(), "compile: the kernel takes ",
+           graph.inputs().size(), " inputs, got ", inputs.size());
+  Extent extent;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const InputSpec& spec = graph.inputs()[i];
+    LT_CHECK(t.defined() && t.device().is_cpu(), "compile: input ", i, " must be a CPU tensor");
+    LT_CHECK(t.is_contiguous(), "compile: input ", i, " must be contiguous");
+    LT_CHECK(t.dtype() == spec.dtype, "compile: input ", i, " must be ", dtype_name(spec.dtype),
+             ", got ", dtype_name(t.dtype()));
+    const Shape& shape = t.shape();
+    switch (spec.shape) {
+      case ShapeClass::Full: {
+        LT_CHECK(!shape.empty(), "compile: input ", i, " is full ([..., cols]), got a scalar");
+        agree(extent.cols, shape.back(), i, "columns");
+        agree(extent.leading, Shape(shape.begin(), shape.end() - 1), i);
+        break;
+      }
+      case ShapeClass::Row:
+        agree(extent.leading, shape, i);
+        break;
+      case ShapeClass::Col:
+        LT_CHECK(shape.size() == 1, "compile: input ", i, " is a col value ([cols]), got ",
+                 shape.size(), " dims");
+        agree(extent.cols, shape[0], i, "columns");
+        break;
+      case ShapeClass::Scalar:
+        fail("compile: input ", i, " cannot be scalar");
+    }
+  }
+  LT_CHECK(extent.leading && extent.cols,
+           "compile: the inputs do not tell both the rows and the columns");
+  const int64_t rows = product(*extent.leading);
+  const int64_t cols = *extent.cols;
+
+  std::vector<Tensor> outputs;
+  std::vector<void*> buffers;
+  for (const Tensor& t : inputs) buffers.push_back(t.data_ptr());
+  for (const OutputSpec& o : graph.outputs()) {
+    Shape shape = *extent.leading;
+    if (graph.node(o.node).shape == ShapeClass::Full) shape.push_back(cols);
+    outputs.push_back(Tensor::empty(shape, o.dtype));
+    buffers.push_back(outputs.back().data_ptr());
+  }
+  kernel.run(rows, cols, buffers);
+  return outputs;
+}
+
+}  // namespace lt::compile

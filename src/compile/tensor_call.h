@@ -1,0 +1,21 @@
+#pragma once
+// Runs a compiled kernel on CPU tensors: the shape classes of the graph
+// become tensor shapes. A Full value is a tensor [..., cols] (rows = its
+// element count / cols), a Row value [...] (the same leading dims), a Col
+// value [cols]. Outputs are allocated here, contiguous, in the graph's
+// stored dtypes.
+#include <vector>
+
+#include "compile/graph.h"
+#include "compile/jit.h"
+#include "core/tensor.h"
+
+namespace lt::compile {
+
+// `inputs` in the order of graph.inputs(); each must be on the CPU,
+// contiguous, of its input's dtype and of a shape that agrees with the
+// others (errors name the input). `kernel` must be compiled from `graph`.
+std::vector<Tensor> call(const CpuKernel& kernel, const KernelGraph& graph,
+                         const std::vector<Tensor>& inputs);
+
+}  // namespace lt::compile

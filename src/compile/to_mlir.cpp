@@ -1,0 +1,336 @@
+#include "compile/to_mlir.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace lt::compile {
+namespace {
+
+const char* element_type(DType dtype) {
+  return dtype == DType::BF16 ? "bf16" : "f32";
+}
+
+std::string f32_literal(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%08X", std::bit_cast<uint32_t>(static_cast<float>(value)));
+  return buf;
+}
+
+// A memref handed to one linalg.generic, and the value it holds.
+struct Operand {
+  std::string name;  // SSA name of the memref
+  ShapeClass shape;  // Full, Row or Col
+  DType dtype;       // element type
+  int32_t node;      // the node it holds (an Input or a reduction)
+};
+
+std::string memref_type(ShapeClass shape, DType dtype) {
+  return std::string(shape == ShapeClass::Full ? "memref<?x?x" : "memref<?x") +
+         element_type(dtype) + ">";
+}
+
+class MlirWriter {
+ public:
+  explicit MlirWriter(const KernelGraph& graph) : graph_(graph) { assign_passes(); }
+
+  std::string write(const std::string& name) {
+    std::ostringstream fn;
+    fn << "#full = affine_map<(d0, d1) -> (d0, d1)>\n"
+       << "#row = affine_map<(d0, d1) -> (d0)>\n"
+       << "#col = affine_map<(d0, d1) -> (d1)>\n"
+       << "#row1 = affine_map<(d0) -> (d0)>\n"
+       << "func.func @" << name << "(%rows: index, %cols: index";
+    for (size_t i = 0; i < graph_.inputs().size(); ++i) {
+      const InputSpec& in = graph_.inputs()[i];
+      fn << ", %in" << i << ": " << memref_type(in.shape, in.dtype);
+    }
+    for (size_t i = 0; i < graph_.outputs().size(); ++i) {
+      const OutputSpec& out = graph_.outputs()[i];
+      fn << ", %out" << i << ": " << memref_type(graph_.node(out.node).shape, out.dtype);
+    }
+    fn << ") {\n";
+    out_ << "  %cols_i64 = arith.index_cast %cols : index to i64\n"
+         << "  %cols_f32 = arith.uitofp %cols_i64 : i64 to f32\n";
+    for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass);
+    write_output_pass(ShapeClass::Full);
+    write_output_pass(ShapeClass::Row);
+    for (const auto& [node, buffer] : buffers_) {
+      out_ << "  memref.dealloc " << buffer << " : memref<?xf32>\n";
+    }
+    out_ << "  return\n}\n";
+    return fn.str() + out_.str();
+  }
+
+ private:
+  // pass_[id]: for a reduction, the pass that computes it (1 + the latest
+  // pass among the reductions its operand needs); for other nodes, the
+  // latest pass among the reductions they need (0: none).
+  void assign_passes() {
+    pass_.assign(graph_.nodes().size(), 0);
+    for (size_t id = 0; id < graph_.nodes().size(); ++id) {
+      const Node& n = graph_.nodes()[id];
+      int p = 0;
+      if (n.a >= 0) p = std::max(p, pass_[static_cast<size_t>(n.a)]);
+      if (n.b >= 0) p = std::max(p, pass_[static_cast<size_t>(n.b)]);
+      pass_[id] = is_reduction(n.op) ? p + 1 : p;
+      passes_ = std::max(passes_, pass_[id]);
+    }
+  }
+
+  // The memrefs the expressions of `roots` read: inputs, and reductions of
+  // earlier passes (their buffers), in the order first met.
+  std::vector<Operand> operands_of(const std::vector<int32_t>& roots) {
+    std::vector<Operand> operands;
+    std::vector<bool> seen(graph_.nodes().size(), false);
+    std::vector<int32_t> stack(roots.rbegin(), roots.rend());
+    while (!stack.empty()) {
+      const int32_t id = stack.back();
+      stack.pop_back();
+      if (seen[static_cast<size_t>(id)]) continue;
+      seen[static_cast<size_t>(id)] = true;
+      const Node& n = graph_.node(id);
+      if (n.op == OpKind::Input) {
+        operands.push_back({"%in" + std::to_string(n.input_index), n.shape, n.dtype, id});
+      } else if (is_reduction(n.op)) {
+        operands.push_back({buffers_.at(id), ShapeClass::Row, DType::F32, id});
+      } else {
+        if (n.b >= 0) stack.push_back(n.b);
+        if (n.a >= 0) stack.push_back(n.a);
+      }
+    }
+    return operands;
+  }
+
+  // Emits the scalar ops of node `id` into the current generic's body and
+  // returns its f32 SSA name. Leaves are the block arguments in `leaf_`.
+  std::string emit(int32_t id) {
+    if (auto it = value_.find(id); it != value_.end()) return it->second;
+    const Node& n = graph_.node(id);
+    std::string v;
+    auto op1 = [&](const char* mlir_op, const std::string& a) {
+      std::string r = fresh();
+      out_ << "    " << r << " = " << mlir_op << " " << a << " : f32\n";
+      return r;
+    };
+    auto op2 = [&](const char* mlir_op, const std::string& a, const std::string& b) {
+      std::string r = fresh();
+      out_ << "    " << r << " = " << mlir_op << " " << a << ", " << b << " : f32\n";
+      return r;
+    };
+    auto constant = [&](double c) {
+      std::string r = fresh();
+      out_ << "    " << r << " = arith.constant " << f32_literal(c) << " : f32\n";
+      return r;
+    };
+    auto leaf = [&]() {
+      auto it = leaf_.find(id);
+      LT_CHECK(it != leaf_.end(), "compile: to_mlir: node ", id, " (", op_name(n.op),
+               ") is not an operand of this pass");
+      return it->second;
+    };
+    switch (n.op) {
+      case OpKind::Input:
+        v = leaf();
+        if (n.dtype == DType::BF16) {
+          std::string r = fresh();
+          out_ << "    " << r << " = arith.extf " << v << " : bf16 to f32\n";
+          v = r;
+        }
+        break;
+      case OpKind::RowSum:
+      case OpKind::RowMax:
+        v = leaf();
+        break;
+      case OpKind::Constant:
+        v = constant(n.constant);
+        break;
+      case OpKind::Cols:
+        v = "%cols_f32";
+        break;
+      case OpKind::Add:
+        v = op2("arith.addf", emit(n.a), emit(n.b));
+        break;
+      case OpKind::Sub:
+        v = op2("arith.subf", emit(n.a), emit(n.b));
+        break;
+      case OpKind::Mul:
+        v = op2("arith.mulf", emit(n.a), emit(n.b));
+        break;
+      case OpKind::Div:
+        v = op2("arith.divf", emit(n.a), emit(n.b));
+        break;
+      case OpKind::Max:
+        v = op2("arith.maximumf", emit(n.a), emit(n.b));
+        break;
+      case OpKind::Neg:
+        v = op1("arith.negf", emit(n.a));
+        break;
+      case OpKind::Exp:
+        v = op1("math.exp", emit(n.a));
+        break;
+      case OpKind::Log:
+        v = op1("math.log", emit(n.a));
+        break;
+      case OpKind::Tanh:
+        v = op1("math.tanh", emit(n.a));
+        break;
+      case OpKind::Rsqrt:
+        // 1 / sqrt: MLIR 19's math-to-llvm leaves a scalar math.rsqrt illegal.
+        v = op2("arith.divf", constant(1.0), op1("math.sqrt", emit(n.a)));
+        break;
+      case OpKind::Sigmoid: {
+        const std::string one = constant(1.0);
+        v = op2("arith.divf", one,
+                op2("arith.addf", one, op1("math.exp", op1("arith.negf", emit(n.a)))));
+        break;
+      }
+      case OpKind::Cast:
+        v = emit(n.a);
+        if (n.dtype == DType::BF16) v = widen(narrow(v, DType::BF16), DType::BF16);
+        break;
+    }
+    value_[id] = v;
+    return v;
+  }
+
+  std::string narrow(const std::string& v, DType dtype) {
+    if (dtype == DType::F32) return v;
+    std::string r = fresh();
+    out_ << "    " << r << " = arith.truncf " << v << " : f32 to " << element_type(dtype) << "\n";
+    return r;
+  }
+  std::string widen(const std::string& v, DType dtype) {
+    if (dtype == DType::F32) return v;
+    std::string r = fresh();
+    out_ << "    " << r << " = arith.extf " << v << " : " << element_type(dtype) << " to f32\n";
+    return r;
+  }
+
+  std::string fresh() { return "%v" + std::to_string(counter_++); }
+
+  // "ins(...)" and the block arguments for `operands`; fills leaf_.
+  void open_generic(const std::vector<Operand>& ins, const std::vector<Operand>& outs, bool one_dim,
+                    const char* iterators) {
+    std::vector<std::string> maps;
+    auto map_of = [&](ShapeClass s) -> std::string {
+      if (one_dim) return "#row1";
+      return s == ShapeClass::Full ? "#full" : s == ShapeClass::Row ? "#row" : "#col";
+    };
+    for (const Operand& o : ins) maps.push_back(map_of(o.shape));
+    for (const Operand& o : outs) maps.push_back(map_of(o.shape));
+    out_ << "  linalg.generic {indexing_maps = [";
+    for (size_t i = 0; i < maps.size(); ++i) out_ << (i ? ", " : "") << maps[i];
+    out_ << "], iterator_types = [" << iterators << "]}";
+    auto list = [&](const char* keyword, const std::vector<Operand>& ops) {
+      if (ops.empty()) return;
+      out_ << " " << keyword << "(";
+      for (size_t i = 0; i < ops.size(); ++i) out_ << (i ? ", " : "") << ops[i].name;
+      out_ << " : ";
+      for (size_t i = 0; i < ops.size(); ++i) {
+        out_ << (i ? ", " : "") << memref_type(ops[i].shape, ops[i].dtype);
+      }
+      out_ << ")";
+    };
+    list("ins", ins);
+    list("outs", outs);
+    out_ << " {\n  ^bb0(";
+    value_.clear();
+    leaf_.clear();
+    for (size_t i = 0; i < ins.size() + outs.size(); ++i) {
+      const Operand& o = i < ins.size() ? ins[i] : outs[i - ins.size()];
+      const std::string arg = "%a" + std::to_string(i);
+      out_ << (i ? ", " : "") << arg << ": " << element_type(o.dtype);
+      if (i < ins.size()) leaf_[o.node] = arg;
+    }
+    out_ << "):\n";
+  }
+
+  void write_reduction_pass(int pass) {
+    std::vector<int32_t> reductions, roots;
+    for (size_t id = 0; id < graph_.nodes().size(); ++id) {
+      const Node& n = graph_.nodes()[id];
+      if (is_reduction(n.op) && pass_[id] == pass) {
+        reductions.push_back(static_cast<int32_t>(id));
+        roots.push_back(n.a);
+      }
+    }
+    std::vector<Operand> outs;
+    for (int32_t id : reductions) {
+      const std::string buffer = "%red" + std::to_string(id);
+      buffers_[id] = buffer;
+      const bool sum = graph_.node(id).op == OpKind::RowSum;
+      const std::string init = fresh();
+      out_ << "  " << buffer << " = memref.alloc(%rows) : memref<?xf32>\n"
+           << "  " << init << " = arith.constant " << (sum ? "0x00000000" : "0xFF800000")
+           << " : f32\n"
+           << "  linalg.fill ins(" << init << " : f32) outs(" << buffer << " : memref<?xf32>)\n";
+      outs.push_back({buffer, ShapeClass::Row, DType::F32, id});
+    }
+    const std::vector<Operand> ins = operands_of(roots);
+    open_generic(ins, outs, false, "\"parallel\", \"reduction\"");
+    std::vector<std::string> results;
+    for (size_t i = 0; i < reductions.size(); ++i) {
+      const std::string x = emit(roots[i]);
+      const std::string acc = "%a" + std::to_string(ins.size() + i);
+      const bool sum = graph_.node(reductions[i]).op == OpKind::RowSum;
+      std::string r = fresh();
+      out_ << "    " << r << " = " << (sum ? "arith.addf " : "arith.maximumf ") << acc << ", " << x
+           << " : f32\n";
+      results.push_back(r);
+    }
+    close_generic(results, std::vector<DType>(results.size(), DType::F32));
+  }
+
+  void write_output_pass(ShapeClass shape) {
+    std::vector<int32_t> roots;
+    std::vector<Operand> outs;
+    std::vector<DType> dtypes;
+    for (size_t i = 0; i < graph_.outputs().size(); ++i) {
+      const OutputSpec& o = graph_.outputs()[i];
+      if (graph_.node(o.node).shape != shape) continue;
+      roots.push_back(o.node);
+      outs.push_back({"%out" + std::to_string(i), shape, o.dtype, o.node});
+      dtypes.push_back(o.dtype);
+    }
+    if (roots.empty()) return;
+    const bool one_dim = shape == ShapeClass::Row;
+    open_generic(operands_of(roots), outs, one_dim,
+                 one_dim ? "\"parallel\"" : "\"parallel\", \"parallel\"");
+    std::vector<std::string> results;
+    for (int32_t root : roots) results.push_back(emit(root));
+    close_generic(results, dtypes);
+  }
+
+  void close_generic(const std::vector<std::string>& results, const std::vector<DType>& dtypes) {
+    std::vector<std::string> stored;
+    for (size_t i = 0; i < results.size(); ++i) stored.push_back(narrow(results[i], dtypes[i]));
+    out_ << "    linalg.yield ";
+    for (size_t i = 0; i < stored.size(); ++i) out_ << (i ? ", " : "") << stored[i];
+    out_ << " : ";
+    for (size_t i = 0; i < stored.size(); ++i) out_ << (i ? ", " : "") << element_type(dtypes[i]);
+    out_ << "\n  }\n";
+  }
+
+  const KernelGraph& graph_;
+  std::vector<int> pass_;
+  int passes_ = 0;
+  std::map<int32_t, std::string> buffers_;  // reduction node -> its [rows] f32 buffer
+  std::map<int32_t, std::string> leaf_;     // node -> block argument, current generic
+  std::map<int32_t, std::string> value_;    // node -> f32 SSA value, current generic
+  std::ostringstream out_;
+  int counter_ = 0;
+};
+
+}  // namespace
+
+std::string to_mlir(const KernelGraph& graph, const std::string& function_name) {
+  LT_CHECK(!graph.outputs().empty(), "compile: a kernel graph needs at least one output");
+  return MlirWriter(graph).write(function_name);
+}
+
+}  // namespace lt::compile

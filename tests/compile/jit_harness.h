@@ -1,0 +1,83 @@
+#pragma once
+// Runs a compiled kernel on double values stored in the graph's dtypes
+// (inputs must already be representable there), and draws such values.
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "compile/graph.h"
+#include "compile/interpret.h"
+#include "compile/jit.h"
+#include "core/dtype.h"
+#include "core/random.h"
+
+namespace lt::compile::testing {
+
+class StoredValues {
+ public:
+  StoredValues(const Values& values, DType dtype) : dtype_(dtype), bytes_(values.size() * 4) {
+    for (size_t i = 0; i < values.size(); ++i) set(i, values[i]);
+  }
+  StoredValues(size_t count, DType dtype) : dtype_(dtype), bytes_(count * 4) {}
+  void* data() { return bytes_.data(); }
+  Values read(size_t count) const {
+    Values out(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (dtype_ == DType::BF16) {
+        uint16_t bits;
+        std::memcpy(&bits, bytes_.data() + 2 * i, 2);
+        out[i] = bf16_to_f32(bits);
+      } else {
+        float f;
+        std::memcpy(&f, bytes_.data() + 4 * i, 4);
+        out[i] = f;
+      }
+    }
+    return out;
+  }
+
+ private:
+  void set(size_t i, double v) {
+    if (dtype_ == DType::BF16) {
+      const uint16_t bits = f32_to_bf16(static_cast<float>(v));
+      std::memcpy(bytes_.data() + 2 * i, &bits, 2);
+    } else {
+      const float f = static_cast<float>(v);
+      std::memcpy(bytes_.data() + 4 * i, &f, 4);
+    }
+  }
+  DType dtype_;
+  std::vector<unsigned char> bytes_;
+};
+
+inline std::vector<Values> run_compiled(const CpuKernel& kernel, const KernelGraph& graph,
+                                        int64_t rows, int64_t cols,
+                                        const std::vector<Values>& inputs) {
+  std::vector<StoredValues> stored;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    stored.emplace_back(inputs[i], graph.inputs()[i].dtype);
+  std::vector<size_t> counts;
+  for (const OutputSpec& o : graph.outputs()) {
+    counts.push_back(static_cast<size_t>(element_count(graph.node(o.node).shape, rows, cols)));
+    stored.emplace_back(counts.back(), o.dtype);
+  }
+  std::vector<void*> buffers;
+  for (StoredValues& s : stored) buffers.push_back(s.data());
+  kernel.run(rows, cols, buffers);
+  std::vector<Values> out;
+  for (size_t i = 0; i < counts.size(); ++i)
+    out.push_back(stored[inputs.size() + i].read(counts[i]));
+  return out;
+}
+
+// Values in [lo, hi] that `dtype` stores exactly.
+inline Values draw_values(int64_t count, DType dtype, double lo, double hi, Generator& gen) {
+  Values v(static_cast<size_t>(count));
+  for (double& x : v) {
+    x = static_cast<float>(lo + (hi - lo) * gen.uniform());
+    if (dtype == DType::BF16) x = round_to_bf16(x);
+  }
+  return v;
+}
+
+}  // namespace lt::compile::testing
