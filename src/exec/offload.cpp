@@ -270,7 +270,8 @@ OffloadExecutor::~OffloadExecutor() = default;
 
 StepStats OffloadExecutor::step(const std::vector<data::Batch>& micro_batches,
                                 const StepOptions& options) {
-  return impl_->run_step(micro_batches, options);
+  return impl_->options.ranks ? impl_->run_step_over_ranks(micro_batches, options)
+                              : impl_->run_step(micro_batches, options);
 }
 
 void OffloadExecutor::sync() {

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/cross_rank_sum.h"
 #include "exec/executor.h"
 #include "exec/streaming_device.h"
 #include "exec/zenflow_policy.h"
@@ -40,6 +41,8 @@
 
 namespace lt::exec {
 
+class ZeroOptimizer;
+
 struct OffloadOptions {
   bool zenflow = false;  // else the synchronous offload
   ZenFlowOptions zenflow_options;
@@ -47,6 +50,12 @@ struct OffloadOptions {
   // optimizer's settings (optim.*), whatever that optimizer's states are.
   optim::AdamWOptions adam;
   std::vector<std::string> no_decay;
+  // Data parallel (exec/offload_ranks.cpp; synchronous offload on the CPU
+  // only, so far): the ranks to sum over (null: one process), and with
+  // ZeRO-1 (dist.zero 1) the sharded optimizer, which is also the
+  // executor's `optimizer`. Both outlive the executor.
+  CrossRankSum* ranks = nullptr;
+  ZeroOptimizer* zero = nullptr;
   // Test hook: the optimizer thread sleeps up to this many microseconds
   // before each task, to shake out a step that does not wait for it.
   int64_t max_optimizer_delay_us = 0;

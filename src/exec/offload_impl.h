@@ -100,6 +100,12 @@ struct OffloadExecutor::Impl {
 
   // ---- offload.cpp ----
   StepStats run_step(const std::vector<data::Batch>& micro_batches, const StepOptions& o);
+  // ---- offload_ranks.cpp: data parallel, with or without ZeRO-1 ----
+  StepStats run_step_over_ranks(const std::vector<data::Batch>& micro_batches,
+                                const StepOptions& o);
+  // Sums the gradients in `grads` (slab set 0; undefined: none on this
+  // rank) over the ranks in place; the squared norm of the sum.
+  double sum_gradients_over_ranks(std::vector<Tensor>& grads);
   // Forward and backward on the device weights; returns the squared norm
   // of the gradients when `norm` is given (else 0).
   double forward_backward_on_device(const std::vector<data::Batch>& micro_batches,

@@ -19,6 +19,7 @@
 #include "exec/stand_in_device.h"
 #include "exec/streaming.h"
 #include "exec/streaming_disk.h"
+#include "exec/zero_optimizer.h"
 #include "io/atomic_file.h"
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
@@ -146,19 +147,38 @@ int64_t steps_per_epoch(const std::vector<data::WeightedSamples>& sources,
   return std::max<int64_t>(1, (sequences + sequences_per_step - 1) / sequences_per_step);
 }
 
-// `ranks`: data parallel (null: one process); the resident executor only,
-// so far (docs/distributed.md).
+// Several ranks with dist.zero 1: ZeRO-1's sharded AdamW, for the offload
+// executor on the CPU (exec/zero_optimizer.h); null when it does not apply
+// (one process, or dist.zero 0).
+std::unique_ptr<exec::ZeroOptimizer> make_zero_optimizer(const TrainConfig& c, const RunPlan& plan,
+                                                         const models::CausalLM& model,
+                                                         exec::CrossRankSum* ranks) {
+  if (!ranks || c.dist.zero == 0) return nullptr;
+  LT_CHECK(plan.executor == exec::ExecutorKind::Offload, "config key 'dist.zero' 1 (ZeRO-1) needs ",
+           "exec.mode offload (a CPU-master executor), but the run uses ",
+           exec::executor_name(plan.executor), "; set exec.mode offload or dist.zero 0");
+  LT_CHECK(c.optim.name == "adamw", "config key 'dist.zero' 1 (ZeRO-1) shards optim.name adamw ",
+           "only, so far, not ", c.optim.name);
+  LT_CHECK(plan.device.is_cpu(), "config key 'dist.zero' 1 (ZeRO-1) runs on the CPU only, so far");
+  return std::make_unique<exec::ZeroOptimizer>(model.parameters(), adamw_options(c),
+                                               c.optim.no_decay, *ranks);
+}
+
+// `ranks`: data parallel (null: one process); the resident executor, and
+// the offload executor on the CPU (with `zero`: ZeRO-1, which is then
+// `optimizer`), so far (docs/distributed.md).
 std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPlan& plan,
                                               const models::CausalLM& model,
                                               optim::Optimizer& optimizer, int64_t epoch_steps,
-                                              exec::CrossRankSum* ranks) {
-  LT_CHECK(c.dist.zero == 0, "config key 'dist.zero': ZeRO-1 is not built yet; set it to 0");
+                                              exec::CrossRankSum* ranks,
+                                              exec::ZeroOptimizer* zero) {
   if (plan.executor == exec::ExecutorKind::Resident)
     return std::make_unique<exec::ResidentExecutor>(
         model, optimizer, plan.compute_dtype, ranks,
         static_cast<int64_t>(c.dist.bucket_mb * double(int64_t{1} << 20)));
-  LT_CHECK(!ranks, "exec.mode ", exec::executor_name(plan.executor),
-           ": a run of several processes trains with exec.mode resident only, so far");
+  LT_CHECK(!ranks || plan.executor == exec::ExecutorKind::Offload, "exec.mode ",
+           exec::executor_name(plan.executor),
+           ": a run of several processes trains with exec.mode resident or offload only, so far");
   if (plan.executor == exec::ExecutorKind::Offload ||
       plan.executor == exec::ExecutorKind::ZenFlow) {
     exec::OffloadOptions o;
@@ -167,6 +187,8 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
     o.zenflow_options.steps_per_epoch = epoch_steps;
     o.adam = adamw_options(c);
     o.no_decay = c.optim.no_decay;
+    o.ranks = ranks;
+    o.zero = zero;
     return std::make_unique<exec::OffloadExecutor>(
         model, optimizer, make_device(c, plan, model, optimizer), std::move(o));
   }
@@ -280,14 +302,23 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   // optimizer's states follow them there; streaming keeps both on the host.
   if (r.plan.device.is_cuda() && r.plan.executor == exec::ExecutorKind::Resident)
     model.to(r.plan.device, DType::F32);
-  r.optimizer = make_optimizer(c, r.plan, model, log);
+  std::unique_ptr<exec::ZeroOptimizer> zero = make_zero_optimizer(c, r.plan, model, r.ranks.get());
+  exec::ZeroOptimizer* sharded = zero.get();
+  if (zero) {
+    log.message(
+        fmt::format("dist.zero 1: this rank keeps the optimizer states of {} of the {} parameters",
+                    zero->shards().owned(), zero->shards().total));
+    r.optimizer = std::move(zero);
+  } else {
+    r.optimizer = make_optimizer(c, r.plan, model, log);
+  }
   r.batch_options.batch_size = r.plan.accum_sequences;
   r.batch_options.seq_len = c.train.seq_len;
   r.batch_options.pack = c.data.pack;
   r.batch_options.seed = c.train.seed;
-  r.executor =
-      make_executor(c, r.plan, model, *r.optimizer,
-                    steps_per_epoch(r.sources, r.batch_options, r.plan.grad_accum), r.ranks.get());
+  r.executor = make_executor(c, r.plan, model, *r.optimizer,
+                             steps_per_epoch(r.sources, r.batch_options, r.plan.grad_accum),
+                             r.ranks.get(), sharded);
   // Padding is never predicted but is still embedded, so it must be a valid
   // id: EOS when the vocabulary has it (a trimmed vocabulary may not), else 0.
   if (auto eos = model.config().eos_token_ids;
@@ -324,11 +355,13 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
 }
 
 void save(Run& r, ProgressBar& bar) {
-  r.executor->sync_masters();     // updates may still be running, or (ZenFlow) on the device
+  r.executor->sync_masters();  // updates may still be running, or (ZenFlow) on the device
+  // On every rank: with ZeRO-1 the states are gathered from all of them.
+  const optim::NamedTensors optimizer_state = r.optimizer->state();
   if (r.world.rank != 0) return;  // every rank holds the same weights and states
   r.state.sampler = r.batcher->state();
   r.last_saved = save_checkpoint(
-      r.out_dir, *r.model, r.optimizer->state(), r.state,
+      r.out_dir, *r.model, optimizer_state, r.state,
       {tokenizer_dir_of(r.config), r.config.model.path, r.config_yaml, r.config.train.keep_last});
   bar.message("saved " + r.last_saved.string());
 }
