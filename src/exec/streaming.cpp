@@ -115,10 +115,6 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
         Tensor::from_storage(p.storage(), p.offset(), p.shape(), p.strides(), p.dtype()));
     norm_views.push_back(
         Tensor::from_storage(p.storage(), p.offset(), p.shape(), p.strides(), p.dtype()));
-    // In the device's compute dtype (the gradients' own), in memory its
-    // download engine copies into fastest (pinned on a GPU).
-    grad_slabs.push_back(Tensor::empty(p.shape(), device.compute_dtype(), device.host_memory()));
-    grad_slabs.back().zero_();
   }
   has_grad.assign(params.size(), false);
   LT_CHECK(optimizer.size() == params.size(), "streaming executor: the optimizer holds ",
@@ -153,7 +149,18 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
            " stages, the model has ", stages.size());
   for (size_t s = 0; s < options.states_on_disk.size(); ++s)
     if (options.states_on_disk[s]) disk_stages.push_back(s);
-  if (!disk_stages.empty()) setup_state_placement();
+  if (!disk_stages.empty()) {
+    setup_state_placement();
+    // Note [Stage states on disk]: out before the gradient slabs come in,
+    // so that host memory never holds both.
+    move_all_states(true);
+  }
+  for (const Tensor& p : params) {
+    // In the device's compute dtype (the gradients' own), in memory its
+    // download engine copies into fastest (pinned on a GPU).
+    grad_slabs.push_back(Tensor::empty(p.shape(), device.compute_dtype(), device.host_memory()));
+    grad_slabs.back().zero_();
+  }
   stage_squares.assign(stages.size(), 0.0);
   updated.assign(stages.size(), ready_ticket());
   step_finished = ready_ticket();

@@ -44,15 +44,21 @@ namespace lt::exec {
 //   in the FIFO), so nothing waits in a cycle. updated[d] is W(d): the next
 //   step's forward of stage d (which binds the model's parameters to device
 //   copies) starts only when its memory is no longer being swapped.
-// - Between steps every disk stage is on disk. sync() (before a checkpoint
-//   or an evaluation) reads them all back, so the model and state() are
-//   whole and checkpoints stay Hugging Face folders written from host
-//   memory; the next step() writes them all out again first. The
-//   executor's destructor also reads them back (the model outlives it). The
-//   first step() writes them all out too, after the trainer's load_state()
-//   on resume: a resume rebuilds the scratch file from the checkpoint. (The
-//   checksums live in host memory, so a file a killed run left is never
-//   read: the next run in that directory removes it.)
+// - The executor writes every disk stage out when it is built, before it
+//   allocates the gradient slabs (and after the device's pinned copies, the
+//   model's weights and the optimizer's states exist): host memory never
+//   holds the masters, the states and the slabs of a model larger than it
+//   at once. Between steps every disk stage is on disk. sync() (before a
+//   checkpoint, an evaluation, or on resume the trainer's load_state())
+//   reads them all back, so the model and state() are whole and
+//   checkpoints stay Hugging Face folders written from host memory; the
+//   next step() writes them all out again first, so a resume rebuilds the
+//   scratch file from the checkpoint. The executor's destructor also reads
+//   them back (the model outlives it). (The checksums live in host memory,
+//   so a file a killed run left is never read: the next run in that
+//   directory removes it.) What sync() reads back is the whole host count
+//   again: a model whose states do not fit host memory cannot yet save a
+//   checkpoint, evaluate or resume (issue 26: stream them stage by stage).
 // - Errors: a failed read (I/O error or checksum) fails the stage's update,
 //   a failed write-back its ticket; either is the executor's update failure
 //   (Note [A failed update stops the executor]), whose message names the

@@ -333,6 +333,8 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     if (resumed.optimizer) {
       log.message("resume: the optimizer changed; its states start from zero");
     } else {
+      // States on disk come back for it (Note [Stage states on disk]).
+      if (!r.plan.sizes.states_on_disk.empty()) r.executor->sync();
       r.optimizer->load_state({ck.optimizer_state.begin(), ck.optimizer_state.end()});
     }
     r.state = ck.state;
@@ -425,6 +427,7 @@ void evaluate_before_training(Run& r, ProgressBar& bar) {
   if (c.data.eval_task != "math" || c.train.eval_every <= 0 || r.state.step != 0 ||
       (r.plan.device.is_cuda() && r.plan.executor == exec::ExecutorKind::Streaming))
     return;
+  r.executor->sync();  // the model whole in host memory (Note [Stage states on disk])
   r.math_before_training = evaluate_math_at(r, 0, bar);
 }
 

@@ -302,13 +302,15 @@ TEST(StreamingStates, ResumeFromSavedStatesContinuesAsUninterrupted) {
     for (const auto& [name, p] : model.parameters()) weights.push_back(p.clone());
     for (const auto& [name, t] : opt->state()) states.emplace_back(name, t.clone());
   }
-  // A fresh model, optimizer and executor; the states are loaded after the
-  // executor is built, as the trainer does.
+  // A fresh model, optimizer and executor; the weights are loaded before
+  // the executor is built and the states after (a sync() brings them back
+  // from disk first), as the trainer does.
   models::CausalLM model = llama(kLayers);
+  for (size_t i = 0; i < weights.size(); ++i) model.parameters()[i].second.copy_(weights[i]);
   auto opt = testing::test_optimizer(model, AdamW8bit);
   auto executor = disk_executor(model, *opt, kLayers, dir.path(), false);
   StreamingExecutor& ex = *executor;
-  for (size_t i = 0; i < weights.size(); ++i) model.parameters()[i].second.copy_(weights[i]);
+  ex.sync();
   opt->load_state(states);
   Result got = train(ex, model, *opt, data, 2, data.size());
   got.losses.insert(got.losses.begin(), losses.begin(), losses.end());
@@ -381,6 +383,26 @@ TrainSizes stand_in_sizes() {
   return sizes;
 }
 
+// The executor writes the states out when it is built, before it
+// allocates the gradient slabs: with AdamW on the stand-in it frees the
+// masters, m and v (12 bytes a parameter) and adds an f32 upload copy and
+// an f32 gradient slab (4 + 4), and host memory never holds the slabs
+// beside the masters and states (that peak would be 8 bytes a parameter
+// over the start).
+TEST(StreamingStates, TheStatesLeaveBeforeTheGradientSlabsComeIn) {
+  const TempDir dir("states_construct");
+  models::CausalLM model = llama(kLayers);
+  auto opt = testing::test_optimizer(model, AdamW);
+  const int64_t n = model.config().num_parameters();
+  const int64_t before = cpu_allocator().stats().current_bytes;
+  cpu_allocator().reset_peak();
+  auto executor = disk_executor(model, *opt, kLayers, dir.path(), false);
+  const int64_t after = cpu_allocator().stats().current_bytes;
+  const int64_t peak = cpu_allocator().stats().peak_bytes;
+  EXPECT_EQ(after - before, -4 * n);
+  EXPECT_LT(peak - before, 8 * n);
+}
+
 // The budget puts the masters and states on disk and three stages of them
 // in host memory. Hand count for 4 layers of the llama fixture (hidden 48,
 // 6 + 2 heads of 8, FFN 37, vocabulary 97, untied): embedding 97 x 48 =
@@ -426,6 +448,27 @@ TEST(StreamingStates, BudgetCountsSomeStagesOnDisk) {
             four * 12 - 3 * block * 12 + four * (2 - 4));
 }
 
+// RLIMIT_FSIZE at 64 KiB while it lives (SIGXFSZ ignored): writes past it
+// fail with EFBIG, what a full disk looks like to the run. The first
+// stage's master alone is larger.
+struct FileSizeLimit {
+  FileSizeLimit() {
+    EXPECT_EQ(0, ::getrlimit(RLIMIT_FSIZE, &saved));
+    rlimit small = saved;
+    small.rlim_cur = 64 * 1024;
+    old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    EXPECT_EQ(0, ::setrlimit(RLIMIT_FSIZE, &small));
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, old_handler);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+  rlimit saved{};
+  void (*old_handler)(int) = nullptr;
+};
+
 // A write the file system refuses (here: past RLIMIT_FSIZE, what a full
 // disk looks like to the run) stops the run with the file, the operation and
 // the stage; the scratch file is still removed.
@@ -438,15 +481,11 @@ TEST(StreamingStates, AFailedWriteNamesTheFileTheOperationAndTheStage) {
   {
     auto executor = disk_executor(model, *opt, kLayers, dir.path(), /*force_threads=*/true);
     StreamingExecutor& ex = *executor;
-    rlimit saved{};
-    ASSERT_EQ(0, ::getrlimit(RLIMIT_FSIZE, &saved));
-    rlimit small = saved;
-    small.rlim_cur = 64 * 1024;  // the first stage's master alone is larger
-    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-    ASSERT_EQ(0, ::setrlimit(RLIMIT_FSIZE, &small));
-    e = testing::error_of([&] { ex.step(data[0], {3e-3, 0}); });
-    ::setrlimit(RLIMIT_FSIZE, &saved);
-    std::signal(SIGXFSZ, old_handler);
+    ex.sync();  // the states back in host memory: the step writes them out again
+    {
+      const FileSizeLimit limit;
+      e = testing::error_of([&] { ex.step(data[0], {3e-3, 0}); });
+    }
     EXPECT_FALSE(fs::is_empty(dir.path()));
     // Stopped: neither another step nor a sync() (before a checkpoint) goes on.
     EXPECT_EQ(e, testing::error_of([&] { ex.step(data[0], {3e-3, 0}); }));
@@ -456,6 +495,18 @@ TEST(StreamingStates, AFailedWriteNamesTheFileTheOperationAndTheStage) {
   EXPECT_NE(e.find(": write of "), std::string::npos) << e;
   EXPECT_NE(e.find("File too large"), std::string::npos) << e;
   EXPECT_NE(e.find("(stage '"), std::string::npos) << e;
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+  // Built under the limit, the executor's first write-out fails the same way.
+  models::CausalLM fresh = llama(kLayers);
+  auto fresh_opt = testing::test_optimizer(fresh, AdamW);
+  std::string built;
+  {
+    const FileSizeLimit limit;
+    built = testing::error_of(
+        [&] { disk_executor(fresh, *fresh_opt, kLayers, dir.path(), /*force_threads=*/true); });
+  }
+  EXPECT_NE(built.find("File too large"), std::string::npos) << built;
+  EXPECT_NE(built.find(dir.path().string()), std::string::npos) << built;
   EXPECT_TRUE(fs::is_empty(dir.path()));
 }
 
