@@ -13,12 +13,21 @@
 #      14B checkpoint, ~88 GB, does not fit the disk beside the states).
 # out.dir is on /dev/shm (another file system than the scratch, so no disk
 # is reserved for checkpoints; only metrics and logs are written there).
-# Prints the measured step times against the prediction and the exposed
-# disk time. Usage: bench/states_14b.sh OUT_DIR [steps] [DISK_DIR]
+# Prints the measured step times against the prediction; the next
+# forward's waits for the states' reads and write-backs are in optimizer_s.
+#
+# The batch: each block moved to disk is ~1.65 GB of f32 master and 8-bit
+# states, read and written once a step; ~18 blocks (~30 GB each way) are
+# expected on disk, so at 1-2 GB/s the disk needs 30-60 s a step, which only
+# a step of about that much compute hides (batch 32: ~7 s; 128: ~27 s; 256:
+# ~55 s at ~600 TFLOP/s). `plan` prints the prediction for the batch given;
+# try it for a few before the train step. Usage:
+#   bench/states_14b.sh OUT_DIR [steps] [batch] [DISK_DIR]
 set -uo pipefail
-out=${1:?usage: bench/states_14b.sh OUT_DIR [steps] [DISK_DIR]}
-steps=${2:-6}
-disk=${3:-/tmp/lt-states-14b}
+out=${1:?usage: bench/states_14b.sh OUT_DIR [steps] [batch] [DISK_DIR]}
+steps=${2:-4}
+batch=${3:-128}
+disk=${4:-/tmp/lt-states-14b}
 mkdir -p "$out" "$disk"
 out=$(cd "$out" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,7 +39,7 @@ python3 - "$disk/data.jsonl" <<'PY'
 import json, random, sys
 random.seed(0)
 with open(sys.argv[1], "w") as f:
-    for _ in range(64 * 8):
+    for _ in range(256 * 8):
         ids = [random.randrange(151936) for _ in range(1024)]
         f.write(json.dumps({"input_ids": ids, "labels": ids}) + "\n")
 PY
@@ -44,7 +53,7 @@ data:
   format: tokens
 train:
   steps: 1000
-  batch_size: 32
+  batch_size: $batch
   seq_len: 1024
   device: cuda
   dtype: bf16
@@ -71,7 +80,7 @@ grep -E "state_placement|stages on disk|predicted|schedule:|host |disk |rror" "$
 echo "== train ($steps steps)"
 "$bin" train "$cfg" --no-sample 2>&1 | stamp > "$out/train.log" &
 pid=$!
-for _ in $(seq 1 540); do
+for _ in $(seq 1 ${LT_BENCH_WAIT_S:-480}); do
   n=$(wc -l < "$run/metrics.jsonl" 2>/dev/null || echo 0)
   [ "$n" -ge "$steps" ] && break
   kill -0 $pid 2>/dev/null || break
