@@ -126,11 +126,6 @@ TEST(AdamW8bitGpuTest, MatchesCpuBitwiseOverFourSteps) {
   run(2048);
 }
 
-TEST(AdamW8bitGpuTest, MatchesCpuWithTheSmallestVectorBlock) {
-  LT_REQUIRE_GPU();
-  run(256);  // the vectorized kernel with one warp a block, many partial tails
-}
-
 TEST(AdamW8bitGpuTest, MatchesCpuWithOddBlockSize) {
   LT_REQUIRE_GPU();
   run(333);  // blocks not a multiple of the 256 threads, nor of a warp
