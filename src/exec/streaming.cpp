@@ -155,12 +155,7 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
     // so that host memory never holds both.
     move_all_states(true);
   }
-  for (const Tensor& p : params) {
-    // In the device's compute dtype (the gradients' own), in memory its
-    // download engine copies into fastest (pinned on a GPU).
-    grad_slabs.push_back(Tensor::empty(p.shape(), device.compute_dtype(), device.host_memory()));
-    grad_slabs.back().zero_();
-  }
+  allocate_grad_slabs();
   stage_squares.assign(stages.size(), 0.0);
   updated.assign(stages.size(), ready_ticket());
   step_finished = ready_ticket();
@@ -178,6 +173,7 @@ StreamingExecutor::Impl::~Impl() {
   // The model outlives the executor: its weights (and the optimizer's
   // states) come back into host memory (Note [Stage states on disk]).
   if (states_on_disk && !update_failure) {
+    release_grad_slabs();
     or_report("reading the states back from disk", [&] { move_all_states(false); });
   }
   device.set_trace(nullptr);
@@ -187,6 +183,21 @@ StreamingExecutor::Impl::~Impl() {
     or_report("an update failed after the last step or sync()",
               [&] { std::rethrow_exception(update_failure); });
   }
+}
+
+void StreamingExecutor::Impl::allocate_grad_slabs() {
+  grad_slabs.clear();
+  for (const Tensor& p : params) {
+    // In the device's compute dtype (the gradients' own), in memory its
+    // download engine copies into fastest (pinned on a GPU).
+    grad_slabs.push_back(Tensor::empty(p.shape(), device.compute_dtype(), device.host_memory()));
+    grad_slabs.back().zero_();
+  }
+}
+
+void StreamingExecutor::Impl::release_grad_slabs() {
+  for (const Tensor& v : norm_views) v.set_grad(Tensor());
+  grad_slabs.clear();
 }
 
 std::vector<Tensor> StreamingExecutor::Impl::stage_weights(int stage) const {
@@ -474,7 +485,10 @@ void StreamingExecutor::sync() {
   impl_->wait_updates_quietly();
   impl_->write_trace();
   impl_->rethrow_update_failure();
-  if (impl_->states_on_disk) impl_->move_all_states(false);
+  if (impl_->states_on_disk) {
+    impl_->release_grad_slabs();
+    impl_->move_all_states(false);
+  }
 }
 
 StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
@@ -482,6 +496,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   Impl& m = *impl_;
   m.rethrow_update_failure();
   if (m.state_file && !m.states_on_disk) m.move_all_states(true);
+  if (m.grad_slabs.empty()) m.allocate_grad_slabs();  // released by sync()
   const auto start = Clock::now();
   cpu_allocator().reset_peak();
   m.device.memory().reset_peak();

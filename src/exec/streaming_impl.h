@@ -179,6 +179,12 @@ struct StreamingExecutor::Impl {
   void move_all_states(bool to_disk);
   // Queues this step's reads, updates and write-backs (enqueue_updates).
   void enqueue_updates_on_disk(double lr, double grad_scale);
+  // The host gradient slabs, one per parameter (zeroed); and their release
+  // while every stage's states are read back (sync()), so that host memory
+  // holds the states or the slabs, not both; the next step allocates them
+  // again after writing the states out.
+  void allocate_grad_slabs();
+  void release_grad_slabs();
   // On the optimizer thread, inside a catch block: keeps the error as the
   // first failure (if it is) and throws it, naming `what`, into the task's
   // ticket.

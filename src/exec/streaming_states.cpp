@@ -50,15 +50,16 @@ namespace lt::exec {
 //   holds the masters, the states and the slabs of a model larger than it
 //   at once. Between steps every disk stage is on disk. sync() (before a
 //   checkpoint, an evaluation, or on resume the trainer's load_state())
-//   reads them all back, so the model and state() are whole and
-//   checkpoints stay Hugging Face folders written from host memory; the
-//   next step() writes them all out again first, so a resume rebuilds the
-//   scratch file from the checkpoint. The executor's destructor also reads
-//   them back (the model outlives it). (The checksums live in host memory,
-//   so a file a killed run left is never read: the next run in that
-//   directory removes it.) What sync() reads back is the whole host count
-//   again: a model whose states do not fit host memory cannot yet save a
-//   checkpoint, evaluate or resume (issue 26: stream them stage by stage).
+//   frees the gradient slabs and reads every stage back, so the model and
+//   state() are whole and checkpoints stay Hugging Face folders written
+//   from host memory; the next step() writes them all out again and then
+//   allocates the slabs, so a resume rebuilds the scratch file from the
+//   checkpoint. The executor's destructor also reads them back (the model
+//   outlives it). (The checksums live in host memory, so a file a killed
+//   run left is never read: the next run in that directory removes it.)
+//   What sync() holds is the host placement's count less the slabs: a model
+//   whose masters and states alone do not fit host memory cannot yet save a
+//   checkpoint, evaluate or resume (they would stream stage by stage).
 // - Errors: a failed read (I/O error or checksum) fails the stage's update,
 //   a failed write-back its ticket; either is the executor's update failure
 //   (Note [A failed update stops the executor]), whose message names the
