@@ -260,6 +260,8 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
     p.sizes = streaming_sizes(c, p.device.is_cpu());
     p.budget = exec::offload_bytes_needed(model, p.sizes, p.accum_sequences,
                                           zen ? c.exec.zenflow.topk_ratio : 0.0);
+    check_host_memory_cap(c, p.budget.bytes(exec::MemorySpace::Host),
+                          exec::executor_name(p.executor));
     return p;
   }
   LT_CHECK(p.device.is_cpu() || p.compute_dtype == DType::BF16,

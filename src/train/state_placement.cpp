@@ -87,4 +87,15 @@ std::vector<bool> resolve_state_placement(const TrainConfig& c, const models::Mo
   return on_disk;
 }
 
+void check_host_memory_cap(const TrainConfig& c, int64_t host_bytes, const std::string& executor) {
+  const HostBudget budget = host_budget(c);
+  if (c.exec.host_memory_gb <= 0 || host_bytes <= budget.bytes) return;
+  fail("exec.host_memory_gb: exec.mode ", executor,
+       " keeps every master weight and optimizer "
+       "state in host memory, ",
+       gb(host_bytes), ", ", gb(host_bytes - budget.bytes), " more than ", budget.from,
+       "; raise exec.host_memory_gb, or set exec.mode: streaming, whose exec.state_placement "
+       "auto moves states to disk");
+}
+
 }  // namespace lt::train

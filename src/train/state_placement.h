@@ -39,4 +39,10 @@ std::vector<bool> resolve_state_placement(const TrainConfig& c, const models::Mo
                                           exec::TrainSizes sizes, const exec::Schedule& schedule,
                                           int64_t host_extra, std::vector<std::string>& reasons);
 
+// A set exec.host_memory_gb against `host_bytes`, the host count of an
+// executor that keeps every master and optimizer state in host memory
+// (offload, ZenFlow: `executor`); throws lt::Error naming the key, the
+// bytes short, and the streaming executor, whose states can go to disk.
+void check_host_memory_cap(const TrainConfig& c, int64_t host_bytes, const std::string& executor);
+
 }  // namespace lt::train

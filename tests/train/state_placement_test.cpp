@@ -157,6 +157,17 @@ TEST_F(StatePlacement, ACapTooSmallEvenForDiskNamesTheKey) {
                                         "states on disk"));
     EXPECT_THAT(e, ::testing::HasSubstr("more than exec.host_memory_gb (1e-06 GB)"));
   }
+  // The offload executors keep every state in host memory: a cap they
+  // exceed names the key and the executor that can move states to disk.
+  for (const char* mode : {"offload", "zenflow"}) {
+    const std::string e = lt::testing::error_of(
+        [&] { resolve_run(config("auto", mode, {host_cap(1000)}), model()); });
+    EXPECT_THAT(e, ::testing::HasSubstr("exec.host_memory_gb: exec.mode "));
+    EXPECT_THAT(e, ::testing::HasSubstr("set exec.mode: streaming"));
+  }
+  const int64_t offload_host =
+      resolve_run(config("auto", "offload"), model()).budget.bytes(exec::MemorySpace::Host);
+  EXPECT_NO_THROW(resolve_run(config("auto", "offload", {host_cap(offload_host)}), model()));
   // host with a cap it exceeds says to move states to disk.
   EXPECT_THAT(lt::testing::error_of(
                   [&] { resolve_run(config("host", "streaming", {host_cap(1000)}), model()); }),
