@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "core/cuda/check.cuh"
 #include "core/stream.h"
@@ -46,6 +47,9 @@ class NcclSum final : public exec::CrossRankSum {
     LT_CUDA_CHECK(cudaMalloc(&scratch_, kScratchDoubles * sizeof(double)));
   }
   ~NcclSum() override {
+    // Returns at once; the stream goes when its work is done (or aborted
+    // with the communicator below). Errors ignored: a destructor cannot report.
+    if (comm_stream_) cudaStreamDestroy(comm_stream_);
     if (scratch_) cudaFree(scratch_);
     if (!comm_) return;
     // A non-blocking communicator finishes its work before it is destroyed;
@@ -80,9 +84,41 @@ class NcclSum final : public exec::CrossRankSum {
     }
   }
 
-  // One group: NCCL fuses the tensors' all-reduces into few launches.
   void sum(const std::vector<Tensor>& tensors) override {
     cudaStream_t stream = current();
+    all_reduce(tensors, stream);
+    wait_for_stream(stream, "ncclAllReduce (gradients)");
+  }
+
+  // A gradient bucket: its all-reduce runs on a communication stream of its
+  // own after the compute stream's work so far (an event), so the backward
+  // goes on meanwhile. The tensors are held until wait_for_sums() has seen
+  // the communication stream finish, so the caching allocator cannot hand
+  // their memory to the compute stream while NCCL still reads it.
+  void start_sum(const std::vector<Tensor>& tensors) override {
+    if (!comm_stream_)
+      LT_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+    cudaEvent_t ready = nullptr;
+    LT_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    LT_CUDA_CHECK(cudaEventRecord(ready, current()));
+    LT_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready, 0));
+    LT_CUDA_CHECK(cudaEventDestroy(ready));  // released once the wait is done
+    all_reduce(tensors, comm_stream_);
+    in_flight_.insert(in_flight_.end(), tensors.begin(), tensors.end());
+  }
+  // The host waits for the communication stream (bounded, as every wait),
+  // so work the compute stream queues after this sees the sums.
+  void wait_for_sums() override {
+    if (in_flight_.empty()) return;
+    wait_for_stream(comm_stream_, "ncclAllReduce (gradient buckets)");
+    in_flight_.clear();
+  }
+
+ private:
+  static constexpr size_t kScratchDoubles = 1024;
+
+  // One group: NCCL fuses the tensors' all-reduces into few launches.
+  void all_reduce(const std::vector<Tensor>& tensors, cudaStream_t stream) {
     check(ncclGroupStart(), "ncclGroupStart");
     for (const Tensor& t : tensors) {
       LT_CHECK(t.device() == device_ && t.is_contiguous(), "data parallel over NCCL on ",
@@ -92,12 +128,8 @@ class NcclSum final : public exec::CrossRankSum {
             "ncclAllReduce");
     }
     check(ncclGroupEnd(), "ncclGroupEnd");
-    wait_for_comm("ncclGroupEnd");
-    wait_for_stream(stream, "ncclAllReduce (gradients)");
+    wait_for_comm("ncclGroupEnd");  // enqueued before anything is queued behind it
   }
-
- private:
-  static constexpr size_t kScratchDoubles = 1024;
 
   cudaStream_t current() const {
     return static_cast<cudaStream_t>(current_stream(device_).handle());
@@ -149,7 +181,9 @@ class NcclSum final : public exec::CrossRankSum {
   Device device_;
   double timeout_s_;
   ncclComm_t comm_ = nullptr;
-  double* scratch_ = nullptr;  // device buffer for the host doubles' sum
+  double* scratch_ = nullptr;           // device buffer for the host doubles' sum
+  cudaStream_t comm_stream_ = nullptr;  // gradient buckets (start_sum), made on first use
+  std::vector<Tensor> in_flight_;       // buckets started, not yet waited for
 };
 
 }  // namespace

@@ -272,6 +272,10 @@ void StreamingExecutor::Impl::copy_out(int stage) {
       std::move(copies),
       [square, views = std::move(views)] { *square = optim::grad_squared_sum(views); },
       "grads " + model.stages()[stage]->name()));
+  if (options.ranks) {  // data parallel: exec/streaming_ranks.cpp
+    sums_due.push_back({stage, downloads.back()});
+    start_landed_sums();
+  }
 }
 
 void StreamingExecutor::Impl::run_forward(int stage, bool recompute) {
@@ -508,6 +512,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
     stats.tokens += mb.tokens;
     stats.target_count += mb.target_count;
   }
+  if (m.options.ranks) stats.target_count = m.begin_sums_over_ranks(stats.target_count);
   // As the resident executor: each piece's loss is divided by the global
   // target count, so the sum over pieces is the mean over the global batch.
   const double denominator = static_cast<double>(std::max<int64_t>(stats.target_count, 1));
@@ -518,29 +523,35 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
     models::StageContext ctx = m.model.context(piece.ids.size(1), piece.targets, denominator);
     m.chunks.push_back({piece.ids, std::move(ctx)});
   }
-  if (m.chunks.empty()) {  // nothing counted: no gradient, no update (as resident)
+  // Nothing counted: no gradient, no update (as resident); but see below
+  // for a rank of several.
+  if (m.chunks.empty() && !m.options.ranks) {
     m.stats = nullptr;
     stats.seconds = seconds_since(start);
     return stats;
   }
-  try {
-    auto scope = m.device.compute_scope();
-    m.boundaries.assign(static_cast<size_t>(m.num_blocks) + 1, Impl::Boundary());
-    m.disk_last_write = m.disk_write_before_last = Ticket();  // not a failed step's
-    m.place_rope();
-    m.upload_batch();
-    m.downloads.clear();
-    m.run_step();
-    m.dy.clear();
-    m.boundaries.clear();
-    m.invalidate_slots();
-  } catch (...) {
-    // Leave the executor usable: no copy in flight, no gradient left behind.
-    // An update's failure, met here through a ticket or not, is the error
-    // (Note [A failed update stops the executor]).
-    m.settle_after_error();
-    m.rethrow_update_failure();
-    throw;
+  // A rank of several with no targets in its shard computes nothing but
+  // still takes part in the sums and the update below.
+  if (!m.chunks.empty()) {
+    try {
+      auto scope = m.device.compute_scope();
+      m.boundaries.assign(static_cast<size_t>(m.num_blocks) + 1, Impl::Boundary());
+      m.disk_last_write = m.disk_write_before_last = Ticket();  // not a failed step's
+      m.place_rope();
+      m.upload_batch();
+      m.downloads.clear();
+      m.run_step();
+      m.dy.clear();
+      m.boundaries.clear();
+      m.invalidate_slots();
+    } catch (...) {
+      // Leave the executor usable: no copy in flight, no gradient left behind.
+      // An update's failure, met here through a ticket or not, is the error
+      // (Note [A failed update stops the executor]).
+      m.settle_after_error();
+      m.rethrow_update_failure();
+      throw;
+    }
   }
   for (const auto& t : m.downloads) stats.exposed_d2h_s += wait_seconds(t);
   m.downloads.clear();
@@ -548,7 +559,11 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   m.chunks.clear();
   // Stage sums added in the chain's order, whatever order they landed in.
   double squares = 0;
-  for (double s : m.stage_squares) squares += s;
+  if (m.options.ranks) {
+    squares = m.finish_sums_over_ranks(stats);
+  } else {
+    for (double s : m.stage_squares) squares += s;
+  }
   stats.grad_norm = std::sqrt(squares);
 
   if (!std::isfinite(stats.loss) || !std::isfinite(stats.grad_norm)) {

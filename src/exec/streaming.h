@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/cross_rank_sum.h"
 #include "exec/executor.h"
 #include "exec/schedule.h"
 #include "exec/stand_in_device.h"
@@ -69,6 +70,10 @@ struct StreamingOptions {
   // use that device_holds describes (exec/streaming_plan.h), with the use's
   // index in stage_uses(): before it computes (`computed` false) and after.
   std::function<void(size_t use, bool computed)> observe_use;
+  // Data parallel (exec/streaming_ranks.cpp; on the CPU, so far): the ranks
+  // to sum each stage's gradients over, as its backward ends (null: one
+  // process). Outlives the executor.
+  CrossRankSum* ranks = nullptr;
 };
 
 class StreamingExecutor final : public Executor {

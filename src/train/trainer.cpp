@@ -165,8 +165,8 @@ std::unique_ptr<exec::ZeroOptimizer> make_zero_optimizer(const TrainConfig& c, c
 }
 
 // `ranks`: data parallel (null: one process); the resident executor, and
-// the offload executor on the CPU (with `zero`: ZeRO-1, which is then
-// `optimizer`), so far (docs/distributed.md).
+// the offload (with `zero`: ZeRO-1, which is then `optimizer`) and
+// streaming executors on the CPU, so far (docs/distributed.md).
 std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPlan& plan,
                                               const models::CausalLM& model,
                                               optim::Optimizer& optimizer, int64_t epoch_steps,
@@ -176,9 +176,10 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
     return std::make_unique<exec::ResidentExecutor>(
         model, optimizer, plan.compute_dtype, ranks,
         static_cast<int64_t>(c.dist.bucket_mb * double(int64_t{1} << 20)));
-  LT_CHECK(!ranks || plan.executor == exec::ExecutorKind::Offload, "exec.mode ",
+  LT_CHECK(!ranks || plan.executor != exec::ExecutorKind::ZenFlow, "exec.mode ",
            exec::executor_name(plan.executor),
-           ": a run of several processes trains with exec.mode resident or offload only, so far");
+           ": a run of several processes trains with exec.mode resident, offload or streaming "
+           "only, so far");
   if (plan.executor == exec::ExecutorKind::Offload ||
       plan.executor == exec::ExecutorKind::ZenFlow) {
     exec::OffloadOptions o;
@@ -197,6 +198,7 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
   options.states_on_disk = plan.sizes.states_on_disk;
   options.trace_path = (fs::path(c.out.dir) / "trace.json").string();
   options.disk.directory = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
+  options.ranks = ranks;
   return std::make_unique<exec::StreamingExecutor>(
       model, optimizer, make_device(c, plan, model, optimizer), std::move(options));
 }

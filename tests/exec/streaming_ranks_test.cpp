@@ -1,0 +1,111 @@
+// Data parallel in the streaming executor (exec/streaming_ranks.cpp), in
+// one process, with a stand-in for 2 ranks whose shards equal this one's
+// (every sum doubles, so the loss is divided by twice the targets and the
+// gradients doubled back: exact in binary floating point). Losses and
+// weights must equal the one-process run's bit for bit (the outside
+// reference: that run, checked against the resident executor by the
+// streaming tests); the norm, taken of the sums in float64 instead of
+// per stage, within 1e-12. And a stage's sum starts once its gradients
+// have landed, while later stages' backwards still run.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "core/random.h"
+#include "exec/stand_in_device.h"
+#include "exec/streaming.h"
+#include "io/hf_model.h"
+#include "optim/adamw.h"
+#include "support/executor_steps.h"
+#include "support/random_batch.h"
+
+namespace lt::exec {
+namespace {
+
+class MirrorRanks final : public CrossRankSum {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  void sum(std::span<double> values) override {
+    for (double& v : values) v *= 2;
+  }
+  void sum(const std::vector<Tensor>& tensors) override {
+    for (const Tensor& t : tensors) {
+      float* d = t.data<float>();
+      for (int64_t i = 0; i < t.numel(); ++i) d[i] *= 2;
+    }
+  }
+  void start_sum(const std::vector<Tensor>& tensors) override {
+    uses_at_start.push_back(uses_seen);
+    pending_.insert(pending_.end(), tensors.begin(), tensors.end());
+  }
+  void wait_for_sums() override {
+    sum(pending_);
+    pending_.clear();
+  }
+  int64_t uses_seen = 0;               // stage uses computed so far (observe_use)
+  std::vector<int64_t> uses_at_start;  // per stage sum, over the run
+
+ private:
+  std::vector<Tensor> pending_;
+};
+
+testing::ExecutorRun run(MirrorRanks* ranks, int micro) {
+  models::CausalLM model = io::load_hf_model(std::filesystem::path(LT_SOURCE_DIR) /
+                                             "tests/models/fixtures/families/qwen3");
+  optim::AdamWOptions o;
+  o.lr = 3e-3;
+  optim::AdamW adam(model.parameters(), o, {"norm"});
+  StandInDevice device(StandInOptions{});
+  StreamingOptions so;
+  so.schedule = Schedule::all_gpu(model.config().num_hidden_layers);
+  so.ranks = ranks;
+  if (ranks) so.observe_use = [ranks](size_t, bool computed) { ranks->uses_seen += computed; };
+  StreamingExecutor executor(model, adam, device, so);
+  Generator gen(7);
+  std::vector<std::vector<data::Batch>> batches(3);
+  for (auto& step : batches)
+    for (int m = 0; m < micro; ++m)
+      step.push_back(testing::random_token_batch(gen, 2, 9, model.config().vocab_size));
+  // The middle step has no targets at all: one process skips it; a rank
+  // of several still runs it (no compute) and takes part in the sums.
+  for (data::Batch& b : batches[1]) {
+    b.targets.fill_(-100);
+    b.target_count = 0;
+  }
+  return testing::run_executor_steps(executor, model, batches, 1e9);
+}
+
+TEST(StreamingRanks, MirroredRanksGiveOneProcessBitForBit) {
+  for (int micro : {1, 2}) {
+    SCOPED_TRACE("micro-batches " + std::to_string(micro));
+    const testing::ExecutorRun one = run(nullptr, micro);
+    MirrorRanks ranks;
+    const testing::ExecutorRun two = run(&ranks, micro);
+    ASSERT_EQ(one.stats.size(), two.stats.size());
+    for (size_t s = 0; s < one.stats.size(); ++s) {
+      EXPECT_EQ(one.stats[s].loss, two.stats[s].loss) << "step " << s;
+      EXPECT_EQ(one.stats[s].loss == 0, s == 1);
+      EXPECT_NEAR(one.stats[s].grad_norm, two.stats[s].grad_norm, 1e-12 * one.stats[s].grad_norm);
+      EXPECT_EQ(2 * one.stats[s].target_count, two.stats[s].target_count);  // both "ranks"
+    }
+    for (size_t i = 0; i < one.params.size(); ++i)
+      EXPECT_EQ(0, std::memcmp(one.params[i].data(), two.params[i].data(),
+                               one.params[i].size() * sizeof(float)))
+          << "parameter " << i;
+    // A sum per stage and step. Sums start as downloads land, and the
+    // copy engine's threads may lag on a loaded machine: in at least one of
+    // the 3 steps the first sum starts before the step's last stage use.
+    const size_t stages = ranks.uses_at_start.size() / 3;
+    ASSERT_EQ(ranks.uses_at_start.size(), 3 * stages);
+    const int64_t uses_per_step = ranks.uses_seen / 3;
+    int inside = 0;
+    for (size_t step = 0; step < 3; ++step)
+      inside += ranks.uses_at_start[step * stages] < static_cast<int64_t>(step + 1) * uses_per_step;
+    EXPECT_GE(inside, 1);
+  }
+}
+
+}  // namespace
+}  // namespace lt::exec
