@@ -93,6 +93,25 @@ TEST_F(StatePlacement, OtherExecutorsRefuseDisk) {
               ::testing::HasSubstr("exec.state_placement: disk"));
 }
 
+// `lazytrain plan --config --json` says which stages' states are on disk
+// and what the disk moves a step: with auto under the H - 14e cap of the
+// test below, blocks 7..11 (stages 8..12), each read and written once:
+// 12 bytes a parameter (adamw).
+TEST_F(StatePlacement, PlanJsonSaysWhichStagesAreOnDisk) {
+  const int64_t e = 11568;
+  const int64_t H = resolve_run(config("host"), model()).budget.bytes(exec::MemorySpace::Host);
+  const fs::path yaml = tmp_ / "run.yaml";
+  write_text(yaml, config("auto", "streaming", {host_cap(H - 14 * e)}).to_yaml());
+  std::string output;
+  ASSERT_EQ(run_program({"plan", "--config", yaml.string(), "--json"}, tmp_ / "plan.log", &output),
+            0)
+      << output;
+  const auto j = nlohmann::json::parse(output.substr(output.find('{'))).at("states_on_disk");
+  EXPECT_EQ(j.at("stages"), nlohmann::json::parse("[8, 9, 10, 11, 12]"));
+  EXPECT_EQ(j.at("read_bytes_per_step").get<int64_t>(), 5 * e * 12);
+  EXPECT_EQ(j.at("write_bytes_per_step").get<int64_t>(), 5 * e * 12);
+}
+
 // The fixture's block has e = 11568 parameters (tests/exec/
 // streaming_states_test.cpp counts them); the head 4704 and the embedding
 // 4656 are smaller. On the CPU stand-in a stage moved to disk takes its f32
