@@ -18,10 +18,15 @@
 #
 # The batch: each block moved to disk is ~1.65 GB of f32 master and 8-bit
 # states, read and written once a step; ~18 blocks (~30 GB each way) are
-# expected on disk, so at 1-2 GB/s the disk needs 30-60 s a step, which only
-# a step of about that much compute hides (batch 32: ~7 s; 128: ~27 s; 256:
-# ~55 s at ~600 TFLOP/s). `plan` prints the prediction for the batch given;
-# try it for a few before the train step. Usage:
+# expected on disk. The disk works between the end of a backward and the
+# next forward reaching those blocks (the forward of a disk block waits for
+# its write-back), so only the forward hides it. The update-pipeline model
+# (plan::predict_update_pipeline, FLOP model at 760 TFLOP/s, AdamW8bit at
+# 2.88 G/s) gives the disk's share of the step: batch 128: 73% at 1 GB/s,
+# 57% at 2, 38% at 4; batch 512: 34% at 1, 14% at 2, ~0 at 4 GB/s.
+# `plan` prints the prediction for the batch given with the measured disk;
+# try it for a few first (LT_BENCH_PLAN_BATCHES="128 256 512": plans only,
+# a few minutes). Usage:
 #   bench/states_14b.sh OUT_DIR [steps] [batch] [DISK_DIR]
 set -uo pipefail
 out=${1:?usage: bench/states_14b.sh OUT_DIR [steps] [batch] [DISK_DIR]}
@@ -77,6 +82,15 @@ grep -E "disk_(read|write)_gbps|host_memory_gb|disk_gb" "$out/hw.yaml"
 echo "== plan"
 "$bin" plan --config "$cfg" > "$out/plan.txt" 2>&1
 grep -E "state_placement|stages on disk|predicted|schedule:|host |disk |rror" "$out/plan.txt" | head -30
+# LT_BENCH_PLAN_BATCHES="64 128 256 512": the plan for each, then stop.
+if [ -n "${LT_BENCH_PLAN_BATCHES:-}" ]; then
+  for b in $LT_BENCH_PLAN_BATCHES; do
+    echo "== plan, batch $b"
+    "$bin" plan --config "$cfg" --set train.batch_size=$b 2>&1 | tee "$out/plan_$b.txt" |
+      grep -E "stages on disk|schedule: the planner|rror" | cut -c1-300
+  done
+  exit 0
+fi
 echo "== train ($steps steps)"
 "$bin" train "$cfg" --no-sample 2>&1 | stamp > "$out/train.log" &
 pid=$!
