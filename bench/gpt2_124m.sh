@@ -13,10 +13,8 @@
 #      LT_BENCH_BATCH (sequences of 1024 a step, default 64),
 #      LT_BENCH_GRAD_ACCUM (lazytrain's micro-batches per step, default 1).
 set -uo pipefail
-# The fused head and the one-pass LayerNorm backward are opt-in until their
-# GPU tests pass (src/autograd/fn_lm_loss.cpp, src/ops/cuda/norm_layer.cu);
-# this benchmark measures them.
-export LT_LM_HEAD=${LT_LM_HEAD:-fused} LT_LAYER_NORM_BACKWARD=${LT_LAYER_NORM_BACKWARD:-one_pass}
+# The fused head and the one-pass LayerNorm backward are the defaults (LT_LM_HEAD=unfused,
+# LT_LAYER_NORM_BACKWARD=two_pass restore the earlier kernels).
 out=${1:?usage: bench/gpt2_124m.sh OUT_DIR [runs...]}
 shift
 runs=${*:-lazytrain eager compile profile}

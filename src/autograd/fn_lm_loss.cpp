@@ -1,11 +1,9 @@
 // The language-model head's loss, fused with its projection and chunked
 // over rows so that the full [N, V] logits never exist at once: forward
 // keeps only one logsumexp per row, backward recomputes each chunk's logits.
-// On a GPU, when a graph is recorded and LT_LM_HEAD=fused, the fused
-// classifier runs instead (fused_lm_head_loss below).
+// On a GPU, when a graph is recorded, the fused classifier runs instead
+// (fused_lm_head_loss below; LT_LM_HEAD=unfused keeps the chunked head).
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include "autograd/functions.h"
 #include "autograd/record.h"
@@ -33,28 +31,15 @@ struct Chunk {
   Tensor lse;
 };
 
-// The fused head is opt-in (LT_LM_HEAD=fused) until its GPU tests
-// (tests/gpu/classifier_gpu_test.cpp) and a training run have passed on a
-// GPU: it was written in a session whose device time ran out, and it also
-// holds the head's gradients from the forward on, which
-// exec/memory_budget.cpp does not count yet. Read per call, so that a test
-// can switch it.
-bool fused_head_enabled() {
-  const char* v = std::getenv("LT_LM_HEAD");
-  return v != nullptr && std::string_view(v) == "fused";
-}
-
 // On a GPU, with a graph to record: ops/classifier.h's fused head, whose
 // forward computes the loss and both gradients for a loss gradient of 1
 // (the executors' backward(loss)); backward only scales them by the actual
 // one. No logits are computed twice and nothing is read back per chunk.
 Tensor fused_lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                           double loss_denominator, int64_t ignore_index) {
-  // 128: GPT-2's 50257 columns become 50304, as llm.c pads them.
-  constexpr int64_t kPadVocabTo = 128;
   ops::LmHeadLossGrads f = ops::lm_head_loss_grads(
       hidden.detach(), weight.detach(), targets.detach(), loss_denominator, ignore_index,
-      chunk_rows_for(weight.size(0), weight.device()) * weight.size(0), kPadVocabTo);
+      chunk_rows_for(weight.size(0), weight.device()) * weight.size(0), ops::kLmHeadPadVocabTo);
   const bool need_h = hidden.requires_grad(), need_w = weight.requires_grad();
   return autograd::record(
       "lm_head_loss", {hidden, weight}, f.loss,
@@ -75,7 +60,8 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
            targets.str(), " for hidden ", hidden.str());
   LT_CHECK(loss_denominator > 0, "lm_head_loss: loss_denominator must be positive");
   Tensor h = hidden.detach(), w = weight.detach();
-  if (h.device().is_cuda() && fused_head_enabled() && autograd::needs_graph({&hidden, &weight})) {
+  if (h.device().is_cuda() && ops::fused_lm_head_enabled() &&
+      autograd::needs_graph({&hidden, &weight})) {
     return fused_lm_head_loss(hidden, weight, targets, loss_denominator, ignore_index);
   }
   const int64_t n = h.size(0);

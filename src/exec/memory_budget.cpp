@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "exec/streaming_plan.h"
+#include "ops/classifier.h"
 
 namespace lt::exec {
 
@@ -288,6 +289,14 @@ MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
   const int64_t weight_grad = c.vocab_size * c.hidden_size * cb;
   int64_t head_working_set = chunk_logits + weight_grad;
   head_working_set += (3 * chunk_tokens + loss_rows) * c.hidden_size * cb;
+  // The fused head (the default on a GPU, ops/classifier.h) holds the same
+  // chunk, gradients and [tokens x hidden] tensors, but with a vocabulary
+  // that is not a multiple of kLmHeadPadVocabTo also a padded copy of the
+  // weight, and its weight gradient has the padded rows.
+  const int64_t padded_vocab =
+      (c.vocab_size + ops::kLmHeadPadVocabTo - 1) / ops::kLmHeadPadVocabTo * ops::kLmHeadPadVocabTo;
+  if (on_gpu && ops::fused_lm_head_enabled() && padded_vocab != c.vocab_size)
+    head_working_set += (2 * padded_vocab - c.vocab_size) * c.hidden_size * cb;
   int64_t block_set = block_working_set;
   const bool measured = s.has_measured_working_sets();
   if (measured) {

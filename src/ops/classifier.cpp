@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -102,6 +104,11 @@ void classifier_(const Tensor& logits, int64_t vocab, const Tensor& targets, int
   dispatch_floating(logits.dtype(), [&](auto tag) {
     classifier_cpu<decltype(tag)>(logits, vocab, t, ignore_index, grad_scale, row_loss, write_grad);
   });
+}
+
+bool fused_lm_head_enabled() {
+  const char* v = std::getenv("LT_LM_HEAD");
+  return v == nullptr || std::string_view(v) != "unfused";
 }
 
 LmHeadLossGrads lm_head_loss_grads(const Tensor& hidden, const Tensor& weight,

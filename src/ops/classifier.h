@@ -44,6 +44,16 @@ struct LmHeadLossGrads {
 // read back to the host (the loss stays on the device): a bad target is
 // thrown by the caller's check_index_errors when index checks are
 // deferred, else here after one wait. The CPU computes f32 and f64 only.
+// Whether training on a GPU runs lm_head_loss_grads (the fused head) for
+// the head's loss: the default; LT_LM_HEAD=unfused keeps the chunked head
+// that recomputes the logits in backward. Read per call, so that a test
+// can switch it.
+bool fused_lm_head_enabled();
+// The fused head pads the vocabulary to a multiple of this (GPT-2's 50257
+// columns become 50304, as llm.c pads them), and then holds a padded copy
+// of the weight beside its padded gradient (exec/memory_budget.cpp).
+constexpr int64_t kLmHeadPadVocabTo = 128;
+
 LmHeadLossGrads lm_head_loss_grads(const Tensor& hidden, const Tensor& weight,
                                    const Tensor& targets, double loss_denominator,
                                    int64_t ignore_index, int64_t chunk_logits, int64_t pad_to);

@@ -13,6 +13,7 @@
 #include "models/config.h"
 #include "optim/adamw.h"
 #include "plan/tiny_model.h"
+#include "support/scoped_env.h"
 
 namespace lt::exec {
 namespace {
@@ -140,6 +141,29 @@ TEST(MemoryBudget, LossChunksOfAGpuAndTheirWeightGradients) {
   // Both: two chunks of two loss chunks.
   EXPECT_EQ(item(fixed_bytes(big_vocab, {4, 16}, 2), "working set"),
             L + W + (3 * 32 + 16) * 64 * 2);
+}
+
+// The fused head (the default on a GPU) pads a vocabulary that is not a
+// multiple of 128 and holds a padded copy of the weight beside the padded
+// gradient; the chunked head (LT_LM_HEAD=unfused) holds neither.
+TEST(MemoryBudget, TheFusedHeadCountsItsPaddedWeightCopy) {
+  models::ModelConfig odd_vocab = tiny();
+  const int64_t v = (int64_t{1} << 24) + 1, padded = (int64_t{1} << 24) + 128;
+  odd_vocab.vocab_size = v;
+  const auto working_set = [](const MemoryBudget& m) {
+    for (const auto& i : m.items)
+      if (i.space == MemorySpace::Gpu && i.what.rfind("working set", 0) == 0) return i.bytes;
+    return int64_t{-1};
+  };
+  const int64_t rows = std::min<int64_t>(16, (int64_t{1} << 28) / v);
+  const int64_t chunked = rows * v * 2 + v * 64 * 2 + (3 * 16 + rows) * 64 * 2;
+  {
+    const lt::testing::ScopedEnv unfused("LT_LM_HEAD", "unfused");
+    EXPECT_EQ(working_set(fixed_bytes(odd_vocab, {1, 16}, 1)), chunked);
+  }
+  const lt::testing::ScopedEnv fused("LT_LM_HEAD", nullptr);
+  EXPECT_EQ(working_set(fixed_bytes(odd_vocab, {1, 16}, 1)),
+            chunked + padded * 64 * 2 + (padded - v) * 64 * 2);
 }
 
 // With working sets measured near nothing (1 byte per sequence, 2 with the

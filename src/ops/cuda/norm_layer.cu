@@ -123,13 +123,12 @@ LayerNormOutput layer_norm(const Tensor& x_in, const Tensor& weight, const Tenso
   return out;
 }
 
-// The one-pass backward is opt-in (LT_LAYER_NORM_BACKWARD=one_pass) until
-// tests/gpu/layer_norm_fused_gpu_test.cpp has passed on a GPU: it was
-// written in a session whose device time ran out. Read per call, so that a
-// test can switch it.
+// The one-pass backward is the default (its GPU tests passed on the H200,
+// 2026-12-02); LT_LAYER_NORM_BACKWARD=two_pass keeps the earlier kernels.
+// Read per call, so that a test can switch it.
 static bool one_pass_backward_enabled() {
   const char* v = std::getenv("LT_LAYER_NORM_BACKWARD");
-  return v != nullptr && std::string_view(v) == "one_pass";
+  return v == nullptr || std::string_view(v) != "two_pass";
 }
 
 LayerNormGrads layer_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& weight,
