@@ -57,6 +57,10 @@ class ZeroOptimizer final : public optim::Optimizer {
   void gather_masters();
 
   const ZeroShards& shards() const { return shards_; }
+  // This rank's pieces' states, as AdamW names them (exec/zero_checkpoint.h
+  // writes them per shard), and the parameters' names.
+  optim::NamedTensors shard_state() const { return adam_->state(); }
+  const nn::NamedParameters& masters() const { return masters_; }
   // This rank's optimizer states (AdamW's m and v), in bytes: 8 a parameter
   // of its shard.
   int64_t state_bytes() const;

@@ -162,6 +162,7 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
   try {
     mark_as_ours(tmp);
     write_checkpoint_files(tmp, model, optimizer_state, state, options);
+    for (const fs::path& f : options.extra_files) fs::rename(f, tmp / f.filename());
     // Replace an earlier save of the same step (a resumed run re-saving it).
     remove_checkpoint_dir(final_dir);
     fs::rename(tmp, final_dir);
@@ -179,6 +180,14 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
     if (all[i] != final_dir) remove_checkpoint_dir(all[i]);
   }
   return final_dir;
+}
+
+fs::path make_shard_folder(const fs::path& out_dir, int64_t step) {
+  const fs::path dir = out_dir / (".step-" + std::to_string(step) + ".shards");
+  if (fs::exists(dir / kSaveMarker)) remove_marked_dir(dir);
+  fs::create_directories(dir);
+  mark_as_ours(dir);
+  return dir;
 }
 
 void remove_stale_saves(const fs::path& out_dir) {

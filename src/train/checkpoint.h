@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "data/batching.h"
 #include "models/causal_lm.h"
@@ -40,7 +41,16 @@ struct CheckpointOptions {
   std::filesystem::path model_dir;      // generation_config.json (and a template it holds)
   std::string config_yaml;              // saved as train_config.yaml
   int64_t keep_last = 2;
+  // Files moved into the checkpoint before it is committed: ZeRO-1's
+  // optimizer shards, which every rank wrote into make_shard_folder's.
+  std::vector<std::filesystem::path> extra_files;
 };
+
+// A hidden folder in out_dir (".step-N.shards") for the files the ranks
+// write before rank 0 commits step `step` (ZeRO-1's optimizer shards):
+// made empty, carrying the save marker, so that remove_stale_saves clears
+// what a save that dies leaves.
+std::filesystem::path make_shard_folder(const std::filesystem::path& out_dir, int64_t step);
 
 // Writes out_dir/step-<state.step>/ and removes all but the `keep_last`
 // most recently saved checkpoints. Returns the folder written. A failed

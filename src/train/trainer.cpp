@@ -19,6 +19,7 @@
 #include "exec/stand_in_device.h"
 #include "exec/streaming.h"
 #include "exec/streaming_disk.h"
+#include "exec/zero_checkpoint.h"
 #include "exec/zero_optimizer.h"
 #include "io/atomic_file.h"
 #include "optim/adamw.h"
@@ -147,6 +148,17 @@ int64_t steps_per_epoch(const std::vector<data::WeightedSamples>& sources,
   return std::max<int64_t>(1, (sequences + sequences_per_step - 1) / sequences_per_step);
 }
 
+// A checkpoint's optimizer states, whole: those of a ZeRO-1 run saved per
+// shard are assembled from its shard files (exec/zero_checkpoint.h), which
+// re-shards them for any world size, with or without ZeRO.
+optim::NamedTensors optimizer_state_of(const CheckpointContents& ck,
+                                       const models::CausalLM& model) {
+  auto world = ck.optimizer_state.find(exec::kZeroWorldSizeKey);
+  if (world == ck.optimizer_state.end())
+    return {ck.optimizer_state.begin(), ck.optimizer_state.end()};
+  return exec::whole_state_from_shards(ck.dir, model.parameters(), *world->second.data<int64_t>());
+}
+
 // Several ranks with dist.zero 1: ZeRO-1's sharded AdamW, for the offload
 // executor on the CPU (exec/zero_optimizer.h); null when it does not apply
 // (one process, or dist.zero 0).
@@ -228,6 +240,7 @@ struct Run {
   // the sum over ranks; null in a one-process run.
   dist::World world;
   std::unique_ptr<exec::CrossRankSum> ranks;
+  exec::ZeroOptimizer* zero = nullptr;  // dist.zero 1: = optimizer, sharded
   std::unique_ptr<exec::Executor> executor;
   std::optional<data::Batcher> batcher;
   data::BatchOptions batch_options;
@@ -306,6 +319,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     model.to(r.plan.device, DType::F32);
   std::unique_ptr<exec::ZeroOptimizer> zero = make_zero_optimizer(c, r.plan, model, r.ranks.get());
   exec::ZeroOptimizer* sharded = zero.get();
+  r.zero = sharded;
   if (zero) {
     log.message(
         fmt::format("dist.zero 1: this rank keeps the optimizer states of {} of the {} parameters",
@@ -337,7 +351,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     } else {
       // States on disk come back for it (Note [Stage states on disk]).
       if (!r.plan.sizes.states_on_disk.empty()) r.executor->sync();
-      r.optimizer->load_state({ck.optimizer_state.begin(), ck.optimizer_state.end()});
+      r.optimizer->load_state(optimizer_state_of(ck, model));
     }
     r.state = ck.state;
     if (resumed.data) {
@@ -358,15 +372,44 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   r.lr_schedule.min_lr = c.effective_min_lr();
 }
 
+// With ZeRO-1 each rank writes its optimizer shard (exec/zero_checkpoint.h)
+// into a hidden folder rank 0 made; once all have (a sum over the ranks),
+// rank 0 moves them into the checkpoint and commits it, so a save is
+// complete only with every shard in place. Returns what rank 0 saves as
+// optimizer.safetensors (the world size and step), and the shards.
+optim::NamedTensors write_zero_shards(Run& r, std::vector<fs::path>& shard_files) {
+  const int world = r.world.size;
+  const fs::path folder = r.out_dir / (".step-" + std::to_string(r.state.step) + ".shards");
+  if (r.world.rank == 0) make_shard_folder(r.out_dir, r.state.step);
+  double done = 0;
+  r.ranks->sum(std::span<double>(&done, 1));  // the folder exists
+  exec::write_zero_shard(folder / exec::zero_shard_file_name(r.world.rank, world), *r.zero);
+  r.ranks->sum(std::span<double>(&done, 1));  // every shard is written
+  for (int k = 0; k < world; ++k)
+    shard_files.push_back(folder / exec::zero_shard_file_name(k, world));
+  optim::NamedTensors head;
+  for (const char* key : {"step", exec::kZeroWorldSizeKey}) {
+    Tensor t = Tensor::empty({}, DType::I64);
+    *t.data<int64_t>() = key == std::string("step") ? r.state.step : world;
+    head.emplace_back(key, t);
+  }
+  // AdamW's own count of finished steps, as one process saves it.
+  for (const auto& [name, t] : r.zero->shard_state())
+    if (name == "step") head[0].second = t;
+  return head;
+}
+
 void save(Run& r, ProgressBar& bar) {
   r.executor->sync_masters();  // updates may still be running, or (ZenFlow) on the device
-  // On every rank: with ZeRO-1 the states are gathered from all of them.
-  const optim::NamedTensors optimizer_state = r.optimizer->state();
+  std::vector<fs::path> shard_files;
+  const optim::NamedTensors optimizer_state =
+      r.zero ? write_zero_shards(r, shard_files) : r.optimizer->state();
   if (r.world.rank != 0) return;  // every rank holds the same weights and states
   r.state.sampler = r.batcher->state();
-  r.last_saved = save_checkpoint(
-      r.out_dir, *r.model, optimizer_state, r.state,
-      {tokenizer_dir_of(r.config), r.config.model.path, r.config_yaml, r.config.train.keep_last});
+  CheckpointOptions options{tokenizer_dir_of(r.config), r.config.model.path, r.config_yaml,
+                            r.config.train.keep_last, shard_files};
+  r.last_saved = save_checkpoint(r.out_dir, *r.model, optimizer_state, r.state, options);
+  if (r.zero) fs::remove_all(r.out_dir / (".step-" + std::to_string(r.state.step) + ".shards"));
   bar.message("saved " + r.last_saved.string());
 }
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "dist/dist_runs.h"
+#include "io/safetensors.h"
 
 namespace lt::train::testing {
 namespace {
@@ -41,12 +42,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{"zero1_three_ranks", 3, {"train.batch_size=6", "dist.zero=1"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
-// Stopped at step 2 and resumed to 4 on another world size, the one side
-// with ZeRO-1 (its checkpoint gathered from both ranks), the other
-// without: as uninterrupted.
+// Stopped at step 2 and resumed to 4 on another world size, with ZeRO-1
+// on the ranks: a ZeRO-1 checkpoint holds one optimizer file per rank
+// (exec/zero_checkpoint.h), and a resume on another world size, or one
+// process without ZeRO, re-shards them: as uninterrupted.
 TEST(OffloadRanks, ZeroCheckpointsResumeOnOtherWorldSizes) {
   Runs runs;
-  const std::vector<std::string> common = {"exec.mode=offload", "train.batch_size=4",
+  const std::vector<std::string> common = {"exec.mode=offload", "train.batch_size=6",
                                            "dist.zero=1"};
   auto with_steps = [&](int steps) {
     std::vector<std::string> s = common;
@@ -54,9 +56,21 @@ TEST(OffloadRanks, ZeroCheckpointsResumeOnOtherWorldSizes) {
     return s;
   };
   runs.train(0, runs.tmp / "whole", with_steps(4));
-  for (const auto& [first, then] : {std::pair{2, 0}, std::pair{0, 2}}) {
+  for (const auto& [first, then] :
+       {std::pair{2, 0}, std::pair{0, 2}, std::pair{2, 3}, std::pair{3, 2}}) {
     const fs::path out = runs.tmp / ("from" + std::to_string(first) + "to" + std::to_string(then));
     runs.train(first, out, with_steps(2));
+    if (first > 1) {
+      const auto head = io::read_safetensors(out / "step-2" / "optimizer.safetensors");
+      ASSERT_TRUE(head.count("zero.world_size")) << out;
+      EXPECT_EQ(*head.at("zero.world_size").data<int64_t>(), first);
+      for (int r = 0; r < first; ++r)
+        EXPECT_TRUE(fs::is_regular_file(out / "step-2" /
+                                        ("optimizer-shard-" + std::to_string(r) + "-of-" +
+                                         std::to_string(first) + ".safetensors")))
+            << out << " rank " << r;
+      EXPECT_FALSE(fs::exists(out / ".step-2.shards")) << "the shards' folder is left";
+    }
     runs.train(then, out, with_steps(4), nullptr, "latest");
     expect_same_steps(runs.tmp / "whole", out);
     expect_same_weights(runs.tmp / "whole" / "step-4", out / "step-4");

@@ -1,0 +1,35 @@
+#pragma once
+// ZeRO-1's optimizer states saved per shard (docs/distributed.md): each
+// rank writes its own pieces' AdamW states to one file of the checkpoint,
+// optimizer-shard-<r>-of-<N>.safetensors, and the checkpoint's
+// optimizer.safetensors records the world size N ("zero.world_size") and
+// the step. A resume, on any number of ranks, with or without ZeRO,
+// assembles the whole model's states from the N files
+// (whole_state_from_shards) and keeps what it needs: re-sharding.
+//
+// A shard file, per piece of a parameter `name` (exec/zero_shards.h):
+//   <name>.exp_avg, <name>.exp_avg_sq   f32 [length]
+//   <name>.step                         i64: the parameter's AdamW step
+//   <name>.begin                        i64: the piece's first element
+// and "zero.rank", "zero.world_size", "step" (i64 scalars).
+#include <filesystem>
+#include <string>
+
+#include "exec/zero_optimizer.h"
+
+namespace lt::exec {
+
+inline constexpr const char* kZeroWorldSizeKey = "zero.world_size";
+
+std::string zero_shard_file_name(int rank, int world);
+
+// This rank's file.
+void write_zero_shard(const std::filesystem::path& path, const ZeroOptimizer& optimizer);
+
+// The whole model's states, as one AdamW names them (optim/adamw.h), from
+// the `world` shard files in `dir`. Throws naming the file that is missing
+// or does not fit `params`, or the parameter no shard covers.
+optim::NamedTensors whole_state_from_shards(const std::filesystem::path& dir,
+                                            const nn::NamedParameters& params, int64_t world);
+
+}  // namespace lt::exec
