@@ -10,6 +10,23 @@ KernelGraph swiglu_forward(DType dtype) {
   return g;
 }
 
+KernelGraph gelu_tanh_forward(DType dtype) {
+  KernelGraph g;
+  const Value x = g.input(ShapeClass::Full, dtype);
+  const Value cubic = g.add(x, g.mul(g.constant(0.044715), g.mul(x, g.mul(x, x))));
+  const Value inner = g.mul(g.constant(0.7978845608028654), cubic);  // sqrt(2/pi)
+  g.output(g.mul(g.mul(g.constant(0.5), x), g.add(g.constant(1.0), g.tanh(inner))), dtype);
+  return g;
+}
+
+KernelGraph softmax_forward(DType dtype) {
+  KernelGraph g;
+  const Value x = g.input(ShapeClass::Full, dtype);
+  const Value e = g.exp(g.sub(x, g.row_max(x)));
+  g.output(g.div(e, g.row_sum(e)), dtype);
+  return g;
+}
+
 KernelGraph residual_rms_norm_forward(DType dtype, double eps) {
   KernelGraph g;
   const Value x = g.input(ShapeClass::Full, dtype);

@@ -11,6 +11,14 @@ namespace lt::compile {
 // `dtype`), rounded once as ops::swiglu does.
 KernelGraph swiglu_forward(DType dtype);
 
+// input: x (Full, `dtype`); output: GPT-2's gelu_new (ops::gelu_tanh),
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), rounded once.
+KernelGraph gelu_tanh_forward(DType dtype);
+
+// input: x (Full, `dtype`); output: softmax along the row (ops::softmax),
+// exp(x - max) / sum(exp(x - max)), rounded once.
+KernelGraph softmax_forward(DType dtype);
+
 // inputs: x, residual (Full, `dtype`), weight (Col, `dtype`); outputs:
 //   h    = x + residual, rounded to `dtype` (the next residual stream)
 //   y    = weight * round(h * rstd), rounded to `dtype` (ops::rms_norm)

@@ -24,6 +24,14 @@ const char* op_name(OpKind op) {
       return "div";
     case OpKind::Max:
       return "max";
+    case OpKind::Less:
+      return "less";
+    case OpKind::Select:
+      return "select";
+    case OpKind::Abs:
+      return "abs";
+    case OpKind::Erf:
+      return "erf";
     case OpKind::Neg:
       return "neg";
     case OpKind::Exp:
@@ -62,23 +70,6 @@ const char* shape_class_name(ShapeClass shape) {
 
 bool is_reduction(OpKind op) {
   return op == OpKind::RowSum || op == OpKind::RowMax;
-}
-
-int op_arity(OpKind op) {
-  switch (op) {
-    case OpKind::Input:
-    case OpKind::Constant:
-    case OpKind::Cols:
-      return 0;
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Max:
-      return 2;
-    default:
-      return 1;
-  }
 }
 
 ShapeClass broadcast_shape(ShapeClass a, ShapeClass b) {
@@ -137,6 +128,18 @@ Value KernelGraph::binary(OpKind op, Value a, Value b) {
   n.a = a.id;
   n.b = b.id;
   n.shape = broadcast_shape(checked(a, op_name(op)).shape, checked(b, op_name(op)).shape);
+  return push(n);
+}
+
+Value KernelGraph::select(Value condition, Value if_true, Value if_false) {
+  Node n;
+  n.op = OpKind::Select;
+  n.a = condition.id;
+  n.b = if_true.id;
+  n.c = if_false.id;
+  n.shape = broadcast_shape(
+      checked(condition, "select").shape,
+      broadcast_shape(checked(if_true, "select").shape, checked(if_false, "select").shape));
   return push(n);
 }
 
@@ -199,6 +202,7 @@ std::string KernelGraph::key() const {
     }
     if (n.a >= 0) out += '(' + std::to_string(n.a);
     if (n.b >= 0) out += ',' + std::to_string(n.b);
+    if (n.c >= 0) out += ',' + std::to_string(n.c);
     if (n.a >= 0) out += ')';
     out += ';';
   }

@@ -34,12 +34,16 @@ enum class OpKind : uint8_t {
   Mul,
   Div,
   Max,
+  Less,    // 1 where a < b, else 0
+  Select,  // b where a != 0, else c
   Neg,
+  Abs,
   Exp,
   Log,
   Tanh,
   Rsqrt,
   Sigmoid,
+  Erf,
   Cast,    // rounds to `dtype` (bf16) or keeps f32
   RowSum,  // Full -> Row, summed in order along the row
   RowMax,  // Full -> Row
@@ -48,7 +52,6 @@ enum class OpKind : uint8_t {
 const char* op_name(OpKind op);
 const char* shape_class_name(ShapeClass shape);
 bool is_reduction(OpKind op);
-int op_arity(OpKind op);
 
 struct Value {
   int32_t id = -1;
@@ -56,7 +59,7 @@ struct Value {
 
 struct Node {
   OpKind op = OpKind::Constant;
-  int32_t a = -1, b = -1;  // operand node ids (-1: none)
+  int32_t a = -1, b = -1, c = -1;  // operand node ids (-1: none)
   ShapeClass shape = ShapeClass::Scalar;
   DType dtype = DType::F32;  // Input: storage type; Cast: target type
   int32_t input_index = -1;  // Input only
@@ -86,12 +89,17 @@ class KernelGraph {
   Value mul(Value a, Value b) { return binary(OpKind::Mul, a, b); }
   Value div(Value a, Value b) { return binary(OpKind::Div, a, b); }
   Value max(Value a, Value b) { return binary(OpKind::Max, a, b); }
+  Value less(Value a, Value b) { return binary(OpKind::Less, a, b); }
+  // where(condition != 0, if_true, if_false)
+  Value select(Value condition, Value if_true, Value if_false);
   Value neg(Value a) { return unary(OpKind::Neg, a); }
+  Value abs(Value a) { return unary(OpKind::Abs, a); }
   Value exp(Value a) { return unary(OpKind::Exp, a); }
   Value log(Value a) { return unary(OpKind::Log, a); }
   Value tanh(Value a) { return unary(OpKind::Tanh, a); }
   Value rsqrt(Value a) { return unary(OpKind::Rsqrt, a); }
   Value sigmoid(Value a) { return unary(OpKind::Sigmoid, a); }
+  Value erf(Value a) { return unary(OpKind::Erf, a); }
   Value cast(Value a, DType dtype);
   Value row_sum(Value a) { return reduce(OpKind::RowSum, a); }
   Value row_max(Value a) { return reduce(OpKind::RowMax, a); }

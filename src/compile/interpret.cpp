@@ -54,7 +54,8 @@ struct Evaluated {
 };
 
 // The bound after rounding `x` (bound `e`) to bf16: 0 when x is farther
-// from a rounding boundary than its error, else one bf16 ulp (Reference).
+// from a rounding boundary than its error (both sides round to the same
+// value), else the error plus one bf16 ulp (Reference).
 double bf16_rounded_bound(double x, double e) {
   if (x == 0.0 || !std::isfinite(x)) return e;
   int exponent = 0;
@@ -62,7 +63,7 @@ double bf16_rounded_bound(double x, double e) {
   const double ulp = std::ldexp(1.0, exponent - 8);  // bf16 spacing in x's binade
   const double to_boundary = ulp / 2 - std::abs(x - round_to_bf16(x));
   if (to_boundary > kBoundSlack * 0x1.0p-24 * e) return 0.0;
-  return ulp / 0x1.0p-24;
+  return e + ulp / 0x1.0p-24;
 }
 
 double nan_max(double a, double b) {
@@ -71,7 +72,10 @@ double nan_max(double a, double b) {
 }
 
 // One elementwise op at one element: the value and its rounding bound.
-void apply(const Node& n, double a, double ea, double b, double eb, double& v, double& e) {
+// (Operands a, b, c with bounds ea, eb, ec; unused ones are 0.)
+void apply(const Node& n, double a, double ea, double b, double eb, double c, double ec, double& v,
+           double& e) {
+  const double slack_u = kBoundSlack * 0x1.0p-24;
   switch (n.op) {
     case OpKind::Add:
       v = a + b;
@@ -93,9 +97,30 @@ void apply(const Node& n, double a, double ea, double b, double eb, double& v, d
       v = nan_max(a, b);
       e = std::max(ea, eb);
       return;
+    case OpKind::Less:
+      // Exact unless a and b are within their errors of each other; then
+      // either answer may come, a difference of 1.
+      v = a < b ? 1.0 : 0.0;
+      e = std::abs(a - b) > slack_u * (ea + eb) ? 0.0 : 0x1.0p24;
+      return;
+    case OpKind::Select: {
+      v = a != 0.0 ? b : c;
+      e = a != 0.0 ? eb : ec;
+      // An uncertain condition may pick the other side.
+      if (ea > 0) e = std::max(eb, ec) + std::abs(b - c) / 0x1.0p-24;
+      return;
+    }
     case OpKind::Neg:
       v = -a;
       e = ea;
+      return;
+    case OpKind::Abs:
+      v = std::abs(a);
+      e = ea;
+      return;
+    case OpKind::Erf:
+      v = std::erf(a);
+      e = 1.1283791670955126 * std::exp(-a * a) * ea + 2 * std::abs(v);  // 2/sqrt(pi)
       return;
     case OpKind::Exp:
       v = std::exp(a);
@@ -191,10 +216,13 @@ Reference interpret(const KernelGraph& graph, int64_t rows, int64_t cols,
       default:
         break;
     }
+    // Operands: a always, b and c when the op has them.
     const Node* na = &graph.node(n.a);
     const Node* nb = n.b >= 0 ? &graph.node(n.b) : nullptr;
+    const Node* nc = n.c >= 0 ? &graph.node(n.c) : nullptr;
     const Evaluated& a = at[static_cast<size_t>(n.a)];
     const Evaluated* b = nb ? &at[static_cast<size_t>(n.b)] : nullptr;
+    const Evaluated* c3 = nc ? &at[static_cast<size_t>(n.c)] : nullptr;
     out.value.resize(static_cast<size_t>(count));
     out.bound.resize(static_cast<size_t>(count));
     const int64_t iter_rows =
@@ -205,9 +233,10 @@ Reference interpret(const KernelGraph& graph, int64_t rows, int64_t cols,
       for (int64_t c = 0; c < iter_cols; ++c) {
         const auto ia = static_cast<size_t>(index_of(na->shape, r, c, cols));
         const size_t ib = nb ? static_cast<size_t>(index_of(nb->shape, r, c, cols)) : 0;
+        const size_t ic = nc ? static_cast<size_t>(index_of(nc->shape, r, c, cols)) : 0;
         const auto io = static_cast<size_t>(index_of(n.shape, r, c, cols));
         apply(n, a.value[ia], a.bound[ia], b ? b->value[ib] : 0.0, b ? b->bound[ib] : 0.0,
-              out.value[io], out.bound[io]);
+              c3 ? c3->value[ic] : 0.0, c3 ? c3->bound[ic] : 0.0, out.value[io], out.bound[io]);
       }
     }
   }

@@ -27,7 +27,8 @@ struct Reference {
   // to bf16 (a Cast, a bf16 output) adds nothing where the value is
   // farther from a bf16 rounding boundary than its error, since both sides
   // then round alike; nearer, it adds one bf16 ulp, as either side may
-  // round the other way. So a missing or wrong bf16 rounding shows.
+  // round the other way. So a missing or wrong bf16 rounding shows where
+  // the value is known well enough.
   std::vector<Values> rounding_bound;
 };
 inline constexpr double kBoundSlack = 8.0;

@@ -77,6 +77,7 @@ class MlirWriter {
       int p = 0;
       if (n.a >= 0) p = std::max(p, pass_[static_cast<size_t>(n.a)]);
       if (n.b >= 0) p = std::max(p, pass_[static_cast<size_t>(n.b)]);
+      if (n.c >= 0) p = std::max(p, pass_[static_cast<size_t>(n.c)]);
       pass_[id] = is_reduction(n.op) ? p + 1 : p;
       passes_ = std::max(passes_, pass_[id]);
     }
@@ -99,6 +100,7 @@ class MlirWriter {
       } else if (is_reduction(n.op)) {
         operands.push_back({buffers_.at(id), ShapeClass::Row, DType::F32, id});
       } else {
+        if (n.c >= 0) stack.push_back(n.c);
         if (n.b >= 0) stack.push_back(n.b);
         if (n.a >= 0) stack.push_back(n.a);
       }
@@ -167,8 +169,33 @@ class MlirWriter {
       case OpKind::Max:
         v = op2("arith.maximumf", emit(n.a), emit(n.b));
         break;
+      case OpKind::Less: {
+        // Operands first: emitting them writes lines of their own.
+        const std::string a = emit(n.a), b = emit(n.b);
+        const std::string flag = fresh();
+        out_ << "    " << flag << " = arith.cmpf olt, " << a << ", " << b << " : f32\n";
+        v = fresh();
+        out_ << "    " << v << " = arith.uitofp " << flag << " : i1 to f32\n";
+        break;
+      }
+      case OpKind::Select: {
+        const std::string condition = emit(n.a), if_true = emit(n.b), if_false = emit(n.c);
+        const std::string zero = constant(0.0);
+        const std::string flag = fresh();
+        out_ << "    " << flag << " = arith.cmpf une, " << condition << ", " << zero << " : f32\n";
+        v = fresh();
+        out_ << "    " << v << " = arith.select " << flag << ", " << if_true << ", " << if_false
+             << " : f32\n";
+        break;
+      }
       case OpKind::Neg:
         v = op1("arith.negf", emit(n.a));
+        break;
+      case OpKind::Abs:
+        v = op1("math.absf", emit(n.a));
+        break;
+      case OpKind::Erf:
+        v = op1("math.erf", emit(n.a));
         break;
       case OpKind::Exp:
         v = op1("math.exp", emit(n.a));

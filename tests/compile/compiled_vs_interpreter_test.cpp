@@ -11,6 +11,7 @@
 #include "compile/interpret.h"
 #include "compile/jit.h"
 #include "compile/jit_harness.h"
+#include "core/error.h"
 
 namespace lt::compile {
 namespace {
@@ -87,7 +88,7 @@ class RandomChain {
     const Candidate a = pick();
     const Candidate b = pick();
     const double ma = a.magnitude, mb = b.magnitude;
-    switch (*rc::gen::inRange(0, 17)) {
+    switch (*rc::gen::inRange(0, 21)) {
       case 0:
         push(graph.add(a.value, b.value), ma + mb);
         break;
@@ -148,6 +149,22 @@ class RandomChain {
                f->magnitude / std::sqrt(1e-5));
         }
         break;
+      case 17:
+        push(graph.abs(a.value), ma);
+        break;
+      case 18:
+        push(graph.erf(a.value), 1.0);
+        break;
+      case 19: {  // where(a < b, b, a): a max written with a comparison
+        push(graph.select(graph.less(a.value, b.value), b.value, a.value), std::max(ma, mb));
+        break;
+      }
+      case 20:  // GELU, the erf form: x/2 (1 + erf(x / sqrt(2)))
+        push(graph.mul(graph.mul(a.value, graph.constant(0.5)),
+                       graph.add(graph.constant(1.0),
+                                 graph.erf(graph.mul(a.value, graph.constant(M_SQRT1_2))))),
+             ma);
+        break;
     }
   }
 
@@ -187,6 +204,18 @@ RC_GTEST_PROP(CompiledKernel, EqualsFloat64InterpreterOnRandomChains, ()) {
 TEST(CompiledKernel, BuiltIn) {
   if (!compiler_info().built_in) GTEST_SKIP() << "built without MLIR (-DLT_MLIR=OFF)";
   EXPECT_FALSE(compiler_info().mlir_version.empty());
+}
+
+TEST(CompiledKernel, WithoutMlirCompilingRefusesSayingSo) {
+  if (compiler_info().built_in) GTEST_SKIP() << "built with MLIR";
+  KernelGraph g;
+  g.output(g.exp(g.input(ShapeClass::Full, DType::F32)), DType::F32);
+  try {
+    compile_cpu(g);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("built without MLIR"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Named chains compiled through MLIR against the hand-written CPU ops they
-// fuse (ops::swiglu; ops::add then ops::rms_norm), in f32 and bf16.
+// fuse (ops::swiglu, ops::gelu_tanh, ops::softmax; ops::add then
+// ops::rms_norm), in f32 and bf16.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -56,6 +57,22 @@ TEST_P(NamedChain, SwigluForwardEqualsOpsSwiglu) {
   const KernelGraph graph = swiglu_forward(dtype);
   const std::vector<Tensor> out = call(*compile_cpu(graph), graph, {gate, up});
   expect_same(out.at(0), ops::swiglu(gate, up), "swiglu");
+}
+
+TEST_P(NamedChain, GeluTanhForwardEqualsOpsGeluTanh) {
+  const DType dtype = GetParam();
+  Generator gen(9);
+  const Tensor x = Tensor::randn({6, 70}, gen, dtype, 3.0);
+  const KernelGraph graph = gelu_tanh_forward(dtype);
+  expect_same(call(*compile_cpu(graph), graph, {x}).at(0), ops::gelu_tanh(x), "gelu");
+}
+
+TEST_P(NamedChain, SoftmaxForwardEqualsOpsSoftmax) {
+  const DType dtype = GetParam();
+  Generator gen(10);
+  const Tensor x = Tensor::randn({2, 5, 50}, gen, dtype, 4.0);
+  const KernelGraph graph = softmax_forward(dtype);
+  expect_same(call(*compile_cpu(graph), graph, {x}).at(0), ops::softmax(x), "softmax");
 }
 
 TEST_P(NamedChain, ResidualAddRmsNormForwardEqualsOpsAddThenRmsNorm) {
