@@ -8,12 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "compile/chains.h"
 #include "compile/compiler_info.h"
 #include "compile/interpret.h"
 #include "compile/jit_harness.h"
 #include "compile/kernel_cache.h"
+#include "support/scoped_env.h"
 #include "train/train_helpers.h"
 
 namespace lt::compile {
@@ -150,6 +152,31 @@ TEST_F(KernelCacheTest, DamagedEntriesAreRebuiltNotTrusted) {
     after.get(graph);
     EXPECT_EQ(after.stats().loaded_from_disk, 1);
   }
+}
+
+TEST_F(KernelCacheTest, ThreadsAskingAtOnceShareOneCompile) {
+  KernelCache cache;
+  const KernelGraph graph = softmax_forward(DType::F32);
+  std::vector<std::shared_ptr<const CpuKernel>> got(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back([&, i] { got[i] = cache.get(graph); });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(cache.stats().compiled, 1);
+  EXPECT_EQ(cache.stats().memory_hits, 3);
+  for (const auto& k : got) EXPECT_EQ(k.get(), got[0].get());
+  expect_computes(*got[0], graph);
+}
+
+TEST(KernelCacheFolder, FollowsXdgCacheHomeElseHome) {
+  {
+    lt::testing::ScopedEnv xdg("XDG_CACHE_HOME", "/somewhere/cache");
+    EXPECT_EQ(KernelCache::default_folder(), "/somewhere/cache/lazytrain/kernels");
+  }
+  lt::testing::ScopedEnv xdg("XDG_CACHE_HOME", nullptr);
+  lt::testing::ScopedEnv home("HOME", "/home/someone");
+  EXPECT_EQ(KernelCache::default_folder(), "/home/someone/.cache/lazytrain/kernels");
 }
 
 }  // namespace
