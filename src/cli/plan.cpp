@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "exec/schedule.h"
+#include "plan/data_parallel.h"
 #include "plan/planner.h"
 #include "train/config.h"
 #include "train/executor_choice.h"
@@ -39,7 +40,62 @@ struct PlanArgs {
   std::string out;
   std::string config;  // a train config: print the run plan `train` would run
   std::vector<std::string> overrides;
+  int gpus = 1;  // data parallel: plan a rank's share of the batch, and the collectives
+  int gpus_per_node = 8;
 };
+
+// `--gpus N`: the plan above is one rank's; what data parallel adds.
+nlohmann::json print_data_parallel(const plan::Plan& r, const PlanArgs& args,
+                                   const plan::HardwareProfile& hw,
+                                   const models::ModelConfig& config, exec::OptimizerStates opt,
+                                   int64_t optimizer_block) {
+  plan::DataParallelOptions o;
+  o.gpus = args.gpus;
+  o.gpus_per_node = args.gpus_per_node;
+  o.link_gbps = hw.link_gbps;
+  o.node_link_gbps = hw.node_link_gbps;
+  o.optimizer = opt;
+  o.optimizer_block = optimizer_block;
+  const int64_t host = r.budget.bytes(exec::MemorySpace::Host);
+  const plan::DataParallelPlan d = plan::plan_data_parallel(config, o, host);
+  const auto gb = [](int64_t bytes) { return static_cast<double>(bytes) / plan::kBytesPerGB; };
+  const double step_s = r.prediction.step_s + d.collectives_s;
+  const double tokens_per_s = step_s > 0 ? static_cast<double>(d.gpus) * r.prediction.tokens_per_s *
+                                               r.prediction.step_s / step_s
+                                         : 0;
+  nlohmann::json j = {{"gpus", d.gpus},
+                      {"nodes", d.nodes},
+                      {"ranks_per_node", d.ranks_per_node},
+                      {"global_batch_size", r.schedule.batch_size * d.gpus},
+                      {"rank_batch_size", r.schedule.batch_size},
+                      {"gpu_bytes_per_rank", r.budget.bytes(exec::MemorySpace::Gpu)},
+                      {"host_bytes_per_rank", host},
+                      {"host_bytes_per_node", d.host_bytes_per_node},
+                      {"bus_gbps", d.bus_gbps},
+                      {"link_from", d.link_from},
+                      {"traffic_bytes_per_rank", d.traffic_bytes},
+                      {"collectives_s", d.collectives_s},
+                      {"step_s", step_s},
+                      {"tokens_per_s", tokens_per_s},
+                      {"zero1_saves_host_bytes_per_rank", d.zero_saves_bytes_per_rank}};
+  if (args.json) return j;
+  fmt::print(
+      "data parallel: {} GPUs ({} node{} of {}), global batch {} = {} x the batch above\n"
+      "  per rank: gpu {:.2f} GB, host {:.2f} GB; per node: host {:.2f} GB ({} ranks)\n"
+      "  collectives a step: {:.3f} GB per rank (all-reduce of the bf16 gradients, or ZeRO-1's "
+      "reduce-scatter + all-gather) over {:.0f} GB/s ({}): {:.3f} s\n"
+      "  predicted step <= {:.3f} s ({:.0f} tokens/s): the rank's step + the collectives, not "
+      "overlapped\n"
+      "  ZeRO-1 (dist.zero 1; CPU-master executors on the CPU only, so far) would keep {:.2f} GB "
+      "less optimizer state per rank\n"
+      "  not modelled: a node's ranks share its cores and host memory bandwidth (a CPU-master "
+      "executor's optimizer runs on every rank)\n",
+      d.gpus, d.nodes, d.nodes > 1 ? "s" : "", d.ranks_per_node, r.schedule.batch_size * d.gpus,
+      d.gpus, gb(r.budget.bytes(exec::MemorySpace::Gpu)), gb(host), gb(d.host_bytes_per_node),
+      d.ranks_per_node, gb(d.traffic_bytes), d.bus_gbps, d.link_from, d.collectives_s, step_s,
+      tokens_per_s, gb(d.zero_saves_bytes_per_rank));
+  return j;
+}
 
 // `plan --config run.yaml`: the RunPlan `lazytrain train run.yaml` resolves
 // (train::resolve_run, the same call), printed instead of run.
@@ -284,6 +340,12 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--optimizer", args->optimizer, "adamw or adamw8bit")->capture_default_str();
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--out", args->out, "write the schedule JSON here");
+  cmd->add_option("--gpus", args->gpus,
+                  "data parallel over N GPUs: plan a rank's share of --batch-size (which must "
+                  "divide by N), then the collectives and memory per rank and node")
+      ->capture_default_str();
+  cmd->add_option("--gpus-per-node", args->gpus_per_node, "with --gpus: GPUs of one machine")
+      ->capture_default_str();
   cmd->callback([args] {
     if (!args->config.empty()) {
       LT_CHECK(args->model.empty(), "--model and --config: give one (the config names its model)");
@@ -299,8 +361,11 @@ void add_plan_command(CLI::App& app) {
              "--optimizer must be adamw or adamw8bit, got '", args->optimizer, "'");
     LT_CHECK(args->max_recompute >= 1, "--max-recompute must be >= 1");
     LT_CHECK(args->time_limit_s > 0, "--time-limit must be > 0");
+    LT_CHECK(args->gpus >= 1, "--gpus must be at least 1, got ", args->gpus);
+    LT_CHECK(args->batch_size % args->gpus == 0, "--batch-size ", args->batch_size,
+             " is the global batch and must divide by --gpus ", args->gpus);
     plan::PlanOptions o;
-    o.batch_size = args->batch_size;
+    o.batch_size = args->batch_size / args->gpus;  // one rank's share (0: the planner's choice)
     o.seq_len = args->seq_len;
     o.chunk_sequences = args->micro_batch;
     o.max_recompute = args->max_recompute;
@@ -309,10 +374,16 @@ void add_plan_command(CLI::App& app) {
         args->optimizer == "adamw" ? exec::OptimizerStates::Fp32 : exec::OptimizerStates::EightBit;
     const plan::Plan r = plan::make_plan(config, hw, o);
     const PlannedExecutor choice = executor_for(r, o, hw, config);
-    if (args->json)
-      fmt::print("{}\n", plan_json(r, o, choice).dump(2));
-    else
+    if (args->json) {
+      nlohmann::json j = plan_json(r, o, choice);
+      if (args->gpus > 1)
+        j["data_parallel"] =
+            print_data_parallel(r, *args, hw, config, o.optimizer, o.optimizer_block);
+      fmt::print("{}\n", j.dump(2));
+    } else {
       print_plan(r, o, config, choice);
+      if (args->gpus > 1) print_data_parallel(r, *args, hw, config, o.optimizer, o.optimizer_block);
+    }
     if (!choice.fits) throw CLI::RuntimeError(3);
     if (!args->out.empty() && r.feasible) {
       exec::save_schedule(r.schedule, args->out);

@@ -78,6 +78,8 @@ HardwareProfile HardwareProfile::from_yaml_text(const std::string& text,
        optional_number(p.cpu_adam8bit_beside_copies_gparams_per_s)},
       {"gpu_activation_gb", optional_number(p.gpu_activation_gb)},
       {"host_activation_gb", optional_number(p.host_activation_gb)},
+      {"link_gbps", optional_number(p.link_gbps)},
+      {"node_link_gbps", optional_number(p.node_link_gbps)},
       {"stage_times",
        [&](const YAML::Node& n, const std::string&) {
          p.stage_times = StageTimes::from_yaml(n, source);
@@ -114,6 +116,8 @@ std::string HardwareProfile::to_yaml() const {
     kv("cpu_adam8bit_beside_copies_gparams_per_s", *cpu_adam8bit_beside_copies_gparams_per_s);
   if (gpu_activation_gb) kv("gpu_activation_gb", *gpu_activation_gb);
   if (host_activation_gb) kv("host_activation_gb", *host_activation_gb);
+  if (link_gbps) kv("link_gbps", *link_gbps);
+  if (node_link_gbps) kv("node_link_gbps", *node_link_gbps);
   if (stage_times) os << stage_times->to_yaml();
   return os.str();
 }

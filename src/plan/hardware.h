@@ -48,6 +48,12 @@ struct HardwareProfile {
   // memory budget leaves (a LazyTrain-style run fixes them by hand).
   std::optional<double> gpu_activation_gb;
   std::optional<double> host_activation_gb;
+  // The links data parallel's collectives cross (`plan --gpus N`,
+  // plan/data_parallel.h), GB/s per GPU as NCCL's tests report bus
+  // bandwidth: between the GPUs of a node, and between nodes. Absent: that
+  // file's defaults.
+  std::optional<double> link_gbps;
+  std::optional<double> node_link_gbps;
   // Measured per-stage times for one model and sequence length (written by
   // `lazytrain profile --model`; plan/stage_times.h). Absent: the FLOP
   // model at gpu_tflops.

@@ -1,0 +1,55 @@
+#pragma once
+// `lazytrain plan --gpus N` (docs/distributed.md): the one-GPU plan of a
+// rank's share of the global batch, and what data parallel adds to it:
+// the gradients' collectives over the link between GPUs, per step and per
+// rank, and the host memory of a node's ranks.
+//
+// The cost of a collective is the bus-bandwidth model NCCL's own tests
+// report: a ring all-reduce of B bytes moves 2 (N - 1) / N x B bytes over
+// each rank's link; a reduce-scatter of the gradients and an all-gather of
+// the weights (ZeRO-1) move (N - 1) / N of each, the same total for
+// same-sized gradients and weights. The link: the profile's link_gbps
+// between the GPUs of a node, node_link_gbps between nodes (the slower
+// bounds a ring that crosses them); absent, the defaults below, figures
+// of NVLink-class and 400 Gb/s-per-GPU machines, not measured here.
+// The prediction adds the collectives to the rank's step, not overlapped:
+// an upper bound (buckets overlap them with the backward).
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "exec/memory_budget.h"
+#include "models/config.h"
+
+namespace lt::plan {
+
+inline constexpr double kDefaultLinkGbps = 360;     // NVLink 4, all-reduce bus bandwidth
+inline constexpr double kDefaultNodeLinkGbps = 50;  // 400 Gb/s InfiniBand per GPU
+
+struct DataParallelOptions {
+  int gpus = 1;
+  int gpus_per_node = 8;
+  std::optional<double> link_gbps, node_link_gbps;  // the profile's, when it names them
+  exec::OptimizerStates optimizer = exec::OptimizerStates::Fp32;
+  int64_t optimizer_block = 2048;
+};
+
+struct DataParallelPlan {
+  int gpus = 1, nodes = 1, ranks_per_node = 1;
+  double bus_gbps = 0;
+  std::string link_from;       // "profile" or the default's words
+  int64_t gradient_bytes = 0;  // bf16, every parameter
+  int64_t traffic_bytes = 0;   // per rank and step over its link
+  double collectives_s = 0;    // traffic / bus bandwidth
+  int64_t host_bytes_per_node = 0;
+  // With ZeRO-1 (dist.zero 1) each rank would keep 1/N of the optimizer
+  // states: the host bytes per rank it saves.
+  int64_t zero_saves_bytes_per_rank = 0;
+};
+
+// `rank_host_bytes`: the host peak the one-GPU plan of a rank's batch
+// counts. Throws naming --gpus when it is < 1.
+DataParallelPlan plan_data_parallel(const models::ModelConfig& model,
+                                    const DataParallelOptions& options, int64_t rank_host_bytes);
+
+}  // namespace lt::plan
