@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Issue 21 on the one-GPU machine (nvidia-h200), in one device call of
+# about a minute, with a packed build (bench/pack_gpu_build.sh build; carry
+# ["build-carry"]): the NCCL path of data parallel that one GPU can run.
+#   1. tests/gpu/nccl_one_rank_gpu_test: a 1-rank NCCL communicator through
+#      the resident executor (one bucket, and 4 KB buckets all-reduced on
+#      the communication stream during the backward) equals the run
+#      without one; the sum is the identity; two ranks on one GPU are
+#      refused, not hung.
+# (`launch --nproc 1` would not reach NCCL: a world of one rank runs as
+# one process. tests/gpu/data_parallel_gpu_test needs 2 GPUs: skipped here.)
+# Usage: bench/issue21_gpu.sh OUT_DIR
+set -uo pipefail
+out=${1:?usage: bench/issue21_gpu.sh OUT_DIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+bash bench/gpu.sh "$out" unpack > "$out/unpack.log" 2>&1 || { tail "$out/unpack.log"; exit 1; }
+export LD_LIBRARY_PATH=$PWD/build-carry/x/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+echo "== GPU tests"
+(cd build-gpu && timeout 240 ./test_gpu --gtest_filter='NcclOneRank*:DataParallelGpu*' \
+  > "$out/gputest.log" 2>&1)
+grep -E "^\[  (PASSED|FAILED)|FAILED  \]|SKIPPED" "$out/gputest.log"
