@@ -1,5 +1,5 @@
-// The one file that includes MLIR's headers (each file that does takes
-// about a minute to compile). LT_HAVE_MLIR is defined for this file only
+// The one file that includes MLIR's headers (they take this file about
+// 30 s of CPU to compile). LT_HAVE_MLIR is defined for this file only
 // (src/CMakeLists.txt), so that the other files' compile lines do not
 // change with -DLT_MLIR.
 #include "compile/jit.h"
@@ -9,7 +9,7 @@
 
 #if LT_HAVE_MLIR
 #include <unistd.h>
-#include <cstdio>
+
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -19,9 +19,8 @@
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/TargetParser/Host.h"
-
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/Host.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
