@@ -14,7 +14,8 @@
 # out.dir is on /dev/shm (another file system than the scratch, so no disk
 # is reserved for checkpoints; only metrics and logs are written there).
 # Prints the measured step times against the prediction; the next
-# forward's waits for the states' reads and write-backs are in optimizer_s.
+# forward's waits for the states' reads and write-backs are states_disk_s
+# (part of optimizer_s).
 #
 # The batch: each block moved to disk is ~1.65 GB of f32 master and 8-bit
 # states, read and written once a step; ~18 blocks (~30 GB each way) are
@@ -111,7 +112,8 @@ except FileNotFoundError:
     print("no metrics"); sys.exit()
 for r in rows:
     print(f"step {r['step']}: step_s {r['step_s']:.3f} predicted {r.get('predicted_step_s', 0):.3f} "
-          f"compute {r['compute_s']:.3f} opt {r['optimizer_s']:.3f} disk {r.get('exposed_disk_s', 0):.3f} "
+          f"compute {r['compute_s']:.3f} opt {r['optimizer_s']:.3f} (states disk {r.get('states_disk_s', 0):.3f}) "
+          f"act disk {r.get('exposed_disk_s', 0):.3f} "
           f"host peak {r['peak_bytes'].get('host', 0)/1e9:.1f} GB")
 t = rows[2:]
 if t:
@@ -120,5 +122,7 @@ if t:
     print(f"steps 3-{len(rows)}: {tok:.0f} tokens/s, median step {med:.3f} s, "
           f"predicted {t[-1].get('predicted_step_s', 0):.3f} s; tokens/s x parameters: "
           f"{tok * 14.77e9:.4g} (compare the 7B's)")
+    disk = sum(r.get('states_disk_s', 0) for r in t) / sum(r['step_s'] for r in t)
+    print(f"the forward waited for the states on disk {100 * disk:.1f}% of the step (goal <= 10%)")
 PY
 rm -rf "$run"

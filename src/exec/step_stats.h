@@ -23,6 +23,11 @@ struct StepStats {
   double exposed_d2h_s = 0;
   double exposed_disk_s = 0;
   double optimizer_s = 0;
+  // Of optimizer_s, the part the streaming executor's forward waited for
+  // stages whose states live on disk (exec.state_placement): their
+  // write-backs after the update, and as much of its wait for the update
+  // as the update itself waited for the stage's read.
+  double states_disk_s = 0;
   double bubbles_s = 0;
   // Bytes the step copied host -> device and device -> host (the offload
   // executors count theirs; 0 where not counted).

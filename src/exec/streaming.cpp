@@ -163,6 +163,8 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
   if (options.max_optimizer_delay_us > 0) {
     optimizer_queue.inject_delays(options.max_optimizer_delay_us, 7);
   }
+  if (options.max_state_io_delay_us > 0)
+    state_queue.inject_delays(options.max_state_io_delay_us, 11);
 }
 
 // Note [Streaming teardown order]: every worker task is finished before a
@@ -183,6 +185,18 @@ StreamingExecutor::Impl::~Impl() {
     or_report("an update failed after the last step or sync()",
               [&] { std::rethrow_exception(update_failure); });
   }
+}
+
+void StreamingExecutor::Impl::wait_for_update(size_t s) {
+  if (s >= state_updated.size() || !state_updated[s].valid()) {
+    stats->optimizer_s += wait_seconds(updated[s]);
+    return;
+  }
+  // A disk stage: its update, then its write-back.
+  const double update = wait_seconds(state_updated[s]);
+  const double write_back = wait_seconds(updated[s]);
+  stats->optimizer_s += update + write_back;
+  stats->states_disk_s += std::min(update, state_read_wait_s[s]) + write_back;
 }
 
 void StreamingExecutor::Impl::allocate_grad_slabs() {
@@ -335,7 +349,7 @@ void StreamingExecutor::Impl::run_step() {
   for (size_t u = 0; u < plan.uses.size(); ++u) {
     const StageUse use = plan.uses[u];
     issue_prefetches(u);
-    if (use.work == StageWork::Forward) stats->optimizer_s += wait_seconds(updated[use.stage]);
+    if (use.work == StageWork::Forward) wait_for_update(static_cast<size_t>(use.stage));
     slot_for_current_use = acquire(use.stage, plan.next_stage[u]);
     TraceSpan span(
         tracing(), "compute",
@@ -389,7 +403,7 @@ Ticket StreamingExecutor::Impl::enqueue_update(size_t s, double lr, double grad_
                                   states_read = std::move(states_read), trace = tracing()] {
     const std::string& stage = model.stages()[s]->name();
     try {
-      if (states_read.valid()) states_read.get();
+      if (states_read.valid()) state_read_wait_s[s] = wait_seconds(states_read);
     } catch (...) {
       update_failed("reading the states of stage '" + stage + "'");
     }

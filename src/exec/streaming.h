@@ -57,6 +57,9 @@ struct StreamingOptions {
   // Test hook: the optimizer thread sleeps up to this many microseconds
   // before each stage's update, to shake out a forward that does not wait.
   int64_t max_optimizer_delay_us = 0;
+  // Test hook: the same for each read and write-back of states on disk (a
+  // slow disk).
+  int64_t max_state_io_delay_us = 0;
   // Where boundaries placed on disk go (exec/streaming_disk.h); the
   // directory is needed only when the schedule places one there.
   DiskSpillOptions disk;

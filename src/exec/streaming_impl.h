@@ -130,6 +130,11 @@ struct StreamingExecutor::Impl {
   // StreamingOptions::states_on_disk (Note [Stage states on disk],
   // streaming_states.cpp).
   std::vector<size_t> disk_stages;  // the stages whose states live on disk, ascending
+  // Per disk stage, this step's update (updated[] is its write-back), and
+  // how long that update waited for the stage's read (written by the
+  // optimizer thread before the ticket completes): StepStats::states_disk_s.
+  std::vector<Ticket> state_updated;
+  std::vector<double> state_read_wait_s;
   struct StageStates {
     std::vector<std::string> labels;           // per state: "<param>" or "<param>.<state>"
     std::vector<std::vector<Tensor>> handles;  // per state: every handle of its memory
@@ -207,6 +212,9 @@ struct StreamingExecutor::Impl {
   // again after writing the states out.
   void allocate_grad_slabs();
   void release_grad_slabs();
+  // The forward's wait for stage s's latest update (and with its states on
+  // disk, its write-back), into optimizer_s and states_disk_s.
+  void wait_for_update(size_t s);
   // On the optimizer thread, inside a catch block: keeps the error as the
   // first failure (if it is) and throws it, naming `what`, into the task's
   // ticket.

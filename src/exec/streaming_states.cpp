@@ -104,6 +104,8 @@ void StreamingExecutor::Impl::setup_state_placement() {
     }
   }
   stage_states.resize(stages.size());
+  state_updated.assign(stages.size(), Ticket());
+  state_read_wait_s.assign(stages.size(), 0.0);
   refreshed_uploads.assign(params.size(), false);
   for (size_t s : disk_stages) {
     StageStates& st = stage_states[s];
@@ -206,6 +208,7 @@ void StreamingExecutor::Impl::enqueue_updates_on_disk(double lr, double grad_sca
     }
     read_up_to(disk_index + kStateReadAhead);
     updates[s] = enqueue_update(s, lr, grad_scale, std::move(reads[s]));
+    state_updated[s] = updates[s];
     ++disk_index;
   }
   const size_t n = disk_stages.size();

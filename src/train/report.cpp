@@ -77,6 +77,7 @@ std::vector<io::TensorBoardScalar> tensorboard_scalars(const nlohmann::json& lin
       {"exposed_d2h_s", "time/exposed_d2h_s"},
       {"exposed_disk_s", "time/exposed_disk_s"},
       {"optimizer_s", "time/optimizer_s"},
+      {"states_disk_s", "time/states_disk_s"},
       {"bubbles_s", "time/bubbles_s"},
       {"eval_loss", "eval/loss"},
       {"eval_accuracy", "eval/accuracy"}};
@@ -158,7 +159,8 @@ nlohmann::json step_json(int64_t step, const exec::StepStats& s, double lr, doub
     j["d2h_bytes"] = s.d2h_bytes;
   }
   if (s.zenflow_window_steps > 0) j["zenflow_window_steps"] = s.zenflow_window_steps;
-  if (s.skipped) j["skipped"] = true;  // absent: the update was made
+  if (s.states_disk_s > 0) j["states_disk_s"] = s.states_disk_s;  // streaming, states on disk
+  if (s.skipped) j["skipped"] = true;                             // absent: the update was made
   if (predicted_step_s > 0) j["predicted_step_s"] = predicted_step_s;
   nlohmann::json peak = nlohmann::json::object();
   for (const auto& [space, bytes] : s.peak_bytes) peak[space] = bytes;

@@ -389,6 +389,37 @@ TrainSizes stand_in_sizes() {
   return sizes;
 }
 
+// StepStats::states_disk_s: zero with every state in host memory; with
+// states on a slow disk (each read and write-back delayed up to 40 ms, the
+// stand-in's forward a few ms), the forward's waits for them, part of
+// optimizer_s.
+TEST(StreamingStates, TheForwardWaitingForTheDiskIsCounted) {
+  const auto data = batches(3, llama(kLayers).config().vocab_size);
+  for (bool on_disk : {false, true}) {
+    SCOPED_TRACE(on_disk ? "disk" : "host");
+    const TempDir dir("states_waits");
+    models::CausalLM model = llama(kLayers);
+    auto opt = testing::test_optimizer(model, AdamW);
+    StreamingOptions so = streaming_options(kLayers, dir.path(), false);
+    if (!on_disk) so.states_on_disk.clear();
+    so.max_state_io_delay_us = 40000;
+    StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}), so);
+    double disk = 0, optimizer = 0;
+    for (const auto& step : data) {
+      const StepStats st = ex.step(step, {3e-3, 0});
+      EXPECT_LE(st.states_disk_s, st.optimizer_s + 1e-9);
+      disk += st.states_disk_s;
+      optimizer += st.optimizer_s;
+    }
+    if (on_disk) {
+      // Five stages' write-backs and reads a step, ~20 ms each on average.
+      EXPECT_GT(disk, 0.05) << "optimizer_s " << optimizer;
+    } else {
+      EXPECT_EQ(disk, 0);
+    }
+  }
+}
+
 // The executor writes the states out when it is built, before it
 // allocates the gradient slabs: with AdamW on the stand-in it frees the
 // masters, m and v (12 bytes a parameter) and adds an f32 upload copy and
