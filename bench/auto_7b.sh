@@ -4,6 +4,8 @@
 # user's first run: `lazytrain train` with every log line time-stamped
 # (the profile it measures, the executor table, the choice), stopped after
 # STEPS steps. Usage: bench/auto_7b.sh OUT_DIR [batch] [steps] [grad_accum]
+# Env: LT_BENCH_7B=zenflow7b runs the same with exec.mode zenflow (topk 0.1,
+#      update_interval 4), to check auto's choice against it.
 set -uo pipefail
 out=${1:?usage: bench/auto_7b.sh OUT_DIR [batch] [steps]}
 batch=${2:-8}
@@ -15,7 +17,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 bin=${LT_BENCH_BIN:-build-gpu/lazytrain}
 LT_BENCH_CONFIGS_ONLY=1 bench/offload_3b.sh "$out" || exit 1
-cfg=$out/auto7b.yaml
+name=${LT_BENCH_7B:-auto7b}
+cfg=$out/$name.yaml
 sed -i -e "s/^  batch_size: .*/  batch_size: $batch/" -e "s/^  grad_accum: .*/  grad_accum: $accum/" "$cfg"
 stamp() { while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done; }
 # No exec.hardware: the run measures its profile once (Note [Profile by
@@ -25,14 +28,14 @@ echo "== train"
 "$bin" train "$cfg" --no-sample 2>&1 | stamp > "$out/train.log" &
 pid=$!
 for _ in $(seq 1 300); do
-  n=$(wc -l < "$out/auto7b/metrics.jsonl" 2>/dev/null || echo 0)
+  n=$(wc -l < "$out/$name/metrics.jsonl" 2>/dev/null || echo 0)
   [ "$n" -ge "$steps" ] && break
   kill -0 $pid 2>/dev/null || break
   sleep 1
 done
 pkill -9 -f "lazytrain train $cfg"; wait $pid 2>/dev/null
 grep -E "hardware|device:|executor|exec.mode|  (resident|zenflow|offload|streaming) |schedule:|predict|weights:|plan:|rror|step 1" "$out/train.log" | head -40
-python3 - "$out/auto7b/metrics.jsonl" <<'PY'
+python3 - "$out/$name/metrics.jsonl" <<'PY'
 import json, statistics, sys
 try:
     rows = [json.loads(l) for l in open(sys.argv[1])]

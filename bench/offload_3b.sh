@@ -66,6 +66,11 @@ config zenflow 8 4 "  mode: zenflow
 config streaming 64 1 "  mode: auto
   device_memory_gb: 24"
 config auto7b 8 1 "  mode: auto" qwen2.5-7b adamw8bit
+config zenflow7b 8 1 "  mode: zenflow
+  zenflow:
+    topk_ratio: 0.1
+    update_interval: 4
+    overlap_step: true" qwen2.5-7b adamw8bit
 config zenflow15 8 4 "  mode: zenflow
   zenflow:
     topk_ratio: 0.1

@@ -1,6 +1,7 @@
 #include "plan/executor_costs.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace lt::plan {
 
@@ -55,12 +56,25 @@ ExecutorTime predict_offload(const CostModel& m) {
   return finish(t);
 }
 
-ExecutorTime predict_zenflow(const CostModel& m, double topk_ratio, int64_t update_interval) {
+// The last micro-batch's backward: two thirds of its share of the step's
+// compute (a backward is two products for the forward's one).
+double last_backward_s(const CostModel& m) {
+  const double chunks = m.chunk_sequences > 0 ? std::ceil(static_cast<double>(m.sizes.batch_size) /
+                                                          static_cast<double>(m.chunk_sequences))
+                                              : 1.0;
+  return compute_of(m) / std::max(1.0, chunks) * 2.0 / 3.0;
+}
+
+ExecutorTime predict_zenflow(const CostModel& m, double topk_ratio, int64_t update_interval,
+                             bool window_end_known) {
   const double window = static_cast<double>(std::max<int64_t>(1, update_interval));
   ExecutorTime t;
   t.compute_s = compute_of(m);
-  // Per window: both directions at once, at the bidirectional rate.
-  t.copies_s = model_gb(m) / m.hardware.bidir_gbps / window;
+  // Per window: both directions at once, at the bidirectional rate; with
+  // the window's end known, beside its last backward.
+  const double window_copies = model_gb(m) / m.hardware.bidir_gbps;
+  const double behind = window_end_known ? last_backward_s(m) : 0.0;
+  t.copies_s = std::max(0.0, window_copies - behind) / window;
   const double hidden_behind = window * (t.compute_s + t.copies_s);
   t.optimizer_s =
       device_update_s(m, topk_ratio) + std::max(0.0, cpu_update_s(m) - hidden_behind) / window;

@@ -36,6 +36,11 @@ struct ExecutorTime {
 ExecutorTime predict_resident(const CostModel& model);
 ExecutorTime predict_offload(const CostModel& model);
 // update_interval: steps per CPU update (auto: pass the expected window).
-ExecutorTime predict_zenflow(const CostModel& model, double topk_ratio, int64_t update_interval);
+// `window_end_known` (a fixed update_interval, with the early download):
+// the window's copies run during its last backward (Note [ZenFlow's early
+// download], Note [ZenFlow's early merge]) and only what outlasts that
+// backward is waited for.
+ExecutorTime predict_zenflow(const CostModel& model, double topk_ratio, int64_t update_interval,
+                             bool window_end_known = false);
 
 }  // namespace lt::plan

@@ -54,7 +54,8 @@ std::vector<ExecutorCandidate> whole_model_candidates(const TrainConfig& c,
                       .bytes(exec::MemorySpace::Gpu);
     e.fits = fits(e.gpu_bytes);
     const plan::ExecutorTime t =
-        zen ? plan::predict_zenflow(cost, topk, window) : plan::predict_offload(cost);
+        zen ? plan::predict_zenflow(cost, topk, window, c.exec.zenflow.update_interval > 0)
+            : plan::predict_offload(cost);
     e.step_s = t.step_s;
     e.detail = describe(t) + (zen ? fmt::format(" (topk {}, window {})", topk, window) : "");
     out.push_back(e);

@@ -99,6 +99,13 @@ TEST_F(ExecutorAuto, OffloadAndZenFlowPredictionsByHand) {
   EXPECT_DOUBLE_EQ(zen.copies_s, gb / 8 / 4);
   const double device = 0.1 * n * 30 / (plan::kDeviceMemoryGbps * 1e9);
   EXPECT_NEAR(zen.optimizer_s, device + (n / 1e6 - 4 * (compute + gb / 8 / 4)) / 4, 1e-12);
+  // A fixed window: the copies go beside the last micro-batch's backward
+  // (2/3 of its share of the compute: micro-batches of 4 of 8 sequences
+  // are 2), and only what outlasts it is waited for.
+  const double last_backward = compute / 2 * 2 / 3;
+  const plan::ExecutorTime known = plan::predict_zenflow(cost, 0.1, 4, true);
+  EXPECT_NEAR(known.copies_s, std::max(0.0, gb / 8 - last_backward) / 4, 1e-15);
+  EXPECT_LE(known.step_s, zen.step_s);
 }
 
 }  // namespace
