@@ -72,6 +72,12 @@ StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Bat
   LT_CHECK(device->memory().device().is_cpu() && device->compute_dtype() == DType::F32,
            "exec.mode offload with several ranks runs on the CPU (f32) only, so far: its "
            "gradients are summed in host memory over MPI");
+  if (options.zero && !masters.empty() &&
+      slabs[0][0].data_ptr() != options.zero->flat_gradient_view(0).data_ptr()) {
+    // Once: the gradients download straight into ZeRO-1's flat buffer, and
+    // the executor's own slabs go (4 bytes a parameter less on the host).
+    for (size_t i = 0; i < masters.size(); ++i) slabs[0][i] = options.zero->flat_gradient_view(i);
+  }
   const auto start = Clock::now();
   cpu_allocator().reset_peak();
   device->memory().reset_peak();

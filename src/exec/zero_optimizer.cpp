@@ -77,7 +77,8 @@ double ZeroOptimizer::reduce_gradients(const std::vector<Tensor>& grads) {
     LT_CHECK(g.device().is_cpu() && g.dtype() == DType::F32 && g.is_contiguous() && g.numel() == n,
              "dist.zero 1: the gradient of '", masters_[i].first,
              "' must be a contiguous f32 CPU tensor of ", n, " elements, got ", g.str());
-    std::memcpy(to, g.data<float>(), static_cast<size_t>(n) * sizeof(float));
+    if (g.data<float>() != to)  // not already in place (flat_gradient_view)
+      std::memcpy(to, g.data<float>(), static_cast<size_t>(n) * sizeof(float));
   }
   std::fill(flat + shards_.total, flat + flat_.numel(), 0.0f);  // the padding
   ranks_.reduce_scatter(flat_, shard_grad_);
@@ -98,6 +99,11 @@ double ZeroOptimizer::reduce_gradients(const std::vector<Tensor>& grads) {
   }
   ranks_.sum(std::span<double>(&squared, 1));
   return squared;
+}
+
+Tensor ZeroOptimizer::flat_gradient_view(size_t i) const {
+  const int64_t at = shards_.param_offsets.at(i);
+  return flat_.slice(0, at, at + masters_[i].second.numel()).view(masters_[i].second.shape());
 }
 
 void ZeroOptimizer::update(double lr, double grad_scale, size_t first, size_t last) {

@@ -54,6 +54,11 @@ class ZeroOptimizer final : public optim::Optimizer {
   // element count, on the CPU) or undefined. A parameter has a summed
   // gradient when any rank has one (the others add zeros).
   double reduce_gradients(const std::vector<Tensor>& grads);
+  // Parameter i's place in the flat buffer, shaped as the parameter: an
+  // executor that downloads gradients there (the offload executor's slabs)
+  // saves reduce_gradients a copy and the host a second set of gradients.
+  // Overwritten by gather_masters (the weights travel in the same buffer).
+  Tensor flat_gradient_view(size_t i) const;
   void gather_masters();
 
   const ZeroShards& shards() const { return shards_; }
