@@ -126,14 +126,14 @@ struct OffloadExecutor::Impl {
   // `include` accepts, after `after`.
   Ticket upload_weights(size_t first, size_t last, Ticket after, const std::string& label,
                         const std::function<bool(size_t)>& include = {});
+  // The same for the listed parameters.
+  Ticket upload_weights(const std::vector<size_t>& params, Ticket after, const std::string& label);
   void wait_uploads();
   // Waits for pending_downloads and drops the device's gradients they read.
   void settle_downloads();
   void drop_device_gradients();
 
   // ---- offload_zenflow.cpp ----
-  // The same for the listed parameters.
-  Ticket upload_weights(const std::vector<size_t>& params, Ticket after, const std::string& label);
   void zenflow_update(const StepOptions& o);
   void select_columns();
   // Ends the open window: its gradients to the host and the CPU update
@@ -153,13 +153,13 @@ struct OffloadExecutor::Impl {
   bool window_end_known() const;
   // The grad-ready hook's work for parameter i while take_early is set.
   void take_gradient_early(size_t i);
-  void finish_masters();
-};
-
-}  // namespace lt::exec
   // Note [ZenFlow's early merge]: arms it for the coming last backward
   // when this step's window end merges a CPU update; queues parameter i's
   // merge upload once its gradient is final; sends the batch collected.
   void begin_early_merge();
   void merge_early(size_t i);
   void flush_early_merge();
+  void finish_masters();
+};
+
+}  // namespace lt::exec
