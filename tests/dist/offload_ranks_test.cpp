@@ -77,6 +77,32 @@ TEST(OffloadRanks, ZeroCheckpointsResumeOnOtherWorldSizes) {
   }
 }
 
+// Host memory per rank, measured by the allocator (metrics.jsonl's host
+// peak): with ZeRO-1 on 2 ranks a rank holds half the AdamW states (8 P / 2
+// bytes less) and the shard's summed gradients (4 P / 2 more), the slabs
+// being views of the flat buffer: 2 P bytes less in all, P the parameters.
+TEST(OffloadRanks, ZeroLowersTheHostPeakPerRank) {
+  Runs runs;
+  const std::vector<std::string> sets = {"exec.mode=offload", "train.batch_size=4",
+                                         "train.steps=2"};
+  std::vector<std::string> zero = sets;
+  zero.push_back("dist.zero=1");
+  runs.train(2, runs.tmp / "plain", sets);
+  runs.train(2, runs.tmp / "zero", zero);
+  auto peak = [](const fs::path& out) {
+    int64_t most = 0;
+    for (const auto& line : read_metrics(out))
+      most = std::max(most, line.at("peak_bytes").at("host").get<int64_t>());
+    return most;
+  };
+  int64_t params = 0;
+  for (const auto& [name, p] : io::load_hf_model(fixture("qwen3")).parameters())
+    params += p.numel();
+  const int64_t saved = peak(runs.tmp / "plain") - peak(runs.tmp / "zero");
+  EXPECT_GT(saved, 3 * params / 2) << "of " << 2 * params << " bytes expected";
+  EXPECT_LT(saved, 5 * params / 2) << "of " << 2 * params << " bytes expected";
+}
+
 TEST(OffloadRanks, ZeroNeedsTheOffloadExecutorNamingTheKey) {
   Runs runs;
   std::string output;
