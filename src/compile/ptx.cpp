@@ -1,0 +1,136 @@
+// The GPU lowering. Like compile/jit.cpp, the only other file with MLIR's
+// headers, LT_HAVE_MLIR is defined for this file alone. It registers all of
+// MLIR's dialects, extensions and passes, as mlir-opt does: the NVVM
+// lowering needs interfaces from several of them, and the pipeline below
+// is the one checked with mlir-opt-19 (docs/compiler.md).
+#include "compile/ptx.h"
+
+#include <algorithm>
+
+#include "compile/to_mlir.h"
+#include "core/error.h"
+
+#if LT_HAVE_MLIR
+#include <mutex>
+
+#include "llvm/Support/TargetSelect.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#endif
+
+namespace lt::compile {
+
+namespace {
+// Columns a block covers (its threads); rows go one to a block.
+constexpr int kThreadsPerBlock = 256;
+}  // namespace
+
+std::string ptx_isa_for(int cuda_major, int cuda_minor) {
+  LT_CHECK(cuda_major >= 11, "compile: ptxas of CUDA ", cuda_major, ".", cuda_minor,
+           " is too old (CUDA 11 or newer)");
+  constexpr int kLlvmNewest = 85;  // LLVM 19's NVPTX backend writes up to PTX 8.5
+  int ptxas_newest = 90;           // CUDA 13.0 reads 9.0; later ones more
+  if (cuda_major == 11) ptxas_newest = 70 + std::min(cuda_minor, 8);
+  if (cuda_major == 12) ptxas_newest = cuda_minor <= 4 ? 80 + cuda_minor : 85;
+  return "+ptx" + std::to_string(std::min(kLlvmNewest, ptxas_newest));
+}
+
+#if LT_HAVE_MLIR
+
+PtxKernel compile_ptx(const KernelGraph& graph, const PtxTarget& target) {
+  for (const Node& n : graph.nodes()) {
+    LT_CHECK(!is_reduction(n.op), "compile: the GPU path compiles elementwise graphs only, and ",
+             graph.key(), " has a row reduction (", op_name(n.op), ")");
+  }
+  // Row outputs are a second loop nest, so a second kernel: one for now.
+  for (const OutputSpec& o : graph.outputs()) {
+    LT_CHECK(graph.node(o.node).shape == ShapeClass::Full,
+             "compile: the GPU path compiles graphs of full outputs only (one kernel), and ",
+             graph.key(), " has a row output");
+  }
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mlir::registerAllPasses();
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+  });
+  const std::string source = to_mlir(graph, "kernel");
+
+  mlir::DialectRegistry registry;
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  mlir::registerAllToLLVMIRTranslations(registry);
+  mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic& d) {
+    diagnostics += "\n  " + d.str();
+    return mlir::success();
+  });
+  auto fail_with = [&](const std::string& what) {
+    fail("compile: ", what, " failed for GPU kernel ", graph.key(), diagnostics, "\nMLIR:\n",
+         source);
+  };
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(source, mlir::ParserConfig(&context));
+  if (!module) fail_with("parsing the generated MLIR");
+
+  // Rows and column tiles to blocks, a tile's columns to threads (tiling
+  // without min/max bounds keeps the thread count constant, which
+  // convert-parallel-loops-to-gpu needs; a guard skips the tail); then the
+  // outlined kernel to NVVM with libdevice, and to PTX text.
+  const std::string pipeline =
+      "func.func(convert-linalg-to-parallel-loops,"
+      "scf-parallel-loop-tiling{parallel-loop-tile-sizes=1," +
+      std::to_string(kThreadsPerBlock) +
+      " no-min-max-bounds=true},gpu-map-parallel-loops,convert-parallel-loops-to-gpu),"
+      "gpu-kernel-outlining,lower-affine,convert-scf-to-cf,"
+      "nvvm-attach-target{chip=" +
+      target.chip + " features=" + target.features + " l=" + target.libdevice +
+      "},gpu.module(arith-expand{include-bf16=true},convert-gpu-to-nvvm{index-bitwidth=64},"
+      "canonicalize,reconcile-unrealized-casts),gpu-module-to-binary{format=isa}";
+  mlir::PassManager pm(&context);  // on the module: the pipeline is what runs inside it
+  std::string pipeline_errors;
+  llvm::raw_string_ostream errors(pipeline_errors);
+  if (mlir::failed(mlir::parsePassPipeline(pipeline, pm, errors))) {
+    diagnostics += "\n  " + pipeline_errors;
+    fail_with("parsing the GPU pass pipeline");
+  }
+  if (mlir::failed(pm.run(*module))) fail_with("lowering to PTX");
+
+  PtxKernel kernel;
+  kernel.threads_per_block = kThreadsPerBlock;
+  module->walk([&](mlir::gpu::BinaryOp binary) {
+    for (mlir::Attribute attr : binary.getObjects()) {
+      kernel.ptx = llvm::cast<mlir::gpu::ObjectAttr>(attr).getObject().str();
+    }
+    kernel.entry = binary.getSymName().str();  // the outlined module and kernel share a name
+  });
+  // The PTX ends with a NUL that ptxas does not take.
+  while (!kernel.ptx.empty() && kernel.ptx.back() == '\0') kernel.ptx.pop_back();
+  if (kernel.ptx.empty()) fail_with("finding the PTX in the lowered module");
+  return kernel;
+}
+
+#else  // !LT_HAVE_MLIR
+
+PtxKernel compile_ptx(const KernelGraph& graph, const PtxTarget&) {
+  fail("compile: this lazytrain was built without MLIR (-DLT_MLIR=OFF), so GPU kernel ",
+       graph.key(), " cannot be compiled");
+}
+
+#endif
+
+}  // namespace lt::compile

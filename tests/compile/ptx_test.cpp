@@ -1,0 +1,103 @@
+// The GPU path's first step: elementwise graphs lowered to PTX, held to
+// CUDA's own assembler (ptxas, which CI has with nvcc; no GPU needed).
+// Nothing is run: launching is not written yet (docs/compiler.md).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "compile/chains.h"
+#include "compile/compiler_info.h"
+#include "compile/ptx.h"
+#include "core/error.h"
+#include "train/train_helpers.h"
+
+namespace lt::compile {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kPtxas = "/usr/local/cuda/bin/ptxas";
+
+class PtxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!compiler_info().built_in) GTEST_SKIP() << "built without MLIR (-DLT_MLIR=OFF)";
+    if (!fs::exists(PtxTarget{}.libdevice)) GTEST_SKIP() << "no CUDA libdevice";
+  }
+
+  // ptxas's exit status on `ptx` for sm_90, and its messages.
+  static int assemble(const std::string& ptx, std::string& messages) {
+    train::testing::TempDir dir("ptx");
+    std::ofstream(dir / "k.ptx") << ptx;
+    const std::string command = std::string(kPtxas) + " -arch=sm_90 " + (dir / "k.ptx").string() +
+                                " -o " + (dir / "k.cubin").string() + " > " +
+                                (dir / "log").string() + " 2>&1";
+    const int status = std::system(command.c_str());
+    std::ifstream log(dir / "log");
+    messages.assign(std::istreambuf_iterator<char>(log), {});
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+};
+
+TEST_F(PtxTest, ElementwiseChainsAssembleWithPtxas) {
+  if (!fs::exists(kPtxas)) GTEST_SKIP() << "no " << kPtxas;
+  KernelGraph mixed;  // every elementwise op, row and col broadcasts, both dtypes, 2 outputs
+  {
+    const Value x = mixed.input(ShapeClass::Full, DType::BF16);
+    const Value row = mixed.input(ShapeClass::Row, DType::F32);
+    const Value col = mixed.input(ShapeClass::Col, DType::BF16);
+    const Value y = mixed.div(mixed.sub(x, row), mixed.add(mixed.constant(1), mixed.abs(col)));
+    const Value z = mixed.select(mixed.less(y, mixed.constant(0)), mixed.erf(y),
+                                 mixed.log(mixed.add(mixed.constant(1), mixed.exp(mixed.neg(y)))));
+    mixed.output(mixed.cast(mixed.max(z, mixed.rsqrt(mixed.add(y, mixed.mul(y, y)))), DType::BF16),
+                 DType::F32);
+    mixed.output(mixed.mul(mixed.sigmoid(x), mixed.tanh(row)), DType::BF16);
+  }
+  const std::vector<std::pair<const char*, KernelGraph>> graphs = {
+      {"swiglu bf16", swiglu_forward(DType::BF16)},
+      {"gelu f32", gelu_tanh_forward(DType::F32)},
+      {"mixed", mixed}};
+  std::string messages;
+  ASSERT_NE(assemble(".version 8.5\n.target sm_90\nnot ptx", messages), 0);  // it can fail
+  for (const auto& [what, graph] : graphs) {
+    SCOPED_TRACE(what);
+    const PtxKernel kernel = compile_ptx(graph);
+    EXPECT_NE(kernel.ptx.find(".version 8.5"), std::string::npos);
+    EXPECT_NE(kernel.ptx.find(".target sm_90"), std::string::npos);
+    EXPECT_NE(kernel.ptx.find(".entry " + kernel.entry), std::string::npos) << kernel.entry;
+    EXPECT_EQ(kernel.threads_per_block, 256);
+    EXPECT_EQ(assemble(kernel.ptx, messages), 0) << messages;
+  }
+}
+
+TEST_F(PtxTest, RowReductionsAndRowOutputsAreRefusedSayingSo) {
+  try {
+    compile_ptx(softmax_forward(DType::F32));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("elementwise graphs only"), std::string::npos) << e.what();
+  }
+  KernelGraph g;
+  g.output(g.exp(g.input(ShapeClass::Row, DType::F32)), DType::F32);
+  try {
+    compile_ptx(g);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("full outputs only"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PtxIsa, TheLowerOfWhatLlvmWritesAndPtxasReads) {
+  EXPECT_EQ(ptx_isa_for(11, 8), "+ptx78");
+  EXPECT_EQ(ptx_isa_for(12, 0), "+ptx80");
+  EXPECT_EQ(ptx_isa_for(12, 4), "+ptx84");
+  EXPECT_EQ(ptx_isa_for(12, 6), "+ptx85");
+  EXPECT_EQ(ptx_isa_for(13, 0), "+ptx85");  // ptxas reads 9.0, LLVM 19 writes 8.5
+  EXPECT_THROW(ptx_isa_for(10, 2), Error);
+}
+
+}  // namespace
+}  // namespace lt::compile
