@@ -1,5 +1,6 @@
-// The one file that includes MLIR's headers (they take this file about
-// 30 s of CPU to compile). LT_HAVE_MLIR is defined for this file only
+// The CPU lowering and JIT. With compile/ptx.cpp, the only files that
+// include MLIR's headers (they take this file about 30 s of CPU to
+// compile). LT_HAVE_MLIR is defined for these two files only
 // (src/CMakeLists.txt), so that the other files' compile lines do not
 // change with -DLT_MLIR.
 #include "compile/jit.h"
@@ -9,6 +10,7 @@
 
 #if LT_HAVE_MLIR
 #include <unistd.h>
+#include "compile/mlir_session.h"
 
 #include <filesystem>
 #include <fstream>
@@ -45,9 +47,6 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
@@ -119,8 +118,6 @@ std::vector<ShapeClass> parameters_of(const KernelGraph& graph) {
 
 CompiledObject compile(const KernelGraph& graph, bool keep_object) {
   initialize_llvm_once();
-  const std::string source = to_mlir(graph, kFunctionName);
-
   mlir::DialectRegistry registry;
   registry
       .insert<mlir::affine::AffineDialect, mlir::arith::ArithDialect, mlir::cf::ControlFlowDialect,
@@ -128,24 +125,11 @@ CompiledObject compile(const KernelGraph& graph, bool keep_object) {
               mlir::math::MathDialect, mlir::memref::MemRefDialect, mlir::scf::SCFDialect>();
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
-  // One context per kernel, without MLIR's thread pool: compiles are rare
-  // and may run on several threads at once.
-  mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic& d) {
-    diagnostics += "\n  " + d.str();
-    return mlir::success();
-  });
-  auto fail_with = [&](const std::string& what) {
-    fail("compile: ", what, " failed for kernel ", graph.key(), diagnostics, "\nMLIR:\n", source);
-  };
-
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(source, mlir::ParserConfig(&context));
-  if (!module) fail_with("parsing the generated MLIR");
-  mlir::PassManager pm(&context);
+  MlirSession session(registry, graph, to_mlir(graph, kFunctionName), "kernel");
+  mlir::OwningOpRef<mlir::ModuleOp> module = session.parse();
+  mlir::PassManager pm(&session.context());
   add_lowering_passes(pm);
-  if (mlir::failed(pm.run(*module))) fail_with("lowering to the LLVM dialect");
+  if (mlir::failed(pm.run(*module))) session.fail("lowering to the LLVM dialect");
 
   mlir::ExecutionEngineOptions options;
   options.transformer = mlir::makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0, nullptr);
@@ -155,15 +139,15 @@ CompiledObject compile(const KernelGraph& graph, bool keep_object) {
   options.enableObjectDump = keep_object;
   auto engine = mlir::ExecutionEngine::create(*module, options);
   if (!engine) {
-    diagnostics += "\n  " + to_string(engine.takeError());
-    fail_with("JIT compilation");
+    session.note(to_string(engine.takeError()));
+    session.fail("JIT compilation");
   }
   auto owned = std::make_unique<CpuKernel::Engine>();
   owned->engine = std::move(*engine);
   auto packed = owned->engine->lookupPacked(kFunctionName);
   if (!packed) {
-    diagnostics += "\n  " + to_string(packed.takeError());
-    fail_with("finding the compiled kernel");
+    session.note(to_string(packed.takeError()));
+    session.fail("finding the compiled kernel");
   }
   owned->packed = *packed;
 
@@ -181,7 +165,7 @@ CompiledObject compile(const KernelGraph& graph, bool keep_object) {
     result.object = bytes.str();
     std::error_code ignored;
     std::filesystem::remove(path, ignored);
-    if (result.object.empty()) fail_with("writing the kernel's object file");
+    if (result.object.empty()) session.fail("writing the kernel's object file");
   }
   result.kernel = std::make_unique<CpuKernel>(std::move(owned), parameters_of(graph));
   return result;

@@ -13,15 +13,13 @@
 #if LT_HAVE_MLIR
 #include <mutex>
 
+#include "compile/mlir_session.h"
+
 #include "llvm/Support/TargetSelect.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
@@ -66,26 +64,13 @@ PtxKernel compile_ptx(const KernelGraph& graph, const PtxTarget& target) {
     LLVMInitializeNVPTXTargetMC();
     LLVMInitializeNVPTXAsmPrinter();
   });
-  const std::string source = to_mlir(graph, "kernel");
-
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   mlir::registerAllToLLVMIRTranslations(registry);
   mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
-  mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic& d) {
-    diagnostics += "\n  " + d.str();
-    return mlir::success();
-  });
-  auto fail_with = [&](const std::string& what) {
-    fail("compile: ", what, " failed for GPU kernel ", graph.key(), diagnostics, "\nMLIR:\n",
-         source);
-  };
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(source, mlir::ParserConfig(&context));
-  if (!module) fail_with("parsing the generated MLIR");
+  MlirSession session(registry, graph, to_mlir(graph, "kernel"), "GPU kernel");
+  mlir::OwningOpRef<mlir::ModuleOp> module = session.parse();
 
   // Rows and column tiles to blocks, a tile's columns to threads (tiling
   // without min/max bounds keeps the thread count constant, which
@@ -101,14 +86,14 @@ PtxKernel compile_ptx(const KernelGraph& graph, const PtxTarget& target) {
       target.chip + " features=" + target.features + " l=" + target.libdevice +
       "},gpu.module(arith-expand{include-bf16=true},convert-gpu-to-nvvm{index-bitwidth=64},"
       "canonicalize,reconcile-unrealized-casts),gpu-module-to-binary{format=isa}";
-  mlir::PassManager pm(&context);  // on the module: the pipeline is what runs inside it
+  mlir::PassManager pm(&session.context());  // on the module: the pipeline is what runs inside it
   std::string pipeline_errors;
   llvm::raw_string_ostream errors(pipeline_errors);
   if (mlir::failed(mlir::parsePassPipeline(pipeline, pm, errors))) {
-    diagnostics += "\n  " + pipeline_errors;
-    fail_with("parsing the GPU pass pipeline");
+    session.note(pipeline_errors);
+    session.fail("parsing the GPU pass pipeline");
   }
-  if (mlir::failed(pm.run(*module))) fail_with("lowering to PTX");
+  if (mlir::failed(pm.run(*module))) session.fail("lowering to PTX");
 
   PtxKernel kernel;
   kernel.threads_per_block = kThreadsPerBlock;
@@ -120,7 +105,7 @@ PtxKernel compile_ptx(const KernelGraph& graph, const PtxTarget& target) {
   });
   // The PTX ends with a NUL that ptxas does not take.
   while (!kernel.ptx.empty() && kernel.ptx.back() == '\0') kernel.ptx.pop_back();
-  if (kernel.ptx.empty()) fail_with("finding the PTX in the lowered module");
+  if (kernel.ptx.empty()) session.fail("finding the PTX in the lowered module");
   return kernel;
 }
 
