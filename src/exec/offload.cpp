@@ -176,17 +176,25 @@ double OffloadExecutor::Impl::forward_backward_on_device(
   return partials ? partials->squared_sum() : 0.0;
 }
 
+OffloadExecutor::Impl::StepRecord::StepRecord(Impl& impl, StepStats& st)
+    : impl_(impl), st_(st), start_(Clock::now()) {
+  cpu_allocator().reset_peak();
+  impl.device->memory().reset_peak();
+  impl.stats = &st;
+}
+
+void OffloadExecutor::Impl::StepRecord::finish() {
+  st_.seconds = seconds_since(start_);
+  st_.bubbles_s = std::max(
+      0.0, st_.seconds - st_.compute_s - st_.exposed_h2d_s - st_.exposed_d2h_s - st_.optimizer_s);
+  st_.peak_bytes["host"] = cpu_allocator().stats().peak_bytes;
+  st_.peak_bytes[impl_.device->memory_space()] = impl_.device->memory().stats().peak_bytes;
+}
+
 StepStats OffloadExecutor::Impl::run_step(const std::vector<data::Batch>& micro_batches,
                                           const StepOptions& o) {
-  const auto start = Clock::now();
-  cpu_allocator().reset_peak();
-  device->memory().reset_peak();
   StepStats st;
-  stats = &st;
-  struct Forget {
-    StepStats*& s;
-    ~Forget() { s = nullptr; }
-  } forget{stats};
+  StepRecord record(*this, st);
   // The weights the last update uploaded (ZenFlow: its merge) must have
   // landed, and ZenFlow's own columns be put back over them, before the
   // forward reads them.
@@ -222,11 +230,7 @@ StepStats OffloadExecutor::Impl::run_step(const std::vector<data::Batch>& micro_
     synchronous_update(o);
   }
   ++steps;
-  st.seconds = seconds_since(start);
-  st.bubbles_s = std::max(
-      0.0, st.seconds - st.compute_s - st.exposed_h2d_s - st.exposed_d2h_s - st.optimizer_s);
-  st.peak_bytes["host"] = cpu_allocator().stats().peak_bytes;
-  st.peak_bytes[device->memory_space()] = device->memory().stats().peak_bytes;
+  record.finish();
   return st;
 }
 

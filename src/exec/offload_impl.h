@@ -7,6 +7,7 @@
 // thread read the masters, slabs and optimizer, and copies on the device's
 // engines read the slabs and device weights; ~Impl waits for all of them,
 // and the optimizer queue, declared last, stops first.
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -99,6 +100,22 @@ struct OffloadExecutor::Impl {
   ~Impl();
 
   // ---- offload.cpp ----
+  // One step's bookkeeping, shared by run_step and run_step_over_ranks:
+  // while it lives the peaks count from its start and `stats` is the
+  // step's record; finish() fills in the step's time, bubbles and peaks.
+  class StepRecord {
+   public:
+    StepRecord(Impl& impl, StepStats& st);
+    ~StepRecord() { impl_.stats = nullptr; }
+    StepRecord(const StepRecord&) = delete;
+    StepRecord& operator=(const StepRecord&) = delete;
+    void finish();
+
+   private:
+    Impl& impl_;
+    StepStats& st_;
+    std::chrono::steady_clock::time_point start_;
+  };
   StepStats run_step(const std::vector<data::Batch>& micro_batches, const StepOptions& o);
   // ---- offload_ranks.cpp: data parallel, with or without ZeRO-1 ----
   StepStats run_step_over_ranks(const std::vector<data::Batch>& micro_batches,

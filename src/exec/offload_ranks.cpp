@@ -78,15 +78,8 @@ StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Bat
     // the executor's own slabs go (4 bytes a parameter less on the host).
     for (size_t i = 0; i < masters.size(); ++i) slabs[0][i] = options.zero->flat_gradient_view(i);
   }
-  const auto start = Clock::now();
-  cpu_allocator().reset_peak();
-  device->memory().reset_peak();
   StepStats st;
-  stats = &st;
-  struct Forget {
-    StepStats*& s;
-    ~Forget() { s = nullptr; }
-  } forget{stats};
+  StepRecord record(*this, st);
   wait_uploads();
 
   const auto compute_start = Clock::now();
@@ -140,11 +133,7 @@ StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Bat
   }
   st.optimizer_s = seconds_since(update_start);
   ++steps;
-  st.seconds = seconds_since(start);
-  st.bubbles_s = std::max(
-      0.0, st.seconds - st.compute_s - st.exposed_h2d_s - st.exposed_d2h_s - st.optimizer_s);
-  st.peak_bytes["host"] = cpu_allocator().stats().peak_bytes;
-  st.peak_bytes[device->memory_space()] = device->memory().stats().peak_bytes;
+  record.finish();
   return st;
 }
 
