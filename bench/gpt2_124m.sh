@@ -8,7 +8,9 @@
 # the median step for each.
 # Needs build-gpu (bench/gpu.sh build or unpack).
 # Usage: bench/gpt2_124m.sh OUT_DIR [runs...]
-#   runs: lazytrain eager compile profile profile_unfused (default: all but the last)
+#   runs: lazytrain eager compile llmc profile profile_unfused (default: all but the last;
+#   llmc needs llm.c's source carried in bench/.llmc-src, see bench/llmc.sh, and is
+#   skipped with a note without it)
 # Env: LT_BENCH_MODEL (a bench/models folder, default gpt2-124m),
 #      LT_BENCH_BATCH (sequences of 1024 a step, default 64),
 #      LT_BENCH_GRAD_ACCUM (lazytrain's micro-batches per step, default 1).
@@ -17,7 +19,7 @@ set -uo pipefail
 # LT_LAYER_NORM_BACKWARD=two_pass restore the earlier kernels).
 out=${1:?usage: bench/gpt2_124m.sh OUT_DIR [runs...]}
 shift
-runs=${*:-lazytrain eager compile profile}
+runs=${*:-lazytrain eager compile llmc profile}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -107,6 +109,14 @@ PY
         --steps 10 --warmup 3 "${flag[@]}" \
         > "$out/torch_$run.log" 2>&1 || status=1
       grep -E "RESULT|rror" "$out/torch_$run.log" | tail -3 | tee -a "$out/summary.txt" ;;
+    llmc)
+      # karpathy/llm.c's train_gpt2cu, built here from the carried source (bench/llmc.sh).
+      if [ -f bench/.llmc-src/llm.c/train_gpt2.cu ]; then
+        LLMC_BATCH=$batch bash bench/llmc.sh "$out/llmc" 20 | tee "$out/llmc.txt" || status=1
+        grep '^RESULT' "$out/llmc.txt" >> "$out/summary.txt"
+      else
+        echo "== llm.c: skipped (no bench/.llmc-src; see bench/llmc.sh prepare)"
+      fi ;;
     profile|profile_unfused)
       # profile_unfused: the same with LT_LM_HEAD=unfused (the head as before the fused classifier).
       head=fused; [ "$run" = profile_unfused ] && head=unfused
@@ -128,5 +138,8 @@ for name, r in rows.items():
     print(f"| {name} | {r['tokens_per_s_wall']:.0f} | {r['median_step_s']:.4f} | {r['tokens_per_s']:.0f} | {r['peak_gb']:.1f} |")
 if "lazytrain" in rows and "pytorch-compile" in rows:
     print(f"\nlazytrain / torch.compile: {rows['lazytrain']['tokens_per_s_wall'] / rows['pytorch-compile']['tokens_per_s_wall']:.3f}")
+if "lazytrain" in rows and "llm.c" in rows:
+    # llm.c's "over wall" is over its own per-step times (it reports no stamps between steps).
+    print(f"lazytrain / llm.c at the median step: {rows['lazytrain']['tokens_per_s'] / rows['llm.c']['tokens_per_s']:.3f}")
 PY
 exit $status
