@@ -2,12 +2,19 @@
 
 #include "autograd/functions.h"
 #include "autograd/record.h"
+#include "autograd/trace.h"
 #include "ops/attention.h"
 
 namespace lt {
 
+using Inputs = std::vector<Tensor>;
+
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                         std::optional<double> softmax_scale) {
+  if (autograd::tracing())
+    return autograd::traced("causal_attention", {q, k, v}, {}, [softmax_scale](const Inputs& in) {
+      return causal_attention(in[0], in[1], in[2], softmax_scale);
+    });
   LT_CHECK(q.defined() && q.dim() == 4, "causal_attention: q must be [B, T, Hq, D], got ",
            q.defined() ? q.str() : std::string("an undefined tensor"));
   const double scale = softmax_scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(3))));

@@ -1,12 +1,17 @@
 #include "autograd/functions.h"
 #include "autograd/record.h"
+#include "autograd/trace.h"
 #include "ops/elementwise.h"
 
 namespace lt {
 
+using Inputs = std::vector<Tensor>;
+
 using autograd::record;
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (autograd::tracing())
+    return autograd::traced("add", {a, b}, {}, [](const Inputs& in) { return add(in[0], in[1]); });
   Shape sa = a.shape(), sb = b.shape();
   return record("add", {a, b}, ops::add(a.detach(), b.detach()), [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{ops::sum_to(g, sa), ops::sum_to(g, sb)};
@@ -14,6 +19,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (autograd::tracing())
+    return autograd::traced("sub", {a, b}, {}, [](const Inputs& in) { return sub(in[0], in[1]); });
   Shape sa = a.shape(), sb = b.shape();
   return record("sub", {a, b}, ops::sub(a.detach(), b.detach()), [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{ops::sum_to(g, sa), ops::sum_to(ops::scale(g, -1.0), sb)};
@@ -21,6 +28,8 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (autograd::tracing())
+    return autograd::traced("mul", {a, b}, {}, [](const Inputs& in) { return mul(in[0], in[1]); });
   Tensor da = a.detach(), db = b.detach();
   bool need_a = a.requires_grad(), need_b = b.requires_grad();
   return record("mul", {a, b}, ops::mul(da, db), [da, db, need_a, need_b](const Tensor& g) {
@@ -30,6 +39,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (autograd::tracing())
+    return autograd::traced("div", {a, b}, {}, [](const Inputs& in) { return div(in[0], in[1]); });
   Tensor da = a.detach(), db = b.detach();
   Tensor out = ops::div(da, db);
   bool need_b = b.requires_grad();
@@ -47,11 +58,16 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor scale(const Tensor& a, double s) {
+  if (autograd::tracing())
+    return autograd::traced("scale", {a}, {s}, [s](const Inputs& in) { return scale(in[0], s); });
   return record("scale", {a}, ops::scale(a.detach(), s),
                 [s](const Tensor& g) { return std::vector<Tensor>{ops::scale(g, s)}; });
 }
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (autograd::tracing())
+    return autograd::traced(
+        "sum", {a}, {}, [dims, keepdim](const Inputs& in) { return sum(in[0], dims, keepdim); });
   Shape in_shape = a.shape();
   Tensor out = ops::sum(a.detach(), dims, keepdim);
   // The gradient broadcasts back; without keepdim the reduced dims are
@@ -65,12 +81,17 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor sum(const Tensor& a) {
+  if (autograd::tracing())
+    return autograd::traced("sum", {a}, {}, [](const Inputs& in) { return sum(in[0]); });
   std::vector<int64_t> dims(static_cast<size_t>(a.dim()));
   for (int64_t d = 0; d < a.dim(); ++d) dims[d] = d;
   return sum(a, dims, false);
 }
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (autograd::tracing())
+    return autograd::traced(
+        "mean", {a}, {}, [dims, keepdim](const Inputs& in) { return mean(in[0], dims, keepdim); });
   int64_t count = 1;
   for (int64_t d : dims) count *= a.shape()[normalize_dim(d, a.dim())];
   LT_CHECK(count > 0, "mean over no elements of ", a.str());
@@ -78,10 +99,15 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& a) {
+  if (autograd::tracing())
+    return autograd::traced("mean", {a}, {}, [](const Inputs& in) { return mean(in[0]); });
   return scale(sum(a), 1.0 / static_cast<double>(a.numel()));
 }
 
 Tensor cast(const Tensor& a, DType dtype) {
+  if (autograd::tracing())
+    return autograd::traced("cast", {a}, {},
+                            [dtype](const Inputs& in) { return cast(in[0], dtype); });
   DType from = a.dtype();
   return record("cast", {a}, ops::cast(a, dtype),
                 [from](const Tensor& g) { return std::vector<Tensor>{ops::cast(g, from)}; });

@@ -4,6 +4,7 @@
 // per-row statistics; never a softmax or a normalized copy of x).
 #include "autograd/functions.h"
 #include "autograd/record.h"
+#include "autograd/trace.h"
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
 #include "ops/norm.h"
@@ -11,10 +12,15 @@
 
 namespace lt {
 
+using Inputs = std::vector<Tensor>;
+
 using autograd::needs_graph;
 using autograd::record;
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  if (autograd::tracing())
+    return autograd::traced("embedding", {weight, ids}, {},
+                            [](const Inputs& in) { return embedding(in[0], in[1]); });
   LT_CHECK(!ids.requires_grad(), "embedding: ids cannot require grad");
   Tensor di = ids.detach();
   const int64_t vocab = weight.dim() == 2 ? weight.size(0) : 0;
@@ -25,6 +31,9 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  if (autograd::tracing())
+    return autograd::traced("rms_norm", {x, weight}, {eps},
+                            [eps](const Inputs& in) { return rms_norm(in[0], in[1], eps); });
   Tensor dx = x.detach(), dw = weight.detach();
   ops::RmsNormOutput out = ops::rms_norm(dx, dw, eps);
   if (!needs_graph({&x, &weight})) return out.y;
@@ -37,6 +46,10 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 }
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  if (autograd::tracing())
+    return autograd::traced("layer_norm", {x, weight, bias}, {eps}, [eps](const Inputs& in) {
+      return layer_norm(in[0], in[1], in[2], eps);
+    });
   Tensor dx = x.detach();
   Tensor dw = weight.defined() ? weight.detach() : Tensor();
   Tensor db = bias.defined() ? bias.detach() : Tensor();
@@ -70,6 +83,10 @@ RopeTable make_rope_table(int64_t head_dim, int64_t max_positions, double theta,
 }
 
 Tensor rotary_embedding(const Tensor& x, const RopeTable& table, const Tensor& positions) {
+  if (autograd::tracing())
+    return autograd::traced("rotary_embedding", {x, positions}, {}, [table](const Inputs& in) {
+      return rotary_embedding(in[0], table, in[1]);
+    });
   LT_CHECK(x.dim() == 4 && x.size(3) == table.head_dim, "rotary_embedding: x must be [B, T, H, ",
            table.head_dim, "] for this table, got ", x.str());
   Tensor pos = positions.defined() ? positions.detach() : Tensor();

@@ -1,8 +1,11 @@
 #include "autograd/functions.h"
 #include "autograd/record.h"
+#include "autograd/trace.h"
 #include "ops/matmul.h"
 
 namespace lt {
+
+using Inputs = std::vector<Tensor>;
 
 using autograd::record;
 
@@ -11,6 +14,10 @@ using autograd::record;
 // partner is not held alive by the tape.
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  if (autograd::tracing())
+    return autograd::traced("matmul", {a, b}, {}, [trans_a, trans_b](const Inputs& in) {
+      return matmul(in[0], in[1], trans_a, trans_b);
+    });
   Tensor da = a.detach(), db = b.detach();
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   const bool b_shared = db.dim() == 2;
@@ -23,6 +30,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (autograd::tracing())
+    return autograd::traced("linear", {x, weight, bias}, {},
+                            [](const Inputs& in) { return linear(in[0], in[1], in[2]); });
   Tensor dx = x.detach(), dw = weight.detach();
   Tensor db = bias.defined() ? bias.detach() : Tensor();
   const bool need_x = x.requires_grad(), need_weight = weight.requires_grad();

@@ -40,6 +40,8 @@ const char* op_name(OpKind op) {
       return "log";
     case OpKind::Tanh:
       return "tanh";
+    case OpKind::Sqrt:
+      return "sqrt";
     case OpKind::Rsqrt:
       return "rsqrt";
     case OpKind::Sigmoid:

@@ -41,6 +41,7 @@ enum class OpKind : uint8_t {
   Exp,
   Log,
   Tanh,
+  Sqrt,
   Rsqrt,
   Sigmoid,
   Erf,
@@ -97,6 +98,7 @@ class KernelGraph {
   Value exp(Value a) { return unary(OpKind::Exp, a); }
   Value log(Value a) { return unary(OpKind::Log, a); }
   Value tanh(Value a) { return unary(OpKind::Tanh, a); }
+  Value sqrt(Value a) { return unary(OpKind::Sqrt, a); }
   Value rsqrt(Value a) { return unary(OpKind::Rsqrt, a); }
   Value sigmoid(Value a) { return unary(OpKind::Sigmoid, a); }
   Value erf(Value a) { return unary(OpKind::Erf, a); }

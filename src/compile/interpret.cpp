@@ -134,6 +134,11 @@ void apply(const Node& n, double a, double ea, double b, double eb, double c, do
       v = std::tanh(a);
       e = (1 - v * v) * ea + 2 * std::abs(v);
       return;
+    case OpKind::Sqrt:
+      v = std::sqrt(a);
+      // IEEE sqrt is correctly rounded: one rounding.
+      e = (a > 0 ? 0.5 * v / a * ea : 0.0) + std::abs(v);
+      return;
     case OpKind::Rsqrt:
       v = 1 / std::sqrt(a);
       e = 0.5 * std::abs(v / a) * ea + 2 * std::abs(v);
@@ -244,6 +249,7 @@ Reference interpret(const KernelGraph& graph, int64_t rows, int64_t cols,
   Reference ref;
   for (const OutputSpec& o : graph.outputs()) {
     Evaluated stored = at[static_cast<size_t>(o.node)];
+    ref.exact.push_back(stored.value);
     for (size_t i = 0; i < stored.value.size(); ++i) {
       double& v = stored.value[i];
       if (o.dtype == DType::BF16) {

@@ -30,6 +30,9 @@ struct Reference {
   // round the other way. So a missing or wrong bf16 rounding shows where
   // the value is known well enough.
   std::vector<Values> rounding_bound;
+  // The outputs before the rounding to their stored dtype (what finite
+  // differences of the graph's math need).
+  std::vector<Values> exact;
 };
 inline constexpr double kBoundSlack = 8.0;
 

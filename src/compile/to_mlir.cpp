@@ -206,6 +206,9 @@ class MlirWriter {
       case OpKind::Tanh:
         v = op1("math.tanh", emit(n.a));
         break;
+      case OpKind::Sqrt:
+        v = op1("math.sqrt", emit(n.a));
+        break;
       case OpKind::Rsqrt:
         // 1 / sqrt: MLIR 19's math-to-llvm leaves a scalar math.rsqrt illegal.
         v = op2("arith.divf", constant(1.0), op1("math.sqrt", emit(n.a)));

@@ -1,0 +1,58 @@
+#pragma once
+// One chain of the fusion pass (autograd/fusion_pass.h) as compiled kernels:
+// the chain's calls written in the compiler's IR (compile/graph.h), one
+// forward kernel, and a backward kernel per set of inputs that need a
+// gradient (compile/gradient.h), compiled on first use through the kernel
+// cache. On the tape the chain is one node, "fused_chain", which saves
+// only the chain's inputs (the backward kernel recomputes the rest).
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "autograd/fusion_pass.h"
+#include "compile/graph.h"
+#include "compile/kernel_cache.h"
+#include "core/tensor.h"
+
+namespace lt::autograd {
+
+// The chain's forward as a kernel graph: inputs as chain_inputs (full
+// values of the chain's shape, or [cols] vectors), outputs as
+// chain_outputs, each stored in the chain's dtype. A bf16 chain rounds each
+// call's result to bf16, as the calls do one by one.
+compile::KernelGraph chain_kernel_graph(const CallGraph& graph, const FusionPlan& plan,
+                                        int32_t chain);
+
+class FusedChainKernel : public std::enable_shared_from_this<FusedChainKernel> {
+ public:
+  // Compiles the forward now (through `cache`, which must outlive this).
+  FusedChainKernel(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
+                   compile::KernelCache& cache);
+
+  const std::vector<int32_t>& input_values() const { return inputs_; }
+  const std::vector<int32_t>& output_values() const { return outputs_; }
+  const compile::KernelGraph& forward_graph() const { return forward_; }
+
+  // `inputs` in input_values() order (CPU tensors); returns the outputs in
+  // output_values() order, recorded as one node when a gradient is needed.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+
+ private:
+  std::shared_ptr<const compile::CpuKernel> backward_kernel(const std::vector<bool>& needs) const;
+  std::vector<Tensor> backward(const std::vector<Tensor>& saved, const std::vector<bool>& needs,
+                               const std::vector<Tensor>& grad_outputs) const;
+
+  compile::KernelCache& cache_;
+  compile::KernelGraph forward_;
+  std::shared_ptr<const compile::CpuKernel> forward_kernel_;
+  std::vector<int32_t> inputs_, outputs_;
+  std::vector<Shape> input_shapes_, output_shapes_;
+  std::vector<DType> input_dtypes_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::vector<bool>,
+                   std::pair<compile::KernelGraph, std::shared_ptr<const compile::CpuKernel>>>
+      backward_;
+};
+
+}  // namespace lt::autograd

@@ -1,0 +1,136 @@
+#include "autograd/fused_program.h"
+
+#include <unordered_map>
+
+#include "autograd/functions.h"
+#include "core/error.h"
+
+namespace lt::autograd {
+
+CallGraph call_graph(const CallTrace& trace, const std::vector<Tensor>& external,
+                     const Tensor& output, std::vector<CallAgain>* again, int32_t* output_value) {
+  CallGraph g;
+  std::unordered_map<const TensorImpl*, int32_t> value_of;
+  auto add_value = [&](const Tensor& t) {
+    const int32_t id = static_cast<int32_t>(g.shapes.size());
+    g.shapes.push_back(t.shape());
+    g.dtypes.push_back(t.dtype());
+    g.used_after.push_back(false);
+    return id;
+  };
+  for (const Tensor& t : external) {
+    LT_CHECK(t.defined(), "fusion: an external tensor is undefined");
+    value_of[t.impl_ptr().get()] = add_value(t);
+  }
+  for (size_t i = 0; i < trace.calls.size(); ++i) {
+    const TracedCall& call = trace.calls[i];
+    CallNode node;
+    node.fn = call.fn;
+    node.numbers = call.numbers;
+    for (size_t k = 0; k < call.inputs.size(); ++k) {
+      const Tensor& t = call.inputs[k];
+      if (!t.defined()) {
+        node.inputs.push_back(-1);
+        continue;
+      }
+      auto it = value_of.find(t.impl_ptr().get());
+      LT_CHECK(it != value_of.end(), "fusion: call ", i, " (", call.fn, ") reads input ", k, " (",
+               t.str(), "), made outside the traced calls: the stage cannot be replayed");
+      node.inputs.push_back(it->second);
+    }
+    const bool with_bias = call.fn == "linear" && node.inputs.size() == 3 && node.inputs[2] >= 0;
+    if (with_bias) {
+      // linear(x, w, b) = bias_add(linear(x, w), b): the bias may then fuse.
+      CallNode product{"linear", {node.inputs[0], node.inputs[1], -1}, -1, {}};
+      Shape shape = call.output.shape();
+      product.output = static_cast<int32_t>(g.shapes.size());
+      g.shapes.push_back(shape);
+      g.dtypes.push_back(call.output.dtype());
+      g.used_after.push_back(false);
+      g.nodes.push_back(product);
+      if (again)
+        again->push_back(
+            [](const std::vector<Tensor>& in) { return linear(in[0], in[1], Tensor()); });
+      node = CallNode{"bias_add", {product.output, node.inputs[2]}, -1, {}};
+    }
+    node.output = add_value(call.output);
+    value_of[call.output.impl_ptr().get()] = node.output;
+    g.nodes.push_back(std::move(node));
+    if (again) again->push_back(with_bias ? CallAgain() : call.again);
+  }
+  auto it = value_of.find(output.impl_ptr().get());
+  LT_CHECK(output.defined() && it != value_of.end() &&
+               it->second >= static_cast<int32_t>(external.size()),
+           "fusion: the stage's result is not the result of a traced call");
+  g.used_after[static_cast<size_t>(it->second)] = true;
+  if (output_value) *output_value = it->second;
+  return g;
+}
+
+FusedProgram::FusedProgram(const CallTrace& trace, const std::vector<Tensor>& external,
+                           const Tensor& output, compile::KernelCache& cache)
+    : graph_(call_graph(trace, external, output, &again_, &output_value_)),
+      plan_(plan_fusion(graph_)),
+      external_count_(static_cast<int32_t>(external.size())) {
+  for (size_t c = 0; c < plan_.chains.size(); ++c) {
+    chains_.push_back(
+        std::make_shared<FusedChainKernel>(graph_, plan_, static_cast<int32_t>(c), cache));
+  }
+  // Each value is dropped after the step that reads it last (not the result).
+  std::vector<int32_t> last_read(graph_.shapes.size(), -1);
+  for (size_t step = 0; step < plan_.schedule.size(); ++step) {
+    const int32_t unit = plan_.schedule[step];
+    const std::vector<int32_t> reads =
+        unit >= 0 ? graph_.nodes[static_cast<size_t>(unit)].inputs
+                  : chains_[static_cast<size_t>(-1 - unit)]->input_values();
+    for (int32_t v : reads) {
+      if (v >= 0) last_read[static_cast<size_t>(v)] = static_cast<int32_t>(step);
+    }
+  }
+  release_after_.resize(plan_.schedule.size());
+  for (size_t v = 0; v < last_read.size(); ++v) {
+    if (last_read[v] >= 0 && static_cast<int32_t>(v) != output_value_) {
+      release_after_[static_cast<size_t>(last_read[v])].push_back(static_cast<int32_t>(v));
+    }
+  }
+}
+
+int64_t FusedProgram::fused_calls() const {
+  int64_t n = 0;
+  for (const FusedChain& c : plan_.chains) n += static_cast<int64_t>(c.nodes.size());
+  return n;
+}
+
+Tensor FusedProgram::run(const std::vector<Tensor>& external) const {
+  LT_CHECK(static_cast<int32_t>(external.size()) == external_count_, "fusion: the program takes ",
+           external_count_, " external tensors, got ", external.size());
+  std::vector<Tensor> slot(graph_.shapes.size());
+  for (size_t i = 0; i < external.size(); ++i) {
+    LT_CHECK(external[i].shape() == graph_.shapes[i] && external[i].dtype() == graph_.dtypes[i],
+             "fusion: external tensor ", i, " is ", external[i].str(),
+             ", not the shape and dtype it was traced with");
+    slot[i] = external[i];
+  }
+  auto gather = [&](const std::vector<int32_t>& values) {
+    std::vector<Tensor> in;
+    for (int32_t v : values) in.push_back(v < 0 ? Tensor() : slot[static_cast<size_t>(v)]);
+    return in;
+  };
+  for (size_t step = 0; step < plan_.schedule.size(); ++step) {
+    const int32_t unit = plan_.schedule[step];
+    if (unit >= 0) {
+      const CallNode& n = graph_.nodes[static_cast<size_t>(unit)];
+      slot[static_cast<size_t>(n.output)] = again_[static_cast<size_t>(unit)](gather(n.inputs));
+    } else {
+      const FusedChainKernel& chain = *chains_[static_cast<size_t>(-1 - unit)];
+      std::vector<Tensor> out = chain.run(gather(chain.input_values()));
+      for (size_t k = 0; k < out.size(); ++k) {
+        slot[static_cast<size_t>(chain.output_values()[k])] = std::move(out[k]);
+      }
+    }
+    for (int32_t v : release_after_[step]) slot[static_cast<size_t>(v)] = Tensor();
+  }
+  return slot[static_cast<size_t>(output_value_)];
+}
+
+}  // namespace lt::autograd

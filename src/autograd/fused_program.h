@@ -1,0 +1,57 @@
+#pragma once
+// A stage's forward, traced once (autograd/trace.h), turned into a program
+// whose fusable chains (autograd/fusion_pass.h) run as compiled kernels
+// (autograd/fused_chain.h) and whose other calls run as traced. Built once
+// per graph shape (the caller keys programs by input shape, dtype, grad
+// mode), it replays the stage on new tensors of the same shapes.
+//
+// What a trace may read: the `external` tensors the caller passes again on
+// every run (the stage's input and parameters), and what earlier traced
+// calls returned. A trace that reads anything else (a tensor made by code
+// outside autograd/functions.h) cannot be replayed: building throws,
+// naming the call, and the caller runs that stage as before.
+#include <memory>
+#include <vector>
+
+#include "autograd/fused_chain.h"
+#include "autograd/fusion_pass.h"
+#include "autograd/trace.h"
+
+namespace lt::autograd {
+
+// The call graph of a trace: values 0 .. external.size() - 1 are the
+// external tensors, then one per call output; a linear call with a bias
+// becomes a linear call without it and a "bias_add". `output` must be a
+// traced call's result. `again` receives, per node, how to run it.
+CallGraph call_graph(const CallTrace& trace, const std::vector<Tensor>& external,
+                     const Tensor& output, std::vector<CallAgain>* again = nullptr,
+                     int32_t* output_value = nullptr);
+
+class FusedProgram {
+ public:
+  // Compiles every chain's forward through `cache` (which must outlive
+  // the program and the tapes its runs record).
+  FusedProgram(const CallTrace& trace, const std::vector<Tensor>& external, const Tensor& output,
+               compile::KernelCache& cache);
+
+  // The stage's result for `external` (same order, shapes and dtypes as
+  // when traced).
+  Tensor run(const std::vector<Tensor>& external) const;
+
+  const CallGraph& graph() const { return graph_; }
+  const FusionPlan& plan() const { return plan_; }
+  // Calls that run inside chains.
+  int64_t fused_calls() const;
+
+ private:
+  // Declared before graph_: its initializer fills them.
+  std::vector<CallAgain> again_;
+  int32_t output_value_ = -1;
+  CallGraph graph_;
+  FusionPlan plan_;
+  std::vector<std::shared_ptr<FusedChainKernel>> chains_;
+  std::vector<std::vector<int32_t>> release_after_;  // per schedule step: values read last there
+  int32_t external_count_ = 0;
+};
+
+}  // namespace lt::autograd

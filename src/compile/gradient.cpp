@@ -1,0 +1,217 @@
+#include "compile/gradient.h"
+
+#include <optional>
+
+#include "core/error.h"
+
+namespace lt::compile {
+namespace {
+
+class Differentiator {
+ public:
+  explicit Differentiator(const KernelGraph& forward)
+      : forward_(forward), value_(forward.nodes().size()), grad_(forward.nodes().size()) {}
+
+  KernelGraph run(const std::vector<bool>& needs_grad) {
+    LT_CHECK(needs_grad.size() == forward_.inputs().size(),
+             "compile: gradient_graph: ", needs_grad.size(), " needs_grad flags for ",
+             forward_.inputs().size(), " inputs");
+    // The forward, recomputed: the same nodes in the same order.
+    for (size_t id = 0; id < forward_.nodes().size(); ++id) value_[id] = copy(forward_.nodes()[id]);
+    for (const OutputSpec& o : forward_.outputs()) {
+      const ShapeClass shape = forward_.node(o.node).shape;
+      accumulate(o.node, g_.input(shape, DType::F32));
+    }
+    for (size_t i = forward_.nodes().size(); i-- > 0;) {
+      if (grad_[i]) propagate(static_cast<int32_t>(i), *grad_[i]);
+    }
+    for (const Node& n : forward_.nodes()) {
+      if (n.op != OpKind::Input || !needs_grad[static_cast<size_t>(n.input_index)]) continue;
+      const int32_t id = input_node(n.input_index);
+      const ShapeClass want = n.shape == ShapeClass::Row ? ShapeClass::Row : ShapeClass::Full;
+      g_.output(spread(grad_[static_cast<size_t>(id)], want, value_[static_cast<size_t>(id)]),
+                DType::F32);
+    }
+    return std::move(g_);
+  }
+
+ private:
+  int32_t input_node(int32_t input_index) const {
+    for (size_t id = 0; id < forward_.nodes().size(); ++id) {
+      const Node& n = forward_.nodes()[id];
+      if (n.op == OpKind::Input && n.input_index == input_index) return static_cast<int32_t>(id);
+    }
+    fail("compile: gradient_graph: no node for input ", input_index);
+  }
+
+  Value v(int32_t id) const { return value_[static_cast<size_t>(id)]; }
+
+  Value copy(const Node& n) {
+    switch (n.op) {
+      case OpKind::Input:
+        return g_.input(n.shape, n.dtype);
+      case OpKind::Constant:
+        return g_.constant(n.constant);
+      case OpKind::Cols:
+        return g_.cols();
+      case OpKind::Select:
+        return g_.select(v(n.a), v(n.b), v(n.c));
+      case OpKind::Cast:
+        return g_.cast(v(n.a), n.dtype);
+      case OpKind::RowSum:
+        return g_.row_sum(v(n.a));
+      case OpKind::RowMax:
+        return g_.row_max(v(n.a));
+      case OpKind::Add:
+        return g_.add(v(n.a), v(n.b));
+      case OpKind::Sub:
+        return g_.sub(v(n.a), v(n.b));
+      case OpKind::Mul:
+        return g_.mul(v(n.a), v(n.b));
+      case OpKind::Div:
+        return g_.div(v(n.a), v(n.b));
+      case OpKind::Max:
+        return g_.max(v(n.a), v(n.b));
+      case OpKind::Less:
+        return g_.less(v(n.a), v(n.b));
+      case OpKind::Neg:
+        return g_.neg(v(n.a));
+      case OpKind::Abs:
+        return g_.abs(v(n.a));
+      case OpKind::Exp:
+        return g_.exp(v(n.a));
+      case OpKind::Log:
+        return g_.log(v(n.a));
+      case OpKind::Tanh:
+        return g_.tanh(v(n.a));
+      case OpKind::Sqrt:
+        return g_.sqrt(v(n.a));
+      case OpKind::Rsqrt:
+        return g_.rsqrt(v(n.a));
+      case OpKind::Sigmoid:
+        return g_.sigmoid(v(n.a));
+      case OpKind::Erf:
+        return g_.erf(v(n.a));
+    }
+    fail("compile: gradient_graph: unknown op");
+  }
+
+  // A gradient of class `want` (Full or Row) from one that may be narrower
+  // (a Row gradient of a Full value, or none at all: zeros).
+  Value spread(const std::optional<Value>& grad, ShapeClass want, Value like) {
+    if (!grad) return g_.select(g_.constant(0.0), like, g_.constant(0.0));
+    const ShapeClass have = g_.node(grad->id).shape;
+    if (have == want) return *grad;
+    LT_CHECK(want == ShapeClass::Full, "compile: gradient_graph: a ", shape_class_name(have),
+             " gradient for a row value");
+    return g_.select(g_.constant(1.0), *grad, like);
+  }
+
+  // Adds to the gradient of node `id`. A gradient wider than the node (a
+  // row value broadcast over the columns) is summed back over the row; a
+  // col value's stays per element (summed over rows by the caller, which
+  // is exact by linearity); constants take none.
+  void accumulate(int32_t id, Value grad) {
+    const ShapeClass target = forward_.node(id).shape;
+    if (target == ShapeClass::Scalar) return;
+    if (target == ShapeClass::Row && g_.node(grad.id).shape == ShapeClass::Full) {
+      grad = g_.row_sum(grad);
+    }
+    std::optional<Value>& slot = grad_[static_cast<size_t>(id)];
+    slot = slot ? g_.add(*slot, grad) : grad;
+  }
+
+  void propagate(int32_t id, Value g) {
+    const Node& n = forward_.node(id);
+    const Value y = v(id);
+    switch (n.op) {
+      case OpKind::Input:
+      case OpKind::Constant:
+      case OpKind::Cols:
+      case OpKind::Less:
+        return;
+      case OpKind::Cast:
+        accumulate(n.a, g);
+        return;
+      case OpKind::Add:
+        accumulate(n.a, g);
+        accumulate(n.b, g);
+        return;
+      case OpKind::Sub:
+        accumulate(n.a, g);
+        accumulate(n.b, g_.neg(g));
+        return;
+      case OpKind::Mul:
+        accumulate(n.a, g_.mul(g, v(n.b)));
+        accumulate(n.b, g_.mul(g, v(n.a)));
+        return;
+      case OpKind::Div:
+        accumulate(n.a, g_.div(g, v(n.b)));
+        accumulate(n.b, g_.neg(g_.div(g_.mul(g, y), v(n.b))));
+        return;
+      case OpKind::Max: {
+        const Value a_smaller = g_.less(v(n.a), v(n.b));
+        const Value zero = g_.constant(0.0);
+        accumulate(n.a, g_.select(a_smaller, zero, g));
+        accumulate(n.b, g_.select(a_smaller, g, zero));
+        return;
+      }
+      case OpKind::Select: {
+        const Value zero = g_.constant(0.0);
+        accumulate(n.b, g_.select(v(n.a), g, zero));
+        accumulate(n.c, g_.select(v(n.a), zero, g));
+        return;
+      }
+      case OpKind::Neg:
+        accumulate(n.a, g_.neg(g));
+        return;
+      case OpKind::Abs:
+        accumulate(n.a, g_.select(g_.less(v(n.a), g_.constant(0.0)), g_.neg(g), g));
+        return;
+      case OpKind::Exp:
+        accumulate(n.a, g_.mul(g, y));
+        return;
+      case OpKind::Log:
+        accumulate(n.a, g_.div(g, v(n.a)));
+        return;
+      case OpKind::Tanh:
+        accumulate(n.a, g_.mul(g, g_.sub(g_.constant(1.0), g_.mul(y, y))));
+        return;
+      case OpKind::Sqrt:
+        accumulate(n.a, g_.div(g_.mul(g, g_.constant(0.5)), y));
+        return;
+      case OpKind::Rsqrt:  // d a^(-1/2) = -1/2 a^(-3/2) = -1/2 y^3
+        accumulate(n.a, g_.mul(g_.mul(g, g_.constant(-0.5)), g_.mul(y, g_.mul(y, y))));
+        return;
+      case OpKind::Sigmoid:
+        accumulate(n.a, g_.mul(g, g_.mul(y, g_.sub(g_.constant(1.0), y))));
+        return;
+      case OpKind::Erf: {
+        const Value a = v(n.a);
+        accumulate(n.a, g_.mul(g, g_.mul(g_.constant(1.1283791670955126),  // 2/sqrt(pi)
+                                         g_.exp(g_.neg(g_.mul(a, a))))));
+        return;
+      }
+      case OpKind::RowSum:
+        accumulate(n.a, spread(g, ShapeClass::Full, v(n.a)));
+        return;
+      case OpKind::RowMax:
+        // Every element equal to the maximum takes the row's gradient.
+        accumulate(n.a, g_.select(g_.less(v(n.a), y), g_.constant(0.0), g));
+        return;
+    }
+  }
+
+  const KernelGraph& forward_;
+  KernelGraph g_;
+  std::vector<Value> value_;
+  std::vector<std::optional<Value>> grad_;
+};
+
+}  // namespace
+
+KernelGraph gradient_graph(const KernelGraph& forward, const std::vector<bool>& needs_grad) {
+  return Differentiator(forward).run(needs_grad);
+}
+
+}  // namespace lt::compile

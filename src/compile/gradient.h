@@ -1,0 +1,25 @@
+#pragma once
+// Reverse-mode differentiation of a KernelGraph, in the IR itself: the
+// backward of a fused chain is one more kernel graph, compiled and cached
+// like the forward (autograd/fused_program.h runs both).
+//
+// The backward graph recomputes what it needs of the forward from the
+// forward's inputs (nothing but the inputs is saved), so it takes:
+//   the forward's inputs, in order, then
+//   one gradient per forward output, of that output's shape class, f32;
+// and writes, for each forward input with `needs_grad`, in input order:
+//   Full input: its gradient, Full, f32;
+//   Row input:  its gradient, Row, f32;
+//   Col input:  the per-element contributions, Full, f32: the caller sums
+//               them over the rows (the IR reduces along rows only).
+// Gradients flow through Cast unchanged (as autograd's cast does), and
+// Less and Select's condition pass none.
+#include <vector>
+
+#include "compile/graph.h"
+
+namespace lt::compile {
+
+KernelGraph gradient_graph(const KernelGraph& forward, const std::vector<bool>& needs_grad);
+
+}  // namespace lt::compile

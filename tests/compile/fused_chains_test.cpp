@@ -1,0 +1,168 @@
+// Each chain the fusion pass fuses, run as a compiled program
+// (autograd/fused_program.h), against the same calls run unfused by
+// autograd: the output and every input's gradient. The functions are
+// traced the way a block stage is (autograd/trace.h), so these also check
+// that the trace, the pass and the program keep every call: a dropped or
+// misordered call changes the output or a gradient.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "autograd/fused_program.h"
+#include "compile/compiler_info.h"
+#include "core/random.h"
+
+namespace lt::autograd {
+namespace {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+std::vector<Tensor> leaves(const std::vector<Tensor>& values) {
+  std::vector<Tensor> out;
+  for (const Tensor& v : values) {
+    Tensor t = v.clone();
+    t.set_requires_grad(true);
+    out.push_back(t);
+  }
+  return out;
+}
+
+// sum(f(inputs) * probe), backward; the output and the inputs' gradients.
+std::vector<Tensor> output_and_grads(const Tensor& out, const std::vector<Tensor>& inputs,
+                                     const Tensor& probe) {
+  lt::backward(sum(mul(out, probe)));
+  std::vector<Tensor> r{out.detach()};
+  for (const Tensor& in : inputs) r.push_back(in.grad());
+  return r;
+}
+
+void expect_close(const Tensor& fused, const Tensor& unfused, double tolerance,
+                  const std::string& what) {
+  ASSERT_TRUE(fused.defined() && unfused.defined()) << what;
+  ASSERT_EQ(fused.shape(), unfused.shape()) << what;
+  const std::vector<double> a = fused.to(DType::F64).to_vector<double>();
+  const std::vector<double> b = unfused.to(DType::F64).to_vector<double>();
+  double scale = 0;
+  for (double v : b) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], b[i], tolerance * (scale + 1e-30)) << what << " element " << i;
+  }
+}
+
+// f(values) unfused, and as a program traced from one call of f; the
+// program must fuse `chains` chains holding `fused_calls` calls.
+void expect_fused_equals_unfused(const Fn& f, const std::vector<Tensor>& values, size_t chains,
+                                 int64_t fused_calls) {
+  Generator gen(99);
+  std::vector<Tensor> eager_in = leaves(values);
+  const Tensor eager_out = f(eager_in);
+  const Tensor probe = Tensor::randn(eager_out.shape(), gen);
+  const std::vector<Tensor> expected = output_and_grads(eager_out, eager_in, probe);
+
+  std::vector<Tensor> traced_in = leaves(values);
+  CallTrace trace;
+  Tensor traced_out;
+  {
+    TraceScope scope(trace);
+    traced_out = f(traced_in);
+  }
+  compile::KernelCache cache;
+  FusedProgram program(trace, traced_in, traced_out, cache);
+  EXPECT_EQ(program.plan().chains.size(), chains);
+  EXPECT_EQ(program.fused_calls(), fused_calls);
+
+  std::vector<Tensor> run_in = leaves(values);
+  const std::vector<Tensor> got = output_and_grads(program.run(run_in), run_in, probe);
+  // f32 against f32: the ops sum rows in double, the kernels in f32, and
+  // the kernels' backward recomputes the forward in another order.
+  expect_close(got[0], expected[0], 2e-6, "output");
+  for (size_t i = 1; i < got.size(); ++i) {
+    expect_close(got[i], expected[i], 2e-5, "gradient of input " + std::to_string(i - 1));
+  }
+}
+
+class FusedChains : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!compile::compiler_info().built_in) GTEST_SKIP() << "built without MLIR (-DLT_MLIR=OFF)";
+  }
+  Generator gen{5};
+  Tensor randn(const Shape& shape, double std = 1.0) {
+    return Tensor::randn(shape, gen, DType::F32, std);
+  }
+};
+
+TEST_F(FusedChains, ResidualAddAndRmsNorm) {
+  Fn f = [](const std::vector<Tensor>& in) { return rms_norm(add(in[0], in[1]), in[2], 1e-6); };
+  expect_fused_equals_unfused(f, {randn({2, 3, 32}), randn({2, 3, 32}), randn({32}, 0.5)}, 1, 2);
+}
+
+TEST_F(FusedChains, ResidualAddAndLayerNorm) {
+  Fn f = [](const std::vector<Tensor>& in) {
+    return layer_norm(add(in[0], in[1]), in[2], in[3], 1e-5);
+  };
+  expect_fused_equals_unfused(
+      f, {randn({4, 24}), randn({4, 24}), randn({24}, 0.5), randn({24}, 0.5)}, 1, 2);
+}
+
+TEST_F(FusedChains, SwiGLU) {
+  Fn f = [](const std::vector<Tensor>& in) { return swiglu(in[0], in[1]); };
+  expect_fused_equals_unfused(f, {randn({3, 5, 40}, 2.0), randn({3, 5, 40})}, 1, 1);
+}
+
+TEST_F(FusedChains, GeluTanh) {
+  Fn f = [](const std::vector<Tensor>& in) { return gelu_tanh(in[0]); };
+  expect_fused_equals_unfused(f, {randn({6, 48}, 2.0)}, 1, 1);
+}
+
+// GPT-2's MLP up to the second projection: the bias of the first linear
+// and the GELU are one chain; the matmul stays outside.
+TEST_F(FusedChains, BiasAndActivation) {
+  Fn f = [](const std::vector<Tensor>& in) {
+    return linear(gelu_tanh(linear(in[0], in[1], in[2])), in[3]);
+  };
+  expect_fused_equals_unfused(
+      f, {randn({2, 4, 16}), randn({32, 16}, 0.2), randn({32}), randn({16, 32}, 0.2)}, 1, 2);
+}
+
+// A whole pre-norm block's elementwise pattern around two matmuls: three
+// chains (norm; residual add + norm; residual add) and the residual stream
+// read across them.
+TEST_F(FusedChains, NormsAndResidualsAroundMatmuls) {
+  Fn f = [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    const Tensor h = add(x, matmul(rms_norm(x, in[1], 1e-6), in[2]));
+    return add(h, matmul(silu(rms_norm(h, in[3], 1e-6)), in[4]));
+  };
+  expect_fused_equals_unfused(f,
+                              {randn({2, 3, 16}), randn({16}, 0.5), randn({16, 16}, 0.3),
+                               randn({16}, 0.5), randn({16, 16}, 0.3)},
+                              3, 5);
+}
+
+// A trace that reads a tensor made outside the traced calls cannot be
+// replayed: building the program says so instead of replaying stale data.
+TEST_F(FusedChains, RefusesATraceThatReadsAnUntracedTensor) {
+  const std::vector<Tensor> in = leaves({randn({4, 8})});
+  CallTrace trace;
+  Tensor out;
+  {
+    TraceScope scope(trace);
+    const Tensor made_outside = in[0].detach().clone();  // not a traced call
+    out = add(in[0], made_outside);
+  }
+  compile::KernelCache cache;
+  try {
+    FusedProgram program(trace, in, out, cache);
+    FAIL() << "built a program from a trace that reads an untraced tensor";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("made outside the traced calls"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace lt::autograd
