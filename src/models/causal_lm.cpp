@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autograd/grad_mode.h"
+#include "models/compiled_blocks.h"
 
 namespace lt::models {
 
@@ -113,14 +114,18 @@ StageContext CausalLM::context(int64_t seq_len, Tensor targets, double loss_deno
 Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets, double loss_denominator) const {
   StageContext ctx = context(ids.size(1), targets, loss_denominator);
   Tensor x = ids;
-  for (const auto& s : stages_) x = s->forward(x, ctx);
+  for (const auto& s : stages_) x = run_stage(*s, x, ctx);
   return x;
+}
+
+Tensor CausalLM::run_stage(const Stage& stage, const Tensor& x, const StageContext& ctx) const {
+  return compiled_ ? compiled_->forward(stage, x, ctx) : stage.forward(x, ctx);
 }
 
 Tensor CausalLM::logits(const Tensor& ids) const {
   StageContext ctx = context(ids.size(1));
   Tensor x = ids;
-  for (size_t i = 0; i + 1 < stages_.size(); ++i) x = stages_[i]->forward(x, ctx);
+  for (size_t i = 0; i + 1 < stages_.size(); ++i) x = run_stage(*stages_[i], x, ctx);
   return static_cast<const HeadStage&>(*stages_.back()).logits(x);
 }
 

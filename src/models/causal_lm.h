@@ -3,10 +3,14 @@
 // stages, built from a ModelConfig and loaded from / saved to a Hugging
 // Face folder (config.json + safetensors) by io/hf_model.h.
 
+#include <memory>
+
 #include "models/config.h"
 #include "models/stages.h"
 
 namespace lt::models {
+
+class CompiledBlocks;
 
 class CausalLM {
  public:
@@ -37,12 +41,22 @@ class CausalLM {
   // ids [B, T] -> logits [B, T, V].
   Tensor logits(const Tensor& ids) const;
 
+  // train.compile: loss() and logits() run the block stages through
+  // `compiled` (models/compiled_blocks.h); null: as they are.
+  void use_compiled_blocks(std::shared_ptr<CompiledBlocks> compiled) {
+    compiled_ = std::move(compiled);
+  }
+  const std::shared_ptr<CompiledBlocks>& compiled_blocks() const { return compiled_; }
+
  private:
   CausalLM(const ModelConfig& config, Generator* gen, DType dtype);
   ModelConfig config_;
   StageChain stages_;
   mutable RopeTable rope_;
   Device device_ = Device::cpu();
+  std::shared_ptr<CompiledBlocks> compiled_;
+
+  Tensor run_stage(const Stage& stage, const Tensor& x, const StageContext& ctx) const;
 };
 
 // Counts targets that are not -100.

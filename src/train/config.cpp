@@ -239,6 +239,7 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"train.save_every", integer(c.train.save_every)},
       {"train.keep_last", integer(c.train.keep_last)},
       {"train.max_bad_steps", integer(c.train.max_bad_steps)},
+      {"train.compile", boolean(c.train.compile)},
       {"optim.name", str(c.optim.name)},
       {"optim.lr", number(c.optim.lr)},
       {"optim.betas", numbers(c.optim.betas)},

@@ -60,6 +60,10 @@ struct TrainConfig {
     int64_t save_every = 0;      // 0 = only at the end
     int64_t keep_last = 2;       // checkpoints kept
     int64_t max_bad_steps = 5;   // stop after this many non-finite steps in a row
+    // Run the decoder blocks through the fusion compiler (models/compiled_blocks.h):
+    // elementwise and norm chains become compiled kernels. Off until it is
+    // faster; needs a build with MLIR (LT_MLIR) and the CPU.
+    bool compile = false;
   } train;
   struct Optim {
     std::string name = "adamw";  // adamw or adamw8bit

@@ -26,6 +26,7 @@
 #include "optim/adamw8bit.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
+#include "train/compile_setup.h"
 #include "train/generation.h"
 #include "train/generation_setup.h"
 #include "train/math_eval.h"
@@ -317,6 +318,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   // optimizer's states follow them there; streaming keeps both on the host.
   if (r.plan.device.is_cuda() && r.plan.executor == exec::ExecutorKind::Resident)
     model.to(r.plan.device, DType::F32);
+  setup_compile(c, r.plan, model, log);
   std::unique_ptr<exec::ZeroOptimizer> zero = make_zero_optimizer(c, r.plan, model, r.ranks.get());
   exec::ZeroOptimizer* sharded = zero.get();
   r.zero = sharded;
@@ -559,6 +561,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   TrainRunResult result;
   RunSummary summary;  // this run's steps, for its closing line
 
+  const int64_t first_step = r.state.step;
   while (r.state.step < c.train.steps) {
     std::vector<data::Batch> micro;
     for (int64_t i = 0; i < r.plan.grad_accum; ++i)
@@ -581,6 +584,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     bar.update(r.state.step - 1, stats.loss, line.at("tokens_per_s").get<double>(),
                line.at("tflops").get<double>(), fmt::format(" | lr {:.2e}", step_options.lr));
     const bool at_end = r.state.step == c.train.steps;
+    // train.compile builds its programs in the run's first step.
+    if (r.state.step == first_step + 1 || at_end) log_compile(*r.model, bar);
     if (stop_requested(r, signals) && !at_end) {  // on the last step, finish normally
       bar.finish();
       bar.message("stop requested: saving and exiting");

@@ -1,0 +1,81 @@
+#include "models/compiled_blocks.h"
+
+#include <chrono>
+#include <sstream>
+
+#include "core/grad_mode.h"
+
+namespace lt::models {
+
+CompiledBlocks::CompiledBlocks(std::shared_ptr<compile::KernelCache> cache)
+    : cache_(std::move(cache)) {}
+
+Tensor CompiledBlocks::forward(const Stage& stage, const Tensor& x, const StageContext& ctx) {
+  if (stage.kind() != StageKind::Block || !x.device().is_cpu()) return stage.forward(x, ctx);
+  const void* rope = ctx.rope != nullptr ? ctx.rope->cos.impl_ptr().get() : nullptr;
+  Key key{&stage, x.shape(), x.dtype(), x.device().str(), GradMode::enabled(), rope};
+  nn::NamedParameters params;
+  stage.collect(params);
+  std::vector<Tensor> external{x};
+  for (const auto& p : params) external.push_back(p.second);
+
+  std::shared_ptr<const autograd::FusedProgram> program;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = programs_.find(key);
+    if (it != programs_.end()) {
+      if (!it->second) return stage.forward(x, ctx);
+      program = it->second;
+    }
+  }
+  if (program) return program->run(external);
+
+  autograd::CallTrace trace;
+  Tensor out;
+  {
+    autograd::TraceScope scope(trace);
+    out = stage.forward(x, ctx);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::string failure;
+  try {
+    program = std::make_shared<autograd::FusedProgram>(trace, external, out, *cache_);
+  } catch (const std::exception& e) {
+    failure = stage.name() + ": " + e.what();
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::lock_guard<std::mutex> lock(mutex_);
+  programs_[key] = program;
+  stats_.build_seconds += seconds;
+  stats_.calls += static_cast<int64_t>(trace.calls.size());
+  if (program) {
+    ++stats_.programs;
+    stats_.chains += static_cast<int64_t>(program->plan().chains.size());
+    stats_.fused_calls += program->fused_calls();
+  } else {
+    if (stats_.fallbacks++ == 0) stats_.first_fallback = failure;
+  }
+  return out;
+}
+
+CompiledBlockStats CompiledBlocks::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+std::string compile_summary(const CompiledBlockStats& s, const compile::KernelCacheStats& c) {
+  std::ostringstream out;
+  out.precision(3);
+  out << "compile: " << s.programs << " block programs, " << s.chains << " chains fused ("
+      << s.fused_calls << " of " << s.calls << " traced calls), kernels " << c.compiled
+      << " compiled / " << c.loaded_from_disk << " from disk / " << c.memory_hits << " reused, "
+      << c.compile_seconds << " s compiling (" << s.build_seconds << " s building programs)";
+  if (s.fallbacks > 0) {
+    out << "; " << s.fallbacks << " block traces run unfused, the first because "
+        << s.first_fallback;
+  }
+  return out.str();
+}
+
+}  // namespace lt::models

@@ -1,0 +1,66 @@
+#include "optim/compiled_adamw.h"
+
+#include "compile/tensor_call.h"
+#include "core/error.h"
+
+namespace lt::optim {
+
+using compile::ShapeClass;
+using compile::Value;
+
+compile::KernelGraph adamw_kernel_graph(DType grad_dtype, bool with_bf16_copy) {
+  compile::KernelGraph k;
+  const Value p = k.input(ShapeClass::Full, DType::F32);
+  const Value grad = k.input(ShapeClass::Full, grad_dtype);
+  const Value m = k.input(ShapeClass::Full, DType::F32);
+  const Value v = k.input(ShapeClass::Full, DType::F32);
+  auto scalar = [&] { return k.input(ShapeClass::Row, DType::F32); };
+  const Value grad_scale = scalar(), decay_factor = scalar(), beta1 = scalar(),
+              one_minus_beta1 = scalar(), beta2 = scalar(), one_minus_beta2 = scalar(),
+              bias_correction2_sqrt = scalar(), eps = scalar(), neg_step_size = scalar();
+  // detail::moments, then detail::apply, operation for operation.
+  const Value g = k.mul(grad, grad_scale);
+  const Value m_new = k.add(k.mul(beta1, m), k.mul(one_minus_beta1, g));
+  const Value v_new = k.add(k.mul(beta2, v), k.mul(k.mul(one_minus_beta2, g), g));
+  const Value decayed = k.mul(p, decay_factor);
+  const Value denominator = k.add(k.div(k.sqrt(v_new), bias_correction2_sqrt), eps);
+  const Value p_new = k.add(decayed, k.div(k.mul(neg_step_size, m_new), denominator));
+  k.output(p_new, DType::F32);
+  k.output(m_new, DType::F32);
+  k.output(v_new, DType::F32);
+  if (with_bf16_copy) k.output(p_new, DType::BF16);
+  return k;
+}
+
+void compiled_adamw_update(compile::KernelCache& cache, const AdamWScalars& s, const Tensor& param,
+                           const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                           const Tensor& bf16_copy) {
+  const int64_t n = grad.numel();
+  for (const Tensor* t : {&param, &exp_avg, &exp_avg_sq}) {
+    LT_CHECK(
+        t->dtype() == DType::F32 && t->numel() == n && t->is_contiguous() && t->device().is_cpu(),
+        "compiled_adamw_update: param and states must be contiguous f32 CPU tensors of ", n,
+        " elements, got ", t->str());
+  }
+  LT_CHECK(!bf16_copy.defined() || (bf16_copy.dtype() == DType::BF16 && bf16_copy.numel() == n),
+           "compiled_adamw_update: the bf16 copy must be bf16 of ", n, " elements");
+  const compile::KernelGraph graph = adamw_kernel_graph(grad.dtype(), bf16_copy.defined());
+  auto kernel = cache.get(graph);
+  const Shape row{1, n};
+  std::vector<Tensor> inputs{param.reshape(row), grad.contiguous().reshape(row),
+                             exp_avg.reshape(row), exp_avg_sq.reshape(row)};
+  for (float x : {s.grad_scale, s.decay_factor, s.beta1, s.one_minus_beta1, s.beta2,
+                  s.one_minus_beta2, s.bias_correction2_sqrt, s.eps, s.neg_step_size}) {
+    inputs.push_back(Tensor::from_vector(std::vector<float>{x}, {1}));
+  }
+  // The kernel's outputs may not overlap its inputs: it writes new buffers,
+  // copied back (a copy of 12 bytes a parameter that an in-place kernel
+  // would not need; the IR has no in-place outputs yet).
+  std::vector<Tensor> out = compile::call(*kernel, graph, inputs);
+  param.copy_(out[0].reshape(param.shape()));
+  exp_avg.copy_(out[1].reshape(exp_avg.shape()));
+  exp_avg_sq.copy_(out[2].reshape(exp_avg_sq.shape()));
+  if (bf16_copy.defined()) bf16_copy.copy_(out[3].reshape(bf16_copy.shape()));
+}
+
+}  // namespace lt::optim
