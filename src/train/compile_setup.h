@@ -15,8 +15,9 @@ namespace lt::train {
 void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& model,
                    ProgressBar& log);
 
-// After a step: logs what compiling has done so far, once after the first
-// step of the run (when the programs are built) and again at the end.
+// Logs what compiling has done so far: the trainer calls it after the
+// run's second step (the first traces and compiles the forward, the second
+// compiles the backward) and at the end.
 void log_compile(const models::CausalLM& model, ProgressBar& log);
 
 }  // namespace lt::train

@@ -584,8 +584,10 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     bar.update(r.state.step - 1, stats.loss, line.at("tokens_per_s").get<double>(),
                line.at("tflops").get<double>(), fmt::format(" | lr {:.2e}", step_options.lr));
     const bool at_end = r.state.step == c.train.steps;
-    // train.compile builds its programs in the run's first step.
-    if (r.state.step == first_step + 1 || at_end) log_compile(*r.model, bar);
+    // train.compile traces and compiles the forward in the run's first
+    // step (whose backward is the traced, unfused one), the backward in the
+    // second.
+    if (r.state.step == first_step + 2 || at_end) log_compile(*r.model, bar);
     if (stop_requested(r, signals) && !at_end) {  // on the last step, finish normally
       bar.finish();
       bar.message("stop requested: saving and exiting");
