@@ -86,7 +86,7 @@ nlohmann::json print_data_parallel(const plan::Plan& r, const PlanArgs& args,
       "reduce-scatter + all-gather) over {:.0f} GB/s ({}): {:.3f} s\n"
       "  predicted step <= {:.3f} s ({:.0f} tokens/s): the rank's step + the collectives, not "
       "overlapped\n"
-      "  ZeRO-1 (dist.zero 1; CPU-master executors on the CPU only, so far) would keep {:.2f} GB "
+      "  ZeRO-1 (dist.zero 1; the CPU-master executors) would keep {:.2f} GB "
       "less optimizer state per rank\n"
       "  not modelled: a node's ranks share its cores and host memory bandwidth (a CPU-master "
       "executor's optimizer runs on every rank)\n",

@@ -206,9 +206,9 @@ class MpiSum final : public exec::CrossRankSum {
     std::vector<MPI_Request> requests;
     for (const InFlight& f : in_flight_)
       requests.insert(requests.end(), f.requests.begin(), f.requests.end());
-    bounded_wait(requests, in_flight_.front().sequence, "the gradient all-reduce");
+    bounded_wait(requests, in_flight_.front().sequence, in_flight_.front().what);
     for (InFlight& f : in_flight_) {
-      if (f.packed.empty()) continue;
+      if (!f.unpack || f.packed.empty()) continue;
       int64_t at = 0;
       for (const Tensor& t : f.tensors) {
         std::copy_n(f.packed.data() + at, t.numel(), t.data<float>());
@@ -219,26 +219,33 @@ class MpiSum final : public exec::CrossRankSum {
   }
 
   void reduce_scatter(const Tensor& flat, const Tensor& shard) override {
-    check_shards(flat, shard.numel());
-    check_cpu_f32(shard);
-    const int64_t sequence = begin_collective();
-    std::vector<MPI_Request> requests(1);
-    check_mpi(MPI_Ireduce_scatter_block(flat.data<float>(), shard.data<float>(),
-                                        static_cast<int>(shard.numel()), MPI_FLOAT, MPI_SUM,
-                                        MPI_COMM_WORLD, requests.data()),
-              "MPI_Ireduce_scatter_block");
-    bounded_wait(requests, sequence, "the gradient reduce-scatter (dist.zero 1)");
+    start_reduce_scatter(flat, shard);
+    wait_for_sums();
   }
 
   void all_gather(const Tensor& flat) override {
+    start_all_gather(flat);
+    wait_for_sums();
+  }
+
+  void start_reduce_scatter(const Tensor& flat, const Tensor& shard) override {
+    check_shards(flat, shard.numel());
+    check_cpu_f32(shard);
+    InFlight& f = start_collective({flat, shard}, "the gradient reduce-scatter (dist.zero 1)");
+    check_mpi(MPI_Ireduce_scatter_block(flat.data<float>(), shard.data<float>(),
+                                        static_cast<int>(shard.numel()), MPI_FLOAT, MPI_SUM,
+                                        MPI_COMM_WORLD, &f.requests.emplace_back()),
+              "MPI_Ireduce_scatter_block");
+  }
+
+  void start_all_gather(const Tensor& flat) override {
     const int64_t shard = flat.numel() / size_;
     check_shards(flat, shard);
-    const int64_t sequence = begin_collective();
-    std::vector<MPI_Request> requests(1);
+    InFlight& f = start_collective({flat}, "the weights' all-gather (dist.zero 1)");
     check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, flat.data<float>(),
-                             static_cast<int>(shard), MPI_FLOAT, MPI_COMM_WORLD, requests.data()),
+                             static_cast<int>(shard), MPI_FLOAT, MPI_COMM_WORLD,
+                             &f.requests.emplace_back()),
               "MPI_Iallgather");
-    bounded_wait(requests, sequence, "the weights' all-gather (dist.zero 1)");
   }
 
  private:
@@ -247,7 +254,18 @@ class MpiSum final : public exec::CrossRankSum {
     std::vector<float> packed;  // empty: the one tensor is summed in place
     std::vector<MPI_Request> requests;
     int64_t sequence = 0;
+    const char* what = "the gradient all-reduce";
+    bool unpack = true;  // a sum: copy `packed` back into the tensors
   };
+  // A reduce-scatter or all-gather in flight, holding `tensors` until the wait.
+  InFlight& start_collective(std::vector<Tensor> tensors, const char* what) {
+    InFlight& f = in_flight_.emplace_back();
+    f.tensors = std::move(tensors);
+    f.sequence = begin_collective();
+    f.what = what;
+    f.unpack = false;
+    return f;
+  }
 
   static int piece(int64_t n, int64_t done) {
     return static_cast<int>(std::min(kMaxElementsPerCall, n - done));

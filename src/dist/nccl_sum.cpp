@@ -114,6 +114,42 @@ class NcclSum final : public exec::CrossRankSum {
     in_flight_.clear();
   }
 
+  // ZeRO-1 (exec/cross_rank_sum.h), on the current stream, the host
+  // waiting (bounded). Device tensors are reduced where they are (a
+  // stage's gradients, before the download: each rank then copies only
+  // its shard to the host); host tensors (ZeroOptimizer's f32 buffers:
+  // the masters' all-gather) go through device memory.
+  void reduce_scatter(const Tensor& flat, const Tensor& shard) override {
+    check_shards(flat, shard.numel());
+    LT_CHECK(flat.dtype() == shard.dtype(), "ncclReduceScatter: ", flat.str(), " into ",
+             shard.str());
+    cudaStream_t stream = current();
+    const Tensor in = on_device(flat);
+    const Tensor out =
+        shard.device().is_cpu() ? Tensor::empty(shard.shape(), shard.dtype(), device_) : shard;
+    check(ncclReduceScatter(in.data_ptr(), out.data_ptr(), static_cast<size_t>(shard.numel()),
+                            nccl_type(flat.dtype()), ncclSum, comm_, stream),
+          "ncclReduceScatter");
+    wait_for_comm("ncclReduceScatter");
+    wait_for_stream(stream, "ncclReduceScatter (dist.zero 1)");
+    if (shard.device().is_cpu()) shard.copy_(out);
+  }
+  void all_gather(const Tensor& flat) override {
+    const int64_t shard = flat.numel() / world_.size;
+    check_shards(flat, shard);
+    cudaStream_t stream = current();
+    const Tensor buffer = on_device(flat);
+    char* base = static_cast<char*>(buffer.data_ptr());
+    const size_t bytes = static_cast<size_t>(shard) * dtype_size(flat.dtype());
+    // In place: this rank's shard already sits at its place in `buffer`.
+    check(ncclAllGather(base + static_cast<size_t>(world_.rank) * bytes, base,
+                        static_cast<size_t>(shard), nccl_type(flat.dtype()), comm_, stream),
+          "ncclAllGather");
+    wait_for_comm("ncclAllGather");
+    wait_for_stream(stream, "ncclAllGather (dist.zero 1)");
+    if (flat.device().is_cpu()) flat.copy_(buffer);
+  }
+
  private:
   static constexpr size_t kScratchDoubles = 1024;
 
@@ -131,6 +167,18 @@ class NcclSum final : public exec::CrossRankSum {
     wait_for_comm("ncclGroupEnd");  // enqueued before anything is queued behind it
   }
 
+  void check_shards(const Tensor& flat, int64_t shard) const {
+    LT_CHECK(flat.is_contiguous() && flat.numel() == shard * world_.size,
+             "dist.zero 1: a flat buffer of ", flat.numel(), " elements is not ", world_.size,
+             " shards of ", shard, " (", flat.str(), ")");
+    LT_CHECK(flat.device().is_cpu() || flat.device() == device_, "dist.zero 1 over NCCL on ",
+             device_.str(), ": ", flat.str(), " is on another device");
+  }
+  // `t` itself on this rank's GPU, else a device copy of it (the current
+  // stream; copied back by the caller).
+  Tensor on_device(const Tensor& t) const {
+    return t.device().is_cpu() ? t.contiguous().to(device_) : t;
+  }
   cudaStream_t current() const {
     return static_cast<cudaStream_t>(current_stream(device_).handle());
   }

@@ -39,7 +39,7 @@ class CrossRankSum {
   // rank's shard of the sum (shard rank()) written to `shard`; `flat` is
   // left undefined. all_gather: every rank's own shard of `flat` copied into
   // the same place of every other rank's `flat`.
-  // The defaults refuse: a communicator that cannot (NCCL, today) says so.
+  // The defaults refuse: a communicator that cannot says so.
   virtual void reduce_scatter(const Tensor& flat, const Tensor& shard) {
     (void)flat, (void)shard;
     fail("dist.zero 1 needs a reduce-scatter, which this communicator does not have yet");
@@ -48,6 +48,13 @@ class CrossRankSum {
     (void)flat;
     fail("dist.zero 1 needs an all-gather, which this communicator does not have yet");
   }
+  // The same, started as start_sum() starts a sum: done once
+  // wait_for_sums() returns (the streaming executor reduce-scatters each
+  // stage as its backward ends). The defaults run at once.
+  virtual void start_reduce_scatter(const Tensor& flat, const Tensor& shard) {
+    reduce_scatter(flat, shard);
+  }
+  virtual void start_all_gather(const Tensor& flat) { all_gather(flat); }
 };
 
 }  // namespace lt::exec

@@ -120,9 +120,12 @@ struct OffloadExecutor::Impl {
   // ---- offload_ranks.cpp: data parallel, with or without ZeRO-1 ----
   StepStats run_step_over_ranks(const std::vector<data::Batch>& micro_batches,
                                 const StepOptions& o);
-  // Sums the gradients in `grads` (slab set 0; undefined: none on this
-  // rank) over the ranks in place; the squared norm of the sum.
-  double sum_gradients_over_ranks(std::vector<Tensor>& grads);
+  // The device gradients of the parameters with `has` (a gradient on some
+  // rank; this rank adds zeros where it has none) reduced over the ranks on
+  // the device: all-reduced in place (returns 0: the host takes the norm
+  // after the download), or with ZeRO-1 reduce-scattered and this rank's
+  // shard downloaded (returns its squared norm, this rank's part).
+  double reduce_gradients_over_ranks(const std::vector<double>& has);
   // Forward and backward on the device weights; returns the squared norm
   // of the gradients when `norm` is given (else 0).
   double forward_backward_on_device(const std::vector<data::Batch>& micro_batches,

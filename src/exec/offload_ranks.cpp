@@ -4,18 +4,21 @@
 //  1. the global batch's target count summed over the ranks, the loss's
 //     denominator (as the resident executor does);
 //  2. forward and backward on this rank's shard on the device weights;
-//  3. the loss and token counts summed; every gradient copied to the host
-//     slabs;
-//  4. the gradients summed: all-reduced (each rank updates every master
-//     with the same sum), or with ZeRO-1 reduce-scattered (each rank
-//     updates its shard) and the new masters all-gathered;
-//  5. the gradient norm taken of the sum on the host, so clipping and the
-//     skip of a non-finite step agree on every rank;
+//  3. which parameters have a gradient (on any rank), the loss and token
+//     counts summed; a parameter with a gradient elsewhere but not here
+//     gets zeros;
+//  4. the gradients reduced over the ranks *on the device*, before the
+//     download (CrossRankSum: NCCL on GPUs, MPI on the CPU, where the
+//     stand-in device's memory is host memory: the CPU tests run the code a
+//     GPU rank runs): all-reduced and downloaded whole (each rank updates
+//     every master with the same sums), or with ZeRO-1 laid into one
+//     device buffer in the flat layout and reduce-scattered, each rank
+//     downloading only its shard (widened to f32 on the host) and updating
+//     it, then the new masters all-gathered (and the device's bf16 copies
+//     refreshed);
+//  5. the gradient norm taken of the sums, so clipping and the skip of a
+//     non-finite step agree on every rank;
 //  6. the new weights uploaded from the masters.
-//
-// The collectives run in host memory (MPI on the CPU). On GPUs they would
-// be MPI over pinned host buffers, or NCCL on the device before the
-// download: not built, refused.
 #include <chrono>
 #include <cmath>
 
@@ -35,32 +38,61 @@ double seconds_since(Clock::time_point t) {
 }
 
 double squares(const Tensor& t) {
+  const Tensor f = t.dtype() == DType::F32 ? t : t.to(DType::F32);
   double s = 0;
-  const float* d = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) s += double(d[i]) * double(d[i]);
+  const float* d = f.data<float>();
+  for (int64_t i = 0; i < f.numel(); ++i) s += double(d[i]) * double(d[i]);
   return s;
 }
 
 }  // namespace
 
-double OffloadExecutor::Impl::sum_gradients_over_ranks(std::vector<Tensor>& grads) {
-  // Which parameters have a gradient on some rank: the same list on all.
-  std::vector<double> has(grads.size());
-  for (size_t i = 0; i < grads.size(); ++i) has[i] = grads[i].defined() ? 1 : 0;
-  options.ranks->sum(has);
-  std::vector<Tensor> summed;
-  for (size_t i = 0; i < grads.size(); ++i) {
+double OffloadExecutor::Impl::reduce_gradients_over_ranks(const std::vector<double>& has) {
+  CrossRankSum& ranks = *options.ranks;
+  std::vector<Tensor> grads;  // on the device: those with a gradient on some rank
+  for (size_t i = 0; i < weights.size(); ++i) {
     if (has[i] == 0) continue;
-    if (!grads[i].defined()) {
-      slabs[0][i].zero_();  // this rank adds zeros
-      grads[i] = slabs[0][i];
+    if (!weights[i].grad().defined()) {  // this rank adds zeros
+      Tensor zeros = device->empty(weights[i].shape(), device->compute_dtype());
+      zeros.zero_();
+      weights[i].set_grad(zeros);
     }
-    summed.push_back(grads[i]);
+    grads.push_back(weights[i].grad().contiguous());
   }
-  options.ranks->sum(summed);
-  double squared = 0;
-  for (const Tensor& g : summed) squared += squares(g);
-  return squared;
+  if (!options.zero) {
+    ranks.sum(grads);
+    return 0;
+  }
+  // ZeRO-1: the flat layout on the device (zeros where no parameter has a
+  // gradient, and in the padding), reduce-scattered.
+  ZeroOptimizer& zero = *options.zero;
+  const ZeroShards& shards = zero.shards();
+  Tensor flat = device->empty({shards.flat_size}, device->compute_dtype());
+  flat.zero_();
+  for (size_t i = 0, k = 0; i < weights.size(); ++i) {
+    if (has[i] == 0) continue;
+    const Tensor& g = grads[k++];
+    flat.slice(0, shards.param_offsets[i], shards.param_offsets[i] + g.numel())
+        .view(g.shape())
+        .copy_(g);
+  }
+  grads.clear();
+  for (const Tensor& w : weights) w.set_grad(Tensor());
+  Tensor shard = device->empty({shards.shard}, device->compute_dtype());
+  ranks.reduce_scatter(flat, shard);
+  const Tensor host = zero.shard_gradient(0);  // one group: the whole shard
+  if (shard.dtype() == host.dtype()) {
+    wait_seconds(device->download({{host, shard}}, {}, "grad shard"));
+  } else {  // bf16 on a GPU: lands in pinned memory, widened on the host
+    Tensor landing = Tensor::empty({shards.shard}, shard.dtype(), device->host_memory());
+    wait_seconds(device->download({{landing, shard}}, {}, "grad shard"));
+    host.copy_(landing);
+  }
+  stats->d2h_bytes += static_cast<int64_t>(shard.nbytes());
+  std::vector<bool> has_gradient(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) has_gradient[i] = has[i] > 0;
+  zero.take_reduced(has_gradient);
+  return zero.shard_squares();
 }
 
 StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Batch>& micro_batches,
@@ -69,13 +101,10 @@ StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Bat
   LT_CHECK(!options.zenflow,
            "exec.mode zenflow: a run of several processes cannot use ZenFlow yet; use exec.mode "
            "offload (or resident)");
-  LT_CHECK(device->memory().device().is_cpu() && device->compute_dtype() == DType::F32,
-           "exec.mode offload with several ranks runs on the CPU (f32) only, so far: its "
-           "gradients are summed in host memory over MPI");
   if (options.zero && !masters.empty() &&
       slabs[0][0].data_ptr() != options.zero->flat_gradient_view(0).data_ptr()) {
-    // Once: the gradients download straight into ZeRO-1's flat buffer, and
-    // the executor's own slabs go (4 bytes a parameter less on the host).
+    // Once: the host receives only the shard, so the executor's own slabs
+    // go (views of the flat buffer take their place).
     for (size_t i = 0; i < masters.size(); ++i) slabs[0][i] = options.zero->flat_gradient_view(i);
   }
   StepStats st;
@@ -86,30 +115,41 @@ StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Bat
   double targets = 0;
   for (const auto& mb : micro_batches) targets += static_cast<double>(mb.target_count);
   ranks.sum(std::span<double>(&targets, 1));
+  std::vector<double> has(masters.size() + 2);
+  double squared = 0;
   {
     auto scope = device->compute_scope();
     forward_backward(*compute, micro_batches, nullptr, st, {}, static_cast<int64_t>(targets));
+    // Which parameters have a gradient on some rank (the same list on
+    // all), the loss and the tokens, in one sum.
+    for (size_t i = 0; i < masters.size(); ++i) has[i] = weights[i].grad().defined() ? 1 : 0;
+    has[masters.size()] = st.loss;
+    has[masters.size() + 1] = static_cast<double>(st.tokens);
+    ranks.sum(has);
+    squared = reduce_gradients_over_ranks(has);
     device->finish_compute();
     ops::check_index_errors(compute->device());
   }
-  double totals[2] = {st.loss, static_cast<double>(st.tokens)};
-  ranks.sum(totals);
-  st.loss = totals[0];
-  st.tokens = static_cast<int64_t>(totals[1]);
+  st.loss = has[masters.size()];
+  st.tokens = static_cast<int64_t>(has[masters.size() + 1]);
   st.target_count = static_cast<int64_t>(targets);
   st.compute_s = seconds_since(compute_start);
 
-  for (const StageRange& r : stages)
-    pending_downloads.push_back(download_gradients(r.first, r.last, 0, "grads"));
-  drop_due = true;
-  settle_downloads();
   std::vector<Tensor> grads(masters.size());
-  for (size_t i = 0; i < masters.size(); ++i)
-    if (slab_filled[0][i]) grads[i] = slabs[0][i];
+  if (!options.zero) {
+    for (const StageRange& r : stages)
+      pending_downloads.push_back(download_gradients(r.first, r.last, 0, "grads"));
+    drop_due = true;
+    settle_downloads();
+    for (size_t i = 0; i < masters.size(); ++i) {
+      if (!slab_filled[0][i]) continue;
+      grads[i] = slabs[0][i];
+      squared += squares(grads[i]);
+    }
+  }
 
   const auto update_start = Clock::now();
-  const double squared =
-      options.zero ? options.zero->reduce_gradients(grads) : sum_gradients_over_ranks(grads);
+  if (options.zero) ranks.sum(std::span<double>(&squared, 1));  // the shards' squares
   st.grad_norm = std::sqrt(squared);
   if (!std::isfinite(st.loss) || !std::isfinite(st.grad_norm)) {
     st.skipped = true;

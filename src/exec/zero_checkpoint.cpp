@@ -39,6 +39,8 @@ void write_zero_shard(const fs::path& path, const ZeroOptimizer& optimizer) {
   for (auto& [name, t] : optimizer.shard_state()) out.emplace_back(name, t);
   for (const ZeroPiece& piece : shards.pieces)
     out.emplace_back(optimizer.masters()[piece.param].first + ".begin", i64_scalar(piece.begin));
+  if (optimizer.block_size() > 0)
+    out.emplace_back(kZeroBlockSizeKey, i64_scalar(optimizer.block_size()));
   out.emplace_back("zero.rank", i64_scalar(shards.rank));
   out.emplace_back(kZeroWorldSizeKey, i64_scalar(shards.world));
   io::write_safetensors(path, out);
@@ -47,14 +49,14 @@ void write_zero_shard(const fs::path& path, const ZeroOptimizer& optimizer) {
 optim::NamedTensors whole_state_from_shards(const fs::path& dir, const nn::NamedParameters& params,
                                             int64_t world) {
   LT_CHECK(world >= 1, dir.string(), ": ZeRO-1 world size ", world);
-  std::vector<Tensor> m, v;
+  // Per parameter, its states as one optimizer holds them whole, made as a
+  // shard first brings them: AdamW's m and v (f32, the parameter's
+  // elements), or AdamW8bit's codes (u8, its elements) and scales (f32, one
+  // per block).
+  std::vector<std::map<std::string, Tensor>> whole(params.size());
   std::vector<int64_t> covered(params.size(), 0), steps(params.size(), -1);
   std::unordered_map<std::string, size_t> index;
-  for (size_t i = 0; i < params.size(); ++i) {
-    index[params[i].first] = i;
-    m.push_back(Tensor::zeros({params[i].second.numel()}, DType::F32));
-    v.push_back(Tensor::zeros({params[i].second.numel()}, DType::F32));
-  }
+  for (size_t i = 0; i < params.size(); ++i) index[params[i].first] = i;
   int64_t step = -1;
   for (int r = 0; r < world; ++r) {
     const fs::path path = dir / zero_shard_file_name(r, static_cast<int>(world));
@@ -63,6 +65,8 @@ optim::NamedTensors whole_state_from_shards(const fs::path& dir, const nn::Named
     const auto file = io::read_safetensors(path);
     LT_CHECK(i64_of(file, "zero.rank", path) == r && i64_of(file, kZeroWorldSizeKey, path) == world,
              path.string(), ": not shard ", r, " of ", world);
+    const int64_t block =
+        file.count(kZeroBlockSizeKey) ? i64_of(file, kZeroBlockSizeKey, path) : int64_t{0};
     const int64_t file_step = i64_of(file, "step", path);
     LT_CHECK(step < 0 || step == file_step, path.string(), ": step ", file_step,
              ", the other shards' ", step);
@@ -77,18 +81,42 @@ optim::NamedTensors whole_state_from_shards(const fs::path& dir, const nn::Named
       LT_CHECK(it != index.end(), path.string(), ": parameter '", name,
                "' is not in the model (a checkpoint of another model?)");
       const size_t i = it->second;
+      const int64_t numel = params[i].second.numel();
       const int64_t begin = i64_of(file, key, path);
-      for (auto [field, whole] : {std::pair{"exp_avg", &m[i]}, std::pair{"exp_avg_sq", &v[i]}}) {
-        auto f = file.find(name + "." + field);
-        LT_CHECK(f != file.end() && f->second.dtype() == DType::F32, path.string(), ": '", name,
-                 ".", field, "' is missing or not f32");
+      const bool quantized = file.count(name + ".exp_avg.codes") != 0;
+      LT_CHECK(!quantized || (block > 0 && begin % block == 0), path.string(), ": '", name,
+               "' has 8-bit states from element ", begin, ", not on a block of ", block);
+      struct Field {
+        std::string suffix;
+        DType dtype;
+        int64_t whole, unit;  // the whole state's elements; elements of the parameter per one
+      };
+      std::vector<Field> fields;
+      if (quantized) {
+        for (const char* moment : {"exp_avg", "sqrt_exp_avg_sq"}) {
+          fields.push_back({std::string(moment) + ".codes", DType::U8, numel, 1});
+          fields.push_back(
+              {std::string(moment) + ".scales", DType::F32, (numel + block - 1) / block, block});
+        }
+      } else {
+        fields = {{"exp_avg", DType::F32, numel, 1}, {"exp_avg_sq", DType::F32, numel, 1}};
+      }
+      for (const Field& field : fields) {
+        const std::string state = name + "." + field.suffix;
+        auto f = file.find(state);
+        LT_CHECK(f != file.end() && f->second.dtype() == field.dtype, path.string(), ": '", state,
+                 "' is missing or not ", dtype_name(field.dtype));
+        Tensor& to = whole[i][field.suffix];
+        if (!to.defined()) to = Tensor::zeros({field.whole}, field.dtype);
         const Tensor& piece = f->second;
-        LT_CHECK(begin >= 0 && begin + piece.numel() <= whole->numel(), path.string(), ": '", name,
-                 ".", field, "' of ", piece.numel(), " elements from ", begin,
-                 " does not fit the parameter's ", whole->numel());
-        std::memcpy(whole->data<float>() + begin, piece.contiguous().data<float>(),
-                    static_cast<size_t>(piece.numel()) * sizeof(float));
-        if (field == std::string("exp_avg")) covered[i] += piece.numel();
+        const int64_t at = begin / field.unit;
+        LT_CHECK(at + piece.numel() <= to.numel(), path.string(), ": '", state, "' of ",
+                 piece.numel(), " elements from ", at, " does not fit the whole's ", to.numel());
+        std::memcpy(
+            static_cast<char*>(to.data_ptr()) + static_cast<size_t>(at) * dtype_size(field.dtype),
+            piece.contiguous().data_ptr(),
+            static_cast<size_t>(piece.numel()) * dtype_size(field.dtype));
+        if (field.unit == 1 && &field == &fields.front()) covered[i] += piece.numel();
       }
       steps[i] = i64_of(file, name + ".step", path);
     }
@@ -98,8 +126,9 @@ optim::NamedTensors whole_state_from_shards(const fs::path& dir, const nn::Named
     const auto& [name, p] = params[i];
     LT_CHECK(covered[i] == p.numel(), dir.string(), ": the ", world, " optimizer shards cover ",
              covered[i], " of the ", p.numel(), " elements of '", name, "'");
-    out.emplace_back(name + ".exp_avg", m[i].reshape(p.shape()));
-    out.emplace_back(name + ".exp_avg_sq", v[i].reshape(p.shape()));
+    for (auto& [suffix, t] : whole[i])
+      out.emplace_back(name + "." + suffix,
+                       suffix == "exp_avg" || suffix == "exp_avg_sq" ? t.reshape(p.shape()) : t);
     out.emplace_back(name + ".step", i64_scalar(steps[i]));
   }
   out.emplace_back("step", i64_scalar(step));

@@ -9,9 +9,13 @@
 //
 // A shard file, per piece of a parameter `name` (exec/zero_shards.h):
 //   <name>.exp_avg, <name>.exp_avg_sq   f32 [length]
+//     or with adamw8bit, for a parameter it quantizes (optim/adamw8bit.h),
+//   <name>.{exp_avg,sqrt_exp_avg_sq}.codes   u8 [length]
+//   <name>.{exp_avg,sqrt_exp_avg_sq}.scales  f32 [its blocks]
 //   <name>.step                         i64: the parameter's AdamW step
 //   <name>.begin                        i64: the piece's first element
-// and "zero.rank", "zero.world_size", "step" (i64 scalars).
+// and "zero.rank", "zero.world_size", "step" (i64 scalars), with adamw8bit
+// "zero.block_size".
 #include <filesystem>
 #include <string>
 
@@ -20,6 +24,8 @@
 namespace lt::exec {
 
 inline constexpr const char* kZeroWorldSizeKey = "zero.world_size";
+// adamw8bit: the states' block size (each piece starts on a block).
+inline constexpr const char* kZeroBlockSizeKey = "zero.block_size";
 
 std::string zero_shard_file_name(int rank, int world);
 

@@ -1,10 +1,12 @@
 #include "exec/zero_optimizer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "optim/shadow.h"
 
 namespace lt::exec {
 
@@ -23,15 +25,21 @@ float* flat_data(const Tensor& t) {
 }  // namespace
 
 ZeroOptimizer::ZeroOptimizer(const nn::NamedParameters& masters, const optim::AdamWOptions& options,
-                             std::vector<std::string> no_decay, CrossRankSum& ranks)
+                             std::vector<std::string> no_decay, CrossRankSum& ranks,
+                             const std::vector<size_t>& group_firsts,
+                             std::optional<optim::AdamW8bitOptions> adamw8bit)
     : masters_(masters),
       ranks_(ranks),
-      shards_(zero_shards(numels_of(masters), ranks.rank(), ranks.world_size())) {
+      shards_(zero_shards(numels_of(masters), ranks.rank(), ranks.world_size(), group_firsts,
+                          adamw8bit ? adamw8bit->block_size : 1)),
+      adamw8bit_(adamw8bit) {
   for (const auto& [name, p] : masters_) {
     LT_CHECK(p.device().is_cpu() && p.dtype() == DType::F32 && p.is_contiguous(),
              "dist.zero 1: master parameter '", name,
              "' must be a contiguous f32 CPU tensor (the offload executor's), got ", p.str());
   }
+  // Named as their parameters, so no_decay and the state names apply alike.
+  nn::NamedParameters plain, quantized;
   first_piece_.assign(masters_.size(), shards_.pieces.size());
   for (size_t k = 0; k < shards_.pieces.size(); ++k) {
     const ZeroPiece& piece = shards_.pieces[k];
@@ -39,21 +47,63 @@ ZeroOptimizer::ZeroOptimizer(const nn::NamedParameters& masters, const optim::Ad
     first_piece_[piece.param] = k;
     pieces_.emplace_back(name,
                          p.detach().flatten().slice(0, piece.begin, piece.begin + piece.length));
+    // AdamW8bit's choice is made on the whole parameter, as one process makes it.
+    const bool quantize = adamw8bit && p.numel() >= adamw8bit->min_8bit_numel;
+    nn::NamedParameters& to = quantize ? quantized : plain;
+    inner_of_.emplace_back(quantize ? 1 : 0, to.size());
+    to.push_back(pieces_.back());
   }
-  // Named as their parameters, so no_decay and the state names apply alike.
-  adam_ = std::make_unique<optim::AdamW>(pieces_, options, std::move(no_decay));
-  flat_ = Tensor::empty({shards_.world * shards_.shard}, DType::F32);
+  if (adamw8bit) {
+    optim::AdamW8bitOptions every_piece = *adamw8bit;
+    every_piece.min_8bit_numel = 1;  // a short piece of a quantized parameter is quantized
+    adam8_ = std::make_unique<optim::AdamW8bit>(quantized, options, no_decay, every_piece);
+  }
+  adam_ = std::make_unique<optim::AdamW>(plain, options, std::move(no_decay));
+  // Zeros: the padding stays zero (nothing writes it but the all-gather,
+  // which copies other ranks' zeros), so a reduce-scatter adds zeros there.
+  flat_ = Tensor::zeros({shards_.flat_size}, DType::F32);
   shard_grad_ = Tensor::empty({shards_.shard}, DType::F32);
 }
 
-void ZeroOptimizer::set_bf16_shadow(size_t, Tensor shadow) {
-  LT_CHECK(!shadow.defined(),
-           "dist.zero 1 runs on the CPU only, so far: it keeps no bf16 shadows for a GPU");
+// The shadows follow the masters: every rank's are refilled from the
+// gathered masters (finish_gathers), the pieces' optimizers keep none.
+void ZeroOptimizer::set_bf16_shadow(size_t index, Tensor shadow) {
+  LT_CHECK(index < masters_.size(), "dist.zero 1: shadow of parameter ", index, " of ",
+           masters_.size());
+  if (shadow.defined()) {
+    optim::check_bf16_shadow("dist.zero 1", masters_[index].first, masters_[index].second, shadow);
+    optim::fill_bf16_shadow(masters_[index].second, shadow);
+  }
+  shadows_.resize(masters_.size());
+  shadows_[index] = std::move(shadow);
+}
+
+void ZeroOptimizer::finish_step() {
+  adam_->finish_step();
+  if (adam8_) adam8_->finish_step();
+}
+
+optim::NamedTensors ZeroOptimizer::shard_state() const {
+  optim::NamedTensors out;
+  Tensor step;
+  for (const optim::Optimizer* inner : {static_cast<const optim::Optimizer*>(adam_.get()),
+                                        static_cast<const optim::Optimizer*>(adam8_.get())}) {
+    if (!inner) continue;
+    for (auto& [name, t] : inner->state()) {
+      if (name == "step") {
+        step = t;
+        continue;
+      }
+      out.emplace_back(name, t);
+    }
+  }
+  out.emplace_back("step", step);
+  return out;
 }
 
 int64_t ZeroOptimizer::state_bytes() const {
   int64_t bytes = 0;
-  for (const auto& [name, t] : adam_->state())
+  for (const auto& [name, t] : shard_state())
     if (t.dim() > 0) bytes += static_cast<int64_t>(t.nbytes());
   return bytes;
 }
@@ -80,25 +130,76 @@ double ZeroOptimizer::reduce_gradients(const std::vector<Tensor>& grads) {
     if (g.data<float>() != to)  // not already in place (flat_gradient_view)
       std::memcpy(to, g.data<float>(), static_cast<size_t>(n) * sizeof(float));
   }
-  std::fill(flat + shards_.total, flat + flat_.numel(), 0.0f);  // the padding
-  ranks_.reduce_scatter(flat_, shard_grad_);
-  // The pieces' gradients: views of this rank's shard of the sum.
-  const int64_t base = shards_.rank * shards_.shard;
-  double squared = 0;
-  const float* g = flat_data(shard_grad_);
-  for (size_t k = 0; k < shards_.pieces.size(); ++k) {
-    const ZeroPiece& piece = shards_.pieces[k];
-    const Tensor& p = pieces_[k].second;
-    if (has[piece.param] == 0) {
-      p.set_grad(Tensor());
-      continue;
-    }
-    const int64_t at = piece.flat - base;
-    p.set_grad(shard_grad_.slice(0, at, at + piece.length));
-    for (int64_t e = at; e < at + piece.length; ++e) squared += double(g[e]) * double(g[e]);
-  }
+  for (size_t g = 0; g < shards_.groups.size(); ++g) start_reduce(g);
+  ranks_.wait_for_sums();
+  std::vector<bool> has_gradient(has.size());
+  for (size_t i = 0; i < has.size(); ++i) has_gradient[i] = has[i] > 0;
+  take_reduced(has_gradient);
+  double squared = shard_squares();
   ranks_.sum(std::span<double>(&squared, 1));
   return squared;
+}
+
+void ZeroOptimizer::start_reduce(size_t group) {
+  const ZeroGroup& g = shards_.groups.at(group);
+  ranks_.start_reduce_scatter(flat_.slice(0, g.flat, g.flat + shards_.world * g.shard),
+                              shard_grad_.slice(0, g.shard_at, g.shard_at + g.shard));
+}
+
+double ZeroOptimizer::shard_squares() const {
+  double squared = 0;
+  const float* g = flat_data(shard_grad_);
+  for (int64_t e = 0; e < shard_grad_.numel(); ++e) squared += double(g[e]) * double(g[e]);
+  return squared;
+}
+
+void ZeroOptimizer::take_reduced(const std::vector<bool>& has_gradient) {
+  LT_CHECK(has_gradient.size() == masters_.size(), "dist.zero 1: ", has_gradient.size(),
+           " gradient flags for ", masters_.size(), " parameters");
+  for (size_t k = 0; k < shards_.pieces.size(); ++k) {
+    const ZeroPiece& piece = shards_.pieces[k];
+    const int64_t at = shards_.shard_offset(piece);
+    pieces_[k].second.set_grad(
+        has_gradient[piece.param] ? shard_grad_.slice(0, at, at + piece.length) : Tensor());
+  }
+}
+
+Tensor ZeroOptimizer::shard_gradient(size_t group) const {
+  const ZeroGroup& g = shards_.groups.at(group);
+  return shard_grad_.slice(0, g.shard_at, g.shard_at + g.shard);
+}
+
+size_t ZeroOptimizer::group_of(size_t i) const {
+  for (size_t g = 0; g < shards_.groups.size(); ++g)
+    if (i >= shards_.groups[g].first && i < shards_.groups[g].last) return g;
+  fail("dist.zero 1: parameter ", i, " is in no group of ", masters_.size());
+}
+
+void ZeroOptimizer::start_gather(size_t group) {
+  const ZeroGroup& g = shards_.groups.at(group);
+  float* flat = flat_data(flat_);
+  for (const ZeroPiece& piece : shards_.pieces) {
+    if (piece.group != group) continue;
+    const Tensor& m = masters_[piece.param].second;
+    std::memcpy(flat + piece.flat, m.data<float>() + piece.begin,
+                static_cast<size_t>(piece.length) * sizeof(float));
+  }
+  ranks_.start_all_gather(flat_.slice(0, g.flat, g.flat + shards_.world * g.shard));
+  gathering_.push_back(group);
+}
+
+void ZeroOptimizer::finish_gathers() {
+  const float* flat = flat_data(flat_);
+  for (size_t group : gathering_) {
+    const ZeroGroup& g = shards_.groups[group];
+    for (size_t i = g.first; i < g.last; ++i) {
+      const Tensor& m = masters_[i].second;
+      std::memcpy(m.data<float>(), flat + shards_.param_offsets[i],
+                  static_cast<size_t>(m.numel()) * sizeof(float));
+      if (i < shadows_.size() && shadows_[i].defined()) optim::fill_bf16_shadow(m, shadows_[i]);
+    }
+  }
+  gathering_.clear();
 }
 
 Tensor ZeroOptimizer::flat_gradient_view(size_t i) const {
@@ -107,47 +208,47 @@ Tensor ZeroOptimizer::flat_gradient_view(size_t i) const {
 }
 
 void ZeroOptimizer::update(double lr, double grad_scale, size_t first, size_t last) {
-  // Pieces are in parameter order: those of [first, last) are one run.
-  size_t from = pieces_.size(), to = 0;
+  // Pieces are in parameter order: each inner optimizer's pieces of
+  // [first, last) are one run of its own list.
+  size_t from[2] = {SIZE_MAX, SIZE_MAX}, to[2] = {0, 0};
   for (size_t k = 0; k < shards_.pieces.size(); ++k) {
     const size_t param = shards_.pieces[k].param;
     if (param < first || param >= last) continue;
-    from = std::min(from, k);
-    to = k + 1;
+    const auto [inner, index] = inner_of_[k];
+    from[inner] = std::min(from[inner], index);
+    to[inner] = index + 1;
   }
-  if (from < to) adam_->update(lr, grad_scale, from, to);
-  for (size_t k = from; k < to; ++k) pieces_[k].second.set_grad(Tensor());
+  if (from[0] < to[0]) adam_->update(lr, grad_scale, from[0], to[0]);
+  if (from[1] < to[1]) adam8_->update(lr, grad_scale, from[1], to[1]);
+  for (size_t k = 0; k < shards_.pieces.size(); ++k) {
+    const size_t param = shards_.pieces[k].param;
+    if (param >= first && param < last) pieces_[k].second.set_grad(Tensor());
+  }
 }
 
 void ZeroOptimizer::gather_masters() {
-  float* flat = flat_data(flat_);
-  for (const ZeroPiece& piece : shards_.pieces) {
-    const Tensor& m = masters_[piece.param].second;
-    std::memcpy(flat + piece.flat, m.data<float>() + piece.begin,
-                static_cast<size_t>(piece.length) * sizeof(float));
-  }
-  ranks_.all_gather(flat_);
-  for (size_t i = 0; i < masters_.size(); ++i) {
-    const Tensor& m = masters_[i].second;
-    std::memcpy(m.data<float>(), flat + shards_.param_offsets[i],
-                static_cast<size_t>(m.numel()) * sizeof(float));
-  }
+  for (size_t g = 0; g < shards_.groups.size(); ++g) start_gather(g);
+  ranks_.wait_for_sums();
+  finish_gathers();
 }
 
 optim::NamedTensors ZeroOptimizer::state() const {
+  LT_CHECK(!adam8_, "dist.zero 1 with optim.name adamw8bit: the whole state is not gathered; ",
+           "checkpoints save it per shard (exec/zero_checkpoint.h)");
   const optim::NamedTensors mine = adam_->state();
   std::unordered_map<std::string, Tensor> by_name(mine.begin(), mine.end());
   // m and v: each rank writes its pieces into its shard of a flat buffer,
   // and the all-gather gives every rank the whole.
   auto gather = [&](const char* field) {
-    Tensor whole = Tensor::zeros({shards_.world * shards_.shard}, DType::F32);
+    Tensor whole = Tensor::zeros({shards_.flat_size}, DType::F32);
     float* w = whole.data<float>();
     for (const ZeroPiece& piece : shards_.pieces) {
       const Tensor& t = by_name.at(masters_[piece.param].first + "." + field);
       std::memcpy(w + piece.flat, t.data<float>(),
                   static_cast<size_t>(piece.length) * sizeof(float));
     }
-    ranks_.all_gather(whole);
+    for (const ZeroGroup& g : shards_.groups)
+      ranks_.all_gather(whole.slice(0, g.flat, g.flat + shards_.world * g.shard));
     return whole;
   };
   const Tensor m = gather("exp_avg"), v = gather("exp_avg_sq");
@@ -181,23 +282,40 @@ void ZeroOptimizer::load_state(const optim::NamedTensors& state) {
              name, "' is missing (a checkpoint of another model or optimizer?)");
     return it->second;
   };
-  optim::NamedTensors mine;
+  // The piece's part of a whole state of `count` elements of `dtype`, in
+  // `unit`s of elements (1, or a block: the scales).
+  auto part = [&](const std::string& name, DType dtype, int64_t count, const ZeroPiece& piece,
+                  int64_t unit) {
+    const Tensor& whole = find(name);
+    LT_CHECK(whole.numel() == count && whole.dtype() == dtype, "dist.zero 1: the optimizer state '",
+             name, "' is ", whole.str(), ", not ", dtype_name(dtype), " of ", count, " elements");
+    const int64_t from = piece.begin / unit, to = (piece.begin + piece.length + unit - 1) / unit;
+    return whole.contiguous().flatten().slice(0, from, to).clone();
+  };
+  optim::NamedTensors mine[2];
   for (size_t k = 0; k < shards_.pieces.size(); ++k) {
     const ZeroPiece& piece = shards_.pieces[k];
     const auto& [name, p] = masters_[piece.param];
-    for (const char* field : {"exp_avg", "exp_avg_sq"}) {
-      const Tensor& whole = find(name + "." + field);
-      LT_CHECK(whole.numel() == p.numel() && whole.dtype() == DType::F32,
-               "dist.zero 1: the optimizer state '", name, ".", field, "' is ", whole.str(),
-               ", not f32 of ", p.numel(), " elements");
-      mine.emplace_back(
-          name + "." + field,
-          whole.contiguous().flatten().slice(0, piece.begin, piece.begin + piece.length).clone());
+    const int inner = inner_of_[k].first;
+    if (inner == 0) {
+      for (const char* field : {"exp_avg", "exp_avg_sq"})
+        mine[0].emplace_back(name + "." + field,
+                             part(name + "." + field, DType::F32, p.numel(), piece, 1));
+    } else {
+      const int64_t block = adamw8bit_->block_size;
+      const int64_t blocks = (p.numel() + block - 1) / block;
+      for (const char* moment : {"exp_avg", "sqrt_exp_avg_sq"}) {
+        const std::string codes = name + "." + moment + ".codes";
+        const std::string scales = name + "." + moment + ".scales";
+        mine[1].emplace_back(codes, part(codes, DType::U8, p.numel(), piece, 1));
+        mine[1].emplace_back(scales, part(scales, DType::F32, blocks, piece, block));
+      }
     }
-    mine.emplace_back(name + ".step", find(name + ".step"));
+    mine[inner].emplace_back(name + ".step", find(name + ".step"));
   }
-  mine.emplace_back("step", find("step"));
-  adam_->load_state(mine);
+  for (auto& m : mine) m.emplace_back("step", find("step"));
+  adam_->load_state(mine[0]);
+  if (adam8_) adam8_->load_state(mine[1]);
 }
 
 }  // namespace lt::exec

@@ -13,6 +13,13 @@
 //   gather_masters: every rank's updated shard all-gathered into every
 //       rank's masters.
 //
+// The parameters may form groups (exec/zero_shards.h; the streaming
+// executor: one per stage), each reduce-scattered and all-gathered alone:
+// start_reduce(g) as group g's gradients land in its part of the flat
+// buffer, take_reduced() once every group's has completed, and
+// start_gather(g) / finish_gathers() once a group's update is done.
+// reduce_gradients and gather_masters run every group at once.
+//
 // As an optim::Optimizer it speaks for the whole model: state() returns the
 // whole model's states named as one AdamW names them (gathered from every
 // rank: a collective, called on every rank), and load_state() takes such a
@@ -20,9 +27,21 @@
 // process and a run resumes on any number of ranks, with or without ZeRO.
 //
 // AdamW's update is elementwise, so a parameter cut between ranks updates
-// exactly as whole. AdamW8bit's blockwise states would need shards on its
-// block boundaries: not supported (refused by the trainer).
+// exactly as whole. AdamW8bit (optim.name adamw8bit) is blockwise: its m
+// and sqrt(v) codes share one scale per block of `block_size` elements,
+// counted from the parameter's first element. So with adamw8bit the shards
+// are aligned (zero_shards' `align` = block_size): every parameter starts
+// on a block boundary of the flat space and every shard is a whole number
+// of blocks, so each piece of a parameter covers whole blocks of it (the
+// last one may be the parameter's short last block) and quantizes exactly
+// as the whole parameter does. Its pieces of the parameters AdamW8bit
+// quantizes (min_8bit_numel and up, judged on the whole parameter) go to an
+// AdamW8bit that quantizes them whatever their length; the other pieces to
+// AdamW, as AdamW8bit's own small tensors: the same states bit for bit as
+// one process. The cost is up to a block of zero padding per parameter in
+// the flat buffer.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +49,7 @@
 #include "exec/zero_shards.h"
 #include "nn/module.h"
 #include "optim/adamw.h"
+#include "optim/adamw8bit.h"
 #include "optim/optimizer.h"
 
 namespace lt::exec {
@@ -38,14 +58,18 @@ class ZeroOptimizer final : public optim::Optimizer {
  public:
   // `masters`: the whole model's f32 contiguous CPU parameters, in model
   // order, the same on every rank. `ranks` outlives this.
+  // `group_firsts`: each group's first parameter (empty: one group).
+  // `adamw8bit`: set, the states are AdamW8bit's (optim.name adamw8bit).
   ZeroOptimizer(const nn::NamedParameters& masters, const optim::AdamWOptions& options,
-                std::vector<std::string> no_decay, CrossRankSum& ranks);
+                std::vector<std::string> no_decay, CrossRankSum& ranks,
+                const std::vector<size_t>& group_firsts = {},
+                std::optional<optim::AdamW8bitOptions> adamw8bit = std::nullopt);
 
   size_t size() const override { return masters_.size(); }
   // Updates this rank's pieces of parameters [first, last) whose gradient
   // reduce_gradients() made.
   void update(double lr, double grad_scale, size_t first, size_t last) override;
-  void finish_step() override { adam_->finish_step(); }
+  void finish_step() override;
   void set_bf16_shadow(size_t index, Tensor shadow) override;
   optim::NamedTensors state() const override;
   void load_state(const optim::NamedTensors& state) override;
@@ -61,10 +85,34 @@ class ZeroOptimizer final : public optim::Optimizer {
   Tensor flat_gradient_view(size_t i) const;
   void gather_masters();
 
+  // Group g's gradients, in place in the flat buffer (flat_gradient_view;
+  // zeros for a parameter without one on this rank), reduce-scattered
+  // without waiting (CrossRankSum::start_reduce_scatter).
+  void start_reduce(size_t group);
+  // Once every group's reduce has been waited for (CrossRankSum::
+  // wait_for_sums): the squared norm of this rank's shard of the summed
+  // gradients (the ranks' add up to the whole gradient's: a parameter with
+  // a gradient on no rank, or padding, sums to zeros); and the pieces'
+  // gradients, for the parameters with `has_gradient` (on some rank).
+  double shard_squares() const;
+  void take_reduced(const std::vector<bool>& has_gradient);
+  // Where group g's reduce-scatter leaves this rank's summed shard (f32,
+  // host memory): an executor that reduces on the device downloads there.
+  Tensor shard_gradient(size_t group) const;
+  // The group holding parameter i.
+  size_t group_of(size_t i) const;
+  // Group g's updated shard of the masters all-gathered, without waiting;
+  // finish_gathers(), after wait_for_sums(), copies them into the masters.
+  void start_gather(size_t group);
+  void finish_gathers();
+
   const ZeroShards& shards() const { return shards_; }
-  // This rank's pieces' states, as AdamW names them (exec/zero_checkpoint.h
-  // writes them per shard), and the parameters' names.
-  optim::NamedTensors shard_state() const { return adam_->state(); }
+  // This rank's pieces' states, as AdamW (or AdamW8bit) names them
+  // (exec/zero_checkpoint.h writes them per shard), and the parameters'
+  // names; then "step".
+  optim::NamedTensors shard_state() const;
+  // adamw8bit: its block size (the states' scales are per block); else 0.
+  int64_t block_size() const { return adamw8bit_ ? adamw8bit_->block_size : 0; }
   const nn::NamedParameters& masters() const { return masters_; }
   // This rank's optimizer states (AdamW's m and v), in bytes: 8 a parameter
   // of its shard.
@@ -74,11 +122,19 @@ class ZeroOptimizer final : public optim::Optimizer {
   nn::NamedParameters masters_;
   CrossRankSum& ranks_;
   ZeroShards shards_;
-  nn::NamedParameters pieces_;          // this rank's, views of masters_, in flat order
-  std::vector<size_t> first_piece_;     // per master: its piece's index, or pieces_.size()
-  std::unique_ptr<optim::AdamW> adam_;  // over pieces_
-  Tensor flat_;                         // f32 [world * shard]: gradients, then weights
-  Tensor shard_grad_;                   // f32 [shard]: this rank's summed gradients
+  nn::NamedParameters pieces_;       // this rank's, views of masters_, in flat order
+  std::vector<size_t> first_piece_;  // per master: its piece's index, or pieces_.size()
+  std::optional<optim::AdamW8bitOptions> adamw8bit_;
+  // The pieces' optimizers: AdamW over those updated in f32 (all, without
+  // adamw8bit), AdamW8bit over those of the parameters it quantizes; per
+  // piece, which one (0, 1) and its index there.
+  std::unique_ptr<optim::AdamW> adam_;
+  std::unique_ptr<optim::AdamW8bit> adam8_;
+  std::vector<std::pair<int, size_t>> inner_of_;
+  Tensor flat_;                    // f32 [world * shard]: gradients, then weights
+  Tensor shard_grad_;              // f32 [shard]: this rank's summed gradients
+  std::vector<size_t> gathering_;  // groups whose all-gather has started
+  std::vector<Tensor> shadows_;    // per master: its bf16 copy for a GPU, or undefined
 };
 
 }  // namespace lt::exec

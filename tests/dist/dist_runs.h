@@ -125,4 +125,33 @@ inline void expect_same_weights(const fs::path& a, const fs::path& b) {
   EXPECT_GT(max_weight_difference(fixture("qwen3"), b), 1e-3);
 }
 
+// Host memory per rank, measured by the allocator (metrics.jsonl's host
+// peak, the largest from step `first_step`) on 2 ranks of `exec_mode`,
+// with and without ZeRO-1: with it a rank holds half the AdamW states (8 P
+// / 2 bytes less) and its shard's summed gradients (4 P / 2 more), the
+// gradient slabs going: 2 P bytes less, P the fixture's parameters.
+inline void expect_zero_saves_two_bytes_a_parameter(const std::string& exec_mode,
+                                                    size_t first_step) {
+  Runs runs;
+  const std::vector<std::string> sets = {"exec.mode=" + exec_mode, "train.batch_size=4",
+                                         "train.steps=" + std::to_string(first_step + 2)};
+  std::vector<std::string> zero = sets;
+  zero.push_back("dist.zero=1");
+  runs.train(2, runs.tmp / "plain", sets);
+  runs.train(2, runs.tmp / "zero", zero);
+  auto peak = [&](const fs::path& out) {
+    int64_t most = 0;
+    const auto lines = read_metrics(out);
+    for (size_t i = first_step; i < lines.size(); ++i)
+      most = std::max(most, lines[i].at("peak_bytes").at("host").get<int64_t>());
+    return most;
+  };
+  int64_t params = 0;
+  for (const auto& [name, p] : io::load_hf_model(fixture("qwen3")).parameters())
+    params += p.numel();
+  const int64_t saved = peak(runs.tmp / "plain") - peak(runs.tmp / "zero");
+  EXPECT_GT(saved, 3 * params / 2) << "of " << 2 * params << " bytes expected";
+  EXPECT_LT(saved, 5 * params / 2) << "of " << 2 * params << " bytes expected";
+}
+
 }  // namespace lt::train::testing
