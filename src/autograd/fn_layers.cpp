@@ -84,9 +84,11 @@ RopeTable make_rope_table(int64_t head_dim, int64_t max_positions, double theta,
 
 Tensor rotary_embedding(const Tensor& x, const RopeTable& table, const Tensor& positions) {
   if (autograd::tracing())
-    return autograd::traced("rotary_embedding", {x, positions}, {}, [table](const Inputs& in) {
-      return rotary_embedding(in[0], table, in[1]);
-    });
+    return autograd::traced(
+        "rotary_embedding", {x, positions, table.cos, table.sin}, {},
+        [head_dim = table.head_dim](const Inputs& in) {
+          return rotary_embedding(in[0], RopeTable{in[2], in[3], head_dim}, in[1]);
+        });
   LT_CHECK(x.dim() == 4 && x.size(3) == table.head_dim, "rotary_embedding: x must be [B, T, H, ",
            table.head_dim, "] for this table, got ", x.str());
   Tensor pos = positions.defined() ? positions.detach() : Tensor();

@@ -82,10 +82,9 @@ KernelGraph chain_kernel_graph(const CallGraph& graph, const FusionPlan& plan, i
 
 FusedChainKernel::FusedChainKernel(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
                                    compile::KernelCache& cache)
-    : cache_(cache),
-      forward_(chain_kernel_graph(graph, plan, chain)),
-      inputs_(chain_inputs(graph, plan.chains.at(static_cast<size_t>(chain)))),
-      outputs_(chain_outputs(graph, plan, chain)) {
+    : cache_(cache), forward_(chain_kernel_graph(graph, plan, chain)) {
+  inputs_ = chain_inputs(graph, plan.chains.at(static_cast<size_t>(chain)));
+  outputs_ = chain_outputs(graph, plan, chain);
   LT_CHECK(!outputs_.empty(), "fusion: chain ", chain, " has no output that is read");
   for (int32_t v : inputs_) {
     input_shapes_.push_back(graph.shapes[static_cast<size_t>(v)]);

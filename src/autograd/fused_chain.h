@@ -24,19 +24,29 @@ namespace lt::autograd {
 compile::KernelGraph chain_kernel_graph(const CallGraph& graph, const FusionPlan& plan,
                                         int32_t chain);
 
-class FusedChainKernel : public std::enable_shared_from_this<FusedChainKernel> {
+// What a program runs for a chain: its kernels, and the call graph's
+// values it reads and writes.
+class ChainKernel {
+ public:
+  virtual ~ChainKernel() = default;
+  const std::vector<int32_t>& input_values() const { return inputs_; }
+  const std::vector<int32_t>& output_values() const { return outputs_; }
+  // `inputs` in input_values() order (CPU tensors); returns the outputs in
+  // output_values() order, recorded as one node when a gradient is needed.
+  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) const = 0;
+
+ protected:
+  std::vector<int32_t> inputs_, outputs_;
+};
+
+class FusedChainKernel : public ChainKernel, public std::enable_shared_from_this<FusedChainKernel> {
  public:
   // Compiles the forward now (through `cache`, which must outlive this).
   FusedChainKernel(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
                    compile::KernelCache& cache);
 
-  const std::vector<int32_t>& input_values() const { return inputs_; }
-  const std::vector<int32_t>& output_values() const { return outputs_; }
   const compile::KernelGraph& forward_graph() const { return forward_; }
-
-  // `inputs` in input_values() order (CPU tensors); returns the outputs in
-  // output_values() order, recorded as one node when a gradient is needed.
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const override;
 
  private:
   std::shared_ptr<const compile::CpuKernel> backward_kernel(const std::vector<bool>& needs) const;
@@ -46,7 +56,6 @@ class FusedChainKernel : public std::enable_shared_from_this<FusedChainKernel> {
   compile::KernelCache& cache_;
   compile::KernelGraph forward_;
   std::shared_ptr<const compile::CpuKernel> forward_kernel_;
-  std::vector<int32_t> inputs_, outputs_;
   std::vector<Shape> input_shapes_, output_shapes_;
   std::vector<DType> input_dtypes_;
   mutable std::mutex mutex_;

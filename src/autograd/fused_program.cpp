@@ -73,8 +73,14 @@ FusedProgram::FusedProgram(const CallTrace& trace, const std::vector<Tensor>& ex
       plan_(plan_fusion(graph_)),
       external_count_(static_cast<int32_t>(external.size())) {
   for (size_t c = 0; c < plan_.chains.size(); ++c) {
-    chains_.push_back(
-        std::make_shared<FusedChainKernel>(graph_, plan_, static_cast<int32_t>(c), cache));
+    const auto chain = static_cast<int32_t>(c);
+    const bool rope =
+        graph_.nodes[static_cast<size_t>(plan_.chains[c].nodes.front())].fn == "rotary_embedding";
+    if (rope) {
+      chains_.push_back(std::make_shared<FusedRopeKernel>(graph_, plan_, chain, cache));
+    } else {
+      chains_.push_back(std::make_shared<FusedChainKernel>(graph_, plan_, chain, cache));
+    }
   }
   // Each value is dropped after the step that reads it last (not the result).
   std::vector<int32_t> last_read(graph_.shapes.size(), -1);
@@ -122,7 +128,7 @@ Tensor FusedProgram::run(const std::vector<Tensor>& external) const {
       const CallNode& n = graph_.nodes[static_cast<size_t>(unit)];
       slot[static_cast<size_t>(n.output)] = again_[static_cast<size_t>(unit)](gather(n.inputs));
     } else {
-      const FusedChainKernel& chain = *chains_[static_cast<size_t>(-1 - unit)];
+      const ChainKernel& chain = *chains_[static_cast<size_t>(-1 - unit)];
       std::vector<Tensor> out = chain.run(gather(chain.input_values()));
       for (size_t k = 0; k < out.size(); ++k) {
         slot[static_cast<size_t>(chain.output_values()[k])] = std::move(out[k]);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autograd/fused_chain.h"
+#include "autograd/fused_rope.h"
 #include "autograd/fusion_pass.h"
 #include "autograd/trace.h"
 
@@ -49,7 +50,7 @@ class FusedProgram {
   int32_t output_value_ = -1;
   CallGraph graph_;
   FusionPlan plan_;
-  std::vector<std::shared_ptr<FusedChainKernel>> chains_;
+  std::vector<std::shared_ptr<ChainKernel>> chains_;
   std::vector<std::vector<int32_t>> release_after_;  // per schedule step: values read last there
   int32_t external_count_ = 0;
 };

@@ -9,9 +9,14 @@
 namespace lt::autograd {
 namespace {
 
-constexpr std::array<const char*, 11> kFusableCalls = {
-    "add",       "sub",    "mul",      "div",        "scale",   "silu",
-    "gelu_tanh", "swiglu", "rms_norm", "layer_norm", "bias_add"};
+constexpr std::array<const char*, 12> kFusableCalls = {
+    "add",       "sub",    "mul",      "div",        "scale",    "silu",
+    "gelu_tanh", "swiglu", "rms_norm", "layer_norm", "bias_add", "rotary_embedding"};
+
+// RoPE runs in a space of its own (autograd/fused_rope.h): a chain alone.
+bool is_rope(const std::string& fn) {
+  return fn == "rotary_embedding";
+}
 
 // Calls whose every input must be a full value (no vector operand).
 bool needs_full_inputs(const std::string& fn) {
@@ -28,6 +33,13 @@ bool fusable_here(const CallGraph& g, const CallNode& n) {
   const Shape& space = g.shapes[static_cast<size_t>(n.output)];
   const DType dtype = g.dtypes[static_cast<size_t>(n.output)];
   if (space.empty() || (dtype != DType::F32 && dtype != DType::BF16)) return false;
+  if (is_rope(n.fn)) {
+    // x [B, T, H, D], positions 0..T-1 (none given), the cos and sin tables.
+    return space.size() == 4 && space[3] % 2 == 0 && n.inputs.size() == 4 && n.inputs[0] >= 0 &&
+           g.shapes[static_cast<size_t>(n.inputs[0])] == space &&
+           g.dtypes[static_cast<size_t>(n.inputs[0])] == dtype && n.inputs[1] < 0 &&
+           n.inputs[2] >= 0 && n.inputs[3] >= 0;
+  }
   bool first_full = false;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     const int32_t v = n.inputs[i];
@@ -99,11 +111,12 @@ FusionPlan plan_fusion(const CallGraph& g) {
       };
       int32_t chain = -1;
       for (int32_t v : n.inputs) {
-        if (v < 0) continue;
+        if (v < 0 || is_rope(n.fn)) continue;
         const int32_t p = producer[static_cast<size_t>(v)];
         if (p < 0) continue;
         const int32_t c = plan.chain_of[static_cast<size_t>(p)];
-        if (c < 0 || g.shapes[static_cast<size_t>(v)] != g.shapes[static_cast<size_t>(n.output)])
+        if (c < 0 || g.shapes[static_cast<size_t>(v)] != g.shapes[static_cast<size_t>(n.output)] ||
+            is_rope(g.nodes[static_cast<size_t>(plan.chains[static_cast<size_t>(c)].nodes[0])].fn))
           continue;
         if (joinable(c)) {
           chain = c;

@@ -23,8 +23,9 @@
 namespace lt::autograd {
 
 // "add", "sub", "mul", "div", "scale", "silu", "gelu_tanh", "swiglu",
-// "rms_norm", "layer_norm", and "bias_add" (the bias of a linear call,
-// split off so that bias + activation fuse).
+// "rms_norm", "layer_norm", "bias_add" (the bias of a linear call, split
+// off so that bias + activation fuse), and "rotary_embedding" (positions
+// 0..T-1; always a chain of its own, autograd/fused_rope.h).
 bool is_fusable_call(const std::string& fn);
 
 struct CallNode {

@@ -18,6 +18,10 @@ Tensor CompiledBlocks::forward(const Stage& stage, const Tensor& x, const StageC
   stage.collect(params);
   std::vector<Tensor> external{x};
   for (const auto& p : params) external.push_back(p.second);
+  if (ctx.rope != nullptr) {  // read by the rotary_embedding calls
+    external.push_back(ctx.rope->cos);
+    external.push_back(ctx.rope->sin);
+  }
 
   std::shared_ptr<const autograd::FusedProgram> program;
   {

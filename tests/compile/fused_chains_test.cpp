@@ -54,8 +54,10 @@ void expect_close(const Tensor& fused, const Tensor& unfused, double tolerance,
 
 // f(values) unfused, and as a program traced from one call of f; the
 // program must fuse `chains` chains holding `fused_calls` calls.
+// `constants`: tensors f reads besides `values` (a rope table), given to
+// the program as its further inputs.
 void expect_fused_equals_unfused(const Fn& f, const std::vector<Tensor>& values, size_t chains,
-                                 int64_t fused_calls) {
+                                 int64_t fused_calls, const std::vector<Tensor>& constants = {}) {
   Generator gen(99);
   std::vector<Tensor> eager_in = leaves(values);
   const Tensor eager_out = f(eager_in);
@@ -70,12 +72,16 @@ void expect_fused_equals_unfused(const Fn& f, const std::vector<Tensor>& values,
     traced_out = f(traced_in);
   }
   compile::KernelCache cache;
-  FusedProgram program(trace, traced_in, traced_out, cache);
+  std::vector<Tensor> external = traced_in;
+  external.insert(external.end(), constants.begin(), constants.end());
+  FusedProgram program(trace, external, traced_out, cache);
   EXPECT_EQ(program.plan().chains.size(), chains);
   EXPECT_EQ(program.fused_calls(), fused_calls);
 
   std::vector<Tensor> run_in = leaves(values);
-  const std::vector<Tensor> got = output_and_grads(program.run(run_in), run_in, probe);
+  std::vector<Tensor> run_external = run_in;
+  run_external.insert(run_external.end(), constants.begin(), constants.end());
+  const std::vector<Tensor> got = output_and_grads(program.run(run_external), run_in, probe);
   // f32 against f32: the ops sum rows in double, the kernels in f32, and
   // the kernels' backward recomputes the forward in another order.
   expect_close(got[0], expected[0], 2e-6, "output");
@@ -141,6 +147,16 @@ TEST_F(FusedChains, NormsAndResidualsAroundMatmuls) {
                               {randn({2, 3, 16}), randn({16}, 0.5), randn({16, 16}, 0.3),
                                randn({16}, 0.5), randn({16, 16}, 0.3)},
                               3, 5);
+}
+
+// RoPE (positions 0..T-1) from a table longer than T, then a scale that
+// stays outside its chain (RoPE is a chain of its own).
+TEST_F(FusedChains, RotaryEmbedding) {
+  const RopeTable table = make_rope_table(8, 16, 10000.0);
+  Fn f = [table](const std::vector<Tensor>& in) {
+    return scale(rotary_embedding(in[0], table), 2.0);
+  };
+  expect_fused_equals_unfused(f, {randn({2, 5, 3, 8})}, 2, 2, {table.cos, table.sin});
 }
 
 // A trace that reads a tensor made outside the traced calls cannot be
