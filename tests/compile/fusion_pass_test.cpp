@@ -139,6 +139,22 @@ TEST(FusionPass, KeepsChainsToOneShapeAndDtype) {
   EXPECT_EQ(plan.chain_of, (std::vector<int32_t>{0, -1, 1, -1, -1}));
 }
 
+// RoPE is a chain alone: the scale before it and the add after it (same
+// shape) do not join it, and a call with positions given is not fused.
+TEST(FusionPass, KeepsRopeInAChainOfItsOwn) {
+  GraphBuilder b;
+  const Shape heads{2, 3, 4, 8};
+  const int32_t x = b.value(heads), cos = b.value({16, 4}, DType::F64),
+                sin = b.value({16, 4}, DType::F64), positions = b.value({3}, DType::I64);
+  const int32_t s = b.call("scale", {x}, heads, {2.0});
+  const int32_t r = b.call("rotary_embedding", {s, -1, cos, sin}, heads);
+  const int32_t y = b.call("add", {r, x}, heads);
+  b.call("rotary_embedding", {y, positions, cos, sin}, heads);
+  const FusionPlan plan = plan_fusion(b.g);
+  ASSERT_EQ(plan.chains.size(), 3u);
+  EXPECT_EQ(plan.chain_of, (std::vector<int32_t>{0, 1, 2, -1}));
+}
+
 TEST(FusionPass, RefusesAGraphThatReadsAValueBeforeItIsMade) {
   GraphBuilder b;
   const int32_t x = b.value(kFull);              // value 0
