@@ -1,7 +1,7 @@
 // `lazytrain eval --model DIR --data FILE [--format F] [--template T]
 //  [--tokenizer PATH] [--seq-len N] [--batch-size N] [--json]`: the loss;
 // `lazytrain eval --task math ... [--answer-field F] [--max-new-tokens N]
-//  [--stop S ...] [--device D] [--out FILE]`: exact-match accuracy.
+//  [--stop S ...] [--device D] [--device-memory-gb X] [--out FILE]`: exact-match accuracy.
 #include <fmt/format.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -36,6 +36,7 @@ struct EvalArgs {
   std::string answer_field;
   std::string out;
   std::string device = "auto";
+  double device_memory_gb = 0;
   int64_t max_new_tokens = 512;
   std::vector<std::string> stop;
 };
@@ -117,18 +118,20 @@ void run_math(const EvalArgs& args) {
   LT_CHECK(!prompts.reference_field.empty(), args.data, ": ", prompts.format,
            " rows carry no reference answer; name its field with --answer-field");
   train::check_prompts_fit(prompts, args.data, g.model.config(), args.model);
+  train::place_generation_model(g, args.device_memory_gb, prompts, args.batch_size,
+                                args.max_new_tokens);
   if (!args.json) {
     fmt::print(stderr, "eval: task math on {} rows of {} ({}{}, answers from \"{}\"), on {}\n",
                prompts.rows.size(), args.data, prompts.format,
                prompts.template_name.empty() ? "" : ", template " + prompts.template_name,
-               prompts.reference_field,
-               g.model.device().is_cuda() ? "the GPU (bf16)" : "the CPU (f32)");
+               prompts.reference_field, train::generation_device_text(g));
   }
   train::GenerationOptions generation;
   generation.max_new_tokens = args.max_new_tokens;
   generation.batch_size = args.batch_size;
   generation.stop_strings = args.stop;
   generation.eos_ids = g.eos_ids;
+  generation.streamed = g.streamed.get();
   if (prompts.turn_end && std::find(generation.eos_ids.begin(), generation.eos_ids.end(),
                                     *prompts.turn_end) == generation.eos_ids.end()) {
     generation.eos_ids.push_back(*prompts.turn_end);
@@ -279,6 +282,10 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--stop", args->stop, "math: stop an answer at this text (repeatable)");
   cmd->add_option("--device", args->device,
                   "math: auto (a GPU in bf16 if any, else the CPU in f32), cpu or cuda")
+      ->capture_default_str();
+  cmd->add_option("--device-memory-gb", args->device_memory_gb,
+                  "math: device memory generation may use (GB; 0 = the GPU's free memory): "
+                  "blocks that do not fit stream from host memory")
       ->capture_default_str();
   cmd->add_option("--data", args->data, "JSONL (or JSON) dataset")->required();
   cmd->add_option("--format", args->format,

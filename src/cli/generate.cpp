@@ -1,6 +1,6 @@
 // `lazytrain generate --model DIR (--prompt TEXT | --data FILE) [--template T]
 //  [--max-new-tokens N] [--temperature X] [--top-p P] [--top-k K] [--seed S]
-//  [--batch-size B] [--stop STR ...] [--device D] [--json]`
+//  [--batch-size B] [--stop STR ...] [--device D] [--device-memory-gb X] [--json]`
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -24,6 +24,7 @@ struct GenerateArgs {
   std::string tokenizer;
   std::string prompt_field;
   std::string device = "auto";
+  double device_memory_gb = 0;
   int64_t max_new_tokens = 256;
   double temperature = 0.0;
   double top_p = 1.0;
@@ -153,6 +154,8 @@ void run_generate(const GenerateArgs& args) {
     }
   }
   train::check_prompts_fit(prompts, source, g.model.config(), args.model);
+  train::place_generation_model(g, args.device_memory_gb, prompts, args.batch_size,
+                                args.max_new_tokens);
 
   train::GenerationOptions options;
   options.max_new_tokens = args.max_new_tokens;
@@ -162,6 +165,7 @@ void run_generate(const GenerateArgs& args) {
   options.stop_strings = args.stop;
   options.tokenizer = g.tokenizer ? &*g.tokenizer : nullptr;
   options.eos_ids = g.eos_ids;
+  options.streamed = g.streamed.get();
   // The token that ends a trained answer in this template (<|im_end|>,
   // <|eot_id|>, EOS): a model fine-tuned by train emits it when done.
   if (prompts.turn_end && std::find(options.eos_ids.begin(), options.eos_ids.end(),
@@ -172,7 +176,7 @@ void run_generate(const GenerateArgs& args) {
     fmt::print(stderr, "generate: {} prompt{} ({}{}), on {}\n", prompts.rows.size(),
                prompts.rows.size() == 1 ? "" : "s", prompts.format,
                prompts.template_name.empty() ? "" : ", template " + prompts.template_name,
-               g.model.device().is_cuda() ? "the GPU (bf16)" : "the CPU (f32)");
+               train::generation_device_text(g));
   }
 
   std::vector<std::vector<int32_t>> ids;
@@ -208,11 +212,14 @@ void run_generate(const GenerateArgs& args) {
   }
   std::fflush(stdout);
   if (!args.json) {
-    fmt::print(stderr, "generate: {} new tokens in {:.2f} s ({:.1f} tokens/s{})\n", made, seconds,
-               seconds > 0 ? made / seconds : 0.0,
-               out.size() == 1
-                   ? fmt::format(", stopped: {}", train::finish_reason_name(out[0].finish))
-                   : "");
+    fmt::print(
+        stderr, "generate: {} new tokens in {:.2f} s ({:.1f} tokens/s{}{})\n", made, seconds,
+        seconds > 0 ? made / seconds : 0.0,
+        out.size() == 1 ? fmt::format(", stopped: {}", train::finish_reason_name(out[0].finish))
+                        : "",
+        g.streamed
+            ? fmt::format(", {:.2f} s waiting for weight copies", g.streamed->upload_wait_s())
+            : "");
   }
 }
 
@@ -249,6 +256,11 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--stop", args->stop, "Stop a row when its text contains this (repeatable)");
   cmd->add_option("--device", args->device, "auto (a GPU in bf16 if any, else the CPU), cpu, cuda")
+      ->capture_default_str();
+  cmd->add_option("--device-memory-gb", args->device_memory_gb,
+                  "Device memory generation may use (GB; 0 = the GPU's free memory): blocks that "
+                  "do not fit stream from host memory (on the CPU: through a stand-in device of "
+                  "this size)")
       ->capture_default_str();
   cmd->add_flag("--json", args->json,
                 "One JSON object per row, in row order: row, line, output_ids (the new tokens), "

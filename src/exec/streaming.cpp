@@ -8,6 +8,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "exec/streaming_impl.h"
+#include "exec/weight_binding.h"
 #include "optim/clip.h"
 
 namespace lt::exec {
@@ -19,40 +20,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
-
-// For its scope, the model's parameter tensors point at device copies: the
-// stage's own code then computes with them, and autograd accumulates into
-// the same parameters' .grad (in device memory, inside a compute scope).
-class WeightBinding {
- public:
-  WeightBinding(const std::vector<Tensor>& params, const std::vector<Tensor>& copies) {
-    for (size_t i = 0; i < params.size(); ++i) {
-      TensorImpl* impl = params[i].impl();
-      saved_.push_back({impl, impl->storage, impl->offset, impl->dtype});
-      impl->storage = copies[i].storage();
-      impl->offset = copies[i].offset();
-      impl->dtype = copies[i].dtype();
-    }
-  }
-  ~WeightBinding() {
-    for (auto& s : saved_) {
-      s.impl->storage = std::move(s.storage);
-      s.impl->offset = s.offset;
-      s.impl->dtype = s.dtype;
-    }
-  }
-  WeightBinding(const WeightBinding&) = delete;
-  WeightBinding& operator=(const WeightBinding&) = delete;
-
- private:
-  struct Saved {
-    TensorImpl* impl;
-    std::shared_ptr<Storage> storage;
-    int64_t offset;
-    DType dtype;
-  };
-  std::vector<Saved> saved_;
-};
 
 // Splits each micro-batch into pieces of at most `rows` sequences (0: keep
 // it whole); pieces without a counted target add nothing and are left out,

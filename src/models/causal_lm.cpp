@@ -86,6 +86,11 @@ void CausalLM::to(Device device, DType dtype, bool keep_values) {
   rope_ = RopeTable();
 }
 
+void CausalLM::set_compute_device(Device device) {
+  device_ = device;
+  rope_ = RopeTable();
+}
+
 nn::NamedParameters CausalLM::parameters() const {
   nn::NamedParameters out;
   for (const auto& s : stages_) s->collect(out);

@@ -28,6 +28,11 @@ class CausalLM {
   // keep_values = false allocates without copying (values undefined), for a
   // model about to be overwritten. The rope tables follow on the next use.
   void to(Device device, DType dtype, bool keep_values = true);
+  // For a model whose parameters its user places stage by stage (streamed
+  // generation keeps blocks in host memory and points them at device copies
+  // while they run, exec/streamed_weights.h): the device it computes on,
+  // where inputs, rope tables and caches go. Moves nothing.
+  void set_compute_device(Device device);
   const StageChain& stages() const { return stages_; }
   nn::NamedParameters parameters() const;  // internal names, stage order
 

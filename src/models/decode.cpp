@@ -27,7 +27,7 @@ int64_t KvCache::bytes_for(const ModelConfig& c, DType dtype, int64_t batch, int
 }
 
 Tensor forward_cached(const CausalLM& model, const Tensor& ids, std::span<const int64_t> starts,
-                      std::span<const int64_t> last, KvCache& cache) {
+                      std::span<const int64_t> last, KvCache& cache, StageWeightSource* weights) {
   LT_CHECK(ids.dim() == 2, "forward_cached: ids must be [batch, tokens], got ", ids.str());
   const int64_t b = ids.size(0), t = ids.size(1);
   LT_CHECK(b == cache.batch() && static_cast<int64_t>(starts.size()) == b &&
@@ -47,8 +47,13 @@ Tensor forward_cached(const CausalLM& model, const Tensor& ids, std::span<const 
   const StageChain& stages = model.stages();
   const StageContext ctx = model.context(cache.capacity());
 
+  auto hold = [weights](size_t stage) {
+    return weights ? weights->hold(stage) : std::unique_ptr<StageWeightSource::Held>();
+  };
+
   const auto& embed = static_cast<const EmbedStage&>(*stages.front());
   Tensor x;
+  auto held = hold(0);
   if (step.all_start_at_zero || !embed.positions().weight.defined()) {
     x = embed.forward(ids, ctx);  // the training path: positions 0..T-1 when learned
   } else {
@@ -57,6 +62,10 @@ Tensor forward_cached(const CausalLM& model, const Tensor& ids, std::span<const 
   auto& layers = cache.layers();
   for (size_t i = 1; i + 1 < stages.size(); ++i) {
     const auto& block = static_cast<const BlockStage&>(*stages[i]).block();
+    // The stage before lets go first: a tied head holds the embedding's
+    // weight again, and must not have it pointed back under it.
+    held.reset();
+    held = hold(i);
     x = nn::forward_cached(block, x, ctx.rope, step, layers[i - 1]);
   }
   const int64_t c = x.size(2);
@@ -67,6 +76,8 @@ Tensor forward_cached(const CausalLM& model, const Tensor& ids, std::span<const 
       chosen.select(0, r).copy_(x.select(0, r).slice(0, last[r], last[r] + 1));
   }
   const auto& head = static_cast<const HeadStage&>(*stages.back());
+  held.reset();
+  held = hold(stages.size() - 1);
   return head.logits(chosen).reshape({b, -1});
 }
 

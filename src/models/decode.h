@@ -4,6 +4,7 @@
 // row. Training paths never come here; the prompt step does the same
 // arithmetic as CausalLM::logits (the same kernels, in the same order), so
 // its logits equal a no-cache forward's bit for bit.
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -29,13 +30,30 @@ class KvCache {
   std::vector<nn::KvLayer> layers_;
 };
 
+// Where each stage's weights are while forward_cached runs it, for a model
+// whose parameters do not all live on its device (exec/streamed_weights.h
+// keeps blocks in host memory and copies each in as it comes). hold() is
+// called for each stage in chain order, and the stage runs while the
+// returned object lives (null: nothing to hold).
+class StageWeightSource {
+ public:
+  class Held {
+   public:
+    virtual ~Held() = default;
+  };
+  virtual ~StageWeightSource() = default;
+  virtual std::unique_ptr<Held> hold(size_t stage) = 0;
+};
+
 // Runs `ids` [B, T] (integer, on the model's device) through the model:
 // row b's tokens take positions starts[b] .. starts[b] + T - 1, their keys
 // and values go into `cache`, and the result is the logits [B, V] (model
 // dtype and device) of each row's token at index last[b] < T. Call under
 // no-grad. Every start must leave room: starts[b] + T <= capacity, and
-// within the model's max_position_embeddings.
+// within the model's max_position_embeddings. `weights` (null: the model's
+// parameters are on its device) places each stage's weights as it runs.
 Tensor forward_cached(const CausalLM& model, const Tensor& ids, std::span<const int64_t> starts,
-                      std::span<const int64_t> last, KvCache& cache);
+                      std::span<const int64_t> last, KvCache& cache,
+                      StageWeightSource* weights = nullptr);
 
 }  // namespace lt::models

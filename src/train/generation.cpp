@@ -122,8 +122,9 @@ void run_batch(const models::CausalLM& model, const std::vector<std::vector<int3
     std::copy(p.begin(), p.end(), ids.begin() + r * longest);
     last[r] = rows[r].prompt_len - 1;
   }
-  Tensor logits = models::forward_cached(
-      model, Tensor::from_vector(ids, {b, longest}).to(model.device()), starts, last, cache);
+  Tensor logits =
+      models::forward_cached(model, Tensor::from_vector(ids, {b, longest}).to(model.device()),
+                             starts, last, cache, o.streamed);
   const int64_t vocab = logits.size(1);
   std::vector<int64_t> next(static_cast<size_t>(b));
   std::fill(last.begin(), last.end(), 0);
@@ -160,7 +161,7 @@ void run_batch(const models::CausalLM& model, const std::vector<std::vector<int3
     }
     if (!any_live) break;
     logits = models::forward_cached(model, Tensor::from_vector(next, {b, 1}).to(model.device()),
-                                    starts, last, cache);
+                                    starts, last, cache, o.streamed);
   }
   for (RowState& row : rows) finish_text(row, o);
 }
@@ -209,6 +210,10 @@ std::vector<Generation> generate(const models::CausalLM& model,
   if (o.max_new_tokens == 0) return results;  // kLength, nothing made
 
   NoGradGuard no_grad;
+  // Streamed: the cache and activations in the device's memory, the
+  // kernels on its compute stream, where they order with the weights' copies.
+  std::unique_ptr<exec::StreamingDevice::Scope> on_device;
+  if (o.streamed) on_device = o.streamed->compute_scope();
   // Longest prompts first, so each batch pads little; ties keep input order.
   std::vector<int64_t> order(prompts.size());
   std::iota(order.begin(), order.end(), 0);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "data/tokenizer.h"
+#include "exec/streamed_weights.h"
 #include "models/causal_lm.h"
 #include "train/generation_sampling.h"
 
@@ -35,6 +36,10 @@ struct GenerationOptions {
   std::vector<int32_t> eos_ids;
   std::vector<std::string> stop_strings;       // need `tokenizer`
   const data::Tokenizer* tokenizer = nullptr;  // for `text` and stop strings; may be null
+  // The model's blocks stream from host memory through these (Note
+  // [Streamed generation], exec/streamed_weights.h); null: the model is all
+  // on its device.
+  exec::StreamedWeights* streamed = nullptr;
   // Called after each batch with the rows done so far and the total.
   std::function<void(int64_t done, int64_t total)> on_batch_done;
 };

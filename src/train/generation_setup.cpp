@@ -1,12 +1,20 @@
 #include "train/generation_setup.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.h"
 #include "data/dataset.h"
+#include "exec/stand_in_device.h"
 #include "io/hf_model.h"
+#include "plan/hardware.h"
 #include "train/generation.h"
 
 #ifdef LT_WITH_CUDA
 #include "core/cuda/device_info.h"
+#include "exec/cuda/streaming_device_cuda.h"
 #endif
 
 namespace lt::train {
@@ -41,23 +49,19 @@ GenerationModel load_generation_model(const std::string& model_dir, const std::s
                                       const std::string& device_name, bool tokenizer_required,
                                       const std::string& needed_by) {
   const Device device = resolve_device(device_name);
-  GenerationModel g{io::load_hf_model(model_dir, DType::F32), std::nullopt, {}, {}};
-  // The GPU computes in bf16, as training does there; the CPU in f32.
-  if (device.is_cuda()) {
-#ifdef LT_WITH_CUDA
-    // Generation keeps the whole model on the GPU (it does not stream
-    // blocks as training can): refuse one that cannot fit, before the
-    // copy fails halfway with the allocator's message.
-    int64_t params = 0;
-    for (const auto& [name, p] : g.model.parameters()) params += p.numel();
-    const double need = static_cast<double>(params) * dtype_size(DType::BF16);
-    const double free = static_cast<double>(cuda::device_free_memory(device.index));
-    LT_CHECK(need < free, model_dir, ": the model's bf16 weights take ", need / 1e9,
-             " GB and the GPU has ", free / 1e9,
-             " GB free; generation does not stream blocks from host memory: use --device cpu");
-#endif
-    g.model.to(device, DType::BF16);
-  }
+  // The GPU computes in bf16, as training does there (read as bf16 on the
+  // host: half the host memory of f32, for a model streamed from it); the
+  // CPU in f32.
+  const DType dtype = device.is_cuda() ? DType::BF16 : DType::F32;
+  GenerationModel g{.stream_device = nullptr,
+                    .model = io::load_hf_model(model_dir, dtype),
+                    .tokenizer = std::nullopt,
+                    .tokenizer_path = {},
+                    .eos_ids = {},
+                    .device = device,
+                    .model_dir = model_dir,
+                    .placement = {},
+                    .streamed = nullptr};
   g.tokenizer_path = tokenizer.empty() ? fs::path(model_dir) : fs::path(tokenizer);
   if (tokenizer_required || has_tokenizer_files(g.tokenizer_path)) {
     g.tokenizer = data::load_tokenizer_for(
@@ -66,6 +70,77 @@ GenerationModel load_generation_model(const std::string& model_dir, const std::s
   }
   g.eos_ids = eos_ids_for(model_dir, g.model.config());
   return g;
+}
+
+void place_generation_model(GenerationModel& g, double device_memory_gb,
+                            const data::PromptSet& prompts, int64_t batch_size,
+                            int64_t max_new_tokens) {
+  LT_CHECK(device_memory_gb >= 0, "--device-memory-gb must be 0 (no cap) or more, got ",
+           device_memory_gb);
+  const bool capped = device_memory_gb > 0;
+  if (g.device.is_cpu() && !capped) return;  // f32, where it was loaded
+  int64_t longest_prompt = 1;
+  for (const data::PromptRow& row : prompts.rows)
+    longest_prompt = std::max(longest_prompt, static_cast<int64_t>(row.ids.size()));
+  const int64_t batch = std::clamp<int64_t>(static_cast<int64_t>(prompts.rows.size()), 1,
+                                            std::max<int64_t>(batch_size, 1));
+  const int64_t positions =
+      std::min(g.model.config().max_position_embeddings, longest_prompt + max_new_tokens);
+  const DType dtype = g.device.is_cuda() ? DType::BF16 : DType::F32;
+  const GenerationFootprint footprint =
+      generation_footprint(g.model, dtype, batch, longest_prompt, positions);
+  const std::string sizing = fmt::format(
+      "{} row{} (--batch-size) of {} positions (the longest prompt, {} tokens, + "
+      "--max-new-tokens {})",
+      batch, batch == 1 ? "" : "s", positions, longest_prompt, max_new_tokens);
+  int64_t budget = std::llround(device_memory_gb * 1e9);
+  std::string source = fmt::format("--device-memory-gb {}", device_memory_gb);
+  if (g.device.is_cuda() && !capped) {
+#ifdef LT_WITH_CUDA
+    // Less 1 GiB: cuBLAS's workspace, the allocator's rounding, and the
+    // kernels' scratch, which the footprint does not count.
+    budget = static_cast<int64_t>(cuda::device_free_memory(g.device.index)) - (int64_t{1} << 30);
+    source = fmt::format("the GPU's free memory less 1 GiB, {},", bytes_text(budget));
+#endif
+  }
+  try {
+    g.placement = place_generation(footprint, budget, source, sizing);
+  } catch (const Error& e) {
+    fail(g.model_dir, ": ", e.what());
+  }
+  if (!g.placement.streamed) {
+    if (g.device.is_cuda()) g.model.to(g.device, DType::BF16);
+    return;
+  }
+  if (g.device.is_cuda()) {
+#ifdef LT_WITH_CUDA
+    g.stream_device = std::make_unique<exec::CudaStreamingDevice>(g.device.index);
+#endif
+  } else {
+    exec::StandInOptions stand_in;
+    stand_in.capacity_bytes = budget;
+    g.stream_device = std::make_unique<exec::StandInDevice>(stand_in);
+  }
+  g.streamed =
+      std::make_unique<exec::StreamedWeights>(g.model, *g.stream_device, g.placement.layout);
+}
+
+std::string generation_device_text(const GenerationModel& g) {
+  std::string text = g.device.is_cuda() ? "the GPU (bf16)" : "the CPU (f32)";
+  if (!g.streamed) return text;
+  const GenerationPlacement& p = g.placement;
+  text +=
+      fmt::format(", streaming {} of {} blocks{} from host memory through {} slots: {} a step",
+                  p.streamed_blocks, p.blocks, p.ends_streamed ? " and the embedding and head" : "",
+                  p.layout.slots, bytes_text(p.streamed_bytes));
+  if (!g.device.is_cuda()) return text + " (the CPU stand-in device)";
+  // Every decode step copies the streamed bytes once: the link bounds it.
+  const double gbps = plan::HardwareProfile{}.h2d_gbps;
+  const double step_s = static_cast<double>(p.streamed_bytes) / (gbps * 1e9);
+  return text + fmt::format(
+                    "; at {} GB/s host-to-device (the H200's pinned rate), a decode step "
+                    "takes at least {:.3f} s, {:.1f} steps/s",
+                    gbps, step_s, 1.0 / step_s);
 }
 
 void check_prompts_fit(const data::PromptSet& prompts, const std::string& source,

@@ -3,21 +3,34 @@
 // generating: the model on its device, its tokenizer, the EOS ids, and the
 // rows' prompts rendered as training renders them.
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "data/prompt_rows.h"
 #include "data/tokenizer.h"
+#include "exec/streamed_weights.h"
 #include "models/causal_lm.h"
+#include "train/generation_placement.h"
 
 namespace lt::train {
 
 struct GenerationModel {
+  // When blocks stream from host memory: first, so that it goes last, as
+  // the model's weights and caches live in its memory (pinned host memory
+  // on a GPU, all of it on the CPU stand-in).
+  std::unique_ptr<exec::StreamingDevice> stream_device;
+  // On the host until place_generation_model: bf16 for a GPU, else f32.
   models::CausalLM model;
   std::optional<data::Tokenizer> tokenizer;
   std::filesystem::path tokenizer_path;  // where it was read (the model folder by default)
   std::vector<int32_t> eos_ids;          // generation_config.json / config.json
+  Device device;                         // where it generates (--device, resolved)
+  std::string model_dir;
+  GenerationPlacement placement;
+  // Last, so that it goes first: it waits for the copies it queued.
+  std::unique_ptr<exec::StreamedWeights> streamed;
 };
 
 // `device`: auto (the first GPU in bf16 when this build has CUDA and one is
@@ -27,6 +40,21 @@ struct GenerationModel {
 GenerationModel load_generation_model(const std::string& model_dir, const std::string& tokenizer,
                                       const std::string& device, bool tokenizer_required,
                                       const std::string& needed_by);
+
+// Once the prompts are known: puts the model on its device for batches
+// of `batch_size` rows of `prompts` (generation_placement.h), each of up
+// to its longest prompt + `max_new_tokens` tokens. On a GPU the budget is `device_memory_gb`
+// (--device-memory-gb) when above 0, else the free memory less 1 GiB; on
+// the CPU a budget streams through the CPU stand-in device
+// (exec/stand_in_device.h) of that capacity, and none keeps it all in place.
+void place_generation_model(GenerationModel& g, double device_memory_gb,
+                            const data::PromptSet& prompts, int64_t batch_size,
+                            int64_t max_new_tokens);
+
+// What the run's first line says of the device: "the GPU (bf16)", or with
+// streaming which blocks stream, the bytes a step copies and the step time
+// that the host-to-device bandwidth allows.
+std::string generation_device_text(const GenerationModel& g);
 
 // Refuses, naming `source` (the file, or --prompt) and the row's line, a row whose prompt leaves no
 // room in the model's context for one new token, or holds an id outside the vocabulary. Prompts are

@@ -5,6 +5,7 @@
 // are the reference for what the command renders; the tokens it makes are
 // checked against the library's generate() (itself checked against
 // transformers in tests/models).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "data/tokenizer.h"
 #include "io/hf_model.h"
 #include "train/generation.h"
+#include "train/generation_placement.h"
 
 namespace lt::train {
 namespace {
@@ -306,6 +308,84 @@ TEST_F(GenerateCommand, MathAccuracyCountsExactMatches) {
   }
   EXPECT_EQ(i, 5u);
   EXPECT_NE(r.err.find("1 rows have no reference"), std::string::npos) << r.err;
+}
+
+// The smallest --device-memory-gb that streams (one byte short of the
+// whole model, its cache and working memory, by generation_footprint) for
+// rows of up to `longest` prompt tokens, in GB with every byte written.
+std::string streaming_cap(int64_t batch, int64_t longest, int64_t max_new_tokens) {
+  const models::CausalLM model = io::load_hf_model(kLlama, DType::F32);
+  const GenerationFootprint f =
+      generation_footprint(model, DType::F32, batch, longest, longest + max_new_tokens);
+  int64_t bytes = f.kv_cache + f.working - 1;
+  for (const exec::StageBytes& s : f.stages) bytes += s.own;
+  return fmt::format("{:.9f}", static_cast<double>(bytes) / 1e9);
+}
+
+// On the CPU, --device-memory-gb streams the blocks that do not fit through
+// the stand-in device (generate and eval --task math); the tokens are the
+// resident model's.
+TEST_F(GenerateCommand, ACapStreamsTheBlocksAndKeepsTheTokens) {
+  const std::vector<std::vector<int32_t>> prompts = {{5, 9}, {1, 2, 3, 4, 5, 6, 7}};
+  const auto data =
+      write("ids.jsonl", "{\"input_ids\": [5, 9]}\n{\"input_ids\": [1, 2, 3, 4, 5, 6, 7]}\n");
+  const std::string args = "generate --data " + data.string() +
+                           " --max-new-tokens 9 --batch-size 2 --device cpu --device-memory-gb " +
+                           streaming_cap(2, 7, 9);
+  const CliResult r = run(args + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  GenerationOptions options;
+  options.max_new_tokens = 9;
+  options.eos_ids = {kFolderEos};
+  const std::vector<Generation> want =
+      generate(io::load_hf_model(kLlama, DType::F32), prompts, options);
+  std::istringstream lines(r.out);
+  std::string line;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_TRUE(std::getline(lines, line));
+    EXPECT_EQ(nlohmann::json::parse(line).at("output_ids").get<std::vector<int32_t>>(),
+              want[i].tokens)
+        << i;
+  }
+  const CliResult told = run(args);
+  ASSERT_EQ(told.status, 0) << told.err;
+  EXPECT_NE(told.err.find("streaming 2 of 2 blocks"), std::string::npos) << told.err;
+
+  // eval --task math: the same outputs with and without the cap.
+  const auto math = write("math.jsonl",
+                          "{\"question\": \"1+1\", \"answer\": \"#### 2\"}\n"
+                          "{\"question\": \"what is 7*8\", \"answer\": \"#### 56\"}\n");
+  const std::string eval = "eval --task math --data " + math.string() +
+                           " --max-new-tokens 12 --batch-size 2 --device cpu --out ";
+  const CliResult plain = run(eval + (dir_ / "plain.jsonl").string());
+  const CliResult capped =
+      run(eval + (dir_ / "capped.jsonl").string() + " --device-memory-gb " +
+          streaming_cap(2, static_cast<int64_t>(plain_prompt("what is 7*8").size()), 12));
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  ASSERT_EQ(capped.status, 0) << capped.err;
+  EXPECT_NE(capped.err.find("streaming"), std::string::npos) << capped.err;
+  std::ifstream a(dir_ / "plain.jsonl"), b(dir_ / "capped.jsonl");
+  std::stringstream sa, sb;
+  sa << a.rdbuf();
+  sb << b.rdbuf();
+  EXPECT_EQ(sa.str(), sb.str());
+  EXPECT_FALSE(sa.str().empty());
+}
+
+TEST_F(GenerateCommand, ACapTooSmallToStreamIsRefusedNamingIt) {
+  const CliResult r = run("generate --prompt hi --device cpu --device-memory-gb 0.000001");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--device-memory-gb 1e-06 (1000 bytes) is too small"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--batch-size"), std::string::npos) << r.err;
+  const auto data = write("q.jsonl", "{\"question\": \"hi\", \"answer\": \"#### 3\"}\n");
+  const CliResult math =
+      run("eval --task math --data " + data.string() + " --device cpu --device-memory-gb 0.000001");
+  EXPECT_NE(math.status, 0);
+  EXPECT_NE(math.err.find("--device-memory-gb 1e-06"), std::string::npos) << math.err;
+  const CliResult negative = run("generate --prompt hi --device-memory-gb -1");
+  EXPECT_NE(negative.status, 0);
+  EXPECT_NE(negative.err.find("--device-memory-gb must be"), std::string::npos) << negative.err;
 }
 
 }  // namespace

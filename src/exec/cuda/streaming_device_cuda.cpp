@@ -33,7 +33,7 @@ void check_pair(const Tensor& dst, const Tensor& src, const char* what) {
 CudaStreamingDevice::CudaStreamingDevice(const nn::NamedParameters& masters,
                                          optim::Optimizer& optimizer, int device)
     : device_(device),
-      optimizer_(optimizer),
+      optimizer_(&optimizer),
       compute_(Stream::create(Device::cuda(device))),
       upload_stream_(Stream::create(Device::cuda(device))),
       download_stream_(Stream::create(Device::cuda(device))) {
@@ -52,10 +52,16 @@ CudaStreamingDevice::CudaStreamingDevice(const nn::NamedParameters& masters,
   shadow_count_ = masters.size();
 }
 
+CudaStreamingDevice::CudaStreamingDevice(int device)
+    : device_(device),
+      compute_(Stream::create(Device::cuda(device))),
+      upload_stream_(Stream::create(Device::cuda(device))),
+      download_stream_(Stream::create(Device::cuda(device))) {}
+
 CudaStreamingDevice::~CudaStreamingDevice() {
   // The executor using this device has finished its updates (it is
   // destroyed first); the optimizer must not write freed pinned memory.
-  for (size_t i = 0; i < shadow_count_; ++i) optimizer_.set_bf16_shadow(i, Tensor());
+  for (size_t i = 0; i < shadow_count_; ++i) optimizer_->set_bf16_shadow(i, Tensor());
 }
 
 Allocator& CudaStreamingDevice::memory() {

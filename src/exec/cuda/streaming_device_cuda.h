@@ -54,6 +54,9 @@ class CudaStreamingDevice final : public StreamingDevice {
   // removes them again.
   CudaStreamingDevice(const nn::NamedParameters& masters, optim::Optimizer& optimizer,
                       int device = 0);
+  // Without masters: uploads copy host tensors already in bf16 (streamed
+  // generation's pinned weights, exec/streamed_weights.h).
+  explicit CudaStreamingDevice(int device = 0);
   ~CudaStreamingDevice() override;
   CudaStreamingDevice(const CudaStreamingDevice&) = delete;
   CudaStreamingDevice& operator=(const CudaStreamingDevice&) = delete;
@@ -79,7 +82,7 @@ class CudaStreamingDevice final : public StreamingDevice {
   Tensor upload_source(const Tensor& dst, const Tensor& src) const;
 
   int device_;
-  optim::Optimizer& optimizer_;
+  optim::Optimizer* optimizer_ = nullptr;  // holds the shadows; null without masters
   size_t shadow_count_ = 0;
   Stream compute_, upload_stream_, download_stream_;
   PinnedHostPool pinned_;
