@@ -36,9 +36,36 @@ Node::~Node() {
 
 namespace lt {
 
+namespace autograd {
+namespace {
+// The seed of ones made by the backward() running on this thread, if any.
+thread_local const TensorImpl* unit_seed = nullptr;
+}  // namespace
+
+bool is_unit_seed(const Tensor& grad) {
+  return grad.defined() && unit_seed != nullptr && grad.impl() == unit_seed;
+}
+
+}  // namespace autograd
+
 namespace {
 
 using autograd::Node;
+
+// Marks the seed of ones for autograd::is_unit_seed for one backward()
+// (restoring the outer one's, for a backward run inside a node).
+class UnitSeedScope {
+ public:
+  explicit UnitSeedScope(const TensorImpl* seed) : previous_(autograd::unit_seed) {
+    autograd::unit_seed = seed;
+  }
+  ~UnitSeedScope() { autograd::unit_seed = previous_; }
+  UnitSeedScope(const UnitSeedScope&) = delete;
+  UnitSeedScope& operator=(const UnitSeedScope&) = delete;
+
+ private:
+  const TensorImpl* previous_;
+};
 
 Tensor sum_gradients(const Tensor& a, const Tensor& b) {
   if (!a.defined()) return b;
@@ -90,6 +117,7 @@ void backward(const Tensor& root, const Tensor& grad_root) {
              root.str());
     seed = Tensor::full(root.shape(), 1.0, root.dtype(), root.device());
   }
+  UnitSeedScope unit_seed(grad_root.defined() ? nullptr : seed.impl());
   LT_CHECK(seed.shape() == root.shape(), "backward(): gradient shape ", shape_str(seed.shape()),
            " does not match root ", shape_str(root.shape()));
 

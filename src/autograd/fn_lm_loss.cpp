@@ -5,6 +5,7 @@
 // (fused_lm_head_loss below; LT_LM_HEAD=unfused keeps the chunked head).
 #include <algorithm>
 
+#include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/record.h"
 #include "ops/classifier.h"
@@ -31,6 +32,12 @@ struct Chunk {
   Tensor lse;
 };
 
+// The loss's gradient as a number: backward(loss)'s own seed is 1 without
+// a read-back (which would wait for the whole forward on a GPU).
+double loss_gradient(const Tensor& g) {
+  return autograd::is_unit_seed(g) ? 1.0 : g.item();
+}
+
 // On a GPU, with a graph to record: ops/classifier.h's fused head, whose
 // forward computes the loss and both gradients for a loss gradient of 1
 // (the executors' backward(loss)); backward only scales them by the actual
@@ -44,7 +51,7 @@ Tensor fused_lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tens
   return autograd::record(
       "lm_head_loss", {hidden, weight}, f.loss,
       [dh = f.hidden, dw = f.weight, need_h, need_w](const Tensor& g) {
-        const double g_value = g.item();
+        const double g_value = loss_gradient(g);
         auto scaled = [&](const Tensor& t) { return g_value == 1.0 ? t : ops::scale(t, g_value); };
         return std::vector<Tensor>{need_h ? scaled(dh) : Tensor(), need_w ? scaled(dw) : Tensor()};
       });
@@ -95,7 +102,7 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
   return autograd::record(
       "lm_head_loss", {hidden, weight}, loss,
       [h, w, targets, chunks, loss_denominator, ignore_index, need_h, need_w](const Tensor& g) {
-        const double g_value = g.item();
+        const double g_value = loss_gradient(g);
         Tensor dh = need_h ? Tensor::empty(h.shape(), h.dtype(), h.device()) : Tensor();
         Tensor dw;
         for (const Chunk& c : chunks) {

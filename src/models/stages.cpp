@@ -10,6 +10,25 @@ void EmbedStage::collect(nn::NamedParameters& out) const {
   if (positions_.weight.defined()) positions_.collect("embed.positions", out);
 }
 
+Tensor EmbedStage::position_ids(int64_t t, Device device) const {
+  // On a GPU every learned position is uploaded once per device and each
+  // forward takes a view: a copy to a GPU waits for its stream, so one per
+  // forward would wait for all the work queued before it (the previous
+  // micro-batch's backward). Only there: a CPU tensor may come from a
+  // scoped allocator (CpuAllocatorOverride) that dies before this stage.
+  const bool cached = device.is_cuda();
+  if (cached && position_ids_.defined() && position_ids_.device() == device) {
+    return position_ids_.slice(1, 0, t);
+  }
+  const int64_t n = cached ? positions_.weight.size(0) : t;
+  std::vector<int64_t> pos(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = i;
+  Tensor ids = Tensor::from_vector(pos, {1, n}).to(device);
+  if (!cached) return ids;
+  position_ids_ = ids;
+  return ids.slice(1, 0, t);
+}
+
 Tensor EmbedStage::forward(const Tensor& ids, const StageContext&) const {
   LT_CHECK(ids.dim() == 2, "embed: token ids must be [batch, seq], got ", ids.str());
   Tensor x = tokens_.forward(ids);
@@ -17,9 +36,7 @@ Tensor EmbedStage::forward(const Tensor& ids, const StageContext&) const {
   const int64_t t = ids.size(1);
   LT_CHECK(t <= positions_.weight.size(0), "sequence of ", t, " tokens exceeds the model's ",
            positions_.weight.size(0), " learned positions");
-  std::vector<int64_t> pos(static_cast<size_t>(t));
-  for (int64_t i = 0; i < t; ++i) pos[i] = i;
-  Tensor p = positions_.forward(Tensor::from_vector(pos, {1, t}).to(ids.device()));
+  Tensor p = positions_.forward(position_ids(t, ids.device()));
   return add(x, p);
 }
 

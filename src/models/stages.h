@@ -17,8 +17,13 @@ class EmbedStage final : public Stage {
   const nn::Embedding& positions() const { return positions_; }
 
  private:
+  // [1, t] i64: 0, 1, ..., t - 1 on `device`.
+  Tensor position_ids(int64_t t, Device device) const;
+
   nn::Embedding tokens_;
   nn::Embedding positions_;  // weight undefined when the family uses RoPE
+  // On a GPU: [1, learned positions] on the device of the last forward.
+  mutable Tensor position_ids_;
 };
 
 class BlockStage final : public Stage {
