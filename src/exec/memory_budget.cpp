@@ -19,19 +19,31 @@ constexpr int64_t kTokenId = 8;  // token ids and targets are i64
 // Disk offload writes in 4 KiB-aligned units (O_DIRECT).
 constexpr int64_t kDiskAlign = 4096;
 
-// Elements a block saves per token for its backward, llama-style (gpt2 is
-// close enough: it has no gate, but a 4x FFN): the block input and the
-// normed input (2h), q, k, v after RoPE and the attention output
-// (2q + 2kv), the residual after attention and its normed copy (2h), and
-// gate, up, act(gate) and act(gate)*up (4 ffn). qk-norm saves q and k
-// before their norm too. Attention scores are never stored (the attention
-// kernels recompute them), the softmax statistics are negligible.
+// Elements a block saves per token for its backward (nn/block.cpp,
+// autograd/fn_activations.cpp): the block input and the normed input (2h),
+// q, k, v after RoPE and the attention output (2q + 2kv), the residual
+// after attention and its normed copy (2h), and the MLP's: SwiGLU saves
+// gate and up (the fused swiglu recomputes act(gate)) and down_proj its
+// input act(gate)*up (3 ffn); gpt2's GELU saves up and down_proj's input
+// (2 ffn). qk-norm saves q and k before their norm too. Attention scores
+// are never stored (the attention kernels recompute them), the softmax
+// statistics are negligible. The resident budget counts these.
 int64_t block_saved_elements_per_token(const models::ModelConfig& c) {
   const int64_t q = c.num_attention_heads * c.head_dim;
   const int64_t kv = c.num_key_value_heads * c.head_dim;
-  int64_t n = 4 * c.hidden_size + 2 * q + 2 * kv + 4 * c.intermediate_size;
+  const int64_t ffn_saved = c.hidden_act == models::Activation::Silu ? 3 : 2;
+  int64_t n = 4 * c.hidden_size + 2 * q + 2 * kv + ffn_saved * c.intermediate_size;
   if (c.qk_norm) n += q + kv;
   return n;
+}
+
+// Half the streaming budget's estimate of a block's backward working set
+// when none was measured: the saved tensors as if the MLP kept four
+// [tokens x ffn] tensors (one more than SwiGLU saves, two more than GELU),
+// a generous allowance the measured working sets replace on a GPU.
+int64_t block_estimate_elements_per_token(const models::ModelConfig& c) {
+  const int64_t ffn_saved = c.hidden_act == models::Activation::Silu ? 3 : 2;
+  return block_saved_elements_per_token(c) + (4 - ffn_saved) * c.intermediate_size;
 }
 
 void add_optimizer_states(MemoryBudget& m, MemorySpace space, int64_t n, const TrainSizes& sizes) {
@@ -272,7 +284,7 @@ MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
   m.add(Gpu, "token ids and targets (i64)", token_bytes(s));
   // A block's saved tensors for one micro-batch, and as much again for the
   // gradients alive during its backward (an estimate, not a measurement).
-  const int64_t block_working_set = 2 * block_saved_elements_per_token(c) * chunk_tokens * cb;
+  const int64_t block_working_set = 2 * block_estimate_elements_per_token(c) * chunk_tokens * cb;
   // The head step (autograd/fn_lm_loss.cpp, in the compute dtype: bf16 on a
   // GPU, f32 on the CPU stand-in), beside the lm_head weight gradient that
   // largest_use_hold counts among the gradients alive. A loss chunk (2^28 logits on a GPU: 1766
@@ -379,7 +391,23 @@ MemoryBudget resident_bytes_needed(const models::ModelConfig& c, const TrainSize
   using enum MemorySpace;
   m.add(Gpu, "master weights (fp32)", n * kFp32);
   if (cb != kFp32) m.add(Gpu, "compute copy of the weights (bf16)", n * cb);
-  m.add(Gpu, "gradients (compute dtype)", n * cb);
+  // The executor drops every .grad after the update (resident.cpp), so
+  // with one micro-batch a step the backward builds the gradients while it
+  // frees the blocks' saved tensors: at its start all saved tensors and no
+  // block gradient are alive, at its end every gradient and about one
+  // block's saved tensors; the larger of the two is the peak. With several
+  // micro-batches the gradients of the first stay through the others.
+  // (Counting every gradient beside every saved tensor put the Qwen2.5-0.5B
+  // recipe at 29.9 GB planned against 23.8 GB measured.)
+  const bool one_micro_batch = micro_batch >= s.batch_size;
+  const int64_t saved = c.num_hidden_layers * block_saved_elements_per_token(c) *
+                        std::min(micro_batch, s.batch_size) * s.seq_len * cb;
+  const int64_t block_saved = saved / std::max<int64_t>(1, c.num_hidden_layers);
+  const int64_t grads = n * cb;
+  m.add(Gpu,
+        one_micro_batch ? "gradients (compute dtype) beyond the saved tensors they replace"
+                        : "gradients (compute dtype)",
+        one_micro_batch ? std::max<int64_t>(0, grads - (saved - block_saved)) : grads);
   add_optimizer_states(m, Gpu, n, s);
   add_graph_of_one_micro_batch(m, c, s, micro_batch, on_gpu);
   return m;
@@ -397,6 +425,19 @@ void add_graph_of_one_micro_batch(MemoryBudget& m, const models::ModelConfig& c,
   m.add(Gpu, "gradients alive in one block's backward", block);
   m.add(Gpu, "head: final norm input and output", 2 * tokens * h * cb);
   const int64_t rows = std::min(tokens, loss_chunk_rows(c.vocab_size, on_gpu));
+  if (on_gpu && ops::fused_lm_head_enabled()) {
+    // ops/classifier.h: a chunk's logits in the compute dtype over the
+    // padded vocabulary, and the head's gradients made in the forward.
+    const int64_t padded = (c.vocab_size + ops::kLmHeadPadVocabTo - 1) / ops::kLmHeadPadVocabTo *
+                           ops::kLmHeadPadVocabTo;
+    m.add(Gpu, "fused head: a chunk's logits, their gradient written over them",
+          rows * padded * cb);
+    m.add(Gpu, "fused head: the hidden's gradient, made in the forward", tokens * h * cb);
+    m.add(Gpu, "fused head: the lm_head weight gradient (padded rows)", padded * h * cb);
+    if (padded != c.vocab_size)
+      m.add(Gpu, "fused head: the padded copy of the weight", padded * h * cb);
+    return;
+  }
   m.add(Gpu, "loss chunk: fp32 logits, their gradient written over them",
         rows * c.vocab_size * kFp32);
   m.add(Gpu, "lm_head weight gradient: lm_head_loss's sum over its chunks", c.vocab_size * h * cb);

@@ -5,6 +5,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <unistd.h>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -60,6 +64,21 @@ std::string hardware_cache_dir() {
   return (fs::temp_directory_path() / "lazytrain-cache").string();
 }
 
+std::string machine_identity(const std::string& device_name, const std::string& driver) {
+  std::string cpu = "unknown cpu";
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    if (const size_t colon = line.find(':'); colon != std::string::npos)
+      cpu = line.substr(line.find_first_not_of(' ', colon + 1));
+    break;
+  }
+  const double memory_gib =
+      static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE) / (1 << 30);
+  return fmt::format("{} | {} | host {}, {} threads, {:.0f} GiB", device_name, driver, cpu,
+                     std::thread::hardware_concurrency(), memory_gib);
+}
+
 std::string profile_cache_name(const std::string& device_name, const models::ModelConfig& model,
                                int64_t seq_len) {
   const plan::StageTimes shape = plan::StageTimes::for_model(model, seq_len);
@@ -68,7 +87,8 @@ std::string profile_cache_name(const std::string& device_name, const models::Mod
                   shape.hidden_size, shape.intermediate_size, shape.num_attention_heads,
                   shape.num_key_value_heads, shape.head_dim, shape.vocab_size,
                   model.num_hidden_layers, seq_len);
-  return fmt::format("hardware-{}-{}-seq{}-{:016x}.yaml", file_safe(device_name),
+  const std::string gpu = device_name.substr(0, device_name.find(" |"));
+  return fmt::format("hardware-{}-{}-seq{}-{:016x}.yaml", file_safe(gpu),
                      file_safe(shape.model_type), seq_len, fnv1a(key));
 }
 

@@ -8,8 +8,10 @@
 // a prediction (exec.mode auto, exec.schedule auto) and names no
 // exec.hardware measures this machine and the model's stages once (what
 // `lazytrain profile --model` measures; tens of seconds) and keeps the
-// result in a cache folder, keyed by the GPU's name, the model's shape and
-// the sequence length; later runs read it. `exec.hardware: defaults` keeps
+// result in a cache folder, keyed by the machine (the GPU's name, the CUDA
+// driver, the host's CPU, threads and memory: machine_identity), the
+// model's shape and the sequence length; later runs read it, and a run on
+// another machine, driver or host measures its own. `exec.hardware: defaults` keeps
 // the built-in figures (the FLOP model), a path names a profile.
 //
 // The cache folder: $LT_CACHE_DIR, else $XDG_CACHE_HOME/lazytrain, else
@@ -27,7 +29,14 @@ namespace lt::train {
 
 std::string hardware_cache_dir();
 
-// The cached profile's file name for this device, model shape and seq_len.
+// What else than the GPU's name a profile depends on: `driver` (e.g.
+// "driver 13000") and this host's CPU model, hardware threads and memory,
+// which set the CPU optimizer's and the copies' rates.
+std::string machine_identity(const std::string& device_name, const std::string& driver);
+
+// The cached profile's file name for this machine, model shape and seq_len.
+// `device_name`: the GPU's name, or machine_identity's whole string (the
+// file name keeps what comes before its first '|').
 std::string profile_cache_name(const std::string& device_name, const models::ModelConfig& model,
                                int64_t seq_len);
 

@@ -140,7 +140,9 @@ std::string describe_states(const TrainConfig& c, const models::ModelConfig& mod
 void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunPlan& p) {
   if (!c.exec.hardware.empty() || !p.device.is_cuda()) return;
 #ifdef LT_WITH_CUDA
-  const std::string device_name = cuda::device_name(p.device.index);
+  const std::string device_name =
+      machine_identity(cuda::device_name(p.device.index),
+                       fmt::format("driver {}", cuda::driver_version()));
   const std::string dir = hardware_cache_dir();
   const int64_t seq_len = c.train.seq_len;
   if (c.exec.mode != "auto" && c.exec.schedule != "auto") {
@@ -156,8 +158,8 @@ void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunP
   if (!c.exec.disk_path.empty()) options.disk_path = c.exec.disk_path;
   const CachedProfile cached = ensure_profile(dir, device_name, model, seq_len, [&] {
     fmt::print(stderr,
-               "hardware: measuring this {} and the model's stages for the plan (once; kept "
-               "in {})\n",
+               "hardware: measuring this machine ({}) and the model's stages for the plan "
+               "(once; kept in {})\n",
                device_name, dir);
     return plan::measure_profile_for_model(options, model, seq_len).profile;
   });

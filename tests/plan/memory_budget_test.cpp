@@ -196,38 +196,52 @@ TEST(MemoryBudget, StandInComputesInF32) {
 }
 
 // The resident executor on a GPU (bf16 compute copy beside f32 masters),
-// micro-batch 1 of 8 tokens, by hand:
+// micro-batch 1 of 8 tokens (two micro-batches a step, so the first's
+// gradients stay through the second's backward), by hand:
 //   masters 4 B + compute copy 2 B + bf16 gradients 2 B + AdamW m, v 8 B
 //     = 16 B x 86848 = 1389568
 //   token ids and targets of the whole batch: 2 * 16 tokens * 8 B = 256
-//   saved tensors: 2 blocks x 960 elements x 8 tokens x 2 B = 30720,
-//     and one block more for its backward: 15360
+//   saved tensors per token (SwiGLU): 4*64 + 2*64 + 2*32 + 3*128 = 832;
+//     2 blocks x 832 x 8 tokens x 2 B = 26624, and one block more for its
+//     backward: 13312
 //   final norm input and output: 2 * 8 tokens * 64 * 2 B = 2048
-//   loss chunk (8 rows, fewer than 2^28 / 100), its gradient written over
-//     its logits: 8 * 100 * 4 B = 3200
-//   lm_head_loss's weight-gradient sum: 100 * 64 * 2 B = 12800
+//   the fused head (the default on a GPU), the vocabulary 100 padded to
+//     128: a chunk's logits 8 * 128 * 2 = 2048, the hidden's gradient
+//     8 * 64 * 2 = 1024, the weight gradient and the padded weight copy
+//     2 * 128 * 64 * 2 = 32768
 TEST(MemoryBudget, ResidentOnAGpu) {
+  const lt::testing::ScopedEnv fused("LT_LM_HEAD", nullptr);
   const auto m = resident_bytes_needed(tiny(), {2, 8}, 1, /*on_gpu=*/true);
-  EXPECT_EQ(m.bytes(MemorySpace::Gpu), 16 * kN + 256 + 30720 + 15360 + 2048 + 3200 + 12800);
+  EXPECT_EQ(m.bytes(MemorySpace::Gpu), 16 * kN + 256 + 26624 + 13312 + 2048 + 2048 + 1024 + 32768);
   EXPECT_EQ(m.bytes(MemorySpace::Host), 0);
+  // The unfused head: a loss chunk's fp32 logits 8 * 100 * 4 = 3200 and
+  // lm_head_loss's weight-gradient sum 100 * 64 * 2 = 12800.
+  const lt::testing::ScopedEnv unfused("LT_LM_HEAD", "unfused");
+  EXPECT_EQ(resident_bytes_needed(tiny(), {2, 8}, 1, /*on_gpu=*/true).bytes(MemorySpace::Gpu),
+            16 * kN + 256 + 26624 + 13312 + 2048 + 3200 + 12800);
 }
 
 // On the CPU in f32, no compute copy (the masters compute), micro-batch 2
-// (16 tokens): 16 B x N (masters 4, gradients 4, m and v 8) + 256 +
-// 3 x 960 x 16 x 4 + 2 x 16 x 64 x 4 + 16 x 100 x 4 + 6400 x 4;
-// 8-bit states instead of fp32: 174040 bytes for m and v (see above).
+// (16 tokens, the whole batch): masters 4 B and m, v 8 B x N; 256 for the
+// ids; saved tensors 2 x 832 x 16 x 4 = 106496 and one block more 53248;
+// 2 x 16 x 64 x 4 (final norm) + 16 x 100 x 4 (logits) + 6400 x 4 (the
+// weight-gradient sum). One micro-batch a step: the gradients (4 B x N =
+// 347392) are built while the backward frees all but one block's saved
+// tensors, so they add 347392 - 53248 = 294144 at the peak. 8-bit states
+// instead of fp32: 174040 bytes for m and v (see above).
 TEST(MemoryBudget, ResidentOnTheCpuAndWithEightBitStates) {
-  const int64_t activations = 256 + 3 * 960 * 16 * 4 + 2 * 16 * 64 * 4 + 16 * 100 * 4 + 6400 * 4;
+  const int64_t activations =
+      256 + 3 * 832 * 16 * 4 + 2 * 16 * 64 * 4 + 16 * 100 * 4 + 6400 * 4 + 294144;
   EXPECT_EQ(resident_bytes_needed(tiny(), {2, 8, OptimizerStates::Fp32, 4}, 2, false)
                 .bytes(MemorySpace::Gpu),
-            16 * kN + activations);
+            12 * kN + activations);
   EXPECT_EQ(resident_bytes_needed(tiny(), {2, 8, OptimizerStates::EightBit, 4}, 2, false)
                 .bytes(MemorySpace::Gpu),
-            8 * kN + 174040 + activations);
+            4 * kN + 174040 + activations);
   // A micro-batch larger than the batch is the batch.
   EXPECT_EQ(resident_bytes_needed(tiny(), {2, 8, OptimizerStates::Fp32, 4}, 5, false)
                 .bytes(MemorySpace::Gpu),
-            16 * kN + activations);
+            12 * kN + activations);
 }
 
 // Boundaries the executor holds, walked by hand over its stage uses, for

@@ -79,6 +79,29 @@ TEST_F(HardwareCache, ALookupFindsOnlyAUsableProfile) {
   EXPECT_EQ(measured_, 1);
 }
 
+// The issue's "re-measured when the GPU or host changes": the driver and
+// the host (CPU model, threads, memory, read from /proc and sysconf here)
+// are part of the key, and the file name keeps the GPU's name readable.
+TEST_F(HardwareCache, AnotherDriverOrHostIsMeasuredApart) {
+  const std::string here = machine_identity("NVIDIA H200", "driver 13000");
+  EXPECT_EQ(here.rfind("NVIDIA H200 | driver 13000 | host ", 0), 0u) << here;
+  EXPECT_NE(here.find(" threads, "), std::string::npos) << here;
+  EXPECT_NE(here.find(" GiB"), std::string::npos) << here;
+  const std::string name = profile_cache_name(here, model(), 64);
+  EXPECT_EQ(name.rfind("hardware-NVIDIA_H200-", 0), 0u) << name;
+  EXPECT_EQ(name.find_first_of(" /\\:*?\"<>|"), std::string::npos) << name;
+  EXPECT_NE(name, profile_cache_name(machine_identity("NVIDIA H200", "driver 12080"), model(), 64));
+  // Same GPU and driver on another host (its identity string differs).
+  EXPECT_NE(name, profile_cache_name("NVIDIA H200 | driver 13000 | host Other CPU, 64 threads, "
+                                     "512 GiB",
+                                     model(), 64));
+  ensure_profile(dir(), here, model(), 64, measure(model(), 64));
+  EXPECT_FALSE(ensure_profile(dir(), here, model(), 64, measure(model(), 64)).measured_now);
+  ensure_profile(dir(), machine_identity("NVIDIA H200", "driver 12080"), model(), 64,
+                 measure(model(), 64));
+  EXPECT_EQ(measured_, 2);
+}
+
 TEST_F(HardwareCache, AnotherDeviceModelOrSeqLenIsMeasuredApart) {
   const std::string a = profile_cache_name("NVIDIA H200", model(), 64);
   EXPECT_NE(a, profile_cache_name("NVIDIA H100 80GB HBM3", model(), 64));

@@ -52,6 +52,12 @@ std::string device_name(int index) {
   return prop.name;
 }
 
+int driver_version() {
+  int version = 0;
+  LT_CUDA_CHECK(cudaDriverGetVersion(&version));
+  return version;
+}
+
 size_t device_total_memory(int index) {
   cudaDeviceProp prop{};
   LT_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));

@@ -8,6 +8,7 @@ namespace lt::cuda {
 
 int device_count();  // 0 when there is no driver or no GPU
 std::string device_name(int index);
+int driver_version();  // cudaDriverGetVersion: 13000 for CUDA 13.0
 size_t device_total_memory(int index);
 size_t device_free_memory(int index);  // what cudaMemGetInfo reports free now
 void register_backend();
