@@ -7,6 +7,12 @@
 #      the communication stream during the backward) equals the run
 #      without one; the sum is the identity; two ranks on one GPU are
 #      refused, not hung.
+#   2. tests/gpu/nccl_cpu_master_gpu_test: the same communicator through
+#      the streaming and offload executors (each stage's gradients reduced
+#      on the device before the download; with ZeRO-1 reduce-scattered,
+#      the shard downloaded, the masters all-gathered through the device
+#      and the pinned bf16 copies refreshed) equals the run without one
+#      (NcclOneRank.CpuMasterExecutorsEqualTheRunWithoutACommunicator).
 # (`launch --nproc 1` would not reach NCCL: a world of one rank runs as
 # one process. tests/gpu/data_parallel_gpu_test needs 2 GPUs: skipped here.)
 # Usage: bench/issue21_gpu.sh OUT_DIR

@@ -235,6 +235,7 @@ void StreamingExecutor::Impl::invalidate_slots() {
 // Moves the gradients of the parameters `stage` owns to the host slabs and
 // adds their squared sum, on the download engine.
 void StreamingExecutor::Impl::copy_out(int stage) {
+  if (options.ranks) return copy_out_over_ranks(stage);  // exec/streaming_ranks.cpp
   const StageInfo& info = stages[stage];
   CopyList copies;
   nn::NamedParameters views;
@@ -253,10 +254,6 @@ void StreamingExecutor::Impl::copy_out(int stage) {
       std::move(copies),
       [square, views = std::move(views)] { *square = optim::grad_squared_sum(views); },
       "grads " + model.stages()[stage]->name()));
-  if (options.ranks) {  // data parallel: exec/streaming_ranks.cpp
-    sums_due.push_back({stage, downloads.back()});
-    start_landed_sums();
-  }
 }
 
 void StreamingExecutor::Impl::run_forward(int stage, bool recompute) {
@@ -551,6 +548,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
     stats.skipped = true;
   } else {
     m.enqueue_updates(options.lr, optim::clip_scale(stats.grad_norm, options.max_grad_norm));
+    if (m.options.zero) m.gather_masters_over_ranks();  // exec/streaming_ranks.cpp
     if (!m.options.overlap_optimizer) {
       const auto t0 = Clock::now();
       m.wait_updates_quietly();

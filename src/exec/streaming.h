@@ -45,6 +45,8 @@
 
 namespace lt::exec {
 
+class ZeroOptimizer;
+
 struct StreamingOptions {
   Schedule schedule;  // boundaries must match the model; see exec/schedule.h
   // Pipeline the optimizer with the next step's forward (else every step
@@ -73,11 +75,20 @@ struct StreamingOptions {
   // use that device_holds describes (exec/streaming_plan.h), with the use's
   // index in stage_uses(): before it computes (`computed` false) and after.
   std::function<void(size_t use, bool computed)> observe_use;
-  // Data parallel (exec/streaming_ranks.cpp; on the CPU, so far): the ranks
+  // Data parallel (exec/streaming_ranks.cpp; MPI on the CPU, NCCL on GPUs): the ranks
   // to sum each stage's gradients over, as its backward ends (null: one
   // process). Outlives the executor.
   CrossRankSum* ranks = nullptr;
+  // With `ranks`, ZeRO-1 (dist.zero 1): the optimizer, sharded with one
+  // group per stage (streaming_zero_groups); each stage's gradients are
+  // reduce-scattered instead of summed, and the updated masters
+  // all-gathered before step() returns. Null: every rank updates all.
+  ZeroOptimizer* zero = nullptr;
 };
+
+// ZeRO-1's groups for the streaming executor: each stage's first parameter
+// (stages without parameters left out), for ZeroOptimizer.
+std::vector<size_t> streaming_zero_groups(const models::CausalLM& model);
 
 class StreamingExecutor final : public Executor {
  public:

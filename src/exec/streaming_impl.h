@@ -172,25 +172,22 @@ struct StreamingExecutor::Impl {
   void run_step();
 
   // ---- streaming_ranks.cpp: data parallel (options.ranks) ----
-  // Stages copied out this step whose sum over the ranks has not started,
-  // in the order copied out, with their downloads.
-  struct StageDownload {
-    int stage;
-    Ticket downloaded;
-  };
-  std::deque<StageDownload> sums_due;
-  std::vector<char> sum_started;  // per stage, this step
+  std::vector<char> copied_out;  // per stage, this step
   // At the step's start: the global batch's target count (the loss's
   // denominator), summed over the ranks.
   int64_t begin_sums_over_ranks(int64_t local_targets);
-  // From copy_out: starts, in order, the sums of the stages whose download
-  // has landed.
-  void start_landed_sums();
-  // After the backward: starts the rest (a stage this rank never copied
-  // out adds zeros), waits for all, sums the loss and counts into `st`
-  // and the parameters' has_grad over the ranks; the squared norm of the
-  // summed gradients.
+  // copy_out() of a rank of several: the stage's gradients reduced over
+  // the ranks on the device, then downloaded (all of them, or this rank's
+  // ZeRO-1 shard).
+  void copy_out_over_ranks(int stage);
+  // After the backward: a stage this rank never copied out reduces zeros;
+  // waits for the downloads, sums the loss and counts into `st` and the
+  // parameters' has_grad over the ranks; the squared norm of the summed
+  // gradients.
   double finish_sums_over_ranks(StepStats& st);
+  // ZeRO-1 (options.zero), after enqueue_updates: as each stage's update
+  // ends, its shard of the masters is all-gathered; waits for all.
+  void gather_masters_over_ranks();
   // Queues this step's update, stage by stage, then finish_step().
   void enqueue_updates(double lr, double grad_scale);
   // Stage s's update, once `states_read` (if valid) has completed.

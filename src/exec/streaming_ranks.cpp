@@ -1,91 +1,178 @@
 // Data parallel for the streaming executor (docs/distributed.md): every
 // rank streams the model through its shard of the global batch, the loss
-// divided by the global target count; each stage's gradients, once its
-// download to the host slabs has landed, are summed over the ranks
-// (CrossRankSum::start_sum), started from the compute thread as later
-// stages' backwards end, so the sums overlap the rest of the backward; the
-// gradient norm is taken of the sums, so clipping and the updates (queued
-// as on one process) are the same on every rank.
+// divided by the global target count. As each stage's backward ends, its
+// gradients are reduced over the ranks *on the device*, before they are
+// copied to the host (CrossRankSum: NCCL on GPUs, MPI on the CPU, where
+// the stand-in device's memory is host memory: the CPU tests run the same
+// code as a GPU rank):
 //
-// Every rank starts the same sums in the same order: stages in backward
-// order, every parameter of a stage (one that has no gradient on this rank
-// adds zeros; whether it has one is summed at the end, so a parameter with
-// a gradient on no rank is skipped by the optimizer as on one process).
-// The collectives run in host memory (MPI on the CPU); GPUs would sum the
-// pinned bf16 slabs, not built: refused.
+//  - all-reduce: every rank downloads the summed gradients of the stage
+//    into its host slabs; the download adds their squares, as on one
+//    process, so the norm, clipping and the updates (queued as on one
+//    process) are the same on every rank;
+//  - ZeRO-1 (options.zero, exec/zero_optimizer.h, one group per stage):
+//    the stage's gradients are laid into a device buffer in the group's
+//    flat layout and reduce-scattered; each rank downloads only its shard
+//    (in the compute dtype; converted to the f32 shard on the host), the
+//    norm is the sum of the ranks' shards' squares, each rank updates its
+//    shard, and as each stage's update ends its shard of the masters is
+//    all-gathered into every rank's (and the device's bf16 copies
+//    refreshed), before step() returns: the next step uploads from them.
+//
+// Every rank runs the same collectives in the same order: stages in
+// backward order, every parameter of a stage (one that has no gradient on
+// this rank adds zeros; whether it has one is summed at the end, so a
+// parameter with a gradient on no rank is skipped by the optimizer as on
+// one process), also a rank whose shard has no targets, which runs no
+// backward and reduces zeros. The collectives block the compute thread
+// (the NCCL ones run on the compute stream): overlapping them with the
+// earlier stages' backward is left.
 #include <chrono>
 
 #include "exec/streaming_impl.h"
+#include "exec/zero_optimizer.h"
+#include "optim/clip.h"
 
 namespace lt::exec {
 
-namespace {
-
-bool landed(const Ticket& t) {
-  return !t.valid() || t.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+std::vector<size_t> streaming_zero_groups(const models::CausalLM& model) {
+  std::vector<size_t> firsts;
+  size_t next = 0;
+  for (const auto& stage : model.stages()) {
+    nn::NamedParameters own;
+    stage->collect(own);
+    if (!own.empty()) firsts.push_back(next);
+    next += own.size();
+  }
+  return firsts;
 }
 
-}  // namespace
-
 int64_t StreamingExecutor::Impl::begin_sums_over_ranks(int64_t local_targets) {
-  LT_CHECK(device.memory().device().is_cpu() && device.compute_dtype() == DType::F32,
-           "exec.mode streaming with several ranks runs on the CPU (f32) only, so far: its "
-           "gradients are summed in host memory over MPI");
-  sums_due.clear();
-  sum_started.assign(stages.size(), 0);
+  if (options.zero) {
+    LT_CHECK(!state_file, "dist.zero 1 with exec.state_placement disk is not supported yet: ",
+             "keep the states in host memory, or set dist.zero 0");
+    if (!params.empty() &&
+        grad_slabs[0].data_ptr() != options.zero->flat_gradient_view(0).data_ptr()) {
+      // Once: the host receives only the shards, so the executor's own
+      // slabs go (4 bytes a parameter less); views of the flat buffer keep
+      // the code that reads them working.
+      for (size_t i = 0; i < params.size(); ++i)
+        grad_slabs[i] = options.zero->flat_gradient_view(i);
+    }
+  }
+  copied_out.assign(stages.size(), 0);
   double targets = static_cast<double>(local_targets);
   options.ranks->sum(std::span<double>(&targets, 1));
   return static_cast<int64_t>(targets);
 }
 
-void StreamingExecutor::Impl::start_landed_sums() {
-  while (!sums_due.empty() && landed(sums_due.front().downloaded)) {
-    const int stage = sums_due.front().stage;
-    wait_seconds(sums_due.front().downloaded);  // rethrows a failed copy
-    sums_due.pop_front();
-    const StageInfo& info = stages[static_cast<size_t>(stage)];
-    std::vector<Tensor> grads;
-    for (size_t i = info.first; i < info.last; ++i) {
-      // The stage's update of the last step, which read the slab, ended
-      // before this step's forward of the stage began.
-      if (!has_grad[i]) grad_slabs[i].zero_();
-      grads.push_back(grad_slabs[i]);
+void StreamingExecutor::Impl::copy_out_over_ranks(int stage) {
+  const StageInfo& info = stages[static_cast<size_t>(stage)];
+  const std::string label = model.stages()[static_cast<size_t>(stage)]->name();
+  copied_out[static_cast<size_t>(stage)] = 1;
+  stage_squares[static_cast<size_t>(stage)] = 0;
+  std::vector<Tensor> grads;  // on the device, one per parameter the stage owns
+  for (size_t i = info.first; i < info.last; ++i) {
+    Tensor g = params[i].grad();
+    has_grad[i] = g.defined();
+    params[i].set_grad(Tensor());
+    if (!g.defined()) {
+      g = device.empty(params[i].shape(), device.compute_dtype());
+      g.zero_();
     }
-    options.ranks->start_sum(grads);
-    sum_started[static_cast<size_t>(stage)] = 1;
+    grads.push_back(g.contiguous());
   }
+  if (grads.empty()) return;
+  if (!options.zero) {
+    options.ranks->sum(grads);
+    CopyList copies;
+    nn::NamedParameters views;
+    for (size_t i = info.first; i < info.last; ++i) {
+      norm_views[i].set_grad(grad_slabs[i]);
+      copies.emplace_back(grad_slabs[i], grads[i - info.first]);
+      views.emplace_back(names[i], norm_views[i]);
+    }
+    double* square = &stage_squares[static_cast<size_t>(stage)];
+    downloads.push_back(download(
+        std::move(copies),
+        [square, views = std::move(views)] { *square = optim::grad_squared_sum(views); },
+        "grads " + label));
+    return;
+  }
+  ZeroOptimizer& zero = *options.zero;
+  const size_t group = zero.group_of(info.first);
+  const ZeroGroup& g = zero.shards().groups[group];
+  Tensor flat = device.empty({zero.shards().world * g.shard}, device.compute_dtype());
+  flat.zero_();  // the padding adds zeros
+  for (size_t i = info.first; i < info.last; ++i) {
+    const int64_t at = zero.shards().param_offsets[i] - g.flat;
+    const Tensor& grad = grads[i - info.first];
+    flat.slice(0, at, at + grad.numel()).view(grad.shape()).copy_(grad);
+  }
+  grads.clear();
+  Tensor shard = device.empty({g.shard}, device.compute_dtype());
+  options.ranks->reduce_scatter(flat, shard);
+  const Tensor host = zero.shard_gradient(group);  // f32, host memory
+  if (shard.dtype() == host.dtype()) {
+    downloads.push_back(download({{host, shard}}, {}, "grad shard " + label));
+    return;
+  }
+  // bf16 on a GPU: lands in pinned memory, widened on the host.
+  Tensor landing = Tensor::empty({g.shard}, shard.dtype(), device.host_memory());
+  downloads.push_back(download(
+      {{landing, shard}}, [host, landing] { host.copy_(landing); }, "grad shard " + label));
 }
 
 double StreamingExecutor::Impl::finish_sums_over_ranks(StepStats& st) {
-  for (StageDownload& d : sums_due) wait_seconds(d.downloaded);
-  start_landed_sums();
   // Stages this rank never copied out (no targets in its shard): zeros, in
   // backward order as the others copy them out.
-  for (size_t s = stages.size(); s-- > 0;) {
-    if (sum_started[s]) continue;
-    // No forward of the stage waited for its last update, which reads the
-    // slabs about to be zeroed.
-    stats->optimizer_s += wait_seconds(updated[s]);
-    for (size_t i = stages[s].first; i < stages[s].last; ++i) has_grad[i] = false;
-    sums_due.push_back({static_cast<int>(s), Ticket()});
-    start_landed_sums();
+  bool all_copied = true;
+  for (char c : copied_out) all_copied = all_copied && c;
+  if (!all_copied) {
+    auto scope = device.compute_scope();
+    for (size_t s = stages.size(); s-- > 0;) {
+      if (copied_out[s]) continue;
+      // No forward of the stage waited for its last update, which reads
+      // the slabs about to be written.
+      stats->optimizer_s += wait_seconds(updated[s]);
+      copy_out_over_ranks(static_cast<int>(s));
+    }
   }
-  options.ranks->wait_for_sums();
-  std::vector<double> sums(params.size() + 2);
+  for (const Ticket& t : downloads) st.exposed_d2h_s += wait_seconds(t);
+  downloads.clear();
+  last_download = download_before_last = Ticket();
+  // One sum: the parameters' flags, the loss, the tokens and (ZeRO-1) the
+  // squares of this rank's shard.
+  std::vector<double> sums(params.size() + 3);
   for (size_t i = 0; i < params.size(); ++i) sums[i] = has_grad[i] ? 1 : 0;
   sums[params.size()] = st.loss;
   sums[params.size() + 1] = static_cast<double>(st.tokens);
+  if (options.zero) sums[params.size() + 2] = options.zero->shard_squares();
   options.ranks->sum(sums);
   st.loss = sums[params.size()];
   st.tokens = static_cast<int64_t>(sums[params.size() + 1]);
-  double squared = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    has_grad[i] = sums[i] > 0;
-    if (!has_grad[i]) continue;
-    const float* g = grad_slabs[i].data<float>();
-    for (int64_t k = 0; k < grad_slabs[i].numel(); ++k) squared += double(g[k]) * double(g[k]);
+  for (size_t i = 0; i < params.size(); ++i) has_grad[i] = sums[i] > 0;
+  if (options.zero) {
+    options.zero->take_reduced(has_grad);
+    return sums[params.size() + 2];
   }
+  double squared = 0;  // in the chain's order, as one process adds them
+  for (double s : stage_squares) squared += s;
   return squared;
+}
+
+void StreamingExecutor::Impl::gather_masters_over_ranks() {
+  // Stage order, as the updates run: each gather starts as its update ends.
+  for (size_t s = 0; s < stages.size(); ++s) {
+    stats->optimizer_s += wait_seconds(updated[s]);
+    if (stages[s].first < stages[s].last)
+      options.zero->start_gather(options.zero->group_of(stages[s].first));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  options.ranks->wait_for_sums();
+  options.zero->finish_gathers();
+  stats->optimizer_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace lt::exec

@@ -22,7 +22,6 @@
 #include "exec/zero_checkpoint.h"
 #include "exec/zero_optimizer.h"
 #include "io/atomic_file.h"
-#include "ops/op_profile.h"
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
 #include "optim/schedule.h"
@@ -161,26 +160,34 @@ optim::NamedTensors optimizer_state_of(const CheckpointContents& ck,
   return exec::whole_state_from_shards(ck.dir, model.parameters(), *world->second.data<int64_t>());
 }
 
-// Several ranks with dist.zero 1: ZeRO-1's sharded AdamW, for the offload
-// executor on the CPU (exec/zero_optimizer.h); null when it does not apply
+// Several ranks with dist.zero 1: ZeRO-1's sharded AdamW (or AdamW8bit),
+// for the offload executor (one group) and the streaming executor (one
+// group per stage) (exec/zero_optimizer.h); null when it does not apply
 // (one process, or dist.zero 0).
 std::unique_ptr<exec::ZeroOptimizer> make_zero_optimizer(const TrainConfig& c, const RunPlan& plan,
                                                          const models::CausalLM& model,
                                                          exec::CrossRankSum* ranks) {
   if (!ranks || c.dist.zero == 0) return nullptr;
-  LT_CHECK(plan.executor == exec::ExecutorKind::Offload, "config key 'dist.zero' 1 (ZeRO-1) needs ",
-           "exec.mode offload (a CPU-master executor), but the run uses ",
+  const bool streaming = plan.executor == exec::ExecutorKind::Streaming;
+  LT_CHECK(plan.executor == exec::ExecutorKind::Offload || streaming,
+           "config key 'dist.zero' 1 (ZeRO-1) needs ",
+           "exec.mode offload or streaming (a CPU-master executor), but the run uses ",
            exec::executor_name(plan.executor), "; set exec.mode offload or dist.zero 0");
-  LT_CHECK(c.optim.name == "adamw", "config key 'dist.zero' 1 (ZeRO-1) shards optim.name adamw ",
-           "only, so far, not ", c.optim.name);
-  LT_CHECK(plan.device.is_cpu(), "config key 'dist.zero' 1 (ZeRO-1) runs on the CPU only, so far");
-  return std::make_unique<exec::ZeroOptimizer>(model.parameters(), adamw_options(c),
-                                               c.optim.no_decay, *ranks);
+  for (bool on_disk : plan.sizes.states_on_disk)
+    LT_CHECK(!on_disk, "config key 'dist.zero' 1 (ZeRO-1) keeps its shards in host memory: ",
+             "it does not combine with exec.state_placement putting states on disk yet");
+  // adamw8bit: its blocks, so that the shards fall on them (exec/zero_optimizer.h).
+  std::optional<optim::AdamW8bitOptions> blockwise;
+  if (plan.optimizer != exec::OptimizerStates::Fp32)
+    blockwise = optim::AdamW8bitOptions{plan.optimizer_block, plan.min_8bit_numel};
+  return std::make_unique<exec::ZeroOptimizer>(
+      model.parameters(), adamw_options(c), c.optim.no_decay, *ranks,
+      streaming ? exec::streaming_zero_groups(model) : std::vector<size_t>{}, blockwise);
 }
 
 // `ranks`: data parallel (null: one process); the resident executor, and
-// the offload (with `zero`: ZeRO-1, which is then `optimizer`) and
-// streaming executors on the CPU, so far (docs/distributed.md).
+// the offload and streaming executors (with `zero`: ZeRO-1, which is then
+// `optimizer`) (docs/distributed.md).
 std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPlan& plan,
                                               const models::CausalLM& model,
                                               optim::Optimizer& optimizer, int64_t epoch_steps,
@@ -213,6 +220,7 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
   options.trace_path = (fs::path(c.out.dir) / "trace.json").string();
   options.disk.directory = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
   options.ranks = ranks;
+  options.zero = zero;
   return std::make_unique<exec::StreamingExecutor>(
       model, optimizer, make_device(c, plan, model, optimizer), std::move(options));
 }
@@ -575,13 +583,6 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     nlohmann::json line =
         step_json(r.state.step, stats, step_options.lr, params, r.plan.predicted_step_s);
     line["executor"] = r.executor->name();
-    // LT_OP_PROFILE=1: GPU milliseconds per op class of this step, to
-    // compare executors as a user runs them (bench/RESULTS.md, issue 27).
-    if (ops::op_profile_enabled()) {
-      nlohmann::json ms = nlohmann::json::object();
-      for (const auto& [op_class, t] : ops::take_op_profile()) ms[op_class] = t;
-      line["op_ms"] = std::move(ms);
-    }
     check_plan_peak(r, stats, line, bar);
     maybe_evaluate(r, line, bar);
     if (metrics) metrics->write(line);
