@@ -22,6 +22,7 @@
 #include "exec/zero_checkpoint.h"
 #include "exec/zero_optimizer.h"
 #include "io/atomic_file.h"
+#include "ops/op_profile.h"
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
 #include "optim/schedule.h"
@@ -583,6 +584,13 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     nlohmann::json line =
         step_json(r.state.step, stats, step_options.lr, params, r.plan.predicted_step_s);
     line["executor"] = r.executor->name();
+    // LT_OP_PROFILE=1: GPU milliseconds per op class of this step, to
+    // compare executors as a user runs them (bench/RESULTS.md, issue 27).
+    if (ops::op_profile_enabled()) {
+      nlohmann::json ms = nlohmann::json::object();
+      for (const auto& [op_class, t] : ops::take_op_profile()) ms[op_class] = t;
+      line["op_ms"] = std::move(ms);
+    }
     check_plan_peak(r, stats, line, bar);
     maybe_evaluate(r, line, bar);
     if (metrics) metrics->write(line);
