@@ -69,6 +69,8 @@ for l in lines:
 print(json.dumps({
     "recipe": name, "steps": len(lines),
     "tokens_per_s": round(statistics.median(l["tokens_per_s"] for l in after_first)),
+    "tokens_per_s_wall": round(sum(l["tokens"] for l in after_first) / sum(l["step_s"] for l in after_first)),
+    "executor": lines[-1].get("executor", "?"),
     "step_s": round(statistics.median(l["step_s"] for l in after_first), 3),
     "peak_gb": {k: round(v / 1e9, 2) for k, v in peaks.items()},
     "vm_hwm_gb": round(hwm_kb * 1024 / 1e9, 1), "gpu": gpu}))

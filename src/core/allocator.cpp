@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "core/device_backend.h"
 #include "core/error.h"
 #ifdef LT_WITH_CUDA
 #include "core/cuda/device_info.h"
@@ -78,12 +79,16 @@ void register_device_allocator(DeviceKind kind, Allocator* (*factory)(int)) {
   cuda_factory = factory;
 }
 
-Allocator& default_allocator(Device device) {
-  if (device.is_cpu()) return cpu_override ? *cpu_override : cpu_allocator();
+void ensure_device_backend() {
 #ifdef LT_WITH_CUDA
   static const bool registered = (cuda::register_backend(), true);
   (void)registered;
 #endif
+}
+
+Allocator& default_allocator(Device device) {
+  if (device.is_cpu()) return cpu_override ? *cpu_override : cpu_allocator();
+  ensure_device_backend();
   std::lock_guard<std::mutex> lock(registry_mutex);
   LT_CHECK(cuda_factory != nullptr, "device ", device.str(),
            " requested but this build has no CUDA backend (configure with -DLT_CUDA=ON)");

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/device_backend.h"
 #include "core/error.h"
 
 namespace lt {
@@ -37,6 +38,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     std::memcpy(dst, src, nbytes);
     return;
   }
+  if (device_copy == nullptr) ensure_device_backend();
   LT_CHECK(device_copy != nullptr, "copy from ", src_device.str(), " to ", dst_device.str(),
            " needs the CUDA backend, which this build lacks");
   device_copy(dst, dst_device, src, src_device, nbytes);
