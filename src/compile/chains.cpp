@@ -41,4 +41,16 @@ KernelGraph residual_rms_norm_forward(DType dtype, double eps) {
   return g;
 }
 
+KernelGraph layer_norm_forward(DType dtype, double eps) {
+  KernelGraph g;
+  const Value x = g.input(ShapeClass::Full, dtype);
+  const Value weight = g.input(ShapeClass::Col, dtype);
+  const Value bias = g.input(ShapeClass::Col, dtype);
+  const Value centered = g.sub(x, g.row_mean(x));
+  const Value rstd = g.rsqrt(g.add(g.row_mean(g.mul(centered, centered)), g.constant(eps)));
+  g.output(g.add(g.mul(g.mul(centered, rstd), weight), bias), dtype);
+  g.output(rstd, DType::F32);
+  return g;
+}
+
 }  // namespace lt::compile

@@ -25,4 +25,10 @@ KernelGraph softmax_forward(DType dtype);
 //   rstd = rsqrt(mean(h^2) + eps) (Row, f32)
 KernelGraph residual_rms_norm_forward(DType dtype, double eps);
 
+// inputs: x (Full, `dtype`), weight, bias (Col, `dtype`); outputs:
+//   y    = (x - mean) * rstd * weight + bias, rounded to `dtype`
+//   rstd = rsqrt(mean((x - mean)^2) + eps) (Row, f32)
+// The fusion pass's layer_norm (autograd/fused_chain.cpp), in f32 to the end.
+KernelGraph layer_norm_forward(DType dtype, double eps);
+
 }  // namespace lt::compile

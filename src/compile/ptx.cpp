@@ -7,7 +7,6 @@
 
 #include <algorithm>
 
-#include "compile/to_mlir.h"
 #include "core/error.h"
 
 #if LT_HAVE_MLIR
@@ -28,11 +27,6 @@
 
 namespace lt::compile {
 
-namespace {
-// Columns a block covers (its threads); rows go one to a block.
-constexpr int kThreadsPerBlock = 256;
-}  // namespace
-
 std::string ptx_isa_for(int cuda_major, int cuda_minor) {
   LT_CHECK(cuda_major >= 11, "compile: ptxas of CUDA ", cuda_major, ".", cuda_minor,
            " is too old (CUDA 11 or newer)");
@@ -46,16 +40,6 @@ std::string ptx_isa_for(int cuda_major, int cuda_minor) {
 #if LT_HAVE_MLIR
 
 PtxKernel compile_ptx(const KernelGraph& graph, const PtxTarget& target) {
-  for (const Node& n : graph.nodes()) {
-    LT_CHECK(!is_reduction(n.op), "compile: the GPU path compiles elementwise graphs only, and ",
-             graph.key(), " has a row reduction (", op_name(n.op), ")");
-  }
-  // Row outputs are a second loop nest, so a second kernel: one for now.
-  for (const OutputSpec& o : graph.outputs()) {
-    LT_CHECK(graph.node(o.node).shape == ShapeClass::Full,
-             "compile: the GPU path compiles graphs of full outputs only (one kernel), and ",
-             graph.key(), " has a row output");
-  }
   static std::once_flag once;
   std::call_once(once, [] {
     mlir::registerAllPasses();
@@ -69,23 +53,18 @@ PtxKernel compile_ptx(const KernelGraph& graph, const PtxTarget& target) {
   mlir::registerAllExtensions(registry);
   mlir::registerAllToLLVMIRTranslations(registry);
   mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
-  MlirSession session(registry, graph, to_mlir(graph, "kernel"), "GPU kernel");
+  MlirSession session(registry, graph, to_gpu_mlir(graph), "GPU kernel");
   mlir::OwningOpRef<mlir::ModuleOp> module = session.parse();
 
-  // Rows and column tiles to blocks, a tile's columns to threads (tiling
-  // without min/max bounds keeps the thread count constant, which
-  // convert-parallel-loops-to-gpu needs; a guard skips the tail); then the
-  // outlined kernel to NVVM with libdevice, and to PTX text.
+  // The kernel is written as a gpu.func already (no host side to outline):
+  // its loops to branches, bf16 conversions to integer ops, then NVVM with
+  // libdevice for exp, tanh, erf, ..., and PTX text.
   const std::string pipeline =
-      "func.func(convert-linalg-to-parallel-loops,"
-      "scf-parallel-loop-tiling{parallel-loop-tile-sizes=1," +
-      std::to_string(kThreadsPerBlock) +
-      " no-min-max-bounds=true},gpu-map-parallel-loops,convert-parallel-loops-to-gpu),"
-      "gpu-kernel-outlining,lower-affine,convert-scf-to-cf,"
-      "nvvm-attach-target{chip=" +
-      target.chip + " features=" + target.features + " l=" + target.libdevice +
-      "},gpu.module(arith-expand{include-bf16=true},convert-gpu-to-nvvm{index-bitwidth=64},"
-      "canonicalize,reconcile-unrealized-casts),gpu-module-to-binary{format=isa}";
+      "nvvm-attach-target{chip=" + target.chip + " features=" + target.features +
+      " l=" + target.libdevice +
+      "},gpu.module(convert-scf-to-cf,arith-expand{include-bf16=true},"
+      "convert-gpu-to-nvvm{index-bitwidth=64},canonicalize,reconcile-unrealized-casts),"
+      "gpu-module-to-binary{format=isa}";
   mlir::PassManager pm(&session.context());  // on the module: the pipeline is what runs inside it
   std::string pipeline_errors;
   llvm::raw_string_ostream errors(pipeline_errors);
@@ -96,12 +75,13 @@ PtxKernel compile_ptx(const KernelGraph& graph, const PtxTarget& target) {
   if (mlir::failed(pm.run(*module))) session.fail("lowering to PTX");
 
   PtxKernel kernel;
-  kernel.threads_per_block = kThreadsPerBlock;
+  kernel.entry = kGpuEntry;
+  kernel.form = gpu_launch_form(graph);
+  kernel.threads_per_block = kGpuThreadsPerBlock;
   module->walk([&](mlir::gpu::BinaryOp binary) {
     for (mlir::Attribute attr : binary.getObjects()) {
       kernel.ptx = llvm::cast<mlir::gpu::ObjectAttr>(attr).getObject().str();
     }
-    kernel.entry = binary.getSymName().str();  // the outlined module and kernel share a name
   });
   // The PTX ends with a NUL that ptxas does not take.
   while (!kernel.ptx.empty() && kernel.ptx.back() == '\0') kernel.ptx.pop_back();

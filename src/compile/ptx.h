@@ -1,14 +1,13 @@
 #pragma once
 // KernelGraph -> PTX for NVIDIA GPUs, through MLIR's GPU and NVVM dialects
-// (issue 24's CUDA path, first step). Elementwise graphs with full outputs
-// only, one kernel: a graph with a row reduction is refused (a reduction
-// needs one row per block and a tree across its threads, not yet written),
-// and so is one with a row output (a second kernel). Nothing here launches
-// a kernel: turning the PTX into a cubin (ptxas) and launching it with the
-// CUDA driver API is left (docs/compiler.md). Built with MLIR; without it
-// compile_ptx throws, saying so.
+// (issue 24's CUDA path): the kernel compile/gpu_mlir.h writes (any graph:
+// elementwise, row reductions, row outputs; its argument list is fixed
+// there), lowered to NVVM with libdevice and printed as PTX. ptxas turns
+// it into a cubin (compile/cubin.h) and compile/gpu_kernel.h launches it.
+// Built with MLIR; without it compile_ptx throws, saying so.
 #include <string>
 
+#include "compile/gpu_mlir.h"
 #include "compile/graph.h"
 
 namespace lt::compile {
@@ -24,10 +23,9 @@ struct PtxTarget {
 
 struct PtxKernel {
   std::string ptx;
-  std::string entry;  // the kernel's name in `ptx`
-  // Threads per block along the columns; a block covers one row and this
-  // many columns (the grid is rows x ceil(cols / this)).
-  int threads_per_block = 0;
+  std::string entry;  // the kernel's name in `ptx` (kGpuEntry)
+  GpuLaunchForm form = GpuLaunchForm::Elementwise;
+  int threads_per_block = 0;  // kGpuThreadsPerBlock
 };
 
 // Throws lt::Error naming the graph's key and MLIR's diagnostics.

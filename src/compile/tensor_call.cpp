@@ -40,15 +40,16 @@ void agree(std::optional<Shape>& known, const Shape& found, size_t input) {
 
 }  // namespace
 
-std::vector<Tensor> call(const CpuKernel& kernel, const KernelGraph& graph,
-                         const std::vector<Tensor>& inputs) {
+PreparedCall prepare_call(const KernelGraph& graph, const std::vector<Tensor>& inputs,
+                          Device device) {
   LT_CHECK(inputs.size() == graph.inputs().size(), "compile: the kernel takes ",
            graph.inputs().size(), " inputs, got ", inputs.size());
   Extent extent;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     const InputSpec& spec = graph.inputs()[i];
-    LT_CHECK(t.defined() && t.device().is_cpu(), "compile: input ", i, " must be a CPU tensor");
+    LT_CHECK(t.defined() && t.device() == device, "compile: input ", i, " must be a tensor on ",
+             device.str(), (t.defined() ? ", got one on " + t.device().str() : std::string()));
     LT_CHECK(t.is_contiguous(), "compile: input ", i, " must be contiguous");
     LT_CHECK(t.dtype() == spec.dtype, "compile: input ", i, " must be ", dtype_name(spec.dtype),
              ", got ", dtype_name(t.dtype()));
@@ -74,20 +75,28 @@ std::vector<Tensor> call(const CpuKernel& kernel, const KernelGraph& graph,
   }
   LT_CHECK(extent.leading && extent.cols,
            "compile: the inputs do not tell both the rows and the columns");
-  const int64_t rows = product(*extent.leading);
-  const int64_t cols = *extent.cols;
-
-  std::vector<Tensor> outputs;
-  std::vector<void*> buffers;
-  for (const Tensor& t : inputs) buffers.push_back(t.data_ptr());
+  PreparedCall prepared;
+  prepared.rows = product(*extent.leading);
+  prepared.cols = *extent.cols;
+  for (const Tensor& t : inputs) {
+    prepared.buffers.push_back(t.data_ptr());
+    prepared.counts.push_back(t.numel());
+  }
   for (const OutputSpec& o : graph.outputs()) {
     Shape shape = *extent.leading;
-    if (graph.node(o.node).shape == ShapeClass::Full) shape.push_back(cols);
-    outputs.push_back(Tensor::empty(shape, o.dtype));
-    buffers.push_back(outputs.back().data_ptr());
+    if (graph.node(o.node).shape == ShapeClass::Full) shape.push_back(prepared.cols);
+    prepared.outputs.push_back(Tensor::empty(shape, o.dtype, device));
+    prepared.buffers.push_back(prepared.outputs.back().data_ptr());
+    prepared.counts.push_back(prepared.outputs.back().numel());
   }
-  kernel.run(rows, cols, buffers);
-  return outputs;
+  return prepared;
+}
+
+std::vector<Tensor> call(const CpuKernel& kernel, const KernelGraph& graph,
+                         const std::vector<Tensor>& inputs) {
+  PreparedCall prepared = prepare_call(graph, inputs, Device::cpu());
+  kernel.run(prepared.rows, prepared.cols, prepared.buffers);
+  return std::move(prepared.outputs);
 }
 
 }  // namespace lt::compile

@@ -18,4 +18,16 @@ namespace lt::compile {
 std::vector<Tensor> call(const CpuKernel& kernel, const KernelGraph& graph,
                          const std::vector<Tensor>& inputs);
 
+// What a call of either backend needs: `inputs` checked as above (on
+// `device`), the iteration space, the outputs allocated on `device`, and
+// every buffer (inputs then outputs) with its element count.
+struct PreparedCall {
+  int64_t rows = 0, cols = 0;
+  std::vector<Tensor> outputs;
+  std::vector<void*> buffers;
+  std::vector<int64_t> counts;
+};
+PreparedCall prepare_call(const KernelGraph& graph, const std::vector<Tensor>& inputs,
+                          Device device);
+
 }  // namespace lt::compile

@@ -1,24 +1,17 @@
 #include "compile/to_mlir.h"
 
 #include <algorithm>
-#include <bit>
-#include <cstdio>
 #include <map>
 #include <sstream>
 
+#include "compile/mlir_scalar.h"
 #include "core/error.h"
 
 namespace lt::compile {
 namespace {
 
 const char* element_type(DType dtype) {
-  return dtype == DType::BF16 ? "bf16" : "f32";
-}
-
-std::string f32_literal(double value) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%08X", std::bit_cast<uint32_t>(static_cast<float>(value)));
-  return buf;
+  return mlir_element_type(dtype);
 }
 
 // A memref handed to one linalg.generic, and the value it holds.
@@ -36,7 +29,10 @@ std::string memref_type(ShapeClass shape, DType dtype) {
 
 class MlirWriter {
  public:
-  explicit MlirWriter(const KernelGraph& graph) : graph_(graph) { assign_passes(); }
+  explicit MlirWriter(const KernelGraph& graph)
+      : graph_(graph), s_(out_, "    "), pass_(reduction_passes(graph)) {
+    for (int p : pass_) passes_ = std::max(passes_, p);
+  }
 
   std::string write(const std::string& name) {
     std::ostringstream fn;
@@ -67,22 +63,6 @@ class MlirWriter {
   }
 
  private:
-  // pass_[id]: for a reduction, the pass that computes it (1 + the latest
-  // pass among the reductions its operand needs); for other nodes, the
-  // latest pass among the reductions they need (0: none).
-  void assign_passes() {
-    pass_.assign(graph_.nodes().size(), 0);
-    for (size_t id = 0; id < graph_.nodes().size(); ++id) {
-      const Node& n = graph_.nodes()[id];
-      int p = 0;
-      if (n.a >= 0) p = std::max(p, pass_[static_cast<size_t>(n.a)]);
-      if (n.b >= 0) p = std::max(p, pass_[static_cast<size_t>(n.b)]);
-      if (n.c >= 0) p = std::max(p, pass_[static_cast<size_t>(n.c)]);
-      pass_[id] = is_reduction(n.op) ? p + 1 : p;
-      passes_ = std::max(passes_, pass_[id]);
-    }
-  }
-
   // The memrefs the expressions of `roots` read: inputs, and reductions of
   // earlier passes (their buffers), in the order first met.
   std::vector<Operand> operands_of(const std::vector<int32_t>& roots) {
@@ -114,134 +94,32 @@ class MlirWriter {
     if (auto it = value_.find(id); it != value_.end()) return it->second;
     const Node& n = graph_.node(id);
     std::string v;
-    auto op1 = [&](const char* mlir_op, const std::string& a) {
-      std::string r = fresh();
-      out_ << "    " << r << " = " << mlir_op << " " << a << " : f32\n";
-      return r;
-    };
-    auto op2 = [&](const char* mlir_op, const std::string& a, const std::string& b) {
-      std::string r = fresh();
-      out_ << "    " << r << " = " << mlir_op << " " << a << ", " << b << " : f32\n";
-      return r;
-    };
-    auto constant = [&](double c) {
-      std::string r = fresh();
-      out_ << "    " << r << " = arith.constant " << f32_literal(c) << " : f32\n";
-      return r;
-    };
     auto leaf = [&]() {
       auto it = leaf_.find(id);
       LT_CHECK(it != leaf_.end(), "compile: to_mlir: node ", id, " (", op_name(n.op),
                ") is not an operand of this pass");
       return it->second;
     };
-    switch (n.op) {
-      case OpKind::Input:
-        v = leaf();
-        if (n.dtype == DType::BF16) {
-          std::string r = fresh();
-          out_ << "    " << r << " = arith.extf " << v << " : bf16 to f32\n";
-          v = r;
-        }
-        break;
-      case OpKind::RowSum:
-      case OpKind::RowMax:
-        v = leaf();
-        break;
-      case OpKind::Constant:
-        v = constant(n.constant);
-        break;
-      case OpKind::Cols:
-        v = "%cols_f32";
-        break;
-      case OpKind::Add:
-        v = op2("arith.addf", emit(n.a), emit(n.b));
-        break;
-      case OpKind::Sub:
-        v = op2("arith.subf", emit(n.a), emit(n.b));
-        break;
-      case OpKind::Mul:
-        v = op2("arith.mulf", emit(n.a), emit(n.b));
-        break;
-      case OpKind::Div:
-        v = op2("arith.divf", emit(n.a), emit(n.b));
-        break;
-      case OpKind::Max:
-        v = op2("arith.maximumf", emit(n.a), emit(n.b));
-        break;
-      case OpKind::Less: {
-        // Operands first: emitting them writes lines of their own.
-        const std::string a = emit(n.a), b = emit(n.b);
-        const std::string flag = fresh();
-        out_ << "    " << flag << " = arith.cmpf olt, " << a << ", " << b << " : f32\n";
-        v = fresh();
-        out_ << "    " << v << " = arith.uitofp " << flag << " : i1 to f32\n";
-        break;
-      }
-      case OpKind::Select: {
-        const std::string condition = emit(n.a), if_true = emit(n.b), if_false = emit(n.c);
-        const std::string zero = constant(0.0);
-        const std::string flag = fresh();
-        out_ << "    " << flag << " = arith.cmpf une, " << condition << ", " << zero << " : f32\n";
-        v = fresh();
-        out_ << "    " << v << " = arith.select " << flag << ", " << if_true << ", " << if_false
-             << " : f32\n";
-        break;
-      }
-      case OpKind::Neg:
-        v = op1("arith.negf", emit(n.a));
-        break;
-      case OpKind::Abs:
-        v = op1("math.absf", emit(n.a));
-        break;
-      case OpKind::Erf:
-        v = op1("math.erf", emit(n.a));
-        break;
-      case OpKind::Exp:
-        v = op1("math.exp", emit(n.a));
-        break;
-      case OpKind::Log:
-        v = op1("math.log", emit(n.a));
-        break;
-      case OpKind::Tanh:
-        v = op1("math.tanh", emit(n.a));
-        break;
-      case OpKind::Sqrt:
-        v = op1("math.sqrt", emit(n.a));
-        break;
-      case OpKind::Rsqrt:
-        // 1 / sqrt: MLIR 19's math-to-llvm leaves a scalar math.rsqrt illegal.
-        v = op2("arith.divf", constant(1.0), op1("math.sqrt", emit(n.a)));
-        break;
-      case OpKind::Sigmoid: {
-        const std::string one = constant(1.0);
-        v = op2("arith.divf", one,
-                op2("arith.addf", one, op1("math.exp", op1("arith.negf", emit(n.a)))));
-        break;
-      }
-      case OpKind::Cast:
-        v = emit(n.a);
-        if (n.dtype == DType::BF16) v = widen(narrow(v, DType::BF16), DType::BF16);
-        break;
+    if (n.op == OpKind::Input) {
+      v = s_.widen(leaf(), n.dtype);
+    } else if (is_reduction(n.op)) {
+      v = leaf();
+    } else if (n.op == OpKind::Constant) {
+      v = s_.constant(n.constant);
+    } else if (n.op == OpKind::Cols) {
+      v = "%cols_f32";
+    } else {
+      // Operands first: emitting them writes lines of their own.
+      const std::string a = n.a >= 0 ? emit(n.a) : "";
+      const std::string b = n.b >= 0 ? emit(n.b) : "";
+      const std::string c = n.c >= 0 ? emit(n.c) : "";
+      v = s_.op(n, a, b, c);
     }
     value_[id] = v;
     return v;
   }
 
-  std::string narrow(const std::string& v, DType dtype) {
-    if (dtype == DType::F32) return v;
-    std::string r = fresh();
-    out_ << "    " << r << " = arith.truncf " << v << " : f32 to " << element_type(dtype) << "\n";
-    return r;
-  }
-  std::string widen(const std::string& v, DType dtype) {
-    if (dtype == DType::F32) return v;
-    std::string r = fresh();
-    out_ << "    " << r << " = arith.extf " << v << " : " << element_type(dtype) << " to f32\n";
-    return r;
-  }
-
-  std::string fresh() { return "%v" + std::to_string(counter_++); }
+  std::string fresh() { return s_.fresh(); }
 
   // "ins(...)" and the block arguments for `operands`; fills leaf_.
   void open_generic(const std::vector<Operand>& ins, const std::vector<Operand>& outs, bool one_dim,
@@ -338,7 +216,7 @@ class MlirWriter {
 
   void close_generic(const std::vector<std::string>& results, const std::vector<DType>& dtypes) {
     std::vector<std::string> stored;
-    for (size_t i = 0; i < results.size(); ++i) stored.push_back(narrow(results[i], dtypes[i]));
+    for (size_t i = 0; i < results.size(); ++i) stored.push_back(s_.narrow(results[i], dtypes[i]));
     out_ << "    linalg.yield ";
     for (size_t i = 0; i < stored.size(); ++i) out_ << (i ? ", " : "") << stored[i];
     out_ << " : ";
@@ -347,13 +225,13 @@ class MlirWriter {
   }
 
   const KernelGraph& graph_;
+  std::ostringstream out_;
+  ScalarWriter s_;
   std::vector<int> pass_;
   int passes_ = 0;
   std::map<int32_t, std::string> buffers_;  // reduction node -> its [rows] f32 buffer
   std::map<int32_t, std::string> leaf_;     // node -> block argument, current generic
   std::map<int32_t, std::string> value_;    // node -> f32 SSA value, current generic
-  std::ostringstream out_;
-  int counter_ = 0;
 };
 
 }  // namespace

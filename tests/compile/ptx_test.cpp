@@ -1,15 +1,18 @@
-// The GPU path's first step: elementwise graphs lowered to PTX, held to
-// CUDA's own assembler (ptxas, which CI has with nvcc; no GPU needed).
-// Nothing is run: launching is not written yet (docs/compiler.md).
+// The GPU path without a GPU: kernel graphs (elementwise, row reductions,
+// row outputs) lowered to PTX and held to CUDA's own assembler (ptxas,
+// which CI has with nvcc), and the cubins' disk cache. Launching them is
+// tests/gpu/compiled_kernels_gpu_test.cpp.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "compile/chains.h"
 #include "compile/compiler_info.h"
+#include "compile/gpu_mlir.h"
 #include "compile/ptx.h"
 #include "core/error.h"
 #include "train/train_helpers.h"
@@ -42,7 +45,7 @@ class PtxTest : public ::testing::Test {
   }
 };
 
-TEST_F(PtxTest, ElementwiseChainsAssembleWithPtxas) {
+TEST_F(PtxTest, KernelsOfEveryFormAssembleWithPtxas) {
   if (!fs::exists(kPtxas)) GTEST_SKIP() << "no " << kPtxas;
   KernelGraph mixed;  // every elementwise op, row and col broadcasts, both dtypes, 2 outputs
   {
@@ -56,37 +59,35 @@ TEST_F(PtxTest, ElementwiseChainsAssembleWithPtxas) {
                  DType::F32);
     mixed.output(mixed.mul(mixed.sigmoid(x), mixed.tanh(row)), DType::BF16);
   }
-  const std::vector<std::pair<const char*, KernelGraph>> graphs = {
-      {"swiglu bf16", swiglu_forward(DType::BF16)},
-      {"gelu f32", gelu_tanh_forward(DType::F32)},
-      {"mixed", mixed}};
+  KernelGraph row_only;  // a row output and no reduction: still one row per block
+  row_only.output(row_only.exp(row_only.input(ShapeClass::Row, DType::F32)), DType::F32);
+  const GpuLaunchForm elementwise = GpuLaunchForm::Elementwise, rows = GpuLaunchForm::RowPerBlock;
+  const std::vector<std::tuple<const char*, KernelGraph, GpuLaunchForm>> graphs = {
+      {"swiglu bf16", swiglu_forward(DType::BF16), elementwise},
+      {"gelu f32", gelu_tanh_forward(DType::F32), elementwise},
+      {"mixed", mixed, elementwise},
+      {"softmax bf16", softmax_forward(DType::BF16), rows},
+      {"residual rms_norm bf16", residual_rms_norm_forward(DType::BF16, 1e-5), rows},
+      {"layer_norm f32", layer_norm_forward(DType::F32, 1e-5), rows},
+      {"row output", row_only, rows}};
   std::string messages;
   ASSERT_NE(assemble(".version 8.5\n.target sm_90\nnot ptx", messages), 0);  // it can fail
-  for (const auto& [what, graph] : graphs) {
+  for (const auto& [what, graph, form] : graphs) {
     SCOPED_TRACE(what);
     const PtxKernel kernel = compile_ptx(graph);
     EXPECT_NE(kernel.ptx.find(".version 8.5"), std::string::npos);
     EXPECT_NE(kernel.ptx.find(".target sm_90"), std::string::npos);
     EXPECT_NE(kernel.ptx.find(".entry " + kernel.entry), std::string::npos) << kernel.entry;
-    EXPECT_EQ(kernel.threads_per_block, 256);
+    EXPECT_EQ(kernel.entry, kGpuEntry);
+    EXPECT_EQ(kernel.threads_per_block, kGpuThreadsPerBlock);
+    EXPECT_EQ(kernel.form, form);
+    // A reduction is a block-level tree (warp shuffles, then partials in
+    // shared memory), not a loop over a host buffer.
+    const bool reduces = graph.key().find("row_") != std::string::npos;
+    EXPECT_EQ(kernel.ptx.find("shfl.sync.bfly") != std::string::npos, reduces);
+    EXPECT_EQ(kernel.ptx.find("bar.sync") != std::string::npos, reduces);
+    EXPECT_EQ(kernel.ptx.find("malloc"), std::string::npos);
     EXPECT_EQ(assemble(kernel.ptx, messages), 0) << messages;
-  }
-}
-
-TEST_F(PtxTest, RowReductionsAndRowOutputsAreRefusedSayingSo) {
-  try {
-    compile_ptx(softmax_forward(DType::F32));
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("elementwise graphs only"), std::string::npos) << e.what();
-  }
-  KernelGraph g;
-  g.output(g.exp(g.input(ShapeClass::Row, DType::F32)), DType::F32);
-  try {
-    compile_ptx(g);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("full outputs only"), std::string::npos) << e.what();
   }
 }
 

@@ -1,0 +1,56 @@
+#pragma once
+// A cubin from compile/gpu_kernel_cache.h loaded on one CUDA device with
+// the driver API (cuModuleLoadData, cuModuleGetFunction) and launched with
+// cuLaunchKernel in the argument list of compile/gpu_mlir.h. The driver's
+// functions are looked up through the CUDA runtime
+// (cudaGetDriverEntryPointByVersion), so no program links libcuda and all
+// of them still start on machines without a GPU driver. Needs no MLIR.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compile/gpu_kernel_cache.h"
+#include "compile/graph.h"
+#include "core/tensor.h"
+
+namespace lt::compile {
+
+class GpuKernel {
+ public:
+  // Loads `binary` into `device`'s primary context (the CUDA runtime's).
+  // Throws when the device's chip is not `chip` or the driver refuses.
+  GpuKernel(std::shared_ptr<const GpuBinary> binary, int device, const std::string& chip);
+  ~GpuKernel();
+  GpuKernel(const GpuKernel&) = delete;
+  GpuKernel& operator=(const GpuKernel&) = delete;
+
+  // `buffers`: device pointers to the graph's inputs then outputs, each
+  // contiguous, `counts` their element counts (element_count of its shape
+  // class). Enqueued on `stream` (a cudaStream_t; null: the default
+  // stream); returns without waiting.
+  void launch(int64_t rows, int64_t cols, std::span<void* const> buffers,
+              std::span<const int64_t> counts, void* stream) const;
+
+  int device() const { return device_; }
+  const GpuBinary& binary() const { return *binary_; }
+
+ private:
+  std::shared_ptr<const GpuBinary> binary_;
+  int device_;
+  void* module_ = nullptr;    // CUmodule
+  void* function_ = nullptr;  // CUfunction
+};
+
+// The chip of CUDA device `device`, as ptxas names it ("sm_90").
+std::string cuda_device_chip(int device);
+
+// Runs `graph` on CUDA tensors, as compile::call (compile/tensor_call.h)
+// does on CPU ones: the inputs on one CUDA device, contiguous, of the
+// graph's dtypes and agreeing shapes; the outputs allocated there; the
+// kernel from `cache`, launched on the device's current stream.
+std::vector<Tensor> call_gpu(GpuKernelCache& cache, const KernelGraph& graph,
+                             const std::vector<Tensor>& inputs);
+
+}  // namespace lt::compile

@@ -1,0 +1,74 @@
+#pragma once
+// GPU kernels by graph key, as compile/kernel_cache.h keeps CPU ones: in
+// memory, and with a folder as cubins on disk (<hash>.cubin beside the CPU
+// objects' <hash>.kernel), each entry keyed by the graph, the target chip,
+// the PTX ISA and the kernel's argument list (kGpuAbi). A damaged entry is
+// compiled again and rewritten, never loaded.
+//
+// Compiling needs MLIR (compile/ptx.h) and ptxas (compile/cubin.h); loading
+// and launching (compile/gpu_kernel.h) need neither. A build without MLIR,
+// such as the GPU machine's, runs the cubins that a build with MLIR wrote
+// into the folder, and names the missing entry when one is not there
+// (docs/compiler.md, "Kernels for a machine without MLIR").
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "compile/gpu_mlir.h"
+#include "compile/graph.h"
+#include "compile/kernel_cache.h"
+#include "compile/ptx.h"
+
+namespace lt::compile {
+
+// The kernel argument list of compile/gpu_mlir.h, versioned: a change to
+// it (or to the forms) must change this, so that older cubins are not run.
+inline constexpr const char* kGpuAbi = "gpu-abi 1";
+
+struct GpuBinary {
+  std::string cubin;
+  GpuLaunchForm form = GpuLaunchForm::Elementwise;
+  int threads_per_block = kGpuThreadsPerBlock;
+};
+
+class GpuKernel;  // compile/gpu_kernel.h
+
+class GpuKernelCache {
+ public:
+  // folder empty: in memory only. `target`'s chip is the GPU's (sm_90 for
+  // the H100 and H200); its PTX ISA the one MLIR writes (ptx_isa_for).
+  explicit GpuKernelCache(std::string folder = "", PtxTarget target = {});
+  ~GpuKernelCache();
+
+  // The cubin for `graph`: from memory, from the folder, or compiled and
+  // written there. Thread-safe. Throws lt::Error naming the entry when it
+  // is missing and this build cannot compile it.
+  std::shared_ptr<const GpuBinary> binary(const KernelGraph& graph);
+
+  // The kernel loaded on CUDA device `device` (once per device). Throws
+  // when the device is not the target's chip, or without CUDA.
+  std::shared_ptr<const GpuKernel> get(const KernelGraph& graph, int device);
+
+  KernelCacheStats stats() const;
+  const std::string& folder() const { return folder_; }
+  const PtxTarget& target() const { return target_; }
+  // The key of `graph`'s entry and its file (for tests and messages).
+  std::string disk_key(const KernelGraph& graph) const;
+  std::filesystem::path entry_path(const KernelGraph& graph) const;
+
+ private:
+  std::shared_ptr<const GpuBinary> from_disk_or_compile(const KernelGraph& graph);
+
+  std::string folder_;
+  PtxTarget target_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const GpuBinary>> binaries_;
+  std::map<std::pair<std::string, int>, std::shared_ptr<const GpuKernel>> loaded_;
+  KernelCacheStats stats_;
+};
+
+}  // namespace lt::compile

@@ -1,0 +1,291 @@
+#include "compile/gpu_mlir.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "compile/mlir_scalar.h"
+#include "core/error.h"
+
+namespace lt::compile {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = kGpuThreadsPerBlock / kWarp;
+static_assert(kGpuThreadsPerBlock % kWarp == 0);
+
+std::string memref_type(DType dtype) {
+  return std::string("memref<?x") + mlir_element_type(dtype) + ">";
+}
+
+const std::string kPartialsType =
+    "memref<" + std::to_string(kWarpsPerBlock) + "xf32, #gpu.address_space<workgroup>>";
+
+// The element a value of each shape class is at, inside one region: the
+// linear index of a Full value, the row and the column. A region that has
+// no column (the row outputs) leaves `full` and `col` empty.
+struct Indices {
+  std::string full, row, col;
+};
+
+class GpuWriter {
+ public:
+  explicit GpuWriter(const KernelGraph& graph)
+      : graph_(graph), s_(out_, "    "), pass_(reduction_passes(graph)) {
+    for (int p : pass_) passes_ = std::max(passes_, p);
+  }
+
+  std::string write() {
+    std::ostringstream head;
+    head << "module attributes {gpu.container_module} {\n"
+         << "gpu.module @lt_kernels {\n"
+         << "  gpu.func @" << kGpuEntry << "(%rows: index, %cols: index";
+    for (size_t i = 0; i < graph_.inputs().size(); ++i) {
+      head << ", %in" << i << ": " << memref_type(graph_.inputs()[i].dtype);
+    }
+    for (size_t i = 0; i < graph_.outputs().size(); ++i) {
+      head << ", %out" << i << ": " << memref_type(graph_.outputs()[i].dtype);
+    }
+    head << ")";
+    const GpuLaunchForm form = gpu_launch_form(graph_);
+    if (form == GpuLaunchForm::RowPerBlock)
+      head << " workgroup(%partials : " << kPartialsType << ")";
+    head << " kernel {\n";
+    write_constants();
+    if (form == GpuLaunchForm::Elementwise) {
+      write_elementwise();
+    } else {
+      write_row_per_block();
+    }
+    out_ << "    gpu.return\n  }\n}\n}\n";
+    return head.str() + out_.str();
+  }
+
+ private:
+  void write_constants() {
+    for (int i = 0; i < kWarpsPerBlock; ++i) {
+      out_ << "    %c" << i << " = arith.constant " << i << " : index\n";
+    }
+    out_ << "    %warp_size = arith.constant " << kWarp << " : index\n"
+         << "    %threads = arith.constant " << kGpuThreadsPerBlock << " : index\n"
+         << "    %width = arith.constant " << kWarp << " : i32\n";
+    for (int offset = kWarp / 2; offset >= 1; offset /= 2) {
+      out_ << "    %xor" << offset << " = arith.constant " << offset << " : i32\n";
+    }
+    out_ << "    %cols_i64 = arith.index_cast %cols : index to i64\n"
+         << "    %cols_f32 = arith.uitofp %cols_i64 : i64 to f32\n"
+         << "    %tid = gpu.thread_id x\n";
+  }
+
+  // A region's values are its own: SSA values defined in one loop body are
+  // not visible in the next. Reduced values (defined in the kernel's body)
+  // are visible everywhere after their pass.
+  void open_region(Indices at, const char* indent) {
+    at_ = std::move(at);
+    value_.clear();
+    s_.set_indent(indent);
+  }
+
+  std::string emit(int32_t id) {
+    if (auto it = value_.find(id); it != value_.end()) return it->second;
+    const Node& n = graph_.node(id);
+    std::string v;
+    if (n.op == OpKind::Input) {
+      v = s_.widen(load(n), n.dtype);
+    } else if (is_reduction(n.op)) {
+      auto it = reduced_.find(id);
+      LT_CHECK(it != reduced_.end(), "compile: to_gpu_mlir: reduction ", id,
+               " is read before its pass");
+      v = it->second;
+    } else if (n.op == OpKind::Constant) {
+      v = s_.constant(n.constant);
+    } else if (n.op == OpKind::Cols) {
+      v = "%cols_f32";
+    } else {
+      // Operands in order, each written before the op that reads it.
+      const std::string a = n.a >= 0 ? emit(n.a) : "";
+      const std::string b = n.b >= 0 ? emit(n.b) : "";
+      const std::string c = n.c >= 0 ? emit(n.c) : "";
+      v = s_.op(n, a, b, c);
+    }
+    value_[id] = v;
+    return v;
+  }
+
+  const std::string& index_of(ShapeClass shape) const {
+    const std::string& index = shape == ShapeClass::Full  ? at_.full
+                               : shape == ShapeClass::Row ? at_.row
+                                                          : at_.col;
+    LT_CHECK(!index.empty(), "compile: to_gpu_mlir: a ", shape_class_name(shape),
+             " value read where there is no such index");
+    return index;
+  }
+
+  std::string load(const Node& input) {
+    std::string r = s_.fresh();
+    s_.line() << r << " = memref.load %in" << input.input_index << "[" << index_of(input.shape)
+              << "] : " << memref_type(input.dtype) << "\n";
+    return r;
+  }
+
+  void store_outputs(ShapeClass shape) {
+    for (size_t i = 0; i < graph_.outputs().size(); ++i) {
+      const OutputSpec& o = graph_.outputs()[i];
+      if (graph_.node(o.node).shape != shape) continue;
+      const std::string v = s_.narrow(emit(o.node), o.dtype);
+      s_.line() << "memref.store " << v << ", %out" << i << "[" << index_of(shape)
+                << "] : " << memref_type(o.dtype) << "\n";
+    }
+  }
+
+  bool has_output(ShapeClass shape) const {
+    return std::any_of(graph_.outputs().begin(), graph_.outputs().end(),
+                       [&](const OutputSpec& o) { return graph_.node(o.node).shape == shape; });
+  }
+
+  void write_elementwise() {
+    out_ << "    %block = gpu.block_id x\n"
+         << "    %grid = gpu.grid_dim x\n"
+         << "    %count = arith.muli %rows, %cols : index\n"
+         << "    %block_first = arith.muli %block, %threads : index\n"
+         << "    %first = arith.addi %block_first, %tid : index\n"
+         << "    %stride = arith.muli %grid, %threads : index\n"
+         << "    scf.for %i = %first to %count step %stride {\n"
+         << "      %row = arith.divui %i, %cols : index\n"
+         << "      %col = arith.remui %i, %cols : index\n";
+    open_region({"%i", "%row", "%col"}, "      ");
+    store_outputs(ShapeClass::Full);
+    out_ << "    }\n";
+  }
+
+  void write_row_per_block() {
+    out_ << "    %row = gpu.block_id x\n"
+         << "    %base = arith.muli %row, %cols : index\n"
+         << "    %lane = arith.remui %tid, %warp_size : index\n"
+         << "    %warp = arith.divui %tid, %warp_size : index\n"
+         << "    %lane0 = arith.cmpi eq, %lane, %c0 : index\n"
+         << "    %thread0 = arith.cmpi eq, %tid, %c0 : index\n"
+         << "    %sum_init = arith.constant 0x00000000 : f32\n"
+         << "    %max_init = arith.constant 0xFF800000 : f32\n";
+    for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass);
+    if (has_output(ShapeClass::Full)) {
+      const std::string col = "%col_out", i = "%i_out";
+      out_ << "    scf.for " << col << " = %tid to %cols step %threads {\n"
+           << "      " << i << " = arith.addi %base, " << col << " : index\n";
+      open_region({i, "%row", col}, "      ");
+      store_outputs(ShapeClass::Full);
+      out_ << "    }\n";
+    }
+    if (has_output(ShapeClass::Row)) {
+      out_ << "    scf.if %thread0 {\n";
+      open_region({"", "%row", ""}, "      ");
+      store_outputs(ShapeClass::Row);
+      out_ << "    }\n";
+    }
+  }
+
+  // Each thread accumulates its columns (tid, tid + threads, ...) in
+  // order; then the block combines the threads' partials.
+  void write_reduction_pass(int pass) {
+    std::vector<int32_t> reductions;
+    for (size_t id = 0; id < graph_.nodes().size(); ++id) {
+      if (is_reduction(graph_.nodes()[id].op) && pass_[id] == pass) {
+        reductions.push_back(static_cast<int32_t>(id));
+      }
+    }
+    const std::string p = "%pass" + std::to_string(pass);
+    const std::string col = "%col" + std::to_string(pass), i = "%i" + std::to_string(pass);
+    std::string types;
+    for (size_t k = 0; k < reductions.size(); ++k) types += k ? ", f32" : "f32";
+    out_ << "    " << p << ":" << reductions.size() << " = scf.for " << col
+         << " = %tid to %cols step %threads iter_args(";
+    for (size_t k = 0; k < reductions.size(); ++k) {
+      out_ << (k ? ", " : "") << "%acc" << pass << "_" << k << " = "
+           << (is_sum(reductions[k]) ? "%sum_init" : "%max_init");
+    }
+    out_ << ") -> (" << types << ") {\n"
+         << "      " << i << " = arith.addi %base, " << col << " : index\n";
+    open_region({i, "%row", col}, "      ");
+    std::vector<std::string> next;
+    for (size_t k = 0; k < reductions.size(); ++k) {
+      const std::string x = emit(graph_.node(reductions[k]).a);
+      next.push_back(
+          combine(reductions[k], "%acc" + std::to_string(pass) + "_" + std::to_string(k), x));
+    }
+    s_.line() << "scf.yield ";
+    for (size_t k = 0; k < next.size(); ++k) out_ << (k ? ", " : "") << next[k];
+    out_ << " : " << types << "\n";
+    out_ << "    }\n";
+    s_.set_indent("    ");
+    for (size_t k = 0; k < reductions.size(); ++k) {
+      reduced_[reductions[k]] = block_reduce(reductions[k], p + "#" + std::to_string(k));
+    }
+  }
+
+  bool is_sum(int32_t reduction) const { return graph_.node(reduction).op == OpKind::RowSum; }
+
+  std::string combine(int32_t reduction, const std::string& a, const std::string& b) {
+    std::string r = s_.fresh();
+    s_.line() << r << " = " << (is_sum(reduction) ? "arith.addf " : "arith.maximumf ") << a << ", "
+              << b << " : f32\n";
+    return r;
+  }
+
+  // Warp shuffles (butterfly: every lane ends with its warp's value), one
+  // partial per warp in shared memory, then every thread combines the
+  // partials in warp order. The barrier after the reads keeps the next
+  // reduction's writes from overtaking them.
+  std::string block_reduce(int32_t reduction, std::string v) {
+    for (int offset = kWarp / 2; offset >= 1; offset /= 2) {
+      const std::string other = s_.fresh(), valid = s_.fresh();
+      s_.line() << other << ", " << valid << " = gpu.shuffle xor " << v << ", %xor" << offset
+                << ", %width : f32\n";
+      v = combine(reduction, v, other);
+    }
+    s_.line() << "scf.if %lane0 {\n";
+    s_.line() << "  memref.store " << v << ", %partials[%warp] : " << kPartialsType << "\n";
+    s_.line() << "}\n";
+    s_.line() << "gpu.barrier\n";
+    std::string total;
+    for (int w = 0; w < kWarpsPerBlock; ++w) {
+      const std::string partial = s_.fresh();
+      s_.line() << partial << " = memref.load %partials[%c" << w << "] : " << kPartialsType << "\n";
+      total = w == 0 ? partial : combine(reduction, total, partial);
+    }
+    s_.line() << "gpu.barrier\n";
+    return total;
+  }
+
+  const KernelGraph& graph_;
+  std::ostringstream out_;
+  ScalarWriter s_;
+  std::vector<int> pass_;
+  int passes_ = 0;
+  Indices at_;
+  std::map<int32_t, std::string> value_;    // node -> f32 SSA value, current region
+  std::map<int32_t, std::string> reduced_;  // reduction node -> its block's value
+};
+
+}  // namespace
+
+GpuLaunchForm gpu_launch_form(const KernelGraph& graph) {
+  for (const Node& n : graph.nodes()) {
+    if (is_reduction(n.op)) return GpuLaunchForm::RowPerBlock;
+  }
+  for (const OutputSpec& o : graph.outputs()) {
+    if (graph.node(o.node).shape == ShapeClass::Row) return GpuLaunchForm::RowPerBlock;
+  }
+  return GpuLaunchForm::Elementwise;
+}
+
+const char* gpu_launch_form_name(GpuLaunchForm form) {
+  return form == GpuLaunchForm::Elementwise ? "elementwise" : "row_per_block";
+}
+
+std::string to_gpu_mlir(const KernelGraph& graph) {
+  LT_CHECK(!graph.outputs().empty(), "compile: a kernel graph needs at least one output");
+  return GpuWriter(graph).write();
+}
+
+}  // namespace lt::compile

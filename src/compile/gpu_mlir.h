@@ -1,0 +1,47 @@
+#pragma once
+// KernelGraph -> one CUDA kernel written in MLIR's GPU dialect (text, no
+// MLIR headers), which compile/ptx.h lowers to PTX. The kernel is written
+// directly as a gpu.func with a fixed argument list, so that a launcher
+// needs no MLIR host code (Debian ships none of MLIR's CUDA runtime):
+//
+//   lt_kernel(i64 rows, i64 cols, <each input>, <each output>)
+//
+// each buffer a 1-D memref descriptor of five parameters, in order:
+// allocated pointer, aligned pointer, offset (i64, 0), size (i64, its
+// element count), stride (i64, 1). A Full value is [rows * cols] row-major,
+// a Row value [rows], a Col value [cols]; elements as the graph stores them
+// (f32 or bf16). compile/gpu_kernel.h fills it.
+//
+// Two forms, by what the graph needs:
+// - Elementwise (no reduction, no row output): a grid-stride loop over the
+//   rows * cols elements, kGpuThreadsPerBlock threads a block.
+// - RowPerBlock (a reduction or a row output): block b owns row b. Each
+//   reduction pass (as in compile/to_mlir.h) is a strided loop of the
+//   block's threads over the columns, then a tree: warp shuffles, one
+//   partial per warp in shared memory, summed or maxed in warp order by
+//   every thread. The full outputs follow in one strided loop; thread 0
+//   writes the row outputs. Nothing is allocated: the reduced values stay
+//   in registers.
+#include <cstdint>
+#include <string>
+
+#include "compile/graph.h"
+
+namespace lt::compile {
+
+enum class GpuLaunchForm : uint8_t { Elementwise, RowPerBlock };
+
+// 256 threads: 8 warps, enough columns in flight per row for rows of a few
+// thousand elements, and few enough partials (8) for one warp to combine.
+inline constexpr int kGpuThreadsPerBlock = 256;
+// Per buffer in the kernel's parameters (the memref descriptor above).
+inline constexpr int kGpuParamsPerBuffer = 5;
+inline constexpr const char* kGpuEntry = "lt_kernel";
+
+GpuLaunchForm gpu_launch_form(const KernelGraph& graph);
+const char* gpu_launch_form_name(GpuLaunchForm form);
+
+// A module holding gpu.module @lt_kernels with the kernel kGpuEntry.
+std::string to_gpu_mlir(const KernelGraph& graph);
+
+}  // namespace lt::compile

@@ -1,0 +1,129 @@
+#include "compile/mlir_scalar.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace lt::compile {
+
+const char* mlir_element_type(DType dtype) {
+  return dtype == DType::BF16 ? "bf16" : "f32";
+}
+
+std::string mlir_f32_literal(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%08X", std::bit_cast<uint32_t>(static_cast<float>(value)));
+  return buf;
+}
+
+std::vector<int> reduction_passes(const KernelGraph& graph) {
+  std::vector<int> pass(graph.nodes().size(), 0);
+  for (size_t id = 0; id < graph.nodes().size(); ++id) {
+    const Node& n = graph.nodes()[id];
+    int p = 0;
+    for (int32_t operand : {n.a, n.b, n.c}) {
+      if (operand >= 0) p = std::max(p, pass[static_cast<size_t>(operand)]);
+    }
+    pass[id] = is_reduction(n.op) ? p + 1 : p;
+  }
+  return pass;
+}
+
+std::string ScalarWriter::constant(double value) {
+  std::string r = fresh();
+  line() << r << " = arith.constant " << mlir_f32_literal(value) << " : f32\n";
+  return r;
+}
+
+std::string ScalarWriter::unary(const char* mlir_op, const std::string& a) {
+  std::string r = fresh();
+  line() << r << " = " << mlir_op << " " << a << " : f32\n";
+  return r;
+}
+
+std::string ScalarWriter::binary(const char* mlir_op, const std::string& a, const std::string& b) {
+  std::string r = fresh();
+  line() << r << " = " << mlir_op << " " << a << ", " << b << " : f32\n";
+  return r;
+}
+
+std::string ScalarWriter::op(const Node& n, const std::string& a, const std::string& b,
+                             const std::string& c) {
+  switch (n.op) {
+    case OpKind::Add:
+      return binary("arith.addf", a, b);
+    case OpKind::Sub:
+      return binary("arith.subf", a, b);
+    case OpKind::Mul:
+      return binary("arith.mulf", a, b);
+    case OpKind::Div:
+      return binary("arith.divf", a, b);
+    case OpKind::Max:
+      return binary("arith.maximumf", a, b);
+    case OpKind::Less: {
+      const std::string flag = fresh();
+      line() << flag << " = arith.cmpf olt, " << a << ", " << b << " : f32\n";
+      std::string r = fresh();
+      line() << r << " = arith.uitofp " << flag << " : i1 to f32\n";
+      return r;
+    }
+    case OpKind::Select: {
+      const std::string zero = constant(0.0);
+      const std::string flag = fresh();
+      line() << flag << " = arith.cmpf une, " << a << ", " << zero << " : f32\n";
+      std::string r = fresh();
+      line() << r << " = arith.select " << flag << ", " << b << ", " << c << " : f32\n";
+      return r;
+    }
+    case OpKind::Neg:
+      return unary("arith.negf", a);
+    case OpKind::Abs:
+      return unary("math.absf", a);
+    case OpKind::Erf:
+      return unary("math.erf", a);
+    case OpKind::Exp:
+      return unary("math.exp", a);
+    case OpKind::Log:
+      return unary("math.log", a);
+    case OpKind::Tanh:
+      return unary("math.tanh", a);
+    case OpKind::Sqrt:
+      return unary("math.sqrt", a);
+    case OpKind::Rsqrt:
+      // 1 / sqrt: MLIR 19's math-to-llvm leaves a scalar math.rsqrt illegal.
+      return binary("arith.divf", constant(1.0), unary("math.sqrt", a));
+    case OpKind::Sigmoid: {
+      const std::string one = constant(1.0);
+      return binary("arith.divf", one,
+                    binary("arith.addf", one, unary("math.exp", unary("arith.negf", a))));
+    }
+    case OpKind::Cast:
+      return n.dtype == DType::BF16 ? widen(narrow(a, DType::BF16), DType::BF16) : a;
+    case OpKind::Input:
+    case OpKind::Constant:
+    case OpKind::Cols:
+    case OpKind::RowSum:
+    case OpKind::RowMax:
+      break;
+  }
+  fail("compile: ScalarWriter::op got ", op_name(n.op), ", which its caller writes");
+}
+
+std::string ScalarWriter::narrow(const std::string& v, DType dtype) {
+  if (dtype == DType::F32) return v;
+  std::string r = fresh();
+  line() << r << " = arith.truncf " << v << " : f32 to " << mlir_element_type(dtype) << "\n";
+  return r;
+}
+
+std::string ScalarWriter::widen(const std::string& v, DType dtype) {
+  if (dtype == DType::F32) return v;
+  std::string r = fresh();
+  line() << r << " = arith.extf " << v << " : " << mlir_element_type(dtype) << " to f32\n";
+  return r;
+}
+
+}  // namespace lt::compile

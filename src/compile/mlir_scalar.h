@@ -1,0 +1,56 @@
+#pragma once
+// One node's f32 arithmetic as lines of MLIR text (arith and math), shared
+// by the CPU writer (compile/to_mlir.h, inside linalg.generic bodies) and
+// the GPU writer (compile/gpu_mlir.h, inside a kernel's loops), so that
+// both compute every op alike. Text only: no MLIR headers.
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "compile/graph.h"
+
+namespace lt::compile {
+
+class ScalarWriter {
+ public:
+  // Lines go to `out`, each starting with `indent`.
+  ScalarWriter(std::ostream& out, std::string indent) : out_(out), indent_(std::move(indent)) {}
+
+  void set_indent(std::string indent) { indent_ = std::move(indent); }
+  std::ostream& line() { return out_ << indent_; }
+
+  // A new SSA name (%v<n>), unique within this writer.
+  std::string fresh() { return "%v" + std::to_string(counter_++); }
+  std::string constant(double value);
+
+  // `n`'s op on its operands' f32 values (`a`, `b`, `c` as `n` has them).
+  // Inputs, reductions and Cols are the callers' (a load, an accumulated
+  // value, a hoisted count): calling this for them throws.
+  std::string op(const Node& n, const std::string& a, const std::string& b, const std::string& c);
+
+  // f32 to a stored type and back (no-ops for f32).
+  std::string narrow(const std::string& v, DType dtype);
+  std::string widen(const std::string& v, DType dtype);
+
+ private:
+  std::string unary(const char* mlir_op, const std::string& a);
+  std::string binary(const char* mlir_op, const std::string& a, const std::string& b);
+
+  std::ostream& out_;
+  std::string indent_;
+  int counter_ = 0;
+};
+
+// "f32" or "bf16": the MLIR element type a value is stored as.
+const char* mlir_element_type(DType dtype);
+
+// An f32 constant as MLIR's exact hexadecimal form (0x3F800000 for 1.0).
+std::string mlir_f32_literal(double value);
+
+// Per node, the reduction pass both writers compute it in: for a
+// reduction, 1 + the latest pass among the reductions its operand needs;
+// for another node, that latest pass (0: it needs none). Pass k's
+// reductions read only values of passes before k.
+std::vector<int> reduction_passes(const KernelGraph& graph);
+
+}  // namespace lt::compile

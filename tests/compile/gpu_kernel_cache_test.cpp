@@ -1,0 +1,177 @@
+// The cubins' disk cache (compile/gpu_kernel_cache.h), no GPU needed: a
+// kernel is compiled (MLIR, then CUDA's ptxas) once, written, and loaded
+// back by a later cache; a damaged entry is compiled again, never trusted;
+// a build that cannot compile names the entry it could not find.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "compile/cache_entry.h"
+#include "compile/chains.h"
+#include "compile/compiler_info.h"
+#include "compile/cubin.h"
+#include "compile/gpu_kernel_cache.h"
+#include "core/error.h"
+#include "support/gpu_kernel_cases.h"
+#include "train/train_helpers.h"
+
+namespace lt::compile {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool can_compile_gpu_kernels(std::string& why) {
+  if (!compiler_info().built_in) {
+    why = "built without MLIR (-DLT_MLIR=OFF)";
+  } else if (!fs::exists(PtxTarget{}.libdevice)) {
+    why = "no CUDA libdevice";
+  } else {
+    try {
+      find_ptxas();
+      return true;
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  return false;
+}
+
+#define LT_REQUIRE_GPU_COMPILER()                           \
+  do {                                                      \
+    std::string why;                                        \
+    if (!can_compile_gpu_kernels(why)) GTEST_SKIP() << why; \
+  } while (0)
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const fs::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+TEST(GpuKernelCache, CompilesOnceWritesTheCubinAndALaterCacheLoadsIt) {
+  LT_REQUIRE_GPU_COMPILER();
+  train::testing::TempDir dir("gpu_cache");
+  const KernelGraph softmax = softmax_forward(DType::BF16);
+  std::string cubin;
+  fs::path entry;
+  {
+    GpuKernelCache cache(dir.path().string());
+    const auto binary = cache.binary(softmax);
+    EXPECT_EQ(binary->form, GpuLaunchForm::RowPerBlock);
+    EXPECT_EQ(binary->cubin.compare(0, 4,
+                                    "\x7f"
+                                    "ELF"),
+              0);
+    EXPECT_EQ(cache.binary(softmax), binary);  // in memory the second time
+    EXPECT_EQ(cache.stats().compiled, 1);
+    EXPECT_EQ(cache.stats().memory_hits, 1);
+    cubin = binary->cubin;
+    entry = cache.entry_path(softmax);
+  }
+  EXPECT_EQ(entry.extension(), ".cubin");
+  ASSERT_TRUE(fs::exists(entry));
+  GpuKernelCache later(dir.path().string());
+  EXPECT_EQ(later.binary(softmax)->cubin, cubin);
+  EXPECT_EQ(later.stats().compiled, 0);
+  EXPECT_EQ(later.stats().loaded_from_disk, 1);
+
+  // The key holds the chip and the PTX ISA: another target is another entry.
+  PtxTarget sm80;
+  sm80.chip = "sm_80";
+  EXPECT_NE(GpuKernelCache(dir.path().string(), sm80).entry_path(softmax), entry);
+  PtxTarget ptx80;
+  ptx80.features = "+ptx80";
+  EXPECT_NE(GpuKernelCache(dir.path().string(), ptx80).entry_path(softmax), entry);
+}
+
+TEST(GpuKernelCache, ADamagedEntryIsCompiledAgainAndRewritten) {
+  LT_REQUIRE_GPU_COMPILER();
+  train::testing::TempDir dir("gpu_cache_damaged");
+  const KernelGraph swiglu = swiglu_forward(DType::F32);
+  fs::path entry;
+  std::string key, whole, cubin;
+  {
+    GpuKernelCache cache(dir.path().string());
+    cubin = cache.binary(swiglu)->cubin;
+    entry = cache.entry_path(swiglu);
+    key = cache.disk_key(swiglu);
+    whole = read_bytes(entry);
+  }
+  // Damage to the bytes (the checksum or the size catches it), and whole
+  // entries, checksum and all, that hold something other than a kernel.
+  const std::vector<std::pair<const char*, std::function<void()>>> damages = {
+      {"a flipped byte in the cubin",
+       [&] {
+         std::string b = whole;
+         b[b.size() - 100] ^= 0x55;
+         write_bytes(entry, b);
+       }},
+      {"cut short", [&] { write_bytes(entry, whole.substr(0, whole.size() / 2)); }},
+      {"an unknown launch form", [&] { write_cache_entry(entry, key, "tiled 256\n" + cubin); }},
+      {"another block size", [&] { write_cache_entry(entry, key, "elementwise 128\n" + cubin); }},
+      {"not an ELF file", [&] { write_cache_entry(entry, key, "elementwise 256\nPTX"); }}};
+  for (const auto& [what, damage] : damages) {
+    SCOPED_TRACE(what);
+    damage();
+    GpuKernelCache cache(dir.path().string());
+    EXPECT_EQ(cache.binary(swiglu)->cubin, cubin);
+    EXPECT_EQ(cache.stats().rebuilt, 1);
+    EXPECT_EQ(cache.stats().compiled, 1);
+    EXPECT_EQ(cache.stats().loaded_from_disk, 0);
+    EXPECT_EQ(read_bytes(entry), whole);  // rewritten whole
+  }
+}
+
+TEST(GpuKernelCache, AKernelThatIsNotThereAndCannotBeCompiledNamesItsEntry) {
+  // Without MLIR (the GPU machine's build) compiling fails for any kernel;
+  // with it, a chip that neither MLIR nor ptxas knows does the same.
+  train::testing::TempDir dir("gpu_cache_missing");
+  PtxTarget unknown;
+  unknown.chip = "sm_1";
+  GpuKernelCache cache(dir.path().string(), unknown);
+  const KernelGraph gelu = gelu_tanh_forward(DType::BF16);
+  try {
+    cache.binary(gelu);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("is not in the kernel cache"), std::string::npos) << message;
+    EXPECT_NE(message.find(cache.entry_path(gelu).string()), std::string::npos) << message;
+    EXPECT_NE(message.find(gelu.key()), std::string::npos) << message;
+  }
+}
+
+// Not a check: with LT_PREBUILD_GPU_KERNELS=<folder>, compiles every kernel
+// the GPU tests and the benchmark run (tests/support/gpu_kernel_cases.h)
+// into <folder>, for a GPU machine whose build has no MLIR
+// (docs/compiler.md, "Kernels for a machine without MLIR").
+TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
+  const char* folder = std::getenv("LT_PREBUILD_GPU_KERNELS");
+  if (folder == nullptr || *folder == '\0') GTEST_SKIP() << "LT_PREBUILD_GPU_KERNELS is not set";
+  LT_REQUIRE_GPU_COMPILER();
+  GpuKernelCache cache(folder);
+  std::vector<testing::GpuKernelCase> cases = testing::named_chain_cases();
+  for (testing::GpuKernelCase& c : testing::random_chain_cases()) cases.push_back(std::move(c));
+  for (const testing::GpuKernelCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    ASSERT_NO_THROW(cache.binary(c.graph));
+  }
+  uintmax_t bytes = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(folder)) {
+    if (e.path().extension() == ".cubin") bytes += e.file_size();
+  }
+  const KernelCacheStats stats = cache.stats();
+  std::printf(
+      "%zu GPU kernels in %s: %lld compiled (%.1f s), %lld already there; %.1f MB of cubins\n",
+      cases.size(), folder, static_cast<long long>(stats.compiled), stats.compile_seconds,
+      static_cast<long long>(stats.loaded_from_disk), static_cast<double>(bytes) / 1e6);
+}
+
+}  // namespace
+}  // namespace lt::compile

@@ -1,0 +1,198 @@
+// The fusion compiler's GPU kernels against the hand-written ops:: kernels
+// and against the unfused op sequence they replace (issue 24's
+// performance table). A benchmark: set LT_BENCH=1 (bench/compile_chains.sh
+// does); it prints one line per chain and asserts nothing about speed.
+//
+// Each time is the mean of 20 launches after 3 warm-ups, measured with
+// CUDA events on the current stream. "GB" is what the chain must move at
+// least (its graph's inputs and outputs once each), the same figure for
+// all three columns, so each column's TB/s is that figure over its time
+// and "%" is that rate as a share of the H200's 4.3 TB/s copy rate.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+
+#include "autograd/fused_rope.h"
+#include "compile/chains.h"
+#include "compile/gpu_kernel.h"
+#include "compile/gpu_kernel_cache.h"
+#include "compile/interpret.h"
+#include "core/random.h"
+#include "core/stream.h"
+#include "gpu_test_support.h"
+#include "ops/activations.h"
+#include "ops/elementwise.h"
+#include "ops/norm.h"
+#include "ops/rope.h"
+#include "optim/adamw_kernel.h"
+#include "optim/compiled_adamw.h"
+#include "optim/cuda/adamw.h"
+#include "support/gpu_kernel_cases.h"
+
+namespace lt::compile {
+namespace {
+
+constexpr double kCopyBytesPerSecond = 4.3e12;
+
+double milliseconds_per_call(const std::function<void()>& call) {
+  const Stream stream = current_stream(Device::cuda(0));
+  for (int i = 0; i < 3; ++i) call();
+  Event start(true), end(true);
+  start.record(stream);
+  constexpr int kCalls = 20;
+  for (int i = 0; i < kCalls; ++i) call();
+  end.record(stream);
+  end.synchronize();
+  return static_cast<double>(start.elapsed_ms(end)) / kCalls;
+}
+
+double graph_bytes(const KernelGraph& graph, int64_t rows, int64_t cols) {
+  double bytes = 0;
+  for (const InputSpec& in : graph.inputs()) {
+    bytes += static_cast<double>(element_count(in.shape, rows, cols) * dtype_size(in.dtype));
+  }
+  for (const OutputSpec& out : graph.outputs()) {
+    bytes += static_cast<double>(element_count(graph.node(out.node).shape, rows, cols) *
+                                 dtype_size(out.dtype));
+  }
+  return bytes;
+}
+
+struct Chain {
+  const char* name;
+  KernelGraph graph;
+  int64_t rows, cols;
+  std::vector<Tensor> inputs;     // the graph's, on the GPU
+  std::function<void()> hand;     // the hand-written kernel(s), or empty
+  std::function<void()> unfused;  // the op sequence the chain replaces, or empty
+};
+
+Tensor on_gpu(const Shape& shape, DType dtype, Generator& gen, double lo = -1, double hi = 1) {
+  return Tensor::uniform(shape, gen, lo, hi, dtype).to(Device::cuda(0));
+}
+
+std::vector<Chain> chains() {
+  Generator gen(1);
+  const DType bf16 = DType::BF16;
+  const int64_t tokens = 16384, hidden = 4096, ffn = 8192;
+  std::vector<Chain> out;
+  {
+    Tensor gate = on_gpu({tokens, ffn}, bf16, gen), up = on_gpu({tokens, ffn}, bf16, gen);
+    out.push_back({"swiglu",
+                   swiglu_forward(bf16),
+                   tokens,
+                   ffn,
+                   {gate, up},
+                   [=] { ops::swiglu(gate, up); },
+                   [=] { ops::mul(ops::silu(gate), up); }});
+  }
+  {
+    Tensor x = on_gpu({tokens, ffn}, bf16, gen);
+    out.push_back(
+        {"gelu_tanh", gelu_tanh_forward(bf16), tokens, ffn, {x}, [=] { ops::gelu_tanh(x); }, {}});
+  }
+  {
+    Tensor x = on_gpu({tokens, hidden}, bf16, gen);
+    out.push_back(
+        {"softmax", softmax_forward(bf16), tokens, hidden, {x}, [=] { ops::softmax(x); }, {}});
+  }
+  {
+    Tensor x = on_gpu({tokens, hidden}, bf16, gen), r = on_gpu({tokens, hidden}, bf16, gen);
+    Tensor w = on_gpu({hidden}, bf16, gen);
+    out.push_back({"residual+rms_norm",
+                   residual_rms_norm_forward(bf16, 1e-5),
+                   tokens,
+                   hidden,
+                   {x, r, w},
+                   {},
+                   [=] { ops::rms_norm(ops::add(x, r), w, 1e-5); }});
+  }
+  {
+    Tensor x = on_gpu({tokens, hidden}, bf16, gen);
+    Tensor w = on_gpu({hidden}, bf16, gen), b = on_gpu({hidden}, bf16, gen);
+    out.push_back({"layer_norm",
+                   layer_norm_forward(bf16, 1e-5),
+                   tokens,
+                   hidden,
+                   {x, w, b},
+                   [=] { ops::layer_norm(x, w, b, 1e-5); },
+                   {}});
+  }
+  {
+    // [B=8, T=2048, H=32, D=128]: the kernel sees x's halves and the tables
+    // expanded to full f32 values (autograd/fused_rope.h).
+    const int64_t batch = 8, seq = 2048, heads = 32, dim = 128;
+    const int64_t rows = batch * seq * heads, half = dim / 2;
+    Tensor x = on_gpu({batch, seq, heads, dim}, bf16, gen);
+    const ops::RopeCosSin tables = ops::rope_cos_sin(ops::rope_inv_freq(dim, 10000.0), seq);
+    Tensor cos = tables.cos.to(Device::cuda(0)), sin = tables.sin.to(Device::cuda(0));
+    out.push_back({"rope",
+                   autograd::rope_kernel_graph(bf16),
+                   rows,
+                   half,
+                   {on_gpu({rows, half}, bf16, gen), on_gpu({rows, half}, bf16, gen),
+                    on_gpu({rows, half}, DType::F32, gen), on_gpu({rows, half}, DType::F32, gen)},
+                   [=] { ops::rotary(x, cos, sin); },
+                   {}});
+  }
+  {
+    // 64 M parameters; the scalars are one-element row values.
+    const int64_t n = 64 << 20;
+    Tensor p = on_gpu({1, n}, DType::F32, gen), g = on_gpu({1, n}, bf16, gen);
+    Tensor m = on_gpu({1, n}, DType::F32, gen), v = on_gpu({1, n}, DType::F32, gen, 0.01, 1);
+    Tensor copy = Tensor::empty({1, n}, bf16, Device::cuda(0));
+    std::vector<Tensor> inputs = {p, g, m, v};
+    for (int i = 0; i < 9; ++i) inputs.push_back(on_gpu({1}, DType::F32, gen, 0.01, 1));
+    optim::cuda::AdamWCudaJob job;
+    job.s = optim::adamw_scalars(1e-4, 0.9, 0.999, 1e-8, 0.01, 1.0, 10);
+    job.param = p.data<float>();
+    job.grad = g.data_ptr();
+    job.grad_is_bf16 = true;
+    job.exp_avg = m.data<float>();
+    job.exp_avg_sq = v.data<float>();
+    job.shadow = static_cast<uint16_t*>(copy.data_ptr());
+    job.numel = n;
+    out.push_back({"adamw (bf16 grads, bf16 copy)",
+                   optim::adamw_kernel_graph(bf16, true),
+                   1,
+                   n,
+                   inputs,
+                   [=] { optim::cuda::adamw_update_multi(Device::cuda(0), {job}); },
+                   {}});
+  }
+  return out;
+}
+
+TEST(CompiledKernelsGpuBench, ChainsAgainstHandWrittenAndUnfused) {
+  LT_REQUIRE_GPU();
+  if (std::getenv("LT_BENCH") == nullptr) GTEST_SKIP() << "a benchmark: set LT_BENCH=1";
+  GpuKernelCache cache(testing::gpu_test_kernel_folder());
+  std::printf("%-30s %10s %8s | %18s | %18s | %18s | %9s %10s\n", "chain", "shape", "GB",
+              "compiled ms (TB/s %)", "hand ms (TB/s %)", "unfused ms (TB/s %)", "comp/hand",
+              "unf/comp");
+  for (const Chain& c : chains()) {
+    const double bytes = graph_bytes(c.graph, c.rows, c.cols);
+    const auto cell = [&](double ms) {
+      char buf[40];
+      if (ms <= 0) return std::string("-");
+      const double rate = bytes / (ms * 1e-3);
+      std::snprintf(buf, sizeof buf, "%.3f (%.2f %3.0f%%)", ms, rate / 1e12,
+                    100 * rate / kCopyBytesPerSecond);
+      return std::string(buf);
+    };
+    const double compiled = milliseconds_per_call([&] { call_gpu(cache, c.graph, c.inputs); });
+    const double hand = c.hand ? milliseconds_per_call(c.hand) : 0;
+    const double unfused = c.unfused ? milliseconds_per_call(c.unfused) : 0;
+    char shape[32];
+    std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(c.rows),
+                  static_cast<long long>(c.cols));
+    std::printf("%-30s %10s %8.3f | %18s | %18s | %18s | %9.2f %10.2f\n", c.name, shape,
+                bytes / 1e9, cell(compiled).c_str(), cell(hand).c_str(), cell(unfused).c_str(),
+                hand > 0 ? compiled / hand : 0.0, unfused > 0 ? unfused / compiled : 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace lt::compile

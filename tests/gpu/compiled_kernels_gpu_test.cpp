@@ -1,0 +1,133 @@
+// The fusion compiler's kernels launched on the GPU (issue 24): every named
+// chain (and three backward graphs) and random expression graphs of fixed
+// seeds, through compile::call_gpu, equal the float64 interpreter within
+// its bound on f32 rounding, as the CPU kernels do
+// (tests/compile/compiled_vs_interpreter_test.cpp).
+//
+// The GPU machine's build has no MLIR: the kernels come from the folder
+// $LT_GPU_KERNELS (else ~/.cache/lazytrain/kernels), filled ahead by a
+// build with MLIR (LT_PREBUILD_GPU_KERNELS=<folder> test_compile
+// --gtest_filter=GpuKernelPrebuild.*; docs/compiler.md). A kernel missing
+// from it fails its case with a message naming the entry.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "compile/gpu_kernel.h"
+#include "compile/gpu_kernel_cache.h"
+#include "compile/interpret.h"
+#include "compile/jit_harness.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+#include "gpu_test_support.h"
+#include "support/gpu_kernel_cases.h"
+
+namespace lt::compile {
+namespace {
+
+constexpr double kUnitRoundoff = 0x1.0p-24;
+
+GpuKernelCache& cache() {
+  static GpuKernelCache kernels(testing::gpu_test_kernel_folder());
+  return kernels;
+}
+
+Shape shape_of(ShapeClass shape, int64_t rows, int64_t cols) {
+  switch (shape) {
+    case ShapeClass::Full:
+      return {rows, cols};
+    case ShapeClass::Row:
+      return {rows};
+    case ShapeClass::Col:
+      return {cols};
+    case ShapeClass::Scalar:
+      break;
+  }
+  fail("a kernel input is full, row or col");
+}
+
+// AdamW takes square roots of its state and divides by its scalars:
+// positive inputs keep it finite; every other case takes [-2, 2].
+std::pair<double, double> input_range(const testing::GpuKernelCase& c) {
+  return c.name.rfind("adamw", 0) == 0 ? std::pair{0.01, 1.0} : std::pair{-2.0, 2.0};
+}
+
+// The number of elements off by more than the tolerance (the first few
+// printed), so that one case's report says how wrong it is.
+void expect_equals_interpreter(const testing::GpuKernelCase& c) {
+  SCOPED_TRACE(c.name + " [" + std::to_string(c.rows) + ", " + std::to_string(c.cols) + "] " +
+               c.graph.key());
+  Generator gen(0x5eed);
+  const auto [lo, hi] = input_range(c);
+  std::vector<Values> inputs;
+  std::vector<Tensor> device_inputs;
+  for (const InputSpec& in : c.graph.inputs()) {
+    const int64_t count = element_count(in.shape, c.rows, c.cols);
+    inputs.push_back(testing::draw_values(count, in.dtype, lo, hi, gen));
+    device_inputs.push_back(
+        Tensor::from_doubles(inputs.back(), shape_of(in.shape, c.rows, c.cols), in.dtype)
+            .to(Device::cuda(0)));
+  }
+  const Reference ref = interpret(c.graph, c.rows, c.cols, inputs);
+  std::vector<Tensor> outputs;
+  try {
+    outputs = call_gpu(cache(), c.graph, device_inputs);
+  } catch (const Error& e) {
+    ADD_FAILURE() << e.what();
+    return;
+  }
+  ASSERT_EQ(outputs.size(), ref.outputs.size());
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const std::vector<double> got = outputs[o].to(Device::cpu()).to_doubles();
+    ASSERT_EQ(got.size(), ref.outputs[o].size());
+    int64_t wrong = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double want = ref.outputs[o][i];
+      ASSERT_TRUE(std::isfinite(want)) << "output " << o << " element " << i;
+      const double tolerance = kBoundSlack * kUnitRoundoff * ref.rounding_bound[o][i] + 1e-30;
+      if (std::abs(got[i] - want) <= tolerance) continue;
+      if (++wrong <= 3) {
+        ADD_FAILURE() << "output " << o << " element " << i << ": GPU " << got[i] << ", float64 "
+                      << want << ", tolerance " << tolerance;
+      }
+    }
+    EXPECT_EQ(wrong, 0) << "of " << got.size() << " elements of output " << o;
+  }
+}
+
+TEST(CompiledKernelsGpu, NamedChainsEqualFloat64Interpreter) {
+  LT_REQUIRE_GPU();
+  for (const testing::GpuKernelCase& c : testing::named_chain_cases()) expect_equals_interpreter(c);
+}
+
+TEST(CompiledKernelsGpu, RandomChainsOfFixedSeedsEqualFloat64Interpreter) {
+  LT_REQUIRE_GPU();
+  for (const testing::GpuKernelCase& c : testing::random_chain_cases()) {
+    expect_equals_interpreter(c);
+  }
+}
+
+TEST(CompiledKernelsGpu, RunsOnTheCurrentStream) {
+  LT_REQUIRE_GPU();
+  const testing::GpuKernelCase c = testing::named_chain_cases().front();  // swiglu f32
+  const Stream stream = Stream::create(Device::cuda(0));
+  StreamGuard guard(stream);
+  Generator gen(3);
+  std::vector<Tensor> in;
+  for (const InputSpec& spec : c.graph.inputs()) {
+    in.push_back(Tensor::uniform(shape_of(spec.shape, c.rows, c.cols), gen, -1, 1, spec.dtype)
+                     .to(Device::cuda(0)));
+  }
+  const std::vector<Tensor> first = call_gpu(cache(), c.graph, in);
+  const std::vector<Tensor> second = call_gpu(cache(), c.graph, in);
+  stream.synchronize();
+  EXPECT_EQ(first[0].to(Device::cpu()).to_doubles(), second[0].to(Device::cpu()).to_doubles());
+  EXPECT_GE(cache().stats().memory_hits, 1);
+}
+
+}  // namespace
+}  // namespace lt::compile

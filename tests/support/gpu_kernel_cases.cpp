@@ -1,0 +1,64 @@
+#include "support/gpu_kernel_cases.h"
+
+#include <cstdlib>
+
+#include "autograd/fused_rope.h"
+#include "compile/chains.h"
+#include "compile/gradient.h"
+#include "compile/kernel_cache.h"
+#include "core/random.h"
+#include "optim/compiled_adamw.h"
+#include "support/random_kernel_chain.h"
+
+namespace lt::compile::testing {
+
+std::vector<GpuKernelCase> named_chain_cases() {
+  std::vector<GpuKernelCase> cases;
+  // 67 rows of 1000 columns: not a multiple of the 256 threads of a block
+  // nor of a warp, so the loops' tails and the partial warps run.
+  const int64_t rows = 67, cols = 1000;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    const std::string suffix = dtype == DType::BF16 ? " bf16" : " f32";
+    const KernelGraph swiglu = swiglu_forward(dtype);
+    const KernelGraph rms = residual_rms_norm_forward(dtype, 1e-5);
+    const KernelGraph layer_norm = layer_norm_forward(dtype, 1e-5);
+    cases.push_back({"swiglu" + suffix, swiglu, rows, cols});
+    cases.push_back({"gelu_tanh" + suffix, gelu_tanh_forward(dtype), rows, cols});
+    cases.push_back({"softmax" + suffix, softmax_forward(dtype), rows, cols});
+    cases.push_back({"residual_rms_norm" + suffix, rms, rows, cols});
+    cases.push_back({"layer_norm" + suffix, layer_norm, rows, cols});
+    cases.push_back({"rope" + suffix, autograd::rope_kernel_graph(dtype), rows * 8, 64});
+    // AdamW's elements are one row (its scalars are row values).
+    cases.push_back(
+        {"adamw" + suffix + " grads", optim::adamw_kernel_graph(dtype, true), 1, rows * cols});
+    cases.push_back({"swiglu backward" + suffix, gradient_graph(swiglu, {true, true}), rows, cols});
+    cases.push_back({"residual_rms_norm backward" + suffix, gradient_graph(rms, {true, true, true}),
+                     rows, cols});
+    cases.push_back({"layer_norm backward" + suffix, gradient_graph(layer_norm, {true, true, true}),
+                     rows, cols});
+  }
+  return cases;
+}
+
+std::vector<GpuKernelCase> random_chain_cases() {
+  std::vector<GpuKernelCase> cases;
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    Generator gen(seed);
+    const auto choose = [&gen](int lo, int hi) {
+      return lo + static_cast<int>(gen.below(static_cast<uint64_t>(hi - lo)));
+    };
+    RandomChain chain(choose);
+    chain.build();
+    // Up to 700 columns: one to three strides of a block's 256 threads.
+    const int64_t rows = choose(1, 40), cols = choose(1, 701);
+    cases.push_back({"random chain seed " + std::to_string(seed), chain.graph, rows, cols});
+  }
+  return cases;
+}
+
+std::string gpu_test_kernel_folder() {
+  const char* folder = std::getenv("LT_GPU_KERNELS");
+  return folder != nullptr && *folder != '\0' ? folder : KernelCache::default_folder();
+}
+
+}  // namespace lt::compile::testing

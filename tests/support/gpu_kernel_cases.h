@@ -1,0 +1,34 @@
+#pragma once
+// The kernel graphs the fusion compiler's GPU tests run
+// (tests/gpu/compiled_kernels_gpu_test.cpp, and its benchmark), listed once
+// so that a build with MLIR can compile every one of them ahead into a
+// folder (LT_PREBUILD_GPU_KERNELS, tests/compile/gpu_prebuild_test.cpp)
+// for the GPU machine, whose build has no MLIR (docs/compiler.md).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compile/graph.h"
+#include "compile/ptx.h"
+
+namespace lt::compile::testing {
+
+struct GpuKernelCase {
+  std::string name;  // "softmax bf16", "random chain seed 7"
+  KernelGraph graph;
+  int64_t rows = 0, cols = 0;  // what the tests run it on
+};
+
+// SwiGLU, GELU, softmax, residual + RMSNorm, LayerNorm, RoPE and AdamW, in
+// f32 and bf16, and the backward graphs of SwiGLU, RMSNorm and LayerNorm.
+std::vector<GpuKernelCase> named_chain_cases();
+
+// testing::RandomChain with each of a fixed list of seeds (the same graphs
+// on every machine: the generator is std::mt19937_64).
+std::vector<GpuKernelCase> random_chain_cases();
+
+// Where the GPU tests find their kernels: $LT_GPU_KERNELS, else the kernel
+// cache's default folder (~/.cache/lazytrain/kernels).
+std::string gpu_test_kernel_folder();
+
+}  // namespace lt::compile::testing
