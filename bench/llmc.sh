@@ -143,7 +143,9 @@ echo "== llm.c train_gpt2cu (d12 random init, batch $batch x 1024, $steps steps)
 args=(-i data/gsm8k_train.bin -j data/gsm8k_train.bin -e d12 -b "$batch" -t 1024
       -d $((batch * 1024)) -x "$steps" -v 100000 -m 1 -s 0 -l 1e-5 -c 0.1 -u 0 -q 1.0
       -o "$out/llmc_logs")
-timeout 300 ./train_gpt2cu "${args[@]}" > "$out/llmc.log" 2>&1
+# Without the lazytrain build's carried libraries: their libstdc++ can be
+# older than the one nvcc built train_gpt2cu against on this machine.
+env -u LD_LIBRARY_PATH timeout 300 ./train_gpt2cu "${args[@]}" > "$out/llmc.log" 2>&1
 rc=$?
 grep -E "^step|cuDNN|error|Error" "$out/llmc.log" | head -$((steps + 8))
 python3 - "$out/llmc.log" "$batch" <<'PY' | tee -a "$out/summary.txt"
