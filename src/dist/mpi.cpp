@@ -52,6 +52,38 @@ void mpi_abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);
 }
 
+namespace {
+
+MPI_Comm host_comm() {
+  static MPI_Comm comm = [] {
+    MPI_Comm c = MPI_COMM_NULL;  // left to MPI_Finalize: freeing it is collective
+    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &c),
+              "MPI_Comm_split_type");
+    return c;
+  }();
+  return comm;
+}
+
+}  // namespace
+
+HostRanks mpi_host_ranks() {
+  HostRanks h;
+  check_mpi(MPI_Comm_rank(host_comm(), &h.local_rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(host_comm(), &h.local_size), "MPI_Comm_size");
+  int first = h.local_rank == 0 ? 1 : 0;  // one per host
+  check_mpi(MPI_Allreduce(&first, &h.hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  return h;
+}
+
+void mpi_host_broadcast(std::span<char> bytes) {
+  check_mpi(MPI_Bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, host_comm()),
+            "MPI_Bcast");
+}
+
+void mpi_host_barrier() {
+  check_mpi(MPI_Barrier(host_comm()), "MPI_Barrier");
+}
+
 }  // namespace lt::dist
 
 #else  // no MPI in this build
@@ -82,6 +114,15 @@ bool mpi_any(bool) {
   no_mpi();
 }
 void mpi_abort(int) {}
+HostRanks mpi_host_ranks() {
+  no_mpi();
+}
+void mpi_host_broadcast(std::span<char>) {
+  no_mpi();
+}
+void mpi_host_barrier() {
+  no_mpi();
+}
 
 }  // namespace lt::dist
 

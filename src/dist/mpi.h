@@ -26,4 +26,18 @@ bool mpi_any(bool flag);
 // MPI_Abort(MPI_COMM_WORLD): mpirun then ends every rank.
 void mpi_abort(int code);
 
+// The ranks of this host (MPI_Comm_split_type MPI_COMM_TYPE_SHARED, split
+// once): this rank's place among them, how many, and how many hosts the
+// run spans.
+struct HostRanks {
+  int local_rank = 0;
+  int local_size = 1;
+  int hosts = 1;
+};
+HostRanks mpi_host_ranks();
+// Local rank 0's `bytes` on every rank of this host.
+void mpi_host_broadcast(std::span<char> bytes);
+// Returns once every rank of this host has called it.
+void mpi_host_barrier();
+
 }  // namespace lt::dist

@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "exec/streaming_impl.h"
 #include "exec/weight_binding.h"
+#include "exec/zero_optimizer.h"
 #include "optim/clip.h"
 
 namespace lt::exec {
@@ -548,7 +549,8 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
     stats.skipped = true;
   } else {
     m.enqueue_updates(options.lr, optim::clip_scale(stats.grad_norm, options.max_grad_norm));
-    if (m.options.zero) m.gather_masters_over_ranks();  // exec/streaming_ranks.cpp
+    // exec/streaming_ranks.cpp; shared weights need no gather.
+    if (m.options.zero && !m.options.zero->shares_weights()) m.gather_masters_over_ranks();
     if (!m.options.overlap_optimizer) {
       const auto t0 = Clock::now();
       m.wait_updates_quietly();

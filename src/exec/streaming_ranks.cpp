@@ -18,6 +18,11 @@
 //    shard, and as each stage's update ends its shard of the masters is
 //    all-gathered into every rank's (and the device's bf16 copies
 //    refreshed), before step() returns: the next step uploads from them.
+//    With the weights shared by the ranks of the host (Note [Weights
+//    shared by the ranks of a host]) there is nothing to gather: each
+//    stage's update is done once every rank of the host has written its
+//    pieces, and the next forward waits for that stage alone, as in one
+//    process.
 //
 // Every rank runs the same collectives in the same order: stages in
 // backward order, every parameter of a stage (one that has no gradient on
@@ -51,14 +56,9 @@ int64_t StreamingExecutor::Impl::begin_sums_over_ranks(int64_t local_targets) {
   if (options.zero) {
     LT_CHECK(!state_file, "dist.zero 1 with exec.state_placement disk is not supported yet: ",
              "keep the states in host memory, or set dist.zero 0");
-    if (!params.empty() &&
-        grad_slabs[0].data_ptr() != options.zero->flat_gradient_view(0).data_ptr()) {
-      // Once: the host receives only the shards, so the executor's own
-      // slabs go (4 bytes a parameter less); views of the flat buffer keep
-      // the code that reads them working.
-      for (size_t i = 0; i < params.size(); ++i)
-        grad_slabs[i] = options.zero->flat_gradient_view(i);
-    }
+    // The host receives only the shards (ZeroOptimizer::shard_gradient),
+    // so the executor's own slabs go: 4 bytes a parameter less.
+    for (Tensor& slab : grad_slabs) slab = Tensor();
   }
   copied_out.assign(stages.size(), 0);
   double targets = static_cast<double>(local_targets);

@@ -59,17 +59,43 @@ ZeroOptimizer::ZeroOptimizer(const nn::NamedParameters& masters, const optim::Ad
     adam8_ = std::make_unique<optim::AdamW8bit>(quantized, options, no_decay, every_piece);
   }
   adam_ = std::make_unique<optim::AdamW>(plain, options, std::move(no_decay));
+  shard_grad_ = Tensor::empty({shards_.shard}, DType::F32);
+}
+
+const Tensor& ZeroOptimizer::flat() const {
   // Zeros: the padding stays zero (nothing writes it but the all-gather,
   // which copies other ranks' zeros), so a reduce-scatter adds zeros there.
-  flat_ = Tensor::zeros({shards_.flat_size}, DType::F32);
-  shard_grad_ = Tensor::empty({shards_.shard}, DType::F32);
+  if (!flat_.defined()) flat_ = Tensor::zeros({shards_.flat_size}, DType::F32);
+  return flat_;
+}
+
+void ZeroOptimizer::share_weights(SharedWeights& shared) {
+  shared_ = &shared;
 }
 
 // The shadows follow the masters: every rank's are refilled from the
 // gathered masters (finish_gathers), the pieces' optimizers keep none.
+// With shared weights the shadow is shared too, and each rank's pieces'
+// optimizers write their own pieces of it as they update.
 void ZeroOptimizer::set_bf16_shadow(size_t index, Tensor shadow) {
   LT_CHECK(index < masters_.size(), "dist.zero 1: shadow of parameter ", index, " of ",
            masters_.size());
+  if (shared_) {
+    for (size_t k = first_piece_[index];
+         k < shards_.pieces.size() && shards_.pieces[k].param == index; ++k) {
+      const ZeroPiece& piece = shards_.pieces[k];
+      const auto [inner, at] = inner_of_[k];
+      Tensor part = shadow.defined()
+                        ? shadow.flatten().slice(0, piece.begin, piece.begin + piece.length)
+                        : Tensor();
+      if (inner == 0) {
+        adam_->set_bf16_shadow(at, std::move(part));
+      } else {
+        adam8_->set_bf16_shadow(at, std::move(part));
+      }
+    }
+    return;
+  }
   if (shadow.defined()) {
     optim::check_bf16_shadow("dist.zero 1", masters_[index].first, masters_[index].second, shadow);
     optim::fill_bf16_shadow(masters_[index].second, shadow);
@@ -115,7 +141,7 @@ double ZeroOptimizer::reduce_gradients(const std::vector<Tensor>& grads) {
   std::vector<double> has(grads.size());
   for (size_t i = 0; i < grads.size(); ++i) has[i] = grads[i].defined() ? 1 : 0;
   ranks_.sum(has);
-  float* flat = flat_data(flat_);
+  float* flat = flat_data(this->flat());
   for (size_t i = 0; i < grads.size(); ++i) {
     float* to = flat + shards_.param_offsets[i];
     const int64_t n = masters_[i].second.numel();
@@ -142,7 +168,7 @@ double ZeroOptimizer::reduce_gradients(const std::vector<Tensor>& grads) {
 
 void ZeroOptimizer::start_reduce(size_t group) {
   const ZeroGroup& g = shards_.groups.at(group);
-  ranks_.start_reduce_scatter(flat_.slice(0, g.flat, g.flat + shards_.world * g.shard),
+  ranks_.start_reduce_scatter(flat().slice(0, g.flat, g.flat + shards_.world * g.shard),
                               shard_grad_.slice(0, g.shard_at, g.shard_at + g.shard));
 }
 
@@ -176,8 +202,9 @@ size_t ZeroOptimizer::group_of(size_t i) const {
 }
 
 void ZeroOptimizer::start_gather(size_t group) {
+  if (shared_) return;  // each rank wrote its pieces into the shared masters
   const ZeroGroup& g = shards_.groups.at(group);
-  float* flat = flat_data(flat_);
+  float* flat = flat_data(this->flat());
   for (const ZeroPiece& piece : shards_.pieces) {
     if (piece.group != group) continue;
     const Tensor& m = masters_[piece.param].second;
@@ -189,6 +216,7 @@ void ZeroOptimizer::start_gather(size_t group) {
 }
 
 void ZeroOptimizer::finish_gathers() {
+  if (gathering_.empty()) return;
   const float* flat = flat_data(flat_);
   for (size_t group : gathering_) {
     const ZeroGroup& g = shards_.groups[group];
@@ -204,7 +232,7 @@ void ZeroOptimizer::finish_gathers() {
 
 Tensor ZeroOptimizer::flat_gradient_view(size_t i) const {
   const int64_t at = shards_.param_offsets.at(i);
-  return flat_.slice(0, at, at + masters_[i].second.numel()).view(masters_[i].second.shape());
+  return flat().slice(0, at, at + masters_[i].second.numel()).view(masters_[i].second.shape());
 }
 
 void ZeroOptimizer::update(double lr, double grad_scale, size_t first, size_t last) {
@@ -224,9 +252,19 @@ void ZeroOptimizer::update(double lr, double grad_scale, size_t first, size_t la
     const size_t param = shards_.pieces[k].param;
     if (param >= first && param < last) pieces_[k].second.set_grad(Tensor());
   }
+  if (!shared_) return;
+  // Note [Weights shared by the ranks of a host]: done when every rank of
+  // the host has written its pieces of the groups updated here.
+  for (size_t g = 0; g < shards_.groups.size(); ++g) {
+    const ZeroGroup& group = shards_.groups[g];
+    if (group.first < first || group.last > last) continue;
+    shared_->publish(g);
+    shared_->wait_for(g, "the update of the parameters from '" + masters_[group.first].first + "'");
+  }
 }
 
 void ZeroOptimizer::gather_masters() {
+  if (shared_) return;  // update() waited for every rank's pieces
   for (size_t g = 0; g < shards_.groups.size(); ++g) start_gather(g);
   ranks_.wait_for_sums();
   finish_gathers();

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "exec/cross_rank_sum.h"
+#include "exec/shared_weights.h"
 #include "exec/zero_shards.h"
 #include "nn/module.h"
 #include "optim/adamw.h"
@@ -106,6 +107,16 @@ class ZeroOptimizer final : public optim::Optimizer {
   void start_gather(size_t group);
   void finish_gathers();
 
+  // The masters live in memory the ranks of this host share (Note [Weights
+  // shared by the ranks of a host]); `shared` outlives this and is made
+  // over the same parameters before this optimizer. From now on update()
+  // publishes each group it finishes and returns once every rank of the
+  // host has finished it too; nothing is all-gathered (gather_masters,
+  // start_gather and finish_gathers do nothing: the run must be one host);
+  // a bf16 shadow is written by each rank for its own pieces.
+  void share_weights(SharedWeights& shared);
+  bool shares_weights() const { return shared_ != nullptr; }
+
   const ZeroShards& shards() const { return shards_; }
   // This rank's pieces' states, as AdamW (or AdamW8bit) names them
   // (exec/zero_checkpoint.h writes them per shard), and the parameters'
@@ -131,10 +142,14 @@ class ZeroOptimizer final : public optim::Optimizer {
   std::unique_ptr<optim::AdamW> adam_;
   std::unique_ptr<optim::AdamW8bit> adam8_;
   std::vector<std::pair<int, size_t>> inner_of_;
-  Tensor flat_;                    // f32 [world * shard]: gradients, then weights
+  // f32 [world * shard]: gradients, then weights; made on first use (the
+  // streaming executor with shared weights never needs it).
+  const Tensor& flat() const;
+  mutable Tensor flat_;
   Tensor shard_grad_;              // f32 [shard]: this rank's summed gradients
   std::vector<size_t> gathering_;  // groups whose all-gather has started
   std::vector<Tensor> shadows_;    // per master: its bf16 copy for a GPU, or undefined
+  SharedWeights* shared_ = nullptr;
 };
 
 }  // namespace lt::exec

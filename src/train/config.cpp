@@ -273,6 +273,7 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"dist.timeout_s", number(c.dist.timeout_s)},
       {"dist.bucket_mb", number(c.dist.bucket_mb)},
       {"dist.zero", integer(c.dist.zero)},
+      {"dist.share_weights", boolean(c.dist.share_weights)},
       {"out.dir", str(c.out.dir)},
   };
 }

@@ -133,6 +133,9 @@ struct TrainConfig {
     // 1: ZeRO-1 for the offload executor: each rank keeps 1/N of the
     // optimizer state and updates 1/N of the masters.
     int64_t zero = 0;
+    // With zero 1 on one host: the ranks share one copy of the weights in
+    // POSIX shared memory (exec/shared_weights.h).
+    bool share_weights = true;
   } dist;
   struct Out {
     std::string dir = "runs/latest";

@@ -30,6 +30,7 @@
 #include "train/compile_setup.h"
 #include "train/generation.h"
 #include "train/generation_setup.h"
+#include "train/host_weights.h"
 #include "train/math_eval.h"
 #include "train/math_report.h"
 #include "train/out_dir_lock.h"
@@ -117,16 +118,24 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const Run
 // CPU stand-in device.
 // The device a CPU-master executor copies to: the GPU, or the CPU stand-in
 // with exec.device_memory_gb as its capacity.
+// `shared`: the weights the ranks of this host share (their bf16 copies
+// are the GPU's upload sources), or null.
 std::unique_ptr<exec::StreamingDevice> make_device(const TrainConfig& c, const RunPlan& plan,
                                                    const models::CausalLM& model,
-                                                   optim::Optimizer& optimizer) {
+                                                   optim::Optimizer& optimizer,
+                                                   const exec::SharedWeights* shared) {
 #ifdef LT_WITH_CUDA
-  if (plan.device.is_cuda())
+  if (plan.device.is_cuda()) {
+    std::vector<Tensor> shared_copies;
+    for (size_t i = 0; shared && i < model.parameters().size(); ++i)
+      shared_copies.push_back(shared->bf16_copy(i));
     return std::make_unique<exec::CudaStreamingDevice>(model.parameters(), optimizer,
-                                                       plan.device.index);
+                                                       plan.device.index, shared_copies);
+  }
 #else
   (void)model;
   (void)optimizer;
+  (void)shared;
 #endif
   LT_CHECK(plan.device.is_cpu(), "exec.mode: ", exec::executor_name(plan.executor), " on ",
            plan.device.str(), " needs a CUDA build");
@@ -193,7 +202,8 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
                                               const models::CausalLM& model,
                                               optim::Optimizer& optimizer, int64_t epoch_steps,
                                               exec::CrossRankSum* ranks,
-                                              exec::ZeroOptimizer* zero) {
+                                              exec::ZeroOptimizer* zero,
+                                              const exec::SharedWeights* shared) {
   if (plan.executor == exec::ExecutorKind::Resident)
     return std::make_unique<exec::ResidentExecutor>(
         model, optimizer, plan.compute_dtype, ranks,
@@ -213,7 +223,7 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
     o.ranks = ranks;
     o.zero = zero;
     return std::make_unique<exec::OffloadExecutor>(
-        model, optimizer, make_device(c, plan, model, optimizer), std::move(o));
+        model, optimizer, make_device(c, plan, model, optimizer, shared), std::move(o));
   }
   exec::StreamingOptions options;
   options.schedule = plan.schedule;
@@ -223,7 +233,7 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
   options.ranks = ranks;
   options.zero = zero;
   return std::make_unique<exec::StreamingExecutor>(
-      model, optimizer, make_device(c, plan, model, optimizer), std::move(options));
+      model, optimizer, make_device(c, plan, model, optimizer, shared), std::move(options));
 }
 
 void write_text_atomic(const fs::path& path, const std::string& text) {
@@ -252,6 +262,10 @@ struct Run {
   dist::World world;
   std::unique_ptr<exec::CrossRankSum> ranks;
   exec::ZeroOptimizer* zero = nullptr;  // dist.zero 1: = optimizer, sharded
+  // dist.share_weights: the weights this host's ranks share (the model's
+  // parameters point into them); before the optimizer and the executor,
+  // which hold views of them.
+  std::unique_ptr<exec::SharedWeights> shared_weights;
   std::unique_ptr<exec::Executor> executor;
   std::optional<data::Batcher> batcher;
   data::BatchOptions batch_options;
@@ -329,9 +343,14 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   if (r.plan.device.is_cuda() && r.plan.executor == exec::ExecutorKind::Resident)
     model.to(r.plan.device, DType::F32);
   setup_compile(c, r.plan, model, log);
+  const size_t zero_groups = r.plan.executor == exec::ExecutorKind::Streaming
+                                 ? exec::streaming_zero_groups(model).size()
+                                 : 1;
+  r.shared_weights = share_weights_on_host(c, r.plan, model, zero_groups, log);
   std::unique_ptr<exec::ZeroOptimizer> zero = make_zero_optimizer(c, r.plan, model, r.ranks.get());
   exec::ZeroOptimizer* sharded = zero.get();
   r.zero = sharded;
+  if (zero && r.shared_weights) zero->share_weights(*r.shared_weights);
   if (zero) {
     log.message(
         fmt::format("dist.zero 1: this rank keeps the optimizer states of {} of the {} parameters",
@@ -346,7 +365,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   r.batch_options.seed = c.train.seed;
   r.executor = make_executor(c, r.plan, model, *r.optimizer,
                              steps_per_epoch(r.sources, r.batch_options, r.plan.grad_accum),
-                             r.ranks.get(), sharded);
+                             r.ranks.get(), sharded, r.shared_weights.get());
   // Padding is never predicted but is still embedded, so it must be a valid
   // id: EOS when the vocabulary has it (a trimmed vocabulary may not), else 0.
   if (auto eos = model.config().eos_token_ids;

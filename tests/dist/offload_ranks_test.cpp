@@ -46,6 +46,9 @@ INSTANTIATE_TEST_SUITE_P(
     Runs, OffloadRanks,
     ::testing::Values(Shape{"all_reduce", 2, {"train.batch_size=4", "train.grad_accum=2"}},
                       Shape{"zero1", 2, {"train.batch_size=4", "dist.zero=1"}},
+                      Shape{"zero1_private_weights",
+                            2,
+                            {"train.batch_size=4", "dist.zero=1", "dist.share_weights=false"}},
                       Shape{"zero1_three_ranks", 3, {"train.batch_size=6", "dist.zero=1"}}),
     [](const auto& info) { return std::string(info.param.name); });
 

@@ -21,4 +21,13 @@ void pinned_free(void* ptr) noexcept {
   cudaGetLastError();
 }
 
+void host_register(void* ptr, size_t bytes) {
+  LT_CUDA_CHECK(cudaHostRegister(ptr, bytes, cudaHostRegisterPortable));
+}
+
+void host_unregister(void* ptr) noexcept {
+  cudaHostUnregister(ptr);  // no check: may run at exit, after the context is gone
+  cudaGetLastError();
+}
+
 }  // namespace lt::cuda

@@ -27,5 +27,9 @@ float event_elapsed_ms(void* start, void* end);
 // nullptr when the system cannot pin more.
 void* pinned_alloc(size_t bytes);
 void pinned_free(void* ptr) noexcept;
+// Page-locks memory allocated elsewhere (a shared-memory segment) for
+// every device (cudaHostRegisterPortable), and undoes it.
+void host_register(void* ptr, size_t bytes);
+void host_unregister(void* ptr) noexcept;
 
 }  // namespace lt::cuda

@@ -31,7 +31,8 @@ void check_pair(const Tensor& dst, const Tensor& src, const char* what) {
 }  // namespace
 
 CudaStreamingDevice::CudaStreamingDevice(const nn::NamedParameters& masters,
-                                         optim::Optimizer& optimizer, int device)
+                                         optim::Optimizer& optimizer, int device,
+                                         std::vector<Tensor> shared_shadows)
     : device_(device),
       optimizer_(&optimizer),
       compute_(Stream::create(Device::cuda(device))),
@@ -39,13 +40,21 @@ CudaStreamingDevice::CudaStreamingDevice(const nn::NamedParameters& masters,
       download_stream_(Stream::create(Device::cuda(device))) {
   LT_CHECK(optimizer.size() == masters.size(), "CUDA streaming device: the optimizer holds ",
            optimizer.size(), " parameters, the model ", masters.size());
+  LT_CHECK(shared_shadows.empty() || shared_shadows.size() == masters.size(),
+           "CUDA streaming device: ", shared_shadows.size(), " shared bf16 copies for ",
+           masters.size(), " parameters");
   for (size_t i = 0; i < masters.size(); ++i) {
     const auto& [name, p] = masters[i];
     LT_CHECK(p.device().is_cpu() && p.dtype() == DType::F32 && p.is_contiguous(),
              "CUDA streaming device: master parameter '", name,
              "' must be a contiguous f32 CPU tensor, got ", p.str());
-    Tensor shadow = Tensor::empty(p.shape(), DType::BF16, pinned_);
-    shadow.copy_(p);  // round to nearest even, as the optimizer's later writes
+    Tensor shadow;
+    if (shared_shadows.empty()) {
+      shadow = Tensor::empty(p.shape(), DType::BF16, pinned_);
+      shadow.copy_(p);  // round to nearest even, as the optimizer's later writes
+    } else {
+      shadow = shared_shadows[i];  // filled by local rank 0
+    }
     optimizer.set_bf16_shadow(i, shadow);
     shadows_[p.data_ptr()] = shadow;
   }

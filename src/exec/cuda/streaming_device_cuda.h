@@ -51,9 +51,11 @@ class CudaStreamingDevice final : public StreamingDevice {
  public:
   // `masters` (f32 CPU parameters, the optimizer's order) get pinned bf16
   // shadows, filled now and registered with `optimizer`; the destructor
-  // removes them again.
+  // removes them again. `shared_shadows` (per master, or empty): the bf16
+  // copies the ranks of a host share (exec/shared_weights.h), in memory
+  // registered with CUDA, used instead of shadows of this device's own.
   CudaStreamingDevice(const nn::NamedParameters& masters, optim::Optimizer& optimizer,
-                      int device = 0);
+                      int device = 0, std::vector<Tensor> shared_shadows = {});
   // Without masters: uploads copy host tensors already in bf16 (streamed
   // generation's pinned weights, exec/streamed_weights.h).
   explicit CudaStreamingDevice(int device = 0);

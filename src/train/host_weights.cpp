@@ -1,0 +1,62 @@
+#include "train/host_weights.h"
+
+#include <fmt/format.h>
+
+#include "dist/host_segment.h"
+#include "dist/process.h"
+#ifdef LT_WITH_CUDA
+#include "core/cuda/runtime_calls.h"
+#endif
+
+namespace lt::train {
+
+std::unique_ptr<exec::SharedWeights> share_weights_on_host(const TrainConfig& c,
+                                                           const RunPlan& plan,
+                                                           models::CausalLM& model, size_t groups,
+                                                           ProgressBar& log) {
+  const dist::World& world = dist::this_world();
+  const bool cpu_master = plan.executor == exec::ExecutorKind::Offload ||
+                          plan.executor == exec::ExecutorKind::Streaming;
+  if (!world.distributed() || c.dist.zero != 1 || !c.dist.share_weights || !cpu_master)
+    return nullptr;
+  if (world.launcher != dist::Launcher::Mpi) {
+    log.message(fmt::format(
+        "dist.share_weights: the ranks of a host find each other through MPI, and this run was "
+        "started by {}: each rank keeps its own copy of the weights",
+        dist::launcher_name(world.launcher)));
+    return nullptr;
+  }
+  const dist::HostSegment layout = dist::host_layout();
+  if (layout.hosts > 1) {
+    log.message(
+        "dist.share_weights: the ranks span several hosts, and sharing the weights within each "
+        "while all-gathering between hosts is not built yet: each rank keeps its own copy");
+    return nullptr;
+  }
+  const auto params = model.parameters();
+  const bool bf16_copies = plan.device.is_cuda();
+  const dist::HostSegment host = dist::open_host_segment(
+      exec::SharedWeights::bytes_for(params, groups, layout.local_size, bf16_copies));
+  dist::SharedMemory& memory = *host.memory;
+#ifdef LT_WITH_CUDA
+  if (bf16_copies) {
+    // Page-locked, so that the uploads from it run at the link's rate.
+    cuda::host_register(memory.data(), memory.bytes());
+    memory.before_unmap = [data = memory.data()] { cuda::host_unregister(data); };
+  }
+#endif
+  auto shared = std::make_unique<exec::SharedWeights>(
+      host.memory, memory.data(), memory.bytes(), params, groups, host.local_rank, host.local_size,
+      bf16_copies, c.dist.timeout_s);
+  if (host.local_rank == 0) shared->write_weights();
+  shared->barrier("local rank 0's copy of the weights into shared memory");
+  shared->adopt();
+  log.message(fmt::format(
+      "dist.share_weights: the {} ranks of this host share one copy of the weights in /dev/shm "
+      "({:.2f} MB; {:.2f} MB of f32 weights no longer held per rank)",
+      host.local_size, static_cast<double>(memory.bytes()) / 1e6,
+      static_cast<double>(shared->weight_bytes()) / 1e6));
+  return shared;
+}
+
+}  // namespace lt::train
