@@ -63,20 +63,25 @@ void check_driver(CUresult result, const char* what) {
   fail("compile: ", what, " failed: CUDA driver error ", static_cast<int>(result), " (", text, ")");
 }
 
-// The runtime's device and, with it, that device's primary context made
+// The runtime's device and, with it (CUDA 12 and later: cudaSetDevice
+// initializes the primary context), that device's primary context made
 // current for the driver calls that follow; restored after.
 class CurrentDevice {
  public:
-  explicit CurrentDevice(int device) {
+  explicit CurrentDevice(int device) : device_(device) {
     LT_CUDA_CHECK(cudaGetDevice(&previous_));
-    LT_CUDA_CHECK(cudaSetDevice(device));
-    LT_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context if none yet
+    // Even when it is the runtime's device already: a thread that has not
+    // called the runtime yet has no context current for the driver.
+    LT_CUDA_CHECK(cudaSetDevice(device_));
   }
-  ~CurrentDevice() { cudaSetDevice(previous_); }
+  ~CurrentDevice() {
+    if (previous_ != device_) cudaSetDevice(previous_);
+  }
   CurrentDevice(const CurrentDevice&) = delete;
   CurrentDevice& operator=(const CurrentDevice&) = delete;
 
  private:
+  int device_;
   int previous_ = 0;
 };
 
