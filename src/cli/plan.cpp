@@ -77,7 +77,8 @@ nlohmann::json print_data_parallel(const plan::Plan& r, const PlanArgs& args,
                       {"collectives_s", d.collectives_s},
                       {"step_s", step_s},
                       {"tokens_per_s", tokens_per_s},
-                      {"zero1_saves_host_bytes_per_rank", d.zero_saves_bytes_per_rank}};
+                      {"zero1_saves_host_bytes_per_rank", d.zero_saves_bytes_per_rank},
+                      {"zero1_host_bytes_per_node", d.zero_host_bytes_per_node}};
   if (args.json) return j;
   fmt::print(
       "data parallel: {} GPUs ({} node{} of {}), global batch {} = {} x the batch above\n"
@@ -87,13 +88,16 @@ nlohmann::json print_data_parallel(const plan::Plan& r, const PlanArgs& args,
       "  predicted step <= {:.3f} s ({:.0f} tokens/s): the rank's step + the collectives, not "
       "overlapped\n"
       "  ZeRO-1 (dist.zero 1; the CPU-master executors) would keep {:.2f} GB "
-      "less optimizer state per rank\n"
+      "less optimizer state per rank: host {:.2f} GB per node{}\n"
       "  not modelled: a node's ranks share its cores and host memory bandwidth (a CPU-master "
       "executor's optimizer runs on every rank)\n",
       d.gpus, d.nodes, d.nodes > 1 ? "s" : "", d.ranks_per_node, r.schedule.batch_size * d.gpus,
       d.gpus, gb(r.budget.bytes(exec::MemorySpace::Gpu)), gb(host), gb(d.host_bytes_per_node),
       d.ranks_per_node, gb(d.traffic_bytes), d.bus_gbps, d.link_from, d.collectives_s, step_s,
-      tokens_per_s, gb(d.zero_saves_bytes_per_rank));
+      tokens_per_s, gb(d.zero_saves_bytes_per_rank), gb(d.zero_host_bytes_per_node),
+      d.nodes == 1 && d.ranks_per_node > 1
+          ? " (its ranks sharing one copy of the weights: dist.share_weights)"
+          : "");
   return j;
 }
 

@@ -45,7 +45,17 @@ struct DataParallelPlan {
   // With ZeRO-1 (dist.zero 1) each rank would keep 1/N of the optimizer
   // states: the host bytes per rank it saves.
   int64_t zero_saves_bytes_per_rank = 0;
+  // With ZeRO-1 on one node, the ranks share one copy of the weights
+  // (dist.share_weights; exec/shared_weights.h): the f32 masters and the
+  // bf16 copies the GPU uploads from, 6 bytes a parameter, once per node
+  // instead of once per rank. The host bytes per node then (on several
+  // nodes sharing is not built: each rank keeps its copy).
+  int64_t zero_host_bytes_per_node = 0;
 };
+
+// The weights the ranks of a node share under ZeRO-1: f32 masters and bf16
+// copies, per parameter.
+inline constexpr int64_t kSharedWeightBytesPerParameter = 4 + 2;
 
 // `rank_host_bytes`: the host peak the one-GPU plan of a rank's batch
 // counts. Throws naming --gpus when it is < 1.

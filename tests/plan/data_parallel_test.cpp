@@ -40,6 +40,10 @@ TEST(DataParallelPlan, CollectivesAndMemoryAgainstHandCounts) {
                    static_cast<double>(d.traffic_bytes) / (kDefaultLinkGbps * 1e9));
   EXPECT_EQ(d.host_bytes_per_node, 4000);
   EXPECT_EQ(d.zero_saves_bytes_per_rank, static_cast<int64_t>(0.75 * 8 * p));
+  // ZeRO-1 on one node: the 4 ranks share one copy of the f32 masters and
+  // bf16 copies (6 bytes a parameter) instead of holding one each.
+  EXPECT_EQ(d.zero_host_bytes_per_node,
+            4 * (1000 - d.zero_saves_bytes_per_rank) - 3 * 6 * model.num_parameters());
 
   // 16 GPUs, 8 a node, links from the profile: the ring crosses nodes.
   o.gpus = 16;
@@ -52,6 +56,8 @@ TEST(DataParallelPlan, CollectivesAndMemoryAgainstHandCounts) {
   EXPECT_EQ(d.link_from, "profile");
   EXPECT_EQ(d.traffic_bytes, static_cast<int64_t>(2 * (15.0 / 16) * 2 * p));
   EXPECT_EQ(d.host_bytes_per_node, 8000);
+  // Across nodes each rank keeps its copy of the weights.
+  EXPECT_EQ(d.zero_host_bytes_per_node, 8 * (1000 - d.zero_saves_bytes_per_rank));
 
   // One GPU: nothing moves.
   o.gpus = 1;
