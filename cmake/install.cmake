@@ -7,6 +7,11 @@ include(GNUInstallDirs)
 
 set(LT_INSTALL_ASSETS_DIR ${CMAKE_INSTALL_DATADIR}/lazytrain/assets)
 install(TARGETS lazytrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The fusion compiler plugin goes beside the program, where it looks for it
+# (compile/plugin_loader.h).
+if(TARGET lazytrain_mlir)
+  install(TARGETS lazytrain_mlir LIBRARY DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/ DESTINATION ${LT_INSTALL_ASSETS_DIR})
 
 # The assets folder as seen from the program's folder ("../share/..."): the

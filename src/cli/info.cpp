@@ -33,12 +33,18 @@ nlohmann::json gather_info() {
   // What exec.schedule auto may plan host memory for (with nothing loaded).
   const int64_t host = host_bytes_for_this_process(0, 0);
   info["host_memory_free_gb"] = host >= 0 ? nlohmann::json(host / 1e9) : nlohmann::json();
-  // The fusion compiler (src/compile): null version when built without MLIR.
+  // The fusion compiler (src/compile): asking loads its plugin. Null
+  // version and no targets when it does not load, and the reason.
   const compile::CompilerInfo compiler = compile::compiler_info();
+  const auto or_null = [](bool known, const std::string& text) {
+    return known ? nlohmann::json(text) : nlohmann::json();
+  };
   info["compiler"] = {{"built", compiler.built_in},
-                      {"mlir_version", compiler.built_in ? nlohmann::json(compiler.mlir_version)
-                                                         : nlohmann::json()},
-                      {"targets", compiler.targets}};
+                      {"loaded", compiler.loaded},
+                      {"mlir_version", or_null(compiler.loaded, compiler.mlir_version)},
+                      {"targets", compiler.targets},
+                      {"plugin", or_null(compiler.built_in, compiler.plugin)},
+                      {"error", or_null(!compiler.loaded, compiler.error)}};
 #ifdef LT_WITH_CUDA
   info["cuda_built"] = true;
   int n = cuda::device_count();
@@ -76,13 +82,18 @@ void add_info_command(CLI::App& app) {
                info["cpu_kernels"]["cross_entropy_rows"].get<std::string>());
     if (!info["host_memory_free_gb"].is_null())
       fmt::print("  host memory free: {:.1f} GB\n", info["host_memory_free_gb"].get<double>());
-    if (info["compiler"]["built"].get<bool>()) {
+    const nlohmann::json& compiler = info["compiler"];
+    if (compiler["loaded"].get<bool>()) {
       std::string targets;
-      for (const auto& t : info["compiler"]["targets"]) {
+      for (const auto& t : compiler["targets"]) {
         targets += (targets.empty() ? "" : ", ") + t.get<std::string>();
       }
-      fmt::print("  fusion compiler: MLIR {} ({})\n",
-                 info["compiler"]["mlir_version"].get<std::string>(), targets);
+      fmt::print("  fusion compiler: MLIR {} ({}), plugin {}\n",
+                 compiler["mlir_version"].get<std::string>(), targets,
+                 compiler["plugin"].get<std::string>());
+    } else if (compiler["built"].get<bool>()) {
+      fmt::print("  fusion compiler: built, but not available here: {}\n",
+                 compiler["error"].get<std::string>());
     } else {
       fmt::print("  fusion compiler: not built (libmlir-19-dev and -DLT_MLIR=ON)\n");
     }

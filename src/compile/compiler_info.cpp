@@ -1,16 +1,20 @@
 #include "compile/compiler_info.h"
 
+#include "compile/plugin_loader.h"
+
 namespace lt::compile {
 
-// LT_MLIR_VERSION is defined for this file only, when MLIR is built in
-// (src/CMakeLists.txt).
 CompilerInfo compiler_info() {
+  const PluginStatus& status = plugin_status();
   CompilerInfo info;
-#ifdef LT_MLIR_VERSION
-  info.built_in = true;
-  info.mlir_version = LT_MLIR_VERSION;
-  info.targets = {"cpu"};
-#endif
+  info.built_in = status.built;
+  info.loaded = status.loaded;
+  info.plugin = status.path;
+  info.error = status.error;
+  if (const MlirCompiler* compiler = mlir_compiler()) {
+    info.mlir_version = compiler->mlir_version();
+    info.targets = compiler->targets();
+  }
   return info;
 }
 

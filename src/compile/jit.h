@@ -1,9 +1,11 @@
 #pragma once
 // CPU kernels compiled from a KernelGraph: its MLIR (compile/to_mlir.h) is
 // lowered to the LLVM dialect, optimized and JIT-compiled by MLIR's
-// ExecutionEngine. jit.cpp is the one file that includes MLIR's headers;
-// in a build without MLIR (-DLT_MLIR=OFF) compile_cpu throws, saying so
-// (compile/compiler_info.h tells beforehand).
+// ExecutionEngine, inside the compiler plugin (compile/mlir_plugin/
+// cpu_jit.cpp, loaded on first use: compile/plugin_loader.h). Where the
+// plugin cannot load (built without MLIR, or its libraries missing)
+// compile_cpu throws, saying which file and why (compile/compiler_info.h
+// tells beforehand).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -14,10 +16,11 @@
 
 namespace lt::compile {
 
+class JitCode;
+
 class CpuKernel {
  public:
-  struct Engine;
-  CpuKernel(std::unique_ptr<Engine> engine, std::vector<ShapeClass> params);
+  CpuKernel(std::unique_ptr<JitCode> code, std::vector<ShapeClass> params);
   ~CpuKernel();
   CpuKernel(const CpuKernel&) = delete;
   CpuKernel& operator=(const CpuKernel&) = delete;
@@ -28,7 +31,7 @@ class CpuKernel {
   void run(int64_t rows, int64_t cols, std::span<void* const> buffers) const;
 
  private:
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<JitCode> code_;   // the plugin's, which frees it
   std::vector<ShapeClass> params_;  // inputs then outputs
 };
 

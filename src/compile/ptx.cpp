@@ -1,13 +1,20 @@
-// The GPU lowering. Like compile/jit.cpp, the only other file with MLIR's
-// headers, LT_HAVE_MLIR is defined for this file alone. It registers all of
-// MLIR's dialects, extensions and passes, as mlir-opt does: the NVVM
-// lowering needs interfaces from several of them, and the pipeline below
-// is the one checked with mlir-opt-19 (docs/compiler.md).
+// The GPU lowering. Built twice (src/CMakeLists.txt): into the compiler
+// plugin with LT_HAVE_MLIR, where compile_ptx lowers with MLIR (with
+// compile/mlir_plugin/cpu_jit.cpp, the only files with MLIR's headers);
+// and into the program without it, where compile_ptx asks the plugin
+// (compile/compiler_plugin.h) and ptx_isa_for runs as it is. It registers
+// all of MLIR's dialects, extensions and passes, as mlir-opt does: the
+// NVVM lowering needs interfaces from several of them, and the pipeline
+// below is the one checked with mlir-opt-19 (docs/compiler.md).
 #include "compile/ptx.h"
 
 #include <algorithm>
 
 #include "core/error.h"
+
+#if !LT_HAVE_MLIR
+#include "compile/plugin_loader.h"
+#endif
 
 #if LT_HAVE_MLIR
 #include <mutex>
@@ -89,11 +96,12 @@ PtxKernel compile_ptx(const KernelGraph& graph, const PtxTarget& target) {
   return kernel;
 }
 
-#else  // !LT_HAVE_MLIR
+#else  // !LT_HAVE_MLIR: the program's side
 
-PtxKernel compile_ptx(const KernelGraph& graph, const PtxTarget&) {
-  fail("compile: this lazytrain was built without MLIR (-DLT_MLIR=OFF), so GPU kernel ",
-       graph.key(), " cannot be compiled");
+PtxKernel compile_ptx(const KernelGraph& graph, const PtxTarget& target) {
+  return with_mlir_compiler("GPU kernel " + graph.key(), [&](MlirCompiler& compiler) {
+    return compiler.compile_ptx(graph, target);
+  });
 }
 
 #endif

@@ -1,30 +1,47 @@
 #include "train/compile_setup.h"
 
 #include "compile/compiler_info.h"
+#include "core/error.h"
 #include "models/compiled_blocks.h"
 
 namespace lt::train {
 
 void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& model,
                    ProgressBar& log) {
-  if (!c.train.compile) return;
+  const std::string& mode = c.train.compile;
+  if (mode == "off") return;
+  // `on` asks for the compiler itself: without it, stop before training.
+  // `auto` first asks whether this run could use it, so that a run that
+  // cannot does not load the plugin (libMLIR and libLLVM) at all.
+  if (mode == "on") {
+    const compile::CompilerInfo compiler = compile::compiler_info();
+    LT_CHECK(compiler.loaded, "config key 'train.compile' is on, but the fusion compiler is not ",
+             "available: ", compiler.error,
+             ". Set train.compile to auto (or off) to train with the hand-written kernels.");
+  }
   const char* why_not = nullptr;
-  if (!compile::compiler_info().built_in) {
-    why_not = "this build has no MLIR (LT_MLIR, scripts/install-deps.sh)";
-  } else if (!plan.device.is_cpu()) {
+  if (!plan.device.is_cpu()) {
     why_not = "the compiled kernels run on the CPU only so far (the GPU path does not launch yet)";
   } else if (plan.executor != exec::ExecutorKind::Resident &&
              plan.executor != exec::ExecutorKind::Offload) {
     why_not = "only the resident and offload executors run the compiled blocks so far";
   }
   if (why_not != nullptr) {
-    log.message(std::string("train.compile: running unfused: ") + why_not);
+    log.message("train.compile " + mode + ": running the hand-written kernels: " + why_not);
     return;
+  }
+  if (mode == "auto") {
+    const compile::CompilerInfo compiler = compile::compiler_info();
+    if (!compiler.loaded) {
+      log.message("train.compile auto: running the hand-written kernels: " + compiler.error);
+      return;
+    }
   }
   auto cache = std::make_shared<compile::KernelCache>(compile::KernelCache::default_folder());
   model.use_compiled_blocks(std::make_shared<models::CompiledBlocks>(cache));
-  log.message("train.compile: blocks run through the fusion compiler (kernels cached in " +
-              cache->folder() + ")");
+  log.message("train.compile " + mode +
+              ": blocks run through the fusion compiler (kernels cached in " + cache->folder() +
+              ")");
 }
 
 void log_compile(const models::CausalLM& model, ProgressBar& log) {

@@ -8,10 +8,12 @@
 
 namespace lt::train {
 
-// With train.compile on, gives `model` its compiled blocks (kernels cached
-// in compile::KernelCache::default_folder()) and says so; where the run
-// cannot use them (no MLIR in this build, a GPU, an executor that calls
-// the stages itself) says why once and leaves the model as it is.
+// With train.compile on or auto, gives `model` its compiled blocks
+// (kernels cached in compile::KernelCache::default_folder()) and says so;
+// where the run cannot use them (a GPU, an executor that calls the stages
+// itself; with auto, no compiler plugin: built without MLIR, or it or its
+// libraries missing) says why once and leaves the model as it is. With on
+// and no compiler plugin, throws naming train.compile and the reason.
 void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& model,
                    ProgressBar& log);
 

@@ -133,6 +133,18 @@ Access boolean(bool& field) {
           },
           plain(field)};
 }
+// auto, on or off; YAML's booleans (true, false, yes, no) as on and off.
+Access auto_on_off(std::string& field) {
+  return {[&field](const YAML::Node& n, const std::string& key) {
+            const std::string text = n.IsScalar() ? n.Scalar() : "";
+            if (text == "auto" || text == "on" || text == "off") {
+              field = text;
+              return;
+            }
+            field = scalar_as<bool>(n, key, "auto, on or off (or true/false)") ? "on" : "off";
+          },
+          plain(field)};
+}
 Access numbers(std::vector<double>& field) {
   return {
       [&field](const YAML::Node& n, const std::string& key) {
@@ -239,7 +251,7 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"train.save_every", integer(c.train.save_every)},
       {"train.keep_last", integer(c.train.keep_last)},
       {"train.max_bad_steps", integer(c.train.max_bad_steps)},
-      {"train.compile", boolean(c.train.compile)},
+      {"train.compile", auto_on_off(c.train.compile)},
       {"optim.name", str(c.optim.name)},
       {"optim.lr", number(c.optim.lr)},
       {"optim.betas", numbers(c.optim.betas)},
@@ -329,7 +341,11 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
             fail(source, ": unknown key '", key, ".", inner, "'", where(entry.first), " ('", key,
                  "' takes a value, not a mapping)");
           }
-          it->second->set(entry.second, key);
+          try {
+            it->second->set(entry.second, key);
+          } catch (const Error& e) {
+            fail(source, ": ", e.what());  // the file (or --set) the value came from
+          }
         }
       };
   for (const auto& section : root) {

@@ -61,9 +61,11 @@ struct TrainConfig {
     int64_t keep_last = 2;       // checkpoints kept
     int64_t max_bad_steps = 5;   // stop after this many non-finite steps in a row
     // Run the decoder blocks through the fusion compiler (models/compiled_blocks.h):
-    // elementwise and norm chains become compiled kernels. Off until it is
-    // faster; needs a build with MLIR (LT_MLIR) and the CPU.
-    bool compile = false;
+    // elementwise and norm chains become compiled kernels. auto: where its
+    // plugin loads (a build with MLIR, libMLIR present); on: that or an
+    // error; off (the default until compiled kernels are faster than the
+    // hand-written ones). true and false read as on and off. CPU only so far.
+    std::string compile = "off";  // auto|on|off
   } train;
   struct Optim {
     std::string name = "adamw";  // adamw or adamw8bit
