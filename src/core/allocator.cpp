@@ -1,5 +1,7 @@
 #include "core/allocator.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <mutex>
 
@@ -33,14 +35,34 @@ void AllocationCounters::reset_peak() {
   peak_.store(current_.load());
 }
 
+namespace {
+// Blocks of kHugePageFrom bytes or more are aligned to kHugePage and backed
+// by transparent huge pages where the kernel allows (Note [Huge pages for
+// large host tensors]). 32 MiB is also glibc's largest mmap threshold, so
+// such blocks always get a mapping of their own.
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kHugePageFrom = size_t{32} << 20;
+}  // namespace
+
 void* CpuAllocator::allocate(size_t bytes) {
   // aligned_alloc wants a size that is a multiple of the alignment; a
   // zero-byte request still gets one line so the pointer is unique.
-  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0) rounded = kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
+  const size_t alignment = bytes >= kHugePageFrom ? kHugePage : kAlignment;
+  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  if (rounded == 0) rounded = alignment;
+  void* p = std::aligned_alloc(alignment, rounded);
   LT_CHECK(p != nullptr, "host allocation of ", bytes, " bytes failed (",
            counters_.snapshot().current_bytes, " bytes already allocated)");
+  // Note [Huge pages for large host tensors]: glibc maps a large block
+  // fresh and unmaps it when freed, so every large tensor's first touch
+  // takes one page fault per 4 KiB. In a VM each fault is a trip through
+  // the hypervisor: filling fresh memory ran at 0.4-0.7 GB/s on the dev VM
+  // against 6-7 GB/s once faulted, and the states of a stage on disk are
+  // read into fresh memory every step. Asking for transparent huge pages
+  // (where the kernel's THP mode is "madvise" or "always") makes it one
+  // fault per 2 MiB: 6.4 GB/s fresh, and freeing 2 GB took 0.01 s instead
+  // of 0.4 s. A kernel without THP ignores the advice.
+  if (alignment == kHugePage) ::madvise(p, rounded, MADV_HUGEPAGE);
   counters_.on_allocate(bytes);
   return p;
 }

@@ -147,6 +147,9 @@ struct StreamingExecutor::Impl {
   std::vector<Tensor> upload_sources;
   std::vector<bool> refreshed_uploads;  // per parameter: ours, copied before each eviction
   bool states_on_disk = false;          // compute thread; every disk stage evicted between steps
+  // Memory of evicted disk stages that this step's later reads reuse (Note
+  // [Recycled state memory]); states thread only, empty between steps.
+  std::vector<std::shared_ptr<Storage>> spare_state_memory;
 
   // Workers Impl owns: last, so they stop first.
   std::unique_ptr<DiskSpill> disk;             // when the schedule places a boundary on disk
@@ -195,8 +198,11 @@ struct StreamingExecutor::Impl {
 
   // ---- streaming_states.cpp (Note [Stage states on disk]) ----
   void setup_state_placement();
-  void load_states(size_t stage);   // state thread: file -> fresh host memory
-  void evict_states(size_t stage);  // state thread: host memory -> file, then freed
+  void load_states(size_t stage);  // state thread: file -> fresh or recycled host memory
+  // State thread: host memory -> file, then freed, or with `recycle` kept
+  // for a later read of this step (Note [Recycled state memory]).
+  void evict_states(size_t stage, bool recycle = false);
+  Tensor state_memory(const Shape& shape, DType dtype);  // state thread
   // Every disk stage's states to disk (to_disk: before a step, the first one or
   // after a sync()) or back into host memory (sync(): for a checkpoint or an
   // evaluation; the next step sends them out again).

@@ -134,24 +134,51 @@ void StreamingExecutor::Impl::setup_state_placement() {
   }
 }
 
+// Note [Recycled state memory]: within a step's pipeline, a disk stage's
+// read takes the memory an earlier disk stage's write-back gave up, of the
+// same size (blocks are alike), instead of fresh memory: fresh host memory
+// costs a page fault per page on its first touch, which in a VM ran at
+// 0.4-0.7 GB/s (core/allocator.cpp), while the 14B's 17 disk stages read
+// 28 GB a step. The step's last write-back releases what is left, so
+// between steps host memory holds what it held without recycling, and
+// within one no more than it did (a read takes recycled memory before
+// allocating). Only the states thread touches spare_state_memory.
+Tensor StreamingExecutor::Impl::state_memory(const Shape& shape, DType dtype) {
+  const size_t bytes = static_cast<size_t>(numel(shape)) * dtype_size(dtype);
+  for (auto it = spare_state_memory.begin(); it != spare_state_memory.end(); ++it) {
+    if ((*it)->nbytes() != bytes) continue;
+    std::shared_ptr<Storage> storage = std::move(*it);
+    spare_state_memory.erase(it);
+    return Tensor::from_storage(std::move(storage), 0, shape, contiguous_strides(shape), dtype);
+  }
+  return Tensor::empty(shape, dtype);
+}
+
 void StreamingExecutor::Impl::load_states(size_t stage) {
   const StageStates& st = stage_states[stage];
   std::vector<Tensor> fresh;
   for (size_t k = 0; k < st.handles.size(); ++k)
-    fresh.push_back(Tensor::empty(st.shapes[k], st.dtypes[k]));
+    fresh.push_back(state_memory(st.shapes[k], st.dtypes[k]));
   state_file->read(static_cast<int>(stage), model.stages()[stage]->name(), st.labels, fresh);
   for (size_t k = 0; k < st.handles.size(); ++k) point_at(st.handles[k], fresh[k].storage());
 }
 
-void StreamingExecutor::Impl::evict_states(size_t stage) {
+void StreamingExecutor::Impl::evict_states(size_t stage, bool recycle) {
   const StageStates& st = stage_states[stage];
   for (size_t i = stages[stage].first; i < stages[stage].last; ++i)
     if (refreshed_uploads[i]) upload_sources[i].copy_(params[i]);
   std::vector<Tensor> current;
   for (const auto& h : st.handles) current.push_back(h.front());
   state_file->write(static_cast<int>(stage), model.stages()[stage]->name(), st.labels, current);
+  std::vector<std::shared_ptr<Storage>> memory;
+  for (const Tensor& t : current) memory.push_back(t.storage());
   current.clear();
   for (const auto& h : st.handles) point_at(h, nullptr);
+  if (!recycle) return;
+  // Memory someone else still holds (a view the optimizer kept) is not ours
+  // to hand to another stage.
+  for (auto& m : memory)
+    if (m && m.use_count() == 1 && m->device().is_cpu()) spare_state_memory.push_back(std::move(m));
 }
 
 void StreamingExecutor::Impl::move_all_states(bool to_disk) {
@@ -177,7 +204,9 @@ void StreamingExecutor::Impl::enqueue_updates_on_disk(double lr, double grad_sca
       update.get();  // a failed update is already the executor's failure
       TraceSpan span(trace, "disk", "write states " + model.stages()[s]->name());
       try {
-        evict_states(s);
+        const bool last = s == disk_stages.back();
+        evict_states(s, /*recycle=*/!last);
+        if (last) spare_state_memory.clear();
       } catch (...) {
         update_failed("writing back the states of stage '" + model.stages()[s]->name() + "'");
       }

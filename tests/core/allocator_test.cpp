@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "core/allocator.h"
 #include "core/tensor.h"
@@ -33,6 +36,42 @@ TEST(CpuAllocator, AlignsTo64BytesEvenForOddAndZeroSizes) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << bytes;
     alloc.deallocate(p, bytes);
   }
+}
+
+// The VmFlags of the mapping that holds `p` in /proc/self/smaps ("" when
+// none does).
+std::string vm_flags_of(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> begin >> dash >> end && dash == '-') {
+      inside = begin <= at && at < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+// Note [Huge pages for large host tensors]: blocks from 32 MiB are aligned
+// to 2 MiB and advised for transparent huge pages (VmFlags "hg"); smaller
+// ones are left alone.
+TEST(CpuAllocator, LargeBlocksAskForHugePages) {
+  CpuAllocator alloc;
+  const size_t large = (size_t{32} << 20) + 12345;
+  void* p = alloc.allocate(large);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (size_t{2} << 20), 0u);
+  const std::string flags = vm_flags_of(p);
+  ASSERT_FALSE(flags.empty()) << "no mapping holds the block";
+  EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
+  alloc.deallocate(p, large);
+  void* small = alloc.allocate(size_t{1} << 20);
+  EXPECT_EQ(vm_flags_of(small).find(" hg"), std::string::npos);
+  alloc.deallocate(small, size_t{1} << 20);
 }
 
 TEST(CpuAllocator, TensorsReturnTheirStorage) {

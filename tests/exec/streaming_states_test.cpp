@@ -379,6 +379,33 @@ TEST(StreamingStates, StatesOnDiskLeaveHostMemoryBetweenSteps) {
   EXPECT_EQ(cpu_allocator().stats().current_bytes, evicted);
 }
 
+// Note [Recycled state memory]: a step's reads take the memory that the
+// write-backs before them gave up. Hand count for 6 llama-fixture layers,
+// every stage on disk, AdamW (each parameter's master, m and v: 3 tensors;
+// embed 3, a block 9 parameters = 27, head 6) and reads two disk stages
+// ahead: R(embed) R(b0) W(embed) R(b1) W(b0) R(b2) W(b1) R(b3) ... W(b4)
+// R(head) W(b5) W(head). R(b2..b5) take the memory of b0..b3, alike; R(head)
+// takes embed's for the lm_head (97 x 48, the embedding's size) and b4's
+// 48-wide norm's: 3 + 27 + 27 = 57 tensors are allocated a step, not 171.
+TEST(StreamingStates, ReadsReuseTheMemoryOfEarlierWriteBacks) {
+  constexpr int layers = 6;
+  const auto data = batches(2, llama(layers).config().vocab_size);
+  auto second_step_allocations = [&](bool on_disk) {
+    const TempDir dir("states_recycle");
+    models::CausalLM model = llama(layers);
+    auto opt = testing::test_optimizer(model, AdamW);
+    StreamingOptions so = streaming_options(layers, dir.path(), false);
+    so.overlap_optimizer = false;
+    if (!on_disk) so.states_on_disk.clear();
+    StreamingExecutor ex(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}), so);
+    ex.step(data[0], {3e-3, 0});
+    const int64_t before = cpu_allocator().stats().allocation_count;
+    ex.step(data[1], {3e-3, 0});
+    return cpu_allocator().stats().allocation_count - before;
+  };
+  EXPECT_EQ(second_step_allocations(true) - second_step_allocations(false), 57);
+}
+
 // Batch 2 x 16 tokens on the CPU stand-in (f32 compute).
 TrainSizes stand_in_sizes() {
   TrainSizes sizes;
