@@ -12,7 +12,9 @@
 #      on the device before the download; with ZeRO-1 reduce-scattered,
 #      the shard downloaded, the masters all-gathered through the device
 #      and the pinned bf16 copies refreshed) equals the run without one
-#      (NcclOneRank.CpuMasterExecutorsEqualTheRunWithoutACommunicator).
+#      (NcclOneRank.CpuMasterExecutorsEqualTheRunWithoutACommunicator),
+#      also ZeRO-1 over weights in a cudaHostRegister'ed POSIX shm segment
+#      (dist.share_weights: the bf16 copies the GPU uploads from in it).
 # (`launch --nproc 1` would not reach NCCL: a world of one rank runs as
 # one process. tests/gpu/data_parallel_gpu_test needs 2 GPUs: skipped here.)
 # Usage: bench/issue21_gpu.sh OUT_DIR
