@@ -4,7 +4,10 @@
 # root) and run the program from there: `info`, then one step of the demo,
 # whose model, tokenizer and data must come from the unpacked
 # usr/share/lazytrain, not from the source tree.
-# cmake -DBUILD_DIR=<build> -DCPACK=<cpack> -DDPKG_DEB=<dpkg-deb> -P check_deb.cmake
+# With -DWITH_PLUGIN=ON (a build with MLIR), the fusion compiler's plugin
+# must be in the package and load from there.
+# cmake -DBUILD_DIR=<build> -DCPACK=<cpack> -DDPKG_DEB=<dpkg-deb> [-DWITH_PLUGIN=ON]
+#       -P check_deb.cmake
 set(scratch ${BUILD_DIR}/deb-check)
 file(REMOVE_RECURSE ${scratch})
 file(MAKE_DIRECTORY ${scratch})
@@ -44,6 +47,9 @@ must("dpkg-deb -c" ${DPKG_DEB} -c ${debs})
 expect_in("${output}" "./usr/bin/lazytrain" "the package's files")
 expect_in("${output}" "./usr/share/lazytrain/assets/demo/gsm8k_train_2000.jsonl"
           "the package's files")
+if(WITH_PLUGIN)  # the fusion compiler's plugin, beside the program
+  expect_in("${output}" "./usr/bin/liblazytrain_mlir.so" "the package's files")
+endif()
 
 set(root ${scratch}/root)
 must("dpkg-deb -x" ${DPKG_DEB} -x ${debs} ${root})
@@ -51,6 +57,9 @@ set(program ${root}/usr/bin/lazytrain)
 must("lazytrain info" ${CMAKE_COMMAND} -E env --unset=LT_ASSETS_DIR ${program} info)
 if(NOT output MATCHES "(^|\n)lazytrain [0-9]+\\.[0-9]+")
   message(FATAL_ERROR "lazytrain info: expected a line 'lazytrain <version>', got:\n${output}")
+endif()
+if(WITH_PLUGIN)  # found beside the unpacked program, and loaded
+  expect_in("${output}" "plugin ${root}/usr/bin/liblazytrain_mlir.so" "lazytrain info")
 endif()
 
 must("the demo, one step" ${CMAKE_COMMAND} -E env --unset=LT_ASSETS_DIR ${program} train

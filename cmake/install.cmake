@@ -61,6 +61,7 @@ if(LT_BUILD_TESTS)
     add_test(NAME package.deb_runs_from_a_scratch_root
              COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${PROJECT_BINARY_DIR}
                      -DCPACK=${CMAKE_CPACK_COMMAND} -DDPKG_DEB=${LT_DPKG_DEB}
+                     -DWITH_PLUGIN=$<TARGET_EXISTS:lazytrain_mlir>
                      -P ${PROJECT_SOURCE_DIR}/cmake/check_deb.cmake)
     set_tests_properties(package.deb_runs_from_a_scratch_root
                          PROPERTIES LABELS "cpu;package" TIMEOUT 300)
