@@ -1,10 +1,10 @@
 // The fusion compiler as a plugin (compile/plugin_loader.h): lazytrain
 // links no MLIR or LLVM library, so it starts where they are missing; a
 // plugin that cannot load (LT_COMPILER_PLUGIN pointed at a missing or a
-// damaged file, as on a machine without MLIR) is reported with the file
-// and dlerror, `train.compile: auto` then trains with the hand-written
-// kernels (bit for bit the losses of `off`) and says so once, and `on`
-// stops before the first step.
+// damaged file, or at one whose libMLIR is not found, as on a machine
+// without MLIR) is reported with the file and dlerror, `train.compile: auto` then trains with the
+// hand-written kernels (bit for bit the losses of `off`) and says so once, and `on` stops before
+// the first step.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -86,6 +86,32 @@ TEST(CompilerPlugin, InfoGivesDlerrorForADamagedPlugin) {
   const std::string error = compiler.at("error").get<std::string>();
   EXPECT_NE(error.find(damaged.string()), std::string::npos) << error;
   EXPECT_NE(error.find("ELF"), std::string::npos) << error;  // "invalid ELF header"
+}
+
+// As on a machine without MLIR: a copy of the plugin whose search path
+// for libMLIR (its RUNPATH, the only way it finds it here) leads nowhere.
+TEST(CompilerPlugin, InfoNamesTheMissingMlirLibrary) {
+  if (!compiler_info().built_in) GTEST_SKIP() << "built without MLIR (-DLT_MLIR=OFF)";
+  const fs::path built = program().parent_path() / "liblazytrain_mlir.so";
+  std::string bytes = train::testing::read_text(built);
+  const std::string runpath = "/usr/lib/llvm-19/lib";  // Debian's, as the build found it
+  const std::string nowhere = "/nowhere/llvm-19/lib";  // the same length: a byte patch
+  ASSERT_EQ(runpath.size(), nowhere.size());
+  size_t patched = 0;
+  for (size_t at = bytes.find(runpath); at != std::string::npos; at = bytes.find(runpath, at)) {
+    bytes.replace(at, runpath.size(), nowhere);
+    ++patched;
+  }
+  if (patched == 0) GTEST_SKIP() << built << " does not find MLIR through " << runpath;
+  TempDir tmp("plugin_no_mlir");
+  const fs::path copy = tmp / "liblazytrain_mlir.so";
+  train::testing::write_text(copy, bytes);
+  ScopedEnv plugin("LT_COMPILER_PLUGIN", copy.c_str());
+  const nlohmann::json compiler = compiler_of_info(tmp / "info.log");
+  if (compiler.at("loaded").get<bool>()) GTEST_SKIP() << "libMLIR is on the system's library path";
+  const std::string error = compiler.at("error").get<std::string>();
+  EXPECT_NE(error.find(copy.string()), std::string::npos) << error;
+  EXPECT_NE(error.find("libMLIR.so"), std::string::npos) << error;  // what dlopen missed
 }
 
 // A demo run of a few steps with `compile` as train.compile; its output.
