@@ -81,8 +81,8 @@ KernelGraph chain_kernel_graph(const CallGraph& graph, const FusionPlan& plan, i
 }
 
 FusedChainKernel::FusedChainKernel(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
-                                   compile::KernelCache& cache)
-    : cache_(cache), forward_(chain_kernel_graph(graph, plan, chain)) {
+                                   compile::KernelCache& cache, Device device)
+    : cache_(cache), device_(device), forward_(chain_kernel_graph(graph, plan, chain)) {
   inputs_ = chain_inputs(graph, plan.chains.at(static_cast<size_t>(chain)));
   outputs_ = chain_outputs(graph, plan, chain);
   LT_CHECK(!outputs_.empty(), "fusion: chain ", chain, " has no output that is read");
@@ -91,16 +91,16 @@ FusedChainKernel::FusedChainKernel(const CallGraph& graph, const FusionPlan& pla
     input_dtypes_.push_back(graph.dtypes[static_cast<size_t>(v)]);
   }
   for (int32_t v : outputs_) output_shapes_.push_back(graph.shapes[static_cast<size_t>(v)]);
-  forward_kernel_ = cache_.get(forward_);
+  forward_kernel_ = compile::kernel_for(cache_, forward_, device_);
 }
 
-std::shared_ptr<const compile::CpuKernel> FusedChainKernel::backward_kernel(
+const compile::DeviceKernel& FusedChainKernel::backward_kernel(
     const std::vector<bool>& needs) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = backward_.find(needs);
   if (it == backward_.end()) {
     KernelGraph graph = compile::gradient_graph(forward_, needs);
-    auto kernel = cache_.get(graph);
+    compile::DeviceKernel kernel = compile::kernel_for(cache_, graph, device_);
     it = backward_.emplace(needs, std::make_pair(std::move(graph), std::move(kernel))).first;
   }
   return it->second.second;
@@ -117,7 +117,7 @@ std::vector<Tensor> FusedChainKernel::run(const std::vector<Tensor>& inputs) con
     saved.push_back(inputs[i].detach().contiguous());
     needs.push_back(inputs[i].requires_grad());
   }
-  std::vector<Tensor> outputs = compile::call(*forward_kernel_, forward_, saved);
+  std::vector<Tensor> outputs = compile::call(forward_kernel_, forward_, saved);
   for (size_t i = 0; i < outputs.size(); ++i) outputs[i] = outputs[i].reshape(output_shapes_[i]);
   if (!needs_graph(inputs)) return outputs;
   return record("fused_chain", inputs, std::move(outputs),
@@ -129,7 +129,7 @@ std::vector<Tensor> FusedChainKernel::run(const std::vector<Tensor>& inputs) con
 std::vector<Tensor> FusedChainKernel::backward(const std::vector<Tensor>& saved,
                                                const std::vector<bool>& needs,
                                                const std::vector<Tensor>& grad_outputs) const {
-  auto kernel = backward_kernel(needs);
+  const compile::DeviceKernel& kernel = backward_kernel(needs);
   const KernelGraph* graph = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -139,9 +139,9 @@ std::vector<Tensor> FusedChainKernel::backward(const std::vector<Tensor>& saved,
   for (size_t i = 0; i < output_shapes_.size(); ++i) {
     const Tensor& g = i < grad_outputs.size() ? grad_outputs[i] : Tensor();
     args.push_back(g.defined() ? g.to(DType::F32).contiguous()
-                               : Tensor::zeros(output_shapes_[i], DType::F32));
+                               : Tensor::zeros(output_shapes_[i], DType::F32, device_));
   }
-  std::vector<Tensor> computed = compile::call(*kernel, *graph, args);
+  std::vector<Tensor> computed = compile::call(kernel, *graph, args);
   std::vector<Tensor> grads(saved.size());
   size_t next = 0;
   for (size_t i = 0; i < saved.size(); ++i) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autograd/fusion_pass.h"
+#include "compile/gpu_kernel.h"
 #include "compile/graph.h"
 #include "compile/kernel_cache.h"
 #include "core/tensor.h"
@@ -31,7 +32,7 @@ class ChainKernel {
   virtual ~ChainKernel() = default;
   const std::vector<int32_t>& input_values() const { return inputs_; }
   const std::vector<int32_t>& output_values() const { return outputs_; }
-  // `inputs` in input_values() order (CPU tensors); returns the outputs in
+  // `inputs` in input_values() order (on the traced device); returns the outputs in
   // output_values() order, recorded as one node when a gradient is needed.
   virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) const = 0;
 
@@ -41,26 +42,27 @@ class ChainKernel {
 
 class FusedChainKernel : public ChainKernel, public std::enable_shared_from_this<FusedChainKernel> {
  public:
-  // Compiles the forward now (through `cache`, which must outlive this).
+  // Compiles the forward now for `device` (the traced tensors'; through
+  // `cache`, which must outlive this). Runs on tensors of that device.
   FusedChainKernel(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
-                   compile::KernelCache& cache);
+                   compile::KernelCache& cache, Device device = Device::cpu());
 
   const compile::KernelGraph& forward_graph() const { return forward_; }
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const override;
 
  private:
-  std::shared_ptr<const compile::CpuKernel> backward_kernel(const std::vector<bool>& needs) const;
+  const compile::DeviceKernel& backward_kernel(const std::vector<bool>& needs) const;
   std::vector<Tensor> backward(const std::vector<Tensor>& saved, const std::vector<bool>& needs,
                                const std::vector<Tensor>& grad_outputs) const;
 
   compile::KernelCache& cache_;
+  Device device_;
   compile::KernelGraph forward_;
-  std::shared_ptr<const compile::CpuKernel> forward_kernel_;
+  compile::DeviceKernel forward_kernel_;
   std::vector<Shape> input_shapes_, output_shapes_;
   std::vector<DType> input_dtypes_;
   mutable std::mutex mutex_;
-  mutable std::map<std::vector<bool>,
-                   std::pair<compile::KernelGraph, std::shared_ptr<const compile::CpuKernel>>>
+  mutable std::map<std::vector<bool>, std::pair<compile::KernelGraph, compile::DeviceKernel>>
       backward_;
 };
 

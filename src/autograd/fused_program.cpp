@@ -72,14 +72,16 @@ FusedProgram::FusedProgram(const CallTrace& trace, const std::vector<Tensor>& ex
     : graph_(call_graph(trace, external, output, &again_, &output_value_)),
       plan_(plan_fusion(graph_)),
       external_count_(static_cast<int32_t>(external.size())) {
+  // The chains' kernels are for the device of the traced tensors.
+  const Device device = external.empty() ? Device::cpu() : external.front().device();
   for (size_t c = 0; c < plan_.chains.size(); ++c) {
     const auto chain = static_cast<int32_t>(c);
     const bool rope =
         graph_.nodes[static_cast<size_t>(plan_.chains[c].nodes.front())].fn == "rotary_embedding";
     if (rope) {
-      chains_.push_back(std::make_shared<FusedRopeKernel>(graph_, plan_, chain, cache));
+      chains_.push_back(std::make_shared<FusedRopeKernel>(graph_, plan_, chain, cache, device));
     } else {
-      chains_.push_back(std::make_shared<FusedChainKernel>(graph_, plan_, chain, cache));
+      chains_.push_back(std::make_shared<FusedChainKernel>(graph_, plan_, chain, cache, device));
     }
   }
   // Each value is dropped after the step that reads it last (not the result).

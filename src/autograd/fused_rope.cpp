@@ -35,7 +35,7 @@ Tensor join_halves(const Tensor& lo, const Tensor& hi, DType dtype) {
   Shape shape = lo.shape();
   const int64_t half = shape[3];
   shape[3] = 2 * half;
-  Tensor out = Tensor::empty(shape, dtype);
+  Tensor out = Tensor::empty(shape, dtype, lo.device());
   out.slice(3, 0, half).copy_(lo);
   out.slice(3, half, 2 * half).copy_(hi);
   return out;
@@ -55,8 +55,8 @@ KernelGraph rope_kernel_graph(DType dtype) {
 }
 
 FusedRopeKernel::FusedRopeKernel(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
-                                 compile::KernelCache& cache)
-    : cache_(cache) {
+                                 compile::KernelCache& cache, Device device)
+    : cache_(cache), device_(device) {
   const FusedChain& c = plan.chains.at(static_cast<size_t>(chain));
   LT_CHECK(c.nodes.size() == 1, "fusion: a rope chain has one call, got ", c.nodes.size());
   const CallNode& n = graph.nodes[static_cast<size_t>(c.nodes[0])];
@@ -65,7 +65,7 @@ FusedRopeKernel::FusedRopeKernel(const CallGraph& graph, const FusionPlan& plan,
   dtype_ = graph.dtypes[static_cast<size_t>(n.output)];
   forward_ = rope_kernel_graph(dtype_);
   backward_ = compile::gradient_graph(forward_, {true, true, false, false});
-  forward_kernel_ = cache_.get(forward_);
+  forward_kernel_ = compile::kernel_for(cache_, forward_, device_);
 }
 
 std::vector<Tensor> FusedRopeKernel::run(const std::vector<Tensor>& inputs) const {
@@ -74,16 +74,17 @@ std::vector<Tensor> FusedRopeKernel::run(const std::vector<Tensor>& inputs) cons
   auto [lo, hi] = halves(x.detach());
   const Tensor cos = expand_table(inputs[1], lo.shape());
   const Tensor sin = expand_table(inputs[2], lo.shape());
-  std::vector<Tensor> out = compile::call(*forward_kernel_, forward_, {lo, hi, cos, sin});
+  std::vector<Tensor> out = compile::call(forward_kernel_, forward_, {lo, hi, cos, sin});
   Tensor y = join_halves(out[0], out[1], dtype_);
   if (!needs_graph({&x})) return {y};
   return {record("fused_rope", {x}, y, [self = shared_from_this(), cos, sin](const Tensor& g) {
     auto [g_lo, g_hi] = halves(g.to(DType::F32));
     // The rotation is linear in x: its gradient reads no x.
-    const Tensor zeros = Tensor::zeros(g_lo.shape(), self->dtype_);
-    auto kernel = self->cache_.get(self->backward_);
+    const Tensor zeros = Tensor::zeros(g_lo.shape(), self->dtype_, self->device_);
+    const compile::DeviceKernel kernel =
+        compile::kernel_for(self->cache_, self->backward_, self->device_);
     std::vector<Tensor> grads =
-        compile::call(*kernel, self->backward_, {zeros, zeros, cos, sin, g_lo, g_hi});
+        compile::call(kernel, self->backward_, {zeros, zeros, cos, sin, g_lo, g_hi});
     return std::vector<Tensor>{join_halves(grads[0], grads[1], self->dtype_)};
   })};
 }

@@ -24,14 +24,15 @@ class FusedRopeKernel : public ChainKernel, public std::enable_shared_from_this<
  public:
   // The chain's one node: rotary_embedding(x, -1, cos, sin).
   FusedRopeKernel(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
-                  compile::KernelCache& cache);
+                  compile::KernelCache& cache, Device device = Device::cpu());
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const override;
 
  private:
   compile::KernelCache& cache_;
+  Device device_;
   DType dtype_;
   compile::KernelGraph forward_, backward_;
-  std::shared_ptr<const compile::CpuKernel> forward_kernel_;
+  compile::DeviceKernel forward_kernel_;
 };
 
 }  // namespace lt::autograd

@@ -172,16 +172,36 @@ void GpuKernel::launch(int64_t, int64_t, std::span<void* const>, std::span<const
 
 #endif
 
+std::vector<Tensor> call_gpu(const GpuKernel& kernel, const KernelGraph& graph,
+                             const std::vector<Tensor>& inputs) {
+  const Device device = Device::cuda(kernel.device());
+  PreparedCall prepared = prepare_call(graph, inputs, device);
+  kernel.launch(prepared.rows, prepared.cols, prepared.buffers, prepared.counts,
+                current_stream(device).handle());
+  return std::move(prepared.outputs);
+}
+
 std::vector<Tensor> call_gpu(GpuKernelCache& cache, const KernelGraph& graph,
                              const std::vector<Tensor>& inputs) {
   LT_CHECK(!inputs.empty() && inputs.front().defined() && inputs.front().device().is_cuda(),
            "compile: call_gpu takes CUDA tensors");
-  const Device device = inputs.front().device();
-  PreparedCall prepared = prepare_call(graph, inputs, device);
-  const std::shared_ptr<const GpuKernel> kernel = cache.get(graph, device.index);
-  kernel->launch(prepared.rows, prepared.cols, prepared.buffers, prepared.counts,
-                 current_stream(device).handle());
-  return std::move(prepared.outputs);
+  return call_gpu(*cache.get(graph, inputs.front().device().index), graph, inputs);
+}
+
+DeviceKernel kernel_for(KernelCache& cache, const KernelGraph& graph, Device device) {
+  DeviceKernel kernel;
+  kernel.device = device;
+  if (device.is_cuda()) {
+    kernel.gpu = cache.gpu().get(graph, device.index);
+  } else {
+    kernel.cpu = cache.get(graph);
+  }
+  return kernel;
+}
+
+std::vector<Tensor> call(const DeviceKernel& kernel, const KernelGraph& graph,
+                         const std::vector<Tensor>& inputs) {
+  return kernel.gpu ? call_gpu(*kernel.gpu, graph, inputs) : call(*kernel.cpu, graph, inputs);
 }
 
 }  // namespace lt::compile

@@ -13,6 +13,8 @@
 
 #include "compile/gpu_kernel_cache.h"
 #include "compile/graph.h"
+#include "compile/jit.h"
+#include "compile/kernel_cache.h"
 #include "core/tensor.h"
 
 namespace lt::compile {
@@ -47,10 +49,27 @@ class GpuKernel {
 std::string cuda_device_chip(int device);
 
 // Runs `graph` on CUDA tensors, as compile::call (compile/tensor_call.h)
-// does on CPU ones: the inputs on one CUDA device, contiguous, of the
+// does on CPU ones: the inputs on `kernel`'s device, contiguous, of the
 // graph's dtypes and agreeing shapes; the outputs allocated there; the
-// kernel from `cache`, launched on the device's current stream.
+// kernel (compiled from `graph`) launched on the device's current stream.
+std::vector<Tensor> call_gpu(const GpuKernel& kernel, const KernelGraph& graph,
+                             const std::vector<Tensor>& inputs);
+// The same with the kernel from `cache`, for the inputs' device.
 std::vector<Tensor> call_gpu(GpuKernelCache& cache, const KernelGraph& graph,
                              const std::vector<Tensor>& inputs);
+
+// A graph's kernel for one device, for callers that run on either (the
+// fusion pass's chains): compiled for the CPU through the cache, or loaded
+// on a CUDA device through its GPU half (KernelCache::gpu).
+struct DeviceKernel {
+  Device device = Device::cpu();
+  std::shared_ptr<const CpuKernel> cpu;
+  std::shared_ptr<const GpuKernel> gpu;
+};
+// Throws lt::Error as the cache does (cannot compile, kernel not cached).
+DeviceKernel kernel_for(KernelCache& cache, const KernelGraph& graph, Device device);
+// compile::call or call_gpu, by the kernel's device.
+std::vector<Tensor> call(const DeviceKernel& kernel, const KernelGraph& graph,
+                         const std::vector<Tensor>& inputs);
 
 }  // namespace lt::compile

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "compile/cache_entry.h"
+#include "compile/gpu_kernel_cache.h"
 #include "core/error.h"
 
 namespace lt::compile {
@@ -18,6 +19,14 @@ std::string disk_key(const KernelGraph& graph) {
 }  // namespace
 
 KernelCache::KernelCache(std::string folder) : folder_(std::move(folder)) {}
+
+KernelCache::~KernelCache() = default;
+
+GpuKernelCache& KernelCache::gpu() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!gpu_) gpu_ = std::make_unique<GpuKernelCache>(folder_);
+  return *gpu_;
+}
 
 std::string KernelCache::default_folder() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");

@@ -25,10 +25,13 @@ struct KernelCacheStats {
   double compile_seconds = 0.0;  // spent compiling (not loading)
 };
 
+class GpuKernelCache;  // compile/gpu_kernel_cache.h
+
 class KernelCache {
  public:
   // folder empty: in memory only. The folder is made when first written.
   explicit KernelCache(std::string folder = "");
+  ~KernelCache();
 
   // The kernel for `graph`, compiled or loaded on first use. Thread-safe;
   // a compile holds the cache's lock (compiles are rare).
@@ -36,6 +39,10 @@ class KernelCache {
 
   KernelCacheStats stats() const;
   const std::string& folder() const { return folder_; }
+
+  // The GPU kernels (cubins, for sm_90) kept in the same folder, made on
+  // first use, for callers that run on either device.
+  GpuKernelCache& gpu();
 
   // $XDG_CACHE_HOME/lazytrain/kernels, else ~/.cache/lazytrain/kernels.
   static std::string default_folder();
@@ -47,6 +54,7 @@ class KernelCache {
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const CpuKernel>> kernels_;
   KernelCacheStats stats_;
+  std::unique_ptr<GpuKernelCache> gpu_;
 };
 
 }  // namespace lt::compile

@@ -11,7 +11,7 @@ CompiledBlocks::CompiledBlocks(std::shared_ptr<compile::KernelCache> cache)
     : cache_(std::move(cache)) {}
 
 Tensor CompiledBlocks::forward(const Stage& stage, const Tensor& x, const StageContext& ctx) {
-  if (stage.kind() != StageKind::Block || !x.device().is_cpu()) return stage.forward(x, ctx);
+  if (stage.kind() != StageKind::Block) return stage.forward(x, ctx);
   const void* rope = ctx.rope != nullptr ? ctx.rope->cos.impl_ptr().get() : nullptr;
   Key key{&stage, x.shape(), x.dtype(), x.device().str(), GradMode::enabled(), rope};
   nn::NamedParameters params;

@@ -6,8 +6,10 @@
 // cache: a graph compiles once per process, and once per machine with a
 // cache folder) and later forwards of that shape replay the program. A
 // block whose trace cannot be replayed keeps running as before, and the
-// reason is kept for the run's log. Only CPU tensors (the GPU path of the
-// compiler does not launch yet).
+// reason is kept for the run's log. On a CUDA device the chains run as
+// cubins (compile/gpu_kernel.h); where the build cannot compile them (no
+// MLIR) they must be in the cache folder already, else the block runs
+// unfused and the log says which kernel was missing.
 #include <map>
 #include <memory>
 #include <mutex>

@@ -14,30 +14,15 @@
 #include "autograd/fused_program.h"
 #include "compile/compiler_info.h"
 #include "core/random.h"
+#include "support/fused_program_cases.h"
 
 namespace lt::autograd {
 namespace {
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-std::vector<Tensor> leaves(const std::vector<Tensor>& values) {
-  std::vector<Tensor> out;
-  for (const Tensor& v : values) {
-    Tensor t = v.clone();
-    t.set_requires_grad(true);
-    out.push_back(t);
-  }
-  return out;
-}
-
-// sum(f(inputs) * probe), backward; the output and the inputs' gradients.
-std::vector<Tensor> output_and_grads(const Tensor& out, const std::vector<Tensor>& inputs,
-                                     const Tensor& probe) {
-  lt::backward(sum(mul(out, probe)));
-  std::vector<Tensor> r{out.detach()};
-  for (const Tensor& in : inputs) r.push_back(in.grad());
-  return r;
-}
+using testing::leaves;
+using testing::output_and_grads;
 
 void expect_close(const Tensor& fused, const Tensor& unfused, double tolerance,
                   const std::string& what) {

@@ -15,6 +15,7 @@
 #include "compile/cubin.h"
 #include "compile/gpu_kernel_cache.h"
 #include "core/error.h"
+#include "support/fused_program_cases.h"
 #include "support/gpu_kernel_cases.h"
 #include "train/train_helpers.h"
 
@@ -148,7 +149,8 @@ TEST(GpuKernelCache, AKernelThatIsNotThereAndCannotBeCompiledNamesItsEntry) {
 }
 
 // Not a check: with LT_PREBUILD_GPU_KERNELS=<folder>, compiles every kernel
-// the GPU tests and the benchmark run (tests/support/gpu_kernel_cases.h)
+// the GPU tests and the benchmark run (tests/support/gpu_kernel_cases.h,
+// tests/support/fused_program_cases.h)
 // into <folder>, for a GPU machine whose build has no MLIR
 // (docs/compiler.md, "Kernels for a machine without MLIR").
 TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
@@ -158,6 +160,11 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   GpuKernelCache cache(folder);
   std::vector<testing::GpuKernelCase> cases = testing::named_chain_cases();
   for (testing::GpuKernelCase& c : testing::random_chain_cases()) cases.push_back(std::move(c));
+  for (DType dtype : {DType::F32, DType::BF16}) {  // tests/gpu/fused_programs_gpu_test.cpp's
+    for (KernelGraph& g : autograd::testing::fused_program_kernel_graphs(dtype)) {
+      cases.push_back({"a fused program's chain", std::move(g), 0, 0});
+    }
+  }
   for (const testing::GpuKernelCase& c : cases) {
     SCOPED_TRACE(c.name);
     ASSERT_NO_THROW(cache.binary(c.graph));
