@@ -114,6 +114,7 @@ for r in rows:
     print(f"step {r['step']}: step_s {r['step_s']:.3f} predicted {r.get('predicted_step_s', 0):.3f} "
           f"compute {r['compute_s']:.3f} opt {r['optimizer_s']:.3f} (states disk {r.get('states_disk_s', 0):.3f}) "
           f"act disk {r.get('exposed_disk_s', 0):.3f} "
+          f"states read {r.get('states_read_gbps', 0):.2f} GB/s write {r.get('states_write_gbps', 0):.2f} GB/s "
           f"host peak {r['peak_bytes'].get('host', 0)/1e9:.1f} GB")
 t = rows[2:]
 if t:

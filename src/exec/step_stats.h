@@ -28,6 +28,14 @@ struct StepStats {
   // write-backs after the update, and as much of its wait for the update
   // as the update itself waited for the stage's read.
   double states_disk_s = 0;
+  // The disk stages' reads and write-backs behind this step's waits: the
+  // bytes they moved and the seconds the states thread took for them (file
+  // I/O, checksums and the host memory it filled), so that the run shows
+  // the rate it got against the profile's disk_read_gbps/disk_write_gbps.
+  int64_t states_read_bytes = 0;
+  int64_t states_write_bytes = 0;
+  double states_read_s = 0;
+  double states_write_s = 0;
   double bubbles_s = 0;
   // Bytes the step copied host -> device and device -> host (the offload
   // executors count theirs; 0 where not counted).

@@ -1,6 +1,7 @@
 // exec.state_placement for the streaming executor: where the f32 masters
 // and the optimizer states live between their stage's updates.
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "exec/memory_budget.h"
@@ -72,6 +73,10 @@ namespace {
 // kStagesOfStatesInFlight stages in host memory).
 constexpr size_t kStateReadAhead = kStagesOfStatesInFlight - 1;
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 void point_at(const std::vector<Tensor>& handles, std::shared_ptr<Storage> storage) {
   for (const Tensor& h : handles) {
     h.impl()->storage = storage;
@@ -106,6 +111,7 @@ void StreamingExecutor::Impl::setup_state_placement() {
   stage_states.resize(stages.size());
   state_updated.assign(stages.size(), Ticket());
   state_read_wait_s.assign(stages.size(), 0.0);
+  state_io.assign(stages.size(), StateIo{});
   refreshed_uploads.assign(params.size(), false);
   for (size_t s : disk_stages) {
     StageStates& st = stage_states[s];
@@ -155,15 +161,22 @@ Tensor StreamingExecutor::Impl::state_memory(const Shape& shape, DType dtype) {
 }
 
 void StreamingExecutor::Impl::load_states(size_t stage) {
+  const auto start = std::chrono::steady_clock::now();
   const StageStates& st = stage_states[stage];
   std::vector<Tensor> fresh;
-  for (size_t k = 0; k < st.handles.size(); ++k)
+  int64_t bytes = 0;
+  for (size_t k = 0; k < st.handles.size(); ++k) {
     fresh.push_back(state_memory(st.shapes[k], st.dtypes[k]));
+    bytes += static_cast<int64_t>(fresh.back().nbytes());
+  }
   state_file->read(static_cast<int>(stage), model.stages()[stage]->name(), st.labels, fresh);
   for (size_t k = 0; k < st.handles.size(); ++k) point_at(st.handles[k], fresh[k].storage());
+  state_io[stage].read_bytes = bytes;
+  state_io[stage].read_s = seconds_since(start);
 }
 
 void StreamingExecutor::Impl::evict_states(size_t stage, bool recycle) {
+  const auto start = std::chrono::steady_clock::now();
   const StageStates& st = stage_states[stage];
   for (size_t i = stages[stage].first; i < stages[stage].last; ++i)
     if (refreshed_uploads[i]) upload_sources[i].copy_(params[i]);
@@ -171,9 +184,15 @@ void StreamingExecutor::Impl::evict_states(size_t stage, bool recycle) {
   for (const auto& h : st.handles) current.push_back(h.front());
   state_file->write(static_cast<int>(stage), model.stages()[stage]->name(), st.labels, current);
   std::vector<std::shared_ptr<Storage>> memory;
-  for (const Tensor& t : current) memory.push_back(t.storage());
+  int64_t bytes = 0;
+  for (const Tensor& t : current) {
+    memory.push_back(t.storage());
+    bytes += static_cast<int64_t>(t.nbytes());
+  }
   current.clear();
   for (const auto& h : st.handles) point_at(h, nullptr);
+  state_io[stage].write_bytes = bytes;
+  state_io[stage].write_s = seconds_since(start);
   if (!recycle) return;
   // Memory someone else still holds (a view the optimizer kept) is not ours
   // to hand to another stage.

@@ -160,7 +160,10 @@ nlohmann::json step_json(int64_t step, const exec::StepStats& s, double lr, doub
   }
   if (s.zenflow_window_steps > 0) j["zenflow_window_steps"] = s.zenflow_window_steps;
   if (s.states_disk_s > 0) j["states_disk_s"] = s.states_disk_s;  // streaming, states on disk
-  if (s.skipped) j["skipped"] = true;                             // absent: the update was made
+  // The rates the disk stages' reads and write-backs got (GB/s).
+  if (s.states_read_s > 0) j["states_read_gbps"] = s.states_read_bytes / 1e9 / s.states_read_s;
+  if (s.states_write_s > 0) j["states_write_gbps"] = s.states_write_bytes / 1e9 / s.states_write_s;
+  if (s.skipped) j["skipped"] = true;  // absent: the update was made
   if (predicted_step_s > 0) j["predicted_step_s"] = predicted_step_s;
   nlohmann::json peak = nlohmann::json::object();
   for (const auto& [space, bytes] : s.peak_bytes) peak[space] = bytes;
