@@ -201,13 +201,17 @@ class MpiSum final : public exec::CrossRankSum {
     in_flight_.push_back(std::move(f));
   }
 
-  void wait_for_sums() override {
-    if (in_flight_.empty()) return;
+  void wait_for_sums() override { wait_for_oldest_sums(in_flight_.size()); }
+
+  void wait_for_oldest_sums(size_t count) override {
+    count = std::min(count, in_flight_.size());
+    if (count == 0) return;
     std::vector<MPI_Request> requests;
-    for (const InFlight& f : in_flight_)
-      requests.insert(requests.end(), f.requests.begin(), f.requests.end());
+    for (size_t k = 0; k < count; ++k)
+      requests.insert(requests.end(), in_flight_[k].requests.begin(), in_flight_[k].requests.end());
     bounded_wait(requests, in_flight_.front().sequence, in_flight_.front().what);
-    for (InFlight& f : in_flight_) {
+    for (size_t k = 0; k < count; ++k) {
+      InFlight& f = in_flight_[k];
       if (!f.unpack || f.packed.empty()) continue;
       int64_t at = 0;
       for (const Tensor& t : f.tensors) {
@@ -215,7 +219,7 @@ class MpiSum final : public exec::CrossRankSum {
         at += t.numel();
       }
     }
-    in_flight_.clear();
+    in_flight_.erase(in_flight_.begin(), in_flight_.begin() + static_cast<int64_t>(count));
   }
 
   void reduce_scatter(const Tensor& flat, const Tensor& shard) override {

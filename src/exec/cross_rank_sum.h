@@ -55,6 +55,13 @@ class CrossRankSum {
     reduce_scatter(flat, shard);
   }
   virtual void start_all_gather(const Tensor& flat) { all_gather(flat); }
+  // Waits for the `count` oldest collectives started and not yet waited
+  // for (their results in place), leaving the later ones running. The
+  // default waits for all of them.
+  virtual void wait_for_oldest_sums(size_t count) {
+    (void)count;
+    wait_for_sums();
+  }
 };
 
 }  // namespace lt::exec

@@ -140,6 +140,8 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
 StreamingExecutor::Impl::~Impl() {
   or_report("draining the copy engines", [&] { drain_copies(); });
   wait_updates_quietly();
+  if (gathers_due && !update_failure)
+    or_report("the weights' all-gather", [&] { gather_through(stages.size() - 1); });
   // The model outlives the executor: its weights (and the optimizer's
   // states) come back into host memory (Note [Stage states on disk]).
   if (states_on_disk && !update_failure) {
@@ -165,11 +167,6 @@ void StreamingExecutor::Impl::wait_for_update(size_t s) {
   const double write_back = wait_seconds(updated[s]);
   stats->optimizer_s += update + write_back;
   stats->states_disk_s += std::min(update, state_read_wait_s[s]) + write_back;
-  const StateIo& io = state_io[s];
-  stats->states_read_bytes += io.read_bytes;
-  stats->states_write_bytes += io.write_bytes;
-  stats->states_read_s += io.read_s;
-  stats->states_write_s += io.write_s;
 }
 
 void StreamingExecutor::Impl::allocate_grad_slabs() {
@@ -200,6 +197,7 @@ int StreamingExecutor::Impl::find_slot(int stage) const {
 }
 
 void StreamingExecutor::Impl::load(int slot, int stage) {
+  gather_through(static_cast<size_t>(stage));  // Note [Overlapped all-gathers]
   Slot& s = slots[slot];
   s.weights.clear();  // frees the previous occupant (a queued copy keeps its own reference)
   s.stage = stage;
@@ -319,10 +317,7 @@ void StreamingExecutor::Impl::run_step() {
   for (size_t u = 0; u < plan.uses.size(); ++u) {
     const StageUse use = plan.uses[u];
     issue_prefetches(u);
-    // A stage's first use in a step (the head's is its HeadStep) waits for
-    // its update, counted in optimizer_s (states_disk_s for disk stages).
-    if (use.work == StageWork::Forward || use.work == StageWork::HeadStep)
-      wait_for_update(static_cast<size_t>(use.stage));
+    if (use.work == StageWork::Forward) wait_for_update(static_cast<size_t>(use.stage));
     slot_for_current_use = acquire(use.stage, plan.next_stage[u]);
     TraceSpan span(
         tracing(), "compute",
@@ -474,6 +469,7 @@ StreamingExecutor::~StreamingExecutor() = default;
 
 void StreamingExecutor::sync() {
   impl_->wait_updates_quietly();
+  if (!impl_->stages.empty()) impl_->gather_through(impl_->stages.size() - 1);
   impl_->write_trace();
   impl_->rethrow_update_failure();
   if (impl_->states_on_disk) {
@@ -557,8 +553,8 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
     stats.skipped = true;
   } else {
     m.enqueue_updates(options.lr, optim::clip_scale(stats.grad_norm, options.max_grad_norm));
-    // exec/streaming_ranks.cpp; shared weights need no gather.
-    if (m.options.zero && !m.options.zero->shares_weights()) m.gather_masters_over_ranks();
+    // Note [Overlapped all-gathers]; shared weights need no gather.
+    if (m.options.zero && !m.options.zero->shares_weights()) m.defer_gathers();
     if (!m.options.overlap_optimizer) {
       const auto t0 = Clock::now();
       m.wait_updates_quietly();

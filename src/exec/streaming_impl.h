@@ -135,13 +135,6 @@ struct StreamingExecutor::Impl {
   // optimizer thread before the ticket completes): StepStats::states_disk_s.
   std::vector<Ticket> state_updated;
   std::vector<double> state_read_wait_s;
-  // Per disk stage, its last read and write-back (states thread, before
-  // their tickets complete): bytes and seconds, into StepStats::states_read_*.
-  struct StateIo {
-    int64_t read_bytes = 0, write_bytes = 0;
-    double read_s = 0, write_s = 0;
-  };
-  std::vector<StateIo> state_io;
   struct StageStates {
     std::vector<std::string> labels;           // per state: "<param>" or "<param>.<state>"
     std::vector<std::vector<Tensor>> handles;  // per state: every handle of its memory
@@ -195,9 +188,14 @@ struct StreamingExecutor::Impl {
   // parameters' has_grad over the ranks; the squared norm of the summed
   // gradients.
   double finish_sums_over_ranks(StepStats& st);
-  // ZeRO-1 (options.zero), after enqueue_updates: as each stage's update
-  // ends, its shard of the masters is all-gathered; waits for all.
-  void gather_masters_over_ranks();
+  // ZeRO-1 without shared weights (Note [Overlapped all-gathers]): after
+  // enqueue_updates, the stages' all-gathers are due; gather_through(s)
+  // starts those of stages 0..s not started yet (each once its update has
+  // ended) and completes those up to s, copying them into the masters.
+  void defer_gathers();
+  void gather_through(size_t stage);
+  bool gathers_due = false;
+  size_t gathers_started = 0, gathers_finished = 0;  // stages, in order
   // Queues this step's update, stage by stage, then finish_step().
   void enqueue_updates(double lr, double grad_scale);
   // Stage s's update, once `states_read` (if valid) has completed.

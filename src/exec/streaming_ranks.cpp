@@ -17,7 +17,8 @@
 //    norm is the sum of the ranks' shards' squares, each rank updates its
 //    shard, and as each stage's update ends its shard of the masters is
 //    all-gathered into every rank's (and the device's bf16 copies
-//    refreshed), before step() returns: the next step uploads from them.
+//    refreshed) before the next upload of that stage (Note [Overlapped
+//    all-gathers]), so that the updates overlap the next forward.
 //    With the weights shared by the ranks of the host (Note [Weights
 //    shared by the ranks of a host]) there is nothing to gather: each
 //    stage's update is done once every rank of the host has written its
@@ -124,6 +125,9 @@ void StreamingExecutor::Impl::copy_out_over_ranks(int stage) {
 }
 
 double StreamingExecutor::Impl::finish_sums_over_ranks(StepStats& st) {
+  // A rank that loaded nothing this step gathers now, before its first
+  // reduce-scatter, as the others did in their forward.
+  if (!stages.empty()) gather_through(stages.size() - 1);
   // Stages this rank never copied out (no targets in its shard): zeros, in
   // backward order as the others copy them out.
   bool all_copied = true;
@@ -161,18 +165,44 @@ double StreamingExecutor::Impl::finish_sums_over_ranks(StepStats& st) {
   return squared;
 }
 
-void StreamingExecutor::Impl::gather_masters_over_ranks() {
-  // Stage order, as the updates run: each gather starts as its update ends.
-  for (size_t s = 0; s < stages.size(); ++s) {
-    stats->optimizer_s += wait_seconds(updated[s]);
-    if (stages[s].first < stages[s].last)
-      options.zero->start_gather(options.zero->group_of(stages[s].first));
-  }
+// Note [Overlapped all-gathers]
+// Without shared weights each rank's masters need the other ranks' shards
+// after every update: stage s's all-gather. step() returns without it, so
+// that the updates run behind the next forward as on one process, and
+// the next upload of stage s (load()) first calls gather_through(s): the
+// gathers of stages 0..s start in stage order, each once its own update
+// has ended, and stage s's is waited for (MPI: polled, bounded by
+// dist.timeout_s) and copied into the masters, the later stages' gathers
+// staying in flight or not yet started. Every rank starts the same
+// collectives in the same order: after the step's target sum, the
+// gathers in stage order before any of the step's reduce-scatters (every
+// forward loads every stage before the backward starts; a rank without
+// targets, which loads nothing, gathers all at the start of its sums);
+// sync() and the destructor finish what is left, so that a checkpoint or
+// an evaluation reads whole masters.
+void StreamingExecutor::Impl::defer_gathers() {
+  gathers_due = true;
+  gathers_started = gathers_finished = 0;
+}
+
+void StreamingExecutor::Impl::gather_through(size_t stage) {
+  if (!gathers_due) return;
   const auto start = std::chrono::steady_clock::now();
-  options.ranks->wait_for_sums();
-  options.zero->finish_gathers();
-  stats->optimizer_s +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ZeroOptimizer& zero = *options.zero;
+  for (; gathers_started <= stage && gathers_started < stages.size(); ++gathers_started) {
+    const StageInfo& info = stages[gathers_started];
+    wait_seconds(updated[gathers_started]);
+    if (info.first < info.last) zero.start_gather(zero.group_of(info.first));
+  }
+  for (; gathers_finished < gathers_started && gathers_finished <= stage; ++gathers_finished) {
+    if (stages[gathers_finished].first == stages[gathers_finished].last) continue;
+    options.ranks->wait_for_oldest_sums(1);
+    zero.finish_oldest_gather();
+  }
+  if (gathers_finished == stages.size()) gathers_due = false;
+  if (stats)
+    stats->optimizer_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace lt::exec

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "optim/shadow.h"
 
@@ -65,7 +66,12 @@ ZeroOptimizer::ZeroOptimizer(const nn::NamedParameters& masters, const optim::Ad
 const Tensor& ZeroOptimizer::flat() const {
   // Zeros: the padding stays zero (nothing writes it but the all-gather,
   // which copies other ranks' zeros), so a reduce-scatter adds zeros there.
-  if (!flat_.defined()) flat_ = Tensor::zeros({shards_.flat_size}, DType::F32);
+  // Host memory by name: the first use may run inside a device's compute
+  // scope (the streaming executor's uploads), which would place it there.
+  if (!flat_.defined()) {
+    flat_ = Tensor::empty({shards_.flat_size}, DType::F32, cpu_allocator());
+    flat_.zero_();
+  }
   return flat_;
 }
 
@@ -216,18 +222,22 @@ void ZeroOptimizer::start_gather(size_t group) {
 }
 
 void ZeroOptimizer::finish_gathers() {
-  if (gathering_.empty()) return;
+  while (!gathering_.empty()) finish_oldest_gather();
+}
+
+size_t ZeroOptimizer::finish_oldest_gather() {
+  LT_CHECK(!gathering_.empty(), "dist.zero 1: no all-gather in flight");
+  const size_t group = gathering_.front();
   const float* flat = flat_data(flat_);
-  for (size_t group : gathering_) {
-    const ZeroGroup& g = shards_.groups[group];
-    for (size_t i = g.first; i < g.last; ++i) {
-      const Tensor& m = masters_[i].second;
-      std::memcpy(m.data<float>(), flat + shards_.param_offsets[i],
-                  static_cast<size_t>(m.numel()) * sizeof(float));
-      if (i < shadows_.size() && shadows_[i].defined()) optim::fill_bf16_shadow(m, shadows_[i]);
-    }
+  const ZeroGroup& g = shards_.groups[group];
+  for (size_t i = g.first; i < g.last; ++i) {
+    const Tensor& m = masters_[i].second;
+    std::memcpy(m.data<float>(), flat + shards_.param_offsets[i],
+                static_cast<size_t>(m.numel()) * sizeof(float));
+    if (i < shadows_.size() && shadows_[i].defined()) optim::fill_bf16_shadow(m, shadows_[i]);
   }
-  gathering_.clear();
+  gathering_.erase(gathering_.begin());
+  return group;
 }
 
 Tensor ZeroOptimizer::flat_gradient_view(size_t i) const {

@@ -106,6 +106,11 @@ class ZeroOptimizer final : public optim::Optimizer {
   // finish_gathers(), after wait_for_sums(), copies them into the masters.
   void start_gather(size_t group);
   void finish_gathers();
+  // The oldest started group's all-gather, once the CrossRankSum has
+  // completed it (wait_for_oldest_sums(1)), copied into the masters; the
+  // later ones stay in flight. Returns that group.
+  size_t finish_oldest_gather();
+  size_t gathers_in_flight() const { return gathering_.size(); }
 
   // The masters live in memory the ranks of this host share (Note [Weights
   // shared by the ranks of a host]); `shared` outlives this and is made

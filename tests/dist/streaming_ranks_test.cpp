@@ -50,7 +50,10 @@ INSTANTIATE_TEST_SUITE_P(
               2,
               {"train.batch_size=4", "train.grad_accum=2", "exec.schedule=every_k",
                "exec.keep_every=2", "dist.zero=1"}},
-        Shape{"zero1_three_ranks", 3, {"train.batch_size=6", "data.pack=true", "dist.zero=1"}}),
+        Shape{"zero1_three_ranks", 3, {"train.batch_size=6", "data.pack=true", "dist.zero=1"}},
+        Shape{"zero1_private_weights_three_ranks",
+              3,
+              {"train.batch_size=6", "data.pack=true", "dist.zero=1", "dist.share_weights=false"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(StreamingRanks, ResumeOnAnotherWorldSizeContinuesAsUninterrupted) {
