@@ -167,6 +167,11 @@ void StreamingExecutor::Impl::wait_for_update(size_t s) {
   const double write_back = wait_seconds(updated[s]);
   stats->optimizer_s += update + write_back;
   stats->states_disk_s += std::min(update, state_read_wait_s[s]) + write_back;
+  const StateIo& io = state_io[s];
+  stats->states_read_bytes += io.read_bytes;
+  stats->states_write_bytes += io.write_bytes;
+  stats->states_read_s += io.read_s;
+  stats->states_write_s += io.write_s;
 }
 
 void StreamingExecutor::Impl::allocate_grad_slabs() {
@@ -317,7 +322,10 @@ void StreamingExecutor::Impl::run_step() {
   for (size_t u = 0; u < plan.uses.size(); ++u) {
     const StageUse use = plan.uses[u];
     issue_prefetches(u);
-    if (use.work == StageWork::Forward) wait_for_update(static_cast<size_t>(use.stage));
+    // A stage's first use in a step (the head's is its HeadStep) waits for
+    // its update, counted in optimizer_s (states_disk_s for disk stages).
+    if (use.work == StageWork::Forward || use.work == StageWork::HeadStep)
+      wait_for_update(static_cast<size_t>(use.stage));
     slot_for_current_use = acquire(use.stage, plan.next_stage[u]);
     TraceSpan span(
         tracing(), "compute",

@@ -135,6 +135,13 @@ struct StreamingExecutor::Impl {
   // optimizer thread before the ticket completes): StepStats::states_disk_s.
   std::vector<Ticket> state_updated;
   std::vector<double> state_read_wait_s;
+  // Per disk stage, its last read and write-back (states thread, before
+  // their tickets complete): bytes and seconds, into StepStats::states_read_*.
+  struct StateIo {
+    int64_t read_bytes = 0, write_bytes = 0;
+    double read_s = 0, write_s = 0;
+  };
+  std::vector<StateIo> state_io;
   struct StageStates {
     std::vector<std::string> labels;           // per state: "<param>" or "<param>.<state>"
     std::vector<std::vector<Tensor>> handles;  // per state: every handle of its memory
