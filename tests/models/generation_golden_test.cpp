@@ -18,6 +18,7 @@
 #include "autograd/grad_mode.h"
 #include "io/hf_model.h"
 #include "models/decode.h"
+#include "support/generation_goldens.h"
 #include "train/generate.h"
 #include "train/generation.h"
 
@@ -25,26 +26,6 @@ namespace lt::train {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr double kTieGap = 1e-3;
-
-fs::path families() {
-  return fs::path(LT_SOURCE_DIR) / "tests/models/fixtures/families";
-}
-
-const nlohmann::json& goldens() {
-  static const nlohmann::json j = [] {
-    std::ifstream in(families() / "generation_goldens.json");
-    return nlohmann::json::parse(in);
-  }();
-  return j;
-}
-
-// The number of leading steps before the reference's first near-tie.
-size_t steps_before_tie(const nlohmann::json& gaps) {
-  size_t n = 0;
-  while (n < gaps.size() && gaps[n].get<double>() >= kTieGap) ++n;
-  return n;
-}
 
 std::vector<std::vector<int32_t>> golden_prompts(const nlohmann::json& family) {
   std::vector<std::vector<int32_t>> prompts;
@@ -55,7 +36,7 @@ std::vector<std::vector<int32_t>> golden_prompts(const nlohmann::json& family) {
 void expect_tokens(const std::vector<int32_t>& got, const nlohmann::json& want_run,
                    const std::string& what) {
   const std::vector<int32_t> want = want_run.at("tokens");
-  const size_t n = steps_before_tie(want_run.at("gaps"));
+  const size_t n = testing::steps_before_tie(want_run.at("gaps"));
   if (n == want.size()) {
     EXPECT_EQ(got, want) << what;
     return;
@@ -69,11 +50,12 @@ void expect_tokens(const std::vector<int32_t>& got, const nlohmann::json& want_r
 class GenerationGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GenerationGolden, GreedyMatchesTransformersGenerate) {
-  const nlohmann::json& family = goldens().at("families").at(GetParam());
-  const models::CausalLM model = io::load_hf_model(families() / GetParam(), DType::F32);
+  const nlohmann::json& family = testing::generation_goldens().at("families").at(GetParam());
+  const models::CausalLM model =
+      io::load_hf_model(testing::family_fixtures() / GetParam(), DType::F32);
   const auto prompts = golden_prompts(family);
   GenerationOptions options;
-  options.max_new_tokens = goldens().at("max_new_tokens");
+  options.max_new_tokens = testing::generation_goldens().at("max_new_tokens");
   // One row at a time, and both rows in one padded batch.
   for (int64_t batch : {1, 2}) {
     options.batch_size = batch;
@@ -89,8 +71,9 @@ TEST_P(GenerationGolden, GreedyMatchesTransformersGenerate) {
 }
 
 TEST_P(GenerationGolden, FirstLogitsMatchTransformers) {
-  const nlohmann::json& family = goldens().at("families").at(GetParam());
-  const models::CausalLM model = io::load_hf_model(families() / GetParam(), DType::F32);
+  const nlohmann::json& family = testing::generation_goldens().at("families").at(GetParam());
+  const models::CausalLM model =
+      io::load_hf_model(testing::family_fixtures() / GetParam(), DType::F32);
   NoGradGuard no_grad;
   for (const auto& row : family.at("prompts")) {
     const std::vector<int64_t> prompt = row.at("prompt");
@@ -109,11 +92,12 @@ TEST_P(GenerationGolden, FirstLogitsMatchTransformers) {
 // With the EOS of the folder's generation_config.json, a row ends at it
 // (the EOS is its last token), as transformers' run with EOS did.
 TEST_P(GenerationGolden, StopsAtTheFoldersEos) {
-  const nlohmann::json& family = goldens().at("families").at(GetParam());
-  const models::CausalLM model = io::load_hf_model(families() / GetParam(), DType::F32);
+  const nlohmann::json& family = testing::generation_goldens().at("families").at(GetParam());
+  const models::CausalLM model =
+      io::load_hf_model(testing::family_fixtures() / GetParam(), DType::F32);
   GenerationOptions options;
-  options.max_new_tokens = goldens().at("max_new_tokens");
-  options.eos_ids = eos_ids_for((families() / GetParam()).string(), model.config());
+  options.max_new_tokens = testing::generation_goldens().at("max_new_tokens");
+  options.eos_ids = eos_ids_for((testing::family_fixtures() / GetParam()).string(), model.config());
   const std::vector<int32_t> want_eos = family.at("eos_token_ids");
   // GPT-2's EOS (50256) lies outside the fixture's vocabulary of 97, which
   // the script leaves out; any id listed must be what the folder says.
@@ -125,7 +109,7 @@ TEST_P(GenerationGolden, StopsAtTheFoldersEos) {
     const auto& row = family.at("prompts")[i];
     if (!row.contains("cpu_f32_eos")) continue;
     const std::vector<int32_t> want = row.at("cpu_f32_eos");
-    if (steps_before_tie(row.at("cpu_f32").at("gaps")) < want.size()) continue;
+    if (testing::steps_before_tie(row.at("cpu_f32").at("gaps")) < want.size()) continue;
     EXPECT_EQ(out[i].tokens, want) << GetParam() << " prompt " << i;
     const bool at_eos = static_cast<int64_t>(want.size()) < options.max_new_tokens;
     EXPECT_EQ(out[i].finish, at_eos ? FinishReason::kEos : FinishReason::kLength);

@@ -21,6 +21,7 @@
 #include "exec/stand_in_device.h"
 #include "exec/streamed_weights.h"
 #include "io/hf_model.h"
+#include "support/generation_goldens.h"
 #include "train/generation.h"
 #include "train/generation_placement.h"
 
@@ -28,19 +29,6 @@ namespace lt::train {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr double kTieGap = 1e-3;  // as tests/models/generation_golden_test.cpp
-
-fs::path families() {
-  return fs::path(LT_SOURCE_DIR) / "tests/models/fixtures/families";
-}
-
-const nlohmann::json& goldens() {
-  static const nlohmann::json j = [] {
-    std::ifstream in(families() / "generation_goldens.json");
-    return nlohmann::json::parse(in);
-  }();
-  return j;
-}
 
 struct Layout {
   const char* name;
@@ -60,12 +48,13 @@ const std::vector<Layout> kLayouts = {
 class StreamedGeneration : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(StreamedGeneration, EqualsTheResidentModelAndTransformers) {
-  const nlohmann::json& family = goldens().at("families").at(GetParam());
-  const models::CausalLM resident = io::load_hf_model(families() / GetParam(), DType::F32);
+  const nlohmann::json& family = testing::generation_goldens().at("families").at(GetParam());
+  const models::CausalLM resident =
+      io::load_hf_model(testing::family_fixtures() / GetParam(), DType::F32);
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& p : family.at("prompts")) prompts.push_back(p.at("prompt"));
   GenerationOptions options;
-  options.max_new_tokens = goldens().at("max_new_tokens");
+  options.max_new_tokens = testing::generation_goldens().at("max_new_tokens");
   options.batch_size = 2;  // both prompts in one padded batch
   const std::vector<Generation> want = generate(resident, prompts, options);
 
@@ -74,7 +63,7 @@ TEST_P(StreamedGeneration, EqualsTheResidentModelAndTransformers) {
     exec::StandInOptions stand_in;
     stand_in.max_copy_delay_us = 200;      // a hold that does not wait reads a half-copied slot
     exec::StandInDevice device(stand_in);  // before the model, whose weights it holds
-    models::CausalLM model = io::load_hf_model(families() / GetParam(), DType::F32);
+    models::CausalLM model = io::load_hf_model(testing::family_fixtures() / GetParam(), DType::F32);
     exec::StreamedWeights streamed(model, device, {layout.streamed, layout.slots});
     options.streamed = &streamed;
     const std::vector<Generation> got = generate(model, prompts, options);
@@ -86,7 +75,8 @@ TEST_P(StreamedGeneration, EqualsTheResidentModelAndTransformers) {
       const auto& run = family.at("prompts")[i].at("cpu_f32");
       const std::vector<int32_t> reference = run.at("tokens");
       size_t n = 0;
-      while (n < reference.size() && run.at("gaps")[n].get<double>() >= kTieGap) ++n;
+      while (n < reference.size() && run.at("gaps")[n].get<double>() >= testing::kGenerationTieGap)
+        ++n;
       ASSERT_GE(got[i].tokens.size(), n);
       EXPECT_EQ(std::vector<int32_t>(got[i].tokens.begin(), got[i].tokens.begin() + n),
                 std::vector<int32_t>(reference.begin(), reference.begin() + n))
@@ -108,7 +98,7 @@ INSTANTIATE_TEST_SUITE_P(Families, StreamedGeneration,
 // the embedding where it lies: only its norm is copied.
 TEST(StreamedWeights, ATiedHeadCopiesOnlyWhatIsNotOnTheDevice) {
   exec::StandInDevice device;
-  models::CausalLM model = io::load_hf_model(families() / "qwen2", DType::F32);
+  models::CausalLM model = io::load_hf_model(testing::family_fixtures() / "qwen2", DType::F32);
   ASSERT_TRUE(model.config().tie_word_embeddings);
   const std::vector<exec::StageBytes> bytes = exec::stage_bytes(model, DType::F32);
   exec::StreamedWeights streamed(model, device, {{false, true, true, true}, 2});
@@ -184,7 +174,7 @@ TEST(GenerationPlacement, ABudgetTooSmallNamesTheOptionAndTheBytes) {
 // The placement's count of a capped run is an upper bound of what the run
 // allocates: the stand-in refuses any allocation past its capacity.
 TEST(GenerationPlacement, APlannedRunFitsTheStandInsCapacity) {
-  const fs::path dir = families() / "llama";
+  const fs::path dir = testing::family_fixtures() / "llama";
   std::vector<std::vector<int32_t>> prompts = {{5, 9, 11, 3, 7, 1, 2}, {40, 41}};
   GenerationOptions options;
   options.max_new_tokens = 9;
