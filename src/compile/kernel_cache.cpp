@@ -81,7 +81,16 @@ std::shared_ptr<const CpuKernel> KernelCache::get(const KernelGraph& graph) {
 
 KernelCacheStats KernelCache::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  KernelCacheStats total = stats_;
+  if (gpu_) {  // the GPU half's kernels count alike (its lock is never held while taking ours)
+    const KernelCacheStats gpu = gpu_->stats();
+    total.compiled += gpu.compiled;
+    total.loaded_from_disk += gpu.loaded_from_disk;
+    total.rebuilt += gpu.rebuilt;
+    total.memory_hits += gpu.memory_hits;
+    total.compile_seconds += gpu.compile_seconds;
+  }
+  return total;
 }
 
 }  // namespace lt::compile

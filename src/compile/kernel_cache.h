@@ -37,6 +37,7 @@ class KernelCache {
   // a compile holds the cache's lock (compiles are rare).
   std::shared_ptr<const CpuKernel> get(const KernelGraph& graph);
 
+  // This cache's kernels and its GPU half's (gpu()), together.
   KernelCacheStats stats() const;
   const std::string& folder() const { return folder_; }
 

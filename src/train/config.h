@@ -64,7 +64,9 @@ struct TrainConfig {
     // elementwise and norm chains become compiled kernels. auto: where its
     // plugin loads (a build with MLIR, libMLIR present); on: that or an
     // error; off (the default until compiled kernels are faster than the
-    // hand-written ones). true and false read as on and off. CPU only so far.
+    // hand-written ones). true and false read as on and off. On a GPU, auto
+    // runs the hand-written kernels (the compiled ones are slower there so
+    // far); on runs the compiled ones, which need MLIR or a filled cache.
     std::string compile = "off";  // auto|on|off
   } train;
   struct Optim {
