@@ -91,24 +91,17 @@ class GpuWriter {
     if (auto it = value_.find(id); it != value_.end()) return it->second;
     const Node& n = graph_.node(id);
     std::string v;
-    if (n.op == OpKind::Input) {
-      v = s_.widen(load(n), n.dtype);
-    } else if (is_reduction(n.op)) {
+    // A leaf: an input loaded at this region's index, or a reduction's
+    // value from its pass.
+    const auto leaf = [&]() -> std::string {
+      if (n.op == OpKind::Input) return load(n);
       auto it = reduced_.find(id);
       LT_CHECK(it != reduced_.end(), "compile: to_gpu_mlir: reduction ", id,
                " is read before its pass");
-      v = it->second;
-    } else if (n.op == OpKind::Constant) {
-      v = s_.constant(n.constant);
-    } else if (n.op == OpKind::Cols) {
-      v = "%cols_f32";
-    } else {
-      // Operands in order, each written before the op that reads it.
-      const std::string a = n.a >= 0 ? emit(n.a) : "";
-      const std::string b = n.b >= 0 ? emit(n.b) : "";
-      const std::string c = n.c >= 0 ? emit(n.c) : "";
-      v = s_.op(n, a, b, c);
-    }
+      return it->second;
+    };
+    v = s_.value(
+        n, leaf, [this](int32_t operand) { return emit(operand); }, "%cols_f32");
     value_[id] = v;
     return v;
   }

@@ -112,6 +112,19 @@ std::string ScalarWriter::op(const Node& n, const std::string& a, const std::str
   fail("compile: ScalarWriter::op got ", op_name(n.op), ", which its caller writes");
 }
 
+std::string ScalarWriter::value(const Node& n, const std::function<std::string()>& leaf,
+                                const std::function<std::string(int32_t)>& operand,
+                                const std::string& cols_f32) {
+  if (n.op == OpKind::Input) return widen(leaf(), n.dtype);
+  if (is_reduction(n.op)) return leaf();
+  if (n.op == OpKind::Constant) return constant(n.constant);
+  if (n.op == OpKind::Cols) return cols_f32;
+  const std::string a = n.a >= 0 ? operand(n.a) : "";
+  const std::string b = n.b >= 0 ? operand(n.b) : "";
+  const std::string c = n.c >= 0 ? operand(n.c) : "";
+  return op(n, a, b, c);
+}
+
 std::string ScalarWriter::narrow(const std::string& v, DType dtype) {
   if (dtype == DType::F32) return v;
   std::string r = fresh();

@@ -3,6 +3,7 @@
 // by the CPU writer (compile/to_mlir.h, inside linalg.generic bodies) and
 // the GPU writer (compile/gpu_mlir.h, inside a kernel's loops), so that
 // both compute every op alike. Text only: no MLIR headers.
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -27,6 +28,14 @@ class ScalarWriter {
   // Inputs, reductions and Cols are the callers' (a load, an accumulated
   // value, a hoisted count): calling this for them throws.
   std::string op(const Node& n, const std::string& a, const std::string& b, const std::string& c);
+
+  // The f32 value of `n`: a leaf's (an input, widened from its stored
+  // type, or a reduction's value) from `leaf`, a constant, the column
+  // count (`cols_f32`), or its op on its operands' values from `operand`,
+  // asked in order (a, b, c), each writing its own lines first.
+  std::string value(const Node& n, const std::function<std::string()>& leaf,
+                    const std::function<std::string(int32_t)>& operand,
+                    const std::string& cols_f32);
 
   // f32 to a stored type and back (no-ops for f32).
   std::string narrow(const std::string& v, DType dtype);

@@ -100,21 +100,8 @@ class MlirWriter {
                ") is not an operand of this pass");
       return it->second;
     };
-    if (n.op == OpKind::Input) {
-      v = s_.widen(leaf(), n.dtype);
-    } else if (is_reduction(n.op)) {
-      v = leaf();
-    } else if (n.op == OpKind::Constant) {
-      v = s_.constant(n.constant);
-    } else if (n.op == OpKind::Cols) {
-      v = "%cols_f32";
-    } else {
-      // Operands first: emitting them writes lines of their own.
-      const std::string a = n.a >= 0 ? emit(n.a) : "";
-      const std::string b = n.b >= 0 ? emit(n.b) : "";
-      const std::string c = n.c >= 0 ? emit(n.c) : "";
-      v = s_.op(n, a, b, c);
-    }
+    v = s_.value(
+        n, leaf, [this](int32_t operand) { return emit(operand); }, "%cols_f32");
     value_[id] = v;
     return v;
   }
