@@ -4,7 +4,8 @@
 # bytes moved over time against the H200's 4.3 TB/s
 # (tests/gpu/compiled_kernels_gpu_bench.cpp), after the GPU correctness
 # tests (CompiledKernelsGpu.*: every chain and 60 fixed-seed random graphs
-# against the float64 interpreter).
+# against the float64 interpreter; FusedProgramsGpu.*: fused programs
+# against autograd's unfused CUDA kernels).
 #
 # The GPU machine's build has no MLIR, so its kernels are compiled here first,
 # into a folder that travels with the build (docs/compiler.md, "Kernels for a
@@ -33,8 +34,12 @@ case ${1:-} in
     mkdir -p "$out"
     [ -d "$kernels" ] || { echo "no kernel folder $kernels: run 'prebuild' where MLIR is"; exit 1; }
     export LT_GPU_KERNELS=$kernels
+    # The libraries bench/gpu.sh's unpack put beside a packed build.
+    carry_libs=$root/${LT_CARRY_DIR:-build-carry}/x/lib
+    [ -d "$carry_libs" ] && export LD_LIBRARY_PATH=$carry_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     status=0
-    "$test_gpu" --gtest_filter='CompiledKernelsGpu.*' > "$out/compiled_kernels_gpu.log" 2>&1 || status=1
+    "$test_gpu" --gtest_filter='CompiledKernelsGpu.*:*FusedProgramsGpu.*' \
+      > "$out/compiled_kernels_gpu.log" 2>&1 || status=1
     grep -E '^\[  (PASSED|FAILED) |^\[       OK|^\[  FAILED' "$out/compiled_kernels_gpu.log"
     LT_BENCH=1 "$test_gpu" --gtest_filter='CompiledKernelsGpuBench.*' \
       > "$out/compile_chains_bench.log" 2>&1 || status=1
