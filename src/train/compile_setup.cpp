@@ -10,14 +10,21 @@ void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& 
                    ProgressBar& log) {
   const std::string& mode = c.train.compile;
   if (mode == "off") return;
-  // `on` asks for the compiler itself: without it, stop before training.
+  // `on` asks for the compiler itself: without it, stop before training;
+  // except on a GPU, whose kernels (cubins) load from the cache folder
+  // without the plugin (the GPU machine has no MLIR; docs/compiler.md).
   // `auto` first asks whether this run could use it, so that a run that
   // cannot does not load the plugin (libMLIR and libLLVM) at all.
   if (mode == "on") {
     const compile::CompilerInfo compiler = compile::compiler_info();
-    LT_CHECK(compiler.loaded, "config key 'train.compile' is on, but the fusion compiler is not ",
-             "available: ", compiler.error,
+    LT_CHECK(compiler.loaded || !plan.device.is_cpu(), "config key 'train.compile' is on, but ",
+             "the fusion compiler is not available: ", compiler.error,
              ". Set train.compile to auto (or off) to train with the hand-written kernels.");
+    if (!compiler.loaded) {
+      log.message("train.compile on: no fusion compiler here (" + compiler.error +
+                  "), so the GPU kernels must already be in the cache folder (" +
+                  compile::KernelCache::default_folder() + ")");
+    }
   }
   const char* why_not = nullptr;
   if (!plan.device.is_cpu() && mode == "auto") {

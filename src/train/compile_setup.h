@@ -13,7 +13,8 @@ namespace lt::train {
 // where the run cannot use them (a GPU, an executor that calls the stages
 // itself; with auto, no compiler plugin: built without MLIR, or it or its
 // libraries missing) says why once and leaves the model as it is. With on
-// and no compiler plugin, throws naming train.compile and the reason.
+// and no compiler plugin, throws naming train.compile and the reason on
+// the CPU; on a GPU says that the kernels must be in the cache folder.
 void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& model,
                    ProgressBar& log);
 
