@@ -175,5 +175,35 @@ TEST(CompilerPlugin, AutoWithThePluginCompilesTheBlocks) {
   EXPECT_EQ(losses(tmp / "auto").size(), 2u);
 }
 
+// The libraries a running training maps, read from /proc/<pid>/maps once
+// its first step is written.
+std::string maps_during_training(const TempDir& tmp, const std::string& compile) {
+  const fs::path out = tmp / compile;
+  train::testing::Child child(
+      {"train", "--set", "train.steps=1000", "--set", "train.eval_every=0", "--set",
+       "train.compile=" + compile, "--set", "out.dir=" + out.string()},
+      tmp / (compile + ".log"));
+  if (!train::testing::wait_for_lines(child, out / "metrics.jsonl", 1, 120)) {
+    ADD_FAILURE() << "no step: " << child.output();
+    return "";
+  }
+  return train::testing::read_text("/proc/" + std::to_string(child.pid()) + "/maps");
+}
+
+// Loaded only when used: a run with train.compile off never maps the
+// plugin or MLIR; one that compiles maps both.
+TEST(CompilerPlugin, OnlyARunThatCompilesLoadsIt) {
+  if (!compiler_info().built_in) GTEST_SKIP() << "built without MLIR (-DLT_MLIR=OFF)";
+  TempDir tmp("plugin_maps");
+  ScopedEnv plugin("LT_COMPILER_PLUGIN", nullptr);
+  ScopedEnv cache("XDG_CACHE_HOME", (tmp / "cache").c_str());
+  const std::string off = maps_during_training(tmp, "off");
+  EXPECT_EQ(off.find("liblazytrain_mlir"), std::string::npos) << off;
+  EXPECT_EQ(off.find("libMLIR"), std::string::npos) << off;
+  const std::string compiled = maps_during_training(tmp, "on");
+  EXPECT_NE(compiled.find("liblazytrain_mlir"), std::string::npos) << compiled;
+  EXPECT_NE(compiled.find("libMLIR"), std::string::npos) << compiled;
+}
+
 }  // namespace
 }  // namespace lt::compile
