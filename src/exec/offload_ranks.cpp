@@ -101,11 +101,10 @@ StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Bat
   LT_CHECK(!options.zenflow,
            "exec.mode zenflow: a run of several processes cannot use ZenFlow yet; use exec.mode "
            "offload (or resident)");
-  if (options.zero && !masters.empty() &&
-      slabs[0][0].data_ptr() != options.zero->flat_gradient_view(0).data_ptr()) {
-    // Once: the host receives only the shard, so the executor's own slabs
-    // go (views of the flat buffer take their place).
-    for (size_t i = 0; i < masters.size(); ++i) slabs[0][i] = options.zero->flat_gradient_view(i);
+  if (options.zero) {
+    // The host receives only the shard (ZeroOptimizer::shard_gradient), so
+    // the executor's own slabs go: nothing reads them under ZeRO-1.
+    for (Tensor& slab : slabs[0]) slab = Tensor();
   }
   StepStats st;
   StepRecord record(*this, st);

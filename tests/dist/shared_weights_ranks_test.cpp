@@ -5,8 +5,7 @@
 //    process's losses and weights with it; here, the private bytes per rank
 //    that it removes, counted by the CPU allocator (metrics.jsonl's host
 //    peak) against ZeRO-1 without it: the f32 masters (4 bytes a
-//    parameter) and, streaming, the flat buffer the all-gather needed (4
-//    more);
+//    parameter) and the flat buffer the all-gather needed (4 more);
 //  - both ranks map the same segment while the run lasts, its name already
 //    gone from /dev/shm, and nothing of it is left after a normal run or
 //    after a killed rank (Note [Shared memory outlives no run]);
@@ -51,9 +50,8 @@ TEST(SharedWeightsRanks, StreamingRanksHoldNoWeightsOfTheirOwn) {
 }
 
 TEST(SharedWeightsRanks, OffloadRanksHoldNoWeightsOfTheirOwn) {
-  // 2 (ZeRO-1) + 4 (the masters); its download slabs still view the flat
-  // buffer.
-  expect_zero_saves_per_parameter("offload", 0, {}, 6);
+  // The same: 2 (ZeRO-1) + 4 (the masters) + 4 (no flat buffer).
+  expect_zero_saves_per_parameter("offload", 0, {}, 10);
 }
 
 TEST(SharedWeightsRanks, BothRanksMapOneSegmentAndAKilledRankLeavesNothing) {
