@@ -4,8 +4,9 @@
 //  - the ZeRO-1 runs of streaming_ranks_test and offload_ranks_test give one
 //    process's losses and weights with it; here, the private bytes per rank
 //    that it removes, counted by the CPU allocator (metrics.jsonl's host
-//    peak) against ZeRO-1 without it: the f32 masters (4 bytes a
-//    parameter) and the flat buffer the all-gather needed (4 more);
+//    peak) against a run without ZeRO-1: ZeRO-1's own 2 bytes a parameter
+//    (dist_runs.h), then the f32 masters (4 more) and the flat buffer the
+//    all-gather needed (4 more);
 //  - both ranks map the same segment while the run lasts, its name already
 //    gone from /dev/shm, and nothing of it is left after a normal run or
 //    after a killed rank (Note [Shared memory outlives no run]);
