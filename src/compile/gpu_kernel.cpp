@@ -139,8 +139,8 @@ void GpuKernel::launch(int64_t rows, int64_t cols, std::span<void* const> buffer
 
   int64_t blocks = rows;  // RowPerBlock: block b owns row b
   if (binary_->form == GpuLaunchForm::Elementwise) {
-    const int64_t threads = binary_->threads_per_block;
-    blocks = std::min((rows * cols + threads - 1) / threads, kMaxElementwiseBlocks);
+    const int64_t span = int64_t{binary_->threads_per_block} * binary_->elements_per_thread;
+    blocks = std::min((rows * cols + span - 1) / span, kMaxElementwiseBlocks);
   }
   LT_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "compile: ", rows,
            " rows are more than a grid holds");

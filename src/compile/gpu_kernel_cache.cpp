@@ -12,18 +12,21 @@
 namespace lt::compile {
 namespace {
 
-// A cubin entry's bytes: "<form> <threads per block>\n" then the cubin.
+// A cubin entry's bytes: "<form> <threads per block> <elements per
+// thread>\n" then the cubin.
 std::string serialize(const GpuBinary& binary) {
   return std::string(gpu_launch_form_name(binary.form)) + " " +
-         std::to_string(binary.threads_per_block) + "\n" + binary.cubin;
+         std::to_string(binary.threads_per_block) + " " +
+         std::to_string(binary.elements_per_thread) + "\n" + binary.cubin;
 }
 
 std::optional<GpuBinary> deserialize(const std::string& bytes) {
   const size_t newline = bytes.find('\n');
   if (newline == std::string::npos) return std::nullopt;
   char form[32] = {};
-  int threads = 0;
-  if (std::sscanf(bytes.substr(0, newline).c_str(), "%31s %d", form, &threads) != 2) {
+  int threads = 0, elements = 0;
+  if (std::sscanf(bytes.substr(0, newline).c_str(), "%31s %d %d", form, &threads, &elements) != 3 ||
+      elements < 1 || elements > 16) {
     return std::nullopt;
   }
   GpuBinary binary;
@@ -36,6 +39,7 @@ std::optional<GpuBinary> deserialize(const std::string& bytes) {
   }
   if (threads != kGpuThreadsPerBlock) return std::nullopt;
   binary.threads_per_block = threads;
+  binary.elements_per_thread = elements;
   binary.cubin = bytes.substr(newline + 1);
   // An ELF file: what cuModuleLoadData takes as a cubin.
   if (binary.cubin.size() < 4 || binary.cubin.compare(0, 4,
@@ -54,7 +58,11 @@ GpuKernelCache::GpuKernelCache(std::string folder, PtxTarget target)
 GpuKernelCache::~GpuKernelCache() = default;
 
 std::string GpuKernelCache::disk_key(const KernelGraph& graph) const {
-  return graph.key() + " | " + target_.chip + " " + target_.features + " " + kGpuAbi;
+  std::string key = graph.key() + " | " + target_.chip + " " + target_.features + " " + kGpuAbi;
+  if (gpu_launch_form(graph) == GpuLaunchForm::Elementwise && target_.elements_per_thread > 1) {
+    key += " x" + std::to_string(target_.elements_per_thread);
+  }
+  return key;
 }
 
 std::filesystem::path GpuKernelCache::entry_path(const KernelGraph& graph) const {
@@ -80,6 +88,7 @@ std::shared_ptr<const GpuBinary> GpuKernelCache::from_disk_or_compile(const Kern
     const PtxKernel ptx = compile_ptx(graph, target_);
     binary.form = ptx.form;
     binary.threads_per_block = ptx.threads_per_block;
+    binary.elements_per_thread = ptx.elements_per_thread;
     binary.cubin = assemble_cubin(ptx.ptx, target_.chip);
   } catch (const Error& e) {
     if (folder_.empty()) throw;

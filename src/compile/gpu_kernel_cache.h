@@ -2,7 +2,8 @@
 // GPU kernels by graph key, as compile/kernel_cache.h keeps CPU ones: in
 // memory, and with a folder as cubins on disk (<hash>.cubin beside the CPU
 // objects' <hash>.kernel), each entry keyed by the graph, the target chip,
-// the PTX ISA and the kernel's argument list (kGpuAbi). A damaged entry is
+// the PTX ISA, the kernel's argument list (kGpuAbi) and, for an elementwise
+// kernel of more than one element per thread, that number. A damaged entry is
 // compiled again and rewritten, never loaded.
 //
 // Compiling needs MLIR (compile/ptx.h) and ptxas (compile/cubin.h); loading
@@ -25,14 +26,16 @@
 
 namespace lt::compile {
 
-// The kernel argument list of compile/gpu_mlir.h, versioned: a change to
-// it (or to the forms) must change this, so that older cubins are not run.
-inline constexpr const char* kGpuAbi = "gpu-abi 1";
+// The kernel argument list of compile/gpu_mlir.h and the entries' format,
+// versioned: a change to either (or to the forms) must change this, so that
+// older cubins are not run. 2: entries give the elements per thread.
+inline constexpr const char* kGpuAbi = "gpu-abi 2";
 
 struct GpuBinary {
   std::string cubin;
   GpuLaunchForm form = GpuLaunchForm::Elementwise;
   int threads_per_block = kGpuThreadsPerBlock;
+  int elements_per_thread = 1;  // the elementwise form's (PtxTarget)
 };
 
 class GpuKernel;  // compile/gpu_kernel.h

@@ -31,8 +31,11 @@ struct Indices {
 
 class GpuWriter {
  public:
-  explicit GpuWriter(const KernelGraph& graph)
-      : graph_(graph), s_(out_, "    "), pass_(reduction_passes(graph)) {
+  GpuWriter(const KernelGraph& graph, int elements_per_thread)
+      : graph_(graph),
+        s_(out_, "    "),
+        pass_(reduction_passes(graph)),
+        elements_per_thread_(elements_per_thread) {
     for (int p : pass_) passes_ = std::max(passes_, p);
   }
 
@@ -53,7 +56,9 @@ class GpuWriter {
       head << " workgroup(%partials : " << kPartialsType << ")";
     head << " kernel {\n";
     write_constants();
-    if (form == GpuLaunchForm::Elementwise) {
+    if (form == GpuLaunchForm::Elementwise && elements_per_thread_ > 1) {
+      write_elementwise_steps();
+    } else if (form == GpuLaunchForm::Elementwise) {
       write_elementwise();
     } else {
       write_row_per_block();
@@ -150,6 +155,77 @@ class GpuWriter {
     open_region({"%i", "%row", "%col"}, "      ");
     store_outputs(ShapeClass::Full);
     out_ << "    }\n";
+  }
+
+  // The full inputs the outputs read (the streams worth loading ahead).
+  std::vector<int32_t> full_inputs_read() const {
+    std::vector<bool> read(graph_.nodes().size(), false);
+    for (const OutputSpec& o : graph_.outputs()) read[static_cast<size_t>(o.node)] = true;
+    std::vector<int32_t> inputs;
+    for (size_t id = graph_.nodes().size(); id-- > 0;) {
+      if (!read[id]) continue;
+      const Node& n = graph_.nodes()[id];
+      for (int32_t operand : {n.a, n.b, n.c}) {
+        if (operand >= 0) read[static_cast<size_t>(operand)] = true;
+      }
+      if (n.op == OpKind::Input && n.shape == ShapeClass::Full) {
+        inputs.insert(inputs.begin(), static_cast<int32_t>(id));
+      }
+    }
+    return inputs;
+  }
+
+  // Element k of a step: its linear index, row and column (SSA names).
+  Indices step_element(int k, const char* indent) {
+    const std::string i = "%i_" + std::to_string(k), k_first = "%first_" + std::to_string(k);
+    out_ << indent << k_first << " = arith.addi %base, %offset" << k << " : index\n"
+         << indent << i << " = arith.addi " << k_first << ", %tid : index\n"
+         << indent << "%row_" << k << " = arith.divui " << i << ", %cols : index\n"
+         << indent << "%col_" << k << " = arith.remui " << i << ", %cols : index\n";
+    return {i, "%row_" + std::to_string(k), "%col_" + std::to_string(k)};
+  }
+
+  void write_elementwise_steps() {
+    const int v = elements_per_thread_;
+    out_ << "    %block = gpu.block_id x\n"
+         << "    %grid = gpu.grid_dim x\n"
+         << "    %count = arith.muli %rows, %cols : index\n"
+         << "    %span = arith.constant " << v * kGpuThreadsPerBlock << " : index\n"
+         << "    %block_base = arith.muli %block, %span : index\n"
+         << "    %grid_span = arith.muli %grid, %span : index\n";
+    for (int k = 0; k < v; ++k) {
+      out_ << "    %offset" << k << " = arith.constant " << k * kGpuThreadsPerBlock << " : index\n";
+    }
+    out_ << "    scf.for %base = %block_base to %count step %grid_span {\n"
+         << "      %end = arith.addi %base, %span : index\n"
+         << "      %whole = arith.cmpi sle, %end, %count : index\n"
+         << "      scf.if %whole {\n";
+    // Every element's full inputs first, then each element's outputs.
+    const std::vector<int32_t> streams = full_inputs_read();
+    std::vector<Indices> at;
+    std::vector<std::map<int32_t, std::string>> loaded;
+    for (int k = 0; k < v; ++k) {
+      at.push_back(step_element(k, "        "));
+      open_region(at.back(), "        ");
+      for (int32_t input : streams) emit(input);
+      loaded.push_back(value_);
+    }
+    for (int k = 0; k < v; ++k) {
+      open_region(at[static_cast<size_t>(k)], "        ");
+      value_ = loaded[static_cast<size_t>(k)];
+      store_outputs(ShapeClass::Full);
+    }
+    out_ << "      } else {\n";
+    for (int k = 0; k < v; ++k) {
+      const Indices element = step_element(k, "        ");
+      out_ << "        %inside_" << k << " = arith.cmpi slt, " << element.full
+           << ", %count : index\n"
+           << "        scf.if %inside_" << k << " {\n";
+      open_region(element, "          ");
+      store_outputs(ShapeClass::Full);
+      out_ << "        }\n";
+    }
+    out_ << "      }\n    }\n";
   }
 
   void write_row_per_block() {
@@ -258,6 +334,7 @@ class GpuWriter {
   Indices at_;
   std::map<int32_t, std::string> value_;    // node -> f32 SSA value, current region
   std::map<int32_t, std::string> reduced_;  // reduction node -> its block's value
+  int elements_per_thread_;
 };
 
 }  // namespace
@@ -276,9 +353,11 @@ const char* gpu_launch_form_name(GpuLaunchForm form) {
   return form == GpuLaunchForm::Elementwise ? "elementwise" : "row_per_block";
 }
 
-std::string to_gpu_mlir(const KernelGraph& graph) {
+std::string to_gpu_mlir(const KernelGraph& graph, int elements_per_thread) {
   LT_CHECK(!graph.outputs().empty(), "compile: a kernel graph needs at least one output");
-  return GpuWriter(graph).write();
+  LT_CHECK(elements_per_thread >= 1 && elements_per_thread <= 16,
+           "compile: elements per thread must be 1 to 16, got ", elements_per_thread);
+  return GpuWriter(graph, elements_per_thread).write();
 }
 
 }  // namespace lt::compile

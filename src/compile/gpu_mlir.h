@@ -14,7 +14,13 @@
 //
 // Two forms, by what the graph needs:
 // - Elementwise (no reduction, no row output): a grid-stride loop over the
-//   rows * cols elements, kGpuThreadsPerBlock threads a block.
+//   rows * cols elements, kGpuThreadsPerBlock threads a block. With
+//   `elements_per_thread` V > 1 each step of a block covers V * threads
+//   elements, thread t the elements t, t + threads, ...: a whole step loads
+//   all V elements' full inputs before it computes and stores any (stores
+//   may alias later loads, so nothing else would let the loads overlap),
+//   the last, partial step checks each element. More bytes in flight per
+//   thread is what a memory-bound kernel of 2-byte elements needs.
 // - RowPerBlock (a reduction or a row output): block b owns row b. Each
 //   reduction pass (as in compile/to_mlir.h) is a strided loop of the
 //   block's threads over the columns, then a tree: warp shuffles, one
@@ -42,6 +48,6 @@ GpuLaunchForm gpu_launch_form(const KernelGraph& graph);
 const char* gpu_launch_form_name(GpuLaunchForm form);
 
 // A module holding gpu.module @lt_kernels with the kernel kGpuEntry.
-std::string to_gpu_mlir(const KernelGraph& graph);
+std::string to_gpu_mlir(const KernelGraph& graph, int elements_per_thread = 1);
 
 }  // namespace lt::compile

@@ -89,6 +89,14 @@ TEST(GpuKernelCache, CompilesOnceWritesTheCubinAndALaterCacheLoadsIt) {
   PtxTarget ptx80;
   ptx80.features = "+ptx80";
   EXPECT_NE(GpuKernelCache(dir.path().string(), ptx80).entry_path(softmax), entry);
+  // Elements per thread shape elementwise kernels only: a softmax is the same.
+  PtxTarget four;
+  four.elements_per_thread = 4;
+  GpuKernelCache by_four(dir.path().string(), four);
+  EXPECT_EQ(by_four.entry_path(softmax), entry);
+  const KernelGraph swiglu = swiglu_forward(DType::BF16);
+  EXPECT_NE(by_four.entry_path(swiglu), later.entry_path(swiglu));
+  EXPECT_EQ(by_four.binary(swiglu)->elements_per_thread, 4);
 }
 
 TEST(GpuKernelCache, ADamagedEntryIsCompiledAgainAndRewritten) {
@@ -114,9 +122,11 @@ TEST(GpuKernelCache, ADamagedEntryIsCompiledAgainAndRewritten) {
          write_bytes(entry, b);
        }},
       {"cut short", [&] { write_bytes(entry, whole.substr(0, whole.size() / 2)); }},
-      {"an unknown launch form", [&] { write_cache_entry(entry, key, "tiled 256\n" + cubin); }},
-      {"another block size", [&] { write_cache_entry(entry, key, "elementwise 128\n" + cubin); }},
-      {"not an ELF file", [&] { write_cache_entry(entry, key, "elementwise 256\nPTX"); }}};
+      {"an unknown launch form", [&] { write_cache_entry(entry, key, "tiled 256 1\n" + cubin); }},
+      {"another block size", [&] { write_cache_entry(entry, key, "elementwise 128 1\n" + cubin); }},
+      {"no elements per thread",
+       [&] { write_cache_entry(entry, key, "elementwise 256 0\n" + cubin); }},
+      {"not an ELF file", [&] { write_cache_entry(entry, key, "elementwise 256 1\nPTX"); }}};
   for (const auto& [what, damage] : damages) {
     SCOPED_TRACE(what);
     damage();
@@ -158,8 +168,13 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   if (folder == nullptr || *folder == '\0') GTEST_SKIP() << "LT_PREBUILD_GPU_KERNELS is not set";
   LT_REQUIRE_GPU_COMPILER();
   GpuKernelCache cache(folder);
+  GpuKernelCache by_four(folder, testing::four_elements_target());
   std::vector<testing::GpuKernelCase> cases = testing::named_chain_cases();
   for (testing::GpuKernelCase& c : testing::random_chain_cases()) cases.push_back(std::move(c));
+  for (const testing::GpuKernelCase& c : cases) {  // the elementwise ones' second form
+    SCOPED_TRACE(c.name + ", four elements a thread");
+    ASSERT_NO_THROW(by_four.binary(c.graph));
+  }
   for (DType dtype : {DType::F32, DType::BF16}) {  // tests/gpu/fused_programs_gpu_test.cpp's
     for (KernelGraph& g : autograd::testing::fused_program_kernel_graphs(dtype)) {
       cases.push_back({"a fused program's chain", std::move(g), 0, 0});
@@ -173,9 +188,13 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   for (const fs::directory_entry& e : fs::directory_iterator(folder)) {
     if (e.path().extension() == ".cubin") bytes += e.file_size();
   }
-  const KernelCacheStats stats = cache.stats();
+  KernelCacheStats stats = cache.stats();
+  stats.compiled += by_four.stats().compiled;
+  stats.loaded_from_disk += by_four.stats().loaded_from_disk;
+  stats.compile_seconds += by_four.stats().compile_seconds;
   std::printf(
-      "%zu GPU kernels in %s: %lld compiled (%.1f s), %lld already there; %.1f MB of cubins\n",
+      "%zu graphs (elementwise ones in two forms) in %s: %lld kernels compiled (%.1f s), %lld "
+      "already there; %.1f MB of cubins\n",
       cases.size(), folder, static_cast<long long>(stats.compiled), stats.compile_seconds,
       static_cast<long long>(stats.loaded_from_disk), static_cast<double>(bytes) / 1e6);
 }

@@ -89,6 +89,20 @@ TEST_F(PtxTest, KernelsOfEveryFormAssembleWithPtxas) {
     EXPECT_EQ(kernel.ptx.find("malloc"), std::string::npos);
     EXPECT_EQ(assemble(kernel.ptx, messages), 0) << messages;
   }
+  // Four elements a thread: each whole step loads all eight bf16 values of
+  // SwiGLU's two inputs before its first store.
+  PtxTarget four;
+  four.elements_per_thread = 4;
+  const PtxKernel swiglu = compile_ptx(swiglu_forward(DType::BF16), four);
+  EXPECT_EQ(swiglu.elements_per_thread, 4);
+  const size_t first_store = swiglu.ptx.find("st.global");
+  size_t loads_before = 0;
+  for (size_t at = swiglu.ptx.find("ld.global"); at < first_store;
+       at = swiglu.ptx.find("ld.global", at + 1)) {
+    ++loads_before;
+  }
+  EXPECT_EQ(loads_before, 8u);
+  EXPECT_EQ(assemble(swiglu.ptx, messages), 0) << messages;
 }
 
 TEST(PtxIsa, TheLowerOfWhatLlvmWritesAndPtxasReads) {

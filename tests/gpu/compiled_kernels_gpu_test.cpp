@@ -36,6 +36,12 @@ GpuKernelCache& cache() {
   return kernels;
 }
 
+// The elementwise kernels with four elements a thread (PtxTarget).
+GpuKernelCache& cache_by_four() {
+  static GpuKernelCache kernels(testing::gpu_test_kernel_folder(), testing::four_elements_target());
+  return kernels;
+}
+
 Shape shape_of(ShapeClass shape, int64_t rows, int64_t cols) {
   switch (shape) {
     case ShapeClass::Full:
@@ -58,7 +64,7 @@ std::pair<double, double> input_range(const testing::GpuKernelCase& c) {
 
 // The number of elements off by more than the tolerance (the first few
 // printed), so that one case's report says how wrong it is.
-void expect_equals_interpreter(const testing::GpuKernelCase& c) {
+void expect_equals_interpreter(const testing::GpuKernelCase& c, GpuKernelCache& kernels) {
   SCOPED_TRACE(c.name + " [" + std::to_string(c.rows) + ", " + std::to_string(c.cols) + "] " +
                c.graph.key());
   Generator gen(0x5eed);
@@ -75,7 +81,7 @@ void expect_equals_interpreter(const testing::GpuKernelCase& c) {
   const Reference ref = interpret(c.graph, c.rows, c.cols, inputs);
   std::vector<Tensor> outputs;
   try {
-    outputs = call_gpu(cache(), c.graph, device_inputs);
+    outputs = call_gpu(kernels, c.graph, device_inputs);
   } catch (const Error& e) {
     ADD_FAILURE() << e.what();
     return;
@@ -101,13 +107,28 @@ void expect_equals_interpreter(const testing::GpuKernelCase& c) {
 
 TEST(CompiledKernelsGpu, NamedChainsEqualFloat64Interpreter) {
   LT_REQUIRE_GPU();
-  for (const testing::GpuKernelCase& c : testing::named_chain_cases()) expect_equals_interpreter(c);
+  for (const testing::GpuKernelCase& c : testing::named_chain_cases()) {
+    expect_equals_interpreter(c, cache());
+  }
 }
 
 TEST(CompiledKernelsGpu, RandomChainsOfFixedSeedsEqualFloat64Interpreter) {
   LT_REQUIRE_GPU();
   for (const testing::GpuKernelCase& c : testing::random_chain_cases()) {
-    expect_equals_interpreter(c);
+    expect_equals_interpreter(c, cache());
+  }
+}
+
+// The same cases with the elementwise kernels' four-elements form (their
+// whole steps and their checked last steps: the shapes are not multiples
+// of a step's 1024 elements).
+TEST(CompiledKernelsGpu, FourElementsPerThreadEqualFloat64Interpreter) {
+  LT_REQUIRE_GPU();
+  for (const testing::GpuKernelCase& c : testing::named_chain_cases()) {
+    expect_equals_interpreter(c, cache_by_four());
+  }
+  for (const testing::GpuKernelCase& c : testing::random_chain_cases()) {
+    expect_equals_interpreter(c, cache_by_four());
   }
 }
 

@@ -56,6 +56,12 @@ std::vector<GpuKernelCase> random_chain_cases() {
   return cases;
 }
 
+PtxTarget four_elements_target() {
+  PtxTarget target;
+  target.elements_per_thread = 4;
+  return target;
+}
+
 std::string gpu_test_kernel_folder() {
   const char* folder = std::getenv("LT_GPU_KERNELS");
   return folder != nullptr && *folder != '\0' ? folder : KernelCache::default_folder();

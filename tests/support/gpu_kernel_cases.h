@@ -27,6 +27,9 @@ std::vector<GpuKernelCase> named_chain_cases();
 // on every machine: the generator is std::mt19937_64).
 std::vector<GpuKernelCase> random_chain_cases();
 
+// The target of the elementwise kernels' four-elements-a-thread form.
+PtxTarget four_elements_target();
+
 // Where the GPU tests find their kernels: $LT_GPU_KERNELS, else the kernel
 // cache's default folder (~/.cache/lazytrain/kernels).
 std::string gpu_test_kernel_folder();
