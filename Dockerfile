@@ -13,8 +13,12 @@ FROM nvidia/cuda:${CUDA_IMAGE_VERSION}-devel-ubuntu24.04 AS build
 ARG CUDA_ARCHITECTURES=90
 WORKDIR /src
 COPY scripts/install-deps.sh scripts/
-# The program does not run the fusion compiler yet (src/compile, issue 24):
-# leave MLIR (1.4 GB) out of the image.
+# The fusion compiler (src/compile, issue 24) is a plugin the program loads
+# only when train.compile asks for it, and on a GPU it is slower than the
+# hand-written kernels for elementwise chains (train.compile auto keeps
+# those there): leave MLIR (1.4 GB) out of the image. A run with
+# train.compile on then needs its kernels' cubins in the cache folder
+# (docs/compiler.md, "Kernels for a machine without MLIR").
 RUN LT_MLIR=OFF ./scripts/install-deps.sh && apt-get install -y -qq --no-install-recommends dpkg-dev file
 COPY CMakeLists.txt ./
 COPY cmake cmake
