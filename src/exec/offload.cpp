@@ -15,10 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 }  // namespace
 
 OffloadExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o,

@@ -33,10 +33,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 double squares(const Tensor& t) {
   const Tensor f = t.dtype() == DType::F32 ? t : t.to(DType::F32);
   double s = 0;

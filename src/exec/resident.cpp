@@ -5,6 +5,7 @@
 
 #include "core/stream.h"
 #include "exec/forward_backward.h"
+#include "exec/work_queue.h"
 #include "ops/index_checks.h"
 #include "ops/op_profile.h"
 #include "optim/clip.h"
@@ -13,10 +14,6 @@
 namespace lt::exec {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // Waits for the device's queued work, so that a phase's wall time is its
 // real duration (a no-op on the CPU, whose work is done when enqueued).

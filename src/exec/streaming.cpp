@@ -18,10 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 // Splits each micro-batch into pieces of at most `rows` sequences (0: keep
 // it whole); pieces without a counted target add nothing and are left out,
 // as the resident executor leaves out such micro-batches.

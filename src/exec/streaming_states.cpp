@@ -73,10 +73,6 @@ namespace {
 // kStagesOfStatesInFlight stages in host memory).
 constexpr size_t kStateReadAhead = kStagesOfStatesInFlight - 1;
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 void point_at(const std::vector<Tensor>& handles, std::shared_ptr<Storage> storage) {
   for (const Tensor& h : handles) {
     h.impl()->storage = storage;

@@ -16,10 +16,14 @@ double wait_seconds(const Ticket& ticket) {
   if (ticket.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
     const auto start = std::chrono::steady_clock::now();
     ticket.wait();
-    waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    waited = seconds_since(start);
   }
   ticket.get();  // rethrows the task's error
   return waited;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 WorkQueue::WorkQueue(std::string name) : name_(std::move(name)), worker_([this] { run(); }) {}

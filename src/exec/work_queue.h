@@ -3,6 +3,7 @@
 // streaming executor's stand-in for a CUDA copy stream on the CPU, and its
 // optimizer thread. A task's completion is a Ticket; waiting on it rethrows
 // whatever the task threw, so an error on a worker reaches the caller.
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -22,6 +23,8 @@ Ticket ready_ticket();
 // Waits for `ticket` and returns the seconds spent waiting (0 when it was
 // already complete); rethrows the task's error.
 double wait_seconds(const Ticket& ticket);
+// Seconds from `start` to now, on the clock the executors time steps with.
+double seconds_since(std::chrono::steady_clock::time_point start);
 
 class WorkQueue {
  public:

@@ -201,8 +201,7 @@ std::unique_ptr<exec::ZeroOptimizer> make_zero_optimizer(const TrainConfig& c, c
 std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPlan& plan,
                                               const models::CausalLM& model,
                                               optim::Optimizer& optimizer, int64_t epoch_steps,
-                                              exec::CrossRankSum* ranks,
-                                              exec::ZeroOptimizer* zero,
+                                              exec::CrossRankSum* ranks, exec::ZeroOptimizer* zero,
                                               const exec::SharedWeights* shared) {
   if (plan.executor == exec::ExecutorKind::Resident)
     return std::make_unique<exec::ResidentExecutor>(
