@@ -22,13 +22,13 @@ using NameOrError = std::array<char, 512>;
 
 }  // namespace
 
-HostSegment host_layout() {
+HostSegment host_layout(double timeout_s) {
   const World& w = this_world();
   LT_CHECK(w.launcher == Launcher::Mpi,
            "dist.share_weights: the ranks of a host find each other through MPI, but this run "
            "was started by ",
            launcher_name(w.launcher), "; start it with mpirun, or set dist.share_weights false");
-  const HostRanks h = mpi_host_ranks();
+  const HostRanks h = mpi_host_ranks(timeout_s);
   HostSegment s;
   s.local_rank = h.local_rank;
   s.local_size = h.local_size;
@@ -36,8 +36,8 @@ HostSegment host_layout() {
   return s;
 }
 
-HostSegment open_host_segment(size_t bytes) {
-  HostSegment s = host_layout();
+HostSegment open_host_segment(size_t bytes, double timeout_s) {
+  HostSegment s = host_layout(timeout_s);
   static std::atomic<int> made{0};  // segments this process made: a unique name
   NameOrError message{};
   std::optional<SharedMemory> mine;
@@ -53,7 +53,7 @@ HostSegment open_host_segment(size_t bytes) {
       std::strncpy(message.data() + 1, e.what(), message.size() - 2);
     }
   }
-  mpi_host_broadcast(message);
+  mpi_host_broadcast(message, "local rank 0's name of the shared weights' segment", timeout_s);
   if (failure) std::rethrow_exception(failure);
   LT_CHECK(message[0] != '\0',
            "local rank 0 of this host could not make the shared weights: ", message.data() + 1);
@@ -65,7 +65,8 @@ HostSegment open_host_segment(size_t bytes) {
     }
   }
   // Every rank of the host has it mapped (or has failed to): the name can go.
-  mpi_host_barrier();
+  mpi_host_barrier("the mapping of the shared weights' segment by every rank of this host",
+                   timeout_s);
   if (mine) mine->unlink();
   if (failure) std::rethrow_exception(failure);
   s.memory = std::make_shared<SharedMemory>(std::move(*mine));

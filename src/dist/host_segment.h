@@ -16,7 +16,10 @@ struct HostSegment {
 
 // How the ranks of this run sit on hosts (a collective over every rank;
 // MPI launches only: a torchrun-style launch says so in an lt::Error).
-HostSegment host_layout();
+// Every wait on the other ranks, here and in open_host_segment, is
+// bounded by `timeout_s` (dist.timeout_s) and names the ranks it waited
+// for (dist/mpi.h).
+HostSegment host_layout(double timeout_s);
 
 // Collective over every rank of an MPI launch, each passing the same
 // `bytes`: local rank 0 of each host creates a segment named after its
@@ -24,6 +27,6 @@ HostSegment host_layout();
 // 0 unlinks the name (Note [Shared memory outlives no run]). An error on
 // local rank 0 (no room in /dev/shm) reaches the others of its host as an
 // lt::Error of their own rather than a hang.
-HostSegment open_host_segment(size_t bytes);
+HostSegment open_host_segment(size_t bytes, double timeout_s);
 
 }  // namespace lt::dist

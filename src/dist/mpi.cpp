@@ -3,10 +3,12 @@
 #include "core/error.h"
 
 #ifdef LT_HAVE_MPI
-#include <algorithm>
 #include <cstdlib>
+#include <numeric>
+#include <optional>
+#include <vector>
 
-#include "dist/mpi_check.h"
+#include "dist/mpi_waits.h"
 
 namespace lt::dist {
 
@@ -15,7 +17,9 @@ namespace {
 extern "C" void finalize_mpi_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  close_collective_waits();
+  MPI_Finalize();
 }
 
 }  // namespace
@@ -36,16 +40,12 @@ void mpi_start(int rank, int size) {
            " (is this lazytrain linked with another MPI than the mpirun that started it?)");
 }
 
-void mpi_broadcast(std::span<char> bytes) {
-  check_mpi(MPI_Bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, MPI_COMM_WORLD),
-            "MPI_Bcast");
-}
-
-bool mpi_any(bool flag) {
-  int value = flag ? 1 : 0;
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD),
-            "MPI_Allreduce");
-  return value != 0;
+void mpi_broadcast(std::span<char> bytes, double timeout_s) {
+  bounded_collective("the broadcast of rank 0's NCCL id", timeout_s, [&](MPI_Request* r) {
+    check_mpi(
+        MPI_Ibcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, MPI_COMM_WORLD, r),
+        "MPI_Ibcast");
+  });
 }
 
 void mpi_abort(int code) {
@@ -54,34 +54,73 @@ void mpi_abort(int code) {
 
 namespace {
 
-MPI_Comm host_comm() {
-  static MPI_Comm comm = [] {
-    MPI_Comm c = MPI_COMM_NULL;  // left to MPI_Finalize: freeing it is collective
-    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &c),
-              "MPI_Comm_split_type");
-    return c;
-  }();
-  return comm;
+struct HostComm {
+  MPI_Comm comm = MPI_COMM_NULL;  // left to MPI_Finalize: freeing it is collective
+  std::vector<int> others;        // the world ranks of this host's other ranks
+};
+
+// Split once. MPI_Comm_split_type has no non-blocking form, so a bounded
+// barrier of every rank comes first: the split then waits only for ranks
+// that are alive and have reached it.
+const HostComm& host_comm(double timeout_s) {
+  static std::optional<HostComm> host;
+  if (host) return *host;
+  bounded_collective(
+      "the meeting of the ranks before they find which share a host", timeout_s,
+      [](MPI_Request* r) { check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, r), "MPI_Ibarrier"); });
+  HostComm h;
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &h.comm),
+            "MPI_Comm_split_type");
+  int size = 1, world_rank = 0;
+  check_mpi(MPI_Comm_size(h.comm, &size), "MPI_Comm_size");
+  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "MPI_Comm_rank");
+  MPI_Group world_group = MPI_GROUP_NULL, host_group = MPI_GROUP_NULL;
+  check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world_group), "MPI_Comm_group");
+  check_mpi(MPI_Comm_group(h.comm, &host_group), "MPI_Comm_group");
+  std::vector<int> local(static_cast<size_t>(size)), world(static_cast<size_t>(size));
+  std::iota(local.begin(), local.end(), 0);
+  check_mpi(MPI_Group_translate_ranks(host_group, size, local.data(), world_group, world.data()),
+            "MPI_Group_translate_ranks");
+  MPI_Group_free(&host_group);
+  MPI_Group_free(&world_group);
+  for (int p : world)
+    if (p != world_rank) h.others.push_back(p);
+  host = std::move(h);
+  return *host;
 }
 
 }  // namespace
 
-HostRanks mpi_host_ranks() {
+HostRanks mpi_host_ranks(double timeout_s) {
+  const HostComm& host = host_comm(timeout_s);
   HostRanks h;
-  check_mpi(MPI_Comm_rank(host_comm(), &h.local_rank), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(host_comm(), &h.local_size), "MPI_Comm_size");
+  check_mpi(MPI_Comm_rank(host.comm, &h.local_rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(host.comm, &h.local_size), "MPI_Comm_size");
   int first = h.local_rank == 0 ? 1 : 0;  // one per host
-  check_mpi(MPI_Allreduce(&first, &h.hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  bounded_collective("the count of hosts", timeout_s, [&](MPI_Request* r) {
+    check_mpi(MPI_Iallreduce(&first, &h.hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, r),
+              "MPI_Iallreduce");
+  });
   return h;
 }
 
-void mpi_host_broadcast(std::span<char> bytes) {
-  check_mpi(MPI_Bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, host_comm()),
-            "MPI_Bcast");
+void mpi_host_broadcast(std::span<char> bytes, const std::string& what, double timeout_s) {
+  const HostComm& host = host_comm(timeout_s);
+  bounded_collective(
+      what, timeout_s,
+      [&](MPI_Request* r) {
+        check_mpi(
+            MPI_Ibcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, host.comm, r),
+            "MPI_Ibcast");
+      },
+      host.others);
 }
 
-void mpi_host_barrier() {
-  check_mpi(MPI_Barrier(host_comm()), "MPI_Barrier");
+void mpi_host_barrier(const std::string& what, double timeout_s) {
+  const HostComm& host = host_comm(timeout_s);
+  bounded_collective(
+      what, timeout_s,
+      [&](MPI_Request* r) { check_mpi(MPI_Ibarrier(host.comm, r), "MPI_Ibarrier"); }, host.others);
 }
 
 }  // namespace lt::dist
@@ -107,20 +146,17 @@ void mpi_start(int, int) {
 std::unique_ptr<exec::CrossRankSum> make_mpi_sum(double) {
   no_mpi();
 }
-void mpi_broadcast(std::span<char>) {
-  no_mpi();
-}
-bool mpi_any(bool) {
+void mpi_broadcast(std::span<char>, double) {
   no_mpi();
 }
 void mpi_abort(int) {}
-HostRanks mpi_host_ranks() {
+HostRanks mpi_host_ranks(double) {
   no_mpi();
 }
-void mpi_host_broadcast(std::span<char>) {
+void mpi_host_broadcast(std::span<char>, const std::string&, double) {
   no_mpi();
 }
-void mpi_host_barrier() {
+void mpi_host_barrier(const std::string&, double) {
   no_mpi();
 }
 

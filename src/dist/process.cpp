@@ -53,7 +53,7 @@ std::unique_ptr<exec::CrossRankSum> open_cross_rank_sum(Device device, double ti
   NcclId id{};
   if (w.rank == 0) id = make_nccl_id();
   if (p.mpi_started) {
-    mpi_broadcast(id);
+    mpi_broadcast(id, timeout_s);
   } else {
     const std::vector<char> shared = share_from_rank0(
         w, w.rank == 0 ? std::vector<char>(id.begin(), id.end()) : std::vector<char>{},

@@ -26,7 +26,7 @@ std::unique_ptr<exec::SharedWeights> share_weights_on_host(const TrainConfig& c,
         dist::launcher_name(world.launcher)));
     return nullptr;
   }
-  const dist::HostSegment layout = dist::host_layout();
+  const dist::HostSegment layout = dist::host_layout(c.dist.timeout_s);
   if (layout.hosts > 1) {
     log.message(
         "dist.share_weights: the ranks span several hosts, and sharing the weights within each "
@@ -36,7 +36,8 @@ std::unique_ptr<exec::SharedWeights> share_weights_on_host(const TrainConfig& c,
   const auto params = model.parameters();
   const bool bf16_copies = plan.device.is_cuda();
   const dist::HostSegment host = dist::open_host_segment(
-      exec::SharedWeights::bytes_for(params, groups, layout.local_size, bf16_copies));
+      exec::SharedWeights::bytes_for(params, groups, layout.local_size, bf16_copies),
+      c.dist.timeout_s);
   dist::SharedMemory& memory = *host.memory;
 #ifdef LT_WITH_CUDA
   if (bf16_copies) {
