@@ -5,8 +5,11 @@
 #   1. tests/gpu/nccl_one_rank_gpu_test: a 1-rank NCCL communicator through
 #      the resident executor (one bucket, and 4 KB buckets all-reduced on
 #      the communication stream during the backward) equals the run
-#      without one; the sum is the identity; two ranks on one GPU are
-#      refused, not hung.
+#      without one; the sum is the identity; collectives started on the
+#      communication stream (buckets, all-gathers of host buffers through
+#      pinned buffers) finish oldest first, one wait at a time
+#      (NcclOneRank.StartedCollectivesFinishOldestFirst); two ranks on one
+#      GPU are refused, not hung.
 #   2. tests/gpu/nccl_cpu_master_gpu_test: the same communicator through
 #      the streaming and offload executors (each stage's gradients reduced
 #      on the device before the download; with ZeRO-1 reduce-scattered,

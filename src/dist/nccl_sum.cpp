@@ -7,10 +7,12 @@
 
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <thread>
 #include <vector>
 
 #include "core/cuda/check.cuh"
+#include "core/pinned_pool.h"
 #include "core/stream.h"
 
 namespace lt::dist {
@@ -49,6 +51,7 @@ class NcclSum final : public exec::CrossRankSum {
   ~NcclSum() override {
     // Returns at once; the stream goes when its work is done (or aborted
     // with the communicator below). Errors ignored: a destructor cannot report.
+    for (InFlight& f : in_flight_) cudaEventDestroy(f.done);
     if (comm_stream_) cudaStreamDestroy(comm_stream_);
     if (scratch_) cudaFree(scratch_);
     if (!comm_) return;
@@ -71,6 +74,7 @@ class NcclSum final : public exec::CrossRankSum {
 
   void sum(std::span<double> values) override {
     cudaStream_t stream = current();
+    after_comm_stream(stream);
     for (size_t done = 0; done < values.size(); done += kScratchDoubles) {
       const size_t n = std::min(kScratchDoubles, values.size() - done);
       LT_CUDA_CHECK(cudaMemcpyAsync(scratch_, values.data() + done, n * sizeof(double),
@@ -86,32 +90,80 @@ class NcclSum final : public exec::CrossRankSum {
 
   void sum(const std::vector<Tensor>& tensors) override {
     cudaStream_t stream = current();
+    after_comm_stream(stream);
     all_reduce(tensors, stream);
     wait_for_stream(stream, "ncclAllReduce (gradients)");
   }
 
-  // A gradient bucket: its all-reduce runs on a communication stream of its
-  // own after the compute stream's work so far (an event), so the backward
-  // goes on meanwhile. The tensors are held until wait_for_sums() has seen
-  // the communication stream finish, so the caching allocator cannot hand
-  // their memory to the compute stream while NCCL still reads it.
+  // Note [Collectives on the communication stream]
+  // A collective started (start_sum: a gradient bucket; start_all_gather:
+  // a stage's masters) runs on a communication stream of its own after the
+  // compute stream's work so far (an event), so the compute stream goes on
+  // meanwhile. Each one is an entry of `in_flight_`, in the order started,
+  // holding the tensors NCCL reads or writes until a wait has seen its
+  // event (so the caching allocator cannot hand their memory to the
+  // compute stream while NCCL still uses it); wait_for_oldest_sums(k)
+  // waits for the k-th entry's event, which the stream reaches after the
+  // earlier ones, leaving later ones running. The collectives that the
+  // host waits for at once run on the compute stream, behind whatever the
+  // communication stream was given before them (after_comm_stream): one
+  // communicator's collectives then run in the order they were issued, the
+  // same on every rank, never two at once.
   void start_sum(const std::vector<Tensor>& tensors) override {
-    if (!comm_stream_)
-      LT_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
-    cudaEvent_t ready = nullptr;
-    LT_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    LT_CUDA_CHECK(cudaEventRecord(ready, current()));
-    LT_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready, 0));
-    LT_CUDA_CHECK(cudaEventDestroy(ready));  // released once the wait is done
-    all_reduce(tensors, comm_stream_);
-    in_flight_.insert(in_flight_.end(), tensors.begin(), tensors.end());
+    cudaStream_t stream = comm_stream();
+    all_reduce(tensors, stream);
+    push_in_flight(tensors, "ncclAllReduce (a gradient bucket)");
   }
-  // The host waits for the communication stream (bounded, as every wait),
-  // so work the compute stream queues after this sees the sums.
-  void wait_for_sums() override {
-    if (in_flight_.empty()) return;
-    wait_for_stream(comm_stream_, "ncclAllReduce (gradient buckets)");
-    in_flight_.clear();
+  // A host `flat` (ZeroOptimizer's f32 buffer) goes through device memory:
+  // this rank's shard is uploaded, gathered in place, and the whole
+  // downloaded, all queued on the communication stream. Both copies go
+  // through pinned buffers: a copy from or into pageable memory may hold
+  // this thread until the stream's earlier work is done. The wait copies
+  // the landing buffer into `flat`; until then `flat` is not read or
+  // written here.
+  void start_all_gather(const Tensor& flat) override {
+    const int64_t shard = flat.numel() / world_.size;
+    check_shards(flat, shard);
+    cudaStream_t stream = comm_stream();
+    const bool host = flat.device().is_cpu();
+    const Tensor buffer = host ? Tensor::empty(flat.shape(), flat.dtype(), device_) : flat;
+    char* base = static_cast<char*>(buffer.data_ptr());
+    const size_t bytes = static_cast<size_t>(shard) * dtype_size(flat.dtype());
+    const size_t mine = static_cast<size_t>(world_.rank) * bytes;
+    Tensor upload;
+    if (host) {
+      upload = Tensor::empty({shard}, flat.dtype(), pinned_host_pool());
+      std::memcpy(upload.data_ptr(), static_cast<const char*>(flat.data_ptr()) + mine, bytes);
+      LT_CUDA_CHECK(
+          cudaMemcpyAsync(base + mine, upload.data_ptr(), bytes, cudaMemcpyHostToDevice, stream));
+    }
+    check(ncclAllGather(base + mine, base, static_cast<size_t>(shard), nccl_type(flat.dtype()),
+                        comm_, stream),
+          "ncclAllGather");
+    wait_for_comm("ncclAllGather");
+    Tensor landing;
+    if (host) {
+      landing = Tensor::empty(flat.shape(), flat.dtype(), pinned_host_pool());
+      LT_CUDA_CHECK(cudaMemcpyAsync(landing.data_ptr(), base, bytes * world_.size,
+                                    cudaMemcpyDeviceToHost, stream));
+    }
+    InFlight& f = push_in_flight({buffer, upload}, "ncclAllGather (dist.zero 1)");
+    if (host) {
+      f.landing = landing;
+      f.host = flat;
+    }
+  }
+  void wait_for_sums() override { wait_for_oldest_sums(in_flight_.size()); }
+  void wait_for_oldest_sums(size_t count) override {
+    count = std::min(count, in_flight_.size());
+    if (count == 0) return;
+    wait_for_event(in_flight_[count - 1].done, in_flight_[count - 1].what);
+    for (size_t k = 0; k < count; ++k) {
+      InFlight& f = in_flight_.front();
+      if (f.host.defined()) f.host.copy_(f.landing);
+      LT_CUDA_CHECK(cudaEventDestroy(f.done));
+      in_flight_.pop_front();
+    }
   }
 
   // ZeRO-1 (exec/cross_rank_sum.h), on the current stream, the host
@@ -124,6 +176,7 @@ class NcclSum final : public exec::CrossRankSum {
     LT_CHECK(flat.dtype() == shard.dtype(), "ncclReduceScatter: ", flat.str(), " into ",
              shard.str());
     cudaStream_t stream = current();
+    after_comm_stream(stream);
     const Tensor in = on_device(flat);
     const Tensor out =
         shard.device().is_cpu() ? Tensor::empty(shard.shape(), shard.dtype(), device_) : shard;
@@ -135,23 +188,44 @@ class NcclSum final : public exec::CrossRankSum {
     if (shard.device().is_cpu()) shard.copy_(out);
   }
   void all_gather(const Tensor& flat) override {
-    const int64_t shard = flat.numel() / world_.size;
-    check_shards(flat, shard);
-    cudaStream_t stream = current();
-    const Tensor buffer = on_device(flat);
-    char* base = static_cast<char*>(buffer.data_ptr());
-    const size_t bytes = static_cast<size_t>(shard) * dtype_size(flat.dtype());
-    // In place: this rank's shard already sits at its place in `buffer`.
-    check(ncclAllGather(base + static_cast<size_t>(world_.rank) * bytes, base,
-                        static_cast<size_t>(shard), nccl_type(flat.dtype()), comm_, stream),
-          "ncclAllGather");
-    wait_for_comm("ncclAllGather");
-    wait_for_stream(stream, "ncclAllGather (dist.zero 1)");
-    if (flat.device().is_cpu()) flat.copy_(buffer);
+    start_all_gather(flat);
+    wait_for_sums();
   }
 
  private:
   static constexpr size_t kScratchDoubles = 1024;
+
+  struct InFlight {
+    std::vector<Tensor> held;  // what NCCL reads or writes until `done`
+    cudaEvent_t done = nullptr;
+    const char* what = "";
+    Tensor landing, host;  // a host all-gather: `landing` is copied into `host`
+  };
+  // Made on first use; it starts after the compute stream's work so far.
+  cudaStream_t comm_stream() {
+    if (!comm_stream_)
+      LT_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+    cudaEvent_t ready = nullptr;
+    LT_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    LT_CUDA_CHECK(cudaEventRecord(ready, current()));
+    LT_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready, 0));
+    LT_CUDA_CHECK(cudaEventDestroy(ready));  // released once the wait is done
+    return comm_stream_;
+  }
+  // `stream` (the compute stream) waits for what the communication stream
+  // was given so far (Note [Collectives on the communication stream]).
+  void after_comm_stream(cudaStream_t stream) {
+    if (in_flight_.empty()) return;
+    LT_CUDA_CHECK(cudaStreamWaitEvent(stream, in_flight_.back().done, 0));
+  }
+  InFlight& push_in_flight(std::vector<Tensor> held, const char* what) {
+    InFlight& f = in_flight_.emplace_back();
+    f.held = std::move(held);
+    f.what = what;
+    LT_CUDA_CHECK(cudaEventCreateWithFlags(&f.done, cudaEventDisableTiming));
+    LT_CUDA_CHECK(cudaEventRecord(f.done, comm_stream_));
+    return f;
+  }
 
   // One group: NCCL fuses the tensors' all-reduces into few launches.
   void all_reduce(const std::vector<Tensor>& tensors, cudaStream_t stream) {
@@ -208,11 +282,19 @@ class NcclSum final : public exec::CrossRankSum {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
-  // Polls the stream and the communicator's asynchronous error.
+  // Polls the stream (or the event) and the communicator's asynchronous
+  // error.
   void wait_for_stream(cudaStream_t stream, const char* what) {
+    wait_until([stream] { return cudaStreamQuery(stream); }, what);
+  }
+  void wait_for_event(cudaEvent_t event, const char* what) {
+    wait_until([event] { return cudaEventQuery(event); }, what);
+  }
+  template <class Query>
+  void wait_until(Query query, const char* what) {
     const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
     while (true) {
-      const cudaError_t done = cudaStreamQuery(stream);
+      const cudaError_t done = query();
       if (done == cudaSuccess) return;
       if (done != cudaErrorNotReady) LT_CUDA_CHECK(done);
       ncclResult_t state = ncclSuccess;
@@ -230,8 +312,8 @@ class NcclSum final : public exec::CrossRankSum {
   double timeout_s_;
   ncclComm_t comm_ = nullptr;
   double* scratch_ = nullptr;           // device buffer for the host doubles' sum
-  cudaStream_t comm_stream_ = nullptr;  // gradient buckets (start_sum), made on first use
-  std::vector<Tensor> in_flight_;       // buckets started, not yet waited for
+  cudaStream_t comm_stream_ = nullptr;  // collectives started, made on first use
+  std::deque<InFlight> in_flight_;      // started, not yet waited for, oldest first
 };
 
 }  // namespace

@@ -7,6 +7,10 @@
 //    so losses, norms and weights should agree to the bit (checked within
 //    1e-12 relative, the first run to say);
 //  - the sum itself, f32 and bf16 tensors and host doubles, is the identity;
+//  - collectives started on the communication stream (gradient buckets,
+//    all-gathers of host buffers) complete one at a time, oldest first: a
+//    wait for the oldest leaves the later ones' results unwritten, and a
+//    host buffer receives what it held when its gather started;
 //  - NCCL refuses two ranks on one GPU, and both get an error naming them
 //    within the timeout instead of hanging.
 #include <gtest/gtest.h>
@@ -92,6 +96,39 @@ TEST(NcclOneRank, SumIsTheIdentity) {
   std::vector<double> values(3000, 0.25);  // more than one scratch buffer
   ranks->sum(values);
   EXPECT_EQ(values, std::vector<double>(3000, 0.25));
+}
+
+// Note [Collectives on the communication stream] (dist/nccl_sum.cpp). The
+// host buffers are overwritten after their gathers start, which callers
+// must not do, so that what the waits write into them shows: with one rank
+// the gather of a buffer is what the buffer held at the start (its own
+// shard, uploaded then), and a gather not yet waited for writes nothing.
+TEST(NcclOneRank, StartedCollectivesFinishOldestFirst) {
+  LT_REQUIRE_GPU();
+  auto ranks = dist::make_nccl_sum(one_rank(), 0, dist::make_nccl_id(), 60);
+  Generator gen(5);
+  const Tensor first = Tensor::randn({4099}, gen), second = Tensor::randn({33}, gen);
+  const Tensor bucket = Tensor::randn({517}, gen).to(Device::cuda(0));
+  const auto first_before = first.to_doubles(), second_before = second.to_doubles();
+  const auto bucket_before = bucket.to(Device::cpu()).to_doubles();
+  ranks->start_all_gather(first);
+  ranks->start_sum({bucket});
+  ranks->start_all_gather(second);
+  first.fill_(7.0);
+  second.fill_(7.0);
+  ranks->wait_for_oldest_sums(1);
+  EXPECT_EQ(first.to_doubles(), first_before);
+  EXPECT_EQ(second.to_doubles(), std::vector<double>(33, 7.0)) << "written before its wait";
+  ranks->wait_for_oldest_sums(1);
+  EXPECT_EQ(bucket.to(Device::cpu()).to_doubles(), bucket_before);
+  EXPECT_EQ(second.to_doubles(), std::vector<double>(33, 7.0)) << "written before its wait";
+  ranks->wait_for_sums();
+  EXPECT_EQ(second.to_doubles(), second_before);
+  // The synchronous all-gather, with one still in flight before it.
+  ranks->start_all_gather(first);
+  ranks->all_gather(second);
+  EXPECT_EQ(first.to_doubles(), first_before);
+  EXPECT_EQ(second.to_doubles(), second_before);
 }
 
 TEST(NcclOneRank, TwoRanksOnOneGpuAreRefusedNotHung) {
