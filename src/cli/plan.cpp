@@ -133,6 +133,7 @@ void print_run_plan(const PlanArgs& args) {
                              {"read_bytes_per_step", p.state_traffic.read_bytes},
                              {"write_bytes_per_step", p.state_traffic.write_bytes},
                              {"predicted_exposed_s", p.predicted_state_disk_s}};
+      if (p.device.is_cuda()) j["weight_uploads"] = p.sizes.f32_weight_uploads ? "f32" : "bf16";
     }
     for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})
       j["peak_bytes"][exec::memory_space_name(space)] = p.budget.bytes(space);

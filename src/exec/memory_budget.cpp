@@ -352,9 +352,15 @@ MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
   const int64_t on_host = n - on_disk;
   const std::string of_host =
       on_disk > 0 ? fmt::format(" of {} stages", stage_count - disk_stages) : std::string();
-  m.add(Host, "master weights (fp32)" + of_host, on_host * kFp32);
+  if (s.f32_weight_uploads) {
+    m.add(Gpu, "f32 weight uploads' staging buffer", kUploadStagingBytes);
+    m.add(Host, "master weights (fp32), pinned: the GPU uploads them" + of_host, on_host * kFp32);
+  } else {
+    m.add(Host, "master weights (fp32)" + of_host, on_host * kFp32);
+  }
   add_optimizer_states(m, Host, on_host, s);
-  m.add(Host, "weights streamed to the GPU, pinned (bf16)" + of_host, on_host * kBf16);
+  if (!s.f32_weight_uploads)
+    m.add(Host, "weights streamed to the GPU, pinned (bf16)" + of_host, on_host * kBf16);
   if (on_disk > 0) {
     m.add(Disk, fmt::format("master weights (fp32) of {} stages", disk_stages), on_disk * kFp32);
     add_optimizer_states(m, Disk, on_disk, s);

@@ -59,6 +59,13 @@ struct TrainSizes {
   // most kStagesOfStatesInFlight such stages in host memory at a time.
   // Empty: every stage's in host memory.
   std::vector<bool> states_on_disk = {};
+  // exec.weight_uploads f32 (a GPU): the stages whose masters stay in host
+  // memory upload them as they are, pinned, and the GPU converts them to
+  // bf16 through a staging buffer of kUploadStagingBytes; no pinned bf16
+  // copies of them. The disk stages still upload their bf16 copies.
+  bool f32_weight_uploads = false;
+  // Bytes a weight upload moves per parameter of a block.
+  int64_t upload_bytes_per_parameter() const { return f32_weight_uploads ? 4 : compute_bytes; }
   bool has_measured_working_sets() const {
     return measured_block_backward.b > 0 && measured_head_step.b > 0;
   }
@@ -69,6 +76,10 @@ struct TrainSizes {
 // stages' masters and optimizer states in host memory (Note [Stage states
 // on disk]: reads run this many stages less one ahead of the updates).
 inline constexpr int kStagesOfStatesInFlight = 3;
+
+// The device buffer f32 weight uploads land in before the GPU converts
+// them to bf16 (TrainSizes::f32_weight_uploads), a piece at a time.
+inline constexpr int64_t kUploadStagingBytes = int64_t{64} << 20;
 
 // Measured working sets are taken with this share more: one run of one
 // block measured them, and the executor's own chunks may differ slightly

@@ -96,6 +96,9 @@ CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfi
     }
   }
   m.block_weight_gb =
+      static_cast<double>(exec::block_parameters(config) * sizes.upload_bytes_per_parameter()) /
+      kBytesPerGB;
+  m.block_gradient_gb =
       static_cast<double>(exec::block_parameters(config) * sizes.compute_bytes) / kBytesPerGB;
   m.boundary_gb = exec::boundary_bytes(config, sizes) / kBytesPerGB;
   return m;
@@ -217,8 +220,8 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   for (int w = 0; w <= L; ++w) {
     p.exposed_weights_s += std::max(0.0, h2d.mandatory_gb[w] - h2d.capacity_gb[w]) / h2d.gbps;
     if (w < L)
-      p.exposed_weights_s +=
-          std::max(0.0, w_gb / hw.bidir_gbps - (m.block_backward_s - m.block_forward_s));
+      p.exposed_weights_s += std::max(
+          0.0, m.block_gradient_gb / hw.bidir_gbps - (m.block_backward_s - m.block_forward_s));
   }
   // The optimizer updates stage k (forward order) while the next step's
   // forward runs stages before k, and stage k's forward waits for it.

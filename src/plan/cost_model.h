@@ -30,7 +30,8 @@ struct CostModel {
   double head_step_s = 0;        // the head's forward + backward
   double embed_s = 0;            // the embed stage's forward and backward uses (FLOP model: 0)
   std::string stage_times_from;  // which, and why (printed by plan and exec.schedule: auto)
-  double block_weight_gb = 0;    // one block's bf16 weights (also its bf16 gradients)
+  double block_weight_gb = 0;    // one block's weight upload (bf16, or f32 masters)
+  double block_gradient_gb = 0;  // one block's gradients (compute dtype)
   double boundary_gb = 0;        // one boundary activation, whole batch
 };
 

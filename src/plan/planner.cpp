@@ -33,7 +33,7 @@ std::vector<Shortage> shortages_of(const CostModel& m, const ActivationRoom& roo
                    "weights buffers, working sets and boundaries 0 and L do not fit in "
                    "gpu_memory_gb"});
   }
-  if (room.host_gb < 0) {
+  if (room.host_gb + 0.5 / kBytesPerGB < 0) {
     out.push_back({"host", std::llround(-room.host_gb * kBytesPerGB),
                    "master weights, optimizer states, pinned weights and gradients do not fit "
                    "in host_memory_gb"});
@@ -72,6 +72,7 @@ exec::TrainSizes train_sizes(const HardwareProfile& hw, const PlanOptions& o, in
   sizes.optimizer_block = o.optimizer_block;
   sizes.on_gpu = o.on_gpu;
   sizes.states_on_disk = o.states_on_disk;
+  sizes.f32_weight_uploads = o.f32_weight_uploads;
   if (!hw.stage_times || !hw.stage_times->has_working_sets()) return sizes;
   const StageTimes& t = *hw.stage_times;
   const bool same_device = (t.device == "cuda") == o.on_gpu;

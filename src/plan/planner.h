@@ -29,6 +29,7 @@ struct PlanOptions {
   // exec::TrainSizes::states_on_disk: stages whose masters and optimizer
   // states live on disk (plan/state_placement.h); empty: none.
   std::vector<bool> states_on_disk;
+  bool f32_weight_uploads = false;  // exec::TrainSizes::f32_weight_uploads
 };
 
 struct Shortage {

@@ -272,6 +272,7 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"exec.hardware", str(c.exec.hardware)},
       {"exec.disk_path", str(c.exec.disk_path)},
       {"exec.state_placement", str(c.exec.state_placement)},
+      {"exec.weight_uploads", str(c.exec.weight_uploads)},
       {"exec.keep_every", integer(c.exec.keep_every)},
       {"exec.micro_batch", integer(c.exec.micro_batch)},
       {"exec.device_memory_gb", number(c.exec.device_memory_gb)},
@@ -509,6 +510,7 @@ void TrainConfig::validate() const {
            "); lower it, or leave it unset for sched.min_lr_ratio x optim.lr");
   check_one_of(exec.mode, "exec.mode", "auto", "resident", "streaming", "offload", "zenflow");
   check_one_of(exec.state_placement, "exec.state_placement", "auto", "host", "disk");
+  check_one_of(exec.weight_uploads, "exec.weight_uploads", "auto", "bf16", "f32");
   check_one_of(exec.zenflow.select_strategy, "exec.zenflow.select_strategy", "auto", "step",
                "epoch");
   exec::validate(zenflow_options(*this));

@@ -110,6 +110,13 @@ struct TrainConfig {
     // disk_path), or auto (on disk only the stages that do not fit
     // host_memory_gb; train/state_placement.h).
     std::string state_placement = "auto";
+    // streaming on a GPU: what each stage's weight upload copies. bf16: a
+    // pinned bf16 copy of every master that the CPU update writes (2 bytes
+    // a parameter of host memory, half the upload bytes); f32: the masters
+    // themselves, pinned, converted to bf16 on the GPU (no copy; twice the
+    // upload bytes); auto: bf16 when the run fits host memory with the
+    // copies, else f32 (train/state_placement.h).
+    std::string weight_uploads = "auto";
     // The host memory a run may count on, in GB: what the memory budget's
     // host bytes must fit. 0: what is free now (less 1 GiB).
     double host_memory_gb = 0;

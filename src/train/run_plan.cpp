@@ -54,8 +54,7 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
     plan::Plan plan;
     try {
       plan = plan_for_run(c, model, stand_in, asked_chunk,
-                          p.device.is_cuda() ? cuda_free_bytes(p.device.index) : -1,
-                          p.sizes.states_on_disk);
+                          p.device.is_cuda() ? cuda_free_bytes(p.device.index) : -1, p.placement);
     } catch (const Error& e) {
       if (c.exec.mode != "auto") throw;
       fail("exec.mode auto: nothing fits: ",
@@ -230,9 +229,11 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   if (choice.executor == exec::ExecutorKind::Streaming && may_plan) {
     p.sizes = streaming_sizes(c, p.device.is_cpu());
     const int64_t transit = exec::kMaxDiskTransitBuffers * exec::boundary_bytes(model, p.sizes);
-    p.sizes.states_on_disk = resolve_state_placement(
+    p.placement = resolve_host_placement(
         c, model, p.sizes, exec::Schedule::all_gpu(static_cast<int>(model.num_hidden_layers)),
         transit, planned_placement);
+    p.sizes.states_on_disk = p.placement.states_on_disk;
+    p.sizes.f32_weight_uploads = p.placement.f32_weight_uploads;
   }
   if (c.exec.mode == "auto") choose_fastest(c, model, choice, candidates, asked_chunk, p);
   // The executor cost model is of a GPU (the profile's): a CPU run gets no
@@ -269,14 +270,16 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
            "train.dtype: the streaming executor (", choice.reason, ") on train.device ",
            c.train.device, " computes in bf16 (the host keeps the f32 masters); set bf16, got ",
            c.train.dtype);
-  const std::vector<bool> states_on_disk = p.sizes.states_on_disk;
   p.sizes = streaming_sizes(c, p.device.is_cpu());
-  p.sizes.states_on_disk = states_on_disk;
+  p.sizes.states_on_disk = p.placement.states_on_disk;
+  p.sizes.f32_weight_uploads = p.placement.f32_weight_uploads;
   choose_schedule(c, model, choice, asked_chunk, p);
   if (!p.plan_description.empty()) {  // the planner's, with the placement it planned for
     p.reasons.insert(p.reasons.end(), planned_placement.begin(), planned_placement.end());
   } else {
-    p.sizes.states_on_disk = resolve_state_placement(c, model, p.sizes, p.schedule, 0, p.reasons);
+    p.placement = resolve_host_placement(c, model, p.sizes, p.schedule, 0, p.reasons);
+    p.sizes.states_on_disk = p.placement.states_on_disk;
+    p.sizes.f32_weight_uploads = p.placement.f32_weight_uploads;
   }
   p.reasons.push_back(describe_states(c, model, p.sizes));
   // The chunk: exec.micro_batch (asked_chunk), else the schedule's (a

@@ -20,6 +20,7 @@
 #include "models/config.h"
 #include "plan/state_placement.h"
 #include "train/config.h"
+#include "train/state_placement.h"
 
 namespace lt::train {
 
@@ -46,6 +47,9 @@ struct RunPlan {
   // that moves a step, and the planner's prediction of the step time the
   // disk adds (0 without the planner).
   plan::StateTraffic state_traffic;
+  // Streaming: where the host's share of each stage lives (sizes carries
+  // the same states_on_disk and f32_weight_uploads), and the budget.
+  HostPlacement placement;
   double predicted_state_disk_s = 0;
   int64_t predicted_gpu_peak_bytes = 0;  // the planner's; 0: none
   std::string plan_description;          // the planner's plan, when it made one

@@ -143,9 +143,10 @@ double usable_gpu_gb(double profile_gb, int64_t free_bytes) {
 
 plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in,
                         int64_t chunk_sequences, int64_t gpu_free_bytes,
-                        const std::vector<bool>& states_on_disk) {
+                        const HostPlacement& placement) {
   exec::TrainSizes sizes = streaming_sizes(c, stand_in);
-  sizes.states_on_disk = states_on_disk;
+  sizes.states_on_disk = placement.states_on_disk;
+  sizes.f32_weight_uploads = placement.f32_weight_uploads;
   plan::PlanOptions o;
   o.batch_size = sizes.batch_size;
   o.seq_len = sizes.seq_len;
@@ -154,9 +155,11 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.compute_bytes = sizes.compute_bytes;
   o.on_gpu = sizes.on_gpu;
   o.optimizer_block = sizes.optimizer_block;
-  o.states_on_disk = states_on_disk;
-  plan::HardwareProfile hw =
-      auto_hardware(c, free_memory_for_run(c, gpu_free_bytes, checkpoint_bytes(c, model)));
+  o.states_on_disk = placement.states_on_disk;
+  o.f32_weight_uploads = placement.f32_weight_uploads;
+  FreeMemory free = free_memory_for_run(c, gpu_free_bytes, checkpoint_bytes(c, model));
+  if (placement.host_budget_bytes >= 0) free.host_bytes = placement.host_budget_bytes;
+  plan::HardwareProfile hw = auto_hardware(c, free);
   // States on disk take their share of it before any boundary.
   const plan::StateTraffic states = plan::state_traffic(model, sizes);
   hw.disk_gb =

@@ -12,6 +12,7 @@
 #include "models/config.h"
 #include "plan/planner.h"
 #include "train/config.h"
+#include "train/state_placement.h"
 
 namespace lt::train {
 
@@ -63,14 +64,16 @@ double usable_gpu_gb(double profile_gb, int64_t free_bytes);
 // (f32 compute), else a GPU (bf16). `chunk_sequences` > 0: the chunk the
 // run asks for (exec.micro_batch, settled by resolve_run), else the
 // planner chooses. `gpu_free_bytes` >= 0: a GPU run's free
-// memory (auto_hardware). `states_on_disk`: the stages whose masters and
-// optimizer states live on disk (train/state_placement.h; their bytes come
-// off the disk the boundaries may use). Throws lt::Error with the planner's reason (which memory
+// memory (auto_hardware). `placement` (train/state_placement.h): the stages
+// whose masters and optimizer states live on disk (their bytes come off the
+// disk the boundaries may use), the weight uploads, and the host budget they
+// were placed in, which the plan then fits (one reading of the free memory
+// for both). Throws lt::Error with the planner's reason (which memory
 // space is short, by how many bytes) when nothing is feasible; training
 // then does not start.
 plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in,
                         int64_t chunk_sequences = 0, int64_t gpu_free_bytes = -1,
-                        const std::vector<bool>& states_on_disk = {});
+                        const HostPlacement& placement = {});
 
 // One line per fact: placements per boundary, batch and chunk, predicted
 // step time and peaks.

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "plan/hardware.h"
 #include "plan/state_placement.h"
 #include "train/schedule_auto.h"
 
@@ -21,44 +22,99 @@ std::string gb(int64_t bytes) {
 
 HostBudget host_budget(const TrainConfig& c) {
   HostBudget b;
-  if (c.exec.host_memory_gb > 0) {
-    b.bytes = std::llround(c.exec.host_memory_gb * 1e9);
+  const FreeMemory free = free_memory_for_run(c, -1);
+  const double gb = auto_hardware(c, free).host_memory_gb;
+  if (!std::isfinite(gb)) return b;
+  b.bytes = std::llround(gb * plan::kBytesPerGB);
+  if (c.exec.host_memory_gb > 0 && gb >= c.exec.host_memory_gb) {
     b.from = fmt::format("exec.host_memory_gb ({} GB)", c.exec.host_memory_gb);
-    return b;
+  } else if (free.host_bytes >= 0 && b.bytes >= free.host_bytes) {
+    b.from = fmt::format("the host memory free now, less 1 GiB ({:.3f} GB{})", gb,
+                         c.exec.host_memory_gb > 0 ? ", below exec.host_memory_gb" : "");
+  } else {
+    b.from = fmt::format("the hardware profile's host_memory_gb ({:.3f} GB)", gb);
   }
-  b.bytes = free_memory_for_run(c, -1).host_bytes;
-  b.from = "the host memory free now, less 1 GiB (exec.host_memory_gb unset)";
   return b;
 }
 
-std::vector<bool> resolve_state_placement(const TrainConfig& c, const models::ModelConfig& model,
-                                          exec::TrainSizes sizes, const exec::Schedule& schedule,
-                                          int64_t host_extra, std::vector<std::string>& reasons) {
-  const std::string& mode = c.exec.state_placement;
-  const size_t stages = static_cast<size_t>(model.num_hidden_layers) + 2;
-  const HostBudget budget = host_budget(c);
-  const bool capped = c.exec.host_memory_gb > 0;
-  std::vector<bool> on_disk(stages, mode == "disk");
+namespace {
+
+struct Attempt {
+  std::vector<bool> on_disk;
   int64_t host_bytes = 0;
+  int disk_stages() const {
+    return static_cast<int>(std::count(on_disk.begin(), on_disk.end(), true));
+  }
+};
+
+// exec.state_placement's stages on disk, and the host bytes they leave,
+// with or without f32 weight uploads.
+Attempt place(const TrainConfig& c, const models::ModelConfig& model, exec::TrainSizes sizes,
+              const exec::Schedule& schedule, int64_t host_extra, const HostBudget& budget,
+              bool f32_uploads) {
+  const std::string& mode = c.exec.state_placement;
+  sizes.f32_weight_uploads = f32_uploads;
+  Attempt a;
   if (mode == "auto" && budget.bytes >= 0) {
     const plan::StatePlacementChoice choice =
         plan::place_states(model, sizes, schedule, budget.bytes, host_extra);
-    on_disk = choice.on_disk;
-    host_bytes = choice.host_bytes;
-  } else {
-    sizes.states_on_disk = on_disk;
-    host_bytes =
-        exec::bytes_needed(model, sizes, schedule).bytes(exec::MemorySpace::Host) + host_extra;
+    a.on_disk = choice.on_disk;
+    a.host_bytes = choice.host_bytes;
+    return a;
   }
-  sizes.states_on_disk = on_disk;
-  const int disk_stages = static_cast<int>(std::count(on_disk.begin(), on_disk.end(), true));
+  a.on_disk.assign(static_cast<size_t>(model.num_hidden_layers) + 2, mode == "disk");
+  sizes.states_on_disk = a.on_disk;
+  a.host_bytes =
+      exec::bytes_needed(model, sizes, schedule).bytes(exec::MemorySpace::Host) + host_extra;
+  return a;
+}
+
+}  // namespace
+
+HostPlacement resolve_host_placement(const TrainConfig& c, const models::ModelConfig& model,
+                                     exec::TrainSizes sizes, const exec::Schedule& schedule,
+                                     int64_t host_extra, std::vector<std::string>& reasons) {
+  const std::string& mode = c.exec.state_placement;
+  const std::string& uploads = c.exec.weight_uploads;
+  const size_t stages = static_cast<size_t>(model.num_hidden_layers) + 2;
+  const HostBudget budget = host_budget(c);
+  const bool capped = c.exec.host_memory_gb > 0;
+  // Only a GPU uploads bf16 from f32 masters; the stand-in uploads the f32
+  // masters as they are in any case.
+  bool f32 = sizes.on_gpu && uploads == "f32";
+  Attempt a = place(c, model, sizes, schedule, host_extra, budget, f32);
+  std::string uploads_why = uploads == "auto" ? "" : "as set";
+  if (sizes.on_gpu && uploads == "auto") {
+    uploads_why = "every stage fits host memory with the bf16 copies";
+    if (budget.bytes < 0) uploads_why = "the host memory free is unknown";
+    const bool all_in_host = a.disk_stages() == 0 && a.host_bytes <= budget.bytes;
+    if (budget.bytes >= 0 && !all_in_host) {
+      Attempt b = place(c, model, sizes, schedule, host_extra, budget, true);
+      const bool fewer_on_disk = b.disk_stages() < a.disk_stages();
+      const bool fits_only_so = b.host_bytes <= budget.bytes && a.host_bytes > budget.bytes;
+      if (fewer_on_disk || fits_only_so) {
+        uploads_why = fmt::format(
+            "the bf16 copies would leave {} stages' states on disk{}; the f32 masters {}",
+            a.disk_stages(), a.host_bytes > budget.bytes ? " and still not fit" : "",
+            b.disk_stages() == 0 ? "keep every stage in host memory"
+                                 : fmt::format("{}", b.disk_stages()));
+        a = std::move(b);
+        f32 = true;
+      } else {
+        uploads_why = "the f32 masters would put no fewer stages on disk";
+      }
+    }
+  }
+  sizes.f32_weight_uploads = f32;
+  sizes.states_on_disk = a.on_disk;
+  const int disk_stages = a.disk_stages();
   const bool checked = capped || mode == "auto";
-  if (checked && budget.bytes >= 0 && host_bytes > budget.bytes) {
+  if (checked && budget.bytes >= 0 && a.host_bytes > budget.bytes) {
     const bool all = disk_stages == static_cast<int>(stages);
-    fail("exec.host_memory_gb: the run needs ", gb(host_bytes), " of host memory",
+    fail("exec.host_memory_gb: the run needs ", gb(a.host_bytes), " of host memory",
          all ? " even with every stage's master weights and optimizer states on disk"
              : fmt::format(" with exec.state_placement {}", mode),
-         ", ", gb(host_bytes - budget.bytes), " more than ", budget.from,
+         ", ", gb(a.host_bytes - budget.bytes), " more than ", budget.from,
          all ? "; give it more host memory (raise exec.host_memory_gb), or lower "
                "train.batch_size or train.seq_len"
              : "; raise exec.host_memory_gb, or set exec.state_placement: auto (or disk)");
@@ -77,14 +133,22 @@ std::vector<bool> resolve_state_placement(const TrainConfig& c, const models::Mo
   std::string why;
   if (mode == "auto") {
     why = budget.bytes < 0 ? "the host memory free is unknown: all in host memory"
-                           : fmt::format("host bytes {} within {}", gb(host_bytes), budget.from);
+                           : fmt::format("host bytes {} within {}", gb(a.host_bytes), budget.from);
   } else {
     why = "as set";
   }
   reasons.push_back(fmt::format("exec.state_placement {}: {} of {} stages on disk ({})", mode,
                                 disk_stages, stages, why));
-  if (disk_stages == 0) on_disk.clear();
-  return on_disk;
+  if (sizes.on_gpu)
+    reasons.push_back(fmt::format("exec.weight_uploads {}: {} ({})", uploads,
+                                  f32 ? "the f32 masters, pinned, converted to bf16 on the GPU"
+                                      : "pinned bf16 copies the CPU update writes",
+                                  uploads_why));
+  HostPlacement placed;
+  if (disk_stages > 0) placed.states_on_disk = std::move(a.on_disk);
+  placed.f32_weight_uploads = f32;
+  placed.host_budget_bytes = budget.bytes;
+  return placed;
 }
 
 void check_host_memory_cap(const TrainConfig& c, int64_t host_bytes, const std::string& executor) {

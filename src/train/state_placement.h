@@ -1,9 +1,10 @@
 #pragma once
 // exec.state_placement and exec.host_memory_gb as a streaming run resolves
-// them (issue 26). The host budget is exec.host_memory_gb when set, else
-// what this machine has free now (free_memory_for_run: MemAvailable or the
-// cgroup's room, plus the host tensors held already, less
-// kHostReserveBytes). Then, for the stages of the run's model:
+// them (issue 26), with exec.weight_uploads. The host budget is the least of
+// exec.host_memory_gb when set, what this machine has free now
+// (free_memory_for_run: MemAvailable or the cgroup's room, plus the host
+// tensors held already, less kHostReserveBytes) and the hardware profile's
+// host_memory_gb. Then, for the stages of the run's model:
 //  - host: every stage's masters and optimizer states in host memory;
 //  - disk: every stage's on disk;
 //  - auto: on disk only the fewest stages that bring the memory budget's
@@ -28,16 +29,30 @@ struct HostBudget {
   int64_t bytes = -1;  // -1: unknown (no limit)
   std::string from;    // "exec.host_memory_gb (100 GB)" or "the host memory free now (...)"
 };
+// The host memory the planner may count on (auto_hardware's host_memory_gb:
+// what is free now, exec.host_memory_gb and the profile's figure, the least
+// of them), read once: the placement and the planner must fit one number.
 HostBudget host_budget(const TrainConfig& c);
 
-// Per stage (embed, blocks, head): whether its states live on disk, for
-// the run `c` of `model` with `sizes` running `schedule` (its host
-// boundaries count), with `host_extra` bytes more the planner will need
-// (its disk transit buffers). Appends the decision to `reasons`. Throws
-// lt::Error as said above.
-std::vector<bool> resolve_state_placement(const TrainConfig& c, const models::ModelConfig& model,
-                                          exec::TrainSizes sizes, const exec::Schedule& schedule,
-                                          int64_t host_extra, std::vector<std::string>& reasons);
+// Where a streaming run keeps what the host holds of each stage.
+struct HostPlacement {
+  std::vector<bool> states_on_disk;  // per stage (embed, blocks, head); empty: none on disk
+  // exec.weight_uploads as resolved (exec::TrainSizes::f32_weight_uploads).
+  bool f32_weight_uploads = false;
+  int64_t host_budget_bytes = -1;  // the budget it was placed within (-1: unknown)
+};
+
+// The placement for the run `c` of `model` with `sizes` running `schedule`
+// (its host boundaries count), with `host_extra` bytes more the planner will
+// need (its disk transit buffers). Appends the decisions to `reasons`.
+// exec.weight_uploads auto (on a GPU) takes the bf16 copies when every
+// stage then stays in host memory within the budget, else the f32 masters:
+// they save 2 bytes a parameter, so fewer stages go to disk, and a disk
+// moves states far slower than the GPU's link moves the doubled uploads.
+// Throws lt::Error as said above.
+HostPlacement resolve_host_placement(const TrainConfig& c, const models::ModelConfig& model,
+                                     exec::TrainSizes sizes, const exec::Schedule& schedule,
+                                     int64_t host_extra, std::vector<std::string>& reasons);
 
 // A set exec.host_memory_gb against `host_bytes`, the host count of an
 // executor that keeps every master and optimizer state in host memory

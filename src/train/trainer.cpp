@@ -120,6 +120,27 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const Run
 // with exec.device_memory_gb as its capacity.
 // `shared`: the weights the ranks of this host share (their bf16 copies
 // are the GPU's upload sources), or null.
+#ifdef LT_WITH_CUDA
+// Per parameter, in the model's order: whether the GPU uploads it as its
+// f32 master (exec.weight_uploads f32): those of the stages whose states
+// stay in host memory (a disk stage's master is not there between updates).
+std::vector<bool> f32_upload_flags(const models::CausalLM& model,
+                                   const std::vector<bool>& states_on_disk) {
+  std::vector<bool> flags;
+  size_t stage = 0;
+  for (const auto& s : model.stages()) {
+    nn::NamedParameters own;
+    s->collect(own);
+    const bool on_disk = stage < states_on_disk.size() && states_on_disk[stage];
+    flags.insert(flags.end(), own.size(), !on_disk);
+    ++stage;
+  }
+  LT_CHECK(flags.size() == model.parameters().size(), "exec.weight_uploads: the stages list ",
+           flags.size(), " parameters, the model ", model.parameters().size());
+  return flags;
+}
+#endif
+
 std::unique_ptr<exec::StreamingDevice> make_device(const TrainConfig& c, const RunPlan& plan,
                                                    const models::CausalLM& model,
                                                    optim::Optimizer& optimizer,
@@ -129,8 +150,11 @@ std::unique_ptr<exec::StreamingDevice> make_device(const TrainConfig& c, const R
     std::vector<Tensor> shared_copies;
     for (size_t i = 0; shared && i < model.parameters().size(); ++i)
       shared_copies.push_back(shared->bf16_copy(i));
-    return std::make_unique<exec::CudaStreamingDevice>(model.parameters(), optimizer,
-                                                       plan.device.index, shared_copies);
+    std::vector<bool> f32_uploads;
+    if (plan.executor == exec::ExecutorKind::Streaming && plan.sizes.f32_weight_uploads)
+      f32_uploads = f32_upload_flags(model, plan.sizes.states_on_disk);
+    return std::make_unique<exec::CudaStreamingDevice>(
+        model.parameters(), optimizer, plan.device.index, shared_copies, f32_uploads);
   }
 #else
   (void)model;
@@ -331,6 +355,15 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     dist::check_batch_divides(c.train.batch_size, r.plan.grad_accum, r.world);
     if (r.plan.device.is_cuda()) r.plan.device = Device::cuda(r.world.local_rank);
     r.ranks = dist::open_cross_rank_sum(r.plan.device, c.dist.timeout_s);
+    // ZeRO-1's all-gathers and the shared weights refresh the bf16 copies.
+    LT_CHECK(c.exec.weight_uploads != "f32", "exec.weight_uploads: f32 is for one process; a run ",
+             "of several uploads the bf16 copies (set auto or bf16)");
+    if (r.plan.sizes.f32_weight_uploads) {
+      r.plan.sizes.f32_weight_uploads = r.plan.placement.f32_weight_uploads = false;
+      r.plan.reasons.push_back(
+          "exec.weight_uploads auto: bf16 copies after all (a run of several processes); the "
+          "host holds 2 bytes a parameter more than the plan counted");
+    }
   }
   for (const std::string& line : r.plan.reasons) log.message(line);
   if (!r.plan.plan_description.empty()) {

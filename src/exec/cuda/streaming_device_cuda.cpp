@@ -4,10 +4,13 @@
 
 #include "exec/cuda/streaming_device_cuda.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "core/cuda/caching_allocator.h"
 #include "core/error.h"
+#include "exec/cuda/pinned_masters.h"
+#include "exec/memory_budget.h"
 
 namespace lt::exec {
 
@@ -21,9 +24,11 @@ class ComputeScope final : public StreamingDevice::Scope {
   StreamGuard guard_;
 };
 
-void check_pair(const Tensor& dst, const Tensor& src, const char* what) {
+// `converts`: an f32 master uploaded into a bf16 slot (copy_converting).
+void check_pair(const Tensor& dst, const Tensor& src, const char* what, bool converts = false) {
   LT_CHECK(dst.is_contiguous() && src.is_contiguous() && dst.numel() == src.numel() &&
-               dst.dtype() == src.dtype(),
+               (dst.dtype() == src.dtype() ||
+                (converts && src.dtype() == DType::F32 && dst.dtype() == DType::BF16)),
            "CUDA streaming device: ", what, " needs contiguous tensors of one size and dtype, got ",
            dst.str(), " <- ", src.str());
 }
@@ -32,7 +37,8 @@ void check_pair(const Tensor& dst, const Tensor& src, const char* what) {
 
 CudaStreamingDevice::CudaStreamingDevice(const nn::NamedParameters& masters,
                                          optim::Optimizer& optimizer, int device,
-                                         std::vector<Tensor> shared_shadows)
+                                         std::vector<Tensor> shared_shadows,
+                                         const std::vector<bool>& f32_uploads)
     : device_(device),
       optimizer_(&optimizer),
       compute_(Stream::create(Device::cuda(device))),
@@ -43,11 +49,19 @@ CudaStreamingDevice::CudaStreamingDevice(const nn::NamedParameters& masters,
   LT_CHECK(shared_shadows.empty() || shared_shadows.size() == masters.size(),
            "CUDA streaming device: ", shared_shadows.size(), " shared bf16 copies for ",
            masters.size(), " parameters");
+  LT_CHECK(f32_uploads.empty() || (f32_uploads.size() == masters.size() && shared_shadows.empty()),
+           "CUDA streaming device: f32 uploads named for ", f32_uploads.size(), " of ",
+           masters.size(), " parameters", shared_shadows.empty() ? "" : ", with shared copies");
   for (size_t i = 0; i < masters.size(); ++i) {
     const auto& [name, p] = masters[i];
     LT_CHECK(p.device().is_cpu() && p.dtype() == DType::F32 && p.is_contiguous(),
              "CUDA streaming device: master parameter '", name,
              "' must be a contiguous f32 CPU tensor, got ", p.str());
+    if (!f32_uploads.empty() && f32_uploads[i]) {
+      pin_master(p);
+      pinned_masters_.insert(p.data_ptr());
+      continue;
+    }
     Tensor shadow;
     if (shared_shadows.empty()) {
       shadow = Tensor::empty(p.shape(), DType::BF16, pinned_);
@@ -59,6 +73,8 @@ CudaStreamingDevice::CudaStreamingDevice(const nn::NamedParameters& masters,
     shadows_[p.data_ptr()] = shadow;
   }
   shadow_count_ = masters.size();
+  if (!pinned_masters_.empty())
+    staging_ = Tensor::empty({kUploadStagingBytes / 4}, DType::F32, memory());
 }
 
 CudaStreamingDevice::CudaStreamingDevice(int device)
@@ -82,17 +98,33 @@ Tensor CudaStreamingDevice::upload_source(const Tensor& dst, const Tensor& src) 
            "CUDA streaming device: upload copies host to device, got ", dst.str(), " <- ",
            src.str());
   if (dst.dtype() == src.dtype()) return src;
+  if (dst.dtype() == DType::BF16 && pinned_masters_.contains(src.data_ptr())) return src;
   const auto it = shadows_.find(src.data_ptr());
   LT_CHECK(it != shadows_.end() && dst.dtype() == DType::BF16,
            "CUDA streaming device: an upload from ", src.str(), " to ", dst.str(),
-           " converts dtype, which only a registered f32 master's bf16 shadow can do");
+           " converts dtype, which only a registered f32 master (its bf16 shadow, or pinned "
+           "for f32 uploads) can do");
   return it->second;
+}
+
+void CudaStreamingDevice::copy_converting(const Tensor& dst, const Tensor& src) {
+  StreamGuard on_upload(upload_stream_);  // the casts run on the upload stream, after the copies
+  const int64_t piece = staging_.numel();
+  const auto* from = static_cast<const float*>(src.data_ptr());
+  for (int64_t at = 0; at < src.numel(); at += piece) {
+    const int64_t n = std::min(piece, src.numel() - at);
+    cuda_copy::copy_async(device_, staging_.data_ptr(), from + at, static_cast<size_t>(n) * 4,
+                          upload_stream_.handle());
+    const Tensor staged =
+        Tensor::from_storage(staging_.storage(), staging_.offset(), {n}, {1}, DType::F32);
+    Tensor::from_storage(dst.storage(), dst.offset() + at, {n}, {1}, dst.dtype()).copy_(staged);
+  }
 }
 
 Ticket CudaStreamingDevice::upload(CopyList copies, Ticket after, std::string label) {
   for (auto& [dst, src] : copies) {
     src = upload_source(dst, src);
-    check_pair(dst, src, "an upload");
+    check_pair(dst, src, "an upload", /*converts=*/true);
   }
   // Everything queued on the compute stream so far, including the last use
   // of the memory these copies overwrite.
@@ -100,10 +132,14 @@ Ticket CudaStreamingDevice::upload(CopyList copies, Ticket after, std::string la
   compute_done->record(compute_);
   return h2d_.enqueue([this, copies = std::move(copies), after = std::move(after), compute_done,
                        trace = trace_, label = std::move(label)]() mutable {
-    if (after.valid()) after.get();  // the update that writes the shadow
+    if (after.valid()) after.get();  // the update that writes the shadow (or the master)
     TraceSpan span(trace, "h2d", label);
     compute_done->wait(upload_stream_);
     for (const auto& [dst, src] : copies) {
+      if (src.dtype() != dst.dtype()) {
+        copy_converting(dst, src);
+        continue;
+      }
       cuda_copy::copy_async(device_, dst.data_ptr(), src.data_ptr(), src.nbytes(),
                             upload_stream_.handle());
     }

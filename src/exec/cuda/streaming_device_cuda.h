@@ -3,10 +3,15 @@
 // allocator, the device computes in bf16, and copies run on two CUDA
 // streams of their own (lt::Stream), each fed by a host worker thread.
 //
-// Host state: the f32 masters and the optimizer stay in host memory; every
+// Host state: the f32 masters and the optimizer stay in host memory; a
 // parameter also has a bf16 copy in page-locked memory, registered as the
 // optimizer's bf16 shadow, so the CPU update writes it in its own pass and
-// weight uploads copy it as it is (half the bytes, no conversion pass).
+// weight uploads copy it as it is (half the bytes, no conversion pass);
+// or, with exec.weight_uploads f32, its master moves into pinned memory
+// (Note [Pinned masters]) and an upload copies the f32 master a piece at a
+// time into a device staging buffer, from which a cast on the upload
+// stream writes the bf16 slot (round to nearest even, as the CPU update
+// rounds its shadows: the same bits either way).
 //
 // Ordering (no device-wide synchronize anywhere; the compute stream alone
 // is waited for at the end of each stage, by finish_compute(), so that
@@ -32,6 +37,7 @@
 #include <cstddef>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/pinned_pool.h"
 #include "core/stream.h"
@@ -54,8 +60,12 @@ class CudaStreamingDevice final : public StreamingDevice {
   // removes them again. `shared_shadows` (per master, or empty): the bf16
   // copies the ranks of a host share (exec/shared_weights.h), in memory
   // registered with CUDA, used instead of shadows of this device's own.
+  // `f32_uploads` (per master, or empty: none): the masters uploaded as
+  // they are (exec.weight_uploads f32), moved into pinned memory now and
+  // given no shadow; not with shared shadows.
   CudaStreamingDevice(const nn::NamedParameters& masters, optim::Optimizer& optimizer,
-                      int device = 0, std::vector<Tensor> shared_shadows = {});
+                      int device = 0, std::vector<Tensor> shared_shadows = {},
+                      const std::vector<bool>& f32_uploads = {});
   // Without masters: uploads copy host tensors already in bf16 (streamed
   // generation's pinned weights, exec/streamed_weights.h).
   explicit CudaStreamingDevice(int device = 0);
@@ -80,8 +90,12 @@ class CudaStreamingDevice final : public StreamingDevice {
 
  private:
   // The bytes an upload copies for destination `dst` from `src`: the bf16
-  // shadow of a registered master, or `src` itself when the dtypes match.
+  // shadow of a registered master, `src` itself when the dtypes match, or
+  // a pinned f32 master that copy_converting() converts.
   Tensor upload_source(const Tensor& dst, const Tensor& src) const;
+  // On the h2d worker: `src` (pinned f32) through staging_ into `dst`
+  // (bf16), all on the upload stream.
+  void copy_converting(const Tensor& dst, const Tensor& src);
 
   int device_;
   optim::Optimizer* optimizer_ = nullptr;  // holds the shadows; null without masters
@@ -89,6 +103,8 @@ class CudaStreamingDevice final : public StreamingDevice {
   Stream compute_, upload_stream_, download_stream_;
   PinnedHostPool pinned_;
   std::unordered_map<const void*, Tensor> shadows_;  // master's data -> its pinned bf16 copy
+  std::unordered_set<const void*> pinned_masters_;   // data of the masters uploaded as f32
+  Tensor staging_;  // device f32, kUploadStagingBytes; only with f32 uploads
   // Last: the workers finish their queued copies while all above exist.
   WorkQueue h2d_{"h2d"};
   WorkQueue d2h_{"d2h"};
