@@ -66,40 +66,10 @@ out:
   dir: $out/lazytrain
 YAML
       echo "== lazytrain train ($model, resident, batch $batch x 1024)"
-      # The watcher stamps each metrics line as it appears (every 20 ms), so
-      # tokens/s over wall time counts everything between steps too.
-      python3 - "$out" "$steps" <<'PY' | tee -a "$out/summary.txt" || status=1
-import json, os, statistics, subprocess, sys, time
-out, want = sys.argv[1], int(sys.argv[2])
-metrics = os.path.join(out, "lazytrain", "metrics.jsonl")
-log = open(os.path.join(out, "lazytrain.log"), "w")
-proc = subprocess.Popen(["./build-gpu/lazytrain", "train", os.path.join(out, "lazytrain.yaml"),
-                         "--no-sample"], stdout=log, stderr=subprocess.STDOUT)
-stamps, deadline = [], time.time() + 200
-while len(stamps) < want and proc.poll() is None and time.time() < deadline:
-    try:
-        n = sum(1 for _ in open(metrics))
-    except FileNotFoundError:
-        n = 0
-    stamps += [time.perf_counter()] * (n - len(stamps))
-    time.sleep(0.02)
-proc.kill(); proc.wait()
-rows = [json.loads(l) for l in open(metrics)] if os.path.exists(metrics) else []
-for r in rows:
-    print(f"  step {r['step']}: loss {r['loss']:.4f} step_s {r['step_s']:.4f} "
-          f"compute {r['compute_s']:.4f} opt {r['optimizer_s']:.4f}")
-if len(rows) < 4 or len(stamps) < 4:
-    print("lazytrain: too few steps (see lazytrain.log)"); sys.exit(1)
-# Steps 3.. are timed: the wall from step 2's line to the last line.
-timed = rows[2:len(stamps)]
-wall = stamps[len(stamps) - 1] - stamps[1]
-tokens = sum(r["tokens"] for r in rows[2:len(stamps)])
-med = statistics.median(r["step_s"] for r in timed)
-peak = max(r["peak_bytes"].get("gpu", 0) for r in rows)
-print("RESULT " + json.dumps({"system": "lazytrain", "steps": len(timed), "median_step_s": round(med, 4),
-      "tokens_per_s": round(rows[2]["tokens"] / med, 1), "tokens_per_s_wall": round(tokens / wall, 1),
-      "peak_gb": round(peak / 1e9, 2)}))
-PY
+      # Tokens/s over the wall time of steps 3.. (bench/watch_train.py).
+      python3 bench/watch_train.py ./build-gpu/lazytrain "$out/lazytrain.yaml" "$out/lazytrain" \
+        "$out/lazytrain.log" "$steps" 200 '{"system": "lazytrain"}' | tee -a "$out/summary.txt" ||
+        status=1
       grep -E "^(executor|device|plan:|weights)|rror" "$out/lazytrain.log" | head -8
       ;;
     eager|compile)

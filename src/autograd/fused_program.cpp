@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "autograd/functions.h"
+#include "compile/gradient.h"
 #include "core/error.h"
 
 namespace lt::autograd {
@@ -139,6 +140,26 @@ Tensor FusedProgram::run(const std::vector<Tensor>& external) const {
     for (int32_t v : release_after_[step]) slot[static_cast<size_t>(v)] = Tensor();
   }
   return slot[static_cast<size_t>(output_value_)];
+}
+
+std::vector<compile::KernelGraph> program_kernel_graphs(const CallTrace& trace,
+                                                        const std::vector<Tensor>& external,
+                                                        const Tensor& output) {
+  const CallGraph graph = call_graph(trace, external, output);
+  const FusionPlan plan = plan_fusion(graph);
+  std::vector<compile::KernelGraph> graphs;
+  for (size_t chain = 0; chain < plan.chains.size(); ++chain) {
+    const CallNode& first = graph.nodes[static_cast<size_t>(plan.chains[chain].nodes.front())];
+    if (first.fn == "rotary_embedding") {  // autograd/fused_rope.cpp's two graphs
+      graphs.push_back(rope_kernel_graph(graph.dtypes[static_cast<size_t>(first.output)]));
+      graphs.push_back(rope_gradient_graph(graphs.back()));
+      continue;
+    }
+    graphs.push_back(chain_kernel_graph(graph, plan, static_cast<int32_t>(chain)));
+    const std::vector<bool> all(graphs.back().inputs().size(), true);
+    graphs.push_back(compile::gradient_graph(graphs.back(), all));
+  }
+  return graphs;
 }
 
 }  // namespace lt::autograd

@@ -28,6 +28,17 @@ CallGraph call_graph(const CallTrace& trace, const std::vector<Tensor>& external
                      const Tensor& output, std::vector<CallAgain>* again = nullptr,
                      int32_t* output_value = nullptr);
 
+// The kernel graphs a FusedProgram of this trace compiles while training:
+// each chain's forward and its backward with every input needing a
+// gradient (a rotary chain: x's halves, not the tables), as when every
+// external tensor but the RoPE tables requires one. The graphs do not
+// depend on the device, so a CPU trace lists a CUDA run's kernels: for
+// filling a cache folder ahead for a machine that cannot compile
+// (docs/compiler.md, "Kernels for a machine without MLIR").
+std::vector<compile::KernelGraph> program_kernel_graphs(const CallTrace& trace,
+                                                        const std::vector<Tensor>& external,
+                                                        const Tensor& output);
+
 class FusedProgram {
  public:
   // Compiles every chain's forward through `cache` (which must outlive

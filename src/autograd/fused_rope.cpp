@@ -54,6 +54,10 @@ KernelGraph rope_kernel_graph(DType dtype) {
   return g;
 }
 
+compile::KernelGraph rope_gradient_graph(const compile::KernelGraph& forward) {
+  return compile::gradient_graph(forward, {true, true, false, false});
+}
+
 FusedRopeKernel::FusedRopeKernel(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
                                  compile::KernelCache& cache, Device device)
     : cache_(cache), device_(device) {
@@ -64,7 +68,7 @@ FusedRopeKernel::FusedRopeKernel(const CallGraph& graph, const FusionPlan& plan,
   outputs_ = {n.output};
   dtype_ = graph.dtypes[static_cast<size_t>(n.output)];
   forward_ = rope_kernel_graph(dtype_);
-  backward_ = compile::gradient_graph(forward_, {true, true, false, false});
+  backward_ = rope_gradient_graph(forward_);
   forward_kernel_ = compile::kernel_for(cache_, forward_, device_);
 }
 

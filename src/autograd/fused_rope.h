@@ -19,6 +19,8 @@ namespace lt::autograd {
 // inputs: x_lo, x_hi (full, `dtype`), cos, sin (full, f32); outputs:
 // x_lo cos - x_hi sin, x_hi cos + x_lo sin (full, `dtype`).
 compile::KernelGraph rope_kernel_graph(DType dtype);
+// Its backward: the gradients of x's halves (the tables need none).
+compile::KernelGraph rope_gradient_graph(const compile::KernelGraph& forward);
 
 class FusedRopeKernel : public ChainKernel, public std::enable_shared_from_this<FusedRopeKernel> {
  public:

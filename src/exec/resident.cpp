@@ -38,6 +38,8 @@ ResidentExecutor::ResidentExecutor(const models::CausalLM& model, optim::Optimiz
     compute_copy_ = std::make_unique<models::CausalLM>(
         models::CausalLM::uninitialized(model.config(), compute_dtype));
     compute_copy_->to(model.device(), compute_dtype, /*keep_values=*/false);
+    // train.compile: the copy's blocks are the ones that run.
+    compute_copy_->use_compiled_blocks(model.compiled_blocks());
     compute_params_ = compute_copy_->parameters();
     LT_CHECK(compute_params_.size() == params_.size(), "resident executor: the compute copy lists ",
              compute_params_.size(), " parameters, the masters ", params_.size());

@@ -3,17 +3,17 @@
 #include <chrono>
 #include <sstream>
 
+#include "core/error.h"
 #include "core/grad_mode.h"
+#include "core/random.h"
+#include "models/causal_lm.h"
 
 namespace lt::models {
 
-CompiledBlocks::CompiledBlocks(std::shared_ptr<compile::KernelCache> cache)
-    : cache_(std::move(cache)) {}
+namespace {
 
-Tensor CompiledBlocks::forward(const Stage& stage, const Tensor& x, const StageContext& ctx) {
-  if (stage.kind() != StageKind::Block) return stage.forward(x, ctx);
-  const void* rope = ctx.rope != nullptr ? ctx.rope->cos.impl_ptr().get() : nullptr;
-  Key key{&stage, x.shape(), x.dtype(), x.device().str(), GradMode::enabled(), rope};
+// What a block's trace may read: its input, its parameters, the rope tables.
+std::vector<Tensor> external_tensors(const Stage& stage, const Tensor& x, const StageContext& ctx) {
   nn::NamedParameters params;
   stage.collect(params);
   std::vector<Tensor> external{x};
@@ -22,6 +22,19 @@ Tensor CompiledBlocks::forward(const Stage& stage, const Tensor& x, const StageC
     external.push_back(ctx.rope->cos);
     external.push_back(ctx.rope->sin);
   }
+  return external;
+}
+
+}  // namespace
+
+CompiledBlocks::CompiledBlocks(std::shared_ptr<compile::KernelCache> cache)
+    : cache_(std::move(cache)) {}
+
+Tensor CompiledBlocks::forward(const Stage& stage, const Tensor& x, const StageContext& ctx) {
+  if (stage.kind() != StageKind::Block) return stage.forward(x, ctx);
+  const void* rope = ctx.rope != nullptr ? ctx.rope->cos.impl_ptr().get() : nullptr;
+  Key key{&stage, x.shape(), x.dtype(), x.device().str(), GradMode::enabled(), rope};
+  const std::vector<Tensor> external = external_tensors(stage, x, ctx);
 
   std::shared_ptr<const autograd::FusedProgram> program;
   {
@@ -80,6 +93,31 @@ std::string compile_summary(const CompiledBlockStats& s, const compile::KernelCa
         << s.first_fallback;
   }
   return out.str();
+}
+
+std::vector<compile::KernelGraph> block_kernel_graphs(const ModelConfig& config, DType dtype) {
+  // One block is enough; a small vocabulary keeps the embedding and head
+  // (which are not compiled) from costing memory.
+  ModelConfig one = config;
+  one.num_hidden_layers = 1;
+  one.vocab_size = 64;
+  Generator gen(1);
+  const CausalLM model = CausalLM::random(one, gen, dtype);
+  const Stage& block = *model.stages().at(1);
+  LT_CHECK(block.kind() == StageKind::Block, "compile: stage 1 of a ", config.model_type(),
+           " is not a decoder block");
+  const int64_t seq = 8;
+  Tensor x = Tensor::randn({1, seq, one.hidden_size}, gen, DType::F32).to(dtype);
+  x.set_requires_grad(true);  // as a block's input is in training
+  const StageContext ctx = model.context(seq);
+  const std::vector<Tensor> external = external_tensors(block, x, ctx);
+  autograd::CallTrace trace;
+  Tensor out;
+  {
+    autograd::TraceScope scope(trace);
+    out = block.forward(x, ctx);
+  }
+  return autograd::program_kernel_graphs(trace, external, out);
 }
 
 }  // namespace lt::models

@@ -15,9 +15,11 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "autograd/fused_program.h"
 #include "compile/kernel_cache.h"
+#include "models/config.h"
 #include "models/stage.h"
 
 namespace lt::models {
@@ -54,5 +56,12 @@ class CompiledBlocks {
 // 29 calls) fused, kernels 16 compiled / 0 from disk / 4 reused, 3.1 s".
 std::string compile_summary(const CompiledBlockStats& stats,
                             const compile::KernelCacheStats& cache);
+
+// The kernel graphs training `config` with compiled blocks in `dtype` (the
+// compute dtype: bf16 on a GPU) runs, forward and backward: one block of
+// the config traced on the CPU (the blocks of a model trace alike; the
+// graphs hold no sizes). For filling a cache folder ahead on a machine
+// with MLIR for a GPU machine without (bench/compile_e2e.sh prebuild).
+std::vector<compile::KernelGraph> block_kernel_graphs(const ModelConfig& config, DType dtype);
 
 }  // namespace lt::models

@@ -33,9 +33,11 @@ void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& 
     why_not =
         "on a GPU the compiled elementwise kernels are slower than the hand-written ones so far "
         "(docs/compiler.md); train.compile: on runs them";
-  } else if (plan.executor != exec::ExecutorKind::Resident &&
-             plan.executor != exec::ExecutorKind::Offload) {
-    why_not = "only the resident and offload executors run the compiled blocks so far";
+  } else if (plan.executor != exec::ExecutorKind::Resident) {
+    // The offload executor computes on a device copy of the model that
+    // does not share the compiled blocks (exec/offload.cpp); streaming
+    // runs its stages itself.
+    why_not = "only the resident executor runs the compiled blocks so far";
   }
   if (why_not != nullptr) {
     log.message("train.compile " + mode + ": running the hand-written kernels: " + why_not);

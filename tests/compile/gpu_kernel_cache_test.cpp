@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 
 #include "compile/cache_entry.h"
 #include "compile/chains.h"
@@ -15,6 +16,7 @@
 #include "compile/cubin.h"
 #include "compile/gpu_kernel_cache.h"
 #include "core/error.h"
+#include "models/compiled_blocks.h"
 #include "support/fused_program_cases.h"
 #include "support/gpu_kernel_cases.h"
 #include "train/train_helpers.h"
@@ -197,6 +199,39 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
       "already there; %.1f MB of cubins\n",
       cases.size(), folder, static_cast<long long>(stats.compiled), stats.compile_seconds,
       static_cast<long long>(stats.loaded_from_disk), static_cast<double>(bytes) / 1e6);
+}
+
+// The bf16 kernels of training with train.compile on a GPU
+// (models::block_kernel_graphs): the model fixtures' (for
+// tests/gpu/train_compile_gpu_test.cpp) and those of each model folder
+// listed in LT_PREBUILD_MODELS (':'-separated, with a config.json; for
+// bench/compile_e2e.sh).
+TEST(GpuKernelPrebuild, TrainingKernelsOfTheFixturesAndLtPrebuildModels) {
+  const char* folder = std::getenv("LT_PREBUILD_GPU_KERNELS");
+  if (folder == nullptr || *folder == '\0') GTEST_SKIP() << "LT_PREBUILD_GPU_KERNELS is not set";
+  LT_REQUIRE_GPU_COMPILER();
+  std::vector<fs::path> models;
+  for (const char* family : {"llama", "mistral", "qwen2", "qwen3", "gpt2"}) {
+    models.push_back(fs::path(LT_SOURCE_DIR) / "tests/models/fixtures/families" / family);
+  }
+  if (const char* listed = std::getenv("LT_PREBUILD_MODELS")) {
+    std::istringstream in(listed);
+    for (std::string path; std::getline(in, path, ':');) {
+      if (!path.empty()) models.emplace_back(path);
+    }
+  }
+  GpuKernelCache cache(folder);
+  for (const fs::path& model : models) {
+    SCOPED_TRACE(model.string());
+    const models::ModelConfig config = models::ModelConfig::from_file(model / "config.json");
+    const std::vector<KernelGraph> graphs = models::block_kernel_graphs(config, DType::BF16);
+    EXPECT_FALSE(graphs.empty());
+    for (const KernelGraph& g : graphs) ASSERT_NO_THROW(cache.binary(g)) << g.key();
+  }
+  const KernelCacheStats stats = cache.stats();
+  std::printf("training kernels of %zu models in %s: %lld compiled (%.1f s), %lld already there\n",
+              models.size(), folder, static_cast<long long>(stats.compiled), stats.compile_seconds,
+              static_cast<long long>(stats.loaded_from_disk));
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <set>
 
 #include "compile/compiler_info.h"
 #include "exec/resident.h"
@@ -14,6 +16,7 @@
 #include "support/executor_steps.h"
 #include "support/fixture_models.h"
 #include "support/random_batch.h"
+#include "train/train_helpers.h"
 
 namespace lt {
 namespace {
@@ -25,7 +28,7 @@ struct TrainRun {
 };
 
 TrainRun train(const std::string& family, const std::shared_ptr<compile::KernelCache>& cache,
-               int steps) {
+               int steps, DType compute = DType::F32) {
   models::CausalLM model = testing::random_fixture_model(family, 2);
   std::shared_ptr<models::CompiledBlocks> compiled;
   if (cache) {
@@ -33,7 +36,7 @@ TrainRun train(const std::string& family, const std::shared_ptr<compile::KernelC
     model.use_compiled_blocks(compiled);
   }
   auto optimizer = testing::test_optimizer(model, testing::TestOptimizer::AdamW);
-  exec::ResidentExecutor executor(model, *optimizer);
+  exec::ResidentExecutor executor(model, *optimizer, compute);
   Generator gen(17);
   std::vector<std::vector<data::Batch>> batches;
   for (int s = 0; s < steps; ++s) {
@@ -84,6 +87,48 @@ TEST_P(TrainCompile, GivesTheLossesOfAnUnfusedRun) {
   const TrainRun again = train(GetParam(), cache, 1);
   EXPECT_EQ(again.cache.compiled, fused.cache.compiled);
   EXPECT_EQ(again.result.stats[0].loss, fused.result.stats[0].loss);
+}
+
+// bf16 compute (as on a GPU): the resident executor runs a bf16 copy of
+// the model, and its blocks must be the compiled ones. Both runs round
+// each call to bf16, in other orders: losses within 1e-2 relative.
+TEST_P(TrainCompile, Bf16ComputeCopyRunsTheCompiledBlocks) {
+  const int steps = 2;
+  const TrainRun plain = train(GetParam(), nullptr, steps, DType::BF16);
+  const TrainRun fused =
+      train(GetParam(), std::make_shared<compile::KernelCache>(), steps, DType::BF16);
+  EXPECT_EQ(fused.stats.programs, 2) << fused.stats.first_fallback;
+  EXPECT_EQ(fused.stats.fallbacks, 0) << fused.stats.first_fallback;
+  for (size_t s = 0; s < plain.result.stats.size(); ++s) {
+    const double a = fused.result.stats[s].loss, b = plain.result.stats[s].loss;
+    EXPECT_NEAR(a, b, 1e-2 * std::abs(b)) << "step " << s;
+  }
+}
+
+// block_kernel_graphs, which fills a cache folder ahead for a GPU machine
+// without MLIR, lists exactly the kernels a training run compiles: after 2
+// steps (the second compiles the backward) into a folder, the listed
+// graphs all load from it (none missing) and the folder holds no entry
+// they do not name (none extra).
+TEST_P(TrainCompile, BlockKernelGraphsAreTheKernelsTrainingCompiles) {
+  train::testing::TempDir dir("block_kernel_graphs_" + GetParam());
+  const TrainRun fused =
+      train(GetParam(), std::make_shared<compile::KernelCache>(dir.path().string()), 2);
+  EXPECT_EQ(fused.stats.fallbacks, 0) << fused.stats.first_fallback;
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    entries += e.path().extension() == ".kernel" ? 1 : 0;
+  }
+  const models::ModelConfig config = testing::random_fixture_model(GetParam(), 1).config();
+  compile::KernelCache ahead(dir.path().string());
+  std::set<std::string> keys;
+  for (const compile::KernelGraph& g : models::block_kernel_graphs(config, DType::F32)) {
+    keys.insert(g.key());
+    ahead.get(g);
+  }
+  EXPECT_EQ(ahead.stats().compiled, 0) << "listed kernels that training did not compile";
+  EXPECT_EQ(keys.size(), entries) << "training compiled kernels that are not listed";
+  EXPECT_EQ(ahead.stats().loaded_from_disk, static_cast<int64_t>(keys.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TrainCompile, ::testing::Values("llama", "gpt2"));

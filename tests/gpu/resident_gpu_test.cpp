@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "bf16_reference.h"
 #include "core/cuda/device_info.h"
 #include "core/random.h"
 #include "exec/resident.h"
@@ -36,7 +37,6 @@
 #include "ops/op_profile.h"
 #include "optim/adamw.h"
 #include "train/train_helpers.h"
-#include "train_compare.h"
 
 namespace lt::exec {
 namespace {
@@ -49,64 +49,26 @@ std::vector<std::vector<data::Batch>> make_batches(int steps, int64_t seq, int64
   return gpu_test::make_batches(steps, seq, vocab, 5, 1);
 }
 
-// Trains `model` (masters, moved to `device` first) for the batches.
-TrainRun train(models::CausalLM model, Device device, DType compute,
-               const std::vector<std::vector<data::Batch>>& batches) {
-  if (device.is_cuda()) model.to(device, DType::F32);
-  optim::AdamWOptions o;
-  o.lr = 2e-3;
-  o.weight_decay = 0.01;
-  optim::AdamW adam(model.parameters(), o, {"norm"});
-  ResidentExecutor executor(model, adam, compute);
-  TrainRun r;
-  r.initial = host_values(model);
-  for (size_t s = 0; s < batches.size(); ++s) {
-    StepOptions so;
-    so.lr = 2e-3;
-    so.max_grad_norm = 1.0;  // the fixtures' norms are above 1: clipping is exercised
-    r.stats.push_back(executor.step(batches[s], so));
-  }
-  r.params = host_values(model);
-  return r;
-}
-
-void compare(const TrainRun& gpu, const TrainRun& cpu, double loss_tol, double norm_tol,
-             double param_tol, const std::string& label) {
-  ASSERT_EQ(gpu.stats.size(), cpu.stats.size());
-  for (size_t s = 0; s < cpu.stats.size(); ++s) {
-    EXPECT_FALSE(gpu.stats[s].skipped) << label << " step " << s;
-    EXPECT_LT(rel(gpu.stats[s].loss, cpu.stats[s].loss), loss_tol)
-        << label << " step " << s << ": gpu loss " << gpu.stats[s].loss << ", cpu "
-        << cpu.stats[s].loss;
-    EXPECT_LT(rel(gpu.stats[s].grad_norm, cpu.stats[s].grad_norm), norm_tol)
-        << label << " step " << s << ": gpu grad norm " << gpu.stats[s].grad_norm << ", cpu "
-        << cpu.stats[s].grad_norm;
-    EXPECT_GT(gpu.stats[s].peak_bytes.at("gpu"), 0) << label;
-  }
-  // The GPU's masters made the CPU's updates.
-  EXPECT_LT(update_rel_error(gpu, cpu), param_tol) << label;
-}
-
 class ResidentGpuFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ResidentGpuFixture, Bf16StepsMatchCpuF32) {
   LT_REQUIRE_GPU();
   const auto batches = make_batches(4, 16, 97);
   const TrainRun cpu =
-      train(io::load_hf_model(fixture(GetParam())), Device::cpu(), DType::F32, batches);
+      train_resident(io::load_hf_model(fixture(GetParam())), Device::cpu(), DType::F32, batches);
   const TrainRun gpu =
-      train(io::load_hf_model(fixture(GetParam())), Device::cuda(0), DType::BF16, batches);
-  compare(gpu, cpu, 1e-2, 3e-2, 0.35, GetParam() + " bf16");
+      train_resident(io::load_hf_model(fixture(GetParam())), Device::cuda(0), DType::BF16, batches);
+  compare_runs(gpu, cpu, 1e-2, 3e-2, 0.35, GetParam() + " bf16");
 }
 
 TEST_P(ResidentGpuFixture, F32StepsMatchCpuF32) {
   LT_REQUIRE_GPU();
   const auto batches = make_batches(4, 16, 97);
   const TrainRun cpu =
-      train(io::load_hf_model(fixture(GetParam())), Device::cpu(), DType::F32, batches);
+      train_resident(io::load_hf_model(fixture(GetParam())), Device::cpu(), DType::F32, batches);
   const TrainRun gpu =
-      train(io::load_hf_model(fixture(GetParam())), Device::cuda(0), DType::F32, batches);
-  compare(gpu, cpu, 1e-3, 1e-2, 6e-2, GetParam() + " f32");
+      train_resident(io::load_hf_model(fixture(GetParam())), Device::cuda(0), DType::F32, batches);
+  compare_runs(gpu, cpu, 1e-3, 1e-2, 6e-2, GetParam() + " f32");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ResidentGpuFixture,
@@ -180,9 +142,9 @@ TEST_P(ResidentGpuRealAttention, Bf16StepsMatchCpuF32) {
     return m;
   };
   const auto batches = make_batches(3, 130, config.vocab_size);
-  const TrainRun cpu = train(make(), Device::cpu(), DType::F32, batches);
-  const TrainRun gpu = train(make(), Device::cuda(0), DType::BF16, batches);
-  compare(gpu, cpu, 1e-2, 3e-2, 0.35, "head_dim " + std::to_string(GetParam()));
+  const TrainRun cpu = train_resident(make(), Device::cpu(), DType::F32, batches);
+  const TrainRun gpu = train_resident(make(), Device::cuda(0), DType::BF16, batches);
+  compare_runs(gpu, cpu, 1e-2, 3e-2, 0.35, "head_dim " + std::to_string(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDims, ResidentGpuRealAttention, ::testing::Values(64, 128));

@@ -74,6 +74,25 @@ inline double update_rel_error(const TrainRun& a, const TrainRun& b) {
   return std::sqrt(num / den);
 }
 
+// Each step's loss and gradient norm within `loss_tol` and `norm_tol`
+// relative, and the final masters within `param_tol` (update_rel_error).
+inline void compare_runs(const TrainRun& gpu, const TrainRun& cpu, double loss_tol, double norm_tol,
+                         double param_tol, const std::string& label) {
+  ASSERT_EQ(gpu.stats.size(), cpu.stats.size());
+  for (size_t s = 0; s < cpu.stats.size(); ++s) {
+    EXPECT_FALSE(gpu.stats[s].skipped) << label << " step " << s;
+    EXPECT_LT(rel(gpu.stats[s].loss, cpu.stats[s].loss), loss_tol)
+        << label << " step " << s << ": gpu loss " << gpu.stats[s].loss << ", cpu "
+        << cpu.stats[s].loss;
+    EXPECT_LT(rel(gpu.stats[s].grad_norm, cpu.stats[s].grad_norm), norm_tol)
+        << label << " step " << s << ": gpu grad norm " << gpu.stats[s].grad_norm << ", cpu "
+        << cpu.stats[s].grad_norm;
+    EXPECT_GT(gpu.stats[s].peak_bytes.at("gpu"), 0) << label;
+  }
+  // The GPU's masters made the CPU's updates.
+  EXPECT_LT(update_rel_error(gpu, cpu), param_tol) << label;
+}
+
 // ---- for the benchmarks (LT_BENCH=1) ----
 
 // An integer setting from the environment, or `fallback` when unset.

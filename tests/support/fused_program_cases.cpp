@@ -2,11 +2,8 @@
 
 #include "autograd/engine.h"
 #include "autograd/functions.h"
-#include "autograd/fused_chain.h"
 #include "autograd/fused_program.h"
-#include "autograd/fused_rope.h"
 #include "autograd/trace.h"
-#include "compile/gradient.h"
 #include "core/random.h"
 
 namespace lt::autograd::testing {
@@ -70,19 +67,8 @@ std::vector<compile::KernelGraph> fused_program_kernel_graphs(DType dtype) {
       TraceScope scope(trace);
       out = c.f(external);
     }
-    const CallGraph graph = call_graph(trace, external, out);
-    const FusionPlan plan = plan_fusion(graph);
-    for (size_t chain = 0; chain < plan.chains.size(); ++chain) {
-      const CallNode& first = graph.nodes[static_cast<size_t>(plan.chains[chain].nodes.front())];
-      if (first.fn == "rotary_embedding") {  // autograd/fused_rope.cpp's two graphs
-        const DType rope_dtype = graph.dtypes[static_cast<size_t>(first.output)];
-        graphs.push_back(rope_kernel_graph(rope_dtype));
-        graphs.push_back(compile::gradient_graph(graphs.back(), {true, true, false, false}));
-        continue;
-      }
-      graphs.push_back(chain_kernel_graph(graph, plan, static_cast<int32_t>(chain)));
-      const std::vector<bool> all(graphs.back().inputs().size(), true);
-      graphs.push_back(compile::gradient_graph(graphs.back(), all));
+    for (compile::KernelGraph& g : program_kernel_graphs(trace, external, out)) {
+      graphs.push_back(std::move(g));
     }
   }
   return graphs;
