@@ -96,8 +96,9 @@ class NcclSum final : public exec::CrossRankSum {
   }
 
   // Note [Collectives on the communication stream]
-  // A collective started (start_sum: a gradient bucket; start_all_gather:
-  // a stage's masters) runs on a communication stream of its own after the
+  // A collective started (start_sum: a gradient bucket or a stage's
+  // gradients; start_reduce_scatter: a stage's gradients under ZeRO-1;
+  // start_all_gather: a stage's masters) runs on a communication stream of its own after the
   // compute stream's work so far (an event), so the compute stream goes on
   // meanwhile. Each one is an entry of `in_flight_`, in the order started,
   // holding the tensors NCCL reads or writes until a wait has seen its
@@ -172,9 +173,7 @@ class NcclSum final : public exec::CrossRankSum {
   // its shard to the host); host tensors (ZeroOptimizer's f32 buffers:
   // the masters' all-gather) go through device memory.
   void reduce_scatter(const Tensor& flat, const Tensor& shard) override {
-    check_shards(flat, shard.numel());
-    LT_CHECK(flat.dtype() == shard.dtype(), "ncclReduceScatter: ", flat.str(), " into ",
-             shard.str());
+    check_reduce_scatter(flat, shard);
     cudaStream_t stream = current();
     after_comm_stream(stream);
     const Tensor in = on_device(flat);
@@ -190,6 +189,25 @@ class NcclSum final : public exec::CrossRankSum {
   void all_gather(const Tensor& flat) override {
     start_all_gather(flat);
     wait_for_sums();
+  }
+  // A stage's gradients on the device (the streaming executor, as each
+  // stage's backward ends): on the communication stream, `flat` and
+  // `shard` held until the wait. Host buffers are reduced at once (an
+  // entry all the same, so that every start is one).
+  void start_reduce_scatter(const Tensor& flat, const Tensor& shard) override {
+    if (flat.device().is_cpu() || shard.device().is_cpu()) {
+      reduce_scatter(flat, shard);
+      comm_stream();
+      push_in_flight({}, "ncclReduceScatter (dist.zero 1)");
+      return;
+    }
+    check_reduce_scatter(flat, shard);
+    cudaStream_t stream = comm_stream();
+    check(ncclReduceScatter(flat.data_ptr(), shard.data_ptr(), static_cast<size_t>(shard.numel()),
+                            nccl_type(flat.dtype()), ncclSum, comm_, stream),
+          "ncclReduceScatter");
+    wait_for_comm("ncclReduceScatter");
+    push_in_flight({flat, shard}, "ncclReduceScatter (dist.zero 1)");
   }
 
  private:
@@ -241,6 +259,11 @@ class NcclSum final : public exec::CrossRankSum {
     wait_for_comm("ncclGroupEnd");  // enqueued before anything is queued behind it
   }
 
+  void check_reduce_scatter(const Tensor& flat, const Tensor& shard) const {
+    check_shards(flat, shard.numel());
+    LT_CHECK(flat.dtype() == shard.dtype(), "ncclReduceScatter: ", flat.str(), " into ",
+             shard.str());
+  }
   void check_shards(const Tensor& flat, int64_t shard) const {
     LT_CHECK(flat.is_contiguous() && flat.numel() == shard * world_.size,
              "dist.zero 1: a flat buffer of ", flat.numel(), " elements is not ", world_.size,

@@ -186,10 +186,19 @@ struct StreamingExecutor::Impl {
   // At the step's start: the global batch's target count (the loss's
   // denominator), summed over the ranks.
   int64_t begin_sums_over_ranks(int64_t local_targets);
-  // copy_out() of a rank of several: the stage's gradients reduced over
-  // the ranks on the device, then downloaded (all of them, or this rank's
-  // ZeRO-1 shard).
+  // copy_out() of a rank of several: the stage's reduce over the ranks
+  // started on the device, and the previous stage's finished: its sums
+  // downloaded (all of them, or this rank's ZeRO-1 shard), so that each
+  // reduce runs behind the next stage's backward (Note [Reduces behind
+  // the backward]).
   void copy_out_over_ranks(int stage);
+  struct StartedReduce {
+    int stage = 0;
+    std::vector<Tensor> grads;  // all-reduce: the sums' device tensors
+    Tensor shard;               // ZeRO-1: this rank's shard of the sums
+  };
+  std::deque<StartedReduce> reducing;  // oldest first
+  void finish_oldest_reduce();
   // After the backward: a stage this rank never copied out reduces zeros;
   // waits for the downloads, sums the loss and counts into `st` and the
   // parameters' has_grad over the ranks; the squared norm of the summed

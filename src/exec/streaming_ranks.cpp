@@ -30,9 +30,8 @@
 // this rank adds zeros; whether it has one is summed at the end, so a
 // parameter with a gradient on no rank is skipped by the optimizer as on
 // one process), also a rank whose shard has no targets, which runs no
-// backward and reduces zeros. The collectives block the compute thread
-// (the NCCL ones run on the compute stream): overlapping them with the
-// earlier stages' backward is left.
+// backward and reduces zeros. Each stage's reduce runs behind the next
+// stage's backward (Note [Reduces behind the backward]).
 #include <chrono>
 
 #include "exec/streaming_impl.h"
@@ -62,14 +61,28 @@ int64_t StreamingExecutor::Impl::begin_sums_over_ranks(int64_t local_targets) {
     for (Tensor& slab : grad_slabs) slab = Tensor();
   }
   copied_out.assign(stages.size(), 0);
+  reducing.clear();  // none left but by a failed step
   double targets = static_cast<double>(local_targets);
   options.ranks->sum(std::span<double>(&targets, 1));
   return static_cast<int64_t>(targets);
 }
 
+// Note [Reduces behind the backward]
+// A stage's reduce is started as its backward ends (start_sum,
+// start_reduce_scatter: NCCL queues it on its communication stream; MPI
+// starts a non-blocking collective) and finished, its sums downloaded,
+// once the next stage's backward has ended and that stage's reduce has
+// started: so each reduce runs while the compute thread queues and runs
+// the next stage's backward, and the collectives still start in backward
+// order on every rank. The last one is finished after the backward
+// (finish_sums_over_ranks). The stage's device gradients (and under
+// ZeRO-1 its flat buffer and shard) live until then: one stage's more
+// than when the reduce blocked. Every all-gather of the step has been
+// waited for before the first reduce starts (Note [Overlapped
+// all-gathers]; the forward's loads did), so the oldest collective in
+// flight is always the oldest reduce.
 void StreamingExecutor::Impl::copy_out_over_ranks(int stage) {
   const StageInfo& info = stages[static_cast<size_t>(stage)];
-  const std::string label = model.stages()[static_cast<size_t>(stage)]->name();
   copied_out[static_cast<size_t>(stage)] = 1;
   stage_squares[static_cast<size_t>(stage)] = 0;
   std::vector<Tensor> grads;  // on the device, one per parameter the stage owns
@@ -84,44 +97,60 @@ void StreamingExecutor::Impl::copy_out_over_ranks(int stage) {
     grads.push_back(g.contiguous());
   }
   if (grads.empty()) return;
+  gather_through(stages.size() - 1);  // done already by the forward's loads
+  StartedReduce started;
+  started.stage = stage;
   if (!options.zero) {
-    options.ranks->sum(grads);
+    options.ranks->start_sum(grads);
+    started.grads = std::move(grads);
+  } else {
+    ZeroOptimizer& zero = *options.zero;
+    const ZeroGroup& g = zero.shards().groups[zero.group_of(info.first)];
+    Tensor flat = device.empty({zero.shards().world * g.shard}, device.compute_dtype());
+    flat.zero_();  // the padding adds zeros
+    for (size_t i = info.first; i < info.last; ++i) {
+      const int64_t at = zero.shards().param_offsets[i] - g.flat;
+      const Tensor& grad = grads[i - info.first];
+      flat.slice(0, at, at + grad.numel()).view(grad.shape()).copy_(grad);
+    }
+    grads.clear();
+    started.shard = device.empty({g.shard}, device.compute_dtype());
+    options.ranks->start_reduce_scatter(flat, started.shard);  // holds `flat` until the wait
+  }
+  reducing.push_back(std::move(started));
+  while (reducing.size() > 1) finish_oldest_reduce();
+}
+
+void StreamingExecutor::Impl::finish_oldest_reduce() {
+  const StartedReduce r = std::move(reducing.front());
+  reducing.pop_front();
+  options.ranks->wait_for_oldest_sums(1);
+  const StageInfo& info = stages[static_cast<size_t>(r.stage)];
+  const std::string label = model.stages()[static_cast<size_t>(r.stage)]->name();
+  if (!options.zero) {
     CopyList copies;
     nn::NamedParameters views;
     for (size_t i = info.first; i < info.last; ++i) {
       norm_views[i].set_grad(grad_slabs[i]);
-      copies.emplace_back(grad_slabs[i], grads[i - info.first]);
+      copies.emplace_back(grad_slabs[i], r.grads[i - info.first]);
       views.emplace_back(names[i], norm_views[i]);
     }
-    double* square = &stage_squares[static_cast<size_t>(stage)];
+    double* square = &stage_squares[static_cast<size_t>(r.stage)];
     downloads.push_back(download(
         std::move(copies),
         [square, views = std::move(views)] { *square = optim::grad_squared_sum(views); },
         "grads " + label));
     return;
   }
-  ZeroOptimizer& zero = *options.zero;
-  const size_t group = zero.group_of(info.first);
-  const ZeroGroup& g = zero.shards().groups[group];
-  Tensor flat = device.empty({zero.shards().world * g.shard}, device.compute_dtype());
-  flat.zero_();  // the padding adds zeros
-  for (size_t i = info.first; i < info.last; ++i) {
-    const int64_t at = zero.shards().param_offsets[i] - g.flat;
-    const Tensor& grad = grads[i - info.first];
-    flat.slice(0, at, at + grad.numel()).view(grad.shape()).copy_(grad);
-  }
-  grads.clear();
-  Tensor shard = device.empty({g.shard}, device.compute_dtype());
-  options.ranks->reduce_scatter(flat, shard);
-  const Tensor host = zero.shard_gradient(group);  // f32, host memory
-  if (shard.dtype() == host.dtype()) {
-    downloads.push_back(download({{host, shard}}, {}, "grad shard " + label));
+  const Tensor host = options.zero->shard_gradient(options.zero->group_of(info.first));  // f32
+  if (r.shard.dtype() == host.dtype()) {
+    downloads.push_back(download({{host, r.shard}}, {}, "grad shard " + label));
     return;
   }
   // bf16 on a GPU: lands in pinned memory, widened on the host.
-  Tensor landing = Tensor::empty({g.shard}, shard.dtype(), device.host_memory());
+  Tensor landing = Tensor::empty(r.shard.shape(), r.shard.dtype(), device.host_memory());
   downloads.push_back(download(
-      {{landing, shard}}, [host, landing] { host.copy_(landing); }, "grad shard " + label));
+      {{landing, r.shard}}, [host, landing] { host.copy_(landing); }, "grad shard " + label));
 }
 
 double StreamingExecutor::Impl::finish_sums_over_ranks(StepStats& st) {
@@ -142,6 +171,7 @@ double StreamingExecutor::Impl::finish_sums_over_ranks(StepStats& st) {
       copy_out_over_ranks(static_cast<int>(s));
     }
   }
+  while (!reducing.empty()) finish_oldest_reduce();
   for (const Ticket& t : downloads) st.exposed_d2h_s += wait_seconds(t);
   downloads.clear();
   last_download = download_before_last = Ticket();

@@ -6,7 +6,11 @@
 // reference: that run, checked against the resident executor by the
 // streaming tests); the norm, taken of the sums in float64 instead of
 // per stage, within 1e-12. And a stage's gradients are summed on the
-// device as its backward ends, before the step's last stage use.
+// device as its backward ends, before the step's last stage use, and the
+// sum runs behind the next stage's backward: it is started as one stage's
+// backward ends and waited for only after the next one's (the stand-in
+// doubles the gradients at the wait, so a download queued before the wait
+// would miss the doubling and part from one process).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -30,16 +34,33 @@ class MirrorRanks final : public CrossRankSum {
   void sum(std::span<double> values) override {
     for (double& v : values) v *= 2;
   }
-  // A stage's gradients, on the (stand-in) device before their download.
   void sum(const std::vector<Tensor>& tensors) override {
+    start_sum(tensors);
+    wait_for_sums();
+  }
+  // A stage's gradients, on the (stand-in) device before their download:
+  // summed (doubled) when waited for.
+  void start_sum(const std::vector<Tensor>& tensors) override {
     uses_at_start.push_back(uses_seen);
-    for (const Tensor& t : tensors) {
-      float* d = t.data<float>();
-      for (int64_t i = 0; i < t.numel(); ++i) d[i] *= 2;
+    in_flight_.push_back(tensors);
+  }
+  void wait_for_sums() override { wait_for_oldest_sums(in_flight_.size()); }
+  void wait_for_oldest_sums(size_t count) override {
+    for (size_t k = 0; k < count && !in_flight_.empty(); ++k) {
+      for (const Tensor& t : in_flight_.front()) {
+        float* d = t.data<float>();
+        for (int64_t i = 0; i < t.numel(); ++i) d[i] *= 2;
+      }
+      in_flight_.erase(in_flight_.begin());
+      uses_at_wait.push_back(uses_seen);
     }
   }
   int64_t uses_seen = 0;               // stage uses computed so far (observe_use)
   std::vector<int64_t> uses_at_start;  // per stage sum, over the run
+  std::vector<int64_t> uses_at_wait;   // the same sums', in the order started
+
+ private:
+  std::vector<std::vector<Tensor>> in_flight_;
 };
 
 testing::ExecutorRun run(MirrorRanks* ranks, int micro) {
@@ -92,6 +113,12 @@ TEST(StreamingRanks, MirroredRanksGiveOneProcessBitForBit) {
     const int64_t uses_per_step = ranks.uses_seen / 2;
     EXPECT_LT(ranks.uses_at_start[0], uses_per_step);
     EXPECT_LT(ranks.uses_at_start[2 * stages], 2 * uses_per_step);
+    // Each sum but a step's last waited for after another stage use (the
+    // middle step computes nothing).
+    ASSERT_EQ(ranks.uses_at_wait.size(), ranks.uses_at_start.size());
+    for (size_t step : {size_t{0}, size_t{2}})
+      for (size_t k = step * stages; k + 1 < (step + 1) * stages; ++k)
+        EXPECT_GT(ranks.uses_at_wait[k], ranks.uses_at_start[k]) << "sum " << k;
   }
 }
 
