@@ -6,13 +6,15 @@
 include(GNUInstallDirs)
 
 set(LT_INSTALL_ASSETS_DIR ${CMAKE_INSTALL_DATADIR}/lazytrain/assets)
-install(TARGETS lazytrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS lazytrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT program)
 # The fusion compiler plugin goes beside the program, where it looks for it
-# (compile/plugin_loader.h).
+# (compile/plugin_loader.h), in a component (and package) of its own: it
+# alone needs MLIR and LLVM.
 if(TARGET lazytrain_mlir)
-  install(TARGETS lazytrain_mlir LIBRARY DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(TARGETS lazytrain_mlir LIBRARY DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT compiler)
 endif()
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/ DESTINATION ${LT_INSTALL_ASSETS_DIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/ DESTINATION ${LT_INSTALL_ASSETS_DIR}
+        COMPONENT program)
 
 # The assets folder as seen from the program's folder ("../share/..."): the
 # same under any prefix, so an unpacked .deb works where it lies.
@@ -46,6 +48,24 @@ set(CPACK_DEBIAN_PACKAGE_SECTION science)
 # dependency, and a CUDA build needs the CUDA 13 runtime (and cuDNN, when
 # it was built with it) installed, as the Docker image's base has them.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# Two packages: lazytrain (the program and its assets) and, in a build with
+# MLIR, lazytrain-compiler (the fusion compiler plugin, whose dependencies
+# dpkg-shlibdeps finds: libmlir-19, libllvm19), which lazytrain recommends:
+# the program runs without it (train.compile off or auto, and a GPU run
+# from cached kernels) and a minimal install leaves MLIR out.
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_DEBIAN_PROGRAM_PACKAGE_NAME lazytrain)
+set(CPACK_COMPONENTS_ALL program)
+if(TARGET lazytrain_mlir)
+  list(APPEND CPACK_COMPONENTS_ALL compiler)
+  set(CPACK_DEBIAN_COMPILER_PACKAGE_NAME lazytrain-compiler)
+  set(CPACK_DEBIAN_PROGRAM_PACKAGE_RECOMMENDS lazytrain-compiler)
+  # The plugin refuses a program of another version (compile/compiler_plugin.h).
+  set(CPACK_DEBIAN_COMPILER_PACKAGE_DEPENDS "lazytrain (= ${PROJECT_VERSION})")
+  set(CPACK_COMPONENT_COMPILER_DESCRIPTION
+      "The fusion compiler plugin of lazytrain (train.compile), built with MLIR 19:\
+ fuses the elementwise and norm chains of the decoder blocks into compiled CPU and GPU kernels.")
+endif()
 include(CPack)
 
 # CI's check of the package: build it, unpack it into a scratch root and run

@@ -6,6 +6,7 @@
 
 #include "compile/compiler_plugin.h"
 #include "compile/mlir_plugin/cpu_jit.h"
+#include "compile/mlir_plugin/gpu_lowering.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/TargetSelect.h"
@@ -41,9 +42,8 @@ class Mlir19Compiler final : public MlirCompiler {
   }
   std::string cpu_target_id() const override { return jit_target_id(); }
 
-  // compile/ptx.cpp, built into the plugin with MLIR.
   PtxKernel compile_ptx(const KernelGraph& graph, const PtxTarget& target) override {
-    return lt::compile::compile_ptx(graph, target);
+    return lower_to_ptx(graph, target);
   }
 };
 
