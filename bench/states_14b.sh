@@ -2,10 +2,13 @@
 # Issue 26's goal on the H200 machine (128 GB host, ~64 GB virtio disk): the
 # Qwen2.5-14B shape (hidden 5120, 48 layers, FFN 13824, 40/8 heads,
 # vocabulary 152064; random weights), adamw8bit, seq 1024, exec.mode
-# streaming, exec.schedule auto and exec.state_placement auto: the planner
-# chooses the batch's schedule and which blocks' masters and optimizer
-# states go to disk (its f32 masters and 8-bit states, ~88 GB, plus the
-# pinned bf16 weights and gradients, ~59 GB, do not fit the host).
+# streaming, exec.schedule auto, exec.state_placement auto and
+# exec.weight_uploads auto: the planner chooses the batch's schedule, what
+# the GPU uploads and which blocks' masters and optimizer states go to disk
+# (its f32 masters and 8-bit states, ~88 GB, plus pinned bf16 weights and
+# gradients, ~59 GB, do not fit the host; without the bf16 copies, 118 GB
+# do). LT_BENCH_HOST_GB caps the host memory (exec.host_memory_gb), so that
+# some stages go to disk all the same.
 #   1. `lazytrain profile` of the disk under DISK_DIR (read and write GB/s);
 #   2. `lazytrain plan --config` (where each stage's states live, the disk
 #      traffic and the predicted step);
@@ -72,6 +75,7 @@ exec:
   schedule: auto
   state_placement: auto
   disk_path: $disk
+  host_memory_gb: ${LT_BENCH_HOST_GB:-0}
 out:
   dir: $run
 YAML
