@@ -86,6 +86,11 @@ void check_storage_dtype(DType dtype, const char* what) {
   LT_CHECK(dtype == DType::F32 || dtype == DType::BF16, "compile: ", what,
            " must be stored as f32 or bf16, got ", dtype_name(dtype));
 }
+// Inputs and outputs may also hold 8-bit codes.
+void check_buffer_dtype(DType dtype, const char* what) {
+  LT_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::U8, "compile: ", what,
+           " must be stored as f32, bf16 or u8, got ", dtype_name(dtype));
+}
 }  // namespace
 
 Value KernelGraph::push(Node node) {
@@ -101,7 +106,7 @@ const Node& KernelGraph::checked(Value v, const char* what) const {
 
 Value KernelGraph::input(ShapeClass shape, DType dtype) {
   LT_CHECK(shape != ShapeClass::Scalar, "compile: an input is full, row or col, not scalar");
-  check_storage_dtype(dtype, "an input");
+  check_buffer_dtype(dtype, "an input");
   Node n;
   n.op = OpKind::Input;
   n.shape = shape;
@@ -175,7 +180,7 @@ void KernelGraph::output(Value v, DType dtype) {
   const Node& n = checked(v, "output");
   LT_CHECK(n.shape == ShapeClass::Full || n.shape == ShapeClass::Row,
            "compile: an output is full or row, got a ", shape_class_name(n.shape), " value");
-  check_storage_dtype(dtype, "an output");
+  check_buffer_dtype(dtype, "an output");
   outputs_.push_back({v.id, dtype});
 }
 

@@ -14,7 +14,10 @@
 // Arithmetic is f32 whatever the storage type (as the hand-written CPU
 // kernels compute half-precision data): an input stored as bf16 is widened
 // when read, an output stored as bf16 is rounded when written, and a Cast
-// to bf16 rounds in the middle of the chain (round to nearest even).
+// to bf16 rounds in the middle of the chain (round to nearest even). Inputs
+// and outputs may also be stored as u8 (8-bit codes, such as 8-bit AdamW's
+// states): read as the integer's f32 value; written as the integer part of
+// the value, which must lie in [0, 256) (the graph rounds it first).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -69,11 +72,11 @@ struct Node {
 
 struct InputSpec {
   ShapeClass shape;
-  DType dtype;  // F32 or BF16
+  DType dtype;  // F32, BF16 or U8
 };
 struct OutputSpec {
   int32_t node;
-  DType dtype;  // F32 or BF16: the stored type
+  DType dtype;  // F32, BF16 or U8: the stored type
 };
 
 // Built with the methods below, which check operands as they go (an error

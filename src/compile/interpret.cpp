@@ -255,6 +255,8 @@ Reference interpret(const KernelGraph& graph, int64_t rows, int64_t cols,
       if (o.dtype == DType::BF16) {
         stored.bound[i] = bf16_rounded_bound(v, stored.bound[i]);
         v = round_to_bf16(v);
+      } else if (o.dtype == DType::U8) {
+        v = std::trunc(v);  // a code: the graph rounded it (graph.h)
       } else {
         v = static_cast<double>(static_cast<float>(v));
         stored.bound[i] += std::abs(v);

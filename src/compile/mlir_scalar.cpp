@@ -10,6 +10,7 @@
 namespace lt::compile {
 
 const char* mlir_element_type(DType dtype) {
+  if (dtype == DType::U8) return "i8";
   return dtype == DType::BF16 ? "bf16" : "f32";
 }
 
@@ -128,14 +129,17 @@ std::string ScalarWriter::value(const Node& n, const std::function<std::string()
 std::string ScalarWriter::narrow(const std::string& v, DType dtype) {
   if (dtype == DType::F32) return v;
   std::string r = fresh();
-  line() << r << " = arith.truncf " << v << " : f32 to " << mlir_element_type(dtype) << "\n";
+  // u8: the integer part (graph.h: the value lies in [0, 256)).
+  line() << r << " = " << (dtype == DType::U8 ? "arith.fptoui " : "arith.truncf ") << v
+         << " : f32 to " << mlir_element_type(dtype) << "\n";
   return r;
 }
 
 std::string ScalarWriter::widen(const std::string& v, DType dtype) {
   if (dtype == DType::F32) return v;
   std::string r = fresh();
-  line() << r << " = arith.extf " << v << " : " << mlir_element_type(dtype) << " to f32\n";
+  line() << r << " = " << (dtype == DType::U8 ? "arith.uitofp " : "arith.extf ") << v << " : "
+         << mlir_element_type(dtype) << " to f32\n";
   return r;
 }
 

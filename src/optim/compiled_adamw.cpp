@@ -8,27 +8,49 @@ namespace lt::optim {
 using compile::ShapeClass;
 using compile::Value;
 
+AdamWScalarValues adamw_scalar_inputs(compile::KernelGraph& k) {
+  auto scalar = [&] { return k.input(ShapeClass::Row, DType::F32); };
+  AdamWScalarValues s;
+  for (Value* v : {&s.grad_scale, &s.decay_factor, &s.beta1, &s.one_minus_beta1, &s.beta2,
+                   &s.one_minus_beta2, &s.bias_correction2_sqrt, &s.eps, &s.neg_step_size}) {
+    *v = scalar();
+  }
+  return s;
+}
+
+std::vector<Tensor> adamw_scalar_rows(const AdamWScalars& s, int64_t rows) {
+  std::vector<Tensor> out;
+  for (float x : {s.grad_scale, s.decay_factor, s.beta1, s.one_minus_beta1, s.beta2,
+                  s.one_minus_beta2, s.bias_correction2_sqrt, s.eps, s.neg_step_size}) {
+    out.push_back(Tensor::full({rows}, x, DType::F32));
+  }
+  return out;
+}
+
+AdamWStepValues adamw_step(compile::KernelGraph& k, const AdamWScalarValues& s, Value p, Value grad,
+                           Value m, Value v) {
+  const Value g = k.mul(grad, s.grad_scale);
+  AdamWStepValues out;
+  out.m = k.add(k.mul(s.beta1, m), k.mul(s.one_minus_beta1, g));
+  out.v = k.add(k.mul(s.beta2, v), k.mul(k.mul(s.one_minus_beta2, g), g));
+  const Value decayed = k.mul(p, s.decay_factor);
+  out.sqrt_v = k.sqrt(out.v);
+  const Value denominator = k.add(k.div(out.sqrt_v, s.bias_correction2_sqrt), s.eps);
+  out.p = k.add(decayed, k.div(k.mul(s.neg_step_size, out.m), denominator));
+  return out;
+}
+
 compile::KernelGraph adamw_kernel_graph(DType grad_dtype, bool with_bf16_copy) {
   compile::KernelGraph k;
   const Value p = k.input(ShapeClass::Full, DType::F32);
   const Value grad = k.input(ShapeClass::Full, grad_dtype);
   const Value m = k.input(ShapeClass::Full, DType::F32);
   const Value v = k.input(ShapeClass::Full, DType::F32);
-  auto scalar = [&] { return k.input(ShapeClass::Row, DType::F32); };
-  const Value grad_scale = scalar(), decay_factor = scalar(), beta1 = scalar(),
-              one_minus_beta1 = scalar(), beta2 = scalar(), one_minus_beta2 = scalar(),
-              bias_correction2_sqrt = scalar(), eps = scalar(), neg_step_size = scalar();
-  // detail::moments, then detail::apply, operation for operation.
-  const Value g = k.mul(grad, grad_scale);
-  const Value m_new = k.add(k.mul(beta1, m), k.mul(one_minus_beta1, g));
-  const Value v_new = k.add(k.mul(beta2, v), k.mul(k.mul(one_minus_beta2, g), g));
-  const Value decayed = k.mul(p, decay_factor);
-  const Value denominator = k.add(k.div(k.sqrt(v_new), bias_correction2_sqrt), eps);
-  const Value p_new = k.add(decayed, k.div(k.mul(neg_step_size, m_new), denominator));
-  k.output(p_new, DType::F32);
-  k.output(m_new, DType::F32);
-  k.output(v_new, DType::F32);
-  if (with_bf16_copy) k.output(p_new, DType::BF16);
+  const AdamWStepValues next = adamw_step(k, adamw_scalar_inputs(k), p, grad, m, v);
+  k.output(next.p, DType::F32);
+  k.output(next.m, DType::F32);
+  k.output(next.v, DType::F32);
+  if (with_bf16_copy) k.output(next.p, DType::BF16);
   return k;
 }
 
@@ -49,10 +71,7 @@ void compiled_adamw_update(compile::KernelCache& cache, const AdamWScalars& s, c
   const Shape row{1, n};
   std::vector<Tensor> inputs{param.reshape(row), grad.contiguous().reshape(row),
                              exp_avg.reshape(row), exp_avg_sq.reshape(row)};
-  for (float x : {s.grad_scale, s.decay_factor, s.beta1, s.one_minus_beta1, s.beta2,
-                  s.one_minus_beta2, s.bias_correction2_sqrt, s.eps, s.neg_step_size}) {
-    inputs.push_back(Tensor::from_vector(std::vector<float>{x}, {1}));
-  }
+  for (Tensor& t : adamw_scalar_rows(s, 1)) inputs.push_back(std::move(t));
   // The kernel's outputs may not overlap its inputs: it writes new buffers,
   // copied back (a copy of 12 bytes a parameter that an in-place kernel
   // would not need; the IR has no in-place outputs yet).

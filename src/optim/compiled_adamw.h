@@ -9,12 +9,31 @@
 // The per-step scalars (AdamWScalars) are inputs, not constants, so one
 // kernel serves every step and learning rate: the elements form one row of
 // n columns and each scalar is a row value.
+#include <vector>
+
 #include "compile/graph.h"
 #include "compile/kernel_cache.h"
 #include "core/tensor.h"
 #include "optim/adamw_kernel.h"
 
 namespace lt::optim {
+
+// AdamWScalars' nine fields as row inputs of a graph, in declaration order.
+struct AdamWScalarValues {
+  compile::Value grad_scale, decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2,
+      bias_correction2_sqrt, eps, neg_step_size;
+};
+AdamWScalarValues adamw_scalar_inputs(compile::KernelGraph& k);
+// The tensors for them: each field repeated `rows` times ([rows] f32).
+std::vector<Tensor> adamw_scalar_rows(const AdamWScalars& s, int64_t rows);
+
+// One element's update in `k`: detail::moments, then detail::apply,
+// operation for operation.
+struct AdamWStepValues {
+  compile::Value p, m, v, sqrt_v;  // the new values
+};
+AdamWStepValues adamw_step(compile::KernelGraph& k, const AdamWScalarValues& s, compile::Value p,
+                           compile::Value grad, compile::Value m, compile::Value v);
 
 // Inputs: p, g, m, v (full; g f32 or bf16, the rest f32), then the nine
 // AdamWScalars fields as row values in declaration order. Outputs: p, m, v

@@ -1,5 +1,5 @@
 // The GPU path without a GPU: kernel graphs (elementwise, row reductions,
-// row outputs) lowered to PTX and held to CUDA's own assembler (ptxas,
+// row outputs, u8 buffers) lowered to PTX and held to CUDA's own assembler (ptxas,
 // which CI has with nvcc), and the cubins' disk cache. Launching them is
 // tests/gpu/compiled_kernels_gpu_test.cpp.
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include "compile/gpu_mlir.h"
 #include "compile/ptx.h"
 #include "core/error.h"
+#include "optim/compiled_adamw8bit.h"
 #include "train/train_helpers.h"
 
 namespace lt::compile {
@@ -69,7 +70,9 @@ TEST_F(PtxTest, KernelsOfEveryFormAssembleWithPtxas) {
       {"softmax bf16", softmax_forward(DType::BF16), rows},
       {"residual rms_norm bf16", residual_rms_norm_forward(DType::BF16, 1e-5), rows},
       {"layer_norm f32", layer_norm_forward(DType::F32, 1e-5), rows},
-      {"row output", row_only, rows}};
+      {"row output", row_only, rows},
+      {"8-bit AdamW (u8 codes in and out)", optim::adamw8bit_kernel_graph(DType::BF16, true),
+       rows}};
   std::string messages;
   ASSERT_NE(assemble(".version 8.5\n.target sm_90\nnot ptx", messages), 0);  // it can fail
   for (const auto& [what, graph, form] : graphs) {

@@ -1,0 +1,43 @@
+#pragma once
+// The 8-bit AdamW update (optim/adamw8bit_kernel.h's adamw8bit_update_block)
+// as one kernel of the fusion compiler (issue 24): one row per block of
+// `block_size` elements, one pass that dequantizes m and sqrt(v) from their
+// codes, updates as AdamW does (compiled_adamw.h's adamw_step, the same
+// operations in the same order), takes each block's new absmax (a row max)
+// and requantizes, writing p, the codes, the scales and the bf16 copy of p.
+//
+// The codes are u8 buffers of the IR. Dequantizing is a lookup in the code
+// table, written as a tree of selects over the rank (exact: the table's f32
+// values). Quantizing is the segment search of quantize_nearest_fast (the
+// same f32 operations on the same tables), without its fallback: where the
+// position lies within kNearTie of a midpoint (a near-tie, ~0.05% of
+// values) the kernel keeps the rounded position, which may be the rank
+// next to quantize_nearest's. Everything else (p, the bf16 copy, the
+// scales, every other code) equals adamw8bit_update_block bit for bit.
+#include "compile/graph.h"
+#include "compile/kernel_cache.h"
+#include "core/tensor.h"
+#include "optim/adamw_kernel.h"
+
+namespace lt::optim {
+
+// Inputs: p, g (full; g f32 or bf16), the codes of m and of sqrt(v) (full,
+// u8), their scales (row f32: one block per row), then the nine
+// AdamWScalars fields as row values. Outputs: p (f32), the codes of m and
+// sqrt(v) (u8), their new scales (row f32), then the bf16 copy of p when
+// `with_bf16_copy`.
+compile::KernelGraph adamw8bit_kernel_graph(DType grad_dtype, bool with_bf16_copy);
+
+// Updates one parameter's 8-bit states in place: `param` (f32), `grad`,
+// `m_codes` and `sqrt_v_codes` (u8) of n elements, `m_scales` and
+// `sqrt_v_scales` (f32) of one value per block of `block_size` (the last
+// block may be shorter), all contiguous CPU tensors; writes `bf16_copy`
+// when defined (bf16, n elements). The kernel comes from `cache` (one
+// kernel: the full blocks and the last one are two calls).
+void compiled_adamw8bit_update(compile::KernelCache& cache, const AdamWScalars& s,
+                               int64_t block_size, const Tensor& param, const Tensor& grad,
+                               const Tensor& m_codes, const Tensor& m_scales,
+                               const Tensor& sqrt_v_codes, const Tensor& sqrt_v_scales,
+                               const Tensor& bf16_copy = Tensor());
+
+}  // namespace lt::optim

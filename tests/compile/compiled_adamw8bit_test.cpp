@@ -1,0 +1,195 @@
+// The 8-bit AdamW update compiled by the fusion compiler
+// (optim/compiled_adamw8bit.h) against optim's own block update
+// (adamw8bit_update_block, the scalar path that AdamW8bit's SIMD and CUDA
+// paths equal bit for bit) and against the update in float64 from the same
+// dequantized states. Each step starts both from the same codes and
+// scales: the parameters, the bf16 copy and the scales must equal optim's
+// bit for bit, and the codes too except at near-ties of the quantization
+// (the compiled kernel has no exact-search fallback), where a code may be
+// its neighbour; float64 checks that the new parameter is the exact update
+// within f32 rounding, the scales are the exact absmax, and every code is a
+// nearest one of the exact moment.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "compile/compiler_info.h"
+#include "core/random.h"
+#include "optim/adamw8bit_kernel.h"
+#include "optim/compiled_adamw8bit.h"
+
+namespace lt::optim {
+namespace {
+
+constexpr int64_t kBlock = 256;
+
+struct States {
+  std::vector<float> p, g, m_scales, v_scales;
+  std::vector<uint8_t> m_codes, v_codes;
+};
+
+// Moments whose magnitudes span several decades within a block (as Adam's
+// do), quantized by optim's own quantize_block.
+States random_states(int64_t n, uint64_t seed) {
+  Generator gen(seed);
+  States s;
+  std::vector<float> m, sqrt_v;
+  for (int64_t i = 0; i < n; ++i) {
+    s.p.push_back(static_cast<float>(gen.normal()));
+    s.g.push_back(static_cast<float>(gen.normal() * std::pow(10.0, -3.0 * gen.uniform())));
+    m.push_back(static_cast<float>(gen.normal() * std::pow(10.0, -2.0 - 3.0 * gen.uniform())));
+    sqrt_v.push_back(static_cast<float>(std::pow(10.0, -2.0 - 3.0 * gen.uniform())));
+  }
+  s.m_codes.resize(static_cast<size_t>(n));
+  s.v_codes.resize(static_cast<size_t>(n));
+  for (int64_t at = 0; at < n; at += kBlock) {
+    const int64_t len = std::min(kBlock, n - at);
+    s.m_scales.push_back(quantize_block(signed_code(), m.data() + at, s.m_codes.data() + at, len));
+    s.v_scales.push_back(
+        quantize_block(unsigned_code(), sqrt_v.data() + at, s.v_codes.data() + at, len));
+  }
+  return s;
+}
+
+uint32_t bits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+// `rank` is (within 1e-6 of the block scale) a nearest code of `exact`.
+bool is_a_nearest_code(const Code8& code, uint8_t rank, double exact) {
+  const double d = std::abs(double{code[rank]} - exact);
+  for (int other : {rank - 1, rank + 1}) {
+    if (other < 0 || other > 255) continue;
+    if (std::abs(double{code[static_cast<size_t>(other)]} - exact) + 1e-6 < d) return false;
+  }
+  return true;
+}
+
+class CompiledAdamW8bit : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    if (!compile::compiler_info().built_in) GTEST_SKIP() << "built without MLIR (-DLT_MLIR=OFF)";
+  }
+};
+
+// Three full blocks and a shorter last one (two calls of one kernel), two
+// steps with other scalars (the second from the compiled kernel's codes).
+TEST_P(CompiledAdamW8bit, EqualsOptimsBlockUpdateAndFloat64) {
+  const DType grad_dtype = GetParam();
+  const int64_t n = 3 * kBlock + 100;
+  States s = random_states(n, 9);
+  if (grad_dtype == DType::BF16)
+    for (float& g : s.g) g = bf16_to_f32(f32_to_bf16(g));
+  compile::KernelCache cache;
+  int64_t codes = 0, near_ties = 0;
+  for (int64_t t = 1; t <= 2; ++t) {
+    const AdamWScalars sc =
+        adamw_scalars(1e-2 * static_cast<double>(t), 0.9, 0.999, 1e-8, 0.1, 0.5, t + 3);
+    // optim's block update, from copies of the same states.
+    States ref = s;
+    std::vector<uint16_t> shadow(static_cast<size_t>(n));
+    std::vector<float> m_scratch(kBlock), v_scratch(kBlock);
+    std::vector<BFloat16> g16(static_cast<size_t>(n));
+    for (size_t i = 0; i < g16.size(); ++i) g16[i].bits = f32_to_bf16(s.g[i]);
+    for (int64_t at = 0, b = 0; at < n; at += kBlock, ++b) {
+      const int64_t len = std::min(kBlock, n - at);
+      const size_t i = static_cast<size_t>(at), bi = static_cast<size_t>(b);
+      if (grad_dtype == DType::BF16) {
+        adamw8bit_update_block(sc, ref.p.data() + i, g16.data() + i, ref.m_codes.data() + i,
+                               ref.m_scales[bi], ref.v_codes.data() + i, ref.v_scales[bi],
+                               m_scratch.data(), v_scratch.data(), shadow.data() + i, len);
+      } else {
+        adamw8bit_update_block(sc, ref.p.data() + i, ref.g.data() + i, ref.m_codes.data() + i,
+                               ref.m_scales[bi], ref.v_codes.data() + i, ref.v_scales[bi],
+                               m_scratch.data(), v_scratch.data(), shadow.data() + i, len);
+      }
+    }
+    // The compiled kernel.
+    const int64_t blocks = static_cast<int64_t>(s.m_scales.size());
+    const Tensor p = Tensor::from_vector(s.p, {n});
+    const Tensor m_codes = Tensor::from_vector(s.m_codes, {n});
+    const Tensor v_codes = Tensor::from_vector(s.v_codes, {n});
+    const Tensor m_scales = Tensor::from_vector(s.m_scales, {blocks});
+    const Tensor v_scales = Tensor::from_vector(s.v_scales, {blocks});
+    const Tensor copy = Tensor::zeros({n}, DType::BF16);
+    compiled_adamw8bit_update(cache, sc, kBlock, p, Tensor::from_vector(s.g, {n}).to(grad_dtype),
+                              m_codes, m_scales, v_codes, v_scales, copy);
+    const std::vector<float> p_got = p.to_vector<float>();
+    const std::vector<uint8_t> m_got = m_codes.to_vector<uint8_t>(),
+                               v_got = v_codes.to_vector<uint8_t>();
+    const std::vector<float> m_scale_got = m_scales.to_vector<float>(),
+                             v_scale_got = v_scales.to_vector<float>();
+    const std::vector<BFloat16> copy_got = copy.to_vector<BFloat16>();
+
+    // float64 from the same dequantized states and the same f32 scalars.
+    std::vector<double> m64(static_cast<size_t>(n)), sv64(static_cast<size_t>(n));
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+      const size_t b = i / kBlock;
+      const double g = double{s.g[i]} * sc.grad_scale;
+      const double m = double{signed_code()[s.m_codes[i]]} * s.m_scales[b];
+      const double sv = double{unsigned_code()[s.v_codes[i]]} * s.v_scales[b];
+      m64[i] = double{sc.beta1} * m + double{sc.one_minus_beta1} * g;
+      sv64[i] = std::sqrt(double{sc.beta2} * sv * sv + double{sc.one_minus_beta2} * g * g);
+      const double decayed = double{s.p[i]} * sc.decay_factor;
+      const double denominator = sv64[i] / sc.bias_correction2_sqrt + sc.eps;
+      const double step = sc.neg_step_size * m64[i] / denominator;
+      // f32 rounding: of p's terms, of the step, and of m's two terms
+      // (which may cancel) carried through the step.
+      const double m_terms =
+          std::abs(double{sc.beta1} * m) + std::abs(double{sc.one_minus_beta1} * g);
+      const double bound = 1e-6 * std::abs(decayed) + 1e-5 * std::abs(step) +
+                           1e-6 * std::abs(sc.neg_step_size) * m_terms / denominator;
+      ASSERT_NEAR(p_got[i], decayed + step, bound) << "step " << t << " element " << i;
+    }
+    for (int64_t b = 0; b < blocks; ++b) {
+      double m_absmax = 0, sv_absmax = 0;
+      for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) {
+        m_absmax = std::max(m_absmax, std::abs(m64[static_cast<size_t>(i)]));
+        sv_absmax = std::max(sv_absmax, sv64[static_cast<size_t>(i)]);
+      }
+      const size_t bi = static_cast<size_t>(b);
+      EXPECT_NEAR(m_scale_got[bi], m_absmax, 1e-5 * m_absmax) << "block " << b;
+      EXPECT_NEAR(v_scale_got[bi], sv_absmax, 1e-5 * sv_absmax) << "block " << b;
+      for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) {
+        const size_t e = static_cast<size_t>(i);
+        EXPECT_TRUE(is_a_nearest_code(signed_code(), m_got[e], m64[e] / m_absmax))
+            << "m code of element " << i << ": " << int{m_got[e]};
+        EXPECT_TRUE(is_a_nearest_code(unsigned_code(), v_got[e], sv64[e] / sv_absmax))
+            << "sqrt(v) code of element " << i << ": " << int{v_got[e]};
+      }
+      // optim's scales, bit for bit.
+      EXPECT_EQ(bits(m_scale_got[bi]), bits(ref.m_scales[bi])) << "block " << b;
+      EXPECT_EQ(bits(v_scale_got[bi]), bits(ref.v_scales[bi])) << "block " << b;
+    }
+    // optim's parameters and copy bit for bit; its codes but at near-ties.
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+      ASSERT_EQ(bits(p_got[i]), bits(ref.p[i])) << "step " << t << " element " << i;
+      ASSERT_EQ(copy_got[i].bits, shadow[i]) << "step " << t << " element " << i;
+      for (auto [got, want] : {std::pair{m_got[i], ref.m_codes[i]}, {v_got[i], ref.v_codes[i]}}) {
+        ++codes;
+        if (got == want) continue;
+        ++near_ties;
+        EXPECT_EQ(std::abs(int{got} - int{want}), 1) << "element " << i;
+      }
+    }
+    s.p = p_got;
+    s.m_codes = m_got;
+    s.v_codes = v_got;
+    s.m_scales = m_scale_got;
+    s.v_scales = v_scale_got;
+  }
+  // Near-ties are ~0.05% of values (adamw8bit_kernel.h's kNearTie).
+  EXPECT_LE(near_ties * 1000, codes) << near_ties << " of " << codes << " codes differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(GradDtypes, CompiledAdamW8bit, ::testing::Values(DType::F32, DType::BF16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace lt::optim
