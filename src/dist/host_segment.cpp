@@ -33,6 +33,7 @@ HostSegment host_layout(double timeout_s) {
   s.local_rank = h.local_rank;
   s.local_size = h.local_size;
   s.hosts = h.hosts;
+  s.members = h.members;
   return s;
 }
 

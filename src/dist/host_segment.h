@@ -2,6 +2,7 @@
 // One shared-memory segment per host for the ranks of that host
 // (dist/shared_memory.h; exec/shared_weights.h lays the weights in it).
 #include <memory>
+#include <vector>
 
 #include "dist/shared_memory.h"
 
@@ -11,7 +12,8 @@ struct HostSegment {
   std::shared_ptr<SharedMemory> memory;
   int local_rank = 0;  // among the ranks of this host
   int local_size = 1;
-  int hosts = 1;  // that the run spans
+  int hosts = 1;             // that the run spans
+  std::vector<int> members;  // the world ranks of this host, by local rank
 };
 
 // How the ranks of this run sit on hosts (a collective over every rank;

@@ -3,6 +3,7 @@
 #include "core/error.h"
 
 #ifdef LT_HAVE_MPI
+#include <algorithm>
 #include <cstdlib>
 #include <numeric>
 #include <optional>
@@ -56,8 +57,15 @@ namespace {
 
 struct HostComm {
   MPI_Comm comm = MPI_COMM_NULL;  // left to MPI_Finalize: freeing it is collective
-  std::vector<int> others;        // the world ranks of this host's other ranks
+  std::vector<int> members;       // the world ranks of this host, by local rank
+  std::vector<int> others;        // the same but this rank
 };
+
+// The test's hosts of this many consecutive ranks (dist/mpi.h), or 0.
+int test_ranks_per_host() {
+  const char* v = std::getenv("LT_TEST_RANKS_PER_HOST");
+  return v != nullptr ? std::max(0, std::atoi(v)) : 0;
+}
 
 // Split once. MPI_Comm_split_type has no non-blocking form, so a bounded
 // barrier of every rank comes first: the split then waits only for ranks
@@ -69,11 +77,16 @@ const HostComm& host_comm(double timeout_s) {
       "the meeting of the ranks before they find which share a host", timeout_s,
       [](MPI_Request* r) { check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, r), "MPI_Ibarrier"); });
   HostComm h;
-  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &h.comm),
-            "MPI_Comm_split_type");
   int size = 1, world_rank = 0;
-  check_mpi(MPI_Comm_size(h.comm, &size), "MPI_Comm_size");
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "MPI_Comm_rank");
+  if (const int per_host = test_ranks_per_host(); per_host > 0) {
+    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, world_rank / per_host, world_rank, &h.comm),
+              "MPI_Comm_split");
+  } else {
+    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &h.comm),
+              "MPI_Comm_split_type");
+  }
+  check_mpi(MPI_Comm_size(h.comm, &size), "MPI_Comm_size");
   MPI_Group world_group = MPI_GROUP_NULL, host_group = MPI_GROUP_NULL;
   check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world_group), "MPI_Comm_group");
   check_mpi(MPI_Comm_group(h.comm, &host_group), "MPI_Comm_group");
@@ -83,6 +96,7 @@ const HostComm& host_comm(double timeout_s) {
             "MPI_Group_translate_ranks");
   MPI_Group_free(&host_group);
   MPI_Group_free(&world_group);
+  h.members = world;
   for (int p : world)
     if (p != world_rank) h.others.push_back(p);
   host = std::move(h);
@@ -96,6 +110,7 @@ HostRanks mpi_host_ranks(double timeout_s) {
   HostRanks h;
   check_mpi(MPI_Comm_rank(host.comm, &h.local_rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(host.comm, &h.local_size), "MPI_Comm_size");
+  h.members = host.members;
   int first = h.local_rank == 0 ? 1 : 0;  // one per host
   bounded_collective("the count of hosts", timeout_s, [&](MPI_Request* r) {
     check_mpi(MPI_Iallreduce(&first, &h.hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, r),

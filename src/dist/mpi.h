@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "exec/cross_rank_sum.h"
 
@@ -30,12 +31,15 @@ void mpi_broadcast(std::span<char> bytes, double timeout_s);
 void mpi_abort(int code);
 
 // The ranks of this host (MPI_Comm_split_type MPI_COMM_TYPE_SHARED, split
-// once): this rank's place among them, how many, and how many hosts the
-// run spans. Collective over every rank.
+// once): this rank's place among them, how many, their world ranks, and
+// how many hosts the run spans. Collective over every rank. Tests may cut
+// one machine into hosts of LT_TEST_RANKS_PER_HOST consecutive ranks, to
+// run the paths of several hosts on one.
 struct HostRanks {
   int local_rank = 0;
   int local_size = 1;
   int hosts = 1;
+  std::vector<int> members;  // the world ranks of this host, by local rank
 };
 HostRanks mpi_host_ranks(double timeout_s);
 // Local rank 0's `bytes` on every rank of this host (`what` names it in

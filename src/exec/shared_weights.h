@@ -33,6 +33,17 @@
 // The wait is bounded by dist.timeout_s and names the local ranks that
 // had not published. Every rank of the host must run the same updates in
 // the same order (they do: the updates follow the same sums).
+//
+// A run of several hosts: each host has its segment, and each group is
+// all-gathered over every rank as without sharing (into each rank's own
+// flat buffer). Each rank then copies into its host's segment, masters
+// and bf16 copies, the shards of some ranks of the other hosts
+// (copied_ranks: world rank r, not on this host, goes to local rank
+// r % local_size, so each is copied by exactly one rank of the host and
+// no two write the same place), and only then publishes the group (on
+// the thread that waited for the gather, not in the update). The host's
+// ranks thus hold one copy of the weights instead of one each; what
+// remains per rank is the flat buffer the gather lands in.
 #include <atomic>
 #include <memory>
 #include <string>
@@ -85,6 +96,12 @@ class SharedWeights {
     return counter(group, rank).load(std::memory_order_acquire);
   }
 
+  // Several hosts: the world ranks on other hosts whose ZeRO-1 shards this
+  // rank copies into the segment after each all-gather; empty when every
+  // rank of the run is on this host.
+  void copy_in_shards_of(std::vector<int> ranks) { copied_ranks_ = std::move(ranks); }
+  const std::vector<int>& copied_ranks() const { return copied_ranks_; }
+
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
   size_t bytes() const { return bytes_; }
@@ -103,6 +120,7 @@ class SharedWeights {
   double timeout_s_;
   std::vector<size_t> master_at_, copy_at_;  // byte offsets per parameter
   std::vector<int64_t> published_;           // per group (and the barrier): by this rank
+  std::vector<int> copied_ranks_;
 };
 
 }  // namespace lt::exec

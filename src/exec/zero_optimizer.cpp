@@ -100,6 +100,8 @@ void ZeroOptimizer::set_bf16_shadow(size_t index, Tensor shadow) {
         adam8_->set_bf16_shadow(at, std::move(part));
       }
     }
+    shadows_.resize(masters_.size());
+    shadows_[index] = std::move(shadow);  // finish_oldest_gather: other hosts' shards
     return;
   }
   if (shadow.defined()) {
@@ -208,7 +210,7 @@ size_t ZeroOptimizer::group_of(size_t i) const {
 }
 
 void ZeroOptimizer::start_gather(size_t group) {
-  if (shared_) return;  // each rank wrote its pieces into the shared masters
+  if (shares_weights()) return;  // each rank wrote its pieces into the shared masters
   const ZeroGroup& g = shards_.groups.at(group);
   float* flat = flat_data(this->flat());
   for (const ZeroPiece& piece : shards_.pieces) {
@@ -230,6 +232,11 @@ size_t ZeroOptimizer::finish_oldest_gather() {
   const size_t group = gathering_.front();
   const float* flat = flat_data(flat_);
   const ZeroGroup& g = shards_.groups[group];
+  if (shared_) {
+    copy_in_other_hosts(group);
+    gathering_.erase(gathering_.begin());
+    return group;
+  }
   for (size_t i = g.first; i < g.last; ++i) {
     const Tensor& m = masters_[i].second;
     std::memcpy(m.data<float>(), flat + shards_.param_offsets[i],
@@ -238,6 +245,32 @@ size_t ZeroOptimizer::finish_oldest_gather() {
   }
   gathering_.erase(gathering_.begin());
   return group;
+}
+
+// Note [Weights shared by the ranks of a host], several hosts: the shards
+// of the other hosts' ranks this rank copies in (SharedWeights::
+// copied_ranks: no other rank of this host writes them), masters and bf16
+// copies; then the group is this rank's to publish.
+void ZeroOptimizer::copy_in_other_hosts(size_t group) {
+  const float* flat = flat_data(flat_);
+  const ZeroGroup& g = shards_.groups[group];
+  for (int r : shared_->copied_ranks()) {
+    const int64_t from = g.flat + r * g.shard, to = from + g.shard;
+    for (size_t i = g.first; i < g.last; ++i) {
+      const Tensor& m = masters_[i].second;
+      const int64_t at = shards_.param_offsets[i];
+      const int64_t begin = std::max(from, at), end = std::min(to, at + m.numel());
+      if (begin >= end) continue;
+      std::memcpy(m.data<float>() + (begin - at), flat + begin,
+                  static_cast<size_t>(end - begin) * sizeof(float));
+      if (i < shadows_.size() && shadows_[i].defined())
+        optim::fill_bf16_shadow(m.flatten().slice(0, begin - at, end - at),
+                                shadows_[i].flatten().slice(0, begin - at, end - at));
+    }
+  }
+  shared_->publish(group);
+  shared_->wait_for(group,
+                    "the all-gather of the parameters from '" + masters_[g.first].first + "'");
 }
 
 Tensor ZeroOptimizer::flat_gradient_view(size_t i) const {
@@ -262,7 +295,7 @@ void ZeroOptimizer::update(double lr, double grad_scale, size_t first, size_t la
     const size_t param = shards_.pieces[k].param;
     if (param >= first && param < last) pieces_[k].second.set_grad(Tensor());
   }
-  if (!shared_) return;
+  if (!shares_weights()) return;  // several hosts: finish_oldest_gather publishes
   // Note [Weights shared by the ranks of a host]: done when every rank of
   // the host has written its pieces of the groups updated here.
   for (size_t g = 0; g < shards_.groups.size(); ++g) {
@@ -274,7 +307,7 @@ void ZeroOptimizer::update(double lr, double grad_scale, size_t first, size_t la
 }
 
 void ZeroOptimizer::gather_masters() {
-  if (shared_) return;  // update() waited for every rank's pieces
+  if (shares_weights()) return;  // update() waited for every rank's pieces
   for (size_t g = 0; g < shards_.groups.size(); ++g) start_gather(g);
   ranks_.wait_for_sums();
   finish_gathers();

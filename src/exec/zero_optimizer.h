@@ -114,13 +114,19 @@ class ZeroOptimizer final : public optim::Optimizer {
 
   // The masters live in memory the ranks of this host share (Note [Weights
   // shared by the ranks of a host]); `shared` outlives this and is made
-  // over the same parameters before this optimizer. From now on update()
-  // publishes each group it finishes and returns once every rank of the
-  // host has finished it too; nothing is all-gathered (gather_masters,
-  // start_gather and finish_gathers do nothing: the run must be one host);
-  // a bf16 shadow is written by each rank for its own pieces.
+  // over the same parameters before this optimizer. From now on, on one
+  // host, update() publishes each group it finishes and returns once every
+  // rank of the host has finished it too, and nothing is all-gathered
+  // (gather_masters, start_gather and finish_gathers do nothing); on
+  // several hosts each group is all-gathered as without sharing, but each
+  // rank copies in only the other hosts' shards it is given
+  // (SharedWeights::copied_ranks), then publishes the group and waits for
+  // the host's other ranks. A bf16 shadow is written by each rank for its
+  // own pieces (and those copied in).
   void share_weights(SharedWeights& shared);
-  bool shares_weights() const { return shared_ != nullptr; }
+  // Every rank of the run shares one copy of the weights: nothing to
+  // all-gather.
+  bool shares_weights() const { return shared_ != nullptr && shared_->copied_ranks().empty(); }
 
   const ZeroShards& shards() const { return shards_; }
   // This rank's pieces' states, as AdamW (or AdamW8bit) names them
@@ -155,6 +161,7 @@ class ZeroOptimizer final : public optim::Optimizer {
   std::vector<size_t> gathering_;  // groups whose all-gather has started
   std::vector<Tensor> shadows_;    // per master: its bf16 copy for a GPU, or undefined
   SharedWeights* shared_ = nullptr;
+  void copy_in_other_hosts(size_t group);
 };
 
 }  // namespace lt::exec

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "dist/host_segment.h"
 #include "dist/process.h"
 #ifdef LT_WITH_CUDA
@@ -27,12 +29,6 @@ std::unique_ptr<exec::SharedWeights> share_weights_on_host(const TrainConfig& c,
     return nullptr;
   }
   const dist::HostSegment layout = dist::host_layout(c.dist.timeout_s);
-  if (layout.hosts > 1) {
-    log.message(
-        "dist.share_weights: the ranks span several hosts, and sharing the weights within each "
-        "while all-gathering between hosts is not built yet: each rank keeps its own copy");
-    return nullptr;
-  }
   const auto params = model.parameters();
   const bool bf16_copies = plan.device.is_cuda();
   const dist::HostSegment host = dist::open_host_segment(
@@ -49,14 +45,24 @@ std::unique_ptr<exec::SharedWeights> share_weights_on_host(const TrainConfig& c,
   auto shared = std::make_unique<exec::SharedWeights>(
       host.memory, memory.data(), memory.bytes(), params, groups, host.local_rank, host.local_size,
       bf16_copies, c.dist.timeout_s);
+  // Several hosts: the shards of other hosts' ranks this rank copies in
+  // (Note [Weights shared by the ranks of a host]).
+  std::vector<int> copied;
+  for (int r = 0; r < world.size; ++r)
+    if (std::find(host.members.begin(), host.members.end(), r) == host.members.end() &&
+        r % host.local_size == host.local_rank)
+      copied.push_back(r);
+  shared->copy_in_shards_of(std::move(copied));
   if (host.local_rank == 0) shared->write_weights();
   shared->barrier("local rank 0's copy of the weights into shared memory");
   shared->adopt();
   log.message(fmt::format(
       "dist.share_weights: the {} ranks of this host share one copy of the weights in /dev/shm "
-      "({:.2f} MB; {:.2f} MB of f32 weights no longer held per rank)",
+      "({:.2f} MB; {:.2f} MB of f32 weights no longer held per rank){}",
       host.local_size, static_cast<double>(memory.bytes()) / 1e6,
-      static_cast<double>(shared->weight_bytes()) / 1e6));
+      static_cast<double>(shared->weight_bytes()) / 1e6,
+      host.hosts > 1 ? fmt::format(", on each of {} hosts, all-gathered between them", host.hosts)
+                     : ""));
   return shared;
 }
 

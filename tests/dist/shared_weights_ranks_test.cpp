@@ -10,7 +10,12 @@
 //  - both ranks map the same segment while the run lasts, its name already
 //    gone from /dev/shm, and nothing of it is left after a normal run or
 //    after a killed rank (Note [Shared memory outlives no run]);
-//  - too little room in /dev/shm is an error naming the path and the sizes.
+//  - too little room in /dev/shm is an error naming the path and the sizes;
+//  - on several hosts (one machine cut into 2 hosts of 2 ranks by the
+//    test's LT_TEST_RANKS_PER_HOST) each host shares its own copy, the
+//    other host's shards all-gathered and copied in by one rank each: the
+//    streaming and offload executors give one process's losses, norms and
+//    weights.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -21,6 +26,7 @@
 
 #include "dist/dist_runs.h"
 #include "dist/shared_memory.h"
+#include "support/scoped_env.h"
 
 namespace lt::train::testing {
 namespace {
@@ -92,6 +98,25 @@ TEST(SharedWeightsRanks, ANormalRunLeavesNothingInDevShm) {
   for (const auto& e : fs::directory_iterator("/dev/shm")) {
     if (before.count(e.path())) continue;
     EXPECT_NE(e.path().filename().string().rfind("lazytrain-", 0), 0u) << e.path() << " is left";
+  }
+}
+
+TEST(SharedWeightsRanks, TwoHostsOfTwoRanksGiveOneProcess) {
+  const lt::testing::ScopedEnv hosts("LT_TEST_RANKS_PER_HOST", "2");
+  for (const char* mode : {"streaming", "offload"}) {
+    SCOPED_TRACE(mode);
+    Runs runs;
+    const std::vector<std::string> sets = {std::string("exec.mode=") + mode, "dist.zero=1",
+                                           "train.batch_size=8", "train.steps=4"};
+    runs.train(0, runs.tmp / "one", sets);
+    std::string output;
+    runs.train(4, runs.tmp / "hosts", sets, &output);
+    EXPECT_NE(output.find("the 2 ranks of this host share one copy of the weights"),
+              std::string::npos)
+        << output;
+    EXPECT_NE(output.find("on each of 2 hosts, all-gathered between them"), std::string::npos);
+    expect_same_steps(runs.tmp / "one", runs.tmp / "hosts");
+    expect_same_weights(runs.tmp / "one" / "step-4", runs.tmp / "hosts" / "step-4");
   }
 }
 
