@@ -3,7 +3,7 @@
 #include <array>
 #include <limits>
 
-#include "compile/tensor_call.h"
+#include "compile/gpu_kernel.h"
 #include "core/error.h"
 #include "optim/adamw8bit_kernel.h"
 #include "optim/compiled_adamw.h"
@@ -69,10 +69,10 @@ Value quantize_with_absmax(KernelGraph& k, Value x, Value absmax, const Code8& c
   return k.select(k.less(k.constant(0.0), absmax), quantize(k, y, code, is_signed), zero_rank);
 }
 
-void check_cpu(const Tensor& t, DType dtype, int64_t numel, const char* what) {
-  LT_CHECK(t.dtype() == dtype && t.numel() == numel && t.is_contiguous() && t.device().is_cpu(),
+void check_tensor(const Tensor& t, DType dtype, int64_t numel, Device device, const char* what) {
+  LT_CHECK(t.dtype() == dtype && t.numel() == numel && t.is_contiguous() && t.device() == device,
            "compiled_adamw8bit_update: ", what, " must be a contiguous ", dtype_name(dtype),
-           " CPU tensor of ", numel, " elements, got ", t.str());
+           " tensor of ", numel, " elements on ", device.str(), ", got ", t.str());
 }
 
 }  // namespace
@@ -110,14 +110,15 @@ void compiled_adamw8bit_update(compile::KernelCache& cache, const AdamWScalars& 
            block_size);
   const int64_t n = grad.numel();
   const int64_t blocks = (n + block_size - 1) / block_size;
-  check_cpu(param, DType::F32, n, "param");
-  check_cpu(m_codes, DType::U8, n, "the codes of m");
-  check_cpu(sqrt_v_codes, DType::U8, n, "the codes of sqrt(v)");
-  check_cpu(m_scales, DType::F32, blocks, "the scales of m");
-  check_cpu(sqrt_v_scales, DType::F32, blocks, "the scales of sqrt(v)");
-  if (bf16_copy.defined()) check_cpu(bf16_copy, DType::BF16, n, "the bf16 copy");
+  const Device device = grad.device();
+  check_tensor(param, DType::F32, n, device, "param");
+  check_tensor(m_codes, DType::U8, n, device, "the codes of m");
+  check_tensor(sqrt_v_codes, DType::U8, n, device, "the codes of sqrt(v)");
+  check_tensor(m_scales, DType::F32, blocks, device, "the scales of m");
+  check_tensor(sqrt_v_scales, DType::F32, blocks, device, "the scales of sqrt(v)");
+  if (bf16_copy.defined()) check_tensor(bf16_copy, DType::BF16, n, device, "the bf16 copy");
   const KernelGraph graph = adamw8bit_kernel_graph(grad.dtype(), bf16_copy.defined());
-  auto kernel = cache.get(graph);
+  const compile::DeviceKernel kernel = compile::kernel_for(cache, graph, device);
   const Tensor g = grad.contiguous().reshape({n});
   // The full blocks as one [blocks, block_size] call, the last one alone.
   const int64_t full = n / block_size;
@@ -131,9 +132,9 @@ void compiled_adamw8bit_update(compile::KernelCache& cache, const AdamWScalars& 
         slice(param).reshape(full_shape),       slice(g).reshape(full_shape),
         slice(m_codes).reshape(full_shape),     slice(sqrt_v_codes).reshape(full_shape),
         m_scales.slice(0, first, first + rows), sqrt_v_scales.slice(0, first, first + rows)};
-    for (Tensor& t : adamw_scalar_rows(s, rows)) inputs.push_back(std::move(t));
+    for (Tensor& t : adamw_scalar_rows(s, rows)) inputs.push_back(t.to(device));
     // The outputs are new buffers, copied back (no in-place outputs in the IR).
-    const std::vector<Tensor> out = compile::call(*kernel, graph, inputs);
+    const std::vector<Tensor> out = compile::call(kernel, graph, inputs);
     slice(param).copy_(out[0].reshape({count}));
     slice(m_codes).copy_(out[1].reshape({count}));
     slice(sqrt_v_codes).copy_(out[2].reshape({count}));

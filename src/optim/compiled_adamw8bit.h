@@ -31,9 +31,10 @@ compile::KernelGraph adamw8bit_kernel_graph(DType grad_dtype, bool with_bf16_cop
 // Updates one parameter's 8-bit states in place: `param` (f32), `grad`,
 // `m_codes` and `sqrt_v_codes` (u8) of n elements, `m_scales` and
 // `sqrt_v_scales` (f32) of one value per block of `block_size` (the last
-// block may be shorter), all contiguous CPU tensors; writes `bf16_copy`
-// when defined (bf16, n elements). The kernel comes from `cache` (one
-// kernel: the full blocks and the last one are two calls).
+// block may be shorter), all contiguous tensors on the gradient's device
+// (the CPU, or CUDA: the kernel as a cubin); writes `bf16_copy` when
+// defined (bf16, n elements). The kernel comes from `cache` (one kernel:
+// the full blocks and the last one are two calls).
 void compiled_adamw8bit_update(compile::KernelCache& cache, const AdamWScalars& s,
                                int64_t block_size, const Tensor& param, const Tensor& grad,
                                const Tensor& m_codes, const Tensor& m_scales,

@@ -18,42 +18,16 @@
 #include <cstring>
 
 #include "compile/compiler_info.h"
-#include "core/random.h"
 #include "optim/adamw8bit_kernel.h"
 #include "optim/compiled_adamw8bit.h"
+#include "support/adamw8bit_states.h"
 
 namespace lt::optim {
 namespace {
 
+using testing::States8bit;
+
 constexpr int64_t kBlock = 256;
-
-struct States {
-  std::vector<float> p, g, m_scales, v_scales;
-  std::vector<uint8_t> m_codes, v_codes;
-};
-
-// Moments whose magnitudes span several decades within a block (as Adam's
-// do), quantized by optim's own quantize_block.
-States random_states(int64_t n, uint64_t seed) {
-  Generator gen(seed);
-  States s;
-  std::vector<float> m, sqrt_v;
-  for (int64_t i = 0; i < n; ++i) {
-    s.p.push_back(static_cast<float>(gen.normal()));
-    s.g.push_back(static_cast<float>(gen.normal() * std::pow(10.0, -3.0 * gen.uniform())));
-    m.push_back(static_cast<float>(gen.normal() * std::pow(10.0, -2.0 - 3.0 * gen.uniform())));
-    sqrt_v.push_back(static_cast<float>(std::pow(10.0, -2.0 - 3.0 * gen.uniform())));
-  }
-  s.m_codes.resize(static_cast<size_t>(n));
-  s.v_codes.resize(static_cast<size_t>(n));
-  for (int64_t at = 0; at < n; at += kBlock) {
-    const int64_t len = std::min(kBlock, n - at);
-    s.m_scales.push_back(quantize_block(signed_code(), m.data() + at, s.m_codes.data() + at, len));
-    s.v_scales.push_back(
-        quantize_block(unsigned_code(), sqrt_v.data() + at, s.v_codes.data() + at, len));
-  }
-  return s;
-}
 
 uint32_t bits(float x) {
   uint32_t b;
@@ -83,7 +57,7 @@ class CompiledAdamW8bit : public ::testing::TestWithParam<DType> {
 TEST_P(CompiledAdamW8bit, EqualsOptimsBlockUpdateAndFloat64) {
   const DType grad_dtype = GetParam();
   const int64_t n = 3 * kBlock + 100;
-  States s = random_states(n, 9);
+  States8bit s = testing::random_states_8bit(n, kBlock, 9);
   if (grad_dtype == DType::BF16)
     for (float& g : s.g) g = bf16_to_f32(f32_to_bf16(g));
   compile::KernelCache cache;
@@ -91,41 +65,18 @@ TEST_P(CompiledAdamW8bit, EqualsOptimsBlockUpdateAndFloat64) {
   for (int64_t t = 1; t <= 2; ++t) {
     const AdamWScalars sc =
         adamw_scalars(1e-2 * static_cast<double>(t), 0.9, 0.999, 1e-8, 0.1, 0.5, t + 3);
-    // optim's block update, from copies of the same states.
-    States ref = s;
-    std::vector<uint16_t> shadow(static_cast<size_t>(n));
-    std::vector<float> m_scratch(kBlock), v_scratch(kBlock);
-    std::vector<BFloat16> g16(static_cast<size_t>(n));
-    for (size_t i = 0; i < g16.size(); ++i) g16[i].bits = f32_to_bf16(s.g[i]);
-    for (int64_t at = 0, b = 0; at < n; at += kBlock, ++b) {
-      const int64_t len = std::min(kBlock, n - at);
-      const size_t i = static_cast<size_t>(at), bi = static_cast<size_t>(b);
-      if (grad_dtype == DType::BF16) {
-        adamw8bit_update_block(sc, ref.p.data() + i, g16.data() + i, ref.m_codes.data() + i,
-                               ref.m_scales[bi], ref.v_codes.data() + i, ref.v_scales[bi],
-                               m_scratch.data(), v_scratch.data(), shadow.data() + i, len);
-      } else {
-        adamw8bit_update_block(sc, ref.p.data() + i, ref.g.data() + i, ref.m_codes.data() + i,
-                               ref.m_scales[bi], ref.v_codes.data() + i, ref.v_scales[bi],
-                               m_scratch.data(), v_scratch.data(), shadow.data() + i, len);
-      }
-    }
-    // The compiled kernel.
+    States8bit ref = s;
+    testing::optim_update_8bit(sc, kBlock, grad_dtype, ref);
+    const States8bit got = testing::updated_8bit(
+        s, grad_dtype, Device::cpu(),
+        [&](const Tensor& p, const Tensor& g, const Tensor& mc, const Tensor& ms, const Tensor& vc,
+            const Tensor& vs, const Tensor& copy) {
+          compiled_adamw8bit_update(cache, sc, kBlock, p, g, mc, ms, vc, vs, copy);
+        });
     const int64_t blocks = static_cast<int64_t>(s.m_scales.size());
-    const Tensor p = Tensor::from_vector(s.p, {n});
-    const Tensor m_codes = Tensor::from_vector(s.m_codes, {n});
-    const Tensor v_codes = Tensor::from_vector(s.v_codes, {n});
-    const Tensor m_scales = Tensor::from_vector(s.m_scales, {blocks});
-    const Tensor v_scales = Tensor::from_vector(s.v_scales, {blocks});
-    const Tensor copy = Tensor::zeros({n}, DType::BF16);
-    compiled_adamw8bit_update(cache, sc, kBlock, p, Tensor::from_vector(s.g, {n}).to(grad_dtype),
-                              m_codes, m_scales, v_codes, v_scales, copy);
-    const std::vector<float> p_got = p.to_vector<float>();
-    const std::vector<uint8_t> m_got = m_codes.to_vector<uint8_t>(),
-                               v_got = v_codes.to_vector<uint8_t>();
-    const std::vector<float> m_scale_got = m_scales.to_vector<float>(),
-                             v_scale_got = v_scales.to_vector<float>();
-    const std::vector<BFloat16> copy_got = copy.to_vector<BFloat16>();
+    const std::vector<float>&p_got = got.p, &m_scale_got = got.m_scales,
+          &v_scale_got = got.v_scales;
+    const std::vector<uint8_t>&m_got = got.m_codes, &v_got = got.v_codes;
 
     // float64 from the same dequantized states and the same f32 scalars.
     std::vector<double> m64(static_cast<size_t>(n)), sv64(static_cast<size_t>(n));
@@ -170,19 +121,15 @@ TEST_P(CompiledAdamW8bit, EqualsOptimsBlockUpdateAndFloat64) {
     // optim's parameters and copy bit for bit; its codes but at near-ties.
     for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
       ASSERT_EQ(bits(p_got[i]), bits(ref.p[i])) << "step " << t << " element " << i;
-      ASSERT_EQ(copy_got[i].bits, shadow[i]) << "step " << t << " element " << i;
-      for (auto [got, want] : {std::pair{m_got[i], ref.m_codes[i]}, {v_got[i], ref.v_codes[i]}}) {
+      ASSERT_EQ(got.bf16_copy[i], ref.bf16_copy[i]) << "step " << t << " element " << i;
+      for (auto [code, want] : {std::pair{m_got[i], ref.m_codes[i]}, {v_got[i], ref.v_codes[i]}}) {
         ++codes;
-        if (got == want) continue;
+        if (code == want) continue;
         ++near_ties;
-        EXPECT_EQ(std::abs(int{got} - int{want}), 1) << "element " << i;
+        EXPECT_EQ(std::abs(int{code} - int{want}), 1) << "element " << i;
       }
     }
-    s.p = p_got;
-    s.m_codes = m_got;
-    s.v_codes = v_got;
-    s.m_scales = m_scale_got;
-    s.v_scales = v_scale_got;
+    s = got;
   }
   // Near-ties are ~0.05% of values (adamw8bit_kernel.h's kNearTie).
   EXPECT_LE(near_ties * 1000, codes) << near_ties << " of " << codes << " codes differ";

@@ -17,6 +17,7 @@
 #include "compile/gpu_kernel_cache.h"
 #include "core/error.h"
 #include "models/compiled_blocks.h"
+#include "optim/compiled_adamw8bit.h"
 #include "support/fused_program_cases.h"
 #include "support/gpu_kernel_cases.h"
 #include "train/train_helpers.h"
@@ -181,6 +182,8 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
     for (KernelGraph& g : autograd::testing::fused_program_kernel_graphs(dtype)) {
       cases.push_back({"a fused program's chain", std::move(g), 0, 0});
     }
+    // tests/gpu/compiled_adamw8bit_gpu_test.cpp's
+    cases.push_back({"8-bit AdamW", optim::adamw8bit_kernel_graph(dtype, true), 0, 0});
   }
   for (const testing::GpuKernelCase& c : cases) {
     SCOPED_TRACE(c.name);
