@@ -4,10 +4,12 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 #include "dist/mpi.h"
@@ -17,17 +19,36 @@ namespace lt::dist {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 // The name local rank 0 made, or (first byte 0) its error, for the others.
 using NameOrError = std::array<char, 512>;
 
 }  // namespace
 
+HostSegment torchrun_host_layout(const World& w) {
+  LT_CHECK(w.local_size > 0,
+           "dist.share_weights: a torchrun-style launch must set LOCAL_WORLD_SIZE (torchrun and "
+           "lazytrain launch do) for the ranks of a host to find each other; or set "
+           "dist.share_weights false");
+  const int first = w.rank - w.local_rank;
+  LT_CHECK(w.local_rank < w.local_size && first % w.local_size == 0 && w.size % w.local_size == 0,
+           "dist.share_weights: RANK=", w.rank, ", LOCAL_RANK=", w.local_rank,
+           ", LOCAL_WORLD_SIZE=", w.local_size, " and WORLD_SIZE=", w.size,
+           " do not make each host a block of LOCAL_WORLD_SIZE consecutive ranks, as torchrun "
+           "numbers them; set dist.share_weights false");
+  HostSegment s;
+  s.local_rank = w.local_rank;
+  s.local_size = w.local_size;
+  s.hosts = w.size / w.local_size;
+  for (int r = first; r < first + w.local_size; ++r) s.members.push_back(r);
+  return s;
+}
+
 HostSegment host_layout(double timeout_s) {
   const World& w = this_world();
-  LT_CHECK(w.launcher == Launcher::Mpi,
-           "dist.share_weights: the ranks of a host find each other through MPI, but this run "
-           "was started by ",
-           launcher_name(w.launcher), "; start it with mpirun, or set dist.share_weights false");
+  if (w.launcher == Launcher::Torchrun) return torchrun_host_layout(w);
+  LT_CHECK(w.launcher == Launcher::Mpi, "dist.share_weights: a run of one process shares nothing");
   const HostRanks h = mpi_host_ranks(timeout_s);
   HostSegment s;
   s.local_rank = h.local_rank;
@@ -37,8 +58,36 @@ HostSegment host_layout(double timeout_s) {
   return s;
 }
 
+std::shared_ptr<SharedMemory> open_named_host_segment(const std::string& name, size_t bytes,
+                                                      bool create, double timeout_s) {
+  if (create) return std::make_shared<SharedMemory>(SharedMemory::create(name, bytes));
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    try {
+      return std::make_shared<SharedMemory>(SharedMemory::attach(name, bytes));
+    } catch (const Error& e) {
+      // Not made yet, or made but not yet its full size: local rank 0 may
+      // still be starting up.
+      if (Clock::now() > deadline)
+        fail("waited dist.timeout_s = ", timeout_s, " s for local rank 0 of this host to make ",
+             "the shared weights' segment /dev/shm", name, " of ", bytes,
+             " bytes (it failed, or is hung or slower than the timeout): ", e.what());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 HostSegment open_host_segment(size_t bytes, double timeout_s) {
   HostSegment s = host_layout(timeout_s);
+  if (this_world().launcher == Launcher::Torchrun) {
+    LT_CHECK(!run_token().empty(),
+             "dist.share_weights: a torchrun-style launch names the segment after the run, "
+             "known once NCCL is open");
+    const int host = s.members.front() / s.local_size;
+    s.memory = open_named_host_segment("/lazytrain-" + run_token() + "-" + std::to_string(host),
+                                       bytes, s.local_rank == 0, timeout_s);
+    return s;
+  }
   static std::atomic<int> made{0};  // segments this process made: a unique name
   NameOrError message{};
   std::optional<SharedMemory> mine;

@@ -1,5 +1,7 @@
 #include "dist/process.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <mutex>
 
@@ -15,6 +17,7 @@ namespace {
 struct ProcessState {
   World world;
   bool mpi_started = false;
+  std::string run_token;  // from the NCCL id (run_token())
 };
 
 ProcessState& state() {
@@ -60,7 +63,14 @@ std::unique_ptr<exec::CrossRankSum> open_cross_rank_sum(Device device, double ti
         kNcclIdBytes, timeout_s);
     std::copy(shared.begin(), shared.end(), id.begin());
   }
+  uint64_t hash = 0xcbf29ce484222325;  // FNV-1a: the id's random bytes, mixed into 64 bits
+  for (char c : id) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3;
+  state().run_token = fmt::format("{:016x}", hash);
   return make_nccl_sum(w, w.local_rank, id, timeout_s);
+}
+
+const std::string& run_token() {
+  return state().run_token;
 }
 
 void abort_other_ranks() {

@@ -24,6 +24,12 @@ const World& this_world();
 // CUDA device must be GPU LOCAL_RANK.
 std::unique_ptr<exec::CrossRankSum> open_cross_rank_sum(Device device, double timeout_s);
 
+// A name every rank of this run knows and no other run uses (16 hex
+// digits hashed from the NCCL id rank 0 handed out): the shared weights'
+// segment of a torchrun-style launch is named after it. Empty before
+// open_cross_rank_sum has opened NCCL.
+const std::string& run_token();
+
 // After an error on this rank: the others would wait for it in their next
 // collective, so an MPI job is aborted (MPI_Abort, which mpirun turns into
 // the end of every rank). A no-op in a one-process run.

@@ -7,13 +7,15 @@
 // A segment is a file in /dev/shm, which nothing removes when its
 // processes die: a run that crashed would leave it holding host memory
 // until the next reboot. So the creator unlinks the name as soon as every
-// process has mapped it (open_node_segment, dist/node_segment.h): from
-// then on the memory is the kernel's to free when the last mapping goes,
-// however the processes end (exit, SIGKILL, a crash). Before that moment
-// (the milliseconds of the start-up) an exit, or SIGINT / SIGTERM, unlinks
-// it too (an atexit handler; the signal handler re-raises the signal);
-// only a SIGKILL in that window leaves the file behind, named
-// lazytrain-<pid>-<n> after the creating process.
+// process has mapped it (dist/host_segment.h: under MPI in
+// open_host_segment; under torchrun after the segment's first barrier,
+// train/host_weights.cpp): from then on the memory is the kernel's to
+// free when the last mapping goes, however the processes end (exit,
+// SIGKILL, a crash). Before that moment (the start-up) an exit, or SIGINT
+// / SIGTERM, unlinks it too (an atexit handler; the signal handler
+// re-raises the signal); only a SIGKILL in that window leaves the file
+// behind, named lazytrain-<pid>-<n> after the creating process (MPI) or
+// lazytrain-<run>-<host> (torchrun).
 #include <cstddef>
 #include <functional>
 #include <string>

@@ -68,6 +68,7 @@ World torchrun_world(const EnvironmentLookup& env) {
   w.size = required_int(env, "WORLD_SIZE", 1, how);
   w.rank = required_int(env, "RANK", 0, how);
   w.local_rank = required_int(env, "LOCAL_RANK", 0, how);
+  if (env("LOCAL_WORLD_SIZE")) w.local_size = required_int(env, "LOCAL_WORLD_SIZE", 1, how);
   w.master_addr = *env("MASTER_ADDR");
   w.master_port = required_int(env, "MASTER_PORT", 1, how);
   LT_CHECK(w.master_port <= 65535, "environment variable MASTER_PORT=", w.master_port,

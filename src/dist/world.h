@@ -21,6 +21,7 @@ struct World {
   int rank = 0;
   int size = 1;
   int local_rank = 0;       // which GPU of its host this rank uses
+  int local_size = 0;       // torchrun: LOCAL_WORLD_SIZE, the ranks of a host; 0 if unset
   std::string master_addr;  // torchrun: where rank 0 hands out the NCCL id
   int master_port = 0;
   bool distributed() const { return size > 1; }

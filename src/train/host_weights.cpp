@@ -21,11 +21,10 @@ std::unique_ptr<exec::SharedWeights> share_weights_on_host(const TrainConfig& c,
                           plan.executor == exec::ExecutorKind::Streaming;
   if (!world.distributed() || c.dist.zero != 1 || !c.dist.share_weights || !cpu_master)
     return nullptr;
-  if (world.launcher != dist::Launcher::Mpi) {
-    log.message(fmt::format(
-        "dist.share_weights: the ranks of a host find each other through MPI, and this run was "
-        "started by {}: each rank keeps its own copy of the weights",
-        dist::launcher_name(world.launcher)));
+  if (world.launcher == dist::Launcher::Torchrun && world.local_size == 0) {
+    log.message(
+        "dist.share_weights: LOCAL_WORLD_SIZE is not set, so the ranks of a host cannot find "
+        "each other: each rank keeps its own copy of the weights");
     return nullptr;
   }
   const dist::HostSegment layout = dist::host_layout(c.dist.timeout_s);
@@ -55,6 +54,7 @@ std::unique_ptr<exec::SharedWeights> share_weights_on_host(const TrainConfig& c,
   shared->copy_in_shards_of(std::move(copied));
   if (host.local_rank == 0) shared->write_weights();
   shared->barrier("local rank 0's copy of the weights into shared memory");
+  memory.unlink();  // every rank of the host has it mapped (done already under MPI)
   shared->adopt();
   log.message(fmt::format(
       "dist.share_weights: the {} ranks of this host share one copy of the weights in /dev/shm "

@@ -76,6 +76,14 @@ TEST(World, TorchrunVariables) {
   EXPECT_EQ(w.local_rank, 1);
   EXPECT_EQ(w.master_addr, "127.0.0.1");
   EXPECT_EQ(w.master_port, 29500);
+  EXPECT_EQ(w.local_size, 0);  // LOCAL_WORLD_SIZE unset
+  const World four = world_from_environment(env_of({{"RANK", "5"},
+                                                    {"WORLD_SIZE", "8"},
+                                                    {"LOCAL_RANK", "1"},
+                                                    {"LOCAL_WORLD_SIZE", "4"},
+                                                    {"MASTER_ADDR", "127.0.0.1"},
+                                                    {"MASTER_PORT", "29500"}}));
+  EXPECT_EQ(four.local_size, 4);
 }
 
 TEST(World, HalfSetTorchrunVariablesNameTheMissingOnes) {
