@@ -106,29 +106,32 @@ TEST_P(TrainCompile, Bf16ComputeCopyRunsTheCompiledBlocks) {
 }
 
 // block_kernel_graphs, which fills a cache folder ahead for a GPU machine
-// without MLIR, lists exactly the kernels a training run compiles: after 2
-// steps (the second compiles the backward) into a folder, the listed
-// graphs all load from it (none missing) and the folder holds no entry
-// they do not name (none extra).
+// without MLIR, lists exactly the kernels a training run compiles, in f32
+// and with bf16 compute (a GPU run's): after 2 steps (the second compiles
+// the backward) into a folder, the listed graphs all load from it (none
+// missing) and the folder holds no entry they do not name (none extra).
 TEST_P(TrainCompile, BlockKernelGraphsAreTheKernelsTrainingCompiles) {
-  train::testing::TempDir dir("block_kernel_graphs_" + GetParam());
-  const TrainRun fused =
-      train(GetParam(), std::make_shared<compile::KernelCache>(dir.path().string()), 2);
-  EXPECT_EQ(fused.stats.fallbacks, 0) << fused.stats.first_fallback;
-  size_t entries = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
-    entries += e.path().extension() == ".kernel" ? 1 : 0;
+  for (DType compute : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(compute));
+    train::testing::TempDir dir("block_kernel_graphs_" + GetParam());
+    const TrainRun fused =
+        train(GetParam(), std::make_shared<compile::KernelCache>(dir.path().string()), 2, compute);
+    EXPECT_EQ(fused.stats.fallbacks, 0) << fused.stats.first_fallback;
+    size_t entries = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+      entries += e.path().extension() == ".kernel" ? 1 : 0;
+    }
+    const models::ModelConfig config = testing::random_fixture_model(GetParam(), 1).config();
+    compile::KernelCache ahead(dir.path().string());
+    std::set<std::string> keys;
+    for (const compile::KernelGraph& g : models::block_kernel_graphs(config, compute)) {
+      keys.insert(g.key());
+      ahead.get(g);
+    }
+    EXPECT_EQ(ahead.stats().compiled, 0) << "listed kernels that training did not compile";
+    EXPECT_EQ(keys.size(), entries) << "training compiled kernels that are not listed";
+    EXPECT_EQ(ahead.stats().loaded_from_disk, static_cast<int64_t>(keys.size()));
   }
-  const models::ModelConfig config = testing::random_fixture_model(GetParam(), 1).config();
-  compile::KernelCache ahead(dir.path().string());
-  std::set<std::string> keys;
-  for (const compile::KernelGraph& g : models::block_kernel_graphs(config, DType::F32)) {
-    keys.insert(g.key());
-    ahead.get(g);
-  }
-  EXPECT_EQ(ahead.stats().compiled, 0) << "listed kernels that training did not compile";
-  EXPECT_EQ(keys.size(), entries) << "training compiled kernels that are not listed";
-  EXPECT_EQ(ahead.stats().loaded_from_disk, static_cast<int64_t>(keys.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TrainCompile, ::testing::Values("llama", "gpt2"));
