@@ -40,7 +40,7 @@ namespace {
 constexpr const char* kStopBefore = "LT_TEST_MPI_STOP_BEFORE";  // a call below, or "nothing"
 constexpr const char* kStopRank = "LT_TEST_MPI_STOP_RANK";      // who stops before it
 constexpr const char* kPidFile = "LT_TEST_MPI_PID_FILE";        // where that rank writes its pid
-constexpr double kTimeoutS = 1.5;
+constexpr double kTimeoutS = 1.5;  // with a rank stopped; 60 s with none (a loaded machine)
 
 // The set-up's calls in the order a run makes them; one rank stops before
 // one of them, and each prints what it got or what it threw.
@@ -54,25 +54,26 @@ TEST(MpiSetUpRank, Run) {
   auto reach = [&](const char* call) {
     if (stops && std::strcmp(call, stop_before) == 0) ::raise(SIGSTOP);
   };
+  const double timeout_s = std::strcmp(stop_before, "nothing") == 0 ? 60 : kTimeoutS;
   std::string got;
   try {
     reach("host ranks");
-    const dist::HostRanks host = dist::mpi_host_ranks(kTimeoutS);
+    const dist::HostRanks host = dist::mpi_host_ranks(timeout_s);
     got += "local rank " + std::to_string(host.local_rank) + " of " +
            std::to_string(host.local_size) + ", hosts " + std::to_string(host.hosts);
     std::array<char, 8> bytes{};
     if (world.rank == 0) std::memcpy(bytes.data(), "rank0's", 8);
     reach("host broadcast");
-    dist::mpi_host_broadcast(bytes, "the test's host broadcast", kTimeoutS);
+    dist::mpi_host_broadcast(bytes, "the test's host broadcast", timeout_s);
     got += std::string(", host broadcast ") + bytes.data();
     reach("host barrier");
-    dist::mpi_host_barrier("the test's host barrier", kTimeoutS);
+    dist::mpi_host_barrier("the test's host barrier", timeout_s);
     bytes.fill(0);
     if (world.rank == 0) std::memcpy(bytes.data(), "NCCL id", 8);
     reach("NCCL id broadcast");
-    dist::mpi_broadcast(bytes, kTimeoutS);
+    dist::mpi_broadcast(bytes, timeout_s);
     got += std::string(", broadcast ") + bytes.data();
-    const dist::HostSegment segment = dist::open_host_segment(4096, kTimeoutS);
+    const dist::HostSegment segment = dist::open_host_segment(4096, timeout_s);
     got += ", segment of " + std::to_string(segment.memory->bytes()) + " bytes";
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d threw: %s\n", world.rank, e.what());
