@@ -105,6 +105,23 @@ for _ in $(seq 1 ${LT_BENCH_WAIT_S:-480}); do
   kill -0 $pid 2>/dev/null || break
   sleep 1
 done
+# A train that ended by itself before STEPS steps failed: keep how (its
+# exit status; 137 is a SIGKILL, from the kernel's OOM killer when the
+# kernel log says so) before this script kills what is left.
+if ! kill -0 $pid 2>/dev/null; then
+  wait $pid; status=$?
+  n=$(wc -l < "$run/metrics.jsonl" 2>/dev/null || echo 0)
+  if [ "$n" -lt "$steps" ]; then
+    echo "train ended by itself after $n steps, exit status $status" | tee "$out/train_exit.txt"
+    tail -5 "$out/train.log"
+    (dmesg 2>/dev/null || journalctl -k 2>/dev/null) | grep -iE "oom|killed process|segfault" | tail -5 |
+      tee -a "$out/train_exit.txt"
+  fi
+else
+  n=$(wc -l < "$run/metrics.jsonl" 2>/dev/null || echo 0)
+  [ "$n" -ge "$steps" ] || echo "train still running after ${LT_BENCH_WAIT_S:-480} s with $n steps: killed by this script" | tee "$out/train_exit.txt"
+fi
+free -g > "$out/free_after.txt"
 pkill -9 -f "lazytrain train $cfg"; wait $pid 2>/dev/null
 cp "$run/metrics.jsonl" "$out/" 2>/dev/null
 grep -E "state_placement|stages on disk|schedule:|predict|rror" "$out/train.log" | head -20
