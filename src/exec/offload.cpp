@@ -38,6 +38,8 @@ OffloadExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o,
     const Device where = device->memory().device();
     if (!where.is_cpu()) compute->to(where, device->compute_dtype(), /*keep_values=*/false);
   }
+  // train.compile: the copy computes, so its blocks are the compiled ones.
+  compute->use_compiled_blocks(model.compiled_blocks());
   for (auto& [name, p] : compute->parameters()) weights.push_back(p);
   taken_early.assign(weights.size(), 0);
   if (options.zenflow) {

@@ -269,7 +269,7 @@ void StreamingExecutor::Impl::run_forward(int stage, bool recompute) {
   std::vector<Tensor> out;
   const auto t0 = Clock::now();
   for (size_t c = 0; c < chunks.size(); ++c)
-    out.push_back(st.forward(input(stage, c), chunks[c].ctx));
+    out.push_back(model.run_stage(st, input(stage, c), chunks[c].ctx));
   device.finish_compute();
   (recompute ? stats->recompute_s : stats->compute_s) += seconds_since(t0);
   boundaries[stage].device = std::move(out);
@@ -304,7 +304,7 @@ void StreamingExecutor::Impl::run_backward(int stage) {
       x = x.detach();
       x.set_requires_grad(true);
     }
-    Tensor out = st.forward(x, chunks[c].ctx);
+    Tensor out = model.run_stage(st, x, chunks[c].ctx);
     backward(out, dy[c]);
     dy[c] = stage > 0 ? x.grad() : Tensor();
   }

@@ -52,6 +52,10 @@ class CausalLM {
     compiled_ = std::move(compiled);
   }
   const std::shared_ptr<CompiledBlocks>& compiled_blocks() const { return compiled_; }
+  // One stage's forward as loss() runs it: through the compiled blocks when
+  // the model has them. For executors that run the stages themselves (the
+  // streaming executor).
+  Tensor run_stage(const Stage& stage, const Tensor& x, const StageContext& ctx) const;
 
  private:
   CausalLM(const ModelConfig& config, Generator* gen, DType dtype);
@@ -60,8 +64,6 @@ class CausalLM {
   mutable RopeTable rope_;
   Device device_ = Device::cpu();
   std::shared_ptr<CompiledBlocks> compiled_;
-
-  Tensor run_stage(const Stage& stage, const Tensor& x, const StageContext& ctx) const;
 };
 
 // Counts targets that are not -100.

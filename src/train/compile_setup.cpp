@@ -26,21 +26,13 @@ void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& 
                   compile::KernelCache::default_folder() + ")");
     }
   }
-  const char* why_not = nullptr;
   if (!plan.device.is_cpu() && mode == "auto") {
     // Measured on the H200 (docs/compiler.md): the row chains are near the
     // hand-written kernels, the elementwise ones 2.2-2.5x slower.
-    why_not =
-        "on a GPU the compiled elementwise kernels are slower than the hand-written ones so far "
-        "(docs/compiler.md); train.compile: on runs them";
-  } else if (plan.executor != exec::ExecutorKind::Resident) {
-    // The offload executor computes on a device copy of the model that
-    // does not share the compiled blocks (exec/offload.cpp); streaming
-    // runs its stages itself.
-    why_not = "only the resident executor runs the compiled blocks so far";
-  }
-  if (why_not != nullptr) {
-    log.message("train.compile " + mode + ": running the hand-written kernels: " + why_not);
+    log.message(
+        "train.compile auto: running the hand-written kernels: on a GPU the compiled elementwise "
+        "kernels are slower than the hand-written ones so far (docs/compiler.md); "
+        "train.compile: on runs them");
     return;
   }
   if (mode == "auto") {
@@ -50,6 +42,9 @@ void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& 
       return;
     }
   }
+  // Every executor runs the model's compiled blocks: resident and offload
+  // (ZenFlow too) on their compute copies, which share them, streaming
+  // stage by stage through CausalLM::run_stage.
   auto cache = std::make_shared<compile::KernelCache>(compile::KernelCache::default_folder());
   model.use_compiled_blocks(std::make_shared<models::CompiledBlocks>(cache));
   log.message("train.compile " + mode +

@@ -10,8 +10,8 @@ namespace lt::train {
 
 // With train.compile on or auto, gives `model` its compiled blocks
 // (kernels cached in compile::KernelCache::default_folder()) and says so;
-// where the run cannot use them (a GPU, an executor that calls the stages
-// itself; with auto, no compiler plugin: built without MLIR, or it or its
+// every executor runs them. Where the run does not use them (auto on a
+// GPU; with auto, no compiler plugin: built without MLIR, or it or its
 // libraries missing) says why once and leaves the model as it is. With on
 // and no compiler plugin, throws naming train.compile and the reason on
 // the CPU; on a GPU says that the kernels must be in the cache folder.

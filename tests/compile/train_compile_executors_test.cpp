@@ -1,0 +1,141 @@
+// train.compile under the executors that do not run the model as a whole
+// on its own: the offload executor (and ZenFlow, the same executor) computes
+// on a device copy of the model, the streaming executor runs the stages
+// itself. With the model's blocks compiled (models/compiled_blocks.h),
+// training on the CPU stand-in device gives the losses and parameters of
+// the same executor without them, in f32, and the blocks were actually run
+// as programs (compiled kernels, no fallback): an executor that ran its own
+// unfused copies would leave the programs at zero.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "compile/compiler_info.h"
+#include "exec/offload.h"
+#include "exec/stand_in_device.h"
+#include "exec/streaming.h"
+#include "models/compiled_blocks.h"
+#include "support/executor_steps.h"
+#include "support/fixture_models.h"
+#include "support/random_batch.h"
+
+namespace lt {
+namespace {
+
+enum class Mode { Offload, ZenFlow, Streaming };
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::Offload:
+      return "offload";
+    case Mode::ZenFlow:
+      return "zenflow";
+    case Mode::Streaming:
+      return "streaming";
+  }
+  return "?";
+}
+
+constexpr int kLayers = 2;
+constexpr int kSteps = 5;
+
+std::unique_ptr<exec::Executor> make_executor(Mode mode, const models::CausalLM& model,
+                                              optim::Optimizer& optimizer) {
+  auto device = std::make_unique<exec::StandInDevice>();
+  if (mode == Mode::Streaming) {
+    return std::make_unique<exec::StreamingExecutor>(model, optimizer, std::move(device),
+                                                     exec::StreamingOptions{});
+  }
+  exec::OffloadOptions o;
+  o.adam.lr = 3e-3;  // testing::test_optimizer's
+  o.adam.weight_decay = 0.01;
+  o.no_decay = {"norm"};
+  if (mode == Mode::ZenFlow) {
+    // ZenFlow proper: a quarter of the columns on the device, the CPU's
+    // updates a window of two steps late.
+    o.zenflow = true;
+    o.zenflow_options.topk_ratio = 0.25;
+    o.zenflow_options.update_interval = 2;
+    o.zenflow_options.select_strategy = exec::SelectStrategy::Step;
+    o.zenflow_options.select_interval = 4;
+  }
+  return std::make_unique<exec::OffloadExecutor>(model, optimizer, std::move(device), o);
+}
+
+struct ModeRun {
+  testing::ExecutorRun result;
+  models::CompiledBlockStats stats;
+  compile::KernelCacheStats cache;
+};
+
+ModeRun train(Mode mode, const std::string& family, bool compiled) {
+  models::CausalLM model = testing::random_fixture_model(family, kLayers);
+  std::shared_ptr<models::CompiledBlocks> blocks;
+  auto cache = std::make_shared<compile::KernelCache>();
+  if (compiled) {
+    blocks = std::make_shared<models::CompiledBlocks>(cache);
+    model.use_compiled_blocks(blocks);
+  }
+  auto optimizer = testing::test_optimizer(model, testing::TestOptimizer::AdamW);
+  std::unique_ptr<exec::Executor> executor = make_executor(mode, model, *optimizer);
+  Generator gen(17);
+  std::vector<std::vector<data::Batch>> batches;
+  for (int s = 0; s < kSteps; ++s) {
+    batches.push_back({testing::random_token_batch(gen, 2, 12, model.config().vocab_size),
+                       testing::random_token_batch(gen, 2, 12, model.config().vocab_size)});
+  }
+  ModeRun r;
+  r.result = testing::run_executor_steps(*executor, model, batches, 1.0);
+  executor.reset();  // its threads are done with the blocks
+  if (blocks) r.stats = blocks->stats();
+  r.cache = cache->stats();
+  return r;
+}
+
+class TrainCompileExecutors : public ::testing::TestWithParam<std::tuple<Mode, std::string>> {
+ protected:
+  void SetUp() override {
+    if (!compile::compiler_info().built_in) GTEST_SKIP() << "built without MLIR (-DLT_MLIR=OFF)";
+  }
+};
+
+// Tolerance as in train_compile_test.cpp (a few f32 ulps a value from the
+// fused kernels' order, over 5 steps of AdamW at lr 3e-3).
+TEST_P(TrainCompileExecutors, GiveTheLossesOfTheUnfusedRunAndCompileTheBlocks) {
+  const auto& [mode, family] = GetParam();
+  const ModeRun plain = train(mode, family, false);
+  const ModeRun fused = train(mode, family, true);
+  ASSERT_EQ(fused.result.stats.size(), plain.result.stats.size());
+  for (size_t s = 0; s < plain.result.stats.size(); ++s) {
+    const double a = fused.result.stats[s].loss, b = plain.result.stats[s].loss;
+    EXPECT_NEAR(a, b, 1e-5 * std::abs(b)) << "step " << s;
+  }
+  EXPECT_NE(plain.result.stats.front().loss, plain.result.stats.back().loss);
+  for (size_t i = 0; i < plain.result.params.size(); ++i) {
+    for (size_t e = 0; e < plain.result.params[i].size(); ++e) {
+      ASSERT_NEAR(fused.result.params[i][e], plain.result.params[i][e], 1e-4)
+          << "parameter " << i << " element " << e;
+    }
+  }
+  // Every block traced once per grad mode it runs in: with gradients
+  // (offload's one forward; streaming's recompute before a backward) and,
+  // streaming only, without (its forward pass, which keeps boundaries).
+  const int64_t modes = mode == Mode::Streaming ? 2 : 1;
+  EXPECT_EQ(fused.stats.programs, kLayers * modes) << fused.stats.first_fallback;
+  EXPECT_EQ(fused.stats.fallbacks, 0) << fused.stats.first_fallback;
+  EXPECT_GE(fused.stats.chains, kLayers * modes * 3);
+  EXPECT_GT(fused.cache.compiled, 0);
+  EXPECT_EQ(plain.cache.compiled, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, TrainCompileExecutors,
+                         ::testing::Combine(::testing::Values(Mode::Offload, Mode::ZenFlow,
+                                                              Mode::Streaming),
+                                            ::testing::Values("llama", "gpt2")),
+                         [](const auto& info) {
+                           return std::string(mode_name(std::get<0>(info.param))) + "_" +
+                                  std::get<1>(info.param);
+                         });
+
+}  // namespace
+}  // namespace lt
