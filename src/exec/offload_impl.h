@@ -8,6 +8,7 @@
 // engines read the slabs and device weights; ~Impl waits for all of them,
 // and the optimizer queue, declared last, stops first.
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -120,12 +121,27 @@ struct OffloadExecutor::Impl {
   // ---- offload_ranks.cpp: data parallel, with or without ZeRO-1 ----
   StepStats run_step_over_ranks(const std::vector<data::Batch>& micro_batches,
                                 const StepOptions& o);
-  // The device gradients of the parameters with `has` (a gradient on some
-  // rank; this rank adds zeros where it has none) reduced over the ranks on
-  // the device: all-reduced in place (returns 0: the host takes the norm
-  // after the download), or with ZeRO-1 reduce-scattered and this rank's
-  // shard downloaded (returns its squared norm, this rank's part).
-  double reduce_gradients_over_ranks(const std::vector<double>& has);
+  // Note [Offload reduces behind the backward]: each stage's gradients are
+  // reduced over the ranks as the last backward makes them final.
+  struct StartedReduce {
+    size_t stage = 0;
+    std::vector<Tensor> grads;  // all-reduce: the sums' device tensors
+    Tensor shard;               // ZeRO-1: this rank's shard of the sums
+  };
+  std::deque<StartedReduce> reducing;  // oldest first
+  std::vector<size_t> stage_of;        // per parameter (set with the hooks)
+  std::vector<size_t> stage_waiting;   // per stage: gradients not yet final
+  size_t stages_started = 0;           // from the last stage down
+  bool reduces_armed = false;          // the coming backward makes every gradient final
+  std::vector<char> has_grad;          // per parameter: a gradient on this rank
+  void arm_reduces();
+  void gradient_ready(size_t i);
+  // Starts the reduce of stage `s` (this rank adds zeros for a parameter
+  // without a gradient), then finishes all but it.
+  void start_stage_reduce(size_t s);
+  // Waits for the oldest reduce and queues its sums' download (all-reduce:
+  // into the slabs; ZeRO-1: its shard into the optimizer's).
+  void finish_oldest_stage_reduce();
   // Forward and backward on the device weights; returns the squared norm
   // of the gradients when `norm` is given (else 0).
   double forward_backward_on_device(const std::vector<data::Batch>& micro_batches,

@@ -3,22 +3,26 @@
 //
 //  1. the global batch's target count summed over the ranks, the loss's
 //     denominator (as the resident executor does);
-//  2. forward and backward on this rank's shard on the device weights;
+//  2. forward and backward on this rank's shard on the device weights; as
+//     the last backward makes a stage's gradients final, they are reduced
+//     over the ranks *on the device*, before the download, behind the
+//     rest of the backward (Note [Offload reduces behind the backward];
+//     CrossRankSum: NCCL on GPUs, MPI on the CPU, where the stand-in
+//     device's memory is host memory: the CPU tests run the code a GPU
+//     rank runs): all-reduced and downloaded into the slabs (each rank
+//     updates every master with the same sums), or with ZeRO-1 (one group
+//     per stage, streaming_zero_groups) laid into a device buffer in the
+//     stage's flat layout and reduce-scattered, each rank downloading only
+//     its shard (widened to f32 on the host);
 //  3. which parameters have a gradient (on any rank), the loss and token
-//     counts summed; a parameter with a gradient elsewhere but not here
-//     gets zeros;
-//  4. the gradients reduced over the ranks *on the device*, before the
-//     download (CrossRankSum: NCCL on GPUs, MPI on the CPU, where the
-//     stand-in device's memory is host memory: the CPU tests run the code a
-//     GPU rank runs): all-reduced and downloaded whole (each rank updates
-//     every master with the same sums), or with ZeRO-1 laid into one
-//     device buffer in the flat layout and reduce-scattered, each rank
-//     downloading only its shard (widened to f32 on the host) and updating
-//     it, then the new masters all-gathered (and the device's bf16 copies
-//     refreshed);
-//  5. the gradient norm taken of the sums, so clipping and the skip of a
+//     counts summed (and under ZeRO-1 the shards' squares); a parameter
+//     with a gradient elsewhere but not here added zeros, one with a
+//     gradient on no rank is skipped by the optimizer as on one process;
+//  4. the gradient norm taken of the sums, so clipping and the skip of a
 //     non-finite step agree on every rank;
-//  6. the new weights uploaded from the masters.
+//  5. the update (ZeRO-1: of this rank's shard, then the new masters
+//     all-gathered and the device's bf16 copies refreshed) and the new
+//     weights uploaded from the masters.
 #include <chrono>
 #include <cmath>
 
@@ -43,52 +47,111 @@ double squares(const Tensor& t) {
 
 }  // namespace
 
-double OffloadExecutor::Impl::reduce_gradients_over_ranks(const std::vector<double>& has) {
-  CrossRankSum& ranks = *options.ranks;
-  std::vector<Tensor> grads;  // on the device: those with a gradient on some rank
-  for (size_t i = 0; i < weights.size(); ++i) {
-    if (has[i] == 0) continue;
-    if (!weights[i].grad().defined()) {  // this rank adds zeros
-      Tensor zeros = device->empty(weights[i].shape(), device->compute_dtype());
-      zeros.zero_();
-      weights[i].set_grad(zeros);
+// Note [Offload reduces behind the backward]
+// The offload executor runs the whole backward at once, so a stage's end
+// is seen through its parameters' grad-ready hooks, armed for the backward
+// that makes every gradient final: once every gradient of the last stage
+// not yet started is final, its reduce starts (start_sum, or
+// start_reduce_scatter under ZeRO-1), and the one started before it is
+// finished: waited for and its download queued, as the streaming executor
+// does (Note [Reduces behind the backward]). Stages start strictly from
+// the last to the first, whatever order the hooks fire in, so that every
+// rank starts the same collectives in the same order; a stage with a
+// parameter that has no gradient on this rank (or every stage, on a rank
+// without targets, which runs no backward) starts after the backward, with
+// zeros for it. A stage's device gradients (ZeRO-1: its flat buffer and
+// shard) live until its reduce is finished.
+void OffloadExecutor::Impl::arm_reduces() {
+  if (stage_of.empty()) {
+    // The hooks live in the device weights, which this object owns.
+    stage_of.resize(weights.size());
+    for (size_t s = 0; s < stages.size(); ++s)
+      for (size_t i = stages[s].first; i < stages[s].last; ++i) stage_of[i] = s;
+    for (size_t i = 0; i < weights.size(); ++i)
+      weights[i].register_grad_ready_hook([this, i](const Tensor&) {
+        if (reduces_armed) gradient_ready(i);
+      });
+  }
+  stage_waiting.clear();
+  for (const StageRange& r : stages) stage_waiting.push_back(r.last - r.first);
+  reduces_armed = true;
+}
+
+void OffloadExecutor::Impl::gradient_ready(size_t i) {
+  size_t& waiting = stage_waiting[stage_of[i]];
+  if (waiting == 0) return;
+  --waiting;
+  while (stages_started < stages.size() && stage_waiting[stages.size() - 1 - stages_started] == 0)
+    start_stage_reduce(stages.size() - 1 - stages_started++);
+}
+
+void OffloadExecutor::Impl::start_stage_reduce(size_t s) {
+  const StageRange& range = stages[s];
+  std::vector<Tensor> grads;  // on the device, one per parameter of the stage
+  for (size_t i = range.first; i < range.last; ++i) {
+    Tensor g = weights[i].grad();
+    has_grad[i] = g.defined();
+    if (!g.defined()) {
+      g = device->empty(weights[i].shape(), device->compute_dtype());
+      g.zero_();
     }
-    grads.push_back(weights[i].grad().contiguous());
+    grads.push_back(g.contiguous());
   }
+  if (grads.empty()) return;
+  StartedReduce started;
+  started.stage = s;
   if (!options.zero) {
-    ranks.sum(grads);
-    return 0;
+    options.ranks->start_sum(grads);
+    started.grads = std::move(grads);
+  } else {
+    ZeroOptimizer& zero = *options.zero;
+    const ZeroShards& shards = zero.shards();
+    const ZeroGroup& group = shards.groups[zero.group_of(range.first)];
+    LT_CHECK(group.first == range.first && group.last == range.last,
+             "offload executor: dist.zero 1 needs one ZeRO-1 group per stage "
+             "(streaming_zero_groups); parameters [",
+             range.first, ", ", range.last, ") lie in the group [", group.first, ", ", group.last,
+             ")");
+    Tensor flat = device->empty({shards.world * group.shard}, device->compute_dtype());
+    flat.zero_();  // the padding adds zeros
+    for (size_t i = range.first; i < range.last; ++i) {
+      const int64_t at = shards.param_offsets[i] - group.flat;
+      const Tensor& g = grads[i - range.first];
+      flat.slice(0, at, at + g.numel()).view(g.shape()).copy_(g);
+    }
+    started.shard = device->empty({group.shard}, device->compute_dtype());
+    options.ranks->start_reduce_scatter(flat, started.shard);  // holds `flat` until the wait
   }
-  // ZeRO-1: the flat layout on the device (zeros where no parameter has a
-  // gradient, and in the padding), reduce-scattered.
-  ZeroOptimizer& zero = *options.zero;
-  const ZeroShards& shards = zero.shards();
-  Tensor flat = device->empty({shards.flat_size}, device->compute_dtype());
-  flat.zero_();
-  for (size_t i = 0, k = 0; i < weights.size(); ++i) {
-    if (has[i] == 0) continue;
-    const Tensor& g = grads[k++];
-    flat.slice(0, shards.param_offsets[i], shards.param_offsets[i] + g.numel())
-        .view(g.shape())
-        .copy_(g);
+  reducing.push_back(std::move(started));
+  while (reducing.size() > 1) finish_oldest_stage_reduce();
+}
+
+void OffloadExecutor::Impl::finish_oldest_stage_reduce() {
+  const StartedReduce r = std::move(reducing.front());
+  reducing.pop_front();
+  options.ranks->wait_for_oldest_sums(1);
+  const StageRange& range = stages[r.stage];
+  const std::string label = model.stages()[r.stage]->name();
+  CopyList copies;
+  std::function<void()> then;
+  if (!options.zero) {
+    for (size_t i = range.first; i < range.last; ++i) {
+      slab_filled[0][i] = 1;
+      copies.emplace_back(slabs[0][i], r.grads[i - range.first]);
+    }
+  } else {
+    const Tensor host = options.zero->shard_gradient(options.zero->group_of(range.first));  // f32
+    if (r.shard.dtype() == host.dtype()) {
+      copies.emplace_back(host, r.shard);
+    } else {  // bf16 on a GPU: lands in pinned memory, widened on the host
+      Tensor landing = Tensor::empty(r.shard.shape(), r.shard.dtype(), device->host_memory());
+      copies.emplace_back(landing, r.shard);
+      then = [host, landing] { host.copy_(landing); };
+    }
   }
-  grads.clear();
-  for (const Tensor& w : weights) w.set_grad(Tensor());
-  Tensor shard = device->empty({shards.shard}, device->compute_dtype());
-  ranks.reduce_scatter(flat, shard);
-  const Tensor host = zero.shard_gradient(0);  // one group: the whole shard
-  if (shard.dtype() == host.dtype()) {
-    wait_seconds(device->download({{host, shard}}, {}, "grad shard"));
-  } else {  // bf16 on a GPU: lands in pinned memory, widened on the host
-    Tensor landing = Tensor::empty({shards.shard}, shard.dtype(), device->host_memory());
-    wait_seconds(device->download({{landing, shard}}, {}, "grad shard"));
-    host.copy_(landing);
-  }
-  stats->d2h_bytes += static_cast<int64_t>(shard.nbytes());
-  std::vector<bool> has_gradient(weights.size());
-  for (size_t i = 0; i < weights.size(); ++i) has_gradient[i] = has[i] > 0;
-  zero.take_reduced(has_gradient);
-  return zero.shard_squares();
+  for (const auto& [to, from] : copies) stats->d2h_bytes += static_cast<int64_t>(from.nbytes());
+  pending_downloads.push_back(device->download(std::move(copies), std::move(then),
+                                               (options.zero ? "grad shard " : "grads ") + label));
 }
 
 StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Batch>& micro_batches,
@@ -110,41 +173,57 @@ StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Bat
   double targets = 0;
   for (const auto& mb : micro_batches) targets += static_cast<double>(mb.target_count);
   ranks.sum(std::span<double>(&targets, 1));
-  std::vector<double> has(masters.size() + 2);
-  double squared = 0;
+  reducing.clear();  // none left but by a failed step
+  stages_started = 0;
+  has_grad.assign(masters.size(), 0);
+  std::fill(slab_filled[0].begin(), slab_filled[0].end(), 0);
   {
     auto scope = device->compute_scope();
-    forward_backward(*compute, micro_batches, nullptr, st, {}, static_cast<int64_t>(targets));
-    // Which parameters have a gradient on some rank (the same list on
-    // all), the loss and the tokens, in one sum.
-    for (size_t i = 0; i < masters.size(); ++i) has[i] = weights[i].grad().defined() ? 1 : 0;
-    has[masters.size()] = st.loss;
-    has[masters.size() + 1] = static_cast<double>(st.tokens);
-    ranks.sum(has);
-    squared = reduce_gradients_over_ranks(has);
+    struct Disarm {
+      bool& flag;
+      ~Disarm() { flag = false; }
+    } disarm{reduces_armed};
+    BackwardHooks hooks;
+    hooks.before_last_backward = [this] { arm_reduces(); };
+    forward_backward(*compute, micro_batches, nullptr, st, hooks, static_cast<int64_t>(targets));
+    reduces_armed = false;
+    // What the hooks did not start (no backward here, or a parameter
+    // without a gradient on this rank), in the same order.
+    while (stages_started < stages.size()) start_stage_reduce(stages.size() - 1 - stages_started++);
+    while (!reducing.empty()) finish_oldest_stage_reduce();
     device->finish_compute();
     ops::check_index_errors(compute->device());
   }
-  st.loss = has[masters.size()];
-  st.tokens = static_cast<int64_t>(has[masters.size() + 1]);
+  drop_due = true;
+  settle_downloads();
+  // One sum: the parameters' flags, the loss, the tokens and (ZeRO-1) the
+  // squares of this rank's shard.
+  std::vector<double> sums(masters.size() + 3);
+  for (size_t i = 0; i < masters.size(); ++i) sums[i] = has_grad[i] ? 1 : 0;
+  sums[masters.size()] = st.loss;
+  sums[masters.size() + 1] = static_cast<double>(st.tokens);
+  if (options.zero) sums[masters.size() + 2] = options.zero->shard_squares();
+  ranks.sum(sums);
+  st.loss = sums[masters.size()];
+  st.tokens = static_cast<int64_t>(sums[masters.size() + 1]);
   st.target_count = static_cast<int64_t>(targets);
   st.compute_s = seconds_since(compute_start);
 
+  const auto update_start = Clock::now();
   std::vector<Tensor> grads(masters.size());
-  if (!options.zero) {
-    for (const StageRange& r : stages)
-      pending_downloads.push_back(download_gradients(r.first, r.last, 0, "grads"));
-    drop_due = true;
-    settle_downloads();
+  double squared = 0;
+  if (options.zero) {
+    std::vector<bool> has_gradient(masters.size());
+    for (size_t i = 0; i < masters.size(); ++i) has_gradient[i] = sums[i] > 0;
+    options.zero->take_reduced(has_gradient);
+    squared = sums[masters.size() + 2];
+  } else {
     for (size_t i = 0; i < masters.size(); ++i) {
-      if (!slab_filled[0][i]) continue;
+      if (sums[i] == 0) continue;  // zeros from every rank: no gradient, as on one process
       grads[i] = slabs[0][i];
       squared += squares(grads[i]);
     }
   }
-
-  const auto update_start = Clock::now();
-  if (options.zero) ranks.sum(std::span<double>(&squared, 1));  // the shards' squares
   st.grad_norm = std::sqrt(squared);
   if (!std::isfinite(st.loss) || !std::isfinite(st.grad_norm)) {
     st.skipped = true;

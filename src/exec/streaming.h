@@ -86,7 +86,7 @@ struct StreamingOptions {
   ZeroOptimizer* zero = nullptr;
 };
 
-// ZeRO-1's groups for the streaming executor: each stage's first parameter
+// ZeRO-1's groups for the streaming and offload executors: each stage's first parameter
 // (stages without parameters left out), for ZeroOptimizer.
 std::vector<size_t> streaming_zero_groups(const models::CausalLM& model);
 

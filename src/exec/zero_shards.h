@@ -2,9 +2,9 @@
 // ZeRO-1's cut of the parameters among the ranks (docs/distributed.md).
 //
 // The parameters, in model order, form one or more *groups* of consecutive
-// parameters (the offload executor: one group, the whole model; the
-// streaming executor: one group per stage, so that each stage's gradients
-// are reduce-scattered alone as its backward ends). A group's parameters,
+// parameters (the streaming and offload executors: one group per stage,
+// so that each stage's gradients are reduce-scattered alone as its
+// backward ends). A group's parameters,
 // flattened and laid end to end, make an index space of P_g elements; with
 // S_g = ceil(P_g / N) (rounded up to a multiple of `align`), rank r owns the
 // group's elements [r S_g, min((r + 1) S_g, P_g)): the last ranks may own

@@ -195,9 +195,10 @@ optim::NamedTensors optimizer_state_of(const CheckpointContents& ck,
 }
 
 // Several ranks with dist.zero 1: ZeRO-1's sharded AdamW (or AdamW8bit),
-// for the offload executor (one group) and the streaming executor (one
-// group per stage) (exec/zero_optimizer.h); null when it does not apply
-// (one process, or dist.zero 0).
+// for the offload and streaming executors, one group per stage, so that
+// each stage is reduce-scattered as its backward ends
+// (exec/zero_optimizer.h); null when it does not apply (one process, or
+// dist.zero 0).
 std::unique_ptr<exec::ZeroOptimizer> make_zero_optimizer(const TrainConfig& c, const RunPlan& plan,
                                                          const models::CausalLM& model,
                                                          exec::CrossRankSum* ranks) {
@@ -214,9 +215,9 @@ std::unique_ptr<exec::ZeroOptimizer> make_zero_optimizer(const TrainConfig& c, c
   std::optional<optim::AdamW8bitOptions> blockwise;
   if (plan.optimizer != exec::OptimizerStates::Fp32)
     blockwise = optim::AdamW8bitOptions{plan.optimizer_block, plan.min_8bit_numel};
-  return std::make_unique<exec::ZeroOptimizer>(
-      model.parameters(), adamw_options(c), c.optim.no_decay, *ranks,
-      streaming ? exec::streaming_zero_groups(model) : std::vector<size_t>{}, blockwise);
+  return std::make_unique<exec::ZeroOptimizer>(model.parameters(), adamw_options(c),
+                                               c.optim.no_decay, *ranks,
+                                               exec::streaming_zero_groups(model), blockwise);
 }
 
 // `ranks`: data parallel (null: one process); the resident executor, and
@@ -375,10 +376,8 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   if (r.plan.device.is_cuda() && r.plan.executor == exec::ExecutorKind::Resident)
     model.to(r.plan.device, DType::F32);
   setup_compile(c, r.plan, model, log);
-  const size_t zero_groups = r.plan.executor == exec::ExecutorKind::Streaming
-                                 ? exec::streaming_zero_groups(model).size()
-                                 : 1;
-  r.shared_weights = share_weights_on_host(c, r.plan, model, zero_groups, log);
+  r.shared_weights =
+      share_weights_on_host(c, r.plan, model, exec::streaming_zero_groups(model).size(), log);
   std::unique_ptr<exec::ZeroOptimizer> zero = make_zero_optimizer(c, r.plan, model, r.ranks.get());
   exec::ZeroOptimizer* sharded = zero.get();
   r.zero = sharded;

@@ -56,7 +56,7 @@ TrainRun train(bool offload, Ranks ranks, const std::vector<std::vector<data::Ba
   // ZeroShared: the weights in a segment of shared memory, page-locked,
   // as the ranks of a host share them (local rank 0 of 1).
   std::unique_ptr<SharedWeights> shared;
-  const size_t groups = offload ? 1 : streaming_zero_groups(model).size();
+  const size_t groups = streaming_zero_groups(model).size();  // one per stage, both executors
   if (ranks == Ranks::ZeroShared) {
     const size_t bytes = SharedWeights::bytes_for(model.parameters(), groups, 1, true);
     auto memory = std::make_shared<dist::SharedMemory>(
@@ -74,9 +74,9 @@ TrainRun train(bool offload, Ranks ranks, const std::vector<std::vector<data::Ba
   std::unique_ptr<optim::Optimizer> optimizer;
   ZeroOptimizer* zero = nullptr;
   if (ranks == Ranks::Zero || ranks == Ranks::ZeroShared) {
-    auto z = std::make_unique<ZeroOptimizer>(
-        model.parameters(), adam_options(), std::vector<std::string>{"norm"}, *sum,
-        offload ? std::vector<size_t>{} : streaming_zero_groups(model));
+    auto z = std::make_unique<ZeroOptimizer>(model.parameters(), adam_options(),
+                                             std::vector<std::string>{"norm"}, *sum,
+                                             streaming_zero_groups(model));
     zero = z.get();
     if (shared) z->share_weights(*shared);
     optimizer = std::move(z);
