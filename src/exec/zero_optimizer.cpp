@@ -363,38 +363,49 @@ void ZeroOptimizer::load_state(const optim::NamedTensors& state) {
              name, "' is missing (a checkpoint of another model or optimizer?)");
     return it->second;
   };
-  // The piece's part of a whole state of `count` elements of `dtype`, in
-  // `unit`s of elements (1, or a block: the scales).
-  auto part = [&](const std::string& name, DType dtype, int64_t count, const ZeroPiece& piece,
-                  int64_t unit) {
-    const Tensor& whole = find(name);
-    LT_CHECK(whole.numel() == count && whole.dtype() == dtype, "dist.zero 1: the optimizer state '",
-             name, "' is ", whole.str(), ", not ", dtype_name(dtype), " of ", count, " elements");
-    const int64_t from = piece.begin / unit, to = (piece.begin + piece.length + unit - 1) / unit;
-    return whole.contiguous().flatten().slice(0, from, to).clone();
+  StateSource whole;
+  whole.part = [&](size_t i, const std::string& field, DType dtype, int64_t from, int64_t to) {
+    const auto& [name, p] = masters_[i];
+    const std::string key = name + "." + field;
+    const Tensor& t = find(key);
+    const bool scales = field.ends_with(".scales");
+    const int64_t count =
+        scales ? (p.numel() + adamw8bit_->block_size - 1) / adamw8bit_->block_size : p.numel();
+    LT_CHECK(t.numel() == count && t.dtype() == dtype, "dist.zero 1: the optimizer state '", key,
+             "' is ", t.str(), ", not ", dtype_name(dtype), " of ", count, " elements");
+    return t.contiguous().flatten().slice(0, from, to).clone();
   };
+  whole.step = [&](size_t i) {
+    return find(i < masters_.size() ? masters_[i].first + ".step" : std::string("step"));
+  };
+  load_state_parts(whole);
+}
+
+void ZeroOptimizer::load_state_parts(const StateSource& source) {
   optim::NamedTensors mine[2];
   for (size_t k = 0; k < shards_.pieces.size(); ++k) {
     const ZeroPiece& piece = shards_.pieces[k];
-    const auto& [name, p] = masters_[piece.param];
+    const std::string& name = masters_[piece.param].first;
     const int inner = inner_of_[k].first;
+    // The piece's units of a state counted in `unit`s of elements.
+    auto part = [&](const std::string& field, DType dtype, int64_t unit) {
+      return source.part(piece.param, field, dtype, piece.begin / unit,
+                         (piece.begin + piece.length + unit - 1) / unit);
+    };
     if (inner == 0) {
       for (const char* field : {"exp_avg", "exp_avg_sq"})
-        mine[0].emplace_back(name + "." + field,
-                             part(name + "." + field, DType::F32, p.numel(), piece, 1));
+        mine[0].emplace_back(name + "." + field, part(field, DType::F32, 1));
     } else {
-      const int64_t block = adamw8bit_->block_size;
-      const int64_t blocks = (p.numel() + block - 1) / block;
-      for (const char* moment : {"exp_avg", "sqrt_exp_avg_sq"}) {
-        const std::string codes = name + "." + moment + ".codes";
-        const std::string scales = name + "." + moment + ".scales";
-        mine[1].emplace_back(codes, part(codes, DType::U8, p.numel(), piece, 1));
-        mine[1].emplace_back(scales, part(scales, DType::F32, blocks, piece, block));
+      for (const std::string moment : {"exp_avg", "sqrt_exp_avg_sq"}) {
+        mine[1].emplace_back(name + "." + moment + ".codes", part(moment + ".codes", DType::U8, 1));
+        mine[1].emplace_back(name + "." + moment + ".scales",
+                             part(moment + ".scales", DType::F32, adamw8bit_->block_size));
       }
     }
-    mine[inner].emplace_back(name + ".step", find(name + ".step"));
+    mine[inner].emplace_back(name + ".step", source.step(piece.param));
   }
-  for (auto& m : mine) m.emplace_back("step", find("step"));
+  const Tensor step = source.step(static_cast<size_t>(-1));
+  for (auto& m : mine) m.emplace_back("step", step);
   adam_->load_state(mine[0]);
   if (adam8_) adam8_->load_state(mine[1]);
 }

@@ -40,6 +40,7 @@
 // AdamW, as AdamW8bit's own small tensors: the same states bit for bit as
 // one process. The cost is up to a block of zero padding per parameter in
 // the flat buffer.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +75,19 @@ class ZeroOptimizer final : public optim::Optimizer {
   void set_bf16_shadow(size_t index, Tensor shadow) override;
   optim::NamedTensors state() const override;
   void load_state(const optim::NamedTensors& state) override;
+  // Where load_state_parts reads from: `part(i, field, dtype, from, to)`
+  // gives units [from, to) of parameter i's whole state `field` ("exp_avg",
+  // "exp_avg_sq"; with adamw8bit "exp_avg.codes", "sqrt_exp_avg_sq.scales",
+  // ...; a unit is an element, or for scales a block), of `dtype`;
+  // `step(i)` parameter i's step, and `step(npos)` the optimizer's.
+  struct StateSource {
+    std::function<Tensor(size_t i, const std::string& field, DType dtype, int64_t from, int64_t to)>
+        part;
+    std::function<Tensor(size_t i)> step;
+  };
+  // load_state, asking only for this rank's pieces (a checkpoint's shard
+  // files are read in part: exec/zero_checkpoint.h).
+  void load_state_parts(const StateSource& source);
 
   // `grads`: per master, its gradient on this rank (f32, the master's
   // element count, on the CPU) or undefined. A parameter has a summed

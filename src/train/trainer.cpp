@@ -183,15 +183,24 @@ int64_t steps_per_epoch(const std::vector<data::WeightedSamples>& sources,
   return std::max<int64_t>(1, (sequences + sequences_per_step - 1) / sequences_per_step);
 }
 
-// A checkpoint's optimizer states, whole: those of a ZeRO-1 run saved per
-// shard are assembled from its shard files (exec/zero_checkpoint.h), which
-// re-shards them for any world size, with or without ZeRO.
-optim::NamedTensors optimizer_state_of(const CheckpointContents& ck,
-                                       const models::CausalLM& model) {
+// Loads a checkpoint's optimizer states into `optimizer`. Those of a ZeRO-1
+// run, saved per shard (exec/zero_checkpoint.h), are re-sharded for any
+// world size: a ZeRO-1 rank (`zero`, the same optimizer) reads only the
+// parts of the shard files it keeps, a run without ZeRO the whole states.
+void load_optimizer_state(const CheckpointContents& ck, const models::CausalLM& model,
+                          optim::Optimizer& optimizer, exec::ZeroOptimizer* zero) {
   auto world = ck.optimizer_state.find(exec::kZeroWorldSizeKey);
-  if (world == ck.optimizer_state.end())
-    return {ck.optimizer_state.begin(), ck.optimizer_state.end()};
-  return exec::whole_state_from_shards(ck.dir, model.parameters(), *world->second.data<int64_t>());
+  if (world == ck.optimizer_state.end()) {
+    optimizer.load_state({ck.optimizer_state.begin(), ck.optimizer_state.end()});
+    return;
+  }
+  const int64_t saved_world = *world->second.data<int64_t>();
+  if (zero) {
+    const exec::ZeroShardFiles files(ck.dir, model.parameters(), saved_world);
+    zero->load_state_parts(files.source());
+    return;
+  }
+  optimizer.load_state(exec::whole_state_from_shards(ck.dir, model.parameters(), saved_world));
 }
 
 // Several ranks with dist.zero 1: ZeRO-1's sharded AdamW (or AdamW8bit),
@@ -413,7 +422,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     } else {
       // States on disk come back for it (Note [Stage states on disk]).
       if (!r.plan.sizes.states_on_disk.empty()) r.executor->sync();
-      r.optimizer->load_state(optimizer_state_of(ck, model));
+      load_optimizer_state(ck, model, *r.optimizer, r.zero);
     }
     r.state = ck.state;
     if (resumed.data) {

@@ -94,8 +94,9 @@ TEST(OffloadRanks, ZeroCheckpointsResumeOnOtherWorldSizes) {
 // either way): losses, norms and weights as those within 1e-6 and 2e-6
 // (tests/exec/zero_adamw8bit_test checks the sharded optimizer against
 // one AdamW8bit bit for bit). Resumes across world sizes with a ZeRO-1
-// checkpoint (codes and per-block scales saved per shard, re-sharded)
-// continue as the same resumes with all-reduce.
+// checkpoint (codes and per-block scales saved per shard, re-sharded;
+// 2 -> 2: each ZeRO-1 rank reads only its parts of them) continue as the
+// same resumes with all-reduce.
 TEST(OffloadRanks, ZeroAdamW8bitGivesTheAllReduceRunAndResumesAcrossWorldSizes) {
   Runs runs;
   auto sets = [&](int steps, bool zero) {
@@ -111,7 +112,7 @@ TEST(OffloadRanks, ZeroAdamW8bitGivesTheAllReduceRunAndResumesAcrossWorldSizes) 
   runs.train(2, runs.tmp / "zero", sets(4, true));
   expect_same_steps(runs.tmp / "all_reduce", runs.tmp / "zero");
   expect_same_weights(runs.tmp / "all_reduce" / "step-4", runs.tmp / "zero" / "step-4");
-  for (const auto& [first, then] : {std::pair{2, 0}, std::pair{0, 2}}) {
+  for (const auto& [first, then] : {std::pair{2, 0}, std::pair{0, 2}, std::pair{2, 2}}) {
     const std::string name = "from" + std::to_string(first) + "to" + std::to_string(then);
     std::vector<fs::path> outs;
     for (bool zero : {false, true}) {

@@ -2,11 +2,13 @@
 // shards 1 to 4 ranks write, read back into the whole model's states,
 // equal the states they were cut from bit for bit (random values, the
 // qwen3 fixture's parameters, which divide by none of 3 and 4 evenly);
-// a missing shard is an error naming its file.
+// a missing shard is an error naming its file. A rank resuming with
+// ZeRO-1 reads only the parts it keeps.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "core/random.h"
 #include "exec/zero_checkpoint.h"
@@ -82,6 +84,89 @@ TEST(ZeroCheckpoint, ShardsReadBackAsTheWholeStateForAnyWorldSize) {
                   whole_state_from_shards(dir, params, 3);
                 }).find(zero_shard_file_name(1, 3) + ": missing"),
                 std::string::npos);
+    }
+  }
+}
+
+// The bytes this process has read through read(2)/pread(2), as the kernel
+// counts them (/proc/self/io's rchar).
+int64_t bytes_read() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  int64_t value = 0;
+  while (io >> key >> value)
+    if (key == "rchar:") return value;
+  ADD_FAILURE() << "no rchar in /proc/self/io";
+  return 0;
+}
+
+// The bytes of a file's safetensors header (its first 8 bytes and the JSON).
+int64_t header_bytes(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  return 8 + static_cast<int64_t>(n);
+}
+
+// A ZeRO-1 rank resuming reads only the parts of the shard files it keeps
+// (ZeroShardFiles): for every world size that wrote them and every world
+// size that reads, each rank's states equal those it keeps of the whole
+// (ZeroOptimizer::load_state, checked above to give back the whole bit
+// for bit), and the kernel counts that the rank read its own states' bytes
+// (8 a parameter element it owns: ~1/N of the states) plus the files'
+// headers and scalars, not the whole states.
+TEST(ZeroCheckpoint, ARankReadsOnlyTheStatesItKeeps) {
+  const models::CausalLM model =
+      io::load_hf_model(fs::path(LT_SOURCE_DIR) / "tests/models/fixtures/families/qwen3");
+  const auto params = model.parameters();
+  const optim::NamedTensors whole = random_state(params);
+  int64_t elements = 0;
+  for (const auto& [name, p] : params) elements += p.numel();
+  train::testing::TempDir tmp("zero_checkpoint_parts");
+  for (int saved : {1, 2, 3}) {
+    const fs::path dir = tmp / std::to_string(saved);
+    fs::create_directories(dir);
+    int64_t headers = 0;
+    for (int rank = 0; rank < saved; ++rank) {
+      RankOnly ranks(rank, saved);
+      ZeroOptimizer zero(params, optim::AdamWOptions{}, {}, ranks);
+      zero.load_state(whole);
+      const fs::path file = dir / zero_shard_file_name(rank, saved);
+      write_zero_shard(file, zero);
+      headers += header_bytes(file);
+    }
+    for (int world : {1, 2, 3, 4}) {
+      for (int rank = 0; rank < world; ++rank) {
+        SCOPED_TRACE(std::to_string(saved) + " ranks saved, rank " + std::to_string(rank) + " of " +
+                     std::to_string(world) + " reads");
+        RankOnly ranks(rank, world);
+        ZeroOptimizer want(params, optim::AdamWOptions{}, {}, ranks);
+        want.load_state(whole);
+        ZeroOptimizer got(params, optim::AdamWOptions{}, {}, ranks);
+        const int64_t probe = bytes_read();  // a look at /proc/self/io reads it too
+        const int64_t before = bytes_read();
+        {
+          const ZeroShardFiles files(dir, params, saved);
+          got.load_state_parts(files.source());
+        }
+        const int64_t read = bytes_read() - before - (before - probe);
+        const optim::NamedTensors a = want.shard_state(), b = got.shard_state();
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t k = 0; k < a.size(); ++k) {
+          EXPECT_EQ(a[k].first, b[k].first);
+          ASSERT_EQ(a[k].second.nbytes(), b[k].second.nbytes()) << a[k].first;
+          EXPECT_EQ(0, std::memcmp(a[k].second.contiguous().data_ptr(),
+                                   b[k].second.contiguous().data_ptr(), a[k].second.nbytes()))
+              << a[k].first;
+        }
+        // m and v of the rank's elements; scalars: each file's rank, world
+        // size and step, and every piece's first element and step.
+        const int64_t states = 8 * got.shards().owned();
+        const int64_t scalars = 8 * (3 * saved + 2 * (static_cast<int64_t>(params.size()) + saved));
+        EXPECT_GE(read, states);
+        EXPECT_LE(read, states + headers + scalars) << "states of " << 8 * elements << " bytes";
+        EXPECT_LE(got.shards().owned(), elements / world + 1);  // a shard: ceil(elements / N)
+      }
     }
   }
 }
