@@ -117,6 +117,20 @@ void ZeroOptimizer::finish_step() {
   if (adam8_) adam8_->finish_step();
 }
 
+bool ZeroOptimizer::use_compiled_updates(std::shared_ptr<compile::KernelCache> cache) {
+  if (adam8_) adam8_->use_compiled_updates(cache);
+  return adam_->use_compiled_updates(std::move(cache));
+}
+
+int64_t ZeroOptimizer::compiled_updates() const {
+  return adam_->compiled_updates() + (adam8_ ? adam8_->compiled_updates() : 0);
+}
+
+std::string ZeroOptimizer::compiled_fallback() const {
+  const std::string why = adam_->compiled_fallback();
+  return why.empty() && adam8_ ? adam8_->compiled_fallback() : why;
+}
+
 optim::NamedTensors ZeroOptimizer::shard_state() const {
   optim::NamedTensors out;
   Tensor step;

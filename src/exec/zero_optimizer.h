@@ -73,6 +73,10 @@ class ZeroOptimizer final : public optim::Optimizer {
   void update(double lr, double grad_scale, size_t first, size_t last) override;
   void finish_step() override;
   void set_bf16_shadow(size_t index, Tensor shadow) override;
+  // The pieces' optimizers (AdamW, AdamW8bit) take the compiled updates.
+  bool use_compiled_updates(std::shared_ptr<compile::KernelCache> cache) override;
+  int64_t compiled_updates() const override;
+  std::string compiled_fallback() const override;
   optim::NamedTensors state() const override;
   void load_state(const optim::NamedTensors& state) override;
   // Where load_state_parts reads from: `part(i, field, dtype, from, to)`

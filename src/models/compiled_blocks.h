@@ -43,6 +43,8 @@ class CompiledBlocks {
 
   CompiledBlockStats stats() const;
   compile::KernelCacheStats cache_stats() const { return cache_->stats(); }
+  // Where the kernels come from (the optimizer's compiled updates share it).
+  const std::shared_ptr<compile::KernelCache>& cache() const { return cache_; }
 
  private:
   using Key = std::tuple<const Stage*, Shape, DType, std::string, bool, const void*>;

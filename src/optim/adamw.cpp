@@ -5,8 +5,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "compile/gpu_kernel.h"
 #include "core/thread_pool.h"
 #include "optim/adamw_kernel.h"
+#include "optim/compiled_adamw.h"
 #include "optim/cuda/adamw.h"
 #include "optim/kernels_simd.h"
 #include "optim/shadow.h"
@@ -143,6 +145,60 @@ void update_on_cuda(const std::vector<ParamJob>& jobs) {
 #endif
 }
 
+// train.compile's backend: compiled_adamw_update (the same operations in
+// the same order as the kernels above) over pieces of each parameter, so
+// that the kernel's new output buffers (12 bytes an element, copied back:
+// the IR has no in-place outputs) stay small whatever the parameter. On the
+// CPU the pieces are update_on_cpu's chunks, in parallel (a chunk by one
+// thread alone); on CUDA 16 M elements, one after another.
+struct CompiledJob {
+  AdamWScalars s;
+  Tensor param, grad, exp_avg, exp_avg_sq, shadow;  // flat, contiguous
+};
+
+// Whether the kernels `jobs` need can be had (compiled, or loaded from the
+// cache folder), before any parameter changes; if not, `why` says so.
+bool compiled_kernels_ready(compile::KernelCache& cache, const std::vector<CompiledJob>& jobs,
+                            std::string& why) {
+  try {
+    for (const CompiledJob& job : jobs) {
+      compile::kernel_for(cache, adamw_kernel_graph(job.grad.dtype(), job.shadow.defined()),
+                          job.param.device());
+    }
+    return true;
+  } catch (const std::exception& e) {
+    why = std::string("AdamW's compiled update: ") + e.what();
+    return false;
+  }
+}
+
+void update_compiled(compile::KernelCache& cache, const std::vector<CompiledJob>& jobs) {
+  struct Piece {
+    size_t job;
+    int64_t begin, end;
+  };
+  std::vector<Piece> cpu_pieces, cuda_pieces;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const bool cuda = jobs[j].param.device().is_cuda();
+    const int64_t size = cuda ? int64_t{1} << 24 : kChunkElements;
+    const int64_t n = jobs[j].param.numel();
+    for (int64_t b = 0; b < n; b += size)
+      (cuda ? cuda_pieces : cpu_pieces).push_back({j, b, std::min(n, b + size)});
+  }
+  auto run = [&](const Piece& piece) {
+    const CompiledJob& job = jobs[piece.job];
+    auto part = [&](const Tensor& t) {
+      return t.defined() ? t.slice(0, piece.begin, piece.end) : Tensor();
+    };
+    compiled_adamw_update(cache, job.s, part(job.param), part(job.grad), part(job.exp_avg),
+                          part(job.exp_avg_sq), part(job.shadow));
+  };
+  parallel_for(0, static_cast<int64_t>(cpu_pieces.size()), 1, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) run(cpu_pieces[static_cast<size_t>(c)]);
+  });
+  for (const Piece& piece : cuda_pieces) run(piece);
+}
+
 }  // namespace
 
 void validate(const AdamWOptions& o) {
@@ -241,9 +297,34 @@ void AdamW::update(double lr, double grad_scale, size_t first, size_t last) {
                             grad_scale, ++param_steps_[job.index]);
     }
   }
+  if (compiled_) {
+    std::vector<CompiledJob> jobs;
+    for (auto* list : {&cpu_jobs, &cuda_jobs}) {
+      for (const ParamJob& job : *list) {
+        const size_t i = job.index;
+        const Shape flat{job.numel};
+        const Tensor& shadow = shadows_[i];
+        jobs.push_back({job.s, params_[i].second.detach().reshape(flat),
+                        params_[i].second.grad().contiguous().reshape(flat),
+                        exp_avg_[i].reshape(flat), exp_avg_sq_[i].reshape(flat),
+                        shadow.defined() ? shadow.reshape(flat) : Tensor()});
+      }
+    }
+    if (compiled_kernels_ready(*compiled_, jobs, compiled_fallback_)) {
+      update_compiled(*compiled_, jobs);
+      compiled_updates_ += static_cast<int64_t>(jobs.size());
+      return;
+    }
+    compiled_.reset();
+  }
   // The one dispatch point: each backend updates the parameters on its device.
   update_on_cpu(isa_, cpu_jobs);
   update_on_cuda(cuda_jobs);
+}
+
+bool AdamW::use_compiled_updates(std::shared_ptr<compile::KernelCache> cache) {
+  compiled_ = std::move(cache);
+  return true;
 }
 
 NamedTensors AdamW::state() const {

@@ -60,6 +60,12 @@ class AdamW final : public Optimizer {
   void update(double lr, double grad_scale, size_t first, size_t last) override;
   void finish_step() override { ++step_count_; }
   void set_bf16_shadow(size_t index, Tensor shadow) override;
+  // Each parameter's update then runs compiled_adamw_update, in pieces (on
+  // the CPU or a CUDA device: the same operations in the same order, so
+  // the same values as the hand-written kernels).
+  bool use_compiled_updates(std::shared_ptr<compile::KernelCache> cache) override;
+  int64_t compiled_updates() const override { return compiled_updates_; }
+  std::string compiled_fallback() const override { return compiled_fallback_; }
 
   // The instruction set of the CPU kernel (active_isa() unless set; the
   // result is the same bit for bit on every one, only the speed differs).
@@ -95,6 +101,9 @@ class AdamW final : public Optimizer {
   std::vector<Tensor> shadows_;       // per parameter: bf16 shadow or undefined
   Isa isa_ = active_isa();
   int64_t step_count_ = 0;
+  std::shared_ptr<compile::KernelCache> compiled_;  // train.compile: the kernels' cache
+  int64_t compiled_updates_ = 0;
+  std::string compiled_fallback_;
 };
 
 }  // namespace lt::optim

@@ -50,6 +50,11 @@ class AdamW8bit final : public Optimizer {
   void update(double lr, double grad_scale, size_t first, size_t last) override;
   void finish_step() override;
   void set_bf16_shadow(size_t index, Tensor shadow) override;
+  // The 8-bit parameters' updates then run compiled_adamw8bit_update, the
+  // small ones AdamW's compiled update.
+  bool use_compiled_updates(std::shared_ptr<compile::KernelCache> cache) override;
+  int64_t compiled_updates() const override;
+  std::string compiled_fallback() const override;
 
   // The instruction set of the CPU kernels (active_isa() unless set; same
   // result bit for bit on each).
@@ -100,11 +105,18 @@ class AdamW8bit final : public Optimizer {
   std::unique_ptr<AdamW> fp32_;  // their optimizer
   int64_t step_count_ = 0;
   Isa isa_ = active_isa();
+  std::shared_ptr<compile::KernelCache> compiled_;  // train.compile: the kernels' cache
+  int64_t compiled_updates_ = 0;                    // of 8-bit parameters
+  std::string compiled_fallback_;                   // of 8-bit parameters
 
   // update()'s backends, one per device kind (adamw8bit.cpp).
   struct Job;
   void update_on_cpu(const std::vector<Job>& jobs) const;
   void update_on_cuda(const std::vector<Job>& jobs) const;
+  // Whether every kernel `jobs` need can be had; if not, says why in
+  // compiled_fallback_ and drops the compiled updates.
+  bool compiled_kernels_ready(const std::vector<const std::vector<Job>*>& jobs);
+  void update_compiled(const std::vector<Job>& cpu_jobs, const std::vector<Job>& cuda_jobs);
 };
 
 }  // namespace lt::optim

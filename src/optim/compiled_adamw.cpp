@@ -1,5 +1,6 @@
 #include "optim/compiled_adamw.h"
 
+#include "compile/gpu_kernel.h"
 #include "compile/tensor_call.h"
 #include "core/error.h"
 
@@ -58,24 +59,25 @@ void compiled_adamw_update(compile::KernelCache& cache, const AdamWScalars& s, c
                            const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                            const Tensor& bf16_copy) {
   const int64_t n = grad.numel();
+  const Device device = grad.device();
   for (const Tensor* t : {&param, &exp_avg, &exp_avg_sq}) {
     LT_CHECK(
-        t->dtype() == DType::F32 && t->numel() == n && t->is_contiguous() && t->device().is_cpu(),
-        "compiled_adamw_update: param and states must be contiguous f32 CPU tensors of ", n,
-        " elements, got ", t->str());
+        t->dtype() == DType::F32 && t->numel() == n && t->is_contiguous() && t->device() == device,
+        "compiled_adamw_update: param and states must be contiguous f32 tensors of ", n,
+        " elements on ", device.str(), " (the gradient's device), got ", t->str());
   }
   LT_CHECK(!bf16_copy.defined() || (bf16_copy.dtype() == DType::BF16 && bf16_copy.numel() == n),
            "compiled_adamw_update: the bf16 copy must be bf16 of ", n, " elements");
   const compile::KernelGraph graph = adamw_kernel_graph(grad.dtype(), bf16_copy.defined());
-  auto kernel = cache.get(graph);
+  const compile::DeviceKernel kernel = compile::kernel_for(cache, graph, device);
   const Shape row{1, n};
   std::vector<Tensor> inputs{param.reshape(row), grad.contiguous().reshape(row),
                              exp_avg.reshape(row), exp_avg_sq.reshape(row)};
-  for (Tensor& t : adamw_scalar_rows(s, 1)) inputs.push_back(std::move(t));
+  for (Tensor& t : adamw_scalar_rows(s, 1)) inputs.push_back(t.to(device));
   // The kernel's outputs may not overlap its inputs: it writes new buffers,
   // copied back (a copy of 12 bytes a parameter that an in-place kernel
   // would not need; the IR has no in-place outputs yet).
-  std::vector<Tensor> out = compile::call(*kernel, graph, inputs);
+  std::vector<Tensor> out = compile::call(kernel, graph, inputs);
   param.copy_(out[0].reshape(param.shape()));
   exp_avg.copy_(out[1].reshape(exp_avg.shape()));
   exp_avg_sq.copy_(out[2].reshape(exp_avg_sq.shape()));

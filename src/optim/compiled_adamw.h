@@ -40,9 +40,11 @@ AdamWStepValues adamw_step(compile::KernelGraph& k, const AdamWScalarValues& s, 
 // (f32), then the bf16 copy of p when `with_bf16_copy`.
 compile::KernelGraph adamw_kernel_graph(DType grad_dtype, bool with_bf16_copy);
 
-// Updates `param`, `exp_avg`, `exp_avg_sq` (f32, contiguous, on the CPU,
-// the same number of elements as `grad`) in place, and writes `bf16_copy`
-// when defined (bf16, as many elements). The kernel comes from `cache`.
+// Updates `param`, `exp_avg`, `exp_avg_sq` (f32, contiguous, on the
+// gradient's device: the CPU, or CUDA, the kernel as a cubin; the same
+// number of elements as `grad`) in place, and writes `bf16_copy` when
+// defined (bf16, as many elements, on any device). The kernel comes from
+// `cache`.
 void compiled_adamw_update(compile::KernelCache& cache, const AdamWScalars& s, const Tensor& param,
                            const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                            const Tensor& bf16_copy = Tensor());

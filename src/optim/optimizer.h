@@ -2,11 +2,16 @@
 // What an executor needs from an optimizer: one update per step and its
 // checkpoint state. AdamW (fp32 states) and AdamW8bit (blockwise 8-bit
 // states) implement it, so the trainer picks one by optim.name.
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/tensor.h"
+
+namespace lt::compile {
+class KernelCache;
+}
 
 namespace lt::optim {
 
@@ -39,6 +44,22 @@ class Optimizer {
   // on CUDA the fused update kernel writes it); it is filled from the current
   // parameter now. An undefined tensor removes the shadow.
   virtual void set_bf16_shadow(size_t index, Tensor shadow) = 0;
+  // train.compile (issue 24): later updates run as kernels of the fusion
+  // compiler (optim/compiled_adamw.h, compiled_adamw8bit.h) taken from
+  // `cache`; null: the hand-written kernels again. Returns whether this
+  // optimizer has compiled updates (those without keep the hand-written
+  // ones and say so by returning false).
+  virtual bool use_compiled_updates(std::shared_ptr<compile::KernelCache> cache) {
+    (void)cache;
+    return false;
+  }
+  // Parameter updates run through compiled kernels so far.
+  virtual int64_t compiled_updates() const { return 0; }
+  // Why the compiled updates stopped (empty: they did not): a kernel that
+  // could not be had (not compiled; on a GPU without the compiler, not in
+  // the cache folder). That update and every later one ran the hand-written
+  // kernels.
+  virtual std::string compiled_fallback() const { return {}; }
   virtual NamedTensors state() const = 0;
   virtual void load_state(const NamedTensors& state) = 0;
 };

@@ -52,9 +52,29 @@ void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& 
               ")");
 }
 
-void log_compile(const models::CausalLM& model, ProgressBar& log) {
+void setup_compiled_optimizer(const models::CausalLM& model, optim::Optimizer& optimizer,
+                              ProgressBar& log) {
   const auto& compiled = model.compiled_blocks();
-  if (compiled) log.message(models::compile_summary(compiled->stats(), compiled->cache_stats()));
+  if (!compiled) return;
+  if (optimizer.use_compiled_updates(compiled->cache())) {
+    log.message("train.compile: the optimizer's updates run through the fusion compiler");
+  } else {
+    log.message("train.compile: the optimizer has no compiled updates; it runs its own kernels");
+  }
+}
+
+void log_compile(const models::CausalLM& model, const optim::Optimizer& optimizer,
+                 ProgressBar& log) {
+  const auto& compiled = model.compiled_blocks();
+  if (!compiled) return;
+  std::string line = models::compile_summary(compiled->stats(), compiled->cache_stats());
+  if (optimizer.compiled_updates() > 0) {
+    line += "; " + std::to_string(optimizer.compiled_updates()) +
+            " parameter updates by compiled optimizer kernels";
+  }
+  const std::string fallback = optimizer.compiled_fallback();
+  if (!fallback.empty()) line += "; the optimizer runs its hand-written kernels: " + fallback;
+  log.message(line);
 }
 
 }  // namespace lt::train

@@ -2,6 +2,7 @@
 // train.compile: whether the run's blocks go through the fusion compiler
 // (models/compiled_blocks.h), and the line the run logs about it.
 #include "models/causal_lm.h"
+#include "optim/optimizer.h"
 #include "train/config.h"
 #include "train/progress.h"
 #include "train/run_plan.h"
@@ -18,9 +19,19 @@ namespace lt::train {
 void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& model,
                    ProgressBar& log);
 
+// After setup_compile gave `model` its compiled blocks: `optimizer`'s
+// updates run as compiled kernels from the same cache too, and the run
+// says so (or that this optimizer has none). A kernel that cannot be had
+// later (on a GPU without the compiler: not in the cache folder) puts the
+// optimizer back on its hand-written kernels, which log_compile reports.
+// Without compiled blocks, does nothing.
+void setup_compiled_optimizer(const models::CausalLM& model, optim::Optimizer& optimizer,
+                              ProgressBar& log);
+
 // Logs what compiling has done so far: the trainer calls it after the
 // run's second step (the first traces and compiles the forward, the second
 // compiles the backward) and at the end.
-void log_compile(const models::CausalLM& model, ProgressBar& log);
+void log_compile(const models::CausalLM& model, const optim::Optimizer& optimizer,
+                 ProgressBar& log);
 
 }  // namespace lt::train

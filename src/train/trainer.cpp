@@ -399,6 +399,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   } else {
     r.optimizer = make_optimizer(c, r.plan, model, log);
   }
+  setup_compiled_optimizer(model, *r.optimizer, log);
   r.batch_options.batch_size = r.plan.accum_sequences;
   r.batch_options.seq_len = c.train.seq_len;
   r.batch_options.pack = c.data.pack;
@@ -663,7 +664,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     // train.compile traces and compiles the forward in the run's first
     // step (whose backward is the traced, unfused one), the backward in the
     // second.
-    if (r.state.step == first_step + 2 || at_end) log_compile(*r.model, bar);
+    if (r.state.step == first_step + 2 || at_end) log_compile(*r.model, *r.optimizer, bar);
     if (stop_requested(r, signals) && !at_end) {  // on the last step, finish normally
       bar.finish();
       bar.message("stop requested: saving and exiting");

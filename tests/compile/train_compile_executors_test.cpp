@@ -79,11 +79,7 @@ ModeRun train(Mode mode, const std::string& family, bool compiled) {
   auto optimizer = testing::test_optimizer(model, testing::TestOptimizer::AdamW);
   std::unique_ptr<exec::Executor> executor = make_executor(mode, model, *optimizer);
   Generator gen(17);
-  std::vector<std::vector<data::Batch>> batches;
-  for (int s = 0; s < kSteps; ++s) {
-    batches.push_back({testing::random_token_batch(gen, 2, 12, model.config().vocab_size),
-                       testing::random_token_batch(gen, 2, 12, model.config().vocab_size)});
-  }
+  const auto batches = testing::random_token_steps(gen, kSteps, 12, model.config().vocab_size);
   ModeRun r;
   r.result = testing::run_executor_steps(*executor, model, batches, 1.0);
   executor.reset();  // its threads are done with the blocks

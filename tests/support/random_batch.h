@@ -27,4 +27,15 @@ inline data::Batch random_token_batch(Generator& gen, int64_t rows, int64_t seq,
   return b;
 }
 
+// `steps` global batches, each of two micro-batches of 2 rows of `seq`
+// tokens, drawn in order from `gen`.
+inline std::vector<std::vector<data::Batch>> random_token_steps(Generator& gen, int steps,
+                                                                int64_t seq, int64_t vocab) {
+  std::vector<std::vector<data::Batch>> out;
+  for (int s = 0; s < steps; ++s) {
+    out.push_back({random_token_batch(gen, 2, seq, vocab), random_token_batch(gen, 2, seq, vocab)});
+  }
+  return out;
+}
+
 }  // namespace lt::testing
