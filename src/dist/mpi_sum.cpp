@@ -5,6 +5,7 @@
 
 #ifdef LT_HAVE_MPI
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "dist/mpi_waits.h"
@@ -89,7 +90,9 @@ class MpiSum final : public exec::CrossRankSum {
     std::vector<MPI_Request> requests;
     for (size_t k = 0; k < count; ++k)
       requests.insert(requests.end(), in_flight_[k].requests.begin(), in_flight_[k].requests.end());
-    bounded_wait(requests, in_flight_.front().sequence, in_flight_.front().what, timeout_s_);
+    bounded_wait(
+        requests, in_flight_.front().sequence, in_flight_.front().what, timeout_s_,
+        count == 1 ? std::span<const int>(in_flight_.front().among) : std::span<const int>());
     for (size_t k = 0; k < count; ++k) {
       InFlight& f = in_flight_[k];
       if (!f.unpack || f.packed.empty()) continue;
@@ -122,6 +125,62 @@ class MpiSum final : public exec::CrossRankSum {
               "MPI_Ireduce_scatter_block");
   }
 
+  // Note [Gathers among a host's peers]: a communicator of the peers
+  // (MPI_Comm_split, colored by the first peer; blocking, so a bounded
+  // barrier of every rank comes first, as for the host split), kept only
+  // when its members are exactly `peers` on every rank.
+  bool join_peers(const std::vector<int>& peers) override {
+    LT_CHECK(!peers.empty() && std::is_sorted(peers.begin(), peers.end()) &&
+                 std::binary_search(peers.begin(), peers.end(), rank_),
+             "dist.share_weights: rank ", rank_, "'s peers must be ascending and hold it");
+    bounded_collective(
+        "the meeting of the ranks before they find their peers on other hosts", timeout_s_,
+        [](MPI_Request* r) { check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, r), "MPI_Ibarrier"); });
+    MPI_Comm comm = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, peers.front(), rank_, &comm), "MPI_Comm_split");
+    int size = 0;
+    check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+    int agree = size == static_cast<int>(peers.size()) ? 1 : 0;
+    if (agree) {
+      MPI_Group world_group = MPI_GROUP_NULL, peer_group = MPI_GROUP_NULL;
+      check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world_group), "MPI_Comm_group");
+      check_mpi(MPI_Comm_group(comm, &peer_group), "MPI_Comm_group");
+      std::vector<int> local(peers.size()), world(peers.size());
+      std::iota(local.begin(), local.end(), 0);
+      check_mpi(
+          MPI_Group_translate_ranks(peer_group, size, local.data(), world_group, world.data()),
+          "MPI_Group_translate_ranks");
+      MPI_Group_free(&peer_group);
+      MPI_Group_free(&world_group);
+      agree = world == peers ? 1 : 0;
+    }
+    int all_agree = 0;
+    bounded_collective("whether every rank's peers agree", timeout_s_, [&](MPI_Request* r) {
+      check_mpi(MPI_Iallreduce(&agree, &all_agree, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, r),
+                "MPI_Iallreduce");
+    });
+    if (!all_agree) return false;  // `comm` is left to MPI_Finalize: freeing it is collective
+    peer_comm_ = comm;
+    peers_.clear();
+    for (int p : peers)
+      if (p != rank_) peers_.push_back(p);
+    peer_count_ = static_cast<int>(peers.size());
+    return true;
+  }
+
+  void start_peer_all_gather(const Tensor& blocks) override {
+    LT_CHECK(peer_comm_ != MPI_COMM_NULL, "dist.zero 1: a gather among peers before join_peers");
+    const int64_t block = blocks.numel() / peer_count_;
+    check_blocks(blocks, block, peer_count_);
+    InFlight& f =
+        start_collective({blocks}, "the weights' all-gather among the hosts (dist.zero 1)");
+    f.among = peers_;
+    check_mpi(
+        MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, blocks.data<float>(),
+                       static_cast<int>(block), MPI_FLOAT, peer_comm_, &f.requests.emplace_back()),
+        "MPI_Iallgather");
+  }
+
   void start_all_gather(const Tensor& flat) override {
     const int64_t shard = flat.numel() / size_;
     check_shards(flat, shard);
@@ -139,7 +198,8 @@ class MpiSum final : public exec::CrossRankSum {
     std::vector<MPI_Request> requests;
     int64_t sequence = 0;
     const char* what = "the gradient all-reduce";
-    bool unpack = true;  // a sum: copy `packed` back into the tensors
+    bool unpack = true;      // a sum: copy `packed` back into the tensors
+    std::vector<int> among;  // the ranks it waits for (empty: every other)
   };
   // A reduce-scatter or all-gather in flight, holding `tensors` until the wait.
   InFlight& start_collective(std::vector<Tensor> tensors, const char* what) {
@@ -154,16 +214,20 @@ class MpiSum final : public exec::CrossRankSum {
   static int piece(int64_t n, int64_t done) {
     return static_cast<int>(std::min(kMaxElementsPerCall, n - done));
   }
-  void check_shards(const Tensor& flat, int64_t shard) const {
+  void check_shards(const Tensor& flat, int64_t shard) const { check_blocks(flat, shard, size_); }
+  static void check_blocks(const Tensor& flat, int64_t shard, int count) {
     check_cpu_f32(flat);
-    LT_CHECK(flat.numel() == shard * size_, "dist.zero 1: a flat buffer of ", flat.numel(),
-             " elements is not ", size_, " shards of ", shard);
+    LT_CHECK(flat.numel() == shard * count, "dist.zero 1: a flat buffer of ", flat.numel(),
+             " elements is not ", count, " shards of ", shard);
     LT_CHECK(shard <= kMaxElementsPerCall, "dist.zero 1: a shard of ", shard,
              " elements is more than one MPI call moves (", kMaxElementsPerCall, ")");
   }
   double timeout_s_;
   int rank_ = 0, size_ = 1;
   std::vector<InFlight> in_flight_;
+  MPI_Comm peer_comm_ = MPI_COMM_NULL;  // join_peers; left to MPI_Finalize
+  std::vector<int> peers_;              // its other members
+  int peer_count_ = 0;
 };
 
 }  // namespace

@@ -55,6 +55,26 @@ class CrossRankSum {
     reduce_scatter(flat, shard);
   }
   virtual void start_all_gather(const Tensor& flat) { all_gather(flat); }
+  // Weights shared per host on several hosts (Note [Weights shared by the
+  // ranks of a host], exec/shared_weights.h): each rank needs only the
+  // shards of `peers` (the world ranks, ascending, this rank among them;
+  // every peer passes the same list). Called once on every rank of the run
+  // (a collective); true when every rank can then gather among its peers
+  // alone (start_peer_all_gather), false (the default) where the
+  // communicator cannot, or some rank's peers disagree: all-gather over
+  // every rank instead.
+  virtual bool join_peers(const std::vector<int>& peers) {
+    (void)peers;
+    return false;
+  }
+  // After join_peers returned true: `blocks` holds one equal block per
+  // peer, in the order of `peers`, this rank's filled in; every peer's
+  // block copied into the same place of every other peer's `blocks`.
+  // Started as start_all_gather is, done once waited for.
+  virtual void start_peer_all_gather(const Tensor& blocks) {
+    (void)blocks;
+    fail("an all-gather among a rank's peers, which this communicator does not have");
+  }
   // Waits for the `count` oldest collectives started and not yet waited
   // for (their results in place), leaving the later ones running. The
   // default waits for all of them.

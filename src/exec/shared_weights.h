@@ -34,16 +34,19 @@
 // had not published. Every rank of the host must run the same updates in
 // the same order (they do: the updates follow the same sums).
 //
-// A run of several hosts: each host has its segment, and each group is
-// all-gathered over every rank as without sharing (into each rank's own
-// flat buffer). Each rank then copies into its host's segment, masters
-// and bf16 copies, the shards of some ranks of the other hosts
-// (copied_ranks: world rank r, not on this host, goes to local rank
-// r % local_size, so each is copied by exactly one rank of the host and
-// no two write the same place), and only then publishes the group (on
-// the thread that waited for the gather, not in the update). The host's
-// ranks thus hold one copy of the weights instead of one each; what
-// remains per rank is the flat buffer the gather lands in.
+// A run of several hosts: each host has its segment. Each rank copies
+// into its host's segment, masters and bf16 copies, the shards of some
+// ranks of the other hosts (copied_ranks: world rank r, not on this host,
+// goes to local rank r % local_size, so each is copied by exactly one rank
+// of the host and no two write the same place), and only then publishes
+// the group (on the thread that waited for the gather, not in the
+// update). Those shards are gathered among the rank and its copied ranks
+// alone (MPI; Note [Gathers among a host's peers], exec/zero_optimizer.cpp):
+// each shard reaches each other host once, and a rank holds one block per
+// host; where the communicator cannot (NCCL, so far) each group is
+// all-gathered over every rank as without sharing, into each rank's own
+// flat buffer. The host's ranks thus hold one copy of the weights instead
+// of one each.
 #include <atomic>
 #include <memory>
 #include <string>

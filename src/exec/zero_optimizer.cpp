@@ -77,6 +77,35 @@ const Tensor& ZeroOptimizer::flat() const {
 
 void ZeroOptimizer::share_weights(SharedWeights& shared) {
   shared_ = &shared;
+  if (shares_weights()) return;
+  // Note [Gathers among a host's peers]
+  // On several hosts each rank copies into its host's segment only the
+  // shards of copied_ranks(); the others reach its host through other
+  // ranks. So where the communicator can, a group's weights are gathered
+  // among a rank's peers alone (those ranks and itself, one per host when
+  // the hosts hold as many ranks each, which the copied ranks' rule
+  // assures: exec/shared_weights.h), into a buffer of one block per peer:
+  // every shard then crosses to each other host once, not once for every
+  // rank of that host, and no rank holds the whole flat buffer.
+  std::vector<int> peers = shared.copied_ranks();
+  peers.push_back(shards_.rank);
+  std::sort(peers.begin(), peers.end());
+  if (!ranks_.join_peers(peers)) return;
+  peers_ = std::move(peers);
+  peer_flat_ = Tensor::empty({static_cast<int64_t>(peers_.size()) * shards_.shard}, DType::F32,
+                             cpu_allocator());
+  peer_flat_.zero_();  // the padding
+}
+
+int64_t ZeroOptimizer::peer_index(int rank) const {
+  return std::lower_bound(peers_.begin(), peers_.end(), rank) - peers_.begin();
+}
+
+float* ZeroOptimizer::gathered_shard(size_t group, int rank) const {
+  const ZeroGroup& g = shards_.groups[group];
+  if (peers_.empty()) return flat_data(flat_) + g.flat + rank * g.shard;
+  const int64_t blocks_at = static_cast<int64_t>(peers_.size()) * g.shard_at;
+  return flat_data(peer_flat_) + blocks_at + peer_index(rank) * g.shard;
 }
 
 // The shadows follow the masters: every rank's are refilled from the
@@ -226,14 +255,22 @@ size_t ZeroOptimizer::group_of(size_t i) const {
 void ZeroOptimizer::start_gather(size_t group) {
   if (shares_weights()) return;  // each rank wrote its pieces into the shared masters
   const ZeroGroup& g = shards_.groups.at(group);
-  float* flat = flat_data(this->flat());
+  // This rank's block: its shard of the flat buffer, or among its peers.
+  float* own = peers_.empty() ? flat_data(this->flat()) + g.flat + shards_.rank * g.shard
+                              : gathered_shard(group, shards_.rank);
   for (const ZeroPiece& piece : shards_.pieces) {
     if (piece.group != group) continue;
     const Tensor& m = masters_[piece.param].second;
-    std::memcpy(flat + piece.flat, m.data<float>() + piece.begin,
+    std::memcpy(own + (piece.flat - g.flat - shards_.rank * g.shard), m.data<float>() + piece.begin,
                 static_cast<size_t>(piece.length) * sizeof(float));
   }
-  ranks_.start_all_gather(flat_.slice(0, g.flat, g.flat + shards_.world * g.shard));
+  if (peers_.empty()) {
+    ranks_.start_all_gather(flat_.slice(0, g.flat, g.flat + shards_.world * g.shard));
+  } else {
+    const int64_t blocks = static_cast<int64_t>(peers_.size()) * g.shard;
+    const int64_t at = static_cast<int64_t>(peers_.size()) * g.shard_at;
+    ranks_.start_peer_all_gather(peer_flat_.slice(0, at, at + blocks));
+  }
   gathering_.push_back(group);
 }
 
@@ -244,13 +281,13 @@ void ZeroOptimizer::finish_gathers() {
 size_t ZeroOptimizer::finish_oldest_gather() {
   LT_CHECK(!gathering_.empty(), "dist.zero 1: no all-gather in flight");
   const size_t group = gathering_.front();
-  const float* flat = flat_data(flat_);
   const ZeroGroup& g = shards_.groups[group];
   if (shared_) {
     copy_in_other_hosts(group);
     gathering_.erase(gathering_.begin());
     return group;
   }
+  const float* flat = flat_data(flat_);
   for (size_t i = g.first; i < g.last; ++i) {
     const Tensor& m = masters_[i].second;
     std::memcpy(m.data<float>(), flat + shards_.param_offsets[i],
@@ -266,16 +303,16 @@ size_t ZeroOptimizer::finish_oldest_gather() {
 // copied_ranks: no other rank of this host writes them), masters and bf16
 // copies; then the group is this rank's to publish.
 void ZeroOptimizer::copy_in_other_hosts(size_t group) {
-  const float* flat = flat_data(flat_);
   const ZeroGroup& g = shards_.groups[group];
   for (int r : shared_->copied_ranks()) {
+    const float* shard = gathered_shard(group, r);
     const int64_t from = g.flat + r * g.shard, to = from + g.shard;
     for (size_t i = g.first; i < g.last; ++i) {
       const Tensor& m = masters_[i].second;
       const int64_t at = shards_.param_offsets[i];
       const int64_t begin = std::max(from, at), end = std::min(to, at + m.numel());
       if (begin >= end) continue;
-      std::memcpy(m.data<float>() + (begin - at), flat + begin,
+      std::memcpy(m.data<float>() + (begin - at), shard + (begin - from),
                   static_cast<size_t>(end - begin) * sizeof(float));
       if (i < shadows_.size() && shadows_[i].defined())
         optim::fill_bf16_shadow(m.flatten().slice(0, begin - at, end - at),

@@ -136,11 +136,13 @@ class ZeroOptimizer final : public optim::Optimizer {
   // host, update() publishes each group it finishes and returns once every
   // rank of the host has finished it too, and nothing is all-gathered
   // (gather_masters, start_gather and finish_gathers do nothing); on
-  // several hosts each group is all-gathered as without sharing, but each
-  // rank copies in only the other hosts' shards it is given
-  // (SharedWeights::copied_ranks), then publishes the group and waits for
-  // the host's other ranks. A bf16 shadow is written by each rank for its
-  // own pieces (and those copied in).
+  // several hosts each rank copies in only the other hosts' shards it is
+  // given (SharedWeights::copied_ranks), gathered among those ranks alone
+  // where the communicator can (Note [Gathers among a host's peers]; a
+  // collective here: CrossRankSum::join_peers), else all-gathered as
+  // without sharing; then it publishes the group and waits for the host's
+  // other ranks. A bf16 shadow is written by each rank for its own pieces
+  // (and those copied in).
   void share_weights(SharedWeights& shared);
   // Every rank of the run shares one copy of the weights: nothing to
   // all-gather.
@@ -180,6 +182,15 @@ class ZeroOptimizer final : public optim::Optimizer {
   std::vector<Tensor> shadows_;    // per master: its bf16 copy for a GPU, or undefined
   SharedWeights* shared_ = nullptr;
   void copy_in_other_hosts(size_t group);
+  // Note [Gathers among a host's peers] (zero_optimizer.cpp): the world
+  // ranks this rank gathers among, ascending (empty: every rank, into
+  // flat_), and per group one block of its S_g per peer, the groups one
+  // after another.
+  std::vector<int> peers_;
+  Tensor peer_flat_;
+  int64_t peer_index(int rank) const;
+  // Where rank `rank`'s shard of `group` lands in this rank's gather.
+  float* gathered_shard(size_t group, int rank) const;
 };
 
 }  // namespace lt::exec

@@ -17,7 +17,7 @@ namespace lt::train {
 // ZeRO-1 (dist.zero 1) with a CPU-master executor, dist.share_weights is on
 // and every rank is on one host with an MPI launch; null otherwise, saying
 // why in `log` when sharing was asked for but cannot be. `groups`: ZeRO-1's
-// groups (one per streaming stage with parameters, one for offload).
+// groups (one per stage with parameters: streaming_zero_groups).
 std::unique_ptr<exec::SharedWeights> share_weights_on_host(const TrainConfig& c,
                                                            const RunPlan& plan,
                                                            models::CausalLM& model, size_t groups,

@@ -13,6 +13,7 @@
 #include "core/random.h"
 #include "exec/zero_checkpoint.h"
 #include "io/hf_model.h"
+#include "support/bytes_read.h"
 #include "support/errors.h"
 #include "train/train_helpers.h"
 
@@ -88,18 +89,6 @@ TEST(ZeroCheckpoint, ShardsReadBackAsTheWholeStateForAnyWorldSize) {
   }
 }
 
-// The bytes this process has read through read(2)/pread(2), as the kernel
-// counts them (/proc/self/io's rchar).
-int64_t bytes_read() {
-  std::ifstream io("/proc/self/io");
-  std::string key;
-  int64_t value = 0;
-  while (io >> key >> value)
-    if (key == "rchar:") return value;
-  ADD_FAILURE() << "no rchar in /proc/self/io";
-  return 0;
-}
-
 // The bytes of a file's safetensors header (its first 8 bytes and the JSON).
 int64_t header_bytes(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
@@ -143,13 +132,10 @@ TEST(ZeroCheckpoint, ARankReadsOnlyTheStatesItKeeps) {
         ZeroOptimizer want(params, optim::AdamWOptions{}, {}, ranks);
         want.load_state(whole);
         ZeroOptimizer got(params, optim::AdamWOptions{}, {}, ranks);
-        const int64_t probe = bytes_read();  // a look at /proc/self/io reads it too
-        const int64_t before = bytes_read();
-        {
+        const int64_t read = testing::bytes_read_by([&] {
           const ZeroShardFiles files(dir, params, saved);
           got.load_state_parts(files.source());
-        }
-        const int64_t read = bytes_read() - before - (before - probe);
+        });
         const optim::NamedTensors a = want.shard_state(), b = got.shard_state();
         ASSERT_EQ(a.size(), b.size());
         for (size_t k = 0; k < a.size(); ++k) {
