@@ -1,6 +1,7 @@
 #include "exec/evaluate.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "autograd/grad_mode.h"
 
@@ -44,6 +45,40 @@ std::vector<data::Sample> split_into_windows(std::vector<data::Sample> samples, 
   return out;
 }
 
+namespace {
+
+// One batch of evaluate_samples: rows [begin, end) cut at max_len, padded
+// to the longest; `count` targets. None when nothing is predicted.
+struct EvalBatch {
+  Tensor ids, targets;
+  int64_t count = 0;
+};
+
+std::optional<EvalBatch> eval_batch(const std::vector<data::Sample>& samples, int64_t begin,
+                                    int64_t end, int64_t max_len) {
+  int64_t longest = 0;
+  for (int64_t r = begin; r < end; ++r) {
+    longest = std::max(longest, std::min(max_len, static_cast<int64_t>(samples[r].ids.size())));
+  }
+  if (longest < 2) return std::nullopt;
+  const int64_t b = end - begin, t = longest;
+  Tensor ids = Tensor::zeros({b, t}, DType::I64);
+  Tensor targets = Tensor::full({b, t}, -100, DType::I64);
+  int64_t* pi = ids.data<int64_t>();
+  int64_t* pt = targets.data<int64_t>();
+  for (int64_t r = 0; r < b; ++r) {
+    const auto& s = samples[begin + r];
+    const int64_t len = std::min(t, static_cast<int64_t>(s.ids.size()));
+    for (int64_t j = 0; j < len; ++j) pi[r * t + j] = s.ids[j];
+    for (int64_t j = 0; j + 1 < len; ++j) pt[r * t + j] = s.labels[j + 1];
+  }
+  const int64_t count = models::count_targets(targets);
+  if (count == 0) return std::nullopt;
+  return EvalBatch{ids, targets, count};
+}
+
+}  // namespace
+
 EvalResult evaluate_samples(const models::CausalLM& model, const std::vector<data::Sample>& samples,
                             int64_t batch_size, int64_t max_len,
                             const std::function<void(int64_t, int64_t)>& progress) {
@@ -54,34 +89,44 @@ EvalResult evaluate_samples(const models::CausalLM& model, const std::vector<dat
   const int64_t n = static_cast<int64_t>(samples.size());
   for (int64_t begin = 0; begin < n; begin += batch_size) {
     const int64_t end = std::min(n, begin + batch_size);
-    int64_t longest = 0;
-    for (int64_t r = begin; r < end; ++r) {
-      longest = std::max(longest, std::min(max_len, static_cast<int64_t>(samples[r].ids.size())));
-    }
-    if (longest < 2) {  // nothing to predict in this batch
-      if (progress) progress(end, n);
-      continue;
-    }
-    const int64_t b = end - begin, t = longest;
-    Tensor ids = Tensor::zeros({b, t}, DType::I64);
-    Tensor targets = Tensor::full({b, t}, -100, DType::I64);
-    int64_t* pi = ids.data<int64_t>();
-    int64_t* pt = targets.data<int64_t>();
-    for (int64_t r = 0; r < b; ++r) {
-      const auto& s = samples[begin + r];
-      const int64_t len = std::min(t, static_cast<int64_t>(s.ids.size()));
-      for (int64_t j = 0; j < len; ++j) pi[r * t + j] = s.ids[j];
-      for (int64_t j = 0; j + 1 < len; ++j) pt[r * t + j] = s.labels[j + 1];
-    }
-    const int64_t count = models::count_targets(targets);
-    if (count > 0) {
+    if (const auto batch = eval_batch(samples, begin, end, max_len)) {
       // Denominator 1: the head returns the sum of token losses.
-      loss_sum += model.loss(ids.to(model.device()), targets.to(model.device()), 1.0).item();
-      tokens += count;
+      loss_sum +=
+          model.loss(batch->ids.to(model.device()), batch->targets.to(model.device()), 1.0).item();
+      tokens += batch->count;
     }
     if (progress) progress(end, n);
   }
   LT_CHECK(tokens > 0, "no sample has a token to predict: nothing to evaluate");
+  return {loss_sum / static_cast<double>(tokens), tokens};
+}
+
+EvalResult evaluate_samples_by_stage(const models::CausalLM& model,
+                                     const std::vector<data::Sample>& samples, int64_t batch_size,
+                                     int64_t max_len,
+                                     const std::function<std::shared_ptr<void>(size_t)>& bring_in) {
+  LT_CHECK(batch_size > 0, "batch size must be positive, got ", batch_size);
+  NoGradGuard no_grad;
+  std::vector<models::StageContext> contexts;
+  std::vector<Tensor> x;  // per batch: the latest stage's output
+  int64_t tokens = 0;
+  const int64_t n = static_cast<int64_t>(samples.size());
+  for (int64_t begin = 0; begin < n; begin += batch_size) {
+    const auto batch = eval_batch(samples, begin, std::min(n, begin + batch_size), max_len);
+    if (!batch) continue;
+    // As CausalLM::loss, denominator 1: the head returns the sum.
+    contexts.push_back(model.context(batch->ids.size(1), batch->targets.to(model.device()), 1.0));
+    x.push_back(batch->ids.to(model.device()));
+    tokens += batch->count;
+  }
+  LT_CHECK(tokens > 0, "no sample has a token to predict: nothing to evaluate");
+  for (size_t s = 0; s < model.stages().size(); ++s) {
+    const std::shared_ptr<void> held = bring_in(s);
+    for (size_t b = 0; b < x.size(); ++b)
+      x[b] = model.run_stage(*model.stages()[s], x[b], contexts[b]);
+  }
+  double loss_sum = 0;
+  for (const Tensor& loss : x) loss_sum += loss.item();
   return {loss_sum / static_cast<double>(tokens), tokens};
 }
 

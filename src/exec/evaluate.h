@@ -1,6 +1,7 @@
 #pragma once
 // Mean next-token loss of a model over pre-tokenized rows.
 #include <functional>
+#include <memory>
 
 #include "data/batching.h"
 #include "data/token_rows.h"
@@ -27,6 +28,16 @@ EvalResult evaluate_loss(const models::CausalLM& model, const std::vector<data::
 EvalResult evaluate_samples(const models::CausalLM& model, const std::vector<data::Sample>& samples,
                             int64_t batch_size, int64_t max_len,
                             const std::function<void(int64_t, int64_t)>& progress = {});
+
+// evaluate_samples' loss bit for bit, walking the model's stages in order
+// over every batch: `bring_in(s)` is held while stage s runs (an executor
+// that keeps stages of weights on disk brings one in at a time,
+// exec/staged_states.h). Host memory holds every batch's activations
+// between two stages (rows x max_len x hidden values).
+EvalResult evaluate_samples_by_stage(const models::CausalLM& model,
+                                     const std::vector<data::Sample>& samples, int64_t batch_size,
+                                     int64_t max_len,
+                                     const std::function<std::shared_ptr<void>(size_t)>& bring_in);
 
 // Samples longer than `window` tokens (>= 2) cut into windows of `window`
 // tokens, each starting one token before the previous one ends: that token

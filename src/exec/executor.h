@@ -12,6 +12,8 @@
 
 namespace lt::exec {
 
+class StagedStates;
+
 // The executors a run may use. Names are the YAML's and the schedule JSON's
 // ("resident", "streaming", "offload", "zenflow"); inside the program it is
 // this enum.
@@ -42,6 +44,12 @@ class Executor {
   // device and an open window of gradients; see exec/offload.h). Includes
   // sync().
   virtual void sync_masters() { sync(); }
+  // Waits as sync_masters() does, but leaves the stages that
+  // exec.state_placement put on disk there, and returns how to read and
+  // write them a stage at a time (exec/staged_states.h); null for an
+  // executor that keeps every master and state in host memory (call
+  // sync_masters() then).
+  virtual StagedStates* sync_staged() { return nullptr; }
   // A resumed run continues at optimizer step `step` (before its first
   // step()): for executors whose policy counts steps (ZenFlow's warm-up
   // and reselection).

@@ -140,7 +140,7 @@ StreamingExecutor::Impl::~Impl() {
     or_report("the weights' all-gather", [&] { gather_through(stages.size() - 1); });
   // The model outlives the executor: its weights (and the optimizer's
   // states) come back into host memory (Note [Stage states on disk]).
-  if (states_on_disk && !update_failure) {
+  if (states_on_disk && !update_failure && options.read_states_back_at_end) {
     release_grad_slabs();
     or_report("reading the states back from disk", [&] { move_all_states(false); });
   }
@@ -471,11 +471,21 @@ const std::vector<StageUse>& StreamingExecutor::stage_uses() const {
 // device's copy engines while the device exists.
 StreamingExecutor::~StreamingExecutor() = default;
 
-void StreamingExecutor::sync() {
+void StreamingExecutor::wait_for_updates() {
   impl_->wait_updates_quietly();
   if (!impl_->stages.empty()) impl_->gather_through(impl_->stages.size() - 1);
   impl_->write_trace();
   impl_->rethrow_update_failure();
+}
+
+StagedStates* StreamingExecutor::sync_staged() {
+  if (!impl_->state_file) return nullptr;
+  wait_for_updates();
+  return impl_->staged.get();
+}
+
+void StreamingExecutor::sync() {
+  wait_for_updates();
   if (impl_->states_on_disk) {
     impl_->release_grad_slabs();
     impl_->move_all_states(false);

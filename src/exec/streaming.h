@@ -71,6 +71,12 @@ struct StreamingOptions {
   // memory only around the stage's update (Note [Stage states on disk]).
   // Empty, or every entry false: all in host memory.
   std::vector<bool> states_on_disk;
+  // With states on disk: the destructor reads every stage back, so that the
+  // model (which outlives the executor) is whole. False leaves a disk
+  // stage's parameters without memory: for a caller done with the model,
+  // whose masters and states may not fit host memory together (the
+  // trainer).
+  bool read_states_back_at_end = true;
   // Test hook: called on the compute thread at the two points of each stage
   // use that device_holds describes (exec/streaming_plan.h), with the use's
   // index in stage_uses(): before it computes (`computed` false) and after.
@@ -105,12 +111,14 @@ class StreamingExecutor final : public Executor {
   StepStats step(const std::vector<data::Batch>& micro_batches,
                  const StepOptions& options) override;
   void sync() override;
+  StagedStates* sync_staged() override;
   const char* name() const override { return "streaming"; }
   const models::CausalLM& eval_model() const override { return model_; }
   const std::vector<StageUse>& stage_uses() const;
 
  private:
   struct Impl;
+  void wait_for_updates();         // sync()'s wait, the states left where they are
   const models::CausalLM& model_;  // the f32 masters, on the host
   std::unique_ptr<StreamingDevice> owned_device_;
   std::unique_ptr<Impl> impl_;

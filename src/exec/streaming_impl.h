@@ -7,6 +7,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "autograd/functions.h"
 #include "exec/stage_state_file.h"
+#include "exec/staged_states.h"
 #include "exec/streaming.h"
 #include "exec/trace.h"
 #include "exec/work_queue.h"
@@ -147,6 +149,7 @@ struct StreamingExecutor::Impl {
     std::vector<std::vector<Tensor>> handles;  // per state: every handle of its memory
     std::vector<Shape> shapes;
     std::vector<DType> dtypes;
+    std::vector<bool> master;  // per state: a parameter's master (else an optimizer state)
   };
   std::vector<StageStates> stage_states;  // per stage; empty for those kept in host memory
   // Per parameter: the host tensor load() uploads: the master, or with
@@ -157,6 +160,9 @@ struct StreamingExecutor::Impl {
   // Memory of evicted disk stages that this step's later reads reuse (Note
   // [Recycled state memory]); states thread only, empty between steps.
   std::vector<std::shared_ptr<Storage>> spare_state_memory;
+  // sync_staged()'s answer over the disk stages (exec/staged_states.h).
+  class StagedStatesOf;
+  std::unique_ptr<StagedStates> staged;
 
   // Workers Impl owns: last, so they stop first.
   std::unique_ptr<DiskSpill> disk;             // when the schedule places a boundary on disk
@@ -230,6 +236,11 @@ struct StreamingExecutor::Impl {
   void move_all_states(bool to_disk);
   // Queues this step's reads, updates and write-backs (enqueue_updates).
   void enqueue_updates_on_disk(double lr, double grad_scale);
+  // StagedStates, between steps (Note [Stage states on disk]).
+  bool stage_on_disk(size_t stage) const;
+  std::map<std::string, Tensor> read_stage(size_t stage);
+  std::shared_ptr<void> bring_in_weights(size_t stage);
+  void load_optimizer_state(const optim::NamedTensors& state);
   // The host gradient slabs, one per parameter (zeroed); and their release
   // while every stage's states are read back (sync()), so that host memory
   // holds the states or the slabs, not both; the next step allocates them

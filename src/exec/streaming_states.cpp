@@ -6,6 +6,7 @@
 
 #include "exec/memory_budget.h"
 #include "exec/streaming_impl.h"
+#include "exec/weight_binding.h"
 
 namespace lt::exec {
 
@@ -49,18 +50,35 @@ namespace lt::exec {
 //   allocates the gradient slabs (and after the device's pinned copies, the
 //   model's weights and the optimizer's states exist): host memory never
 //   holds the masters, the states and the slabs of a model larger than it
-//   at once. Between steps every disk stage is on disk. sync() (before a
-//   checkpoint, an evaluation, or on resume the trainer's load_state())
-//   frees the gradient slabs and reads every stage back, so the model and
-//   state() are whole and checkpoints stay Hugging Face folders written
-//   from host memory; the next step() writes them all out again and then
-//   allocates the slabs, so a resume rebuilds the scratch file from the
-//   checkpoint. The executor's destructor also reads them back (the model
-//   outlives it). (The checksums live in host memory, so a file a killed
+//   at once. Between steps every disk stage is on disk, and the trainer
+//   leaves it there: sync_staged() (exec/staged_states.h) waits for the
+//   updates and hands out the disk stages one at a time, each read through
+//   the states thread into memory of its own (the stage's handles stay
+//   without memory, its region unchanged). So
+//   - a checkpoint (train/staged_checkpoint.h) lays out the model's and the
+//     optimizer's files, then writes each stage's tensors where they go:
+//     byte for byte the files a save from host memory writes;
+//   - an evaluation (exec::evaluate_samples_by_stage) walks the stages with
+//     the model's parameters bound to each stage's read (bring_in_weights);
+//   - a resume (load_optimizer_state) lets the optimizer load its step
+//     counts and the host stages' states while every disk stage's state
+//     tensor points at one scratch buffer, then reads each disk stage,
+//     copies the checkpoint's states in and writes it back. Its masters are
+//     the checkpoint's already: the model was loaded from it before the
+//     executor wrote it out, so a resume rebuilds the scratch file from the
+//     checkpoint.
+//   Each holds one stage (two for a head whose tied embedding is on disk)
+//   beyond what a step holds. sync() still reads every stage back, having
+//   freed the gradient slabs, for a caller that wants the model whole (the
+//   math evaluation's generation, tests); the next step() writes them all
+//   out again and then allocates the slabs. The destructor reads them back
+//   too (the model outlives the executor), unless
+//   StreamingOptions::read_states_back_at_end is false (the trainer, done
+//   with the model). (The checksums live in host memory, so a file a killed
 //   run left is never read: the next run in that directory removes it.)
-//   What sync() holds is the host placement's count less the slabs: a model
-//   whose masters and states alone do not fit host memory cannot yet save a
-//   checkpoint, evaluate or resume (they would stream stage by stage).
+//   Not streamed yet: the executor's construction, which finds the whole
+//   model's masters and the optimizer's states in host memory (they exist
+//   before it does) and writes the disk stages out.
 // - Errors: a failed read (I/O error or checksum) fails the stage's update,
 //   a failed write-back its ticket; either is the executor's update failure
 //   (Note [A failed update stops the executor]), whose message names the
@@ -81,6 +99,30 @@ void point_at(const std::vector<Tensor>& handles, std::shared_ptr<Storage> stora
 }
 
 }  // namespace
+
+// StagedStates over the executor's Impl, for sync_staged().
+class StreamingExecutor::Impl::StagedStatesOf final : public StagedStates {
+ public:
+  explicit StagedStatesOf(Impl& m) : m_(m) {}
+  std::vector<bool> on_disk() const override {
+    std::vector<bool> out(m_.stages.size());
+    for (size_t s = 0; s < out.size(); ++s) out[s] = m_.stage_on_disk(s);
+    return out;
+  }
+  std::vector<std::string> names(size_t stage) const override {
+    return m_.stage_states.at(stage).labels;
+  }
+  std::map<std::string, Tensor> read(size_t stage) override { return m_.read_stage(stage); }
+  std::shared_ptr<void> bring_in_weights(size_t stage) override {
+    return m_.bring_in_weights(stage);
+  }
+  void load_optimizer_state(const optim::NamedTensors& state) override {
+    m_.load_optimizer_state(state);
+  }
+
+ private:
+  Impl& m_;
+};
 
 void StreamingExecutor::Impl::setup_state_placement() {
   state_file = std::make_unique<StageStateFile>(
@@ -114,9 +156,11 @@ void StreamingExecutor::Impl::setup_state_placement() {
     for (size_t i = stages[s].first; i < stages[s].last; ++i) {
       st.labels.push_back(names[i]);
       st.handles.push_back({params[i], masters[i], norm_views[i]});
+      st.master.push_back(true);
       for (const auto& [name, t] : states_of[i]) {
         st.labels.push_back(name);
         st.handles.push_back({t});
+        st.master.push_back(false);
       }
     }
     for (const auto& h : st.handles) {
@@ -134,6 +178,7 @@ void StreamingExecutor::Impl::setup_state_placement() {
                                                          device.host_memory());
     }
   }
+  staged = std::make_unique<StagedStatesOf>(*this);
 }
 
 // Note [Recycled state memory]: within a step's pipeline, a disk stage's
@@ -258,6 +303,99 @@ void StreamingExecutor::Impl::enqueue_updates_on_disk(double lr, double grad_sca
   const size_t n = disk_stages.size();
   for (size_t k = n > kStateReadAhead ? n - kStateReadAhead : 0; k < n; ++k)
     write_back(disk_stages[k]);
+}
+
+// Note [Stage states on disk], "one stage at a time": between steps (the
+// updates waited for, nothing queued on the states thread), what a
+// checkpoint, an evaluation or a resume reads goes through the states
+// thread, into memory of its own; the stage's handles stay without memory.
+bool StreamingExecutor::Impl::stage_on_disk(size_t stage) const {
+  return states_on_disk && stage < options.states_on_disk.size() && options.states_on_disk[stage];
+}
+
+std::map<std::string, Tensor> StreamingExecutor::Impl::read_stage(size_t stage) {
+  LT_CHECK(stage_on_disk(stage), "streaming executor: stage ", stage,
+           " has no states on disk to read");
+  const StageStates& st = stage_states[stage];
+  std::vector<Tensor> fresh;
+  for (size_t k = 0; k < st.handles.size(); ++k)
+    fresh.push_back(Tensor::empty(st.shapes[k], st.dtypes[k]));
+  state_queue
+      .enqueue([&] {
+        state_file->read(static_cast<int>(stage), model.stages()[stage]->name(), st.labels, fresh);
+      })
+      .get();
+  std::map<std::string, Tensor> out;
+  for (size_t k = 0; k < fresh.size(); ++k) out.emplace(st.labels[k], std::move(fresh[k]));
+  return out;
+}
+
+std::shared_ptr<void> StreamingExecutor::Impl::bring_in_weights(size_t stage) {
+  struct Held {
+    std::vector<std::map<std::string, Tensor>> read;  // per stage read
+    std::unique_ptr<WeightBinding> binding;           // goes first
+  };
+  auto held = std::make_shared<Held>();
+  std::map<size_t, size_t> read_of;  // owner stage -> index into held->read
+  std::vector<Tensor> bound, memory;
+  for (size_t i : stages.at(stage).weights) {
+    size_t owner = 0;
+    while (!(stages[owner].first <= i && i < stages[owner].last)) ++owner;
+    if (!stage_on_disk(owner)) continue;
+    auto [it, fresh] = read_of.emplace(owner, held->read.size());
+    if (fresh) held->read.push_back(read_stage(owner));
+    bound.push_back(params[i]);
+    memory.push_back(held->read[it->second].at(names[i]));
+  }
+  held->binding = std::make_unique<WeightBinding>(bound, memory);
+  return held;
+}
+
+// Resume: the masters are the checkpoint's already (the model was loaded
+// from it before the executor wrote them out); the optimizer states go in
+// as optimizer.load_state() would put them, one disk stage at a time.
+void StreamingExecutor::Impl::load_optimizer_state(const optim::NamedTensors& state) {
+  if (!states_on_disk) return optimizer.load_state(state);
+  // The optimizer's own load validates `state` and takes its step counts and
+  // the host stages' states. Meanwhile every disk stage's state tensor
+  // points at one buffer (the largest one's size) that it overwrites in
+  // turn: their parts are written below.
+  std::vector<const std::vector<Tensor>*> borrowed;
+  size_t largest = 0;
+  for (size_t s : disk_stages) {
+    const StageStates& st = stage_states[s];
+    for (size_t k = 0; k < st.handles.size(); ++k) {
+      if (st.master[k]) continue;
+      borrowed.push_back(&st.handles[k]);
+      largest = std::max(largest, st.handles[k].front().nbytes());
+    }
+  }
+  const Tensor buffer = Tensor::empty({static_cast<int64_t>(largest)}, DType::U8);
+  for (const auto* h : borrowed) point_at(*h, buffer.storage());
+  try {
+    optimizer.load_state(state);
+  } catch (...) {
+    for (const auto* h : borrowed) point_at(*h, nullptr);
+    throw;
+  }
+  for (const auto* h : borrowed) point_at(*h, nullptr);
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : state) by_name.emplace(name, &t);
+  for (size_t s : disk_stages) {
+    const StageStates& st = stage_states[s];
+    std::map<std::string, Tensor> tensors = read_stage(s);
+    std::vector<Tensor> ordered;
+    for (size_t k = 0; k < st.labels.size(); ++k) {
+      Tensor& t = tensors.at(st.labels[k]);
+      if (!st.master[k]) t.copy_(*by_name.at(st.labels[k]));
+      ordered.push_back(t);
+    }
+    state_queue
+        .enqueue([&] {
+          state_file->write(static_cast<int>(s), model.stages()[s]->name(), st.labels, ordered);
+        })
+        .get();
+  }
 }
 
 }  // namespace lt::exec

@@ -66,6 +66,24 @@ void AtomicFileWriter::write(const void* data, size_t nbytes) {
   }
 }
 
+void AtomicFileWriter::write_at(uint64_t offset, const void* data, size_t nbytes) {
+  LT_CHECK(fd_ >= 0 && !committed_, "write to '", target_.string(), "' after commit");
+  const char* p = static_cast<const char*>(data);
+  while (nbytes > 0) {
+    const size_t chunk = std::min<size_t>(nbytes, size_t{1} << 30);
+    const ssize_t n = ::pwrite(fd_, p, chunk, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write '", target_.string(), "': write at byte ", offset,
+           " failed: ", errno_text());
+    }
+    p += n;
+    offset += static_cast<uint64_t>(n);
+    nbytes -= static_cast<size_t>(n);
+    written_ += static_cast<size_t>(n);
+  }
+}
+
 void AtomicFileWriter::commit() {
   LT_CHECK(fd_ >= 0 && !committed_, "commit of '", target_.string(), "' twice");
   if (::fsync(fd_) != 0)

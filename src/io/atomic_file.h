@@ -6,6 +6,7 @@
 // lives in the same folder because rename(2) is atomic only within one
 // filesystem.
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -21,6 +22,9 @@ class AtomicFileWriter {
 
   void write(const void* data, size_t nbytes);
   void write(const std::string& text) { write(text.data(), text.size()); }
+  // Writes at byte `offset` of the file (pwrite), for a writer that fills
+  // a laid-out file out of order; bytes_written() counts these too.
+  void write_at(uint64_t offset, const void* data, size_t nbytes);
   // fsync, close, rename over the target, fsync the folder.
   void commit();
 

@@ -165,14 +165,12 @@ std::map<std::string, Tensor> read_hf_weights(const std::filesystem::path& folde
   return out;
 }
 
-std::vector<std::string> write_hf_weights(const std::filesystem::path& folder,
-                                          const NamedTensors& tensors,
-                                          const HfWriteOptions& options) {
+HfWeightsLayout plan_hf_weights(const std::vector<TensorSpec>& tensors,
+                                const HfWriteOptions& options) {
   LT_CHECK(options.max_shard_bytes > 0, "max shard size must be positive");
-  LT_CHECK(!tensors.empty(), "no tensors to write to '", folder.string(), "'");
   std::set<std::string> seen;
-  for (const auto& [name, t] : tensors) {
-    LT_CHECK(seen.insert(name).second, "tensor name '", name, "' appears twice");
+  for (const TensorSpec& t : tensors) {
+    LT_CHECK(seen.insert(t.name).second, "tensor name '", t.name, "' appears twice");
   }
 
   // huggingface_hub's split_state_dict_into_shards: fill shards in order;
@@ -183,7 +181,7 @@ std::vector<std::string> write_hf_weights(const std::filesystem::path& folder,
   uint64_t current_bytes = 0;
   uint64_t total_bytes = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const uint64_t nbytes = tensors[i].second.nbytes();
+    const uint64_t nbytes = tensors[i].nbytes();
     total_bytes += nbytes;
     if (nbytes > options.max_shard_bytes) {
       shards.push_back({i});
@@ -199,10 +197,7 @@ std::vector<std::string> write_hf_weights(const std::filesystem::path& folder,
   }
   if (!current.empty()) shards.push_back(std::move(current));
 
-  std::error_code ec;
-  std::filesystem::create_directories(folder, ec);
-  if (ec) fail("cannot create model folder '", folder.string(), "': ", ec.message());
-  std::vector<std::string> written;
+  HfWeightsLayout layout;
   json weight_map = json::object();
   for (size_t s = 0; s < shards.size(); ++s) {
     const std::string file =
@@ -212,23 +207,39 @@ std::vector<std::string> write_hf_weights(const std::filesystem::path& folder,
     // so readers can map it without copying.
     std::vector<size_t> order = shards[s];
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      size_t sa = dtype_size(tensors[a].second.dtype());
-      size_t sb = dtype_size(tensors[b].second.dtype());
-      return sa != sb ? sa > sb : tensors[a].first < tensors[b].first;
+      size_t sa = dtype_size(tensors[a].dtype);
+      size_t sb = dtype_size(tensors[b].dtype);
+      return sa != sb ? sa > sb : tensors[a].name < tensors[b].name;
     });
-    NamedTensors shard;
-    for (size_t i : order) {
-      shard.push_back(tensors[i]);
-      weight_map[tensors[i].first] = file;
-    }
-    write_safetensors(folder / file, shard, options.metadata);
-    written.push_back(file);
+    for (size_t i : order) weight_map[tensors[i].name] = file;
+    layout.files.emplace_back(file, std::move(order));
   }
   if (shards.size() > 1) {
     json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
     // nlohmann's objects are sorted by key, and dump(2) matches the
     // json.dumps(indent=2, sort_keys=True) that transformers writes.
-    write_file_atomic(folder / kHfIndexFile, index.dump(2) + "\n");
+    layout.index_json = index.dump(2) + "\n";
+  }
+  return layout;
+}
+
+std::vector<std::string> write_hf_weights(const std::filesystem::path& folder,
+                                          const NamedTensors& tensors,
+                                          const HfWriteOptions& options) {
+  LT_CHECK(!tensors.empty(), "no tensors to write to '", folder.string(), "'");
+  const HfWeightsLayout layout = plan_hf_weights(specs_of(tensors), options);
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) fail("cannot create model folder '", folder.string(), "': ", ec.message());
+  std::vector<std::string> written;
+  for (const auto& [file, order] : layout.files) {
+    NamedTensors shard;
+    for (size_t i : order) shard.push_back(tensors[i]);
+    write_safetensors(folder / file, shard, options.metadata);
+    written.push_back(file);
+  }
+  if (!layout.index_json.empty()) {
+    write_file_atomic(folder / kHfIndexFile, layout.index_json);
     written.push_back(kHfIndexFile);
   }
 

@@ -82,6 +82,16 @@ struct HfWriteOptions {
   std::map<std::string, std::string> metadata = {{"format", "pt"}};
 };
 
+// How write_hf_weights lays `tensors` out: per file (model.safetensors, or
+// the shards), its name and the tensors it holds, as indices into
+// `tensors` in file order; and the index's text (empty for one file).
+struct HfWeightsLayout {
+  std::vector<std::pair<std::string, std::vector<size_t>>> files;
+  std::string index_json;
+};
+HfWeightsLayout plan_hf_weights(const std::vector<TensorSpec>& tensors,
+                                const HfWriteOptions& options = {});
+
 // Writes the weights into `folder` (created if missing): one
 // model.safetensors when everything fits in one shard, else shards plus the
 // index, split as huggingface_hub splits them (in the given order; a tensor

@@ -133,6 +133,11 @@ void save_hf_model(const CausalLM& model, const std::filesystem::path& folder, D
            "save: weights dtype must be f32, bf16 or f16, got ", dtype_name(dtype));
   NamedTensors out = models::to_hf_layout(model.config(), parameters_by_name(model), dtype);
   std::filesystem::create_directories(folder);
+  save_hf_config(model, folder, dtype);
+  write_hf_weights(folder, out, options);
+}
+
+void save_hf_config(const CausalLM& model, const std::filesystem::path& folder, DType dtype) {
   ModelConfig saved = model.config();
   saved.torch_dtype = dtype == DType::F32    ? "float32"
                       : dtype == DType::BF16 ? "bfloat16"
@@ -140,7 +145,6 @@ void save_hf_model(const CausalLM& model, const std::filesystem::path& folder, D
   AtomicFileWriter config_file(folder / "config.json");
   config_file.write(saved.to_json());
   config_file.commit();
-  write_hf_weights(folder, out, options);
 }
 
 }  // namespace lt::io

@@ -19,6 +19,10 @@ models::CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype 
 void check_model_fits_host(const models::ModelConfig& config,
                            const std::filesystem::path& config_path, DType dtype);
 
+// config.json of `model` saved in `dtype` (its torch_dtype), atomically.
+void save_hf_config(const models::CausalLM& model, const std::filesystem::path& folder,
+                    DType dtype);
+
 // Writes config.json (torch_dtype = `dtype`) and the weights in `dtype`,
 // sharded above options.max_shard_bytes. Each file is written atomically.
 void save_hf_model(const models::CausalLM& model, const std::filesystem::path& folder, DType dtype,

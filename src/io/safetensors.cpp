@@ -426,7 +426,22 @@ std::map<std::string, Tensor> read_safetensors(const std::filesystem::path& path
 
 // ---- writing ----
 
+std::vector<TensorSpec> specs_of(const NamedTensors& tensors) {
+  std::vector<TensorSpec> out;
+  out.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) {
+    LT_CHECK(t.defined(), "tensor '", name, "' is undefined");
+    out.push_back({name, t.dtype(), t.shape()});
+  }
+  return out;
+}
+
 std::string make_safetensors_header(const NamedTensors& tensors,
+                                    const std::map<std::string, std::string>& metadata) {
+  return make_safetensors_header(specs_of(tensors), metadata);
+}
+
+std::string make_safetensors_header(const std::vector<TensorSpec>& tensors,
                                     const std::map<std::string, std::string>& metadata) {
   // ordered_json keeps our order: metadata first, then tensors as given,
   // which is also the order of their bytes.
@@ -434,14 +449,13 @@ std::string make_safetensors_header(const NamedTensors& tensors,
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::set<std::string> seen;
   uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    LT_CHECK(name != "__metadata__", "a tensor cannot be named '__metadata__'");
-    LT_CHECK(seen.insert(name).second, "tensor name '", name, "' appears twice");
-    LT_CHECK(t.defined(), "tensor '", name, "' is undefined");
-    uint64_t nbytes = t.nbytes();
-    header[name] = {{"dtype", safetensors_dtype_name(t.dtype())},
-                    {"shape", t.shape()},
-                    {"data_offsets", {offset, offset + nbytes}}};
+  for (const TensorSpec& t : tensors) {
+    LT_CHECK(t.name != "__metadata__", "a tensor cannot be named '__metadata__'");
+    LT_CHECK(seen.insert(t.name).second, "tensor name '", t.name, "' appears twice");
+    const uint64_t nbytes = t.nbytes();
+    header[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
   std::string text = header.dump();
@@ -452,14 +466,18 @@ std::string make_safetensors_header(const NamedTensors& tensors,
   return text;
 }
 
+std::string safetensors_length_prefix(const std::string& header) {
+  std::string len(8, '\0');
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) len[static_cast<size_t>(i)] = static_cast<char>(n >> (8 * i));
+  return len;
+}
+
 void write_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata) {
   const std::string header = make_safetensors_header(tensors, metadata);
   AtomicFileWriter out(path);
-  uint8_t len[8];
-  uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
-  out.write(len, sizeof len);
+  out.write(safetensors_length_prefix(header));
   out.write(header);
   for (const auto& [name, t] : tensors) {
     // One tensor at a time, so a model on the GPU never needs a second full

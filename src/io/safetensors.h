@@ -101,9 +101,22 @@ std::map<std::string, Tensor> read_safetensors(const std::filesystem::path& path
 void write_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// A tensor as a file's header describes it, before its bytes exist.
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  uint64_t nbytes() const { return static_cast<uint64_t>(numel(shape)) * dtype_size(dtype); }
+};
+std::vector<TensorSpec> specs_of(const NamedTensors& tensors);
+
 // The JSON header exactly as write_safetensors lays it out, padded with
 // spaces to a multiple of 8 bytes so the data region starts 8-aligned.
 std::string make_safetensors_header(const NamedTensors& tensors,
                                     const std::map<std::string, std::string>& metadata);
+std::string make_safetensors_header(const std::vector<TensorSpec>& tensors,
+                                    const std::map<std::string, std::string>& metadata);
+// The header's first 8 bytes: its length, little-endian.
+std::string safetensors_length_prefix(const std::string& header);
 
 }  // namespace lt::io

@@ -79,6 +79,45 @@ std::vector<HfRule> hf_rules(const ModelConfig& config) {
   return config.is_gpt2() ? gpt2_rules(config) : llama_like_rules(config);
 }
 
+Tensor hf_tensor(const HfRule& rule, const std::function<Tensor(const std::string&)>& get,
+                 DType dtype) {
+  switch (rule.layout) {
+    case HfLayout::Same:
+      return get(rule.internal[0]).to(dtype).contiguous();
+    case HfLayout::Transposed:
+      return get(rule.internal[0]).transpose(0, 1).contiguous().to(dtype);
+    case HfLayout::FusedQkvConv1D:
+    case HfLayout::FusedQkvBias: {
+      const bool weight = rule.layout == HfLayout::FusedQkvConv1D;
+      const Tensor q = get(rule.internal[0]);
+      const int64_t part = q.size(0);
+      Tensor t =
+          weight ? Tensor::empty({q.size(1), 3 * part}, dtype) : Tensor::empty({3 * part}, dtype);
+      for (int k = 0; k < 3; ++k) {
+        const Tensor p = get(rule.internal[k]);
+        t.slice(weight ? 1 : 0, k * part, (k + 1) * part).copy_(weight ? p.transpose(0, 1) : p);
+      }
+      return t;
+    }
+  }
+  fail("unknown Hugging Face layout for '", rule.hf_name, "'");
+}
+
+Shape hf_shape(const HfRule& rule, const std::function<Shape(const std::string&)>& shape_of) {
+  const Shape s = shape_of(rule.internal[0]);
+  switch (rule.layout) {
+    case HfLayout::Same:
+      return s;
+    case HfLayout::Transposed:
+      return {s[1], s[0]};
+    case HfLayout::FusedQkvConv1D:
+      return {s[1], 3 * s[0]};
+    case HfLayout::FusedQkvBias:
+      return {3 * s[0]};
+  }
+  fail("unknown Hugging Face layout for '", rule.hf_name, "'");
+}
+
 nn::NamedParameters to_hf_layout(const ModelConfig& config,
                                  const std::map<std::string, Tensor>& by_name, DType dtype) {
   auto get = [&](const std::string& name) -> Tensor {
@@ -87,30 +126,8 @@ nn::NamedParameters to_hf_layout(const ModelConfig& config,
     return it->second.detach();
   };
   nn::NamedParameters out;
-  for (const HfRule& rule : hf_rules(config)) {
-    Tensor t;
-    switch (rule.layout) {
-      case HfLayout::Same:
-        t = get(rule.internal[0]).to(dtype).contiguous();
-        break;
-      case HfLayout::Transposed:
-        t = get(rule.internal[0]).transpose(0, 1).contiguous().to(dtype);
-        break;
-      case HfLayout::FusedQkvConv1D:
-      case HfLayout::FusedQkvBias: {
-        const bool weight = rule.layout == HfLayout::FusedQkvConv1D;
-        const Tensor q = get(rule.internal[0]);
-        const int64_t part = q.size(0);
-        t = weight ? Tensor::empty({q.size(1), 3 * part}, dtype) : Tensor::empty({3 * part}, dtype);
-        for (int k = 0; k < 3; ++k) {
-          const Tensor p = get(rule.internal[k]);
-          t.slice(weight ? 1 : 0, k * part, (k + 1) * part).copy_(weight ? p.transpose(0, 1) : p);
-        }
-        break;
-      }
-    }
-    out.emplace_back(rule.hf_name, t);
-  }
+  for (const HfRule& rule : hf_rules(config))
+    out.emplace_back(rule.hf_name, hf_tensor(rule, get, dtype));
   return out;
 }
 

@@ -2,6 +2,7 @@
 // The one place per family where Hugging Face tensor names meet internal
 // names. Most tensors map one to one; GPT-2's Conv1D layers store weights
 // transposed ([in, out]) and fuse q, k and v into one c_attn tensor.
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,6 +34,12 @@ std::vector<HfRule> hf_rules(const ModelConfig& config);
 nn::NamedParameters to_hf_layout(const ModelConfig& config,
                                  const std::map<std::string, Tensor>& by_internal_name,
                                  DType dtype);
+
+// One rule's tensor: `get` gives each of rule.internal's tensors (the
+// fused layouts read three); and its shape, from the internal shapes.
+Tensor hf_tensor(const HfRule& rule, const std::function<Tensor(const std::string&)>& get,
+                 DType dtype);
+Shape hf_shape(const HfRule& rule, const std::function<Shape(const std::string&)>& shape_of);
 
 // Names some checkpoints carry that are buffers, not parameters (GPT-2's
 // causal-mask "attn.bias", older Llama's "rotary_emb.inv_freq").

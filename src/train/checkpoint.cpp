@@ -11,6 +11,7 @@
 #include "io/atomic_file.h"
 #include "io/hf_folder.h"
 #include "io/hf_model.h"
+#include "train/staged_checkpoint.h"
 
 namespace lt::train {
 
@@ -126,10 +127,14 @@ void copy_companions(const fs::path& from, const auto& names, const fs::path& to
 void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,
                             const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
                             const TrainerState& state, const CheckpointOptions& options) {
-  io::save_hf_model(model, dir, DType::F32);
+  if (options.staged) {
+    write_staged_checkpoint_tensors(dir, model, optimizer_state, *options.staged, kOptimizerFile);
+  } else {
+    io::save_hf_model(model, dir, DType::F32);
+    io::write_safetensors(dir / kOptimizerFile, optimizer_state);
+  }
   copy_companions(options.tokenizer_dir, io::kHfTokenizerFiles, dir);
   copy_companions(options.model_dir, kModelFiles, dir);
-  io::write_safetensors(dir / kOptimizerFile, optimizer_state);
   write_text(dir / "train_config.yaml", options.config_yaml);
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::system_clock::now().time_since_epoch())

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "data/batching.h"
+#include "exec/staged_states.h"
 #include "models/causal_lm.h"
 
 namespace lt::train {
@@ -44,6 +45,10 @@ struct CheckpointOptions {
   // Files moved into the checkpoint before it is committed: ZeRO-1's
   // optimizer shards, which every rank wrote into make_shard_folder's.
   std::vector<std::filesystem::path> extra_files;
+  // Where the stages an executor keeps on disk are read from, one at a time
+  // (exec/staged_states.h; train/staged_checkpoint.h); null: every weight
+  // and optimizer state is in host memory.
+  exec::StagedStates* staged = nullptr;
 };
 
 // A hidden folder in out_dir (".step-N.shards") for the files the ranks

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "exec/evaluate.h"
 #include "exec/offload.h"
 #include "exec/resident.h"
+#include "exec/staged_states.h"
 #include "exec/stand_in_device.h"
 #include "exec/streaming.h"
 #include "exec/streaming_disk.h"
@@ -187,11 +189,17 @@ int64_t steps_per_epoch(const std::vector<data::WeightedSamples>& sources,
 // run, saved per shard (exec/zero_checkpoint.h), are re-sharded for any
 // world size: a ZeRO-1 rank (`zero`, the same optimizer) reads only the
 // parts of the shard files it keeps, a run without ZeRO the whole states.
+// With `staged`, the stages on disk take theirs one stage at a time
+// (exec/staged_states.h).
 void load_optimizer_state(const CheckpointContents& ck, const models::CausalLM& model,
-                          optim::Optimizer& optimizer, exec::ZeroOptimizer* zero) {
+                          optim::Optimizer& optimizer, exec::ZeroOptimizer* zero,
+                          exec::StagedStates* staged) {
+  auto load = [&](const optim::NamedTensors& state) {
+    staged ? staged->load_optimizer_state(state) : optimizer.load_state(state);
+  };
   auto world = ck.optimizer_state.find(exec::kZeroWorldSizeKey);
   if (world == ck.optimizer_state.end()) {
-    optimizer.load_state({ck.optimizer_state.begin(), ck.optimizer_state.end()});
+    load({ck.optimizer_state.begin(), ck.optimizer_state.end()});
     return;
   }
   const int64_t saved_world = *world->second.data<int64_t>();
@@ -200,7 +208,7 @@ void load_optimizer_state(const CheckpointContents& ck, const models::CausalLM& 
     zero->load_state_parts(files.source());
     return;
   }
-  optimizer.load_state(exec::whole_state_from_shards(ck.dir, model.parameters(), saved_world));
+  load(exec::whole_state_from_shards(ck.dir, model.parameters(), saved_world));
 }
 
 // Several ranks with dist.zero 1: ZeRO-1's sharded AdamW (or AdamW8bit),
@@ -261,6 +269,9 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
   exec::StreamingOptions options;
   options.schedule = plan.schedule;
   options.states_on_disk = plan.sizes.states_on_disk;
+  // The run is done with the model when the executor goes: reading every
+  // stage back would need host memory for all of them.
+  options.read_states_back_at_end = false;
   options.trace_path = (fs::path(c.out.dir) / "trace.json").string();
   options.disk.directory = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
   options.ranks = ranks;
@@ -421,9 +432,9 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     if (resumed.optimizer) {
       log.message("resume: the optimizer changed; its states start from zero");
     } else {
-      // States on disk come back for it (Note [Stage states on disk]).
-      if (!r.plan.sizes.states_on_disk.empty()) r.executor->sync();
-      load_optimizer_state(ck, model, *r.optimizer, r.zero);
+      // States on disk take theirs a stage at a time (Note [Stage states on
+      // disk]).
+      load_optimizer_state(ck, model, *r.optimizer, r.zero, r.executor->sync_staged());
     }
     r.state = ck.state;
     if (resumed.data) {
@@ -472,7 +483,10 @@ optim::NamedTensors write_zero_shards(Run& r, std::vector<fs::path>& shard_files
 }
 
 void save(Run& r, ProgressBar& bar) {
-  r.executor->sync_masters();  // updates may still be running, or (ZenFlow) on the device
+  // Updates may still be running, or (ZenFlow) on the device; stages of
+  // states on disk stay there and are written one at a time.
+  exec::StagedStates* staged = r.executor->sync_staged();
+  if (!staged) r.executor->sync_masters();
   std::vector<fs::path> shard_files;
   const optim::NamedTensors optimizer_state =
       r.zero ? write_zero_shards(r, shard_files) : r.optimizer->state();
@@ -480,6 +494,7 @@ void save(Run& r, ProgressBar& bar) {
   r.state.sampler = r.batcher->state();
   CheckpointOptions options{tokenizer_dir_of(r.config), r.config.model.path, r.config_yaml,
                             r.config.train.keep_last, shard_files};
+  options.staged = staged;
   r.last_saved = save_checkpoint(r.out_dir, *r.model, optimizer_state, r.state, options);
   if (r.zero) fs::remove_all(r.out_dir / (".step-" + std::to_string(r.state.step) + ".shards"));
   bar.message("saved " + r.last_saved.string());
@@ -518,9 +533,16 @@ void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
   if (c.train.eval_every <= 0 || r.eval_samples.empty() ||
       (r.state.step + 1) % c.train.eval_every != 0)
     return;
-  r.executor->sync();
-  const auto ev = exec::evaluate_samples(r.executor->eval_model(), r.eval_samples,
-                                         r.batch_options.batch_size, c.train.seq_len);
+  // Stages of weights on disk come in one at a time (Note [Stage states on
+  // disk]).
+  exec::StagedStates* staged = r.executor->sync_staged();
+  if (!staged) r.executor->sync();
+  const auto ev =
+      staged ? exec::evaluate_samples_by_stage(
+                   r.executor->eval_model(), r.eval_samples, r.batch_options.batch_size,
+                   c.train.seq_len, [staged](size_t s) { return staged->bring_in_weights(s); })
+             : exec::evaluate_samples(r.executor->eval_model(), r.eval_samples,
+                                      r.batch_options.batch_size, c.train.seq_len);
   line["eval_loss"] = ev.loss;
   bar.message(fmt::format("step {}: eval loss {:.4f} over {} tokens", r.state.step + 1, ev.loss,
                           ev.tokens));
@@ -532,6 +554,7 @@ void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
     bar.message("eval accuracy: skipped (exec.mode streaming keeps the model on the host)");
     return;
   }
+  if (staged) r.executor->sync();  // generation needs the whole model
   r.math_latest = evaluate_math_at(r, r.state.step + 1, bar);
   line["eval_accuracy"] = r.math_latest->result.accuracy;
 }
@@ -674,7 +697,11 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     }
     if (at_end || (c.train.save_every > 0 && r.state.step % c.train.save_every == 0)) save(r, bar);
   }
-  r.executor->sync_masters();
+  // Stages of states on disk stay there: the model may not fit host memory.
+  exec::StagedStates* staged = r.executor->sync_staged();
+  if (!staged) r.executor->sync_masters();
+  const std::vector<bool> on_disk = staged ? staged->on_disk() : std::vector<bool>{};
+  const bool weights_on_disk = std::find(on_disk.begin(), on_disk.end(), true) != on_disk.end();
   bar.finish();
   result.steps_done = r.state.step;
   result.last_checkpoint = r.last_saved.string();
@@ -686,7 +713,10 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
       fmt::print("held-out problems, greedy answers at step {}:\n{}", r.math_latest->step,
                  math_answers_text(*r.math_latest, 3));
   } else if (options.sample_at_end && r.tokenizer && !result.interrupted) {
-    sample(r);
+    if (weights_on_disk)
+      fmt::print("\nsample: skipped (exec.state_placement keeps stages of the weights on disk)\n");
+    else
+      sample(r);
   }
   if (const std::string closing = summary.line(); !closing.empty()) fmt::print("{}\n", closing);
   fmt::print("{}", where_to_look(r.out_dir, r.last_saved));
