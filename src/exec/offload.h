@@ -50,10 +50,11 @@ struct OffloadOptions {
   // optimizer's settings (optim.*), whatever that optimizer's states are.
   optim::AdamWOptions adam;
   std::vector<std::string> no_decay;
-  // Data parallel (exec/offload_ranks.cpp; synchronous offload on the CPU
-  // only, so far): the ranks to sum over (null: one process), and with
-  // ZeRO-1 (dist.zero 1) the sharded optimizer, which is also the
-  // executor's `optimizer`. Both outlive the executor.
+  // Data parallel (exec/offload_ranks.cpp; the synchronous offload): the
+  // ranks to sum each stage's gradients over as the backward makes them
+  // final (null: one process), and with ZeRO-1 (dist.zero 1) the sharded
+  // optimizer, one group per stage (streaming_zero_groups), which is also
+  // the executor's `optimizer`. Both outlive the executor.
   CrossRankSum* ranks = nullptr;
   ZeroOptimizer* zero = nullptr;
   // Test hook: the optimizer thread sleeps up to this many microseconds

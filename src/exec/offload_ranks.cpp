@@ -57,9 +57,9 @@ double squares(const Tensor& t) {
 // does (Note [Reduces behind the backward]). Stages start strictly from
 // the last to the first, whatever order the hooks fire in, so that every
 // rank starts the same collectives in the same order; a stage with a
-// parameter that has no gradient on this rank (or every stage, on a rank
-// without targets, which runs no backward) starts after the backward, with
-// zeros for it. A stage's device gradients (ZeRO-1: its flat buffer and
+// parameter that has no gradient on this rank starts after the backward,
+// with zeros for it, and so do the stages before it (every stage, on a
+// rank without targets, which runs no backward). A stage's device gradients (ZeRO-1: its flat buffer and
 // shard) live until its reduce is finished.
 void OffloadExecutor::Impl::arm_reduces() {
   if (stage_of.empty()) {

@@ -14,8 +14,8 @@
 // its shard's pieces of the masters (and of the bf16 copies), which no
 // other rank writes; so no weight is all-gathered between the ranks of one
 // host at all. The one thing left to share is *when*: as a rank finishes
-// its update of a group (a streaming stage; the offload executor's whole
-// model) it publishes it, bumping its own counter of that group in the
+// its update of a group (a stage, in the streaming and offload executors)
+// it publishes it, bumping its own counter of that group in the
 // segment's header, and then waits until every rank of the host has
 // published the group as often as it has (publish / wait_for). Only then
 // is its update's ticket done, so the next forward's upload of stage s,

@@ -13,8 +13,8 @@
 //   gather_masters: every rank's updated shard all-gathered into every
 //       rank's masters.
 //
-// The parameters may form groups (exec/zero_shards.h; the streaming
-// executor: one per stage), each reduce-scattered and all-gathered alone:
+// The parameters may form groups (exec/zero_shards.h; the streaming and
+// offload executors: one per stage), each reduce-scattered and all-gathered alone:
 // start_reduce(g) as group g's gradients land in its part of the flat
 // buffer, take_reduced() once every group's has completed, and
 // start_gather(g) / finish_gathers() once a group's update is done.
