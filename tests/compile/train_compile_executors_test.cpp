@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <set>
 
 #include "compile/compiler_info.h"
 #include "exec/offload.h"
@@ -18,6 +20,7 @@
 #include "support/executor_steps.h"
 #include "support/fixture_models.h"
 #include "support/random_batch.h"
+#include "train/train_helpers.h"
 
 namespace lt {
 namespace {
@@ -68,10 +71,11 @@ struct ModeRun {
   compile::KernelCacheStats cache;
 };
 
-ModeRun train(Mode mode, const std::string& family, bool compiled) {
+ModeRun train(Mode mode, const std::string& family, bool compiled,
+              const std::string& cache_folder = "") {
   models::CausalLM model = testing::random_fixture_model(family, kLayers);
   std::shared_ptr<models::CompiledBlocks> blocks;
-  auto cache = std::make_shared<compile::KernelCache>();
+  auto cache = std::make_shared<compile::KernelCache>(cache_folder);
   if (compiled) {
     blocks = std::make_shared<models::CompiledBlocks>(cache);
     model.use_compiled_blocks(blocks);
@@ -122,6 +126,31 @@ TEST_P(TrainCompileExecutors, GiveTheLossesOfTheUnfusedRunAndCompileTheBlocks) {
   EXPECT_GE(fused.stats.chains, kLayers * modes * 3);
   EXPECT_GT(fused.cache.compiled, 0);
   EXPECT_EQ(plain.cache.compiled, 0);
+}
+
+// A GPU machine without MLIR runs only the kernels prebuilt for it from
+// models::block_kernel_graphs (traced with gradients, as resident and
+// offload run the blocks). Streaming also runs each block without
+// gradients: the kernels it compiles into a folder must all be listed, or
+// its forward blocks would run unfused there.
+TEST_P(TrainCompileExecutors, BlockKernelGraphsListEveryKernelTheExecutorCompiles) {
+  const auto& [mode, family] = GetParam();
+  train::testing::TempDir dir("executor_kernels_" + std::string(mode_name(mode)) + "_" + family);
+  const ModeRun fused = train(mode, family, true, dir.path().string());
+  EXPECT_EQ(fused.stats.fallbacks, 0) << fused.stats.first_fallback;
+  std::set<std::string> listed;
+  const models::ModelConfig config = testing::random_fixture_model(family, 1).config();
+  compile::KernelCache ahead(dir.path().string());
+  for (const compile::KernelGraph& g : models::block_kernel_graphs(config, DType::F32)) {
+    listed.insert(g.key());
+    ahead.get(g);
+  }
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    entries += e.path().extension() == ".kernel" ? 1 : 0;
+  }
+  EXPECT_EQ(ahead.stats().compiled, 0) << "listed kernels that training did not compile";
+  EXPECT_EQ(listed.size(), entries) << "training compiled kernels that are not listed";
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, TrainCompileExecutors,
