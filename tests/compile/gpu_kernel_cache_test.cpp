@@ -14,6 +14,7 @@
 #include "compile/chains.h"
 #include "compile/compiler_info.h"
 #include "compile/cubin.h"
+#include "compile/cross_entropy_chain.h"
 #include "compile/gpu_kernel_cache.h"
 #include "core/error.h"
 #include "models/compiled_blocks.h"
@@ -184,6 +185,9 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
     }
     // tests/gpu/compiled_adamw8bit_gpu_test.cpp's
     cases.push_back({"8-bit AdamW", optim::adamw8bit_kernel_graph(dtype, true), 0, 0});
+    // tests/gpu/cross_entropy_chain_gpu_test.cpp's
+    cases.push_back({"cross-entropy forward", cross_entropy_forward_graph(dtype), 0, 0});
+    cases.push_back({"cross-entropy backward", cross_entropy_backward_graph(dtype), 0, 0});
   }
   for (const testing::GpuKernelCase& c : cases) {
     SCOPED_TRACE(c.name);

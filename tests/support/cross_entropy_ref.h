@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/random.h"
+
 namespace lt::testing {
 
 struct CrossEntropyRef {
@@ -37,6 +39,26 @@ inline CrossEntropyRef cross_entropy_f64(const std::vector<double>& x,
     }
   }
   return r;
+}
+
+// Random logits and targets for the cross-entropy tests: [n, v] values
+// N(0, 3^2) (wide enough that the max shift matters) and targets uniform in
+// [0, v), every `ignore_every`-th row (from row ignore_every - 1) `ignore`.
+struct CrossEntropyCase {
+  std::vector<float> logits;
+  std::vector<int64_t> targets;
+};
+inline CrossEntropyCase random_cross_entropy_case(int64_t n, int64_t v, int64_t ignore_every,
+                                                  int64_t ignore, uint64_t seed) {
+  Generator gen(seed);
+  CrossEntropyCase c;
+  for (int64_t i = 0; i < n * v; ++i) c.logits.push_back(static_cast<float>(3.0 * gen.normal()));
+  for (int64_t i = 0; i < n; ++i) {
+    c.targets.push_back(i % ignore_every == ignore_every - 1
+                            ? ignore
+                            : static_cast<int64_t>(gen.below(static_cast<uint64_t>(v))));
+  }
+  return c;
 }
 
 }  // namespace lt::testing
