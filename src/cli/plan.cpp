@@ -95,8 +95,8 @@ nlohmann::json print_data_parallel(const plan::Plan& r, const PlanArgs& args,
       d.gpus, gb(r.budget.bytes(exec::MemorySpace::Gpu)), gb(host), gb(d.host_bytes_per_node),
       d.ranks_per_node, gb(d.traffic_bytes), d.bus_gbps, d.link_from, d.collectives_s, step_s,
       tokens_per_s, gb(d.zero_saves_bytes_per_rank), gb(d.zero_host_bytes_per_node),
-      d.nodes == 1 && d.ranks_per_node > 1
-          ? " (its ranks sharing one copy of the weights: dist.share_weights)"
+      d.ranks_per_node > 1
+          ? " (each node's ranks sharing one copy of the weights: dist.share_weights)"
           : "");
   return j;
 }

@@ -32,7 +32,7 @@ DataParallelPlan plan_data_parallel(const models::ModelConfig& model, const Data
                                        params, o.optimizer, o.optimizer_block)));
   const int64_t zero_rank = rank_host_bytes - p.zero_saves_bytes_per_rank;
   const int64_t weights = kSharedWeightBytesPerParameter * params;
-  p.zero_host_bytes_per_node = p.nodes == 1 && p.ranks_per_node > 1
+  p.zero_host_bytes_per_node = p.ranks_per_node > 1
                                    ? (zero_rank - weights) * p.ranks_per_node + weights
                                    : zero_rank * p.ranks_per_node;
   return p;

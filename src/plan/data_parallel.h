@@ -45,11 +45,11 @@ struct DataParallelPlan {
   // With ZeRO-1 (dist.zero 1) each rank would keep 1/N of the optimizer
   // states: the host bytes per rank it saves.
   int64_t zero_saves_bytes_per_rank = 0;
-  // With ZeRO-1 on one node, the ranks share one copy of the weights
-  // (dist.share_weights; exec/shared_weights.h): the f32 masters and the
-  // bf16 copies the GPU uploads from, 6 bytes a parameter, once per node
-  // instead of once per rank. The host bytes per node then (on several
-  // nodes sharing is not built: each rank keeps its copy).
+  // With ZeRO-1, the ranks of a node share one copy of the weights
+  // (dist.share_weights; exec/shared_weights.h, on several nodes too: one
+  // segment per host): the f32 masters and the bf16 copies the GPU uploads
+  // from, 6 bytes a parameter, once per node instead of once per rank. The
+  // host bytes per node then.
   int64_t zero_host_bytes_per_node = 0;
 };
 

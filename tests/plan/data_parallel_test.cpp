@@ -56,8 +56,9 @@ TEST(DataParallelPlan, CollectivesAndMemoryAgainstHandCounts) {
   EXPECT_EQ(d.link_from, "profile");
   EXPECT_EQ(d.traffic_bytes, static_cast<int64_t>(2 * (15.0 / 16) * 2 * p));
   EXPECT_EQ(d.host_bytes_per_node, 8000);
-  // Across nodes each rank keeps its copy of the weights.
-  EXPECT_EQ(d.zero_host_bytes_per_node, 8 * (1000 - d.zero_saves_bytes_per_rank));
+  // Each node's 8 ranks share one copy of the weights, as on one node.
+  EXPECT_EQ(d.zero_host_bytes_per_node,
+            8 * (1000 - d.zero_saves_bytes_per_rank) - 7 * 6 * model.num_parameters());
 
   // One GPU: nothing moves.
   o.gpus = 1;
