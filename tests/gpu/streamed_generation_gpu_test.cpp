@@ -28,6 +28,7 @@
 #include "exec/streamed_weights.h"
 #include "gpu_test_support.h"
 #include "io/hf_model.h"
+#include "support/fixture_models.h"
 #include "train/generation.h"
 #include "train/generation_placement.h"
 #include "train/generation_setup.h"
@@ -100,14 +101,7 @@ INSTANTIATE_TEST_SUITE_P(Families, StreamedGenerationGpu,
 
 TEST(StreamedGenerationGpu, TwelveBlocksEveryLayoutEqualsResident) {
   LT_REQUIRE_GPU();
-  models::ModelConfig config = models::ModelConfig::from_file(families() / "qwen2" / "config.json");
-  config.num_hidden_layers = 12;
-  config.hidden_size = 256;
-  config.num_attention_heads = 4;
-  config.num_key_value_heads = 2;
-  config.head_dim = 64;
-  config.intermediate_size = 768;
-  config.vocab_size = 512;
+  models::ModelConfig config = lt::testing::twelve_block_qwen2_config();
   config.max_position_embeddings = 256;
   auto make = [&] {
     Generator gen(3);

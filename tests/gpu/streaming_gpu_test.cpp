@@ -37,6 +37,7 @@
 #include "io/hf_model.h"
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
+#include "support/fixture_models.h"
 #include "train/train_helpers.h"
 #include "train_compare.h"
 
@@ -129,14 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Families, StreamingGpuFixture,
 // moments and bf16 copy, so streaming's peak must be well below.
 TEST(StreamingGpu, PeakBelowResidentOnTwelveBlocks) {
   LT_REQUIRE_GPU();
-  models::ModelConfig config = models::ModelConfig::from_file(fixture("qwen2") / "config.json");
-  config.num_hidden_layers = 12;
-  config.hidden_size = 256;
-  config.num_attention_heads = 4;
-  config.num_key_value_heads = 2;
-  config.head_dim = 64;
-  config.intermediate_size = 768;
-  config.vocab_size = 512;
+  models::ModelConfig config = lt::testing::twelve_block_qwen2_config();
   auto make = [&] {
     Generator gen(3);
     return models::CausalLM::random(config, gen);

@@ -24,6 +24,22 @@ inline models::CausalLM random_fixture_model(const std::string& family, int laye
   return models::CausalLM::random(config, gen);
 }
 
+// The qwen2 fixture widened to 12 blocks of hidden 256 (4/2 heads of 64,
+// FFN 768, vocabulary 512): enough blocks for the GPU tests' streaming
+// schedules to keep, offload and recompute, small enough to run in seconds.
+inline models::ModelConfig twelve_block_qwen2_config() {
+  models::ModelConfig config = models::ModelConfig::from_file(
+      std::filesystem::path(LT_SOURCE_DIR) / "tests/models/fixtures/families/qwen2/config.json");
+  config.num_hidden_layers = 12;
+  config.hidden_size = 256;
+  config.num_attention_heads = 4;
+  config.num_key_value_heads = 2;
+  config.head_dim = 64;
+  config.intermediate_size = 768;
+  config.vocab_size = 512;
+  return config;
+}
+
 enum class TestOptimizer { AdamW, AdamW8bit };
 
 // lr 3e-3, weight decay 0.01 except on norms.
