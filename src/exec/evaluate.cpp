@@ -104,29 +104,47 @@ EvalResult evaluate_samples(const models::CausalLM& model, const std::vector<dat
 EvalResult evaluate_samples_by_stage(const models::CausalLM& model,
                                      const std::vector<data::Sample>& samples, int64_t batch_size,
                                      int64_t max_len,
-                                     const std::function<std::shared_ptr<void>(size_t)>& bring_in) {
+                                     const std::function<std::shared_ptr<void>(size_t)>& bring_in,
+                                     int64_t max_activation_bytes) {
   LT_CHECK(batch_size > 0, "batch size must be positive, got ", batch_size);
   NoGradGuard no_grad;
-  std::vector<models::StageContext> contexts;
-  std::vector<Tensor> x;  // per batch: the latest stage's output
+  std::vector<EvalBatch> batches;
   int64_t tokens = 0;
   const int64_t n = static_cast<int64_t>(samples.size());
   for (int64_t begin = 0; begin < n; begin += batch_size) {
-    const auto batch = eval_batch(samples, begin, std::min(n, begin + batch_size), max_len);
-    if (!batch) continue;
-    // As CausalLM::loss, denominator 1: the head returns the sum.
-    contexts.push_back(model.context(batch->ids.size(1), batch->targets.to(model.device()), 1.0));
-    x.push_back(batch->ids.to(model.device()));
-    tokens += batch->count;
+    if (auto batch = eval_batch(samples, begin, std::min(n, begin + batch_size), max_len)) {
+      tokens += batch->count;
+      batches.push_back(std::move(*batch));
+    }
   }
   LT_CHECK(tokens > 0, "no sample has a token to predict: nothing to evaluate");
-  for (size_t s = 0; s < model.stages().size(); ++s) {
-    const std::shared_ptr<void> held = bring_in(s);
-    for (size_t b = 0; b < x.size(); ++b)
-      x[b] = model.run_stage(*model.stages()[s], x[b], contexts[b]);
-  }
+  const int64_t value_bytes =
+      model.config().hidden_size *
+      static_cast<int64_t>(dtype_size(model.parameters().front().second.dtype()));
   double loss_sum = 0;
-  for (const Tensor& loss : x) loss_sum += loss.item();
+  for (size_t first = 0; first < batches.size();) {
+    // The group [first, last), and per batch its context and latest output.
+    size_t last = first;
+    int64_t bytes = 0;
+    std::vector<models::StageContext> contexts;
+    std::vector<Tensor> x;
+    while (last < batches.size()) {
+      const int64_t more = batches[last].ids.numel() * value_bytes;
+      if (last > first && bytes + more > max_activation_bytes) break;
+      bytes += more;
+      const EvalBatch& b = batches[last++];
+      // As CausalLM::loss, denominator 1: the head returns the sum.
+      contexts.push_back(model.context(b.ids.size(1), b.targets.to(model.device()), 1.0));
+      x.push_back(b.ids.to(model.device()));
+    }
+    for (size_t s = 0; s < model.stages().size(); ++s) {
+      const std::shared_ptr<void> held = bring_in(s);
+      for (size_t b = 0; b < x.size(); ++b)
+        x[b] = model.run_stage(*model.stages()[s], x[b], contexts[b]);
+    }
+    for (const Tensor& loss : x) loss_sum += loss.item();
+    first = last;
+  }
   return {loss_sum / static_cast<double>(tokens), tokens};
 }
 

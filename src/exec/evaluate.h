@@ -30,14 +30,17 @@ EvalResult evaluate_samples(const models::CausalLM& model, const std::vector<dat
                             const std::function<void(int64_t, int64_t)>& progress = {});
 
 // evaluate_samples' loss bit for bit, walking the model's stages in order
-// over every batch: `bring_in(s)` is held while stage s runs (an executor
-// that keeps stages of weights on disk brings one in at a time,
-// exec/staged_states.h). Host memory holds every batch's activations
-// between two stages (rows x max_len x hidden values).
+// over a group of batches at a time: `bring_in(s)` is held while stage s
+// runs (an executor that keeps stages of weights on disk brings one in at
+// a time, exec/staged_states.h). A group holds as many batches as keep
+// their activations between two stages (batch x length x hidden_size
+// values of the model's dtype) within `max_activation_bytes` (at least
+// one batch), so each group brings every stage in once more.
 EvalResult evaluate_samples_by_stage(const models::CausalLM& model,
                                      const std::vector<data::Sample>& samples, int64_t batch_size,
                                      int64_t max_len,
-                                     const std::function<std::shared_ptr<void>(size_t)>& bring_in);
+                                     const std::function<std::shared_ptr<void>(size_t)>& bring_in,
+                                     int64_t max_activation_bytes = int64_t{1} << 31);
 
 // Samples longer than `window` tokens (>= 2) cut into windows of `window`
 // tokens, each starting one token before the previous one ends: that token

@@ -58,8 +58,9 @@ namespace lt::exec {
 //   - a checkpoint (train/staged_checkpoint.h) lays out the model's and the
 //     optimizer's files, then writes each stage's tensors where they go:
 //     byte for byte the files a save from host memory writes;
-//   - an evaluation (exec::evaluate_samples_by_stage) walks the stages with
-//     the model's parameters bound to each stage's read (bring_in_weights);
+//   - an evaluation (exec::evaluate_samples_by_stage) walks the stages,
+//     for a group of held-out batches at a time, with the model's
+//     parameters bound to each stage's read (bring_in_weights);
 //   - a resume (load_optimizer_state) lets the optimizer load its step
 //     counts and the host stages' states while every disk stage's state
 //     tensor points at one scratch buffer, then reads each disk stage,

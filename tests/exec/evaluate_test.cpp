@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include <regex>
@@ -42,6 +43,37 @@ TEST(Evaluate, PaddedBatchesEqualRowByRowMeans) {
     exec::EvalResult res = exec::evaluate_loss(model, rows, batch);
     EXPECT_EQ(res.tokens, tokens);
     EXPECT_NEAR(res.loss, sum / static_cast<double>(tokens), 1e-5) << "batch " << batch;
+  }
+}
+
+// The stage-by-stage walk (for weights on disk, exec/staged_states.h)
+// against evaluate_samples: the same loss bit for bit, in one group of
+// batches or in a group per batch (an activation cap below one batch),
+// each group bringing every stage in once, in order.
+TEST(Evaluate, ByStageEqualsTheWholeModelBitForBit) {
+  models::CausalLM model = io::load_hf_model(kLlama);
+  std::vector<data::Sample> samples;
+  for (int r = 0; r < 7; ++r) {
+    std::vector<int32_t> ids;
+    for (int j = 0; j < 5 + 3 * r; ++j) ids.push_back((r * 31 + j * 7) % 97);
+    samples.push_back({ids, ids, r});
+  }
+  const exec::EvalResult whole = exec::evaluate_samples(model, samples, 3, 12);
+  const size_t stages = model.stages().size();
+  for (int64_t cap : {int64_t{1} << 30, int64_t{1}}) {
+    std::vector<size_t> brought;
+    const exec::EvalResult staged = exec::evaluate_samples_by_stage(
+        model, samples, 3, 12,
+        [&](size_t s) {
+          brought.push_back(s);
+          return std::shared_ptr<void>();
+        },
+        cap);
+    EXPECT_EQ(staged.loss, whole.loss) << cap;
+    EXPECT_EQ(staged.tokens, whole.tokens) << cap;
+    const size_t groups = cap == 1 ? 3 : 1;  // 7 rows in batches of 3
+    ASSERT_EQ(brought.size(), groups * stages) << cap;
+    for (size_t k = 0; k < brought.size(); ++k) EXPECT_EQ(brought[k], k % stages) << cap;
   }
 }
 
