@@ -227,7 +227,8 @@ std::unique_ptr<exec::ZeroOptimizer> make_zero_optimizer(const TrainConfig& c, c
            exec::executor_name(plan.executor), "; set exec.mode offload or dist.zero 0");
   for (bool on_disk : plan.sizes.states_on_disk)
     LT_CHECK(!on_disk, "config key 'dist.zero' 1 (ZeRO-1) keeps its shards in host memory: ",
-             "it does not combine with exec.state_placement putting states on disk yet");
+             "it does not combine with exec.state_placement putting states on disk yet; set ",
+             "exec.state_placement: host, or dist.zero: 0");
   // adamw8bit: its blocks, so that the shards fall on them (exec/zero_optimizer.h).
   std::optional<optim::AdamW8bitOptions> blockwise;
   if (plan.optimizer != exec::OptimizerStates::Fp32)
