@@ -79,7 +79,9 @@ namespace lt::exec {
 //   run left is never read: the next run in that directory removes it.)
 //   Not streamed yet: the executor's construction, which finds the whole
 //   model's masters and the optimizer's states in host memory (they exist
-//   before it does) and writes the disk stages out.
+//   before it does) and writes the disk stages out; so a model whose
+//   masters and states alone do not fit host memory cannot start yet
+//   (docs/host-memory.md says what is left).
 // - Errors: a failed read (I/O error or checksum) fails the stage's update,
 //   a failed write-back its ticket; either is the executor's update failure
 //   (Note [A failed update stops the executor]), whose message names the
