@@ -5,9 +5,11 @@
 // (fused_lm_head_loss below; LT_LM_HEAD=unfused keeps the chunked head).
 #include <algorithm>
 
+#include "autograd/cross_entropy_kernels.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/record.h"
+#include "compile/cross_entropy_chain.h"
 #include "ops/classifier.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
@@ -71,6 +73,12 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
       autograd::needs_graph({&hidden, &weight})) {
     return fused_lm_head_loss(hidden, weight, targets, loss_denominator, ignore_index);
   }
+  // train.compile: the chunks' cross-entropy as compiled kernels (on the
+  // CPU; the backward writes a new gradient instead of over the logits).
+  const std::shared_ptr<compile::KernelCache> kernels =
+      h.device().is_cpu() && (h.dtype() == DType::F32 || h.dtype() == DType::BF16)
+          ? autograd::cross_entropy_kernels()
+          : nullptr;
   const int64_t n = h.size(0);
   const int64_t step = chunk_rows_for(w.size(0), w.device());
   std::vector<Chunk> chunks;
@@ -81,7 +89,10 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
   for (int64_t b = 0, i = 0; b < n; b += step, ++i) {
     int64_t e = std::min(n, b + step);
     Tensor logits = ops::linear(h.slice(0, b, e), w);
-    ops::CrossEntropyOutput ce = ops::cross_entropy(logits, targets.slice(0, b, e), ignore_index);
+    ops::CrossEntropyOutput ce =
+        kernels ? compile::compiled_cross_entropy(*kernels, logits, targets.slice(0, b, e),
+                                                  ignore_index)
+                : ops::cross_entropy(logits, targets.slice(0, b, e), ignore_index);
     if (!chunk_losses.defined()) {
       chunk_losses = Tensor::empty({(n + step - 1) / step}, ce.loss.dtype(), ce.loss.device());
     }
@@ -101,7 +112,8 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
   bool need_h = hidden.requires_grad(), need_w = weight.requires_grad();
   return autograd::record(
       "lm_head_loss", {hidden, weight}, loss,
-      [h, w, targets, chunks, loss_denominator, ignore_index, need_h, need_w](const Tensor& g) {
+      [h, w, targets, chunks, loss_denominator, ignore_index, need_h, need_w,
+       kernels](const Tensor& g) {
         const double g_value = loss_gradient(g);
         Tensor dh = need_h ? Tensor::empty(h.shape(), h.dtype(), h.device()) : Tensor();
         Tensor dw;
@@ -116,10 +128,16 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
           // by the GEMM, so the chunk needs its logits' memory once and the
           // sum no temporary (exec/memory_budget.cpp counts the head so).
           Tensor dlogits = ops::linear(hc, w);
-          Tensor scale =
-              Tensor::scalar(g_value * static_cast<double>(c.count) / loss_denominator, DType::F64);
-          ops::cross_entropy_backward_(scale, dlogits, targets.slice(0, c.begin, c.end), c.lse,
-                                       ignore_index, c.count);
+          const double chunk_gradient = g_value * static_cast<double>(c.count) / loss_denominator;
+          if (kernels) {
+            dlogits = compile::compiled_cross_entropy_backward(*kernels, chunk_gradient, dlogits,
+                                                               targets.slice(0, c.begin, c.end),
+                                                               c.lse, ignore_index, c.count);
+          } else {
+            ops::cross_entropy_backward_(Tensor::scalar(chunk_gradient, DType::F64), dlogits,
+                                         targets.slice(0, c.begin, c.end), c.lse, ignore_index,
+                                         c.count);
+          }
           if (need_h) {
             ops::LinearGrads lg = ops::linear_backward(dlogits, Tensor(), w, true, false, false);
             dh.slice(0, c.begin, c.end).copy_(lg.x);

@@ -284,7 +284,7 @@ void StreamingExecutor::Impl::run_head(int stage) {
   for (size_t c = 0; c < chunks.size(); ++c) {
     Tensor h = input(stage, c).detach();
     h.set_requires_grad(true);
-    Tensor loss = st.forward(h, chunks[c].ctx);
+    Tensor loss = model.run_stage(st, h, chunks[c].ctx);
     stats->loss += loss.item();
     backward(loss);
     dy[c] = h.grad();

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <sstream>
 
+#include "autograd/cross_entropy_kernels.h"
+#include "compile/cross_entropy_chain.h"
 #include "core/error.h"
 #include "core/grad_mode.h"
 #include "core/random.h"
@@ -31,6 +33,11 @@ CompiledBlocks::CompiledBlocks(std::shared_ptr<compile::KernelCache> cache)
     : cache_(std::move(cache)) {}
 
 Tensor CompiledBlocks::forward(const Stage& stage, const Tensor& x, const StageContext& ctx) {
+  if (stage.kind() == StageKind::Head) {
+    // Its loss's softmax cross-entropy through this cache's kernels.
+    autograd::CrossEntropyKernelsScope kernels(cache_);
+    return stage.forward(x, ctx);
+  }
   if (stage.kind() != StageKind::Block) return stage.forward(x, ctx);
   const void* rope = ctx.rope != nullptr ? ctx.rope->cos.impl_ptr().get() : nullptr;
   Key key{&stage, x.shape(), x.dtype(), x.device().str(), GradMode::enabled(), rope};
@@ -117,7 +124,12 @@ std::vector<compile::KernelGraph> block_kernel_graphs(const ModelConfig& config,
     autograd::TraceScope scope(trace);
     out = block.forward(x, ctx);
   }
-  return autograd::program_kernel_graphs(trace, external, out);
+  std::vector<compile::KernelGraph> graphs = autograd::program_kernel_graphs(trace, external, out);
+  // The head's cross-entropy in `dtype` (on the CPU only, so far: a GPU
+  // machine prebuilds two kernels it does not run).
+  graphs.push_back(compile::cross_entropy_forward_graph(dtype));
+  graphs.push_back(compile::cross_entropy_backward_graph(dtype));
+  return graphs;
 }
 
 }  // namespace lt::models

@@ -38,7 +38,9 @@ class CompiledBlocks {
  public:
   explicit CompiledBlocks(std::shared_ptr<compile::KernelCache> cache);
 
-  // `stage`'s forward (a block stage; others run as they are).
+  // `stage`'s forward (a block stage; the head with its loss's softmax
+  // cross-entropy from this cache, autograd/cross_entropy_kernels.h; others
+  // as they are).
   Tensor forward(const Stage& stage, const Tensor& x, const StageContext& ctx);
 
   CompiledBlockStats stats() const;
@@ -62,8 +64,9 @@ std::string compile_summary(const CompiledBlockStats& stats,
 // The kernel graphs training `config` with compiled blocks in `dtype` (the
 // compute dtype: bf16 on a GPU) runs, forward and backward: one block of
 // the config traced on the CPU (the blocks of a model trace alike; the
-// graphs hold no sizes). For filling a cache folder ahead on a machine
-// with MLIR for a GPU machine without (bench/compile_e2e.sh prebuild).
+// graphs hold no sizes), and the head's two cross-entropy kernels. For
+// filling a cache folder ahead on a machine with MLIR for a GPU machine
+// without (bench/compile_e2e.sh prebuild).
 std::vector<compile::KernelGraph> block_kernel_graphs(const ModelConfig& config, DType dtype);
 
 }  // namespace lt::models

@@ -5,7 +5,9 @@
 // training on the CPU stand-in device gives the losses and parameters of
 // the same executor without them, in f32, and the blocks were actually run
 // as programs (compiled kernels, no fallback): an executor that ran its own
-// unfused copies would leave the programs at zero.
+// unfused copies would leave the programs at zero. The head's loss runs its
+// softmax cross-entropy through the same cache (its kernels are there
+// after training).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <set>
 
 #include "compile/compiler_info.h"
+#include "compile/cross_entropy_chain.h"
 #include "exec/offload.h"
 #include "exec/stand_in_device.h"
 #include "exec/streaming.h"
@@ -69,7 +72,16 @@ struct ModeRun {
   testing::ExecutorRun result;
   models::CompiledBlockStats stats;
   compile::KernelCacheStats cache;
+  std::shared_ptr<compile::KernelCache> kernels;
 };
+
+// Whether the head's cross-entropy kernels (f32) are in `cache` already.
+bool has_cross_entropy_kernels(compile::KernelCache& cache) {
+  const int64_t compiled = cache.stats().compiled;
+  cache.get(compile::cross_entropy_forward_graph(DType::F32));
+  cache.get(compile::cross_entropy_backward_graph(DType::F32));
+  return cache.stats().compiled == compiled;
+}
 
 ModeRun train(Mode mode, const std::string& family, bool compiled,
               const std::string& cache_folder = "") {
@@ -89,6 +101,7 @@ ModeRun train(Mode mode, const std::string& family, bool compiled,
   executor.reset();  // its threads are done with the blocks
   if (blocks) r.stats = blocks->stats();
   r.cache = cache->stats();
+  r.kernels = cache;
   return r;
 }
 
@@ -126,6 +139,7 @@ TEST_P(TrainCompileExecutors, GiveTheLossesOfTheUnfusedRunAndCompileTheBlocks) {
   EXPECT_GE(fused.stats.chains, kLayers * modes * 3);
   EXPECT_GT(fused.cache.compiled, 0);
   EXPECT_EQ(plain.cache.compiled, 0);
+  EXPECT_TRUE(has_cross_entropy_kernels(*fused.kernels)) << "the loss's cross-entropy ran unfused";
 }
 
 // A GPU machine without MLIR runs only the kernels prebuilt for it from
