@@ -24,10 +24,7 @@ class StagedCheckpoint : public ::testing::Test {
   StagedCheckpoint() : tmp_("staged_checkpoint") {
     write_random_tokens(tmp_ / "data.jsonl", 16, 97, 3);
     write_random_tokens(tmp_ / "heldout.jsonl", 5, 97, 8);
-    nlohmann::json c = nlohmann::json::parse(read_text(fixture("llama") / "config.json"));
-    c["num_hidden_layers"] = 6;
-    std::filesystem::create_directories(tmp_ / "model");
-    write_text(tmp_ / "model" / "config.json", c.dump());
+    write_fixture_config(tmp_ / "model", "llama", 6);
   }
   // `steps` steps (a checkpoint at the end, and at step 2), an evaluation
   // every 2 steps, into out.dir `out`.

@@ -40,10 +40,7 @@ class StatePlacement : public ::testing::Test {
   // stages would hold them all anyway.
   StatePlacement() : tmp_("state_placement") {
     write_random_tokens(tmp_ / "data.jsonl", 16, 97, 3);
-    nlohmann::json c = nlohmann::json::parse(read_text(fixture("llama") / "config.json"));
-    c["num_hidden_layers"] = 12;
-    std::filesystem::create_directories(tmp_ / "model");
-    write_text(tmp_ / "model" / "config.json", c.dump());
+    write_fixture_config(tmp_ / "model", "llama", 12);
   }
   TrainConfig config(const std::string& placement, const std::string& mode = "streaming",
                      const std::vector<std::string>& more = {}) {

@@ -69,6 +69,15 @@ inline std::string read_text(const fs::path& path) {
   return ss.str();
 }
 
+// A model folder holding only `family`'s fixture config.json with `layers`
+// blocks (for model.init random), at `dir`.
+inline void write_fixture_config(const fs::path& dir, const std::string& family, int layers) {
+  nlohmann::json c = nlohmann::json::parse(read_text(fixture(family) / "config.json"));
+  c["num_hidden_layers"] = layers;
+  fs::create_directories(dir);
+  write_text(dir / "config.json", c.dump());
+}
+
 // A tokens-format JSONL file: one {"input_ids", "labels"} row per sample;
 // labels are aligned with input_ids (the trainer shifts them).
 inline void write_tokens_jsonl(const fs::path& path, const std::vector<std::vector<int64_t>>& ids,

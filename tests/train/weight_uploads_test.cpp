@@ -30,10 +30,7 @@ class WeightUploads : public ::testing::Test {
  protected:
   WeightUploads() : tmp_("weight_uploads") {
     write_random_tokens(tmp_ / "data.jsonl", 16, 97, 3);
-    nlohmann::json c = nlohmann::json::parse(read_text(fixture("llama") / "config.json"));
-    c["num_hidden_layers"] = 12;
-    std::filesystem::create_directories(tmp_ / "model");
-    write_text(tmp_ / "model" / "config.json", c.dump());
+    write_fixture_config(tmp_ / "model", "llama", 12);
     model_ = models::ModelConfig::from_file(tmp_ / "model" / "config.json");
   }
   TrainConfig config(int64_t host_cap, const std::string& uploads = "auto") {
