@@ -3,7 +3,11 @@
 // the same pass, in parameters per second; and the bytes of optimizer
 // state per parameter with the host-memory totals for the Qwen2.5-7B shape.
 //
-//   build/optim_bench [--params N] [--runs R]
+//   build/optim_bench [--params N] [--runs R] [--compiled]
+//
+// --compiled adds rows with the updates train.compile runs (the fusion
+// compiler's kernels, optim::Optimizer::use_compiled_updates; compiled once,
+// in memory, before the warm-up), beside the hand-written ones.
 //
 // Without LT_NUM_THREADS set it re-runs itself with 1, 2 and all hardware
 // threads (the thread pool's size is fixed per process). Each row: 2
@@ -25,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "compile/kernel_cache.h"
 #include "core/error.h"
 #include "core/random.h"
 #include "core/thread_pool.h"
@@ -76,18 +81,23 @@ Timing time_steps(lt::optim::Optimizer& opt, int runs) {
 // fp32 AdamW reads p g m v, writes p m v (28); 8-bit reads p g and two
 // code bytes, writes p and two code bytes (16; the scales are 8 bytes per
 // block); the shadow adds a 2-byte write.
-void child(int64_t params, int runs) {
+void child(int64_t params, int runs, bool compiled) {
   const int threads = lt::thread_pool().num_threads();
   const char* isa = lt::optim::isa_name(lt::optim::active_isa());
   struct Row {
     const char* name;
     bool eight_bit, shadow;
     double bytes;
+    bool compiled = false;
   };
-  const Row rows[] = {{"adamw", false, false, 28},
-                      {"adamw + bf16 shadow", false, true, 30},
-                      {"adamw8bit", true, false, 16},
-                      {"adamw8bit + bf16 shadow", true, true, 18}};
+  std::vector<Row> rows = {{"adamw", false, false, 28},
+                           {"adamw + bf16 shadow", false, true, 30},
+                           {"adamw8bit", true, false, 16},
+                           {"adamw8bit + bf16 shadow", true, true, 18}};
+  if (compiled) {
+    rows.push_back({"adamw, compiled", false, false, 28, true});
+    rows.push_back({"adamw8bit, compiled", true, false, 16, true});
+  }
   for (const Row& row : rows) {
     lt::nn::NamedParameters model = make_model(params);
     std::unique_ptr<lt::optim::Optimizer> opt;
@@ -104,6 +114,10 @@ void child(int64_t params, int runs) {
         shadows.push_back(Tensor::empty(model[i].second.shape(), DType::BF16));
         opt->set_bf16_shadow(i, shadows.back());
       }
+    }
+    if (row.compiled) {
+      LT_CHECK(opt->use_compiled_updates(std::make_shared<lt::compile::KernelCache>()),
+               "optim_bench: ", row.name, " has no compiled updates");
     }
     const Timing t = time_steps(*opt, runs);
     const double n = static_cast<double>(params);
@@ -176,17 +190,19 @@ void memory_table() {
 int main(int argc, char** argv) {
   int64_t params = int64_t{64} << 20;
   int runs = 7;
-  bool is_child = false;
+  bool is_child = false, compiled = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--params" && i + 1 < argc) {
       params = std::atoll(argv[++i]);
     } else if (a == "--runs" && i + 1 < argc) {
       runs = std::atoi(argv[++i]);
+    } else if (a == "--compiled") {
+      compiled = true;
     } else if (a == "--child") {
       is_child = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--params N] [--runs R]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--params N] [--runs R] [--compiled]\n", argv[0]);
       return 2;
     }
   }
@@ -206,7 +222,7 @@ int main(int argc, char** argv) {
   }
   if (is_child || std::getenv("LT_NUM_THREADS") != nullptr) {
     try {
-      child(params, runs);
+      child(params, runs, compiled);
     } catch (const lt::Error& e) {
       std::fprintf(stderr, "optim_bench: %s\n", e.what());
       return 1;
@@ -221,6 +237,7 @@ int main(int argc, char** argv) {
         setenv("LT_NUM_THREADS", std::to_string(k).c_str(), 1);
         std::vector<std::string> args = {argv[0],  "--params",           std::to_string(params),
                                          "--runs", std::to_string(runs), "--child"};
+        if (compiled) args.push_back("--compiled");
         std::vector<char*> cargs;
         for (std::string& s : args) cargs.push_back(s.data());
         cargs.push_back(nullptr);

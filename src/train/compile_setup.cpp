@@ -52,14 +52,28 @@ void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& 
               ")");
 }
 
-void setup_compiled_optimizer(const models::CausalLM& model, optim::Optimizer& optimizer,
-                              ProgressBar& log) {
+void setup_compiled_optimizer(const TrainConfig& c, const models::CausalLM& model,
+                              optim::Optimizer& optimizer, ProgressBar& log) {
   const auto& compiled = model.compiled_blocks();
   if (!compiled) return;
+  // Measured (bench/optim_bench --compiled, bench/RESULTS.md): on the CPU
+  // the compiled updates are scalar loops, and 8-bit AdamW's code lookups
+  // are trees of selects whose every branch is computed, far slower than
+  // the hand-written SIMD updates. So auto keeps those; on runs the
+  // compiled ones, as asked.
+  if (c.train.compile != "on") {
+    log.message(
+        "train.compile auto: the optimizer runs its hand-written updates (the compiled ones are "
+        "slower so far: AdamW about 7x, 8-bit AdamW several hundred times on the CPU; "
+        "bench/RESULTS.md); train.compile: on runs them");
+    return;
+  }
   if (optimizer.use_compiled_updates(compiled->cache())) {
-    log.message("train.compile: the optimizer's updates run through the fusion compiler");
+    log.message(
+        "train.compile on: the optimizer's updates run through the fusion compiler (slower "
+        "than its hand-written ones so far; bench/RESULTS.md)");
   } else {
-    log.message("train.compile: the optimizer has no compiled updates; it runs its own kernels");
+    log.message("train.compile on: the optimizer has no compiled updates; it runs its own kernels");
   }
 }
 

@@ -19,14 +19,15 @@ namespace lt::train {
 void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& model,
                    ProgressBar& log);
 
-// After setup_compile gave `model` its compiled blocks: `optimizer`'s
-// updates run as compiled kernels from the same cache too, and the run
-// says so (or that this optimizer has none). A kernel that cannot be had
-// later (on a GPU without the compiler: not in the cache folder) puts the
-// optimizer back on its hand-written kernels, which log_compile reports.
-// Without compiled blocks, does nothing.
-void setup_compiled_optimizer(const models::CausalLM& model, optim::Optimizer& optimizer,
-                              ProgressBar& log);
+// After setup_compile gave `model` its compiled blocks, with train.compile
+// on: `optimizer`'s updates run as compiled kernels from the same cache
+// too, and the run says so (or that this optimizer has none); auto keeps
+// the hand-written updates, which are faster, and says so. A kernel that
+// cannot be had later (on a GPU without the compiler: not in the cache
+// folder) puts the optimizer back on its hand-written kernels, which
+// log_compile reports. Without compiled blocks, does nothing.
+void setup_compiled_optimizer(const TrainConfig& c, const models::CausalLM& model,
+                              optim::Optimizer& optimizer, ProgressBar& log);
 
 // Logs what compiling has done so far: the trainer calls it after the
 // run's second step (the first traces and compiles the forward, the second

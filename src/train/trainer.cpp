@@ -411,7 +411,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   } else {
     r.optimizer = make_optimizer(c, r.plan, model, log);
   }
-  setup_compiled_optimizer(model, *r.optimizer, log);
+  setup_compiled_optimizer(c, model, *r.optimizer, log);
   r.batch_options.batch_size = r.plan.accum_sequences;
   r.batch_options.seq_len = c.train.seq_len;
   r.batch_options.pack = c.data.pack;

@@ -161,8 +161,8 @@ TEST(CompilerPlugin, OnWithoutThePluginStopsBeforeTraining) {
 }
 
 // With the plugin where it belongs (beside the program), auto compiles
-// the blocks and the optimizer's updates; kernels go to a scratch cache
-// folder.
+// the blocks but keeps the optimizer's hand-written updates (the compiled
+// ones are slower: bench/RESULTS.md); kernels go to a scratch cache folder.
 TEST(CompilerPlugin, AutoWithThePluginCompilesTheBlocks) {
   if (!compiler_info().built_in) GTEST_SKIP() << "built without MLIR (-DLT_MLIR=OFF)";
   TempDir tmp("plugin_auto_loaded");
@@ -173,11 +173,10 @@ TEST(CompilerPlugin, AutoWithThePluginCompilesTheBlocks) {
   EXPECT_EQ(count(output, "train.compile auto: blocks run through the fusion compiler"), 1u)
       << output;
   EXPECT_NE(output.find("chains fused"), std::string::npos) << output;
-  // The optimizer's updates too (train/compile_setup.h), counted in the
-  // log after the second step.
-  EXPECT_EQ(count(output, "the optimizer's updates run through the fusion compiler"), 1u)
-      << output;
-  EXPECT_NE(output.find("parameter updates by compiled optimizer kernels"), std::string::npos)
+  // Not the optimizer's updates (train/compile_setup.h): none is counted in
+  // the log after the second step.
+  EXPECT_EQ(count(output, "the optimizer runs its hand-written updates"), 1u) << output;
+  EXPECT_EQ(output.find("parameter updates by compiled optimizer kernels"), std::string::npos)
       << output;
   EXPECT_EQ(losses(tmp / "auto").size(), 2u);
 }
