@@ -13,7 +13,18 @@
 #include "core/tensor.h"
 #include "optim/optimizer.h"
 
+namespace lt::models {
+class CausalLM;
+}
+
 namespace lt::exec {
+
+// Per parameter of model.parameters(), in order: the flag of the stage
+// that owns it (per stage of model.stages(); missing = false), e.g. which
+// parameters' optimizer states to make without memory for the stages
+// StreamingOptions::states_on_disk puts on disk.
+std::vector<bool> flags_per_parameter(const models::CausalLM& model,
+                                      const std::vector<bool>& per_stage);
 
 class StagedStates {
  public:

@@ -116,9 +116,11 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
   if (!disk_stages.empty()) {
     setup_state_placement();
     // Note [Stage states on disk]: out before the gradient slabs come in,
-    // so that host memory never holds both.
-    move_all_states(true);
+    // so that host memory never holds both; states the optimizer made
+    // without memory are made here a stage at a time.
+    write_out_first_states();
   }
+  check_states_have_memory();
   allocate_grad_slabs();
   stage_squares.assign(stages.size(), 0.0);
   updated.assign(stages.size(), ready_ticket());

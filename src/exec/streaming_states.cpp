@@ -47,10 +47,10 @@ namespace lt::exec {
 //   step's forward of stage d (which binds the model's parameters to device
 //   copies) starts only when its memory is no longer being swapped.
 // - The executor writes every disk stage out when it is built, before it
-//   allocates the gradient slabs (and after the device's pinned copies, the
-//   model's weights and the optimizer's states exist): host memory never
-//   holds the masters, the states and the slabs of a model larger than it
-//   at once. Between steps every disk stage is on disk, and the trainer
+//   allocates the gradient slabs (and after the device's pinned copies and
+//   the model's weights exist; the states, see "The start" below): host
+//   memory never holds the masters, the states and the slabs of a model
+//   larger than it at once. Between steps every disk stage is on disk, and the trainer
 //   leaves it there: sync_staged() (exec/staged_states.h) waits for the
 //   updates and hands out the disk stages one at a time, each read through
 //   the states thread into memory of its own (the stage's handles stay
@@ -77,11 +77,16 @@ namespace lt::exec {
 //   StreamingOptions::read_states_back_at_end is false (the trainer, done
 //   with the model). (The checksums live in host memory, so a file a killed
 //   run left is never read: the next run in that directory removes it.)
-//   Not streamed yet: the executor's construction, which finds the whole
-//   model's masters and the optimizer's states in host memory (they exist
-//   before it does) and writes the disk stages out; so a model whose
-//   masters and states alone do not fit host memory cannot start yet
-//   (docs/host-memory.md says what is left).
+//   The start: the optimizer makes the disk stages' states without memory
+//   (AdamW's and AdamW8bit's states_without_memory; the trainer passes the
+//   plan's disk stages), and write_out_first_states() gives each disk
+//   stage's states memory, their first values (optimizer.reset_state),
+//   writes the stage and frees it: one stage's states in host memory at a
+//   time (a state already with memory, from an optimizer built without the
+//   flags, is written as it is). Not streamed yet: the masters, which the
+//   model holds whole before the executor exists (load_weights, random
+//   init); so a model whose masters alone do not fit host memory cannot
+//   start yet (docs/host-memory.md says what is left).
 // - Errors: a failed read (I/O error or checksum) fails the stage's update,
 //   a failed write-back its ticket; either is the executor's update failure
 //   (Note [A failed update stops the executor]), whose message names the
@@ -102,6 +107,21 @@ void point_at(const std::vector<Tensor>& handles, std::shared_ptr<Storage> stora
 }
 
 }  // namespace
+
+std::vector<bool> flags_per_parameter(const models::CausalLM& model,
+                                      const std::vector<bool>& per_stage) {
+  std::vector<bool> flags;
+  size_t stage = 0;
+  for (const auto& s : model.stages()) {
+    nn::NamedParameters own;
+    s->collect(own);
+    flags.insert(flags.end(), own.size(), stage < per_stage.size() && per_stage[stage]);
+    ++stage;
+  }
+  LT_CHECK(flags.size() == model.parameters().size(), "streaming executor: the stages list ",
+           flags.size(), " parameters, the model ", model.parameters().size());
+  return flags;
+}
 
 // StagedStates over the executor's Impl, for sync_staged().
 class StreamingExecutor::Impl::StagedStatesOf final : public StagedStates {
@@ -143,7 +163,10 @@ void StreamingExecutor::Impl::setup_state_placement() {
          dot = name.rfind('.', dot - 1)) {
       auto it = index_of.find(name.substr(0, dot));
       if (it == index_of.end()) continue;
-      LT_CHECK(t.device().is_cpu() && t.is_contiguous(), "exec.state_placement disk: state '", name,
+      // A state made without memory (the optimizer's states_without_memory)
+      // gets it stage by stage in write_out_first_states().
+      LT_CHECK(!t.storage() || (t.device().is_cpu() && t.is_contiguous()),
+               "exec.state_placement disk: state '", name,
                "' is not a contiguous host tensor: ", t.str());
       states_of[it->second].emplace_back(name, t);
       break;
@@ -242,6 +265,47 @@ void StreamingExecutor::Impl::evict_states(size_t stage, bool recycle) {
   // to hand to another stage.
   for (auto& m : memory)
     if (m && m.use_count() == 1 && m->device().is_cpu()) spare_state_memory.push_back(std::move(m));
+}
+
+// Note [Stage states on disk], "the start": each disk stage in turn gets
+// memory for the states the optimizer made without memory, their initial
+// values (optimizer.reset_state), and is written out and freed; so the
+// states of one stage are in host memory at a time. A state made without
+// memory outside the disk stages has no place to get it: an error.
+void StreamingExecutor::Impl::write_out_first_states() {
+  state_queue
+      .enqueue([this] {
+        try {
+          for (size_t s : disk_stages) {
+            bool without_memory = false;
+            for (const auto& h : stage_states[s].handles) {
+              if (h.front().storage()) continue;
+              point_at(h, Tensor::empty(h.front().shape(), h.front().dtype()).storage());
+              without_memory = true;
+            }
+            if (without_memory)
+              for (size_t i = stages[s].first; i < stages[s].last; ++i) optimizer.reset_state(i);
+            evict_states(s);
+          }
+        } catch (...) {
+          update_failed("writing every stage's first states to disk");
+        }
+      })
+      .get();
+  states_on_disk = true;
+}
+
+void StreamingExecutor::Impl::check_states_have_memory() const {
+  auto on_disk = [&](const Tensor& t) {
+    for (size_t s : disk_stages)
+      for (const auto& h : stage_states[s].handles)
+        if (h.front().same_impl(t)) return true;
+    return false;
+  };
+  for (const auto& [name, t] : optimizer.state())
+    LT_CHECK(t.storage() || on_disk(t), "streaming executor: the optimizer made state '", name,
+             "' without memory, but its stage keeps its states in host memory ",
+             "(StreamingOptions::states_on_disk)");
 }
 
 void StreamingExecutor::Impl::move_all_states(bool to_disk) {

@@ -211,8 +211,18 @@ void validate(const AdamWOptions& o) {
            "optim.weight_decay must be a finite number >= 0, got ", o.weight_decay);
 }
 
+Tensor tensor_without_memory(const Shape& shape, DType dtype) {
+  Tensor t = Tensor::empty({0}, dtype);
+  TensorImpl& impl = *t.impl();
+  impl.storage = nullptr;
+  impl.shape = shape;
+  impl.strides = contiguous_strides(shape);
+  return t;
+}
+
 AdamW::AdamW(const nn::NamedParameters& params, AdamWOptions options,
-             std::vector<std::string> no_decay_substrings)
+             std::vector<std::string> no_decay_substrings,
+             const std::vector<bool>& states_without_memory)
     : params_(params), options_(options), no_decay_substrings_(std::move(no_decay_substrings)) {
   validate(options_);
   std::unordered_map<std::string, size_t> seen;
@@ -224,18 +234,31 @@ AdamW::AdamW(const nn::NamedParameters& params, AdamWOptions options,
              " and ", i, ")");
   }
   check_no_overlap(params_);
-  for (const auto& [name, p] : params_) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
     const bool excluded =
         std::any_of(no_decay_substrings_.begin(), no_decay_substrings_.end(),
                     [&](const std::string& s) { return name.find(s) != std::string::npos; });
     decay_.push_back(excluded ? 0.0 : options_.weight_decay);
     // The moments live with their parameter: the update reads all three in
     // one pass on that device.
+    if (i < states_without_memory.size() && states_without_memory[i]) {
+      exp_avg_.push_back(tensor_without_memory(p.shape(), DType::F32));
+      exp_avg_sq_.push_back(tensor_without_memory(p.shape(), DType::F32));
+      continue;
+    }
     exp_avg_.push_back(Tensor::zeros(p.shape(), DType::F32, p.device()));
     exp_avg_sq_.push_back(Tensor::zeros(p.shape(), DType::F32, p.device()));
   }
   param_steps_.assign(params_.size(), 0);
   shadows_.resize(params_.size());
+}
+
+void AdamW::reset_state(size_t index) {
+  LT_CHECK(index < params_.size(), "AdamW::reset_state: index ", index, " is outside the ",
+           params_.size(), " parameters");
+  exp_avg_[index].zero_();
+  exp_avg_sq_[index].zero_();
 }
 
 void AdamW::set_bf16_shadow(size_t index, Tensor shadow) {

@@ -48,8 +48,12 @@ class AdamW final : public Optimizer {
   // `no_decay_substrings`: a parameter whose name contains any of them gets
   // weight decay 0 (e.g. {"bias", "norm"}); an empty list decays every
   // parameter, as torch.optim.AdamW(model.parameters()) does.
+  // `states_without_memory` (per parameter, missing = false): those
+  // parameters' moments are made without memory (tensor_without_memory),
+  // for an executor to give them memory and reset_state() them.
   AdamW(const nn::NamedParameters& params, AdamWOptions options,
-        std::vector<std::string> no_decay_substrings = {});
+        std::vector<std::string> no_decay_substrings = {},
+        const std::vector<bool>& states_without_memory = {});
 
   size_t size() const override { return params_.size(); }
   // One update of every parameter in [first, last) that has a gradient.
@@ -60,6 +64,7 @@ class AdamW final : public Optimizer {
   void update(double lr, double grad_scale, size_t first, size_t last) override;
   void finish_step() override { ++step_count_; }
   void set_bf16_shadow(size_t index, Tensor shadow) override;
+  void reset_state(size_t index) override;
   // Each parameter's update then runs compiled_adamw_update, in pieces (on
   // the CPU or a CUDA device: the same operations in the same order, so
   // the same values as the hand-written kernels).

@@ -41,11 +41,13 @@ void validate(const AdamW8bitOptions& o) {
 }
 
 AdamW8bit::AdamW8bit(const nn::NamedParameters& params, AdamWOptions options,
-                     std::vector<std::string> no_decay_substrings, AdamW8bitOptions opts8)
+                     std::vector<std::string> no_decay_substrings, AdamW8bitOptions opts8,
+                     const std::vector<bool>& states_without_memory)
     : params_(params), options_(options), opts8_(opts8) {
   validate(options_);
   validate(opts8_);
   std::unordered_set<std::string> seen;
+  std::vector<bool> small_without_memory;
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
     LT_CHECK(!name.empty(), "AdamW8bit: a parameter has an empty name");
@@ -65,9 +67,11 @@ AdamW8bit::AdamW8bit(const nn::NamedParameters& params, AdamWOptions options,
         std::any_of(no_decay_substrings.begin(), no_decay_substrings.end(),
                     [&](const std::string& s) { return name.find(s) != std::string::npos; });
     decay_.push_back(excluded ? 0.0 : options_.weight_decay);
+    const bool without_memory = i < states_without_memory.size() && states_without_memory[i];
     if (p.numel() < opts8_.min_8bit_numel || p.numel() == 0) {
       slot_.push_back(-1);
       small_.emplace_back(name, p);
+      small_without_memory.push_back(without_memory);
       continue;
     }
     slot_.push_back(static_cast<int>(q_.size()));
@@ -79,6 +83,16 @@ AdamW8bit::AdamW8bit(const nn::NamedParameters& params, AdamWOptions options,
       LT_CHECK(opts8_.block_size <= kMaxCudaBlockSize,
                "optim.block_size must be <= ", kMaxCudaBlockSize, " for parameters on CUDA ('",
                name, "'), got ", opts8_.block_size);
+    }
+    if (without_memory) {
+      q_.push_back(Quantized{i,
+                             tensor_without_memory({p.numel()}, DType::U8),
+                             tensor_without_memory({p.numel()}, DType::U8),
+                             tensor_without_memory({nb}, DType::F32),
+                             tensor_without_memory({nb}, DType::F32),
+                             0,
+                             {}});
+      continue;
     }
     Quantized q{
         i,
@@ -92,7 +106,23 @@ AdamW8bit::AdamW8bit(const nn::NamedParameters& params, AdamWOptions options,
   }
   // The fp32 AdamW checks overlap/aliasing of the small ones; its own
   // decay list is the same, so each small parameter decays as here.
-  fp32_ = std::make_unique<AdamW>(small_, options_, std::move(no_decay_substrings));
+  fp32_ = std::make_unique<AdamW>(small_, options_, std::move(no_decay_substrings),
+                                  small_without_memory);
+}
+
+void AdamW8bit::reset_state(size_t index) {
+  LT_CHECK(index < params_.size(), "AdamW8bit::reset_state: index ", index, " is outside the ",
+           params_.size(), " parameters");
+  if (slot_[index] < 0) {
+    const auto small_index = std::count(slot_.begin(), slot_.begin() + index, -1);
+    fp32_->reset_state(static_cast<size_t>(small_index));
+    return;
+  }
+  Quantized& q = q_[static_cast<size_t>(slot_[index])];
+  q.m_codes.fill_(quantize_nearest(signed_code(), 0.0f));
+  q.sqrt_v_codes.fill_(quantize_nearest(unsigned_code(), 0.0f));
+  q.m_scales.zero_();
+  q.sqrt_v_scales.zero_();
 }
 
 AdamW8bit::Split AdamW8bit::split() const {

@@ -43,13 +43,17 @@ void validate(const AdamW8bitOptions& options);
 
 class AdamW8bit final : public Optimizer {
  public:
+  // `states_without_memory`: as AdamW's (codes, scales and small
+  // parameters' moments alike).
   AdamW8bit(const nn::NamedParameters& params, AdamWOptions options,
-            std::vector<std::string> no_decay_substrings = {}, AdamW8bitOptions opts8 = {});
+            std::vector<std::string> no_decay_substrings = {}, AdamW8bitOptions opts8 = {},
+            const std::vector<bool>& states_without_memory = {});
 
   size_t size() const override { return params_.size(); }
   void update(double lr, double grad_scale, size_t first, size_t last) override;
   void finish_step() override;
   void set_bf16_shadow(size_t index, Tensor shadow) override;
+  void reset_state(size_t index) override;
   // The 8-bit parameters' updates then run compiled_adamw8bit_update, the
   // small ones AdamW's compiled update.
   bool use_compiled_updates(std::shared_ptr<compile::KernelCache> cache) override;

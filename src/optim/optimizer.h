@@ -18,6 +18,10 @@ namespace lt::optim {
 // Named tensors, in a fixed order (a checkpoint file's layout).
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// A state tensor of `shape` and `dtype` without memory (its storage null):
+// what an optimizer makes for a parameter whose states start on disk.
+Tensor tensor_without_memory(const Shape& shape, DType dtype);
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -60,6 +64,14 @@ class Optimizer {
   // the cache folder). That update and every later one ran the hand-written
   // kernels.
   virtual std::string compiled_fallback() const { return {}; }
+  // Writes the initial values of parameter `index`'s states (a fresh
+  // optimizer's: zero moments) into the memory they point at now; its step
+  // count stays. For states made without memory (AdamW's and AdamW8bit's
+  // `states_without_memory`), once an executor that keeps them on disk has
+  // given them memory, a stage at a time (Note [Stage states on disk]).
+  virtual void reset_state(size_t index) {
+    LT_CHECK(false, "this optimizer cannot reset the states of parameter ", index);
+  }
   virtual NamedTensors state() const = 0;
   virtual void load_state(const NamedTensors& state) = 0;
 };

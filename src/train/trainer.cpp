@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "core/allocator.h"
 #include "data/batching.h"
 #include "data/prompt_rows.h"
 #include "dist/process.h"
@@ -96,17 +97,24 @@ optim::AdamWOptions adamw_options(const TrainConfig& c) {
 }
 
 // optim.name's optimizer over the model's parameters (where they live: the
-// optimizer's states follow them).
+// optimizer's states follow them). The states of the stages the plan puts
+// on disk are made without memory: the streaming executor makes them a
+// stage at a time as it writes them out (Note [Stage states on disk]).
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const RunPlan& plan,
                                                  const models::CausalLM& model, ProgressBar& log) {
   const optim::AdamWOptions adam = adamw_options(c);
+  const std::vector<bool> without_memory =
+      plan.executor == exec::ExecutorKind::Streaming
+          ? exec::flags_per_parameter(model, plan.sizes.states_on_disk)
+          : std::vector<bool>{};
   if (plan.optimizer == exec::OptimizerStates::Fp32)
-    return std::make_unique<optim::AdamW>(model.parameters(), adam, c.optim.no_decay);
+    return std::make_unique<optim::AdamW>(model.parameters(), adam, c.optim.no_decay,
+                                          without_memory);
   // Blockwise 8-bit states for tensors of at least min_8bit_numel
   // elements, f32 states for the rest.
   auto q8 = std::make_unique<optim::AdamW8bit>(
       model.parameters(), adam, c.optim.no_decay,
-      optim::AdamW8bitOptions{plan.optimizer_block, plan.min_8bit_numel});
+      optim::AdamW8bitOptions{plan.optimizer_block, plan.min_8bit_numel}, without_memory);
   const optim::AdamW8bit::Split split = q8->split();
   log.message(
       fmt::format("optimizer adamw8bit: {} parameters with 8-bit states (blocks of {}), {} with "
@@ -122,27 +130,6 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const Run
 // with exec.device_memory_gb as its capacity.
 // `shared`: the weights the ranks of this host share (their bf16 copies
 // are the GPU's upload sources), or null.
-#ifdef LT_WITH_CUDA
-// Per parameter, in the model's order: whether the GPU uploads it as its
-// f32 master (exec.weight_uploads f32): those of the stages whose states
-// stay in host memory (a disk stage's master is not there between updates).
-std::vector<bool> f32_upload_flags(const models::CausalLM& model,
-                                   const std::vector<bool>& states_on_disk) {
-  std::vector<bool> flags;
-  size_t stage = 0;
-  for (const auto& s : model.stages()) {
-    nn::NamedParameters own;
-    s->collect(own);
-    const bool on_disk = stage < states_on_disk.size() && states_on_disk[stage];
-    flags.insert(flags.end(), own.size(), !on_disk);
-    ++stage;
-  }
-  LT_CHECK(flags.size() == model.parameters().size(), "exec.weight_uploads: the stages list ",
-           flags.size(), " parameters, the model ", model.parameters().size());
-  return flags;
-}
-#endif
-
 std::unique_ptr<exec::StreamingDevice> make_device(const TrainConfig& c, const RunPlan& plan,
                                                    const models::CausalLM& model,
                                                    optim::Optimizer& optimizer,
@@ -153,8 +140,12 @@ std::unique_ptr<exec::StreamingDevice> make_device(const TrainConfig& c, const R
     for (size_t i = 0; shared && i < model.parameters().size(); ++i)
       shared_copies.push_back(shared->bf16_copy(i));
     std::vector<bool> f32_uploads;
-    if (plan.executor == exec::ExecutorKind::Streaming && plan.sizes.f32_weight_uploads)
-      f32_uploads = f32_upload_flags(model, plan.sizes.states_on_disk);
+    if (plan.executor == exec::ExecutorKind::Streaming && plan.sizes.f32_weight_uploads) {
+      // Those of the stages whose masters stay in host memory: a disk
+      // stage's master is not there between updates.
+      f32_uploads = exec::flags_per_parameter(model, plan.sizes.states_on_disk);
+      f32_uploads.flip();
+    }
     return std::make_unique<exec::CudaStreamingDevice>(
         model.parameters(), optimizer, plan.device.index, shared_copies, f32_uploads);
   }
@@ -639,10 +630,16 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
              (r.out_dir / "config.yaml").string(), r.config_yaml);
   std::fflush(stdout);  // before progress lines on stderr, also when piped
 
+  int64_t setup_host_peak = 0;
   {
     ProgressBar log(0, c.train.steps);
     for (const std::string& note : c.adjustments()) log.message("config: " + note);
+    // Host memory that building the run held at its peak beyond what was
+    // held before it (Note [Stage states on disk], "the start").
+    const int64_t held_before = cpu_allocator().stats().current_bytes;
+    cpu_allocator().reset_peak();
     set_up(r, options, log);
+    setup_host_peak = cpu_allocator().stats().peak_bytes - held_before;
     log.message(run_plan_line(r.plan));
   }
 
@@ -653,6 +650,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   ProgressBar bar(r.state.step, c.train.steps);
   evaluate_before_training(r, bar);
   TrainRunResult result;
+  result.setup_host_peak_bytes = setup_host_peak;
   RunSummary summary;  // this run's steps, for its closing line
 
   const int64_t first_step = r.state.step;

@@ -19,6 +19,10 @@ struct TrainRunResult {
   double final_loss = 0;     // loss of the last step
   bool interrupted = false;  // SIGINT/SIGTERM: saved and stopped early
   std::string last_checkpoint;
+  // Host memory (cpu_allocator) that setting up the run held at its peak
+  // beyond what the process held before: loading the weights, building the
+  // optimizer and the executor, restoring a checkpoint.
+  int64_t setup_host_peak_bytes = 0;
 };
 
 TrainRunResult run_training(const TrainConfig& config, const TrainRunOptions& options);

@@ -42,20 +42,23 @@ inline models::ModelConfig twelve_block_qwen2_config() {
 
 enum class TestOptimizer { AdamW, AdamW8bit };
 
-// lr 3e-3, weight decay 0.01 except on norms.
-inline std::unique_ptr<optim::Optimizer> test_optimizer(const models::CausalLM& model,
-                                                        TestOptimizer kind) {
+// lr 3e-3, weight decay 0.01 except on norms; `states_without_memory` as
+// the optimizers' constructors take it.
+inline std::unique_ptr<optim::Optimizer> test_optimizer(
+    const models::CausalLM& model, TestOptimizer kind,
+    const std::vector<bool>& states_without_memory = {}) {
   optim::AdamWOptions o;
   o.lr = 3e-3;
   o.weight_decay = 0.01;
   const std::vector<std::string> no_decay = {"norm"};
   if (kind == TestOptimizer::AdamW) {
-    return std::make_unique<optim::AdamW>(model.parameters(), o, no_decay);
+    return std::make_unique<optim::AdamW>(model.parameters(), o, no_decay, states_without_memory);
   }
   optim::AdamW8bitOptions o8;
   o8.min_8bit_numel = 512;
   o8.block_size = 256;
-  return std::make_unique<optim::AdamW8bit>(model.parameters(), o, no_decay, o8);
+  return std::make_unique<optim::AdamW8bit>(model.parameters(), o, no_decay, o8,
+                                            states_without_memory);
 }
 
 }  // namespace lt::testing
