@@ -120,7 +120,10 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
     // without memory are made here a stage at a time.
     write_out_first_states();
   }
-  check_states_have_memory();
+  // Over ranks, state() is a collective gather (ZeRO-1's adamw8bit refuses
+  // it), and no state lives on disk there (the trainer refuses ZeRO-1 with
+  // states on disk), so nothing was made without memory.
+  if (!options.ranks) check_states_have_memory();
   allocate_grad_slabs();
   stage_squares.assign(stages.size(), 0.0);
   updated.assign(stages.size(), ready_ticket());
