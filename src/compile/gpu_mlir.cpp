@@ -33,7 +33,7 @@ class GpuWriter {
  public:
   GpuWriter(const KernelGraph& graph, int elements_per_thread)
       : graph_(graph),
-        s_(out_, "    "),
+        s_(graph, out_, "    "),
         pass_(reduction_passes(graph)),
         elements_per_thread_(elements_per_thread) {
     for (int p : pass_) passes_ = std::max(passes_, p);
@@ -43,7 +43,8 @@ class GpuWriter {
     std::ostringstream head;
     head << "module attributes {gpu.container_module} {\n"
          << "gpu.module @lt_kernels {\n"
-         << "  gpu.func @" << kGpuEntry << "(%rows: index, %cols: index";
+         << mlir_table_globals(graph_, "  ") << "  gpu.func @" << kGpuEntry
+         << "(%rows: index, %cols: index";
     for (size_t i = 0; i < graph_.inputs().size(); ++i) {
       head << ", %in" << i << ": " << memref_type(graph_.inputs()[i].dtype);
     }

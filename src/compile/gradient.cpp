@@ -92,6 +92,8 @@ class Differentiator {
         return g_.sigmoid(v(n.a));
       case OpKind::Erf:
         return g_.erf(v(n.a));
+      case OpKind::Lookup:
+        return g_.lookup(forward_.tables()[static_cast<size_t>(n.table)], v(n.a));
     }
     fail("compile: gradient_graph: unknown op");
   }
@@ -129,6 +131,7 @@ class Differentiator {
       case OpKind::Constant:
       case OpKind::Cols:
       case OpKind::Less:
+      case OpKind::Lookup:  // piecewise constant in its index
         return;
       case OpKind::Cast:
         accumulate(n.a, g);

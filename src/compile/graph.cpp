@@ -1,5 +1,7 @@
 #include "compile/graph.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstdio>
 
 #include "core/error.h"
@@ -52,6 +54,8 @@ const char* op_name(OpKind op) {
       return "row_sum";
     case OpKind::RowMax:
       return "row_max";
+    case OpKind::Lookup:
+      return "lookup";
   }
   return "?";
 }
@@ -165,6 +169,22 @@ Value KernelGraph::cast(Value a, DType dtype) {
   return v;
 }
 
+Value KernelGraph::lookup(std::span<const float> table, Value index) {
+  LT_CHECK(!table.empty() && table.size() <= kMaxTableSize, "compile: a lookup table holds 1 to ",
+           kMaxTableSize, " values, got ", table.size());
+  // Equal bit for bit, so that -0.0 and 0.0 (or two NaNs) stay what they are.
+  const auto same = [&](const std::vector<float>& t) {
+    return std::equal(t.begin(), t.end(), table.begin(), table.end(), [](float x, float y) {
+      return std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y);
+    });
+  };
+  auto it = std::find_if(tables_.begin(), tables_.end(), same);
+  if (it == tables_.end()) it = tables_.insert(tables_.end(), {table.begin(), table.end()});
+  Value v = unary(OpKind::Lookup, index);
+  nodes_.back().table = static_cast<int32_t>(it - tables_.begin());
+  return v;
+}
+
 Value KernelGraph::reduce(OpKind op, Value a) {
   LT_CHECK(checked(a, op_name(op)).shape == ShapeClass::Full, "compile: ", op_name(op),
            " reduces a full value along its rows, got a ",
@@ -204,6 +224,9 @@ std::string KernelGraph::key() const {
       case OpKind::Cast:
         out += dtype_name(n.dtype);
         break;
+      case OpKind::Lookup:
+        out += 't' + std::to_string(n.table);
+        break;
       default:
         break;
     }
@@ -216,6 +239,15 @@ std::string KernelGraph::key() const {
   out += "->";
   for (const OutputSpec& o : outputs_) {
     out += std::to_string(o.node) + ':' + dtype_name(o.dtype) + ';';
+  }
+  // The tables' values as their f32 bits in hex: exact, and a table of
+  // other values is another key (the kernel holds them).
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    out += " t" + std::to_string(t) + '[' + std::to_string(tables_[t].size()) + "]=";
+    for (float x : tables_[t]) {
+      std::snprintf(buf, sizeof buf, "%08x", std::bit_cast<uint32_t>(x));
+      out += buf;
+    }
   }
   return out;
 }

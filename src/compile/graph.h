@@ -18,7 +18,13 @@
 // and outputs may also be stored as u8 (8-bit codes, such as 8-bit AdamW's
 // states): read as the integer's f32 value; written as the integer part of
 // the value, which must lie in [0, 256) (the graph rounds it first).
+//
+// A Lookup reads a small constant f32 table (the graph's, compiled into the
+// kernel as a global constant) at an index: table[trunc(index)], the index
+// clamped to [0, size - 1] (a NaN index reads table[0]), so that no index
+// reads outside the table.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +57,7 @@ enum class OpKind : uint8_t {
   Cast,    // rounds to `dtype` (bf16) or keeps f32
   RowSum,  // Full -> Row, summed in order along the row
   RowMax,  // Full -> Row
+  Lookup,  // tables()[table] at index a (see the top of this file)
 };
 
 const char* op_name(OpKind op);
@@ -68,6 +75,7 @@ struct Node {
   DType dtype = DType::F32;  // Input: storage type; Cast: target type
   int32_t input_index = -1;  // Input only
   double constant = 0.0;     // Constant only
+  int32_t table = -1;        // Lookup only: tables()[table]
 };
 
 struct InputSpec {
@@ -109,6 +117,9 @@ class KernelGraph {
   Value row_sum(Value a) { return reduce(OpKind::RowSum, a); }
   Value row_max(Value a) { return reduce(OpKind::RowMax, a); }
   Value row_mean(Value a) { return div(row_sum(a), cols()); }
+  // table[index] (see the top of this file). A table equal to one the
+  // graph holds already is shared. 1 to kMaxTableSize values.
+  Value lookup(std::span<const float> table, Value index);
 
   // An output of shape class Full or Row, stored as `dtype`.
   void output(Value v, DType dtype);
@@ -117,9 +128,11 @@ class KernelGraph {
   const Node& node(int32_t id) const { return nodes_.at(static_cast<size_t>(id)); }
   const std::vector<InputSpec>& inputs() const { return inputs_; }
   const std::vector<OutputSpec>& outputs() const { return outputs_; }
+  const std::vector<std::vector<float>>& tables() const { return tables_; }
 
   // The expression, the dtypes and the shape classes as one line of text:
   // two graphs with the same key compile to the same kernel (the cache key).
+  // It holds every table's values, exactly: two tables never share a key.
   std::string key() const;
 
  private:
@@ -132,7 +145,12 @@ class KernelGraph {
   std::vector<Node> nodes_;
   std::vector<InputSpec> inputs_;
   std::vector<OutputSpec> outputs_;
+  std::vector<std::vector<float>> tables_;
 };
+
+// Tables are small: each is compiled into the kernel, and its values into
+// the cache key.
+inline constexpr size_t kMaxTableSize = 4096;
 
 // The class of an elementwise op's result: Row with Col is Full.
 ShapeClass broadcast_shape(ShapeClass a, ShapeClass b);

@@ -161,6 +161,27 @@ void apply(const Node& n, double a, double ea, double b, double eb, double c, do
   }
 }
 
+// The entry a Lookup reads at index x (graph.h: truncated, clamped, NaN
+// reads entry 0).
+size_t table_entry(const std::vector<float>& table, double x) {
+  if (!(x > 0)) return 0;
+  return static_cast<size_t>(std::min(std::trunc(x), static_cast<double>(table.size() - 1)));
+}
+
+// A Lookup at one element. The value is the table's, exact; an index known
+// only within its error may read any entry between the ends of that
+// interval, so the bound is the largest difference to those.
+void lookup_at(const std::vector<float>& table, double x, double ex, double& v, double& e) {
+  const size_t at = table_entry(table, x);
+  v = table[at];
+  e = 0;
+  if (ex == 0 || std::isnan(x)) return;
+  const double reach = kBoundSlack * 0x1.0p-24 * ex;
+  for (size_t k = table_entry(table, x - reach); k <= table_entry(table, x + reach); ++k) {
+    e = std::max(e, std::abs(double{table[k]} - v) / 0x1.0p-24);
+  }
+}
+
 }  // namespace
 
 Reference interpret(const KernelGraph& graph, int64_t rows, int64_t cols,
@@ -240,6 +261,11 @@ Reference interpret(const KernelGraph& graph, int64_t rows, int64_t cols,
         const size_t ib = nb ? static_cast<size_t>(index_of(nb->shape, r, c, cols)) : 0;
         const size_t ic = nc ? static_cast<size_t>(index_of(nc->shape, r, c, cols)) : 0;
         const auto io = static_cast<size_t>(index_of(n.shape, r, c, cols));
+        if (n.op == OpKind::Lookup) {
+          lookup_at(graph.tables()[static_cast<size_t>(n.table)], a.value[ia], a.bound[ia],
+                    out.value[io], out.bound[io]);
+          continue;
+        }
         apply(n, a.value[ia], a.bound[ia], b ? b->value[ib] : 0.0, b ? b->bound[ib] : 0.0,
               c3 ? c3->value[ic] : 0.0, c3 ? c3->bound[ic] : 0.0, out.value[io], out.bound[io]);
       }

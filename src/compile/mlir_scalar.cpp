@@ -20,6 +20,31 @@ std::string mlir_f32_literal(double value) {
   return buf;
 }
 
+std::string mlir_table_type(size_t size) {
+  return "memref<" + std::to_string(size) + "xf32>";
+}
+
+std::string mlir_table_globals(const KernelGraph& graph, const std::string& indent) {
+  std::string out;
+  char byte[3];
+  for (size_t t = 0; t < graph.tables().size(); ++t) {
+    const std::vector<float>& table = graph.tables()[t];
+    // The raw little-endian bytes (MLIR's hex form of a dense attribute):
+    // exact, as the key holds the bits.
+    out += indent + "memref.global \"private\" constant @lt_table" + std::to_string(t) + " : " +
+           mlir_table_type(table.size()) + " = dense<\"0x";
+    for (float x : table) {
+      const uint32_t bits = std::bit_cast<uint32_t>(x);
+      for (int shift = 0; shift < 32; shift += 8) {
+        std::snprintf(byte, sizeof byte, "%02X", (bits >> shift) & 0xFFu);
+        out += byte;
+      }
+    }
+    out += "\">\n";
+  }
+  return out;
+}
+
 std::vector<int> reduction_passes(const KernelGraph& graph) {
   std::vector<int> pass(graph.nodes().size(), 0);
   for (size_t id = 0; id < graph.nodes().size(); ++id) {
@@ -48,6 +73,29 @@ std::string ScalarWriter::unary(const char* mlir_op, const std::string& a) {
 std::string ScalarWriter::binary(const char* mlir_op, const std::string& a, const std::string& b) {
   std::string r = fresh();
   line() << r << " = " << mlir_op << " " << a << ", " << b << " : f32\n";
+  return r;
+}
+
+// graph.h's Lookup: the index clamped into the table first, by ordered
+// compares (false for a NaN, which so reads entry 0), so that the load
+// stays inside the table whatever the index.
+std::string ScalarWriter::lookup(int32_t table, const std::string& index) {
+  const size_t size = graph_.tables().at(static_cast<size_t>(table)).size();
+  const auto clamp = [&](const char* predicate, const std::string& x, const std::string& bound) {
+    const std::string flag = fresh(), r = fresh();
+    line() << flag << " = arith.cmpf " << predicate << ", " << x << ", " << bound << " : f32\n";
+    line() << r << " = arith.select " << flag << ", " << x << ", " << bound << " : f32\n";
+    return r;
+  };
+  const std::string low = clamp("ogt", index, constant(0.0));
+  const std::string clamped = clamp("olt", low, constant(static_cast<double>(size - 1)));
+  const std::string integer = fresh(), at = fresh(), memref = fresh();
+  line() << integer << " = arith.fptoui " << clamped << " : f32 to i32\n";
+  line() << at << " = arith.index_cast " << integer << " : i32 to index\n";
+  const std::string type = mlir_table_type(size);
+  line() << memref << " = memref.get_global @lt_table" << table << " : " << type << "\n";
+  std::string r = fresh();
+  line() << r << " = memref.load " << memref << "[" << at << "] : " << type << "\n";
   return r;
 }
 
@@ -103,6 +151,8 @@ std::string ScalarWriter::op(const Node& n, const std::string& a, const std::str
     }
     case OpKind::Cast:
       return n.dtype == DType::BF16 ? widen(narrow(a, DType::BF16), DType::BF16) : a;
+    case OpKind::Lookup:
+      return lookup(n.table, a);
     case OpKind::Input:
     case OpKind::Constant:
     case OpKind::Cols:

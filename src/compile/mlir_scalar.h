@@ -14,8 +14,10 @@ namespace lt::compile {
 
 class ScalarWriter {
  public:
-  // Lines go to `out`, each starting with `indent`.
-  ScalarWriter(std::ostream& out, std::string indent) : out_(out), indent_(std::move(indent)) {}
+  // Lines go to `out`, each starting with `indent`. `graph` gives the
+  // lookup tables' sizes (the tables are mlir_table_globals').
+  ScalarWriter(const KernelGraph& graph, std::ostream& out, std::string indent)
+      : graph_(graph), out_(out), indent_(std::move(indent)) {}
 
   void set_indent(std::string indent) { indent_ = std::move(indent); }
   std::ostream& line() { return out_ << indent_; }
@@ -44,7 +46,9 @@ class ScalarWriter {
  private:
   std::string unary(const char* mlir_op, const std::string& a);
   std::string binary(const char* mlir_op, const std::string& a, const std::string& b);
+  std::string lookup(int32_t table, const std::string& index);
 
+  const KernelGraph& graph_;
   std::ostream& out_;
   std::string indent_;
   int counter_ = 0;
@@ -55,6 +59,12 @@ const char* mlir_element_type(DType dtype);
 
 // An f32 constant as MLIR's exact hexadecimal form (0x3F800000 for 1.0).
 std::string mlir_f32_literal(double value);
+
+// The graph's lookup tables as private constant memref.globals, one line
+// each, @lt_table<k> of type mlir_table_type: for the top of a module (the
+// CPU's) or of a gpu.module.
+std::string mlir_table_globals(const KernelGraph& graph, const std::string& indent);
+std::string mlir_table_type(size_t size);
 
 // Per node, the reduction pass both writers compute it in: for a
 // reduction, 1 + the latest pass among the reductions its operand needs;

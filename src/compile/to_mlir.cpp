@@ -30,7 +30,7 @@ std::string memref_type(ShapeClass shape, DType dtype) {
 class MlirWriter {
  public:
   explicit MlirWriter(const KernelGraph& graph)
-      : graph_(graph), s_(out_, "    "), pass_(reduction_passes(graph)) {
+      : graph_(graph), s_(graph, out_, "    "), pass_(reduction_passes(graph)) {
     for (int p : pass_) passes_ = std::max(passes_, p);
   }
 
@@ -40,7 +40,7 @@ class MlirWriter {
        << "#row = affine_map<(d0, d1) -> (d0)>\n"
        << "#col = affine_map<(d0, d1) -> (d1)>\n"
        << "#row1 = affine_map<(d0) -> (d0)>\n"
-       << "func.func @" << name << "(%rows: index, %cols: index";
+       << mlir_table_globals(graph_, "") << "func.func @" << name << "(%rows: index, %cols: index";
     for (size_t i = 0; i < graph_.inputs().size(); ++i) {
       const InputSpec& in = graph_.inputs()[i];
       fn << ", %in" << i << ": " << memref_type(in.shape, in.dtype);

@@ -1,6 +1,5 @@
 #include "optim/compiled_adamw8bit.h"
 
-#include <array>
 #include <limits>
 
 #include "compile/gpu_kernel.h"
@@ -16,57 +15,40 @@ using compile::Value;
 
 namespace {
 
-// code[rank] for ranks in [lo, hi): a balanced tree of selects, exact.
-Value lookup(KernelGraph& k, Value rank, const Code8& code, int lo, int hi) {
-  if (hi - lo == 1) return k.constant(code[static_cast<size_t>(lo)]);
-  const int mid = (lo + hi) / 2;
-  return k.select(k.less(rank, k.constant(mid)), lookup(k, rank, code, lo, mid),
-                  lookup(k, rank, code, mid, hi));
-}
-
-// One of `table`'s eight per-segment values for the segment of |y| (the
-// number of decade thresholds above |y|), as segment_rank picks it.
-template <typename T>
-Value per_segment(KernelGraph& k, Value magnitude, const Code8Segments& s,
-                  const std::array<T, 16>& table, int side) {
-  Value v = k.constant(static_cast<double>(table[static_cast<size_t>(8 * side + 7)]));
-  for (int e = 6; e >= 0; --e) {
-    v = k.select(k.less(magnitude, k.constant(s.decade[static_cast<size_t>(e)])), v,
-                 k.constant(static_cast<double>(table[static_cast<size_t>(8 * side + e)])));
+// quantize_nearest(code, y) as an f32 value: the binary search of
+// std::lower_bound (eight lookups in the sorted table give the number of
+// codes below y), then the nearer of the two codes around y, a tie to the
+// smaller magnitude, in the same f32 operations. So every code, near-ties
+// and NaN (rank 0) included, is quantize_nearest's, as optim's kernels'.
+Value quantize(KernelGraph& k, Value y, const Code8& code) {
+  Value below = k.constant(0.0);  // codes known to be < y
+  for (int step = 128; step >= 1; step /= 2) {
+    const Value probe = k.add(below, k.constant(step));
+    const Value probed = k.lookup(code, k.sub(probe, k.constant(1.0)));
+    below = k.select(k.less(probed, y), probe, below);
   }
-  return v;
-}
-
-// The rank segment_rank gives y's code (y = x / absmax), as an f32 value;
-// negative y only for a signed code.
-Value quantize(KernelGraph& k, Value y, const Code8& code, bool is_signed) {
-  const Code8Segments& s = segments_of(code);
-  const Value magnitude = k.abs(y);
-  const Value round = k.constant(kRoundToInteger);
-  auto side_rank = [&](int side) {
-    const Value low = per_segment(k, magnitude, s, s.low, side);
-    const Value inv_step = per_segment(k, magnitude, s, s.inv_step, side);
-    const Value base = per_segment(k, magnitude, s, s.base, side);
-    const Value j = k.mul(k.sub(magnitude, low), inv_step);
-    const Value nearest = k.sub(k.add(j, round), round);
-    return side == 1 ? k.sub(base, nearest) : k.add(base, nearest);
-  };
-  Value rank = side_rank(0);
-  if (is_signed) rank = k.select(k.less(y, k.constant(0.0)), side_rank(1), rank);
-  // Within [0, 255] whatever the input (a NaN stays NaN).
-  const Value clamped_low = k.max(rank, k.constant(0.0));
-  return k.neg(k.max(k.neg(clamped_low), k.constant(-255.0)));
+  // The codes around y (the lookup clamps: both are code[0] when none is
+  // below, code[255] when all are).
+  const Value lower = k.lookup(code, k.sub(below, k.constant(1.0)));
+  const Value upper = k.lookup(code, below);
+  const Value to_lower = k.sub(y, lower), to_upper = k.sub(upper, y);
+  const Value one = k.constant(1.0);
+  const Value tie_to_lower = k.sub(one, k.less(k.abs(upper), k.abs(lower)));
+  const Value take_lower =
+      k.select(k.less(to_lower, to_upper), one,
+               k.select(k.less(to_upper, to_lower), k.constant(0.0), tie_to_lower));
+  const Value rank = k.sub(below, take_lower);
+  return k.neg(k.max(k.neg(k.max(rank, k.constant(0.0))), k.constant(-255.0)));
 }
 
 // quantize_block's codes for x with its block's absmax: x * (1 / absmax)
 // (x / absmax when that is not finite), all ranks of 0 when absmax is 0.
-Value quantize_with_absmax(KernelGraph& k, Value x, Value absmax, const Code8& code,
-                           bool is_signed) {
+Value quantize_with_absmax(KernelGraph& k, Value x, Value absmax, const Code8& code) {
   const Value inverse = k.div(k.constant(1.0), absmax);
   const Value finite = k.less(inverse, k.constant(std::numeric_limits<float>::infinity()));
   const Value y = k.select(finite, k.mul(x, inverse), k.div(x, absmax));
   const Value zero_rank = k.constant(quantize_nearest(code, 0.0f));
-  return k.select(k.less(k.constant(0.0), absmax), quantize(k, y, code, is_signed), zero_rank);
+  return k.select(k.less(k.constant(0.0), absmax), quantize(k, y, code), zero_rank);
 }
 
 void check_tensor(const Tensor& t, DType dtype, int64_t numel, Device device, const char* what) {
@@ -87,14 +69,14 @@ KernelGraph adamw8bit_kernel_graph(DType grad_dtype, bool with_bf16_copy) {
   const Value sqrt_v_scale = k.input(ShapeClass::Row, DType::F32);
   const AdamWScalarValues scalars = adamw_scalar_inputs(k);
   // dequantize_block, then detail::update_from_sqrt_v.
-  const Value m = k.mul(lookup(k, m_codes, signed_code(), 0, 256), m_scale);
-  const Value sqrt_v = k.mul(lookup(k, sqrt_v_codes, unsigned_code(), 0, 256), sqrt_v_scale);
+  const Value m = k.mul(k.lookup(signed_code(), m_codes), m_scale);
+  const Value sqrt_v = k.mul(k.lookup(unsigned_code(), sqrt_v_codes), sqrt_v_scale);
   const AdamWStepValues next = adamw_step(k, scalars, p, grad, m, k.mul(sqrt_v, sqrt_v));
   const Value m_absmax = k.row_max(k.abs(next.m));
   const Value sqrt_v_absmax = k.row_max(k.abs(next.sqrt_v));
   k.output(next.p, DType::F32);
-  k.output(quantize_with_absmax(k, next.m, m_absmax, signed_code(), true), DType::U8);
-  k.output(quantize_with_absmax(k, next.sqrt_v, sqrt_v_absmax, unsigned_code(), false), DType::U8);
+  k.output(quantize_with_absmax(k, next.m, m_absmax, signed_code()), DType::U8);
+  k.output(quantize_with_absmax(k, next.sqrt_v, sqrt_v_absmax, unsigned_code()), DType::U8);
   k.output(m_absmax, DType::F32);
   k.output(sqrt_v_absmax, DType::F32);
   if (with_bf16_copy) k.output(next.p, DType::BF16);

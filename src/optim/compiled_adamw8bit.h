@@ -7,13 +7,11 @@
 // and requantizes, writing p, the codes, the scales and the bf16 copy of p.
 //
 // The codes are u8 buffers of the IR. Dequantizing is a lookup in the code
-// table, written as a tree of selects over the rank (exact: the table's f32
-// values). Quantizing is the segment search of quantize_nearest_fast (the
-// same f32 operations on the same tables), without its fallback: where the
-// position lies within kNearTie of a midpoint (a near-tie, ~0.05% of
-// values) the kernel keeps the rounded position, which may be the rank
-// next to quantize_nearest's. Everything else (p, the bf16 copy, the
-// scales, every other code) equals adamw8bit_update_block bit for bit.
+// table (compile/graph.h's Lookup: the table's f32 values, exact).
+// Quantizing is quantize_nearest's binary search over the sorted table, in
+// lookups, and its choice between the two codes around the value, in the
+// same f32 operations; so everything (p, the codes, the scales, the bf16
+// copy) equals adamw8bit_update_block bit for bit.
 #include "compile/graph.h"
 #include "compile/kernel_cache.h"
 #include "core/tensor.h"

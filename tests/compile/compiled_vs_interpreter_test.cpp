@@ -1,6 +1,7 @@
 // Random expression graphs (rapidcheck): the kernel compiled through MLIR
 // equals the float64 interpreter within the interpreter's bound on f32
-// rounding (compile/interpret.h), times a small factor for libm.
+// rounding (compile/interpret.h), times a small factor for libm. The
+// graphs hold table lookups too, at computed indices and at u8 codes.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -21,7 +22,8 @@ constexpr double kUnitRoundoff = 0x1.0p-24;
 
 RC_GTEST_PROP(CompiledKernel, EqualsFloat64InterpreterOnRandomChains, ()) {
   if (!compiler_info().built_in) return;  // covered by CompiledKernel.BuiltIn
-  testing::RandomChain chain([](int lo, int hi) { return *rc::gen::inRange(lo, hi); });
+  testing::RandomChain chain([](int lo, int hi) { return *rc::gen::inRange(lo, hi); },
+                             /*lookups=*/true);
   chain.build();
   const int64_t rows = *rc::gen::inRange<int64_t>(1, 6);
   const int64_t cols = *rc::gen::inRange<int64_t>(1, 65);

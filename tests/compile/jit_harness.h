@@ -1,6 +1,7 @@
 #pragma once
 // Runs a compiled kernel on double values stored in the graph's dtypes
 // (inputs must already be representable there), and draws such values.
+// u8 values are 8-bit codes (0 to 255).
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -23,7 +24,9 @@ class StoredValues {
   Values read(size_t count) const {
     Values out(count);
     for (size_t i = 0; i < count; ++i) {
-      if (dtype_ == DType::BF16) {
+      if (dtype_ == DType::U8) {
+        out[i] = bytes_[i];
+      } else if (dtype_ == DType::BF16) {
         uint16_t bits;
         std::memcpy(&bits, bytes_.data() + 2 * i, 2);
         out[i] = bf16_to_f32(bits);
@@ -38,7 +41,9 @@ class StoredValues {
 
  private:
   void set(size_t i, double v) {
-    if (dtype_ == DType::BF16) {
+    if (dtype_ == DType::U8) {
+      bytes_[i] = static_cast<unsigned char>(v);
+    } else if (dtype_ == DType::BF16) {
       const uint16_t bits = f32_to_bf16(static_cast<float>(v));
       std::memcpy(bytes_.data() + 2 * i, &bits, 2);
     } else {
@@ -70,10 +75,15 @@ inline std::vector<Values> run_compiled(const CpuKernel& kernel, const KernelGra
   return out;
 }
 
-// Values in [lo, hi] that `dtype` stores exactly.
+// Values in [lo, hi] that `dtype` stores exactly; for u8, codes of 0 to 255
+// whatever the range.
 inline Values draw_values(int64_t count, DType dtype, double lo, double hi, Generator& gen) {
   Values v(static_cast<size_t>(count));
   for (double& x : v) {
+    if (dtype == DType::U8) {
+      x = static_cast<double>(gen.below(256));
+      continue;
+    }
     x = static_cast<float>(lo + (hi - lo) * gen.uniform());
     if (dtype == DType::BF16) x = round_to_bf16(x);
   }

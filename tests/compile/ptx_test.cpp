@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -62,6 +63,14 @@ TEST_F(PtxTest, KernelsOfEveryFormAssembleWithPtxas) {
   }
   KernelGraph row_only;  // a row output and no reduction: still one row per block
   row_only.output(row_only.exp(row_only.input(ShapeClass::Row, DType::F32)), DType::F32);
+  KernelGraph lookups;  // table lookups at a u8 code and at a computed index: global constants
+  {
+    std::vector<float> codes(256), small = {-1.0f, 0.5f, 2.0f};
+    for (size_t k = 0; k < codes.size(); ++k) codes[k] = std::ldexp(static_cast<float>(k), -7);
+    const Value code = lookups.input(ShapeClass::Full, DType::U8);
+    const Value x = lookups.input(ShapeClass::Full, DType::F32);
+    lookups.output(lookups.add(lookups.lookup(codes, code), lookups.lookup(small, x)), DType::BF16);
+  }
   const GpuLaunchForm elementwise = GpuLaunchForm::Elementwise, rows = GpuLaunchForm::RowPerBlock;
   const std::vector<std::tuple<const char*, KernelGraph, GpuLaunchForm>> graphs = {
       {"swiglu bf16", swiglu_forward(DType::BF16), elementwise},
@@ -71,6 +80,7 @@ TEST_F(PtxTest, KernelsOfEveryFormAssembleWithPtxas) {
       {"residual rms_norm bf16", residual_rms_norm_forward(DType::BF16, 1e-5), rows},
       {"layer_norm f32", layer_norm_forward(DType::F32, 1e-5), rows},
       {"row output", row_only, rows},
+      {"lookups", lookups, elementwise},
       {"8-bit AdamW (u8 codes in and out)", optim::adamw8bit_kernel_graph(DType::BF16, true),
        rows}};
   std::string messages;
@@ -90,6 +100,10 @@ TEST_F(PtxTest, KernelsOfEveryFormAssembleWithPtxas) {
     EXPECT_EQ(kernel.ptx.find("shfl.sync.bfly") != std::string::npos, reduces);
     EXPECT_EQ(kernel.ptx.find("bar.sync") != std::string::npos, reduces);
     EXPECT_EQ(kernel.ptx.find("malloc"), std::string::npos);
+    // Each table is one constant array of the module.
+    for (size_t t = 0; t < graph.tables().size(); ++t) {
+      EXPECT_NE(kernel.ptx.find("lt_table" + std::to_string(t) + "["), std::string::npos);
+    }
     EXPECT_EQ(assemble(kernel.ptx, messages), 0) << messages;
   }
   // Four elements a thread: each whole step loads all eight bf16 values of

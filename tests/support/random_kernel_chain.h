@@ -6,6 +6,9 @@
 // finite. The choices come from `choose`, so the same generator serves
 // rapidcheck properties (the CPU tests) and fixed seeds (the GPU tests,
 // whose kernels are compiled ahead on another machine and must match).
+// With `lookups`, the ops also draw table lookups (compile/graph.h's
+// Lookup) at computed indices and at u8 inputs added for them; without,
+// the graphs of a seed stay what they were before Lookup existed.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -20,7 +23,8 @@ using Choose = std::function<int(int lo, int hi)>;
 
 class RandomChain {
  public:
-  explicit RandomChain(Choose choose) : choose_(std::move(choose)) {}
+  explicit RandomChain(Choose choose, bool lookups = false)
+      : choose_(std::move(choose)), lookups_(lookups) {}
 
   KernelGraph graph;
 
@@ -85,7 +89,7 @@ class RandomChain {
     const Candidate a = pick();
     const Candidate b = pick();
     const double ma = a.magnitude, mb = b.magnitude;
-    switch (choose_(0, 21)) {
+    switch (choose_(0, lookups_ ? 23 : 21)) {
       case 0:
         push(graph.add(a.value, b.value), ma + mb);
         break;
@@ -162,10 +166,34 @@ class RandomChain {
                                  graph.erf(graph.mul(a.value, graph.constant(M_SQRT1_2))))),
              ma);
         break;
+      case 21: {  // a computed index, often out of the table (clamped)
+        const std::vector<float> table = random_table();
+        const Value index = graph.add(graph.mul(a.value, graph.constant(choose_(1, 41))),
+                                      graph.constant(choose_(0, int(table.size()))));
+        push(graph.lookup(table, index), largest(table));
+        break;
+      }
+      case 22: {  // an 8-bit code as the index, as 8-bit AdamW dequantizes
+        const std::vector<float> table = random_table();
+        push(graph.lookup(table, graph.input(pick_of(kShapes), DType::U8)), largest(table));
+        break;
+      }
     }
   }
 
+  std::vector<float> random_table() {
+    std::vector<float> table(static_cast<size_t>(choose_(1, 300)));
+    for (float& x : table) x = static_cast<float>(choose_(-200, 201) / 100.0);
+    return table;
+  }
+  static double largest(const std::vector<float>& table) {
+    double m = 0;
+    for (float x : table) m = std::max(m, double{std::abs(x)});
+    return m;
+  }
+
   Choose choose_;
+  bool lookups_;
   std::vector<Candidate> pool_;
 };
 
