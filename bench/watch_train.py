@@ -7,10 +7,14 @@ appears, every 20 ms, so everything between steps counts) and the median
 step. For the bench scripts (bench/gpt2_124m.sh, bench/compile_e2e.sh).
 
 Usage: watch_train.py BIN CONFIG RUN_DIR LOG STEPS TIMEOUT [FIELDS_JSON]
+BIN: the binary, or a command line before `train` ("lazytrain launch --nproc
+2"); the whole process group is killed, every rank included.
 FIELDS_JSON: fields put first in the RESULT (which system or run it is).
 Exits 1 when fewer than 4 steps ran."""
 import json
 import os
+import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -21,8 +25,8 @@ want, timeout = int(sys.argv[5]), float(sys.argv[6])
 fields = json.loads(sys.argv[7]) if len(sys.argv) > 7 else {}
 metrics = os.path.join(run_dir, "metrics.jsonl")
 with open(log_path, "w") as log:
-    proc = subprocess.Popen([binary, "train", config, "--no-sample"], stdout=log,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(shlex.split(binary) + ["train", config, "--no-sample"], stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
     stamps, deadline = [], time.time() + timeout
     while len(stamps) < want and proc.poll() is None and time.time() < deadline:
         try:
@@ -32,7 +36,10 @@ with open(log_path, "w") as log:
             n = 0
         stamps += [time.perf_counter()] * (n - len(stamps))
         time.sleep(0.02)
-    proc.kill()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     proc.wait()
 rows = []
 if os.path.exists(metrics):

@@ -106,7 +106,7 @@ nlohmann::json print_data_parallel(const plan::Plan& r, const PlanArgs& args,
 void print_run_plan(const PlanArgs& args) {
   const train::TrainConfig c = train::load_train_config(args.config, args.overrides);
   const models::ModelConfig model = load_model_config(c.model.path);
-  const train::RunPlan p = train::resolve_run(c, model);
+  const train::RunPlan p = train::resolve_run(c, model, train::PlanTarget::ProfiledGpu);
   const auto gb = [](int64_t bytes) { return static_cast<double>(bytes) / plan::kBytesPerGB; };
   if (args.json) {
     nlohmann::json j;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.h"
 #include "plan/profile.h"
@@ -19,6 +20,14 @@
 namespace lt::train {
 
 namespace {
+
+bool gpu_visible() {
+#ifdef LT_WITH_CUDA
+  return cuda::device_count() > 0;
+#else
+  return false;
+#endif
+}
 
 // exec.schedule as the streaming executor runs it: the named schedule, or
 // the planner's. With exec.mode auto, the default all_gpu that does not fit
@@ -53,8 +62,9 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
   } else if (name == "auto") {
     plan::Plan plan;
     try {
-      plan = plan_for_run(c, model, stand_in, asked_chunk,
-                          p.device.is_cuda() ? cuda_free_bytes(p.device.index) : -1, p.placement);
+      plan = plan_for_run(
+          c, model, stand_in, asked_chunk,
+          p.device.is_cuda() && gpu_visible() ? cuda_free_bytes(p.device.index) : -1, p.placement);
     } catch (const Error& e) {
       if (c.exec.mode != "auto") throw;
       fail("exec.mode auto: nothing fits: ",
@@ -189,9 +199,19 @@ Device resolve_train_device(const std::string& name) {
   return Device::cuda(0);
 }
 
-RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& model) {
+RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& model,
+                    PlanTarget target) {
   RunPlan p;
-  p.device = resolve_train_device(requested.train.device);
+  const bool elsewhere = target == PlanTarget::ProfiledGpu && requested.train.device == "cuda" &&
+                         !requested.exec.hardware.empty() &&
+                         requested.exec.hardware != "defaults" && !gpu_visible();
+  p.device = elsewhere ? Device::cuda(0) : resolve_train_device(requested.train.device);
+  std::optional<PlanForAnotherMachine> another_machine;
+  if (elsewhere) {
+    another_machine.emplace();
+    p.reasons.push_back("device: planned for the GPU of " + requested.exec.hardware +
+                        " (this machine has none)");
+  }
   TrainConfig c = requested;  // train.dtype auto resolved for the helpers below
   c.train.dtype = resolve_compute_dtype(c.train.dtype, p.device.is_cuda());
   LT_CHECK(c.train.dtype == "f32" || p.device.is_cuda(),

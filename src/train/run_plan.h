@@ -61,7 +61,17 @@ struct RunPlan {
 // machine has no GPU); auto = cuda when both are there, else cpu.
 Device resolve_train_device(const std::string& name);
 
-// The plan for `c` (validated) training `model` on this machine.
-RunPlan resolve_run(const TrainConfig& c, const models::ModelConfig& model);
+// Where the plan is for. `lazytrain plan --config` may plan a GPU run on a
+// machine without the GPU (a laptop, before renting the machine): with
+// ProfiledGpu, train.device cuda and an exec.hardware profile naming the
+// GPU's figures, a machine with no visible GPU plans for cuda:0 of that
+// profile instead of refusing; host figures come from the config
+// (exec.host_memory_gb) or the profile, never from this machine's free
+// memory alone. `lazytrain train` always resolves for ThisMachine.
+enum class PlanTarget { ThisMachine, ProfiledGpu };
+
+// The plan for `c` (validated) training `model`.
+RunPlan resolve_run(const TrainConfig& c, const models::ModelConfig& model,
+                    PlanTarget target = PlanTarget::ThisMachine);
 
 }  // namespace lt::train

@@ -31,10 +31,22 @@ int64_t checkpoint_bytes(const TrainConfig& c, const models::ModelConfig& model)
   return bytes + bytes * 3 / 100 + (int64_t{64} << 10);
 }
 
+namespace {
+thread_local bool planning_for_another_machine = false;
+}  // namespace
+
+PlanForAnotherMachine::PlanForAnotherMachine() : was_(planning_for_another_machine) {
+  planning_for_another_machine = true;
+}
+PlanForAnotherMachine::~PlanForAnotherMachine() {
+  planning_for_another_machine = was_;
+}
+
 FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes,
                                int64_t checkpoint_bytes) {
   FreeMemory free;
   free.gpu_bytes = gpu_free_bytes;
+  if (planning_for_another_machine) return free;
   // The host tensors alive now (the f32 masters, the optimizer's states)
   // are in the plan's host count and in use already.
   free.host_bytes =

@@ -42,6 +42,21 @@ int64_t checkpoint_bytes(const TrainConfig& c, const models::ModelConfig& model)
 FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes,
                                int64_t checkpoint_bytes = 0);
 
+// While one lives (on this thread), free_memory_for_run knows nothing of
+// this machine: the plan is for another one (resolve_run's
+// PlanTarget::ProfiledGpu on a machine without the GPU), whose host and
+// disk are the profile's figures and exec.host_memory_gb.
+class PlanForAnotherMachine {
+ public:
+  PlanForAnotherMachine();
+  ~PlanForAnotherMachine();
+  PlanForAnotherMachine(const PlanForAnotherMachine&) = delete;
+  PlanForAnotherMachine& operator=(const PlanForAnotherMachine&) = delete;
+
+ private:
+  bool was_;
+};
+
 // exec.hardware's value for the built-in figures (plan/hardware.h) and the
 // FLOP model, with no profile measured (train/hardware_cache.h).
 inline constexpr const char* kDefaultHardware = "defaults";

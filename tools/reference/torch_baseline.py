@@ -16,9 +16,16 @@ JSON (system "pytorch", or "pytorch-compile" with --compile, whose warm-up
 steps include the compilation; tokens_per_s_wall: the timed steps' tokens
 over their summed time); --profile adds a torch.profiler table of one more
 step.
+
+Under torchrun (WORLD_SIZE > 1) it is PyTorch DDP, the peer of lazytrain's
+data parallel: each rank on GPU LOCAL_RANK with --batch sequences of its own
+(the per-GPU batch), gradients all-reduced by DDP over NCCL; rank 0 prints
+the RESULT with the global tokens a step (system "pytorch-ddp", "world"):
+    NCCL_NVLS_ENABLE=0 torchrun --nproc-per-node 2 tools/reference/torch_baseline.py CONFIG
 """
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -42,6 +49,11 @@ def main():
     if a.layers:
         config.num_hidden_layers = a.layers
     config._attn_implementation = "sdpa"
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        torch.distributed.init_process_group("nccl")
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = transformers.AutoModelForCausalLM.from_config(config)
@@ -49,8 +61,11 @@ def main():
     model.train()
     n_params = sum(p.numel() for p in model.parameters())  # tied weight listed once
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=True)
-    forward = torch.compile(model) if a.compile else model
-    gen = torch.Generator(device="cuda").manual_seed(9)
+    wrapped = model
+    if world > 1:
+        wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])
+    forward = torch.compile(wrapped) if a.compile else wrapped
+    gen = torch.Generator(device="cuda").manual_seed(9 + rank)
 
     def step():
         ids = torch.randint(0, config.vocab_size, (a.batch, a.seq), device="cuda", generator=gen)
@@ -70,13 +85,18 @@ def main():
         loss = step()
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
-        print(f"step {s}: loss {float(loss):.4f} {dt:.3f} s", flush=True)
+        if rank == 0:
+            print(f"step {s}: loss {float(loss):.4f} {dt:.3f} s", flush=True)
         if s >= a.warmup:
             times.append(dt)
-    tokens = a.batch * a.seq
+    tokens = a.batch * a.seq * world  # a step's tokens over every rank
     med = statistics.median(times)
+    if rank != 0:
+        torch.distributed.destroy_process_group()
+        return
+    system = "pytorch-compile" if a.compile else "pytorch"
     result = {
-        "system": "pytorch-compile" if a.compile else "pytorch", "torch": torch.__version__, "transformers": transformers.__version__,
+        "system": system + ("-ddp" if world > 1 else ""), "world": world, "torch": torch.__version__, "transformers": transformers.__version__,
         "params": n_params, "layers": config.num_hidden_layers, "batch": a.batch, "seq": a.seq,
         "steps": a.steps, "median_step_s": round(med, 4), "tokens_per_s": round(tokens / med, 1),
         "tokens_per_s_wall": round(tokens * len(times) / sum(times), 1),
@@ -85,6 +105,8 @@ def main():
         "reserved_gb": round(torch.cuda.max_memory_reserved() / 1e9, 2),
     }
     print("RESULT " + json.dumps(result), flush=True)
+    if world > 1:
+        torch.distributed.destroy_process_group()
 
     if a.profile:
         from torch.profiler import ProfilerActivity, profile

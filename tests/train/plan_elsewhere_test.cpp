@@ -1,0 +1,74 @@
+// `lazytrain plan --config` plans a GPU run on a machine without the GPU
+// (PlanTarget::ProfiledGpu) from the exec.hardware profile: the device is
+// cuda:0 and the host budget is the profile's host_memory_gb, not this
+// machine's free memory (a figure no CI machine has free). `lazytrain train`
+// (PlanTarget::ThisMachine) still refuses train.device cuda without a GPU.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "support/errors.h"
+#include "train/run_plan.h"
+#include "train_helpers.h"
+#ifdef LT_WITH_CUDA
+#include "core/cuda/device_info.h"
+#endif
+
+namespace lt::train::testing {
+namespace {
+
+bool gpu_here() {
+#ifdef LT_WITH_CUDA
+  return cuda::device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+class PlanElsewhere : public ::testing::Test {
+ protected:
+  PlanElsewhere() : tmp_("plan_elsewhere") {
+    write_random_tokens(tmp_ / "data.jsonl", 16, 97, 3);
+    write_fixture_config(tmp_ / "model", "llama", 4);
+  }
+  TrainConfig config(double profile_host_gb) {
+    const fs::path profile = tmp_ / "gpu_machine.yaml";
+    std::ofstream(profile) << "host_memory_gb: " << profile_host_gb << "\ngpu_memory_gb: 141\n";
+    return fixture_config(tmp_ / "model", tmp_ / "data.jsonl", tmp_ / "out",
+                          {"model.init=random", "train.batch_size=4", "train.device=cuda",
+                           "train.dtype=bf16", "exec.mode=streaming", "exec.schedule=auto",
+                           "exec.state_placement=auto", "exec.hardware=" + profile.string()});
+  }
+  models::ModelConfig model() const {
+    return models::ModelConfig::from_file(tmp_ / "model" / "config.json");
+  }
+  TempDir tmp_;
+};
+
+bool any_line_has(const std::vector<std::string>& lines, const std::string& text) {
+  return std::any_of(lines.begin(), lines.end(),
+                     [&](const std::string& l) { return l.find(text) != std::string::npos; });
+}
+
+TEST_F(PlanElsewhere, PlansTheProfiledGpuWithTheProfilesHost) {
+  if (gpu_here()) GTEST_SKIP() << "a GPU is visible: plans are for it";
+  // 100,000 GB is more than any machine running this has free: had the
+  // budget been capped by this machine's memory, the line would name that.
+  const RunPlan p = resolve_run(config(100000), model(), PlanTarget::ProfiledGpu);
+  EXPECT_TRUE(p.device.is_cuda());
+  EXPECT_TRUE(any_line_has(p.reasons, "the hardware profile's host_memory_gb (100000.000 GB)"))
+      << ::testing::PrintToString(p.reasons);
+  EXPECT_TRUE(any_line_has(p.reasons, "this machine has none"));
+  EXPECT_GT(p.predicted_step_s, 0);
+}
+
+TEST_F(PlanElsewhere, TrainOnThisMachineStillRefusesAMissingGpu) {
+  if (gpu_here()) GTEST_SKIP() << "a GPU is visible";
+  EXPECT_THAT(lt::testing::error_of([&] { resolve_run(config(100000), model()); }),
+              ::testing::HasSubstr("no CUDA device is visible"));
+}
+
+}  // namespace
+}  // namespace lt::train::testing
