@@ -51,8 +51,9 @@ CompiledObject compile_cpu_object(const KernelGraph& graph);
 std::unique_ptr<CpuKernel> load_cpu_object(const KernelGraph& graph, const std::string& object);
 
 // What an object depends on besides its graph: the LLVM version, the
-// target triple and the host CPU (the JIT uses its features), e.g.
-// "llvm 19.1.7 x86_64-pc-linux-gnu znver3".
+// target triple and the host CPU (the JIT uses its features), and that the
+// optimizer used the host's cost models, e.g.
+// "llvm 19.1.7 x86_64-pc-linux-gnu znver3 host-tuned".
 std::string cpu_target_id();
 
 }  // namespace lt::compile

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 
@@ -15,9 +16,11 @@
 #include "core/error.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -103,6 +106,24 @@ void add_lowering_passes(mlir::PassManager& pm) {
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
 }
 
+// The host's target machine (its CPU and features), for LLVM's optimizer:
+// given none, its cost models see a target without vector registers and
+// leave every loop scalar; only the code generator would know the host.
+std::unique_ptr<llvm::TargetMachine> host_target_machine(MlirSession& session) {
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder) {
+    session.note(to_string(builder.takeError()));
+    session.fail("describing the host CPU");
+  }
+  builder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
+  auto machine = builder->createTargetMachine();
+  if (!machine) {
+    session.note(to_string(machine.takeError()));
+    session.fail("making the host's target machine");
+  }
+  return std::move(*machine);
+}
+
 }  // namespace
 
 std::unique_ptr<JitCode> jit_compile(const KernelGraph& graph, std::string* object) {
@@ -120,8 +141,14 @@ std::unique_ptr<JitCode> jit_compile(const KernelGraph& graph, std::string* obje
   add_lowering_passes(pm);
   if (mlir::failed(pm.run(*module))) session.fail("lowering to the LLVM dialect");
 
+  const std::unique_ptr<llvm::TargetMachine> host = host_target_machine(session);
+  // Named: options.transformer is a function_ref, which does not keep the
+  // function alive (given a temporary, the engine called a dangling
+  // reference, and the kernels ran unoptimized).
+  const std::function<llvm::Error(llvm::Module*)> optimize =
+      mlir::makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0, host.get());
   mlir::ExecutionEngineOptions options;
-  options.transformer = mlir::makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0, nullptr);
+  options.transformer = optimize;
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Default;
   options.enableGDBNotificationListener = false;
   options.enablePerfNotificationListener = false;
@@ -184,8 +211,10 @@ std::unique_ptr<JitCode> jit_load_object(const KernelGraph& graph, const std::st
 }
 
 std::string jit_target_id() {
+  // "host-tuned": optimized with the host's cost models (host_target_machine),
+  // so that objects cached before, scalar, are compiled again.
   return std::string("llvm ") + LLVM_VERSION_STRING + " " + llvm::sys::getProcessTriple() + " " +
-         llvm::sys::getHostCPUName().str();
+         llvm::sys::getHostCPUName().str() + " host-tuned";
 }
 
 }  // namespace lt::compile::mlir_plugin
