@@ -330,7 +330,7 @@ void AdamW::update(double lr, double grad_scale, size_t first, size_t last) {
         jobs.push_back({job.s, params_[i].second.detach().reshape(flat),
                         params_[i].second.grad().contiguous().reshape(flat),
                         exp_avg_[i].reshape(flat), exp_avg_sq_[i].reshape(flat),
-                        shadow.defined() ? shadow.reshape(flat) : Tensor()});
+                        shadow.defined() ? shadow.detach().reshape(flat) : Tensor()});
       }
     }
     if (compiled_kernels_ready(*compiled_, jobs, compiled_fallback_)) {
