@@ -50,7 +50,9 @@ class MlirWriter {
       fn << ", %out" << i << ": " << memref_type(graph_.node(out.node).shape, out.dtype);
     }
     fn << ") {\n";
-    out_ << "  %cols_i64 = arith.index_cast %cols : index to i64\n"
+    out_ << "  %zero = arith.constant 0 : index\n"
+         << "  %one = arith.constant 1 : index\n"
+         << "  %cols_i64 = arith.index_cast %cols : index to i64\n"
          << "  %cols_f32 = arith.uitofp %cols_i64 : i64 to f32\n";
     for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass);
     write_output_pass(ShapeClass::Full);
@@ -145,6 +147,10 @@ class MlirWriter {
     out_ << "):\n";
   }
 
+  // A reduction pass as explicit loops, each row's accumulators in
+  // registers (scf.for iter_args) and stored once per row: LLVM vectorizes
+  // such a loop, where it kept linalg's (the accumulator loaded and stored
+  // in its buffer at every column) scalar, steps and all.
   void write_reduction_pass(int pass) {
     std::vector<int32_t> reductions, roots;
     for (size_t id = 0; id < graph_.nodes().size(); ++id) {
@@ -154,32 +160,58 @@ class MlirWriter {
         roots.push_back(n.a);
       }
     }
-    std::vector<Operand> outs;
+    const std::vector<Operand> ins = operands_of(roots);
+    const std::string p = std::to_string(pass), r = "%r" + p, c = "%c" + p;
+    std::string types;
+    for (size_t k = 0; k < reductions.size(); ++k) types += k ? ", f32" : "f32";
     for (int32_t id : reductions) {
       const std::string buffer = "%red" + std::to_string(id);
       buffers_[id] = buffer;
-      const bool sum = graph_.node(id).op == OpKind::RowSum;
-      const std::string init = fresh();
-      out_ << "  " << buffer << " = memref.alloc(%rows) : memref<?xf32>\n"
-           << "  " << init << " = arith.constant " << (sum ? "0x00000000" : "0xFF800000")
-           << " : f32\n"
-           << "  linalg.fill ins(" << init << " : f32) outs(" << buffer << " : memref<?xf32>)\n";
-      outs.push_back({buffer, ShapeClass::Row, DType::F32, id});
+      out_ << "  " << buffer << " = memref.alloc(%rows) : memref<?xf32>\n";
     }
-    const std::vector<Operand> ins = operands_of(roots);
-    open_generic(ins, outs, false, "\"parallel\", \"reduction\"");
-    std::vector<std::string> results;
-    for (size_t i = 0; i < reductions.size(); ++i) {
-      const std::string x = emit(roots[i]);
-      const std::string acc = "%a" + std::to_string(ins.size() + i);
-      const bool sum = graph_.node(reductions[i]).op == OpKind::RowSum;
-      std::string r = fresh();
-      out_ << "    " << r << " = " << (sum ? "arith.addf " : "arith.maximumf ") << acc << ", " << x
-           << " : f32\n";
-      results.push_back(r);
+    out_ << "  scf.for " << r << " = %zero to %rows step %one {\n";
+    for (size_t k = 0; k < reductions.size(); ++k) {
+      out_ << "    %init" << p << "_" << k << " = arith.constant "
+           << (is_sum(reductions[k]) ? "0x00000000" : "0xFF800000") << " : f32\n";
     }
-    close_generic(results, std::vector<DType>(results.size(), DType::F32));
+    out_ << "    %acc" << p << ":" << reductions.size() << " = scf.for " << c
+         << " = %zero to %cols step %one iter_args(";
+    for (size_t k = 0; k < reductions.size(); ++k) {
+      out_ << (k ? ", " : "") << "%a" << p << "_" << k << " = %init" << p << "_" << k;
+    }
+    out_ << ") -> (" << types << ") {\n";
+    s_.set_indent("      ");
+    value_.clear();
+    leaf_.clear();
+    for (const Operand& o : ins) {
+      const std::string loaded = fresh();
+      const std::string at = o.shape == ShapeClass::Full  ? r + ", " + c
+                             : o.shape == ShapeClass::Row ? r
+                                                          : c;
+      s_.line() << loaded << " = memref.load " << o.name << "[" << at
+                << "] : " << memref_type(o.shape, o.dtype) << "\n";
+      leaf_[o.node] = loaded;
+    }
+    std::vector<std::string> next;
+    for (size_t k = 0; k < reductions.size(); ++k) {
+      const std::string x = emit(roots[k]);
+      next.push_back(fresh());
+      s_.line() << next.back() << " = "
+                << (is_sum(reductions[k]) ? "arith.addf " : "arith.maximumf ") << "%a" << p << "_"
+                << k << ", " << x << " : f32\n";
+    }
+    s_.line() << "scf.yield ";
+    for (size_t k = 0; k < next.size(); ++k) out_ << (k ? ", " : "") << next[k];
+    out_ << " : " << types << "\n    }\n";
+    for (size_t k = 0; k < reductions.size(); ++k) {
+      out_ << "    memref.store %acc" << p << "#" << k << ", " << buffers_.at(reductions[k]) << "["
+           << r << "] : memref<?xf32>\n";
+    }
+    out_ << "  }\n";
+    s_.set_indent("    ");
   }
+
+  bool is_sum(int32_t reduction) const { return graph_.node(reduction).op == OpKind::RowSum; }
 
   void write_output_pass(ShapeClass shape) {
     std::vector<int32_t> roots;

@@ -12,8 +12,8 @@
 //
 // Reductions run in passes: pass k computes every reduction whose operand
 // needs reductions of passes before k only, into an f32 [rows] buffer, in
-// one linalg.generic over [rows, cols] (sum, or max from -inf, in column
-// order). A last pass writes the full outputs (one generic over
+// one loop nest over [rows, cols] (scf.for, the accumulators in registers:
+// sum, or max from -inf, in column order). A last pass writes the full outputs (one generic over
 // [rows, cols]) and the row outputs (one generic over [rows]). Values
 // between ops are recomputed in each pass that needs them, never stored.
 #include <string>
