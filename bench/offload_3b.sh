@@ -9,6 +9,7 @@
 #   streaming  exec.mode auto at exec.device_memory_gb 24, batch 64 (the planner)
 #   zenflow15, resident15  the Qwen2.5-1.5B shape (DeepSpeed ZenFlow's peer size)
 #   auto7b     the Qwen2.5-7B shape, adamw8bit, exec.mode auto on the whole GPU, batch 8
+#   stream7b24 the same at exec.device_memory_gb 24, batch 64 (issue 27's third run)
 # Each run is stopped (SIGKILL) once metrics.jsonl has its steps, before the
 # final save. Prints, per run, tokens over wall time across the steps after
 # the first (ZenFlow: after its first window), the median step, the GPU peak
@@ -66,6 +67,8 @@ config zenflow 8 4 "  mode: zenflow
 config streaming 64 1 "  mode: auto
   device_memory_gb: 24"
 config auto7b 8 1 "  mode: auto" qwen2.5-7b adamw8bit
+config stream7b24 64 1 "  mode: auto
+  device_memory_gb: 24" qwen2.5-7b adamw8bit
 config zenflow7b 8 1 "  mode: zenflow
   zenflow:
     topk_ratio: 0.1
@@ -112,8 +115,10 @@ tokens = sum(r["tokens"] for r in timed); wall = sum(r["step_s"] for r in timed)
 pcie = sum(r.get("h2d_bytes", 0) + r.get("d2h_bytes", 0) for r in timed) / len(timed)
 stall = sum(r["exposed_h2d_s"] + r["exposed_d2h_s"] + r["optimizer_s"] for r in timed) / len(timed)
 peak = max(r["peak_bytes"].get("gpu", 0) for r in rows)
+med = statistics.median(r['step_s'] for r in timed)
+pred = timed[0].get("predicted_step_s", 0)
 print(f"{run}: steps {skip+1}-{len(rows)}: {tokens / wall:.0f} tokens/s over their wall time, median step "
-      f"{statistics.median(r['step_s'] for r in timed):.3f} s, gpu peak {peak/1e9:.2f} GB, "
+      f"{med:.3f} s (predicted {pred:.3f} s, {(pred / med - 1) * 100:+.1f}%), gpu peak {peak/1e9:.2f} GB, "
       f"PCIe {pcie/1e9:.2f} GB/step, stall {stall:.3f} s/step")
 PY
 done
