@@ -74,7 +74,7 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
     return fused_lm_head_loss(hidden, weight, targets, loss_denominator, ignore_index);
   }
   // train.compile: the chunks' cross-entropy as compiled kernels (on the
-  // CPU; the backward writes a new gradient instead of over the logits).
+  // CPU; the backward writes the gradient over the logits, as ops' does).
   const std::shared_ptr<compile::KernelCache> kernels =
       h.device().is_cpu() && (h.dtype() == DType::F32 || h.dtype() == DType::BF16)
           ? autograd::cross_entropy_kernels()
@@ -130,9 +130,9 @@ Tensor lm_head_loss(const Tensor& hidden, const Tensor& weight, const Tensor& ta
           Tensor dlogits = ops::linear(hc, w);
           const double chunk_gradient = g_value * static_cast<double>(c.count) / loss_denominator;
           if (kernels) {
-            dlogits = compile::compiled_cross_entropy_backward(*kernels, chunk_gradient, dlogits,
-                                                               targets.slice(0, c.begin, c.end),
-                                                               c.lse, ignore_index, c.count);
+            compile::compiled_cross_entropy_backward_(*kernels, chunk_gradient, dlogits,
+                                                      targets.slice(0, c.begin, c.end), c.lse,
+                                                      ignore_index, c.count);
           } else {
             ops::cross_entropy_backward_(Tensor::scalar(chunk_gradient, DType::F64), dlogits,
                                          targets.slice(0, c.begin, c.end), c.lse, ignore_index,

@@ -110,9 +110,13 @@ ops::CrossEntropyOutput compiled_cross_entropy(KernelCache& cache, const Tensor&
   return result;
 }
 
-Tensor compiled_cross_entropy_backward(KernelCache& cache, double grad_loss, const Tensor& logits,
-                                       const Tensor& targets, const Tensor& lse,
-                                       int64_t ignore_index, int64_t count) {
+namespace {
+
+// The backward into `out` (undefined: a new tensor), which may be the
+// logits themselves (compile/tensor_call.h: written in place).
+Tensor backward_into(KernelCache& cache, double grad_loss, const Tensor& logits,
+                     const Tensor& targets, const Tensor& lse, int64_t ignore_index, int64_t count,
+                     const Tensor& out) {
   const Rows rows = row_inputs(logits, targets, ignore_index, "compiled_cross_entropy_backward");
   LT_CHECK(lse.shape() == (Shape{logits.size(0)}), "compiled_cross_entropy_backward: lse ",
            lse.str(), " for logits ", logits.str());
@@ -125,7 +129,24 @@ Tensor compiled_cross_entropy_backward(KernelCache& cache, double grad_loss, con
   const DeviceKernel kernel = kernel_for(cache, graph, logits.device());
   return call(
       kernel, graph,
-      {logits.contiguous(), lse.to(DType::F32).contiguous(), rows.target, scale, rows.column})[0];
+      {logits.contiguous(), lse.to(DType::F32).contiguous(), rows.target, scale, rows.column},
+      {out})[0];
+}
+
+}  // namespace
+
+Tensor compiled_cross_entropy_backward(KernelCache& cache, double grad_loss, const Tensor& logits,
+                                       const Tensor& targets, const Tensor& lse,
+                                       int64_t ignore_index, int64_t count) {
+  return backward_into(cache, grad_loss, logits, targets, lse, ignore_index, count, Tensor());
+}
+
+void compiled_cross_entropy_backward_(KernelCache& cache, double grad_loss, const Tensor& logits,
+                                      const Tensor& targets, const Tensor& lse,
+                                      int64_t ignore_index, int64_t count) {
+  LT_CHECK(logits.is_contiguous(), "compiled_cross_entropy_backward_: the logits ", logits.str(),
+           " must be contiguous to take their gradient in place");
+  backward_into(cache, grad_loss, logits, targets, lse, ignore_index, count, logits);
 }
 
 }  // namespace lt::compile

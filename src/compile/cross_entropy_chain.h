@@ -41,4 +41,11 @@ Tensor compiled_cross_entropy_backward(KernelCache& cache, double grad_loss, con
                                        const Tensor& targets, const Tensor& lse,
                                        int64_t ignore_index, int64_t count);
 
+// The same written over `logits` (contiguous), as ops::cross_entropy_backward_
+// does: a chunk of logits needs its memory once (exec/memory_budget.cpp
+// counts lm_head_loss's head step so).
+void compiled_cross_entropy_backward_(KernelCache& cache, double grad_loss, const Tensor& logits,
+                                      const Tensor& targets, const Tensor& lse,
+                                      int64_t ignore_index, int64_t count);
+
 }  // namespace lt::compile

@@ -173,9 +173,10 @@ void GpuKernel::launch(int64_t, int64_t, std::span<void* const>, std::span<const
 #endif
 
 std::vector<Tensor> call_gpu(const GpuKernel& kernel, const KernelGraph& graph,
-                             const std::vector<Tensor>& inputs) {
+                             const std::vector<Tensor>& inputs,
+                             const std::vector<Tensor>& outputs) {
   const Device device = Device::cuda(kernel.device());
-  PreparedCall prepared = prepare_call(graph, inputs, device);
+  PreparedCall prepared = prepare_call(graph, inputs, device, outputs);
   kernel.launch(prepared.rows, prepared.cols, prepared.buffers, prepared.counts,
                 current_stream(device).handle());
   return std::move(prepared.outputs);
@@ -200,8 +201,9 @@ DeviceKernel kernel_for(KernelCache& cache, const KernelGraph& graph, Device dev
 }
 
 std::vector<Tensor> call(const DeviceKernel& kernel, const KernelGraph& graph,
-                         const std::vector<Tensor>& inputs) {
-  return kernel.gpu ? call_gpu(*kernel.gpu, graph, inputs) : call(*kernel.cpu, graph, inputs);
+                         const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  return kernel.gpu ? call_gpu(*kernel.gpu, graph, inputs, outputs)
+                    : call(*kernel.cpu, graph, inputs, outputs);
 }
 
 }  // namespace lt::compile

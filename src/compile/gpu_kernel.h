@@ -53,7 +53,8 @@ std::string cuda_device_chip(int device);
 // graph's dtypes and agreeing shapes; the outputs allocated there; the
 // kernel (compiled from `graph`) launched on the device's current stream.
 std::vector<Tensor> call_gpu(const GpuKernel& kernel, const KernelGraph& graph,
-                             const std::vector<Tensor>& inputs);
+                             const std::vector<Tensor>& inputs,
+                             const std::vector<Tensor>& outputs = {});
 // The same with the kernel from `cache`, for the inputs' device.
 std::vector<Tensor> call_gpu(GpuKernelCache& cache, const KernelGraph& graph,
                              const std::vector<Tensor>& inputs);
@@ -68,8 +69,9 @@ struct DeviceKernel {
 };
 // Throws lt::Error as the cache does (cannot compile, kernel not cached).
 DeviceKernel kernel_for(KernelCache& cache, const KernelGraph& graph, Device device);
-// compile::call or call_gpu, by the kernel's device.
+// compile::call or call_gpu, by the kernel's device (`outputs` as there).
 std::vector<Tensor> call(const DeviceKernel& kernel, const KernelGraph& graph,
-                         const std::vector<Tensor>& inputs);
+                         const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& outputs = {});
 
 }  // namespace lt::compile

@@ -38,10 +38,31 @@ void agree(std::optional<Shape>& known, const Shape& found, size_t input) {
            "'s leading dims (rows) do not match the earlier inputs'");
 }
 
+// A given output that shares memory with an input must be that input,
+// both Full and of one dtype (tensor_call.h): only then is each element
+// read before it is written.
+void check_in_place(const KernelGraph& graph, const std::vector<Tensor>& inputs, size_t output,
+                    const Tensor& out) {
+  const auto* begin = static_cast<const char*>(out.data_ptr());
+  const auto* end = begin + out.nbytes();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto* in = static_cast<const char*>(inputs[i].data_ptr());
+    const auto* in_end = in + inputs[i].nbytes();
+    if (in_end <= begin || end <= in) continue;
+    LT_CHECK(in == begin && in_end == end && inputs[i].dtype() == out.dtype() &&
+                 graph.inputs()[i].shape == ShapeClass::Full &&
+                 graph.node(graph.outputs()[output].node).shape == ShapeClass::Full,
+             "compile: output ", output, " overlaps input ", i,
+             " other than as the same full tensor, written in place");
+  }
+}
+
 }  // namespace
 
 PreparedCall prepare_call(const KernelGraph& graph, const std::vector<Tensor>& inputs,
-                          Device device) {
+                          Device device, const std::vector<Tensor>& given) {
+  LT_CHECK(given.empty() || given.size() == graph.outputs().size(), "compile: the kernel has ",
+           graph.outputs().size(), " outputs, ", given.size(), " given");
   LT_CHECK(inputs.size() == graph.inputs().size(), "compile: the kernel takes ",
            graph.inputs().size(), " inputs, got ", inputs.size());
   Extent extent;
@@ -82,10 +103,19 @@ PreparedCall prepare_call(const KernelGraph& graph, const std::vector<Tensor>& i
     prepared.buffers.push_back(t.data_ptr());
     prepared.counts.push_back(t.numel());
   }
-  for (const OutputSpec& o : graph.outputs()) {
+  for (size_t i = 0; i < graph.outputs().size(); ++i) {
+    const OutputSpec& o = graph.outputs()[i];
     Shape shape = *extent.leading;
     if (graph.node(o.node).shape == ShapeClass::Full) shape.push_back(prepared.cols);
-    prepared.outputs.push_back(Tensor::empty(shape, o.dtype, device));
+    const Tensor* out = i < given.size() && given[i].defined() ? &given[i] : nullptr;
+    if (out != nullptr) {
+      LT_CHECK(out->device() == device && out->is_contiguous() && out->dtype() == o.dtype &&
+                   out->shape() == shape,
+               "compile: output ", i, " must be a contiguous ", dtype_name(o.dtype), " tensor of ",
+               shape_str(shape), " on ", device.str(), ", got ", out->str());
+      check_in_place(graph, inputs, i, *out);
+    }
+    prepared.outputs.push_back(out != nullptr ? *out : Tensor::empty(shape, o.dtype, device));
     prepared.buffers.push_back(prepared.outputs.back().data_ptr());
     prepared.counts.push_back(prepared.outputs.back().numel());
   }
@@ -93,8 +123,8 @@ PreparedCall prepare_call(const KernelGraph& graph, const std::vector<Tensor>& i
 }
 
 std::vector<Tensor> call(const CpuKernel& kernel, const KernelGraph& graph,
-                         const std::vector<Tensor>& inputs) {
-  PreparedCall prepared = prepare_call(graph, inputs, Device::cpu());
+                         const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  PreparedCall prepared = prepare_call(graph, inputs, Device::cpu(), outputs);
   kernel.run(prepared.rows, prepared.cols, prepared.buffers);
   return std::move(prepared.outputs);
 }

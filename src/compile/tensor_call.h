@@ -3,7 +3,12 @@
 // become tensor shapes. A Full value is a tensor [..., cols] (rows = its
 // element count / cols), a Row value [...] (the same leading dims), a Col
 // value [cols]. Outputs are allocated here, contiguous, in the graph's
-// stored dtypes.
+// stored dtypes, unless the caller gives them.
+//
+// A given output may be one of the inputs, the same tensor (written in
+// place), when both are Full and of one dtype: both backends read each
+// element before writing it (a chunk's logits take their gradient so,
+// with no second chunk of memory).
 #include <vector>
 
 #include "compile/graph.h"
@@ -15,12 +20,17 @@ namespace lt::compile {
 // `inputs` in the order of graph.inputs(); each must be on the CPU,
 // contiguous, of its input's dtype and of a shape that agrees with the
 // others (errors name the input). `kernel` must be compiled from `graph`.
+// `outputs`, when not empty, one per graph output: a defined one is
+// written (on the device, contiguous, of its dtype and shape), an
+// undefined one allocated. Returns the outputs written.
 std::vector<Tensor> call(const CpuKernel& kernel, const KernelGraph& graph,
-                         const std::vector<Tensor>& inputs);
+                         const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& outputs = {});
 
 // What a call of either backend needs: `inputs` checked as above (on
 // `device`), the iteration space, the outputs allocated on `device`, and
-// every buffer (inputs then outputs) with its element count.
+// every buffer (inputs then outputs) with its element count; `given` as
+// call's `outputs`.
 struct PreparedCall {
   int64_t rows = 0, cols = 0;
   std::vector<Tensor> outputs;
@@ -28,6 +38,6 @@ struct PreparedCall {
   std::vector<int64_t> counts;
 };
 PreparedCall prepare_call(const KernelGraph& graph, const std::vector<Tensor>& inputs,
-                          Device device);
+                          Device device, const std::vector<Tensor>& given = {});
 
 }  // namespace lt::compile
