@@ -63,7 +63,9 @@ void CapacityAllocator::deallocate(void* ptr, size_t bytes) {
 }
 
 StandInDevice::StandInDevice(const StandInOptions& options)
-    : memory_(options.capacity_bytes), copies_when_waited_(options.copies_when_waited) {
+    : memory_(options.capacity_bytes),
+      separate_host_memory_(options.separate_host_memory),
+      copies_when_waited_(options.copies_when_waited) {
   if (options.max_copy_delay_us > 0) {
     h2d_.inject_delays(options.max_copy_delay_us, options.delay_seed);
     d2h_.inject_delays(options.max_copy_delay_us, options.delay_seed + 1);

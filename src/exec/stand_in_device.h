@@ -43,6 +43,11 @@ struct StandInOptions {
   // copy needs for as long as the executor lets it: what exec::held_bytes
   // counts, at any point, without timing.
   bool copies_when_waited = false;
+  // Test hook: host_memory() (the gradient slabs, and the upload copies of
+  // the stages on disk) is memory of its own, outside cpu_allocator()'s
+  // statistics, as a GPU's pinned pool is; so a test can count what the
+  // masters and states hold in host memory as on a GPU.
+  bool separate_host_memory = false;
 };
 
 class StandInDevice final : public StreamingDevice {
@@ -54,6 +59,10 @@ class StandInDevice final : public StreamingDevice {
   Ticket upload(CopyList copies, Ticket after, std::string label) override;
   Ticket download(CopyList copies, std::function<void()> then, std::string label) override;
   std::unique_ptr<Scope> compute_scope() override;
+  Allocator& host_memory() override {
+    if (separate_host_memory_) return host_memory_;
+    return cpu_allocator();
+  }
 
  private:
   // StandInOptions::copies_when_waited: runs the pending downloads up to
@@ -61,6 +70,8 @@ class StandInDevice final : public StreamingDevice {
   void land_downloads_through(uint64_t last);
 
   CapacityAllocator memory_;
+  CapacityAllocator host_memory_{0};  // StandInOptions::separate_host_memory
+  const bool separate_host_memory_;
   const bool copies_when_waited_;
   std::mutex pending_mutex_;
   std::deque<std::function<void()>> pending_downloads_;  // when copies_when_waited

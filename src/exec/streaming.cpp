@@ -70,15 +70,21 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
   LT_CHECK(options.schedule.executor == ExecutorKind::Streaming, "exec.schedule: executor is \"",
            executor_name(options.schedule.executor), "\", but this is the streaming executor");
   for (auto& [name, p] : model.parameters()) {
-    LT_CHECK(p.device().is_cpu() && p.dtype() == DType::F32 && p.is_contiguous(),
+    // A master without memory (its disk stage's values come from
+    // options.fill_masters) is a host tensor once it has it.
+    const bool has_memory = p.storage() != nullptr;
+    LT_CHECK((!has_memory || p.device().is_cpu()) && p.dtype() == DType::F32 && p.is_contiguous(),
              "streaming executor: master parameter '", name,
-             "' must be a contiguous f32 CPU tensor, got ", p.str());
+             "' must be a contiguous f32 CPU tensor, got ", has_memory ? p.str() : "no memory");
     names.push_back(name);
     params.push_back(p);
-    masters.push_back(
-        Tensor::from_storage(p.storage(), p.offset(), p.shape(), p.strides(), p.dtype()));
-    norm_views.push_back(
-        Tensor::from_storage(p.storage(), p.offset(), p.shape(), p.strides(), p.dtype()));
+    auto alias = [&] {
+      return has_memory
+                 ? Tensor::from_storage(p.storage(), p.offset(), p.shape(), p.strides(), p.dtype())
+                 : optim::tensor_without_memory(p.shape(), p.dtype());
+    };
+    masters.push_back(alias());
+    norm_views.push_back(alias());
   }
   has_grad.assign(params.size(), false);
   LT_CHECK(optimizer.size() == params.size(), "streaming executor: the optimizer holds ",
@@ -124,6 +130,7 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
   // it), and no state lives on disk there (the trainer refuses ZeRO-1 with
   // states on disk), so nothing was made without memory.
   if (!options.ranks) check_states_have_memory();
+  check_masters_have_memory();
   allocate_grad_slabs();
   stage_squares.assign(stages.size(), 0.0);
   updated.assign(stages.size(), ready_ticket());

@@ -77,6 +77,15 @@ struct StreamingOptions {
   // whose masters and states may not fit host memory together (the
   // trainer).
   bool read_states_back_at_end = true;
+  // The start of a model whose disk stages' masters were made without
+  // memory (CausalLM::random and uninitialized with flags; the trainer):
+  // writes the f32 masters of disk stage `stage` (model.stages() index)
+  // into its parameters, which the executor has just given memory, on the
+  // executor's states thread. The executor then fills the device's upload
+  // copies, writes the stage out and frees it, a stage at a time (Note
+  // [Stage states on disk], "the start"). Called only while the executor
+  // is built. Unset: every master has memory.
+  std::function<void(size_t stage)> fill_masters;
   // Test hook: called on the compute thread at the two points of each stage
   // use that device_holds describes (exec/streaming_plan.h), with the use's
   // index in stage_uses(): before it computes (`computed` false) and after.

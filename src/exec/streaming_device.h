@@ -52,10 +52,12 @@ class StreamingDevice {
   // device's and not the time to queue the work. A no-op on the stand-in.
   virtual void finish_compute() {}
   // The host tensor, in compute_dtype(), that the device uploads for
-  // `master` and that the optimizer keeps current (the CUDA device's pinned
-  // bf16 shadow); undefined where uploads copy the master itself (the
-  // stand-in). With the states on disk the executor uploads from it.
-  virtual Tensor upload_copy_of(const Tensor& /*master*/) const { return Tensor(); }
+  // master number `index` (in the order the device was given them) and
+  // that the optimizer keeps current (the CUDA device's pinned bf16
+  // shadow); undefined where uploads copy the master itself (the stand-in).
+  // With the states on disk the executor uploads from it (and fills it for
+  // a master that had no memory when the device was built).
+  virtual Tensor upload_copy_of(size_t /*index*/) const { return Tensor(); }
 
   Tensor empty(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, memory()); }
   // Copies queued from now on are recorded on the "h2d" and "d2h" tracks

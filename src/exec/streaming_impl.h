@@ -234,9 +234,12 @@ struct StreamingExecutor::Impl {
   // after a sync()) or back into host memory (sync(): for a checkpoint or an
   // evaluation; the next step sends them out again).
   void move_all_states(bool to_disk);
-  void write_out_first_states();  // the constructor's, stage by stage
+  void write_out_first_states();          // the constructor's, stage by stage
+  void fill_first_masters(size_t stage);  // write_out_first_states()'s
   // Every optimizer state without memory belongs to a disk stage.
   void check_states_have_memory() const;
+  // Every master has memory, or belongs to a disk stage (written out).
+  void check_masters_have_memory() const;
   // Queues this step's reads, updates and write-backs (enqueue_updates).
   void enqueue_updates_on_disk(double lr, double grad_scale);
   // StagedStates, between steps (Note [Stage states on disk]).

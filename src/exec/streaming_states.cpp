@@ -7,6 +7,7 @@
 #include "exec/memory_budget.h"
 #include "exec/streaming_impl.h"
 #include "exec/weight_binding.h"
+#include "optim/shadow.h"
 
 namespace lt::exec {
 
@@ -47,8 +48,8 @@ namespace lt::exec {
 //   step's forward of stage d (which binds the model's parameters to device
 //   copies) starts only when its memory is no longer being swapped.
 // - The executor writes every disk stage out when it is built, before it
-//   allocates the gradient slabs (and after the device's pinned copies and
-//   the model's weights exist; the states, see "The start" below): host
+//   allocates the gradient slabs (and after the device's pinned copies
+//   exist; the masters and states, see "The start" below): host
 //   memory never holds the masters, the states and the slabs of a model
 //   larger than it at once. Between steps every disk stage is on disk, and the trainer
 //   leaves it there: sync_staged() (exec/staged_states.h) waits for the
@@ -65,9 +66,9 @@ namespace lt::exec {
 //     counts and the host stages' states while every disk stage's state
 //     tensor points at one scratch buffer, then reads each disk stage,
 //     copies the checkpoint's states in and writes it back. Its masters are
-//     the checkpoint's already: the model was loaded from it before the
-//     executor wrote it out, so a resume rebuilds the scratch file from the
-//     checkpoint.
+//     the checkpoint's already: the model was loaded from it (a disk
+//     stage's as the executor wrote it out), so a resume rebuilds the
+//     scratch file from the checkpoint.
 //   Each holds one stage (two for a head whose tied embedding is on disk)
 //   beyond what a step holds. sync() still reads every stage back, having
 //   freed the gradient slabs, for a caller that wants the model whole (the
@@ -83,10 +84,20 @@ namespace lt::exec {
 //   stage's states memory, their first values (optimizer.reset_state),
 //   writes the stage and frees it: one stage's states in host memory at a
 //   time (a state already with memory, from an optimizer built without the
-//   flags, is written as it is). Not streamed yet: the masters, which the
-//   model holds whole before the executor exists (load_weights, random
-//   init); so a model whose masters alone do not fit host memory cannot
-//   start yet (docs/host-memory.md says what is left).
+//   flags, is written as it is). The masters likewise: the trainer
+//   resolves its plan from config.json before it loads any weight
+//   (train/weights_source.h) and makes the disk stages' parameters without
+//   memory (CausalLM::random and uninitialized with flags); here each such
+//   stage's masters get memory, their values from options.fill_masters (the
+//   stage's tensors read from the safetensors mapping, or drawn again from
+//   the generator as it was at the stage's start: a whole load's values bit
+//   for bit), and the device's upload copies (the CUDA device's pinned bf16
+//   shadows) are filled from them before the stage is written out and
+//   freed. So the start holds the host stages' masters and one disk stage's
+//   masters and states. Not streamed yet: runs of several processes (the
+//   trainer loads every master there; ZeRO-1 refuses states on disk), and
+//   sync() (the math evaluation's generation) reads every stage back
+//   (docs/host-memory.md).
 // - Errors: a failed read (I/O error or checksum) fails the stage's update,
 //   a failed write-back its ticket; either is the executor's update failure
 //   (Note [A failed update stops the executor]), whose message names the
@@ -197,7 +208,7 @@ void StreamingExecutor::Impl::setup_state_placement() {
     // second copy, nothing to refresh); else one of ours, refreshed from
     // the master before each eviction.
     for (size_t i = stages[s].first; i < stages[s].last; ++i) {
-      Tensor kept = device.upload_copy_of(masters[i]);
+      Tensor kept = device.upload_copy_of(i);
       refreshed_uploads[i] = !kept.defined();
       upload_sources[i] = kept.defined() ? kept
                                          : Tensor::empty(masters[i].shape(), device.compute_dtype(),
@@ -277,13 +288,16 @@ void StreamingExecutor::Impl::write_out_first_states() {
       .enqueue([this] {
         try {
           for (size_t s : disk_stages) {
-            bool without_memory = false;
-            for (const auto& h : stage_states[s].handles) {
+            bool states_without_memory = false, masters_without_memory = false;
+            const StageStates& st = stage_states[s];
+            for (size_t k = 0; k < st.handles.size(); ++k) {
+              const auto& h = st.handles[k];
               if (h.front().storage()) continue;
               point_at(h, Tensor::empty(h.front().shape(), h.front().dtype()).storage());
-              without_memory = true;
+              (st.master[k] ? masters_without_memory : states_without_memory) = true;
             }
-            if (without_memory)
+            if (masters_without_memory) fill_first_masters(s);
+            if (states_without_memory)
               for (size_t i = stages[s].first; i < stages[s].last; ++i) optimizer.reset_state(i);
             evict_states(s);
           }
@@ -293,6 +307,29 @@ void StreamingExecutor::Impl::write_out_first_states() {
       })
       .get();
   states_on_disk = true;
+}
+
+// The masters of disk stage `s`, just given memory: their values from
+// options.fill_masters, and the device's upload copies (the CUDA device's
+// pinned bf16 shadows, which it could not fill without them) from those;
+// the stand-in's own upload copies are refreshed as the stage is evicted.
+void StreamingExecutor::Impl::fill_first_masters(size_t s) {
+  LT_CHECK(static_cast<bool>(options.fill_masters), "streaming executor: stage '",
+           model.stages()[s]->name(),
+           "' has masters without memory, but nothing fills them (StreamingOptions::fill_masters)");
+  options.fill_masters(s);
+  for (size_t i = stages[s].first; i < stages[s].last; ++i)
+    if (!refreshed_uploads[i]) optim::fill_bf16_shadow(params[i], upload_sources[i]);
+}
+
+void StreamingExecutor::Impl::check_masters_have_memory() const {
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (stage_on_disk(s)) continue;
+    for (size_t i = stages[s].first; i < stages[s].last; ++i)
+      LT_CHECK(params[i].storage(), "streaming executor: master '", names[i],
+               "' has no memory, but its stage keeps its masters in host memory ",
+               "(StreamingOptions::states_on_disk)");
+  }
 }
 
 void StreamingExecutor::Impl::check_states_have_memory() const {
@@ -418,8 +455,8 @@ std::shared_ptr<void> StreamingExecutor::Impl::bring_in_weights(size_t stage) {
   return held;
 }
 
-// Resume: the masters are the checkpoint's already (the model was loaded
-// from it before the executor wrote them out); the optimizer states go in
+// Resume: the masters are the checkpoint's already (loaded from it, a disk
+// stage's as the executor wrote it out); the optimizer states go in
 // as optimizer.load_state() would put them, one disk stage at a time.
 void StreamingExecutor::Impl::load_optimizer_state(const optim::NamedTensors& state) {
   if (!states_on_disk) return optimizer.load_state(state);

@@ -43,21 +43,31 @@ void copy_checked(const Tensor& dst, const Tensor& src, const std::string& hf_na
 }  // namespace
 
 void check_model_fits_host(const ModelConfig& config, const std::filesystem::path& config_path,
-                           DType dtype) {
-  check_host_memory_for(config.num_parameters() * static_cast<int64_t>(dtype_size(dtype)),
-                        "the model of '" + config_path.string() + "' (" +
-                            std::to_string(config.num_parameters()) + " parameters in " +
-                            dtype_name(dtype) + ")");
+                           DType dtype, int64_t in_memory) {
+  const int64_t all = config.num_parameters();
+  const std::string which =
+      in_memory < 0 ? ""
+                    : " of which " + std::to_string(in_memory) +
+                          " in host memory at once, the rest streamed to disk a stage at a time";
+  check_host_memory_for((in_memory < 0 ? all : in_memory) * static_cast<int64_t>(dtype_size(dtype)),
+                        "the model of '" + config_path.string() + "' (" + std::to_string(all) +
+                            " parameters in " + dtype_name(dtype) + which + ")");
 }
 
-CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype) {
-  const auto config_path = folder / "config.json";
+namespace {
+
+ModelConfig read_config(const std::filesystem::path& folder) {
   LT_CHECK(std::filesystem::is_directory(folder), "model folder '", folder.string(),
            "' does not exist");
-  require_regular_file(config_path);
-  ModelConfig config = ModelConfig::from_file(config_path);
-  HfWeights weights(folder);
-  weights.check_all();
+  require_regular_file(folder / "config.json");
+  return ModelConfig::from_file(folder / "config.json");
+}
+
+}  // namespace
+
+HfModelReader::HfModelReader(const std::filesystem::path& folder)
+    : config_(read_config(folder)), weights_(folder) {
+  weights_.check_all();
   // The model is allocated from config.json's sizes before any tensor is
   // compared with them, so a malformed config (vocab_size 2^31) ended in a
   // failed allocation of hundreds of GB that named no file. Every parameter
@@ -67,25 +77,58 @@ CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype) {
   // 2^20 values) leaves ordinary mismatches, a tensor missing or of the
   // wrong shape, to the messages below that name the tensor.
   int64_t stored = 0;
-  for (const auto& name : weights.names()) stored += numel(weights.entry(name).shape);
-  LT_CHECK(config.num_parameters() <= 2 * stored + (int64_t{1} << 20), "config '",
-           config_path.string(), "' implies ", config.num_parameters(),
+  for (const auto& name : weights_.names()) stored += numel(weights_.entry(name).shape);
+  LT_CHECK(config_.num_parameters() <= 2 * stored + (int64_t{1} << 20), "config '",
+           config_path().string(), "' implies ", config_.num_parameters(),
            " parameters, but the weights in '", folder.string(), "' hold only ", stored, " values");
-  check_model_fits_host(config, config_path, dtype);
-  CausalLM model = CausalLM::uninitialized(config, dtype);
-  auto params = parameters_by_name(model);
+}
 
-  NoGradGuard no_grad;
+void HfModelReader::check_against(const CausalLM& model) const {
+  const std::filesystem::path& folder = weights_.folder();
+  const auto params = parameters_by_name(model);
   std::set<std::string> used;
-  for (const HfRule& rule : models::hf_rules(config)) {
-    const std::string name = resolve_name(weights, rule.hf_name);
+  for (const HfRule& rule : models::hf_rules(config_)) {
+    const std::string name = resolve_name(weights_, rule.hf_name);
     LT_CHECK(!name.empty(), folder.string(), ": the weights lack tensor '", rule.hf_name,
-             "', which a ", config.model_type(), " model with this config.json needs");
+             "', which a ", config_.model_type(), " model with this config.json needs");
     used.insert(name);
-    Tensor src = weights.tensor(name);
+    const Tensor src = weights_.tensor(name);  // a view of the mapping: nothing read
     LT_CHECK(src.dtype() != DType::I64 && is_floating(src.dtype()), folder.string(), ": tensor '",
              name, "' has dtype ", dtype_name(src.dtype()), ", expected a floating type");
-    src = src.to(dtype);
+    const Shape want =
+        models::hf_shape(rule, [&](const std::string& p) { return params.at(p).shape(); });
+    LT_CHECK(src.shape() == want, folder.string(), ": tensor '", name, "' has shape ",
+             shape_str(src.shape()), ", the config implies ", shape_str(want));
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& name : weights_.names()) {
+    if (used.count(name) || models::is_ignorable_hf_buffer(name)) continue;
+    if (config_.tie_word_embeddings && name == "lm_head.weight") continue;  // a tied copy
+    unexpected.push_back(name);
+  }
+  if (!unexpected.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unexpected.size() && i < 5; ++i) list += (i ? ", " : "") + unexpected[i];
+    fail(folder.string(), ": ", unexpected.size(), " tensor(s) that a ", config_.model_type(),
+         " model with this config.json does not have: ", list,
+         unexpected.size() > 5 ? ", ..." : "");
+  }
+}
+
+void HfModelReader::read_stage(const CausalLM& model, size_t stage) const {
+  const std::filesystem::path& folder = weights_.folder();
+  LT_CHECK(stage < model.stages().size(), "read_stage: stage ", stage, " of ",
+           model.stages().size());
+  nn::NamedParameters own;
+  model.stages()[stage]->collect(own);
+  std::map<std::string, Tensor> params;
+  for (const auto& [name, p] : own) params[name] = p.detach();
+  NoGradGuard no_grad;
+  for (const HfRule& rule : models::hf_rules(config_)) {
+    if (!params.count(rule.internal[0])) continue;
+    const std::string name = resolve_name(weights_, rule.hf_name);
+    LT_CHECK(!name.empty(), folder.string(), ": the weights lack tensor '", rule.hf_name, "'");
+    const Tensor src = weights_.tensor(name).to(params.at(rule.internal[0]).dtype());
     switch (rule.layout) {
       case HfLayout::Same:
         copy_checked(params.at(rule.internal[0]), src, name, folder);
@@ -111,19 +154,14 @@ CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype) {
       }
     }
   }
-  std::vector<std::string> unexpected;
-  for (const auto& name : weights.names()) {
-    if (used.count(name) || models::is_ignorable_hf_buffer(name)) continue;
-    if (config.tie_word_embeddings && name == "lm_head.weight") continue;  // a tied copy
-    unexpected.push_back(name);
-  }
-  if (!unexpected.empty()) {
-    std::string list;
-    for (size_t i = 0; i < unexpected.size() && i < 5; ++i) list += (i ? ", " : "") + unexpected[i];
-    fail(folder.string(), ": ", unexpected.size(), " tensor(s) that a ", config.model_type(),
-         " model with this config.json does not have: ", list,
-         unexpected.size() > 5 ? ", ..." : "");
-  }
+}
+
+CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype) {
+  const HfModelReader reader(folder);
+  check_model_fits_host(reader.config(), reader.config_path(), dtype);
+  CausalLM model = CausalLM::uninitialized(reader.config(), dtype);
+  reader.check_against(model);
+  for (size_t s = 0; s < model.stages().size(); ++s) reader.read_stage(model, s);
   return model;
 }
 

@@ -8,6 +8,28 @@
 
 namespace lt::io {
 
+// A Hugging Face folder opened for loading a stage at a time (Note [Stage
+// states on disk], "the start"): config.json read, the weight files mapped
+// and their sizes checked against it; nothing read yet.
+class HfModelReader {
+ public:
+  explicit HfModelReader(const std::filesystem::path& folder);
+  const models::ModelConfig& config() const { return config_; }
+  std::filesystem::path config_path() const { return weights_.folder() / "config.json"; }
+  // Throws lt::Error naming the tensor unless the files hold every tensor
+  // `model` (of this config) needs, of a floating dtype and the shape its
+  // parameters imply, and nothing it does not have. Reads shapes only, so
+  // `model` may hold parameters without memory.
+  void check_against(const models::CausalLM& model) const;
+  // Copies the files' tensors of the parameters stage `stage` of `model`
+  // lists (which must have memory) into them, converted to their dtype.
+  void read_stage(const models::CausalLM& model, size_t stage) const;
+
+ private:
+  models::ModelConfig config_;
+  HfWeights weights_;
+};
+
 // Reads DIR/config.json and the weights, converted to `dtype`. Every tensor
 // the config implies must be present with its shape; tensors the model does
 // not have are refused (known buffers such as GPT-2's attn.bias aside).
@@ -16,8 +38,11 @@ models::CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype 
 // Throws lt::Error naming `config_path` when the weights `config` implies,
 // in `dtype`, cannot fit in the host memory free (core/host_memory.h):
 // before they are allocated, whose failure would name no file.
+// `in_memory`: the parameters that get memory at once, when not all
+// (the stages kept in host memory and one streamed to disk at a time).
 void check_model_fits_host(const models::ModelConfig& config,
-                           const std::filesystem::path& config_path, DType dtype);
+                           const std::filesystem::path& config_path, DType dtype,
+                           int64_t in_memory = -1);
 
 // config.json of `model` saved in `dtype` (its torch_dtype), atomically.
 void save_hf_config(const models::CausalLM& model, const std::filesystem::path& folder,

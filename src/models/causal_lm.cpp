@@ -39,29 +39,60 @@ lt::RopeScaling rope_scaling(const ModelConfig& c) {
   return s;
 }
 
-}  // namespace
-
-CausalLM::CausalLM(const ModelConfig& c, Generator* gen, DType dtype) : config_(c) {
+// Stage `index` of the model (0: embed, 1..L: the blocks, L + 1: the head),
+// its values drawn from `gen` (null: uninitialized) in the order the whole
+// model draws them; a tied head holds `tied_weight`.
+std::unique_ptr<Stage> build_stage(const ModelConfig& c, size_t index, Generator* gen, DType dtype,
+                                   const Tensor& tied_weight) {
   const nn::BlockOptions options = block_options(c);
-  nn::Embedding tokens(c.vocab_size, c.hidden_size, gen, dtype, "embed.tokens");
-  nn::Embedding positions;
-  if (c.is_gpt2()) {
-    positions =
-        nn::Embedding(c.max_position_embeddings, c.hidden_size, gen, dtype, "embed.positions");
+  const auto layers = static_cast<size_t>(c.num_hidden_layers);
+  if (index == 0) {
+    nn::Embedding tokens(c.vocab_size, c.hidden_size, gen, dtype, "embed.tokens");
+    nn::Embedding positions;
+    if (c.is_gpt2()) {
+      positions =
+          nn::Embedding(c.max_position_embeddings, c.hidden_size, gen, dtype, "embed.positions");
+    }
+    return std::make_unique<EmbedStage>(std::move(tokens), std::move(positions));
   }
-  Tensor tied_weight = tokens.weight;
-  stages_.push_back(std::make_unique<EmbedStage>(std::move(tokens), std::move(positions)));
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    stages_.push_back(std::make_unique<BlockStage>(
-        static_cast<int>(i), nn::DecoderBlock(options, gen, dtype, "block." + std::to_string(i))));
+  if (index <= layers) {
+    const int block = static_cast<int>(index - 1);
+    return std::make_unique<BlockStage>(
+        block, nn::DecoderBlock(options, gen, dtype, "block." + std::to_string(block)));
   }
   Tensor lm_head = c.tie_word_embeddings
                        ? tied_weight
                        : nn::normal_parameter({c.vocab_size, c.hidden_size}, options.init_std, gen,
                                               dtype, "head.lm_head.weight");
-  stages_.push_back(std::make_unique<HeadStage>(
+  return std::make_unique<HeadStage>(
       nn::Norm(options.norm, c.hidden_size, c.norm_eps, dtype, "head.norm"), lm_head,
-      c.tie_word_embeddings));
+      c.tie_word_embeddings);
+}
+
+// Points every parameter `stage` lists at no memory, which frees it.
+void release_memory(const Stage& stage) {
+  nn::NamedParameters own;
+  stage.collect(own);
+  for (const auto& [name, p] : own) {
+    p.impl()->storage = nullptr;
+    p.impl()->offset = 0;
+  }
+}
+
+}  // namespace
+
+CausalLM::CausalLM(const ModelConfig& c, Generator* gen, DType dtype,
+                   const std::vector<bool>& without_memory, std::map<size_t, Generator>* starts)
+    : config_(c) {
+  const size_t count = static_cast<size_t>(c.num_hidden_layers) + 2;
+  Tensor tied_weight;
+  for (size_t s = 0; s < count; ++s) {
+    const bool released = s < without_memory.size() && without_memory[s];
+    if (released && gen && starts) starts->insert_or_assign(s, *gen);
+    stages_.push_back(build_stage(c, s, gen, dtype, tied_weight));
+    if (s == 0) tied_weight = static_cast<const EmbedStage&>(*stages_[0]).tokens().weight;
+    if (released) release_memory(*stages_.back());
+  }
 }
 
 CausalLM CausalLM::random(const ModelConfig& config, Generator& gen, DType dtype) {
@@ -70,6 +101,29 @@ CausalLM CausalLM::random(const ModelConfig& config, Generator& gen, DType dtype
 
 CausalLM CausalLM::uninitialized(const ModelConfig& config, DType dtype) {
   return CausalLM(config, nullptr, dtype);
+}
+
+CausalLM CausalLM::random(const ModelConfig& config, Generator& gen, DType dtype,
+                          const std::vector<bool>& without_memory,
+                          std::map<size_t, Generator>& starts) {
+  return CausalLM(config, &gen, dtype, without_memory, &starts);
+}
+
+CausalLM CausalLM::uninitialized(const ModelConfig& config, DType dtype,
+                                 const std::vector<bool>& without_memory) {
+  return CausalLM(config, nullptr, dtype, without_memory);
+}
+
+void CausalLM::fill_random_stage(size_t stage, Generator start) const {
+  LT_CHECK(stage < stages_.size(), "fill_random_stage: stage ", stage, " of ", stages_.size());
+  nn::NamedParameters own, drawn;
+  stages_[stage]->collect(own);
+  LT_CHECK(!own.empty(), "fill_random_stage: stage ", stage, " has no parameters");
+  const std::unique_ptr<Stage> fresh =
+      build_stage(config_, stage, &start, own.front().second.dtype(), Tensor());
+  fresh->collect(drawn);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < own.size(); ++i) own[i].second.copy_(drawn[i].second);
 }
 
 void CausalLM::to(Device device, DType dtype, bool keep_values) {

@@ -3,8 +3,10 @@
 // stages, built from a ModelConfig and loaded from / saved to a Hugging
 // Face folder (config.json + safetensors) by io/hf_model.h.
 
+#include <map>
 #include <memory>
 
+#include "core/random.h"
 #include "models/config.h"
 #include "models/stages.h"
 
@@ -19,6 +21,25 @@ class CausalLM {
   static CausalLM random(const ModelConfig& config, Generator& gen, DType dtype = DType::F32);
   // Parameters allocated but not initialized, for loading (io/hf_model.h).
   static CausalLM uninitialized(const ModelConfig& config, DType dtype = DType::F32);
+
+  // For a run whose stages keep their masters on disk, loaded a stage at a
+  // time (Note [Stage states on disk], "the start"): as random() and
+  // uninitialized(), but the stages flagged in `without_memory` (per stage
+  // of stages(); missing = false) hold parameters of their shapes and
+  // dtypes without memory (a stage's memory is held only while it is
+  // built). random() with flags draws from `gen` exactly what random()
+  // draws, and `starts` receives, per flagged stage, the generator as it
+  // was at that stage's start, for fill_random_stage().
+  static CausalLM random(const ModelConfig& config, Generator& gen, DType dtype,
+                         const std::vector<bool>& without_memory,
+                         std::map<size_t, Generator>& starts);
+  static CausalLM uninitialized(const ModelConfig& config, DType dtype,
+                                const std::vector<bool>& without_memory);
+  // Writes into stage `stage`'s parameters (which must have memory by now)
+  // the values random() gives them, drawn from `start`: the generator as
+  // it was at that stage's start. Holds one more copy of the stage while
+  // it draws.
+  void fill_random_stage(size_t stage, Generator start) const;
 
   const ModelConfig& config() const { return config_; }
   // Where the parameters live (the CPU unless moved by to()).
@@ -58,7 +79,9 @@ class CausalLM {
   Tensor run_stage(const Stage& stage, const Tensor& x, const StageContext& ctx) const;
 
  private:
-  CausalLM(const ModelConfig& config, Generator* gen, DType dtype);
+  CausalLM(const ModelConfig& config, Generator* gen, DType dtype,
+           const std::vector<bool>& without_memory = {},
+           std::map<size_t, Generator>* starts = nullptr);
   ModelConfig config_;
   StageChain stages_;
   mutable RopeTable rope_;

@@ -30,6 +30,13 @@ std::string state_name(const std::string& param, const char* field) {
 void check_param(const std::string& name, const Tensor& p) {
   LT_CHECK(!name.empty(), "AdamW: a parameter has an empty name (state names are built from it)");
   LT_CHECK(p.defined(), "AdamW: parameter '", name, "' is an undefined tensor");
+  // A master without memory yet (its stage starts on disk): a host tensor
+  // once it has it.
+  if (!p.storage()) {
+    LT_CHECK(p.dtype() == DType::F32 && p.is_contiguous(), "AdamW: parameter '", name,
+             "' must be a contiguous f32 tensor, got ", dtype_name(p.dtype()));
+    return;
+  }
 #ifdef LT_WITH_CUDA
   LT_CHECK(p.device().is_cpu() || p.device().is_cuda(), "AdamW: parameter '", name,
            "' must live on the CPU or a CUDA device, got ", p.str());
@@ -52,6 +59,7 @@ void check_no_overlap(const nn::NamedParameters& params) {
   std::vector<Range> ranges;
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i].second;
+    if (!p.storage()) continue;  // no memory, none shared
     ranges.push_back({p.storage().get(), p.offset(), p.offset() + p.numel(), i});
   }
   std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
@@ -242,7 +250,10 @@ AdamW::AdamW(const nn::NamedParameters& params, AdamWOptions options,
     decay_.push_back(excluded ? 0.0 : options_.weight_decay);
     // The moments live with their parameter: the update reads all three in
     // one pass on that device.
-    if (i < states_without_memory.size() && states_without_memory[i]) {
+    const bool without_memory = i < states_without_memory.size() && states_without_memory[i];
+    LT_CHECK(without_memory || p.storage(), "AdamW: parameter '", name,
+             "' has no memory, so its states must be made without memory too");
+    if (without_memory) {
       exp_avg_.push_back(tensor_without_memory(p.shape(), DType::F32));
       exp_avg_sq_.push_back(tensor_without_memory(p.shape(), DType::F32));
       continue;
@@ -267,7 +278,9 @@ void AdamW::set_bf16_shadow(size_t index, Tensor shadow) {
   const auto& [name, p] = params_[index];
   if (shadow.defined()) {
     check_bf16_shadow("AdamW", name, p, shadow);
-    fill_bf16_shadow(p, shadow);
+    // A master without memory has no values yet: whoever gives it some
+    // fills the shadow (Note [Stage states on disk], "the start").
+    if (p.storage()) fill_bf16_shadow(p, shadow);
   }
   shadows_[index] = std::move(shadow);
 }

@@ -52,22 +52,30 @@ AdamW8bit::AdamW8bit(const nn::NamedParameters& params, AdamWOptions options,
     const auto& [name, p] = params_[i];
     LT_CHECK(!name.empty(), "AdamW8bit: a parameter has an empty name");
     LT_CHECK(seen.insert(name).second, "AdamW8bit: parameter name '", name, "' appears twice");
+    // A master without memory yet (its stage starts on disk) is a host
+    // tensor once it has it.
 #ifdef LT_WITH_CUDA
-    const bool device_ok = p.defined() && (p.device().is_cpu() || p.device().is_cuda());
+    const bool device_ok =
+        p.defined() && (!p.storage() || p.device().is_cpu() || p.device().is_cuda());
 #else
-    const bool device_ok = p.defined() && p.device().is_cpu();
+    const bool device_ok = p.defined() && (!p.storage() || p.device().is_cpu());
 #endif
     LT_CHECK(device_ok && p.dtype() == DType::F32 && p.is_contiguous(), "AdamW8bit: parameter '",
              name, "' must be a contiguous f32 tensor on the CPU",
 #ifdef LT_WITH_CUDA
              " or a CUDA device",
 #endif
-             ", got ", p.defined() ? p.str() : std::string("undefined"));
+             ", got ",
+             !p.defined()  ? std::string("undefined")
+             : p.storage() ? p.str()
+                           : "no memory");
     const bool excluded =
         std::any_of(no_decay_substrings.begin(), no_decay_substrings.end(),
                     [&](const std::string& s) { return name.find(s) != std::string::npos; });
     decay_.push_back(excluded ? 0.0 : options_.weight_decay);
     const bool without_memory = i < states_without_memory.size() && states_without_memory[i];
+    LT_CHECK(without_memory || p.storage(), "AdamW8bit: parameter '", name,
+             "' has no memory, so its states must be made without memory too");
     if (p.numel() < opts8_.min_8bit_numel || p.numel() == 0) {
       slot_.push_back(-1);
       small_.emplace_back(name, p);
@@ -79,7 +87,7 @@ AdamW8bit::AdamW8bit(const nn::NamedParameters& params, AdamWOptions options,
     // Zero moments: every code at the rank of 0, every scale 0.
     // The states live with their parameter: the update reads all of them in
     // one pass on that device.
-    if (p.device().is_cuda()) {
+    if (p.storage() && p.device().is_cuda()) {
       LT_CHECK(opts8_.block_size <= kMaxCudaBlockSize,
                "optim.block_size must be <= ", kMaxCudaBlockSize, " for parameters on CUDA ('",
                name, "'), got ", opts8_.block_size);
@@ -145,7 +153,7 @@ void AdamW8bit::set_bf16_shadow(size_t index, Tensor shadow) {
   const auto& [name, p] = params_[index];
   if (shadow.defined()) {
     check_bf16_shadow("AdamW8bit", name, p, shadow);
-    fill_bf16_shadow(p, shadow);
+    if (p.storage()) fill_bf16_shadow(p, shadow);  // else filled with its values (AdamW's)
   }
   q_[static_cast<size_t>(slot_[index])].shadow = std::move(shadow);
 }

@@ -9,13 +9,15 @@ namespace lt::optim {
 
 void check_bf16_shadow(const char* who, const std::string& name, const Tensor& param,
                        const Tensor& shadow) {
-  LT_CHECK(param.device().is_cpu() || param.device().is_cuda(), who,
-           "::set_bf16_shadow: parameter '", name,
+  // A master without memory yet (its stage starts on disk) is a host
+  // tensor once it has it.
+  const Device device = param.storage() ? param.device() : Device::cpu();
+  LT_CHECK(device.is_cpu() || device.is_cuda(), who, "::set_bf16_shadow: parameter '", name,
            "' is neither on the CPU nor on a CUDA device, got ", param.str());
-  LT_CHECK(shadow.device() == param.device() && shadow.dtype() == DType::BF16 &&
-               shadow.is_contiguous() && shadow.numel() == param.numel(),
+  LT_CHECK(shadow.device() == device && shadow.dtype() == DType::BF16 && shadow.is_contiguous() &&
+               shadow.numel() == param.numel(),
            who, "::set_bf16_shadow: the shadow of '", name,
-           "' must be a contiguous bf16 tensor on ", param.device().str(), " of ", param.numel(),
+           "' must be a contiguous bf16 tensor on ", device.str(), " of ", param.numel(),
            " elements, got ", shadow.str());
 }
 

@@ -3,9 +3,6 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/random.h"
-#include "io/hf_folder.h"
-#include "io/hf_model.h"
 
 namespace lt::train {
 
@@ -112,39 +109,6 @@ ResumeChanges compare_with_checkpoint(const TrainConfig& c, const fs::path& resu
                  a.pack != b.pack || a.prompt_field != b.prompt_field ||
                  a.response_field != b.response_field || saved.train.seed != c.train.seed;
   return changes;
-}
-
-models::CausalLM load_weights(const TrainConfig& c, const fs::path& resume_dir, ProgressBar& log) {
-  const auto count_line = [&](const models::CausalLM& m, const fs::path& from) {
-    log.message(
-        fmt::format("weights: {} tensors loaded from {}", m.parameters().size(), from.string()));
-  };
-  if (!resume_dir.empty()) {
-    models::CausalLM model = io::load_hf_model(resume_dir, DType::F32);
-    count_line(model, resume_dir);
-    return model;
-  }
-  const fs::path dir = c.model.path;
-  const bool has_weights =
-      fs::exists(dir / io::kHfWeightsFile) || fs::exists(dir / io::kHfIndexFile);
-  LT_CHECK(has_weights || c.model.init != "pretrained", "model.init: pretrained, but '",
-           dir.string(), "' has no weights (no ", io::kHfWeightsFile, " or ", io::kHfIndexFile,
-           "); use model.init auto or random to start from random weights");
-  if (c.model.init == "random" || !has_weights) {
-    // Allocated from config.json alone; load_hf_model checks the same for
-    // the others.
-    const fs::path path = dir / "config.json";
-    models::ModelConfig config = models::ModelConfig::from_file(path);
-    io::check_model_fits_host(config, path, DType::F32);
-    Generator init_gen(c.train.seed);
-    log.message(
-        fmt::format("weights: random (seed {}; {})", c.train.seed,
-                    has_weights ? "model.init random" : dir.string() + " has no safetensors"));
-    return models::CausalLM::random(config, init_gen, DType::F32);
-  }
-  models::CausalLM model = io::load_hf_model(dir, DType::F32);
-  count_line(model, dir);
-  return model;
 }
 
 }  // namespace lt::train

@@ -1,7 +1,7 @@
 #pragma once
-// The start of a run, before its plan: the data as train reads it, the
-// model's weights (model.init, or a checkpoint's), and what a resume changes
-// from the checkpoint's own config.
+// The start of a run, before its plan: the data as train reads it and what
+// a resume changes from the checkpoint's own config (the weights:
+// train/weights_source.h).
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -50,12 +50,5 @@ struct ResumeChanges {
 };
 ResumeChanges compare_with_checkpoint(const TrainConfig& c, const std::filesystem::path& resume_dir,
                                       ProgressBar& log);
-
-// model.init: auto loads the folder's weights when it has safetensors and
-// initializes randomly from config.json otherwise; pretrained requires the
-// weights; random ignores them. A resume loads the checkpoint's. One line
-// on `log` says which happened.
-models::CausalLM load_weights(const TrainConfig& c, const std::filesystem::path& resume_dir,
-                              ProgressBar& log);
 
 }  // namespace lt::train

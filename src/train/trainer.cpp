@@ -41,6 +41,7 @@
 #include "train/report.h"
 #include "train/run_plan.h"
 #include "train/run_setup.h"
+#include "train/weights_source.h"
 #ifdef LT_WITH_CUDA
 #include "exec/cuda/streaming_device_cuda.h"
 #endif
@@ -232,11 +233,14 @@ std::unique_ptr<exec::ZeroOptimizer> make_zero_optimizer(const TrainConfig& c, c
 // `ranks`: data parallel (null: one process); the resident executor, and
 // the offload and streaming executors (with `zero`: ZeRO-1, which is then
 // `optimizer`) (docs/distributed.md).
+// `streamed`: where the masters of the stages load() left without memory
+// come from, or null.
 std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPlan& plan,
                                               const models::CausalLM& model,
                                               optim::Optimizer& optimizer, int64_t epoch_steps,
                                               exec::CrossRankSum* ranks, exec::ZeroOptimizer* zero,
-                                              const exec::SharedWeights* shared) {
+                                              const exec::SharedWeights* shared,
+                                              const WeightsSource* streamed) {
   if (plan.executor == exec::ExecutorKind::Resident)
     return std::make_unique<exec::ResidentExecutor>(
         model, optimizer, plan.compute_dtype, ranks,
@@ -268,6 +272,8 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
   options.disk.directory = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
   options.ranks = ranks;
   options.zero = zero;
+  if (streamed)
+    options.fill_masters = [streamed, &model](size_t stage) { streamed->fill_stage(model, stage); };
   return std::make_unique<exec::StreamingExecutor>(
       model, optimizer, make_device(c, plan, model, optimizer, shared), std::move(options));
 }
@@ -340,7 +346,17 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   if (options.resuming || !options.resume.empty())
     r.resume_dir = resolve_checkpoint(options.resume, r.out_dir);
   const ResumeChanges resumed = compare_with_checkpoint(c, r.resume_dir, log);
-  r.model.emplace(load_weights(c, r.resume_dir, log));
+  // The plan from config.json, before the weights: the masters of the
+  // stages it puts on disk are loaded a stage at a time as the streaming
+  // executor writes them out (Note [Stage states on disk], "the start").
+  // Not over ranks: shared weights and ZeRO-1 (which refuses states on
+  // disk) take every master in host memory.
+  auto weights = std::make_unique<WeightsSource>(c, r.resume_dir);
+  r.plan = resolve_run(c, weights->config());
+  const bool stream_masters =
+      r.plan.executor == exec::ExecutorKind::Streaming && !r.world.distributed();
+  r.model.emplace(
+      weights->load(stream_masters ? r.plan.sizes.states_on_disk : std::vector<bool>{}, log));
   models::CausalLM& model = *r.model;
   const int64_t vocab = model.config().vocab_size;
   for (const auto& source : r.sources) data::check_ids_in_vocab(source.samples, vocab, source.name);
@@ -363,7 +379,6 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     if (r.eval_prompts.turn_end) r.eval_generation.eos_ids.push_back(*r.eval_prompts.turn_end);
   }
 
-  r.plan = resolve_run(c, model.config());
   if (r.world.distributed()) {
     dist::check_batch_divides(c.train.batch_size, r.plan.grad_accum, r.world);
     if (r.plan.device.is_cuda()) r.plan.device = Device::cuda(r.world.local_rank);
@@ -407,9 +422,11 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   r.batch_options.seq_len = c.train.seq_len;
   r.batch_options.pack = c.data.pack;
   r.batch_options.seed = c.train.seed;
-  r.executor = make_executor(c, r.plan, model, *r.optimizer,
-                             steps_per_epoch(r.sources, r.batch_options, r.plan.grad_accum),
-                             r.ranks.get(), sharded, r.shared_weights.get());
+  r.executor =
+      make_executor(c, r.plan, model, *r.optimizer,
+                    steps_per_epoch(r.sources, r.batch_options, r.plan.grad_accum), r.ranks.get(),
+                    sharded, r.shared_weights.get(), stream_masters ? weights.get() : nullptr);
+  weights.reset();  // every streamed stage is on disk: the files unmapped
   // Padding is never predicted but is still embedded, so it must be a valid
   // id: EOS when the vocabulary has it (a trimmed vocabulary may not), else 0.
   if (auto eos = model.config().eos_token_ids;

@@ -52,12 +52,16 @@ CudaStreamingDevice::CudaStreamingDevice(const nn::NamedParameters& masters,
   LT_CHECK(f32_uploads.empty() || (f32_uploads.size() == masters.size() && shared_shadows.empty()),
            "CUDA streaming device: f32 uploads named for ", f32_uploads.size(), " of ",
            masters.size(), " parameters", shared_shadows.empty() ? "" : ", with shared copies");
+  shadow_of_.resize(masters.size());
   for (size_t i = 0; i < masters.size(); ++i) {
     const auto& [name, p] = masters[i];
-    LT_CHECK(p.device().is_cpu() && p.dtype() == DType::F32 && p.is_contiguous(),
+    const bool has_memory = p.storage() != nullptr;  // else its stage starts on disk
+    LT_CHECK((!has_memory || p.device().is_cpu()) && p.dtype() == DType::F32 && p.is_contiguous(),
              "CUDA streaming device: master parameter '", name,
-             "' must be a contiguous f32 CPU tensor, got ", p.str());
+             "' must be a contiguous f32 CPU tensor, got ", has_memory ? p.str() : "no memory");
     if (!f32_uploads.empty() && f32_uploads[i]) {
+      LT_CHECK(has_memory, "CUDA streaming device: master '", name,
+               "' has no memory to upload as f32");
       pin_master(p);
       pinned_masters_.insert(p.data_ptr());
       continue;
@@ -65,12 +69,14 @@ CudaStreamingDevice::CudaStreamingDevice(const nn::NamedParameters& masters,
     Tensor shadow;
     if (shared_shadows.empty()) {
       shadow = Tensor::empty(p.shape(), DType::BF16, pinned_);
-      shadow.copy_(p);  // round to nearest even, as the optimizer's later writes
+      // Round to nearest even, as the optimizer's later writes.
+      if (has_memory) shadow.copy_(p);
     } else {
       shadow = shared_shadows[i];  // filled by local rank 0
     }
     optimizer.set_bf16_shadow(i, shadow);
-    shadows_[p.data_ptr()] = shadow;
+    shadow_of_[i] = shadow;
+    if (has_memory) shadows_[p.data_ptr()] = shadow;
   }
   shadow_count_ = masters.size();
   if (!pinned_masters_.empty())

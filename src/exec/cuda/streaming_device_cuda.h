@@ -38,6 +38,7 @@
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "core/pinned_pool.h"
 #include "core/stream.h"
@@ -57,7 +58,9 @@ class CudaStreamingDevice final : public StreamingDevice {
  public:
   // `masters` (f32 CPU parameters, the optimizer's order) get pinned bf16
   // shadows, filled now and registered with `optimizer`; the destructor
-  // removes them again. `shared_shadows` (per master, or empty): the bf16
+  // removes them again. A master without memory yet (its stage starts on
+  // disk) gets an unfilled shadow: the streaming executor fills it
+  // (upload_copy_of) once the master has values. `shared_shadows` (per master, or empty): the bf16
   // copies the ranks of a host share (exec/shared_weights.h), in memory
   // registered with CUDA, used instead of shadows of this device's own.
   // `f32_uploads` (per master, or empty: none): the masters uploaded as
@@ -81,9 +84,8 @@ class CudaStreamingDevice final : public StreamingDevice {
   std::unique_ptr<Scope> compute_scope() override;
   Allocator& host_memory() override { return pinned_; }
   void finish_compute() override { compute_.synchronize(); }
-  Tensor upload_copy_of(const Tensor& master) const override {
-    const auto it = shadows_.find(master.data_ptr());
-    return it == shadows_.end() ? Tensor() : it->second;
+  Tensor upload_copy_of(size_t index) const override {
+    return index < shadow_of_.size() ? shadow_of_[index] : Tensor();
   }
 
   const Stream& compute_stream() const { return compute_; }
@@ -103,7 +105,8 @@ class CudaStreamingDevice final : public StreamingDevice {
   Stream compute_, upload_stream_, download_stream_;
   PinnedHostPool pinned_;
   std::unordered_map<const void*, Tensor> shadows_;  // master's data -> its pinned bf16 copy
-  std::unordered_set<const void*> pinned_masters_;   // data of the masters uploaded as f32
+  std::vector<Tensor> shadow_of_;  // per master: its bf16 copy, or undefined (f32 uploads)
+  std::unordered_set<const void*> pinned_masters_;  // data of the masters uploaded as f32
   Tensor staging_;  // device f32, kUploadStagingBytes; only with f32 uploads
   // Last: the workers finish their queued copies while all above exist.
   WorkQueue h2d_{"h2d"};
