@@ -1,5 +1,6 @@
 #include "optim/compiled_adamw8bit.h"
 
+#include <array>
 #include <limits>
 
 #include "compile/gpu_kernel.h"
@@ -15,30 +16,53 @@ using compile::Value;
 
 namespace {
 
-// quantize_nearest(code, y) as an f32 value: the binary search of
-// std::lower_bound (eight lookups in the sorted table give the number of
-// codes below y), then the nearer of the two codes around y, a tie to the
-// smaller magnitude, in the same f32 operations. So every code, near-ties
+// The rank quantize_nearest_fast's position gives y (without its near-tie
+// fallback), in its f32 operations: the segment of |y| is the number of
+// decade thresholds above it, the side y's sign; the rank is then
+// base +- rint((|y| - low) * inv_step), the three looked up by segment and
+// side. quantize_nearest's rank, or at a near-tie its neighbour (NaN for a
+// NaN y, or a negative one with the unsigned code).
+Value estimated_rank(KernelGraph& k, Value y, const Code8& code) {
+  const Code8Segments& s = segments_of(code);
+  const Value magnitude = k.abs(y);
+  Value segment = k.less(magnitude, k.constant(s.decade[0]));
+  for (size_t e = 1; e < s.decade.size(); ++e) {
+    segment = k.add(segment, k.less(magnitude, k.constant(s.decade[e])));
+  }
+  const Value at = k.add(segment, k.mul(k.less(y, k.constant(0.0)), k.constant(8.0)));
+  std::array<float, 16> base{}, direction{};
+  for (size_t i = 0; i < base.size(); ++i) {
+    base[i] = static_cast<float>(s.base[i]);
+    direction[i] = i < 8 ? 1.0f : -1.0f;  // ranks fall as negative magnitudes grow
+  }
+  const Value j = k.mul(k.sub(magnitude, k.lookup(s.low, at)), k.lookup(s.inv_step, at));
+  const Value round = k.constant(kRoundToInteger);
+  const Value nearest = k.sub(k.add(j, round), round);
+  return k.add(k.lookup(base, at), k.mul(k.lookup(direction, at), nearest));
+}
+
+// quantize_nearest(code, y) as an f32 value, from a rank r within one of
+// it: the two codes around y are r - 1 and r, or r and r + 1 (lookups clamp
+// at the table's ends), and the nearer wins, a tie to the smaller
+// magnitude, in quantize_nearest's f32 operations. So every code, near-ties
 // and NaN (rank 0) included, is quantize_nearest's, as optim's kernels'.
 Value quantize(KernelGraph& k, Value y, const Code8& code) {
-  Value below = k.constant(0.0);  // codes known to be < y
-  for (int step = 128; step >= 1; step /= 2) {
-    const Value probe = k.add(below, k.constant(step));
-    const Value probed = k.lookup(code, k.sub(probe, k.constant(1.0)));
-    below = k.select(k.less(probed, y), probe, below);
-  }
-  // The codes around y (the lookup clamps: both are code[0] when none is
-  // below, code[255] when all are).
-  const Value lower = k.lookup(code, k.sub(below, k.constant(1.0)));
-  const Value upper = k.lookup(code, below);
+  const Value one = k.constant(1.0), zero = k.constant(0.0);
+  const Value r = estimated_rank(k, y, code);
+  const Value at_r = k.lookup(code, r);
+  const Value above = k.less(at_r, y);  // y is past code[r]: between r and r + 1
+  const Value lower_rank = k.add(k.sub(r, one), above);
+  const Value lower = k.select(above, at_r, k.lookup(code, k.sub(r, one)));
+  const Value upper = k.select(above, k.lookup(code, k.add(r, one)), at_r);
   const Value to_lower = k.sub(y, lower), to_upper = k.sub(upper, y);
-  const Value one = k.constant(1.0);
   const Value tie_to_lower = k.sub(one, k.less(k.abs(upper), k.abs(lower)));
-  const Value take_lower =
-      k.select(k.less(to_lower, to_upper), one,
-               k.select(k.less(to_upper, to_lower), k.constant(0.0), tie_to_lower));
-  const Value rank = k.sub(below, take_lower);
-  return k.neg(k.max(k.neg(k.max(rank, k.constant(0.0))), k.constant(-255.0)));
+  const Value take_lower = k.select(k.less(to_lower, to_upper), one,
+                                    k.select(k.less(to_upper, to_lower), zero, tie_to_lower));
+  const Value rank = k.sub(k.add(lower_rank, one), take_lower);
+  // Into [0, 255] by ordered compares, so that a NaN rank is 0.
+  const Value low_clamped = k.select(k.less(zero, rank), rank, zero);
+  const Value top = k.constant(255.0);
+  return k.select(k.less(low_clamped, top), low_clamped, top);
 }
 
 // quantize_block's codes for x with its block's absmax: x * (1 / absmax)

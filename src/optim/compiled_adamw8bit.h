@@ -8,10 +8,11 @@
 //
 // The codes are u8 buffers of the IR. Dequantizing is a lookup in the code
 // table (compile/graph.h's Lookup: the table's f32 values, exact).
-// Quantizing is quantize_nearest's binary search over the sorted table, in
-// lookups, and its choice between the two codes around the value, in the
-// same f32 operations; so everything (p, the codes, the scales, the bf16
-// copy) equals adamw8bit_update_block bit for bit.
+// Quantizing is quantize_nearest_fast's position (the segment of the value
+// and its rounded place in it, the segment's values looked up), then the
+// nearer of the two codes around the value by quantize_nearest's rule, in
+// the same f32 operations; so everything (p, the codes, near-ties included,
+// the scales, the bf16 copy) equals adamw8bit_update_block bit for bit.
 #include "compile/graph.h"
 #include "compile/kernel_cache.h"
 #include "core/tensor.h"

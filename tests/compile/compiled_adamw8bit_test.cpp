@@ -128,26 +128,28 @@ TEST_P(CompiledAdamW8bit, EqualsOptimsBlockUpdateAndFloat64) {
   }
 }
 
-// Every tie and near-tie of the signed code: with beta1 = 0 the new m is
-// the gradient itself, and one block whose absmax is 1 holds each midpoint
-// of two neighbouring codes and the f32 values either side of it. The codes
-// must be quantize_nearest's (ties to the smaller magnitude) and optim's.
+// Every tie and near-tie of both codes: with beta1 = beta2 = 0 the new m
+// is the gradient itself and sqrt(v) its magnitude, and one block whose
+// absmax is 1 holds each midpoint of two neighbouring codes (of the signed
+// code, then of the unsigned one) and the f32 values either side of it.
+// The codes must be quantize_nearest's (ties to the smaller magnitude) and
+// optim's.
 TEST_P(CompiledAdamW8bit, QuantizesTiesAndNearTiesAsQuantizeNearest) {
   const DType grad_dtype = GetParam();
-  const int64_t block = 1024;
+  const int64_t block = 2048;
   States8bit s = testing::random_states_8bit(block, block, 4);
-  const Code8& code = signed_code();
   s.g.assign(static_cast<size_t>(block), 0.0f);
   s.g[0] = 1.0f;
-  for (size_t k = 0; k + 1 < 256; ++k) {
-    const float mid = static_cast<float>((double{code[k]} + double{code[k + 1]}) / 2);
-    s.g[1 + 3 * k] = mid;
-    s.g[2 + 3 * k] = std::nextafter(mid, -2.0f);
-    s.g[3 + 3 * k] = std::nextafter(mid, 2.0f);
+  size_t at = 1;
+  for (const Code8* code : {&signed_code(), &unsigned_code()}) {
+    for (size_t k = 0; k + 1 < 256; ++k) {
+      const float mid = static_cast<float>((double{(*code)[k]} + double{(*code)[k + 1]}) / 2);
+      for (float g : {mid, std::nextafter(mid, -2.0f), std::nextafter(mid, 2.0f)}) s.g[at++] = g;
+    }
   }
   if (grad_dtype == DType::BF16)
     for (float& g : s.g) g = bf16_to_f32(f32_to_bf16(g));
-  const AdamWScalars sc = adamw_scalars(1e-3, 0.0, 0.999, 1e-8, 0.0, 1.0, 1);
+  const AdamWScalars sc = adamw_scalars(1e-3, 0.0, 0.0, 1e-8, 0.0, 1.0, 1);
   States8bit ref = s;
   testing::optim_update_8bit(sc, block, grad_dtype, ref);
   compile::KernelCache cache;
@@ -158,8 +160,11 @@ TEST_P(CompiledAdamW8bit, QuantizesTiesAndNearTiesAsQuantizeNearest) {
         compiled_adamw8bit_update(cache, sc, block, p, g, mc, ms, vc, vs, copy);
       });
   ASSERT_EQ(bits(got.m_scales[0]), bits(1.0f));
+  ASSERT_EQ(bits(got.v_scales[0]), bits(1.0f));
   for (size_t i = 0; i < s.g.size(); ++i) {
-    ASSERT_EQ(int{got.m_codes[i]}, int{quantize_nearest(code, s.g[i])}) << "g " << s.g[i];
+    ASSERT_EQ(int{got.m_codes[i]}, int{quantize_nearest(signed_code(), s.g[i])}) << "g " << s.g[i];
+    ASSERT_EQ(int{got.v_codes[i]}, int{quantize_nearest(unsigned_code(), std::abs(s.g[i]))})
+        << "g " << s.g[i];
     ASSERT_EQ(int{got.m_codes[i]}, int{ref.m_codes[i]}) << "g " << s.g[i];
     ASSERT_EQ(int{got.v_codes[i]}, int{ref.v_codes[i]}) << "g " << s.g[i];
   }
