@@ -6,10 +6,10 @@
 // which the host placement exceeds; and the losses are the host-placed
 // run's bit for bit.
 //
-// The masters likewise (StreamedMastersGpu): the plan is resolved from
-// config.json first and each disk stage's masters are loaded as the
-// executor writes it out, the pinned bf16 copies filled from each stage as
-// it passes. The host memory (cpu_allocator; the pinned copies and slabs
+// The masters likewise (SetupMemoryGpu.StreamedMasters*): the plan is
+// resolved from config.json first and each disk stage's masters are loaded
+// as the executor writes it out, the pinned bf16 copies filled from each
+// stage as it passes. The host memory (cpu_allocator; the pinned copies and slabs
 // are the pinned pool's) that setting up the run holds at its peak then
 // stays below the masters of every stage together, which the host
 // placement holds; and the losses are the host-placed run's bit for bit,
@@ -49,7 +49,7 @@ TEST(SetupMemoryGpu, DiskStagesStartBelowEveryStagesStatesAndTrainAsHost) {
   EXPECT_EQ(field(got, "loss"), field(want, "loss"));
 }
 
-TEST(StreamedMastersGpu, DiskStagesStartBelowEveryMasterAndTrainAsHost) {
+TEST(SetupMemoryGpu, StreamedMastersStartBelowEveryMasterAndTrainAsHost) {
   LT_REQUIRE_GPU();
   TempDir tmp("gpu_streamed_masters");
   write_random_tokens(tmp / "data.jsonl", 16, 97, 3);
