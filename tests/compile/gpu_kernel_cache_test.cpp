@@ -13,8 +13,8 @@
 #include "compile/cache_entry.h"
 #include "compile/chains.h"
 #include "compile/compiler_info.h"
-#include "compile/cubin.h"
 #include "compile/cross_entropy_chain.h"
+#include "compile/cubin.h"
 #include "compile/gpu_kernel_cache.h"
 #include "core/error.h"
 #include "models/compiled_blocks.h"
@@ -175,6 +175,9 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   GpuKernelCache by_four(folder, testing::four_elements_target());
   std::vector<testing::GpuKernelCase> cases = testing::named_chain_cases();
   for (testing::GpuKernelCase& c : testing::random_chain_cases()) cases.push_back(std::move(c));
+  for (testing::GpuKernelCase& c : testing::random_lookup_chain_cases()) {
+    cases.push_back(std::move(c));
+  }
   for (const testing::GpuKernelCase& c : cases) {  // the elementwise ones' second form
     SCOPED_TRACE(c.name + ", four elements a thread");
     ASSERT_NO_THROW(by_four.binary(c.graph));

@@ -1,8 +1,8 @@
 // The fusion compiler's kernels launched on the GPU (issue 24): every named
 // chain (and three backward graphs) and random expression graphs of fixed
-// seeds, through compile::call_gpu, equal the float64 interpreter within
-// its bound on f32 rounding, as the CPU kernels do
-// (tests/compile/compiled_vs_interpreter_test.cpp).
+// seeds (with table lookups too), through compile::call_gpu, equal the
+// float64 interpreter within its bound on f32 rounding, as the CPU kernels
+// do (tests/compile/compiled_vs_interpreter_test.cpp).
 //
 // The GPU machine's build has no MLIR: the kernels come from the folder
 // $LT_GPU_KERNELS (else ~/.cache/lazytrain/kernels), filled ahead by a
@@ -116,6 +116,16 @@ TEST(CompiledKernelsGpu, RandomChainsOfFixedSeedsEqualFloat64Interpreter) {
   LT_REQUIRE_GPU();
   for (const testing::GpuKernelCase& c : testing::random_chain_cases()) {
     expect_equals_interpreter(c, cache());
+  }
+}
+
+// Table lookups (compile/graph.h's Lookup: a constant array of the module)
+// at computed indices, clamped, and at u8 codes.
+TEST(CompiledKernelsGpu, RandomChainsWithLookupsEqualFloat64Interpreter) {
+  LT_REQUIRE_GPU();
+  for (const testing::GpuKernelCase& c : testing::random_lookup_chain_cases()) {
+    expect_equals_interpreter(c, cache());
+    expect_equals_interpreter(c, cache_by_four());
   }
 }
 

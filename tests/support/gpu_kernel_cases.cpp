@@ -40,20 +40,33 @@ std::vector<GpuKernelCase> named_chain_cases() {
   return cases;
 }
 
-std::vector<GpuKernelCase> random_chain_cases() {
+namespace {
+
+std::vector<GpuKernelCase> random_cases(uint64_t first_seed, uint64_t last_seed, bool lookups,
+                                        const std::string& name) {
   std::vector<GpuKernelCase> cases;
-  for (uint64_t seed = 1; seed <= 60; ++seed) {
+  for (uint64_t seed = first_seed; seed <= last_seed; ++seed) {
     Generator gen(seed);
     const auto choose = [&gen](int lo, int hi) {
       return lo + static_cast<int>(gen.below(static_cast<uint64_t>(hi - lo)));
     };
-    RandomChain chain(choose);
+    RandomChain chain(choose, lookups);
     chain.build();
     // Up to 700 columns: one to three strides of a block's 256 threads.
     const int64_t rows = choose(1, 40), cols = choose(1, 701);
-    cases.push_back({"random chain seed " + std::to_string(seed), chain.graph, rows, cols});
+    cases.push_back({name + " seed " + std::to_string(seed), chain.graph, rows, cols});
   }
   return cases;
+}
+
+}  // namespace
+
+std::vector<GpuKernelCase> random_chain_cases() {
+  return random_cases(1, 60, false, "random chain");
+}
+
+std::vector<GpuKernelCase> random_lookup_chain_cases() {
+  return random_cases(101, 130, true, "random lookup chain");
 }
 
 PtxTarget four_elements_target() {

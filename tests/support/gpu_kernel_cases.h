@@ -27,6 +27,10 @@ std::vector<GpuKernelCase> named_chain_cases();
 // on every machine: the generator is std::mt19937_64).
 std::vector<GpuKernelCase> random_chain_cases();
 
+// The same with table lookups among the ops (RandomChain's `lookups`:
+// computed indices and u8 codes), seeds of their own.
+std::vector<GpuKernelCase> random_lookup_chain_cases();
+
 // The target of the elementwise kernels' four-elements-a-thread form.
 PtxTarget four_elements_target();
 
