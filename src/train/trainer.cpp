@@ -131,10 +131,12 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const Run
 // with exec.device_memory_gb as its capacity.
 // `shared`: the weights the ranks of this host share (their bf16 copies
 // are the GPU's upload sources), or null.
+// `pinned_apart`: TrainRunOptions::stand_in_pinned_apart.
 std::unique_ptr<exec::StreamingDevice> make_device(const TrainConfig& c, const RunPlan& plan,
                                                    const models::CausalLM& model,
                                                    optim::Optimizer& optimizer,
-                                                   const exec::SharedWeights* shared) {
+                                                   const exec::SharedWeights* shared,
+                                                   bool pinned_apart) {
 #ifdef LT_WITH_CUDA
   if (plan.device.is_cuda()) {
     std::vector<Tensor> shared_copies;
@@ -159,6 +161,7 @@ std::unique_ptr<exec::StreamingDevice> make_device(const TrainConfig& c, const R
            plan.device.str(), " needs a CUDA build");
   exec::StandInOptions stand_in;
   stand_in.capacity_bytes = static_cast<int64_t>(c.exec.device_memory_gb * 1e9);
+  stand_in.separate_host_memory = pinned_apart;
   return std::make_unique<exec::StandInDevice>(stand_in);
 }
 
@@ -240,7 +243,7 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
                                               optim::Optimizer& optimizer, int64_t epoch_steps,
                                               exec::CrossRankSum* ranks, exec::ZeroOptimizer* zero,
                                               const exec::SharedWeights* shared,
-                                              const WeightsSource* streamed) {
+                                              const WeightsSource* streamed, bool pinned_apart) {
   if (plan.executor == exec::ExecutorKind::Resident)
     return std::make_unique<exec::ResidentExecutor>(
         model, optimizer, plan.compute_dtype, ranks,
@@ -260,7 +263,8 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
     o.ranks = ranks;
     o.zero = zero;
     return std::make_unique<exec::OffloadExecutor>(
-        model, optimizer, make_device(c, plan, model, optimizer, shared), std::move(o));
+        model, optimizer, make_device(c, plan, model, optimizer, shared, pinned_apart),
+        std::move(o));
   }
   exec::StreamingOptions options;
   options.schedule = plan.schedule;
@@ -275,7 +279,8 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
   if (streamed)
     options.fill_masters = [streamed, &model](size_t stage) { streamed->fill_stage(model, stage); };
   return std::make_unique<exec::StreamingExecutor>(
-      model, optimizer, make_device(c, plan, model, optimizer, shared), std::move(options));
+      model, optimizer, make_device(c, plan, model, optimizer, shared, pinned_apart),
+      std::move(options));
 }
 
 void write_text_atomic(const fs::path& path, const std::string& text) {
@@ -425,7 +430,8 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   r.executor =
       make_executor(c, r.plan, model, *r.optimizer,
                     steps_per_epoch(r.sources, r.batch_options, r.plan.grad_accum), r.ranks.get(),
-                    sharded, r.shared_weights.get(), stream_masters ? weights.get() : nullptr);
+                    sharded, r.shared_weights.get(), stream_masters ? weights.get() : nullptr,
+                    options.stand_in_pinned_apart);
   weights.reset();  // every streamed stage is on disk: the files unmapped
   // Padding is never predicted but is still embedded, so it must be a valid
   // id: EOS when the vocabulary has it (a trimmed vocabulary may not), else 0.

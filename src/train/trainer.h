@@ -12,6 +12,11 @@ struct TrainRunOptions {
   std::string resume;         // "", "latest" or a checkpoint folder
   bool resuming = false;      // --resume was given (then an empty resume is an error)
   bool sample_at_end = true;  // print a greedy sample from the trained model
+  // Test hook: the CPU stand-in's gradient slabs and upload copies are
+  // counted apart from host memory, as a GPU's pinned memory is
+  // (exec::StandInOptions::separate_host_memory), so that
+  // setup_host_peak_bytes counts what it would on a GPU.
+  bool stand_in_pinned_apart = false;
 };
 
 struct TrainRunResult {

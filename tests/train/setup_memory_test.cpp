@@ -13,9 +13,11 @@
 // config.json first and the disk stages' masters are loaded a stage at a
 // time as the executor writes them out, from random init, from a sharded
 // safetensors folder, and from a checkpoint on resume; each run trains as
-// the host-placed run: the same losses and checkpoint files, byte for byte.
-// (tests/exec/streamed_masters_test.cpp counts the host memory this saves,
-// tests/gpu/setup_memory_gpu_test.cpp the trainer's on a GPU.)
+// the host-placed run: the same losses and checkpoint files, byte for byte;
+// and with the stand-in's slabs and upload copies counted apart (as a GPU's
+// pinned memory), the setup's host peak stays below every master together
+// (tests/exec/states_made_on_disk_test.cpp counts the executor's part,
+// tests/gpu/setup_memory_gpu_test.cpp the trainer's on a GPU).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -123,6 +125,27 @@ std::map<std::string, std::string> weight_files(const fs::path& dir) {
     if (name.find(".safetensors") != std::string::npos) out[name] = file_bytes(e.path());
   }
   return out;
+}
+
+// With the stand-in's slabs and upload copies counted apart (as a GPU's
+// pinned memory is), setting up a run with every stage on disk holds less
+// host memory than the masters of every stage together: about one stage's
+// masters and states in flight. The host placement holds them all, and so
+// did the disk placement when every master was loaded first.
+TEST_F(SetupMemory, StreamedMastersStartBelowEveryMasterWithThePinnedMemoryApart) {
+  const int64_t all_masters = 4 * parameters();
+  TrainRunOptions pinned_apart;
+  pinned_apart.sample_at_end = false;
+  pinned_apart.stand_in_pinned_apart = true;
+  for (const std::string model : {"random", "saved"}) {
+    SCOPED_TRACE(model);
+    const TrainConfig host = config(model, "host", {});
+    const TrainConfig disk = config(model, "disk", {});
+    EXPECT_GT(run_training(host, pinned_apart).setup_host_peak_bytes, all_masters);
+    const int64_t peak = run_training(disk, pinned_apart).setup_host_peak_bytes;
+    EXPECT_LT(peak, all_masters) << "the start held every master";
+    EXPECT_EQ(field(read_metrics(disk.out.dir), "loss"), field(read_metrics(host.out.dir), "loss"));
+  }
 }
 
 // The run's log (stderr) and its result.
