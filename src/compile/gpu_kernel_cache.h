@@ -28,8 +28,10 @@ namespace lt::compile {
 
 // The kernel argument list of compile/gpu_mlir.h and the entries' format,
 // versioned: a change to either (or to the forms) must change this, so that
-// older cubins are not run. 2: entries give the elements per thread.
-inline constexpr const char* kGpuAbi = "gpu-abi 2";
+// older cubins are not run. 2: entries give the elements per thread. 3: an
+// output written over an input (KernelGraph::output_over) has no
+// parameter of its own.
+inline constexpr const char* kGpuAbi = "gpu-abi 3";
 
 struct GpuBinary {
   std::string cubin;

@@ -49,6 +49,7 @@ class GpuWriter {
       head << ", %in" << i << ": " << memref_type(graph_.inputs()[i].dtype);
     }
     for (size_t i = 0; i < graph_.outputs().size(); ++i) {
+      if (graph_.outputs()[i].over >= 0) continue;  // stored into its input's memref
       head << ", %out" << i << ": " << memref_type(graph_.outputs()[i].dtype);
     }
     head << ")";
@@ -128,12 +129,20 @@ class GpuWriter {
     return r;
   }
 
+  // Every output's value first, then the stores: an output written over an
+  // input must not be stored before another output has read that input.
   void store_outputs(ShapeClass shape) {
+    std::vector<std::pair<size_t, std::string>> stored;
     for (size_t i = 0; i < graph_.outputs().size(); ++i) {
       const OutputSpec& o = graph_.outputs()[i];
       if (graph_.node(o.node).shape != shape) continue;
-      const std::string v = s_.narrow(emit(o.node), o.dtype);
-      s_.line() << "memref.store " << v << ", %out" << i << "[" << index_of(shape)
+      stored.emplace_back(i, s_.narrow(emit(o.node), o.dtype));
+    }
+    for (const auto& [i, v] : stored) {
+      const OutputSpec& o = graph_.outputs()[i];
+      const std::string memref =
+          o.over >= 0 ? "%in" + std::to_string(o.over) : "%out" + std::to_string(i);
+      s_.line() << "memref.store " << v << ", " << memref << "[" << index_of(shape)
                 << "] : " << memref_type(o.dtype) << "\n";
     }
   }

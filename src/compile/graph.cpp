@@ -204,6 +204,22 @@ void KernelGraph::output(Value v, DType dtype) {
   outputs_.push_back({v.id, dtype});
 }
 
+void KernelGraph::output_over(Value v, Value input) {
+  const Node& in = checked(input, "output_over");
+  LT_CHECK(in.op == OpKind::Input && in.shape == ShapeClass::Full,
+           "compile: an output is written over a full input, got a ", shape_class_name(in.shape),
+           " ", op_name(in.op));
+  LT_CHECK(checked(v, "output_over").shape == ShapeClass::Full,
+           "compile: an output written over an input is full, got a ",
+           shape_class_name(nodes_[static_cast<size_t>(v.id)].shape), " value");
+  for (const OutputSpec& o : outputs_) {
+    LT_CHECK(o.over != in.input_index, "compile: input ", in.input_index,
+             " already takes an output");
+  }
+  output(v, in.dtype);
+  outputs_.back().over = in.input_index;
+}
+
 std::string KernelGraph::key() const {
   // One token per node in order; constants in hex float, so that the key
   // is exact and two constants that print alike in decimal stay distinct.
@@ -238,7 +254,9 @@ std::string KernelGraph::key() const {
   }
   out += "->";
   for (const OutputSpec& o : outputs_) {
-    out += std::to_string(o.node) + ':' + dtype_name(o.dtype) + ';';
+    out += std::to_string(o.node) + ':' + dtype_name(o.dtype);
+    if (o.over >= 0) out += "@in" + std::to_string(o.over);
+    out += ';';
   }
   // The tables' values as their f32 bits in hex: exact, and a table of
   // other values is another key (the kernel holds them).

@@ -84,7 +84,8 @@ struct InputSpec {
 };
 struct OutputSpec {
   int32_t node;
-  DType dtype;  // F32, BF16 or U8: the stored type
+  DType dtype;        // F32, BF16 or U8: the stored type
+  int32_t over = -1;  // written over inputs()[over] (output_over), else -1
 };
 
 // Built with the methods below, which check operands as they go (an error
@@ -123,6 +124,12 @@ class KernelGraph {
 
   // An output of shape class Full or Row, stored as `dtype`.
   void output(Value v, DType dtype);
+  // A Full output written over `input` (a Full input of the same stored
+  // type) instead of a buffer of its own: the kernel takes no parameter
+  // for it, and each element is read (in every pass) before it is written.
+  // In place, the kernel keeps one pointer per buffer, so the CPU's loops
+  // still vectorize (two pointers to one buffer would take the scalar loop).
+  void output_over(Value v, Value input);
 
   const std::vector<Node>& nodes() const { return nodes_; }
   const Node& node(int32_t id) const { return nodes_.at(static_cast<size_t>(id)); }

@@ -14,7 +14,9 @@ namespace {
 std::vector<ShapeClass> parameters_of(const KernelGraph& graph) {
   std::vector<ShapeClass> params;
   for (const InputSpec& in : graph.inputs()) params.push_back(in.shape);
-  for (const OutputSpec& out : graph.outputs()) params.push_back(graph.node(out.node).shape);
+  for (const OutputSpec& out : graph.outputs()) {
+    if (out.over < 0) params.push_back(graph.node(out.node).shape);  // in place: no parameter
+  }
   return params;
 }
 

@@ -107,6 +107,12 @@ PreparedCall prepare_call(const KernelGraph& graph, const std::vector<Tensor>& i
     const OutputSpec& o = graph.outputs()[i];
     Shape shape = *extent.leading;
     if (graph.node(o.node).shape == ShapeClass::Full) shape.push_back(prepared.cols);
+    if (o.over >= 0) {  // KernelGraph::output_over: the input, no buffer of its own
+      LT_CHECK(i >= given.size() || !given[i].defined(), "compile: output ", i,
+               " is written over input ", o.over, " and takes no tensor");
+      prepared.outputs.push_back(inputs[static_cast<size_t>(o.over)]);
+      continue;
+    }
     const Tensor* out = i < given.size() && given[i].defined() ? &given[i] : nullptr;
     if (out != nullptr) {
       LT_CHECK(out->device() == device && out->is_contiguous() && out->dtype() == o.dtype &&

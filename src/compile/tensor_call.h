@@ -9,9 +9,10 @@
 // place), when both are Full and of one dtype: both backends read each
 // element before writing it (a chunk's logits take their gradient so,
 // with no second chunk of memory). On the CPU it costs speed where the
-// kernel vectorizes: LLVM's overlap check then takes the scalar loop
-// (the compiled AdamW in place measured 5x slower than into new buffers
-// copied back, so the optimizer's updates are not written in place).
+// kernel vectorizes: two pointers to one buffer make LLVM's overlap check
+// take the scalar loop (the compiled AdamW so measured 5x slower). A graph
+// that says so itself (KernelGraph::output_over) passes one pointer and
+// stays vectorized: the optimizer updates are written in place that way.
 #include <vector>
 
 #include "compile/graph.h"
@@ -33,7 +34,8 @@ std::vector<Tensor> call(const CpuKernel& kernel, const KernelGraph& graph,
 // What a call of either backend needs: `inputs` checked as above (on
 // `device`), the iteration space, the outputs allocated on `device`, and
 // every buffer (inputs then outputs) with its element count; `given` as
-// call's `outputs`.
+// call's `outputs`. An output written over an input (KernelGraph::
+// output_over) has no buffer of its own: its tensor is that input.
 struct PreparedCall {
   int64_t rows = 0, cols = 0;
   std::vector<Tensor> outputs;

@@ -47,6 +47,7 @@ class MlirWriter {
     }
     for (size_t i = 0; i < graph_.outputs().size(); ++i) {
       const OutputSpec& out = graph_.outputs()[i];
+      if (out.over >= 0) continue;  // written into its input's memref
       fn << ", %out" << i << ": " << memref_type(graph_.node(out.node).shape, out.dtype);
     }
     fn << ") {\n";
@@ -211,6 +212,13 @@ class MlirWriter {
     s_.set_indent("    ");
   }
 
+  // The memref output i is stored to: its own, or the input it is
+  // written over (the same SSA value as the input's loads, so LLVM sees
+  // each element read, then written, at one address).
+  static std::string output_memref(const OutputSpec& o, size_t i) {
+    return o.over >= 0 ? "%in" + std::to_string(o.over) : "%out" + std::to_string(i);
+  }
+
   bool is_sum(int32_t reduction) const { return graph_.node(reduction).op == OpKind::RowSum; }
 
   void write_output_pass(ShapeClass shape) {
@@ -221,7 +229,7 @@ class MlirWriter {
       const OutputSpec& o = graph_.outputs()[i];
       if (graph_.node(o.node).shape != shape) continue;
       roots.push_back(o.node);
-      outs.push_back({"%out" + std::to_string(i), shape, o.dtype, o.node});
+      outs.push_back({output_memref(o, i), shape, o.dtype, o.node});
       dtypes.push_back(o.dtype);
     }
     if (roots.empty()) return;

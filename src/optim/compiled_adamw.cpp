@@ -48,9 +48,11 @@ compile::KernelGraph adamw_kernel_graph(DType grad_dtype, bool with_bf16_copy) {
   const Value m = k.input(ShapeClass::Full, DType::F32);
   const Value v = k.input(ShapeClass::Full, DType::F32);
   const AdamWStepValues next = adamw_step(k, adamw_scalar_inputs(k), p, grad, m, v);
-  k.output(next.p, DType::F32);
-  k.output(next.m, DType::F32);
-  k.output(next.v, DType::F32);
+  // p and the states in place (KernelGraph::output_over): no buffers to
+  // allocate and copy back.
+  k.output_over(next.p, p);
+  k.output_over(next.m, m);
+  k.output_over(next.v, v);
   if (with_bf16_copy) k.output(next.p, DType::BF16);
   return k;
 }
@@ -74,14 +76,14 @@ void compiled_adamw_update(compile::KernelCache& cache, const AdamWScalars& s, c
   std::vector<Tensor> inputs{param.reshape(row), grad.contiguous().reshape(row),
                              exp_avg.reshape(row), exp_avg_sq.reshape(row)};
   for (Tensor& t : adamw_scalar_rows(s, 1)) inputs.push_back(t.to(device));
-  // The kernel's outputs may not overlap its inputs: it writes new buffers,
-  // copied back (a copy of 12 bytes a parameter that an in-place kernel
-  // would not need; the IR has no in-place outputs yet).
-  std::vector<Tensor> out = compile::call(kernel, graph, inputs);
-  param.copy_(out[0].reshape(param.shape()));
-  exp_avg.copy_(out[1].reshape(exp_avg.shape()));
-  exp_avg_sq.copy_(out[2].reshape(exp_avg_sq.shape()));
-  if (bf16_copy.defined()) bf16_copy.copy_(out[3].reshape(bf16_copy.shape()));
+  // p and the states are written in place (adamw_kernel_graph); the bf16
+  // copy straight into it where it is a contiguous tensor on this device.
+  const bool copy_direct =
+      bf16_copy.defined() && bf16_copy.device() == device && bf16_copy.is_contiguous();
+  std::vector<Tensor> given(3);
+  if (bf16_copy.defined()) given.push_back(copy_direct ? bf16_copy.reshape(row) : Tensor());
+  const std::vector<Tensor> out = compile::call(kernel, graph, inputs, given);
+  if (bf16_copy.defined() && !copy_direct) bf16_copy.copy_(out[3].reshape(bf16_copy.shape()));
 }
 
 }  // namespace lt::optim

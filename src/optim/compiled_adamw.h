@@ -37,7 +37,8 @@ AdamWStepValues adamw_step(compile::KernelGraph& k, const AdamWScalarValues& s, 
 
 // Inputs: p, g, m, v (full; g f32 or bf16, the rest f32), then the nine
 // AdamWScalars fields as row values in declaration order. Outputs: p, m, v
-// (f32), then the bf16 copy of p when `with_bf16_copy`.
+// (f32, written over their inputs: output_over), then the bf16 copy of p
+// when `with_bf16_copy`.
 compile::KernelGraph adamw_kernel_graph(DType grad_dtype, bool with_bf16_copy);
 
 // Updates `param`, `exp_avg`, `exp_avg_sq` (f32, contiguous, on the

@@ -98,9 +98,11 @@ KernelGraph adamw8bit_kernel_graph(DType grad_dtype, bool with_bf16_copy) {
   const AdamWStepValues next = adamw_step(k, scalars, p, grad, m, k.mul(sqrt_v, sqrt_v));
   const Value m_absmax = k.row_max(k.abs(next.m));
   const Value sqrt_v_absmax = k.row_max(k.abs(next.sqrt_v));
-  k.output(next.p, DType::F32);
-  k.output(quantize_with_absmax(k, next.m, m_absmax, signed_code()), DType::U8);
-  k.output(quantize_with_absmax(k, next.sqrt_v, sqrt_v_absmax, unsigned_code()), DType::U8);
+  // p and the codes in place (KernelGraph::output_over); the scales, row
+  // values, are new buffers copied back.
+  k.output_over(next.p, p);
+  k.output_over(quantize_with_absmax(k, next.m, m_absmax, signed_code()), m_codes);
+  k.output_over(quantize_with_absmax(k, next.sqrt_v, sqrt_v_absmax, unsigned_code()), sqrt_v_codes);
   k.output(m_absmax, DType::F32);
   k.output(sqrt_v_absmax, DType::F32);
   if (with_bf16_copy) k.output(next.p, DType::BF16);
@@ -139,14 +141,13 @@ void compiled_adamw8bit_update(compile::KernelCache& cache, const AdamWScalars& 
         slice(m_codes).reshape(full_shape),     slice(sqrt_v_codes).reshape(full_shape),
         m_scales.slice(0, first, first + rows), sqrt_v_scales.slice(0, first, first + rows)};
     for (Tensor& t : adamw_scalar_rows(s, rows)) inputs.push_back(t.to(device));
-    // The outputs are new buffers, copied back (no in-place outputs in the IR).
-    const std::vector<Tensor> out = compile::call(kernel, graph, inputs);
-    slice(param).copy_(out[0].reshape({count}));
-    slice(m_codes).copy_(out[1].reshape({count}));
-    slice(sqrt_v_codes).copy_(out[2].reshape({count}));
+    // p and the codes are written in place (adamw8bit_kernel_graph), the
+    // copy straight into it; the scales come back as new [rows] tensors.
+    std::vector<Tensor> given(5);
+    if (bf16_copy.defined()) given.push_back(slice(bf16_copy).reshape(full_shape));
+    const std::vector<Tensor> out = compile::call(kernel, graph, inputs, given);
     m_scales.slice(0, first, first + rows).copy_(out[3]);
     sqrt_v_scales.slice(0, first, first + rows).copy_(out[4]);
-    if (bf16_copy.defined()) slice(bf16_copy).copy_(out[5].reshape({count}));
     first += rows;
   }
 }

@@ -23,8 +23,8 @@ namespace lt::optim {
 // Inputs: p, g (full; g f32 or bf16), the codes of m and of sqrt(v) (full,
 // u8), their scales (row f32: one block per row), then the nine
 // AdamWScalars fields as row values. Outputs: p (f32), the codes of m and
-// sqrt(v) (u8), their new scales (row f32), then the bf16 copy of p when
-// `with_bf16_copy`.
+// sqrt(v) (u8), all three written over their inputs (output_over), their
+// new scales (row f32), then the bf16 copy of p when `with_bf16_copy`.
 compile::KernelGraph adamw8bit_kernel_graph(DType grad_dtype, bool with_bf16_copy);
 
 // Updates one parameter's 8-bit states in place: `param` (f32), `grad`,
