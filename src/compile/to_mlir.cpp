@@ -197,9 +197,16 @@ class MlirWriter {
     for (size_t k = 0; k < reductions.size(); ++k) {
       const std::string x = emit(roots[k]);
       next.push_back(fresh());
-      s_.line() << next.back() << " = "
-                << (is_sum(reductions[k]) ? "arith.addf " : "arith.maximumf ") << "%a" << p << "_"
-                << k << ", " << x << " : f32\n";
+      const std::string acc = "%a" + p + "_" + std::to_string(k);
+      // The max as LLVM's intrinsic (arith.maximumf's own lowering): the
+      // pipeline's arith-expand would make it a compare and selects, which
+      // LLVM does not take for a reduction and leaves the loop scalar.
+      if (is_sum(reductions[k])) {
+        s_.line() << next.back() << " = arith.addf " << acc << ", " << x << " : f32\n";
+      } else {
+        s_.line() << next.back() << " = llvm.intr.maximum(" << acc << ", " << x
+                  << ") : (f32, f32) -> f32\n";
+      }
     }
     s_.line() << "scf.yield ";
     for (size_t k = 0; k < next.size(); ++k) out_ << (k ? ", " : "") << next[k];

@@ -29,16 +29,16 @@ Value estimated_rank(KernelGraph& k, Value y, const Code8& code) {
   for (size_t e = 1; e < s.decade.size(); ++e) {
     segment = k.add(segment, k.less(magnitude, k.constant(s.decade[e])));
   }
-  const Value at = k.add(segment, k.mul(k.less(y, k.constant(0.0)), k.constant(8.0)));
-  std::array<float, 16> base{}, direction{};
-  for (size_t i = 0; i < base.size(); ++i) {
-    base[i] = static_cast<float>(s.base[i]);
-    direction[i] = i < 8 ? 1.0f : -1.0f;  // ranks fall as negative magnitudes grow
-  }
+  const Value negative = k.less(y, k.constant(0.0));
+  const Value at = k.add(segment, k.mul(negative, k.constant(8.0)));
+  std::array<float, 16> base{};
+  for (size_t i = 0; i < base.size(); ++i) base[i] = static_cast<float>(s.base[i]);
   const Value j = k.mul(k.sub(magnitude, k.lookup(s.low, at)), k.lookup(s.inv_step, at));
   const Value round = k.constant(kRoundToInteger);
   const Value nearest = k.sub(k.add(j, round), round);
-  return k.add(k.lookup(base, at), k.mul(k.lookup(direction, at), nearest));
+  // Ranks fall as negative magnitudes grow: base - nearest there.
+  const Value direction = k.sub(k.constant(1.0), k.mul(negative, k.constant(2.0)));
+  return k.add(k.lookup(base, at), k.mul(direction, nearest));
 }
 
 // quantize_nearest(code, y) as an f32 value, from a rank r within one of
