@@ -27,11 +27,13 @@ void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& 
     }
   }
   if (!plan.device.is_cpu() && mode == "auto") {
-    // Measured on the H200 (docs/compiler.md): the row chains are near the
-    // hand-written kernels, the elementwise ones 2.2-2.5x slower.
+    // Measured on the H200 (bench/RESULTS.md, session 16): the row chains
+    // are near the hand-written kernels, the elementwise ones up to 2.6x
+    // slower, and train.compile on made the 3B step 1.45x and GPT-2's 1.88x
+    // as long.
     log.message(
-        "train.compile auto: running the hand-written kernels: on a GPU the compiled elementwise "
-        "kernels are slower than the hand-written ones so far (docs/compiler.md); "
+        "train.compile auto: running the hand-written kernels: on a GPU the compiled kernels "
+        "are slower than the hand-written ones so far (bench/RESULTS.md); "
         "train.compile: on runs them");
     return;
   }
@@ -57,15 +59,15 @@ void setup_compiled_optimizer(const TrainConfig& c, const models::CausalLM& mode
   const auto& compiled = model.compiled_blocks();
   if (!compiled) return;
   // Measured (bench/optim_bench --compiled, bench/RESULTS.md): on the CPU
-  // the compiled updates are scalar loops, and 8-bit AdamW's code lookups
-  // are trees of selects whose every branch is computed, far slower than
-  // the hand-written SIMD updates. So auto keeps those; on runs the
-  // compiled ones, as asked.
+  // the compiled AdamW runs at 0.77-0.87 of the hand-written SIMD update
+  // and the 8-bit one at 0.13-0.14 (its requantization's table lookups).
+  // So auto keeps the hand-written ones; on runs the compiled ones, as
+  // asked.
   if (c.train.compile != "on") {
     log.message(
         "train.compile auto: the optimizer runs its hand-written updates (the compiled ones are "
-        "slower so far: AdamW about 7x, 8-bit AdamW several hundred times on the CPU; "
-        "bench/RESULTS.md); train.compile: on runs them");
+        "slower so far on the CPU: AdamW about 1.2x, 8-bit AdamW about 7x; bench/RESULTS.md); "
+        "train.compile: on runs them");
     return;
   }
   if (optimizer.use_compiled_updates(compiled->cache())) {
