@@ -28,7 +28,7 @@ echo "== train"
 "$bin" train "$cfg" --no-sample 2>&1 | stamp > "$out/train.log" &
 pid=$!
 for _ in $(seq 1 300); do
-  n=$(wc -l < "$out/$name/metrics.jsonl" 2>/dev/null || echo 0)
+  n=$(wc -l 2>/dev/null < "$out/$name/metrics.jsonl" || echo 0)
   [ "$n" -ge "$steps" ] && break
   kill -0 $pid 2>/dev/null || break
   sleep 1

@@ -246,7 +246,7 @@ time.sleep(600)" &
   pid=$!
   if [ "$what" != oom ]; then
     for _ in $(seq 1 300); do
-      [ "$(wc -l < "$out/$name/metrics.jsonl" 2>/dev/null || echo 0)" -ge 3 ] && break
+      [ "$(wc -l 2>/dev/null < "$out/$name/metrics.jsonl" || echo 0)" -ge 3 ] && break
       sleep 0.5
     done
     # Rank 1: the launcher's child whose environment says RANK=1.

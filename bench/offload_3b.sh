@@ -90,7 +90,7 @@ for run in $runs; do
   "$bin" train "$out/$run.yaml" --no-sample > "$out/$run.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 400); do
-    n=$(wc -l < "$out/$run/metrics.jsonl" 2>/dev/null || echo 0)
+    n=$(wc -l 2>/dev/null < "$out/$run/metrics.jsonl" || echo 0)
     [ "$n" -ge "$steps" ] && break
     kill -0 $pid 2>/dev/null || break
     sleep 1

@@ -100,7 +100,7 @@ echo "== train ($steps steps)"
 "$bin" train "$cfg" --no-sample 2>&1 | stamp > "$out/train.log" &
 pid=$!
 for _ in $(seq 1 ${LT_BENCH_WAIT_S:-480}); do
-  n=$(wc -l < "$run/metrics.jsonl" 2>/dev/null || echo 0)
+  n=$(wc -l 2>/dev/null < "$run/metrics.jsonl" || echo 0)
   [ "$n" -ge "$steps" ] && break
   kill -0 $pid 2>/dev/null || break
   sleep 1
@@ -110,7 +110,7 @@ done
 # kernel log says so) before this script kills what is left.
 if ! kill -0 $pid 2>/dev/null; then
   wait $pid; status=$?
-  n=$(wc -l < "$run/metrics.jsonl" 2>/dev/null || echo 0)
+  n=$(wc -l 2>/dev/null < "$run/metrics.jsonl" || echo 0)
   if [ "$n" -lt "$steps" ]; then
     echo "train ended by itself after $n steps, exit status $status" | tee "$out/train_exit.txt"
     tail -5 "$out/train.log"
@@ -118,7 +118,7 @@ if ! kill -0 $pid 2>/dev/null; then
       tee -a "$out/train_exit.txt"
   fi
 else
-  n=$(wc -l < "$run/metrics.jsonl" 2>/dev/null || echo 0)
+  n=$(wc -l 2>/dev/null < "$run/metrics.jsonl" || echo 0)
   [ "$n" -ge "$steps" ] || echo "train still running after ${LT_BENCH_WAIT_S:-480} s with $n steps: killed by this script" | tee "$out/train_exit.txt"
 fi
 free -g > "$out/free_after.txt"
