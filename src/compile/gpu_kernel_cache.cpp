@@ -52,6 +52,12 @@ std::optional<GpuBinary> deserialize(const std::string& bytes) {
 
 }  // namespace
 
+PtxTarget training_gpu_target() {
+  PtxTarget target;
+  target.elements_per_thread = 4;
+  return target;
+}
+
 GpuKernelCache::GpuKernelCache(std::string folder, PtxTarget target)
     : folder_(std::move(folder)), target_(std::move(target)) {}
 

@@ -42,6 +42,15 @@ struct GpuBinary {
 
 class GpuKernel;  // compile/gpu_kernel.h
 
+// The target KernelCache::gpu() compiles for (the training path: compiled
+// blocks and optimizer updates): four elements a thread in the elementwise
+// form. Measured on the H200 (bench/RESULTS.md, session 16) it is as fast
+// or faster on every chain: SwiGLU 0.514 -> 0.237 ms, GELU 0.322 -> 0.224,
+// RoPE 0.146 -> 0.124, AdamW 0.495 -> 0.505 (equal); row chains have one
+// form. The prebuilt folders must be made for this target too
+// (GpuKernelPrebuild.*).
+PtxTarget training_gpu_target();
+
 class GpuKernelCache {
  public:
   // folder empty: in memory only. `target`'s chip is the GPU's (sm_90 for

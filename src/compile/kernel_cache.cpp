@@ -24,7 +24,7 @@ KernelCache::~KernelCache() = default;
 
 GpuKernelCache& KernelCache::gpu() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!gpu_) gpu_ = std::make_unique<GpuKernelCache>(folder_);
+  if (!gpu_) gpu_ = std::make_unique<GpuKernelCache>(folder_, training_gpu_target());
   return *gpu_;
 }
 

@@ -178,10 +178,6 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   for (testing::GpuKernelCase& c : testing::random_lookup_chain_cases()) {
     cases.push_back(std::move(c));
   }
-  for (const testing::GpuKernelCase& c : cases) {  // the elementwise ones' second form
-    SCOPED_TRACE(c.name + ", four elements a thread");
-    ASSERT_NO_THROW(by_four.binary(c.graph));
-  }
   for (DType dtype : {DType::F32, DType::BF16}) {  // tests/gpu/fused_programs_gpu_test.cpp's
     for (KernelGraph& g : autograd::testing::fused_program_kernel_graphs(dtype)) {
       cases.push_back({"a fused program's chain", std::move(g), 0, 0});
@@ -195,6 +191,12 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   for (const testing::GpuKernelCase& c : cases) {
     SCOPED_TRACE(c.name);
     ASSERT_NO_THROW(cache.binary(c.graph));
+  }
+  // The elementwise ones' second form, also the training path's
+  // (KernelCache::gpu() reads those): the others' entry is the same.
+  for (const testing::GpuKernelCase& c : cases) {
+    SCOPED_TRACE(c.name + ", four elements a thread");
+    ASSERT_NO_THROW(by_four.binary(c.graph));
   }
   uintmax_t bytes = 0;
   for (const fs::directory_entry& e : fs::directory_iterator(folder)) {
@@ -230,7 +232,8 @@ TEST(GpuKernelPrebuild, TrainingKernelsOfTheFixturesAndLtPrebuildModels) {
       if (!path.empty()) models.emplace_back(path);
     }
   }
-  GpuKernelCache cache(folder);
+  // The training path's target (KernelCache::gpu()).
+  GpuKernelCache cache(folder, training_gpu_target());
   for (const fs::path& model : models) {
     SCOPED_TRACE(model.string());
     const models::ModelConfig config = models::ModelConfig::from_file(model / "config.json");
