@@ -47,6 +47,9 @@ shift
 runs=${*:-scaling zero failures big27b}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+# Everything printed goes to OUT/summary.txt as well: a device call returns
+# only a few files and the last 12,000 characters of its output.
+exec > >(tee -a "$out/summary.txt") 2>&1
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 export NCCL_NVLS_ENABLE=0 LT_CACHE_DIR=$out/cache
@@ -112,14 +115,14 @@ out:
 YAML
 }
 
-train() {  # NAME GPUS MODEL: one watched run; RESULT line into summary.txt
+train() {  # NAME GPUS MODEL: one watched run; RESULT line into results.txt
   local name=$1 gpus=$2 model=$3 cmd=$bin
   [ "$gpus" -gt 1 ] && cmd="$bin launch --via fork --nproc $gpus"
   rm -rf "${out:?}/$name"
   echo "== $name ($gpus GPU$([ "$gpus" -gt 1 ] && echo s))"
   python3 bench/watch_train.py "$cmd" "$out/$name.yaml" "$out/$name" "$out/$name.log" \
     "$steps" 420 "{\"run\": \"$name\", \"gpus\": $gpus, \"model\": \"$model\"}" |
-    tee -a "$out/summary.txt" | grep -E "RESULT|too few" || status=1
+    tee -a "$out/results.txt" | grep -E "RESULT|too few" || status=1
   grep -E "schedule:|predict|rror" "$out/$name.log" | head -4
 }
 
@@ -179,10 +182,10 @@ scaling() {
     --batch 8 --steps 8 > "$out/torch1.log" 2>&1 || status=1
   timeout 300 torchrun --nproc-per-node 2 tools/reference/torch_baseline.py \
     bench/models/qwen2.5-3b/config.json --batch 8 --steps 8 > "$out/ddp2.log" 2>&1 || status=1
-  grep -h RESULT "$out/torch1.log" "$out/ddp2.log" | sed 's/^RESULT //' | tee -a "$out/summary.txt"
+  grep -h RESULT "$out/torch1.log" "$out/ddp2.log" | sed 's/^RESULT //' | tee -a "$out/results.txt"
   echo "== resident, 1 vs 2 GPUs at batch 16:"; losses_agree res1 res2
   echo "== streaming, 1 vs 2 GPUs at batch 128:"; losses_agree stream1x128 stream2
-  python3 - "$out/summary.txt" <<'PY'
+  python3 - "$out/results.txt" <<'PY'
 import json, sys
 r = {}
 for line in open(sys.argv[1]):

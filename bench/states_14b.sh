@@ -39,6 +39,9 @@ batch=${3:-128}
 disk=${4:-/tmp/lt-states-14b}
 mkdir -p "$out" "$disk"
 out=$(cd "$out" && pwd)
+# Everything printed goes to OUT/summary.txt as well: a device call returns
+# only a few files and the last 12,000 characters of its output.
+exec > >(tee -a "$out/summary.txt") 2>&1
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 bin=${LT_BENCH_BIN:-build-gpu/lazytrain}
