@@ -200,6 +200,17 @@ DeviceKernel kernel_for(KernelCache& cache, const KernelGraph& graph, Device dev
   return kernel;
 }
 
+void run_buffers(const DeviceKernel& kernel, int64_t rows, int64_t cols,
+                 std::span<void* const> buffers, std::span<const int64_t> counts) {
+  if (kernel.gpu) {
+    kernel.gpu->launch(rows, cols, buffers, counts,
+                       current_stream(Device::cuda(kernel.gpu->device())).handle());
+    return;
+  }
+  LT_CHECK(kernel.cpu != nullptr, "compile: run_buffers has no kernel");
+  kernel.cpu->run(rows, cols, buffers);
+}
+
 std::vector<Tensor> call(const DeviceKernel& kernel, const KernelGraph& graph,
                          const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
   return kernel.gpu ? call_gpu(*kernel.gpu, graph, inputs, outputs)

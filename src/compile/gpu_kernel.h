@@ -69,6 +69,14 @@ struct DeviceKernel {
 };
 // Throws lt::Error as the cache does (cannot compile, kernel not cached).
 DeviceKernel kernel_for(KernelCache& cache, const KernelGraph& graph, Device device);
+// Runs `kernel` over [rows, cols] with its buffers as prepare_call lays
+// them out (PreparedCall::buffers and counts: the inputs, then the outputs
+// not written over an input), for callers that keep their arguments as
+// pointers: the optimizer updates, whose calls so make no tensors. Checks
+// nothing about the buffers: the caller answers for each one's device,
+// dtype and size. On CUDA enqueued on the device's current stream.
+void run_buffers(const DeviceKernel& kernel, int64_t rows, int64_t cols,
+                 std::span<void* const> buffers, std::span<const int64_t> counts);
 // compile::call or call_gpu, by the kernel's device (`outputs` as there).
 std::vector<Tensor> call(const DeviceKernel& kernel, const KernelGraph& graph,
                          const std::vector<Tensor>& inputs,

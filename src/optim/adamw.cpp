@@ -154,24 +154,27 @@ void update_on_cuda(const std::vector<ParamJob>& jobs) {
 }
 
 // train.compile's backend: compiled_adamw_update (the same operations in
-// the same order as the kernels above) over pieces of each parameter, so
-// that the kernel's new output buffers (12 bytes an element, copied back:
-// the IR has no in-place outputs) stay small whatever the parameter. On the
-// CPU the pieces are update_on_cpu's chunks, in parallel (a chunk by one
-// thread alone); on CUDA 16 M elements, one after another.
+// the same order as the kernels above) over pieces of each parameter. On
+// the CPU the pieces are update_on_cpu's chunks, in parallel (a chunk by
+// one thread alone); on CUDA 16 M elements, one after another. Each job's
+// kernel is resolved once per optimizer (CompiledUpdateKernels) and the
+// step's scalars moved to each device in one copy, so a piece's call is
+// its arguments and the kernel's run or launch.
 struct CompiledJob {
   AdamWScalars s;
   Tensor param, grad, exp_avg, exp_avg_sq, shadow;  // flat, contiguous
+  const CompiledUpdateKernel* kernel = nullptr;     // compiled_kernels_ready's
+  Tensor scalars;                                   // [9, 1] on the job's device (place_scalars)
 };
 
 // Whether the kernels `jobs` need can be had (compiled, or loaded from the
-// cache folder), before any parameter changes; if not, `why` says so.
-bool compiled_kernels_ready(compile::KernelCache& cache, const std::vector<CompiledJob>& jobs,
+// cache folder), before any parameter changes; if so each job has its
+// kernel, if not `why` says why.
+bool compiled_kernels_ready(CompiledUpdateKernels& kernels, std::vector<CompiledJob>& jobs,
                             std::string& why) {
   try {
-    for (const CompiledJob& job : jobs) {
-      compile::kernel_for(cache, adamw_kernel_graph(job.grad.dtype(), job.shadow.defined()),
-                          job.param.device());
+    for (CompiledJob& job : jobs) {
+      job.kernel = &kernels.get(job.grad.dtype(), job.shadow.defined(), job.param.device());
     }
     return true;
   } catch (const std::exception& e) {
@@ -180,11 +183,27 @@ bool compiled_kernels_ready(compile::KernelCache& cache, const std::vector<Compi
   }
 }
 
-void update_compiled(compile::KernelCache& cache, const std::vector<CompiledJob>& jobs) {
+// The step's scalars, copied once to each device that has jobs (not nine
+// tensors per piece: on CUDA each was a copy from the host that waited for
+// the GPU); each job takes its [9, 1] table.
+void place_scalars(std::vector<CompiledJob>& jobs) {
+  std::vector<AdamWScalars> scalars;
+  std::vector<Device> devices;
+  for (const CompiledJob& job : jobs) {
+    scalars.push_back(job.s);
+    devices.push_back(job.param.device());
+  }
+  std::vector<Tensor> tables =
+      adamw_scalar_tables(scalars, std::vector<int64_t>(jobs.size(), 1), devices);
+  for (size_t j = 0; j < jobs.size(); ++j) jobs[j].scalars = std::move(tables[j]);
+}
+
+void update_compiled(std::vector<CompiledJob>& jobs) {
   struct Piece {
     size_t job;
     int64_t begin, end;
   };
+  place_scalars(jobs);
   std::vector<Piece> cpu_pieces, cuda_pieces;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const bool cuda = jobs[j].param.device().is_cuda();
@@ -198,8 +217,8 @@ void update_compiled(compile::KernelCache& cache, const std::vector<CompiledJob>
     auto part = [&](const Tensor& t) {
       return t.defined() ? t.slice(0, piece.begin, piece.end) : Tensor();
     };
-    compiled_adamw_update(cache, job.s, part(job.param), part(job.grad), part(job.exp_avg),
-                          part(job.exp_avg_sq), part(job.shadow));
+    compiled_adamw_update(*job.kernel, job.scalars, part(job.param), part(job.grad),
+                          part(job.exp_avg), part(job.exp_avg_sq), part(job.shadow));
   };
   parallel_for(0, static_cast<int64_t>(cpu_pieces.size()), 1, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) run(cpu_pieces[static_cast<size_t>(c)]);
@@ -343,11 +362,12 @@ void AdamW::update(double lr, double grad_scale, size_t first, size_t last) {
         jobs.push_back({job.s, params_[i].second.detach().reshape(flat),
                         params_[i].second.grad().contiguous().reshape(flat),
                         exp_avg_[i].reshape(flat), exp_avg_sq_[i].reshape(flat),
-                        shadow.defined() ? shadow.detach().reshape(flat) : Tensor()});
+                        shadow.defined() ? shadow.detach().reshape(flat) : Tensor(), nullptr,
+                        Tensor()});
       }
     }
     if (compiled_kernels_ready(*compiled_, jobs, compiled_fallback_)) {
-      update_compiled(*compiled_, jobs);
+      update_compiled(jobs);
       compiled_updates_ += static_cast<int64_t>(jobs.size());
       return;
     }
@@ -359,7 +379,7 @@ void AdamW::update(double lr, double grad_scale, size_t first, size_t last) {
 }
 
 bool AdamW::use_compiled_updates(std::shared_ptr<compile::KernelCache> cache) {
-  compiled_ = std::move(cache);
+  compiled_ = std::make_shared<CompiledUpdateKernels>(std::move(cache), adamw_kernel_graph);
   return true;
 }
 

@@ -30,6 +30,8 @@
 
 namespace lt::optim {
 
+class CompiledUpdateKernels;  // optim/compiled_update_kernels.h
+
 // Field names follow the trainer's config keys (optim.*), which is how
 // validation errors name them.
 struct AdamWOptions {
@@ -106,7 +108,8 @@ class AdamW final : public Optimizer {
   std::vector<Tensor> shadows_;       // per parameter: bf16 shadow or undefined
   Isa isa_ = active_isa();
   int64_t step_count_ = 0;
-  std::shared_ptr<compile::KernelCache> compiled_;  // train.compile: the kernels' cache
+  // train.compile: the update's kernels, resolved once (compiled_update_kernels.h)
+  std::shared_ptr<CompiledUpdateKernels> compiled_;
   int64_t compiled_updates_ = 0;
   std::string compiled_fallback_;
 };

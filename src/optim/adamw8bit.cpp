@@ -9,6 +9,7 @@
 #include "compile/gpu_kernel.h"
 #include "core/thread_pool.h"
 #include "optim/adamw8bit_kernel.h"
+#include "optim/compiled_adamw.h"
 #include "optim/compiled_adamw8bit.h"
 #include "optim/cuda/adamw8bit.h"
 #include "optim/kernels_simd.h"
@@ -175,6 +176,7 @@ struct AdamW8bit::Job {
   Quantized* q;
   Tensor param, grad;
   AdamWScalars s;
+  const CompiledUpdateKernel* kernel = nullptr;  // compiled_kernels_ready's
 };
 
 void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) {
@@ -231,7 +233,7 @@ void AdamW8bit::update(double lr, double grad_scale, size_t first, size_t last) 
 
 bool AdamW8bit::use_compiled_updates(std::shared_ptr<compile::KernelCache> cache) {
   fp32_->use_compiled_updates(cache);
-  compiled_ = std::move(cache);
+  compiled_ = std::make_shared<CompiledUpdateKernels>(std::move(cache), adamw8bit_kernel_graph);
   return true;
 }
 
@@ -243,13 +245,11 @@ std::string AdamW8bit::compiled_fallback() const {
   return !compiled_fallback_.empty() ? compiled_fallback_ : fp32_->compiled_fallback();
 }
 
-bool AdamW8bit::compiled_kernels_ready(const std::vector<const std::vector<Job>*>& jobs) {
+bool AdamW8bit::compiled_kernels_ready(const std::vector<std::vector<Job>*>& jobs) {
   try {
-    for (const auto* list : jobs) {
-      for (const Job& job : *list) {
-        compile::kernel_for(*compiled_,
-                            adamw8bit_kernel_graph(job.grad.dtype(), job.q->shadow.defined()),
-                            job.param.device());
+    for (auto* list : jobs) {
+      for (Job& job : *list) {
+        job.kernel = &compiled_->get(job.grad.dtype(), job.q->shadow.defined(), job.param.device());
       }
     }
     return true;
@@ -265,25 +265,41 @@ bool AdamW8bit::compiled_kernels_ready(const std::vector<const std::vector<Job>*
 // an element, copied back) stay small whatever the parameter: on the CPU
 // about 64K elements a piece, in parallel (a piece by one thread alone); on
 // CUDA about 16 M, one after another. The same values as the backends
-// below except a code on a near-tie (optim/compiled_adamw8bit.h).
+// below except a code on a near-tie (optim/compiled_adamw8bit.h). Each
+// job's kernel is resolved once per optimizer (CompiledUpdateKernels) and
+// its scalars, one row per block of its largest piece, made once, all
+// jobs' moved to each device in one copy: a piece's call builds no graph
+// and copies no scalars.
 void AdamW8bit::update_compiled(const std::vector<Job>& cpu_jobs,
                                 const std::vector<Job>& cuda_jobs) {
   struct Piece {
     const Job* job;
+    size_t scalars;  // index into `scalars`
     int64_t first_block, last_block;
   };
   const int64_t bs = opts8_.block_size;
   std::vector<Piece> cpu_pieces, cuda_pieces;
+  std::vector<AdamWScalars> job_scalars;
+  std::vector<int64_t> table_rows;  // per job: the rows of its largest piece
+  std::vector<Device> devices;
   for (const auto* jobs : {&cpu_jobs, &cuda_jobs}) {
     const bool cuda = jobs == &cuda_jobs;
     const int64_t per_piece =
         std::max<int64_t>(1, (cuda ? int64_t{1} << 24 : int64_t{1} << 16) / bs);
     for (const Job& job : *jobs) {
       const int64_t blocks = blocks_of(job.param.numel(), bs);
-      for (int64_t b = 0; b < blocks; b += per_piece)
-        (cuda ? cuda_pieces : cpu_pieces).push_back({&job, b, std::min(blocks, b + per_piece)});
+      job_scalars.push_back(job.s);
+      table_rows.push_back(std::max<int64_t>(1, std::min(blocks, per_piece)));
+      devices.push_back(job.param.device());
+      for (int64_t b = 0; b < blocks; b += per_piece) {
+        (cuda ? cuda_pieces : cpu_pieces)
+            .push_back({&job, job_scalars.size() - 1, b, std::min(blocks, b + per_piece)});
+      }
     }
   }
+  // One copy per device (36 bytes a block of the largest pieces: at the
+  // default 2048 elements a block, under 2% of the 8-bit states).
+  const std::vector<Tensor> scalars = adamw_scalar_tables(job_scalars, table_rows, devices);
   auto run = [&](const Piece& piece) {
     const Job& job = *piece.job;
     const Quantized& q = *job.q;
@@ -293,9 +309,9 @@ void AdamW8bit::update_compiled(const std::vector<Job>& cpu_jobs,
       return t.defined() ? t.detach().reshape({n}).slice(0, begin, end) : Tensor();
     };
     auto scales = [&](const Tensor& t) { return t.slice(0, piece.first_block, piece.last_block); };
-    compiled_adamw8bit_update(*compiled_, job.s, bs, part(job.param), part(job.grad),
-                              part(q.m_codes), scales(q.m_scales), part(q.sqrt_v_codes),
-                              scales(q.sqrt_v_scales), part(q.shadow));
+    compiled_adamw8bit_update(*job.kernel, scalars[piece.scalars], bs, part(job.param),
+                              part(job.grad), part(q.m_codes), scales(q.m_scales),
+                              part(q.sqrt_v_codes), scales(q.sqrt_v_scales), part(q.shadow));
   };
   parallel_for(0, static_cast<int64_t>(cpu_pieces.size()), 1, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) run(cpu_pieces[static_cast<size_t>(c)]);

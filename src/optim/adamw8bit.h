@@ -109,9 +109,11 @@ class AdamW8bit final : public Optimizer {
   std::unique_ptr<AdamW> fp32_;  // their optimizer
   int64_t step_count_ = 0;
   Isa isa_ = active_isa();
-  std::shared_ptr<compile::KernelCache> compiled_;  // train.compile: the kernels' cache
-  int64_t compiled_updates_ = 0;                    // of 8-bit parameters
-  std::string compiled_fallback_;                   // of 8-bit parameters
+  // train.compile: the 8-bit update's kernels, resolved once
+  // (compiled_update_kernels.h)
+  std::shared_ptr<CompiledUpdateKernels> compiled_;
+  int64_t compiled_updates_ = 0;   // of 8-bit parameters
+  std::string compiled_fallback_;  // of 8-bit parameters
 
   // update()'s backends, one per device kind (adamw8bit.cpp).
   struct Job;
@@ -119,7 +121,8 @@ class AdamW8bit final : public Optimizer {
   void update_on_cuda(const std::vector<Job>& jobs) const;
   // Whether every kernel `jobs` need can be had; if not, says why in
   // compiled_fallback_ and drops the compiled updates.
-  bool compiled_kernels_ready(const std::vector<const std::vector<Job>*>& jobs);
+  // If so, each job has its kernel.
+  bool compiled_kernels_ready(const std::vector<std::vector<Job>*>& jobs);
   void update_compiled(const std::vector<Job>& cpu_jobs, const std::vector<Job>& cuda_jobs);
 };
 

@@ -1,5 +1,9 @@
 #include "optim/compiled_adamw.h"
 
+#include <algorithm>
+#include <array>
+#include <span>
+
 #include "compile/gpu_kernel.h"
 #include "compile/tensor_call.h"
 #include "core/error.h"
@@ -19,13 +23,55 @@ AdamWScalarValues adamw_scalar_inputs(compile::KernelGraph& k) {
   return s;
 }
 
-std::vector<Tensor> adamw_scalar_rows(const AdamWScalars& s, int64_t rows) {
-  std::vector<Tensor> out;
+void write_adamw_scalars(const AdamWScalars& s, int64_t rows, float* out) {
   for (float x : {s.grad_scale, s.decay_factor, s.beta1, s.one_minus_beta1, s.beta2,
                   s.one_minus_beta2, s.bias_correction2_sqrt, s.eps, s.neg_step_size}) {
-    out.push_back(Tensor::full({rows}, x, DType::F32));
+    out = std::fill_n(out, rows, x);
   }
-  return out;
+}
+
+Tensor adamw_scalar_table(const AdamWScalars& s, int64_t rows) {
+  Tensor table = Tensor::empty({kAdamWScalarCount, rows}, DType::F32);
+  write_adamw_scalars(s, rows, table.data<float>());
+  return table;
+}
+
+std::vector<Tensor> adamw_scalar_tables(const std::vector<AdamWScalars>& s,
+                                        const std::vector<int64_t>& rows,
+                                        const std::vector<Device>& devices) {
+  LT_CHECK(s.size() == rows.size() && s.size() == devices.size(), "adamw_scalar_tables: ", s.size(),
+           " updates, ", rows.size(), " row counts, ", devices.size(), " devices");
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (int64_t r : rows) {
+    offsets.push_back(total);
+    total += kAdamWScalarCount * r;
+  }
+  const Tensor host = Tensor::empty({total}, DType::F32);
+  for (size_t j = 0; j < s.size(); ++j)
+    write_adamw_scalars(s[j], rows[j], host.data<float>() + offsets[j]);
+  std::vector<std::pair<Device, Tensor>> moved;
+  std::vector<Tensor> tables;
+  for (size_t j = 0; j < s.size(); ++j) {
+    auto found = std::find_if(moved.begin(), moved.end(),
+                              [&](const auto& entry) { return entry.first == devices[j]; });
+    if (found == moved.end()) {
+      moved.emplace_back(devices[j], host.to(devices[j]));
+      found = std::prev(moved.end());
+    }
+    tables.push_back(found->second.slice(0, offsets[j], offsets[j] + kAdamWScalarCount * rows[j])
+                         .view({kAdamWScalarCount, rows[j]}));
+  }
+  return tables;
+}
+
+void append_scalar_rows(const Tensor& table, int64_t rows, std::vector<Tensor>& inputs) {
+  LT_CHECK(table.dim() == 2 && table.size(0) == kAdamWScalarCount && table.size(1) >= rows &&
+               table.dtype() == DType::F32 && table.is_contiguous(),
+           "compiled AdamW: the scalars must be a contiguous f32 [9, >= ", rows, "] table, got ",
+           table.str());
+  for (int64_t field = 0; field < kAdamWScalarCount; ++field)
+    inputs.push_back(table.select(0, field).slice(0, 0, rows));
 }
 
 AdamWStepValues adamw_step(compile::KernelGraph& k, const AdamWScalarValues& s, Value p, Value grad,
@@ -57,11 +103,66 @@ compile::KernelGraph adamw_kernel_graph(DType grad_dtype, bool with_bf16_copy) {
   return k;
 }
 
+namespace {
+
+// One call as pointers (compile::run_buffers), no tensors made: the
+// buffers of adamw_kernel_graph's layout are p, g, m, v, the nine scalars
+// and, when given, the bf16 copy (p, m and v are written over their
+// inputs: no buffers of their own). The tensors' checks are the caller's;
+// the graph's, the scalars' and the gradient dtype's are here.
+void run_in_place(const CompiledUpdateKernel& kernel, const Tensor& scalar_table, int64_t n,
+                  std::array<void*, 4> states, DType grad_dtype, void* bf16_copy) {
+  const compile::KernelGraph& graph = kernel.graph;
+  const size_t outputs = bf16_copy != nullptr ? 4 : 3;
+  LT_CHECK(graph.inputs().size() == 4 + kAdamWScalarCount && graph.outputs().size() == outputs &&
+               graph.inputs()[1].dtype == grad_dtype,
+           "compiled_adamw_update: the kernel is not adamw_kernel_graph's for a ",
+           dtype_name(grad_dtype), " gradient ", bf16_copy != nullptr ? "with" : "without",
+           " the bf16 copy");
+  LT_CHECK(scalar_table.dim() == 2 && scalar_table.size(0) == kAdamWScalarCount &&
+               scalar_table.size(1) >= 1 && scalar_table.dtype() == DType::F32 &&
+               scalar_table.is_contiguous() && scalar_table.device() == kernel.kernel.device,
+           "compiled_adamw_update: the scalars must be a contiguous f32 [9, >= 1] table on ",
+           kernel.kernel.device.str(), ", got ", scalar_table.str());
+  std::array<void*, 4 + kAdamWScalarCount + 1> buffers{};
+  std::array<int64_t, buffers.size()> counts{};
+  size_t k = 0;
+  for (void* state : states) {
+    buffers[k] = state;
+    counts[k++] = n;
+  }
+  auto* scalars = static_cast<float*>(scalar_table.data_ptr());
+  for (int64_t field = 0; field < kAdamWScalarCount; ++field) {
+    buffers[k] = scalars + field * scalar_table.size(1);
+    counts[k++] = 1;
+  }
+  if (bf16_copy != nullptr) {
+    buffers[k] = bf16_copy;
+    counts[k++] = n;
+  }
+  compile::run_buffers(kernel.kernel, 1, n, std::span(buffers.data(), k),
+                       std::span(counts.data(), k));
+}
+
+}  // namespace
+
 void compiled_adamw_update(compile::KernelCache& cache, const AdamWScalars& s, const Tensor& param,
                            const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                            const Tensor& bf16_copy) {
+  CompiledUpdateKernel kernel;
+  kernel.graph = adamw_kernel_graph(grad.dtype(), bf16_copy.defined());
+  kernel.kernel = compile::kernel_for(cache, kernel.graph, grad.device());
+  compiled_adamw_update(kernel, adamw_scalar_table(s, 1).to(grad.device()), param, grad, exp_avg,
+                        exp_avg_sq, bf16_copy);
+}
+
+void compiled_adamw_update(const CompiledUpdateKernel& kernel, const Tensor& scalar_table,
+                           const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                           const Tensor& exp_avg_sq, const Tensor& bf16_copy) {
   const int64_t n = grad.numel();
   const Device device = grad.device();
+  LT_CHECK(kernel.kernel.device == device, "compiled_adamw_update: the kernel is for ",
+           kernel.kernel.device.str(), ", the gradient on ", device.str());
   for (const Tensor* t : {&param, &exp_avg, &exp_avg_sq}) {
     LT_CHECK(
         t->dtype() == DType::F32 && t->numel() == n && t->is_contiguous() && t->device() == device,
@@ -70,19 +171,23 @@ void compiled_adamw_update(compile::KernelCache& cache, const AdamWScalars& s, c
   }
   LT_CHECK(!bf16_copy.defined() || (bf16_copy.dtype() == DType::BF16 && bf16_copy.numel() == n),
            "compiled_adamw_update: the bf16 copy must be bf16 of ", n, " elements");
-  const compile::KernelGraph graph = adamw_kernel_graph(grad.dtype(), bf16_copy.defined());
-  const compile::DeviceKernel kernel = compile::kernel_for(cache, graph, device);
+  const bool copy_direct =
+      bf16_copy.defined() && bf16_copy.device() == device && bf16_copy.is_contiguous();
+  if (grad.is_contiguous() && (!bf16_copy.defined() || copy_direct)) {
+    run_in_place(kernel, scalar_table, n,
+                 {param.data_ptr(), grad.data_ptr(), exp_avg.data_ptr(), exp_avg_sq.data_ptr()},
+                 grad.dtype(), bf16_copy.defined() ? bf16_copy.data_ptr() : nullptr);
+    return;
+  }
+  // Otherwise through tensors: the gradient made contiguous, the copy
+  // written where it is.
   const Shape row{1, n};
   std::vector<Tensor> inputs{param.reshape(row), grad.contiguous().reshape(row),
                              exp_avg.reshape(row), exp_avg_sq.reshape(row)};
-  for (Tensor& t : adamw_scalar_rows(s, 1)) inputs.push_back(t.to(device));
-  // p and the states are written in place (adamw_kernel_graph); the bf16
-  // copy straight into it where it is a contiguous tensor on this device.
-  const bool copy_direct =
-      bf16_copy.defined() && bf16_copy.device() == device && bf16_copy.is_contiguous();
+  append_scalar_rows(scalar_table, 1, inputs);
   std::vector<Tensor> given(3);
   if (bf16_copy.defined()) given.push_back(copy_direct ? bf16_copy.reshape(row) : Tensor());
-  const std::vector<Tensor> out = compile::call(kernel, graph, inputs, given);
+  const std::vector<Tensor> out = compile::call(kernel.kernel, kernel.graph, inputs, given);
   if (bf16_copy.defined() && !copy_direct) bf16_copy.copy_(out[3].reshape(bf16_copy.shape()));
 }
 

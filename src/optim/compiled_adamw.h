@@ -15,17 +15,34 @@
 #include "compile/kernel_cache.h"
 #include "core/tensor.h"
 #include "optim/adamw_kernel.h"
+#include "optim/compiled_update_kernels.h"
 
 namespace lt::optim {
 
 // AdamWScalars' nine fields as row inputs of a graph, in declaration order.
+constexpr int64_t kAdamWScalarCount = 9;
 struct AdamWScalarValues {
   compile::Value grad_scale, decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2,
       bias_correction2_sqrt, eps, neg_step_size;
 };
 AdamWScalarValues adamw_scalar_inputs(compile::KernelGraph& k);
-// The tensors for them: each field repeated `rows` times ([rows] f32).
-std::vector<Tensor> adamw_scalar_rows(const AdamWScalars& s, int64_t rows);
+// Writes the nine fields, each repeated `rows` times, field after field
+// (9 * rows floats) at `out`.
+void write_adamw_scalars(const AdamWScalars& s, int64_t rows, float* out);
+// The same as a [9, rows] f32 tensor on the CPU: one copy moves a call's
+// scalars to a device (not nine).
+Tensor adamw_scalar_table(const AdamWScalars& s, int64_t rows);
+// Many updates' tables at once: update j's [9, rows[j]] table on
+// devices[j], all written into one host buffer and moved with one copy per
+// device (each copy to a GPU waits for its stream: one per step, not one
+// per update).
+std::vector<Tensor> adamw_scalar_tables(const std::vector<AdamWScalars>& s,
+                                        const std::vector<int64_t>& rows,
+                                        const std::vector<Device>& devices);
+// The graph's nine row inputs for a call of `rows` rows, appended to
+// `inputs`: the first `rows` of each field of `table` ([9, R], R >= rows,
+// contiguous, on the call's device), views, no copies.
+void append_scalar_rows(const Tensor& table, int64_t rows, std::vector<Tensor>& inputs);
 
 // One element's update in `k`: detail::moments, then detail::apply,
 // operation for operation.
@@ -45,9 +62,17 @@ compile::KernelGraph adamw_kernel_graph(DType grad_dtype, bool with_bf16_copy);
 // gradient's device: the CPU, or CUDA, the kernel as a cubin; the same
 // number of elements as `grad`) in place, and writes `bf16_copy` when
 // defined (bf16, as many elements, on any device). The kernel comes from
-// `cache`.
+// `cache`: its graph is built and looked up for this call alone (tests,
+// one-off updates; the optimizer resolves it once, the overload below).
 void compiled_adamw_update(compile::KernelCache& cache, const AdamWScalars& s, const Tensor& param,
                            const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                            const Tensor& bf16_copy = Tensor());
+// The same with a resolved kernel (CompiledUpdateKernels::get of
+// adamw_kernel_graph, for the gradient's dtype, the copy and the device)
+// and the scalars as a [9, 1] table on the gradient's device (rows of
+// adamw_scalar_table): the call builds no graph and copies no scalars.
+void compiled_adamw_update(const CompiledUpdateKernel& kernel, const Tensor& scalar_table,
+                           const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                           const Tensor& exp_avg_sq, const Tensor& bf16_copy = Tensor());
 
 }  // namespace lt::optim

@@ -1,5 +1,6 @@
 #include "optim/compiled_adamw8bit.h"
 
+#include <algorithm>
 #include <array>
 #include <limits>
 
@@ -81,6 +82,13 @@ void check_tensor(const Tensor& t, DType dtype, int64_t numel, Device device, co
            " tensor of ", numel, " elements on ", device.str(), ", got ", t.str());
 }
 
+// The blocks of `n` elements (the last may be shorter).
+int64_t block_count(int64_t n, int64_t block_size) {
+  LT_CHECK(block_size > 0, "compiled_adamw8bit_update: block_size must be positive, got ",
+           block_size);
+  return (n + block_size - 1) / block_size;
+}
+
 }  // namespace
 
 KernelGraph adamw8bit_kernel_graph(DType grad_dtype, bool with_bf16_copy) {
@@ -114,19 +122,31 @@ void compiled_adamw8bit_update(compile::KernelCache& cache, const AdamWScalars& 
                                const Tensor& m_codes, const Tensor& m_scales,
                                const Tensor& sqrt_v_codes, const Tensor& sqrt_v_scales,
                                const Tensor& bf16_copy) {
-  LT_CHECK(block_size > 0, "compiled_adamw8bit_update: block_size must be positive, got ",
-           block_size);
+  const int64_t blocks = block_count(grad.numel(), block_size);
+  CompiledUpdateKernel kernel;
+  kernel.graph = adamw8bit_kernel_graph(grad.dtype(), bf16_copy.defined());
+  kernel.kernel = compile::kernel_for(cache, kernel.graph, grad.device());
+  compiled_adamw8bit_update(
+      kernel, adamw_scalar_table(s, std::max<int64_t>(1, blocks)).to(grad.device()), block_size,
+      param, grad, m_codes, m_scales, sqrt_v_codes, sqrt_v_scales, bf16_copy);
+}
+
+void compiled_adamw8bit_update(const CompiledUpdateKernel& kernel, const Tensor& scalar_table,
+                               int64_t block_size, const Tensor& param, const Tensor& grad,
+                               const Tensor& m_codes, const Tensor& m_scales,
+                               const Tensor& sqrt_v_codes, const Tensor& sqrt_v_scales,
+                               const Tensor& bf16_copy) {
   const int64_t n = grad.numel();
-  const int64_t blocks = (n + block_size - 1) / block_size;
+  const int64_t blocks = block_count(n, block_size);
   const Device device = grad.device();
+  LT_CHECK(kernel.kernel.device == device, "compiled_adamw8bit_update: the kernel is for ",
+           kernel.kernel.device.str(), ", the gradient on ", device.str());
   check_tensor(param, DType::F32, n, device, "param");
   check_tensor(m_codes, DType::U8, n, device, "the codes of m");
   check_tensor(sqrt_v_codes, DType::U8, n, device, "the codes of sqrt(v)");
   check_tensor(m_scales, DType::F32, blocks, device, "the scales of m");
   check_tensor(sqrt_v_scales, DType::F32, blocks, device, "the scales of sqrt(v)");
   if (bf16_copy.defined()) check_tensor(bf16_copy, DType::BF16, n, device, "the bf16 copy");
-  const KernelGraph graph = adamw8bit_kernel_graph(grad.dtype(), bf16_copy.defined());
-  const compile::DeviceKernel kernel = compile::kernel_for(cache, graph, device);
   const Tensor g = grad.contiguous().reshape({n});
   // The full blocks as one [blocks, block_size] call, the last one alone.
   const int64_t full = n / block_size;
@@ -140,12 +160,12 @@ void compiled_adamw8bit_update(compile::KernelCache& cache, const AdamWScalars& 
         slice(param).reshape(full_shape),       slice(g).reshape(full_shape),
         slice(m_codes).reshape(full_shape),     slice(sqrt_v_codes).reshape(full_shape),
         m_scales.slice(0, first, first + rows), sqrt_v_scales.slice(0, first, first + rows)};
-    for (Tensor& t : adamw_scalar_rows(s, rows)) inputs.push_back(t.to(device));
+    append_scalar_rows(scalar_table, rows, inputs);
     // p and the codes are written in place (adamw8bit_kernel_graph), the
     // copy straight into it; the scales come back as new [rows] tensors.
     std::vector<Tensor> given(5);
     if (bf16_copy.defined()) given.push_back(slice(bf16_copy).reshape(full_shape));
-    const std::vector<Tensor> out = compile::call(kernel, graph, inputs, given);
+    const std::vector<Tensor> out = compile::call(kernel.kernel, kernel.graph, inputs, given);
     m_scales.slice(0, first, first + rows).copy_(out[3]);
     sqrt_v_scales.slice(0, first, first + rows).copy_(out[4]);
     first += rows;

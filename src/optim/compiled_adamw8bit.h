@@ -17,6 +17,7 @@
 #include "compile/kernel_cache.h"
 #include "core/tensor.h"
 #include "optim/adamw_kernel.h"
+#include "optim/compiled_update_kernels.h"
 
 namespace lt::optim {
 
@@ -33,8 +34,19 @@ compile::KernelGraph adamw8bit_kernel_graph(DType grad_dtype, bool with_bf16_cop
 // block may be shorter), all contiguous tensors on the gradient's device
 // (the CPU, or CUDA: the kernel as a cubin); writes `bf16_copy` when
 // defined (bf16, n elements). The kernel comes from `cache` (one kernel:
-// the full blocks and the last one are two calls).
+// the full blocks and the last one are two calls), its graph built and
+// looked up for this call alone (tests; the optimizer uses the overload
+// below).
 void compiled_adamw8bit_update(compile::KernelCache& cache, const AdamWScalars& s,
+                               int64_t block_size, const Tensor& param, const Tensor& grad,
+                               const Tensor& m_codes, const Tensor& m_scales,
+                               const Tensor& sqrt_v_codes, const Tensor& sqrt_v_scales,
+                               const Tensor& bf16_copy = Tensor());
+// The same with a resolved kernel (CompiledUpdateKernels::get of
+// adamw8bit_kernel_graph) and the scalars as a table on the gradient's
+// device (compiled_adamw.h's adamw_scalar_table: [9, R], R at least the
+// number of blocks, or 1): the call builds no graph and copies no scalars.
+void compiled_adamw8bit_update(const CompiledUpdateKernel& kernel, const Tensor& scalar_table,
                                int64_t block_size, const Tensor& param, const Tensor& grad,
                                const Tensor& m_codes, const Tensor& m_scales,
                                const Tensor& sqrt_v_codes, const Tensor& sqrt_v_scales,
