@@ -199,6 +199,21 @@ Device resolve_train_device(const std::string& name) {
   return Device::cuda(0);
 }
 
+std::string whole_model_read_back_refusal(const RunPlan& p, const models::ModelConfig& model) {
+  const std::vector<bool>& disk = p.sizes.states_on_disk;
+  const auto on_disk = std::count(disk.begin(), disk.end(), true);
+  if (on_disk == 0 || p.placement.host_budget_bytes < 0) return "";
+  exec::TrainSizes whole = p.sizes;
+  whole.states_on_disk.clear();
+  const int64_t host = exec::bytes_needed(model, whole, p.schedule).bytes(exec::MemorySpace::Host);
+  if (host <= p.placement.host_budget_bytes) return "";
+  return fmt::format(
+      "{} of {} stages' master weights and optimizer states are on disk, and reading them all "
+      "back needs {:.4g} GB of host memory, over the {:.4g} GB the run plans within",
+      on_disk, disk.size(), static_cast<double>(host) / 1e9,
+      static_cast<double>(p.placement.host_budget_bytes) / 1e9);
+}
+
 RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& model,
                     PlanTarget target) {
   RunPlan p;

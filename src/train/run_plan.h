@@ -61,6 +61,15 @@ struct RunPlan {
 // machine has no GPU); auto = cuda when both are there, else cpu.
 Device resolve_train_device(const std::string& name);
 
+// Why the run's whole model cannot come back into host memory at once
+// (exec::Executor::sync(), which the generation of data.eval_task math
+// needs): a streaming run whose stages' masters and optimizer states are
+// partly on disk, when every stage's together exceed the host budget the
+// placement had (the reason auto moved them there). Reading them back
+// would run the host out of memory in the middle of the run. Empty when
+// they fit, or when nothing is on disk or the budget is unknown.
+std::string whole_model_read_back_refusal(const RunPlan& p, const models::ModelConfig& model);
+
 // Where the plan is for. `lazytrain plan --config` may plan a GPU run on a
 // machine without the GPU (a laptop, before renting the machine): with
 // ProfiledGpu, train.device cuda and an exec.hardware profile naming the

@@ -541,6 +541,14 @@ MathEvalAt evaluate_math_at(Run& r, int64_t step, ProgressBar& bar) {
   return at;
 }
 
+// data.eval_task math generates with the whole model in one place: why this
+// run cannot, or "".
+std::string math_eval_skip_reason(const Run& r) {
+  if (r.plan.device.is_cuda() && r.plan.executor == exec::ExecutorKind::Streaming)
+    return "exec.mode streaming keeps the model on the host";
+  return whole_model_read_back_refusal(r.plan, r.model->config());
+}
+
 // train.eval_every: the held-out loss, on the model as the executor trains
 // it (the bf16 copy on a GPU).
 void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
@@ -565,8 +573,8 @@ void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
   // on one device (the streaming executor's masters stay on the host, as
   // for the sample).
   if (c.data.eval_task != "math") return;
-  if (r.plan.device.is_cuda() && r.plan.executor == exec::ExecutorKind::Streaming) {
-    bar.message("eval accuracy: skipped (exec.mode streaming keeps the model on the host)");
+  if (const std::string why = math_eval_skip_reason(r); !why.empty()) {
+    bar.message("eval accuracy: skipped (" + why + ")");
     return;
   }
   if (staged) r.executor->sync();  // generation needs the whole model
@@ -580,7 +588,7 @@ void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
 void evaluate_before_training(Run& r, ProgressBar& bar) {
   const TrainConfig& c = r.config;
   if (c.data.eval_task != "math" || c.train.eval_every <= 0 || r.state.step != 0 ||
-      (r.plan.device.is_cuda() && r.plan.executor == exec::ExecutorKind::Streaming))
+      !math_eval_skip_reason(r).empty())
     return;
   r.executor->sync();  // the model whole in host memory (Note [Stage states on disk])
   r.math_before_training = evaluate_math_at(r, 0, bar);

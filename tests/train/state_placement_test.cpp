@@ -85,6 +85,22 @@ TEST_F(StatePlacement, ThePlanCountsTheStatesOnDisk) {
   EXPECT_LT(disk.budget.bytes(exec::MemorySpace::Host), host.budget.bytes(exec::MemorySpace::Host));
 }
 
+// data.eval_task math reads the whole model back into host memory: refused
+// (so skipped by the trainer) when the stages went to disk because the
+// whole model is over the host cap, and allowed when disk was asked for
+// with room to spare, or nothing is on disk.
+TEST_F(StatePlacement, TheWholeModelComesBackOnlyWhenItFitsTheHost) {
+  const int64_t H = resolve_run(config("host"), model()).budget.bytes(exec::MemorySpace::Host);
+  const RunPlan capped = resolve_run(config("auto", "streaming", {host_cap(H - 1)}), model());
+  ASSERT_GT(disk_stages(capped), 0);
+  EXPECT_THAT(whole_model_read_back_refusal(capped, model()),
+              ::testing::HasSubstr("stages' master weights and optimizer states are on disk"));
+  const RunPlan roomy = resolve_run(config("disk", "streaming", {host_cap(2 * H)}), model());
+  ASSERT_GT(disk_stages(roomy), 0);
+  EXPECT_EQ(whole_model_read_back_refusal(roomy, model()), "");
+  EXPECT_EQ(whole_model_read_back_refusal(resolve_run(config("host"), model()), model()), "");
+}
+
 TEST_F(StatePlacement, OtherExecutorsRefuseDisk) {
   EXPECT_THAT(lt::testing::error_of([&] { resolve_run(config("disk", "resident"), model()); }),
               ::testing::HasSubstr("exec.state_placement: disk"));
