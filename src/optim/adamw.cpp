@@ -153,7 +153,7 @@ void update_on_cuda(const std::vector<ParamJob>& jobs) {
 #endif
 }
 
-// train.compile's backend: compiled_adamw_update (the same operations in
+// train.compile's backend: compiled_adamw_run (the same operations in
 // the same order as the kernels above) over pieces of each parameter. On
 // the CPU the pieces are update_on_cpu's chunks, in parallel (a chunk by
 // one thread alone); on CUDA 16 M elements, one after another. Each job's
@@ -161,10 +161,8 @@ void update_on_cuda(const std::vector<ParamJob>& jobs) {
 // step's scalars moved to each device in one copy, so a piece's call is
 // its arguments and the kernel's run or launch.
 struct CompiledJob {
-  AdamWScalars s;
-  Tensor param, grad, exp_avg, exp_avg_sq, shadow;  // flat, contiguous
-  const CompiledUpdateKernel* kernel = nullptr;     // compiled_kernels_ready's
-  Tensor scalars;                                   // [9, 1] on the job's device (place_scalars)
+  const ParamJob* job;
+  const CompiledUpdateKernel* kernel = nullptr;  // compiled_kernels_ready's
 };
 
 // Whether the kernels `jobs` need can be had (compiled, or loaded from the
@@ -173,8 +171,9 @@ struct CompiledJob {
 bool compiled_kernels_ready(CompiledUpdateKernels& kernels, std::vector<CompiledJob>& jobs,
                             std::string& why) {
   try {
-    for (CompiledJob& job : jobs) {
-      job.kernel = &kernels.get(job.grad.dtype(), job.shadow.defined(), job.param.device());
+    for (CompiledJob& c : jobs) {
+      c.kernel = &kernels.get(c.job->grad_is_bf16 ? DType::BF16 : DType::F32,
+                              c.job->shadow != nullptr, c.job->device);
     }
     return true;
   } catch (const std::exception& e) {
@@ -183,42 +182,38 @@ bool compiled_kernels_ready(CompiledUpdateKernels& kernels, std::vector<Compiled
   }
 }
 
-// The step's scalars, copied once to each device that has jobs (not nine
-// tensors per piece: on CUDA each was a copy from the host that waited for
-// the GPU); each job takes its [9, 1] table.
-void place_scalars(std::vector<CompiledJob>& jobs) {
-  std::vector<AdamWScalars> scalars;
-  std::vector<Device> devices;
-  for (const CompiledJob& job : jobs) {
-    scalars.push_back(job.s);
-    devices.push_back(job.param.device());
-  }
-  std::vector<Tensor> tables =
-      adamw_scalar_tables(scalars, std::vector<int64_t>(jobs.size(), 1), devices);
-  for (size_t j = 0; j < jobs.size(); ++j) jobs[j].scalars = std::move(tables[j]);
-}
-
-void update_compiled(std::vector<CompiledJob>& jobs) {
+void update_compiled(const std::vector<CompiledJob>& jobs) {
   struct Piece {
     size_t job;
     int64_t begin, end;
   };
-  place_scalars(jobs);
+  // The step's scalars, copied once to each device that has jobs (not nine
+  // tensors per piece: on CUDA each was a copy from the host that waited
+  // for the GPU); job j's nine at scalars[j], one float apart.
+  std::vector<AdamWScalars> values;
+  std::vector<Device> devices;
+  for (const CompiledJob& c : jobs) {
+    values.push_back(c.job->s);
+    devices.push_back(c.job->device);
+  }
+  const std::vector<Tensor> scalars =
+      adamw_scalar_tables(values, std::vector<int64_t>(jobs.size(), 1), devices);
   std::vector<Piece> cpu_pieces, cuda_pieces;
   for (size_t j = 0; j < jobs.size(); ++j) {
-    const bool cuda = jobs[j].param.device().is_cuda();
+    const bool cuda = jobs[j].job->device.is_cuda();
     const int64_t size = cuda ? int64_t{1} << 24 : kChunkElements;
-    const int64_t n = jobs[j].param.numel();
+    const int64_t n = jobs[j].job->numel;
     for (int64_t b = 0; b < n; b += size)
       (cuda ? cuda_pieces : cpu_pieces).push_back({j, b, std::min(n, b + size)});
   }
   auto run = [&](const Piece& piece) {
-    const CompiledJob& job = jobs[piece.job];
-    auto part = [&](const Tensor& t) {
-      return t.defined() ? t.slice(0, piece.begin, piece.end) : Tensor();
-    };
-    compiled_adamw_update(*job.kernel, job.scalars, part(job.param), part(job.grad),
-                          part(job.exp_avg), part(job.exp_avg_sq), part(job.shadow));
+    const ParamJob& job = *jobs[piece.job].job;
+    const int64_t at = piece.begin;
+    const auto* grad = static_cast<const char*>(job.grad) + at * (job.grad_is_bf16 ? 2 : 4);
+    compiled_adamw_run(
+        *jobs[piece.job].kernel, static_cast<const float*>(scalars[piece.job].data_ptr()), 1,
+        piece.end - at, job.param + at, grad, job.grad_is_bf16 ? DType::BF16 : DType::F32,
+        job.exp_avg + at, job.exp_avg_sq + at, job.shadow != nullptr ? job.shadow + at : nullptr);
   };
   parallel_for(0, static_cast<int64_t>(cpu_pieces.size()), 1, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) run(cpu_pieces[static_cast<size_t>(c)]);
@@ -354,18 +349,8 @@ void AdamW::update(double lr, double grad_scale, size_t first, size_t last) {
   }
   if (compiled_) {
     std::vector<CompiledJob> jobs;
-    for (auto* list : {&cpu_jobs, &cuda_jobs}) {
-      for (const ParamJob& job : *list) {
-        const size_t i = job.index;
-        const Shape flat{job.numel};
-        const Tensor& shadow = shadows_[i];
-        jobs.push_back({job.s, params_[i].second.detach().reshape(flat),
-                        params_[i].second.grad().contiguous().reshape(flat),
-                        exp_avg_[i].reshape(flat), exp_avg_sq_[i].reshape(flat),
-                        shadow.defined() ? shadow.detach().reshape(flat) : Tensor(), nullptr,
-                        Tensor()});
-      }
-    }
+    for (const auto* list : {&cpu_jobs, &cuda_jobs})
+      for (const ParamJob& job : *list) jobs.push_back({&job});
     if (compiled_kernels_ready(*compiled_, jobs, compiled_fallback_)) {
       update_compiled(jobs);
       compiled_updates_ += static_cast<int64_t>(jobs.size());

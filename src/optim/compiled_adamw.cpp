@@ -103,37 +103,29 @@ compile::KernelGraph adamw_kernel_graph(DType grad_dtype, bool with_bf16_copy) {
   return k;
 }
 
-namespace {
-
-// One call as pointers (compile::run_buffers), no tensors made: the
-// buffers of adamw_kernel_graph's layout are p, g, m, v, the nine scalars
-// and, when given, the bf16 copy (p, m and v are written over their
-// inputs: no buffers of their own). The tensors' checks are the caller's;
-// the graph's, the scalars' and the gradient dtype's are here.
-void run_in_place(const CompiledUpdateKernel& kernel, const Tensor& scalar_table, int64_t n,
-                  std::array<void*, 4> states, DType grad_dtype, void* bf16_copy) {
+void compiled_adamw_run(const CompiledUpdateKernel& kernel, const float* scalars,
+                        int64_t scalar_stride, int64_t n, float* param, const void* grad,
+                        DType grad_dtype, float* exp_avg, float* exp_avg_sq, void* bf16_copy) {
   const compile::KernelGraph& graph = kernel.graph;
   const size_t outputs = bf16_copy != nullptr ? 4 : 3;
   LT_CHECK(graph.inputs().size() == 4 + kAdamWScalarCount && graph.outputs().size() == outputs &&
                graph.inputs()[1].dtype == grad_dtype,
-           "compiled_adamw_update: the kernel is not adamw_kernel_graph's for a ",
+           "compiled_adamw_run: the kernel is not adamw_kernel_graph's for a ",
            dtype_name(grad_dtype), " gradient ", bf16_copy != nullptr ? "with" : "without",
            " the bf16 copy");
-  LT_CHECK(scalar_table.dim() == 2 && scalar_table.size(0) == kAdamWScalarCount &&
-               scalar_table.size(1) >= 1 && scalar_table.dtype() == DType::F32 &&
-               scalar_table.is_contiguous() && scalar_table.device() == kernel.kernel.device,
-           "compiled_adamw_update: the scalars must be a contiguous f32 [9, >= 1] table on ",
-           kernel.kernel.device.str(), ", got ", scalar_table.str());
+  // adamw_kernel_graph's buffers: p, g, m, v, the nine scalars, then the
+  // bf16 copy (p, m and v are written over their inputs: no buffers).
   std::array<void*, 4 + kAdamWScalarCount + 1> buffers{};
   std::array<int64_t, buffers.size()> counts{};
   size_t k = 0;
-  for (void* state : states) {
-    buffers[k] = state;
+  for (const void* state :
+       {static_cast<const void*>(param), grad, static_cast<const void*>(exp_avg),
+        static_cast<const void*>(exp_avg_sq)}) {
+    buffers[k] = const_cast<void*>(state);  // the kernel reads g only
     counts[k++] = n;
   }
-  auto* scalars = static_cast<float*>(scalar_table.data_ptr());
   for (int64_t field = 0; field < kAdamWScalarCount; ++field) {
-    buffers[k] = scalars + field * scalar_table.size(1);
+    buffers[k] = const_cast<float*>(scalars + field * scalar_stride);  // read only
     counts[k++] = 1;
   }
   if (bf16_copy != nullptr) {
@@ -143,8 +135,6 @@ void run_in_place(const CompiledUpdateKernel& kernel, const Tensor& scalar_table
   compile::run_buffers(kernel.kernel, 1, n, std::span(buffers.data(), k),
                        std::span(counts.data(), k));
 }
-
-}  // namespace
 
 void compiled_adamw_update(compile::KernelCache& cache, const AdamWScalars& s, const Tensor& param,
                            const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
@@ -174,9 +164,16 @@ void compiled_adamw_update(const CompiledUpdateKernel& kernel, const Tensor& sca
   const bool copy_direct =
       bf16_copy.defined() && bf16_copy.device() == device && bf16_copy.is_contiguous();
   if (grad.is_contiguous() && (!bf16_copy.defined() || copy_direct)) {
-    run_in_place(kernel, scalar_table, n,
-                 {param.data_ptr(), grad.data_ptr(), exp_avg.data_ptr(), exp_avg_sq.data_ptr()},
-                 grad.dtype(), bf16_copy.defined() ? bf16_copy.data_ptr() : nullptr);
+    LT_CHECK(scalar_table.dim() == 2 && scalar_table.size(0) == kAdamWScalarCount &&
+                 scalar_table.size(1) >= 1 && scalar_table.dtype() == DType::F32 &&
+                 scalar_table.is_contiguous() && scalar_table.device() == device,
+             "compiled_adamw_update: the scalars must be a contiguous f32 [9, >= 1] table on ",
+             device.str(), ", got ", scalar_table.str());
+    compiled_adamw_run(kernel, static_cast<const float*>(scalar_table.data_ptr()),
+                       scalar_table.size(1), n, static_cast<float*>(param.data_ptr()),
+                       grad.data_ptr(), grad.dtype(), static_cast<float*>(exp_avg.data_ptr()),
+                       static_cast<float*>(exp_avg_sq.data_ptr()),
+                       bf16_copy.defined() ? bf16_copy.data_ptr() : nullptr);
     return;
   }
   // Otherwise through tensors: the gradient made contiguous, the copy

@@ -74,5 +74,14 @@ void compiled_adamw_update(compile::KernelCache& cache, const AdamWScalars& s, c
 void compiled_adamw_update(const CompiledUpdateKernel& kernel, const Tensor& scalar_table,
                            const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                            const Tensor& exp_avg_sq, const Tensor& bf16_copy = Tensor());
+// The same on pointers, as the optimizer calls it (no tensors made a
+// call): `n` elements of p, m, v (f32), the gradient (`grad_dtype`) and
+// the bf16 copy (or null), contiguous on the kernel's device; the nine
+// scalars at `scalars`, `scalar_stride` floats apart, on that device.
+// Checks the kernel's graph against the dtype and the copy; the buffers
+// are the caller's to answer for.
+void compiled_adamw_run(const CompiledUpdateKernel& kernel, const float* scalars,
+                        int64_t scalar_stride, int64_t n, float* param, const void* grad,
+                        DType grad_dtype, float* exp_avg, float* exp_avg_sq, void* bf16_copy);
 
 }  // namespace lt::optim
