@@ -99,7 +99,10 @@ const compile::DeviceKernel& FusedChainKernel::backward_kernel(
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = backward_.find(needs);
   if (it == backward_.end()) {
-    KernelGraph graph = compile::gradient_graph(forward_, needs);
+    // Gradients in the activations' dtype (bf16 on a GPU): no f32 copies
+    // of them around the kernel (compile/gradient.h).
+    KernelGraph graph =
+        compile::gradient_graph(forward_, needs, compile::GradientStorage::AsTheForward);
     compile::DeviceKernel kernel = compile::kernel_for(cache_, graph, device_);
     it = backward_.emplace(needs, std::make_pair(std::move(graph), std::move(kernel))).first;
   }
@@ -138,8 +141,10 @@ std::vector<Tensor> FusedChainKernel::backward(const std::vector<Tensor>& saved,
   std::vector<Tensor> args = saved;
   for (size_t i = 0; i < output_shapes_.size(); ++i) {
     const Tensor& g = i < grad_outputs.size() ? grad_outputs[i] : Tensor();
-    args.push_back(g.defined() ? g.to(DType::F32).contiguous()
-                               : Tensor::zeros(output_shapes_[i], DType::F32, device_));
+    // Read in the output's stored dtype, as the graph takes it.
+    const DType stored = forward_.outputs()[i].dtype;
+    args.push_back(g.defined() ? (g.dtype() == stored ? g : g.to(stored)).contiguous()
+                               : Tensor::zeros(output_shapes_[i], stored, device_));
   }
   std::vector<Tensor> computed = compile::call(kernel, *graph, args);
   std::vector<Tensor> grads(saved.size());
@@ -148,10 +153,11 @@ std::vector<Tensor> FusedChainKernel::backward(const std::vector<Tensor>& saved,
     if (!needs[i]) continue;
     Tensor g = computed.at(next++);
     const Shape& shape = input_shapes_[i];
-    // A [cols] input's gradient comes as per-element contributions.
+    // A [cols] input's gradient comes as per-element contributions (f32).
     if (g.shape() != shape) g = ops::sum(g.reshape({g.numel() / shape.back(), shape.back()}), {0});
+    // A full input's comes in its own dtype already.
     grads[i] =
-        input_dtypes_[i] == DType::F32 ? g.reshape(shape) : g.reshape(shape).to(input_dtypes_[i]);
+        g.dtype() == input_dtypes_[i] ? g.reshape(shape) : g.reshape(shape).to(input_dtypes_[i]);
   }
   return grads;
 }

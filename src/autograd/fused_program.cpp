@@ -157,7 +157,8 @@ std::vector<compile::KernelGraph> program_kernel_graphs(const CallTrace& trace,
     }
     graphs.push_back(chain_kernel_graph(graph, plan, static_cast<int32_t>(chain)));
     const std::vector<bool> all(graphs.back().inputs().size(), true);
-    graphs.push_back(compile::gradient_graph(graphs.back(), all));
+    graphs.push_back(
+        compile::gradient_graph(graphs.back(), all, compile::GradientStorage::AsTheForward));
   }
   return graphs;
 }

@@ -55,7 +55,9 @@ KernelGraph rope_kernel_graph(DType dtype) {
 }
 
 compile::KernelGraph rope_gradient_graph(const compile::KernelGraph& forward) {
-  return compile::gradient_graph(forward, {true, true, false, false});
+  // Gradients in the activations' dtype, as the fused chains' (compile/gradient.h).
+  return compile::gradient_graph(forward, {true, true, false, false},
+                                 compile::GradientStorage::AsTheForward);
 }
 
 FusedRopeKernel::FusedRopeKernel(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
@@ -82,7 +84,7 @@ std::vector<Tensor> FusedRopeKernel::run(const std::vector<Tensor>& inputs) cons
   Tensor y = join_halves(out[0], out[1], dtype_);
   if (!needs_graph({&x})) return {y};
   return {record("fused_rope", {x}, y, [self = shared_from_this(), cos, sin](const Tensor& g) {
-    auto [g_lo, g_hi] = halves(g.to(DType::F32));
+    auto [g_lo, g_hi] = halves(g.dtype() == self->dtype_ ? g : g.to(self->dtype_));
     // The rotation is linear in x: its gradient reads no x.
     const Tensor zeros = Tensor::zeros(g_lo.shape(), self->dtype_, self->device_);
     const compile::DeviceKernel kernel =

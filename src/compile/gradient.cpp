@@ -9,8 +9,11 @@ namespace {
 
 class Differentiator {
  public:
-  explicit Differentiator(const KernelGraph& forward)
-      : forward_(forward), value_(forward.nodes().size()), grad_(forward.nodes().size()) {}
+  Differentiator(const KernelGraph& forward, GradientStorage storage)
+      : forward_(forward),
+        as_the_forward_(storage == GradientStorage::AsTheForward),
+        value_(forward.nodes().size()),
+        grad_(forward.nodes().size()) {}
 
   KernelGraph run(const std::vector<bool>& needs_grad) {
     LT_CHECK(needs_grad.size() == forward_.inputs().size(),
@@ -20,7 +23,7 @@ class Differentiator {
     for (size_t id = 0; id < forward_.nodes().size(); ++id) value_[id] = copy(forward_.nodes()[id]);
     for (const OutputSpec& o : forward_.outputs()) {
       const ShapeClass shape = forward_.node(o.node).shape;
-      accumulate(o.node, g_.input(shape, DType::F32));
+      accumulate(o.node, g_.input(shape, as_the_forward_ ? o.dtype : DType::F32));
     }
     for (size_t i = forward_.nodes().size(); i-- > 0;) {
       if (grad_[i]) propagate(static_cast<int32_t>(i), *grad_[i]);
@@ -29,8 +32,10 @@ class Differentiator {
       if (n.op != OpKind::Input || !needs_grad[static_cast<size_t>(n.input_index)]) continue;
       const int32_t id = input_node(n.input_index);
       const ShapeClass want = n.shape == ShapeClass::Row ? ShapeClass::Row : ShapeClass::Full;
+      const DType stored = forward_.inputs()[static_cast<size_t>(n.input_index)].dtype;
+      const bool own_dtype = as_the_forward_ && n.shape == ShapeClass::Full;
       g_.output(spread(grad_[static_cast<size_t>(id)], want, value_[static_cast<size_t>(id)]),
-                DType::F32);
+                own_dtype ? stored : DType::F32);
     }
     return std::move(g_);
   }
@@ -206,6 +211,7 @@ class Differentiator {
   }
 
   const KernelGraph& forward_;
+  const bool as_the_forward_;
   KernelGraph g_;
   std::vector<Value> value_;
   std::vector<std::optional<Value>> grad_;
@@ -213,8 +219,9 @@ class Differentiator {
 
 }  // namespace
 
-KernelGraph gradient_graph(const KernelGraph& forward, const std::vector<bool>& needs_grad) {
-  return Differentiator(forward).run(needs_grad);
+KernelGraph gradient_graph(const KernelGraph& forward, const std::vector<bool>& needs_grad,
+                           GradientStorage storage) {
+  return Differentiator(forward, storage).run(needs_grad);
 }
 
 }  // namespace lt::compile

@@ -14,12 +14,25 @@
 //               them over the rows (the IR reduces along rows only).
 // Gradients flow through Cast unchanged (as autograd's cast does), and
 // Less and Select's condition pass none.
+//
+// GradientStorage::AsTheForward stores what the caller would otherwise
+// convert around the kernel: each output's gradient is read in that
+// output's stored dtype, and a Full input's gradient written in that
+// input's stored dtype (the kernel still computes in f32; Row gradients and
+// Col contributions stay f32, as their sums need). With bf16 activations
+// this halves those tensors' bytes and drops a cast pass over each, and
+// the values are the same bit for bit as reading an upcast gradient and
+// casting the result down (an upcast is exact; the down-cast rounds once,
+// the same way).
 #include <vector>
 
 #include "compile/graph.h"
 
 namespace lt::compile {
 
-KernelGraph gradient_graph(const KernelGraph& forward, const std::vector<bool>& needs_grad);
+enum class GradientStorage { F32, AsTheForward };
+
+KernelGraph gradient_graph(const KernelGraph& forward, const std::vector<bool>& needs_grad,
+                           GradientStorage storage = GradientStorage::F32);
 
 }  // namespace lt::compile

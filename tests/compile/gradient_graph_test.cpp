@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "autograd/fused_chain.h"
+#include "compile/chains.h"
 #include "compile/compiler_info.h"
 #include "compile/gradient.h"
 #include "compile/interpret.h"
@@ -178,6 +179,52 @@ TEST(GradientGraph, CompiledBackwardEqualsTheInterpreter) {
       const double bound = want.rounding_bound[o][e] * kBoundSlack * 0x1.0p-24;
       EXPECT_NEAR(got[o][e], want.outputs[o][e], bound) << "output " << o << " element " << e;
     }
+  }
+}
+
+// GradientStorage::AsTheForward on bf16 chains: the Full inputs' gradients
+// come out in bf16 and the output gradients go in as bf16, and every value
+// is the f32-storage graph's (fed the same gradients upcast) with its Full
+// gradients rounded to bf16: bit for bit, so the fusion pass's backward
+// gives what it gave before, without the casts around the kernel.
+TEST(GradientGraph, GradientsInTheForwardsDtypesAreTheF32GraphsRounded) {
+  if (!compiler_info().built_in) GTEST_SKIP() << "built without MLIR (-DLT_MLIR=OFF)";
+  const auto bf16 = [](double x) { return static_cast<double>(bf16_to_f32(f32_to_bf16(x))); };
+  const std::vector<std::pair<const char*, KernelGraph>> forwards = {
+      {"swiglu", swiglu_forward(DType::BF16)},
+      {"gelu_tanh", gelu_tanh_forward(DType::BF16)},
+      {"residual_rms_norm", residual_rms_norm_forward(DType::BF16, 1e-6)},
+      {"layer_norm", layer_norm_forward(DType::BF16, 1e-5)}};
+  for (const auto& [name, f] : forwards) {
+    SCOPED_TRACE(name);
+    const std::vector<bool> all(f.inputs().size(), true);
+    const KernelGraph stored = gradient_graph(f, all, GradientStorage::AsTheForward);
+    const KernelGraph wide = gradient_graph(f, all);
+    Generator gen(21);
+    std::vector<Values> args;
+    for (const InputSpec& in : f.inputs()) args.push_back(random_values(gen, in.shape, -2, 2));
+    for (const OutputSpec& o : f.outputs())
+      args.push_back(random_values(gen, f.node(o.node).shape, -1, 1));
+    for (size_t a = 0; a < args.size(); ++a) {
+      const DType dtype = stored.inputs()[a].dtype;
+      EXPECT_EQ(dtype, a < f.inputs().size() ? f.inputs()[a].dtype
+                                             : f.outputs()[a - f.inputs().size()].dtype);
+      for (double& x : args[a]) x = dtype == DType::BF16 ? bf16(x) : static_cast<float>(x);
+    }
+    const std::vector<Values> got =
+        testing::run_compiled(*compile_cpu(stored), stored, kRows, kCols, args);
+    const std::vector<Values> want =
+        testing::run_compiled(*compile_cpu(wide), wide, kRows, kCols, args);
+    ASSERT_EQ(got.size(), want.size());
+    size_t narrowed = 0;
+    for (size_t o = 0; o < got.size(); ++o) {
+      const bool narrow = stored.outputs()[o].dtype == DType::BF16;
+      narrowed += narrow;
+      for (size_t e = 0; e < got[o].size(); ++e)
+        EXPECT_EQ(got[o][e], narrow ? bf16(want[o][e]) : want[o][e])
+            << "output " << o << " element " << e;
+    }
+    EXPECT_GT(narrowed, 0u) << "no gradient is stored in bf16";
   }
 }
 
