@@ -16,6 +16,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <span>
 
 #include "dist/dist_runs.h"
 #include "dist/mpi.h"
@@ -55,7 +56,17 @@ TEST(PeerGatherRank, Run) {
         .flatten()
         .slice(0, piece.begin, piece.begin + piece.length)
         .fill_(world.rank + 1.0);
-  const int64_t received = lt::testing::bytes_read_by([&] { zero.gather_masters(); });
+  // Counted from before a sum over every rank: no rank can start its
+  // gather (whose small messages go eagerly) before this rank has joined
+  // the sum, so none of them is read before the count starts (the CI check
+  // of dbde754 counted 0 bytes on a rank whose polling of the set-up's
+  // non-blocking host barrier had read them earlier). The sum adds a few
+  // bytes, within the bound's slack.
+  const int64_t received = lt::testing::bytes_read_by([&] {
+    double joined = 1;
+    sum->sum(std::span<double>(&joined, 1));
+    zero.gather_masters();
+  });
   // Every element's owner, from every rank's shards.
   std::vector<int64_t> numels;
   for (const auto& [name, p] : params) numels.push_back(p.numel());
