@@ -19,4 +19,7 @@ struct Device {
   bool operator==(const Device&) const = default;
 };
 
+// Whether this build has the CUDA backend and the machine a GPU it sees.
+bool cuda_device_visible();
+
 }  // namespace lt

@@ -6,23 +6,15 @@
 #include <cstdlib>
 #include <limits>
 
+#include "core/device.h"
 #include "core/error.h"
 #ifdef LT_WITH_CUDA
-#include "core/cuda/device_info.h"
 #include "core/cuda/runtime_calls.h"
 #endif
 
 namespace lt {
 
 namespace {
-
-bool gpu_present() {
-#ifdef LT_WITH_CUDA
-  return cuda::device_count() > 0;
-#else
-  return false;
-#endif
-}
 
 // The alignment of the stand-in memory: a cache line and an AVX-512 vector,
 // as for the CPU allocator. (Pinned memory comes page-aligned.)
@@ -36,11 +28,12 @@ std::string mib(size_t bytes) {
 
 }  // namespace
 
-PinnedHostPool::PinnedHostPool(PinnedPoolConfig config) : PinnedHostPool(gpu_present(), config) {}
+PinnedHostPool::PinnedHostPool(PinnedPoolConfig config)
+    : PinnedHostPool(cuda_device_visible(), config) {}
 
 PinnedHostPool::PinnedHostPool(bool page_locked, PinnedPoolConfig config)
     : page_locked_(page_locked), config_(config) {
-  LT_CHECK(!page_locked_ || gpu_present(),
+  LT_CHECK(!page_locked_ || cuda_device_visible(),
            "page-locked host memory needs the CUDA backend and a GPU");
   LT_CHECK(std::has_single_bit(config_.min_class_bytes) &&
                std::has_single_bit(config_.max_power_of_two_bytes) &&

@@ -59,8 +59,8 @@ double squares(const Tensor& t) {
 // rank starts the same collectives in the same order; a stage with a
 // parameter that has no gradient on this rank starts after the backward,
 // with zeros for it, and so do the stages before it (every stage, on a
-// rank without targets, which runs no backward). A stage's device gradients (ZeRO-1: its flat buffer and
-// shard) live until its reduce is finished.
+// rank without targets, which runs no backward). A stage's device gradients (ZeRO-1: its flat
+// buffer and shard) live until its reduce is finished.
 void OffloadExecutor::Impl::arm_reduces() {
   if (stage_of.empty()) {
     // The hooks live in the device weights, which this object owns.

@@ -21,14 +21,6 @@ namespace lt::train {
 
 namespace {
 
-bool gpu_visible() {
-#ifdef LT_WITH_CUDA
-  return cuda::device_count() > 0;
-#else
-  return false;
-#endif
-}
-
 // exec.schedule as the streaming executor runs it: the named schedule, or
 // the planner's. With exec.mode auto, the default all_gpu that does not fit
 // gives way to the planner (as exec.schedule: auto would) rather than
@@ -64,7 +56,8 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
     try {
       plan = plan_for_run(
           c, model, stand_in, asked_chunk,
-          p.device.is_cuda() && gpu_visible() ? cuda_free_bytes(p.device.index) : -1, p.placement);
+          p.device.is_cuda() && cuda_device_visible() ? cuda_free_bytes(p.device.index) : -1,
+          p.placement);
     } catch (const Error& e) {
       if (c.exec.mode != "auto") throw;
       fail("exec.mode auto: nothing fits: ",
@@ -219,7 +212,7 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   RunPlan p;
   const bool elsewhere = target == PlanTarget::ProfiledGpu && requested.train.device == "cuda" &&
                          !requested.exec.hardware.empty() &&
-                         requested.exec.hardware != "defaults" && !gpu_visible();
+                         requested.exec.hardware != "defaults" && !cuda_device_visible();
   p.device = elsewhere ? Device::cuda(0) : resolve_train_device(requested.train.device);
   std::optional<PlanForAnotherMachine> another_machine;
   if (elsewhere) {

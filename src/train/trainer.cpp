@@ -323,7 +323,16 @@ struct Run {
   // data.eval_task math: the score before the first step (a fresh run) and
   // the latest, for the closing lines.
   std::optional<MathEvalAt> math_before_training, math_latest;
+  // data.eval_task math generates with the whole model in one place: why
+  // this run cannot (settled with the plan), or "".
+  std::string math_eval_skipped;
 };
+
+std::string math_eval_skip_reason(const RunPlan& plan, const models::ModelConfig& model) {
+  if (plan.device.is_cuda() && plan.executor == exec::ExecutorKind::Streaming)
+    return "exec.mode streaming keeps the model on the host";
+  return whole_model_read_back_refusal(plan, model);
+}
 
 // Reads the data, loads the weights, resolves the plan, builds the
 // optimizer and executor, and restores a checkpoint's state.
@@ -382,6 +391,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     r.eval_generation.max_new_tokens = c.data.eval_max_new_tokens;
     r.eval_generation.eos_ids = eos_ids_for(c.model.path, model.config());
     if (r.eval_prompts.turn_end) r.eval_generation.eos_ids.push_back(*r.eval_prompts.turn_end);
+    r.math_eval_skipped = math_eval_skip_reason(r.plan, model.config());
   }
 
   if (r.world.distributed()) {
@@ -541,14 +551,6 @@ MathEvalAt evaluate_math_at(Run& r, int64_t step, ProgressBar& bar) {
   return at;
 }
 
-// data.eval_task math generates with the whole model in one place: why this
-// run cannot, or "".
-std::string math_eval_skip_reason(const Run& r) {
-  if (r.plan.device.is_cuda() && r.plan.executor == exec::ExecutorKind::Streaming)
-    return "exec.mode streaming keeps the model on the host";
-  return whole_model_read_back_refusal(r.plan, r.model->config());
-}
-
 // train.eval_every: the held-out loss, on the model as the executor trains
 // it (the bf16 copy on a GPU).
 void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
@@ -573,8 +575,8 @@ void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
   // on one device (the streaming executor's masters stay on the host, as
   // for the sample).
   if (c.data.eval_task != "math") return;
-  if (const std::string why = math_eval_skip_reason(r); !why.empty()) {
-    bar.message("eval accuracy: skipped (" + why + ")");
+  if (!r.math_eval_skipped.empty()) {
+    bar.message("eval accuracy: skipped (" + r.math_eval_skipped + ")");
     return;
   }
   if (staged) r.executor->sync();  // generation needs the whole model
@@ -588,7 +590,7 @@ void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
 void evaluate_before_training(Run& r, ProgressBar& bar) {
   const TrainConfig& c = r.config;
   if (c.data.eval_task != "math" || c.train.eval_every <= 0 || r.state.step != 0 ||
-      !math_eval_skip_reason(r).empty())
+      !r.math_eval_skipped.empty())
     return;
   r.executor->sync();  // the model whole in host memory (Note [Stage states on disk])
   r.math_before_training = evaluate_math_at(r, 0, bar);

@@ -9,23 +9,13 @@
 #include <algorithm>
 #include <fstream>
 
+#include "core/device.h"
 #include "support/errors.h"
 #include "train/run_plan.h"
 #include "train_helpers.h"
-#ifdef LT_WITH_CUDA
-#include "core/cuda/device_info.h"
-#endif
 
 namespace lt::train::testing {
 namespace {
-
-bool gpu_here() {
-#ifdef LT_WITH_CUDA
-  return cuda::device_count() > 0;
-#else
-  return false;
-#endif
-}
 
 class PlanElsewhere : public ::testing::Test {
  protected:
@@ -53,7 +43,7 @@ bool any_line_has(const std::vector<std::string>& lines, const std::string& text
 }
 
 TEST_F(PlanElsewhere, PlansTheProfiledGpuWithTheProfilesHost) {
-  if (gpu_here()) GTEST_SKIP() << "a GPU is visible: plans are for it";
+  if (cuda_device_visible()) GTEST_SKIP() << "a GPU is visible: plans are for it";
   // 100,000 GB is more than any machine running this has free: had the
   // budget been capped by this machine's memory, the line would name that.
   const RunPlan p = resolve_run(config(100000), model(), PlanTarget::ProfiledGpu);
@@ -65,7 +55,7 @@ TEST_F(PlanElsewhere, PlansTheProfiledGpuWithTheProfilesHost) {
 }
 
 TEST_F(PlanElsewhere, TrainOnThisMachineStillRefusesAMissingGpu) {
-  if (gpu_here()) GTEST_SKIP() << "a GPU is visible";
+  if (cuda_device_visible()) GTEST_SKIP() << "a GPU is visible";
   EXPECT_THAT(lt::testing::error_of([&] { resolve_run(config(100000), model()); }),
               ::testing::HasSubstr("no CUDA device is visible"));
 }
