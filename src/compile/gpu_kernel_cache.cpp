@@ -54,7 +54,8 @@ std::optional<GpuBinary> deserialize(const std::string& bytes) {
 
 PtxTarget training_gpu_target() {
   PtxTarget target;
-  target.elements_per_thread = 4;
+  target.elements_per_thread = 8;
+  target.packed = true;
   return target;
 }
 
@@ -66,7 +67,7 @@ GpuKernelCache::~GpuKernelCache() = default;
 std::string GpuKernelCache::disk_key(const KernelGraph& graph) const {
   std::string key = graph.key() + " | " + target_.chip + " " + target_.features + " " + kGpuAbi;
   if (gpu_launch_form(graph) == GpuLaunchForm::Elementwise && target_.elements_per_thread > 1) {
-    key += " x" + std::to_string(target_.elements_per_thread);
+    key += (target_.packed ? " p" : " x") + std::to_string(target_.elements_per_thread);
   }
   return key;
 }

@@ -43,12 +43,13 @@ struct GpuBinary {
 class GpuKernel;  // compile/gpu_kernel.h
 
 // The target KernelCache::gpu() compiles for (the training path: compiled
-// blocks and optimizer updates): four elements a thread in the elementwise
-// form. Measured on the H200 (bench/RESULTS.md, session 16) it is as fast
-// or faster on every chain: SwiGLU 0.514 -> 0.237 ms, GELU 0.322 -> 0.224,
-// RoPE 0.146 -> 0.124, AdamW 0.495 -> 0.505 (equal); row chains have one
-// form. The prebuilt folders must be made for this target too
-// (GpuKernelPrebuild.*).
+// blocks and optimizer updates): the elementwise form packed, eight
+// consecutive elements a thread loaded and stored as vectors (16 bytes of
+// bf16, as the hand-written kernels' packs). Four strided elements a
+// thread (session 16 on the H200, bench/RESULTS.md) had already doubled
+// SwiGLU over one (0.514 -> 0.237 ms) but still read 2-byte scalars; row
+// chains have one form. The prebuilt folders must be made for this target
+// too (GpuKernelPrebuild.*).
 PtxTarget training_gpu_target();
 
 class GpuKernelCache {

@@ -31,11 +31,12 @@ struct Indices {
 
 class GpuWriter {
  public:
-  GpuWriter(const KernelGraph& graph, int elements_per_thread)
+  GpuWriter(const KernelGraph& graph, int elements_per_thread, bool packed)
       : graph_(graph),
         s_(graph, out_, "    "),
         pass_(reduction_passes(graph)),
-        elements_per_thread_(elements_per_thread) {
+        elements_per_thread_(elements_per_thread),
+        packed_(packed) {
     for (int p : pass_) passes_ = std::max(passes_, p);
   }
 
@@ -58,7 +59,9 @@ class GpuWriter {
       head << " workgroup(%partials : " << kPartialsType << ")";
     head << " kernel {\n";
     write_constants();
-    if (form == GpuLaunchForm::Elementwise && elements_per_thread_ > 1) {
+    if (form == GpuLaunchForm::Elementwise && elements_per_thread_ > 1 && packed_) {
+      write_packed();
+    } else if (form == GpuLaunchForm::Elementwise && elements_per_thread_ > 1) {
       write_elementwise_steps();
     } else if (form == GpuLaunchForm::Elementwise) {
       write_elementwise();
@@ -123,6 +126,9 @@ class GpuWriter {
   }
 
   std::string load(const Node& input) {
+    if (packed_lane_ >= 0 && input.shape == ShapeClass::Full) {
+      return pack_elements_.at(input.input_index).at(static_cast<size_t>(packed_lane_));
+    }
     std::string r = s_.fresh();
     s_.line() << r << " = memref.load %in" << input.input_index << "[" << index_of(input.shape)
               << "] : " << memref_type(input.dtype) << "\n";
@@ -158,12 +164,146 @@ class GpuWriter {
          << "    %count = arith.muli %rows, %cols : index\n"
          << "    %block_first = arith.muli %block, %threads : index\n"
          << "    %first = arith.addi %block_first, %tid : index\n"
-         << "    %stride = arith.muli %grid, %threads : index\n"
-         << "    scf.for %i = %first to %count step %stride {\n"
-         << "      %row = arith.divui %i, %cols : index\n"
-         << "      %col = arith.remui %i, %cols : index\n";
-    open_region({"%i", "%row", "%col"}, "      ");
+         << "    %stride = arith.muli %grid, %threads : index\n";
+    write_one_element_loop("    ");
+  }
+
+  void write_one_element_loop(const std::string& indent) {
+    out_ << indent << "scf.for %i = %first to %count step %stride {\n"
+         << indent << "  %row = arith.divui %i, %cols : index\n"
+         << indent << "  %col = arith.remui %i, %cols : index\n";
+    open_region({"%i", "%row", "%col"}, (indent + "  ").c_str());
     store_outputs(ShapeClass::Full);
+    out_ << indent << "}\n";
+  }
+
+  // The Full buffers of the kernel: (its memref's SSA name, stored dtype).
+  std::vector<std::pair<std::string, DType>> full_buffers() const {
+    std::vector<std::pair<std::string, DType>> buffers;
+    for (size_t i = 0; i < graph_.inputs().size(); ++i) {
+      if (graph_.inputs()[i].shape == ShapeClass::Full)
+        buffers.emplace_back("%in" + std::to_string(i), graph_.inputs()[i].dtype);
+    }
+    for (size_t i = 0; i < graph_.outputs().size(); ++i) {
+      const OutputSpec& o = graph_.outputs()[i];
+      if (o.over < 0) buffers.emplace_back("%out" + std::to_string(i), o.dtype);
+    }
+    return buffers;
+  }
+
+  std::string vector_type(DType dtype) const {
+    return "vector<" + std::to_string(elements_per_thread_) + "x" + mlir_element_type(dtype) + ">";
+  }
+  int64_t vector_bytes(DType dtype) const {
+    return int64_t{elements_per_thread_} * static_cast<int64_t>(dtype_size(dtype));
+  }
+
+  // The global address of `memref`'s element `index` (an !llvm.ptr<1>:
+  // CUDA's global addresses are the generic ones).
+  std::string element_address(const std::string& memref, DType dtype, const std::string& index) {
+    const std::string base = s_.fresh(), offset = s_.fresh(), at = s_.fresh(), word = s_.fresh(),
+                      pointer = s_.fresh();
+    s_.line() << base << " = memref.extract_aligned_pointer_as_index " << memref << " : "
+              << memref_type(dtype) << " -> index\n";
+    s_.line() << offset << " = arith.muli " << index << ", %size_" << dtype_size(dtype)
+              << " : index\n";
+    s_.line() << at << " = arith.addi " << base << ", " << offset << " : index\n";
+    s_.line() << word << " = arith.index_cast " << at << " : index to i64\n";
+    s_.line() << pointer << " = llvm.inttoptr " << word << " : i64 to !llvm.ptr<1>\n";
+    return pointer;
+  }
+
+  void write_packed() {
+    const int v = elements_per_thread_;
+    const auto buffers = full_buffers();
+    out_ << "    %block = gpu.block_id x\n"
+         << "    %grid = gpu.grid_dim x\n"
+         << "    %count = arith.muli %rows, %cols : index\n"
+         << "    %block_first = arith.muli %block, %threads : index\n"
+         << "    %first = arith.addi %block_first, %tid : index\n"
+         << "    %stride = arith.muli %grid, %threads : index\n"
+         << "    %pack = arith.constant " << v << " : index\n"
+         << "    %zero = arith.constant 0 : index\n";
+    for (int bytes : {1, 2, 4}) {
+      out_ << "    %size_" << bytes << " = arith.constant " << bytes << " : index\n";
+    }
+    for (int k = 0; k < v; ++k)
+      out_ << "    %lane_" << k << " = arith.constant " << k << " : i32\n";
+    // Whether the packs can be vectors: cols a multiple of V, every Full
+    // buffer aligned to its vector.
+    out_ << "    %cols_left = arith.remui %cols, %pack : index\n"
+         << "    %packed = arith.cmpi eq, %cols_left, %zero : index\n";
+    s_.set_indent("    ");
+    std::string all = "%packed";
+    for (const auto& [memref, dtype] : buffers) {
+      const std::string base = s_.fresh(), align = s_.fresh(), left = s_.fresh(),
+                        aligned = s_.fresh(), both = s_.fresh();
+      s_.line() << base << " = memref.extract_aligned_pointer_as_index " << memref << " : "
+                << memref_type(dtype) << " -> index\n";
+      s_.line() << align << " = arith.constant " << vector_bytes(dtype) << " : index\n";
+      s_.line() << left << " = arith.remui " << base << ", " << align << " : index\n";
+      s_.line() << aligned << " = arith.cmpi eq, " << left << ", %zero : index\n";
+      s_.line() << both << " = arith.andi " << all << ", " << aligned << " : i1\n";
+      all = both;
+    }
+    out_ << "    scf.if " << all << " {\n"
+         << "      %packs = arith.divui %count, %pack : index\n"
+         << "      scf.for %p = %first to %packs step %stride {\n"
+         << "        %i0 = arith.muli %p, %pack : index\n"
+         << "        %prow = arith.divui %i0, %cols : index\n"
+         << "        %pcol = arith.remui %i0, %cols : index\n";
+    s_.set_indent("        ");
+    // Every Full input the outputs read, as one vector, split into lanes.
+    pack_elements_.clear();
+    for (int32_t id : full_inputs_read()) {
+      const Node& n = graph_.node(id);
+      const std::string pointer =
+                            element_address("%in" + std::to_string(n.input_index), n.dtype, "%i0"),
+                        loaded = s_.fresh();
+      s_.line() << loaded << " = llvm.load " << pointer << " {alignment = " << vector_bytes(n.dtype)
+                << " : i64} : !llvm.ptr<1> -> " << vector_type(n.dtype) << "\n";
+      std::vector<std::string>& lanes = pack_elements_[n.input_index];
+      for (int k = 0; k < v; ++k) {
+        lanes.push_back(s_.fresh());
+        s_.line() << lanes.back() << " = llvm.extractelement " << loaded << "[%lane_" << k
+                  << " : i32] : " << vector_type(n.dtype) << "\n";
+      }
+    }
+    // Each lane's outputs, then one vector store per output.
+    std::vector<std::vector<std::string>> lane_outputs(graph_.outputs().size());
+    for (int k = 0; k < v; ++k) {
+      const std::string i = "%pi_" + std::to_string(k), col = "%pc_" + std::to_string(k);
+      out_ << "        %pk_" << k << " = arith.constant " << k << " : index\n"
+           << "        " << i << " = arith.addi %i0, %pk_" << k << " : index\n"
+           << "        " << col << " = arith.addi %pcol, %pk_" << k << " : index\n";
+      open_region({i, "%prow", col}, "        ");
+      packed_lane_ = k;
+      for (size_t o = 0; o < graph_.outputs().size(); ++o) {
+        const OutputSpec& spec = graph_.outputs()[o];
+        lane_outputs[o].push_back(s_.narrow(emit(spec.node), spec.dtype));
+      }
+    }
+    packed_lane_ = -1;
+    for (size_t o = 0; o < graph_.outputs().size(); ++o) {
+      const OutputSpec& spec = graph_.outputs()[o];
+      const std::string type = vector_type(spec.dtype);
+      std::string packed = s_.fresh();
+      s_.line() << packed << " = llvm.mlir.undef : " << type << "\n";
+      for (int k = 0; k < v; ++k) {
+        const std::string next = s_.fresh();
+        s_.line() << next << " = llvm.insertelement " << lane_outputs[o][static_cast<size_t>(k)]
+                  << ", " << packed << "[%lane_" << k << " : i32] : " << type << "\n";
+        packed = next;
+      }
+      const std::string memref =
+          spec.over >= 0 ? "%in" + std::to_string(spec.over) : "%out" + std::to_string(o);
+      const std::string pointer = element_address(memref, spec.dtype, "%i0");
+      s_.line() << "llvm.store " << packed << ", " << pointer
+                << " {alignment = " << vector_bytes(spec.dtype) << " : i64} : " << type
+                << ", !llvm.ptr<1>\n";
+    }
+    out_ << "      }\n    } else {\n";
+    write_one_element_loop("      ");
     out_ << "    }\n";
   }
 
@@ -345,6 +485,11 @@ class GpuWriter {
   std::map<int32_t, std::string> value_;    // node -> f32 SSA value, current region
   std::map<int32_t, std::string> reduced_;  // reduction node -> its block's value
   int elements_per_thread_;
+  bool packed_;
+  // The packed form's lanes: per Full input index, the SSA name of each
+  // lane's stored value; packed_lane_ the lane being written (-1: none).
+  std::map<int32_t, std::vector<std::string>> pack_elements_;
+  int packed_lane_ = -1;
 };
 
 }  // namespace
@@ -363,11 +508,11 @@ const char* gpu_launch_form_name(GpuLaunchForm form) {
   return form == GpuLaunchForm::Elementwise ? "elementwise" : "row_per_block";
 }
 
-std::string to_gpu_mlir(const KernelGraph& graph, int elements_per_thread) {
+std::string to_gpu_mlir(const KernelGraph& graph, int elements_per_thread, bool packed) {
   LT_CHECK(!graph.outputs().empty(), "compile: a kernel graph needs at least one output");
   LT_CHECK(elements_per_thread >= 1 && elements_per_thread <= 16,
            "compile: elements per thread must be 1 to 16, got ", elements_per_thread);
-  return GpuWriter(graph, elements_per_thread).write();
+  return GpuWriter(graph, elements_per_thread, packed).write();
 }
 
 }  // namespace lt::compile

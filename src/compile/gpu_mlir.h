@@ -21,6 +21,14 @@
 //   may alias later loads, so nothing else would let the loads overlap),
 //   the last, partial step checks each element. More bytes in flight per
 //   thread is what a memory-bound kernel of 2-byte elements needs.
+//   Packed (`packed`, V > 1): thread t of the grid owns the V consecutive
+//   elements V t, ..., V t + V - 1 (a grid-stride loop over such packs),
+//   and loads and stores each Full buffer's V elements as one vector (16
+//   bytes for V = 8 bf16 values: the widest load a thread makes, as the
+//   hand-written kernels' packs). It runs when every Full buffer is
+//   aligned to the vector's size and cols is a multiple of V (a pack then
+//   lies in one row); otherwise the kernel takes the one-element loop, so
+//   any arguments are correct.
 // - RowPerBlock (a reduction or a row output): block b owns row b. Each
 //   reduction pass (as in compile/to_mlir.h) is a strided loop of the
 //   block's threads over the columns, then a tree: warp shuffles, one
@@ -48,6 +56,6 @@ GpuLaunchForm gpu_launch_form(const KernelGraph& graph);
 const char* gpu_launch_form_name(GpuLaunchForm form);
 
 // A module holding gpu.module @lt_kernels with the kernel kGpuEntry.
-std::string to_gpu_mlir(const KernelGraph& graph, int elements_per_thread = 1);
+std::string to_gpu_mlir(const KernelGraph& graph, int elements_per_thread = 1, bool packed = false);
 
 }  // namespace lt::compile

@@ -22,6 +22,10 @@ struct PtxTarget {
   // Elements each thread of an elementwise kernel loads before it computes
   // (compile/gpu_mlir.h); 1 is the form measured and tested on the H200.
   int elements_per_thread = 1;
+  // The elementwise form's packed variant (compile/gpu_mlir.h): each
+  // thread's elements_per_thread elements are consecutive, loaded and
+  // stored as one vector. Part of the cache key.
+  bool packed = false;
 };
 
 struct PtxKernel {

@@ -173,6 +173,7 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   LT_REQUIRE_GPU_COMPILER();
   GpuKernelCache cache(folder);
   GpuKernelCache by_four(folder, testing::four_elements_target());
+  GpuKernelCache packed(folder, testing::packed_eight_target());
   std::vector<testing::GpuKernelCase> cases = testing::named_chain_cases();
   for (testing::GpuKernelCase& c : testing::random_chain_cases()) cases.push_back(std::move(c));
   for (testing::GpuKernelCase& c : testing::random_lookup_chain_cases()) {
@@ -197,6 +198,7 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   for (const testing::GpuKernelCase& c : cases) {
     SCOPED_TRACE(c.name + ", four elements a thread");
     ASSERT_NO_THROW(by_four.binary(c.graph));
+    ASSERT_NO_THROW(packed.binary(c.graph));
   }
   uintmax_t bytes = 0;
   for (const fs::directory_entry& e : fs::directory_iterator(folder)) {
@@ -206,8 +208,11 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   stats.compiled += by_four.stats().compiled;
   stats.loaded_from_disk += by_four.stats().loaded_from_disk;
   stats.compile_seconds += by_four.stats().compile_seconds;
+  stats.compiled += packed.stats().compiled;
+  stats.loaded_from_disk += packed.stats().loaded_from_disk;
+  stats.compile_seconds += packed.stats().compile_seconds;
   std::printf(
-      "%zu graphs (elementwise ones in two forms) in %s: %lld kernels compiled (%.1f s), %lld "
+      "%zu graphs (elementwise ones in three forms) in %s: %lld kernels compiled (%.1f s), %lld "
       "already there; %.1f MB of cubins\n",
       cases.size(), folder, static_cast<long long>(stats.compiled), stats.compile_seconds,
       static_cast<long long>(stats.loaded_from_disk), static_cast<double>(bytes) / 1e6);

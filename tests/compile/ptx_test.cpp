@@ -120,6 +120,29 @@ TEST_F(PtxTest, KernelsOfEveryFormAssembleWithPtxas) {
   }
   EXPECT_EQ(loads_before, 8u);
   EXPECT_EQ(assemble(swiglu.ptx, messages), 0) << messages;
+
+  // Packed, eight a thread: SwiGLU's two bf16 inputs are one 16-byte load
+  // each (ld.global.v4.b32) and its output one 16-byte store, on the path
+  // taken when the buffers are aligned; the kernel keeps a one-element
+  // loop for the rest. Every form of graph assembles.
+  PtxTarget packed;
+  packed.elements_per_thread = 8;
+  packed.packed = true;
+  const PtxKernel swiglu8 = compile_ptx(swiglu_forward(DType::BF16), packed);
+  EXPECT_EQ(swiglu8.elements_per_thread, 8);
+  const auto count = [](const std::string& ptx, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(swiglu8.ptx, "ld.global.v4"), 2u) << swiglu8.ptx;
+  EXPECT_EQ(count(swiglu8.ptx, "st.global.v4"), 1u) << swiglu8.ptx;
+  EXPECT_EQ(assemble(swiglu8.ptx, messages), 0) << messages;
+  for (const auto& [what, graph, form] : graphs) {
+    SCOPED_TRACE(std::string("packed ") + what);
+    const PtxKernel kernel = compile_ptx(graph, packed);
+    EXPECT_EQ(assemble(kernel.ptx, messages), 0) << messages;
+  }
 }
 
 TEST(PtxIsa, TheLowerOfWhatLlvmWritesAndPtxasReads) {

@@ -171,9 +171,10 @@ TEST(CompiledKernelsGpuBench, ChainsAgainstHandWrittenAndUnfused) {
   if (std::getenv("LT_BENCH") == nullptr) GTEST_SKIP() << "a benchmark: set LT_BENCH=1";
   GpuKernelCache cache(testing::gpu_test_kernel_folder());
   GpuKernelCache by_four(testing::gpu_test_kernel_folder(), testing::four_elements_target());
-  std::printf("%-30s %10s %8s | %18s | %18s | %18s | %18s | %9s %10s\n", "chain", "shape", "GB",
-              "compiled ms (TB/s %)", "x4/thread ms", "hand ms (TB/s %)", "unfused ms (TB/s %)",
-              "comp/hand", "unf/comp");
+  GpuKernelCache packed(testing::gpu_test_kernel_folder(), testing::packed_eight_target());
+  std::printf("%-30s %10s %8s | %18s | %18s | %18s | %18s | %18s | %9s %10s\n", "chain", "shape",
+              "GB", "compiled ms (TB/s %)", "x4/thread ms", "packed 8 ms", "hand ms (TB/s %)",
+              "unfused ms (TB/s %)", "comp/hand", "unf/comp");
   for (const Chain& c : chains()) {
     const double bytes = graph_bytes(c.graph, c.rows, c.cols);
     const auto cell = [&](double ms) {
@@ -187,17 +188,19 @@ TEST(CompiledKernelsGpuBench, ChainsAgainstHandWrittenAndUnfused) {
     const double compiled = milliseconds_per_call([&] { call_gpu(cache, c.graph, c.inputs); });
     const double compiled_by_four =
         milliseconds_per_call([&] { call_gpu(by_four, c.graph, c.inputs); });
+    const double compiled_packed =
+        milliseconds_per_call([&] { call_gpu(packed, c.graph, c.inputs); });
     const double hand = c.hand ? milliseconds_per_call(c.hand) : 0;
     const double unfused = c.unfused ? milliseconds_per_call(c.unfused) : 0;
     char shape[32];
     std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(c.rows),
                   static_cast<long long>(c.cols));
-    // The ratios take the faster of the two compiled forms.
-    const double best = std::min(compiled, compiled_by_four);
-    std::printf("%-30s %10s %8.3f | %18s | %18s | %18s | %18s | %9.2f %10.2f\n", c.name, shape,
-                bytes / 1e9, cell(compiled).c_str(), cell(compiled_by_four).c_str(),
-                cell(hand).c_str(), cell(unfused).c_str(), hand > 0 ? best / hand : 0.0,
-                unfused > 0 ? unfused / best : 0.0);
+    // The ratios take the fastest of the compiled forms.
+    const double best = std::min({compiled, compiled_by_four, compiled_packed});
+    std::printf("%-30s %10s %8.3f | %18s | %18s | %18s | %18s | %18s | %9.2f %10.2f\n", c.name,
+                shape, bytes / 1e9, cell(compiled).c_str(), cell(compiled_by_four).c_str(),
+                cell(compiled_packed).c_str(), cell(hand).c_str(), cell(unfused).c_str(),
+                hand > 0 ? best / hand : 0.0, unfused > 0 ? unfused / best : 0.0);
   }
 }
 

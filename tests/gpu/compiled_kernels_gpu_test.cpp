@@ -42,6 +42,12 @@ GpuKernelCache& cache_by_four() {
   return kernels;
 }
 
+// The packed form, eight consecutive elements a thread (PtxTarget::packed).
+GpuKernelCache& cache_packed() {
+  static GpuKernelCache kernels(testing::gpu_test_kernel_folder(), testing::packed_eight_target());
+  return kernels;
+}
+
 Shape shape_of(ShapeClass shape, int64_t rows, int64_t cols) {
   switch (shape) {
     case ShapeClass::Full:
@@ -64,9 +70,11 @@ std::pair<double, double> input_range(const testing::GpuKernelCase& c) {
 
 // The number of elements off by more than the tolerance (the first few
 // printed), so that one case's report says how wrong it is.
-void expect_equals_interpreter(const testing::GpuKernelCase& c, GpuKernelCache& kernels) {
+// `misaligned`: each Full input starts one element past its allocation.
+void expect_equals_interpreter(const testing::GpuKernelCase& c, GpuKernelCache& kernels,
+                               bool misaligned = false) {
   SCOPED_TRACE(c.name + " [" + std::to_string(c.rows) + ", " + std::to_string(c.cols) + "] " +
-               c.graph.key());
+               c.graph.key() + (misaligned ? " misaligned" : ""));
   Generator gen(0x5eed);
   const auto [lo, hi] = input_range(c);
   std::vector<Values> inputs;
@@ -74,6 +82,13 @@ void expect_equals_interpreter(const testing::GpuKernelCase& c, GpuKernelCache& 
   for (const InputSpec& in : c.graph.inputs()) {
     const int64_t count = element_count(in.shape, c.rows, c.cols);
     inputs.push_back(testing::draw_values(count, in.dtype, lo, hi, gen));
+    if (misaligned && in.shape == ShapeClass::Full) {
+      Values padded = inputs.back();
+      padded.insert(padded.begin(), 0.0);
+      const Tensor whole = Tensor::from_doubles(padded, {count + 1}, in.dtype).to(Device::cuda(0));
+      device_inputs.push_back(whole.slice(0, 1, count + 1).reshape({c.rows, c.cols}));
+      continue;
+    }
     device_inputs.push_back(
         Tensor::from_doubles(inputs.back(), shape_of(in.shape, c.rows, c.cols), in.dtype)
             .to(Device::cuda(0)));
@@ -139,6 +154,26 @@ TEST(CompiledKernelsGpu, FourElementsPerThreadEqualFloat64Interpreter) {
   }
   for (const testing::GpuKernelCase& c : testing::random_chain_cases()) {
     expect_equals_interpreter(c, cache_by_four());
+  }
+}
+
+// The packed form: the named chains' 1000 columns (and AdamW's one row of
+// 67,000) take its vector path, the random chains' columns mostly its
+// one-element loop (not multiples of 8), and a case whose buffers start
+// one element past an aligned address takes that loop too.
+TEST(CompiledKernelsGpu, PackedEightPerThreadEqualFloat64Interpreter) {
+  LT_REQUIRE_GPU();
+  for (const testing::GpuKernelCase& c : testing::named_chain_cases()) {
+    expect_equals_interpreter(c, cache_packed());
+  }
+  for (const testing::GpuKernelCase& c : testing::random_chain_cases()) {
+    expect_equals_interpreter(c, cache_packed());
+  }
+  for (const testing::GpuKernelCase& c : testing::random_lookup_chain_cases()) {
+    expect_equals_interpreter(c, cache_packed());
+  }
+  for (const testing::GpuKernelCase& c : testing::named_chain_cases()) {
+    expect_equals_interpreter(c, cache_packed(), /*misaligned=*/true);
   }
 }
 

@@ -75,6 +75,13 @@ PtxTarget four_elements_target() {
   return target;
 }
 
+PtxTarget packed_eight_target() {
+  PtxTarget target;
+  target.elements_per_thread = 8;
+  target.packed = true;
+  return target;
+}
+
 std::string gpu_test_kernel_folder() {
   const char* folder = std::getenv("LT_GPU_KERNELS");
   return folder != nullptr && *folder != '\0' ? folder : KernelCache::default_folder();

@@ -33,6 +33,9 @@ std::vector<GpuKernelCase> random_lookup_chain_cases();
 
 // The target of the elementwise kernels' four-elements-a-thread form.
 PtxTarget four_elements_target();
+// The elementwise kernels' packed form: eight consecutive elements a
+// thread, as vectors when aligned (compile/gpu_mlir.h).
+PtxTarget packed_eight_target();
 
 // Where the GPU tests find their kernels: $LT_GPU_KERNELS, else the kernel
 // cache's default folder (~/.cache/lazytrain/kernels).
