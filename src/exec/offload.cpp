@@ -73,6 +73,7 @@ OffloadExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o,
     uploaded.push_back(upload_weights(r.first, r.last, ready_ticket(), "initial weights"));
   }
   cpu_update = ready_ticket();
+  setup_state_placement();
   if (options.max_optimizer_delay_us > 0)
     optimizer_queue.inject_delays(options.max_optimizer_delay_us, 11);
 }
@@ -85,6 +86,9 @@ OffloadExecutor::Impl::~Impl() {
     for (const Ticket& t : uploaded) t.wait();
     for (const Ticket& t : early_merge_uploads) t.wait();
     wait_seconds(device->download({}, {}, "drain"));
+    state_queue.enqueue([] {}).wait();
+    // The model outlives the executor (Note [Offload states on disk]).
+    if (states_on_disk && options.read_states_back_at_end) move_all_states(false);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lazytrain: offload executor: teardown: %s\n", e.what());
   } catch (...) {
@@ -105,7 +109,7 @@ Ticket OffloadExecutor::Impl::upload_weights(const std::vector<size_t>& params, 
                                              const std::string& label) {
   CopyList copies;
   for (size_t i : params) {
-    copies.emplace_back(weights[i], masters[i]);
+    copies.emplace_back(weights[i], upload_source(i));
     if (stats) stats->h2d_bytes += static_cast<int64_t>(weights[i].nbytes());
   }
   if (copies.empty()) return after;
@@ -198,6 +202,7 @@ StepStats OffloadExecutor::Impl::run_step(const std::vector<data::Batch>& micro_
   // forward reads them.
   wait_uploads();
   if (rescatter_due) rescatter_columns();
+  if (disk_states && !states_on_disk) move_all_states(true);  // read back by sync()
   const bool zen = options.zenflow && steps >= options.zenflow_options.full_warm_up_rounds;
   const auto compute_start = Clock::now();
   zen_step = zen;
@@ -250,11 +255,10 @@ void OffloadExecutor::Impl::synchronous_update(const StepOptions& o) {
   settle_downloads();
   const double scale = optim::clip_scale(stats->grad_norm, o.max_grad_norm);
   const auto wait_start = Clock::now();
-  for (size_t s = 0; s < stages.size(); ++s) {
-    const Ticket updated =
-        update_on_host(stages[s].first, stages[s].last, 0, o.lr, scale, ready_ticket());
-    uploaded[s] = upload_weights(stages[s].first, stages[s].last, updated, "weights");
-  }
+  // Each stage's upload after its update (and a disk stage's write-back).
+  update_stages(0, o.lr, scale, [&](size_t s, Ticket done) {
+    uploaded[s] = upload_weights(stages[s].first, stages[s].last, std::move(done), "weights");
+  });
   optimizer_queue.enqueue([this] { optimizer.finish_step(); });
   // The synchronous offload: the step ends when the new weights are on the device.
   for (const Ticket& t : uploaded) wait_seconds(t);
@@ -285,6 +289,7 @@ void OffloadExecutor::sync() {
   impl_->optimizer_queue.enqueue([] {}).get();
   impl_->device->finish_compute();
   impl_->stats = nullptr;
+  if (impl_->states_on_disk) impl_->move_all_states(false);
 }
 
 void OffloadExecutor::sync_masters() {

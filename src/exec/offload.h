@@ -33,6 +33,7 @@
 
 #include "exec/cross_rank_sum.h"
 #include "exec/executor.h"
+#include "exec/stage_state_file.h"
 #include "exec/streaming_device.h"
 #include "exec/zenflow_policy.h"
 #include "models/causal_lm.h"
@@ -63,6 +64,20 @@ struct OffloadOptions {
   // Test hook: false takes a window's gradients after its last backward,
   // not during it (Note [ZenFlow's early download]); the values are the same.
   bool early_download = true;
+  // exec.state_placement, per stage of model.stages() (embed, blocks,
+  // head): true keeps that stage's f32 masters and optimizer states in a
+  // scratch file in `state_file.directory` (exec.disk_path) between its
+  // updates, read ahead of them and written back behind them (Note
+  // [Offload states on disk], offload_states.cpp). Empty: none.
+  std::vector<bool> states_on_disk;
+  StageStateFile::Options state_file;
+  // With states on disk: the destructor reads every stage back, so that
+  // the model (which outlives the executor) is whole; false leaves them
+  // (the trainer, done with the model).
+  bool read_states_back_at_end = true;
+  // Test hook: the states thread sleeps up to this many microseconds
+  // before each read and write-back (a slow disk).
+  int64_t max_state_io_delay_us = 0;
 };
 
 class OffloadExecutor final : public Executor {
@@ -80,6 +95,8 @@ class OffloadExecutor final : public Executor {
   // Waits for the updates and copies in flight. The device weights are
   // then current (evaluation reads them); ZenFlow's host masters may still
   // lack its device-owned columns and its open window: sync_masters().
+  // With states on disk, every stage is read back into host memory (the
+  // next step writes them out again).
   void sync() override;
   // ZenFlow: ends the open window now (its gradients go through the CPU
   // update at once), applies every pending update and writes the device's
@@ -87,6 +104,9 @@ class OffloadExecutor final : public Executor {
   // state hold everything trained so far (a checkpoint). The device's
   // column moments restart at the next step, as at a reselection.
   void sync_masters() override;
+  // With states on disk: waits as sync_masters() does, leaving the disk
+  // stages there (exec/staged_states.h); else null.
+  StagedStates* sync_staged() override;
   void resume_at(int64_t step) override;
   const char* name() const override { return options_.zenflow ? "zenflow" : "offload"; }
   // The device weights (bf16 on a GPU): the model as it computes.

@@ -17,6 +17,8 @@
 
 #include "exec/forward_backward.h"
 #include "exec/offload.h"
+#include "exec/stage_states_on_disk.h"
+#include "exec/staged_states.h"
 #include "exec/work_queue.h"
 #include "optim/adamw.h"
 #include "optim/grad_norm_partials.h"
@@ -92,6 +94,15 @@ struct OffloadExecutor::Impl {
   int64_t early_merge_batch_bytes = 0;
   std::vector<Ticket> early_merge_uploads;
   StepStats* stats = nullptr;  // the step being run
+
+  // ---- exec.state_placement (offload_states.cpp) ----
+  std::vector<size_t> disk_stages;  // ascending
+  bool states_on_disk = false;      // every disk stage evicted (compute thread)
+  // When disk_stages is not empty; its I/O runs on state_queue, which
+  // stops (running what is queued) before it goes.
+  std::unique_ptr<StageStatesOnDisk> disk_states;
+  WorkQueue state_queue{"states"};
+  std::unique_ptr<StagedStates> staged;  // over disk_states
 
   // Last: stops (running what is queued) while everything above exists.
   WorkQueue optimizer_queue{"optimizer"};
@@ -196,6 +207,25 @@ struct OffloadExecutor::Impl {
   void merge_early(size_t i);
   void flush_early_merge();
   void finish_masters();
+
+  // ---- offload_states.cpp (Note [Offload states on disk]) ----
+  void setup_state_placement();
+  bool stage_on_disk(size_t stage) const;  // now, between steps
+  // What an upload of parameter i copies: its master, or for a disk stage
+  // the copy that stays in host memory.
+  const Tensor& upload_source(size_t i) const;
+  // Every disk stage to disk (before a step) or back (sync()).
+  void move_all_states(bool to_disk);
+  // The CPU update of every stage from slab set `set`, the disk stages'
+  // reads and write-backs around theirs; `then(s, done)` gets each stage's
+  // last ticket (its update, or its write-back). Returns the update of the
+  // last stage queued on the optimizer thread.
+  void update_stages(int set, double lr, double scale,
+                     const std::function<void(size_t, Ticket)>& then);
+  // ZenFlow's columns: each stage's masters, read from disk for a disk
+  // stage; `write` puts a disk stage's back after fn changed them.
+  void with_stage_masters(bool write,
+                          const std::function<void(size_t, const std::vector<Tensor>&)>& fn);
 };
 
 }  // namespace lt::exec

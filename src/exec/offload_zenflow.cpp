@@ -238,11 +238,16 @@ void OffloadExecutor::Impl::select_columns() {
       c.host =
           top_columns(ops::column_abs_sums(matrix_of(g)).to(Device::cpu()).to_vector<float>(), k);
     }
-    const Tensor cols = index_tensor(c.host);
-    c.device = cols.to(where);
-    c.master = ops::gather_columns(matrix_of(masters[i]), cols).to(where);
-    selected.emplace_back(names[i], c.master);
+    c.device = index_tensor(c.host).to(where);
   }
+  // The masters of the chosen columns (a disk stage's read from its file).
+  with_stage_masters(/*write=*/false, [&](size_t s, const std::vector<Tensor>& own) {
+    for (size_t i = stages[s].first; i < stages[s].last; ++i)
+      columns[i].master =
+          ops::gather_columns(matrix_of(own[i - stages[s].first]), index_tensor(columns[i].host))
+              .to(where);
+  });
+  for (size_t i = 0; i < weights.size(); ++i) selected.emplace_back(names[i], columns[i].master);
   device_adam = std::make_unique<optim::AdamW>(selected, options.adam, options.no_decay);
   selected_norm = std::make_unique<optim::GradNormPartials>(selected);
   next_select_step = steps + select_interval_steps(z);
@@ -282,8 +287,17 @@ void OffloadExecutor::Impl::end_window() {
   Ticket uploads_done = optimizer_queue.enqueue([before] {
     for (const Ticket& t : before) t.get();
   });
-  update_on_host(0, weights.size(), set, window_lr, scale, uploads_done);
-  cpu_update = optimizer_queue.enqueue([this] { optimizer.finish_step(); });
+  if (!disk_states) {
+    update_on_host(0, weights.size(), set, window_lr, scale, uploads_done);
+    cpu_update = optimizer_queue.enqueue([this] { optimizer.finish_step(); });
+  } else {
+    // Stage by stage (the optimizer thread runs uploads_done first), and the
+    // merge waits for the disk stages' write-backs too: the states thread
+    // runs them before this ticket.
+    update_stages(set, window_lr, scale, [](size_t, Ticket) {});
+    const Ticket finished = optimizer_queue.enqueue([this] { optimizer.finish_step(); });
+    cpu_update = state_queue.enqueue([finished] { finished.get(); });
+  }
   merge_due = true;
   if (!options.zenflow_options.overlap_step) merge_cpu_update();
 }
@@ -314,10 +328,14 @@ void OffloadExecutor::Impl::rescatter_columns() {
 }
 
 void OffloadExecutor::Impl::write_back_columns() {
-  for (size_t i = 0; i < weights.size(); ++i) {
-    const Columns& c = columns[i];
-    ops::scatter_columns(matrix_of(masters[i]), c.master.to(Device::cpu()), index_tensor(c.host));
-  }
+  // A disk stage's masters are read, changed and written back in turn.
+  with_stage_masters(/*write=*/true, [&](size_t s, const std::vector<Tensor>& own) {
+    for (size_t i = stages[s].first; i < stages[s].last; ++i) {
+      const Columns& c = columns[i];
+      ops::scatter_columns(matrix_of(own[i - stages[s].first]), c.master.to(Device::cpu()),
+                           index_tensor(c.host));
+    }
+  });
 }
 
 void OffloadExecutor::Impl::finish_masters() {

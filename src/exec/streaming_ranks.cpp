@@ -54,7 +54,7 @@ std::vector<size_t> streaming_zero_groups(const models::CausalLM& model) {
 
 int64_t StreamingExecutor::Impl::begin_sums_over_ranks(int64_t local_targets) {
   if (options.zero) {
-    LT_CHECK(!state_file, "dist.zero 1 with exec.state_placement disk is not supported yet: ",
+    LT_CHECK(!disk_states, "dist.zero 1 with exec.state_placement disk is not supported yet: ",
              "keep the states in host memory, or set dist.zero 0");
     // The host receives only the shards (ZeroOptimizer::shard_gradient),
     // so the executor's own slabs go: 4 bytes a parameter less.

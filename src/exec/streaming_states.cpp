@@ -1,13 +1,11 @@
 // exec.state_placement for the streaming executor: where the f32 masters
 // and the optimizer states live between their stage's updates.
 #include <algorithm>
-#include <chrono>
 #include <map>
 
 #include "exec/memory_budget.h"
 #include "exec/streaming_impl.h"
 #include "exec/weight_binding.h"
-#include "optim/shadow.h"
 
 namespace lt::exec {
 
@@ -110,13 +108,6 @@ namespace {
 // kStagesOfStatesInFlight stages in host memory).
 constexpr size_t kStateReadAhead = kStagesOfStatesInFlight - 1;
 
-void point_at(const std::vector<Tensor>& handles, std::shared_ptr<Storage> storage) {
-  for (const Tensor& h : handles) {
-    h.impl()->storage = storage;
-    h.impl()->offset = 0;
-  }
-}
-
 }  // namespace
 
 std::vector<bool> flags_per_parameter(const models::CausalLM& model,
@@ -134,88 +125,25 @@ std::vector<bool> flags_per_parameter(const models::CausalLM& model,
   return flags;
 }
 
-// StagedStates over the executor's Impl, for sync_staged().
-class StreamingExecutor::Impl::StagedStatesOf final : public StagedStates {
- public:
-  explicit StagedStatesOf(Impl& m) : m_(m) {}
-  std::vector<bool> on_disk() const override {
-    std::vector<bool> out(m_.stages.size());
-    for (size_t s = 0; s < out.size(); ++s) out[s] = m_.stage_on_disk(s);
-    return out;
-  }
-  std::vector<std::string> names(size_t stage) const override {
-    return m_.stage_states.at(stage).labels;
-  }
-  std::map<std::string, Tensor> read(size_t stage) override { return m_.read_stage(stage); }
-  std::shared_ptr<void> bring_in_weights(size_t stage) override {
-    return m_.bring_in_weights(stage);
-  }
-  void load_optimizer_state(const optim::NamedTensors& state) override {
-    m_.load_optimizer_state(state);
-  }
-
- private:
-  Impl& m_;
-};
-
 void StreamingExecutor::Impl::setup_state_placement() {
-  state_file = std::make_unique<StageStateFile>(
-      StageStateFile::Options{options.disk.directory, options.disk.file});
-  remove_stale_state_files(options.disk.directory);  // ours is locked, so it stays
-  std::map<std::string, size_t> index_of;
-  for (size_t i = 0; i < names.size(); ++i) index_of[names[i]] = i;
-  // Each state tensor "<param>.<field...>" goes with the longest parameter
-  // name it starts with; the per-parameter step counts are scalars the
-  // optimizer rebuilds for state(), not memory of its own.
-  std::vector<optim::NamedTensors> states_of(params.size());
-  for (const auto& [name, t] : optimizer.state()) {
-    if (name.size() > 5 && name.ends_with(".step")) continue;
-    for (size_t dot = name.rfind('.'); dot != std::string::npos && dot > 0;
-         dot = name.rfind('.', dot - 1)) {
-      auto it = index_of.find(name.substr(0, dot));
-      if (it == index_of.end()) continue;
-      // A state made without memory (the optimizer's states_without_memory)
-      // gets it stage by stage in write_out_first_states().
-      LT_CHECK(!t.storage() || (t.device().is_cpu() && t.is_contiguous()),
-               "exec.state_placement disk: state '", name,
-               "' is not a contiguous host tensor: ", t.str());
-      states_of[it->second].emplace_back(name, t);
-      break;
-    }
-  }
-  stage_states.resize(stages.size());
+  std::vector<StageStatesOnDisk::Stage> ranges;
+  for (size_t s = 0; s < stages.size(); ++s)
+    ranges.push_back({stages[s].first, stages[s].last, model.stages()[s]->name()});
+  std::vector<std::vector<Tensor>> handles;
+  for (size_t i = 0; i < params.size(); ++i)
+    handles.push_back({params[i], masters[i], norm_views[i]});
+  disk_states = std::make_unique<StageStatesOnDisk>(
+      StageStateFile::Options{options.disk.directory, options.disk.file}, std::move(ranges),
+      options.states_on_disk, names, handles, optimizer.state(), device, state_queue);
   state_updated.assign(stages.size(), Ticket());
   state_read_wait_s.assign(stages.size(), 0.0);
   state_io.assign(stages.size(), StateIo{});
-  refreshed_uploads.assign(params.size(), false);
-  for (size_t s : disk_stages) {
-    StageStates& st = stage_states[s];
-    for (size_t i = stages[s].first; i < stages[s].last; ++i) {
-      st.labels.push_back(names[i]);
-      st.handles.push_back({params[i], masters[i], norm_views[i]});
-      st.master.push_back(true);
-      for (const auto& [name, t] : states_of[i]) {
-        st.labels.push_back(name);
-        st.handles.push_back({t});
-        st.master.push_back(false);
-      }
-    }
-    for (const auto& h : st.handles) {
-      st.shapes.push_back(h.front().shape());
-      st.dtypes.push_back(h.front().dtype());
-    }
-    // The device's own copy where it keeps one the optimizer updates (no
-    // second copy, nothing to refresh); else one of ours, refreshed from
-    // the master before each eviction.
-    for (size_t i = stages[s].first; i < stages[s].last; ++i) {
-      Tensor kept = device.upload_copy_of(i);
-      refreshed_uploads[i] = !kept.defined();
-      upload_sources[i] = kept.defined() ? kept
-                                         : Tensor::empty(masters[i].shape(), device.compute_dtype(),
-                                                         device.host_memory());
-    }
-  }
-  staged = std::make_unique<StagedStatesOf>(*this);
+  for (size_t s : disk_stages)
+    for (size_t i = stages[s].first; i < stages[s].last; ++i)
+      upload_sources[i] = disk_states->upload_source(i);
+  staged = std::make_unique<StagedStatesOnDisk>(
+      *disk_states, optimizer, stages.size(), [this] { return states_on_disk; },
+      [this](size_t s) { return bring_in_weights(s); });
 }
 
 // Note [Recycled state memory]: within a step's pipeline, a disk stage's
@@ -226,56 +154,18 @@ void StreamingExecutor::Impl::setup_state_placement() {
 // 28 GB a step. The step's last write-back releases what is left, so
 // between steps host memory holds what it held without recycling, and
 // within one no more than it did (a read takes recycled memory before
-// allocating). Only the states thread touches spare_state_memory.
-Tensor StreamingExecutor::Impl::state_memory(const Shape& shape, DType dtype) {
-  const size_t bytes = static_cast<size_t>(numel(shape)) * dtype_size(dtype);
-  for (auto it = spare_state_memory.begin(); it != spare_state_memory.end(); ++it) {
-    if ((*it)->nbytes() != bytes) continue;
-    std::shared_ptr<Storage> storage = std::move(*it);
-    spare_state_memory.erase(it);
-    return Tensor::from_storage(std::move(storage), 0, shape, contiguous_strides(shape), dtype);
-  }
-  return Tensor::empty(shape, dtype);
-}
-
+// allocating). StageStatesOnDisk::load and evict do it, on the states
+// thread.
 void StreamingExecutor::Impl::load_states(size_t stage) {
-  const auto start = std::chrono::steady_clock::now();
-  const StageStates& st = stage_states[stage];
-  std::vector<Tensor> fresh;
-  int64_t bytes = 0;
-  for (size_t k = 0; k < st.handles.size(); ++k) {
-    fresh.push_back(state_memory(st.shapes[k], st.dtypes[k]));
-    bytes += static_cast<int64_t>(fresh.back().nbytes());
-  }
-  state_file->read(static_cast<int>(stage), model.stages()[stage]->name(), st.labels, fresh);
-  for (size_t k = 0; k < st.handles.size(); ++k) point_at(st.handles[k], fresh[k].storage());
-  state_io[stage].read_bytes = bytes;
-  state_io[stage].read_s = seconds_since(start);
+  const StageStatesOnDisk::Io io = disk_states->load(stage);
+  state_io[stage].read_bytes = io.bytes;
+  state_io[stage].read_s = io.seconds;
 }
 
 void StreamingExecutor::Impl::evict_states(size_t stage, bool recycle) {
-  const auto start = std::chrono::steady_clock::now();
-  const StageStates& st = stage_states[stage];
-  for (size_t i = stages[stage].first; i < stages[stage].last; ++i)
-    if (refreshed_uploads[i]) upload_sources[i].copy_(params[i]);
-  std::vector<Tensor> current;
-  for (const auto& h : st.handles) current.push_back(h.front());
-  state_file->write(static_cast<int>(stage), model.stages()[stage]->name(), st.labels, current);
-  std::vector<std::shared_ptr<Storage>> memory;
-  int64_t bytes = 0;
-  for (const Tensor& t : current) {
-    memory.push_back(t.storage());
-    bytes += static_cast<int64_t>(t.nbytes());
-  }
-  current.clear();
-  for (const auto& h : st.handles) point_at(h, nullptr);
-  state_io[stage].write_bytes = bytes;
-  state_io[stage].write_s = seconds_since(start);
-  if (!recycle) return;
-  // Memory someone else still holds (a view the optimizer kept) is not ours
-  // to hand to another stage.
-  for (auto& m : memory)
-    if (m && m.use_count() == 1 && m->device().is_cpu()) spare_state_memory.push_back(std::move(m));
+  const StageStatesOnDisk::Io io = disk_states->evict(stage, recycle);
+  state_io[stage].write_bytes = io.bytes;
+  state_io[stage].write_s = io.seconds;
 }
 
 // Note [Stage states on disk], "the start": each disk stage in turn gets
@@ -287,20 +177,7 @@ void StreamingExecutor::Impl::write_out_first_states() {
   state_queue
       .enqueue([this] {
         try {
-          for (size_t s : disk_stages) {
-            bool states_without_memory = false, masters_without_memory = false;
-            const StageStates& st = stage_states[s];
-            for (size_t k = 0; k < st.handles.size(); ++k) {
-              const auto& h = st.handles[k];
-              if (h.front().storage()) continue;
-              point_at(h, Tensor::empty(h.front().shape(), h.front().dtype()).storage());
-              (st.master[k] ? masters_without_memory : states_without_memory) = true;
-            }
-            if (masters_without_memory) fill_first_masters(s);
-            if (states_without_memory)
-              for (size_t i = stages[s].first; i < stages[s].last; ++i) optimizer.reset_state(i);
-            evict_states(s);
-          }
+          disk_states->write_out_first(optimizer, [this](size_t s) { fill_first_masters(s); });
         } catch (...) {
           update_failed("writing every stage's first states to disk");
         }
@@ -310,16 +187,12 @@ void StreamingExecutor::Impl::write_out_first_states() {
 }
 
 // The masters of disk stage `s`, just given memory: their values from
-// options.fill_masters, and the device's upload copies (the CUDA device's
-// pinned bf16 shadows, which it could not fill without them) from those;
-// the stand-in's own upload copies are refreshed as the stage is evicted.
+// options.fill_masters (the device's upload copies follow from them).
 void StreamingExecutor::Impl::fill_first_masters(size_t s) {
   LT_CHECK(static_cast<bool>(options.fill_masters), "streaming executor: stage '",
            model.stages()[s]->name(),
            "' has masters without memory, but nothing fills them (StreamingOptions::fill_masters)");
   options.fill_masters(s);
-  for (size_t i = stages[s].first; i < stages[s].last; ++i)
-    if (!refreshed_uploads[i]) optim::fill_bf16_shadow(params[i], upload_sources[i]);
 }
 
 void StreamingExecutor::Impl::check_masters_have_memory() const {
@@ -333,14 +206,9 @@ void StreamingExecutor::Impl::check_masters_have_memory() const {
 }
 
 void StreamingExecutor::Impl::check_states_have_memory() const {
-  auto on_disk = [&](const Tensor& t) {
-    for (size_t s : disk_stages)
-      for (const auto& h : stage_states[s].handles)
-        if (h.front().same_impl(t)) return true;
-    return false;
-  };
   for (const auto& [name, t] : optimizer.state())
-    LT_CHECK(t.storage() || on_disk(t), "streaming executor: the optimizer made state '", name,
+    LT_CHECK(t.storage() || (disk_states && disk_states->holds(t)),
+             "streaming executor: the optimizer made state '", name,
              "' without memory, but its stage keeps its states in host memory ",
              "(StreamingOptions::states_on_disk)");
 }
@@ -362,51 +230,32 @@ void StreamingExecutor::Impl::move_all_states(bool to_disk) {
 }
 
 void StreamingExecutor::Impl::enqueue_updates_on_disk(double lr, double grad_scale) {
-  std::vector<Ticket> updates(stages.size());
-  auto write_back = [&](size_t s) {
-    updated[s] = state_queue.enqueue([this, s, update = updates[s], trace = tracing()] {
-      update.get();  // a failed update is already the executor's failure
-      TraceSpan span(trace, "disk", "write states " + model.stages()[s]->name());
-      try {
-        const bool last = s == disk_stages.back();
-        evict_states(s, /*recycle=*/!last);
-        if (last) spare_state_memory.clear();
-      } catch (...) {
-        update_failed("writing back the states of stage '" + model.stages()[s]->name() + "'");
-      }
-    });
-  };
   auto read = [&](size_t s) {
     return state_queue.enqueue([this, s, trace = tracing()] {
       TraceSpan span(trace, "disk", "read states " + model.stages()[s]->name());
       load_states(s);
     });
   };
-  // Reads issued so far run kStateReadAhead disk stages ahead of the updates.
-  std::vector<Ticket> reads(stages.size());
-  size_t next_read = 0;  // into disk_stages
-  auto read_up_to = [&](size_t count) {
-    for (; next_read < std::min(count, disk_stages.size()); ++next_read) {
-      const size_t d = disk_stages[next_read];
-      if (next_read >= kStateReadAhead) write_back(disk_stages[next_read - kStateReadAhead]);
-      reads[d] = read(d);
-    }
+  auto update = [&](size_t s, Ticket states_read) {
+    const bool on_disk = states_read.valid();
+    Ticket t = enqueue_update(s, lr, grad_scale, std::move(states_read));
+    (on_disk ? state_updated[s] : updated[s]) = t;
+    return t;
   };
-  read_up_to(kStateReadAhead);
-  size_t disk_index = 0;  // disk stages whose update is queued
-  for (size_t s = 0; s < stages.size(); ++s) {
-    if (!options.states_on_disk[s]) {
-      updated[s] = enqueue_update(s, lr, grad_scale, {});
-      continue;
-    }
-    read_up_to(disk_index + kStateReadAhead);
-    updates[s] = enqueue_update(s, lr, grad_scale, std::move(reads[s]));
-    state_updated[s] = updates[s];
-    ++disk_index;
-  }
-  const size_t n = disk_stages.size();
-  for (size_t k = n > kStateReadAhead ? n - kStateReadAhead : 0; k < n; ++k)
-    write_back(disk_stages[k]);
+  auto write_back = [&](size_t s, Ticket update) {
+    return updated[s] = state_queue.enqueue([this, s, update, trace = tracing()] {
+      update.get();  // a failed update is already the executor's failure
+      TraceSpan span(trace, "disk", "write states " + model.stages()[s]->name());
+      try {
+        const bool last = s == disk_stages.back();
+        evict_states(s, /*recycle=*/!last);
+        if (last) disk_states->drop_spare();
+      } catch (...) {
+        update_failed("writing back the states of stage '" + model.stages()[s]->name() + "'");
+      }
+    });
+  };
+  queue_updates_through_disk(stages.size(), disk_stages, kStateReadAhead, read, update, write_back);
 }
 
 // Note [Stage states on disk], "one stage at a time": between steps (the
@@ -420,18 +269,7 @@ bool StreamingExecutor::Impl::stage_on_disk(size_t stage) const {
 std::map<std::string, Tensor> StreamingExecutor::Impl::read_stage(size_t stage) {
   LT_CHECK(stage_on_disk(stage), "streaming executor: stage ", stage,
            " has no states on disk to read");
-  const StageStates& st = stage_states[stage];
-  std::vector<Tensor> fresh;
-  for (size_t k = 0; k < st.handles.size(); ++k)
-    fresh.push_back(Tensor::empty(st.shapes[k], st.dtypes[k]));
-  state_queue
-      .enqueue([&] {
-        state_file->read(static_cast<int>(stage), model.stages()[stage]->name(), st.labels, fresh);
-      })
-      .get();
-  std::map<std::string, Tensor> out;
-  for (size_t k = 0; k < fresh.size(); ++k) out.emplace(st.labels[k], std::move(fresh[k]));
-  return out;
+  return disk_states->read(stage);
 }
 
 std::shared_ptr<void> StreamingExecutor::Impl::bring_in_weights(size_t stage) {
@@ -453,53 +291,6 @@ std::shared_ptr<void> StreamingExecutor::Impl::bring_in_weights(size_t stage) {
   }
   held->binding = std::make_unique<WeightBinding>(bound, memory);
   return held;
-}
-
-// Resume: the masters are the checkpoint's already (loaded from it, a disk
-// stage's as the executor wrote it out); the optimizer states go in
-// as optimizer.load_state() would put them, one disk stage at a time.
-void StreamingExecutor::Impl::load_optimizer_state(const optim::NamedTensors& state) {
-  if (!states_on_disk) return optimizer.load_state(state);
-  // The optimizer's own load validates `state` and takes its step counts and
-  // the host stages' states. Meanwhile every disk stage's state tensor
-  // points at one buffer (the largest one's size) that it overwrites in
-  // turn: their parts are written below.
-  std::vector<const std::vector<Tensor>*> borrowed;
-  size_t largest = 0;
-  for (size_t s : disk_stages) {
-    const StageStates& st = stage_states[s];
-    for (size_t k = 0; k < st.handles.size(); ++k) {
-      if (st.master[k]) continue;
-      borrowed.push_back(&st.handles[k]);
-      largest = std::max(largest, st.handles[k].front().nbytes());
-    }
-  }
-  const Tensor buffer = Tensor::empty({static_cast<int64_t>(largest)}, DType::U8);
-  for (const auto* h : borrowed) point_at(*h, buffer.storage());
-  try {
-    optimizer.load_state(state);
-  } catch (...) {
-    for (const auto* h : borrowed) point_at(*h, nullptr);
-    throw;
-  }
-  for (const auto* h : borrowed) point_at(*h, nullptr);
-  std::map<std::string, const Tensor*> by_name;
-  for (const auto& [name, t] : state) by_name.emplace(name, &t);
-  for (size_t s : disk_stages) {
-    const StageStates& st = stage_states[s];
-    std::map<std::string, Tensor> tensors = read_stage(s);
-    std::vector<Tensor> ordered;
-    for (size_t k = 0; k < st.labels.size(); ++k) {
-      Tensor& t = tensors.at(st.labels[k]);
-      if (!st.master[k]) t.copy_(*by_name.at(st.labels[k]));
-      ordered.push_back(t);
-    }
-    state_queue
-        .enqueue([&] {
-          state_file->write(static_cast<int>(s), model.stages()[s]->name(), st.labels, ordered);
-        })
-        .get();
-  }
 }
 
 }  // namespace lt::exec

@@ -26,6 +26,7 @@
 #include "support/errors.h"
 #include "support/fixture_models.h"
 #include "support/random_batch.h"
+#include "support/state_files.h"
 #include "train/train_helpers.h"
 
 namespace lt::exec {
@@ -33,22 +34,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using lt::testing::bytes_of;
+using lt::testing::flip_byte;
+
 using train::testing::TempDir;
-
-void flip_byte(const std::string& path, int64_t offset) {
-  const int fd = ::open(path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0) << path;
-  unsigned char b = 0;
-  ASSERT_EQ(1, ::pread(fd, &b, 1, offset));
-  b ^= 0x10;
-  ASSERT_EQ(1, ::pwrite(fd, &b, 1, offset));
-  ::close(fd);
-}
-
-std::vector<unsigned char> bytes_of(const Tensor& t) {
-  const auto* p = static_cast<const unsigned char*>(t.data_ptr());
-  return {p, p + t.nbytes()};
-}
 
 TEST(StageStateFile, RoundTripsEveryStageOnBothBackends) {
   for (bool force_threads : {false, true}) {
@@ -130,14 +119,6 @@ models::CausalLM llama(int layers) {
   return testing::random_fixture_model("llama", layers);
 }
 
-std::vector<std::vector<data::Batch>> batches(int steps, int64_t vocab) {
-  Generator gen(9);
-  std::vector<std::vector<data::Batch>> out(static_cast<size_t>(steps));
-  for (auto& step : out)
-    for (int m = 0; m < 2; ++m) step.push_back(lt::testing::random_token_batch(gen, 2, 9, vocab));
-  return out;
-}
-
 struct Result {
   std::vector<double> losses;
   std::vector<std::vector<unsigned char>> params, states;
@@ -214,7 +195,7 @@ void expect_same(const Result& want, const Result& got) {
 
 TEST(StreamingStates, DiskGivesTheHostRunBitForBitOnBothBackends) {
   for (TestOptimizer kind : {AdamW, AdamW8bit}) {
-    const auto data = batches(4, llama(kLayers).config().vocab_size);
+    const auto data = lt::testing::state_test_batches(4, llama(kLayers).config().vocab_size);
     const Result want = reference(kind, data);
     EXPECT_NE(want.losses.front(), want.losses.back());
     for (bool force_threads : {false, true}) {
@@ -245,7 +226,7 @@ TEST(StreamingStates, DiskGivesTheHostRunBitForBitOnBothBackends) {
 // host stages' updates, and the result is the same bit for bit.
 TEST(StreamingStates, SomeStagesOnDiskGiveTheHostRunBitForBit) {
   for (TestOptimizer kind : {AdamW, AdamW8bit}) {
-    const auto data = batches(3, llama(kLayers).config().vocab_size);
+    const auto data = lt::testing::state_test_batches(3, llama(kLayers).config().vocab_size);
     const Result want = reference(kind, data);
     // Stages: embed, blocks 0..2, head. Blocks 1 and 2 and the head on disk
     // (more than the read-ahead), and the embed alone.
@@ -286,7 +267,7 @@ TEST(StreamingStates, SomeStagesOnDiskGiveTheHostRunBitForBit) {
 }
 
 TEST(StreamingStates, ResumeFromSavedStatesContinuesAsUninterrupted) {
-  const auto data = batches(4, llama(kLayers).config().vocab_size);
+  const auto data = lt::testing::state_test_batches(4, llama(kLayers).config().vocab_size);
   const Result want = reference(AdamW8bit, data);
   const TempDir dir("states_resume");
   // Two steps, then what a checkpoint keeps: the weights and state().
@@ -323,7 +304,7 @@ struct UnpipelinedRun {
   explicit UnpipelinedRun(const std::string& name)
       : dir("states_" + name),
         model(llama(kLayers)),
-        data(batches(2, model.config().vocab_size)),
+        data(lt::testing::state_test_batches(2, model.config().vocab_size)),
         opt(testing::test_optimizer(model, AdamW)),
         executor(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}),
                  options(dir.path())) {}
@@ -389,7 +370,7 @@ TEST(StreamingStates, StatesOnDiskLeaveHostMemoryBetweenSteps) {
 // 48-wide norm's: 3 + 27 + 27 = 57 tensors are allocated a step, not 171.
 TEST(StreamingStates, ReadsReuseTheMemoryOfEarlierWriteBacks) {
   constexpr int layers = 6;
-  const auto data = batches(2, llama(layers).config().vocab_size);
+  const auto data = lt::testing::state_test_batches(2, llama(layers).config().vocab_size);
   auto second_step_allocations = [&](bool on_disk) {
     const TempDir dir("states_recycle");
     models::CausalLM model = llama(layers);
@@ -421,7 +402,7 @@ TrainSizes stand_in_sizes() {
 // stand-in's forward a few ms), the forward's waits for them, part of
 // optimizer_s.
 TEST(StreamingStates, TheForwardWaitingForTheDiskIsCounted) {
-  const auto data = batches(3, llama(kLayers).config().vocab_size);
+  const auto data = lt::testing::state_test_batches(3, llama(kLayers).config().vocab_size);
   for (bool on_disk : {false, true}) {
     SCOPED_TRACE(on_disk ? "disk" : "host");
     const TempDir dir("states_waits");
@@ -546,7 +527,7 @@ struct FileSizeLimit {
 // the stage; the scratch file is still removed.
 TEST(StreamingStates, AFailedWriteNamesTheFileTheOperationAndTheStage) {
   const TempDir dir("states_no_space");
-  const auto data = batches(1, llama(kLayers).config().vocab_size);
+  const auto data = lt::testing::state_test_batches(1, llama(kLayers).config().vocab_size);
   models::CausalLM model = llama(kLayers);
   auto opt = testing::test_optimizer(model, AdamW);
   std::string e;
@@ -585,7 +566,7 @@ TEST(StreamingStates, AFailedWriteNamesTheFileTheOperationAndTheStage) {
 // The model outlives its executor: destroyed with every stage on disk and
 // its last updates queued, the executor gives the weights and states back.
 TEST(StreamingStates, TheModelIsWholeAfterTheExecutorGoes) {
-  const auto data = batches(2, llama(kLayers).config().vocab_size);
+  const auto data = lt::testing::state_test_batches(2, llama(kLayers).config().vocab_size);
   const Result want = reference(AdamW8bit, data);
   const TempDir dir("states_teardown");
   models::CausalLM model = llama(kLayers);
