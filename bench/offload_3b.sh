@@ -10,6 +10,8 @@
 #   zenflow15, resident15  the Qwen2.5-1.5B shape (DeepSpeed ZenFlow's peer size)
 #   auto7b     the Qwen2.5-7B shape, adamw8bit, exec.mode auto on the whole GPU, batch 8
 #   stream7b24 the same at exec.device_memory_gb 24, batch 64 (issue 27's third run)
+#   stream7b24prev  stream7b24 with train.clip_with_previous_norm: true (the
+#              updates during the backward, Note [Updates during the backward])
 # Each run is stopped (SIGKILL) once metrics.jsonl has its steps, before the
 # final save. Prints, per run, tokens over wall time across the steps after
 # the first (ZenFlow: after its first window), the median step, the GPU peak
@@ -69,6 +71,9 @@ config streaming 64 1 "  mode: auto
 config auto7b 8 1 "  mode: auto" qwen2.5-7b adamw8bit
 config stream7b24 64 1 "  mode: auto
   device_memory_gb: 24" qwen2.5-7b adamw8bit
+config stream7b24prev 64 1 "  mode: auto
+  device_memory_gb: 24" qwen2.5-7b adamw8bit
+sed -i 's/^  save_every: 0$/&\n  clip_with_previous_norm: true/' "$out/stream7b24prev.yaml"
 config zenflow7b 8 1 "  mode: zenflow
   zenflow:
     topk_ratio: 0.1

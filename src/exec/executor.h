@@ -2,13 +2,17 @@
 // An executor runs one optimizer step: forward and backward over the
 // global batch (as micro-batches), the global gradient norm, clipping and
 // the update. docs/design.md, "Executors".
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "data/batching.h"
 #include "exec/step_stats.h"
 #include "models/causal_lm.h"
+#include "optim/clip.h"
 
 namespace lt::exec {
 
@@ -25,7 +29,25 @@ ExecutorKind parse_executor(const std::string& name, const std::string& where);
 struct StepOptions {
   double lr = 0;             // learning rate for this step
   double max_grad_norm = 0;  // 0 = no clipping
+  // train.clip_with_previous_norm: the update uses the clip factor of
+  // `previous_grad_norm` (the step before's global norm) instead of this
+  // step's, which lets the streaming executor update each stage during the
+  // backward. A non-finite previous norm (the first step, or one after a
+  // skipped step) means none: this step clips with its own norm.
+  bool clip_with_previous_norm = false;
+  double previous_grad_norm = std::numeric_limits<double>::quiet_NaN();
 };
+
+// The clip factor a step's update uses if it is known before the step's
+// own gradient norm: with clip_with_previous_norm, that of the previous
+// norm (or 1 with clipping off); else none (exact clipping waits for the
+// norm).
+inline std::optional<double> clip_scale_before_backward(const StepOptions& options) {
+  if (!options.clip_with_previous_norm) return std::nullopt;
+  if (options.max_grad_norm <= 0) return 1.0;
+  if (!std::isfinite(options.previous_grad_norm)) return std::nullopt;
+  return optim::clip_scale(options.previous_grad_norm, options.max_grad_norm);
+}
 
 class Executor {
  public:

@@ -117,7 +117,12 @@ StepStats ResidentExecutor::step(const std::vector<data::Batch>& micro_batches,
     }
     // The update also writes the bf16 compute copy (the shadows).
     ops::OpProfileScope profile("optimizer adamw", device);
-    optimizer_.step(options.lr, optim::clip_scale(stats.grad_norm, options.max_grad_norm));
+    // train.clip_with_previous_norm: the factor of the step before's norm,
+    // as the streaming executor's updates during the backward use it; the
+    // reference for them.
+    const double scale = clip_scale_before_backward(options).value_or(
+        optim::clip_scale(stats.grad_norm, options.max_grad_norm));
+    optimizer_.step(options.lr, scale);
   }
   // Free gradients between steps.
   for (auto& [name, p] : params_) p.set_grad(Tensor());

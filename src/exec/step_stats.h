@@ -13,6 +13,11 @@ struct StepStats {
   int64_t target_count = 0;  // tokens that counted in the loss
   double grad_norm = 0;      // global L2 norm before clipping
   bool skipped = false;      // non-finite loss or gradient: no update was made
+  // Of a skipped step, the stages the streaming executor had updated during
+  // the backward (train.clip_with_previous_norm) before it met a stage
+  // whose gradient was not finite: those keep their update, that stage and
+  // every later one in backward order were not updated. 0: none was.
+  int64_t stages_updated_before_skip = 0;
   // Seconds, wall clock. `compute` is forward + backward; the exposed_*
   // fields are waits the executor could not hide behind compute (zero for
   // the resident executor, which does everything in order).

@@ -271,6 +271,7 @@ void StreamingExecutor::Impl::copy_out(int stage) {
       std::move(copies),
       [square, views = std::move(views)] { *square = optim::grad_squared_sum(views); },
       "grads " + model.stages()[stage]->name()));
+  if (early) queue_early_update(static_cast<size_t>(stage), downloads.back());
 }
 
 void StreamingExecutor::Impl::run_forward(int stage, bool recompute) {
@@ -363,7 +364,7 @@ void StreamingExecutor::Impl::run_step() {
 }
 
 void StreamingExecutor::Impl::enqueue_updates(double lr, double grad_scale) {
-  if (disk_states) {
+  if (state_file) {
     enqueue_updates_on_disk(lr, grad_scale);
   } else {
     for (size_t s = 0; s < stages.size(); ++s) updated[s] = enqueue_update(s, lr, grad_scale, {});
@@ -379,29 +380,37 @@ void StreamingExecutor::Impl::enqueue_updates(double lr, double grad_scale) {
 
 // Note [A failed update stops the executor]
 Ticket StreamingExecutor::Impl::enqueue_update(size_t s, double lr, double grad_scale,
-                                               Ticket states_read) {
+                                               Ticket states_read, Ticket gradients,
+                                               std::shared_ptr<EarlyStep> early) {
   const StageInfo& info = stages[s];
   std::vector<bool> with_grad(has_grad.begin() + static_cast<int64_t>(info.first),
                               has_grad.begin() + static_cast<int64_t>(info.last));
-  return optimizer_queue.enqueue([this, &info, with_grad, lr, grad_scale, s,
-                                  states_read = std::move(states_read), trace = tracing()] {
-    const std::string& stage = model.stages()[s]->name();
-    try {
-      if (states_read.valid()) state_read_wait_s[s] = wait_seconds(states_read);
-    } catch (...) {
-      update_failed("reading the states of stage '" + stage + "'");
-    }
-    TraceSpan span(trace, "optimizer", "update " + stage);
-    try {
-      for (size_t i = info.first; i < info.last; ++i)
-        if (with_grad[i - info.first]) params[i].set_grad(grad_slabs[i]);
-      optimizer.update(lr, grad_scale, info.first, info.last);
-    } catch (...) {
-      for (size_t i = info.first; i < info.last; ++i) params[i].set_grad(Tensor());
-      update_failed("the optimizer update of stage '" + stage + "'");
-    }
-    for (size_t i = info.first; i < info.last; ++i) params[i].set_grad(Tensor());
-  });
+  return optimizer_queue.enqueue(
+      [this, &info, with_grad, lr, grad_scale, s, states_read = std::move(states_read),
+       gradients = std::move(gradients), early = std::move(early), trace = tracing()] {
+        const std::string& stage = model.stages()[s]->name();
+        try {
+          if (gradients.valid()) gradients.get();
+        } catch (...) {
+          update_failed("copying out the gradients of stage '" + stage + "'");
+        }
+        try {
+          if (states_read.valid()) state_read_wait_s[s] = wait_seconds(states_read);
+        } catch (...) {
+          update_failed("reading the states of stage '" + stage + "'");
+        }
+        if (early && !early_update_goes(*early, s)) return;
+        TraceSpan span(trace, "optimizer", "update " + stage);
+        try {
+          for (size_t i = info.first; i < info.last; ++i)
+            if (with_grad[i - info.first]) params[i].set_grad(grad_slabs[i]);
+          optimizer.update(lr, grad_scale, info.first, info.last);
+        } catch (...) {
+          for (size_t i = info.first; i < info.last; ++i) params[i].set_grad(Tensor());
+          update_failed("the optimizer update of stage '" + stage + "'");
+        }
+        for (size_t i = info.first; i < info.last; ++i) params[i].set_grad(Tensor());
+      });
 }
 
 void StreamingExecutor::Impl::update_failed(const std::string& what) {
@@ -491,7 +500,7 @@ void StreamingExecutor::wait_for_updates() {
 }
 
 StagedStates* StreamingExecutor::sync_staged() {
-  if (!impl_->disk_states) return nullptr;
+  if (!impl_->state_file) return nullptr;
   wait_for_updates();
   return impl_->staged.get();
 }
@@ -508,7 +517,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
                                   const StepOptions& options) {
   Impl& m = *impl_;
   m.rethrow_update_failure();
-  if (m.disk_states && !m.states_on_disk) m.move_all_states(true);
+  if (m.state_file && !m.states_on_disk) m.move_all_states(true);
   if (m.grad_slabs.empty()) m.allocate_grad_slabs();  // released by sync()
   const auto start = Clock::now();
   cpu_allocator().reset_peak();
@@ -541,6 +550,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   }
   // A rank of several with no targets in its shard computes nothing but
   // still takes part in the sums and the update below.
+  const bool updates_early = m.begin_early_updates(options);
   if (!m.chunks.empty()) {
     try {
       auto scope = m.device.compute_scope();
@@ -556,7 +566,9 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
     } catch (...) {
       // Leave the executor usable: no copy in flight, no gradient left behind.
       // An update's failure, met here through a ticket or not, is the error
-      // (Note [A failed update stops the executor]).
+      // (Note [A failed update stops the executor]). Updates queued during
+      // the backward are made (Note [Updates during the backward]).
+      m.abandon_early_updates();
       m.settle_after_error();
       m.rethrow_update_failure();
       throw;
@@ -575,12 +587,16 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   }
   stats.grad_norm = std::sqrt(squares);
 
-  if (!std::isfinite(stats.loss) || !std::isfinite(stats.grad_norm)) {
+  if (updates_early) {
+    m.end_early_updates(stats);  // Note [Updates during the backward]
+  } else if (!std::isfinite(stats.loss) || !std::isfinite(stats.grad_norm)) {
     stats.skipped = true;
   } else {
     m.enqueue_updates(options.lr, optim::clip_scale(stats.grad_norm, options.max_grad_norm));
     // Note [Overlapped all-gathers]; shared weights need no gather.
     if (m.options.zero && !m.options.zero->shares_weights()) m.defer_gathers();
+  }
+  if (updates_early || !stats.skipped) {
     if (!m.options.overlap_optimizer) {
       const auto t0 = Clock::now();
       m.wait_updates_quietly();

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
-#include "exec/stage_states_on_disk.h"
+#include "exec/stage_state_file.h"
 #include "exec/staged_states.h"
 #include "exec/streaming.h"
 #include "exec/trace.h"
@@ -144,19 +144,30 @@ struct StreamingExecutor::Impl {
     double read_s = 0, write_s = 0;
   };
   std::vector<StateIo> state_io;
-  // Per parameter: the host tensor load() uploads: the master, or for a
-  // disk stage disk_states->upload_source().
+  struct StageStates {
+    std::vector<std::string> labels;           // per state: "<param>" or "<param>.<state>"
+    std::vector<std::vector<Tensor>> handles;  // per state: every handle of its memory
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
+    std::vector<bool> master;  // per state: a parameter's master (else an optimizer state)
+  };
+  std::vector<StageStates> stage_states;  // per stage; empty for those kept in host memory
+  // Per parameter: the host tensor load() uploads: the master, or with
+  // states on disk a copy in the compute dtype that stays in host memory.
   std::vector<Tensor> upload_sources;
-  bool states_on_disk = false;  // compute thread; every disk stage evicted between steps
+  std::vector<bool> refreshed_uploads;  // per parameter: ours, copied before each eviction
+  bool states_on_disk = false;          // compute thread; every disk stage evicted between steps
+  // Memory of evicted disk stages that this step's later reads reuse (Note
+  // [Recycled state memory]); states thread only, empty between steps.
+  std::vector<std::shared_ptr<Storage>> spare_state_memory;
+  // sync_staged()'s answer over the disk stages (exec/staged_states.h).
+  class StagedStatesOf;
+  std::unique_ptr<StagedStates> staged;
 
   // Workers Impl owns: last, so they stop first.
-  std::unique_ptr<DiskSpill> disk;  // when the schedule places a boundary on disk
-  // When disk_stages is not empty; its file I/O runs on state_queue,
-  // which stops (running what is queued) before it goes.
-  std::unique_ptr<StageStatesOnDisk> disk_states;
-  WorkQueue state_queue{"states"};
-  // sync_staged()'s answer over the disk stages (exec/staged_states.h).
-  std::unique_ptr<StagedStates> staged;
+  std::unique_ptr<DiskSpill> disk;             // when the schedule places a boundary on disk
+  std::unique_ptr<StageStateFile> state_file;  // when disk_stages is not empty
+  WorkQueue state_queue{"states"};             // reads and writes of state_file
   WorkQueue optimizer_queue{"optimizer"};
 
   // ---- streaming.cpp ----
@@ -209,14 +220,37 @@ struct StreamingExecutor::Impl {
   size_t gathers_started = 0, gathers_finished = 0;  // stages, in order
   // Queues this step's update, stage by stage, then finish_step().
   void enqueue_updates(double lr, double grad_scale);
-  // Stage s's update, once `states_read` (if valid) has completed.
-  Ticket enqueue_update(size_t s, double lr, double grad_scale, Ticket states_read);
+  struct EarlyStep;
+  // Stage s's update, once `states_read` and `gradients` (if valid) have
+  // completed; with `early`, only if early_update_goes().
+  Ticket enqueue_update(size_t s, double lr, double grad_scale, Ticket states_read,
+                        Ticket gradients = {}, std::shared_ptr<EarlyStep> early = nullptr);
+
+  // ---- streaming_early_updates.cpp (Note [Updates during the backward]) ----
+  std::shared_ptr<EarlyStep> early;  // this step's, from its start to its end; else null
+  // step(), before the stage uses: whether this step updates during the
+  // backward (the clip factor is known), and if so, sets `early` up.
+  bool begin_early_updates(const StepOptions& step_options);
+  // copy_out(s): queues stage s's update behind `gradients` (its download),
+  // with a disk stage's read and the write-back of the disk stage before.
+  void queue_early_update(size_t s, const Ticket& gradients);
+  void write_back_early(size_t j);  // of the j-th disk stage in backward order
+  // Optimizer thread, before stage s's update: whether it is made.
+  bool early_update_goes(EarlyStep& step, size_t s);
+  // step(), after the downloads and the norm: the last write-back,
+  // finish_step(), and the step's outcome into `st`.
+  void end_early_updates(StepStats& st);
+  // A step that throws: the last queued disk stage's write-back (so every
+  // disk stage is on disk again), and `early` dropped; never throws.
+  void abandon_early_updates() noexcept;
 
   // ---- streaming_states.cpp (Note [Stage states on disk]) ----
   void setup_state_placement();
-  // State thread: disk_states' load and evict, counted in state_io.
-  void load_states(size_t stage);
+  void load_states(size_t stage);  // state thread: file -> fresh or recycled host memory
+  // State thread: host memory -> file, then freed, or with `recycle` kept
+  // for a later read of this step (Note [Recycled state memory]).
   void evict_states(size_t stage, bool recycle = false);
+  Tensor state_memory(const Shape& shape, DType dtype);  // state thread
   // Every disk stage's states to disk (to_disk: before a step, the first one or
   // after a sync()) or back into host memory (sync(): for a checkpoint or an
   // evaluation; the next step sends them out again).
@@ -233,6 +267,7 @@ struct StreamingExecutor::Impl {
   bool stage_on_disk(size_t stage) const;
   std::map<std::string, Tensor> read_stage(size_t stage);
   std::shared_ptr<void> bring_in_weights(size_t stage);
+  void load_optimizer_state(const optim::NamedTensors& state);
   // The host gradient slabs, one per parameter (zeroed); and their release
   // while every stage's states are read back (sync()), so that host memory
   // holds the states or the slabs, not both; the next step allocates them

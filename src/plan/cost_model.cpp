@@ -232,10 +232,11 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   // the head's own (a final norm and an untied lm_head); their forward
   // times: ~0, rho, head.
   std::vector<StageUpdate> stages;
-  const auto add_stage = [&](double params, double forward_s) {
+  const auto add_stage = [&](double params, double forward_s, double backward_s) {
     StageUpdate st;
     st.update_s = params / params_per_s;
     st.forward_s = forward_s;
+    st.backward_s = backward_s;
     const size_t s = stages.size();
     st.on_disk = s < m.sizes.states_on_disk.size() && m.sizes.states_on_disk[s];
     if (st.on_disk) {
@@ -246,16 +247,19 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
     }
     stages.push_back(st);
   };
-  add_stage(static_cast<double>(exec::embed_parameters(m.config)), 0.0);
-  for (int j = 0; j < L; ++j) add_stage(block_params, m.block_forward_s);
-  add_stage(static_cast<double>(exec::head_parameters(m.config)), m.head_forward_s);
-  const UpdatePipeline pipeline = predict_update_pipeline(stages);
+  add_stage(static_cast<double>(exec::embed_parameters(m.config)), 0.0, m.embed_s);
+  for (int j = 0; j < L; ++j) add_stage(block_params, m.block_forward_s, m.block_backward_s);
+  add_stage(static_cast<double>(exec::head_parameters(m.config)), m.head_forward_s, m.head_step_s);
+  const auto pipeline_of = [&](const std::vector<StageUpdate>& s) {
+    return m.updates_during_backward ? predict_update_pipeline_during_backward(s)
+                                     : predict_update_pipeline(s);
+  };
+  const UpdatePipeline pipeline = pipeline_of(stages);
   p.optimizer_s = pipeline.exposed_s;
   p.state_disk_busy_s = pipeline.disk_busy_s;
   if (pipeline.disk_busy_s > 0) {
     for (StageUpdate& st : stages) st.on_disk = false;
-    p.exposed_state_disk_s =
-        std::max(0.0, p.optimizer_s - predict_update_pipeline(stages).exposed_s);
+    p.exposed_state_disk_s = std::max(0.0, p.optimizer_s - pipeline_of(stages).exposed_s);
   }
   p.step_s =
       p.compute_s + p.recompute_s + p.exposed_weights_s + p.exposed_activations_s + p.optimizer_s;

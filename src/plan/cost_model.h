@@ -21,6 +21,10 @@ struct CostModel {
   exec::TrainSizes sizes;
   int64_t chunk_sequences = 0;  // sequences per chunk (0: the whole batch)
   int max_recompute = 8;
+  // train.clip_with_previous_norm: the CPU updates (and the disk stages'
+  // state traffic) start during the backward, as each stage's gradients
+  // land (predict_update_pipeline_during_backward).
+  bool updates_during_backward = false;
 
   // Derived by make_cost_model, whole batch, from the profile's measured
   // stage_times when they are for this model and seq_len, else from FLOPs.

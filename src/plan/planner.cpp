@@ -99,6 +99,7 @@ std::vector<Candidate> candidates_for(const models::ModelConfig& config, const H
   const auto make = [&](int64_t m) {
     Candidate c;
     c.model = make_cost_model(config, hw, sizes, m, o.max_recompute);
+    c.model.updates_during_backward = o.updates_during_backward;
     c.room = activation_room(c.model);
     return c;
   };

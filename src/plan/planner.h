@@ -29,7 +29,8 @@ struct PlanOptions {
   // exec::TrainSizes::states_on_disk: stages whose masters and optimizer
   // states live on disk (plan/state_placement.h); empty: none.
   std::vector<bool> states_on_disk;
-  bool f32_weight_uploads = false;  // exec::TrainSizes::f32_weight_uploads
+  bool f32_weight_uploads = false;       // exec::TrainSizes::f32_weight_uploads
+  bool updates_during_backward = false;  // CostModel::updates_during_backward
 };
 
 struct Shortage {

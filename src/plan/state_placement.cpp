@@ -102,6 +102,46 @@ UpdatePipeline predict_update_pipeline(const std::vector<StageUpdate>& stages) {
   return out;
 }
 
+UpdatePipeline predict_update_pipeline_during_backward(const std::vector<StageUpdate>& stages) {
+  const size_t n = stages.size();
+  std::vector<double> land(n, 0), ready(n, 0), update_done(n, 0);
+  double backward_end = 0;
+  for (size_t s = n; s-- > 0;) land[s] = backward_end += stages[s].backward_s;
+  UpdatePipeline out;
+  double disk_free = 0, optimizer_free = 0, updates = 0;
+  std::vector<size_t> disk;  // disk stages whose update has been simulated, backward order
+  const auto write_back = [&](size_t d) {
+    disk_free = std::max(disk_free, update_done[d]) + stages[d].write_s;
+    ready[d] = disk_free;
+    out.disk_busy_s += stages[d].write_s;
+  };
+  for (size_t s = n; s-- > 0;) {
+    double start = std::max(optimizer_free, land[s]);
+    if (stages[s].on_disk) {
+      // R(s) is queued as its backward ends, behind W of the disk stage two
+      // before it, which was queued with the read of the one before it.
+      if (disk.size() >= 2) write_back(disk[disk.size() - 2]);
+      disk_free = std::max(disk_free, land[s]) + stages[s].read_s;
+      out.disk_busy_s += stages[s].read_s;
+      start = std::max(start, disk_free);
+      disk.push_back(s);
+    }
+    optimizer_free = update_done[s] = start + stages[s].update_s;
+    updates += stages[s].update_s;
+    if (!stages[s].on_disk) ready[s] = update_done[s];
+  }
+  if (disk.size() >= 2) write_back(disk[disk.size() - 2]);
+  if (!disk.empty()) write_back(disk.back());
+  double forward_end = backward_end, forwards = 0;
+  for (size_t s = 0; s < n; ++s) {
+    forward_end = std::max(forward_end, ready[s]) + stages[s].forward_s;
+    forwards += stages[s].forward_s;
+  }
+  const double compute = backward_end + forwards;
+  out.exposed_s = std::max({forward_end - compute, updates - compute, out.disk_busy_s - compute});
+  return out;
+}
+
 StateTraffic state_traffic(const models::ModelConfig& config, const exec::TrainSizes& sizes) {
   StateTraffic t;
   for (size_t s = 0; s < sizes.states_on_disk.size(); ++s) {

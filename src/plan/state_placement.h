@@ -63,6 +63,9 @@ struct StageUpdate {
   double read_s = 0;     // reading its states from disk (0: in host memory)
   double write_s = 0;    // writing them back
   bool on_disk = false;
+  // Its backward in this step (the head: its whole step): with updates
+  // during the backward, its gradients land when it ends.
+  double backward_s = 0;
 };
 
 struct UpdatePipeline {
@@ -72,6 +75,15 @@ struct UpdatePipeline {
   double disk_busy_s = 0;  // the state thread's reads and writes, all of them
 };
 UpdatePipeline predict_update_pipeline(const std::vector<StageUpdate>& stages);
+// The same with train.clip_with_previous_norm (Note [Updates during the
+// backward], exec/streaming_early_updates.cpp): each stage's update is
+// queued when its backward ends, in backward order, a disk stage's read
+// then too, on the states thread in the order R(e0) R(e1) W(e0) R(e2)
+// W(e1) ... for the disk stages e0 > e1 > ...; the next forward starts
+// when the backward ends. Exposed is also at least what the optimizer or
+// the disk does a step beyond the step's compute (the step cannot be
+// shorter than either thread's work).
+UpdatePipeline predict_update_pipeline_during_backward(const std::vector<StageUpdate>& stages);
 
 // The bytes of states one step moves: each disk stage read once and
 // written once.

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -147,6 +149,8 @@ void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,
                         {"draws", state.sampler.draws}}},
                       {"consecutive_bad_steps", state.consecutive_bad_steps},
                       {"saved_at_ns", now_ns}};
+  // JSON has no NaN: a norm that is none is left out.
+  if (std::isfinite(state.previous_grad_norm)) j["previous_grad_norm"] = state.previous_grad_norm;
   write_text(dir / kStateFile, j.dump(1) + "\n");
 }
 
@@ -248,6 +252,8 @@ CheckpointContents read_checkpoint(const fs::path& dir) {
     // Written since data.sources; a checkpoint from before has one source.
     c.state.sampler.draws = j.at("sampler").value("draws", uint64_t{0});
     c.state.consecutive_bad_steps = j.value("consecutive_bad_steps", int64_t{0});
+    c.state.previous_grad_norm =
+        j.value("previous_grad_norm", std::numeric_limits<double>::quiet_NaN());
   } catch (const nlohmann::json::exception& e) {
     fail((dir / kStateFile).string(), ": malformed training state (", e.what(), ")");
   }

@@ -14,6 +14,7 @@
 // order checkpoints by when they were saved, not by step number, so a run
 // resumed from an earlier step keeps its own newest saves.
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ struct TrainerState {
   int64_t step = 0;  // optimizer steps completed
   data::SamplerState sampler;
   int64_t consecutive_bad_steps = 0;
+  // The global gradient norm of the last step (NaN: none, or it was
+  // skipped): train.clip_with_previous_norm clips the next step with it, so
+  // a resumed run clips as the uninterrupted one.
+  double previous_grad_norm = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct CheckpointContents {

@@ -244,6 +244,7 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"train.grad_accum", integer(c.train.grad_accum)},
       {"train.seq_len", integer(c.train.seq_len)},
       {"train.grad_clip", number(c.train.grad_clip)},
+      {"train.clip_with_previous_norm", boolean(c.train.clip_with_previous_norm)},
       {"train.seed", unsigned_integer(c.train.seed)},
       {"train.device", str(c.train.device)},
       {"train.dtype", str(c.train.dtype)},

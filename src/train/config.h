@@ -50,6 +50,11 @@ struct TrainConfig {
     int64_t grad_accum = 1;  // micro-batches per step; batch_size % grad_accum == 0
     int64_t seq_len = 512;
     double grad_clip = 1.0;  // max global norm; 0 = off
+    // Clip step t's update with step t-1's global norm (its clip_scale)
+    // instead of its own, so that the streaming executor can update each
+    // stage as its gradients land, during the backward; the first step (and
+    // the one after a skipped step) clips exactly. false: exact clipping.
+    bool clip_with_previous_norm = false;
     uint64_t seed = 0;
     std::string device = "auto";  // auto|cpu|cuda
     // Compute type; master weights stay f32. auto: bf16 on cuda (what the

@@ -164,6 +164,8 @@ nlohmann::json step_json(int64_t step, const exec::StepStats& s, double lr, doub
   if (s.states_read_s > 0) j["states_read_gbps"] = s.states_read_bytes / 1e9 / s.states_read_s;
   if (s.states_write_s > 0) j["states_write_gbps"] = s.states_write_bytes / 1e9 / s.states_write_s;
   if (s.skipped) j["skipped"] = true;  // absent: the update was made
+  if (s.stages_updated_before_skip > 0)
+    j["stages_updated_before_skip"] = s.stages_updated_before_skip;
   if (predicted_step_s > 0) j["predicted_step_s"] = predicted_step_s;
   nlohmann::json peak = nlohmann::json::object();
   for (const auto& [space, bytes] : s.peak_bytes) peak[space] = bytes;

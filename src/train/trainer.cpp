@@ -6,6 +6,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -99,13 +100,13 @@ optim::AdamWOptions adamw_options(const TrainConfig& c) {
 
 // optim.name's optimizer over the model's parameters (where they live: the
 // optimizer's states follow them). The states of the stages the plan puts
-// on disk are made without memory: the streaming executor makes them a
-// stage at a time as it writes them out (Note [Stage states on disk]).
+// on disk are made without memory: the executor (streaming, offload) makes
+// them a stage at a time as it writes them out (Note [Stage states on disk]).
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const RunPlan& plan,
                                                  const models::CausalLM& model, ProgressBar& log) {
   const optim::AdamWOptions adam = adamw_options(c);
   const std::vector<bool> without_memory =
-      plan.executor == exec::ExecutorKind::Streaming
+      plan.executor != exec::ExecutorKind::Resident
           ? exec::flags_per_parameter(model, plan.sizes.states_on_disk)
           : std::vector<bool>{};
   if (plan.optimizer == exec::OptimizerStates::Fp32)
@@ -262,10 +263,16 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
     o.no_decay = c.optim.no_decay;
     o.ranks = ranks;
     o.zero = zero;
+    o.states_on_disk = plan.sizes.states_on_disk;
+    o.state_file.directory = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
+    o.read_states_back_at_end = false;  // as the streaming executor's, below
     return std::make_unique<exec::OffloadExecutor>(
         model, optimizer, make_device(c, plan, model, optimizer, shared, pinned_apart),
         std::move(o));
   }
+  LT_CHECK(!ranks || !c.train.clip_with_previous_norm,
+           "train.clip_with_previous_norm: the streaming executor updates during the backward in "
+           "one process only, so far; set it to false for a run of several processes");
   exec::StreamingOptions options;
   options.schedule = plan.schedule;
   options.states_on_disk = plan.sizes.states_on_disk;
@@ -603,9 +610,14 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
     return;
   }
   ++r.state.consecutive_bad_steps;
-  bar.message(
-      fmt::format("step {}: non-finite loss or gradient (loss {}, grad norm {}); update skipped",
-                  r.state.step, stats.loss, stats.grad_norm));
+  bar.message(fmt::format(
+      "step {}: non-finite loss or gradient (loss {}, grad norm {}); update skipped{}",
+      r.state.step, stats.loss, stats.grad_norm,
+      stats.stages_updated_before_skip == 0
+          ? std::string()
+          : fmt::format(" from the first stage with a non-finite gradient on ({} stages were "
+                        "updated during the backward before it: train.clip_with_previous_norm)",
+                        stats.stages_updated_before_skip)));
   if (r.state.consecutive_bad_steps >= r.config.train.max_bad_steps) {
     bar.finish();
     fail("stopping: ", r.state.consecutive_bad_steps,
@@ -694,7 +706,12 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     exec::StepOptions step_options;
     step_options.lr = optim::lr_at(r.lr_schedule, r.state.step);
     step_options.max_grad_norm = c.train.grad_clip;
+    step_options.clip_with_previous_norm = c.train.clip_with_previous_norm;
+    step_options.previous_grad_norm = r.state.previous_grad_norm;
     const exec::StepStats stats = r.executor->step(micro, step_options);
+    // A skipped step leaves no norm to clip the next one with.
+    r.state.previous_grad_norm =
+        stats.skipped ? std::numeric_limits<double>::quiet_NaN() : stats.grad_norm;
 
     nlohmann::json line =
         step_json(r.state.step, stats, step_options.lr, params, r.plan.predicted_step_s);

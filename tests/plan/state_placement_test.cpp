@@ -94,6 +94,72 @@ TEST(StatePlacement, TheCostModelAddsTheDiskToTheOptimizer) {
   EXPECT_EQ(h.state_disk_busy_s, 0);
 }
 
+// train.clip_with_previous_norm: updates queued as each stage's backward
+// ends (backward order: head, block, embed). Stages embed, block, head:
+// backwards 0, 2, 1; updates 0.5 each; forwards 0, 1, 1. Gradients land at
+// 1 (head), 3 (block), 3 (embed). U(head) [1, 1.5], U(block) [3, 3.5],
+// U(embed) [3.5, 4]. The next forward starts at 3: embed waits to 4 (ends
+// 4), block [4, 5], head [5, 6]: 6 - (3 + 2) = 1 s exposed, the embed's
+// update alone. After the backward (predict_update_pipeline) all three
+// would run then: embed [0, 0.5], block ready 1, head 1.5; forwards end at
+// 0.5, 2, 3: also 1 s exposed (the embed's 0.5 and the block's).
+TEST(StatePlacement, UpdatesDuringTheBackwardByHand) {
+  std::vector<StageUpdate> stages = {
+      {0.5, 0, 0, 0, false, 0}, {0.5, 1, 0, 0, false, 2}, {0.5, 1, 0, 0, false, 1}};
+  EXPECT_DOUBLE_EQ(predict_update_pipeline_during_backward(stages).exposed_s, 1);
+  // Longer updates: 2 s each. After the backward: U [0,2] [2,4] [4,6];
+  // forwards end 2, 5, 7: 5 s exposed. During it: U(head) [1,3], U(block)
+  // [3,5], U(embed) [5,7]; the forward from 7: 9 - 5 = 4 s exposed.
+  for (StageUpdate& st : stages) st.update_s = 2;
+  EXPECT_DOUBLE_EQ(predict_update_pipeline(stages).exposed_s, 5);
+  EXPECT_DOUBLE_EQ(predict_update_pipeline_during_backward(stages).exposed_s, 4);
+}
+
+// Four stages, the last three on disk (read 1, write 1, update 0.5),
+// backwards 0 (embed), 1, 1, 1 (head), forwards 0, 1, 1, 1. Land: head 1,
+// block 1 at 2, block 0 at 3, embed 3. States thread, in backward order:
+// R(3) [1,2]; U(3) [2,2.5]; R(2) [2,3]; W(3) [3,4]; U(2) [3,3.5]; R(1)
+// [4,5]; W(2) [5,6]; U(1) [5,5.5]; W(1) [6,7]; U(0) [5.5,6] (host; it
+// lands at 3 but waits behind U(1) on the optimizer thread). The forward
+// from 3: embed waits to 6, block 0 waits for W(1): [7,8], block 1 [8,9],
+// head [9,10]: 10 - (3 + 3) = 4 s exposed; the disk worked 6 s.
+TEST(StatePlacement, DiskStagesDuringTheBackwardByHand) {
+  const std::vector<StageUpdate> stages = {{0.5, 0, 0, 0, false, 0},
+                                           {0.5, 1, 1, 1, true, 1},
+                                           {0.5, 1, 1, 1, true, 1},
+                                           {0.5, 1, 1, 1, true, 1}};
+  const UpdatePipeline p = predict_update_pipeline_during_backward(stages);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 4);
+  EXPECT_DOUBLE_EQ(p.disk_busy_s, 6);
+  // A disk slower than the step: at least its work beyond the compute.
+  std::vector<StageUpdate> slow = stages;
+  for (StageUpdate& st : slow) st.read_s = st.write_s = st.on_disk ? 5 : 0;
+  EXPECT_GE(predict_update_pipeline_during_backward(slow).exposed_s, 30 - 6);
+}
+
+// The cost model with the option: the prediction uses the pipeline during
+// the backward, and for these sizes (updates as long as the blocks'
+// backward) exposes less of the optimizer than after the backward.
+TEST(StatePlacement, TheCostModelPricesUpdatesDuringTheBackward) {
+  HardwareProfile hw;
+  hw.gpu_tflops = 1e-6;
+  hw.cpu_adam_gparams_per_s = 1e-5;  // a block's update ~3.7 s
+  hw.host_mem_gbps = 1e9;
+  exec::TrainSizes sizes{2, 8};
+  const models::ModelConfig c = testing::tiny_llama();
+  CostModel after = make_cost_model(c, hw, sizes, 0, 4);
+  CostModel during = after;
+  during.updates_during_backward = true;
+  PlanSolution kept;
+  kept.feasible = true;
+  kept.placements.assign(3, exec::Placement::Gpu);
+  const StepPrediction a = predict_step(after, build_instance(after), kept);
+  const StepPrediction d = predict_step(during, build_instance(during), kept);
+  EXPECT_GT(a.optimizer_s, 0);
+  EXPECT_LT(d.optimizer_s, a.optimizer_s);
+  EXPECT_NEAR(a.step_s - d.step_s, a.optimizer_s - d.optimizer_s, 1e-9);
+}
+
 TEST(StatePlacement, TrafficIsEachDiskStageReadAndWrittenOnce) {
   exec::TrainSizes sizes{2, 8};
   sizes.optimizer = exec::OptimizerStates::EightBit;
