@@ -364,7 +364,7 @@ void StreamingExecutor::Impl::run_step() {
 }
 
 void StreamingExecutor::Impl::enqueue_updates(double lr, double grad_scale) {
-  if (state_file) {
+  if (disk_states) {
     enqueue_updates_on_disk(lr, grad_scale);
   } else {
     for (size_t s = 0; s < stages.size(); ++s) updated[s] = enqueue_update(s, lr, grad_scale, {});
@@ -500,7 +500,7 @@ void StreamingExecutor::wait_for_updates() {
 }
 
 StagedStates* StreamingExecutor::sync_staged() {
-  if (!impl_->state_file) return nullptr;
+  if (!impl_->disk_states) return nullptr;
   wait_for_updates();
   return impl_->staged.get();
 }
@@ -517,7 +517,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
                                   const StepOptions& options) {
   Impl& m = *impl_;
   m.rethrow_update_failure();
-  if (m.state_file && !m.states_on_disk) m.move_all_states(true);
+  if (m.disk_states && !m.states_on_disk) m.move_all_states(true);
   if (m.grad_slabs.empty()) m.allocate_grad_slabs();  // released by sync()
   const auto start = Clock::now();
   cpu_allocator().reset_peak();

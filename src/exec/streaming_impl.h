@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
-#include "exec/stage_state_file.h"
+#include "exec/stage_states_on_disk.h"
 #include "exec/staged_states.h"
 #include "exec/streaming.h"
 #include "exec/trace.h"
@@ -144,30 +144,19 @@ struct StreamingExecutor::Impl {
     double read_s = 0, write_s = 0;
   };
   std::vector<StateIo> state_io;
-  struct StageStates {
-    std::vector<std::string> labels;           // per state: "<param>" or "<param>.<state>"
-    std::vector<std::vector<Tensor>> handles;  // per state: every handle of its memory
-    std::vector<Shape> shapes;
-    std::vector<DType> dtypes;
-    std::vector<bool> master;  // per state: a parameter's master (else an optimizer state)
-  };
-  std::vector<StageStates> stage_states;  // per stage; empty for those kept in host memory
-  // Per parameter: the host tensor load() uploads: the master, or with
-  // states on disk a copy in the compute dtype that stays in host memory.
+  // Per parameter: the host tensor load() uploads: the master, or for a
+  // disk stage disk_states->upload_source().
   std::vector<Tensor> upload_sources;
-  std::vector<bool> refreshed_uploads;  // per parameter: ours, copied before each eviction
-  bool states_on_disk = false;          // compute thread; every disk stage evicted between steps
-  // Memory of evicted disk stages that this step's later reads reuse (Note
-  // [Recycled state memory]); states thread only, empty between steps.
-  std::vector<std::shared_ptr<Storage>> spare_state_memory;
-  // sync_staged()'s answer over the disk stages (exec/staged_states.h).
-  class StagedStatesOf;
-  std::unique_ptr<StagedStates> staged;
+  bool states_on_disk = false;  // compute thread; every disk stage evicted between steps
 
   // Workers Impl owns: last, so they stop first.
-  std::unique_ptr<DiskSpill> disk;             // when the schedule places a boundary on disk
-  std::unique_ptr<StageStateFile> state_file;  // when disk_stages is not empty
-  WorkQueue state_queue{"states"};             // reads and writes of state_file
+  std::unique_ptr<DiskSpill> disk;  // when the schedule places a boundary on disk
+  // When disk_stages is not empty; its file I/O runs on state_queue,
+  // which stops (running what is queued) before it goes.
+  std::unique_ptr<StageStatesOnDisk> disk_states;
+  WorkQueue state_queue{"states"};
+  // sync_staged()'s answer over the disk stages (exec/staged_states.h).
+  std::unique_ptr<StagedStates> staged;
   WorkQueue optimizer_queue{"optimizer"};
 
   // ---- streaming.cpp ----
@@ -246,11 +235,9 @@ struct StreamingExecutor::Impl {
 
   // ---- streaming_states.cpp (Note [Stage states on disk]) ----
   void setup_state_placement();
-  void load_states(size_t stage);  // state thread: file -> fresh or recycled host memory
-  // State thread: host memory -> file, then freed, or with `recycle` kept
-  // for a later read of this step (Note [Recycled state memory]).
+  // State thread: disk_states' load and evict, counted in state_io.
+  void load_states(size_t stage);
   void evict_states(size_t stage, bool recycle = false);
-  Tensor state_memory(const Shape& shape, DType dtype);  // state thread
   // Every disk stage's states to disk (to_disk: before a step, the first one or
   // after a sync()) or back into host memory (sync(): for a checkpoint or an
   // evaluation; the next step sends them out again).
@@ -267,7 +254,6 @@ struct StreamingExecutor::Impl {
   bool stage_on_disk(size_t stage) const;
   std::map<std::string, Tensor> read_stage(size_t stage);
   std::shared_ptr<void> bring_in_weights(size_t stage);
-  void load_optimizer_state(const optim::NamedTensors& state);
   // The host gradient slabs, one per parameter (zeroed); and their release
   // while every stage's states are read back (sync()), so that host memory
   // holds the states or the slabs, not both; the next step allocates them
