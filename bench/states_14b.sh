@@ -8,7 +8,9 @@
 # (its f32 masters and 8-bit states, ~88 GB, plus pinned bf16 weights and
 # gradients, ~59 GB, do not fit the host; without the bf16 copies, 118 GB
 # do). LT_BENCH_HOST_GB caps the host memory (exec.host_memory_gb), so that
-# some stages go to disk all the same.
+# some stages go to disk all the same. LT_BENCH_PREV_NORM=true sets
+# train.clip_with_previous_norm (updates and state traffic during the
+# backward, Note [Updates during the backward]).
 #   1. `lazytrain profile` of the disk under DISK_DIR (read and write GB/s);
 #   2. `lazytrain plan --config` (where each stage's states live, the disk
 #      traffic and the predicted step);
@@ -70,6 +72,7 @@ train:
   device: cuda
   dtype: bf16
   save_every: 0
+  clip_with_previous_norm: ${LT_BENCH_PREV_NORM:-false}
 optim:
   name: adamw8bit
   lr: 1.0e-5
