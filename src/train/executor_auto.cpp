@@ -58,6 +58,11 @@ std::vector<ExecutorCandidate> whole_model_candidates(const TrainConfig& c,
             : plan::predict_offload(cost);
     e.step_s = t.step_s;
     e.detail = describe(t) + (zen ? fmt::format(" (topk {}, window {})", topk, window) : "");
+    // Their updates do not clip with the previous norm (run_plan.cpp).
+    if (c.train.clip_with_previous_norm) {
+      e.fits = false;
+      e.detail += " (not with train.clip_with_previous_norm)";
+    }
     out.push_back(e);
   }
   return out;

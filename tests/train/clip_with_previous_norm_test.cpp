@@ -7,6 +7,8 @@
 
 #include "support/errors.h"
 #include "train/checkpoint.h"
+#include "train/executor_auto.h"
+#include "train/executor_choice.h"
 #include "train/run_plan.h"
 #include "train_helpers.h"
 
@@ -71,6 +73,34 @@ TEST(ClipWithPreviousNorm, OffloadAndZenFlowRefuseItByName) {
         fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "out",
                        {"train.clip_with_previous_norm=true", std::string("exec.mode=") + mode}),
         model);
+}
+
+// exec.mode auto never picks an executor that would refuse the key: with a
+// device that holds ZenFlow's count but not resident's (where auto picks
+// ZenFlow without the option), ZenFlow and offload are marked as not
+// fitting, and the run streams.
+TEST(ClipWithPreviousNorm, ModeAutoLeavesOffloadAndZenFlowOut) {
+  TempDir tmp("clip_previous_auto");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 2);
+  const models::ModelConfig model =
+      models::ModelConfig::from_file(fixture("llama") / "config.json");
+  const auto config = [&](std::vector<std::string> overrides) {
+    overrides.insert(overrides.begin(), {"train.batch_size=8", "train.grad_accum=2"});
+    return fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "out", overrides);
+  };
+  const auto all = whole_model_candidates(config({}), model, Device::cpu(),
+                                          choose_for_run(config({}), model, Device::cpu()));
+  ASSERT_EQ(all.size(), 3u);
+  const double gb = static_cast<double>(all[0].gpu_bytes + all[1].gpu_bytes) / 2 / 1e9;
+  const std::string capped = "exec.device_memory_gb=" + std::to_string(gb);
+  const TrainConfig on = config({capped, "train.clip_with_previous_norm=true"});
+  for (const ExecutorCandidate& e :
+       whole_model_candidates(on, model, Device::cpu(), choose_for_run(on, model, Device::cpu())))
+    if (e.executor != exec::ExecutorKind::Resident) {
+      EXPECT_FALSE(e.fits) << exec::executor_name(e.executor);
+      EXPECT_NE(e.detail.find("train.clip_with_previous_norm"), std::string::npos) << e.detail;
+    }
+  EXPECT_EQ(resolve_run(on, model).executor, exec::ExecutorKind::Streaming);
 }
 
 }  // namespace
