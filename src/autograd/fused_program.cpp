@@ -151,7 +151,8 @@ std::vector<compile::KernelGraph> program_kernel_graphs(const CallTrace& trace,
   for (size_t chain = 0; chain < plan.chains.size(); ++chain) {
     const CallNode& first = graph.nodes[static_cast<size_t>(plan.chains[chain].nodes.front())];
     if (first.fn == "rotary_embedding") {  // autograd/fused_rope.cpp's two graphs
-      graphs.push_back(rope_kernel_graph(graph.dtypes[static_cast<size_t>(first.output)]));
+      const int64_t heads = graph.shapes[static_cast<size_t>(first.inputs[0])].at(2);
+      graphs.push_back(rope_kernel_graph(graph.dtypes[static_cast<size_t>(first.output)], heads));
       graphs.push_back(rope_gradient_graph(graphs.back()));
       continue;
     }

@@ -12,45 +12,38 @@ using compile::KernelGraph;
 using compile::ShapeClass;
 using compile::Value;
 
-// The halves of x's last dim, each contiguous.
+// The halves of x's [B, T, H, D] (contiguous) as [B, T, H, D/2] views,
+// rows D apart: what the graph's pitch-2 values read and write.
 std::pair<Tensor, Tensor> halves(const Tensor& x) {
   const int64_t half = x.size(3) / 2;
-  return {x.slice(3, 0, half).contiguous(), x.slice(3, half, 2 * half).contiguous()};
+  return {x.slice(3, 0, half), x.slice(3, half, 2 * half)};
 }
 
-// The first T rows of an f64 [P, D/2] table as f32 [B, T, H, D/2].
-Tensor expand_table(const Tensor& table, const Shape& half_shape) {
-  const int64_t t = half_shape[1];
-  LT_CHECK(table.dim() == 2 && table.size(0) >= t && table.size(1) == half_shape[3],
-           "fusion: rope table ", table.str(), " does not cover ", t, " positions of ",
-           half_shape[3], " pairs");
-  return table.slice(0, 0, t)
-      .to(DType::F32)
-      .reshape({1, t, 1, half_shape[3]})
-      .expand(half_shape)
-      .contiguous();
-}
-
-Tensor join_halves(const Tensor& lo, const Tensor& hi, DType dtype) {
-  Shape shape = lo.shape();
-  const int64_t half = shape[3];
-  shape[3] = 2 * half;
-  Tensor out = Tensor::empty(shape, dtype, lo.device());
-  out.slice(3, 0, half).copy_(lo);
-  out.slice(3, half, 2 * half).copy_(hi);
-  return out;
+// The first T rows of an f64 [P, D/2] table in f32, once per sequence of
+// x's [B, T, H, D]: [B*T, D/2], which the graph reads once per H rows.
+Tensor table_per_sequence(const Tensor& table, const Tensor& x) {
+  const int64_t batch = x.size(0), t = x.size(1), half = x.size(3) / 2;
+  LT_CHECK(table.dim() == 2 && table.size(0) >= t && table.size(1) == half, "fusion: rope table ",
+           table.str(), " does not cover ", t, " positions of ", half, " pairs");
+  const Tensor rows = table.slice(0, 0, t).to(DType::F32);
+  if (batch == 1) return rows;
+  return rows.reshape({1, t, half})
+      .expand({batch, t, half})
+      .contiguous()
+      .reshape({batch * t, half});
 }
 
 }  // namespace
 
-KernelGraph rope_kernel_graph(DType dtype) {
+KernelGraph rope_kernel_graph(DType dtype, int64_t heads) {
   KernelGraph g;
-  const Value lo = g.input(ShapeClass::Full, dtype);
-  const Value hi = g.input(ShapeClass::Full, dtype);
-  const Value cos = g.input(ShapeClass::Full, DType::F32);
-  const Value sin = g.input(ShapeClass::Full, DType::F32);
-  g.output(g.sub(g.mul(lo, cos), g.mul(hi, sin)), dtype);
-  g.output(g.add(g.mul(hi, cos), g.mul(lo, sin)), dtype);
+  const compile::RowMap half{.pitch = 2}, per_position{.group = heads};
+  const Value lo = g.mapped_input(dtype, half);
+  const Value hi = g.mapped_input(dtype, half);
+  const Value cos = g.mapped_input(DType::F32, per_position);
+  const Value sin = g.mapped_input(DType::F32, per_position);
+  g.output_pitched(g.sub(g.mul(lo, cos), g.mul(hi, sin)), dtype, 2);
+  g.output_pitched(g.add(g.mul(hi, cos), g.mul(lo, sin)), dtype, 2);
   return g;
 }
 
@@ -69,7 +62,10 @@ FusedRopeKernel::FusedRopeKernel(const CallGraph& graph, const FusionPlan& plan,
   inputs_ = {n.inputs[0], n.inputs[2], n.inputs[3]};  // x, cos, sin
   outputs_ = {n.output};
   dtype_ = graph.dtypes[static_cast<size_t>(n.output)];
-  forward_ = rope_kernel_graph(dtype_);
+  const Shape& x = graph.shapes[static_cast<size_t>(n.inputs[0])];
+  LT_CHECK(x.size() == 4 && x[3] % 2 == 0, "fusion: rope takes x [B, T, H, D], got ", shape_str(x));
+  heads_ = x[2];
+  forward_ = rope_kernel_graph(dtype_, heads_);
   backward_ = rope_gradient_graph(forward_);
   forward_kernel_ = compile::kernel_for(cache_, forward_, device_);
 }
@@ -77,21 +73,29 @@ FusedRopeKernel::FusedRopeKernel(const CallGraph& graph, const FusionPlan& plan,
 std::vector<Tensor> FusedRopeKernel::run(const std::vector<Tensor>& inputs) const {
   LT_CHECK(inputs.size() == 3, "fusion: rope takes x, cos and sin");
   const Tensor& x = inputs[0];
-  auto [lo, hi] = halves(x.detach());
-  const Tensor cos = expand_table(inputs[1], lo.shape());
-  const Tensor sin = expand_table(inputs[2], lo.shape());
-  std::vector<Tensor> out = compile::call(forward_kernel_, forward_, {lo, hi, cos, sin});
-  Tensor y = join_halves(out[0], out[1], dtype_);
+  LT_CHECK(x.dim() == 4 && x.size(2) == heads_, "fusion: rope was planned for ", heads_,
+           " heads, got x ", x.str());
+  const Tensor xs = x.detach().contiguous();
+  const Tensor cos = table_per_sequence(inputs[1], xs);
+  const Tensor sin = table_per_sequence(inputs[2], xs);
+  Tensor y = Tensor::empty(xs.shape(), dtype_, device_);
+  {
+    auto [lo, hi] = halves(xs);
+    auto [y_lo, y_hi] = halves(y);
+    compile::call(forward_kernel_, forward_, {lo, hi, cos, sin}, {y_lo, y_hi});
+  }
   if (!needs_graph({&x})) return {y};
   return {record("fused_rope", {x}, y, [self = shared_from_this(), cos, sin](const Tensor& g) {
-    auto [g_lo, g_hi] = halves(g.dtype() == self->dtype_ ? g : g.to(self->dtype_));
-    // The rotation is linear in x: its gradient reads no x.
-    const Tensor zeros = Tensor::zeros(g_lo.shape(), self->dtype_, self->device_);
+    const Tensor gs = (g.dtype() == self->dtype_ ? g : g.to(self->dtype_)).contiguous();
+    auto [g_lo, g_hi] = halves(gs);
+    Tensor dx = Tensor::empty(gs.shape(), self->dtype_, self->device_);
+    auto [dx_lo, dx_hi] = halves(dx);
     const compile::DeviceKernel kernel =
         compile::kernel_for(self->cache_, self->backward_, self->device_);
-    std::vector<Tensor> grads =
-        compile::call(kernel, self->backward_, {zeros, zeros, cos, sin, g_lo, g_hi});
-    return std::vector<Tensor>{join_halves(grads[0], grads[1], self->dtype_)};
+    // The rotation is linear in x: its gradient reads no x, so g's halves
+    // stand in for x's.
+    compile::call(kernel, self->backward_, {g_lo, g_hi, cos, sin, g_lo, g_hi}, {dx_lo, dx_hi});
+    return std::vector<Tensor>{dx};
   })};
 }
 

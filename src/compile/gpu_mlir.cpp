@@ -129,10 +129,37 @@ class GpuWriter {
     if (packed_lane_ >= 0 && input.shape == ShapeClass::Full) {
       return pack_elements_.at(input.input_index).at(static_cast<size_t>(packed_lane_));
     }
+    const RowMap& map = graph_.inputs()[static_cast<size_t>(input.input_index)].map;
+    const std::string index =
+        input.shape == ShapeClass::Full ? full_index(map, at_.row, at_.col) : index_of(input.shape);
     std::string r = s_.fresh();
-    s_.line() << r << " = memref.load %in" << input.input_index << "[" << index_of(input.shape)
+    s_.line() << r << " = memref.load %in" << input.input_index << "[" << index
               << "] : " << memref_type(input.dtype) << "\n";
     return r;
+  }
+
+  // Where a Full buffer mapped by `map` (compile/graph.h's RowMap) keeps
+  // element (row, col): the region's linear index when dense.
+  std::string full_index(const RowMap& map, const std::string& row, const std::string& col) {
+    if (map.identity()) return index_of(ShapeClass::Full);
+    LT_CHECK(!row.empty() && !col.empty(),
+             "compile: to_gpu_mlir: a mapped value read where there is no row and column");
+    const auto constant = [&](int64_t value) {
+      const std::string c = s_.fresh();
+      s_.line() << c << " = arith.constant " << value << " : index\n";
+      return c;
+    };
+    const auto apply = [&](const char* op, const std::string& a, const std::string& b) {
+      const std::string r = s_.fresh();
+      s_.line() << r << " = " << op << " " << a << ", " << b << " : index\n";
+      return r;
+    };
+    std::string entry = row;
+    if (map.group != 1) entry = apply("arith.divui", entry, constant(map.group));
+    if (map.period > 0) entry = apply("arith.remui", entry, constant(map.period));
+    const std::string run =
+        map.pitch == 1 ? std::string("%cols") : apply("arith.muli", "%cols", constant(map.pitch));
+    return apply("arith.addi", apply("arith.muli", entry, run), col);
   }
 
   // Every output's value first, then the stores: an output written over an
@@ -148,7 +175,10 @@ class GpuWriter {
       const OutputSpec& o = graph_.outputs()[i];
       const std::string memref =
           o.over >= 0 ? "%in" + std::to_string(o.over) : "%out" + std::to_string(i);
-      s_.line() << "memref.store " << v << ", " << memref << "[" << index_of(shape)
+      const std::string index = shape == ShapeClass::Full
+                                    ? full_index(RowMap{.pitch = o.pitch}, at_.row, at_.col)
+                                    : index_of(shape);
+      s_.line() << "memref.store " << v << ", " << memref << "[" << index
                 << "] : " << memref_type(o.dtype) << "\n";
     }
   }
@@ -255,10 +285,12 @@ class GpuWriter {
     s_.set_indent("        ");
     // Every Full input the outputs read, as one vector, split into lanes.
     pack_elements_.clear();
+    at_ = {"%i0", "%prow", "%pcol"};
     for (int32_t id : full_inputs_read()) {
       const Node& n = graph_.node(id);
-      const std::string pointer =
-                            element_address("%in" + std::to_string(n.input_index), n.dtype, "%i0"),
+      const RowMap& map = graph_.inputs()[static_cast<size_t>(n.input_index)].map;
+      const std::string pointer = element_address("%in" + std::to_string(n.input_index), n.dtype,
+                                                  full_index(map, "%prow", "%pcol")),
                         loaded = s_.fresh();
       s_.line() << loaded << " = llvm.load " << pointer << " {alignment = " << vector_bytes(n.dtype)
                 << " : i64} : !llvm.ptr<1> -> " << vector_type(n.dtype) << "\n";
@@ -297,7 +329,9 @@ class GpuWriter {
       }
       const std::string memref =
           spec.over >= 0 ? "%in" + std::to_string(spec.over) : "%out" + std::to_string(o);
-      const std::string pointer = element_address(memref, spec.dtype, "%i0");
+      at_ = {"%i0", "%prow", "%pcol"};
+      const std::string pointer = element_address(
+          memref, spec.dtype, full_index(RowMap{.pitch = spec.pitch}, "%prow", "%pcol"));
       s_.line() << "llvm.store " << packed << ", " << pointer
                 << " {alignment = " << vector_bytes(spec.dtype) << " : i64} : " << type
                 << ", !llvm.ptr<1>\n";

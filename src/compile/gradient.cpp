@@ -21,9 +21,12 @@ class Differentiator {
              forward_.inputs().size(), " inputs");
     // The forward, recomputed: the same nodes in the same order.
     for (size_t id = 0; id < forward_.nodes().size(); ++id) value_[id] = copy(forward_.nodes()[id]);
+    // An output's gradient is read as the output was written (its pitch).
     for (const OutputSpec& o : forward_.outputs()) {
       const ShapeClass shape = forward_.node(o.node).shape;
-      accumulate(o.node, g_.input(shape, as_the_forward_ ? o.dtype : DType::F32));
+      const DType dtype = as_the_forward_ ? o.dtype : DType::F32;
+      accumulate(o.node, o.pitch == 1 ? g_.input(shape, dtype)
+                                      : g_.mapped_input(dtype, RowMap{.pitch = o.pitch}));
     }
     for (size_t i = forward_.nodes().size(); i-- > 0;) {
       if (grad_[i]) propagate(static_cast<int32_t>(i), *grad_[i]);
@@ -34,8 +37,14 @@ class Differentiator {
       const ShapeClass want = n.shape == ShapeClass::Row ? ShapeClass::Row : ShapeClass::Full;
       const DType stored = forward_.inputs()[static_cast<size_t>(n.input_index)].dtype;
       const bool own_dtype = as_the_forward_ && n.shape == ShapeClass::Full;
-      g_.output(spread(grad_[static_cast<size_t>(id)], want, value_[static_cast<size_t>(id)]),
-                own_dtype ? stored : DType::F32);
+      // A pitched input's gradient is written pitched alike; a table read
+      // once per row group would need a sum over its rows, which no chain asks.
+      const RowMap& map = forward_.inputs()[static_cast<size_t>(n.input_index)].map;
+      LT_CHECK(map.group == 1 && map.period == 0, "compile: gradient_graph: input ", n.input_index,
+               " is read once per row group and has no gradient here");
+      const Value grad =
+          spread(grad_[static_cast<size_t>(id)], want, value_[static_cast<size_t>(id)]);
+      g_.output_pitched(grad, own_dtype ? stored : DType::F32, map.pitch);
     }
     return std::move(g_);
   }
@@ -53,8 +62,10 @@ class Differentiator {
 
   Value copy(const Node& n) {
     switch (n.op) {
-      case OpKind::Input:
-        return g_.input(n.shape, n.dtype);
+      case OpKind::Input: {
+        const RowMap& map = forward_.inputs()[static_cast<size_t>(n.input_index)].map;
+        return map.identity() ? g_.input(n.shape, n.dtype) : g_.mapped_input(n.dtype, map);
+      }
       case OpKind::Constant:
         return g_.constant(n.constant);
       case OpKind::Cols:

@@ -120,6 +120,31 @@ Value KernelGraph::input(ShapeClass shape, DType dtype) {
   return push(n);
 }
 
+Value KernelGraph::mapped_input(DType dtype, RowMap map) {
+  LT_CHECK(map.pitch >= 1 && map.group >= 1 && map.period >= 0,
+           "compile: a row map needs pitch >= 1, group >= 1 and period >= 0, got ", map.pitch, ", ",
+           map.group, ", ", map.period);
+  const Value v = input(ShapeClass::Full, dtype);
+  inputs_.back().map = map;
+  return v;
+}
+
+int64_t mapped_row(const RowMap& map, int64_t row) {
+  const int64_t entry = row / map.group;
+  return map.period > 0 ? entry % map.period : entry;
+}
+
+int64_t mapped_index(const RowMap& map, int64_t row, int64_t col, int64_t cols) {
+  return mapped_row(map, row) * map.pitch * cols + col;
+}
+
+int64_t mapped_span(const RowMap& map, int64_t rows, int64_t cols) {
+  if (rows == 0 || cols == 0) return 0;
+  int64_t entries = (rows + map.group - 1) / map.group;
+  if (map.period > 0) entries = std::min(entries, map.period);
+  return (entries - 1) * map.pitch * cols + cols;
+}
+
 Value KernelGraph::constant(double value) {
   Node n;
   n.op = OpKind::Constant;
@@ -204,6 +229,14 @@ void KernelGraph::output(Value v, DType dtype) {
   outputs_.push_back({v.id, dtype});
 }
 
+void KernelGraph::output_pitched(Value v, DType dtype, int64_t pitch) {
+  LT_CHECK(pitch >= 1, "compile: an output's pitch is >= 1, got ", pitch);
+  LT_CHECK(pitch == 1 || checked(v, "output_pitched").shape == ShapeClass::Full,
+           "compile: a pitched output is full");
+  output(v, dtype);
+  outputs_.back().pitch = pitch;
+}
+
 void KernelGraph::output_over(Value v, Value input) {
   const Node& in = checked(input, "output_over");
   LT_CHECK(in.op == OpKind::Input && in.shape == ShapeClass::Full,
@@ -212,6 +245,8 @@ void KernelGraph::output_over(Value v, Value input) {
   LT_CHECK(checked(v, "output_over").shape == ShapeClass::Full,
            "compile: an output written over an input is full, got a ",
            shape_class_name(nodes_[static_cast<size_t>(v.id)].shape), " value");
+  LT_CHECK(inputs_[static_cast<size_t>(in.input_index)].map.identity(),
+           "compile: an output is written over a dense input, not a mapped one");
   for (const OutputSpec& o : outputs_) {
     LT_CHECK(o.over != in.input_index, "compile: input ", in.input_index,
              " already takes an output");
@@ -232,6 +267,10 @@ std::string KernelGraph::key() const {
         out += shape_class_name(n.shape);
         out += ':';
         out += dtype_name(n.dtype);
+        if (const RowMap& m = inputs_[static_cast<size_t>(n.input_index)].map; !m.identity()) {
+          out += "~p" + std::to_string(m.pitch) + 'g' + std::to_string(m.group) + 'r' +
+                 std::to_string(m.period);
+        }
         break;
       case OpKind::Constant:
         std::snprintf(buf, sizeof buf, "%a", n.constant);
@@ -256,6 +295,7 @@ std::string KernelGraph::key() const {
   for (const OutputSpec& o : outputs_) {
     out += std::to_string(o.node) + ':' + dtype_name(o.dtype);
     if (o.over >= 0) out += "@in" + std::to_string(o.over);
+    if (o.pitch != 1) out += "~p" + std::to_string(o.pitch);
     out += ';';
   }
   // The tables' values as their f32 bits in hex: exact, and a table of

@@ -78,14 +78,38 @@ struct Node {
   int32_t table = -1;        // Lookup only: tables()[table]
 };
 
+// Where a Full buffer keeps element (row, col) of the iteration space:
+//   at entry(row) * pitch * cols + col, entry(row) = (row / group) % period
+// (no % when period is 0). The identity (pitch 1, group 1, period 0) is a
+// dense [rows, cols] buffer. pitch 2 reads or writes every other run of
+// cols elements: the halves of RoPE's head vectors, in place in [..., 2
+// cols] rows. group and period read a small table once per row group:
+// RoPE's [T, cols] cos/sin tables for rows laid out (batch, position,
+// head), group = heads, period = T. Compile-time constants: part of the key.
+struct RowMap {
+  int64_t pitch = 1;
+  int64_t group = 1;
+  int64_t period = 0;
+  bool identity() const { return pitch == 1 && group == 1 && period == 0; }
+  bool operator==(const RowMap&) const = default;
+};
+// The buffer entry of `row` (see RowMap) and the element index of (row, col).
+int64_t mapped_row(const RowMap& map, int64_t row);
+int64_t mapped_index(const RowMap& map, int64_t row, int64_t col, int64_t cols);
+// The elements a buffer so mapped spans for `rows` rows: from element 0
+// to the last one read, (entries - 1) * pitch * cols + cols.
+int64_t mapped_span(const RowMap& map, int64_t rows, int64_t cols);
+
 struct InputSpec {
   ShapeClass shape;
-  DType dtype;  // F32, BF16 or U8
+  DType dtype;   // F32, BF16 or U8
+  RowMap map{};  // Full inputs only (mapped_input)
 };
 struct OutputSpec {
   int32_t node;
   DType dtype;        // F32, BF16 or U8: the stored type
   int32_t over = -1;  // written over inputs()[over] (output_over), else -1
+  int64_t pitch = 1;  // Full outputs: RowMap::pitch (output_pitched)
 };
 
 // Built with the methods below, which check operands as they go (an error
@@ -94,6 +118,8 @@ struct OutputSpec {
 class KernelGraph {
  public:
   Value input(ShapeClass shape, DType dtype);
+  // A Full input read through `map` (RowMap) instead of densely.
+  Value mapped_input(DType dtype, RowMap map);
   Value constant(double value);
   Value cols();
 
@@ -124,6 +150,8 @@ class KernelGraph {
 
   // An output of shape class Full or Row, stored as `dtype`.
   void output(Value v, DType dtype);
+  // A Full output written every `pitch` runs of cols (RowMap::pitch).
+  void output_pitched(Value v, DType dtype, int64_t pitch);
   // A Full output written over `input` (a Full input of the same stored
   // type) instead of a buffer of its own: the kernel takes no parameter
   // for it, and each element is read (in every pass) before it is written.

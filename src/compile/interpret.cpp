@@ -31,6 +31,12 @@ double round_to_bf16(double x) {
   return std::ldexp(std::nearbyint(std::ldexp(x, 8 - exponent)), exponent - 8);
 }
 
+int64_t input_count(const InputSpec& input, int64_t rows, int64_t cols) {
+  if (input.shape == ShapeClass::Full && !input.map.identity())
+    return mapped_span(input.map, rows, cols);
+  return element_count(input.shape, rows, cols);
+}
+
 namespace {
 
 // Where element (r, c) of the iteration space sits in a value of `shape`.
@@ -196,11 +202,23 @@ Reference interpret(const KernelGraph& graph, int64_t rows, int64_t cols,
     switch (n.op) {
       case OpKind::Input: {
         const Values& in = inputs[static_cast<size_t>(n.input_index)];
-        LT_CHECK(static_cast<int64_t>(in.size()) == count, "compile: interpret: input ",
-                 n.input_index, " (", shape_class_name(n.shape), ") needs ", count, " values, got ",
-                 in.size());
-        out.value = in;
-        out.bound.assign(in.size(), 0.0);
+        const InputSpec& spec = graph.inputs()[static_cast<size_t>(n.input_index)];
+        const int64_t stored = input_count(spec, rows, cols);
+        LT_CHECK(static_cast<int64_t>(in.size()) == stored, "compile: interpret: input ",
+                 n.input_index, " (", shape_class_name(n.shape), ") needs ", stored,
+                 " values, got ", in.size());
+        if (spec.map.identity()) {
+          out.value = in;
+        } else {
+          out.value.resize(static_cast<size_t>(count));
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t c = 0; c < cols; ++c) {
+              out.value[static_cast<size_t>(r * cols + c)] =
+                  in[static_cast<size_t>(mapped_index(spec.map, r, c, cols))];
+            }
+          }
+        }
+        out.bound.assign(out.value.size(), 0.0);
         continue;
       }
       case OpKind::Constant:

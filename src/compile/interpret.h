@@ -17,6 +17,9 @@ namespace lt::compile {
 using Values = std::vector<double>;
 
 int64_t element_count(ShapeClass shape, int64_t rows, int64_t cols);
+// The values an input's buffer holds: element_count, or for a mapped Full
+// input the span its RowMap reads (mapped_span).
+int64_t input_count(const InputSpec& input, int64_t rows, int64_t cols);
 
 struct Reference {
   std::vector<Values> outputs;  // one per graph output, as stored (rounded)
@@ -36,7 +39,9 @@ struct Reference {
 };
 inline constexpr double kBoundSlack = 8.0;
 
-// `inputs` in the order of graph.inputs(), each with element_count values.
+// `inputs` in the order of graph.inputs(), each with input_count values
+// (a mapped input's buffer as the kernel reads it). The outputs are dense
+// [rows, cols], whatever their pitch.
 Reference interpret(const KernelGraph& graph, int64_t rows, int64_t cols,
                     const std::vector<Values>& inputs);
 

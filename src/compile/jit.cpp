@@ -3,6 +3,8 @@
 // kernel is a call through the entry point it returned.
 #include "compile/jit.h"
 
+#include <algorithm>
+
 #include "compile/compiler_plugin.h"
 #include "compile/plugin_loader.h"
 #include "core/error.h"
@@ -11,11 +13,11 @@ namespace lt::compile {
 
 namespace {
 
-std::vector<ShapeClass> parameters_of(const KernelGraph& graph) {
-  std::vector<ShapeClass> params;
-  for (const InputSpec& in : graph.inputs()) params.push_back(in.shape);
+std::vector<InputSpec> parameters_of(const KernelGraph& graph) {
+  std::vector<InputSpec> params = graph.inputs();
   for (const OutputSpec& out : graph.outputs()) {
-    if (out.over < 0) params.push_back(graph.node(out.node).shape);  // in place: no parameter
+    if (out.over >= 0) continue;  // in place: no parameter
+    params.push_back({graph.node(out.node).shape, out.dtype, RowMap{.pitch = out.pitch}});
   }
   return params;
 }
@@ -49,7 +51,7 @@ std::string cpu_target_id() {
   return compiler != nullptr ? compiler->cpu_target_id() : "none (no compiler plugin)";
 }
 
-CpuKernel::CpuKernel(std::unique_ptr<JitCode> code, std::vector<ShapeClass> params)
+CpuKernel::CpuKernel(std::unique_ptr<JitCode> code, std::vector<InputSpec> params)
     : code_(std::move(code)), params_(std::move(params)) {}
 CpuKernel::~CpuKernel() = default;
 
@@ -73,13 +75,18 @@ void CpuKernel::run(int64_t rows, int64_t cols, std::span<void* const> buffers) 
     words.push_back({.pointer = buffers[i]});
     words.push_back({.pointer = buffers[i]});
     words.push_back({.integer = 0});
-    switch (params_[i]) {
-      case ShapeClass::Full:
-        words.push_back({.integer = rows});
+    switch (params_[i].shape) {
+      case ShapeClass::Full: {
+        // A mapped buffer (compile/to_mlir.h): [entries, cols], rows pitch * cols apart.
+        const RowMap& map = params_[i].map;
+        int64_t entries = map.group == 1 ? rows : (rows + map.group - 1) / map.group;
+        if (map.period > 0) entries = std::min(entries, map.period);
+        words.push_back({.integer = entries});
         words.push_back({.integer = cols});
-        words.push_back({.integer = cols});
+        words.push_back({.integer = map.pitch * cols});
         words.push_back({.integer = 1});
         break;
+      }
       case ShapeClass::Row:
         words.push_back({.integer = rows});
         words.push_back({.integer = 1});

@@ -20,7 +20,7 @@ class JitCode;
 
 class CpuKernel {
  public:
-  CpuKernel(std::unique_ptr<JitCode> code, std::vector<ShapeClass> params);
+  CpuKernel(std::unique_ptr<JitCode> code, std::vector<InputSpec> params);
   ~CpuKernel();
   CpuKernel(const CpuKernel&) = delete;
   CpuKernel& operator=(const CpuKernel&) = delete;
@@ -31,8 +31,8 @@ class CpuKernel {
   void run(int64_t rows, int64_t cols, std::span<void* const> buffers) const;
 
  private:
-  std::unique_ptr<JitCode> code_;   // the plugin's, which frees it
-  std::vector<ShapeClass> params_;  // inputs then outputs
+  std::unique_ptr<JitCode> code_;  // the plugin's, which frees it
+  std::vector<InputSpec> params_;  // inputs then outputs (an output's pitch as its map)
 };
 
 // Throws lt::Error naming the graph's key when lowering or JIT fails.

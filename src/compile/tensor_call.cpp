@@ -1,5 +1,6 @@
 #include "compile/tensor_call.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "core/error.h"
@@ -57,6 +58,18 @@ void check_in_place(const KernelGraph& graph, const std::vector<Tensor>& inputs,
   }
 }
 
+// Whether `t` lays its [..., cols] out as RowMap::pitch says: the last dim
+// dense, each row `pitch` * cols elements after the one before.
+bool pitched_rows(const Tensor& t, int64_t pitch) {
+  if (t.dim() == 0 || t.stride(-1) != 1) return false;
+  int64_t expected = pitch * t.size(-1);
+  for (int64_t d = t.dim() - 2; d >= 0; --d) {
+    if (t.size(d) != 1 && t.stride(d) != expected) return false;
+    expected *= t.size(d);
+  }
+  return true;
+}
+
 }  // namespace
 
 PreparedCall prepare_call(const KernelGraph& graph, const std::vector<Tensor>& inputs,
@@ -71,10 +84,19 @@ PreparedCall prepare_call(const KernelGraph& graph, const std::vector<Tensor>& i
     const InputSpec& spec = graph.inputs()[i];
     LT_CHECK(t.defined() && t.device() == device, "compile: input ", i, " must be a tensor on ",
              device.str(), (t.defined() ? ", got one on " + t.device().str() : std::string()));
-    LT_CHECK(t.is_contiguous(), "compile: input ", i, " must be contiguous");
     LT_CHECK(t.dtype() == spec.dtype, "compile: input ", i, " must be ", dtype_name(spec.dtype),
              ", got ", dtype_name(t.dtype()));
     const Shape& shape = t.shape();
+    if (spec.shape == ShapeClass::Full && !spec.map.identity()) {
+      LT_CHECK(pitched_rows(t, spec.map.pitch), "compile: input ", i, " must be [..., cols] with ",
+               spec.map.pitch, " * cols elements from row to row, got ", t.str());
+      agree(extent.cols, shape.back(), i, "columns");
+      // A table read once per row group tells no rows (checked below).
+      if (spec.map.group == 1 && spec.map.period == 0)
+        agree(extent.leading, Shape(shape.begin(), shape.end() - 1), i);
+      continue;
+    }
+    LT_CHECK(t.is_contiguous(), "compile: input ", i, " must be contiguous");
     switch (spec.shape) {
       case ShapeClass::Full: {
         LT_CHECK(!shape.empty(), "compile: input ", i, " is full ([..., cols]), got a scalar");
@@ -99,9 +121,20 @@ PreparedCall prepare_call(const KernelGraph& graph, const std::vector<Tensor>& i
   PreparedCall prepared;
   prepared.rows = product(*extent.leading);
   prepared.cols = *extent.cols;
-  for (const Tensor& t : inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const InputSpec& spec = graph.inputs()[i];
     prepared.buffers.push_back(t.data_ptr());
-    prepared.counts.push_back(t.numel());
+    if (spec.shape != ShapeClass::Full || spec.map.identity()) {
+      prepared.counts.push_back(t.numel());
+      continue;
+    }
+    const int64_t span = mapped_span(spec.map, prepared.rows, prepared.cols);
+    const int64_t entries = t.numel() / std::max<int64_t>(prepared.cols, 1);
+    LT_CHECK(entries == 0 || (entries - 1) * spec.map.pitch * prepared.cols + prepared.cols >= span,
+             "compile: input ", i, " holds ", entries, " rows of ", prepared.cols,
+             " where the kernel reads ", span, " elements");
+    prepared.counts.push_back(span);
   }
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
     const OutputSpec& o = graph.outputs()[i];
@@ -115,15 +148,28 @@ PreparedCall prepare_call(const KernelGraph& graph, const std::vector<Tensor>& i
     }
     const Tensor* out = i < given.size() && given[i].defined() ? &given[i] : nullptr;
     if (out != nullptr) {
-      LT_CHECK(out->device() == device && out->is_contiguous() && out->dtype() == o.dtype &&
-                   out->shape() == shape,
-               "compile: output ", i, " must be a contiguous ", dtype_name(o.dtype), " tensor of ",
-               shape_str(shape), " on ", device.str(), ", got ", out->str());
-      check_in_place(graph, inputs, i, *out);
+      const bool laid_out = o.pitch == 1 ? out->is_contiguous() : pitched_rows(*out, o.pitch);
+      LT_CHECK(
+          out->device() == device && laid_out && out->dtype() == o.dtype && out->shape() == shape,
+          "compile: output ", i, " must be a ", dtype_name(o.dtype), " tensor of ",
+          shape_str(shape), " on ", device.str(),
+          o.pitch == 1 ? std::string(", contiguous")
+                       : ", rows " + std::to_string(o.pitch) + " * cols apart",
+          ", got ", out->str());
+      if (o.pitch == 1) check_in_place(graph, inputs, i, *out);
     }
-    prepared.outputs.push_back(out != nullptr ? *out : Tensor::empty(shape, o.dtype, device));
+    Tensor made;
+    if (out == nullptr) {  // a pitched one as a view of rows pitch * cols long
+      Shape storage = shape;
+      if (o.pitch != 1) storage.back() *= o.pitch;
+      made = Tensor::empty(storage, o.dtype, device);
+      if (o.pitch != 1) made = made.slice(-1, 0, prepared.cols);
+    }
+    prepared.outputs.push_back(out != nullptr ? *out : made);
     prepared.buffers.push_back(prepared.outputs.back().data_ptr());
-    prepared.counts.push_back(prepared.outputs.back().numel());
+    prepared.counts.push_back(
+        o.pitch == 1 ? prepared.outputs.back().numel()
+                     : mapped_span(RowMap{.pitch = o.pitch}, prepared.rows, prepared.cols));
   }
   return prepared;
 }

@@ -20,11 +20,24 @@ struct Operand {
   ShapeClass shape;  // Full, Row or Col
   DType dtype;       // element type
   int32_t node;      // the node it holds (an Input or a reduction)
+  RowMap map{};      // a Full buffer's (compile/graph.h)
 };
 
-std::string memref_type(ShapeClass shape, DType dtype) {
+// A mapped Full buffer (RowMap) is [entries, cols] with rows pitch * cols
+// apart: a strided memref, which compile/jit.cpp describes so.
+std::string memref_type(ShapeClass shape, DType dtype, const RowMap& map = {}) {
+  if (shape == ShapeClass::Full && !map.identity())
+    return std::string("memref<?x?x") + element_type(dtype) + ", strided<[?, 1]>>";
   return std::string(shape == ShapeClass::Full ? "memref<?x?x" : "memref<?x") +
          element_type(dtype) + ">";
+}
+
+// The entry of row d0 in a mapped buffer, as an affine expression.
+std::string entry_expression(const RowMap& map) {
+  std::string e = "d0";
+  if (map.group != 1) e = "(" + e + " floordiv " + std::to_string(map.group) + ")";
+  if (map.period > 0) e = "(" + e + " mod " + std::to_string(map.period) + ")";
+  return e;
 }
 
 class MlirWriter {
@@ -43,12 +56,13 @@ class MlirWriter {
        << mlir_table_globals(graph_, "") << "func.func @" << name << "(%rows: index, %cols: index";
     for (size_t i = 0; i < graph_.inputs().size(); ++i) {
       const InputSpec& in = graph_.inputs()[i];
-      fn << ", %in" << i << ": " << memref_type(in.shape, in.dtype);
+      fn << ", %in" << i << ": " << memref_type(in.shape, in.dtype, in.map);
     }
     for (size_t i = 0; i < graph_.outputs().size(); ++i) {
       const OutputSpec& out = graph_.outputs()[i];
       if (out.over >= 0) continue;  // written into its input's memref
-      fn << ", %out" << i << ": " << memref_type(graph_.node(out.node).shape, out.dtype);
+      fn << ", %out" << i << ": "
+         << memref_type(graph_.node(out.node).shape, out.dtype, RowMap{.pitch = out.pitch});
     }
     fn << ") {\n";
     out_ << "  %zero = arith.constant 0 : index\n"
@@ -79,7 +93,8 @@ class MlirWriter {
       seen[static_cast<size_t>(id)] = true;
       const Node& n = graph_.node(id);
       if (n.op == OpKind::Input) {
-        operands.push_back({"%in" + std::to_string(n.input_index), n.shape, n.dtype, id});
+        operands.push_back({"%in" + std::to_string(n.input_index), n.shape, n.dtype, id,
+                            graph_.inputs()[static_cast<size_t>(n.input_index)].map});
       } else if (is_reduction(n.op)) {
         operands.push_back({buffers_.at(id), ShapeClass::Row, DType::F32, id});
       } else {
@@ -115,12 +130,14 @@ class MlirWriter {
   void open_generic(const std::vector<Operand>& ins, const std::vector<Operand>& outs, bool one_dim,
                     const char* iterators) {
     std::vector<std::string> maps;
-    auto map_of = [&](ShapeClass s) -> std::string {
+    auto map_of = [&](const Operand& o) -> std::string {
       if (one_dim) return "#row1";
-      return s == ShapeClass::Full ? "#full" : s == ShapeClass::Row ? "#row" : "#col";
+      if (o.shape == ShapeClass::Full && (o.map.group != 1 || o.map.period > 0))
+        return "affine_map<(d0, d1) -> (" + entry_expression(o.map) + ", d1)>";
+      return o.shape == ShapeClass::Full ? "#full" : o.shape == ShapeClass::Row ? "#row" : "#col";
     };
-    for (const Operand& o : ins) maps.push_back(map_of(o.shape));
-    for (const Operand& o : outs) maps.push_back(map_of(o.shape));
+    for (const Operand& o : ins) maps.push_back(map_of(o));
+    for (const Operand& o : outs) maps.push_back(map_of(o));
     out_ << "  linalg.generic {indexing_maps = [";
     for (size_t i = 0; i < maps.size(); ++i) out_ << (i ? ", " : "") << maps[i];
     out_ << "], iterator_types = [" << iterators << "]}";
@@ -130,7 +147,7 @@ class MlirWriter {
       for (size_t i = 0; i < ops.size(); ++i) out_ << (i ? ", " : "") << ops[i].name;
       out_ << " : ";
       for (size_t i = 0; i < ops.size(); ++i) {
-        out_ << (i ? ", " : "") << memref_type(ops[i].shape, ops[i].dtype);
+        out_ << (i ? ", " : "") << memref_type(ops[i].shape, ops[i].dtype, ops[i].map);
       }
       out_ << ")";
     };
@@ -186,11 +203,17 @@ class MlirWriter {
     leaf_.clear();
     for (const Operand& o : ins) {
       const std::string loaded = fresh();
-      const std::string at = o.shape == ShapeClass::Full  ? r + ", " + c
+      std::string entry = r;
+      if (o.shape == ShapeClass::Full && (o.map.group != 1 || o.map.period > 0)) {
+        entry = fresh();
+        s_.line() << entry << " = affine.apply affine_map<(d0) -> (" << entry_expression(o.map)
+                  << ")>(" << r << ")\n";
+      }
+      const std::string at = o.shape == ShapeClass::Full  ? entry + ", " + c
                              : o.shape == ShapeClass::Row ? r
                                                           : c;
       s_.line() << loaded << " = memref.load " << o.name << "[" << at
-                << "] : " << memref_type(o.shape, o.dtype) << "\n";
+                << "] : " << memref_type(o.shape, o.dtype, o.map) << "\n";
       leaf_[o.node] = loaded;
     }
     std::vector<std::string> next;
@@ -236,7 +259,7 @@ class MlirWriter {
       const OutputSpec& o = graph_.outputs()[i];
       if (graph_.node(o.node).shape != shape) continue;
       roots.push_back(o.node);
-      outs.push_back({output_memref(o, i), shape, o.dtype, o.node});
+      outs.push_back({output_memref(o, i), shape, o.dtype, o.node, RowMap{.pitch = o.pitch}});
       dtypes.push_back(o.dtype);
     }
     if (roots.empty()) return;

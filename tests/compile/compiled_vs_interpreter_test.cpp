@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "autograd/fused_rope.h"
 #include "compile/compiler_info.h"
 #include "compile/interpret.h"
 #include "compile/jit.h"
@@ -49,6 +50,55 @@ RC_GTEST_PROP(CompiledKernel, EqualsFloat64InterpreterOnRandomChains, ()) {
       }
     }
   }
+}
+
+// Row maps (compile/graph.h): a pitched input, a table read once per row
+// group and period, a dense row input and a pitched output, in an
+// elementwise pass and in a reduction pass; and RoPE's graph with its
+// gradient (autograd/fused_rope.h), on row counts that do not fill the
+// last group.
+TEST(CompiledKernel, RowMappedBuffersEqualFloat64Interpreter) {
+  if (!compiler_info().built_in) GTEST_SKIP() << "built without MLIR (-DLT_MLIR=OFF)";
+  KernelGraph g;
+  {
+    const Value x = g.mapped_input(DType::BF16, RowMap{.pitch = 3});
+    const Value table = g.mapped_input(DType::F32, RowMap{.group = 2, .period = 3});
+    const Value row = g.input(ShapeClass::Row, DType::F32);
+    const Value y = g.add(g.mul(x, table), row);
+    g.output_pitched(y, DType::BF16, 2);
+    g.output(g.row_sum(g.mul(y, table)), DType::F32);
+    g.output(g.sub(y, g.row_max(x)), DType::F32);
+  }
+  const KernelGraph rope = autograd::rope_kernel_graph(DType::BF16, 3);
+  const KernelGraph rope_backward = autograd::rope_gradient_graph(rope);
+  Generator gen(7);
+  for (const KernelGraph* graph : {static_cast<const KernelGraph*>(&g), &rope, &rope_backward}) {
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {7, 5}, {13, 16}}) {
+      SCOPED_TRACE(graph->key() + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+      std::vector<Values> inputs;
+      for (const InputSpec& in : graph->inputs()) {
+        inputs.push_back(testing::draw_values(input_count(in, rows, cols), in.dtype, -2, 2, gen));
+      }
+      const Reference ref = interpret(*graph, rows, cols, inputs);
+      const std::unique_ptr<CpuKernel> kernel = compile_cpu(*graph);
+      const std::vector<Values> got = testing::run_compiled(*kernel, *graph, rows, cols, inputs);
+      ASSERT_EQ(got.size(), ref.outputs.size());
+      for (size_t o = 0; o < got.size(); ++o) {
+        ASSERT_EQ(got[o].size(), ref.outputs[o].size());
+        for (size_t i = 0; i < got[o].size(); ++i) {
+          const double tolerance = kBoundSlack * kUnitRoundoff * ref.rounding_bound[o][i] + 1e-30;
+          ASSERT_NEAR(got[o][i], ref.outputs[o][i], tolerance)
+              << "output " << o << " element " << i;
+        }
+      }
+    }
+  }
+  // The map is part of the key: the same expression read densely is another kernel.
+  KernelGraph dense;
+  dense.output(dense.exp(dense.input(ShapeClass::Full, DType::F32)), DType::F32);
+  KernelGraph pitched;
+  pitched.output(pitched.exp(pitched.mapped_input(DType::F32, RowMap{.pitch = 2})), DType::F32);
+  EXPECT_NE(dense.key(), pitched.key());
 }
 
 TEST(CompiledKernel, BuiltIn) {

@@ -61,17 +61,35 @@ inline std::vector<Values> run_compiled(const CpuKernel& kernel, const KernelGra
   std::vector<StoredValues> stored;
   for (size_t i = 0; i < inputs.size(); ++i)
     stored.emplace_back(inputs[i], graph.inputs()[i].dtype);
-  std::vector<size_t> counts;
+  // Each output's buffer as the kernel writes it (a pitched one spans more).
+  std::vector<size_t> spans;
   for (const OutputSpec& o : graph.outputs()) {
-    counts.push_back(static_cast<size_t>(element_count(graph.node(o.node).shape, rows, cols)));
-    stored.emplace_back(counts.back(), o.dtype);
+    const bool full = graph.node(o.node).shape == ShapeClass::Full;
+    spans.push_back(static_cast<size_t>(full && o.pitch != 1
+                                            ? mapped_span(RowMap{.pitch = o.pitch}, rows, cols)
+                                            : element_count(graph.node(o.node).shape, rows, cols)));
+    stored.emplace_back(spans.back(), o.dtype);
   }
   std::vector<void*> buffers;
   for (StoredValues& s : stored) buffers.push_back(s.data());
   kernel.run(rows, cols, buffers);
   std::vector<Values> out;
-  for (size_t i = 0; i < counts.size(); ++i)
-    out.push_back(stored[inputs.size() + i].read(counts[i]));
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const OutputSpec& o = graph.outputs()[i];
+    const Values written = stored[inputs.size() + i].read(spans[i]);
+    if (o.pitch == 1) {
+      out.push_back(written);
+      continue;
+    }
+    Values dense(static_cast<size_t>(rows * cols));  // the interpreter's layout
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        dense[static_cast<size_t>(r * cols + c)] =
+            written[static_cast<size_t>(mapped_index(RowMap{.pitch = o.pitch}, r, c, cols))];
+      }
+    }
+    out.push_back(dense);
+  }
   return out;
 }
 

@@ -80,8 +80,18 @@ void expect_equals_interpreter(const testing::GpuKernelCase& c, GpuKernelCache& 
   std::vector<Values> inputs;
   std::vector<Tensor> device_inputs;
   for (const InputSpec& in : c.graph.inputs()) {
-    const int64_t count = element_count(in.shape, c.rows, c.cols);
+    const int64_t count = input_count(in, c.rows, c.cols);
     inputs.push_back(testing::draw_values(count, in.dtype, lo, hi, gen));
+    if (in.shape == ShapeClass::Full && !in.map.identity()) {
+      // Rows pitch * cols apart in a buffer of whole rows (RowMap).
+      const int64_t entries = (count - c.cols) / (in.map.pitch * c.cols) + 1;
+      Values whole(static_cast<size_t>(entries * in.map.pitch * c.cols), 0.0);
+      std::copy(inputs.back().begin(), inputs.back().end(), whole.begin());
+      const Tensor storage = Tensor::from_doubles(whole, {entries, in.map.pitch * c.cols}, in.dtype)
+                                 .to(Device::cuda(0));
+      device_inputs.push_back(storage.slice(1, 0, c.cols));
+      continue;
+    }
     if (misaligned && in.shape == ShapeClass::Full) {
       Values padded = inputs.back();
       padded.insert(padded.begin(), 0.0);
@@ -103,7 +113,7 @@ void expect_equals_interpreter(const testing::GpuKernelCase& c, GpuKernelCache& 
   }
   ASSERT_EQ(outputs.size(), ref.outputs.size());
   for (size_t o = 0; o < outputs.size(); ++o) {
-    const std::vector<double> got = outputs[o].to(Device::cpu()).to_doubles();
+    const std::vector<double> got = outputs[o].contiguous().to(Device::cpu()).to_doubles();
     ASSERT_EQ(got.size(), ref.outputs[o].size());
     int64_t wrong = 0;
     for (size_t i = 0; i < got.size(); ++i) {

@@ -27,7 +27,10 @@ std::vector<GpuKernelCase> named_chain_cases() {
     cases.push_back({"softmax" + suffix, softmax_forward(dtype), rows, cols});
     cases.push_back({"residual_rms_norm" + suffix, rms, rows, cols});
     cases.push_back({"layer_norm" + suffix, layer_norm, rows, cols});
-    cases.push_back({"rope" + suffix, autograd::rope_kernel_graph(dtype), rows * 8, 64});
+    // 536 head vectors of 4 heads; 64 pairs (one pack of 8 is in one row).
+    const KernelGraph rope = autograd::rope_kernel_graph(dtype, 4);
+    cases.push_back({"rope" + suffix, rope, rows * 8, 64});
+    cases.push_back({"rope backward" + suffix, autograd::rope_gradient_graph(rope), rows * 8, 64});
     // AdamW's elements are one row (its scalars are row values).
     cases.push_back(
         {"adamw" + suffix + " grads", optim::adamw_kernel_graph(dtype, true), 1, rows * cols});
