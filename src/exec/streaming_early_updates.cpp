@@ -50,7 +50,9 @@ namespace lt::exec {
 //   over the ranks land later (streaming_ranks.cpp), not built yet.
 struct StreamingExecutor::Impl::EarlyStep {
   double lr = 0, scale = 1;
-  // The optimizer thread's: a stage was not finite, so no later update.
+  // A stage was not finite, so no later update: the optimizer thread's,
+  // but set by the compute thread for a non-finite loss before it queues
+  // the first update.
   bool stopped = false;
   int64_t stages_updated = 0;
   // The compute thread's: the disk stages in backward order and how many
