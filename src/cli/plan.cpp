@@ -123,7 +123,7 @@ void print_run_plan(const PlanArgs& args) {
       j["schedule"] = exec::to_json(p.schedule);
     }
     if (p.predicted_step_s > 0) j["predicted_step_s"] = p.predicted_step_s;
-    if (p.executor == exec::ExecutorKind::Streaming) {
+    if (p.executor != exec::ExecutorKind::Resident) {
       // exec.state_placement: the stages (0: embed, 1..L: blocks, L + 1:
       // head) whose masters and optimizer states live on disk.
       nlohmann::json on_disk = nlohmann::json::array();
@@ -133,7 +133,8 @@ void print_run_plan(const PlanArgs& args) {
                              {"read_bytes_per_step", p.state_traffic.read_bytes},
                              {"write_bytes_per_step", p.state_traffic.write_bytes},
                              {"predicted_exposed_s", p.predicted_state_disk_s}};
-      if (p.device.is_cuda()) j["weight_uploads"] = p.sizes.f32_weight_uploads ? "f32" : "bf16";
+      if (p.device.is_cuda() && p.executor == exec::ExecutorKind::Streaming)
+        j["weight_uploads"] = p.sizes.f32_weight_uploads ? "f32" : "bf16";
     }
     for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})
       j["peak_bytes"][exec::memory_space_name(space)] = p.budget.bytes(space);

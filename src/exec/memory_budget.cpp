@@ -337,18 +337,9 @@ MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
                     static_cast<double>(head_working_set) / 1e9),
         peak.working_set);
   // Host, and the stages whose states live on disk.
+  const DiskStages disk = disk_stages_of(c, s);
+  const int64_t on_disk = disk.parameters, disk_stages = disk.count;
   const int stage_count = static_cast<int>(c.num_hidden_layers) + 2;
-  LT_CHECK(s.states_on_disk.empty() || static_cast<int>(s.states_on_disk.size()) == stage_count,
-           "memory budget: states_on_disk names ", s.states_on_disk.size(),
-           " stages, the model has ", stage_count);
-  int64_t on_disk = 0, disk_stages = 0;
-  std::vector<int64_t> disk_stage_sizes;
-  for (int stage = 0; stage < static_cast<int>(s.states_on_disk.size()); ++stage) {
-    if (!s.states_on_disk[static_cast<size_t>(stage)]) continue;
-    disk_stage_sizes.push_back(stage_parameters(c, stage));
-    on_disk += disk_stage_sizes.back();
-    ++disk_stages;
-  }
   const int64_t on_host = n - on_disk;
   const std::string of_host =
       on_disk > 0 ? fmt::format(" of {} stages", stage_count - disk_stages) : std::string();
@@ -362,17 +353,7 @@ MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
   if (!s.f32_weight_uploads)
     m.add(Host, "weights streamed to the GPU, pinned (bf16)" + of_host, on_host * kBf16);
   if (on_disk > 0) {
-    m.add(Disk, fmt::format("master weights (fp32) of {} stages", disk_stages), on_disk * kFp32);
-    add_optimizer_states(m, Disk, on_disk, s);
-    // The largest disk stages' states, in host memory around their updates.
-    std::sort(disk_stage_sizes.rbegin(), disk_stage_sizes.rend());
-    disk_stage_sizes.resize(std::min<size_t>(disk_stage_sizes.size(), kStagesOfStatesInFlight));
-    int64_t in_flight = 0;
-    for (int64_t e : disk_stage_sizes) in_flight += e;
-    m.add(Host,
-          fmt::format("master weights and optimizer states of {} disk stages in flight",
-                      disk_stage_sizes.size()),
-          master_and_state_bytes(in_flight, s));
+    add_disk_stages(m, disk, s);
     // The uploads' source, since the masters are not there to copy from.
     m.add(Host, "weights of the disk stages streamed to the device, pinned (compute dtype)",
           on_disk * s.compute_bytes);
@@ -449,6 +430,37 @@ void add_graph_of_one_micro_batch(MemoryBudget& m, const models::ModelConfig& c,
   m.add(Gpu, "lm_head weight gradient: lm_head_loss's sum over its chunks", c.vocab_size * h * cb);
 }
 
+DiskStages disk_stages_of(const models::ModelConfig& c, const TrainSizes& s) {
+  const int stage_count = static_cast<int>(c.num_hidden_layers) + 2;
+  LT_CHECK(s.states_on_disk.empty() || static_cast<int>(s.states_on_disk.size()) == stage_count,
+           "memory budget: states_on_disk names ", s.states_on_disk.size(),
+           " stages, the model has ", stage_count);
+  DiskStages d;
+  for (int stage = 0; stage < static_cast<int>(s.states_on_disk.size()); ++stage) {
+    if (!s.states_on_disk[static_cast<size_t>(stage)]) continue;
+    d.sizes.push_back(stage_parameters(c, stage));
+    d.parameters += d.sizes.back();
+    ++d.count;
+  }
+  return d;
+}
+
+void add_disk_stages(MemoryBudget& m, DiskStages disk, const TrainSizes& s) {
+  using enum MemorySpace;
+  m.add(Disk, fmt::format("master weights (fp32) of {} stages", disk.count),
+        disk.parameters * kFp32);
+  add_optimizer_states(m, Disk, disk.parameters, s);
+  // The largest disk stages' states, in host memory around their updates.
+  std::sort(disk.sizes.rbegin(), disk.sizes.rend());
+  disk.sizes.resize(std::min<size_t>(disk.sizes.size(), kStagesOfStatesInFlight));
+  int64_t in_flight = 0;
+  for (int64_t e : disk.sizes) in_flight += e;
+  m.add(Host,
+        fmt::format("master weights and optimizer states of {} disk stages in flight",
+                    disk.sizes.size()),
+        master_and_state_bytes(in_flight, s));
+}
+
 MemoryBudget offload_bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
                                   int64_t micro_batch, double zenflow_topk) {
   LT_CHECK(s.batch_size > 0 && s.seq_len > 0 && micro_batch > 0,
@@ -464,9 +476,22 @@ MemoryBudget offload_bytes_needed(const models::ModelConfig& c, const TrainSizes
     m.add(Gpu, "ZenFlow's device columns: f32 master, m and v", selected * 3 * kFp32);
   }
   add_graph_of_one_micro_batch(m, c, s, micro_batch, s.on_gpu);
-  m.add(Host, "master weights (fp32)", n * kFp32);
-  add_optimizer_states(m, Host, n, s);
+  // exec.state_placement (Note [Offload states on disk]).
+  const DiskStages disk = disk_stages_of(c, s);
+  const std::string of_host =
+      disk.count > 0
+          ? fmt::format(" of {} stages", static_cast<int>(c.num_hidden_layers) + 2 - disk.count)
+          : std::string();
+  m.add(Host, "master weights (fp32)" + of_host, (n - disk.parameters) * kFp32);
+  add_optimizer_states(m, Host, n - disk.parameters, s);
   if (s.on_gpu) m.add(Host, "bf16 shadows the update writes for the upload, pinned", n * kBf16);
+  if (disk.count > 0) {
+    add_disk_stages(m, disk, s);
+    // The stand-in's upload source (a GPU's is the bf16 shadow above).
+    if (!s.on_gpu)
+      m.add(Host, "weights of the disk stages the device uploads (compute dtype)",
+            disk.parameters * s.compute_bytes);
+  }
   m.add(Host,
         zenflow_topk > 0 ? "gradient slabs, two windows (compute dtype)"
                          : "gradient slabs (compute dtype)",

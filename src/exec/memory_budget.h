@@ -118,6 +118,17 @@ int64_t stage_parameters(const models::ModelConfig& config, int stage);
 // Bytes of the f32 masters and optimizer states of `n` parameters.
 int64_t master_and_state_bytes(int64_t n, const TrainSizes& sizes);
 
+// The stages sizes.states_on_disk puts on disk (exec.state_placement).
+struct DiskStages {
+  int64_t parameters = 0;      // theirs, all together
+  int count = 0;               // how many
+  std::vector<int64_t> sizes;  // each one's parameters
+};
+DiskStages disk_stages_of(const models::ModelConfig& config, const TrainSizes& sizes);
+// Their masters and optimizer states on disk, and the largest
+// kStagesOfStatesInFlight of them in host memory around their updates.
+void add_disk_stages(MemoryBudget& m, DiskStages disk, const TrainSizes& sizes);
+
 // Bytes of AdamW's m and v for `n` parameters: two f32 each, or for
 // adamw8bit a byte each and one f32 scale a block of `block` for each.
 int64_t optimizer_state_bytes(int64_t n, OptimizerStates optimizer, int64_t block);
@@ -218,7 +229,9 @@ void add_graph_of_one_micro_batch(MemoryBudget& m, const models::ModelConfig& co
 // gradients in the compute dtype and one micro-batch's graph, plus, for
 // ZenFlow (zenflow_topk > 0), an f32 master, m and v for its share of the
 // columns; on the host the f32 masters, the optimizer states, the pinned
-// bf16 shadows (on a GPU) and one gradient slab set (two for ZenFlow).
+// bf16 shadows (on a GPU) and one gradient slab set (two for ZenFlow). The
+// masters and states of the stages sizes.states_on_disk names are on disk
+// (add_disk_stages), with the stand-in's upload copies of them.
 MemoryBudget offload_bytes_needed(const models::ModelConfig& config, const TrainSizes& sizes,
                                   int64_t micro_batch, double zenflow_topk);
 

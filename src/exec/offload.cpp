@@ -289,7 +289,6 @@ void OffloadExecutor::sync() {
   impl_->optimizer_queue.enqueue([] {}).get();
   impl_->device->finish_compute();
   impl_->stats = nullptr;
-  if (impl_->states_on_disk) impl_->move_all_states(false);
 }
 
 void OffloadExecutor::sync_masters() {
@@ -298,6 +297,7 @@ void OffloadExecutor::sync_masters() {
   impl_->finish_masters();
   impl_->stats = nullptr;
   sync();
+  if (impl_->states_on_disk) impl_->move_all_states(false);
 }
 
 void OffloadExecutor::resume_at(int64_t step) {

@@ -95,14 +95,16 @@ class OffloadExecutor final : public Executor {
   // Waits for the updates and copies in flight. The device weights are
   // then current (evaluation reads them); ZenFlow's host masters may still
   // lack its device-owned columns and its open window: sync_masters().
-  // With states on disk, every stage is read back into host memory (the
-  // next step writes them out again).
+  // With states on disk, the disk stages' masters and states stay there
+  // (sync_masters() reads them back).
   void sync() override;
   // ZenFlow: ends the open window now (its gradients go through the CPU
   // update at once), applies every pending update and writes the device's
   // columns into the host masters, so that the masters and the optimizer
   // state hold everything trained so far (a checkpoint). The device's
-  // column moments restart at the next step, as at a reselection.
+  // column moments restart at the next step, as at a reselection. With
+  // states on disk, every stage is read back into host memory (the next
+  // step writes them out again).
   void sync_masters() override;
   // With states on disk: waits as sync_masters() does, leaving the disk
   // stages there (exec/staged_states.h); else null.

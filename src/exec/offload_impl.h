@@ -210,6 +210,8 @@ struct OffloadExecutor::Impl {
 
   // ---- offload_states.cpp (Note [Offload states on disk]) ----
   void setup_state_placement();
+  // Every optimizer state has memory, or belongs to a disk stage.
+  void check_states_have_memory() const;
   bool stage_on_disk(size_t stage) const;  // now, between steps
   // What an upload of parameter i copies: its master, or for a disk stage
   // the copy that stays in host memory.

@@ -28,9 +28,10 @@
 //   and writes every disk stage out (states the optimizer made without
 //   memory get it and their first values a stage at a time). Between
 //   steps every disk stage is on disk; sync_staged() hands them out a
-//   stage at a time (a checkpoint, a resume) and evaluation reads the
-//   device weights. sync() reads them all back (tests, generation); the
-//   next step writes them out again.
+//   stage at a time (a checkpoint, a resume); evaluation and generation
+//   read the device weights after sync(), which leaves them there.
+//   sync_masters() reads them all back (tests); the next step writes them
+//   out again.
 // - Errors: a failed read (I/O or checksum) fails the stage's update, its
 //   write-back and upload, and so the step, with a message that names the
 //   file, the stage and the state. The file is removed when the executor
@@ -57,7 +58,7 @@ void OffloadExecutor::Impl::setup_state_placement() {
            " stages, the model has ", stages.size());
   for (size_t s = 0; s < options.states_on_disk.size(); ++s)
     if (options.states_on_disk[s]) disk_stages.push_back(s);
-  if (disk_stages.empty()) return;
+  if (disk_stages.empty()) return check_states_have_memory();
   LT_CHECK(!options.ranks,
            "exec.state_placement: a run of several processes keeps every "
            "master and optimizer state of exec.mode offload in host memory so "
@@ -88,9 +89,17 @@ void OffloadExecutor::Impl::setup_state_placement() {
       })
       .get();
   states_on_disk = true;
+  check_states_have_memory();
+}
+
+void OffloadExecutor::Impl::check_states_have_memory() const {
+  // Over ranks, state() is a collective gather (ZeRO-1's), and no state
+  // lives on disk there.
+  if (options.ranks) return;
   for (const auto& [name, t] : optimizer.state())
-    LT_CHECK(t.storage() || disk_states->holds(t), "offload executor: the optimizer made state '",
-             name, "' without memory, but its stage keeps its states in host memory ",
+    LT_CHECK(t.storage() || (disk_states && disk_states->holds(t)),
+             "offload executor: the optimizer made state '", name,
+             "' without memory, but its stage keeps its states in host memory ",
              "(OffloadOptions::states_on_disk)");
 }
 

@@ -270,11 +270,11 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
     for (const ExecutorCandidate& e : candidates)
       if (e.executor == p.executor) p.predicted_step_s = e.step_s;
   }
-  LT_CHECK(c.exec.state_placement != "disk" || p.executor == exec::ExecutorKind::Streaming,
-           "exec.state_placement: disk keeps the streaming executor's masters and optimizer "
-           "states on disk; this run's executor is ",
+  LT_CHECK(c.exec.state_placement != "disk" || p.executor != exec::ExecutorKind::Resident,
+           "exec.state_placement: disk keeps the masters and optimizer states of a CPU-master "
+           "executor (streaming, offload, zenflow) on disk; this run's executor is ",
            exec::executor_name(p.executor),
-           " (set exec.mode: streaming, or exec.state_placement: host)");
+           " (set exec.mode: streaming or offload, or exec.state_placement: host)");
   LT_CHECK(!c.train.clip_with_previous_norm || p.executor == exec::ExecutorKind::Resident ||
                p.executor == exec::ExecutorKind::Streaming,
            "train.clip_with_previous_norm: true is for exec.mode resident or streaming; this "
@@ -294,10 +294,12 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
              " on a GPU computes in bf16 (the host keeps the f32 masters); set bf16, got ",
              c.train.dtype);
     p.sizes = streaming_sizes(c, p.device.is_cpu());
-    p.budget = exec::offload_bytes_needed(model, p.sizes, p.accum_sequences,
-                                          zen ? c.exec.zenflow.topk_ratio : 0.0);
-    check_host_memory_cap(c, p.budget.bytes(exec::MemorySpace::Host),
-                          exec::executor_name(p.executor));
+    const double topk = zen ? c.exec.zenflow.topk_ratio : 0.0;
+    p.placement = resolve_offload_placement(c, model, p.sizes, p.accum_sequences, topk, p.reasons);
+    p.sizes.states_on_disk = p.placement.states_on_disk;
+    p.budget = exec::offload_bytes_needed(model, p.sizes, p.accum_sequences, topk);
+    p.reasons.push_back(describe_states(c, model, p.sizes));
+    p.state_traffic = plan::state_traffic(model, p.sizes);
     return p;
   }
   LT_CHECK(p.device.is_cpu() || p.compute_dtype == DType::BF16,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "core/error.h"
 #include "plan/hardware.h"
@@ -47,33 +48,34 @@ struct Attempt {
   }
 };
 
+// The executor's host bytes with sizes.states_on_disk.
+using HostCount = std::function<int64_t(const exec::TrainSizes&)>;
+
 // exec.state_placement's stages on disk, and the host bytes they leave,
-// with or without f32 weight uploads.
+// with or without f32 weight uploads: auto moves stages in
+// plan::disk_order until the count fits (as plan::place_states does for
+// the streaming executor's count).
 Attempt place(const TrainConfig& c, const models::ModelConfig& model, exec::TrainSizes sizes,
-              const exec::Schedule& schedule, int64_t host_extra, const HostBudget& budget,
-              bool f32_uploads) {
+              const HostCount& host_count, const HostBudget& budget, bool f32_uploads) {
   const std::string& mode = c.exec.state_placement;
   sizes.f32_weight_uploads = f32_uploads;
   Attempt a;
-  if (mode == "auto" && budget.bytes >= 0) {
-    const plan::StatePlacementChoice choice =
-        plan::place_states(model, sizes, schedule, budget.bytes, host_extra);
-    a.on_disk = choice.on_disk;
-    a.host_bytes = choice.host_bytes;
-    return a;
-  }
   a.on_disk.assign(static_cast<size_t>(model.num_hidden_layers) + 2, mode == "disk");
-  sizes.states_on_disk = a.on_disk;
-  a.host_bytes =
-      exec::bytes_needed(model, sizes, schedule).bytes(exec::MemorySpace::Host) + host_extra;
-  return a;
+  const bool search = mode == "auto" && budget.bytes >= 0;
+  const std::vector<int> order = plan::disk_order(model);
+  for (size_t moved = 0;; ++moved) {
+    sizes.states_on_disk = a.on_disk;
+    a.host_bytes = host_count(sizes);
+    if (!search || a.host_bytes <= budget.bytes || moved == order.size()) return a;
+    a.on_disk[static_cast<size_t>(order[moved])] = true;
+  }
 }
 
-}  // namespace
-
-HostPlacement resolve_host_placement(const TrainConfig& c, const models::ModelConfig& model,
-                                     exec::TrainSizes sizes, const exec::Schedule& schedule,
-                                     int64_t host_extra, std::vector<std::string>& reasons) {
+// resolve_host_placement with the executor's count; `uploads_choice`: the
+// executor uploads from f32 masters or bf16 copies (exec.weight_uploads).
+HostPlacement resolve(const TrainConfig& c, const models::ModelConfig& model,
+                      exec::TrainSizes sizes, const HostCount& host_count, bool uploads_choice,
+                      std::vector<std::string>& reasons) {
   const std::string& mode = c.exec.state_placement;
   const std::string& uploads = c.exec.weight_uploads;
   const size_t stages = static_cast<size_t>(model.num_hidden_layers) + 2;
@@ -81,15 +83,15 @@ HostPlacement resolve_host_placement(const TrainConfig& c, const models::ModelCo
   const bool capped = c.exec.host_memory_gb > 0;
   // Only a GPU uploads bf16 from f32 masters; the stand-in uploads the f32
   // masters as they are in any case.
-  bool f32 = sizes.on_gpu && uploads == "f32";
-  Attempt a = place(c, model, sizes, schedule, host_extra, budget, f32);
+  bool f32 = uploads_choice && sizes.on_gpu && uploads == "f32";
+  Attempt a = place(c, model, sizes, host_count, budget, f32);
   std::string uploads_why = uploads == "auto" ? "" : "as set";
-  if (sizes.on_gpu && uploads == "auto") {
+  if (uploads_choice && sizes.on_gpu && uploads == "auto") {
     uploads_why = "every stage fits host memory with the bf16 copies";
     if (budget.bytes < 0) uploads_why = "the host memory free is unknown";
     const bool all_in_host = a.disk_stages() == 0 && a.host_bytes <= budget.bytes;
     if (budget.bytes >= 0 && !all_in_host) {
-      Attempt b = place(c, model, sizes, schedule, host_extra, budget, true);
+      Attempt b = place(c, model, sizes, host_count, budget, true);
       const bool fewer_on_disk = b.disk_stages() < a.disk_stages();
       const bool fits_only_so = b.host_bytes <= budget.bytes && a.host_bytes > budget.bytes;
       if (fewer_on_disk || fits_only_so) {
@@ -139,7 +141,7 @@ HostPlacement resolve_host_placement(const TrainConfig& c, const models::ModelCo
   }
   reasons.push_back(fmt::format("exec.state_placement {}: {} of {} stages on disk ({})", mode,
                                 disk_stages, stages, why));
-  if (sizes.on_gpu)
+  if (uploads_choice && sizes.on_gpu)
     reasons.push_back(fmt::format("exec.weight_uploads {}: {} ({})", uploads,
                                   f32 ? "the f32 masters, pinned, converted to bf16 on the GPU"
                                       : "pinned bf16 copies the CPU update writes",
@@ -151,15 +153,25 @@ HostPlacement resolve_host_placement(const TrainConfig& c, const models::ModelCo
   return placed;
 }
 
-void check_host_memory_cap(const TrainConfig& c, int64_t host_bytes, const std::string& executor) {
-  const HostBudget budget = host_budget(c);
-  if (c.exec.host_memory_gb <= 0 || host_bytes <= budget.bytes) return;
-  fail("exec.host_memory_gb: exec.mode ", executor,
-       " keeps every master weight and optimizer "
-       "state in host memory, ",
-       gb(host_bytes), ", ", gb(host_bytes - budget.bytes), " more than ", budget.from,
-       "; raise exec.host_memory_gb, or set exec.mode: streaming, whose exec.state_placement "
-       "auto moves states to disk");
+}  // namespace
+
+HostPlacement resolve_host_placement(const TrainConfig& c, const models::ModelConfig& model,
+                                     exec::TrainSizes sizes, const exec::Schedule& schedule,
+                                     int64_t host_extra, std::vector<std::string>& reasons) {
+  const HostCount count = [&](const exec::TrainSizes& s) {
+    return exec::bytes_needed(model, s, schedule).bytes(exec::MemorySpace::Host) + host_extra;
+  };
+  return resolve(c, model, std::move(sizes), count, /*uploads_choice=*/true, reasons);
+}
+
+HostPlacement resolve_offload_placement(const TrainConfig& c, const models::ModelConfig& model,
+                                        exec::TrainSizes sizes, int64_t micro_batch,
+                                        double zenflow_topk, std::vector<std::string>& reasons) {
+  const HostCount count = [&](const exec::TrainSizes& s) {
+    return exec::offload_bytes_needed(model, s, micro_batch, zenflow_topk)
+        .bytes(exec::MemorySpace::Host);
+  };
+  return resolve(c, model, std::move(sizes), count, /*uploads_choice=*/false, reasons);
 }
 
 }  // namespace lt::train

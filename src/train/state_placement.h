@@ -1,6 +1,7 @@
 #pragma once
-// exec.state_placement and exec.host_memory_gb as a streaming run resolves
-// them (issue 26), with exec.weight_uploads. The host budget is the least of
+// exec.state_placement and exec.host_memory_gb as a run of a CPU-master
+// executor (streaming, offload, ZenFlow) resolves them (issue 26), with
+// exec.weight_uploads (streaming). The host budget is the least of
 // exec.host_memory_gb when set, what this machine has free now
 // (free_memory_for_run: MemAvailable or the cgroup's room, plus the host
 // tensors held already, less kHostReserveBytes) and the hardware profile's
@@ -34,7 +35,7 @@ struct HostBudget {
 // of them), read once: the placement and the planner must fit one number.
 HostBudget host_budget(const TrainConfig& c);
 
-// Where a streaming run keeps what the host holds of each stage.
+// Where a CPU-master run keeps what the host holds of each stage.
 struct HostPlacement {
   std::vector<bool> states_on_disk;  // per stage (embed, blocks, head); empty: none on disk
   // exec.weight_uploads as resolved (exec::TrainSizes::f32_weight_uploads).
@@ -54,10 +55,12 @@ HostPlacement resolve_host_placement(const TrainConfig& c, const models::ModelCo
                                      exec::TrainSizes sizes, const exec::Schedule& schedule,
                                      int64_t host_extra, std::vector<std::string>& reasons);
 
-// A set exec.host_memory_gb against `host_bytes`, the host count of an
-// executor that keeps every master and optimizer state in host memory
-// (offload, ZenFlow: `executor`); throws lt::Error naming the key, the
-// bytes short, and the streaming executor, whose states can go to disk.
-void check_host_memory_cap(const TrainConfig& c, int64_t host_bytes, const std::string& executor);
+// The same for exec.mode offload and zenflow (`zenflow_topk` > 0), whose
+// host bytes are exec::offload_bytes_needed's for `micro_batch` sequences
+// a micro-batch (Note [Offload states on disk], exec/offload_states.cpp);
+// it uploads from the bf16 shadows, so f32_weight_uploads stays false.
+HostPlacement resolve_offload_placement(const TrainConfig& c, const models::ModelConfig& model,
+                                        exec::TrainSizes sizes, int64_t micro_batch,
+                                        double zenflow_topk, std::vector<std::string>& reasons);
 
 }  // namespace lt::train

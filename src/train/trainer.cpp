@@ -100,13 +100,13 @@ optim::AdamWOptions adamw_options(const TrainConfig& c) {
 
 // optim.name's optimizer over the model's parameters (where they live: the
 // optimizer's states follow them). The states of the stages the plan puts
-// on disk are made without memory: the streaming executor makes them a
-// stage at a time as it writes them out (Note [Stage states on disk]).
+// on disk are made without memory: the executor (streaming, offload) makes
+// them a stage at a time as it writes them out (Note [Stage states on disk]).
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const RunPlan& plan,
                                                  const models::CausalLM& model, ProgressBar& log) {
   const optim::AdamWOptions adam = adamw_options(c);
   const std::vector<bool> without_memory =
-      plan.executor == exec::ExecutorKind::Streaming
+      plan.executor != exec::ExecutorKind::Resident
           ? exec::flags_per_parameter(model, plan.sizes.states_on_disk)
           : std::vector<bool>{};
   if (plan.optimizer == exec::OptimizerStates::Fp32)
@@ -263,6 +263,9 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
     o.no_decay = c.optim.no_decay;
     o.ranks = ranks;
     o.zero = zero;
+    o.states_on_disk = plan.sizes.states_on_disk;
+    o.state_file.directory = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
+    o.read_states_back_at_end = false;  // as the streaming executor's, below
     return std::make_unique<exec::OffloadExecutor>(
         model, optimizer, make_device(c, plan, model, optimizer, shared, pinned_apart),
         std::move(o));
@@ -563,8 +566,12 @@ void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
       (r.state.step + 1) % c.train.eval_every != 0)
     return;
   // Stages of weights on disk come in one at a time (Note [Stage states on
-  // disk]).
-  exec::StagedStates* staged = r.executor->sync_staged();
+  // disk]). The offload executors' evaluation reads the device weights,
+  // which sync() makes current (their sync_staged() would also end
+  // ZenFlow's window, as a checkpoint must).
+  const bool on_device = r.plan.executor == exec::ExecutorKind::Offload ||
+                         r.plan.executor == exec::ExecutorKind::ZenFlow;
+  exec::StagedStates* staged = on_device ? nullptr : r.executor->sync_staged();
   if (!staged) r.executor->sync();
   const auto ev =
       staged ? exec::evaluate_samples_by_stage(

@@ -3,8 +3,8 @@
 // executor's own tests check weights and states, tests/exec/
 // streaming_states_test.cpp) while the host holds 12 bytes a parameter less
 // at its peak (the f32 master, m and v of all but the stages in flight:
-// adamw), and the run plan counts them on disk. An executor other than
-// streaming refuses the key, naming it.
+// adamw), and the run plan counts them on disk, for streaming and for the
+// offload executors. The resident executor refuses the key, naming it.
 //
 // auto under exec.host_memory_gb: a cap below what the host placement
 // needs moves the fewest blocks to disk (a count worked out by hand from
@@ -125,6 +125,36 @@ TEST_F(StatePlacement, PlanJsonSaysWhichStagesAreOnDisk) {
   EXPECT_EQ(j.at("write_bytes_per_step").get<int64_t>(), 5 * e * 12);
 }
 
+// The offload executors (exec.mode offload, zenflow) count a disk stage's
+// master and states on disk as streaming does (adamw: 12 bytes a
+// parameter), say so in the plan's reasons and in `lazytrain plan --json`.
+TEST_F(StatePlacement, OffloadPlansShowThePlacement) {
+  const int64_t n = model().num_parameters();
+  for (const char* mode : {"offload", "zenflow"}) {
+    SCOPED_TRACE(mode);
+    const RunPlan host = resolve_run(config("host", mode), model());
+    const RunPlan disk = resolve_run(config("disk", mode), model());
+    EXPECT_EQ(host.budget.bytes(exec::MemorySpace::Disk), 0);
+    EXPECT_EQ(disk.budget.bytes(exec::MemorySpace::Disk), 12 * n);
+    EXPECT_LT(disk.budget.bytes(exec::MemorySpace::Host),
+              host.budget.bytes(exec::MemorySpace::Host));
+    EXPECT_EQ(disk.state_traffic.read_bytes, 12 * n);
+    bool said = false;
+    for (const std::string& line : disk.reasons)
+      said = said || line.find("14 of 14 stages on disk") != std::string::npos;
+    EXPECT_TRUE(said) << ::testing::PrintToString(disk.reasons);
+    const fs::path yaml = tmp_ / "run.yaml";
+    write_text(yaml, config("disk", mode).to_yaml());
+    std::string output;
+    ASSERT_EQ(
+        run_program({"plan", "--config", yaml.string(), "--json"}, tmp_ / "plan.log", &output), 0)
+        << output;
+    const auto j = nlohmann::json::parse(output.substr(output.find('{'))).at("states_on_disk");
+    EXPECT_EQ(j.at("stages").size(), 14u);
+    EXPECT_EQ(j.at("write_bytes_per_step").get<int64_t>(), 12 * n);
+  }
+}
+
 // The fixture's block has e = 11568 parameters (tests/exec/
 // streaming_states_test.cpp counts them); the head 4704 and the embedding
 // 4656 are smaller. On the CPU stand-in a stage moved to disk takes its f32
@@ -189,13 +219,14 @@ TEST_F(StatePlacement, ACapTooSmallEvenForDiskNamesTheKey) {
                                         "states on disk"));
     EXPECT_THAT(e, ::testing::HasSubstr("more than exec.host_memory_gb (1e-06 GB)"));
   }
-  // The offload executors keep every state in host memory: a cap they
-  // exceed names the key and the executor that can move states to disk.
+  // The offload executors place their states as streaming does
+  // (tests/train/offload_states_test.cpp): the same message.
   for (const char* mode : {"offload", "zenflow"}) {
     const std::string e = lt::testing::error_of(
         [&] { resolve_run(config("auto", mode, {host_cap(1000)}), model()); });
-    EXPECT_THAT(e, ::testing::HasSubstr("exec.host_memory_gb: exec.mode "));
-    EXPECT_THAT(e, ::testing::HasSubstr("set exec.mode: streaming"));
+    EXPECT_THAT(e, ::testing::HasSubstr("exec.host_memory_gb"));
+    EXPECT_THAT(e, ::testing::HasSubstr("even with every stage's master weights and optimizer "
+                                        "states on disk"));
   }
   const int64_t offload_host =
       resolve_run(config("auto", "offload"), model()).budget.bytes(exec::MemorySpace::Host);
