@@ -300,39 +300,42 @@ TEST_F(StatePlacement, AFullDiskStopsTheRunAndLosesNothing) {
 // the states come back for the checkpoint, the run exits 0 and leaves no
 // scratch file; the resume rebuilds it from the checkpoint and goes on.
 TEST_F(StatePlacement, SigintSavesFromDiskAndLeavesNoScratchFile) {
-  const fs::path out = tmp_ / "out_sigint";
-  Child child({"train", "--no-sample",
-               "--set", "model.path=" + (tmp_ / "model").string(),
-               "--set", "model.init=random",
-               "--set", "data.path=" + (tmp_ / "data.jsonl").string(),
-               "--set", "data.format=tokens",
-               "--set", "train.steps=100000",
-               "--set", "train.batch_size=4",
-               "--set", "train.seq_len=16",
-               "--set", "train.device=cpu",
-               "--set", "exec.mode=streaming",
-               "--set", "exec.state_placement=disk",
-               "--set", "out.dir=" + out.string()},
-              tmp_ / "sigint.log");
-  ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 2)) << child.output();
-  child.signal(SIGINT);
-  const int status = child.wait(60);
-  const std::string output = child.output();
-  ASSERT_TRUE(WIFEXITED(status)) << output;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
-  const size_t steps = read_metrics(out).size();
-  ASSERT_TRUE(fs::is_directory(out / ("step-" + std::to_string(steps)))) << output;
-  for (const auto& entry : fs::directory_iterator(out))
-    EXPECT_EQ(entry.path().filename().string().rfind("lazytrain_states_", 0), std::string::npos)
-        << entry.path();
-  // The checkpoint's own config, two steps longer.
-  const std::string saved = (out / ("step-" + std::to_string(steps))).string();
-  const TrainConfig more =
-      load_train_config_for("", {"train.steps=" + std::to_string(steps + 2)}, &saved);
-  train_quietly(more, saved);
-  const auto metrics = read_metrics(out);
-  ASSERT_EQ(metrics.size(), steps + 2);
-  for (const auto& m : metrics) EXPECT_TRUE(std::isfinite(m.at("loss").get<double>()));
+  for (const std::string mode : {"streaming", "offload", "zenflow"}) {
+    SCOPED_TRACE(mode);
+    const fs::path out = tmp_ / ("out_sigint_" + mode);
+    Child child({"train", "--no-sample",
+                 "--set", "model.path=" + (tmp_ / "model").string(),
+                 "--set", "model.init=random",
+                 "--set", "data.path=" + (tmp_ / "data.jsonl").string(),
+                 "--set", "data.format=tokens",
+                 "--set", "train.steps=100000",
+                 "--set", "train.batch_size=4",
+                 "--set", "train.seq_len=16",
+                 "--set", "train.device=cpu",
+                 "--set", "exec.mode=" + mode,
+                 "--set", "exec.state_placement=disk",
+                 "--set", "out.dir=" + out.string()},
+                tmp_ / ("sigint_" + mode + ".log"));
+    ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 2)) << child.output();
+    child.signal(SIGINT);
+    const int status = child.wait(60);
+    const std::string output = child.output();
+    ASSERT_TRUE(WIFEXITED(status)) << output;
+    EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+    const size_t steps = read_metrics(out).size();
+    ASSERT_TRUE(fs::is_directory(out / ("step-" + std::to_string(steps)))) << output;
+    for (const auto& entry : fs::directory_iterator(out))
+      EXPECT_EQ(entry.path().filename().string().rfind("lazytrain_states_", 0), std::string::npos)
+          << entry.path();
+    // The checkpoint's own config, two steps longer.
+    const std::string saved = (out / ("step-" + std::to_string(steps))).string();
+    const TrainConfig more =
+        load_train_config_for("", {"train.steps=" + std::to_string(steps + 2)}, &saved);
+    train_quietly(more, saved);
+    const auto metrics = read_metrics(out);
+    ASSERT_EQ(metrics.size(), steps + 2);
+    for (const auto& m : metrics) EXPECT_TRUE(std::isfinite(m.at("loss").get<double>()));
+  }
 }
 
 }  // namespace
