@@ -262,6 +262,7 @@ void OffloadExecutor::Impl::synchronous_update(const StepOptions& o) {
   optimizer_queue.enqueue([this] { optimizer.finish_step(); });
   // The synchronous offload: the step ends when the new weights are on the device.
   for (const Ticket& t : uploaded) wait_seconds(t);
+  count_state_io();
   stats->optimizer_s += seconds_since(wait_start);
 }
 

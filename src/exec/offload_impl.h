@@ -98,6 +98,9 @@ struct OffloadExecutor::Impl {
   // ---- exec.state_placement (offload_states.cpp) ----
   std::vector<size_t> disk_stages;  // ascending
   bool states_on_disk = false;      // every disk stage evicted (compute thread)
+  // Per stage, its last read and write-back in an update (states thread,
+  // before their tickets complete), for StepStats::states_read_*.
+  std::vector<StageStatesOnDisk::Io> state_reads, state_writes;
   // When disk_stages is not empty; its I/O runs on state_queue, which
   // stops (running what is queued) before it goes.
   std::unique_ptr<StageStatesOnDisk> disk_states;
@@ -212,6 +215,8 @@ struct OffloadExecutor::Impl {
   void setup_state_placement();
   // Every optimizer state has memory, or belongs to a disk stage.
   void check_states_have_memory() const;
+  // The reads and write-backs of the update waited for into `stats`.
+  void count_state_io();
   bool stage_on_disk(size_t stage) const;  // now, between steps
   // What an upload of parameter i copies: its master, or for a disk stage
   // the copy that stays in host memory.

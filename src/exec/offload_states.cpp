@@ -38,6 +38,7 @@
 //   goes (a killed run's by the next run in that directory).
 // Not yet: several processes (run_step_over_ranks refuses states on disk).
 #include <map>
+#include <utility>
 
 #include "exec/memory_budget.h"
 #include "exec/offload_impl.h"
@@ -72,6 +73,8 @@ void OffloadExecutor::Impl::setup_state_placement() {
                                                     options.states_on_disk, names, handles,
                                                     optimizer.state(), *device, state_queue);
   // Evaluation reads the device weights (eval_model()), which are whole.
+  state_reads.assign(stages.size(), {});
+  state_writes.assign(stages.size(), {});
   staged = std::make_unique<StagedStatesOnDisk>(
       *disk_states, optimizer, stages.size(), [this] { return states_on_disk; },
       [](size_t) { return std::shared_ptr<void>(); });
@@ -103,6 +106,16 @@ void OffloadExecutor::Impl::check_states_have_memory() const {
              "(OffloadOptions::states_on_disk)");
 }
 
+void OffloadExecutor::Impl::count_state_io() {
+  if (!disk_states || !stats) return;
+  for (size_t s : disk_stages) {
+    stats->states_read_bytes += std::exchange(state_reads[s].bytes, 0);
+    stats->states_read_s += std::exchange(state_reads[s].seconds, 0.0);
+    stats->states_write_bytes += std::exchange(state_writes[s].bytes, 0);
+    stats->states_write_s += std::exchange(state_writes[s].seconds, 0.0);
+  }
+}
+
 bool OffloadExecutor::Impl::stage_on_disk(size_t stage) const {
   return states_on_disk && disk_states->placed(stage);
 }
@@ -127,7 +140,9 @@ void OffloadExecutor::Impl::update_stages(int set, double lr, double scale,
       then(s, update_on_host(stages[s].first, stages[s].last, set, lr, scale, ready_ticket()));
     return;
   }
-  auto read = [&](size_t s) { return state_queue.enqueue([this, s] { disk_states->load(s); }); };
+  auto read = [&](size_t s) {
+    return state_queue.enqueue([this, s] { state_reads[s] = disk_states->load(s); });
+  };
   auto update = [&](size_t s, Ticket states_read) {
     return update_on_host(stages[s].first, stages[s].last, set, lr, scale,
                           states_read.valid() ? std::move(states_read) : ready_ticket());
@@ -136,7 +151,7 @@ void OffloadExecutor::Impl::update_stages(int set, double lr, double scale,
     return state_queue.enqueue([this, s, updated] {
       updated.get();  // a failed read or update fails the write-back too
       const bool last = s == disk_stages.back();
-      disk_states->evict(s, /*recycle=*/!last);
+      state_writes[s] = disk_states->evict(s, /*recycle=*/!last);
       if (last) disk_states->drop_spare();
     });
   };

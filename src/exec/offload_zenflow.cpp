@@ -305,6 +305,7 @@ void OffloadExecutor::Impl::end_window() {
 void OffloadExecutor::Impl::merge_cpu_update() {
   flush_early_merge();
   stats->optimizer_s += wait_seconds(cpu_update);
+  count_state_io();  // the update's reads and write-backs, done by now
   merge_due = false;
   const int set = 1 - buffer;  // the set the merged update read
   auto already = [&](size_t i) { return merging_early && merged_early[i]; };

@@ -37,6 +37,7 @@ constexpr int kLayers = 3;  // stages: embed, blocks 0..2, head
 
 struct Result {
   std::vector<double> losses, grad_norms;
+  int64_t states_read_bytes = 0, states_write_bytes = 0;  // as the steps' stats say
   std::vector<std::vector<unsigned char>> params, states;
 };
 
@@ -66,6 +67,8 @@ void train_steps(Executor& executor, const models::CausalLM& model, optim::Optim
     const StepStats st = executor.step(data[s], o);
     r.losses.push_back(st.loss);
     r.grad_norms.push_back(st.grad_norm);
+    r.states_read_bytes += st.states_read_bytes;
+    r.states_write_bytes += st.states_write_bytes;
   }
   executor.sync_masters();
   r.params.clear();
@@ -128,7 +131,11 @@ void check_placements(const OffloadOptions& mode, int steps) {
       OffloadOptions o = mode;
       o.states_on_disk = on_disk;
       o.state_file.file.force_threads = on_disk[1];  // the threaded fallback, for some
-      expect_same(want, run(kind, o, steps, 2, dir.path()));
+      const Result got = run(kind, o, steps, 2, dir.path());
+      expect_same(want, got);
+      // The steps' stats count the disk stages' reads and write-backs.
+      EXPECT_GT(got.states_read_bytes, 0);
+      EXPECT_EQ(got.states_read_bytes, got.states_write_bytes);
     }
   }
 }
