@@ -23,9 +23,12 @@ OffloadExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o,
   LT_CHECK(device, "offload executor: no device");
   if (options.zenflow) validate(options.zenflow_options);
   for (auto& [name, p] : model.parameters()) {
-    LT_CHECK(p.device().is_cpu() && p.dtype() == DType::F32 && p.is_contiguous(),
+    // A master without memory (its disk stage's values come from
+    // options.fill_masters) is a host tensor once it has it.
+    const bool has_memory = p.storage() != nullptr;
+    LT_CHECK((!has_memory || p.device().is_cpu()) && p.dtype() == DType::F32 && p.is_contiguous(),
              "offload executor: master parameter '", name,
-             "' must be a contiguous f32 CPU tensor, got ", p.str());
+             "' must be a contiguous f32 CPU tensor, got ", has_memory ? p.str() : "no memory");
     names.push_back(name);
     masters.push_back(p);
   }
@@ -69,11 +72,12 @@ OffloadExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o,
   nn::NamedParameters named;
   for (size_t i = 0; i < weights.size(); ++i) named.emplace_back(names[i], weights[i]);
   norm = std::make_unique<optim::GradNormPartials>(named);
-  for (const StageRange& r : stages) {
-    uploaded.push_back(upload_weights(r.first, r.last, ready_ticket(), "initial weights"));
-  }
   cpu_update = ready_ticket();
+  // The first uploads; with states on disk after every disk stage has been
+  // written out (its masters may have had no memory before).
   setup_state_placement();
+  for (const StageRange& r : stages)
+    uploaded.push_back(upload_weights(r.first, r.last, ready_ticket(), "initial weights"));
   if (options.max_optimizer_delay_us > 0)
     optimizer_queue.inject_delays(options.max_optimizer_delay_us, 11);
 }

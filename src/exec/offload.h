@@ -27,6 +27,7 @@
 // worker threads, f32 compute), a GPU in a run (bf16 compute, pinned host
 // buffers, copy streams).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +76,13 @@ struct OffloadOptions {
   // the model (which outlives the executor) is whole; false leaves them
   // (the trainer, done with the model).
   bool read_states_back_at_end = true;
+  // The start of a model whose disk stages' masters were made without
+  // memory (CausalLM::random and uninitialized with flags): writes the f32
+  // masters of disk stage `stage` once the executor has given them memory,
+  // on its states thread, while it is built; the stage is then written
+  // out and freed (Note [Stage states on disk], "the start"). Unset: every
+  // master has memory.
+  std::function<void(size_t stage)> fill_masters;
   // Test hook: the states thread sleeps up to this many microseconds
   // before each read and write-back (a slow disk).
   int64_t max_state_io_delay_us = 0;

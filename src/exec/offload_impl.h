@@ -213,7 +213,7 @@ struct OffloadExecutor::Impl {
 
   // ---- offload_states.cpp (Note [Offload states on disk]) ----
   void setup_state_placement();
-  // Every optimizer state has memory, or belongs to a disk stage.
+  // Every master and optimizer state has memory, or belongs to a disk stage.
   void check_states_have_memory() const;
   // The reads and write-backs of the update waited for into `stats`.
   void count_state_io();

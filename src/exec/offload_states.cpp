@@ -24,9 +24,10 @@
 //   Choosing columns reads each disk stage's masters from the file, and
 //   writing the device's columns back into the masters (a checkpoint, a
 //   reselection) reads, changes and rewrites each disk stage in turn.
-// - The start: the executor uploads the first weights, waits for them,
-//   and writes every disk stage out (states the optimizer made without
-//   memory get it and their first values a stage at a time). Between
+// - The start: the executor writes every disk stage out, a stage at a
+//   time (masters and states made without memory get it, and their values
+//   from OffloadOptions::fill_masters and optimizer.reset_state), then
+//   uploads the first weights (a disk stage's from its upload copy). Between
 //   steps every disk stage is on disk; sync_staged() hands them out a
 //   stage at a time (a checkpoint, a resume); evaluation and generation
 //   read the device weights after sync(), which leaves them there.
@@ -80,14 +81,14 @@ void OffloadExecutor::Impl::setup_state_placement() {
       [](size_t) { return std::shared_ptr<void>(); });
   if (options.max_state_io_delay_us > 0)
     state_queue.inject_delays(options.max_state_io_delay_us, 13);
-  // The first uploads read the masters: they land before the masters go.
-  for (const Ticket& t : uploaded) t.get();
   state_queue
       .enqueue([this] {
         disk_states->write_out_first(optimizer, [this](size_t s) {
-          fail("offload executor: stage '", model.stages()[s]->name(),
-               "' has masters without memory; this executor loads every master before it "
-               "writes the disk stages out");
+          LT_CHECK(static_cast<bool>(options.fill_masters), "offload executor: stage '",
+                   model.stages()[s]->name(),
+                   "' has masters without memory, but nothing fills them "
+                   "(OffloadOptions::fill_masters)");
+          options.fill_masters(s);
         });
       })
       .get();
@@ -96,6 +97,13 @@ void OffloadExecutor::Impl::setup_state_placement() {
 }
 
 void OffloadExecutor::Impl::check_states_have_memory() const {
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (disk_states && disk_states->placed(s)) continue;
+    for (size_t i = stages[s].first; i < stages[s].last; ++i)
+      LT_CHECK(masters[i].storage(), "offload executor: master '", names[i],
+               "' has no memory, but its stage keeps its masters in host memory ",
+               "(OffloadOptions::states_on_disk)");
+  }
   // Over ranks, state() is a collective gather (ZeRO-1's), and no state
   // lives on disk there.
   if (options.ranks) return;

@@ -266,6 +266,8 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
     o.states_on_disk = plan.sizes.states_on_disk;
     o.state_file.directory = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
     o.read_states_back_at_end = false;  // as the streaming executor's, below
+    if (streamed)
+      o.fill_masters = [streamed, &model](size_t stage) { streamed->fill_stage(model, stage); };
     return std::make_unique<exec::OffloadExecutor>(
         model, optimizer, make_device(c, plan, model, optimizer, shared, pinned_apart),
         std::move(o));
@@ -368,14 +370,15 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     r.resume_dir = resolve_checkpoint(options.resume, r.out_dir);
   const ResumeChanges resumed = compare_with_checkpoint(c, r.resume_dir, log);
   // The plan from config.json, before the weights: the masters of the
-  // stages it puts on disk are loaded a stage at a time as the streaming
-  // executor writes them out (Note [Stage states on disk], "the start").
+  // stages it puts on disk are loaded a stage at a time as the executor
+  // (streaming, offload) writes them out (Note [Stage states on disk], "the
+  // start").
   // Not over ranks: shared weights and ZeRO-1 (which refuses states on
   // disk) take every master in host memory.
   auto weights = std::make_unique<WeightsSource>(c, r.resume_dir);
   r.plan = resolve_run(c, weights->config());
   const bool stream_masters =
-      r.plan.executor == exec::ExecutorKind::Streaming && !r.world.distributed();
+      r.plan.executor != exec::ExecutorKind::Resident && !r.world.distributed();
   r.model.emplace(
       weights->load(stream_masters ? r.plan.sizes.states_on_disk : std::vector<bool>{}, log));
   models::CausalLM& model = *r.model;

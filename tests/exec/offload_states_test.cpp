@@ -2,19 +2,23 @@
 // (Note [Offload states on disk]): with some or every stage's f32 masters
 // and optimizer states on disk, the run gives the host-placed run's
 // losses, weights and optimizer states bit for bit (adamw and adamw8bit),
-// also with a sync() in the middle (every stage read back, then written
-// out again); the scratch file goes with the executor; a changed byte in
-// it stops the run with an error that names the file.
+// also with sync_masters() in the middle (every stage read back, then
+// written out again), and with the disk stages' masters and optimizer
+// states made without memory and filled a stage at a time as the executor
+// writes them out; the scratch file goes with the executor; a changed byte
+// in it stops the run with an error that names the file.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "core/random.h"
 #include "exec/offload.h"
+#include "exec/staged_states.h"
 #include "exec/stand_in_device.h"
 #include "support/errors.h"
 #include "support/fixture_models.h"
@@ -77,12 +81,31 @@ void train_steps(Executor& executor, const models::CausalLM& model, optim::Optim
   for (const auto& [name, t] : opt.state()) r.states.push_back(bytes_of(t));
 }
 
+// The llama fixture with kLayers blocks, as random_fixture_model draws it;
+// with `without_memory` (per stage), those stages' parameters without
+// memory, their values drawn later from `starts` (fill_random_stage).
+models::CausalLM llama(const std::vector<bool>& without_memory,
+                       std::map<size_t, Generator>& starts) {
+  models::ModelConfig config = testing::random_fixture_model("llama", 1).config();
+  config.num_hidden_layers = kLayers;
+  Generator gen(23);
+  return models::CausalLM::random(config, gen, DType::F32, without_memory, starts);
+}
+
 // `steps` steps of the offload executor with `options` (states_on_disk
-// among them), sync_masters() after `split` of them as well.
-Result run(TestOptimizer kind, OffloadOptions options, int steps, size_t split,
-           const fs::path& dir) {
-  models::CausalLM model = testing::random_fixture_model("llama", kLayers);
-  auto opt = testing::test_optimizer(model, kind);
+// among them), sync_masters() after `split` of them as well. With
+// `made_on_disk`, the disk stages' masters and optimizer states are made
+// without memory and get it (and their values) as the executor writes
+// them out (Note [Stage states on disk], "the start").
+Result run(TestOptimizer kind, OffloadOptions options, int steps, size_t split, const fs::path& dir,
+           bool made_on_disk = false) {
+  std::map<size_t, Generator> starts;
+  const std::vector<bool> without_memory =
+      made_on_disk ? options.states_on_disk : std::vector<bool>{};
+  models::CausalLM model = llama(without_memory, starts);
+  auto opt = testing::test_optimizer(model, kind, flags_per_parameter(model, without_memory));
+  if (made_on_disk)
+    options.fill_masters = [&](size_t s) { model.fill_random_stage(s, starts.at(s)); };
   const auto data = lt::testing::state_test_batches(steps, model.config().vocab_size);
   options.state_file.directory = dir.string();
   options.state_file.file.chunk_bytes = 8192;
@@ -131,11 +154,14 @@ void check_placements(const OffloadOptions& mode, int steps) {
       OffloadOptions o = mode;
       o.states_on_disk = on_disk;
       o.state_file.file.force_threads = on_disk[1];  // the threaded fallback, for some
-      const Result got = run(kind, o, steps, 2, dir.path());
-      expect_same(want, got);
-      // The steps' stats count the disk stages' reads and write-backs.
-      EXPECT_GT(got.states_read_bytes, 0);
-      EXPECT_EQ(got.states_read_bytes, got.states_write_bytes);
+      for (bool made_on_disk : {false, true}) {
+        SCOPED_TRACE(made_on_disk ? "masters and states made stage by stage" : "made whole");
+        const Result got = run(kind, o, steps, 2, dir.path(), made_on_disk);
+        expect_same(want, got);
+        // The steps' stats count the disk stages' reads and write-backs.
+        EXPECT_GT(got.states_read_bytes, 0);
+        EXPECT_EQ(got.states_read_bytes, got.states_write_bytes);
+      }
     }
   }
 }
