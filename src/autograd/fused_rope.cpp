@@ -26,11 +26,14 @@ Tensor table_per_sequence(const Tensor& table, const Tensor& x) {
   LT_CHECK(table.dim() == 2 && table.size(0) >= t && table.size(1) == half, "fusion: rope table ",
            table.str(), " does not cover ", t, " positions of ", half, " pairs");
   const Tensor rows = table.slice(0, 0, t).to(DType::F32);
-  if (batch == 1) return rows;
-  return rows.reshape({1, t, half})
-      .expand({batch, t, half})
-      .contiguous()
-      .reshape({batch * t, half});
+  const Tensor per_sequence = batch == 1 ? rows
+                                         : rows.reshape({1, t, half})
+                                               .expand({batch, t, half})
+                                               .contiguous()
+                                               .reshape({batch * t, half});
+  // With one head the map is the identity: the table is then read as a
+  // dense value, whose leading dims must be x's.
+  return x.size(2) == 1 ? per_sequence.reshape({batch, t, 1, half}) : per_sequence;
 }
 
 }  // namespace

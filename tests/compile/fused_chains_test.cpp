@@ -144,6 +144,16 @@ TEST_F(FusedChains, RotaryEmbedding) {
   expect_fused_equals_unfused(f, {randn({2, 5, 3, 8})}, 2, 2, {table.cos, table.sin});
 }
 
+// One head (a model with one key/value head): the tables' row map is the
+// identity, so they are read as dense values of x's leading dims.
+TEST_F(FusedChains, RotaryEmbeddingOfOneHead) {
+  const RopeTable table = make_rope_table(8, 16, 10000.0);
+  Fn f = [table](const std::vector<Tensor>& in) {
+    return scale(rotary_embedding(in[0], table), 2.0);
+  };
+  expect_fused_equals_unfused(f, {randn({2, 5, 1, 8})}, 2, 2, {table.cos, table.sin});
+}
+
 // A trace that reads a tensor made outside the traced calls cannot be
 // replayed: building the program says so instead of replaying stale data.
 TEST_F(FusedChains, RefusesATraceThatReadsAnUntracedTensor) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <sstream>
 
+#include "autograd/fused_rope.h"
 #include "compile/cache_entry.h"
 #include "compile/chains.h"
 #include "compile/compiler_info.h"
@@ -179,6 +180,8 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   for (testing::GpuKernelCase& c : testing::random_lookup_chain_cases()) {
     cases.push_back(std::move(c));
   }
+  // tests/gpu/compiled_kernels_gpu_bench.cpp's RoPE (32 heads)
+  cases.push_back({"the chain bench's RoPE", autograd::rope_kernel_graph(DType::BF16, 32), 0, 0});
   for (DType dtype : {DType::F32, DType::BF16}) {  // tests/gpu/fused_programs_gpu_test.cpp's
     for (KernelGraph& g : autograd::testing::fused_program_kernel_graphs(dtype)) {
       cases.push_back({"a fused program's chain", std::move(g), 0, 0});
