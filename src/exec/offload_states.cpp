@@ -19,8 +19,9 @@
 //   stand-in's own f32 copy, refreshed from the master as the stage is
 //   written back), after the stage's write-back. ZenFlow's merges wait for
 //   the whole CPU update, write-backs included (cpu_update).
-// - ZenFlow's accumulated gradients stay in host memory (the slabs), and
-//   so do its device columns' f32 masters and moments (on the device).
+// - ZenFlow's gradients (summed on the device over a window, then copied
+//   into the host slabs) and its device columns' f32 masters and moments
+//   stay where they are: only the masters and states go to disk.
 //   Choosing columns reads each disk stage's masters from the file, and
 //   writing the device's columns back into the masters (a checkpoint, a
 //   reselection) reads, changes and rewrites each disk stage in turn.
@@ -37,7 +38,8 @@
 //   write-back and upload, and so the step, with a message that names the
 //   file, the stage and the state. The file is removed when the executor
 //   goes (a killed run's by the next run in that directory).
-// Not yet: several processes (run_step_over_ranks refuses states on disk).
+// Not yet: several processes (setup_state_placement refuses them with
+// states on disk, naming the key).
 #include <map>
 #include <utility>
 
