@@ -16,7 +16,11 @@ namespace lt::exec {
 // small tensors' m and v) in host memory only around that stage's update;
 // in between they sit in the stage's region of one StageStateFile, checked
 // by checksum on every read. The other stages keep theirs in host memory
-// and update as they would with no stage on disk.
+// and update as they would with no stage on disk. The moves below (the
+// handles, recycled memory, upload copies, the first write-out, a stage
+// read or written between steps, the resume) are StageStatesOnDisk's
+// (exec/stage_states_on_disk.h), which the offload executor shares (Note
+// [Offload states on disk], offload_states.cpp).
 //
 // - Which memory: the optimizer's state() tensors are live handles, and the
 //   masters are the model's parameter tensors. Evicting a stage writes each
