@@ -30,8 +30,9 @@ namespace lt::compile {
 // versioned: a change to either (or to the forms) must change this, so that
 // older cubins are not run. 2: entries give the elements per thread. 3: an
 // output written over an input (KernelGraph::output_over) has no
-// parameter of its own.
-inline constexpr const char* kGpuAbi = "gpu-abi 3";
+// parameter of its own. 4: the lowering changed (FMA contraction, native
+// bf16 conversions), so that caches hold no kernels of the slower one.
+inline constexpr const char* kGpuAbi = "gpu-abi 4";
 
 struct GpuBinary {
   std::string cubin;

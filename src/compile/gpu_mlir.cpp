@@ -38,6 +38,7 @@ class GpuWriter {
         elements_per_thread_(elements_per_thread),
         packed_(packed) {
     for (int p : pass_) passes_ = std::max(passes_, p);
+    s_.set_contract(true);
   }
 
   std::string write() {

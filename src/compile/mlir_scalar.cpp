@@ -1,5 +1,7 @@
 #include "compile/mlir_scalar.h"
 
+#include <string_view>
+
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -72,7 +74,10 @@ std::string ScalarWriter::unary(const char* mlir_op, const std::string& a) {
 
 std::string ScalarWriter::binary(const char* mlir_op, const std::string& a, const std::string& b) {
   std::string r = fresh();
-  line() << r << " = " << mlir_op << " " << a << ", " << b << " : f32\n";
+  const std::string_view op = mlir_op;
+  const bool fusable = op == "arith.addf" || op == "arith.subf" || op == "arith.mulf";
+  line() << r << " = " << mlir_op << " " << a << ", " << b
+         << (contract_ && fusable ? " fastmath<contract>" : "") << " : f32\n";
   return r;
 }
 

@@ -20,6 +20,11 @@ class ScalarWriter {
       : graph_(graph), out_(out), indent_(std::move(indent)) {}
 
   void set_indent(std::string indent) { indent_ = std::move(indent); }
+  // Lets LLVM fuse a multiply and an add into one FMA (one rounding
+  // instead of two, so within the interpreter's bound; compile/interpret.h).
+  // The GPU writer turns it on: its elementwise chains are bound by
+  // instructions as much as by bytes (GELU: 45 a bf16 element without).
+  void set_contract(bool contract) { contract_ = contract; }
   std::ostream& line() { return out_ << indent_; }
 
   // A new SSA name (%v<n>), unique within this writer.
@@ -52,6 +57,7 @@ class ScalarWriter {
   std::ostream& out_;
   std::string indent_;
   int counter_ = 0;
+  bool contract_ = false;
 };
 
 // "f32" or "bf16": the MLIR element type a value is stored as.

@@ -40,12 +40,17 @@ PtxKernel lower_to_ptx(const KernelGraph& graph, const PtxTarget& target) {
   mlir::OwningOpRef<mlir::ModuleOp> module = session.parse();
 
   // The kernel is written as a gpu.func already (no host side to outline):
-  // its loops to branches, bf16 conversions to integer ops, then NVVM with
-  // libdevice for exp, tanh, erf, ..., and PTX text.
+  // its loops to branches, then NVVM with libdevice for exp, tanh, erf,
+  // ..., and PTX text. From sm_80 on, bf16 conversions are one instruction
+  // each (cvt.rn.bf16.f32), which LLVM emits for fptrunc and fpext; before,
+  // they are expanded to integer ops (7 instructions a rounding).
+  const bool native_bf16 =
+      target.chip.rfind("sm_", 0) == 0 && std::stoi(target.chip.substr(3)) >= 80;
   const std::string pipeline =
       "nvvm-attach-target{chip=" + target.chip + " features=" + target.features +
-      " l=" + target.libdevice +
-      "},gpu.module(convert-scf-to-cf,arith-expand{include-bf16=true},"
+      " l=" + target.libdevice + "},gpu.module(convert-scf-to-cf,arith-expand{include-bf16=" +
+      (native_bf16 ? "false" : "true") +
+      "},"
       "convert-gpu-to-nvvm{index-bitwidth=64},canonicalize,reconcile-unrealized-casts),"
       "gpu-module-to-binary{format=isa}";
   mlir::PassManager pm(&session.context());  // on the module: the pipeline is what runs inside it
