@@ -119,14 +119,18 @@ void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
                                   exec::executor_name(best->executor), best->step_s));
 }
 
+// exec.hardware's profile, or the defaults.
+plan::HardwareProfile profile_of(const TrainConfig& c) {
+  return c.exec.hardware.empty() || c.exec.hardware == kDefaultHardware
+             ? plan::HardwareProfile{}
+             : plan::HardwareProfile::from_file(c.exec.hardware);
+}
+
 // Where the stages' masters and optimizer states live, and the disk
-// traffic that costs a step at the profile's disk rates (exec.hardware, or
-// the defaults).
+// traffic that costs a step at the profile's disk rates.
 std::string describe_states(const TrainConfig& c, const models::ModelConfig& model,
                             const exec::TrainSizes& sizes) {
-  const plan::HardwareProfile hw = c.exec.hardware.empty() || c.exec.hardware == kDefaultHardware
-                                       ? plan::HardwareProfile{}
-                                       : plan::HardwareProfile::from_file(c.exec.hardware);
+  const plan::HardwareProfile hw = profile_of(c);
   return plan::describe_state_placement(model, sizes, hw.disk_read_gbps, hw.disk_write_gbps) +
          (c.exec.hardware.empty() || c.exec.hardware == kDefaultHardware
               ? " (the default disk rates)"
@@ -300,6 +304,10 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
     p.budget = exec::offload_bytes_needed(model, p.sizes, p.accum_sequences, topk);
     p.reasons.push_back(describe_states(c, model, p.sizes));
     p.state_traffic = plan::state_traffic(model, p.sizes);
+    // The synchronous step waits for its disk stages; ZenFlow's CPU update
+    // runs beside a window of steps (not predicted here).
+    if (!zen) p.predicted_state_disk_s = offload_state_disk_s(profile_of(c), model, p.sizes);
+    if (p.predicted_step_s > 0) p.predicted_step_s += p.predicted_state_disk_s;
     return p;
   }
   LT_CHECK(p.device.is_cpu() || p.compute_dtype == DType::BF16,

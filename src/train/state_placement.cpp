@@ -174,4 +174,28 @@ HostPlacement resolve_offload_placement(const TrainConfig& c, const models::Mode
   return resolve(c, model, std::move(sizes), count, /*uploads_choice=*/false, reasons);
 }
 
+double offload_state_disk_s(const plan::HardwareProfile& hw, const models::ModelConfig& model,
+                            const exec::TrainSizes& sizes) {
+  if (!sizes.any_states_on_disk()) return 0;
+  const bool fp32 = sizes.optimizer == exec::OptimizerStates::Fp32;
+  const double params_per_s =
+      (fp32 ? hw.cpu_adam_gparams_per_s : hw.cpu_adam8bit_gparams_per_s) * 1e9;
+  std::vector<plan::StageUpdate> stages;
+  for (size_t s = 0; s < sizes.states_on_disk.size(); ++s) {
+    const int64_t n = exec::stage_parameters(model, static_cast<int>(s));
+    plan::StageUpdate st;
+    st.update_s = static_cast<double>(n) / params_per_s;
+    st.on_disk = sizes.states_on_disk[s];
+    if (st.on_disk) {
+      const auto bytes = static_cast<double>(exec::master_and_state_bytes(n, sizes));
+      st.read_s = bytes / (hw.disk_read_gbps * plan::kBytesPerGB);
+      st.write_s = bytes / (hw.disk_write_gbps * plan::kBytesPerGB);
+    }
+    stages.push_back(st);
+  }
+  const double with_disk = plan::predict_update_pipeline(stages).exposed_s;
+  for (plan::StageUpdate& st : stages) st.on_disk = false;
+  return std::max(0.0, with_disk - plan::predict_update_pipeline(stages).exposed_s);
+}
+
 }  // namespace lt::train

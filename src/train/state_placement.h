@@ -22,6 +22,7 @@
 #include "exec/memory_budget.h"
 #include "exec/schedule.h"
 #include "models/config.h"
+#include "plan/hardware.h"
 #include "train/config.h"
 
 namespace lt::train {
@@ -62,5 +63,14 @@ HostPlacement resolve_host_placement(const TrainConfig& c, const models::ModelCo
 HostPlacement resolve_offload_placement(const TrainConfig& c, const models::ModelConfig& model,
                                         exec::TrainSizes sizes, int64_t micro_batch,
                                         double zenflow_topk, std::vector<std::string>& reasons);
+
+// The seconds a synchronous offload step waits for its disk stages, at
+// the profile `hw`'s disk rates and CPU optimizer rate: the step ends when
+// the last stage's update (a disk stage's write-back) is done, so Note
+// [Stage states on disk]'s pipeline with no forward behind it
+// (plan::predict_update_pipeline), less the same with every stage in host
+// memory. 0 with none on disk.
+double offload_state_disk_s(const plan::HardwareProfile& hw, const models::ModelConfig& model,
+                            const exec::TrainSizes& sizes);
 
 }  // namespace lt::train

@@ -139,6 +139,17 @@ TEST_F(StatePlacement, OffloadPlansShowThePlacement) {
     EXPECT_LT(disk.budget.bytes(exec::MemorySpace::Host),
               host.budget.bytes(exec::MemorySpace::Host));
     EXPECT_EQ(disk.state_traffic.read_bytes, 12 * n);
+    // The synchronous step waits for the disk: at the default profile's
+    // 1 GB/s each way it moves 24 bytes a parameter, and the updates (4.56 G
+    // parameters/s) are so much faster that it never waits for one, so the
+    // step's update phase is the disk's time instead of the updates' own.
+    // ZenFlow's window is not predicted.
+    EXPECT_EQ(host.predicted_state_disk_s, 0);
+    if (std::string(mode) == "offload") {
+      EXPECT_NEAR(disk.predicted_state_disk_s, 24.0 * n / 1e9 - n / 4.56e9, 1e-12);
+    } else {
+      EXPECT_EQ(disk.predicted_state_disk_s, 0);
+    }
     bool said = false;
     for (const std::string& line : disk.reasons)
       said = said || line.find("14 of 14 stages on disk") != std::string::npos;
@@ -152,6 +163,7 @@ TEST_F(StatePlacement, OffloadPlansShowThePlacement) {
     const auto j = nlohmann::json::parse(output.substr(output.find('{'))).at("states_on_disk");
     EXPECT_EQ(j.at("stages").size(), 14u);
     EXPECT_EQ(j.at("write_bytes_per_step").get<int64_t>(), 12 * n);
+    EXPECT_EQ(j.at("predicted_exposed_s").get<double>(), disk.predicted_state_disk_s);
   }
 }
 
