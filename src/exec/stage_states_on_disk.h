@@ -18,9 +18,10 @@
 //   CUDA device's pinned bf16 shadow), else, for a disk stage, a copy of
 //   ours in the compute dtype that evict() and write() refresh from the
 //   master; for the other stages, the master.
-// load(), evict(), drop_spare() and give_memory() run on the executor's
-// "states" thread (queue()); read(), write() and load_optimizer_state()
-// queue their file I/O there and wait, so call them between steps.
+// load(), evict(), drop_spare() and write_out_first() run on the
+// executor's "states" thread (the queue it was given); read(), write() and
+// load_optimizer_state() queue their file I/O there and wait, so call them
+// between steps.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -65,10 +66,8 @@ class StageStatesOnDisk {
   const Tensor& upload_source(size_t param) const { return upload_sources_[param]; }
   // Whether `state` is one of a disk stage's tensors.
   bool holds(const Tensor& state) const;
-  const StageStateFile& file() const { return *file_; }
-  WorkQueue& queue() { return queue_; }
 
-  // ---- on queue()'s thread ----
+  // ---- on the states thread ----
   Io load(size_t stage);
   // Refreshes our upload copies, writes the stage and frees its memory, or
   // with `recycle` keeps it for a later load() (Note [Recycled state
