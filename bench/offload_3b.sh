@@ -5,6 +5,8 @@
 #   resident   uncapped, batch 8 (the reference)
 #   resident_mb2  the same in micro-batches of 2 (the offload runs' micro-batch)
 #   offload    synchronous ZeRO-Offload, batch 8 in micro-batches of 2
+#   offloaddisk  offload with exec.state_placement: disk (issue 26: the same
+#              losses as offload, the masters and states read and written per stage)
 #   zenflow    topk 0.1, update_interval 4, overlap, batch 8 in micro-batches of 2
 #   streaming  exec.mode auto at exec.device_memory_gb 24, batch 64 (the planner)
 #   zenflow15, resident15  the Qwen2.5-1.5B shape (DeepSpeed ZenFlow's peer size)
@@ -61,6 +63,8 @@ YAML
 config resident 8 1 "  mode: resident"
 config resident_mb2 8 4 "  mode: resident"
 config offload 8 4 "  mode: offload"
+config offloaddisk 8 4 "  mode: offload
+  state_placement: disk"
 config zenflow 8 4 "  mode: zenflow
   zenflow:
     topk_ratio: 0.1
