@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <optional>
 
 #include "core/error.h"
 #include "plan/profile.h"
@@ -55,7 +54,7 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
     plan::Plan plan;
     try {
       plan = plan_for_run(
-          c, model, stand_in, asked_chunk,
+          c, model, stand_in, p.free_memory_of, asked_chunk,
           p.device.is_cuda() && cuda_device_visible() ? cuda_free_bytes(p.device.index) : -1,
           p.placement);
     } catch (const Error& e) {
@@ -218,9 +217,8 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
                          !requested.exec.hardware.empty() &&
                          requested.exec.hardware != "defaults" && !cuda_device_visible();
   p.device = elsewhere ? Device::cuda(0) : resolve_train_device(requested.train.device);
-  std::optional<PlanForAnotherMachine> another_machine;
+  p.free_memory_of = elsewhere ? FreeMemoryOf::TheProfile : FreeMemoryOf::ThisMachine;
   if (elsewhere) {
-    another_machine.emplace();
     p.reasons.push_back("device: planned for the GPU of " + requested.exec.hardware +
                         " (this machine has none)");
   }
@@ -263,7 +261,7 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
     const int64_t transit = exec::kMaxDiskTransitBuffers * exec::boundary_bytes(model, p.sizes);
     p.placement = resolve_host_placement(
         c, model, p.sizes, exec::Schedule::all_gpu(static_cast<int>(model.num_hidden_layers)),
-        transit, planned_placement);
+        transit, p.free_memory_of, planned_placement);
     p.sizes.states_on_disk = p.placement.states_on_disk;
     p.sizes.f32_weight_uploads = p.placement.f32_weight_uploads;
   }
@@ -299,7 +297,8 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
              c.train.dtype);
     p.sizes = streaming_sizes(c, p.device.is_cpu());
     const double topk = zen ? c.exec.zenflow.topk_ratio : 0.0;
-    p.placement = resolve_offload_placement(c, model, p.sizes, p.accum_sequences, topk, p.reasons);
+    p.placement = resolve_offload_placement(c, model, p.sizes, p.accum_sequences, topk,
+                                            p.free_memory_of, p.reasons);
     p.sizes.states_on_disk = p.placement.states_on_disk;
     p.budget = exec::offload_bytes_needed(model, p.sizes, p.accum_sequences, topk);
     p.reasons.push_back(describe_states(c, model, p.sizes));
@@ -321,7 +320,8 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   if (!p.plan_description.empty()) {  // the planner's, with the placement it planned for
     p.reasons.insert(p.reasons.end(), planned_placement.begin(), planned_placement.end());
   } else {
-    p.placement = resolve_host_placement(c, model, p.sizes, p.schedule, 0, p.reasons);
+    p.placement =
+        resolve_host_placement(c, model, p.sizes, p.schedule, 0, p.free_memory_of, p.reasons);
     p.sizes.states_on_disk = p.placement.states_on_disk;
     p.sizes.f32_weight_uploads = p.placement.f32_weight_uploads;
   }

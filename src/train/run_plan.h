@@ -26,6 +26,9 @@ namespace lt::train {
 
 struct RunPlan {
   Device device = Device::cpu();
+  // This machine's free memory, or only the profile's (a plan for another
+  // machine's GPU: PlanTarget::ProfiledGpu without one here).
+  FreeMemoryOf free_memory_of = FreeMemoryOf::ThisMachine;
   DType compute_dtype = DType::F32;  // what the device computes in; masters stay f32
   exec::ExecutorKind executor = exec::ExecutorKind::Resident;
   exec::OptimizerStates optimizer = exec::OptimizerStates::Fp32;

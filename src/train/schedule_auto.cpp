@@ -31,22 +31,11 @@ int64_t checkpoint_bytes(const TrainConfig& c, const models::ModelConfig& model)
   return bytes + bytes * 3 / 100 + (int64_t{64} << 10);
 }
 
-namespace {
-thread_local bool planning_for_another_machine = false;
-}  // namespace
-
-PlanForAnotherMachine::PlanForAnotherMachine() : was_(planning_for_another_machine) {
-  planning_for_another_machine = true;
-}
-PlanForAnotherMachine::~PlanForAnotherMachine() {
-  planning_for_another_machine = was_;
-}
-
-FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes,
+FreeMemory free_memory_for_run(const TrainConfig& c, FreeMemoryOf of, int64_t gpu_free_bytes,
                                int64_t checkpoint_bytes) {
   FreeMemory free;
   free.gpu_bytes = gpu_free_bytes;
-  if (planning_for_another_machine) return free;
+  if (of == FreeMemoryOf::TheProfile) return free;
   // The host tensors alive now (the f32 masters, the optimizer's states)
   // are in the plan's host count and in use already.
   free.host_bytes =
@@ -154,7 +143,7 @@ double usable_gpu_gb(double profile_gb, int64_t free_bytes) {
 }
 
 plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in,
-                        int64_t chunk_sequences, int64_t gpu_free_bytes,
+                        FreeMemoryOf of, int64_t chunk_sequences, int64_t gpu_free_bytes,
                         const HostPlacement& placement) {
   exec::TrainSizes sizes = streaming_sizes(c, stand_in);
   sizes.states_on_disk = placement.states_on_disk;
@@ -170,7 +159,7 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.states_on_disk = placement.states_on_disk;
   o.f32_weight_uploads = placement.f32_weight_uploads;
   o.updates_during_backward = c.train.clip_with_previous_norm;
-  FreeMemory free = free_memory_for_run(c, gpu_free_bytes, checkpoint_bytes(c, model));
+  FreeMemory free = free_memory_for_run(c, of, gpu_free_bytes, checkpoint_bytes(c, model));
   if (placement.host_budget_bytes >= 0) free.host_bytes = placement.host_budget_bytes;
   plan::HardwareProfile hw = auto_hardware(c, free);
   // States on disk take their share of it before any boundary.

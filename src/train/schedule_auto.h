@@ -39,23 +39,10 @@ int64_t checkpoint_bytes(const TrainConfig& c, const models::ModelConfig& model)
 // system, else out.dir's (or the nearest folder above it that exists),
 // less room for train.keep_last + 1 checkpoints of `checkpoint_bytes` when
 // out.dir is on the same file system.
-FreeMemory free_memory_for_run(const TrainConfig& c, int64_t gpu_free_bytes,
+// `of` (train/state_placement.h) TheProfile: nothing is known of this machine (-1 each but the
+// GPU's).
+FreeMemory free_memory_for_run(const TrainConfig& c, FreeMemoryOf of, int64_t gpu_free_bytes,
                                int64_t checkpoint_bytes = 0);
-
-// While one lives (on this thread), free_memory_for_run knows nothing of
-// this machine: the plan is for another one (resolve_run's
-// PlanTarget::ProfiledGpu on a machine without the GPU), whose host and
-// disk are the profile's figures and exec.host_memory_gb.
-class PlanForAnotherMachine {
- public:
-  PlanForAnotherMachine();
-  ~PlanForAnotherMachine();
-  PlanForAnotherMachine(const PlanForAnotherMachine&) = delete;
-  PlanForAnotherMachine& operator=(const PlanForAnotherMachine&) = delete;
-
- private:
-  bool was_;
-};
 
 // exec.hardware's value for the built-in figures (plan/hardware.h) and the
 // FLOP model, with no profile measured (train/hardware_cache.h).
@@ -87,7 +74,7 @@ double usable_gpu_gb(double profile_gb, int64_t free_bytes);
 // space is short, by how many bytes) when nothing is feasible; training
 // then does not start.
 plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, bool stand_in,
-                        int64_t chunk_sequences = 0, int64_t gpu_free_bytes = -1,
+                        FreeMemoryOf of, int64_t chunk_sequences = 0, int64_t gpu_free_bytes = -1,
                         const HostPlacement& placement = {});
 
 // One line per fact: placements per boundary, batch and chunk, predicted

@@ -21,9 +21,9 @@ std::string gb(int64_t bytes) {
 
 }  // namespace
 
-HostBudget host_budget(const TrainConfig& c) {
+HostBudget host_budget(const TrainConfig& c, FreeMemoryOf of) {
   HostBudget b;
-  const FreeMemory free = free_memory_for_run(c, -1);
+  const FreeMemory free = free_memory_for_run(c, of, -1);
   const double gb = auto_hardware(c, free).host_memory_gb;
   if (!std::isfinite(gb)) return b;
   b.bytes = std::llround(gb * plan::kBytesPerGB);
@@ -75,11 +75,11 @@ Attempt place(const TrainConfig& c, const models::ModelConfig& model, exec::Trai
 // executor uploads from f32 masters or bf16 copies (exec.weight_uploads).
 HostPlacement resolve(const TrainConfig& c, const models::ModelConfig& model,
                       exec::TrainSizes sizes, const HostCount& host_count, bool uploads_choice,
-                      std::vector<std::string>& reasons) {
+                      FreeMemoryOf of, std::vector<std::string>& reasons) {
   const std::string& mode = c.exec.state_placement;
   const std::string& uploads = c.exec.weight_uploads;
   const size_t stages = static_cast<size_t>(model.num_hidden_layers) + 2;
-  const HostBudget budget = host_budget(c);
+  const HostBudget budget = host_budget(c, of);
   const bool capped = c.exec.host_memory_gb > 0;
   // Only a GPU uploads bf16 from f32 masters; the stand-in uploads the f32
   // masters as they are in any case.
@@ -123,7 +123,7 @@ HostPlacement resolve(const TrainConfig& c, const models::ModelConfig& model,
   }
   const int64_t disk_bytes = plan::state_traffic(model, sizes).write_bytes;
   if (mode == "auto" && disk_bytes > 0) {
-    const int64_t free = free_memory_for_run(c, -1, checkpoint_bytes(c, model)).disk_bytes;
+    const int64_t free = free_memory_for_run(c, of, -1, checkpoint_bytes(c, model)).disk_bytes;
     const std::string dir = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
     LT_CHECK(free < 0 || disk_bytes <= free, "exec.state_placement auto: ", disk_stages,
              " stages' master weights and optimizer states do not fit ", budget.from, " and need ",
@@ -157,21 +157,23 @@ HostPlacement resolve(const TrainConfig& c, const models::ModelConfig& model,
 
 HostPlacement resolve_host_placement(const TrainConfig& c, const models::ModelConfig& model,
                                      exec::TrainSizes sizes, const exec::Schedule& schedule,
-                                     int64_t host_extra, std::vector<std::string>& reasons) {
+                                     int64_t host_extra, FreeMemoryOf of,
+                                     std::vector<std::string>& reasons) {
   const HostCount count = [&](const exec::TrainSizes& s) {
     return exec::bytes_needed(model, s, schedule).bytes(exec::MemorySpace::Host) + host_extra;
   };
-  return resolve(c, model, std::move(sizes), count, /*uploads_choice=*/true, reasons);
+  return resolve(c, model, std::move(sizes), count, /*uploads_choice=*/true, of, reasons);
 }
 
 HostPlacement resolve_offload_placement(const TrainConfig& c, const models::ModelConfig& model,
                                         exec::TrainSizes sizes, int64_t micro_batch,
-                                        double zenflow_topk, std::vector<std::string>& reasons) {
+                                        double zenflow_topk, FreeMemoryOf of,
+                                        std::vector<std::string>& reasons) {
   const HostCount count = [&](const exec::TrainSizes& s) {
     return exec::offload_bytes_needed(model, s, micro_batch, zenflow_topk)
         .bytes(exec::MemorySpace::Host);
   };
-  return resolve(c, model, std::move(sizes), count, /*uploads_choice=*/false, reasons);
+  return resolve(c, model, std::move(sizes), count, /*uploads_choice=*/false, of, reasons);
 }
 
 double offload_state_disk_s(const plan::HardwareProfile& hw, const models::ModelConfig& model,

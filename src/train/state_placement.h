@@ -27,6 +27,12 @@
 
 namespace lt::train {
 
+// Whose free memory a plan fits: this machine's (what is free now), or
+// only the profile's figures and exec.host_memory_gb, for a plan of
+// another machine (resolve_run's PlanTarget::ProfiledGpu on a machine
+// without the GPU). resolve_run settles it once and passes it down.
+enum class FreeMemoryOf { ThisMachine, TheProfile };
+
 struct HostBudget {
   int64_t bytes = -1;  // -1: unknown (no limit)
   std::string from;    // "exec.host_memory_gb (100 GB)" or "the host memory free now (...)"
@@ -34,7 +40,7 @@ struct HostBudget {
 // The host memory the planner may count on (auto_hardware's host_memory_gb:
 // what is free now, exec.host_memory_gb and the profile's figure, the least
 // of them), read once: the placement and the planner must fit one number.
-HostBudget host_budget(const TrainConfig& c);
+HostBudget host_budget(const TrainConfig& c, FreeMemoryOf of);
 
 // Where a CPU-master run keeps what the host holds of each stage.
 struct HostPlacement {
@@ -54,7 +60,8 @@ struct HostPlacement {
 // Throws lt::Error as said above.
 HostPlacement resolve_host_placement(const TrainConfig& c, const models::ModelConfig& model,
                                      exec::TrainSizes sizes, const exec::Schedule& schedule,
-                                     int64_t host_extra, std::vector<std::string>& reasons);
+                                     int64_t host_extra, FreeMemoryOf of,
+                                     std::vector<std::string>& reasons);
 
 // The same for exec.mode offload and zenflow (`zenflow_topk` > 0), whose
 // host bytes are exec::offload_bytes_needed's for `micro_batch` sequences
@@ -62,7 +69,8 @@ HostPlacement resolve_host_placement(const TrainConfig& c, const models::ModelCo
 // it uploads from the bf16 shadows, so f32_weight_uploads stays false.
 HostPlacement resolve_offload_placement(const TrainConfig& c, const models::ModelConfig& model,
                                         exec::TrainSizes sizes, int64_t micro_batch,
-                                        double zenflow_topk, std::vector<std::string>& reasons);
+                                        double zenflow_topk, FreeMemoryOf of,
+                                        std::vector<std::string>& reasons);
 
 // The seconds a synchronous offload step waits for its disk stages, at
 // the profile `hw`'s disk rates and CPU optimizer rate: the step ends when

@@ -137,7 +137,8 @@ TEST(ScheduleAuto, PlansARunnableScheduleWithResidentsLosses) {
               fmt::format("exec.device_memory_gb={:.17g}", capacity / 1e9)});
     const TrainConfig config =
         fixture_config(model, tmp / "data.jsonl", tmp / "plan", with_common(overrides));
-    const plan::Plan plan = plan_for_run(config, model_config, /*stand_in=*/true);
+    const plan::Plan plan =
+        plan_for_run(config, model_config, /*stand_in=*/true, FreeMemoryOf::ThisMachine);
     EXPECT_GT(count(plan.schedule, exec::Placement::Recompute), 0);
     EXPECT_GT(count(plan.schedule, c.offload), 0);
     // The solver's read windows for disk boundaries fit the host here, so
@@ -298,7 +299,7 @@ TEST(ScheduleAuto, HostAndDiskAreCappedByWhatIsFree) {
 
   TempDir tmp("sched_free");
   c.out.dir = (tmp / "not" / "yet").string();
-  const FreeMemory free = free_memory_for_run(c, -1);
+  const FreeMemory free = free_memory_for_run(c, FreeMemoryOf::ThisMachine, -1);
   EXPECT_EQ(free.gpu_bytes, -1);
   EXPECT_GT(free.host_bytes, 0);
   // Where the temporary folder is itself a tmpfs, there is no disk (below).
@@ -318,7 +319,8 @@ TEST(ScheduleAuto, HostAndDiskAreCappedByWhatIsFree) {
   c.train.save_every = 10;
   const auto expect_reserved = [&](double reserved) {
     EXPECT_NEAR(
-        static_cast<double>(free_memory_for_run(c, -1, 2'000'000'000).disk_bytes),
+        static_cast<double>(
+            free_memory_for_run(c, FreeMemoryOf::ThisMachine, -1, 2'000'000'000).disk_bytes),
         tmp_in_memory ? 0.0 : std::max(0.0, static_cast<double>(space.available) - reserved), 1e9);
   };
   expect_reserved(6e9);
@@ -334,7 +336,7 @@ TEST(ScheduleAuto, HostAndDiskAreCappedByWhatIsFree) {
   struct statfs shm {};
   if (::statfs("/dev/shm", &shm) == 0 && shm.f_type == TMPFS_MAGIC) {
     c.exec.disk_path = "/dev/shm/lazytrain-not-yet";
-    EXPECT_EQ(free_memory_for_run(c, -1, 2'000'000'000).disk_bytes, 0);
+    EXPECT_EQ(free_memory_for_run(c, FreeMemoryOf::ThisMachine, -1, 2'000'000'000).disk_bytes, 0);
   }
 }
 

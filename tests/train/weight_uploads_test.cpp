@@ -45,7 +45,7 @@ class WeightUploads : public ::testing::Test {
     std::vector<std::string> reasons;
     return resolve_host_placement(
         c, model_, sizes, exec::Schedule::all_gpu(static_cast<int>(model_.num_hidden_layers)), 0,
-        reasons);
+        FreeMemoryOf::ThisMachine, reasons);
   }
   static int on_disk(const HostPlacement& p) {
     return static_cast<int>(std::count(p.states_on_disk.begin(), p.states_on_disk.end(), true));
