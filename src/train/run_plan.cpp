@@ -196,6 +196,10 @@ Device resolve_train_device(const std::string& name) {
 }
 
 std::string whole_model_read_back_refusal(const RunPlan& p, const models::ModelConfig& model) {
+  // Offload and ZenFlow evaluate and generate from the device's weights,
+  // which sync() leaves whole (Note [Offload states on disk]): nothing is
+  // read back. (Their schedule is empty: the count below is streaming's.)
+  if (p.executor != exec::ExecutorKind::Streaming) return "";
   const std::vector<bool>& disk = p.sizes.states_on_disk;
   const auto on_disk = std::count(disk.begin(), disk.end(), true);
   if (on_disk == 0 || p.placement.host_budget_bytes < 0) return "";

@@ -99,6 +99,15 @@ TEST_F(StatePlacement, TheWholeModelComesBackOnlyWhenItFitsTheHost) {
   ASSERT_GT(disk_stages(roomy), 0);
   EXPECT_EQ(whole_model_read_back_refusal(roomy, model()), "");
   EXPECT_EQ(whole_model_read_back_refusal(resolve_run(config("host"), model()), model()), "");
+  // Offload evaluates and generates from the device's weights: nothing
+  // comes back, whatever is on disk (its plan has no streaming schedule,
+  // which the count above would have refused: the demo's `exec.mode
+  // offload` with `exec.state_placement disk` stopped at set-up so).
+  for (const char* mode : {"offload", "zenflow"}) {
+    const RunPlan offload = resolve_run(config("disk", mode, {host_cap(2 * H)}), model());
+    ASSERT_GT(disk_stages(offload), 0) << mode;
+    EXPECT_EQ(whole_model_read_back_refusal(offload, model()), "") << mode;
+  }
 }
 
 TEST_F(StatePlacement, OtherExecutorsRefuseDisk) {
