@@ -287,6 +287,13 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
            "run's executor is ",
            exec::executor_name(p.executor),
            " (set train.clip_with_previous_norm: false, or exec.mode: streaming)");
+  if (c.train.clip_with_previous_norm && c.train.grad_clip > 0) {
+    p.reasons.push_back(
+        p.executor == exec::ExecutorKind::Streaming
+            ? "clipping: with the previous step's gradient norm (train.clip_with_previous_norm), "
+              "so each stage updates as its gradients land, during the backward"
+            : "clipping: with the previous step's gradient norm (train.clip_with_previous_norm)");
+  }
   if (p.executor == exec::ExecutorKind::Resident) {
     p.budget = resident_budget(c, model, p.device.is_cuda());
     p.sizes = streaming_sizes(c, p.device.is_cpu());
