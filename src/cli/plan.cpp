@@ -42,6 +42,7 @@ struct PlanArgs {
   std::vector<std::string> overrides;
   int gpus = 1;  // data parallel: plan a rank's share of the batch, and the collectives
   int gpus_per_node = 8;
+  bool clip_with_previous_norm = false;  // train.clip_with_previous_norm's pipeline
 };
 
 // `--gpus N`: the plan above is one rank's; what data parallel adds.
@@ -344,6 +345,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--time-limit", args->time_limit_s, "seconds for the solver, all batch sizes")
       ->capture_default_str();
   cmd->add_option("--optimizer", args->optimizer, "adamw or adamw8bit")->capture_default_str();
+  cmd->add_flag("--clip-with-previous-norm", args->clip_with_previous_norm,
+                "as train.clip_with_previous_norm: updates (and states on disk) during the "
+                "backward");
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--out", args->out, "write the schedule JSON here");
   cmd->add_option("--gpus", args->gpus,
@@ -370,6 +374,9 @@ void add_plan_command(CLI::App& app) {
     LT_CHECK(args->gpus >= 1, "--gpus must be at least 1, got ", args->gpus);
     LT_CHECK(args->batch_size % args->gpus == 0, "--batch-size ", args->batch_size,
              " is the global batch and must divide by --gpus ", args->gpus);
+    LT_CHECK(!args->clip_with_previous_norm || args->gpus == 1,
+             "--clip-with-previous-norm: updates during the backward are for one process so far "
+             "(train.clip_with_previous_norm refuses several)");
     plan::PlanOptions o;
     o.batch_size = args->batch_size / args->gpus;  // one rank's share (0: the planner's choice)
     o.seq_len = args->seq_len;
@@ -378,6 +385,7 @@ void add_plan_command(CLI::App& app) {
     o.time_limit_s = args->time_limit_s;
     o.optimizer =
         args->optimizer == "adamw" ? exec::OptimizerStates::Fp32 : exec::OptimizerStates::EightBit;
+    o.updates_during_backward = args->clip_with_previous_norm;
     const plan::Plan r = plan::make_plan(config, hw, o);
     const PlannedExecutor choice = executor_for(r, o, hw, config);
     if (args->json) {
