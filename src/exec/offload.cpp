@@ -143,10 +143,16 @@ Ticket OffloadExecutor::Impl::update_on_host(size_t first, size_t last, int set,
                            slab_filled[set].begin() + static_cast<std::ptrdiff_t>(last));
   return optimizer_queue.enqueue(
       [this, first, last, set, lr, scale, after = std::move(after), filled = std::move(filled)] {
-        after.get();
+        after.get();  // a failed read of a disk stage is its own error already
         for (size_t i = first; i < last; ++i)
           masters[i].set_grad(filled[i - first] ? slabs[set][i] : Tensor());
-        optimizer.update(lr, scale, first, last);
+        try {
+          optimizer.update(lr, scale, first, last);
+        } catch (const std::exception& e) {
+          for (size_t i = first; i < last; ++i) masters[i].set_grad(Tensor());
+          fail("offload executor: the optimizer update of parameters ", first, " to ", last - 1,
+               " failed: ", e.what(), " (they may be partly updated, so training stops here)");
+        }
         for (size_t i = first; i < last; ++i) masters[i].set_grad(Tensor());
       });
 }

@@ -287,15 +287,27 @@ void OffloadExecutor::Impl::end_window() {
   Ticket uploads_done = optimizer_queue.enqueue([before] {
     for (const Ticket& t : before) t.get();
   });
+  // The merge waits on cpu_update, which waits on every stage's update (and
+  // a disk stage's write-back) by its ticket: a failed update, read or
+  // write-back is then the merge's error, not a stale stage merged without
+  // a word (OffloadStates.ZenFlowStopsAtTheMergeOfAWindowWhoseUpdateFailed).
   if (!disk_states) {
-    update_on_host(0, weights.size(), set, window_lr, scale, uploads_done);
-    cpu_update = optimizer_queue.enqueue([this] { optimizer.finish_step(); });
+    const Ticket updated = update_on_host(0, weights.size(), set, window_lr, scale, uploads_done);
+    cpu_update = optimizer_queue.enqueue([this, updated] {
+      updated.get();
+      optimizer.finish_step();
+    });
   } else {
-    // Stage by stage (the optimizer thread runs uploads_done first), and the
-    // merge waits for the disk stages' write-backs too: the states thread
-    // runs them before this ticket.
-    update_stages(set, window_lr, scale, [](size_t, Ticket) {});
-    const Ticket finished = optimizer_queue.enqueue([this] { optimizer.finish_step(); });
+    // Stage by stage (the optimizer thread runs uploads_done first); the
+    // states thread runs the disk stages' write-backs before this ticket,
+    // and the optimizer thread every update before `finished`.
+    std::vector<Ticket> stages_done;
+    update_stages(set, window_lr, scale,
+                  [&](size_t, Ticket done) { stages_done.push_back(std::move(done)); });
+    const Ticket finished = optimizer_queue.enqueue([this, stages_done] {
+      for (const Ticket& t : stages_done) t.get();
+      optimizer.finish_step();
+    });
     cpu_update = state_queue.enqueue([finished] { finished.get(); });
   }
   merge_due = true;

@@ -21,6 +21,7 @@
 #include "exec/staged_states.h"
 #include "exec/stand_in_device.h"
 #include "support/errors.h"
+#include "support/failing_optimizer.h"
 #include "support/fixture_models.h"
 #include "support/random_batch.h"
 #include "support/state_files.h"
@@ -201,6 +202,42 @@ TEST(OffloadStates, AFlippedByteIsAnErrorNamingTheFile) {
     });
     EXPECT_NE(error.find(path), std::string::npos) << error;
     EXPECT_NE(error.find("checksum"), std::string::npos) << error;
+  }
+}
+
+// A window's CPU update that fails (here the optimizer's update of the
+// first block; a failed read or write-back of a disk stage is the same
+// ticket) stops the step that merges it, with the update's error: ZenFlow
+// waits for every stage's update and write-back, where before it dropped
+// their tickets and merged a stale stage without a word (a full disk at a
+// write-back was never reported: the file still held the old region).
+TEST(OffloadStates, ZenFlowStopsAtTheMergeOfAWindowWhoseUpdateFailed) {
+  for (const bool disk : {false, true}) {
+    SCOPED_TRACE(disk ? "states on disk" : "states in host memory");
+    const TempDir dir("zenflow_fail");
+    models::CausalLM model = testing::random_fixture_model("llama", kLayers);
+    nn::NamedParameters params = model.parameters();
+    size_t first_block = 0;  // the first parameter of stage 1 (block 0)
+    {
+      nn::NamedParameters embed;
+      model.stages()[0]->collect(embed);
+      first_block = embed.size();
+    }
+    // In host memory ZenFlow updates every parameter in one call (from 0).
+    FailingOptimizer optimizer(params, /*fail_step=*/1, disk ? first_block : 0);
+    const auto data = lt::testing::state_test_batches(5, model.config().vocab_size);
+    OffloadOptions o = zenflow();
+    o.zenflow_options.update_interval = 1;  // a CPU update at every step
+    if (disk) o.states_on_disk.assign(kLayers + 2, true);
+    o.state_file.directory = dir.path().string();
+    OffloadExecutor executor(model, optimizer, std::make_unique<StandInDevice>(StandInOptions{}),
+                             o);
+    StepOptions so;
+    so.lr = 1e-3;
+    const std::string error = lt::testing::error_of([&] {
+      for (const auto& batch : data) executor.step(batch, so);
+    });
+    EXPECT_NE(error.find("injected failure"), std::string::npos) << error;
   }
 }
 

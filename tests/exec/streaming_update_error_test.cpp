@@ -20,54 +20,13 @@
 #include "io/hf_model.h"
 #include "optim/adamw.h"
 #include "support/errors.h"
+#include "support/failing_optimizer.h"
 #include "support/random_batch.h"
 
 namespace lt::exec {
 namespace {
 
 namespace fs = std::filesystem;
-
-// AdamW, except that the update of the parameter range starting at
-// `fail_first` throws in optimizer step `fail_step` (0-based); updates of
-// later ranges can be made slow, so that they are still queued when the
-// test moves on.
-class FailingOptimizer final : public optim::Optimizer {
- public:
-  FailingOptimizer(const nn::NamedParameters& params, int fail_step, size_t fail_first)
-      : inner_(params, optim::AdamWOptions{}), fail_step_(fail_step), fail_first_(fail_first) {}
-
-  void slow_down_updates_after_the_failure(std::chrono::milliseconds delay) { delay_ = delay; }
-  int updates_run() const { return updates_run_; }
-
-  size_t size() const override { return inner_.size(); }
-  void update(double lr, double grad_scale, size_t first, size_t last) override {
-    if (steps_ == fail_step_ && first == fail_first_) {
-      failed_ = true;
-      throw std::runtime_error("injected failure");
-    }
-    if (failed_) std::this_thread::sleep_for(delay_);
-    inner_.update(lr, grad_scale, first, last);
-    ++updates_run_;
-  }
-  void finish_step() override {
-    ++steps_;
-    inner_.finish_step();
-  }
-  void set_bf16_shadow(size_t index, Tensor shadow) override {
-    inner_.set_bf16_shadow(index, std::move(shadow));
-  }
-  optim::NamedTensors state() const override { return inner_.state(); }
-  void load_state(const optim::NamedTensors& state) override { inner_.load_state(state); }
-
- private:
-  optim::AdamW inner_;
-  int fail_step_;
-  size_t fail_first_;
-  int steps_ = 0;  // the optimizer thread's alone
-  bool failed_ = false;
-  int updates_run_ = 0;
-  std::chrono::milliseconds delay_{0};
-};
 
 models::CausalLM llama() {
   return io::load_hf_model(fs::path(LT_SOURCE_DIR) / "tests/models/fixtures/families/llama");
