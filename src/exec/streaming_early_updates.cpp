@@ -1,6 +1,7 @@
 // train.clip_with_previous_norm in the streaming executor: each stage's
 // update queued as its gradients land, during the backward.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "exec/streaming_impl.h"
@@ -52,8 +53,8 @@ struct StreamingExecutor::Impl::EarlyStep {
   double lr = 0, scale = 1;
   // A stage was not finite, so no later update: the optimizer thread's,
   // but set by the compute thread for a non-finite loss before it queues
-  // the first update.
-  bool stopped = false;
+  // the first update, and when the step fails (abandon_early_updates).
+  std::atomic<bool> stopped{false};
   int64_t stages_updated = 0;
   // The compute thread's: the disk stages in backward order and how many
   // have been queued; per stage, whether copy_out queued its update.
@@ -156,10 +157,17 @@ void StreamingExecutor::Impl::end_early_updates(StepStats& st) {
   early.reset();
 }
 
+// The step failed (its backward threw): the updates still queued do
+// nothing (`stopped`), the disk stages read so far are written back as
+// they are, and the memory kept for reads that will not come is dropped
+// behind them. An update already running completes; the step's own error
+// stops the run.
 void StreamingExecutor::Impl::abandon_early_updates() noexcept {
   if (!early) return;
+  early->stopped = true;
   try {
     if (early->disk_queued > 0) write_back_early(early->disk_queued - 1);
+    if (disk_states) state_queue.enqueue([this] { disk_states->drop_spare(); });
   } catch (...) {  // the step's own error is the one reported
   }
   early.reset();
