@@ -138,11 +138,14 @@ int64_t mapped_index(const RowMap& map, int64_t row, int64_t col, int64_t cols) 
   return mapped_row(map, row) * map.pitch * cols + col;
 }
 
+int64_t mapped_entries(const RowMap& map, int64_t rows) {
+  const int64_t entries = (rows + map.group - 1) / map.group;
+  return map.period > 0 ? std::min(entries, map.period) : entries;
+}
+
 int64_t mapped_span(const RowMap& map, int64_t rows, int64_t cols) {
   if (rows == 0 || cols == 0) return 0;
-  int64_t entries = (rows + map.group - 1) / map.group;
-  if (map.period > 0) entries = std::min(entries, map.period);
-  return (entries - 1) * map.pitch * cols + cols;
+  return (mapped_entries(map, rows) - 1) * map.pitch * cols + cols;
 }
 
 Value KernelGraph::constant(double value) {

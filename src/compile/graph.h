@@ -95,6 +95,8 @@ struct RowMap {
 };
 // The buffer entry of `row` (see RowMap) and the element index of (row, col).
 int64_t mapped_row(const RowMap& map, int64_t row);
+// The entries `rows` rows read: ceil(rows / group), at most period.
+int64_t mapped_entries(const RowMap& map, int64_t rows);
 int64_t mapped_index(const RowMap& map, int64_t row, int64_t col, int64_t cols);
 // The elements a buffer so mapped spans for `rows` rows: from element 0
 // to the last one read, (entries - 1) * pitch * cols + cols.

@@ -3,8 +3,6 @@
 // kernel is a call through the entry point it returned.
 #include "compile/jit.h"
 
-#include <algorithm>
-
 #include "compile/compiler_plugin.h"
 #include "compile/plugin_loader.h"
 #include "core/error.h"
@@ -79,9 +77,7 @@ void CpuKernel::run(int64_t rows, int64_t cols, std::span<void* const> buffers) 
       case ShapeClass::Full: {
         // A mapped buffer (compile/to_mlir.h): [entries, cols], rows pitch * cols apart.
         const RowMap& map = params_[i].map;
-        int64_t entries = map.group == 1 ? rows : (rows + map.group - 1) / map.group;
-        if (map.period > 0) entries = std::min(entries, map.period);
-        words.push_back({.integer = entries});
+        words.push_back({.integer = mapped_entries(map, rows)});
         words.push_back({.integer = cols});
         words.push_back({.integer = map.pitch * cols});
         words.push_back({.integer = 1});

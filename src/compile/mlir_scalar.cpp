@@ -1,7 +1,5 @@
 #include "compile/mlir_scalar.h"
 
-#include <string_view>
-
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -72,10 +70,9 @@ std::string ScalarWriter::unary(const char* mlir_op, const std::string& a) {
   return r;
 }
 
-std::string ScalarWriter::binary(const char* mlir_op, const std::string& a, const std::string& b) {
+std::string ScalarWriter::binary(const char* mlir_op, const std::string& a, const std::string& b,
+                                 bool fusable) {
   std::string r = fresh();
-  const std::string_view op = mlir_op;
-  const bool fusable = op == "arith.addf" || op == "arith.subf" || op == "arith.mulf";
   line() << r << " = " << mlir_op << " " << a << ", " << b
          << (contract_ && fusable ? " fastmath<contract>" : "") << " : f32\n";
   return r;
@@ -108,11 +105,11 @@ std::string ScalarWriter::op(const Node& n, const std::string& a, const std::str
                              const std::string& c) {
   switch (n.op) {
     case OpKind::Add:
-      return binary("arith.addf", a, b);
+      return binary("arith.addf", a, b, /*fusable=*/true);
     case OpKind::Sub:
-      return binary("arith.subf", a, b);
+      return binary("arith.subf", a, b, /*fusable=*/true);
     case OpKind::Mul:
-      return binary("arith.mulf", a, b);
+      return binary("arith.mulf", a, b, /*fusable=*/true);
     case OpKind::Div:
       return binary("arith.divf", a, b);
     case OpKind::Max:
@@ -152,7 +149,8 @@ std::string ScalarWriter::op(const Node& n, const std::string& a, const std::str
     case OpKind::Sigmoid: {
       const std::string one = constant(1.0);
       return binary("arith.divf", one,
-                    binary("arith.addf", one, unary("math.exp", unary("arith.negf", a))));
+                    binary("arith.addf", one, unary("math.exp", unary("arith.negf", a)),
+                           /*fusable=*/true));
     }
     case OpKind::Cast:
       return n.dtype == DType::BF16 ? widen(narrow(a, DType::BF16), DType::BF16) : a;

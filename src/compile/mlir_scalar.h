@@ -50,7 +50,9 @@ class ScalarWriter {
 
  private:
   std::string unary(const char* mlir_op, const std::string& a);
-  std::string binary(const char* mlir_op, const std::string& a, const std::string& b);
+  // `fusable`: a multiply or an add, which set_contract lets LLVM fuse.
+  std::string binary(const char* mlir_op, const std::string& a, const std::string& b,
+                     bool fusable = false);
   std::string lookup(int32_t table, const std::string& index);
 
   const KernelGraph& graph_;

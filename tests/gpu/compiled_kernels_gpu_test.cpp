@@ -130,6 +130,11 @@ void expect_equals_interpreter(const testing::GpuKernelCase& c, GpuKernelCache& 
   }
 }
 
+void expect_all_equal_interpreter(const std::vector<testing::GpuKernelCase>& cases,
+                                  GpuKernelCache& kernels, bool misaligned = false) {
+  for (const testing::GpuKernelCase& c : cases) expect_equals_interpreter(c, kernels, misaligned);
+}
+
 TEST(CompiledKernelsGpu, NamedChainsEqualFloat64Interpreter) {
   LT_REQUIRE_GPU();
   for (const testing::GpuKernelCase& c : testing::named_chain_cases()) {
@@ -159,12 +164,8 @@ TEST(CompiledKernelsGpu, RandomChainsWithLookupsEqualFloat64Interpreter) {
 // of a step's 1024 elements).
 TEST(CompiledKernelsGpu, FourElementsPerThreadEqualFloat64Interpreter) {
   LT_REQUIRE_GPU();
-  for (const testing::GpuKernelCase& c : testing::named_chain_cases()) {
-    expect_equals_interpreter(c, cache_by_four());
-  }
-  for (const testing::GpuKernelCase& c : testing::random_chain_cases()) {
-    expect_equals_interpreter(c, cache_by_four());
-  }
+  expect_all_equal_interpreter(testing::named_chain_cases(), cache_by_four());
+  expect_all_equal_interpreter(testing::random_chain_cases(), cache_by_four());
 }
 
 // The packed form: the named chains' 1000 columns (and AdamW's one row of
@@ -173,18 +174,10 @@ TEST(CompiledKernelsGpu, FourElementsPerThreadEqualFloat64Interpreter) {
 // one element past an aligned address takes that loop too.
 TEST(CompiledKernelsGpu, PackedEightPerThreadEqualFloat64Interpreter) {
   LT_REQUIRE_GPU();
-  for (const testing::GpuKernelCase& c : testing::named_chain_cases()) {
-    expect_equals_interpreter(c, cache_packed());
-  }
-  for (const testing::GpuKernelCase& c : testing::random_chain_cases()) {
-    expect_equals_interpreter(c, cache_packed());
-  }
-  for (const testing::GpuKernelCase& c : testing::random_lookup_chain_cases()) {
-    expect_equals_interpreter(c, cache_packed());
-  }
-  for (const testing::GpuKernelCase& c : testing::named_chain_cases()) {
-    expect_equals_interpreter(c, cache_packed(), /*misaligned=*/true);
-  }
+  expect_all_equal_interpreter(testing::named_chain_cases(), cache_packed());
+  expect_all_equal_interpreter(testing::random_chain_cases(), cache_packed());
+  expect_all_equal_interpreter(testing::random_lookup_chain_cases(), cache_packed());
+  expect_all_equal_interpreter(testing::named_chain_cases(), cache_packed(), /*misaligned=*/true);
 }
 
 TEST(CompiledKernelsGpu, RunsOnTheCurrentStream) {
