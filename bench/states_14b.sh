@@ -24,9 +24,13 @@
 #
 # The batch: each block moved to disk is ~1.65 GB of f32 master and 8-bit
 # states, read and written once a step; ~18 blocks (~30 GB each way) are
-# expected on disk. The disk works between the end of a backward and the
-# next forward reaching those blocks (the forward of a disk block waits for
-# its write-back), so only the forward hides it. The update-pipeline model
+# expected on disk. With exact clipping the disk works between the end of a
+# backward and the next forward reaching those blocks (the forward of a disk
+# block waits for its write-back), so only the forward hides it (and the
+# backward the first two reads). With LT_BENCH_PREV_NORM=true the disk
+# stages' reads run ahead of their backward and their write-backs behind
+# it, three stages in flight (Note [Updates during the backward]), so the
+# backward hides the disk as well. The update-pipeline model
 # (plan::predict_update_pipeline, FLOP model at 760 TFLOP/s, AdamW8bit at
 # 2.88 G/s) gives the disk's share of the step: batch 128: 73% at 1 GB/s,
 # 57% at 2, 38% at 4; batch 512: 34% at 1, 14% at 2, ~0 at 4 GB/s.
@@ -131,8 +135,8 @@ free -g > "$out/free_after.txt"
 pkill -9 -f "lazytrain train $cfg"; wait $pid 2>/dev/null
 cp "$run/metrics.jsonl" "$out/" 2>/dev/null
 grep -E "state_placement|stages on disk|schedule:|predict|rror" "$out/train.log" | head -20
-python3 - "$out/metrics.jsonl" <<'PY'
-import json, statistics, sys
+python3 - "$out/metrics.jsonl" "$out/train.log" <<'PY'
+import json, re, statistics, sys
 try:
     rows = [json.loads(l) for l in open(sys.argv[1])]
 except FileNotFoundError:
@@ -152,5 +156,18 @@ if t:
           f"{tok * 14.77e9:.4g} (compare the 7B's)")
     disk = sum(r.get('states_disk_s', 0) for r in t) / sum(r['step_s'] for r in t)
     print(f"the forward waited for the states on disk {100 * disk:.1f}% of the step (goal <= 10%)")
+    # The planner's line in train.log: "(predicted step P s; the states on
+    # disk keep the disk busy B s a step, E s of it exposed)".
+    m = re.search(r"predicted step ([0-9.]+) s; the states on disk keep the disk busy ([0-9.]+) s "
+                  r"a step, ([0-9.]+) s of it exposed", open(sys.argv[2]).read())
+    disk_med = statistics.median(r.get('states_disk_s', 0) for r in t)
+    if m:
+        p_step, p_busy, p_exposed = (float(g) for g in m.groups())
+        print(f"exposed disk (states_disk_s, median): {disk_med:.3f} s measured, {p_exposed:.3f} s "
+              f"predicted (disk busy {p_busy:.3f} s a step predicted); step {med:.3f} s measured, "
+              f"{p_step:.3f} s predicted ({100 * (p_step - med) / med:+.1f}%, goal within 10%)")
+    else:
+        print(f"exposed disk (states_disk_s, median): {disk_med:.3f} s measured; no planner line "
+              f"with the disk's prediction in train.log")
 PY
 rm -rf "$run"

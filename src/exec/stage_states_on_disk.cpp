@@ -54,6 +54,7 @@ StageStatesOnDisk::StageStatesOnDisk(const StageStateFile::Options& file, std::v
     }
   }
   states_.resize(stages_.size());
+  reads_.resize(stages_.size());
   ours_.assign(names.size(), false);
   for (const auto& m : masters) upload_sources_.push_back(m.front());
   for (size_t s : disk_stages_) {
@@ -108,8 +109,16 @@ Tensor StageStatesOnDisk::memory_for(const Shape& shape, DType dtype) {
 }
 
 StageStatesOnDisk::Io StageStatesOnDisk::load(size_t stage) {
+  read_ahead(stage);
+  return attach(stage);
+}
+
+void StageStatesOnDisk::read_ahead(size_t stage) {
   const auto start = std::chrono::steady_clock::now();
   const Tensors& st = states_.at(stage);
+  Read& read = reads_.at(stage);
+  LT_CHECK(!read.done, "exec.state_placement: the states of stage '", stages_[stage].name,
+           "' were read twice without being used");
   std::vector<Tensor> fresh;
   Io io;
   for (size_t k = 0; k < st.handles.size(); ++k) {
@@ -117,9 +126,23 @@ StageStatesOnDisk::Io StageStatesOnDisk::load(size_t stage) {
     io.bytes += static_cast<int64_t>(fresh.back().nbytes());
   }
   file_->read(static_cast<int>(stage), stages_[stage].name, st.labels, fresh);
-  for (size_t k = 0; k < st.handles.size(); ++k) point_at(st.handles[k], fresh[k].storage());
   io.seconds = seconds_since(start);
+  read = {true, std::move(fresh), io};
+}
+
+StageStatesOnDisk::Io StageStatesOnDisk::attach(size_t stage) {
+  const Tensors& st = states_.at(stage);
+  Read& read = reads_.at(stage);
+  LT_CHECK(read.done, "exec.state_placement: the states of stage '", stages_[stage].name,
+           "' are used before they were read");
+  for (size_t k = 0; k < st.handles.size(); ++k) point_at(st.handles[k], read.tensors[k].storage());
+  const Io io = read.io;
+  read = Read();
   return io;
+}
+
+void StageStatesOnDisk::drop_reads() {
+  for (Read& read : reads_) read = Read();
 }
 
 void StageStatesOnDisk::refresh_our_copies(size_t stage,

@@ -10,6 +10,11 @@
 //   parameter, an executor's aliases of it, the optimizer's state tensor)
 //   at fresh (or recycled) memory read from the file, or at none after
 //   writing it; the optimizers update the same tensors, bit for bit.
+//   load() is read_ahead() then attach(): the read fills memory the handles
+//   do not point at yet, so it may run while the compute thread binds the
+//   stage's parameters to device copies (a WeightBinding), and attach()
+//   points the handles at it once no binding of them is left (the stage's
+//   update; Note [Updates during the backward]).
 // - read()/write() move a stage's tensors through memory of the caller's,
 //   the handles left without memory: one stage at a time between steps (a
 //   checkpoint, an evaluation, a resume, ZenFlow's columns).
@@ -18,8 +23,10 @@
 //   CUDA device's pinned bf16 shadow), else, for a disk stage, a copy of
 //   ours in the compute dtype that evict() and write() refresh from the
 //   master; for the other stages, the master.
-// load(), evict(), drop_spare() and write_out_first() run on the
-// executor's "states" thread (the queue it was given); read(), write() and
+// load(), read_ahead(), evict(), drop_spare(), drop_reads() and
+// write_out_first() run on the executor's "states" thread (the queue it was
+// given); attach(s) on any one thread after stage s's read_ahead() has
+// completed and before its evict() runs; read(), write() and
 // load_optimizer_state() queue their file I/O there and wait, so call them
 // between steps.
 #include <cstdint>
@@ -68,12 +75,22 @@ class StageStatesOnDisk {
   bool holds(const Tensor& state) const;
 
   // ---- on the states thread ----
-  Io load(size_t stage);
+  Io load(size_t stage);  // read_ahead(stage), then attach(stage)
+  // The stage's tensors read from its region into memory (recycled or
+  // fresh) that their handles do not point at, kept until attach() or
+  // drop_reads(). Its Io is attach()'s answer.
+  void read_ahead(size_t stage);
+  // Points the stage's handles at what read_ahead(stage) read; returns that
+  // read's bytes and seconds.
+  Io attach(size_t stage);
   // Refreshes our upload copies, writes the stage and frees its memory, or
   // with `recycle` keeps it for a later load() (Note [Recycled state
   // memory]) until drop_spare().
   Io evict(size_t stage, bool recycle = false);
   void drop_spare() { spare_.clear(); }
+  // Frees what read_ahead() read and no attach() took (a step that failed
+  // or was skipped before its updates).
+  void drop_reads();
   // Note [Stage states on disk], "the start": each disk stage in turn has
   // memory given to its tensors made without it, the masters' values from
   // fill_masters(stage) (then the device's upload copies from them), the
@@ -109,6 +126,13 @@ class StageStatesOnDisk {
   std::vector<Tensor> upload_sources_;
   std::vector<bool> ours_;  // per parameter: upload_sources_ is our copy, refreshed
   std::vector<std::shared_ptr<Storage>> spare_;
+  // Per stage: read_ahead()'s memory, until attach() or drop_reads().
+  struct Read {
+    bool done = false;
+    std::vector<Tensor> tensors;  // in Tensors::handles order
+    Io io;
+  };
+  std::vector<Read> reads_;
   WorkQueue& queue_;
 };
 

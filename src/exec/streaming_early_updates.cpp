@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "exec/memory_budget.h"
 #include "exec/streaming_impl.h"
 
 namespace lt::exec {
@@ -27,19 +28,46 @@ namespace lt::exec {
 //   next step's forward of stage 0 comes first and waits for that update,
 //   so every upload after it (the tied head's too) reads the new matrix.
 //   finish_step() goes last, behind the embed stage's update.
-// - Disk stages (Note [Stage states on disk]): the states thread runs, for
-//   the disk stages in backward order e0 > e1 > ...,
-//     R(e0) R(e1) W(e0) R(e2) W(e1) ... W(last),
-//   R(ej) queued by copy_out(ej) and W(e[j-1]) right after it; U(ej) waits
-//   for R(ej). A read cannot come earlier than the stage's backward: the
-//   read points the parameters' TensorImpls at host memory, which a
-//   binding of the same TensorImpls on the compute thread would undo. So
-//   at most two disk stages' states are in host memory at once (one
-//   written back, one read), within kStagesOfStatesInFlight, and their
-//   traffic overlaps the rest of the backward as well as the next forward.
+// - Disk stages (Note [Stage states on disk]), e0 > e1 > ... > e[n-1] in
+//   backward order, k = kStagesOfStatesInFlight (3): a read R(ej) fills
+//   memory the stage's tensors do not point at (read_ahead), so it may run
+//   while the compute thread still binds the stage's parameters to device
+//   copies; the stage's update attaches it (points every handle at it) in
+//   its wait for its states, after its gradients' download, that is after
+//   the stage's backward, when no binding of them is left in the step. So
+//   the reads need not wait for their stage's backward:
+//   - step start (read_states_before_backward): R(e0) .. R(e[k-1]) queued;
+//   - copy_out(ej): U(ej) (optimizer thread: waits for the gradients and
+//     R(ej), attaches, updates), then on the states thread W(ej) (waits for
+//     U(ej), writes back, frees) and R(e[j+k]) behind it.
+//   The states thread's FIFO is R(e0) R(e1) R(e2) W(e0) R(e3) W(e1) R(e4)
+//   ... W(e[n-1]); each read after the first k waits in the FIFO for the
+//   write-back k disk stages before it, so at most k stages' masters and
+//   states are in host memory at once, read ahead or attached (what
+//   memory_budget.h counts), and each wait points at an earlier task (W ->
+//   U -> R; R(e[j+k]) after W(ej)), so nothing waits in a cycle. The step's
+//   first reads run behind the previous step's write-backs, which the
+//   forward waits for stage by stage: once the forward has passed the disk
+//   stages (or, on a slow disk, the last of them has been written), R(e0)
+//   .. R(e2) run through the rest of the forward and the head's step, and
+//   then the disk has work through the backward: W(ej) as soon as U(ej),
+//   and the next read behind it. The last write-back trails into the next
+//   forward only by what the disk cannot do during the backward, which the
+//   planner prices (plan::predict_update_pipeline_during_backward).
 //   A write-back keeps its memory for the read behind it (Note [Recycled
 //   state memory]) only when that read is of a block as it is (the same
 //   tensor sizes, so the read takes all of it): nothing is left over.
+// - Exact clipping (no clip factor before the backward) reads too: the
+//   updates run in forward order after the backward (enqueue_updates_on_
+//   disk), and the first kStateReadAhead disk stages in forward order,
+//   which are also the last in backward order, are read at the step's
+//   start, so their reads are done when the updates begin: R(d0) R(d1)
+//   [backward] U(d0) U(d1) W(d0) R(d2) ..., the FIFO (and host memory) as
+//   without it. A skipped step (not finite) takes no read: the next step,
+//   or sync(), drops them first.
+// - A step that fails mid-backward (abandon_early_updates) drops the reads
+//   that no queued update will attach (and the recycled memory kept for
+//   them) behind the write-backs already queued.
 // - A non-finite gradient: the update of a stage whose squared sum is not
 //   finite is not made, nor any update after it in this step (they run in
 //   backward order on one thread); a non-finite loss (known after the head
@@ -49,6 +77,13 @@ namespace lt::exec {
 //   counts as a bad step). The disk stages are written back either way.
 // - Over ranks (options.ranks, ZeRO-1) this is refused: the stage's sums
 //   over the ranks land later (streaming_ranks.cpp), not built yet.
+namespace {
+
+// k of the Note: reads run this many disk stages ahead of the write-backs.
+constexpr size_t kReadsAhead = kStagesOfStatesInFlight;
+
+}  // namespace
+
 struct StreamingExecutor::Impl::EarlyStep {
   double lr = 0, scale = 1;
   // A stage was not finite, so no later update: the optimizer thread's,
@@ -70,6 +105,7 @@ bool StreamingExecutor::Impl::begin_early_updates(const StepOptions& step_option
     LT_CHECK(!options.ranks,
              "train.clip_with_previous_norm: the streaming executor updates during the backward "
              "in one process only, so far; set it to false for a run of several processes");
+  read_states_before_backward(scale.has_value());
   if (!scale) return false;
   early = std::make_shared<EarlyStep>();
   early->lr = step_options.lr;
@@ -101,27 +137,27 @@ void StreamingExecutor::Impl::queue_early_update(size_t s, const Ticket& gradien
     updated[s] = enqueue_update(s, step.lr, step.scale, {}, gradients, early);
     return;
   }
-  const Ticket read = state_queue.enqueue([this, s, trace = tracing()] {
-    TraceSpan span(trace, "disk", "read states " + model.stages()[s]->name());
-    load_states(s);
-  });
-  state_updated[s] = enqueue_update(s, step.lr, step.scale, read, gradients, early);
+  state_updated[s] = enqueue_update(s, step.lr, step.scale, attach_in_update(s), gradients, early);
   LT_CHECK(step.disk_queued < step.disk_order.size() && step.disk_order[step.disk_queued] == s,
            "streaming executor: stage '", model.stages()[s]->name(),
            "' copied its gradients out of the backward's order");
-  if (++step.disk_queued >= 2) write_back_early(step.disk_queued - 2);
+  write_back_early(step.disk_queued);
+  const size_t next_read = step.disk_queued + kReadsAhead;
+  if (next_read < step.disk_order.size()) read_states_ahead(step.disk_order[next_read]);
+  ++step.disk_queued;
 }
 
 // W(e[j]) of Note [Updates during the backward].
 void StreamingExecutor::Impl::write_back_early(size_t j) {
   const std::vector<size_t>& order = early->disk_order;
   const size_t s = order[j];
-  // The read queued right behind this write-back, R(e[j+2]), takes its
+  // The read queued right behind this write-back, R(e[j+k]), takes its
   // memory when both are blocks (alike in their tensors' sizes).
   const auto block = [&](size_t stage) {
     return stage >= 1 && stage <= static_cast<size_t>(num_blocks);
   };
-  const bool recycle = j + 2 < order.size() && block(s) && block(order[j + 2]);
+  const size_t behind = j + kReadsAhead;
+  const bool recycle = behind < order.size() && block(s) && block(order[behind]);
   updated[s] =
       state_queue.enqueue([this, s, recycle, update = state_updated[s], trace = tracing()] {
         update.get();  // a failed update is already the executor's failure
@@ -139,7 +175,6 @@ void StreamingExecutor::Impl::end_early_updates(StepStats& st) {
   for (size_t s = 0; s < stages.size(); ++s)
     LT_CHECK(step.queued[s], "streaming executor: stage '", model.stages()[s]->name(),
              "' copied no gradients out in a step that updates during the backward");
-  if (step.disk_queued > 0) write_back_early(step.disk_queued - 1);
   step_finished = optimizer_queue.enqueue([this, early = early] {
     try {
       if (early->stages_updated > 0) optimizer.finish_step();
@@ -158,17 +193,15 @@ void StreamingExecutor::Impl::end_early_updates(StepStats& st) {
 }
 
 // The step failed (its backward threw): the updates still queued do
-// nothing (`stopped`), the disk stages read so far are written back as
-// they are, and the memory kept for reads that will not come is dropped
-// behind them. An update already running completes; the step's own error
-// stops the run.
+// nothing (`stopped`) but attach their reads, the write-backs queued with
+// them put those disk stages back on disk as they are, and behind them the
+// reads no update will attach, and the memory kept for them, are dropped.
+// An update already running completes; the step's own error stops the run.
 void StreamingExecutor::Impl::abandon_early_updates() noexcept {
-  if (!early) return;
-  early->stopped = true;
+  if (early) early->stopped = true;
   try {
-    if (early->disk_queued > 0) write_back_early(early->disk_queued - 1);
-    if (disk_states) state_queue.enqueue([this] { disk_states->drop_spare(); });
-  } catch (...) {  // the step's own error is the one reported
+    if (disk_states) drop_states_read_ahead();  // exact clipping's reads too
+  } catch (...) {                               // the step's own error is the one reported
   }
   early.reset();
 }

@@ -137,6 +137,9 @@ struct StreamingExecutor::Impl {
   // optimizer thread before the ticket completes): StepStats::states_disk_s.
   std::vector<Ticket> state_updated;
   std::vector<double> state_read_wait_s;
+  // Per disk stage: its read queued ahead of its update this step (Note
+  // [Updates during the backward]), until the update's attach takes it.
+  std::vector<Ticket> states_read_ahead;
   // Per disk stage, its last read and write-back (states thread, before
   // their tickets complete): bytes and seconds, into StepStats::states_read_*.
   struct StateIo {
@@ -250,6 +253,17 @@ struct StreamingExecutor::Impl {
   void check_masters_have_memory() const;
   // Queues this step's reads, updates and write-backs (enqueue_updates).
   void enqueue_updates_on_disk(double lr, double grad_scale);
+  // The step's first disk reads, queued before its stage uses (Note
+  // [Updates during the backward]): of the first disk stages in backward
+  // order when it updates during the backward, else in forward order.
+  void read_states_before_backward(bool updates_early);
+  // Queues stage s's read_ahead() into states_read_ahead[s].
+  void read_states_ahead(size_t stage);
+  // What stage s's update waits on for its states: the wait runs, on the
+  // update's thread, the attach of the read states_read_ahead[s] queued.
+  Ticket attach_in_update(size_t stage);
+  // Drops the reads no update will attach (behind what is queued).
+  void drop_states_read_ahead();
   // StagedStates, between steps (Note [Stage states on disk]).
   bool stage_on_disk(size_t stage) const;
   std::map<std::string, Tensor> read_stage(size_t stage);

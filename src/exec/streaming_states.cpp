@@ -1,7 +1,9 @@
 // exec.state_placement for the streaming executor: where the f32 masters
 // and the optimizer states live between their stage's updates.
 #include <algorithm>
+#include <future>
 #include <map>
+#include <utility>
 
 #include "exec/memory_budget.h"
 #include "exec/streaming_impl.h"
@@ -46,7 +48,13 @@ namespace lt::exec {
 //   updates (behind the host stages' updates between them), and at most
 //   kStateReadAhead + 1 disk stages' states are in host memory at once.
 //   Each wait points at an earlier task (W -> U -> R, R(dj) after W(dj-2)
-//   in the FIFO), so nothing waits in a cycle. updated[d] is W(d): the next
+//   in the FIFO), so nothing waits in a cycle. R(d0) and R(d1) are queued
+//   at the step's start (read_states_before_backward) and run during its
+//   backward, into memory the stages' tensors do not point at until their
+//   updates attach it; the rest as the updates are queued (Note [Updates
+//   during the backward] says why a read may come before its stage's
+//   backward, and the order with train.clip_with_previous_norm, which
+//   reads three disk stages ahead). updated[d] is W(d): the next
 //   step's forward of stage d (which binds the model's parameters to device
 //   copies) starts only when its memory is no longer being swapped.
 // - The executor writes every disk stage out when it is built, before it
@@ -141,6 +149,7 @@ void StreamingExecutor::Impl::setup_state_placement() {
       options.states_on_disk, names, handles, optimizer.state(), device, state_queue);
   state_updated.assign(stages.size(), Ticket());
   state_read_wait_s.assign(stages.size(), 0.0);
+  states_read_ahead.assign(stages.size(), Ticket());
   state_io.assign(stages.size(), StateIo{});
   for (size_t s : disk_stages)
     for (size_t i = stages[s].first; i < stages[s].last; ++i)
@@ -158,8 +167,10 @@ void StreamingExecutor::Impl::setup_state_placement() {
 // 28 GB a step. The step's last write-back releases what is left, so
 // between steps host memory holds what it held without recycling, and
 // within one no more than it did (a read takes recycled memory before
-// allocating). StageStatesOnDisk::load and evict do it, on the states
-// thread.
+// allocating). StageStatesOnDisk::read_ahead (load's read) and evict do
+// it, on the states thread; a read held ahead of its update (Note [Updates
+// during the backward]) counts as one of the kStagesOfStatesInFlight
+// stages, and a step that takes no update drops it (drop_reads).
 void StreamingExecutor::Impl::load_states(size_t stage) {
   const StageStatesOnDisk::Io io = disk_states->load(stage);
   state_io[stage].read_bytes = io.bytes;
@@ -218,6 +229,7 @@ void StreamingExecutor::Impl::check_states_have_memory() const {
 }
 
 void StreamingExecutor::Impl::move_all_states(bool to_disk) {
+  drop_states_read_ahead();  // a skipped step's
   state_queue
       .enqueue([this, to_disk] {
         try {
@@ -233,8 +245,55 @@ void StreamingExecutor::Impl::move_all_states(bool to_disk) {
   states_on_disk = to_disk;
 }
 
+void StreamingExecutor::Impl::read_states_before_backward(bool updates_early) {
+  if (!disk_states) return;
+  if (std::any_of(states_read_ahead.begin(), states_read_ahead.end(),
+                  [](const Ticket& t) { return t.valid(); }))
+    drop_states_read_ahead();  // a skipped step's (not finite: no update took them)
+  const size_t n = disk_stages.size();
+  // Note [Updates during the backward]: k reads ahead of the write-backs
+  // there; with exact clipping the FIFO's first reads.
+  const size_t ahead = updates_early ? size_t{kStagesOfStatesInFlight} : kStateReadAhead;
+  for (size_t j = 0; j < std::min(n, ahead); ++j)
+    read_states_ahead(updates_early ? disk_stages[n - 1 - j] : disk_stages[j]);
+}
+
+void StreamingExecutor::Impl::read_states_ahead(size_t s) {
+  states_read_ahead.at(s) = state_queue.enqueue([this, s, trace = tracing()] {
+    TraceSpan span(trace, "disk", "read states " + model.stages()[s]->name());
+    disk_states->read_ahead(s);
+  });
+}
+
+Ticket StreamingExecutor::Impl::attach_in_update(size_t s) {
+  Ticket read = std::exchange(states_read_ahead.at(s), Ticket());
+  LT_CHECK(read.valid(), "streaming executor: stage '", model.stages()[s]->name(),
+           "' has no read of its states queued ahead of its update");
+  // Deferred: the update's wait for its states (enqueue_update, after its
+  // gradients' download) runs this, on the optimizer thread, after the
+  // stage's backward, when nothing binds its parameters any more. The
+  // update's wait so counts the read's (StepStats::states_disk_s).
+  return std::async(std::launch::deferred,
+                    [this, s, read = std::move(read)] {
+                      read.get();  // a failed read fails the update, which names the stage
+                      const StageStatesOnDisk::Io io = disk_states->attach(s);
+                      state_io[s].read_bytes = io.bytes;
+                      state_io[s].read_s = io.seconds;
+                    })
+      .share();
+}
+
+void StreamingExecutor::Impl::drop_states_read_ahead() {
+  for (Ticket& t : states_read_ahead) t = Ticket();
+  state_queue.enqueue([this] {
+    disk_states->drop_reads();
+    disk_states->drop_spare();
+  });
+}
+
 void StreamingExecutor::Impl::enqueue_updates_on_disk(double lr, double grad_scale) {
   auto read = [&](size_t s) {
+    if (states_read_ahead[s].valid()) return attach_in_update(s);  // read during the backward
     return state_queue.enqueue([this, s, trace = tracing()] {
       TraceSpan span(trace, "disk", "read states " + model.stages()[s]->name());
       load_states(s);

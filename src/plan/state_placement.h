@@ -25,7 +25,11 @@
 // order, the disk stages' reads and write-backs on another in the FIFO
 // order of Note [Stage states on disk]; the next step's forward of stage k
 // waits for k's update, and for a disk stage for its write-back. The
-// pipeline is simulated stage by stage with the profile's disk rates.
+// pipeline is simulated stage by stage with the profile's disk rates, in
+// its steady state: a step's first reads are queued at its start, behind
+// the previous step's write-backs, and run while it computes (Note
+// [Updates during the backward]), so they start as long before the step's
+// updates can as the disk was free.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -77,12 +81,13 @@ struct UpdatePipeline {
 UpdatePipeline predict_update_pipeline(const std::vector<StageUpdate>& stages);
 // The same with train.clip_with_previous_norm (Note [Updates during the
 // backward], exec/streaming_early_updates.cpp): each stage's update is
-// queued when its backward ends, in backward order, a disk stage's read
-// then too, on the states thread in the order R(e0) R(e1) W(e0) R(e2)
-// W(e1) ... for the disk stages e0 > e1 > ...; the next forward starts
-// when the backward ends. Exposed is also at least what the optimizer or
-// the disk does a step beyond the step's compute (the step cannot be
-// shorter than either thread's work).
+// queued when its backward ends, in backward order; for the disk stages
+// e0 > e1 > ..., the states thread runs R(e0) R(e1) R(e2) (queued at the
+// step's start) W(e0) R(e3) W(e1) R(e4) ..., W(ej) after U(ej), which
+// waits for R(ej) and ej's gradients; the next forward starts when the
+// backward ends. Exposed is also at least what the optimizer or the disk
+// does a step beyond the step's compute (the step cannot be shorter than
+// either thread's work).
 UpdatePipeline predict_update_pipeline_during_backward(const std::vector<StageUpdate>& stages);
 
 // The bytes of states one step moves: each disk stage read once and

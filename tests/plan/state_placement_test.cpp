@@ -28,17 +28,22 @@ TEST(StatePlacement, WithoutDiskTheExposureIsTheUpdatesAheadOfTheForward) {
   EXPECT_EQ(p.disk_busy_s, 0);
 }
 
-// Three stages on disk, each: read 1 s, update 1 s, write 1 s, forward 1 s.
-// The state thread runs R0 R1 W0 R2 W1 W2 (two reads ahead):
-//   R0 [0,1] R1 [1,2]; U0 [1,2]; W0 waits for U0: [2,3]; R2 [3,4];
-//   U1 [2,3]; W1 [4,5]; U2 waits for R2: [4,5]; W2 [5,6].
-// Stage k's forward waits for W(k): ready 3, 5, 6; the forwards run
-// [3,4], [5,6], [6,7]: 7 s for 3 s of forward, 4 s exposed; the disk
-// works 6 s.
+// Three stages on disk, each: read 1 s, update 1 s, write 1 s, forward 1 s,
+// backward 0. The state thread runs R0 R1 W0 R2 W1 W2 (two reads ahead);
+// R0 and R1 are queued at the step's start, behind the previous step's
+// write-backs. Without that lead (the first round of the steady state):
+//   R0 [0,1] R1 [1,2]; U0 [1,2]; W0 [2,3]; R2 [3,4]; U1 [2,3]; W1 [4,5];
+//   U2 [4,5]; W2 [5,6]; ready 3, 5, 6; forwards [3,4] [5,6] [6,7].
+// The next step starts at 0 and its updates at 7 (its forward's end, no
+// backward), and its reads follow W2 at 6: a lead of 1 s. With it:
+//   R0 [-1,0] R1 [0,1]; U0 [0,1]; W0 [1,2]; R2 [2,3]; U1 [1,2]; W1 [3,4];
+//   U2 [3,4]; W2 [4,5]; ready 2, 4, 5; forwards [2,3] [4,5] [5,6]:
+// 6 s for 3 s of forward, 3 s exposed, and the next lead is 6 - 5 = 1
+// again; the disk works 6 s.
 TEST(StatePlacement, EveryStageOnDiskByHand) {
   const std::vector<StageUpdate> stages(3, StageUpdate{1, 1, 1, 1, true});
   const UpdatePipeline p = predict_update_pipeline(stages);
-  EXPECT_DOUBLE_EQ(p.exposed_s, 4);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 3);
   EXPECT_DOUBLE_EQ(p.disk_busy_s, 6);
 }
 
@@ -46,6 +51,7 @@ TEST(StatePlacement, EveryStageOnDiskByHand) {
 // 0.5), forwards 2 each. R1 [0,0.5] R2 [0.5,1]; U0 [0,2]; U1 [2,3]; W1
 // [3,3.5]; U2 [3,4]; W2 [4,4.5]. Ready 2, 3.5, 4.5; forwards [2,4], [4,6],
 // [6,8]: 2 s exposed, all of it the host stage's update (the disk hides).
+// The reads' lead in the steady state (8 - 4.5) changes nothing here.
 TEST(StatePlacement, ReadsHideBehindTheHostStagesUpdates) {
   const std::vector<StageUpdate> stages = {
       {2, 2, 0, 0, false}, {1, 2, 0.5, 0.5, true}, {1, 2, 0.5, 0.5, true}};
@@ -78,15 +84,21 @@ TEST(StatePlacement, TheCostModelAddsTheDiskToTheOptimizer) {
   // 1000 s, forwards 0 (embed), 1.200128 (blocks), 0.2048 (head).
   const std::vector<double> params = {6400, 36992, 36992, 6464};
   const std::vector<double> forward = {0, 1.200128, 1.200128, 0.2048};
+  const std::vector<double> backward = {disk.embed_s, disk.block_backward_s, disk.block_backward_s,
+                                        disk.head_step_s};
   std::vector<StageUpdate> stages;
   for (size_t s = 0; s < 4; ++s)
-    stages.push_back(
-        {params[s] / 1e9, forward[s], 12 * params[s] / 1000, 12 * params[s] / 1000, true});
+    stages.push_back({params[s] / 1e9, forward[s], 12 * params[s] / 1000, 12 * params[s] / 1000,
+                      true, backward[s]});
   const UpdatePipeline want = predict_update_pipeline(stages);
-  // R0 [0, 76.8], R1 [76.8, 520.704], W0 [.., 597.504], R2 [.., 1041.408],
-  // W1 [.., 1485.312], R3 [.., 1562.88], W2 [.., 2006.784], W3 [.., 2084.352]:
-  // the head's forward waits for W3: 2084.352 + 0.2048 - (2.400256 + 0.2048).
-  EXPECT_NEAR(want.exposed_s, 2084.352 - 2.400256, 1e-6);
+  // From 0 with no lead: R0 [0, 76.8], R1 [76.8, 520.704], W0 [..,
+  // 597.504], R2 [.., 1041.408], W1 [.., 1485.312], R3 [.., 1562.88], W2
+  // [.., 2006.784], W3 [.., 2084.352]; the head's forward waits for W3. The
+  // disk bounds the whole chain, so the next step's reads, behind W3, lead
+  // its updates by the head's forward and the step's backwards, and the
+  // steady state is that chain moved up by them.
+  const double lead = 0.2048 + disk.embed_s + 2 * disk.block_backward_s + disk.head_step_s;
+  EXPECT_NEAR(want.exposed_s, 2084.352 - 2.400256 - lead, 1e-6);
   EXPECT_NEAR(d.optimizer_s, want.exposed_s, 1e-9);
   EXPECT_NEAR(d.state_disk_busy_s, 2 * 12 * (6400 + 2 * 36992 + 6464) / 1000.0, 1e-9);
   EXPECT_NEAR(d.exposed_state_disk_s, d.optimizer_s - h.optimizer_s, 1e-9);
@@ -117,19 +129,23 @@ TEST(StatePlacement, UpdatesDuringTheBackwardByHand) {
 
 // Four stages, the last three on disk (read 1, write 1, update 0.5),
 // backwards 0 (embed), 1, 1, 1 (head), forwards 0, 1, 1, 1. Land: head 1,
-// block 1 at 2, block 0 at 3, embed 3. States thread, in backward order:
-// R(3) [1,2]; U(3) [2,2.5]; R(2) [2,3]; W(3) [3,4]; U(2) [3,3.5]; R(1)
-// [4,5]; W(2) [5,6]; U(1) [5,5.5]; W(1) [6,7]; U(0) [5.5,6] (host; it
-// lands at 3 but waits behind U(1) on the optimizer thread). The forward
-// from 3: embed waits to 6, block 0 waits for W(1): [7,8], block 1 [8,9],
-// head [9,10]: 10 - (3 + 3) = 4 s exposed; the disk worked 6 s.
+// block 1 at 2, block 0 at 3, embed 3. The states thread: R(3) R(2) R(1)
+// queued at the step's start, L s before the backward, then W(3) W(2) W(1)
+// each behind its update (Note [Updates during the backward]; three reads
+// ahead, so none behind a write-back here). The updates: U(3) [1,1.5],
+// U(2) [2,2.5], U(1) [3,3.5], U(0) [3.5,4] (host). With L = 2, the steady
+// state: R(3) [-2,-1] R(2) [-1,0] R(1) [0,1]; W(3) [1.5,2.5], W(2)
+// [2.5,3.5], W(1) [3.5,4.5]. The forward from 3: embed waits to 4, block 0
+// for W(1): [4.5,5.5], block 1 [5.5,6.5], head [6.5,7.5]: 7.5 - (3 + 3) =
+// 1.5 s exposed. The next step starts at 3, its reads follow W(1) at 4.5,
+// its head step at 6.5: a lead of 2 again. The disk works 6 s.
 TEST(StatePlacement, DiskStagesDuringTheBackwardByHand) {
   const std::vector<StageUpdate> stages = {{0.5, 0, 0, 0, false, 0},
                                            {0.5, 1, 1, 1, true, 1},
                                            {0.5, 1, 1, 1, true, 1},
                                            {0.5, 1, 1, 1, true, 1}};
   const UpdatePipeline p = predict_update_pipeline_during_backward(stages);
-  EXPECT_DOUBLE_EQ(p.exposed_s, 4);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 1.5);
   EXPECT_DOUBLE_EQ(p.disk_busy_s, 6);
   // A disk slower than the step: at least its work beyond the compute.
   std::vector<StageUpdate> slow = stages;
