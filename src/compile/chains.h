@@ -11,8 +11,15 @@ namespace lt::compile {
 // `dtype`), rounded once as ops::swiglu does.
 KernelGraph swiglu_forward(DType dtype);
 
-// input: x (Full, `dtype`); output: GPT-2's gelu_new (ops::gelu_tanh),
-// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), rounded once.
+// GPT-2's gelu_new (ops::gelu_tanh), 0.5 x (1 + tanh(sqrt(2/pi) (x +
+// 0.044715 x^3))), of `x` in `g`, in f32. Written as the same function
+// x sigmoid(2 sqrt(2/pi) x (1 + 0.044715 x^2)) (0.5 (1 + tanh(u)) =
+// sigmoid(2u)): one exponential and one reciprocal and no cancellation,
+// where 1 + tanh(u) loses all its digits as u goes below -9 (the GPU's
+// tanh alone is twice the instructions).
+Value gelu_tanh(KernelGraph& g, Value x);
+
+// input: x (Full, `dtype`); output: gelu_tanh(x), rounded once.
 KernelGraph gelu_tanh_forward(DType dtype);
 
 // input: x (Full, `dtype`); output: softmax along the row (ops::softmax),

@@ -32,7 +32,10 @@ namespace lt::compile {
 // output written over an input (KernelGraph::output_over) has no
 // parameter of its own. 4: the lowering changed (FMA contraction, native
 // bf16 conversions), so that caches hold no kernels of the slower one.
-inline constexpr const char* kGpuAbi = "gpu-abi 4";
+// 6: the sigmoid through PTX's ex2.approx and rcp.approx (ScalarWriter),
+// and GELU's graph as x sigmoid(2u) (compile/chains.h); 5 is the ColSums
+// form's.
+inline constexpr const char* kGpuAbi = "gpu-abi 6";
 
 struct GpuBinary {
   std::string cubin;

@@ -39,6 +39,7 @@ class GpuWriter {
         packed_(packed) {
     for (int p : pass_) passes_ = std::max(passes_, p);
     s_.set_contract(true);
+    s_.set_nvvm_approximations(true);
   }
 
   std::string write() {

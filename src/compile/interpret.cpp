@@ -151,7 +151,15 @@ void apply(const Node& n, double a, double ea, double b, double eb, double c, do
       return;
     case OpKind::Sigmoid:
       v = 1 / (1 + std::exp(-a));
-      e = v * (1 - v) * ea + 4 * std::abs(v);
+      // Relative, in u: the reciprocal's 2 (the GPU's rcp.approx, 1 ulp;
+      // an IEEE division 1) and the sum's 1, plus exp(-a)'s error through
+      // 1 + exp(-a), times exp(-a) / (1 + exp(-a)) = 1 - v: 4 (2 ulp: the
+      // GPU's ex2.approx, libm's expf 1) and the GPU's argument -a log2(e)
+      // rounded, |a| (1 + 0.224) (the product's rounding and log2(e)'s in
+      // f32, 2^(a log2 e) = e^a). Below f32's smallest normal, 2^126 <
+      // exp(-a) can overflow or its reciprocal flush to 0: all of v is lost.
+      e = v * (1 - v) * ea + v * (3 + (1 - v) * (4 + 1.25 * std::abs(a)));
+      if (v < 0x1.0p-126) e += v / 0x1.0p-24;
       return;
     case OpKind::Cast:
       if (n.dtype == DType::BF16) {

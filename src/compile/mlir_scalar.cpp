@@ -101,6 +101,28 @@ std::string ScalarWriter::lookup(int32_t table, const std::string& index) {
   return r;
 }
 
+std::string ScalarWriter::nvvm_intrinsic(const char* name, const std::string& a) {
+  std::string r = fresh();
+  line() << r << " = llvm.call_intrinsic \"" << name << "\"(" << a << ") : (f32) -> f32\n";
+  return r;
+}
+
+// 1 / (1 + exp(-a)). On the GPU, exp(-a) = 2^(a * -log2(e)): for a below
+// about -87, 2^... overflows to inf (or, from 2^126 on, its reciprocal is
+// flushed to 0), so sigmoid is 0 where its value is under f32's smallest
+// normal, as the CPU's expf overflow gives from -88.7 on.
+std::string ScalarWriter::sigmoid(const std::string& a) {
+  const std::string one = constant(1.0);
+  if (!nvvm_approximations_) {
+    return binary("arith.divf", one,
+                  binary("arith.addf", one, unary("math.exp", unary("arith.negf", a)),
+                         /*fusable=*/true));
+  }
+  const std::string power = binary("arith.mulf", a, constant(-1.4426950408889634));
+  const std::string e = nvvm_intrinsic("llvm.nvvm.ex2.approx.ftz.f", power);
+  return nvvm_intrinsic("llvm.nvvm.rcp.approx.ftz.f", binary("arith.addf", e, one));
+}
+
 std::string ScalarWriter::op(const Node& n, const std::string& a, const std::string& b,
                              const std::string& c) {
   switch (n.op) {
@@ -146,12 +168,8 @@ std::string ScalarWriter::op(const Node& n, const std::string& a, const std::str
     case OpKind::Rsqrt:
       // 1 / sqrt: MLIR 19's math-to-llvm leaves a scalar math.rsqrt illegal.
       return binary("arith.divf", constant(1.0), unary("math.sqrt", a));
-    case OpKind::Sigmoid: {
-      const std::string one = constant(1.0);
-      return binary("arith.divf", one,
-                    binary("arith.addf", one, unary("math.exp", unary("arith.negf", a)),
-                           /*fusable=*/true));
-    }
+    case OpKind::Sigmoid:
+      return sigmoid(a);
     case OpKind::Cast:
       return n.dtype == DType::BF16 ? widen(narrow(a, DType::BF16), DType::BF16) : a;
     case OpKind::Lookup:

@@ -25,6 +25,11 @@ class ScalarWriter {
   // The GPU writer turns it on: its elementwise chains are bound by
   // instructions as much as by bytes (GELU: 45 a bf16 element without).
   void set_contract(bool contract) { contract_ = contract; }
+  // The GPU writer's: sigmoid through PTX's approximations, one SFU
+  // instruction each for 2^x (ex2.approx.ftz) and 1/x (rcp.approx.ftz),
+  // where libdevice's expf and an IEEE division take some twenty (the
+  // error is within interpret.cpp's sigmoid bound, which says how).
+  void set_nvvm_approximations(bool on) { nvvm_approximations_ = on; }
   std::ostream& line() { return out_ << indent_; }
 
   // A new SSA name (%v<n>), unique within this writer.
@@ -54,12 +59,16 @@ class ScalarWriter {
   std::string binary(const char* mlir_op, const std::string& a, const std::string& b,
                      bool fusable = false);
   std::string lookup(int32_t table, const std::string& index);
+  std::string sigmoid(const std::string& a);
+  // An NVVM intrinsic of one f32 argument (the GPU writer's only).
+  std::string nvvm_intrinsic(const char* name, const std::string& a);
 
   const KernelGraph& graph_;
   std::ostream& out_;
   std::string indent_;
   int counter_ = 0;
   bool contract_ = false;
+  bool nvvm_approximations_ = false;
 };
 
 // "f32" or "bf16": the MLIR element type a value is stored as.

@@ -35,6 +35,13 @@ std::vector<GpuKernelCase> named_chain_cases() {
     cases.push_back(
         {"adamw" + suffix + " grads", optim::adamw_kernel_graph(dtype, true), 1, rows * cols});
     cases.push_back({"swiglu backward" + suffix, gradient_graph(swiglu, {true, true}), rows, cols});
+    // and tests/gpu/gelu_accuracy_gpu_test.cpp's (testing::gelu_cases)
+    const KernelGraph gelu = gelu_tanh_forward(dtype);
+    cases.push_back({"gelu_tanh backward" + suffix, gradient_graph(gelu, {true}), rows, cols});
+    if (dtype == DType::BF16) {
+      cases.push_back({"gelu_tanh backward, bf16 gradients",
+                       gradient_graph(gelu, {true}, GradientStorage::AsTheForward), rows, cols});
+    }
     cases.push_back({"residual_rms_norm backward" + suffix, gradient_graph(rms, {true, true, true}),
                      rows, cols});
     cases.push_back({"layer_norm backward" + suffix, gradient_graph(layer_norm, {true, true, true}),

@@ -20,7 +20,8 @@ struct GpuKernelCase {
 };
 
 // SwiGLU, GELU, softmax, residual + RMSNorm, LayerNorm, RoPE and AdamW, in
-// f32 and bf16, and the backward graphs of SwiGLU, RMSNorm and LayerNorm.
+// f32 and bf16, and the backward graphs of SwiGLU, GELU, RMSNorm and
+// LayerNorm.
 std::vector<GpuKernelCase> named_chain_cases();
 
 // testing::RandomChain with each of a fixed list of seeds (the same graphs
