@@ -201,7 +201,8 @@ void StreamingExecutor::Impl::abandon_early_updates() noexcept {
   if (early) early->stopped = true;
   try {
     if (disk_states) drop_states_read_ahead();  // exact clipping's reads too
-  } catch (...) {                               // the step's own error is the one reported
+  } catch (...) {
+    // The step's own error is the one reported.
   }
   early.reset();
 }

@@ -262,7 +262,8 @@ struct StreamingExecutor::Impl {
   // What stage s's update waits on for its states: the wait runs, on the
   // update's thread, the attach of the read states_read_ahead[s] queued.
   Ticket attach_in_update(size_t stage);
-  // Drops the reads no update will attach (behind what is queued).
+  // Drops the reads no update will attach, if any (behind what is queued),
+  // and the memory kept for them.
   void drop_states_read_ahead();
   // StagedStates, between steps (Note [Stage states on disk]).
   bool stage_on_disk(size_t stage) const;

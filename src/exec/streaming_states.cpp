@@ -50,7 +50,7 @@ namespace lt::exec {
 //   Each wait points at an earlier task (W -> U -> R, R(dj) after W(dj-2)
 //   in the FIFO), so nothing waits in a cycle. R(d0) and R(d1) are queued
 //   at the step's start (read_states_before_backward) and run during its
-//   backward, into memory the stages' tensors do not point at until their
+//   forward and backward, into memory the stages' tensors do not point at until their
 //   updates attach it; the rest as the updates are queued (Note [Updates
 //   during the backward] says why a read may come before its stage's
 //   backward, and the order with train.clip_with_previous_norm, which
@@ -247,9 +247,7 @@ void StreamingExecutor::Impl::move_all_states(bool to_disk) {
 
 void StreamingExecutor::Impl::read_states_before_backward(bool updates_early) {
   if (!disk_states) return;
-  if (std::any_of(states_read_ahead.begin(), states_read_ahead.end(),
-                  [](const Ticket& t) { return t.valid(); }))
-    drop_states_read_ahead();  // a skipped step's (not finite: no update took them)
+  drop_states_read_ahead();  // a skipped step's (not finite: no update took them)
   const size_t n = disk_stages.size();
   // Note [Updates during the backward]: k reads ahead of the write-backs
   // there; with exact clipping the FIFO's first reads.
@@ -284,6 +282,9 @@ Ticket StreamingExecutor::Impl::attach_in_update(size_t s) {
 }
 
 void StreamingExecutor::Impl::drop_states_read_ahead() {
+  if (std::none_of(states_read_ahead.begin(), states_read_ahead.end(),
+                   [](const Ticket& t) { return t.valid(); }))
+    return;
   for (Ticket& t : states_read_ahead) t = Ticket();
   state_queue.enqueue([this] {
     disk_states->drop_reads();

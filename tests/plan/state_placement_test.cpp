@@ -153,6 +153,29 @@ TEST(StatePlacement, DiskStagesDuringTheBackwardByHand) {
   EXPECT_GE(predict_update_pipeline_during_backward(slow).exposed_s, 30 - 6);
 }
 
+// Five stages, the last four on disk (read 1, write 1, update 0.5),
+// backwards 0 (embed), 1, 1, 1, 1 (head), forwards the same. Land: head 1,
+// blocks 2, 3, 4 (block 0), embed 4. The fourth read waits behind the
+// first write-back: R(4) R(3) R(2) W(4) R(1) W(3) W(2) W(1). With the
+// steady lead L = 3: R(4) [-3,-2] R(3) [-2,-1] R(2) [-1,0]; U(4) [1,1.5],
+// W(4) [1.5,2.5], R(1) [2.5,3.5]; U(3) [2,2.5], W(3) [3.5,4.5]; U(2)
+// [3,3.5], W(2) [4.5,5.5]; U(1) [4,4.5], W(1) [5.5,6.5]; U(0) [4.5,5]. The
+// forward from 4: embed waits to 5, block 0 for W(1) [6.5,7.5], then
+// [7.5,8.5], [8.5,9.5], the head [9.5,10.5]: 10.5 - (4 + 4) = 2.5 s
+// exposed. The next step starts at 4 and its reads follow W(1) at 6.5,
+// its head step at 9.5: the lead is 3 again. (With no lead, the first
+// round, W(1) ends at 8 and 4 s are exposed.) The disk works 8 s.
+TEST(StatePlacement, AReadBehindAWriteBackDuringTheBackwardByHand) {
+  const std::vector<StageUpdate> stages = {{0.5, 0, 0, 0, false, 0},
+                                           {0.5, 1, 1, 1, true, 1},
+                                           {0.5, 1, 1, 1, true, 1},
+                                           {0.5, 1, 1, 1, true, 1},
+                                           {0.5, 1, 1, 1, true, 1}};
+  const UpdatePipeline p = predict_update_pipeline_during_backward(stages);
+  EXPECT_DOUBLE_EQ(p.exposed_s, 2.5);
+  EXPECT_DOUBLE_EQ(p.disk_busy_s, 8);
+}
+
 // The cost model with the option: the prediction uses the pipeline during
 // the backward, and for these sizes (updates as long as the blocks'
 // backward) exposes less of the optimizer than after the backward.
