@@ -223,8 +223,9 @@ struct StreamingExecutor::Impl {
   // step(), before the stage uses: whether this step updates during the
   // backward (the clip factor is known), and if so, sets `early` up.
   bool begin_early_updates(const StepOptions& step_options);
-  // copy_out(s): queues stage s's update behind `gradients` (its download),
-  // with a disk stage's read and the write-back of the disk stage before.
+  // copy_out(s): queues stage s's update behind `gradients` (its download);
+  // for a disk stage, attaching its read in the update, its write-back, and
+  // the read of the disk stage kStagesOfStatesInFlight later.
   void queue_early_update(size_t s, const Ticket& gradients);
   void write_back_early(size_t j);  // of the j-th disk stage in backward order
   // Optimizer thread, before stage s's update: whether it is made.
@@ -232,8 +233,8 @@ struct StreamingExecutor::Impl {
   // step(), after the downloads and the norm: the last write-back,
   // finish_step(), and the step's outcome into `st`.
   void end_early_updates(StepStats& st);
-  // A step that throws: the last queued disk stage's write-back (so every
-  // disk stage is on disk again), and `early` dropped; never throws.
+  // A step that throws: the queued updates stop, the reads no update will
+  // attach are dropped, and `early` with them; never throws.
   void abandon_early_updates() noexcept;
 
   // ---- streaming_states.cpp (Note [Stage states on disk]) ----

@@ -191,7 +191,7 @@ TEST(StatesReadAhead, ReadsStartBeforeTheirStagesBackwardWithinTheMemoryBound) {
   EXPECT_EQ(kStagesOfStatesInFlight, 3);
   EXPECT_EQ(most, three_largest);
   // And in host memory: the step's peak, beyond the host run's.
-  EXPECT_EQ(extra[1] - extra[0], three_largest);
+  EXPECT_EQ(extra[1] - extra[0], three_largest) << "the host run's " << extra[0];
 }
 
 // Block.5 and the head on disk: the file's first region is block.5's, read
