@@ -6,7 +6,6 @@
 #include "compile/gradient.h"
 #include "compile/tensor_call.h"
 #include "core/error.h"
-#include "ops/elementwise.h"
 
 namespace lt::autograd {
 namespace {
@@ -151,11 +150,10 @@ std::vector<Tensor> FusedChainKernel::backward(const std::vector<Tensor>& saved,
   size_t next = 0;
   for (size_t i = 0; i < saved.size(); ++i) {
     if (!needs[i]) continue;
-    Tensor g = computed.at(next++);
+    const Tensor& g = computed.at(next++);
     const Shape& shape = input_shapes_[i];
-    // A [cols] input's gradient comes as per-element contributions (f32).
-    if (g.shape() != shape) g = ops::sum(g.reshape({g.numel() / shape.back(), shape.back()}), {0});
-    // A full input's comes in its own dtype already.
+    // A full input's gradient comes in its own dtype already, a [cols]
+    // input's summed over the rows in the kernel, in f32.
     grads[i] =
         g.dtype() == input_dtypes_[i] ? g.reshape(shape) : g.reshape(shape).to(input_dtypes_[i]);
   }

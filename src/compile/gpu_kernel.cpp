@@ -90,6 +90,34 @@ class CurrentDevice {
 // more would only add blocks that start and find nothing to do.
 constexpr int64_t kMaxElementwiseBlocks = 65535;
 
+// The parameters as compile/gpu_mlir.h lays them out: two integers (rows
+// and cols), then per buffer a memref descriptor (pointer twice, offset 0,
+// size, stride 1).
+std::vector<int64_t> kernel_words(int64_t first, int64_t second, std::span<void* const> buffers,
+                                  std::span<const int64_t> counts) {
+  std::vector<int64_t> words = {first, second};
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    int64_t pointer = 0;
+    static_assert(sizeof(pointer) == sizeof(void*));
+    std::memcpy(&pointer, &buffers[i], sizeof pointer);
+    words.insert(words.end(), {pointer, pointer, 0, counts[i], 1});
+  }
+  return words;
+}
+
+void launch_blocks(void* function, int64_t blocks, int threads, std::vector<int64_t> words,
+                   void* stream) {
+  LT_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "compile: ", blocks,
+           " blocks are more than a grid holds");
+  std::vector<void*> params;
+  for (int64_t& word : words) params.push_back(&word);
+  check_driver(
+      driver().launch_kernel(static_cast<CUfunction>(function), static_cast<unsigned>(blocks), 1, 1,
+                             static_cast<unsigned>(threads), 1, 1, 0, static_cast<CUstream>(stream),
+                             params.data(), nullptr),
+      "cuLaunchKernel");
+}
+
 }  // namespace
 
 std::string cuda_device_chip(int device) {
@@ -107,12 +135,16 @@ GpuKernel::GpuKernel(std::shared_ptr<const GpuBinary> binary, int device, const 
   CurrentDevice current(device);
   CUmodule module = nullptr;
   check_driver(driver().module_load_data(&module, binary_->cubin.data()), "cuModuleLoadData");
-  CUfunction function = nullptr;
-  const CUresult got = driver().module_get_function(&function, module, kGpuEntry);
+  CUfunction function = nullptr, sum_function = nullptr;
+  CUresult got = driver().module_get_function(&function, module, kGpuEntry);
+  if (got == CUDA_SUCCESS && binary_->form == GpuLaunchForm::ColSums) {
+    got = driver().module_get_function(&sum_function, module, kGpuColSumEntry);
+  }
   if (got != CUDA_SUCCESS) driver().module_unload(module);
   check_driver(got, "cuModuleGetFunction");
   module_ = module;
   function_ = function;
+  sum_function_ = sum_function;
 }
 
 GpuKernel::~GpuKernel() {
@@ -124,32 +156,55 @@ void GpuKernel::launch(int64_t rows, int64_t cols, std::span<void* const> buffer
                        std::span<const int64_t> counts, void* stream) const {
   LT_CHECK(buffers.size() == counts.size(), "compile: ", buffers.size(), " buffers but ",
            counts.size(), " counts");
-  if (rows == 0 || cols == 0) return;
-  // The parameters as compile/gpu_mlir.h lays them out: rows, cols, then
-  // per buffer a memref descriptor (pointer twice, offset 0, size, stride 1).
-  std::vector<int64_t> words = {rows, cols};
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    int64_t pointer = 0;
-    static_assert(sizeof(pointer) == sizeof(void*));
-    std::memcpy(&pointer, &buffers[i], sizeof pointer);
-    words.insert(words.end(), {pointer, pointer, 0, counts[i], 1});
+  if (binary_->form == GpuLaunchForm::ColSums) {
+    launch_col_sums(rows, cols, buffers, counts, stream);
+    return;
   }
-  std::vector<void*> params;
-  for (int64_t& word : words) params.push_back(&word);
-
+  if (rows == 0 || cols == 0) return;
   int64_t blocks = rows;  // RowPerBlock: block b owns row b
   if (binary_->form == GpuLaunchForm::Elementwise) {
     const int64_t span = int64_t{binary_->threads_per_block} * binary_->elements_per_thread;
     blocks = std::min((rows * cols + span - 1) / span, kMaxElementwiseBlocks);
   }
-  LT_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "compile: ", rows,
-           " rows are more than a grid holds");
   CurrentDevice current(device_);
-  check_driver(
-      driver().launch_kernel(static_cast<CUfunction>(function_), static_cast<unsigned>(blocks), 1,
-                             1, static_cast<unsigned>(binary_->threads_per_block), 1, 1, 0,
-                             static_cast<CUstream>(stream), params.data(), nullptr),
-      "cuLaunchKernel");
+  launch_blocks(function_, blocks, binary_->threads_per_block,
+                kernel_words(rows, cols, buffers, counts), stream);
+}
+
+void GpuKernel::launch_col_sums(int64_t rows, int64_t cols, std::span<void* const> buffers,
+                                std::span<const int64_t> counts, void* stream) const {
+  if (cols == 0) return;
+  const Device device = Device::cuda(device_);
+  LT_CHECK(stream == current_stream(device).handle(),
+           "compile: a kernel with col sums runs on the device's current stream");
+  // Each col sum's [blocks, cols] partials in place of its output; with no
+  // rows, no blocks: the second kernel writes zeros.
+  const int64_t blocks = rows > 0 ? gpu_col_sum_blocks(rows) : 0;
+  std::vector<void*> first_buffers(buffers.begin(), buffers.end());
+  std::vector<int64_t> first_counts(counts.begin(), counts.end());
+  std::vector<Tensor> partials;
+  for (size_t b : binary_->col_sum_buffers) {
+    LT_CHECK(b < buffers.size() && counts[b] == cols, "compile: col sum buffer ", b, " must hold ",
+             cols, " values");
+    partials.push_back(Tensor::empty({std::max<int64_t>(blocks, 1), cols}, DType::F32, device));
+    first_buffers[b] = partials.back().data_ptr();
+    first_counts[b] = blocks * cols;
+  }
+  CurrentDevice current(device_);
+  if (blocks > 0) {
+    launch_blocks(function_, blocks, binary_->threads_per_block,
+                  kernel_words(rows, cols, first_buffers, first_counts), stream);
+  }
+  const int64_t sum_blocks = (cols + kGpuColSumColumnsPerBlock - 1) / kGpuColSumColumnsPerBlock;
+  for (size_t k = 0; k < partials.size(); ++k) {
+    const size_t b = binary_->col_sum_buffers[k];
+    void* const pair[] = {partials[k].data_ptr(), buffers[b]};
+    const int64_t pair_counts[] = {blocks * cols, cols};
+    launch_blocks(sum_function_, sum_blocks, kGpuThreadsPerBlock,
+                  kernel_words(blocks, cols, pair, pair_counts), stream);
+  }
+  // The partials go back to the allocator now: it hands them out again
+  // only to later work on this stream.
 }
 
 #else  // !LT_WITH_CUDA
@@ -167,6 +222,11 @@ GpuKernel::~GpuKernel() = default;
 
 void GpuKernel::launch(int64_t, int64_t, std::span<void* const>, std::span<const int64_t>,
                        void*) const {
+  fail("compile: this lazytrain was built without CUDA");
+}
+
+void GpuKernel::launch_col_sums(int64_t, int64_t, std::span<void* const>, std::span<const int64_t>,
+                                void*) const {
   fail("compile: this lazytrain was built without CUDA");
 }
 

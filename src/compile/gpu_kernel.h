@@ -31,7 +31,9 @@ class GpuKernel {
   // `buffers`: device pointers to the graph's inputs then outputs, each
   // contiguous, `counts` their element counts (element_count of its shape
   // class). Enqueued on `stream` (a cudaStream_t; null: the default
-  // stream); returns without waiting.
+  // stream); returns without waiting. The ColSums form (compile/
+  // gpu_mlir.h) allocates its partials on the device, so there `stream`
+  // must be the device's current stream (the allocator's).
   void launch(int64_t rows, int64_t cols, std::span<void* const> buffers,
               std::span<const int64_t> counts, void* stream) const;
 
@@ -39,10 +41,15 @@ class GpuKernel {
   const GpuBinary& binary() const { return *binary_; }
 
  private:
+  // The partials' kernel, then the one that sums them into the col sums.
+  void launch_col_sums(int64_t rows, int64_t cols, std::span<void* const> buffers,
+                       std::span<const int64_t> counts, void* stream) const;
+
   std::shared_ptr<const GpuBinary> binary_;
   int device_;
-  void* module_ = nullptr;    // CUmodule
-  void* function_ = nullptr;  // CUfunction
+  void* module_ = nullptr;        // CUmodule
+  void* function_ = nullptr;      // CUfunction
+  void* sum_function_ = nullptr;  // CUfunction kGpuColSumEntry (ColSums form)
 };
 
 // The chip of CUDA device `device`, as ptxas names it ("sm_90").

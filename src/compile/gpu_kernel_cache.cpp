@@ -34,6 +34,8 @@ std::optional<GpuBinary> deserialize(const std::string& bytes) {
     binary.form = GpuLaunchForm::Elementwise;
   } else if (std::string(form) == gpu_launch_form_name(GpuLaunchForm::RowPerBlock)) {
     binary.form = GpuLaunchForm::RowPerBlock;
+  } else if (std::string(form) == gpu_launch_form_name(GpuLaunchForm::ColSums)) {
+    binary.form = GpuLaunchForm::ColSums;
   } else {
     return std::nullopt;
   }
@@ -82,7 +84,9 @@ std::shared_ptr<const GpuBinary> GpuKernelCache::from_disk_or_compile(const Kern
   if (!folder_.empty()) {
     path = entry_path(graph);
     if (std::optional<std::string> bytes = read_cache_entry(path, disk_key(graph), damaged)) {
-      if (std::optional<GpuBinary> binary = deserialize(*bytes)) {
+      std::optional<GpuBinary> binary = deserialize(*bytes);
+      if (binary && binary->form == gpu_launch_form(graph)) {
+        binary->col_sum_buffers = gpu_col_sum_buffers(graph);
         ++stats_.loaded_from_disk;
         return std::make_shared<const GpuBinary>(std::move(*binary));
       }
@@ -97,6 +101,7 @@ std::shared_ptr<const GpuBinary> GpuKernelCache::from_disk_or_compile(const Kern
     binary.threads_per_block = ptx.threads_per_block;
     binary.elements_per_thread = ptx.elements_per_thread;
     binary.cubin = assemble_cubin(ptx.ptx, target_.chip);
+    binary.col_sum_buffers = gpu_col_sum_buffers(graph);
   } catch (const Error& e) {
     if (folder_.empty()) throw;
     fail("compile: GPU kernel ", graph.key(), " for ", target_.chip, " is ",

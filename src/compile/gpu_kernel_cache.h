@@ -18,6 +18,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "compile/gpu_mlir.h"
 #include "compile/graph.h"
@@ -32,16 +33,21 @@ namespace lt::compile {
 // output written over an input (KernelGraph::output_over) has no
 // parameter of its own. 4: the lowering changed (FMA contraction, native
 // bf16 conversions), so that caches hold no kernels of the slower one.
-// 6: the sigmoid through PTX's ex2.approx and rcp.approx (ScalarWriter),
-// and GELU's graph as x sigmoid(2u) (compile/chains.h); 5 is the ColSums
-// form's.
-inline constexpr const char* kGpuAbi = "gpu-abi 6";
+// 5: the ColSums form (col_sum outputs as [blocks, cols] partials, and a
+// second kernel in the module). 6: the sigmoid through PTX's ex2.approx
+// and rcp.approx (ScalarWriter), and GELU's graph as x sigmoid(2u)
+// (compile/chains.h). 7: the ColSums form as committed (builds of the
+// shared tree under 6 may have cached a draft of it).
+inline constexpr const char* kGpuAbi = "gpu-abi 7";
 
 struct GpuBinary {
   std::string cubin;
   GpuLaunchForm form = GpuLaunchForm::Elementwise;
   int threads_per_block = kGpuThreadsPerBlock;
   int elements_per_thread = 1;  // the elementwise form's (PtxTarget)
+  // The ColSums form's partials: gpu_col_sum_buffers of the graph (from
+  // the graph, not stored in the entry).
+  std::vector<size_t> col_sum_buffers;
 };
 
 class GpuKernel;  // compile/gpu_kernel.h

@@ -57,7 +57,7 @@ class GpuWriter {
     }
     head << ")";
     const GpuLaunchForm form = gpu_launch_form(graph_);
-    if (form == GpuLaunchForm::RowPerBlock)
+    if (form != GpuLaunchForm::Elementwise)
       head << " workgroup(%partials : " << kPartialsType << ")";
     head << " kernel {\n";
     write_constants();
@@ -67,10 +67,14 @@ class GpuWriter {
       write_elementwise_steps();
     } else if (form == GpuLaunchForm::Elementwise) {
       write_elementwise();
+    } else if (form == GpuLaunchForm::ColSums) {
+      write_col_sums();
     } else {
       write_row_per_block();
     }
-    out_ << "    gpu.return\n  }\n}\n}\n";
+    out_ << "    gpu.return\n  }\n";
+    if (form == GpuLaunchForm::ColSums) write_partials_sum_kernel();
+    out_ << "}\n}\n";
     return head.str() + out_.str();
   }
 
@@ -416,13 +420,8 @@ class GpuWriter {
 
   void write_row_per_block() {
     out_ << "    %row = gpu.block_id x\n"
-         << "    %base = arith.muli %row, %cols : index\n"
-         << "    %lane = arith.remui %tid, %warp_size : index\n"
-         << "    %warp = arith.divui %tid, %warp_size : index\n"
-         << "    %lane0 = arith.cmpi eq, %lane, %c0 : index\n"
-         << "    %thread0 = arith.cmpi eq, %tid, %c0 : index\n"
-         << "    %sum_init = arith.constant 0x00000000 : f32\n"
-         << "    %max_init = arith.constant 0xFF800000 : f32\n";
+         << "    %base = arith.muli %row, %cols : index\n";
+    write_block_constants();
     for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass);
     if (has_output(ShapeClass::Full)) {
       const std::string col = "%col_out", i = "%i_out";
@@ -438,6 +437,179 @@ class GpuWriter {
       store_outputs(ShapeClass::Row);
       out_ << "    }\n";
     }
+  }
+
+  // The reductions' registers, shared by RowPerBlock and ColSums.
+  void write_block_constants() {
+    out_ << "    %lane = arith.remui %tid, %warp_size : index\n"
+         << "    %warp = arith.divui %tid, %warp_size : index\n"
+         << "    %lane0 = arith.cmpi eq, %lane, %c0 : index\n"
+         << "    %thread0 = arith.cmpi eq, %tid, %c0 : index\n"
+         << "    %sum_init = arith.constant 0x00000000 : f32\n"
+         << "    %max_init = arith.constant 0xFF800000 : f32\n";
+  }
+
+  // gpu_mlir.h's ColSums form. Names: %row the row, %base its first
+  // element; slot k's column %slot_col_k; %s_k_j slot k's running sum of
+  // col sum j (in output order), carried through the rows.
+  void write_col_sums() {
+    std::vector<size_t> sums;
+    for (size_t i = 0; i < graph_.outputs().size(); ++i) {
+      if (graph_.node(graph_.outputs()[i].node).op == OpKind::ColSum) sums.push_back(i);
+    }
+    const auto name = [](const char* prefix, int k, size_t j) {
+      return std::string(prefix) + std::to_string(k) + "_" + std::to_string(j);
+    };
+    std::string types;
+    for (size_t j = 0; j < sums.size(); ++j) types += j ? ", f32" : "f32";
+    out_ << "    %block = gpu.block_id x\n";
+    write_block_constants();
+    // gpu_col_sum_rows_per_block, and the block's rows.
+    out_ << "    %most_blocks = arith.constant " << kGpuColSumMostBlocks << " : index\n"
+         << "    %most_blocks_less1 = arith.constant " << kGpuColSumMostBlocks - 1 << " : index\n"
+         << "    %least_rows = arith.constant " << kGpuColSumLeastRows << " : index\n"
+         << "    %rows_padded = arith.addi %rows, %most_blocks_less1 : index\n"
+         << "    %rows_even = arith.divui %rows_padded, %most_blocks : index\n"
+         << "    %rows_few = arith.cmpi ult, %rows_even, %least_rows : index\n"
+         << "    %rows_per_block = arith.select %rows_few, %least_rows, %rows_even : index\n"
+         << "    %row_begin = arith.muli %block, %rows_per_block : index\n"
+         << "    %row_past = arith.addi %row_begin, %rows_per_block : index\n"
+         << "    %row_over = arith.cmpi ugt, %row_past, %rows : index\n"
+         << "    %row_end = arith.select %row_over, %rows, %row_past : index\n"
+         << "    %partial_base = arith.muli %block, %cols : index\n"
+         << "    %tile = arith.constant " << kGpuColSumSlots * kGpuThreadsPerBlock << " : index\n";
+    for (int k = 0; k < kGpuColSumSlots; ++k) {
+      out_ << "    %slot_offset" << k << " = arith.constant " << k * kGpuThreadsPerBlock
+           << " : index\n";
+    }
+    out_ << "    scf.for %tile0 = %c0 to %cols step %tile {\n"
+         << "      %tile_t = arith.addi %tile0, %tid : index\n";
+    for (int k = 0; k < kGpuColSumSlots; ++k) {
+      out_ << "      %slot_col" << k << " = arith.addi %tile_t, %slot_offset" << k << " : index\n"
+           << "      %slot_in" << k << " = arith.cmpi ult, %slot_col" << k << ", %cols : index\n";
+    }
+    out_ << "      %sums:" << kGpuColSumSlots * sums.size()
+         << " = scf.for %row = %row_begin to %row_end step %c1 iter_args(";
+    for (int k = 0; k < kGpuColSumSlots; ++k) {
+      for (size_t j = 0; j < sums.size(); ++j) {
+        out_ << (k || j ? ", " : "") << name("%s", k, j) << " = %sum_init";
+      }
+    }
+    out_ << ") -> (";
+    for (int k = 0; k < kGpuColSumSlots; ++k) out_ << (k ? ", " : "") << types;
+    out_ << ") {\n"
+         << "        %base = arith.muli %row, %cols : index\n";
+    for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass);
+    if (has_output(ShapeClass::Row)) {
+      out_ << "        scf.if %thread0 {\n";
+      open_region({"", "%row", ""}, "          ");
+      store_outputs(ShapeClass::Row);
+      out_ << "        }\n";
+    }
+    for (int k = 0; k < kGpuColSumSlots; ++k) {
+      const std::string col = "%slot_col" + std::to_string(k), i = "%slot_i" + std::to_string(k);
+      out_ << "        %next" << k << ":" << sums.size() << " = scf.if %slot_in" << k << " -> ("
+           << types << ") {\n"
+           << "          " << i << " = arith.addi %base, " << col << " : index\n";
+      open_region({i, "%row", col}, "          ");
+      store_outputs(ShapeClass::Full);
+      std::vector<std::string> next;
+      for (size_t j = 0; j < sums.size(); ++j) {
+        const std::string term = emit(graph_.node(graph_.outputs()[sums[j]].node).a);
+        next.push_back(s_.fresh());
+        s_.line() << next.back() << " = arith.addf " << name("%s", k, j) << ", " << term
+                  << " : f32\n";
+      }
+      s_.line() << "scf.yield ";
+      for (size_t j = 0; j < next.size(); ++j) out_ << (j ? ", " : "") << next[j];
+      out_ << " : " << types << "\n"
+           << "        } else {\n"
+           << "          scf.yield ";
+      for (size_t j = 0; j < sums.size(); ++j) out_ << (j ? ", " : "") << name("%s", k, j);
+      out_ << " : " << types << "\n"
+           << "        }\n";
+    }
+    out_ << "        scf.yield ";
+    for (int k = 0; k < kGpuColSumSlots; ++k) {
+      for (size_t j = 0; j < sums.size(); ++j) {
+        out_ << (k || j ? ", " : "") << "%next" << k << "#" << j;
+      }
+    }
+    out_ << " : ";
+    for (int k = 0; k < kGpuColSumSlots; ++k) out_ << (k ? ", " : "") << types;
+    out_ << "\n      }\n";
+    // The block's partials: row `block` of each [blocks, cols] buffer.
+    for (int k = 0; k < kGpuColSumSlots; ++k) {
+      out_ << "      scf.if %slot_in" << k << " {\n"
+           << "        %partial_at" << k << " = arith.addi %partial_base, %slot_col" << k
+           << " : index\n";
+      for (size_t j = 0; j < sums.size(); ++j) {
+        out_ << "        memref.store %sums#" << k * sums.size() + j << ", %out" << sums[j]
+             << "[%partial_at" << k << "] : memref<?xf32>\n";
+      }
+      out_ << "      }\n";
+    }
+    out_ << "    }\n";
+  }
+
+  // kGpuColSumEntry (gpu_mlir.h): out[c] = the sum of partials[b, c] over
+  // the blocks b, in block order within each of 8 lanes, then lane order.
+  void write_partials_sum_kernel() {
+    constexpr int kLanes = kGpuThreadsPerBlock / kGpuColSumColumnsPerBlock;
+    const std::string lanes_type =
+        "memref<" + std::to_string(kGpuThreadsPerBlock) + "xf32, #gpu.address_space<workgroup>>";
+    out_ << "  gpu.func @" << kGpuColSumEntry
+         << "(%blocks: index, %cols: index, %partials: memref<?xf32>, %out: memref<?xf32>) "
+         << "workgroup(%lane_sums : " << lanes_type << ") kernel {\n"
+         << "    %c0 = arith.constant 0 : index\n"
+         << "    %columns = arith.constant " << kGpuColSumColumnsPerBlock << " : index\n"
+         << "    %lanes = arith.constant " << kLanes << " : index\n"
+         << "    %zero = arith.constant 0x00000000 : f32\n"
+         << "    %tid = gpu.thread_id x\n"
+         << "    %block = gpu.block_id x\n"
+         << "    %x = arith.remui %tid, %columns : index\n"
+         << "    %y = arith.divui %tid, %columns : index\n"
+         << "    %first_col = arith.muli %block, %columns : index\n"
+         << "    %col = arith.addi %first_col, %x : index\n"
+         << "    %inside = arith.cmpi ult, %col, %cols : index\n"
+         << "    %lane_sum = scf.if %inside -> (f32) {\n"
+         << "      %sum = scf.for %b = %y to %blocks step %lanes iter_args(%acc = %zero) -> (f32) "
+            "{\n"
+         << "        %row_at = arith.muli %b, %cols : index\n"
+         << "        %at = arith.addi %row_at, %col : index\n"
+         << "        %partial = memref.load %partials[%at] : memref<?xf32>\n"
+         << "        %added = arith.addf %acc, %partial : f32\n"
+         << "        scf.yield %added : f32\n"
+         << "      }\n"
+         << "      scf.yield %sum : f32\n"
+         << "    } else {\n"
+         << "      scf.yield %zero : f32\n"
+         << "    }\n"
+         << "    memref.store %lane_sum, %lane_sums[%tid] : " << lanes_type << "\n"
+         << "    gpu.barrier\n"
+         << "    %lane_first = arith.cmpi eq, %y, %c0 : index\n"
+         << "    %writes = arith.andi %lane_first, %inside : i1\n"
+         << "    scf.if %writes {\n";
+    std::string total;
+    for (int lane = 0; lane < kLanes; ++lane) {
+      const std::string at = "%lane_at" + std::to_string(lane),
+                        sum = "%lane_sum" + std::to_string(lane);
+      out_ << "      %lane_offset" << lane << " = arith.constant "
+           << lane * kGpuColSumColumnsPerBlock << " : index\n"
+           << "      " << at << " = arith.addi %x, %lane_offset" << lane << " : index\n"
+           << "      " << sum << " = memref.load %lane_sums[" << at << "] : " << lanes_type << "\n";
+      if (lane == 0) {
+        total = sum;
+      } else {
+        const std::string next = "%total" + std::to_string(lane);
+        out_ << "      " << next << " = arith.addf " << total << ", " << sum << " : f32\n";
+        total = next;
+      }
+    }
+    out_ << "      memref.store " << total << ", %out[%col] : memref<?xf32>\n"
+         << "    }\n"
+         << "    gpu.return\n"
+         << "  }\n";
   }
 
   // Each thread accumulates its columns (tid, tid + threads, ...) in
@@ -530,7 +702,28 @@ class GpuWriter {
 
 }  // namespace
 
+int64_t gpu_col_sum_rows_per_block(int64_t rows) {
+  return std::max(kGpuColSumLeastRows, (rows + kGpuColSumMostBlocks - 1) / kGpuColSumMostBlocks);
+}
+
+int64_t gpu_col_sum_blocks(int64_t rows) {
+  const int64_t per_block = gpu_col_sum_rows_per_block(rows);
+  return (rows + per_block - 1) / per_block;
+}
+
+std::vector<size_t> gpu_col_sum_buffers(const KernelGraph& graph) {
+  std::vector<size_t> buffers;
+  size_t buffer = graph.inputs().size();
+  for (const OutputSpec& o : graph.outputs()) {
+    if (o.over >= 0) continue;  // no buffer of its own
+    if (graph.node(o.node).op == OpKind::ColSum) buffers.push_back(buffer);
+    ++buffer;
+  }
+  return buffers;
+}
+
 GpuLaunchForm gpu_launch_form(const KernelGraph& graph) {
+  if (graph.has_col_sums()) return GpuLaunchForm::ColSums;
   for (const Node& n : graph.nodes()) {
     if (is_reduction(n.op)) return GpuLaunchForm::RowPerBlock;
   }
@@ -541,7 +734,15 @@ GpuLaunchForm gpu_launch_form(const KernelGraph& graph) {
 }
 
 const char* gpu_launch_form_name(GpuLaunchForm form) {
-  return form == GpuLaunchForm::Elementwise ? "elementwise" : "row_per_block";
+  switch (form) {
+    case GpuLaunchForm::Elementwise:
+      return "elementwise";
+    case GpuLaunchForm::RowPerBlock:
+      return "row_per_block";
+    case GpuLaunchForm::ColSums:
+      return "col_sums";
+  }
+  return "?";
 }
 
 std::string to_gpu_mlir(const KernelGraph& graph, int elements_per_thread, bool packed) {

@@ -36,14 +36,31 @@
 //   every thread. The full outputs follow in one strided loop; thread 0
 //   writes the row outputs. Nothing is allocated: the reduced values stay
 //   in registers.
+// - ColSums (an output is a col_sum, graph.h): block b owns a fixed range
+//   of gpu_col_sum_rows_per_block(rows) rows, and each of its threads
+//   kGpuColSumSlots columns of a tile of kGpuColSumSlots * threads columns
+//   (thread t the columns t, t + threads, ...: coalesced). For each row in
+//   order, the block first computes the row's reductions as RowPerBlock
+//   does (threads over the columns, then the tree), thread 0 writes the row
+//   outputs, and each thread computes its columns' full outputs (stored)
+//   and adds their col-sum terms to accumulators in registers. So a chain
+//   reads its inputs once for its full outputs and its col sums. Past the
+//   last row the block writes its f32 partials, row b of a [blocks, cols]
+//   buffer in place of each col-sum output, and a second kernel of the
+//   module, kGpuColSumEntry(blocks, cols, partials, out), sums each
+//   column's partials in block order (compile/gpu_kernel.h launches both).
+//   Every addition's order depends on rows and cols only, never on timing:
+//   no atomics, and two runs give the same bits. Rows wider than a tile
+//   take more tiles, each computing the rows' reductions again.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "compile/graph.h"
 
 namespace lt::compile {
 
-enum class GpuLaunchForm : uint8_t { Elementwise, RowPerBlock };
+enum class GpuLaunchForm : uint8_t { Elementwise, RowPerBlock, ColSums };
 
 // 256 threads: 8 warps, enough columns in flight per row for rows of a few
 // thousand elements, and few enough partials (8) for one warp to combine.
@@ -51,6 +68,29 @@ inline constexpr int kGpuThreadsPerBlock = 256;
 // Per buffer in the kernel's parameters (the memref descriptor above).
 inline constexpr int kGpuParamsPerBuffer = 5;
 inline constexpr const char* kGpuEntry = "lt_kernel";
+
+// The ColSums form (above). 8 columns a thread: a tile of 2048 holds
+// GPT-2's rows of 768 (the 3B's 3072 and the 7B's 4096 take two, their row
+// reductions computed twice a row). Each slot's running sums are registers
+// for the whole kernel: LayerNorm's backward (two col sums) takes 64
+// registers at 4 slots, 72 at 8, 96 at 16 (ptxas, sm_90), so 4, 3 and 2
+// blocks of 256 threads an SM.
+inline constexpr int kGpuColSumSlots = 8;
+// At most 4 blocks per SM of an H200 (132 SMs), each of at least 16 rows:
+// the partials stay under 1/16 of the [rows, cols] they sum, and are few
+// enough for the second kernel to add in a few steps.
+inline constexpr int64_t kGpuColSumMostBlocks = 4 * 132;
+inline constexpr int64_t kGpuColSumLeastRows = 16;
+// The second kernel: blocks of 32 columns x 8 lanes (lane y adds the
+// partials y, y + 8, ... in order; then the 8 lanes' sums in lane order).
+inline constexpr const char* kGpuColSumEntry = "lt_col_sum";
+inline constexpr int kGpuColSumColumnsPerBlock = 32;
+// The rows each block owns, and the blocks, for `rows` rows: by rows alone.
+int64_t gpu_col_sum_rows_per_block(int64_t rows);
+int64_t gpu_col_sum_blocks(int64_t rows);
+// Which of the kernel's buffers (inputs, then the outputs that have one)
+// are col sums: the partials the first kernel writes.
+std::vector<size_t> gpu_col_sum_buffers(const KernelGraph& graph);
 
 GpuLaunchForm gpu_launch_form(const KernelGraph& graph);
 const char* gpu_launch_form_name(GpuLaunchForm form);

@@ -44,6 +44,10 @@ class Differentiator {
                " is read once per row group and has no gradient here");
       const Value grad =
           spread(grad_[static_cast<size_t>(id)], want, value_[static_cast<size_t>(id)]);
+      if (n.shape == ShapeClass::Col) {  // the rows' contributions, summed in the kernel
+        g_.output(g_.col_sum(grad), DType::F32);
+        continue;
+      }
       g_.output_pitched(grad, own_dtype ? stored : DType::F32, map.pitch);
     }
     return std::move(g_);
@@ -110,6 +114,8 @@ class Differentiator {
         return g_.erf(v(n.a));
       case OpKind::Lookup:
         return g_.lookup(forward_.tables()[static_cast<size_t>(n.table)], v(n.a));
+      case OpKind::ColSum:
+        return g_.col_sum(v(n.a));
     }
     fail("compile: gradient_graph: unknown op");
   }
@@ -127,8 +133,8 @@ class Differentiator {
 
   // Adds to the gradient of node `id`. A gradient wider than the node (a
   // row value broadcast over the columns) is summed back over the row; a
-  // col value's stays per element (summed over rows by the caller, which
-  // is exact by linearity); constants take none.
+  // col value's stays per element until the col input's output sums it
+  // over the rows (exact by linearity); constants take none.
   void accumulate(int32_t id, Value grad) {
     const ShapeClass target = forward_.node(id).shape;
     if (target == ShapeClass::Scalar) return;
@@ -217,6 +223,9 @@ class Differentiator {
       case OpKind::RowMax:
         // Every element equal to the maximum takes the row's gradient.
         accumulate(n.a, g_.select(g_.less(v(n.a), y), g_.constant(0.0), g));
+        return;
+      case OpKind::ColSum:  // each row takes the column's gradient
+        accumulate(n.a, spread(g, ShapeClass::Full, v(n.a)));
         return;
     }
   }

@@ -10,16 +10,16 @@
 // and writes, for each forward input with `needs_grad`, in input order:
 //   Full input: its gradient, Full, f32;
 //   Row input:  its gradient, Row, f32;
-//   Col input:  the per-element contributions, Full, f32: the caller sums
-//               them over the rows (the IR reduces along rows only).
+//   Col input:  its gradient, Col, f32: the per-element contributions
+//               summed over the rows in the kernel (KernelGraph::col_sum).
 // Gradients flow through Cast unchanged (as autograd's cast does), and
 // Less and Select's condition pass none.
 //
 // GradientStorage::AsTheForward stores what the caller would otherwise
 // convert around the kernel: each output's gradient is read in that
 // output's stored dtype, and a Full input's gradient written in that
-// input's stored dtype (the kernel still computes in f32; Row gradients and
-// Col contributions stay f32, as their sums need). With bf16 activations
+// input's stored dtype (the kernel still computes in f32; Row and Col
+// gradients stay f32, as their sums need). With bf16 activations
 // this halves those tensors' bytes and drops a cast pass over each, and
 // the values are the same bit for bit as reading an upcast gradient and
 // casting the result down (an upcast is exact; the down-cast rounds once,

@@ -56,6 +56,8 @@ const char* op_name(OpKind op) {
       return "row_max";
     case OpKind::Lookup:
       return "lookup";
+    case OpKind::ColSum:
+      return "col_sum";
   }
   return "?";
 }
@@ -98,6 +100,10 @@ void check_buffer_dtype(DType dtype, const char* what) {
 }  // namespace
 
 Value KernelGraph::push(Node node) {
+  for (int32_t operand : {node.a, node.b, node.c}) {
+    LT_CHECK(operand < 0 || nodes_[static_cast<size_t>(operand)].op != OpKind::ColSum,
+             "compile: a col_sum is an output only; ", op_name(node.op), " cannot read it");
+  }
   nodes_.push_back(node);
   return Value{static_cast<int32_t>(nodes_.size() - 1)};
 }
@@ -224,12 +230,38 @@ Value KernelGraph::reduce(OpKind op, Value a) {
   return push(n);
 }
 
+Value KernelGraph::col_sum(Value a) {
+  LT_CHECK(checked(a, "col_sum").shape == ShapeClass::Full,
+           "compile: col_sum sums a full value over its rows, got a ",
+           shape_class_name(nodes_[static_cast<size_t>(a.id)].shape), " value");
+  Node n;
+  n.op = OpKind::ColSum;
+  n.a = a.id;
+  n.shape = ShapeClass::Col;
+  return push(n);
+}
+
 void KernelGraph::output(Value v, DType dtype) {
   const Node& n = checked(v, "output");
+  if (n.op == OpKind::ColSum) {
+    LT_CHECK(dtype == DType::F32, "compile: a col_sum output is stored as f32, got ",
+             dtype_name(dtype));
+    LT_CHECK(std::none_of(outputs_.begin(), outputs_.end(),
+                          [](const OutputSpec& o) { return o.over >= 0; }),
+             "compile: a kernel with col_sum outputs writes no output over an input");
+    outputs_.push_back({v.id, dtype});
+    return;
+  }
   LT_CHECK(n.shape == ShapeClass::Full || n.shape == ShapeClass::Row,
-           "compile: an output is full or row, got a ", shape_class_name(n.shape), " value");
+           "compile: an output is full, row or a col_sum, got a ", shape_class_name(n.shape),
+           " value");
   check_buffer_dtype(dtype, "an output");
   outputs_.push_back({v.id, dtype});
+}
+
+bool KernelGraph::has_col_sums() const {
+  return std::any_of(outputs_.begin(), outputs_.end(),
+                     [&](const OutputSpec& o) { return node(o.node).op == OpKind::ColSum; });
 }
 
 void KernelGraph::output_pitched(Value v, DType dtype, int64_t pitch) {
@@ -254,6 +286,10 @@ void KernelGraph::output_over(Value v, Value input) {
     LT_CHECK(o.over != in.input_index, "compile: input ", in.input_index,
              " already takes an output");
   }
+  // The col sums' GPU form may read a row again after writing it (column
+  // tiles, compile/gpu_mlir.h): no output is written in place there.
+  LT_CHECK(!has_col_sums(),
+           "compile: a kernel with col_sum outputs writes no output over an input");
   output(v, in.dtype);
   outputs_.back().over = in.input_index;
 }

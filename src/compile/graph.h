@@ -23,6 +23,13 @@
 // kernel as a global constant) at an index: table[trunc(index)], the index
 // clamped to [0, size - 1] (a NaN index reads table[0]), so that no index
 // reads outside the table.
+//
+// A ColSum sums a Full value over the rows into a Col value: a backward
+// kernel's gradient of a [cols] input (a bias, a norm's weight), summed in
+// the kernel rather than written per element and summed after. It is an
+// output only (f32, read by no other op), so a kernel finishes its rows
+// before any col sum is complete; each backend sums in a fixed order
+// (compile/to_mlir.h, compile/gpu_mlir.h), so results repeat bit for bit.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -58,10 +65,13 @@ enum class OpKind : uint8_t {
   RowSum,  // Full -> Row, summed in order along the row
   RowMax,  // Full -> Row
   Lookup,  // tables()[table] at index a (see the top of this file)
+  ColSum,  // Full -> Col, summed over the rows: an output only (see above)
 };
 
 const char* op_name(OpKind op);
 const char* shape_class_name(ShapeClass shape);
+// A row reduction (RowSum, RowMax): computed in a pass before the values
+// that read it. ColSum is not one: it is summed along with the outputs.
 bool is_reduction(OpKind op);
 
 struct Value {
@@ -146,11 +156,14 @@ class KernelGraph {
   Value row_sum(Value a) { return reduce(OpKind::RowSum, a); }
   Value row_max(Value a) { return reduce(OpKind::RowMax, a); }
   Value row_mean(Value a) { return div(row_sum(a), cols()); }
+  // The sum over the rows of a Full value, for output() only (see the top).
+  Value col_sum(Value a);
   // table[index] (see the top of this file). A table equal to one the
   // graph holds already is shared. 1 to kMaxTableSize values.
   Value lookup(std::span<const float> table, Value index);
 
-  // An output of shape class Full or Row, stored as `dtype`.
+  // An output of shape class Full or Row, stored as `dtype`, or a col_sum
+  // (Col), stored as f32.
   void output(Value v, DType dtype);
   // A Full output written every `pitch` runs of cols (RowMap::pitch).
   void output_pitched(Value v, DType dtype, int64_t pitch);
@@ -166,6 +179,8 @@ class KernelGraph {
   const std::vector<InputSpec>& inputs() const { return inputs_; }
   const std::vector<OutputSpec>& outputs() const { return outputs_; }
   const std::vector<std::vector<float>>& tables() const { return tables_; }
+  // Whether an output is a col_sum (such kernels take a form of their own).
+  bool has_col_sums() const;
 
   // The expression, the dtypes and the shape classes as one line of text:
   // two graphs with the same key compile to the same kernel (the cache key).

@@ -270,6 +270,27 @@ Reference interpret(const KernelGraph& graph, int64_t rows, int64_t cols,
         }
         continue;
       }
+      case OpKind::ColSum: {
+        const Evaluated& x = at[static_cast<size_t>(n.a)];
+        out.value.assign(static_cast<size_t>(cols), 0.0);
+        out.bound.assign(static_cast<size_t>(cols), 0.0);
+        Values magnitude(static_cast<size_t>(cols), 0.0);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < cols; ++c) {
+            const auto i = static_cast<size_t>(r * cols + c), j = static_cast<size_t>(c);
+            out.value[j] += x.value[i];
+            out.bound[j] += x.bound[i];
+            magnitude[j] += std::abs(x.value[i]);
+          }
+        }
+        // f32 sums in any order (the kernels add rows in blocks, then the
+        // blocks): each element passes through at most `rows` additions, of
+        // partial sums no larger than the sum of magnitudes.
+        for (size_t j = 0; j < magnitude.size(); ++j) {
+          out.bound[j] += static_cast<double>(rows) * magnitude[j];
+        }
+        continue;
+      }
       default:
         break;
     }

@@ -179,6 +179,7 @@ std::string ScalarWriter::op(const Node& n, const std::string& a, const std::str
     case OpKind::Cols:
     case OpKind::RowSum:
     case OpKind::RowMax:
+    case OpKind::ColSum:
       break;
   }
   fail("compile: ScalarWriter::op got ", op_name(n.op), ", which its caller writes");

@@ -138,8 +138,9 @@ PreparedCall prepare_call(const KernelGraph& graph, const std::vector<Tensor>& i
   }
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
     const OutputSpec& o = graph.outputs()[i];
-    Shape shape = *extent.leading;
-    if (graph.node(o.node).shape == ShapeClass::Full) shape.push_back(prepared.cols);
+    const ShapeClass output_shape = graph.node(o.node).shape;
+    Shape shape = output_shape == ShapeClass::Col ? Shape{prepared.cols} : *extent.leading;
+    if (output_shape == ShapeClass::Full) shape.push_back(prepared.cols);
     if (o.over >= 0) {  // KernelGraph::output_over: the input, no buffer of its own
       LT_CHECK(i >= given.size() || !given[i].defined(), "compile: output ", i,
                " is written over input ", o.over, " and takes no tensor");

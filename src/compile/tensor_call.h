@@ -2,8 +2,8 @@
 // Runs a compiled kernel on CPU tensors: the shape classes of the graph
 // become tensor shapes. A Full value is a tensor [..., cols] (rows = its
 // element count / cols), a Row value [...] (the same leading dims), a Col
-// value [cols]. Outputs are allocated here, contiguous, in the graph's
-// stored dtypes, unless the caller gives them.
+// value [cols] (a col_sum output too). Outputs are allocated here,
+// contiguous, in the graph's stored dtypes, unless the caller gives them.
 //
 // A given output may be one of the inputs, the same tensor (written in
 // place), when both are Full and of one dtype: both backends read each

@@ -70,7 +70,11 @@ class MlirWriter {
          << "  %cols_i64 = arith.index_cast %cols : index to i64\n"
          << "  %cols_f32 = arith.uitofp %cols_i64 : i64 to f32\n";
     for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass);
-    write_output_pass(ShapeClass::Full);
+    if (graph_.has_col_sums()) {
+      write_col_sum_pass();
+    } else {
+      write_output_pass(ShapeClass::Full);
+    }
     write_output_pass(ShapeClass::Row);
     for (const auto& [node, buffer] : buffers_) {
       out_ << "  memref.dealloc " << buffer << " : memref<?xf32>\n";
@@ -199,23 +203,7 @@ class MlirWriter {
     }
     out_ << ") -> (" << types << ") {\n";
     s_.set_indent("      ");
-    value_.clear();
-    leaf_.clear();
-    for (const Operand& o : ins) {
-      const std::string loaded = fresh();
-      std::string entry = r;
-      if (o.shape == ShapeClass::Full && (o.map.group != 1 || o.map.period > 0)) {
-        entry = fresh();
-        s_.line() << entry << " = affine.apply affine_map<(d0) -> (" << entry_expression(o.map)
-                  << ")>(" << r << ")\n";
-      }
-      const std::string at = o.shape == ShapeClass::Full  ? entry + ", " + c
-                             : o.shape == ShapeClass::Row ? r
-                                                          : c;
-      s_.line() << loaded << " = memref.load " << o.name << "[" << at
-                << "] : " << memref_type(o.shape, o.dtype, o.map) << "\n";
-      leaf_[o.node] = loaded;
-    }
+    load_operands(ins, r, c);
     std::vector<std::string> next;
     for (size_t k = 0; k < reductions.size(); ++k) {
       const std::string x = emit(roots[k]);
@@ -239,6 +227,69 @@ class MlirWriter {
            << r << "] : memref<?xf32>\n";
     }
     out_ << "  }\n";
+    s_.set_indent("    ");
+  }
+
+  // Loads each of `ins` at row `r`, column `c` of explicit loops (SSA
+  // names) as the leaves of the values emitted next.
+  void load_operands(const std::vector<Operand>& ins, const std::string& r, const std::string& c) {
+    value_.clear();
+    leaf_.clear();
+    for (const Operand& o : ins) {
+      const std::string loaded = fresh();
+      std::string entry = r;
+      if (o.shape == ShapeClass::Full && (o.map.group != 1 || o.map.period > 0)) {
+        entry = fresh();
+        s_.line() << entry << " = affine.apply affine_map<(d0) -> (" << entry_expression(o.map)
+                  << ")>(" << r << ")\n";
+      }
+      const std::string at = o.shape == ShapeClass::Full  ? entry + ", " + c
+                             : o.shape == ShapeClass::Row ? r
+                                                          : c;
+      s_.line() << loaded << " = memref.load " << o.name << "[" << at
+                << "] : " << memref_type(o.shape, o.dtype, o.map) << "\n";
+      leaf_[o.node] = loaded;
+    }
+  }
+
+  // With col sums (graph.h's ColSum), the full outputs and the col sums in
+  // one loop nest, rows outer and in order: each col sum accumulates in its
+  // [cols] output, zeroed first, so the sum is the same on every run.
+  void write_col_sum_pass() {
+    std::vector<size_t> full, sums;
+    for (size_t i = 0; i < graph_.outputs().size(); ++i) {
+      const Node& n = graph_.node(graph_.outputs()[i].node);
+      if (n.op == OpKind::ColSum) sums.push_back(i);
+      if (n.shape == ShapeClass::Full) full.push_back(i);
+    }
+    // The full outputs' values, then the col sums' operands.
+    std::vector<int32_t> roots;
+    for (size_t i : full) roots.push_back(graph_.outputs()[i].node);
+    for (size_t i : sums) roots.push_back(graph_.node(graph_.outputs()[i].node).a);
+    out_ << "  %sum_zero = arith.constant 0x00000000 : f32\n"
+         << "  scf.for %cz = %zero to %cols step %one {\n";
+    for (size_t i : sums)
+      out_ << "    memref.store %sum_zero, %out" << i << "[%cz] : memref<?xf32>\n";
+    out_ << "  }\n"
+         << "  scf.for %rs = %zero to %rows step %one {\n"
+         << "    scf.for %cs = %zero to %cols step %one {\n";
+    s_.set_indent("      ");
+    load_operands(operands_of(roots), "%rs", "%cs");
+    std::vector<std::string> values;
+    for (int32_t root : roots) values.push_back(emit(root));
+    for (size_t k = 0; k < full.size(); ++k) {
+      const OutputSpec& o = graph_.outputs()[full[k]];
+      const std::string v = s_.narrow(values[k], o.dtype);
+      s_.line() << "memref.store " << v << ", %out" << full[k] << "[%rs, %cs] : "
+                << memref_type(ShapeClass::Full, o.dtype, RowMap{.pitch = o.pitch}) << "\n";
+    }
+    for (size_t k = 0; k < sums.size(); ++k) {
+      const std::string out = "%out" + std::to_string(sums[k]), old = fresh(), sum = fresh();
+      s_.line() << old << " = memref.load " << out << "[%cs] : memref<?xf32>\n";
+      s_.line() << sum << " = arith.addf " << old << ", " << values[full.size() + k] << " : f32\n";
+      s_.line() << "memref.store " << sum << ", " << out << "[%cs] : memref<?xf32>\n";
+    }
+    out_ << "    }\n  }\n";
     s_.set_indent("    ");
   }
 

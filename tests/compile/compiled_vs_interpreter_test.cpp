@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "autograd/fused_rope.h"
+#include "col_sum_cases.h"
 #include "compile/compiler_info.h"
 #include "compile/interpret.h"
 #include "compile/jit.h"
@@ -21,24 +22,20 @@ namespace {
 
 constexpr double kUnitRoundoff = 0x1.0p-24;
 
-RC_GTEST_PROP(CompiledKernel, EqualsFloat64InterpreterOnRandomChains, ()) {
-  if (!compiler_info().built_in) return;  // covered by CompiledKernel.BuiltIn
-  testing::RandomChain chain([](int lo, int hi) { return *rc::gen::inRange(lo, hi); },
-                             /*lookups=*/true);
-  chain.build();
-  const int64_t rows = *rc::gen::inRange<int64_t>(1, 6);
-  const int64_t cols = *rc::gen::inRange<int64_t>(1, 65);
+// The compiled kernel of `graph` on random inputs against the interpreter
+// (a rapidcheck failure names the element and the kernel).
+void check_compiled_against_interpreter(const KernelGraph& graph, int64_t rows, int64_t cols) {
   Generator gen(*rc::gen::arbitrary<uint32_t>());
   std::vector<Values> inputs;
-  for (const InputSpec& in : chain.graph.inputs()) {
-    inputs.push_back(
-        testing::draw_values(element_count(in.shape, rows, cols), in.dtype, -2, 2, gen));
+  for (const InputSpec& in : graph.inputs()) {
+    inputs.push_back(testing::draw_values(input_count(in, rows, cols), in.dtype, -2, 2, gen));
   }
-  const Reference ref = interpret(chain.graph, rows, cols, inputs);
-  const std::unique_ptr<CpuKernel> kernel = compile_cpu(chain.graph);
-  const std::vector<Values> got = testing::run_compiled(*kernel, chain.graph, rows, cols, inputs);
+  const Reference ref = interpret(graph, rows, cols, inputs);
+  const std::unique_ptr<CpuKernel> kernel = compile_cpu(graph);
+  const std::vector<Values> got = testing::run_compiled(*kernel, graph, rows, cols, inputs);
   RC_ASSERT(got.size() == ref.outputs.size());
   for (size_t o = 0; o < got.size(); ++o) {
+    RC_ASSERT(got[o].size() == ref.outputs[o].size());
     for (size_t i = 0; i < got[o].size(); ++i) {
       const double want = ref.outputs[o][i];
       RC_ASSERT(std::isfinite(want));
@@ -46,10 +43,53 @@ RC_GTEST_PROP(CompiledKernel, EqualsFloat64InterpreterOnRandomChains, ()) {
       if (!(std::abs(got[o][i] - want) <= tolerance)) {
         RC_FAIL("output " + std::to_string(o) + " element " + std::to_string(i) + ": compiled " +
                 std::to_string(got[o][i]) + ", float64 " + std::to_string(want) + ", tolerance " +
-                std::to_string(tolerance) + "\nkernel " + chain.graph.key());
+                std::to_string(tolerance) + "\nkernel " + graph.key());
       }
     }
   }
+}
+
+RC_GTEST_PROP(CompiledKernel, EqualsFloat64InterpreterOnRandomChains, ()) {
+  if (!compiler_info().built_in) return;  // covered by CompiledKernel.BuiltIn
+  testing::RandomChain chain([](int lo, int hi) { return *rc::gen::inRange(lo, hi); },
+                             /*lookups=*/true);
+  chain.build();
+  const int64_t rows = *rc::gen::inRange<int64_t>(1, 6);
+  const int64_t cols = *rc::gen::inRange<int64_t>(1, 65);
+  check_compiled_against_interpreter(chain.graph, rows, cols);
+}
+
+// The same chains with one or two col sums (graph.h's ColSum) of their
+// full values added as outputs: the CPU kernel's loop over the rows in
+// order, with the full and row outputs beside it; no rows sum to zeros.
+RC_GTEST_PROP(CompiledKernel, ColSumsEqualFloat64InterpreterOnRandomChains, ()) {
+  if (!compiler_info().built_in) return;
+  testing::RandomChain chain([](int lo, int hi) { return *rc::gen::inRange(lo, hi); },
+                             /*lookups=*/true);
+  chain.build();
+  std::vector<int32_t> full;
+  for (size_t id = 0; id < chain.graph.nodes().size(); ++id) {
+    if (chain.graph.nodes()[id].shape == ShapeClass::Full) full.push_back(static_cast<int32_t>(id));
+  }
+  const int sums = *rc::gen::inRange(1, 3);
+  for (int k = 0; k < sums; ++k) {
+    const size_t pick = *rc::gen::inRange<size_t>(0, full.size());
+    chain.graph.output(chain.graph.col_sum(Value{full[pick]}), DType::F32);
+  }
+  const int64_t rows = *rc::gen::inRange<int64_t>(0, 40);
+  const int64_t cols = *rc::gen::inRange<int64_t>(1, 65);
+  check_compiled_against_interpreter(chain.graph, rows, cols);
+}
+
+// The GPU tests' col-sum graphs (col_sum_cases.h) on the CPU: the norms'
+// backward graphs, and a pitched input and a row output beside the sums.
+RC_GTEST_PROP(CompiledKernel, ColSumCasesEqualFloat64Interpreter, ()) {
+  if (!compiler_info().built_in) return;
+  static const std::vector<testing::ColSumCase> cases = testing::col_sum_cases();
+  const testing::ColSumCase& c = cases[*rc::gen::inRange<size_t>(0, cases.size())];
+  const int64_t rows = *rc::gen::inRange<int64_t>(0, 70);
+  const int64_t cols = *rc::gen::inRange<int64_t>(1, 40);
+  check_compiled_against_interpreter(c.graph, rows, cols);
 }
 
 // Row maps (compile/graph.h): a pitched input, a table read once per row

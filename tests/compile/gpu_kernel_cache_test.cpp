@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "autograd/fused_rope.h"
+#include "col_sum_cases.h"
 #include "compile/cache_entry.h"
 #include "compile/chains.h"
 #include "compile/compiler_info.h"
@@ -104,6 +105,38 @@ TEST(GpuKernelCache, CompilesOnceWritesTheCubinAndALaterCacheLoadsIt) {
   EXPECT_EQ(by_four.binary(swiglu)->elements_per_thread, 4);
 }
 
+// The ColSums form's entry: read back as that form, with the buffers its
+// launch replaces by partials taken from the graph (the bias's gradient,
+// after the two inputs and dx); an entry of another form for that graph
+// is compiled again.
+TEST(GpuKernelCache, AColSumKernelRoundTripsWithItsForm) {
+  LT_REQUIRE_GPU_COMPILER();
+  train::testing::TempDir dir("gpu_cache_col_sums");
+  const KernelGraph backward = testing::bias_gelu_backward(DType::BF16);
+  std::string cubin;
+  {
+    GpuKernelCache cache(dir.path().string());
+    const auto binary = cache.binary(backward);
+    EXPECT_EQ(binary->form, GpuLaunchForm::ColSums);
+    EXPECT_EQ(binary->col_sum_buffers, std::vector<size_t>{4});
+    cubin = binary->cubin;
+    write_cache_entry(cache.entry_path(backward), cache.disk_key(backward),
+                      "row_per_block 256 1\n" + cubin);
+  }
+  {
+    GpuKernelCache cache(dir.path().string());
+    EXPECT_EQ(cache.binary(backward)->form, GpuLaunchForm::ColSums);
+    EXPECT_EQ(cache.stats().rebuilt, 1);
+  }
+  GpuKernelCache later(dir.path().string());
+  const auto binary = later.binary(backward);
+  EXPECT_EQ(later.stats().loaded_from_disk, 1);
+  EXPECT_EQ(binary->form, GpuLaunchForm::ColSums);
+  EXPECT_EQ(binary->col_sum_buffers, std::vector<size_t>{4});
+  EXPECT_EQ(binary->cubin, cubin);
+  EXPECT_NE(later.disk_key(backward).find(kGpuAbi), std::string::npos);
+}
+
 TEST(GpuKernelCache, ADamagedEntryIsCompiledAgainAndRewritten) {
   LT_REQUIRE_GPU_COMPILER();
   train::testing::TempDir dir("gpu_cache_damaged");
@@ -165,7 +198,7 @@ TEST(GpuKernelCache, AKernelThatIsNotThereAndCannotBeCompiledNamesItsEntry) {
 
 // Not a check: with LT_PREBUILD_GPU_KERNELS=<folder>, compiles every kernel
 // the GPU tests and the benchmark run (tests/support/gpu_kernel_cases.h,
-// tests/support/fused_program_cases.h)
+// tests/support/fused_program_cases.h, col_sum_cases.h)
 // into <folder>, for a GPU machine whose build has no MLIR
 // (docs/compiler.md, "Kernels for a machine without MLIR").
 TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
@@ -179,6 +212,10 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   for (testing::GpuKernelCase& c : testing::random_chain_cases()) cases.push_back(std::move(c));
   for (testing::GpuKernelCase& c : testing::random_lookup_chain_cases()) {
     cases.push_back(std::move(c));
+  }
+  // tests/gpu/compiled_kernels_gpu_test.cpp's col sums (ColSums form)
+  for (testing::ColSumCase& c : testing::col_sum_cases()) {
+    cases.push_back({c.name, std::move(c.graph), 0, 0});
   }
   // tests/gpu/compiled_kernels_gpu_bench.cpp's RoPE (32 heads)
   cases.push_back({"the chain bench's RoPE", autograd::rope_kernel_graph(DType::BF16, 32), 0, 0});

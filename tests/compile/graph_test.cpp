@@ -84,6 +84,42 @@ TEST(KernelGraph, RefusesWhatItCannotCompile) {
   }
 }
 
+// A col sum: the column's values added over the rows, in float64, and an
+// output only (f32, read by nothing, beside no output written in place).
+TEST(KernelGraphColSum, InterpreterSumsEachColumnOverTheRows) {
+  KernelGraph g;
+  const Value x = g.input(ShapeClass::Full, DType::F32);
+  const Value w = g.input(ShapeClass::Col, DType::F32);
+  g.output(g.col_sum(g.mul(x, w)), DType::F32);
+  EXPECT_TRUE(g.has_col_sums());
+  const Values in = {1, 2, 3, 4, 5, 6}, weight = {0.5, -1, 2};
+  const Reference ref = interpret(g, 2, 3, {in, weight});
+  EXPECT_EQ(ref.outputs[0], (Values{(1 + 4) * 0.5, (2 + 5) * -1.0, (3 + 6) * 2.0}));
+  // No rows: zeros.
+  EXPECT_EQ(interpret(g, 0, 3, {{}, weight}).outputs[0], (Values{0, 0, 0}));
+  EXPECT_NE(g.key().find("col_sum"), std::string::npos);
+}
+
+TEST(KernelGraphColSum, IsAnF32OutputOnly) {
+  KernelGraph g;
+  const Value x = g.input(ShapeClass::Full, DType::F32);
+  const Value col = g.input(ShapeClass::Col, DType::F32);
+  EXPECT_THROW(g.col_sum(col), Error);           // sums a full value
+  EXPECT_THROW(g.row_sum(g.col_sum(x)), Error);  // read by another op
+  EXPECT_THROW(g.add(x, g.col_sum(x)), Error);
+  EXPECT_THROW(g.output(g.col_sum(x), DType::BF16), Error);  // stored as f32
+  EXPECT_THROW(g.output(col, DType::F32), Error);            // a col output is a col_sum
+  EXPECT_FALSE(g.has_col_sums());
+  KernelGraph in_place;
+  const Value y = in_place.input(ShapeClass::Full, DType::F32);
+  in_place.output(in_place.col_sum(y), DType::F32);
+  EXPECT_THROW(in_place.output_over(in_place.exp(y), y), Error);
+  KernelGraph over_first;
+  const Value z = over_first.input(ShapeClass::Full, DType::F32);
+  over_first.output_over(over_first.exp(z), z);
+  EXPECT_THROW(over_first.output(over_first.col_sum(z), DType::F32), Error);
+}
+
 TEST(KernelGraphMlir, SoftmaxRunsAsTwoReductionPassesAndOneOutputPass) {
   const std::string mlir = to_mlir(softmax_graph(DType::BF16), "softmax");
   auto count = [&](const std::string& what) {

@@ -11,9 +11,11 @@
 #include <fstream>
 #include <tuple>
 
+#include "col_sum_cases.h"
 #include "compile/chains.h"
 #include "compile/compiler_info.h"
 #include "compile/gpu_mlir.h"
+#include "compile/gradient.h"
 #include "compile/ptx.h"
 #include "core/error.h"
 #include "optim/compiled_adamw8bit.h"
@@ -143,6 +145,42 @@ TEST_F(PtxTest, KernelsOfEveryFormAssembleWithPtxas) {
     const PtxKernel kernel = compile_ptx(graph, packed);
     EXPECT_EQ(assemble(kernel.ptx, messages), 0) << messages;
   }
+}
+
+// The ColSums form (compile/gpu_mlir.h): the partials' kernel and the one
+// that sums them, in one module; deterministic by construction, so no
+// atomic anywhere. A graph with row reductions reduces in blocks as the
+// row form does.
+TEST_F(PtxTest, ColSumKernelsAssembleWithPtxasWithoutAtomics) {
+  if (!fs::exists(kPtxas)) GTEST_SKIP() << "no " << kPtxas;
+  const std::vector<std::pair<const char*, KernelGraph>> graphs = {
+      {"bias + gelu backward bf16", testing::bias_gelu_backward(DType::BF16)},
+      {"layer_norm backward bf16",
+       gradient_graph(layer_norm_forward(DType::BF16, 1e-5), {true, true, true})},
+      {"mixed", testing::mixed_col_sums()}};
+  PtxTarget packed;
+  packed.elements_per_thread = 8;
+  packed.packed = true;
+  std::string messages;
+  for (const auto& [what, graph] : graphs) {
+    SCOPED_TRACE(what);
+    for (const PtxTarget& target : {PtxTarget{}, packed}) {
+      const PtxKernel kernel = compile_ptx(graph, target);
+      EXPECT_EQ(kernel.form, GpuLaunchForm::ColSums);
+      EXPECT_EQ(kernel.elements_per_thread, 1);
+      EXPECT_NE(kernel.ptx.find(std::string(".entry ") + kGpuEntry), std::string::npos);
+      EXPECT_NE(kernel.ptx.find(std::string(".entry ") + kGpuColSumEntry), std::string::npos);
+      EXPECT_EQ(kernel.ptx.find("atom."), std::string::npos);
+      EXPECT_EQ(kernel.ptx.find("\tred."), std::string::npos);
+      const bool reduces = graph.key().find("row_") != std::string::npos;
+      EXPECT_EQ(kernel.ptx.find("shfl.sync.bfly") != std::string::npos, reduces);
+      EXPECT_EQ(assemble(kernel.ptx, messages), 0) << messages;
+    }
+  }
+  // A graph without col sums keeps its form.
+  EXPECT_EQ(
+      gpu_launch_form(gradient_graph(layer_norm_forward(DType::BF16, 1e-5), {true, false, false})),
+      GpuLaunchForm::RowPerBlock);
 }
 
 TEST(PtxIsa, TheLowerOfWhatLlvmWritesAndPtxasReads) {

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "compile/col_sum_cases.h"
 #include "compile/gpu_kernel.h"
 #include "compile/gpu_kernel_cache.h"
 #include "compile/interpret.h"
@@ -68,11 +69,20 @@ std::pair<double, double> input_range(const testing::GpuKernelCase& c) {
   return c.name.rfind("adamw", 0) == 0 ? std::pair{0.01, 1.0} : std::pair{-2.0, 2.0};
 }
 
+// The bytes of a device tensor, for comparing two runs bit for bit.
+std::vector<unsigned char> bytes_of(const Tensor& t) {
+  const Tensor host = t.contiguous().to(Device::cpu());
+  const auto* data = static_cast<const unsigned char*>(host.data_ptr());
+  return {data, data + host.nbytes()};
+}
+
 // The number of elements off by more than the tolerance (the first few
 // printed), so that one case's report says how wrong it is.
 // `misaligned`: each Full input starts one element past its allocation.
+// `twice`: the kernel runs a second time on the same inputs and must give
+// the same bits (the col sums' fixed order of additions).
 void expect_equals_interpreter(const testing::GpuKernelCase& c, GpuKernelCache& kernels,
-                               bool misaligned = false) {
+                               bool misaligned = false, bool twice = false) {
   SCOPED_TRACE(c.name + " [" + std::to_string(c.rows) + ", " + std::to_string(c.cols) + "] " +
                c.graph.key() + (misaligned ? " misaligned" : ""));
   Generator gen(0x5eed);
@@ -128,6 +138,11 @@ void expect_equals_interpreter(const testing::GpuKernelCase& c, GpuKernelCache& 
     }
     EXPECT_EQ(wrong, 0) << "of " << got.size() << " elements of output " << o;
   }
+  if (!twice) return;
+  const std::vector<Tensor> again = call_gpu(kernels, c.graph, device_inputs);
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    EXPECT_TRUE(bytes_of(again[o]) == bytes_of(outputs[o])) << "output " << o << " changed";
+  }
 }
 
 void expect_all_equal_interpreter(const std::vector<testing::GpuKernelCase>& cases,
@@ -178,6 +193,21 @@ TEST(CompiledKernelsGpu, PackedEightPerThreadEqualFloat64Interpreter) {
   expect_all_equal_interpreter(testing::random_chain_cases(), cache_packed());
   expect_all_equal_interpreter(testing::random_lookup_chain_cases(), cache_packed());
   expect_all_equal_interpreter(testing::named_chain_cases(), cache_packed(), /*misaligned=*/true);
+}
+
+// Gradients of [cols] inputs summed in the kernel (compile/gpu_mlir.h's
+// ColSums form: blocks of rows, then the partials summed in block order):
+// the bias + GELU and norm backward graphs and a graph with a pitched input,
+// a row reduction and a row output beside two col sums, on rows 0, 1, a
+// few, not a multiple of a block's, and 16384, columns fewer than a warp,
+// 768, not a multiple of 8 and more than one tile; each twice, bit for bit.
+TEST(CompiledKernelsGpu, ColSumsEqualFloat64InterpreterAndRepeatBitForBit) {
+  LT_REQUIRE_GPU();
+  for (const testing::ColSumCase& c : testing::col_sum_cases()) {
+    for (const auto& [rows, cols] : c.shapes) {
+      expect_equals_interpreter({c.name, c.graph, rows, cols}, cache_packed(), false, true);
+    }
+  }
 }
 
 TEST(CompiledKernelsGpu, RunsOnTheCurrentStream) {

@@ -1,0 +1,80 @@
+#pragma once
+// Kernel graphs with col_sum outputs (compile/graph.h) for the GPU tests of
+// the ColSums form (tests/gpu/compiled_kernels_gpu_test.cpp), listed once so
+// that GpuKernelPrebuild.* compiles the same graphs ahead for the GPU
+// machine, whose build has no MLIR. Each is run on several shapes: rows
+// that are one, a few, not a multiple of a block's rows, and many; columns
+// fewer than a warp, GPT-2's 768, not a multiple of 8, and more than one
+// tile (compile/gpu_mlir.h).
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compile/chains.h"
+#include "compile/gradient.h"
+#include "compile/graph.h"
+
+namespace lt::compile::testing {
+
+// GPT-2's MLP chain, bias add then GELU (tanh), each call's result rounded
+// to `dtype` as the fusion pass writes it (autograd/fused_chain.cpp), and
+// its backward as the pass compiles it: dx in `dtype`, the bias's gradient
+// a col sum.
+inline KernelGraph bias_gelu_backward(DType dtype) {
+  KernelGraph g;
+  const Value x = g.input(ShapeClass::Full, dtype);
+  const Value bias = g.input(ShapeClass::Col, dtype);
+  const Value h = g.cast(g.add(x, bias), dtype);
+  const Value cubic = g.add(h, g.mul(g.constant(0.044715), g.mul(h, g.mul(h, h))));
+  const Value inner = g.mul(g.constant(0.7978845608028654), cubic);
+  g.output(g.cast(g.mul(g.mul(g.constant(0.5), h), g.add(g.constant(1.0), g.tanh(inner))), dtype),
+           dtype);
+  return gradient_graph(g, {true, true}, GradientStorage::AsTheForward);
+}
+
+// Every part of the form at once: a pitched input, a row reduction, a row
+// output, a full output and two col sums (one of a value the full output
+// shares).
+inline KernelGraph mixed_col_sums() {
+  KernelGraph g;
+  const Value x = g.mapped_input(DType::BF16, RowMap{.pitch = 2});
+  const Value w = g.input(ShapeClass::Col, DType::BF16);
+  const Value r = g.input(ShapeClass::Row, DType::F32);
+  const Value y = g.add(g.mul(g.exp(g.sub(x, g.row_max(x))), w), r);
+  g.output(y, DType::BF16);
+  g.output(g.row_sum(y), DType::F32);
+  g.output(g.col_sum(y), DType::F32);
+  g.output(g.col_sum(g.mul(x, x)), DType::F32);
+  return g;
+}
+
+struct ColSumCase {
+  std::string name;
+  KernelGraph graph;
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // rows, cols
+};
+
+inline std::vector<ColSumCase> col_sum_cases() {
+  std::vector<ColSumCase> cases;
+  for (DType dtype : {DType::BF16, DType::F32}) {
+    const std::string suffix = dtype == DType::BF16 ? " bf16" : " f32";
+    // The float64 reference keeps every node's values (16 bytes an
+    // element each), so the large row counts go with few columns.
+    cases.push_back(
+        {"bias + gelu backward" + suffix,
+         bias_gelu_backward(dtype),
+         {{1, 768}, {7, 50}, {1000, 768}, {16384, 128}, {16389, 50}, {0, 768}, {100, 2049}}});
+    cases.push_back({"layer_norm backward" + suffix,
+                     gradient_graph(layer_norm_forward(dtype, 1e-5), {true, true, true}),
+                     {{1, 768}, {7, 50}, {1000, 771}, {16389, 50}, {33, 4100}}});
+    cases.push_back({"residual_rms_norm backward" + suffix,
+                     gradient_graph(residual_rms_norm_forward(dtype, 1e-5), {true, true, true}),
+                     {{7, 771}, {1000, 768}}});
+  }
+  cases.push_back(
+      {"mixed col sums", mixed_col_sums(), {{1, 50}, {7, 768}, {1000, 771}, {40, 4300}}});
+  return cases;
+}
+
+}  // namespace lt::compile::testing
