@@ -252,7 +252,7 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   add_stage(static_cast<double>(exec::head_parameters(m.config)), m.head_forward_s, m.head_step_s);
   const auto pipeline_of = [&](const std::vector<StageUpdate>& s) {
     return m.updates_during_backward ? predict_update_pipeline_during_backward(s)
-                                     : predict_update_pipeline(s);
+                                     : predict_update_pipeline(s, /*reads_at_step_start=*/true);
   };
   const UpdatePipeline pipeline = pipeline_of(stages);
   p.optimizer_s = pipeline.exposed_s;

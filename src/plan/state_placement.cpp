@@ -73,14 +73,16 @@ double sum_of(const std::vector<StageUpdate>& stages, double StageUpdate::*field
 
 }  // namespace
 
-UpdatePipeline predict_update_pipeline(const std::vector<StageUpdate>& stages) {
+UpdatePipeline predict_update_pipeline(const std::vector<StageUpdate>& stages,
+                                       bool reads_at_step_start) {
   const size_t read_ahead = exec::kStagesOfStatesInFlight - 1;
   std::vector<size_t> disk;
   for (size_t s = 0; s < stages.size(); ++s)
     if (stages[s].on_disk) disk.push_back(s);
-  // The state thread's FIFO: R(d0) .. R(d[ahead-1]), queued at the step's
-  // start (they run during its backward), then W(d[j-ahead]) R(d[j]) for
-  // each later j, then the last writes.
+  // The state thread's FIFO: R(d0) .. R(d[ahead-1]) (with
+  // reads_at_step_start queued at the step's start, so they run during its
+  // forward and backward), then W(d[j-ahead]) R(d[j]) for each later j,
+  // then the last writes.
   struct Task {
     size_t stage;
     bool read;
@@ -142,7 +144,8 @@ UpdatePipeline predict_update_pipeline(const std::vector<StageUpdate>& stages) {
     out.exposed_s = forward_end - forwards;
     // The next step's first reads start when it does (0) and this step's
     // write-backs are done; its updates when its backward ends.
-    next_lead = std::max(0.0, forward_end + backwards - std::max(0.0, disk_free));
+    next_lead =
+        reads_at_step_start ? std::max(0.0, forward_end + backwards - std::max(0.0, disk_free)) : 0;
     return out;
   });
 }

@@ -25,11 +25,12 @@
 // order, the disk stages' reads and write-backs on another in the FIFO
 // order of Note [Stage states on disk]; the next step's forward of stage k
 // waits for k's update, and for a disk stage for its write-back. The
-// pipeline is simulated stage by stage with the profile's disk rates, in
-// its steady state: a step's first reads are queued at its start, behind
-// the previous step's write-backs, and run while it computes (Note
-// [Updates during the backward]), so they start as long before the step's
-// updates can as the disk was free.
+// pipeline is simulated stage by stage with the profile's disk rates. The
+// streaming executor queues a step's first reads at its start, behind the
+// previous step's write-backs, and they run while it computes (Note
+// [Updates during the backward]): that is simulated in the steady state,
+// the first reads starting as long before the step's updates can as the
+// disk was free of the previous step's write-backs.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -78,7 +79,12 @@ struct UpdatePipeline {
   double exposed_s = 0;
   double disk_busy_s = 0;  // the state thread's reads and writes, all of them
 };
-UpdatePipeline predict_update_pipeline(const std::vector<StageUpdate>& stages);
+// `reads_at_step_start`: the executor queues the step's first reads when
+// the step starts (the streaming executor), so they run during its forward
+// and backward once the previous step's write-backs are done; else (the
+// offload executor) only with the updates, at the backward's end.
+UpdatePipeline predict_update_pipeline(const std::vector<StageUpdate>& stages,
+                                       bool reads_at_step_start = false);
 // The same with train.clip_with_previous_norm (Note [Updates during the
 // backward], exec/streaming_early_updates.cpp): each stage's update is
 // queued when its backward ends, in backward order; for the disk stages

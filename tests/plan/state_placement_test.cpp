@@ -42,9 +42,11 @@ TEST(StatePlacement, WithoutDiskTheExposureIsTheUpdatesAheadOfTheForward) {
 // again; the disk works 6 s.
 TEST(StatePlacement, EveryStageOnDiskByHand) {
   const std::vector<StageUpdate> stages(3, StageUpdate{1, 1, 1, 1, true});
-  const UpdatePipeline p = predict_update_pipeline(stages);
+  const UpdatePipeline p = predict_update_pipeline(stages, /*reads_at_step_start=*/true);
   EXPECT_DOUBLE_EQ(p.exposed_s, 3);
   EXPECT_DOUBLE_EQ(p.disk_busy_s, 6);
+  // The offload executor reads only with the updates: the first round's.
+  EXPECT_DOUBLE_EQ(predict_update_pipeline(stages).exposed_s, 4);
 }
 
 // Host stage 0 (update 2), disk stages 1 and 2 (read 0.5, update 1, write
@@ -55,7 +57,7 @@ TEST(StatePlacement, EveryStageOnDiskByHand) {
 TEST(StatePlacement, ReadsHideBehindTheHostStagesUpdates) {
   const std::vector<StageUpdate> stages = {
       {2, 2, 0, 0, false}, {1, 2, 0.5, 0.5, true}, {1, 2, 0.5, 0.5, true}};
-  const UpdatePipeline p = predict_update_pipeline(stages);
+  const UpdatePipeline p = predict_update_pipeline(stages, /*reads_at_step_start=*/true);
   EXPECT_DOUBLE_EQ(p.exposed_s, 2);
   EXPECT_DOUBLE_EQ(p.disk_busy_s, 2);
 }
@@ -90,7 +92,7 @@ TEST(StatePlacement, TheCostModelAddsTheDiskToTheOptimizer) {
   for (size_t s = 0; s < 4; ++s)
     stages.push_back({params[s] / 1e9, forward[s], 12 * params[s] / 1000, 12 * params[s] / 1000,
                       true, backward[s]});
-  const UpdatePipeline want = predict_update_pipeline(stages);
+  const UpdatePipeline want = predict_update_pipeline(stages, /*reads_at_step_start=*/true);
   // From 0 with no lead: R0 [0, 76.8], R1 [76.8, 520.704], W0 [..,
   // 597.504], R2 [.., 1041.408], W1 [.., 1485.312], R3 [.., 1562.88], W2
   // [.., 2006.784], W3 [.., 2084.352]; the head's forward waits for W3. The
