@@ -36,9 +36,11 @@ namespace lt::compile {
 // 5: the ColSums form (col_sum outputs as [blocks, cols] partials, and a
 // second kernel in the module). 6: the sigmoid through PTX's ex2.approx
 // and rcp.approx (ScalarWriter), and GELU's graph as x sigmoid(2u)
-// (compile/chains.h). 7: the ColSums form as committed (builds of the
-// shared tree under 6 may have cached a draft of it).
-inline constexpr const char* kGpuAbi = "gpu-abi 7";
+// (compile/chains.h). 7: the ColSums form as first committed (builds of
+// the shared tree under 6 may have cached a draft of it). 8: its kernel
+// takes the rows per block from its grid (7's had a constant the launcher
+// must match).
+inline constexpr const char* kGpuAbi = "gpu-abi 8";
 
 struct GpuBinary {
   std::string cubin;

@@ -464,14 +464,12 @@ class GpuWriter {
     for (size_t j = 0; j < sums.size(); ++j) types += j ? ", f32" : "f32";
     out_ << "    %block = gpu.block_id x\n";
     write_block_constants();
-    // gpu_col_sum_rows_per_block, and the block's rows.
-    out_ << "    %most_blocks = arith.constant " << kGpuColSumMostBlocks << " : index\n"
-         << "    %most_blocks_less1 = arith.constant " << kGpuColSumMostBlocks - 1 << " : index\n"
-         << "    %least_rows = arith.constant " << kGpuColSumLeastRows << " : index\n"
-         << "    %rows_padded = arith.addi %rows, %most_blocks_less1 : index\n"
-         << "    %rows_even = arith.divui %rows_padded, %most_blocks : index\n"
-         << "    %rows_few = arith.cmpi ult, %rows_even, %least_rows : index\n"
-         << "    %rows_per_block = arith.select %rows_few, %least_rows, %rows_even : index\n"
+    // The block's rows: ceil(rows / blocks) each, from the grid the
+    // launcher chose (gpu_col_sum_blocks), so that the two always agree.
+    out_ << "    %grid = gpu.grid_dim x\n"
+         << "    %grid_less1 = arith.subi %grid, %c1 : index\n"
+         << "    %rows_padded = arith.addi %rows, %grid_less1 : index\n"
+         << "    %rows_per_block = arith.divui %rows_padded, %grid : index\n"
          << "    %row_begin = arith.muli %block, %rows_per_block : index\n"
          << "    %row_past = arith.addi %row_begin, %rows_per_block : index\n"
          << "    %row_over = arith.cmpi ugt, %row_past, %rows : index\n"
@@ -702,12 +700,9 @@ class GpuWriter {
 
 }  // namespace
 
-int64_t gpu_col_sum_rows_per_block(int64_t rows) {
-  return std::max(kGpuColSumLeastRows, (rows + kGpuColSumMostBlocks - 1) / kGpuColSumMostBlocks);
-}
-
 int64_t gpu_col_sum_blocks(int64_t rows) {
-  const int64_t per_block = gpu_col_sum_rows_per_block(rows);
+  const int64_t per_block =
+      std::max(kGpuColSumLeastRows, (rows + kGpuColSumMostBlocks - 1) / kGpuColSumMostBlocks);
   return (rows + per_block - 1) / per_block;
 }
 

@@ -36,8 +36,9 @@
 //   every thread. The full outputs follow in one strided loop; thread 0
 //   writes the row outputs. Nothing is allocated: the reduced values stay
 //   in registers.
-// - ColSums (an output is a col_sum, graph.h): block b owns a fixed range
-//   of gpu_col_sum_rows_per_block(rows) rows, and each of its threads
+// - ColSums (an output is a col_sum, graph.h): of gpu_col_sum_blocks(rows)
+//   blocks, block b owns the b-th range of ceil(rows / blocks) rows (the
+//   kernel reads the blocks from its grid), and each of its threads
 //   kGpuColSumSlots columns of a tile of kGpuColSumSlots * threads columns
 //   (thread t the columns t, t + threads, ...: coalesced). For each row in
 //   order, the block first computes the row's reductions as RowPerBlock
@@ -76,17 +77,19 @@ inline constexpr const char* kGpuEntry = "lt_kernel";
 // registers at 4 slots, 72 at 8, 96 at 16 (ptxas, sm_90), so 4, 3 and 2
 // blocks of 256 threads an SM.
 inline constexpr int kGpuColSumSlots = 8;
-// At most 4 blocks per SM of an H200 (132 SMs), each of at least 16 rows:
-// the partials stay under 1/16 of the [rows, cols] they sum, and are few
-// enough for the second kernel to add in a few steps.
-inline constexpr int64_t kGpuColSumMostBlocks = 4 * 132;
+// At most 3 blocks per SM of an H200 (132 SMs): as many as the norms'
+// backward kernels (68-72 registers) hold resident, so they run in one
+// wave, not one and a third. At most one block per 16 rows: the partials
+// stay under about 1/16 of the [rows, cols] they sum, and few enough for
+// the second kernel to add in a few steps.
+inline constexpr int64_t kGpuColSumMostBlocks = 3 * 132;
 inline constexpr int64_t kGpuColSumLeastRows = 16;
 // The second kernel: blocks of 32 columns x 8 lanes (lane y adds the
 // partials y, y + 8, ... in order; then the 8 lanes' sums in lane order).
 inline constexpr const char* kGpuColSumEntry = "lt_col_sum";
 inline constexpr int kGpuColSumColumnsPerBlock = 32;
-// The rows each block owns, and the blocks, for `rows` rows: by rows alone.
-int64_t gpu_col_sum_rows_per_block(int64_t rows);
+// The blocks of the ColSums form for `rows` rows: by rows alone, so every
+// run adds in the same order. ceil(rows / max(16, ceil(rows / 396))).
 int64_t gpu_col_sum_blocks(int64_t rows);
 // Which of the kernel's buffers (inputs, then the outputs that have one)
 // are col sums: the partials the first kernel writes.

@@ -183,6 +183,23 @@ TEST_F(PtxTest, ColSumKernelsAssembleWithPtxasWithoutAtomics) {
       GpuLaunchForm::RowPerBlock);
 }
 
+// The ColSums form's grid: a function of rows alone (the order of the
+// additions so repeats), every row in a block of ceil(rows / blocks) rows,
+// at most 3 blocks per SM of an H200 and at most one per 16 rows.
+TEST(GpuColSumBlocks, DependOnRowsAloneAndCoverEveryRow) {
+  EXPECT_EQ(gpu_col_sum_blocks(0), 0);
+  for (int64_t rows : {1, 7, 16, 17, 1000, 6336, 6337, 16384, 16389, 1 << 20}) {
+    SCOPED_TRACE(rows);
+    const int64_t blocks = gpu_col_sum_blocks(rows);
+    EXPECT_GE(blocks, 1);
+    EXPECT_LE(blocks, kGpuColSumMostBlocks);
+    EXPECT_LE(blocks, (rows + kGpuColSumLeastRows - 1) / kGpuColSumLeastRows);
+    const int64_t per_block = (rows + blocks - 1) / blocks;  // as the kernel takes it
+    EXPECT_GE(blocks * per_block, rows);
+    EXPECT_EQ(gpu_col_sum_blocks(rows), blocks);
+  }
+}
+
 TEST(PtxIsa, TheLowerOfWhatLlvmWritesAndPtxasReads) {
   EXPECT_EQ(ptx_isa_for(11, 8), "+ptx78");
   EXPECT_EQ(ptx_isa_for(12, 0), "+ptx80");
