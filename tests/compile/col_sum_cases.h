@@ -11,26 +11,28 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/fused_chain.h"
 #include "compile/chains.h"
 #include "compile/gradient.h"
 #include "compile/graph.h"
 
 namespace lt::compile::testing {
 
-// GPT-2's MLP chain, bias add then GELU (tanh), each call's result rounded
-// to `dtype` as the fusion pass writes it (autograd/fused_chain.cpp), and
-// its backward as the pass compiles it: dx in `dtype`, the bias's gradient
-// a col sum.
+// GPT-2's MLP chain, a linear's bias add then GELU (tanh), as the fusion
+// pass builds it (autograd/fused_chain.h), and its backward as the pass
+// compiles it: dx in `dtype`, the bias's gradient a col sum.
 inline KernelGraph bias_gelu_backward(DType dtype) {
-  KernelGraph g;
-  const Value x = g.input(ShapeClass::Full, dtype);
-  const Value bias = g.input(ShapeClass::Col, dtype);
-  const Value h = g.cast(g.add(x, bias), dtype);
-  const Value cubic = g.add(h, g.mul(g.constant(0.044715), g.mul(h, g.mul(h, h))));
-  const Value inner = g.mul(g.constant(0.7978845608028654), cubic);
-  g.output(g.cast(g.mul(g.mul(g.constant(0.5), h), g.add(g.constant(1.0), g.tanh(inner))), dtype),
-           dtype);
-  return gradient_graph(g, {true, true}, GradientStorage::AsTheForward);
+  autograd::CallGraph calls;
+  for (const Shape& shape : {Shape{4, 8}, Shape{8}, Shape{4, 8}, Shape{4, 8}}) {
+    calls.shapes.push_back(shape);
+    calls.dtypes.push_back(dtype);
+    calls.used_after.push_back(false);
+  }
+  calls.nodes.push_back({"bias_add", {0, 1}, 2, {}});
+  calls.nodes.push_back({"gelu_tanh", {2}, 3, {}});
+  calls.used_after[3] = true;
+  const KernelGraph forward = autograd::chain_kernel_graph(calls, autograd::plan_fusion(calls), 0);
+  return gradient_graph(forward, {true, true}, GradientStorage::AsTheForward);
 }
 
 // Every part of the form at once: a pitched input, a row reduction, a row

@@ -119,6 +119,23 @@ TEST_F(FusedChains, BiasAndActivation) {
       f, {randn({2, 4, 16}), randn({32, 16}, 0.2), randn({32}), randn({16, 32}, 0.2)}, 1, 2);
 }
 
+// GPT-2's MLP half-block on 3 x 29 rows (more than a CPU kernel's few): a
+// LayerNorm's weight and bias, the first linear's bias with the GELU, and
+// the second's bias with the residual add, so every chain's backward sums
+// [cols] gradients in its kernel (compile/graph.h's col_sum).
+TEST_F(FusedChains, Gpt2MlpWithLayerNormAndBiases) {
+  Fn f = [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    const Tensor h = gelu_tanh(linear(layer_norm(x, in[1], in[2], 1e-5), in[3], in[4]));
+    return add(x, linear(h, in[5], in[6]));
+  };
+  expect_fused_equals_unfused(
+      f,
+      {randn({3, 29, 24}), randn({24}, 0.5), randn({24}, 0.5), randn({48, 24}, 0.2), randn({48}),
+       randn({24, 48}, 0.2), randn({24})},
+      3, 5);
+}
+
 // A whole pre-norm block's elementwise pattern around two matmuls: three
 // chains (norm; residual add + norm; residual add) and the residual stream
 // read across them.
