@@ -39,8 +39,8 @@ namespace lt::compile {
 // (compile/chains.h). 7: the ColSums form as first committed (builds of
 // the shared tree under 6 may have cached a draft of it). 8: its kernel
 // takes the rows per block from its grid (7's had a constant the launcher
-// must match).
-inline constexpr const char* kGpuAbi = "gpu-abi 8";
+// must match). 9: it loads every slot's inputs of a row before computing.
+inline constexpr const char* kGpuAbi = "gpu-abi 9";
 
 struct GpuBinary {
   std::string cubin;

@@ -480,11 +480,16 @@ class GpuWriter {
       out_ << "    %slot_offset" << k << " = arith.constant " << k * kGpuThreadsPerBlock
            << " : index\n";
     }
-    out_ << "    scf.for %tile0 = %c0 to %cols step %tile {\n"
+    out_ << "    %last_col = arith.subi %cols, %c1 : index\n"
+         << "    scf.for %tile0 = %c0 to %cols step %tile {\n"
          << "      %tile_t = arith.addi %tile0, %tid : index\n";
+    // A slot past the row loads the row's last column instead (%slot_load),
+    // so that its loads need no branch.
     for (int k = 0; k < kGpuColSumSlots; ++k) {
       out_ << "      %slot_col" << k << " = arith.addi %tile_t, %slot_offset" << k << " : index\n"
-           << "      %slot_in" << k << " = arith.cmpi ult, %slot_col" << k << ", %cols : index\n";
+           << "      %slot_in" << k << " = arith.cmpi ult, %slot_col" << k << ", %cols : index\n"
+           << "      %slot_load" << k << " = arith.select %slot_in" << k << ", %slot_col" << k
+           << ", %last_col : index\n";
     }
     out_ << "      %sums:" << kGpuColSumSlots * sums.size()
          << " = scf.for %row = %row_begin to %row_end step %c1 iter_args(";
@@ -504,12 +509,28 @@ class GpuWriter {
       store_outputs(ShapeClass::Row);
       out_ << "        }\n";
     }
+    // Every slot's full inputs first, then each slot's outputs and terms:
+    // a thread so has all its loads of the row in flight at once (a slot's
+    // branch would keep the next slot's loads behind its stores).
+    pack_elements_.clear();
+    const std::vector<int32_t> slot_inputs = slot_full_inputs(sums);
+    for (int k = 0; k < kGpuColSumSlots; ++k) {
+      const std::string col = "%slot_load" + std::to_string(k),
+                        i = "%slot_load_i" + std::to_string(k);
+      out_ << "        " << i << " = arith.addi %base, " << col << " : index\n";
+      open_region({i, "%row", col}, "        ");
+      for (int32_t id : slot_inputs) {
+        const Node& input = graph_.node(id);
+        pack_elements_[input.input_index].push_back(load(input));
+      }
+    }
     for (int k = 0; k < kGpuColSumSlots; ++k) {
       const std::string col = "%slot_col" + std::to_string(k), i = "%slot_i" + std::to_string(k);
       out_ << "        %next" << k << ":" << sums.size() << " = scf.if %slot_in" << k << " -> ("
            << types << ") {\n"
            << "          " << i << " = arith.addi %base, " << col << " : index\n";
       open_region({i, "%row", col}, "          ");
+      packed_lane_ = k;  // load() takes the slot's loaded values
       store_outputs(ShapeClass::Full);
       std::vector<std::string> next;
       for (size_t j = 0; j < sums.size(); ++j) {
@@ -518,6 +539,7 @@ class GpuWriter {
         s_.line() << next.back() << " = arith.addf " << name("%s", k, j) << ", " << term
                   << " : f32\n";
       }
+      packed_lane_ = -1;
       s_.line() << "scf.yield ";
       for (size_t j = 0; j < next.size(); ++j) out_ << (j ? ", " : "") << next[j];
       out_ << " : " << types << "\n"
@@ -548,6 +570,29 @@ class GpuWriter {
       out_ << "      }\n";
     }
     out_ << "    }\n";
+  }
+
+  // The Full inputs a ColSums slot reads for its full outputs and for the
+  // col sums' terms (`sums`: their output indices), in node order; not
+  // those read only by row reductions, whose values are the pass's.
+  std::vector<int32_t> slot_full_inputs(const std::vector<size_t>& sums) const {
+    std::vector<bool> read(graph_.nodes().size(), false);
+    for (const OutputSpec& o : graph_.outputs()) {
+      if (graph_.node(o.node).shape == ShapeClass::Full) read[static_cast<size_t>(o.node)] = true;
+    }
+    for (size_t j : sums) read[static_cast<size_t>(graph_.node(graph_.outputs()[j].node).a)] = true;
+    std::vector<int32_t> inputs;
+    for (size_t id = graph_.nodes().size(); id-- > 0;) {
+      const Node& n = graph_.nodes()[id];
+      if (!read[id] || is_reduction(n.op)) continue;
+      for (int32_t operand : {n.a, n.b, n.c}) {
+        if (operand >= 0) read[static_cast<size_t>(operand)] = true;
+      }
+      if (n.op == OpKind::Input && n.shape == ShapeClass::Full) {
+        inputs.insert(inputs.begin(), static_cast<int32_t>(id));
+      }
+    }
+    return inputs;
   }
 
   // kGpuColSumEntry (gpu_mlir.h): out[c] = the sum of partials[b, c] over
@@ -692,8 +737,9 @@ class GpuWriter {
   std::map<int32_t, std::string> reduced_;  // reduction node -> its block's value
   int elements_per_thread_;
   bool packed_;
-  // The packed form's lanes: per Full input index, the SSA name of each
-  // lane's stored value; packed_lane_ the lane being written (-1: none).
+  // The packed form's lanes (or the ColSums form's slots): per Full input
+  // index, the SSA name of each lane's loaded value; packed_lane_ the lane
+  // being written (-1: none, load() loads).
   std::map<int32_t, std::vector<std::string>> pack_elements_;
   int packed_lane_ = -1;
 };

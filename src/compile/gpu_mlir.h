@@ -70,13 +70,13 @@ inline constexpr int kGpuThreadsPerBlock = 256;
 inline constexpr int kGpuParamsPerBuffer = 5;
 inline constexpr const char* kGpuEntry = "lt_kernel";
 
-// The ColSums form (above). 8 columns a thread: a tile of 2048 holds
-// GPT-2's rows of 768 (the 3B's 3072 and the 7B's 4096 take two, their row
-// reductions computed twice a row). Each slot's running sums are registers
-// for the whole kernel: LayerNorm's backward (two col sums) takes 64
-// registers at 4 slots, 72 at 8, 96 at 16 (ptxas, sm_90), so 4, 3 and 2
-// blocks of 256 threads an SM.
-inline constexpr int kGpuColSumSlots = 8;
+// The ColSums form (above). 4 columns a thread: a tile of 1024 holds
+// GPT-2's rows of 768; wider rows take more tiles (the 3B's 3072: 3), each
+// computing the row's reductions again, mostly from L1 (the block's row
+// was just read). Each slot's loads and running sums are registers:
+// LayerNorm's and RMSNorm's backward take 72 at 4 slots, 91-111 at 8
+// (ptxas, sm_90), so 3 and 2 blocks of 256 threads an SM.
+inline constexpr int kGpuColSumSlots = 4;
 // At most 3 blocks per SM of an H200 (132 SMs): as many as the norms'
 // backward kernels (68-72 registers) hold resident, so they run in one
 // wave, not one and a third. At most one block per 16 rows: the partials
