@@ -11,10 +11,15 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/functions.h"
 #include "autograd/fused_chain.h"
+#include "autograd/fused_program.h"
+#include "autograd/trace.h"
 #include "compile/chains.h"
 #include "compile/gradient.h"
 #include "compile/graph.h"
+#include "core/random.h"
+#include "support/fused_program_cases.h"
 
 namespace lt::compile::testing {
 
@@ -78,6 +83,52 @@ inline std::vector<ColSumCase> col_sum_cases() {
                    mixed_col_sums(),
                    {{1, 50}, {7, 768}, {7, 1025}, {1000, 771}, {40, 4300}}});
   return cases;
+}
+
+// GPT-2's MLP half-block as autograd calls: a LayerNorm's weight and
+// bias, the first linear's bias with the GELU, and the second's with the
+// residual add, so that each of its three chains sums [cols] gradients in
+// its backward kernel (tests/gpu/fused_programs_gpu_test.cpp runs it on
+// the GPU against autograd's hand-written kernels).
+inline autograd::testing::FusedProgramCase gpt2_mlp_program_case() {
+  const int64_t width = 256;
+  return {"GPT-2 MLP with LayerNorm and biases",
+          [](const std::vector<Tensor>& in) {
+            const Tensor& x = in[0];
+            const Tensor normed = lt::layer_norm(x, in[1], in[2], 1e-5);
+            const Tensor h = lt::gelu_tanh(lt::linear(normed, in[3], in[4]));
+            return lt::add(x, lt::linear(h, in[5], in[6]));
+          },
+          {{2, 64, width},
+           {width},
+           {width},
+           {2 * width, width},
+           {2 * width},
+           {width, 2 * width},
+           {width}},
+          {1.0, 0.5, 0.5, 0.06, 0.5, 0.04, 0.5},
+          {}};
+}
+
+// Its chains' forward and backward kernel graphs, traced in `dtype` on
+// the CPU with every input requiring a gradient (for the GPU machine's
+// prebuilt folder).
+inline std::vector<KernelGraph> gpt2_mlp_program_graphs(DType dtype) {
+  const autograd::testing::FusedProgramCase c = gpt2_mlp_program_case();
+  Generator gen(1);
+  std::vector<Tensor> inputs;
+  for (const Shape& shape : c.input_shapes) {
+    Tensor t = Tensor::randn(shape, gen, DType::F32).to(dtype);
+    t.set_requires_grad(true);
+    inputs.push_back(t);
+  }
+  autograd::CallTrace trace;
+  Tensor out;
+  {
+    autograd::TraceScope scope(trace);
+    out = c.f(inputs);
+  }
+  return autograd::program_kernel_graphs(trace, inputs, out);
 }
 
 }  // namespace lt::compile::testing

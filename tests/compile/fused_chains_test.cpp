@@ -12,6 +12,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/fused_program.h"
+#include "col_sum_cases.h"
 #include "compile/compiler_info.h"
 #include "core/random.h"
 #include "support/fused_program_cases.h"
@@ -124,11 +125,8 @@ TEST_F(FusedChains, BiasAndActivation) {
 // the second's bias with the residual add, so every chain's backward sums
 // [cols] gradients in its kernel (compile/graph.h's col_sum).
 TEST_F(FusedChains, Gpt2MlpWithLayerNormAndBiases) {
-  Fn f = [](const std::vector<Tensor>& in) {
-    const Tensor& x = in[0];
-    const Tensor h = gelu_tanh(linear(layer_norm(x, in[1], in[2], 1e-5), in[3], in[4]));
-    return add(x, linear(h, in[5], in[6]));
-  };
+  // The GPU test's function (col_sum_cases.h), on smaller shapes.
+  const Fn f = compile::testing::gpt2_mlp_program_case().f;
   expect_fused_equals_unfused(
       f,
       {randn({3, 29, 24}), randn({24}, 0.5), randn({24}, 0.5), randn({48, 24}, 0.2), randn({48}),

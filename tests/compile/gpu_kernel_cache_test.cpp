@@ -217,6 +217,11 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   for (testing::ColSumCase& c : testing::col_sum_cases()) {
     cases.push_back({c.name, std::move(c.graph), 0, 0});
   }
+  for (DType dtype : {DType::F32, DType::BF16}) {  // tests/gpu/fused_programs_gpu_test.cpp's
+    for (KernelGraph& g : testing::gpt2_mlp_program_graphs(dtype)) {
+      cases.push_back({"GPT-2's MLP program", std::move(g), 0, 0});
+    }
+  }
   // tests/gpu/compiled_kernels_gpu_bench.cpp's RoPE (32 heads)
   cases.push_back({"the chain bench's RoPE", autograd::rope_kernel_graph(DType::BF16, 32), 0, 0});
   for (DType dtype : {DType::F32, DType::BF16}) {  // tests/gpu/fused_programs_gpu_test.cpp's

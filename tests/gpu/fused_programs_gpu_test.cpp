@@ -3,7 +3,8 @@
 // (compile/gpu_kernel.h), against the same calls run unfused by autograd
 // on the GPU (the hand-written CUDA kernels): the output and every input's
 // gradient. The kernels come from $LT_GPU_KERNELS, filled ahead where MLIR
-// is (GpuKernelPrebuild.*, which lists fused_program_kernel_graphs).
+// is (GpuKernelPrebuild.*, which lists fused_program_kernel_graphs and
+// compile/col_sum_cases.h's GPT-2 MLP).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "autograd/functions.h"
 #include "autograd/fused_program.h"
 #include "autograd/trace.h"
+#include "compile/col_sum_cases.h"
 #include "compile/kernel_cache.h"
 #include "core/random.h"
 #include "gpu_test_support.h"
@@ -38,17 +40,15 @@ double relative_error(const Tensor& got, const Tensor& expected) {
   return worst / scale;
 }
 
-class FusedProgramsGpu : public ::testing::TestWithParam<DType> {};
-
-TEST_P(FusedProgramsGpu, EqualUnfusedOnTheGpu) {
-  LT_REQUIRE_GPU();
-  const DType dtype = GetParam();
+// Each case run fused on the GPU (its kernels from the prebuilt folder)
+// against the same calls unfused: the output and every input's gradient.
+void expect_fused_equals_unfused(const std::vector<testing::FusedProgramCase>& cases, DType dtype) {
   // bf16: both sides round each call's result to bf16, in different
   // orders (and the gradients sum rows in another order); f32: only the
   // order of the sums differs.
   const double tolerance = dtype == DType::BF16 ? 3e-2 : 2e-4;
   compile::KernelCache cache(compile::testing::gpu_test_kernel_folder());
-  for (const testing::FusedProgramCase& c : testing::fused_program_cases()) {
+  for (const testing::FusedProgramCase& c : cases) {
     SCOPED_TRACE(c.name);
     Generator gen(7);
     std::vector<Tensor> values;
@@ -96,6 +96,21 @@ TEST_P(FusedProgramsGpu, EqualUnfusedOnTheGpu) {
     }
   }
   EXPECT_GE(cache.gpu().stats().loaded_from_disk + cache.gpu().stats().compiled, 1);
+}
+
+class FusedProgramsGpu : public ::testing::TestWithParam<DType> {};
+
+TEST_P(FusedProgramsGpu, EqualUnfusedOnTheGpu) {
+  LT_REQUIRE_GPU();
+  expect_fused_equals_unfused(testing::fused_program_cases(), GetParam());
+}
+
+// GPT-2's MLP half-block: its LayerNorm's weight and bias and its two
+// biases' gradients summed in the backward kernels (the ColSums form,
+// compile/gpu_mlir.h), against autograd's hand-written CUDA kernels.
+TEST_P(FusedProgramsGpu, Gpt2MlpWithBiasesEqualsUnfused) {
+  LT_REQUIRE_GPU();
+  expect_fused_equals_unfused({compile::testing::gpt2_mlp_program_case()}, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedProgramsGpu, ::testing::Values(DType::F32, DType::BF16),
