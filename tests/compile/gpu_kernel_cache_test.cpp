@@ -4,6 +4,7 @@
 // a build that cannot compile names the entry it could not find.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include "optim/compiled_adamw8bit.h"
 #include "support/fused_program_cases.h"
 #include "support/gpu_kernel_cases.h"
+#include "support/unfused_graphs.h"
 #include "train/train_helpers.h"
 
 namespace lt::compile {
@@ -220,6 +222,18 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   for (DType dtype : {DType::F32, DType::BF16}) {  // tests/gpu/fused_programs_gpu_test.cpp's
     for (KernelGraph& g : testing::gpt2_mlp_program_graphs(dtype)) {
       cases.push_back({"GPT-2's MLP program", std::move(g), 0, 0});
+    }
+  }
+  // tests/gpu/compiled_kernels_gpu_bench.cpp's per-op sequences: one kernel
+  // per op of each named chain without row maps
+  for (const testing::GpuKernelCase& c : testing::named_chain_cases()) {
+    const std::vector<InputSpec>& inputs = c.graph.inputs();
+    if (std::any_of(inputs.begin(), inputs.end(),
+                    [](const InputSpec& in) { return !in.map.identity(); })) {
+      continue;
+    }
+    for (testing::UnfusedKernel& k : testing::one_kernel_per_op(c.graph).kernels) {
+      cases.push_back({c.name + ", one op", std::move(k.graph), 0, 0});
     }
   }
   // tests/gpu/compiled_kernels_gpu_bench.cpp's RoPE (32 heads)

@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
+#include <memory>
 
 #include "autograd/fused_rope.h"
 #include "compile/chains.h"
@@ -31,6 +33,7 @@
 #include "optim/compiled_adamw.h"
 #include "optim/cuda/adamw.h"
 #include "support/gpu_kernel_cases.h"
+#include "support/unfused_graphs.h"
 
 namespace lt::compile {
 namespace {
@@ -168,15 +171,39 @@ std::vector<Chain> chains() {
   return out;
 }
 
+// The chain as one kernel per op (tests/support/unfused_graphs.h), each in
+// the packed form; empty for a chain with row-mapped inputs (RoPE).
+std::function<void()> per_op_sequence(GpuKernelCache& cache, const Chain& c) {
+  for (const InputSpec& in : c.graph.inputs()) {
+    if (!in.map.identity()) return {};
+  }
+  auto kernels = std::make_shared<std::vector<testing::UnfusedKernel>>(
+      testing::one_kernel_per_op(c.graph).kernels);
+  std::map<int32_t, Tensor> inputs;
+  for (int32_t id = 0; id < static_cast<int32_t>(c.graph.nodes().size()); ++id) {
+    const Node& n = c.graph.node(id);
+    if (n.op == OpKind::Input) inputs[id] = c.inputs.at(static_cast<size_t>(n.input_index));
+  }
+  return [&cache, kernels, inputs] {
+    std::map<int32_t, Tensor> values = inputs;
+    for (const testing::UnfusedKernel& k : *kernels) {
+      std::vector<Tensor> args;
+      for (int32_t source : k.sources) args.push_back(values.at(source));
+      values[k.node] = call_gpu(cache, k.graph, args).at(0);
+    }
+  };
+}
+
 TEST(CompiledKernelsGpuBench, ChainsAgainstHandWrittenAndUnfused) {
   LT_REQUIRE_GPU();
   if (std::getenv("LT_BENCH") == nullptr) GTEST_SKIP() << "a benchmark: set LT_BENCH=1";
   GpuKernelCache cache(testing::gpu_test_kernel_folder());
   GpuKernelCache by_four(testing::gpu_test_kernel_folder(), testing::four_elements_target());
   GpuKernelCache packed(testing::gpu_test_kernel_folder(), testing::packed_eight_target());
-  std::printf("%-30s %10s %8s | %18s | %18s | %18s | %18s | %18s | %9s %10s\n", "chain", "shape",
-              "GB", "compiled ms (TB/s %)", "x4/thread ms", "packed 8 ms", "hand ms (TB/s %)",
-              "unfused ms (TB/s %)", "comp/hand", "unf/comp");
+  std::printf("%-30s %10s %8s | %18s | %18s | %18s | %18s | %18s | %18s | %9s %10s %10s\n", "chain",
+              "shape", "GB", "compiled ms (TB/s %)", "x4/thread ms", "packed 8 ms",
+              "hand ms (TB/s %)", "unfused ms (TB/s %)", "per-op ms (kernels)", "comp/hand",
+              "unf/comp", "perop/comp");
   for (const Chain& c : chains()) {
     const double bytes = graph_bytes(c.graph, c.rows, c.cols);
     const auto cell = [&](double ms) {
@@ -194,15 +221,24 @@ TEST(CompiledKernelsGpuBench, ChainsAgainstHandWrittenAndUnfused) {
         milliseconds_per_call([&] { call_gpu(packed, c.graph, c.inputs); });
     const double hand = c.hand ? milliseconds_per_call(c.hand) : 0;
     const double unfused = c.unfused ? milliseconds_per_call(c.unfused) : 0;
+    const std::function<void()> per_op = per_op_sequence(packed, c);
+    const double per_op_ms = per_op ? milliseconds_per_call(per_op) : 0;
+    char per_op_cell[40] = "-";
+    if (per_op) {
+      std::snprintf(per_op_cell, sizeof per_op_cell, "%.3f (%zu)", per_op_ms,
+                    testing::one_kernel_per_op(c.graph).kernels.size());
+    }
     char shape[32];
     std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(c.rows),
                   static_cast<long long>(c.cols));
     // The ratios take the fastest of the compiled forms.
     const double best = std::min({compiled, compiled_by_four, compiled_packed});
-    std::printf("%-30s %10s %8.3f | %18s | %18s | %18s | %18s | %18s | %9.2f %10.2f\n", c.name,
-                shape, bytes / 1e9, cell(compiled).c_str(), cell(compiled_by_four).c_str(),
-                cell(compiled_packed).c_str(), cell(hand).c_str(), cell(unfused).c_str(),
-                hand > 0 ? best / hand : 0.0, unfused > 0 ? unfused / best : 0.0);
+    std::printf(
+        "%-30s %10s %8.3f | %18s | %18s | %18s | %18s | %18s | %18s | %9.2f %10.2f %10.2f\n",
+        c.name, shape, bytes / 1e9, cell(compiled).c_str(), cell(compiled_by_four).c_str(),
+        cell(compiled_packed).c_str(), cell(hand).c_str(), cell(unfused).c_str(), per_op_cell,
+        hand > 0 ? best / hand : 0.0, unfused > 0 ? unfused / best : 0.0,
+        per_op ? per_op_ms / best : 0.0);
   }
 }
 

@@ -1,0 +1,165 @@
+#include "support/unfused_graphs.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.h"
+
+namespace lt::compile::testing {
+
+namespace {
+
+// Per node: whether the sequence keeps its value in memory (an input, a
+// kernel's output): the full values, the row reductions and the chain's
+// outputs (a norm's saved row statistics).
+std::vector<bool> stored_values(const KernelGraph& fused) {
+  std::vector<bool> stored;
+  for (const Node& n : fused.nodes()) {
+    stored.push_back(n.op == OpKind::Input || n.shape == ShapeClass::Full || is_reduction(n.op));
+  }
+  for (const OutputSpec& out : fused.outputs()) stored[static_cast<size_t>(out.node)] = true;
+  return stored;
+}
+
+// Builds one kernel's graph: materialized operands become its inputs, the
+// rest is copied in.
+class KernelWriter {
+ public:
+  KernelWriter(const KernelGraph& fused, const std::vector<bool>& stored, DType storage)
+      : fused_(fused), stored_(stored), storage_(storage) {}
+
+  UnfusedKernel write(int32_t id) {
+    const Node& n = fused_.node(id);
+    const Value v = copy_op(n);
+    out_.graph.output(v, dtype_of(id));
+    out_.node = id;
+    return std::move(out_);
+  }
+
+ private:
+  // The value of fused node `id` inside this kernel.
+  Value value_of(int32_t id) {
+    if (auto it = copied_.find(id); it != copied_.end()) return it->second;
+    const Node& n = fused_.node(id);
+    Value v;
+    if (stored_[static_cast<size_t>(id)]) {
+      LT_CHECK(n.op != OpKind::Input || fused_.inputs()[n.input_index].map.identity(),
+               "one_kernel_per_op: input ", n.input_index, " is row-mapped");
+      v = out_.graph.input(n.shape, dtype_of(id));
+      out_.sources.push_back(id);
+    } else {
+      v = copy_op(n);
+    }
+    copied_.emplace(id, v);
+    return v;
+  }
+
+  // The chain's outputs as the chain stores them; other full values in the
+  // chain's dtype, rows (reductions) in f32.
+  DType dtype_of(int32_t id) const {
+    const Node& n = fused_.node(id);
+    if (n.op == OpKind::Input) return n.dtype;
+    for (const OutputSpec& out : fused_.outputs()) {
+      if (out.node == id) return out.dtype;
+    }
+    return n.shape == ShapeClass::Full ? storage_ : DType::F32;
+  }
+
+  Value copy_op(const Node& n) {
+    KernelGraph& g = out_.graph;
+    switch (n.op) {
+      case OpKind::Constant:
+        return g.constant(n.constant);
+      case OpKind::Cols:
+        return g.cols();
+      case OpKind::Select:
+        return g.select(value_of(n.a), value_of(n.b), value_of(n.c));
+      case OpKind::Cast:
+        return g.cast(value_of(n.a), n.dtype);
+      case OpKind::Lookup:
+        return g.lookup(fused_.tables()[static_cast<size_t>(n.table)], value_of(n.a));
+      case OpKind::RowSum:
+        return g.row_sum(value_of(n.a));
+      case OpKind::RowMax:
+        return g.row_max(value_of(n.a));
+      case OpKind::Neg:
+        return g.neg(value_of(n.a));
+      case OpKind::Abs:
+        return g.abs(value_of(n.a));
+      case OpKind::Exp:
+        return g.exp(value_of(n.a));
+      case OpKind::Log:
+        return g.log(value_of(n.a));
+      case OpKind::Tanh:
+        return g.tanh(value_of(n.a));
+      case OpKind::Sqrt:
+        return g.sqrt(value_of(n.a));
+      case OpKind::Rsqrt:
+        return g.rsqrt(value_of(n.a));
+      case OpKind::Sigmoid:
+        return g.sigmoid(value_of(n.a));
+      case OpKind::Erf:
+        return g.erf(value_of(n.a));
+      case OpKind::Add:
+        return g.add(value_of(n.a), value_of(n.b));
+      case OpKind::Sub:
+        return g.sub(value_of(n.a), value_of(n.b));
+      case OpKind::Mul:
+        return g.mul(value_of(n.a), value_of(n.b));
+      case OpKind::Div:
+        return g.div(value_of(n.a), value_of(n.b));
+      case OpKind::Max:
+        return g.max(value_of(n.a), value_of(n.b));
+      case OpKind::Less:
+        return g.less(value_of(n.a), value_of(n.b));
+      case OpKind::ColSum:
+        return g.col_sum(value_of(n.a));
+      case OpKind::Input:
+        break;
+    }
+    fail("one_kernel_per_op: cannot copy a ", op_name(n.op));
+  }
+
+  const KernelGraph& fused_;
+  const std::vector<bool>& stored_;
+  DType storage_;
+  UnfusedKernel out_;
+  std::map<int32_t, Value> copied_;
+};
+
+}  // namespace
+
+UnfusedSequence one_kernel_per_op(const KernelGraph& fused) {
+  DType storage = DType::F32;
+  for (const InputSpec& in : fused.inputs()) {
+    if (in.shape == ShapeClass::Full) {
+      storage = in.dtype;
+      break;
+    }
+  }
+  const std::vector<bool> stored = stored_values(fused);
+  UnfusedSequence seq;
+  for (int32_t id = 0; id < static_cast<int32_t>(fused.nodes().size()); ++id) {
+    if (fused.node(id).op == OpKind::Input || !stored[static_cast<size_t>(id)]) continue;
+    seq.kernels.push_back(KernelWriter(fused, stored, storage).write(id));
+  }
+  // The first output of a node names its value; another output of the same
+  // node in another dtype is a cast of it.
+  for (const OutputSpec& out : fused.outputs()) {
+    const auto first = std::find_if(fused.outputs().begin(), fused.outputs().end(),
+                                    [&](const OutputSpec& o) { return o.node == out.node; });
+    if (&*first == &out || first->dtype == out.dtype) {
+      seq.outputs.push_back(out.node);
+      continue;
+    }
+    UnfusedKernel cast;
+    cast.node = static_cast<int32_t>(fused.nodes().size() + seq.outputs.size());
+    cast.sources = {out.node};
+    cast.graph.output(cast.graph.input(fused.node(out.node).shape, first->dtype), out.dtype);
+    seq.kernels.push_back(std::move(cast));
+    seq.outputs.push_back(seq.kernels.back().node);
+  }
+  return seq;
+}
+
+}  // namespace lt::compile::testing
