@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autograd/record.h"
+#include "compile/chains.h"
 #include "compile/gradient.h"
 #include "compile/tensor_call.h"
 #include "core/error.h"
@@ -29,12 +30,7 @@ Value emit_call(KernelGraph& g, const CallNode& n, const std::vector<Value>& in)
   if (fn == "scale") return g.mul(in[0], g.constant(number(0)));
   if (fn == "silu") return g.mul(in[0], g.sigmoid(in[0]));
   if (fn == "swiglu") return g.mul(g.mul(in[0], g.sigmoid(in[0])), in[1]);
-  if (fn == "gelu_tanh") {
-    const Value x = in[0];
-    const Value cubic = g.add(x, g.mul(g.constant(0.044715), g.mul(x, g.mul(x, x))));
-    const Value inner = g.mul(g.constant(0.7978845608028654), cubic);  // sqrt(2/pi)
-    return g.mul(g.mul(g.constant(0.5), x), g.add(g.constant(1.0), g.tanh(inner)));
-  }
+  if (fn == "gelu_tanh") return compile::gelu_tanh(g, in[0]);  // as x sigmoid(2u)
   if (fn == "rms_norm") {
     const Value x = in[0];
     const Value rstd = g.rsqrt(g.add(g.row_mean(g.mul(x, x)), g.constant(number(0))));

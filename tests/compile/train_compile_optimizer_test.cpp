@@ -66,20 +66,29 @@ OptimizerRun train(const std::string& family, const RunSetup& setup) {
   return r;
 }
 
+// Losses within loss_rel; every parameter element within param_abs, except
+// at most `outliers` (a share of all elements), which stay within
+// outlier_abs.
 void expect_close(const OptimizerRun& ref, const OptimizerRun& got, double loss_rel,
-                  double param_abs) {
+                  double param_abs, double outliers = 0, double outlier_abs = 0) {
   ASSERT_EQ(ref.result.stats.size(), got.result.stats.size());
   for (size_t s = 0; s < ref.result.stats.size(); ++s) {
     const double a = got.result.stats[s].loss, b = ref.result.stats[s].loss;
     EXPECT_NEAR(a, b, loss_rel * std::abs(b)) << "step " << s;
   }
   EXPECT_NE(ref.result.stats.front().loss, ref.result.stats.back().loss);
+  int64_t elements = 0, beyond = 0;
   for (size_t i = 0; i < ref.result.params.size(); ++i) {
     for (size_t e = 0; e < ref.result.params[i].size(); ++e) {
-      ASSERT_NEAR(got.result.params[i][e], ref.result.params[i][e], param_abs)
-          << "parameter " << i << " element " << e;
+      const double diff = std::abs(got.result.params[i][e] - ref.result.params[i][e]);
+      ++elements;
+      if (diff <= param_abs) continue;
+      ++beyond;
+      ASSERT_LE(diff, outlier_abs) << "parameter " << i << " element " << e;
     }
   }
+  EXPECT_LE(static_cast<double>(beyond), outliers * static_cast<double>(elements))
+      << beyond << " of " << elements << " elements differ by more than " << param_abs;
 }
 
 class TrainCompileOptimizer : public ::testing::TestWithParam<std::string> {
@@ -112,10 +121,12 @@ TEST_P(TrainCompileOptimizer, CompiledAdamWTrainsBitForBitAsTheHandWrittenKernel
 
 // train.compile on as the trainer sets it up: blocks and optimizer
 // compiled, against neither; resident and streaming (which updates stage
-// by stage on its optimizer thread). The 8-bit kernel may round a near-tie
-// to the neighbouring code (compiled_adamw8bit.h), one code step of a
-// moment in ~0.05% of elements: still far inside 1e-4 on a parameter
-// after 4 steps at lr 3e-3 (a code step moves an update by under lr).
+// by stage on its optimizer thread). The compiled blocks' gradients differ
+// from autograd's in the last bits (GELU is computed as x sigmoid(2u),
+// compile/chains.h), and with 8-bit states such a difference can move a
+// moment across a quantization boundary: one code step, which moves that
+// element's update by a fraction of lr (3e-3). So 8-bit runs allow up to
+// 0.1% of the elements beyond 1e-4, each within lr (gpt2: 1 of 30,624).
 TEST_P(TrainCompileOptimizer, BlocksAndOptimizerCompiledGiveTheLossesOfNeither) {
   for (TestOptimizer kind : {TestOptimizer::AdamW, TestOptimizer::AdamW8bit}) {
     for (bool streaming : {false, true}) {
@@ -128,7 +139,11 @@ TEST_P(TrainCompileOptimizer, BlocksAndOptimizerCompiledGiveTheLossesOfNeither) 
       fused_setup.compiled_blocks = fused_setup.compiled_optimizer = true;
       const OptimizerRun plain = train(GetParam(), plain_setup);
       const OptimizerRun fused = train(GetParam(), fused_setup);
-      expect_close(plain, fused, 1e-5, 1e-4);
+      if (kind == TestOptimizer::AdamW) {
+        expect_close(plain, fused, 1e-5, 1e-4);
+      } else {
+        expect_close(plain, fused, 1e-5, 1e-4, 1e-3, 3e-3);
+      }
       EXPECT_EQ(fused.compiled_updates, static_cast<int64_t>(kSteps * fused.parameters));
       EXPECT_GT(fused.kernels_compiled, 0);
     }
