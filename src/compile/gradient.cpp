@@ -65,59 +65,11 @@ class Differentiator {
   Value v(int32_t id) const { return value_[static_cast<size_t>(id)]; }
 
   Value copy(const Node& n) {
-    switch (n.op) {
-      case OpKind::Input: {
-        const RowMap& map = forward_.inputs()[static_cast<size_t>(n.input_index)].map;
-        return map.identity() ? g_.input(n.shape, n.dtype) : g_.mapped_input(n.dtype, map);
-      }
-      case OpKind::Constant:
-        return g_.constant(n.constant);
-      case OpKind::Cols:
-        return g_.cols();
-      case OpKind::Select:
-        return g_.select(v(n.a), v(n.b), v(n.c));
-      case OpKind::Cast:
-        return g_.cast(v(n.a), n.dtype);
-      case OpKind::RowSum:
-        return g_.row_sum(v(n.a));
-      case OpKind::RowMax:
-        return g_.row_max(v(n.a));
-      case OpKind::Add:
-        return g_.add(v(n.a), v(n.b));
-      case OpKind::Sub:
-        return g_.sub(v(n.a), v(n.b));
-      case OpKind::Mul:
-        return g_.mul(v(n.a), v(n.b));
-      case OpKind::Div:
-        return g_.div(v(n.a), v(n.b));
-      case OpKind::Max:
-        return g_.max(v(n.a), v(n.b));
-      case OpKind::Less:
-        return g_.less(v(n.a), v(n.b));
-      case OpKind::Neg:
-        return g_.neg(v(n.a));
-      case OpKind::Abs:
-        return g_.abs(v(n.a));
-      case OpKind::Exp:
-        return g_.exp(v(n.a));
-      case OpKind::Log:
-        return g_.log(v(n.a));
-      case OpKind::Tanh:
-        return g_.tanh(v(n.a));
-      case OpKind::Sqrt:
-        return g_.sqrt(v(n.a));
-      case OpKind::Rsqrt:
-        return g_.rsqrt(v(n.a));
-      case OpKind::Sigmoid:
-        return g_.sigmoid(v(n.a));
-      case OpKind::Erf:
-        return g_.erf(v(n.a));
-      case OpKind::Lookup:
-        return g_.lookup(forward_.tables()[static_cast<size_t>(n.table)], v(n.a));
-      case OpKind::ColSum:
-        return g_.col_sum(v(n.a));
+    if (n.op != OpKind::Input) {
+      return g_.copy_op(forward_, n, [this](int32_t id) { return v(id); });
     }
-    fail("compile: gradient_graph: unknown op");
+    const RowMap& map = forward_.inputs()[static_cast<size_t>(n.input_index)].map;
+    return map.identity() ? g_.input(n.shape, n.dtype) : g_.mapped_input(n.dtype, map);
   }
 
   // A gradient of class `want` (Full or Row) from one that may be narrower

@@ -219,6 +219,51 @@ Value KernelGraph::lookup(std::span<const float> table, Value index) {
   return v;
 }
 
+Value KernelGraph::copy_op(const KernelGraph& from, const Node& n,
+                           const std::function<Value(int32_t)>& operand) {
+  switch (n.op) {
+    case OpKind::Constant:
+      return constant(n.constant);
+    case OpKind::Cols:
+      return cols();
+    case OpKind::Select: {
+      const Value a = operand(n.a), b = operand(n.b);
+      return select(a, b, operand(n.c));
+    }
+    case OpKind::Cast:
+      return cast(operand(n.a), n.dtype);
+    case OpKind::RowSum:
+    case OpKind::RowMax:
+      return reduce(n.op, operand(n.a));
+    case OpKind::ColSum:
+      return col_sum(operand(n.a));
+    case OpKind::Lookup:
+      return lookup(from.tables()[static_cast<size_t>(n.table)], operand(n.a));
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Max:
+    case OpKind::Less: {
+      const Value a = operand(n.a);
+      return binary(n.op, a, operand(n.b));
+    }
+    case OpKind::Neg:
+    case OpKind::Abs:
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Tanh:
+    case OpKind::Sqrt:
+    case OpKind::Rsqrt:
+    case OpKind::Sigmoid:
+    case OpKind::Erf:
+      return unary(n.op, operand(n.a));
+    case OpKind::Input:
+      break;
+  }
+  fail("compile: copy_op of a ", op_name(n.op), " (an input is the caller's)");
+}
+
 Value KernelGraph::reduce(OpKind op, Value a) {
   LT_CHECK(checked(a, op_name(op)).shape == ShapeClass::Full, "compile: ", op_name(op),
            " reduces a full value along its rows, got a ",

@@ -31,6 +31,7 @@
 // before any col sum is complete; each backend sums in a fixed order
 // (compile/to_mlir.h, compile/gpu_mlir.h), so results repeat bit for bit.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -173,6 +174,13 @@ class KernelGraph {
   // In place, the kernel keeps one pointer per buffer, so the CPU's loops
   // still vectorize (two pointers to one buffer would take the scalar loop).
   void output_over(Value v, Value input);
+
+  // Node `n` of graph `from` (any op but Input) added to this graph, its
+  // operands `operand(n.a)`, `operand(n.b)`, `operand(n.c)` (asked only for
+  // those it has, in that order), a lookup's table copied from `from`: for
+  // passes that rebuild a graph op by op.
+  Value copy_op(const KernelGraph& from, const Node& n,
+                const std::function<Value(int32_t)>& operand);
 
   const std::vector<Node>& nodes() const { return nodes_; }
   const Node& node(int32_t id) const { return nodes_.at(static_cast<size_t>(id)); }

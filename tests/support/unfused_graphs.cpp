@@ -66,58 +66,7 @@ class KernelWriter {
   }
 
   Value copy_op(const Node& n) {
-    KernelGraph& g = out_.graph;
-    switch (n.op) {
-      case OpKind::Constant:
-        return g.constant(n.constant);
-      case OpKind::Cols:
-        return g.cols();
-      case OpKind::Select:
-        return g.select(value_of(n.a), value_of(n.b), value_of(n.c));
-      case OpKind::Cast:
-        return g.cast(value_of(n.a), n.dtype);
-      case OpKind::Lookup:
-        return g.lookup(fused_.tables()[static_cast<size_t>(n.table)], value_of(n.a));
-      case OpKind::RowSum:
-        return g.row_sum(value_of(n.a));
-      case OpKind::RowMax:
-        return g.row_max(value_of(n.a));
-      case OpKind::Neg:
-        return g.neg(value_of(n.a));
-      case OpKind::Abs:
-        return g.abs(value_of(n.a));
-      case OpKind::Exp:
-        return g.exp(value_of(n.a));
-      case OpKind::Log:
-        return g.log(value_of(n.a));
-      case OpKind::Tanh:
-        return g.tanh(value_of(n.a));
-      case OpKind::Sqrt:
-        return g.sqrt(value_of(n.a));
-      case OpKind::Rsqrt:
-        return g.rsqrt(value_of(n.a));
-      case OpKind::Sigmoid:
-        return g.sigmoid(value_of(n.a));
-      case OpKind::Erf:
-        return g.erf(value_of(n.a));
-      case OpKind::Add:
-        return g.add(value_of(n.a), value_of(n.b));
-      case OpKind::Sub:
-        return g.sub(value_of(n.a), value_of(n.b));
-      case OpKind::Mul:
-        return g.mul(value_of(n.a), value_of(n.b));
-      case OpKind::Div:
-        return g.div(value_of(n.a), value_of(n.b));
-      case OpKind::Max:
-        return g.max(value_of(n.a), value_of(n.b));
-      case OpKind::Less:
-        return g.less(value_of(n.a), value_of(n.b));
-      case OpKind::ColSum:
-        return g.col_sum(value_of(n.a));
-      case OpKind::Input:
-        break;
-    }
-    fail("one_kernel_per_op: cannot copy a ", op_name(n.op));
+    return out_.graph.copy_op(fused_, n, [this](int32_t id) { return value_of(id); });
   }
 
   const KernelGraph& fused_;
