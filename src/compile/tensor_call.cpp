@@ -50,6 +50,10 @@ void check_in_place(const KernelGraph& graph, const std::vector<Tensor>& inputs,
     const auto* in = static_cast<const char*>(inputs[i].data_ptr());
     const auto* in_end = in + inputs[i].nbytes();
     if (in_end <= begin || end <= in) continue;
+    // The ColSums form recomputes a row's reductions once per tile of
+    // columns, from the row as earlier tiles may have written it.
+    LT_CHECK(!graph.has_col_sums(), "compile: output ", output, " overlaps input ", i,
+             ": a kernel with column sums writes no output in place");
     LT_CHECK(in == begin && in_end == end && inputs[i].dtype() == out.dtype() &&
                  graph.inputs()[i].shape == ShapeClass::Full &&
                  graph.node(graph.outputs()[output].node).shape == ShapeClass::Full,

@@ -137,10 +137,12 @@ void StreamingExecutor::Impl::queue_early_update(size_t s, const Ticket& gradien
     updated[s] = enqueue_update(s, step.lr, step.scale, {}, gradients, early);
     return;
   }
-  state_updated[s] = enqueue_update(s, step.lr, step.scale, attach_in_update(s), gradients, early);
+  // Checked before the update is queued: a failure after it would leave an
+  // attached stage without its write-back.
   LT_CHECK(step.disk_queued < step.disk_order.size() && step.disk_order[step.disk_queued] == s,
            "streaming executor: stage '", model.stages()[s]->name(),
            "' copied its gradients out of the backward's order");
+  state_updated[s] = enqueue_update(s, step.lr, step.scale, attach_in_update(s), gradients, early);
   write_back_early(step.disk_queued);
   const size_t next_read = step.disk_queued + kReadsAhead;
   if (next_read < step.disk_order.size()) read_states_ahead(step.disk_order[next_read]);
