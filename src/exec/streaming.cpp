@@ -281,38 +281,31 @@ void StreamingExecutor::Impl::run_forward(int stage, bool recompute) {
   NoGradGuard no_grad;
   std::vector<Tensor> out;
   const auto t0 = Clock::now();
-  // Note [One allocation per boundary]: when the chunks' sequences are of
-  // one length, their outputs are copied into one tensor for the whole
-  // batch, and the boundary keeps views of it. Kept as separate tensors,
-  // each chunk's output would take a piece of a block the chunk's
-  // transients had just freed and outlive them there: on the 14B at batch
-  // 256 (32 chunks of 8, 49 boundaries kept on the GPU) the holes between
-  // them grew to 35 GiB, none large enough for the next chunk's 216 MiB
-  // FFN activation, and step 0 ran out of memory 9 GB under its planned
-  // peak. The copy costs ~1 ms of a 1.6 s stage there.
+  // Note [One allocation per boundary] (boundary_memory): the chunks'
+  // outputs are copied into views of one allocation.
+  // Chunks of one sequence length: their outputs differ in the sequence count only.
   const bool one_length = std::all_of(chunks.begin(), chunks.end(), [&](const Chunk& ch) {
     return ch.ids.size(1) == chunks.front().ids.size(1);
   });
-  Tensor whole;
-  int64_t row = 0;
+  std::vector<Tensor> memory;
   for (size_t c = 0; c < chunks.size(); ++c) {
     Tensor y = model.run_stage(st, input(stage, c), chunks[c].ctx);
-    if (!one_length) {
+    if (c == 0 && one_length) {
+      std::vector<Shape> shapes;
+      for (const Chunk& ch : chunks) {
+        shapes.push_back(y.shape());
+        shapes.back().at(0) = ch.ids.size(0);
+      }
+      memory = boundary_memory(shapes, y.dtype());
+    }
+    if (memory.empty()) {  // one chunk, or chunks unlike
       out.push_back(std::move(y));
       continue;
     }
-    LT_CHECK(y.dim() > 0 && y.size(0) == chunks[c].ids.size(0), "streaming executor: stage ",
-             st.name(), " gave ", y.str(), " for a chunk of ", chunks[c].ids.size(0), " sequences");
-    if (!whole.defined()) {
-      Shape shape = y.shape();
-      shape[0] = 0;
-      for (const Chunk& ch : chunks) shape[0] += ch.ids.size(0);
-      whole = device.empty(shape, y.dtype());
-    }
-    Tensor piece = whole.slice(0, row, row + y.size(0));
-    piece.copy_(y);
-    row += y.size(0);
-    out.push_back(std::move(piece));
+    LT_CHECK(y.shape() == memory[c].shape(), "streaming executor: stage ", st.name(), " gave ",
+             y.str(), " for a chunk of ", chunks[c].ids.size(0), " sequences");
+    memory[c].copy_(y);
+    out.push_back(memory[c]);
   }
   device.finish_compute();
   (recompute ? stats->recompute_s : stats->compute_s) += seconds_since(t0);

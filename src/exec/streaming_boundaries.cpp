@@ -2,6 +2,7 @@
 // activations between the device, host memory and disk (as the Schedule
 // places them), and each step's token ids, targets and RoPE table to the
 // device. The state is StreamingExecutor::Impl (exec/streaming_impl.h).
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -64,12 +65,49 @@ void StreamingExecutor::Impl::fetch(int b) {
   // plan_prefetches issues every piece before the upload; this is only
   // for a fetch outside that walk (prepare_input's).
   while (bd.pieces_issued < bd.pieces.size()) read_piece(b, static_cast<int>(bd.pieces_issued));
-  CopyList copies;
-  for (const auto& h : bd.host) {
-    bd.device.push_back(device.empty(h.shape(), h.dtype()));
-    copies.emplace_back(bd.device.back(), h);
+  std::vector<Shape> shapes;
+  for (const auto& h : bd.host) shapes.push_back(h.shape());
+  bd.device = boundary_memory(shapes, bd.host.front().dtype());
+  if (bd.device.empty()) {
+    for (const auto& h : bd.host) bd.device.push_back(device.empty(h.shape(), h.dtype()));
   }
+  CopyList copies;
+  for (size_t c = 0; c < bd.host.size(); ++c) copies.emplace_back(bd.device[c], bd.host[c]);
   bd.fetched = device.upload(std::move(copies), bd.offloaded, "boundary " + std::to_string(b));
+}
+
+// Note [One allocation per boundary]
+// A boundary's chunks live in views of one device allocation for the whole
+// batch (when they are alike but for their sequence counts: the usual
+// fixed seq_len). Kept as separate tensors, each chunk's output would take
+// a piece of a block the chunk's transients had just freed and outlive them
+// there: on the 14B at batch 256 (32 chunks of 8, 49 boundaries kept on the
+// GPU) the holes between them grew to 35 GiB, none large enough for the
+// next chunk's 216 MiB FFN activation, and step 0 ran out of memory 9 GB
+// under its planned peak (bench/RESULTS.md, session 18). The forward
+// copies each chunk's output in (~1 ms of a 1.6 s stage there; one chunk's
+// output more at a time), and a boundary fetched back from host memory or
+// disk is uploaded into such views.
+std::vector<Tensor> StreamingExecutor::Impl::boundary_memory(const std::vector<Shape>& shapes,
+                                                             DType dtype) {
+  const auto like_the_first = [&](const Shape& s) {
+    return !s.empty() && s.size() == shapes.front().size() &&
+           std::equal(s.begin() + 1, s.end(), shapes.front().begin() + 1);
+  };
+  std::vector<Tensor> views;
+  if (shapes.size() < 2 || !std::all_of(shapes.begin(), shapes.end(), like_the_first)) {
+    return views;
+  }
+  Shape whole_shape = shapes.front();
+  whole_shape[0] = 0;
+  for (const Shape& s : shapes) whole_shape[0] += s[0];
+  const Tensor whole = device.empty(whole_shape, dtype);
+  int64_t row = 0;
+  for (const Shape& s : shapes) {
+    views.push_back(whole.slice(0, row, row + s[0]));
+    row += s[0];
+  }
+  return views;
 }
 
 void StreamingExecutor::Impl::offload(int b) {

@@ -302,6 +302,10 @@ struct StreamingExecutor::Impl {
   // Waits until both copy engines have run everything queued so far.
   void drain_copies();
   void fetch(int b);
+  // Views of one device allocation for a boundary's chunks of these shapes,
+  // or none when they are fewer than two or unlike (Note [One allocation per
+  // boundary]).
+  std::vector<Tensor> boundary_memory(const std::vector<Shape>& shapes, DType dtype);
   void offload(int b);
   void write_to_disk(int b);
   void read_from_disk(int b);
