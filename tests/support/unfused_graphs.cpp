@@ -10,12 +10,26 @@ namespace lt::compile::testing {
 namespace {
 
 // Per node: whether the sequence keeps its value in memory (an input, a
-// kernel's output): the full values, the row reductions and the chain's
-// outputs (a norm's saved row statistics).
+// kernel's output): of the values the outputs depend on (a backward graph
+// holds the whole forward, part of which no gradient reads), the full
+// values, the row reductions and the chain's outputs (a norm's saved row
+// statistics).
 std::vector<bool> stored_values(const KernelGraph& fused) {
-  std::vector<bool> stored;
-  for (const Node& n : fused.nodes()) {
-    stored.push_back(n.op == OpKind::Input || n.shape == ShapeClass::Full || is_reduction(n.op));
+  const size_t n = fused.nodes().size();
+  std::vector<bool> needed(n, false);
+  for (const OutputSpec& out : fused.outputs()) needed[static_cast<size_t>(out.node)] = true;
+  for (size_t id = n; id-- > 0;) {  // operands come before their users
+    if (!needed[id]) continue;
+    const Node& node = fused.nodes()[id];
+    for (int32_t operand : {node.a, node.b, node.c}) {
+      if (operand >= 0) needed[static_cast<size_t>(operand)] = true;
+    }
+  }
+  std::vector<bool> stored(n, false);
+  for (size_t id = 0; id < n; ++id) {
+    const Node& node = fused.nodes()[id];
+    stored[id] = needed[id] && (node.op == OpKind::Input || node.shape == ShapeClass::Full ||
+                                is_reduction(node.op));
   }
   for (const OutputSpec& out : fused.outputs()) stored[static_cast<size_t>(out.node)] = true;
   return stored;
@@ -78,7 +92,7 @@ class KernelWriter {
 
 }  // namespace
 
-UnfusedSequence one_kernel_per_op(const KernelGraph& fused) {
+UnfusedSequence one_kernel_per_op(const KernelGraph& fused, std::optional<DType> values) {
   DType storage = DType::F32;
   for (const InputSpec& in : fused.inputs()) {
     if (in.shape == ShapeClass::Full) {
@@ -86,6 +100,7 @@ UnfusedSequence one_kernel_per_op(const KernelGraph& fused) {
       break;
     }
   }
+  if (values) storage = *values;
   const std::vector<bool> stored = stored_values(fused);
   UnfusedSequence seq;
   for (int32_t id = 0; id < static_cast<int32_t>(fused.nodes().size()); ++id) {

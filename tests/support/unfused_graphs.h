@@ -11,6 +11,7 @@
 // kernels of their own: they move no bytes worth counting, so leaving them
 // out only flatters the unfused sequence.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "compile/graph.h"
@@ -30,10 +31,12 @@ struct UnfusedSequence {
   std::vector<int32_t> outputs;  // per fused graph output: the value that is it
 };
 
-// In the fused graph's node order. Each fused graph input is read as it is
-// stored; the fused graph's outputs are among the kernels' values. The
-// chain's dtype is that of its first full input (bf16 activations; an
-// optimizer update's f32 parameters).
-UnfusedSequence one_kernel_per_op(const KernelGraph& fused);
+// In the fused graph's node order, for the values the outputs depend on.
+// Each fused graph input is read as it is stored; the fused graph's outputs
+// are among the kernels' values, as the chain stores them. The other full
+// values are stored in `values`, by default the chain's dtype: that of its
+// first full input (bf16 activations; an optimizer update's f32 parameters).
+UnfusedSequence one_kernel_per_op(const KernelGraph& fused,
+                                  std::optional<DType> values = std::nullopt);
 
 }  // namespace lt::compile::testing
