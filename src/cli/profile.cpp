@@ -40,11 +40,11 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--seq-len", timing->seq_len, "tokens per sequence for the stage times")
       ->capture_default_str();
   cmd->add_option("--batch-sizes", timing->batch_sizes,
-                  "the two batch sizes (sequences per chunk) the stages are timed at (default: "
-                  "on a GPU the planner's default chunk and half of it, 4,8 at seq 1024; on the "
-                  "CPU 1,2)")
+                  "the batch sizes (sequences per chunk) the stages are timed at, two or more "
+                  "(default: on a GPU half the planner's default chunk, the chunk and 4 times "
+                  "it, 4,8,32 at seq 1024; on the CPU 1,2)")
       ->delimiter(',')
-      ->expected(2);
+      ->expected(2, 8);
   cmd->callback([out, options, disk_mb, timing] {
     options->disk_bytes = *disk_mb << 20;
     plan::ProfileReport r = timing->model.empty() ? plan::measure_profile(*options)

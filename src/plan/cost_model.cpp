@@ -5,6 +5,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "plan/state_placement.h"
@@ -79,15 +80,14 @@ CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfi
     t.check_model(config);  // another model's times are refused, not ignored
     if (t.seq_len == sizes.seq_len) {
       const int64_t b = sizes.batch_size;
-      m.block_forward_s = t.chunked(t.block_forward, b, chunk_sequences);
-      m.block_backward_s = t.chunked(t.block_backward, b, chunk_sequences);
-      m.head_step_s = t.chunked(t.head_step, b, chunk_sequences);
+      m.block_forward_s = t.block_forward.chunked(b, chunk_sequences);
+      m.block_backward_s = t.block_backward.chunked(b, chunk_sequences);
+      m.head_step_s = t.head_step.chunked(b, chunk_sequences);
       m.head_forward_s = m.head_step_s / kHeadStepForwards;
-      m.embed_s = t.chunked(t.embed_forward, b, chunk_sequences) +
-                  t.chunked(t.embed_backward, b, chunk_sequences);
-      m.stage_times_from =
-          fmt::format("measured ({}: stage_times, on {} at batch {} and {})", t.source, t.device,
-                      t.batch_sizes.at(0), t.batch_sizes.at(1));
+      m.embed_s = t.embed_forward.chunked(b, chunk_sequences) +
+                  t.embed_backward.chunked(b, chunk_sequences);
+      m.stage_times_from = fmt::format("measured ({}: stage_times, on {} at batch {})", t.source,
+                                       t.device, fmt::join(t.batch_sizes, ", "));
     } else {
       m.stage_times_from = fmt::format(
           "FLOP model at gpu_tflops = {} ({}: stage_times are for seq_len {}, the "

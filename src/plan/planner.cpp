@@ -11,8 +11,6 @@ namespace lt::plan {
 
 namespace {
 
-// Chunkings tried above the default: up to this many times it.
-constexpr int64_t kMaxChunkGrowth = 4;
 // Another chunking replaces the preferred one only when predicted this much
 // faster: a line fitted through two batch sizes is a few percent off away
 // from them (on the H200 its intercepts come out slightly negative for some

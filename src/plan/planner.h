@@ -70,6 +70,9 @@ inline constexpr int64_t kMinChunkTokens = 8192;
 // The fewest sequences of `seq_len` tokens that make kMinChunkTokens (>= 1).
 int64_t min_chunk_sequences(int64_t seq_len);
 int64_t default_chunk_sequences(int64_t batch_size, int64_t seq_len);
+// Chunkings the planner tries above the default: up to this many times it
+// (and default_stage_batch_sizes times chunks that large).
+inline constexpr int64_t kMaxChunkGrowth = 4;
 
 // Batch sizes tried when the user gives none (ascending): powers of two and
 // the steps between them, up to where weight streaming and the CPU
@@ -105,7 +108,10 @@ inline constexpr double kSmallChunkAllowance = 0.10;
 //     faster); when none has those either, all batches.
 //     (Maximizing predicted tokens/s alone drives the batch to hundreds of
 //     sequences in chunks of one, which runs GEMMs far below peak; neither
-//     the FLOP model nor stage times measured at two batch sizes see that.)
+//     the FLOP model nor stage times see that: these hold a chunk below the
+//     smallest size timed to that size's rate per sequence. Above it they
+//     do see GEMM efficiency, up to the largest chunk the planner tries, so
+//     larger chunks win on their predictions alone.)
 //  2. Among those, take the smallest batch predicted within kBatchMargin of
 //     the most tokens/s among them.
 // Batches are tried in ascending order and the search stops at the first

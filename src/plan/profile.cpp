@@ -1,5 +1,7 @@
 #include "plan/profile.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iterator>
+#include <limits>
 #include <vector>
 
 #include "autograd/engine.h"
@@ -138,24 +141,50 @@ Device stage_timing_device() {
 }
 
 std::vector<int64_t> default_stage_batch_sizes(Device device, int64_t seq_len) {
+  if (device.is_cpu()) return {1, 2};
   const int64_t chunk = min_chunk_sequences(seq_len);
-  if (device.is_cpu() || chunk == 1) return {1, 2};
-  return {chunk / 2, chunk};
+  if (chunk == 1) return {1, 2, kMaxChunkGrowth};
+  return {chunk / 2, chunk, kMaxChunkGrowth * chunk};
 }
 
-bool head_bend_between(const models::ModelConfig& config, int64_t seq_len,
-                       const std::vector<int64_t>& batch_sizes, Device device) {
+std::optional<std::pair<int64_t, int64_t>> working_set_sizes(
+    const models::ModelConfig& config, int64_t seq_len, const std::vector<int64_t>& batch_sizes,
+    Device device) {
   const int64_t bend = exec::loss_chunk_rows(config.vocab_size, !device.is_cpu());
-  const auto [lo, hi] = std::minmax(batch_sizes.at(0), batch_sizes.at(1));
-  return lo * seq_len < bend && hi * seq_len > bend;
+  std::vector<int64_t> above, below;
+  for (int64_t b : batch_sizes) {
+    if (b * seq_len >= bend) above.push_back(b);
+    if (b * seq_len <= bend) below.push_back(b);
+  }
+  for (const auto& side : {above, below})
+    if (side.size() >= 2) return std::make_pair(side.front(), side.back());
+  return std::nullopt;
 }
+
+namespace {
+
+// Device bytes free for a measurement: what the driver reports free, and
+// what the caching allocator keeps from earlier measurements (at most its
+// high-water mark `peak_bytes`) beyond the `current_bytes` it hands out.
+int64_t device_room_bytes([[maybe_unused]] Device device, [[maybe_unused]] int64_t peak_bytes,
+                          [[maybe_unused]] int64_t current_bytes) {
+#ifdef LT_WITH_CUDA
+  if (device.is_cuda())
+    return static_cast<int64_t>(cuda::device_free_memory(device.index)) + peak_bytes -
+           current_bytes;
+#endif
+  return std::numeric_limits<int64_t>::max();  // the CPU: sizes there are small (CI)
+}
+
+}  // namespace
 
 StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_len,
-                               const std::vector<int64_t>& batch_sizes, Device device,
-                               int repeats) {
-  LT_CHECK(batch_sizes.size() == 2 && batch_sizes[0] > 0 && batch_sizes[1] > 0 &&
-               batch_sizes[0] != batch_sizes[1],
-           "profile: --batch-sizes needs two different sizes > 0");
+                               std::vector<int64_t> batch_sizes, Device device, int repeats,
+                               std::vector<std::string>* notes) {
+  std::sort(batch_sizes.begin(), batch_sizes.end());
+  LT_CHECK(batch_sizes.size() >= 2 && batch_sizes.front() > 0 &&
+               std::adjacent_find(batch_sizes.begin(), batch_sizes.end()) == batch_sizes.end(),
+           "profile: --batch-sizes needs two or more different sizes > 0");
   LT_CHECK(seq_len > 0 && repeats >= 1, "profile: --seq-len and --repeats must be > 0");
   // Every block has the same shape: one is timed.
   models::ModelConfig one = config;
@@ -199,10 +228,36 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
     clear_grads();
     return static_cast<double>(held);
   };
-  // Per batch size, in kStageTimesFits' order, and in kStageBytesFits'.
-  std::vector<std::array<double, std::size(kStageTimesFits)>> seconds;
+  // Per batch size, in kStageTimeCurves' order, and in kStageBytesFits'.
+  std::vector<std::array<double, std::size(kStageTimeCurves)>> seconds;
   std::vector<std::array<double, std::size(kStageBytesFits)>> bytes;
+  std::vector<int64_t> timed;  // the sizes measured, ascending
+  int64_t high_water = 0;      // the allocator's highest peak so far
   for (int64_t batch : batch_sizes) {
+    if (timed.size() >= 2) {
+      // What this size would hold: its inputs (ids and targets, x and dy)
+      // and the larger working set, on the line through the two sizes
+      // before it (which over-estimates past the head's bend).
+      const int64_t tokens = batch * seq_len;
+      const double inputs = static_cast<double>(tokens) *
+                            (2 * sizeof(int64_t) + 2 * config.hidden_size * dtype_size(dtype));
+      double working = 0;
+      for (size_t k = 0; k < std::size(kStageBytesFits); ++k)
+        working = std::max(
+            working, fit_line(timed.end()[-2], bytes.end()[-2][k], timed.back(), bytes.back()[k])
+                         .at(static_cast<double>(batch)));
+      const int64_t need = static_cast<int64_t>(inputs + working);
+      const int64_t room = device_room_bytes(device, high_water, memory.stats().current_bytes);
+      if (need > room) {
+        if (notes)
+          notes->push_back(fmt::format(
+              "stage_times: batch size {} was not timed: it would hold about {:.1f} GB on {}, "
+              "and {:.1f} GB are free; the times above batch {} extrapolate its last segment",
+              batch, need / 1e9, device.str(), room / 1e9, timed.back()));
+        continue;
+      }
+    }
+    timed.push_back(batch);
     std::vector<int64_t> id_values(static_cast<size_t>(batch * seq_len));
     for (auto& id : id_values)
       id = static_cast<int64_t>(gen.below(static_cast<uint64_t>(config.vocab_size)));
@@ -226,8 +281,8 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
       else
         backward(out, dy);
     };
-    // In kStageTimesFits' order (the fits below walk it).
-    static_assert(std::size(kStageTimesFits) == 5, "one timing per fit in kStageTimesFits");
+    // In kStageTimeCurves' order (the fits below walk it).
+    static_assert(std::size(kStageTimeCurves) == 5, "one timing per fit in kStageTimeCurves");
     seconds.push_back({time([&] { no_grad(embed, ids); }),
                        time([&] { with_grad(embed, ids, false); }),
                        time([&] { no_grad(block, x); }), time([&] { with_grad(block, x, true); }),
@@ -235,26 +290,37 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
     static_assert(std::size(kStageBytesFits) == 2, "one measurement per fit in kStageBytesFits");
     bytes.push_back({working_set([&] { with_grad(block, x, true); }),
                      working_set([&] { with_grad(head, x, true); })});
+    high_water = std::max(high_water, memory.stats().peak_bytes);
   }
   StageTimes t = StageTimes::for_model(config, seq_len);
   t.device = device.is_cpu() ? "cpu" : "cuda";
-  t.batch_sizes = batch_sizes;
-  // Timing noise can tilt a line below zero at small batches, but a stage
-  // never gets faster, nor its working set smaller, with a larger batch:
-  // the slope is at least 0 and the line passes through the larger of the
-  // two figures at the larger batch.
-  const auto fit_all = [&](const auto& fields, const auto& figures) {
-    for (size_t k = 0; k < std::size(fields); ++k) {
-      LinearFit& fit = t.*fields[k].member;
-      const double at0 = figures[0][k], at1 = figures[1][k];
-      fit = fit_line(batch_sizes[0], at0, batch_sizes[1], at1);
+  t.batch_sizes = timed;
+  // Timing noise can make a larger chunk measure faster than a smaller
+  // one, but a stage never gets faster with more sequences: each figure is
+  // at least the one before it.
+  for (size_t k = 0; k < std::size(kStageTimeCurves); ++k) {
+    StageCurve& curve = t.*kStageTimeCurves[k].member;
+    curve.batches = timed;
+    for (const auto& at_size : seconds)
+      curve.seconds.push_back(
+          std::max(at_size[k], curve.seconds.empty() ? 0.0 : curve.seconds.back()));
+  }
+  // The working sets: lines through two sizes on one side of the head's
+  // bend (working_set_sizes), with slope at least 0 and through the larger
+  // of the two figures at the larger size.
+  if (const auto sizes = working_set_sizes(config, seq_len, timed, device)) {
+    const size_t lo =
+        static_cast<size_t>(std::find(timed.begin(), timed.end(), sizes->first) - timed.begin());
+    const size_t hi =
+        static_cast<size_t>(std::find(timed.begin(), timed.end(), sizes->second) - timed.begin());
+    for (size_t k = 0; k < std::size(kStageBytesFits); ++k) {
+      LinearFit& fit = t.*kStageBytesFits[k].member;
+      const double at_lo = bytes[lo][k], at_hi = bytes[hi][k];
+      fit = fit_line(timed[lo], at_lo, timed[hi], at_hi);
       fit.b = std::max(0.0, fit.b);
-      fit.a = std::max(at0, at1) -
-              fit.b * static_cast<double>(std::max(batch_sizes[0], batch_sizes[1]));
+      fit.a = std::max(at_lo, at_hi) - fit.b * static_cast<double>(timed[hi]);
     }
-  };
-  fit_all(kStageTimesFits, seconds);
-  if (!head_bend_between(config, seq_len, batch_sizes, device)) fit_all(kStageBytesFits, bytes);
+  }
   return t;
 }
 
@@ -322,17 +388,25 @@ ProfileReport measure_profile_for_model(const ProfileOptions& options,
   const Device device = stage_timing_device();
   if (batch_sizes.empty()) batch_sizes = default_stage_batch_sizes(device, seq_len);
   r.profile.stage_times =
-      measure_stage_times(config, seq_len, batch_sizes, device, options.repeats);
+      measure_stage_times(config, seq_len, batch_sizes, device, options.repeats, &r.notes);
   r.measured.push_back("stage_times (" + device.str() + ", seq_len " + std::to_string(seq_len) +
                        ")");
-  if (head_bend_between(config, seq_len, batch_sizes, device))
-    r.notes.push_back(
+  const std::vector<int64_t>& timed = r.profile.stage_times->batch_sizes;
+  const auto working = working_set_sizes(config, seq_len, timed, device);
+  const int64_t bend = exec::loss_chunk_rows(config.vocab_size, !device.is_cpu());
+  if (!working) {
+    r.notes.push_back(fmt::format(
         "the working sets (stage_times.block_backward_bytes, head_step_bytes) were not "
-        "written: batch sizes " +
-        std::to_string(batch_sizes[0]) + " and " + std::to_string(batch_sizes[1]) + " at seq_len " +
-        std::to_string(seq_len) + " lie on both sides of one loss chunk (" +
-        std::to_string(exec::loss_chunk_rows(config.vocab_size, !device.is_cpu())) +
-        " tokens), where the head's working set bends; the planner estimates them instead");
+        "written: batch sizes {} at seq_len {} lie on both sides of one loss chunk ({} tokens), "
+        "where the head's working set bends; the planner estimates them instead",
+        fmt::join(timed, " and "), seq_len, bend));
+  } else if (working->first != timed.front() || working->second != timed.back()) {
+    r.notes.push_back(fmt::format(
+        "the working sets (stage_times.block_backward_bytes, head_step_bytes) are lines through "
+        "batch sizes {} and {}, on one side of one loss chunk ({} tokens at seq_len {}): they "
+        "over-estimate on the other side",
+        working->first, working->second, bend, seq_len));
+  }
   return r;
 }
 

@@ -6,7 +6,9 @@
 // with a GPU. What cannot be measured keeps the documented default.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -59,30 +61,41 @@ Device stage_timing_device();
 
 // What `lazytrain profile --model` adds: the executor's uses of one stage of
 // each kind (embed, a block, the head), timed on `device` (random weights;
-// f32 on the CPU, bf16 on CUDA) for chunks of each of the two batch sizes
-// of `seq_len` tokens, each time the median of `repeats` runs after one
-// warm-up, and fitted to a + b * batch (plan/stage_times.h). On a GPU the
+// f32 on the CPU, bf16 on CUDA) for chunks of each batch size of `seq_len`
+// tokens, each time the median of `repeats` runs after one warm-up, and
+// kept as a curve through the sizes (plan/stage_times.h). On a GPU the
 // runs are queued back to back after half a second of the same work, so
 // the figures hold at the clock its power cap allows under training load.
-// The two chunk sizes `lazytrain profile --model` times when none are
-// given. On a GPU: the planner's default chunk (at least kMinChunkTokens
-// tokens, plan/planner.h) and half of it, so the chunk a run uses is
-// measured, not extrapolated from tiny batches (4 and 8 at seq 1024). On
-// the CPU 1 and 2: a large model's chunk of 8192 tokens takes minutes there.
+// The chunk sizes `lazytrain profile --model` times when none are given.
+// On a GPU three: the planner's default chunk c (at least kMinChunkTokens
+// tokens, plan/planner.h), half of it, and kMaxChunkGrowth times it, the
+// largest chunk the planner tries (4, 8 and 32 at seq 1024; 1, 2 and 4
+// when c is 1), so that the chunks a run may use are measured, GEMM
+// efficiency included, not extrapolated. On the CPU 1 and 2: a large
+// model's chunk of 8192 tokens takes minutes there.
 std::vector<int64_t> default_stage_batch_sizes(Device device, int64_t seq_len);
 
-// Times the stages at the two batch sizes, and measures the working sets
-// of a block's backward and the head step (left unmeasured when the sizes
-// straddle the head's bend, head_bend_between).
+// Times the stages at the batch sizes (two or more, different; timed in
+// ascending order), and measures the working sets of a block's backward
+// and the head step, fitted through working_set_sizes. On a GPU a size
+// past the first two whose measurement would not fit the device's free
+// memory (judged from the working sets of the two before it) is left out,
+// and `notes` (when given) says so.
 StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_len,
-                               const std::vector<int64_t>& batch_sizes, Device device, int repeats);
+                               std::vector<int64_t> batch_sizes, Device device, int repeats,
+                               std::vector<std::string>* notes = nullptr);
 
 // The head's working set grows with a chunk's tokens only up to one loss
-// chunk (lm_head_loss's rows on `device`), more slowly after. Whether the
-// two sizes lie on both sides of that, where a line through them falls
-// short in between.
-bool head_bend_between(const models::ModelConfig& config, int64_t seq_len,
-                       const std::vector<int64_t>& batch_sizes, Device device);
+// chunk (lm_head_loss's rows on `device`), more slowly after: a line
+// through two sizes on one side of that bend is exact on that side and
+// over-estimates on the other, while one through sizes on both sides falls
+// short in between. The two sizes the working-set lines are fitted
+// through: the smallest and largest of those at or above the bend (the
+// larger chunks a plan takes), else of those at or below it; none when no
+// two lie on one side. `batch_sizes` ascending.
+std::optional<std::pair<int64_t, int64_t>> working_set_sizes(
+    const models::ModelConfig& config, int64_t seq_len, const std::vector<int64_t>& batch_sizes,
+    Device device);
 
 // GPU copy rates, defined in profile_cuda.cu (CUDA builds only): pinned
 // host<->device copies of `bytes`, one direction alone and both at once.

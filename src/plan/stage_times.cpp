@@ -1,5 +1,6 @@
 #include "plan/stage_times.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -49,6 +50,47 @@ LinearFit read_fit(const YAML::Node& n, const std::string& key, const std::strin
   return f;
 }
 
+// The seconds at each of `batch_sizes` (three or more): positive, and
+// never fewer for a larger chunk (the profiler writes them so).
+std::vector<double> read_seconds(const YAML::Node& n, const std::string& key,
+                                 const std::vector<int64_t>& batch_sizes,
+                                 const std::string& source) {
+  const auto expected = [&] {
+    std::string sizes;
+    for (int64_t b : batch_sizes) sizes += (sizes.empty() ? "" : ", ") + std::to_string(b);
+    return fmt::format(": expected {} numbers, the seconds for a chunk of each of batch_sizes [{}]",
+                       batch_sizes.size(), sizes);
+  };
+  LT_CHECK(n.IsSequence() && n.size() == batch_sizes.size(), where(source, key, n), expected());
+  std::vector<double> seconds;
+  for (size_t k = 0; k < batch_sizes.size(); ++k) {
+    double s = 0;
+    try {
+      s = n[k].as<double>();
+    } catch (const YAML::Exception&) {
+      fail(where(source, key, n), expected());
+    }
+    LT_CHECK(std::isfinite(s) && s > 0, where(source, key, n), ": gives ", s, " s at batch ",
+             batch_sizes[k], " (times must be positive)");
+    LT_CHECK(k == 0 || s >= seconds.back(), where(source, key, n), ": gives ", s, " s at batch ",
+             batch_sizes[k], ", less than ", seconds.back(), " s at batch ", batch_sizes[k - 1],
+             " (a larger chunk never takes less time)");
+    seconds.push_back(s);
+  }
+  return seconds;
+}
+
+// A two-point profile's line [a, b], or a longer one's seconds at each size.
+StageCurve read_curve(const YAML::Node& n, const std::string& key,
+                      const std::vector<int64_t>& batch_sizes, const std::string& source) {
+  if (batch_sizes.size() > 2) return {batch_sizes, read_seconds(n, key, batch_sizes, source)};
+  const LinearFit fit = read_fit(n, key, source);
+  for (int64_t b : batch_sizes)
+    LT_CHECK(fit.at(static_cast<double>(b)) > 0, where(source, key, n), ": gives ",
+             fit.at(static_cast<double>(b)), " s at batch ", b, " (times must be positive)");
+  return StageCurve::line(fit, batch_sizes);
+}
+
 }  // namespace
 
 LinearFit fit_line(int64_t batch1, double seconds1, int64_t batch2, double seconds2) {
@@ -58,6 +100,47 @@ LinearFit fit_line(int64_t batch1, double seconds1, int64_t batch2, double secon
   f.b = (seconds2 - seconds1) / static_cast<double>(batch2 - batch1);
   f.a = seconds1 - f.b * static_cast<double>(batch1);
   return f;
+}
+
+StageCurve StageCurve::line(const LinearFit& fit, std::vector<int64_t> batches) {
+  StageCurve c;
+  for (int64_t b : batches) c.seconds.push_back(fit.at(static_cast<double>(b)));
+  c.batches = std::move(batches);
+  return c;
+}
+
+LinearFit StageCurve::segment_at(double batch) const {
+  if (batches.size() < 2) return {seconds.empty() ? 0.0 : seconds.front(), 0.0};
+  size_t k = 1;
+  while (k + 1 < batches.size() && batch > static_cast<double>(batches[k])) ++k;
+  return fit_line(batches[k - 1], seconds[k - 1], batches[k], seconds[k]);
+}
+
+double StageCurve::chunked(int64_t batch, int64_t chunk) const {
+  // An end segment extrapolates: on the H200 a line through two batch
+  // sizes of the block forward came out at -0.6 ms + 0.84 ms per sequence
+  // (the larger batch ran hotter and slower per sequence), which made
+  // chunks of 4 look 10% faster per sequence than chunks of 8 where they
+  // ran 3.5% slower. GEMMs over fewer rows never run faster per row, so
+  // below the sizes timed the smallest one's rate per sequence is a floor;
+  // above them the largest one's a ceiling. A segment with intercept >= 0
+  // keeps both.
+  const auto at_size = [&](int64_t b) {
+    const double x = static_cast<double>(b);
+    double t = at(x);
+    if (!batches.empty() && b < batches.front())
+      t = std::max(t, seconds.front() * x / static_cast<double>(batches.front()));
+    if (!batches.empty() && b > batches.back()) {
+      const double at_hi = seconds.back();
+      // More sequences never take less time than fewer (a noisy fit of a
+      // tiny stage can slope down).
+      t = std::max(std::min(t, at_hi * x / static_cast<double>(batches.back())), at_hi);
+    }
+    return std::max(0.0, t);  // a chunk never takes negative time
+  };
+  if (chunk <= 0 || chunk >= batch) return at_size(batch);
+  const int64_t whole = batch / chunk, rest = batch % chunk;
+  return static_cast<double>(whole) * at_size(chunk) + (rest > 0 ? at_size(rest) : 0.0);
 }
 
 StageTimes StageTimes::for_model(const models::ModelConfig& c, int64_t seq_len) {
@@ -81,6 +164,9 @@ StageTimes StageTimes::from_yaml(const YAML::Node& node, const std::string& sour
   auto fit = [&](LinearFit& field) -> Setter {
     return [&](const YAML::Node& n, const std::string& key) { field = read_fit(n, key, source); };
   };
+  // A time's form depends on batch_sizes, which may come after it: read
+  // once every key is known.
+  auto later = [](const YAML::Node&, const std::string&) {};
   auto text = [&](std::string& field) -> Setter {
     return [&](const YAML::Node& n, const std::string& key) {
       LT_CHECK(n.IsScalar() && !n.Scalar().empty(), where(source, key, n), ": expected a name");
@@ -93,13 +179,18 @@ StageTimes StageTimes::from_yaml(const YAML::Node& node, const std::string& sour
       {"device", text(t.device)},
       {"batch_sizes",
        [&](const YAML::Node& n, const std::string& key) {
-         LT_CHECK(n.IsSequence() && n.size() == 2, where(source, key, n),
-                  ": expected the two batch sizes timed, [b1, b2]");
-         t.batch_sizes = {read_count(n[0], key, source), read_count(n[1], key, source)};
+         LT_CHECK(n.IsSequence() && n.size() >= 2, where(source, key, n),
+                  ": expected the batch sizes timed, ascending, [b1, b2, ...]");
+         for (const YAML::Node& b : n) {
+           t.batch_sizes.push_back(read_count(b, key, source));
+           LT_CHECK(t.batch_sizes.size() < 2 || t.batch_sizes.end()[-2] < t.batch_sizes.back(),
+                    where(source, key, n), ": expected the batch sizes in ascending order, got ",
+                    t.batch_sizes.end()[-2], " before ", t.batch_sizes.back());
+         }
        }},
   };
   for (const auto& f : kStageTimesShape) setters.emplace(f.name, count(t.*f.member));
-  for (const auto& f : kStageTimesFits) setters.emplace(f.name, fit(t.*f.member));
+  for (const auto& f : kStageTimeCurves) setters.emplace(f.name, later);
   for (const auto& f : kStageBytesFits) setters.emplace(f.name, fit(t.*f.member));
   apply_yaml_keys(node, setters, source, "stage_times.");
   // Every key is needed but the working sets (checked as a pair below).
@@ -114,13 +205,10 @@ StageTimes StageTimes::from_yaml(const YAML::Node& node, const std::string& sour
   // Every measured use must take positive time at the batch sizes timed.
   // A map, so that the first bad key named is the first alphabetically, as
   // with the missing keys above.
-  std::map<std::string, const LinearFit*> fits;
-  for (const auto& f : kStageTimesFits) fits.emplace(f.name, &(t.*f.member));
-  for (const auto& [name, f] : fits) {
-    for (int64_t b : t.batch_sizes)
-      LT_CHECK(f->at(static_cast<double>(b)) > 0, where(source, name, node[name]), ": gives ",
-               f->at(static_cast<double>(b)), " s at batch ", b, " (times must be positive)");
-  }
+  std::map<std::string, StageCurve*> curves;
+  for (const auto& f : kStageTimeCurves) curves.emplace(f.name, &(t.*f.member));
+  for (const auto& [name, curve] : curves)
+    *curve = read_curve(node[name], name, t.batch_sizes, source);
   // The working sets come as a pair, each positive where it was measured.
   const bool block_bytes = static_cast<bool>(node["block_backward_bytes"]);
   LT_CHECK(block_bytes == static_cast<bool>(node["head_step_bytes"]), source,
@@ -140,21 +228,40 @@ StageTimes StageTimes::from_yaml(const YAML::Node& node, const std::string& sour
 std::string StageTimes::to_yaml() const {
   std::ostringstream os;
   os.precision(9);
-  os << "stage_times:  # seconds for a chunk of `batch` sequences = a + b * batch\n";
+  // Two sizes: the line through them, as profiles have always been written.
+  const bool lines = batch_sizes.size() == 2;
+  os << "stage_times:  # seconds for a chunk of `batch` sequences"
+     << (lines ? " = a + b * batch\n" : ", at each of batch_sizes\n");
   os << "  model_type: " << model_type << "\n";
   for (const auto& f : kStageTimesShape) os << "  " << f.name << ": " << this->*f.member << "\n";
   os << "  seq_len: " << seq_len << "\n";
   os << "  device: " << device << "\n";
-  os << "  batch_sizes: [" << batch_sizes.at(0) << ", " << batch_sizes.at(1) << "]\n";
-  for (const auto& f : kStageTimesFits) {
-    const LinearFit& fit = this->*f.member;
-    os << "  " << f.name << ": [" << fit.a << ", " << fit.b << "]\n";
+  const auto list = [&](const auto& values) {
+    std::string out;
+    for (const auto& v : values) {
+      std::ostringstream one;
+      one.precision(9);
+      one << v;
+      out += (out.empty() ? "" : ", ") + one.str();
+    }
+    return "[" + out + "]";
+  };
+  os << "  batch_sizes: " << list(batch_sizes) << "\n";
+  for (const auto& f : kStageTimeCurves) {
+    const StageCurve& curve = this->*f.member;
+    os << "  " << f.name << ": ";
+    if (lines && curve.seconds.size() == 2) {
+      const LinearFit fit = curve.segment_at(static_cast<double>(batch_sizes[0]));
+      os << list(std::vector<double>{fit.a, fit.b}) << "\n";
+    } else {
+      os << list(curve.seconds) << "\n";
+    }
   }
   if (has_working_sets()) {
     os << "  # bytes on the device for a chunk of `batch` sequences = a + b * batch\n";
     for (const auto& f : kStageBytesFits) {
       const LinearFit& fit = this->*f.member;
-      os << "  " << f.name << ": [" << fit.a << ", " << fit.b << "]\n";
+      os << "  " << f.name << ": " << list(std::vector<double>{fit.a, fit.b}) << "\n";
     }
   }
   return os.str();
@@ -169,35 +276,6 @@ void StageTimes::check_model(const models::ModelConfig& c) const {
              "': measured for ", this->*f.member, ", but the model has ", c.*f.config,
              " (run `lazytrain profile --model` for this model)");
   }
-}
-
-double StageTimes::chunked(const LinearFit& fit, int64_t batch, int64_t chunk) const {
-  // A line fitted through two batch sizes extrapolates: on the H200 the
-  // block forward's came out at -0.6 ms + 0.84 ms per sequence (the larger
-  // batch ran hotter and slower per sequence), which made chunks of 4 look
-  // 10% faster per sequence than chunks of 8 where they ran 3.5% slower.
-  // GEMMs over fewer rows never run faster per row, so below the sizes
-  // timed the smallest one's rate per sequence is a floor; above them the
-  // largest one's a ceiling. A line with intercept >= 0 already keeps both.
-  const int64_t lo =
-      batch_sizes.empty() ? 0 : *std::min_element(batch_sizes.begin(), batch_sizes.end());
-  const int64_t hi =
-      batch_sizes.empty() ? 0 : *std::max_element(batch_sizes.begin(), batch_sizes.end());
-  const auto at = [&](int64_t b) {
-    const double x = static_cast<double>(b);
-    double t = fit.at(x);
-    if (lo > 0 && b < lo) t = std::max(t, fit.at(static_cast<double>(lo)) * x / lo);
-    if (hi > 0 && b > hi) {
-      const double at_hi = fit.at(static_cast<double>(hi));
-      // More sequences never take less time than fewer (a noisy fit of a
-      // tiny stage can slope down).
-      t = std::max(std::min(t, at_hi * x / hi), at_hi);
-    }
-    return std::max(0.0, t);  // a chunk never takes negative time
-  };
-  if (chunk <= 0 || chunk >= batch) return at(batch);
-  const int64_t whole = batch / chunk, rest = batch % chunk;
-  return static_cast<double>(whole) * at(chunk) + (rest > 0 ? at(rest) : 0.0);
 }
 
 }  // namespace lt::plan

@@ -8,9 +8,10 @@
 
 namespace lt::plan {
 
-// The model's shape and the five fits, each field named once, in the order
-// the YAML writes them: for_model, from_yaml, to_yaml, check_model and the
-// profiler walk these, so a field added here reaches all of them.
+// The model's shape, the five times and the two working sets, each field
+// named once, in the order the YAML writes them: for_model, from_yaml,
+// to_yaml, check_model and the profiler walk these, so a field added here
+// reaches all of them.
 struct StageTimesShapeField {
   const char* name;
   int64_t StageTimes::*member;
@@ -27,16 +28,20 @@ inline constexpr StageTimesShapeField kStageTimesShape[] = {
     {"vocab_size", &StageTimes::vocab_size, &models::ModelConfig::vocab_size},
 };
 
-struct StageTimesFitField {
+struct StageTimesCurveField {
   const char* name;
-  LinearFit StageTimes::*member;
+  StageCurve StageTimes::*member;
 };
-inline constexpr StageTimesFitField kStageTimesFits[] = {
+inline constexpr StageTimesCurveField kStageTimeCurves[] = {
     {"embed_forward", &StageTimes::embed_forward}, {"embed_backward", &StageTimes::embed_backward},
     {"block_forward", &StageTimes::block_forward}, {"block_backward", &StageTimes::block_backward},
     {"head_step", &StageTimes::head_step},
 };
-// The measured working sets: optional keys, written after the fits.
+struct StageTimesFitField {
+  const char* name;
+  LinearFit StageTimes::*member;
+};
+// The measured working sets: optional keys, written after the times.
 inline constexpr StageTimesFitField kStageBytesFits[] = {
     {"block_backward_bytes", &StageTimes::block_backward_bytes},
     {"head_step_bytes", &StageTimes::head_step_bytes},

@@ -66,6 +66,14 @@ class PlanCommand : public ::testing::Test {
     if (r.status == 0) p = HardwareProfile::from_file(hw);
     return r;
   }
+  // The llama fixture with a vocabulary of 65536: on the CPU the head's
+  // working set bends at one loss chunk, 2^24 / 65536 = 256 tokens.
+  std::string llama_with_vocab_65536() {
+    auto config = nlohmann::json::parse(std::ifstream(
+        std::string(LT_SOURCE_DIR) + "/tests/models/fixtures/families/llama/config.json"));
+    config["vocab_size"] = 65536;
+    return write("config.json", config.dump());
+  }
   fs::path dir_;
 };
 
@@ -221,7 +229,7 @@ TEST_F(PlanCommand, ProfiledStageTimesDriveThePlan) {
   EXPECT_EQ(t.device, "cpu");
   EXPECT_EQ(t.seq_len, 16);
   EXPECT_EQ(t.hidden_size, 48);
-  for (const LinearFit* f :
+  for (const StageCurve* f :
        {&t.embed_forward, &t.embed_backward, &t.block_forward, &t.block_backward, &t.head_step}) {
     EXPECT_GT(f->at(1), 0);
     EXPECT_GT(f->at(2), 0);
@@ -244,10 +252,7 @@ TEST_F(PlanCommand, ProfiledStageTimesDriveThePlan) {
 // 256 tokens on the CPU; here 128 and 512): the times are written, the
 // working sets are not, and the output says why.
 TEST_F(PlanCommand, ProfileSaysWhenTheWorkingSetsAreLeftOut) {
-  auto config = nlohmann::json::parse(std::ifstream(
-      std::string(LT_SOURCE_DIR) + "/tests/models/fixtures/families/llama/config.json"));
-  config["vocab_size"] = 65536;
-  const std::string model = write("config.json", config.dump());
+  const std::string model = llama_with_vocab_65536();
   HardwareProfile p;
   const CliResult profiled = profile(model, "--seq-len 64 --batch-sizes 2,8", p);
   ASSERT_EQ(profiled.status, 0) << profiled.out;
@@ -256,6 +261,35 @@ TEST_F(PlanCommand, ProfileSaysWhenTheWorkingSetsAreLeftOut) {
   EXPECT_NE(profiled.out.find("note: the working sets (stage_times.block_backward_bytes, "
                               "head_step_bytes) were not written: batch sizes 2 and 8 at "
                               "seq_len 64 lie on both sides of one loss chunk (256 tokens)"),
+            std::string::npos)
+      << profiled.out;
+}
+
+// Three sizes, given out of order (128, 256 and 512 tokens against the
+// head's bend at 256): timed in ascending order, each time the seconds at
+// each size, never fewer for a larger one; the working sets are lines
+// through 4 and 8, at or above the bend, and the output says so.
+TEST_F(PlanCommand, ProfileTimesThreeSizes) {
+  const std::string model = llama_with_vocab_65536();
+  HardwareProfile p;
+  const CliResult profiled = profile(model, "--seq-len 64 --batch-sizes 8,2,4", p);
+  ASSERT_EQ(profiled.status, 0) << profiled.out;
+  ASSERT_TRUE(p.stage_times.has_value()) << profiled.out;
+  const StageTimes& t = *p.stage_times;
+  EXPECT_EQ(t.batch_sizes, (std::vector<int64_t>{2, 4, 8}));
+  for (const StageCurve* f :
+       {&t.embed_forward, &t.embed_backward, &t.block_forward, &t.block_backward, &t.head_step}) {
+    EXPECT_EQ(f->batches, t.batch_sizes);
+    ASSERT_EQ(f->seconds.size(), 3u);
+    EXPECT_GT(f->seconds[0], 0);
+    EXPECT_GE(f->seconds[1], f->seconds[0]);
+    EXPECT_GE(f->seconds[2], f->seconds[1]);
+  }
+  EXPECT_TRUE(t.has_working_sets()) << profiled.out;
+  EXPECT_NE(profiled.out.find("  batch_sizes: [2, 4, 8]\n"), std::string::npos) << profiled.out;
+  EXPECT_NE(profiled.out.find("note: the working sets (stage_times.block_backward_bytes, "
+                              "head_step_bytes) are lines through batch sizes 4 and 8, on one "
+                              "side of one loss chunk (256 tokens at seq_len 64)"),
             std::string::npos)
       << profiled.out;
 }

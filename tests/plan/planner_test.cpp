@@ -115,11 +115,14 @@ StageTimes small_llama_times(double per_chunk) {
   StageTimes t = StageTimes::for_model(small_llama(4), 1024);
   t.device = "cuda";
   t.batch_sizes = {4, 8};
-  t.embed_forward = {per_chunk, 1e-6};
-  t.embed_backward = {per_chunk, 1e-6};
-  t.block_forward = {per_chunk, 1e-4};
-  t.block_backward = {per_chunk, 3e-4};
-  t.head_step = {per_chunk, 2e-4};
+  const auto line = [&](double per_sequence) {
+    return StageCurve::line({per_chunk, per_sequence}, t.batch_sizes);
+  };
+  t.embed_forward = line(1e-6);
+  t.embed_backward = line(1e-6);
+  t.block_forward = line(1e-4);
+  t.block_backward = line(3e-4);
+  t.head_step = line(2e-4);
   return t;
 }
 
@@ -160,6 +163,91 @@ TEST(Planner, ChoosesLargerChunksWhenEachChunkCostsTime) {
   // A micro-batch the user gives is kept.
   o.chunk_sequences = 8;
   EXPECT_EQ(make_plan(small_llama(4), hw, o).schedule.chunk_sequences, 8);
+}
+
+// The Qwen2.5-3B block and head shape (4 blocks, to keep the solves
+// short: stage times are per stage), timed at 4, 8 and 32 sequences of
+// 1024 tokens: each use t(4) = 4 r and t(8) = 8 r, r its seconds per
+// sequence (a line through them with no intercept, under which every
+// chunking costs the same), and t(32) = 0.9 x 32 r, the GEMM efficiency of
+// larger chunks the line through 4 and 8 cannot see (issue 27: the 3B ran
+// 3% more tokens/s in chunks of 32 than of 8).
+models::ModelConfig qwen_3b_shape() {
+  return models::ModelConfig::from_json_text(
+      R"({"model_type": "qwen2", "hidden_size": 2048, "num_hidden_layers": 4,
+          "num_attention_heads": 16, "num_key_value_heads": 2, "intermediate_size": 11008,
+          "vocab_size": 151936, "tie_word_embeddings": true})",
+      "qwen-3b-shape");
+}
+constexpr double kBlockForwardPerSeq = 3e-4, kBlockBackwardPerSeq = 9e-4, kHeadPerSeq = 3e-3,
+                 kEmbedPerSeq = 1e-5;
+StageTimes qwen_3b_three_point_times() {
+  StageTimes t = StageTimes::for_model(qwen_3b_shape(), 1024);
+  t.device = "cuda";
+  t.batch_sizes = {4, 8, 32};
+  const auto curve = [&](double r) {
+    return StageCurve{t.batch_sizes, {4 * r, 8 * r, 0.9 * 32 * r}};
+  };
+  t.embed_forward = curve(kEmbedPerSeq);
+  t.embed_backward = curve(kEmbedPerSeq);
+  t.block_forward = curve(kBlockForwardPerSeq);
+  t.block_backward = curve(kBlockBackwardPerSeq);
+  t.head_step = curve(kHeadPerSeq);
+  return t;
+}
+
+TEST(Planner, ThreePointTimesMoveTheChunkToWhereGemmsRunFaster) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  HardwareProfile hw;  // the H200 machine, with an optimizer fast enough to hide
+  hw.cpu_adam_gparams_per_s = 1000;
+  hw.stage_times = qwen_3b_three_point_times();
+  PlanOptions o;
+  o.batch_size = 32;
+  o.seq_len = 1024;
+  o.time_limit_s = 5;
+  // Batch 32 in chunks of 8: each use 4 x 8 r = 32 r; of 16: 2 x (8 r +
+  // (28.8 r - 8 r) x 8 / 24) = 29.87 r (6.7% less, past the 2% a chunking
+  // must gain); of 32: 28.8 r (3.6% less again). Compute: 4 blocks' forward
+  // and backward uses, the head step, the embed forward and backward.
+  const double at_chunk_8 = 4 * 32 * (kBlockForwardPerSeq + kBlockBackwardPerSeq) +
+                            32 * kHeadPerSeq + 2 * 32 * kEmbedPerSeq;  // 0.25024 s
+  const Plan roomy = make_plan(qwen_3b_shape(), hw, o);
+  ASSERT_TRUE(roomy.feasible);
+  EXPECT_EQ(roomy.schedule.chunk_sequences, 32);
+  EXPECT_NEAR(roomy.prediction.compute_s, 0.9 * at_chunk_8, 1e-9);
+  // The GPU memory below which chunks of 16 no longer fit (found by
+  // bisection on the plan with that chunk given); just under it the
+  // planner keeps chunks of 8, the default, which still fit.
+  PlanOptions given = o;
+  given.chunk_sequences = 16;
+  double fits = 150, short_of = 1;
+  for (int k = 0; k < 12; ++k) {
+    hw.gpu_memory_gb = (fits + short_of) / 2;
+    (make_plan(qwen_3b_shape(), hw, given).feasible ? fits : short_of) = hw.gpu_memory_gb;
+  }
+  hw.gpu_memory_gb = short_of;
+  given.chunk_sequences = 8;
+  ASSERT_TRUE(make_plan(qwen_3b_shape(), hw, given).feasible) << short_of << " GB";
+  const Plan tight = make_plan(qwen_3b_shape(), hw, o);
+  ASSERT_TRUE(tight.feasible);
+  EXPECT_EQ(tight.schedule.chunk_sequences, 8) << short_of << " GB";
+  EXPECT_NEAR(tight.prediction.compute_s, at_chunk_8, 1e-9);
+  // The line through 4 and 8 alone (the two-point profile of before)
+  // prices every chunking the same, and the default is kept.
+  StageTimes line = qwen_3b_three_point_times();
+  line.batch_sizes = {4, 8};
+  for (const auto& field :
+       {&StageTimes::embed_forward, &StageTimes::embed_backward, &StageTimes::block_forward,
+        &StageTimes::block_backward, &StageTimes::head_step}) {
+    (line.*field).batches = {4, 8};
+    (line.*field).seconds.pop_back();
+  }
+  hw.stage_times = line;
+  hw.gpu_memory_gb = 150;
+  const Plan two_point = make_plan(qwen_3b_shape(), hw, o);
+  ASSERT_TRUE(two_point.feasible);
+  EXPECT_EQ(two_point.schedule.chunk_sequences, 8);
+  EXPECT_NEAR(two_point.prediction.compute_s, at_chunk_8, 1e-9);
 }
 
 // A profile on which small_llama(4) at seq 1024 fits chunks of

@@ -33,12 +33,13 @@ class HardwareCache : public ::testing::Test {
       hw.gpu_tflops = 123.0 + measured_;
       plan::StageTimes t = plan::StageTimes::for_model(m, seq_len);
       t.device = "cuda";
-      t.batch_sizes = {4, 8};
-      t.embed_forward = {0.0001, 0.0001};
-      t.embed_backward = {0.0002, 0.0001};
-      t.block_forward = {0.001, 0.002};
-      t.block_backward = {0.002, 0.004};
-      t.head_step = {0.003, 0.001};
+      t.batch_sizes = {4, 8, 32};
+      // Seconds at each size, as a measurement on a GPU writes them.
+      t.embed_forward = {t.batch_sizes, {0.0005, 0.0009, 0.0033}};
+      t.embed_backward = {t.batch_sizes, {0.0006, 0.001, 0.0034}};
+      t.block_forward = {t.batch_sizes, {0.009, 0.017, 0.06}};
+      t.block_backward = {t.batch_sizes, {0.018, 0.034, 0.12}};
+      t.head_step = {t.batch_sizes, {0.007, 0.011, 0.035}};
       hw.stage_times = t;
       return hw;
     };
@@ -63,7 +64,8 @@ TEST_F(HardwareCache, MeasuredOnceThenRead) {
   const plan::HardwareProfile read = plan::HardwareProfile::from_file(second.path);
   EXPECT_DOUBLE_EQ(read.gpu_tflops, 124.0);
   ASSERT_TRUE(read.stage_times);
-  EXPECT_DOUBLE_EQ(read.stage_times->block_backward.b, 0.004);
+  EXPECT_EQ(read.stage_times->batch_sizes, (std::vector<int64_t>{4, 8, 32}));
+  EXPECT_EQ(read.stage_times->block_backward.seconds, (std::vector<double>{0.018, 0.034, 0.12}));
 }
 
 // What a run with a fixed executor reads: only a usable profile, and it
