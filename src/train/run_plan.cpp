@@ -165,7 +165,11 @@ void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunP
                "hardware: measuring this machine ({}) and the model's stages for the plan "
                "(once; kept in {})\n",
                device_name, dir);
-    return plan::measure_profile_for_model(options, model, seq_len).profile;
+    plan::ProfileReport measured = plan::measure_profile_for_model(options, model, seq_len);
+    // What was not measured, and why (a chunk size that would not fit the
+    // GPU's free memory, working sets left to the estimate).
+    for (const std::string& note : measured.notes) fmt::print(stderr, "hardware: {}\n", note);
+    return measured.profile;
   });
   for (const std::string& note : cached.notes) p.reasons.push_back("hardware: " + note);
   p.reasons.push_back(
