@@ -48,10 +48,11 @@ namespace lt::exec {
 //   updates (behind the host stages' updates between them), and at most
 //   kStateReadAhead + 1 disk stages' states are in host memory at once.
 //   Each wait points at an earlier task (W -> U -> R, R(dj) after W(dj-2)
-//   in the FIFO), so nothing waits in a cycle. R(d0) and R(d1) are queued
-//   at the step's start (read_states_before_backward) and run during its
-//   forward and backward, into memory the stages' tensors do not point at until their
-//   updates attach it; the rest as the updates are queued (Note [Updates
+//   in the FIFO), so nothing waits in a cycle. Each R reads into memory
+//   the stage's tensors do not point at until its update attaches it;
+//   R(d0) and R(d1) are queued at the step's start
+//   (read_states_before_backward) and run during its forward and backward,
+//   the rest as the updates are queued (Note [Updates
 //   during the backward] says why a read may come before its stage's
 //   backward, and the order with train.clip_with_previous_norm, which
 //   reads three disk stages ahead). updated[d] is W(d): the next
@@ -293,12 +294,11 @@ void StreamingExecutor::Impl::drop_states_read_ahead() {
 }
 
 void StreamingExecutor::Impl::enqueue_updates_on_disk(double lr, double grad_scale) {
+  // Every read is attached by its update: the first ones were queued at
+  // the step's start (read_states_before_backward), the rest are queued here.
   auto read = [&](size_t s) {
-    if (states_read_ahead[s].valid()) return attach_in_update(s);  // read during the backward
-    return state_queue.enqueue([this, s, trace = tracing()] {
-      TraceSpan span(trace, "disk", "read states " + model.stages()[s]->name());
-      load_states(s);
-    });
+    if (!states_read_ahead[s].valid()) read_states_ahead(s);
+    return attach_in_update(s);
   };
   auto update = [&](size_t s, Ticket states_read) {
     const bool on_disk = states_read.valid();
