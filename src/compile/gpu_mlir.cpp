@@ -349,20 +349,9 @@ class GpuWriter {
 
   // The full inputs the outputs read (the streams worth loading ahead).
   std::vector<int32_t> full_inputs_read() const {
-    std::vector<bool> read(graph_.nodes().size(), false);
-    for (const OutputSpec& o : graph_.outputs()) read[static_cast<size_t>(o.node)] = true;
-    std::vector<int32_t> inputs;
-    for (size_t id = graph_.nodes().size(); id-- > 0;) {
-      if (!read[id]) continue;
-      const Node& n = graph_.nodes()[id];
-      for (int32_t operand : {n.a, n.b, n.c}) {
-        if (operand >= 0) read[static_cast<size_t>(operand)] = true;
-      }
-      if (n.op == OpKind::Input && n.shape == ShapeClass::Full) {
-        inputs.insert(inputs.begin(), static_cast<int32_t>(id));
-      }
-    }
-    return inputs;
+    std::vector<int32_t> roots;
+    for (const OutputSpec& o : graph_.outputs()) roots.push_back(o.node);
+    return full_inputs_among(graph_, depended_on(graph_, roots));
   }
 
   // Element k of a step: its linear index, row and column (SSA names).
@@ -576,23 +565,13 @@ class GpuWriter {
   // col sums' terms (`sums`: their output indices), in node order; not
   // those read only by row reductions, whose values are the pass's.
   std::vector<int32_t> slot_full_inputs(const std::vector<size_t>& sums) const {
-    std::vector<bool> read(graph_.nodes().size(), false);
+    std::vector<int32_t> roots;
     for (const OutputSpec& o : graph_.outputs()) {
-      if (graph_.node(o.node).shape == ShapeClass::Full) read[static_cast<size_t>(o.node)] = true;
+      if (graph_.node(o.node).shape == ShapeClass::Full) roots.push_back(o.node);
     }
-    for (size_t j : sums) read[static_cast<size_t>(graph_.node(graph_.outputs()[j].node).a)] = true;
-    std::vector<int32_t> inputs;
-    for (size_t id = graph_.nodes().size(); id-- > 0;) {
-      const Node& n = graph_.nodes()[id];
-      if (!read[id] || is_reduction(n.op)) continue;
-      for (int32_t operand : {n.a, n.b, n.c}) {
-        if (operand >= 0) read[static_cast<size_t>(operand)] = true;
-      }
-      if (n.op == OpKind::Input && n.shape == ShapeClass::Full) {
-        inputs.insert(inputs.begin(), static_cast<int32_t>(id));
-      }
-    }
-    return inputs;
+    for (size_t j : sums) roots.push_back(graph_.node(graph_.outputs()[j].node).a);
+    const auto reduction = [](const Node& n) { return is_reduction(n.op); };
+    return full_inputs_among(graph_, depended_on(graph_, roots, reduction));
   }
 
   // kGpuColSumEntry (gpu_mlir.h): out[c] = the sum of partials[b, c] over

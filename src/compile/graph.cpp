@@ -394,4 +394,28 @@ std::string KernelGraph::key() const {
   return out;
 }
 
+std::vector<bool> depended_on(const KernelGraph& graph, const std::vector<int32_t>& roots,
+                              const std::function<bool(const Node&)>& stop) {
+  std::vector<bool> marked(graph.nodes().size(), false);
+  for (int32_t id : roots) marked[static_cast<size_t>(id)] = true;
+  for (size_t id = graph.nodes().size(); id-- > 0;) {  // operands come before their users
+    const Node& n = graph.nodes()[id];
+    if (!marked[id] || (stop && stop(n))) continue;
+    for (int32_t operand : {n.a, n.b, n.c}) {
+      if (operand >= 0) marked[static_cast<size_t>(operand)] = true;
+    }
+  }
+  return marked;
+}
+
+std::vector<int32_t> full_inputs_among(const KernelGraph& graph, const std::vector<bool>& marked) {
+  std::vector<int32_t> inputs;
+  for (size_t id = 0; id < graph.nodes().size(); ++id) {
+    const Node& n = graph.nodes()[id];
+    if (marked[id] && n.op == OpKind::Input && n.shape == ShapeClass::Full)
+      inputs.push_back(static_cast<int32_t>(id));
+  }
+  return inputs;
+}
+
 }  // namespace lt::compile

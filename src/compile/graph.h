@@ -208,6 +208,14 @@ class KernelGraph {
   std::vector<std::vector<float>> tables_;
 };
 
+// Per node of `graph`: whether one of `roots` (node ids) depends on it, the
+// roots included, through the nodes' operands; the operands of a node for
+// which `stop` holds (when given) are not followed.
+std::vector<bool> depended_on(const KernelGraph& graph, const std::vector<int32_t>& roots,
+                              const std::function<bool(const Node&)>& stop = {});
+// The Full inputs among `marked` nodes (depended_on's answer), in node order.
+std::vector<int32_t> full_inputs_among(const KernelGraph& graph, const std::vector<bool>& marked);
+
 // Tables are small: each is compiled into the kernel, and its values into
 // the cache key.
 inline constexpr size_t kMaxTableSize = 4096;

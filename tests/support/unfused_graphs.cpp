@@ -15,23 +15,16 @@ namespace {
 // values, the row reductions and the chain's outputs (a norm's saved row
 // statistics).
 std::vector<bool> stored_values(const KernelGraph& fused) {
-  const size_t n = fused.nodes().size();
-  std::vector<bool> needed(n, false);
-  for (const OutputSpec& out : fused.outputs()) needed[static_cast<size_t>(out.node)] = true;
-  for (size_t id = n; id-- > 0;) {  // operands come before their users
-    if (!needed[id]) continue;
-    const Node& node = fused.nodes()[id];
-    for (int32_t operand : {node.a, node.b, node.c}) {
-      if (operand >= 0) needed[static_cast<size_t>(operand)] = true;
-    }
-  }
-  std::vector<bool> stored(n, false);
-  for (size_t id = 0; id < n; ++id) {
+  std::vector<int32_t> outputs;
+  for (const OutputSpec& out : fused.outputs()) outputs.push_back(out.node);
+  const std::vector<bool> needed = depended_on(fused, outputs);
+  std::vector<bool> stored(needed.size(), false);
+  for (size_t id = 0; id < needed.size(); ++id) {
     const Node& node = fused.nodes()[id];
     stored[id] = needed[id] && (node.op == OpKind::Input || node.shape == ShapeClass::Full ||
                                 is_reduction(node.op));
   }
-  for (const OutputSpec& out : fused.outputs()) stored[static_cast<size_t>(out.node)] = true;
+  for (int32_t id : outputs) stored[static_cast<size_t>(id)] = true;
   return stored;
 }
 
