@@ -15,7 +15,10 @@
 #include <random>
 #include <set>
 
+#include "compile/compiler_info.h"
+#include "compile/gpu_kernel.h"
 #include "compile/interpret.h"
+#include "compile/jit.h"
 #include "support/gpu_kernel_cases.h"
 #include "support/unfused_graphs.h"
 
@@ -119,6 +122,57 @@ TEST(UnfusedGraphs, OneKernelPerOpComputesTheNamedChains) {
     ++checked;
   }
   EXPECT_GE(checked, 10);
+}
+
+// The benchmark runs each kernel compiled, on tensors, through
+// run_unfused_kernel. Some kernels read only per-row values (a norm's saved
+// rsqrt from its stored mean square): compile::call cannot tell their cols.
+// Compiled on the CPU, in f32 values, against the interpreted sequence.
+TEST(UnfusedGraphs, EveryKernelRunsCompiledOnTensors) {
+  if (!compiler_info().built_in) GTEST_SKIP() << "built without MLIR (-DLT_MLIR=OFF)";
+  const int64_t rows = 5, cols = 24;
+  const auto tensor_shape = [&](ShapeClass shape) {
+    return shape == ShapeClass::Full  ? Shape{rows, cols}
+           : shape == ShapeClass::Row ? Shape{rows}
+                                      : Shape{cols};
+  };
+  int rows_only = 0;
+  for (const testing::GpuKernelCase& c : testing::named_chain_cases()) {
+    if (row_mapped(c.graph)) continue;
+    SCOPED_TRACE(c.name);
+    std::mt19937_64 gen(9);
+    std::uniform_real_distribution<double> uniform(0.05, 1.0);
+    std::map<int32_t, Values> values;
+    std::map<int32_t, Tensor> tensors;
+    for (int32_t id = 0; id < static_cast<int32_t>(c.graph.nodes().size()); ++id) {
+      const Node& n = c.graph.node(id);
+      if (n.op != OpKind::Input) continue;
+      Values v(static_cast<size_t>(input_count(c.graph.inputs()[n.input_index], rows, cols)));
+      for (double& x : v) x = n.dtype == DType::BF16 ? round_to_bf16(uniform(gen)) : uniform(gen);
+      values[id] = v;
+      tensors[id] = Tensor::from_doubles(v, tensor_shape(n.shape), n.dtype);
+    }
+    const testing::UnfusedSequence seq = testing::one_kernel_per_op(c.graph, DType::F32);
+    const std::vector<Values> want = run_sequence(seq, values, rows, cols);
+    for (const testing::UnfusedKernel& k : seq.kernels) {
+      std::vector<Tensor> args;
+      for (int32_t source : k.sources) args.push_back(tensors.at(source));
+      rows_only +=
+          std::all_of(args.begin(), args.end(), [](const Tensor& t) { return t.dim() == 1; });
+      const DeviceKernel kernel{Device::cpu(), compile_cpu(k.graph), nullptr};
+      tensors[k.node] = testing::run_unfused_kernel(kernel, k, args, rows, cols);
+    }
+    for (size_t o = 0; o < want.size(); ++o) {
+      const Values got = tensors.at(seq.outputs[o]).to_doubles();
+      ASSERT_EQ(got.size(), want[o].size());
+      const double relative = c.graph.outputs()[o].dtype == DType::BF16 ? 8e-3 : 1e-4;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], want[o][i], relative * std::max(1.0, std::abs(want[o][i])))
+            << "output " << o << " element " << i;
+      }
+    }
+  }
+  EXPECT_GT(rows_only, 0);  // the case this test is for
 }
 
 }  // namespace

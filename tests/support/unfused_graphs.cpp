@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "compile/interpret.h"
 #include "core/error.h"
 
 namespace lt::compile::testing {
@@ -117,6 +118,31 @@ UnfusedSequence one_kernel_per_op(const KernelGraph& fused, std::optional<DType>
     seq.outputs.push_back(seq.kernels.back().node);
   }
   return seq;
+}
+
+Tensor run_unfused_kernel(const DeviceKernel& kernel, const UnfusedKernel& k,
+                          const std::vector<Tensor>& args, int64_t rows, int64_t cols) {
+  LT_CHECK(args.size() == k.graph.inputs().size(), "run_unfused_kernel: ", args.size(),
+           " arguments for ", k.graph.inputs().size(), " inputs");
+  const OutputSpec& out = k.graph.outputs().at(0);
+  const ShapeClass shape = k.graph.node(out.node).shape;
+  const Shape dims = shape == ShapeClass::Full  ? Shape{rows, cols}
+                     : shape == ShapeClass::Row ? Shape{rows}
+                                                : Shape{cols};
+  const Tensor result = Tensor::empty(dims, out.dtype, kernel.device);
+  std::vector<void*> buffers;
+  std::vector<int64_t> counts;
+  for (size_t i = 0; i < args.size(); ++i) {
+    LT_CHECK(args[i].is_contiguous() && args[i].dtype() == k.graph.inputs()[i].dtype &&
+                 args[i].numel() == element_count(k.graph.inputs()[i].shape, rows, cols),
+             "run_unfused_kernel: argument ", i, " is ", args[i].str());
+    buffers.push_back(args[i].data_ptr());
+    counts.push_back(args[i].numel());
+  }
+  buffers.push_back(result.data_ptr());
+  counts.push_back(result.numel());
+  run_buffers(kernel, rows, cols, buffers, counts);
+  return result;
 }
 
 }  // namespace lt::compile::testing

@@ -14,7 +14,9 @@
 #include <optional>
 #include <vector>
 
+#include "compile/gpu_kernel.h"
 #include "compile/graph.h"
+#include "core/tensor.h"
 
 namespace lt::compile::testing {
 
@@ -38,5 +40,13 @@ struct UnfusedSequence {
 // first full input (bf16 activations; an optimizer update's f32 parameters).
 UnfusedSequence one_kernel_per_op(const KernelGraph& fused,
                                   std::optional<DType> values = std::nullopt);
+
+// Runs `kernel` (compiled from k.graph) over [rows, cols] on `args` (one per
+// k.sources, on the kernel's device) into a new tensor there. Not through
+// compile::call: a kernel that reads only per-row values (a norm's saved
+// rsqrt from its stored mean square) cannot tell cols from its inputs, and
+// its mean divides by cols.
+Tensor run_unfused_kernel(const DeviceKernel& kernel, const UnfusedKernel& k,
+                          const std::vector<Tensor>& args, int64_t rows, int64_t cols);
 
 }  // namespace lt::compile::testing
