@@ -7,6 +7,7 @@
 #include "compile/gradient.h"
 #include "compile/tensor_call.h"
 #include "core/error.h"
+#include "ops/op_profile.h"
 
 namespace lt::autograd {
 namespace {
@@ -86,6 +87,12 @@ FusedChainKernel::FusedChainKernel(const CallGraph& graph, const FusionPlan& pla
     input_dtypes_.push_back(graph.dtypes[static_cast<size_t>(v)]);
   }
   for (int32_t v : outputs_) output_shapes_.push_back(graph.shapes[static_cast<size_t>(v)]);
+  name_ = "fused_chain";
+  for (int32_t m : plan.chains.at(static_cast<size_t>(chain)).nodes) {
+    name_ += (m == plan.chains.at(static_cast<size_t>(chain)).nodes.front() ? " " : "+") +
+             graph.nodes[static_cast<size_t>(m)].fn;
+  }
+  forward_name_ = "forward " + name_;
   forward_kernel_ = compile::kernel_for(cache_, forward_, device_);
 }
 
@@ -115,10 +122,14 @@ std::vector<Tensor> FusedChainKernel::run(const std::vector<Tensor>& inputs) con
     saved.push_back(inputs[i].detach().contiguous());
     needs.push_back(inputs[i].requires_grad());
   }
-  std::vector<Tensor> outputs = compile::call(forward_kernel_, forward_, saved);
+  std::vector<Tensor> outputs;
+  {
+    ops::OpProfileScope profile(forward_name_.c_str(), device_);
+    outputs = compile::call(forward_kernel_, forward_, saved);
+  }
   for (size_t i = 0; i < outputs.size(); ++i) outputs[i] = outputs[i].reshape(output_shapes_[i]);
   if (!needs_graph(inputs)) return outputs;
-  return record("fused_chain", inputs, std::move(outputs),
+  return record(name_.c_str(), inputs, std::move(outputs),
                 [self = shared_from_this(), saved, needs](const std::vector<Tensor>& grads) {
                   return self->backward(saved, needs, grads);
                 });

@@ -3,11 +3,13 @@
 // the chain's calls written in the compiler's IR (compile/graph.h), one
 // forward kernel, and a backward kernel per set of inputs that need a
 // gradient (compile/gradient.h), compiled on first use through the kernel
-// cache. On the tape the chain is one node, "fused_chain", which saves
-// only the chain's inputs (the backward kernel recomputes the rest).
+// cache. On the tape the chain is one node, "fused_chain" and its calls
+// ("fused_chain add+layer_norm": LT_OP_PROFILE's class), which saves only
+// the chain's inputs (the backward kernel recomputes the rest).
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "autograd/fusion_pass.h"
@@ -61,6 +63,8 @@ class FusedChainKernel : public ChainKernel, public std::enable_shared_from_this
   compile::DeviceKernel forward_kernel_;
   std::vector<Shape> input_shapes_, output_shapes_;
   std::vector<DType> input_dtypes_;
+  std::string name_;          // the tape node's
+  std::string forward_name_;  // LT_OP_PROFILE's class of the forward
   mutable std::mutex mutex_;
   mutable std::map<std::vector<bool>, std::pair<compile::KernelGraph, compile::DeviceKernel>>
       backward_;

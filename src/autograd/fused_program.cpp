@@ -1,10 +1,13 @@
 #include "autograd/fused_program.h"
 
+#include <optional>
+#include <string>
 #include <unordered_map>
 
 #include "autograd/functions.h"
 #include "compile/gradient.h"
 #include "core/error.h"
+#include "ops/op_profile.h"
 
 namespace lt::autograd {
 
@@ -129,7 +132,13 @@ Tensor FusedProgram::run(const std::vector<Tensor>& external) const {
     const int32_t unit = plan_.schedule[step];
     if (unit >= 0) {
       const CallNode& n = graph_.nodes[static_cast<size_t>(unit)];
-      slot[static_cast<size_t>(n.output)] = again_[static_cast<size_t>(unit)](gather(n.inputs));
+      std::vector<Tensor> in = gather(n.inputs);
+      // LT_OP_PROFILE's class, as nn's layers name theirs when run eagerly.
+      std::optional<ops::OpProfileScope> profile;
+      if (ops::op_profile_enabled() && !in.empty() && in.front().defined()) {
+        profile.emplace(("forward " + n.fn).c_str(), in.front().device());
+      }
+      slot[static_cast<size_t>(n.output)] = again_[static_cast<size_t>(unit)](in);
     } else {
       const ChainKernel& chain = *chains_[static_cast<size_t>(-1 - unit)];
       std::vector<Tensor> out = chain.run(gather(chain.input_values()));
