@@ -11,6 +11,8 @@
 // outside autograd/functions.h) cannot be replayed: building throws,
 // naming the call, and the caller runs that stage as before.
 #include <memory>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "autograd/fused_chain.h"
@@ -24,9 +26,19 @@ namespace lt::autograd {
 // external tensors, then one per call output; a linear call with a bias
 // becomes a linear call without it and a "bias_add". `output` must be a
 // traced call's result. `again` receives, per node, how to run it.
+// `biased`: trace calls whose linear keeps its bias (not split).
 CallGraph call_graph(const CallTrace& trace, const std::vector<Tensor>& external,
                      const Tensor& output, std::vector<CallAgain>* again = nullptr,
-                     int32_t* output_value = nullptr);
+                     int32_t* output_value = nullptr, const std::set<size_t>& biased = {});
+
+// The graph a FusedProgram runs and its fusion plan: call_graph's, where a
+// linear keeps its bias when the bias_add alone would be a chain (its GEMM
+// adds the bias and sums its gradient in the epilogue).
+std::pair<CallGraph, FusionPlan> planned_call_graph(const CallTrace& trace,
+                                                    const std::vector<Tensor>& external,
+                                                    const Tensor& output,
+                                                    std::vector<CallAgain>* again = nullptr,
+                                                    int32_t* output_value = nullptr);
 
 // The kernel graphs a FusedProgram of this trace compiles while training:
 // each chain's forward and its backward with every input needing a
@@ -56,7 +68,7 @@ class FusedProgram {
   int64_t fused_calls() const;
 
  private:
-  // Declared before graph_: its initializer fills them.
+  // Filled with graph_ by planned_call_graph.
   std::vector<CallAgain> again_;
   int32_t output_value_ = -1;
   CallGraph graph_;

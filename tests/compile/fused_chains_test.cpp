@@ -120,6 +120,19 @@ TEST_F(FusedChains, BiasAndActivation) {
       f, {randn({2, 4, 16}), randn({32, 16}, 0.2), randn({32}), randn({16, 32}, 0.2)}, 1, 2);
 }
 
+// GPT-2's attention input: the qkv projection's bias would be a chain by
+// itself, so its linear keeps it (the GEMM's epilogue adds it and sums its
+// gradient): one chain, the LayerNorm, of one call.
+TEST_F(FusedChains, LeavesALoneBiasInItsLinear) {
+  Fn f = [](const std::vector<Tensor>& in) {
+    return matmul(linear(layer_norm(in[0], in[1], in[2], 1e-5), in[3], in[4]), in[5]);
+  };
+  expect_fused_equals_unfused(f,
+                              {randn({2, 4, 16}), randn({16}, 0.5), randn({16}, 0.5),
+                               randn({48, 16}, 0.2), randn({48}), randn({48, 8}, 0.2)},
+                              1, 1);
+}
+
 // GPT-2's MLP half-block on 3 x 29 rows (more than a CPU kernel's few): a
 // LayerNorm's weight and bias, the first linear's bias with the GELU, and
 // the second's bias with the residual add, so every chain's backward sums
