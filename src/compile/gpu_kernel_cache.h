@@ -40,7 +40,8 @@ namespace lt::compile {
 // the shared tree under 6 may have cached a draft of it). 8: its kernel
 // takes the rows per block from its grid (7's had a constant the launcher
 // must match). 9: it loads every slot's inputs of a row before computing.
-inline constexpr const char* kGpuAbi = "gpu-abi 9";
+// 10: its reductions by row groups, a warp a row (gpu_mlir.h).
+inline constexpr const char* kGpuAbi = "gpu-abi 10";
 
 struct GpuBinary {
   std::string cubin;

@@ -57,8 +57,13 @@ class GpuWriter {
     }
     head << ")";
     const GpuLaunchForm form = gpu_launch_form(graph_);
-    if (form != GpuLaunchForm::Elementwise)
-      head << " workgroup(%partials : " << kPartialsType << ")";
+    if (form != GpuLaunchForm::Elementwise) {
+      head << " workgroup(%partials : " << kPartialsType;
+      // ColSums' row groups (write_col_sums): each warp's reduced values.
+      if (form == GpuLaunchForm::ColSums && !reduction_nodes().empty())
+        head << ", %stats : " << stats_type();
+      head << ")";
+    }
     head << " kernel {\n";
     write_constants();
     if (form == GpuLaunchForm::Elementwise && elements_per_thread_ > 1 && packed_) {
@@ -438,6 +443,16 @@ class GpuWriter {
          << "    %max_init = arith.constant 0xFF800000 : f32\n";
   }
 
+  // The reduction nodes, in node order: the ColSums row groups' %stats
+  // hold warp w's values of them at w * count + k.
+  std::vector<int32_t> reduction_nodes() const {
+    std::vector<int32_t> out;
+    for (size_t id = 0; id < graph_.nodes().size(); ++id) {
+      if (is_reduction(graph_.nodes()[id].op)) out.push_back(static_cast<int32_t>(id));
+    }
+    return out;
+  }
+
   // gpu_mlir.h's ColSums form. Names: %row the row, %base its first
   // element; slot k's column %slot_col_k; %s_k_j slot k's running sum of
   // col sum j (in output order), carried through the rows.
@@ -446,11 +461,7 @@ class GpuWriter {
     for (size_t i = 0; i < graph_.outputs().size(); ++i) {
       if (graph_.node(graph_.outputs()[i].node).op == OpKind::ColSum) sums.push_back(i);
     }
-    const auto name = [](const char* prefix, int k, size_t j) {
-      return std::string(prefix) + std::to_string(k) + "_" + std::to_string(j);
-    };
-    std::string types;
-    for (size_t j = 0; j < sums.size(); ++j) types += j ? ", f32" : "f32";
+    const std::vector<int32_t> reductions = reduction_nodes();
     out_ << "    %block = gpu.block_id x\n";
     write_block_constants();
     // The block's rows: ceil(rows / blocks) each, from the grid the
@@ -464,7 +475,12 @@ class GpuWriter {
          << "    %row_over = arith.cmpi ugt, %row_past, %rows : index\n"
          << "    %row_end = arith.select %row_over, %rows, %row_past : index\n"
          << "    %partial_base = arith.muli %block, %cols : index\n"
+         << "    %warps = arith.constant " << kWarpsPerBlock << " : index\n"
+         << "    %stat_count = arith.constant " << reductions.size() << " : index\n"
          << "    %tile = arith.constant " << kGpuColSumSlots * kGpuThreadsPerBlock << " : index\n";
+    for (size_t r = 0; r < reductions.size(); ++r) {
+      out_ << "    %stat_index" << r << " = arith.constant " << r << " : index\n";
+    }
     for (int k = 0; k < kGpuColSumSlots; ++k) {
       out_ << "    %slot_offset" << k << " = arith.constant " << k * kGpuThreadsPerBlock
            << " : index\n";
@@ -480,18 +496,113 @@ class GpuWriter {
            << "      %slot_load" << k << " = arith.select %slot_in" << k << ", %slot_col" << k
            << ", %last_col : index\n";
     }
-    out_ << "      %sums:" << kGpuColSumSlots * sums.size()
-         << " = scf.for %row = %row_begin to %row_end step %c1 iter_args(";
+    if (reductions.empty()) {
+      write_col_sum_rows(sums, "%row_begin", "%row_end", "%sum_init", "%sums");
+    } else {
+      // Row groups: each warp reduces one row of the group with shuffles
+      // alone and leaves its values in %stats; then the block's threads
+      // take the group's rows in order, as above. Two barriers a group of
+      // kWarpsPerBlock rows, where a block-wide reduction takes two a pass
+      // a row: the backward of a norm is latency-bound without.
+      out_ << "      %sums:" << kGpuColSumSlots * sums.size()
+           << " = scf.for %group = %row_begin to %row_end step %warps iter_args(";
+      write_sum_args(sums.size(), "%g", "%sum_init");
+      out_ << ") -> (" << sum_types(kGpuColSumSlots * sums.size()) << ") {\n"
+           << "        %wrow = arith.addi %group, %warp : index\n"
+           << "        %wvalid = arith.cmpi ult, %wrow, %row_end : index\n"
+           << "        scf.if %wvalid {\n"
+           << "          %wbase = arith.muli %wrow, %cols : index\n";
+      const PassLanes lanes{"%lane", "%warp_size", "%wrow", "%wbase", true};
+      for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass, lanes);
+      out_ << "          %stat_at = arith.muli %warp, %stat_count : index\n"
+           << "          scf.if %lane0 {\n";
+      for (size_t r = 0; r < reductions.size(); ++r) {
+        out_ << "            %stat_at" << r << " = arith.addi %stat_at, %stat_index" << r
+             << " : index\n"
+             << "            memref.store " << reduced_.at(reductions[r]) << ", %stats[%stat_at"
+             << r << "] : " << stats_type() << "\n";
+      }
+      out_ << "          }\n"
+           << "        }\n"
+           << "        gpu.barrier\n"
+           << "        %group_next = arith.addi %group, %warps : index\n"
+           << "        %group_over = arith.cmpi ugt, %group_next, %row_end : index\n"
+           << "        %group_end = arith.select %group_over, %row_end, %group_next : index\n";
+      write_col_sum_rows(sums, "%group", "%group_end", "", "%group_sums");
+      out_ << "        gpu.barrier\n"
+           << "        scf.yield ";
+      for (size_t k = 0; k < kGpuColSumSlots * sums.size(); ++k) {
+        out_ << (k ? ", " : "") << "%group_sums#" << k;
+      }
+      out_ << " : " << sum_types(kGpuColSumSlots * sums.size()) << "\n"
+           << "      }\n";
+    }
+    // The block's partials: row `block` of each [blocks, cols] buffer.
     for (int k = 0; k < kGpuColSumSlots; ++k) {
+      out_ << "      scf.if %slot_in" << k << " {\n"
+           << "        %partial_at" << k << " = arith.addi %partial_base, %slot_col" << k
+           << " : index\n";
       for (size_t j = 0; j < sums.size(); ++j) {
-        out_ << (k || j ? ", " : "") << name("%s", k, j) << " = %sum_init";
+        out_ << "        memref.store %sums#" << k * sums.size() + j << ", %out" << sums[j]
+             << "[%partial_at" << k << "] : memref<?xf32>\n";
+      }
+      out_ << "      }\n";
+    }
+    out_ << "    }\n";
+  }
+
+  static std::string sum_types(size_t count) {
+    std::string types;
+    for (size_t j = 0; j < count; ++j) types += j ? ", f32" : "f32";
+    return types;
+  }
+
+  // The iter_args of the slots' running sums: PREFIX k _ j = each init
+  // (`init`, or the same names with prefix %g: the enclosing group's).
+  void write_sum_args(size_t sums, const std::string& prefix, const std::string& init) {
+    for (int k = 0; k < kGpuColSumSlots; ++k) {
+      for (size_t j = 0; j < sums; ++j) {
+        const std::string suffix = std::to_string(k) + "_" + std::to_string(j);
+        out_ << (k || j ? ", " : "") << prefix << suffix << " = "
+             << (init.empty() ? "%g" + suffix : init);
       }
     }
-    out_ << ") -> (";
-    for (int k = 0; k < kGpuColSumSlots; ++k) out_ << (k ? ", " : "") << types;
-    out_ << ") {\n"
+  }
+
+  std::string stats_type() const {
+    return "memref<" + std::to_string(kWarpsPerBlock * reduction_nodes().size()) +
+           "xf32, #gpu.address_space<workgroup>>";
+  }
+
+  // The loop over rows [begin, end) of the ColSums form into `result`:
+  // each row's reductions (a pass of the block's threads, or read from
+  // %stats where the row group has them), its row outputs, and each
+  // slot's full outputs and col-sum terms. `init` as write_sum_args.
+  void write_col_sum_rows(const std::vector<size_t>& sums, const std::string& begin,
+                          const std::string& end, const std::string& init,
+                          const std::string& result) {
+    const auto name = [](const char* prefix, int k, size_t j) {
+      return std::string(prefix) + std::to_string(k) + "_" + std::to_string(j);
+    };
+    const std::string types = sum_types(sums.size());
+    out_ << "      " << result << ":" << kGpuColSumSlots * sums.size()
+         << " = scf.for %row = " << begin << " to " << end << " step %c1 iter_args(";
+    write_sum_args(sums.size(), "%s", init);
+    out_ << ") -> (" << sum_types(kGpuColSumSlots * sums.size()) << ") {\n"
          << "        %base = arith.muli %row, %cols : index\n";
-    for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass);
+    if (init.empty()) {  // in a row group: the warps' values
+      const std::vector<int32_t> reductions = reduction_nodes();
+      out_ << "        %stat_row = arith.subi %row, %group : index\n"
+           << "        %stat_row_at = arith.muli %stat_row, %stat_count : index\n";
+      for (size_t r = 0; r < reductions.size(); ++r) {
+        const std::string at = "%stat_row_at" + std::to_string(r), v = "%stat" + std::to_string(r);
+        out_ << "        " << at << " = arith.addi %stat_row_at, %stat_index" << r << " : index\n"
+             << "        " << v << " = memref.load %stats[" << at << "] : " << stats_type() << "\n";
+        reduced_[reductions[r]] = v;
+      }
+    } else {
+      for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass);
+    }
     if (has_output(ShapeClass::Row)) {
       out_ << "        scf.if %thread0 {\n";
       open_region({"", "%row", ""}, "          ");
@@ -544,21 +655,7 @@ class GpuWriter {
         out_ << (k || j ? ", " : "") << "%next" << k << "#" << j;
       }
     }
-    out_ << " : ";
-    for (int k = 0; k < kGpuColSumSlots; ++k) out_ << (k ? ", " : "") << types;
-    out_ << "\n      }\n";
-    // The block's partials: row `block` of each [blocks, cols] buffer.
-    for (int k = 0; k < kGpuColSumSlots; ++k) {
-      out_ << "      scf.if %slot_in" << k << " {\n"
-           << "        %partial_at" << k << " = arith.addi %partial_base, %slot_col" << k
-           << " : index\n";
-      for (size_t j = 0; j < sums.size(); ++j) {
-        out_ << "        memref.store %sums#" << k * sums.size() + j << ", %out" << sums[j]
-             << "[%partial_at" << k << "] : memref<?xf32>\n";
-      }
-      out_ << "      }\n";
-    }
-    out_ << "    }\n";
+    out_ << " : " << sum_types(kGpuColSumSlots * sums.size()) << "\n      }\n";
   }
 
   // The Full inputs a ColSums slot reads for its full outputs and for the
@@ -634,9 +731,20 @@ class GpuWriter {
          << "  }\n";
   }
 
-  // Each thread accumulates its columns (tid, tid + threads, ...) in
-  // order; then the block combines the threads' partials.
+  // Who runs a reduction pass over which row: the block's threads
+  // (RowPerBlock, and ColSums without row groups), or one warp's lanes
+  // (ColSums' row groups: no barrier).
+  struct PassLanes {
+    std::string first, step, row, base;
+    bool warp;
+  };
   void write_reduction_pass(int pass) {
+    write_reduction_pass(pass, PassLanes{"%tid", "%threads", "%row", "%base", false});
+  }
+
+  // Each thread accumulates its columns (first, first + step, ...) in
+  // order; then the block (or the warp) combines the threads' partials.
+  void write_reduction_pass(int pass, const PassLanes& lanes) {
     std::vector<int32_t> reductions;
     for (size_t id = 0; id < graph_.nodes().size(); ++id) {
       if (is_reduction(graph_.nodes()[id].op) && pass_[id] == pass) {
@@ -647,15 +755,15 @@ class GpuWriter {
     const std::string col = "%col" + std::to_string(pass), i = "%i" + std::to_string(pass);
     std::string types;
     for (size_t k = 0; k < reductions.size(); ++k) types += k ? ", f32" : "f32";
-    out_ << "    " << p << ":" << reductions.size() << " = scf.for " << col
-         << " = %tid to %cols step %threads iter_args(";
+    out_ << "    " << p << ":" << reductions.size() << " = scf.for " << col << " = " << lanes.first
+         << " to %cols step " << lanes.step << " iter_args(";
     for (size_t k = 0; k < reductions.size(); ++k) {
       out_ << (k ? ", " : "") << "%acc" << pass << "_" << k << " = "
            << (is_sum(reductions[k]) ? "%sum_init" : "%max_init");
     }
     out_ << ") -> (" << types << ") {\n"
-         << "      " << i << " = arith.addi %base, " << col << " : index\n";
-    open_region({i, "%row", col}, "      ");
+         << "      " << i << " = arith.addi " << lanes.base << ", " << col << " : index\n";
+    open_region({i, lanes.row, col}, "      ");
     std::vector<std::string> next;
     for (size_t k = 0; k < reductions.size(); ++k) {
       const std::string x = emit(graph_.node(reductions[k]).a);
@@ -668,7 +776,9 @@ class GpuWriter {
     out_ << "    }\n";
     s_.set_indent("    ");
     for (size_t k = 0; k < reductions.size(); ++k) {
-      reduced_[reductions[k]] = block_reduce(reductions[k], p + "#" + std::to_string(k));
+      const std::string partial = p + "#" + std::to_string(k);
+      reduced_[reductions[k]] =
+          lanes.warp ? warp_reduce(reductions[k], partial) : block_reduce(reductions[k], partial);
     }
   }
 
@@ -686,12 +796,7 @@ class GpuWriter {
   // partials in warp order. The barrier after the reads keeps the next
   // reduction's writes from overtaking them.
   std::string block_reduce(int32_t reduction, std::string v) {
-    for (int offset = kWarp / 2; offset >= 1; offset /= 2) {
-      const std::string other = s_.fresh(), valid = s_.fresh();
-      s_.line() << other << ", " << valid << " = gpu.shuffle xor " << v << ", %xor" << offset
-                << ", %width : f32\n";
-      v = combine(reduction, v, other);
-    }
+    v = warp_reduce(reduction, v);
     s_.line() << "scf.if %lane0 {\n";
     s_.line() << "  memref.store " << v << ", %partials[%warp] : " << kPartialsType << "\n";
     s_.line() << "}\n";
@@ -704,6 +809,17 @@ class GpuWriter {
     }
     s_.line() << "gpu.barrier\n";
     return total;
+  }
+
+  // Butterfly shuffles: every lane ends with its warp's value.
+  std::string warp_reduce(int32_t reduction, std::string v) {
+    for (int offset = kWarp / 2; offset >= 1; offset /= 2) {
+      const std::string other = s_.fresh(), valid = s_.fresh();
+      s_.line() << other << ", " << valid << " = gpu.shuffle xor " << v << ", %xor" << offset
+                << ", %width : f32\n";
+      v = combine(reduction, v, other);
+    }
+    return v;
   }
 
   const KernelGraph& graph_;

@@ -41,10 +41,15 @@
 //   kernel reads the blocks from its grid), and each of its threads
 //   kGpuColSumSlots columns of a tile of kGpuColSumSlots * threads columns
 //   (thread t the columns t, t + threads, ...: coalesced). For each row in
-//   order, the block first computes the row's reductions as RowPerBlock
-//   does (threads over the columns, then the tree), thread 0 writes the row
+//   order, the block takes the row's reductions, thread 0 writes the row
 //   outputs, and each thread computes its columns' full outputs (stored)
-//   and adds their col-sum terms to accumulators in registers. So a chain
+//   and adds their col-sum terms to accumulators in registers. The
+//   reductions come by row groups: for each kGpuThreadsPerBlock / 32 rows,
+//   warp w reduces the group's row w alone (lanes over the columns, then
+//   shuffles) into shared memory, and after one barrier the block reads
+//   them row by row. A block-wide tree per pass per row (two barriers
+//   each) left a norm's backward waiting on latency: GPT-2's
+//   residual + LayerNorm backward ran at 19% of the copy rate. So a chain
 //   reads its inputs once for its full outputs and its col sums. Past the
 //   last row the block writes its f32 partials, row b of a [blocks, cols]
 //   buffer in place of each col-sum output, and a second kernel of the
