@@ -40,8 +40,9 @@ namespace lt::compile {
 // the shared tree under 6 may have cached a draft of it). 8: its kernel
 // takes the rows per block from its grid (7's had a constant the launcher
 // must match). 9: it loads every slot's inputs of a row before computing.
-// 10: its reductions by row groups, a warp a row (gpu_mlir.h).
-inline constexpr const char* kGpuAbi = "gpu-abi 10";
+// 10: its reductions by row groups, a warp a row (gpu_mlir.h). 11: the
+// warps' passes load 8 columns a lane at once.
+inline constexpr const char* kGpuAbi = "gpu-abi 11";
 
 struct GpuBinary {
   std::string cubin;

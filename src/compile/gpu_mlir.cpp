@@ -512,7 +512,9 @@ class GpuWriter {
            << "        %wvalid = arith.cmpi ult, %wrow, %row_end : index\n"
            << "        scf.if %wvalid {\n"
            << "          %wbase = arith.muli %wrow, %cols : index\n";
-      const PassLanes lanes{"%lane", "%warp_size", "%wrow", "%wbase", true};
+      // 8 columns a lane an iteration: a warp alone on a row of GPT-2's
+      // 768 otherwise waits for 24 loads one after another each pass.
+      const PassLanes lanes{"%lane", "%warp_size", "%wrow", "%wbase", true, kWarpsPerBlock};
       for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass, lanes);
       out_ << "          %stat_at = arith.muli %warp, %stat_count : index\n"
            << "          scf.if %lane0 {\n";
@@ -734,12 +736,15 @@ class GpuWriter {
   // Who runs a reduction pass over which row: the block's threads
   // (RowPerBlock, and ColSums without row groups), or one warp's lanes
   // (ColSums' row groups: no barrier).
+  // `unroll` columns a thread an iteration (kWarpsPerBlock at most: the
+  // offsets use the constants %c0 .. %c7), loaded before any is added.
   struct PassLanes {
     std::string first, step, row, base;
     bool warp;
+    int unroll;
   };
   void write_reduction_pass(int pass) {
-    write_reduction_pass(pass, PassLanes{"%tid", "%threads", "%row", "%base", false});
+    write_reduction_pass(pass, PassLanes{"%tid", "%threads", "%row", "%base", false, 1});
   }
 
   // Each thread accumulates its columns (first, first + step, ...) in
@@ -755,20 +760,59 @@ class GpuWriter {
     const std::string col = "%col" + std::to_string(pass), i = "%i" + std::to_string(pass);
     std::string types;
     for (size_t k = 0; k < reductions.size(); ++k) types += k ? ", f32" : "f32";
-    out_ << "    " << p << ":" << reductions.size() << " = scf.for " << col << " = " << lanes.first
-         << " to %cols step " << lanes.step << " iter_args(";
-    for (size_t k = 0; k < reductions.size(); ++k) {
-      out_ << (k ? ", " : "") << "%acc" << pass << "_" << k << " = "
-           << (is_sum(reductions[k]) ? "%sum_init" : "%max_init");
+    const auto init = [&](size_t k) { return is_sum(reductions[k]) ? "%sum_init" : "%max_init"; };
+    const auto acc = [&](size_t k) {
+      return "%acc" + std::to_string(pass) + "_" + std::to_string(k);
+    };
+    std::string step = lanes.step;
+    if (lanes.unroll > 1) {
+      step = p + "_step";
+      out_ << "    " << p << "_unroll = arith.constant " << lanes.unroll << " : index\n"
+           << "    " << step << " = arith.muli " << lanes.step << ", " << p << "_unroll : index\n";
     }
-    out_ << ") -> (" << types << ") {\n"
-         << "      " << i << " = arith.addi " << lanes.base << ", " << col << " : index\n";
-    open_region({i, lanes.row, col}, "      ");
-    std::vector<std::string> next;
+    out_ << "    " << p << ":" << reductions.size() << " = scf.for " << col << " = " << lanes.first
+         << " to %cols step " << step << " iter_args(";
     for (size_t k = 0; k < reductions.size(); ++k) {
-      const std::string x = emit(graph_.node(reductions[k]).a);
-      next.push_back(
-          combine(reductions[k], "%acc" + std::to_string(pass) + "_" + std::to_string(k), x));
+      out_ << (k ? ", " : "") << acc(k) << " = " << init(k);
+    }
+    out_ << ") -> (" << types << ") {\n";
+    std::vector<std::string> next;
+    if (lanes.unroll == 1) {
+      out_ << "      " << i << " = arith.addi " << lanes.base << ", " << col << " : index\n";
+      open_region({i, lanes.row, col}, "      ");
+      for (size_t k = 0; k < reductions.size(); ++k) {
+        next.push_back(combine(reductions[k], acc(k), emit(graph_.node(reductions[k]).a)));
+      }
+    } else {
+      // Every element's loads first, so that they are in flight together; an
+      // element past the row reads the last column and adds the identity.
+      std::vector<std::vector<std::string>> terms(static_cast<size_t>(lanes.unroll));
+      std::vector<std::string> inside;
+      for (int u = 0; u < lanes.unroll; ++u) {
+        const std::string tag = std::to_string(pass) + "_" + std::to_string(u);
+        const std::string c = "%col" + tag, at = "%col_at" + tag, in = "%col_in" + tag;
+        out_ << "      %col_off" << tag << " = arith.muli " << lanes.step << ", %c" << u
+             << " : index\n"
+             << "      " << c << " = arith.addi " << col << ", %col_off" << tag << " : index\n"
+             << "      " << in << " = arith.cmpi ult, " << c << ", %cols : index\n"
+             << "      " << at << " = arith.select " << in << ", " << c << ", %last_col : index\n"
+             << "      %i" << tag << " = arith.addi " << lanes.base << ", " << at << " : index\n";
+        open_region({"%i" + tag, lanes.row, at}, "      ");
+        for (size_t k = 0; k < reductions.size(); ++k) {
+          terms[static_cast<size_t>(u)].push_back(emit(graph_.node(reductions[k]).a));
+        }
+        inside.push_back(in);
+      }
+      for (size_t k = 0; k < reductions.size(); ++k) {
+        std::string total = acc(k);
+        for (int u = 0; u < lanes.unroll; ++u) {
+          const std::string term = s_.fresh();
+          s_.line() << term << " = arith.select " << inside[static_cast<size_t>(u)] << ", "
+                    << terms[static_cast<size_t>(u)][k] << ", " << init(k) << " : f32\n";
+          total = combine(reductions[k], total, term);
+        }
+        next.push_back(total);
+      }
     }
     s_.line() << "scf.yield ";
     for (size_t k = 0; k < next.size(); ++k) out_ << (k ? ", " : "") << next[k];
