@@ -41,8 +41,9 @@ namespace lt::compile {
 // takes the rows per block from its grid (7's had a constant the launcher
 // must match). 9: it loads every slot's inputs of a row before computing.
 // 10: its reductions by row groups, a warp a row (gpu_mlir.h). 11: the
-// warps' passes load 8 columns a lane at once.
-inline constexpr const char* kGpuAbi = "gpu-abi 11";
+// warps' passes load 8 columns a lane at once. 12: RowPerBlock takes rows
+// of up to kGpuRowPerWarpMostCols a warp each (the grid changes with it).
+inline constexpr const char* kGpuAbi = "gpu-abi 12";
 
 struct GpuBinary {
   std::string cubin;

@@ -29,13 +29,18 @@
 //   aligned to the vector's size and cols is a multiple of V (a pack then
 //   lies in one row); otherwise the kernel takes the one-element loop, so
 //   any arguments are correct.
-// - RowPerBlock (a reduction or a row output): block b owns row b. Each
-//   reduction pass (as in compile/to_mlir.h) is a strided loop of the
-//   block's threads over the columns, then a tree: warp shuffles, one
+// - RowPerBlock (a reduction or a row output): rows of at most
+//   kGpuRowPerWarpMostCols columns a warp each (block b's warp w owns row
+//   8 b + w), wider rows a block each (block b owns row b); the kernel
+//   branches on cols, the launcher sizes the grid by the same test. Each
+//   reduction pass (as in compile/to_mlir.h) is a strided loop over the
+//   columns: a warp's lanes load 8 columns each before adding any, then
+//   shuffle; a block's threads then reduce as a tree: warp shuffles, one
 //   partial per warp in shared memory, summed or maxed in warp order by
-//   every thread. The full outputs follow in one strided loop; thread 0
-//   writes the row outputs. Nothing is allocated: the reduced values stay
-//   in registers.
+//   every thread. The full outputs follow in one strided loop; lane (or
+//   thread) 0 writes the row outputs. Nothing is allocated: the reduced
+//   values stay in registers. A block a row of GPT-2's 768 waited on its
+//   barriers: its LayerNorm ran at half the hand-written kernel's speed.
 // - ColSums (an output is a col_sum, graph.h): of gpu_col_sum_blocks(rows)
 //   blocks, block b owns the b-th range of ceil(rows / blocks) rows (the
 //   kernel reads the blocks from its grid), and each of its threads
@@ -67,6 +72,13 @@
 namespace lt::compile {
 
 enum class GpuLaunchForm : uint8_t { Elementwise, RowPerBlock, ColSums };
+
+// RowPerBlock's rows up to this many columns go a warp a row (128 a lane:
+// a row stays in L1 between passes); wider ones (a vocabulary's logits) a
+// block a row.
+inline constexpr int64_t kGpuRowPerWarpMostCols = 4096;
+// The blocks of the RowPerBlock form for [rows, cols].
+int64_t gpu_row_blocks(int64_t rows, int64_t cols);
 
 // 256 threads: 8 warps, enough columns in flight per row for rows of a few
 // thousand elements, and few enough partials (8) for one warp to combine.
