@@ -43,7 +43,8 @@ namespace lt::compile {
 // 10: its reductions by row groups, a warp a row (gpu_mlir.h). 11: the
 // warps' passes load 8 columns a lane at once. 12: RowPerBlock takes rows
 // of up to kGpuRowPerWarpMostCols a warp each (the grid changes with it).
-inline constexpr const char* kGpuAbi = "gpu-abi 12";
+// 13: kGpuRowPerWarpMostCols 1024 (was 4096), warps' passes load 4 columns.
+inline constexpr const char* kGpuAbi = "gpu-abi 13";
 
 struct GpuBinary {
   std::string cubin;

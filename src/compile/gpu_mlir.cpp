@@ -438,7 +438,7 @@ class GpuWriter {
          << "    %row_in = arith.cmpi ult, %row, %rows : index\n"
          << "    scf.if %row_in {\n";
     write_row("%lane", "%warp_size", "%lane0",
-              PassLanes{"%lane", "%warp_size", "%row", "%base", true, kWarpsPerBlock});
+              PassLanes{"%lane", "%warp_size", "%row", "%base", true, kGpuWarpPassColumns});
     out_ << "    }\n"
          << "    } else {\n"
          << "    %row = arith.addi %block, %c0 : index\n";
@@ -548,9 +548,10 @@ class GpuWriter {
            << "        %wvalid = arith.cmpi ult, %wrow, %row_end : index\n"
            << "        scf.if %wvalid {\n"
            << "          %wbase = arith.muli %wrow, %cols : index\n";
-      // 8 columns a lane an iteration: a warp alone on a row of GPT-2's
-      // 768 otherwise waits for 24 loads one after another each pass.
-      const PassLanes lanes{"%lane", "%warp_size", "%wrow", "%wbase", true, kWarpsPerBlock};
+      // kGpuWarpPassColumns columns a lane an iteration: a warp alone on a
+      // row of GPT-2's 768 otherwise waits for 24 loads one after another
+      // each pass.
+      const PassLanes lanes{"%lane", "%warp_size", "%wrow", "%wbase", true, kGpuWarpPassColumns};
       for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass, lanes);
       out_ << "          %stat_at = arith.muli %warp, %stat_count : index\n"
            << "          scf.if %lane0 {\n";

@@ -34,10 +34,10 @@
 //   8 b + w), wider rows a block each (block b owns row b); the kernel
 //   branches on cols, the launcher sizes the grid by the same test. Each
 //   reduction pass (as in compile/to_mlir.h) is a strided loop over the
-//   columns: a warp's lanes load 8 columns each before adding any, then
-//   shuffle; a block's threads then reduce as a tree: warp shuffles, one
-//   partial per warp in shared memory, summed or maxed in warp order by
-//   every thread. The full outputs follow in one strided loop; lane (or
+//   columns: a warp's lanes load kGpuWarpPassColumns columns each before
+//   adding any, then shuffle; a block's threads reduce as a tree: warp
+//   shuffles, one partial per warp in shared memory, summed or maxed in
+//   warp order by every thread. The full outputs follow in one strided loop; lane (or
 //   thread) 0 writes the row outputs. Nothing is allocated: the reduced
 //   values stay in registers. A block a row of GPT-2's 768 waited on its
 //   barriers: its LayerNorm ran at half the hand-written kernel's speed.
@@ -73,10 +73,18 @@ namespace lt::compile {
 
 enum class GpuLaunchForm : uint8_t { Elementwise, RowPerBlock, ColSums };
 
-// RowPerBlock's rows up to this many columns go a warp a row (128 a lane:
-// a row stays in L1 between passes); wider ones (a vocabulary's logits) a
-// block a row.
-inline constexpr int64_t kGpuRowPerWarpMostCols = 4096;
+// RowPerBlock's rows up to this many columns go a warp a row; wider ones a
+// block a row. Measured on the H200 (bf16, 2026-12-03): GPT-2's LayerNorm
+// forward at 65536 x 768 took 0.019 GPU-ms per 1k tokens a warp a row
+// against 0.030 a block a row; at 16384 x 4096 a warp a row was 1.6-2.2x
+// slower (softmax 0.268 ms against 0.161, LayerNorm 0.234 against 0.109).
+inline constexpr int64_t kGpuRowPerWarpMostCols = 1024;
+// The columns a lane loads before adding any in a warp's reduction pass
+// (RowPerBlock a warp a row, ColSums' row groups). At 8 the residual +
+// LayerNorm backward of GPT-2 (seven inputs) went from 0.136 to 0.199
+// GPU-ms per 1k tokens while the LayerNorm's alone went from 0.111 to
+// 0.069: its registers no longer let three blocks share an SM.
+inline constexpr int kGpuWarpPassColumns = 4;
 // The blocks of the RowPerBlock form for [rows, cols].
 int64_t gpu_row_blocks(int64_t rows, int64_t cols);
 
