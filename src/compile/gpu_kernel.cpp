@@ -161,7 +161,7 @@ void GpuKernel::launch(int64_t rows, int64_t cols, std::span<void* const> buffer
     return;
   }
   if (rows == 0 || cols == 0) return;
-  int64_t blocks = gpu_row_blocks(rows, cols);  // RowPerBlock
+  int64_t blocks = rows;  // RowPerBlock: block b owns row b
   if (binary_->form == GpuLaunchForm::Elementwise) {
     const int64_t span = int64_t{binary_->threads_per_block} * binary_->elements_per_thread;
     blocks = std::min((rows * cols + span - 1) / span, kMaxElementwiseBlocks);

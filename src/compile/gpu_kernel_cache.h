@@ -44,7 +44,8 @@ namespace lt::compile {
 // warps' passes load 8 columns a lane at once. 12: RowPerBlock takes rows
 // of up to kGpuRowPerWarpMostCols a warp each (the grid changes with it).
 // 13: kGpuRowPerWarpMostCols 1024 (was 4096), warps' passes load 4 columns.
-inline constexpr const char* kGpuAbi = "gpu-abi 13";
+// 14: RowPerBlock a block a row again (its grid as before 12).
+inline constexpr const char* kGpuAbi = "gpu-abi 14";
 
 struct GpuBinary {
   std::string cubin;

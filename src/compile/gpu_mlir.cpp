@@ -423,46 +423,21 @@ class GpuWriter {
     int unroll;
   };
 
-  // gpu_mlir.h's RowPerBlock form: a warp a row up to
-  // kGpuRowPerWarpMostCols columns, else a block a row.
   void write_row_per_block() {
-    out_ << "    %block = gpu.block_id x\n";
+    out_ << "    %row = gpu.block_id x\n"
+         << "    %base = arith.muli %row, %cols : index\n";
     write_block_constants();
-    out_ << "    %last_col = arith.subi %cols, %c1 : index\n"
-         << "    %warp_cols = arith.constant " << kGpuRowPerWarpMostCols << " : index\n"
-         << "    %by_warps = arith.cmpi ule, %cols, %warp_cols : index\n"
-         << "    scf.if %by_warps {\n"
-         << "    %warps = arith.constant " << kWarpsPerBlock << " : index\n"
-         << "    %row_first = arith.muli %block, %warps : index\n"
-         << "    %row = arith.addi %row_first, %warp : index\n"
-         << "    %row_in = arith.cmpi ult, %row, %rows : index\n"
-         << "    scf.if %row_in {\n";
-    write_row("%lane", "%warp_size", "%lane0",
-              PassLanes{"%lane", "%warp_size", "%row", "%base", true, kGpuWarpPassColumns});
-    out_ << "    }\n"
-         << "    } else {\n"
-         << "    %row = arith.addi %block, %c0 : index\n";
-    write_row("%tid", "%threads", "%thread0",
-              PassLanes{"%tid", "%threads", "%row", "%base", false, 1});
-    out_ << "    }\n";
-  }
-
-  // One row (%row) by the threads `first`, first + `step`, ...: its
-  // reductions, its full outputs, and its row outputs by thread `writer`.
-  void write_row(const std::string& first, const std::string& step, const std::string& writer,
-                 const PassLanes& lanes) {
-    out_ << "    %base = arith.muli %row, %cols : index\n";
-    for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass, lanes);
+    for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass);
     if (has_output(ShapeClass::Full)) {
       const std::string col = "%col_out", i = "%i_out";
-      out_ << "    scf.for " << col << " = " << first << " to %cols step " << step << " {\n"
+      out_ << "    scf.for " << col << " = %tid to %cols step %threads {\n"
            << "      " << i << " = arith.addi %base, " << col << " : index\n";
       open_region({i, "%row", col}, "      ");
       store_outputs(ShapeClass::Full);
       out_ << "    }\n";
     }
     if (has_output(ShapeClass::Row)) {
-      out_ << "    scf.if " << writer << " {\n";
+      out_ << "    scf.if %thread0 {\n";
       open_region({"", "%row", ""}, "      ");
       store_outputs(ShapeClass::Row);
       out_ << "    }\n";
@@ -911,10 +886,6 @@ class GpuWriter {
 };
 
 }  // namespace
-
-int64_t gpu_row_blocks(int64_t rows, int64_t cols) {
-  return cols <= kGpuRowPerWarpMostCols ? (rows + kWarpsPerBlock - 1) / kWarpsPerBlock : rows;
-}
 
 int64_t gpu_col_sum_blocks(int64_t rows) {
   const int64_t per_block =

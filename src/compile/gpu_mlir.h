@@ -29,18 +29,18 @@
 //   aligned to the vector's size and cols is a multiple of V (a pack then
 //   lies in one row); otherwise the kernel takes the one-element loop, so
 //   any arguments are correct.
-// - RowPerBlock (a reduction or a row output): rows of at most
-//   kGpuRowPerWarpMostCols columns a warp each (block b's warp w owns row
-//   8 b + w), wider rows a block each (block b owns row b); the kernel
-//   branches on cols, the launcher sizes the grid by the same test. Each
-//   reduction pass (as in compile/to_mlir.h) is a strided loop over the
-//   columns: a warp's lanes load kGpuWarpPassColumns columns each before
-//   adding any, then shuffle; a block's threads reduce as a tree: warp
-//   shuffles, one partial per warp in shared memory, summed or maxed in
-//   warp order by every thread. The full outputs follow in one strided loop; lane (or
-//   thread) 0 writes the row outputs. Nothing is allocated: the reduced
-//   values stay in registers. A block a row of GPT-2's 768 waited on its
-//   barriers: its LayerNorm ran at half the hand-written kernel's speed.
+// - RowPerBlock (a reduction or a row output): block b owns row b. Each
+//   reduction pass (as in compile/to_mlir.h) is a strided loop of the
+//   block's threads over the columns, then a tree: warp shuffles, one
+//   partial per warp in shared memory, summed or maxed in warp order by
+//   every thread. The full outputs follow in one strided loop; thread 0
+//   writes the row outputs. Nothing is allocated: the reduced values stay
+//   in registers. Measured on the H200 (bf16, 2026-12-03): a warp a row
+//   instead, chosen by cols in the same kernel, ran GPT-2's LayerNorm at
+//   65536 x 768 in 0.019 GPU-ms per 1k tokens against 0.030, but made the
+//   LayerNorm at 16384 x 4096 0.123 ms against 0.109 with the block path
+//   alone (both paths' registers), and at 4096 columns a warp a row was
+//   1.6-2.2x slower; so one block a row.
 // - ColSums (an output is a col_sum, graph.h): of gpu_col_sum_blocks(rows)
 //   blocks, block b owns the b-th range of ceil(rows / blocks) rows (the
 //   kernel reads the blocks from its grid), and each of its threads
@@ -73,20 +73,12 @@ namespace lt::compile {
 
 enum class GpuLaunchForm : uint8_t { Elementwise, RowPerBlock, ColSums };
 
-// RowPerBlock's rows up to this many columns go a warp a row; wider ones a
-// block a row. Measured on the H200 (bf16, 2026-12-03): GPT-2's LayerNorm
-// forward at 65536 x 768 took 0.019 GPU-ms per 1k tokens a warp a row
-// against 0.030 a block a row; at 16384 x 4096 a warp a row was 1.6-2.2x
-// slower (softmax 0.268 ms against 0.161, LayerNorm 0.234 against 0.109).
-inline constexpr int64_t kGpuRowPerWarpMostCols = 1024;
 // The columns a lane loads before adding any in a warp's reduction pass
-// (RowPerBlock a warp a row, ColSums' row groups). At 8 the residual +
-// LayerNorm backward of GPT-2 (seven inputs) went from 0.136 to 0.199
-// GPU-ms per 1k tokens while the LayerNorm's alone went from 0.111 to
-// 0.069: its registers no longer let three blocks share an SM.
+// (ColSums' row groups). At 8, GPT-2's residual + LayerNorm backward
+// (seven inputs) went from 0.136 to 0.199 GPU-ms per 1k tokens while the
+// LayerNorm's alone went from 0.111 to 0.069: its registers no longer let
+// three blocks share an SM.
 inline constexpr int kGpuWarpPassColumns = 4;
-// The blocks of the RowPerBlock form for [rows, cols].
-int64_t gpu_row_blocks(int64_t rows, int64_t cols);
 
 // 256 threads: 8 warps, enough columns in flight per row for rows of a few
 // thousand elements, and few enough partials (8) for one warp to combine.
