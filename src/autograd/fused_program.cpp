@@ -175,7 +175,8 @@ Tensor FusedProgram::run(const std::vector<Tensor>& external) const {
     if (unit >= 0) {
       const CallNode& n = graph_.nodes[static_cast<size_t>(unit)];
       std::vector<Tensor> in = gather(n.inputs);
-      // LT_OP_PROFILE's class, as nn's layers name theirs when run eagerly.
+      // LT_OP_PROFILE's class: "forward <call>" ("forward linear"; eager
+      // runs name theirs by layer: "forward gemm").
       std::optional<ops::OpProfileScope> profile;
       if (ops::op_profile_enabled() && !in.empty() && in.front().defined()) {
         profile.emplace(("forward " + n.fn).c_str(), in.front().device());

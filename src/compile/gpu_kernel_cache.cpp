@@ -68,8 +68,12 @@ GpuKernelCache::~GpuKernelCache() = default;
 
 std::string GpuKernelCache::disk_key(const KernelGraph& graph) const {
   std::string key = graph.key() + " | " + target_.chip + " " + target_.features + " " + kGpuAbi;
-  if (gpu_launch_form(graph) == GpuLaunchForm::Elementwise && target_.elements_per_thread > 1) {
+  const GpuLaunchForm form = gpu_launch_form(graph);
+  if (form == GpuLaunchForm::Elementwise && target_.elements_per_thread > 1) {
     key += (target_.packed ? " p" : " x") + std::to_string(target_.elements_per_thread);
+  }
+  if (form == GpuLaunchForm::ColSums && target_.col_sum_rows != 1) {
+    key += " r" + std::to_string(target_.col_sum_rows);
   }
   return key;
 }

@@ -42,8 +42,8 @@ namespace lt::compile {
 // must match). 9: it loads every slot's inputs of a row before computing.
 // 10: its reductions by row groups, a warp a row (gpu_mlir.h). 11: the
 // warps' passes load 8 columns a lane at once. 12: RowPerBlock takes rows
-// of up to kGpuRowPerWarpMostCols a warp each (the grid changes with it).
-// 13: kGpuRowPerWarpMostCols 1024 (was 4096), warps' passes load 4 columns.
+// of up to 4096 columns a warp each (the grid changes with it).
+// 13: rows a warp each up to 1024 columns (was 4096), warps' passes load 4.
 // 14: RowPerBlock a block a row again (its grid as before 12).
 inline constexpr const char* kGpuAbi = "gpu-abi 14";
 

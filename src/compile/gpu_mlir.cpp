@@ -14,6 +14,8 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = kGpuThreadsPerBlock / kWarp;
 static_assert(kGpuThreadsPerBlock % kWarp == 0);
+// A warp's pass offsets its columns by the constants %c0 .. %c7.
+static_assert(kGpuWarpPassColumns >= 1 && kGpuWarpPassColumns <= kWarpsPerBlock);
 
 std::string memref_type(DType dtype) {
   return std::string("memref<?x") + mlir_element_type(dtype) + ">";
@@ -31,12 +33,13 @@ struct Indices {
 
 class GpuWriter {
  public:
-  GpuWriter(const KernelGraph& graph, int elements_per_thread, bool packed)
+  GpuWriter(const KernelGraph& graph, int elements_per_thread, bool packed, int col_sum_rows)
       : graph_(graph),
         s_(graph, out_, "    "),
         pass_(reduction_passes(graph)),
         elements_per_thread_(elements_per_thread),
-        packed_(packed) {
+        packed_(packed),
+        col_sum_rows_(col_sum_rows) {
     for (int p : pass_) passes_ = std::max(passes_, p);
     s_.set_contract(true);
     s_.set_nvvm_approximations(true);
@@ -588,87 +591,146 @@ class GpuWriter {
            "xf32, #gpu.address_space<workgroup>>";
   }
 
-  // The loop over rows [begin, end) of the ColSums form into `result`:
-  // each row's reductions (a pass of the block's threads, or read from
-  // %stats where the row group has them), its row outputs, and each
-  // slot's full outputs and col-sum terms. `init` as write_sum_args.
+  // The loop over rows [begin, end) of the ColSums form into `result`,
+  // col_sum_rows_ rows an iteration: each row's reductions (a pass of the
+  // block's threads, or read from %stats where the row group has them),
+  // its row outputs, every slot's loads of all the iteration's rows, then
+  // each row's slots' full outputs and col-sum terms, row after row, so
+  // that every sum adds its terms in the same order whatever the rows an
+  // iteration. A second row past `end` loads the first's and stores
+  // nothing. `init` as write_sum_args.
   void write_col_sum_rows(const std::vector<size_t>& sums, const std::string& begin,
                           const std::string& end, const std::string& init,
                           const std::string& result) {
-    const auto name = [](const char* prefix, int k, size_t j) {
-      return std::string(prefix) + std::to_string(k) + "_" + std::to_string(j);
-    };
     const std::string types = sum_types(sums.size());
-    out_ << "      " << result << ":" << kGpuColSumSlots * sums.size()
-         << " = scf.for %row = " << begin << " to " << end << " step %c1 iter_args(";
+    const bool grouped = init.empty();
+    const std::vector<int32_t> reductions = reduction_nodes();
+    out_ << "      %rows_at_once = arith.constant " << col_sum_rows_ << " : index\n"
+         << "      " << result << ":" << kGpuColSumSlots * sums.size()
+         << " = scf.for %row = " << begin << " to " << end << " step %rows_at_once iter_args(";
     write_sum_args(sums.size(), "%s", init);
-    out_ << ") -> (" << sum_types(kGpuColSumSlots * sums.size()) << ") {\n"
-         << "        %base = arith.muli %row, %cols : index\n";
-    if (init.empty()) {  // in a row group: the warps' values
-      const std::vector<int32_t> reductions = reduction_nodes();
-      out_ << "        %stat_row = arith.subi %row, %group : index\n"
-           << "        %stat_row_at = arith.muli %stat_row, %stat_count : index\n";
-      for (size_t r = 0; r < reductions.size(); ++r) {
-        const std::string at = "%stat_row_at" + std::to_string(r), v = "%stat" + std::to_string(r);
-        out_ << "        " << at << " = arith.addi %stat_row_at, %stat_index" << r << " : index\n"
-             << "        " << v << " = memref.load %stats[" << at << "] : " << stats_type() << "\n";
-        reduced_[reductions[r]] = v;
+    out_ << ") -> (" << sum_types(kGpuColSumSlots * sums.size()) << ") {\n";
+    // Per row of the iteration: its SSA names, whether it is a row, its
+    // reduced values and its slots' loaded inputs.
+    std::vector<std::string> row_names, row_ok;
+    std::vector<std::map<int32_t, std::string>> reduced_of;
+    std::vector<std::map<int32_t, std::vector<std::string>>> loaded_of;
+    for (int r = 0; r < col_sum_rows_; ++r) {
+      const std::string tag = std::to_string(r);
+      std::string row = "%row";
+      if (r > 0) {
+        row = "%row" + tag;
+        out_ << "        %row_next" << tag << " = arith.addi %row, %c" << r << " : index\n"
+             << "        %row_in" << tag << " = arith.cmpi ult, %row_next" << tag << ", " << end
+             << " : index\n"
+             << "        " << row << " = arith.select %row_in" << tag << ", %row_next" << tag
+             << ", %row : index\n";
+        row_ok.push_back("%row_in" + tag);
+      } else {
+        row_ok.push_back("");
       }
-    } else {
-      for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass);
+      row_names.push_back(row);
+      out_ << "        %base" << tag << " = arith.muli " << row << ", %cols : index\n";
+      if (grouped) {  // the warps' values
+        out_ << "        %stat_row" << tag << " = arith.subi " << row << ", %group : index\n"
+             << "        %stat_row_at" << tag << " = arith.muli %stat_row" << tag
+             << ", %stat_count : index\n";
+        for (size_t k = 0; k < reductions.size(); ++k) {
+          const std::string at = "%stat_at" + tag + "_" + std::to_string(k),
+                            v = "%stat" + tag + "_" + std::to_string(k);
+          out_ << "        " << at << " = arith.addi %stat_row_at" << tag << ", %stat_index" << k
+               << " : index\n"
+               << "        " << v << " = memref.load %stats[" << at << "] : " << stats_type()
+               << "\n";
+          reduced_[reductions[k]] = v;
+        }
+      } else {
+        LT_CHECK(passes_ == 0, "compile: to_gpu_mlir: col sums with reductions need row groups");
+      }
+      reduced_of.push_back(reduced_);
     }
     if (has_output(ShapeClass::Row)) {
-      out_ << "        scf.if %thread0 {\n";
-      open_region({"", "%row", ""}, "          ");
-      store_outputs(ShapeClass::Row);
-      out_ << "        }\n";
+      for (int r = 0; r < col_sum_rows_; ++r) {
+        const std::string writer =
+            r == 0 ? std::string("%thread0") : "%row_writer" + std::to_string(r);
+        if (r > 0) {
+          out_ << "        " << writer << " = arith.andi %thread0, " << row_ok[r] << " : i1\n";
+        }
+        out_ << "        scf.if " << writer << " {\n";
+        reduced_ = reduced_of[static_cast<size_t>(r)];
+        open_region({"", row_names[static_cast<size_t>(r)], ""}, "          ");
+        store_outputs(ShapeClass::Row);
+        out_ << "        }\n";
+      }
     }
-    // Every slot's full inputs first, then each slot's outputs and terms:
-    // a thread so has all its loads of the row in flight at once (a slot's
-    // branch would keep the next slot's loads behind its stores).
-    pack_elements_.clear();
+    // Every slot's full inputs of every row first, then each row's slots'
+    // outputs and terms: a thread so has all its loads in flight at once (a
+    // slot's branch would keep the next slot's loads behind its stores).
     const std::vector<int32_t> slot_inputs = slot_full_inputs(sums);
+    for (int r = 0; r < col_sum_rows_; ++r) {
+      pack_elements_.clear();
+      reduced_ = reduced_of[static_cast<size_t>(r)];
+      for (int k = 0; k < kGpuColSumSlots; ++k) {
+        const std::string col = "%slot_load" + std::to_string(k),
+                          i = "%slot_load_i" + std::to_string(r) + "_" + std::to_string(k);
+        out_ << "        " << i << " = arith.addi %base" << r << ", " << col << " : index\n";
+        open_region({i, row_names[static_cast<size_t>(r)], col}, "        ");
+        for (int32_t id : slot_inputs) {
+          const Node& input = graph_.node(id);
+          pack_elements_[input.input_index].push_back(load(input));
+        }
+      }
+      loaded_of.push_back(pack_elements_);
+    }
+    std::vector<std::string> running;  // per slot and sum: the name so far
     for (int k = 0; k < kGpuColSumSlots; ++k) {
-      const std::string col = "%slot_load" + std::to_string(k),
-                        i = "%slot_load_i" + std::to_string(k);
-      out_ << "        " << i << " = arith.addi %base, " << col << " : index\n";
-      open_region({i, "%row", col}, "        ");
-      for (int32_t id : slot_inputs) {
-        const Node& input = graph_.node(id);
-        pack_elements_[input.input_index].push_back(load(input));
+      for (size_t j = 0; j < sums.size(); ++j) {
+        running.push_back("%s" + std::to_string(k) + "_" + std::to_string(j));
       }
     }
-    for (int k = 0; k < kGpuColSumSlots; ++k) {
-      const std::string col = "%slot_col" + std::to_string(k), i = "%slot_i" + std::to_string(k);
-      out_ << "        %next" << k << ":" << sums.size() << " = scf.if %slot_in" << k << " -> ("
-           << types << ") {\n"
-           << "          " << i << " = arith.addi %base, " << col << " : index\n";
-      open_region({i, "%row", col}, "          ");
-      packed_lane_ = k;  // load() takes the slot's loaded values
-      store_outputs(ShapeClass::Full);
-      std::vector<std::string> next;
-      for (size_t j = 0; j < sums.size(); ++j) {
-        const std::string term = emit(graph_.node(graph_.outputs()[sums[j]].node).a);
-        next.push_back(s_.fresh());
-        s_.line() << next.back() << " = arith.addf " << name("%s", k, j) << ", " << term
-                  << " : f32\n";
+    for (int r = 0; r < col_sum_rows_; ++r) {
+      pack_elements_ = loaded_of[static_cast<size_t>(r)];
+      reduced_ = reduced_of[static_cast<size_t>(r)];
+      for (int k = 0; k < kGpuColSumSlots; ++k) {
+        const std::string tag = std::to_string(r) + "_" + std::to_string(k);
+        const std::string col = "%slot_col" + std::to_string(k), i = "%slot_i" + tag;
+        std::string ok = "%slot_in" + std::to_string(k);
+        if (r > 0) {
+          out_ << "        %slot_ok" << tag << " = arith.andi " << ok << ", " << row_ok[r]
+               << " : i1\n";
+          ok = "%slot_ok" + tag;
+        }
+        out_ << "        %next" << tag << ":" << sums.size() << " = scf.if " << ok << " -> ("
+             << types << ") {\n"
+             << "          " << i << " = arith.addi %base" << r << ", " << col << " : index\n";
+        open_region({i, row_names[static_cast<size_t>(r)], col}, "          ");
+        packed_lane_ = k;  // load() takes the slot's loaded values
+        store_outputs(ShapeClass::Full);
+        std::vector<std::string> next;
+        for (size_t j = 0; j < sums.size(); ++j) {
+          const std::string term = emit(graph_.node(graph_.outputs()[sums[j]].node).a);
+          next.push_back(s_.fresh());
+          s_.line() << next.back() << " = arith.addf " << running[k * sums.size() + j] << ", "
+                    << term << " : f32\n";
+        }
+        packed_lane_ = -1;
+        s_.line() << "scf.yield ";
+        for (size_t j = 0; j < next.size(); ++j) out_ << (j ? ", " : "") << next[j];
+        out_ << " : " << types << "\n"
+             << "        } else {\n"
+             << "          scf.yield ";
+        for (size_t j = 0; j < sums.size(); ++j) {
+          out_ << (j ? ", " : "") << running[k * sums.size() + j];
+        }
+        out_ << " : " << types << "\n"
+             << "        }\n";
+        for (size_t j = 0; j < sums.size(); ++j) {
+          running[k * sums.size() + j] = "%next" + tag + "#" + std::to_string(j);
+        }
       }
-      packed_lane_ = -1;
-      s_.line() << "scf.yield ";
-      for (size_t j = 0; j < next.size(); ++j) out_ << (j ? ", " : "") << next[j];
-      out_ << " : " << types << "\n"
-           << "        } else {\n"
-           << "          scf.yield ";
-      for (size_t j = 0; j < sums.size(); ++j) out_ << (j ? ", " : "") << name("%s", k, j);
-      out_ << " : " << types << "\n"
-           << "        }\n";
     }
     out_ << "        scf.yield ";
-    for (int k = 0; k < kGpuColSumSlots; ++k) {
-      for (size_t j = 0; j < sums.size(); ++j) {
-        out_ << (k || j ? ", " : "") << "%next" << k << "#" << j;
-      }
-    }
+    for (size_t n = 0; n < running.size(); ++n) out_ << (n ? ", " : "") << running[n];
     out_ << " : " << sum_types(kGpuColSumSlots * sums.size()) << "\n      }\n";
   }
 
@@ -878,6 +940,7 @@ class GpuWriter {
   std::map<int32_t, std::string> reduced_;  // reduction node -> its block's value
   int elements_per_thread_;
   bool packed_;
+  int col_sum_rows_;  // ColSums: rows an iteration (write_col_sum_rows)
   // The packed form's lanes (or the ColSums form's slots): per Full input
   // index, the SSA name of each lane's loaded value; packed_lane_ the lane
   // being written (-1: none, load() loads).
@@ -927,11 +990,15 @@ const char* gpu_launch_form_name(GpuLaunchForm form) {
   return "?";
 }
 
-std::string to_gpu_mlir(const KernelGraph& graph, int elements_per_thread, bool packed) {
+std::string to_gpu_mlir(const KernelGraph& graph, int elements_per_thread, bool packed,
+                        int col_sum_rows) {
   LT_CHECK(!graph.outputs().empty(), "compile: a kernel graph needs at least one output");
   LT_CHECK(elements_per_thread >= 1 && elements_per_thread <= 16,
            "compile: elements per thread must be 1 to 16, got ", elements_per_thread);
-  return GpuWriter(graph, elements_per_thread, packed).write();
+  LT_CHECK(col_sum_rows >= 1 && col_sum_rows <= kWarpsPerBlock,
+           "compile: col-sum rows an iteration must be 1 to ", kWarpsPerBlock, ", got ",
+           col_sum_rows);
+  return GpuWriter(graph, elements_per_thread, packed, col_sum_rows).write();
 }
 
 }  // namespace lt::compile

@@ -116,6 +116,9 @@ GpuLaunchForm gpu_launch_form(const KernelGraph& graph);
 const char* gpu_launch_form_name(GpuLaunchForm form);
 
 // A module holding gpu.module @lt_kernels with the kernel kGpuEntry.
-std::string to_gpu_mlir(const KernelGraph& graph, int elements_per_thread = 1, bool packed = false);
+// `col_sum_rows`: the ColSums form's rows an iteration (1 to 8), their
+// loads issued together; the sums add in the same order for any.
+std::string to_gpu_mlir(const KernelGraph& graph, int elements_per_thread = 1, bool packed = false,
+                        int col_sum_rows = 1);
 
 }  // namespace lt::compile

@@ -26,6 +26,9 @@ struct PtxTarget {
   // thread's elements_per_thread elements are consecutive, loaded and
   // stored as one vector. Part of the cache key.
   bool packed = false;
+  // The ColSums form's rows an iteration (compile/gpu_mlir.h's
+  // to_gpu_mlir); part of the cache key when not 1.
+  int col_sum_rows = 1;
 };
 
 struct PtxKernel {

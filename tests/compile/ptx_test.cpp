@@ -161,10 +161,12 @@ TEST_F(PtxTest, ColSumKernelsAssembleWithPtxasWithoutAtomics) {
   PtxTarget packed;
   packed.elements_per_thread = 8;
   packed.packed = true;
+  PtxTarget two_rows;  // rows an iteration (gpu_mlir.h's to_gpu_mlir)
+  two_rows.col_sum_rows = 2;
   std::string messages;
   for (const auto& [what, graph] : graphs) {
     SCOPED_TRACE(what);
-    for (const PtxTarget& target : {PtxTarget{}, packed}) {
+    for (const PtxTarget& target : {PtxTarget{}, packed, two_rows}) {
       const PtxKernel kernel = compile_ptx(graph, target);
       EXPECT_EQ(kernel.form, GpuLaunchForm::ColSums);
       EXPECT_EQ(kernel.elements_per_thread, 1);
@@ -177,6 +179,22 @@ TEST_F(PtxTest, ColSumKernelsAssembleWithPtxasWithoutAtomics) {
       EXPECT_EQ(assemble(kernel.ptx, messages), 0) << messages;
     }
   }
+  // Two rows an iteration: the second row's loads go with the first's, so
+  // the loop holds twice the loads of each slot's inputs.
+  for (const auto& [what, graph] : graphs) {
+    const auto loads = [&](const PtxTarget& target) {
+      const std::string ptx = compile_ptx(graph, target).ptx;
+      size_t count = 0;
+      for (size_t at = ptx.find("ld.global"); at != std::string::npos;
+           at = ptx.find("ld.global", at + 1)) {
+        ++count;
+      }
+      return count;
+    };
+    EXPECT_GT(loads(two_rows), loads(PtxTarget{})) << what;
+  }
+  EXPECT_THROW(to_gpu_mlir(testing::mixed_col_sums(), 1, false, 0), Error);
+  EXPECT_THROW(to_gpu_mlir(testing::mixed_col_sums(), 1, false, 9), Error);
   // A graph without col sums keeps its form.
   EXPECT_EQ(
       gpu_launch_form(gradient_graph(layer_norm_forward(DType::BF16, 1e-5), {true, false, false})),

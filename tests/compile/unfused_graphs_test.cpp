@@ -157,8 +157,9 @@ TEST(UnfusedGraphs, EveryKernelRunsCompiledOnTensors) {
     for (const testing::UnfusedKernel& k : seq.kernels) {
       std::vector<Tensor> args;
       for (int32_t source : k.sources) args.push_back(tensors.at(source));
-      rows_only +=
-          std::all_of(args.begin(), args.end(), [](const Tensor& t) { return t.dim() == 1; });
+      rows_only += !args.empty() && std::all_of(args.begin(), args.end(), [&](const Tensor& t) {
+        return t.dim() == 1 && t.size(0) == rows;
+      });
       const DeviceKernel kernel{Device::cpu(), compile_cpu(k.graph), nullptr};
       tensors[k.node] = testing::run_unfused_kernel(kernel, k, args, rows, cols);
     }

@@ -19,6 +19,7 @@
 
 #include "autograd/fused_rope.h"
 #include "compile/chains.h"
+#include "compile/col_sum_cases.h"
 #include "compile/gpu_kernel.h"
 #include "compile/gpu_kernel_cache.h"
 #include "compile/interpret.h"
@@ -245,6 +246,49 @@ TEST(CompiledKernelsGpuBench, ChainsAgainstHandWrittenAndUnfused) {
         cell(compiled_packed).c_str(), cell(hand).c_str(), cell(unfused).c_str(), per_op_cell,
         hand > 0 ? best / hand : 0.0, unfused > 0 ? unfused / best : 0.0,
         per_op ? per_op_ms / best : 0.0);
+  }
+}
+
+// The ColSums form (gradients of [cols] inputs summed in the kernel) at
+// training shapes, one row an iteration (what training runs) against two
+// (PtxTarget::col_sum_rows, the candidate): GPT-2's bias + GELU and
+// LayerNorm backward at 64 x 1024 tokens, and the 3B's residual + RMSNorm
+// backward at 8 x 1024. GB: inputs and outputs once each.
+TEST(CompiledKernelsGpuBench, ColSumsOneAndTwoRowsAnIteration) {
+  LT_REQUIRE_GPU();
+  if (std::getenv("LT_BENCH") == nullptr) GTEST_SKIP() << "a benchmark: set LT_BENCH=1";
+  GpuKernelCache one(testing::gpu_test_kernel_folder(), testing::packed_eight_target());
+  GpuKernelCache two(testing::gpu_test_kernel_folder(), testing::two_row_col_sums_target());
+  const DType bf16 = DType::BF16;
+  struct Case {
+    const char* name;
+    KernelGraph graph;
+    int64_t rows, cols;
+  };
+  const std::vector<Case> cases = {
+      {"GPT-2 bias + gelu backward", testing::bias_gelu_backward(bf16), 65536, 3072},
+      {"GPT-2 layer_norm backward",
+       gradient_graph(layer_norm_forward(bf16, 1e-5), {true, true, true}), 65536, 768},
+      {"3B residual_rms_norm backward",
+       gradient_graph(residual_rms_norm_forward(bf16, 1e-5), {true, true, true}), 8192, 2048}};
+  std::printf("%-32s %12s %8s | %18s | %18s | %8s\n", "col sums", "shape", "GB",
+              "one row ms (% 4.3)", "two rows ms (%)", "one/two");
+  Generator gen(2);
+  for (const Case& c : cases) {
+    std::vector<Tensor> in;
+    for (const InputSpec& spec : c.graph.inputs()) {
+      const Shape shape = spec.shape == ShapeClass::Full  ? Shape{c.rows, c.cols}
+                          : spec.shape == ShapeClass::Row ? Shape{c.rows}
+                                                          : Shape{c.cols};
+      in.push_back(on_gpu(shape, spec.dtype, gen));
+    }
+    const double bytes = graph_bytes(c.graph, c.rows, c.cols);
+    const double one_ms = milliseconds_per_call([&] { call_gpu(one, c.graph, in); });
+    const double two_ms = milliseconds_per_call([&] { call_gpu(two, c.graph, in); });
+    const auto percent = [&](double ms) { return 100 * bytes / (ms * 1e-3) / kCopyBytesPerSecond; };
+    std::printf("%-32s %6lldx%-5lld %8.3f | %8.3f (%3.0f%%)    | %8.3f (%3.0f%%)    | %8.2f\n",
+                c.name, static_cast<long long>(c.rows), static_cast<long long>(c.cols), bytes / 1e9,
+                one_ms, percent(one_ms), two_ms, percent(two_ms), one_ms / two_ms);
   }
 }
 

@@ -92,6 +92,12 @@ PtxTarget packed_eight_target() {
   return target;
 }
 
+PtxTarget two_row_col_sums_target() {
+  PtxTarget target = packed_eight_target();
+  target.col_sum_rows = 2;
+  return target;
+}
+
 std::string gpu_test_kernel_folder() {
   const char* folder = std::getenv("LT_GPU_KERNELS");
   return folder != nullptr && *folder != '\0' ? folder : KernelCache::default_folder();

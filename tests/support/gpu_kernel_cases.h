@@ -37,6 +37,9 @@ PtxTarget four_elements_target();
 // The elementwise kernels' packed form: eight consecutive elements a
 // thread, as vectors when aligned (compile/gpu_mlir.h).
 PtxTarget packed_eight_target();
+// packed_eight_target with the ColSums form's two rows an iteration
+// (PtxTarget::col_sum_rows), the candidate to replace one.
+PtxTarget two_row_col_sums_target();
 
 // Where the GPU tests find their kernels: $LT_GPU_KERNELS, else the kernel
 // cache's default folder (~/.cache/lazytrain/kernels).

@@ -35,8 +35,10 @@ PtxKernel lower_to_ptx(const KernelGraph& graph, const PtxTarget& target) {
   mlir::registerAllExtensions(registry);
   mlir::registerAllToLLVMIRTranslations(registry);
   mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
-  MlirSession session(registry, graph,
-                      to_gpu_mlir(graph, target.elements_per_thread, target.packed), "GPU kernel");
+  MlirSession session(
+      registry, graph,
+      to_gpu_mlir(graph, target.elements_per_thread, target.packed, target.col_sum_rows),
+      "GPU kernel");
   mlir::OwningOpRef<mlir::ModuleOp> module = session.parse();
 
   // The kernel is written as a gpu.func already (no host side to outline):
