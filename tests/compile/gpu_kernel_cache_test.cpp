@@ -259,12 +259,14 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
     ASSERT_NO_THROW(by_four.binary(c.graph));
     ASSERT_NO_THROW(packed.binary(c.graph));
   }
-  // The col sums with two rows an iteration (the GPU test and the bench
-  // compare them with one).
-  GpuKernelCache two_rows(folder, testing::two_row_col_sums_target());
+  // The col sums with two and four rows an iteration (the GPU test and the
+  // bench compare them with one).
+  GpuKernelCache two_rows(folder, testing::col_sum_rows_target(2));
+  GpuKernelCache four_rows(folder, testing::col_sum_rows_target(4));
   for (const testing::ColSumCase& c : testing::col_sum_cases()) {
-    SCOPED_TRACE(c.name + ", two rows an iteration");
+    SCOPED_TRACE(c.name + ", two and four rows an iteration");
     ASSERT_NO_THROW(two_rows.binary(c.graph));
+    ASSERT_NO_THROW(four_rows.binary(c.graph));
   }
   uintmax_t bytes = 0;
   for (const fs::directory_entry& e : fs::directory_iterator(folder)) {
@@ -274,7 +276,7 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   stats.compiled += by_four.stats().compiled;
   stats.loaded_from_disk += by_four.stats().loaded_from_disk;
   stats.compile_seconds += by_four.stats().compile_seconds;
-  for (const GpuKernelCache* more : {&packed, &two_rows}) {
+  for (const GpuKernelCache* more : {&packed, &two_rows, &four_rows}) {
     stats.compiled += more->stats().compiled;
     stats.loaded_from_disk += more->stats().loaded_from_disk;
     stats.compile_seconds += more->stats().compile_seconds;

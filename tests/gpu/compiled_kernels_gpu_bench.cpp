@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "autograd/fused_rope.h"
 #include "compile/chains.h"
@@ -251,14 +252,15 @@ TEST(CompiledKernelsGpuBench, ChainsAgainstHandWrittenAndUnfused) {
 
 // The ColSums form (gradients of [cols] inputs summed in the kernel) at
 // training shapes, one row an iteration (what training runs) against two
-// (PtxTarget::col_sum_rows, the candidate): GPT-2's bias + GELU and
-// LayerNorm backward at 64 x 1024 tokens, and the 3B's residual + RMSNorm
-// backward at 8 x 1024. GB: inputs and outputs once each.
-TEST(CompiledKernelsGpuBench, ColSumsOneAndTwoRowsAnIteration) {
+// and four (PtxTarget::col_sum_rows, the candidates): GPT-2's bias + GELU
+// and LayerNorm backward at 64 x 1024 tokens, and the 3B's residual +
+// RMSNorm backward at 8 x 1024. GB: inputs and outputs once each.
+TEST(CompiledKernelsGpuBench, ColSumsOneTwoAndFourRowsAnIteration) {
   LT_REQUIRE_GPU();
   if (std::getenv("LT_BENCH") == nullptr) GTEST_SKIP() << "a benchmark: set LT_BENCH=1";
   GpuKernelCache one(testing::gpu_test_kernel_folder(), testing::packed_eight_target());
-  GpuKernelCache two(testing::gpu_test_kernel_folder(), testing::two_row_col_sums_target());
+  GpuKernelCache two(testing::gpu_test_kernel_folder(), testing::col_sum_rows_target(2));
+  GpuKernelCache four(testing::gpu_test_kernel_folder(), testing::col_sum_rows_target(4));
   const DType bf16 = DType::BF16;
   struct Case {
     const char* name;
@@ -271,8 +273,8 @@ TEST(CompiledKernelsGpuBench, ColSumsOneAndTwoRowsAnIteration) {
        gradient_graph(layer_norm_forward(bf16, 1e-5), {true, true, true}), 65536, 768},
       {"3B residual_rms_norm backward",
        gradient_graph(residual_rms_norm_forward(bf16, 1e-5), {true, true, true}), 8192, 2048}};
-  std::printf("%-32s %12s %8s | %18s | %18s | %8s\n", "col sums", "shape", "GB",
-              "one row ms (% 4.3)", "two rows ms (%)", "one/two");
+  std::printf("%-32s %12s %8s | %18s | %18s | %18s\n", "col sums", "shape", "GB",
+              "one row ms (% 4.3)", "two rows ms (%)", "four rows ms (%)");
   Generator gen(2);
   for (const Case& c : cases) {
     std::vector<Tensor> in;
@@ -283,12 +285,16 @@ TEST(CompiledKernelsGpuBench, ColSumsOneAndTwoRowsAnIteration) {
       in.push_back(on_gpu(shape, spec.dtype, gen));
     }
     const double bytes = graph_bytes(c.graph, c.rows, c.cols);
-    const double one_ms = milliseconds_per_call([&] { call_gpu(one, c.graph, in); });
-    const double two_ms = milliseconds_per_call([&] { call_gpu(two, c.graph, in); });
-    const auto percent = [&](double ms) { return 100 * bytes / (ms * 1e-3) / kCopyBytesPerSecond; };
-    std::printf("%-32s %6lldx%-5lld %8.3f | %8.3f (%3.0f%%)    | %8.3f (%3.0f%%)    | %8.2f\n",
-                c.name, static_cast<long long>(c.rows), static_cast<long long>(c.cols), bytes / 1e9,
-                one_ms, percent(one_ms), two_ms, percent(two_ms), one_ms / two_ms);
+    const auto cell = [&](GpuKernelCache& kernels) {
+      const double ms = milliseconds_per_call([&] { call_gpu(kernels, c.graph, in); });
+      char text[40];
+      std::snprintf(text, sizeof text, "%8.3f (%3.0f%%)", ms,
+                    100 * bytes / (ms * 1e-3) / kCopyBytesPerSecond);
+      return std::string(text);
+    };
+    std::printf("%-32s %6lldx%-5lld %8.3f | %18s | %18s | %18s\n", c.name,
+                static_cast<long long>(c.rows), static_cast<long long>(c.cols), bytes / 1e9,
+                cell(one).c_str(), cell(two).c_str(), cell(four).c_str());
   }
 }
 

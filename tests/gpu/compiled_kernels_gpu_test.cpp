@@ -210,35 +210,38 @@ TEST(CompiledKernelsGpu, ColSumsEqualFloat64InterpreterAndRepeatBitForBit) {
   }
 }
 
-// Two rows an iteration (PtxTarget::col_sum_rows) add every term in the
-// same order as one: the same bits as the one-row kernels, and so the
-// interpreter's bound too.
-TEST(CompiledKernelsGpu, ColSumsTwoRowsAnIterationEqualOneRowBitForBit) {
+// Two or four rows an iteration (PtxTarget::col_sum_rows) add every term
+// in the same order as one: the same bits as the one-row kernels, and so
+// the interpreter's bound too.
+TEST(CompiledKernelsGpu, ColSumsSeveralRowsAnIterationEqualOneRowBitForBit) {
   LT_REQUIRE_GPU();
-  static GpuKernelCache two_rows(testing::gpu_test_kernel_folder(),
-                                 testing::two_row_col_sums_target());
-  for (const testing::ColSumCase& c : testing::col_sum_cases()) {
-    for (const auto& [rows, cols] : c.shapes) {
-      SCOPED_TRACE(c.name + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
-      Generator gen(11);
-      std::vector<Tensor> in;
-      for (const InputSpec& spec : c.graph.inputs()) {
-        const int64_t pitch = spec.shape == ShapeClass::Full ? spec.map.pitch : 1;
-        const Tensor whole =
-            Tensor::uniform(shape_of(spec.shape, rows, cols * pitch), gen, -1, 1, spec.dtype)
-                .to(Device::cuda(0));
-        in.push_back(pitch == 1 ? whole : whole.slice(1, 0, cols));
+  for (int rows_at_once : {2, 4}) {
+    GpuKernelCache several(testing::gpu_test_kernel_folder(),
+                           testing::col_sum_rows_target(rows_at_once));
+    for (const testing::ColSumCase& c : testing::col_sum_cases()) {
+      for (const auto& [rows, cols] : c.shapes) {
+        SCOPED_TRACE(c.name + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "], " +
+                     std::to_string(rows_at_once) + " rows an iteration");
+        Generator gen(11);
+        std::vector<Tensor> in;
+        for (const InputSpec& spec : c.graph.inputs()) {
+          const int64_t pitch = spec.shape == ShapeClass::Full ? spec.map.pitch : 1;
+          const Tensor whole =
+              Tensor::uniform(shape_of(spec.shape, rows, cols * pitch), gen, -1, 1, spec.dtype)
+                  .to(Device::cuda(0));
+          in.push_back(pitch == 1 ? whole : whole.slice(1, 0, cols));
+        }
+        const std::vector<Tensor> one = call_gpu(cache_packed(), c.graph, in);
+        const std::vector<Tensor> two = call_gpu(several, c.graph, in);
+        ASSERT_EQ(one.size(), two.size());
+        for (size_t o = 0; o < one.size(); ++o) {
+          EXPECT_EQ(one[o].to(Device::cpu()).to_doubles(), two[o].to(Device::cpu()).to_doubles())
+              << "output " << o;
+        }
       }
-      const std::vector<Tensor> one = call_gpu(cache_packed(), c.graph, in);
-      const std::vector<Tensor> two = call_gpu(two_rows, c.graph, in);
-      ASSERT_EQ(one.size(), two.size());
-      for (size_t o = 0; o < one.size(); ++o) {
-        EXPECT_EQ(one[o].to(Device::cpu()).to_doubles(), two[o].to(Device::cpu()).to_doubles())
-            << "output " << o;
+      for (const auto& [rows, cols] : c.shapes) {
+        expect_equals_interpreter({c.name, c.graph, rows, cols}, several, false, false);
       }
-    }
-    for (const auto& [rows, cols] : c.shapes) {
-      expect_equals_interpreter({c.name, c.graph, rows, cols}, two_rows, false, false);
     }
   }
 }

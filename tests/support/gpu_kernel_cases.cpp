@@ -92,9 +92,9 @@ PtxTarget packed_eight_target() {
   return target;
 }
 
-PtxTarget two_row_col_sums_target() {
+PtxTarget col_sum_rows_target(int rows) {
   PtxTarget target = packed_eight_target();
-  target.col_sum_rows = 2;
+  target.col_sum_rows = rows;
   return target;
 }
 

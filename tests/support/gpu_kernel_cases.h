@@ -37,9 +37,9 @@ PtxTarget four_elements_target();
 // The elementwise kernels' packed form: eight consecutive elements a
 // thread, as vectors when aligned (compile/gpu_mlir.h).
 PtxTarget packed_eight_target();
-// packed_eight_target with the ColSums form's two rows an iteration
-// (PtxTarget::col_sum_rows), the candidate to replace one.
-PtxTarget two_row_col_sums_target();
+// packed_eight_target with the ColSums form's `rows` rows an iteration
+// (PtxTarget::col_sum_rows): 2 and 4 are the candidates to replace 1.
+PtxTarget col_sum_rows_target(int rows);
 
 // Where the GPU tests find their kernels: $LT_GPU_KERNELS, else the kernel
 // cache's default folder (~/.cache/lazytrain/kernels).
