@@ -45,7 +45,8 @@ namespace lt::compile {
 // of up to 4096 columns a warp each (the grid changes with it).
 // 13: rows a warp each up to 1024 columns (was 4096), warps' passes load 4.
 // 14: RowPerBlock a block a row again (its grid as before 12).
-inline constexpr const char* kGpuAbi = "gpu-abi 14";
+// 15: the ColSums kernel held to 3 blocks an SM (nvvm.minctasm).
+inline constexpr const char* kGpuAbi = "gpu-abi 15";
 
 struct GpuBinary {
   std::string cubin;

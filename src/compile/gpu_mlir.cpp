@@ -67,7 +67,12 @@ class GpuWriter {
         head << ", %stats : " << stats_type();
       head << ")";
     }
-    head << " kernel {\n";
+    head << " kernel";
+    if (form == GpuLaunchForm::ColSums) {
+      head << " attributes {nvvm.maxntid = array<i32: " << kGpuThreadsPerBlock
+           << ", 1, 1>, nvvm.minctasm = " << kGpuColSumBlocksPerSm << " : i32}";
+    }
+    head << " {\n";
     write_constants();
     if (form == GpuLaunchForm::Elementwise && elements_per_thread_ > 1 && packed_) {
       write_packed();

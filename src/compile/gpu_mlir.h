@@ -94,12 +94,17 @@ inline constexpr const char* kGpuEntry = "lt_kernel";
 // LayerNorm's and RMSNorm's backward take 72 at 4 slots, 91-111 at 8
 // (ptxas, sm_90), so 3 and 2 blocks of 256 threads an SM.
 inline constexpr int kGpuColSumSlots = 4;
-// At most 3 blocks per SM of an H200 (132 SMs): as many as the norms'
-// backward kernels (68-72 registers) hold resident, so they run in one
-// wave, not one and a third. At most one block per 16 rows: the partials
-// stay under about 1/16 of the [rows, cols] they sum, and few enough for
-// the second kernel to add in a few steps.
-inline constexpr int64_t kGpuColSumMostBlocks = 3 * 132;
+// At most 3 blocks per SM of an H200 (132 SMs), so they run in one wave,
+// not one and a third. The kernel asks ptxas for that residency
+// (nvvm.minctasm, PTX's .minnctapersm, with .maxntid 256): at most 80
+// registers a thread. With the row groups the norms' backward took 88
+// (LayerNorm) and 101 (residual + RMSNorm), 2 blocks an SM, so 396
+// blocks ran in a wave and a half; held to 80, the LayerNorm's spills
+// nothing and the RMSNorm's 96 bytes. At most one block per 16 rows: the
+// partials stay under about 1/16 of the [rows, cols] they sum, and few
+// enough for the second kernel to add in a few steps.
+inline constexpr int kGpuColSumBlocksPerSm = 3;
+inline constexpr int64_t kGpuColSumMostBlocks = kGpuColSumBlocksPerSm * 132;
 inline constexpr int64_t kGpuColSumLeastRows = 16;
 // The second kernel: blocks of 32 columns x 8 lanes (lane y adds the
 // partials y, y + 8, ... in order; then the 8 lanes' sums in lane order).

@@ -36,12 +36,14 @@ class PtxTest : public ::testing::Test {
   }
 
   // ptxas's exit status on `ptx` for sm_90, and its messages.
-  static int assemble(const std::string& ptx, std::string& messages) {
+  // `flags`: more ptxas options ("-v": each entry's registers in `messages`).
+  static int assemble(const std::string& ptx, std::string& messages,
+                      const std::string& flags = "") {
     train::testing::TempDir dir("ptx");
     std::ofstream(dir / "k.ptx") << ptx;
-    const std::string command = std::string(kPtxas) + " -arch=sm_90 " + (dir / "k.ptx").string() +
-                                " -o " + (dir / "k.cubin").string() + " > " +
-                                (dir / "log").string() + " 2>&1";
+    const std::string command = std::string(kPtxas) + " -arch=sm_90 " + flags + " " +
+                                (dir / "k.ptx").string() + " -o " + (dir / "k.cubin").string() +
+                                " > " + (dir / "log").string() + " 2>&1";
     const int status = std::system(command.c_str());
     std::ifstream log(dir / "log");
     messages.assign(std::istreambuf_iterator<char>(log), {});
@@ -176,7 +178,17 @@ TEST_F(PtxTest, ColSumKernelsAssembleWithPtxasWithoutAtomics) {
       EXPECT_EQ(kernel.ptx.find("\tred."), std::string::npos);
       const bool reduces = graph.key().find("row_") != std::string::npos;
       EXPECT_EQ(kernel.ptx.find("shfl.sync.bfly") != std::string::npos, reduces);
-      EXPECT_EQ(assemble(kernel.ptx, messages), 0) << messages;
+      EXPECT_EQ(assemble(kernel.ptx, messages, "-v"), 0) << messages;
+      // Held to kGpuColSumBlocksPerSm blocks an SM (gpu_mlir.h): the grid
+      // assumes as many resident.
+      EXPECT_NE(kernel.ptx.find(".minnctapersm " + std::to_string(kGpuColSumBlocksPerSm)),
+                std::string::npos);
+      const size_t entry = messages.find(std::string("entry function '") + kGpuEntry + "'");
+      const size_t used = messages.find("Used ", entry);
+      ASSERT_TRUE(entry != std::string::npos && used != std::string::npos) << messages;
+      const int registers = std::atoi(messages.c_str() + used + 5);
+      EXPECT_GT(registers, 0) << messages;
+      EXPECT_LE(registers * kGpuThreadsPerBlock * kGpuColSumBlocksPerSm, 65536) << messages;
     }
   }
   // Two rows an iteration: the second row's loads go with the first's, so
