@@ -12,6 +12,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/fused_program.h"
+#include "autograd/node.h"
 #include "col_sum_cases.h"
 #include "compile/compiler_info.h"
 #include "core/random.h"
@@ -98,6 +99,28 @@ TEST_F(FusedChains, ResidualAddAndLayerNorm) {
   };
   expect_fused_equals_unfused(
       f, {randn({4, 24}), randn({4, 24}), randn({24}, 0.5), randn({24}, 0.5)}, 1, 2);
+}
+
+// The chain's tape node is named by its calls, in call order: the class
+// LT_OP_PROFILE charges its backward to ("backward fused_chain add+layer_norm").
+TEST_F(FusedChains, NamesItsTapeNodeByItsCalls) {
+  Fn f = [](const std::vector<Tensor>& in) {
+    return layer_norm(add(in[0], in[1]), in[2], in[3], 1e-5);
+  };
+  const std::vector<Tensor> in =
+      leaves({randn({4, 24}), randn({4, 24}), randn({24}, 0.5), randn({24}, 0.5)});
+  CallTrace trace;
+  Tensor out;
+  {
+    TraceScope scope(trace);
+    out = f(in);
+  }
+  compile::KernelCache cache;
+  FusedProgram program(trace, in, out, cache);
+  const Tensor result =
+      program.run(leaves({randn({4, 24}), randn({4, 24}), randn({24}, 0.5), randn({24}, 0.5)}));
+  ASSERT_NE(result.grad_fn(), nullptr);
+  EXPECT_EQ(result.grad_fn()->name, "fused_chain add+layer_norm");
 }
 
 TEST_F(FusedChains, SwiGLU) {
