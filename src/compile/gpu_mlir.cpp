@@ -31,12 +31,22 @@ struct Indices {
   std::string full, row, col;
 };
 
+// The reduction nodes of `graph`, in node order.
+std::vector<int32_t> reduction_nodes(const KernelGraph& graph) {
+  std::vector<int32_t> out;
+  for (size_t id = 0; id < graph.nodes().size(); ++id) {
+    if (is_reduction(graph.nodes()[id].op)) out.push_back(static_cast<int32_t>(id));
+  }
+  return out;
+}
+
 class GpuWriter {
  public:
   GpuWriter(const KernelGraph& graph, int elements_per_thread, bool packed, int col_sum_rows)
       : graph_(graph),
         s_(graph, out_, "    "),
         pass_(reduction_passes(graph)),
+        reductions_(reduction_nodes(graph)),
         elements_per_thread_(elements_per_thread),
         packed_(packed),
         col_sum_rows_(col_sum_rows) {
@@ -63,7 +73,7 @@ class GpuWriter {
     if (form != GpuLaunchForm::Elementwise) {
       head << " workgroup(%partials : " << kPartialsType;
       // ColSums' row groups (write_col_sums): each warp's reduced values.
-      if (form == GpuLaunchForm::ColSums && !reduction_nodes().empty())
+      if (form == GpuLaunchForm::ColSums && !reductions_.empty())
         head << ", %stats : " << stats_type();
       head << ")";
     }
@@ -421,8 +431,7 @@ class GpuWriter {
   }
 
   // Who runs a reduction pass over which row: the block's threads
-  // (RowPerBlock, and ColSums without row groups), or one warp's lanes
-  // (ColSums' row groups: no barrier).
+  // (RowPerBlock), or one warp's lanes (ColSums' row groups: no barrier).
   // `unroll` columns a thread an iteration (kWarpsPerBlock at most: the
   // offsets use the constants %c0 .. %c7), loaded before any is added.
   struct PassLanes {
@@ -462,16 +471,6 @@ class GpuWriter {
          << "    %max_init = arith.constant 0xFF800000 : f32\n";
   }
 
-  // The reduction nodes, in node order: the ColSums row groups' %stats
-  // hold warp w's values of them at w * count + k.
-  std::vector<int32_t> reduction_nodes() const {
-    std::vector<int32_t> out;
-    for (size_t id = 0; id < graph_.nodes().size(); ++id) {
-      if (is_reduction(graph_.nodes()[id].op)) out.push_back(static_cast<int32_t>(id));
-    }
-    return out;
-  }
-
   // gpu_mlir.h's ColSums form. Names: %row the row, %base its first
   // element; slot k's column %slot_col_k; %s_k_j slot k's running sum of
   // col sum j (in output order), carried through the rows.
@@ -480,7 +479,6 @@ class GpuWriter {
     for (size_t i = 0; i < graph_.outputs().size(); ++i) {
       if (graph_.node(graph_.outputs()[i].node).op == OpKind::ColSum) sums.push_back(i);
     }
-    const std::vector<int32_t> reductions = reduction_nodes();
     out_ << "    %block = gpu.block_id x\n";
     write_block_constants();
     // The block's rows: ceil(rows / blocks) each, from the grid the
@@ -495,9 +493,9 @@ class GpuWriter {
          << "    %row_end = arith.select %row_over, %rows, %row_past : index\n"
          << "    %partial_base = arith.muli %block, %cols : index\n"
          << "    %warps = arith.constant " << kWarpsPerBlock << " : index\n"
-         << "    %stat_count = arith.constant " << reductions.size() << " : index\n"
+         << "    %stat_count = arith.constant " << reductions_.size() << " : index\n"
          << "    %tile = arith.constant " << kGpuColSumSlots * kGpuThreadsPerBlock << " : index\n";
-    for (size_t r = 0; r < reductions.size(); ++r) {
+    for (size_t r = 0; r < reductions_.size(); ++r) {
       out_ << "    %stat_index" << r << " = arith.constant " << r << " : index\n";
     }
     for (int k = 0; k < kGpuColSumSlots; ++k) {
@@ -515,8 +513,8 @@ class GpuWriter {
            << "      %slot_load" << k << " = arith.select %slot_in" << k << ", %slot_col" << k
            << ", %last_col : index\n";
     }
-    if (reductions.empty()) {
-      write_col_sum_rows(sums, "%row_begin", "%row_end", "%sum_init", "%sums");
+    if (reductions_.empty()) {
+      write_col_sum_rows(sums, "%row_begin", "%row_end", false, "%sums");
     } else {
       // Row groups: each warp reduces one row of the group with shuffles
       // alone and leaves its values in %stats; then the block's threads
@@ -525,7 +523,7 @@ class GpuWriter {
       // a row: the backward of a norm is latency-bound without.
       out_ << "      %sums:" << kGpuColSumSlots * sums.size()
            << " = scf.for %group = %row_begin to %row_end step %warps iter_args(";
-      write_sum_args(sums.size(), "%g", "%sum_init");
+      write_sum_args(sums.size(), "%g", "");
       out_ << ") -> (" << sum_types(kGpuColSumSlots * sums.size()) << ") {\n"
            << "        %wrow = arith.addi %group, %warp : index\n"
            << "        %wvalid = arith.cmpi ult, %wrow, %row_end : index\n"
@@ -538,10 +536,10 @@ class GpuWriter {
       for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass, lanes);
       out_ << "          %stat_at = arith.muli %warp, %stat_count : index\n"
            << "          scf.if %lane0 {\n";
-      for (size_t r = 0; r < reductions.size(); ++r) {
+      for (size_t r = 0; r < reductions_.size(); ++r) {
         out_ << "            %stat_at" << r << " = arith.addi %stat_at, %stat_index" << r
              << " : index\n"
-             << "            memref.store " << reduced_.at(reductions[r]) << ", %stats[%stat_at"
+             << "            memref.store " << reduced_.at(reductions_[r]) << ", %stats[%stat_at"
              << r << "] : " << stats_type() << "\n";
       }
       out_ << "          }\n"
@@ -550,7 +548,7 @@ class GpuWriter {
            << "        %group_next = arith.addi %group, %warps : index\n"
            << "        %group_over = arith.cmpi ugt, %group_next, %row_end : index\n"
            << "        %group_end = arith.select %group_over, %row_end, %group_next : index\n";
-      write_col_sum_rows(sums, "%group", "%group_end", "", "%group_sums");
+      write_col_sum_rows(sums, "%group", "%group_end", true, "%group_sums");
       out_ << "        gpu.barrier\n"
            << "        scf.yield ";
       for (size_t k = 0; k < kGpuColSumSlots * sums.size(); ++k) {
@@ -579,41 +577,39 @@ class GpuWriter {
     return types;
   }
 
-  // The iter_args of the slots' running sums: PREFIX k _ j = each init
-  // (`init`, or the same names with prefix %g: the enclosing group's).
-  void write_sum_args(size_t sums, const std::string& prefix, const std::string& init) {
+  // The iter_args of the slots' running sums, PREFIX k _ j, each from
+  // INIT_PREFIX k _ j (an enclosing loop's), or from zero when that is "".
+  void write_sum_args(size_t sums, const std::string& prefix, const std::string& init_prefix) {
     for (int k = 0; k < kGpuColSumSlots; ++k) {
       for (size_t j = 0; j < sums; ++j) {
         const std::string suffix = std::to_string(k) + "_" + std::to_string(j);
         out_ << (k || j ? ", " : "") << prefix << suffix << " = "
-             << (init.empty() ? "%g" + suffix : init);
+             << (init_prefix.empty() ? "%sum_init" : init_prefix + suffix);
       }
     }
   }
 
   std::string stats_type() const {
-    return "memref<" + std::to_string(kWarpsPerBlock * reduction_nodes().size()) +
+    return "memref<" + std::to_string(kWarpsPerBlock * reductions_.size()) +
            "xf32, #gpu.address_space<workgroup>>";
   }
 
   // The loop over rows [begin, end) of the ColSums form into `result`,
-  // col_sum_rows_ rows an iteration: each row's reductions (a pass of the
+  // col_sum_rows_ rows an iteration: each row's reductions_ (a pass of the
   // block's threads, or read from %stats where the row group has them),
   // its row outputs, every slot's loads of all the iteration's rows, then
   // each row's slots' full outputs and col-sum terms, row after row, so
   // that every sum adds its terms in the same order whatever the rows an
   // iteration. A second row past `end` loads the first's and stores
-  // nothing. `init` as write_sum_args.
+  // nothing. `grouped`: inside write_col_sums' row-group loop (%group, its
+  // running sums %g k _ j), else from zero.
   void write_col_sum_rows(const std::vector<size_t>& sums, const std::string& begin,
-                          const std::string& end, const std::string& init,
-                          const std::string& result) {
+                          const std::string& end, bool grouped, const std::string& result) {
     const std::string types = sum_types(sums.size());
-    const bool grouped = init.empty();
-    const std::vector<int32_t> reductions = reduction_nodes();
     out_ << "      %rows_at_once = arith.constant " << col_sum_rows_ << " : index\n"
          << "      " << result << ":" << kGpuColSumSlots * sums.size()
          << " = scf.for %row = " << begin << " to " << end << " step %rows_at_once iter_args(";
-    write_sum_args(sums.size(), "%s", init);
+    write_sum_args(sums.size(), "%s", grouped ? "%g" : "");
     out_ << ") -> (" << sum_types(kGpuColSumSlots * sums.size()) << ") {\n";
     // Per row of the iteration: its SSA names, whether it is a row, its
     // reduced values and its slots' loaded inputs.
@@ -640,17 +636,17 @@ class GpuWriter {
         out_ << "        %stat_row" << tag << " = arith.subi " << row << ", %group : index\n"
              << "        %stat_row_at" << tag << " = arith.muli %stat_row" << tag
              << ", %stat_count : index\n";
-        for (size_t k = 0; k < reductions.size(); ++k) {
+        for (size_t k = 0; k < reductions_.size(); ++k) {
           const std::string at = "%stat_at" + tag + "_" + std::to_string(k),
                             v = "%stat" + tag + "_" + std::to_string(k);
           out_ << "        " << at << " = arith.addi %stat_row_at" << tag << ", %stat_index" << k
                << " : index\n"
                << "        " << v << " = memref.load %stats[" << at << "] : " << stats_type()
                << "\n";
-          reduced_[reductions[k]] = v;
+          reduced_[reductions_[k]] = v;
         }
       } else {
-        LT_CHECK(passes_ == 0, "compile: to_gpu_mlir: col sums with reductions need row groups");
+        LT_CHECK(passes_ == 0, "compile: to_gpu_mlir: col sums with reductions_ need row groups");
       }
       reduced_of.push_back(reduced_);
     }
@@ -820,10 +816,8 @@ class GpuWriter {
   // order; then the block (or the warp) combines the threads' partials.
   void write_reduction_pass(int pass, const PassLanes& lanes) {
     std::vector<int32_t> reductions;
-    for (size_t id = 0; id < graph_.nodes().size(); ++id) {
-      if (is_reduction(graph_.nodes()[id].op) && pass_[id] == pass) {
-        reductions.push_back(static_cast<int32_t>(id));
-      }
+    for (int32_t id : reductions_) {
+      if (pass_[static_cast<size_t>(id)] == pass) reductions.push_back(id);
     }
     const std::string p = "%pass" + std::to_string(pass);
     const std::string col = "%col" + std::to_string(pass), i = "%i" + std::to_string(pass);
@@ -939,6 +933,9 @@ class GpuWriter {
   std::ostringstream out_;
   ScalarWriter s_;
   std::vector<int> pass_;
+  // The reduction nodes, in node order: the ColSums row groups' %stats
+  // hold warp w's values of them at w * count + k.
+  std::vector<int32_t> reductions_;
   int passes_ = 0;
   Indices at_;
   std::map<int32_t, std::string> value_;    // node -> f32 SSA value, current region

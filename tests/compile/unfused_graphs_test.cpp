@@ -64,6 +64,22 @@ size_t expected_kernels(const KernelGraph& g) {
   return count;
 }
 
+// Each input node's values, in (0.05, 1) and stored in its dtype.
+std::map<int32_t, Values> draw_inputs(const KernelGraph& graph, int64_t rows, int64_t cols,
+                                      uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> uniform(0.05, 1.0);
+  std::map<int32_t, Values> out;
+  for (int32_t id = 0; id < static_cast<int32_t>(graph.nodes().size()); ++id) {
+    const Node& n = graph.node(id);
+    if (n.op != OpKind::Input) continue;
+    Values v(static_cast<size_t>(input_count(graph.inputs()[n.input_index], rows, cols)));
+    for (double& x : v) x = n.dtype == DType::BF16 ? round_to_bf16(uniform(gen)) : uniform(gen);
+    out[id] = v;
+  }
+  return out;
+}
+
 // The sequence's outputs, each kernel interpreted on the values stored before.
 std::vector<Values> run_sequence(const testing::UnfusedSequence& seq,
                                  std::map<int32_t, Values> values, int64_t rows, int64_t cols) {
@@ -84,18 +100,9 @@ TEST(UnfusedGraphs, OneKernelPerOpComputesTheNamedChains) {
   for (const testing::GpuKernelCase& c : testing::named_chain_cases()) {
     if (row_mapped(c.graph)) continue;  // RoPE: not timed unfused
     SCOPED_TRACE(c.name);
-    std::mt19937_64 gen(5);
-    std::uniform_real_distribution<double> uniform(0.05, 1.0);
-    std::map<int32_t, Values> inputs_by_node;
+    const std::map<int32_t, Values> inputs_by_node = draw_inputs(c.graph, rows, cols, 5);
     std::vector<Values> inputs;
-    for (int32_t id = 0; id < static_cast<int32_t>(c.graph.nodes().size()); ++id) {
-      const Node& n = c.graph.node(id);
-      if (n.op != OpKind::Input) continue;
-      Values v(static_cast<size_t>(input_count(c.graph.inputs()[n.input_index], rows, cols)));
-      for (double& x : v) x = n.dtype == DType::BF16 ? round_to_bf16(uniform(gen)) : uniform(gen);
-      inputs_by_node[id] = v;
-      inputs.push_back(v);
-    }
+    for (const auto& [id, v] : inputs_by_node) inputs.push_back(v);
     const Reference fused = interpret(c.graph, rows, cols, inputs);
     // Values in f32: within f32 rounding of the fused graph's outputs
     // (which round only where the chain stores them).
@@ -131,26 +138,15 @@ TEST(UnfusedGraphs, OneKernelPerOpComputesTheNamedChains) {
 TEST(UnfusedGraphs, EveryKernelRunsCompiledOnTensors) {
   if (!compiler_info().built_in) GTEST_SKIP() << "built without MLIR (-DLT_MLIR=OFF)";
   const int64_t rows = 5, cols = 24;
-  const auto tensor_shape = [&](ShapeClass shape) {
-    return shape == ShapeClass::Full  ? Shape{rows, cols}
-           : shape == ShapeClass::Row ? Shape{rows}
-                                      : Shape{cols};
-  };
   int rows_only = 0;
   for (const testing::GpuKernelCase& c : testing::named_chain_cases()) {
     if (row_mapped(c.graph)) continue;
     SCOPED_TRACE(c.name);
-    std::mt19937_64 gen(9);
-    std::uniform_real_distribution<double> uniform(0.05, 1.0);
-    std::map<int32_t, Values> values;
+    const std::map<int32_t, Values> values = draw_inputs(c.graph, rows, cols, 9);
     std::map<int32_t, Tensor> tensors;
-    for (int32_t id = 0; id < static_cast<int32_t>(c.graph.nodes().size()); ++id) {
+    for (const auto& [id, v] : values) {
       const Node& n = c.graph.node(id);
-      if (n.op != OpKind::Input) continue;
-      Values v(static_cast<size_t>(input_count(c.graph.inputs()[n.input_index], rows, cols)));
-      for (double& x : v) x = n.dtype == DType::BF16 ? round_to_bf16(uniform(gen)) : uniform(gen);
-      values[id] = v;
-      tensors[id] = Tensor::from_doubles(v, tensor_shape(n.shape), n.dtype);
+      tensors[id] = Tensor::from_doubles(v, testing::class_shape(n.shape, rows, cols), n.dtype);
     }
     const testing::UnfusedSequence seq = testing::one_kernel_per_op(c.graph, DType::F32);
     const std::vector<Values> want = run_sequence(seq, values, rows, cols);

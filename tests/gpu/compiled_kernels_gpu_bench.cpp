@@ -279,10 +279,7 @@ TEST(CompiledKernelsGpuBench, ColSumsOneTwoAndFourRowsAnIteration) {
   for (const Case& c : cases) {
     std::vector<Tensor> in;
     for (const InputSpec& spec : c.graph.inputs()) {
-      const Shape shape = spec.shape == ShapeClass::Full  ? Shape{c.rows, c.cols}
-                          : spec.shape == ShapeClass::Row ? Shape{c.rows}
-                                                          : Shape{c.cols};
-      in.push_back(on_gpu(shape, spec.dtype, gen));
+      in.push_back(on_gpu(testing::class_shape(spec.shape, c.rows, c.cols), spec.dtype, gen));
     }
     const double bytes = graph_bytes(c.graph, c.rows, c.cols);
     const auto cell = [&](GpuKernelCache& kernels) {

@@ -49,20 +49,6 @@ GpuKernelCache& cache_packed() {
   return kernels;
 }
 
-Shape shape_of(ShapeClass shape, int64_t rows, int64_t cols) {
-  switch (shape) {
-    case ShapeClass::Full:
-      return {rows, cols};
-    case ShapeClass::Row:
-      return {rows};
-    case ShapeClass::Col:
-      return {cols};
-    case ShapeClass::Scalar:
-      break;
-  }
-  fail("a kernel input is full, row or col");
-}
-
 // AdamW takes square roots of its state and divides by its scalars:
 // positive inputs keep it finite; every other case takes [-2, 2].
 std::pair<double, double> input_range(const testing::GpuKernelCase& c) {
@@ -109,9 +95,10 @@ void expect_equals_interpreter(const testing::GpuKernelCase& c, GpuKernelCache& 
       device_inputs.push_back(whole.slice(0, 1, count + 1).reshape({c.rows, c.cols}));
       continue;
     }
-    device_inputs.push_back(
-        Tensor::from_doubles(inputs.back(), shape_of(in.shape, c.rows, c.cols), in.dtype)
-            .to(Device::cuda(0)));
+    device_inputs.push_back(Tensor::from_doubles(inputs.back(),
+                                                 testing::class_shape(in.shape, c.rows, c.cols),
+                                                 in.dtype)
+                                .to(Device::cuda(0)));
   }
   const Reference ref = interpret(c.graph, c.rows, c.cols, inputs);
   std::vector<Tensor> outputs;
@@ -226,9 +213,9 @@ TEST(CompiledKernelsGpu, ColSumsSeveralRowsAnIterationEqualOneRowBitForBit) {
         std::vector<Tensor> in;
         for (const InputSpec& spec : c.graph.inputs()) {
           const int64_t pitch = spec.shape == ShapeClass::Full ? spec.map.pitch : 1;
-          const Tensor whole =
-              Tensor::uniform(shape_of(spec.shape, rows, cols * pitch), gen, -1, 1, spec.dtype)
-                  .to(Device::cuda(0));
+          const Tensor whole = Tensor::uniform(testing::class_shape(spec.shape, rows, cols * pitch),
+                                               gen, -1, 1, spec.dtype)
+                                   .to(Device::cuda(0));
           in.push_back(pitch == 1 ? whole : whole.slice(1, 0, cols));
         }
         const std::vector<Tensor> one = call_gpu(cache_packed(), c.graph, in);
@@ -254,8 +241,9 @@ TEST(CompiledKernelsGpu, RunsOnTheCurrentStream) {
   Generator gen(3);
   std::vector<Tensor> in;
   for (const InputSpec& spec : c.graph.inputs()) {
-    in.push_back(Tensor::uniform(shape_of(spec.shape, c.rows, c.cols), gen, -1, 1, spec.dtype)
-                     .to(Device::cuda(0)));
+    in.push_back(
+        Tensor::uniform(testing::class_shape(spec.shape, c.rows, c.cols), gen, -1, 1, spec.dtype)
+            .to(Device::cuda(0)));
   }
   const std::vector<Tensor> first = call_gpu(cache(), c.graph, in);
   const std::vector<Tensor> second = call_gpu(cache(), c.graph, in);

@@ -6,6 +6,7 @@
 #include "compile/chains.h"
 #include "compile/gradient.h"
 #include "compile/kernel_cache.h"
+#include "core/error.h"
 #include "core/random.h"
 #include "optim/compiled_adamw.h"
 #include "support/random_kernel_chain.h"
@@ -77,6 +78,20 @@ std::vector<GpuKernelCase> random_chain_cases() {
 
 std::vector<GpuKernelCase> random_lookup_chain_cases() {
   return random_cases(101, 130, true, "random lookup chain");
+}
+
+Shape class_shape(ShapeClass shape, int64_t rows, int64_t cols) {
+  switch (shape) {
+    case ShapeClass::Full:
+      return {rows, cols};
+    case ShapeClass::Row:
+      return {rows};
+    case ShapeClass::Col:
+      return {cols};
+    case ShapeClass::Scalar:
+      break;
+  }
+  fail("a kernel value is full, row or col");
 }
 
 PtxTarget four_elements_target() {

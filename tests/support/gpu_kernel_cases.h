@@ -10,8 +10,13 @@
 
 #include "compile/graph.h"
 #include "compile/ptx.h"
+#include "core/shape.h"
 
 namespace lt::compile::testing {
+
+// The tensor shape of a value of class `shape` over [rows, cols]: Full
+// [rows, cols], Row [rows], Col [cols]; a Scalar throws.
+Shape class_shape(ShapeClass shape, int64_t rows, int64_t cols);
 
 struct GpuKernelCase {
   std::string name;  // "softmax bf16", "random chain seed 7"

@@ -5,6 +5,7 @@
 
 #include "compile/interpret.h"
 #include "core/error.h"
+#include "support/gpu_kernel_cases.h"
 
 namespace lt::compile::testing {
 
@@ -125,11 +126,8 @@ Tensor run_unfused_kernel(const DeviceKernel& kernel, const UnfusedKernel& k,
   LT_CHECK(args.size() == k.graph.inputs().size(), "run_unfused_kernel: ", args.size(),
            " arguments for ", k.graph.inputs().size(), " inputs");
   const OutputSpec& out = k.graph.outputs().at(0);
-  const ShapeClass shape = k.graph.node(out.node).shape;
-  const Shape dims = shape == ShapeClass::Full  ? Shape{rows, cols}
-                     : shape == ShapeClass::Row ? Shape{rows}
-                                                : Shape{cols};
-  const Tensor result = Tensor::empty(dims, out.dtype, kernel.device);
+  const Tensor result = Tensor::empty(class_shape(k.graph.node(out.node).shape, rows, cols),
+                                      out.dtype, kernel.device);
   std::vector<void*> buffers;
   std::vector<int64_t> counts;
   for (size_t i = 0; i < args.size(); ++i) {
