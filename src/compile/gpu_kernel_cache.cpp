@@ -56,8 +56,10 @@ std::optional<GpuBinary> deserialize(const std::string& bytes) {
 
 PtxTarget training_gpu_target() {
   PtxTarget target;
-  target.elements_per_thread = 8;
-  target.packed = true;
+  target.forms.elements_per_thread = 8;
+  target.forms.packed = true;
+  target.forms.col_sum_rows = 2;
+  target.forms.row_pass_columns = 4;
   return target;
 }
 
@@ -68,13 +70,12 @@ GpuKernelCache::~GpuKernelCache() = default;
 
 std::string GpuKernelCache::disk_key(const KernelGraph& graph) const {
   std::string key = graph.key() + " | " + target_.chip + " " + target_.features + " " + kGpuAbi;
-  const GpuLaunchForm form = gpu_launch_form(graph);
-  if (form == GpuLaunchForm::Elementwise && target_.elements_per_thread > 1) {
-    key += (target_.packed ? " p" : " x") + std::to_string(target_.elements_per_thread);
+  const GpuForms forms = gpu_forms_for(graph, target_.forms);
+  if (forms.elements_per_thread > 1) {
+    key += (forms.packed ? " p" : " x") + std::to_string(forms.elements_per_thread);
   }
-  if (form == GpuLaunchForm::ColSums && target_.col_sum_rows != 1) {
-    key += " r" + std::to_string(target_.col_sum_rows);
-  }
+  if (forms.col_sum_rows != 1) key += " r" + std::to_string(forms.col_sum_rows);
+  if (forms.row_pass_columns != 1) key += " c" + std::to_string(forms.row_pass_columns);
   return key;
 }
 

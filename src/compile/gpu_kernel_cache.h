@@ -3,7 +3,8 @@
 // memory, and with a folder as cubins on disk (<hash>.cubin beside the CPU
 // objects' <hash>.kernel), each entry keyed by the graph, the target chip,
 // the PTX ISA, the kernel's argument list (kGpuAbi) and, for an elementwise
-// kernel of more than one element per thread, that number. A damaged entry is
+// kernel of more than one element per thread, that number (and the other
+// GpuForms choices that apply to its form). A damaged entry is
 // compiled again and rewritten, never loaded.
 //
 // Compiling needs MLIR (compile/ptx.h) and ptxas (compile/cubin.h); loading
@@ -66,8 +67,11 @@ class GpuKernel;  // compile/gpu_kernel.h
 // bf16, as the hand-written kernels' packs). Four strided elements a
 // thread (session 16 on the H200, bench/RESULTS.md) had already doubled
 // SwiGLU over one (0.514 -> 0.237 ms) but still read 2-byte scalars; row
-// chains have one form. The prebuilt folders must be made for this target
-// too (GpuKernelPrebuild.*).
+// chains have one form. Col sums without row reductions take two rows an
+// iteration (GpuForms::col_sum_rows: GPT-2's bias + GELU backward 0.575 ->
+// 0.492 ms on the H200, 2026-12-03), and the RowPerBlock form four columns
+// a thread at once (GpuForms::row_pass_columns). The prebuilt folders must
+// be made for this target too (GpuKernelPrebuild.*).
 PtxTarget training_gpu_target();
 
 class GpuKernelCache {

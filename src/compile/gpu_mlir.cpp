@@ -42,14 +42,12 @@ std::vector<int32_t> reduction_nodes(const KernelGraph& graph) {
 
 class GpuWriter {
  public:
-  GpuWriter(const KernelGraph& graph, int elements_per_thread, bool packed, int col_sum_rows)
+  GpuWriter(const KernelGraph& graph, const GpuForms& forms)
       : graph_(graph),
         s_(graph, out_, "    "),
         pass_(reduction_passes(graph)),
         reductions_(reduction_nodes(graph)),
-        elements_per_thread_(elements_per_thread),
-        packed_(packed),
-        col_sum_rows_(col_sum_rows) {
+        forms_(gpu_forms_for(graph, forms)) {
     for (int p : pass_) passes_ = std::max(passes_, p);
     s_.set_contract(true);
     s_.set_nvvm_approximations(true);
@@ -84,9 +82,9 @@ class GpuWriter {
     }
     head << " {\n";
     write_constants();
-    if (form == GpuLaunchForm::Elementwise && elements_per_thread_ > 1 && packed_) {
+    if (form == GpuLaunchForm::Elementwise && forms_.elements_per_thread > 1 && forms_.packed) {
       write_packed();
-    } else if (form == GpuLaunchForm::Elementwise && elements_per_thread_ > 1) {
+    } else if (form == GpuLaunchForm::Elementwise && forms_.elements_per_thread > 1) {
       write_elementwise_steps();
     } else if (form == GpuLaunchForm::Elementwise) {
       write_elementwise();
@@ -251,10 +249,11 @@ class GpuWriter {
   }
 
   std::string vector_type(DType dtype) const {
-    return "vector<" + std::to_string(elements_per_thread_) + "x" + mlir_element_type(dtype) + ">";
+    return "vector<" + std::to_string(forms_.elements_per_thread) + "x" + mlir_element_type(dtype) +
+           ">";
   }
   int64_t vector_bytes(DType dtype) const {
-    return int64_t{elements_per_thread_} * static_cast<int64_t>(dtype_size(dtype));
+    return int64_t{forms_.elements_per_thread} * static_cast<int64_t>(dtype_size(dtype));
   }
 
   // The global address of `memref`'s element `index` (an !llvm.ptr<1>:
@@ -273,7 +272,7 @@ class GpuWriter {
   }
 
   void write_packed() {
-    const int v = elements_per_thread_;
+    const int v = forms_.elements_per_thread;
     const auto buffers = full_buffers();
     out_ << "    %block = gpu.block_id x\n"
          << "    %grid = gpu.grid_dim x\n"
@@ -388,7 +387,7 @@ class GpuWriter {
   }
 
   void write_elementwise_steps() {
-    const int v = elements_per_thread_;
+    const int v = forms_.elements_per_thread;
     out_ << "    %block = gpu.block_id x\n"
          << "    %grid = gpu.grid_dim x\n"
          << "    %count = arith.muli %rows, %cols : index\n"
@@ -444,14 +443,21 @@ class GpuWriter {
     out_ << "    %row = gpu.block_id x\n"
          << "    %base = arith.muli %row, %cols : index\n";
     write_block_constants();
-    for (int pass = 1; pass <= passes_; ++pass) write_reduction_pass(pass);
+    const int columns = forms_.row_pass_columns;
+    for (int pass = 1; pass <= passes_; ++pass) {
+      write_reduction_pass(pass, PassLanes{"%tid", "%threads", "%row", "%base", false, columns});
+    }
     if (has_output(ShapeClass::Full)) {
-      const std::string col = "%col_out", i = "%i_out";
-      out_ << "    scf.for " << col << " = %tid to %cols step %threads {\n"
-           << "      " << i << " = arith.addi %base, " << col << " : index\n";
-      open_region({i, "%row", col}, "      ");
-      store_outputs(ShapeClass::Full);
-      out_ << "    }\n";
+      if (columns == 1) {
+        const std::string col = "%col_out", i = "%i_out";
+        out_ << "    scf.for " << col << " = %tid to %cols step %threads {\n"
+             << "      " << i << " = arith.addi %base, " << col << " : index\n";
+        open_region({i, "%row", col}, "      ");
+        store_outputs(ShapeClass::Full);
+        out_ << "    }\n";
+      } else {
+        write_row_outputs_at_once(columns);
+      }
     }
     if (has_output(ShapeClass::Row)) {
       out_ << "    scf.if %thread0 {\n";
@@ -461,6 +467,39 @@ class GpuWriter {
     }
   }
 
+  // The row's full outputs, `columns` columns a thread an iteration: every
+  // column's full inputs loaded first (one past the row loads the last
+  // column), then each column's outputs computed and stored where inside.
+  void write_row_outputs_at_once(int columns) {
+    out_ << "    %out_columns = arith.constant " << columns << " : index\n"
+         << "    %out_step = arith.muli %threads, %out_columns : index\n"
+         << "    scf.for %col_out = %tid to %cols step %out_step {\n";
+    const std::vector<int32_t> streams = full_inputs_read();
+    std::vector<Indices> at;
+    std::vector<std::map<int32_t, std::string>> loaded;
+    for (int u = 0; u < columns; ++u) {
+      const std::string tag = std::to_string(u), c = "%out_col" + tag, in = "%out_in" + tag;
+      const std::string col = "%out_at" + tag, i = "%out_i" + tag;
+      out_ << "      %out_off" << tag << " = arith.muli %threads, %c" << u << " : index\n"
+           << "      " << c << " = arith.addi %col_out, %out_off" << tag << " : index\n"
+           << "      " << in << " = arith.cmpi ult, " << c << ", %cols : index\n"
+           << "      " << col << " = arith.select " << in << ", " << c << ", %last_col : index\n"
+           << "      " << i << " = arith.addi %base, " << col << " : index\n";
+      at.push_back({i, "%row", col});
+      open_region(at.back(), "      ");
+      for (int32_t input : streams) emit(input);
+      loaded.push_back(value_);
+    }
+    for (int u = 0; u < columns; ++u) {
+      out_ << "      scf.if %out_in" << u << " {\n";
+      open_region(at[static_cast<size_t>(u)], "        ");
+      value_ = loaded[static_cast<size_t>(u)];
+      store_outputs(ShapeClass::Full);
+      out_ << "      }\n";
+    }
+    out_ << "    }\n";
+  }
+
   // The reductions' registers, shared by RowPerBlock and ColSums.
   void write_block_constants() {
     out_ << "    %lane = arith.remui %tid, %warp_size : index\n"
@@ -468,7 +507,8 @@ class GpuWriter {
          << "    %lane0 = arith.cmpi eq, %lane, %c0 : index\n"
          << "    %thread0 = arith.cmpi eq, %tid, %c0 : index\n"
          << "    %sum_init = arith.constant 0x00000000 : f32\n"
-         << "    %max_init = arith.constant 0xFF800000 : f32\n";
+         << "    %max_init = arith.constant 0xFF800000 : f32\n"
+         << "    %last_col = arith.subi %cols, %c1 : index\n";
   }
 
   // gpu_mlir.h's ColSums form. Names: %row the row, %base its first
@@ -502,8 +542,7 @@ class GpuWriter {
       out_ << "    %slot_offset" << k << " = arith.constant " << k * kGpuThreadsPerBlock
            << " : index\n";
     }
-    out_ << "    %last_col = arith.subi %cols, %c1 : index\n"
-         << "    scf.for %tile0 = %c0 to %cols step %tile {\n"
+    out_ << "    scf.for %tile0 = %c0 to %cols step %tile {\n"
          << "      %tile_t = arith.addi %tile0, %tid : index\n";
     // A slot past the row loads the row's last column instead (%slot_load),
     // so that its loads need no branch.
@@ -595,7 +634,7 @@ class GpuWriter {
   }
 
   // The loop over rows [begin, end) of the ColSums form into `result`,
-  // col_sum_rows_ rows an iteration: each row's reductions_ (a pass of the
+  // forms_.col_sum_rows rows an iteration: each row's reductions_ (a pass of the
   // block's threads, or read from %stats where the row group has them),
   // its row outputs, every slot's loads of all the iteration's rows, then
   // each row's slots' full outputs and col-sum terms, row after row, so
@@ -606,7 +645,7 @@ class GpuWriter {
   void write_col_sum_rows(const std::vector<size_t>& sums, const std::string& begin,
                           const std::string& end, bool grouped, const std::string& result) {
     const std::string types = sum_types(sums.size());
-    out_ << "      %rows_at_once = arith.constant " << col_sum_rows_ << " : index\n"
+    out_ << "      %rows_at_once = arith.constant " << forms_.col_sum_rows << " : index\n"
          << "      " << result << ":" << kGpuColSumSlots * sums.size()
          << " = scf.for %row = " << begin << " to " << end << " step %rows_at_once iter_args(";
     write_sum_args(sums.size(), "%s", grouped ? "%g" : "");
@@ -616,7 +655,7 @@ class GpuWriter {
     std::vector<std::string> row_names, row_ok;
     std::vector<std::map<int32_t, std::string>> reduced_of;
     std::vector<std::map<int32_t, std::vector<std::string>>> loaded_of;
-    for (int r = 0; r < col_sum_rows_; ++r) {
+    for (int r = 0; r < forms_.col_sum_rows; ++r) {
       const std::string tag = std::to_string(r);
       std::string row = "%row";
       if (r > 0) {
@@ -651,7 +690,7 @@ class GpuWriter {
       reduced_of.push_back(reduced_);
     }
     if (has_output(ShapeClass::Row)) {
-      for (int r = 0; r < col_sum_rows_; ++r) {
+      for (int r = 0; r < forms_.col_sum_rows; ++r) {
         const std::string writer =
             r == 0 ? std::string("%thread0") : "%row_writer" + std::to_string(r);
         if (r > 0) {
@@ -668,7 +707,7 @@ class GpuWriter {
     // outputs and terms: a thread so has all its loads in flight at once (a
     // slot's branch would keep the next slot's loads behind its stores).
     const std::vector<int32_t> slot_inputs = slot_full_inputs(sums);
-    for (int r = 0; r < col_sum_rows_; ++r) {
+    for (int r = 0; r < forms_.col_sum_rows; ++r) {
       pack_elements_.clear();
       reduced_ = reduced_of[static_cast<size_t>(r)];
       for (int k = 0; k < kGpuColSumSlots; ++k) {
@@ -689,7 +728,7 @@ class GpuWriter {
         running.push_back("%s" + std::to_string(k) + "_" + std::to_string(j));
       }
     }
-    for (int r = 0; r < col_sum_rows_; ++r) {
+    for (int r = 0; r < forms_.col_sum_rows; ++r) {
       pack_elements_ = loaded_of[static_cast<size_t>(r)];
       reduced_ = reduced_of[static_cast<size_t>(r)];
       for (int k = 0; k < kGpuColSumSlots; ++k) {
@@ -806,10 +845,6 @@ class GpuWriter {
          << "    }\n"
          << "    gpu.return\n"
          << "  }\n";
-  }
-
-  void write_reduction_pass(int pass) {
-    write_reduction_pass(pass, PassLanes{"%tid", "%threads", "%row", "%base", false, 1});
   }
 
   // Each thread accumulates its columns (first, first + step, ...) in
@@ -940,9 +975,7 @@ class GpuWriter {
   Indices at_;
   std::map<int32_t, std::string> value_;    // node -> f32 SSA value, current region
   std::map<int32_t, std::string> reduced_;  // reduction node -> its block's value
-  int elements_per_thread_;
-  bool packed_;
-  int col_sum_rows_;  // ColSums: rows an iteration (write_col_sum_rows)
+  GpuForms forms_;                          // what applies to the graph's form (gpu_forms_for)
   // The packed form's lanes (or the ColSums form's slots): per Full input
   // index, the SSA name of each lane's loaded value; packed_lane_ the lane
   // being written (-1: none, load() loads).
@@ -992,15 +1025,35 @@ const char* gpu_launch_form_name(GpuLaunchForm form) {
   return "?";
 }
 
-std::string to_gpu_mlir(const KernelGraph& graph, int elements_per_thread, bool packed,
-                        int col_sum_rows) {
+GpuForms gpu_forms_for(const KernelGraph& graph, const GpuForms& forms) {
+  GpuForms applied;
+  switch (gpu_launch_form(graph)) {
+    case GpuLaunchForm::Elementwise:
+      applied.elements_per_thread = forms.elements_per_thread;
+      applied.packed = forms.elements_per_thread > 1 && forms.packed;
+      break;
+    case GpuLaunchForm::RowPerBlock:
+      applied.row_pass_columns = forms.row_pass_columns;
+      break;
+    case GpuLaunchForm::ColSums:
+      if (reduction_nodes(graph).empty()) applied.col_sum_rows = forms.col_sum_rows;
+      break;
+  }
+  return applied;
+}
+
+std::string to_gpu_mlir(const KernelGraph& graph, const GpuForms& forms) {
   LT_CHECK(!graph.outputs().empty(), "compile: a kernel graph needs at least one output");
-  LT_CHECK(elements_per_thread >= 1 && elements_per_thread <= 16,
-           "compile: elements per thread must be 1 to 16, got ", elements_per_thread);
-  LT_CHECK(col_sum_rows >= 1 && col_sum_rows <= kWarpsPerBlock,
+  LT_CHECK(forms.elements_per_thread >= 1 && forms.elements_per_thread <= 16,
+           "compile: elements per thread must be 1 to 16, got ", forms.elements_per_thread);
+  // The writer offsets rows and columns by the constants %c0 .. %c7.
+  LT_CHECK(forms.col_sum_rows >= 1 && forms.col_sum_rows <= kWarpsPerBlock,
            "compile: col-sum rows an iteration must be 1 to ", kWarpsPerBlock, ", got ",
-           col_sum_rows);
-  return GpuWriter(graph, elements_per_thread, packed, col_sum_rows).write();
+           forms.col_sum_rows);
+  LT_CHECK(forms.row_pass_columns >= 1 && forms.row_pass_columns <= kWarpsPerBlock,
+           "compile: a row pass's columns at once must be 1 to ", kWarpsPerBlock, ", got ",
+           forms.row_pass_columns);
+  return GpuWriter(graph, forms).write();
 }
 
 }  // namespace lt::compile

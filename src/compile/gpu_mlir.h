@@ -120,10 +120,35 @@ std::vector<size_t> gpu_col_sum_buffers(const KernelGraph& graph);
 GpuLaunchForm gpu_launch_form(const KernelGraph& graph);
 const char* gpu_launch_form_name(GpuLaunchForm form);
 
+// How the forms above lay out a thread's work; each choice adds its terms
+// in the same order as the default, so it changes speed, not results.
+struct GpuForms {
+  // Elements each thread of an elementwise kernel loads before it computes
+  // (1 to 16).
+  int elements_per_thread = 1;
+  // The elementwise form's packed variant: each thread's
+  // elements_per_thread elements are consecutive, loaded and stored as one
+  // vector.
+  bool packed = false;
+  // The ColSums form's rows an iteration (1 to 8), their loads issued
+  // together. Only where the graph has no row reductions: with the row
+  // groups' statistics, two rows under the 80-register cap spill, and on
+  // the H200 (2026-12-03) GPT-2's LayerNorm backward went from 0.344 to
+  // 0.375 ms and the 3B's residual + RMSNorm backward from 0.255 to 0.305,
+  // where GPT-2's bias + GELU backward went from 0.575 to 0.492.
+  int col_sum_rows = 1;
+  // The RowPerBlock form's columns a thread loads at once in each pass over
+  // its row and in the loop of full outputs (1 to 8), so that a thread has
+  // that many loads in flight rather than one; each pass still adds its
+  // columns in order.
+  int row_pass_columns = 1;
+};
+
+// The part of `forms` that applies to `graph`'s launch form (the rest
+// reset to the defaults): what its kernel and its cache key depend on.
+GpuForms gpu_forms_for(const KernelGraph& graph, const GpuForms& forms);
+
 // A module holding gpu.module @lt_kernels with the kernel kGpuEntry.
-// `col_sum_rows`: the ColSums form's rows an iteration (1 to 8), their
-// loads issued together; the sums add in the same order for any.
-std::string to_gpu_mlir(const KernelGraph& graph, int elements_per_thread = 1, bool packed = false,
-                        int col_sum_rows = 1);
+std::string to_gpu_mlir(const KernelGraph& graph, const GpuForms& forms = {});
 
 }  // namespace lt::compile

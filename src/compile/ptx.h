@@ -19,16 +19,9 @@ struct PtxTarget {
   std::string features = "+ptx85";
   // CUDA's libdevice, which exp, tanh, erf, ... become calls into.
   std::string libdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
-  // Elements each thread of an elementwise kernel loads before it computes
-  // (compile/gpu_mlir.h); 1 is the form measured and tested on the H200.
-  int elements_per_thread = 1;
-  // The elementwise form's packed variant (compile/gpu_mlir.h): each
-  // thread's elements_per_thread elements are consecutive, loaded and
-  // stored as one vector. Part of the cache key.
-  bool packed = false;
-  // The ColSums form's rows an iteration (compile/gpu_mlir.h's
-  // to_gpu_mlir); part of the cache key when not 1.
-  int col_sum_rows = 1;
+  // The forms' layout of a thread's work (compile/gpu_mlir.h); part of the
+  // cache key where it differs from the default (GpuKernelCache).
+  GpuForms forms;
 };
 
 struct PtxKernel {

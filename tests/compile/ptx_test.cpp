@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +28,20 @@ namespace {
 namespace fs = std::filesystem;
 
 const char* kPtxas = "/usr/local/cuda/bin/ptxas";
+
+size_t global_loads(const std::string& ptx) {
+  size_t count = 0;
+  for (size_t at = ptx.find("ld.global"); at != std::string::npos;
+       at = ptx.find("ld.global", at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+size_t reduction_count(const KernelGraph& graph) {
+  return static_cast<size_t>(std::count_if(graph.nodes().begin(), graph.nodes().end(),
+                                           [](const Node& n) { return is_reduction(n.op); }));
+}
 
 class PtxTest : public ::testing::Test {
  protected:
@@ -113,7 +128,7 @@ TEST_F(PtxTest, KernelsOfEveryFormAssembleWithPtxas) {
   // Four elements a thread: each whole step loads all eight bf16 values of
   // SwiGLU's two inputs before its first store.
   PtxTarget four;
-  four.elements_per_thread = 4;
+  four.forms.elements_per_thread = 4;
   const PtxKernel swiglu = compile_ptx(swiglu_forward(DType::BF16), four);
   EXPECT_EQ(swiglu.elements_per_thread, 4);
   const size_t first_store = swiglu.ptx.find("st.global");
@@ -130,8 +145,8 @@ TEST_F(PtxTest, KernelsOfEveryFormAssembleWithPtxas) {
   // taken when the buffers are aligned; the kernel keeps a one-element
   // loop for the rest. Every form of graph assembles.
   PtxTarget packed;
-  packed.elements_per_thread = 8;
-  packed.packed = true;
+  packed.forms.elements_per_thread = 8;
+  packed.forms.packed = true;
   const PtxKernel swiglu8 = compile_ptx(swiglu_forward(DType::BF16), packed);
   EXPECT_EQ(swiglu8.elements_per_thread, 8);
   const auto count = [](const std::string& ptx, const std::string& what) {
@@ -161,10 +176,10 @@ TEST_F(PtxTest, ColSumKernelsAssembleWithPtxasWithoutAtomics) {
        gradient_graph(layer_norm_forward(DType::BF16, 1e-5), {true, true, true})},
       {"mixed", testing::mixed_col_sums()}};
   PtxTarget packed;
-  packed.elements_per_thread = 8;
-  packed.packed = true;
+  packed.forms.elements_per_thread = 8;
+  packed.forms.packed = true;
   PtxTarget two_rows;  // rows an iteration (gpu_mlir.h's to_gpu_mlir)
-  two_rows.col_sum_rows = 2;
+  two_rows.forms.col_sum_rows = 2;
   std::string messages;
   for (const auto& [what, graph] : graphs) {
     SCOPED_TRACE(what);
@@ -192,21 +207,19 @@ TEST_F(PtxTest, ColSumKernelsAssembleWithPtxasWithoutAtomics) {
     }
   }
   // Two rows an iteration: the second row's loads go with the first's, so
-  // the loop holds twice the loads of each slot's inputs.
+  // the loop holds twice the loads of each slot's inputs. A graph with row
+  // reductions keeps one row (GpuForms::col_sum_rows).
   for (const auto& [what, graph] : graphs) {
-    const auto loads = [&](const PtxTarget& target) {
-      const std::string ptx = compile_ptx(graph, target).ptx;
-      size_t count = 0;
-      for (size_t at = ptx.find("ld.global"); at != std::string::npos;
-           at = ptx.find("ld.global", at + 1)) {
-        ++count;
-      }
-      return count;
-    };
-    EXPECT_GT(loads(two_rows), loads(PtxTarget{})) << what;
+    const std::string one = compile_ptx(graph, PtxTarget{}).ptx;
+    const std::string two = compile_ptx(graph, two_rows).ptx;
+    if (reduction_count(graph) > 0) {
+      EXPECT_EQ(two, one) << what;
+    } else {
+      EXPECT_GT(global_loads(two), global_loads(one)) << what;
+    }
   }
-  EXPECT_THROW(to_gpu_mlir(testing::mixed_col_sums(), 1, false, 0), Error);
-  EXPECT_THROW(to_gpu_mlir(testing::mixed_col_sums(), 1, false, 9), Error);
+  EXPECT_THROW(to_gpu_mlir(testing::mixed_col_sums(), GpuForms{.col_sum_rows = 0}), Error);
+  EXPECT_THROW(to_gpu_mlir(testing::mixed_col_sums(), GpuForms{.col_sum_rows = 9}), Error);
   // A graph without col sums keeps its form.
   EXPECT_EQ(
       gpu_launch_form(gradient_graph(layer_norm_forward(DType::BF16, 1e-5), {true, false, false})),
@@ -216,6 +229,41 @@ TEST_F(PtxTest, ColSumKernelsAssembleWithPtxasWithoutAtomics) {
 // The ColSums form's grid: a function of rows alone (the order of the
 // additions so repeats), every row in a block of ceil(rows / blocks) rows,
 // at most 3 blocks per SM of an H200 and at most one per 16 rows.
+// The RowPerBlock form with 4 and 8 columns a thread at once
+// (GpuForms::row_pass_columns): each pass and the loop of full outputs
+// issue that many loads together, and the kernels assemble. The softmax,
+// the norms' forward and the cross-entropy's pieces run in this form.
+TEST_F(PtxTest, RowKernelsLoadSeveralColumnsAtOnce) {
+  if (!fs::exists(kPtxas)) GTEST_SKIP() << "no " << kPtxas;
+  const DType bf16 = DType::BF16;
+  const std::vector<std::pair<const char*, KernelGraph>> graphs = {
+      {"softmax", softmax_forward(bf16)},
+      {"layer_norm", layer_norm_forward(bf16, 1e-5)},
+      {"residual + rms_norm", residual_rms_norm_forward(bf16, 1e-5)},
+      {"layer_norm backward, no col sums",
+       gradient_graph(layer_norm_forward(bf16, 1e-5), {true, false, false})}};
+  std::string messages;
+  for (const auto& [what, graph] : graphs) {
+    SCOPED_TRACE(what);
+    ASSERT_EQ(gpu_launch_form(graph), GpuLaunchForm::RowPerBlock);
+    const std::string one = compile_ptx(graph, PtxTarget{}).ptx;
+    size_t fewer = global_loads(one);
+    for (int columns : {4, 8}) {
+      PtxTarget target;
+      target.forms.row_pass_columns = columns;
+      const std::string ptx = compile_ptx(graph, target).ptx;
+      EXPECT_GE(global_loads(ptx), fewer + static_cast<size_t>(columns) / 2) << columns;
+      fewer = global_loads(ptx);
+      EXPECT_EQ(assemble(ptx, messages), 0) << messages;
+    }
+  }
+  EXPECT_THROW(to_gpu_mlir(softmax_forward(bf16), GpuForms{.row_pass_columns = 0}), Error);
+  EXPECT_THROW(to_gpu_mlir(softmax_forward(bf16), GpuForms{.row_pass_columns = 9}), Error);
+  // Another form ignores it: an elementwise kernel's text is the same.
+  EXPECT_EQ(to_gpu_mlir(swiglu_forward(bf16), GpuForms{.row_pass_columns = 8}),
+            to_gpu_mlir(swiglu_forward(bf16)));
+}
+
 TEST(GpuColSumBlocks, DependOnRowsAloneAndCoverEveryRow) {
   EXPECT_EQ(gpu_col_sum_blocks(0), 0);
   for (int64_t rows : {1, 7, 16, 17, 1000, 6336, 6337, 16384, 16389, 1 << 20}) {

@@ -21,6 +21,7 @@
 #include "autograd/fused_rope.h"
 #include "compile/chains.h"
 #include "compile/col_sum_cases.h"
+#include "compile/cross_entropy_chain.h"
 #include "compile/gpu_kernel.h"
 #include "compile/gpu_kernel_cache.h"
 #include "compile/interpret.h"
@@ -250,11 +251,42 @@ TEST(CompiledKernelsGpuBench, ChainsAgainstHandWrittenAndUnfused) {
   }
 }
 
+// One chain at a training shape under several targets: a line of times
+// (ms, and the graph's bytes over the time as a share of the copy rate).
+struct ShapeCase {
+  const char* name;
+  KernelGraph graph;
+  int64_t rows, cols;
+};
+
+void print_targets(const char* what,
+                   const std::vector<std::pair<const char*, GpuKernelCache*>>& targets,
+                   const std::vector<ShapeCase>& cases) {
+  std::printf("%-36s %12s %8s", what, "shape", "GB");
+  for (const auto& [label, cache] : targets) std::printf(" | %18s", label);
+  std::printf("\n");
+  Generator gen(2);
+  for (const ShapeCase& c : cases) {
+    std::vector<Tensor> in;
+    for (const InputSpec& spec : c.graph.inputs()) {
+      in.push_back(on_gpu(testing::class_shape(spec.shape, c.rows, c.cols), spec.dtype, gen));
+    }
+    const double bytes = graph_bytes(c.graph, c.rows, c.cols);
+    std::printf("%-36s %6lldx%-5lld %8.3f", c.name, static_cast<long long>(c.rows),
+                static_cast<long long>(c.cols), bytes / 1e9);
+    for (const auto& [label, cache] : targets) {
+      const double ms = milliseconds_per_call([&] { call_gpu(*cache, c.graph, in); });
+      std::printf(" | %8.3f (%3.0f%%)    ", ms, 100 * bytes / (ms * 1e-3) / kCopyBytesPerSecond);
+    }
+    std::printf("\n");
+  }
+}
+
 // The ColSums form (gradients of [cols] inputs summed in the kernel) at
-// training shapes, one row an iteration (what training runs) against two
-// and four (PtxTarget::col_sum_rows, the candidates): GPT-2's bias + GELU
-// and LayerNorm backward at 64 x 1024 tokens, and the 3B's residual +
-// RMSNorm backward at 8 x 1024. GB: inputs and outputs once each.
+// training shapes, one row an iteration against two and four
+// (GpuForms::col_sum_rows; graphs with row reductions keep one): GPT-2's
+// bias + GELU and LayerNorm backward at 64 x 1024 tokens, and the 3B's
+// residual + RMSNorm backward at 8 x 1024.
 TEST(CompiledKernelsGpuBench, ColSumsOneTwoAndFourRowsAnIteration) {
   LT_REQUIRE_GPU();
   if (std::getenv("LT_BENCH") == nullptr) GTEST_SKIP() << "a benchmark: set LT_BENCH=1";
@@ -262,37 +294,37 @@ TEST(CompiledKernelsGpuBench, ColSumsOneTwoAndFourRowsAnIteration) {
   GpuKernelCache two(testing::gpu_test_kernel_folder(), testing::col_sum_rows_target(2));
   GpuKernelCache four(testing::gpu_test_kernel_folder(), testing::col_sum_rows_target(4));
   const DType bf16 = DType::BF16;
-  struct Case {
-    const char* name;
-    KernelGraph graph;
-    int64_t rows, cols;
-  };
-  const std::vector<Case> cases = {
-      {"GPT-2 bias + gelu backward", testing::bias_gelu_backward(bf16), 65536, 3072},
-      {"GPT-2 layer_norm backward",
-       gradient_graph(layer_norm_forward(bf16, 1e-5), {true, true, true}), 65536, 768},
-      {"3B residual_rms_norm backward",
-       gradient_graph(residual_rms_norm_forward(bf16, 1e-5), {true, true, true}), 8192, 2048}};
-  std::printf("%-32s %12s %8s | %18s | %18s | %18s\n", "col sums", "shape", "GB",
-              "one row ms (% 4.3)", "two rows ms (%)", "four rows ms (%)");
-  Generator gen(2);
-  for (const Case& c : cases) {
-    std::vector<Tensor> in;
-    for (const InputSpec& spec : c.graph.inputs()) {
-      in.push_back(on_gpu(testing::class_shape(spec.shape, c.rows, c.cols), spec.dtype, gen));
-    }
-    const double bytes = graph_bytes(c.graph, c.rows, c.cols);
-    const auto cell = [&](GpuKernelCache& kernels) {
-      const double ms = milliseconds_per_call([&] { call_gpu(kernels, c.graph, in); });
-      char text[40];
-      std::snprintf(text, sizeof text, "%8.3f (%3.0f%%)", ms,
-                    100 * bytes / (ms * 1e-3) / kCopyBytesPerSecond);
-      return std::string(text);
-    };
-    std::printf("%-32s %6lldx%-5lld %8.3f | %18s | %18s | %18s\n", c.name,
-                static_cast<long long>(c.rows), static_cast<long long>(c.cols), bytes / 1e9,
-                cell(one).c_str(), cell(two).c_str(), cell(four).c_str());
-  }
+  print_targets(
+      "col sums", {{"one row", &one}, {"two rows", &two}, {"four rows", &four}},
+      {{"GPT-2 bias + gelu backward", testing::bias_gelu_backward(bf16), 65536, 3072},
+       {"GPT-2 layer_norm backward",
+        gradient_graph(layer_norm_forward(bf16, 1e-5), {true, true, true}), 65536, 768},
+       {"3B residual_rms_norm backward",
+        gradient_graph(residual_rms_norm_forward(bf16, 1e-5), {true, true, true}), 8192, 2048}});
+}
+
+// The RowPerBlock form (a block a row) with 1, 4 and 8 columns a thread at
+// once in each pass and the outputs' loop (GpuForms::row_pass_columns): the
+// chain bench's softmax, residual + RMSNorm and LayerNorm, GPT-2's
+// LayerNorm at 64 x 1024 tokens and the 3B's residual + RMSNorm at
+// 8 x 1024, and the cross-entropy's forward and backward over GPT-2's
+// vocabulary at 8 x 1024 tokens.
+TEST(CompiledKernelsGpuBench, RowPassesOfOneFourAndEightColumns) {
+  LT_REQUIRE_GPU();
+  if (std::getenv("LT_BENCH") == nullptr) GTEST_SKIP() << "a benchmark: set LT_BENCH=1";
+  GpuKernelCache one(testing::gpu_test_kernel_folder(), testing::packed_eight_target());
+  GpuKernelCache four(testing::gpu_test_kernel_folder(), testing::row_pass_columns_target(4));
+  GpuKernelCache eight(testing::gpu_test_kernel_folder(), testing::row_pass_columns_target(8));
+  const DType bf16 = DType::BF16;
+  print_targets(
+      "rows", {{"one column", &one}, {"four columns", &four}, {"eight columns", &eight}},
+      {{"softmax", softmax_forward(bf16), 16384, 4096},
+       {"residual + rms_norm", residual_rms_norm_forward(bf16, 1e-5), 16384, 4096},
+       {"layer_norm", layer_norm_forward(bf16, 1e-5), 16384, 4096},
+       {"GPT-2 layer_norm", layer_norm_forward(bf16, 1e-5), 65536, 768},
+       {"3B residual + rms_norm", residual_rms_norm_forward(bf16, 1e-5), 8192, 2048},
+       {"GPT-2 cross-entropy forward", cross_entropy_forward_graph(bf16), 8192, 50257},
+       {"GPT-2 cross-entropy backward", cross_entropy_backward_graph(bf16), 8192, 50257}});
 }
 
 }  // namespace

@@ -96,20 +96,26 @@ Shape class_shape(ShapeClass shape, int64_t rows, int64_t cols) {
 
 PtxTarget four_elements_target() {
   PtxTarget target;
-  target.elements_per_thread = 4;
+  target.forms.elements_per_thread = 4;
   return target;
 }
 
 PtxTarget packed_eight_target() {
   PtxTarget target;
-  target.elements_per_thread = 8;
-  target.packed = true;
+  target.forms.elements_per_thread = 8;
+  target.forms.packed = true;
   return target;
 }
 
 PtxTarget col_sum_rows_target(int rows) {
   PtxTarget target = packed_eight_target();
-  target.col_sum_rows = rows;
+  target.forms.col_sum_rows = rows;
+  return target;
+}
+
+PtxTarget row_pass_columns_target(int columns) {
+  PtxTarget target = packed_eight_target();
+  target.forms.row_pass_columns = columns;
   return target;
 }
 

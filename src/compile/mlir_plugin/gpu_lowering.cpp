@@ -35,10 +35,7 @@ PtxKernel lower_to_ptx(const KernelGraph& graph, const PtxTarget& target) {
   mlir::registerAllExtensions(registry);
   mlir::registerAllToLLVMIRTranslations(registry);
   mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
-  MlirSession session(
-      registry, graph,
-      to_gpu_mlir(graph, target.elements_per_thread, target.packed, target.col_sum_rows),
-      "GPU kernel");
+  MlirSession session(registry, graph, to_gpu_mlir(graph, target.forms), "GPU kernel");
   mlir::OwningOpRef<mlir::ModuleOp> module = session.parse();
 
   // The kernel is written as a gpu.func already (no host side to outline):
@@ -69,7 +66,7 @@ PtxKernel lower_to_ptx(const KernelGraph& graph, const PtxTarget& target) {
   kernel.form = gpu_launch_form(graph);
   kernel.threads_per_block = kGpuThreadsPerBlock;
   kernel.elements_per_thread =
-      kernel.form == GpuLaunchForm::Elementwise ? target.elements_per_thread : 1;
+      kernel.form == GpuLaunchForm::Elementwise ? target.forms.elements_per_thread : 1;
   module->walk([&](mlir::gpu::BinaryOp binary) {
     for (mlir::Attribute attr : binary.getObjects()) {
       kernel.ptx = llvm::cast<mlir::gpu::ObjectAttr>(attr).getObject().str();
