@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 24's end-to-end figures: `lazytrain train` (resident, bf16, AdamW,
-# clipping 1.0, random init) with train.compile off and on, in the same
-# call, for GPT-2 124M (bench/models/gpt2-124m, batch 64 x 1024, as
+# clipping 1.0, random init) with train.compile off, on and auto (on a GPU:
+# each kind of chain timed both ways on the first steps, the faster kept;
+# autograd/chain_choice.h), in the same call, for GPT-2 124M (bench/models/gpt2-124m, batch 64 x 1024, as
 # bench/gpt2_124m.sh) and the Qwen2.5-3B shape (bench/models/qwen2.5-3b,
 # batch 8 x 1024, as bench/train_3b.sh's ResidentBench). Prints, per run,
 # tokens/s over the wall time of the timed steps (the steps after the
@@ -22,7 +23,8 @@
 #      waits for, default 10); LT_E2E_MODELS (default "gpt2-124m qwen2.5-3b");
 #      LT_BENCH_BATCH, LT_BENCH_SEQ (sequences a step and their length: a
 #      smaller run); LT_BENCH_BIN (default build-gpu/lazytrain); LT_BENCH_DTYPE
-#      (train.dtype, default bf16; f32 for a try on the CPU).
+#      (train.dtype, default bf16; f32 for a try on the CPU); LT_E2E_MODES
+#      (default "off on auto").
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
@@ -74,7 +76,7 @@ with open(sys.argv[1], "w") as f:
         ids = [random.randrange(vocab) for _ in range(int(sys.argv[4]))]
         f.write(json.dumps({"input_ids": ids, "labels": ids}) + "\n")
 PY
-  for compile in off on; do
+  for compile in ${LT_E2E_MODES:-off on auto}; do
     run=$out/$model-$compile
     rm -rf "$run"
     cat > "$run.yaml" <<YAML
@@ -122,9 +124,11 @@ for (model, mode), r in rows.items():
     print(f"| {model} | {mode} | {r['tokens_per_s_wall']:.0f} | {r['median_step_s']:.4f} | "
           f"{r['first_step_s']}, {r['second_step_s']} | {r['peak_gb']} |")
 for model in dict.fromkeys(m for m, _ in rows):
-    if (model, "on") in rows and (model, "off") in rows:
-        on, off = rows[(model, "on")], rows[(model, "off")]
-        print(f"{model}: on / off tokens/s over wall {on['tokens_per_s_wall'] / off['tokens_per_s_wall']:.3f}, "
-              f"median step {on['median_step_s'] / off['median_step_s']:.3f}")
+    for mode in ("on", "auto"):
+        if (model, mode) in rows and (model, "off") in rows:
+            run, off = rows[(model, mode)], rows[(model, "off")]
+            print(f"{model}: {mode} / off tokens/s over wall "
+                  f"{run['tokens_per_s_wall'] / off['tokens_per_s_wall']:.3f}, "
+                  f"median step {run['median_step_s'] / off['median_step_s']:.3f}")
 PY
 exit $status

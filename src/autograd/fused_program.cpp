@@ -102,24 +102,94 @@ std::set<size_t> lone_biases(const CallTrace& trace, const CallGraph& g, const F
 
 }  // namespace
 
+namespace {
+
+// Per node of call_graph(trace, ..., biased): the trace call it comes from
+// (a split linear makes two nodes).
+std::vector<size_t> node_calls(const CallTrace& trace, const std::set<size_t>& biased) {
+  std::vector<size_t> calls;
+  for (size_t i = 0; i < trace.calls.size(); ++i) {
+    const TracedCall& call = trace.calls[i];
+    const bool split = call.fn == "linear" && call.inputs.size() == 3 &&
+                       call.inputs[2].defined() && biased.count(i) == 0;
+    calls.push_back(i);
+    if (split) calls.push_back(i);
+  }
+  return calls;
+}
+
+std::vector<bool> held_out_nodes(const std::vector<size_t>& node_call,
+                                 const std::set<size_t>& as_traced) {
+  std::vector<bool> held(node_call.size());
+  for (size_t k = 0; k < node_call.size(); ++k) held[k] = as_traced.count(node_call[k]) != 0;
+  return held;
+}
+
+struct PlannedGraph {
+  CallGraph graph;
+  FusionPlan plan;
+  std::vector<size_t> node_call;  // per node: its trace call
+};
+
+// planned_call_graph, with the trace calls `as_traced` left out of every
+// chain; a linear among them keeps its bias (its GEMM adds it).
+PlannedGraph plan_graph(const CallTrace& trace, const std::vector<Tensor>& external,
+                        const Tensor& output, std::vector<CallAgain>* again,
+                        int32_t* output_value, const std::set<size_t>& as_traced) {
+  const CallGraph split = call_graph(trace, external, output);
+  std::set<size_t> biased =
+      lone_biases(trace, split, plan_fusion(split, held_out_nodes(node_calls(trace, {}), as_traced)));
+  for (size_t i : as_traced) {
+    if (trace.calls[i].fn == "linear") biased.insert(i);
+  }
+  PlannedGraph p;
+  p.graph = call_graph(trace, external, output, again, output_value, biased);
+  p.node_call = node_calls(trace, biased);
+  LT_CHECK(p.node_call.size() == p.graph.nodes.size(), "fusion: the call graph has ",
+           p.graph.nodes.size(), " nodes where the trace makes ", p.node_call.size());
+  p.plan = plan_fusion(p.graph, held_out_nodes(p.node_call, as_traced));
+  return p;
+}
+
+}  // namespace
+
 std::pair<CallGraph, FusionPlan> planned_call_graph(const CallTrace& trace,
                                                     const std::vector<Tensor>& external,
                                                     const Tensor& output,
                                                     std::vector<CallAgain>* again,
                                                     int32_t* output_value) {
-  const CallGraph split = call_graph(trace, external, output);
-  const std::set<size_t> biased = lone_biases(trace, split, plan_fusion(split));
-  CallGraph g = call_graph(trace, external, output, again, output_value, biased);
-  FusionPlan plan = plan_fusion(g);
-  return {std::move(g), std::move(plan)};
+  PlannedGraph p = plan_graph(trace, external, output, again, output_value, {});
+  return {std::move(p.graph), std::move(p.plan)};
 }
 
 FusedProgram::FusedProgram(const CallTrace& trace, const std::vector<Tensor>& external,
-                           const Tensor& output, compile::KernelCache& cache)
+                           const Tensor& output, compile::KernelCache& cache,
+                           ChainChooser* chooser)
     : external_count_(static_cast<int32_t>(external.size())) {
-  std::tie(graph_, plan_) = planned_call_graph(trace, external, output, &again_, &output_value_);
   // The chains' kernels are for the device of the traced tensors.
   const Device device = external.empty() ? Device::cpu() : external.front().device();
+  PlannedGraph planned = plan_graph(trace, external, output, &again_, &output_value_, {});
+  if (chooser != nullptr) {
+    std::set<size_t> as_traced;  // the calls of chains that run faster as calls
+    int64_t slower = 0;
+    for (size_t c = 0; c < planned.plan.chains.size(); ++c) {
+      if (chooser->runs_compiled(planned.graph, planned.plan, static_cast<int32_t>(c), again_,
+                                 device)) {
+        continue;
+      }
+      ++slower;
+      for (int32_t m : planned.plan.chains[c].nodes) {
+        as_traced.insert(planned.node_call[static_cast<size_t>(m)]);
+      }
+    }
+    if (!as_traced.empty()) {
+      again_.clear();
+      planned = plan_graph(trace, external, output, &again_, &output_value_, as_traced);
+      chains_run_as_calls_ = slower;
+    }
+  }
+  graph_ = std::move(planned.graph);
+  plan_ = std::move(planned.plan);
   for (size_t c = 0; c < plan_.chains.size(); ++c) {
     const auto chain = static_cast<int32_t>(c);
     const bool rope =

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/chain_choice.h"
 #include "autograd/fused_chain.h"
 #include "autograd/fused_rope.h"
 #include "autograd/fusion_pass.h"
@@ -54,9 +55,11 @@ std::vector<compile::KernelGraph> program_kernel_graphs(const CallTrace& trace,
 class FusedProgram {
  public:
   // Compiles every chain's forward through `cache` (which must outlive
-  // the program and the tapes its runs record).
+  // the program and the tapes its runs record). With a `chooser`, a chain
+  // it finds faster as calls (autograd/chain_choice.h) runs as traced
+  // instead, a split linear bias of it back in its linear.
   FusedProgram(const CallTrace& trace, const std::vector<Tensor>& external, const Tensor& output,
-               compile::KernelCache& cache);
+               compile::KernelCache& cache, ChainChooser* chooser = nullptr);
 
   // The stage's result for `external` (same order, shapes and dtypes as
   // when traced).
@@ -66,6 +69,8 @@ class FusedProgram {
   const FusionPlan& plan() const { return plan_; }
   // Calls that run inside chains.
   int64_t fused_calls() const;
+  // Chains the chooser found faster as calls, which run as traced.
+  int64_t chains_run_as_calls() const { return chains_run_as_calls_; }
 
  private:
   // Filled with graph_ by planned_call_graph.
@@ -76,6 +81,7 @@ class FusedProgram {
   std::vector<std::shared_ptr<ChainKernel>> chains_;
   std::vector<std::vector<int32_t>> release_after_;  // per schedule step: values read last there
   int32_t external_count_ = 0;
+  int64_t chains_run_as_calls_ = 0;
 };
 
 }  // namespace lt::autograd

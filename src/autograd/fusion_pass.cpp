@@ -68,10 +68,12 @@ bool is_fusable_call(const std::string& fn) {
   return std::find(kFusableCalls.begin(), kFusableCalls.end(), fn) != kFusableCalls.end();
 }
 
-FusionPlan plan_fusion(const CallGraph& g) {
+FusionPlan plan_fusion(const CallGraph& g, const std::vector<bool>& held_out) {
   const size_t values = g.shapes.size();
   LT_CHECK(g.dtypes.size() == values && g.used_after.size() == values,
            "fusion: the graph's value tables differ in length");
+  LT_CHECK(held_out.empty() || held_out.size() == g.nodes.size(), "fusion: ", held_out.size(),
+           " held-out flags for ", g.nodes.size(), " nodes");
   std::vector<int32_t> producer(values, -1);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const CallNode& n = g.nodes[i];
@@ -99,7 +101,7 @@ FusionPlan plan_fusion(const CallGraph& g) {
       if (v >= 0)
         deps.insert(depends[static_cast<size_t>(v)].begin(), depends[static_cast<size_t>(v)].end());
     }
-    if (fusable_here(g, n)) {
+    if (fusable_here(g, n) && (held_out.empty() || !held_out[i])) {
       auto joinable = [&](int32_t chain) {
         for (int32_t v : n.inputs) {
           if (v < 0) continue;

@@ -54,7 +54,9 @@ struct FusionPlan {
   std::vector<int32_t> schedule;
 };
 
-FusionPlan plan_fusion(const CallGraph& graph);
+// `held_out`: per node, true to leave it out of every chain (its call runs
+// as traced); empty: none.
+FusionPlan plan_fusion(const CallGraph& graph, const std::vector<bool>& held_out = {});
 
 // The values a chain reads from outside it (in order of first use) and
 // those it produces that are read outside it or after the graph.

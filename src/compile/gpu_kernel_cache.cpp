@@ -59,7 +59,6 @@ PtxTarget training_gpu_target() {
   target.forms.elements_per_thread = 8;
   target.forms.packed = true;
   target.forms.col_sum_rows = 2;
-  target.forms.row_pass_columns = 4;
   return target;
 }
 
@@ -75,7 +74,6 @@ std::string GpuKernelCache::disk_key(const KernelGraph& graph) const {
     key += (forms.packed ? " p" : " x") + std::to_string(forms.elements_per_thread);
   }
   if (forms.col_sum_rows != 1) key += " r" + std::to_string(forms.col_sum_rows);
-  if (forms.row_pass_columns != 1) key += " c" + std::to_string(forms.row_pass_columns);
   return key;
 }
 

@@ -69,9 +69,8 @@ class GpuKernel;  // compile/gpu_kernel.h
 // SwiGLU over one (0.514 -> 0.237 ms) but still read 2-byte scalars; row
 // chains have one form. Col sums without row reductions take two rows an
 // iteration (GpuForms::col_sum_rows: GPT-2's bias + GELU backward 0.575 ->
-// 0.492 ms on the H200, 2026-12-03), and the RowPerBlock form four columns
-// a thread at once (GpuForms::row_pass_columns). The prebuilt folders must
-// be made for this target too (GpuKernelPrebuild.*).
+// 0.492 ms on the H200, 2026-12-03). The prebuilt folders must be made
+// for this target too (GpuKernelPrebuild.*).
 PtxTarget training_gpu_target();
 
 class GpuKernelCache {

@@ -443,21 +443,16 @@ class GpuWriter {
     out_ << "    %row = gpu.block_id x\n"
          << "    %base = arith.muli %row, %cols : index\n";
     write_block_constants();
-    const int columns = forms_.row_pass_columns;
     for (int pass = 1; pass <= passes_; ++pass) {
-      write_reduction_pass(pass, PassLanes{"%tid", "%threads", "%row", "%base", false, columns});
+      write_reduction_pass(pass, PassLanes{"%tid", "%threads", "%row", "%base", false, 1});
     }
     if (has_output(ShapeClass::Full)) {
-      if (columns == 1) {
-        const std::string col = "%col_out", i = "%i_out";
-        out_ << "    scf.for " << col << " = %tid to %cols step %threads {\n"
-             << "      " << i << " = arith.addi %base, " << col << " : index\n";
-        open_region({i, "%row", col}, "      ");
-        store_outputs(ShapeClass::Full);
-        out_ << "    }\n";
-      } else {
-        write_row_outputs_at_once(columns);
-      }
+      const std::string col = "%col_out", i = "%i_out";
+      out_ << "    scf.for " << col << " = %tid to %cols step %threads {\n"
+           << "      " << i << " = arith.addi %base, " << col << " : index\n";
+      open_region({i, "%row", col}, "      ");
+      store_outputs(ShapeClass::Full);
+      out_ << "    }\n";
     }
     if (has_output(ShapeClass::Row)) {
       out_ << "    scf.if %thread0 {\n";
@@ -465,39 +460,6 @@ class GpuWriter {
       store_outputs(ShapeClass::Row);
       out_ << "    }\n";
     }
-  }
-
-  // The row's full outputs, `columns` columns a thread an iteration: every
-  // column's full inputs loaded first (one past the row loads the last
-  // column), then each column's outputs computed and stored where inside.
-  void write_row_outputs_at_once(int columns) {
-    out_ << "    %out_columns = arith.constant " << columns << " : index\n"
-         << "    %out_step = arith.muli %threads, %out_columns : index\n"
-         << "    scf.for %col_out = %tid to %cols step %out_step {\n";
-    const std::vector<int32_t> streams = full_inputs_read();
-    std::vector<Indices> at;
-    std::vector<std::map<int32_t, std::string>> loaded;
-    for (int u = 0; u < columns; ++u) {
-      const std::string tag = std::to_string(u), c = "%out_col" + tag, in = "%out_in" + tag;
-      const std::string col = "%out_at" + tag, i = "%out_i" + tag;
-      out_ << "      %out_off" << tag << " = arith.muli %threads, %c" << u << " : index\n"
-           << "      " << c << " = arith.addi %col_out, %out_off" << tag << " : index\n"
-           << "      " << in << " = arith.cmpi ult, " << c << ", %cols : index\n"
-           << "      " << col << " = arith.select " << in << ", " << c << ", %last_col : index\n"
-           << "      " << i << " = arith.addi %base, " << col << " : index\n";
-      at.push_back({i, "%row", col});
-      open_region(at.back(), "      ");
-      for (int32_t input : streams) emit(input);
-      loaded.push_back(value_);
-    }
-    for (int u = 0; u < columns; ++u) {
-      out_ << "      scf.if %out_in" << u << " {\n";
-      open_region(at[static_cast<size_t>(u)], "        ");
-      value_ = loaded[static_cast<size_t>(u)];
-      store_outputs(ShapeClass::Full);
-      out_ << "      }\n";
-    }
-    out_ << "    }\n";
   }
 
   // The reductions' registers, shared by RowPerBlock and ColSums.
@@ -1033,7 +995,6 @@ GpuForms gpu_forms_for(const KernelGraph& graph, const GpuForms& forms) {
       applied.packed = forms.elements_per_thread > 1 && forms.packed;
       break;
     case GpuLaunchForm::RowPerBlock:
-      applied.row_pass_columns = forms.row_pass_columns;
       break;
     case GpuLaunchForm::ColSums:
       if (reduction_nodes(graph).empty()) applied.col_sum_rows = forms.col_sum_rows;
@@ -1050,9 +1011,6 @@ std::string to_gpu_mlir(const KernelGraph& graph, const GpuForms& forms) {
   LT_CHECK(forms.col_sum_rows >= 1 && forms.col_sum_rows <= kWarpsPerBlock,
            "compile: col-sum rows an iteration must be 1 to ", kWarpsPerBlock, ", got ",
            forms.col_sum_rows);
-  LT_CHECK(forms.row_pass_columns >= 1 && forms.row_pass_columns <= kWarpsPerBlock,
-           "compile: a row pass's columns at once must be 1 to ", kWarpsPerBlock, ", got ",
-           forms.row_pass_columns);
   return GpuWriter(graph, forms).write();
 }
 

@@ -40,7 +40,11 @@
 //   65536 x 768 in 0.019 GPU-ms per 1k tokens against 0.030, but made the
 //   LayerNorm at 16384 x 4096 0.123 ms against 0.109 with the block path
 //   alone (both paths' registers), and at 4096 columns a warp a row was
-//   1.6-2.2x slower; so one block a row.
+//   1.6-2.2x slower; so one block a row. Loading 4 or 8 columns a thread
+//   before adding any (the selects of a row's last columns beside them)
+//   was slower still on the H200 (2026-12-03): softmax at 16384 x 4096
+//   0.161 -> 0.219 ms, GPT-2's LayerNorm 0.154 -> 0.249 (4) and 0.369 (8):
+//   ptxas already unrolls the plain loop and overlaps its loads.
 // - ColSums (an output is a col_sum, graph.h): of gpu_col_sum_blocks(rows)
 //   blocks, block b owns the b-th range of ceil(rows / blocks) rows (the
 //   kernel reads the blocks from its grid), and each of its threads
@@ -137,11 +141,6 @@ struct GpuForms {
   // 0.375 ms and the 3B's residual + RMSNorm backward from 0.255 to 0.305,
   // where GPT-2's bias + GELU backward went from 0.575 to 0.492.
   int col_sum_rows = 1;
-  // The RowPerBlock form's columns a thread loads at once in each pass over
-  // its row and in the loop of full outputs (1 to 8), so that a thread has
-  // that many loads in flight rather than one; each pass still adds its
-  // columns in order.
-  int row_pass_columns = 1;
 };
 
 // The part of `forms` that applies to `graph`'s launch form (the rest

@@ -29,12 +29,16 @@ std::vector<Tensor> external_tensors(const Stage& stage, const Tensor& x, const 
 
 }  // namespace
 
-CompiledBlocks::CompiledBlocks(std::shared_ptr<compile::KernelCache> cache)
-    : cache_(std::move(cache)) {}
+CompiledBlocks::CompiledBlocks(std::shared_ptr<compile::KernelCache> cache,
+                               std::shared_ptr<autograd::ChainChooser> chooser)
+    : cache_(std::move(cache)), chooser_(std::move(chooser)) {}
 
 Tensor CompiledBlocks::forward(const Stage& stage, const Tensor& x, const StageContext& ctx) {
-  if (stage.kind() == StageKind::Head) {
-    // Its loss's softmax cross-entropy through this cache's kernels.
+  if (stage.kind() == StageKind::Head && !chooser_) {
+    // Its loss's softmax cross-entropy through this cache's kernels. Not
+    // with a chooser: on GPT-2 (H200) they took the hand-written kernels'
+    // time (0.425 against 0.432 GPU-ms per 1k tokens), and these need no
+    // kernel that a machine without MLIR may lack.
     autograd::CrossEntropyKernelsScope kernels(cache_);
     return stage.forward(x, ctx);
   }
@@ -63,7 +67,8 @@ Tensor CompiledBlocks::forward(const Stage& stage, const Tensor& x, const StageC
   const auto start = std::chrono::steady_clock::now();
   std::string failure;
   try {
-    program = std::make_shared<autograd::FusedProgram>(trace, external, out, *cache_);
+    program =
+        std::make_shared<autograd::FusedProgram>(trace, external, out, *cache_, chooser_.get());
   } catch (const std::exception& e) {
     failure = stage.name() + ": " + e.what();
   }
@@ -77,6 +82,7 @@ Tensor CompiledBlocks::forward(const Stage& stage, const Tensor& x, const StageC
     ++stats_.programs;
     stats_.chains += static_cast<int64_t>(program->plan().chains.size());
     stats_.fused_calls += program->fused_calls();
+    stats_.chains_as_calls += program->chains_run_as_calls();
   } else {
     if (stats_.fallbacks++ == 0) stats_.first_fallback = failure;
   }
@@ -88,13 +94,24 @@ CompiledBlockStats CompiledBlocks::stats() const {
   return stats_;
 }
 
-std::string compile_summary(const CompiledBlockStats& s, const compile::KernelCacheStats& c) {
+std::string compile_summary(const CompiledBlockStats& s, const compile::KernelCacheStats& c,
+                            const autograd::ChainChooser* chooser) {
   std::ostringstream out;
   out.precision(3);
   out << "compile: " << s.programs << " block programs, " << s.chains << " chains fused ("
       << s.fused_calls << " of " << s.calls << " traced calls), kernels " << c.compiled
       << " compiled / " << c.loaded_from_disk << " from disk / " << c.memory_hits << " reused, "
       << c.compile_seconds << " s compiling (" << s.build_seconds << " s building programs)";
+  if (chooser != nullptr) {
+    const autograd::ChainChoiceStats choice = chooser->stats();
+    out << "; " << s.chains_as_calls << " chains run as calls, faster so on this GPU (of "
+        << choice.compiled + choice.as_calls << " kinds of chain, " << choice.as_calls
+        << " as calls; " << choice.measured << " timed now, " << choice.from_disk
+        << " as timed before)";
+    if (!choice.first_failure.empty()) {
+      out << "; a chain could not be timed, so it runs as calls: " << choice.first_failure;
+    }
+  }
   if (s.fallbacks > 0) {
     out << "; " << s.fallbacks << " block traces run unfused, the first because "
         << s.first_fallback;

@@ -27,6 +27,7 @@ namespace lt::models {
 struct CompiledBlockStats {
   int64_t programs = 0;        // traced and compiled (one per block and graph shape)
   int64_t chains = 0;          // fused chains over all programs
+  int64_t chains_as_calls = 0;  // chains the chooser found faster as calls
   int64_t fused_calls = 0;     // calls inside them
   int64_t calls = 0;           // calls traced, fused or not
   int64_t fallbacks = 0;       // traces that could not become programs
@@ -36,7 +37,10 @@ struct CompiledBlockStats {
 
 class CompiledBlocks {
  public:
-  explicit CompiledBlocks(std::shared_ptr<compile::KernelCache> cache);
+  // With a `chooser` (train.compile auto on a GPU), a chain runs compiled
+  // only where that is measured faster (autograd/chain_choice.h).
+  explicit CompiledBlocks(std::shared_ptr<compile::KernelCache> cache,
+                          std::shared_ptr<autograd::ChainChooser> chooser = nullptr);
 
   // `stage`'s forward (a block stage; the head with its loss's softmax
   // cross-entropy from this cache, autograd/cross_entropy_kernels.h; others
@@ -44,6 +48,8 @@ class CompiledBlocks {
   Tensor forward(const Stage& stage, const Tensor& x, const StageContext& ctx);
 
   CompiledBlockStats stats() const;
+  // The chooser's, or none.
+  const std::shared_ptr<autograd::ChainChooser>& chooser() const { return chooser_; }
   compile::KernelCacheStats cache_stats() const { return cache_->stats(); }
   // Where the kernels come from (the optimizer's compiled updates share it).
   const std::shared_ptr<compile::KernelCache>& cache() const { return cache_; }
@@ -51,6 +57,7 @@ class CompiledBlocks {
  private:
   using Key = std::tuple<const Stage*, Shape, DType, std::string, bool, const void*>;
   std::shared_ptr<compile::KernelCache> cache_;
+  std::shared_ptr<autograd::ChainChooser> chooser_;
   mutable std::mutex mutex_;
   std::map<Key, std::shared_ptr<const autograd::FusedProgram>> programs_;  // null: fallback
   CompiledBlockStats stats_;
@@ -59,7 +66,8 @@ class CompiledBlocks {
 // One line for the run's log: "compile: 2 blocks traced, 8 chains (13 of
 // 29 calls) fused, kernels 16 compiled / 0 from disk / 4 reused, 3.1 s".
 std::string compile_summary(const CompiledBlockStats& stats,
-                            const compile::KernelCacheStats& cache);
+                            const compile::KernelCacheStats& cache,
+                            const autograd::ChainChooser* chooser = nullptr);
 
 // The kernel graphs training `config` with compiled blocks in `dtype` (the
 // compute dtype: bf16 on a GPU) runs, forward and backward: one block of

@@ -3,8 +3,27 @@
 #include "compile/compiler_info.h"
 #include "core/error.h"
 #include "models/compiled_blocks.h"
+#include "train/hardware_cache.h"
+
+#ifdef LT_WITH_CUDA
+#include "core/cuda/device_info.h"
+#endif
 
 namespace lt::train {
+namespace {
+
+// What a chain's times depend on besides the chain: the GPU and driver,
+// and the host (train/hardware_cache.h's identity).
+std::string gpu_identity(Device device) {
+#ifdef LT_WITH_CUDA
+  return machine_identity(cuda::device_name(device.index),
+                          "driver " + std::to_string(cuda::driver_version()));
+#else
+  return "device " + device.str();
+#endif
+}
+
+}  // namespace
 
 void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& model,
                    ProgressBar& log) {
@@ -26,18 +45,12 @@ void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& 
                   compile::KernelCache::default_folder() + ")");
     }
   }
-  if (!plan.device.is_cpu() && mode == "auto") {
-    // Measured on the H200 (bench/RESULTS.md, session 16): the row chains
-    // are near the hand-written kernels, the elementwise ones up to 2.6x
-    // slower, and train.compile on made the 3B step 1.45x and GPT-2's 1.88x
-    // as long.
-    log.message(
-        "train.compile auto: running the hand-written kernels: on a GPU the compiled kernels "
-        "are slower than the hand-written ones so far (bench/RESULTS.md); "
-        "train.compile: on runs them");
-    return;
-  }
-  if (mode == "auto") {
+  // auto on a GPU: every chain is timed both ways once on this machine
+  // and runs compiled only where that is faster (autograd/chain_choice.h),
+  // with kernels from MLIR or the cache folder; one that cannot be had runs
+  // as calls.
+  const bool chosen = !plan.device.is_cpu() && mode == "auto";
+  if (mode == "auto" && !chosen) {
     const compile::CompilerInfo compiler = compile::compiler_info();
     if (!compiler.loaded) {
       log.message("train.compile auto: running the hand-written kernels: " + compiler.error);
@@ -48,10 +61,15 @@ void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& 
   // (ZenFlow too) on their compute copies, which share them, streaming
   // stage by stage through CausalLM::run_stage.
   auto cache = std::make_shared<compile::KernelCache>(compile::KernelCache::default_folder());
-  model.use_compiled_blocks(std::make_shared<models::CompiledBlocks>(cache));
+  std::shared_ptr<autograd::ChainChooser> chooser;
+  if (chosen) chooser = std::make_shared<autograd::ChainChooser>(*cache, gpu_identity(plan.device));
+  model.use_compiled_blocks(std::make_shared<models::CompiledBlocks>(cache, chooser));
   log.message("train.compile " + mode +
               ": blocks run through the fusion compiler (kernels cached in " + cache->folder() +
-              ")");
+              ")" +
+              (chosen ? "; each kind of chain runs compiled only where timed faster than its "
+                        "calls on this GPU"
+                      : ""));
 }
 
 void setup_compiled_optimizer(const TrainConfig& c, const models::CausalLM& model,
@@ -83,7 +101,8 @@ void log_compile(const models::CausalLM& model, const optim::Optimizer& optimize
                  ProgressBar& log) {
   const auto& compiled = model.compiled_blocks();
   if (!compiled) return;
-  std::string line = models::compile_summary(compiled->stats(), compiled->cache_stats());
+  std::string line =
+      models::compile_summary(compiled->stats(), compiled->cache_stats(), compiled->chooser().get());
   if (optimizer.compiled_updates() > 0) {
     line += "; " + std::to_string(optimizer.compiled_updates()) +
             " parameter updates by compiled optimizer kernels";

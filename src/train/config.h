@@ -66,12 +66,13 @@ struct TrainConfig {
     int64_t keep_last = 2;       // checkpoints kept
     int64_t max_bad_steps = 5;   // stop after this many non-finite steps in a row
     // Run the decoder blocks through the fusion compiler (models/compiled_blocks.h):
-    // elementwise and norm chains become compiled kernels. auto: where its
-    // plugin loads (a build with MLIR, libMLIR present); on: that or an
-    // error; off (the default until compiled kernels are faster than the
-    // hand-written ones). true and false read as on and off. On a GPU, auto
-    // runs the hand-written kernels (the compiled ones are slower there so
-    // far); on runs the compiled ones, which need MLIR or a filled cache.
+    // elementwise and norm chains become compiled kernels. auto: on the
+    // CPU where its plugin loads (a build with MLIR, libMLIR present); on a
+    // GPU each kind of chain runs compiled only where timed faster than its
+    // calls on this GPU (autograd/chain_choice.h; kernels from MLIR or the
+    // cache folder). on: every chain compiled, which needs MLIR (or, on a
+    // GPU, a filled cache), else an error. off: the default. true and false
+    // read as on and off.
     std::string compile = "off";  // auto|on|off
   } train;
   struct Optim {

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "autograd/engine.h"
@@ -17,10 +19,12 @@
 #include "compile/compiler_info.h"
 #include "core/random.h"
 #include "support/fused_program_cases.h"
+#include "train/train_helpers.h"
 
 namespace lt::autograd {
 namespace {
 
+namespace fs = std::filesystem;
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 using testing::leaves;
@@ -43,8 +47,11 @@ void expect_close(const Tensor& fused, const Tensor& unfused, double tolerance,
 // program must fuse `chains` chains holding `fused_calls` calls.
 // `constants`: tensors f reads besides `values` (a rope table), given to
 // the program as its further inputs.
+// `chooser`: the program's (FusedProgram), or none.
 void expect_fused_equals_unfused(const Fn& f, const std::vector<Tensor>& values, size_t chains,
-                                 int64_t fused_calls, const std::vector<Tensor>& constants = {}) {
+                                 int64_t fused_calls, const std::vector<Tensor>& constants = {},
+                                 ChainChooser* chooser = nullptr,
+                                 compile::KernelCache* kernels = nullptr) {
   Generator gen(99);
   std::vector<Tensor> eager_in = leaves(values);
   const Tensor eager_out = f(eager_in);
@@ -58,10 +65,11 @@ void expect_fused_equals_unfused(const Fn& f, const std::vector<Tensor>& values,
     TraceScope scope(trace);
     traced_out = f(traced_in);
   }
-  compile::KernelCache cache;
+  compile::KernelCache own_cache;
+  compile::KernelCache& cache = kernels != nullptr ? *kernels : own_cache;
   std::vector<Tensor> external = traced_in;
   external.insert(external.end(), constants.begin(), constants.end());
-  FusedProgram program(trace, external, traced_out, cache);
+  FusedProgram program(trace, external, traced_out, cache, chooser);
   EXPECT_EQ(program.plan().chains.size(), chains);
   EXPECT_EQ(program.fused_calls(), fused_calls);
 
@@ -224,6 +232,192 @@ TEST_F(FusedChains, RefusesATraceThatReadsAnUntracedTensor) {
     EXPECT_NE(std::string(e.what()).find("made outside the traced calls"), std::string::npos)
         << e.what();
   }
+}
+
+// A chooser whose times are given: a chain holding the call `slow_compiled`
+// is faster as calls, every other compiled; it counts what it was asked to
+// time.
+class GivenTimes : public ChainChooser {
+ public:
+  GivenTimes(compile::KernelCache& cache, std::string slow_compiled, std::string machine = "m")
+      : ChainChooser(cache, std::move(machine)), slow_(std::move(slow_compiled)) {}
+  int measured = 0;
+
+ protected:
+  ChainTimes measure(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
+                     const std::vector<CallAgain>&, Device) override {
+    ++measured;
+    bool slow = false;
+    for (int32_t m : plan.chains[static_cast<size_t>(chain)].nodes) {
+      slow = slow || graph.nodes[static_cast<size_t>(m)].fn == slow_;
+    }
+    return {slow ? 2.0 : 1.0, 1.5};
+  }
+
+ private:
+  std::string slow_;
+};
+
+// GPT-2's MLP half-block (three chains: the LayerNorm; the first bias with
+// the GELU; the second bias with the residual add) where the bias + GELU
+// chain is slower compiled: it runs as its calls, its bias back in its
+// linear, and the program still gives autograd's output and gradients.
+TEST_F(FusedChains, AChainFasterAsCallsRunsAsItsCallsWithItsBiasInItsLinear) {
+  const Fn f = compile::testing::gpt2_mlp_program_case().f;
+  const std::vector<Tensor> values = {randn({3, 29, 24}), randn({24}, 0.5), randn({24}, 0.5),
+                                      randn({48, 24}, 0.2), randn({48}),     randn({24, 48}, 0.2),
+                                      randn({24})};
+  compile::KernelCache cache;
+  GivenTimes chooser(cache, "gelu_tanh");
+  // Two chains of 3 calls (LayerNorm; bias_add + add), where all three
+  // fuse 5.
+  expect_fused_equals_unfused(f, values, 2, 3, {}, &chooser, &cache);
+  EXPECT_EQ(chooser.measured, 3);
+  const ChainChoiceStats stats = chooser.stats();
+  EXPECT_EQ(stats.measured, 3);
+  EXPECT_EQ(stats.compiled, 2);
+  EXPECT_EQ(stats.as_calls, 1);
+
+  CallTrace trace;
+  Tensor out;
+  const std::vector<Tensor> in = leaves(values);
+  {
+    TraceScope scope(trace);
+    out = f(in);
+  }
+  const FusedProgram program(trace, in, out, cache, &chooser);
+  EXPECT_EQ(chooser.measured, 3) << "a chain class is timed once a process";
+  EXPECT_EQ(program.chains_run_as_calls(), 1);
+  int bias_adds = 0, biased_linears = 0;
+  for (const CallNode& n : program.graph().nodes) {
+    bias_adds += n.fn == "bias_add";
+    biased_linears += n.fn == "linear" && n.inputs.size() == 3 && n.inputs[2] >= 0;
+  }
+  EXPECT_EQ(bias_adds, 1);       // the second linear's, in its chain
+  EXPECT_EQ(biased_linears, 1);  // the first, as traced
+}
+
+// The choices are kept in the cache folder: a second chooser there reads
+// them without timing; another machine times its own; a damaged entry is
+// timed again, not trusted.
+TEST_F(FusedChains, ChainChoicesAreKeptBesideTheKernels) {
+  const Fn f = compile::testing::gpt2_mlp_program_case().f;
+  const std::vector<Tensor> values = {randn({2, 5, 16}), randn({16}, 0.5), randn({16}, 0.5),
+                                      randn({32, 16}, 0.2), randn({32}),    randn({16, 32}, 0.2),
+                                      randn({16})};
+  train::testing::TempDir dir("chain_choice");
+  compile::KernelCache cache(dir.path().string());
+  const auto build = [&](ChainChooser& chooser) {
+    CallTrace trace;
+    Tensor out;
+    const std::vector<Tensor> in = leaves(values);
+    {
+      TraceScope scope(trace);
+      out = f(in);
+    }
+    return FusedProgram(trace, in, out, cache, &chooser).chains_run_as_calls();
+  };
+  GivenTimes first(cache, "gelu_tanh");
+  EXPECT_EQ(build(first), 1);
+  EXPECT_EQ(first.measured, 3);
+  std::vector<fs::path> entries;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir.path())) {
+    if (e.path().extension() == ".choice") entries.push_back(e.path());
+  }
+  ASSERT_EQ(entries.size(), 3u);
+
+  GivenTimes second(cache, "no chain holds this");  // would choose otherwise if it timed
+  EXPECT_EQ(build(second), 1);
+  EXPECT_EQ(second.measured, 0);
+  EXPECT_EQ(second.stats().from_disk, 3);
+
+  GivenTimes elsewhere(cache, "no chain holds this", "another GPU");
+  EXPECT_EQ(build(elsewhere), 0);
+  EXPECT_EQ(elsewhere.measured, 3);
+
+  for (const fs::path& entry : entries) {
+    std::string bytes;
+    {
+      std::ifstream in(entry, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    bytes[bytes.size() - 2] ^= 0x20;  // the choice's text, under the checksum
+    std::ofstream(entry, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  GivenTimes third(cache, "no chain holds this");
+  EXPECT_EQ(build(third), 0);
+  EXPECT_EQ(third.measured, 3);
+}
+
+// A chain that cannot be timed (here: no kernel, as on a GPU machine
+// without MLIR whose folder lacks it) runs as its calls, and the failure
+// is neither kept nor hidden.
+class FailingTimes : public ChainChooser {
+ public:
+  using ChainChooser::ChainChooser;
+
+ protected:
+  ChainTimes measure(const CallGraph&, const FusionPlan&, int32_t, const std::vector<CallAgain>&,
+                     Device) override {
+    throw Error("no kernel for this chain");
+  }
+};
+
+TEST_F(FusedChains, AChainThatCannotBeTimedRunsAsItsCalls) {
+  Fn f = [](const std::vector<Tensor>& in) {
+    return layer_norm(add(in[0], in[1]), in[2], in[3], 1e-5);
+  };
+  train::testing::TempDir dir("chain_choice_fails");
+  compile::KernelCache cache(dir.path().string());
+  FailingTimes chooser(cache, "m");
+  expect_fused_equals_unfused(
+      f, {randn({4, 24}), randn({4, 24}), randn({24}, 0.5), randn({24}, 0.5)}, 0, 0, {}, &chooser,
+      &cache);
+  EXPECT_EQ(chooser.stats().first_failure, "no kernel for this chain");
+  for (const fs::directory_entry& e : fs::directory_iterator(dir.path())) {
+    EXPECT_NE(e.path().extension(), ".choice") << e.path();
+  }
+}
+
+// The real timing, on the CPU: both ways run (forward and backward), and
+// the choice is the faster one. Which is faster is not asserted.
+class RecordedTimes : public ChainChooser {
+ public:
+  using ChainChooser::ChainChooser;
+  std::vector<ChainTimes> times;
+
+ protected:
+  ChainTimes measure(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
+                     const std::vector<CallAgain>& again, Device device) override {
+    times.push_back(ChainChooser::measure(graph, plan, chain, again, device));
+    return times.back();
+  }
+};
+
+TEST_F(FusedChains, TimesEachChainBothWaysAndKeepsTheFaster) {
+  const Fn f = compile::testing::gpt2_mlp_program_case().f;
+  const std::vector<Tensor> values = {randn({3, 29, 24}), randn({24}, 0.5), randn({24}, 0.5),
+                                      randn({48, 24}, 0.2), randn({48}),     randn({24, 48}, 0.2),
+                                      randn({24})};
+  compile::KernelCache cache;
+  RecordedTimes chooser(cache, "cpu");
+  CallTrace trace;
+  Tensor out;
+  const std::vector<Tensor> in = leaves(values);
+  {
+    TraceScope scope(trace);
+    out = f(in);
+  }
+  const FusedProgram program(trace, in, out, cache, &chooser);
+  ASSERT_EQ(chooser.times.size(), 3u) << chooser.stats().first_failure;
+  int64_t slower_compiled = 0;
+  for (const ChainTimes& t : chooser.times) {
+    EXPECT_GT(t.compiled_ms, 0);
+    EXPECT_GT(t.calls_ms, 0);
+    slower_compiled += t.compiled_ms > t.calls_ms;
+  }
+  EXPECT_EQ(program.chains_run_as_calls(), slower_compiled);
+  EXPECT_EQ(chooser.stats().as_calls, slower_compiled);
 }
 
 }  // namespace

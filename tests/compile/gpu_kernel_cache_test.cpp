@@ -268,25 +268,6 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
     ASSERT_NO_THROW(two_rows.binary(c.graph));
     ASSERT_NO_THROW(four_rows.binary(c.graph));
   }
-  // The RowPerBlock kernels with four and eight columns at once (the GPU
-  // test and the bench compare them with one column).
-  GpuKernelCache four_columns(folder, testing::row_pass_columns_target(4));
-  GpuKernelCache eight_columns(folder, testing::row_pass_columns_target(8));
-  std::vector<testing::GpuKernelCase> row_cases = testing::named_chain_cases();
-  for (testing::GpuKernelCase& c : testing::random_chain_cases()) row_cases.push_back(std::move(c));
-  for (DType dtype : {DType::F32, DType::BF16}) {  // the bench's shapes are bf16's
-    row_cases.push_back({"cross-entropy forward", cross_entropy_forward_graph(dtype), 0, 0});
-    row_cases.push_back({"cross-entropy backward", cross_entropy_backward_graph(dtype), 0, 0});
-    row_cases.push_back({"softmax", softmax_forward(dtype), 0, 0});
-    row_cases.push_back({"layer_norm", layer_norm_forward(dtype, 1e-5), 0, 0});
-    row_cases.push_back({"residual + rms_norm", residual_rms_norm_forward(dtype, 1e-5), 0, 0});
-  }
-  for (const testing::GpuKernelCase& c : row_cases) {
-    if (gpu_launch_form(c.graph) != GpuLaunchForm::RowPerBlock) continue;
-    SCOPED_TRACE(c.name + ", four and eight columns at once");
-    ASSERT_NO_THROW(four_columns.binary(c.graph));
-    ASSERT_NO_THROW(eight_columns.binary(c.graph));
-  }
   uintmax_t bytes = 0;
   for (const fs::directory_entry& e : fs::directory_iterator(folder)) {
     if (e.path().extension() == ".cubin") bytes += e.file_size();
@@ -295,8 +276,7 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   stats.compiled += by_four.stats().compiled;
   stats.loaded_from_disk += by_four.stats().loaded_from_disk;
   stats.compile_seconds += by_four.stats().compile_seconds;
-  for (const GpuKernelCache* more :
-       {&packed, &two_rows, &four_rows, &four_columns, &eight_columns}) {
+  for (const GpuKernelCache* more : {&packed, &two_rows, &four_rows}) {
     stats.compiled += more->stats().compiled;
     stats.loaded_from_disk += more->stats().loaded_from_disk;
     stats.compile_seconds += more->stats().compile_seconds;

@@ -229,41 +229,6 @@ TEST_F(PtxTest, ColSumKernelsAssembleWithPtxasWithoutAtomics) {
 // The ColSums form's grid: a function of rows alone (the order of the
 // additions so repeats), every row in a block of ceil(rows / blocks) rows,
 // at most 3 blocks per SM of an H200 and at most one per 16 rows.
-// The RowPerBlock form with 4 and 8 columns a thread at once
-// (GpuForms::row_pass_columns): each pass and the loop of full outputs
-// issue that many loads together, and the kernels assemble. The softmax,
-// the norms' forward and the cross-entropy's pieces run in this form.
-TEST_F(PtxTest, RowKernelsLoadSeveralColumnsAtOnce) {
-  if (!fs::exists(kPtxas)) GTEST_SKIP() << "no " << kPtxas;
-  const DType bf16 = DType::BF16;
-  const std::vector<std::pair<const char*, KernelGraph>> graphs = {
-      {"softmax", softmax_forward(bf16)},
-      {"layer_norm", layer_norm_forward(bf16, 1e-5)},
-      {"residual + rms_norm", residual_rms_norm_forward(bf16, 1e-5)},
-      {"layer_norm backward, no col sums",
-       gradient_graph(layer_norm_forward(bf16, 1e-5), {true, false, false})}};
-  std::string messages;
-  for (const auto& [what, graph] : graphs) {
-    SCOPED_TRACE(what);
-    ASSERT_EQ(gpu_launch_form(graph), GpuLaunchForm::RowPerBlock);
-    const std::string one = compile_ptx(graph, PtxTarget{}).ptx;
-    size_t fewer = global_loads(one);
-    for (int columns : {4, 8}) {
-      PtxTarget target;
-      target.forms.row_pass_columns = columns;
-      const std::string ptx = compile_ptx(graph, target).ptx;
-      EXPECT_GE(global_loads(ptx), fewer + static_cast<size_t>(columns) / 2) << columns;
-      fewer = global_loads(ptx);
-      EXPECT_EQ(assemble(ptx, messages), 0) << messages;
-    }
-  }
-  EXPECT_THROW(to_gpu_mlir(softmax_forward(bf16), GpuForms{.row_pass_columns = 0}), Error);
-  EXPECT_THROW(to_gpu_mlir(softmax_forward(bf16), GpuForms{.row_pass_columns = 9}), Error);
-  // Another form ignores it: an elementwise kernel's text is the same.
-  EXPECT_EQ(to_gpu_mlir(swiglu_forward(bf16), GpuForms{.row_pass_columns = 8}),
-            to_gpu_mlir(swiglu_forward(bf16)));
-}
-
 TEST(GpuColSumBlocks, DependOnRowsAloneAndCoverEveryRow) {
   EXPECT_EQ(gpu_col_sum_blocks(0), 0);
   for (int64_t rows : {1, 7, 16, 17, 1000, 6336, 6337, 16384, 16389, 1 << 20}) {

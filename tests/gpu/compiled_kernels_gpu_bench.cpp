@@ -21,7 +21,6 @@
 #include "autograd/fused_rope.h"
 #include "compile/chains.h"
 #include "compile/col_sum_cases.h"
-#include "compile/cross_entropy_chain.h"
 #include "compile/gpu_kernel.h"
 #include "compile/gpu_kernel_cache.h"
 #include "compile/interpret.h"
@@ -301,30 +300,6 @@ TEST(CompiledKernelsGpuBench, ColSumsOneTwoAndFourRowsAnIteration) {
         gradient_graph(layer_norm_forward(bf16, 1e-5), {true, true, true}), 65536, 768},
        {"3B residual_rms_norm backward",
         gradient_graph(residual_rms_norm_forward(bf16, 1e-5), {true, true, true}), 8192, 2048}});
-}
-
-// The RowPerBlock form (a block a row) with 1, 4 and 8 columns a thread at
-// once in each pass and the outputs' loop (GpuForms::row_pass_columns): the
-// chain bench's softmax, residual + RMSNorm and LayerNorm, GPT-2's
-// LayerNorm at 64 x 1024 tokens and the 3B's residual + RMSNorm at
-// 8 x 1024, and the cross-entropy's forward and backward over GPT-2's
-// vocabulary at 8 x 1024 tokens.
-TEST(CompiledKernelsGpuBench, RowPassesOfOneFourAndEightColumns) {
-  LT_REQUIRE_GPU();
-  if (std::getenv("LT_BENCH") == nullptr) GTEST_SKIP() << "a benchmark: set LT_BENCH=1";
-  GpuKernelCache one(testing::gpu_test_kernel_folder(), testing::packed_eight_target());
-  GpuKernelCache four(testing::gpu_test_kernel_folder(), testing::row_pass_columns_target(4));
-  GpuKernelCache eight(testing::gpu_test_kernel_folder(), testing::row_pass_columns_target(8));
-  const DType bf16 = DType::BF16;
-  print_targets(
-      "rows", {{"one column", &one}, {"four columns", &four}, {"eight columns", &eight}},
-      {{"softmax", softmax_forward(bf16), 16384, 4096},
-       {"residual + rms_norm", residual_rms_norm_forward(bf16, 1e-5), 16384, 4096},
-       {"layer_norm", layer_norm_forward(bf16, 1e-5), 16384, 4096},
-       {"GPT-2 layer_norm", layer_norm_forward(bf16, 1e-5), 65536, 768},
-       {"3B residual + rms_norm", residual_rms_norm_forward(bf16, 1e-5), 8192, 2048},
-       {"GPT-2 cross-entropy forward", cross_entropy_forward_graph(bf16), 8192, 50257},
-       {"GPT-2 cross-entropy backward", cross_entropy_backward_graph(bf16), 8192, 50257}});
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ GpuKernelCache& cache_by_four() {
   return kernels;
 }
 
-// The packed form, eight consecutive elements a thread (PtxTarget::packed).
+// The packed form, eight consecutive elements a thread (GpuForms::packed).
 GpuKernelCache& cache_packed() {
   static GpuKernelCache kernels(testing::gpu_test_kernel_folder(), testing::packed_eight_target());
   return kernels;
@@ -197,7 +197,7 @@ TEST(CompiledKernelsGpu, ColSumsEqualFloat64InterpreterAndRepeatBitForBit) {
   }
 }
 
-// Two or four rows an iteration (PtxTarget::col_sum_rows) add every term
+// Two or four rows an iteration (GpuForms::col_sum_rows) add every term
 // in the same order as one: the same bits as the one-row kernels, and so
 // the interpreter's bound too.
 TEST(CompiledKernelsGpu, ColSumsSeveralRowsAnIterationEqualOneRowBitForBit) {
@@ -229,48 +229,6 @@ TEST(CompiledKernelsGpu, ColSumsSeveralRowsAnIterationEqualOneRowBitForBit) {
       for (const auto& [rows, cols] : c.shapes) {
         expect_equals_interpreter({c.name, c.graph, rows, cols}, several, false, false);
       }
-    }
-  }
-}
-
-// Four or eight columns a thread at once in the RowPerBlock form
-// (GpuForms::row_pass_columns) add each pass's columns in the same order
-// as one: the same bits as the one-column kernels on every named and
-// random chain of that form (the named chains' 1000 columns end inside an
-// iteration of 1024 or 2048), so the interpreter's bound too.
-TEST(CompiledKernelsGpu, RowPassesOfSeveralColumnsEqualOneColumnBitForBit) {
-  LT_REQUIRE_GPU();
-  std::vector<testing::GpuKernelCase> cases;
-  for (testing::GpuKernelCase& c : testing::named_chain_cases()) {
-    if (gpu_launch_form(c.graph) == GpuLaunchForm::RowPerBlock) cases.push_back(std::move(c));
-  }
-  const size_t named = cases.size();
-  for (testing::GpuKernelCase& c : testing::random_chain_cases()) {
-    if (gpu_launch_form(c.graph) == GpuLaunchForm::RowPerBlock) cases.push_back(std::move(c));
-  }
-  ASSERT_GE(named, 4u);
-  ASSERT_GT(cases.size(), named);
-  for (int columns : {4, 8}) {
-    GpuKernelCache several(testing::gpu_test_kernel_folder(),
-                           testing::row_pass_columns_target(columns));
-    for (const testing::GpuKernelCase& c : cases) {
-      SCOPED_TRACE(c.name + " [" + std::to_string(c.rows) + ", " + std::to_string(c.cols) + "], " +
-                   std::to_string(columns) + " columns at once");
-      Generator gen(12);
-      const auto [lo, hi] = input_range(c);
-      std::vector<Tensor> in;
-      for (const InputSpec& spec : c.graph.inputs()) {
-        in.push_back(Tensor::uniform(testing::class_shape(spec.shape, c.rows, c.cols), gen, lo, hi,
-                                     spec.dtype)
-                         .to(Device::cuda(0)));
-      }
-      const std::vector<Tensor> one = call_gpu(cache_packed(), c.graph, in);
-      const std::vector<Tensor> more = call_gpu(several, c.graph, in);
-      ASSERT_EQ(one.size(), more.size());
-      for (size_t o = 0; o < one.size(); ++o) {
-        EXPECT_TRUE(bytes_of(one[o]) == bytes_of(more[o])) << "output " << o;
-      }
-      expect_equals_interpreter(c, several);
     }
   }
 }

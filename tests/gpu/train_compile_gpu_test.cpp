@@ -46,6 +46,30 @@ TEST_P(TrainCompileGpu, Bf16LossesMatchCpuF32AndTheUnfusedRun) {
   EXPECT_GE(stats.chains, 2 * blocks * 3);
 }
 
+// train.compile auto's choice (autograd/chain_choice.h): each kind of
+// chain timed both ways on this GPU, and the faster runs; the run still
+// gives the reference's losses, whichever ran, and no block falls back.
+TEST_P(TrainCompileGpu, ChainsChosenByTimeMatchCpuF32) {
+  LT_REQUIRE_GPU();
+  const auto batches = gpu_test::make_batches(4, 16, 97, 5, 1);
+  const auto model = [&] { return io::load_hf_model(fixture(GetParam())); };
+  const TrainRun cpu = train_resident(model(), Device::cpu(), DType::F32, batches);
+  auto cache = std::make_shared<compile::KernelCache>(compile::testing::gpu_test_kernel_folder());
+  auto chooser = std::make_shared<autograd::ChainChooser>(*cache, "TrainCompileGpu");
+  auto compiled = std::make_shared<models::CompiledBlocks>(cache, chooser);
+  const TrainRun chosen = train_resident(model(), Device::cuda(0), DType::BF16, batches, compiled);
+
+  compare_runs(chosen, cpu, 1e-2, 3e-2, 0.35, GetParam() + " chosen chains bf16 against cpu f32");
+  const models::CompiledBlockStats stats = compiled->stats();
+  std::printf("%s: %s\n", GetParam().c_str(),
+              models::compile_summary(stats, compiled->cache_stats(), chooser.get()).c_str());
+  const autograd::ChainChoiceStats choice = chooser->stats();
+  EXPECT_TRUE(choice.first_failure.empty()) << choice.first_failure;
+  EXPECT_GT(choice.compiled + choice.as_calls, 0);
+  EXPECT_EQ(stats.programs, 2 * model().config().num_hidden_layers) << stats.first_fallback;
+  EXPECT_EQ(stats.fallbacks, 0) << stats.first_fallback;
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, TrainCompileGpu,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gpt2"));
 

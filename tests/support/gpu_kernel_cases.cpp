@@ -113,12 +113,6 @@ PtxTarget col_sum_rows_target(int rows) {
   return target;
 }
 
-PtxTarget row_pass_columns_target(int columns) {
-  PtxTarget target = packed_eight_target();
-  target.forms.row_pass_columns = columns;
-  return target;
-}
-
 std::string gpu_test_kernel_folder() {
   const char* folder = std::getenv("LT_GPU_KERNELS");
   return folder != nullptr && *folder != '\0' ? folder : KernelCache::default_folder();

@@ -43,11 +43,8 @@ PtxTarget four_elements_target();
 // thread, as vectors when aligned (compile/gpu_mlir.h).
 PtxTarget packed_eight_target();
 // packed_eight_target with the ColSums form's `rows` rows an iteration
-// (PtxTarget::col_sum_rows): 2 and 4 are the candidates to replace 1.
+// (GpuForms::col_sum_rows): training takes 2 (training_gpu_target).
 PtxTarget col_sum_rows_target(int rows);
-// packed_eight_target with the RowPerBlock form's `columns` columns a
-// thread at once (GpuForms::row_pass_columns): 4 and 8 are the candidates.
-PtxTarget row_pass_columns_target(int columns);
 
 // Where the GPU tests find their kernels: $LT_GPU_KERNELS, else the kernel
 // cache's default folder (~/.cache/lazytrain/kernels).
