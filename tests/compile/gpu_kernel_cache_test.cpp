@@ -252,12 +252,14 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
     SCOPED_TRACE(c.name);
     ASSERT_NO_THROW(cache.binary(c.graph));
   }
-  // The elementwise ones' second form, also the training path's
-  // (KernelCache::gpu() reads those): the others' entry is the same.
+  // The elementwise ones' second and third forms, and the training path's
+  // target (KernelCache::gpu() reads those: the fused programs' GPU test).
+  GpuKernelCache training(folder, training_gpu_target());
   for (const testing::GpuKernelCase& c : cases) {
     SCOPED_TRACE(c.name + ", four elements a thread");
     ASSERT_NO_THROW(by_four.binary(c.graph));
     ASSERT_NO_THROW(packed.binary(c.graph));
+    ASSERT_NO_THROW(training.binary(c.graph));
   }
   // The col sums with two and four rows an iteration (the GPU test and the
   // bench compare them with one).
@@ -276,7 +278,7 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   stats.compiled += by_four.stats().compiled;
   stats.loaded_from_disk += by_four.stats().loaded_from_disk;
   stats.compile_seconds += by_four.stats().compile_seconds;
-  for (const GpuKernelCache* more : {&packed, &two_rows, &four_rows}) {
+  for (const GpuKernelCache* more : {&packed, &training, &two_rows, &four_rows}) {
     stats.compiled += more->stats().compiled;
     stats.loaded_from_disk += more->stats().loaded_from_disk;
     stats.compile_seconds += more->stats().compile_seconds;
