@@ -56,9 +56,9 @@ double median_ms(const std::function<void()>& run, Device device) {
     } else {
       const auto begin = std::chrono::steady_clock::now();
       run();
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                             begin)
-                       .count());
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
+              .count());
     }
   }
   std::sort(ms.begin(), ms.end());
@@ -130,8 +130,7 @@ ChainTimes ChainChooser::measure(const CallGraph& graph, const FusionPlan& plan,
   // Held by a shared_ptr, as a program holds it: its runs' tape nodes keep it.
   const auto compiled = std::make_shared<FusedChainKernel>(graph, plan, chain, cache_, device);
   ChainTimes times;
-  times.compiled_ms =
-      median_ms([&] { backward_from(compiled->run(inputs), weights); }, device);
+  times.compiled_ms = median_ms([&] { backward_from(compiled->run(inputs), weights); }, device);
   times.calls_ms = median_ms(
       [&] {
         backward_from(run_calls(graph, c, input_values, output_values, inputs, again), weights);

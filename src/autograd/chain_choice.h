@@ -38,10 +38,10 @@ struct ChainTimes {
 };
 
 struct ChainChoiceStats {
-  int64_t measured = 0;   // chain classes timed in this process
-  int64_t from_disk = 0;  // chain classes whose choice an earlier run kept
-  int64_t compiled = 0;   // chain classes that run compiled
-  int64_t as_calls = 0;   // chain classes that run as calls
+  int64_t measured = 0;       // chain classes timed in this process
+  int64_t from_disk = 0;      // chain classes whose choice an earlier run kept
+  int64_t compiled = 0;       // chain classes that run compiled
+  int64_t as_calls = 0;       // chain classes that run as calls
   std::string first_failure;  // why a chain could not be timed (it then runs as calls)
 };
 

@@ -110,8 +110,8 @@ std::vector<size_t> node_calls(const CallTrace& trace, const std::set<size_t>& b
   std::vector<size_t> calls;
   for (size_t i = 0; i < trace.calls.size(); ++i) {
     const TracedCall& call = trace.calls[i];
-    const bool split = call.fn == "linear" && call.inputs.size() == 3 &&
-                       call.inputs[2].defined() && biased.count(i) == 0;
+    const bool split = call.fn == "linear" && call.inputs.size() == 3 && call.inputs[2].defined() &&
+                       biased.count(i) == 0;
     calls.push_back(i);
     if (split) calls.push_back(i);
   }
@@ -134,11 +134,11 @@ struct PlannedGraph {
 // planned_call_graph, with the trace calls `as_traced` left out of every
 // chain; a linear among them keeps its bias (its GEMM adds it).
 PlannedGraph plan_graph(const CallTrace& trace, const std::vector<Tensor>& external,
-                        const Tensor& output, std::vector<CallAgain>* again,
-                        int32_t* output_value, const std::set<size_t>& as_traced) {
+                        const Tensor& output, std::vector<CallAgain>* again, int32_t* output_value,
+                        const std::set<size_t>& as_traced) {
   const CallGraph split = call_graph(trace, external, output);
-  std::set<size_t> biased =
-      lone_biases(trace, split, plan_fusion(split, held_out_nodes(node_calls(trace, {}), as_traced)));
+  std::set<size_t> biased = lone_biases(
+      trace, split, plan_fusion(split, held_out_nodes(node_calls(trace, {}), as_traced)));
   for (size_t i : as_traced) {
     if (trace.calls[i].fn == "linear") biased.insert(i);
   }
@@ -163,8 +163,7 @@ std::pair<CallGraph, FusionPlan> planned_call_graph(const CallTrace& trace,
 }
 
 FusedProgram::FusedProgram(const CallTrace& trace, const std::vector<Tensor>& external,
-                           const Tensor& output, compile::KernelCache& cache,
-                           ChainChooser* chooser)
+                           const Tensor& output, compile::KernelCache& cache, ChainChooser* chooser)
     : external_count_(static_cast<int32_t>(external.size())) {
   // The chains' kernels are for the device of the traced tensors.
   const Device device = external.empty() ? Device::cpu() : external.front().device();

@@ -96,8 +96,11 @@ void apply(const Node& n, double a, double ea, double b, double eb, double c, do
       e = std::abs(b) * ea + std::abs(a) * eb + std::abs(v);
       return;
     case OpKind::Div:
+      // Three roundings' worth: the GPU's a * rcp.approx(b) (compile/
+      // mlir_scalar.h) is off by 1 ulp (2 units) in 1 / b, then rounds the
+      // product; an IEEE division rounds once.
       v = a / b;
-      e = ea / std::abs(b) + std::abs(a) * eb / (b * b) + std::abs(v);
+      e = ea / std::abs(b) + std::abs(a) * eb / (b * b) + 3 * std::abs(v);
       return;
     case OpKind::Max:
       v = nan_max(a, b);

@@ -133,6 +133,14 @@ std::string ScalarWriter::op(const Node& n, const std::string& a, const std::str
     case OpKind::Mul:
       return binary("arith.mulf", a, b, /*fusable=*/true);
     case OpKind::Div:
+      // a * (1 / b) through rcp.approx.ftz (1 ulp): an IEEE division is a
+      // subroutine of some ten instructions and a branch, per element of a
+      // softmax or a norm's backward; 1 / b of a row value is computed
+      // once a row (LLVM hoists it out of the column loop).
+      if (nvvm_approximations_) {
+        return binary("arith.mulf", a, nvvm_intrinsic("llvm.nvvm.rcp.approx.ftz.f", b),
+                      /*fusable=*/true);
+      }
       return binary("arith.divf", a, b);
     case OpKind::Max:
       return binary("arith.maximumf", a, b);

@@ -28,7 +28,9 @@ class ScalarWriter {
   // The GPU writer's: sigmoid through PTX's approximations, one SFU
   // instruction each for 2^x (ex2.approx.ftz) and 1/x (rcp.approx.ftz),
   // where libdevice's expf and an IEEE division take some twenty (the
-  // error is within interpret.cpp's sigmoid bound, which says how).
+  // error is within interpret.cpp's sigmoid bound, which says how), and a
+  // division as a product with rcp.approx.ftz (interpret.cpp's Div bound
+  // counts its 1 ulp and the product's rounding).
   void set_nvvm_approximations(bool on) { nvvm_approximations_ = on; }
   std::ostream& line() { return out_ << indent_; }
 

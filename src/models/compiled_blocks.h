@@ -25,14 +25,14 @@
 namespace lt::models {
 
 struct CompiledBlockStats {
-  int64_t programs = 0;        // traced and compiled (one per block and graph shape)
-  int64_t chains = 0;          // fused chains over all programs
+  int64_t programs = 0;         // traced and compiled (one per block and graph shape)
+  int64_t chains = 0;           // fused chains over all programs
   int64_t chains_as_calls = 0;  // chains the chooser found faster as calls
-  int64_t fused_calls = 0;     // calls inside them
-  int64_t calls = 0;           // calls traced, fused or not
-  int64_t fallbacks = 0;       // traces that could not become programs
-  std::string first_fallback;  // why the first one could not
-  double build_seconds = 0.0;  // tracing aside: the pass and compiling
+  int64_t fused_calls = 0;      // calls inside them
+  int64_t calls = 0;            // calls traced, fused or not
+  int64_t fallbacks = 0;        // traces that could not become programs
+  std::string first_fallback;   // why the first one could not
+  double build_seconds = 0.0;   // tracing aside: the pass and compiling
 };
 
 class CompiledBlocks {
@@ -65,8 +65,7 @@ class CompiledBlocks {
 
 // One line for the run's log: "compile: 2 blocks traced, 8 chains (13 of
 // 29 calls) fused, kernels 16 compiled / 0 from disk / 4 reused, 3.1 s".
-std::string compile_summary(const CompiledBlockStats& stats,
-                            const compile::KernelCacheStats& cache,
+std::string compile_summary(const CompiledBlockStats& stats, const compile::KernelCacheStats& cache,
                             const autograd::ChainChooser* chooser = nullptr);
 
 // The kernel graphs training `config` with compiled blocks in `dtype` (the

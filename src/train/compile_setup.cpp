@@ -101,8 +101,8 @@ void log_compile(const models::CausalLM& model, const optim::Optimizer& optimize
                  ProgressBar& log) {
   const auto& compiled = model.compiled_blocks();
   if (!compiled) return;
-  std::string line =
-      models::compile_summary(compiled->stats(), compiled->cache_stats(), compiled->chooser().get());
+  std::string line = models::compile_summary(compiled->stats(), compiled->cache_stats(),
+                                             compiled->chooser().get());
   if (optimizer.compiled_updates() > 0) {
     line += "; " + std::to_string(optimizer.compiled_updates()) +
             " parameter updates by compiled optimizer kernels";

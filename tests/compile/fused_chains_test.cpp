@@ -264,8 +264,8 @@ class GivenTimes : public ChainChooser {
 // linear, and the program still gives autograd's output and gradients.
 TEST_F(FusedChains, AChainFasterAsCallsRunsAsItsCallsWithItsBiasInItsLinear) {
   const Fn f = compile::testing::gpt2_mlp_program_case().f;
-  const std::vector<Tensor> values = {randn({3, 29, 24}), randn({24}, 0.5), randn({24}, 0.5),
-                                      randn({48, 24}, 0.2), randn({48}),     randn({24, 48}, 0.2),
+  const std::vector<Tensor> values = {randn({3, 29, 24}),   randn({24}, 0.5), randn({24}, 0.5),
+                                      randn({48, 24}, 0.2), randn({48}),      randn({24, 48}, 0.2),
                                       randn({24})};
   compile::KernelCache cache;
   GivenTimes chooser(cache, "gelu_tanh");
@@ -302,8 +302,8 @@ TEST_F(FusedChains, AChainFasterAsCallsRunsAsItsCallsWithItsBiasInItsLinear) {
 // timed again, not trusted.
 TEST_F(FusedChains, ChainChoicesAreKeptBesideTheKernels) {
   const Fn f = compile::testing::gpt2_mlp_program_case().f;
-  const std::vector<Tensor> values = {randn({2, 5, 16}), randn({16}, 0.5), randn({16}, 0.5),
-                                      randn({32, 16}, 0.2), randn({32}),    randn({16, 32}, 0.2),
+  const std::vector<Tensor> values = {randn({2, 5, 16}),    randn({16}, 0.5), randn({16}, 0.5),
+                                      randn({32, 16}, 0.2), randn({32}),      randn({16, 32}, 0.2),
                                       randn({16})};
   train::testing::TempDir dir("chain_choice");
   compile::KernelCache cache(dir.path().string());
@@ -370,9 +370,9 @@ TEST_F(FusedChains, AChainThatCannotBeTimedRunsAsItsCalls) {
   train::testing::TempDir dir("chain_choice_fails");
   compile::KernelCache cache(dir.path().string());
   FailingTimes chooser(cache, "m");
-  expect_fused_equals_unfused(
-      f, {randn({4, 24}), randn({4, 24}), randn({24}, 0.5), randn({24}, 0.5)}, 0, 0, {}, &chooser,
-      &cache);
+  expect_fused_equals_unfused(f,
+                              {randn({4, 24}), randn({4, 24}), randn({24}, 0.5), randn({24}, 0.5)},
+                              0, 0, {}, &chooser, &cache);
   EXPECT_EQ(chooser.stats().first_failure, "no kernel for this chain");
   for (const fs::directory_entry& e : fs::directory_iterator(dir.path())) {
     EXPECT_NE(e.path().extension(), ".choice") << e.path();
@@ -396,8 +396,8 @@ class RecordedTimes : public ChainChooser {
 
 TEST_F(FusedChains, TimesEachChainBothWaysAndKeepsTheFaster) {
   const Fn f = compile::testing::gpt2_mlp_program_case().f;
-  const std::vector<Tensor> values = {randn({3, 29, 24}), randn({24}, 0.5), randn({24}, 0.5),
-                                      randn({48, 24}, 0.2), randn({48}),     randn({24, 48}, 0.2),
+  const std::vector<Tensor> values = {randn({3, 29, 24}),   randn({24}, 0.5), randn({24}, 0.5),
+                                      randn({48, 24}, 0.2), randn({48}),      randn({24, 48}, 0.2),
                                       randn({24})};
   compile::KernelCache cache;
   RecordedTimes chooser(cache, "cpu");

@@ -212,7 +212,10 @@ TEST(CompiledKernelsGpuBench, ChainsAgainstHandWrittenAndUnfused) {
               "shape", "GB", "compiled ms (TB/s %)", "x4/thread ms", "packed 8 ms",
               "hand ms (TB/s %)", "unfused ms (TB/s %)", "per-op ms (kernels)", "comp/hand",
               "unf/comp", "perop/comp");
+  // LT_BENCH_CHAIN: that chain alone (for a profiler's run).
+  const char* only = std::getenv("LT_BENCH_CHAIN");
   for (const Chain& c : chains()) {
+    if (only != nullptr && c.name != std::string(only)) continue;
     const double bytes = graph_bytes(c.graph, c.rows, c.cols);
     const auto cell = [&](double ms) {
       char buf[40];
