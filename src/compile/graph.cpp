@@ -89,13 +89,15 @@ ShapeClass broadcast_shape(ShapeClass a, ShapeClass b) {
 
 namespace {
 void check_storage_dtype(DType dtype, const char* what) {
-  LT_CHECK(dtype == DType::F32 || dtype == DType::BF16, "compile: ", what,
-           " must be stored as f32 or bf16, got ", dtype_name(dtype));
+  LT_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16, "compile: ", what,
+           " must be f32, bf16 or f16, got ", dtype_name(dtype));
 }
 // Inputs and outputs may also hold 8-bit codes.
 void check_buffer_dtype(DType dtype, const char* what) {
-  LT_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::U8, "compile: ", what,
-           " must be stored as f32, bf16 or u8, got ", dtype_name(dtype));
+  LT_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16 ||
+               dtype == DType::U8 || dtype == DType::I8,
+           "compile: ", what, " must be stored as f32, bf16, f16, u8 or i8, got ",
+           dtype_name(dtype));
 }
 }  // namespace
 

@@ -14,10 +14,13 @@
 // Arithmetic is f32 whatever the storage type (as the hand-written CPU
 // kernels compute half-precision data): an input stored as bf16 is widened
 // when read, an output stored as bf16 is rounded when written, and a Cast
-// to bf16 rounds in the middle of the chain (round to nearest even). Inputs
-// and outputs may also be stored as u8 (8-bit codes, such as 8-bit AdamW's
-// states): read as the integer's f32 value; written as the integer part of
-// the value, which must lie in [0, 256) (the graph rounds it first).
+// to bf16 rounds in the middle of the chain (round to nearest even); f16
+// (IEEE half: 11 significant bits, subnormals below 2^-14, inf from 65520)
+// likewise. Inputs and outputs may also be stored as u8 or i8 (8-bit
+// codes, such as 8-bit AdamW's states, or int8 values with a scale the
+// graph multiplies by): read as the integer's f32 value; written as the
+// integer part of the value (toward zero), which must lie in [0, 256) for
+// u8 and (-129, 128) for i8 (the graph rounds and clamps it first).
 //
 // A Lookup reads a small constant f32 table (the graph's, compiled into the
 // kernel as a global constant) at an index: table[trunc(index)], the index
@@ -62,7 +65,7 @@ enum class OpKind : uint8_t {
   Rsqrt,
   Sigmoid,
   Erf,
-  Cast,    // rounds to `dtype` (bf16) or keeps f32
+  Cast,    // rounds to `dtype` (bf16 or f16) or keeps f32
   RowSum,  // Full -> Row, summed in order along the row
   RowMax,  // Full -> Row
   Lookup,  // tables()[table] at index a (see the top of this file)
@@ -115,12 +118,12 @@ int64_t mapped_span(const RowMap& map, int64_t rows, int64_t cols);
 
 struct InputSpec {
   ShapeClass shape;
-  DType dtype;   // F32, BF16 or U8
+  DType dtype;   // F32, BF16, F16, U8 or I8
   RowMap map{};  // Full inputs only (mapped_input)
 };
 struct OutputSpec {
   int32_t node;
-  DType dtype;        // F32, BF16 or U8: the stored type
+  DType dtype;        // F32, BF16, F16, U8 or I8: the stored type
   int32_t over = -1;  // written over inputs()[over] (output_over), else -1
   int64_t pitch = 1;  // Full outputs: RowMap::pitch (output_pitched)
 };

@@ -22,13 +22,43 @@ int64_t element_count(ShapeClass shape, int64_t rows, int64_t cols) {
   return 0;
 }
 
-double round_to_bf16(double x) {
-  if (x == 0.0 || !std::isfinite(x)) return x;
+namespace {
+
+// A half format's significant bits and smallest normal exponent (frexp's:
+// x = m 2^exponent, 0.5 <= |m| < 1), and the largest finite value.
+struct HalfFormat {
+  int bits;
+  int least_exponent;
+  double largest;
+};
+// bf16's subnormals are not modelled (values that small do not occur).
+constexpr HalfFormat kBf16{8, -100000, 0x1.FEp127};
+constexpr HalfFormat kF16{11, -13, 65504.0};
+
+// The spacing of `format`'s values around x (nonzero, finite).
+double spacing(double x, const HalfFormat& format) {
   int exponent = 0;
-  std::frexp(x, &exponent);  // x = m 2^exponent, 0.5 <= |m| < 1
-  // bf16 keeps 8 significant bits; nearbyint rounds ties to even in the
-  // default rounding mode.
-  return std::ldexp(std::nearbyint(std::ldexp(x, 8 - exponent)), exponent - 8);
+  std::frexp(x, &exponent);
+  return std::ldexp(1.0, std::max(exponent, format.least_exponent) - format.bits);
+}
+
+double round_to(double x, const HalfFormat& format) {
+  if (x == 0.0 || !std::isfinite(x)) return x;
+  const double ulp = spacing(x, format);
+  // nearbyint rounds ties to even in the default rounding mode.
+  const double r = std::nearbyint(x / ulp) * ulp;
+  // Past the largest value by half a spacing or more: infinity.
+  if (std::abs(r) > format.largest) return std::copysign(HUGE_VAL, x);
+  return r;
+}
+
+}  // namespace
+
+double round_to_bf16(double x) {
+  return round_to(x, kBf16);
+}
+double round_to_f16(double x) {
+  return round_to(x, kF16);
 }
 
 int64_t input_count(const InputSpec& input, int64_t rows, int64_t cols) {
@@ -59,17 +89,19 @@ struct Evaluated {
   Values bound;  // rounding bound, f32 units (see Reference)
 };
 
-// The bound after rounding `x` (bound `e`) to bf16: 0 when x is farther
-// from a rounding boundary than its error (both sides round to the same
-// value), else the error plus one bf16 ulp (Reference).
-double bf16_rounded_bound(double x, double e) {
+// The bound after rounding `x` (bound `e`) to a half format: 0 when x is
+// farther from a rounding boundary than its error (both sides round to
+// the same value), else the error plus one ulp of the format (Reference).
+double rounded_bound(double x, double e, const HalfFormat& format) {
   if (x == 0.0 || !std::isfinite(x)) return e;
-  int exponent = 0;
-  std::frexp(x, &exponent);
-  const double ulp = std::ldexp(1.0, exponent - 8);  // bf16 spacing in x's binade
-  const double to_boundary = ulp / 2 - std::abs(x - round_to_bf16(x));
+  const double ulp = spacing(x, format);
+  const double to_boundary = ulp / 2 - std::abs(x - std::nearbyint(x / ulp) * ulp);
   if (to_boundary > kBoundSlack * 0x1.0p-24 * e) return 0.0;
   return e + ulp / 0x1.0p-24;
+}
+
+const HalfFormat* half_format(DType dtype) {
+  return dtype == DType::BF16 ? &kBf16 : dtype == DType::F16 ? &kF16 : nullptr;
 }
 
 double nan_max(double a, double b) {
@@ -170,9 +202,9 @@ void apply(const Node& n, double a, double ea, double b, double eb, double c, do
       if (v < 0x1.0p-126) e += v / 0x1.0p-24;
       return;
     case OpKind::Cast:
-      if (n.dtype == DType::BF16) {
-        v = round_to_bf16(a);
-        e = bf16_rounded_bound(a, ea);
+      if (const HalfFormat* format = half_format(n.dtype)) {
+        v = round_to(a, *format);
+        e = rounded_bound(a, ea, *format);
       } else {
         v = a;
         e = ea;
@@ -333,11 +365,16 @@ Reference interpret(const KernelGraph& graph, int64_t rows, int64_t cols,
     ref.exact.push_back(stored.value);
     for (size_t i = 0; i < stored.value.size(); ++i) {
       double& v = stored.value[i];
-      if (o.dtype == DType::BF16) {
-        stored.bound[i] = bf16_rounded_bound(v, stored.bound[i]);
-        v = round_to_bf16(v);
-      } else if (o.dtype == DType::U8) {
-        v = std::trunc(v);  // a code: the graph rounded it (graph.h)
+      if (const HalfFormat* format = half_format(o.dtype)) {
+        stored.bound[i] = rounded_bound(v, stored.bound[i], *format);
+        v = round_to(v, *format);
+      } else if (o.dtype == DType::U8 || o.dtype == DType::I8) {
+        // A code: the integer part. Where the value is within its error of
+        // an integer, either side of it may come: off by one.
+        const double to_integer = std::abs(v - std::nearbyint(v));
+        stored.bound[i] =
+            to_integer > kBoundSlack * 0x1.0p-24 * stored.bound[i] ? 0.0 : 1.0 / 0x1.0p-24;
+        v = std::trunc(v);
       } else {
         v = static_cast<double>(static_cast<float>(v));
         stored.bound[i] += std::abs(v);

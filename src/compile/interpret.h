@@ -47,5 +47,8 @@ Reference interpret(const KernelGraph& graph, int64_t rows, int64_t cols,
 
 // Rounds to the nearest bf16 value (ties to even), straight from double.
 double round_to_bf16(double x);
+// Rounds to the nearest f16 value (ties to even; subnormals below 2^-14,
+// 2^-24 apart; inf from 65520 on).
+double round_to_f16(double x);
 
 }  // namespace lt::compile

@@ -10,8 +10,17 @@
 namespace lt::compile {
 
 const char* mlir_element_type(DType dtype) {
-  if (dtype == DType::U8) return "i8";
-  return dtype == DType::BF16 ? "bf16" : "f32";
+  switch (dtype) {
+    case DType::U8:
+    case DType::I8:
+      return "i8";
+    case DType::BF16:
+      return "bf16";
+    case DType::F16:
+      return "f16";
+    default:
+      return "f32";
+  }
 }
 
 std::string mlir_f32_literal(double value) {
@@ -179,7 +188,7 @@ std::string ScalarWriter::op(const Node& n, const std::string& a, const std::str
     case OpKind::Sigmoid:
       return sigmoid(a);
     case OpKind::Cast:
-      return n.dtype == DType::BF16 ? widen(narrow(a, DType::BF16), DType::BF16) : a;
+      return n.dtype == DType::F32 ? a : widen(narrow(a, n.dtype), n.dtype);
     case OpKind::Lookup:
       return lookup(n.table, a);
     case OpKind::Input:
@@ -209,17 +218,21 @@ std::string ScalarWriter::value(const Node& n, const std::function<std::string()
 std::string ScalarWriter::narrow(const std::string& v, DType dtype) {
   if (dtype == DType::F32) return v;
   std::string r = fresh();
-  // u8: the integer part (graph.h: the value lies in [0, 256)).
-  line() << r << " = " << (dtype == DType::U8 ? "arith.fptoui " : "arith.truncf ") << v
-         << " : f32 to " << mlir_element_type(dtype) << "\n";
+  // u8, i8: the integer part (graph.h: the value lies in their range).
+  const char* op = dtype == DType::U8   ? "arith.fptoui "
+                   : dtype == DType::I8 ? "arith.fptosi "
+                                        : "arith.truncf ";
+  line() << r << " = " << op << v << " : f32 to " << mlir_element_type(dtype) << "\n";
   return r;
 }
 
 std::string ScalarWriter::widen(const std::string& v, DType dtype) {
   if (dtype == DType::F32) return v;
   std::string r = fresh();
-  line() << r << " = " << (dtype == DType::U8 ? "arith.uitofp " : "arith.extf ") << v << " : "
-         << mlir_element_type(dtype) << " to f32\n";
+  const char* op = dtype == DType::U8   ? "arith.uitofp "
+                   : dtype == DType::I8 ? "arith.sitofp "
+                                        : "arith.extf ";
+  line() << r << " = " << op << v << " : " << mlir_element_type(dtype) << " to f32\n";
   return r;
 }
 

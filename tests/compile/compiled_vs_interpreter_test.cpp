@@ -15,6 +15,7 @@
 #include "compile/jit.h"
 #include "compile/jit_harness.h"
 #include "core/error.h"
+#include "support/gpu_kernel_cases.h"
 #include "support/random_kernel_chain.h"
 
 namespace lt::compile {
@@ -57,6 +58,35 @@ RC_GTEST_PROP(CompiledKernel, EqualsFloat64InterpreterOnRandomChains, ()) {
   const int64_t rows = *rc::gen::inRange<int64_t>(1, 6);
   const int64_t cols = *rc::gen::inRange<int64_t>(1, 65);
   check_compiled_against_interpreter(chain.graph, rows, cols);
+}
+
+// f16 storage and casts, and int8 values times a scale (RandomChain's
+// `halves`).
+RC_GTEST_PROP(CompiledKernel, EqualsFloat64InterpreterOnRandomChainsOfF16AndInt8, ()) {
+  if (!compiler_info().built_in) return;  // covered by CompiledKernel.BuiltIn
+  testing::RandomChain chain([](int lo, int hi) { return *rc::gen::inRange(lo, hi); },
+                             /*lookups=*/false, /*halves=*/true);
+  chain.build();
+  const int64_t rows = *rc::gen::inRange<int64_t>(1, 6);
+  const int64_t cols = *rc::gen::inRange<int64_t>(1, 65);
+  check_compiled_against_interpreter(chain.graph, rows, cols);
+}
+
+// The named f16 chains and int8 quantization (tests/support/
+// gpu_kernel_cases.h), on small shapes.
+RC_GTEST_PROP(CompiledKernel, F16AndInt8NamedChainsEqualFloat64Interpreter, ()) {
+  if (!compiler_info().built_in) return;
+  std::vector<testing::GpuKernelCase> cases;
+  for (testing::GpuKernelCase& c : testing::named_chain_cases()) {
+    const std::string& name = c.name;
+    if (name.find(" f16") != std::string::npos || name.find("int8") != std::string::npos) {
+      cases.push_back(std::move(c));
+    }
+  }
+  RC_ASSERT(cases.size() == size_t{7});
+  const testing::GpuKernelCase& c = cases[*rc::gen::inRange<size_t>(0, cases.size())];
+  check_compiled_against_interpreter(c.graph, *rc::gen::inRange<int64_t>(1, 6),
+                                     *rc::gen::inRange<int64_t>(1, 65));
 }
 
 // The same chains with one or two col sums (graph.h's ColSum) of their

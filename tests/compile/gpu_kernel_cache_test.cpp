@@ -215,6 +215,9 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   for (testing::GpuKernelCase& c : testing::random_lookup_chain_cases()) {
     cases.push_back(std::move(c));
   }
+  for (testing::GpuKernelCase& c : testing::random_half_chain_cases()) {
+    cases.push_back(std::move(c));
+  }
   // tests/gpu/compiled_kernels_gpu_test.cpp's col sums (ColSums form)
   for (testing::ColSumCase& c : testing::col_sum_cases()) {
     cases.push_back({c.name, std::move(c.graph), 0, 0});

@@ -7,6 +7,7 @@
 #include "compile/graph.h"
 #include "compile/interpret.h"
 #include "compile/to_mlir.h"
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace lt::compile {
@@ -45,6 +46,28 @@ TEST(KernelGraphInterpreter, BroadcastsRowsAndColumns) {
   EXPECT_EQ(ref.outputs[1], (Values{30, 60}));
 }
 
+// IEEE binary16: 11 significant bits, 65504 the largest value, subnormals
+// 2^-24 apart below 2^-14. The interpreter's f16 against those facts and
+// against core's f32 -> f16 conversion (the CPU kernels' storage).
+TEST(KernelGraphInterpreter, CastToF16RoundsToNearestEvenWithSubnormalsAndInfinity) {
+  EXPECT_EQ(round_to_f16(1.0 + 0x1.0p-11), 1.0);                 // a tie: to even
+  EXPECT_EQ(round_to_f16(1.0 + 3 * 0x1.0p-11), 1.0 + 0x1.0p-9);  // a tie: to even, up
+  EXPECT_EQ(round_to_f16(65504.0), 65504.0);
+  EXPECT_EQ(round_to_f16(65519.0), 65504.0);
+  EXPECT_TRUE(std::isinf(round_to_f16(65520.0)));
+  EXPECT_EQ(round_to_f16(-0x1.0p-24), -0x1.0p-24);  // the smallest subnormal
+  EXPECT_EQ(round_to_f16(0x1.0p-25), 0.0);          // a tie: to even, 0
+  EXPECT_EQ(round_to_f16(3 * 0x1.0p-25), 0x1.0p-23);
+  EXPECT_EQ(round_to_f16(0x1.8p-20), 0x1.8p-20);  // subnormal, exact
+  for (double x : {0.1, -1.7, 3.14159, 1e-5, 7e-8, 60000.0, -2049.0}) {
+    EXPECT_EQ(round_to_f16(x), f16_to_f32(f32_to_f16(static_cast<float>(x)))) << x;
+  }
+  KernelGraph g;
+  g.output(g.cast(g.input(ShapeClass::Full, DType::F32), DType::F16), DType::F32);
+  const Reference ref = interpret(g, 1, 1, {{1.0 + 0x1.0p-11 + 0x1.0p-20}});
+  EXPECT_EQ(ref.outputs[0][0], 1.0 + 0x1.0p-10);
+}
+
 TEST(KernelGraphInterpreter, CastToBf16RoundsToNearestEven) {
   EXPECT_EQ(round_to_bf16(1.0 + 0x1.0p-8), 1.0);                 // a tie: to even
   EXPECT_EQ(round_to_bf16(1.0 + 3 * 0x1.0p-8), 1.0 + 0x1.0p-6);  // a tie: to even, up
@@ -74,8 +97,9 @@ TEST(KernelGraph, RefusesWhatItCannotCompile) {
   const Value col = g.input(ShapeClass::Col, DType::F32);
   EXPECT_THROW(g.row_sum(row), Error);
   EXPECT_THROW(g.output(col, DType::F32), Error);
-  EXPECT_THROW(g.output(row, DType::F16), Error);
-  EXPECT_THROW(g.input(ShapeClass::Full, DType::I8), Error);
+  EXPECT_THROW(g.output(row, DType::F64), Error);
+  EXPECT_THROW(g.input(ShapeClass::Full, DType::I32), Error);
+  EXPECT_THROW(g.cast(row, DType::I8), Error);  // codes are storage, not a cast
   EXPECT_THROW(g.add(row, Value{99}), Error);
   try {
     g.row_max(row);

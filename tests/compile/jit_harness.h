@@ -26,10 +26,12 @@ class StoredValues {
     for (size_t i = 0; i < count; ++i) {
       if (dtype_ == DType::U8) {
         out[i] = bytes_[i];
-      } else if (dtype_ == DType::BF16) {
+      } else if (dtype_ == DType::I8) {
+        out[i] = static_cast<signed char>(bytes_[i]);
+      } else if (dtype_ == DType::BF16 || dtype_ == DType::F16) {
         uint16_t bits;
         std::memcpy(&bits, bytes_.data() + 2 * i, 2);
-        out[i] = bf16_to_f32(bits);
+        out[i] = dtype_ == DType::BF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
       } else {
         float f;
         std::memcpy(&f, bytes_.data() + 4 * i, 4);
@@ -43,8 +45,11 @@ class StoredValues {
   void set(size_t i, double v) {
     if (dtype_ == DType::U8) {
       bytes_[i] = static_cast<unsigned char>(v);
-    } else if (dtype_ == DType::BF16) {
-      const uint16_t bits = f32_to_bf16(static_cast<float>(v));
+    } else if (dtype_ == DType::I8) {
+      bytes_[i] = static_cast<unsigned char>(static_cast<signed char>(v));
+    } else if (dtype_ == DType::BF16 || dtype_ == DType::F16) {
+      const float f = static_cast<float>(v);
+      const uint16_t bits = dtype_ == DType::BF16 ? f32_to_bf16(f) : f32_to_f16(f);
       std::memcpy(bytes_.data() + 2 * i, &bits, 2);
     } else {
       const float f = static_cast<float>(v);
@@ -93,17 +98,18 @@ inline std::vector<Values> run_compiled(const CpuKernel& kernel, const KernelGra
   return out;
 }
 
-// Values in [lo, hi] that `dtype` stores exactly; for u8, codes of 0 to 255
-// whatever the range.
+// Values in [lo, hi] that `dtype` stores exactly; for u8 and i8, codes of
+// 0 to 255 and -128 to 127 whatever the range.
 inline Values draw_values(int64_t count, DType dtype, double lo, double hi, Generator& gen) {
   Values v(static_cast<size_t>(count));
   for (double& x : v) {
-    if (dtype == DType::U8) {
-      x = static_cast<double>(gen.below(256));
+    if (dtype == DType::U8 || dtype == DType::I8) {
+      x = static_cast<double>(gen.below(256)) - (dtype == DType::I8 ? 128 : 0);
       continue;
     }
     x = static_cast<float>(lo + (hi - lo) * gen.uniform());
     if (dtype == DType::BF16) x = round_to_bf16(x);
+    if (dtype == DType::F16) x = round_to_f16(x);
   }
   return v;
 }

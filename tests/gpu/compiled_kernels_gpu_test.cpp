@@ -161,6 +161,15 @@ TEST(CompiledKernelsGpu, RandomChainsWithLookupsEqualFloat64Interpreter) {
   }
 }
 
+// f16 storage and casts and int8 inputs (RandomChain's `halves`), in the
+// plain and packed forms; the named f16 and int8 chains run in every test
+// of the named chains.
+TEST(CompiledKernelsGpu, RandomChainsOfF16AndInt8EqualFloat64Interpreter) {
+  LT_REQUIRE_GPU();
+  expect_all_equal_interpreter(testing::random_half_chain_cases(), cache());
+  expect_all_equal_interpreter(testing::random_half_chain_cases(), cache_packed());
+}
+
 // The same cases with the elementwise kernels' four-elements form (their
 // whole steps and their checked last steps: the shapes are not multiples
 // of a step's 1024 elements).

@@ -48,20 +48,51 @@ std::vector<GpuKernelCase> named_chain_cases() {
     cases.push_back({"layer_norm backward" + suffix, gradient_graph(layer_norm, {true, true, true}),
                      rows, cols});
   }
+  // f16 storage (the chains round each call's result to f16, as bf16's).
+  const DType f16 = DType::F16;
+  const KernelGraph layer_norm = layer_norm_forward(f16, 1e-5);
+  cases.push_back({"swiglu f16", swiglu_forward(f16), rows, cols});
+  cases.push_back({"softmax f16", softmax_forward(f16), rows, cols});
+  cases.push_back({"residual_rms_norm f16", residual_rms_norm_forward(f16, 1e-5), rows, cols});
+  cases.push_back({"layer_norm f16", layer_norm, rows, cols});
+  cases.push_back(
+      {"layer_norm backward f16", gradient_graph(layer_norm, {true, true, true}), rows, cols});
+  cases.push_back({"int8 quantize", int8_quantize(DType::BF16), rows, cols});
+  cases.push_back({"int8 dequantize", int8_dequantize(DType::BF16), rows, cols});
   return cases;
+}
+
+KernelGraph int8_quantize(DType dtype) {
+  KernelGraph g;
+  const Value x = g.input(ShapeClass::Full, dtype);
+  const Value scale = g.input(ShapeClass::Row, DType::F32);
+  const Value q = g.div(x, scale);
+  // min(q, 127) = -max(-q, -127); then at least -127
+  const Value clamped = g.max(g.neg(g.max(g.neg(q), g.constant(-127.0))), g.constant(-127.0));
+  const Value half = g.select(g.less(clamped, g.constant(0.0)), g.constant(-0.5), g.constant(0.5));
+  g.output(g.add(clamped, half), DType::I8);
+  return g;
+}
+
+KernelGraph int8_dequantize(DType dtype) {
+  KernelGraph g;
+  const Value code = g.input(ShapeClass::Full, DType::I8);
+  const Value scale = g.input(ShapeClass::Row, DType::F32);
+  g.output(g.mul(code, scale), dtype);
+  return g;
 }
 
 namespace {
 
 std::vector<GpuKernelCase> random_cases(uint64_t first_seed, uint64_t last_seed, bool lookups,
-                                        const std::string& name) {
+                                        const std::string& name, bool halves = false) {
   std::vector<GpuKernelCase> cases;
   for (uint64_t seed = first_seed; seed <= last_seed; ++seed) {
     Generator gen(seed);
     const auto choose = [&gen](int lo, int hi) {
       return lo + static_cast<int>(gen.below(static_cast<uint64_t>(hi - lo)));
     };
-    RandomChain chain(choose, lookups);
+    RandomChain chain(choose, lookups, halves);
     chain.build();
     // Up to 700 columns: one to three strides of a block's 256 threads.
     const int64_t rows = choose(1, 40), cols = choose(1, 701);
@@ -78,6 +109,10 @@ std::vector<GpuKernelCase> random_chain_cases() {
 
 std::vector<GpuKernelCase> random_lookup_chain_cases() {
   return random_cases(101, 130, true, "random lookup chain");
+}
+
+std::vector<GpuKernelCase> random_half_chain_cases() {
+  return random_cases(201, 240, false, "random f16 and i8 chain", true);
 }
 
 Shape class_shape(ShapeClass shape, int64_t rows, int64_t cols) {

@@ -37,6 +37,16 @@ std::vector<GpuKernelCase> random_chain_cases();
 // computed indices and u8 codes), seeds of their own.
 std::vector<GpuKernelCase> random_lookup_chain_cases();
 
+// RandomChain with f16 storage and casts and int8 inputs (its `halves`),
+// seeds of their own.
+std::vector<GpuKernelCase> random_half_chain_cases();
+
+// Symmetric int8 quantization by a row's scale: the code of x / scale,
+// clamped to [-127, 127] and rounded half away from zero (i8 storage keeps
+// the integer part); and back, code * scale, stored as `dtype`.
+KernelGraph int8_quantize(DType dtype);
+KernelGraph int8_dequantize(DType dtype);
+
 // The target of the elementwise kernels' four-elements-a-thread form.
 PtxTarget four_elements_target();
 // The elementwise kernels' packed form: eight consecutive elements a

@@ -8,7 +8,10 @@
 // whose kernels are compiled ahead on another machine and must match).
 // With `lookups`, the ops also draw table lookups (compile/graph.h's
 // Lookup) at computed indices and at u8 inputs added for them; without,
-// the graphs of a seed stay what they were before Lookup existed.
+// the graphs of a seed stay what they were before Lookup existed. With
+// `halves`, f16 joins the dtypes of inputs, outputs and casts (where the
+// value fits f16's range), and the ops draw i8 inputs times a scale (int8
+// values dequantized).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -23,8 +26,8 @@ using Choose = std::function<int(int lo, int hi)>;
 
 class RandomChain {
  public:
-  explicit RandomChain(Choose choose, bool lookups = false)
-      : choose_(std::move(choose)), lookups_(lookups) {}
+  explicit RandomChain(Choose choose, bool lookups = false, bool halves = false)
+      : choose_(std::move(choose)), lookups_(lookups), halves_(halves) {}
 
   KernelGraph graph;
 
@@ -32,7 +35,7 @@ class RandomChain {
     const int inputs = choose_(1, 4);
     for (int i = 0; i < inputs; ++i) {
       const ShapeClass shape = i == 0 ? ShapeClass::Full : pick_of(kShapes);
-      pool_.push_back({graph.input(shape, pick_of(kDtypes)), 2.0});
+      pool_.push_back({graph.input(shape, pick_dtype(2.0)), 2.0});
     }
     const int ops = choose_(1, 12);
     for (int i = 0; i < ops; ++i) add_op();
@@ -41,7 +44,7 @@ class RandomChain {
     for (auto it = pool_.rbegin(); it != pool_.rend(); ++it) {
       const ShapeClass s = graph.node(it->value.id).shape;
       if (s == ShapeClass::Full || s == ShapeClass::Row) {
-        graph.output(it->value, pick_of(kDtypes));
+        graph.output(it->value, pick_dtype(it->magnitude));
         break;
       }
     }
@@ -49,7 +52,9 @@ class RandomChain {
     for (int i = 0; i < extra; ++i) {
       const Candidate& c = pick();
       const ShapeClass s = graph.node(c.value.id).shape;
-      if (s == ShapeClass::Full || s == ShapeClass::Row) graph.output(c.value, pick_of(kDtypes));
+      if (s == ShapeClass::Full || s == ShapeClass::Row) {
+        graph.output(c.value, pick_dtype(c.magnitude));
+      }
     }
   }
 
@@ -59,6 +64,9 @@ class RandomChain {
   static constexpr double kMaxMagnitude = 1e6;
   static constexpr ShapeClass kShapes[] = {ShapeClass::Full, ShapeClass::Row, ShapeClass::Col};
   static constexpr DType kDtypes[] = {DType::F32, DType::BF16};
+  static constexpr DType kHalvesDtypes[] = {DType::F32, DType::BF16, DType::F16};
+  // f16's largest value is 65504: larger values store or cast as f32.
+  static constexpr double kF16Largest = 6e4;
 
   struct Candidate {
     Value value;
@@ -68,6 +76,12 @@ class RandomChain {
   template <class T, size_t N>
   T pick_of(const T (&options)[N]) {
     return options[choose_(0, static_cast<int>(N))];
+  }
+  // A storage dtype for a value of at most `magnitude`.
+  DType pick_dtype(double magnitude) {
+    if (!halves_) return pick_of(kDtypes);
+    const DType dtype = pick_of(kHalvesDtypes);
+    return dtype == DType::F16 && magnitude > kF16Largest ? DType::F32 : dtype;
   }
   const Candidate& pick() { return pool_[static_cast<size_t>(choose_(0, int(pool_.size())))]; }
   const Candidate* pick_full() {
@@ -89,7 +103,13 @@ class RandomChain {
     const Candidate a = pick();
     const Candidate b = pick();
     const double ma = a.magnitude, mb = b.magnitude;
-    switch (choose_(0, lookups_ ? 23 : 21)) {
+    // Ops 0-20 always; 21-22 with lookups; 23-24 with halves.
+    std::vector<int> more;
+    if (lookups_) more = {21, 22};
+    if (halves_) more.insert(more.end(), {23, 24});
+    int op = choose_(0, 21 + static_cast<int>(more.size()));
+    if (op >= 21) op = more[static_cast<size_t>(op - 21)];
+    switch (op) {
       case 0:
         push(graph.add(a.value, b.value), ma + mb);
         break;
@@ -178,6 +198,15 @@ class RandomChain {
         push(graph.lookup(table, graph.input(pick_of(kShapes), DType::U8)), largest(table));
         break;
       }
+      case 23: {  // int8 values times a scale
+        const double scale = choose_(1, 201) / 1000.0;
+        push(graph.mul(graph.input(pick_of(kShapes), DType::I8), graph.constant(scale)),
+             128 * scale);
+        break;
+      }
+      case 24:
+        if (ma * 1.001 <= kF16Largest) push(graph.cast(a.value, DType::F16), ma * 1.001);
+        break;
     }
   }
 
@@ -194,6 +223,7 @@ class RandomChain {
 
   Choose choose_;
   bool lookups_;
+  bool halves_;
   std::vector<Candidate> pool_;
 };
 
