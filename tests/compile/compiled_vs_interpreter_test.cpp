@@ -50,26 +50,26 @@ void check_compiled_against_interpreter(const KernelGraph& graph, int64_t rows, 
   }
 }
 
-RC_GTEST_PROP(CompiledKernel, EqualsFloat64InterpreterOnRandomChains, ()) {
-  if (!compiler_info().built_in) return;  // covered by CompiledKernel.BuiltIn
-  testing::RandomChain chain([](int lo, int hi) { return *rc::gen::inRange(lo, hi); },
-                             /*lookups=*/true);
+// A random chain (testing::RandomChain's options) on up to 5 x 64.
+void check_random_chain(bool lookups, bool halves) {
+  testing::RandomChain chain([](int lo, int hi) { return *rc::gen::inRange(lo, hi); }, lookups,
+                             halves);
   chain.build();
   const int64_t rows = *rc::gen::inRange<int64_t>(1, 6);
   const int64_t cols = *rc::gen::inRange<int64_t>(1, 65);
   check_compiled_against_interpreter(chain.graph, rows, cols);
 }
 
+RC_GTEST_PROP(CompiledKernel, EqualsFloat64InterpreterOnRandomChains, ()) {
+  if (!compiler_info().built_in) return;  // covered by CompiledKernel.BuiltIn
+  check_random_chain(/*lookups=*/true, /*halves=*/false);
+}
+
 // f16 storage and casts, and int8 values times a scale (RandomChain's
 // `halves`).
 RC_GTEST_PROP(CompiledKernel, EqualsFloat64InterpreterOnRandomChainsOfF16AndInt8, ()) {
   if (!compiler_info().built_in) return;  // covered by CompiledKernel.BuiltIn
-  testing::RandomChain chain([](int lo, int hi) { return *rc::gen::inRange(lo, hi); },
-                             /*lookups=*/false, /*halves=*/true);
-  chain.build();
-  const int64_t rows = *rc::gen::inRange<int64_t>(1, 6);
-  const int64_t cols = *rc::gen::inRange<int64_t>(1, 65);
-  check_compiled_against_interpreter(chain.graph, rows, cols);
+  check_random_chain(/*lookups=*/false, /*halves=*/true);
 }
 
 // The named f16 chains and int8 quantization (tests/support/

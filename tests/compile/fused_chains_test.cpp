@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 
 #include "autograd/engine.h"
 #include "autograd/functions.h"
@@ -83,6 +84,19 @@ void expect_fused_equals_unfused(const Fn& f, const std::vector<Tensor>& values,
   for (size_t i = 1; i < got.size(); ++i) {
     expect_close(got[i], expected[i], 2e-5, "gradient of input " + std::to_string(i - 1));
   }
+}
+
+// f traced on leaves of `values`, as a program (with `chooser`, if any).
+std::unique_ptr<FusedProgram> traced_program(const Fn& f, const std::vector<Tensor>& values,
+                                             compile::KernelCache& cache, ChainChooser* chooser) {
+  CallTrace trace;
+  Tensor out;
+  const std::vector<Tensor> in = leaves(values);
+  {
+    TraceScope scope(trace);
+    out = f(in);
+  }
+  return std::make_unique<FusedProgram>(trace, in, out, cache, chooser);
 }
 
 class FusedChains : public ::testing::Test {
@@ -278,18 +292,11 @@ TEST_F(FusedChains, AChainFasterAsCallsRunsAsItsCallsWithItsBiasInItsLinear) {
   EXPECT_EQ(stats.compiled, 2);
   EXPECT_EQ(stats.as_calls, 1);
 
-  CallTrace trace;
-  Tensor out;
-  const std::vector<Tensor> in = leaves(values);
-  {
-    TraceScope scope(trace);
-    out = f(in);
-  }
-  const FusedProgram program(trace, in, out, cache, &chooser);
+  const std::unique_ptr<FusedProgram> program = traced_program(f, values, cache, &chooser);
   EXPECT_EQ(chooser.measured, 3) << "a chain class is timed once a process";
-  EXPECT_EQ(program.chains_run_as_calls(), 1);
+  EXPECT_EQ(program->chains_run_as_calls(), 1);
   int bias_adds = 0, biased_linears = 0;
-  for (const CallNode& n : program.graph().nodes) {
+  for (const CallNode& n : program->graph().nodes) {
     bias_adds += n.fn == "bias_add";
     biased_linears += n.fn == "linear" && n.inputs.size() == 3 && n.inputs[2] >= 0;
   }
@@ -308,14 +315,7 @@ TEST_F(FusedChains, ChainChoicesAreKeptBesideTheKernels) {
   train::testing::TempDir dir("chain_choice");
   compile::KernelCache cache(dir.path().string());
   const auto build = [&](ChainChooser& chooser) {
-    CallTrace trace;
-    Tensor out;
-    const std::vector<Tensor> in = leaves(values);
-    {
-      TraceScope scope(trace);
-      out = f(in);
-    }
-    return FusedProgram(trace, in, out, cache, &chooser).chains_run_as_calls();
+    return traced_program(f, values, cache, &chooser)->chains_run_as_calls();
   };
   GivenTimes first(cache, "gelu_tanh");
   EXPECT_EQ(build(first), 1);
@@ -401,14 +401,7 @@ TEST_F(FusedChains, TimesEachChainBothWaysAndKeepsTheFaster) {
                                       randn({24})};
   compile::KernelCache cache;
   RecordedTimes chooser(cache, "cpu");
-  CallTrace trace;
-  Tensor out;
-  const std::vector<Tensor> in = leaves(values);
-  {
-    TraceScope scope(trace);
-    out = f(in);
-  }
-  const FusedProgram program(trace, in, out, cache, &chooser);
+  const std::unique_ptr<FusedProgram> program = traced_program(f, values, cache, &chooser);
   ASSERT_EQ(chooser.times.size(), 3u) << chooser.stats().first_failure;
   int64_t slower_compiled = 0;
   for (const ChainTimes& t : chooser.times) {
@@ -416,7 +409,7 @@ TEST_F(FusedChains, TimesEachChainBothWaysAndKeepsTheFaster) {
     EXPECT_GT(t.calls_ms, 0);
     slower_compiled += t.compiled_ms > t.calls_ms;
   }
-  EXPECT_EQ(program.chains_run_as_calls(), slower_compiled);
+  EXPECT_EQ(program->chains_run_as_calls(), slower_compiled);
   EXPECT_EQ(chooser.stats().as_calls, slower_compiled);
 }
 
