@@ -11,6 +11,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/fused_chain.h"
+#include "autograd/fused_rope.h"
 #include "autograd/grad_mode.h"
 #include "compile/cache_entry.h"
 #include "compile/gpu_kernel_cache.h"
@@ -28,14 +29,24 @@ bool is_rope_chain(const CallGraph& graph, const FusionPlan& plan, int32_t chain
   return graph.nodes[static_cast<size_t>(c.nodes.front())].fn == "rotary_embedding";
 }
 
+// What the two times depend on: the chain's calls (two chains of one
+// kernel graph, add and bias_add, swiglu and silu * mul, differ as calls),
+// its kernel graph, its inputs' shapes and dtypes, the machine, and the
+// kernels' version and forms (the training target's).
 std::string entry_key(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
                       const std::string& machine) {
-  std::string key = "chain choice 1 | " + chain_kernel_graph(graph, plan, chain).key() + " |";
-  for (int32_t v : chain_inputs(graph, plan.chains.at(static_cast<size_t>(chain)))) {
+  const FusedChain& c = plan.chains.at(static_cast<size_t>(chain));
+  std::string key = "chain choice 2 |";
+  for (int32_t m : c.nodes) key += " " + graph.nodes[static_cast<size_t>(m)].fn;
+  key += " | " + chain_kernel_graph(graph, plan, chain).key() + " |";
+  for (int32_t v : chain_inputs(graph, c)) {
     key += " " + shape_str(graph.shapes[static_cast<size_t>(v)]) +
            dtype_name(graph.dtypes[static_cast<size_t>(v)]);
   }
-  return key + " | " + machine + " | " + compile::kGpuAbi;
+  const compile::GpuForms forms = compile::training_gpu_target().forms;
+  return key + " | " + machine + " | " + compile::kGpuAbi + " x" +
+         std::to_string(forms.elements_per_thread) + (forms.packed ? "p" : "") + " r" +
+         std::to_string(forms.col_sum_rows);
 }
 
 // Uniform values in [-1, 1) on `device`: kRandomRows rows drawn on the
@@ -59,8 +70,13 @@ Tensor random_on(const Shape& shape, DType dtype, Device device, Generator& gen)
 }
 
 // `run` once to warm up (kernels compiled and loaded, memory cached), then
-// the median of kTimedRuns runs: the device's time between events on
-// CUDA (the host runs ahead of it in training), the wall time on the CPU.
+// the median over kTimedRuns trials of kRunsATrial runs back to back, per
+// run: on CUDA the device's time between two events, with the host
+// enqueueing ahead of the device after the first run as in training (a
+// single run would count the host's launches while the device waits); on
+// the CPU the wall time.
+constexpr int kRunsATrial = 4;
+
 double median_ms(const std::function<void()>& run, Device device) {
   run();
   const Stream stream = current_stream(device);
@@ -69,16 +85,17 @@ double median_ms(const std::function<void()>& run, Device device) {
     if (device.is_cuda()) {
       Event start(true), end(true);
       start.record(stream);
-      run();
+      for (int r = 0; r < kRunsATrial; ++r) run();
       end.record(stream);
       end.synchronize();
-      ms.push_back(static_cast<double>(start.elapsed_ms(end)));
+      ms.push_back(static_cast<double>(start.elapsed_ms(end)) / kRunsATrial);
     } else {
       const auto begin = std::chrono::steady_clock::now();
-      run();
+      for (int r = 0; r < kRunsATrial; ++r) run();
       ms.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
-              .count());
+              .count() /
+          kRunsATrial);
     }
   }
   std::sort(ms.begin(), ms.end());
@@ -148,9 +165,19 @@ ChainTimes ChainChooser::measure(const CallGraph& graph, const FusionPlan& plan,
   // Held by a shared_ptr, as a program holds it: its runs' tape nodes keep it.
   const auto compiled = std::make_shared<FusedChainKernel>(graph, plan, chain, cache_, device);
   ChainTimes times;
-  times.compiled_ms = median_ms([&] { backward_from(compiled->run(inputs), weights); }, device);
+  // Each run from no gradient, so that none adds to an earlier one.
+  const auto fresh = [&] {
+    for (const Tensor& t : inputs) t.set_grad(Tensor());
+  };
+  times.compiled_ms = median_ms(
+      [&] {
+        fresh();
+        backward_from(compiled->run(inputs), weights);
+      },
+      device);
   times.calls_ms = median_ms(
       [&] {
+        fresh();
         backward_from(run_calls(graph, c, input_values, output_values, inputs, again), weights);
       },
       device);
@@ -159,7 +186,6 @@ ChainTimes ChainChooser::measure(const CallGraph& graph, const FusionPlan& plan,
 
 bool ChainChooser::runs_compiled(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
                                  const std::vector<CallAgain>& again, Device device) {
-  if (is_rope_chain(graph, plan, chain)) return true;
   const std::string key = entry_key(graph, plan, chain, machine_);
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = choices_.find(key); it != choices_.end()) return it->second;
@@ -168,6 +194,21 @@ bool ChainChooser::runs_compiled(const CallGraph& graph, const FusionPlan& plan,
     ++(compiled ? stats_.compiled : stats_.as_calls);
     return compiled;
   };
+  // No kernel here (no MLIR and none in the folder), or no memory for the
+  // trial: the calls run, which need neither. Not kept: the next run tries
+  // again.
+  const auto failed = [&](const std::exception& e) {
+    if (stats_.first_failure.empty()) stats_.first_failure = e.what();
+    return decided(false);
+  };
+  if (is_rope_chain(graph, plan, chain)) {
+    try {
+      FusedRopeKernel(graph, plan, chain, cache_, device);  // its kernels can be had
+      return decided(true);
+    } catch (const std::exception& e) {
+      return failed(e);
+    }
+  }
   std::filesystem::path path;
   if (!cache_.folder().empty()) {
     path = compile::cache_entry_path(cache_.folder(), key, ".choice");
@@ -184,12 +225,7 @@ bool ChainChooser::runs_compiled(const CallGraph& graph, const FusionPlan& plan,
   try {
     times = measure(graph, plan, chain, again, device);
   } catch (const std::exception& e) {
-    // No kernel here (no MLIR and none in the folder), or no memory for
-    // the trial: the calls run, which need neither. Not kept: the next run
-    // tries again.
-    if (stats_.first_failure.empty()) stats_.first_failure = e.what();
-    choices_[key] = false;
-    return false;
+    return failed(e);
   }
   ++stats_.measured;
   const bool compiled = times.compiled_ms <= times.calls_ms;

@@ -10,8 +10,8 @@
 //
 // Each chain class (its forward kernel graph and its inputs' shapes and
 // dtypes, on this machine, for these kernels) is measured once: both ways
-// on random inputs, a warm-up then the median of five forward + backward
-// runs. The choice is kept beside the kernels in the cache folder
+// on random inputs, a warm-up then the median of five trials of four
+// forward + backward runs each. The choice is kept beside the kernels in the cache folder
 // (<hash>.choice, compile/cache_entry.h), so that later runs on the machine
 // make the same plan, and so the same numbers, without measuring; a damaged
 // entry is measured again.
@@ -41,7 +41,7 @@ struct ChainChoiceStats {
   int64_t measured = 0;       // chain classes timed in this process
   int64_t from_disk = 0;      // chain classes whose choice an earlier run kept
   int64_t compiled = 0;       // chain classes that run compiled
-  int64_t as_calls = 0;       // chain classes that run as calls
+  int64_t as_calls = 0;       // chain classes that run as calls (slower, or not timed)
   std::string first_failure;  // why a chain could not be timed (it then runs as calls)
 };
 
@@ -57,7 +57,8 @@ class ChainChooser {
 
   // Whether chain `chain` of (graph, plan) runs compiled on `device`;
   // `again` runs graph's nodes one by one (call_graph's). A rotary chain
-  // always does (its compiled kernel reads the tables in place).
+  // does whenever its kernels can be had (its compiled kernel reads the
+  // tables in place, where the calls copy them), untimed.
   bool runs_compiled(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
                      const std::vector<CallAgain>& again, Device device);
 

@@ -31,8 +31,7 @@ struct HalfFormat {
   int least_exponent;
   double largest;
 };
-// bf16's subnormals are not modelled (values that small do not occur).
-constexpr HalfFormat kBf16{8, -100000, 0x1.FEp127};
+constexpr HalfFormat kBf16{8, -125, 0x1.FEp127};
 constexpr HalfFormat kF16{11, -13, 65504.0};
 
 // The spacing of `format`'s values around x (nonzero, finite).
@@ -371,9 +370,11 @@ Reference interpret(const KernelGraph& graph, int64_t rows, int64_t cols,
       } else if (o.dtype == DType::U8 || o.dtype == DType::I8) {
         // A code: the integer part. Where the value is within its error of
         // an integer, either side of it may come: off by one.
-        const double to_integer = std::abs(v - std::nearbyint(v));
-        stored.bound[i] =
-            to_integer > kBoundSlack * 0x1.0p-24 * stored.bound[i] ? 0.0 : 1.0 / 0x1.0p-24;
+        const double e = stored.bound[i];
+        const bool settled =
+            e == 0.0 || std::abs(v - std::nearbyint(v)) > kBoundSlack * 0x1.0p-24 * e;
+        // A tolerance (kBoundSlack bounds) of one code, or none.
+        stored.bound[i] = settled ? 0.0 : 1.0 / (kBoundSlack * 0x1.0p-24);
         v = std::trunc(v);
       } else {
         v = static_cast<double>(static_cast<float>(v));

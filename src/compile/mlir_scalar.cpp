@@ -132,6 +132,32 @@ std::string ScalarWriter::sigmoid(const std::string& a) {
   return nvvm_intrinsic("llvm.nvvm.rcp.approx.ftz.f", binary("arith.addf", e, one));
 }
 
+// a * (1 / b) through rcp.approx.ftz (1 ulp) where b is a normal value
+// whose reciprocal is normal too, [2^-126, 2^126] in magnitude: an IEEE
+// division is a subroutine of some ten instructions and a branch, per
+// element of a softmax or a norm's backward, where 1 / b of a row value is
+// computed once a row (LLVM hoists it out of the column loop). Outside
+// that range (ftz would flush b or 1 / b: 8-bit AdamW divides by a block's
+// absmax, which may be subnormal) the IEEE division runs, a branch the
+// whole warp takes alike for a row value.
+std::string ScalarWriter::approximate_division(const std::string& a, const std::string& b) {
+  const std::string reciprocal = nvvm_intrinsic("llvm.nvvm.rcp.approx.ftz.f", b);
+  const std::string magnitude = unary("math.absf", b);
+  const std::string least = constant(0x1.0p-126), most = constant(0x1.0p126);
+  const std::string above = fresh(), below = fresh(), in_range = fresh(), r = fresh();
+  line() << above << " = arith.cmpf oge, " << magnitude << ", " << least << " : f32\n";
+  line() << below << " = arith.cmpf ole, " << magnitude << ", " << most << " : f32\n";
+  line() << in_range << " = arith.andi " << above << ", " << below << " : i1\n";
+  line() << r << " = scf.if " << in_range << " -> (f32) {\n";
+  const std::string product = binary("arith.mulf", a, reciprocal, /*fusable=*/true);
+  line() << "  scf.yield " << product << " : f32\n";
+  line() << "} else {\n";
+  const std::string quotient = binary("arith.divf", a, b);
+  line() << "  scf.yield " << quotient << " : f32\n";
+  line() << "}\n";
+  return r;
+}
+
 std::string ScalarWriter::op(const Node& n, const std::string& a, const std::string& b,
                              const std::string& c) {
   switch (n.op) {
@@ -142,14 +168,7 @@ std::string ScalarWriter::op(const Node& n, const std::string& a, const std::str
     case OpKind::Mul:
       return binary("arith.mulf", a, b, /*fusable=*/true);
     case OpKind::Div:
-      // a * (1 / b) through rcp.approx.ftz (1 ulp): an IEEE division is a
-      // subroutine of some ten instructions and a branch, per element of a
-      // softmax or a norm's backward; 1 / b of a row value is computed
-      // once a row (LLVM hoists it out of the column loop).
-      if (nvvm_approximations_) {
-        return binary("arith.mulf", a, nvvm_intrinsic("llvm.nvvm.rcp.approx.ftz.f", b),
-                      /*fusable=*/true);
-      }
+      if (nvvm_approximations_) return approximate_division(a, b);
       return binary("arith.divf", a, b);
     case OpKind::Max:
       return binary("arith.maximumf", a, b);

@@ -29,8 +29,9 @@ class ScalarWriter {
   // instruction each for 2^x (ex2.approx.ftz) and 1/x (rcp.approx.ftz),
   // where libdevice's expf and an IEEE division take some twenty (the
   // error is within interpret.cpp's sigmoid bound, which says how), and a
-  // division as a product with rcp.approx.ftz (interpret.cpp's Div bound
-  // counts its 1 ulp and the product's rounding).
+  // division as a product with rcp.approx.ftz where the divisor is in
+  // [2^-126, 2^126] (interpret.cpp's Div bound counts its 1 ulp and the
+  // product's rounding), an IEEE division outside.
   void set_nvvm_approximations(bool on) { nvvm_approximations_ = on; }
   std::ostream& line() { return out_ << indent_; }
 
@@ -62,6 +63,7 @@ class ScalarWriter {
                      bool fusable = false);
   std::string lookup(int32_t table, const std::string& index);
   std::string sigmoid(const std::string& a);
+  std::string approximate_division(const std::string& a, const std::string& b);
   // An NVVM intrinsic of one f32 argument (the GPU writer's only).
   std::string nvvm_intrinsic(const char* name, const std::string& a);
 

@@ -218,6 +218,7 @@ TEST(GpuKernelPrebuild, FillsTheFolderNamedByLtPrebuildGpuKernels) {
   for (testing::GpuKernelCase& c : testing::random_half_chain_cases()) {
     cases.push_back(std::move(c));
   }
+  cases.push_back({"division", testing::division_graph(), 0, 0});
   // tests/gpu/compiled_kernels_gpu_test.cpp's col sums (ColSums form)
   for (testing::ColSumCase& c : testing::col_sum_cases()) {
     cases.push_back({c.name, std::move(c.graph), 0, 0});

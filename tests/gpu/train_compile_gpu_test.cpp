@@ -12,6 +12,9 @@
 // $LT_GPU_KERNELS where MLIR is, from models::block_kernel_graphs).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <string>
+
 #include "bf16_reference.h"
 #include "compile/kernel_cache.h"
 #include "io/hf_model.h"
@@ -55,7 +58,12 @@ TEST_P(TrainCompileGpu, ChainsChosenByTimeMatchCpuF32) {
   const auto model = [&] { return io::load_hf_model(fixture(GetParam())); };
   const TrainRun cpu = train_resident(model(), Device::cpu(), DType::F32, batches);
   auto cache = std::make_shared<compile::KernelCache>(compile::testing::gpu_test_kernel_folder());
-  auto chooser = std::make_shared<autograd::ChainChooser>(*cache, "TrainCompileGpu");
+  // A machine name of this run's own, so that the choices are timed here,
+  // not read from an earlier run's entries in the shared folder.
+  const std::string machine =
+      "TrainCompileGpu " + GetParam() + " " +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  auto chooser = std::make_shared<autograd::ChainChooser>(*cache, machine);
   auto compiled = std::make_shared<models::CompiledBlocks>(cache, chooser);
   const TrainRun chosen = train_resident(model(), Device::cuda(0), DType::BF16, batches, compiled);
 
@@ -65,6 +73,8 @@ TEST_P(TrainCompileGpu, ChainsChosenByTimeMatchCpuF32) {
               models::compile_summary(stats, compiled->cache_stats(), chooser.get()).c_str());
   const autograd::ChainChoiceStats choice = chooser->stats();
   EXPECT_TRUE(choice.first_failure.empty()) << choice.first_failure;
+  EXPECT_GT(choice.measured, 0);
+  EXPECT_EQ(choice.from_disk, 0);
   EXPECT_GT(choice.compiled + choice.as_calls, 0);
   EXPECT_EQ(stats.programs, 2 * model().config().num_hidden_layers) << stats.first_fallback;
   EXPECT_EQ(stats.fallbacks, 0) << stats.first_fallback;

@@ -74,6 +74,13 @@ KernelGraph int8_quantize(DType dtype) {
   return g;
 }
 
+KernelGraph division_graph() {
+  KernelGraph g;
+  g.output(g.div(g.input(ShapeClass::Full, DType::F32), g.input(ShapeClass::Full, DType::F32)),
+           DType::F32);
+  return g;
+}
+
 KernelGraph int8_dequantize(DType dtype) {
   KernelGraph g;
   const Value code = g.input(ShapeClass::Full, DType::I8);

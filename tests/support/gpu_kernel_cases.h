@@ -45,6 +45,8 @@ std::vector<GpuKernelCase> random_half_chain_cases();
 // clamped to [-127, 127] and rounded half away from zero (i8 storage keeps
 // the integer part); and back, code * scale, stored as `dtype`.
 KernelGraph int8_quantize(DType dtype);
+// x / y of two full f32 values (the GPU's division at the edges of its range).
+KernelGraph division_graph();
 KernelGraph int8_dequantize(DType dtype);
 
 // The target of the elementwise kernels' four-elements-a-thread form.
