@@ -186,6 +186,18 @@ ChainTimes ChainChooser::measure(const CallGraph& graph, const FusionPlan& plan,
 
 bool ChainChooser::runs_compiled(const CallGraph& graph, const FusionPlan& plan, int32_t chain,
                                  const std::vector<CallAgain>& again, Device device) {
+  if (is_rope_chain(graph, plan, chain)) {
+    // Untimed (its kernel graph is not chain_kernel_graph's: the tables are
+    // f64 constants it reads as f32): compiled when its kernels can be had.
+    try {
+      FusedRopeKernel(graph, plan, chain, cache_, device);
+      return true;
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stats_.first_failure.empty()) stats_.first_failure = e.what();
+      return false;
+    }
+  }
   const std::string key = entry_key(graph, plan, chain, machine_);
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = choices_.find(key); it != choices_.end()) return it->second;
@@ -201,14 +213,6 @@ bool ChainChooser::runs_compiled(const CallGraph& graph, const FusionPlan& plan,
     if (stats_.first_failure.empty()) stats_.first_failure = e.what();
     return decided(false);
   };
-  if (is_rope_chain(graph, plan, chain)) {
-    try {
-      FusedRopeKernel(graph, plan, chain, cache_, device);  // its kernels can be had
-      return decided(true);
-    } catch (const std::exception& e) {
-      return failed(e);
-    }
-  }
   std::filesystem::path path;
   if (!cache_.folder().empty()) {
     path = compile::cache_entry_path(cache_.folder(), key, ".choice");

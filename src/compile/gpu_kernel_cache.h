@@ -47,8 +47,8 @@ namespace lt::compile {
 // 13: rows a warp each up to 1024 columns (was 4096), warps' passes load 4.
 // 14: RowPerBlock a block a row again (its grid as before 12).
 // 15: the ColSums kernel held to 3 blocks an SM (nvvm.minctasm).
-// 16: a division as a product with rcp.approx (ScalarWriter). 17: only
-// for divisors in [2^-126, 2^126], an IEEE division outside.
+// 16: a division as a product with rcp.approx (ScalarWriter). 17: with
+// the divisor scaled into ftz's range where it lies outside.
 inline constexpr const char* kGpuAbi = "gpu-abi 17";
 
 struct GpuBinary {

@@ -132,30 +132,28 @@ std::string ScalarWriter::sigmoid(const std::string& a) {
   return nvvm_intrinsic("llvm.nvvm.rcp.approx.ftz.f", binary("arith.addf", e, one));
 }
 
-// a * (1 / b) through rcp.approx.ftz (1 ulp) where b is a normal value
-// whose reciprocal is normal too, [2^-126, 2^126] in magnitude: an IEEE
-// division is a subroutine of some ten instructions and a branch, per
-// element of a softmax or a norm's backward, where 1 / b of a row value is
-// computed once a row (LLVM hoists it out of the column loop). Outside
-// that range (ftz would flush b or 1 / b: 8-bit AdamW divides by a block's
-// absmax, which may be subnormal) the IEEE division runs, a branch the
-// whole warp takes alike for a row value.
+// a / b as (a s) * rcp.approx.ftz(b s): an IEEE division is a subroutine
+// of some ten instructions and a branch per element of a softmax or a
+// norm's backward, where for a row value b the scale and the reciprocal
+// are computed once a row (LLVM hoists them out of the column loop). s is
+// 1 for |b| in [2^-126, 2^126], whose reciprocal is normal; 2^64 below
+// (a subnormal b, which ftz would flush to 0: 8-bit AdamW divides by a
+// block's absmax) and 2^-64 above (whose reciprocal ftz would flush), both
+// exact scalings. Three roundings at most (the reciprocal's 1 ulp, the
+// product's); a product that leaves f32's range is the quotient's
+// overflow or underflow too. 0, inf and NaN give IEEE's answers.
 std::string ScalarWriter::approximate_division(const std::string& a, const std::string& b) {
-  const std::string reciprocal = nvvm_intrinsic("llvm.nvvm.rcp.approx.ftz.f", b);
   const std::string magnitude = unary("math.absf", b);
   const std::string least = constant(0x1.0p-126), most = constant(0x1.0p126);
-  const std::string above = fresh(), below = fresh(), in_range = fresh(), r = fresh();
-  line() << above << " = arith.cmpf oge, " << magnitude << ", " << least << " : f32\n";
-  line() << below << " = arith.cmpf ole, " << magnitude << ", " << most << " : f32\n";
-  line() << in_range << " = arith.andi " << above << ", " << below << " : i1\n";
-  line() << r << " = scf.if " << in_range << " -> (f32) {\n";
-  const std::string product = binary("arith.mulf", a, reciprocal, /*fusable=*/true);
-  line() << "  scf.yield " << product << " : f32\n";
-  line() << "} else {\n";
-  const std::string quotient = binary("arith.divf", a, b);
-  line() << "  scf.yield " << quotient << " : f32\n";
-  line() << "}\n";
-  return r;
+  const std::string up = constant(0x1.0p64), down = constant(0x1.0p-64), one = constant(1.0);
+  const std::string tiny = fresh(), huge = fresh(), up_or_one = fresh(), s = fresh();
+  line() << tiny << " = arith.cmpf olt, " << magnitude << ", " << least << " : f32\n";
+  line() << huge << " = arith.cmpf ogt, " << magnitude << ", " << most << " : f32\n";
+  line() << up_or_one << " = arith.select " << tiny << ", " << up << ", " << one << " : f32\n";
+  line() << s << " = arith.select " << huge << ", " << down << ", " << up_or_one << " : f32\n";
+  const std::string reciprocal =
+      nvvm_intrinsic("llvm.nvvm.rcp.approx.ftz.f", binary("arith.mulf", b, s));
+  return binary("arith.mulf", binary("arith.mulf", a, s), reciprocal);
 }
 
 std::string ScalarWriter::op(const Node& n, const std::string& a, const std::string& b,

@@ -29,9 +29,9 @@ class ScalarWriter {
   // instruction each for 2^x (ex2.approx.ftz) and 1/x (rcp.approx.ftz),
   // where libdevice's expf and an IEEE division take some twenty (the
   // error is within interpret.cpp's sigmoid bound, which says how), and a
-  // division as a product with rcp.approx.ftz where the divisor is in
-  // [2^-126, 2^126] (interpret.cpp's Div bound counts its 1 ulp and the
-  // product's rounding), an IEEE division outside.
+  // division as a product with rcp.approx.ftz of the divisor, scaled into
+  // ftz's range where it lies outside (approximate_division; interpret.cpp's
+  // Div bound counts its 1 ulp and the product's rounding).
   void set_nvvm_approximations(bool on) { nvvm_approximations_ = on; }
   std::ostream& line() { return out_ << indent_; }
 

@@ -76,8 +76,9 @@ KernelGraph int8_quantize(DType dtype) {
 
 KernelGraph division_graph() {
   KernelGraph g;
-  g.output(g.div(g.input(ShapeClass::Full, DType::F32), g.input(ShapeClass::Full, DType::F32)),
-           DType::F32);
+  const Value x = g.input(ShapeClass::Full, DType::F32);  // input 0, then 1
+  const Value y = g.input(ShapeClass::Full, DType::F32);
+  g.output(g.div(x, y), DType::F32);
   return g;
 }
 
