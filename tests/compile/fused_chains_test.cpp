@@ -304,6 +304,22 @@ TEST_F(FusedChains, AChainFasterAsCallsRunsAsItsCallsWithItsBiasInItsLinear) {
   EXPECT_EQ(biased_linears, 1);  // the first, as traced
 }
 
+// A rotary chain is not timed (its kernel graph reads the f64 tables as
+// f32, no chain_kernel_graph): it runs compiled beside a chain the chooser
+// sends to calls.
+TEST_F(FusedChains, ARotaryChainRunsCompiledBesideChosenChains) {
+  const RopeTable table = make_rope_table(8, 16, 10000.0);
+  Fn f = [table](const std::vector<Tensor>& in) {
+    return scale(rotary_embedding(in[0], table), 2.0);
+  };
+  compile::KernelCache cache;
+  GivenTimes chooser(cache, "scale");
+  expect_fused_equals_unfused(f, {randn({2, 5, 3, 8})}, 1, 1, {table.cos, table.sin}, &chooser,
+                              &cache);
+  EXPECT_EQ(chooser.measured, 1);  // the scale's chain alone
+  EXPECT_EQ(chooser.stats().as_calls, 1);
+}
+
 // The choices are kept in the cache folder: a second chooser there reads
 // them without timing; another machine times its own; a damaged entry is
 // timed again, not trusted.
