@@ -596,26 +596,28 @@ class GpuWriter {
   }
 
   // The loop over rows [begin, end) of the ColSums form into `result`,
-  // forms_.col_sum_rows rows an iteration: each row's reductions_ (a pass of the
-  // block's threads, or read from %stats where the row group has them),
-  // its row outputs, every slot's loads of all the iteration's rows, then
-  // each row's slots' full outputs and col-sum terms, row after row, so
-  // that every sum adds its terms in the same order whatever the rows an
-  // iteration. A second row past `end` loads the first's and stores
-  // nothing. `grouped`: inside write_col_sums' row-group loop (%group, its
-  // running sums %g k _ j), else from zero.
+  // forms_.col_sum_rows rows an iteration: the row's reductions_ (read
+  // from %stats, where the row group has them), its row outputs, every
+  // slot's loads of all the iteration's rows, then each row's slots' full
+  // outputs and col-sum terms, row after row, so that every sum adds its
+  // terms in the same order whatever the rows an iteration. A second row
+  // past `end` loads the first's and stores nothing. `grouped`: inside
+  // write_col_sums' row-group loop (%group, its running sums %g k _ j),
+  // else from zero; a graph with reductions takes one row an iteration
+  // (gpu_forms_for).
   void write_col_sum_rows(const std::vector<size_t>& sums, const std::string& begin,
                           const std::string& end, bool grouped, const std::string& result) {
+    LT_CHECK(!grouped || forms_.col_sum_rows == 1,
+             "compile: to_gpu_mlir: row groups take one row an iteration");
     const std::string types = sum_types(sums.size());
     out_ << "      %rows_at_once = arith.constant " << forms_.col_sum_rows << " : index\n"
          << "      " << result << ":" << kGpuColSumSlots * sums.size()
          << " = scf.for %row = " << begin << " to " << end << " step %rows_at_once iter_args(";
     write_sum_args(sums.size(), "%s", grouped ? "%g" : "");
     out_ << ") -> (" << sum_types(kGpuColSumSlots * sums.size()) << ") {\n";
-    // Per row of the iteration: its SSA names, whether it is a row, its
-    // reduced values and its slots' loaded inputs.
+    // Per row of the iteration: its SSA names, whether it is a row, and its
+    // slots' loaded inputs.
     std::vector<std::string> row_names, row_ok;
-    std::vector<std::map<int32_t, std::string>> reduced_of;
     std::vector<std::map<int32_t, std::vector<std::string>>> loaded_of;
     for (int r = 0; r < forms_.col_sum_rows; ++r) {
       const std::string tag = std::to_string(r);
@@ -649,7 +651,6 @@ class GpuWriter {
       } else {
         LT_CHECK(passes_ == 0, "compile: to_gpu_mlir: col sums with reductions_ need row groups");
       }
-      reduced_of.push_back(reduced_);
     }
     if (has_output(ShapeClass::Row)) {
       for (int r = 0; r < forms_.col_sum_rows; ++r) {
@@ -659,7 +660,6 @@ class GpuWriter {
           out_ << "        " << writer << " = arith.andi %thread0, " << row_ok[r] << " : i1\n";
         }
         out_ << "        scf.if " << writer << " {\n";
-        reduced_ = reduced_of[static_cast<size_t>(r)];
         open_region({"", row_names[static_cast<size_t>(r)], ""}, "          ");
         store_outputs(ShapeClass::Row);
         out_ << "        }\n";
@@ -671,7 +671,6 @@ class GpuWriter {
     const std::vector<int32_t> slot_inputs = slot_full_inputs(sums);
     for (int r = 0; r < forms_.col_sum_rows; ++r) {
       pack_elements_.clear();
-      reduced_ = reduced_of[static_cast<size_t>(r)];
       for (int k = 0; k < kGpuColSumSlots; ++k) {
         const std::string col = "%slot_load" + std::to_string(k),
                           i = "%slot_load_i" + std::to_string(r) + "_" + std::to_string(k);
@@ -692,7 +691,6 @@ class GpuWriter {
     }
     for (int r = 0; r < forms_.col_sum_rows; ++r) {
       pack_elements_ = loaded_of[static_cast<size_t>(r)];
-      reduced_ = reduced_of[static_cast<size_t>(r)];
       for (int k = 0; k < kGpuColSumSlots; ++k) {
         const std::string tag = std::to_string(r) + "_" + std::to_string(k);
         const std::string col = "%slot_col" + std::to_string(k), i = "%slot_i" + tag;
