@@ -5,25 +5,7 @@
 #include "models/compiled_blocks.h"
 #include "train/hardware_cache.h"
 
-#ifdef LT_WITH_CUDA
-#include "core/cuda/device_info.h"
-#endif
-
 namespace lt::train {
-namespace {
-
-// What a chain's times depend on besides the chain: the GPU and driver,
-// and the host (train/hardware_cache.h's identity).
-std::string gpu_identity(Device device) {
-#ifdef LT_WITH_CUDA
-  return machine_identity(cuda::device_name(device.index),
-                          "driver " + std::to_string(cuda::driver_version()));
-#else
-  return "device " + device.str();
-#endif
-}
-
-}  // namespace
 
 void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& model,
                    ProgressBar& log) {
@@ -62,7 +44,9 @@ void setup_compile(const TrainConfig& c, const RunPlan& plan, models::CausalLM& 
   // stage by stage through CausalLM::run_stage.
   auto cache = std::make_shared<compile::KernelCache>(compile::KernelCache::default_folder());
   std::shared_ptr<autograd::ChainChooser> chooser;
-  if (chosen) chooser = std::make_shared<autograd::ChainChooser>(*cache, gpu_identity(plan.device));
+  if (chosen)
+    chooser =
+        std::make_shared<autograd::ChainChooser>(*cache, gpu_machine_identity(plan.device.index));
   model.use_compiled_blocks(std::make_shared<models::CompiledBlocks>(cache, chooser));
   log.message("train.compile " + mode +
               ": blocks run through the fusion compiler (kernels cached in " + cache->folder() +

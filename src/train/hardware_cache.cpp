@@ -12,6 +12,9 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#ifdef LT_WITH_CUDA
+#include "core/cuda/device_info.h"
+#endif
 #include "plan/stage_times.h"
 
 namespace lt::train {
@@ -67,6 +70,16 @@ std::string hardware_cache_dir() {
   if (const char* home = std::getenv("HOME"); home && *home)
     return (fs::path(home) / ".cache" / "lazytrain").string();
   return (fs::temp_directory_path() / "lazytrain-cache").string();
+}
+
+std::string gpu_machine_identity(int index) {
+#ifdef LT_WITH_CUDA
+  return machine_identity(cuda::device_name(index),
+                          fmt::format("driver {}", cuda::driver_version()));
+#else
+  (void)index;
+  return "no cuda";
+#endif
 }
 
 std::string machine_identity(const std::string& device_name, const std::string& driver) {

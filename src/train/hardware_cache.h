@@ -34,6 +34,11 @@ std::string hardware_cache_dir();
 // which set the CPU optimizer's and the copies' rates.
 std::string machine_identity(const std::string& device_name, const std::string& driver);
 
+// machine_identity of CUDA device `index`: its name and this driver
+// (a build without CUDA: "no cuda"). What measured profiles and the fusion
+// compiler's chain choices (autograd/chain_choice.h) are kept by.
+std::string gpu_machine_identity(int index);
+
 // The cached profile's file name for this machine, model shape and seq_len.
 // `device_name`: the GPU's name, or machine_identity's whole string (the
 // file name keeps what comes before its first '|').

@@ -145,8 +145,7 @@ std::string describe_states(const TrainConfig& c, const models::ModelConfig& mod
 void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunPlan& p) {
   if (!c.exec.hardware.empty() || !p.device.is_cuda()) return;
 #ifdef LT_WITH_CUDA
-  const std::string device_name = machine_identity(
-      cuda::device_name(p.device.index), fmt::format("driver {}", cuda::driver_version()));
+  const std::string device_name = gpu_machine_identity(p.device.index);
   const std::string dir = hardware_cache_dir();
   const int64_t seq_len = c.train.seq_len;
   if (c.exec.mode != "auto" && c.exec.schedule != "auto") {

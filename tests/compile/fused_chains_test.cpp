@@ -108,6 +108,18 @@ class FusedChains : public ::testing::Test {
   Tensor randn(const Shape& shape, double std = 1.0) {
     return Tensor::randn(shape, gen, DType::F32, std);
   }
+  // GPT-2's MLP half-block's inputs (gpt2_mlp_program_case's order): x of
+  // [batch, seq, width], the LayerNorm's weight and bias, and the two
+  // linears' weights and biases (width -> 2 width -> width).
+  std::vector<Tensor> gpt2_mlp_values(int64_t batch, int64_t seq, int64_t width) {
+    return {randn({batch, seq, width}),
+            randn({width}, 0.5),
+            randn({width}, 0.5),
+            randn({2 * width, width}, 0.2),
+            randn({2 * width}),
+            randn({width, 2 * width}, 0.2),
+            randn({width})};
+  }
 };
 
 TEST_F(FusedChains, ResidualAddAndRmsNorm) {
@@ -185,11 +197,7 @@ TEST_F(FusedChains, LeavesALoneBiasInItsLinear) {
 TEST_F(FusedChains, Gpt2MlpWithLayerNormAndBiases) {
   // The GPU test's function (col_sum_cases.h), on smaller shapes.
   const Fn f = compile::testing::gpt2_mlp_program_case().f;
-  expect_fused_equals_unfused(
-      f,
-      {randn({3, 29, 24}), randn({24}, 0.5), randn({24}, 0.5), randn({48, 24}, 0.2), randn({48}),
-       randn({24, 48}, 0.2), randn({24})},
-      3, 5);
+  expect_fused_equals_unfused(f, gpt2_mlp_values(3, 29, 24), 3, 5);
 }
 
 // A whole pre-norm block's elementwise pattern around two matmuls: three
@@ -278,9 +286,7 @@ class GivenTimes : public ChainChooser {
 // linear, and the program still gives autograd's output and gradients.
 TEST_F(FusedChains, AChainFasterAsCallsRunsAsItsCallsWithItsBiasInItsLinear) {
   const Fn f = compile::testing::gpt2_mlp_program_case().f;
-  const std::vector<Tensor> values = {randn({3, 29, 24}),   randn({24}, 0.5), randn({24}, 0.5),
-                                      randn({48, 24}, 0.2), randn({48}),      randn({24, 48}, 0.2),
-                                      randn({24})};
+  const std::vector<Tensor> values = gpt2_mlp_values(3, 29, 24);
   compile::KernelCache cache;
   GivenTimes chooser(cache, "gelu_tanh");
   // Two chains of 3 calls (LayerNorm; bias_add + add), where all three
@@ -325,9 +331,7 @@ TEST_F(FusedChains, ARotaryChainRunsCompiledBesideChosenChains) {
 // timed again, not trusted.
 TEST_F(FusedChains, ChainChoicesAreKeptBesideTheKernels) {
   const Fn f = compile::testing::gpt2_mlp_program_case().f;
-  const std::vector<Tensor> values = {randn({2, 5, 16}),    randn({16}, 0.5), randn({16}, 0.5),
-                                      randn({32, 16}, 0.2), randn({32}),      randn({16, 32}, 0.2),
-                                      randn({16})};
+  const std::vector<Tensor> values = gpt2_mlp_values(2, 5, 16);
   train::testing::TempDir dir("chain_choice");
   compile::KernelCache cache(dir.path().string());
   const auto build = [&](ChainChooser& chooser) {
@@ -412,9 +416,7 @@ class RecordedTimes : public ChainChooser {
 
 TEST_F(FusedChains, TimesEachChainBothWaysAndKeepsTheFaster) {
   const Fn f = compile::testing::gpt2_mlp_program_case().f;
-  const std::vector<Tensor> values = {randn({3, 29, 24}),   randn({24}, 0.5), randn({24}, 0.5),
-                                      randn({48, 24}, 0.2), randn({48}),      randn({24, 48}, 0.2),
-                                      randn({24})};
+  const std::vector<Tensor> values = gpt2_mlp_values(3, 29, 24);
   compile::KernelCache cache;
   RecordedTimes chooser(cache, "cpu");
   const std::unique_ptr<FusedProgram> program = traced_program(f, values, cache, &chooser);
