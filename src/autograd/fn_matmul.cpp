@@ -45,4 +45,29 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   });
 }
 
+Tensor residual_linear_unread(const Tensor& residual, const Tensor& x, const Tensor& weight,
+                              const Tensor& bias) {
+  if (autograd::tracing() || !autograd::needs_graph({&residual, &x, &weight, &bias}))
+    return add(residual, linear(x, weight, bias));
+  Shape out_shape = x.shape();
+  LT_CHECK(x.dim() >= 1 && weight.dim() == 2 && !out_shape.empty(), "residual_linear_unread: x ",
+           x.str(), " and weight ", weight.str(), " do not chain");
+  out_shape.back() = weight.size(0);
+  LT_CHECK(out_shape == residual.shape() && residual.dtype() == x.dtype(),
+           "residual_linear_unread: residual ", residual.str(), " is not the shape and dtype of ",
+           "linear(", x.str(), ", ", weight.str(), ")");
+  const bool need_residual = residual.requires_grad(), need_x = x.requires_grad();
+  const bool need_weight = weight.requires_grad();
+  const bool need_bias = bias.defined() && bias.requires_grad();
+  Tensor saved_x = need_weight ? x.detach() : Tensor();
+  Tensor saved_weight = need_x ? weight.detach() : Tensor();
+  Tensor unwritten = Tensor::empty(out_shape, x.dtype(), x.device());
+  return record(
+      "residual_linear_unread", {residual, x, weight, bias}, unwritten, [=](const Tensor& g) {
+        ops::LinearGrads grads =
+            ops::linear_backward(g, saved_x, saved_weight, need_x, need_weight, need_bias);
+        return std::vector<Tensor>{need_residual ? g : Tensor(), grads.x, grads.weight, grads.bias};
+      });
+}
+
 }  // namespace lt

@@ -40,6 +40,14 @@ Tensor contiguous(const Tensor& a);
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // y = x W^T + bias. x: [..., in], weight: [out, in], bias: [out] or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// residual + linear(x, weight, bias) on the tape, its value never written:
+// for a caller that backpropagates through the sum but does not read it (the
+// streaming executor rebuilding a block's saved tensors for its backward).
+// The gradients need only x and weight, so the GEMM and the add are skipped.
+// With no graph to record (grad mode off, no input needing grad, tracing) it
+// computes the value, as add(residual, linear(x, weight, bias)).
+Tensor residual_linear_unread(const Tensor& residual, const Tensor& x, const Tensor& weight,
+                              const Tensor& bias = Tensor());
 
 // ---- activations and softmax (autograd/fn_activations.cpp) ----
 Tensor silu(const Tensor& x);

@@ -341,7 +341,9 @@ void StreamingExecutor::Impl::run_backward(int stage) {
       x = x.detach();
       x.set_requires_grad(true);
     }
-    Tensor out = model.run_stage(st, x, chunks[c].ctx);
+    models::StageContext ctx = chunks[c].ctx;
+    ctx.output_unread = true;  // out only carries dy back into the stage
+    Tensor out = model.run_stage(st, x, ctx);
     backward(out, dy[c]);
     dy[c] = stage > 0 ? x.grad() : Tensor();
   }

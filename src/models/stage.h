@@ -24,6 +24,11 @@ struct StageContext {
   // The head returns (sum of its token losses) / loss_denominator, so the
   // sum over micro-batches is the mean over the global batch.
   double loss_denominator = 1.0;
+  // Set by a caller that backpropagates through a block's output but never
+  // reads it: the streaming executor's backward use, which runs the block
+  // again only to rebuild its saved tensors. The block then skips the work
+  // that only the output's value needs (nn::DecoderBlock::forward).
+  bool output_unread = false;
 };
 
 enum class StageKind { Embed, Block, Head };

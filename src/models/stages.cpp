@@ -48,7 +48,7 @@ void BlockStage::collect(nn::NamedParameters& out) const {
 }
 
 Tensor BlockStage::forward(const Tensor& x, const StageContext& ctx) const {
-  return block_.forward(x, ctx.rope);
+  return block_.forward(x, ctx.rope, ctx.output_unread);
 }
 
 HeadStage::HeadStage(nn::Norm final_norm, Tensor lm_head, bool tied)

@@ -67,18 +67,19 @@ Mlp::Mlp(const BlockOptions& o, Generator* gen, DType dtype, const std::string& 
       Linear(o.intermediate, o.hidden, o.mlp_bias, gen, dtype, join(name, "down_proj"), o.init_std);
 }
 
-Tensor Mlp::forward(const Tensor& x) const {
-  Tensor hidden;
+Tensor Mlp::activation(const Tensor& x) const {
   if (kind == MlpKind::SwiGLU) {
     Tensor gate = gate_proj.forward(x), up = up_proj.forward(x);
     ops::OpProfileScope profile("forward activation", x.device());
-    hidden = swiglu(gate, up);
-  } else {
-    Tensor up = up_proj.forward(x);
-    ops::OpProfileScope profile("forward activation", x.device());
-    hidden = gelu_tanh(up);
+    return swiglu(gate, up);
   }
-  return down_proj.forward(hidden);
+  Tensor up = up_proj.forward(x);
+  ops::OpProfileScope profile("forward activation", x.device());
+  return gelu_tanh(up);
+}
+
+Tensor Mlp::forward(const Tensor& x) const {
+  return down_proj.forward(activation(x));
 }
 
 void Mlp::collect(const std::string& prefix, NamedParameters& out) const {
@@ -94,13 +95,16 @@ DecoderBlock::DecoderBlock(const BlockOptions& o, Generator* gen, DType dtype,
       attention(o, gen, dtype, join(name, "attention")),
       mlp(o, gen, dtype, join(name, "mlp")) {}
 
-Tensor DecoderBlock::forward(const Tensor& x, const RopeTable* rope) const {
+Tensor DecoderBlock::forward(const Tensor& x, const RopeTable* rope, bool output_unread) const {
   auto residual = [](const Tensor& a, const Tensor& b) {
     ops::OpProfileScope profile("forward residual add", a.device());
     return add(a, b);
   };
   Tensor h = residual(x, attention.forward(input_norm.forward(x), rope));
-  return residual(h, mlp.forward(post_attention_norm.forward(h)));
+  if (!output_unread) return residual(h, mlp.forward(post_attention_norm.forward(h)));
+  const Linear& down = mlp.down_proj;
+  return residual_linear_unread(h, mlp.activation(post_attention_norm.forward(h)), down.weight,
+                                down.bias);
 }
 
 void DecoderBlock::collect(const std::string& prefix, NamedParameters& out) const {

@@ -46,7 +46,8 @@ struct Mlp {
 
   Mlp() = default;
   Mlp(const BlockOptions& options, Generator* gen, DType dtype, const std::string& name);
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const;     // down_proj(activation(x))
+  Tensor activation(const Tensor& x) const;  // down_proj's input
   void collect(const std::string& prefix, NamedParameters& out) const;
 };
 
@@ -57,7 +58,10 @@ struct DecoderBlock {
 
   DecoderBlock() = default;
   DecoderBlock(const BlockOptions& options, Generator* gen, DType dtype, const std::string& name);
-  Tensor forward(const Tensor& x, const RopeTable* rope) const;
+  // With output_unread, the result is for backward only, its value never
+  // written (residual_linear_unread): down_proj's GEMM and the residual add
+  // after it are skipped, as their gradients need only their inputs.
+  Tensor forward(const Tensor& x, const RopeTable* rope, bool output_unread = false) const;
   // Names: input_norm.*, attention.{q,k,v,o}_proj.*, attention.{q,k}_norm.*,
   // post_attention_norm.*, mlp.{gate,up,down}_proj.*
   void collect(const std::string& prefix, NamedParameters& out) const;

@@ -55,6 +55,11 @@ double block_forward_flops(const models::ModelConfig& c, const exec::TrainSizes&
   return matmul + attention;
 }
 
+double block_output_gemm_flops(const models::ModelConfig& c, const exec::TrainSizes& s) {
+  return 2.0 * static_cast<double>(c.intermediate_size) * c.hidden_size *
+         (static_cast<double>(s.batch_size) * s.seq_len);
+}
+
 double head_forward_flops(const models::ModelConfig& c, const exec::TrainSizes& s) {
   return 2.0 * c.vocab_size * c.hidden_size * double(s.batch_size) * s.seq_len;
 }
@@ -72,7 +77,8 @@ CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfi
   m.max_recompute = max_recompute;
   m.block_forward_s = seconds(block_forward_flops(config, sizes), hardware);
   m.head_forward_s = seconds(head_forward_flops(config, sizes), hardware);
-  m.block_backward_s = kBlockBackwardForwards * m.block_forward_s;
+  m.block_train_s = kBlockBackwardForwards * m.block_forward_s;
+  m.block_backward_s = m.block_train_s - seconds(block_output_gemm_flops(config, sizes), hardware);
   m.head_step_s = kHeadStepForwards * m.head_forward_s;
   m.stage_times_from = fmt::format("FLOP model at gpu_tflops = {}", hardware.gpu_tflops);
   if (hardware.stage_times) {
@@ -82,6 +88,11 @@ CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfi
       const int64_t b = sizes.batch_size;
       m.block_forward_s = t.block_forward.chunked(b, chunk_sequences);
       m.block_backward_s = t.block_backward.chunked(b, chunk_sequences);
+      // The output's GEMM, which the measured backward use skipped, at the
+      // measured forward's rate.
+      m.block_train_s = m.block_backward_s + m.block_forward_s *
+                                                 block_output_gemm_flops(config, sizes) /
+                                                 block_forward_flops(config, sizes);
       m.head_step_s = t.head_step.chunked(b, chunk_sequences);
       m.head_forward_s = m.head_step_s / kHeadStepForwards;
       m.embed_s = t.embed_forward.chunked(b, chunk_sequences) +

@@ -29,7 +29,10 @@ struct CostModel {
   // Derived by make_cost_model, whole batch, from the profile's measured
   // stage_times when they are for this model and seq_len, else from FLOPs.
   double block_forward_s = 0;    // one block, no-grad forward
-  double block_backward_s = 0;   // one block's backward use: forward under grad + backward
+  double block_backward_s = 0;   // one block's backward use: forward under grad + backward,
+                                 // without the output's GEMM (StageContext::output_unread)
+  double block_train_s = 0;      // forward under grad + backward with the output computed,
+                                 // as resident, offload and ZenFlow run a block
   double head_forward_s = 0;     // final norm + lm_head + loss, forward
   double head_step_s = 0;        // the head's forward + backward
   double embed_s = 0;            // the embed stage's forward and backward uses (FLOP model: 0)
@@ -44,6 +47,8 @@ struct CostModel {
 // PV over the lower triangle). A backward costs twice the forward.
 double block_forward_flops(const models::ModelConfig& c, const exec::TrainSizes& s);
 double head_forward_flops(const models::ModelConfig& c, const exec::TrainSizes& s);
+// The block's last GEMM (down_proj), which a backward use skips.
+double block_output_gemm_flops(const models::ModelConfig& c, const exec::TrainSizes& s);
 
 CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfile& hardware,
                           const exec::TrainSizes& sizes, int64_t chunk_sequences,

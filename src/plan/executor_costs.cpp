@@ -12,7 +12,7 @@ double parameters(const CostModel& m) {
 }
 
 double compute_of(const CostModel& m) {
-  return m.embed_s + static_cast<double>(m.config.num_hidden_layers) * m.block_backward_s +
+  return m.embed_s + static_cast<double>(m.config.num_hidden_layers) * m.block_train_s +
          m.head_step_s;
 }
 

@@ -272,10 +272,13 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
       NoGradGuard guard;
       (void)st.forward(in, ctx);
     };
+    // As the executor's backward use runs it: the output is only backpropagated.
+    models::StageContext backward_ctx = ctx;
+    backward_ctx.output_unread = true;
     auto with_grad = [&](const models::Stage& st, const Tensor& in, bool input_grad) {
       Tensor leaf = in.detach();
       if (input_grad) leaf.set_requires_grad(true);
-      Tensor out = st.forward(leaf, ctx);
+      Tensor out = st.forward(leaf, backward_ctx);
       if (out.numel() == 1)
         backward(out);
       else

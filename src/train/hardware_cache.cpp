@@ -28,8 +28,10 @@ namespace fs = std::filesystem;
 // plan/profile.h) where format 1 had two; a file of format 1 still reads,
 // but its line through 4 and 8 would price chunks of 32 without their GEMM
 // efficiency and keep the planner at chunks of 8, so it is measured again
-// (under another name) rather than silently kept.
-constexpr int kCacheFormat = 2;
+// (under another name) rather than silently kept. 3: the backward use no
+// longer runs the block's last GEMM (StageContext::output_unread), so a
+// format-2 block_backward over-prices it by that GEMM.
+constexpr int kCacheFormat = 3;
 
 uint64_t fnv1a(const std::string& text) {
   uint64_t h = 1469598103934665603ULL;

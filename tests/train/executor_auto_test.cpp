@@ -89,8 +89,7 @@ TEST_F(ExecutorAuto, OffloadAndZenFlowPredictionsByHand) {
   const plan::CostModel cost = plan::make_cost_model(m, hw, sizes, 4, 8);
   const double n = static_cast<double>(m.num_parameters());
   const double gb = n * 2 / 1e9;
-  const double compute =
-      cost.embed_s + m.num_hidden_layers * cost.block_backward_s + cost.head_step_s;
+  const double compute = cost.embed_s + m.num_hidden_layers * cost.block_train_s + cost.head_step_s;
   const plan::ExecutorTime off = plan::predict_offload(cost);
   EXPECT_DOUBLE_EQ(off.compute_s, compute);
   EXPECT_DOUBLE_EQ(off.copies_s, gb / 10 + gb / 20);
