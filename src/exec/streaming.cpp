@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
+#include <unordered_map>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
@@ -134,6 +136,7 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
   allocate_grad_slabs();
   stage_squares.assign(stages.size(), 0.0);
   updated.assign(stages.size(), ready_ticket());
+  update_pieces.assign(stages.size(), {});
   step_finished = ready_ticket();
   if (!options.trace_path.empty()) trace = std::make_unique<TraceRecorder>();
   if (options.max_optimizer_delay_us > 0) {
@@ -214,15 +217,31 @@ void StreamingExecutor::Impl::load(int slot, int stage) {
   Slot& s = slots[slot];
   s.weights.clear();  // frees the previous occupant (a queued copy keeps its own reference)
   s.stage = stage;
+  s.ready = Ticket();
+  const std::string label = "weights " + model.stages()[stage]->name();
+  std::unordered_map<size_t, Tensor> copy_of;
   CopyList copies;
   for (size_t i : stages[stage].weights) {
     Tensor copy = device.empty(upload_sources[i].shape(), device.compute_dtype());
     s.weights.push_back(copy);
-    copies.emplace_back(copy, upload_sources[i]);
+    copy_of.emplace(i, copy);
   }
-  // The copy reads the master, so it waits for the stage's update.
-  s.ready =
-      device.upload(std::move(copies), updated[stage], "weights " + model.stages()[stage]->name());
+  // The copy reads the master, so it waits for the stage's update: each
+  // parameter's for its own piece of it (Note [Updates in pieces]), in the
+  // order the pieces run; the rest (all, when the update was queued whole)
+  // for the whole update, last. Uploads run in the order they are queued,
+  // so the slot is ready when the last one is.
+  for (const UpdatePiece& piece : update_pieces[stage]) {
+    auto it = copy_of.find(piece.param);
+    if (it == copy_of.end()) continue;
+    s.ready = device.upload({{it->second, upload_sources[piece.param]}}, piece.done, label);
+    copy_of.erase(it);
+  }
+  for (size_t i : stages[stage].weights)
+    if (auto it = copy_of.find(i); it != copy_of.end())
+      copies.emplace_back(it->second, upload_sources[i]);
+  if (!copies.empty() || !s.ready.valid())
+    s.ready = device.upload(std::move(copies), updated[stage], label);
 }
 
 // The slot holding `stage`'s weights, ready; also starts copying the
@@ -390,10 +409,15 @@ void StreamingExecutor::Impl::run_step() {
 }
 
 void StreamingExecutor::Impl::enqueue_updates(double lr, double grad_scale) {
+  for (auto& pieces : update_pieces) pieces.clear();
   if (disk_states) {
     enqueue_updates_on_disk(lr, grad_scale);
-  } else {
+  } else if (options.ranks) {
+    // Over ranks an upload also waits for its stage's gathers, queued whole.
     for (size_t s = 0; s < stages.size(); ++s) updated[s] = enqueue_update(s, lr, grad_scale, {});
+  } else {
+    for (size_t s = 0; s < stages.size(); ++s)
+      updated[s] = enqueue_update_in_pieces(s, lr, grad_scale);
   }
   step_finished = optimizer_queue.enqueue([this] {
     try {
@@ -404,15 +428,52 @@ void StreamingExecutor::Impl::enqueue_updates(double lr, double grad_scale) {
   });
 }
 
-// Note [A failed update stops the executor]
+// Note [Updates in pieces]
+// With exact clipping the updates start when the backward ends, in forward
+// order, and the next forward chases them: stage s's weights upload once
+// its update is done. Queued whole, a block's upload (7B: 0.47 GB, 8.5 ms)
+// starts only after its last parameter's update, and the forward waits for
+// it. Queued a parameter at a time, largest first, each parameter's copy
+// waits only for its own update and runs beside the next one's, so after
+// the stage's last (smallest) update little is left to copy. The optimizer
+// thread runs the pieces in the order queued, so the last piece's ticket
+// is followed by the stage's own (updated[s]), which fails when a piece
+// did. Updated parameter by parameter, each
+// with the same step's scalars, the values are those of the whole update.
+Ticket StreamingExecutor::Impl::enqueue_update_in_pieces(size_t s, double lr, double grad_scale) {
+  const StageInfo& info = stages[s];
+  std::vector<size_t> order(info.last - info.first);
+  std::iota(order.begin(), order.end(), info.first);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return params[a].numel() > params[b].numel(); });
+  std::vector<Ticket> pieces;
+  for (size_t i : order) {
+    pieces.push_back(enqueue_update_of(s, i, i + 1, lr, grad_scale, {}, {}, nullptr));
+    update_pieces[s].push_back({i, pieces.back()});
+  }
+  // The stage's ticket: done when every piece is (they ran before it), and
+  // failed when any did.
+  return optimizer_queue.enqueue([pieces = std::move(pieces)] {
+    for (const Ticket& t : pieces) t.get();
+  });
+}
+
 Ticket StreamingExecutor::Impl::enqueue_update(size_t s, double lr, double grad_scale,
                                                Ticket states_read, Ticket gradients,
                                                std::shared_ptr<EarlyStep> early) {
-  const StageInfo& info = stages[s];
-  std::vector<bool> with_grad(has_grad.begin() + static_cast<int64_t>(info.first),
-                              has_grad.begin() + static_cast<int64_t>(info.last));
+  return enqueue_update_of(s, stages[s].first, stages[s].last, lr, grad_scale,
+                           std::move(states_read), std::move(gradients), std::move(early));
+}
+
+// Note [A failed update stops the executor]
+Ticket StreamingExecutor::Impl::enqueue_update_of(size_t s, size_t first, size_t last, double lr,
+                                                  double grad_scale, Ticket states_read,
+                                                  Ticket gradients,
+                                                  std::shared_ptr<EarlyStep> early) {
+  std::vector<bool> with_grad(has_grad.begin() + static_cast<int64_t>(first),
+                              has_grad.begin() + static_cast<int64_t>(last));
   return optimizer_queue.enqueue(
-      [this, &info, with_grad, lr, grad_scale, s, states_read = std::move(states_read),
+      [this, first, last, with_grad, lr, grad_scale, s, states_read = std::move(states_read),
        gradients = std::move(gradients), early = std::move(early), trace = tracing()] {
         const std::string& stage = model.stages()[s]->name();
         try {
@@ -426,16 +487,17 @@ Ticket StreamingExecutor::Impl::enqueue_update(size_t s, double lr, double grad_
           update_failed("reading the states of stage '" + stage + "'");
         }
         if (early && !early_update_goes(*early, s)) return;
-        TraceSpan span(trace, "optimizer", "update " + stage);
+        const bool whole = last - first == stages[s].last - stages[s].first;
+        TraceSpan span(trace, "optimizer", "update " + (whole ? stage : names[first]));
         try {
-          for (size_t i = info.first; i < info.last; ++i)
-            if (with_grad[i - info.first]) params[i].set_grad(grad_slabs[i]);
-          optimizer.update(lr, grad_scale, info.first, info.last);
+          for (size_t i = first; i < last; ++i)
+            if (with_grad[i - first]) params[i].set_grad(grad_slabs[i]);
+          optimizer.update(lr, grad_scale, first, last);
         } catch (...) {
-          for (size_t i = info.first; i < info.last; ++i) params[i].set_grad(Tensor());
+          for (size_t i = first; i < last; ++i) params[i].set_grad(Tensor());
           update_failed("the optimizer update of stage '" + stage + "'");
         }
-        for (size_t i = info.first; i < info.last; ++i) params[i].set_grad(Tensor());
+        for (size_t i = first; i < last; ++i) params[i].set_grad(Tensor());
       });
 }
 

@@ -132,6 +132,7 @@ void StreamingExecutor::Impl::queue_early_update(size_t s, const Ticket& gradien
       !std::isfinite(stats->loss))
     step.stopped = true;
   step.queued[s] = 1;
+  update_pieces[s].clear();  // this update is queued whole
   const bool on_disk = s < options.states_on_disk.size() && options.states_on_disk[s];
   if (!on_disk) {
     updated[s] = enqueue_update(s, step.lr, step.scale, {}, gradients, early);

@@ -107,7 +107,15 @@ struct StreamingExecutor::Impl {
 
   // The optimizer thread's progress and first failure.
   std::vector<Ticket> updated;  // per stage: its latest update has finished
-  Ticket step_finished;         // the latest optimizer finish_step()
+  // Per stage, its latest update queued a parameter at a time (Note
+  // [Updates in pieces]): each parameter's index and ticket, in the order
+  // they run; empty when the update was queued whole.
+  struct UpdatePiece {
+    size_t param = 0;
+    Ticket done;
+  };
+  std::vector<std::vector<UpdatePiece>> update_pieces;
+  Ticket step_finished;  // the latest optimizer finish_step()
   mutable std::mutex failure_mutex;
   std::exception_ptr update_failure;  // the first update that threw (an lt::Error)
   bool failure_reported = false;      // thrown to a caller of step() or sync()
@@ -217,6 +225,13 @@ struct StreamingExecutor::Impl {
   // completed; with `early`, only if early_update_goes().
   Ticket enqueue_update(size_t s, double lr, double grad_scale, Ticket states_read,
                         Ticket gradients = {}, std::shared_ptr<EarlyStep> early = nullptr);
+  // The update of parameters [first, last) of stage s (enqueue_update's
+  // task for part of the stage).
+  Ticket enqueue_update_of(size_t s, size_t first, size_t last, double lr, double grad_scale,
+                           Ticket states_read, Ticket gradients, std::shared_ptr<EarlyStep> early);
+  // Note [Updates in pieces]: stage s's update as one task a parameter,
+  // largest first; returns the stage's ticket (done when every piece is).
+  Ticket enqueue_update_in_pieces(size_t s, double lr, double grad_scale);
 
   // ---- streaming_early_updates.cpp (Note [Updates during the backward]) ----
   std::shared_ptr<EarlyStep> early;  // this step's, from its start to its end; else null

@@ -21,7 +21,8 @@ class FailingOptimizer final : public optim::Optimizer {
       : inner_(params, optim::AdamWOptions{}), fail_step_(fail_step), fail_first_(fail_first) {}
 
   void slow_down_updates_after_the_failure(std::chrono::milliseconds delay) { delay_ = delay; }
-  int updates_run() const { return updates_run_; }
+  // Parameters updated, over every call (a call updates [first, last)).
+  int parameters_updated() const { return parameters_updated_; }
 
   size_t size() const override { return inner_.size(); }
   void update(double lr, double grad_scale, size_t first, size_t last) override {
@@ -31,7 +32,7 @@ class FailingOptimizer final : public optim::Optimizer {
     }
     if (failed_) std::this_thread::sleep_for(delay_);
     inner_.update(lr, grad_scale, first, last);
-    ++updates_run_;
+    parameters_updated_ += static_cast<int>(last - first);
   }
   void finish_step() override {
     ++steps_;
@@ -49,7 +50,7 @@ class FailingOptimizer final : public optim::Optimizer {
   size_t fail_first_;
   int steps_ = 0;  // the optimizer thread's alone
   bool failed_ = false;
-  int updates_run_ = 0;
+  int parameters_updated_ = 0;
   std::chrono::milliseconds delay_{0};
 };
 
