@@ -607,6 +607,10 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   m.rethrow_update_failure();
   if (m.disk_states && !m.states_on_disk) m.move_all_states(true);
   if (m.grad_slabs.empty()) m.allocate_grad_slabs();  // released by sync()
+  // The traced steps' updates ran in the next step's forward, which waited
+  // for them all: from here the trace is whole, and it is written now too,
+  // so a run stopped without sync() still leaves it.
+  if (m.steps_started == m.options.trace_steps + 1) m.write_trace();
   const auto start = Clock::now();
   cpu_allocator().reset_peak();
   m.device.memory().reset_peak();

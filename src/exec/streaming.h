@@ -53,7 +53,8 @@ struct StreamingOptions {
   // ends with its update done).
   bool overlap_optimizer = true;
   // When set, the first `trace_steps` steps are recorded (compute, copies,
-  // optimizer) and written there in the Chrome trace format by sync().
+  // optimizer) and written there in the Chrome trace format at the start
+  // of step trace_steps + 2 and by sync().
   std::string trace_path;
   int trace_steps = 3;
   // Test hook: the optimizer thread sleeps up to this many microseconds

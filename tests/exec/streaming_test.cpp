@@ -432,6 +432,37 @@ TEST(CapacityAllocator, ComputeScopeRoutesNewTensorsToTheDevice) {
 
 // Disk placements: tests/exec/streaming_disk_test.cpp.
 
+// A run stopped without sync() (killed after its steps) still leaves the
+// trace: it is written when step trace_steps + 2 starts, by which time the
+// traced steps' updates have run.
+TEST(Streaming, TraceIsWrittenOnceItsStepsAreDoneWithoutSync) {
+  models::CausalLM model = make_model("llama", 2);
+  auto opt = make_optimizer(model, OptimizerKind::AdamW);
+  const fs::path path =
+      fs::temp_directory_path() / ("lt_trace_early_" + std::to_string(getpid()) + ".json");
+  fs::remove(path);
+  StreamingOptions so;
+  so.schedule = placements({G, G, G});
+  so.trace_path = path.string();
+  so.trace_steps = 1;
+  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(), so);
+  const auto batches = make_batches(3, 1, 2, 6, 97, 4);
+  StepOptions o;
+  o.lr = 1e-3;
+  streaming.step(batches[0], o);
+  streaming.step(batches[1], o);
+  EXPECT_FALSE(fs::exists(path));  // step 1's updates may still be running
+  streaming.step(batches[2], o);
+  ASSERT_TRUE(fs::exists(path));
+  std::ifstream in(path);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  int updates = 0;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X" && e.at("name").get<std::string>().rfind("update ", 0) == 0) ++updates;
+  EXPECT_EQ(updates, static_cast<int>(model.parameters().size()));  // one step, a piece each
+  fs::remove(path);
+}
+
 TEST(Streaming, TraceShowsEveryEngineForTheFirstSteps) {
   models::CausalLM model = make_model("llama", 3);
   auto opt = make_optimizer(model, OptimizerKind::AdamW);
