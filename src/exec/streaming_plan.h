@@ -26,7 +26,8 @@ enum class StageWork {
   Forward,    // no-grad forward; produces boundary `stage`
   HeadStep,   // the head: forward + backward per chunk, gives d(boundary L)
   Recompute,  // no-grad forward again, to rebuild a dropped boundary
-  Backward,   // forward under grad mode from the input boundary, then backward
+  Backward,   // forward under grad mode from the input boundary (its output
+              // unread: StageContext::output_unread), then backward
 };
 
 struct StageUse {
