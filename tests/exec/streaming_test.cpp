@@ -432,6 +432,14 @@ TEST(CapacityAllocator, ComputeScopeRoutesNewTensorsToTheDevice) {
 
 // Disk placements: tests/exec/streaming_disk_test.cpp.
 
+StreamingOptions traced(Schedule schedule, const fs::path& path, int steps) {
+  StreamingOptions so;
+  so.schedule = std::move(schedule);
+  so.trace_path = path.string();
+  so.trace_steps = steps;
+  return so;
+}
+
 // A run stopped without sync() (killed after its steps) still leaves the
 // trace: it is written when step trace_steps + 2 starts, by which time the
 // traced steps' updates have run.
@@ -441,11 +449,8 @@ TEST(Streaming, TraceIsWrittenOnceItsStepsAreDoneWithoutSync) {
   const fs::path path =
       fs::temp_directory_path() / ("lt_trace_early_" + std::to_string(getpid()) + ".json");
   fs::remove(path);
-  StreamingOptions so;
-  so.schedule = placements({G, G, G});
-  so.trace_path = path.string();
-  so.trace_steps = 1;
-  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(), so);
+  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(),
+                              traced(placements({G, G, G}), path, 1));
   const auto batches = make_batches(3, 1, 2, 6, 97, 4);
   StepOptions o;
   o.lr = 1e-3;
@@ -468,11 +473,8 @@ TEST(Streaming, TraceShowsEveryEngineForTheFirstSteps) {
   auto opt = make_optimizer(model, OptimizerKind::AdamW);
   const fs::path path =
       fs::temp_directory_path() / ("lt_trace_" + std::to_string(getpid()) + ".json");
-  StreamingOptions so;
-  so.schedule = placements({G, H, R, G});
-  so.trace_path = path.string();
-  so.trace_steps = 2;
-  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(), so);
+  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(),
+                              traced(placements({G, H, R, G}), path, 2));
   const auto batches = make_batches(3, 1, 2, 6, 97, 4);
   StepOptions o;
   o.lr = 1e-3;
