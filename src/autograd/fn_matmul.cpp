@@ -29,20 +29,38 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   });
 }
 
+namespace {
+
+// The gradients of linear(x, weight, bias) from its output's, keeping only
+// what the wanted ones read (x for the weight's, the weight for x's).
+struct LinearBackward {
+  Tensor saved_x, saved_weight;
+  bool need_x, need_weight, need_bias;
+  LinearBackward(const Tensor& x, const Tensor& weight, const Tensor& bias)
+      : need_x(x.requires_grad()),
+        need_weight(weight.requires_grad()),
+        need_bias(bias.defined() && bias.requires_grad()) {
+    if (need_weight) saved_x = x.detach();
+    if (need_x) saved_weight = weight.detach();
+  }
+  ops::LinearGrads operator()(const Tensor& g) const {
+    return ops::linear_backward(g, saved_x, saved_weight, need_x, need_weight, need_bias);
+  }
+};
+
+}  // namespace
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (autograd::tracing())
     return autograd::traced("linear", {x, weight, bias}, {},
                             [](const Inputs& in) { return linear(in[0], in[1], in[2]); });
-  Tensor dx = x.detach(), dw = weight.detach();
   Tensor db = bias.defined() ? bias.detach() : Tensor();
-  const bool need_x = x.requires_grad(), need_weight = weight.requires_grad();
-  const bool need_bias = bias.defined() && bias.requires_grad();
-  Tensor saved_x = need_weight ? dx : Tensor(), saved_weight = need_x ? dw : Tensor();
-  return record("linear", {x, weight, bias}, ops::linear(dx, dw, db), [=](const Tensor& g) {
-    ops::LinearGrads grads =
-        ops::linear_backward(g, saved_x, saved_weight, need_x, need_weight, need_bias);
-    return std::vector<Tensor>{grads.x, grads.weight, grads.bias};
-  });
+  const LinearBackward grads_of(x, weight, bias);
+  return record("linear", {x, weight, bias}, ops::linear(x.detach(), weight.detach(), db),
+                [grads_of](const Tensor& g) {
+                  ops::LinearGrads grads = grads_of(g);
+                  return std::vector<Tensor>{grads.x, grads.weight, grads.bias};
+                });
 }
 
 Tensor residual_linear_unread(const Tensor& residual, const Tensor& x, const Tensor& weight,
@@ -56,16 +74,13 @@ Tensor residual_linear_unread(const Tensor& residual, const Tensor& x, const Ten
   LT_CHECK(out_shape == residual.shape() && residual.dtype() == x.dtype(),
            "residual_linear_unread: residual ", residual.str(), " is not the shape and dtype of ",
            "linear(", x.str(), ", ", weight.str(), ")");
-  const bool need_residual = residual.requires_grad(), need_x = x.requires_grad();
-  const bool need_weight = weight.requires_grad();
-  const bool need_bias = bias.defined() && bias.requires_grad();
-  Tensor saved_x = need_weight ? x.detach() : Tensor();
-  Tensor saved_weight = need_x ? weight.detach() : Tensor();
+  const bool need_residual = residual.requires_grad();
+  const LinearBackward grads_of(x, weight, bias);
   Tensor unwritten = Tensor::empty(out_shape, x.dtype(), x.device());
   return record(
-      "residual_linear_unread", {residual, x, weight, bias}, unwritten, [=](const Tensor& g) {
-        ops::LinearGrads grads =
-            ops::linear_backward(g, saved_x, saved_weight, need_x, need_weight, need_bias);
+      "residual_linear_unread", {residual, x, weight, bias}, unwritten,
+      [need_residual, grads_of](const Tensor& g) {
+        ops::LinearGrads grads = grads_of(g);
         return std::vector<Tensor>{need_residual ? g : Tensor(), grads.x, grads.weight, grads.bias};
       });
 }

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
-#include <unordered_map>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
@@ -219,27 +218,25 @@ void StreamingExecutor::Impl::load(int slot, int stage) {
   s.stage = stage;
   s.ready = Ticket();
   const std::string label = "weights " + model.stages()[stage]->name();
-  std::unordered_map<size_t, Tensor> copy_of;
-  CopyList copies;
-  for (size_t i : stages[stage].weights) {
-    Tensor copy = device.empty(upload_sources[i].shape(), device.compute_dtype());
-    s.weights.push_back(copy);
-    copy_of.emplace(i, copy);
-  }
+  const std::vector<size_t>& weights = stages[stage].weights;
+  for (size_t i : weights)
+    s.weights.push_back(device.empty(upload_sources[i].shape(), device.compute_dtype()));
   // The copy reads the master, so it waits for the stage's update: each
   // parameter's for its own piece of it (Note [Updates in pieces]), in the
   // order the pieces run; the rest (all, when the update was queued whole)
   // for the whole update, last. Uploads run in the order they are queued,
   // so the slot is ready when the last one is.
+  std::vector<bool> queued(weights.size(), false);
   for (const UpdatePiece& piece : update_pieces[stage]) {
-    auto it = copy_of.find(piece.param);
-    if (it == copy_of.end()) continue;
-    s.ready = device.upload({{it->second, upload_sources[piece.param]}}, piece.done, label);
-    copy_of.erase(it);
+    const auto k = static_cast<size_t>(std::find(weights.begin(), weights.end(), piece.param) -
+                                       weights.begin());
+    if (k == weights.size()) continue;
+    s.ready = device.upload({{s.weights[k], upload_sources[piece.param]}}, piece.done, label);
+    queued[k] = true;
   }
-  for (size_t i : stages[stage].weights)
-    if (auto it = copy_of.find(i); it != copy_of.end())
-      copies.emplace_back(it->second, upload_sources[i]);
+  CopyList copies;
+  for (size_t k = 0; k < weights.size(); ++k)
+    if (!queued[k]) copies.emplace_back(s.weights[k], upload_sources[weights[k]]);
   if (!copies.empty() || !s.ready.valid())
     s.ready = device.upload(std::move(copies), updated[stage], label);
 }

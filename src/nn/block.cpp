@@ -101,10 +101,10 @@ Tensor DecoderBlock::forward(const Tensor& x, const RopeTable* rope, bool output
     return add(a, b);
   };
   Tensor h = residual(x, attention.forward(input_norm.forward(x), rope));
-  if (!output_unread) return residual(h, mlp.forward(post_attention_norm.forward(h)));
+  Tensor a = mlp.activation(post_attention_norm.forward(h));
   const Linear& down = mlp.down_proj;
-  return residual_linear_unread(h, mlp.activation(post_attention_norm.forward(h)), down.weight,
-                                down.bias);
+  if (output_unread) return residual_linear_unread(h, a, down.weight, down.bias);
+  return residual(h, down.forward(a));
 }
 
 void DecoderBlock::collect(const std::string& prefix, NamedParameters& out) const {
