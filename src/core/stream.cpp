@@ -90,6 +90,7 @@ Event::~Event() {
 
 Event::Event(Event&& other) noexcept
     : timing_(other.timing_),
+      sleep_(other.sleep_),
       recorded_(other.recorded_),
       device_(other.device_),
       handle_(other.handle_),
@@ -101,6 +102,7 @@ Event::Event(Event&& other) noexcept
 Event& Event::operator=(Event&& other) noexcept {
   // `other` takes this event's old handle and destroys it with itself.
   std::swap(timing_, other.timing_);
+  std::swap(sleep_, other.sleep_);
   std::swap(recorded_, other.recorded_);
   std::swap(device_, other.device_);
   std::swap(handle_, other.handle_);
@@ -125,7 +127,7 @@ void Event::record(const Stream& stream) {
     cuda::event_destroy(device_.index, handle_);
     handle_ = nullptr;
   }
-  if (handle_ == nullptr) handle_ = cuda::event_create(stream.device().index, timing_);
+  if (handle_ == nullptr) handle_ = cuda::event_create(stream.device().index, timing_, sleep_);
   device_ = stream.device();
   cuda::event_record(handle_, device_.index, stream.handle());
   recorded_ = true;

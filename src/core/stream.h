@@ -78,9 +78,16 @@ class StreamGuard {
 // record, on the stream's device.
 class Event {
  public:
+  // How synchronize() waits on a CUDA event. Default: as the device's
+  // schedule says, which with a spare core is a spin (lowest latency).
+  // Sleep: the thread blocks until the event is done, giving its core to
+  // the host's own work; for threads that wait on long copies while the
+  // CPU is busy (the streaming copy engines beside the optimizer).
+  enum class HostWait { Default, Sleep };
   // Timing costs a little on CUDA (timestamps force extra work), so it is
   // off unless asked for; elapsed_ms needs it on both events.
-  explicit Event(bool enable_timing = false) : timing_(enable_timing) {}
+  explicit Event(bool enable_timing = false, HostWait host_wait = HostWait::Default)
+      : timing_(enable_timing), sleep_(host_wait == HostWait::Sleep) {}
   ~Event();
   Event(Event&& other) noexcept;
   Event& operator=(Event&& other) noexcept;
@@ -107,6 +114,7 @@ class Event {
 
  private:
   bool timing_ = false;
+  bool sleep_ = false;
   bool recorded_ = false;
   Device device_ = Device::cpu();
   void* handle_ = nullptr;                            // cudaEvent_t once recorded on a CUDA stream

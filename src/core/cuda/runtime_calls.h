@@ -15,7 +15,7 @@ void stream_destroy(int device, void* stream) noexcept;
 void stream_synchronize(int device, void* stream);
 bool stream_query(int device, void* stream);
 
-void* event_create(int device, bool timing);
+void* event_create(int device, bool timing, bool blocking_sync);
 void event_destroy(int device, void* event) noexcept;
 void event_record(void* event, int device, void* stream);
 void stream_wait_event(int device, void* stream, void* event);

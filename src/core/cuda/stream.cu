@@ -58,11 +58,12 @@ bool stream_query(int device, void* stream) {
   return finished(cudaStreamQuery(as_stream(stream)), "cudaStreamQuery");
 }
 
-void* event_create(int device, bool timing) {
+void* event_create(int device, bool timing, bool blocking_sync) {
   DeviceGuard guard(device);
   cudaEvent_t event = nullptr;
-  LT_CUDA_CHECK(
-      cudaEventCreateWithFlags(&event, timing ? cudaEventDefault : cudaEventDisableTiming));
+  const unsigned flags = (timing ? cudaEventDefault : cudaEventDisableTiming) |
+                         (blocking_sync ? cudaEventBlockingSync : 0u);
+  LT_CUDA_CHECK(cudaEventCreateWithFlags(&event, flags));
   return event;
 }
 

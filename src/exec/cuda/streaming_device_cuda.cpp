@@ -149,7 +149,7 @@ Ticket CudaStreamingDevice::upload(CopyList copies, Ticket after, std::string la
       cuda_copy::copy_async(device_, dst.data_ptr(), src.data_ptr(), src.nbytes(),
                             upload_stream_.handle());
     }
-    Event landed;
+    Event landed(false, Event::HostWait::Sleep);  // the optimizer may need this core
     landed.record(upload_stream_);
     landed.synchronize();
   });
@@ -178,7 +178,7 @@ Ticket CudaStreamingDevice::download(CopyList copies, std::function<void()> then
       cuda_copy::copy_async(device_, dst.data_ptr(), src.data_ptr(), src.nbytes(),
                             download_stream_.handle());
     }
-    Event landed;
+    Event landed(false, Event::HostWait::Sleep);  // the optimizer may need this core
     landed.record(download_stream_);
     landed.synchronize();
     copies.clear();  // the device memory is free once copied
