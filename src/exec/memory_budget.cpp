@@ -120,6 +120,12 @@ int64_t stage_parameters(const models::ModelConfig& c, int stage) {
   return stage <= L ? block_parameters(c) : head_parameters(c);
 }
 
+int64_t device_stage_bytes(const models::ModelConfig& c, const TrainSizes& s, int stage) {
+  const int64_t n = stage_parameters(c, stage);
+  const int64_t weight_copy = s.compute_bytes == kFp32 ? 0 : n * s.compute_bytes;
+  return n * kFp32 + weight_copy + optimizer_state_bytes(n, s.optimizer, s.optimizer_block);
+}
+
 int64_t master_and_state_bytes(int64_t n, const TrainSizes& s) {
   return n * kFp32 + optimizer_state_bytes(n, s.optimizer, s.optimizer_block);
 }
@@ -132,18 +138,25 @@ namespace {
 
 // Elements of the weight copies stage `stage` reads (a tied head reads the
 // embedding too) and of the gradients of the parameters it owns.
-int64_t stage_weight_elements(const models::ModelConfig& c, int stage) {
+// `embed_on_device`: a tied head reads the embed stage's device copy instead.
+int64_t stage_weight_elements(const models::ModelConfig& c, int stage, bool embed_on_device) {
   const int L = static_cast<int>(c.num_hidden_layers);
   if (stage == 0) return embed_parameters(c);
   if (stage <= L) return block_parameters(c);
-  return head_parameters(c) + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0);
+  const bool reads_embedding = c.tie_word_embeddings && !embed_on_device;
+  return head_parameters(c) + (reads_embedding ? c.vocab_size * c.hidden_size : 0);
 }
 
-// Bytes of one thing the device holds (streaming_plan.h), in the compute dtype.
-int64_t hold_bytes(const models::ModelConfig& c, const TrainSizes& s, const Hold& h) {
+// Bytes of one thing the device holds (streaming_plan.h), in the compute
+// dtype but for a stage on the device (`on_device`: per stage).
+int64_t hold_bytes(const models::ModelConfig& c, const TrainSizes& s, const Hold& h,
+                   const std::vector<bool>& on_device) {
   switch (h.what) {
     case Held::Weights:
-      return stage_weight_elements(c, h.index) * s.compute_bytes;
+      return stage_weight_elements(c, h.index, !on_device.empty() && on_device[0]) *
+             s.compute_bytes;
+    case Held::DeviceStage:
+      return device_stage_bytes(c, s, h.index);
     case Held::Gradients:
       return stage_parameters(c, h.index) * s.compute_bytes;
     case Held::TiedGradient:
@@ -202,9 +215,9 @@ UseHold largest_use_hold(const models::ModelConfig& c, const TrainSizes& s, cons
     const StageUse use = plan.uses[u];
     UseHold now;
     for (const Hold& h : holds[u].at_end) {
-      if (h.what == Held::Weights) now.slot_bytes += hold_bytes(c, s, h);
+      if (h.what == Held::Weights) now.slot_bytes += hold_bytes(c, s, h, plan.on_device);
       if (h.what == Held::Gradients || h.what == Held::TiedGradient)
-        now.grad_bytes += hold_bytes(c, s, h);
+        now.grad_bytes += hold_bytes(c, s, h, plan.on_device);
     }
     if (use.work == StageWork::HeadStep) {
       now.use = "the head step";
@@ -324,8 +337,21 @@ MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
   const UseHold peak =
       largest_use_hold(c, s, plan, chunk_tokens, chunk < s.batch_size, block_set, head_working_set);
   m.add(Gpu, fmt::format("weight slots at the peak use ({})", peak.use), peak.slot_bytes);
-  m.add(Gpu, "gradients alive there (its own, two downloading, a tied embedding's)",
+  m.add(Gpu,
+        "gradients alive there (its own, two downloading, a tied embedding's, the stages on "
+        "the device's)",
         peak.grad_bytes);
+  int64_t device_stages = 0, device_stage_count = 0;
+  for (size_t stage = 0; stage < plan.on_device.size(); ++stage) {
+    if (!plan.on_device[stage]) continue;
+    device_stages += device_stage_bytes(c, s, static_cast<int>(stage));
+    ++device_stage_count;
+  }
+  if (device_stage_count > 0)
+    m.add(Gpu,
+          fmt::format("the {} stages on the device: f32 masters, weight copies, optimizer states",
+                      device_stage_count),
+          device_stages);
   m.add(Gpu,
         fmt::format("working set there, one micro-batch ({}; a block's backward {:.3f} GB, the "
                     "head step's {:.3f} GB)",
@@ -537,8 +563,8 @@ std::vector<HeldBytes> held_bytes(const models::ModelConfig& c, const TrainSizes
   std::vector<HeldBytes> out;
   for (const UseHolds& use : device_holds(plan, c.tie_word_embeddings)) {
     HeldBytes b{token_bytes(s), token_bytes(s)};
-    for (const Hold& h : use.at_start) b.at_start += hold_bytes(c, s, h);
-    for (const Hold& h : use.at_end) b.at_end += hold_bytes(c, s, h);
+    for (const Hold& h : use.at_start) b.at_start += hold_bytes(c, s, h, plan.on_device);
+    for (const Hold& h : use.at_end) b.at_end += hold_bytes(c, s, h, plan.on_device);
     out.push_back(b);
   }
   return out;

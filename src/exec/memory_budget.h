@@ -115,6 +115,12 @@ int64_t head_parameters(const models::ModelConfig& config);
 // states_on_disk says.
 int64_t stage_parameters(const models::ModelConfig& config, int stage);
 
+// Device bytes of stage `stage` kept on the device (Schedule::
+// stages_on_device), besides its gradients: its f32 masters, its weight copy
+// in the compute dtype (none when that is f32: the masters are the weights)
+// and its optimizer states.
+int64_t device_stage_bytes(const models::ModelConfig& config, const TrainSizes& sizes, int stage);
+
 // Bytes of the f32 masters and optimizer states of `n` parameters.
 int64_t master_and_state_bytes(int64_t n, const TrainSizes& sizes);
 

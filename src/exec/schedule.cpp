@@ -165,6 +165,20 @@ void validate(const Schedule& s, int num_blocks, const std::string& source) {
              "] (the backward windows before its first use), got ", w);
   }
   validate_read_splits(s, num_blocks, source);
+  for (size_t k = 0; k < s.stages_on_device.size(); ++k) {
+    const int stage = s.stages_on_device[k];
+    LT_CHECK(stage >= 0 && stage <= num_blocks + 1, source, ": stages_on_device[", k,
+             "] must be a stage in [0, ", num_blocks + 1, "] (0: embed, 1..", num_blocks,
+             ": the blocks, ", num_blocks + 1, ": the head), got ", stage);
+    LT_CHECK(k == 0 || stage > s.stages_on_device[k - 1], source, ": stages_on_device[", k,
+             "] (", stage, ") must be greater than the entry before it: the list is ascending");
+  }
+}
+
+std::vector<bool> Schedule::on_device(int num_blocks) const {
+  std::vector<bool> out(static_cast<size_t>(num_blocks) + 2, false);
+  for (int stage : stages_on_device) out.at(static_cast<size_t>(stage)) = true;
+  return out;
 }
 
 nlohmann::json to_json(const Schedule& s) {
@@ -183,6 +197,7 @@ nlohmann::json to_json(const Schedule& s) {
         pieces.push_back({{"window", piece.window}, {"fraction", piece.fraction}});
     }
   }
+  if (!s.stages_on_device.empty()) j["stages_on_device"] = s.stages_on_device;
   if (s.has_prediction) {
     j["predicted"]["step_s"] = s.predicted_step_s;
     j["predicted"]["peak_bytes"] = s.predicted_peak_bytes;
@@ -252,6 +267,19 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& source) 
     if (b.contains("read_split")) {
       s.read_splits.resize(list.size());
       s.read_splits[i] = parse_read_split(b.at("read_split"), where + ".read_split");
+    }
+  }
+  if (j.contains("stages_on_device")) {
+    const auto& list = j.at("stages_on_device");
+    LT_CHECK(list.is_array(), source,
+             ": field \"stages_on_device\" must be a list of stage indices, got ",
+             brief_json(list));
+    for (size_t k = 0; k < list.size(); ++k) {
+      LT_CHECK(list[k].is_number_integer() && list[k].get<int64_t>() >= 0 &&
+                   list[k].get<int64_t>() < (int64_t{1} << 30),
+               source, ": stages_on_device[", k, "] must be a stage index >= 0, got ",
+               brief_json(list[k]));
+      s.stages_on_device.push_back(static_cast<int>(list[k].get<int64_t>()));
     }
   }
   if (j.contains("predicted")) {

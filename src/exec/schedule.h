@@ -64,6 +64,14 @@ struct Schedule {
     bool operator==(const ReadPiece&) const = default;
   };
   std::vector<std::vector<ReadPiece>> read_splits;
+  // Stages (0: embed, 1..L: blocks, L + 1: the head) whose f32 masters,
+  // weight copies, gradients and optimizer states stay in device memory,
+  // updated there: no upload, no gradient download, no CPU update (Note
+  // [Stages on the device], exec/streaming_device_stages.cpp). Ascending;
+  // empty: every stage streams. JSON: "stages_on_device": [indices].
+  std::vector<int> stages_on_device;
+  // Per stage of a chain of `num_blocks` blocks: whether it is on the device.
+  std::vector<bool> on_device(int num_blocks) const;
   // What the planner predicted (absent when written by hand).
   bool has_prediction = false;
   double predicted_step_s = 0;

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "exec/parameter_states.h"
 #include "optim/shadow.h"
 
 namespace lt::exec {
@@ -32,25 +33,14 @@ StageStatesOnDisk::StageStatesOnDisk(const StageStateFile::Options& file, std::v
            " stages, ", masters.size(), " masters for ", names.size(), " parameters");
   for (size_t s = 0; s < on_disk.size(); ++s)
     if (on_disk[s]) disk_stages_.push_back(s);
-  std::map<std::string, size_t> index_of;
-  for (size_t i = 0; i < names.size(); ++i) index_of[names[i]] = i;
-  // Each state tensor "<param>.<field...>" goes with the longest parameter
-  // name it starts with; the per-parameter step counts are scalars the
-  // optimizer rebuilds for state(), not memory of its own.
-  std::vector<optim::NamedTensors> states_of(names.size());
-  for (const auto& [name, t] : optimizer_state) {
-    if (name.size() > 5 && name.ends_with(".step")) continue;
-    for (size_t dot = name.rfind('.'); dot != std::string::npos && dot > 0;
-         dot = name.rfind('.', dot - 1)) {
-      auto it = index_of.find(name.substr(0, dot));
-      if (it == index_of.end()) continue;
+  const std::vector<optim::NamedTensors> states_of = states_by_parameter(names, optimizer_state);
+  for (const auto& states : states_of) {
+    for (const auto& [name, t] : states) {
       // A state made without memory (the optimizer's states_without_memory)
       // gets it stage by stage (give_memory).
       LT_CHECK(!t.storage() || (t.device().is_cpu() && t.is_contiguous()),
                "exec.state_placement disk: state '", name,
                "' is not a contiguous host tensor: ", t.str());
-      states_of[it->second].emplace_back(name, t);
-      break;
     }
   }
   states_.resize(stages_.size());

@@ -132,6 +132,7 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
   // states on disk), so nothing was made without memory.
   if (!options.ranks) check_states_have_memory();
   check_masters_have_memory();
+  setup_device_stages();
   allocate_grad_slabs();
   stage_squares.assign(stages.size(), 0.0);
   updated.assign(stages.size(), ready_ticket());
@@ -154,6 +155,8 @@ StreamingExecutor::Impl::~Impl() {
     or_report("the weights' all-gather", [&] { gather_through(stages.size() - 1); });
   // The model outlives the executor: its weights (and the optimizer's
   // states) come back into host memory (Note [Stage states on disk]).
+  if (device_stages_placed && !update_failure)
+    or_report("copying the stages on the device back", [&] { place_device_stages(false); });
   if (states_on_disk && !update_failure && options.read_states_back_at_end) {
     release_grad_slabs();
     or_report("reading the states back from disk", [&] { move_all_states(false); });
@@ -219,14 +222,19 @@ void StreamingExecutor::Impl::load(int slot, int stage) {
   s.ready = Ticket();
   const std::string label = "weights " + model.stages()[stage]->name();
   const std::vector<size_t>& weights = stages[stage].weights;
-  for (size_t i : weights)
-    s.weights.push_back(device.empty(upload_sources[i].shape(), device.compute_dtype()));
+  // A tied head's embedding on the device is read where it is.
+  std::vector<bool> queued(weights.size(), false);
+  for (size_t k = 0; k < weights.size(); ++k) {
+    const size_t i = weights[k];
+    queued[k] = param_on_device(i);
+    s.weights.push_back(queued[k] ? device_params[i].weight
+                                  : device.empty(upload_sources[i].shape(), device.compute_dtype()));
+  }
   // The copy reads the master, so it waits for the stage's update: each
   // parameter's for its own piece of it (Note [Updates in pieces]), in the
   // order the pieces run; the rest (all, when the update was queued whole)
   // for the whole update, last. Uploads run in the order they are queued,
   // so the slot is ready when the last one is.
-  std::vector<bool> queued(weights.size(), false);
   for (const UpdatePiece& piece : update_pieces[stage]) {
     const auto k = static_cast<size_t>(std::find(weights.begin(), weights.end(), piece.param) -
                                        weights.begin());
@@ -244,6 +252,13 @@ void StreamingExecutor::Impl::load(int slot, int stage) {
 // The slot holding `stage`'s weights, ready; also starts copying the
 // weights of `next_stage` (-1: none) into the other slot.
 int StreamingExecutor::Impl::acquire(int stage, int next_stage) {
+  if (on_device[static_cast<size_t>(stage)]) {
+    device_slot.stage = stage;
+    device_slot.weights.clear();
+    for (size_t i : stages[stage].weights) device_slot.weights.push_back(device_params[i].weight);
+    if (next_stage >= 0 && find_slot(next_stage) < 0) load(1 - current_slot, next_stage);
+    return kDeviceSlot;
+  }
   int slot = find_slot(stage);
   if (slot < 0) {
     slot = 1 - current_slot;
@@ -258,6 +273,7 @@ int StreamingExecutor::Impl::acquire(int stage, int next_stage) {
 }
 
 void StreamingExecutor::Impl::invalidate_slots() {
+  device_slot = Slot();
   for (auto& s : slots) {
     s.stage = -1;
     s.weights.clear();
@@ -269,6 +285,7 @@ void StreamingExecutor::Impl::invalidate_slots() {
 // adds their squared sum, on the download engine.
 void StreamingExecutor::Impl::copy_out(int stage) {
   if (options.ranks) return copy_out_over_ranks(stage);  // exec/streaming_ranks.cpp
+  if (on_device[static_cast<size_t>(stage)]) return copy_out_on_device(stage);
   const StageInfo& info = stages[stage];
   CopyList copies;
   nn::NamedParameters views;
@@ -293,7 +310,7 @@ void StreamingExecutor::Impl::copy_out(int stage) {
 void StreamingExecutor::Impl::run_forward(int stage, bool recompute) {
   prepare_input(stage);
   const models::Stage& st = *model.stages()[stage];
-  WeightBinding bind(stage_weights(stage), slots[slot_for_current_use].weights);
+  WeightBinding bind(stage_weights(stage), use_weights());
   NoGradGuard no_grad;
   std::vector<Tensor> out;
   const auto t0 = Clock::now();
@@ -331,7 +348,7 @@ void StreamingExecutor::Impl::run_forward(int stage, bool recompute) {
 void StreamingExecutor::Impl::run_head(int stage) {
   prepare_input(stage);
   const models::Stage& st = *model.stages()[stage];
-  WeightBinding bind(stage_weights(stage), slots[slot_for_current_use].weights);
+  WeightBinding bind(stage_weights(stage), use_weights());
   const auto t0 = Clock::now();
   dy.assign(chunks.size(), Tensor());
   for (size_t c = 0; c < chunks.size(); ++c) {
@@ -349,7 +366,7 @@ void StreamingExecutor::Impl::run_head(int stage) {
 void StreamingExecutor::Impl::run_backward(int stage) {
   prepare_input(stage);
   const models::Stage& st = *model.stages()[stage];
-  WeightBinding bind(stage_weights(stage), slots[slot_for_current_use].weights);
+  WeightBinding bind(stage_weights(stage), use_weights());
   const auto t0 = Clock::now();
   for (size_t c = 0; c < chunks.size(); ++c) {
     Tensor x = input(stage, c);
@@ -407,6 +424,7 @@ void StreamingExecutor::Impl::run_step() {
 
 void StreamingExecutor::Impl::enqueue_updates(double lr, double grad_scale) {
   for (auto& pieces : update_pieces) pieces.clear();
+  update_device_stages(lr, grad_scale);  // first: the optimizer thread is idle
   if (disk_states) {
     enqueue_updates_on_disk(lr, grad_scale);
   } else if (options.ranks) {
@@ -414,7 +432,7 @@ void StreamingExecutor::Impl::enqueue_updates(double lr, double grad_scale) {
     for (size_t s = 0; s < stages.size(); ++s) updated[s] = enqueue_update(s, lr, grad_scale, {});
   } else {
     for (size_t s = 0; s < stages.size(); ++s)
-      updated[s] = enqueue_update_in_pieces(s, lr, grad_scale);
+      updated[s] = on_device[s] ? ready_ticket() : enqueue_update_in_pieces(s, lr, grad_scale);
   }
   step_finished = optimizer_queue.enqueue([this] {
     try {
@@ -592,6 +610,7 @@ StagedStates* StreamingExecutor::sync_staged() {
 
 void StreamingExecutor::sync() {
   wait_for_updates();
+  impl_->place_device_stages(false);  // Note [Stages on the device]
   if (impl_->states_on_disk) {
     impl_->release_grad_slabs();
     impl_->move_all_states(false);
@@ -604,6 +623,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   m.rethrow_update_failure();
   if (m.disk_states && !m.states_on_disk) m.move_all_states(true);
   if (m.grad_slabs.empty()) m.allocate_grad_slabs();  // released by sync()
+  m.place_device_stages(true);                         // Note [Stages on the device]
   // The traced steps' updates ran in the next step's forward, which waited
   // for them all: from here the trace is whole, and it is written now too,
   // so a run stopped without sync() still leaves it.
@@ -680,6 +700,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
     m.end_early_updates(stats);  // Note [Updates during the backward]
   } else if (!std::isfinite(stats.loss) || !std::isfinite(stats.grad_norm)) {
     stats.skipped = true;
+    m.drop_device_gradients();
   } else {
     m.enqueue_updates(options.lr, optim::clip_scale(stats.grad_norm, options.max_grad_norm));
     // Note [Overlapped all-gathers]; shared weights need no gather.

@@ -105,6 +105,11 @@ bool StreamingExecutor::Impl::begin_early_updates(const StepOptions& step_option
     LT_CHECK(!options.ranks,
              "train.clip_with_previous_norm: the streaming executor updates during the backward "
              "in one process only, so far; set it to false for a run of several processes");
+  if (step_options.clip_with_previous_norm)
+    LT_CHECK(std::find(on_device.begin(), on_device.end(), true) == on_device.end(),
+             "train.clip_with_previous_norm: the streaming executor updates during the backward "
+             "only the stages it streams, so far; the schedule's stages_on_device must be empty "
+             "(or set clip_with_previous_norm to false)");
   read_states_before_backward(scale.has_value());
   if (!scale) return false;
   early = std::make_shared<EarlyStep>();

@@ -124,7 +124,12 @@ struct StreamingExecutor::Impl {
   StepStats* stats = nullptr;
   Slot slots[2];
   int current_slot = 0;
-  int slot_for_current_use = 0;
+  int slot_for_current_use = 0;  // 0, 1, or kDeviceSlot (a stage on the device)
+  static constexpr int kDeviceSlot = 2;
+  const std::vector<Tensor>& use_weights() const {
+    return slot_for_current_use == kDeviceSlot ? device_slot.weights
+                                               : slots[slot_for_current_use].weights;
+  }
   std::vector<Chunk> chunks;
   std::vector<Boundary> boundaries;
   std::vector<Tensor> dy;         // per chunk: d loss / d (output of the stage being walked back)
@@ -186,6 +191,36 @@ struct StreamingExecutor::Impl {
   void run_head(int stage);
   void run_backward(int stage);
   void run_step();
+
+  // ---- streaming_device_stages.cpp (Note [Stages on the device]) ----
+  std::vector<bool> on_device;        // per stage: Schedule::stages_on_device
+  bool device_stages_placed = false;  // their masters and states are in device memory now
+  struct DeviceParam {
+    // Every handle of its memory: the master's (params[i], masters[i],
+    // norm_views[i], sharing one memory), then each optimizer state tensor.
+    std::vector<Tensor> handles;
+    size_t master_handles = 0;
+    // While on the device: the host memory of the master, then of each state.
+    struct HostMemory {
+      std::shared_ptr<Storage> storage;
+      int64_t offset = 0;
+    };
+    std::vector<HostMemory> host;
+    Tensor weight;  // what the stage computes with: the master, or the optimizer's bf16 shadow
+    Tensor grad;    // this step's gradient, from the stage's backward to its update
+  };
+  std::vector<DeviceParam> device_params;  // per parameter; no handles: it streams
+  Slot device_slot;                        // the device stage in use's weights
+  void setup_device_stages();
+  bool param_on_device(size_t i) const;
+  // Masters and states into device memory (a step's start) or back into
+  // their host memory (sync(), the destructor).
+  void place_device_stages(bool to_device);
+  // copy_out() of a stage on the device: its gradients stay, their squared sum.
+  void copy_out_on_device(int stage);
+  // The step's updates of the stages on the device, on the compute stream.
+  void update_device_stages(double lr, double grad_scale);
+  void drop_device_gradients();
 
   // ---- streaming_ranks.cpp: data parallel (options.ranks) ----
   std::vector<char> copied_out;  // per stage, this step

@@ -117,8 +117,13 @@ StagePlan plan_stage(const Schedule& schedule, int num_blocks) {
   const auto& place = schedule.boundaries;
   const size_t n = plan.uses.size();
   plan.after.resize(n);
+  plan.on_device = schedule.on_device(num_blocks);
   for (size_t u = 0; u < n; ++u) {
-    plan.next_stage.push_back(u + 1 < n ? plan.uses[u + 1].stage : -1);
+    // The next use's stage, past the stages on the device (never loaded).
+    int next = -1;
+    for (size_t v = u + 1; v < n && next < 0; ++v)
+      if (!plan.on_device[static_cast<size_t>(plan.uses[v].stage)]) next = plan.uses[v].stage;
+    plan.next_stage.push_back(next);
     const int s = plan.uses[u].stage;
     AfterUse& after = plan.after[u];
     switch (plan.uses[u].work) {
@@ -146,7 +151,7 @@ StagePlan plan_stage(const Schedule& schedule, int num_blocks) {
 
 std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
   const int num_blocks = plan.num_blocks;
-  std::vector<bool> on_device(static_cast<size_t>(num_blocks) + 1, false);
+  std::vector<bool> boundary_on_device(static_cast<size_t>(num_blocks) + 1, false);
   bool boundary_gradient = false, tied_gradient = false;
   // The two weight slots, as StreamingExecutor::Impl::acquire fills them.
   int slots[2] = {-1, -1};
@@ -168,24 +173,32 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
     if (downloads.size() >= 2) land_through(downloads.size() - 2);
     downloads.push_back(d);
   };
+  // Stages on the device whose gradients this step's backward has made:
+  // held until the step's end, when their update frees them.
+  std::vector<int> device_gradients;
+  const auto on_device = [&](int stage) { return plan.on_device[static_cast<size_t>(stage)]; };
   const auto snapshot = [&](int own_gradients) {
     std::vector<Hold> h;
+    for (int stage = 0; stage < static_cast<int>(plan.on_device.size()); ++stage)
+      if (on_device(stage)) h.push_back({Held::DeviceStage, stage, false});
     for (int stage : slots)
       if (stage >= 0) h.push_back({Held::Weights, stage, false});
+    for (int stage : device_gradients) h.push_back({Held::Gradients, stage, false});
     if (own_gradients >= 0) h.push_back({Held::Gradients, own_gradients, false});
     for (size_t d = landed; d < downloads.size(); ++d)
       if (downloads[d].stage >= 0) h.push_back({Held::Gradients, downloads[d].stage, true});
     if (tied_gradient) h.push_back({Held::TiedGradient, -1, false});
     for (int b = 0; b <= num_blocks; ++b)
-      if (on_device[b]) h.push_back({Held::Boundary, b, false});
+      if (boundary_on_device[b]) h.push_back({Held::Boundary, b, false});
     if (boundary_gradient) h.push_back({Held::BoundaryGradient, -1, false});
     return h;
   };
   std::vector<UseHolds> out(plan.uses.size());
   for (size_t u = 0; u < plan.uses.size(); ++u) {
     const int s = plan.uses[u].stage;
-    for (int b : plan.prefetches[u].uploads) on_device[b] = true;
-    int slot = find_slot(s);
+    for (int b : plan.prefetches[u].uploads) boundary_on_device[b] = true;
+    // As Impl::acquire: a stage on the device takes no slot.
+    int slot = on_device(s) ? current_slot : find_slot(s);
     if (slot < 0) {
       slot = 1 - current_slot;
       slots[slot] = s;
@@ -198,7 +211,7 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
     switch (plan.uses[u].work) {
       case StageWork::Forward:
       case StageWork::Recompute:
-        on_device[s] = true;
+        boundary_on_device[s] = true;
         break;
       case StageWork::HeadStep:
         boundary_gradient = true;
@@ -218,11 +231,16 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
     for (int b : after.release) {
       for (size_t d = landed; d < downloads.size(); ++d)
         if (downloads[d].boundary == b) land_through(d);  // Impl waits for its copy out
-      on_device[b] = false;
+      boundary_on_device[b] = false;
     }
-    for (int b : after.drop) on_device[b] = false;
+    for (int b : after.drop) boundary_on_device[b] = false;
     for (int b : after.offload) download({b, -1});
-    if (after.copy_out_gradients) download({-1, s});
+    if (after.copy_out_gradients) {
+      if (on_device(s))
+        device_gradients.push_back(s);
+      else
+        download({-1, s});
+    }
   }
   return out;
 }

@@ -89,8 +89,11 @@ struct StagePlan {
   std::vector<StageUse> uses;
   std::vector<Prefetch> prefetches;  // per use: started before it computes
   // Per use: the stage whose weights start loading into the other slot
-  // while it computes (the next use's; -1 after the last).
+  // while it computes (the next use's that is not on the device; -1 when
+  // none is left).
   std::vector<int> next_stage;
+  // Per stage: kept on the device (Schedule::stages_on_device), never loaded.
+  std::vector<bool> on_device;
   std::vector<AfterUse> after;  // per use
 };
 
@@ -104,6 +107,8 @@ enum class Held {
   TiedGradient,      // a tied head's embedding gradient, from the head step to the embed backward
   Boundary,          // a boundary activation, whole batch
   BoundaryGradient,  // the gradient of the boundary backward is at, whole batch
+  DeviceStage,       // a stage on the device: its f32 masters, weight copies (when the
+                     // compute dtype is not f32) and optimizer states, for good
 };
 struct Hold {
   Held what = Held::Weights;

@@ -1,5 +1,7 @@
 #include "plan/cost_model.h"
 
+#include "plan/executor_costs.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -221,16 +223,18 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   for (double e : sol.exposed_s) p.exposed_activations_s += e;
   // The first block's weights arrive before any compute; each later block's
   // while the previous one computes.
+  // Blocks on the device (stages 1..L) load nothing.
   const double w_gb = m.block_weight_gb;
-  p.exposed_weights_s = w_gb / hw.h2d_gbps;
+  p.exposed_weights_s = m.stage_on_device(1) ? 0.0 : w_gb / hw.h2d_gbps;
   for (int w = 0; w + 1 < L; ++w)
-    p.exposed_weights_s += std::max(0.0, w_gb / hw.bidir_gbps - m.block_forward_s);
+    if (!m.stage_on_device(w + 2))
+      p.exposed_weights_s += std::max(0.0, w_gb / hw.bidir_gbps - m.block_forward_s);
   // Backward: weight prefetch (the h2d link's mandatory traffic) and each
   // block's gradients going out during its window.
   const LinkWindows& h2d = in.link(Link::HostToDevice);
   for (int w = 0; w <= L; ++w) {
     p.exposed_weights_s += std::max(0.0, h2d.mandatory_gb[w] - h2d.capacity_gb[w]) / h2d.gbps;
-    if (w < L)
+    if (w < L && !m.stage_on_device(w + 1))
       p.exposed_weights_s += std::max(
           0.0, m.block_gradient_gb / hw.bidir_gbps - (m.block_backward_s - m.block_forward_s));
   }
@@ -243,12 +247,20 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   // the head's own (a final norm and an untied lm_head); their forward
   // times: ~0, rho, head.
   std::vector<StageUpdate> stages;
+  // The stages on the device update on the GPU before the CPU's are
+  // queued: AdamW's bytes (p, g, m, v read; p, m, v and the bf16 copy
+  // written) at device memory bandwidth, on the step's critical path.
+  double device_update_s = 0;
   const auto add_stage = [&](double params, double forward_s, double backward_s) {
     StageUpdate st;
-    st.update_s = params / params_per_s;
+    const size_t s = stages.size();
+    if (m.stage_on_device(static_cast<int>(s))) {
+      device_update_s += params * 30.0 / (kDeviceMemoryGbps * kBytesPerGB);
+    } else {
+      st.update_s = params / params_per_s;
+    }
     st.forward_s = forward_s;
     st.backward_s = backward_s;
-    const size_t s = stages.size();
     st.on_disk = s < m.sizes.states_on_disk.size() && m.sizes.states_on_disk[s];
     if (st.on_disk) {
       const auto bytes = static_cast<double>(exec::master_and_state_bytes(
@@ -272,6 +284,7 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
     for (StageUpdate& st : stages) st.on_disk = false;
     p.exposed_state_disk_s = std::max(0.0, p.optimizer_s - pipeline_of(stages).exposed_s);
   }
+  p.compute_s += device_update_s;
   p.step_s =
       p.compute_s + p.recompute_s + p.exposed_weights_s + p.exposed_activations_s + p.optimizer_s;
   p.tokens_per_s = m.sizes.batch_size * double(m.sizes.seq_len) / p.step_s;

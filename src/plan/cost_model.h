@@ -6,6 +6,7 @@
 // the stage times when there is one.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "exec/memory_budget.h"
 #include "models/config.h"
@@ -25,6 +26,14 @@ struct CostModel {
   // state traffic) start during the backward, as each stage's gradients
   // land (predict_update_pipeline_during_backward).
   bool updates_during_backward = false;
+  // Per stage (empty: none): kept on the device (exec::Schedule::
+  // stages_on_device): no upload, no gradient download, updated by the GPU
+  // at the step's end instead of by the CPU.
+  std::vector<bool> stages_on_device;
+  bool stage_on_device(int stage) const {
+    return static_cast<size_t>(stage) < stages_on_device.size() &&
+           stages_on_device[static_cast<size_t>(stage)];
+  }
 
   // Derived by make_cost_model, whole batch, from the profile's measured
   // stage_times when they are for this model and seq_len, else from FLOPs.

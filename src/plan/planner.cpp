@@ -232,6 +232,39 @@ Plan plan_of(const models::ModelConfig& config, const HardwareProfile& hw, Batch
   return p;
 }
 
+// Note [Stages on the device] (exec/streaming_device_stages.cpp): the
+// room the chosen schedule leaves on the GPU holds whole stages, tried in
+// the forward's order (the embedding, the blocks, the head: the forward
+// waits for the first ones' CPU updates first), each kept when the budget
+// still fits and the predicted step gets shorter. A tied head reads the
+// embedding, so it is kept only with the embed stage.
+void add_stages_on_device(const models::ModelConfig& config, const HardwareProfile& hw,
+                          const BatchChoice& choice, Plan& p) {
+  const int L = static_cast<int>(config.num_hidden_layers);
+  CostModel m = choice.candidate.model;
+  const PlanInstance instance = build_instance(m);
+  const int64_t gpu_bytes = std::llround(hw.gpu_memory_gb * kBytesPerGB);
+  exec::Schedule s = p.schedule;
+  for (int stage = 0; stage <= L + 1; ++stage) {
+    const bool embed_kept = !s.stages_on_device.empty() && s.stages_on_device.front() == 0;
+    if (stage == L + 1 && config.tie_word_embeddings && !embed_kept) break;
+    exec::Schedule with = s;
+    with.stages_on_device.push_back(stage);
+    exec::MemoryBudget budget = exec::bytes_needed(config, p.sizes, with);
+    if (budget.bytes(exec::MemorySpace::Gpu) > gpu_bytes) continue;
+    m.stages_on_device = with.on_device(L);
+    const StepPrediction prediction = predict_step(m, instance, p.solution);
+    if (prediction.step_s >= p.prediction.step_s) continue;
+    s = std::move(with);
+    p.prediction = prediction;
+    p.budget = std::move(budget);
+  }
+  p.schedule.stages_on_device = s.stages_on_device;
+  p.schedule.predicted_step_s = p.prediction.step_s;
+  for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})
+    p.schedule.predicted_peak_bytes[exec::memory_space_name(space)] = p.budget.bytes(space);
+}
+
 }  // namespace
 
 int64_t min_chunk_sequences(int64_t seq_len) {
@@ -325,6 +358,10 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
     plan.shortages = std::move(shortages);
   else
     plan = plan_of(config, hw, choose_batch(solved, o.chunk_sequences));
+  const bool states_on_disk =
+      std::find(o.states_on_disk.begin(), o.states_on_disk.end(), true) != o.states_on_disk.end();
+  if (!solved.empty() && o.stages_on_device && !states_on_disk && !o.updates_during_backward)
+    add_stages_on_device(config, hw, choose_batch(solved, o.chunk_sequences), plan);
   plan.solve_s = solve_s;
   for (const BatchChoice& c : solved)
     plan.batches_tried.push_back({c.candidate.model.sizes.batch_size,

@@ -31,6 +31,10 @@ struct PlanOptions {
   std::vector<bool> states_on_disk;
   bool f32_weight_uploads = false;       // exec::TrainSizes::f32_weight_uploads
   bool updates_during_backward = false;  // CostModel::updates_during_backward
+  // Whether the plan may keep stages on the device (exec::Schedule::
+  // stages_on_device) in the room its schedule leaves: not with states on
+  // disk, updates during the backward, or several processes.
+  bool stages_on_device = true;
 };
 
 struct Shortage {

@@ -411,6 +411,12 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     // ZeRO-1's all-gathers and the shared weights refresh the bf16 copies.
     LT_CHECK(c.exec.weight_uploads != "f32", "exec.weight_uploads: f32 is for one process; a run ",
              "of several uploads the bf16 copies (set auto or bf16)");
+    if (!r.plan.schedule.stages_on_device.empty()) {
+      r.plan.schedule.stages_on_device.clear();
+      r.plan.reasons.push_back(
+          "schedule: every stage streams after all (stages_on_device is for one process so "
+          "far); the GPU holds less than the plan counted, and the step may take longer");
+    }
     if (r.plan.sizes.f32_weight_uploads) {
       r.plan.sizes.f32_weight_uploads = r.plan.placement.f32_weight_uploads = false;
       r.plan.reasons.push_back(

@@ -40,6 +40,7 @@ TEST(Schedule, JsonRoundTripThroughAFile) {
   s.has_prediction = true;
   s.predicted_step_s = 1.5;
   s.predicted_peak_bytes = {{"gpu", 123}, {"host", 456}};
+  s.stages_on_device = {0, 2};
   const auto path = std::filesystem::temp_directory_path() /
                     ("lt_schedule_" +
                      std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + ".json");
@@ -51,6 +52,7 @@ TEST(Schedule, JsonRoundTripThroughAFile) {
   EXPECT_FALSE(j.contains("micro_batch"));
   EXPECT_EQ(j.at("boundaries")[1].at("placement"), "host");
   EXPECT_EQ(j.at("boundaries")[2].at("index"), 2);
+  EXPECT_EQ(j.at("stages_on_device"), nlohmann::json::array({0, 2}));
   Schedule back = load_schedule(path.string());
   std::filesystem::remove(path);
   EXPECT_EQ(back.batch_size, 64);
@@ -59,6 +61,8 @@ TEST(Schedule, JsonRoundTripThroughAFile) {
   EXPECT_TRUE(back.has_prediction);
   EXPECT_EQ(back.predicted_step_s, 1.5);
   EXPECT_EQ(back.predicted_peak_bytes, s.predicted_peak_bytes);
+  EXPECT_EQ(back.stages_on_device, s.stages_on_device);
+  EXPECT_EQ(back.on_device(3), (std::vector<bool>{true, false, true, false, false}));
 }
 
 // A schedule written before the chunk was named apart says "micro_batch";
@@ -99,6 +103,22 @@ TEST(Schedule, MalformedPlansNameTheField) {
   s.chunk_sequences = 8;
   EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); }).find("exceeds batch_size"),
             std::string::npos);
+  s.chunk_sequences = 2;
+  EXPECT_NE(error(R"({"boundaries": [], "stages_on_device": 3})")
+                .find("plan.json: field \"stages_on_device\" must be a list"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"boundaries": [], "stages_on_device": [1, "two"]})")
+                .find("plan.json: stages_on_device[1] must be a stage index >= 0"),
+            std::string::npos);
+  s.stages_on_device = {0, 5};  // 3 blocks: stages 0..4
+  EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); })
+                .find("stages_on_device[1] must be a stage in [0, 4]"),
+            std::string::npos);
+  s.stages_on_device = {2, 1};
+  EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); }).find("ascending"),
+            std::string::npos);
+  s.stages_on_device = {1, 2};
+  EXPECT_EQ(testing::error_of([&] { validate(s, 3, "plan.json"); }), "<no error>");
 }
 
 }  // namespace

@@ -112,5 +112,40 @@ TEST(StreamingHolds, TheBudgetsPointsAreWhatTheExecutorHolds) {
   std::filesystem::remove_all(spill);
 }
 
+// Stages on the device (Note [Stages on the device]): their masters and
+// states for good, their gradients from their backward to the step's end,
+// no slot; a tied head on the device reads the embedding's device copy.
+TEST(StreamingHolds, StagesOnTheDeviceAreWhatTheExecutorHolds) {
+  using P = Placement;
+  const std::string spill = ::testing::TempDir() + "lt_holds_device_spill";
+  std::filesystem::create_directories(spill);
+  const std::vector<std::vector<int>> kept = {{0, 2}, {3}, {0, 6}, {0, 1, 2, 3, 4, 5, 6}, {1, 5}};
+  for (bool tied : {false, true}) {
+    const models::ModelConfig c = config(tied);
+    const TrainSizes sizes{kRows, kSeq, OptimizerStates::Fp32, 4, {}, {}, 2048, false};
+    std::vector<std::vector<int>> lists = kept;
+    if (!tied) lists.push_back({6});  // an untied head alone
+    for (const auto& list : lists) {
+      for (Schedule s : {schedule({P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu}, 0),
+                         schedule({P::Gpu, P::Host, P::Recompute, P::Disk, P::Recompute, P::Gpu},
+                                  1)}) {
+        s.stages_on_device = list;
+        SCOPED_TRACE((tied ? "tied " : "untied ") + to_json(s).dump());
+        const std::vector<HeldBytes> expected = held_bytes(c, sizes, s);
+        const auto seen = measure(c, s, spill, 2);
+        for (size_t step = 0; step < seen.size(); ++step) {
+          ASSERT_EQ(seen[step].size(), expected.size());
+          for (size_t u = 0; u < expected.size(); ++u) {
+            EXPECT_EQ(seen[step][u].at_start, expected[u].at_start)
+                << "step " << step << " use " << u;
+            EXPECT_EQ(seen[step][u].at_end, expected[u].at_end) << "step " << step << " use " << u;
+          }
+        }
+      }
+    }
+  }
+  std::filesystem::remove_all(spill);
+}
+
 }  // namespace
 }  // namespace lt::exec

@@ -227,6 +227,107 @@ TEST(Streaming, AdamW8bit) {
   expect_same_as_resident(c);
 }
 
+// Note [Stages on the device]: stages kept whole in device memory (the
+// stand-in's) and updated there give the resident run's losses and weights
+// bit for bit, whichever stages they are; a tied head on the device reads
+// the embedding's device copy.
+TEST(Streaming, StagesOnTheDeviceAsResident) {
+  const int L = 3;  // stages 0 (embed), 1..3 (blocks), 4 (head)
+  for (const char* family : {"llama", "qwen2", "gpt2"}) {
+    const bool tied = std::string(family) != "llama";
+    std::vector<std::vector<int>> lists = {{0}, {0, 1}, {2}, {0, 4}, {0, 1, 2, 3, 4}};
+    if (!tied) lists.push_back({4});
+    for (const auto& list : lists) {
+      SCOPED_TRACE(std::string(family) + " " + ::testing::PrintToString(list));
+      Case c;
+      c.family = family;
+      c.layers = L;
+      c.micro = 1;
+      c.schedule = Schedule::every_kth_gpu(L, 2);
+      c.schedule.stages_on_device = list;
+      c.max_optimizer_delay_us = list.size() == 2 ? 300 : 0;
+      expect_same_as_resident(c);
+    }
+  }
+  // Gradients accumulated over micro-batches on the device, and 8-bit states.
+  Case c;
+  c.layers = L;
+  c.micro = 3;
+  c.schedule = Schedule::every_kth_gpu(L, 2);
+  c.schedule.stages_on_device = {0, 1, 3};
+  expect_same_as_resident(c);
+  c.micro = 1;
+  c.optimizer = OptimizerKind::AdamW8bit;
+  expect_same_as_resident(c);
+}
+
+// Between steps a stage on the device is back in host memory (sync(): a
+// checkpoint or an evaluation reads host tensors), with the resident
+// run's values, and the next step takes it to the device again.
+TEST(Streaming, StagesOnTheDeviceAreInHostMemoryAfterEverySync) {
+  models::CausalLM ref_model = make_model("llama", 3);
+  models::CausalLM model = make_model("llama", 3);
+  auto ref_opt = make_optimizer(ref_model, OptimizerKind::AdamW);
+  auto opt = make_optimizer(model, OptimizerKind::AdamW);
+  const auto batches = make_batches(3, 1, 2, 7, model.config().vocab_size, 5);
+  ResidentExecutor resident(ref_model, *ref_opt);
+  StreamingOptions so;
+  so.schedule = Schedule::all_gpu(3);
+  so.schedule.stages_on_device = {0, 1, 4};
+  StandInOptions device_options;
+  StandInDevice device(device_options);
+  StreamingExecutor streaming(model, *opt, device, so);
+  for (size_t s = 0; s < batches.size(); ++s) {
+    StepOptions o;
+    o.lr = 3e-3;
+    o.max_grad_norm = 0.05;
+    const StepStats want = resident.step(batches[s], o);
+    const int64_t before = device.memory().stats().current_bytes;
+    const StepStats got = streaming.step(batches[s], o);
+    EXPECT_EQ(want.loss, got.loss) << "step " << s;
+    EXPECT_GT(device.memory().stats().peak_bytes, before) << "nothing went to the device";
+    streaming.sync();
+    resident.sync();
+    const auto ref_params = ref_model.parameters();
+    const auto params = model.parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      ASSERT_TRUE(params[i].second.device().is_cpu()) << params[i].first;
+      EXPECT_EQ(ref_params[i].second.to_vector<float>(), params[i].second.to_vector<float>())
+          << "step " << s << " " << params[i].first;
+    }
+    const auto ref_state = ref_opt->state();
+    const auto state = opt->state();
+    ASSERT_EQ(ref_state.size(), state.size());
+    for (size_t k = 0; k < state.size(); ++k) {
+      ASSERT_TRUE(state[k].second.device().is_cpu()) << state[k].first;
+      if (state[k].second.dtype() != DType::F32) continue;
+      EXPECT_EQ(ref_state[k].second.to_vector<float>(), state[k].second.to_vector<float>())
+          << "step " << s << " " << state[k].first;
+    }
+  }
+}
+
+TEST(Streaming, StagesOnTheDeviceRefuseWhatTheyCannotRun) {
+  models::CausalLM model = make_model("qwen2", 3);  // tied
+  auto opt = make_optimizer(model, OptimizerKind::AdamW);
+  StreamingOptions so;
+  so.schedule = Schedule::all_gpu(3);
+  so.schedule.stages_on_device = {4};  // the tied head without the embedding
+  EXPECT_NE(testing::error_of([&] {
+              StreamingExecutor(model, *opt, std::make_unique<StandInDevice>(), so);
+            }).find("add stage 0"),
+            std::string::npos);
+  so.schedule.stages_on_device = {0, 4};
+  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(), so);
+  StepOptions o;
+  o.lr = 1e-3;
+  o.clip_with_previous_norm = true;
+  const auto batches = make_batches(1, 1, 2, 7, model.config().vocab_size, 5);
+  EXPECT_NE(testing::error_of([&] { streaming.step(batches[0], o); })
+                .find("stages_on_device must be empty"),
+            std::string::npos);
+}
+
 TEST(Streaming, MicroBatchChunksWithinTolerance) {
   Case c;
   c.layers = 4;

@@ -483,3 +483,46 @@ TEST(Planner, GivesUpFullChunksWhenSmallerOnesArePredictedMuchFaster) {
 
 }  // namespace
 }  // namespace lt::plan
+
+namespace lt::plan {
+namespace {
+
+// Note [Stages on the device]: the room the schedule leaves on the GPU
+// holds whole stages, the embedding first, each only while the budget fits
+// and the predicted step shortens; none where they are not allowed.
+TEST(Planner, KeepsStagesOnTheDeviceInTheRoomLeft) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const auto config = small_llama(12);
+  PlanOptions o;
+  o.batch_size = 16;
+  o.seq_len = 1024;
+  o.time_limit_s = 5;
+  HardwareProfile hw;
+  hw.gpu_memory_gb = 3.0;
+  PlanOptions streamed_only = o;
+  streamed_only.stages_on_device = false;
+  const Plan without = make_plan(config, hw, streamed_only);
+  ASSERT_TRUE(without.feasible);
+  EXPECT_TRUE(without.schedule.stages_on_device.empty());
+  const Plan with = make_plan(config, hw, o);
+  ASSERT_TRUE(with.feasible);
+  const auto& kept = with.schedule.stages_on_device;
+  ASSERT_FALSE(kept.empty()) << "3 GB holds more than the streamed schedule";
+  EXPECT_EQ(kept.front(), 0) << "the embedding comes first";
+  EXPECT_TRUE(std::is_sorted(kept.begin(), kept.end()));
+  EXPECT_LT(with.prediction.step_s, without.prediction.step_s);
+  EXPECT_EQ(with.schedule.predicted_step_s, with.prediction.step_s);
+  // The budget counts them, within the GPU's memory, and the validator agrees.
+  const int64_t gpu = with.budget.bytes(exec::MemorySpace::Gpu);
+  EXPECT_EQ(gpu, exec::bytes_needed(config, with.sizes, with.schedule).bytes(exec::MemorySpace::Gpu));
+  EXPECT_LE(gpu, std::llround(hw.gpu_memory_gb * kBytesPerGB));
+  EXPECT_GT(gpu, without.budget.bytes(exec::MemorySpace::Gpu));
+  EXPECT_TRUE(schedule_problems(config, with.sizes, hw, with.schedule, o.max_recompute).empty());
+  // Updates during the backward run on the optimizer thread: none kept.
+  PlanOptions early = o;
+  early.updates_during_backward = true;
+  EXPECT_TRUE(make_plan(config, hw, early).schedule.stages_on_device.empty());
+}
+
+}  // namespace
+}  // namespace lt::plan

@@ -1,0 +1,182 @@
+// The streaming executor's stages on the device (Schedule::stages_on_device).
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "exec/parameter_states.h"
+#include "exec/streaming_impl.h"
+#include "optim/clip.h"
+
+namespace lt::exec {
+
+// Note [Stages on the device]
+// With exact clipping every CPU update starts when the backward ends, and
+// the next forward chases them (Note [Updates in pieces]): on the H200 the
+// 3B's AdamW moves ~28 bytes a parameter at the host's memory bandwidth and
+// takes longer than the forward it hides behind, so the forward waits. A
+// GPU with room left after the planner's schedule holds some stages whole
+// instead: their f32 masters, their optimizer states, their weights in the
+// compute dtype (the optimizer keeps them as its bf16 shadow; on the f32
+// stand-in the masters are the weights) and, from their backward to the
+// step's end, their gradients. Such a stage is never uploaded, its
+// gradients never go to the host, and the GPU updates it at the step's end,
+// so the CPU has less to do and the forward less to wait for; the planner
+// takes the first stages (the embedding, then blocks in order), which the
+// forward needs first.
+//  - Placement: every handle of a master's memory (the model's parameter,
+//    masters[i], norm_views[i]) and every optimizer state tensor of its
+//    parameters is pointed at a device copy at the first step; the host
+//    memory is kept, and sync() (a checkpoint, an evaluation) and the
+//    destructor copy the values back into it and point the handles there
+//    again, so that between steps everything reads host tensors, as
+//    without the feature. The next step places them again.
+//  - Updates: on the compute thread, on the compute stream, once the norm
+//    is known and before the CPU updates are queued: the optimizer thread
+//    is idle then (every earlier update was waited for by this step's
+//    forward, its finish_step too, below), so the optimizer is never
+//    called from two threads at once, and stream order puts the update
+//    after the stage's backward and before its next forward.
+//  - Not with several ranks, states on disk or clip_with_previous_norm
+//    (refused: their updates run on other threads, in other orders).
+void StreamingExecutor::Impl::setup_device_stages() {
+  on_device = plan.on_device;
+  device_params.assign(params.size(), DeviceParam{});
+  bool any = false;
+  for (size_t s = 0; s < stages.size(); ++s) any = any || on_device[s];
+  if (!any) return;
+  LT_CHECK(!options.ranks, "exec.schedule: stages_on_device is for one process so far; the ",
+           "schedule of a run of several processes must leave it out");
+  LT_CHECK(disk_stages.empty(), "exec.schedule: stages_on_device cannot be combined with ",
+           "exec.state_placement disk (a stage's states are on the device or on disk)");
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (!on_device[s]) continue;
+    for (size_t i : stages[s].weights) {
+      const bool owned = i >= stages[s].first && i < stages[s].last;
+      LT_CHECK(owned || on_device[0], "exec.schedule: stages_on_device has the head (stage ", s,
+               ") but not the embed stage (0), whose embedding matrix the tied head reads; add ",
+               "stage 0");
+    }
+  }
+  const std::vector<optim::NamedTensors> states =
+      states_by_parameter(names, optimizer.state());
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (!on_device[s]) continue;
+    for (size_t i = stages[s].first; i < stages[s].last; ++i) {
+      DeviceParam& d = device_params[i];
+      d.handles = {params[i], masters[i], norm_views[i]};
+      for (const auto& [name, t] : states[i]) d.handles.push_back(t);
+      d.master_handles = 3;
+    }
+  }
+}
+
+bool StreamingExecutor::Impl::param_on_device(size_t i) const {
+  return !device_params[i].handles.empty();
+}
+
+void StreamingExecutor::Impl::place_device_stages(bool to_device) {
+  if (device_stages_placed == to_device) return;
+  const bool f32_compute = device.compute_dtype() == DType::F32;
+  auto scope = device.compute_scope();
+  NoGradGuard no_grad;  // the masters require grad; their copies are not part of a graph
+  // Copies run on the compute stream: moving back, after the updates there.
+  device.finish_compute();
+  for (size_t i = 0; i < params.size(); ++i) {
+    DeviceParam& d = device_params[i];
+    if (d.handles.empty()) continue;
+    // Each distinct tensor (the master's handles share one memory).
+    for (size_t k = 0; k < d.handles.size(); ++k) {
+      if (k > 0 && k < d.master_handles) continue;
+      const Tensor& t = d.handles[k];
+      const size_t at = k == 0 ? 0 : k - d.master_handles + 1;
+      if (to_device) {
+        if (d.host.size() <= at) d.host.resize(at + 1);
+        d.host[at] = {t.impl()->storage, t.offset()};
+        Tensor copy = device.empty(t.shape(), t.dtype());
+        copy.copy_(t);
+        const auto handles = k == 0 ? std::vector<Tensor>(d.handles.begin(),
+                                                          d.handles.begin() + d.master_handles)
+                                    : std::vector<Tensor>{t};
+        for (const Tensor& h : handles) {
+          h.impl()->storage = copy.storage();
+          h.impl()->offset = copy.offset();
+        }
+      } else {
+        Tensor host = Tensor::from_storage(d.host[at].storage, d.host[at].offset, t.shape(),
+                                           t.strides(), t.dtype());
+        host.copy_(t);
+        const auto handles = k == 0 ? std::vector<Tensor>(d.handles.begin(),
+                                                          d.handles.begin() + d.master_handles)
+                                    : std::vector<Tensor>{t};
+        for (const Tensor& h : handles) {
+          h.impl()->storage = d.host[at].storage;
+          h.impl()->offset = d.host[at].offset;
+        }
+      }
+    }
+    if (to_device) {
+      if (f32_compute) {
+        d.weight = masters[i];
+      } else {
+        // The optimizer keeps it current, filled from the master now.
+        d.weight = device.empty(params[i].shape(), device.compute_dtype());
+        optimizer.set_bf16_shadow(i, d.weight);
+      }
+    } else {
+      d.weight = Tensor();
+      if (!f32_compute) optimizer.set_bf16_shadow(i, device.upload_copy_of(i));
+      d.host.clear();
+    }
+  }
+  device.finish_compute();
+  device_stages_placed = to_device;
+}
+
+void StreamingExecutor::Impl::copy_out_on_device(int stage) {
+  const StageInfo& info = stages[stage];
+  nn::NamedParameters views;
+  for (size_t i = info.first; i < info.last; ++i) {
+    Tensor g = params[i].grad();
+    has_grad[i] = g.defined();
+    params[i].set_grad(Tensor());
+    device_params[i].grad = g;
+    if (!g.defined()) continue;
+    norm_views[i].set_grad(g);
+    views.emplace_back(names[i], norm_views[i]);
+  }
+  stage_squares[stage] = optim::grad_squared_sum(views);  // one reduction, one wait
+  for (auto& [name, v] : views) v.set_grad(Tensor());
+}
+
+void StreamingExecutor::Impl::update_device_stages(double lr, double grad_scale) {
+  if (!device_stages_placed) return;
+  wait_seconds(step_finished);  // the previous step's end: the optimizer is idle
+  auto scope = device.compute_scope();
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (!on_device[s]) continue;
+    const StageInfo& info = stages[s];
+    TraceSpan span(tracing(), "compute", "update " + model.stages()[s]->name() + " (on the device)");
+    try {
+      for (size_t i = info.first; i < info.last; ++i)
+        if (has_grad[i]) params[i].set_grad(device_params[i].grad);
+      optimizer.update(lr, grad_scale, info.first, info.last);
+    } catch (...) {
+      drop_device_gradients();
+      update_failed("the optimizer update of stage '" + model.stages()[s]->name() +
+                    "' on the device");
+    }
+    for (size_t i = info.first; i < info.last; ++i) {
+      params[i].set_grad(Tensor());
+      device_params[i].grad = Tensor();
+    }
+  }
+}
+
+void StreamingExecutor::Impl::drop_device_gradients() {
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!param_on_device(i)) continue;
+    params[i].set_grad(Tensor());
+    device_params[i].grad = Tensor();
+  }
+}
+
+}  // namespace lt::exec
