@@ -204,14 +204,23 @@ std::string describe_plan(const plan::Plan& p) {
   for (const auto& [space, bytes] : s.predicted_peak_bytes) {
     peaks += fmt::format("{}{} {:.3f} GB", peaks.empty() ? "" : ", ", space, bytes / 1e9);
   }
+  // Note [Stages on the device]: 0 is the embedding, 1..L the blocks, L + 1 the head.
+  const int L = static_cast<int>(s.boundaries.size()) - 1;
+  std::string kept;
+  for (int stage : s.stages_on_device)
+    kept += fmt::format("{}{}", kept.empty() ? "" : ", ",
+                        stage == 0   ? std::string("embed")
+                        : stage <= L ? fmt::format("block {}", stage - 1)
+                                     : std::string("head"));
   return fmt::format(
       "exec.schedule auto: batch {}, chunks of {} sequences; boundaries ({}): {}\n"
+      "  stages kept and updated on the device: {}\n"
       "  predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, optimizer {:.4f}); "
       "predicted peaks: {}; solved in {:.2f} s\n"
       "  stage times: {}",
-      s.batch_size, s.chunk_sequences, tally, placements, p.prediction.step_s,
-      p.prediction.compute_s, p.prediction.recompute_s, p.prediction.optimizer_s, peaks, p.solve_s,
-      p.stage_times_from);
+      s.batch_size, s.chunk_sequences, tally, placements, kept.empty() ? "none" : kept,
+      p.prediction.step_s, p.prediction.compute_s, p.prediction.recompute_s,
+      p.prediction.optimizer_s, peaks, p.solve_s, p.stage_times_from);
 }
 
 }  // namespace lt::train

@@ -108,7 +108,15 @@ TEST_P(StreamingGpuFixture, SchedulesMatchResidentBf16) {
   constexpr Placement G = Placement::Gpu, H = Placement::Host, R = Placement::Recompute;
   Schedule chunked = Schedule::every_kth_gpu(blocks, 2);
   chunked.chunk_sequences = 1;  // one sequence at a time through each stage
+  // Note [Stages on the device]: kept whole and updated by the GPU.
+  const auto on_device = [](Schedule s, std::vector<int> stages) {
+    s.stages_on_device = std::move(stages);
+    return s;
+  };
   const std::vector<std::pair<std::string, Schedule>> schedules = {
+      {"embed and block 0 on the device", on_device(Schedule::all_gpu(blocks), {0, 1})},
+      {"every stage on the device", on_device(chunked, {0, 1, 2, 3})},
+      {"embed, block 1 and head on the device", on_device(placements({H, R, G}), {0, 2, 3})},
       {"all_gpu", Schedule::all_gpu(blocks)},
       {"every_kth 2", Schedule::every_kth_gpu(blocks, 2)},
       {"host offload mix", placements({H, R, G})},
