@@ -1,6 +1,7 @@
 // `lazytrain plan`: solve the LazyTrain MILP for a model on a machine and
 // print (or write) the Schedule.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -43,6 +44,7 @@ struct PlanArgs {
   int gpus = 1;  // data parallel: plan a rank's share of the batch, and the collectives
   int gpus_per_node = 8;
   bool clip_with_previous_norm = false;  // train.clip_with_previous_norm's pipeline
+  bool stream_every_stage = false;       // PlanOptions::stages_on_device false
 };
 
 // `--gpus N`: the plan above is one rank's; what data parallel adds.
@@ -227,7 +229,9 @@ nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o,
                             {"recompute", r.prediction.recompute_s},
                             {"exposed_weights", r.prediction.exposed_weights_s},
                             {"exposed_activations", r.prediction.exposed_activations_s},
-                            {"optimizer", r.prediction.optimizer_s}};
+                            {"optimizer", r.prediction.optimizer_s},
+                            {"device_updates", r.prediction.device_updates_s}};
+  j["stages_on_device"] = r.schedule.stages_on_device;
   j["peak_bytes"] = r.schedule.predicted_peak_bytes;
   // Seconds each compute window (0..L: blocks, then the head step) waits
   // for offload traffic, per link; forward windows for d2h and disk_write,
@@ -305,8 +309,12 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
              p.tokens_per_s, r.stage_times_from);
   fmt::print(
       "  compute {:.3f} s, recompute {:.3f} s, exposed weight/gradient copies {:.3f} s, "
-      "exposed activation copies {:.3f} s, optimizer {:.3f} s\n",
-      p.compute_s, p.recompute_s, p.exposed_weights_s, p.exposed_activations_s, p.optimizer_s);
+      "exposed activation copies {:.3f} s, optimizer {:.3f} s, updates on the device {:.3f} s\n",
+      p.compute_s, p.recompute_s, p.exposed_weights_s, p.exposed_activations_s, p.optimizer_s,
+      p.device_updates_s);
+  if (!s.stages_on_device.empty())
+    fmt::print("stages kept and updated on the device (0: embed, 1..{}: blocks, {}: head): {}\n",
+               s.boundaries.size() - 1, s.boundaries.size(), fmt::join(s.stages_on_device, ", "));
   fmt::print("predicted peak: gpu {:.2f} GB, host {:.2f} GB, disk {:.2f} GB\n",
              gb(r.budget.bytes(exec::MemorySpace::Gpu)),
              gb(r.budget.bytes(exec::MemorySpace::Host)),
@@ -348,6 +356,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--clip-with-previous-norm", args->clip_with_previous_norm,
                 "as train.clip_with_previous_norm: updates (and states on disk) during the "
                 "backward");
+  cmd->add_flag("--stream-every-stage", args->stream_every_stage,
+                "keep no stage whole on the device, even where there is room (stages_on_device)");
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--out", args->out, "write the schedule JSON here");
   cmd->add_option("--gpus", args->gpus,
@@ -386,6 +396,7 @@ void add_plan_command(CLI::App& app) {
     o.optimizer =
         args->optimizer == "adamw" ? exec::OptimizerStates::Fp32 : exec::OptimizerStates::EightBit;
     o.updates_during_backward = args->clip_with_previous_norm;
+    o.stages_on_device = !args->stream_every_stage && args->gpus == 1;
     const plan::Plan r = plan::make_plan(config, hw, o);
     const PlannedExecutor choice = executor_for(r, o, hw, config);
     if (args->json) {

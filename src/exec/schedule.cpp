@@ -170,8 +170,8 @@ void validate(const Schedule& s, int num_blocks, const std::string& source) {
     LT_CHECK(stage >= 0 && stage <= num_blocks + 1, source, ": stages_on_device[", k,
              "] must be a stage in [0, ", num_blocks + 1, "] (0: embed, 1..", num_blocks,
              ": the blocks, ", num_blocks + 1, ": the head), got ", stage);
-    LT_CHECK(k == 0 || stage > s.stages_on_device[k - 1], source, ": stages_on_device[", k,
-             "] (", stage, ") must be greater than the entry before it: the list is ascending");
+    LT_CHECK(k == 0 || stage > s.stages_on_device[k - 1], source, ": stages_on_device[", k, "] (",
+             stage, ") must be greater than the entry before it: the list is ascending");
   }
 }
 

@@ -227,8 +227,9 @@ void StreamingExecutor::Impl::load(int slot, int stage) {
   for (size_t k = 0; k < weights.size(); ++k) {
     const size_t i = weights[k];
     queued[k] = param_on_device(i);
-    s.weights.push_back(queued[k] ? device_params[i].weight
-                                  : device.empty(upload_sources[i].shape(), device.compute_dtype()));
+    s.weights.push_back(queued[k]
+                            ? device_params[i].weight
+                            : device.empty(upload_sources[i].shape(), device.compute_dtype()));
   }
   // The copy reads the master, so it waits for the stage's update: each
   // parameter's for its own piece of it (Note [Updates in pieces]), in the
@@ -623,7 +624,7 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   m.rethrow_update_failure();
   if (m.disk_states && !m.states_on_disk) m.move_all_states(true);
   if (m.grad_slabs.empty()) m.allocate_grad_slabs();  // released by sync()
-  m.place_device_stages(true);                         // Note [Stages on the device]
+  m.place_device_stages(true);                        // Note [Stages on the device]
   // The traced steps' updates ran in the next step's forward, which waited
   // for them all: from here the trace is whole, and it is written now too,
   // so a run stopped without sync() still leaves it.

@@ -56,8 +56,7 @@ void StreamingExecutor::Impl::setup_device_stages() {
                "stage 0");
     }
   }
-  const std::vector<optim::NamedTensors> states =
-      states_by_parameter(names, optimizer.state());
+  const std::vector<optim::NamedTensors> states = states_by_parameter(names, optimizer.state());
   for (size_t s = 0; s < stages.size(); ++s) {
     if (!on_device[s]) continue;
     for (size_t i = stages[s].first; i < stages[s].last; ++i) {
@@ -93,9 +92,9 @@ void StreamingExecutor::Impl::place_device_stages(bool to_device) {
         d.host[at] = {t.impl()->storage, t.offset()};
         Tensor copy = device.empty(t.shape(), t.dtype());
         copy.copy_(t);
-        const auto handles = k == 0 ? std::vector<Tensor>(d.handles.begin(),
-                                                          d.handles.begin() + d.master_handles)
-                                    : std::vector<Tensor>{t};
+        const auto handles =
+            k == 0 ? std::vector<Tensor>(d.handles.begin(), d.handles.begin() + d.master_handles)
+                   : std::vector<Tensor>{t};
         for (const Tensor& h : handles) {
           h.impl()->storage = copy.storage();
           h.impl()->offset = copy.offset();
@@ -104,9 +103,9 @@ void StreamingExecutor::Impl::place_device_stages(bool to_device) {
         Tensor host = Tensor::from_storage(d.host[at].storage, d.host[at].offset, t.shape(),
                                            t.strides(), t.dtype());
         host.copy_(t);
-        const auto handles = k == 0 ? std::vector<Tensor>(d.handles.begin(),
-                                                          d.handles.begin() + d.master_handles)
-                                    : std::vector<Tensor>{t};
+        const auto handles =
+            k == 0 ? std::vector<Tensor>(d.handles.begin(), d.handles.begin() + d.master_handles)
+                   : std::vector<Tensor>{t};
         for (const Tensor& h : handles) {
           h.impl()->storage = d.host[at].storage;
           h.impl()->offset = d.host[at].offset;
@@ -154,7 +153,8 @@ void StreamingExecutor::Impl::update_device_stages(double lr, double grad_scale)
   for (size_t s = 0; s < stages.size(); ++s) {
     if (!on_device[s]) continue;
     const StageInfo& info = stages[s];
-    TraceSpan span(tracing(), "compute", "update " + model.stages()[s]->name() + " (on the device)");
+    TraceSpan span(tracing(), "compute",
+                   "update " + model.stages()[s]->name() + " (on the device)");
     try {
       for (size_t i = info.first; i < info.last; ++i)
         if (has_grad[i]) params[i].set_grad(device_params[i].grad);

@@ -284,9 +284,9 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
     for (StageUpdate& st : stages) st.on_disk = false;
     p.exposed_state_disk_s = std::max(0.0, p.optimizer_s - pipeline_of(stages).exposed_s);
   }
-  p.compute_s += device_update_s;
-  p.step_s =
-      p.compute_s + p.recompute_s + p.exposed_weights_s + p.exposed_activations_s + p.optimizer_s;
+  p.device_updates_s = device_update_s;
+  p.step_s = p.compute_s + p.device_updates_s + p.recompute_s + p.exposed_weights_s +
+             p.exposed_activations_s + p.optimizer_s;
   p.tokens_per_s = m.sizes.batch_size * double(m.sizes.seq_len) / p.step_s;
   return p;
 }

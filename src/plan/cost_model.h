@@ -82,6 +82,7 @@ struct StepPrediction {
   double exposed_weights_s = 0;      // weight and gradient streaming compute cannot hide
   double exposed_activations_s = 0;  // what offloading adds (the MILP's exposure)
   double optimizer_s = 0;            // CPU optimizer time the next forward cannot hide
+  double device_updates_s = 0;       // the GPU's updates of the stages kept on it
   // What states on disk (TrainSizes::states_on_disk) add to it: the next
   // forward waiting for their reads and write-backs (included in
   // optimizer_s), and the disk's time on them a step (hidden or not).

@@ -166,7 +166,8 @@ std::vector<std::vector<exec::Schedule::ReadPiece>> split_reads(const PlanSoluti
 struct BatchChoice {
   Candidate candidate;
   PlanSolution solution;
-  StepPrediction prediction;
+  StepPrediction prediction;          // with the stages on the device, once they are added
+  std::vector<int> stages_on_device;  // add_stages_on_device's
 };
 
 // The batch make_plan keeps (its rule is in planner.h): `solved` is in
@@ -224,6 +225,7 @@ Plan plan_of(const models::ModelConfig& config, const HardwareProfile& hw, Batch
   p.schedule.boundaries = p.solution.placements;
   p.schedule.read_windows = p.solution.read_windows;
   p.schedule.read_splits = split_reads(p.solution);
+  p.schedule.stages_on_device = choice.stages_on_device;
   p.budget = with_read_windows(config, hw, p.sizes, p.schedule);
   p.schedule.has_prediction = true;
   p.schedule.predicted_step_s = p.prediction.step_s;
@@ -345,7 +347,7 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
                            prediction.tokens_per_s <= batch_choice->prediction.tokens_per_s))
         continue;
       if (!batch_choice) preferred_tokens_per_s = prediction.tokens_per_s;
-      batch_choice = BatchChoice{c, std::move(solution), prediction};
+      batch_choice = BatchChoice{c, std::move(solution), prediction, {}};
     }
     if (!batch_choice) {
       if (solved.empty()) shortages.push_back({"gpu+host+disk", 0, first_failure});
@@ -353,15 +355,23 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
     }
     solved.push_back(std::move(*batch_choice));
   }
+  // Each batch is compared with its stages on the device (Note [Stages on
+  // the device]).
+  const bool states_on_disk =
+      std::find(o.states_on_disk.begin(), o.states_on_disk.end(), true) != o.states_on_disk.end();
+  if (o.stages_on_device && !states_on_disk && !o.updates_during_backward) {
+    for (BatchChoice& c : solved) {
+      Plan with = plan_of(config, hw, c);
+      add_stages_on_device(config, hw, c, with);
+      c.prediction = with.prediction;
+      c.stages_on_device = with.schedule.stages_on_device;
+    }
+  }
   Plan plan;
   if (solved.empty())
     plan.shortages = std::move(shortages);
   else
     plan = plan_of(config, hw, choose_batch(solved, o.chunk_sequences));
-  const bool states_on_disk =
-      std::find(o.states_on_disk.begin(), o.states_on_disk.end(), true) != o.states_on_disk.end();
-  if (!solved.empty() && o.stages_on_device && !states_on_disk && !o.updates_during_backward)
-    add_stages_on_device(config, hw, choose_batch(solved, o.chunk_sequences), plan);
   plan.solve_s = solve_s;
   for (const BatchChoice& c : solved)
     plan.batches_tried.push_back({c.candidate.model.sizes.batch_size,

@@ -111,8 +111,9 @@ TEST(Schedule, MalformedPlansNameTheField) {
                 .find("plan.json: stages_on_device[1] must be a stage index >= 0"),
             std::string::npos);
   s.stages_on_device = {0, 5};  // 3 blocks: stages 0..4
-  EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); })
-                .find("stages_on_device[1] must be a stage in [0, 4]"),
+  EXPECT_NE(testing::error_of([&] {
+              validate(s, 3, "plan.json");
+            }).find("stages_on_device[1] must be a stage in [0, 4]"),
             std::string::npos);
   s.stages_on_device = {2, 1};
   EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); }).find("ascending"),

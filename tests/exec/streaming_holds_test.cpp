@@ -126,9 +126,9 @@ TEST(StreamingHolds, StagesOnTheDeviceAreWhatTheExecutorHolds) {
     std::vector<std::vector<int>> lists = kept;
     if (!tied) lists.push_back({6});  // an untied head alone
     for (const auto& list : lists) {
-      for (Schedule s : {schedule({P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu}, 0),
-                         schedule({P::Gpu, P::Host, P::Recompute, P::Disk, P::Recompute, P::Gpu},
-                                  1)}) {
+      for (Schedule s :
+           {schedule({P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu}, 0),
+            schedule({P::Gpu, P::Host, P::Recompute, P::Disk, P::Recompute, P::Gpu}, 1)}) {
         s.stages_on_device = list;
         SCOPED_TRACE((tied ? "tied " : "untied ") + to_json(s).dump());
         const std::vector<HeldBytes> expected = held_bytes(c, sizes, s);

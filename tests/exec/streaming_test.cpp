@@ -323,8 +323,9 @@ TEST(Streaming, StagesOnTheDeviceRefuseWhatTheyCannotRun) {
   o.lr = 1e-3;
   o.clip_with_previous_norm = true;
   const auto batches = make_batches(1, 1, 2, 7, model.config().vocab_size, 5);
-  EXPECT_NE(testing::error_of([&] { streaming.step(batches[0], o); })
-                .find("stages_on_device must be empty"),
+  EXPECT_NE(testing::error_of([&] {
+              streaming.step(batches[0], o);
+            }).find("stages_on_device must be empty"),
             std::string::npos);
 }
 

@@ -80,8 +80,9 @@ class PlanCommand : public ::testing::Test {
 TEST_F(PlanCommand, JsonHasTheScheduleAndPeaks) {
   if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
   const std::string out = (dir_ / "schedule.json").string();
-  const CliResult r = run_plan("--model " + (dir_ / "model").string() +
-                               " --batch-size 2 --seq-len 8 --json --out " + out);
+  const CliResult r =
+      run_plan("--model " + (dir_ / "model").string() +
+               " --batch-size 2 --seq-len 8 --stream-every-stage --json --out " + out);
   ASSERT_EQ(r.status, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j.at("feasible").get<bool>());

@@ -514,7 +514,8 @@ TEST(Planner, KeepsStagesOnTheDeviceInTheRoomLeft) {
   EXPECT_EQ(with.schedule.predicted_step_s, with.prediction.step_s);
   // The budget counts them, within the GPU's memory, and the validator agrees.
   const int64_t gpu = with.budget.bytes(exec::MemorySpace::Gpu);
-  EXPECT_EQ(gpu, exec::bytes_needed(config, with.sizes, with.schedule).bytes(exec::MemorySpace::Gpu));
+  EXPECT_EQ(gpu,
+            exec::bytes_needed(config, with.sizes, with.schedule).bytes(exec::MemorySpace::Gpu));
   EXPECT_LE(gpu, std::llround(hw.gpu_memory_gb * kBytesPerGB));
   EXPECT_GT(gpu, without.budget.bytes(exec::MemorySpace::Gpu));
   EXPECT_TRUE(schedule_problems(config, with.sizes, hw, with.schedule, o.max_recompute).empty());

@@ -35,9 +35,12 @@ nlohmann::json plan_7b(const fs::path& tmp, const std::vector<std::string>& extr
 TEST(PlanPreviousNorm, TheFlagTakesTheUpdatesOffTheStepsCriticalPath) {
   TempDir tmp("plan_previous_norm");
   int status = 0;
-  const nlohmann::json exact = plan_7b(tmp.path(), {}, &status);
+  // Every stage streamed: stages on the device would take updates off the
+  // CPU as well (below).
+  const nlohmann::json exact = plan_7b(tmp.path(), {"--stream-every-stage"}, &status);
   ASSERT_EQ(status, 0) << exact.dump();
-  const nlohmann::json early = plan_7b(tmp.path(), {"--clip-with-previous-norm"}, &status);
+  const nlohmann::json early =
+      plan_7b(tmp.path(), {"--clip-with-previous-norm", "--stream-every-stage"}, &status);
   ASSERT_EQ(status, 0) << early.dump();
   const double exact_opt = exact.at("predicted_split_s").at("optimizer").get<double>();
   const double early_opt = early.at("predicted_split_s").at("optimizer").get<double>();
@@ -48,6 +51,15 @@ TEST(PlanPreviousNorm, TheFlagTakesTheUpdatesOffTheStepsCriticalPath) {
   EXPECT_LT(early_opt, exact_opt / 2);
   EXPECT_GT(early_opt, 0.0);
   EXPECT_LT(early.at("predicted_step_s").get<double>(), exact.at("predicted_step_s").get<double>());
+  // With the whole H200 the planner keeps stages on the device (Note
+  // [Stages on the device]), the embedding first: the GPU updates them, and
+  // the CPU's updates of the rest are hidden behind the forward.
+  const nlohmann::json kept = plan_7b(tmp.path(), {}, &status);
+  ASSERT_EQ(status, 0) << kept.dump();
+  ASSERT_FALSE(kept.at("stages_on_device").empty()) << kept.dump();
+  EXPECT_EQ(kept.at("stages_on_device")[0], 0);
+  EXPECT_LT(kept.at("predicted_split_s").at("optimizer").get<double>(), exact_opt / 2);
+  EXPECT_LT(kept.at("predicted_step_s").get<double>(), exact.at("predicted_step_s").get<double>());
   // Several processes: refused, as train.clip_with_previous_norm is.
   const nlohmann::json ranks =
       plan_7b(tmp.path(), {"--clip-with-previous-norm", "--gpus", "2"}, &status);
