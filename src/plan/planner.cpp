@@ -290,6 +290,11 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
   else
     batches.assign(std::begin(kBatchCandidates), std::end(kBatchCandidates));
 
+  // Note [Stages on the device]: not beside states on disk or updates during the backward.
+  const bool states_on_disk =
+      std::find(o.states_on_disk.begin(), o.states_on_disk.end(), true) != o.states_on_disk.end();
+  const bool device_stages_allowed =
+      o.stages_on_device && !states_on_disk && !o.updates_during_backward;
   std::vector<BatchChoice> solved;  // ascending batch sizes
   std::vector<Shortage> shortages;  // of the first batch that fails, when none was solved
   int64_t first_not_fitting = 0;
@@ -342,30 +347,29 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
                   : "the solver found no placement within " + std::to_string(limit) + " s";
         continue;  // another chunking may do
       }
-      const StepPrediction prediction = predict_step(c.model, instance, solution);
-      if (batch_choice && (prediction.tokens_per_s <= preferred_tokens_per_s * (1 + kChunkMargin) ||
-                           prediction.tokens_per_s <= batch_choice->prediction.tokens_per_s))
+      BatchChoice choice{c, std::move(solution), {}, {}};
+      choice.prediction = predict_step(c.model, instance, choice.solution);
+      // Chunkings (and batches) are compared with their stages on the
+      // device: a larger chunk's faster forward leaves less time to hide
+      // the CPU's updates behind, which the stages on the device take off it.
+      if (device_stages_allowed) {
+        Plan with = plan_of(config, hw, choice);
+        add_stages_on_device(config, hw, choice, with);
+        choice.prediction = with.prediction;
+        choice.stages_on_device = with.schedule.stages_on_device;
+      }
+      const double tokens_per_s = choice.prediction.tokens_per_s;
+      if (batch_choice && (tokens_per_s <= preferred_tokens_per_s * (1 + kChunkMargin) ||
+                           tokens_per_s <= batch_choice->prediction.tokens_per_s))
         continue;
-      if (!batch_choice) preferred_tokens_per_s = prediction.tokens_per_s;
-      batch_choice = BatchChoice{c, std::move(solution), prediction, {}};
+      if (!batch_choice) preferred_tokens_per_s = tokens_per_s;
+      batch_choice = std::move(choice);
     }
     if (!batch_choice) {
       if (solved.empty()) shortages.push_back({"gpu+host+disk", 0, first_failure});
       break;
     }
     solved.push_back(std::move(*batch_choice));
-  }
-  // Each batch is compared with its stages on the device (Note [Stages on
-  // the device]).
-  const bool states_on_disk =
-      std::find(o.states_on_disk.begin(), o.states_on_disk.end(), true) != o.states_on_disk.end();
-  if (o.stages_on_device && !states_on_disk && !o.updates_during_backward) {
-    for (BatchChoice& c : solved) {
-      Plan with = plan_of(config, hw, c);
-      add_stages_on_device(config, hw, c, with);
-      c.prediction = with.prediction;
-      c.stages_on_device = with.schedule.stages_on_device;
-    }
   }
   Plan plan;
   if (solved.empty())

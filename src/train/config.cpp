@@ -274,6 +274,7 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"exec.disk_path", str(c.exec.disk_path)},
       {"exec.state_placement", str(c.exec.state_placement)},
       {"exec.weight_uploads", str(c.exec.weight_uploads)},
+      {"exec.stages_on_device", str(c.exec.stages_on_device)},
       {"exec.keep_every", integer(c.exec.keep_every)},
       {"exec.micro_batch", integer(c.exec.micro_batch)},
       {"exec.device_memory_gb", number(c.exec.device_memory_gb)},
@@ -512,6 +513,7 @@ void TrainConfig::validate() const {
   check_one_of(exec.mode, "exec.mode", "auto", "resident", "streaming", "offload", "zenflow");
   check_one_of(exec.state_placement, "exec.state_placement", "auto", "host", "disk");
   check_one_of(exec.weight_uploads, "exec.weight_uploads", "auto", "bf16", "f32");
+  check_one_of(exec.stages_on_device, "exec.stages_on_device", "auto", "none");
   check_one_of(exec.zenflow.select_strategy, "exec.zenflow.select_strategy", "auto", "step",
                "epoch");
   exec::validate(zenflow_options(*this));

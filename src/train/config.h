@@ -123,6 +123,11 @@ struct TrainConfig {
     // upload bytes); auto: bf16 when the run fits host memory with the
     // copies, else f32 (train/state_placement.h).
     std::string weight_uploads = "auto";
+    // streaming, exec.schedule auto: auto lets the planner keep whole
+    // stages (their masters, optimizer states and gradients) on the GPU in
+    // the room its schedule leaves, updated there (Note [Stages on the
+    // device]); none streams every stage.
+    std::string stages_on_device = "auto";
     // The host memory a run may count on, in GB: what the memory budget's
     // host bytes must fit. 0: what is free now (less 1 GiB).
     double host_memory_gb = 0;

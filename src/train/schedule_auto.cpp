@@ -159,6 +159,7 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.states_on_disk = placement.states_on_disk;
   o.f32_weight_uploads = placement.f32_weight_uploads;
   o.updates_during_backward = c.train.clip_with_previous_norm;
+  o.stages_on_device = c.exec.stages_on_device == "auto";
   FreeMemory free = free_memory_for_run(c, of, gpu_free_bytes, checkpoint_bytes(c, model));
   if (placement.host_budget_bytes >= 0) free.host_bytes = placement.host_budget_bytes;
   plan::HardwareProfile hw = auto_hardware(c, free);

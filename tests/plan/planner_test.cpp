@@ -469,6 +469,7 @@ TEST(Planner, GivesUpFullChunksWhenSmallerOnesArePredictedMuchFaster) {
   PlanOptions o;
   o.seq_len = 1024;
   o.time_limit_s = 5;
+  o.stages_on_device = false;  // they would take the slow updates off the CPU
   HardwareProfile hw = small_gpu(0.75);
   hw.cpu_adam_gparams_per_s = 0.01;
   const BatchReference ref = reference_batch(small_llama(4), hw, o);

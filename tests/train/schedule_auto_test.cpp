@@ -134,7 +134,9 @@ TEST(ScheduleAuto, PlansARunnableScheduleWithResidentsLosses) {
     SCOPED_TRACE(c.hardware);
     const std::vector<std::string> overrides =
         with({"exec.mode=streaming", "exec.schedule=auto", "exec.hardware=" + c.hardware,
-              fmt::format("exec.device_memory_gb={:.17g}", capacity / 1e9)});
+              fmt::format("exec.device_memory_gb={:.17g}", capacity / 1e9),
+              // The boundaries' planning alone: no stage takes the room.
+              "exec.stages_on_device=none"});
     const TrainConfig config =
         fixture_config(model, tmp / "data.jsonl", tmp / "plan", with_common(overrides));
     const plan::Plan plan =
