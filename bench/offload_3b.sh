@@ -9,6 +9,8 @@
 #              losses as offload, the masters and states read and written per stage)
 #   zenflow    topk 0.1, update_interval 4, overlap, batch 8 in micro-batches of 2
 #   streaming  exec.mode auto at exec.device_memory_gb 24, batch 64 (the planner)
+#   streaming32  the same in chunks of 32 (exec.micro_batch 32)
+#   streamnone   the same with exec.stages_on_device none (every stage streams)
 #   zenflow15, resident15  the Qwen2.5-1.5B shape (DeepSpeed ZenFlow's peer size)
 #   auto7b     the Qwen2.5-7B shape, adamw8bit, exec.mode auto on the whole GPU, batch 8
 #   stream7b24 the same at exec.device_memory_gb 24, batch 64 (issue 27's third run)
@@ -72,6 +74,12 @@ config zenflow 8 4 "  mode: zenflow
     overlap_step: true"
 config streaming 64 1 "  mode: auto
   device_memory_gb: 24"
+config streaming32 64 1 "  mode: auto
+  device_memory_gb: 24
+  micro_batch: 32"
+config streamnone 64 1 "  mode: auto
+  device_memory_gb: 24
+  stages_on_device: none"
 config auto7b 8 1 "  mode: auto" qwen2.5-7b adamw8bit
 config stream7b24 64 1 "  mode: auto
   device_memory_gb: 24" qwen2.5-7b adamw8bit
@@ -105,7 +113,7 @@ for run in $runs; do
     sleep 1
   done
   kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
-  grep -E "^(executor|schedule|device|plan:|weights|exec.mode auto|  (resident|zenflow|offload|streaming) )" "$out/$run.log" | head -14
+  grep -E "^(executor|schedule|device|plan:|weights|exec.mode auto|exec.schedule auto|  stages kept|  predicted step|  (resident|zenflow|offload|streaming) )" "$out/$run.log" | head -20
   python3 - "$out/$run/metrics.jsonl" "$run" "$(skip_of "$run")" <<'PY' | tee -a "$out/summary.txt"
 import json, statistics, sys
 path, run, skip = sys.argv[1], sys.argv[2], int(sys.argv[3])

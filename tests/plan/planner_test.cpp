@@ -242,6 +242,15 @@ TEST(Planner, ThreePointTimesMoveTheChunkToWhereGemmsRunFaster) {
   ASSERT_TRUE(small_gain.feasible);
   EXPECT_EQ(small_gain.schedule.chunk_sequences, 32);
   EXPECT_NEAR(small_gain.prediction.compute_s, 0.955 * at_chunk_8, 1e-9);
+  // Chunks of 32 only 1% cheaper per sequence: 16 (read off the segment
+  // between 8 and 32, 0.67% cheaper) is within the margin, but 32 is a
+  // size the profile timed, as 8 is, and between two such sizes no line is
+  // read off: the faster is taken as it is.
+  hw.stage_times = qwen_3b_three_point_times(0.99);
+  const Plan measured_gain = make_plan(qwen_3b_shape(), hw, o);
+  ASSERT_TRUE(measured_gain.feasible);
+  EXPECT_EQ(measured_gain.schedule.chunk_sequences, 32);
+  EXPECT_NEAR(measured_gain.prediction.compute_s, 0.99 * at_chunk_8, 1e-9);
   // The line through 4 and 8 alone (the two-point profile of before)
   // prices every chunking the same, and the default is kept.
   StageTimes line = qwen_3b_three_point_times();
