@@ -192,11 +192,9 @@ double update_params_per_s(const CostModel& m, const PlanInstance& in, const Pla
   const bool fp32 = m.sizes.optimizer == exec::OptimizerStates::Fp32;
   const std::optional<double>& beside_copies =
       fp32 ? hw.cpu_adam_beside_copies_gparams_per_s : hw.cpu_adam8bit_beside_copies_gparams_per_s;
-  if (beside_copies) return *beside_copies * 1e9;
   const double bytes_pp = fp32 ? kFp32AdamBytesPerParam : kEightBitAdamBytesPerParam;
   const double cpu_params_per_s =
       (fp32 ? hw.cpu_adam_gparams_per_s : hw.cpu_adam8bit_gparams_per_s) * 1e9;
-  const double host_bw_gbps = std::max(hw.host_mem_gbps, cpu_params_per_s * bytes_pp / kBytesPerGB);
   LT_CHECK(sol.placements.empty() || sol.placements.size() == in.boundary_gb.size(),
            "predict_step: ", sol.placements.size(), " placements for ", in.boundary_gb.size(),
            " boundaries");
@@ -204,8 +202,21 @@ double update_params_per_s(const CostModel& m, const PlanInstance& in, const Pla
   for (size_t i = 0; i < sol.placements.size(); ++i)
     if (sol.placements[i] == exec::Placement::Host || sol.placements[i] == exec::Placement::Disk)
       offloaded_gb += in.boundary_gb[i];
+  // What the forward's copies move while the optimizer chases it (the
+  // blocks on the device upload nothing).
+  int streamed_blocks = 0;
+  for (int b = 1; b <= in.num_blocks; ++b) streamed_blocks += m.stage_on_device(b) ? 0 : 1;
   const double copy_gbps =
-      (in.num_blocks * m.block_weight_gb + offloaded_gb) / std::max(forward_s, 1e-12);
+      (streamed_blocks * m.block_weight_gb + offloaded_gb) / std::max(forward_s, 1e-12);
+  if (beside_copies) {
+    // The profile measured the rate beside copies running both ways at once
+    // at the bidirectional rate; a plan whose copies move a share of that
+    // costs the update that share of the difference (HardwareProfile::
+    // cpu_adam_beside_copies_gparams_per_s).
+    const double share = std::clamp(copy_gbps / (2 * std::max(hw.bidir_gbps, 1e-12)), 0.0, 1.0);
+    return cpu_params_per_s - share * (cpu_params_per_s - *beside_copies * 1e9);
+  }
+  const double host_bw_gbps = std::max(hw.host_mem_gbps, cpu_params_per_s * bytes_pp / kBytesPerGB);
   const double host_gbps =
       std::max(host_bw_gbps - copy_gbps, kMinOptimizerHostShare * host_bw_gbps);
   return std::min(cpu_params_per_s, host_gbps * kBytesPerGB / bytes_pp);

@@ -33,14 +33,16 @@ struct HardwareProfile {
   double cpu_adam8bit_gparams_per_s = 2.88;
   // The same two rates beside host<->device copies running flat out both
   // ways, as the streaming executor's update runs beside its weight and
-  // activation copies (`lazytrain profile` measures them on a GPU). On the
-  // H200 the copy engines' traffic costs the update ~25% (bench/RESULTS.md,
-  // "the optimizer beside the copies"), more than a share of host_mem_gbps
-  // accounts for. The cost model takes them as they are, whatever a plan
-  // copies: a worst case, which the 7B runs' update came within 0-15% of
-  // although their copies used the links a quarter of the time. Absent: the
-  // cost model estimates them from the rates above and the host memory
-  // bandwidth the plan's copies leave.
+  // activation copies (`lazytrain profile` measures them on a GPU, beside
+  // copies running both ways at once at the bidirectional rate). On the
+  // H200 that traffic costs the update ~25% (bench/RESULTS.md, "the
+  // optimizer beside the copies"), more than a share of host_mem_gbps
+  // accounts for. The cost model charges a plan the share of that cost its
+  // forward's copies make of 2 x bidir_gbps: taken whole as a worst case, it
+  // priced the 3B's update at 3.0 G parameters/s where the run made 4.6-5.0
+  // beside its forward's uploads (issue 27, session 22), and kept the
+  // planner off chunks of 32. Absent: the cost model estimates them from the
+  // rates above and the host memory bandwidth the plan's copies leave.
   std::optional<double> cpu_adam_beside_copies_gparams_per_s;
   std::optional<double> cpu_adam8bit_beside_copies_gparams_per_s;
   // Budgets, not measurements: caps on the bytes that kept boundary

@@ -113,24 +113,39 @@ TEST(CostModel, OptimizerRateSharesHostBandwidthWithTheCopies) {
   EXPECT_NEAR(predict_step(m, in, all_kept(2)).optimizer_s, 43392 / 500.0, 1e-9);
 }
 
-// A rate measured beside the copies already holds their contention: it is
-// the rate, whatever the copies of this plan take or the bandwidth left.
-TEST(CostModel, ARateMeasuredBesideTheCopiesIsUsedAsItIs) {
+// A rate measured beside the copies holds the contention of copies both
+// ways at the bidirectional rate; a plan pays the share of it that its
+// forward's copies make of that traffic, by hand here.
+TEST(CostModel, ARateMeasuredBesideTheCopiesIsChargedByTheCopiesShare) {
   // As above: slow compute, block 0's forward waits for 43392 parameters.
   HardwareProfile hw;
   hw.gpu_tflops = 1e-8;
   hw.host_mem_gbps = 1e-5;           // would bound fp32 AdamW far below 700/s
   hw.cpu_adam_gparams_per_s = 1e-6;  // alone: 1000/s
   hw.cpu_adam_beside_copies_gparams_per_s = 7e-7;
+  // The forward's copies: 2 blocks of 36992 bf16 weights over the forward
+  // (2 blocks and the head, as above); the profile's copies ran at 2 x bidir.
+  const double copy_gbps = 2 * 36992 * 2 / 1e9 / (2 * 120.0128 + 20.48);
+  hw.bidir_gbps = copy_gbps;  // the plan's copies make half the profile's
   CostModel m = make_cost_model(testing::tiny_llama(), hw, {2, 8}, 0, 4);
   PlanInstance in = build_instance(m);
+  EXPECT_NEAR(predict_step(m, in, all_kept(2)).optimizer_s, 43392 / 850.0, 1e-9);
+  // Copies at or past the profile's: the measured rate, whole.
+  hw.bidir_gbps = copy_gbps / 2;
+  m = make_cost_model(testing::tiny_llama(), hw, {2, 8}, 0, 4);
+  in = build_instance(m);
   EXPECT_NEAR(predict_step(m, in, all_kept(2)).optimizer_s, 43392 / 700.0, 1e-9);
-  // Placements that offload boundaries add copy traffic; the rate stays.
   PlanSolution offloaded = all_kept(2);
   offloaded.placements[1] = exec::Placement::Host;
   EXPECT_NEAR(predict_step(m, in, offloaded).optimizer_s, 43392 / 700.0, 1e-9);
+  // Copies a tenth of the profile's: a tenth of the cost.
+  hw.bidir_gbps = 5 * copy_gbps;
+  m = make_cost_model(testing::tiny_llama(), hw, {2, 8}, 0, 4);
+  in = build_instance(m);
+  EXPECT_NEAR(predict_step(m, in, all_kept(2)).optimizer_s, 43392 / 970.0, 1e-9);
   // Each optimizer reads its own key: adamw8bit has none here, so it falls
   // back to the shared-bandwidth estimate (the CPU bound, as above).
+  hw.bidir_gbps = copy_gbps / 2;
   hw.cpu_adam8bit_gparams_per_s = 5e-7;
   m = make_cost_model(testing::tiny_llama(), hw, {2, 8, exec::OptimizerStates::EightBit}, 0, 4);
   in = build_instance(m);
