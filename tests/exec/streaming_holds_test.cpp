@@ -76,6 +76,22 @@ std::vector<std::vector<HeldBytes>> measure(const models::ModelConfig& c, const 
   return seen;
 }
 
+// held_bytes against two steps of the executor (the second's forward
+// overlaps the first's updates).
+void expect_holds_as_budgeted(const models::ModelConfig& c, const Schedule& s,
+                              const std::string& spill) {
+  const TrainSizes sizes{kRows, kSeq, OptimizerStates::Fp32, 4, {}, {}, 2048, false};
+  const std::vector<HeldBytes> expected = held_bytes(c, sizes, s);
+  const auto seen = measure(c, s, spill, 2);
+  for (size_t step = 0; step < seen.size(); ++step) {
+    ASSERT_EQ(seen[step].size(), expected.size());
+    for (size_t u = 0; u < expected.size(); ++u) {
+      EXPECT_EQ(seen[step][u].at_start, expected[u].at_start) << "step " << step << " use " << u;
+      EXPECT_EQ(seen[step][u].at_end, expected[u].at_end) << "step " << step << " use " << u;
+    }
+  }
+}
+
 TEST(StreamingHolds, TheBudgetsPointsAreWhatTheExecutorHolds) {
   using P = Placement;
   const std::string spill = ::testing::TempDir() + "lt_holds_spill";
@@ -93,20 +109,9 @@ TEST(StreamingHolds, TheBudgetsPointsAreWhatTheExecutorHolds) {
   };
   for (bool tied : {false, true}) {
     const models::ModelConfig c = config(tied);
-    const TrainSizes sizes{kRows, kSeq, OptimizerStates::Fp32, 4, {}, {}, 2048, false};
     for (const Schedule& s : schedules) {
       SCOPED_TRACE((tied ? "tied " : "untied ") + to_json(s).dump());
-      const std::vector<HeldBytes> expected = held_bytes(c, sizes, s);
-      // Two steps: the second's forward overlaps the first's updates.
-      const auto seen = measure(c, s, spill, 2);
-      for (size_t step = 0; step < seen.size(); ++step) {
-        ASSERT_EQ(seen[step].size(), expected.size());
-        for (size_t u = 0; u < expected.size(); ++u) {
-          EXPECT_EQ(seen[step][u].at_start, expected[u].at_start)
-              << "step " << step << " use " << u;
-          EXPECT_EQ(seen[step][u].at_end, expected[u].at_end) << "step " << step << " use " << u;
-        }
-      }
+      expect_holds_as_budgeted(c, s, spill);
     }
   }
   std::filesystem::remove_all(spill);
@@ -122,7 +127,6 @@ TEST(StreamingHolds, StagesOnTheDeviceAreWhatTheExecutorHolds) {
   const std::vector<std::vector<int>> kept = {{0, 2}, {3}, {0, 6}, {0, 1, 2, 3, 4, 5, 6}, {1, 5}};
   for (bool tied : {false, true}) {
     const models::ModelConfig c = config(tied);
-    const TrainSizes sizes{kRows, kSeq, OptimizerStates::Fp32, 4, {}, {}, 2048, false};
     std::vector<std::vector<int>> lists = kept;
     if (!tied) lists.push_back({6});  // an untied head alone
     for (const auto& list : lists) {
@@ -131,16 +135,7 @@ TEST(StreamingHolds, StagesOnTheDeviceAreWhatTheExecutorHolds) {
             schedule({P::Gpu, P::Host, P::Recompute, P::Disk, P::Recompute, P::Gpu}, 1)}) {
         s.stages_on_device = list;
         SCOPED_TRACE((tied ? "tied " : "untied ") + to_json(s).dump());
-        const std::vector<HeldBytes> expected = held_bytes(c, sizes, s);
-        const auto seen = measure(c, s, spill, 2);
-        for (size_t step = 0; step < seen.size(); ++step) {
-          ASSERT_EQ(seen[step].size(), expected.size());
-          for (size_t u = 0; u < expected.size(); ++u) {
-            EXPECT_EQ(seen[step][u].at_start, expected[u].at_start)
-                << "step " << step << " use " << u;
-            EXPECT_EQ(seen[step][u].at_end, expected[u].at_end) << "step " << step << " use " << u;
-          }
-        }
+        expect_holds_as_budgeted(c, s, spill);
       }
     }
   }

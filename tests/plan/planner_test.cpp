@@ -491,12 +491,6 @@ TEST(Planner, GivesUpFullChunksWhenSmallerOnesArePredictedMuchFaster) {
   EXPECT_GE(p.schedule.chunk_sequences, min_chunk_sequences(o.seq_len) / 2);  // the floor
 }
 
-}  // namespace
-}  // namespace lt::plan
-
-namespace lt::plan {
-namespace {
-
 // Note [Stages on the device]: the room the schedule leaves on the GPU
 // holds whole stages, the embedding first, each only while the budget fits
 // and the predicted step shortens; none where they are not allowed.
