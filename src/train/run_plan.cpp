@@ -1,6 +1,7 @@
 #include "train/run_plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -19,6 +20,37 @@
 namespace lt::train {
 
 namespace {
+
+// Note [Stages on the device]: a schedule the run names by rule (all_gpu,
+// every_k) leaves GPU memory that a planned one would fill with whole
+// stages; exec.stages_on_device auto fills it the same way, the embedding
+// first, while the schedule still fits the memory the run compared it with.
+// No prediction weighs them here (a named schedule has none): each takes
+// work off the CPU and copies off the links, at the cost of room left over.
+void keep_stages_in_the_room(const TrainConfig& c, const ExecutorChoice& choice,
+                             const models::ModelConfig& model, bool stand_in, RunPlan& p) {
+  const auto& on_disk = p.placement.states_on_disk;
+  if (c.exec.stages_on_device != "auto" || c.train.clip_with_previous_norm ||
+      choice.available_bytes < 0 ||
+      std::find(on_disk.begin(), on_disk.end(), true) != on_disk.end())
+    return;
+  const int L = static_cast<int>(model.num_hidden_layers);
+  exec::Schedule s = p.schedule;
+  for (int stage = 0; stage <= L + 1; ++stage) {
+    const bool embed_kept = !s.stages_on_device.empty() && s.stages_on_device.front() == 0;
+    if (stage == L + 1 && model.tie_word_embeddings && !embed_kept) break;
+    exec::Schedule with = s;
+    with.stages_on_device.push_back(stage);
+    if (streaming_shortfall(c, choice, model, with, stand_in).empty()) s = std::move(with);
+  }
+  if (s.stages_on_device.empty()) return;
+  p.schedule.stages_on_device = s.stages_on_device;
+  p.reasons.push_back(fmt::format(
+      "exec.stages_on_device auto: {} of the {} stages kept and updated on the device (0: embed, "
+      "1..{}: blocks, {}: head: {}), in the room exec.schedule ({}) leaves in {}",
+      s.stages_on_device.size(), L + 2, L, L + 1, fmt::join(s.stages_on_device, ", "),
+      c.exec.schedule, choice.available_from));
+}
 
 // exec.schedule as the streaming executor runs it: the named schedule, or
 // the planner's. With exec.mode auto, the default all_gpu that does not fit
@@ -87,6 +119,8 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
   if (name != "auto" && asked_chunk > 0) p.schedule.use_chunk(asked_chunk);
   if (name != "auto" && c.exec.mode == "auto")  // the planner checked its own
     check_streaming_fits(c, choice, model, p.schedule, stand_in);
+  if (name == "all_gpu" || name == "every_k")
+    keep_stages_in_the_room(c, choice, model, stand_in, p);
 }
 
 // exec.mode auto: the fastest by prediction among the executors that fit

@@ -204,6 +204,38 @@ TEST(ScheduleAuto, TheDefaultScheduleGivesWayToThePlannerWhenItDoesNotFit) {
   EXPECT_NE(kept.find("set exec.schedule: auto to let the planner"), std::string::npos) << kept;
 }
 
+// Note [Stages on the device]: the default schedule (all_gpu) leaves room
+// here for the embed stage and block 0 whole on the device (exec.mode
+// auto: the memory it compares with), and exec.stages_on_device auto keeps
+// them there; the run trains to resident's
+// losses and weights, bit for bit, within the capacity. `none` keeps none.
+TEST(ScheduleAuto, TheDefaultScheduleKeepsStagesOnTheDeviceInTheRoomItLeaves) {
+  const DeeperRun d("sched_room");
+  const auto with = &DeeperRun::with;
+  exec::Schedule kept = exec::Schedule::all_gpu(static_cast<int>(d.config.num_hidden_layers));
+  kept.chunk_sequences = 2;
+  kept.stages_on_device = {0, 1};
+  const int64_t capacity = exec::bytes_needed(d.config, streaming_sizes(d.sized, true), kept)
+                               .bytes(exec::MemorySpace::Gpu);
+  const std::string gb = fmt::format("exec.device_memory_gb={:.17g}", capacity / 1e9);
+  const auto config_of = [&](const std::string& out, const std::string& choice) {
+    return fixture_config(d.model, d.tmp / "data.jsonl", d.tmp / out,
+                          with_common(with({"exec.mode=auto", gb, choice})));
+  };
+  EXPECT_EQ(resolve_run(config_of("room", "exec.stages_on_device=auto"), d.config)
+                .schedule.stages_on_device,
+            (std::vector<int>{0, 1}));
+  EXPECT_TRUE(resolve_run(config_of("none", "exec.stages_on_device=none"), d.config)
+                  .schedule.stages_on_device.empty());
+  const Outcome got = run(d.tmp / "data.jsonl", d.tmp / "room",
+                          with({"exec.mode=auto", gb, "exec.stages_on_device=auto"}), d.model);
+  expect_same(d.ref, got);
+  for (const auto& line : got.metrics) {
+    EXPECT_EQ(line.at("executor"), "streaming");
+    EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), capacity) << line.dump();
+  }
+}
+
 TEST(ScheduleAuto, NothingFeasibleStopsBeforeTrainingWithTheShortSpace) {
   TempDir tmp("sched_auto_short");
   write_random_tokens(tmp / "data.jsonl", 8, 97, 3);
