@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "core/error.h"
 #include "exec/parameter_states.h"
 #include "exec/streaming_impl.h"
 #include "optim/clip.h"
@@ -72,59 +73,82 @@ bool StreamingExecutor::Impl::param_on_device(size_t i) const {
   return !device_params[i].handles.empty();
 }
 
+void StreamingExecutor::Impl::move_device_param(size_t i, bool to_device) {
+  DeviceParam& d = device_params[i];
+  if (d.placed == to_device) return;
+  const bool f32_compute = device.compute_dtype() == DType::F32;
+  // Each distinct tensor once: the master (its handles share one memory),
+  // then each state. First every copy (which may run out of memory), then
+  // the handles, so that a failure leaves this parameter where it was.
+  std::vector<size_t> tensors;
+  for (size_t k = 0; k < d.handles.size(); ++k)
+    if (k == 0 || k >= d.master_handles) tensors.push_back(k);
+  std::vector<DeviceParam::HostMemory> target;
+  Tensor weight;
+  if (to_device) {
+    for (size_t k : tensors) {
+      const Tensor& t = d.handles[k];
+      Tensor copy = device.empty(t.shape(), t.dtype());
+      copy.copy_(t);
+      target.push_back({copy.storage(), copy.offset()});
+    }
+    if (!f32_compute) weight = device.empty(params[i].shape(), device.compute_dtype());
+    d.host.clear();
+    for (size_t k : tensors)
+      d.host.push_back({d.handles[k].impl()->storage, d.handles[k].offset()});
+  } else {
+    for (size_t n = 0; n < tensors.size(); ++n) {
+      const Tensor& t = d.handles[tensors[n]];
+      Tensor::from_storage(d.host[n].storage, d.host[n].offset, t.shape(), t.strides(), t.dtype())
+          .copy_(t);
+    }
+    target = d.host;
+  }
+  for (size_t n = 0; n < tensors.size(); ++n) {
+    const size_t k = tensors[n];
+    const size_t end = k == 0 ? d.master_handles : k + 1;
+    for (size_t h = k; h < end; ++h) {
+      d.handles[h].impl()->storage = target[n].storage;
+      d.handles[h].impl()->offset = target[n].offset;
+    }
+  }
+  if (to_device) {
+    // The optimizer keeps the bf16 weights current, filled from the master now.
+    d.weight = f32_compute ? masters[i] : weight;
+    if (!f32_compute) optimizer.set_bf16_shadow(i, d.weight);
+  } else {
+    d.weight = Tensor();
+    if (!f32_compute) optimizer.set_bf16_shadow(i, device.upload_copy_of(i));
+    d.host.clear();
+  }
+  d.placed = to_device;
+}
+
 void StreamingExecutor::Impl::place_device_stages(bool to_device) {
   if (device_stages_placed == to_device) return;
-  const bool f32_compute = device.compute_dtype() == DType::F32;
   auto scope = device.compute_scope();
   NoGradGuard no_grad;  // the masters require grad; their copies are not part of a graph
   // Copies run on the compute stream: moving back, after the updates there.
   device.finish_compute();
-  for (size_t i = 0; i < params.size(); ++i) {
-    DeviceParam& d = device_params[i];
-    if (d.handles.empty()) continue;
-    // Each distinct tensor (the master's handles share one memory).
-    for (size_t k = 0; k < d.handles.size(); ++k) {
-      if (k > 0 && k < d.master_handles) continue;
-      const Tensor& t = d.handles[k];
-      const size_t at = k == 0 ? 0 : k - d.master_handles + 1;
-      if (to_device) {
-        if (d.host.size() <= at) d.host.resize(at + 1);
-        d.host[at] = {t.impl()->storage, t.offset()};
-        Tensor copy = device.empty(t.shape(), t.dtype());
-        copy.copy_(t);
-        const auto handles =
-            k == 0 ? std::vector<Tensor>(d.handles.begin(), d.handles.begin() + d.master_handles)
-                   : std::vector<Tensor>{t};
-        for (const Tensor& h : handles) {
-          h.impl()->storage = copy.storage();
-          h.impl()->offset = copy.offset();
-        }
-      } else {
-        Tensor host = Tensor::from_storage(d.host[at].storage, d.host[at].offset, t.shape(),
-                                           t.strides(), t.dtype());
-        host.copy_(t);
-        const auto handles =
-            k == 0 ? std::vector<Tensor>(d.handles.begin(), d.handles.begin() + d.master_handles)
-                   : std::vector<Tensor>{t};
-        for (const Tensor& h : handles) {
-          h.impl()->storage = d.host[at].storage;
-          h.impl()->offset = d.host[at].offset;
-        }
-      }
-    }
+  size_t i = 0;
+  try {
+    for (; i < params.size(); ++i)
+      if (param_on_device(i)) move_device_param(i, to_device);
+  } catch (const std::exception& e) {
+    // Half placed (device memory ran out): what moved goes back, so that
+    // every master and state is where it was before the step.
     if (to_device) {
-      if (f32_compute) {
-        d.weight = masters[i];
-      } else {
-        // The optimizer keeps it current, filled from the master now.
-        d.weight = device.empty(params[i].shape(), device.compute_dtype());
-        optimizer.set_bf16_shadow(i, d.weight);
+      try {
+        for (size_t j = 0; j < i; ++j)
+          if (param_on_device(j)) move_device_param(j, false);
+      } catch (...) {
+        // The first error is the one reported.
       }
-    } else {
-      d.weight = Tensor();
-      if (!f32_compute) optimizer.set_bf16_shadow(i, device.upload_copy_of(i));
-      d.host.clear();
     }
+    fail("streaming executor: moving the stages of stages_on_device ",
+         to_device ? "into device memory" : "back into host memory", " failed at '", names[i],
+         "': ", e.what(),
+         to_device ? " (set exec.stages_on_device: none to stream every stage)" : "");
   }
   device.finish_compute();
   device_stages_placed = to_device;

@@ -208,6 +208,7 @@ struct StreamingExecutor::Impl {
     std::vector<HostMemory> host;
     Tensor weight;  // what the stage computes with: the master, or the optimizer's bf16 shadow
     Tensor grad;    // this step's gradient, from the stage's backward to its update
+    bool placed = false;  // in device memory now
   };
   std::vector<DeviceParam> device_params;  // per parameter; no handles: it streams
   Slot device_slot;                        // the device stage in use's weights
@@ -216,6 +217,7 @@ struct StreamingExecutor::Impl {
   // Masters and states into device memory (a step's start) or back into
   // their host memory (sync(), the destructor).
   void place_device_stages(bool to_device);
+  void move_device_param(size_t i, bool to_device);  // place_device_stages' for one
   // copy_out() of a stage on the device: its gradients stay, their squared sum.
   void copy_out_on_device(int stage);
   // The step's updates of the stages on the device, on the compute stream.

@@ -307,6 +307,39 @@ TEST(Streaming, StagesOnTheDeviceAreInHostMemoryAfterEverySync) {
   }
 }
 
+// Device memory that runs out while the stages move in: the error says
+// which parameter and how to stream every stage, and every master and
+// state is back in host memory with its values, so nothing is lost.
+TEST(Streaming, StagesThatDoNotFitTheDeviceLeaveEverythingOnTheHost) {
+  models::CausalLM model = make_model("llama", 3);
+  auto opt = make_optimizer(model, OptimizerKind::AdamW);
+  const auto before = model.parameters();
+  std::vector<std::vector<float>> values;
+  for (const auto& [name, p] : before) values.push_back(p.to_vector<float>());
+  StreamingOptions so;
+  so.schedule = Schedule::all_gpu(3);
+  so.schedule.stages_on_device = {0, 1, 2, 3, 4};
+  StandInOptions tiny;
+  tiny.capacity_bytes = 40000;  // the embedding's master and states, not the rest
+  StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(tiny), so);
+  const auto batches = make_batches(1, 1, 2, 7, model.config().vocab_size, 5);
+  StepOptions o;
+  o.lr = 1e-3;
+  const std::string message = testing::error_of([&] { streaming.step(batches[0], o); });
+  EXPECT_NE(message.find("moving the stages of stages_on_device into device memory failed at"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("exec.stages_on_device: none"), std::string::npos) << message;
+  const auto after = model.parameters();
+  for (size_t i = 0; i < after.size(); ++i) {
+    ASSERT_TRUE(after[i].second.device().is_cpu()) << after[i].first;
+    EXPECT_EQ(after[i].second.to_vector<float>(), values[i]) << after[i].first;
+  }
+  for (const auto& [name, t] : opt->state()) {
+    EXPECT_TRUE(!t.storage() || t.device().is_cpu()) << name;
+  }
+}
+
 TEST(Streaming, StagesOnTheDeviceRefuseWhatTheyCannotRun) {
   models::CausalLM model = make_model("qwen2", 3);  // tied
   auto opt = make_optimizer(model, OptimizerKind::AdamW);
