@@ -175,6 +175,18 @@ void validate(const Schedule& s, int num_blocks, const std::string& source) {
   }
 }
 
+Schedule with_stages_on_device(Schedule s, int num_blocks, bool tied_embedding,
+                               const std::function<bool(const Schedule&)>& keep) {
+  for (int stage = 0; stage <= num_blocks + 1; ++stage) {
+    const bool embed_kept = !s.stages_on_device.empty() && s.stages_on_device.front() == 0;
+    if (stage == num_blocks + 1 && tied_embedding && !embed_kept) break;
+    Schedule with = s;
+    with.stages_on_device.push_back(stage);
+    if (keep(with)) s = std::move(with);
+  }
+  return s;
+}
+
 std::vector<bool> Schedule::on_device(int num_blocks) const {
   std::vector<bool> out(static_cast<size_t>(num_blocks) + 2, false);
   for (int stage : stages_on_device) out.at(static_cast<size_t>(stage)) = true;

@@ -7,6 +7,7 @@
 // boundary i (0 <= i <= L) is the hidden state entering block i (boundary
 // L enters the head). Boundary 0 is the embed stage's output.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -95,6 +96,13 @@ struct Schedule {
   // (MegaTrain's default policy with k = 4).
   static Schedule every_kth_gpu(int num_blocks, int k);
 };
+
+// `s` with stages added to its stages_on_device in the forward's order
+// (the embedding, the blocks, the head), each one `keep(with it)` accepts;
+// a tied head reads the embedding, so it is tried only with stage 0.
+// Note [Stages on the device] (the planner's and exec.mode auto's rule).
+Schedule with_stages_on_device(Schedule s, int num_blocks, bool tied_embedding,
+                               const std::function<bool(const Schedule&)>& keep);
 
 // Structural checks for a chain of `num_blocks` blocks: the boundary count,
 // batch sizes, read windows (only for host and disk boundaries, in

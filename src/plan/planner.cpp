@@ -260,21 +260,17 @@ void add_stages_on_device(const models::ModelConfig& config, const HardwareProfi
   CostModel m = choice.candidate.model;
   const PlanInstance instance = build_instance(m);
   const int64_t gpu_bytes = std::llround(hw.gpu_memory_gb * kBytesPerGB);
-  exec::Schedule s = p.schedule;
-  for (int stage = 0; stage <= L + 1; ++stage) {
-    const bool embed_kept = !s.stages_on_device.empty() && s.stages_on_device.front() == 0;
-    if (stage == L + 1 && config.tie_word_embeddings && !embed_kept) break;
-    exec::Schedule with = s;
-    with.stages_on_device.push_back(stage);
-    exec::MemoryBudget budget = exec::bytes_needed(config, p.sizes, with);
-    if (budget.bytes(exec::MemorySpace::Gpu) > gpu_bytes) continue;
-    m.stages_on_device = with.on_device(L);
-    const StepPrediction prediction = predict_step(m, instance, p.solution);
-    if (prediction.step_s >= p.prediction.step_s) continue;
-    s = std::move(with);
-    p.prediction = prediction;
-    p.budget = std::move(budget);
-  }
+  const exec::Schedule s = exec::with_stages_on_device(
+      p.schedule, L, config.tie_word_embeddings, [&](const exec::Schedule& with) {
+        exec::MemoryBudget budget = exec::bytes_needed(config, p.sizes, with);
+        if (budget.bytes(exec::MemorySpace::Gpu) > gpu_bytes) return false;
+        m.stages_on_device = with.on_device(L);
+        const StepPrediction prediction = predict_step(m, instance, p.solution);
+        if (prediction.step_s >= p.prediction.step_s) return false;
+        p.prediction = prediction;
+        p.budget = std::move(budget);
+        return true;
+      });
   p.schedule.stages_on_device = s.stages_on_device;
   p.schedule.predicted_step_s = p.prediction.step_s;
   for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})

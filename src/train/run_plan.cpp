@@ -35,14 +35,10 @@ void keep_stages_in_the_room(const TrainConfig& c, const ExecutorChoice& choice,
       std::find(on_disk.begin(), on_disk.end(), true) != on_disk.end())
     return;
   const int L = static_cast<int>(model.num_hidden_layers);
-  exec::Schedule s = p.schedule;
-  for (int stage = 0; stage <= L + 1; ++stage) {
-    const bool embed_kept = !s.stages_on_device.empty() && s.stages_on_device.front() == 0;
-    if (stage == L + 1 && model.tie_word_embeddings && !embed_kept) break;
-    exec::Schedule with = s;
-    with.stages_on_device.push_back(stage);
-    if (streaming_shortfall(c, choice, model, with, stand_in).empty()) s = std::move(with);
-  }
+  const exec::Schedule s = exec::with_stages_on_device(
+      p.schedule, L, model.tie_word_embeddings, [&](const exec::Schedule& with) {
+        return streaming_shortfall(c, choice, model, with, stand_in).empty();
+      });
   if (s.stages_on_device.empty()) return;
   p.schedule.stages_on_device = s.stages_on_device;
   p.reasons.push_back(fmt::format(
