@@ -155,7 +155,9 @@ StreamingExecutor::Impl::~Impl() {
     or_report("the weights' all-gather", [&] { gather_through(stages.size() - 1); });
   // The model outlives the executor: its weights (and the optimizer's
   // states) come back into host memory (Note [Stage states on disk]).
-  if (device_stages_placed && !update_failure)
+  // Even after a failed update: the model must not keep memory of a device
+  // that may go before it.
+  if (device_stages_placed)
     or_report("copying the stages on the device back", [&] { place_device_stages(false); });
   if (states_on_disk && !update_failure && options.read_states_back_at_end) {
     release_grad_slabs();
@@ -556,6 +558,7 @@ void StreamingExecutor::Impl::settle_after_error() {
   dy.clear();
   boundaries.clear();
   invalidate_slots();
+  drop_device_gradients();
   for (const auto& p : params) p.set_grad(Tensor());
   chunks.clear();
   stats = nullptr;

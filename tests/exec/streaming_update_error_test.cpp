@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
@@ -102,6 +103,34 @@ TEST(StreamingUpdateError, SyncReportsAFailureOfTheLastStep) {
   EXPECT_NE(message.find("the optimizer update of stage 'head' failed: injected failure"),
             std::string::npos)
       << message;
+}
+
+// Note [Stages on the device]: the update of a stage kept on the device
+// runs on the compute thread, so the failing step itself throws, naming the
+// stage; later steps refuse; and teardown puts the masters back in host
+// memory (the device, owned by the executor, goes with it; a master left
+// on it would be freed memory, which ASan reports when the model goes).
+TEST(StreamingUpdateError, AStageOnTheDeviceFailsTheStepAndComesBackToTheHost) {
+  models::CausalLM model = llama();
+  FailingOptimizer optimizer(model.parameters(), 1, first_parameter_of(model, 1));
+  StreamingOptions options;
+  options.schedule = Schedule::all_gpu(static_cast<int>(model.config().num_hidden_layers));
+  options.schedule.stages_on_device = {0, 1};
+  {
+    StreamingExecutor streaming(model, optimizer, std::make_unique<StandInDevice>(), options);
+    streaming.step(batch(model, 1), step_options());
+    const std::string message =
+        testing::error_of([&] { streaming.step(batch(model, 2), step_options()); });
+    EXPECT_NE(message.find("the optimizer update of stage 'block.0' on the device failed: "
+                           "injected failure"),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(testing::error_of([&] { streaming.step(batch(model, 3), step_options()); }), message);
+  }
+  for (const auto& [name, p] : model.parameters()) {
+    ASSERT_TRUE(p.device().is_cpu()) << name;
+    EXPECT_TRUE(std::isfinite(p.to_vector<float>().front())) << name;
+  }
 }
 
 // The embedding's update fails and every later stage's update is slow, so
