@@ -150,24 +150,19 @@ void StreamingExecutor::Impl::place_device_stages(bool to_device) {
          "': ", e.what(),
          to_device ? " (set exec.stages_on_device: none to stream every stage)" : "");
   }
-  device.finish_compute();
-  device_stages_placed = to_device;
+  device_stages_placed = to_device;  // the copies were synchronous
 }
 
 void StreamingExecutor::Impl::copy_out_on_device(int stage) {
   const StageInfo& info = stages[stage];
-  nn::NamedParameters views;
+  nn::NamedParameters own;
   for (size_t i = info.first; i < info.last; ++i) {
-    Tensor g = params[i].grad();
-    has_grad[i] = g.defined();
-    params[i].set_grad(Tensor());
-    device_params[i].grad = g;
-    if (!g.defined()) continue;
-    norm_views[i].set_grad(g);
-    views.emplace_back(names[i], norm_views[i]);
+    device_params[i].grad = params[i].grad();
+    has_grad[i] = device_params[i].grad.defined();
+    own.emplace_back(names[i], params[i]);
   }
-  stage_squares[stage] = optim::grad_squared_sum(views);  // one reduction, one wait
-  for (auto& [name, v] : views) v.set_grad(Tensor());
+  stage_squares[stage] = optim::grad_squared_sum(own);  // one reduction, one wait
+  for (size_t i = info.first; i < info.last; ++i) params[i].set_grad(Tensor());
 }
 
 void StreamingExecutor::Impl::update_device_stages(double lr, double grad_scale) {

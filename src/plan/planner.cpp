@@ -255,26 +255,27 @@ Plan plan_of(const models::ModelConfig& config, const HardwareProfile& hw, Batch
 // still fits and the predicted step gets shorter. A tied head reads the
 // embedding, so it is kept only with the embed stage.
 void add_stages_on_device(const models::ModelConfig& config, const HardwareProfile& hw,
-                          const BatchChoice& choice, Plan& p) {
+                          BatchChoice& choice) {
   const int L = static_cast<int>(config.num_hidden_layers);
+  // The solved schedule with the read windows that fit (plan_of's).
+  const Plan solved = plan_of(config, hw, choice);
   CostModel m = choice.candidate.model;
   const PlanInstance instance = build_instance(m);
   const int64_t gpu_bytes = std::llround(hw.gpu_memory_gb * kBytesPerGB);
-  const exec::Schedule s = exec::with_stages_on_device(
-      p.schedule, L, config.tie_word_embeddings, [&](const exec::Schedule& with) {
-        exec::MemoryBudget budget = exec::bytes_needed(config, p.sizes, with);
-        if (budget.bytes(exec::MemorySpace::Gpu) > gpu_bytes) return false;
-        m.stages_on_device = with.on_device(L);
-        const StepPrediction prediction = predict_step(m, instance, p.solution);
-        if (prediction.step_s >= p.prediction.step_s) return false;
-        p.prediction = prediction;
-        p.budget = std::move(budget);
-        return true;
-      });
-  p.schedule.stages_on_device = s.stages_on_device;
-  p.schedule.predicted_step_s = p.prediction.step_s;
-  for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})
-    p.schedule.predicted_peak_bytes[exec::memory_space_name(space)] = p.budget.bytes(space);
+  choice.stages_on_device =
+      exec::with_stages_on_device(
+          solved.schedule, L, config.tie_word_embeddings,
+          [&](const exec::Schedule& with) {
+            if (exec::bytes_needed(config, solved.sizes, with).bytes(exec::MemorySpace::Gpu) >
+                gpu_bytes)
+              return false;
+            m.stages_on_device = with.on_device(L);
+            const StepPrediction prediction = predict_step(m, instance, solved.solution);
+            if (prediction.step_s >= choice.prediction.step_s) return false;
+            choice.prediction = prediction;
+            return true;
+          })
+          .stages_on_device;
 }
 
 }  // namespace
@@ -363,12 +364,7 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
       // Chunkings (and batches) are compared with their stages on the
       // device: a larger chunk's faster forward leaves less time to hide
       // the CPU's updates behind, which the stages on the device take off it.
-      if (device_stages_allowed) {
-        Plan with = plan_of(config, hw, choice);
-        add_stages_on_device(config, hw, choice, with);
-        choice.prediction = with.prediction;
-        choice.stages_on_device = with.schedule.stages_on_device;
-      }
+      if (device_stages_allowed) add_stages_on_device(config, hw, choice);
       const double tokens_per_s = choice.prediction.tokens_per_s;
       const double margin = preferred_measured && measured_chunk(hw, c) ? 0.0 : kChunkMargin;
       if (batch_choice && (tokens_per_s <= preferred_tokens_per_s * (1 + margin) ||
