@@ -59,8 +59,8 @@ struct Avx2 {
         _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
-  // f32_to_bf16 on 8 lanes.
-  static void store_bf16(uint16_t* out, F x) {
+  // f32_to_bf16 on 8 lanes; `stream`: past the cache (out 16-byte aligned).
+  static void store_bf16(uint16_t* out, F x, bool stream) {
     const __m256i u = _mm256_castps_si256(x);
     const __m256i high = _mm256_srli_epi32(u, 16);
     const __m256i bias =
@@ -73,8 +73,13 @@ struct Avx2 {
     // Every lane is <= 0xffff, so the unsigned-saturating pack is exact.
     const __m128i packed =
         _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), packed);
+    if (stream)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out), packed);
+    else
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), packed);
   }
+  static constexpr size_t kBf16Bytes = 16;
+  static void fence() { _mm_sfence(); }
 
   // segment_rank on 8 lanes, the same f32 operations. The segment is counted
   // from the decade thresholds (the same number the binade tables give);

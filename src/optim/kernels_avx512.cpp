@@ -59,8 +59,8 @@ struct Avx512 {
         _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
-  // f32_to_bf16 on 16 lanes.
-  static void store_bf16(uint16_t* out, F x) {
+  // f32_to_bf16 on 16 lanes; `stream`: past the cache (out 32-byte aligned).
+  static void store_bf16(uint16_t* out, F x, bool stream) {
     const __m512i u = _mm512_castps_si512(x);
     const __m512i high = _mm512_srli_epi32(u, 16);
     const __m512i bias =
@@ -70,8 +70,14 @@ struct Avx512 {
     const __mmask16 is_nan = _mm512_cmpgt_epi32_mask(
         _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
     const __m512i bits = _mm512_mask_blend_epi32(is_nan, rounded, quiet_nan);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(bits));
+    const __m256i packed = _mm512_cvtepi32_epi16(bits);
+    if (stream)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out), packed);
+    else
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), packed);
   }
+  static constexpr size_t kBf16Bytes = 32;
+  static void fence() { _mm_sfence(); }
 
   // segment_rank's tables in registers: the 32 per-binade entries in two
   // registers each (two-source permutes), the 16 per-segment ones in one.

@@ -7,7 +7,10 @@
 //   V::F                            the register type
 //   load, store, set1, zero, add, sub, mul, div, sqrt, max, abs, hmax
 //   load_grad(const float*), load_grad(const BFloat16*)   widened to f32
-//   store_bf16(uint16_t*, F)        round to nearest even, NaN stays NaN
+//   store_bf16(uint16_t*, F, stream)  round to nearest even, NaN stays NaN;
+//                                   stream: a non-temporal store, to an
+//                                   address aligned to kBf16Bytes (the
+//                                   register's bf16 bytes); then fence()
 //   kLookupWidth, lookup_table(const Code8&), lookup(table, q, out):
 //                                   out[i] = code[q[i]] for i < kLookupWidth
 //                                   (kLookupWidth 0: scalar lookups only)
@@ -30,6 +33,19 @@
 #include "optim/adamw_kernel.h"
 
 namespace lt::optim::simd_body {
+
+// Note [The shadow is written past the cache]
+// The bf16 shadow is only written by the update (the copy engine reads it
+// later, long after it left the cache), yet a plain store reads each line
+// from memory before writing it. The update is bound by host memory
+// bandwidth (the 8-bit one moves ~18 bytes a parameter, 2 of them that
+// read), so the shadow is written with non-temporal stores where it is
+// aligned, and fenced before the kernel returns, so that whoever is told
+// the update is done (a thread, or a copy the upload thread starts) sees it.
+template <class V>
+inline bool streams_shadow(const uint16_t* shadow) {
+  return shadow != nullptr && reinterpret_cast<uintptr_t>(shadow) % V::kBf16Bytes == 0;
+}
 
 template <class V>
 struct Consts {
@@ -92,6 +108,7 @@ template <class V, typename Grad>
 void adamw_update(const AdamWScalars& s, float* param, const Grad* grad, float* exp_avg,
                   float* exp_avg_sq, uint16_t* shadow, int64_t n) {
   const Consts<V> c(s);
+  const bool stream = streams_shadow<V>(shadow);
   int64_t i = 0;
   for (; i + V::kWidth <= n; i += V::kWidth) {
     auto m = V::load(exp_avg + i);
@@ -100,11 +117,12 @@ void adamw_update(const AdamWScalars& s, float* param, const Grad* grad, float* 
     V::store(param + i, p);
     V::store(exp_avg + i, m);
     V::store(exp_avg_sq + i, v);
-    if (shadow != nullptr) V::store_bf16(shadow + i, p);
+    if (shadow != nullptr) V::store_bf16(shadow + i, p, stream);
   }
   for (; i < n; ++i)
     update_scalar<V>(s, param[i], grad[i], exp_avg[i], exp_avg_sq[i],
                      shadow != nullptr ? shadow + i : nullptr);
+  if (stream) V::fence();
 }
 
 // Quantizes x[0, n) with the scale `absmax` (the block's, > 0 or 0) as
@@ -160,6 +178,7 @@ void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* gra
   const auto sqrt_v_scale_v = V::set1(sqrt_v_scale);
   auto m_max = V::zero();
   auto sqrt_v_max = V::zero();
+  const bool stream = streams_shadow<V>(shadow);
   // One register of the update on element i, from the looked-up codes.
   auto step = [&](int64_t i, typename V::F m_looked_up, typename V::F sqrt_v_looked_up) {
     // dequantize_block: code[q] * scale
@@ -167,7 +186,7 @@ void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* gra
     auto rv = V::mul(sqrt_v_looked_up, sqrt_v_scale_v);
     const auto p = update_from_sqrt_v(c, V::load(param + i), V::load_grad(grad + i), mv, rv);
     V::store(param + i, p);
-    if (shadow != nullptr) V::store_bf16(shadow + i, p);
+    if (shadow != nullptr) V::store_bf16(shadow + i, p, stream);
     V::store(m + i, mv);
     V::store(sqrt_v + i, rv);
     m_max = V::max(V::abs(mv), m_max);
@@ -203,6 +222,7 @@ void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* gra
     m_absmax = std::max(m_absmax, std::abs(m[i]));
     sqrt_v_absmax = std::max(sqrt_v_absmax, std::abs(sqrt_v[i]));
   }
+  if (stream) V::fence();
   m_scale = quantize<V>(m_code, m, m_codes, n, m_absmax);
   sqrt_v_scale = quantize<V>(sqrt_v_code, sqrt_v, sqrt_v_codes, n, sqrt_v_absmax);
 }

@@ -298,6 +298,43 @@ TEST(OptimSimd, AdamW8bitBlockVectorPathsMatchScalarBitwiseAndBruteForce) {
   }
 }
 
+// Note [The shadow is written past the cache]: the vector kernels stream
+// the shadow where it is aligned to a register's bf16 bytes and store it
+// plainly where not. Both ways give the scalar path's shadow, every element
+// the brute-force bf16 of its parameter, at every offset from a 64-byte line.
+TEST(OptimSimd, TheShadowIsTheSameAlignedOrNot) {
+  SKIP_WITHOUT_VECTOR_ISA();
+  const AdamWScalars s = adamw_scalars(1e-3, 0.9, 0.999, 1e-8, 0.01, 0.5, 4);
+  const size_t n = 2048 - 3;
+  const Fp32Case c = fp32_case(n, 11);
+  const Fp32Result scalar = run_fp32(Isa::kScalar, s, c, c.g.data());
+  Block8 scalar8 = block_case(n, 5, false);
+  run_block(Isa::kScalar, s, scalar8, c.g.data());
+  std::vector<uint16_t> storage(n + 64);
+  const auto line = (reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63};
+  for (Isa isa : vector_isas()) {
+    for (size_t offset : {size_t{0}, size_t{1}, size_t{8}, size_t{16}}) {
+      const std::string what = std::string(isa_name(isa)) + " offset " + std::to_string(2 * offset);
+      uint16_t* shadow = reinterpret_cast<uint16_t*>(line) + offset;
+      Fp32Result r{c.p, c.m, c.v, {}};
+      adamw_update(isa, s, r.p.data(), c.g.data(), r.m.data(), r.v.data(), shadow,
+                   static_cast<int64_t>(n));
+      r.shadow.assign(shadow, shadow + n);
+      expect_same_bits(r.shadow, scalar.shadow, what + " fp32 shadow");
+      Block8 b = block_case(n, 5, false);
+      adamw8bit_update_block(isa, s, b.p.data(), c.g.data(), b.m_codes.data(), b.m_scale,
+                             b.v_codes.data(), b.v_scale, b.m_scratch.data(), b.v_scratch.data(),
+                             shadow, static_cast<int64_t>(n));
+      b.shadow.assign(shadow, shadow + n);
+      expect_same_bits(b.shadow, scalar8.shadow, what + " 8-bit shadow");
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(is_bf16_of(r.p[i], r.shadow[i])) << what << " " << i;
+        ASSERT_TRUE(is_bf16_of(b.p[i], b.shadow[i])) << what << " " << i;
+      }
+    }
+  }
+}
+
 // The vector quantizers on the values where their fast path must decline:
 // every midpoint between two codes (times the absmax) and its f32
 // neighbours, the code values themselves, the decade thresholds; NaN and
