@@ -176,18 +176,6 @@ int64_t device_room_bytes([[maybe_unused]] Device device, [[maybe_unused]] int64
   return std::numeric_limits<int64_t>::max();  // the CPU: sizes there are small (CI)
 }
 
-// Note [Cold inputs]
-// The executor's chunks each read their own boundary and gradient, which
-// come from device memory. A block timed on one x and one dy again and again
-// finds them in the GPU's L2 (50 MB on an H200: as large as a chunk of 8
-// sequences at hidden 2048 and seq 1024), so small chunks may time short:
-// on the H200 the 3B's blocks ran 2-3% slower in chunks of 8 than the
-// profile said and matched it in chunks of 32, and the planner kept chunks
-// of 8 where 32 computed 4-6% faster. So the runs take turns over copies of
-// the inputs that together hold at least kColdBytes.
-constexpr double kColdBytes = 512e6;
-constexpr int64_t kMaxColdCopies = 8;
-
 }  // namespace
 
 StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_len,
@@ -205,12 +193,6 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
   models::CausalLM model = models::CausalLM::random(one, gen);
   const DType dtype = device.is_cpu() ? DType::F32 : DType::BF16;
   if (!device.is_cpu()) model.to(device, dtype);
-  const auto cold_copies = [&](int64_t batch) {
-    const double bytes = static_cast<double>(batch * seq_len * config.hidden_size) * 2 *
-                         static_cast<double>(dtype_size(dtype));  // x and dy
-    return std::clamp<int64_t>(static_cast<int64_t>(std::ceil(kColdBytes / bytes)), 1,
-                               kMaxColdCopies);
-  };
   const models::Stage& embed = *model.stages().at(0);
   const models::Stage& block = *model.stages().at(1);
   const models::Stage& head = *model.stages().at(2);
@@ -258,8 +240,7 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
       // before it (which over-estimates past the head's bend).
       const int64_t tokens = batch * seq_len;
       const double inputs = static_cast<double>(tokens) *
-                            (2 * sizeof(int64_t) + static_cast<double>(cold_copies(batch)) * 2 *
-                                                       config.hidden_size * dtype_size(dtype));
+                            (2 * sizeof(int64_t) + 2 * config.hidden_size * dtype_size(dtype));
       double working = 0;
       for (size_t k = 0; k < std::size(kStageBytesFits); ++k)
         working = std::max(
@@ -284,18 +265,9 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
     const Tensor ids = cpu_ids.to(device);
     const models::StageContext ctx = model.context(
         seq_len, models::shift_targets(cpu_ids).to(device), static_cast<double>(batch * seq_len));
-    // Note [Cold inputs]: each run takes the next of the copies.
-    std::vector<Tensor> xs, dys;
-    for (int64_t k = 0; k < cold_copies(batch); ++k) {
-      xs.push_back(Tensor::randn({batch, seq_len, config.hidden_size}, gen).to(device, dtype));
-      dys.push_back(Tensor::randn({batch, seq_len, config.hidden_size}, gen, DType::F32, 1e-3)
-                        .to(device, dtype));
-    }
-    size_t turn = 0, last = 0;
-    const auto x = [&] {
-      last = turn++ % xs.size();
-      return xs[last];
-    };
+    const Tensor x = Tensor::randn({batch, seq_len, config.hidden_size}, gen).to(device, dtype);
+    const Tensor dy = Tensor::randn({batch, seq_len, config.hidden_size}, gen, DType::F32, 1e-3)
+                          .to(device, dtype);
     auto no_grad = [&](const models::Stage& st, const Tensor& in) {
       NoGradGuard guard;
       (void)st.forward(in, ctx);
@@ -310,17 +282,17 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
       if (out.numel() == 1)
         backward(out);
       else
-        backward(out, dys[last]);  // the dy of the last x()
+        backward(out, dy);
     };
     // In kStageTimeCurves' order (the fits below walk it).
     static_assert(std::size(kStageTimeCurves) == 5, "one timing per fit in kStageTimeCurves");
-    seconds.push_back(
-        {time([&] { no_grad(embed, ids); }), time([&] { with_grad(embed, ids, false); }),
-         time([&] { no_grad(block, x()); }), time([&] { with_grad(block, x(), true); }),
-         time([&] { with_grad(head, x(), true); })});
+    seconds.push_back({time([&] { no_grad(embed, ids); }),
+                       time([&] { with_grad(embed, ids, false); }),
+                       time([&] { no_grad(block, x); }), time([&] { with_grad(block, x, true); }),
+                       time([&] { with_grad(head, x, true); })});
     static_assert(std::size(kStageBytesFits) == 2, "one measurement per fit in kStageBytesFits");
-    bytes.push_back({working_set([&] { with_grad(block, x(), true); }),
-                     working_set([&] { with_grad(head, x(), true); })});
+    bytes.push_back({working_set([&] { with_grad(block, x, true); }),
+                     working_set([&] { with_grad(head, x, true); })});
     high_water = std::max(high_water, memory.stats().peak_bytes);
   }
   StageTimes t = StageTimes::for_model(config, seq_len);

@@ -30,10 +30,8 @@ namespace fs = std::filesystem;
 // efficiency and keep the planner at chunks of 8, so it is measured again
 // (under another name) rather than silently kept. 3: the backward use no
 // longer runs the block's last GEMM (StageContext::output_unread), so a
-// format-2 block_backward over-prices it by that GEMM. 4: the stage times
-// take turns over cold inputs (Note [Cold inputs], plan/profile.cpp), where
-// format 3 re-read inputs the GPU's L2 held and priced small chunks short.
-constexpr int kCacheFormat = 4;
+// format-2 block_backward over-prices it by that GEMM.
+constexpr int kCacheFormat = 3;
 
 uint64_t fnv1a(const std::string& text) {
   uint64_t h = 1469598103934665603ULL;
