@@ -26,6 +26,9 @@ ldd "$build/lazytrain" "$build/test_gpu" | awk '$3 ~ /^\/(usr\/)?lib/ {print $3}
       libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*) ;;
       # The device's own driver and CUDA libraries must be the ones loaded.
       libcuda.so*|libnvidia*|libcudart*|libcublas*|libcudnn*|libnccl*) ;;
+      # The device has OpenBLAS (../shared/DEVICE.md); packed, it alone took
+      # the carry past 64 MiB.
+      libopenblas*|liblapack*|libblas*|libgfortran*) ;;
       *) cp -L "$lib" "$carry/stage/lib/" ;;
     esac
   done
