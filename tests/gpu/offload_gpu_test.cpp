@@ -16,6 +16,7 @@
 #include "exec/cuda/streaming_device_cuda.h"
 #include "exec/offload.h"
 #include "exec/resident.h"
+#include "gpu_test_support.h"
 #include "io/hf_model.h"
 #include "ops/columns.h"
 #include "optim/adamw.h"
@@ -58,6 +59,7 @@ void compare(const TrainRun& got, const TrainRun& resident, const std::string& l
 }
 
 TEST(OffloadGpu, SynchronousAndAllColumnZenFlowFollowResident) {
+  LT_REQUIRE_GPU();
   for (const char* family : {"llama", "qwen2"}) {
     SCOPED_TRACE(family);
     const auto model = io::load_hf_model(fixture(family));
@@ -75,6 +77,7 @@ TEST(OffloadGpu, SynchronousAndAllColumnZenFlowFollowResident) {
 }
 
 TEST(OffloadGpu, PartialZenFlowTrains) {
+  LT_REQUIRE_GPU();
   const auto batches =
       make_batches(6, 16, io::load_hf_model(fixture("llama")).config().vocab_size, 21, 3);
   OffloadOptions zen;
@@ -88,6 +91,7 @@ TEST(OffloadGpu, PartialZenFlowTrains) {
 }
 
 TEST(ColumnsGpu, KernelsEqualTheCpuBackend) {
+  LT_REQUIRE_GPU();
   Generator gen(5);
   for (DType dtype : {DType::F32, DType::BF16}) {
     const Tensor host = Tensor::randn({300, 77}, gen, DType::F32).to(dtype);
