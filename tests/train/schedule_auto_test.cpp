@@ -204,6 +204,16 @@ TEST(ScheduleAuto, TheDefaultScheduleGivesWayToThePlannerWhenItDoesNotFit) {
   EXPECT_NE(kept.find("set exec.schedule: auto to let the planner"), std::string::npos) << kept;
 }
 
+// The device bytes of the default schedule (all_gpu) in chunks of 2 with
+// the embed stage and block 0 kept on the device.
+int64_t embed_and_block0_room(const DeeperRun& d) {
+  exec::Schedule kept = exec::Schedule::all_gpu(static_cast<int>(d.config.num_hidden_layers));
+  kept.chunk_sequences = 2;
+  kept.stages_on_device = {0, 1};
+  return exec::bytes_needed(d.config, streaming_sizes(d.sized, true), kept)
+      .bytes(exec::MemorySpace::Gpu);
+}
+
 // Note [Stages on the device]: the default schedule (all_gpu) leaves room
 // here for the embed stage and block 0 whole on the device (exec.mode
 // auto: the memory it compares with), and exec.stages_on_device auto keeps
@@ -212,11 +222,7 @@ TEST(ScheduleAuto, TheDefaultScheduleGivesWayToThePlannerWhenItDoesNotFit) {
 TEST(ScheduleAuto, TheDefaultScheduleKeepsStagesOnTheDeviceInTheRoomItLeaves) {
   const DeeperRun d("sched_room");
   const auto with = &DeeperRun::with;
-  exec::Schedule kept = exec::Schedule::all_gpu(static_cast<int>(d.config.num_hidden_layers));
-  kept.chunk_sequences = 2;
-  kept.stages_on_device = {0, 1};
-  const int64_t capacity = exec::bytes_needed(d.config, streaming_sizes(d.sized, true), kept)
-                               .bytes(exec::MemorySpace::Gpu);
+  const int64_t capacity = embed_and_block0_room(d);
   const std::string gb = fmt::format("exec.device_memory_gb={:.17g}", capacity / 1e9);
   const auto config_of = [&](const std::string& out, const std::string& choice) {
     return fixture_config(d.model, d.tmp / "data.jsonl", d.tmp / out,
@@ -243,11 +249,7 @@ TEST(ScheduleAuto, TheDefaultScheduleKeepsStagesOnTheDeviceInTheRoomItLeaves) {
 TEST(ScheduleAuto, StreamingSetByTheUserKeepsStagesOnTheDeviceInTheRoomItHas) {
   const DeeperRun d("sched_room_set");
   const auto with = &DeeperRun::with;
-  exec::Schedule kept = exec::Schedule::all_gpu(static_cast<int>(d.config.num_hidden_layers));
-  kept.chunk_sequences = 2;
-  kept.stages_on_device = {0, 1};
-  const int64_t capacity = exec::bytes_needed(d.config, streaming_sizes(d.sized, true), kept)
-                               .bytes(exec::MemorySpace::Gpu);
+  const int64_t capacity = embed_and_block0_room(d);
   const std::string gb = fmt::format("exec.device_memory_gb={:.17g}", capacity / 1e9);
   const auto resolved = [&](std::vector<std::string> overrides) {
     return resolve_run(fixture_config(d.model, d.tmp / "data.jsonl", d.tmp / "resolved",
