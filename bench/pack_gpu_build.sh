@@ -19,7 +19,7 @@ cmake --build "$build" --target lazytrain test_gpu
 rm -rf "$carry" && mkdir -p "$carry"/stage/lib
 tar -C "$build" -cf - lazytrain test_gpu | xz -T0 -3 > "$carry"/bins.tar.xz
 # Everything ldd resolves under /lib or /usr/lib except the C runtime, which
-# the device has: yaml-cpp, fmt, spdlog, OpenBLAS, CBC, liburing, libstdc++.
+# the device has: yaml-cpp, fmt, spdlog, CBC, liburing, libstdc++ (not OpenBLAS: below).
 ldd "$build/lazytrain" "$build/test_gpu" | awk '$3 ~ /^\/(usr\/)?lib/ {print $3}' | sort -u |
   while read -r lib; do
     case $(basename "$lib") in

@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "core/error.h"
 #include "plan/profile.h"
@@ -22,28 +21,10 @@ namespace lt::train {
 
 namespace {
 
-// The memory the stages kept on the device may fill: what exec.mode auto
-// compared the executors with, or, where the user set the executor (which
-// compares nothing), exec.device_memory_gb, else the GPU's free memory; none
-// on the CPU without exec.device_memory_gb.
-ExecutorChoice room_for_stages(const TrainConfig& c, const ExecutorChoice& choice, Device device) {
-  if (choice.available_bytes >= 0) return choice;
-  ExecutorChoice room = choice;
-  if (c.exec.device_memory_gb > 0) {
-    room.available_bytes = std::llround(c.exec.device_memory_gb * 1e9);
-    room.available_from = fmt::format("exec.device_memory_gb ({})", c.exec.device_memory_gb);
-  } else if (device.is_cuda() && cuda_device_visible()) {
-    room.available_bytes = cuda_free_bytes(device.index);
-    room.available_from = fmt::format("{} (free memory)", device.str());
-    room.gpu_free_memory = true;
-  }
-  return room;
-}
-
 // Note [Stages on the device]: a schedule the run names by rule (all_gpu,
 // every_k) leaves GPU memory that a planned one would fill with whole
 // stages; exec.stages_on_device auto fills it the same way, the embedding
-// first, while the schedule still fits `choice`'s memory (room_for_stages).
+// first, while the schedule still fits the memory the run compared it with.
 // No prediction weighs them here (a named schedule has none): each takes
 // work off the CPU and copies off the links, at the cost of room left over.
 void keep_stages_in_the_room(const TrainConfig& c, const ExecutorChoice& choice,
@@ -135,7 +116,7 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
   if (name != "auto" && c.exec.mode == "auto")  // the planner checked its own
     check_streaming_fits(c, choice, model, p.schedule, stand_in);
   if (name == "all_gpu" || name == "every_k")
-    keep_stages_in_the_room(c, room_for_stages(c, choice, p.device), model, stand_in, p);
+    keep_stages_in_the_room(c, choice, model, stand_in, p);
 }
 
 // exec.mode auto: the fastest by prediction among the executors that fit

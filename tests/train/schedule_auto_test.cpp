@@ -204,16 +204,6 @@ TEST(ScheduleAuto, TheDefaultScheduleGivesWayToThePlannerWhenItDoesNotFit) {
   EXPECT_NE(kept.find("set exec.schedule: auto to let the planner"), std::string::npos) << kept;
 }
 
-// The device bytes of the default schedule (all_gpu) in chunks of 2 with
-// the embed stage and block 0 kept on the device.
-int64_t embed_and_block0_room(const DeeperRun& d) {
-  exec::Schedule kept = exec::Schedule::all_gpu(static_cast<int>(d.config.num_hidden_layers));
-  kept.chunk_sequences = 2;
-  kept.stages_on_device = {0, 1};
-  return exec::bytes_needed(d.config, streaming_sizes(d.sized, true), kept)
-      .bytes(exec::MemorySpace::Gpu);
-}
-
 // Note [Stages on the device]: the default schedule (all_gpu) leaves room
 // here for the embed stage and block 0 whole on the device (exec.mode
 // auto: the memory it compares with), and exec.stages_on_device auto keeps
@@ -222,7 +212,11 @@ int64_t embed_and_block0_room(const DeeperRun& d) {
 TEST(ScheduleAuto, TheDefaultScheduleKeepsStagesOnTheDeviceInTheRoomItLeaves) {
   const DeeperRun d("sched_room");
   const auto with = &DeeperRun::with;
-  const int64_t capacity = embed_and_block0_room(d);
+  exec::Schedule kept = exec::Schedule::all_gpu(static_cast<int>(d.config.num_hidden_layers));
+  kept.chunk_sequences = 2;
+  kept.stages_on_device = {0, 1};
+  const int64_t capacity = exec::bytes_needed(d.config, streaming_sizes(d.sized, true), kept)
+                               .bytes(exec::MemorySpace::Gpu);
   const std::string gb = fmt::format("exec.device_memory_gb={:.17g}", capacity / 1e9);
   const auto config_of = [&](const std::string& out, const std::string& choice) {
     return fixture_config(d.model, d.tmp / "data.jsonl", d.tmp / out,
@@ -240,34 +234,6 @@ TEST(ScheduleAuto, TheDefaultScheduleKeepsStagesOnTheDeviceInTheRoomItLeaves) {
     EXPECT_EQ(line.at("executor"), "streaming");
     EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), capacity) << line.dump();
   }
-}
-
-// With exec.mode streaming set, nothing compares the executors, and the
-// room is exec.device_memory_gb's: the same stages are kept as under
-// exec.mode auto, and the run trains to resident's losses and weights. On
-// the CPU without exec.device_memory_gb there is no room to fill.
-TEST(ScheduleAuto, StreamingSetByTheUserKeepsStagesOnTheDeviceInTheRoomItHas) {
-  const DeeperRun d("sched_room_set");
-  const auto with = &DeeperRun::with;
-  const int64_t capacity = embed_and_block0_room(d);
-  const std::string gb = fmt::format("exec.device_memory_gb={:.17g}", capacity / 1e9);
-  const auto resolved = [&](std::vector<std::string> overrides) {
-    return resolve_run(fixture_config(d.model, d.tmp / "data.jsonl", d.tmp / "resolved",
-                                      with_common(with(std::move(overrides)))),
-                       d.config);
-  };
-  const RunPlan set = resolved({"exec.mode=streaming", gb});
-  EXPECT_EQ(set.schedule.stages_on_device, (std::vector<int>{0, 1}));
-  EXPECT_TRUE(std::any_of(set.reasons.begin(), set.reasons.end(), [](const std::string& r) {
-    return r.find("in the room exec.schedule (all_gpu) leaves in exec.device_memory_gb") !=
-           std::string::npos;
-  }));
-  EXPECT_TRUE(resolved({"exec.mode=streaming"}).schedule.stages_on_device.empty());
-  const Outcome got =
-      run(d.tmp / "data.jsonl", d.tmp / "set", with({"exec.mode=streaming", gb}), d.model);
-  expect_same(d.ref, got);
-  for (const auto& line : got.metrics)
-    EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), capacity) << line.dump();
 }
 
 TEST(ScheduleAuto, NothingFeasibleStopsBeforeTrainingWithTheShortSpace) {
