@@ -78,8 +78,6 @@ struct Avx2 {
     else
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out), packed);
   }
-  static constexpr size_t kBf16Bytes = 16;
-  static void fence() { _mm_sfence(); }
 
   // segment_rank on 8 lanes, the same f32 operations. The segment is counted
   // from the decade thresholds (the same number the binade tables give);

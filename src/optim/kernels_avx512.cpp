@@ -76,8 +76,6 @@ struct Avx512 {
     else
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), packed);
   }
-  static constexpr size_t kBf16Bytes = 32;
-  static void fence() { _mm_sfence(); }
 
   // segment_rank's tables in registers: the 32 per-binade entries in two
   // registers each (two-source permutes), the 16 per-segment ones in one.

@@ -9,8 +9,8 @@
 //   load_grad(const float*), load_grad(const BFloat16*)   widened to f32
 //   store_bf16(uint16_t*, F, stream)  round to nearest even, NaN stays NaN;
 //                                   stream: a non-temporal store, to an
-//                                   address aligned to kBf16Bytes (the
-//                                   register's bf16 bytes); then fence()
+//                                   address aligned to the register's bf16
+//                                   bytes (2 * kWidth); then _mm_sfence()
 //   kLookupWidth, lookup_table(const Code8&), lookup(table, q, out):
 //                                   out[i] = code[q[i]] for i < kLookupWidth
 //                                   (kLookupWidth 0: scalar lookups only)
@@ -29,6 +29,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include <immintrin.h>
+
 #include "optim/adamw8bit_kernel.h"
 #include "optim/adamw_kernel.h"
 
@@ -44,7 +46,8 @@ namespace lt::optim::simd_body {
 // the update is done (a thread, or a copy the upload thread starts) sees it.
 template <class V>
 inline bool streams_shadow(const uint16_t* shadow) {
-  return shadow != nullptr && reinterpret_cast<uintptr_t>(shadow) % V::kBf16Bytes == 0;
+  constexpr uintptr_t kBf16Bytes = V::kWidth * sizeof(uint16_t);
+  return shadow != nullptr && reinterpret_cast<uintptr_t>(shadow) % kBf16Bytes == 0;
 }
 
 template <class V>
@@ -122,7 +125,7 @@ void adamw_update(const AdamWScalars& s, float* param, const Grad* grad, float* 
   for (; i < n; ++i)
     update_scalar<V>(s, param[i], grad[i], exp_avg[i], exp_avg_sq[i],
                      shadow != nullptr ? shadow + i : nullptr);
-  if (stream) V::fence();
+  if (stream) _mm_sfence();
 }
 
 // Quantizes x[0, n) with the scale `absmax` (the block's, > 0 or 0) as
@@ -222,7 +225,7 @@ void adamw8bit_update_block(const AdamWScalars& s, float* param, const Grad* gra
     m_absmax = std::max(m_absmax, std::abs(m[i]));
     sqrt_v_absmax = std::max(sqrt_v_absmax, std::abs(sqrt_v[i]));
   }
-  if (stream) V::fence();
+  if (stream) _mm_sfence();
   m_scale = quantize<V>(m_code, m, m_codes, n, m_absmax);
   sqrt_v_scale = quantize<V>(sqrt_v_code, sqrt_v, sqrt_v_codes, n, sqrt_v_absmax);
 }
