@@ -10,6 +10,7 @@
 #   zenflow    topk 0.1, update_interval 4, overlap, batch 8 in micro-batches of 2
 #   streaming  exec.mode auto at exec.device_memory_gb 24, batch 64 (the planner)
 #   streaming32  the same in chunks of 32 (exec.micro_batch 32)
+#   streaming8   the same in chunks of 8 (exec.micro_batch 8)
 #   streamnone   the same with exec.stages_on_device none (every stage streams)
 #   zenflow15, resident15  the Qwen2.5-1.5B shape (DeepSpeed ZenFlow's peer size)
 #   auto7b     the Qwen2.5-7B shape, adamw8bit, exec.mode auto on the whole GPU, batch 8
@@ -77,6 +78,9 @@ config streaming 64 1 "  mode: auto
 config streaming32 64 1 "  mode: auto
   device_memory_gb: 24
   micro_batch: 32"
+config streaming8 64 1 "  mode: auto
+  device_memory_gb: 24
+  micro_batch: 8"
 config streamnone 64 1 "  mode: auto
   device_memory_gb: 24
   stages_on_device: none"

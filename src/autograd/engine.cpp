@@ -1,8 +1,10 @@
 #include "autograd/engine.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <optional>
 #include <queue>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -40,10 +42,28 @@ namespace autograd {
 namespace {
 // The seed of ones made by the backward() running on this thread, if any.
 thread_local const TensorImpl* unit_seed = nullptr;
+// The running node's grad_sum_target()s, one per input (Note [Weight
+// gradients summed by the GEMM]); null outside a node's backward.
+thread_local const std::vector<Tensor>* sum_targets = nullptr;
+thread_local uint64_t sums_in_place = 0;
+
+bool weight_grad_sum_in_gemm() {
+  const char* v = std::getenv("LT_WEIGHT_GRAD_SUM");
+  return v == nullptr || std::string_view(v) != "add";
+}
 }  // namespace
 
 bool is_unit_seed(const Tensor& grad) {
   return grad.defined() && unit_seed != nullptr && grad.impl() == unit_seed;
+}
+
+uint64_t grad_sums_in_place() {
+  return sums_in_place;
+}
+
+Tensor grad_sum_target(size_t input) {
+  if (sum_targets == nullptr || input >= sum_targets->size()) return Tensor();
+  return (*sum_targets)[input];
 }
 
 }  // namespace autograd
@@ -66,6 +86,37 @@ class UnitSeedScope {
  private:
   const TensorImpl* previous_;
 };
+
+// Offers a node's in-place sums for the length of its backward.
+class SumTargetsScope {
+ public:
+  explicit SumTargetsScope(const std::vector<Tensor>* targets) : previous_(autograd::sum_targets) {
+    autograd::sum_targets = targets;
+  }
+  ~SumTargetsScope() { autograd::sum_targets = previous_; }
+  SumTargetsScope(const SumTargetsScope&) = delete;
+  SumTargetsScope& operator=(const SumTargetsScope&) = delete;
+
+ private:
+  const std::vector<Tensor>* previous_;
+};
+
+// The leaf's .grad, when a node whose only path to the leaf is `edge` may
+// add its gradient into it in place (Note [Weight gradients summed by the
+// GEMM]): the same conditions as accumulate_grad's in-place sum, and no
+// other gradient of the leaf in this graph.
+Tensor in_place_sum_target(const autograd::Edge& edge,
+                           const std::unordered_set<const Node*>& sole_paths) {
+  if (!edge.node || sole_paths.count(edge.node.get()) == 0) return Tensor();
+  const TensorImpl& leaf = *edge.node->leaf;
+  if (!leaf.autograd) return Tensor();
+  const Tensor& current = leaf.autograd->grad;
+  if (!current.defined() || current.impl_ptr().use_count() != 1 ||
+      current.impl()->storage.use_count() != 1 || !current.is_contiguous() ||
+      current.shape() != leaf.shape)
+    return Tensor();
+  return current;
+}
 
 Tensor sum_gradients(const Tensor& a, const Tensor& b) {
   if (!a.defined()) return b;
@@ -159,6 +210,20 @@ void backward(const Tensor& root, const Tensor& grad_root) {
   std::unordered_map<Node*, std::vector<Tensor>> pending;  // gradients per output slot
   std::unordered_map<TensorImpl*, Tensor> leaf_sums;
   std::unordered_set<TensorImpl*> handed_to_leaves;
+  // The .grads a node added its gradient into (Note [Weight gradients
+  // summed by the GEMM]): the leaf's sum is then already done.
+  std::unordered_set<const TensorImpl*> summed_in_place;
+  const bool sum_in_gemm = autograd::weight_grad_sum_in_gemm();
+  // The leaf accumulators that one edge leads into, of leaves with no other
+  // accumulator: counted before any node runs (the counts above fall as
+  // gradients arrive).
+  std::unordered_set<const Node*> sole_paths;
+  if (sum_in_gemm) {
+    for (const auto& [n, edges] : dependencies) {
+      if (n->is_leaf_accumulator() && edges == 1 && accumulators_per_leaf[n->leaf.get()] == 1)
+        sole_paths.insert(n);
+    }
+  }
 
   pending[start.get()].resize(start->num_outputs);
   pending[start.get()][root.output_index()] = seed;
@@ -179,10 +244,12 @@ void backward(const Tensor& root, const Tensor& grad_root) {
         leaf_sums.erase(leaf);
         if (g.defined()) {
           check_gradient_matches(g, *leaf, "backward");
-          // One tensor may be the gradient of several leaves (a + b); later
-          // in-place edits of one .grad must not reach another.
-          if (!handed_to_leaves.insert(g.impl()).second) g = g.clone();
-          accumulate_grad(param, g);
+          if (summed_in_place.count(g.impl()) == 0) {
+            // One tensor may be the gradient of several leaves (a + b); later
+            // in-place edits of one .grad must not reach another.
+            if (!handed_to_leaves.insert(g.impl()).second) g = g.clone();
+            accumulate_grad(param, g);
+          }
           for (const auto& hook : param.grad_ready_hooks()) hook(param);
         }
       }
@@ -191,13 +258,33 @@ void backward(const Tensor& root, const Tensor& grad_root) {
     }
 
     LT_CHECK(node->backward, "backward() through a freed graph at ", node->name);
+    std::vector<Tensor> targets;
+    if (sum_in_gemm) {
+      for (size_t i = 0; i < node->next.size(); ++i) {
+        const autograd::Edge& e = node->next[i];
+        Tensor t = in_place_sum_target(e, sole_paths);
+        if (t.defined()) {
+          targets.resize(node->next.size());
+          targets[i] = std::move(t);
+        }
+      }
+    }
     std::vector<Tensor> input_grads;
     {
+      SumTargetsScope offered(targets.empty() ? nullptr : &targets);
       std::optional<ops::OpProfileScope> profile;
       if (ops::op_profile_enabled())
         profile.emplace(("backward " + node->name).c_str(), device_of(grads), true);
       input_grads = node->backward(grads);
     }
+    for (size_t i = 0; i < targets.size() && i < input_grads.size(); ++i) {
+      if (targets[i].defined() && input_grads[i].defined() &&
+          input_grads[i].impl() == targets[i].impl()) {
+        summed_in_place.insert(targets[i].impl());
+        ++autograd::sums_in_place;
+      }
+    }
+    targets.clear();
     LT_CHECK(input_grads.size() == node->next.size(), node->name, " returned ", input_grads.size(),
              " gradients for ", node->next.size(), " inputs");
     std::vector<autograd::Edge> edges = std::move(node->next);

@@ -1,3 +1,4 @@
+#include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/record.h"
 #include "autograd/trace.h"
@@ -33,18 +34,24 @@ namespace {
 
 // The gradients of linear(x, weight, bias) from its output's, keeping only
 // what the wanted ones read (x for the weight's, the weight for x's).
+// `weight_input` is the weight's place among the recorded inputs, through
+// which the engine may offer its .grad for the GEMM to add into (Note
+// [Weight gradients summed by the GEMM], autograd/engine.h).
 struct LinearBackward {
   Tensor saved_x, saved_weight;
   bool need_x, need_weight, need_bias;
-  LinearBackward(const Tensor& x, const Tensor& weight, const Tensor& bias)
+  size_t weight_input;
+  LinearBackward(const Tensor& x, const Tensor& weight, const Tensor& bias, size_t weight_input)
       : need_x(x.requires_grad()),
         need_weight(weight.requires_grad()),
-        need_bias(bias.defined() && bias.requires_grad()) {
+        need_bias(bias.defined() && bias.requires_grad()),
+        weight_input(weight_input) {
     if (need_weight) saved_x = x.detach();
     if (need_x) saved_weight = weight.detach();
   }
   ops::LinearGrads operator()(const Tensor& g) const {
-    return ops::linear_backward(g, saved_x, saved_weight, need_x, need_weight, need_bias);
+    return ops::linear_backward(g, saved_x, saved_weight, need_x, need_weight, need_bias,
+                                need_weight ? autograd::grad_sum_target(weight_input) : Tensor());
   }
 };
 
@@ -55,7 +62,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     return autograd::traced("linear", {x, weight, bias}, {},
                             [](const Inputs& in) { return linear(in[0], in[1], in[2]); });
   Tensor db = bias.defined() ? bias.detach() : Tensor();
-  const LinearBackward grads_of(x, weight, bias);
+  const LinearBackward grads_of(x, weight, bias, 1);
   return record("linear", {x, weight, bias}, ops::linear(x.detach(), weight.detach(), db),
                 [grads_of](const Tensor& g) {
                   ops::LinearGrads grads = grads_of(g);
@@ -75,7 +82,7 @@ Tensor residual_linear_unread(const Tensor& residual, const Tensor& x, const Ten
            "residual_linear_unread: residual ", residual.str(), " is not the shape and dtype of ",
            "linear(", x.str(), ", ", weight.str(), ")");
   const bool need_residual = residual.requires_grad();
-  const LinearBackward grads_of(x, weight, bias);
+  const LinearBackward grads_of(x, weight, bias, 2);
   Tensor unwritten = Tensor::empty(out_shape, x.dtype(), x.device());
   return record(
       "residual_linear_unread", {residual, x, weight, bias}, unwritten,

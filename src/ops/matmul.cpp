@@ -180,7 +180,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }
 
 LinearGrads linear_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
-                            bool need_x, bool need_weight, bool need_bias) {
+                            bool need_x, bool need_weight, bool need_bias,
+                            const Tensor& weight_sum) {
   const Device device = common_device({&grad_out, &x, &weight}, "linear_backward");
   check_device(device, "linear_backward");
   LT_CHECK(grad_out.dim() >= 1, "linear_backward: gradient ", grad_out.str(), " has no out dim");
@@ -202,7 +203,12 @@ LinearGrads linear_backward(const Tensor& grad_out, const Tensor& x, const Tenso
   }
   if (need_weight) {
     LT_CHECK(x.defined(), "linear_backward: the weight gradient needs x");
-    grads.weight = linear_weight_grad_sum(g, x, Tensor()).to(x.dtype());
+    const Shape shape{g.size(-1), x.size(-1)};
+    const bool into_sum = weight_sum.defined() && weight_sum.dtype() == ct &&
+                          weight_sum.dtype() == x.dtype() && weight_sum.shape() == shape &&
+                          weight_sum.is_contiguous() && weight_sum.device() == device;
+    grads.weight = into_sum ? linear_weight_grad_sum(g, x, weight_sum)
+                            : linear_weight_grad_sum(g, x, Tensor()).to(x.dtype());
   }
   if (need_bias && device.is_cuda()) {
     // The column sums of g as one more product, g^T @ ones: cuBLASLt reads

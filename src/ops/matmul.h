@@ -38,8 +38,14 @@ struct LinearGrads {
 // gradient only `x`, so the tensor a wanted gradient does not read may be
 // undefined. Gradients come back in the dtype of the tensor they belong to
 // (x's gradient in weight's dtype when x is not given; they share one).
+// `weight_sum`, when defined and of the shape and dtype the weight gradient
+// is computed in (the weight's own on a GPU), is a running sum the weight
+// gradient is added into by the GEMM (linear_weight_grad_sum); the result's
+// .weight is then that tensor (Note [Weight gradients summed by the GEMM],
+// autograd/engine.h).
 LinearGrads linear_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
-                            bool need_x, bool need_weight, bool need_bias);
+                            bool need_x, bool need_weight, bool need_bias,
+                            const Tensor& weight_sum = Tensor());
 
 // Linear's weight gradient (grad_out^T x, summed over rows) added into
 // `sum` by the GEMM itself (beta = 1: no temporary, no second pass), for a
