@@ -131,7 +131,7 @@ void StreamingExecutor::Impl::offload(int b) {
 // that disk placement saves stays saved when the disk lags.
 void StreamingExecutor::Impl::write_to_disk(int b) {
   Boundary& bd = boundaries[b];
-  stats->exposed_disk_s += wait_seconds(disk_write_before_last);
+  stats->exposed_disk_s += exposed_wait(disk_write_before_last);
   disk_write_before_last = disk_last_write;
   for (const auto& h : bd.host) {
     bd.disk_shapes.push_back(h.shape());
@@ -185,7 +185,7 @@ void StreamingExecutor::Impl::read_piece(int b, int piece) {
 // the download engine lags.
 Ticket StreamingExecutor::Impl::download(CopyList copies, std::function<void()> then,
                                          std::string label) {
-  stats->exposed_d2h_s += wait_seconds(download_before_last);
+  stats->exposed_d2h_s += exposed_wait(download_before_last);
   download_before_last = last_download;
   last_download = device.download(std::move(copies), std::move(then), std::move(label));
   return last_download;
@@ -224,7 +224,7 @@ void StreamingExecutor::Impl::place_rope() {
 // offloaded one back), before the stage's compute is timed.
 void StreamingExecutor::Impl::prepare_input(int stage) {
   if (batch_uploaded.valid()) {
-    stats->exposed_h2d_s += wait_seconds(batch_uploaded);
+    stats->exposed_h2d_s += exposed_wait(batch_uploaded);
     batch_uploaded = Ticket();
   }
   if (stage == 0) return;
@@ -235,11 +235,11 @@ void StreamingExecutor::Impl::prepare_input(int stage) {
     fetch(stage - 1);
   }
   if (bd.read_back.valid()) {  // the disk's share of the wait
-    stats->exposed_disk_s += wait_seconds(bd.read_back);
+    stats->exposed_disk_s += exposed_wait(bd.read_back);
     bd.read_back = Ticket();
   }
   if (bd.fetched.valid()) {
-    stats->exposed_h2d_s += wait_seconds(bd.fetched);
+    stats->exposed_h2d_s += exposed_wait(bd.fetched);
     bd.fetched = Ticket();
   }
 }
@@ -250,7 +250,7 @@ void StreamingExecutor::Impl::prepare_input(int stage) {
 void StreamingExecutor::Impl::release_device_copy(int b) {
   if (b < 0) return;
   Boundary& bd = boundaries[b];
-  if (bd.downloaded.valid()) stats->exposed_d2h_s += wait_seconds(bd.downloaded);
+  if (bd.downloaded.valid()) stats->exposed_d2h_s += exposed_wait(bd.downloaded);
   bd.downloaded = Ticket();
   bd.device.clear();
 }

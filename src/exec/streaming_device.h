@@ -8,6 +8,7 @@
 // tickets), and a bf16 weight copy.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +52,25 @@ class StreamingDevice {
   // its compute stream), so that the stage times in StepStats are the
   // device's and not the time to queue the work. A no-op on the stand-in.
   virtual void finish_compute() {}
+
+  // Note [One use queued ahead]: the streaming executor times each stage
+  // use as a compute span, and waits only for the span before the last.
+  using Clock = TraceRecorder::Clock;
+  // Gets a finished span's interval on the host clock: on a GPU, when the
+  // device ran it (from timing events), some time after end_compute_span.
+  using SpanDone = std::function<void(Clock::time_point begin, Clock::time_point end)>;
+  // Opens a span: the compute queued from now on is in it.
+  virtual void begin_compute_span() { span_begin_ = Clock::now(); }
+  // Closes the open span, then returns once the span before it has run and
+  // its `done` has been called. The stand-in computes as the work is
+  // queued: its span is the host's interval, `done` called at once.
+  virtual void end_compute_span(SpanDone done) { done(span_begin_, Clock::now()); }
+  // Returns once every span has run and its `done` has been called.
+  virtual void drain_compute() {}
+  // When the device ran out of compute queued in spans: the end of the
+  // last span on the host clock; nullopt while it still runs. A host wait
+  // counts as exposed only after that (the stand-in: always exposed).
+  virtual std::optional<Clock::time_point> compute_idle_since() { return Clock::time_point::min(); }
   // The host tensor, in compute_dtype(), that the device uploads for
   // master number `index` (in the order the device was given them) and
   // that the optimizer keeps current (the CUDA device's pinned bf16
@@ -66,6 +86,9 @@ class StreamingDevice {
 
  protected:
   TraceRecorder* trace_ = nullptr;
+
+ private:
+  Clock::time_point span_begin_{};
 };
 
 }  // namespace lt::exec

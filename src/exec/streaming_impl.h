@@ -191,6 +191,13 @@ struct StreamingExecutor::Impl {
   void run_head(int stage);
   void run_backward(int stage);
   void run_step();
+  // Note [One use queued ahead] (streaming.cpp): closes the use's compute
+  // span, whose time goes into `*stats.*counter` and the trace as use_name.
+  void end_use(double StepStats::*counter);
+  // Waits for `ticket`; returns the seconds of the wait that the GPU spent
+  // with no use queued.
+  double exposed_wait(const Ticket& ticket);
+  std::string use_name;  // the running use's, for the trace
 
   // ---- streaming_device_stages.cpp (Note [Stages on the device]) ----
   std::vector<bool> on_device;        // per stage: Schedule::stages_on_device

@@ -5,6 +5,7 @@
 #include "exec/cuda/streaming_device_cuda.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "core/cuda/caching_allocator.h"
@@ -184,6 +185,64 @@ Ticket CudaStreamingDevice::download(CopyList copies, std::function<void()> then
     copies.clear();  // the device memory is free once copied
     if (then) then();
   });
+}
+
+void CudaStreamingDevice::set_reference() {
+  compute_.synchronize();
+  reference_.record(compute_);
+  reference_.synchronize();
+  reference_host_ = Clock::now();
+}
+
+StreamingDevice::Clock::time_point CudaStreamingDevice::on_host(const Event& e) const {
+  const double ms = static_cast<double>(reference_.elapsed_ms(e));
+  return reference_host_ +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms));
+}
+
+void CudaStreamingDevice::begin_compute_span() {
+  if (!reference_.recorded()) set_reference();
+  open_span_.begin = std::make_unique<Event>(true);
+  open_span_.begin->record(compute_);
+}
+
+void CudaStreamingDevice::end_compute_span(SpanDone done) {
+  LT_CHECK(open_span_.begin, "CUDA streaming device: a compute span ended that was not begun");
+  open_span_.end = std::make_unique<Event>(true);
+  open_span_.end->record(compute_);
+  open_span_.done = std::move(done);
+  queued_spans_.push_back(std::move(open_span_));
+  open_span_ = Span();
+  while (queued_spans_.size() > 1) finish_oldest_span();
+}
+
+void CudaStreamingDevice::finish_oldest_span() {
+  Span span = std::move(queued_spans_.front());
+  queued_spans_.erase(queued_spans_.begin());
+  span.end->synchronize();
+  const Clock::time_point begin = on_host(*span.begin), end = on_host(*span.end);
+  last_span_end_ = end;
+  span.done(begin, end);
+}
+
+void CudaStreamingDevice::drain_compute() {
+  try {
+    while (!queued_spans_.empty()) finish_oldest_span();
+  } catch (...) {
+    // No span outlives a failed step: their `done`s point into it.
+    queued_spans_.clear();
+    open_span_ = Span();
+    throw;
+  }
+  // A new reference while the stream is idle: the elapsed times stay short.
+  if (reference_.recorded()) set_reference();
+}
+
+std::optional<StreamingDevice::Clock::time_point> CudaStreamingDevice::compute_idle_since() {
+  if (queued_spans_.empty()) return last_span_end_ ? *last_span_end_ : Clock::time_point::min();
+  const Event& last = *queued_spans_.back().end;
+  if (!last.query()) return std::nullopt;
+  return on_host(last);
 }
 
 std::unique_ptr<StreamingDevice::Scope> CudaStreamingDevice::compute_scope() {

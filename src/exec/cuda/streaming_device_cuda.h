@@ -13,9 +13,10 @@
 // stream writes the bf16 slot (round to nearest even, as the CPU update
 // rounds its shadows: the same bits either way).
 //
-// Ordering (no device-wide synchronize anywhere; the compute stream alone
-// is waited for at the end of each stage, by finish_compute(), so that
-// StepStats times the GPU's work and not its queueing):
+// Ordering (no device-wide synchronize anywhere; the compute stream is
+// waited for a span behind the compute thread, Note [One use queued ahead]
+// in exec/streaming.cpp, and timed by events, so that StepStats times the
+// GPU's work and not its queueing):
 //  - upload(): at the call (on the compute thread) an event is recorded on
 //    the compute stream. The worker waits on the host for `after` (the
 //    stage's optimizer update, which writes the shadow), makes the upload
@@ -36,6 +37,7 @@
 //    (the memory is then free to reuse) and runs `then`.
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -84,6 +86,10 @@ class CudaStreamingDevice final : public StreamingDevice {
   std::unique_ptr<Scope> compute_scope() override;
   Allocator& host_memory() override { return pinned_; }
   void finish_compute() override { compute_.synchronize(); }
+  void begin_compute_span() override;
+  void end_compute_span(SpanDone done) override;
+  void drain_compute() override;
+  std::optional<Clock::time_point> compute_idle_since() override;
   Tensor upload_copy_of(size_t index) const override {
     return index < shadow_of_.size() ? shadow_of_[index] : Tensor();
   }
@@ -108,6 +114,21 @@ class CudaStreamingDevice final : public StreamingDevice {
   std::vector<Tensor> shadow_of_;  // per master: its bf16 copy, or undefined (f32 uploads)
   std::unordered_set<const void*> pinned_masters_;  // data of the masters uploaded as f32
   Tensor staging_;  // device f32, kUploadStagingBytes; only with f32 uploads
+  // Compute spans (Note [One use queued ahead]): timing events on the
+  // compute stream, placed on the host clock through `reference_`, recorded
+  // when the stream was idle at `reference_host_`.
+  struct Span {
+    std::unique_ptr<Event> begin, end;
+    SpanDone done;
+  };
+  Clock::time_point on_host(const Event& e) const;
+  void finish_oldest_span();
+  void set_reference();
+  Span open_span_;
+  std::vector<Span> queued_spans_;  // at most two, oldest first
+  Event reference_{true};
+  Clock::time_point reference_host_{};
+  std::optional<Clock::time_point> last_span_end_;  // of the last span finished
   // Last: the workers finish their queued copies while all above exist.
   WorkQueue h2d_{"h2d"};
   WorkQueue d2h_{"d2h"};
