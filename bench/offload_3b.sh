@@ -117,7 +117,10 @@ for run in $runs; do
     sleep 1
   done
   kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
-  grep -E "^(executor|schedule|device|plan:|weights|exec.mode auto|exec.schedule auto|  stages kept|  predicted step|  (resident|zenflow|offload|streaming) )" "$out/$run.log" | head -20
+  grep -E "^(executor|schedule|device|plan:|weights|hardware|exec.mode auto|exec.schedule auto|  stages kept|  predicted step|  (resident|zenflow|offload|streaming) )" "$out/$run.log" | head -20
+  # The profiles the planner priced with (the optimizer's rates among them).
+  mkdir -p "$out/hardware-cache"
+  cp "${XDG_CACHE_HOME:-$HOME/.cache}"/lazytrain/*.yaml "$out/hardware-cache/" 2>/dev/null
   python3 - "$out/$run/metrics.jsonl" "$run" "$(skip_of "$run")" <<'PY' | tee -a "$out/summary.txt"
 import json, statistics, sys
 path, run, skip = sys.argv[1], sys.argv[2], int(sys.argv[3])
