@@ -244,7 +244,9 @@ void backward(const Tensor& root, const Tensor& grad_root) {
         leaf_sums.erase(leaf);
         if (g.defined()) {
           check_gradient_matches(g, *leaf, "backward");
-          if (summed_in_place.count(g.impl()) == 0) {
+          // Erased as it is consumed: a later tensor at the same address is
+          // not one a node summed in place.
+          if (summed_in_place.erase(g.impl()) == 0) {
             // One tensor may be the gradient of several leaves (a + b); later
             // in-place edits of one .grad must not reach another.
             if (!handed_to_leaves.insert(g.impl()).second) g = g.clone();

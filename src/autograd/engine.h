@@ -36,7 +36,10 @@ bool is_unit_seed(const Tensor& grad);
 // that adds into it returns that very tensor as the input's gradient; the
 // engine then adds nothing and fires the leaf's hooks as usual. Undefined
 // when the node may not (also outside a node's backward, and with
-// LT_WEIGHT_GRAD_SUM=add, which keeps the separate pass).
+// LT_WEIGHT_GRAD_SUM=add, which keeps the separate pass). The sum lands in
+// .grad when the node runs, before the leaf's hooks: a backward() that
+// throws after it leaves that part in .grad, as a failed step leaves any
+// gradient it made (the executors clear the gradients of a failed step).
 Tensor grad_sum_target(size_t input);
 // How many gradients the nodes of this thread's backward() calls have added
 // into a .grad this way, since the thread began: for tests that must know

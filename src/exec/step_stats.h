@@ -20,7 +20,12 @@ struct StepStats {
   int64_t stages_updated_before_skip = 0;
   // Seconds, wall clock. `compute` is forward + backward; the exposed_*
   // fields are waits the executor could not hide behind compute (zero for
-  // the resident executor, which does everything in order).
+  // the resident executor, which does everything in order). The streaming
+  // executor on a GPU times compute by events on the device, and counts a
+  // wait only from when the device had run the work queued before it (Note
+  // [One use queued ahead], exec/streaming.cpp): so from 2026-12-04 on its
+  // waits are the device's idle time, where before they were the host's
+  // whole waits.
   double seconds = 0;
   double compute_s = 0;
   double recompute_s = 0;

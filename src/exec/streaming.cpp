@@ -394,8 +394,8 @@ void StreamingExecutor::Impl::run_backward(int stage) {
 // before the last, so one use stays queued on the GPU while it prepares the
 // next. A use's time comes from timing events around it on the compute
 // stream (also its span in the trace), and a wait for a copy or an update
-// counts as exposed only from when the GPU ran out of queued uses
-// (exposed_wait). Nothing else changes: copies already order themselves
+// counts as exposed only from when the GPU ran out of the work queued
+// before it (exposed_wait). Nothing else changes: copies already order themselves
 // after the compute queued before them (exec/cuda/streaming_device_cuda.h).
 void StreamingExecutor::Impl::end_use(double StepStats::*counter) {
   device.end_compute_span([st = stats, counter, trace = tracing(), name = use_name](
@@ -407,6 +407,7 @@ void StreamingExecutor::Impl::end_use(double StepStats::*counter) {
 
 double StreamingExecutor::Impl::exposed_wait(const Ticket& ticket) {
   if (!ticket.valid()) return 0;
+  device.mark_compute();  // what the GPU has queued as the wait starts
   const auto start = Clock::now();
   if (wait_seconds(ticket) == 0) return 0;
   const auto end = Clock::now();

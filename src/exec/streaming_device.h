@@ -49,8 +49,10 @@ class StreamingDevice {
   // pageable memory run several times slower.
   virtual Allocator& host_memory() { return cpu_allocator(); }
   // Returns once the compute queued so far has run (a GPU device waits for
-  // its compute stream), so that the stage times in StepStats are the
-  // device's and not the time to queue the work. A no-op on the stand-in.
+  // its compute stream). The offload executors call it at the end of each
+  // stage, so that their stage times are the device's and not the time to
+  // queue the work; the streaming executor times compute spans instead
+  // (below). A no-op on the stand-in.
   virtual void finish_compute() {}
 
   // Note [One use queued ahead]: the streaming executor times each stage
@@ -67,9 +69,11 @@ class StreamingDevice {
   virtual void end_compute_span(SpanDone done) { done(span_begin_, Clock::now()); }
   // Returns once every span has run and its `done` has been called.
   virtual void drain_compute() {}
-  // When the device ran out of compute queued in spans: the end of the
-  // last span on the host clock; nullopt while it still runs. A host wait
-  // counts as exposed only after that (the stand-in: always exposed).
+  // Marks the compute queued so far (spans or not); compute_idle_since()
+  // then says when it had all run: on the host clock, or nullopt while it
+  // still runs. A host wait counts as exposed only after that (the
+  // stand-in, which computes as work is queued: always exposed).
+  virtual void mark_compute() {}
   virtual std::optional<Clock::time_point> compute_idle_since() { return Clock::time_point::min(); }
   // The host tensor, in compute_dtype(), that the device uploads for
   // master number `index` (in the order the device was given them) and

@@ -172,7 +172,9 @@ void StreamingExecutor::Impl::update_device_stages(double lr, double grad_scale)
   for (size_t s = 0; s < stages.size(); ++s) {
     if (!on_device[s]) continue;
     const StageInfo& info = stages[s];
-    TraceSpan span(tracing(), "compute",
+    // Its own track: the "compute" track holds the GPU's intervals, and
+    // this is the host queueing the update (Note [One use queued ahead]).
+    TraceSpan span(tracing(), "device updates",
                    "update " + model.stages()[s]->name() + " (on the device)");
     try {
       for (size_t i = info.first; i < info.last; ++i)

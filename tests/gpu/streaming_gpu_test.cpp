@@ -29,6 +29,7 @@
 #include "bf16_reference.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/device_info.h"
+#include "core/cuda/stream_delay.h"
 #include "core/error.h"
 #include "core/random.h"
 #include "exec/cuda/streaming_device_cuda.h"
@@ -53,9 +54,12 @@ std::vector<std::vector<data::Batch>> make_batches(int steps, int64_t seq, int64
 }
 
 // Masters and AdamW on the host, weights streamed to the GPU in bf16.
+// `delay_ms` > 0: before each stage use the compute stream is kept busy
+// that long, so that the host runs a use ahead of the GPU (Note [One use
+// queued ahead]) while it queues the copies around it.
 TrainRun train_streaming(models::CausalLM model,
                          const std::vector<std::vector<data::Batch>>& batches,
-                         const Schedule& schedule) {
+                         const Schedule& schedule, double delay_ms = 0) {
   optim::AdamW adam(model.parameters(), adam_options(), {"norm"});
   CudaStreamingDevice device(model.parameters(), adam);
   TrainRun r;
@@ -63,6 +67,11 @@ TrainRun train_streaming(models::CausalLM model,
   {
     StreamingOptions options;
     options.schedule = schedule;
+    if (delay_ms > 0) {
+      options.observe_use = [&device, delay_ms](size_t, bool computed) {
+        if (!computed) cuda::enqueue_delay(device.compute_stream(), delay_ms);
+      };
+    }
     StreamingExecutor executor(model, adam, device, options);
     for (const auto& b : batches) r.stats.push_back(executor.step(b, step_options()));
     executor.sync();
@@ -127,6 +136,31 @@ TEST_P(StreamingGpuFixture, SchedulesMatchResidentBf16) {
     SCOPED_TRACE(name);
     compare(train_streaming(io::load_hf_model(fixture(family)), batches, schedule), resident,
             family + " " + name);
+  }
+}
+
+// The host a use ahead of a slow GPU: uploads into the weight slots,
+// gradient downloads, boundary offloads and read-backs, and the updates of
+// the stages on the device are all queued while the GPU still runs the use
+// before; each must still wait for the compute it follows.
+TEST(StreamingGpu, AGpuBehindTheHostMatchesResident) {
+  LT_REQUIRE_GPU();
+  const auto batches = make_batches(4, 16, 97);
+  const TrainRun resident = train_resident(io::load_hf_model(fixture("qwen2")), batches);
+  constexpr Placement G = Placement::Gpu, H = Placement::Host, R = Placement::Recompute;
+  Schedule chunked = placements({H, R, G});
+  chunked.chunk_sequences = 1;
+  Schedule embed_on_device = Schedule::all_gpu(2);
+  embed_on_device.stages_on_device = {0, 1};
+  const std::vector<std::pair<std::string, Schedule>> schedules = {
+      {"host offload mix, chunks of 1", chunked},
+      {"host + recompute", placements({G, H, R})},
+      {"embed and block 0 on the device", embed_on_device},
+  };
+  for (const auto& [name, schedule] : schedules) {
+    SCOPED_TRACE(name);
+    compare(train_streaming(io::load_hf_model(fixture("qwen2")), batches, schedule, 3.0), resident,
+            "qwen2 GPU behind, " + name);
   }
 }
 

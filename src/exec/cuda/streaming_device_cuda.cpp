@@ -189,9 +189,12 @@ Ticket CudaStreamingDevice::download(CopyList copies, std::function<void()> then
 
 void CudaStreamingDevice::set_reference() {
   compute_.synchronize();
+  // The stream is idle: the event completes as it is recorded. Its host
+  // time is taken as the middle of the record and the wait for it.
+  const Clock::time_point before = Clock::now();
   reference_.record(compute_);
   reference_.synchronize();
-  reference_host_ = Clock::now();
+  reference_host_ = before + (Clock::now() - before) / 2;
 }
 
 StreamingDevice::Clock::time_point CudaStreamingDevice::on_host(const Event& e) const {
@@ -220,9 +223,7 @@ void CudaStreamingDevice::finish_oldest_span() {
   Span span = std::move(queued_spans_.front());
   queued_spans_.erase(queued_spans_.begin());
   span.end->synchronize();
-  const Clock::time_point begin = on_host(*span.begin), end = on_host(*span.end);
-  last_span_end_ = end;
-  span.done(begin, end);
+  span.done(on_host(*span.begin), on_host(*span.end));
 }
 
 void CudaStreamingDevice::drain_compute() {
@@ -234,15 +235,20 @@ void CudaStreamingDevice::drain_compute() {
     open_span_ = Span();
     throw;
   }
+  open_span_ = Span();  // one a failed use began and never ended
   // A new reference while the stream is idle: the elapsed times stay short.
   if (reference_.recorded()) set_reference();
 }
 
+void CudaStreamingDevice::mark_compute() {
+  if (reference_.recorded()) mark_.record(compute_);
+}
+
 std::optional<StreamingDevice::Clock::time_point> CudaStreamingDevice::compute_idle_since() {
-  if (queued_spans_.empty()) return last_span_end_ ? *last_span_end_ : Clock::time_point::min();
-  const Event& last = *queued_spans_.back().end;
-  if (!last.query()) return std::nullopt;
-  return on_host(last);
+  // No reference yet: nothing was timed, so nothing is known to run.
+  if (!reference_.recorded() || !mark_.recorded()) return Clock::time_point::min();
+  if (!mark_.query()) return std::nullopt;
+  return on_host(mark_);
 }
 
 std::unique_ptr<StreamingDevice::Scope> CudaStreamingDevice::compute_scope() {

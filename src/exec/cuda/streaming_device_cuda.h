@@ -89,6 +89,7 @@ class CudaStreamingDevice final : public StreamingDevice {
   void begin_compute_span() override;
   void end_compute_span(SpanDone done) override;
   void drain_compute() override;
+  void mark_compute() override;
   std::optional<Clock::time_point> compute_idle_since() override;
   Tensor upload_copy_of(size_t index) const override {
     return index < shadow_of_.size() ? shadow_of_[index] : Tensor();
@@ -128,7 +129,7 @@ class CudaStreamingDevice final : public StreamingDevice {
   std::vector<Span> queued_spans_;  // at most two, oldest first
   Event reference_{true};
   Clock::time_point reference_host_{};
-  std::optional<Clock::time_point> last_span_end_;  // of the last span finished
+  Event mark_{true};  // mark_compute()'s
   // Last: the workers finish their queued copies while all above exist.
   WorkQueue h2d_{"h2d"};
   WorkQueue d2h_{"d2h"};
