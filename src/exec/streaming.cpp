@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <future>
 #include <numeric>
 
 #include "autograd/engine.h"
@@ -407,7 +408,9 @@ void StreamingExecutor::Impl::end_use(double StepStats::*counter) {
 
 double StreamingExecutor::Impl::exposed_wait(const Ticket& ticket) {
   if (!ticket.valid()) return 0;
-  device.mark_compute();  // what the GPU has queued as the wait starts
+  if (ticket.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+    return wait_seconds(ticket);  // 0, or the task's error rethrown
+  device.mark_compute();          // what the GPU has queued as the wait starts
   const auto start = Clock::now();
   if (wait_seconds(ticket) == 0) return 0;
   const auto end = Clock::now();
