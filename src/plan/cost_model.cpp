@@ -252,6 +252,7 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   // The optimizer updates stage k (forward order) while the next step's
   // forward runs stages before k, and stage k's forward waits for it.
   const double params_per_s = update_params_per_s(m, in, sol, forward_s);
+  p.cpu_update_params_per_s = params_per_s;
   const double block_params = static_cast<double>(exec::block_parameters(m.config));
   // Stages in forward order: the embedding (with a tied head, all of the
   // shared matrix: the embed stage owns it and is updated first), blocks,

@@ -82,7 +82,10 @@ struct StepPrediction {
   double exposed_weights_s = 0;      // weight and gradient streaming compute cannot hide
   double exposed_activations_s = 0;  // what offloading adds (the MILP's exposure)
   double optimizer_s = 0;            // CPU optimizer time the next forward cannot hide
-  double device_updates_s = 0;       // the GPU's updates of the stages kept on it
+  // The rate the CPU updates were priced at beside the forward's copies
+  // (parameters a second): what to compare with the run's update spans.
+  double cpu_update_params_per_s = 0;
+  double device_updates_s = 0;  // the GPU's updates of the stages kept on it
   // What states on disk (TrainSizes::states_on_disk) add to it: the next
   // forward waiting for their reads and write-backs (included in
   // optimizer_s), and the disk's time on them a step (hidden or not).

@@ -216,12 +216,13 @@ std::string describe_plan(const plan::Plan& p) {
   return fmt::format(
       "exec.schedule auto: batch {}, chunks of {} sequences; boundaries ({}): {}\n"
       "  stages kept and updated on the device: {}\n"
-      "  predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, optimizer {:.4f}); "
-      "predicted peaks: {}; solved in {:.2f} s\n"
+      "  predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, optimizer {:.4f}, the CPU "
+      "updating {:.2f} G params/s); predicted peaks: {}; solved in {:.2f} s\n"
       "  stage times: {}",
       s.batch_size, s.chunk_sequences, tally, placements, kept.empty() ? "none" : kept,
       p.prediction.step_s, p.prediction.compute_s, p.prediction.recompute_s,
-      p.prediction.optimizer_s, peaks, p.solve_s, p.stage_times_from);
+      p.prediction.optimizer_s, p.prediction.cpu_update_params_per_s / 1e9, peaks, p.solve_s,
+      p.stage_times_from);
 }
 
 }  // namespace lt::train

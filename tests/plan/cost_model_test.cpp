@@ -130,6 +130,8 @@ TEST(CostModel, ARateMeasuredBesideTheCopiesIsChargedByTheCopiesShare) {
   CostModel m = make_cost_model(testing::tiny_llama(), hw, {2, 8}, 0, 4);
   PlanInstance in = build_instance(m);
   EXPECT_NEAR(predict_step(m, in, all_kept(2)).optimizer_s, 43392 / 850.0, 1e-9);
+  // The rate it priced with, as the plan line prints it.
+  EXPECT_NEAR(predict_step(m, in, all_kept(2)).cpu_update_params_per_s, 850.0, 1e-9);
   // Copies at or past the profile's: the measured rate, whole.
   hw.bidir_gbps = copy_gbps / 2;
   m = make_cost_model(testing::tiny_llama(), hw, {2, 8}, 0, 4);
@@ -154,6 +156,7 @@ TEST(CostModel, ARateMeasuredBesideTheCopiesIsChargedByTheCopiesShare) {
   m = make_cost_model(testing::tiny_llama(), hw, {2, 8, exec::OptimizerStates::EightBit}, 0, 4);
   in = build_instance(m);
   EXPECT_NEAR(predict_step(m, in, all_kept(2)).optimizer_s, 43392 / 400.0, 1e-9);
+  EXPECT_NEAR(predict_step(m, in, all_kept(2)).cpu_update_params_per_s, 400.0, 1e-9);
 }
 
 TEST(CostModel, WindowsCarryTheirCapacityAndWeightPrefetch) {
