@@ -101,6 +101,14 @@ class SumTargetsScope {
   const std::vector<Tensor>* previous_;
 };
 
+// Whether a leaf's .grad may be written in place: nothing else holds it,
+// nor a view of its memory (an executor's copy in flight or a hook holding
+// it counts), and it is contiguous.
+bool grad_held_alone(const Tensor& current) {
+  return current.defined() && current.impl_ptr().use_count() == 1 &&
+         current.impl()->storage.use_count() == 1 && current.is_contiguous();
+}
+
 // The leaf's .grad, when a node whose only path to the leaf is `edge` may
 // add its gradient into it in place (Note [Weight gradients summed by the
 // GEMM]): the same conditions as accumulate_grad's in-place sum, and no
@@ -111,11 +119,7 @@ Tensor in_place_sum_target(const autograd::Edge& edge,
   const TensorImpl& leaf = *edge.node->leaf;
   if (!leaf.autograd) return Tensor();
   const Tensor& current = leaf.autograd->grad;
-  if (!current.defined() || current.impl_ptr().use_count() != 1 ||
-      current.impl()->storage.use_count() != 1 || !current.is_contiguous() ||
-      current.shape() != leaf.shape)
-    return Tensor();
-  return current;
+  return grad_held_alone(current) && current.shape() == leaf.shape ? current : Tensor();
 }
 
 Tensor sum_gradients(const Tensor& a, const Tensor& b) {
@@ -140,16 +144,14 @@ void check_gradient_matches(const Tensor& grad, const TensorImpl& leaf, const ch
            " for a tensor of shape ", shape_str(leaf.shape));
 }
 
-// .grad += g. In place when nothing else can see .grad's data (no other
-// handle to it, no view of its storage: an executor's copy in flight or a
-// hook holding it counts), so a later chunk's gradient needs no third
-// tensor for the sum; otherwise a new sum, as before.
+// .grad += g. In place when nothing else can see .grad's data
+// (grad_held_alone), so a later chunk's gradient needs no third tensor for
+// the sum; otherwise a new sum, as before.
 void accumulate_grad(const Tensor& param, const Tensor& g) {
   const Tensor& current = param.grad();
   if (!current.defined()) {
     param.set_grad(g);
-  } else if (current.impl_ptr().use_count() == 1 && current.impl()->storage.use_count() == 1 &&
-             current.is_contiguous() && current.dtype() == g.dtype() &&
+  } else if (grad_held_alone(current) && current.dtype() == g.dtype() &&
              current.device() == g.device()) {
     ops::add_(current, g);
   } else {
@@ -286,7 +288,6 @@ void backward(const Tensor& root, const Tensor& grad_root) {
         ++autograd::sums_in_place;
       }
     }
-    targets.clear();
     LT_CHECK(input_grads.size() == node->next.size(), node->name, " returned ", input_grads.size(),
              " gradients for ", node->next.size(), " inputs");
     std::vector<autograd::Edge> edges = std::move(node->next);

@@ -408,15 +408,18 @@ void StreamingExecutor::Impl::end_use(double StepStats::*counter) {
 
 double StreamingExecutor::Impl::exposed_wait(const Ticket& ticket) {
   if (!ticket.valid()) return 0;
-  if (ticket.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
-    return wait_seconds(ticket);  // 0, or the task's error rethrown
-  device.mark_compute();          // what the GPU has queued as the wait starts
-  const auto start = Clock::now();
-  if (wait_seconds(ticket) == 0) return 0;
-  const auto end = Clock::now();
-  const std::optional<Clock::time_point> idle = device.compute_idle_since();
-  if (!idle) return 0;  // the GPU still runs queued uses: nothing exposed
-  return std::max(0.0, std::chrono::duration<double>(end - std::max(start, *idle)).count());
+  double exposed = 0;
+  if (ticket.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    device.mark_compute();  // what the GPU has queued as the wait starts
+    const auto start = Clock::now();
+    ticket.wait();
+    const auto end = Clock::now();
+    // nullopt: the GPU still runs what was queued, so nothing is exposed.
+    if (const std::optional<Clock::time_point> idle = device.compute_idle_since())
+      exposed = std::max(0.0, std::chrono::duration<double>(end - std::max(start, *idle)).count());
+  }
+  ticket.get();  // rethrows the task's error
+  return exposed;
 }
 
 // Runs the stage plan: per use, its read-backs, its weights (and the next

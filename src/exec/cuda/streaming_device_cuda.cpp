@@ -205,37 +205,34 @@ StreamingDevice::Clock::time_point CudaStreamingDevice::on_host(const Event& e) 
 
 void CudaStreamingDevice::begin_compute_span() {
   if (!reference_.recorded()) set_reference();
-  open_span_.begin = std::make_unique<Event>(true);
-  open_span_.begin->record(compute_);
+  open_span_ = Span();
+  open_span_.begin.record(compute_);
 }
 
 void CudaStreamingDevice::end_compute_span(SpanDone done) {
-  LT_CHECK(open_span_.begin, "CUDA streaming device: a compute span ended that was not begun");
-  open_span_.end = std::make_unique<Event>(true);
-  open_span_.end->record(compute_);
+  LT_CHECK(open_span_.begin.recorded(),
+           "CUDA streaming device: a compute span ended that was not begun");
+  open_span_.end.record(compute_);
   open_span_.done = std::move(done);
   queued_spans_.push_back(std::move(open_span_));
-  open_span_ = Span();
   while (queued_spans_.size() > 1) finish_oldest_span();
 }
 
 void CudaStreamingDevice::finish_oldest_span() {
   Span span = std::move(queued_spans_.front());
   queued_spans_.erase(queued_spans_.begin());
-  span.end->synchronize();
-  span.done(on_host(*span.begin), on_host(*span.end));
+  span.end.synchronize();
+  span.done(on_host(span.begin), on_host(span.end));
 }
 
 void CudaStreamingDevice::drain_compute() {
+  open_span_ = Span();  // one a failed use began and never ended
   try {
     while (!queued_spans_.empty()) finish_oldest_span();
   } catch (...) {
-    // No span outlives a failed step: their `done`s point into it.
-    queued_spans_.clear();
-    open_span_ = Span();
+    queued_spans_.clear();  // no span outlives a failed step: their `done`s point into it
     throw;
   }
-  open_span_ = Span();  // one a failed use began and never ended
   // A new reference while the stream is idle: the elapsed times stay short.
   if (reference_.recorded()) set_reference();
 }

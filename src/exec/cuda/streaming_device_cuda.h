@@ -119,7 +119,7 @@ class CudaStreamingDevice final : public StreamingDevice {
   // compute stream, placed on the host clock through `reference_`, recorded
   // when the stream was idle at `reference_host_`.
   struct Span {
-    std::unique_ptr<Event> begin, end;
+    Event begin{true}, end{true};
     SpanDone done;
   };
   Clock::time_point on_host(const Event& e) const;
