@@ -18,10 +18,17 @@
 // hundreds: Qwen2.5-3B 434, 868 with a rank's shards) show the cost of each
 // parameter's call rather than of each element. The instruction set is the best the
 // CPU has unless LT_OPTIM_ISA says otherwise (scalar, avx2, avx512).
+//
+// As the streaming executor on a GPU updates (issue 27: its rate in the
+// run's traces was ~25% under the profile's): --bf16-grads (the gradients
+// it downloads), --pinned (gradients and bf16 shadows in page-locked memory
+// from a PinnedHostPool, as its slabs and upload sources), --spin N (N
+// threads busy beside the update, as threads waiting on CUDA by spinning).
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +40,7 @@
 
 #include "compile/kernel_cache.h"
 #include "core/error.h"
+#include "core/pinned_pool.h"
 #include "core/random.h"
 #include "core/thread_pool.h"
 #include "nn/module.h"
@@ -45,6 +53,24 @@ namespace {
 using lt::DType;
 using lt::Tensor;
 
+struct AsStreaming {
+  bool bf16_grads = false;
+  bool pinned = false;
+  int spin = 0;
+};
+AsStreaming as_streaming;
+
+lt::PinnedHostPool& pinned_pool() {
+  static auto* pool = new lt::PinnedHostPool();  // never destroyed: tensors outlive statics
+  return *pool;
+}
+
+// A host tensor like `t`, in page-locked memory with --pinned.
+Tensor host_empty(const lt::Shape& shape, DType dtype) {
+  return as_streaming.pinned ? Tensor::empty(shape, dtype, pinned_pool())
+                             : Tensor::empty(shape, dtype);
+}
+
 lt::nn::NamedParameters make_model(int64_t params, int64_t tensors) {
   lt::Generator gen(1);
   lt::nn::NamedParameters out;
@@ -55,7 +81,9 @@ lt::nn::NamedParameters make_model(int64_t params, int64_t tensors) {
     Tensor g = Tensor::randn({each}, gen);
     float* gv = g.data<float>();
     for (int64_t e = 0; e < each; ++e) gv[e] *= 1e-3f;
-    p.set_grad(g);
+    Tensor grad = host_empty(g.shape(), as_streaming.bf16_grads ? DType::BF16 : DType::F32);
+    grad.copy_(as_streaming.bf16_grads ? g.to(DType::BF16) : g);
+    p.set_grad(grad);
     out.emplace_back(name, p);
   }
   return out;
@@ -67,12 +95,21 @@ struct Timing {
 
 Timing time_steps(lt::optim::Optimizer& opt, int runs) {
   for (int w = 0; w < 2; ++w) opt.step(1e-4, 0.5);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  for (int k = 0; k < as_streaming.spin; ++k)
+    spinners.emplace_back([&stop] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
   std::vector<double> s;
   for (int r = 0; r < runs; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     opt.step(1e-4, 0.5);
     s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  stop = true;
+  for (std::thread& t : spinners) t.join();
   std::sort(s.begin(), s.end());
   return {s[s.size() / 2], s.front(), s.back()};
 }
@@ -111,7 +148,7 @@ void child(int64_t params, int64_t tensors, int runs, bool compiled) {
     std::vector<Tensor> shadows;
     if (row.shadow) {
       for (size_t i = 0; i < model.size(); ++i) {
-        shadows.push_back(Tensor::empty(model[i].second.shape(), DType::BF16));
+        shadows.push_back(host_empty(model[i].second.shape(), DType::BF16));
         opt->set_bf16_shadow(i, shadows.back());
       }
     }
@@ -209,10 +246,18 @@ int main(int argc, char** argv) {
       runs = std::atoi(argv[++i]);
     } else if (a == "--compiled") {
       compiled = true;
+    } else if (a == "--bf16-grads") {
+      as_streaming.bf16_grads = true;
+    } else if (a == "--pinned") {
+      as_streaming.pinned = true;
+    } else if (a == "--spin" && i + 1 < argc) {
+      as_streaming.spin = std::atoi(argv[++i]);
     } else if (a == "--child") {
       is_child = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--params N] [--tensors T] [--runs R] [--compiled]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--params N] [--tensors T] [--runs R] [--compiled] [--bf16-grads] "
+                   "[--pinned] [--spin N]\n",
                    argv[0]);
       return 2;
     }
@@ -223,9 +268,15 @@ int main(int argc, char** argv) {
   }
   if (!is_child) {
     std::printf(
-        "%lld f32 parameters as %lld tensors, f32 gradients; median of %d steps after 2 "
+        "%lld f32 parameters as %lld tensors, %s gradients%s%s; median of %d steps after 2 "
         "warm-up steps\n\n",
-        static_cast<long long>(params / tensors * tensors), static_cast<long long>(tensors), runs);
+        static_cast<long long>(params / tensors * tensors), static_cast<long long>(tensors),
+        as_streaming.bf16_grads ? "bf16" : "f32",
+        as_streaming.pinned ? ", gradients and shadows page-locked" : "",
+        as_streaming.spin > 0
+            ? (", " + std::to_string(as_streaming.spin) + " threads spinning").c_str()
+            : "",
+        runs);
     std::printf("| optimizer | threads | isa | G params/s | range | GB/s |\n");
     std::printf("| --- | --- | --- | --- | --- | --- |\n");
     std::fflush(stdout);
@@ -254,6 +305,12 @@ int main(int argc, char** argv) {
                                          std::to_string(runs),
                                          "--child"};
         if (compiled) args.push_back("--compiled");
+        if (as_streaming.bf16_grads) args.push_back("--bf16-grads");
+        if (as_streaming.pinned) args.push_back("--pinned");
+        if (as_streaming.spin > 0) {
+          args.push_back("--spin");
+          args.push_back(std::to_string(as_streaming.spin));
+        }
         std::vector<char*> cargs;
         for (std::string& s : args) cargs.push_back(s.data());
         cargs.push_back(nullptr);
