@@ -110,6 +110,8 @@ for run in $runs; do
   echo "== $run ($steps steps)"
   "$bin" train "$out/$run.yaml" --no-sample > "$out/$run.log" 2>&1 &
   pid=$!
+  # LT_BENCH_THREAD_CPU=1: each thread's CPU use through the run (bench/thread_cpu.py).
+  [ -n "${LT_BENCH_THREAD_CPU:-}" ] && python3 bench/thread_cpu.py $pid 600 0.25 > "$out/$run.threads.tsv" &
   for _ in $(seq 1 400); do
     n=$(wc -l 2>/dev/null < "$out/$run/metrics.jsonl" || echo 0)
     [ "$n" -ge "$steps" ] && break

@@ -3,6 +3,7 @@
 // range into contiguous chunks, runs them on the workers and the calling
 // thread, and returns when all are done. Nested calls from inside a worker
 // run serially, so kernels may call each other freely.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -31,10 +32,10 @@ class ThreadPool {
   std::condition_variable wake_;
   std::condition_variable done_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-  int64_t job_begin_ = 0, job_end_ = 0, chunk_ = 0;
-  int64_t next_ = 0;         // next chunk start (guarded by mutex_)
-  int active_ = 0;           // workers still inside the current job
-  uint64_t generation_ = 0;  // bumps per job so workers join each job once
+  int64_t job_end_ = 0, chunk_ = 0;
+  std::atomic<int64_t> next_ = 0;  // next chunk start: taken by fetch_add, no lock
+  int active_ = 0;                 // workers still inside the current job
+  uint64_t generation_ = 0;        // bumps per job so workers join each job once
   bool stop_ = false;
   std::mutex run_mutex_;  // one job at a time
 };

@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/tensor.h"
@@ -106,6 +109,32 @@ TEST(ThreadPool, CoversEveryIndexOnceAndPropagatesErrors) {
     }
   });
   EXPECT_EQ(total.load(), 80);
+}
+
+// The workers take chunks without a lock: jobs queued back to back from
+// several threads, at ranges that start anywhere, each cover their range
+// exactly once, in chunks of at least the grain (but the last).
+TEST(ThreadPool, JobsFromSeveralThreadsCoverTheirRangesOnce) {
+  ThreadPool pool(4);
+  std::vector<std::thread> callers;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 3; ++t) {
+    callers.emplace_back([&, t] {
+      for (int job = 0; job < 200; ++job) {
+        const int64_t begin = 7 * job + t, end = begin + 1 + (job * 37 + t * 11) % 5000;
+        const int64_t grain = 1 + job % 13;
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(end - begin));
+        pool.parallel_for(begin, end, grain, [&](int64_t b, int64_t e) {
+          if (e - b < grain && e != end) failures++;
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i - begin)]++;
+        });
+        for (const auto& h : hits)
+          if (h.load() != 1) failures++;
+      }
+    });
+  }
+  for (std::thread& c : callers) c.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 }  // namespace
