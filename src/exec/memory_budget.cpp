@@ -222,6 +222,12 @@ UseHold largest_use_hold(const models::ModelConfig& c, const TrainSizes& s, cons
     if (use.work == StageWork::HeadStep) {
       now.use = "the head step";
       now.working_set = head_ws;
+    } else if (use.work == StageWork::TailStep) {
+      // The block's saved activations for a chunk stay through the head's
+      // step, and its backward follows (Note [The fused tail]): bounded by
+      // the two working sets together.
+      now.use = "the tail step (the last block and the head)";
+      now.working_set = block_ws + head_ws;
     } else if (use.stage == 0) {
       now.use = fmt::format("the embed stage's {}", work_phrase(use.work));
       const bool adds_dense =

@@ -173,6 +173,14 @@ void validate(const Schedule& s, int num_blocks, const std::string& source) {
     LT_CHECK(k == 0 || stage > s.stages_on_device[k - 1], source, ": stages_on_device[", k, "] (",
              stage, ") must be greater than the entry before it: the list is ascending");
   }
+  if (s.fused_tail) {
+    for (int i = 0; i < num_blocks; ++i) {
+      const Placement p = s.boundaries[static_cast<size_t>(i)];
+      LT_CHECK(p == Placement::Gpu || p == Placement::Recompute, source,
+               ": fused_tail needs every boundary on the GPU or recomputed; boundaries[", i,
+               "] is ", placement_name(p));
+    }
+  }
 }
 
 Schedule with_stages_on_device(Schedule s, int num_blocks, bool tied_embedding,
@@ -210,6 +218,7 @@ nlohmann::json to_json(const Schedule& s) {
     }
   }
   if (!s.stages_on_device.empty()) j["stages_on_device"] = s.stages_on_device;
+  if (s.fused_tail) j["fused_tail"] = true;
   if (s.has_prediction) {
     j["predicted"]["step_s"] = s.predicted_step_s;
     j["predicted"]["peak_bytes"] = s.predicted_peak_bytes;
@@ -293,6 +302,11 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& source) 
                brief_json(list[k]));
       s.stages_on_device.push_back(static_cast<int>(list[k].get<int64_t>()));
     }
+  }
+  if (j.contains("fused_tail")) {
+    LT_CHECK(j.at("fused_tail").is_boolean(), source,
+             ": field \"fused_tail\" must be true or false, got ", brief_json(j.at("fused_tail")));
+    s.fused_tail = j.at("fused_tail").get<bool>();
   }
   if (j.contains("predicted")) {
     const auto& p = j.at("predicted");

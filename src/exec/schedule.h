@@ -71,6 +71,13 @@ struct Schedule {
   // [Stages on the device], exec/streaming_device_stages.cpp). Ascending;
   // empty: every stage streams. JSON: "stages_on_device": [indices].
   std::vector<int> stages_on_device;
+  // The last block and the head run as one use, chunk by chunk: the block's
+  // forward under grad mode, the head's forward and backward, the block's
+  // backward (Note [The fused tail], exec/streaming_plan.cpp). The last
+  // block is then computed once a step instead of twice, and boundary L
+  // never exists. Needs every boundary on the GPU or recomputed. JSON:
+  // "fused_tail": true, left out when false.
+  bool fused_tail = false;
   // Per stage of a chain of `num_blocks` blocks: whether it is on the device.
   std::vector<bool> on_device(int num_blocks) const;
   // What the planner predicted (absent when written by hand).

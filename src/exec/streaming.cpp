@@ -71,6 +71,14 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
   }
   LT_CHECK(options.schedule.executor == ExecutorKind::Streaming, "exec.schedule: executor is \"",
            executor_name(options.schedule.executor), "\", but this is the streaming executor");
+  // Note [The fused tail]: not wired into the ranks' reduces and gathers,
+  // nor into the disk stages' read-ahead.
+  LT_CHECK(
+      !options.schedule.fused_tail ||
+          (!options.ranks && std::none_of(options.states_on_disk.begin(),
+                                          options.states_on_disk.end(), [](bool d) { return d; })),
+      "exec.schedule: fused_tail is not supported with several ranks or with stage states on "
+      "disk");
   for (auto& [name, p] : model.parameters()) {
     // A master without memory (its disk stage's values come from
     // options.fill_masters) is a host tensor once it has it.
@@ -365,6 +373,40 @@ void StreamingExecutor::Impl::run_head(int stage) {
   end_use(&StepStats::compute_s);
 }
 
+void StreamingExecutor::Impl::run_tail(int stage) {
+  prepare_input(stage);
+  const int head = stage + 1;
+  const models::Stage& block = *model.stages()[stage];
+  const models::Stage& head_stage = *model.stages()[head];
+  // The block is the use's stage (acquired); the head is on the device or
+  // in the other slot, loaded by that acquire (StagePlan::next_stage).
+  std::vector<Tensor> head_weights;
+  if (on_device[static_cast<size_t>(head)]) {
+    for (size_t i : stages[head].weights) head_weights.push_back(device_params[i].weight);
+  } else {
+    const int slot = find_slot(head);
+    LT_CHECK(slot >= 0,
+             "streaming executor: the tail step's head has no weight slot (a bug in "
+             "the stage plan)");
+    stats->exposed_h2d_s += exposed_wait(slots[slot].ready);
+    head_weights = slots[slot].weights;
+  }
+  WeightBinding bind_block(stage_weights(stage), use_weights());
+  WeightBinding bind_head(stage_weights(head), head_weights);
+  device.begin_compute_span();
+  dy.assign(chunks.size(), Tensor());
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    Tensor x = input(stage, c).detach();
+    x.set_requires_grad(true);
+    Tensor loss =
+        model.run_stage(head_stage, model.run_stage(block, x, chunks[c].ctx), chunks[c].ctx);
+    stats->loss += loss.item();
+    backward(loss);
+    dy[c] = x.grad();
+  }
+  end_use(&StepStats::compute_s);
+}
+
 void StreamingExecutor::Impl::run_backward(int stage) {
   prepare_input(stage);
   const models::Stage& st = *model.stages()[stage];
@@ -432,6 +474,10 @@ void StreamingExecutor::Impl::run_step() {
     // its update, counted in optimizer_s (states_disk_s for disk stages).
     if (use.work == StageWork::Forward || use.work == StageWork::HeadStep)
       wait_for_update(static_cast<size_t>(use.stage));
+    if (use.work == StageWork::TailStep) {  // the block's first use, and the head's
+      wait_for_update(static_cast<size_t>(use.stage));
+      wait_for_update(static_cast<size_t>(use.stage) + 1);
+    }
     slot_for_current_use = acquire(use.stage, plan.next_stage[u]);
     use_name = std::string(stage_work_name(use.work)) + " " + model.stages()[use.stage]->name();
     if (options.observe_use) options.observe_use(u, false);
@@ -448,13 +494,19 @@ void StreamingExecutor::Impl::run_step() {
       case StageWork::Backward:
         run_backward(use.stage);
         break;
+      case StageWork::TailStep:
+        run_tail(use.stage);
+        break;
     }
     if (options.observe_use) options.observe_use(u, true);
     const AfterUse& after = plan.after[u];
     for (int b : after.release) release_device_copy(b);
     for (int b : after.drop) boundaries[b] = Boundary();
     for (int b : after.offload) offload(b);
-    if (after.copy_out_gradients) copy_out(use.stage);
+    if (after.copy_out_gradients) {
+      if (use.work == StageWork::TailStep) copy_out(use.stage + 1);  // the head's first
+      copy_out(use.stage);
+    }
   }
 }
 

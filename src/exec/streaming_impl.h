@@ -189,6 +189,9 @@ struct StreamingExecutor::Impl {
   void copy_out(int stage);
   void run_forward(int stage, bool recompute);
   void run_head(int stage);
+  // Note [The fused tail] (streaming_plan.cpp): block `stage` (L) and the
+  // head, per chunk.
+  void run_tail(int stage);
   void run_backward(int stage);
   void run_step();
   // Note [One use queued ahead] (streaming.cpp): closes the use's compute

@@ -4,16 +4,35 @@
 
 namespace lt::exec {
 
+// Note [The fused tail]
+// Every block runs forward twice a step: once without grad, to make its
+// output boundary, and again under grad mode in its backward use, to
+// rebuild what its backward reads. For the last block the first pass only
+// feeds the head, which runs right after it; so with Schedule::fused_tail
+// the two run as one use, chunk by chunk: the block's forward under grad
+// mode, the head's forward and backward, then the block's backward. The
+// block is computed once (on the H200 a 3B block's forward is ~0.7% of the
+// step), boundary L never exists, and the device holds the block's saved
+// activations for one chunk beside the head's working set. The use needs
+// both stages' weights at once: the head takes the second weight slot, so
+// the next backward's weights load only after the use (unless the head is
+// on the device). Offloaded boundaries are not supported with it (their
+// read-back windows are the head's and the last block's, merged here).
 std::vector<StageUse> plan_stage_uses(const Schedule& schedule, int num_blocks) {
   validate(schedule, num_blocks, "streaming schedule");
   const int last_block_stage = num_blocks;  // stage L
+  const bool fused = schedule.fused_tail;
   std::vector<StageUse> uses;
-  for (int s = 0; s <= last_block_stage; ++s) uses.push_back({s, StageWork::Forward});
-  uses.push_back({last_block_stage + 1, StageWork::HeadStep});
+  for (int s = 0; s <= last_block_stage - (fused ? 1 : 0); ++s)
+    uses.push_back({s, StageWork::Forward});
+  if (fused)
+    uses.push_back({last_block_stage, StageWork::TailStep});
+  else
+    uses.push_back({last_block_stage + 1, StageWork::HeadStep});
   // Boundaries that will be on hand when backward needs them.
   std::vector<bool> present(static_cast<size_t>(num_blocks) + 1);
   for (int b = 0; b < num_blocks; ++b) present[b] = schedule.boundaries[b] != Placement::Recompute;
-  for (int s = last_block_stage; s >= 0; --s) {
+  for (int s = last_block_stage - (fused ? 1 : 0); s >= 0; --s) {
     if (s >= 1 && !present[s - 1]) {
       int kept = s - 2;  // nearest boundary below that is on hand; -1 = the token ids
       while (kept >= 0 && !present[kept]) --kept;
@@ -37,6 +56,8 @@ const char* stage_work_name(StageWork work) {
       return "recompute";
     case StageWork::Backward:
       return "backward";
+    case StageWork::TailStep:
+      return "tail";
   }
   return "?";
 }
@@ -49,7 +70,7 @@ std::vector<int> window_starts(const std::vector<StageUse>& uses, int num_blocks
   std::vector<int> starts(uses.size(), -1);
   for (size_t u = 0; u < uses.size(); ++u) {
     const StageWork work = uses[u].work;
-    if (work == StageWork::HeadStep) {
+    if (work == StageWork::HeadStep || work == StageWork::TailStep) {
       starts[u] = num_blocks;
     } else if (work != StageWork::Forward && u > 0 && uses[u - 1].work != StageWork::Recompute) {
       size_t b = u;  // the backward this use leads to
@@ -66,8 +87,9 @@ std::vector<Prefetch> plan_prefetches(const Schedule& schedule, const std::vecto
   const auto on = [&](int b, Placement p) { return b >= 0 && b < num_blocks && place[b] == p; };
   // The input boundary of use v when it reads one back (recompute, backward).
   const auto read_input = [&](size_t v) {
-    const bool reads = v < uses.size() && (uses[v].work == StageWork::Recompute ||
-                                           uses[v].work == StageWork::Backward);
+    const bool reads = v < uses.size() &&
+                       (uses[v].work == StageWork::Recompute ||
+                        uses[v].work == StageWork::Backward || uses[v].work == StageWork::TailStep);
     return reads ? uses[v].stage - 1 : -1;
   };
   const std::vector<int> starts = window_starts(uses, num_blocks);
@@ -123,6 +145,10 @@ StagePlan plan_stage(const Schedule& schedule, int num_blocks) {
     int next = -1;
     for (size_t v = u + 1; v < n && next < 0; ++v)
       if (!plan.on_device[static_cast<size_t>(plan.uses[v].stage)]) next = plan.uses[v].stage;
+    // The tail step's head takes the other slot (Note [The fused tail]).
+    const int head = num_blocks + 1;
+    if (plan.uses[u].work == StageWork::TailStep && !plan.on_device[static_cast<size_t>(head)])
+      next = head;
     plan.next_stage.push_back(next);
     const int s = plan.uses[u].stage;
     AfterUse& after = plan.after[u];
@@ -141,6 +167,7 @@ StagePlan plan_stage(const Schedule& schedule, int num_blocks) {
       case StageWork::Recompute:
         break;
       case StageWork::Backward:
+      case StageWork::TailStep:
         if (s >= 1) after.drop.push_back(s - 1);
         after.copy_out_gradients = true;
         break;
@@ -177,14 +204,16 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
   // held until the step's end, when their update frees them.
   std::vector<int> device_gradients;
   const auto on_device = [&](int stage) { return plan.on_device[static_cast<size_t>(stage)]; };
-  const auto snapshot = [&](int own_gradients) {
+  // `own_gradients`: the stages whose gradients the use has made (none at
+  // its start).
+  const auto snapshot = [&](const std::vector<int>& own_gradients) {
     std::vector<Hold> h;
     for (int stage = 0; stage < static_cast<int>(plan.on_device.size()); ++stage)
       if (on_device(stage)) h.push_back({Held::DeviceStage, stage, false});
     for (int stage : slots)
       if (stage >= 0) h.push_back({Held::Weights, stage, false});
     for (int stage : device_gradients) h.push_back({Held::Gradients, stage, false});
-    if (own_gradients >= 0) h.push_back({Held::Gradients, own_gradients, false});
+    for (int stage : own_gradients) h.push_back({Held::Gradients, stage, false});
     for (size_t d = landed; d < downloads.size(); ++d)
       if (downloads[d].stage >= 0) h.push_back({Held::Gradients, downloads[d].stage, true});
     if (tied_gradient) h.push_back({Held::TiedGradient, -1, false});
@@ -206,8 +235,8 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
     current_slot = slot;
     const int next = plan.next_stage[u];
     if (next >= 0 && next != s && find_slot(next) < 0) slots[1 - slot] = next;
-    out[u].at_start = snapshot(-1);
-    int own_gradients = -1;
+    out[u].at_start = snapshot({});
+    std::vector<int> own_gradients;  // in the order they go out
     switch (plan.uses[u].work) {
       case StageWork::Forward:
       case StageWork::Recompute:
@@ -216,10 +245,15 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
       case StageWork::HeadStep:
         boundary_gradient = true;
         tied_gradient = tied_embedding;
-        own_gradients = s;
+        own_gradients = {s};
+        break;
+      case StageWork::TailStep:
+        boundary_gradient = true;
+        tied_gradient = tied_embedding;
+        own_gradients = {s + 1, s};  // the head's, then the block's
         break;
       case StageWork::Backward:
-        own_gradients = s;
+        own_gradients = {s};
         if (s == 0) {  // no boundary below; the embedding's gradient now is its own
           boundary_gradient = false;
           tied_gradient = false;
@@ -236,10 +270,12 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
     for (int b : after.drop) boundary_on_device[b] = false;
     for (int b : after.offload) download({b, -1});
     if (after.copy_out_gradients) {
-      if (on_device(s))
-        device_gradients.push_back(s);
-      else
-        download({-1, s});
+      for (int stage : own_gradients) {
+        if (on_device(stage))
+          device_gradients.push_back(stage);
+        else
+          download({-1, stage});
+      }
     }
   }
   return out;

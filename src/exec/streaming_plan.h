@@ -5,10 +5,11 @@
 // input of stage b + 1), as in exec/schedule.h.
 //
 // Forward runs stages 0..L, then the head runs forward and backward per
-// chunk. Backward walks L..0; when the input boundary of the next stage was
-// dropped, the whole segment from the nearest kept boundary below it (or
-// from the token ids) is recomputed once, keeping every recomputed boundary
-// until its own backward has consumed it.
+// chunk (with Schedule::fused_tail, forward runs 0..L-1 and the tail step
+// runs block L and the head per chunk). Backward walks L..0; when the input boundary of the next
+// stage was dropped, the whole segment from the nearest kept boundary below it (or from the token
+// ids) is recomputed once, keeping every recomputed boundary until its own backward has consumed
+// it.
 //
 // A StagePlan is that order with everything the executor does around each
 // use: the read-backs it starts before, the weights it loads ahead, and the
@@ -28,6 +29,9 @@ enum class StageWork {
   Recompute,  // no-grad forward again, to rebuild a dropped boundary
   Backward,   // forward under grad mode from the input boundary (its output
               // unread: StageContext::output_unread), then backward
+  TailStep,   // Schedule::fused_tail: the last block (`stage` = L) and the head
+              // per chunk, forward under grad mode and backward; gives
+              // d(boundary L - 1) (Note [The fused tail], streaming_plan.cpp)
 };
 
 struct StageUse {
@@ -80,7 +84,8 @@ struct AfterUse {
   // on the host or disk; a disk one goes on to the disk from there).
   std::vector<int> offload;
   // The gradients of the parameters the stage owns start downloading to
-  // the host (the head step and every backward).
+  // the host (the head step and every backward; the tail step's head's
+  // first, then its block's).
   bool copy_out_gradients = false;
 };
 

@@ -182,6 +182,7 @@ struct BatchChoice {
   PlanSolution solution;
   StepPrediction prediction;          // with the stages on the device, once they are added
   std::vector<int> stages_on_device;  // add_stages_on_device's
+  bool fused_tail = false;            // add_fused_tail's
 };
 
 // The batch make_plan keeps (its rule is in planner.h): `solved` is in
@@ -240,6 +241,7 @@ Plan plan_of(const models::ModelConfig& config, const HardwareProfile& hw, Batch
   p.schedule.read_windows = p.solution.read_windows;
   p.schedule.read_splits = split_reads(p.solution);
   p.schedule.stages_on_device = choice.stages_on_device;
+  p.schedule.fused_tail = choice.fused_tail;
   p.budget = with_read_windows(config, hw, p.sizes, p.schedule);
   p.schedule.has_prediction = true;
   p.schedule.predicted_step_s = p.prediction.step_s;
@@ -260,6 +262,7 @@ void add_stages_on_device(const models::ModelConfig& config, const HardwareProfi
   // The solved schedule with the read windows that fit (plan_of's).
   const Plan solved = plan_of(config, hw, choice);
   CostModel m = choice.candidate.model;
+  m.fused_tail = choice.fused_tail;
   const PlanInstance instance = build_instance(m);
   const int64_t gpu_bytes = std::llround(hw.gpu_memory_gb * kBytesPerGB);
   choice.stages_on_device =
@@ -276,6 +279,29 @@ void add_stages_on_device(const models::ModelConfig& config, const HardwareProfi
             return true;
           })
           .stages_on_device;
+}
+
+// Note [The fused tail] (exec/streaming_plan.cpp): when no boundary is
+// offloaded, the last block and the head run as one use if the budget
+// still fits (the block's saved activations for a chunk beside the head's
+// working set) and the predicted step gets shorter.
+void add_fused_tail(const models::ModelConfig& config, const HardwareProfile& hw,
+                    BatchChoice& choice) {
+  for (exec::Placement p : choice.solution.placements)
+    if (p == exec::Placement::Host || p == exec::Placement::Disk) return;
+  Plan with = plan_of(config, hw, choice);
+  with.schedule.fused_tail = true;
+  const int64_t gpu_bytes = std::llround(hw.gpu_memory_gb * kBytesPerGB);
+  if (exec::bytes_needed(config, with.sizes, with.schedule).bytes(exec::MemorySpace::Gpu) >
+      gpu_bytes)
+    return;
+  CostModel m = choice.candidate.model;
+  m.stages_on_device = with.schedule.on_device(static_cast<int>(config.num_hidden_layers));
+  m.fused_tail = true;
+  const StepPrediction prediction = predict_step(m, build_instance(m), choice.solution);
+  if (prediction.step_s >= choice.prediction.step_s) return;
+  choice.prediction = prediction;
+  choice.fused_tail = true;
 }
 
 }  // namespace
@@ -306,6 +332,7 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
       std::find(o.states_on_disk.begin(), o.states_on_disk.end(), true) != o.states_on_disk.end();
   const bool device_stages_allowed =
       o.stages_on_device && !states_on_disk && !o.updates_during_backward;
+  const bool fused_tail_allowed = o.fused_tail && !states_on_disk && !o.updates_during_backward;
   std::vector<BatchChoice> solved;  // ascending batch sizes
   std::vector<Shortage> shortages;  // of the first batch that fails, when none was solved
   int64_t first_not_fitting = 0;
@@ -359,12 +386,20 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
                   : "the solver found no placement within " + std::to_string(limit) + " s";
         continue;  // another chunking may do
       }
-      BatchChoice choice{c, std::move(solution), {}, {}};
+      BatchChoice choice{c, std::move(solution), {}, {}, false};
       choice.prediction = predict_step(c.model, instance, choice.solution);
       // Chunkings (and batches) are compared with their stages on the
       // device: a larger chunk's faster forward leaves less time to hide
       // the CPU's updates behind, which the stages on the device take off it.
-      if (device_stages_allowed) add_stages_on_device(config, hw, choice);
+      // Both take GPU room: each is tried first, the faster kept.
+      if (device_stages_allowed || fused_tail_allowed) {
+        BatchChoice tail_first = choice;
+        if (fused_tail_allowed) add_fused_tail(config, hw, tail_first);
+        if (device_stages_allowed) add_stages_on_device(config, hw, tail_first);
+        if (device_stages_allowed) add_stages_on_device(config, hw, choice);
+        if (fused_tail_allowed) add_fused_tail(config, hw, choice);
+        if (tail_first.prediction.step_s < choice.prediction.step_s) choice = std::move(tail_first);
+      }
       const double tokens_per_s = choice.prediction.tokens_per_s;
       const double margin = preferred_measured && measured_chunk(hw, c) ? 0.0 : kChunkMargin;
       if (batch_choice && (tokens_per_s <= preferred_tokens_per_s * (1 + margin) ||

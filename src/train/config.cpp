@@ -275,6 +275,7 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"exec.state_placement", str(c.exec.state_placement)},
       {"exec.weight_uploads", str(c.exec.weight_uploads)},
       {"exec.stages_on_device", str(c.exec.stages_on_device)},
+      {"exec.fused_tail", str(c.exec.fused_tail)},
       {"exec.keep_every", integer(c.exec.keep_every)},
       {"exec.micro_batch", integer(c.exec.micro_batch)},
       {"exec.device_memory_gb", number(c.exec.device_memory_gb)},
@@ -514,6 +515,7 @@ void TrainConfig::validate() const {
   check_one_of(exec.state_placement, "exec.state_placement", "auto", "host", "disk");
   check_one_of(exec.weight_uploads, "exec.weight_uploads", "auto", "bf16", "f32");
   check_one_of(exec.stages_on_device, "exec.stages_on_device", "auto", "none");
+  check_one_of(exec.fused_tail, "exec.fused_tail", "auto", "off");
   check_one_of(exec.zenflow.select_strategy, "exec.zenflow.select_strategy", "auto", "step",
                "epoch");
   exec::validate(zenflow_options(*this));

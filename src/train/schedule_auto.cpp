@@ -160,6 +160,7 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.f32_weight_uploads = placement.f32_weight_uploads;
   o.updates_during_backward = c.train.clip_with_previous_norm;
   o.stages_on_device = c.exec.stages_on_device == "auto";
+  o.fused_tail = c.exec.fused_tail == "auto";
   FreeMemory free = free_memory_for_run(c, of, gpu_free_bytes, checkpoint_bytes(c, model));
   if (placement.host_budget_bytes >= 0) free.host_bytes = placement.host_budget_bytes;
   plan::HardwareProfile hw = auto_hardware(c, free);
@@ -215,14 +216,14 @@ std::string describe_plan(const plan::Plan& p) {
                                      : std::string("head"));
   return fmt::format(
       "exec.schedule auto: batch {}, chunks of {} sequences; boundaries ({}): {}\n"
-      "  stages kept and updated on the device: {}\n"
+      "  stages kept and updated on the device: {}; the last block and the head fused: {}\n"
       "  predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, optimizer {:.4f}, the CPU "
       "updating {:.2f} G params/s); predicted peaks: {}; solved in {:.2f} s\n"
       "  stage times: {}",
       s.batch_size, s.chunk_sequences, tally, placements, kept.empty() ? "none" : kept,
-      p.prediction.step_s, p.prediction.compute_s, p.prediction.recompute_s,
-      p.prediction.optimizer_s, p.prediction.cpu_update_params_per_s / 1e9, peaks, p.solve_s,
-      p.stage_times_from);
+      s.fused_tail ? "yes" : "no", p.prediction.step_s, p.prediction.compute_s,
+      p.prediction.recompute_s, p.prediction.optimizer_s,
+      p.prediction.cpu_update_params_per_s / 1e9, peaks, p.solve_s, p.stage_times_from);
 }
 
 }  // namespace lt::train

@@ -63,6 +63,16 @@ TEST(Schedule, JsonRoundTripThroughAFile) {
   EXPECT_EQ(back.predicted_peak_bytes, s.predicted_peak_bytes);
   EXPECT_EQ(back.stages_on_device, s.stages_on_device);
   EXPECT_EQ(back.on_device(3), (std::vector<bool>{true, false, true, false, false}));
+  EXPECT_FALSE(j.contains("fused_tail")) << "left out when false";
+  EXPECT_FALSE(back.fused_tail);
+  // The fused tail (every boundary on the GPU or recomputed) round-trips.
+  s.boundaries = {Placement::Gpu, Placement::Recompute, Placement::Gpu, Placement::Gpu};
+  s.fused_tail = true;
+  save_schedule(s, path.string());
+  std::ifstream again(path);
+  EXPECT_EQ(nlohmann::json::parse(again).at("fused_tail"), true);
+  EXPECT_TRUE(load_schedule(path.string()).fused_tail);
+  std::filesystem::remove(path);
 }
 
 // A schedule written before the chunk was named apart says "micro_batch";
@@ -120,6 +130,15 @@ TEST(Schedule, MalformedPlansNameTheField) {
             std::string::npos);
   s.stages_on_device = {1, 2};
   EXPECT_EQ(testing::error_of([&] { validate(s, 3, "plan.json"); }), "<no error>");
+  EXPECT_NE(error(R"({"boundaries": [], "fused_tail": "yes"})")
+                .find("plan.json: field \"fused_tail\" must be true or false, got \"yes\""),
+            std::string::npos);
+  s.fused_tail = true;
+  s.boundaries[1] = Placement::Disk;
+  EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); })
+                .find("plan.json: fused_tail needs every boundary on the GPU or recomputed; "
+                      "boundaries[1] is disk"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -261,6 +261,73 @@ TEST(Streaming, StagesOnTheDeviceAsResident) {
   expect_same_as_resident(c);
 }
 
+// Note [The fused tail]: the last block and the head as one use, chunk by
+// chunk, give the resident run's losses and weights bit for bit, whatever
+// else the schedule does: recomputed boundaries (the one entering the
+// tail too), chunks, the tail's block or head kept on the device, a tied
+// head, a model of one block, 8-bit states.
+TEST(Streaming, FusedTailAsResident) {
+  struct Variant {
+    std::string label;
+    int layers;
+    Schedule schedule;
+    int micro = 1;
+  };
+  std::vector<Variant> variants = {
+      {"all gpu", 3, Schedule::all_gpu(3)},
+      {"every 2nd", 3, Schedule::every_kth_gpu(3, 2)},
+      {"all recompute", 3, placements({R, R, R, R})},
+      {"one block", 1, Schedule::all_gpu(1)},
+      {"chunks of 2 of 6", 3, Schedule::every_kth_gpu(3, 2), 3},
+  };
+  Schedule with_block = Schedule::every_kth_gpu(3, 2);
+  with_block.stages_on_device = {3};
+  variants.push_back({"the tail's block on the device", 3, with_block});
+  Schedule with_embed_and_head = Schedule::all_gpu(3);
+  with_embed_and_head.stages_on_device = {0, 4};
+  variants.push_back({"embed and head on the device", 3, with_embed_and_head});
+  for (const char* family : {"llama", "qwen2", "gpt2"}) {
+    for (const Variant& v : variants) {
+      SCOPED_TRACE(std::string(family) + ", " + v.label);
+      Case c;
+      c.family = family;
+      c.layers = v.layers;
+      c.micro = v.micro;
+      c.schedule = v.schedule;
+      c.schedule.fused_tail = true;
+      // Tied heads over several chunks add the embedding gradient in
+      // another order (the top of this file).
+      c.bitwise = v.micro == 1 || std::string(family) == "llama";
+      const std::vector<StepStats> stats = expect_same_as_resident(c);
+      for (const StepStats& st : stats) EXPECT_GT(st.compute_s, 0);
+    }
+  }
+  Case c;
+  c.layers = 3;
+  c.optimizer = OptimizerKind::AdamW8bit;
+  c.schedule = Schedule::every_kth_gpu(3, 2);
+  c.schedule.fused_tail = true;
+  expect_same_as_resident(c);
+}
+
+TEST(Streaming, FusedTailRefusesOffloadedBoundaries) {
+  Schedule s = placements({G, H, G, G});
+  s.fused_tail = true;
+  models::CausalLM model = make_model("llama", 3);
+  auto opt = make_optimizer(model, OptimizerKind::AdamW);
+  StreamingOptions so;
+  so.schedule = s;
+  try {
+    StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(StandInOptions{}), so);
+    FAIL() << "a fused tail with a host boundary ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fused_tail needs every boundary on the GPU or "
+                                         "recomputed; boundaries[1] is host"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // Between steps a stage on the device is back in host memory (sync(): a
 // checkpoint or an evaluation reads host tensors), with the resident
 // run's values, and the next step takes it to the device again.
@@ -664,6 +731,41 @@ TEST(StreamingPlan, RecomputesEachSegmentOnceFromTheNearestKeptBoundary) {
       {5, W::Backward}, {4, W::Backward}, {1, W::Recompute}, {2, W::Recompute},
       {3, W::Backward}, {2, W::Backward}, {1, W::Backward},  {0, W::Backward}};
   EXPECT_EQ(uses, expected);
+}
+
+TEST(StreamingPlan, TheFusedTailRunsTheLastBlockOnceWithTheHead) {
+  // 3 blocks (stages 0 embed, 1..3 blocks, 4 head); boundary 2 recomputed.
+  // The tail step (stage 3 and the head) reads boundary 2 while the
+  // forward's copy is still on hand; block 1's backward (stage 2) needs
+  // boundary 1, kept.
+  using W = StageWork;
+  Schedule s = placements({G, R, R, G});
+  s.fused_tail = true;
+  const StagePlan plan = plan_stage(s, 3);
+  const std::vector<StageUse> expected = {{0, W::Forward},  {1, W::Forward},   {2, W::Forward},
+                                          {3, W::TailStep}, {1, W::Recompute}, {2, W::Backward},
+                                          {1, W::Backward}, {0, W::Backward}};
+  EXPECT_EQ(plan.uses, expected);
+  // The tail step loads the head into the other slot; it drops its input
+  // and copies out its gradients (the head's, then the block's).
+  EXPECT_EQ(plan.next_stage[3], 4);
+  EXPECT_EQ(plan.after[3].drop, std::vector<int>{2});
+  EXPECT_TRUE(plan.after[3].copy_out_gradients);
+  for (const StageUse& u : plan.uses) EXPECT_TRUE(u.work != W::HeadStep);
+  // On the device at the tail step's end: both stages' weights and gradients.
+  const std::vector<UseHolds> holds = device_holds(plan, false);
+  const auto has = [&](const std::vector<Hold>& h, Held what, int index) {
+    return std::any_of(h.begin(), h.end(),
+                       [&](const Hold& x) { return x.what == what && x.index == index; });
+  };
+  EXPECT_TRUE(has(holds[3].at_start, Held::Weights, 3));
+  EXPECT_TRUE(has(holds[3].at_start, Held::Weights, 4));
+  EXPECT_TRUE(has(holds[3].at_end, Held::Gradients, 3));
+  EXPECT_TRUE(has(holds[3].at_end, Held::Gradients, 4));
+  EXPECT_FALSE(has(holds[3].at_end, Held::Boundary, 3)) << "boundary L never exists";
+  // The head's gradients are still downloading at the next backward's end
+  // (two downloads in flight), the block's too.
+  EXPECT_TRUE(has(holds[5].at_start, Held::Gradients, 4));
 }
 
 TEST(StreamingPlan, EveryStageRunsBackwardOnceAndRecomputesAtMostOnce) {

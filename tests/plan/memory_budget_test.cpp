@@ -390,15 +390,20 @@ TEST(MemoryBudget, BoundaryWalkMatchesTheExecutorsPeak) {
   const int64_t boundary = boundary_bytes(config, {rows, seq, OptimizerStates::Fp32, 4});
   const std::string spill = ::testing::TempDir() + "lt_walk_spill";
   std::filesystem::create_directories(spill);
-  for (const std::vector<P>& b : std::vector<std::vector<P>>{
-           {P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu},
-           {P::Gpu, P::Host, P::Host, P::Host, P::Host, P::Gpu},
-           {P::Gpu, P::Recompute, P::Recompute, P::Recompute, P::Recompute, P::Gpu},
-           {P::Gpu, P::Host, P::Recompute, P::Disk, P::Recompute, P::Gpu},
-           {P::Gpu, P::Recompute, P::Host, P::Gpu, P::Disk, P::Gpu}}) {
+  // The last two fuse the last block with the head (Note [The fused tail]).
+  const std::vector<std::vector<P>> schedules = {
+      {P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu},
+      {P::Gpu, P::Host, P::Host, P::Host, P::Host, P::Gpu},
+      {P::Gpu, P::Recompute, P::Recompute, P::Recompute, P::Recompute, P::Gpu},
+      {P::Gpu, P::Host, P::Recompute, P::Disk, P::Recompute, P::Gpu},
+      {P::Gpu, P::Recompute, P::Host, P::Gpu, P::Disk, P::Gpu},
+      {P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu},
+      {P::Gpu, P::Recompute, P::Gpu, P::Recompute, P::Recompute, P::Gpu}};
+  for (size_t k = 0; k < schedules.size(); ++k) {
     Schedule s;
     s.chunk_sequences = 1;
-    s.boundaries = b;
+    s.boundaries = schedules[k];
+    s.fused_tail = k + 2 >= schedules.size();
     const int walk = device_boundary_peak(s, 5).total();
     SCOPED_TRACE(to_json(s).dump() + " walk " + std::to_string(walk));
     models::CausalLM model = models::CausalLM::random(config, gen);

@@ -92,14 +92,16 @@ TEST_F(PlanCommand, JsonHasTheScheduleAndPeaks) {
   // The default machine has room for everything: every boundary stays on
   // the GPU. By hand (memory_budget_test.cpp), at micro-batch 2 (16 tokens):
   // at block 0's backward, weight slots 86784 + gradients 160896, ids and
-  // targets 256, the block's working set 2*960*16*2, + 4 boundaries of
-  // 2048 (3 kept and dy).
+  // targets 256, the block's working set 2*960*16*2, + 3 boundaries of
+  // 2048 (the most at once, at the tail step: 2 kept and dy; the last
+  // block's output is never made, Note [The fused tail]).
   ASSERT_EQ(j.at("boundaries").size(), 3u);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(j["boundaries"][i]["index"], i);
     EXPECT_EQ(j["boundaries"][i]["placement"], "gpu");
   }
-  EXPECT_EQ(j.at("peak_bytes").at("gpu"), 86784 + 160896 + 256 + 61440 + 4 * 2048);
+  EXPECT_EQ(j.at("peak_bytes").at("gpu"), 86784 + 160896 + 256 + 61440 + 3 * 2048);
+  EXPECT_TRUE(j.at("fused_tail").get<bool>());
   EXPECT_EQ(j.at("peak_bytes").at("host"), 16 * 86848);
   EXPECT_EQ(j.at("peak_bytes").at("disk"), 0);
   for (const char* link : {"d2h", "disk_write", "h2d", "disk_read"})
@@ -243,9 +245,11 @@ TEST_F(PlanCommand, ProfiledStageTimesDriveThePlan) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("stage_times").get<std::string>().rfind("measured (" + hw, 0), 0u) << r.out;
   // Compute: 2 chunks of 1 through 2 blocks (forward + backward use), the
-  // head step and the embed stage, from the measured lines.
-  const double compute = 2 * (2 * (t.block_forward.at(1) + t.block_backward.at(1)) +
-                              t.head_step.at(1) + t.embed_forward.at(1) + t.embed_backward.at(1));
+  // head step and the embed stage, from the measured lines; the last
+  // block's forward once (the fused tail).
+  const double compute =
+      2 * (2 * (t.block_forward.at(1) + t.block_backward.at(1)) + t.head_step.at(1) +
+           t.embed_forward.at(1) + t.embed_backward.at(1) - t.block_forward.at(1));
   EXPECT_NEAR(j.at("predicted_split_s").at("compute").get<double>(), compute, 1e-9 * compute);
 }
 

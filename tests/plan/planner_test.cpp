@@ -149,13 +149,16 @@ TEST(Planner, ChoosesLargerChunksWhenEachChunkCostsTime) {
   // 5 ms per chunk and stage: fewer chunks are faster, and 32 (4x the
   // default, the largest tried) is the fewest. Step compute by hand: 64
   // sequences in 2 chunks; per block forward + backward, and the head,
-  // each 2 x 5 ms + 64 x their slope.
+  // each 2 x 5 ms + 64 x their slope; the last block's forward once, in
+  // its backward (the fused tail, Note [The fused tail]).
   hw.stage_times = small_llama_times(5e-3);
   const Plan fixed_cost = make_plan(small_llama(4), hw, o);
   ASSERT_TRUE(fixed_cost.feasible);
   EXPECT_EQ(fixed_cost.schedule.chunk_sequences, 32);
+  EXPECT_TRUE(fixed_cost.schedule.fused_tail);
   const double by_hand = 4 * ((2 * 5e-3 + 64 * 1e-4) + (2 * 5e-3 + 64 * 3e-4)) +
-                         (2 * 5e-3 + 64 * 2e-4) + 2 * (2 * 5e-3 + 64 * 1e-6);
+                         (2 * 5e-3 + 64 * 2e-4) + 2 * (2 * 5e-3 + 64 * 1e-6) -
+                         (2 * 5e-3 + 64 * 1e-4);
   EXPECT_NEAR(fixed_cost.prediction.compute_s, by_hand, 1e-9);
   EXPECT_TRUE(
       schedule_problems(small_llama(4), fixed_cost.sizes, hw, fixed_cost.schedule, o.max_recompute)
@@ -205,6 +208,7 @@ TEST(Planner, ThreePointTimesMoveTheChunkToWhereGemmsRunFaster) {
   o.batch_size = 32;
   o.seq_len = 1024;
   o.time_limit_s = 5;
+  o.fused_tail = false;  // compute as a multiple of the chunk's stage times
   // Batch 32 in chunks of 8: each use 4 x 8 r = 32 r; of 16: 2 x (8 r +
   // (28.8 r - 8 r) x 8 / 24) = 29.87 r (6.7% less, past the 2% a chunking
   // must gain); of 32: 28.8 r (3.6% less again). Compute: 4 blocks' forward
@@ -337,6 +341,7 @@ void plan_against_reference(double gpu_gb, BatchReference& ref, Plan& p) {
   PlanOptions o;
   o.seq_len = 1024;
   o.time_limit_s = 5;
+  o.fused_tail = false;  // the batches compared on the schedule alone
   ref = reference_batch(config, small_gpu(gpu_gb), o);
   p = make_plan(config, small_gpu(gpu_gb), o);
   ASSERT_TRUE(p.feasible);
@@ -356,6 +361,7 @@ TEST(Planner, ChoosesTheSmallestBatchWithinTheMarginThatKeepsChunksFull) {
   PlanOptions o;
   o.seq_len = 1024;
   o.time_limit_s = 5;
+  o.fused_tail = false;
   o.batch_size = 384;
   const Plan largest = make_plan(small_llama(4), small_gpu(2.0), o);
   ASSERT_TRUE(largest.feasible);
@@ -400,6 +406,34 @@ TEST(Planner, AGivenMicroBatchKeepsBatchesThatHoldAWholeChunk) {
   const Plan one = make_plan(config, hw, o);
   ASSERT_TRUE(one.feasible);
   EXPECT_GE(one.prediction.tokens_per_s, (1 - kBatchMargin) * p.prediction.tokens_per_s);
+}
+
+// Note [The fused tail]: the planner fuses the last block with the head
+// only when no boundary leaves the GPU (and PlanOptions::fused_tail allows
+// it); from roomy to tight GPUs both kinds of plan occur.
+TEST(Planner, FusesTheTailOnlyWhenNoBoundaryIsOffloaded) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  PlanOptions o;
+  o.batch_size = 64;
+  o.seq_len = 1024;
+  o.time_limit_s = 5;
+  int fused = 0, apart = 0;
+  for (double gpu_gb : {0.6, 0.8, 1.0, 1.5, 2.0, 8.0}) {
+    SCOPED_TRACE(gpu_gb);
+    const Plan p = make_plan(small_llama(4), small_gpu(gpu_gb), o);
+    if (!p.feasible) continue;
+    bool offloaded = false;
+    for (exec::Placement b : p.schedule.boundaries)
+      offloaded |= b == exec::Placement::Host || b == exec::Placement::Disk;
+    EXPECT_TRUE(!p.schedule.fused_tail || !offloaded);
+    (p.schedule.fused_tail ? fused : apart)++;
+    EXPECT_LE(p.schedule.predicted_peak_bytes.at("gpu"),
+              static_cast<int64_t>(gpu_gb * kBytesPerGB));
+  }
+  EXPECT_GT(fused, 0);
+  EXPECT_GT(apart, 0);
+  o.fused_tail = false;
+  EXPECT_FALSE(make_plan(small_llama(4), small_gpu(8.0), o).schedule.fused_tail);
 }
 
 TEST(Validator, CatchesWhatIsBroken) {
