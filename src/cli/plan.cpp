@@ -45,6 +45,7 @@ struct PlanArgs {
   int gpus_per_node = 8;
   bool clip_with_previous_norm = false;  // train.clip_with_previous_norm's pipeline
   bool stream_every_stage = false;       // PlanOptions::stages_on_device false
+  bool apart_tail = false;               // PlanOptions::fused_tail false
 };
 
 // `--gpus N`: the plan above is one rank's; what data parallel adds.
@@ -360,6 +361,8 @@ void add_plan_command(CLI::App& app) {
                 "backward");
   cmd->add_flag("--stream-every-stage", args->stream_every_stage,
                 "keep no stage whole on the device, even where there is room (stages_on_device)");
+  cmd->add_flag("--no-fused-tail", args->apart_tail,
+                "run the last block and the head apart, never as one use (exec.fused_tail: off)");
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--out", args->out, "write the schedule JSON here");
   cmd->add_option("--gpus", args->gpus,
@@ -399,6 +402,7 @@ void add_plan_command(CLI::App& app) {
         args->optimizer == "adamw" ? exec::OptimizerStates::Fp32 : exec::OptimizerStates::EightBit;
     o.updates_during_backward = args->clip_with_previous_norm;
     o.stages_on_device = !args->stream_every_stage && args->gpus == 1;
+    o.fused_tail = !args->apart_tail && args->gpus == 1;
     const plan::Plan r = plan::make_plan(config, hw, o);
     const PlannedExecutor choice = executor_for(r, o, hw, config);
     if (args->json) {

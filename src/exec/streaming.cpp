@@ -225,9 +225,8 @@ int StreamingExecutor::Impl::find_slot(int stage) const {
   return -1;
 }
 
-void StreamingExecutor::Impl::load(int slot, int stage) {
+void StreamingExecutor::Impl::load_into(Slot& s, int stage) {
   gather_through(static_cast<size_t>(stage));  // Note [Overlapped all-gathers]
-  Slot& s = slots[slot];
   s.weights.clear();  // frees the previous occupant (a queued copy keeps its own reference)
   s.stage = stage;
   s.ready = Ticket();
@@ -286,6 +285,7 @@ int StreamingExecutor::Impl::acquire(int stage, int next_stage) {
 
 void StreamingExecutor::Impl::invalidate_slots() {
   device_slot = Slot();
+  tail_head = Slot();
   for (auto& s : slots) {
     s.stage = -1;
     s.weights.clear();
@@ -379,17 +379,17 @@ void StreamingExecutor::Impl::run_tail(int stage) {
   const models::Stage& block = *model.stages()[stage];
   const models::Stage& head_stage = *model.stages()[head];
   // The block is the use's stage (acquired); the head is on the device or
-  // in the other slot, loaded by that acquire (StagePlan::next_stage).
+  // in its own slot, loaded from the use before (StagePlan::
+  // tail_head_load_use).
   std::vector<Tensor> head_weights;
   if (on_device[static_cast<size_t>(head)]) {
     for (size_t i : stages[head].weights) head_weights.push_back(device_params[i].weight);
   } else {
-    const int slot = find_slot(head);
-    LT_CHECK(slot >= 0,
-             "streaming executor: the tail step's head has no weight slot (a bug in "
-             "the stage plan)");
-    stats->exposed_h2d_s += exposed_wait(slots[slot].ready);
-    head_weights = slots[slot].weights;
+    LT_CHECK(tail_head.stage == head,
+             "streaming executor: the tail step's head has no weight slot (a bug in the stage "
+             "plan)");
+    stats->exposed_h2d_s += exposed_wait(tail_head.ready);
+    head_weights = tail_head.weights;
   }
   WeightBinding bind_block(stage_weights(stage), use_weights());
   WeightBinding bind_head(stage_weights(head), head_weights);
@@ -479,6 +479,7 @@ void StreamingExecutor::Impl::run_step() {
       wait_for_update(static_cast<size_t>(use.stage) + 1);
     }
     slot_for_current_use = acquire(use.stage, plan.next_stage[u]);
+    if (static_cast<int>(u) == plan.tail_head_load_use) load_into(tail_head, num_blocks + 1);
     use_name = std::string(stage_work_name(use.work)) + " " + model.stages()[use.stage]->name();
     if (options.observe_use) options.observe_use(u, false);
     switch (use.work) {
@@ -503,6 +504,7 @@ void StreamingExecutor::Impl::run_step() {
     for (int b : after.release) release_device_copy(b);
     for (int b : after.drop) boundaries[b] = Boundary();
     for (int b : after.offload) offload(b);
+    if (use.work == StageWork::TailStep) tail_head = Slot();
     if (after.copy_out_gradients) {
       if (use.work == StageWork::TailStep) copy_out(use.stage + 1);  // the head's first
       copy_out(use.stage);

@@ -183,7 +183,8 @@ struct StreamingExecutor::Impl {
 
   std::vector<Tensor> stage_weights(int stage) const;
   int find_slot(int stage) const;
-  void load(int slot, int stage);
+  void load(int slot, int stage) { load_into(slots[slot], stage); }
+  void load_into(Slot& s, int stage);
   int acquire(int stage, int next_stage);
   void invalidate_slots();
   void copy_out(int stage);
@@ -222,6 +223,7 @@ struct StreamingExecutor::Impl {
   };
   std::vector<DeviceParam> device_params;  // per parameter; no handles: it streams
   Slot device_slot;                        // the device stage in use's weights
+  Slot tail_head;  // the head's own slot for the tail step (Note [The fused tail])
   void setup_device_stages();
   bool param_on_device(size_t i) const;
   // Masters and states into device memory (a step's start) or back into

@@ -14,10 +14,12 @@ namespace lt::exec {
 // block is computed once (on the H200 a 3B block's forward is ~0.7% of the
 // step), boundary L never exists, and the device holds the block's saved
 // activations for one chunk beside the head's working set. The use needs
-// both stages' weights at once: the head takes the second weight slot, so
-// the next backward's weights load only after the use (unless the head is
-// on the device). Offloaded boundaries are not supported with it (their
-// read-back windows are the head's and the last block's, merged here).
+// both stages' weights at once: the head's load into a slot of its own
+// from the use before (a tied head's embedding on the device is read
+// there), so that the two block slots go on as before: the next
+// backward's block loads during the tail step. Offloaded boundaries are
+// not supported with it (their read-back windows are the head's and the
+// last block's, merged here).
 std::vector<StageUse> plan_stage_uses(const Schedule& schedule, int num_blocks) {
   validate(schedule, num_blocks, "streaming schedule");
   const int last_block_stage = num_blocks;  // stage L
@@ -145,11 +147,11 @@ StagePlan plan_stage(const Schedule& schedule, int num_blocks) {
     int next = -1;
     for (size_t v = u + 1; v < n && next < 0; ++v)
       if (!plan.on_device[static_cast<size_t>(plan.uses[v].stage)]) next = plan.uses[v].stage;
-    // The tail step's head takes the other slot (Note [The fused tail]).
-    const int head = num_blocks + 1;
-    if (plan.uses[u].work == StageWork::TailStep && !plan.on_device[static_cast<size_t>(head)])
-      next = head;
     plan.next_stage.push_back(next);
+    // The head's own slot loads a use ahead of the tail step.
+    if (u + 1 < n && plan.uses[u + 1].work == StageWork::TailStep &&
+        !plan.on_device[static_cast<size_t>(num_blocks) + 1])
+      plan.tail_head_load_use = static_cast<int>(u);
     const int s = plan.uses[u].stage;
     AfterUse& after = plan.after[u];
     switch (plan.uses[u].work) {
@@ -203,6 +205,7 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
   // Stages on the device whose gradients this step's backward has made:
   // held until the step's end, when their update frees them.
   std::vector<int> device_gradients;
+  bool tail_head_slot = false;  // the head's own slot (Note [The fused tail])
   const auto on_device = [&](int stage) { return plan.on_device[static_cast<size_t>(stage)]; };
   // `own_gradients`: the stages whose gradients the use has made (none at
   // its start).
@@ -212,6 +215,7 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
       if (on_device(stage)) h.push_back({Held::DeviceStage, stage, false});
     for (int stage : slots)
       if (stage >= 0) h.push_back({Held::Weights, stage, false});
+    if (tail_head_slot) h.push_back({Held::Weights, num_blocks + 1, false});
     for (int stage : device_gradients) h.push_back({Held::Gradients, stage, false});
     for (int stage : own_gradients) h.push_back({Held::Gradients, stage, false});
     for (size_t d = landed; d < downloads.size(); ++d)
@@ -225,6 +229,7 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
   std::vector<UseHolds> out(plan.uses.size());
   for (size_t u = 0; u < plan.uses.size(); ++u) {
     const int s = plan.uses[u].stage;
+    if (static_cast<int>(u) == plan.tail_head_load_use) tail_head_slot = true;
     for (int b : plan.prefetches[u].uploads) boundary_on_device[b] = true;
     // As Impl::acquire: a stage on the device takes no slot.
     int slot = on_device(s) ? current_slot : find_slot(s);
@@ -261,6 +266,7 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
         break;
     }
     out[u].at_end = snapshot(own_gradients);
+    if (plan.uses[u].work == StageWork::TailStep) tail_head_slot = false;
     const AfterUse& after = plan.after[u];
     for (int b : after.release) {
       for (size_t d = landed; d < downloads.size(); ++d)

@@ -99,6 +99,11 @@ struct StagePlan {
   std::vector<int> next_stage;
   // Per stage: kept on the device (Schedule::stages_on_device), never loaded.
   std::vector<bool> on_device;
+  // Schedule::fused_tail with the head not on the device: the use at whose
+  // start the head's weights start loading into a slot of their own (the
+  // use before the tail step), which they hold until the tail step ends;
+  // -1 otherwise (Note [The fused tail]).
+  int tail_head_load_use = -1;
   std::vector<AfterUse> after;  // per use
 };
 

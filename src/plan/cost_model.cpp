@@ -231,14 +231,9 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   const double forward_s = L * m.block_forward_s + m.head_forward_s;
   p.compute_s = L * (m.block_forward_s + m.block_backward_s) + m.head_step_s + m.embed_s;
   // The fused tail runs the last block's forward once, under grad mode in
-  // its backward (counted in block_backward_s), and the head takes the
-  // second weight slot through it: block L-1's weights (stage L-1) load
-  // after it, unless the head or that block is on the device.
-  if (m.fused_tail) {
-    p.compute_s -= m.block_forward_s;
-    if (L >= 2 && !m.stage_on_device(L + 1) && !m.stage_on_device(L - 1))
-      p.exposed_weights_s += m.block_weight_gb / hw.h2d_gbps;
-  }
+  // its backward (counted in block_backward_s); the head's weights load
+  // into a slot of their own behind the forward's last block.
+  if (m.fused_tail) p.compute_s -= m.block_forward_s;
   p.recompute_s = sol.recompute_s;
   for (double e : sol.exposed_s) p.exposed_activations_s += e;
   // The first block's weights arrive before any compute; each later block's

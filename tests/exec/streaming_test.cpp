@@ -746,9 +746,12 @@ TEST(StreamingPlan, TheFusedTailRunsTheLastBlockOnceWithTheHead) {
                                           {3, W::TailStep}, {1, W::Recompute}, {2, W::Backward},
                                           {1, W::Backward}, {0, W::Backward}};
   EXPECT_EQ(plan.uses, expected);
-  // The tail step loads the head into the other slot; it drops its input
-  // and copies out its gradients (the head's, then the block's).
-  EXPECT_EQ(plan.next_stage[3], 4);
+  // The head loads into a slot of its own from the use before; the tail
+  // step loads the next use's block (the recompute of stage 1) into the
+  // other block slot. It drops its input and copies out its gradients (the
+  // head's, then the block's).
+  EXPECT_EQ(plan.tail_head_load_use, 2);
+  EXPECT_EQ(plan.next_stage[3], 1);
   EXPECT_EQ(plan.after[3].drop, std::vector<int>{2});
   EXPECT_TRUE(plan.after[3].copy_out_gradients);
   for (const StageUse& u : plan.uses) EXPECT_TRUE(u.work != W::HeadStep);
@@ -758,8 +761,11 @@ TEST(StreamingPlan, TheFusedTailRunsTheLastBlockOnceWithTheHead) {
     return std::any_of(h.begin(), h.end(),
                        [&](const Hold& x) { return x.what == what && x.index == index; });
   };
+  EXPECT_TRUE(has(holds[2].at_start, Held::Weights, 4));
+  EXPECT_TRUE(has(holds[3].at_start, Held::Weights, 1));
   EXPECT_TRUE(has(holds[3].at_start, Held::Weights, 3));
   EXPECT_TRUE(has(holds[3].at_start, Held::Weights, 4));
+  EXPECT_FALSE(has(holds[4].at_start, Held::Weights, 4)) << "the head's slot is freed";
   EXPECT_TRUE(has(holds[3].at_end, Held::Gradients, 3));
   EXPECT_TRUE(has(holds[3].at_end, Held::Gradients, 4));
   EXPECT_FALSE(has(holds[3].at_end, Held::Boundary, 3)) << "boundary L never exists";

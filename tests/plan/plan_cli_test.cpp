@@ -80,9 +80,9 @@ class PlanCommand : public ::testing::Test {
 TEST_F(PlanCommand, JsonHasTheScheduleAndPeaks) {
   if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
   const std::string out = (dir_ / "schedule.json").string();
-  const CliResult r =
-      run_plan("--model " + (dir_ / "model").string() +
-               " --batch-size 2 --seq-len 8 --stream-every-stage --json --out " + out);
+  const CliResult r = run_plan(
+      "--model " + (dir_ / "model").string() +
+      " --batch-size 2 --seq-len 8 --stream-every-stage --no-fused-tail --json --out " + out);
   ASSERT_EQ(r.status, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j.at("feasible").get<bool>());
@@ -92,16 +92,15 @@ TEST_F(PlanCommand, JsonHasTheScheduleAndPeaks) {
   // The default machine has room for everything: every boundary stays on
   // the GPU. By hand (memory_budget_test.cpp), at micro-batch 2 (16 tokens):
   // at block 0's backward, weight slots 86784 + gradients 160896, ids and
-  // targets 256, the block's working set 2*960*16*2, + 3 boundaries of
-  // 2048 (the most at once, at the tail step: 2 kept and dy; the last
-  // block's output is never made, Note [The fused tail]).
+  // targets 256, the block's working set 2*960*16*2, + 4 boundaries of
+  // 2048 (3 kept and dy).
   ASSERT_EQ(j.at("boundaries").size(), 3u);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(j["boundaries"][i]["index"], i);
     EXPECT_EQ(j["boundaries"][i]["placement"], "gpu");
   }
-  EXPECT_EQ(j.at("peak_bytes").at("gpu"), 86784 + 160896 + 256 + 61440 + 3 * 2048);
-  EXPECT_TRUE(j.at("fused_tail").get<bool>());
+  EXPECT_EQ(j.at("peak_bytes").at("gpu"), 86784 + 160896 + 256 + 61440 + 4 * 2048);
+  EXPECT_FALSE(j.contains("fused_tail"));
   EXPECT_EQ(j.at("peak_bytes").at("host"), 16 * 86848);
   EXPECT_EQ(j.at("peak_bytes").at("disk"), 0);
   for (const char* link : {"d2h", "disk_write", "h2d", "disk_read"})
