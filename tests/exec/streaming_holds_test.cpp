@@ -142,5 +142,31 @@ TEST(StreamingHolds, StagesOnTheDeviceAreWhatTheExecutorHolds) {
   std::filesystem::remove_all(spill);
 }
 
+// Note [The fused tail]: the last block and the head as one use, with the
+// head's own slot loaded a use ahead; boundary L - 1 recomputed or kept,
+// the tail's stages or others on the device.
+TEST(StreamingHolds, TheFusedTailIsWhatTheExecutorHolds) {
+  using P = Placement;
+  const std::string spill = ::testing::TempDir() + "lt_holds_fused_spill";
+  std::filesystem::create_directories(spill);
+  const std::vector<std::vector<int>> kept = {{}, {0}, {5}, {0, 6}, {4, 5}};
+  for (bool tied : {false, true}) {
+    const models::ModelConfig c = config(tied);
+    for (const auto& list : kept) {
+      for (Schedule s :
+           {schedule({P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu}, 1),
+            schedule({P::Recompute, P::Recompute, P::Gpu, P::Recompute, P::Recompute, P::Gpu}, 2),
+            schedule({P::Gpu, P::Recompute, P::Recompute, P::Recompute, P::Recompute, P::Gpu},
+                     0)}) {
+        s.stages_on_device = list;
+        s.fused_tail = true;
+        SCOPED_TRACE((tied ? "tied " : "untied ") + to_json(s).dump());
+        expect_holds_as_budgeted(c, s, spill);
+      }
+    }
+  }
+  std::filesystem::remove_all(spill);
+}
+
 }  // namespace
 }  // namespace lt::exec
