@@ -391,15 +391,17 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
       // Chunkings (and batches) are compared with their stages on the
       // device: a larger chunk's faster forward leaves less time to hide
       // the CPU's updates behind, which the stages on the device take off it.
-      // Both take GPU room: each is tried first, the faster kept.
-      if (device_stages_allowed || fused_tail_allowed) {
-        BatchChoice tail_first = choice;
-        if (fused_tail_allowed) add_fused_tail(config, hw, tail_first);
-        if (device_stages_allowed) add_stages_on_device(config, hw, tail_first);
-        if (device_stages_allowed) add_stages_on_device(config, hw, choice);
-        if (fused_tail_allowed) add_fused_tail(config, hw, choice);
-        if (tail_first.prediction.step_s < choice.prediction.step_s) choice = std::move(tail_first);
+      // Both take GPU room: when both may, each is tried first, the faster kept.
+      std::optional<BatchChoice> tail_first;
+      if (device_stages_allowed && fused_tail_allowed) {
+        tail_first = choice;
+        add_fused_tail(config, hw, *tail_first);
+        add_stages_on_device(config, hw, *tail_first);
       }
+      if (device_stages_allowed) add_stages_on_device(config, hw, choice);
+      if (fused_tail_allowed) add_fused_tail(config, hw, choice);
+      if (tail_first && tail_first->prediction.step_s < choice.prediction.step_s)
+        choice = std::move(*tail_first);
       const double tokens_per_s = choice.prediction.tokens_per_s;
       const double margin = preferred_measured && measured_chunk(hw, c) ? 0.0 : kChunkMargin;
       if (batch_choice && (tokens_per_s <= preferred_tokens_per_s * (1 + margin) ||
