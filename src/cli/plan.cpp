@@ -316,8 +316,9 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
   if (!s.stages_on_device.empty())
     fmt::print("stages kept and updated on the device (0: embed, 1..{}: blocks, {}: head): {}\n",
                s.boundaries.size() - 1, s.boundaries.size(), fmt::join(s.stages_on_device, ", "));
-  if (s.fused_tail)
-    fmt::print("the last block and the head run as one use, chunk by chunk (fused_tail)\n");
+  if (s.tail_blocks > 0)
+    fmt::print("the last {} block(s) and the head run as one use, chunk by chunk (fused_tail)\n",
+               s.tail_blocks);
   fmt::print("predicted peak: gpu {:.2f} GB, host {:.2f} GB, disk {:.2f} GB\n",
              gb(r.budget.bytes(exec::MemorySpace::Gpu)),
              gb(r.budget.bytes(exec::MemorySpace::Host)),

@@ -134,11 +134,6 @@ int64_t boundary_bytes(const models::ModelConfig& c, const TrainSizes& s) {
   return s.batch_size * s.seq_len * c.hidden_size * s.compute_bytes;
 }
 
-namespace {
-
-// Elements of the weight copies stage `stage` reads (a tied head reads the
-// embedding too) and of the gradients of the parameters it owns.
-// `embed_on_device`: a tied head reads the embed stage's device copy instead.
 int64_t stage_weight_elements(const models::ModelConfig& c, int stage, bool embed_on_device) {
   const int L = static_cast<int>(c.num_hidden_layers);
   if (stage == 0) return embed_parameters(c);
@@ -146,6 +141,8 @@ int64_t stage_weight_elements(const models::ModelConfig& c, int stage, bool embe
   const bool reads_embedding = c.tie_word_embeddings && !embed_on_device;
   return head_parameters(c) + (reads_embedding ? c.vocab_size * c.hidden_size : 0);
 }
+
+namespace {
 
 // Bytes of one thing the device holds (streaming_plan.h), in the compute
 // dtype but for a stage on the device (`on_device`: per stage).
@@ -223,11 +220,16 @@ UseHold largest_use_hold(const models::ModelConfig& c, const TrainSizes& s, cons
       now.use = "the head step";
       now.working_set = head_ws;
     } else if (use.work == StageWork::TailStep) {
-      // The block's saved activations for a chunk stay through the head's
-      // step, and its backward follows (Note [The fused tail]): bounded by
-      // the two working sets together.
-      now.use = "the tail step (the last block and the head)";
-      now.working_set = block_ws + head_ws;
+      // The blocks' saved activations for a chunk stay through the head's
+      // step, and their backwards follow, the last first (Note [The fused
+      // tail]): bounded by the two working sets together and the other
+      // blocks' saved tensors.
+      const int tail_blocks = plan.num_blocks - use.stage + 1;
+      now.use = tail_blocks == 1
+                    ? std::string("the tail step (the last block and the head)")
+                    : fmt::format("the tail step (the last {} blocks and the head)", tail_blocks);
+      now.working_set = block_ws + head_ws +
+                        (tail_blocks - 1) * block_saved_elements_per_token(c) * chunk_tokens * cb;
     } else if (use.stage == 0) {
       now.use = fmt::format("the embed stage's {}", work_phrase(use.work));
       const bool adds_dense =

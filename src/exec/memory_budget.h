@@ -114,6 +114,10 @@ int64_t head_parameters(const models::ModelConfig& config);
 // head), whose master and optimizer states go where TrainSizes::
 // states_on_disk says.
 int64_t stage_parameters(const models::ModelConfig& config, int stage);
+// Elements of the weight copies stage `stage` reads: its own, and a tied
+// head's the embedding's too unless `embed_on_device` (it reads the embed
+// stage's device copy then).
+int64_t stage_weight_elements(const models::ModelConfig& config, int stage, bool embed_on_device);
 
 // Device bytes of stage `stage` kept on the device (Schedule::
 // stages_on_device), besides its gradients: its f32 masters, its weight copy

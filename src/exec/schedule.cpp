@@ -173,7 +173,9 @@ void validate(const Schedule& s, int num_blocks, const std::string& source) {
     LT_CHECK(k == 0 || stage > s.stages_on_device[k - 1], source, ": stages_on_device[", k, "] (",
              stage, ") must be greater than the entry before it: the list is ascending");
   }
-  if (s.fused_tail) {
+  LT_CHECK(s.tail_blocks >= 0 && s.tail_blocks <= num_blocks, source,
+           ": fused_tail must be a count of blocks in [0, ", num_blocks, "], got ", s.tail_blocks);
+  if (s.tail_blocks > 0) {
     for (int i = 0; i < num_blocks; ++i) {
       const Placement p = s.boundaries[static_cast<size_t>(i)];
       LT_CHECK(p == Placement::Gpu || p == Placement::Recompute, source,
@@ -218,7 +220,7 @@ nlohmann::json to_json(const Schedule& s) {
     }
   }
   if (!s.stages_on_device.empty()) j["stages_on_device"] = s.stages_on_device;
-  if (s.fused_tail) j["fused_tail"] = true;
+  if (s.tail_blocks > 0) j["fused_tail"] = s.tail_blocks;
   if (s.has_prediction) {
     j["predicted"]["step_s"] = s.predicted_step_s;
     j["predicted"]["peak_bytes"] = s.predicted_peak_bytes;
@@ -304,9 +306,13 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& source) 
     }
   }
   if (j.contains("fused_tail")) {
-    LT_CHECK(j.at("fused_tail").is_boolean(), source,
-             ": field \"fused_tail\" must be true or false, got ", brief_json(j.at("fused_tail")));
-    s.fused_tail = j.at("fused_tail").get<bool>();
+    const auto& tail = j.at("fused_tail");
+    // true: the one-block tail of the schedules written before it had a count.
+    LT_CHECK(tail.is_boolean() || (tail.is_number_integer() && tail.get<int64_t>() >= 0 &&
+                                   tail.get<int64_t>() < (int64_t{1} << 30)),
+             source, ": field \"fused_tail\" must be a count of blocks >= 0 (or true, false), got ",
+             brief_json(tail));
+    s.tail_blocks = tail.is_boolean() ? (tail.get<bool>() ? 1 : 0) : tail.get<int>();
   }
   if (j.contains("predicted")) {
     const auto& p = j.at("predicted");

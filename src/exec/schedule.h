@@ -71,13 +71,14 @@ struct Schedule {
   // [Stages on the device], exec/streaming_device_stages.cpp). Ascending;
   // empty: every stage streams. JSON: "stages_on_device": [indices].
   std::vector<int> stages_on_device;
-  // The last block and the head run as one use, chunk by chunk: the block's
-  // forward under grad mode, the head's forward and backward, the block's
-  // backward (Note [The fused tail], exec/streaming_plan.cpp). The last
-  // block is then computed once a step instead of twice, and boundary L
-  // never exists. Needs every boundary on the GPU or recomputed. JSON:
-  // "fused_tail": true, left out when false.
-  bool fused_tail = false;
+  // The last `tail_blocks` blocks and the head run as one use, chunk by
+  // chunk: the blocks' forward under grad mode, the head's forward and
+  // backward, the blocks' backward (Note [The fused tail],
+  // exec/streaming_plan.cpp). Those blocks are then computed once a step
+  // instead of twice, and the boundaries between them never exist. 0: the
+  // head runs apart. Needs every boundary on the GPU or recomputed. JSON:
+  // "fused_tail": the count (true reads as 1), left out when 0.
+  int tail_blocks = 0;
   // Per stage of a chain of `num_blocks` blocks: whether it is on the device.
   std::vector<bool> on_device(int num_blocks) const;
   // What the planner predicted (absent when written by hand).

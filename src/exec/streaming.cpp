@@ -74,7 +74,7 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
   // Note [The fused tail]: not wired into the ranks' reduces and gathers,
   // nor into the disk stages' read-ahead.
   LT_CHECK(
-      !options.schedule.fused_tail ||
+      options.schedule.tail_blocks == 0 ||
           (!options.ranks && std::none_of(options.states_on_disk.begin(),
                                           options.states_on_disk.end(), [](bool d) { return d; })),
       "exec.schedule: fused_tail is not supported with several ranks or with stage states on "
@@ -285,7 +285,7 @@ int StreamingExecutor::Impl::acquire(int stage, int next_stage) {
 
 void StreamingExecutor::Impl::invalidate_slots() {
   device_slot = Slot();
-  tail_head = Slot();
+  tail_slots.clear();
   for (auto& s : slots) {
     s.stage = -1;
     s.weights.clear();
@@ -296,27 +296,58 @@ void StreamingExecutor::Impl::invalidate_slots() {
 // Moves the gradients of the parameters `stage` owns to the host slabs and
 // adds their squared sum, on the download engine.
 void StreamingExecutor::Impl::copy_out(int stage) {
-  if (options.ranks) return copy_out_over_ranks(stage);  // exec/streaming_ranks.cpp
-  if (on_device[static_cast<size_t>(stage)]) return copy_out_on_device(stage);
-  const StageInfo& info = stages[stage];
+  copy_out(std::vector<int>{stage});
+}
+
+// copy_out of several stages whose gradients are all on the device already
+// (the tail step's): one download for the streamed ones, so that the
+// compute thread does not wait for a download per stage (at most two in
+// flight, Impl::download) while the GPU runs out of queued work.
+void StreamingExecutor::Impl::copy_out(const std::vector<int>& stages_out) {
   CopyList copies;
-  nn::NamedParameters views;
-  for (size_t i = info.first; i < info.last; ++i) {
-    Tensor g = params[i].grad();
-    has_grad[i] = g.defined();
-    norm_views[i].set_grad(g.defined() ? grad_slabs[i] : Tensor());
-    if (!g.defined()) continue;
-    params[i].set_grad(Tensor());
-    copies.emplace_back(grad_slabs[i], g.contiguous());
-    views.emplace_back(names[i], norm_views[i]);
+  struct Square {
+    double* square;
+    nn::NamedParameters views;
+  };
+  std::vector<Square> squares;
+  std::vector<int> streamed;
+  std::string label = "grads";
+  for (int stage : stages_out) {
+    if (options.ranks) {
+      copy_out_over_ranks(stage);  // exec/streaming_ranks.cpp
+      continue;
+    }
+    if (on_device[static_cast<size_t>(stage)]) {
+      copy_out_on_device(stage);
+      continue;
+    }
+    const StageInfo& info = stages[stage];
+    nn::NamedParameters views;
+    for (size_t i = info.first; i < info.last; ++i) {
+      Tensor g = params[i].grad();
+      has_grad[i] = g.defined();
+      norm_views[i].set_grad(g.defined() ? grad_slabs[i] : Tensor());
+      if (!g.defined()) continue;
+      params[i].set_grad(Tensor());
+      copies.emplace_back(grad_slabs[i], g.contiguous());
+      views.emplace_back(names[i], norm_views[i]);
+    }
+    stage_squares[stage] = 0;
+    squares.push_back({&stage_squares[stage], std::move(views)});
+    streamed.push_back(stage);
+    label += " " + model.stages()[stage]->name();
   }
-  double* square = &stage_squares[stage];
-  *square = 0;
-  downloads.push_back(download(
+  if (streamed.empty()) return;
+  const Ticket landed = download(
       std::move(copies),
-      [square, views = std::move(views)] { *square = optim::grad_squared_sum(views); },
-      "grads " + model.stages()[stage]->name()));
-  if (early) queue_early_update(static_cast<size_t>(stage), downloads.back());
+      [squares = std::move(squares)] {
+        for (const Square& s : squares) *s.square = optim::grad_squared_sum(s.views);
+      },
+      std::move(label));
+  for (int stage : streamed) {
+    downloads.push_back(landed);
+    if (early) queue_early_update(static_cast<size_t>(stage), landed);
+  }
 }
 
 void StreamingExecutor::Impl::run_forward(int stage, bool recompute) {
@@ -375,33 +406,35 @@ void StreamingExecutor::Impl::run_head(int stage) {
 
 void StreamingExecutor::Impl::run_tail(int stage) {
   prepare_input(stage);
-  const int head = stage + 1;
-  const models::Stage& block = *model.stages()[stage];
-  const models::Stage& head_stage = *model.stages()[head];
-  // The block is the use's stage (acquired); the head is on the device or
-  // in its own slot, loaded from the use before (StagePlan::
-  // tail_head_load_use).
-  std::vector<Tensor> head_weights;
-  if (on_device[static_cast<size_t>(head)]) {
-    for (size_t i : stages[head].weights) head_weights.push_back(device_params[i].weight);
-  } else {
-    LT_CHECK(tail_head.stage == head,
-             "streaming executor: the tail step's head has no weight slot (a bug in the stage "
-             "plan)");
-    stats->exposed_h2d_s += exposed_wait(tail_head.ready);
-    head_weights = tail_head.weights;
+  const int head = num_blocks + 1;
+  // The first block is the use's stage (acquired); the later blocks and
+  // the head are on the device or in slots of their own, loaded from the
+  // use before (StagePlan::tail_slot_stages).
+  std::vector<Tensor> params_bound = stage_weights(stage), copies = use_weights();
+  for (int t = stage + 1; t <= head; ++t) {
+    const std::vector<Tensor> weights = stage_weights(t);
+    params_bound.insert(params_bound.end(), weights.begin(), weights.end());
+    if (on_device[static_cast<size_t>(t)]) {
+      for (size_t i : stages[t].weights) copies.push_back(device_params[i].weight);
+      continue;
+    }
+    const auto slot = std::find_if(tail_slots.begin(), tail_slots.end(),
+                                   [&](const Slot& s) { return s.stage == t; });
+    LT_CHECK(slot != tail_slots.end(), "streaming executor: the tail step's ",
+             model.stages()[t]->name(), " has no weight slot (a bug in the stage plan)");
+    stats->exposed_h2d_s += exposed_wait(slot->ready);
+    copies.insert(copies.end(), slot->weights.begin(), slot->weights.end());
   }
-  WeightBinding bind_block(stage_weights(stage), use_weights());
-  WeightBinding bind_head(stage_weights(head), head_weights);
+  WeightBinding bind(params_bound, copies);
   device.begin_compute_span();
   dy.assign(chunks.size(), Tensor());
   for (size_t c = 0; c < chunks.size(); ++c) {
     Tensor x = input(stage, c).detach();
     x.set_requires_grad(true);
-    Tensor loss =
-        model.run_stage(head_stage, model.run_stage(block, x, chunks[c].ctx), chunks[c].ctx);
-    stats->loss += loss.item();
-    backward(loss);
+    Tensor h = x;
+    for (int t = stage; t <= head; ++t) h = model.run_stage(*model.stages()[t], h, chunks[c].ctx);
+    stats->loss += h.item();
+    backward(h);
     dy[c] = x.grad();
   }
   end_use(&StepStats::compute_s);
@@ -474,12 +507,14 @@ void StreamingExecutor::Impl::run_step() {
     // its update, counted in optimizer_s (states_disk_s for disk stages).
     if (use.work == StageWork::Forward || use.work == StageWork::HeadStep)
       wait_for_update(static_cast<size_t>(use.stage));
-    if (use.work == StageWork::TailStep) {  // the block's first use, and the head's
-      wait_for_update(static_cast<size_t>(use.stage));
-      wait_for_update(static_cast<size_t>(use.stage) + 1);
-    }
+    if (use.work == StageWork::TailStep)  // the first use of each of its blocks, and the head's
+      for (int t = use.stage; t <= num_blocks + 1; ++t) wait_for_update(static_cast<size_t>(t));
     slot_for_current_use = acquire(use.stage, plan.next_stage[u]);
-    if (static_cast<int>(u) == plan.tail_head_load_use) load_into(tail_head, num_blocks + 1);
+    if (static_cast<int>(u) == plan.tail_load_use) {
+      tail_slots.assign(plan.tail_slot_stages.size(), Slot());
+      for (size_t k = 0; k < tail_slots.size(); ++k)
+        load_into(tail_slots[k], plan.tail_slot_stages[k]);
+    }
     use_name = std::string(stage_work_name(use.work)) + " " + model.stages()[use.stage]->name();
     if (options.observe_use) options.observe_use(u, false);
     switch (use.work) {
@@ -504,10 +539,15 @@ void StreamingExecutor::Impl::run_step() {
     for (int b : after.release) release_device_copy(b);
     for (int b : after.drop) boundaries[b] = Boundary();
     for (int b : after.offload) offload(b);
-    if (use.work == StageWork::TailStep) tail_head = Slot();
+    if (use.work == StageWork::TailStep) tail_slots.clear();
     if (after.copy_out_gradients) {
-      if (use.work == StageWork::TailStep) copy_out(use.stage + 1);  // the head's first
-      copy_out(use.stage);
+      if (use.work == StageWork::TailStep) {  // the head's first, then the blocks', as one
+        std::vector<int> tail;
+        for (int t = num_blocks + 1; t >= use.stage; --t) tail.push_back(t);
+        copy_out(tail);
+      } else {
+        copy_out(use.stage);
+      }
     }
   }
 }

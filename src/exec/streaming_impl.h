@@ -188,6 +188,7 @@ struct StreamingExecutor::Impl {
   int acquire(int stage, int next_stage);
   void invalidate_slots();
   void copy_out(int stage);
+  void copy_out(const std::vector<int>& stages_out);
   void run_forward(int stage, bool recompute);
   void run_head(int stage);
   // Note [The fused tail] (streaming_plan.cpp): block `stage` (L) and the
@@ -223,7 +224,9 @@ struct StreamingExecutor::Impl {
   };
   std::vector<DeviceParam> device_params;  // per parameter; no handles: it streams
   Slot device_slot;                        // the device stage in use's weights
-  Slot tail_head;  // the head's own slot for the tail step (Note [The fused tail])
+  // The tail step's later stages' own slots (StagePlan::tail_slot_stages,
+  // Note [The fused tail]).
+  std::vector<Slot> tail_slots;
   void setup_device_stages();
   bool param_on_device(size_t i) const;
   // Masters and states into device memory (a step's start) or back into

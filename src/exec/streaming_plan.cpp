@@ -7,34 +7,37 @@ namespace lt::exec {
 // Note [The fused tail]
 // Every block runs forward twice a step: once without grad, to make its
 // output boundary, and again under grad mode in its backward use, to
-// rebuild what its backward reads. For the last block the first pass only
-// feeds the head, which runs right after it; so with Schedule::fused_tail
-// the two run as one use, chunk by chunk: the block's forward under grad
-// mode, the head's forward and backward, then the block's backward. The
-// block is computed once (on the H200 a 3B block's forward is ~0.7% of the
-// step), boundary L never exists, and the device holds the block's saved
-// activations for one chunk beside the head's working set. The use needs
-// both stages' weights at once: the head's load into a slot of its own
-// from the use before (a tied head's embedding on the device is read
-// there), so that the two block slots go on as before: the next
-// backward's block loads during the tail step. Offloaded boundaries are
-// not supported with it (their read-back windows are the head's and the
-// last block's, merged here).
+// rebuild what its backward reads. For the last blocks the first pass only
+// feeds the head; so with Schedule::tail_blocks = T the last T blocks and
+// the head run as one use, chunk by chunk: the blocks' forward under grad
+// mode, the head's forward and backward, then the blocks' backward. Those
+// blocks are computed once (on the H200 a 3B block's no-grad forward is
+// ~0.65% of the step), the boundaries from L-T+1 on never exist, and the
+// device holds the T blocks' saved activations for one chunk beside the
+// head's working set. The use needs all its stages' weights at once: the
+// first block's come through the two block slots as any use's; the later
+// blocks' and the head's load into slots of their own from the use before
+// (a tied head's embedding on the device is read there), so that the two
+// block slots go on as before: the next backward's block loads during the
+// tail step. The updates still run in forward order, so the tail's stages
+// must all be updated when it starts: T forwards earlier than their own
+// forwards would have waited (the cost model's update pipeline counts it).
+// Offloaded boundaries are not supported with it (their read-back windows
+// are the head's and the tail blocks', merged here).
 std::vector<StageUse> plan_stage_uses(const Schedule& schedule, int num_blocks) {
   validate(schedule, num_blocks, "streaming schedule");
-  const int last_block_stage = num_blocks;  // stage L
-  const bool fused = schedule.fused_tail;
+  const int tail_blocks = schedule.tail_blocks;
+  const int first_apart = num_blocks - tail_blocks;  // the last stage run apart, forward
   std::vector<StageUse> uses;
-  for (int s = 0; s <= last_block_stage - (fused ? 1 : 0); ++s)
-    uses.push_back({s, StageWork::Forward});
-  if (fused)
-    uses.push_back({last_block_stage, StageWork::TailStep});
+  for (int s = 0; s <= first_apart; ++s) uses.push_back({s, StageWork::Forward});
+  if (tail_blocks > 0)
+    uses.push_back({first_apart + 1, StageWork::TailStep});
   else
-    uses.push_back({last_block_stage + 1, StageWork::HeadStep});
+    uses.push_back({num_blocks + 1, StageWork::HeadStep});
   // Boundaries that will be on hand when backward needs them.
   std::vector<bool> present(static_cast<size_t>(num_blocks) + 1);
   for (int b = 0; b < num_blocks; ++b) present[b] = schedule.boundaries[b] != Placement::Recompute;
-  for (int s = last_block_stage - (fused ? 1 : 0); s >= 0; --s) {
+  for (int s = first_apart; s >= 0; --s) {
     if (s >= 1 && !present[s - 1]) {
       int kept = s - 2;  // nearest boundary below that is on hand; -1 = the token ids
       while (kept >= 0 && !present[kept]) --kept;
@@ -148,10 +151,12 @@ StagePlan plan_stage(const Schedule& schedule, int num_blocks) {
     for (size_t v = u + 1; v < n && next < 0; ++v)
       if (!plan.on_device[static_cast<size_t>(plan.uses[v].stage)]) next = plan.uses[v].stage;
     plan.next_stage.push_back(next);
-    // The head's own slot loads a use ahead of the tail step.
-    if (u + 1 < n && plan.uses[u + 1].work == StageWork::TailStep &&
-        !plan.on_device[static_cast<size_t>(num_blocks) + 1])
-      plan.tail_head_load_use = static_cast<int>(u);
+    // The tail's later stages load into slots of their own a use ahead of it.
+    if (u + 1 < n && plan.uses[u + 1].work == StageWork::TailStep) {
+      for (int t = plan.uses[u + 1].stage + 1; t <= num_blocks + 1; ++t)
+        if (!plan.on_device[static_cast<size_t>(t)]) plan.tail_slot_stages.push_back(t);
+      if (!plan.tail_slot_stages.empty()) plan.tail_load_use = static_cast<int>(u);
+    }
     const int s = plan.uses[u].stage;
     AfterUse& after = plan.after[u];
     switch (plan.uses[u].work) {
@@ -192,7 +197,8 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
   // stage's gradients), and how many have landed: the download engine
   // runs them in order, so a wait for one lands all before it too.
   struct Download {
-    int boundary = -1, stage = -1;
+    int boundary = -1;
+    std::vector<int> stages;  // whose gradients it moves (the tail step's: all at once)
   };
   std::vector<Download> downloads;
   size_t landed = 0;
@@ -205,7 +211,7 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
   // Stages on the device whose gradients this step's backward has made:
   // held until the step's end, when their update frees them.
   std::vector<int> device_gradients;
-  bool tail_head_slot = false;  // the head's own slot (Note [The fused tail])
+  bool tail_slots = false;  // the tail's own slots (Note [The fused tail])
   const auto on_device = [&](int stage) { return plan.on_device[static_cast<size_t>(stage)]; };
   // `own_gradients`: the stages whose gradients the use has made (none at
   // its start).
@@ -215,11 +221,12 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
       if (on_device(stage)) h.push_back({Held::DeviceStage, stage, false});
     for (int stage : slots)
       if (stage >= 0) h.push_back({Held::Weights, stage, false});
-    if (tail_head_slot) h.push_back({Held::Weights, num_blocks + 1, false});
+    if (tail_slots)
+      for (int stage : plan.tail_slot_stages) h.push_back({Held::Weights, stage, false});
     for (int stage : device_gradients) h.push_back({Held::Gradients, stage, false});
     for (int stage : own_gradients) h.push_back({Held::Gradients, stage, false});
     for (size_t d = landed; d < downloads.size(); ++d)
-      if (downloads[d].stage >= 0) h.push_back({Held::Gradients, downloads[d].stage, true});
+      for (int stage : downloads[d].stages) h.push_back({Held::Gradients, stage, true});
     if (tied_gradient) h.push_back({Held::TiedGradient, -1, false});
     for (int b = 0; b <= num_blocks; ++b)
       if (boundary_on_device[b]) h.push_back({Held::Boundary, b, false});
@@ -229,7 +236,7 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
   std::vector<UseHolds> out(plan.uses.size());
   for (size_t u = 0; u < plan.uses.size(); ++u) {
     const int s = plan.uses[u].stage;
-    if (static_cast<int>(u) == plan.tail_head_load_use) tail_head_slot = true;
+    if (static_cast<int>(u) == plan.tail_load_use) tail_slots = true;
     for (int b : plan.prefetches[u].uploads) boundary_on_device[b] = true;
     // As Impl::acquire: a stage on the device takes no slot.
     int slot = on_device(s) ? current_slot : find_slot(s);
@@ -255,7 +262,7 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
       case StageWork::TailStep:
         boundary_gradient = true;
         tied_gradient = tied_embedding;
-        own_gradients = {s + 1, s};  // the head's, then the block's
+        for (int t = num_blocks + 1; t >= s; --t) own_gradients.push_back(t);  // the head's first
         break;
       case StageWork::Backward:
         own_gradients = {s};
@@ -266,7 +273,7 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
         break;
     }
     out[u].at_end = snapshot(own_gradients);
-    if (plan.uses[u].work == StageWork::TailStep) tail_head_slot = false;
+    if (plan.uses[u].work == StageWork::TailStep) tail_slots = false;
     const AfterUse& after = plan.after[u];
     for (int b : after.release) {
       for (size_t d = landed; d < downloads.size(); ++d)
@@ -274,14 +281,16 @@ std::vector<UseHolds> device_holds(const StagePlan& plan, bool tied_embedding) {
       boundary_on_device[b] = false;
     }
     for (int b : after.drop) boundary_on_device[b] = false;
-    for (int b : after.offload) download({b, -1});
+    for (int b : after.offload) download({b, {}});
     if (after.copy_out_gradients) {
+      Download gradients;  // Impl::copy_out: one download for the use's streamed stages
       for (int stage : own_gradients) {
         if (on_device(stage))
           device_gradients.push_back(stage);
         else
-          download({-1, stage});
+          gradients.stages.push_back(stage);
       }
+      if (!gradients.stages.empty()) download(gradients);
     }
   }
   return out;

@@ -5,11 +5,11 @@
 // input of stage b + 1), as in exec/schedule.h.
 //
 // Forward runs stages 0..L, then the head runs forward and backward per
-// chunk (with Schedule::fused_tail, forward runs 0..L-1 and the tail step
-// runs block L and the head per chunk). Backward walks L..0; when the input boundary of the next
-// stage was dropped, the whole segment from the nearest kept boundary below it (or from the token
-// ids) is recomputed once, keeping every recomputed boundary until its own backward has consumed
-// it.
+// chunk (with Schedule::tail_blocks = T, forward runs 0..L-T and the tail
+// step runs blocks L-T+1..L and the head per chunk). Backward walks L..0; when the input boundary
+// of the next stage was dropped, the whole segment from the nearest kept boundary below it (or from
+// the token ids) is recomputed once, keeping every recomputed boundary until its own backward has
+// consumed it.
 //
 // A StagePlan is that order with everything the executor does around each
 // use: the read-backs it starts before, the weights it loads ahead, and the
@@ -29,9 +29,10 @@ enum class StageWork {
   Recompute,  // no-grad forward again, to rebuild a dropped boundary
   Backward,   // forward under grad mode from the input boundary (its output
               // unread: StageContext::output_unread), then backward
-  TailStep,   // Schedule::fused_tail: the last block (`stage` = L) and the head
-              // per chunk, forward under grad mode and backward; gives
-              // d(boundary L - 1) (Note [The fused tail], streaming_plan.cpp)
+  TailStep,   // Schedule::tail_blocks = T: the last T blocks (`stage` = L-T+1,
+              // the first) and the head per chunk, forward under grad mode
+              // and backward; gives d(boundary L-T) (Note [The fused tail],
+              // streaming_plan.cpp)
 };
 
 struct StageUse {
@@ -85,7 +86,7 @@ struct AfterUse {
   std::vector<int> offload;
   // The gradients of the parameters the stage owns start downloading to
   // the host (the head step and every backward; the tail step's head's
-  // first, then its block's).
+  // first, then its blocks', last to first).
   bool copy_out_gradients = false;
 };
 
@@ -99,11 +100,14 @@ struct StagePlan {
   std::vector<int> next_stage;
   // Per stage: kept on the device (Schedule::stages_on_device), never loaded.
   std::vector<bool> on_device;
-  // Schedule::fused_tail with the head not on the device: the use at whose
-  // start the head's weights start loading into a slot of their own (the
-  // use before the tail step), which they hold until the tail step ends;
-  // -1 otherwise (Note [The fused tail]).
-  int tail_head_load_use = -1;
+  // Schedule::tail_blocks: the tail's stages past its first (its later
+  // blocks and the head) that are not on the device, in the order they
+  // run. Each loads into a weight slot of its own at the start of
+  // tail_load_use (the use before the tail step) and holds it until the
+  // tail step ends; tail_load_use is -1 when there are none (Note [The
+  // fused tail]).
+  std::vector<int> tail_slot_stages;
+  int tail_load_use = -1;
   std::vector<AfterUse> after;  // per use
 };
 

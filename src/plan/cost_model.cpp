@@ -230,29 +230,54 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   StepPrediction p;
   const double forward_s = L * m.block_forward_s + m.head_forward_s;
   p.compute_s = L * (m.block_forward_s + m.block_backward_s) + m.head_step_s + m.embed_s;
-  // The fused tail runs the last block's forward once, under grad mode in
-  // its backward (counted in block_backward_s); the head's weights load
-  // into a slot of their own behind the forward's last block.
-  if (m.fused_tail) p.compute_s -= m.block_forward_s;
+  // The fused tail runs its blocks' forward once, under grad mode in their
+  // backward (counted in block_backward_s).
+  const int first_tail = L + 1 - m.tail_blocks;  // the tail's first stage (L + 1: none)
+  p.compute_s -= m.tail_blocks * m.block_forward_s;
   p.recompute_s = sol.recompute_s;
   for (double e : sol.exposed_s) p.exposed_activations_s += e;
   // The first block's weights arrive before any compute; each later block's
-  // while the previous one computes.
+  // while the previous one computes. The tail's all load during the forward
+  // before it: its first block's into a block slot, its later blocks' and
+  // the head's into slots of their own.
   // Blocks on the device (stages 1..L) load nothing.
   const double w_gb = m.block_weight_gb;
   p.exposed_weights_s = m.stage_on_device(1) ? 0.0 : w_gb / hw.h2d_gbps;
-  for (int w = 0; w + 1 < L; ++w)
-    if (!m.stage_on_device(w + 2))
+  for (int stage = 2; stage <= L && stage < first_tail; ++stage)
+    if (!m.stage_on_device(stage))
       p.exposed_weights_s += std::max(0.0, w_gb / hw.bidir_gbps - m.block_forward_s);
+  if (m.tail_blocks > 0) {
+    double tail_gb = 0;
+    for (int stage = std::max(first_tail, 2); stage <= L; ++stage)
+      tail_gb += m.stage_on_device(stage) ? 0.0 : w_gb;
+    if (!m.stage_on_device(L + 1))
+      tail_gb +=
+          static_cast<double>(exec::stage_weight_elements(m.config, L + 1, m.stage_on_device(0)) *
+                              m.sizes.upload_bytes_per_parameter()) /
+          kBytesPerGB;
+    const double before_s = first_tail >= 2 ? m.block_forward_s : 0.0;  // embed's: ~0
+    p.exposed_weights_s += std::max(0.0, tail_gb / hw.bidir_gbps - before_s);
+  }
   // Backward: weight prefetch (the h2d link's mandatory traffic) and each
   // block's gradients going out during its window.
   const LinkWindows& h2d = in.link(Link::HostToDevice);
   for (int w = 0; w <= L; ++w) {
+    // The tail's blocks (stages first_tail..L, windows first_tail-1..L-1)
+    // have no backward windows: their backward is the tail step's.
+    if (w < L && w + 1 >= first_tail) continue;
     p.exposed_weights_s += std::max(0.0, h2d.mandatory_gb[w] - h2d.capacity_gb[w]) / h2d.gbps;
     if (w < L && !m.stage_on_device(w + 1))
       p.exposed_weights_s += std::max(
           0.0, m.block_gradient_gb / hw.bidir_gbps - (m.block_backward_s - m.block_forward_s));
   }
+  // The tail's blocks' gradients go out as one download after it, during
+  // the next block's backward window.
+  int tail_streamed = 0;
+  for (int stage = first_tail; stage <= L; ++stage)
+    tail_streamed += m.stage_on_device(stage) ? 0 : 1;
+  if (tail_streamed > 0)
+    p.exposed_weights_s += std::max(0.0, tail_streamed * m.block_gradient_gb / hw.bidir_gbps -
+                                             (m.block_backward_s - m.block_forward_s));
   // The optimizer updates stage k (forward order) while the next step's
   // forward runs stages before k, and stage k's forward waits for it.
   const double params_per_s = update_params_per_s(m, in, sol, forward_s);
@@ -287,7 +312,10 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
     stages.push_back(st);
   };
   add_stage(static_cast<double>(exec::embed_parameters(m.config)), 0.0, m.embed_s);
-  for (int j = 0; j < L; ++j) add_stage(block_params, m.block_forward_s, m.block_backward_s);
+  // The tail's blocks have no forward of their own: the tail step waits for
+  // their updates, and the head's, when it starts.
+  for (int j = 0; j < L; ++j)
+    add_stage(block_params, j + 1 >= first_tail ? 0.0 : m.block_forward_s, m.block_backward_s);
   add_stage(static_cast<double>(exec::head_parameters(m.config)), m.head_forward_s, m.head_step_s);
   const auto pipeline_of = [&](const std::vector<StageUpdate>& s) {
     return m.updates_during_backward ? predict_update_pipeline_during_backward(s)

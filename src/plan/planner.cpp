@@ -182,7 +182,7 @@ struct BatchChoice {
   PlanSolution solution;
   StepPrediction prediction;          // with the stages on the device, once they are added
   std::vector<int> stages_on_device;  // add_stages_on_device's
-  bool fused_tail = false;            // add_fused_tail's
+  int tail_blocks = 0;                // add_fused_tail's
 };
 
 // The batch make_plan keeps (its rule is in planner.h): `solved` is in
@@ -241,7 +241,7 @@ Plan plan_of(const models::ModelConfig& config, const HardwareProfile& hw, Batch
   p.schedule.read_windows = p.solution.read_windows;
   p.schedule.read_splits = split_reads(p.solution);
   p.schedule.stages_on_device = choice.stages_on_device;
-  p.schedule.fused_tail = choice.fused_tail;
+  p.schedule.tail_blocks = choice.tail_blocks;
   p.budget = with_read_windows(config, hw, p.sizes, p.schedule);
   p.schedule.has_prediction = true;
   p.schedule.predicted_step_s = p.prediction.step_s;
@@ -262,7 +262,7 @@ void add_stages_on_device(const models::ModelConfig& config, const HardwareProfi
   // The solved schedule with the read windows that fit (plan_of's).
   const Plan solved = plan_of(config, hw, choice);
   CostModel m = choice.candidate.model;
-  m.fused_tail = choice.fused_tail;
+  m.tail_blocks = choice.tail_blocks;
   const PlanInstance instance = build_instance(m);
   const int64_t gpu_bytes = std::llround(hw.gpu_memory_gb * kBytesPerGB);
   choice.stages_on_device =
@@ -282,26 +282,32 @@ void add_stages_on_device(const models::ModelConfig& config, const HardwareProfi
 }
 
 // Note [The fused tail] (exec/streaming_plan.cpp): when no boundary is
-// offloaded, the last block and the head run as one use if the budget
-// still fits (the block's saved activations for a chunk beside the head's
-// working set) and the predicted step gets shorter.
+// offloaded, the last blocks and the head run as one use: each count of
+// blocks is tried while the budget still fits (each block's saved
+// activations for a chunk more beside the head's working set), and the
+// count with the shortest predicted step is kept if it beats none.
 void add_fused_tail(const models::ModelConfig& config, const HardwareProfile& hw,
                     BatchChoice& choice) {
   for (exec::Placement p : choice.solution.placements)
     if (p == exec::Placement::Host || p == exec::Placement::Disk) return;
+  const int L = static_cast<int>(config.num_hidden_layers);
   Plan with = plan_of(config, hw, choice);
-  with.schedule.fused_tail = true;
   const int64_t gpu_bytes = std::llround(hw.gpu_memory_gb * kBytesPerGB);
-  if (exec::bytes_needed(config, with.sizes, with.schedule).bytes(exec::MemorySpace::Gpu) >
-      gpu_bytes)
-    return;
   CostModel m = choice.candidate.model;
-  m.stages_on_device = with.schedule.on_device(static_cast<int>(config.num_hidden_layers));
-  m.fused_tail = true;
-  const StepPrediction prediction = predict_step(m, build_instance(m), choice.solution);
-  if (prediction.step_s >= choice.prediction.step_s) return;
-  choice.prediction = prediction;
-  choice.fused_tail = true;
+  m.stages_on_device = with.schedule.on_device(L);
+  const PlanInstance instance = build_instance(m);
+  for (int tail_blocks = 1; tail_blocks <= L; ++tail_blocks) {
+    with.schedule.tail_blocks = tail_blocks;
+    // Each block more holds more: the first that does not fit ends the search.
+    if (exec::bytes_needed(config, with.sizes, with.schedule).bytes(exec::MemorySpace::Gpu) >
+        gpu_bytes)
+      return;
+    m.tail_blocks = tail_blocks;
+    const StepPrediction prediction = predict_step(m, instance, choice.solution);
+    if (prediction.step_s >= choice.prediction.step_s) continue;
+    choice.prediction = prediction;
+    choice.tail_blocks = tail_blocks;
+  }
 }
 
 }  // namespace
@@ -386,7 +392,7 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
                   : "the solver found no placement within " + std::to_string(limit) + " s";
         continue;  // another chunking may do
       }
-      BatchChoice choice{c, std::move(solution), {}, {}, false};
+      BatchChoice choice{c, std::move(solution), {}, {}, 0};
       choice.prediction = predict_step(c.model, instance, choice.solution);
       // Chunkings (and batches) are compared with their stages on the
       // device: a larger chunk's faster forward leaves less time to hide

@@ -35,8 +35,8 @@ struct PlanOptions {
   // stages_on_device) in the room its schedule leaves: not with states on
   // disk, updates during the backward, or several processes.
   bool stages_on_device = true;
-  // Whether the plan may fuse the last block with the head (exec::
-  // Schedule::fused_tail) when every boundary stays on the GPU or is
+  // Whether the plan may fuse the last blocks with the head (exec::
+  // Schedule::tail_blocks) when every boundary stays on the GPU or is
   // recomputed: not with states on disk, updates during the backward, or
   // several processes.
   bool fused_tail = true;

@@ -216,14 +216,15 @@ std::string describe_plan(const plan::Plan& p) {
                                      : std::string("head"));
   return fmt::format(
       "exec.schedule auto: batch {}, chunks of {} sequences; boundaries ({}): {}\n"
-      "  stages kept and updated on the device: {}; the last block and the head fused: {}\n"
+      "  stages kept and updated on the device: {}; blocks fused with the head: {}\n"
       "  predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, optimizer {:.4f}, the CPU "
       "updating {:.2f} G params/s); predicted peaks: {}; solved in {:.2f} s\n"
       "  stage times: {}",
       s.batch_size, s.chunk_sequences, tally, placements, kept.empty() ? "none" : kept,
-      s.fused_tail ? "yes" : "no", p.prediction.step_s, p.prediction.compute_s,
-      p.prediction.recompute_s, p.prediction.optimizer_s,
-      p.prediction.cpu_update_params_per_s / 1e9, peaks, p.solve_s, p.stage_times_from);
+      s.tail_blocks > 0 ? fmt::format("the last {}", s.tail_blocks) : std::string("none"),
+      p.prediction.step_s, p.prediction.compute_s, p.prediction.recompute_s,
+      p.prediction.optimizer_s, p.prediction.cpu_update_params_per_s / 1e9, peaks, p.solve_s,
+      p.stage_times_from);
 }
 
 }  // namespace lt::train

@@ -417,10 +417,10 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
           "schedule: every stage streams after all (stages_on_device is for one process so "
           "far); the GPU holds less than the plan counted, and the step may take longer");
     }
-    if (r.plan.schedule.fused_tail) {
-      r.plan.schedule.fused_tail = false;
+    if (r.plan.schedule.tail_blocks > 0) {
+      r.plan.schedule.tail_blocks = 0;
       r.plan.reasons.push_back(
-          "schedule: the last block and the head run apart after all (fused_tail is for one "
+          "schedule: the last blocks and the head run apart after all (fused_tail is for one "
           "process so far); the step may take longer");
     }
     if (r.plan.sizes.f32_weight_uploads) {

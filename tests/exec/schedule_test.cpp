@@ -64,14 +64,22 @@ TEST(Schedule, JsonRoundTripThroughAFile) {
   EXPECT_EQ(back.stages_on_device, s.stages_on_device);
   EXPECT_EQ(back.on_device(3), (std::vector<bool>{true, false, true, false, false}));
   EXPECT_FALSE(j.contains("fused_tail")) << "left out when false";
-  EXPECT_FALSE(back.fused_tail);
+  EXPECT_EQ(back.tail_blocks, 0);
   // The fused tail (every boundary on the GPU or recomputed) round-trips.
   s.boundaries = {Placement::Gpu, Placement::Recompute, Placement::Gpu, Placement::Gpu};
-  s.fused_tail = true;
+  s.tail_blocks = 2;
   save_schedule(s, path.string());
   std::ifstream again(path);
-  EXPECT_EQ(nlohmann::json::parse(again).at("fused_tail"), true);
-  EXPECT_TRUE(load_schedule(path.string()).fused_tail);
+  nlohmann::json written = nlohmann::json::parse(again);
+  EXPECT_EQ(written.at("fused_tail"), 2);
+  EXPECT_EQ(load_schedule(path.string()).tail_blocks, 2);
+  // A schedule written when the tail was one block or none says true/false.
+  written["fused_tail"] = true;
+  std::ofstream(path) << written.dump();
+  EXPECT_EQ(load_schedule(path.string()).tail_blocks, 1);
+  written["fused_tail"] = false;
+  std::ofstream(path) << written.dump();
+  EXPECT_EQ(load_schedule(path.string()).tail_blocks, 0);
   std::filesystem::remove(path);
 }
 
@@ -131,9 +139,16 @@ TEST(Schedule, MalformedPlansNameTheField) {
   s.stages_on_device = {1, 2};
   EXPECT_EQ(testing::error_of([&] { validate(s, 3, "plan.json"); }), "<no error>");
   EXPECT_NE(error(R"({"boundaries": [], "fused_tail": "yes"})")
-                .find("plan.json: field \"fused_tail\" must be true or false, got \"yes\""),
+                .find("plan.json: field \"fused_tail\" must be a count of blocks >= 0 (or true, "
+                      "false), got \"yes\""),
             std::string::npos);
-  s.fused_tail = true;
+  EXPECT_NE(error(R"({"boundaries": [], "fused_tail": -1})").find("got -1"), std::string::npos);
+  s.tail_blocks = 4;
+  EXPECT_NE(testing::error_of([&] {
+              validate(s, 3, "plan.json");
+            }).find("plan.json: fused_tail must be a count of blocks in [0, 3], got 4"),
+            std::string::npos);
+  s.tail_blocks = 1;
   s.boundaries[1] = Placement::Disk;
   EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); })
                 .find("plan.json: fused_tail needs every boundary on the GPU or recomputed; "

@@ -159,9 +159,11 @@ TEST(StreamingHolds, TheFusedTailIsWhatTheExecutorHolds) {
             schedule({P::Gpu, P::Recompute, P::Recompute, P::Recompute, P::Recompute, P::Gpu},
                      0)}) {
         s.stages_on_device = list;
-        s.fused_tail = true;
-        SCOPED_TRACE((tied ? "tied " : "untied ") + to_json(s).dump());
-        expect_holds_as_budgeted(c, s, spill);
+        for (int tail : {1, 3, 5}) {
+          s.tail_blocks = tail;
+          SCOPED_TRACE((tied ? "tied " : "untied ") + to_json(s).dump());
+          expect_holds_as_budgeted(c, s, spill);
+        }
       }
     }
   }

@@ -261,11 +261,11 @@ TEST(Streaming, StagesOnTheDeviceAsResident) {
   expect_same_as_resident(c);
 }
 
-// Note [The fused tail]: the last block and the head as one use, chunk by
-// chunk, give the resident run's losses and weights bit for bit, whatever
-// else the schedule does: recomputed boundaries (the one entering the
-// tail too), chunks, the tail's block or head kept on the device, a tied
-// head, a model of one block, 8-bit states.
+// Note [The fused tail]: the last blocks (one, two, all) and the head as
+// one use, chunk by chunk, give the resident run's losses and weights bit
+// for bit, whatever else the schedule does: recomputed boundaries (the one
+// entering the tail too), chunks, the tail's first or a later block or the
+// head kept on the device, a tied head, a model of one block, 8-bit states.
 TEST(Streaming, FusedTailAsResident) {
   struct Variant {
     std::string label;
@@ -282,37 +282,41 @@ TEST(Streaming, FusedTailAsResident) {
   };
   Schedule with_block = Schedule::every_kth_gpu(3, 2);
   with_block.stages_on_device = {3};
-  variants.push_back({"the tail's block on the device", 3, with_block});
+  variants.push_back({"block 2 on the device", 3, with_block});
+  with_block.stages_on_device = {2};
+  variants.push_back({"block 1 on the device", 3, with_block});
   Schedule with_embed_and_head = Schedule::all_gpu(3);
   with_embed_and_head.stages_on_device = {0, 4};
   variants.push_back({"embed and head on the device", 3, with_embed_and_head});
   for (const char* family : {"llama", "qwen2", "gpt2"}) {
     for (const Variant& v : variants) {
-      SCOPED_TRACE(std::string(family) + ", " + v.label);
-      Case c;
-      c.family = family;
-      c.layers = v.layers;
-      c.micro = v.micro;
-      c.schedule = v.schedule;
-      c.schedule.fused_tail = true;
-      // Tied heads over several chunks add the embedding gradient in
-      // another order (the top of this file).
-      c.bitwise = v.micro == 1 || std::string(family) == "llama";
-      const std::vector<StepStats> stats = expect_same_as_resident(c);
-      for (const StepStats& st : stats) EXPECT_GT(st.compute_s, 0);
+      for (int tail = 1; tail <= v.layers; ++tail) {
+        SCOPED_TRACE(std::string(family) + ", " + v.label + ", tail of " + std::to_string(tail));
+        Case c;
+        c.family = family;
+        c.layers = v.layers;
+        c.micro = v.micro;
+        c.schedule = v.schedule;
+        c.schedule.tail_blocks = tail;
+        // Tied heads over several chunks add the embedding gradient in
+        // another order (the top of this file).
+        c.bitwise = v.micro == 1 || std::string(family) == "llama";
+        const std::vector<StepStats> stats = expect_same_as_resident(c);
+        for (const StepStats& st : stats) EXPECT_GT(st.compute_s, 0);
+      }
     }
   }
   Case c;
   c.layers = 3;
   c.optimizer = OptimizerKind::AdamW8bit;
   c.schedule = Schedule::every_kth_gpu(3, 2);
-  c.schedule.fused_tail = true;
+  c.schedule.tail_blocks = 2;
   expect_same_as_resident(c);
 }
 
 TEST(Streaming, FusedTailRefusesOffloadedBoundaries) {
   Schedule s = placements({G, H, G, G});
-  s.fused_tail = true;
+  s.tail_blocks = 1;
   models::CausalLM model = make_model("llama", 3);
   auto opt = make_optimizer(model, OptimizerKind::AdamW);
   StreamingOptions so;
@@ -740,7 +744,7 @@ TEST(StreamingPlan, TheFusedTailRunsTheLastBlockOnceWithTheHead) {
   // boundary 1, kept.
   using W = StageWork;
   Schedule s = placements({G, R, R, G});
-  s.fused_tail = true;
+  s.tail_blocks = 1;
   const StagePlan plan = plan_stage(s, 3);
   const std::vector<StageUse> expected = {{0, W::Forward},  {1, W::Forward},   {2, W::Forward},
                                           {3, W::TailStep}, {1, W::Recompute}, {2, W::Backward},
@@ -750,7 +754,8 @@ TEST(StreamingPlan, TheFusedTailRunsTheLastBlockOnceWithTheHead) {
   // step loads the next use's block (the recompute of stage 1) into the
   // other block slot. It drops its input and copies out its gradients (the
   // head's, then the block's).
-  EXPECT_EQ(plan.tail_head_load_use, 2);
+  EXPECT_EQ(plan.tail_load_use, 2);
+  EXPECT_EQ(plan.tail_slot_stages, std::vector<int>{4});
   EXPECT_EQ(plan.next_stage[3], 1);
   EXPECT_EQ(plan.after[3].drop, std::vector<int>{2});
   EXPECT_TRUE(plan.after[3].copy_out_gradients);
@@ -772,6 +777,41 @@ TEST(StreamingPlan, TheFusedTailRunsTheLastBlockOnceWithTheHead) {
   // The head's gradients are still downloading at the next backward's end
   // (two downloads in flight), the block's too.
   EXPECT_TRUE(has(holds[5].at_start, Held::Gradients, 4));
+}
+
+TEST(StreamingPlan, ATailOfSeveralBlocksRunsEachOfThemOnce) {
+  // 4 blocks (stages 0 embed, 1..4 blocks, 5 head), a tail of 3: stages 2,
+  // 3, 4 and the head. Boundary 0 recomputed: block 0's backward (stage 1)
+  // rebuilds it from the token ids first.
+  using W = StageWork;
+  Schedule s = placements({R, G, G, G, G});
+  s.tail_blocks = 3;
+  s.stages_on_device = {3};  // a later block of the tail: no slot of its own
+  const StagePlan plan = plan_stage(s, 4);
+  const std::vector<StageUse> expected = {{0, W::Forward},   {1, W::Forward},  {2, W::TailStep},
+                                          {0, W::Recompute}, {1, W::Backward}, {0, W::Backward}};
+  EXPECT_EQ(plan.uses, expected);
+  EXPECT_EQ(plan.tail_load_use, 1);
+  EXPECT_EQ(plan.tail_slot_stages, (std::vector<int>{4, 5}));
+  EXPECT_EQ(plan.after[2].drop, std::vector<int>{1});
+  const std::vector<UseHolds> holds = device_holds(plan, false);
+  const auto count = [&](const std::vector<Hold>& h, Held what, int index) {
+    return std::count_if(h.begin(), h.end(),
+                         [&](const Hold& x) { return x.what == what && x.index == index; });
+  };
+  for (int stage : {2, 4, 5}) EXPECT_EQ(count(holds[2].at_start, Held::Weights, stage), 1);
+  EXPECT_EQ(count(holds[2].at_start, Held::Weights, 3), 0) << "on the device, not in a slot";
+  for (int stage : {2, 3, 4, 5}) EXPECT_EQ(count(holds[2].at_end, Held::Gradients, stage), 1);
+  for (int b : {2, 3, 4}) EXPECT_EQ(count(holds[2].at_end, Held::Boundary, b), 0);
+  EXPECT_EQ(count(holds[3].at_start, Held::Weights, 4), 0) << "the tail's slots are freed";
+  // The streamed stages' gradients go out as one download, still in flight
+  // at the next use; stage 3's stay on the device until the step's end.
+  for (int stage : {2, 4, 5}) {
+    EXPECT_EQ(count(holds[3].at_start, Held::Gradients, stage), 1);
+    EXPECT_TRUE(std::any_of(holds[3].at_start.begin(), holds[3].at_start.end(),
+                            [&](const Hold& h) { return h.index == stage && h.in_flight; }));
+  }
+  EXPECT_EQ(count(holds[5].at_end, Held::Gradients, 3), 1);
 }
 
 TEST(StreamingPlan, EveryStageRunsBackwardOnceAndRecomputesAtMostOnce) {

@@ -122,15 +122,18 @@ TEST_P(StreamingGpuFixture, SchedulesMatchResidentBf16) {
     s.stages_on_device = std::move(stages);
     return s;
   };
-  // Note [The fused tail]: the last block and the head per chunk.
-  const auto fused = [](Schedule s) {
-    s.fused_tail = true;
+  // Note [The fused tail]: the last `tail` blocks and the head per chunk.
+  const auto fused = [](Schedule s, int tail = 1) {
+    s.tail_blocks = tail;
     return s;
   };
   const std::vector<std::pair<std::string, Schedule>> schedules = {
       {"fused tail, chunks of 1", fused(chunked)},
+      {"fused tail of 2, chunks of 1", fused(chunked, 2)},
       {"fused tail, embed and block 1 on the device",
        fused(on_device(placements({G, R, G}), {0, 2}))},
+      {"fused tail of 2, embed and block 1 on the device",
+       fused(on_device(placements({G, R, G}), {0, 2}), 2)},
       {"fused tail, head on the device", fused(on_device(Schedule::all_gpu(blocks), {0, 3}))},
       {"embed and block 0 on the device", on_device(Schedule::all_gpu(blocks), {0, 1})},
       {"every stage on the device", on_device(chunked, {0, 1, 2, 3})},
@@ -163,9 +166,9 @@ TEST(StreamingGpu, AGpuBehindTheHostMatchesResident) {
   embed_on_device.stages_on_device = {0, 1};
   Schedule fused_tail = Schedule::all_gpu(2);
   fused_tail.chunk_sequences = 1;
-  fused_tail.fused_tail = true;
+  fused_tail.tail_blocks = 2;
   const std::vector<std::pair<std::string, Schedule>> schedules = {
-      {"fused tail, chunks of 1", fused_tail},
+      {"fused tail of 2, chunks of 1", fused_tail},
       {"host offload mix, chunks of 1", chunked},
       {"host + recompute", placements({G, H, R})},
       {"embed and block 0 on the device", embed_on_device},

@@ -390,7 +390,8 @@ TEST(MemoryBudget, BoundaryWalkMatchesTheExecutorsPeak) {
   const int64_t boundary = boundary_bytes(config, {rows, seq, OptimizerStates::Fp32, 4});
   const std::string spill = ::testing::TempDir() + "lt_walk_spill";
   std::filesystem::create_directories(spill);
-  // The last two fuse the last block with the head (Note [The fused tail]).
+  // The last two fuse the last 2 and the last 4 blocks with the head (Note
+  // [The fused tail]).
   const std::vector<std::vector<P>> schedules = {
       {P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu, P::Gpu},
       {P::Gpu, P::Host, P::Host, P::Host, P::Host, P::Gpu},
@@ -403,7 +404,8 @@ TEST(MemoryBudget, BoundaryWalkMatchesTheExecutorsPeak) {
     Schedule s;
     s.chunk_sequences = 1;
     s.boundaries = schedules[k];
-    s.fused_tail = k + 2 >= schedules.size();
+    if (k + 2 == schedules.size()) s.tail_blocks = 2;
+    if (k + 1 == schedules.size()) s.tail_blocks = 4;
     const int walk = device_boundary_peak(s, 5).total();
     SCOPED_TRACE(to_json(s).dump() + " walk " + std::to_string(walk));
     models::CausalLM model = models::CausalLM::random(config, gen);

@@ -115,8 +115,9 @@ TEST(ExecutorChoice, AutoPicksByTheDevicesMemoryWithResidentsLosses) {
   };
   const int64_t with_margin = need + (need + 9) / 10;
   // One byte short, the fastest prediction that fits wins (train/executor_auto.h):
-  // on this fixture ZenFlow, whose first loss (before any update) is resident's.
-  for (const Case& k : {Case{with_margin, "resident"}, Case{with_margin - 1, "zenflow"}}) {
+  // on this fixture streaming, its planner fusing both blocks with the head
+  // (Note [The fused tail]); its first loss (before any update) is resident's.
+  for (const Case& k : {Case{with_margin, "resident"}, Case{with_margin - 1, "streaming"}}) {
     SCOPED_TRACE(k.executor);
     const std::string out = "auto_" + k.executor;
     const TrainConfig c = config_for(
