@@ -10,6 +10,7 @@
 #   zenflow    topk 0.1, update_interval 4, overlap, batch 8 in micro-batches of 2
 #   streaming  exec.mode auto at exec.device_memory_gb 24, batch 64 (the planner)
 #   streamapart  streaming with exec.fused_tail: off (the last block and the head apart)
+#   stream40, stream40apart  streaming and streamapart at exec.device_memory_gb 40
 #   streaming32  the same in chunks of 32 (exec.micro_batch 32)
 #   streaming8   the same in chunks of 8 (exec.micro_batch 8)
 #   streamnone   the same with exec.stages_on_device none (every stage streams)
@@ -78,6 +79,11 @@ config streaming 64 1 "  mode: auto
   device_memory_gb: 24"
 config streamapart 64 1 "  mode: auto
   device_memory_gb: 24
+  fused_tail: off"
+config stream40 64 1 "  mode: auto
+  device_memory_gb: 40"
+config stream40apart 64 1 "  mode: auto
+  device_memory_gb: 40
   fused_tail: off"
 config streaming32 64 1 "  mode: auto
   device_memory_gb: 24

@@ -282,32 +282,53 @@ void add_stages_on_device(const models::ModelConfig& config, const HardwareProfi
 }
 
 // Note [The fused tail] (exec/streaming_plan.cpp): when no boundary is
-// offloaded, the last blocks and the head run as one use: each count of
-// blocks is tried while the budget still fits (each block's saved
-// activations for a chunk more beside the head's working set), and the
-// count with the shortest predicted step is kept if it beats none.
-void add_fused_tail(const models::ModelConfig& config, const HardwareProfile& hw,
-                    BatchChoice& choice) {
+// offloaded, the last blocks and the head may run as one use. A longer
+// tail takes GPU room (each block's saved activations for a chunk beside
+// the head's working set) that stages on the device would use, and it
+// shortens the forward that hides the CPU's updates, which those stages
+// take off; so each tail length is tried with the stages on the device
+// chosen for it, and with those chosen for no tail, while the tail alone
+// still fits the budget; the shortest predicted step is kept (none: the
+// head apart).
+void add_tail_and_device_stages(const models::ModelConfig& config, const HardwareProfile& hw,
+                                BatchChoice& choice, bool device_stages, bool fused_tail) {
+  BatchChoice stages_first = choice;
+  if (device_stages) add_stages_on_device(config, hw, stages_first);
+  BatchChoice best = stages_first;
+  bool offloaded = false;
   for (exec::Placement p : choice.solution.placements)
-    if (p == exec::Placement::Host || p == exec::Placement::Disk) return;
+    offloaded |= p == exec::Placement::Host || p == exec::Placement::Disk;
   const int L = static_cast<int>(config.num_hidden_layers);
-  Plan with = plan_of(config, hw, choice);
   const int64_t gpu_bytes = std::llround(hw.gpu_memory_gb * kBytesPerGB);
-  CostModel m = choice.candidate.model;
-  m.stages_on_device = with.schedule.on_device(L);
-  const PlanInstance instance = build_instance(m);
-  for (int tail_blocks = 1; tail_blocks <= L; ++tail_blocks) {
-    with.schedule.tail_blocks = tail_blocks;
+  // `with` and its tail fit the budget: its prediction with that tail.
+  const auto fits = [&](const BatchChoice& with) {
+    const Plan planned = plan_of(config, hw, with);
+    return exec::bytes_needed(config, planned.sizes, planned.schedule)
+               .bytes(exec::MemorySpace::Gpu) <= gpu_bytes;
+  };
+  const auto predict = [&](const BatchChoice& with) {
+    CostModel m = with.candidate.model;
+    m.tail_blocks = with.tail_blocks;
+    m.stages_on_device = plan_of(config, hw, with).schedule.on_device(L);
+    return predict_step(m, build_instance(m), with.solution);
+  };
+  bool stages_first_fit = true;
+  for (int tail_blocks = 1; fused_tail && !offloaded && tail_blocks <= L; ++tail_blocks) {
+    BatchChoice with = choice;
+    with.tail_blocks = tail_blocks;
     // Each block more holds more: the first that does not fit ends the search.
-    if (exec::bytes_needed(config, with.sizes, with.schedule).bytes(exec::MemorySpace::Gpu) >
-        gpu_bytes)
-      return;
-    m.tail_blocks = tail_blocks;
-    const StepPrediction prediction = predict_step(m, instance, choice.solution);
-    if (prediction.step_s >= choice.prediction.step_s) continue;
-    choice.prediction = prediction;
-    choice.tail_blocks = tail_blocks;
+    if (!fits(with)) break;
+    with.prediction = predict(with);
+    if (device_stages) add_stages_on_device(config, hw, with);
+    if (with.prediction.step_s < best.prediction.step_s) best = std::move(with);
+    BatchChoice after = stages_first;
+    after.tail_blocks = tail_blocks;
+    stages_first_fit = stages_first_fit && fits(after);
+    if (!stages_first_fit) continue;
+    after.prediction = predict(after);
+    if (after.prediction.step_s < best.prediction.step_s) best = std::move(after);
   }
+  choice = std::move(best);
 }
 
 }  // namespace
@@ -398,16 +419,7 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
       // device: a larger chunk's faster forward leaves less time to hide
       // the CPU's updates behind, which the stages on the device take off it.
       // Both take GPU room: when both may, each is tried first, the faster kept.
-      std::optional<BatchChoice> tail_first;
-      if (device_stages_allowed && fused_tail_allowed) {
-        tail_first = choice;
-        add_fused_tail(config, hw, *tail_first);
-        add_stages_on_device(config, hw, *tail_first);
-      }
-      if (device_stages_allowed) add_stages_on_device(config, hw, choice);
-      if (fused_tail_allowed) add_fused_tail(config, hw, choice);
-      if (tail_first && tail_first->prediction.step_s < choice.prediction.step_s)
-        choice = std::move(*tail_first);
+      add_tail_and_device_stages(config, hw, choice, device_stages_allowed, fused_tail_allowed);
       const double tokens_per_s = choice.prediction.tokens_per_s;
       const double margin = preferred_measured && measured_chunk(hw, c) ? 0.0 : kChunkMargin;
       if (batch_choice && (tokens_per_s <= preferred_tokens_per_s * (1 + margin) ||
