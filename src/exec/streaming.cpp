@@ -409,8 +409,12 @@ void StreamingExecutor::Impl::run_tail(int stage) {
   const int head = num_blocks + 1;
   // The first block is the use's stage (acquired); the later blocks and
   // the head are on the device or in slots of their own, loaded from the
-  // use before (StagePlan::tail_slot_stages).
+  // use before (StagePlan::tail_slot_stages). The tail's stages are
+  // updated last, so their uploads may still run when it starts: each is
+  // waited for only when the first chunk reaches it, while the GPU runs
+  // that chunk through the blocks before.
   std::vector<Tensor> params_bound = stage_weights(stage), copies = use_weights();
+  std::vector<const Slot*> slot_of(static_cast<size_t>(head) + 1, nullptr);
   for (int t = stage + 1; t <= head; ++t) {
     const std::vector<Tensor> weights = stage_weights(t);
     params_bound.insert(params_bound.end(), weights.begin(), weights.end());
@@ -422,22 +426,29 @@ void StreamingExecutor::Impl::run_tail(int stage) {
                                    [&](const Slot& s) { return s.stage == t; });
     LT_CHECK(slot != tail_slots.end(), "streaming executor: the tail step's ",
              model.stages()[t]->name(), " has no weight slot (a bug in the stage plan)");
-    stats->exposed_h2d_s += exposed_wait(slot->ready);
+    slot_of[static_cast<size_t>(t)] = &*slot;
     copies.insert(copies.end(), slot->weights.begin(), slot->weights.end());
   }
+  // Bound before their copies land: no kernel reads them until waited for.
   WeightBinding bind(params_bound, copies);
   device.begin_compute_span();
+  double waited = 0;  // the GPU idle inside the use, waiting for a slot
   dy.assign(chunks.size(), Tensor());
   for (size_t c = 0; c < chunks.size(); ++c) {
     Tensor x = input(stage, c).detach();
     x.set_requires_grad(true);
     Tensor h = x;
-    for (int t = stage; t <= head; ++t) h = model.run_stage(*model.stages()[t], h, chunks[c].ctx);
+    for (int t = stage; t <= head; ++t) {
+      if (c == 0 && slot_of[static_cast<size_t>(t)])
+        waited += exposed_wait(slot_of[static_cast<size_t>(t)]->ready);
+      h = model.run_stage(*model.stages()[t], h, chunks[c].ctx);
+    }
     stats->loss += h.item();
     backward(h);
     dy[c] = x.grad();
   }
-  end_use(&StepStats::compute_s);
+  stats->exposed_h2d_s += waited;
+  end_use(&StepStats::compute_s, waited);
 }
 
 void StreamingExecutor::Impl::run_backward(int stage) {
@@ -473,10 +484,10 @@ void StreamingExecutor::Impl::run_backward(int stage) {
 // counts as exposed only from when the GPU ran out of the work queued
 // before it (exposed_wait). Nothing else changes: copies already order themselves
 // after the compute queued before them (exec/cuda/streaming_device_cuda.h).
-void StreamingExecutor::Impl::end_use(double StepStats::*counter) {
-  device.end_compute_span([st = stats, counter, trace = tracing(), name = use_name](
+void StreamingExecutor::Impl::end_use(double StepStats::*counter, double idle_s) {
+  device.end_compute_span([st = stats, counter, idle_s, trace = tracing(), name = use_name](
                               Clock::time_point begin, Clock::time_point end) {
-    st->*counter += std::chrono::duration<double>(end - begin).count();
+    st->*counter += std::chrono::duration<double>(end - begin).count() - idle_s;
     if (trace) trace->span("compute", name, begin, end);
   });
 }

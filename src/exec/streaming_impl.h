@@ -198,7 +198,8 @@ struct StreamingExecutor::Impl {
   void run_step();
   // Note [One use queued ahead] (streaming.cpp): closes the use's compute
   // span, whose time goes into `*stats.*counter` and the trace as use_name.
-  void end_use(double StepStats::*counter);
+  // `idle_s`: the GPU's wait inside the use, counted as exposed already.
+  void end_use(double StepStats::*counter, double idle_s = 0);
   // Waits for `ticket`; returns the seconds of the wait that the GPU spent
   // with no use queued.
   double exposed_wait(const Ticket& ticket);

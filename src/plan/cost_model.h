@@ -30,8 +30,9 @@ struct CostModel {
   // stages_on_device): no upload, no gradient download, updated by the GPU
   // at the step's end instead of by the CPU.
   std::vector<bool> stages_on_device;
-  // exec::Schedule::tail_blocks: the last blocks whose no-grad forward is
-  // not run (Note [The fused tail], exec/streaming_plan.cpp).
+  // exec::Schedule::tail_blocks: the last blocks that train as resident
+  // does (block_train_s), with no no-grad forward (Note [The fused tail],
+  // exec/streaming_plan.cpp).
   int tail_blocks = 0;
   bool stage_on_device(int stage) const {
     return static_cast<size_t>(stage) < stages_on_device.size() &&
