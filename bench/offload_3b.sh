@@ -11,6 +11,7 @@
 #   streaming  exec.mode auto at exec.device_memory_gb 24, batch 64 (the planner)
 #   streamapart  streaming with exec.fused_tail: off (the last block and the head apart)
 #   stream40, stream40apart  streaming and streamapart at exec.device_memory_gb 40
+#   RUN        a schedule in bench/schedules/RUN.json, at exec.device_memory_gb 24
 #   streaming32  the same in chunks of 32 (exec.micro_batch 32)
 #   streaming8   the same in chunks of 8 (exec.micro_batch 8)
 #   streamnone   the same with exec.stages_on_device none (every stage streams)
@@ -111,6 +112,14 @@ config zenflow15 8 4 "  mode: zenflow
     update_interval: 4
     overlap_step: true" qwen2.5-1.5b
 config resident15 8 1 "  mode: resident" qwen2.5-1.5b
+# A run named after a schedule in bench/schedules/ (RUN.json, the 3B's):
+# streaming at exec.device_memory_gb 24 with that schedule as written.
+for run in $runs; do
+  [ -f "bench/schedules/$run.json" ] || continue
+  config "$run" 64 1 "  mode: streaming
+  device_memory_gb: 24
+  schedule: $root/bench/schedules/$run.json"
+done
 # LT_BENCH_CONFIGS_ONLY=1: write the data and the configs, run nothing.
 [ -n "${LT_BENCH_CONFIGS_ONLY:-}" ] && exit 0
 steps_of() { case $1 in zenflow|zenflow15|auto7b) echo 13 ;; resident) echo 9 ;; *) echo 5 ;; esac; }
