@@ -13,6 +13,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "dist/process.h"
 #include "plan/state_placement.h"
 #include "train/executor_choice.h"
 
@@ -159,8 +160,12 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.states_on_disk = placement.states_on_disk;
   o.f32_weight_uploads = placement.f32_weight_uploads;
   o.updates_during_backward = c.train.clip_with_previous_norm;
-  o.stages_on_device = c.exec.stages_on_device == "auto";
-  o.fused_tail = c.exec.fused_tail == "auto";
+  // Both are for one process so far: planned without them when this run
+  // has several, so that the budget is the one that runs (the trainer
+  // would turn them off after planning otherwise).
+  const bool one_process = !dist::this_world().distributed();
+  o.stages_on_device = c.exec.stages_on_device == "auto" && one_process;
+  o.fused_tail = c.exec.fused_tail == "auto" && one_process;
   FreeMemory free = free_memory_for_run(c, of, gpu_free_bytes, checkpoint_bytes(c, model));
   if (placement.host_budget_bytes >= 0) free.host_bytes = placement.host_budget_bytes;
   plan::HardwareProfile hw = auto_hardware(c, free);

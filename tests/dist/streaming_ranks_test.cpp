@@ -56,6 +56,26 @@ INSTANTIATE_TEST_SUITE_P(
               {"train.batch_size=6", "data.pack=true", "dist.zero=1", "dist.share_weights=false"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// The planner's schedule: one process fuses the tail and keeps stages on
+// the device; several plan without them (for one process so far), rather
+// than turning them off after planning, and give the same steps.
+TEST(StreamingRanks, PlanWithoutTheFusedTailOrStagesOnTheDevice) {
+  Runs runs;
+  const std::vector<std::string> sets = {"exec.mode=streaming", "exec.schedule=auto",
+                                         "train.batch_size=4", "train.steps=4"};
+  std::string one, many;
+  runs.train(0, runs.tmp / "one", sets, &one);
+  runs.train(2, runs.tmp / "many", sets, &many);
+  EXPECT_NE(one.find("blocks fused with the head: the last"), std::string::npos) << one;
+  EXPECT_NE(many.find("stages kept and updated on the device: none; blocks fused with the head: "
+                      "none"),
+            std::string::npos)
+      << many;
+  EXPECT_EQ(many.find("after all"), std::string::npos) << many;
+  expect_same_steps(runs.tmp / "one", runs.tmp / "many");
+  expect_same_weights(runs.tmp / "one" / "step-4", runs.tmp / "many" / "step-4");
+}
+
 TEST(StreamingRanks, ResumeOnAnotherWorldSizeContinuesAsUninterrupted) {
   Runs runs;
   auto with_steps = [](int steps) {
