@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <future>
 #include <numeric>
 
@@ -410,16 +411,18 @@ void StreamingExecutor::Impl::run_tail(int stage) {
   // The first block is the use's stage (acquired); the later blocks and
   // the head are on the device or in slots of their own, loaded from the
   // use before (StagePlan::tail_slot_stages). The tail's stages are
-  // updated last, so their uploads may still run when it starts: each is
-  // waited for only when the first chunk reaches it, while the GPU runs
-  // that chunk through the blocks before.
-  std::vector<Tensor> params_bound = stage_weights(stage), copies = use_weights();
+  // updated last, so their updates and uploads may still run when it
+  // starts: each later stage is waited for only when the first chunk
+  // reaches it, while the GPU runs that chunk through the blocks before.
+  // Its parameters are bound to its copies only then: the optimizer thread
+  // updates them through the same tensors until its update is done.
+  std::vector<std::vector<Tensor>> copies(static_cast<size_t>(head) + 1);
   std::vector<const Slot*> slot_of(static_cast<size_t>(head) + 1, nullptr);
+  copies[static_cast<size_t>(stage)] = use_weights();
   for (int t = stage + 1; t <= head; ++t) {
-    const std::vector<Tensor> weights = stage_weights(t);
-    params_bound.insert(params_bound.end(), weights.begin(), weights.end());
+    std::vector<Tensor>& into = copies[static_cast<size_t>(t)];
     if (on_device[static_cast<size_t>(t)]) {
-      for (size_t i : stages[t].weights) copies.push_back(device_params[i].weight);
+      for (size_t i : stages[t].weights) into.push_back(device_params[i].weight);
       continue;
     }
     const auto slot = std::find_if(tail_slots.begin(), tail_slots.end(),
@@ -427,28 +430,36 @@ void StreamingExecutor::Impl::run_tail(int stage) {
     LT_CHECK(slot != tail_slots.end(), "streaming executor: the tail step's ",
              model.stages()[t]->name(), " has no weight slot (a bug in the stage plan)");
     slot_of[static_cast<size_t>(t)] = &*slot;
-    copies.insert(copies.end(), slot->weights.begin(), slot->weights.end());
+    into = slot->weights;
   }
-  // Bound before their copies land: no kernel reads them until waited for.
-  WeightBinding bind(params_bound, copies);
+  std::deque<WeightBinding> bindings;
+  bindings.emplace_back(stage_weights(stage), copies[static_cast<size_t>(stage)]);
   device.begin_compute_span();
-  double waited = 0;  // the GPU idle inside the use, waiting for a slot
+  double idle = 0;  // the GPU's wait inside the use, for an update or a slot
   dy.assign(chunks.size(), Tensor());
   for (size_t c = 0; c < chunks.size(); ++c) {
     Tensor x = input(stage, c).detach();
     x.set_requires_grad(true);
     Tensor h = x;
     for (int t = stage; t <= head; ++t) {
-      if (c == 0 && slot_of[static_cast<size_t>(t)])
-        waited += exposed_wait(slot_of[static_cast<size_t>(t)]->ready);
+      if (c == 0 && t > stage) {  // the stage's first use this step
+        const double before = stats->optimizer_s;
+        wait_for_update(static_cast<size_t>(t));
+        idle += stats->optimizer_s - before;
+        if (const Slot* slot = slot_of[static_cast<size_t>(t)]) {
+          const double waited = exposed_wait(slot->ready);
+          stats->exposed_h2d_s += waited;
+          idle += waited;
+        }
+        bindings.emplace_back(stage_weights(t), copies[static_cast<size_t>(t)]);
+      }
       h = model.run_stage(*model.stages()[t], h, chunks[c].ctx);
     }
     stats->loss += h.item();
     backward(h);
     dy[c] = x.grad();
   }
-  stats->exposed_h2d_s += waited;
-  end_use(&StepStats::compute_s, waited);
+  end_use(&StepStats::compute_s, idle);
 }
 
 void StreamingExecutor::Impl::run_backward(int stage) {
@@ -515,11 +526,11 @@ void StreamingExecutor::Impl::run_step() {
     const StageUse use = plan.uses[u];
     issue_prefetches(u);
     // A stage's first use in a step (the head's is its HeadStep) waits for
-    // its update, counted in optimizer_s (states_disk_s for disk stages).
-    if (use.work == StageWork::Forward || use.work == StageWork::HeadStep)
+    // its update, counted in optimizer_s (states_disk_s for disk stages);
+    // the tail step's later stages in run_tail.
+    if (use.work == StageWork::Forward || use.work == StageWork::HeadStep ||
+        use.work == StageWork::TailStep)
       wait_for_update(static_cast<size_t>(use.stage));
-    if (use.work == StageWork::TailStep)  // the first use of each of its blocks, and the head's
-      for (int t = use.stage; t <= num_blocks + 1; ++t) wait_for_update(static_cast<size_t>(t));
     slot_for_current_use = acquire(use.stage, plan.next_stage[u]);
     if (static_cast<int>(u) == plan.tail_load_use) {
       tail_slots.assign(plan.tail_slot_stages.size(), Slot());

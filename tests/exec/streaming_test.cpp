@@ -312,6 +312,13 @@ TEST(Streaming, FusedTailAsResident) {
   c.schedule = Schedule::every_kth_gpu(3, 2);
   c.schedule.tail_blocks = 2;
   expect_same_as_resident(c);
+  // Updates that finish late: the tail's later blocks are still being
+  // updated when it starts, and each is used only once its update is done.
+  c.optimizer = OptimizerKind::AdamW;
+  c.schedule = Schedule::all_gpu(3);
+  c.schedule.tail_blocks = 3;
+  c.max_optimizer_delay_us = 3000;
+  expect_same_as_resident(c);
 }
 
 TEST(Streaming, FusedTailRefusesOffloadedBoundaries) {
