@@ -363,7 +363,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--stream-every-stage", args->stream_every_stage,
                 "keep no stage whole on the device, even where there is room (stages_on_device)");
   cmd->add_flag("--no-fused-tail", args->apart_tail,
-                "run the last block and the head apart, never as one use (exec.fused_tail: off)");
+                "run the last blocks and the head apart, never as one use (exec.fused_tail: off)");
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--out", args->out, "write the schedule JSON here");
   cmd->add_option("--gpus", args->gpus,

@@ -191,7 +191,7 @@ struct StreamingExecutor::Impl {
   void copy_out(const std::vector<int>& stages_out);
   void run_forward(int stage, bool recompute);
   void run_head(int stage);
-  // Note [The fused tail] (streaming_plan.cpp): block `stage` (L) and the
+  // Note [The fused tail] (streaming_plan.cpp): blocks `stage`..L and the
   // head, per chunk.
   void run_tail(int stage);
   void run_backward(int stage);

@@ -48,7 +48,7 @@ const char* stage_work_name(StageWork work);
 
 // Per use of `uses` (plan_stage_uses): the backward window (Schedule::
 // read_windows) that starts with it, or -1. Window L starts with the head
-// step; window w < L with the first of the recomputes before block w's
+// step (or the tail step); window w < L with the first of the recomputes before block w's
 // backward, or with that backward when nothing is recomputed for it.
 std::vector<int> window_starts(const std::vector<StageUse>& uses, int num_blocks);
 

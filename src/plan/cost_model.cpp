@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "exec/streaming_plan.h"
 #include "plan/state_placement.h"
 
 namespace lt::plan {
@@ -40,7 +41,8 @@ constexpr double kHeadStepForwards = 3;
 
 // Compute windows: forward window w < L is block w's forward, backward
 // window w < L its backward (re-forward + backward), and window L, in both
-// directions, is the head step between forward and backward.
+// directions, is the head step between forward and backward (a fused
+// tail's step is longer: priced as the head's, the less capacity).
 double window_s(const CostModel& m, int w, bool backward) {
   const int L = static_cast<int>(m.config.num_hidden_layers);
   if (w == L) return m.head_step_s;
@@ -222,13 +224,34 @@ double update_params_per_s(const CostModel& m, const PlanInstance& in, const Pla
   return std::min(cpu_params_per_s, host_gbps * kBytesPerGB / bytes_pp);
 }
 
+// The recomputes of a schedule with a fused tail: the solver's segments
+// were priced without it, but the tail's input boundary stays on the
+// device from its forward and the boundaries above it never exist, so
+// only what the stage plan still recomputes is run (a block's no-grad
+// forward each; the embed stage's is ~0). Offloaded boundaries never go
+// with a tail: the solver's figure then.
+double tail_recompute_s(const CostModel& m, const PlanInstance& in, const PlanSolution& sol) {
+  exec::Schedule s;
+  s.boundaries = sol.placements;
+  s.tail_blocks = m.tail_blocks;
+  for (exec::Placement p : s.boundaries)
+    if (p == exec::Placement::Host || p == exec::Placement::Disk) return sol.recompute_s;
+  if (s.boundaries.size() != static_cast<size_t>(in.num_blocks) + 1) return sol.recompute_s;
+  double sum = 0;
+  for (const exec::StageUse& use : exec::plan_stage_uses(s, in.num_blocks))
+    if (use.work == exec::StageWork::Recompute && use.stage >= 1)
+      sum += in.forward_s.at(static_cast<size_t>(use.stage) - 1);
+  return sum;
+}
+
 }  // namespace
 
 StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const PlanSolution& sol) {
   const int L = in.num_blocks;
   const HardwareProfile& hw = m.hardware;
   StepPrediction p;
-  const double forward_s = L * m.block_forward_s + m.head_forward_s;
+  // The forward the CPU's updates run beside: the tail's blocks have none.
+  const double forward_s = (L - m.tail_blocks) * m.block_forward_s + m.head_forward_s;
   p.compute_s = L * (m.block_forward_s + m.block_backward_s) + m.head_step_s + m.embed_s;
   // The fused tail runs its blocks' forward once, under grad mode, and
   // their backward: as resident trains a block (block_train_s), the
@@ -236,7 +259,7 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   // saves 12.5 ms of its 17.5 ms forward).
   const int first_tail = L + 1 - m.tail_blocks;  // the tail's first stage (L + 1: none)
   p.compute_s += m.tail_blocks * (m.block_train_s - m.block_forward_s - m.block_backward_s);
-  p.recompute_s = sol.recompute_s;
+  p.recompute_s = m.tail_blocks > 0 ? tail_recompute_s(m, in, sol) : sol.recompute_s;
   for (double e : sol.exposed_s) p.exposed_activations_s += e;
   // The first block's weights arrive before any compute; each later block's
   // while the previous one computes. The tail's all load during the forward
@@ -248,17 +271,22 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   for (int stage = 2; stage <= L && stage < first_tail; ++stage)
     if (!m.stage_on_device(stage))
       p.exposed_weights_s += std::max(0.0, w_gb / hw.bidir_gbps - m.block_forward_s);
+  // The head's weights (a tied head's: the embedding's too, unless the
+  // embed stage is on the device) load behind the last forward.
+  const double head_gb =
+      m.stage_on_device(L + 1)
+          ? 0.0
+          : static_cast<double>(exec::stage_weight_elements(m.config, L + 1, m.stage_on_device(0)) *
+                                m.sizes.upload_bytes_per_parameter()) /
+                kBytesPerGB;
   if (m.tail_blocks > 0) {
-    double tail_gb = 0;
+    double tail_gb = head_gb;
     for (int stage = std::max(first_tail, 2); stage <= L; ++stage)
       tail_gb += m.stage_on_device(stage) ? 0.0 : w_gb;
-    if (!m.stage_on_device(L + 1))
-      tail_gb +=
-          static_cast<double>(exec::stage_weight_elements(m.config, L + 1, m.stage_on_device(0)) *
-                              m.sizes.upload_bytes_per_parameter()) /
-          kBytesPerGB;
     const double before_s = first_tail >= 2 ? m.block_forward_s : 0.0;  // embed's: ~0
     p.exposed_weights_s += std::max(0.0, tail_gb / hw.bidir_gbps - before_s);
+  } else {
+    p.exposed_weights_s += std::max(0.0, head_gb / hw.bidir_gbps - m.block_forward_s);
   }
   // Backward: weight prefetch (the h2d link's mandatory traffic) and each
   // block's gradients going out during its window.
@@ -273,13 +301,15 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
           0.0, m.block_gradient_gb / hw.bidir_gbps - (m.block_backward_s - m.block_forward_s));
   }
   // The tail's blocks' gradients go out as one download after it, during
-  // the next block's backward window.
+  // the next block's backward window (the embed stage's when the tail
+  // takes every block).
   int tail_streamed = 0;
   for (int stage = first_tail; stage <= L; ++stage)
     tail_streamed += m.stage_on_device(stage) ? 0 : 1;
+  const double after_tail_s = first_tail >= 2 ? m.block_backward_s - m.block_forward_s : m.embed_s;
   if (tail_streamed > 0)
-    p.exposed_weights_s += std::max(0.0, tail_streamed * m.block_gradient_gb / hw.bidir_gbps -
-                                             (m.block_backward_s - m.block_forward_s));
+    p.exposed_weights_s +=
+        std::max(0.0, tail_streamed * m.block_gradient_gb / hw.bidir_gbps - after_tail_s);
   // The optimizer updates stage k (forward order) while the next step's
   // forward runs stages before k, and stage k's forward waits for it.
   const double params_per_s = update_params_per_s(m, in, sol, forward_s);

@@ -182,7 +182,7 @@ struct BatchChoice {
   PlanSolution solution;
   StepPrediction prediction;          // with the stages on the device, once they are added
   std::vector<int> stages_on_device;  // add_stages_on_device's
-  int tail_blocks = 0;                // add_fused_tail's
+  int tail_blocks = 0;                // add_tail_and_device_stages' choice
 };
 
 // The batch make_plan keeps (its rule is in planner.h): `solved` is in

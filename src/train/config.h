@@ -129,7 +129,7 @@ struct TrainConfig {
     // device]); none streams every stage.
     std::string stages_on_device = "auto";
     // streaming, exec.schedule auto: auto lets the planner run the last
-    // block and the head as one use, chunk by chunk, when no boundary is
+    // blocks and the head as one use, chunk by chunk, when no boundary is
     // offloaded and it is faster (Note [The fused tail]); off never does.
     std::string fused_tail = "auto";
     // The host memory a run may count on, in GB: what the memory budget's

@@ -142,9 +142,10 @@ TEST(StreamingHolds, StagesOnTheDeviceAreWhatTheExecutorHolds) {
   std::filesystem::remove_all(spill);
 }
 
-// Note [The fused tail]: the last block and the head as one use, with the
-// head's own slot loaded a use ahead; boundary L - 1 recomputed or kept,
-// the tail's stages or others on the device.
+// Note [The fused tail]: the last 1, 3 or 5 blocks and the head as one
+// use, with the later stages' own slots loaded a use ahead; the tail's
+// input boundary recomputed or kept, the tail's stages or others on the
+// device.
 TEST(StreamingHolds, TheFusedTailIsWhatTheExecutorHolds) {
   using P = Placement;
   const std::string spill = ::testing::TempDir() + "lt_holds_fused_spill";

@@ -67,6 +67,49 @@ TEST(CostModel, OptimizerWaitsBeforeEachStageForward) {
   EXPECT_NEAR(predict_step(m, in, all_kept(2)).optimizer_s, 43.392, 1e-6);
 }
 
+// Note [The fused tail] (exec/streaming_plan.cpp): the tiny Llama with 4
+// blocks, block forward 1.200128 s (down_proj 0.262144 s of it).
+TEST(CostModel, ATailTrainsItsBlocksAsResidentDoesAndRecomputesOnlyBelowIt) {
+  std::string json = testing::kTinyLlamaJson;
+  const std::string two = "\"num_hidden_layers\": 2";
+  json.replace(json.find(two), two.size(), "\"num_hidden_layers\": 4");
+  const models::ModelConfig config = models::ModelConfig::from_json_text(json, "tiny4");
+  HardwareProfile hw;
+  hw.gpu_tflops = 1e-6;
+  hw.cpu_adam_gparams_per_s = 1e3;
+  CostModel m = make_cost_model(config, hw, {2, 8}, 0, 8);
+  const PlanInstance in = build_instance(m);
+  // Boundaries 1-3 recomputed: the solver prices one segment from
+  // boundary 0 to 4, three block forwards.
+  PlanSolution sol = all_kept(4);
+  for (int b : {1, 2, 3}) sol.placements[static_cast<size_t>(b)] = exec::Placement::Recompute;
+  sol.recompute_s = in.recompute_s(0, 4);
+  EXPECT_NEAR(sol.recompute_s, 3 * 1.200128, 1e-12);
+  const StepPrediction apart = predict_step(m, in, sol);
+  EXPECT_NEAR(apart.recompute_s, 3 * 1.200128, 1e-12);
+  // A tail of 2 (blocks 2 and 3): each trains as resident does, three
+  // forwards with down_proj, instead of a no-grad forward and a backward
+  // use (four forwards less down_proj): 1.200128 - 0.262144 s less each.
+  // Boundary 2 is the tail's input, kept from its forward, and boundary 3
+  // never exists: block 1's backward recomputes boundary 1 alone.
+  m.tail_blocks = 2;
+  const StepPrediction tail = predict_step(m, in, sol);
+  EXPECT_NEAR(apart.compute_s - tail.compute_s, 2 * (1.200128 - 0.262144), 1e-9);
+  EXPECT_NEAR(tail.recompute_s, 1.200128, 1e-12);
+  // Updates at 1000 parameters/s and a forward of 1200 s a block: apart,
+  // only block 0's forward waits (the embedding's 6400 and its own 36992
+  // parameters); a tail of every block starts after the embed stage's
+  // forward (~0) and waits for every stage's: 6400 + 4 x 36992 + 6464.
+  hw.gpu_tflops = 1e-9;
+  hw.cpu_adam_gparams_per_s = 1e-6;
+  m = make_cost_model(config, hw, {2, 8}, 0, 8);
+  const PlanInstance slow = build_instance(m);
+  EXPECT_NEAR(predict_step(m, slow, all_kept(4)).optimizer_s, 43.392, 1e-6);
+  m.tail_blocks = 4;
+  EXPECT_NEAR(predict_step(m, slow, all_kept(4)).optimizer_s, (6400 + 4 * 36992 + 6464) / 1000.0,
+              1e-6);
+}
+
 // A tied head: the embedding matrix is the embed stage's, updated first
 // (before any block), so block 0's forward waits for all of it: with
 // slow compute, (100000 x 64 + 36992 block 0) / 1000 parameters/s.

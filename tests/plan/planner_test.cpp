@@ -415,7 +415,7 @@ TEST(Planner, AGivenMicroBatchKeepsBatchesThatHoldAWholeChunk) {
   EXPECT_GE(one.prediction.tokens_per_s, (1 - kBatchMargin) * p.prediction.tokens_per_s);
 }
 
-// Note [The fused tail]: the planner fuses the last block with the head
+// Note [The fused tail]: the planner fuses the last blocks with the head
 // only when no boundary leaves the GPU (and PlanOptions::fused_tail allows
 // it); from roomy to tight GPUs both kinds of plan occur.
 TEST(Planner, FusesTheTailOnlyWhenNoBoundaryIsOffloaded) {
