@@ -135,8 +135,9 @@ TEST(ScheduleAuto, PlansARunnableScheduleWithResidentsLosses) {
     const std::vector<std::string> overrides =
         with({"exec.mode=streaming", "exec.schedule=auto", "exec.hardware=" + c.hardware,
               fmt::format("exec.device_memory_gb={:.17g}", capacity / 1e9),
-              // The boundaries' planning alone: no stage takes the room.
-              "exec.stages_on_device=none"});
+              // The boundaries' planning alone: no stage takes the room,
+              // and no fused tail, which needs none offloaded, competes.
+              "exec.stages_on_device=none", "exec.fused_tail=off"});
     const TrainConfig config =
         fixture_config(model, tmp / "data.jsonl", tmp / "plan", with_common(overrides));
     const plan::Plan plan =
