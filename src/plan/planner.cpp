@@ -300,12 +300,13 @@ void add_tail_and_device_stages(const models::ModelConfig& config, const Hardwar
     offloaded |= p == exec::Placement::Host || p == exec::Placement::Disk;
   const int L = static_cast<int>(config.num_hidden_layers);
   const int64_t gpu_bytes = std::llround(hw.gpu_memory_gb * kBytesPerGB);
-  // `with` and its tail fit the budget: its prediction with that tail.
+  // Whether `with`, with its tail and stages on the device, fits the budget.
   const auto fits = [&](const BatchChoice& with) {
     const Plan planned = plan_of(config, hw, with);
     return exec::bytes_needed(config, planned.sizes, planned.schedule)
                .bytes(exec::MemorySpace::Gpu) <= gpu_bytes;
   };
+  // `with`'s predicted step, with its tail and stages on the device.
   const auto predict = [&](const BatchChoice& with) {
     CostModel m = with.candidate.model;
     m.tail_blocks = with.tail_blocks;
@@ -418,7 +419,7 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
       // Chunkings (and batches) are compared with their stages on the
       // device: a larger chunk's faster forward leaves less time to hide
       // the CPU's updates behind, which the stages on the device take off it.
-      // Both take GPU room: when both may, each is tried first, the faster kept.
+      // The fused tail takes GPU room too: the two are weighed together.
       add_tail_and_device_stages(config, hw, choice, device_stages_allowed, fused_tail_allowed);
       const double tokens_per_s = choice.prediction.tokens_per_s;
       const double margin = preferred_measured && measured_chunk(hw, c) ? 0.0 : kChunkMargin;
