@@ -135,6 +135,7 @@ struct Case {
   const char* family = "llama";  // llama: untied; qwen2: tied embeddings
   TestOptimizer optimizer = TestOptimizer::AdamW;
   std::vector<bool> on_disk;  // per stage; empty: all in host memory
+  int tail_blocks = 0;        // Schedule::tail_blocks
 };
 
 void expect_streaming_is_resident(const Case& c) {
@@ -154,6 +155,7 @@ void expect_streaming_is_resident(const Case& c) {
   auto opt = testing::test_optimizer(model, c.optimizer);
   StreamingOptions so;
   so.schedule = Schedule::all_gpu(kLayers);
+  so.schedule.tail_blocks = c.tail_blocks;
   so.states_on_disk = c.on_disk;
   so.disk.directory = dir.path().string();
   so.max_optimizer_delay_us = 300;  // the pipeline must not depend on timing
@@ -178,6 +180,18 @@ TEST(ClipWithPreviousNorm, StreamingIsResidentHostStates) {
     for (TestOptimizer kind : {TestOptimizer::AdamW, TestOptimizer::AdamW8bit}) {
       SCOPED_TRACE(std::string(family) + (kind == TestOptimizer::AdamW ? " adamw" : " adamw8bit"));
       expect_streaming_is_resident({family, kind, {}});
+    }
+}
+
+// A fused tail (Note [The fused tail], exec/streaming_plan.cpp), which the
+// planner does not choose with these updates but a schedule may name: its
+// stages' gradients go out as one download, and each stage's update is
+// queued behind it.
+TEST(ClipWithPreviousNorm, StreamingIsResidentWithAFusedTail) {
+  for (int tail : {1, 2, 3})
+    for (const char* family : {"llama", "qwen2"}) {
+      SCOPED_TRACE(std::string(family) + ", tail of " + std::to_string(tail));
+      expect_streaming_is_resident({family, TestOptimizer::AdamW, {}, tail});
     }
 }
 
