@@ -20,8 +20,9 @@ namespace lt::exec {
 // (a tied head's embedding on the device is read there), so that the two
 // block slots go on as before: the next backward's block loads during the
 // tail step. The updates still run in forward order, so the tail's stages
-// must all be updated when it starts: T forwards earlier than their own
-// forwards would have waited (the cost model's update pipeline counts it).
+// must be updated T forwards earlier than their own forwards would have
+// waited: the tail waits for each when its first chunk reaches it (the
+// cost model's update pipeline, more simply, at the tail's start).
 // Offloaded boundaries are not supported with it (their read-back windows
 // are the head's and the tail blocks', merged here).
 std::vector<StageUse> plan_stage_uses(const Schedule& schedule, int num_blocks) {

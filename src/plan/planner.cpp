@@ -306,12 +306,16 @@ void add_tail_and_device_stages(const models::ModelConfig& config, const Hardwar
     return exec::bytes_needed(config, planned.sizes, planned.schedule)
                .bytes(exec::MemorySpace::Gpu) <= gpu_bytes;
   };
-  // `with`'s predicted step, with its tail and stages on the device.
+  // `with`'s predicted step, with its tail and stages on the device (the
+  // instance depends on neither).
+  const PlanInstance instance = build_instance(choice.candidate.model);
   const auto predict = [&](const BatchChoice& with) {
     CostModel m = with.candidate.model;
     m.tail_blocks = with.tail_blocks;
-    m.stages_on_device = plan_of(config, hw, with).schedule.on_device(L);
-    return predict_step(m, build_instance(m), with.solution);
+    exec::Schedule kept;
+    kept.stages_on_device = with.stages_on_device;
+    m.stages_on_device = kept.on_device(L);
+    return predict_step(m, instance, with.solution);
   };
   bool stages_first_fit = true;
   for (int tail_blocks = 1; fused_tail && !offloaded && tail_blocks <= L; ++tail_blocks) {
