@@ -11,6 +11,9 @@
 #   streaming  exec.mode auto at exec.device_memory_gb 24, batch 64 (the planner)
 #   streamapart  streaming with exec.fused_tail: off (the last block and the head apart)
 #   stream40, stream40apart  streaming and streamapart at exec.device_memory_gb 40
+#   stream40allgpu  every boundary on the device as all_gpu, under exec.mode auto
+#              before it was planned (exec.schedule every_k, keep_every 1: the
+#              stages on the device in the room it leaves, no tail)
 #   RUN        a schedule in bench/schedules/RUN.json, at exec.device_memory_gb 24
 #   streaming32  the same in chunks of 32 (exec.micro_batch 32)
 #   streaming8   the same in chunks of 8 (exec.micro_batch 8)
@@ -86,6 +89,10 @@ config stream40 64 1 "  mode: auto
 config stream40apart 64 1 "  mode: auto
   device_memory_gb: 40
   fused_tail: off"
+config stream40allgpu 64 1 "  mode: auto
+  device_memory_gb: 40
+  schedule: every_k
+  keep_every: 1"
 config streaming32 64 1 "  mode: auto
   device_memory_gb: 24
   micro_batch: 32"

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.h"
 #include "plan/profile.h"
@@ -49,10 +50,14 @@ void keep_stages_in_the_room(const TrainConfig& c, const ExecutorChoice& choice,
 }
 
 // exec.schedule as the streaming executor runs it: the named schedule, or
-// the planner's. With exec.mode auto, the default all_gpu that does not fit
-// gives way to the planner (as exec.schedule: auto would) rather than
-// stopping; a schedule the user names is kept, and its shortfall stops the
-// run with the hint.
+// the planner's. Under exec.mode auto the default all_gpu is planned too:
+// the planner's search holds it (every boundary on the device, whichever
+// chunk asked_chunk or the profile prefers), so its plan is predicted no
+// slower, and it adds what all_gpu cannot say for itself (stages on the
+// device by predicted time, the fused tail, a predicted step). When the
+// planner finds nothing, all_gpu still runs if it fits. A schedule the user
+// names otherwise is kept, and its shortfall stops the run with the hint;
+// exec.mode streaming runs all_gpu as it is.
 // `asked_chunk`: exec.micro_batch as resolve_run settled it (0: not given).
 void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
                      const ExecutorChoice& choice, int64_t asked_chunk, RunPlan& p) {
@@ -64,10 +69,28 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
     exec::Schedule all = exec::Schedule::all_gpu(blocks);
     if (asked_chunk > 0) all.chunk_sequences = asked_chunk;
     all_gpu_shortfall = streaming_shortfall(c, choice, model, all, stand_in);
-    if (!all_gpu_shortfall.empty()) {
-      p.reasons.push_back("exec.mode auto: " + all_gpu_shortfall +
-                          "; planning the schedule instead (exec.schedule: auto)");
-      name = "auto";
+    p.reasons.push_back("exec.mode auto: " +
+                        (all_gpu_shortfall.empty()
+                             ? std::string("the default schedule (all_gpu) fits")
+                             : all_gpu_shortfall) +
+                        "; planning the schedule instead (exec.schedule: auto)");
+    name = "auto";
+  }
+  std::optional<plan::Plan> plan;
+  if (name == "auto") {
+    try {
+      plan = plan_for_run(
+          c, model, stand_in, p.free_memory_of, asked_chunk,
+          p.device.is_cuda() && cuda_device_visible() ? cuda_free_bytes(p.device.index) : -1,
+          p.placement);
+    } catch (const Error& e) {
+      if (c.exec.mode != "auto") throw;
+      if (c.exec.schedule != "all_gpu" || !all_gpu_shortfall.empty())
+        fail("exec.mode auto: nothing fits: ",
+             all_gpu_shortfall.empty() ? choice.reason : all_gpu_shortfall, "; and ", e.what());
+      p.reasons.push_back(std::string("exec.mode auto: the planner found no schedule (") +
+                          e.what() + "), and all_gpu fits: it runs");
+      name = "all_gpu";
     }
   }
   if (name == "all_gpu") {
@@ -79,29 +102,18 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
         "schedule: every_k (boundary i kept on the device when i % {} == 0, else recomputed)",
         c.exec.keep_every));
   } else if (name == "auto") {
-    plan::Plan plan;
-    try {
-      plan = plan_for_run(
-          c, model, stand_in, p.free_memory_of, asked_chunk,
-          p.device.is_cuda() && cuda_device_visible() ? cuda_free_bytes(p.device.index) : -1,
-          p.placement);
-    } catch (const Error& e) {
-      if (c.exec.mode != "auto") throw;
-      fail("exec.mode auto: nothing fits: ",
-           all_gpu_shortfall.empty() ? choice.reason : all_gpu_shortfall, "; and ", e.what());
-    }
-    p.plan_description = describe_plan(plan);
-    p.schedule = plan.schedule;
-    p.predicted_step_s = plan.prediction.step_s;
-    p.predicted_gpu_peak_bytes = plan.budget.bytes(exec::MemorySpace::Gpu);
-    p.budget = plan.budget;
-    p.predicted_state_disk_s = plan.prediction.exposed_state_disk_s;
+    p.plan_description = describe_plan(*plan);
+    p.schedule = plan->schedule;
+    p.predicted_step_s = plan->prediction.step_s;
+    p.predicted_gpu_peak_bytes = plan->budget.bytes(exec::MemorySpace::Gpu);
+    p.budget = plan->budget;
+    p.predicted_state_disk_s = plan->prediction.exposed_state_disk_s;
     p.reasons.push_back(fmt::format(
-        "schedule: the planner's (predicted step {:.4f} s{})", plan.prediction.step_s,
-        plan.prediction.state_disk_busy_s > 0
+        "schedule: the planner's (predicted step {:.4f} s{})", plan->prediction.step_s,
+        plan->prediction.state_disk_busy_s > 0
             ? fmt::format("; the states on disk keep the disk busy {:.4f} s a step, {:.4f} s of "
                           "it exposed",
-                          plan.prediction.state_disk_busy_s, plan.prediction.exposed_state_disk_s)
+                          plan->prediction.state_disk_busy_s, plan->prediction.exposed_state_disk_s)
             : std::string()));
   } else {
     p.schedule = exec::load_schedule(c.exec.schedule);

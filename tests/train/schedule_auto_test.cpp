@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <linux/magic.h>
 #include <sys/vfs.h>
@@ -205,12 +206,13 @@ TEST(ScheduleAuto, TheDefaultScheduleGivesWayToThePlannerWhenItDoesNotFit) {
   EXPECT_NE(kept.find("set exec.schedule: auto to let the planner"), std::string::npos) << kept;
 }
 
-// Note [Stages on the device]: the default schedule (all_gpu) leaves room
+// Note [Stages on the device]: a schedule the user names by rule (every_k
+// with keep_every 1: every boundary on the device, as all_gpu) leaves room
 // here for the embed stage and block 0 whole on the device (exec.mode
 // auto: the memory it compares with), and exec.stages_on_device auto keeps
-// them there; the run trains to resident's
-// losses and weights, bit for bit, within the capacity. `none` keeps none.
-TEST(ScheduleAuto, TheDefaultScheduleKeepsStagesOnTheDeviceInTheRoomItLeaves) {
+// them there; the run trains to resident's losses and weights, bit for
+// bit, within the capacity. `none` keeps none.
+TEST(ScheduleAuto, ANamedScheduleKeepsStagesOnTheDeviceInTheRoomItLeaves) {
   const DeeperRun d("sched_room");
   const auto with = &DeeperRun::with;
   exec::Schedule kept = exec::Schedule::all_gpu(static_cast<int>(d.config.num_hidden_layers));
@@ -219,20 +221,72 @@ TEST(ScheduleAuto, TheDefaultScheduleKeepsStagesOnTheDeviceInTheRoomItLeaves) {
   const int64_t capacity = exec::bytes_needed(d.config, streaming_sizes(d.sized, true), kept)
                                .bytes(exec::MemorySpace::Gpu);
   const std::string gb = fmt::format("exec.device_memory_gb={:.17g}", capacity / 1e9);
+  const std::vector<std::string> every_k = {"exec.mode=auto", "exec.schedule=every_k",
+                                            "exec.keep_every=1", gb};
   const auto config_of = [&](const std::string& out, const std::string& choice) {
-    return fixture_config(d.model, d.tmp / "data.jsonl", d.tmp / out,
-                          with_common(with({"exec.mode=auto", gb, choice})));
+    std::vector<std::string> overrides = every_k;
+    overrides.push_back(choice);
+    return fixture_config(d.model, d.tmp / "data.jsonl", d.tmp / out, with_common(with(overrides)));
   };
-  EXPECT_EQ(resolve_run(config_of("room", "exec.stages_on_device=auto"), d.config)
-                .schedule.stages_on_device,
-            (std::vector<int>{0, 1}));
+  const RunPlan room = resolve_run(config_of("room", "exec.stages_on_device=auto"), d.config);
+  EXPECT_EQ(room.schedule.stages_on_device, (std::vector<int>{0, 1}));
+  EXPECT_EQ(room.predicted_step_s, 0);  // a named schedule: not the planner's
   EXPECT_TRUE(resolve_run(config_of("none", "exec.stages_on_device=none"), d.config)
                   .schedule.stages_on_device.empty());
-  const Outcome got = run(d.tmp / "data.jsonl", d.tmp / "room",
-                          with({"exec.mode=auto", gb, "exec.stages_on_device=auto"}), d.model);
+  std::vector<std::string> overrides = every_k;
+  overrides.push_back("exec.stages_on_device=auto");
+  const Outcome got = run(d.tmp / "data.jsonl", d.tmp / "room", with(overrides), d.model);
   expect_same(d.ref, got);
   for (const auto& line : got.metrics) {
     EXPECT_EQ(line.at("executor"), "streaming");
+    EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), capacity) << line.dump();
+  }
+}
+
+// exec.mode auto with the default schedule (all_gpu) and room to spare:
+// the planner plans it (its search holds all_gpu), so the run gets the
+// planner's schedule with its prediction, and may fuse a tail or keep
+// stages on the device; it trains to resident's losses and weights, bit
+// for bit, within the capacity. exec.mode streaming runs all_gpu as it is.
+TEST(ScheduleAuto, TheDefaultScheduleIsPlannedUnderModeAuto) {
+  const DeeperRun d("sched_default");
+  const auto with = &DeeperRun::with;
+  const exec::Schedule all = exec::Schedule::all_gpu(static_cast<int>(d.config.num_hidden_layers));
+  const int64_t all_gpu_bytes = exec::bytes_needed(d.config, streaming_sizes(d.sized, true), all)
+                                    .bytes(exec::MemorySpace::Gpu);
+  const int64_t resident = resident_budget(d.sized, d.config, false).bytes(exec::MemorySpace::Gpu);
+  const int64_t capacity = (all_gpu_bytes + resident) / 2;  // all_gpu fits, resident does not
+  ASSERT_LT(all_gpu_bytes, capacity);
+  ASSERT_LT(capacity, resident);
+  const std::string gb = fmt::format("exec.device_memory_gb={:.17g}", capacity / 1e9);
+  const auto plan_of = [&](const std::string& out, std::vector<std::string> overrides) {
+    overrides.push_back(gb);
+    return resolve_run(
+        fixture_config(d.model, d.tmp / "data.jsonl", d.tmp / out, with_common(with(overrides))),
+        d.config);
+  };
+  const RunPlan by_default = plan_of("default", {"exec.mode=auto"});
+  const RunPlan planned = plan_of("planned", {"exec.mode=auto", "exec.schedule=auto"});
+  EXPECT_EQ(by_default.executor, exec::ExecutorKind::Streaming);
+  EXPECT_GT(by_default.predicted_step_s, 0);
+  EXPECT_FALSE(by_default.plan_description.empty());
+  EXPECT_EQ(exec::to_json(by_default.schedule), exec::to_json(planned.schedule));
+  EXPECT_NE(fmt::format("{}", fmt::join(by_default.reasons, "\n"))
+                .find("the default schedule (all_gpu) fits; planning the schedule instead"),
+            std::string::npos);
+  const RunPlan as_named = plan_of("named", {"exec.mode=streaming"});
+  EXPECT_EQ(exec::to_json(as_named.schedule), exec::to_json([&] {
+              exec::Schedule s = all;
+              s.chunk_sequences = 2;
+              return s;
+            }()));
+  EXPECT_EQ(as_named.predicted_step_s, 0);
+  const Outcome got =
+      run(d.tmp / "data.jsonl", d.tmp / "default", with({"exec.mode=auto", gb}), d.model);
+  expect_same(d.ref, got);
+  for (const auto& line : got.metrics) {
+    EXPECT_EQ(line.at("executor"), "streaming");
+    EXPECT_DOUBLE_EQ(line.at("predicted_step_s").get<double>(), by_default.predicted_step_s);
     EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), capacity) << line.dump();
   }
 }
