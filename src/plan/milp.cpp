@@ -73,10 +73,16 @@ bool have_milp_solver() {
 #endif
 }
 
-PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
+namespace {
+
+// solve_milp's instance; with `fixed` (L + 1 placements) each boundary's
+// placement columns are fixed to it.
+PlanSolution solve(const PlanInstance& in, double time_limit_s,
+                   const std::vector<exec::Placement>& fixed) {
   in.check();
 #ifndef LT_HAVE_CBC
   (void)time_limit_s;
+  (void)fixed;
   fail("lazytrain was built without COIN-OR CBC (coinor-libcbc-dev): the planner cannot solve");
 #else
   const auto started = std::chrono::steady_clock::now();
@@ -99,6 +105,12 @@ PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
     c[i] = m.add_col(0, end ? 0 : 1, in.keep_penalty_s + in.offload_penalty_s, true);
     n[i] = m.add_col(0, end ? 0 : 1, in.keep_penalty_s + in.offload_penalty_s + in.disk_penalty_s,
                      true);
+    if (fixed.empty()) continue;
+    const exec::Placement p = fixed[static_cast<size_t>(i)];
+    for (auto [col, at] : {std::pair{g[i], exec::Placement::Gpu},
+                           {c[i], exec::Placement::Host},
+                           {n[i], exec::Placement::Disk}})
+      m.col_lb[col] = m.col_ub[col] = p == at ? 1 : 0;
   }
   const int y = m.add_col(0, kInf, 0, false);
 
@@ -249,6 +261,22 @@ PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
   out.solve_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return out;
 #endif
+}
+
+}  // namespace
+
+PlanSolution solve_milp(const PlanInstance& in, double time_limit_s) {
+  return solve(in, time_limit_s, {});
+}
+
+PlanSolution price_placements(const PlanInstance& in,
+                              const std::vector<exec::Placement>& placements, double time_limit_s) {
+  LT_CHECK(placements.size() == static_cast<size_t>(in.num_blocks) + 1,
+           "plan: a schedule to price needs L + 1 = ", in.num_blocks + 1, " placements, got ",
+           placements.size());
+  PlanInstance free = in;
+  free.gpu_gb = free.gpu_kept_gb = free.host_gb = free.disk_gb = kInf;
+  return solve(free, time_limit_s, placements);
 }
 
 }  // namespace lt::plan

@@ -52,4 +52,12 @@ bool have_milp_solver();
 
 PlanSolution solve_milp(const PlanInstance& instance, double time_limit_s);
 
+// The same MILP with every boundary's placement fixed to `placements` (L +
+// 1 of them) and no capacity: what a schedule the planner did not choose
+// costs (its recompute, and its offloaded boundaries' traffic spread over
+// the windows as well as the links allow). `instance.max_recompute` must
+// cover its longest recomputed run.
+PlanSolution price_placements(const PlanInstance& instance,
+                              const std::vector<exec::Placement>& placements, double time_limit_s);
+
 }  // namespace lt::plan

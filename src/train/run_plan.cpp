@@ -7,7 +7,9 @@
 #include <optional>
 
 #include "core/error.h"
+#include "plan/milp.h"
 #include "plan/profile.h"
+#include "plan/schedule_price.h"
 #include "plan/state_placement.h"
 #include "train/executor_auto.h"
 #include "train/executor_choice.h"
@@ -225,6 +227,23 @@ void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunP
 #endif
 }
 
+// A schedule the planner did not choose (all_gpu or every_k as named, a
+// schedule file) is priced by the planner's cost model with the run's
+// profile, so that a streaming run on a GPU always has a prediction to
+// hold its steps to; the plan line says which stage times priced it.
+void price_named_schedule(const TrainConfig& c, const models::ModelConfig& model, RunPlan& p) {
+  if (!plan::have_milp_solver()) return;
+  const plan::SchedulePrice price = plan::price_schedule(model, profile_of(c), p.sizes, p.schedule,
+                                                         c.train.clip_with_previous_norm);
+  p.predicted_step_s = price.prediction.step_s;
+  p.reasons.push_back(fmt::format(
+      "schedule: predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, exposed copies "
+      "{:.4f}, optimizer {:.4f}; the planner's cost model, stage times: {})",
+      price.prediction.step_s, price.prediction.compute_s, price.prediction.recompute_s,
+      price.prediction.exposed_weights_s + price.prediction.exposed_activations_s,
+      price.prediction.optimizer_s, price.stage_times_from));
+}
+
 }  // namespace
 
 Device resolve_train_device(const std::string& name) {
@@ -394,6 +413,7 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   p.state_traffic = plan::state_traffic(model, p.sizes);
   if (p.budget.items.empty() || chunk_changed)
     p.budget = exec::bytes_needed(model, p.sizes, p.schedule);
+  if (p.predicted_step_s == 0 && p.device.is_cuda()) price_named_schedule(c, model, p);
   return p;
 }
 

@@ -14,14 +14,7 @@ namespace {
 
 using exec::Placement;
 
-models::ModelConfig small_llama(int layers) {
-  return models::ModelConfig::from_json_text(
-      R"({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": )" +
-          std::to_string(layers) +
-          R"(, "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 1408,
-          "vocab_size": 32000, "tie_word_embeddings": true})",
-      "small");
-}
+using testing::small_llama;
 
 // The tiny model of memory_budget_test.cpp (counts worked out there).
 models::ModelConfig tiny() {
@@ -55,13 +48,7 @@ TEST(Planner, EverySchedulePassesTheValidator) {
   for (double gpu : {1.0, 1.3, 2.0, 8.0})
     for (double host : {1.2, 1.6})
       for (double disk_gbps : {0.2, 3.0}) {
-        HardwareProfile hw;
-        hw.gpu_memory_gb = gpu;
-        hw.host_memory_gb = host;
-        hw.disk_gb = 0.4;
-        hw.disk_read_gbps = hw.disk_write_gbps = disk_gbps;
-        hw.bidir_gbps = 2;
-        hw.gpu_tflops = 20;
+        const HardwareProfile hw = testing::small_machine(gpu, host, disk_gbps);
         PlanOptions o;
         o.batch_size = 64;
         o.seq_len = 1024;

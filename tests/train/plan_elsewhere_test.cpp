@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/device.h"
+#include "exec/schedule.h"
 #include "support/errors.h"
 #include "train/run_plan.h"
 #include "train_helpers.h"
@@ -52,6 +53,30 @@ TEST_F(PlanElsewhere, PlansTheProfiledGpuWithTheProfilesHost) {
       << ::testing::PrintToString(p.reasons);
   EXPECT_TRUE(any_line_has(p.reasons, "this machine has none"));
   EXPECT_GT(p.predicted_step_s, 0);
+}
+
+// A schedule the planner did not choose gets a prediction from the same
+// cost model: the planner's own schedule, written to a file and named,
+// is predicted as the planner predicted it; a named all_gpu gets one too.
+TEST_F(PlanElsewhere, ANamedScheduleIsPricedAsThePlannerPricedIt) {
+  if (cuda_device_visible()) GTEST_SKIP() << "a GPU is visible: plans are for it";
+  const RunPlan planned = resolve_run(config(100000), model(), PlanTarget::ProfiledGpu);
+  ASSERT_GT(planned.predicted_step_s, 0);
+  // With the profile's 141 GB the planner fuses a tail and keeps stages on
+  // the device: the price must follow both.
+  EXPECT_GT(planned.schedule.tail_blocks, 0);
+  EXPECT_FALSE(planned.schedule.stages_on_device.empty());
+  const fs::path file = tmp_ / "planned.json";
+  std::ofstream(file) << exec::to_json(planned.schedule).dump();
+  TrainConfig named = config(100000);
+  named.exec.schedule = file.string();
+  const RunPlan again = resolve_run(named, model(), PlanTarget::ProfiledGpu);
+  EXPECT_EQ(exec::to_json(again.schedule), exec::to_json(planned.schedule));
+  EXPECT_NEAR(again.predicted_step_s, planned.predicted_step_s, 1e-9 * planned.predicted_step_s);
+  EXPECT_TRUE(any_line_has(again.reasons, "the planner's cost model"))
+      << ::testing::PrintToString(again.reasons);
+  named.exec.schedule = "all_gpu";
+  EXPECT_GT(resolve_run(named, model(), PlanTarget::ProfiledGpu).predicted_step_s, 0);
 }
 
 TEST_F(PlanElsewhere, TrainOnThisMachineStillRefusesAMissingGpu) {

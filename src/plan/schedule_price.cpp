@@ -1,0 +1,41 @@
+#include "plan/schedule_price.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "plan/milp.h"
+
+namespace lt::plan {
+
+SchedulePrice price_schedule(const models::ModelConfig& config, const HardwareProfile& hardware,
+                             const exec::TrainSizes& sizes, const exec::Schedule& schedule,
+                             bool updates_during_backward, double time_limit_s) {
+  const int L = static_cast<int>(config.num_hidden_layers);
+  // The cost model keeps boundaries 0 and L on the GPU. The executor does
+  // too, whatever a schedule says of them: the head step takes boundary L
+  // straight from the last forward, and a recomputed boundary 0 is the
+  // embedding's lookup again (every_k with L % k != 0 names L recomputed).
+  std::vector<exec::Placement> placements = schedule.boundaries;
+  placements.front() = placements.back() = exec::Placement::Gpu;
+  // The longest run of recomputed blocks between two kept boundaries: the
+  // MILP's recompute edges must reach it.
+  int longest = 1, last_kept = 0;
+  for (int i = 1; i <= L; ++i) {
+    if (placements[static_cast<size_t>(i)] == exec::Placement::Recompute) continue;
+    longest = std::max(longest, i - last_kept);
+    last_kept = i;
+  }
+  const int64_t chunk = schedule.chunk_sequences > 0 ? schedule.chunk_sequences : sizes.batch_size;
+  CostModel m = make_cost_model(config, hardware, sizes, chunk, longest);
+  m.updates_during_backward = updates_during_backward;
+  const PlanInstance instance = build_instance(m);
+  const PlanSolution solution = price_placements(instance, placements, time_limit_s);
+  LT_CHECK(solution.feasible, "plan: the cost model found no way to run the schedule's placements",
+           solution.proven_infeasible ? "" : " within the time limit");
+  m.stages_on_device = schedule.on_device(L);
+  m.tail_blocks = schedule.tail_blocks;
+  return {predict_step(m, instance, solution), m.stage_times_from};
+}
+
+}  // namespace lt::plan
