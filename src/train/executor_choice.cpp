@@ -1,10 +1,13 @@
 #include "train/executor_choice.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
+#include "core/device.h"
 #include "core/error.h"
+#include "plan/hardware.h"
 #ifdef LT_WITH_CUDA
 #include "core/cuda/device_info.h"
 #endif
@@ -94,6 +97,13 @@ ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& m
                            fmt::format("exec.device_memory_gb ({})", c.exec.device_memory_gb));
   }
   if (device.is_cpu()) return choose_executor(resident, -1, "the CPU (no exec.device_memory_gb)");
+  // `lazytrain plan --config` for a GPU this machine lacks (PlanTarget::
+  // ProfiledGpu, which needs exec.hardware): the profile's GPU.
+  if (!cuda_device_visible() && !c.exec.hardware.empty()) {
+    const double gb = plan::HardwareProfile::from_file(c.exec.hardware).gpu_memory_gb;
+    return choose_executor(resident, std::llround(gb * 1e9),
+                           "the gpu_memory_gb of " + c.exec.hardware);
+  }
   ExecutorChoice choice = choose_executor(resident, cuda_free_bytes(device.index),
                                           fmt::format("{} (free memory)", device.str()));
   choice.gpu_free_memory = true;

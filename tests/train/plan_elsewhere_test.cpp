@@ -79,6 +79,19 @@ TEST_F(PlanElsewhere, ANamedScheduleIsPricedAsThePlannerPricedIt) {
   EXPECT_GT(resolve_run(named, model(), PlanTarget::ProfiledGpu).predicted_step_s, 0);
 }
 
+// exec.mode auto compares the executors against the profile's GPU memory
+// (this machine has no GPU to read free memory from): 141 GB holds this
+// model resident.
+TEST_F(PlanElsewhere, ModeAutoComparesWithTheProfilesGpu) {
+  if (cuda_device_visible()) GTEST_SKIP() << "a GPU is visible: plans are for it";
+  TrainConfig c = config(100000);
+  c.exec.mode = "auto";
+  const RunPlan p = resolve_run(c, model(), PlanTarget::ProfiledGpu);
+  EXPECT_EQ(p.executor, exec::ExecutorKind::Resident);
+  EXPECT_TRUE(any_line_has(p.reasons, "the gpu_memory_gb of " + c.exec.hardware))
+      << ::testing::PrintToString(p.reasons);
+}
+
 TEST_F(PlanElsewhere, TrainOnThisMachineStillRefusesAMissingGpu) {
   if (cuda_device_visible()) GTEST_SKIP() << "a GPU is visible";
   EXPECT_THAT(lt::testing::error_of([&] { resolve_run(config(100000), model()); }),
