@@ -230,11 +230,18 @@ void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunP
 // A schedule the planner did not choose (all_gpu or every_k as named, a
 // schedule file) is priced by the planner's cost model with the run's
 // profile, so that a streaming run on a GPU always has a prediction to
-// hold its steps to; the plan line says which stage times priced it.
+// hold its steps to; the plan line says which stage times priced it. A
+// prediction that cannot be made is said, and the run goes on without it.
 void price_named_schedule(const TrainConfig& c, const models::ModelConfig& model, RunPlan& p) {
   if (!plan::have_milp_solver()) return;
-  const plan::SchedulePrice price = plan::price_schedule(model, profile_of(c), p.sizes, p.schedule,
-                                                         c.train.clip_with_previous_norm);
+  plan::SchedulePrice price;
+  try {
+    price = plan::price_schedule(model, profile_of(c), p.sizes, p.schedule,
+                                 c.train.clip_with_previous_norm);
+  } catch (const Error& e) {
+    p.reasons.push_back(std::string("schedule: no predicted step (") + e.what() + ")");
+    return;
+  }
   p.predicted_step_s = price.prediction.step_s;
   p.reasons.push_back(fmt::format(
       "schedule: predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, exposed copies "
