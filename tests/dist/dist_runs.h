@@ -4,6 +4,9 @@
 // one-process run at the same global batch.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -14,14 +17,32 @@
 
 namespace lt::train::testing {
 
+// This test process's folder for OpenMPI's session files (below).
+inline fs::path mpirun_sessions_folder() {
+  return fs::temp_directory_path() / ("lt_test_ompi_" + std::to_string(::getpid()));
+}
+
 // mpirun refuses root unless told; this sandbox and some CI containers run
 // as root. Only the tests set it. Containers also often forbid the
 // cross-memory attach OpenMPI's shared-memory transport uses between ranks;
-// plain copies work everywhere.
+// plain copies work everywhere. Each test process gets its own session
+// folder: two mpiruns from tests ctest runs side by side shared
+// /tmp/ompi.HOST.UID, and one failed to start with "mkdir ... File exists"
+// as the other removed it (OpenMPI 4.1.4, `make test` on 2 cores).
 inline void prepare_mpirun_environment() {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+  static const bool made = [] {
+    fs::create_directories(mpirun_sessions_folder());
+    std::atexit([] {
+      std::error_code ignored;
+      fs::remove_all(mpirun_sessions_folder(), ignored);
+    });
+    return true;
+  }();
+  (void)made;
+  ::setenv("OMPI_MCA_orte_tmpdir_base", mpirun_sessions_folder().c_str(), 1);
 }
 
 // The process whose command line holds `marker` and whose environment sets
