@@ -121,11 +121,13 @@ std::vector<Candidate> candidates_for(const models::ModelConfig& config, const H
     return c;
   };
   if (o.chunk_sequences > 0) return {make(std::min(o.chunk_sequences, b))};
-  const int64_t first = default_chunk_sequences(b, o.seq_len);
+  // Chunks divide a micro-batch (PlanOptions::micro_batch), which divides b.
+  const int64_t unit = o.micro_batch > 0 && b % o.micro_batch == 0 ? o.micro_batch : b;
+  const int64_t first = default_chunk_sequences(unit, o.seq_len);
   std::vector<Candidate> out = {make(first)};
   for (int64_t m = first - 1; m >= 1 && !chunk_fits(out.back(), o.max_recompute); --m)
-    if (b % m == 0) out.push_back(make(m));
-  for (int64_t m = 2 * first; m <= b && m <= kMaxChunkGrowth * first && b % m == 0; m *= 2) {
+    if (unit % m == 0) out.push_back(make(m));
+  for (int64_t m = 2 * first; m <= unit && m <= kMaxChunkGrowth * first && unit % m == 0; m *= 2) {
     Candidate c = make(m);
     if (!shortages_of(c.model, c.room).empty()) break;
     out.push_back(std::move(c));

@@ -20,8 +20,12 @@ struct PlanOptions {
   int64_t batch_size = 0;  // 0: the planner chooses
   int64_t seq_len = 1024;
   int64_t chunk_sequences = 0;  // sequences per chunk through a stage; 0: the planner chooses
-  int max_recompute = 8;        // largest number of blocks between two kept boundaries
-  double time_limit_s = 30;     // for all the solves together
+  // Sequences per micro-batch (train.grad_accum > 1): the executor splits
+  // each micro-batch into chunks and never joins two, so a chunk the
+  // planner chooses divides it. 0: the whole batch.
+  int64_t micro_batch = 0;
+  int max_recompute = 8;     // largest number of blocks between two kept boundaries
+  double time_limit_s = 30;  // for all the solves together
   exec::OptimizerStates optimizer = exec::OptimizerStates::Fp32;
   int64_t compute_bytes = 2;       // exec::TrainSizes::compute_bytes: 4 for the CPU stand-in
   bool on_gpu = true;              // false: the CPU stand-in

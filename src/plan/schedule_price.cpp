@@ -12,11 +12,16 @@ SchedulePrice price_schedule(const models::ModelConfig& config, const HardwarePr
                              const exec::TrainSizes& sizes, const exec::Schedule& schedule,
                              bool updates_during_backward, double time_limit_s) {
   const int L = static_cast<int>(config.num_hidden_layers);
-  // The cost model keeps boundaries 0 and L on the GPU. The executor does
-  // too, whatever a schedule says of them: the head step takes boundary L
-  // straight from the last forward, and a recomputed boundary 0 is the
-  // embedding's lookup again (every_k with L % k != 0 names L recomputed).
+  // The cost model keeps boundaries 0 and L on the GPU. Boundary L is, in
+  // the executor, whatever a schedule says (the head step takes it straight
+  // from the last forward; every_k with L % k != 0 names it recomputed); a
+  // recomputed boundary 0 is the embedding's lookup again, ~free. Boundary 0
+  // on the host or the disk moves bytes the cost model has no term for.
   std::vector<exec::Placement> placements = schedule.boundaries;
+  LT_CHECK(placements.front() == exec::Placement::Gpu ||
+               placements.front() == exec::Placement::Recompute,
+           "plan: the cost model prices boundary 0 on the GPU or recomputed, not on the ",
+           exec::placement_name(placements.front()));
   placements.front() = placements.back() = exec::Placement::Gpu;
   // The longest run of recomputed blocks between two kept boundaries: the
   // MILP's recompute edges must reach it.

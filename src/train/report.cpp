@@ -117,7 +117,7 @@ std::string run_plan_line(const RunPlan& p) {
                         tokens / p.predicted_step_s, p.predicted_step_s, p.sizes.batch_size,
                         p.sizes.seq_len);
   } else {
-    line += "; no predicted speed (the planner predicts one with exec.schedule auto)";
+    line += "; no predicted speed (the cost model predicts a GPU run's step)";
   }
   return line;
 }

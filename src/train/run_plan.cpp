@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "dist/process.h"
 #include "plan/milp.h"
 #include "plan/profile.h"
 #include "plan/schedule_price.h"
@@ -34,7 +35,7 @@ void keep_stages_in_the_room(const TrainConfig& c, const ExecutorChoice& choice,
                              const models::ModelConfig& model, bool stand_in, RunPlan& p) {
   const auto& on_disk = p.placement.states_on_disk;
   if (c.exec.stages_on_device != "auto" || c.train.clip_with_previous_norm ||
-      choice.available_bytes < 0 ||
+      choice.available_bytes < 0 || dist::this_world().distributed() ||
       std::find(on_disk.begin(), on_disk.end(), true) != on_disk.end())
     return;
   const int L = static_cast<int>(model.num_hidden_layers);
@@ -69,7 +70,7 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
   std::string all_gpu_shortfall;
   if (name == "all_gpu" && c.exec.mode == "auto") {
     exec::Schedule all = exec::Schedule::all_gpu(blocks);
-    if (asked_chunk > 0) all.chunk_sequences = asked_chunk;
+    all.chunk_sequences = asked_chunk > 0 ? asked_chunk : p.accum_sequences;  // as it would run
     all_gpu_shortfall = streaming_shortfall(c, choice, model, all, stand_in);
     p.reasons.push_back("exec.mode auto: " +
                         (all_gpu_shortfall.empty()
@@ -234,15 +235,23 @@ void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunP
 // prediction that cannot be made is said, and the run goes on without it.
 void price_named_schedule(const TrainConfig& c, const models::ModelConfig& model, RunPlan& p) {
   if (!plan::have_milp_solver()) return;
+  // With several processes the trainer runs every stage streamed and the
+  // head apart (stages on the device and the fused tail are for one).
+  exec::Schedule runs = p.schedule;
+  if (dist::this_world().distributed()) {
+    runs.stages_on_device.clear();
+    runs.tail_blocks = 0;
+  }
   plan::SchedulePrice price;
   try {
-    price = plan::price_schedule(model, profile_of(c), p.sizes, p.schedule,
-                                 c.train.clip_with_previous_norm);
+    price =
+        plan::price_schedule(model, profile_of(c), p.sizes, runs, c.train.clip_with_previous_norm);
   } catch (const Error& e) {
     p.reasons.push_back(std::string("schedule: no predicted step (") + e.what() + ")");
     return;
   }
   p.predicted_step_s = price.prediction.step_s;
+  p.predicted_state_disk_s = price.prediction.exposed_state_disk_s;
   p.reasons.push_back(fmt::format(
       "schedule: predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, exposed copies "
       "{:.4f}, optimizer {:.4f}; the planner's cost model, stage times: {})",

@@ -44,7 +44,7 @@ struct RunPlan {
   int64_t chunk_sequences = 0;
   exec::Schedule schedule;
   exec::MemoryBudget budget;    // the chosen executor's bytes per space
-  double predicted_step_s = 0;  // the planner's (exec.schedule auto); 0: none
+  double predicted_step_s = 0;  // the planner's, or its cost model's for a named schedule; 0: none
   // exec.state_placement: sizes.states_on_disk says which stages' masters
   // and optimizer states live on disk (train/state_placement.h); the bytes
   // that moves a step, and the planner's prediction of the step time the

@@ -153,6 +153,7 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   o.batch_size = sizes.batch_size;
   o.seq_len = sizes.seq_len;
   o.chunk_sequences = chunk_sequences;
+  o.micro_batch = c.train.batch_size / std::max<int64_t>(1, c.train.grad_accum);
   o.optimizer = sizes.optimizer;
   o.compute_bytes = sizes.compute_bytes;
   o.on_gpu = sizes.on_gpu;

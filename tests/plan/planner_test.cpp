@@ -430,6 +430,24 @@ TEST(Planner, FusesTheTailOnlyWhenNoBoundaryIsOffloaded) {
   EXPECT_EQ(make_plan(small_llama(4), small_gpu(8.0), o).schedule.tail_blocks, 0);
 }
 
+// The executor splits each micro-batch into chunks and never joins two:
+// with micro-batches of 4 the planner's chunk divides 4, where alone it
+// takes chunks of 8 (min_chunk_sequences at seq 1024).
+TEST(Planner, ChunksDivideTheMicroBatch) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  PlanOptions o;
+  o.batch_size = 64;
+  o.seq_len = 1024;
+  o.time_limit_s = 5;
+  const Plan whole = make_plan(small_llama(4), small_gpu(8.0), o);
+  ASSERT_TRUE(whole.feasible);
+  EXPECT_EQ(whole.schedule.chunk_sequences, 8);
+  o.micro_batch = 4;
+  const Plan split = make_plan(small_llama(4), small_gpu(8.0), o);
+  ASSERT_TRUE(split.feasible);
+  EXPECT_EQ(4 % split.schedule.chunk_sequences, 0) << split.schedule.chunk_sequences;
+}
+
 TEST(Validator, CatchesWhatIsBroken) {
   const auto config = tiny();
   HardwareProfile hw;

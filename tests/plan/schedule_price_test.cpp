@@ -3,11 +3,13 @@
 // worked out by hand for schedules it did not choose.
 #include "plan/schedule_price.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "plan/milp.h"
 #include "plan/planner.h"
 #include "plan/tiny_model.h"
+#include "support/errors.h"
 
 namespace lt::plan {
 namespace {
@@ -79,6 +81,24 @@ TEST(SchedulePrice, ARecomputedBoundaryCostsOneBlockForward) {
     EXPECT_NEAR(got.prediction.recompute_s, recomputed * rho, 1e-12 * (1 + recomputed * rho));
     EXPECT_EQ(got.prediction.exposed_activations_s, 0);
   }
+}
+
+// Boundary 0 recomputed is the embedding's lookup again and is priced as
+// kept; on the host it moves bytes the cost model has no term for, and the
+// price says so rather than leave them out.
+TEST(SchedulePrice, ABoundaryZeroOffTheGpuIsNotPricedAsKept) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const auto config = small_llama(4);
+  const HardwareProfile hw = small_machine(8, 8, 3);
+  exec::TrainSizes sizes{64, 1024, exec::OptimizerStates::Fp32, 2};
+  exec::Schedule s = exec::Schedule::all_gpu(4);
+  s.chunk_sequences = 8;
+  const double kept = price_schedule(config, hw, sizes, s, false).prediction.step_s;
+  s.boundaries[0] = Placement::Recompute;
+  EXPECT_EQ(price_schedule(config, hw, sizes, s, false).prediction.step_s, kept);
+  s.boundaries[0] = Placement::Host;
+  EXPECT_THAT(lt::testing::error_of([&] { price_schedule(config, hw, sizes, s, false); }),
+              ::testing::HasSubstr("boundary 0 on the GPU or recomputed, not on the host"));
 }
 
 }  // namespace

@@ -274,6 +274,12 @@ TEST(ScheduleAuto, TheDefaultScheduleIsPlannedUnderModeAuto) {
   EXPECT_NE(fmt::format("{}", fmt::join(by_default.reasons, "\n"))
                 .find("the default schedule (all_gpu) fits; planning the schedule instead"),
             std::string::npos);
+  // Chosen by the planner, the chunk divides a micro-batch (batch 4 in 2
+  // of 2 here): planned for that, not cut to it after planning.
+  const RunPlan own_chunk = plan_of("own_chunk", {"exec.mode=auto", "exec.micro_batch=0"});
+  EXPECT_EQ(own_chunk.chunk_sequences, 2);
+  EXPECT_NE(own_chunk.plan_description.find("chunks of 2 sequences"), std::string::npos)
+      << own_chunk.plan_description;
   const RunPlan as_named = plan_of("named", {"exec.mode=streaming"});
   EXPECT_EQ(exec::to_json(as_named.schedule), exec::to_json([&] {
               exec::Schedule s = all;
