@@ -159,7 +159,8 @@ except FileNotFoundError:
 for r in rows:
     print(f"  step {r['step']}: loss {r['loss']:.4f} step_s {r['step_s']:.3f} compute {r['compute_s']:.3f} "
           f"h2d {r['exposed_h2d_s']:.3f} d2h {r['exposed_d2h_s']:.3f} opt {r['optimizer_s']:.3f} "
-          f"gpu peak {r['peak_bytes'].get('gpu', 0)/1e9:.2f} GB pcie {(r.get('h2d_bytes', 0) + r.get('d2h_bytes', 0))/1e9:.2f} GB")
+          f"gpu peak {r['peak_bytes'].get('gpu', 0)/1e9:.2f} GB pcie {(r.get('h2d_bytes', 0) + r.get('d2h_bytes', 0))/1e9:.2f} GB"
+          f" cpu update {r.get('cpu_update_gparams_per_s', 0):.2f} G/s")
 timed = rows[skip:]
 if not timed:
     print(f"{run}: too few steps"); sys.exit()

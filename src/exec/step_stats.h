@@ -47,6 +47,12 @@ struct StepStats {
   double states_read_s = 0;
   double states_write_s = 0;
   double bubbles_s = 0;
+  // The streaming executor's CPU updates of the stages this step's forward
+  // took (the previous step's gradients): the optimizer thread's seconds on
+  // them and the parameters they updated, so that the run shows the rate it
+  // got against the plan's priced one.
+  double cpu_update_s = 0;
+  int64_t cpu_update_parameters = 0;
   // Bytes the step copied host -> device and device -> host (the offload
   // executors count theirs; 0 where not counted).
   int64_t h2d_bytes = 0;

@@ -146,6 +146,7 @@ StreamingExecutor::Impl::Impl(const models::CausalLM& m, optim::Optimizer& o, St
   allocate_grad_slabs();
   stage_squares.assign(stages.size(), 0.0);
   updated.assign(stages.size(), ready_ticket());
+  update_work.assign(stages.size(), UpdateWork{});
   update_pieces.assign(stages.size(), {});
   step_finished = ready_ticket();
   if (!options.trace_path.empty()) trace = std::make_unique<TraceRecorder>();
@@ -185,6 +186,7 @@ StreamingExecutor::Impl::~Impl() {
 void StreamingExecutor::Impl::wait_for_update(size_t s) {
   if (s >= state_updated.size() || !state_updated[s].valid()) {
     stats->optimizer_s += exposed_wait(updated[s]);
+    count_update_work(s);
     return;
   }
   // A disk stage: its update, then its write-back.
@@ -197,6 +199,17 @@ void StreamingExecutor::Impl::wait_for_update(size_t s) {
   stats->states_write_bytes += io.write_bytes;
   stats->states_read_s += io.read_s;
   stats->states_write_s += io.write_s;
+  count_update_work(s);
+}
+
+// The stage's last CPU update, into this step's stats once the forward has
+// waited for it (the optimizer thread wrote update_work[s] before updated[s]
+// completed), counted once: the stage's next update starts from zero.
+void StreamingExecutor::Impl::count_update_work(size_t s) {
+  if (s >= update_work.size()) return;
+  stats->cpu_update_s += update_work[s].seconds;
+  stats->cpu_update_parameters += update_work[s].parameters;
+  update_work[s] = UpdateWork{};
 }
 
 void StreamingExecutor::Impl::allocate_grad_slabs() {
@@ -657,9 +670,17 @@ Ticket StreamingExecutor::Impl::enqueue_update_of(size_t s, size_t first, size_t
         const bool whole = last - first == stages[s].last - stages[s].first;
         TraceSpan span(trace, "optimizer", "update " + (whole ? stage : names[first]));
         try {
-          for (size_t i = first; i < last; ++i)
-            if (with_grad[i - first]) params[i].set_grad(grad_slabs[i]);
+          int64_t parameters = 0;
+          for (size_t i = first; i < last; ++i) {
+            if (!with_grad[i - first]) continue;
+            params[i].set_grad(grad_slabs[i]);
+            parameters += params[i].numel();
+          }
+          const auto started = std::chrono::steady_clock::now();
           optimizer.update(lr, grad_scale, first, last);
+          update_work[s].seconds +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+          update_work[s].parameters += parameters;
         } catch (...) {
           for (size_t i = first; i < last; ++i) params[i].set_grad(Tensor());
           update_failed("the optimizer update of stage '" + stage + "'");

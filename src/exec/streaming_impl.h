@@ -160,6 +160,15 @@ struct StreamingExecutor::Impl {
     double read_s = 0, write_s = 0;
   };
   std::vector<StateIo> state_io;
+  // Per stage, its last CPU update (optimizer thread, before updated[s]
+  // completes): seconds and parameters, into StepStats::cpu_update_* when
+  // the forward takes the stage (the rate the run got, against the one the
+  // plan priced).
+  struct UpdateWork {
+    double seconds = 0;
+    int64_t parameters = 0;
+  };
+  std::vector<UpdateWork> update_work;
   // Per parameter: the host tensor load() uploads: the master, or for a
   // disk stage disk_states->upload_source().
   std::vector<Tensor> upload_sources;
@@ -347,6 +356,7 @@ struct StreamingExecutor::Impl {
   // The forward's wait for stage s's latest update (and with its states on
   // disk, its write-back), into optimizer_s and states_disk_s.
   void wait_for_update(size_t s);
+  void count_update_work(size_t s);
   // On the optimizer thread, inside a catch block: keeps the error as the
   // first failure (if it is) and throws it, naming `what`, into the task's
   // ticket.

@@ -163,6 +163,9 @@ nlohmann::json step_json(int64_t step, const exec::StepStats& s, double lr, doub
   // The rates the disk stages' reads and write-backs got (GB/s).
   if (s.states_read_s > 0) j["states_read_gbps"] = s.states_read_bytes / 1e9 / s.states_read_s;
   if (s.states_write_s > 0) j["states_write_gbps"] = s.states_write_bytes / 1e9 / s.states_write_s;
+  // The streaming executor's CPU update rate (G parameters a second).
+  if (s.cpu_update_s > 0)
+    j["cpu_update_gparams_per_s"] = s.cpu_update_parameters / 1e9 / s.cpu_update_s;
   if (s.skipped) j["skipped"] = true;  // absent: the update was made
   if (s.stages_updated_before_skip > 0)
     j["stages_updated_before_skip"] = s.stages_updated_before_skip;
@@ -193,6 +196,8 @@ void RunSummary::add(const nlohmann::json& step) {
   skipped_ += step.value("skipped", false) ? 1 : 0;
   if (step.contains("predicted_step_s"))
     predicted_step_s_ = step.at("predicted_step_s").get<double>();
+  if (step.contains("cpu_update_gparams_per_s"))
+    cpu_update_gparams_per_s_.push_back(step.at("cpu_update_gparams_per_s").get<double>());
   if (step.contains("predicted_gpu_peak_bytes"))
     planned_gpu_peak_ = step.at("predicted_gpu_peak_bytes").get<int64_t>();
   if (step.contains("peak_bytes"))
@@ -215,6 +220,9 @@ std::string RunSummary::line() const {
       format_tflops(median(tflops_)), median(step_s_));
   if (skipped_ > 0) line += fmt::format(" ({} skipped: no update)", skipped_);
   if (predicted_step_s_ > 0) line += fmt::format(" (predicted {:.3f} s)", predicted_step_s_);
+  // The first step's forward takes no CPU update: these start a step later.
+  if (!cpu_update_gparams_per_s_.empty())
+    line += fmt::format("; CPU updates at {:.2f} G params/s", median_of(cpu_update_gparams_per_s_));
   if (!peaks_.empty()) {
     line += "; peak memory:";
     for (const auto& [space, bytes] : peaks_) {

@@ -85,8 +85,9 @@ class RunSummary {
  private:
   int64_t first_step_ = 0, last_step_ = 0, skipped_ = 0;
   std::vector<double> tokens_per_s_, tflops_, step_s_;
-  double predicted_step_s_ = 0;   // the last line's, when any had one
-  int64_t planned_gpu_peak_ = 0;  // "predicted_gpu_peak_bytes", likewise
+  std::vector<double> cpu_update_gparams_per_s_;  // the streaming executor's, where counted
+  double predicted_step_s_ = 0;                   // the last line's, when any had one
+  int64_t planned_gpu_peak_ = 0;                  // "predicted_gpu_peak_bytes", likewise
   std::map<std::string, int64_t> peaks_;
 };
 std::string run_summary(const std::vector<nlohmann::json>& steps);

@@ -468,6 +468,39 @@ TEST(Streaming, NoClippingAndNoOverlap) {
   for (size_t i = 0; i < ref.params.size(); ++i) EXPECT_EQ(ref.params[i], got.params[i]);
 }
 
+// StepStats::cpu_update_*: each step's forward takes every stage the CPU
+// updated after the previous step (none before the first), so from the
+// second step on the parameters counted are those of the stages the CPU
+// updates (not the stages on the device), with a fused tail too.
+TEST(Streaming, CountsTheCpuUpdatesTheForwardTakes) {
+  for (const int tail : {0, 2})
+    for (const std::vector<int>& on_device : {std::vector<int>{}, std::vector<int>{0, 1}}) {
+      SCOPED_TRACE(::testing::Message() << on_device.size() << " on the device, tail " << tail);
+      models::CausalLM model = make_model("llama", 3);
+      auto opt = make_optimizer(model, OptimizerKind::AdamW);
+      StreamingOptions so;
+      so.schedule = Schedule::every_kth_gpu(3, 1);
+      so.schedule.stages_on_device = on_device;
+      so.schedule.tail_blocks = tail;
+      StreamingExecutor streaming(model, *opt, std::make_unique<StandInDevice>(), so);
+      const RunResult got = run_steps(streaming, model, make_batches(3, 2, 2, 6, 97, 9), 0.05);
+      int64_t expected = 0;
+      for (size_t s = 0; s < model.stages().size(); ++s) {
+        if (std::find(on_device.begin(), on_device.end(), static_cast<int>(s)) != on_device.end())
+          continue;
+        nn::NamedParameters own;  // a tied head's matrix is the embed stage's alone
+        model.stages()[s]->collect(own);
+        for (const auto& [name, p] : own) expected += p.numel();
+      }
+      EXPECT_EQ(got.stats[0].cpu_update_parameters, 0);
+      EXPECT_EQ(got.stats[0].cpu_update_s, 0);
+      for (size_t step = 1; step < got.stats.size(); ++step) {
+        EXPECT_EQ(got.stats[step].cpu_update_parameters, expected) << step;
+        EXPECT_GT(got.stats[step].cpu_update_s, 0) << step;
+      }
+    }
+}
+
 TEST(Streaming, RandomCopyDelaysDoNotChangeResults) {
   for (uint64_t seed : {1, 2, 3}) {
     SCOPED_TRACE(seed);

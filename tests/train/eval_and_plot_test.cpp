@@ -133,6 +133,16 @@ TEST(RunSummary, MediansAfterTheFirstStepAndPeaksOverAll) {
   EXPECT_EQ(run_summary({planned}),
             "summary: 1 steps; median of steps 8-8: 300 tokens/s, 5 TFLOP/s, 1.500 s a step; "
             "peak memory: cpu 0.00 GB gpu 2.34 GB (planned 2.50)");
+  // The streaming executor's CPU update rate, its median over the steps
+  // that have one.
+  std::vector<nlohmann::json> streamed = {step(0, 300, 5.0, 1.5, 0), step(1, 300, 5.0, 1.5, 0),
+                                          step(2, 300, 5.0, 1.5, 0), step(3, 300, 5.0, 1.5, 0)};
+  streamed[1]["cpu_update_gparams_per_s"] = 4.5;
+  streamed[2]["cpu_update_gparams_per_s"] = 3.0;
+  streamed[3]["cpu_update_gparams_per_s"] = 4.0;
+  EXPECT_EQ(run_summary(streamed),
+            "summary: 4 steps; median of steps 2-4: 300 tokens/s, 5 TFLOP/s, 1.500 s a step; "
+            "CPU updates at 4.00 G params/s; peak memory: cpu 0.00 GB");
   EXPECT_EQ(run_summary({}), "");
   // One step: its own figures; a skipped step is counted; no peaks, none named.
   nlohmann::json only = {

@@ -240,6 +240,9 @@ TEST(ScheduleAuto, ANamedScheduleKeepsStagesOnTheDeviceInTheRoomItLeaves) {
   for (const auto& line : got.metrics) {
     EXPECT_EQ(line.at("executor"), "streaming");
     EXPECT_LE(line.at("peak_bytes").at("device").get<int64_t>(), capacity) << line.dump();
+    // The CPU's updates of the other stages, from the second step's forward on.
+    EXPECT_EQ(line.contains("cpu_update_gparams_per_s"), line.at("step").get<int>() > 0)
+        << line.dump();
   }
 }
 
