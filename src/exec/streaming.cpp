@@ -206,7 +206,6 @@ void StreamingExecutor::Impl::wait_for_update(size_t s) {
 // waited for it (the optimizer thread wrote update_work[s] before updated[s]
 // completed), counted once: the stage's next update starts from zero.
 void StreamingExecutor::Impl::count_update_work(size_t s) {
-  if (s >= update_work.size()) return;
   stats->cpu_update_s += update_work[s].seconds;
   stats->cpu_update_parameters += update_work[s].parameters;
   update_work[s] = UpdateWork{};

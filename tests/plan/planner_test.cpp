@@ -49,11 +49,8 @@ TEST(Planner, EverySchedulePassesTheValidator) {
     for (double host : {1.2, 1.6})
       for (double disk_gbps : {0.2, 3.0}) {
         const HardwareProfile hw = testing::small_machine(gpu, host, disk_gbps);
-        PlanOptions o;
-        o.batch_size = 64;
-        o.seq_len = 1024;
+        PlanOptions o = testing::options_for_batch(64, 10);
         o.max_recompute = 3;
-        o.time_limit_s = 10;
         const Plan p = make_plan(config, hw, o);
         SCOPED_TRACE(::testing::Message()
                      << "gpu " << gpu << " host " << host << " disk " << disk_gbps);
@@ -407,10 +404,7 @@ TEST(Planner, AGivenMicroBatchKeepsBatchesThatHoldAWholeChunk) {
 // it); from roomy to tight GPUs both kinds of plan occur.
 TEST(Planner, FusesTheTailOnlyWhenNoBoundaryIsOffloaded) {
   if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
-  PlanOptions o;
-  o.batch_size = 64;
-  o.seq_len = 1024;
-  o.time_limit_s = 5;
+  PlanOptions o = testing::options_for_batch(64, 5);
   int fused = 0, apart = 0;
   for (double gpu_gb : {0.6, 0.8, 1.0, 1.5, 2.0, 8.0}) {
     SCOPED_TRACE(gpu_gb);
@@ -435,10 +429,7 @@ TEST(Planner, FusesTheTailOnlyWhenNoBoundaryIsOffloaded) {
 // takes chunks of 8 (min_chunk_sequences at seq 1024).
 TEST(Planner, ChunksDivideTheMicroBatch) {
   if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
-  PlanOptions o;
-  o.batch_size = 64;
-  o.seq_len = 1024;
-  o.time_limit_s = 5;
+  PlanOptions o = testing::options_for_batch(64, 5);
   const Plan whole = make_plan(small_llama(4), small_gpu(8.0), o);
   ASSERT_TRUE(whole.feasible);
   EXPECT_EQ(whole.schedule.chunk_sequences, 8);

@@ -33,11 +33,8 @@ TEST(SchedulePrice, APlannedScheduleCostsWhatThePlannerPredicted) {
         SCOPED_TRACE(::testing::Message()
                      << "gpu " << gpu << " host " << host << " disk " << disk_gbps);
         const HardwareProfile hw = small_machine(gpu, host, disk_gbps);
-        PlanOptions o;
-        o.batch_size = 64;
-        o.seq_len = 1024;
+        PlanOptions o = testing::options_for_batch(64, 10);
         o.max_recompute = 3;
-        o.time_limit_s = 10;
         const Plan p = make_plan(config, hw, o);
         if (!p.feasible) continue;
         const SchedulePrice got = price_schedule(config, hw, p.sizes, p.schedule, false);

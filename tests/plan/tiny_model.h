@@ -6,6 +6,7 @@
 
 #include "models/config.h"
 #include "plan/hardware.h"
+#include "plan/planner.h"
 
 namespace lt::testing {
 
@@ -42,6 +43,16 @@ inline plan::HardwareProfile small_machine(double gpu_gb, double host_gb, double
   hw.bidir_gbps = 2;
   hw.gpu_tflops = 20;
   return hw;
+}
+
+// The planner's options for `batch` sequences of 1024 tokens within
+// `time_limit_s` of solving, the rest as PlanOptions has them.
+inline plan::PlanOptions options_for_batch(int64_t batch, double time_limit_s) {
+  plan::PlanOptions o;
+  o.batch_size = batch;
+  o.seq_len = 1024;
+  o.time_limit_s = time_limit_s;
+  return o;
 }
 
 }  // namespace lt::testing
