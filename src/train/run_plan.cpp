@@ -62,8 +62,13 @@ void keep_stages_in_the_room(const TrainConfig& c, const ExecutorChoice& choice,
 // names otherwise is kept, and its shortfall stops the run with the hint;
 // exec.mode streaming runs all_gpu as it is.
 // `asked_chunk`: exec.micro_batch as resolve_run settled it (0: not given).
+// `planned`: the planner's plan for this run, made on the first call that
+// plans and reused after (choose_fastest plans to compare, then the run
+// takes that plan: a second, time-limited solve could differ from the one
+// the comparison saw).
 void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
-                     const ExecutorChoice& choice, int64_t asked_chunk, RunPlan& p) {
+                     const ExecutorChoice& choice, int64_t asked_chunk,
+                     std::optional<plan::Plan>& planned, RunPlan& p) {
   const int blocks = static_cast<int>(model.num_hidden_layers);
   const bool stand_in = p.device.is_cpu();
   std::string name = c.exec.schedule;
@@ -79,10 +84,9 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
                         "; planning the schedule instead (exec.schedule: auto)");
     name = "auto";
   }
-  std::optional<plan::Plan> plan;
-  if (name == "auto") {
+  if (name == "auto" && !planned) {
     try {
-      plan = plan_for_run(
+      planned = plan_for_run(
           c, model, stand_in, p.free_memory_of, asked_chunk,
           p.device.is_cuda() && cuda_device_visible() ? cuda_free_bytes(p.device.index) : -1,
           p.placement);
@@ -105,18 +109,19 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
         "schedule: every_k (boundary i kept on the device when i % {} == 0, else recomputed)",
         c.exec.keep_every));
   } else if (name == "auto") {
-    p.plan_description = describe_plan(*plan);
-    p.schedule = plan->schedule;
-    p.predicted_step_s = plan->prediction.step_s;
-    p.predicted_gpu_peak_bytes = plan->budget.bytes(exec::MemorySpace::Gpu);
-    p.budget = plan->budget;
-    p.predicted_state_disk_s = plan->prediction.exposed_state_disk_s;
+    const plan::Plan& plan = *planned;
+    p.plan_description = describe_plan(plan);
+    p.schedule = plan.schedule;
+    p.predicted_step_s = plan.prediction.step_s;
+    p.predicted_gpu_peak_bytes = plan.budget.bytes(exec::MemorySpace::Gpu);
+    p.budget = plan.budget;
+    p.predicted_state_disk_s = plan.prediction.exposed_state_disk_s;
     p.reasons.push_back(fmt::format(
-        "schedule: the planner's (predicted step {:.4f} s{})", plan->prediction.step_s,
-        plan->prediction.state_disk_busy_s > 0
+        "schedule: the planner's (predicted step {:.4f} s{})", plan.prediction.step_s,
+        plan.prediction.state_disk_busy_s > 0
             ? fmt::format("; the states on disk keep the disk busy {:.4f} s a step, {:.4f} s of "
                           "it exposed",
-                          plan->prediction.state_disk_busy_s, plan->prediction.exposed_state_disk_s)
+                          plan.prediction.state_disk_busy_s, plan.prediction.exposed_state_disk_s)
             : std::string()));
   } else {
     p.schedule = exec::load_schedule(c.exec.schedule);
@@ -140,15 +145,15 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
 // streaming schedule now (whatever exec.schedule names) to compare.
 void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
                     const ExecutorChoice& choice, const std::vector<ExecutorCandidate>& candidates,
-                    int64_t asked_chunk, RunPlan& p) {
+                    int64_t asked_chunk, std::optional<plan::Plan>& planned, RunPlan& p) {
   const ExecutorCandidate* best = fastest_fitting(candidates);
   double streaming_s = 0;
   if (choice.executor == exec::ExecutorKind::Streaming && best) {
-    TrainConfig planned = c;
-    planned.exec.schedule = "auto";
+    TrainConfig auto_schedule = c;
+    auto_schedule.exec.schedule = "auto";
     RunPlan streaming = p;
     try {
-      choose_schedule(planned, model, choice, asked_chunk, streaming);
+      choose_schedule(auto_schedule, model, choice, asked_chunk, planned, streaming);
       streaming_s = streaming.predicted_step_s;
     } catch (const Error&) {
       streaming_s = 0;  // no streaming schedule fits: the candidate that does wins
@@ -349,7 +354,8 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
     p.sizes.states_on_disk = p.placement.states_on_disk;
     p.sizes.f32_weight_uploads = p.placement.f32_weight_uploads;
   }
-  if (c.exec.mode == "auto") choose_fastest(c, model, choice, candidates, asked_chunk, p);
+  std::optional<plan::Plan> planned;  // the planner's, made once
+  if (c.exec.mode == "auto") choose_fastest(c, model, choice, candidates, asked_chunk, planned, p);
   // The executor cost model is of a GPU (the profile's): a CPU run gets no
   // prediction from it.
   if (p.device.is_cuda() && p.executor != exec::ExecutorKind::Streaming) {
@@ -407,7 +413,7 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   p.sizes = streaming_sizes(c, p.device.is_cpu());
   p.sizes.states_on_disk = p.placement.states_on_disk;
   p.sizes.f32_weight_uploads = p.placement.f32_weight_uploads;
-  choose_schedule(c, model, choice, asked_chunk, p);
+  choose_schedule(c, model, choice, asked_chunk, planned, p);
   if (!p.plan_description.empty()) {  // the planner's, with the placement it planned for
     p.reasons.insert(p.reasons.end(), planned_placement.begin(), planned_placement.end());
   } else {
