@@ -179,6 +179,13 @@ PlanInstance build_instance(const CostModel& m) {
   return in;
 }
 
+double cpu_update_in_run_scale(const HardwareProfile& hw, exec::OptimizerStates optimizer) {
+  const std::optional<double>& scale = optimizer == exec::OptimizerStates::Fp32
+                                           ? hw.cpu_adam_in_run_scale
+                                           : hw.cpu_adam8bit_in_run_scale;
+  return scale ? std::clamp(*scale, 0.25, 2.0) : 1.0;
+}
+
 namespace {
 
 // Parameters a second the CPU update runs at during the forward: the
@@ -187,7 +194,7 @@ namespace {
 // host memory bandwidth allows once the forward's copies (weights in,
 // activations out) take their share; the bandwidth is host_mem_gbps, or
 // what the measured rate itself moves if that is more (a triad measures
-// less than AdamW's streams reach).
+// less than AdamW's streams reach). Times the in-run scale a run measured.
 double update_params_per_s(const CostModel& m, const PlanInstance& in, const PlanSolution& sol,
                            double forward_s) {
   const HardwareProfile& hw = m.hardware;
@@ -197,6 +204,7 @@ double update_params_per_s(const CostModel& m, const PlanInstance& in, const Pla
   const double bytes_pp = fp32 ? kFp32AdamBytesPerParam : kEightBitAdamBytesPerParam;
   const double cpu_params_per_s =
       (fp32 ? hw.cpu_adam_gparams_per_s : hw.cpu_adam8bit_gparams_per_s) * 1e9;
+  const double scale = cpu_update_in_run_scale(hw, m.sizes.optimizer);
   LT_CHECK(sol.placements.empty() || sol.placements.size() == in.boundary_gb.size(),
            "predict_step: ", sol.placements.size(), " placements for ", in.boundary_gb.size(),
            " boundaries");
@@ -216,12 +224,12 @@ double update_params_per_s(const CostModel& m, const PlanInstance& in, const Pla
     // costs the update that share of the difference (HardwareProfile::
     // cpu_adam_beside_copies_gparams_per_s).
     const double share = std::clamp(copy_gbps / (2 * std::max(hw.bidir_gbps, 1e-12)), 0.0, 1.0);
-    return cpu_params_per_s - share * (cpu_params_per_s - *beside_copies * 1e9);
+    return scale * (cpu_params_per_s - share * (cpu_params_per_s - *beside_copies * 1e9));
   }
   const double host_bw_gbps = std::max(hw.host_mem_gbps, cpu_params_per_s * bytes_pp / kBytesPerGB);
   const double host_gbps =
       std::max(host_bw_gbps - copy_gbps, kMinOptimizerHostShare * host_bw_gbps);
-  return std::min(cpu_params_per_s, host_gbps * kBytesPerGB / bytes_pp);
+  return scale * std::min(cpu_params_per_s, host_gbps * kBytesPerGB / bytes_pp);
 }
 
 // The recomputes of a schedule with a fused tail: the solver's segments
@@ -314,6 +322,7 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   // forward runs stages before k, and stage k's forward waits for it.
   const double params_per_s = update_params_per_s(m, in, sol, forward_s);
   p.cpu_update_params_per_s = params_per_s;
+  p.cpu_update_in_run_scale = cpu_update_in_run_scale(hw, m.sizes.optimizer);
   const double block_params = static_cast<double>(exec::block_parameters(m.config));
   // Stages in forward order: the embedding (with a tied head, all of the
   // shared matrix: the embed stage owns it and is updated first), blocks,

@@ -89,6 +89,9 @@ struct StepPrediction {
   // The rate the CPU updates were priced at beside the forward's copies
   // (parameters a second): what to compare with the run's update spans.
   double cpu_update_params_per_s = 0;
+  // The profile's in-run scale (HardwareProfile::cpu_adam_in_run_scale)
+  // that rate includes: what it would be without, divided by it.
+  double cpu_update_in_run_scale = 1;
   double device_updates_s = 0;  // the GPU's updates of the stages kept on it
   // What states on disk (TrainSizes::states_on_disk) add to it: the next
   // forward waiting for their reads and write-backs (included in
@@ -98,6 +101,10 @@ struct StepPrediction {
   double step_s = 0;
   double tokens_per_s = 0;
 };
+// The profile's cpu_adam(8bit)_in_run_scale for `optimizer`, within
+// [0.25, 2] (1 when absent): a run's measurement, not a new machine.
+double cpu_update_in_run_scale(const HardwareProfile& hw, exec::OptimizerStates optimizer);
+
 StepPrediction predict_step(const CostModel& model, const PlanInstance& instance,
                             const PlanSolution& solution);
 

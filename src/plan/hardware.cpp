@@ -76,6 +76,8 @@ HardwareProfile HardwareProfile::from_yaml_text(const std::string& text,
        optional_number(p.cpu_adam_beside_copies_gparams_per_s)},
       {"cpu_adam8bit_beside_copies_gparams_per_s",
        optional_number(p.cpu_adam8bit_beside_copies_gparams_per_s)},
+      {"cpu_adam_in_run_scale", optional_number(p.cpu_adam_in_run_scale)},
+      {"cpu_adam8bit_in_run_scale", optional_number(p.cpu_adam8bit_in_run_scale)},
       {"gpu_activation_gb", optional_number(p.gpu_activation_gb)},
       {"host_activation_gb", optional_number(p.host_activation_gb)},
       {"link_gbps", optional_number(p.link_gbps)},
@@ -114,6 +116,8 @@ std::string HardwareProfile::to_yaml() const {
     kv("cpu_adam_beside_copies_gparams_per_s", *cpu_adam_beside_copies_gparams_per_s);
   if (cpu_adam8bit_beside_copies_gparams_per_s)
     kv("cpu_adam8bit_beside_copies_gparams_per_s", *cpu_adam8bit_beside_copies_gparams_per_s);
+  if (cpu_adam_in_run_scale) kv("cpu_adam_in_run_scale", *cpu_adam_in_run_scale);
+  if (cpu_adam8bit_in_run_scale) kv("cpu_adam8bit_in_run_scale", *cpu_adam8bit_in_run_scale);
   if (gpu_activation_gb) kv("gpu_activation_gb", *gpu_activation_gb);
   if (host_activation_gb) kv("host_activation_gb", *host_activation_gb);
   if (link_gbps) kv("link_gbps", *link_gbps);

@@ -45,6 +45,16 @@ struct HardwareProfile {
   // rates above and the host memory bandwidth the plan's copies leave.
   std::optional<double> cpu_adam_beside_copies_gparams_per_s;
   std::optional<double> cpu_adam8bit_beside_copies_gparams_per_s;
+  // What a streaming run of this model measured its CPU updates at, over
+  // the rate the cost model priced them at for that run's plan (for each
+  // optimizer): the cost model multiplies its streaming rate by it. On the
+  // H200 a run updated ~10% slower than the profile's rates priced (issue
+  // 27: the compute and copy threads share the cores the optimizer's
+  // threads were measured alone on), so a plan kept a fused tail too long
+  // for the CPU behind it. `lazytrain train` writes it into the cached
+  // profile it planned with (train/hardware_cache.h). Absent: 1.
+  std::optional<double> cpu_adam_in_run_scale;
+  std::optional<double> cpu_adam8bit_in_run_scale;
   // Budgets, not measurements: caps on the bytes that kept boundary
   // activations may use in each space. Absent: whatever the rest of the
   // memory budget leaves (a LazyTrain-style run fixes them by hand).

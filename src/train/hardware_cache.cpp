@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -160,6 +161,29 @@ CachedProfile ensure_profile(const std::string& dir, const std::string& device_n
     io::write_file_atomic(fallback, text);
     out.path = fallback.string();
     return out;
+  }
+}
+
+std::string keep_cpu_update_rate(const std::string& path, exec::OptimizerStates optimizer,
+                                 double measured_params_per_s, double priced_params_per_s,
+                                 double scale_used) {
+  if (measured_params_per_s <= 0 || priced_params_per_s <= 0 || scale_used <= 0) return "";
+  const double scale = measured_params_per_s * scale_used / priced_params_per_s;
+  const std::string rates =
+      fmt::format("the CPU updated {:.2f} G params/s where the plan priced {:.2f}",
+                  measured_params_per_s / 1e9, priced_params_per_s / 1e9);
+  if (std::abs(scale / scale_used - 1) < 0.02) return "hardware: " + rates + " (as planned)";
+  try {
+    plan::HardwareProfile hw = plan::HardwareProfile::from_file(path);
+    const bool fp32 = optimizer == exec::OptimizerStates::Fp32;
+    (fp32 ? hw.cpu_adam_in_run_scale : hw.cpu_adam8bit_in_run_scale) = scale;
+    io::write_file_atomic(path, hw.to_yaml());
+    return fmt::format(
+        "hardware: {}; the next plan of this model prices them {:.3f}x the "
+        "profile's rate ({} in {})",
+        rates, scale, fp32 ? "cpu_adam_in_run_scale" : "cpu_adam8bit_in_run_scale", path);
+  } catch (const std::exception& e) {
+    return fmt::format("hardware: {}; not kept for the next plan ({})", rates, e.what());
   }
 }
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/memory_budget.h"
 #include "models/config.h"
 #include "plan/hardware.h"
 
@@ -64,5 +65,19 @@ std::string cached_profile(const std::string& dir, const std::string& device_nam
 CachedProfile ensure_profile(const std::string& dir, const std::string& device_name,
                              const models::ModelConfig& model, int64_t seq_len,
                              const std::function<plan::HardwareProfile()>& measure);
+
+// Note [The run's CPU update rate]: after a streaming run priced with the
+// cached profile at `path`, keeps what its CPU updates measured
+// (`measured_params_per_s`, the median over its steps) over what the plan
+// priced without the profile's in-run scale (`priced_params_per_s` /
+// `scale_used`) as that optimizer's in-run scale (HardwareProfile::
+// cpu_adam_in_run_scale), written atomically: the next plan of this model
+// on this machine prices the updates at the rate this run measured. A
+// change under 2% is not written. Returns the line the run prints; a
+// profile that cannot be read or written gives a note, never an error (the
+// run's work is done by then).
+std::string keep_cpu_update_rate(const std::string& path, exec::OptimizerStates optimizer,
+                                 double measured_params_per_s, double priced_params_per_s,
+                                 double scale_used);
 
 }  // namespace lt::train

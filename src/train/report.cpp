@@ -205,6 +205,10 @@ void RunSummary::add(const nlohmann::json& step) {
       peaks_[space] = std::max(peaks_[space], bytes.get<int64_t>());
 }
 
+double RunSummary::median_cpu_update_gparams_per_s() const {
+  return cpu_update_gparams_per_s_.empty() ? 0.0 : median_of(cpu_update_gparams_per_s_);
+}
+
 std::string RunSummary::line() const {
   const size_t steps = step_s_.size();
   if (steps == 0) return "";
@@ -222,7 +226,7 @@ std::string RunSummary::line() const {
   if (predicted_step_s_ > 0) line += fmt::format(" (predicted {:.3f} s)", predicted_step_s_);
   // The first step's forward takes no CPU update: these start a step later.
   if (!cpu_update_gparams_per_s_.empty())
-    line += fmt::format("; CPU updates at {:.2f} G params/s", median_of(cpu_update_gparams_per_s_));
+    line += fmt::format("; CPU updates at {:.2f} G params/s", median_cpu_update_gparams_per_s());
   if (!peaks_.empty()) {
     line += "; peak memory:";
     for (const auto& [space, bytes] : peaks_) {

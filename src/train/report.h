@@ -81,6 +81,10 @@ class RunSummary {
  public:
   void add(const nlohmann::json& step);
   std::string line() const;  // empty before any step
+  // The median of the steps' "cpu_update_gparams_per_s" (G parameters a
+  // second), and how many steps had one (0: none, and the median is 0).
+  double median_cpu_update_gparams_per_s() const;
+  size_t cpu_update_steps() const { return cpu_update_gparams_per_s_.size(); }
 
  private:
   int64_t first_step_ = 0, last_step_ = 0, skipped_ = 0;

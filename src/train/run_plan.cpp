@@ -116,6 +116,8 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
     p.predicted_gpu_peak_bytes = plan.budget.bytes(exec::MemorySpace::Gpu);
     p.budget = plan.budget;
     p.predicted_state_disk_s = plan.prediction.exposed_state_disk_s;
+    p.predicted_cpu_update_params_per_s = plan.prediction.cpu_update_params_per_s;
+    p.cpu_update_in_run_scale = plan.prediction.cpu_update_in_run_scale;
     p.reasons.push_back(fmt::format(
         "schedule: the planner's (predicted step {:.4f} s{})", plan.prediction.step_s,
         plan.prediction.state_disk_busy_s > 0
@@ -204,7 +206,7 @@ void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunP
         path.empty() ? std::string("hardware: no measured profile of this model here, so the "
                                    "prediction is the FLOP model's (exec.mode auto measures one)")
                      : fmt::format("hardware: the measured profile {}", path));
-    if (!path.empty()) c.exec.hardware = path;
+    c.exec.hardware = p.cached_profile_path = path;
     return;
   }
   plan::ProfileOptions options;
@@ -227,7 +229,7 @@ void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunP
                         cached.measure_seconds, cached.path)
           : fmt::format("hardware: the measured profile {} (exec.hardware: defaults skips it)",
                         cached.path));
-  c.exec.hardware = cached.path;
+  c.exec.hardware = p.cached_profile_path = cached.path;
 #else
   (void)model;
 #endif
@@ -257,12 +259,16 @@ void price_named_schedule(const TrainConfig& c, const models::ModelConfig& model
   }
   p.predicted_step_s = price.prediction.step_s;
   p.predicted_state_disk_s = price.prediction.exposed_state_disk_s;
+  p.predicted_cpu_update_params_per_s = price.prediction.cpu_update_params_per_s;
+  p.cpu_update_in_run_scale = price.prediction.cpu_update_in_run_scale;
   p.reasons.push_back(fmt::format(
       "schedule: predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, exposed copies "
-      "{:.4f}, optimizer {:.4f}; the planner's cost model, stage times: {})",
+      "{:.4f}, optimizer {:.4f}, the CPU updating {:.2f} G params/s; the planner's cost model, "
+      "stage times: {})",
       price.prediction.step_s, price.prediction.compute_s, price.prediction.recompute_s,
       price.prediction.exposed_weights_s + price.prediction.exposed_activations_s,
-      price.prediction.optimizer_s, price.stage_times_from));
+      price.prediction.optimizer_s, price.prediction.cpu_update_params_per_s / 1e9,
+      price.stage_times_from));
 }
 
 }  // namespace

@@ -56,6 +56,15 @@ struct RunPlan {
   double predicted_state_disk_s = 0;
   int64_t predicted_gpu_peak_bytes = 0;  // the planner's; 0: none
   std::string plan_description;          // the planner's plan, when it made one
+  // Streaming on a GPU: the rate the prediction priced the CPU updates at
+  // (parameters a second; 0: no prediction), and the profile's in-run scale
+  // it includes (plan::StepPrediction::cpu_update_in_run_scale).
+  double predicted_cpu_update_params_per_s = 0;
+  double cpu_update_in_run_scale = 1;
+  // The cached profile (train/hardware_cache.h) the run was priced with,
+  // which the run's measured CPU update rate is kept in; "" when the run
+  // named its own exec.hardware or has none.
+  std::string cached_profile_path;
   // One line per choice: device, executor, schedule.
   std::vector<std::string> reasons;
 };

@@ -224,13 +224,17 @@ std::string describe_plan(const plan::Plan& p) {
       "exec.schedule auto: batch {}, chunks of {} sequences; boundaries ({}): {}\n"
       "  stages kept and updated on the device: {}; blocks fused with the head: {}\n"
       "  predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, optimizer {:.4f}, the CPU "
-      "updating {:.2f} G params/s); predicted peaks: {}; solved in {:.2f} s\n"
+      "updating {:.2f} G params/s{}); predicted peaks: {}; solved in {:.2f} s\n"
       "  stage times: {}",
       s.batch_size, s.chunk_sequences, tally, placements, kept.empty() ? "none" : kept,
       s.tail_blocks > 0 ? fmt::format("the last {}", s.tail_blocks) : std::string("none"),
       p.prediction.step_s, p.prediction.compute_s, p.prediction.recompute_s,
-      p.prediction.optimizer_s, p.prediction.cpu_update_params_per_s / 1e9, peaks, p.solve_s,
-      p.stage_times_from);
+      p.prediction.optimizer_s, p.prediction.cpu_update_params_per_s / 1e9,
+      p.prediction.cpu_update_in_run_scale != 1
+          ? fmt::format(", {:.3f}x the profile's rate as a run measured",
+                        p.prediction.cpu_update_in_run_scale)
+          : std::string(),
+      peaks, p.solve_s, p.stage_times_from);
 }
 
 }  // namespace lt::train

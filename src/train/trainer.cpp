@@ -34,6 +34,7 @@
 #include "train/compile_setup.h"
 #include "train/generation.h"
 #include "train/generation_setup.h"
+#include "train/hardware_cache.h"
 #include "train/host_weights.h"
 #include "train/math_eval.h"
 #include "train/math_report.h"
@@ -660,6 +661,19 @@ void sample(const Run& r) {
   print_sample(*r.model, *r.tokenizer, r.sources.front().samples.front());
 }
 
+// Note [The run's CPU update rate] (train/hardware_cache.h): a run priced
+// with the cached profile keeps its measured update rate there for the next
+// plan (rank 0's, as every rank runs the same schedule).
+void keep_run_cpu_update_rate(const Run& r, const RunSummary& summary) {
+  if (r.plan.cached_profile_path.empty() || r.plan.predicted_cpu_update_params_per_s <= 0 ||
+      r.world.rank != 0 || summary.cpu_update_steps() < 2)
+    return;
+  fmt::print("{}\n", keep_cpu_update_rate(r.plan.cached_profile_path, r.plan.optimizer,
+                                          summary.median_cpu_update_gparams_per_s() * 1e9,
+                                          r.plan.predicted_cpu_update_params_per_s,
+                                          r.plan.cpu_update_in_run_scale));
+}
+
 // A stop request (a signal) on any rank stops every rank after the same
 // step, so that they save and leave together.
 bool stop_requested(Run& r, const StopSignals& signals) {
@@ -787,6 +801,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
       sample(r);
   }
   if (const std::string closing = summary.line(); !closing.empty()) fmt::print("{}\n", closing);
+  keep_run_cpu_update_rate(r, summary);
   fmt::print("{}", where_to_look(r.out_dir, r.last_saved));
   return result;
 }

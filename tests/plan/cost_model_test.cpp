@@ -202,6 +202,33 @@ TEST(CostModel, ARateMeasuredBesideTheCopiesIsChargedByTheCopiesShare) {
   EXPECT_NEAR(predict_step(m, in, all_kept(2)).cpu_update_params_per_s, 400.0, 1e-9);
 }
 
+// A run's measured rate over the priced one (cpu_adam_in_run_scale) scales
+// the rate whichever way it was priced, for its own optimizer only, and
+// within [0.25, 2].
+TEST(CostModel, TheInRunScaleMultipliesTheRateOfItsOptimizer) {
+  HardwareProfile hw;  // as above: the CPU bounds the update at 1000/s
+  hw.gpu_tflops = 1e-8;
+  hw.cpu_adam_gparams_per_s = 1e-6;
+  const auto optimizer_s = [&](exec::OptimizerStates states) {
+    const CostModel m = make_cost_model(testing::tiny_llama(), hw, {2, 8, states}, 0, 4);
+    return predict_step(m, build_instance(m), all_kept(2));
+  };
+  EXPECT_NEAR(optimizer_s(exec::OptimizerStates::Fp32).optimizer_s, 43392 / 1000.0, 1e-9);
+  hw.cpu_adam_in_run_scale = 0.8;
+  StepPrediction p = optimizer_s(exec::OptimizerStates::Fp32);
+  EXPECT_NEAR(p.optimizer_s, 43392 / 800.0, 1e-9);
+  EXPECT_NEAR(p.cpu_update_params_per_s, 800.0, 1e-9);
+  EXPECT_EQ(p.cpu_update_in_run_scale, 0.8);
+  hw.cpu_adam8bit_gparams_per_s = 5e-7;  // adamw8bit reads its own key: none
+  EXPECT_NEAR(optimizer_s(exec::OptimizerStates::EightBit).optimizer_s, 43392 / 500.0, 1e-9);
+  // Beside-the-copies pricing scales the same way (its rate: 850/s above).
+  hw.cpu_adam_beside_copies_gparams_per_s = 7e-7;
+  hw.bidir_gbps = 2 * 36992 * 2 / 1e9 / (2 * 120.0128 + 20.48);
+  EXPECT_NEAR(optimizer_s(exec::OptimizerStates::Fp32).cpu_update_params_per_s, 0.8 * 850.0, 1e-9);
+  hw.cpu_adam_in_run_scale = 10;  // not a machine's figure: held to 2
+  EXPECT_NEAR(optimizer_s(exec::OptimizerStates::Fp32).cpu_update_params_per_s, 2 * 850.0, 1e-9);
+}
+
 TEST(CostModel, WindowsCarryTheirCapacityAndWeightPrefetch) {
   HardwareProfile hw;
   hw.gpu_tflops = 1e-6;

@@ -8,7 +8,10 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "data/json_fields.h"
 #include "plan/hardware.h"
+#include "plan/milp.h"
+#include "plan/schedule_price.h"
 #include "support/scoped_env.h"
 #include "train/hardware_cache.h"
 #include "train/schedule_auto.h"
@@ -178,6 +181,60 @@ TEST_F(HardwareCache, DefaultsNameTheBuiltInFigures) {
   const plan::HardwareProfile hw = auto_hardware(c);
   EXPECT_DOUBLE_EQ(hw.gpu_tflops, plan::HardwareProfile{}.gpu_tflops);
   EXPECT_FALSE(hw.stage_times);
+}
+
+// Note [The run's CPU update rate]: what a run measured over what its plan
+// priced is kept in the cached profile, so that pricing the same schedule
+// again gives the measured rate (the cost model's rate by hand: the
+// measured one); a rate as planned rewrites nothing; a profile that does not
+// read is left as it is, with a note.
+TEST_F(HardwareCache, TheNextPlanPricesTheUpdatesAtTheRateARunMeasured) {
+  if (!plan::have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const std::string path =
+      ensure_profile(dir(), "NVIDIA H200", model(), 64, measure(model(), 64)).path;
+  const exec::TrainSizes sizes{8, 64, exec::OptimizerStates::Fp32, 2};
+  exec::Schedule s = exec::Schedule::all_gpu(static_cast<int>(model().num_hidden_layers));
+  s.chunk_sequences = 4;
+  const auto priced = [&] {
+    return plan::price_schedule(model(), plan::HardwareProfile::from_file(path), sizes, s, false)
+        .prediction;
+  };
+  const plan::StepPrediction before = priced();
+  ASSERT_GT(before.cpu_update_params_per_s, 0);
+  EXPECT_EQ(before.cpu_update_in_run_scale, 1);
+  const double measured = 0.85 * before.cpu_update_params_per_s;
+  const std::string kept = keep_cpu_update_rate(path, exec::OptimizerStates::Fp32, measured,
+                                                before.cpu_update_params_per_s, 1);
+  EXPECT_NE(kept.find("cpu_adam_in_run_scale in " + path), std::string::npos) << kept;
+  const plan::StepPrediction after = priced();
+  EXPECT_NEAR(after.cpu_update_params_per_s, measured, 1e-9 * measured);
+  EXPECT_NEAR(after.cpu_update_in_run_scale, 0.85, 1e-12);
+  EXPECT_GT(after.optimizer_s, before.optimizer_s);
+  EXPECT_FALSE(plan::HardwareProfile::from_file(path).cpu_adam8bit_in_run_scale);
+  // A run at the rate its plan priced (with the scale) keeps the file.
+  const std::string text = data::read_whole_file(path);
+  EXPECT_NE(keep_cpu_update_rate(path, exec::OptimizerStates::Fp32, measured * 1.01,
+                                 after.cpu_update_params_per_s, after.cpu_update_in_run_scale)
+                .find("(as planned)"),
+            std::string::npos);
+  EXPECT_EQ(data::read_whole_file(path), text);
+  // A slower run again: the scale is against the unscaled rate, not the
+  // scaled one (0.6 of the first price, not 0.6 x 0.85).
+  keep_cpu_update_rate(path, exec::OptimizerStates::Fp32, 0.6 * before.cpu_update_params_per_s,
+                       after.cpu_update_params_per_s, after.cpu_update_in_run_scale);
+  EXPECT_NEAR(priced().cpu_update_params_per_s, 0.6 * before.cpu_update_params_per_s,
+              1e-9 * before.cpu_update_params_per_s);
+  // adamw8bit's scale is its own key.
+  keep_cpu_update_rate(path, exec::OptimizerStates::EightBit, 1.5e9, 3e9, 1);
+  EXPECT_NEAR(*plan::HardwareProfile::from_file(path).cpu_adam8bit_in_run_scale, 0.5, 1e-12);
+  EXPECT_NEAR(*plan::HardwareProfile::from_file(path).cpu_adam_in_run_scale, 0.6, 1e-9);
+  {
+    std::ofstream damaged(path);
+    damaged << "gpu_tflops: [";
+  }
+  const std::string note = keep_cpu_update_rate(path, exec::OptimizerStates::Fp32, 1e9, 2e9, 1);
+  EXPECT_NE(note.find("not kept for the next plan"), std::string::npos) << note;
+  EXPECT_EQ(data::read_whole_file(path), "gpu_tflops: [");
 }
 
 }  // namespace
