@@ -663,15 +663,20 @@ void sample(const Run& r) {
 
 // Note [The run's CPU update rate] (train/hardware_cache.h): a run priced
 // with the cached profile keeps its measured update rate there for the next
-// plan (rank 0's, as every rank runs the same schedule).
-void keep_run_cpu_update_rate(const Run& r, const RunSummary& summary) {
+// plan (rank 0's, as every rank runs the same schedule), once: after three
+// steps that measured one (the steps after the first; a run stopped before
+// its end still leaves it), or at the end of a shorter run with two.
+// Returns whether it is done with it.
+bool keep_run_cpu_update_rate(const Run& r, const RunSummary& summary, bool at_end,
+                              ProgressBar& bar) {
   if (r.plan.cached_profile_path.empty() || r.plan.predicted_cpu_update_params_per_s <= 0 ||
-      r.world.rank != 0 || summary.cpu_update_steps() < 2)
-    return;
-  fmt::print("{}\n", keep_cpu_update_rate(r.plan.cached_profile_path, r.plan.optimizer,
-                                          summary.median_cpu_update_gparams_per_s() * 1e9,
-                                          r.plan.predicted_cpu_update_params_per_s,
-                                          r.plan.cpu_update_in_run_scale));
+      r.world.rank != 0)
+    return true;
+  if (summary.cpu_update_steps() < (at_end ? 2u : 3u)) return at_end;
+  bar.message(keep_cpu_update_rate(
+      r.plan.cached_profile_path, r.plan.optimizer, summary.median_cpu_update_gparams_per_s() * 1e9,
+      r.plan.predicted_cpu_update_params_per_s, r.plan.cpu_update_in_run_scale));
+  return true;
 }
 
 // A stop request (a signal) on any rank stops every rank after the same
@@ -730,6 +735,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   TrainRunResult result;
   result.setup_host_peak_bytes = setup_host_peak;
   RunSummary summary;  // this run's steps, for its closing line
+  bool cpu_rate_kept = false;
 
   const int64_t first_step = r.state.step;
   while (r.state.step < c.train.steps) {
@@ -758,8 +764,9 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     }
     check_plan_peak(r, stats, line, bar);
     maybe_evaluate(r, line, bar);
-    if (metrics) metrics->write(line);
     summary.add(line);
+    if (!cpu_rate_kept) cpu_rate_kept = keep_run_cpu_update_rate(r, summary, false, bar);
+    if (metrics) metrics->write(line);
     result.final_loss = stats.loss;
     count_bad_steps(r, stats, bar);
     ++r.state.step;
@@ -784,6 +791,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   if (!staged) r.executor->sync_masters();
   const std::vector<bool> on_disk = staged ? staged->on_disk() : std::vector<bool>{};
   const bool weights_on_disk = std::find(on_disk.begin(), on_disk.end(), true) != on_disk.end();
+  if (!cpu_rate_kept) keep_run_cpu_update_rate(r, summary, true, bar);
   bar.finish();
   result.steps_done = r.state.step;
   result.last_checkpoint = r.last_saved.string();
@@ -801,7 +809,6 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
       sample(r);
   }
   if (const std::string closing = summary.line(); !closing.empty()) fmt::print("{}\n", closing);
-  keep_run_cpu_update_rate(r, summary);
   fmt::print("{}", where_to_look(r.out_dir, r.last_saved));
   return result;
 }
