@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "exec/schedule.h"
+#include "plan/milp.h"
 #include "support/errors.h"
 #include "train/run_plan.h"
 #include "train_helpers.h"
@@ -77,6 +78,27 @@ TEST_F(PlanElsewhere, ANamedScheduleIsPricedAsThePlannerPricedIt) {
       << ::testing::PrintToString(again.reasons);
   named.exec.schedule = "all_gpu";
   EXPECT_GT(resolve_run(named, model(), PlanTarget::ProfiledGpu).predicted_step_s, 0);
+}
+
+// A named schedule the cost model cannot price (boundary 0 on the host:
+// price_schedule refuses it rather than price it as kept) still plans, and
+// says why it has no prediction.
+TEST_F(PlanElsewhere, ANamedScheduleWithoutAPriceSaysWhyAndStillPlans) {
+  if (cuda_device_visible()) GTEST_SKIP() << "a GPU is visible: plans are for it";
+  if (!plan::have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  exec::Schedule s = exec::Schedule::all_gpu(static_cast<int>(model().num_hidden_layers));
+  s.boundaries[0] = exec::Placement::Host;
+  const fs::path file = tmp_ / "host0.json";
+  std::ofstream(file) << exec::to_json(s).dump();
+  TrainConfig named = config(100000);
+  named.exec.schedule = file.string();
+  const RunPlan p = resolve_run(named, model(), PlanTarget::ProfiledGpu);
+  EXPECT_EQ(p.predicted_step_s, 0);
+  EXPECT_EQ(p.schedule.boundaries[0], exec::Placement::Host);
+  EXPECT_TRUE(any_line_has(p.reasons, "schedule: no predicted step ("))
+      << ::testing::PrintToString(p.reasons);
+  EXPECT_TRUE(any_line_has(p.reasons, "prices boundary 0 on the GPU or recomputed"))
+      << ::testing::PrintToString(p.reasons);
 }
 
 // exec.mode auto compares the executors against the profile's GPU memory
