@@ -603,7 +603,7 @@ double TrainConfig::effective_min_lr() const {
 }
 
 std::vector<std::string> TrainConfig::adjustments() const {
-  std::vector<std::string> notes;
+  std::vector<std::string> notes = assembly_notes;
   if (sched.warmup_steps > train.steps)
     notes.push_back("sched.warmup_steps (" + std::to_string(sched.warmup_steps) +
                     ") is longer than train.steps (" + std::to_string(train.steps) +
@@ -653,7 +653,7 @@ TrainConfig assemble(const std::string& base_file, const std::vector<std::string
     apply_file(config, base_file);
   }
   for (const auto& o : overrides) apply(config, override_node(o), "--set " + o);
-  if (base_file.empty()) drop_demo_evaluation_for_other_data(config, overrides);
+  if (base_file.empty()) config.assembly_notes = adapt_demo_to_overrides(config, overrides);
   for (std::string* p :
        {&config.model.path, &config.data.path, &config.data.tokenizer, &config.data.eval_path}) {
     resolve_asset_path(*p);

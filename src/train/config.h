@@ -166,6 +166,10 @@ struct TrainConfig {
   struct Out {
     std::string dir = "runs/latest";
   } out;
+  // What assembling the config changed on its own (the embedded demo's
+  // keys that overrides send back to their defaults): printed with the
+  // adjustments, not a key.
+  std::vector<std::string> assembly_notes;
 
   // Checks every value; throws lt::Error naming the key.
   void validate() const;

@@ -1,7 +1,11 @@
 #include "train/demo_config.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <string_view>
 
 namespace lt::train {
@@ -53,22 +57,79 @@ out:
 )";
 }
 
-void drop_demo_evaluation_for_other_data(TrainConfig& config,
-                                         const std::vector<std::string>& overrides) {
-  const auto overridden = [&](std::string_view key) {
-    return std::any_of(overrides.begin(), overrides.end(), [&](const std::string& o) {
-      return o.size() > key.size() && o.compare(0, key.size(), key) == 0 && o[key.size()] == '=';
-    });
+namespace {
+
+bool overridden(const std::vector<std::string>& overrides, std::string_view key) {
+  return std::any_of(overrides.begin(), overrides.end(), [&](const std::string& o) {
+    return o.size() > key.size() && o.compare(0, key.size(), key) == 0 && o[key.size()] == '=';
+  });
+}
+
+// A key, and what puts its field back to the default (true when that
+// changed it).
+using Reset = std::pair<std::string_view, std::function<bool()>>;
+
+// Each key the overrides leave unset goes back to its default; returns
+// those that changed.
+std::vector<std::string> reset_unset(const std::vector<std::string>& overrides,
+                                     const std::vector<Reset>& keys) {
+  std::vector<std::string> reset;
+  for (const auto& [key, to_default] : keys)
+    if (!overridden(overrides, key) && to_default()) reset.emplace_back(key);
+  return reset;
+}
+
+}  // namespace
+
+std::vector<std::string> adapt_demo_to_overrides(TrainConfig& c,
+                                                 const std::vector<std::string>& overrides) {
+  const TrainConfig d;  // the defaults
+  // Sets `field` to its default; whether that changed it.
+  const auto back = [](auto& field, const auto& fallback) {
+    const bool changed = !(field == fallback);
+    field = fallback;
+    return changed;
   };
+  std::vector<std::string> notes;
   constexpr std::array<std::string_view, 3> data_keys = {"data.path", "data.sources",
                                                          "data.format"};
-  if (std::none_of(data_keys.begin(), data_keys.end(), overridden)) return;
-  const TrainConfig defaults;
-  if (!overridden("data.eval_path")) config.data.eval_path = defaults.data.eval_path;
-  if (!overridden("data.eval_task")) config.data.eval_task = defaults.data.eval_task;
-  if (!overridden("data.eval_max_new_tokens"))
-    config.data.eval_max_new_tokens = defaults.data.eval_max_new_tokens;
-  if (!overridden("train.eval_every")) config.train.eval_every = defaults.train.eval_every;
+  const bool other_data = std::any_of(data_keys.begin(), data_keys.end(),
+                                      [&](std::string_view k) { return overridden(overrides, k); });
+  if (other_data) {
+    const auto reset = reset_unset(
+        overrides,
+        {{"data.format", [&] { return back(c.data.format, d.data.format); }},
+         {"data.eval_path", [&] { return back(c.data.eval_path, d.data.eval_path); }},
+         {"data.eval_task", [&] { return back(c.data.eval_task, d.data.eval_task); }},
+         {"data.eval_max_new_tokens",
+          [&] { return back(c.data.eval_max_new_tokens, d.data.eval_max_new_tokens); }},
+         {"train.eval_every", [&] { return back(c.train.eval_every, d.train.eval_every); }}});
+    if (!reset.empty())
+      notes.push_back(fmt::format(
+          "the demo's {} go with its data: back to their defaults for the data the overrides name",
+          fmt::join(reset, ", ")));
+  }
+  if (overridden(overrides, "model.path")) {
+    const auto reset = reset_unset(
+        overrides,
+        {{"data.tokenizer", [&] { return back(c.data.tokenizer, d.data.tokenizer); }},
+         {"data.template", [&] { return back(c.data.template_name, d.data.template_name); }},
+         {"train.seq_len", [&] { return back(c.train.seq_len, d.train.seq_len); }},
+         {"train.batch_size", [&] { return back(c.train.batch_size, d.train.batch_size); }},
+         {"train.steps", [&] { return back(c.train.steps, d.train.steps); }},
+         {"optim.lr", [&] { return back(c.optim.lr, d.optim.lr); }},
+         {"optim.weight_decay", [&] { return back(c.optim.weight_decay, d.optim.weight_decay); }},
+         {"sched.name", [&] { return back(c.sched.name, d.sched.name); }},
+         {"sched.warmup_ratio", [&] { return back(c.sched.warmup_ratio, d.sched.warmup_ratio); }},
+         {"sched.min_lr_ratio", [&] { return back(c.sched.min_lr_ratio, d.sched.min_lr_ratio); }},
+         {"out.dir", [&] { return back(c.out.dir, d.out.dir); }}});
+    if (!reset.empty())
+      notes.push_back(fmt::format(
+          "the demo's {} were set to train its toy model from scratch: back to their defaults "
+          "for model.path (the model's own tokenizer and chat template; set any with --set)",
+          fmt::join(reset, ", ")));
+  }
+  return notes;
 }
 
 }  // namespace lt::train

@@ -8,13 +8,21 @@
 
 namespace lt::train {
 
-// The demo's held-out problems (data.eval_path, data.eval_task,
-// data.eval_max_new_tokens, train.eval_every) belong to its data: when the
-// overrides point the demo at other data (data.path, data.sources or
-// data.format), each of those keys that the overrides leave unset goes
-// back to its default, so `lazytrain train --set data.path=mine.jsonl`
-// evaluates nothing it was not asked to.
-void drop_demo_evaluation_for_other_data(TrainConfig& config,
-                                         const std::vector<std::string>& overrides);
+// What the embedded demo config means when overrides point it elsewhere;
+// each key named below that the overrides leave unset goes back to its
+// default, and the returned lines say which (printed as the run starts):
+// - other data (data.path, data.sources or data.format): the demo's
+//   held-out problems (data.eval_path, data.eval_task,
+//   data.eval_max_new_tokens, train.eval_every) and its data.format belong
+//   to its data, so `--set data.path=mine.jsonl` reads the file's own
+//   format and evaluates nothing it was not asked to;
+// - another model (model.path): the demo's tokenizer, template, lengths,
+//   batch, steps, optimizer settings, schedule and out.dir were chosen to
+//   train its toy model from scratch (a learning rate of 2e-3 would wreck
+//   pretrained weights, seq_len 28 cuts real rows to nothing), so
+//   `--set model.path=DIR --set data.path=rows.jsonl` fine-tunes DIR with
+//   DIR's tokenizer and chat template and the defaults.
+std::vector<std::string> adapt_demo_to_overrides(TrainConfig& config,
+                                                 const std::vector<std::string>& overrides);
 
 }  // namespace lt::train

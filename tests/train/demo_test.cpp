@@ -1,6 +1,7 @@
 // The embedded demo (`lazytrain train` with no config): its addition task
 // (assets/demo/addition, written by scripts/make_demo_data.py) is what the
 // demo says it is, and a shortened run trains and reports as it should.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -123,6 +124,41 @@ TEST(Demo, OtherDataDropsTheDemosEvaluation) {
   // Another model on the demo's data keeps them.
   EXPECT_EQ(load_train_config("", {"model.path=" + fixture("llama").string()}).data.eval_task,
             "math");
+  // The demo's rows are query_response; the overrides' file is read as it is.
+  EXPECT_EQ(demo.data.format, "query_response");
+  EXPECT_EQ(load_train_config("", {"data.path=" + mine}).data.format, defaults.data.format);
+}
+
+// Another model takes its own tokenizer and template and the defaults, not
+// the settings the demo chose for its toy model (its tokenizer of 426 words,
+// seq_len 28, a learning rate of 2e-3): the README's fine-tune shortcut.
+TEST(Demo, AnotherModelTakesItsOwnTokenizerAndTheDefaults) {
+  const TrainConfig demo = load_train_config("", {});
+  const TrainConfig defaults;
+  ASSERT_NE(demo.data.tokenizer, defaults.data.tokenizer);
+  ASSERT_NE(demo.train.seq_len, defaults.train.seq_len);
+  ASSERT_NE(demo.optim.lr, defaults.optim.lr);
+  const std::string model = "model.path=" + fixture("qwen3").string();
+  const TrainConfig c = load_train_config("", {model});
+  EXPECT_EQ(c.data.tokenizer, "");  // the model folder's
+  EXPECT_EQ(c.data.template_name, defaults.data.template_name);
+  EXPECT_EQ(c.train.seq_len, defaults.train.seq_len);
+  EXPECT_EQ(c.train.batch_size, defaults.train.batch_size);
+  EXPECT_EQ(c.train.steps, defaults.train.steps);
+  EXPECT_EQ(c.optim.lr, defaults.optim.lr);
+  EXPECT_EQ(c.sched.name, defaults.sched.name);
+  EXPECT_EQ(c.out.dir, defaults.out.dir);
+  ASSERT_EQ(c.adjustments().size(), 1u);
+  EXPECT_THAT(c.adjustments()[0], ::testing::HasSubstr("data.tokenizer, data.template, "
+                                                       "train.seq_len"));
+  // What the overrides set stays.
+  const TrainConfig kept = load_train_config("", {model, "train.seq_len=48", "optim.lr=3e-5"});
+  EXPECT_EQ(kept.train.seq_len, 48);
+  EXPECT_EQ(kept.optim.lr, 3e-5);
+  EXPECT_EQ(kept.data.tokenizer, "");
+  // Without a model override the demo is the demo, and says nothing.
+  EXPECT_TRUE(load_train_config("", {"train.steps=5"}).adjustments().empty());
+  EXPECT_EQ(load_train_config("", {"train.steps=5"}).data.tokenizer, demo.data.tokenizer);
 }
 
 // A shortened demo: the loss of the model trained from scratch falls
