@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 
@@ -117,6 +118,11 @@ void run_math(const EvalArgs& args) {
   }
   LT_CHECK(!prompts.reference_field.empty(), args.data, ": ", prompts.format,
            " rows carry no reference answer; name its field with --answer-field");
+  LT_CHECK(std::any_of(prompts.rows.begin(), prompts.rows.end(),
+                       [](const data::PromptRow& r) { return r.reference.has_value(); }),
+           args.data, ": none of its ", prompts.rows.size(), " rows has the field \"",
+           prompts.reference_field,
+           "\", so nothing can be scored; name the reference answer's field with --answer-field");
   train::check_prompts_fit(prompts, args.data, g.model.config(), args.model);
   train::place_generation_model(g, args.device_memory_gb, prompts, args.batch_size,
                                 args.max_new_tokens);

@@ -215,7 +215,7 @@ void add_launch_command(CLI::App& app) {
       "launch", "Run a command (train ...) as N local processes of one data-parallel run");
   cmd->add_option("--nproc", *nproc, "Processes (ranks) on this machine")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--via", *how,
                   "How the ranks start: mpirun, fork (torchrun's variables; GPUs only), or auto "
                   "(mpirun when it is in PATH)")
@@ -249,6 +249,13 @@ void add_launch_command(CLI::App& app) {
       LT_CHECK(!mpirun.empty(),
                "lazytrain launch --via mpirun: mpirun is not in PATH; install openmpi-bin "
                "(scripts/install-deps.sh)");
+      // OpenMPI refuses to run as root unless told; a container's user often
+      // is root, and asking for launch is the consent.
+      if (::geteuid() == 0 && !std::getenv("OMPI_ALLOW_RUN_AS_ROOT")) {
+        ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+        ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+        fmt::print(stderr, "launch: running as root: OMPI_ALLOW_RUN_AS_ROOT is set for mpirun\n");
+      }
       // --oversubscribe: N may exceed the cores MPI counts; --bind-to none:
       // each rank's thread pool may use every core (MPI would pin a rank to
       // one core).

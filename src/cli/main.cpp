@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <string>
 
 #include "cli/blas_kernels.h"
 #include "cli/commands.h"
@@ -24,6 +25,21 @@ int main(int argc, char** argv) {
   lt::cli::add_plan_command(app);
   lt::cli::add_profile_command(app);
   lt::cli::add_launch_command(app);
+  // CLI11 answers an unknown first word with "A subcommand is required":
+  // name the word and the commands instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string commands;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      commands += (commands.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->get_name() == argv[1];
+    }
+    if (!known) {
+      std::fprintf(stderr, "lazytrain: error: unknown command '%s' (commands: %s; see --help)\n",
+                   argv[1], commands.c_str());
+      return 1;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -350,13 +350,20 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
           } catch (const Error& e) {
             fail(source, ": ", e.what());  // the file (or --set) the value came from
           }
+          config.key_origins[key] =
+              source.rfind("--set", 0) == 0 ? source : source + where(entry.first);
         }
       };
   for (const auto& section : root) {
     const std::string name = key_text(section.first, source, "a section name");
     refuse_duplicate(name, section.first);
-    LT_CHECK(known_in_section.count(name), source, ": unknown section '", name, "'",
-             where(section.first), " (known: model, data, train, optim, sched, exec, out)");
+    if (!known_in_section.count(name)) {
+      std::string sections;
+      for (const auto& [known, keys_in_it] : known_in_section)
+        sections += (sections.empty() ? "" : ", ") + known;
+      fail(source, ": unknown section '", name, "'", where(section.first), " (known: ", sections,
+           ")");
+    }
     LT_CHECK(section.second.IsMap() || section.second.IsNull(), source, ": section '", name, "'",
              where(section.second), " must be a mapping");
     apply_entries(section.second, name, name);
@@ -396,9 +403,16 @@ YAML::Node override_node(const std::string& assignment) {
   return leaf;
 }
 
-void resolve_asset_path(std::string& path) {
+// "@assets/..." against the bundled assets; any other relative path against
+// the working folder, so that the config a run saves (config.yaml,
+// train_config.yaml) names the same files when a resume starts elsewhere.
+void resolve_input_path(std::string& path) {
   const std::string prefix = "@assets/";
-  if (path.rfind(prefix, 0) == 0) path = (assets_dir() / path.substr(prefix.size())).string();
+  if (path.rfind(prefix, 0) == 0) {
+    path = (assets_dir() / path.substr(prefix.size())).string();
+  } else if (!path.empty()) {
+    path = std::filesystem::absolute(path).lexically_normal().string();
+  }
 }
 
 template <typename... Names>
@@ -656,9 +670,9 @@ TrainConfig assemble(const std::string& base_file, const std::vector<std::string
   if (base_file.empty()) config.assembly_notes = adapt_demo_to_overrides(config, overrides);
   for (std::string* p :
        {&config.model.path, &config.data.path, &config.data.tokenizer, &config.data.eval_path}) {
-    resolve_asset_path(*p);
+    resolve_input_path(*p);
   }
-  for (data::DataSource& source : config.data.sources) resolve_asset_path(source.path);
+  for (data::DataSource& source : config.data.sources) resolve_input_path(source.path);
   return config;
 }
 
@@ -678,9 +692,24 @@ std::vector<std::pair<std::string, std::string>> flat_values(const TrainConfig& 
 
 }  // namespace
 
+void TrainConfig::validate_naming_sources() const {
+  try {
+    validate();
+  } catch (const Error& e) {
+    // The first key the message names, and where its value was set.
+    const std::string message = e.what(), mark = "config key '";
+    const size_t at = message.find(mark);
+    if (at == std::string::npos) throw;
+    const size_t start = at + mark.size(), end = message.find('\'', start);
+    const auto origin = key_origins.find(message.substr(start, end - start));
+    if (end == std::string::npos || origin == key_origins.end()) throw;
+    fail(origin->second, ": ", message);
+  }
+}
+
 TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides) {
   TrainConfig config = assemble(file, overrides);
-  config.validate();
+  config.validate_naming_sources();
   return config;
 }
 
@@ -712,7 +741,7 @@ TrainConfig load_train_config_for(const std::string& file,
   LT_CHECK(std::filesystem::is_regular_file(saved), "--resume ", *resume, ": ", saved.string(),
            " is missing, so the run's config is unknown; give it with --config");
   TrainConfig config = assemble(saved.string(), overrides);
-  config.validate();
+  config.validate_naming_sources();
   return config;
 }
 

@@ -5,6 +5,7 @@
 // and impossible values are refused with a message naming the key.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -170,9 +171,15 @@ struct TrainConfig {
   // keys that overrides send back to their defaults): printed with the
   // adjustments, not a key.
   std::vector<std::string> assembly_notes;
+  // Where each key's value was set: "FILE (line N)", or "--set KEY=VALUE"
+  // (keys left at their defaults are absent). Not a key.
+  std::map<std::string, std::string> key_origins;
 
   // Checks every value; throws lt::Error naming the key.
   void validate() const;
+  // validate(), the message led by where the key it names was set (the
+  // file and line, or the --set override), when key_origins knows.
+  void validate_naming_sources() const;
   // The schedule's warmup and floor as they run: an unset key follows its
   // ratio, and a warmup longer than the run is cut to train.steps.
   int64_t effective_warmup_steps() const;

@@ -67,7 +67,42 @@ TEST_F(ConfigErrors, UnknownKey) {
 }
 
 TEST_F(ConfigErrors, UnknownSection) {
-  EXPECT_MENTIONS(error_of(yaml("", "trian:\n  steps: 3\n")), "'trian'");
+  const std::string m = error_of(yaml("", "trian:\n  steps: 3\n"));
+  EXPECT_MENTIONS(m, "'trian'");
+  // Every section the parser takes is listed (dist was left out once).
+  EXPECT_MENTIONS(m, "(known: data, dist, exec, model, optim, out, sched, train)");
+}
+
+// A value the parser takes but the checks refuse names where it was set:
+// the file and its line, or the --set override.
+TEST_F(ConfigErrors, ARefusedValueNamesTheFileAndLineOrTheOverride) {
+  // yaml(): model, path, data, path, format, train, steps (line 7).
+  std::string text = yaml();
+  text.replace(text.find("steps: 2"), 8, "steps: -3");
+  std::string m = error_of(text);
+  EXPECT_MENTIONS(m, (tmp_ / "run.yaml").string() + " (line 7): config key 'train.steps'");
+  m = error_of(yaml("  batch_size: 8\n  grad_accum: 3\n"));
+  EXPECT_MENTIONS(m, (tmp_ / "run.yaml").string() + " (line 9): config key 'train.grad_accum'");
+  m = error_of(yaml(), {"train.steps=0"});
+  EXPECT_MENTIONS(m, "--set train.steps=0: config key 'train.steps'");
+}
+
+// Input paths are kept absolute, so that the config a run saves names the
+// same files from any folder (a resume started elsewhere).
+TEST_F(ConfigErrors, RelativeInputPathsAreSavedAbsolute) {
+  write_text(tmp_ / "ok.yaml", yaml());
+  const fs::path here = fs::current_path();
+  fs::current_path(tmp_.path());
+  TrainConfig c;
+  try {
+    c = load_train_config((tmp_ / "ok.yaml").string(), {"data.path=data.jsonl"});
+  } catch (...) {
+    fs::current_path(here);
+    throw;
+  }
+  fs::current_path(here);
+  EXPECT_EQ(c.data.path, (tmp_ / "data.jsonl").string());
+  EXPECT_MENTIONS(c.to_yaml(), (tmp_ / "data.jsonl").string());
 }
 
 TEST_F(ConfigErrors, WrongType) {

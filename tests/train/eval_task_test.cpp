@@ -67,6 +67,35 @@ TEST(EvalTask, TheDemosAccuracyRisesAndIsWhatEvalSaysOfTheCheckpoint) {
   }
 }
 
+// A reference field no row has would score nothing: refused, naming the
+// file and the field, rather than "0 of 0 rows right" and exit 0.
+TEST(EvalTask, AnAnswerFieldNoRowHasIsRefused) {
+  TempDir tmp("eval_task_field");
+  const fs::path heldout = assets_dir() / "demo" / "addition" / "test.jsonl";
+  std::string output;
+  ASSERT_EQ(run_program({"train", "--no-sample", "--set", "train.steps=1", "--set",
+                         "train.eval_every=0", "--set", "out.dir=" + (tmp / "run").string()},
+                        tmp / "train.log", &output, 300),
+            0)
+      << output;
+  EXPECT_NE(run_program({"eval", "--task", "math", "--model", (tmp / "run" / "step-1").string(),
+                         "--data", heldout.string(), "--answer-field", "nope"},
+                        tmp / "eval.log", &output, 300),
+            0);
+  EXPECT_NE(output.find(heldout.string() + ": none of its 200 rows has the field \"nope\""),
+            std::string::npos)
+      << output;
+}
+
+// An unknown command is named, with the commands there are.
+TEST(EvalTask, AnUnknownCommandIsNamed) {
+  TempDir tmp("eval_task_command");
+  std::string output;
+  EXPECT_EQ(run_program({"evaluate"}, tmp / "log", &output, 60), 1);
+  EXPECT_NE(output.find("unknown command 'evaluate' (commands: "), std::string::npos) << output;
+  EXPECT_NE(output.find("eval"), std::string::npos) << output;
+}
+
 TEST(EvalTask, BadKeysAreRefusedByName) {
   TempDir tmp("eval_task_keys");
   write_random_tokens(tmp / "data.jsonl", 4, 97, 1);
