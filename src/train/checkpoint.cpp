@@ -41,38 +41,76 @@ std::optional<int64_t> step_of(const std::string& name) {
   return n;
 }
 
-bool is_checkpoint(const fs::path& dir) {
-  return fs::is_regular_file(dir / kStateFile);
+// The training state in trainer_state.json's object; throws
+// nlohmann::json::exception when a field is missing or of the wrong type.
+TrainerState parse_state(const nlohmann::json& j) {
+  TrainerState state;
+  state.step = j.at("step").get<int64_t>();
+  state.sampler.epoch = j.at("sampler").at("epoch").get<uint64_t>();
+  state.sampler.position = j.at("sampler").at("position").get<uint64_t>();
+  state.sampler.offset = j.at("sampler").at("offset").get<uint64_t>();
+  // Written since data.sources; a checkpoint from before has one source.
+  state.sampler.draws = j.at("sampler").value("draws", uint64_t{0});
+  state.consecutive_bad_steps = j.value("consecutive_bad_steps", int64_t{0});
+  state.previous_grad_norm =
+      j.value("previous_grad_norm", std::numeric_limits<double>::quiet_NaN());
+  return state;
 }
 
-// The save time in trainer_state.json ("saved_at_ns"); a checkpoint from
+// A folder as a checkpoint this program can resume from: why it is not one
+// ("" when it is), and when it was saved.
+struct Inspection {
+  std::string problem;
+  int64_t saved_at_ns = 0;
+};
+
+// The save time is "saved_at_ns" in trainer_state.json; a checkpoint from
 // before that field has its state file's modification time.
-int64_t saved_at(const fs::path& dir) {
+Inspection inspect(const fs::path& dir) {
+  if (!fs::is_regular_file(dir / kStateFile)) return {std::string("no ") + kStateFile, 0};
+  Inspection found;
   try {
     std::ifstream in(dir / kStateFile);
     const auto j = nlohmann::json::parse(in);
-    if (j.contains("saved_at_ns")) return j.at("saved_at_ns").get<int64_t>();
-  } catch (const nlohmann::json::exception&) {
-    // An unreadable state sorts by its file time; reading it later names it.
+    parse_state(j);
+    if (j.contains("saved_at_ns")) found.saved_at_ns = j.at("saved_at_ns").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    return {std::string(kStateFile) + " is malformed (" + e.what() + ")", 0};
   }
-  std::error_code ec;
-  const auto t = fs::last_write_time(dir / kStateFile, ec);
-  if (ec) return 0;
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  for (const char* file : {kOptimizerFile, "config.json"}) {
+    if (!fs::is_regular_file(dir / file)) return {std::string("no ") + file, 0};
+  }
+  if (found.saved_at_ns == 0) {
+    std::error_code ec;
+    const auto t = fs::last_write_time(dir / kStateFile, ec);
+    if (!ec) {
+      found.saved_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::file_clock::to_sys(t).time_since_epoch())
+                              .count();
+    }
+  }
+  return found;
 }
 
-// step-N folders in out_dir that hold a finished checkpoint, oldest save
-// first (ties by step).
-std::vector<fs::path> complete_checkpoints(const fs::path& out_dir) {
+// step-N folders in out_dir that hold a checkpoint this program can resume
+// from, oldest save first (ties by step). `skipped`, when given, gets each
+// other step-N folder with why it is not one.
+std::vector<fs::path> complete_checkpoints(const fs::path& out_dir,
+                                           std::vector<std::string>* skipped = nullptr) {
   std::vector<std::pair<std::pair<int64_t, int64_t>, fs::path>> found;
   if (!fs::is_directory(out_dir)) return {};
   for (const auto& entry : fs::directory_iterator(out_dir)) {
-    const std::string name = entry.path().filename().string();
-    const auto n = step_of(name);
-    if (!entry.is_directory() || !n || !is_checkpoint(entry.path())) continue;
-    found.push_back({{saved_at(entry.path()), *n}, entry.path()});
+    const auto n = step_of(entry.path().filename().string());
+    if (!entry.is_directory() || !n) continue;
+    const Inspection checkpoint = inspect(entry.path());
+    if (checkpoint.problem.empty()) {
+      found.push_back({{checkpoint.saved_at_ns, *n}, entry.path()});
+    } else if (skipped) {
+      skipped->push_back(entry.path().string() + " (" + checkpoint.problem + ")");
+    }
   }
   std::sort(found.begin(), found.end());
+  if (skipped) std::sort(skipped->begin(), skipped->end());
   std::vector<fs::path> dirs;
   for (auto& f : found) dirs.push_back(std::move(f.second));
   return dirs;
@@ -108,7 +146,8 @@ void remove_marked_dir(const fs::path& dir) {
 // removed.
 void remove_checkpoint_dir(const fs::path& dir) {
   if (!fs::exists(dir)) return;
-  LT_CHECK(is_checkpoint(dir), dir.string(), " is not a lazytrain checkpoint (no ", kStateFile,
+  const std::string problem = inspect(dir).problem;
+  LT_CHECK(problem.empty(), dir.string(), " is not a lazytrain checkpoint (", problem,
            "); it is left alone: move it out of out.dir");
   mark_as_ours(dir);
   const fs::path doomed =
@@ -161,9 +200,9 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
                          const TrainerState& state, const CheckpointOptions& options) {
   fs::create_directories(out_dir);
   const fs::path final_dir = out_dir / ("step-" + std::to_string(state.step));
-  LT_CHECK(!fs::exists(final_dir) || is_checkpoint(final_dir), "cannot save step ", state.step,
-           ": ", final_dir.string(), " exists and is not a lazytrain checkpoint (no ", kStateFile,
-           "); move it out of out.dir");
+  const std::string problem = fs::exists(final_dir) ? inspect(final_dir).problem : "";
+  LT_CHECK(problem.empty(), "cannot save step ", state.step, ": ", final_dir.string(),
+           " exists and is not a lazytrain checkpoint (", problem, "); move it out of out.dir");
   const fs::path tmp =
       out_dir / (".step-" + std::to_string(state.step) + ".tmp-" + std::to_string(getpid()));
   if (fs::exists(tmp / kSaveMarker)) remove_marked_dir(tmp);
@@ -216,18 +255,25 @@ void check_no_foreign_step_folders(const fs::path& out_dir, int64_t first_step, 
   for (const auto& entry : fs::directory_iterator(out_dir)) {
     const std::string name = entry.path().filename().string();
     const auto n = step_of(name);
-    if (!n || *n <= first_step || *n > last_step || is_checkpoint(entry.path())) continue;
-    fail(entry.path().string(), " is not a lazytrain checkpoint (no ", kStateFile,
+    if (!n || *n <= first_step || *n > last_step) continue;
+    const std::string problem = inspect(entry.path()).problem;
+    if (problem.empty()) continue;
+    fail(entry.path().string(), " is not a lazytrain checkpoint (", problem,
          "), and this run may save step ", *n,
          " there; move it out of out.dir (the run deletes nothing it did not make)");
   }
 }
 
-fs::path resolve_checkpoint(const std::string& resume, const fs::path& out_dir) {
+std::vector<fs::path> saved_checkpoints(const fs::path& out_dir) {
+  return complete_checkpoints(out_dir);
+}
+
+fs::path resolve_checkpoint(const std::string& resume, const fs::path& out_dir,
+                            std::vector<std::string>* skipped) {
   LT_CHECK(!resume.empty(),
            "--resume: empty; give a checkpoint folder (out.dir/step-N) or 'latest'");
   if (resume == "latest") {
-    auto all = complete_checkpoints(out_dir);
+    auto all = complete_checkpoints(out_dir, skipped);
     LT_CHECK(!all.empty(), "--resume latest: no complete checkpoint (step-N/ with ", kStateFile,
              ") in '", out_dir.string(), "'");
     return all.back();
@@ -242,18 +288,8 @@ CheckpointContents read_checkpoint(const fs::path& dir) {
   c.dir = dir;
   std::ifstream in(dir / kStateFile);
   LT_CHECK(in.good(), (dir / kStateFile).string(), ": cannot open");
-  nlohmann::json j;
   try {
-    in >> j;
-    c.state.step = j.at("step").get<int64_t>();
-    c.state.sampler.epoch = j.at("sampler").at("epoch").get<uint64_t>();
-    c.state.sampler.position = j.at("sampler").at("position").get<uint64_t>();
-    c.state.sampler.offset = j.at("sampler").at("offset").get<uint64_t>();
-    // Written since data.sources; a checkpoint from before has one source.
-    c.state.sampler.draws = j.at("sampler").value("draws", uint64_t{0});
-    c.state.consecutive_bad_steps = j.value("consecutive_bad_steps", int64_t{0});
-    c.state.previous_grad_norm =
-        j.value("previous_grad_norm", std::numeric_limits<double>::quiet_NaN());
+    c.state = parse_state(nlohmann::json::parse(in));
   } catch (const nlohmann::json::exception& e) {
     fail((dir / kStateFile).string(), ": malformed training state (", e.what(), ")");
   }

@@ -4,13 +4,15 @@
 // generation files) plus the training state (optimizer.safetensors,
 // trainer_state.json, train_config.yaml). A checkpoint is built in a hidden
 // temporary folder and renamed into place, so a crash mid-save never leaves
-// a damaged step-N; trainer_state.json is written last, and a folder without
-// it is never taken for a checkpoint.
+// a damaged step-N; trainer_state.json is written last. A step-N folder is
+// taken for a checkpoint only when its trainer_state.json reads as one and
+// its optimizer.safetensors and config.json are there.
 //
 // Note [What a run may delete]: out.dir may hold the user's own files. A
 // run deletes only what this program made: folders carrying kSaveMarker
-// (its temporary and doomed save folders) and checkpoints carrying
-// trainer_state.json. Pruning to train.keep_last and `--resume latest`
+// (its temporary and doomed save folders) and checkpoints it reads as
+// such. A damaged checkpoint (a trainer_state.json cut short) is left for
+// the user to look at, never pruned or replaced. Pruning to train.keep_last and `--resume latest`
 // order checkpoints by when they were saved, not by step number, so a run
 // resumed from an earlier step keeps its own newest saves.
 #include <filesystem>
@@ -81,10 +83,17 @@ void remove_stale_saves(const std::filesystem::path& out_dir);
 void check_no_foreign_step_folders(const std::filesystem::path& out_dir, int64_t first_step,
                                    int64_t last_step);
 
+// The checkpoints in out_dir, oldest save first.
+std::vector<std::filesystem::path> saved_checkpoints(const std::filesystem::path& out_dir);
+
 // "latest" = the most recently saved complete checkpoint in out_dir;
 // anything else is a checkpoint folder. Throws naming what is missing.
+// With "latest", `skipped` (when given) gets each step-N folder that was
+// passed over, with why: "out/step-305 (trainer_state.json is malformed
+// (...))".
 std::filesystem::path resolve_checkpoint(const std::string& resume,
-                                         const std::filesystem::path& out_dir);
+                                         const std::filesystem::path& out_dir,
+                                         std::vector<std::string>* skipped = nullptr);
 
 // The training state and optimizer state of a checkpoint (the weights are
 // read with io::load_hf_model).

@@ -367,8 +367,13 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   TrainingData data = load_training_data(c, tokenizer, &log);
   r.sources = std::move(data.train);
 
-  if (options.resuming || !options.resume.empty())
-    r.resume_dir = resolve_checkpoint(options.resume, r.out_dir);
+  if (options.resuming || !options.resume.empty()) {
+    std::vector<std::string> skipped;
+    r.resume_dir = resolve_checkpoint(options.resume, r.out_dir, &skipped);
+    for (const std::string& folder : skipped)
+      log.message("warning: --resume latest skipped " + folder +
+                  ": it is not a checkpoint this run can read, and is left in place for you");
+  }
   const ResumeChanges resumed = compare_with_checkpoint(c, r.resume_dir, log);
   // The plan from config.json, before the weights: the masters of the
   // stages it puts on disk are loaded a stage at a time as the executor

@@ -96,6 +96,35 @@ TEST_F(OutDir, UserFilesAreNeverDeleted) {
   EXPECT_EQ(read_text(out() / "step-3" / "mine.txt"), "mine");
 }
 
+// `--resume latest` passes over a damaged newest checkpoint (its
+// trainer_state.json cut short) saying so, and the run's pruning leaves it:
+// only checkpoints the run can read are deleted. A run whose saves would
+// replace it stops at start.
+TEST_F(OutDir, ADamagedCheckpointIsSkippedWithAWarningAndNeverDeleted) {
+  train_quietly(config({"train.steps=2", "train.save_every=1", "train.keep_last=5"}));
+  fs::copy(out() / "step-2", out() / "step-9", fs::copy_options::recursive);
+  write_text(out() / "step-9" / "trainer_state.json", R"({"step": )");
+  ::testing::internal::CaptureStderr();
+  try {
+    train_quietly(config({"train.steps=4", "train.save_every=1", "train.keep_last=1"}), "latest");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_MENTIONS(log, "skipped " + (out() / "step-9").string());
+  EXPECT_MENTIONS(log, "trainer_state.json is malformed");
+  EXPECT_EQ(read_metrics(out()).size(), 4u);  // resumed at step 2
+  EXPECT_TRUE(fs::exists(out() / "step-4" / "trainer_state.json"));
+  EXPECT_FALSE(fs::exists(out() / "step-2"));  // keep_last 1
+  EXPECT_EQ(read_text(out() / "step-9" / "trainer_state.json"), R"({"step": )");
+  EXPECT_TRUE(fs::exists(out() / "step-9" / "model.safetensors"));
+
+  const std::string m = error_of(config({"train.steps=10"}), "latest");
+  EXPECT_MENTIONS(m, (out() / "step-9").string());
+  EXPECT_MENTIONS(m, "malformed");
+  EXPECT_EQ(read_text(out() / "step-9" / "trainer_state.json"), R"({"step": )");
+}
+
 // A second run on a locked out.dir is refused, naming the holder's PID; the
 // lock goes with its holder.
 TEST_F(OutDir, ASecondRunOnTheSameFolderIsRefused) {
