@@ -291,6 +291,7 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"dist.zero", integer(c.dist.zero)},
       {"dist.share_weights", boolean(c.dist.share_weights)},
       {"out.dir", str(c.out.dir)},
+      {"out.overwrite", boolean(c.out.overwrite)},
   };
 }
 

@@ -166,6 +166,10 @@ struct TrainConfig {
   } dist;
   struct Out {
     std::string dir = "runs/latest";
+    // A fresh run (no --resume) in an out.dir holding an earlier run's
+    // checkpoints is refused unless this is set: it would replace them (its
+    // saves prune them by train.keep_last, and metrics.jsonl starts over).
+    bool overwrite = false;
   } out;
   // What assembling the config changed on its own (the embedded demo's
   // keys that overrides send back to their defaults): printed with the

@@ -22,6 +22,9 @@ namespace lt::train {
 // about a minute of two CPU cores; at 3e-3 it was 84%, at 6e-3 it had not
 // left 2% by step 200, and in batches of 32 (the same time) 10%
 // (bench/RESULTS.md).
+// out.overwrite: `make demo` twice in a row starts the demo over in
+// runs/demo, replacing the last demo's checkpoint; a run that is no longer
+// the demo drops it (adapt_demo_to_overrides).
 const char* embedded_demo_config() {
   return R"(model:
   path: "@assets/demo/addition/model"
@@ -54,6 +57,7 @@ sched:
   min_lr_ratio: 0.1
 out:
   dir: runs/demo
+  overwrite: true
 )";
 }
 
@@ -109,6 +113,12 @@ std::vector<std::string> adapt_demo_to_overrides(TrainConfig& c,
           "the demo's {} go with its data: back to their defaults for the data the overrides name",
           fmt::join(reset, ", ")));
   }
+  // The demo's runs are throwaway, so it starts over in its out.dir; a run
+  // on another model or other data is the user's own, and a second one
+  // must not replace the first one's checkpoints.
+  if ((other_data || overridden(overrides, "model.path")) &&
+      !overridden(overrides, "out.overwrite"))
+    c.out.overwrite = d.out.overwrite;
   if (overridden(overrides, "model.path")) {
     const auto reset = reset_unset(
         overrides,

@@ -1,5 +1,5 @@
 #pragma once
-// The rule that goes with the embedded demo config (embedded_demo_config,
+// The rules that go with the embedded demo config (embedded_demo_config,
 // config.h) when overrides are laid over it.
 #include <string>
 #include <vector>
@@ -21,7 +21,10 @@ namespace lt::train {
 //   train its toy model from scratch (a learning rate of 2e-3 would wreck
 //   pretrained weights, seq_len 28 cuts real rows to nothing), so
 //   `--set model.path=DIR --set data.path=rows.jsonl` fine-tunes DIR with
-//   DIR's tokenizer and chat template and the defaults.
+//   DIR's tokenizer and chat template and the defaults;
+// - either: out.overwrite (the demo starts over in its out.dir because its
+//   runs are throwaway; the user's own training must not replace an
+//   earlier run's checkpoints).
 std::vector<std::string> adapt_demo_to_overrides(TrainConfig& config,
                                                  const std::vector<std::string>& overrides);
 

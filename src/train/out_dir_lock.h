@@ -4,10 +4,15 @@
 // saves mid-write. A run holds an exclusive flock(2) on out.dir/.lock for
 // its lifetime; the kernel drops it when the process ends, however it ends,
 // so a killed run never leaves a stale lock. The file holds the holder's
-// PID for the message a second run prints. It is never deleted: removing a
-// lock file while another process opens it would let two runs lock two
-// different files.
+// PID for the message a second run prints.
+//
+// A run that fails before it writes anything (a missing model file, a bad
+// --resume) leaves out.dir as it found it: the lock removes the lock file
+// and the folders it made for it, if it made them. Removing a lock file is
+// safe because a run that takes a lock checks that the file it locked is
+// still the one at out.dir/.lock, and takes the new one when it is not.
 #include <filesystem>
+#include <vector>
 
 namespace lt::train {
 
@@ -16,12 +21,21 @@ class OutDirLock {
   // Creates out_dir if needed and takes the lock, or throws naming out.dir
   // and the PID of the run holding it.
   explicit OutDirLock(const std::filesystem::path& out_dir);
+  // Without commit(): removes the lock file and the folders this lock made.
   ~OutDirLock();
   OutDirLock(const OutDirLock&) = delete;
   OutDirLock& operator=(const OutDirLock&) = delete;
 
+  // The run writes into out.dir from now on: the lock file and the folders
+  // made for it stay.
+  void commit() { committed_ = true; }
+
  private:
+  std::filesystem::path path_;
   int fd_ = -1;
+  bool made_file_ = false;
+  std::vector<std::filesystem::path> made_dirs_;  // deepest first
+  bool committed_ = false;
 };
 
 }  // namespace lt::train

@@ -93,7 +93,7 @@ ResumeChanges compare_with_checkpoint(const TrainConfig& c, const fs::path& resu
   const bool dtype_auto = c.train.dtype == "auto" || saved.train.dtype == "auto";
   for (const std::string& change : config_differences(saved, c)) {
     // Extending the run, or writing it elsewhere, is what a resume is for.
-    if (change.rfind("train.steps:", 0) == 0 || change.rfind("out.dir:", 0) == 0) continue;
+    if (change.rfind("train.steps:", 0) == 0 || change.rfind("out.", 0) == 0) continue;
     if (dtype_auto && change.rfind("train.dtype:", 0) == 0) continue;
     log.message("resume: " + change + " (was the checkpoint's)");
   }

@@ -32,6 +32,7 @@
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/compile_setup.h"
+#include "train/earlier_run.h"
 #include "train/generation.h"
 #include "train/generation_setup.h"
 #include "train/hardware_cache.h"
@@ -696,6 +697,15 @@ bool stop_requested(Run& r, const StopSignals& signals) {
 }  // namespace
 
 TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions& options) {
+  const dist::World world = dist::this_world();
+  const bool writer = world.rank == 0;  // of out.dir: the other ranks only read it
+  // Before anything in out.dir is read or written; declared before the run,
+  // so that a run failing in its setup has closed its scratch files there
+  // when the lock removes the folder it made.
+  std::optional<OutDirLock> lock;
+  if (writer) lock.emplace(requested.out.dir);
+  if (options.resume.empty() && !options.resuming && !requested.out.overwrite)
+    refuse_fresh_run_over_checkpoints(requested.out.dir);
   Run r;
   r.config = requested;
   // The saved config.yaml says what ran: train.dtype auto is resolved here.
@@ -703,18 +713,16 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
       r.config.train.dtype, resolve_train_device(r.config.train.device).is_cuda());
   const TrainConfig& c = r.config;
   r.out_dir = c.out.dir;
-  r.world = dist::this_world();
-  const bool writer = r.world.rank == 0;  // of out.dir: the other ranks only read it
-  std::optional<OutDirLock> lock;
-  if (writer) lock.emplace(r.out_dir);        // before anything in out.dir is read or written
-  if (writer) remove_stale_saves(r.out_dir);  // a killed or failed save's leftovers
+  r.world = world;
+  // A killed run's leftovers: a partial save, activation scratch files. Not
+  // the user's work, and they may take the disk room the plan counts on.
+  if (writer) remove_stale_saves(r.out_dir);
   if (const int n = !writer ? 0
                             : exec::remove_stale_scratch_files(
                                   c.exec.disk_path.empty() ? r.out_dir.string() : c.exec.disk_path))
     fmt::print(stderr, "removed {} activation scratch file(s) a killed run left\n", n);
   r.config_yaml = c.to_yaml();
-  if (writer) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
-  fmt::print("lazytrain train: resolved config (saved to {})\n{}",
+  fmt::print("lazytrain train: resolved config (saved to {} once the run is set up)\n{}",
              (r.out_dir / "config.yaml").string(), r.config_yaml);
   std::fflush(stdout);  // before progress lines on stderr, also when piped
 
@@ -730,6 +738,10 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     setup_host_peak = cpu_allocator().stats().peak_bytes - held_before;
     log.message(run_plan_line(r.plan));
   }
+  // Set up: from here on the run writes out.dir. A run that failed before
+  // this left an earlier run's config.yaml and metrics as they were.
+  if (lock) lock->commit();
+  if (writer) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
 
   const double params = static_cast<double>(r.model->config().num_parameters());
   StopSignals signals;

@@ -90,7 +90,7 @@ TEST_F(OutDir, UserFilesAreNeverDeleted) {
 
   fs::create_directories(out() / "step-3");
   write_text(out() / "step-3" / "mine.txt", "mine");
-  const std::string m = error_of(config({"train.steps=3"}));
+  const std::string m = error_of(config({"train.steps=3", "out.overwrite=true"}));
   EXPECT_MENTIONS(m, (out() / "step-3").string());
   EXPECT_MENTIONS(m, "not a lazytrain checkpoint");
   EXPECT_EQ(read_text(out() / "step-3" / "mine.txt"), "mine");
@@ -180,6 +180,10 @@ TEST_F(OutDir, AFailedSaveLeavesNoTemporaryFolder) {
   const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
   rlimit small = old;
   small.rlim_cur = 64 * 1024;  // below the fixture's 129 KiB weights
+  // The run's output goes to fresh files: stdout redirected to a file
+  // already past the limit would fail the run at its first line instead.
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string m;
   try {
@@ -189,6 +193,8 @@ TEST_F(OutDir, AFailedSaveLeavesNoTemporaryFolder) {
   }
   ::setrlimit(RLIMIT_FSIZE, &old);
   std::signal(SIGXFSZ, old_handler);
+  ::testing::internal::GetCapturedStdout();
+  ::testing::internal::GetCapturedStderr();
   EXPECT_FALSE(m.empty()) << "the save did not fail";
   for (const auto& entry : fs::directory_iterator(out())) {
     EXPECT_NE(entry.path().filename().string().rfind(".step-", 0), 0u) << entry.path();

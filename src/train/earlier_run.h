@@ -1,0 +1,17 @@
+#pragma once
+// A fresh run (no --resume) in an out.dir that holds an earlier run's
+// checkpoints would replace that run's work: its saves prune the earlier
+// checkpoints by train.keep_last, and metrics.jsonl starts over. As Hugging
+// Face Trainer's overwrite_output_dir, such a run is refused before it
+// writes anything, unless out.overwrite says to start over.
+#include <filesystem>
+
+namespace lt::train {
+
+// Throws naming out_dir, how many checkpoints it holds and the newest (the
+// one --resume latest continues from), and the three ways on: --resume
+// latest, another out.dir, or out.overwrite: true. Nothing when out_dir
+// holds no checkpoint.
+void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir);
+
+}  // namespace lt::train

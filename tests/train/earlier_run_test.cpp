@@ -1,0 +1,120 @@
+// What a run does to an out.dir an earlier run wrote: a fresh run refuses
+// to replace that run's checkpoints and metrics unless out.overwrite says
+// to start over, and a run that fails while loading leaves the folder as it
+// found it (it writes config.yaml only once it is set up).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+#define EXPECT_MENTIONS(message, text)               \
+  EXPECT_NE((message).find(text), std::string::npos) \
+      << "'" << (message) << "' lacks '" << (text) << "'"
+
+// Every folder and file under `dir`, with the files' contents.
+std::map<std::string, std::string> contents_of(const fs::path& dir) {
+  std::map<std::string, std::string> found;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    const std::string name = fs::relative(entry.path(), dir).string();
+    found[name] = entry.is_directory() ? "(folder)" : read_text(entry.path());
+  }
+  return found;
+}
+
+class EarlierRun : public ::testing::Test {
+ protected:
+  EarlierRun() : tmp_("earlier_run") { write_random_tokens(tmp_ / "data.jsonl", 8, 97, 5); }
+  TrainConfig config(const std::vector<std::string>& overrides, const fs::path& out) {
+    return fixture_config(fixture("llama"), tmp_ / "data.jsonl", out, overrides);
+  }
+  // The earlier run: two steps, saved at each (step-1, step-2).
+  void run_earlier() {
+    train_quietly(config({"train.steps=2", "train.save_every=1", "train.keep_last=5"}, out()));
+    ASSERT_TRUE(fs::exists(out() / "step-1" / "trainer_state.json"));
+    ASSERT_TRUE(fs::exists(out() / "step-2" / "trainer_state.json"));
+    ASSERT_EQ(count_lines(out() / "metrics.jsonl"), 2u);
+  }
+  std::string error_of(const TrainConfig& c, const std::string& resume = "") {
+    try {
+      train_quietly(c, resume);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "the run did not fail";
+    return "";
+  }
+  fs::path out() const { return tmp_ / "out"; }
+  TempDir tmp_;
+};
+
+// A fresh run into the earlier run's out.dir stops before it writes
+// anything, naming the folder, the newest checkpoint and the ways on;
+// out.overwrite: true starts over there.
+TEST_F(EarlierRun, AFreshRunIsRefusedUnlessOutOverwriteIsSet) {
+  run_earlier();
+  const auto before = contents_of(out());
+  const std::string m = error_of(config({"train.steps=3"}, out()));
+  EXPECT_MENTIONS(m, "out.dir '" + out().string() + "'");
+  EXPECT_MENTIONS(m, "2 checkpoint(s)");
+  EXPECT_MENTIONS(m, "the newest is step-2");
+  EXPECT_MENTIONS(m, "--resume latest");
+  EXPECT_MENTIONS(m, "another out.dir");
+  EXPECT_MENTIONS(m, "out.overwrite: true");
+  EXPECT_EQ(contents_of(out()), before);
+
+  train_quietly(config({"train.steps=3", "out.overwrite=true"}, out()));
+  EXPECT_EQ(count_lines(out() / "metrics.jsonl"), 3u);
+  EXPECT_TRUE(fs::exists(out() / "step-3" / "trainer_state.json"));
+  EXPECT_MENTIONS(read_text(out() / "config.yaml"), "steps: 3");
+}
+
+// A run that fails while loading (a --resume folder that is not there; a
+// model folder without its weights) leaves the earlier run's config.yaml,
+// metrics and checkpoints as they were.
+TEST_F(EarlierRun, AFailedLoadLeavesTheEarlierRunsFilesAsTheyWere) {
+  run_earlier();
+  const auto before = contents_of(out());
+  EXPECT_MENTIONS(read_text(out() / "config.yaml"), "steps: 2");
+  error_of(config({"train.steps=5"}, out()), (tmp_ / "nonexistent").string());
+  EXPECT_EQ(contents_of(out()), before);
+
+  write_fixture_config(tmp_ / "no_weights", "llama", 2);
+  error_of(config(
+      {"train.steps=5", "out.overwrite=true", "model.path=" + (tmp_ / "no_weights").string()},
+      out()));
+  EXPECT_EQ(contents_of(out()), before);
+}
+
+// A failed run leaves no out.dir behind where there was none, and an empty
+// one empty.
+TEST_F(EarlierRun, AFailedLoadLeavesNoNewFolderBehind) {
+  const fs::path nested = tmp_ / "new" / "a" / "b";
+  error_of(config({"out.dir=" + nested.string()}, out()), (tmp_ / "nonexistent").string());
+  EXPECT_FALSE(fs::exists(tmp_ / "new"));
+
+  const fs::path empty = tmp_ / "empty";
+  fs::create_directories(empty);
+  error_of(config({}, empty), (tmp_ / "nonexistent").string());
+  EXPECT_TRUE(fs::is_directory(empty));
+  EXPECT_TRUE(fs::is_empty(empty));
+}
+
+// `make demo` runs the embedded demo, which starts over in runs/demo each
+// time; the demo config on another model or other data is a run of the
+// user's, refused as any other unless it sets out.overwrite.
+TEST_F(EarlierRun, TheDemoStartsOverButAnotherRunOnItsConfigDoesNot) {
+  const std::string data = (tmp_ / "data.jsonl").string();
+  EXPECT_TRUE(load_train_config("", {}).out.overwrite);
+  EXPECT_TRUE(load_train_config("", {"out.dir=" + out().string()}).out.overwrite);
+  EXPECT_FALSE(load_train_config("", {"data.path=" + data}).out.overwrite);
+  EXPECT_FALSE(load_train_config("", {"model.path=" + fixture("llama").string()}).out.overwrite);
+  EXPECT_TRUE(load_train_config("", {"data.path=" + data, "out.overwrite=true"}).out.overwrite);
+  EXPECT_FALSE(TrainConfig{}.out.overwrite);
+}
+
+}  // namespace
+}  // namespace lt::train::testing
