@@ -12,10 +12,12 @@
 
 #include "cli/commands.h"
 #include "data/dataset.h"
+#include "data/seq_len_cut.h"
 #include "data/tokenizer.h"
 #include "exec/evaluate.h"
 #include "io/atomic_file.h"
 #include "io/hf_model.h"
+#include "models/context_limit.h"
 #include "train/generation_setup.h"
 #include "train/math_eval.h"
 
@@ -199,10 +201,8 @@ void run_eval(const EvalArgs& args) {
 
   models::CausalLM model = io::load_hf_model(args.model, DType::F32);
   const int64_t context = model.config().max_position_embeddings;
-  if (args.seq_len > context) {
-    fail("--seq-len ", args.seq_len, " is longer than the model's context: ", args.model,
-         "/config.json has max_position_embeddings ", context);
-  }
+  models::check_seq_len_fits(args.seq_len, "--seq-len", model.config(),
+                             args.model + "/config.json");
   if (!args.json) {
     fmt::print(stderr, "eval: reading {} as format {}{}\n", args.data, input.format,
                args.format == "auto" ? " (detected)" : "");
@@ -222,8 +222,7 @@ void run_eval(const EvalArgs& args) {
   // longer than the model's context is evaluated in windows of it.
   input.cut_length = args.seq_len > 0 ? args.seq_len : context;
   if (args.seq_len > 0) {
-    for (const auto& s : input.samples)
-      input.rows_cut += static_cast<int64_t>(s.ids.size()) > args.seq_len;
+    input.rows_cut = data::count_seq_len_cut(input.samples, args.seq_len).rows_cut;
   } else {
     input.samples = exec::split_into_windows(std::move(input.samples), context, &input.rows_cut);
     input.windows = true;

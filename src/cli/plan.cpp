@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "exec/schedule.h"
+#include "models/context_limit.h"
 #include "plan/data_parallel.h"
 #include "plan/planner.h"
 #include "train/config.h"
@@ -19,20 +21,33 @@
 
 namespace lt::cli {
 
+namespace {
+
+// --model's config.json: the folder's, or the file itself.
+std::string model_config_file(const std::string& model) {
+  const std::filesystem::path p(model);
+  return (std::filesystem::is_directory(p) ? p / "config.json" : p).string();
+}
+
+}  // namespace
+
 models::ModelConfig load_model_config(const std::string& path) {
-  const std::filesystem::path p(path);
-  LT_CHECK(std::filesystem::exists(p), path, ": no such file or folder (expected a Hugging Face ",
-           "model folder or a config.json)");
-  return models::ModelConfig::from_file(std::filesystem::is_directory(p) ? p / "config.json" : p);
+  LT_CHECK(std::filesystem::exists(path), path, ": no such file or folder (expected a Hugging ",
+           "Face model folder or a config.json)");
+  return models::ModelConfig::from_file(model_config_file(path));
 }
 
 namespace {
+
+// `plan`'s sequence length when --seq-len is not given: a common
+// fine-tuning length, for models whose context holds it.
+constexpr int64_t kDefaultSeqLen = 1024;
 
 struct PlanArgs {
   std::string model;
   std::string hardware;
   int64_t batch_size = 0;
-  int64_t seq_len = 1024;
+  int64_t seq_len = 0;  // 0: kDefaultSeqLen, or the model's context when shorter
   int64_t micro_batch = 0;
   int max_recompute = 8;
   double time_limit_s = 60;
@@ -350,7 +365,10 @@ void add_plan_command(CLI::App& app) {
                   fmt::format("sequences per step (default: the smallest within {:g}% of the "
                               "fastest, chunks of >= {} tokens preferred)",
                               plan::kBatchMargin * 100, plan::kMinChunkTokens));
-  cmd->add_option("--seq-len", args->seq_len, "tokens per sequence")->capture_default_str();
+  cmd->add_option("--seq-len", args->seq_len,
+                  fmt::format("tokens per sequence (default: {}, or the model's "
+                              "max_position_embeddings when shorter)",
+                              kDefaultSeqLen));
   cmd->add_option("--micro-batch", args->micro_batch, "sequences per chunk (default: chosen)");
   cmd->add_option("--max-recompute", args->max_recompute, "most blocks between two kept boundaries")
       ->capture_default_str();
@@ -395,7 +413,10 @@ void add_plan_command(CLI::App& app) {
              "(train.clip_with_previous_norm refuses several)");
     plan::PlanOptions o;
     o.batch_size = args->batch_size / args->gpus;  // one rank's share (0: the planner's choice)
-    o.seq_len = args->seq_len;
+    LT_CHECK(args->seq_len >= 0, "--seq-len must be a number of tokens, got ", args->seq_len);
+    o.seq_len = args->seq_len > 0 ? args->seq_len
+                                  : std::min(kDefaultSeqLen, config.max_position_embeddings);
+    models::check_seq_len_fits(o.seq_len, "--seq-len", config, model_config_file(args->model));
     o.chunk_sequences = args->micro_batch;
     o.max_recompute = args->max_recompute;
     o.time_limit_s = args->time_limit_s;

@@ -8,15 +8,20 @@
 
 namespace lt::exec {
 
+int64_t computed_tokens(const std::vector<data::Batch>& micro_batches, int64_t targets_over_ranks) {
+  int64_t tokens = 0;
+  for (const auto& mb : micro_batches)
+    if (mb.target_count > 0 || targets_over_ranks > 0) tokens += mb.tokens;
+  return tokens;
+}
+
 void forward_backward(const models::CausalLM& model, const std::vector<data::Batch>& micro_batches,
                       optim::GradNormPartials* norm, StepStats& stats, const BackwardHooks& hooks,
                       int64_t targets_over_ranks) {
   const Device device = model.device();
   int64_t targets = 0;
-  for (const auto& mb : micro_batches) {
-    stats.tokens += mb.tokens;
-    targets += mb.target_count;
-  }
+  for (const auto& mb : micro_batches) targets += mb.target_count;
+  stats.tokens += computed_tokens(micro_batches, targets_over_ranks);
   stats.target_count += targets;
   const double denominator = static_cast<double>(
       std::max<int64_t>(targets_over_ranks > 0 ? targets_over_ranks : targets, 1));

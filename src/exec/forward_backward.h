@@ -28,6 +28,15 @@ struct BackwardHooks {
   std::function<void()> before_last_backward;
 };
 
+// The real tokens of the micro-batches a step computes, for its tokens/s:
+// only those with a counted target, since the others are skipped (no
+// forward, no backward); a step without one computes nothing, and counting
+// its tokens over its near-zero seconds made millions of tokens/s.
+// `targets_over_ranks` > 0 (data parallel): every shard counts, as rank 0's
+// shard carries the whole batch's tokens (dist/shard.h) whether or not its
+// own rows have targets.
+int64_t computed_tokens(const std::vector<data::Batch>& micro_batches, int64_t targets_over_ranks);
+
 // `targets_over_ranks` (data parallel, exec/cross_rank_sum.h): the global
 // batch's target count over every rank's shard, the loss's denominator, so
 // that the ranks' gradients and losses add up to the global batch's; 0: the

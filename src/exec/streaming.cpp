@@ -10,6 +10,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "exec/forward_backward.h"
 #include "exec/streaming_impl.h"
 #include "exec/weight_binding.h"
 #include "exec/zero_optimizer.h"
@@ -808,11 +809,9 @@ StepStats StreamingExecutor::step(const std::vector<data::Batch>& micro_batches,
   m.stats = &stats;
   ++m.steps_started;
   m.device.set_trace(m.tracing());
-  for (const auto& mb : micro_batches) {
-    stats.tokens += mb.tokens;
-    stats.target_count += mb.target_count;
-  }
+  for (const auto& mb : micro_batches) stats.target_count += mb.target_count;
   if (m.options.ranks) stats.target_count = m.begin_sums_over_ranks(stats.target_count);
+  stats.tokens = computed_tokens(micro_batches, m.options.ranks ? stats.target_count : 0);
   // As the resident executor: each piece's loss is divided by the global
   // target count, so the sum over pieces is the mean over the global batch.
   const double denominator = static_cast<double>(std::max<int64_t>(stats.target_count, 1));

@@ -4,10 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 
 #include "core/error.h"
 #include "dist/process.h"
+#include "models/context_limit.h"
 #include "plan/milp.h"
 #include "plan/profile.h"
 #include "plan/schedule_price.h"
@@ -307,6 +309,11 @@ std::string whole_model_read_back_refusal(const RunPlan& p, const models::ModelC
 
 RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& model,
                     PlanTarget target) {
+  const std::filesystem::path model_path(requested.model.path);
+  models::check_seq_len_fits(
+      requested.train.seq_len, "config key 'train.seq_len'", model,
+      (std::filesystem::is_directory(model_path) ? model_path / "config.json" : model_path)
+          .string());
   RunPlan p;
   const bool elsewhere = target == PlanTarget::ProfiledGpu && requested.train.device == "cuda" &&
                          !requested.exec.hardware.empty() &&

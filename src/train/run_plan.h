@@ -91,7 +91,8 @@ std::string whole_model_read_back_refusal(const RunPlan& p, const models::ModelC
 // memory alone. `lazytrain train` always resolves for ThisMachine.
 enum class PlanTarget { ThisMachine, ProfiledGpu };
 
-// The plan for `c` (validated) training `model`.
+// The plan for `c` (validated) training `model`. A train.seq_len longer
+// than the model's max_position_embeddings is refused, naming both.
 RunPlan resolve_run(const TrainConfig& c, const models::ModelConfig& model,
                     PlanTarget target = PlanTarget::ThisMachine);
 

@@ -3,10 +3,56 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "data/seq_len_cut.h"
 
 namespace lt::train {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Padded training rows and every evaluation row (of eval_loss, when the run
+// evaluates) are a sample's first train.seq_len tokens (packing carries the
+// rest into the next row): says how many rows that cuts, and how many of
+// those it leaves nothing to train on or score. Training rows of which
+// none keeps a trained token are refused: the run would take steps that
+// compute nothing and learn nothing.
+void report_seq_len_cut(const TrainConfig& c, const std::vector<data::Sample>& samples,
+                        const std::string& file, bool trains, ProgressBar* log) {
+  if (trains ? c.data.pack : c.train.eval_every <= 0) return;
+  const int64_t seq_len = c.train.seq_len;
+  const data::SeqLenCut cut = data::count_seq_len_cut(samples, seq_len);
+  LT_CHECK(!trains || cut.rows_with_target > 0, file,
+           ": no row keeps a trained token (label != -100) within train.seq_len ", seq_len, " (",
+           cut.rows_cut, " of ", cut.rows, " rows are longer and were cut; the longest has ",
+           cut.longest, " tokens): the run could learn nothing; raise train.seq_len");
+  if (cut.rows_cut == 0) return;
+  const char* use = trains ? "trained" : "scored by eval_loss";
+  std::string line =
+      fmt::format("data: {} of {} rows of {} are longer than train.seq_len {} and were cut",
+                  cut.rows_cut, cut.rows, file, seq_len);
+  if (cut.cut_without_target > 0) {
+    line += fmt::format(
+        "; {} of them keep no {} token (all of theirs lie past token {}): raise train.seq_len "
+        "(the longest row has {} tokens)",
+        cut.cut_without_target, trains ? "trained" : "scored", seq_len, cut.longest);
+  } else {
+    line += fmt::format(" (their tokens past {} are not {})", seq_len, use);
+  }
+  log->message(line);
+}
+
+}  // namespace
+
+int64_t rows_per_epoch(const std::vector<data::WeightedSamples>& sources, int64_t seq_len,
+                       bool pack) {
+  int64_t rows = 0, tokens = 0;
+  for (const auto& source : sources) {
+    rows += static_cast<int64_t>(source.samples.size());
+    for (const auto& s : source.samples) tokens += static_cast<int64_t>(s.ids.size());
+  }
+  return pack ? (tokens + seq_len - 1) / seq_len : rows;
+}
 
 fs::path tokenizer_dir_of(const TrainConfig& c) {
   return fs::path(c.data.tokenizer.empty() ? c.model.path : c.data.tokenizer);
@@ -41,6 +87,7 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSou
   for (size_t i = 0; i < report.problems.size() && i < 5; ++i) {
     log->message("  skipped: " + report.problems[i]);
   }
+  report_seq_len_cut(c, samples, source.path, source.split != "eval", log);
   return samples;
 }
 
@@ -71,6 +118,16 @@ TrainingData load_training_data(const TrainConfig& c, const data::Tokenizer* tok
     d.train.push_back({std::move(samples), source.weight, source.path});
   }
   for (auto& part : held_out) d.eval.push_back(std::move(part));
+  // A step draws train.batch_size rows whatever the data holds.
+  const int64_t rows = rows_per_epoch(d.train, c.train.seq_len, c.data.pack);
+  if (rows < c.train.batch_size) {
+    log->message(fmt::format(
+        "data: the training data makes {} row{}{}, fewer than train.batch_size {}: each step "
+        "repeats rows",
+        rows, rows == 1 ? "" : "s",
+        c.data.pack ? fmt::format(" packed to train.seq_len {}", c.train.seq_len) : "",
+        c.train.batch_size));
+  }
   if (d.train.size() > 1) {
     double total = 0;
     for (const auto& s : d.train) total += s.weight;

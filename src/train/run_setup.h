@@ -24,15 +24,23 @@ std::vector<data::DataSource> data_sources(const TrainConfig& c);
 
 // The samples of `source` read with the config's other data keys; one line
 // on `log` says how many, in which format and template, and what was
-// skipped.
+// skipped, and one how many rows train.seq_len cuts (padded training rows
+// and evaluation rows), if any. Training rows none of which keeps a trained
+// token within train.seq_len are refused, naming the file.
 std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSource& source,
                                        const data::Tokenizer* tokenizer, ProgressBar* log);
+
+// The rows one pass over `sources` makes: one per sample, or packed, their
+// tokens in rows of seq_len.
+int64_t rows_per_epoch(const std::vector<data::WeightedSamples>& sources, int64_t seq_len,
+                       bool pack);
 
 // What a run trains and evaluates on: the split-train sources with their
 // weights (less the rows data.eval_split holds out), and the evaluation
 // rows by origin: data.eval_path, the split-eval sources, then the held-out
 // rows of each training source. Lines on `log` say what was mixed and held
-// out.
+// out, and when the training rows are fewer than train.batch_size (each
+// step then repeats rows).
 struct TrainingData {
   std::vector<data::WeightedSamples> train;
   std::vector<data::WeightedSamples> eval;

@@ -174,12 +174,7 @@ std::unique_ptr<exec::StreamingDevice> make_device(const TrainConfig& c, const R
 int64_t steps_per_epoch(const std::vector<data::WeightedSamples>& sources,
                         const data::BatchOptions& b, int64_t grad_accum) {
   const int64_t sequences_per_step = b.batch_size * grad_accum;
-  int64_t sequences = 0, tokens = 0;
-  for (const auto& source : sources) {
-    sequences += static_cast<int64_t>(source.samples.size());
-    for (const auto& s : source.samples) tokens += static_cast<int64_t>(s.ids.size());
-  }
-  if (b.pack) sequences = (tokens + b.seq_len - 1) / b.seq_len;
+  const int64_t sequences = rows_per_epoch(sources, b.seq_len, b.pack);
   return std::max<int64_t>(1, (sequences + sequences_per_step - 1) / sequences_per_step);
 }
 
@@ -331,6 +326,7 @@ struct Run {
   TrainerState state;
   fs::path last_saved;
   bool warned_over_plan = false;
+  bool said_step_without_targets = false;
   // data.eval_task math: the score before the first step (a fresh run) and
   // the latest, for the closing lines.
   std::optional<MathEvalAt> math_before_training, math_latest;
@@ -652,6 +648,18 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
   }
 }
 
+// A batch whose rows keep no trained token (each cut at train.seq_len
+// before its answer) computes nothing and updates nothing: said once, so
+// that its loss of 0 and its 0 tokens/s are not read as results.
+void note_step_without_targets(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
+  if (stats.target_count > 0 || r.said_step_without_targets) return;
+  r.said_step_without_targets = true;
+  bar.message(fmt::format(
+      "step {}: no row of its batch keeps a trained token within train.seq_len {}: nothing was "
+      "computed or updated, and the step logs loss 0 and 0 tokens/s (said once)",
+      r.state.step + 1, r.config.train.seq_len));
+}
+
 // The greedy sample runs where the f32 masters are: on the GPU for the
 // resident executor on cuda (f32, TF32 GEMMs), on the host otherwise. The
 // streaming executor keeps its masters on the host because the model may
@@ -786,6 +794,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     if (metrics) metrics->write(line);
     result.final_loss = stats.loss;
     count_bad_steps(r, stats, bar);
+    note_step_without_targets(r, stats, bar);
     ++r.state.step;
     bar.update(r.state.step - 1, stats.loss, line.at("tokens_per_s").get<double>(),
                line.at("tflops").get<double>(), fmt::format(" | lr {:.2e}", step_options.lr));

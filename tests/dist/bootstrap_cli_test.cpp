@@ -21,6 +21,7 @@ std::string train_fails(const TempDir& tmp, std::vector<std::string> prefix = {}
                                    "--set", "data.format=tokens",
                                    "--set", "train.device=cpu",
                                    "--set", "train.steps=1",
+                                   "--set", "train.seq_len=16",
                                    "--set", "out.dir=" + (tmp / "out").string()};
   args.insert(args.begin(), prefix.begin(), prefix.end());
   const int code = run_program(args, tmp / "run.log", &output, 60);

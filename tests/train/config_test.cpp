@@ -186,6 +186,7 @@ TEST_F(ConfigErrors, AModelLargerThanTheHostMemoryNamesItsConfig) {
   config["num_attention_heads"] = 512;
   config["num_key_value_heads"] = 8;
   config["head_dim"] = 128;
+  config["max_position_embeddings"] = 4096;  // holds train.seq_len's default, 512
   write_text(model / "config.json", config.dump());
   write_text(tmp_ / "run.yaml", yaml("", "", model.string()));
   std::string output;

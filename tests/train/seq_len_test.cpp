@@ -1,0 +1,173 @@
+// train.seq_len against the data and the model: rows it cuts are counted
+// and said, rows it leaves nothing to train on are said, a run whose rows
+// all keep nothing is refused, a step with nothing to train claims no
+// throughput, a length past the model's context is refused (train, plan),
+// and a dataset smaller than a batch says that each step repeats rows.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "support/errors.h"
+#include "train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+#define EXPECT_MENTIONS(message, text)               \
+  EXPECT_NE((message).find(text), std::string::npos) \
+      << "'" << (message) << "' lacks '" << (text) << "'"
+
+// A row of `length` tokens whose first `masked` labels are -100 (a prompt).
+struct Row {
+  int64_t length, masked;
+};
+
+void write_rows(const fs::path& path, const std::vector<Row>& rows) {
+  std::vector<std::vector<int64_t>> ids, labels;
+  for (const Row& r : rows) {
+    std::vector<int64_t> row, lab;
+    for (int64_t i = 0; i < r.length; ++i) {
+      row.push_back(1 + (i * 7 + r.length) % 90);  // inside the fixture's vocabulary of 97
+      lab.push_back(i < r.masked ? -100 : row.back());
+    }
+    ids.push_back(row);
+    labels.push_back(lab);
+  }
+  write_tokens_jsonl(path, ids, labels);
+}
+
+// Runs `config` in this process; returns what it printed on stderr.
+std::string train_and_capture(const TrainConfig& config) {
+  ::testing::internal::CaptureStderr();
+  try {
+    train_quietly(config);
+  } catch (...) {
+    ::testing::internal::GetCapturedStderr();
+    throw;
+  }
+  return ::testing::internal::GetCapturedStderr();
+}
+
+// seq_len 8, padded: a row keeps its first 8 tokens, whose targets are
+// labels 1..7. By hand, per row: cut? targets kept (tokens kept):
+//   {5, 0}:  no,  4 (5)      {12, 10}: yes, 0      {12, 4}: yes, 4 (8)
+//   {10, 9}: yes, 0          {8, 7}:   no,  1 (8)  {9, 8}:  yes, 0
+// So 4 of 6 rows are cut and 3 of them keep no trained token.
+const std::vector<Row> kMixedRows = {{5, 0}, {12, 10}, {12, 4}, {10, 9}, {8, 7}, {9, 8}};
+
+TEST(SeqLen, TrainSaysWhichRowsItCutsAndAStepWithoutTargetsClaimsNoThroughput) {
+  TempDir tmp("seq_len_cut");
+  const fs::path data = tmp / "rows.jsonl";
+  write_rows(data, kMixedRows);
+  // One row a step, one epoch: every row is a step of its own.
+  const std::string err =
+      train_and_capture(fixture_config(fixture("llama"), data, tmp / "out",
+                                       {"train.seq_len=8", "train.batch_size=1", "train.steps=6"}));
+  EXPECT_MENTIONS(err, "data: 4 of 6 rows of " + data.string() +
+                           " are longer than train.seq_len 8 and were cut; 3 of them keep no "
+                           "trained token");
+  EXPECT_MENTIONS(err, "no row of its batch keeps a trained token within train.seq_len 8");
+
+  // Each step's (tokens, targets) is its row's, by hand above; the three
+  // rows without a target compute nothing, so they process no tokens.
+  const auto lines = read_metrics(tmp / "out");
+  ASSERT_EQ(lines.size(), 6u);
+  std::vector<std::pair<int64_t, int64_t>> got;
+  for (const auto& line : lines) {
+    got.emplace_back(line.at("tokens").get<int64_t>(), line.at("target_count").get<int64_t>());
+    if (line.at("target_count").get<int64_t>() == 0) {
+      EXPECT_EQ(line.at("tokens_per_s").get<double>(), 0.0) << line.dump();
+      EXPECT_EQ(line.at("tflops").get<double>(), 0.0) << line.dump();
+    } else {
+      EXPECT_GT(line.at("tokens_per_s").get<double>(), 0.0) << line.dump();
+    }
+  }
+  std::sort(got.begin(), got.end());
+  const std::vector<std::pair<int64_t, int64_t>> expected = {{0, 0}, {0, 0}, {0, 0},
+                                                             {5, 4}, {8, 1}, {8, 4}};
+  EXPECT_EQ(got, expected);
+}
+
+TEST(SeqLen, RowsThatAllKeepNoTrainedTokenAreRefusedUnlessPacked) {
+  TempDir tmp("seq_len_nothing");
+  const fs::path data = tmp / "rows.jsonl";
+  // Every row's first trained label is at index 8 or later: cut at 8,
+  // none is left a target.
+  write_rows(data, {{12, 10}, {10, 9}, {9, 8}});
+  const std::string e = lt::testing::error_of([&] {
+    train_quietly(
+        fixture_config(fixture("llama"), data, tmp / "out", {"train.seq_len=8", "train.steps=1"}));
+  });
+  EXPECT_MENTIONS(e, data.string() + ": no row keeps a trained token");
+  EXPECT_MENTIONS(e,
+                  "within train.seq_len 8 (3 of 3 rows are longer and were cut; the longest "
+                  "has 12 tokens)");
+  EXPECT_MENTIONS(e, "raise train.seq_len");
+  // Packed, a long row goes on in the next row: its answer is trained.
+  std::string err;
+  ASSERT_NO_THROW(err = train_and_capture(
+                      fixture_config(fixture("llama"), data, tmp / "packed",
+                                     {"train.seq_len=8", "train.steps=1", "data.pack=true"})));
+  EXPECT_EQ(err.find("were cut"), std::string::npos) << err;
+  EXPECT_GT(read_metrics(tmp / "packed").at(0).at("target_count").get<int64_t>(), 0);
+}
+
+TEST(SeqLen, ALengthPastTheModelsContextIsRefusedByTrainAndPlan) {
+  TempDir tmp("seq_len_context");
+  write_random_tokens(tmp / "rows.jsonl", 4, 97, 1);
+  const fs::path config_json = fixture("llama") / "config.json";
+  const int64_t context =
+      nlohmann::json::parse(read_text(config_json)).at("max_position_embeddings").get<int64_t>();
+  const std::string too_long = std::to_string(context + 1);
+  const std::string e = lt::testing::error_of([&] {
+    train_quietly(fixture_config(fixture("llama"), tmp / "rows.jsonl", tmp / "out",
+                                 {"train.seq_len=" + too_long, "train.steps=1"}));
+  });
+  EXPECT_MENTIONS(e, "config key 'train.seq_len' " + too_long +
+                         " is longer than the model's context: " + config_json.string() +
+                         " has max_position_embeddings " + std::to_string(context));
+  // The whole context is allowed.
+  EXPECT_NO_THROW(
+      train_quietly(fixture_config(fixture("llama"), tmp / "rows.jsonl", tmp / "full",
+                                   {"train.seq_len=" + std::to_string(context), "train.steps=1"})));
+
+  std::string out;
+  EXPECT_NE(run_program({"plan", "--model", fixture("llama").string(), "--seq-len", "100000"},
+                        tmp / "plan.log", &out),
+            0);
+  EXPECT_MENTIONS(out,
+                  "--seq-len 100000 is longer than the model's context: " + config_json.string() +
+                      " has max_position_embeddings " + std::to_string(context));
+  // Without --seq-len, plan takes the model's context when it is under 1024.
+  ASSERT_EQ(run_program({"plan", "--model", fixture("llama").string(), "--batch-size", "4",
+                         "--time-limit", "5", "--json"},
+                        tmp / "plan_default.log", &out),
+            0)
+      << out;
+  const auto plan =
+      nlohmann::json::parse(out.substr(out.find('{'), out.rfind('}') - out.find('{') + 1));
+  EXPECT_EQ(plan.at("seq_len").get<int64_t>(), context);
+}
+
+TEST(SeqLen, ADatasetSmallerThanABatchSaysEachStepRepeatsRows) {
+  TempDir tmp("seq_len_small");
+  const fs::path data = tmp / "rows.jsonl";
+  // 5 rows of 3 tokens: 5 padded rows, or 15 tokens packed into 2 rows of 8.
+  write_rows(data, {{3, 0}, {3, 0}, {3, 0}, {3, 0}, {3, 0}});
+  const auto run = [&](const std::string& name, const std::vector<std::string>& keys) {
+    std::vector<std::string> all = {"train.seq_len=8", "train.steps=1"};
+    all.insert(all.end(), keys.begin(), keys.end());
+    return train_and_capture(fixture_config(fixture("llama"), data, tmp / name, all));
+  };
+  EXPECT_MENTIONS(run("six", {"train.batch_size=6"}),
+                  "data: the training data makes 5 rows, fewer than train.batch_size 6: each step "
+                  "repeats rows");
+  EXPECT_EQ(run("four", {"train.batch_size=4"}).find("each step repeats rows"), std::string::npos);
+  EXPECT_MENTIONS(run("packed", {"train.batch_size=4", "data.pack=true"}),
+                  "data: the training data makes 2 rows packed to train.seq_len 8, fewer than "
+                  "train.batch_size 4: each step repeats rows");
+}
+
+}  // namespace
+}  // namespace lt::train::testing
