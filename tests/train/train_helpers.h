@@ -138,6 +138,17 @@ inline TrainRunResult train_quietly(const TrainConfig& config, const std::string
   return run_training(config, options);
 }
 
+// The lt::Error a run of `config` stops with (a test failure if it does not).
+inline std::string training_error(const TrainConfig& config, const std::string& resume = "") {
+  try {
+    train_quietly(config, resume);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "the run did not fail";
+  return "";
+}
+
 // metrics.jsonl of a run, one object per line (a torn line fails the test).
 inline std::vector<nlohmann::json> read_metrics(const fs::path& out_dir) {
   std::vector<nlohmann::json> lines;
