@@ -280,8 +280,11 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
   }
   const auto& s = r.schedule;
   const int64_t L = c.num_hidden_layers;
-  fmt::print("model: {} blocks, {:.3f} B parameters, hidden {}, FFN {}\n", L,
-             c.num_parameters() / 1e9, c.hidden_size, c.intermediate_size);
+  const double params = static_cast<double>(c.num_parameters());
+  fmt::print(
+      "model: {} blocks, {} parameters, hidden {}, FFN {}\n", L,
+      params >= 1e9 ? fmt::format("{:.3f} B", params / 1e9) : fmt::format("{:.3f} M", params / 1e6),
+      c.hidden_size, c.intermediate_size);
   fmt::print("streaming schedule: batch {} x seq {}: micro-batch {} ({} chunks)\n", s.batch_size,
              r.sizes.seq_len, s.chunk_sequences, s.batch_size / s.chunk_sequences);
   if (o.batch_size == 0) {

@@ -32,8 +32,12 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--out", *out, "where to write the profile")->capture_default_str();
   cmd->add_option("--disk-path", options->disk_path, "folder for the disk test and offload")
       ->capture_default_str();
-  cmd->add_option("--disk-mb", *disk_mb, "MiB written and read back")->capture_default_str();
-  cmd->add_option("--repeats", options->repeats, "runs per figure (median)")->capture_default_str();
+  cmd->add_option("--disk-mb", *disk_mb, "MiB written and read back")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  cmd->add_option("--repeats", options->repeats, "runs per figure (median)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   cmd->add_option("--model", timing->model,
                   "also time this model's stages (Hugging Face folder or config.json; random "
                   "weights) into stage_times");

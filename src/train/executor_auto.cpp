@@ -76,19 +76,33 @@ const ExecutorCandidate* fastest_fitting(const std::vector<ExecutorCandidate>& c
   return best;
 }
 
+namespace {
+
+// Seconds in the unit that shows them: a tiny model's step is microseconds.
+std::string step_time_text(double s) {
+  if (s >= 0.1) return fmt::format("{:8.3f} s ", s);
+  if (s >= 1e-4) return fmt::format("{:8.3f} ms", s * 1e3);
+  return fmt::format("{:8.3f} us", s * 1e6);
+}
+
+}  // namespace
+
 std::vector<std::string> candidate_table(const std::vector<ExecutorCandidate>& candidates,
-                                         double streaming_step_s) {
-  std::vector<std::string> lines = {"exec.mode auto: predicted step per executor:"};
+                                         double streaming_step_s, bool on_the_cpu) {
+  std::vector<std::string> lines = {
+      on_the_cpu ? "exec.mode auto: predicted step per executor on the hardware profile's GPU "
+                   "(this run is on the CPU, which chooses as that GPU would):"
+                 : "exec.mode auto: predicted step per executor:"};
   for (const ExecutorCandidate& e : candidates) {
-    lines.push_back(fmt::format("  {:<9} {:>8.3f} s  {:<16} {}", exec::executor_name(e.executor),
-                                e.step_s,
+    lines.push_back(fmt::format("  {:<9} {}  {:<16} {}", exec::executor_name(e.executor),
+                                step_time_text(e.step_s),
                                 e.fits ? fmt::format("fits ({:.1f} GB)", e.gpu_bytes / 1e9)
                                        : fmt::format("needs {:.1f} GB", e.gpu_bytes / 1e9),
                                 e.detail));
   }
   if (streaming_step_s > 0)
-    lines.push_back(fmt::format("  {:<9} {:>8.3f} s  {:<16} the planner's schedule", "streaming",
-                                streaming_step_s, "fits"));
+    lines.push_back(fmt::format("  {:<9} {}  {:<16} the planner's schedule", "streaming",
+                                step_time_text(streaming_step_s), "fits"));
   return lines;
 }
 

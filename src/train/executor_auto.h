@@ -33,8 +33,9 @@ std::vector<ExecutorCandidate> whole_model_candidates(const TrainConfig& c,
 // The fastest candidate that fits, or null.
 const ExecutorCandidate* fastest_fitting(const std::vector<ExecutorCandidate>& candidates);
 
-// One line per candidate (and the streaming plan's, when step_s > 0).
+// One line per candidate (and the streaming plan's, when step_s > 0);
+// `on_the_cpu`: the run is on the CPU stand-in, priced as the profile's GPU.
 std::vector<std::string> candidate_table(const std::vector<ExecutorCandidate>& candidates,
-                                         double streaming_step_s);
+                                         double streaming_step_s, bool on_the_cpu);
 
 }  // namespace lt::train

@@ -164,7 +164,7 @@ void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
     }
     if (streaming_s > 0 && streaming_s <= best->step_s) best = nullptr;
   }
-  for (const std::string& line : candidate_table(candidates, streaming_s))
+  for (const std::string& line : candidate_table(candidates, streaming_s, p.device.is_cpu()))
     p.reasons.push_back(line);
   if (!best) return;
   p.executor = best->executor;

@@ -80,9 +80,9 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSou
   options.tokenizer_path = tokenizer_dir_of(c);  // tokenizer_config.json: template and EOS
   data::DatasetReport report;
   auto samples = data::load_dataset(source.path, tokenizer, options, &report);
-  log->message(fmt::format("data: {} samples from {} rows of {} (format {}, template {}){}",
-                           report.samples, report.rows, source.path, report.format,
-                           report.template_name,
+  log->message(fmt::format("data: {} samples from {} rows of {} (format {}{}){}", report.samples,
+                           report.rows, source.path, report.format,
+                           report.template_name.empty() ? "" : ", template " + report.template_name,
                            report.skipped ? fmt::format(", {} skipped", report.skipped) : ""));
   for (size_t i = 0; i < report.problems.size() && i < 5; ++i) {
     log->message("  skipped: " + report.problems[i]);
