@@ -193,9 +193,10 @@ std::string describe_states(const TrainConfig& c, const models::ModelConfig& mod
 // Note [Profile by default] (train/hardware_cache.h): a GPU run that plans
 // or compares executors and names no exec.hardware reads (or measures once)
 // this machine's profile with the model's stage times. A run with a fixed
-// executor and schedule only reads one a run before measured: its plan
-// line's prediction is then the profile's, not the FLOP model's (25% fast
-// for a 3B on the H200), and it says which it is.
+// executor and schedule only reads one a run before measured; without one
+// it has no predicted step: the FLOP model predicts a 3B on the H200 ~25%
+// short (issue 27), a figure to mislead rather than to hold a run to.
+// exec.hardware: defaults asks for the FLOP model by name.
 void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunPlan& p) {
   if (!c.exec.hardware.empty() || !p.device.is_cuda()) return;
 #ifdef LT_WITH_CUDA
@@ -204,10 +205,12 @@ void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunP
   const int64_t seq_len = c.train.seq_len;
   if (c.exec.mode != "auto" && c.exec.schedule != "auto") {
     const std::string path = cached_profile(dir, device_name, model, seq_len);
-    p.reasons.push_back(
-        path.empty() ? std::string("hardware: no measured profile of this model here, so the "
-                                   "prediction is the FLOP model's (exec.mode auto measures one)")
-                     : fmt::format("hardware: the measured profile {}", path));
+    p.reasons.push_back(path.empty()
+                            ? std::string("hardware: no measured profile of this model here, so no "
+                                          "step is predicted (exec.mode auto, or lazytrain profile "
+                                          "--model, measures one; exec.hardware: defaults predicts "
+                                          "with the FLOP model)")
+                            : fmt::format("hardware: the measured profile {}", path));
     c.exec.hardware = p.cached_profile_path = path;
     return;
   }
@@ -371,7 +374,10 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   if (c.exec.mode == "auto") choose_fastest(c, model, choice, candidates, asked_chunk, planned, p);
   // The executor cost model is of a GPU (the profile's): a CPU run gets no
   // prediction from it.
-  if (p.device.is_cuda() && p.executor != exec::ExecutorKind::Streaming) {
+  // On a GPU, only with a profile (measured, named, or defaults by name):
+  // an empty exec.hardware here is use_measured_profile finding none.
+  const bool priced = !c.exec.hardware.empty();
+  if (p.device.is_cuda() && priced && p.executor != exec::ExecutorKind::Streaming) {
     for (const ExecutorCandidate& e : candidates)
       if (e.executor == p.executor) p.predicted_step_s = e.step_s;
   }
@@ -448,7 +454,7 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   p.state_traffic = plan::state_traffic(model, p.sizes);
   if (p.budget.items.empty() || chunk_changed)
     p.budget = exec::bytes_needed(model, p.sizes, p.schedule);
-  if (p.predicted_step_s == 0 && p.device.is_cuda()) price_named_schedule(c, model, p);
+  if (p.predicted_step_s == 0 && p.device.is_cuda() && priced) price_named_schedule(c, model, p);
   return p;
 }
 
