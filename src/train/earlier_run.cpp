@@ -13,9 +13,8 @@ void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir) {
   fail(fmt::format(
       "out.dir '{}' holds {} checkpoint(s) of an earlier run (the newest is {}), and this run "
       "starts fresh: it would replace them and that run's metrics.jsonl (the run deletes nothing "
-      "it did "
-      "not make). To continue that run, add --resume latest; to keep it, set another out.dir; to "
-      "start over here, set out.overwrite: true (--set out.overwrite=true)",
+      "it did not make). To continue that run, add --resume latest; to keep it, set another "
+      "out.dir; to start over here, set out.overwrite: true (--set out.overwrite=true)",
       out_dir.string(), checkpoints.size(), checkpoints.back().filename().string()));
 }
 
