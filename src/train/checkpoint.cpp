@@ -165,6 +165,19 @@ void copy_companions(const fs::path& from, const auto& names, const fs::path& to
   }
 }
 
+// data.tokenizer may name a file rather than a folder: its folder's
+// companions (the chat template, tokenizer_config.json) come along, and a
+// tokenizer.json under another name is kept as tokenizer.json, the name
+// every loader (ours, transformers') looks for.
+void copy_tokenizer(const fs::path& from, const fs::path& to) {
+  if (!fs::is_regular_file(from)) return copy_companions(from, io::kHfTokenizerFiles, to);
+  copy_companions(from.parent_path(), io::kHfTokenizerFiles, to);
+  const bool known = std::any_of(std::begin(io::kHfTokenizerFiles), std::end(io::kHfTokenizerFiles),
+                                 [&](const char* name) { return from.filename() == name; });
+  if (!known && from.extension() == ".json" && !fs::exists(to / "tokenizer.json"))
+    fs::copy_file(from, to / "tokenizer.json");
+}
+
 void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,
                             const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
                             const TrainerState& state, const CheckpointOptions& options) {
@@ -174,7 +187,7 @@ void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,
     io::save_hf_model(model, dir, DType::F32);
     io::write_safetensors(dir / kOptimizerFile, optimizer_state);
   }
-  copy_companions(options.tokenizer_dir, io::kHfTokenizerFiles, dir);
+  copy_tokenizer(options.tokenizer_dir, dir);
   copy_companions(options.model_dir, kModelFiles, dir);
   write_text(dir / "train_config.yaml", options.config_yaml);
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "data/json_fields.h"
 #include "data/seq_len_cut.h"
+#include "models/config.h"
 
 namespace lt::train {
 
@@ -141,8 +143,59 @@ TrainingData load_training_data(const TrainConfig& c, const data::Tokenizer* tok
   return d;
 }
 
+namespace {
+
+// The tokenizer.json a run reads: data.tokenizer's file, or its (or the
+// model's) folder's; "" when there is none (another kind of tokenizer).
+fs::path tokenizer_json_of(const TrainConfig& c) {
+  const fs::path named = tokenizer_dir_of(c);
+  const fs::path file = fs::is_directory(named) ? named / "tokenizer.json" : named;
+  return file.extension() == ".json" && fs::is_regular_file(file) ? file : fs::path();
+}
+
+// A resume continues the checkpoint's weights with the checkpoint's token
+// ids: another model shape, or another tokenizer, under the same step
+// would train weights on ids they never meant (the run logged loss 0 and
+// saved the toy tokenizer beside a Qwen model). Refused, with the way to
+// start from the checkpoint's weights instead.
+void refuse_another_model_or_tokenizer(const TrainConfig& c, const fs::path& resume_dir) {
+  const std::string start_over = fmt::format(
+      "; to train the checkpoint's weights with it, start a new run from them (model.path: {}, "
+      "no --resume)",
+      resume_dir.string());
+  const fs::path saved_config = resume_dir / "config.json";
+  if (fs::is_regular_file(saved_config)) {
+    const models::ModelConfig saved = models::ModelConfig::from_file(saved_config);
+    const models::ModelConfig now =
+        models::ModelConfig::from_file(fs::path(c.model.path) / "config.json");
+    LT_CHECK(saved.family == now.family && saved.hidden_size == now.hidden_size &&
+                 saved.intermediate_size == now.intermediate_size &&
+                 saved.num_hidden_layers == now.num_hidden_layers &&
+                 saved.num_attention_heads == now.num_attention_heads &&
+                 saved.vocab_size == now.vocab_size,
+             "--resume ", resume_dir.string(), ": model.path '", c.model.path,
+             "' is another model than the checkpoint's (hidden ", now.hidden_size, " against ",
+             saved.hidden_size, ", ", now.num_hidden_layers, " against ", saved.num_hidden_layers,
+             " layers, vocabulary ", now.vocab_size, " against ", saved.vocab_size,
+             "); a resume continues the checkpoint's own weights", start_over);
+  }
+  const fs::path saved_tokenizer = resume_dir / "tokenizer.json";
+  const fs::path tokenizer = tokenizer_json_of(c);
+  if (fs::is_regular_file(saved_tokenizer) && !tokenizer.empty()) {
+    LT_CHECK(data::read_whole_file(saved_tokenizer.string()) ==
+                 data::read_whole_file(tokenizer.string()),
+             "--resume ", resume_dir.string(), ": the tokenizer ", tokenizer.string(),
+             " (data.tokenizer, else model.path's) is not the one the checkpoint was trained with "
+             "(its tokenizer.json)",
+             start_over);
+  }
+}
+
+}  // namespace
+
 ResumeChanges compare_with_checkpoint(const TrainConfig& c, const fs::path& resume_dir,
                                       ProgressBar& log) {
+  if (!resume_dir.empty()) refuse_another_model_or_tokenizer(c, resume_dir);
   ResumeChanges changes;
   const fs::path saved_path = resume_dir / "train_config.yaml";
   if (resume_dir.empty() || !fs::is_regular_file(saved_path)) return changes;

@@ -494,6 +494,11 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     r.batcher->restore(r.state.sampler);
     r.executor->resume_at(r.state.step);
     log.message(fmt::format("resumed from {} at step {}", r.resume_dir.string(), r.state.step));
+    if (r.state.step >= c.train.steps)
+      log.message(fmt::format(
+          "resume: the checkpoint is at step {} and train.steps is {}: nothing is left to train "
+          "(set train.steps above {} to train on)",
+          r.state.step, c.train.steps, r.state.step));
   }
   LT_CHECK(r.state.step < c.train.steps || !r.resume_dir.empty(), "nothing to do");
   check_no_foreign_step_folders(r.out_dir, r.state.step, c.train.steps);
@@ -835,7 +840,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
       sample(r);
   }
   if (const std::string closing = summary.line(); !closing.empty()) fmt::print("{}\n", closing);
-  fmt::print("{}", where_to_look(r.out_dir, r.last_saved));
+  // A resume with nothing left to train saved nothing: its latest is the one it read.
+  fmt::print("{}", where_to_look(r.out_dir, r.last_saved.empty() ? r.resume_dir : r.last_saved));
   return result;
 }
 
