@@ -619,6 +619,17 @@ double TrainConfig::effective_min_lr() const {
 
 std::vector<std::string> TrainConfig::adjustments() const {
   std::vector<std::string> notes = assembly_notes;
+  const bool held_out_sources =
+      std::any_of(data.sources.begin(), data.sources.end(),
+                  [](const data::DataSource& s) { return s.split == "eval"; });
+  if (train.eval_every == 0 && (!data.eval_path.empty() || data.eval_split > 0 || held_out_sources))
+    notes.push_back(
+        "held-out rows are set (data.eval_path, data.eval_split or an eval source) but "
+        "train.eval_every is 0: they are never evaluated" +
+        std::string(data.eval_split > 0 ? ", and data.eval_split still keeps its share out of "
+                                          "training"
+                                        : "") +
+        " (set train.eval_every)");
   if (sched.warmup_steps > train.steps)
     notes.push_back("sched.warmup_steps (" + std::to_string(sched.warmup_steps) +
                     ") is longer than train.steps (" + std::to_string(train.steps) +

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <atomic>
@@ -755,6 +756,19 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // this left an earlier run's config.yaml and metrics as they were.
   if (lock) lock->commit();
   if (writer) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
+  // out.overwrite starts over: the earlier run's checkpoints go now, not one
+  // by one as keep_last prunes, which left its higher-numbered step-N beside
+  // this run's as if it were this run's progress.
+  if (writer && options.resume.empty() && !options.resuming && c.out.overwrite) {
+    std::vector<std::string> removed;
+    for (const fs::path& earlier : saved_checkpoints(r.out_dir)) {
+      fs::remove_all(earlier);
+      removed.push_back(earlier.filename().string());
+    }
+    if (!removed.empty())
+      fmt::print("out.overwrite: removed the earlier run's checkpoints ({})\n",
+                 fmt::join(removed, ", "));
+  }
 
   const double params = static_cast<double>(r.model->config().num_parameters());
   StopSignals signals;

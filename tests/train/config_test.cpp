@@ -87,6 +87,26 @@ TEST_F(ConfigErrors, ARefusedValueNamesTheFileAndLineOrTheOverride) {
   EXPECT_MENTIONS(m, "--set train.steps=0: config key 'train.steps'");
 }
 
+// Held-out rows with train.eval_every 0 are never evaluated: said, and for
+// data.eval_split, that its share still leaves training.
+TEST_F(ConfigErrors, HeldOutRowsWithoutEvaluationAreSaid) {
+  write_text(tmp_ / "ok.yaml", yaml());
+  const auto notes = [&](const std::vector<std::string>& overrides) {
+    std::string all;
+    for (const std::string& n :
+         load_train_config((tmp_ / "ok.yaml").string(), overrides).adjustments())
+      all += n + "\n";
+    return all;
+  };
+  EXPECT_EQ(notes({}), "");
+  EXPECT_MENTIONS(notes({"data.eval_split=0.2"}),
+                  "train.eval_every is 0: they are never evaluated, "
+                  "and data.eval_split still keeps its share out");
+  EXPECT_MENTIONS(notes({"data.eval_path=" + (tmp_ / "data.jsonl").string()}),
+                  "never evaluated (set train.eval_every)");
+  EXPECT_EQ(notes({"data.eval_split=0.2", "train.eval_every=2"}), "");
+}
+
 // Input paths are kept absolute, so that the config a run saves names the
 // same files from any folder (a resume started elsewhere).
 TEST_F(ConfigErrors, RelativeInputPathsAreSavedAbsolute) {

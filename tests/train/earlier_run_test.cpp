@@ -63,6 +63,10 @@ TEST_F(EarlierRun, AFreshRunIsRefusedUnlessOutOverwriteIsSet) {
   train_quietly(config({"train.steps=3", "out.overwrite=true"}, out()));
   EXPECT_EQ(count_lines(out() / "metrics.jsonl"), 3u);
   EXPECT_TRUE(fs::exists(out() / "step-3" / "trainer_state.json"));
+  // Started over: none of the earlier run's checkpoints stays beside this
+  // run's (keep_last alone would have kept step-2).
+  EXPECT_FALSE(fs::exists(out() / "step-1"));
+  EXPECT_FALSE(fs::exists(out() / "step-2"));
   EXPECT_MENTIONS(read_text(out() / "config.yaml"), "steps: 3");
 }
 
