@@ -171,7 +171,7 @@ peak = max(r["peak_bytes"].get("gpu", 0) for r in rows)
 med = statistics.median(r['step_s'] for r in timed)
 pred = timed[0].get("predicted_step_s", 0)
 print(f"{run}: steps {skip+1}-{len(rows)}: {tokens / wall:.0f} tokens/s over their wall time, median step "
-      f"{med:.3f} s (predicted {pred:.3f} s, {(pred / med - 1) * 100:+.1f}%), gpu peak {peak/1e9:.2f} GB, "
+      f"{med:.3f} s ({f'predicted {pred:.3f} s, {(pred / med - 1) * 100:+.1f}%' if pred > 0 else 'no prediction'}), gpu peak {peak/1e9:.2f} GB, "
       f"PCIe {pcie/1e9:.2f} GB/step, stall {stall:.3f} s/step")
 PY
 done

@@ -117,7 +117,10 @@ std::string run_plan_line(const RunPlan& p) {
                         tokens / p.predicted_step_s, p.predicted_step_s, p.sizes.batch_size,
                         p.sizes.seq_len);
   } else {
-    line += "; no predicted speed (the cost model predicts a GPU run's step)";
+    // The plan's reasons say why (train/run_plan.cpp).
+    line += p.device.is_cuda()
+                ? "; no predicted speed (no measured profile of this model prices it)"
+                : "; no predicted speed (the cost model predicts a GPU run's step)";
   }
   return line;
 }
