@@ -188,10 +188,14 @@ Access source_list(std::vector<data::DataSource>& field) {
               fields.emplace("weight", number(source.weight));
               fields.emplace("template", str(source.template_name));
               fields.emplace("split", str(source.split));
+              std::map<std::string, std::string> seen_at;  // a field given twice: refused
               for (const auto& entry : n[i]) {
                 LT_CHECK(entry.first.IsScalar(), "config key '", item, "'", where(entry.first),
                          ": expected a field name");
                 const std::string name = entry.first.Scalar();
+                const auto [first, fresh] = seen_at.emplace(name, where(entry.first));
+                LT_CHECK(fresh, "config key '", item, "': field '", name, "' is given twice",
+                         first->second, where(entry.first), "; keep one");
                 auto it = fields.find(name);
                 LT_CHECK(it != fields.end(), "config key '", item, "'", where(entry.first),
                          ": unknown field '", name,

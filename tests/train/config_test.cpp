@@ -249,6 +249,10 @@ TEST_F(ConfigErrors, ADuplicateKeyNamesBothLines) {
   EXPECT_MENTIONS(m, "run.yaml");
   const std::string s = error_of(yaml("", "train:\n  seed: 3\n"));
   EXPECT_MENTIONS(s, "'train' is given twice");
+  // Inside a data.sources entry too (the last one won).
+  const std::string d = (tmp_ / "data.jsonl").string();
+  const std::string f = error_of(yaml(), {"data.sources=[{path: " + d + ", path: " + d + "}]"});
+  EXPECT_MENTIONS(f, "config key 'data.sources[0]': field 'path' is given twice");
 }
 
 // A list or mapping used as a key is a config error naming the file, not an
