@@ -358,7 +358,8 @@ void add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "plan", "Solve the activation schedule (keep on GPU/host/disk or recompute) for a model");
   cmd->add_option("--model", args->model, "Hugging Face model folder or config.json");
-  cmd->add_option("--config", args->config,
+  // As train: `lazytrain plan run.yaml` takes the config positionally too.
+  cmd->add_option("config,--config", args->config,
                   "a train config (YAML): print the run plan `lazytrain train` would run");
   cmd->add_option("--set", args->overrides, "with --config: override a key (as train's --set)")
       ->allow_extra_args(false);

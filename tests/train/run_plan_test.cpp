@@ -97,6 +97,13 @@ TEST_F(RunPlanTest, PlanWithAConfigPrintsWhatTrainRuns) {
   EXPECT_EQ(j.at("executor"), "streaming");
   EXPECT_EQ(j.at("chunk_sequences"), 2);
   EXPECT_EQ(j.at("accum_sequences"), 4);
+  // As train, plan takes the config positionally too.
+  std::string positional;
+  ASSERT_EQ(run_program({"plan", yaml.string(), "--json"}, tmp_ / "plan2.log", &positional), 0)
+      << positional;
+  const auto k = nlohmann::json::parse(positional.substr(positional.find('{')));
+  for (const char* key : {"executor", "chunk_sequences", "accum_sequences"})
+    EXPECT_EQ(k.at(key), j.at(key)) << key;
   ASSERT_EQ(run_program({"train", yaml.string(), "--no-sample"}, tmp_ / "train.log", &output), 0)
       << output;
   EXPECT_EQ(read_metrics(tmp_ / "out").at(0).at("executor"), j.at("executor"));
