@@ -193,6 +193,9 @@ void run_math(const EvalArgs& args) {
 void run_eval(const EvalArgs& args) {
   if (args.task == "math") return run_math(args);
   if (args.task != "loss") fail("unknown --task \"", args.task, "\"; expected loss or math");
+  LT_CHECK(args.answer_field.empty(),
+           "--answer-field names the reference answer of --task math; "
+           "this is --task loss (the default), which scores the rows' own tokens");
   check_sizes(args);
   EvalInput input;
   data::DatasetOptions detect;

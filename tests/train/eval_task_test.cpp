@@ -85,6 +85,14 @@ TEST(EvalTask, AnAnswerFieldNoRowHasIsRefused) {
   EXPECT_NE(output.find(heldout.string() + ": none of its 200 rows has the field \"nope\""),
             std::string::npos)
       << output;
+  // Without --task math it would be ignored: refused instead.
+  EXPECT_NE(run_program({"eval", "--model", (tmp / "run" / "step-1").string(), "--data",
+                         heldout.string(), "--answer-field", "answer"},
+                        tmp / "eval2.log", &output, 300),
+            0);
+  EXPECT_NE(output.find("--answer-field names the reference answer of --task math"),
+            std::string::npos)
+      << output;
 }
 
 // An unknown command is named, with the commands there are.
