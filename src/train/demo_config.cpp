@@ -75,11 +75,14 @@ using Reset = std::pair<std::string_view, std::function<bool()>>;
 
 // Each key the overrides leave unset goes back to its default; returns
 // those that changed.
-std::vector<std::string> reset_unset(const std::vector<std::string>& overrides,
+std::vector<std::string> reset_unset(TrainConfig& c, const std::vector<std::string>& overrides,
                                      const std::vector<Reset>& keys) {
   std::vector<std::string> reset;
-  for (const auto& [key, to_default] : keys)
-    if (!overridden(overrides, key) && to_default()) reset.emplace_back(key);
+  for (const auto& [key, to_default] : keys) {
+    if (overridden(overrides, key) || !to_default()) continue;
+    reset.emplace_back(key);
+    c.key_origins.erase(std::string(key));  // the demo no longer sets it
+  }
   return reset;
 }
 
@@ -101,7 +104,7 @@ std::vector<std::string> adapt_demo_to_overrides(TrainConfig& c,
                                       [&](std::string_view k) { return overridden(overrides, k); });
   if (other_data) {
     const auto reset = reset_unset(
-        overrides,
+        c, overrides,
         {{"data.format", [&] { return back(c.data.format, d.data.format); }},
          {"data.eval_path", [&] { return back(c.data.eval_path, d.data.eval_path); }},
          {"data.eval_task", [&] { return back(c.data.eval_task, d.data.eval_task); }},
@@ -121,7 +124,7 @@ std::vector<std::string> adapt_demo_to_overrides(TrainConfig& c,
     c.out.overwrite = d.out.overwrite;
   if (overridden(overrides, "model.path")) {
     const auto reset = reset_unset(
-        overrides,
+        c, overrides,
         {{"data.tokenizer", [&] { return back(c.data.tokenizer, d.data.tokenizer); }},
          {"data.template", [&] { return back(c.data.template_name, d.data.template_name); }},
          {"train.seq_len", [&] { return back(c.train.seq_len, d.train.seq_len); }},

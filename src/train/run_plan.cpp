@@ -313,10 +313,20 @@ std::string whole_model_read_back_refusal(const RunPlan& p, const models::ModelC
 RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& model,
                     PlanTarget target) {
   const std::filesystem::path model_path(requested.model.path);
-  models::check_seq_len_fits(
-      requested.train.seq_len, "config key 'train.seq_len'", model,
-      (std::filesystem::is_directory(model_path) ? model_path / "config.json" : model_path)
-          .string());
+  try {
+    models::check_seq_len_fits(
+        requested.train.seq_len, "config key 'train.seq_len'", model,
+        (std::filesystem::is_directory(model_path) ? model_path / "config.json" : model_path)
+            .string());
+  } catch (const Error& e) {
+    // Where the value came from (its default, when nothing set it) and
+    // what would run.
+    const auto origin = requested.key_origins.find("train.seq_len");
+    fail(origin != requested.key_origins.end() ? origin->second + ": " : std::string(), e.what(),
+         origin != requested.key_origins.end() ? " (" : " (train.seq_len is its default; ",
+         "set it to at most ", model.max_position_embeddings,
+         ", e.g. --set train.seq_len=", model.max_position_embeddings, ")");
+  }
   RunPlan p;
   const bool elsewhere = target == PlanTarget::ProfiledGpu && requested.train.device == "cuda" &&
                          !requested.exec.hardware.empty() &&

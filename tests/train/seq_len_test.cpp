@@ -127,6 +127,10 @@ TEST(SeqLen, ALengthPastTheModelsContextIsRefusedByTrainAndPlan) {
   EXPECT_MENTIONS(e, "config key 'train.seq_len' " + too_long +
                          " is longer than the model's context: " + config_json.string() +
                          " has max_position_embeddings " + std::to_string(context));
+  // Where it was set, and what would run.
+  EXPECT_MENTIONS(e, "--set train.seq_len=" + too_long + ": config key");
+  EXPECT_MENTIONS(e, "(set it to at most " + std::to_string(context) +
+                         ", e.g. --set train.seq_len=" + std::to_string(context) + ")");
   // The whole context is allowed.
   EXPECT_NO_THROW(
       train_quietly(fixture_config(fixture("llama"), tmp / "rows.jsonl", tmp / "full",
