@@ -204,8 +204,7 @@ void run_eval(const EvalArgs& args) {
 
   models::CausalLM model = io::load_hf_model(args.model, DType::F32);
   const int64_t context = model.config().max_position_embeddings;
-  models::check_seq_len_fits(args.seq_len, "--seq-len", model.config(),
-                             args.model + "/config.json");
+  models::check_seq_len_fits(args.seq_len, "--seq-len", model.config(), args.model);
   if (!args.json) {
     fmt::print(stderr, "eval: reading {} as format {}{}\n", args.data, input.format,
                args.format == "auto" ? " (detected)" : "");

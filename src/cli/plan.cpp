@@ -21,20 +21,10 @@
 
 namespace lt::cli {
 
-namespace {
-
-// --model's config.json: the folder's, or the file itself.
-std::string model_config_file(const std::string& model) {
-  const std::filesystem::path p(model);
-  return (std::filesystem::is_directory(p) ? p / "config.json" : p).string();
-}
-
-}  // namespace
-
 models::ModelConfig load_model_config(const std::string& path) {
   LT_CHECK(std::filesystem::exists(path), path, ": no such file or folder (expected a Hugging ",
            "Face model folder or a config.json)");
-  return models::ModelConfig::from_file(model_config_file(path));
+  return models::ModelConfig::from_file(models::model_config_file(path));
 }
 
 namespace {
@@ -420,7 +410,7 @@ void add_plan_command(CLI::App& app) {
     LT_CHECK(args->seq_len >= 0, "--seq-len must be a number of tokens, got ", args->seq_len);
     o.seq_len = args->seq_len > 0 ? args->seq_len
                                   : std::min(kDefaultSeqLen, config.max_position_embeddings);
-    models::check_seq_len_fits(o.seq_len, "--seq-len", config, model_config_file(args->model));
+    models::check_seq_len_fits(o.seq_len, "--seq-len", config, args->model);
     o.chunk_sequences = args->micro_batch;
     o.max_recompute = args->max_recompute;
     o.time_limit_s = args->time_limit_s;

@@ -1,6 +1,10 @@
 #include "train/earlier_run.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "train/checkpoint.h"
@@ -16,6 +20,17 @@ void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir) {
       "it did not make). To continue that run, add --resume latest; to keep it, set another "
       "out.dir; to start over here, set out.overwrite: true (--set out.overwrite=true)",
       out_dir.string(), checkpoints.size(), checkpoints.back().filename().string()));
+}
+
+void remove_earlier_checkpoints(const std::filesystem::path& out_dir) {
+  std::vector<std::string> removed;
+  for (const std::filesystem::path& earlier : saved_checkpoints(out_dir)) {
+    std::filesystem::remove_all(earlier);
+    removed.push_back(earlier.filename().string());
+  }
+  if (!removed.empty())
+    fmt::print("out.overwrite: removed the earlier run's checkpoints ({})\n",
+               fmt::join(removed, ", "));
 }
 
 }  // namespace lt::train

@@ -14,4 +14,10 @@ namespace lt::train {
 // holds no checkpoint.
 void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir);
 
+// out.overwrite: a fresh run starts over, so the earlier run's checkpoints
+// go once it is set up (saying which), not one by one as keep_last prunes,
+// which left the earlier run's higher-numbered step-N beside this run's as
+// if it were this run's progress.
+void remove_earlier_checkpoints(const std::filesystem::path& out_dir);
+
 }  // namespace lt::train

@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <optional>
 
 #include "core/error.h"
@@ -52,6 +51,14 @@ void keep_stages_in_the_room(const TrainConfig& c, const ExecutorChoice& choice,
       "1..{}: blocks, {}: head: {}), in the room exec.schedule ({}) leaves in {}",
       s.stages_on_device.size(), L + 2, L, L + 1, fmt::join(s.stages_on_device, ", "),
       c.exec.schedule, choice.available_from));
+}
+
+// A streaming schedule's predicted step, as the plan keeps it.
+void take_prediction(const plan::StepPrediction& prediction, RunPlan& p) {
+  p.predicted_step_s = prediction.step_s;
+  p.predicted_state_disk_s = prediction.exposed_state_disk_s;
+  p.predicted_cpu_update_params_per_s = prediction.cpu_update_params_per_s;
+  p.cpu_update_in_run_scale = prediction.cpu_update_in_run_scale;
 }
 
 // exec.schedule as the streaming executor runs it: the named schedule, or
@@ -114,12 +121,9 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
     const plan::Plan& plan = *planned;
     p.plan_description = describe_plan(plan);
     p.schedule = plan.schedule;
-    p.predicted_step_s = plan.prediction.step_s;
+    take_prediction(plan.prediction, p);
     p.predicted_gpu_peak_bytes = plan.budget.bytes(exec::MemorySpace::Gpu);
     p.budget = plan.budget;
-    p.predicted_state_disk_s = plan.prediction.exposed_state_disk_s;
-    p.predicted_cpu_update_params_per_s = plan.prediction.cpu_update_params_per_s;
-    p.cpu_update_in_run_scale = plan.prediction.cpu_update_in_run_scale;
     p.reasons.push_back(fmt::format(
         "schedule: the planner's (predicted step {:.4f} s{})", plan.prediction.step_s,
         plan.prediction.state_disk_busy_s > 0
@@ -262,10 +266,7 @@ void price_named_schedule(const TrainConfig& c, const models::ModelConfig& model
     p.reasons.push_back(std::string("schedule: no predicted step (") + e.what() + ")");
     return;
   }
-  p.predicted_step_s = price.prediction.step_s;
-  p.predicted_state_disk_s = price.prediction.exposed_state_disk_s;
-  p.predicted_cpu_update_params_per_s = price.prediction.cpu_update_params_per_s;
-  p.cpu_update_in_run_scale = price.prediction.cpu_update_in_run_scale;
+  take_prediction(price.prediction, p);
   p.reasons.push_back(fmt::format(
       "schedule: predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, exposed copies "
       "{:.4f}, optimizer {:.4f}, the CPU updating {:.2f} G params/s; the planner's cost model, "
@@ -312,12 +313,9 @@ std::string whole_model_read_back_refusal(const RunPlan& p, const models::ModelC
 
 RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& model,
                     PlanTarget target) {
-  const std::filesystem::path model_path(requested.model.path);
   try {
-    models::check_seq_len_fits(
-        requested.train.seq_len, "config key 'train.seq_len'", model,
-        (std::filesystem::is_directory(model_path) ? model_path / "config.json" : model_path)
-            .string());
+    models::check_seq_len_fits(requested.train.seq_len, "config key 'train.seq_len'", model,
+                               requested.model.path);
   } catch (const Error& e) {
     // Where the value came from (its default, when nothing set it) and
     // what would run.

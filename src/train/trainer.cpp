@@ -1,7 +1,6 @@
 #include "train/trainer.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <atomic>
@@ -718,8 +717,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // when the lock removes the folder it made.
   std::optional<OutDirLock> lock;
   if (writer) lock.emplace(requested.out.dir);
-  if (options.resume.empty() && !options.resuming && !requested.out.overwrite)
-    refuse_fresh_run_over_checkpoints(requested.out.dir);
+  const bool fresh = options.resume.empty() && !options.resuming;
+  if (fresh && !requested.out.overwrite) refuse_fresh_run_over_checkpoints(requested.out.dir);
   Run r;
   r.config = requested;
   // The saved config.yaml says what ran: train.dtype auto is resolved here.
@@ -756,19 +755,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // this left an earlier run's config.yaml and metrics as they were.
   if (lock) lock->commit();
   if (writer) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
-  // out.overwrite starts over: the earlier run's checkpoints go now, not one
-  // by one as keep_last prunes, which left its higher-numbered step-N beside
-  // this run's as if it were this run's progress.
-  if (writer && options.resume.empty() && !options.resuming && c.out.overwrite) {
-    std::vector<std::string> removed;
-    for (const fs::path& earlier : saved_checkpoints(r.out_dir)) {
-      fs::remove_all(earlier);
-      removed.push_back(earlier.filename().string());
-    }
-    if (!removed.empty())
-      fmt::print("out.overwrite: removed the earlier run's checkpoints ({})\n",
-                 fmt::join(removed, ", "));
-  }
+  if (writer && fresh && c.out.overwrite) remove_earlier_checkpoints(r.out_dir);
 
   const double params = static_cast<double>(r.model->config().num_parameters());
   StopSignals signals;
