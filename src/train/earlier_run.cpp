@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,10 @@ void remove_earlier_checkpoints(const std::filesystem::path& out_dir) {
     std::filesystem::remove_all(earlier);
     removed.push_back(earlier.filename().string());
   }
-  if (!removed.empty())
-    fmt::print("out.overwrite: removed the earlier run's checkpoints ({})\n",
-               fmt::join(removed, ", "));
+  if (removed.empty()) return;
+  fmt::print("out.overwrite: removed the earlier run's checkpoints ({})\n",
+             fmt::join(removed, ", "));
+  std::fflush(stdout);  // before the progress lines on stderr, also when piped
 }
 
 }  // namespace lt::train
