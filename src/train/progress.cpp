@@ -19,8 +19,8 @@ ProgressBar::ProgressBar(int64_t first_step, int64_t total_steps)
       plain_every_(std::clamp<int64_t>(total_steps / 20, 1, 100)),
       start_(std::chrono::steady_clock::now()) {}
 
-void ProgressBar::update(int64_t step, double loss, double tokens_per_s, double tflops,
-                         const std::string& extra) {
+void ProgressBar::update(int64_t step, std::optional<double> loss, double tokens_per_s,
+                         double tflops, const std::string& extra) {
   const int64_t done = step + 1;
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -30,8 +30,9 @@ void ProgressBar::update(int64_t step, double loss, double tokens_per_s, double 
   const int width = 24;
   const int filled = static_cast<int>(width * done / std::max<int64_t>(total_steps_, 1));
   std::string line =
-      fmt::format("step {:>5}/{} loss {:.4f} | {:.0f} tok/s, {} TFLOP/s | ETA {:.0f}s{}", done,
-                  total_steps_, loss, tokens_per_s, format_tflops(tflops), eta, extra);
+      fmt::format("step {:>5}/{} loss {} | {:.0f} tok/s, {} TFLOP/s | ETA {:.0f}s{}", done,
+                  total_steps_, loss ? fmt::format("{:.4f}", *loss) : std::string("-"),
+                  tokens_per_s, format_tflops(tflops), eta, extra);
   if (tty_) {
     fmt::print(stderr, "\r[{}{}] {}\x1b[K", std::string(filled, '#'),
                std::string(width - filled, '.'), line);

@@ -3,6 +3,7 @@
 // (every `plain_every` steps and the last) when stderr is a file or pipe.
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace lt::train {
@@ -15,7 +16,8 @@ class ProgressBar {
  public:
   ProgressBar(int64_t first_step, int64_t total_steps);
   // tflops: 6 x parameters x tokens_per_s / 1e12 (docs/design.md, "Conventions").
-  void update(int64_t step, double loss, double tokens_per_s, double tflops,
+  // `loss` is absent for a step without a trained token (nothing computed).
+  void update(int64_t step, std::optional<double> loss, double tokens_per_s, double tflops,
               const std::string& extra = "");
   void finish();
   void message(const std::string& line);  // a line that does not break the bar

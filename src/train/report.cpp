@@ -140,8 +140,11 @@ std::string where_to_look(const fs::path& out_dir, const fs::path& last_checkpoi
 nlohmann::json step_json(int64_t step, const exec::StepStats& s, double lr, double parameters,
                          double predicted_step_s) {
   const double tps = s.seconds > 0 ? static_cast<double>(s.tokens) / s.seconds : 0.0;
+  // A step without a trained token computed nothing: its loss is null (not
+  // a loss of 0), so that neither readers nor charts take it for one.
+  const bool computed = s.target_count > 0;
   nlohmann::json j = {{"step", step},
-                      {"loss", s.loss},
+                      {"loss", computed ? nlohmann::json(s.loss) : nlohmann::json(nullptr)},
                       {"lr", lr},
                       {"grad_norm", s.grad_norm},
                       {"tokens", s.tokens},
@@ -191,7 +194,17 @@ double median_of(std::vector<double> v) {
 
 void RunSummary::add(const nlohmann::json& step) {
   const int64_t n = step.at("step").get<int64_t>() + 1;  // 1-based, as the progress line
-  if (first_step_ == 0) first_step_ = n;
+  ++steps_;
+  // A step without a trained token computed nothing: its 0 tokens/s would
+  // pull the medians down, so it is counted apart.
+  if (step.contains("target_count") && step.at("target_count").get<int64_t>() == 0) {
+    ++without_targets_;
+    return;
+  }
+  if (first_step_ == 0)
+    first_step_ = n;
+  else if (second_step_ == 0)
+    second_step_ = n;
   last_step_ = n;
   tokens_per_s_.push_back(step.at("tokens_per_s").get<double>());
   tflops_.push_back(step.at("tflops").get<double>());
@@ -213,18 +226,24 @@ double RunSummary::median_cpu_update_gparams_per_s() const {
 }
 
 std::string RunSummary::line() const {
+  if (steps_ == 0) return "";
+  const std::string without_targets =
+      without_targets_ == 0
+          ? std::string()
+          : fmt::format(" ({} without a trained token, left out: nothing computed)",
+                        without_targets_);
   const size_t steps = step_s_.size();
-  if (steps == 0) return "";
+  if (steps == 0) return fmt::format("summary: {} steps{}", steps_, without_targets);
   // The run's first step pays one-time set-up: left out unless it is all.
   const size_t first = steps > 1 ? 1 : 0;
   const auto median = [&](const std::vector<double>& v) {
     return median_of(std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(first), v.end()));
   };
   std::string line = fmt::format(
-      "summary: {} steps; median of steps {}-{}: {:.0f} tokens/s, {} TFLOP/s, {:.3f} "
+      "summary: {} steps{}; median of steps {}-{}: {:.0f} tokens/s, {} TFLOP/s, {:.3f} "
       "s a step",
-      steps, first_step_ + static_cast<int64_t>(first), last_step_, median(tokens_per_s_),
-      format_tflops(median(tflops_)), median(step_s_));
+      steps_, without_targets, first == 0 ? first_step_ : second_step_, last_step_,
+      median(tokens_per_s_), format_tflops(median(tflops_)), median(step_s_));
   if (skipped_ > 0) line += fmt::format(" ({} skipped: no update)", skipped_);
   if (predicted_step_s_ > 0) line += fmt::format(" (predicted {:.3f} s)", predicted_step_s_);
   // The first step's forward takes no CPU update: these start a step later.

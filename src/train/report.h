@@ -87,7 +87,9 @@ class RunSummary {
   size_t cpu_update_steps() const { return cpu_update_gparams_per_s_.size(); }
 
  private:
-  int64_t first_step_ = 0, last_step_ = 0, skipped_ = 0;
+  int64_t steps_ = 0, without_targets_ = 0;  // every step added; those without a target
+  // Of the steps with one (1-based): the medians leave out the first.
+  int64_t first_step_ = 0, second_step_ = 0, last_step_ = 0, skipped_ = 0;
   std::vector<double> tokens_per_s_, tflops_, step_s_;
   std::vector<double> cpu_update_gparams_per_s_;  // the streaming executor's, where counted
   double predicted_step_s_ = 0;                   // the last line's, when any had one

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <csignal>
@@ -55,9 +56,30 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Note [Stopping a run]: the first SIGINT/SIGTERM asks the run to stop
+// after the step in flight (an evaluation in flight is abandoned), save and
+// exit; a second one ends the process at once, by that signal, unsaved (the
+// last checkpoint stays: saves are atomic). Only async-signal-safe calls
+// here.
 std::atomic<int> stop_signal{0};
 extern "C" void on_stop_signal(int sig) {
-  stop_signal.store(sig);
+  if (stop_signal.exchange(sig) != 0) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  static const char said[] =
+      "\nstop requested: the run saves after the step in flight and exits (signal again to exit "
+      "now, unsaved)\n";
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, said, sizeof(said) - 1);
+}
+
+// Thrown out of an evaluation's progress callback when a stop is requested
+// (Note [Stopping a run]): an evaluation can take minutes, and the step it
+// follows is done.
+struct EvaluationStopped {};
+void throw_if_stop_requested(int64_t, int64_t) {
+  if (stop_signal.load() != 0) throw EvaluationStopped{};
 }
 
 // Installs SIGINT/SIGTERM handlers for the run and restores the old ones.
@@ -573,8 +595,10 @@ void check_plan_peak(Run& r, const exec::StepStats& stats, nlohmann::json& line,
 // Greedy answers to the held-out prompts, scored, on the model as the
 // executor trains it; `step` is the number of optimizer steps done.
 MathEvalAt evaluate_math_at(Run& r, int64_t step, ProgressBar& bar) {
-  MathEvalAt at{step, evaluate_math(r.executor->eval_model(), *r.tokenizer, r.eval_prompts.rows,
-                                    r.eval_generation)};
+  GenerationOptions generation = r.eval_generation;
+  generation.on_batch_done = throw_if_stop_requested;
+  MathEvalAt at{
+      step, evaluate_math(r.executor->eval_model(), *r.tokenizer, r.eval_prompts.rows, generation)};
   bar.message(fmt::format("step {}{}: eval accuracy {:.3f} ({} of {})", step,
                           step == 0 ? " (before training)" : "", at.result.accuracy,
                           at.result.correct, at.result.n));
@@ -582,12 +606,11 @@ MathEvalAt evaluate_math_at(Run& r, int64_t step, ProgressBar& bar) {
 }
 
 // train.eval_every: the held-out loss, on the model as the executor trains
-// it (the bf16 copy on a GPU).
-void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
+// it (the bf16 copy on a GPU); also after the last step, so that a run
+// whose train.steps is not a multiple of eval_every ends on the figure of
+// the model it saves.
+void evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
   const TrainConfig& c = r.config;
-  if (c.train.eval_every <= 0 || r.eval_samples.empty() ||
-      (r.state.step + 1) % c.train.eval_every != 0)
-    return;
   // Stages of weights on disk come in one at a time (Note [Stage states on
   // disk]). The offload executors' evaluation reads the device weights,
   // which sync() makes current (their sync_staged() would also end
@@ -596,12 +619,16 @@ void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
                          r.plan.executor == exec::ExecutorKind::ZenFlow;
   exec::StagedStates* staged = on_device ? nullptr : r.executor->sync_staged();
   if (!staged) r.executor->sync();
-  const auto ev =
-      staged ? exec::evaluate_samples_by_stage(
-                   r.executor->eval_model(), r.eval_samples, r.batch_options.batch_size,
-                   c.train.seq_len, [staged](size_t s) { return staged->bring_in_weights(s); })
-             : exec::evaluate_samples(r.executor->eval_model(), r.eval_samples,
-                                      r.batch_options.batch_size, c.train.seq_len);
+  const auto ev = staged
+                      ? exec::evaluate_samples_by_stage(r.executor->eval_model(), r.eval_samples,
+                                                        r.batch_options.batch_size, c.train.seq_len,
+                                                        [staged](size_t s) {
+                                                          throw_if_stop_requested(0, 0);
+                                                          return staged->bring_in_weights(s);
+                                                        })
+                      : exec::evaluate_samples(r.executor->eval_model(), r.eval_samples,
+                                               r.batch_options.batch_size, c.train.seq_len,
+                                               throw_if_stop_requested);
   line["eval_loss"] = ev.loss;
   bar.message(fmt::format("step {}: eval loss {:.4f} over {} tokens", r.state.step + 1, ev.loss,
                           ev.tokens));
@@ -618,6 +645,20 @@ void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
   line["eval_accuracy"] = r.math_latest->result.accuracy;
 }
 
+void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
+  const TrainConfig& c = r.config;
+  const int64_t done = r.state.step + 1;
+  if (c.train.eval_every <= 0 || r.eval_samples.empty() ||
+      (done % c.train.eval_every != 0 && done != c.train.steps))
+    return;
+  // Note [Stopping a run]: not begun, or abandoned, once a stop is asked.
+  try {
+    if (stop_signal.load() == 0) return evaluate(r, line, bar);
+  } catch (const EvaluationStopped&) {
+  }
+  bar.message(fmt::format("step {}: evaluation skipped: stop requested", done));
+}
+
 // data.eval_task math: a fresh run also scores the model before its first
 // step, so that its closing line reads before -> after. Not logged in
 // metrics.jsonl, whose lines are steps.
@@ -627,7 +668,11 @@ void evaluate_before_training(Run& r, ProgressBar& bar) {
       !r.math_eval_skipped.empty())
     return;
   r.executor->sync();  // the model whole in host memory (Note [Stage states on disk])
-  r.math_before_training = evaluate_math_at(r, 0, bar);
+  try {
+    r.math_before_training = evaluate_math_at(r, 0, bar);
+  } catch (const EvaluationStopped&) {
+    bar.message("evaluation before training skipped: stop requested");
+  }
 }
 
 // A skipped (non-finite) step counts toward train.max_bad_steps in a row.
@@ -655,13 +700,14 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
 
 // A batch whose rows keep no trained token (each cut at train.seq_len
 // before its answer) computes nothing and updates nothing: said once, so
-// that its loss of 0 and its 0 tokens/s are not read as results.
+// that its missing loss and its 0 tokens/s are not read as results.
 void note_step_without_targets(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
   if (stats.target_count > 0 || r.said_step_without_targets) return;
   r.said_step_without_targets = true;
   bar.message(fmt::format(
       "step {}: no row of its batch keeps a trained token within train.seq_len {}: nothing was "
-      "computed or updated, and the step logs loss 0 and 0 tokens/s (said once)",
+      "computed or updated, and the step logs no loss (null in metrics.jsonl) and 0 tokens/s; "
+      "the summary leaves such steps out (said once)",
       r.state.step + 1, r.config.train.seq_len));
 }
 
@@ -770,6 +816,11 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
 
   const int64_t first_step = r.state.step;
   while (r.state.step < c.train.steps) {
+    if (r.state.step == first_step && stop_requested(r, signals)) {
+      bar.message("stop requested before the first step: nothing trained, nothing saved");
+      result.interrupted = true;
+      break;
+    }
     std::vector<data::Batch> micro;
     for (int64_t i = 0; i < r.plan.grad_accum; ++i)
       micro.push_back(dist::shard_rows(r.batcher->next(), r.world.rank, r.world.size));
@@ -798,12 +849,14 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     summary.add(line);
     if (!cpu_rate_kept) cpu_rate_kept = keep_run_cpu_update_rate(r, summary, false, bar);
     if (metrics) metrics->write(line);
-    result.final_loss = stats.loss;
+    if (stats.target_count > 0) result.final_loss = stats.loss;
     count_bad_steps(r, stats, bar);
     note_step_without_targets(r, stats, bar);
     ++r.state.step;
-    bar.update(r.state.step - 1, stats.loss, line.at("tokens_per_s").get<double>(),
-               line.at("tflops").get<double>(), fmt::format(" | lr {:.2e}", step_options.lr));
+    bar.update(r.state.step - 1,
+               stats.target_count > 0 ? std::optional<double>(stats.loss) : std::nullopt,
+               line.at("tokens_per_s").get<double>(), line.at("tflops").get<double>(),
+               fmt::format(" | lr {:.2e}", step_options.lr));
     const bool at_end = r.state.step == c.train.steps;
     // train.compile traces and compiles the forward in the run's first
     // step (whose backward is the traced, unfused one), the backward in the

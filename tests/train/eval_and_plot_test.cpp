@@ -22,14 +22,15 @@ TEST(EvalDuringTraining, LoggedEvalLossEqualsEvalOfTheCheckpoint) {
   TrainConfig config =
       fixture_config(fixture("qwen3"), tmp / "train.jsonl", out,
                      {"data.eval_path=" + (tmp / "heldout.jsonl").string(), "train.eval_every=2",
-                      "train.steps=4", "train.save_every=2", "train.keep_last=5"});
+                      "train.steps=5", "train.save_every=2", "train.keep_last=5"});
   train_quietly(config);
   auto metrics = read_metrics(out);
-  ASSERT_EQ(metrics.size(), 4u);
-  EXPECT_FALSE(metrics[0].contains("eval_loss"));
-  ASSERT_TRUE(metrics[1].contains("eval_loss"));
-  ASSERT_TRUE(metrics[3].contains("eval_loss"));
-  for (int step : {2, 4}) {
+  // Every second step, and the last (5, not a multiple of 2): the run ends
+  // on the figure of the model it saves.
+  ASSERT_EQ(metrics.size(), 5u);
+  for (int step : {1, 3}) EXPECT_FALSE(metrics[step - 1].contains("eval_loss")) << step;
+  for (int step : {2, 4, 5}) {
+    ASSERT_TRUE(metrics[step - 1].contains("eval_loss")) << step;
     std::string output;
     const int code =
         run_program({"eval", "--json", "--model", (out / ("step-" + std::to_string(step))).string(),
@@ -150,6 +151,18 @@ TEST(RunSummary, MediansAfterTheFirstStepAndPeaksOverAll) {
   EXPECT_EQ(run_summary({only}),
             "summary: 1 steps; median of steps 1-1: 50 tokens/s, 0.25 TFLOP/s, 2.000 s a step "
             "(1 skipped: no update)");
+  // Steps without a trained token (0 tokens/s) are counted apart, not in
+  // the medians: of steps 1-5, 2 and 4 have none; the first measured (1) is
+  // left out, so the medians are of steps 3 and 5: {100, 300} -> 200.
+  std::vector<nlohmann::json> cut = {step(0, 500, 9.0, 0.1, 0), step(1, 0, 0.0, 0.2, 0),
+                                     step(2, 100, 1.0, 1.0, 0), step(3, 0, 0.0, 0.2, 0),
+                                     step(4, 300, 3.0, 3.0, 0)};
+  for (auto& line : cut) line["target_count"] = line.at("tokens_per_s").get<double>() > 0 ? 7 : 0;
+  EXPECT_EQ(run_summary(cut),
+            "summary: 5 steps (2 without a trained token, left out: nothing computed); median "
+            "of steps 3-5: 200 tokens/s, 2 TFLOP/s, 2.000 s a step; peak memory: cpu 0.00 GB");
+  EXPECT_EQ(run_summary({cut[1], cut[3]}),
+            "summary: 2 steps (2 without a trained token, left out: nothing computed)");
 }
 
 // A real run prints it, and its progress lines carry TFLOP/s.

@@ -68,6 +68,7 @@ TEST(SeqLen, TrainSaysWhichRowsItCutsAndAStepWithoutTargetsClaimsNoThroughput) {
                            " are longer than train.seq_len 8 and were cut; 3 of them keep no "
                            "trained token");
   EXPECT_MENTIONS(err, "no row of its batch keeps a trained token within train.seq_len 8");
+  EXPECT_MENTIONS(err, "loss - | 0 tok/s");
 
   // Each step's (tokens, targets) is its row's, by hand above; the three
   // rows without a target compute nothing, so they process no tokens.
@@ -77,6 +78,7 @@ TEST(SeqLen, TrainSaysWhichRowsItCutsAndAStepWithoutTargetsClaimsNoThroughput) {
   for (const auto& line : lines) {
     got.emplace_back(line.at("tokens").get<int64_t>(), line.at("target_count").get<int64_t>());
     if (line.at("target_count").get<int64_t>() == 0) {
+      EXPECT_TRUE(line.at("loss").is_null()) << line.dump();  // not a loss of 0
       EXPECT_EQ(line.at("tokens_per_s").get<double>(), 0.0) << line.dump();
       EXPECT_EQ(line.at("tflops").get<double>(), 0.0) << line.dump();
     } else {

@@ -1,6 +1,13 @@
 // SIGINT (and SIGTERM) stop a run cleanly: the current step finishes, a
 // checkpoint is saved, a resume hint is printed and the exit status is 0.
+// Note [Stopping a run] (train/trainer.cpp): an evaluation in flight is
+// abandoned; a second signal ends the process at once by the signal.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <thread>
 
 #include "train/checkpoint.h"
 #include "train_helpers.h"
@@ -51,6 +58,99 @@ TEST(StopSignal, SigintFinishesTheStepSavesAndExitsZero) {
 }
 TEST(StopSignal, SigtermFinishesTheStepSavesAndExitsZero) {
   stop_mid_run(SIGTERM);
+}
+
+class StopRequest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_random_tokens(tmp_ / "train.jsonl", 8, 97, 3);
+    // Held-out rows enough that one evaluation of the fixture model takes
+    // seconds on the CPU, far longer than the wait for the signal below.
+    std::vector<std::vector<int64_t>> ids;
+    for (int64_t r = 0; r < 5000; ++r) {
+      std::vector<int64_t> row;
+      for (int64_t i = 0; i < 32; ++i) row.push_back((r * 31 + i * 7) % 97);
+      ids.push_back(std::move(row));
+    }
+    write_tokens_jsonl(tmp_ / "heldout.jsonl", ids, ids);
+  }
+
+  // Saves only at the end (or when stopped); `more` as --set.
+  std::vector<std::string> args(const fs::path& out, const std::vector<std::string>& more) const {
+    std::vector<std::string> a = {"train", "--no-sample",
+                                  "--set", "model.path=" + fixture("llama").string(),
+                                  "--set", "model.init=random",
+                                  "--set", "data.path=" + (tmp_ / "train.jsonl").string(),
+                                  "--set", "data.format=tokens",
+                                  "--set", "train.steps=1000",
+                                  "--set", "train.save_every=0",
+                                  "--set", "train.batch_size=2",
+                                  "--set", "train.seq_len=32",
+                                  "--set", "train.device=cpu",
+                                  "--set", "out.dir=" + out.string()};
+    for (const std::string& set : more) {
+      a.push_back("--set");
+      a.push_back(set);
+    }
+    return a;
+  }
+
+  TempDir tmp_{"stop"};
+};
+
+// Signalled once step 1 and its evaluation are logged: the run is then in
+// step 2's training or its evaluation, which takes seconds. The evaluation
+// is abandoned, so step 2's line has no eval_loss, and step 2 is saved.
+TEST_F(StopRequest, OneAbandonsTheEvaluationInFlightAndSavesTheStep) {
+  const fs::path out = tmp_ / "once";
+  // An evaluation after every step.
+  Child child(
+      args(out, {"data.eval_path=" + (tmp_ / "heldout.jsonl").string(), "train.eval_every=1"}),
+      tmp_ / "once.log");
+  ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 1, 120)) << child.output();
+  child.signal(SIGINT);
+  const int status = child.wait(120);
+  const std::string output = child.output();
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+  const auto metrics = read_metrics(out);
+  ASSERT_EQ(metrics.size(), 2u) << output;
+  EXPECT_TRUE(metrics[0].contains("eval_loss"));
+  EXPECT_FALSE(metrics[1].contains("eval_loss")) << metrics[1].dump();
+  for (const char* said :
+       {"step 2: evaluation skipped: stop requested", "signal again to exit now, unsaved"})
+    EXPECT_NE(output.find(said), std::string::npos) << said << "\n" << output;
+  EXPECT_TRUE(fs::is_directory(out / "step-2")) << output;
+}
+
+// A second signal ends the process by that signal, without finishing the
+// step in flight or saving. The model is large enough that a step takes
+// about a second on the CPU, so that both signals land in step 2.
+TEST_F(StopRequest, ASecondSignalExitsAtOnceUnsaved) {
+  nlohmann::json config = nlohmann::json::parse(read_text(fixture("llama") / "config.json"));
+  config["hidden_size"] = 512;
+  config["intermediate_size"] = 2048;
+  config["num_hidden_layers"] = 4;
+  config["num_attention_heads"] = 8;
+  config["num_key_value_heads"] = 8;
+  config["head_dim"] = 64;
+  fs::create_directories(tmp_ / "model");
+  write_text(tmp_ / "model" / "config.json", config.dump());
+  const fs::path out = tmp_ / "twice";
+  Child child(args(out, {"model.path=" + (tmp_ / "model").string(), "train.batch_size=16",
+                         "train.seq_len=64"}),
+              tmp_ / "twice.log");
+  ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 1, 120)) << child.output();
+  // Apart, so that the first is handled before the second arrives
+  // (signals of one kind pending together are delivered once).
+  child.signal(SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  child.signal(SIGINT);
+  const int status = child.wait(30);
+  ASSERT_TRUE(WIFSIGNALED(status)) << child.output();
+  EXPECT_EQ(WTERMSIG(status), SIGINT);
+  EXPECT_FALSE(fs::exists(out / "step-1"));
+  EXPECT_FALSE(fs::exists(out / "step-2"));
 }
 
 }  // namespace
