@@ -53,6 +53,27 @@ void keep_stages_in_the_room(const TrainConfig& c, const ExecutorChoice& choice,
       c.exec.schedule, choice.available_from));
 }
 
+// exec.mode streaming with a schedule by name runs it as it is, and
+// exec.device_memory_gb caps the device: when the estimate of what the
+// schedule needs is over the cap, the run may run out of memory at its
+// first step. Said, not refused: the estimate is conservative (a block's
+// working set is counted whole), and schedules over it run.
+void warn_when_a_set_schedule_may_not_fit(const TrainConfig& c, const models::ModelConfig& model,
+                                          const exec::Schedule& schedule, bool stand_in,
+                                          RunPlan& p) {
+  if (c.exec.device_memory_gb <= 0) return;
+  ExecutorChoice capped;
+  capped.available_bytes = std::llround(c.exec.device_memory_gb * 1e9);
+  capped.available_from = fmt::format("exec.device_memory_gb ({})", c.exec.device_memory_gb);
+  capped.reason = "exec.mode " + c.exec.mode + " runs the schedule as named";
+  const std::string shortfall = streaming_shortfall(c, capped, model, schedule, stand_in);
+  if (shortfall.empty()) return;
+  p.reasons.push_back(
+      "warning: " + shortfall +
+      " (an estimate that counts high): the run may run out of device memory at its first step; "
+      "exec.schedule: auto plans one that fits (recomputing or offloading boundaries)");
+}
+
 // A streaming schedule's predicted step, as the plan keeps it.
 void take_prediction(const plan::StepPrediction& prediction, RunPlan& p) {
   p.predicted_step_s = prediction.step_s;
@@ -143,6 +164,8 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
   if (name != "auto" && asked_chunk > 0) p.schedule.use_chunk(asked_chunk);
   if (name != "auto" && c.exec.mode == "auto")  // the planner checked its own
     check_streaming_fits(c, choice, model, p.schedule, stand_in);
+  if (name != "auto" && c.exec.mode != "auto")
+    warn_when_a_set_schedule_may_not_fit(c, model, p.schedule, stand_in, p);
   if (name == "all_gpu" || name == "every_k")
     keep_stages_in_the_room(c, choice, model, stand_in, p);
 }

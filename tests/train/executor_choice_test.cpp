@@ -14,6 +14,7 @@
 #include "io/hf_model.h"
 #include "support/errors.h"
 #include "train/executor_choice.h"
+#include "train/run_plan.h"
 #include "train/train_helpers.h"
 
 namespace lt::train::testing {
@@ -177,6 +178,37 @@ TEST(ExecutorChoice, NothingFitsSaysWhatIsShort) {
   EXPECT_NE(planned.find("gpu is short by"), std::string::npos) << planned;
   EXPECT_FALSE(fs::exists(tmp / "fixed" / "metrics.jsonl"));
   EXPECT_FALSE(fs::exists(tmp / "planned" / "metrics.jsonl"));
+}
+
+// exec.mode streaming runs the schedule as named: over exec.device_memory_gb
+// by the estimate (exec::bytes_needed of all_gpu, counted here), the plan
+// warns that the run may run out of memory; within it, it says nothing.
+TEST(ExecutorChoice, ASetScheduleOverTheCapIsWarnedAbout) {
+  TempDir tmp("choice_warn");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 3);
+  const auto model = models::ModelConfig::from_file(fixture("llama") / "config.json");
+  const TrainConfig base = config_for(tmp, "out", {"exec.mode=streaming"});
+  exec::Schedule all_gpu = exec::Schedule::all_gpu(static_cast<int>(model.num_hidden_layers));
+  all_gpu.use_chunk(2);  // exec.micro_batch
+  const int64_t needed =
+      exec::bytes_needed(model, streaming_sizes(base, true), all_gpu).bytes(exec::MemorySpace::Gpu);
+  const auto warnings = [&](int64_t cap) {
+    const TrainConfig c =
+        config_for(tmp, "out",
+                   {"exec.mode=streaming",
+                    fmt::format("exec.device_memory_gb={:.17g}", static_cast<double>(cap) / 1e9)});
+    std::string said;
+    for (const std::string& line : resolve_run(c, model).reasons)
+      if (line.rfind("warning: ", 0) == 0) said += line;
+    return said;
+  };
+  EXPECT_EQ(warnings(needed), "");
+  const std::string over = warnings(needed - 1);
+  for (const std::string& said : {fmt::format("exec.schedule (all_gpu) needs {}", needed / 1e9),
+                                  fmt::format("({} bytes) on the device, ", needed),
+                                  std::string("(1 bytes) more than exec.device_memory_gb")})
+    EXPECT_NE(over.find(said), std::string::npos) << said << "\n" << over;
+  EXPECT_NE(over.find("may run out of device memory at its first step"), std::string::npos) << over;
 }
 
 // Against a GPU's free memory a fixed schedule must also leave
