@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -64,6 +65,24 @@ struct Inspection {
   int64_t saved_at_ns = 0;
 };
 
+// Why the tensors of a checkpoint cannot be read ("" when they can): the
+// model's weights as the loader finds them (model.safetensors, or every
+// shard its index names), and every safetensors file's header against the
+// file's length, which a disk filled mid-copy or a cut transfer leaves
+// short. Only headers are read (mapped), not the tensors.
+std::string unreadable_tensors(const fs::path& dir) {
+  try {
+    io::HfWeights(dir).check_all();
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (entry.is_regular_file() && entry.path().extension() == ".safetensors")
+        io::SafetensorsFile{entry.path()};
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // The save time is "saved_at_ns" in trainer_state.json; a checkpoint from
 // before that field has its state file's modification time.
 Inspection inspect(const fs::path& dir) {
@@ -80,6 +99,7 @@ Inspection inspect(const fs::path& dir) {
   for (const char* file : {kOptimizerFile, "config.json"}) {
     if (!fs::is_regular_file(dir / file)) return {std::string("no ") + file, 0};
   }
+  if (std::string problem = unreadable_tensors(dir); !problem.empty()) return {problem, 0};
   if (found.saved_at_ns == 0) {
     std::error_code ec;
     const auto t = fs::last_write_time(dir / kStateFile, ec);
@@ -114,6 +134,25 @@ std::vector<fs::path> complete_checkpoints(const fs::path& out_dir,
   std::vector<fs::path> dirs;
   for (auto& f : found) dirs.push_back(std::move(f.second));
   return dirs;
+}
+
+// Note [A damaged checkpoint] (checkpoint.h): a step-N folder a save made,
+// as its trainer_state.json shows (only a whole checkpoint is renamed into
+// place, that file written last), that can no longer be read.
+bool is_damaged_checkpoint(const fs::path& dir, const std::string& problem) {
+  return !problem.empty() && fs::is_regular_file(dir / kStateFile);
+}
+
+// Renames a damaged checkpoint out of the step-N names, to step-N.damaged
+// (step-N.damaged-2, ... when an earlier one has that name), keeping every
+// file in it; returns the new name.
+fs::path set_aside(const fs::path& dir) {
+  const std::string name = dir.filename().string() + ".damaged";
+  fs::path aside = dir.parent_path() / name;
+  for (int i = 2; fs::exists(aside); ++i)
+    aside = dir.parent_path() / (name + "-" + std::to_string(i));
+  fs::rename(dir, aside);
+  return aside;
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -214,7 +253,8 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
   fs::create_directories(out_dir);
   const fs::path final_dir = out_dir / ("step-" + std::to_string(state.step));
   const std::string problem = fs::exists(final_dir) ? inspect(final_dir).problem : "";
-  LT_CHECK(problem.empty(), "cannot save step ", state.step, ": ", final_dir.string(),
+  const bool damaged = is_damaged_checkpoint(final_dir, problem);
+  LT_CHECK(problem.empty() || damaged, "cannot save step ", state.step, ": ", final_dir.string(),
            " exists and is not a lazytrain checkpoint (", problem, "); move it out of out.dir");
   const fs::path tmp =
       out_dir / (".step-" + std::to_string(state.step) + ".tmp-" + std::to_string(getpid()));
@@ -224,8 +264,22 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
     mark_as_ours(tmp);
     write_checkpoint_files(tmp, model, optimizer_state, state, options);
     for (const fs::path& f : options.extra_files) fs::rename(f, tmp / f.filename());
-    // Replace an earlier save of the same step (a resumed run re-saving it).
-    remove_checkpoint_dir(final_dir);
+    if (damaged) {
+      // Only now that this save is written: a save that fails to write
+      // leaves the damaged folder where it was.
+      const fs::path aside = set_aside(final_dir);
+      const std::string warning = "warning: " + final_dir.string() + " is a damaged checkpoint (" +
+                                  problem + "); renamed it " + aside.string() + " to save step " +
+                                  std::to_string(state.step) + " there (nothing in it was deleted)";
+      if (options.warn) {
+        options.warn(warning);
+      } else {
+        std::fprintf(stderr, "%s\n", warning.c_str());
+      }
+    } else {
+      // Replace an earlier save of the same step (a resumed run re-saving it).
+      remove_checkpoint_dir(final_dir);
+    }
     fs::rename(tmp, final_dir);
   } catch (...) {
     // A full disk or a failed write: the partial folder goes now, not at
@@ -270,7 +324,7 @@ void check_no_foreign_step_folders(const fs::path& out_dir, int64_t first_step, 
     const auto n = step_of(name);
     if (!n || *n <= first_step || *n > last_step) continue;
     const std::string problem = inspect(entry.path()).problem;
-    if (problem.empty()) continue;
+    if (problem.empty() || is_damaged_checkpoint(entry.path(), problem)) continue;
     fail(entry.path().string(), " is not a lazytrain checkpoint (", problem,
          "), and this run may save step ", *n,
          " there; move it out of out.dir (the run deletes nothing it did not make)");
@@ -293,6 +347,9 @@ fs::path resolve_checkpoint(const std::string& resume, const fs::path& out_dir,
   }
   LT_CHECK(fs::exists(fs::path(resume) / kStateFile), "--resume: '", resume,
            "' is not a checkpoint folder (no ", kStateFile, ")");
+  const std::string problem = inspect(resume).problem;
+  LT_CHECK(problem.empty(), "--resume: '", resume, "' is a damaged checkpoint (", problem,
+           "); resume from another (--resume latest takes the newest whole one)");
   return resume;
 }
 

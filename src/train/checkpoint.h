@@ -5,17 +5,32 @@
 // trainer_state.json, train_config.yaml). A checkpoint is built in a hidden
 // temporary folder and renamed into place, so a crash mid-save never leaves
 // a damaged step-N; trainer_state.json is written last. A step-N folder is
-// taken for a checkpoint only when its trainer_state.json reads as one and
-// its optimizer.safetensors and config.json are there.
+// taken for a checkpoint only when its trainer_state.json reads as one, its
+// optimizer.safetensors and config.json are there, and its safetensors
+// files (the model's, as the loader finds them, and every other) are whole.
 //
 // Note [What a run may delete]: out.dir may hold the user's own files. A
 // run deletes only what this program made: folders carrying kSaveMarker
 // (its temporary and doomed save folders) and checkpoints it reads as
-// such. A damaged checkpoint (a trainer_state.json cut short) is left for
-// the user to look at, never pruned or replaced. Pruning to train.keep_last and `--resume latest`
-// order checkpoints by when they were saved, not by step number, so a run
-// resumed from an earlier step keeps its own newest saves.
+// such. Pruning to train.keep_last and `--resume latest` order checkpoints
+// by when they were saved, not by step number, so a run resumed from an
+// earlier step keeps its own newest saves.
+//
+// Note [A damaged checkpoint]: a step-N folder with a trainer_state.json
+// (so a save of this program put it there) that no longer reads as a
+// checkpoint: that file is malformed, a file is missing, or a safetensors
+// file's header does not fit the file's length (a truncated copy, a disk
+// filled after the save). It is never pruned, deleted or overwritten;
+// `--resume latest` passes over it, saying why, to the newest whole one.
+// When a later save falls on its step (a run resumed from an older
+// checkpoint reaches it again), that save, once written, renames the
+// damaged folder step-N.damaged (.damaged-2, ...: no name is reused) and
+// says so, then takes step-N: the run keeps training and saving, and the
+// damaged files stay on disk for the user. A step-N folder without
+// trainer_state.json is not this program's, and a run that would save
+// there is refused before it starts.
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -56,6 +71,9 @@ struct CheckpointOptions {
   // (exec/staged_states.h; train/staged_checkpoint.h); null: every weight
   // and optimizer state is in host memory.
   exec::StagedStates* staged = nullptr;
+  // Where a save's warning goes (a damaged checkpoint set aside: Note [A
+  // damaged checkpoint]); null: stderr.
+  std::function<void(const std::string&)> warn = nullptr;
 };
 
 // A hidden folder in out_dir (".step-N.shards") for the files the ranks
@@ -67,7 +85,8 @@ std::filesystem::path make_shard_folder(const std::filesystem::path& out_dir, in
 // Writes out_dir/step-<state.step>/ and removes all but the `keep_last`
 // most recently saved checkpoints. Returns the folder written. A failed
 // save removes its temporary folder and leaves the earlier ones intact; a
-// step-N folder that is not a checkpoint is never replaced.
+// step-N folder that is not a checkpoint is never replaced (a damaged one
+// is set aside: Note [A damaged checkpoint]).
 std::filesystem::path save_checkpoint(
     const std::filesystem::path& out_dir, const models::CausalLM& model,
     const std::vector<std::pair<std::string, Tensor>>& optimizer_state, const TrainerState& state,
@@ -79,7 +98,8 @@ std::filesystem::path save_checkpoint(
 void remove_stale_saves(const std::filesystem::path& out_dir);
 
 // Refuses a step-N folder in out_dir, for N in (first_step, last_step], that
-// is not a checkpoint: a save of that step would have to replace it.
+// is not a checkpoint and not a damaged one (which a save of that step sets
+// aside: Note [A damaged checkpoint]): a save would have to replace it.
 void check_no_foreign_step_folders(const std::filesystem::path& out_dir, int64_t first_step,
                                    int64_t last_step);
 
@@ -87,7 +107,8 @@ void check_no_foreign_step_folders(const std::filesystem::path& out_dir, int64_t
 std::vector<std::filesystem::path> saved_checkpoints(const std::filesystem::path& out_dir);
 
 // "latest" = the most recently saved complete checkpoint in out_dir;
-// anything else is a checkpoint folder. Throws naming what is missing.
+// anything else is a checkpoint folder, refused when it is damaged. Throws
+// naming what is missing or damaged.
 // With "latest", `skipped` (when given) gets each step-N folder that was
 // passed over, with why: "out/step-305 (trainer_state.json is malformed
 // (...))".

@@ -572,6 +572,7 @@ void save(Run& r, ProgressBar& bar) {
   CheckpointOptions options{tokenizer_dir_of(r.config), r.config.model.path, r.config_yaml,
                             r.config.train.keep_last, shard_files};
   options.staged = staged;
+  options.warn = [&bar](const std::string& warning) { bar.message(warning); };
   r.last_saved = save_checkpoint(r.out_dir, *r.model, optimizer_state, r.state, options);
   if (r.zero) fs::remove_all(r.out_dir / (".step-" + std::to_string(r.state.step) + ".shards"));
   bar.message("saved " + r.last_saved.string());

@@ -8,6 +8,8 @@
 #include <sys/resource.h>
 
 #include <csignal>
+#include <functional>
+#include <map>
 
 #include "io/disk_offload.h"
 #include "train/checkpoint.h"
@@ -31,6 +33,12 @@ class OutDir : public ::testing::Test {
   }
   fs::path out() const { return tmp_ / "out"; }
   TempDir tmp_;
+
+ public:
+  fs::path out_dir() const { return out(); }
+  void run(const std::vector<std::string>& overrides, const std::string& resume = "") {
+    train_quietly(config(overrides), resume);
+  }
 };
 
 // Rewrites a checkpoint's trainer_state.json as another step saved earlier
@@ -92,8 +100,8 @@ TEST_F(OutDir, UserFilesAreNeverDeleted) {
 
 // `--resume latest` passes over a damaged newest checkpoint (its
 // trainer_state.json cut short) saying so, and the run's pruning leaves it:
-// only checkpoints the run can read are deleted. A run whose saves would
-// replace it stops at start.
+// only checkpoints the run can read are deleted. A run past its step that
+// saves only at its end trains on and leaves it as it was.
 TEST_F(OutDir, ADamagedCheckpointIsSkippedWithAWarningAndNeverDeleted) {
   train_quietly(config({"train.steps=2", "train.save_every=1", "train.keep_last=5"}));
   fs::copy(out() / "step-2", out() / "step-9", fs::copy_options::recursive);
@@ -113,10 +121,87 @@ TEST_F(OutDir, ADamagedCheckpointIsSkippedWithAWarningAndNeverDeleted) {
   EXPECT_EQ(read_text(out() / "step-9" / "trainer_state.json"), R"({"step": )");
   EXPECT_TRUE(fs::exists(out() / "step-9" / "model.safetensors"));
 
-  const std::string m = error_of(config({"train.steps=10"}), "latest");
-  EXPECT_MENTIONS(m, (out() / "step-9").string());
-  EXPECT_MENTIONS(m, "malformed");
+  train_quietly(config({"train.steps=10"}), "latest");
+  EXPECT_TRUE(fs::exists(out() / "step-10" / "trainer_state.json"));
   EXPECT_EQ(read_text(out() / "step-9" / "trainer_state.json"), R"({"step": )");
+  EXPECT_FALSE(fs::exists(out() / "step-9.damaged"));
+}
+
+// Note [A damaged checkpoint] (train/checkpoint.h), on the save grid: a run
+// of 4 steps saving every 2 has its newest checkpoint, step-4, damaged by
+// `damage`. `--resume latest` to 6 steps passes over step-4, saying why,
+// and resumes at step 2; its save of step 4 renames the damaged folder
+// `aside` (saying so), nothing in it changed, and the run goes on to 6.
+// Returns the resumed run's log.
+std::string resume_past_a_damaged_step_4(OutDir& t, const std::vector<std::string>& settings,
+                                         const std::function<void(const fs::path&)>& damage,
+                                         const std::string& aside_name) {
+  std::vector<std::string> four = settings, six = settings;
+  four.push_back("train.steps=4");
+  six.push_back("train.steps=6");
+  t.run(four);
+  const fs::path step_4 = t.out_dir() / "step-4";
+  damage(step_4);
+  std::map<std::string, std::string> damaged;  // file name -> bytes
+  for (const auto& entry : fs::directory_iterator(step_4))
+    damaged[entry.path().filename().string()] = read_text(entry.path());
+
+  ::testing::internal::CaptureStderr();
+  try {
+    t.run(six, "latest");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_MENTIONS(log, "skipped " + step_4.string() + " (");
+  EXPECT_MENTIONS(log, "resumed from " + (t.out_dir() / "step-2").string() + " at step 2");
+  const fs::path aside = t.out_dir() / aside_name;
+  EXPECT_MENTIONS(log, step_4.string() + " is a damaged checkpoint (");
+  EXPECT_MENTIONS(log, "renamed it " + aside.string() + " to save step 4 there");
+  // Every damaged file is still on disk, byte for byte.
+  std::map<std::string, std::string> kept;
+  for (const auto& entry : fs::directory_iterator(aside))
+    kept[entry.path().filename().string()] = read_text(entry.path());
+  EXPECT_EQ(kept, damaged);
+  // The run went on from step 2: metrics of steps 0..5, once each, and
+  // whole saves of steps 4 and 6, the latter what `latest` now takes.
+  std::vector<int64_t> steps;
+  for (const auto& line : read_metrics(t.out_dir())) steps.push_back(line.at("step"));
+  EXPECT_EQ(steps, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(nlohmann::json::parse(read_text(step_4 / "trainer_state.json")).at("step"), 4);
+  EXPECT_EQ(resolve_checkpoint("latest", t.out_dir()), t.out_dir() / "step-6");
+  return log;
+}
+
+// A model.safetensors cut to half its length (a copy that ran out of disk):
+// its header no longer fits the file. Resuming from it by name is refused,
+// naming the file.
+TEST_F(OutDir, ATruncatedCheckpointIsPassedOverAndSetAsideWhenItsStepIsSaved) {
+  const auto truncate = [this](const fs::path& dir) {
+    fs::resize_file(dir / "model.safetensors", fs::file_size(dir / "model.safetensors") / 2);
+    const std::string m = error_of(config({"train.steps=6"}), dir.string());
+    EXPECT_MENTIONS(m, "is a damaged checkpoint");
+    EXPECT_MENTIONS(m, (dir / "model.safetensors").string());
+  };
+  const std::string log = resume_past_a_damaged_step_4(
+      *this, {"train.save_every=2", "train.keep_last=5"}, truncate, "step-4.damaged");
+  EXPECT_MENTIONS(log, (out() / "step-4" / "model.safetensors").string());
+  EXPECT_MENTIONS(log, "lies beyond the data region");
+}
+
+// A trainer_state.json cut short on the save grid, where a folder of the
+// user's already holds the name step-4.damaged: the set-aside name is
+// step-4.damaged-2, and the user's folder is untouched.
+TEST_F(OutDir, AMalformedStateOnTheSaveGridIsPassedOverAndSetAsideWhenItsStepIsSaved) {
+  const auto cut_state = [this](const fs::path& dir) {
+    write_text(dir / "trainer_state.json", R"({"step": )");
+    fs::create_directories(out() / "step-4.damaged");
+    write_text(out() / "step-4.damaged" / "mine.txt", "mine");
+  };
+  const std::string log = resume_past_a_damaged_step_4(
+      *this, {"train.save_every=2", "train.keep_last=5"}, cut_state, "step-4.damaged-2");
+  EXPECT_MENTIONS(log, "trainer_state.json is malformed");
+  EXPECT_EQ(read_text(out() / "step-4.damaged" / "mine.txt"), "mine");
 }
 
 // A second run on a locked out.dir is refused, naming the holder's PID; the
