@@ -20,6 +20,7 @@
 #include "models/context_limit.h"
 #include "train/generation_setup.h"
 #include "train/math_eval.h"
+#include "train/trained_template.h"
 
 namespace lt::cli {
 
@@ -29,9 +30,9 @@ struct EvalArgs {
   std::string model;
   std::string data;
   std::string format = "auto";
-  std::string template_name = "auto";
-  std::string tokenizer;  // default: the model folder
-  int64_t seq_len = 0;    // 0: whole rows, in windows of the model's context
+  std::string template_name;  // empty: the one a checkpoint was trained with, else auto
+  std::string tokenizer;      // default: the model folder
+  int64_t seq_len = 0;        // 0: whole rows, in windows of the model's context
   int64_t batch_size = 8;
   bool json = false;
   // --task math
@@ -69,14 +70,14 @@ void read_token_rows(const models::CausalLM& model, const EvalArgs& args, EvalIn
 // A dataset as `train` reads it (data.format, data.template): the response
 // tokens only, the prompt being context, as the eval during training counts.
 void read_dataset(const models::CausalLM& model, const EvalArgs& args, const std::string& format,
-                  EvalInput* input) {
+                  const std::string& template_name, EvalInput* input) {
   const std::string tokenizer_path = args.tokenizer.empty() ? args.model : args.tokenizer;
   const data::Tokenizer tokenizer = data::load_tokenizer_for(
       tokenizer_path, "eval --format " + format,
       args.tokenizer.empty() ? "--model (--tokenizer is unset)" : "--tokenizer");
   data::DatasetOptions options;
   options.format = format;
-  options.template_name = args.template_name;
+  options.template_name = template_name;
   options.tokenizer_path = tokenizer_path;
   data::DatasetReport report;
   input->samples = data::load_dataset(args.data, &tokenizer, options, &report);
@@ -108,9 +109,11 @@ void run_math(const EvalArgs& args) {
   if (args.seq_len != 0) fail("--seq-len is for the loss; --task math reads whole prompts");
   train::GenerationModel g = train::load_generation_model(args.model, args.tokenizer, args.device,
                                                           true, "eval --task math");
+  const train::PromptTemplate chosen =
+      train::prompt_template(args.model, args.template_name, "eval");
   data::PromptOptions options;
   options.format = args.format;
-  options.template_name = args.template_name;
+  options.template_name = chosen.name;
   options.tokenizer_path = g.tokenizer_path;
   options.answer_field = args.answer_field;
   const data::PromptSet prompts = data::load_prompts(args.data, &*g.tokenizer, options);
@@ -125,6 +128,9 @@ void run_math(const EvalArgs& args) {
            args.data, ": none of its ", prompts.rows.size(), " rows has the field \"",
            prompts.reference_field,
            "\", so nothing can be scored; name the reference answer's field with --answer-field");
+  // Also under --json (on stderr): which layout the prompts took matters.
+  if (!chosen.note.empty() && !prompts.template_name.empty())
+    fmt::print(stderr, "{}\n", chosen.note);
   train::check_prompts_fit(prompts, args.data, g.model.config(), args.model);
   train::place_generation_model(g, args.device_memory_gb, prompts, args.batch_size,
                                 args.max_new_tokens);
@@ -212,7 +218,12 @@ void run_eval(const EvalArgs& args) {
   if (input.format == "tokens") {
     read_token_rows(model, args, &input);
   } else {
-    read_dataset(model, args, input.format, &input);
+    const train::PromptTemplate chosen =
+        train::prompt_template(args.model, args.template_name, "eval");
+    read_dataset(model, args, input.format, chosen.name, &input);
+    // Also under --json (on stderr): which layout the rows took matters.
+    if (!chosen.note.empty() && !input.template_name.empty())
+      fmt::print(stderr, "{}\n", chosen.note);
     if (!args.json) {
       fmt::print(stderr, "eval: template {}{}\n",
                  input.template_name.empty() ? "none" : input.template_name,
@@ -301,8 +312,9 @@ void add_eval_command(CLI::App& app) {
                   "sharegpt, text: the response tokens predicted, with train's default data "
                   "settings)")
       ->capture_default_str();
-  cmd->add_option("--template", args->template_name, "chat template, as data.template")
-      ->capture_default_str();
+  cmd->add_option("--template", args->template_name,
+                  "chat template, as data.template (default: the one a checkpoint was trained "
+                  "with, else auto)");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json or its folder (default: the model folder)");
   // Ranges are checked in check_sizes, whose messages name the option.

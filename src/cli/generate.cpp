@@ -12,6 +12,7 @@
 #include "data/unicode.h"
 #include "train/generation.h"
 #include "train/generation_setup.h"
+#include "train/trained_template.h"
 
 namespace lt::cli {
 
@@ -20,7 +21,7 @@ namespace {
 struct GenerateArgs {
   std::string model, prompt, data;
   std::string format = "auto";
-  std::string template_name = "auto";
+  std::string template_name;  // empty: the one a checkpoint was trained with, else auto
   std::string tokenizer;
   std::string prompt_field;
   std::string device = "auto";
@@ -130,11 +131,13 @@ void run_generate(const GenerateArgs& args) {
   train::GenerationModel g = train::load_generation_model(
       args.model, args.tokenizer, args.device, /*tokenizer_required=*/!args.prompt.empty(),
       args.prompt.empty() ? "generate --data" : "generate --prompt");
+  const train::PromptTemplate chosen =
+      train::prompt_template(args.model, args.template_name, "generate");
 
   data::PromptSet prompts;
   std::string source;
   if (!args.prompt.empty()) {
-    data::PromptRenderer renderer(*g.tokenizer, g.tokenizer_path, args.template_name);
+    data::PromptRenderer renderer(*g.tokenizer, g.tokenizer_path, chosen.name);
     prompts.rows.push_back({0, renderer.chat({{data::Role::kUser, args.prompt}}), std::nullopt});
     prompts.format = "prompt";
     prompts.template_name = renderer.template_name();
@@ -143,7 +146,7 @@ void run_generate(const GenerateArgs& args) {
   } else {
     data::PromptOptions options;
     options.format = args.format;
-    options.template_name = args.template_name;
+    options.template_name = chosen.name;
     options.tokenizer_path = g.tokenizer_path;
     options.prompt_field = args.prompt_field;
     prompts = data::load_prompts(args.data, g.tokenizer ? &*g.tokenizer : nullptr, options);
@@ -153,6 +156,9 @@ void run_generate(const GenerateArgs& args) {
                  prompts.read, args.data, prompts.problems.front());
     }
   }
+  // Also under --json (on stderr): which layout the prompts took matters.
+  if (!chosen.note.empty() && !prompts.template_name.empty())
+    fmt::print(stderr, "{}\n", chosen.note);
   train::check_prompts_fit(prompts, source, g.model.config(), args.model);
   train::place_generation_model(g, args.device_memory_gb, prompts, args.batch_size,
                                 args.max_new_tokens);
@@ -240,8 +246,9 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--prompt-field", args->prompt_field,
                   "query_response: the prompt's field (default: query, question or prompt)");
-  cmd->add_option("--template", args->template_name, "chat template, as data.template")
-      ->capture_default_str();
+  cmd->add_option("--template", args->template_name,
+                  "chat template, as data.template (default: the one a checkpoint was trained "
+                  "with, else auto)");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json or its folder (default: the model folder)");
   cmd->add_option("--max-new-tokens", args->max_new_tokens, "New tokens per row at most")

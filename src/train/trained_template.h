@@ -1,0 +1,31 @@
+#pragma once
+// The chat template `generate` and `eval` prompt a checkpoint with. A model
+// fine-tuned in one layout (data.template chatml, say) answers well only
+// when prompted in it, and the checkpoint's tokenizer files carry the
+// tokenizer's own Jinja template, which "auto" would take: prompting with
+// that is a silently wrong result. The checkpoint's train_config.yaml is
+// the record of what the run trained with (data.template, and each
+// training source's own template), so these commands read it rather than
+// a second copy of the same fact.
+#include <filesystem>
+#include <string>
+
+namespace lt::train {
+
+struct PromptTemplate {
+  std::string name;  // auto | chatml | qwen3 | llama3 | plain, as data.template
+  // One line saying where `name` came from when it is the checkpoint's
+  // (and, when the run mixed templates, which it took) or why the record
+  // could not be read; empty otherwise (--template, or the default auto).
+  std::string note;
+};
+
+// `given`: --template when the user gave it, which always wins; empty when
+// not given. Then the template the run that saved `model_dir` trained with
+// (its train_config.yaml), when that is not auto; else auto, as before
+// checkpoints were read for it (a model folder that is no checkpoint).
+// `command` begins the note ("generate", "eval").
+PromptTemplate prompt_template(const std::filesystem::path& model_dir, const std::string& given,
+                               const std::string& command);
+
+}  // namespace lt::train

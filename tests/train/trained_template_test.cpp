@@ -1,0 +1,236 @@
+// `generate` and `eval` on a checkpoint prompt in the chat template its run
+// trained with (train/trained_template.h), not the tokenizer's own Jinja
+// template that "auto" takes: a run with data.template chatml is saved, and
+// the commands' prompts on that checkpoint are compared with ChatML prompts
+// built by hand from the layout in data/chat_template.h. The model is the
+// Llama fixture (97 ids) with a tokenizer made here: the printable ASCII
+// characters ' ' to '|' as ids 0..92, <unk> (93, every other byte, "\n"
+// among them), <|im_start|> (94), <|im_end|> (95), <|endoftext|> (96), and
+// a Jinja template of its own in tokenizer_config.json.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+
+#include "data/byte_level.h"
+#include "data/prompt_rows.h"
+#include "data/tokenizer.h"
+#include "io/hf_model.h"
+#include "train/generation.h"
+#include "train/trained_template.h"
+#include "train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+#define EXPECT_MENTIONS(message, text)               \
+  EXPECT_NE((message).find(text), std::string::npos) \
+      << "'" << (message) << "' lacks '" << (text) << "'"
+
+constexpr int32_t kUnk = 93, kImStart = 94, kImEnd = 95, kEndOfText = 96;
+constexpr int32_t kFolderEos = 2;  // the fixture's generation_config.json
+
+void append_text(std::vector<int32_t>& ids, const std::string& text) {
+  for (char c : text) ids.push_back(c == '\n' ? kUnk : c - 0x20);
+}
+
+// What chatml renders for one user message up to the assistant's answer:
+// <|im_start|>user\n TEXT <|im_end|>\n <|im_start|>assistant\n.
+std::vector<int32_t> chatml_prompt(const std::string& text) {
+  std::vector<int32_t> ids = {kImStart};
+  append_text(ids, "user\n" + text);
+  ids.push_back(kImEnd);
+  append_text(ids, "\n");
+  ids.push_back(kImStart);
+  append_text(ids, "assistant\n");
+  return ids;
+}
+
+struct CliResult {
+  int status = -1;
+  std::string out;  // stdout only
+  std::string err;
+};
+
+class TrainedTemplate : public ::testing::Test {
+ protected:
+  TrainedTemplate() : tmp_("trained_template") {}
+
+  void SetUp() override {
+    fs::create_directories(tok());
+    nlohmann::json vocab = nlohmann::json::object();
+    for (char c = 0x20; c < 0x7D; ++c) vocab[data::byte_level_encode(std::string(1, c))] = c - 0x20;
+    vocab["<unk>"] = kUnk;
+    nlohmann::json added = nlohmann::json::array();
+    for (const auto& [id, content] : {std::pair<int32_t, const char*>{kImStart, "<|im_start|>"},
+                                      {kImEnd, "<|im_end|>"},
+                                      {kEndOfText, "<|endoftext|>"}}) {
+      added.push_back({{"id", id}, {"content", content}, {"special", true}, {"normalized", false}});
+    }
+    const nlohmann::json tokenizer = {
+        {"version", "1.0"},
+        {"added_tokens", added},
+        {"normalizer", nullptr},
+        {"pre_tokenizer",
+         {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+        {"decoder", {{"type", "ByteLevel"}}},
+        {"model",
+         {{"type", "BPE"},
+          {"vocab", vocab},
+          {"merges", nlohmann::json::array()},
+          {"unk_token", "<unk>"}}}};
+    write_text(tok() / "tokenizer.json", tokenizer.dump());
+    // The tokenizer's own template, which "auto" renders: another layout.
+    const nlohmann::json config = {
+        {"eos_token", "<|endoftext|>"},
+        {"chat_template",
+         "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}{% if m['role'] == "
+         "'assistant' %}<|endoftext|>{% endif %} {% endfor %}{% if add_generation_prompt "
+         "%}assistant: {% endif %}"}};
+    write_text(tok() / "tokenizer_config.json", config.dump());
+    std::string rows;
+    for (const char* q : {"ab", "cd", "ef", "gh"})
+      rows += nlohmann::json{{"query", q}, {"response", std::string(q) + "!"}}.dump() + "\n";
+    write_text(tmp_ / "qr.jsonl", rows);
+  }
+
+  fs::path tok() const { return tmp_ / "tok"; }
+
+  // A checkpoint of one step trained with data.template chatml.
+  fs::path train_chatml_checkpoint() {
+    train_quietly(fixture_config(fixture("llama"), tmp_ / "qr.jsonl", tmp_ / "out",
+                                 {"data.format=query_response", "data.template=chatml",
+                                  "data.tokenizer=" + tok().string(), "train.steps=1"}));
+    return tmp_ / "out" / "step-1";
+  }
+
+  // `lazytrain ARGS`: stdout, and stderr apart.
+  CliResult run(const std::string& args) {
+    const fs::path err = tmp_ / "stderr.txt";
+    const std::string cmd = program().string() + " " + args + " 2>" + err.string();
+    FILE* pipe = popen(cmd.c_str(), "r");
+    CliResult r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+    const int raw = pclose(pipe);
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.err = read_text(err);
+    return r;
+  }
+
+  // What the library makes from `prompt` on the checkpoint's weights,
+  // stopping where generate stops: the folder's EOS and the template's
+  // turn end.
+  static std::vector<int32_t> library(const fs::path& model_dir, const std::vector<int32_t>& prompt,
+                                      int32_t turn_end) {
+    const models::CausalLM model = io::load_hf_model(model_dir, DType::F32);
+    GenerationOptions options;
+    options.max_new_tokens = 8;
+    options.eos_ids = {kFolderEos, turn_end};
+    return generate(model, {prompt}, options)[0].tokens;
+  }
+
+  TempDir tmp_;
+};
+
+TEST_F(TrainedTemplate, GenerateAndEvalPromptACheckpointInTheTemplateItsRunTrainedWith) {
+  const fs::path ck = train_chatml_checkpoint();
+  const std::string generate = "generate --device cpu --max-new-tokens 8 --json --prompt hi";
+
+  const CliResult taken = run(generate + " --model " + ck.string());
+  ASSERT_EQ(taken.status, 0) << taken.err;
+  EXPECT_EQ(nlohmann::json::parse(taken.out).at("output_ids").get<std::vector<int32_t>>(),
+            library(ck, chatml_prompt("hi"), kImEnd));
+  EXPECT_MENTIONS(taken.err,
+                  "generate: template chatml, which the checkpoint was trained with "
+                  "(data.template in " +
+                      (ck / "train_config.yaml").string() + ")");
+
+  // The tokenizer's own template is another prompt, and another answer: the
+  // comparison above tells the two apart.
+  const data::Tokenizer tokenizer = data::Tokenizer::load(ck);
+  const data::PromptRenderer jinja(tokenizer, ck, "auto");
+  ASSERT_EQ(jinja.template_name(), "jinja");
+  const std::vector<int32_t> jinja_prompt = jinja.chat({{data::Role::kUser, "hi"}});
+  ASSERT_NE(jinja_prompt, chatml_prompt("hi"));
+  const std::vector<int32_t> jinja_answer = library(ck, jinja_prompt, kEndOfText);
+  ASSERT_NE(jinja_answer, library(ck, chatml_prompt("hi"), kImEnd));
+
+  // An explicit --template wins, with no line about the checkpoint's.
+  const CliResult chosen = run(generate + " --template auto --model " + ck.string());
+  ASSERT_EQ(chosen.status, 0) << chosen.err;
+  EXPECT_EQ(nlohmann::json::parse(chosen.out).at("output_ids").get<std::vector<int32_t>>(),
+            jinja_answer);
+  EXPECT_EQ(chosen.err.find("checkpoint was trained with"), std::string::npos) << chosen.err;
+
+  // eval: the loss over the same rows is --template chatml's, and says so.
+  const std::string eval = "eval --json --data " + (tmp_ / "qr.jsonl").string() + " --model ";
+  const CliResult loss = run(eval + ck.string());
+  const CliResult chatml_loss = run(eval + ck.string() + " --template chatml");
+  const CliResult auto_loss = run(eval + ck.string() + " --template auto");
+  ASSERT_EQ(loss.status, 0) << loss.err;
+  ASSERT_EQ(chatml_loss.status, 0) << chatml_loss.err;
+  ASSERT_EQ(auto_loss.status, 0) << auto_loss.err;
+  EXPECT_EQ(nlohmann::json::parse(loss.out).at("template"), "chatml");
+  EXPECT_EQ(loss.out, chatml_loss.out);
+  EXPECT_NE(loss.out, auto_loss.out);
+  EXPECT_MENTIONS(loss.err, "eval: template chatml, which the checkpoint was trained with");
+
+  // eval --task math prompts as generate does.
+  const CliResult math = run("eval --task math --device cpu --max-new-tokens 4 --json --data " +
+                             (tmp_ / "qr.jsonl").string() + " --model " + ck.string());
+  ASSERT_EQ(math.status, 0) << math.err;
+  EXPECT_EQ(nlohmann::json::parse(math.out).at("template"), "chatml");
+  EXPECT_MENTIONS(math.err, "eval: template chatml, which the checkpoint was trained with");
+}
+
+// A folder without the record (a model folder, or a checkpoint whose
+// train_config.yaml is gone) is prompted as before: auto, silently.
+TEST_F(TrainedTemplate, AFolderWithoutTheRecordIsPromptedWithAutoAsBefore) {
+  const fs::path ck = train_chatml_checkpoint();
+  fs::remove(ck / "train_config.yaml");
+  const CliResult r =
+      run("generate --device cpu --max-new-tokens 8 --json --prompt hi --model " + ck.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const data::Tokenizer tokenizer = data::Tokenizer::load(ck);
+  const data::PromptRenderer jinja(tokenizer, ck, "auto");
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("output_ids").get<std::vector<int32_t>>(),
+            library(ck, jinja.chat({{data::Role::kUser, "hi"}}), kEndOfText));
+  EXPECT_EQ(r.err.find("trained with"), std::string::npos) << r.err;
+  EXPECT_EQ(prompt_template(fixture("llama"), "", "generate").name, "auto");
+}
+
+// Sources of several templates: the first training source's is taken (a
+// split-eval source does not count), and the line names the others; a
+// record that cannot be read is said, and auto is used.
+TEST_F(TrainedTemplate, MixedTemplatesAreNamedAndAnUnreadableRecordIsSaid) {
+  const fs::path ck = tmp_ / "ck";
+  fs::create_directories(ck);
+  write_text(ck / "train_config.yaml",
+             "data:\n  template: llama3\n  sources:\n"
+             "    - {path: e.jsonl, template: qwen3, split: eval}\n"
+             "    - {path: a.jsonl, template: chatml}\n"
+             "    - {path: b.jsonl}\n"
+             "    - {path: c.jsonl, template: chatml}\n");
+  const PromptTemplate mixed = prompt_template(ck, "", "generate");
+  EXPECT_EQ(mixed.name, "chatml");
+  EXPECT_MENTIONS(mixed.note,
+                  "template chatml, which the checkpoint was trained with "
+                  "(data.sources[1].template in ");
+  EXPECT_MENTIONS(mixed.note, "its other training sources used llama3 (b.jsonl)");
+  EXPECT_EQ(mixed.note.find("qwen3"), std::string::npos) << mixed.note;
+  EXPECT_EQ(prompt_template(ck, "plain", "generate").name, "plain");
+  EXPECT_EQ(prompt_template(ck, "plain", "generate").note, "");
+
+  write_text(ck / "train_config.yaml", "data:\n  template: [chatml\n");
+  const PromptTemplate unreadable = prompt_template(ck, "", "eval");
+  EXPECT_EQ(unreadable.name, "auto");
+  EXPECT_MENTIONS(unreadable.note,
+                  "eval: cannot read the chat template the checkpoint was "
+                  "trained with from " +
+                      (ck / "train_config.yaml").string());
+}
+
+}  // namespace
+}  // namespace lt::train::testing
