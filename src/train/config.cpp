@@ -306,6 +306,38 @@ std::string key_text(const YAML::Node& key, const std::string& source, const std
   return key.Scalar();
 }
 
+// Where `key`'s value was set (its line in `source`, or the --set), and
+// where each item and field inside a list or mapping value was: a check on
+// data.sources[1].weight then names that field's line, not the list's.
+void note_origins(std::map<std::string, std::string>& origins, const std::string& key,
+                  const std::pair<YAML::Node, YAML::Node>& entry, const std::string& source) {
+  const bool from_set = source.rfind("--set", 0) == 0;
+  const auto origin = [&](const YAML::Node& n) { return from_set ? source : source + where(n); };
+  // A value set again (an override) replaces the items the earlier one had.
+  for (auto it = origins.lower_bound(key); it != origins.end() && it->first.rfind(key, 0) == 0;) {
+    const char after = it->first.size() > key.size() ? it->first[key.size()] : '\0';
+    it = after == '[' || after == '.' ? origins.erase(it) : std::next(it);
+  }
+  origins[key] = origin(entry.first);
+  std::function<void(const std::string&, const YAML::Node&)> note_inside =
+      [&](const std::string& name, const YAML::Node& value) {
+        if (value.IsSequence()) {
+          for (size_t i = 0; i < value.size(); ++i) {
+            const std::string item = name + "[" + std::to_string(i) + "]";
+            origins[item] = origin(value[i]);
+            note_inside(item, value[i]);
+          }
+        } else if (value.IsMap()) {
+          for (const auto& field : value) {
+            const std::string inner = name + "." + field.first.Scalar();
+            origins[inner] = origin(field.first);
+            note_inside(inner, field.second);
+          }
+        }
+      };
+  note_inside(key, entry.second);
+}
+
 void apply(TrainConfig& config, const YAML::Node& root, const std::string& source) {
   if (!root || root.IsNull()) return;
   LT_CHECK(root.IsMap(), source, ": the config must be a mapping of sections (model, data, ...)");
@@ -355,8 +387,7 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
           } catch (const Error& e) {
             fail(source, ": ", e.what());  // the file (or --set) the value came from
           }
-          config.key_origins[key] =
-              source.rfind("--set", 0) == 0 ? source : source + where(entry.first);
+          note_origins(config.key_origins, key, entry, source);
         }
       };
   for (const auto& section : root) {
@@ -717,8 +748,17 @@ void TrainConfig::validate_naming_sources() const {
     const size_t at = message.find(mark);
     if (at == std::string::npos) throw;
     const size_t start = at + mark.size(), end = message.find('\'', start);
-    const auto origin = key_origins.find(message.substr(start, end - start));
-    if (end == std::string::npos || origin == key_origins.end()) throw;
+    if (end == std::string::npos) throw;
+    // A field left out (data.sources[0].path) was set nowhere: its entry
+    // (data.sources[0]) was, so the nearest enclosing key that was names it.
+    std::string key = message.substr(start, end - start);
+    auto origin = key_origins.find(key);
+    while (origin == key_origins.end()) {
+      const size_t cut = key.find_last_of(".[");
+      if (cut == std::string::npos || cut == 0) throw;
+      key.resize(cut);
+      origin = key_origins.find(key);
+    }
     fail(origin->second, ": ", message);
   }
 }

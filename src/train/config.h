@@ -176,7 +176,8 @@ struct TrainConfig {
   // adjustments, not a key.
   std::vector<std::string> assembly_notes;
   // Where each key's value was set: "FILE (line N)", or "--set KEY=VALUE"
-  // (keys left at their defaults are absent). Not a key.
+  // (keys left at their defaults are absent); so too each item and field
+  // of a list (data.sources[1], data.sources[1].weight). Not a key.
   std::map<std::string, std::string> key_origins;
 
   // Checks every value; throws lt::Error naming the key.

@@ -124,6 +124,36 @@ TEST_F(DataSources, BadSourcesNameTheEntryAndField) {
   EXPECT_MENTIONS(error_of(two_sources(), {"data.eval_split=-0.1"}), "data.eval_split");
 }
 
+// A refused value inside an entry names the config file and the line of
+// its field (of the entry, for a field left out), or the --set it came
+// from, as the other keys' errors do. two_sources(): the data section
+// starts at line 5; entry 1 is the flow mapping on line 9.
+TEST_F(DataSources, BadSourcesNameTheFileAndLine) {
+  const std::string file = (tmp_ / "run.yaml").string();
+  std::string m = error_of(two_sources("0"));
+  EXPECT_MENTIONS(m, file + " (line 9): config key 'data.sources[1].weight'");
+  m = error_of(two_sources("1", ", format: parquet"));
+  EXPECT_MENTIONS(m, file + " (line 9): config key 'data.sources[1].format'");
+  m = error_of(two_sources("1", ", split: test"));
+  EXPECT_MENTIONS(m, file + " (line 9): config key 'data.sources[1].split'");
+  // Block mappings: each field on its own line.
+  m = error_of("  sources:\n    - path: \"" + a() + "\"\n      template: vicuna\n    - path: \"" +
+               (tmp_ / "missing.jsonl").string() + "\"\n");
+  EXPECT_MENTIONS(m, file + " (line 7): config key 'data.sources[0].template'");
+  m = error_of("  sources:\n    - path: \"" + a() + "\"\n    - path: \"" +
+               (tmp_ / "missing.jsonl").string() + "\"\n");
+  EXPECT_MENTIONS(m, file + " (line 7): config key 'data.sources[1].path': no file");
+  m = error_of("  sources:\n    - path: \"" + a() + "\"\n    - weight: 2\n      split: eval\n");
+  EXPECT_MENTIONS(m, file + " (line 7): config key 'data.sources[1].path' is required");
+  // A value that is not of the field's type is refused as it is read.
+  m = error_of(two_sources("heavy"));
+  EXPECT_MENTIONS(m, file + ": config key 'data.sources[1].weight' (line 9): expected a number");
+  // An override names itself, and the file's entries it replaced are gone.
+  const std::string set = "data.sources=[{path: \"" + a() + "\", weight: -1}]";
+  m = error_of(two_sources(), {set});
+  EXPECT_MENTIONS(m, "--set " + set + ": config key 'data.sources[0].weight'");
+}
+
 std::vector<std::string> mixture_overrides(int64_t steps) {
   return {"train.steps=" + std::to_string(steps), "train.batch_size=3", "optim.lr=5e-3",
           "data.pack=true", "train.seq_len=9"};
