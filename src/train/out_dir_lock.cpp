@@ -5,8 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "core/error.h"
@@ -42,9 +46,89 @@ bool is_file_at(int fd, const fs::path& path) {
          held.st_dev == named.st_dev && held.st_ino == named.st_ino;
 }
 
+// Note [An interrupted setup]: from the lock's taking until the run
+// commits (model loading, tokenizing, planning: minutes on a large model),
+// SIGINT and SIGTERM would keep their default action and end the process
+// at once (the trainer's stop flag, which finishes a step and saves, comes
+// with the first step). The kernel drops the flock then but not the file,
+// so out.dir kept a stray .lock, or was a new folder holding only it.
+// While a lock is uncommitted, a handler stands in for that default
+// action: it removes what the lock's destructor would, says so on stderr,
+// and ends the process by the same signal. A disposition the program set
+// itself (ignored, or a handler of its own) is left alone. The handler
+// makes only async-signal-safe calls (unlink, rmdir, write, sigaction,
+// raise) on paths made before it could run.
+constexpr std::array<int, 2> kStopSignals = {SIGINT, SIGTERM};
+// The uncommitted locks of this process: one per run; tests hold several.
+// A lock finding no free slot is not cleaned on a signal.
+std::array<std::atomic<const OutDirLock*>, 8> uncommitted{};
+std::mutex uncommitted_mutex;  // arm and disarm; the handler reads the slots only
+
+void arm(const OutDirLock* lock, void (*handler)(int)) {
+  std::lock_guard<std::mutex> guard(uncommitted_mutex);
+  for (auto& slot : uncommitted) {
+    const OutDirLock* empty = nullptr;
+    if (slot.compare_exchange_strong(empty, lock)) break;
+  }
+  for (int signal : kStopSignals) {
+    struct sigaction current {};
+    if (::sigaction(signal, nullptr, &current) != 0) continue;
+    if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) continue;
+    struct sigaction action {};
+    action.sa_handler = handler;
+    ::sigemptyset(&action.sa_mask);
+    ::sigaction(signal, &action, nullptr);
+  }
+}
+
+// The default action comes back once no lock is uncommitted, unless a
+// handler installed since stands over ours (it restores ours, which then
+// finds nothing to remove and ends the process as the default would).
+void disarm(const OutDirLock* lock, void (*handler)(int)) {
+  std::lock_guard<std::mutex> guard(uncommitted_mutex);
+  bool any_left = false;
+  for (auto& slot : uncommitted) {
+    const OutDirLock* mine = lock;
+    slot.compare_exchange_strong(mine, nullptr);
+    any_left = any_left || slot.load() != nullptr;
+  }
+  if (any_left) return;
+  for (int signal : kStopSignals) {
+    struct sigaction current {};
+    if (::sigaction(signal, nullptr, &current) != 0) continue;
+    if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != handler) continue;
+    struct sigaction action {};
+    action.sa_handler = SIG_DFL;
+    ::sigemptyset(&action.sa_mask);
+    ::sigaction(signal, &action, nullptr);
+  }
+}
+
+void say(const char* text) {
+  const ssize_t written = ::write(STDERR_FILENO, text, std::strlen(text));
+  (void)written;  // nothing to do about a stderr that cannot be written
+}
+
 }  // namespace
 
-OutDirLock::OutDirLock(const fs::path& out_dir) : path_(out_dir / ".lock") {
+void OutDirLock::on_signal_in_setup(int signal) {
+  for (auto& slot : uncommitted) {
+    const OutDirLock* lock = slot.exchange(nullptr);
+    if (lock == nullptr) continue;
+    lock->remove_what_it_made();
+    say(signal == SIGINT ? "\nSIGINT" : "\nSIGTERM");
+    say(" while the run was setting up: stopped; out.dir '");
+    say(lock->out_dir_.c_str());
+    say("' is left as it was before the run\n");
+  }
+  struct sigaction action {};
+  action.sa_handler = SIG_DFL;
+  ::sigemptyset(&action.sa_mask);
+  ::sigaction(signal, &action, nullptr);
+  ::raise(signal);  // delivered as this handler returns: the default action ends the process
+}
+
+OutDirLock::OutDirLock(const fs::path& out_dir) : out_dir_(out_dir), path_(out_dir / ".lock") {
   // A few rounds: each one that fails lost a race with a run that removed
   // the file (or its folder) as it failed.
   for (int attempt = 0; attempt < 100; ++attempt) {
@@ -78,6 +162,7 @@ OutDirLock::OutDirLock(const fs::path& out_dir) : path_(out_dir / ".lock") {
       continue;
     }
     made_file_ = made;
+    arm(this, on_signal_in_setup);  // before the PID: a file naming it is cleaned on a signal
     const std::string me = std::to_string(::getpid()) + "\n";
     if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
       // The lock holds without the PID; only the second run's message loses it.
@@ -87,16 +172,26 @@ OutDirLock::OutDirLock(const fs::path& out_dir) : path_(out_dir / ".lock") {
   fail("out.dir: cannot lock '", path_.string(), "': other runs kept removing it; try again");
 }
 
+void OutDirLock::remove_what_it_made() const noexcept {
+  if (made_file_) ::unlink(path_.c_str());
+  for (const fs::path& dir : made_dirs_) {
+    if (::rmdir(dir.c_str()) != 0) break;  // not empty (another run's, or files left): kept
+  }
+}
+
+void OutDirLock::commit() {
+  if (!committed_) disarm(this, on_signal_in_setup);
+  committed_ = true;
+}
+
 OutDirLock::~OutDirLock() {
   if (fd_ < 0) return;
-  // Removed while still locked: a run waiting on this file sees it is gone.
-  if (!committed_ && made_file_) ::unlink(path_.c_str());
-  ::close(fd_);  // releases the flock
-  if (committed_) return;
-  for (const fs::path& dir : made_dirs_) {
-    std::error_code ec;
-    if (!fs::remove(dir, ec)) break;  // not empty (another run's, or files left): kept
+  if (!committed_) {
+    disarm(this, on_signal_in_setup);
+    // Removed while still locked: a run waiting on this file sees it is gone.
+    remove_what_it_made();
   }
+  ::close(fd_);  // releases the flock
 }
 
 }  // namespace lt::train

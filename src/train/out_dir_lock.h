@@ -11,6 +11,8 @@
 // and the folders it made for it, if it made them. Removing a lock file is
 // safe because a run that takes a lock checks that the file it locked is
 // still the one at out.dir/.lock, and takes the new one when it is not.
+// A run stopped by SIGINT or SIGTERM in that time leaves it so too (Note
+// [An interrupted setup] in out_dir_lock.cpp).
 #include <filesystem>
 #include <vector>
 
@@ -27,10 +29,16 @@ class OutDirLock {
   OutDirLock& operator=(const OutDirLock&) = delete;
 
   // The run writes into out.dir from now on: the lock file and the folders
-  // made for it stay.
-  void commit() { committed_ = true; }
+  // made for it stay, also when a signal ends the process.
+  void commit();
 
  private:
+  // Removes the lock file (when this lock made it) and the folders made for
+  // it; async-signal-safe, for the interrupted setup's handler too.
+  void remove_what_it_made() const noexcept;
+  static void on_signal_in_setup(int signal);
+
+  std::filesystem::path out_dir_;
   std::filesystem::path path_;
   int fd_ = -1;
   bool made_file_ = false;

@@ -182,7 +182,9 @@ inline size_t count_lines(const fs::path& path) {
 // The program as a child process, stdout and stderr into `log`.
 class Child {
  public:
-  Child(const std::vector<std::string>& args, const fs::path& log) : log_(log) {
+  // Its stdout and stderr go to `log`; stdout to `stdout_fd` instead when
+  // one is given.
+  Child(const std::vector<std::string>& args, const fs::path& log, int stdout_fd = -1) : log_(log) {
     std::vector<std::string> argv_s = {program().string()};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
@@ -197,6 +199,7 @@ class Child {
         dup2(fd, STDERR_FILENO);
         close(fd);
       }
+      if (stdout_fd >= 0) dup2(stdout_fd, STDOUT_FILENO);
       execv(argv[0], argv.data());
       _exit(127);
     }

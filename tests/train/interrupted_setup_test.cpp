@@ -1,0 +1,150 @@
+// A run stopped by SIGINT or SIGTERM while it sets up (loading the model,
+// tokenizing, planning: before its first step) ends at once, says so, and
+// leaves out.dir as it was before the run: no stray .lock, no new folder.
+// Once the run is set up, the signal is the trainer's again (signal_test).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include "train/out_dir_lock.h"
+#include "train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+#define EXPECT_MENTIONS(message, text)               \
+  EXPECT_NE((message).find(text), std::string::npos) \
+      << "'" << (message) << "' lacks '" << (text) << "'"
+
+void (*disposition_of(int signal))(int) {
+  struct sigaction current {};
+  ::sigaction(signal, nullptr, &current);
+  return current.sa_handler;
+}
+
+// The lock's own cleanup, in a forked child (gtest's death test) that the
+// signal ends: the folders the lock made go; a folder that was there keeps
+// the user's files and loses only the lock file.
+TEST(InterruptedSetup, TheLockRemovesWhatItMadeAndTheSignalEndsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "fast");  // the child shares this test's paths
+  TempDir tmp("interrupted_setup");
+  const fs::path made = tmp / "runs" / "out";
+  for (int signal : {SIGINT, SIGTERM}) {
+    EXPECT_EXIT(
+        {
+          OutDirLock lock(made);
+          std::raise(signal);
+        },
+        ::testing::KilledBySignal(signal), " while the run was setting up: stopped; out.dir '.*");
+    EXPECT_FALSE(fs::exists(tmp / "runs")) << "signal " << signal;
+  }
+  const fs::path there = tmp / "there";
+  fs::create_directories(there);
+  write_text(there / "notes.txt", "mine");
+  EXPECT_EXIT(
+      {
+        OutDirLock lock(there);
+        std::raise(SIGINT);
+      },
+      ::testing::KilledBySignal(SIGINT), "is left as it was before the run");
+  EXPECT_FALSE(fs::exists(there / ".lock"));
+  EXPECT_EQ(read_text(there / "notes.txt"), "mine");
+}
+
+// Once committed (the run writes out.dir) the lock file stays on a signal,
+// and the default action is back; an exception in the setup (the lock
+// destroyed uncommitted) removes what it made and restores it too.
+TEST(InterruptedSetup, CommitAndDestructionGiveTheSignalsBack) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  TempDir tmp("interrupted_commit");
+  const fs::path out = tmp / "runs" / "out";
+  EXPECT_EXIT(
+      {
+        OutDirLock lock(out);
+        lock.commit();
+        std::raise(SIGINT);
+      },
+      ::testing::KilledBySignal(SIGINT), "");
+  EXPECT_TRUE(fs::exists(out / ".lock"));
+  fs::remove_all(tmp / "runs");
+
+  EXPECT_EQ(disposition_of(SIGINT), SIG_DFL);
+  try {
+    OutDirLock lock(out);
+    EXPECT_NE(disposition_of(SIGINT), SIG_DFL);
+    EXPECT_NE(disposition_of(SIGTERM), SIG_DFL);
+    throw Error("a model folder without its weights");
+  } catch (const Error&) {
+  }
+  EXPECT_FALSE(fs::exists(tmp / "runs"));
+  EXPECT_EQ(disposition_of(SIGINT), SIG_DFL);
+  EXPECT_EQ(disposition_of(SIGTERM), SIG_DFL);
+}
+
+// A signal the program ignores (nohup, a background job) stays ignored.
+TEST(InterruptedSetup, AnIgnoredSignalStaysIgnored) {
+  TempDir tmp("interrupted_ignored");
+  void (*before)(int) = std::signal(SIGINT, SIG_IGN);
+  {
+    OutDirLock lock(tmp / "out");
+    EXPECT_EQ(disposition_of(SIGINT), SIG_IGN);
+    std::raise(SIGINT);  // nothing happens
+    EXPECT_TRUE(fs::exists(tmp / "out" / ".lock"));
+  }
+  EXPECT_EQ(disposition_of(SIGINT), SIG_IGN);
+  std::signal(SIGINT, before);
+  EXPECT_FALSE(fs::exists(tmp / "out"));
+}
+
+// The program, stopped while it sets up. It holds the lock and is stuck
+// printing the config it resolved (the first thing it does holding it) to
+// a stdout nobody reads, a full pipe; the lock file naming its PID says
+// the lock's handler is in place. So the signal lands in the setup every
+// time, not only when it happens to be slow.
+void stop_while_setting_up(int signal) {
+  TempDir tmp("interrupted_run" + std::to_string(signal));
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
+  const fs::path out = tmp / "runs" / "out";
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK), 0);
+  const char byte = 'x';
+  while (::write(pipe_fds[1], &byte, 1) == 1) {
+  }
+  ASSERT_EQ(::fcntl(pipe_fds[1], F_SETFL, 0), 0);  // the program's writes wait
+  Child child({"train", "--no-sample", "--set", "model.path=" + fixture("llama").string(), "--set",
+               "model.init=random", "--set", "data.path=" + (tmp / "data.jsonl").string(), "--set",
+               "data.format=tokens", "--set", "train.steps=2", "--set", "train.seq_len=16", "--set",
+               "train.device=cpu", "--set", "out.dir=" + out.string()},
+              tmp / "run.log", pipe_fds[1]);
+  ::close(pipe_fds[1]);
+  const std::string pid = std::to_string(child.pid()) + "\n";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!(fs::exists(out / ".lock") && read_text(out / ".lock") == pid) && child.running() &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(child.running()) << child.output();
+  ASSERT_TRUE(fs::exists(out / ".lock")) << child.output();
+  child.signal(signal);
+  const int status = child.wait(30);
+  ::close(pipe_fds[0]);
+  const std::string output = child.output();
+  ASSERT_TRUE(WIFSIGNALED(status)) << output;
+  EXPECT_EQ(WTERMSIG(status), signal) << output;
+  EXPECT_MENTIONS(output, std::string(signal == SIGINT ? "SIGINT" : "SIGTERM") +
+                              " while the run was setting up: stopped; out.dir '" + out.string() +
+                              "' is left as it was before the run");
+  EXPECT_FALSE(fs::exists(tmp / "runs"));
+}
+
+TEST(InterruptedSetup, SigintWhileTheProgramSetsUpLeavesNoFolder) {
+  stop_while_setting_up(SIGINT);
+}
+TEST(InterruptedSetup, SigtermWhileTheProgramSetsUpLeavesNoFolder) {
+  stop_while_setting_up(SIGTERM);
+}
+
+}  // namespace
+}  // namespace lt::train::testing
