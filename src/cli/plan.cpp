@@ -17,6 +17,7 @@
 #include "plan/planner.h"
 #include "train/config.h"
 #include "train/executor_choice.h"
+#include "train/report.h"
 #include "train/run_plan.h"
 
 namespace lt::cli {
@@ -146,7 +147,7 @@ void print_run_plan(const PlanArgs& args) {
         j["weight_uploads"] = p.sizes.f32_weight_uploads ? "f32" : "bf16";
     }
     for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})
-      j["peak_bytes"][exec::memory_space_name(space)] = p.budget.bytes(space);
+      j["peak_bytes"][train::memory_space_label(space, p.device)] = p.budget.bytes(space);
     j["reasons"] = p.reasons;
     fmt::print("{}\n", j.dump(2));
     return;
@@ -157,13 +158,15 @@ void print_run_plan(const PlanArgs& args) {
              p.sizes.seq_len, p.grad_accum, p.accum_sequences);
   if (p.executor == exec::ExecutorKind::Streaming)
     fmt::print(", through each stage in chunks of {}", p.chunk_sequences);
-  fmt::print("\nbytes: gpu {:.3f} GB, host {:.3f} GB, disk {:.3f} GB\n",
-             gb(p.budget.bytes(exec::MemorySpace::Gpu)),
+  // On the CPU the device's bytes are host memory under the device's budget.
+  fmt::print("\nbytes: {}{} {:.3f} GB, host {:.3f} GB, disk {:.3f} GB\n",
+             train::memory_space_label(exec::MemorySpace::Gpu, p.device),
+             p.device.is_cuda() ? "" : " (host memory)", gb(p.budget.bytes(exec::MemorySpace::Gpu)),
              gb(p.budget.bytes(exec::MemorySpace::Host)),
              gb(p.budget.bytes(exec::MemorySpace::Disk)));
   for (const auto& item : p.budget.items)
-    fmt::print("  {:<5} {:>10.3f} GB  {}\n", exec::memory_space_name(item.space), gb(item.bytes),
-               item.what);
+    fmt::print("  {:<6} {:>10.3f} GB  {}\n", train::memory_space_label(item.space, p.device),
+               gb(item.bytes), item.what);
 }
 
 // The executor `train` with exec.mode auto would run on this machine (its

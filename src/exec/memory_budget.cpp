@@ -385,7 +385,7 @@ MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
   }
   add_optimizer_states(m, Host, on_host, s);
   if (!s.f32_weight_uploads)
-    m.add(Host, "weights streamed to the GPU, pinned (bf16)" + of_host, on_host * kBf16);
+    m.add(Host, "weights streamed to the device, pinned (bf16)" + of_host, on_host * kBf16);
   if (on_disk > 0) {
     add_disk_stages(m, disk, s);
     // The uploads' source, since the masters are not there to copy from.
@@ -604,7 +604,7 @@ MemoryBudget bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
   const BoundaryPeak peak =
       boundary_peak_of(schedule, device_holds(plan, c.tie_word_embeddings), L);
   const auto count = [](int n) { return " (" + std::to_string(n) + ")"; };
-  m.add(Gpu, "boundaries kept on the GPU, at the peak" + count(peak.kept), peak.kept * a);
+  m.add(Gpu, "boundaries kept on the device, at the peak" + count(peak.kept), peak.kept * a);
   m.add(Gpu, "recomputed boundaries, at the peak" + count(peak.recomputed), peak.recomputed * a);
   m.add(Gpu, "offloaded boundaries in use or in transit, at the peak" + count(peak.offloaded),
         peak.offloaded * a);

@@ -100,16 +100,20 @@ std::vector<io::TensorBoardScalar> tensorboard_scalars(const nlohmann::json& lin
   return scalars;
 }
 
+const char* memory_space_label(exec::MemorySpace space, const Device& device) {
+  if (space == exec::MemorySpace::Gpu && !device.is_cuda()) return "device";
+  return exec::memory_space_name(space);
+}
+
 std::string run_plan_line(const RunPlan& p) {
   const auto gb = [&](exec::MemorySpace space) {
     return static_cast<double>(p.budget.bytes(space)) / 1e9;
   };
-  // The "gpu" space is the training device's memory: host memory when the
-  // CPU stands in for the GPU.
   std::string line = fmt::format(
-      "plan: executor {} on {}; memory planned: {} {:.2f} GB, host {:.2f} GB, disk {:.2f} GB",
+      "plan: executor {} on {}; memory planned: {}{} {:.2f} GB, host {:.2f} GB, disk {:.2f} GB",
       exec::executor_name(p.executor), p.device.str(),
-      p.device.is_cuda() ? "gpu" : "device (host memory)", gb(exec::MemorySpace::Gpu),
+      memory_space_label(exec::MemorySpace::Gpu, p.device),
+      p.device.is_cuda() ? "" : " (host memory)", gb(exec::MemorySpace::Gpu),
       gb(exec::MemorySpace::Host), gb(exec::MemorySpace::Disk));
   const double tokens = static_cast<double>(p.sizes.batch_size * p.sizes.seq_len);
   if (p.predicted_step_s > 0) {

@@ -48,6 +48,12 @@ std::filesystem::path tensorboard_dir(const std::filesystem::path& out_dir);
 // Strings and flags ("executor", "skipped") are left out.
 std::vector<io::TensorBoardScalar> tensorboard_scalars(const nlohmann::json& line);
 
+// A memory space's name in what a run on `device` prints: the training
+// device's memory (MemorySpace::Gpu) is "gpu" on CUDA and "device" when the
+// CPU stands in for the GPU (host memory under the device's budget), as
+// metrics.jsonl's peak_bytes names it; "host" and "disk" otherwise.
+const char* memory_space_label(exec::MemorySpace space, const Device& device);
+
 // The line `train` prints once the plan is made: the executor and device,
 // the bytes it plans per memory space and the predicted tokens/s
 // (batch_size * seq_len tokens per predicted step) when the planner

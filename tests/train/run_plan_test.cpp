@@ -111,5 +111,29 @@ TEST_F(RunPlanTest, PlanWithAConfigPrintsWhatTrainRuns) {
       << output;
 }
 
+// On the CPU the device's bytes are the CPU's (host memory under the
+// device's budget): `plan --config` labels them "device", as the trainer's
+// plan line and metrics.jsonl's peak_bytes do, never "gpu". For each
+// executor that puts bytes there.
+TEST_F(RunPlanTest, PlanOnTheCpuLabelsTheDevicesBytesDevice) {
+  for (const char* mode : {"resident", "streaming"}) {
+    SCOPED_TRACE(mode);
+    const TrainConfig c = config({std::string("exec.mode=") + mode, "train.device=cpu"});
+    const fs::path yaml = tmp_ / "run.yaml";
+    write_text(yaml, c.to_yaml());
+    std::string text;
+    ASSERT_EQ(run_program({"plan", yaml.string()}, tmp_ / "plan.log", &text), 0) << text;
+    EXPECT_NE(text.find("\nbytes: device (host memory) "), std::string::npos) << text;
+    EXPECT_NE(text.find("\n  device "), std::string::npos) << text;
+    EXPECT_EQ(text.find("bytes: gpu"), std::string::npos) << text;
+    EXPECT_EQ(text.find("\n  gpu "), std::string::npos) << text;
+    std::string json;
+    ASSERT_EQ(run_program({"plan", yaml.string(), "--json"}, tmp_ / "plan.log", &json), 0) << json;
+    const auto peaks = nlohmann::json::parse(json.substr(json.find('{'))).at("peak_bytes");
+    EXPECT_GT(peaks.at("device").get<int64_t>(), 0) << peaks;
+    EXPECT_FALSE(peaks.contains("gpu")) << peaks;
+  }
+}
+
 }  // namespace
 }  // namespace lt::train::testing

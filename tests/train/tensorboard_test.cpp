@@ -123,6 +123,13 @@ TEST(TrainPrints, ThePlanLineNamesExecutorMemoryAndPredictedTokensPerSecond) {
             "disk 0.00 GB; predicted 20480 tokens/s (3.200 s a step of 64 x 1024 tokens)");
   p.predicted_step_s = 0;
   EXPECT_NE(run_plan_line(p).find("no predicted speed"), std::string::npos);
+  // The CPU standing in for the GPU: its bytes are the device's, not a GPU's.
+  p.device = Device::cpu();
+  EXPECT_EQ(run_plan_line(p).rfind("plan: executor streaming on cpu; memory planned: device (host "
+                                   "memory) 6.80 GB, host 80.00 GB, disk 0.00 GB;",
+                                   0),
+            0u)
+      << run_plan_line(p);
 }
 
 TEST(TrainPrints, TheEndSaysWhereToLook) {
