@@ -54,8 +54,12 @@ void add_train_command(CLI::App& app) {
     options.sample_at_end = !args->no_sample;
     run_as_rank([&] {
       train::TrainRunResult r = train::run_training(config, options);
-      if (r.interrupted)
+      // A stop before the first step saved nothing to resume from.
+      if (r.interrupted && !r.last_checkpoint.empty())
         fmt::print("stopped at step {} on request; resume with --resume latest\n", r.steps_done);
+      else if (r.interrupted)
+        fmt::print("stopped at step {} on request, before training: nothing was saved\n",
+                   r.steps_done);
     });
   });
 }

@@ -353,16 +353,20 @@ fs::path resolve_checkpoint(const std::string& resume, const fs::path& out_dir,
   return resume;
 }
 
-CheckpointContents read_checkpoint(const fs::path& dir) {
-  CheckpointContents c;
-  c.dir = dir;
+TrainerState read_trainer_state(const fs::path& dir) {
   std::ifstream in(dir / kStateFile);
   LT_CHECK(in.good(), (dir / kStateFile).string(), ": cannot open");
   try {
-    c.state = parse_state(nlohmann::json::parse(in));
+    return parse_state(nlohmann::json::parse(in));
   } catch (const nlohmann::json::exception& e) {
     fail((dir / kStateFile).string(), ": malformed training state (", e.what(), ")");
   }
+}
+
+CheckpointContents read_checkpoint(const fs::path& dir) {
+  CheckpointContents c;
+  c.dir = dir;
+  c.state = read_trainer_state(dir);
   c.optimizer_state = io::read_safetensors(dir / kOptimizerFile);
   return c;
 }

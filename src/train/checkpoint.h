@@ -116,6 +116,10 @@ std::filesystem::path resolve_checkpoint(const std::string& resume,
                                          const std::filesystem::path& out_dir,
                                          std::vector<std::string>* skipped = nullptr);
 
+// A checkpoint's trainer_state.json; throws naming the file when it is
+// missing or malformed.
+TrainerState read_trainer_state(const std::filesystem::path& dir);
+
 // The training state and optimizer state of a checkpoint (the weights are
 // read with io::load_hf_model).
 CheckpointContents read_checkpoint(const std::filesystem::path& dir);

@@ -720,6 +720,10 @@ TrainConfig assemble(const std::string& base_file, const std::vector<std::string
     resolve_input_path(*p);
   }
   for (data::DataSource& source : config.data.sources) resolve_input_path(source.path);
+  // Where the run writes, likewise: a resume started elsewhere from the
+  // saved config continues in the same folder, not in a new one there.
+  for (std::string* p : {&config.out.dir, &config.exec.disk_path})
+    if (!p->empty()) *p = std::filesystem::absolute(*p).lexically_normal().string();
   return config;
 }
 
@@ -797,6 +801,16 @@ TrainConfig load_train_config_for(const std::string& file,
   LT_CHECK(std::filesystem::is_regular_file(saved), "--resume ", *resume, ": ", saved.string(),
            " is missing, so the run's config is unknown; give it with --config");
   TrainConfig config = assemble(saved.string(), overrides);
+  // The run goes on in the folder the checkpoint is in (its out.dir, also
+  // when the folder was moved, or the saved out.dir is relative to where
+  // that run started), unless --set out.dir names another.
+  const bool out_dir_given = std::any_of(overrides.begin(), overrides.end(),
+                                         [](const auto& o) { return o.rfind("out.dir=", 0) == 0; });
+  if (!out_dir_given) {
+    std::filesystem::path checkpoint = std::filesystem::absolute(dir).lexically_normal();
+    if (checkpoint.filename().empty()) checkpoint = checkpoint.parent_path();  // "step-3/"
+    config.out.dir = checkpoint.parent_path().string();
+  }
   config.validate_naming_sources();
   return config;
 }

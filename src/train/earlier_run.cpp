@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -12,9 +14,72 @@
 
 namespace lt::train {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<fs::path> checkpoints_after(const fs::path& out_dir, int64_t step) {
+  std::vector<fs::path> later;
+  for (const fs::path& dir : saved_checkpoints(out_dir))
+    if (read_trainer_state(dir).step > step) later.push_back(dir);
+  return later;
+}
+
+std::vector<std::string> names_of(const std::vector<fs::path>& dirs) {
+  std::vector<std::string> names;
+  for (const fs::path& dir : dirs) names.push_back(dir.filename().string());
+  return names;
+}
+
+size_t metrics_lines(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  size_t lines = 0;
+  for (std::string line; std::getline(in, line);) lines += line.empty() ? 0 : 1;
+  return lines;
+}
+
+}  // namespace
+
+void refuse_resume_over_later_checkpoints(const fs::path& out_dir, const fs::path& resumed,
+                                          int64_t step) {
+  const std::vector<fs::path> later = checkpoints_after(out_dir, step);
+  if (later.empty()) return;
+  const fs::path furthest =
+      *std::max_element(later.begin(), later.end(), [](const fs::path& a, const fs::path& b) {
+        return read_trainer_state(a).step < read_trainer_state(b).step;
+      });
+  fail(fmt::format(
+      "--resume {} is at step {}, and out.dir '{}' holds checkpoints of later steps ({}): this "
+      "run would save over and prune them, and cut metrics.jsonl to step {} (the run deletes "
+      "nothing it did not make). To branch from step {}, set another out.dir (--set "
+      "out.dir=...); to go on from the last of them, --resume {}; to replace them, set "
+      "out.overwrite: true (--set out.overwrite=true)",
+      resumed.string(), step, out_dir.string(), fmt::join(names_of(later), ", "), step, step,
+      furthest.string()));
+}
+
+void remove_later_checkpoints(const fs::path& out_dir, int64_t step) {
+  const std::vector<fs::path> later = checkpoints_after(out_dir, step);
+  for (const fs::path& dir : later) fs::remove_all(dir);
+  if (later.empty()) return;
+  fmt::print("out.overwrite: removed the checkpoints of steps after the resumed {} ({})\n", step,
+             fmt::join(names_of(later), ", "));
+  std::fflush(stdout);  // before the progress lines on stderr, also when piped
+}
+
 void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir) {
   const auto checkpoints = saved_checkpoints(out_dir);
-  if (checkpoints.empty()) return;
+  if (checkpoints.empty()) {
+    // A run that saved nothing (save_every 0, stopped by a kill) leaves its
+    // record of steps: the only trace of it.
+    const size_t steps = metrics_lines(out_dir / "metrics.jsonl");
+    if (steps == 0) return;
+    fail(fmt::format(
+        "out.dir '{}' holds an earlier run's metrics.jsonl ({} steps) and no checkpoint, and "
+        "this run starts fresh: it would replace that file. To keep it, set another out.dir; to "
+        "start over here, set out.overwrite: true (--set out.overwrite=true)",
+        out_dir.string(), steps));
+  }
   fail(fmt::format(
       "out.dir '{}' holds {} checkpoint(s) of an earlier run (the newest is {}), and this run "
       "starts fresh: it would replace them and that run's metrics.jsonl (the run deletes nothing "

@@ -4,14 +4,16 @@
 // checkpoints by train.keep_last, and metrics.jsonl starts over. As Hugging
 // Face Trainer's overwrite_output_dir, such a run is refused before it
 // writes anything, unless out.overwrite says to start over.
+#include <cstdint>
 #include <filesystem>
 
 namespace lt::train {
 
 // Throws naming out_dir, how many checkpoints it holds and the newest (the
 // one --resume latest continues from), and the three ways on: --resume
-// latest, another out.dir, or out.overwrite: true. Nothing when out_dir
-// holds no checkpoint.
+// latest, another out.dir, or out.overwrite: true. Without a checkpoint, a
+// metrics.jsonl with steps is refused likewise (another out.dir or
+// out.overwrite); nothing when out_dir holds neither.
 void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir);
 
 // out.overwrite: a fresh run starts over, so the earlier run's checkpoints
@@ -19,5 +21,16 @@ void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir);
 // which left the earlier run's higher-numbered step-N beside this run's as
 // if it were this run's progress.
 void remove_earlier_checkpoints(const std::filesystem::path& out_dir);
+
+// A resume from a checkpoint at `step` into an out.dir holding checkpoints
+// of later steps (a run that went on past it) would replace that run's
+// work in the same way: its saves take those steps' names and prune by
+// keep_last, and metrics.jsonl is cut to `step`. Refused, naming them and
+// the ways on: another out.dir to branch, --resume latest to continue the
+// newest, or out.overwrite: true, with which they go once the run is set
+// up (remove_later_checkpoints).
+void refuse_resume_over_later_checkpoints(const std::filesystem::path& out_dir,
+                                          const std::filesystem::path& resumed, int64_t step);
+void remove_later_checkpoints(const std::filesystem::path& out_dir, int64_t step);
 
 }  // namespace lt::train

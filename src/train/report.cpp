@@ -117,9 +117,12 @@ std::string run_plan_line(const RunPlan& p) {
       gb(exec::MemorySpace::Host), gb(exec::MemorySpace::Disk));
   const double tokens = static_cast<double>(p.sizes.batch_size * p.sizes.seq_len);
   if (p.predicted_step_s > 0) {
-    line += fmt::format("; predicted {:.0f} tokens/s ({:.3f} s a step of {} x {} tokens)",
+    // The CPU stand-in runs the streaming planner's schedule, priced for
+    // the profile's GPU (the cost model is of a GPU).
+    line += fmt::format("; predicted {:.0f} tokens/s ({:.3f} s a step of {} x {} tokens{})",
                         tokens / p.predicted_step_s, p.predicted_step_s, p.sizes.batch_size,
-                        p.sizes.seq_len);
+                        p.sizes.seq_len,
+                        p.device.is_cuda() ? "" : " on the profile's GPU, not this CPU");
   } else {
     // The plan's reasons say why (train/run_plan.cpp).
     line += p.device.is_cuda()
@@ -249,7 +252,9 @@ std::string RunSummary::line() const {
       steps_, without_targets, first == 0 ? first_step_ : second_step_, last_step_,
       median(tokens_per_s_), format_tflops(median(tflops_)), median(step_s_));
   if (skipped_ > 0) line += fmt::format(" ({} skipped: no update)", skipped_);
-  if (predicted_step_s_ > 0) line += fmt::format(" (predicted {:.3f} s)", predicted_step_s_);
+  if (predicted_step_s_ > 0)
+    line += fmt::format(" (predicted {:.3f} s{})", predicted_step_s_,
+                        prediction_for_a_gpu_ ? " for the profile's GPU, not this CPU" : "");
   // The first step's forward takes no CPU update: these start a step later.
   if (!cpu_update_gparams_per_s_.empty())
     line += fmt::format("; CPU updates at {:.2f} G params/s", median_cpu_update_gparams_per_s());
@@ -274,6 +279,7 @@ bool plot_loss_curve(const fs::path& metrics, const fs::path& png) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return false;
   std::ifstream in(metrics);
   const fs::path dat = png.parent_path() / ".loss.dat";
+  size_t points = 0;
   {
     std::ofstream out(dat);
     std::string line;
@@ -281,9 +287,16 @@ bool plot_loss_curve(const fs::path& metrics, const fs::path& png) {
       try {
         auto j = nlohmann::json::parse(line);
         out << j.at("step").get<int64_t>() << " " << j.at("loss").get<double>() << "\n";
+        ++points;
       } catch (const nlohmann::json::exception&) {
       }
     }
+  }
+  // No loss to draw (a run stopped before its first step, or whose steps
+  // had no trained token): gnuplot would leave an empty, broken loss.png.
+  if (points == 0) {
+    fs::remove(dat);
+    return false;
   }
   const std::string script = fmt::format(
       "set terminal png size 800,500; set output '{}'; set xlabel 'step'; set ylabel 'loss'; "

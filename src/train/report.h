@@ -87,6 +87,9 @@ class RunSummary {
  public:
   void add(const nlohmann::json& step);
   std::string line() const;  // empty before any step
+  // A run on the CPU stand-in whose prediction prices the profile's GPU:
+  // the line says so beside it.
+  void set_prediction_for_a_gpu(bool yes) { prediction_for_a_gpu_ = yes; }
   // The median of the steps' "cpu_update_gparams_per_s" (G parameters a
   // second), and how many steps had one (0: none, and the median is 0).
   double median_cpu_update_gparams_per_s() const;
@@ -99,7 +102,8 @@ class RunSummary {
   std::vector<double> tokens_per_s_, tflops_, step_s_;
   std::vector<double> cpu_update_gparams_per_s_;  // the streaming executor's, where counted
   double predicted_step_s_ = 0;                   // the last line's, when any had one
-  int64_t planned_gpu_peak_ = 0;                  // "predicted_gpu_peak_bytes", likewise
+  bool prediction_for_a_gpu_ = false;
+  int64_t planned_gpu_peak_ = 0;  // "predicted_gpu_peak_bytes", likewise
   std::map<std::string, int64_t> peaks_;
 };
 std::string run_summary(const std::vector<nlohmann::json>& steps);

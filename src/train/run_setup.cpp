@@ -202,10 +202,20 @@ ResumeChanges compare_with_checkpoint(const TrainConfig& c, const fs::path& resu
   TrainConfig saved = read_train_config_unchecked(saved_path);
   const bool dtype_auto = c.train.dtype == "auto" || saved.train.dtype == "auto";
   for (const std::string& change : config_differences(saved, c)) {
-    // Extending the run, or writing it elsewhere, is what a resume is for.
-    if (change.rfind("train.steps:", 0) == 0 || change.rfind("out.", 0) == 0) continue;
+    // Extending the run, or writing it elsewhere, is what a resume is for;
+    // but a schedule that spans train.steps is no longer the one the
+    // checkpoint's steps followed.
+    if (change.rfind("train.steps:", 0) == 0) {
+      if (c.sched.name != "constant")
+        log.message(
+            fmt::format("resume: {} (the checkpoint's -> this run's) stretches the "
+                        "learning-rate schedule (sched.name {}) over the new length",
+                        change, c.sched.name));
+      continue;
+    }
+    if (change.rfind("out.", 0) == 0) continue;
     if (dtype_auto && change.rfind("train.dtype:", 0) == 0) continue;
-    log.message("resume: " + change + " (was the checkpoint's)");
+    log.message("resume: " + change + " (the checkpoint's -> this run's)");
   }
   changes.optimizer =
       saved.optim.name != c.optim.name ||

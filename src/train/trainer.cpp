@@ -64,6 +64,9 @@ namespace {
 std::atomic<int> stop_signal{0};
 extern "C" void on_stop_signal(int sig) {
   if (stop_signal.exchange(sig) != 0) {
+    static const char leaving[] =
+        "\nsecond stop request: exiting now, unsaved (the last checkpoint stays)\n";
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, leaving, sizeof(leaving) - 1);
     std::signal(sig, SIG_DFL);
     std::raise(sig);
     return;
@@ -392,6 +395,9 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     for (const std::string& folder : skipped)
       log.message("warning: --resume latest skipped " + folder +
                   ": it is not a checkpoint this run can read, and is left in place for you");
+    if (!c.out.overwrite)
+      refuse_resume_over_later_checkpoints(r.out_dir, r.resume_dir,
+                                           read_trainer_state(r.resume_dir).step);
   }
   const ResumeChanges resumed = compare_with_checkpoint(c, r.resume_dir, log);
   // The plan from config.json, before the weights: the masters of the
@@ -802,7 +808,12 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // this left an earlier run's config.yaml and metrics as they were.
   if (lock) lock->commit();
   if (writer) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
-  if (writer && fresh && c.out.overwrite) remove_earlier_checkpoints(r.out_dir);
+  if (writer && c.out.overwrite) {
+    if (fresh)
+      remove_earlier_checkpoints(r.out_dir);
+    else
+      remove_later_checkpoints(r.out_dir, r.state.step);
+  }
 
   const double params = static_cast<double>(r.model->config().num_parameters());
   StopSignals signals;
@@ -813,6 +824,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   TrainRunResult result;
   result.setup_host_peak_bytes = setup_host_peak;
   RunSummary summary;  // this run's steps, for its closing line
+  summary.set_prediction_for_a_gpu(!r.plan.device.is_cuda());
   bool cpu_rate_kept = false;
 
   const int64_t first_step = r.state.step;
@@ -880,7 +892,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   if (!cpu_rate_kept) keep_run_cpu_update_rate(r, summary, true, bar);
   bar.finish();
   result.steps_done = r.state.step;
-  result.last_checkpoint = r.last_saved.string();
+  // A resume that saved nothing: the checkpoint it read is still the last.
+  result.last_checkpoint = (r.last_saved.empty() ? r.resume_dir : r.last_saved).string();
   if (writer) plot_loss_curve(r.out_dir / "metrics.jsonl", r.out_dir / "loss.png");
   if (r.math_latest) {
     // The held-out answers say more than a training row's continuation.

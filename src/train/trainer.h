@@ -20,10 +20,10 @@ struct TrainRunOptions {
 };
 
 struct TrainRunResult {
-  int64_t steps_done = 0;    // optimizer steps completed in total (after resume)
-  double final_loss = 0;     // loss of the last step that had a trained token
-  bool interrupted = false;  // SIGINT/SIGTERM: saved and stopped early
-  std::string last_checkpoint;
+  int64_t steps_done = 0;       // optimizer steps completed in total (after resume)
+  double final_loss = 0;        // loss of the last step that had a trained token
+  bool interrupted = false;     // SIGINT/SIGTERM: saved and stopped early
+  std::string last_checkpoint;  // saved, or else resumed from; empty: none
   // Host memory (cpu_allocator) that setting up the run held at its peak
   // beyond what the process held before: loading the weights, building the
   // optimizer and the executor, restoring a checkpoint.

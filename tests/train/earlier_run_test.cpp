@@ -101,6 +101,77 @@ TEST_F(EarlierRun, AFailedLoadLeavesNoNewFolderBehind) {
   EXPECT_TRUE(fs::is_empty(empty));
 }
 
+// A resume from an earlier checkpoint into a folder where the run went on
+// past it would prune the later checkpoints and cut metrics.jsonl: refused,
+// naming them and the ways on; out.overwrite removes them once set up.
+TEST_F(EarlierRun, AResumeFromBeforeLaterCheckpointsIsRefusedUnlessOutOverwriteIsSet) {
+  run_earlier();
+  const auto before = contents_of(out());
+  const std::string from = (out() / "step-1").string();
+  const std::string m = error_of(config({"train.steps=4", "train.save_every=1"}, out()), from);
+  EXPECT_MENTIONS(m, "--resume " + from + " is at step 1");
+  EXPECT_MENTIONS(m, "holds checkpoints of later steps (step-2)");
+  EXPECT_MENTIONS(m, "cut metrics.jsonl to step 1");
+  EXPECT_MENTIONS(m, "another out.dir");
+  EXPECT_MENTIONS(m, "--resume " + (out() / "step-2").string());
+  EXPECT_MENTIONS(m, "out.overwrite: true");
+  EXPECT_EQ(contents_of(out()), before);
+  // The newest resumes as before.
+  train_quietly(config({"train.steps=3", "train.save_every=1", "train.keep_last=5"}, out()),
+                "latest");
+  EXPECT_EQ(count_lines(out() / "metrics.jsonl"), 3u);
+  // Branching in place, asked for: the later ones go, step-1 stays.
+  ::testing::internal::CaptureStdout();
+  train_quietly(
+      config({"train.steps=2", "train.save_every=0", "train.keep_last=5", "out.overwrite=true"},
+             out()),
+      from);
+  const std::string said = ::testing::internal::GetCapturedStdout();
+  EXPECT_MENTIONS(said, "removed the checkpoints of steps after the resumed 1 (step-");
+  EXPECT_TRUE(fs::exists(out() / "step-1" / "trainer_state.json"));
+  EXPECT_TRUE(fs::exists(out() / "step-2" / "trainer_state.json"));  // this run's
+  EXPECT_FALSE(fs::exists(out() / "step-3"));
+  EXPECT_EQ(count_lines(out() / "metrics.jsonl"), 2u);
+}
+
+// A run that saved nothing (killed, save_every 0) leaves only its
+// metrics.jsonl: a fresh run does not replace it unasked.
+TEST_F(EarlierRun, AFreshRunOverMetricsWithoutACheckpointIsRefused) {
+  fs::create_directories(out());
+  write_text(out() / "metrics.jsonl", "{\"step\": 0, \"loss\": 4.5}\n{\"step\": 1}\n");
+  const std::string m = error_of(config({"train.steps=1"}, out()));
+  EXPECT_MENTIONS(m, "holds an earlier run's metrics.jsonl (2 steps) and no checkpoint");
+  EXPECT_MENTIONS(m, "out.overwrite: true");
+  EXPECT_EQ(count_lines(out() / "metrics.jsonl"), 2u);
+  train_quietly(config({"train.steps=1", "out.overwrite=true"}, out()));
+  EXPECT_EQ(count_lines(out() / "metrics.jsonl"), 1u);
+  // An empty one (a run that failed at its first step) is no record.
+  fs::create_directories(tmp_ / "empty_out");
+  write_text(tmp_ / "empty_out" / "metrics.jsonl", "");
+  train_quietly(config({"train.steps=1"}, tmp_ / "empty_out"));
+}
+
+// A resume without a config reads the checkpoint's train_config.yaml, whose
+// out.dir may be relative to where that run started: the run goes on in
+// the checkpoint's own folder unless --set out.dir names another.
+TEST_F(EarlierRun, AResumeWithoutAConfigGoesOnInTheCheckpointsFolder) {
+  run_earlier();
+  // As a run started in another folder with `out.dir: out` would save it.
+  const fs::path saved = out() / "step-2" / "train_config.yaml";
+  std::string text = read_text(saved);
+  const std::string absolute = "dir: " + out().string();
+  ASSERT_NE(text.find(absolute), std::string::npos) << text;
+  text.replace(text.find(absolute), absolute.size(), "dir: out");
+  write_text(saved, text);
+  const std::string from = (out() / "step-2").string();
+  EXPECT_EQ(fs::path(load_train_config_for("", {"train.steps=3"}, &from).out.dir), out());
+  EXPECT_EQ(
+      fs::path(load_train_config_for("", {"out.dir=" + (tmp_ / "b").string()}, &from).out.dir),
+      tmp_ / "b");
+  // A config's relative out.dir is saved absolute.
+  EXPECT_TRUE(fs::path(load_train_config("", {"out.dir=rel"}).out.dir).is_absolute());
+}
+
 // `make demo` runs the embedded demo, which starts over in runs/demo each
 // time; the demo config on another model or other data is a run of the
 // user's, refused as any other unless it sets out.overwrite.

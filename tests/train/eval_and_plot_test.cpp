@@ -102,6 +102,22 @@ TEST(LossCurve, IsAPngWhenGnuplotIsInstalled) {
   EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
 }
 
+// No loss to draw (steps without a trained token, or none): no loss.png,
+// rather than the empty file gnuplot leaves.
+TEST(LossCurve, NoLossNoPng) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "gnuplot is not installed (scripts/install-deps.sh installs gnuplot-nox)";
+  }
+  TempDir tmp("plot_none");
+  write_text(tmp / "metrics.jsonl", "{\"step\": 0, \"loss\": null}\n");
+  EXPECT_FALSE(plot_loss_curve(tmp / "metrics.jsonl", tmp / "loss.png"));
+  EXPECT_FALSE(fs::exists(tmp / "loss.png"));
+  write_text(tmp / "metrics.jsonl", "");
+  EXPECT_FALSE(plot_loss_curve(tmp / "metrics.jsonl", tmp / "loss.png"));
+  EXPECT_FALSE(fs::exists(tmp / "loss.png"));
+  EXPECT_FALSE(fs::exists(tmp / ".loss.dat"));
+}
+
 // The closing summary against figures worked out by hand: steps 3-6 of a
 // run resumed at step 2 (0-based 2..5); the first is left out of the
 // medians; the peaks are the largest of every step.
