@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include "core/error.h"
@@ -380,12 +381,19 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
           if (entry.second.IsMap() && entry.second.size() > 0) {
             const std::string inner = key_text(entry.second.begin()->first, source, "a key name");
             fail(source, ": unknown key '", key, ".", inner, "'", where(entry.first), " ('", key,
-                 "' takes a value, not a mapping)");
+                 key == "data.sources" ? "' takes a list of sources, each '- path: FILE'"
+                                       : "' takes a value",
+                 ", not a mapping)");
           }
           try {
             it->second->set(entry.second, key);
           } catch (const Error& e) {
-            fail(source, ": ", e.what());  // the file (or --set) the value came from
+            // The file (or --set) the value came from; a --set's one-line
+            // YAML has no line worth naming.
+            std::string what = e.what();
+            if (source.rfind("--set ", 0) == 0)
+              what = std::regex_replace(what, std::regex(" \\(line [0-9]+\\)"), "");
+            fail(source, ": ", what);
           }
           note_origins(config.key_origins, key, entry, source);
         }
@@ -473,8 +481,8 @@ void check_template(const std::string& value, const std::string& key) {
 void check_data_sources(const TrainConfig::Data& data) {
   namespace fs = std::filesystem;
   LT_CHECK(data.path.empty() || data.sources.empty(),
-           "config keys 'data.path' and 'data.sources' are both set; give one (data.path is "
-           "the one-source shorthand: set it to \"\" when listing sources)");
+           "config key 'data.sources' is set, and 'data.path' too; give one (data.path is the "
+           "one-source shorthand: set it to \"\" when listing sources)");
   LT_CHECK(!data.path.empty() || !data.sources.empty(),
            "config key 'data.path' is required (a dataset file), or 'data.sources' (a list of "
            "{path, weight, ...})");
@@ -585,6 +593,13 @@ void TrainConfig::validate() const {
              "' is set, but exec.mode is ", exec.mode,
              "; it applies to exec.mode zenflow (or auto) only");
   }
+  // A profile's own errors name its keys (plan/hardware.h); a file not
+  // there is this key's.
+  LT_CHECK(exec.hardware.empty() || exec.hardware == "defaults" ||
+               std::filesystem::is_regular_file(exec.hardware),
+           "config key 'exec.hardware': no file '", exec.hardware,
+           "' (a hardware profile `lazytrain profile` writes, or 'defaults' for the FLOP model; "
+           "leave it unset for this machine's cached profile)");
   LT_CHECK(!exec.schedule.empty(),
            "config key 'exec.schedule' must be all_gpu, every_k, auto or a schedule JSON path");
   LT_CHECK(exec.keep_every >= 1, "config key 'exec.keep_every' must be at least 1, got ",

@@ -115,7 +115,14 @@ TEST_F(DataSources, BadSourcesNameTheEntryAndField) {
   EXPECT_MENTIONS(error_of("  sources:\n    - weight: 2\n"), "data.sources[0].path' is required");
   EXPECT_MENTIONS(error_of("  sources: [a.jsonl]\n"), "data.sources[0]");
   m = error_of("  path: \"" + a() + "\"\n" + two_sources());
-  EXPECT_MENTIONS(m, "'data.path' and 'data.sources' are both set");
+  EXPECT_MENTIONS(m, "config key 'data.sources' is set, and 'data.path' too");
+  EXPECT_MENTIONS(m, "run.yaml (line ");  // where the sources begin
+  // A mapping where the list goes, and a --set's value error (one line of
+  // YAML: no line named).
+  EXPECT_MENTIONS(error_of("  sources: {path: a.jsonl}\n"),
+                  "'data.sources' takes a list of sources, each '- path: FILE', not a mapping");
+  m = error_of(two_sources(), {"train.steps=abc"});
+  EXPECT_MENTIONS(m, "--set train.steps=abc: config key 'train.steps': expected an integer");
   EXPECT_MENTIONS(error_of("  sources: []\n"), "data.path' is required");
   m = error_of("  sources:\n    - {path: \"" + a() + "\", split: eval}\n");
   EXPECT_MENTIONS(m, "at least one must be split train");

@@ -54,13 +54,19 @@ void make_older_checkpoint(const fs::path& from, const fs::path& to, int64_t ste
 }
 
 // A run resumed from step 2 into a folder holding an older run's step-100
-// keeps its own newest saves (keep_last 2: step-3 and step-4), and
-// `--resume latest` then picks step-4, not the stale step-100.
+// is refused (it would prune it: Note in train/earlier_run.h); with
+// out.overwrite it removes it and keeps its own newest saves (keep_last 2:
+// step-3 and step-4), and `--resume latest` then picks step-4.
 TEST_F(OutDir, PruningKeepsThisRunsNewestSaves) {
   train_quietly(config({"train.steps=2", "train.save_every=1", "train.keep_last=5"}));
   make_older_checkpoint(out() / "step-1", out() / "step-100", 100);
-  train_quietly(config({"train.steps=4", "train.save_every=1", "train.keep_last=2"}),
-                (out() / "step-2").string());
+  EXPECT_MENTIONS(error_of(config({"train.steps=4", "train.save_every=1", "train.keep_last=2"}),
+                           (out() / "step-2").string()),
+                  "holds checkpoints of later steps (step-100)");
+  EXPECT_TRUE(fs::exists(out() / "step-100"));
+  train_quietly(
+      config({"train.steps=4", "train.save_every=1", "train.keep_last=2", "out.overwrite=true"}),
+      (out() / "step-2").string());
   EXPECT_TRUE(fs::exists(out() / "step-3" / "trainer_state.json"));
   EXPECT_TRUE(fs::exists(out() / "step-4" / "trainer_state.json"));
   EXPECT_FALSE(fs::exists(out() / "step-100"));

@@ -45,11 +45,12 @@ TEST(TensorBoard, ScalarsEqualMetricsLinesAndAResumeReplacesItsSteps) {
     return fixture_config(
         fixture("qwen3"), tmp / "data.jsonl", out,
         {"data.eval_path=" + (tmp / "heldout.jsonl").string(), "train.eval_every=2",
-         "train.save_every=2", "train.keep_last=5", "optim.lr=" + lr});
+         "train.save_every=2", "train.keep_last=5", "optim.lr=" + lr, "out.overwrite=true"});
   };
   train_quietly(config("1e-3"));
-  // Steps 2 and 3 again from step-2's checkpoint, at another learning rate:
-  // the first run's values of those steps must disappear from the view.
+  // Steps 2 and 3 again from step-2's checkpoint, at another learning rate
+  // (in place of step-4: out.overwrite): the first run's values of those
+  // steps must disappear from the view.
   train_quietly(config("3e-3"), (out / "step-2").string());
   const auto lines = read_metrics(out);
   ASSERT_EQ(lines.size(), 4u);
