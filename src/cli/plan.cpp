@@ -358,10 +358,11 @@ void add_plan_command(CLI::App& app) {
       ->allow_extra_args(false);
   cmd->add_option("--hardware", args->hardware,
                   "hardware profile YAML (default: the H200 machine's figures)");
-  cmd->add_option("--batch-size", args->batch_size,
-                  fmt::format("sequences per step (default: the smallest within {:g}% of the "
-                              "fastest, chunks of >= {} tokens preferred)",
-                              plan::kBatchMargin * 100, plan::kMinChunkTokens));
+  CLI::Option* batch_size_given =
+      cmd->add_option("--batch-size", args->batch_size,
+                      fmt::format("sequences per step (default: the smallest within {:g}% of the "
+                                  "fastest, chunks of >= {} tokens preferred)",
+                                  plan::kBatchMargin * 100, plan::kMinChunkTokens));
   cmd->add_option("--seq-len", args->seq_len,
                   fmt::format("tokens per sequence (default: {}, or the model's "
                               "max_position_embeddings when shorter)",
@@ -387,7 +388,12 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--gpus-per-node", args->gpus_per_node, "with --gpus: GPUs of one machine")
       ->capture_default_str();
-  cmd->callback([args] {
+  cmd->callback([args, batch_size_given] {
+    // Left out, the planner searches; a 0 given is a mistake, not a search.
+    LT_CHECK(batch_size_given->count() == 0 || args->batch_size > 0,
+             "--batch-size must be a number of sequences (leave it out for the planner's "
+             "choice), got ",
+             args->batch_size);
     if (!args->config.empty()) {
       LT_CHECK(args->model.empty(), "--model and --config: give one (the config names its model)");
       print_run_plan(*args);

@@ -65,13 +65,14 @@ void warn_when_a_set_schedule_may_not_fit(const TrainConfig& c, const models::Mo
   ExecutorChoice capped;
   capped.available_bytes = std::llround(c.exec.device_memory_gb * 1e9);
   capped.available_from = fmt::format("exec.device_memory_gb ({})", c.exec.device_memory_gb);
-  capped.reason = "exec.mode " + c.exec.mode + " runs the schedule as named";
-  const std::string shortfall = streaming_shortfall(c, capped, model, schedule, stand_in);
+  std::string shortfall = streaming_shortfall(c, capped, model, schedule, stand_in);
   if (shortfall.empty()) return;
-  p.reasons.push_back(
-      "warning: " + shortfall +
-      " (an estimate that counts high): the run may run out of device memory at its first step; "
-      "exec.schedule: auto plans one that fits (recomputing or offloading boundaries)");
+  shortfall.erase(0, shortfall.find("the streaming schedule"));  // after the (empty) reason
+  p.reasons.push_back(fmt::format(
+      "warning: exec.mode {} runs {} as named: {} (an estimate that counts high), so the run may "
+      "run out of device memory at its first step; exec.schedule: auto plans one that fits "
+      "(recomputing or offloading boundaries)",
+      c.exec.mode, c.exec.schedule, shortfall));
 }
 
 // A streaming schedule's predicted step, as the plan keeps it.

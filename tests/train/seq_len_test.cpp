@@ -145,6 +145,11 @@ TEST(SeqLen, ALengthPastTheModelsContextIsRefusedByTrainAndPlan) {
   EXPECT_MENTIONS(out,
                   "--seq-len 100000 is longer than the model's context: " + config_json.string() +
                       " has max_position_embeddings " + std::to_string(context));
+  // A --batch-size of 0 given is refused, not taken for "search".
+  EXPECT_NE(run_program({"plan", "--model", fixture("llama").string(), "--batch-size", "0"},
+                        tmp / "plan0.log", &out),
+            0);
+  EXPECT_MENTIONS(out, "--batch-size must be a number of sequences");
   // Without --seq-len, plan takes the model's context when it is under 1024.
   ASSERT_EQ(run_program({"plan", "--model", fixture("llama").string(), "--batch-size", "4",
                          "--time-limit", "5", "--json"},
