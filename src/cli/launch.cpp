@@ -6,10 +6,11 @@
 //    itself with torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK,
 //    MASTER_ADDR=127.0.0.1, MASTER_PORT a free port), and they meet over
 //    NCCL, rank 0 handing out the NCCL id over TCP.
-// The launcher forwards SIGINT and SIGTERM to what it started (the ranks
-// agree to stop after the same step; rank 0 saves). When a rank (or mpirun)
-// fails, the launcher names it, stops the others (SIGTERM, then SIGKILL
-// after kStopGraceS) and exits with its status.
+// The launcher forwards SIGINT and SIGTERM to the ranks (the ranks agree to
+// stop after the same step; rank 0 saves; Note [Stopping ranks under
+// mpirun]). When a rank (or mpirun) fails, the launcher names it, stops the
+// others (SIGTERM, then SIGKILL after kStopGraceS) and exits with its
+// status.
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -17,7 +18,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,14 +43,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What the launcher started, for the signal handler (which may only read).
+// Local processes at most, as --nproc's range.
 constexpr int kMaxChildren = 4096;
-std::array<std::atomic<pid_t>, kMaxChildren> started{};
-std::atomic<int> started_count{0};
-extern "C" void forward_stop_signal(int sig) {
-  const int n = started_count.load();
-  for (int i = 0; i < n; ++i)
-    if (const pid_t pid = started[i].load(); pid > 0) ::kill(pid, sig);
+
+// Stop signals received and not forwarded yet. The handler only counts
+// them (async-signal-safe); run_all's loop forwards them within one poll.
+std::atomic<int> pending_sigint{0}, pending_sigterm{0};
+extern "C" void count_stop_signal(int sig) {
+  (sig == SIGINT ? pending_sigint : pending_sigterm).fetch_add(1);
 }
 
 // After one rank fails, the others get SIGTERM (a save if they can), then
@@ -73,17 +74,56 @@ fs::path find_in_path(const std::string& name) {
 
 // One process to start: its command line, and variables set on top of the
 // launcher's environment; `name` for messages ("rank 1", "mpirun").
+// `stop_its_children`: a stop signal goes to the processes it started (the
+// ranks), not to it (Note [Stopping ranks under mpirun]).
 struct Process {
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;
   std::string name;
+  bool stop_its_children = false;
 };
+
+// Note [Stopping ranks under mpirun]: mpirun (OpenMPI 4.1) takes SIGINT or
+// SIGTERM as an abort of the job: it sends each rank SIGTERM, SIGKILLs it
+// a second later (odls_base_sigkill_timeout), which cuts a save longer than
+// that, and exits 1 even when every rank stopped cleanly; it cannot be told
+// to forward either signal (ess_base_forward_signals refuses them). So the
+// launcher signals mpirun's children, the ranks, itself: they stop after
+// the same step, rank 0 saves, each exits 0, and mpirun exits with their
+// status, as `lazytrain train` alone does. A signal before mpirun has
+// started any rank still goes to mpirun: there is nothing to save yet.
+
+// The processes `parent` started that still run, from Linux's
+// /proc/PID/task/TID/children (one list per thread); empty when /proc does
+// not say.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  std::error_code error;
+  fs::directory_iterator task(fmt::format("/proc/{}/task", parent), error);
+  for (; !error && task != fs::directory_iterator(); task.increment(error)) {
+    std::ifstream list(task->path() / "children");
+    for (pid_t pid = 0; list >> pid;) children.push_back(pid);
+  }
+  return children;
+}
+
+// Sends `sig` to each running process, or to its children when it is to
+// stop them.
+void forward_stop_signal(int sig, const std::vector<Process>& processes,
+                         const std::vector<pid_t>& pids, const std::vector<bool>& running) {
+  for (size_t i = 0; i < pids.size(); ++i) {
+    if (!running[i]) continue;
+    const std::vector<pid_t> children =
+        processes[i].stop_its_children ? children_of(pids[i]) : std::vector<pid_t>{};
+    if (children.empty()) ::kill(pids[i], sig);
+    for (const pid_t child : children) ::kill(child, sig);
+  }
+}
 
 // Forks and execs `p` into process group `group` (0: a new group of its
 // own), so that a terminal's Ctrl-C reaches the launcher only and each
-// child gets the one forwarded copy (mpirun takes a second SIGINT within
-// seconds as "abort now", which would cut a save). Everything exec needs is
-// built before the fork.
+// rank gets the one forwarded copy (a rank takes a second SIGINT as "exit
+// now", unsaved). Everything exec needs is built before the fork.
 pid_t start(const Process& p, pid_t group) {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
@@ -129,19 +169,23 @@ int run_all(const std::vector<Process>& processes) {
            " local processes");
   std::vector<pid_t> pids;
   std::vector<bool> running;
-  started_count.store(0);
-  auto old_int = std::signal(SIGINT, forward_stop_signal);
-  auto old_term = std::signal(SIGTERM, forward_stop_signal);
+  pending_sigint.store(0);
+  pending_sigterm.store(0);
+  auto old_int = std::signal(SIGINT, count_stop_signal);
+  auto old_term = std::signal(SIGTERM, count_stop_signal);
   for (const Process& p : processes) {
     pids.push_back(start(p, pids.empty() ? 0 : pids.front()));
     running.push_back(true);
-    started[pids.size() - 1].store(pids.back());
-    started_count.store(static_cast<int>(pids.size()));
   }
   int first_failure = 0;
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   size_t left = pids.size();
   while (left > 0) {
+    // Each signal once, in turn: a second Ctrl-C is the ranks' "exit now".
+    for (int n = pending_sigint.exchange(0); n > 0; --n)
+      forward_stop_signal(SIGINT, processes, pids, running);
+    for (int n = pending_sigterm.exchange(0); n > 0; --n)
+      forward_stop_signal(SIGTERM, processes, pids, running);
     int status = 0;
     const pid_t done = ::waitpid(-1, &status, WNOHANG);
     if (done <= 0) {
@@ -156,7 +200,6 @@ int run_all(const std::vector<Process>& processes) {
     const size_t i = static_cast<size_t>(std::find(pids.begin(), pids.end(), done) - pids.begin());
     if (i == pids.size()) continue;
     running[i] = false;
-    started[i].store(0);
     --left;
     if (exit_code(status) == 0 || first_failure != 0) continue;
     first_failure = exit_code(status);
@@ -169,7 +212,6 @@ int run_all(const std::vector<Process>& processes) {
               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                   std::chrono::duration<double>(kStopGraceS));
   }
-  started_count.store(0);
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
   return first_failure;
@@ -270,7 +312,7 @@ void add_launch_command(CLI::App& app) {
                                        "-x",
                                        "LT_NUM_THREADS"};
       argv.insert(argv.end(), rank_command.begin(), rank_command.end());
-      processes.push_back({argv, {}, "mpirun"});
+      processes.push_back({argv, {}, "mpirun", /*stop_its_children=*/true});
     } else {
       processes = forked_ranks(*nproc, rank_command);
     }
