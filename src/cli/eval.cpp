@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <memory>
 
 #include "cli/commands.h"
@@ -53,6 +54,7 @@ struct EvalInput {
   int64_t rows_cut = 0;                       // rows longer than the length below
   int64_t cut_length = 0;                     // --seq-len, or the model's context
   bool windows = false;                       // cut into windows (else cut short)
+  int64_t rows_scored = 0;                    // rows that keep a token to predict, cut or not
 };
 
 // {"input_ids": [...]} rows, every next token predicted (a "labels" field
@@ -89,6 +91,56 @@ void read_dataset(const models::CausalLM& model, const EvalArgs& args, const std
   if (report.skipped > 0)
     fmt::print(stderr, "eval: {} of {} rows of {} skipped (first: {})\n", report.skipped,
                report.rows, args.data, report.problems.empty() ? "" : report.problems.front());
+}
+
+// Makes the rows fit as train does: cut at --seq-len (as train.seq_len);
+// without it, a row longer than the model's context is evaluated in
+// windows of it, which lose no token. Says how many rows that cut, how
+// many of those keep no token to predict, and refuses data of which no row
+// keeps one, naming the file.
+void fit_rows(const EvalArgs& args, int64_t context, EvalInput* input) {
+  input->cut_length = args.seq_len > 0 ? args.seq_len : context;
+  input->windows = args.seq_len == 0;
+  // Windows overlap by a token, so a row keeps every token it predicts.
+  const data::SeqLenCut cut = data::count_seq_len_cut(
+      input->samples, input->windows ? std::numeric_limits<int64_t>::max() : args.seq_len);
+  input->rows_scored = cut.rows_with_target;
+  if (input->rows_scored == 0) {
+    if (cut.rows_cut > 0) {
+      fail(args.data, ": no row keeps a token to predict within --seq-len ", args.seq_len, " (",
+           cut.rows_cut, " of ", cut.rows, " rows are longer and were cut; the longest has ",
+           cut.longest, " tokens): nothing to evaluate; raise --seq-len");
+    }
+    fail(args.data, ": none of its ", cut.rows,
+         " rows has a token to predict (a row needs 2 tokens, and a response token in a format "
+         "with a prompt): nothing to evaluate");
+  }
+  if (input->windows) {
+    input->samples = exec::split_into_windows(std::move(input->samples), context, &input->rows_cut);
+  } else {
+    input->rows_cut = cut.rows_cut;
+  }
+  if (input->rows_cut == 0 || args.json) return;
+  if (input->windows) {
+    fmt::print(stderr,
+               "eval: {} rows longer than the model's context (max_position_embeddings {}) "
+               "evaluated in windows of that many tokens\n",
+               input->rows_cut, context);
+    return;
+  }
+  // As train's line for train.seq_len (train/run_setup.cpp).
+  std::string line =
+      fmt::format("eval: {} of {} rows of {} are longer than --seq-len {} and were cut",
+                  cut.rows_cut, cut.rows, args.data, args.seq_len);
+  if (cut.cut_without_target > 0) {
+    line += fmt::format(
+        "; {} of them keep no scored token (all of theirs lie past token {}) and are left out: "
+        "raise --seq-len (the longest row has {} tokens)",
+        cut.cut_without_target, args.seq_len, cut.longest);
+  } else {
+    line += fmt::format(" (their tokens past {} are not scored)", args.seq_len);
+  }
+  fmt::print(stderr, "{}\n", line);
 }
 
 // Here rather than as CLI11 checks, whose message for 0 was a range
@@ -231,28 +283,7 @@ void run_eval(const EvalArgs& args) {
     }
   }
 
-  // Rows are cut at --seq-len, as training cuts them; without it, a row
-  // longer than the model's context is evaluated in windows of it.
-  input.cut_length = args.seq_len > 0 ? args.seq_len : context;
-  if (args.seq_len > 0) {
-    input.rows_cut = data::count_seq_len_cut(input.samples, args.seq_len).rows_cut;
-  } else {
-    input.samples = exec::split_into_windows(std::move(input.samples), context, &input.rows_cut);
-    input.windows = true;
-  }
-  if (input.rows_cut > 0 && !args.json) {
-    if (input.windows) {
-      fmt::print(stderr,
-                 "eval: {} rows longer than the model's context (max_position_embeddings {}) "
-                 "evaluated in windows of that many tokens\n",
-                 input.rows_cut, context);
-    } else {
-      fmt::print(stderr,
-                 "eval: {} rows longer than --seq-len {} cut to it (as train.seq_len does); "
-                 "their later tokens are not evaluated\n",
-                 input.rows_cut, args.seq_len);
-    }
-  }
+  fit_rows(args, context, &input);
 
   const bool show_progress = !args.json && isatty(STDERR_FILENO);
   auto progress = [&](int64_t done, int64_t total) {
@@ -262,17 +293,20 @@ void run_eval(const EvalArgs& args) {
       exec::evaluate_samples(model, input.samples, args.batch_size, input.cut_length, progress);
   if (show_progress) fmt::print(stderr, "\n");
   if (args.json) {
-    nlohmann::json j = {{"loss", result.loss},
-                        {"tokens", result.tokens},
-                        {"rows", input.rows},
-                        {"format", input.format},
-                        {"rows_cut", input.rows_cut}};
+    nlohmann::json j = {{"loss", result.loss},       {"tokens", result.tokens},
+                        {"rows", input.rows_scored}, {"rows_read", input.rows},
+                        {"format", input.format},    {"rows_cut", input.rows_cut}};
     if (!input.template_name.empty()) j["template"] = input.template_name;
     if (input.rows_cut > 0) j[input.windows ? "window" : "seq_len"] = input.cut_length;
     fmt::print("{}\n", j.dump());
-  } else {
+  } else if (input.rows_scored == input.rows) {
     fmt::print("loss {:.6f} over {} predicted tokens ({} rows)\n", result.loss, result.tokens,
                input.rows);
+  } else {
+    fmt::print(
+        "loss {:.6f} over {} predicted tokens ({} of {} rows; the other {} have no token to "
+        "predict)\n",
+        result.loss, result.tokens, input.rows_scored, input.rows, input.rows - input.rows_scored);
   }
 }
 
@@ -323,8 +357,8 @@ void add_eval_command(CLI::App& app) {
                   "of the model's max_position_embeddings)");
   cmd->add_option("--batch-size", args->batch_size, "Rows per forward pass")->capture_default_str();
   cmd->add_flag("--json", args->json,
-                "Print one JSON line: {\"loss\", \"tokens\", \"rows\", \"format\", "
-                "\"template\", \"rows_cut\"}; with --task math {\"task\": \"math\", "
+                "Print one JSON line: {\"loss\", \"tokens\", \"rows\" (scored), \"rows_read\", "
+                "\"format\", \"template\", \"rows_cut\"}; with --task math {\"task\": \"math\", "
                 "\"accuracy\", \"n\", \"correct\", ...}");
   cmd->callback([args] { run_eval(*args); });
 }
