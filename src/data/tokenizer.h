@@ -38,6 +38,9 @@ class Tokenizer {
   // a tokenizer.model. Errors (missing file, bad JSON, an unsupported part)
   // are lt::Error naming the file and the field.
   static Tokenizer load(const std::filesystem::path& path);
+  // Whether `path` is, or is a folder holding, what load() reads (which
+  // may still refuse it).
+  static bool found_at(const std::filesystem::path& path);
   static Tokenizer from_tokenizer_json(const std::filesystem::path& file);
   static Tokenizer from_sentencepiece_model(const std::filesystem::path& file);
   // GPT-2's original files: ByteLevel pre-tokenization with no prefix

@@ -226,6 +226,14 @@ Tokenizer Tokenizer::from_sentencepiece_model(const fs::path& file) {
   return Tokenizer(SentencePieceModel::load(file));
 }
 
+bool Tokenizer::found_at(const fs::path& path) {
+  std::error_code error;
+  if (!fs::is_directory(path, error)) return fs::is_regular_file(path, error);
+  return fs::exists(path / "tokenizer.json", error) ||
+         (fs::exists(path / "encoder.json", error) && fs::exists(path / "vocab.bpe", error)) ||
+         fs::exists(path / "tokenizer.model", error);
+}
+
 Tokenizer Tokenizer::load(const fs::path& path) {
   std::error_code error;
   if (fs::is_directory(path, error)) {

@@ -70,8 +70,10 @@ std::vector<data::DataSource> data_sources(const TrainConfig& c) {
   return sources;
 }
 
-std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSource& source,
-                                       const data::Tokenizer* tokenizer, ProgressBar* log) {
+namespace {
+
+// How `source` is read, with the config's other data keys.
+data::DatasetOptions dataset_options(const TrainConfig& c, const data::DataSource& source) {
   data::DatasetOptions options;
   options.format = source.format;
   options.template_name = source.template_name;
@@ -80,6 +82,62 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSou
   options.prompt_field = c.data.prompt_field;
   options.response_field = c.data.response_field;
   options.tokenizer_path = tokenizer_dir_of(c);  // tokenizer_config.json: template and EOS
+  return options;
+}
+
+// data.eval_path as a source, in data.format and data.template.
+data::DataSource eval_path_source(const TrainConfig& c) {
+  return {c.data.eval_path, c.data.format, 1.0, c.data.template_name, "eval"};
+}
+
+// What in the run's data is text, for the error when no tokenizer loads
+// ("data.format alpaca", "data.sources[1] (format auto: FILE reads as
+// sharegpt)"), or "" when every file holds token ids. data.format auto is
+// told from the file's first rows, as load_dataset (and eval) tell it;
+// `*auto_found_tokens` says whether it found token ids anywhere.
+std::string text_needing_a_tokenizer(const TrainConfig& c, bool* auto_found_tokens) {
+  if (!c.data.eval_task.empty()) return "data.eval_task " + c.data.eval_task;
+  auto text = [&](const data::DataSource& source, const std::string& key) -> std::string {
+    const std::string format = data::detect_format(source.path, dataset_options(c, source));
+    const bool detected = format != source.format;
+    if (format == "tokens") {
+      *auto_found_tokens = *auto_found_tokens || detected;
+      return "";
+    }
+    if (!detected) return fmt::format("{} {}", key, format);
+    return fmt::format("{} {} ({} reads as {})", key, source.format, source.path, format);
+  };
+  if (!c.data.eval_path.empty()) {
+    if (std::string t = text(eval_path_source(c), "data.format"); !t.empty()) return t;
+  }
+  const std::vector<data::DataSource> sources = data_sources(c);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const std::string key =
+        c.data.sources.empty() ? "data.format" : fmt::format("data.sources[{}] format", i);
+    if (std::string t = text(sources[i], key); !t.empty()) return t;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::optional<data::Tokenizer> load_run_tokenizer(const TrainConfig& c) {
+  const fs::path folder = tokenizer_dir_of(c);
+  const std::string chosen_by =
+      c.data.tokenizer.empty() ? "model.path (data.tokenizer is unset)" : "data.tokenizer";
+  bool auto_found_tokens = false;
+  const std::string text = text_needing_a_tokenizer(c, &auto_found_tokens);
+  if (!text.empty()) return data::load_tokenizer_for(folder, text, chosen_by);
+  // Token ids need none. One there is still read when data.format auto
+  // found them: the greedy sample at the end of the run decodes with it.
+  if (auto_found_tokens && data::Tokenizer::found_at(folder))
+    return data::load_tokenizer_for(folder, "the sample at the end of the run", chosen_by);
+  return std::nullopt;
+}
+
+std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSource& source,
+                                       const data::Tokenizer* tokenizer, ProgressBar* log) {
+  const data::DatasetOptions options = dataset_options(c, source);
   data::DatasetReport report;
   auto samples = data::load_dataset(source.path, tokenizer, options, &report);
   log->message(fmt::format("data: {} samples from {} rows of {} (format {}{}){}", report.samples,
@@ -97,8 +155,7 @@ TrainingData load_training_data(const TrainConfig& c, const data::Tokenizer* tok
                                 ProgressBar* log) {
   TrainingData d;
   if (!c.data.eval_path.empty()) {
-    const data::DataSource eval{c.data.eval_path, c.data.format, 1.0, c.data.template_name, "eval"};
-    d.eval.push_back({load_samples(c, eval, tokenizer, log), 1.0, c.data.eval_path});
+    d.eval.push_back({load_samples(c, eval_path_source(c), tokenizer, log), 1.0, c.data.eval_path});
   }
   std::vector<data::WeightedSamples> held_out;
   for (const data::DataSource& source : data_sources(c)) {

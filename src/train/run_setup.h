@@ -3,6 +3,7 @@
 // a resume changes from the checkpoint's own config (the weights:
 // train/weights_source.h).
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,14 @@ std::filesystem::path tokenizer_dir_of(const TrainConfig& c);
 // and every entry's empty format or template filled from data.format and
 // data.template.
 std::vector<data::DataSource> data_sources(const TrainConfig& c);
+
+// The tokenizer the run reads from data.tokenizer, else model.path. Data
+// in a text format (data.format auto telling it from the file's first
+// rows, as eval does) or data.eval_task needs one: when none loads, the
+// error names what needs it and the key that chose the folder. Token ids
+// need none (nullopt); when data.format auto found them, the folder's
+// tokenizer is still read if it has one, for the sample at the end.
+std::optional<data::Tokenizer> load_run_tokenizer(const TrainConfig& c);
 
 // The samples of `source` read with the config's other data keys; one line
 // on `log` says how many, in which format and template, and what was

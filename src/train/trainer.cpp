@@ -371,20 +371,7 @@ std::string math_eval_skip_reason(const RunPlan& plan, const models::ModelConfig
 void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   const TrainConfig& c = r.config;
   const fs::path tok_dir = tokenizer_dir_of(c);
-  // What needs a tokenizer (any format but tokens), for the error if none.
-  std::string text_format =
-      c.data.eval_path.empty() || c.data.format == "tokens" ? "" : "data.format " + c.data.format;
-  const std::vector<data::DataSource> sources = data_sources(c);
-  for (size_t i = 0; i < sources.size() && text_format.empty(); ++i) {
-    if (sources[i].format == "tokens") continue;
-    text_format = c.data.sources.empty()
-                      ? "data.format " + sources[i].format
-                      : fmt::format("data.sources[{}] (format {})", i, sources[i].format);
-  }
-  if (!text_format.empty())
-    r.tokenizer = data::load_tokenizer_for(
-        tok_dir, text_format,
-        c.data.tokenizer.empty() ? "model.path (data.tokenizer is unset)" : "data.tokenizer");
+  r.tokenizer = load_run_tokenizer(c);
   const data::Tokenizer* tokenizer = r.tokenizer ? &*r.tokenizer : nullptr;
   TrainingData data = load_training_data(c, tokenizer, &log);
   r.sources = std::move(data.train);
