@@ -16,6 +16,7 @@
 #include "data/byte_level.h"
 #include "exec/evaluate.h"
 #include "io/hf_model.h"
+#include "support/byte_level_tokenizer.h"
 
 namespace lt {
 namespace {
@@ -272,18 +273,8 @@ void write_small_tokenizer(const std::filesystem::path& dir) {
   for (char c = '0'; c <= '9'; ++c) vocab[data::byte_level_encode(std::string(1, c))] = id++;
   vocab[data::byte_level_encode(" ")] = id++;
   vocab["<unk>"] = id++;
-  const nlohmann::json tokenizer = {
-      {"version", "1.0"},
-      {"added_tokens",
-       {{{"id", id}, {"content", "<|endoftext|>"}, {"special", true}, {"normalized", false}}}},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-      {"decoder", {{"type", "ByteLevel"}}},
-      {"model",
-       {{"type", "BPE"},
-        {"vocab", vocab},
-        {"merges", nlohmann::json::array()},
-        {"unk_token", "<unk>"}}}};
+  const nlohmann::json tokenizer =
+      lt::testing::byte_level_tokenizer(vocab, {lt::testing::special_token(id, "<|endoftext|>")});
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "tokenizer.json") << tokenizer.dump();
 }

@@ -21,6 +21,7 @@
 #include "data/math_answer.h"
 #include "data/tokenizer.h"
 #include "io/hf_model.h"
+#include "support/byte_level_tokenizer.h"
 #include "train/generation.h"
 #include "train/generation_placement.h"
 
@@ -52,22 +53,8 @@ class GenerateCommand : public ::testing::Test {
     nlohmann::json vocab = nlohmann::json::object();
     for (char c = 0x20; c < 0x7F; ++c) vocab[data::byte_level_encode(std::string(1, c))] = id_of(c);
     vocab["<unk>"] = kUnk;
-    const nlohmann::json tokenizer = {
-        {"version", "1.0"},
-        {"added_tokens",
-         {{{"id", kEndOfText},
-           {"content", "<|endoftext|>"},
-           {"special", true},
-           {"normalized", false}}}},
-        {"normalizer", nullptr},
-        {"pre_tokenizer",
-         {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-        {"decoder", {{"type", "ByteLevel"}}},
-        {"model",
-         {{"type", "BPE"},
-          {"vocab", vocab},
-          {"merges", nlohmann::json::array()},
-          {"unk_token", "<unk>"}}}};
+    const nlohmann::json tokenizer = lt::testing::byte_level_tokenizer(
+        vocab, {lt::testing::special_token(kEndOfText, "<|endoftext|>")});
     std::ofstream(dir_ / "tok" / "tokenizer.json") << tokenizer.dump();
   }
   void TearDown() override { fs::remove_all(dir_); }

@@ -16,6 +16,7 @@
 #include "data/prompt_rows.h"
 #include "data/tokenizer.h"
 #include "io/hf_model.h"
+#include "support/byte_level_tokenizer.h"
 #include "train/generation.h"
 #include "train/trained_template.h"
 #include "train_helpers.h"
@@ -61,24 +62,13 @@ class TrainedTemplate : public ::testing::Test {
     nlohmann::json vocab = nlohmann::json::object();
     for (char c = 0x20; c < 0x7D; ++c) vocab[data::byte_level_encode(std::string(1, c))] = c - 0x20;
     vocab["<unk>"] = kUnk;
-    nlohmann::json added = nlohmann::json::array();
+    std::vector<nlohmann::json> added;
     for (const auto& [id, content] : {std::pair<int32_t, const char*>{kImStart, "<|im_start|>"},
                                       {kImEnd, "<|im_end|>"},
                                       {kEndOfText, "<|endoftext|>"}}) {
-      added.push_back({{"id", id}, {"content", content}, {"special", true}, {"normalized", false}});
+      added.push_back(lt::testing::special_token(id, content));
     }
-    const nlohmann::json tokenizer = {
-        {"version", "1.0"},
-        {"added_tokens", added},
-        {"normalizer", nullptr},
-        {"pre_tokenizer",
-         {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-        {"decoder", {{"type", "ByteLevel"}}},
-        {"model",
-         {{"type", "BPE"},
-          {"vocab", vocab},
-          {"merges", nlohmann::json::array()},
-          {"unk_token", "<unk>"}}}};
+    const nlohmann::json tokenizer = lt::testing::byte_level_tokenizer(vocab, added);
     write_text(tok() / "tokenizer.json", tokenizer.dump());
     // The tokenizer's own template, which "auto" renders: another layout.
     const nlohmann::json config = {
