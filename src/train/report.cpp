@@ -240,16 +240,17 @@ std::string RunSummary::line() const {
           : fmt::format(" ({} without a trained token, left out: nothing computed)",
                         without_targets_);
   const size_t steps = step_s_.size();
-  if (steps == 0) return fmt::format("summary: {} steps{}", steps_, without_targets);
+  const char* plural = steps_ == 1 ? "" : "s";
+  if (steps == 0) return fmt::format("summary: {} step{}{}", steps_, plural, without_targets);
   // The run's first step pays one-time set-up: left out unless it is all.
   const size_t first = steps > 1 ? 1 : 0;
   const auto median = [&](const std::vector<double>& v) {
     return median_of(std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(first), v.end()));
   };
   std::string line = fmt::format(
-      "summary: {} steps{}; median of steps {}-{}: {:.0f} tokens/s, {} TFLOP/s, {:.3f} "
+      "summary: {} step{}{}; median of steps {}-{}: {:.0f} tokens/s, {} TFLOP/s, {:.3f} "
       "s a step",
-      steps_, without_targets, first == 0 ? first_step_ : second_step_, last_step_,
+      steps_, plural, without_targets, first == 0 ? first_step_ : second_step_, last_step_,
       median(tokens_per_s_), format_tflops(median(tflops_)), median(step_s_));
   if (skipped_ > 0) line += fmt::format(" ({} skipped: no update)", skipped_);
   if (predicted_step_s_ > 0)

@@ -140,8 +140,9 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSou
   const data::DatasetOptions options = dataset_options(c, source);
   data::DatasetReport report;
   auto samples = data::load_dataset(source.path, tokenizer, options, &report);
-  log->message(fmt::format("data: {} samples from {} rows of {} (format {}{}){}", report.samples,
-                           report.rows, source.path, report.format,
+  log->message(fmt::format("data: {} sample{} from {} row{} of {} (format {}{}){}", report.samples,
+                           report.samples == 1 ? "" : "s", report.rows, report.rows == 1 ? "" : "s",
+                           source.path, report.format,
                            report.template_name.empty() ? "" : ", template " + report.template_name,
                            report.skipped ? fmt::format(", {} skipped", report.skipped) : ""));
   for (size_t i = 0; i < report.problems.size() && i < 5; ++i) {

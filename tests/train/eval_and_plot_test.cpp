@@ -148,7 +148,7 @@ TEST(RunSummary, MediansAfterTheFirstStepAndPeaksOverAll) {
   planned["peak_bytes"]["gpu"] = 2'340'000'000;
   planned["predicted_gpu_peak_bytes"] = 2'500'000'000;
   EXPECT_EQ(run_summary({planned}),
-            "summary: 1 steps; median of steps 8-8: 300 tokens/s, 5 TFLOP/s, 1.500 s a step; "
+            "summary: 1 step; median of steps 8-8: 300 tokens/s, 5 TFLOP/s, 1.500 s a step; "
             "peak memory: cpu 0.00 GB gpu 2.34 GB (planned 2.50)");
   // The streaming executor's CPU update rate, its median over the steps
   // that have one.
@@ -165,7 +165,7 @@ TEST(RunSummary, MediansAfterTheFirstStepAndPeaksOverAll) {
   nlohmann::json only = {
       {"step", 0}, {"tokens_per_s", 50.0}, {"tflops", 0.25}, {"step_s", 2.0}, {"skipped", true}};
   EXPECT_EQ(run_summary({only}),
-            "summary: 1 steps; median of steps 1-1: 50 tokens/s, 0.25 TFLOP/s, 2.000 s a step "
+            "summary: 1 step; median of steps 1-1: 50 tokens/s, 0.25 TFLOP/s, 2.000 s a step "
             "(1 skipped: no update)");
   // Steps without a trained token (0 tokens/s) are counted apart, not in
   // the medians: of steps 1-5, 2 and 4 have none; the first measured (1) is
