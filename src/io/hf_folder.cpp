@@ -59,6 +59,30 @@ std::string shard_file_name(size_t index, size_t count) {
 
 }  // namespace
 
+std::string weights_not_read(const std::filesystem::path& folder) {
+  std::vector<std::filesystem::path> files;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(folder, error), end; !error && it != end;
+       it.increment(error))
+    if (it->is_regular_file()) files.push_back(it->path());
+  std::sort(files.begin(), files.end());  // the same file named each time
+  for (const auto& file : files) {
+    const std::string name = file.filename().string(), ext = file.extension().string();
+    if (ext == ".safetensors")
+      return name + " (safetensors, but no " + kHfIndexFile + " lists the shards: " +
+             "an unfinished download? fetch the index, or name a single file " + kHfWeightsFile +
+             ")";
+    if (ext == ".bin" || ext == ".pt" || ext == ".pth" || ext == ".ckpt")
+      return name +
+             " (PyTorch's pickled weights, which this program does not read: save the model "
+             "with safetensors, e.g. transformers' save_pretrained(DIR, "
+             "safe_serialization=True))";
+    if (ext == ".gguf" || ext == ".h5" || ext == ".msgpack")
+      return name + " (weights in a format this program does not read: it reads safetensors)";
+  }
+  return "";
+}
+
 HfWeights::HfWeights(const std::filesystem::path& folder) : folder_(folder) {
   const auto single = folder_ / kHfWeightsFile;
   const auto index = folder_ / kHfIndexFile;
@@ -69,8 +93,9 @@ HfWeights::HfWeights(const std::filesystem::path& folder) : folder_(folder) {
     return;
   }
   if (!file_exists(index)) {
+    const std::string other = weights_not_read(folder_);
     fail("model folder '", folder_.string(), "' holds neither ", kHfWeightsFile, " nor ",
-         kHfIndexFile);
+         kHfIndexFile, other.empty() ? "" : "; it holds " + other);
   }
   sharded_ = true;
   const std::string label = index.string();

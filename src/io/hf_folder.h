@@ -37,6 +37,13 @@ inline constexpr const char* kHfTokenizerFiles[] = {"tokenizer.json",
                                                     "chat_template.jinja",
                                                     "chat_template.json"};
 inline constexpr const char* kHfGenerationFile = "generation_config.json";
+
+// Where a folder has neither kHfWeightsFile nor kHfIndexFile: the first of
+// its files that holds weights this program cannot read, and why
+// ("pytorch_model.bin: PyTorch's pickled weights; ..."), or "" when it has
+// none. So that such a folder is refused rather than taken for one with
+// config.json alone (a random start).
+std::string weights_not_read(const std::filesystem::path& folder);
 // transformers' default max_shard_size, "5GB", which huggingface_hub reads
 // as decimal: 5 * 10^9 bytes.
 inline constexpr uint64_t kHfDefaultMaxShardBytes = 5'000'000'000;

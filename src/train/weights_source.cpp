@@ -24,6 +24,15 @@ WeightsSource::WeightsSource(const TrainConfig& c, const fs::path& resume_dir) {
   LT_CHECK(has_weights || c.model.init != "pretrained", "model.init: pretrained, but '",
            from_.string(), "' has no weights (no ", io::kHfWeightsFile, " or ", io::kHfIndexFile,
            "); use model.init auto or random to start from random weights");
+  // auto starts at random only from a folder with config.json alone: one
+  // that holds weights in another form is a mistake to name, not a start
+  // from scratch.
+  if (!has_weights && c.model.init == "auto") {
+    const std::string other = io::weights_not_read(from_);
+    LT_CHECK(other.empty(), "model.path '", from_.string(), "' holds ", other,
+             "; model.init auto starts from random weights only when the folder holds no "
+             "weights at all (set model.init: random to do that here)");
+  }
   if (c.model.init == "random" || !has_weights) {
     // From config.json alone; the reader checks the same for the others.
     random_config_ = models::ModelConfig::from_file(from_ / "config.json");

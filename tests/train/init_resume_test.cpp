@@ -82,6 +82,38 @@ TEST_F(StartAndResume, AFolderWithoutWeightsIsRandomUnderAutoAndRefusedUnderPret
   EXPECT_MENTIONS(output, bare.string());
 }
 
+// A folder whose weights this program does not read (PyTorch's .bin, or
+// safetensors shards without their index) is refused under auto, naming
+// the file, not trained from random weights; `eval` says the same.
+TEST_F(StartAndResume, AFolderWithWeightsItCannotReadIsRefusedNotRandom) {
+  for (const auto& [file, why] :
+       {std::pair<std::string, std::string>{"pytorch_model.bin", "PyTorch's pickled weights"},
+        {"model-00001-of-00002.safetensors", "no model.safetensors.index.json lists the shards"}}) {
+    SCOPED_TRACE(file);
+    const fs::path folder = tmp_ / ("other_" + file);
+    fs::create_directories(folder);
+    fs::copy_file(fixture("llama") / "config.json", folder / "config.json");
+    write_text(folder / file, "not read");
+    std::string output;
+    EXPECT_NE(run(demo_args(folder, tmp_ / "o", {"train.steps=1"}), &output), 0);
+    EXPECT_MENTIONS(output, "model.path '" + folder.string() + "' holds " + file);
+    EXPECT_MENTIONS(output, why);
+    EXPECT_MENTIONS(output, "model.init: random");
+    EXPECT_EQ(output.find("weights: random"), std::string::npos) << output;
+    // Asked for by name, random it is.
+    ASSERT_EQ(run(demo_args(folder, tmp_ / ("r_" + file), {"train.steps=1", "model.init=random"}),
+                  &output),
+              0)
+        << output;
+    EXPECT_MENTIONS(output, "weights: random");
+    EXPECT_NE(
+        run_program({"eval", "--model", folder.string(), "--data", (tmp_ / "data.jsonl").string()},
+                    tmp_ / "eval.log", &output),
+        0);
+    EXPECT_MENTIONS(output, "; it holds " + file);
+  }
+}
+
 // `--resume DIR` without a config continues on the checkpoint's config:
 // the losses are bitwise those of an uninterrupted run of that config.
 TEST_F(StartAndResume, AResumeWithoutAConfigContinuesOnTheCheckpointsConfig) {
