@@ -11,6 +11,7 @@
 // tokenizer.json, shards of another split) survives beside the new weights.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include "core/regular_file.h"
 #include "io/hf_folder.h"
 #include "io/hf_model.h"
+#include "io/weight_values.h"
 
 namespace lt::cli {
 
@@ -152,6 +154,14 @@ void run_convert(const ConvertArgs& args) {
   check_out(out);
   const DType dtype = dtype_from_name(args.dtype);
   models::CausalLM model = io::load_hf_model(args.model, DType::F32);
+  const io::WeightValueReport values = io::check_weight_values(model, dtype);
+  LT_CHECK(values.beyond_dtype.empty(), "--dtype ", args.dtype, ": ", args.model,
+           " holds weights beyond ", args.dtype, "'s range, which would be written as inf: ",
+           fmt::format("{}", fmt::join(values.beyond_dtype, "; ")), "; use --dtype ",
+           dtype == DType::F16 ? "bf16 or f32" : "f32");
+  if (!values.not_finite.empty())
+    fmt::print(stderr, "warning: {} holds weights that are NaN or inf (written as they are): {}\n",
+               args.model, fmt::join(values.not_finite, "; "));
 
   const fs::path parent = out.parent_path();
   std::error_code ec;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,9 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include "io/hf_model.h"
+#include "models/causal_lm.h"
 
 namespace lt {
 namespace {
@@ -127,6 +131,42 @@ TEST_F(ConvertCommand, AnOutHoldingOtherFilesIsRefusedAndKept) {
   EXPECT_NE(log.find("--out"), std::string::npos) << log;
   EXPECT_NE(log.find("notes.md"), std::string::npos) << log;
   EXPECT_EQ(contents(out), (std::map<std::string, std::string>{{"notes.md", "mine\n"}}));
+}
+
+// f16 holds no finite value above 65504: a weight beyond it would be
+// written as inf, so --dtype f16 is refused naming the tensor, and bf16
+// writes it. A NaN already in the weights is written as it is, and said.
+TEST_F(ConvertCommand, AWeightBeyondTheDtypesRangeIsRefusedAndANanIsSaid) {
+  models::CausalLM model = io::load_hf_model(kLlama);
+  for (const auto& [name, t] : model.parameters()) {
+    if (name.find("norm") == std::string::npos || t.dim() != 1) continue;
+    t.data<float>()[0] = 1e5f;  // the first norm: model.layers.0.input_layernorm.weight
+    t.data<float>()[1] = std::nanf("");
+    break;
+  }
+  fs::create_directories(dir_ / "big");
+  io::save_hf_model(model, dir_ / "big", DType::F32);
+  int status = 0;
+  std::string log = convert(
+      "--dtype f16 --model " + (dir_ / "big").string() + " --out " + (dir_ / "f16").string(),
+      &status);
+  EXPECT_NE(status, 0) << log;
+  EXPECT_NE(log.find("--dtype f16: " + (dir_ / "big").string() +
+                     " holds weights beyond f16's range, which would be written as inf: "
+                     "model.layers.0.input_layernorm.weight (1 value, the largest 100000)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("use --dtype bf16 or f32"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(dir_ / "f16"));
+  log = convert(
+      "--dtype bf16 --model " + (dir_ / "big").string() + " --out " + (dir_ / "bf16").string(),
+      &status);
+  EXPECT_EQ(status, 0) << log;
+  EXPECT_NE(log.find("warning: " + (dir_ / "big").string() +
+                     " holds weights that are NaN or inf (written as they are): "
+                     "model.layers.0.input_layernorm.weight (1 value)"),
+            std::string::npos)
+      << log;
 }
 
 TEST_F(ConvertCommand, ErrorsNameTheOption) {

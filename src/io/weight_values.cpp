@@ -1,0 +1,53 @@
+#include "io/weight_values.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+
+#include "models/hf_mapping.h"
+
+namespace lt::io {
+
+namespace {
+
+// Whether `v` (finite) rounds to inf in `dtype`.
+bool overflows(float v, DType dtype) {
+  if (dtype == DType::F16) return std::isinf(f16_to_f32(f32_to_f16(v)));
+  if (dtype == DType::BF16) return std::isinf(bf16_to_f32(f32_to_bf16(v)));
+  return false;
+}
+
+}  // namespace
+
+WeightValueReport check_weight_values(const models::CausalLM& model, DType dtype) {
+  std::map<std::string, std::string> hf_name;  // internal -> Hugging Face
+  for (const models::HfRule& rule : models::hf_rules(model.config()))
+    for (const std::string& internal : rule.internal) hf_name[internal] = rule.hf_name;
+  WeightValueReport report;
+  for (const auto& [name, tensor] : model.parameters()) {
+    const Tensor values = tensor.contiguous();
+    const float* v = values.data<float>();
+    int64_t beyond = 0, not_finite = 0;
+    float largest = 0;
+    for (int64_t i = 0; i < values.numel(); ++i) {
+      if (!std::isfinite(v[i])) {
+        ++not_finite;
+      } else if (overflows(v[i], dtype)) {
+        ++beyond;
+        largest = std::max(largest, std::abs(v[i]));
+      }
+    }
+    const auto it = hf_name.find(name);
+    const std::string shown = it == hf_name.end() ? name : it->second;
+    if (beyond > 0)
+      report.beyond_dtype.push_back(fmt::format("{} ({} value{}, the largest {:g})", shown, beyond,
+                                                beyond == 1 ? "" : "s", largest));
+    if (not_finite > 0)
+      report.not_finite.push_back(
+          fmt::format("{} ({} value{})", shown, not_finite, not_finite == 1 ? "" : "s"));
+  }
+  return report;
+}
+
+}  // namespace lt::io

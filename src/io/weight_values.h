@@ -1,0 +1,24 @@
+#pragma once
+// What writing a model's f32 weights in a narrower dtype would do to its
+// values: f16's largest finite value is 65504, so a weight beyond it would
+// be written as inf (bf16 reaches f32's range, all but its last ulps).
+// `lazytrain convert` refuses the one and warns of NaN or inf already in
+// the source, which a user converting a model cannot see otherwise.
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "models/causal_lm.h"
+
+namespace lt::io {
+
+struct WeightValueReport {
+  // One line per tensor (its Hugging Face name): "model.norm.weight (2
+  // values, the largest 1e+05)".
+  std::vector<std::string> beyond_dtype;  // finite in f32, inf once written in `dtype`
+  std::vector<std::string> not_finite;    // NaN or inf in the weights as read
+};
+
+WeightValueReport check_weight_values(const models::CausalLM& model, DType dtype);
+
+}  // namespace lt::io
