@@ -110,7 +110,7 @@ const json* member(const json& row, const std::string& key) {
 
 std::string string_field(const json& row, const std::string& key, const std::string& where) {
   const json* value = member(row, key);
-  if (value == nullptr) row_fail(where, "missing");
+  if (value == nullptr) row_fail(where, row.contains(key) ? "null (expected a string)" : "missing");
   if (!value->is_string())
     row_fail(where, std::string("expected a string, found ") + value->type_name());
   return value->get<std::string>();
@@ -276,13 +276,18 @@ Plan detect_plan(const json& row, std::optional<Format> forced, const DatasetOpt
   } else if (has("text")) {
     plan.format = Format::kText;
   } else {
+    // A null field counts as absent: said, as it is the usual cause.
     std::string keys;
-    for (auto it = row.begin(); it != row.end(); ++it)
-      keys += (keys.empty() ? "" : ", ") + it.key();
+    bool any_null = false;
+    for (auto it = row.begin(); it != row.end(); ++it) {
+      keys += (keys.empty() ? "" : ", ") + it.key() + (it->is_null() ? " (null)" : "");
+      any_null = any_null || it->is_null();
+    }
     fail(where, ": cannot tell the dataset format from the fields [", keys,
          "]; expected input_ids, conversations, messages, instruction+output, query+response, "
          "question+answer, prompt+completion, prompt+response or text (or set the format and "
-         "the prompt/response field names)");
+         "the prompt/response field names)",
+         any_null ? "; a field whose value is null counts as absent" : "");
   }
   if (plan.format != Format::kQueryResponse) return plan;
 

@@ -39,7 +39,9 @@ const json* member(const json& row, const std::string& key) {
 
 std::string string_field(const json& row, const std::string& key, const std::string& where) {
   const json* value = member(row, key);
-  if (value == nullptr) row_fail("field \"" + where + "\": missing");
+  if (value == nullptr)
+    row_fail("field \"" + where +
+             "\": " + (row.contains(key) ? "null (expected a string)" : "missing"));
   if (!value->is_string())
     row_fail("field \"" + where + "\": expected a string, found " + value->type_name());
   return value->get<std::string>();

@@ -414,7 +414,7 @@ TEST(Dataset, BadRowsAreCountedAndReportedWithTheirLines) {
       << report.problems[3];
   EXPECT_EQ(report.problems[4], f + ":7: field \"answer\": invalid UTF-8 (byte 0xFF at column 35)");
   EXPECT_EQ(report.problems[5], f + ":8: expected a JSON object, found array");
-  EXPECT_EQ(report.problems[6], f + ":10: field \"answer\": missing");  // null
+  EXPECT_EQ(report.problems[6], f + ":10: field \"answer\": null (expected a string)");
 }
 
 TEST(Dataset, StrictRefusesTheFirstBadRow) {
@@ -492,6 +492,21 @@ TEST(Dataset, UndetectableFormatNamesTheFields) {
   EXPECT_TRUE(error.starts_with(data_file("unknown_fields.jsonl").string() +
                                 ":1: cannot tell the dataset format from the fields [bar, foo]"))
       << error;
+  // A null value counts as absent, and is named: the usual cause.
+  TempDir dir;
+  const fs::path nulls = dir.write("nulls.jsonl", "{\"question\": null, \"answer\": \"#### 5\"}\n");
+  error = error_of([&] { load_dataset(nulls, &gpt2, {}, nullptr); });
+  EXPECT_NE(error.find("from the fields [answer, question (null)]"), std::string::npos) << error;
+  EXPECT_NE(error.find("a field whose value is null counts as absent"), std::string::npos) << error;
+  // A later row's null field is skipped naming it null, not missing.
+  const fs::path later = dir.write(
+      "later.jsonl",
+      "{\"question\": \"1+1?\", \"answer\": \"2\"}\n{\"question\": null, \"answer\": \"3\"}\n");
+  DatasetReport report;
+  load_dataset(later, &gpt2, {}, &report);
+  ASSERT_EQ(report.skipped, 1);
+  EXPECT_NE(report.problems.at(0).find("null (expected a string)"), std::string::npos)
+      << report.problems.at(0);
 }
 
 TEST(Dataset, NoUsableSamplesIsAnError) {
