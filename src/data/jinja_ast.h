@@ -27,6 +27,9 @@ struct Expr {
     kTest,         // operands[0] is [not] name(operands[1..])
     kUnary,        // name (the operator: "not", "-", "+") operands[0]
     kBinary,       // operands[0] name operands[1]; and/or short-circuit
+    kCompare,      // operands[0] comparisons[0] operands[1] comparisons[1] ...: a chain
+                   // of two or more comparisons, Python's: each operand evaluated once,
+                   // stopping at the first false one
     kConditional,  // operands[0] if operands[1] else operands[2] (null: undefined)
   };
   Kind kind;
@@ -35,7 +38,8 @@ struct Expr {
   std::string name;
   std::vector<ExprPtr> operands;
   std::vector<std::pair<std::string, ExprPtr>> keywords;
-  bool negated = false;  // kTest: "is not"
+  bool negated = false;                  // kTest: "is not"
+  std::vector<std::string> comparisons;  // kCompare: "<", "==", "not in", ...
 };
 
 struct Node;

@@ -140,7 +140,7 @@ Value apply_filter(std::string_view name, const Value& value, const Arguments& a
   }
   if (name == "upper") return ascii_upper(need_string(value, "upper"));
   if (name == "lower") return ascii_lower(need_string(value, "lower"));
-  if (name == "title") return title_case(need_string(value, "title"));
+  if (name == "title") return jinja_title(need_string(value, "title"));
   if (name == "capitalize") return capitalize(need_string(value, "capitalize"));
   if (name == "default" || name == "d") {
     const Value* fallback = args.get(0, "default_value");
@@ -385,6 +385,44 @@ Value call_global(std::string_view name, const Arguments& args) {
     return out;
   }
   fail("unknown function '", name, "'");
+}
+
+PythonAttribute python_attribute(const Value& object, std::string_view name) {
+  // dir() of Python 3.11's types without the dunders, plus int.is_integer
+  // (3.12); the unsafe ones are jinja2's ImmutableSandboxedEnvironment's.
+  static constexpr std::string_view kStr[] = {
+      "capitalize",   "casefold",    "center",    "count",      "encode",       "endswith",
+      "expandtabs",   "find",        "format",    "format_map", "index",        "isalnum",
+      "isalpha",      "isascii",     "isdecimal", "isdigit",    "isidentifier", "islower",
+      "isnumeric",    "isprintable", "isspace",   "istitle",    "isupper",      "join",
+      "ljust",        "lower",       "lstrip",    "maketrans",  "partition",    "removeprefix",
+      "removesuffix", "replace",     "rfind",     "rindex",     "rjust",        "rpartition",
+      "rsplit",       "rstrip",      "split",     "splitlines", "startswith",   "strip",
+      "swapcase",     "title",       "translate", "upper",      "zfill"};
+  static constexpr std::string_view kList[] = {"copy", "count", "index"};
+  static constexpr std::string_view kListUnsafe[] = {"append", "clear",  "extend",  "insert",
+                                                     "pop",    "remove", "reverse", "sort"};
+  static constexpr std::string_view kDict[] = {"copy",  "fromkeys", "get",
+                                               "items", "keys",     "values"};
+  static constexpr std::string_view kDictUnsafe[] = {"clear", "pop", "popitem", "setdefault",
+                                                     "update"};
+  static constexpr std::string_view kNumber[] = {
+      "as_integer_ratio", "bit_count", "bit_length", "conjugate", "denominator",
+      "from_bytes",       "fromhex",   "hex",        "imag",      "is_integer",
+      "numerator",        "real",      "to_bytes"};
+  auto listed = [&](const auto& names) {
+    return std::find(std::begin(names), std::end(names), name) != std::end(names);
+  };
+  if (is_undefined(object)) return PythonAttribute::kNone;
+  if (name.size() > 4 && name.starts_with("__") && name.ends_with("__"))
+    return PythonAttribute::kUnsafe;
+  bool readable = false, unsafe = false;
+  if (object.is_string()) readable = listed(kStr);
+  if (object.is_array()) readable = listed(kList), unsafe = listed(kListUnsafe);
+  if (object.is_object()) readable = listed(kDict), unsafe = listed(kDictUnsafe);
+  if (object.is_number() || object.is_boolean()) readable = listed(kNumber);
+  if (unsafe) return PythonAttribute::kUnsafe;
+  return readable ? PythonAttribute::kReadable : PythonAttribute::kNone;
 }
 
 }  // namespace lt::data::jinja

@@ -41,4 +41,16 @@ Value call_method(const Value& object, std::string_view name, const Arguments& a
 // `raise_exception` throws an lt::Error with the template's message.
 Value call_global(std::string_view name, const Arguments& args);
 
+// What Python's getattr finds as `name` on `object`: jinja2 reads
+// `object.name` from there before it tries a key, so `message.items` is a
+// bound method, never message['items']. transformers' sandbox turns the
+// unsafe ones (dunders, and the methods that change a list or dict) into an
+// undefined value instead.
+enum class PythonAttribute {
+  kNone,      // not an attribute: jinja2 reads the key
+  kReadable,  // a str/list/dict method, an int or float attribute (bool is an int)
+  kUnsafe,    // undefined in the sandbox
+};
+PythonAttribute python_attribute(const Value& object, std::string_view name);
+
 }  // namespace lt::data::jinja

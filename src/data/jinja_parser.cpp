@@ -119,8 +119,14 @@ class ExprParser {
     return compare();
   }
 
+  // Comparisons chain as in Python (jinja2 compiles them to Python's own
+  // chain): `a < b < c` is `a < b and b < c` with b evaluated once. One
+  // comparison stays a kBinary.
   ExprPtr compare() {
-    ExprPtr left = math1();
+    ExprPtr first = math1();
+    std::vector<std::string> operators;
+    std::vector<ExprPtr> operands;
+    const int line = done() ? line_ : tokens_[pos_].line;
     while (true) {
       std::string op;
       for (const char* candidate : {"==", "!=", "<=", ">=", "<", ">", "in"}) {
@@ -133,9 +139,21 @@ class ExprParser {
         pos_ += 2;
         op = "not in";
       }
-      if (op.empty()) return left;
-      left = make(Expr::Kind::kBinary, op, std::move(left), math1());
+      if (op.empty()) break;
+      operators.push_back(std::move(op));
+      operands.push_back(math1());
     }
+    if (operators.empty()) return first;
+    if (operators.size() == 1) {
+      return make(Expr::Kind::kBinary, operators[0], std::move(first), std::move(operands[0]));
+    }
+    auto chain = std::make_unique<Expr>();
+    chain->kind = Expr::Kind::kCompare;
+    chain->line = line;
+    chain->comparisons = std::move(operators);
+    chain->operands.push_back(std::move(first));
+    for (ExprPtr& operand : operands) chain->operands.push_back(std::move(operand));
+    return chain;
   }
 
   ExprPtr math1() {
@@ -453,12 +471,15 @@ class StatementParser {
     ExprParser p(opener.tokens, 1, name_, opener.line);
     node.targets.push_back(p.expect_name());
     while (p.accept(",")) node.targets.push_back(p.expect_name());
+    refuse_loop_target(opener, node.targets, true);
     p.expect("in");
     node.value = p.or_expr();
     if (p.accept("if")) node.filter = p.expression();
     if (p.accept("recursive")) p.fail_here("recursive loops are not supported");
     p.expect_end();
+    ++for_depth_;
     node.body = parse_until({"else", "endfor"});
+    --for_depth_;
     if (pos_ < pieces_.size() && tag_name(pieces_[pos_]) == "else") {
       ++pos_;
       node.else_body = parse_until({"endfor"});
@@ -476,6 +497,7 @@ class StatementParser {
       node.attribute = p.expect_name();
     } else {
       while (p.accept(",")) node.targets.push_back(p.expect_name());
+      refuse_loop_target(opener, node.targets, for_depth_ > 0);
     }
     if (p.done() && node.attribute.empty() && node.targets.size() == 1) {
       node.kind = Node::Kind::kSetBlock;
@@ -490,10 +512,19 @@ class StatementParser {
     return node;
   }
 
+  // jinja2 refuses to bind the name `loop` where it means the loop: as a for
+  // target, and by `set` inside a loop body (the loop's else is outside).
+  void refuse_loop_target(const Piece& piece, const std::vector<std::string>& targets,
+                          bool inside_loop) const {
+    if (inside_loop && std::find(targets.begin(), targets.end(), "loop") != targets.end())
+      fail_at(piece, "cannot assign to the special variable 'loop' inside a for loop");
+  }
+
   const std::vector<Piece>& pieces_;
   const std::string& name_;
   size_t pos_ = 0;
   int depth_ = 0;
+  int for_depth_ = 0;  // how many for bodies enclose the current statement
 };
 
 }  // namespace

@@ -127,6 +127,29 @@ std::string title_case(std::string_view text) {
   return out;
 }
 
+std::string jinja_title(std::string_view text) {
+  // jinja2's do_title splits on the regex ([-\s({\[<]+) and writes each piece
+  // as piece[0].upper() + piece[1:].lower(): a word starts only after
+  // whitespace, '-', '(', '{', '[' or '<', so "<|im_end|>" keeps its case.
+  auto starts_word_after = [](char32_t c) {
+    return is_python_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+  };
+  std::string out;
+  out.reserve(text.size());
+  bool word_start = true;
+  for (const CodePoint& c : decode_all(text)) {
+    const std::string_view bytes = text.substr(c.begin, c.end - c.begin);
+    if (starts_word_after(c.value)) {
+      out += bytes;
+      word_start = true;
+    } else {
+      out += word_start ? ascii_upper(bytes) : ascii_lower(bytes);
+      word_start = false;
+    }
+  }
+  return out;
+}
+
 std::string capitalize(std::string_view text) {
   std::string out = ascii_lower(text);
   if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));

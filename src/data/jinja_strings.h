@@ -30,6 +30,11 @@ std::string ascii_lower(std::string_view text);
 // str.title() and str.capitalize() over ASCII letters.
 std::string title_case(std::string_view text);
 std::string capitalize(std::string_view text);
+// jinja2's title filter, which differs from str.title(): words start only
+// after whitespace, '-', '(', '{', '[' or '<' ("<|im_end|>" is unchanged,
+// "o'neil" is "O'neil"); a word's first letter is upper-cased and the rest
+// lower-cased (ASCII letters).
+std::string jinja_title(std::string_view text);
 
 // str.replace(old, new[, count]); count < 0 replaces all.
 std::string replace(std::string_view text, std::string_view old, std::string_view with,

@@ -1,6 +1,7 @@
 #include "data/jinja_template.h"
 
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "data/jinja_builtins.h"
@@ -19,6 +20,11 @@ const Value& undefined_value() {
 
 bool both_integers(const Value& a, const Value& b) {
   return a.is_number_integer() && b.is_number_integer();
+}
+
+bool is_comparison(const std::string& op) {
+  return op == "==" || op == "!=" || op == "<" || op == ">" || op == "<=" || op == ">=" ||
+         op == "in" || op == "not in";
 }
 
 int64_t floor_div(int64_t a, int64_t b) {
@@ -42,6 +48,22 @@ class Renderer {
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
+
+  // Note [loop]: a running for loop, what `loop` reads (jinja2's
+  // LoopContext). The iteration scope binds the name `loop` to a marker, a
+  // binary value (no template variable is one) holding the loop's index in
+  // loops_, so that `loop` resolves through the scopes like any name: an
+  // inner loop's shadows the outer one, and an inner loop's `if` filter sees
+  // the outer one, as in jinja2. The marker is never a value a template
+  // computes with: `loop` reads only as loop.<attribute>, loop['attribute'],
+  // loop.cycle(...), loop.changed(...) and `loop is [not] defined`; anything
+  // else, and an attribute jinja2 does not have, is an error rather than a
+  // silent "".
+  struct LoopState {
+    Value items;  // what the loop iterates, after its `if` filter
+    size_t index0 = 0;
+    std::optional<Value> last_changed;  // loop.changed()'s previous arguments
+  };
 
   template <typename... Args>
   [[noreturn]] void fail_at(int line, const Args&... what) const {
@@ -116,6 +138,8 @@ class Renderer {
     Value scratch;
     const Value& iterable = value_of(*node.value, scratch);
     Value items = located(node.line, [&] { return apply_filter("list", iterable, {}); });
+    // The filter runs before this loop's state exists: there `loop` is the
+    // enclosing loop's (Note [loop]).
     scopes_.push_back(Value::object());
     if (node.filter) {
       Value kept = Value::array();
@@ -127,26 +151,79 @@ class Renderer {
     }
     scopes_.pop_back();
     const size_t n = items.size();
+    const size_t loop_index = loops_.size();
+    loops_.push_back(LoopState{std::move(items), 0, std::nullopt});
     for (size_t i = 0; i < n; ++i) {
       // A fresh scope per iteration: what one iteration sets, the next does
-      // not see (jinja2's loop scoping).
+      // not see (jinja2's loop scoping). The item is copied: loop.previtem
+      // and loop.nextitem read the list.
       scopes_.push_back(Value::object());
-      bind(node, std::move(items[i]));
-      Value loop = Value::object();
-      loop.get_ref<Value::object_t&>().reserve(7);  // no regrowth for the keys below
-      loop["index"] = i + 1;
-      loop["index0"] = i;
-      loop["revindex"] = n - i;
-      loop["revindex0"] = n - i - 1;
-      loop["first"] = i == 0;
-      loop["last"] = i + 1 == n;
-      loop["length"] = n;
-      scopes_.back()["loop"] = std::move(loop);
+      loops_[loop_index].index0 = i;
+      bind(node, loops_[loop_index].items[i]);
+      scopes_.back()["loop"] = Value::binary({}, loop_index);
       const Flow flow = exec(node.body, out);
       scopes_.pop_back();
       if (flow == Flow::kBreak) break;
     }
+    loops_.pop_back();
     if (n == 0) exec(node.else_body, out);
+  }
+
+  // The running loop that `e` names when it is the name `loop` bound by a
+  // for loop (Note [loop]); null otherwise.
+  LoopState* loop_named_by(const Expr& e) {
+    if (e.kind != Expr::Kind::kName || e.name != "loop") return nullptr;
+    const Value* marker = lookup_mutable(e.name);
+    if (marker == nullptr || !marker->is_binary()) return nullptr;
+    return &loops_.at(static_cast<size_t>(marker->get_binary().subtype()));
+  }
+
+  // loop.<attribute> and loop['attribute'], as jinja2's LoopContext has them
+  // (without recursive loops, which the parser refuses, depth is 1).
+  Value loop_attribute(const Expr& e, const LoopState& loop) {
+    const Value key = e.kind == Expr::Kind::kAttribute ? Value(e.name) : eval(*e.operands[1]);
+    if (!key.is_string()) fail_at(e.line, "loop has no item ", python_repr(key));
+    const std::string& name = key.get_ref<const std::string&>();
+    const size_t i = loop.index0, n = loop.items.size();
+    if (name == "index") return i + 1;
+    if (name == "index0") return i;
+    if (name == "revindex") return n - i;
+    if (name == "revindex0") return n - i - 1;
+    if (name == "first") return i == 0;
+    if (name == "last") return i + 1 == n;
+    if (name == "length") return n;
+    if (name == "depth") return 1;
+    if (name == "depth0") return 0;
+    if (name == "previtem") return i == 0 ? undefined() : loop.items[i - 1];
+    if (name == "nextitem") return i + 1 == n ? undefined() : loop.items[i + 1];
+    if (name == "cycle" || name == "changed") {
+      fail_at(e.line, "loop.", name, " is a method; call it: loop.", name, "(...)");
+    }
+    fail_at(e.line, "loop has no attribute '", name,
+            "' (jinja2's loop has index, index0, revindex, revindex0, first, last, length, "
+            "depth, depth0, previtem, nextitem, cycle() and changed())");
+  }
+
+  // loop.cycle(...) and loop.changed(...).
+  Value loop_method(const Expr& call, const std::string& name, const Arguments& args,
+                    LoopState& loop) {
+    if (name != "cycle" && name != "changed") {
+      fail_at(call.line, "loop has no method '", name, "' (it has cycle() and changed())");
+    }
+    if (!args.keywords.empty()) {
+      fail_at(call.line, "loop.", name, "() takes no keyword arguments");
+    }
+    if (name == "cycle") {
+      if (args.positional.empty()) fail_at(call.line, "loop.cycle() needs items to cycle");
+      return args.positional[loop.index0 % args.positional.size()];
+    }
+    // True on the first call and whenever the arguments differ from the
+    // previous call's (jinja2 compares the argument tuples with ==).
+    Value now = Value::array();
+    for (const Value& arg : args.positional) now.push_back(arg);
+    if (loop.last_changed && equal(*loop.last_changed, now)) return false;
+    loop.last_changed = std::move(now);
+    return true;
   }
 
   void exec_set(const Node& node, Value value) {
@@ -189,13 +266,20 @@ class Renderer {
     switch (e.kind) {
       case Expr::Kind::kName: {
         const Value* found = lookup_mutable(e.name);
+        if (found && found->is_binary()) {
+          fail_at(e.line,
+                  "'loop' can only be read as loop.<attribute>, loop.cycle(...), "
+                  "loop.changed(...) or with 'is defined'");
+        }
         return found ? found : &undefined_value();
       }
       case Expr::Kind::kAttribute:
       case Expr::Kind::kSubscript: {
+        if (loop_named_by(*e.operands[0])) return nullptr;  // computed by eval_member
         const Value* base = stored(*e.operands[0]);
         if (base == nullptr) return nullptr;  // computed: eval_member copies it out
         require_defined(e, *base);
+        if (is_python_attribute(e, *base)) return &undefined_value();
         return member(*base,
                       e.kind == Expr::Kind::kAttribute ? Value(e.name) : eval(*e.operands[1]));
       }
@@ -210,6 +294,22 @@ class Renderer {
         e.line, "cannot read ",
         e.kind == Expr::Kind::kAttribute ? "attribute '" + e.name + "'" : std::string("an index"),
         " of an undefined value");
+  }
+
+  // Whether base.name is a Python attribute in jinja2 rather than a key
+  // (calls, base.name(...), do not come here; base['name'] reads the key).
+  // The renderer has no bound methods: those are an error. The attributes
+  // the sandbox makes undefined are undefined.
+  bool is_python_attribute(const Expr& e, const Value& base) const {
+    if (e.kind != Expr::Kind::kAttribute) return false;
+    const PythonAttribute attribute = python_attribute(base, e.name);
+    if (attribute == PythonAttribute::kReadable) {
+      fail_at(e.line, "'.", e.name, "' on this ", type_name(base),
+              " is Python's attribute in jinja2, not a key, which the renderer does not "
+              "support (a method is supported as a call, .",
+              e.name, "(...); a key as ['", e.name, "'])");
+    }
+    return attribute == PythonAttribute::kUnsafe;
   }
 
   // base[key] when base stores it; &undefined when it does not; null when
@@ -264,6 +364,9 @@ class Renderer {
         return located(e.line, [&] { return apply_filter(e.name, value, args); });
       }
       case Expr::Kind::kTest: {
+        if (loop_named_by(*e.operands[0]) && (e.name == "defined" || e.name == "undefined")) {
+          return (e.name == "defined") != e.negated;
+        }
         Value scratch;
         const Value& value = value_of(*e.operands[0], scratch);
         const Arguments args = arguments(e, 1);
@@ -275,6 +378,15 @@ class Renderer {
         return eval_unary(e);
       case Expr::Kind::kBinary:
         return eval_binary(e);
+      case Expr::Kind::kCompare: {
+        Value left = eval(*e.operands[0]);
+        for (size_t i = 0; i < e.comparisons.size(); ++i) {
+          Value right = eval(*e.operands[i + 1]);
+          if (!compare(e, e.comparisons[i], left, right)) return false;
+          left = std::move(right);
+        }
+        return true;
+      }
       case Expr::Kind::kConditional:
         if (truthy(eval(*e.operands[1]))) return eval(*e.operands[0]);
         return e.operands[2] ? eval(*e.operands[2]) : undefined();
@@ -283,10 +395,12 @@ class Renderer {
   }
 
   Value eval_member(const Expr& e) {
+    if (LoopState* loop = loop_named_by(*e.operands[0])) return loop_attribute(e, *loop);
     if (const Value* item = stored(e)) return *item;
     // A string's character, or a member of a computed value.
     const Value base = eval(*e.operands[0]);
     require_defined(e, base);
+    if (is_python_attribute(e, base)) return undefined();
     const Value key = e.kind == Expr::Kind::kAttribute ? Value(e.name) : eval(*e.operands[1]);
     if (base.is_string() && key.is_number_integer()) {
       std::vector<std::string> cps = code_points(base.get_ref<const std::string&>());
@@ -352,6 +466,9 @@ class Renderer {
     const Expr& callee = *e.operands[0];
     const Arguments args = arguments(e, 1);
     if (callee.kind == Expr::Kind::kAttribute) {
+      if (LoopState* loop = loop_named_by(*callee.operands[0])) {
+        return loop_method(e, callee.name, args, *loop);
+      }
       Value scratch;
       const Value& object = value_of(*callee.operands[0], scratch);
       return located(e.line, [&] { return call_method(object, callee.name, args); });
@@ -382,6 +499,12 @@ class Renderer {
     const Value& a = value_of(*e.operands[0], scratch_a);
     const Value& b = value_of(*e.operands[1], scratch_b);
     if (op == "~") return to_text(a) + to_text(b);
+    if (is_comparison(op)) return compare(e, op, a, b);
+    return arithmetic(e, a, b);
+  }
+
+  // a op b for one comparison operator (is_comparison).
+  bool compare(const Expr& e, const std::string& op, const Value& a, const Value& b) {
     if (op == "==") return equal(a, b);
     if (op == "!=") return !equal(a, b);
     if (op == "in" || op == "not in") {
@@ -392,15 +515,14 @@ class Renderer {
           located(e.line, [&] { return Value(apply_test("in", a, container)); }).get<bool>();
       return found == (op == "in");
     }
-    if (op == "<" || op == ">" || op == "<=" || op == ">=") {
-      return located(e.line, [&] {
-        if (op == "<") return Value(less(a, b));
-        if (op == ">") return Value(less(b, a));
-        if (op == "<=") return Value(!less(b, a));
-        return Value(!less(a, b));
-      });
-    }
-    return arithmetic(e, a, b);
+    return located(e.line,
+                   [&] {
+                     if (op == "<") return Value(less(a, b));
+                     if (op == ">") return Value(less(b, a));
+                     if (op == "<=") return Value(!less(b, a));
+                     return Value(!less(a, b));
+                   })
+        .get<bool>();
   }
 
   Value arithmetic(const Expr& e, const Value& a, const Value& b) {
@@ -452,7 +574,8 @@ class Renderer {
 
   const std::string& name_;
   std::vector<Value> scopes_;
-  Value scratch_;  // {{ output }}'s value when computed
+  std::vector<LoopState> loops_;  // the running for loops, outermost first
+  Value scratch_;                 // {{ output }}'s value when computed
 };
 
 }  // namespace

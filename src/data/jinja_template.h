@@ -7,9 +7,11 @@
 // Scoping is jinja2's: each iteration of a for loop has its own scope, so a
 // `set` inside it is gone at the next iteration and after the loop;
 // namespace() objects are how templates carry values out, and
-// `set ns.x = ...` changes the one they name. `loop` has index, index0,
-// revindex, revindex0, first, last and length (not previtem, nextitem or
-// cycle, which no chat template we know of reads).
+// `set ns.x = ...` changes the one they name. `loop` has jinja2's index,
+// index0, revindex, revindex0, first, last, length, depth, depth0, previtem,
+// nextitem, cycle() and changed(); any other use of it is an error.
+// Comparisons chain as in Python (`a < b < c`). `d.name` is a Python
+// attribute before it is a key, as in jinja2 and transformers' sandbox.
 #include <memory>
 #include <string>
 #include <string_view>

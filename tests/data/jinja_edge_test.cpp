@@ -1,0 +1,146 @@
+// What a user test found the Jinja renderer doing differently from jinja2,
+// against jinja2 itself: loop.previtem/nextitem/depth/cycle/changed,
+// chained comparisons and the title filter render as transformers' jinja2
+// environment renders them (the goldens are printed by
+// tools/reference/make_jinja_edge_goldens.py), and what the renderer does
+// not reproduce is an error naming the file and line, never a silent "".
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "data/jinja_template.h"
+
+namespace lt::data::jinja {
+namespace {
+
+// The conversation the goldens script renders every case with.
+Value messages() {
+  Value list = Value::array();
+  for (const auto& [role, content] : {std::pair{"system", "Be brief."}, std::pair{"user", "Hi"},
+                                      std::pair{"assistant", "Hello!"}, std::pair{"user", "Bye"}})
+    list.push_back({{"role", role}, {"content", content}});
+  return list;
+}
+
+std::string error_of(const std::string& source) {
+  try {
+    Template(source, "t.jinja").render({{"messages", messages()}});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct Golden {
+  const char* name;
+  const char* source;
+  const char* jinja2_text;
+};
+
+TEST(JinjaEdges, RenderAsJinja2) {
+  const Golden goldens[] = {
+      {"previtem_and_nextitem",
+       "{% for x in [1, 2, 3] %}[{{ loop.previtem is defined }}|{{ loop.previtem }}|{{ "
+       "loop.nextitem is defined }}|{{ loop.nextitem }}]{% endfor %}",
+       "[False||True|2][True|1|True|3][True|2|False|]"},
+      {"neighbours_of_a_filtered_loop",
+       "{% for m in messages if m.role != 'system' %}{{ loop.previtem.role if loop.previtem is "
+       "defined else '-' }}>{{ m.role }}>{{ loop.nextitem.role if loop.nextitem is defined else "
+       "'-' }};{% endfor %}",
+       "->user>assistant;user>assistant>user;assistant>user>-;"},
+      {"depth",
+       "{% for x in [1, 2] %}{% for y in [3] %}{{ loop.depth }}{{ loop.depth0 }},{% endfor %}{{ "
+       "loop.depth }}{{ loop.depth0 }};{% endfor %}",
+       "10,10;10,10;"},
+      {"counters",
+       "{% for x in 'abc' %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.revindex0 "
+       "}}{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop['index'] }};{% endfor %}",
+       "1032TrueFalse31;2121FalseFalse32;3210FalseTrue33;"},
+      {"cycle_and_changed",
+       "{% for x in [1, 1, 2, 2, 1] %}{{ loop.cycle('a', 'b', 'c') }}{{ loop.changed(x) }},{% "
+       "endfor %}|{% for x in [1, 2] %}{{ loop.changed() }}{{ loop.changed() }}{{ loop.changed(x, "
+       "'a') }}{% endfor %}|{% for m in messages %}{{ loop.changed(m.role == 'user') }}{% endfor "
+       "%}",
+       "aTrue,bFalse,cTrue,aFalse,bTrue,|TrueFalseTrueTrueFalseTrue|TrueTrueTrueTrue"},
+      {"inner_filter_sees_the_outer_loop",
+       "{% for x in [1, 2] %}{% for y in [3, 4] if loop.index > 1 %}{{ y }}{% endfor %}{% endfor "
+       "%}",
+       "34"},
+      {"loop_is_defined_only_in_a_loop",
+       "{% for x in [1] %}{{ loop is defined }}{{ loop is not defined }}{% endfor %}{{ loop is "
+       "defined }}{% set loop = 'x' %}{{ loop }}",
+       "TrueFalseFalsex"},
+      {"chained_comparisons",
+       "{{ 3 > 2 > 1 }}|{{ 1 < 2 < 3 }}|{{ 1 < 3 < 2 }}|{{ 1 == 1 == 1 }}|{{ 1 < 2 == true }}|{{ 1 "
+       "in [1] in [[1]] }}|{{ 1 not in [2] not in [3] }}|{{ 2 < 1 < 'a' }}|{{ not 1 < 2 < 3 }}|{{ "
+       "1 < 2 < 3 and 3 > 2 }}",
+       "True|True|False|True|False|True|True|False|False|True"},
+      {"chain_evaluates_each_operand_once",
+       "{% for x in [1, 2, 2] %}{{ true == loop.changed(x) == true }}{% endfor %}",
+       "TrueTrueFalse"},
+      {"sandbox_hides_mutating_methods_and_dunders",
+       "{% set d = {'items': [1], 'pop': 2, 'role': 'u'} %}[{{ d.pop }}|{{ d.pop is defined }}|{{ "
+       "d['pop'] }}|{{ d['items'] }}|{{ d.role }}|{{ d.zzz }}|{{ [1].append is defined }}|{{ "
+       "none.__class__ }}|{{ d.__class__ is defined }}|{{ d.pop | default('x') }}]",
+       "[|False|2|[1]|u||False||False|x]"},
+      {"title_filter_words",
+       "{{ 'hello <|im_end|> inside' | title }}|{{ 'a-b(c{d[e<f g_h|i.j' | title }}|{{ \"o'neil "
+       "x1y\" | title }}|{{ '  HELLO  wORLD\\tx　y ' | title }}|{{ \"o'neil x1y\".title() }}",
+       "Hello <|im_end|> Inside|A-B(C{D[E<F G_h|i.j|O'neil X1y|  Hello  World\tX　Y |O'Neil X1Y"},
+  };
+  for (const Golden& g : goldens) {
+    std::string text;
+    EXPECT_NO_THROW(text = Template(g.source, g.name).render({{"messages", messages()}})) << g.name;
+    EXPECT_EQ(text, g.jinja2_text) << g.name;
+  }
+}
+
+TEST(JinjaEdges, WhatJinja2WouldRenderDifferentlyIsRefused) {
+  // jinja2 renders "" for an unknown attribute of loop, "<LoopContext 1/1>"
+  // for a bare loop and a bound method's repr for an uncalled one.
+  EXPECT_EQ(error_of("{% for x in [1] %}\n{{ loop.size }}{% endfor %}"),
+            "t.jinja:2: loop has no attribute 'size' (jinja2's loop has index, index0, revindex, "
+            "revindex0, first, last, length, depth, depth0, previtem, nextitem, cycle() and "
+            "changed())");
+  EXPECT_EQ(error_of("{% for x in [1] %}{{ loop['size'] }}{% endfor %}"),
+            error_of("{% for x in [1] %}{{ loop.size }}{% endfor %}"));
+  EXPECT_EQ(error_of("{% for x in [1] %}{{ loop }}{% endfor %}"),
+            "t.jinja:1: 'loop' can only be read as loop.<attribute>, loop.cycle(...), "
+            "loop.changed(...) or with 'is defined'");
+  EXPECT_EQ(error_of("{% for x in [1] %}{% set l = loop %}{% endfor %}"),
+            error_of("{% for x in [1] %}{{ loop }}{% endfor %}"));
+  EXPECT_EQ(error_of("{% for x in [1] %}{{ loop.cycle }}{% endfor %}"),
+            "t.jinja:1: loop.cycle is a method; call it: loop.cycle(...)");
+  EXPECT_EQ(error_of("{% for x in [1] %}{{ loop.items() }}{% endfor %}"),
+            "t.jinja:1: loop has no method 'items' (it has cycle() and changed())");
+  // jinja2 reads Python's attribute before the key: a bound method, 3.
+  EXPECT_EQ(error_of("{% set d = {'items': [1]} %}{{ d.items }}"),
+            "t.jinja:1: '.items' on this mapping is Python's attribute in jinja2, not a key, "
+            "which the renderer does not support (a method is supported as a call, "
+            ".items(...); a key as ['items'])");
+  EXPECT_EQ(error_of("{% set n = 3 %}\n{{ n.real }}"),
+            "t.jinja:2: '.real' on this integer is Python's attribute in jinja2, not a key, "
+            "which the renderer does not support (a method is supported as a call, .real(...); "
+            "a key as ['real'])");
+  EXPECT_NE(error_of("{{ 'ab'.upper }}"), "");
+}
+
+TEST(JinjaEdges, WhatJinja2RaisesOnIsAnError) {
+  EXPECT_EQ(error_of("{% for x in [1] %}{{ loop.cycle() }}{% endfor %}"),
+            "t.jinja:1: loop.cycle() needs items to cycle");
+  EXPECT_EQ(error_of("{% for x in [1] %}{{ loop.changed(x=1) }}{% endfor %}"),
+            "t.jinja:1: loop.changed() takes no keyword arguments");
+  EXPECT_EQ(error_of("{% for m in messages %}{{ loop.previtem.role }}{% endfor %}"),
+            "t.jinja:1: cannot read attribute 'role' of an undefined value");
+  EXPECT_EQ(error_of("{% for x in [1] %}\n{% if x %}{% set loop = 2 %}{% endif %}{% endfor %}"),
+            "t.jinja:2: cannot assign to the special variable 'loop' inside a for loop");
+  EXPECT_EQ(error_of("{% for x in [1] %}{% set a, loop = 1, 2 %}{% endfor %}"),
+            "t.jinja:1: cannot assign to the special variable 'loop' inside a for loop");
+  EXPECT_EQ(error_of("{% for x, loop in [[1, 2]] %}{% endfor %}"),
+            "t.jinja:1: cannot assign to the special variable 'loop' inside a for loop");
+  EXPECT_NE(error_of("{{ 1 < 2 < 'a' }}"), "");
+}
+
+}  // namespace
+}  // namespace lt::data::jinja

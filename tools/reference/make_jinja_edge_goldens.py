@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Prints the goldens of tests/data/jinja_edge_test.cpp with jinja2.
+
+Each case is rendered as transformers' apply_chat_template renders a chat
+template (ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks),
+with MESSAGES as `messages`, and printed as a C++ row of that test's table:
+{name, template, text}. The cases lazytrain refuses are printed as comments
+saying what jinja2 does with them.
+
+    python3 -m venv /tmp/jvenv && /tmp/jvenv/bin/pip install jinja2
+    /tmp/jvenv/bin/python tools/reference/make_jinja_edge_goldens.py
+"""
+import json
+
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+MESSAGES = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Hi"},
+    {"role": "assistant", "content": "Hello!"},
+    {"role": "user", "content": "Bye"},
+]
+
+# (name, template): one behaviour each.
+CASES = [
+    ("previtem_and_nextitem",
+     "{% for x in [1, 2, 3] %}[{{ loop.previtem is defined }}|{{ loop.previtem }}|"
+     "{{ loop.nextitem is defined }}|{{ loop.nextitem }}]{% endfor %}"),
+    ("neighbours_of_a_filtered_loop",
+     "{% for m in messages if m.role != 'system' %}"
+     "{{ loop.previtem.role if loop.previtem is defined else '-' }}>{{ m.role }}>"
+     "{{ loop.nextitem.role if loop.nextitem is defined else '-' }};{% endfor %}"),
+    ("depth",
+     "{% for x in [1, 2] %}{% for y in [3] %}{{ loop.depth }}{{ loop.depth0 }},{% endfor %}"
+     "{{ loop.depth }}{{ loop.depth0 }};{% endfor %}"),
+    ("counters",
+     "{% for x in 'abc' %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}"
+     "{{ loop.revindex0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}"
+     "{{ loop['index'] }};{% endfor %}"),
+    ("cycle_and_changed",
+     "{% for x in [1, 1, 2, 2, 1] %}{{ loop.cycle('a', 'b', 'c') }}{{ loop.changed(x) }},"
+     "{% endfor %}|{% for x in [1, 2] %}{{ loop.changed() }}{{ loop.changed() }}"
+     "{{ loop.changed(x, 'a') }}{% endfor %}|{% for m in messages %}"
+     "{{ loop.changed(m.role == 'user') }}{% endfor %}"),
+    ("inner_filter_sees_the_outer_loop",
+     "{% for x in [1, 2] %}{% for y in [3, 4] if loop.index > 1 %}{{ y }}{% endfor %}"
+     "{% endfor %}"),
+    ("loop_is_defined_only_in_a_loop",
+     "{% for x in [1] %}{{ loop is defined }}{{ loop is not defined }}{% endfor %}"
+     "{{ loop is defined }}{% set loop = 'x' %}{{ loop }}"),
+    ("chained_comparisons",
+     "{{ 3 > 2 > 1 }}|{{ 1 < 2 < 3 }}|{{ 1 < 3 < 2 }}|{{ 1 == 1 == 1 }}|{{ 1 < 2 == true }}|"
+     "{{ 1 in [1] in [[1]] }}|{{ 1 not in [2] not in [3] }}|{{ 2 < 1 < 'a' }}|"
+     "{{ not 1 < 2 < 3 }}|{{ 1 < 2 < 3 and 3 > 2 }}"),
+    # Evaluated twice, the middle loop.changed(x) would be false the second time.
+    ("chain_evaluates_each_operand_once",
+     "{% for x in [1, 2, 2] %}{{ true == loop.changed(x) == true }}{% endfor %}"),
+    # A dict's key named like a method that changes it is undefined in
+    # transformers' sandbox: jinja2 reads attributes before keys.
+    ("sandbox_hides_mutating_methods_and_dunders",
+     "{% set d = {'items': [1], 'pop': 2, 'role': 'u'} %}[{{ d.pop }}|{{ d.pop is defined }}|"
+     "{{ d['pop'] }}|{{ d['items'] }}|{{ d.role }}|{{ d.zzz }}|{{ [1].append is defined }}|"
+     "{{ none.__class__ }}|{{ d.__class__ is defined }}|{{ d.pop | default('x') }}]"),
+    ("title_filter_words",
+     "{{ 'hello <|im_end|> inside' | title }}|{{ 'a-b(c{d[e<f g_h|i.j' | title }}|"
+     "{{ \"o'neil x1y\" | title }}|{{ '  HELLO  wORLD\\tx\u3000y ' | title }}|"
+     "{{ \"o'neil x1y\".title() }}"),
+]
+
+# (name, template): what jinja2 renders or raises here, lazytrain refuses
+# with an error naming the file and line (the test checks the messages).
+REFUSED = [
+    ("unknown_loop_attribute", "{% for x in [1] %}{{ loop.size }}{% endfor %}"),
+    ("bare_loop", "{% for x in [1] %}{{ loop }}{% endfor %}"),
+    ("uncalled_loop_method", "{% for x in [1] %}{{ loop.cycle }}{% endfor %}"),
+    ("cycle_without_items", "{% for x in [1] %}{{ loop.cycle() }}{% endfor %}"),
+    ("previtem_of_the_first_item", "{% for m in messages %}{{ loop.previtem.role }}{% endfor %}"),
+    ("set_loop_inside_a_loop", "{% for x in [1] %}{% set loop = 2 %}{% endfor %}"),
+    ("loop_as_a_for_target", "{% for loop in [1] %}{% endfor %}"),
+    ("chain_that_compares_a_number_with_a_string", "{{ 1 < 2 < 'a' }}"),
+    ("method_read_as_an_attribute", "{% set d = {'items': [1]} %}{{ d.items }}"),
+    ("number_attribute", "{% set n = 3 %}{{ n.real }}"),
+]
+
+
+def cpp_string(text):
+    return json.dumps(text, ensure_ascii=False)
+
+
+def main():
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    for name, template in CASES:
+        text = env.from_string(template).render(messages=MESSAGES)
+        print("{%s, %s, %s}," % (cpp_string(name), cpp_string(template), cpp_string(text)))
+    for name, template in REFUSED:
+        try:
+            result = "renders %s" % cpp_string(env.from_string(template).render(messages=MESSAGES))
+        except Exception as e:
+            result = "raises %s: %s" % (type(e).__name__, e)
+        print("// %s: %s\n//   jinja2 %s" % (name, cpp_string(template), result))
+
+
+if __name__ == "__main__":
+    main()
