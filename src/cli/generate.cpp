@@ -126,8 +126,14 @@ nlohmann::json row_json(const train::Generation& g, int64_t row, int64_t line, b
 }
 
 void run_generate(const GenerateArgs& args) {
-  LT_CHECK(args.prompt.empty() != args.data.empty(),
-           "generate: give exactly one of --prompt TEXT and --data FILE.jsonl");
+  LT_CHECK(!args.prompt.empty() || !args.data.empty(),
+           "generate: give --prompt TEXT (not empty) or --data FILE.jsonl");
+  LT_CHECK(args.prompt.empty() || args.data.empty(),
+           "generate: give one of --prompt TEXT and --data FILE.jsonl, not both");
+  // Asked for, they would silently do nothing: --temperature 0 is greedy.
+  LT_CHECK(args.temperature > 0 || (args.top_k == 0 && args.top_p >= 1.0),
+           "generate: --top-k and --top-p shape sampling, which needs --temperature above 0 (0, "
+           "the default, is greedy decoding); set --temperature, e.g. 0.7");
   train::GenerationModel g = train::load_generation_model(
       args.model, args.tokenizer, args.device, /*tokenizer_required=*/!args.prompt.empty(),
       args.prompt.empty() ? "generate --data" : "generate --prompt");

@@ -203,7 +203,18 @@ TEST_F(GenerateCommand, BadOptionsAreRefusedByName) {
   const auto data = write("q.jsonl", "{\"question\": \"hi\"}\n");
   const CliResult both = run("generate --prompt hi --data " + data.string());
   EXPECT_NE(both.status, 0);
-  EXPECT_NE(both.err.find("exactly one of --prompt"), std::string::npos) << both.err;
+  EXPECT_NE(both.err.find("one of --prompt TEXT and --data FILE.jsonl, not both"),
+            std::string::npos)
+      << both.err;
+  const CliResult empty = run("generate --prompt ''");
+  EXPECT_NE(empty.status, 0);
+  EXPECT_NE(empty.err.find("give --prompt TEXT (not empty) or --data"), std::string::npos)
+      << empty.err;
+  // Sampling options without sampling would do nothing: refused.
+  const CliResult greedy_top_k = run("generate --prompt hi --top-k 5");
+  EXPECT_NE(greedy_top_k.status, 0);
+  EXPECT_NE(greedy_top_k.err.find("needs --temperature above 0"), std::string::npos)
+      << greedy_top_k.err;
   const CliResult top_p = run("generate --prompt hi --top-p 1.5 --temperature 1");
   EXPECT_NE(top_p.status, 0);
   EXPECT_NE(top_p.err.find("--top-p"), std::string::npos) << top_p.err;
