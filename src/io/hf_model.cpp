@@ -57,6 +57,9 @@ void check_model_fits_host(const ModelConfig& config, const std::filesystem::pat
 namespace {
 
 ModelConfig read_config(const std::filesystem::path& folder) {
+  LT_CHECK(!std::filesystem::exists(folder) || std::filesystem::is_directory(folder),
+           "model folder '", folder.string(), "' is a file; give the folder that holds it (",
+           folder.parent_path().string(), ")");
   LT_CHECK(std::filesystem::is_directory(folder), "model folder '", folder.string(),
            "' does not exist");
   require_regular_file(folder / "config.json");

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/hf_model.h"
 #include "io_test_util.h"
 
 namespace lt::io {
@@ -215,6 +216,27 @@ TEST(HfFolder, EmptyFolderAndUnknownTensor) {
                           {dir.path().string(), "model.safetensors", "index.json"}));
   HfWeights w(fixtures_dir() / "reference_sharded");
   EXPECT_TRUE(error_names([&] { w.tensor("nope"); }, {"has no tensor 'nope'"}));
+}
+
+// Weights in another form are named, with what to do, rather than taken
+// for no weights; a file given for the folder says so.
+TEST(HfFolder, WeightsItDoesNotReadAreNamed) {
+  TempDir dir;
+  EXPECT_EQ(weights_not_read(dir.path()), "");
+  testing::write_text(dir.path() / "tokenizer.model", "sentencepiece, not weights");
+  EXPECT_EQ(weights_not_read(dir.path()), "");
+  testing::write_text(dir.path() / "pytorch_model.bin", "pickle");
+  EXPECT_TRUE(error_names(
+      [&] { HfWeights w(dir.path()); },
+      {"; it holds pytorch_model.bin", "PyTorch's pickled weights", "safe_serialization=True"}));
+  std::filesystem::remove(dir.path() / "pytorch_model.bin");
+  testing::write_text(dir.path() / "model-00001-of-00002.safetensors", "a shard");
+  EXPECT_TRUE(error_names(
+      [&] { HfWeights w(dir.path()); },
+      {"model-00001-of-00002.safetensors", "no model.safetensors.index.json lists the shards"}));
+  const auto file = fixtures_dir() / "reference_sharded" / "model.safetensors.index.json";
+  EXPECT_TRUE(error_names([&] { load_hf_model(file); }, {"is a file; give the folder that holds it",
+                                                         file.parent_path().string()}));
 }
 
 TEST(HfFolder, RefusesDuplicateNames) {
