@@ -27,6 +27,7 @@
 #include "exec/zero_checkpoint.h"
 #include "exec/zero_optimizer.h"
 #include "io/atomic_file.h"
+#include "models/context_limit.h"
 #include "ops/op_profile.h"
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
@@ -738,6 +739,28 @@ bool keep_run_cpu_update_rate(const Run& r, const RunSummary& summary, bool at_e
   return true;
 }
 
+// train.seq_len left at its default (512) for a model whose context is
+// shorter (a small model's 64 positions) runs at the model's context,
+// saying so; one set anywhere is refused past it (resolve_run). Returns
+// the note, or "".
+std::string fit_default_seq_len(TrainConfig& c) {
+  if (c.key_origins.count("train.seq_len") > 0) return "";
+  int64_t context = 0;
+  try {
+    context = models::ModelConfig::from_file(models::model_config_file(c.model.path))
+                  .max_position_embeddings;
+  } catch (const Error&) {
+    return "";  // the model's own load says what is wrong with it
+  }
+  if (context <= 0 || c.train.seq_len <= context) return "";
+  const std::string note = fmt::format(
+      "train.seq_len {} (the default) is past the model's context of {} tokens "
+      "(max_position_embeddings): it runs at {}",
+      c.train.seq_len, context, context);
+  c.train.seq_len = context;
+  return note;
+}
+
 // A stop request (a signal) on any rank stops every rank after the same
 // step, so that they save and leave together.
 bool stop_requested(Run& r, const StopSignals& signals) {
@@ -764,6 +787,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // The saved config.yaml says what ran: train.dtype auto is resolved here.
   r.config.train.dtype = resolve_compute_dtype(
       r.config.train.dtype, resolve_train_device(r.config.train.device).is_cuda());
+  const std::string seq_len_note = fit_default_seq_len(r.config);
   const TrainConfig& c = r.config;
   r.out_dir = c.out.dir;
   r.world = world;
@@ -783,6 +807,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   {
     ProgressBar log(0, c.train.steps);
     for (const std::string& note : c.adjustments()) log.message("config: " + note);
+    if (!seq_len_note.empty()) log.message("config: " + seq_len_note);
     // Host memory that building the run held at its peak beyond what was
     // held before it (Note [Stage states on disk], "the start").
     const int64_t held_before = cpu_allocator().stats().current_bytes;

@@ -133,6 +133,18 @@ TEST(SeqLen, ALengthPastTheModelsContextIsRefusedByTrainAndPlan) {
   EXPECT_MENTIONS(e, "--set train.seq_len=" + too_long + ": config key");
   EXPECT_MENTIONS(e, "(set it to at most " + std::to_string(context) +
                          ", e.g. --set train.seq_len=" + std::to_string(context) + ")");
+  // Left at its default (512, past this model's 64), it runs at the
+  // model's context, saying so.
+  TrainConfig by_default = load_train_config(
+      "", {"model.path=" + fixture("llama").string(), "data.path=" + (tmp / "rows.jsonl").string(),
+           "train.steps=1", "out.dir=" + (tmp / "default").string()});
+  ASSERT_GT(by_default.train.seq_len, context);
+  const std::string said = train_and_capture(by_default);
+  EXPECT_MENTIONS(said, "train.seq_len " + std::to_string(by_default.train.seq_len) +
+                            " (the default) is past the model's context of " +
+                            std::to_string(context) + " tokens");
+  EXPECT_MENTIONS(read_text(tmp / "default" / "config.yaml"),
+                  "seq_len: " + std::to_string(context));
   // The whole context is allowed.
   EXPECT_NO_THROW(
       train_quietly(fixture_config(fixture("llama"), tmp / "rows.jsonl", tmp / "full",
