@@ -1,5 +1,6 @@
 #include "models/config.h"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -62,6 +63,12 @@ class Fields {
     }
     if (!v->is_number()) refuse(key, "expected a number, got ", brief_json(*v));
     return v->get<double>();
+  }
+  // An epsilon under a square root: 0 or less gives NaN or inf.
+  double positive_number(const std::string& key, double fallback) const {
+    const double v = number(key, fallback);
+    if (!(v > 0) || !std::isfinite(v)) refuse(key, "expected a positive number, got ", v);
+    return v;
   }
   bool boolean(const std::string& key, bool fallback) const {
     const json* v = find(key);
@@ -231,7 +238,7 @@ void parse_gpt2(const Fields& f, ModelConfig& c) {
   c.intermediate_size = f.positive_int("n_inner", 4 * c.hidden_size);
   c.max_position_embeddings = f.positive_int(pick("n_positions", "max_position_embeddings"), 1024);
   c.vocab_size = f.positive_int("vocab_size");
-  c.norm_eps = f.number("layer_norm_epsilon", 1e-5);
+  c.norm_eps = f.positive_number("layer_norm_epsilon", 1e-5);
   c.hidden_act = parse_activation(f, "activation_function", "gelu_new");
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);
   c.attention_bias = c.attention_out_bias = c.mlp_bias = true;
@@ -275,7 +282,7 @@ void parse_decoder(const Fields& f, const json& root, const std::string& file, M
   if (c.family == ModelFamily::Mistral) max_pos_default = 4096 * 32;
   if (c.family == ModelFamily::Qwen2 || c.family == ModelFamily::Qwen3) max_pos_default = 32768;
   c.max_position_embeddings = f.positive_int("max_position_embeddings", max_pos_default);
-  c.norm_eps = f.number("rms_norm_eps", 1e-6);
+  c.norm_eps = f.positive_number("rms_norm_eps", 1e-6);
   c.hidden_act = parse_activation(f, "hidden_act", "silu");
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
   switch (c.family) {

@@ -315,6 +315,12 @@ TEST(ModelConfigRefusal, MissingOrBadSizes) {
   j["hidden_size"] = -1;
   EXPECT_TRUE(refused(j, "hidden_size", "positive"));
   j["hidden_size"] = 2048;
+  // A norm's epsilon under a square root: 0 or less is refused.
+  for (const double eps : {-1.0, 0.0}) {
+    j["rms_norm_eps"] = eps;
+    EXPECT_TRUE(refused(j, "rms_norm_eps", "expected a positive number"));
+  }
+  j["rms_norm_eps"] = 1e-5;
   j["num_key_value_heads"] = 5;
   EXPECT_TRUE(refused(j, "num_key_value_heads", "multiple"));
   // More heads than hidden dimensions and no head_dim: 16 / 32 gives 0.
