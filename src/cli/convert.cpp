@@ -181,7 +181,7 @@ void run_convert(const ConvertArgs& args) {
     std::fclose(marker);
     io::HfWriteOptions options;
     options.max_shard_bytes = static_cast<uint64_t>(args.max_shard_gb * 1e9);
-    io::save_hf_model(model, built, dtype, options);
+    io::save_hf_model(model, built, dtype, options, fs::path(args.model) / "config.json");
     for (const char* name : kCompanionFiles) {
       const fs::path src = fs::path(args.model) / name;
       if (!fs::exists(src)) continue;

@@ -1,5 +1,8 @@
 #include "io/hf_model.h"
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "autograd/grad_mode.h"
@@ -38,6 +41,38 @@ void copy_checked(const Tensor& dst, const Tensor& src, const std::string& hf_na
   LT_CHECK(dst.shape() == src.shape(), folder.string(), ": tensor '", hf_name, "' has shape ",
            shape_str(src.shape()), ", the config implies ", shape_str(dst.shape()));
   dst.copy_(src);
+}
+
+// `source` (a config.json) with the weights' dtype set to saved's, in its
+// own key order; nothing when it does not parse as `saved`'s model.
+std::optional<std::string> source_with_dtype(const std::filesystem::path& source,
+                                             const ModelConfig& saved) {
+  nlohmann::ordered_json j;
+  try {
+    std::ifstream in(source, std::ios::binary);
+    j = nlohmann::ordered_json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+  if (!j.is_object()) return std::nullopt;
+  // transformers 5 reads "dtype" before "torch_dtype" (so does
+  // ModelConfig): whichever the file has is set; a file with neither gets
+  // the 4.x key, which 5 also reads.
+  bool set = false;
+  for (const char* key : {"dtype", "torch_dtype"}) {
+    if (j.contains(key)) {
+      j[key] = saved.torch_dtype;
+      set = true;
+    }
+  }
+  if (!set) j["torch_dtype"] = saved.torch_dtype;
+  std::string text = j.dump(2) + "\n";
+  try {
+    if (ModelConfig::from_json_text(text, source.string()) != saved) return std::nullopt;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return text;
 }
 
 }  // namespace
@@ -169,22 +204,26 @@ CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype) {
 }
 
 void save_hf_model(const CausalLM& model, const std::filesystem::path& folder, DType dtype,
-                   const HfWriteOptions& options) {
+                   const HfWriteOptions& options, const std::filesystem::path& source_config) {
   LT_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
            "save: weights dtype must be f32, bf16 or f16, got ", dtype_name(dtype));
   NamedTensors out = models::to_hf_layout(model.config(), parameters_by_name(model), dtype);
   std::filesystem::create_directories(folder);
-  save_hf_config(model, folder, dtype);
+  save_hf_config(model, folder, dtype, source_config);
   write_hf_weights(folder, out, options);
 }
 
-void save_hf_config(const CausalLM& model, const std::filesystem::path& folder, DType dtype) {
+void save_hf_config(const CausalLM& model, const std::filesystem::path& folder, DType dtype,
+                    const std::filesystem::path& source_config) {
   ModelConfig saved = model.config();
   saved.torch_dtype = dtype == DType::F32    ? "float32"
                       : dtype == DType::BF16 ? "bfloat16"
                                              : "float16";
+  std::optional<std::string> kept;
+  if (!source_config.empty() && std::filesystem::is_regular_file(source_config))
+    kept = source_with_dtype(source_config, saved);
   AtomicFileWriter config_file(folder / "config.json");
-  config_file.write(saved.to_json());
+  config_file.write(kept ? *kept : saved.to_json());
   config_file.commit();
 }
 

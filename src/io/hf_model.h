@@ -44,13 +44,23 @@ void check_model_fits_host(const models::ModelConfig& config,
                            const std::filesystem::path& config_path, DType dtype,
                            int64_t in_memory = -1);
 
-// config.json of `model` saved in `dtype` (its torch_dtype), atomically.
-void save_hf_config(const models::CausalLM& model, const std::filesystem::path& folder,
-                    DType dtype);
+// config.json of `model` saved in `dtype`, atomically. With
+// `source_config` (the config.json the model was read or initialised from)
+// it is that file with only the weights' dtype changed ("torch_dtype", and
+// "dtype" where the file has it): transformers reads fields this program
+// does not keep (initializer_range, max_window_layers, custom keys), so a
+// config rebuilt from ModelConfig would change or drop them. A source that
+// is missing, or whose fields describe another model than `model`, gives
+// ModelConfig::to_json() instead: config.json always describes the weights
+// written beside it.
+void save_hf_config(const models::CausalLM& model, const std::filesystem::path& folder, DType dtype,
+                    const std::filesystem::path& source_config = {});
 
-// Writes config.json (torch_dtype = `dtype`) and the weights in `dtype`,
-// sharded above options.max_shard_bytes. Each file is written atomically.
+// Writes config.json (as save_hf_config, from `source_config`) and the
+// weights in `dtype`, sharded above options.max_shard_bytes. Each file is
+// written atomically.
 void save_hf_model(const models::CausalLM& model, const std::filesystem::path& folder, DType dtype,
-                   const HfWriteOptions& options = {});
+                   const HfWriteOptions& options = {},
+                   const std::filesystem::path& source_config = {});
 
 }  // namespace lt::io

@@ -220,10 +220,15 @@ void copy_tokenizer(const fs::path& from, const fs::path& to) {
 void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,
                             const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
                             const TrainerState& state, const CheckpointOptions& options) {
+  // model.path's config.json, the one the model was read or initialised
+  // from, kept but for the dtype (io::save_hf_config).
+  const fs::path source_config =
+      options.model_dir.empty() ? fs::path() : options.model_dir / "config.json";
   if (options.staged) {
-    write_staged_checkpoint_tensors(dir, model, optimizer_state, *options.staged, kOptimizerFile);
+    write_staged_checkpoint_tensors(dir, model, optimizer_state, *options.staged, kOptimizerFile,
+                                    source_config);
   } else {
-    io::save_hf_model(model, dir, DType::F32);
+    io::save_hf_model(model, dir, DType::F32, {}, source_config);
     io::write_safetensors(dir / kOptimizerFile, optimizer_state);
   }
   copy_tokenizer(options.tokenizer_dir, dir);

@@ -61,8 +61,10 @@ struct CheckpointContents {
 // Where the companion files come from, and the pruning rule.
 struct CheckpointOptions {
   std::filesystem::path tokenizer_dir;  // tokenizer files and chat template
-  std::filesystem::path model_dir;      // generation_config.json (and a template it holds)
-  std::string config_yaml;              // saved as train_config.yaml
+  // config.json (kept but for the dtype: io::save_hf_config) and
+  // generation_config.json (and a template it holds).
+  std::filesystem::path model_dir;
+  std::string config_yaml;  // saved as train_config.yaml
   int64_t keep_last = 2;
   // Files moved into the checkpoint before it is committed: ZeRO-1's
   // optimizer shards, which every rank wrote into make_shard_folder's.

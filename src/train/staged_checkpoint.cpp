@@ -13,8 +13,8 @@ namespace lt::train {
 void write_staged_checkpoint_tensors(const std::filesystem::path& dir,
                                      const models::CausalLM& model,
                                      const optim::NamedTensors& optimizer_state,
-                                     exec::StagedStates& staged,
-                                     const std::string& optimizer_file) {
+                                     exec::StagedStates& staged, const std::string& optimizer_file,
+                                     const std::filesystem::path& source_config) {
   // Which stage's read holds each name (absent: in host memory).
   std::map<std::string, int> group_of;
   const std::vector<bool> on_disk = staged.on_disk();
@@ -67,7 +67,7 @@ void write_staged_checkpoint_tensors(const std::filesystem::path& dir,
   files.push_back(std::move(optimizer));
 
   std::filesystem::create_directories(dir);
-  io::save_hf_config(model, dir, DType::F32);
+  io::save_hf_config(model, dir, DType::F32, source_config);
   io::write_staged_safetensors(
       files, [&](int stage) { loaded = staged.read(static_cast<size_t>(stage)); },
       [&](int) { loaded.clear(); });

@@ -13,12 +13,14 @@
 
 namespace lt::train {
 
-// Writes config.json, the model's weights (f32, Hugging Face names and
-// layout, sharded as save_hf_model shards them) and `optimizer_file` (the
-// tensors of `optimizer_state`, in its order) into `dir`.
+// Writes config.json (from `source_config` as io::save_hf_config writes
+// it), the model's weights (f32, Hugging Face names and layout, sharded as
+// save_hf_model shards them) and `optimizer_file` (the tensors of
+// `optimizer_state`, in its order) into `dir`.
 void write_staged_checkpoint_tensors(const std::filesystem::path& dir,
                                      const models::CausalLM& model,
                                      const optim::NamedTensors& optimizer_state,
-                                     exec::StagedStates& staged, const std::string& optimizer_file);
+                                     exec::StagedStates& staged, const std::string& optimizer_file,
+                                     const std::filesystem::path& source_config = {});
 
 }  // namespace lt::train
