@@ -288,4 +288,22 @@ std::vector<std::string> write_hf_weights(const std::filesystem::path& folder,
   return written;
 }
 
+void write_chat_template(const std::filesystem::path& folder, const std::string& jinja) {
+  write_file_atomic(folder / "chat_template.jinja", jinja);
+  for (const char* name : {"tokenizer_config.json", "chat_template.json"}) {
+    const std::filesystem::path file = folder / name;
+    if (!std::filesystem::exists(file)) continue;
+    // ordered_json: the file keeps its key order, only the template changes.
+    nlohmann::ordered_json j;
+    try {
+      j = nlohmann::ordered_json::parse(read_text(file));
+    } catch (const nlohmann::json::exception& e) {
+      fail("'", file.string(), "': not valid JSON (", e.what(), ")");
+    }
+    if (!j.is_object() || !j.contains("chat_template")) continue;
+    j["chat_template"] = jinja;
+    write_file_atomic(file, j.dump(2) + "\n");
+  }
+}
+
 }  // namespace lt::io

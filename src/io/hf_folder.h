@@ -109,6 +109,14 @@ std::vector<std::string> write_hf_weights(const std::filesystem::path& folder,
                                           const NamedTensors& tensors,
                                           const HfWriteOptions& options = {});
 
+// Makes `jinja` the chat template of `folder`: chat_template.jinja, which
+// transformers (4.43 on) and this program read first, holds it, and where
+// tokenizer_config.json or chat_template.json (an older transformers' and
+// a processor's place for it) hold a "chat_template", it is replaced by
+// `jinja` too, so that no loader finds another. Each file is written
+// atomically; a malformed JSON file is an lt::Error naming it.
+void write_chat_template(const std::filesystem::path& folder, const std::string& jinja);
+
 // Every tensor of a folder, by name.
 std::map<std::string, Tensor> read_hf_weights(const std::filesystem::path& folder);
 

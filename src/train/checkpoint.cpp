@@ -233,6 +233,7 @@ void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,
   }
   copy_tokenizer(options.tokenizer_dir, dir);
   copy_companions(options.model_dir, kModelFiles, dir);
+  if (!options.chat_template.empty()) io::write_chat_template(dir, options.chat_template);
   write_text(dir / "train_config.yaml", options.config_yaml);
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::system_clock::now().time_since_epoch())

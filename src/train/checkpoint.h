@@ -76,6 +76,10 @@ struct CheckpointOptions {
   // Where a save's warning goes (a damaged checkpoint set aside: Note [A
   // damaged checkpoint]); null: stderr.
   std::function<void(const std::string&)> warn = nullptr;
+  // The chat template the run trained with, as Jinja, when it is a
+  // built-in layout (train/trained_template.h): written over the copied
+  // tokenizer's (io::write_chat_template). Empty: the copies stay as they are.
+  std::string chat_template = {};
 };
 
 // A hidden folder in out_dir (".step-N.shards") for the files the ranks

@@ -6,6 +6,8 @@
 #include <exception>
 #include <vector>
 
+#include "data/builtin_template_jinja.h"
+#include "data/chat_template.h"
 #include "train/config.h"
 
 namespace lt::train {
@@ -36,6 +38,18 @@ std::vector<SourceTemplate> training_templates(const TrainConfig& c) {
   return found;
 }
 
+// The templates of `sources` other than `taken`'s, with their files:
+// "llama3 (b.jsonl), ...".
+std::string other_templates(const std::vector<SourceTemplate>& sources,
+                            const SourceTemplate& taken) {
+  std::string others;
+  for (const SourceTemplate& s : sources) {
+    if (s.name != taken.name)
+      others += fmt::format("{}{} ({})", others.empty() ? "" : ", ", s.name, s.path);
+  }
+  return others;
+}
+
 }  // namespace
 
 PromptTemplate prompt_template(const fs::path& model_dir, const std::string& given,
@@ -57,16 +71,31 @@ PromptTemplate prompt_template(const fs::path& model_dir, const std::string& giv
   if (all_auto) return {"auto", ""};
   // Mixed templates: the first training source's, and the others named.
   const SourceTemplate& taken = sources.front();
-  std::string others;
-  for (const SourceTemplate& s : sources) {
-    if (s.name != taken.name)
-      others += fmt::format("{}{} ({})", others.empty() ? "" : ", ", s.name, s.path);
-  }
+  const std::string others = other_templates(sources, taken);
   return {taken.name,
           fmt::format("{}: template {}, which the checkpoint was trained with ({} in {}){}; "
                       "--template overrides it",
                       command, taken.name, taken.key, record.string(),
                       others.empty() ? "" : "; its other training sources used " + others)};
+}
+
+CheckpointTemplate checkpoint_template(const TrainConfig& c, const data::Tokenizer* tokenizer,
+                                       const fs::path& tokenizer_path) {
+  const std::vector<SourceTemplate> sources = training_templates(c);
+  if (tokenizer == nullptr || sources.empty()) return {};
+  const SourceTemplate& taken = sources.front();
+  CheckpointTemplate saved;
+  if (const std::string others = other_templates(sources, taken); !others.empty()) {
+    saved.note = fmt::format(
+        "checkpoints carry the chat template of the first training source, {} ({} for {}); the "
+        "other training sources used {}",
+        taken.name == "auto" ? "the tokenizer's own" : taken.name, taken.key, taken.path, others);
+  }
+  if (taken.name == "auto") return saved;
+  const data::TokenizerConfig files = data::read_tokenizer_config(tokenizer_path);
+  saved.jinja = data::builtin_template_jinja(data::resolve_template_kind(taken.name, files).kind,
+                                             *tokenizer, files);
+  return saved;
 }
 
 }  // namespace lt::train

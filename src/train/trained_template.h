@@ -10,7 +10,13 @@
 #include <filesystem>
 #include <string>
 
+namespace lt::data {
+class Tokenizer;
+}
+
 namespace lt::train {
+
+struct TrainConfig;
 
 struct PromptTemplate {
   std::string name;  // auto | chatml | qwen3 | llama3 | plain, as data.template
@@ -27,5 +33,21 @@ struct PromptTemplate {
 // `command` begins the note ("generate", "eval").
 PromptTemplate prompt_template(const std::filesystem::path& model_dir, const std::string& given,
                                const std::string& command);
+
+// The record above serves this program; transformers' apply_chat_template
+// reads only a folder's Jinja template. So a checkpoint of a run that
+// trained in a built-in layout carries that layout as its template
+// (data/builtin_template_jinja.h), in place of the tokenizer's own.
+struct CheckpointTemplate {
+  std::string jinja;  // empty: the run trained with auto, the tokenizer's own, kept as it is
+  // One line when the training sources used several templates: the first
+  // one's is written, and the others are named. Empty otherwise.
+  std::string note;
+};
+
+// For a run of `c` with `tokenizer` (null: a run without one, which writes
+// none), whose files are at `tokenizer_path` (tokenizer_dir_of).
+CheckpointTemplate checkpoint_template(const TrainConfig& c, const data::Tokenizer* tokenizer,
+                                       const std::filesystem::path& tokenizer_path);
 
 }  // namespace lt::train

@@ -46,6 +46,7 @@
 #include "train/report.h"
 #include "train/run_plan.h"
 #include "train/run_setup.h"
+#include "train/trained_template.h"
 #include "train/weights_source.h"
 #ifdef LT_WITH_CUDA
 #include "exec/cuda/streaming_device_cuda.h"
@@ -329,6 +330,9 @@ struct Run {
   fs::path out_dir;
   fs::path resume_dir;
   std::optional<data::Tokenizer> tokenizer;
+  // The built-in layout the run trains with, as Jinja, for its checkpoints;
+  // empty with auto (train/trained_template.h).
+  std::string checkpoint_template;
   std::vector<data::WeightedSamples> sources;  // data.sources (or data.path) to train on
   std::vector<data::Sample> eval_samples;
   data::PromptSet eval_prompts;  // data.eval_task math
@@ -376,6 +380,9 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   const data::Tokenizer* tokenizer = r.tokenizer ? &*r.tokenizer : nullptr;
   TrainingData data = load_training_data(c, tokenizer, &log);
   r.sources = std::move(data.train);
+  const CheckpointTemplate saved_template = checkpoint_template(c, tokenizer, tok_dir);
+  r.checkpoint_template = saved_template.jinja;
+  if (!saved_template.note.empty()) log.message(saved_template.note);
 
   if (options.resuming || !options.resume.empty()) {
     std::vector<std::string> skipped;
@@ -566,6 +573,7 @@ void save(Run& r, ProgressBar& bar) {
   CheckpointOptions options{tokenizer_dir_of(r.config), r.config.model.path, r.config_yaml,
                             r.config.train.keep_last, shard_files};
   options.staged = staged;
+  options.chat_template = r.checkpoint_template;
   options.warn = [&bar](const std::string& warning) { bar.message(warning); };
   r.last_saved = save_checkpoint(r.out_dir, *r.model, optimizer_state, r.state, options);
   if (r.zero) fs::remove_all(r.out_dir / (".step-" + std::to_string(r.state.step) + ".shards"));

@@ -12,6 +12,7 @@
 
 #include <cstdio>
 
+#include "data/builtin_template_jinja.h"
 #include "data/byte_level.h"
 #include "data/prompt_rows.h"
 #include "data/tokenizer.h"
@@ -140,18 +141,18 @@ TEST_F(TrainedTemplate, GenerateAndEvalPromptACheckpointInTheTemplateItsRunTrain
   // The tokenizer's own template is another prompt, and another answer: the
   // comparison above tells the two apart.
   const data::Tokenizer tokenizer = data::Tokenizer::load(ck);
-  const data::PromptRenderer jinja(tokenizer, ck, "auto");
-  ASSERT_EQ(jinja.template_name(), "jinja");
-  const std::vector<int32_t> jinja_prompt = jinja.chat({{data::Role::kUser, "hi"}});
-  ASSERT_NE(jinja_prompt, chatml_prompt("hi"));
-  const std::vector<int32_t> jinja_answer = library(ck, jinja_prompt, kEndOfText);
-  ASSERT_NE(jinja_answer, library(ck, chatml_prompt("hi"), kImEnd));
+  const data::PromptRenderer own(tokenizer, tok(), "auto");
+  ASSERT_EQ(own.template_name(), "jinja");
+  const std::vector<int32_t> own_prompt = own.chat({{data::Role::kUser, "hi"}});
+  ASSERT_NE(own_prompt, chatml_prompt("hi"));
+  ASSERT_NE(library(ck, own_prompt, kEndOfText), library(ck, chatml_prompt("hi"), kImEnd));
 
-  // An explicit --template wins, with no line about the checkpoint's.
+  // An explicit --template wins, with no line about the checkpoint's; auto
+  // is the checkpoint's own Jinja template, which is the chatml it carries.
   const CliResult chosen = run(generate + " --template auto --model " + ck.string());
   ASSERT_EQ(chosen.status, 0) << chosen.err;
   EXPECT_EQ(nlohmann::json::parse(chosen.out).at("output_ids").get<std::vector<int32_t>>(),
-            jinja_answer);
+            library(ck, chatml_prompt("hi"), kImEnd));
   EXPECT_EQ(chosen.err.find("checkpoint was trained with"), std::string::npos) << chosen.err;
 
   // eval: the loss over the same rows is --template chatml's, and says so.
@@ -164,7 +165,10 @@ TEST_F(TrainedTemplate, GenerateAndEvalPromptACheckpointInTheTemplateItsRunTrain
   ASSERT_EQ(auto_loss.status, 0) << auto_loss.err;
   EXPECT_EQ(nlohmann::json::parse(loss.out).at("template"), "chatml");
   EXPECT_EQ(loss.out, chatml_loss.out);
-  EXPECT_NE(loss.out, auto_loss.out);
+  // The checkpoint's Jinja template marks the same tokens as chatml.
+  EXPECT_EQ(nlohmann::json::parse(auto_loss.out).at("template"), "jinja");
+  EXPECT_EQ(nlohmann::json::parse(auto_loss.out).at("loss"),
+            nlohmann::json::parse(loss.out).at("loss"));
   EXPECT_MENTIONS(loss.err, "eval: template chatml, which the checkpoint was trained with");
 
   // eval --task math prompts as generate does.
@@ -185,8 +189,9 @@ TEST_F(TrainedTemplate, AFolderWithoutTheRecordIsPromptedWithAutoAsBefore) {
   ASSERT_EQ(r.status, 0) << r.err;
   const data::Tokenizer tokenizer = data::Tokenizer::load(ck);
   const data::PromptRenderer jinja(tokenizer, ck, "auto");
+  ASSERT_TRUE(jinja.turn_end().has_value());
   EXPECT_EQ(nlohmann::json::parse(r.out).at("output_ids").get<std::vector<int32_t>>(),
-            library(ck, jinja.chat({{data::Role::kUser, "hi"}}), kEndOfText));
+            library(ck, jinja.chat({{data::Role::kUser, "hi"}}), *jinja.turn_end()));
   EXPECT_EQ(r.err.find("trained with"), std::string::npos) << r.err;
   EXPECT_EQ(prompt_template(fixture("llama"), "", "generate").name, "auto");
 }
@@ -220,6 +225,65 @@ TEST_F(TrainedTemplate, MixedTemplatesAreNamedAndAnUnreadableRecordIsSaid) {
                   "eval: cannot read the chat template the checkpoint was "
                   "trained with from " +
                       (ck / "train_config.yaml").string());
+}
+
+// transformers' apply_chat_template reads the folder's Jinja template, not
+// train_config.yaml: a checkpoint trained with chatml carries chatml as
+// Jinja, in chat_template.jinja (which transformers reads first) and in
+// place of tokenizer_config.json's template, whose other fields stay.
+TEST_F(TrainedTemplate, ACheckpointCarriesTheBuiltInLayoutItTrainedWith) {
+  const fs::path ck = train_chatml_checkpoint();
+  const data::Tokenizer tokenizer = data::Tokenizer::load(tok());
+  const std::string chatml = data::builtin_template_jinja(data::TemplateKind::kChatml, tokenizer,
+                                                          data::read_tokenizer_config(tok()));
+  EXPECT_EQ(read_text(ck / "chat_template.jinja"), chatml);
+  nlohmann::json saved = nlohmann::json::parse(read_text(ck / "tokenizer_config.json"));
+  nlohmann::json source = nlohmann::json::parse(read_text(tok() / "tokenizer_config.json"));
+  EXPECT_EQ(saved.at("chat_template"), chatml);
+  saved.erase("chat_template");
+  source.erase("chat_template");
+  EXPECT_EQ(saved, source);
+  EXPECT_EQ(data::read_tokenizer_config(ck).chat_template, chatml);
+
+  // With auto the tokenizer's own template is what was trained: the files
+  // are copied as they are.
+  train_quietly(fixture_config(fixture("llama"), tmp_ / "qr.jsonl", tmp_ / "auto",
+                               {"data.format=query_response", "data.template=auto",
+                                "data.tokenizer=" + tok().string(), "train.steps=1"}));
+  EXPECT_FALSE(fs::exists(tmp_ / "auto" / "step-1" / "chat_template.jinja"));
+  EXPECT_EQ(read_text(tmp_ / "auto" / "step-1" / "tokenizer_config.json"),
+            read_text(tok() / "tokenizer_config.json"));
+}
+
+// Sources of several templates: the first training source's is written,
+// and one line says so.
+TEST_F(TrainedTemplate, ACheckpointOfMixedTemplatesCarriesTheFirstSourcesAndSaysSo) {
+  write_text(tmp_ / "mixed.yaml",
+             "data:\n  template: llama3\n  sources:\n"
+             "    - {path: e.jsonl, template: qwen3, split: eval}\n"
+             "    - {path: a.jsonl, template: chatml}\n"
+             "    - {path: b.jsonl}\n");
+  const data::Tokenizer tokenizer = data::Tokenizer::load(tok());
+  const data::TokenizerConfig files = data::read_tokenizer_config(tok());
+  const CheckpointTemplate mixed =
+      checkpoint_template(read_train_config_unchecked(tmp_ / "mixed.yaml"), &tokenizer, tok());
+  EXPECT_EQ(mixed.jinja,
+            data::builtin_template_jinja(data::TemplateKind::kChatml, tokenizer, files));
+  EXPECT_EQ(mixed.note,
+            "checkpoints carry the chat template of the first training source, chatml "
+            "(data.sources[1].template for a.jsonl); the other training sources used llama3 "
+            "(b.jsonl)");
+
+  write_text(tmp_ / "plain.yaml", "data:\n  template: plain\n  path: a.jsonl\n");
+  const CheckpointTemplate plain =
+      checkpoint_template(read_train_config_unchecked(tmp_ / "plain.yaml"), &tokenizer, tok());
+  EXPECT_EQ(plain.jinja,
+            data::builtin_template_jinja(data::TemplateKind::kPlain, {}, "<|endoftext|>"));
+  EXPECT_EQ(plain.note, "");
+  write_text(tmp_ / "auto.yaml", "data:\n  path: a.jsonl\n");
+  EXPECT_EQ(
+      checkpoint_template(read_train_config_unchecked(tmp_ / "auto.yaml"), &tokenizer, tok()).jinja,
+      "");
 }
 
 }  // namespace
