@@ -231,16 +231,7 @@ TEST_F(GenerateCommand, IdsPastTheTokenizerHaveNoText) {
   nlohmann::json vocab = nlohmann::json::object();
   for (char c = 0x20; c < 0x48; ++c) vocab[data::byte_level_encode(std::string(1, c))] = id_of(c);
   vocab["<unk>"] = 40;
-  const nlohmann::json tokenizer = {
-      {"version", "1.0"},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-      {"decoder", {{"type", "ByteLevel"}}},
-      {"model",
-       {{"type", "BPE"},
-        {"vocab", vocab},
-        {"merges", nlohmann::json::array()},
-        {"unk_token", "<unk>"}}}};
+  const nlohmann::json tokenizer = lt::testing::byte_level_tokenizer(vocab, {});
   fs::create_directories(dir_ / "small");
   std::ofstream(dir_ / "small" / "tokenizer.json") << tokenizer.dump();
   const data::Tokenizer small = data::Tokenizer::load(dir_ / "small");
