@@ -404,7 +404,8 @@ ChatTemplate::ChatTemplate(const TemplateChoice& choice, const Tokenizer& tokeni
 uint32_t ChatTemplate::require_token(std::string_view token) const {
   std::optional<uint32_t> id = tokenizer_->token_to_id(token);
   LT_CHECK(id.has_value(), "chat template ", name(), " needs the special token ", token,
-           ", which the tokenizer does not have");
+           ", which the tokenizer does not have (its model was not trained in that layout: "
+           "the template auto takes the tokenizer's own, plain needs no special token)");
   return *id;
 }
 
