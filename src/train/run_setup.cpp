@@ -1,11 +1,15 @@
 #include "train/run_setup.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "data/json_fields.h"
 #include "data/seq_len_cut.h"
 #include "models/config.h"
+#include "models/context_limit.h"
 
 namespace lt::train {
 
@@ -287,6 +291,51 @@ ResumeChanges compare_with_checkpoint(const TrainConfig& c, const fs::path& resu
                  a.pack != b.pack || a.prompt_field != b.prompt_field ||
                  a.response_field != b.response_field || saved.train.seed != c.train.seed;
   return changes;
+}
+
+// config.json's dropout rates (GPT-2's attn_pdrop 0.1, a Llama's
+// attention_dropout) above 0: this program trains without dropout, which a
+// user of transformers' Trainer would otherwise assume. The note, or "".
+std::string dropout_not_applied(const std::string& config_json) {
+  nlohmann::json j;
+  try {
+    std::ifstream in(config_json);
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return "";  // the model's own load says what is wrong with it
+  }
+  std::vector<std::string> set;
+  if (!j.is_object()) return "";
+  for (const auto& [key, value] : j.items()) {
+    const bool rate = key.find("dropout") != std::string::npos || key.ends_with("_pdrop");
+    if (rate && value.is_number() && value.get<double>() > 0)
+      set.push_back(fmt::format("{} {}", key, value.get<double>()));
+  }
+  if (set.empty()) return "";
+  return fmt::format("note: {} sets {}; this program trains without dropout", config_json,
+                     fmt::join(set, ", "));
+}
+
+// train.seq_len left at its default (512) for a model whose context is
+// shorter (a small model's 64 positions) runs at the model's context,
+// saying so; one set anywhere is refused past it (resolve_run). Returns
+// the note, or "".
+std::string fit_default_seq_len(TrainConfig& c) {
+  if (c.key_origins.count("train.seq_len") > 0) return "";
+  int64_t context = 0;
+  try {
+    context = models::ModelConfig::from_file(models::model_config_file(c.model.path))
+                  .max_position_embeddings;
+  } catch (const Error&) {
+    return "";  // the model's own load says what is wrong with it
+  }
+  if (context <= 0 || c.train.seq_len <= context) return "";
+  const std::string note = fmt::format(
+      "train.seq_len {} (the default) is past the model's context of {} tokens "
+      "(max_position_embeddings): it runs at {}",
+      c.train.seq_len, context, context);
+  c.train.seq_len = context;
+  return note;
 }
 
 }  // namespace lt::train

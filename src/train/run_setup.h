@@ -68,4 +68,14 @@ struct ResumeChanges {
 ResumeChanges compare_with_checkpoint(const TrainConfig& c, const std::filesystem::path& resume_dir,
                                       ProgressBar& log);
 
+// train.seq_len left at its default for a model whose context is shorter
+// runs at the model's context: sets it in `c` and returns the note saying
+// so, or "" (one set anywhere is refused past it, by resolve_run).
+std::string fit_default_seq_len(TrainConfig& c);
+
+// config.json's dropout rates above 0 (GPT-2's attn_pdrop 0.1): this
+// program trains without dropout, which a user of transformers' Trainer
+// would otherwise assume. The note saying so, or "".
+std::string dropout_not_applied(const std::string& config_json);
+
 }  // namespace lt::train

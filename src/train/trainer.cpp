@@ -1,12 +1,14 @@
 #include "train/trainer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -402,6 +404,9 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   // Not over ranks: shared weights and ZeRO-1 (which refuses states on
   // disk) take every master in host memory.
   auto weights = std::make_unique<WeightsSource>(c, r.resume_dir);
+  if (const std::string dropout = dropout_not_applied(models::model_config_file(c.model.path));
+      !dropout.empty())
+    log.message(dropout);
   r.plan = resolve_run(c, weights->config());
   const bool stream_masters =
       r.plan.executor != exec::ExecutorKind::Resident && !r.world.distributed();
@@ -745,28 +750,6 @@ bool keep_run_cpu_update_rate(const Run& r, const RunSummary& summary, bool at_e
       r.plan.cached_profile_path, r.plan.optimizer, summary.median_cpu_update_gparams_per_s() * 1e9,
       r.plan.predicted_cpu_update_params_per_s, r.plan.cpu_update_in_run_scale));
   return true;
-}
-
-// train.seq_len left at its default (512) for a model whose context is
-// shorter (a small model's 64 positions) runs at the model's context,
-// saying so; one set anywhere is refused past it (resolve_run). Returns
-// the note, or "".
-std::string fit_default_seq_len(TrainConfig& c) {
-  if (c.key_origins.count("train.seq_len") > 0) return "";
-  int64_t context = 0;
-  try {
-    context = models::ModelConfig::from_file(models::model_config_file(c.model.path))
-                  .max_position_embeddings;
-  } catch (const Error&) {
-    return "";  // the model's own load says what is wrong with it
-  }
-  if (context <= 0 || c.train.seq_len <= context) return "";
-  const std::string note = fmt::format(
-      "train.seq_len {} (the default) is past the model's context of {} tokens "
-      "(max_position_embeddings): it runs at {}",
-      c.train.seq_len, context, context);
-  c.train.seq_len = context;
-  return note;
 }
 
 // A stop request (a signal) on any rank stops every rank after the same

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "support/errors.h"
+#include "train/run_setup.h"
 #include "train_helpers.h"
 
 namespace lt::train::testing {
@@ -171,6 +172,22 @@ TEST(SeqLen, ALengthPastTheModelsContextIsRefusedByTrainAndPlan) {
   const auto plan =
       nlohmann::json::parse(out.substr(out.find('{'), out.rfind('}') - out.find('{') + 1));
   EXPECT_EQ(plan.at("seq_len").get<int64_t>(), context);
+}
+
+// Dropout rates in config.json are named, as this program trains without
+// them; rates of 0 and other keys are not.
+TEST(ModelNotes, DropoutInTheConfigIsSaidNotApplied) {
+  TempDir tmp("dropout_note");
+  nlohmann::json config = nlohmann::json::parse(read_text(fixture("llama") / "config.json"));
+  config["attention_dropout"] = 0.0;
+  write_text(tmp / "config.json", config.dump());
+  EXPECT_EQ(dropout_not_applied((tmp / "config.json").string()), "");
+  config["attn_pdrop"] = 0.1;
+  config["resid_pdrop"] = 0.1;
+  write_text(tmp / "config.json", config.dump());
+  EXPECT_EQ(dropout_not_applied((tmp / "config.json").string()),
+            "note: " + (tmp / "config.json").string() +
+                " sets attn_pdrop 0.1, resid_pdrop 0.1; this program trains without dropout");
 }
 
 TEST(SeqLen, ADatasetSmallerThanABatchSaysEachStepRepeatsRows) {
