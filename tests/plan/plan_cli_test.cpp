@@ -16,29 +16,15 @@
 #include "plan/milp.h"
 #include "plan/planner.h"
 #include "plan/tiny_model.h"
+#include "support/cli_run.h"
 
 namespace lt::plan {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int status = -1;
-  std::string out;
-};
-
-// `lazytrain ARGS` (a subcommand and its options).
-CliResult run_lazytrain(const std::string& args) {
-  const std::string cmd = std::string(LT_BINARY_DIR) + "/lazytrain " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  CliResult r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
-}
+using lt::testing::CliResult;
+using lt::testing::run_lazytrain;
 
 CliResult run_plan(const std::string& args) {
   return run_lazytrain("plan " + args);

@@ -22,6 +22,7 @@
 #include "data/tokenizer.h"
 #include "io/hf_model.h"
 #include "support/byte_level_tokenizer.h"
+#include "support/cli_run.h"
 #include "train/generation.h"
 #include "train/generation_placement.h"
 
@@ -38,11 +39,7 @@ int32_t id_of(char c) {
   return c - 0x20;
 }
 
-struct CliResult {
-  int status = -1;
-  std::string out;  // stdout only
-  std::string err;
-};
+using lt::testing::CliResult;
 
 class GenerateCommand : public ::testing::Test {
  protected:
@@ -66,22 +63,9 @@ class GenerateCommand : public ::testing::Test {
 
   // `lazytrain ARGS --model <llama> --tokenizer <tok>`.
   CliResult run(const std::string& args) {
-    const fs::path err = dir_ / "stderr.txt";
-    const std::string cmd = std::string(LT_BINARY_DIR) + "/lazytrain " + args + " --model " +
-                            kLlama.string() + " --tokenizer " + (dir_ / "tok").string() + " 2>" +
-                            err.string();
-    FILE* pipe = popen(cmd.c_str(), "r");
-    CliResult r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-    const int raw = pclose(pipe);
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    std::ifstream in(err);
-    std::stringstream s;
-    s << in.rdbuf();
-    r.err = s.str();
-    return r;
+    return lt::testing::run_lazytrain(
+        args + " --model " + kLlama.string() + " --tokenizer " + (dir_ / "tok").string(),
+        dir_ / "stderr.txt");
   }
 
   // What the library makes from `prompt`, with the EOS ids the command uses.

@@ -18,6 +18,7 @@
 #include "data/tokenizer.h"
 #include "io/hf_model.h"
 #include "support/byte_level_tokenizer.h"
+#include "support/cli_run.h"
 #include "train/generation.h"
 #include "train/trained_template.h"
 #include "train_helpers.h"
@@ -48,11 +49,7 @@ std::vector<int32_t> chatml_prompt(const std::string& text) {
   return ids;
 }
 
-struct CliResult {
-  int status = -1;
-  std::string out;  // stdout only
-  std::string err;
-};
+using lt::testing::CliResult;
 
 class TrainedTemplate : public ::testing::Test {
  protected:
@@ -97,17 +94,7 @@ class TrainedTemplate : public ::testing::Test {
 
   // `lazytrain ARGS`: stdout, and stderr apart.
   CliResult run(const std::string& args) {
-    const fs::path err = tmp_ / "stderr.txt";
-    const std::string cmd = program().string() + " " + args + " 2>" + err.string();
-    FILE* pipe = popen(cmd.c_str(), "r");
-    CliResult r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-    const int raw = pclose(pipe);
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.err = read_text(err);
-    return r;
+    return lt::testing::run_lazytrain(args, tmp_ / "stderr.txt");
   }
 
   // What the library makes from `prompt` on the checkpoint's weights,
