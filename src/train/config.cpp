@@ -6,7 +6,6 @@
 #include <cmath>
 #include <functional>
 #include <map>
-#include <regex>
 #include <sstream>
 
 #include "core/error.h"
@@ -55,8 +54,12 @@ Writer nullable(const T& field) {
   };
 }
 
+// Whether the nodes being read carry lines worth naming: a --set's value
+// is one line of YAML of its own, named by the --set instead (apply).
+thread_local bool nodes_have_file_lines = true;
+
 std::string where(const YAML::Node& n) {
-  if (n.Mark().line < 0) return "";
+  if (!nodes_have_file_lines || n.Mark().line < 0) return "";
   return " (line " + std::to_string(n.Mark().line + 1) + ")";
 }
 
@@ -341,6 +344,11 @@ void note_origins(std::map<std::string, std::string>& origins, const std::string
 
 void apply(TrainConfig& config, const YAML::Node& root, const std::string& source) {
   if (!root || root.IsNull()) return;
+  struct LinesOf {
+    bool before = nodes_have_file_lines;
+    explicit LinesOf(bool file) { nodes_have_file_lines = file; }
+    ~LinesOf() { nodes_have_file_lines = before; }
+  } lines(source.rfind("--set ", 0) != 0);
   LT_CHECK(root.IsMap(), source, ": the config must be a mapping of sections (model, data, ...)");
   auto keys = schema(config);
   std::map<std::string, Access*> by_key;
@@ -388,12 +396,7 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
           try {
             it->second->set(entry.second, key);
           } catch (const Error& e) {
-            // The file (or --set) the value came from; a --set's one-line
-            // YAML has no line worth naming.
-            std::string what = e.what();
-            if (source.rfind("--set ", 0) == 0)
-              what = std::regex_replace(what, std::regex(" \\(line [0-9]+\\)"), "");
-            fail(source, ": ", what);
+            fail(source, ": ", e.what());  // the file (or --set) the value came from
           }
           note_origins(config.key_origins, key, entry, source);
         }

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -18,10 +17,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<fs::path> checkpoints_after(const fs::path& out_dir, int64_t step) {
+// out_dir's checkpoints of steps after `step`, oldest save first; with
+// `furthest`, also the one of the highest step.
+std::vector<fs::path> checkpoints_after(const fs::path& out_dir, int64_t step,
+                                        fs::path* furthest = nullptr) {
   std::vector<fs::path> later;
-  for (const fs::path& dir : saved_checkpoints(out_dir))
-    if (read_trainer_state(dir).step > step) later.push_back(dir);
+  int64_t furthest_step = step;
+  for (const fs::path& dir : saved_checkpoints(out_dir)) {
+    const int64_t saved_at = read_trainer_state(dir).step;
+    if (saved_at <= step) continue;
+    later.push_back(dir);
+    if (furthest && saved_at > furthest_step) {
+      furthest_step = saved_at;
+      *furthest = dir;
+    }
+  }
   return later;
 }
 
@@ -42,12 +52,9 @@ size_t metrics_lines(const fs::path& metrics) {
 
 void refuse_resume_over_later_checkpoints(const fs::path& out_dir, const fs::path& resumed,
                                           int64_t step) {
-  const std::vector<fs::path> later = checkpoints_after(out_dir, step);
+  fs::path furthest;
+  const std::vector<fs::path> later = checkpoints_after(out_dir, step, &furthest);
   if (later.empty()) return;
-  const fs::path furthest =
-      *std::max_element(later.begin(), later.end(), [](const fs::path& a, const fs::path& b) {
-        return read_trainer_state(a).step < read_trainer_state(b).step;
-      });
   fail(fmt::format(
       "--resume {} is at step {}, and out.dir '{}' holds checkpoints of later steps ({}): this "
       "run would save over and prune them, and cut metrics.jsonl to step {} (the run deletes "

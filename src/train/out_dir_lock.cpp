@@ -64,21 +64,25 @@ constexpr std::array<int, 2> kStopSignals = {SIGINT, SIGTERM};
 std::array<std::atomic<const OutDirLock*>, 8> uncommitted{};
 std::mutex uncommitted_mutex;  // arm and disarm; the handler reads the slots only
 
+// Sets `signal`'s handler to `to` where it is `from` (a disposition set
+// since, or an SA_SIGINFO one, is left alone).
+void replace_disposition(int signal, void (*from)(int), void (*to)(int)) {
+  struct sigaction current {};
+  if (::sigaction(signal, nullptr, &current) != 0) return;
+  if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != from) return;
+  struct sigaction action {};
+  action.sa_handler = to;
+  ::sigemptyset(&action.sa_mask);
+  ::sigaction(signal, &action, nullptr);
+}
+
 void arm(const OutDirLock* lock, void (*handler)(int)) {
   std::lock_guard<std::mutex> guard(uncommitted_mutex);
   for (auto& slot : uncommitted) {
     const OutDirLock* empty = nullptr;
     if (slot.compare_exchange_strong(empty, lock)) break;
   }
-  for (int signal : kStopSignals) {
-    struct sigaction current {};
-    if (::sigaction(signal, nullptr, &current) != 0) continue;
-    if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) continue;
-    struct sigaction action {};
-    action.sa_handler = handler;
-    ::sigemptyset(&action.sa_mask);
-    ::sigaction(signal, &action, nullptr);
-  }
+  for (int signal : kStopSignals) replace_disposition(signal, SIG_DFL, handler);
 }
 
 // The default action comes back once no lock is uncommitted, unless a
@@ -93,15 +97,7 @@ void disarm(const OutDirLock* lock, void (*handler)(int)) {
     any_left = any_left || slot.load() != nullptr;
   }
   if (any_left) return;
-  for (int signal : kStopSignals) {
-    struct sigaction current {};
-    if (::sigaction(signal, nullptr, &current) != 0) continue;
-    if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != handler) continue;
-    struct sigaction action {};
-    action.sa_handler = SIG_DFL;
-    ::sigemptyset(&action.sa_mask);
-    ::sigaction(signal, &action, nullptr);
-  }
+  for (int signal : kStopSignals) replace_disposition(signal, handler, SIG_DFL);
 }
 
 void say(const char* text) {
