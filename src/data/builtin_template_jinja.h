@@ -15,8 +15,6 @@
 //     prompt ends at "<|im_start|>assistant\n" and the model may think
 //     first, as with Qwen3's own template, which this one renders alike for
 //     system, user and assistant messages.
-// llama3's `trim` is Python's str.strip in transformers, which also trims
-// non-ASCII spaces that the built-in renderer keeps (chat_template.h).
 #include <string>
 #include <vector>
 

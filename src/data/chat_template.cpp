@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "data/chat_template_jinja.h"
+#include "data/jinja_strings.h"
 #include "data/json_fields.h"
 
 namespace lt::data {
@@ -113,16 +114,6 @@ std::vector<std::string> post_processor_prefix(const json& tokenizer, const fs::
     }
   }
   return {};  // ByteLevel, RobertaProcessing, ...: nothing before the text
-}
-
-bool is_ascii_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
-std::string_view trim_ascii(std::string_view text) {
-  while (!text.empty() && is_ascii_space(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_ascii_space(text.back())) text.remove_suffix(1);
-  return text;
 }
 
 std::string_view strip_newlines_front(std::string_view text) {
@@ -466,7 +457,7 @@ Sample ChatTemplate::render(std::span<const ChatMessage> messages, bool train_on
         out.text(role_name(m.role), false);
         out.special(end_header_, false);
         out.text("\n\n", false);
-        out.text(trim_ascii(m.content), trained);
+        out.text(jinja::strip(m.content, std::nullopt, jinja::StripSide::kBoth), trained);
         out.special(eot_, trained);
       }
       break;

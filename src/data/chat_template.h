@@ -57,8 +57,8 @@
 //   per message:
 //   S(<|start_header_id|>) "role" S(<|end_header_id|>) "\n\n"   [masked]
 //   "trimmed content" S(<|eot_id|>)               [masked; trained if assistant]
-// Content is trimmed of ASCII whitespace at both ends, as the template's
-// `| trim` does (Python's strip() also trims non-ASCII spaces; we do not).
+// Content is trimmed of whitespace at both ends as the template's `| trim`
+// does: Python's str.strip(), non-ASCII spaces (U+00A0, U+3000, ...) too.
 // Llama 3.1+ templates add a "Cutting Knowledge Date" system block; this
 // one, like 3.0's, adds no system text.
 //

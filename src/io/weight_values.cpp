@@ -26,7 +26,8 @@ WeightValueReport check_weight_values(const models::CausalLM& model, DType dtype
     for (const std::string& internal : rule.internal) hf_name[internal] = rule.hf_name;
   WeightValueReport report;
   for (const auto& [name, tensor] : model.parameters()) {
-    const Tensor values = tensor.contiguous();
+    const Tensor values =
+        tensor.to(Device::cpu(), DType::F32).contiguous();  // masters may be on the device
     const float* v = values.data<float>();
     int64_t beyond = 0, not_finite = 0;
     float largest = 0;

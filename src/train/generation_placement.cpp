@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/bytes_text.h"
 #include "core/error.h"
 #include "models/decode.h"
 
@@ -29,12 +30,6 @@ GenerationFootprint generation_footprint(const models::CausalLM& model, DType dt
               batch * c.vocab_size * (size + 4) +  // the logits, and their f32 copy
               rope_positions * c.head_dim * 8;
   return f;
-}
-
-std::string bytes_text(int64_t bytes) {
-  if (bytes >= 1'000'000'000) return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9);
-  if (bytes >= 1'000'000) return fmt::format("{:.2f} MB", static_cast<double>(bytes) / 1e6);
-  return fmt::format("{} bytes", bytes);
 }
 
 GenerationPlacement place_generation(const GenerationFootprint& f, int64_t budget,

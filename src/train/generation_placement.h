@@ -45,7 +45,4 @@ struct GenerationPlacement {
 GenerationPlacement place_generation(const GenerationFootprint& footprint, int64_t budget,
                                      const std::string& budget_source, const std::string& sizing);
 
-// "12.3 GB", "4.56 MB", "789 bytes".
-std::string bytes_text(int64_t bytes);
-
 }  // namespace lt::train

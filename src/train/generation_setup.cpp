@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/bytes_text.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "exec/stand_in_device.h"

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/bytes_text.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "train/generate.h"
@@ -247,11 +248,18 @@ std::string RunSummary::line() const {
   const auto median = [&](const std::vector<double>& v) {
     return median_of(std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(first), v.end()));
   };
+  // Steps without a trained token inside the range are not in its median.
+  const int64_t from = first == 0 ? first_step_ : second_step_;
+  const int64_t counted = static_cast<int64_t>(steps - first);
+  const std::string range =
+      from == last_step_ ? fmt::format("step {}", from)
+      : counted == last_step_ - from + 1
+          ? fmt::format("steps {}-{}", from, last_step_)
+          : fmt::format("the {} steps with a trained token in {}-{}", counted, from, last_step_);
   std::string line = fmt::format(
-      "summary: {} step{}{}; median of steps {}-{}: {:.0f} tokens/s, {} TFLOP/s, {:.3f} "
-      "s a step",
-      steps_, plural, without_targets, first == 0 ? first_step_ : second_step_, last_step_,
-      median(tokens_per_s_), format_tflops(median(tflops_)), median(step_s_));
+      "summary: {} step{}{}; median of {}: {:.0f} tokens/s, {} TFLOP/s, {:.3f} s a step", steps_,
+      plural, without_targets, range, median(tokens_per_s_), format_tflops(median(tflops_)),
+      median(step_s_));
   if (skipped_ > 0) line += fmt::format(" ({} skipped: no update)", skipped_);
   if (predicted_step_s_ > 0)
     line += fmt::format(" (predicted {:.3f} s{})", predicted_step_s_,
@@ -262,9 +270,9 @@ std::string RunSummary::line() const {
   if (!peaks_.empty()) {
     line += "; peak memory:";
     for (const auto& [space, bytes] : peaks_) {
-      line += fmt::format(" {} {:.2f} GB", space, static_cast<double>(bytes) / 1e9);
+      line += fmt::format(" {} {}", space, bytes_text(bytes));  // a tiny model's in MB
       if (planned_gpu_peak_ > 0 && (space == "gpu" || space == "device"))
-        line += fmt::format(" (planned {:.2f})", static_cast<double>(planned_gpu_peak_) / 1e9);
+        line += fmt::format(" (planned {})", bytes_text(planned_gpu_peak_));
     }
   }
   return line;

@@ -29,6 +29,7 @@
 #include "exec/zero_checkpoint.h"
 #include "exec/zero_optimizer.h"
 #include "io/atomic_file.h"
+#include "io/weight_values.h"
 #include "models/context_limit.h"
 #include "ops/op_profile.h"
 #include "optim/adamw.h"
@@ -683,6 +684,30 @@ void evaluate_before_training(Run& r, ProgressBar& bar) {
   }
 }
 
+// Why a run stopped on non-finite steps, when it is the weights: a NaN or
+// inf in them (loaded with the model, or written by an update) makes every
+// later step non-finite, and "lower optim.lr or check the data" would send
+// the user the wrong way. Stages of states on disk are not read back for it.
+std::string non_finite_weights(Run& r) {
+  if (r.executor->sync_staged()) return "";
+  r.executor->sync_masters();
+  const std::vector<std::string> found = io::check_weight_values(*r.model, DType::F32).not_finite;
+  if (found.empty()) return "";
+  const size_t shown = std::min<size_t>(found.size(), 4);
+  return fmt::format(
+      "; the model's weights hold NaN or inf, in {} tensor{}: {}{}. {}", found.size(),
+      found.size() == 1 ? "" : "s",
+      fmt::join(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+      found.size() > shown ? ", ..." : "",
+      r.state.step + 1 ==
+              r.state.consecutive_bad_steps  // every step so far (step: this one's index)
+          ? "No update has been applied since step 0, so they came with the weights the run "
+            "started from (model.path " +
+                r.config.model.path + "): repair or replace them"
+          : std::string("An update wrote them, or they came with the checkpoint resumed from: "
+                        "resume from a checkpoint before them, with a lower optim.lr"));
+}
+
 // A skipped (non-finite) step counts toward train.max_bad_steps in a row.
 void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
   if (!stats.skipped) {
@@ -700,9 +725,11 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
                         stats.stages_updated_before_skip)));
   if (r.state.consecutive_bad_steps >= r.config.train.max_bad_steps) {
     bar.finish();
+    const std::string weights = non_finite_weights(r);
     fail("stopping: ", r.state.consecutive_bad_steps,
          " steps in a row had a non-finite loss or gradient (train.max_bad_steps = ",
-         r.config.train.max_bad_steps, "); lower optim.lr or check the data");
+         r.config.train.max_bad_steps, ")",
+         weights.empty() ? "; lower optim.lr or check the data" : weights);
   }
 }
 

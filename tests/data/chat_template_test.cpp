@@ -342,10 +342,12 @@ TEST_F(Llama3Like, Llama3LayoutAndMasks) {
   const Tokenizer& t = *tokenizer_;
   ChatTemplate llama3(TemplateKind::kLlama3, t,
                       resolve_special_ids(t, read_tokenizer_config(dir_)));
-  // Content is trimmed, as the template's `| trim`.
+  // Content is trimmed, as the template's `| trim`: Python's str.strip(),
+  // which takes U+3000, U+00A0, U+2003 and U+202F for whitespace too
+  // ("\u3000 Hi there\u00a0\n".strip() == "Hi there" in Python 3.11).
   std::vector<ChatMessage> messages = {{Role::kSystem, "Be brief."},
-                                       {Role::kUser, "  Hi there \n"},
-                                       {Role::kAssistant, "\nHello!  "},
+                                       {Role::kUser, "\u3000 Hi there\u00a0\n"},
+                                       {Role::kAssistant, "\u2003\nHello!\u202f "},
                                        {Role::kUser, "Bye"},
                                        {Role::kAssistant, "Bye."}};
   // <|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>...

@@ -148,8 +148,8 @@ TEST(RunSummary, MediansAfterTheFirstStepAndPeaksOverAll) {
   planned["peak_bytes"]["gpu"] = 2'340'000'000;
   planned["predicted_gpu_peak_bytes"] = 2'500'000'000;
   EXPECT_EQ(run_summary({planned}),
-            "summary: 1 step; median of steps 8-8: 300 tokens/s, 5 TFLOP/s, 1.500 s a step; "
-            "peak memory: cpu 0.00 GB gpu 2.34 GB (planned 2.50)");
+            "summary: 1 step; median of step 8: 300 tokens/s, 5 TFLOP/s, 1.500 s a step; "
+            "peak memory: cpu 0 bytes gpu 2.34 GB (planned 2.50 GB)");
   // The streaming executor's CPU update rate, its median over the steps
   // that have one.
   std::vector<nlohmann::json> streamed = {step(0, 300, 5.0, 1.5, 0), step(1, 300, 5.0, 1.5, 0),
@@ -159,13 +159,13 @@ TEST(RunSummary, MediansAfterTheFirstStepAndPeaksOverAll) {
   streamed[3]["cpu_update_gparams_per_s"] = 4.0;
   EXPECT_EQ(run_summary(streamed),
             "summary: 4 steps; median of steps 2-4: 300 tokens/s, 5 TFLOP/s, 1.500 s a step; "
-            "CPU updates at 4.00 G params/s; peak memory: cpu 0.00 GB");
+            "CPU updates at 4.00 G params/s; peak memory: cpu 0 bytes");
   EXPECT_EQ(run_summary({}), "");
   // One step: its own figures; a skipped step is counted; no peaks, none named.
   nlohmann::json only = {
       {"step", 0}, {"tokens_per_s", 50.0}, {"tflops", 0.25}, {"step_s", 2.0}, {"skipped", true}};
   EXPECT_EQ(run_summary({only}),
-            "summary: 1 step; median of steps 1-1: 50 tokens/s, 0.25 TFLOP/s, 2.000 s a step "
+            "summary: 1 step; median of step 1: 50 tokens/s, 0.25 TFLOP/s, 2.000 s a step "
             "(1 skipped: no update)");
   // Steps without a trained token (0 tokens/s) are counted apart, not in
   // the medians: of steps 1-5, 2 and 4 have none; the first measured (1) is
@@ -176,7 +176,8 @@ TEST(RunSummary, MediansAfterTheFirstStepAndPeaksOverAll) {
   for (auto& line : cut) line["target_count"] = line.at("tokens_per_s").get<double>() > 0 ? 7 : 0;
   EXPECT_EQ(run_summary(cut),
             "summary: 5 steps (2 without a trained token, left out: nothing computed); median "
-            "of steps 3-5: 200 tokens/s, 2 TFLOP/s, 2.000 s a step; peak memory: cpu 0.00 GB");
+            "of the 2 steps with a trained token in 3-5: 200 tokens/s, 2 TFLOP/s, 2.000 s a step; "
+            "peak memory: cpu 0 bytes");
   EXPECT_EQ(run_summary({cut[1], cut[3]}),
             "summary: 2 steps (2 without a trained token, left out: nothing computed)");
 }

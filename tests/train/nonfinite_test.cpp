@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
+#include "autograd/grad_mode.h"
+#include "io/hf_model.h"
 #include "train/checkpoint.h"
 #include "train_helpers.h"
 
@@ -79,6 +82,34 @@ TEST(NonFinite, AGradientOverflowWithAFiniteLossIsSkippedToo) {
   for (size_t i = 1; i < 3; ++i) {
     EXPECT_EQ(metrics[i].value("skipped", false), true) << metrics[i].dump();
     EXPECT_FALSE(finite_number(metrics[i].at("grad_norm"))) << metrics[i].dump();
+  }
+}
+
+// A NaN in the weights a run starts from makes every step non-finite; the
+// stop names the tensor and where it came from, not the learning rate.
+TEST(NonFinite, NanInTheStartingWeightsIsNamedWhenTheRunStops) {
+  TempDir tmp("nonfinite_weights");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
+  models::CausalLM model = io::load_hf_model(fixture("llama"));
+  const fs::path model_dir = tmp / "model";
+  {
+    NoGradGuard no_grad;
+    for (auto& [name, w] : model.parameters())
+      if (name == "block.1.mlp.up_proj.weight")
+        w.detach().data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+  }
+  io::save_hf_model(model, model_dir, DType::F32, {}, fixture("llama") / "config.json");
+  TrainConfig config = fixture_config(model_dir, tmp / "data.jsonl", tmp / "out",
+                                      {"train.steps=10", "train.max_bad_steps=2"});
+  try {
+    train_quietly(config);
+    ADD_FAILURE() << "the run did not stop";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("train.max_bad_steps = 2"), std::string::npos) << what;
+    EXPECT_NE(what.find("model.layers.1.mlp.up_proj.weight (1 value)"), std::string::npos) << what;
+    EXPECT_NE(what.find("model.path " + model_dir.string()), std::string::npos) << what;
+    EXPECT_EQ(what.find("lower optim.lr"), std::string::npos) << what;
   }
 }
 
