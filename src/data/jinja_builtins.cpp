@@ -138,8 +138,8 @@ Value apply_filter(std::string_view name, const Value& value, const Arguments& a
         indent && !indent->is_null() ? static_cast<int>(need_integer(*indent, "tojson")) : -1,
         sort_keys && truthy(*sort_keys));
   }
-  if (name == "upper") return ascii_upper(need_string(value, "upper"));
-  if (name == "lower") return ascii_lower(need_string(value, "lower"));
+  if (name == "upper") return upper(need_string(value, "upper"));
+  if (name == "lower") return lower(need_string(value, "lower"));
   if (name == "title") return jinja_title(need_string(value, "title"));
   if (name == "capitalize") return capitalize(need_string(value, "capitalize"));
   if (name == "default" || name == "d") {
@@ -311,9 +311,9 @@ Value call_method(const Value& object, std::string_view name, const Arguments& a
       }
       return out;
     }
-    if (name == "upper") return ascii_upper(text);
-    if (name == "lower") return ascii_lower(text);
-    if (name == "title") return title_case(text);
+    if (name == "upper") return upper(text);
+    if (name == "lower") return lower(text);
+    if (name == "title") return title(text);
     if (name == "capitalize") return capitalize(text);
     if (name == "replace") return apply_filter("replace", object, args);
     if (name == "find") {

@@ -1,8 +1,9 @@
 #include "data/jinja_strings.h"
 
-#include <cctype>
+#include <algorithm>
 
 #include "core/error.h"
+#include "data/case_tables.h"
 #include "data/unicode.h"
 
 namespace lt::data::jinja {
@@ -27,6 +28,89 @@ std::vector<CodePoint> decode_all(std::string_view text) {
     out.push_back({pos, pos + c.length, c.code_point});
     pos += c.length;
   }
+  return out;
+}
+
+bool in_spans(const case_tables::CodePointSpan* spans, size_t count, char32_t c) {
+  const case_tables::CodePointSpan* after = std::upper_bound(
+      spans, spans + count, c,
+      [](char32_t value, const case_tables::CodePointSpan& span) { return value < span.first; });
+  return after != spans && c <= (after - 1)->last;
+}
+
+bool is_cased(char32_t c) {
+  return in_spans(case_tables::kCasedSpans, case_tables::kCasedSpanCount, c);
+}
+
+bool is_case_ignorable(char32_t c) {
+  return in_spans(case_tables::kCaseIgnorableSpans, case_tables::kCaseIgnorableSpanCount, c);
+}
+
+// Appends what `mapping` maps the valid code point `c` to, as UTF-8.
+void append_mapped(const case_tables::CaseMapping& mapping, char32_t c, std::string& out) {
+  const case_tables::CaseRun* runs_end = mapping.runs + mapping.run_count;
+  const case_tables::CaseRun* run = std::upper_bound(
+      mapping.runs, runs_end, c,
+      [](char32_t value, const case_tables::CaseRun& r) { return value < r.first; });
+  if (run != mapping.runs) {
+    --run;
+    if (c <= run->last && (c - run->first) % run->stride == 0) {
+      append_utf8(out, static_cast<char32_t>(static_cast<int64_t>(c) + run->delta));
+      return;
+    }
+  }
+  const case_tables::CaseExpansion* expansions_end = mapping.expansions + mapping.expansion_count;
+  const case_tables::CaseExpansion* expansion = std::lower_bound(
+      mapping.expansions, expansions_end, c,
+      [](const case_tables::CaseExpansion& e, char32_t value) { return e.code_point < value; });
+  if (expansion != expansions_end && expansion->code_point == c) {
+    for (size_t k = 0; k < expansion->length; ++k)
+      append_utf8(out, case_tables::kCaseExpansionData[expansion->offset + k]);
+    return;
+  }
+  append_utf8(out, c);
+}
+
+// Capital sigma lowers to final sigma (U+03C2) in Unicode's Final_Sigma
+// context: a cased character before it and none after it, case-ignorable
+// characters skipped on both sides ("ΟΔΟΣ." gives "οδος.", "Σ" alone
+// gives "σ"). Python applies it in lower(), and so in title() and
+// capitalize() (CPython's handle_capital_sigma).
+char32_t lower_sigma(const std::vector<CodePoint>& cps, size_t i) {
+  size_t before = i;
+  while (before > 0 && is_case_ignorable(cps[before - 1].value)) --before;
+  if (before == 0 || !is_cased(cps[before - 1].value)) return 0x3C3;
+  size_t after = i + 1;
+  while (after < cps.size() && is_case_ignorable(cps[after].value)) ++after;
+  return after < cps.size() && is_cased(cps[after].value) ? 0x3C3 : 0x3C2;
+}
+
+enum class Case { kUpper, kLower, kTitle };
+
+// Appends cps[i] of `text` in case `to` as Python maps it; an invalid byte is
+// copied as it is.
+void append_case(std::string_view text, const std::vector<CodePoint>& cps, size_t i, Case to,
+                 std::string& out) {
+  const CodePoint& c = cps[i];
+  if (c.value == kInvalidCodePoint) {
+    out += text.substr(c.begin, c.end - c.begin);
+  } else if (to == Case::kLower && c.value == 0x3A3) {
+    append_utf8(out, lower_sigma(cps, i));
+  } else {
+    append_mapped(to == Case::kUpper   ? case_tables::kUpper
+                  : to == Case::kLower ? case_tables::kLower
+                                       : case_tables::kTitle,
+                  c.value, out);
+  }
+}
+
+// `text` with each code point i in the case case_at(code points, i) picks.
+template <typename CaseAt>
+std::string map_case(std::string_view text, CaseAt case_at) {
+  const std::vector<CodePoint> cps = decode_all(text);
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < cps.size(); ++i) append_case(text, cps, i, case_at(cps, i), out);
   return out;
 }
 
@@ -101,58 +185,58 @@ std::vector<std::string> split(std::string_view text, const std::optional<std::s
   return parts;
 }
 
-std::string ascii_upper(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
+std::string upper(std::string_view text) {
+  return map_case(text, [](const std::vector<CodePoint>&, size_t) { return Case::kUpper; });
 }
 
-std::string ascii_lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
+std::string lower(std::string_view text) {
+  return map_case(text, [](const std::vector<CodePoint>&, size_t) { return Case::kLower; });
 }
 
-std::string title_case(std::string_view text) {
-  std::string out(text);
-  bool previous_letter = false;
-  for (char& c : out) {
-    const bool letter = std::isalpha(static_cast<unsigned char>(c)) != 0;
-    if (letter) {
-      c = static_cast<char>(previous_letter ? std::tolower(static_cast<unsigned char>(c))
-                                            : std::toupper(static_cast<unsigned char>(c)));
-    }
-    previous_letter = letter;
-  }
-  return out;
+std::string title(std::string_view text) {
+  // CPython's do_title: a character after a cased one is lowered, any other
+  // is title-cased ("o'neil" is "O'Neil": the apostrophe is not cased).
+  return map_case(text, [](const std::vector<CodePoint>& cps, size_t i) {
+    return i > 0 && is_cased(cps[i - 1].value) ? Case::kLower : Case::kTitle;
+  });
+}
+
+std::string capitalize(std::string_view text) {
+  return map_case(text, [](const std::vector<CodePoint>&, size_t i) {
+    return i == 0 ? Case::kTitle : Case::kLower;
+  });
 }
 
 std::string jinja_title(std::string_view text) {
   // jinja2's do_title splits on the regex ([-\s({\[<]+) and writes each piece
   // as piece[0].upper() + piece[1:].lower(): a word starts only after
   // whitespace, '-', '(', '{', '[' or '<', so "<|im_end|>" keeps its case.
+  // piece[1:] is lowered as a string of its own, so a sigma there does not
+  // see the word's first letter ("ΑΣ" gives "Ασ", where "ΑΣ".title() gives
+  // "Ας"). The separators have no case and are copied.
   auto starts_word_after = [](char32_t c) {
     return is_python_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
   };
   std::string out;
   out.reserve(text.size());
-  bool word_start = true;
+  size_t word_begin = std::string_view::npos;
+  auto end_word = [&](size_t word_end) {
+    if (word_begin == std::string_view::npos) return;
+    const std::string_view word = text.substr(word_begin, word_end - word_begin);
+    const size_t first_length = decode_utf8(word, 0).length;
+    out += upper(word.substr(0, first_length));
+    out += lower(word.substr(first_length));
+    word_begin = std::string_view::npos;
+  };
   for (const CodePoint& c : decode_all(text)) {
-    const std::string_view bytes = text.substr(c.begin, c.end - c.begin);
     if (starts_word_after(c.value)) {
-      out += bytes;
-      word_start = true;
-    } else {
-      out += word_start ? ascii_upper(bytes) : ascii_lower(bytes);
-      word_start = false;
+      end_word(c.begin);
+      out += text.substr(c.begin, c.end - c.begin);
+    } else if (word_begin == std::string_view::npos) {
+      word_begin = c.begin;
     }
   }
-  return out;
-}
-
-std::string capitalize(std::string_view text) {
-  std::string out = ascii_lower(text);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
+  end_word(text.size());
   return out;
 }
 

@@ -24,16 +24,24 @@ std::string strip(std::string_view text, const std::optional<std::string>& chars
 std::vector<std::string> split(std::string_view text, const std::optional<std::string>& sep,
                                int64_t max_split);
 
-// Case mapping of ASCII letters (other letters are kept as they are).
-std::string ascii_upper(std::string_view text);
-std::string ascii_lower(std::string_view text);
-// str.title() and str.capitalize() over ASCII letters.
-std::string title_case(std::string_view text);
+// Case mapping over all of Unicode, exactly as Python's str methods do it
+// (the Unicode version of tools/gen_case_tables.py's Python): a code point
+// may map to several ('ß'.upper() is "SS", 'İ'.lower() is "i\u0307"), and
+// lower() turns U+03A3 into final sigma at the end of a word. Invalid UTF-8
+// bytes are copied unchanged. jinja2's upper, lower and capitalize filters
+// are these methods.
+std::string upper(std::string_view text);
+std::string lower(std::string_view text);
+// str.title(): a character after a cased one is lowered, any other is
+// title-cased ('ǆ' becomes 'ǅ').
+std::string title(std::string_view text);
+// str.capitalize() (Python 3.8+): the first character title-cased, the rest
+// lowered.
 std::string capitalize(std::string_view text);
 // jinja2's title filter, which differs from str.title(): words start only
 // after whitespace, '-', '(', '{', '[' or '<' ("<|im_end|>" is unchanged,
-// "o'neil" is "O'neil"); a word's first letter is upper-cased and the rest
-// lower-cased (ASCII letters).
+// "o'neil" is "O'neil"); a word's first character is upper()ed (not
+// title-cased) and the rest lower()ed as a string of its own.
 std::string jinja_title(std::string_view text);
 
 // str.replace(old, new[, count]); count < 0 replaces all.
