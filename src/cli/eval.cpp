@@ -18,6 +18,7 @@
 #include "exec/evaluate.h"
 #include "io/atomic_file.h"
 #include "io/hf_model.h"
+#include "io/weight_values.h"
 #include "models/context_limit.h"
 #include "train/generation_setup.h"
 #include "train/math_eval.h"
@@ -261,6 +262,8 @@ void run_eval(const EvalArgs& args) {
   input.format = data::detect_format(args.data, detect);
 
   models::CausalLM model = io::load_hf_model(args.model, DType::F32);
+  if (const std::string nan = io::non_finite_weights_warning(model, args.model); !nan.empty())
+    fmt::print(stderr, "{}\n", nan);  // also under --json: the loss is NaN
   const int64_t context = model.config().max_position_embeddings;
   models::check_seq_len_fits(args.seq_len, "--seq-len", model.config(), args.model);
   if (!args.json) {

@@ -1,6 +1,7 @@
 #include "io/weight_values.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <map>
@@ -49,6 +50,14 @@ WeightValueReport check_weight_values(const models::CausalLM& model, DType dtype
           fmt::format("{} ({} value{})", shown, not_finite, not_finite == 1 ? "" : "s"));
   }
   return report;
+}
+
+std::string non_finite_weights_warning(const models::CausalLM& model, const std::string& source) {
+  const std::vector<std::string> found = check_weight_values(model, DType::F32).not_finite;
+  if (found.empty()) return "";
+  return fmt::format(
+      "warning: {} holds weights that are NaN or inf, so what the model computes is NaN: {}",
+      source, fmt::join(found, "; "));
 }
 
 }  // namespace lt::io

@@ -21,4 +21,9 @@ struct WeightValueReport {
 
 WeightValueReport check_weight_values(const models::CausalLM& model, DType dtype);
 
+// For the commands that read a model to use it (eval, generate): a warning
+// line naming the tensors with NaN or inf in `model`, read from `source`,
+// whose losses and tokens they make meaningless; "" when there are none.
+std::string non_finite_weights_warning(const models::CausalLM& model, const std::string& source);
+
 }  // namespace lt::io

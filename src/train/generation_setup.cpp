@@ -10,6 +10,7 @@
 #include "data/dataset.h"
 #include "exec/stand_in_device.h"
 #include "io/hf_model.h"
+#include "io/weight_values.h"
 #include "plan/hardware.h"
 #include "train/generation.h"
 
@@ -63,6 +64,8 @@ GenerationModel load_generation_model(const std::string& model_dir, const std::s
                     .model_dir = model_dir,
                     .placement = {},
                     .streamed = nullptr};
+  if (const std::string nan = io::non_finite_weights_warning(g.model, model_dir); !nan.empty())
+    fmt::print(stderr, "{}\n", nan);
   g.tokenizer_path = tokenizer.empty() ? fs::path(model_dir) : fs::path(tokenizer);
   if (tokenizer_required || has_tokenizer_files(g.tokenizer_path)) {
     g.tokenizer = data::load_tokenizer_for(

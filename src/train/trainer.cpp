@@ -91,12 +91,16 @@ void throw_if_stop_requested(int64_t, int64_t) {
 }
 
 // Installs SIGINT/SIGTERM handlers for the run and restores the old ones.
+// A signal the run was started with ignored stays ignored, as the shell
+// meant it: a script's `lazytrain train ... &` runs with SIGINT ignored so
+// that the terminal's Ctrl-C, meant for the script, does not reach it (it
+// is ignored during setup, and was caught once the first step began).
 class StopSignals {
  public:
   StopSignals() {
     stop_signal.store(0);
-    old_int_ = std::signal(SIGINT, on_stop_signal);
-    old_term_ = std::signal(SIGTERM, on_stop_signal);
+    old_int_ = catch_unless_ignored(SIGINT);
+    old_term_ = catch_unless_ignored(SIGTERM);
   }
   ~StopSignals() {
     std::signal(SIGINT, old_int_);
@@ -105,6 +109,11 @@ class StopSignals {
   bool requested() const { return stop_signal.load() != 0; }
 
  private:
+  static void (*catch_unless_ignored(int sig))(int) {
+    void (*old)(int) = std::signal(sig, on_stop_signal);
+    if (old == SIG_IGN) std::signal(sig, SIG_IGN);
+    return old;
+  }
   void (*old_int_)(int);
   void (*old_term_)(int);
 };

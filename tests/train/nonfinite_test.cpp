@@ -8,6 +8,7 @@
 
 #include "autograd/grad_mode.h"
 #include "io/hf_model.h"
+#include "support/cli_run.h"
 #include "train/checkpoint.h"
 #include "train_helpers.h"
 
@@ -111,6 +112,15 @@ TEST(NonFinite, NanInTheStartingWeightsIsNamedWhenTheRunStops) {
     EXPECT_NE(what.find("model.path " + model_dir.string()), std::string::npos) << what;
     EXPECT_EQ(what.find("lower optim.lr"), std::string::npos) << what;
   }
+  // eval reads the folder to use it: it says so before its NaN loss.
+  const lt::testing::CliResult eval =
+      lt::testing::run_lazytrain("eval --model " + model_dir.string() + " --data " +
+                                 (tmp / "data.jsonl").string() + " --seq-len 16");
+  EXPECT_NE(eval.out.find("warning: " + model_dir.string() +
+                          " holds weights that are NaN or inf, so what the model computes is "
+                          "NaN: model.layers.1.mlp.up_proj.weight (1 value)"),
+            std::string::npos)
+      << eval.out;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <csignal>
 #include <thread>
 
 #include "train/checkpoint.h"
@@ -51,6 +52,33 @@ void stop_mid_run(int sig) {
   EXPECT_EQ(latest, out / ("step-" + std::to_string(metrics.size())));
   EXPECT_EQ(read_checkpoint(latest).state.step, static_cast<int64_t>(metrics.size()));
   EXPECT_EQ(metrics.back().at("step").get<int64_t>(), static_cast<int64_t>(metrics.size()) - 1);
+}
+
+// A run started with SIGINT ignored (a script's `lazytrain train ... &`)
+// keeps it ignored once training begins; SIGTERM still stops it cleanly.
+TEST(StopSignal, AnIgnoredSigintStaysIgnored) {
+  TempDir tmp("signal_ignored");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
+  const fs::path out = tmp / "out";
+  void (*before)(int) = std::signal(SIGINT, SIG_IGN);  // inherited through fork and exec
+  Child child(
+      {"train", "--no-sample",           "--set", "model.path=" + fixture("qwen3").string(),
+       "--set", "model.init=pretrained", "--set", "data.path=" + (tmp / "data.jsonl").string(),
+       "--set", "data.format=tokens",    "--set", "train.steps=100000",
+       "--set", "train.batch_size=2",    "--set", "train.seq_len=16",
+       "--set", "train.save_every=0",    "--set", "out.dir=" + out.string()},
+      tmp / "run.log");
+  std::signal(SIGINT, before);
+  ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 3)) << child.output();
+  child.signal(SIGINT);
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // a step takes milliseconds
+  EXPECT_TRUE(child.running()) << child.output();
+  EXPECT_EQ(child.output().find("stop requested"), std::string::npos) << child.output();
+  child.signal(SIGTERM);
+  const int status = child.wait(30);
+  ASSERT_TRUE(WIFEXITED(status)) << child.output();
+  EXPECT_EQ(WEXITSTATUS(status), 0) << child.output();
+  EXPECT_NE(child.output().find("stop requested"), std::string::npos) << child.output();
 }
 
 TEST(StopSignal, SigintFinishesTheStepSavesAndExitsZero) {
