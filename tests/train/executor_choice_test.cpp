@@ -9,9 +9,11 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <fstream>
 
 #include "exec/memory_budget.h"
 #include "io/hf_model.h"
+#include "plan/hardware.h"
 #include "support/errors.h"
 #include "train/executor_choice.h"
 #include "train/run_plan.h"
@@ -257,6 +259,60 @@ TEST(ExecutorChoice, APlannedScheduleIsCheckedAgainstItsPlannedPeak) {
   const std::string message =
       lt::testing::error_of([&] { check_streaming_fits(c, set, model, rechunked, false); });
   EXPECT_NE(message.find("nothing fits"), std::string::npos) << message;
+}
+
+// exec.mode auto with the default all_gpu: when the planner finds no
+// schedule but all_gpu fits by the estimate, all_gpu runs, and the plan
+// says why. In practice a solver out of time on a large model gets here;
+// here a profile whose measured working set of a block's backward (1 TB)
+// is far over the estimate makes the planner's own count come up short.
+TEST(ExecutorChoice, AllGpuRunsWhenThePlannerFindsNothingButItFits) {
+  TempDir tmp("choice_fallback");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 3);
+  const auto model = models::ModelConfig::from_file(fixture("llama") / "config.json");
+  const TrainConfig base = config_for(tmp, "out", {"exec.mode=auto"});
+  exec::Schedule all_gpu = exec::Schedule::all_gpu(static_cast<int>(model.num_hidden_layers));
+  all_gpu.use_chunk(2);  // exec.micro_batch
+  const int64_t needed =
+      exec::bytes_needed(model, streaming_sizes(base, true), all_gpu).bytes(exec::MemorySpace::Gpu);
+  ASSERT_LT(needed * 11 / 10, resident_need(base));  // so that auto streams at `needed`
+
+  plan::HardwareProfile hw;
+  plan::StageTimes t = plan::StageTimes::for_model(model, base.train.seq_len);
+  t.device = "cpu";
+  t.batch_sizes = {1, 2};
+  for (plan::StageCurve* curve :
+       {&t.embed_forward, &t.embed_backward, &t.block_forward, &t.block_backward, &t.head_step})
+    *curve = {{1, 2}, {1e-3, 2e-3}};
+  t.block_backward_bytes = {1e12, 1e6};
+  t.head_step_bytes = {1e6, 1e6};
+  hw.stage_times = t;
+  std::ofstream(tmp / "hw.yaml") << hw.to_yaml();
+
+  const TrainConfig c =
+      config_for(tmp, "out",
+                 {"exec.mode=auto", "exec.hardware=" + (tmp / "hw.yaml").string(),
+                  fmt::format("exec.device_memory_gb={:.17g}", static_cast<double>(needed) / 1e9)});
+  const RunPlan p = resolve_run(c, model);
+  std::string reasons;
+  for (const std::string& line : p.reasons) reasons += line + "\n";
+  EXPECT_EQ(p.executor, exec::ExecutorKind::Streaming) << reasons;
+  EXPECT_EQ(exec::to_json(p.schedule), exec::to_json(all_gpu)) << reasons;
+  EXPECT_NE(reasons.find("exec.mode auto: the planner found no schedule (exec.schedule: auto: "
+                         "the planner found no feasible schedule"),
+            std::string::npos)
+      << reasons;
+  EXPECT_NE(reasons.find("), and all_gpu fits: it runs\n"), std::string::npos) << reasons;
+  EXPECT_EQ(p.predicted_step_s, 0) << reasons;
+  // One byte less and all_gpu does not fit either: nothing runs.
+  const std::string none = lt::testing::error_of([&] {
+    resolve_run(config_for(tmp, "out",
+                           {"exec.mode=auto", "exec.hardware=" + (tmp / "hw.yaml").string(),
+                            fmt::format("exec.device_memory_gb={:.17g}",
+                                        static_cast<double>(needed - 1) / 1e9)}),
+                model);
+  });
+  EXPECT_NE(none.find("exec.mode auto: nothing fits"), std::string::npos) << none;
 }
 
 }  // namespace
