@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "dist/process.h"
 #include "models/context_limit.h"
+#include "models/hf_mapping.h"
 #include "plan/milp.h"
 #include "plan/profile.h"
 #include "plan/schedule_price.h"
@@ -16,6 +17,7 @@
 #include "train/executor_auto.h"
 #include "train/executor_choice.h"
 #include "train/hardware_cache.h"
+#include "train/no_decay.h"
 #include "train/schedule_auto.h"
 #include "train/state_placement.h"
 #ifdef LT_WITH_CUDA
@@ -370,6 +372,21 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
       c.optim.name == "adamw8bit" ? exec::OptimizerStates::EightBit : exec::OptimizerStates::Fp32;
   p.optimizer_block = c.optim.block_size;
   p.min_8bit_numel = c.optim.min_8bit_numel;
+  const NoDecay no_decay = resolve_no_decay(model, c.optim.no_decay);
+  p.no_decay = no_decay.substrings;
+  if (!no_decay.unmatched.empty()) {
+    const std::vector<models::HfRule> rules = models::hf_rules(model);
+    const auto first_block = std::find_if(rules.begin(), rules.end(), [](const auto& r) {
+      return r.hf_name.find(".0.") != std::string::npos;
+    });
+    p.reasons.push_back(fmt::format(
+        "warning: optim.no_decay: {} match{} no parameter name of this model, as the checkpoint "
+        "names them (e.g. {}) or as lazytrain does (e.g. {}), so {} nothing",
+        fmt::join(no_decay.unmatched, ", "), no_decay.unmatched.size() == 1 ? "es" : "",
+        first_block->hf_name, first_block->internal.front(),
+        no_decay.unmatched.size() == 1 ? "it keeps from weight decay"
+                                       : "they keep from weight decay"));
+  }
   p.grad_accum = c.train.grad_accum;
   p.accum_sequences = c.train.batch_size / c.train.grad_accum;
   // exec.micro_batch, the streaming chunk the user asks for, settled here

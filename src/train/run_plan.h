@@ -34,6 +34,8 @@ struct RunPlan {
   exec::OptimizerStates optimizer = exec::OptimizerStates::Fp32;
   int64_t optimizer_block = 2048;  // adamw8bit: elements per scale
   int64_t min_8bit_numel = 4096;   // adamw8bit: smaller tensors keep f32 states
+  // optim.no_decay as the optimizer matches it (train/no_decay.h).
+  std::vector<std::string> no_decay;
   // train.batch_size, train.seq_len, the optimizer's states, the compute
   // width and the device, as the memory budget counts them.
   exec::TrainSizes sizes;

@@ -151,12 +151,11 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const Run
           ? exec::flags_per_parameter(model, plan.sizes.states_on_disk)
           : std::vector<bool>{};
   if (plan.optimizer == exec::OptimizerStates::Fp32)
-    return std::make_unique<optim::AdamW>(model.parameters(), adam, c.optim.no_decay,
-                                          without_memory);
+    return std::make_unique<optim::AdamW>(model.parameters(), adam, plan.no_decay, without_memory);
   // Blockwise 8-bit states for tensors of at least min_8bit_numel
   // elements, f32 states for the rest.
   auto q8 = std::make_unique<optim::AdamW8bit>(
-      model.parameters(), adam, c.optim.no_decay,
+      model.parameters(), adam, plan.no_decay,
       optim::AdamW8bitOptions{plan.optimizer_block, plan.min_8bit_numel}, without_memory);
   const optim::AdamW8bit::Split split = q8->split();
   log.message(
@@ -265,9 +264,9 @@ std::unique_ptr<exec::ZeroOptimizer> make_zero_optimizer(const TrainConfig& c, c
   std::optional<optim::AdamW8bitOptions> blockwise;
   if (plan.optimizer != exec::OptimizerStates::Fp32)
     blockwise = optim::AdamW8bitOptions{plan.optimizer_block, plan.min_8bit_numel};
-  return std::make_unique<exec::ZeroOptimizer>(model.parameters(), adamw_options(c),
-                                               c.optim.no_decay, *ranks,
-                                               exec::streaming_zero_groups(model), blockwise);
+  return std::make_unique<exec::ZeroOptimizer>(model.parameters(), adamw_options(c), plan.no_decay,
+                                               *ranks, exec::streaming_zero_groups(model),
+                                               blockwise);
 }
 
 // `ranks`: data parallel (null: one process); the resident executor, and
@@ -296,7 +295,7 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
     o.zenflow_options = zenflow_options(c);
     o.zenflow_options.steps_per_epoch = epoch_steps;
     o.adam = adamw_options(c);
-    o.no_decay = c.optim.no_decay;
+    o.no_decay = plan.no_decay;
     o.ranks = ranks;
     o.zero = zero;
     o.states_on_disk = plan.sizes.states_on_disk;

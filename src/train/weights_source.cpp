@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "exec/memory_budget.h"
 #include "io/hf_folder.h"
+#include "models/hf_mapping.h"
 
 namespace lt::train {
 
@@ -72,8 +73,9 @@ models::CausalLM WeightsSource::load(const std::vector<bool>& streamed, Progress
   reader_->check_against(model);
   for (size_t s = 0; s < model.stages().size(); ++s)
     if (s >= streamed.size() || !streamed[s]) reader_->read_stage(model, s);
-  log.message(fmt::format("weights: {} tensors loaded from {}{}", model.parameters().size(),
-                          from_.string(), streaming));
+  // Counted as the files hold them (GPT-2's fused c_attn is one tensor there).
+  log.message(fmt::format("weights: {} tensors loaded from {}{}",
+                          models::hf_rules(model.config()).size(), from_.string(), streaming));
   return model;
 }
 
