@@ -177,8 +177,10 @@ void run_tokenize(const TokenizeOptions& options) {
 void add_tokenize_command(CLI::App& app) {
   auto options = std::make_shared<TokenizeOptions>();
   auto* cmd = app.add_subcommand("tokenize", "Encode stdin to token ids, or decode ids to text");
-  cmd->add_option("--tokenizer", options->tokenizer,
-                  "tokenizer.json, or a folder with tokenizer.json or encoder.json + vocab.bpe")
+  cmd->add_option(
+         "--tokenizer", options->tokenizer,
+         "tokenizer.json, or a folder with tokenizer.json, encoder.json + vocab.bpe (GPT-2), or "
+         "tokenizer.model")
       ->required();
   cmd->add_flag("--decode", options->decode,
                 "Read ids ({\"ids\": [...]} or whitespace-separated), print text");

@@ -226,12 +226,40 @@ Tokenizer Tokenizer::from_sentencepiece_model(const fs::path& file) {
   return Tokenizer(SentencePieceModel::load(file));
 }
 
+namespace {
+
+// vocab.json + merges.txt are Hugging Face's names for GPT-2's encoder.json
+// + vocab.bpe (its slow tokenizer saves them so), read as those when
+// tokenizer_config.json names GPT-2's tokenizer class. Other tokenizers
+// saved the same way (Qwen2's, RoBERTa's) split text by other rules, which
+// only their tokenizer.json carries: read as GPT-2's they would tokenize
+// wrongly, without a word. The class, or "" when no file names one.
+std::string slow_tokenizer_class(const fs::path& folder) {
+  std::error_code error;
+  if (!fs::exists(folder / "tokenizer_config.json", error)) return "";
+  const json config = parse_json_file(folder / "tokenizer_config.json");
+  const auto it = config.find("tokenizer_class");
+  return it != config.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool has_hf_gpt2_files(const fs::path& folder) {
+  std::error_code error;
+  return fs::exists(folder / "vocab.json", error) && fs::exists(folder / "merges.txt", error);
+}
+
+bool gpt2_class(const std::string& tokenizer_class) {
+  return tokenizer_class == "GPT2Tokenizer" || tokenizer_class == "GPT2TokenizerFast";
+}
+
+}  // namespace
+
 bool Tokenizer::found_at(const fs::path& path) {
   std::error_code error;
   if (!fs::is_directory(path, error)) return fs::is_regular_file(path, error);
   return fs::exists(path / "tokenizer.json", error) ||
          (fs::exists(path / "encoder.json", error) && fs::exists(path / "vocab.bpe", error)) ||
-         fs::exists(path / "tokenizer.model", error);
+         fs::exists(path / "tokenizer.model", error) ||
+         (has_hf_gpt2_files(path) && gpt2_class(slow_tokenizer_class(path)));
 }
 
 Tokenizer Tokenizer::load(const fs::path& path) {
@@ -243,8 +271,21 @@ Tokenizer Tokenizer::load(const fs::path& path) {
     }
     if (fs::exists(path / "tokenizer.model"))
       return from_sentencepiece_model(path / "tokenizer.model");
+    if (has_hf_gpt2_files(path)) {
+      const std::string tokenizer_class = slow_tokenizer_class(path);
+      if (gpt2_class(tokenizer_class))
+        return from_gpt2_files(path / "vocab.json", path / "merges.txt");
+      fail(path.string(), ": the folder holds vocab.json + merges.txt and no tokenizer.json; ",
+           tokenizer_class.empty()
+               ? "no tokenizer_config.json names their tokenizer_class"
+               : "their tokenizer_class is " + tokenizer_class + " (tokenizer_config.json)",
+           ", and lazytrain reads these two files only as GPT-2's (GPT2Tokenizer): other "
+           "tokenizers split text by rules only their tokenizer.json carries. Write one with "
+           "transformers: AutoTokenizer.from_pretrained(FOLDER).save_pretrained(FOLDER)");
+    }
     fail(path.string(),
-         ": the folder holds no tokenizer.json, encoder.json + vocab.bpe, or tokenizer.model");
+         ": the folder holds no tokenizer.json, encoder.json + vocab.bpe (or vocab.json + "
+         "merges.txt of GPT2Tokenizer), or tokenizer.model");
   }
   if (!fs::exists(path, error)) fail(path.string(), ": no such file or folder");
   if (path.extension() == ".model") return from_sentencepiece_model(path);

@@ -40,11 +40,6 @@ Device resolve_device(const std::string& name) {
   return Device::cuda(0);
 }
 
-bool has_tokenizer_files(const fs::path& path) {
-  if (!fs::is_directory(path)) return fs::exists(path);
-  return fs::exists(path / "tokenizer.json") || fs::exists(path / "encoder.json");
-}
-
 }  // namespace
 
 GenerationModel load_generation_model(const std::string& model_dir, const std::string& tokenizer,
@@ -67,7 +62,7 @@ GenerationModel load_generation_model(const std::string& model_dir, const std::s
   if (const std::string nan = io::non_finite_weights_warning(g.model, model_dir); !nan.empty())
     fmt::print(stderr, "{}\n", nan);
   g.tokenizer_path = tokenizer.empty() ? fs::path(model_dir) : fs::path(tokenizer);
-  if (tokenizer_required || has_tokenizer_files(g.tokenizer_path)) {
+  if (tokenizer_required || data::Tokenizer::found_at(g.tokenizer_path)) {
     g.tokenizer = data::load_tokenizer_for(
         g.tokenizer_path, needed_by,
         tokenizer.empty() ? "--model (--tokenizer is unset)" : "--tokenizer");

@@ -245,8 +245,35 @@ TEST_F(TokenizerFiles, Gpt2PairErrorsNameTheFileAndLine) {
 
 TEST_F(TokenizerFiles, MissingFilesAreErrors) {
   EXPECT_NE(load_error(dir_ / "nope.json").find("no such file"), std::string::npos);
-  EXPECT_NE(load_error(dir_).find("holds no tokenizer.json, encoder.json + vocab.bpe, or "
-                                  "tokenizer.model"),
+  EXPECT_NE(load_error(dir_).find("holds no tokenizer.json, encoder.json + vocab.bpe (or "
+                                  "vocab.json + merges.txt of GPT2Tokenizer), or tokenizer.model"),
+            std::string::npos);
+}
+
+// A folder transformers' slow GPT-2 tokenizer saved: encoder.json and
+// vocab.bpe under Hugging Face's names, vocab.json and merges.txt, read
+// as GPT-2's when tokenizer_config.json says GPT2Tokenizer; under another
+// class (Qwen2's pre-tokenizer differs) they are refused, naming it.
+TEST_F(TokenizerFiles, HuggingFacesNamesOfGpt2sFiles) {
+  const fs::path gpt2 = testing::fixtures_dir() / "gpt2";
+  fs::copy_file(gpt2 / "encoder.json", dir_ / "vocab.json");
+  fs::copy_file(gpt2 / "vocab.bpe", dir_ / "merges.txt");
+  write("tokenizer_config.json", R"({"tokenizer_class": "GPT2Tokenizer"})");
+  EXPECT_TRUE(Tokenizer::found_at(dir_));
+  const Tokenizer renamed = Tokenizer::load(dir_);
+  const Tokenizer original = Tokenizer::load(gpt2);
+  for (const std::string text : {"Hello world", " 12 + 34 = 46\n", "naïve café <|endoftext|>"})
+    EXPECT_EQ(renamed.encode(text), original.encode(text)) << text;
+
+  write("tokenizer_config.json", R"({"tokenizer_class": "Qwen2Tokenizer"})");
+  EXPECT_FALSE(Tokenizer::found_at(dir_));
+  const std::string message = load_error(dir_);
+  EXPECT_NE(message.find("vocab.json + merges.txt and no tokenizer.json; their tokenizer_class "
+                         "is Qwen2Tokenizer (tokenizer_config.json)"),
+            std::string::npos)
+      << message;
+  fs::remove(dir_ / "tokenizer_config.json");
+  EXPECT_NE(load_error(dir_).find("no tokenizer_config.json names their tokenizer_class"),
             std::string::npos);
 }
 
