@@ -99,7 +99,8 @@ void read_dataset(const models::CausalLM& model, const EvalArgs& args, const std
 // windows of it, which lose no token. Says how many rows that cut, how
 // many of those keep no token to predict, and refuses data of which no row
 // keeps one, naming the file.
-void fit_rows(const EvalArgs& args, int64_t context, EvalInput* input) {
+// `context_key`: the config.json key that sets `context`.
+void fit_rows(const EvalArgs& args, int64_t context, const char* context_key, EvalInput* input) {
   input->cut_length = args.seq_len > 0 ? args.seq_len : context;
   input->windows = args.seq_len == 0;
   // Windows overlap by a token, so a row keeps every token it predicts.
@@ -124,9 +125,9 @@ void fit_rows(const EvalArgs& args, int64_t context, EvalInput* input) {
   if (input->rows_cut == 0 || args.json) return;
   if (input->windows) {
     fmt::print(stderr,
-               "eval: {} rows longer than the model's context (max_position_embeddings {}) "
+               "eval: {} rows longer than the model's context ({} {}) "
                "evaluated in windows of that many tokens\n",
-               input->rows_cut, context);
+               input->rows_cut, context_key, context);
     return;
   }
   // As train's line for train.seq_len (train/run_setup.cpp).
@@ -264,7 +265,7 @@ void run_eval(const EvalArgs& args) {
   models::CausalLM model = io::load_hf_model(args.model, DType::F32);
   if (const std::string nan = io::non_finite_weights_warning(model, args.model); !nan.empty())
     fmt::print(stderr, "{}\n", nan);  // also under --json: the loss is NaN
-  const int64_t context = model.config().max_position_embeddings;
+  const int64_t context = model.config().exact_context();
   models::check_seq_len_fits(args.seq_len, "--seq-len", model.config(), args.model);
   if (!args.json) {
     fmt::print(stderr, "eval: reading {} as format {}{}\n", args.data, input.format,
@@ -286,7 +287,7 @@ void run_eval(const EvalArgs& args) {
     }
   }
 
-  fit_rows(args, context, &input);
+  fit_rows(args, context, model.config().exact_context_key(), &input);
 
   const bool show_progress = !args.json && isatty(STDERR_FILENO);
   auto progress = [&](int64_t done, int64_t total) {

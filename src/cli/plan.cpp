@@ -417,8 +417,8 @@ void add_plan_command(CLI::App& app) {
     plan::PlanOptions o;
     o.batch_size = args->batch_size / args->gpus;  // one rank's share (0: the planner's choice)
     LT_CHECK(args->seq_len >= 0, "--seq-len must be a number of tokens, got ", args->seq_len);
-    o.seq_len = args->seq_len > 0 ? args->seq_len
-                                  : std::min(kDefaultSeqLen, config.max_position_embeddings);
+    o.seq_len =
+        args->seq_len > 0 ? args->seq_len : std::min(kDefaultSeqLen, config.exact_context());
     models::check_seq_len_fits(o.seq_len, "--seq-len", config, args->model);
     o.chunk_sequences = args->micro_batch;
     o.max_recompute = args->max_recompute;

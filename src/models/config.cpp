@@ -161,19 +161,17 @@ void parse_rope(const Fields& top, const std::string& file, ModelConfig& c) {
 }
 
 // Sliding-window attention differs from full causal attention only for
-// sequences longer than the window; lazytrain computes full attention, so a
-// window that can take effect is refused.
-void check_attention_kinds(const json& root, const Fields& f, const ModelConfig& c) {
+// sequences longer than the window; lazytrain computes full attention, so
+// Mistral's window bounds the sequences it takes (ModelConfig::
+// attention_window). Qwen's, which applies to some layers only, is refused.
+void check_attention_kinds(const json& root, const Fields& f, ModelConfig& c) {
   if (c.family == ModelFamily::Mistral) {
     // MistralConfig's default window is 4096, so an absent key means on;
     // an explicit null means off.
     std::optional<int64_t> window = root.contains("sliding_window") ? f.opt_int("sliding_window")
                                                                     : std::optional<int64_t>(4096);
-    if (window && *window < c.max_position_embeddings) {
-      f.refuse("sliding_window", "sliding-window attention (window ", *window,
-               " < max_position_embeddings ", c.max_position_embeddings,
-               ") is not supported; lazytrain computes full causal attention");
-    }
+    if (window && *window <= 0) f.refuse("sliding_window", "must be positive, got ", *window);
+    if (window && *window < c.max_position_embeddings) c.attention_window = *window;
   }
   if (c.family == ModelFamily::Qwen2 || c.family == ModelFamily::Qwen3) {
     if (f.boolean("use_sliding_window", false)) {
@@ -503,7 +501,8 @@ std::string ModelConfig::to_json() const {
   }
   if (family == ModelFamily::Qwen3) j["attention_bias"] = attention_bias;
   // Written explicitly: for Mistral an absent key means a 4096 window.
-  if (family == ModelFamily::Mistral) j["sliding_window"] = nullptr;
+  if (family == ModelFamily::Mistral)
+    j["sliding_window"] = attention_window > 0 ? json(attention_window) : json(nullptr);
   if (family == ModelFamily::Qwen2 || family == ModelFamily::Qwen3) {
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;

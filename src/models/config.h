@@ -14,6 +14,7 @@
 // than default and llama3, other activations) is refused with a message
 // naming the file and the field, rather than silently computing something
 // else.
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -55,7 +56,12 @@ struct ModelConfig {
   int64_t head_dim = 0;
   int64_t vocab_size = 0;
   int64_t max_position_embeddings = 0;  // gpt2: n_positions, the learned position table
-  double rope_theta = 10000.0;          // unused by gpt2
+  // Mistral's sliding_window when shorter than max_position_embeddings; 0:
+  // none. lazytrain computes full causal attention, which is the window's
+  // exactly while a sequence is no longer than it: the window bounds the
+  // sequences a run takes (exact_context), rather than the model refused.
+  int64_t attention_window = 0;
+  double rope_theta = 10000.0;  // unused by gpt2
   RopeScaling rope_scaling;
   double norm_eps = 1e-6;  // rms_norm_eps; gpt2: layer_norm_epsilon
   bool tie_word_embeddings = false;
@@ -80,6 +86,18 @@ struct ModelConfig {
 
   // Every parameter tensor's elements, with tied embeddings counted once.
   int64_t num_parameters() const;
+
+  // The longest sequence computed exactly: max_position_embeddings, or the
+  // attention window when shorter; and the config.json key that sets it.
+  int64_t exact_context() const {
+    return attention_window > 0 ? std::min(attention_window, max_position_embeddings)
+                                : max_position_embeddings;
+  }
+  const char* exact_context_key() const {
+    return attention_window > 0 && attention_window < max_position_embeddings
+               ? "sliding_window"
+               : "max_position_embeddings";
+  }
 
   const char* model_type() const { return model_type_name(family); }
   bool is_gpt2() const { return family == ModelFamily::Gpt2; }

@@ -34,7 +34,7 @@ Tensor forward_cached(const CausalLM& model, const Tensor& ids, std::span<const 
                static_cast<int64_t>(last.size()) == b,
            "forward_cached: ", b, " rows for a cache of ", cache.batch(), " with ", starts.size(),
            " starts and ", last.size(), " last indices");
-  const int64_t context = model.config().max_position_embeddings;
+  const int64_t context = model.config().exact_context();
   for (int64_t r = 0; r < b; ++r) {
     LT_CHECK(starts[r] >= 0 && starts[r] + t <= std::min(cache.capacity(), context),
              "forward_cached: row ", r, " would hold ", starts[r] + t, " positions; the cache has ",

@@ -10,7 +10,7 @@ std::vector<int32_t> greedy_generate(const models::CausalLM& model,
   NoGradGuard no_grad;
   std::vector<int32_t> tokens = prompt;
   std::vector<int32_t> generated;
-  const int64_t limit = model.config().max_position_embeddings;
+  const int64_t limit = model.config().exact_context();
   for (int64_t i = 0; i < max_new_tokens && static_cast<int64_t>(tokens.size()) < limit; ++i) {
     std::vector<int64_t> ids(tokens.begin(), tokens.end());
     const int64_t t = static_cast<int64_t>(ids.size());

@@ -108,7 +108,7 @@ void run_batch(const models::CausalLM& model, const std::vector<std::vector<int3
                std::vector<RowState>& rows, const GenerationOptions& o,
                const TokenCallback& on_token) {
   const auto b = static_cast<int64_t>(rows.size());
-  const int64_t context = model.config().max_position_embeddings;
+  const int64_t context = model.config().exact_context();
   int64_t longest = 0;
   for (const RowState& r : rows) longest = std::max(longest, r.prompt_len);
   const int64_t capacity = std::min(context, longest + o.max_new_tokens);
@@ -192,14 +192,14 @@ std::vector<Generation> generate(const models::CausalLM& model,
            "--stop needs a tokenizer to read the text");
   for (const std::string& stop : o.stop_strings)
     LT_CHECK(!stop.empty(), "--stop: an empty stop string would stop every row at once");
-  const int64_t context = model.config().max_position_embeddings;
+  const int64_t context = model.config().exact_context();
   const int64_t vocab = model.config().vocab_size;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto len = static_cast<int64_t>(prompts[i].size());
     LT_CHECK(len > 0, "prompt ", i + 1, " is empty: generation needs at least one token");
     LT_CHECK(len < context, "prompt ", i + 1, " has ", len,
              " tokens, which leaves no room for a new one in the model's context of ", context,
-             " (max_position_embeddings); shorten the prompt");
+             " (", model.config().exact_context_key(), "); shorten the prompt");
     for (int32_t id : prompts[i]) {
       LT_CHECK(id >= 0 && id < vocab, "prompt ", i + 1, ": token id ", id,
                " is outside the model's vocabulary [0, ", vocab, ")");

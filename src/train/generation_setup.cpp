@@ -84,7 +84,7 @@ void place_generation_model(GenerationModel& g, double device_memory_gb,
   const int64_t batch = std::clamp<int64_t>(static_cast<int64_t>(prompts.rows.size()), 1,
                                             std::max<int64_t>(batch_size, 1));
   const int64_t positions =
-      std::min(g.model.config().max_position_embeddings, longest_prompt + max_new_tokens);
+      std::min(g.model.config().exact_context(), longest_prompt + max_new_tokens);
   const DType dtype = g.device.is_cuda() ? DType::BF16 : DType::F32;
   const GenerationFootprint footprint =
       generation_footprint(g.model, dtype, batch, longest_prompt, positions);
@@ -144,13 +144,13 @@ std::string generation_device_text(const GenerationModel& g) {
 
 void check_prompts_fit(const data::PromptSet& prompts, const std::string& source,
                        const models::ModelConfig& config, const std::string& model_dir) {
-  const int64_t context = config.max_position_embeddings;
+  const int64_t context = config.exact_context();
   for (const data::PromptRow& row : prompts.rows) {
     const std::string where = row.line > 0 ? source + ":" + std::to_string(row.line) : source;
     const auto len = static_cast<int64_t>(row.ids.size());
     LT_CHECK(len < context, where, ": the prompt has ", len,
              " tokens, which leaves no room for an answer in the model's context of ", context,
-             " (max_position_embeddings in ", model_dir,
+             " (", config.exact_context_key(), " in ", model_dir,
              "/config.json); prompts are not cut: shorten the row or leave it out");
     for (int32_t id : row.ids) {
       LT_CHECK(id >= 0 && id < config.vocab_size, where, ": token id ", id,

@@ -348,8 +348,8 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
     const auto origin = requested.key_origins.find("train.seq_len");
     fail(origin != requested.key_origins.end() ? origin->second + ": " : std::string(), e.what(),
          origin != requested.key_origins.end() ? " (" : " (train.seq_len is its default; ",
-         "set it to at most ", model.max_position_embeddings,
-         ", e.g. --set train.seq_len=", model.max_position_embeddings, ")");
+         "set it to at most ", model.exact_context(),
+         ", e.g. --set train.seq_len=", model.exact_context(), ")");
   }
   RunPlan p;
   const bool elsewhere = target == PlanTarget::ProfiledGpu && requested.train.device == "cuda" &&

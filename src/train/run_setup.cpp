@@ -323,17 +323,19 @@ std::string dropout_not_applied(const std::string& config_json) {
 std::string fit_default_seq_len(TrainConfig& c) {
   if (c.key_origins.count("train.seq_len") > 0) return "";
   int64_t context = 0;
+  std::string key;
   try {
-    context = models::ModelConfig::from_file(models::model_config_file(c.model.path))
-                  .max_position_embeddings;
+    const auto model = models::ModelConfig::from_file(models::model_config_file(c.model.path));
+    context = model.exact_context();
+    key = model.exact_context_key();
   } catch (const Error&) {
     return "";  // the model's own load says what is wrong with it
   }
   if (context <= 0 || c.train.seq_len <= context) return "";
   const std::string note = fmt::format(
-      "train.seq_len {} (the default) is past the model's context of {} tokens "
-      "(max_position_embeddings): it runs at {}",
-      c.train.seq_len, context, context);
+      "train.seq_len {} (the default) is past the model's context of {} tokens ({}): "
+      "it runs at {}",
+      c.train.seq_len, context, key, context);
   c.train.seq_len = context;
   return note;
 }

@@ -263,13 +263,26 @@ TEST(ModelConfigRefusal, UnknownOrMissingModelType) {
   EXPECT_TRUE(refused(j, "model_type", "missing"));
 }
 
+// Mistral's window bounds the sequences lazytrain takes (full causal
+// attention is the window's up to that length); Qwen's is refused.
 TEST(ModelConfigRefusal, SlidingWindowOn) {
-  EXPECT_TRUE(refused(fixture_json("mistral-7b-v0.1.v4.json"), "sliding_window", "4096"));
+  const ModelConfig v01 =
+      ModelConfig::from_json_text(fixture_json("mistral-7b-v0.1.v4.json").dump(), "v0.1");
+  EXPECT_EQ(v01.max_position_embeddings, 32768);
+  EXPECT_EQ(v01.attention_window, 4096);
+  EXPECT_EQ(v01.exact_context(), 4096);
+  EXPECT_EQ(std::string(v01.exact_context_key()), "sliding_window");
+  EXPECT_EQ(nlohmann::json::parse(v01.to_json()).at("sliding_window"), 4096);
   auto m = fixture_json("mistral-7b-v0.3.v4.json");
+  EXPECT_EQ(ModelConfig::from_json_text(m.dump(), "m").exact_context(), 32768);  // null: off
   m.erase("sliding_window");  // absent: MistralConfig's 4096 applies
-  EXPECT_TRUE(refused(m, "sliding_window"));
+  EXPECT_EQ(ModelConfig::from_json_text(m.dump(), "m").attention_window, 4096);
   m["sliding_window"] = 32768;  // a window as long as any sequence never acts
-  EXPECT_NO_THROW(ModelConfig::from_json_text(m.dump(), "m"));
+  const ModelConfig whole = ModelConfig::from_json_text(m.dump(), "m");
+  EXPECT_EQ(whole.attention_window, 0);
+  EXPECT_EQ(std::string(whole.exact_context_key()), "max_position_embeddings");
+  m["sliding_window"] = 0;
+  EXPECT_TRUE(refused(m, "sliding_window", "must be positive"));
 
   auto q = fixture_json("qwen2.5-0.5b.v4.json");
   q["use_sliding_window"] = true;

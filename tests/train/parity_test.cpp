@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 
 #include "io/safetensors.h"
+#include "support/errors.h"
 #include "train_helpers.h"
 
 namespace lt::train::testing {
@@ -98,6 +100,32 @@ TEST_P(TrainingParity, TightEnoughToSeeWhichParametersDecay) {
   std::cout << family << ": worst relative difference " << all_decay
             << " (no_decay [bias, norm]: " << norms_excluded << ", weight_decay 0: " << no_decay
             << ")\n";
+}
+
+// Mistral with a sliding window of 16 trains at train.seq_len 16 with the
+// losses of full causal attention, which is the window's at that length
+// (torch's golden, made without a window), and refuses seq_len 17, naming
+// the window.
+TEST(SlidingWindow, AWindowAsLongAsTheSequenceTrainsAsFullAttention) {
+  TempDir tmp("parity_window");
+  const fs::path model = tmp / "mistral";
+  fs::copy(fixture("mistral"), model, fs::copy_options::recursive);
+  nlohmann::json config = nlohmann::json::parse(read_text(model / "config.json"));
+  config["sliding_window"] = 16;
+  std::ofstream(model / "config.json") << config.dump(2);
+  write_reference_batch(fixture("mistral"), tmp / "batch.jsonl");
+  const auto run = [&](const std::string& seq_len) {
+    train_quietly(
+        fixture_config(model, tmp / "batch.jsonl", tmp / ("out" + seq_len),
+                       {"train.steps=4", "train.batch_size=2", "train.seq_len=" + seq_len}));
+    return field(read_metrics(tmp / ("out" + seq_len)), "loss");
+  };
+  EXPECT_LE(worst_relative(run("16"), golden_losses("mistral")), 1e-5);
+  const std::string refused = lt::testing::error_of([&] { run("17"); });
+  EXPECT_NE(refused.find("train.seq_len' 17 is longer than the model's sliding window: " +
+                         (model / "config.json").string() + " has sliding_window 16"),
+            std::string::npos)
+      << refused;
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TrainingParity,
