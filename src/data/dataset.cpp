@@ -103,6 +103,76 @@ void check_utf8(std::string_view row, bool json_row) {
       std::string("invalid UTF-8 (byte ") + byte + " at column " + std::to_string(pos + 1) + ")");
 }
 
+// The 4 hex digits at `pos` as a number; -1 when they are not.
+int hex4(std::string_view text, size_t pos) {
+  if (pos + 4 > text.size()) return -1;
+  int value = 0;
+  for (size_t i = pos; i < pos + 4; ++i) {
+    const char c = text[i];
+    const int digit = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+// A \u escape of half a UTF-16 surrogate pair without the other half (a
+// high one not followed by a low one, or a low one alone) names no
+// character, and the JSON parser refuses the row with a message about
+// U+D800..U+DBFF: said as the escape, where it is and under which key.
+void check_surrogate_escapes(std::string_view row) {
+  bool in_string = false;
+  for (size_t pos = 0; pos < row.size(); ++pos) {
+    if (row[pos] == '"') in_string = !in_string;
+    if (!in_string || row[pos] != '\\' || pos + 1 == row.size()) continue;
+    const int unit = row[pos + 1] == 'u' ? hex4(row, pos + 2) : -1;
+    const bool high = unit >= 0xD800 && unit <= 0xDBFF, low = unit >= 0xDC00 && unit <= 0xDFFF;
+    if (high && row.substr(pos + 6, 2) == "\\u") {
+      const int next = hex4(row, pos + 8);
+      if (next >= 0xDC00 && next <= 0xDFFF) {
+        pos += 11;  // the pair, less the loop's step
+        continue;
+      }
+    }
+    if (high || low) {
+      row_fail(key_before(row, pos), "lone surrogate escape " + std::string(row.substr(pos, 6)) +
+                                         " at column " + std::to_string(pos + 1) +
+                                         " (half of a UTF-16 pair, not a character)");
+    }
+    ++pos;  // the escaped character, which may be a quote
+  }
+}
+
+// One row of a JSON layout as its object; RowError when it is not one.
+json parse_object(const SourceRow& row) {
+  if (!row.problem.empty()) row_fail("", row.problem);
+  check_utf8(row.text, true);
+  json value;
+  try {
+    value = json::parse(row.text);
+  } catch (const json::parse_error& e) {
+    check_surrogate_escapes(row.text);
+    // e.what() reads "[json.exception.parse_error.101] parse error at ...".
+    std::string what = e.what();
+    size_t cut = what.find("] ");
+    row_fail("",
+             "not valid JSON (" + (cut == std::string::npos ? what : what.substr(cut + 2)) + ")");
+  }
+  if (!value.is_object())
+    row_fail("", std::string("expected a JSON object, found ") + value.type_name());
+  return value;
+}
+
+// "file:line: field "f": what", as a bad row is reported.
+std::string describe(const std::string& where, const RowError& error) {
+  std::string message = where + ": ";
+  if (!error.field.empty()) message += "field \"" + error.field + "\": ";
+  return message + error.what;
+}
+
 const json* member(const json& row, const std::string& key) {
   auto it = row.find(key);
   return it == row.end() || it->is_null() ? nullptr : &*it;
@@ -366,9 +436,7 @@ class DatasetLoader {
   std::string where(int64_t line) const { return file_.string() + ":" + std::to_string(line); }
 
   void bad_row(int64_t line, const RowError& error) {
-    std::string message = where(line) + ": ";
-    if (!error.field.empty()) message += "field \"" + error.field + "\": ";
-    message += error.what;
+    std::string message = describe(where(line), error);
     if (options_.strict) fail(message);
     ++report_.skipped;
     if (report_.problems.size() < kMaxReportedProblems)
@@ -395,24 +463,13 @@ class DatasetLoader {
   void on_row(const SourceRow& row, SourceLayout layout) {
     ++report_.rows;
     try {
-      if (!row.problem.empty()) row_fail("", row.problem);
-      check_utf8(row.text, layout != SourceLayout::kTextParagraphs);
       Record record;
       if (layout == SourceLayout::kTextParagraphs) {
+        if (!row.problem.empty()) row_fail("", row.problem);
+        check_utf8(row.text, false);
         record.text = std::string(row.text);
       } else {
-        json value;
-        try {
-          value = json::parse(row.text);
-        } catch (const json::parse_error& e) {
-          // e.what() reads "[json.exception.parse_error.101] parse error at ...".
-          std::string what = e.what();
-          size_t cut = what.find("] ");
-          row_fail("", "not valid JSON (" +
-                           (cut == std::string::npos ? what : what.substr(cut + 2)) + ")");
-        }
-        if (!value.is_object())
-          row_fail("", std::string("expected a JSON object, found ") + value.type_name());
+        const json value = parse_object(row);
         if (!plan_) start(detect_plan(value, forced_, options_, where(row.line)));
         record = parse(value);
       }
@@ -524,15 +581,29 @@ std::string detect_format(const fs::path& file, const DatasetOptions& options) {
   const SourceLayout layout = detect_layout(file);
   if (layout == SourceLayout::kTextParagraphs) return std::string(format_name(Format::kText));
   std::optional<Plan> plan;
+  int64_t rows = 0;
+  std::string first_problem;  // of the first row, when it is not a JSON object
   for_each_row(file, layout, [&](const SourceRow& row) {
-    if (!row.problem.empty()) return true;
-    json value = json::parse(row.text, nullptr, /*allow_exceptions=*/false);
-    if (!value.is_object()) return true;  // a bad row, which the loader skips or refuses
-    plan =
-        detect_plan(value, std::nullopt, options, file.string() + ":" + std::to_string(row.line));
+    const std::string where = file.string() + ":" + std::to_string(row.line);
+    ++rows;
+    json value;
+    try {
+      value = parse_object(row);
+    } catch (const RowError& error) {
+      // A bad row, which the loader skips or refuses; when every row is
+      // one, the first says why (an encoding, most often).
+      if (first_problem.empty()) first_problem = describe(where, error);
+      return true;
+    }
+    plan = detect_plan(value, std::nullopt, options, where);
     return false;
   });
-  if (!plan) fail(file.string(), ": no row is a JSON object, so the dataset format cannot be told");
+  if (!plan) {
+    fail(file.string(), ": no row is a JSON object, so the dataset format cannot be told",
+         rows == 0 ? " (the file has no rows)"
+                   : "; the first of its " + std::to_string(rows) + " row" +
+                         (rows == 1 ? "" : "s") + ": " + first_problem);
+  }
   return std::string(format_name(plan->format));
 }
 

@@ -37,9 +37,10 @@
 // sharegpt; instruction and output -> alpaca; a known prompt/response pair
 // -> query_response; text -> text. The report says what was chosen.
 //
-// Bad rows (not JSON, not an object, invalid UTF-8, a missing field, a field
-// of the wrong type, an empty response, an id outside the vocabulary) are
-// counted and the first ones described as "file:line: field \"f\": what".
+// Bad rows (not JSON, not an object, invalid UTF-8 or a lone surrogate
+// escape such as \ud800, a missing field, a field of the wrong type, an
+// empty response, an id outside the vocabulary) are counted and the first
+// ones described as "file:line: field \"f\": what".
 // They are skipped, or with strict the first is an lt::Error with that
 // text. A file with no usable sample is an lt::Error.
 #include <cstdint>
@@ -99,7 +100,8 @@ void check_ids_in_vocab(const std::vector<Sample>& samples, int64_t vocab,
 // The format load_dataset would read `file` in: options.format unless it is
 // "auto", else what the first row that is a JSON object says (or "text"
 // for a .txt file). Reads only up to that row. An lt::Error when no row
-// tells, as load_dataset's.
+// tells, as load_dataset's; when no row is a JSON object it names the
+// first row's problem as a bad row is described (an encoding, most often).
 std::string detect_format(const std::filesystem::path& file, const DatasetOptions& options);
 
 }  // namespace lt::data

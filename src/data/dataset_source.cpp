@@ -205,14 +205,54 @@ void read_array(const fs::path& file, const std::function<bool(const SourceRow&)
   if (pos < n) problem(line, pos, n, "text after the closing ']' of the array is not read");
 }
 
+// Refuses a UTF-16 file by what its first bytes show: a byte order mark,
+// or (without one) NUL as every other byte and never between, which is
+// ASCII text in UTF-16. A UTF-8 file may hold a stray NUL (a bad row), but
+// not one in every other byte, so it is never taken for UTF-16. Names the
+// iconv encoding that reads it: "UTF-16" takes the mark; without one,
+// glibc's iconv guesses the byte order, so it is named.
+void refuse_utf16(const fs::path& file, std::ifstream& in) {
+  // 16 bytes, 8 characters: enough to see the pattern, few enough to be
+  // all ASCII at the start of a JSON file ('{"text":').
+  unsigned char head[16] = {};
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  const size_t n = static_cast<size_t>(in.gcount()) & ~size_t{1};
+  in.clear();
+  in.seekg(0);
+  std::string how, encoding;
+  if (n >= 2 && head[0] == 0xFF && head[1] == 0xFE) {
+    how = "little-endian, byte order mark FF FE";
+    encoding = "UTF-16";
+  } else if (n >= 2 && head[0] == 0xFE && head[1] == 0xFF) {
+    how = "big-endian, byte order mark FE FF";
+    encoding = "UTF-16";
+  } else if (n >= 2) {
+    bool little = true, big = true;
+    for (size_t i = 0; i < n; i += 2) {
+      little = little && head[i] != 0 && head[i + 1] == 0;
+      big = big && head[i] == 0 && head[i + 1] != 0;
+    }
+    if (!little && !big) return;
+    how = little ? "little-endian: every other byte is NUL" : "big-endian: every other byte is NUL";
+    encoding = little ? "UTF-16LE" : "UTF-16BE";
+  } else {
+    return;
+  }
+  fs::path converted = file;
+  converted.replace_extension(".utf8" + file.extension().string());
+  fail(file.string(), " is UTF-16 (", how, "); convert it to UTF-8 (iconv -f ", encoding,
+       " -t UTF-8 ", file.string(), " > ", converted.string(), ")");
+}
+
 }  // namespace
 
 SourceLayout detect_layout(const fs::path& file) {
+  std::ifstream in = open(file);
+  refuse_utf16(file, in);
   std::string extension = file.extension().string();
   std::transform(extension.begin(), extension.end(), extension.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (extension == ".txt") return SourceLayout::kTextParagraphs;
-  std::ifstream in = open(file);
   char head[3] = {};
   in.read(head, 3);
   if (std::string_view(head, static_cast<size_t>(in.gcount())) != kByteOrderMark) {

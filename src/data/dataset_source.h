@@ -40,7 +40,11 @@ inline constexpr size_t kMaxLineBytes = size_t{64} << 20;
 // Text paragraphs for a .txt file (any case), else JSON array or lines by
 // the first non-space character (a UTF-8 byte order mark is skipped).
 // Every reader here refuses a file that is not a regular file
-// (io/regular_file.h), before opening it.
+// (io/regular_file.h), before opening it. A UTF-16 file (a UTF-16 byte
+// order mark, or NUL as every other byte of its start) is an lt::Error
+// saying so and giving the iconv command that converts it to UTF-8: read
+// as UTF-8, each of its rows would be skipped as invalid, or a .txt
+// file's text trained on with its NULs.
 SourceLayout detect_layout(const std::filesystem::path& file);
 
 // Calls `on_row` for every row in file order until it returns false. A file

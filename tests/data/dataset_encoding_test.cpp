@@ -1,0 +1,155 @@
+// Files that are not UTF-8, and rows whose text is not Unicode, against
+// what their bytes are: data.format auto names the first such problem (it
+// said only that no row is a JSON object), and a UTF-16 file is refused
+// by name, with the iconv command that converts it, whatever the format.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+#include "data/dataset.h"
+#include "tokenizer_fixtures.h"
+
+namespace lt::data {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::string_literals;
+
+class DatasetEncoding : public ::testing::Test {
+ protected:
+  DatasetEncoding()
+      : dir_(fs::temp_directory_path() / ("lazytrain_encoding_" + std::to_string(getpid()))) {
+    fs::create_directories(dir_);
+  }
+  ~DatasetEncoding() override { fs::remove_all(dir_); }
+  fs::path write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(dir_ / name, std::ios::binary) << bytes;
+    return dir_ / name;
+  }
+  // The lt::Error `fn` throws.
+  template <typename Fn>
+  static std::string error_of(Fn&& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "expected an lt::Error";
+    return {};
+  }
+  static std::string detect_error(const fs::path& file) {
+    return error_of([&] { detect_format(file, DatasetOptions{}); });
+  }
+  fs::path dir_;
+};
+
+// ASCII text in UTF-16: each character's byte beside a NUL.
+std::string utf16(const std::string& ascii, bool little_endian) {
+  std::string out;
+  for (char c : ascii) out += little_endian ? std::string{c, '\0'} : std::string{'\0', c};
+  return out;
+}
+
+const std::string kRows = "{\"text\": \"hi\"}\n{\"text\": \"there\"}\n";
+
+TEST_F(DatasetEncoding, AUtf16FileIsNamedWithTheCommandThatConvertsIt) {
+  const fs::path le_bom = write("le_bom.jsonl", "\xFF\xFE"s + utf16(kRows, true));
+  EXPECT_EQ(detect_error(le_bom),
+            le_bom.string() +
+                " is UTF-16 (little-endian, byte order mark FF FE); convert it to UTF-8 (iconv -f "
+                "UTF-16 -t UTF-8 " +
+                le_bom.string() + " > " + (dir_ / "le_bom.utf8.jsonl").string() + ")");
+  const fs::path be_bom = write("be_bom.json", "\xFE\xFF"s + utf16("[" + kRows + "]", false));
+  EXPECT_NE(detect_error(be_bom).find(" is UTF-16 (big-endian, byte order mark FE FF); convert "
+                                      "it to UTF-8 (iconv -f UTF-16 -t UTF-8 "),
+            std::string::npos);
+  // Without a mark the byte order is named: glibc's iconv takes "UTF-16"
+  // without one as little-endian.
+  const fs::path le = write("le.jsonl", utf16(kRows, true));
+  EXPECT_NE(detect_error(le).find(" is UTF-16 (little-endian: every other byte is NUL); convert it "
+                                  "to UTF-8 (iconv -f UTF-16LE -t UTF-8 "),
+            std::string::npos);
+  const fs::path be = write("be.jsonl", utf16(kRows, false));
+  EXPECT_NE(detect_error(be).find("(iconv -f UTF-16BE -t UTF-8 "), std::string::npos);
+  // Whatever the format, and for a .txt file too, which was read as text
+  // with a NUL between its characters.
+  DatasetOptions text;
+  text.format = "text";
+  const Tokenizer& gpt2 = testing::reference_tokenizer("gpt2");
+  EXPECT_NE(error_of([&] { load_dataset(le_bom, &gpt2, text, nullptr); }).find(" is UTF-16 ("),
+            std::string::npos);
+  const fs::path txt = write("notes.txt", "\xFF\xFE"s + utf16("some text\n\nmore\n", true));
+  EXPECT_NE(error_of([&] { load_dataset(txt, &gpt2, {}, nullptr); })
+                .find("(iconv -f UTF-16 -t UTF-8 " + txt.string() + " > " +
+                      (dir_ / "notes.utf8.txt").string() + ")"),
+            std::string::npos);
+  // A UTF-8 file with a NUL in a row (not valid JSON) is not UTF-16.
+  const fs::path nul = write("nul.jsonl", "{\"text\": \"a\0b\"}\n"s + kRows);
+  EXPECT_EQ(detect_format(nul, {}), "text");
+}
+
+TEST_F(DatasetEncoding, InvalidUtf8InEveryRowIsNamedByAuto) {
+  // `{"text":"abc ` is 13 bytes: the bad byte is column 14.
+  const fs::path f =
+      write("bad.jsonl", "{\"text\":\"abc \xFF\xFE def\"}\n{\"text\":\"\xC0\xAF\"}\n");
+  EXPECT_EQ(detect_error(f), f.string() +
+                                 ": no row is a JSON object, so the dataset format cannot be told; "
+                                 "the first of its 2 rows: " +
+                                 f.string() +
+                                 ":1: field \"text\": invalid UTF-8 (byte 0xFF at column 14)");
+  // A row that reads decides, after bad ones.
+  const fs::path late =
+      write("late.jsonl", "{\"text\":\"\xFF\"}\n{\"question\":\"q\",\"answer\":\"a\"}\n");
+  EXPECT_EQ(detect_format(late, {}), "query_response");
+  const fs::path empty = write("empty.jsonl", "\n  \n");
+  EXPECT_EQ(detect_error(empty),
+            empty.string() +
+                ": no row is a JSON object, so the dataset format cannot be told (the file has no "
+                "rows)");
+}
+
+TEST_F(DatasetEncoding, ALoneSurrogateEscapeIsNamedWithItsColumn) {
+  // `{"text":"abc ` is 13 bytes: the escape starts at column 14.
+  const fs::path f = write("surrogate.jsonl", "{\"text\":\"abc \\ud800 def\"}\n");
+  const std::string problem =
+      f.string() +
+      ":1: field \"text\": lone surrogate escape \\ud800 at column 14 (half of a UTF-16 pair, not "
+      "a character)";
+  EXPECT_EQ(detect_error(f), f.string() +
+                                 ": no row is a JSON object, so the dataset format cannot be told; "
+                                 "the first of its 1 row: " +
+                                 problem);
+  // The same problem when the format is named.
+  DatasetOptions text;
+  text.format = "text";
+  const Tokenizer& gpt2 = testing::reference_tokenizer("gpt2");
+  EXPECT_EQ(error_of([&] { load_dataset(f, &gpt2, text, nullptr); }),
+            f.string() + ": no usable samples (1 rows, 1 skipped; first problem: " + problem + ")");
+  // A low half alone, a high half before another escape, and one after an
+  // escaped quote in another field; a whole pair (U+1F600) is text.
+  const fs::path more = write("more.jsonl",
+                              "{\"text\": \"\\uDC00\"}\n"
+                              "{\"text\": \"x\\uD83D\\u0041\"}\n"
+                              "{\"system\": \"\\\"\", \"text\": \"\\\\\\ud800\"}\n"
+                              "{\"text\": \"\\ud83d\\ude00\"}\n");
+  DatasetReport report;
+  EXPECT_EQ(load_dataset(more, &gpt2, {}, &report).size(), 1u);
+  ASSERT_EQ(report.problems.size(), 3u);
+  EXPECT_EQ(report.problems[0],
+            more.string() +
+                ":1: field \"text\": lone surrogate escape \\uDC00 at column 11 (half "
+                "of a UTF-16 pair, not a character)");
+  EXPECT_EQ(report.problems[1], more.string() +
+                                    ":2: field \"text\": lone surrogate escape \\uD83D at column "
+                                    "12 (half of a UTF-16 pair, not a character)");
+  EXPECT_EQ(report.problems[2], more.string() +
+                                    ":3: field \"text\": lone surrogate escape \\ud800 at column "
+                                    "29 (half of a UTF-16 pair, not a character)");
+}
+
+}  // namespace
+}  // namespace lt::data
