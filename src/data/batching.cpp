@@ -1,5 +1,6 @@
 #include "data/batching.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
 
@@ -72,24 +73,36 @@ SamplerState Batcher::state() const {
 }
 
 void Batcher::restore(const SamplerState& state) {
+  if (std::string why = try_restore(state); !why.empty()) fail(why);
+}
+
+std::string Batcher::try_restore(const SamplerState& state) {
   std::vector<uint64_t> drawn(sources_.size(), 0);
   if (sources_.size() == 1) {
     const uint64_t n = sources_[0].samples.size();
-    LT_CHECK(state.draws == 0, "the sampler state is of a mixture of datasets (", state.draws,
-             " draws), but the data is one dataset (was the data changed?)");
-    LT_CHECK(state.position < n, "sampler position ", state.position, " is beyond the dataset's ",
-             n, " samples (was the data changed?)");
+    if (state.draws != 0)
+      return fmt::format(
+          "{}: the sampler state is of a mixture of datasets ({} draws), but the data is one "
+          "dataset",
+          sources_[0].name, state.draws);
+    if (state.position >= n)
+      return fmt::format(
+          "{}: the sampler's position {} of epoch {} is beyond the {} sample{} it holds now",
+          sources_[0].name, state.position, state.epoch, n, n == 1 ? "" : "s");
     drawn[0] = state.epoch * n + state.position;
   } else {
-    LT_CHECK(state.epoch == 0 && state.position == 0, "the sampler state is of one dataset (epoch ",
-             state.epoch, ", position ", state.position,
-             "), but the data is a mixture (was the data changed?)");
+    if (state.epoch != 0 || state.position != 0)
+      return fmt::format(
+          "the sampler state is of one dataset (epoch {}, position {}), but the data is a mixture "
+          "of {}",
+          state.epoch, state.position, source_names());
     // The sources of the draws made so far are a function of the seed:
     // replay them (a hash each, milliseconds for millions of draws).
     for (uint64_t k = 0; k < state.draws; ++k) ++drawn[mixture_source(options_.seed, k, weights_)];
   }
-  LT_CHECK(options_.pack || state.offset == 0, "sampler offset ", state.offset,
-           " is for packed batches, but this batcher pads");
+  if (!options_.pack && state.offset != 0)
+    return fmt::format("the sampler's offset {} is for packed batches, but this batcher pads",
+                       state.offset);
   std::vector<uint64_t> previous(sources_.size());
   for (size_t i = 0; i < sources_.size(); ++i) {
     previous[i] = sources_[i].drawn;
@@ -102,15 +115,25 @@ void Batcher::restore(const SamplerState& state) {
   // next packed row would read past its end.
   const size_t length = current_sample().ids.size();
   if (state.offset >= length) {
+    const std::string& name = sources_[current_source_].name;
     for (size_t i = 0; i < sources_.size(); ++i) sources_[i].drawn = previous[i];
     draws_ = previous_draws;
     current_source_ = mixture_source(options_.seed, draws_, weights_);
-    fail("sampler offset ", state.offset, " is beyond the end of sample ", state.position,
-         " of epoch ", state.epoch,
-         state.draws ? " (draw " + std::to_string(state.draws) + ")" : "", " (", length,
-         " tokens; was the data changed?)");
+    return fmt::format(
+        "{}: the sampler's offset {} is beyond the end of the sample at {} ({} token{})", name,
+        state.offset,
+        state.draws ? fmt::format("draw {}", state.draws)
+                    : fmt::format("position {} of epoch {}", state.position, state.epoch),
+        length, length == 1 ? "" : "s");
   }
   offset_ = state.offset;
+  return "";
+}
+
+std::string Batcher::source_names() const {
+  std::string names;
+  for (const Source& s : sources_) names += (names.empty() ? "" : ", ") + s.name;
+  return names;
 }
 
 const Sample& Batcher::current_sample() {

@@ -79,7 +79,14 @@ class Batcher {
   Batcher(std::vector<WeightedSamples> sources, const BatchOptions& options);
   Batch next();
   SamplerState state() const;
+  // Throws try_restore's reason when `state` does not fit these samples.
   void restore(const SamplerState& state);
+  // Takes `state` and returns "", or leaves the batcher as it was and says
+  // why the state does not fit these samples, naming the source and the
+  // counts: a position past a source's samples, an offset past the end of
+  // its sample, a mixture's state on one dataset or the reverse. Only data
+  // other than the state was saved with does that.
+  std::string try_restore(const SamplerState& state);
   int64_t num_samples() const;  // over all sources
   const BatchOptions& options() const { return options_; }
   // The source the next sample comes from (for tests and reports).
@@ -94,8 +101,9 @@ class Batcher {
     std::vector<uint32_t> permutation;
     uint64_t permutation_epoch = UINT64_MAX;
   };
-  const Sample& current_sample();  // the sample of the current draw
-  void advance();                  // to the next draw
+  std::string source_names() const;  // "a.jsonl, b.jsonl"
+  const Sample& current_sample();    // the sample of the current draw
+  void advance();                    // to the next draw
   Batch next_padded();
   Batch next_packed();
 

@@ -55,6 +55,14 @@ TrainerState parse_state(const nlohmann::json& j) {
   state.consecutive_bad_steps = j.value("consecutive_bad_steps", int64_t{0});
   state.previous_grad_norm =
       j.value("previous_grad_norm", std::numeric_limits<double>::quiet_NaN());
+  // Written since the fingerprints; a checkpoint from before has none.
+  if (j.contains("data")) {
+    for (const nlohmann::json& source : j.at("data")) {
+      state.data.push_back(
+          {source.at("source").get<std::string>(), source.at("samples").get<uint64_t>(),
+           source.at("in_order").get<uint64_t>(), source.at("any_order").get<uint64_t>()});
+    }
+  }
   return state;
 }
 
@@ -248,6 +256,14 @@ void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,
                       {"saved_at_ns", now_ns}};
   // JSON has no NaN: a norm that is none is left out.
   if (std::isfinite(state.previous_grad_norm)) j["previous_grad_norm"] = state.previous_grad_norm;
+  // Hashes as JSON integers: nlohmann (and Python) keep all 64 bits.
+  j["data"] = nlohmann::json::array();
+  for (const data::SourceFingerprint& f : state.data) {
+    j["data"].push_back({{"source", f.source},
+                         {"samples", f.samples},
+                         {"in_order", f.in_order},
+                         {"any_order", f.any_order}});
+  }
   write_text(dir / kStateFile, j.dump(1) + "\n");
 }
 

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "data/batching.h"
+#include "data/sample_fingerprint.h"
 #include "exec/staged_states.h"
 #include "models/causal_lm.h"
 
@@ -50,6 +51,10 @@ struct TrainerState {
   // skipped): train.clip_with_previous_norm clips the next step with it, so
   // a resumed run clips as the uninterrupted one.
   double previous_grad_norm = std::numeric_limits<double>::quiet_NaN();
+  // Of each training source the sampler walks (data.path, or data.sources'
+  // split-train entries, in order; after data.eval_split): what its
+  // position counts into. Empty: saved before they were recorded.
+  std::vector<data::SourceFingerprint> data;
 };
 
 struct CheckpointContents {

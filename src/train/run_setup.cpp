@@ -293,6 +293,68 @@ ResumeChanges compare_with_checkpoint(const TrainConfig& c, const fs::path& resu
   return changes;
 }
 
+namespace {
+
+// Where a sampler stands, for messages: "position 320 of epoch 0", "draw
+// 1234" (a mixture), with ", 5 tokens into its sample" when packing.
+std::string sampler_position(const data::SamplerState& state) {
+  std::string where = state.draws > 0
+                          ? fmt::format("draw {}", state.draws)
+                          : fmt::format("position {} of epoch {}", state.position, state.epoch);
+  if (state.offset > 0) where += fmt::format(", {} tokens into its sample", state.offset);
+  return where;
+}
+
+}  // namespace
+
+bool samples_changed_since(const TrainConfig& c, const fs::path& checkpoint,
+                           const TrainerState& saved,
+                           const std::vector<data::SourceFingerprint>& now, ProgressBar& log) {
+  if (saved.data.empty()) {
+    log.message(fmt::format(
+        "resume: {} records no fingerprint of its data (saved by an earlier version), so a "
+        "change to the data's rows since is noticed only when the sampler's position lies past "
+        "them",
+        (checkpoint / "trainer_state.json").string()));
+    return false;
+  }
+  std::vector<std::string> lines;
+  if (saved.data.size() != now.size()) {
+    lines.push_back(
+        fmt::format("the checkpoint's sampler walked {} training source{}, this run's {}",
+                    saved.data.size(), saved.data.size() == 1 ? "" : "s", now.size()));
+  } else {
+    for (size_t i = 0; i < now.size(); ++i) {
+      const data::SourceFingerprint& a = saved.data[i];
+      const data::SourceFingerprint& b = now[i];
+      if (a.same_samples(b)) continue;
+      const std::string key = c.data.sources.empty()
+                                  ? "data.path " + b.source
+                                  : fmt::format("data.sources[{}] {}", i, b.source);
+      std::string how;
+      if (a.samples != b.samples) {
+        how = fmt::format("{} sample{} now, {} when the checkpoint was saved", b.samples,
+                          b.samples == 1 ? "" : "s", a.samples);
+      } else if (a.any_order == b.any_order) {
+        how = fmt::format("the same {} samples as when the checkpoint was saved, in another order",
+                          b.samples);
+      } else {
+        how = fmt::format(
+            "its samples changed since the checkpoint (the same count, {}): its rows, or how they "
+            "are tokenized",
+            b.samples);
+      }
+      lines.push_back(key + ": " + how);
+    }
+  }
+  if (lines.empty()) return false;
+  for (const std::string& line : lines) log.message("resume: " + line);
+  log.message(fmt::format(
+      "resume: the checkpoint's sampler ({}) counts into the samples it was saved with, so {}",
+      sampler_position(saved.sampler), kReadingStartsOver));
+  return true;
+}
+
 // config.json's dropout rates (GPT-2's attn_pdrop 0.1, a Llama's
 // attention_dropout) above 0: this program trains without dropout, which a
 // user of transformers' Trainer would otherwise assume. The note, or "".

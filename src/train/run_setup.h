@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/sample_fingerprint.h"
 #include "data/tokenizer.h"
 #include "models/causal_lm.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/progress.h"
 
@@ -67,6 +69,33 @@ struct ResumeChanges {
 };
 ResumeChanges compare_with_checkpoint(const TrainConfig& c, const std::filesystem::path& resume_dir,
                                       ProgressBar& log);
+
+// Note [Data edited in place]: a resume under the same data keys can still
+// read other samples: the file was edited in place (rows reordered, added,
+// removed or changed) or is tokenized otherwise (another chat template in
+// tokenizer_config.json). The saved sampler state counts into a
+// permutation of the samples it was saved with, so on other samples it
+// would go on at a position that sees some rows of the epoch twice and
+// others never (or lie past their end). Such data is new data, as a
+// changed data.path is: the change is printed, and reading starts at its
+// beginning. The checkpoint's fingerprints (data/sample_fingerprint.h)
+// tell; one saved before them is checked only by whether its sampler
+// state fits (Batcher::try_restore).
+//
+// Each training source whose samples are not the ones `saved` recorded is
+// one line on `log`, led by its key ("data.path F", "data.sources[1] F")
+// and saying how they differ, then one saying where the sampler stood and
+// that reading starts over: true then. `checkpoint` is the folder, for
+// the line saying that a checkpoint without fingerprints is checked only
+// by its position.
+bool samples_changed_since(const TrainConfig& c, const std::filesystem::path& checkpoint,
+                           const TrainerState& saved,
+                           const std::vector<data::SourceFingerprint>& now, ProgressBar& log);
+
+// What a resume on other data says after how it differs.
+inline constexpr const char* kReadingStartsOver =
+    "reading starts at the data's beginning, as for new data (to go on where the checkpoint "
+    "stopped, restore the data it was trained on)";
 
 // train.seq_len left at its default for a model whose context is shorter
 // runs at the model's context: sets it in `c` and returns the note saying

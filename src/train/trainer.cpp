@@ -512,6 +512,11 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     r.batch_options.pad_id = static_cast<int32_t>(eos.front());
   }
   r.batcher.emplace(r.sources, r.batch_options);
+  // What the sampler walks, for this run's checkpoints and against the
+  // resumed one's.
+  std::vector<data::SourceFingerprint> fingerprints;
+  for (const data::WeightedSamples& source : r.sources)
+    fingerprints.push_back(data::fingerprint(source));
   r.eval_generation.batch_size = r.batch_options.batch_size;
 
   if (!r.resume_dir.empty()) {
@@ -524,9 +529,16 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
       load_optimizer_state(ck, model, *r.optimizer, r.zero, r.executor->sync_staged());
     }
     r.state = ck.state;
+    // Other data starts the sampler over (Note [Data edited in place]).
     if (resumed.data) {
       r.state.sampler = {};
       log.message("resume: the data or its order changed; reading starts at its beginning");
+    } else if (samples_changed_since(c, r.resume_dir, ck.state, fingerprints, log)) {
+      r.state.sampler = {};
+    } else if (const std::string why = r.batcher->try_restore(r.state.sampler); !why.empty()) {
+      r.state.sampler = {};
+      log.message(fmt::format("resume: {}: the data changed since the checkpoint; {}", why,
+                              kReadingStartsOver));
     }
     r.batcher->restore(r.state.sampler);
     r.executor->resume_at(r.state.step);
@@ -537,6 +549,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
           "(set train.steps above {} to train on)",
           r.state.step, c.train.steps, r.state.step));
   }
+  r.state.data = std::move(fingerprints);
   LT_CHECK(r.state.step < c.train.steps || !r.resume_dir.empty(), "nothing to do");
   check_no_foreign_step_folders(r.out_dir, r.state.step, c.train.steps);
 

@@ -291,5 +291,27 @@ TEST(Batcher, RejectsBadInputAndStates) {
   EXPECT_THROW(padded.restore(SamplerState{0, 0, 1}), Error);  // offsets are for packing
 }
 
+// A state saved on other data does not fit: try_restore says why, naming
+// the file and the counts, and leaves the batcher where it was.
+TEST(Batcher, AStateThatDoesNotFitNamesTheFileAndLeavesTheBatcherAsItWas) {
+  std::vector<WeightedSamples> sources(1);
+  sources[0].samples = make_samples({3, 3});  // whichever comes first has 3 tokens
+  sources[0].name = "data/train.jsonl";
+  Batcher batcher(sources, options(1, 4, true));
+  Batcher fresh(sources, options(1, 4, true));
+  EXPECT_EQ(batcher.try_restore(SamplerState{1, 320, 0}),
+            "data/train.jsonl: the sampler's position 320 of epoch 1 is beyond the 2 samples it "
+            "holds now");
+  EXPECT_EQ(batcher.try_restore(SamplerState{0, 1, 3}),
+            "data/train.jsonl: the sampler's offset 3 is beyond the end of the sample at position "
+            "1 of epoch 0 (3 tokens)");
+  EXPECT_EQ(batcher.state(), SamplerState{});
+  EXPECT_TRUE(same_batch(batcher.next(), fresh.next()));
+  // One that fits is taken.
+  EXPECT_EQ(batcher.try_restore(SamplerState{0, 1, 2}), "");
+  EXPECT_EQ(batcher.state(), (SamplerState{0, 1, 2}));
+  EXPECT_THROW(batcher.restore(SamplerState{0, 2, 0}), Error);
+}
+
 }  // namespace
 }  // namespace lt::data
