@@ -26,6 +26,7 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "cli/shell_expanded_path.h"
 #include "core/regular_file.h"
 #include "io/hf_folder.h"
 #include "io/hf_model.h"
@@ -216,10 +217,13 @@ void run_convert(const ConvertArgs& args) {
 void add_convert_command(CLI::App& app) {
   auto args = std::make_shared<ConvertArgs>();
   auto* cmd = app.add_subcommand("convert", "Write a Hugging Face model folder in another dtype");
-  cmd->add_option("--model", args->model, "Hugging Face model folder to read")->required();
+  cmd->add_option("--model", args->model, "Hugging Face model folder to read")
+      ->check(shell_expanded_path())
+      ->required();
   cmd->add_option("--out", args->out,
                   "Folder to write; an existing one is replaced whole once the new one is "
                   "complete")
+      ->check(shell_expanded_path())
       ->required();
   cmd->add_option("--dtype", args->dtype, "Weights dtype: bf16, f16 or f32")->capture_default_str();
   cmd->add_option("--max-shard-gb", args->max_shard_gb, "Shard size limit (GB, decimal)")

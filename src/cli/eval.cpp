@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/shell_expanded_path.h"
 #include "data/dataset.h"
 #include "data/seq_len_cut.h"
 #include "data/tokenizer.h"
@@ -322,7 +323,9 @@ void add_eval_command(CLI::App& app) {
       "eval",
       "Mean next-token cross-entropy of a model over a dataset, or (--task math) the exact-match "
       "accuracy of its greedy answers");
-  cmd->add_option("--model", args->model, "Hugging Face model folder")->required();
+  cmd->add_option("--model", args->model, "Hugging Face model folder")
+      ->check(shell_expanded_path())
+      ->required();
   cmd->add_option("--task", args->task,
                   "loss (mean cross-entropy) or math (greedy answers, final answer extracted and "
                   "compared: accuracy)")
@@ -332,7 +335,8 @@ void add_eval_command(CLI::App& app) {
                   "completion, output, or the last assistant turn)");
   cmd->add_option("--out", args->out,
                   "math: write each row's prompt, output, extracted answer, reference and verdict "
-                  "(JSONL)");
+                  "(JSONL)")
+      ->check(shell_expanded_path());
   cmd->add_option("--max-new-tokens", args->max_new_tokens, "math: answer tokens at most")
       ->capture_default_str();
   cmd->add_option("--stop", args->stop, "math: stop an answer at this text (repeatable)");
@@ -343,7 +347,9 @@ void add_eval_command(CLI::App& app) {
                   "math: device memory generation may use (GB; 0 = the GPU's free memory): "
                   "blocks that do not fit stream from host memory")
       ->capture_default_str();
-  cmd->add_option("--data", args->data, "JSONL (or JSON) dataset")->required();
+  cmd->add_option("--data", args->data, "JSONL (or JSON) dataset")
+      ->check(shell_expanded_path())
+      ->required();
   cmd->add_option("--format", args->format,
                   "auto (as train detects it), tokens ({\"input_ids\": [...]}, every next "
                   "token predicted) or a text format train reads (alpaca, query_response, "
@@ -354,7 +360,8 @@ void add_eval_command(CLI::App& app) {
                   "chat template, as data.template (default: the one a checkpoint was trained "
                   "with, else auto)");
   cmd->add_option("--tokenizer", args->tokenizer,
-                  "tokenizer.json or its folder (default: the model folder)");
+                  "tokenizer.json or its folder (default: the model folder)")
+      ->check(shell_expanded_path());
   // Ranges are checked in check_sizes, whose messages name the option.
   cmd->add_option("--seq-len", args->seq_len,
                   "tokens per row at most, as train.seq_len (default: whole rows, in windows "

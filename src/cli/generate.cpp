@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/shell_expanded_path.h"
 #include "data/unicode.h"
 #include "train/generation.h"
 #include "train/generation_setup.h"
@@ -241,12 +242,15 @@ void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand(
       "generate", "Generate text from a model: one --prompt (streamed) or every row of --data");
-  cmd->add_option("--model", args->model, "Hugging Face model folder")->required();
+  cmd->add_option("--model", args->model, "Hugging Face model folder")
+      ->check(shell_expanded_path())
+      ->required();
   cmd->add_option("--prompt", args->prompt,
                   "A user message, rendered with the chat template as training renders it");
   cmd->add_option("--data", args->data,
                   "JSONL (or JSON) rows: {\"input_ids\": [...]} or a format train reads (the "
-                  "prompt part is used)");
+                  "prompt part is used)")
+      ->check(shell_expanded_path());
   cmd->add_option("--format", args->format,
                   "auto, tokens, text, query_response, alpaca or sharegpt (for --data)")
       ->capture_default_str();
@@ -256,7 +260,8 @@ void add_generate_command(CLI::App& app) {
                   "chat template, as data.template (default: the one a checkpoint was trained "
                   "with, else auto)");
   cmd->add_option("--tokenizer", args->tokenizer,
-                  "tokenizer.json or its folder (default: the model folder)");
+                  "tokenizer.json or its folder (default: the model folder)")
+      ->check(shell_expanded_path());
   cmd->add_option("--max-new-tokens", args->max_new_tokens, "New tokens per row at most")
       ->capture_default_str();
   cmd->add_option("--temperature", args->temperature, "0 = greedy")->capture_default_str();

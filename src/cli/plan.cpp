@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/shell_expanded_path.h"
 #include "core/error.h"
 #include "exec/schedule.h"
 #include "models/context_limit.h"
@@ -350,14 +351,17 @@ void add_plan_command(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   auto* cmd = app.add_subcommand(
       "plan", "Solve the activation schedule (keep on GPU/host/disk or recompute) for a model");
-  cmd->add_option("--model", args->model, "Hugging Face model folder or config.json");
+  cmd->add_option("--model", args->model, "Hugging Face model folder or config.json")
+      ->check(shell_expanded_path());
   // As train: `lazytrain plan run.yaml` takes the config positionally too.
   cmd->add_option("config,--config", args->config,
-                  "a train config (YAML): print the run plan `lazytrain train` would run");
+                  "a train config (YAML): print the run plan `lazytrain train` would run")
+      ->check(shell_expanded_path());
   cmd->add_option("--set", args->overrides, "with --config: override a key (as train's --set)")
       ->allow_extra_args(false);
   cmd->add_option("--hardware", args->hardware,
-                  "hardware profile YAML (default: the H200 machine's figures)");
+                  "hardware profile YAML (default: the H200 machine's figures)")
+      ->check(shell_expanded_path());
   CLI::Option* batch_size_given =
       cmd->add_option("--batch-size", args->batch_size,
                       fmt::format("sequences per step (default: the smallest within {:g}% of the "
@@ -381,7 +385,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--no-fused-tail", args->apart_tail,
                 "run the last blocks and the head apart, never as one use (exec.fused_tail: off)");
   cmd->add_flag("--json", args->json, "print one JSON object");
-  cmd->add_option("--out", args->out, "write the schedule JSON here");
+  cmd->add_option("--out", args->out, "write the schedule JSON here")->check(shell_expanded_path());
   cmd->add_option("--gpus", args->gpus,
                   "data parallel over N GPUs: plan a rank's share of --batch-size (which must "
                   "divide by N), then the collectives and memory per rank and node")

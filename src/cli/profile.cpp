@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/shell_expanded_path.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "plan/profile.h"
@@ -29,8 +30,11 @@ void add_profile_command(CLI::App& app) {
   auto options = std::make_shared<plan::ProfileOptions>();
   auto disk_mb = std::make_shared<int64_t>(512);
   auto timing = std::make_shared<StageTimingArgs>();
-  cmd->add_option("--out", *out, "where to write the profile")->capture_default_str();
+  cmd->add_option("--out", *out, "where to write the profile")
+      ->check(shell_expanded_path())
+      ->capture_default_str();
   cmd->add_option("--disk-path", options->disk_path, "folder for the disk test and offload")
+      ->check(shell_expanded_path())
       ->capture_default_str();
   cmd->add_option("--disk-mb", *disk_mb, "MiB written and read back")
       ->capture_default_str()
@@ -40,7 +44,8 @@ void add_profile_command(CLI::App& app) {
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--model", timing->model,
                   "also time this model's stages (Hugging Face folder or config.json; random "
-                  "weights) into stage_times");
+                  "weights) into stage_times")
+      ->check(shell_expanded_path());
   cmd->add_option("--seq-len", timing->seq_len, "tokens per sequence for the stage times")
       ->capture_default_str();
   cmd->add_option("--batch-sizes", timing->batch_sizes,

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/shell_expanded_path.h"
 #include "core/error.h"
 #include "core/json_brief.h"
 #include "data/tokenizer.h"
@@ -181,12 +182,14 @@ void add_tokenize_command(CLI::App& app) {
          "--tokenizer", options->tokenizer,
          "tokenizer.json, or a folder with tokenizer.json, encoder.json + vocab.bpe (GPT-2), or "
          "tokenizer.model")
+      ->check(shell_expanded_path())
       ->required();
   cmd->add_flag("--decode", options->decode,
                 "Read ids ({\"ids\": [...]} or whitespace-separated), print text");
   cmd->add_flag("--json", options->json, "Print {\"ids\": [...]} instead of space-separated ids");
   // Hidden (empty group): for bench/tokenizer_bench.sh only.
   cmd->add_option("--bench", options->bench_file, "JSONL of documents to time encoding on")
+      ->check(shell_expanded_path())
       ->group("");
   cmd->add_option("--bench-rounds", options->bench_rounds, "timed passes over the documents")
       ->group("");

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/ranks.h"
+#include "cli/shell_expanded_path.h"
 #include "core/error.h"
 #include "train/trainer.h"
 
@@ -30,13 +31,15 @@ void add_train_command(CLI::App& app) {
   // `lazytrain train run.yaml` is what people type first: the config may
   // also come as the one positional argument.
   cmd->add_option("config,--config", args->config,
-                  "YAML config; without it the embedded demo is the base");
+                  "YAML config; without it the embedded demo is the base")
+      ->check(shell_expanded_path());
   cmd->add_option("--set", args->overrides, "Override a key: --set train.steps=10 (value is YAML)")
       ->allow_extra_args(false);
   auto* resume_option =
       cmd->add_option("--resume", args->resume,
                       "Continue from a checkpoint folder, or 'latest' in out.dir; without a "
-                      "config, the checkpoint's own train_config.yaml is the base");
+                      "config, the checkpoint's own train_config.yaml is the base")
+          ->check(shell_expanded_path());
   cmd->add_flag("--no-sample", args->no_sample, "Skip the greedy sample at the end");
   cmd->callback([args, resume_option] {
     // `--set a=1 b=2` leaves b=2 as the positional config: say what it is.

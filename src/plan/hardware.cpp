@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/shell_syntax.h"
 #include "data/json_fields.h"
 #include "plan/yaml_keys.h"
 
@@ -61,6 +62,10 @@ HardwareProfile HardwareProfile::from_yaml_text(const std::string& text,
        [&](const YAML::Node& n, const std::string& key) {
          LT_CHECK(n.IsScalar() && !n.Scalar().empty(), source, ": key '", key,
                   "': expected a path");
+         const std::string shell =
+             shell_syntax_message(n.Scalar(), "a hardware profile is not expanded by a shell");
+         LT_CHECK(shell.empty(), source, ": key '", key, "' (line ", n.Mark().line + 1,
+                  "): ", shell);
          p.disk_path = n.Scalar();
        }},
       {"h2d_gbps", number(p.h2d_gbps)},

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/shell_syntax.h"
 #include "optim/adamw8bit.h"
 #include "train/checkpoint.h"
 #include "train/demo_config.h"
@@ -88,6 +89,17 @@ Access integer(int64_t& field) {
 Access unsigned_integer(uint64_t& field) {
   return {[&field](const YAML::Node& n, const std::string& key) {
             field = scalar_as<uint64_t>(n, key, "a non-negative integer");
+          },
+          plain(field)};
+}
+// A path: a config is not read by a shell, so "~/runs" would name a
+// folder "~" here (core/shell_syntax.h).
+Access path(std::string& field) {
+  return {[&field](const YAML::Node& n, const std::string& key) {
+            field = n.IsNull() ? "" : scalar_as<std::string>(n, key, "a string");
+            const std::string shell =
+                shell_syntax_message(field, "a config is not expanded by a shell");
+            LT_CHECK(shell.empty(), "config key '", key, "'", where(n), ": ", shell);
           },
           plain(field)};
 }
@@ -187,7 +199,7 @@ Access source_list(std::vector<data::DataSource>& field) {
                        ": expected a mapping such as {path: rows.jsonl, weight: 1}");
               data::DataSource source;
               std::map<std::string, Access> fields;
-              fields.emplace("path", str(source.path));
+              fields.emplace("path", path(source.path));
               fields.emplace("format", str(source.format));
               fields.emplace("weight", number(source.weight));
               fields.emplace("template", str(source.template_name));
@@ -230,19 +242,19 @@ Access source_list(std::vector<data::DataSource>& field) {
 // The schema: every key the config knows, in the order to_yaml writes them.
 std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
   return {
-      {"model.path", str(c.model.path)},
+      {"model.path", path(c.model.path)},
       {"model.init", str(c.model.init)},
-      {"data.path", str(c.data.path)},
+      {"data.path", path(c.data.path)},
       {"data.sources", source_list(c.data.sources)},
       {"data.format", str(c.data.format)},
       {"data.template", str(c.data.template_name)},
-      {"data.tokenizer", str(c.data.tokenizer)},
+      {"data.tokenizer", path(c.data.tokenizer)},
       {"data.train_on_prompt", boolean(c.data.train_on_prompt)},
       {"data.pack", boolean(c.data.pack)},
       {"data.strict", boolean(c.data.strict)},
       {"data.prompt_field", str(c.data.prompt_field)},
       {"data.response_field", str(c.data.response_field)},
-      {"data.eval_path", str(c.data.eval_path)},
+      {"data.eval_path", path(c.data.eval_path)},
       {"data.eval_split", number(c.data.eval_split)},
       {"data.eval_task", str(c.data.eval_task)},
       {"data.eval_max_new_tokens", integer(c.data.eval_max_new_tokens)},
@@ -277,9 +289,9 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
        optional_non_negative(c.sched.min_lr, "a number", "min_lr_ratio x optim.lr")},
       {"sched.min_lr_ratio", number(c.sched.min_lr_ratio)},
       {"exec.mode", str(c.exec.mode)},
-      {"exec.schedule", str(c.exec.schedule)},
-      {"exec.hardware", str(c.exec.hardware)},
-      {"exec.disk_path", str(c.exec.disk_path)},
+      {"exec.schedule", path(c.exec.schedule)},
+      {"exec.hardware", path(c.exec.hardware)},
+      {"exec.disk_path", path(c.exec.disk_path)},
       {"exec.state_placement", str(c.exec.state_placement)},
       {"exec.weight_uploads", str(c.exec.weight_uploads)},
       {"exec.stages_on_device", str(c.exec.stages_on_device)},
@@ -298,7 +310,7 @@ std::vector<std::pair<std::string, Access>> schema(TrainConfig& c) {
       {"dist.bucket_mb", number(c.dist.bucket_mb)},
       {"dist.zero", integer(c.dist.zero)},
       {"dist.share_weights", boolean(c.dist.share_weights)},
-      {"out.dir", str(c.out.dir)},
+      {"out.dir", path(c.out.dir)},
       {"out.overwrite", boolean(c.out.overwrite)},
   };
 }

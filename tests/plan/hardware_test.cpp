@@ -44,6 +44,18 @@ TEST(HardwareProfile, ErrorsNameTheFileAndTheKey) {
   EXPECT_NE(e.find("/nonexistent/hw.yaml"), std::string::npos) << e;
 }
 
+// disk_path is a path, and a profile is not expanded by a shell: "~/nvme"
+// would name a folder "~" (core/shell_syntax.h).
+TEST(HardwareProfile, ADiskPathOnlyAShellExpandsIsRefused) {
+  const std::string e = error_of([] {
+    HardwareProfile::from_yaml_text("disk_gb: 2\ndisk_path: ${LT_TEST_NO_SUCH}/x\n", "hw.yaml");
+  });
+  EXPECT_NE(e.find("hw.yaml: key 'disk_path' (line 2): '${LT_TEST_NO_SUCH}/x' refers to "
+                   "${LT_TEST_NO_SUCH}, but a hardware profile is not expanded by a shell"),
+            std::string::npos)
+      << e;
+}
+
 TEST(HardwareProfile, WrittenYamlReadsBackTheSameValues) {
   HardwareProfile p;
   p.gpu_memory_gb = 70;

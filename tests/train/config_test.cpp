@@ -1,41 +1,10 @@
 // Config errors: every bad key or value is an lt::Error that names the key.
 #include <gtest/gtest.h>
 
-#include "train_helpers.h"
+#include "config_errors.h"
 
 namespace lt::train::testing {
 namespace {
-
-class ConfigErrors : public ::testing::Test {
- protected:
-  ConfigErrors() : tmp_("config") { write_random_tokens(tmp_ / "data.jsonl", 4, 97, 1); }
-  // A valid config with `train_extra` lines added to the train section and
-  // `tail` appended at the end.
-  std::string yaml(const std::string& train_extra = "", const std::string& tail = "",
-                   const std::string& model = "") const {
-    return "model:\n  path: \"" + (model.empty() ? fixture("llama").string() : model) +
-           "\"\ndata:\n  path: \"" + (tmp_ / "data.jsonl").string() +
-           "\"\n  format: tokens\ntrain:\n  steps: 2\n" + train_extra + "out:\n  dir: \"" +
-           (tmp_ / "out").string() + "\"\n" + tail;
-  }
-  // The message of the lt::Error that loading `text` (+ overrides) throws.
-  std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
-    const fs::path file = tmp_ / "run.yaml";
-    write_text(file, text);
-    try {
-      load_train_config(file.string(), overrides);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << "no error for:\n" << text;
-    return "";
-  }
-  TempDir tmp_;
-};
-
-#define EXPECT_MENTIONS(message, text)               \
-  EXPECT_NE((message).find(text), std::string::npos) \
-      << "'" << (message) << "' lacks '" << (text) << "'"
 
 TEST_F(ConfigErrors, TheValidBaseLoads) {
   TrainConfig c;
