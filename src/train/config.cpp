@@ -3,15 +3,19 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/shell_syntax.h"
 #include "optim/adamw8bit.h"
 #include "train/checkpoint.h"
+#include "train/config_yaml.h"
 #include "train/demo_config.h"
 
 namespace lt::train {
@@ -103,10 +107,25 @@ Access path(std::string& field) {
           },
           plain(field)};
 }
+// Every number is finite: .inf or .nan read from YAML would pass a check
+// such as lr > 0 and fail far from the key, or never.
+double finite_number(const YAML::Node& n, const std::string& key) {
+  // yaml-cpp takes a number past a double's range (1e400) for no number.
+  if (n.IsScalar()) {
+    errno = 0;
+    char* end = nullptr;
+    const double read = std::strtod(n.Scalar().c_str(), &end);
+    LT_CHECK(!(errno == ERANGE && std::isinf(read) && *end == '\0'), "config key '", key, "'",
+             where(n), ": must be a finite number, got '", n.Scalar(),
+             "', past the largest a double holds (about 1.8e308)");
+  }
+  const double value = scalar_as<double>(n, key, "a number");
+  LT_CHECK(std::isfinite(value), "config key '", key, "'", where(n),
+           ": must be a finite number, got '", n.Scalar(), "'");
+  return value;
+}
 Access number(double& field) {
-  return {[&field](const YAML::Node& n, const std::string& key) {
-            field = scalar_as<double>(n, key, "a number");
-          },
+  return {[&field](const YAML::Node& n, const std::string& key) { field = finite_number(n, key); },
           plain(field)};
 }
 // A number that may be left unset (YAML null, or absent): -1 stands for
@@ -118,7 +137,11 @@ Access optional_non_negative(T& field, const char* expected, const char* unset_m
               field = -1;
               return;
             }
-            field = scalar_as<T>(n, key, expected);
+            if constexpr (std::is_floating_point_v<T>) {
+              field = finite_number(n, key);
+            } else {
+              field = scalar_as<T>(n, key, expected);
+            }
             LT_CHECK(field >= 0, "config key '", key, "'", where(n),
                      ": must be >= 0 (or null: ", unset_means, "), got ", field);
           },
@@ -162,16 +185,15 @@ Access auto_on_off(std::string& field) {
           plain(field)};
 }
 Access numbers(std::vector<double>& field) {
-  return {
-      [&field](const YAML::Node& n, const std::string& key) {
-        LT_CHECK(n.IsSequence(), "config key '", key, "'", where(n),
-                 ": expected a list of numbers");
-        field.clear();
-        for (size_t i = 0; i < n.size(); ++i) {
-          field.push_back(scalar_as<double>(n[i], key + "[" + std::to_string(i) + "]", "a number"));
-        }
-      },
-      flow_list(field)};
+  return {[&field](const YAML::Node& n, const std::string& key) {
+            LT_CHECK(n.IsSequence(), "config key '", key, "'", where(n),
+                     ": expected a list of numbers");
+            field.clear();
+            for (size_t i = 0; i < n.size(); ++i) {
+              field.push_back(finite_number(n[i], key + "[" + std::to_string(i) + "]"));
+            }
+          },
+          flow_list(field)};
 }
 Access strings(std::vector<std::string>& field) {
   return {[&field](const YAML::Node& n, const std::string& key) {
@@ -205,7 +227,8 @@ Access source_list(std::vector<data::DataSource>& field) {
               fields.emplace("template", str(source.template_name));
               fields.emplace("split", str(source.split));
               std::map<std::string, std::string> seen_at;  // a field given twice: refused
-              for (const auto& entry : n[i]) {
+              const auto entries = entries_with_merges(n[i], "config key '" + item + "'", where);
+              for (const auto& entry : entries) {
                 LT_CHECK(entry.first.IsScalar(), "config key '", item, "'", where(entry.first),
                          ": expected a field name");
                 const std::string name = entry.first.Scalar();
@@ -344,7 +367,7 @@ void note_origins(std::map<std::string, std::string>& origins, const std::string
             note_inside(item, value[i]);
           }
         } else if (value.IsMap()) {
-          for (const auto& field : value) {
+          for (const auto& field : entries_with_merges(value, "config key '" + name + "'", where)) {
             const std::string inner = name + "." + field.first.Scalar();
             origins[inner] = origin(field.first);
             note_inside(inner, field.second);
@@ -384,7 +407,7 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
   // as exec.zenflow, whose keys are a mapping inside the section's).
   std::function<void(const YAML::Node&, const std::string&, const std::string&)> apply_entries =
       [&](const YAML::Node& map, const std::string& prefix, const std::string& section) {
-        for (const auto& entry : map) {
+        for (const auto& entry : entries_with_merges(map, source + ": '" + prefix + "'", where)) {
           const std::string key =
               prefix + "." + key_text(entry.first, source, "a key name in " + prefix);
           refuse_duplicate(key, entry.first);
@@ -413,9 +436,12 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
           note_origins(config.key_origins, key, entry, source);
         }
       };
-  for (const auto& section : root) {
+  for (const auto& section : entries_with_merges(root, source, where)) {
     const std::string name = key_text(section.first, source, "a section name");
     refuse_duplicate(name, section.first);
+    // A mapping of keys for sections to merge (defaults: &d, then
+    // train: {<<: *d}) is read where it is merged, not as a section.
+    if (!known_in_section.count(name) && merged_somewhere(root, section.second)) continue;
     if (!known_in_section.count(name)) {
       std::string sections;
       for (const auto& [known, keys_in_it] : known_in_section)
@@ -566,7 +592,8 @@ void TrainConfig::validate() const {
   LT_CHECK(train.keep_last >= 1, "config key 'train.keep_last' must be at least 1");
   LT_CHECK(train.max_bad_steps >= 1, "config key 'train.max_bad_steps' must be at least 1");
   check_one_of(optim.name, "optim.name", "adamw", "adamw8bit");
-  LT_CHECK(optim.lr > 0, "config key 'optim.lr' must be positive, got ", optim.lr);
+  // Finite already (finite_number); the optimizer alone would take 0.
+  LT_CHECK(optim.lr > 0, "config key 'optim.lr' must be a finite number above 0, got ", optim.lr);
   LT_CHECK(optim.betas.size() == 2 && optim.betas[0] >= 0 && optim.betas[0] < 1 &&
                optim.betas[1] >= 0 && optim.betas[1] < 1,
            "config key 'optim.betas' must be two numbers in [0, 1)");
@@ -726,13 +753,7 @@ void apply_file(TrainConfig& config, const std::string& file) {
   LT_CHECK(std::filesystem::exists(file), "config file '", file, "' does not exist");
   LT_CHECK(std::filesystem::is_regular_file(file), "config file '", file,
            "' is not a regular file");
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(file);
-  } catch (const YAML::Exception& e) {
-    fail(file, ": not valid YAML: ", e.what());
-  }
-  apply(config, root, file);
+  apply(config, load_config_yaml(file), file);
 }
 
 // The base, then the overrides, with "@assets/" paths resolved; unchecked.
