@@ -142,6 +142,10 @@ int64_t stage_weight_elements(const models::ModelConfig& c, int stage, bool embe
   return head_parameters(c) + (reads_embedding ? c.vocab_size * c.hidden_size : 0);
 }
 
+int64_t token_bytes(const TrainSizes& s) {
+  return 2 * s.batch_size * s.seq_len * kTokenId;  // the token ids and the targets
+}
+
 namespace {
 
 // Bytes of one thing the device holds (streaming_plan.h), in the compute
@@ -163,10 +167,6 @@ int64_t hold_bytes(const models::ModelConfig& c, const TrainSizes& s, const Hold
       return boundary_bytes(c, s);
   }
   return 0;
-}
-
-int64_t token_bytes(const TrainSizes& s) {
-  return 2 * s.batch_size * s.seq_len * kTokenId;  // the token ids and the targets
 }
 
 // What a stage use holds on the device besides boundaries, at its end

@@ -150,6 +150,9 @@ int64_t loss_chunk_rows(int64_t vocab, bool on_gpu);
 // Bytes of one boundary activation for the whole batch:
 // B * T * hidden * compute_bytes.
 int64_t boundary_bytes(const models::ModelConfig& config, const TrainSizes& sizes);
+// Bytes of the token ids and targets (i64) of sizes.batch_size sequences:
+// a step's, which the batcher makes on the host (and a GPU run copies).
+int64_t token_bytes(const TrainSizes& sizes);
 
 // Boundary-sized (whole batch) device buffers the streaming executor holds
 // at the worst point of a step, by kind. Boundary L (the head's input) is

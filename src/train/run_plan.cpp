@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <optional>
 
+#include "core/allocator.h"
+#include "core/bytes_text.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "dist/process.h"
 #include "models/context_limit.h"
 #include "models/hf_mapping.h"
@@ -337,8 +340,11 @@ std::string whole_model_read_back_refusal(const RunPlan& p, const models::ModelC
       static_cast<double>(p.placement.host_budget_bytes) / 1e9);
 }
 
-RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& model,
-                    PlanTarget target) {
+namespace {
+
+// resolve_run less its check of the host memory.
+RunPlan plan_run(const TrainConfig& requested, const models::ModelConfig& model,
+                 PlanTarget target) {
   try {
     models::check_seq_len_fits(requested.train.seq_len, "config key 'train.seq_len'", model,
                                requested.model.path);
@@ -504,6 +510,96 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   if (p.budget.items.empty() || chunk_changed)
     p.budget = exec::bytes_needed(model, p.sizes, p.schedule);
   if (p.predicted_step_s == 0 && p.device.is_cuda() && priced) price_named_schedule(c, model, p);
+  return p;
+}
+
+}  // namespace
+
+// Note [The plan in host memory]: on the CPU the device is the host, so
+// every byte of the resident plan is host memory, and exec.mode auto
+// compares it with nothing there (choose_for_run: no limit). A
+// train.batch_size of 10^9 on the demo planned 760 TB as "resident fits",
+// then failed in a host allocation of its first batch that named no key,
+// with out.dir written. On a GPU, and for a CPU-master executor on the CPU
+// stand-in, the plan's host space (masters, states, pinned buffers,
+// boundaries) is fitted to the host budget by the placement
+// (train/state_placement.h) and the planner; the stand-in's device space
+// is capped by exec.device_memory_gb. Not counted on a GPU are the step's
+// token ids and targets, which the batcher makes on the host for every
+// micro-batch of a step before they are copied. A plan whose host bytes,
+// so counted, exceed what is free now is refused here, before the weights
+// load and anything is written to out.dir, naming the keys that size the
+// batch (or the model, when one sequence a step is too many). A plan for
+// another machine's GPU (PlanTarget::ProfiledGpu) has no free memory here
+// to compare with.
+std::string host_memory_shortfall(const TrainConfig& c, const models::ModelConfig& model,
+                                  const RunPlan& p, int64_t free_bytes) {
+  using enum exec::MemorySpace;
+  const bool on_cpu = p.device.is_cpu();
+  if (on_cpu && p.executor != exec::ExecutorKind::Resident) return "";
+  exec::TrainSizes step = p.sizes;
+  step.batch_size = c.train.batch_size;
+  step.seq_len = c.train.seq_len;
+  // On the CPU the batch's ids are among the plan's device bytes.
+  const int64_t tokens = on_cpu ? 0 : exec::token_bytes(step);
+  const int64_t needed = p.budget.bytes(Host) + (on_cpu ? p.budget.bytes(Gpu) : 0) + tokens;
+  if (free_bytes < 0 || needed <= free_bytes) return "";
+  // What no batch makes smaller is the model's to say.
+  if (on_cpu) {
+    TrainConfig one = c;
+    one.train.batch_size = one.train.grad_accum = 1;
+    const int64_t least = resident_budget(one, model, false).bytes(Gpu);
+    if (least > free_bytes)
+      return fmt::format(
+          "the model of '{}' ({} parameters; its f32 weights, gradients and optimizer states, and "
+          "one sequence a step) needs {} of host memory, more than the {} free now, to train on "
+          "the CPU",
+          models::model_config_file(c.model.path), model.num_parameters(), bytes_text(least),
+          bytes_text(free_bytes));
+  }
+  std::string parts;
+  if (on_cpu) {
+    const exec::MemoryItem* largest = nullptr;
+    for (const exec::MemoryItem& item : p.budget.items)
+      if (item.space == Gpu && (!largest || item.bytes > largest->bytes)) largest = &item;
+    parts = " (on the CPU the device's memory is the host's" +
+            (largest ? "; its largest part: " + largest->what + ", " + bytes_text(largest->bytes)
+                     : std::string()) +
+            ")";
+  } else {
+    parts = fmt::format(
+        " (its host part, {}, and the step's token ids and targets, {}, which the batcher makes "
+        "on the host)",
+        bytes_text(p.budget.bytes(Host)), bytes_text(tokens));
+  }
+  // The activations are a micro-batch's; a step's ids are all its
+  // micro-batches' at once.
+  const bool fewer_per_micro_batch = on_cpu && p.accum_sequences > 1;
+  const auto origin = c.key_origins.find("train.batch_size");
+  return fmt::format(
+      "{}train.batch_size {} sequences of train.seq_len {} tokens: the run's plan (executor {} on "
+      "{}) needs {} of host memory{}, more than the {} free now. Lower train.batch_size or "
+      "train.seq_len{}",
+      origin != c.key_origins.end() ? origin->second + ": " : std::string(), c.train.batch_size,
+      c.train.seq_len, exec::executor_name(p.executor), p.device.str(), bytes_text(needed), parts,
+      bytes_text(free_bytes),
+      fewer_per_micro_batch
+          ? fmt::format(", or raise train.grad_accum ({} now): the activations are those of one "
+                        "micro-batch, train.batch_size / train.grad_accum = {} sequences",
+                        c.train.grad_accum, p.accum_sequences)
+          : std::string());
+}
+
+RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& model,
+                    PlanTarget target) {
+  RunPlan p = plan_run(requested, model, target);
+  // Note [The plan in host memory]; this machine's free memory is no
+  // limit of a plan for another's GPU.
+  if (p.free_memory_of == FreeMemoryOf::ThisMachine) {
+    const std::string shortfall = host_memory_shortfall(
+        requested, model, p, host_bytes_for_this_process(cpu_allocator().stats().current_bytes, 0));
+    LT_CHECK(shortfall.empty(), shortfall);
+  }
   return p;
 }
 

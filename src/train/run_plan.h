@@ -93,8 +93,18 @@ std::string whole_model_read_back_refusal(const RunPlan& p, const models::ModelC
 // memory alone. `lazytrain train` always resolves for ThisMachine.
 enum class PlanTarget { ThisMachine, ProfiledGpu };
 
+// Note [The plan in host memory] (run_plan.cpp): "" when the host memory
+// plan `p` of `c` needs fits `free_bytes` (< 0: unknown, no limit), else
+// why not, naming the keys that size the batch, or the model. The host
+// memory: on the CPU, all of a resident plan's bytes; on a GPU, the plan's
+// host space and the step's token ids and targets. resolve_run refuses a
+// plan of this machine with a shortfall against what is free now.
+std::string host_memory_shortfall(const TrainConfig& c, const models::ModelConfig& model,
+                                  const RunPlan& p, int64_t free_bytes);
+
 // The plan for `c` (validated) training `model`. A train.seq_len longer
-// than the model's max_position_embeddings is refused, naming both.
+// than the model's max_position_embeddings is refused, naming both; so is
+// a plan that does not fit the host memory free (host_memory_shortfall).
 RunPlan resolve_run(const TrainConfig& c, const models::ModelConfig& model,
                     PlanTarget target = PlanTarget::ThisMachine);
 

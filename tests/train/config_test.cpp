@@ -187,6 +187,28 @@ TEST_F(ConfigErrors, AModelLargerThanTheHostMemoryNamesItsConfig) {
   EXPECT_FALSE(fs::exists(tmp_ / "out" / "metrics.jsonl"));  // nothing ran
 }
 
+// A batch whose plan needs more host memory than there is stops at the
+// plan, naming the keys that size it, and leaves out.dir unmade: here 10^9
+// sequences of 32 tokens, whose token ids and targets alone are 2 x 10^9 x
+// 32 x 8 bytes = 512 GB, and whose activations are far more. (On the CPU
+// it planned as "resident fits", then failed allocating its first batch.)
+TEST_F(ConfigErrors, ABatchLargerThanTheHostMemoryIsRefusedAtThePlan) {
+  write_text(tmp_ / "run.yaml", yaml("  seq_len: 32\n  batch_size: 1000000000\n"));
+  std::string output;
+  EXPECT_NE(run_program({"train", (tmp_ / "run.yaml").string(), "--set", "train.device=cpu",
+                         "--set", "train.grad_accum=4"},
+                        tmp_ / "batch.log", &output),
+            0);
+  EXPECT_MENTIONS(output, (tmp_ / "run.yaml").string() +
+                              " (line 9): train.batch_size 1000000000 sequences of "
+                              "train.seq_len 32 tokens: the run's plan (executor resident on cpu)");
+  EXPECT_MENTIONS(output, "of host memory (on the CPU the device's memory is the host's;");
+  EXPECT_MENTIONS(output, "or raise train.grad_accum (4 now)");
+  EXPECT_MENTIONS(output, "250000000 sequences");  // a micro-batch
+  EXPECT_EQ(output.find("allocation"), std::string::npos) << output;
+  EXPECT_FALSE(fs::exists(tmp_ / "out")) << output;  // nothing written, not even the lock
+}
+
 // `lazytrain train run.yaml`: the config as the positional argument is
 // read as --config is (the same error from the same file), and giving both
 // is refused.

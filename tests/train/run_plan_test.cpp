@@ -135,5 +135,37 @@ TEST_F(RunPlanTest, PlanOnTheCpuLabelsTheDevicesBytesDevice) {
   }
 }
 
+// Note [The plan in host memory], against hand arithmetic. On a GPU the
+// host holds the plan's host space and the step's token ids and targets:
+// 2 x 1000 sequences x 100 tokens x 8 bytes = 1.6 MB, of which grad_accum
+// saves nothing (every micro-batch of a step is made at once).
+TEST_F(RunPlanTest, AGpuPlansHostMemoryCountsTheStepsTokenIds) {
+  TrainConfig c = config({"train.batch_size=1000", "train.grad_accum=4", "train.seq_len=100"});
+  RunPlan p;
+  p.device = Device::cuda(0);
+  p.executor = exec::ExecutorKind::Resident;
+  p.accum_sequences = 250;
+  p.budget.add(exec::MemorySpace::Gpu, "on the GPU, not the host", int64_t{1} << 40);
+  EXPECT_EQ(host_memory_shortfall(c, model(), p, 1'600'000), "");
+  EXPECT_EQ(host_memory_shortfall(c, model(), p, -1), "");  // unknown: no limit
+  std::string m = host_memory_shortfall(c, model(), p, 1'599'999);
+  EXPECT_NE(m.find("train.batch_size 1000 sequences of train.seq_len 100 tokens: the run's plan "
+                   "(executor resident on cuda:0) needs 1.60 MB of host memory (its host part, 0 "
+                   "bytes, and the step's token ids and targets, 1.60 MB, which the batcher makes "
+                   "on the host), more than the 1.60 MB free now. Lower train.batch_size or "
+                   "train.seq_len"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("grad_accum"), std::string::npos) << m;
+  // The plan's host space (pinned buffers and the like) counts beside them.
+  p.budget.add(exec::MemorySpace::Host, "pinned", 400'000);
+  EXPECT_NE(host_memory_shortfall(c, model(), p, 1'999'999), "");
+  EXPECT_EQ(host_memory_shortfall(c, model(), p, 2'000'000), "");
+  // A CPU-master executor on the CPU stand-in fitted its host space itself.
+  p.device = Device::cpu();
+  p.executor = exec::ExecutorKind::Streaming;
+  EXPECT_EQ(host_memory_shortfall(c, model(), p, 0), "");
+}
+
 }  // namespace
 }  // namespace lt::train::testing
