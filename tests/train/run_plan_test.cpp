@@ -161,6 +161,13 @@ TEST_F(RunPlanTest, AGpuPlansHostMemoryCountsTheStepsTokenIds) {
   p.budget.add(exec::MemorySpace::Host, "pinned", 400'000);
   EXPECT_NE(host_memory_shortfall(c, model(), p, 1'999'999), "");
   EXPECT_EQ(host_memory_shortfall(c, model(), p, 2'000'000), "");
+  // Allowed 1.5 times the free memory (resolve_run's refusal, as the count
+  // runs high): 2 MB fits 1.5 x 1,333,334 bytes and not 1.5 x 1,333,333,
+  // and the message gives the free memory itself.
+  EXPECT_EQ(host_memory_shortfall(c, model(), p, 1'333'334, 1.5), "");
+  m = host_memory_shortfall(c, model(), p, 1'333'333, 1.5);
+  EXPECT_NE(m.find("needs 2.00 MB of host memory"), std::string::npos) << m;
+  EXPECT_NE(m.find("more than the 1.33 MB free now"), std::string::npos) << m;
   // A CPU-master executor on the CPU stand-in fitted its host space itself.
   p.device = Device::cpu();
   p.executor = exec::ExecutorKind::Streaming;
