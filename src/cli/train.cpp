@@ -37,8 +37,9 @@ void add_train_command(CLI::App& app) {
       ->allow_extra_args(false);
   auto* resume_option =
       cmd->add_option("--resume", args->resume,
-                      "Continue from a checkpoint folder, or 'latest' in out.dir; without a "
-                      "config, the checkpoint's own train_config.yaml is the base")
+                      "Continue from a checkpoint folder (a relative one not in the current "
+                      "directory is out.dir's), or 'latest' in out.dir; without a config, the "
+                      "checkpoint's own train_config.yaml is the base")
           ->check(shell_expanded_path());
   cmd->add_flag("--no-sample", args->no_sample, "Skip the greedy sample at the end");
   cmd->callback([args, resume_option] {

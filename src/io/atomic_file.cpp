@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
+#include <vector>
 
 #include "core/error.h"
 
@@ -18,13 +20,32 @@ std::string errno_text() {
   return std::strerror(errno);
 }
 
+constexpr const char* kTempMark = ".tmp-";
+
 // Distinct per process and per call, so concurrent writers of the same
-// target (threads or processes) never share a temporary file.
+// target (threads or processes) never share a temporary file. The name's
+// layout is what is_atomic_temp_name recognises.
 std::filesystem::path temp_path_for(const std::filesystem::path& target, int attempt) {
   static std::atomic<uint64_t> counter{0};
-  std::string name = "." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                     std::to_string(counter.fetch_add(1)) + "-" + std::to_string(attempt);
+  std::string name = "." + target.filename().string() + kTempMark + std::to_string(::getpid()) +
+                     "-" + std::to_string(counter.fetch_add(1)) + "-" + std::to_string(attempt);
   return target.parent_path() / name;
+}
+
+// Whether `text` is `count` runs of decimal digits joined by '-'.
+bool is_numbers(std::string_view text, int count) {
+  for (int i = 0; i < count; ++i) {
+    const size_t digits = std::min(text.find('-'), text.size());
+    if (digits == 0 || !std::all_of(text.begin(), text.begin() + static_cast<ptrdiff_t>(digits),
+                                    [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+    text.remove_prefix(digits);
+    if (i + 1 < count) {
+      if (text.empty()) return false;
+      text.remove_prefix(1);  // the '-'
+    }
+  }
+  return text.empty();
 }
 
 }  // namespace
@@ -112,6 +133,28 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& tex
   AtomicFileWriter out(path);
   out.write(text);
   out.commit();
+}
+
+bool is_atomic_temp_name(const std::string& name) {
+  const size_t mark = name.rfind(kTempMark);
+  // "." and a target name of at least one character before the mark.
+  return name.size() > 1 && name[0] == '.' && mark != std::string::npos && mark > 1 &&
+         is_numbers(std::string_view(name).substr(mark + std::strlen(kTempMark)), 3);
+}
+
+int remove_stale_temp_files(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::vector<std::filesystem::path> stale;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    // symlink_status: a link of that name is not a writer's file, and what
+    // it points to is not this folder's.
+    if (std::filesystem::is_regular_file(entry.symlink_status()) &&
+        is_atomic_temp_name(entry.path().filename().string()))
+      stale.push_back(entry.path());
+  }
+  int removed = 0;
+  for (const auto& path : stale) removed += ::unlink(path.c_str()) == 0 ? 1 : 0;
+  return removed;
 }
 
 }  // namespace lt::io

@@ -42,4 +42,14 @@ class AtomicFileWriter {
 // Replaces `path` with `text` atomically (config.json, index json, ...).
 void write_file_atomic(const std::filesystem::path& path, const std::string& text);
 
+// Whether `name` is one of AtomicFileWriter's temporary file names,
+// ".<target>.tmp-<pid>-<count>-<attempt>".
+bool is_atomic_temp_name(const std::string& name);
+
+// Removes the temporary files that writers killed before their commit left
+// in `dir` (regular files of AtomicFileWriter's naming only; links, folders
+// and subfolders are left alone) and returns how many. Only where no
+// writer works now: a run's out.dir under its lock, at its start.
+int remove_stale_temp_files(const std::filesystem::path& dir);
+
 }  // namespace lt::io

@@ -1,5 +1,7 @@
 #include "train/checkpoint.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "core/bytes_text.h"
 #include "io/atomic_file.h"
 #include "io/hf_folder.h"
 #include "io/hf_model.h"
@@ -163,6 +166,73 @@ fs::path set_aside(const fs::path& dir) {
   return aside;
 }
 
+// "out/step-3 is a symbolic link to 'x'": the start of the messages that
+// refuse to save over a link (Note [Links in out.dir]).
+std::string link_text(const fs::path& link) {
+  std::error_code ec;
+  return link.string() + " is a symbolic link to '" + fs::read_symlink(link, ec).string() + "'";
+}
+
+// Note [A save short of room] (checkpoint.h): what to do, when out_dir's
+// file system has less room than a checkpoint takes; "" when it has room
+// (the save failed for another reason) or its room is unknown.
+std::string short_of_room(const fs::path& out_dir, int64_t step, const CheckpointOptions& options) {
+  std::error_code ec;
+  int64_t free = 0;
+  if (options.free_bytes) {
+    free = options.free_bytes(out_dir);
+  } else {
+    const fs::space_info space = fs::space(out_dir, ec);
+    if (ec) return "";
+    free = static_cast<int64_t>(space.available);
+  }
+  // Only this run's own folders: a link's bytes lie elsewhere.
+  std::vector<fs::path> own;
+  for (fs::path& dir : complete_checkpoints(out_dir))
+    if (!is_link(dir)) own.push_back(std::move(dir));
+  const int64_t needed = own.empty() ? options.expected_bytes : folder_bytes(own.back());
+  // A file system counts blocks and metadata beyond the files' bytes: a
+  // save can fail with a little more free than `needed`. 1% and 1 MiB
+  // cover a checkpoint's handful of files.
+  if (needed <= 0 || free >= needed + needed / 100 + (int64_t{1} << 20)) return "";
+  std::string text = fmt::format(
+      "cannot save step {}: out.dir '{}' is short of room: its file system has {} free, and a "
+      "checkpoint takes about {}{}. train.keep_last prunes older checkpoints only once a save "
+      "has succeeded, so that a failed save costs none of them. ",
+      step, out_dir.string(), bytes_text(free), bytes_text(needed),
+      own.empty() ? "" : " (the size of " + own.back().filename().string() + ")");
+  if (own.empty())
+    return text +
+           "No checkpoint is saved in out.dir yet: free room on that file system (or set another "
+           "out.dir), then run again";
+  std::vector<std::string> older;
+  for (size_t i = 0; i + 1 < own.size(); ++i)
+    older.push_back(
+        fmt::format("{} ({})", own[i].filename().string(), bytes_text(folder_bytes(own[i]))));
+  const std::string newest = own.back().filename().string();
+  if (older.empty())
+    return text + fmt::format(
+                      "out.dir holds no checkpoint besides {}, the one --resume latest continues "
+                      "from: free room elsewhere on that file system, then --resume latest",
+                      newest);
+  return text + fmt::format(
+                    "Checkpoints in out.dir besides {}, the one --resume latest continues from: "
+                    "{}. Remove those you do not need (or free room elsewhere on that file "
+                    "system), then --resume latest",
+                    newest, fmt::join(older, ", "));
+}
+
+// The message of the exception in flight.
+std::string what_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
 void write_text(const fs::path& path, const std::string& text) {
   io::AtomicFileWriter w(path);
   w.write(text);
@@ -179,8 +249,11 @@ void mark_as_ours(const fs::path& dir) {
 }
 
 // Removes a folder this program made, its marker last, so that a crash
-// midway leaves a folder the next start still recognises and clears.
+// midway leaves a folder the next start still recognises and clears. Never
+// through a link (Note [Links in out.dir]).
 void remove_marked_dir(const fs::path& dir) {
+  LT_CHECK(!is_link(dir), link_text(dir),
+           ", not a folder this program made; it is left alone: move it out of out.dir");
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().filename() != kSaveMarker) fs::remove_all(entry.path());
   }
@@ -192,7 +265,9 @@ void remove_marked_dir(const fs::path& dir) {
 // marked, renamed out of the step-N namespace (one atomic rename), then
 // removed.
 void remove_checkpoint_dir(const fs::path& dir) {
-  if (!fs::exists(dir)) return;
+  if (!fs::exists(fs::symlink_status(dir))) return;
+  LT_CHECK(!is_link(dir), link_text(dir),
+           ", not this run's checkpoint; it is left alone: move it out of out.dir");
   const std::string problem = inspect(dir).problem;
   LT_CHECK(problem.empty(), dir.string(), " is not a lazytrain checkpoint (", problem,
            "); it is left alone: move it out of out.dir");
@@ -272,8 +347,12 @@ void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,
 fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
                          const std::vector<std::pair<std::string, Tensor>>& optimizer_state,
                          const TrainerState& state, const CheckpointOptions& options) {
-  fs::create_directories(out_dir);
+  LT_CHECK(fs::is_directory(out_dir), "cannot save step ", state.step, ": out.dir '",
+           out_dir.string(), "' is not there");
   const fs::path final_dir = out_dir / ("step-" + std::to_string(state.step));
+  LT_CHECK(!is_link(final_dir), "cannot save step ", state.step, ": ", link_text(final_dir),
+           ", not this run's checkpoint; the run deletes nothing through a link, nor the link: "
+           "move it out of out.dir");
   const std::string problem = fs::exists(final_dir) ? inspect(final_dir).problem : "";
   const bool damaged = is_damaged_checkpoint(final_dir, problem);
   LT_CHECK(problem.empty() || damaged, "cannot save step ", state.step, ": ", final_dir.string(),
@@ -281,7 +360,9 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
   const fs::path tmp =
       out_dir / (".step-" + std::to_string(state.step) + ".tmp-" + std::to_string(getpid()));
   if (fs::exists(tmp / kSaveMarker)) remove_marked_dir(tmp);
-  fs::create_directory(tmp);
+  // Made here, not found: a link or a folder of that name is not this save's.
+  LT_CHECK(fs::create_directory(tmp), "cannot save step ", state.step, ": ", tmp.string(),
+           " is there and is not this program's; move it out of out.dir");
   try {
     mark_as_ours(tmp);
     write_checkpoint_files(tmp, model, optimizer_state, state, options);
@@ -308,13 +389,18 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
     // the next start.
     std::error_code ec;
     fs::remove_all(tmp, ec);
+    if (const std::string advice = short_of_room(out_dir, state.step, options); !advice.empty())
+      fail(advice, " (", what_of(std::current_exception()), ")");
     throw;
   }
   fs::remove(final_dir / kSaveMarker);
 
-  const auto all = complete_checkpoints(out_dir);
-  for (size_t i = 0; i + static_cast<size_t>(options.keep_last) < all.size(); ++i) {
-    if (all[i] != final_dir) remove_checkpoint_dir(all[i]);
+  // Only this run's own folders are pruned: Note [Links in out.dir].
+  std::vector<fs::path> own;
+  for (fs::path& dir : complete_checkpoints(out_dir))
+    if (!is_link(dir)) own.push_back(std::move(dir));
+  for (size_t i = 0; i + static_cast<size_t>(options.keep_last) < own.size(); ++i) {
+    if (own[i] != final_dir) remove_checkpoint_dir(own[i]);
   }
   return final_dir;
 }
@@ -322,7 +408,8 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
 fs::path make_shard_folder(const fs::path& out_dir, int64_t step) {
   const fs::path dir = out_dir / (".step-" + std::to_string(step) + ".shards");
   if (fs::exists(dir / kSaveMarker)) remove_marked_dir(dir);
-  fs::create_directories(dir);
+  LT_CHECK(fs::create_directory(dir), dir.string(),
+           " is there and is not this program's; move it out of out.dir");
   mark_as_ours(dir);
   return dir;
 }
@@ -332,7 +419,8 @@ void remove_stale_saves(const fs::path& out_dir) {
   std::vector<fs::path> stale;
   for (const auto& entry : fs::directory_iterator(out_dir)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind(".step-", 0) != 0) continue;
+    // A link is not a save's folder, whatever it points to: Note [Links in out.dir].
+    if (entry.is_symlink() || !entry.is_directory() || name.rfind(".step-", 0) != 0) continue;
     if (fs::exists(entry.path() / kSaveMarker) || fs::is_empty(entry.path()))
       stale.push_back(entry.path());
   }
@@ -345,6 +433,10 @@ void check_no_foreign_step_folders(const fs::path& out_dir, int64_t first_step, 
     const std::string name = entry.path().filename().string();
     const auto n = step_of(name);
     if (!n || *n <= first_step || *n > last_step) continue;
+    if (is_link(entry.path()))
+      fail(link_text(entry.path()), ", and this run may save step ", *n,
+           " there; move it out of out.dir (the run deletes nothing through a link, nor the link: "
+           "it is not this run's)");
     const std::string problem = inspect(entry.path()).problem;
     if (problem.empty() || is_damaged_checkpoint(entry.path(), problem)) continue;
     fail(entry.path().string(), " is not a lazytrain checkpoint (", problem,
@@ -357,6 +449,21 @@ std::vector<fs::path> saved_checkpoints(const fs::path& out_dir) {
   return complete_checkpoints(out_dir);
 }
 
+bool is_link(const fs::path& path) {
+  std::error_code ec;
+  return fs::is_symlink(fs::symlink_status(path, ec));
+}
+
+int64_t folder_bytes(const fs::path& dir) {
+  std::error_code ec;
+  int64_t bytes = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
+    if (fs::is_regular_file(entry.symlink_status()))
+      bytes += static_cast<int64_t>(entry.file_size(ec));
+  }
+  return bytes;
+}
+
 fs::path resolve_checkpoint(const std::string& resume, const fs::path& out_dir,
                             std::vector<std::string>* skipped) {
   LT_CHECK(!resume.empty(),
@@ -367,12 +474,27 @@ fs::path resolve_checkpoint(const std::string& resume, const fs::path& out_dir,
              ") in '", out_dir.string(), "'");
     return all.back();
   }
-  LT_CHECK(fs::exists(fs::path(resume) / kStateFile), "--resume: '", resume,
+  // A relative name is the current directory's, as the shell's; one that is
+  // not there but is in out.dir ("--resume step-10") is out.dir's.
+  fs::path dir = resume;
+  std::error_code ec;
+  if (dir.is_relative() && !fs::exists(fs::symlink_status(dir, ec)) && !out_dir.empty() &&
+      fs::exists(out_dir / dir, ec))
+    dir = out_dir / dir;
+  if (!fs::exists(dir, ec)) {
+    fail("--resume: '", resume, "' is not there",
+         dir.is_relative()
+             ? " (in the current directory, " + fs::current_path(ec).string() +
+                   (out_dir.empty() ? "" : ", nor in out.dir '" + out_dir.string() + "'") + ")"
+             : "",
+         "; give a checkpoint folder (out.dir/step-N) or 'latest'");
+  }
+  LT_CHECK(fs::exists(dir / kStateFile), "--resume: '", dir.string(),
            "' is not a checkpoint folder (no ", kStateFile, ")");
-  const std::string problem = inspect(resume).problem;
-  LT_CHECK(problem.empty(), "--resume: '", resume, "' is a damaged checkpoint (", problem,
+  const std::string problem = inspect(dir).problem;
+  LT_CHECK(problem.empty(), "--resume: '", dir.string(), "' is a damaged checkpoint (", problem,
            "); resume from another (--resume latest takes the newest whole one)");
-  return resume;
+  return dir;
 }
 
 TrainerState read_trainer_state(const fs::path& dir) {

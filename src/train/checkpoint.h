@@ -85,6 +85,13 @@ struct CheckpointOptions {
   // built-in layout (train/trained_template.h): written over the copied
   // tokenizer's (io::write_chat_template). Empty: the copies stay as they are.
   std::string chat_template = {};
+  // What a checkpoint takes on disk when out_dir holds none to measure
+  // (checkpoint_bytes, train/schedule_auto.h), for the message of a save
+  // that finds too little room; 0: unknown.
+  int64_t expected_bytes = 0;
+  // The free bytes of out_dir's file system; null: std::filesystem::space.
+  // A test's stand-in for a full disk.
+  std::function<int64_t(const std::filesystem::path&)> free_bytes = nullptr;
 };
 
 // A hidden folder in out_dir (".step-N.shards") for the files the ranks
@@ -94,10 +101,22 @@ struct CheckpointOptions {
 std::filesystem::path make_shard_folder(const std::filesystem::path& out_dir, int64_t step);
 
 // Writes out_dir/step-<state.step>/ and removes all but the `keep_last`
-// most recently saved checkpoints. Returns the folder written. A failed
-// save removes its temporary folder and leaves the earlier ones intact; a
-// step-N folder that is not a checkpoint is never replaced (a damaged one
-// is set aside: Note [A damaged checkpoint]).
+// most recently saved checkpoints. Returns the folder written. out_dir must
+// be there (the run's lock made it): a folder deleted under a run is not
+// made again. A failed save removes its temporary folder and leaves the
+// earlier ones intact; a step-N folder that is not a checkpoint is never
+// replaced (a damaged one is set aside: Note [A damaged checkpoint]), nor
+// is a link (Note [Links in out.dir]).
+//
+// Note [A save short of room]: keep_last prunes only after a save
+// succeeds, so that a failed save never leaves fewer checkpoints than
+// before; on a nearly full disk a resume with a smaller keep_last then
+// fails as the run did. When a save fails and out_dir's file system has
+// less room than a checkpoint takes (the newest one's size, else
+// `expected_bytes`), the error says both figures, lists out_dir's
+// checkpoints other than the newest (the one `--resume latest` continues
+// from) with their sizes, and says to remove what is not needed and
+// `--resume latest`; the write's own error follows.
 std::filesystem::path save_checkpoint(
     const std::filesystem::path& out_dir, const models::CausalLM& model,
     const std::vector<std::pair<std::string, Tensor>>& optimizer_state, const TrainerState& state,
@@ -114,12 +133,21 @@ void remove_stale_saves(const std::filesystem::path& out_dir);
 void check_no_foreign_step_folders(const std::filesystem::path& out_dir, int64_t first_step,
                                    int64_t last_step);
 
-// The checkpoints in out_dir, oldest save first.
+// The checkpoints in out_dir, oldest save first; links to one included
+// (Note [Links in out.dir]).
 std::vector<std::filesystem::path> saved_checkpoints(const std::filesystem::path& out_dir);
 
+// Whether `path` is a symbolic link (Note [Links in out.dir]).
+bool is_link(const std::filesystem::path& path);
+
+// The bytes of the files under `dir`, links not followed.
+int64_t folder_bytes(const std::filesystem::path& dir);
+
 // "latest" = the most recently saved complete checkpoint in out_dir;
-// anything else is a checkpoint folder, refused when it is damaged. Throws
-// naming what is missing or damaged.
+// anything else is a checkpoint folder, refused when it is damaged. A
+// relative folder that is not in the current directory but is in out_dir
+// ("step-10") is out_dir's (the caller says so: the path returned is not
+// `resume`). Throws naming what is missing or damaged.
 // With "latest", `skipped` (when given) gets each step-N folder that was
 // passed over, with why: "out/step-305 (trainer_state.json is malformed
 // (...))".

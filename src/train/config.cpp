@@ -844,9 +844,12 @@ TrainConfig load_train_config_for(const std::string& file,
                                   const std::vector<std::string>& overrides,
                                   const std::string* resume) {
   if (resume == nullptr || !file.empty()) return load_train_config(file, overrides);
-  // Which out.dir "latest" looks in: the overrides', else the demo's.
+  // Which out.dir "latest" looks in, and a relative folder not in the
+  // current directory ("step-10"): the overrides', else the demo's.
+  const bool in_out_dir = *resume == "latest" || (std::filesystem::path(*resume).is_relative() &&
+                                                  !std::filesystem::exists(*resume));
   const std::filesystem::path out_dir =
-      *resume == "latest" ? std::filesystem::path(assemble("", overrides).out.dir) : "";
+      in_out_dir ? std::filesystem::path(assemble("", overrides).out.dir) : "";
   const std::filesystem::path dir = resolve_checkpoint(*resume, out_dir);
   const std::filesystem::path saved = dir / "train_config.yaml";
   LT_CHECK(std::filesystem::is_regular_file(saved), "--resume ", *resume, ": ", saved.string(),

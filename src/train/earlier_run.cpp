@@ -35,6 +35,34 @@ std::vector<fs::path> checkpoints_after(const fs::path& out_dir, int64_t step,
   return later;
 }
 
+// Removes the checkpoints `dirs` but the links among them (Note [Links in
+// out.dir], train/checkpoint.h), and says which went and which stayed:
+// "out.overwrite: removed {what} (...)".
+void remove_checkpoints(const std::vector<fs::path>& dirs, const std::string& what) {
+  std::vector<std::string> removed, links;
+  for (const fs::path& dir : dirs) {
+    if (is_link(dir)) {
+      links.push_back(dir.filename().string());
+      continue;
+    }
+    fs::remove_all(dir);
+    removed.push_back(dir.filename().string());
+  }
+  if (!removed.empty())
+    fmt::print("out.overwrite: removed {} ({})\n", what, fmt::join(removed, ", "));
+  if (links.size() == 1)
+    fmt::print(
+        "out.overwrite: left {}, a symbolic link (not this run's); remove it yourself if it is "
+        "not needed\n",
+        links.front());
+  if (links.size() > 1)
+    fmt::print(
+        "out.overwrite: left {}, symbolic links (not this run's); remove them yourself if they "
+        "are not needed\n",
+        fmt::join(links, ", "));
+  std::fflush(stdout);  // before the progress lines on stderr, also when piped
+}
+
 std::vector<std::string> names_of(const std::vector<fs::path>& dirs) {
   std::vector<std::string> names;
   for (const fs::path& dir : dirs) names.push_back(dir.filename().string());
@@ -66,12 +94,8 @@ void refuse_resume_over_later_checkpoints(const fs::path& out_dir, const fs::pat
 }
 
 void remove_later_checkpoints(const fs::path& out_dir, int64_t step) {
-  const std::vector<fs::path> later = checkpoints_after(out_dir, step);
-  for (const fs::path& dir : later) fs::remove_all(dir);
-  if (later.empty()) return;
-  fmt::print("out.overwrite: removed the checkpoints of steps after the resumed {} ({})\n", step,
-             fmt::join(names_of(later), ", "));
-  std::fflush(stdout);  // before the progress lines on stderr, also when piped
+  remove_checkpoints(checkpoints_after(out_dir, step),
+                     fmt::format("the checkpoints of steps after the resumed {}", step));
 }
 
 void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir) {
@@ -96,15 +120,7 @@ void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir) {
 }
 
 void remove_earlier_checkpoints(const std::filesystem::path& out_dir) {
-  std::vector<std::string> removed;
-  for (const std::filesystem::path& earlier : saved_checkpoints(out_dir)) {
-    std::filesystem::remove_all(earlier);
-    removed.push_back(earlier.filename().string());
-  }
-  if (removed.empty()) return;
-  fmt::print("out.overwrite: removed the earlier run's checkpoints ({})\n",
-             fmt::join(removed, ", "));
-  std::fflush(stdout);  // before the progress lines on stderr, also when piped
+  remove_checkpoints(saved_checkpoints(out_dir), "the earlier run's checkpoints");
 }
 
 }  // namespace lt::train

@@ -20,6 +20,8 @@ void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir);
 // go once it is set up (saying which), not one by one as keep_last prunes,
 // which left the earlier run's higher-numbered step-N beside this run's as
 // if it were this run's progress.
+// A link among them stays, saying so (Note [Links in out.dir],
+// train/checkpoint.h); so too in remove_later_checkpoints.
 void remove_earlier_checkpoints(const std::filesystem::path& out_dir);
 
 // A resume from a checkpoint at `step` into an out.dir holding checkpoints

@@ -37,6 +37,36 @@ std::vector<fs::path> missing_folders(const fs::path& dir) {
   return missing;
 }
 
+// Why out_dir cannot be made a folder, as the user would say it ("" when
+// it is one, or may be one: then create_directories says what fails). The
+// path itself, or else the nearest one above it that names something, is
+// looked at: a file there, or a link to nothing (create_directories says
+// only "File exists" or "Not a directory").
+std::string not_a_folder(const fs::path& out_dir) {
+  std::error_code ec;
+  fs::path p = out_dir;
+  fs::file_status own = fs::symlink_status(p, ec);
+  while (!fs::exists(own)) {
+    if (!p.has_parent_path() || p.parent_path() == p) return "";
+    p = p.parent_path();
+    own = fs::symlink_status(p, ec);
+  }
+  const fs::file_status target = fs::status(p, ec);
+  if (fs::is_directory(target)) return "";
+  std::string what = "out.dir '" + out_dir.string() + "'";
+  if (p != out_dir) what += " cannot be made: '" + p.string() + "'";
+  if (fs::is_symlink(own)) {
+    const std::string to = fs::read_symlink(p, ec).string();
+    if (!fs::exists(target))
+      return what + " is a symbolic link to '" + to +
+             "', which does not exist; make that folder, or set another out.dir";
+    return what + " is a symbolic link to '" + to +
+           "', which is a file, not a folder; set another out.dir";
+  }
+  return what + (fs::is_regular_file(target) ? " is a file, not a folder" : " is not a folder") +
+         "; set another out.dir";
+}
+
 // Whether `fd` is still the file at `path` (a run that failed may have
 // removed the file between our open and our flock).
 bool is_file_at(int fd, const fs::path& path) {
@@ -125,6 +155,7 @@ void OutDirLock::on_signal_in_setup(int signal) {
 }
 
 OutDirLock::OutDirLock(const fs::path& out_dir) : out_dir_(out_dir), path_(out_dir / ".lock") {
+  if (const std::string why = not_a_folder(out_dir); !why.empty()) fail(why);
   // A few rounds: each one that fails lost a race with a run that removed
   // the file (or its folder) as it failed.
   for (int attempt = 0; attempt < 100; ++attempt) {
@@ -173,6 +204,16 @@ void OutDirLock::remove_what_it_made() const noexcept {
   for (const fs::path& dir : made_dirs_) {
     if (::rmdir(dir.c_str()) != 0) break;  // not empty (another run's, or files left): kept
   }
+}
+
+std::string OutDirLock::lost() const {
+  if (fd_ < 0) return "";
+  struct stat named {};
+  if (::stat(path_.c_str(), &named) != 0)
+    return errno == ENOENT || errno == ENOTDIR ? "its lock file " + path_.string() + " is gone"
+                                               : "";
+  if (!is_file_at(fd_, path_)) return path_.string() + " is another lock file now";
+  return "";
 }
 
 void OutDirLock::commit() {

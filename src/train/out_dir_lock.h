@@ -14,6 +14,7 @@
 // A run stopped by SIGINT or SIGTERM in that time leaves it so too (Note
 // [An interrupted setup] in out_dir_lock.cpp).
 #include <filesystem>
+#include <string>
 #include <vector>
 
 namespace lt::train {
@@ -21,7 +22,9 @@ namespace lt::train {
 class OutDirLock {
  public:
   // Creates out_dir if needed and takes the lock, or throws naming out.dir
-  // and the PID of the run holding it.
+  // and the PID of the run holding it. An out.dir that cannot be a folder
+  // (a file, a link to nothing, a file where a folder above it would go)
+  // is refused saying which.
   explicit OutDirLock(const std::filesystem::path& out_dir);
   // Without commit(): removes the lock file and the folders this lock made.
   ~OutDirLock();
@@ -31,6 +34,12 @@ class OutDirLock {
   // The run writes into out.dir from now on: the lock file and the folders
   // made for it stay, also when a signal ends the process.
   void commit();
+
+  // "" while out_dir/.lock is still the file this lock holds; else what
+  // became of it ("... is gone", "... is another file now"): out.dir was
+  // deleted, moved or replaced under the run, and another run may hold a
+  // lock there now. One stat(2), cheap enough for every step.
+  std::string lost() const;
 
  private:
   // Removes the lock file (when this lock made it) and the folders made for

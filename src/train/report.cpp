@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -20,8 +21,9 @@ namespace lt::train {
 
 namespace fs = std::filesystem;
 
-MetricsWriter::MetricsWriter(const fs::path& path, bool resuming, int64_t first_step)
-    : path_(path), tensorboard_(tensorboard_dir(path.parent_path())) {
+MetricsWriter::MetricsWriter(const fs::path& path, bool resuming, int64_t first_step,
+                             std::function<void(const std::string&)> warn)
+    : path_(path), warn_(std::move(warn)) {
   if (resuming && fs::exists(path)) {
     std::ifstream in(path);
     std::string kept, line;
@@ -40,7 +42,34 @@ MetricsWriter::MetricsWriter(const fs::path& path, bool resuming, int64_t first_
     out_.open(path, std::ios::trunc);
   }
   LT_CHECK(out_.good(), path.string(), ": cannot open for writing");
-  tensorboard_.mark_restart(first_step);
+  try {
+    tensorboard_.emplace(tensorboard_dir(path.parent_path()));
+  } catch (const Error& e) {
+    say(std::string("warning: no TensorBoard logs for this run: ") + e.what() +
+        "; metrics.jsonl has every step");
+  }
+  to_tensorboard([&](io::TensorBoardEventWriter& tb) { tb.mark_restart(first_step); },
+                 "at its start");
+}
+
+void MetricsWriter::to_tensorboard(const std::function<void(io::TensorBoardEventWriter&)>& write,
+                                   const std::string& when) {
+  if (!tensorboard_) return;
+  try {
+    write(*tensorboard_);
+  } catch (const Error& e) {
+    const std::string warning = "warning: TensorBoard logging stopped " + when + ": " + e.what() +
+                                "; the run goes on, and metrics.jsonl has every step";
+    tensorboard_.reset();
+    say(warning);
+  }
+}
+
+void MetricsWriter::say(const std::string& warning) const {
+  if (warn_)
+    warn_(warning);
+  else
+    std::fprintf(stderr, "%s\n", warning.c_str());
 }
 
 void MetricsWriter::write(const nlohmann::json& line) {
@@ -50,8 +79,12 @@ void MetricsWriter::write(const nlohmann::json& line) {
   // A lost metrics line is lost work: stop, as a failed save does.
   LT_CHECK(out_.good(), path_.string(), ": cannot write step ", line.value("step", int64_t{-1}),
            "'s metrics (", errno != 0 ? std::strerror(errno) : "write failed",
-           "); free space or fix the file, then --resume latest");
-  tensorboard_.add_scalars(line.at("step").get<int64_t>(), tensorboard_scalars(line));
+           "): the run stops here, as its record of steps would have a gap; free space or fix the "
+           "file");
+  const int64_t step = line.at("step").get<int64_t>();
+  to_tensorboard(
+      [&](io::TensorBoardEventWriter& tb) { tb.add_scalars(step, tensorboard_scalars(line)); },
+      "at step " + std::to_string(step));
 }
 
 fs::path tensorboard_dir(const fs::path& out_dir) {

@@ -4,8 +4,10 @@
 // these are.
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,15 +28,26 @@ namespace lt::train {
 // event file under tensorboard_dir(path's folder). The file starts with a
 // restart mark at `first_step`, so that TensorBoard, like the lines, drops
 // what an earlier run in the same folder logged from that step on.
+// A TensorBoard write that fails (a full disk) ends TensorBoard logging
+// with one warning to `warn` (null: stderr) and the run goes on: the event
+// file is a copy of metrics.jsonl, and losing it loses no work.
 class MetricsWriter {
  public:
-  MetricsWriter(const std::filesystem::path& path, bool resuming, int64_t first_step);
+  MetricsWriter(const std::filesystem::path& path, bool resuming, int64_t first_step,
+                std::function<void(const std::string&)> warn = nullptr);
   void write(const nlohmann::json& line);
 
  private:
+  // Runs `write` on the TensorBoard writer while there is one; a failure
+  // warns and ends TensorBoard logging. `when`: "at step N", for the warning.
+  void to_tensorboard(const std::function<void(io::TensorBoardEventWriter&)>& write,
+                      const std::string& when);
+  void say(const std::string& warning) const;  // to warn_, else stderr
+
   std::filesystem::path path_;
   std::ofstream out_;
-  io::TensorBoardEventWriter tensorboard_;
+  std::optional<io::TensorBoardEventWriter> tensorboard_;
+  std::function<void(const std::string&)> warn_;
 };
 
 // Where a run's TensorBoard event files go: out_dir/tb.

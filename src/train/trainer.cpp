@@ -49,6 +49,7 @@
 #include "train/report.h"
 #include "train/run_plan.h"
 #include "train/run_setup.h"
+#include "train/schedule_auto.h"
 #include "train/trained_template.h"
 #include "train/weights_source.h"
 #ifdef LT_WITH_CUDA
@@ -366,6 +367,11 @@ struct Run {
   optim::ScheduleOptions lr_schedule;
   TrainerState state;
   fs::path last_saved;
+  // Rank 0's lock on out.dir (null on the other ranks): Note [out.dir taken
+  // away].
+  const OutDirLock* out_dir_lock = nullptr;
+  // TrainRunOptions::free_disk_bytes.
+  std::function<int64_t(const fs::path&)> free_disk_bytes;
   bool warned_over_plan = false;
   bool said_step_without_targets = false;
   // data.eval_task math: the score before the first step (a fresh run) and
@@ -398,6 +404,9 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   if (options.resuming || !options.resume.empty()) {
     std::vector<std::string> skipped;
     r.resume_dir = resolve_checkpoint(options.resume, r.out_dir, &skipped);
+    if (options.resume != "latest" && r.resume_dir != fs::path(options.resume))
+      log.message("--resume " + options.resume + ": not in the current directory; resuming from " +
+                  r.resume_dir.string() + " in out.dir");
     for (const std::string& folder : skipped)
       log.message("warning: --resume latest skipped " + folder +
                   ": it is not a checkpoint this run can read, and is left in place for you");
@@ -587,6 +596,50 @@ optim::NamedTensors write_zero_shards(Run& r, std::vector<fs::path>& shard_files
   return head;
 }
 
+// Note [out.dir taken away]: a user who deletes (or moves) out.dir under a
+// running run takes its .lock with it. The run would write on into files
+// no longer in any folder (metrics.jsonl, tb/), make out.dir again at its
+// next save, and say at its end that its outputs are there; and since the
+// lock went with the folder, a second run could lock the new folder and
+// both would save there. So rank 0 checks, before each metrics line, each
+// save and the end, that out.dir/.lock is still the file it locked (one
+// stat), and stops when it is not, writing nothing more there. What it
+// trained since its last save is lost; that is the user's doing, and the
+// alternatives are worse: saving into the new out.dir would write into a
+// folder another run may hold by now (and recreate what the user deleted,
+// perhaps to throw the run away), and saving anywhere else would put
+// gigabytes where nobody asked for them. The error says so, and how to go
+// on when the folder was moved rather than deleted.
+void stop_if_out_dir_gone(const Run& r) {
+  if (!r.out_dir_lock) return;
+  const std::string what = r.out_dir_lock->lost();
+  if (what.empty()) return;
+  fail("out.dir '", r.out_dir.string(),
+       "' was deleted, moved or replaced while this run was going (", what,
+       "): the run stops and writes nothing more there, as another run may hold that folder now. "
+       "What it trained since its last save is lost, and its checkpoints, metrics.jsonl, "
+       "config.yaml and tb/ went with the folder (if it was moved, not deleted, --resume latest "
+       "with out.dir set to where it is now goes on from its last checkpoint)");
+}
+
+// A metrics line; a failed write (a full disk) stops the run, saying what
+// the user can resume from.
+void write_metrics(Run& r, MetricsWriter& metrics, const nlohmann::json& line) {
+  stop_if_out_dir_gone(r);
+  try {
+    metrics.write(line);
+  } catch (const Error& e) {
+    stop_if_out_dir_gone(r);
+    const fs::path last = r.last_saved.empty() ? r.resume_dir : r.last_saved;
+    fail(e.what(), last.empty()
+                       ? fmt::format("; no checkpoint was saved (train.save_every {}), so the {} "
+                                     "steps trained are lost",
+                                     r.config.train.save_every, r.state.step + 1)
+                       : "; the last checkpoint is " + last.string() +
+                             ": resume from it once the file can be written");
+  }
+}
+
 void save(Run& r, ProgressBar& bar) {
   // Updates may still be running, or (ZenFlow) on the device; stages of
   // states on disk stay there and are written one at a time.
@@ -602,9 +655,23 @@ void save(Run& r, ProgressBar& bar) {
   options.staged = staged;
   options.chat_template = r.checkpoint_template;
   options.warn = [&bar](const std::string& warning) { bar.message(warning); };
+  options.expected_bytes = checkpoint_bytes(r.config, r.model->config());
+  options.free_bytes = r.free_disk_bytes;
   r.last_saved = save_checkpoint(r.out_dir, *r.model, optimizer_state, r.state, options);
   if (r.zero) fs::remove_all(r.out_dir / (".step-" + std::to_string(r.state.step) + ".shards"));
   bar.message("saved " + r.last_saved.string());
+}
+
+// A save, unless out.dir was taken away: a save that fails because it was
+// (its files went mid-write) says that, not which file could not be written.
+void save_in_out_dir(Run& r, ProgressBar& bar) {
+  stop_if_out_dir_gone(r);
+  try {
+    save(r, bar);
+  } catch (const std::exception&) {  // std::filesystem's too: a folder gone mid-save
+    stop_if_out_dir_gone(r);
+    throw;
+  }
 }
 
 // The planner's GPU peak beside the measured one; one warning the first
@@ -830,9 +897,14 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   const TrainConfig& c = r.config;
   r.out_dir = c.out.dir;
   r.world = world;
-  // A killed run's leftovers: a partial save, activation scratch files. Not
-  // the user's work, and they may take the disk room the plan counts on.
+  r.out_dir_lock = lock ? &*lock : nullptr;
+  r.free_disk_bytes = options.free_disk_bytes;
+  // A killed run's leftovers: a partial save, a file it was rewriting
+  // (metrics.jsonl at a resume), activation scratch files. Not the user's
+  // work, and they may take the disk room the plan counts on.
   if (writer) remove_stale_saves(r.out_dir);
+  if (const int n = writer ? io::remove_stale_temp_files(r.out_dir) : 0)
+    fmt::print(stderr, "removed {} temporary file(s) a killed run left in out.dir\n", n);
   if (const int n = !writer ? 0
                             : exec::remove_stale_scratch_files(
                                   c.exec.disk_path.empty() ? r.out_dir.string() : c.exec.disk_path))
@@ -868,9 +940,11 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
 
   const double params = static_cast<double>(r.model->config().num_parameters());
   StopSignals signals;
-  std::optional<MetricsWriter> metrics;
-  if (writer) metrics.emplace(r.out_dir / "metrics.jsonl", !r.resume_dir.empty(), r.state.step);
   ProgressBar bar(r.state.step, c.train.steps);
+  std::optional<MetricsWriter> metrics;
+  if (writer)
+    metrics.emplace(r.out_dir / "metrics.jsonl", !r.resume_dir.empty(), r.state.step,
+                    [&bar](const std::string& warning) { bar.message(warning); });
   evaluate_before_training(r, bar);
   TrainRunResult result;
   result.setup_host_peak_bytes = setup_host_peak;
@@ -912,7 +986,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     maybe_evaluate(r, line, bar);
     summary.add(line);
     if (!cpu_rate_kept) cpu_rate_kept = keep_run_cpu_update_rate(r, summary, false, bar);
-    if (metrics) metrics->write(line);
+    if (metrics) write_metrics(r, *metrics, line);
     if (stats.target_count > 0) result.final_loss = stats.loss;
     count_bad_steps(r, stats, bar);
     note_step_without_targets(r, stats, bar);
@@ -929,11 +1003,12 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     if (stop_requested(r, signals) && !at_end) {  // on the last step, finish normally
       bar.finish();
       bar.message("stop requested: saving and exiting");
-      save(r, bar);
+      save_in_out_dir(r, bar);
       result.interrupted = true;
       break;
     }
-    if (at_end || (c.train.save_every > 0 && r.state.step % c.train.save_every == 0)) save(r, bar);
+    if (at_end || (c.train.save_every > 0 && r.state.step % c.train.save_every == 0))
+      save_in_out_dir(r, bar);
   }
   // Stages of states on disk stay there: the model may not fit host memory.
   exec::StagedStates* staged = r.executor->sync_staged();
@@ -945,6 +1020,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   result.steps_done = r.state.step;
   // A resume that saved nothing: the checkpoint it read is still the last.
   result.last_checkpoint = (r.last_saved.empty() ? r.resume_dir : r.last_saved).string();
+  stop_if_out_dir_gone(r);  // before saying where the outputs are
   if (writer) plot_loss_curve(r.out_dir / "metrics.jsonl", r.out_dir / "loss.png");
   if (r.math_latest) {
     // The held-out answers say more than a training row's continuation.

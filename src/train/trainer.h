@@ -2,6 +2,9 @@
 // The main job: `lazytrain train`. Builds the model, data, optimizer and
 // executor from a TrainConfig, runs the steps, writes metrics.jsonl and
 // checkpoints, and resumes exactly from one.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <string>
 
 #include "train/config.h"
@@ -17,6 +20,10 @@ struct TrainRunOptions {
   // (exec::StandInOptions::separate_host_memory), so that
   // setup_host_peak_bytes counts what it would on a GPU.
   bool stand_in_pinned_apart = false;
+  // Test hook: the free bytes of out.dir's file system, in place of
+  // std::filesystem::space, for the message of a save short of room (Note
+  // [A save short of room], train/checkpoint.h); null: the file system's.
+  std::function<int64_t(const std::filesystem::path&)> free_disk_bytes = nullptr;
 };
 
 struct TrainRunResult {

@@ -1,7 +1,11 @@
 // What a run does to out.dir besides its own outputs (issue 18): it deletes
-// only what this program made, prunes by save order rather than step
-// number, refuses a second run on the same folder, clears a killed run's
-// leftovers, and stops when a metrics line or a save cannot be written.
+// only what this program made, never through a link, prunes by save order
+// rather than step number, refuses a second run on the same folder, clears
+// a killed run's leftovers, stops when a metrics line or a save cannot be
+// written, and takes a relative --resume that is not in the current
+// directory from out.dir. (out_dir_errors_test.cpp: a disk short of room,
+// TensorBoard logs that cannot be written, out.dir deleted under a run or
+// not a folder.)
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
@@ -40,6 +44,20 @@ class OutDir : public ::testing::Test {
     train_quietly(config(overrides), resume);
   }
 };
+
+// Every file under `dir` (links not followed) with its bytes; links as
+// "-> target".
+std::map<std::string, std::string> files_of(const fs::path& dir) {
+  std::map<std::string, std::string> found;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    const std::string name = fs::relative(entry.path(), dir).string();
+    if (entry.is_symlink())
+      found[name] = "-> " + fs::read_symlink(entry.path()).string();
+    else if (entry.is_regular_file())
+      found[name] = read_text(entry.path());
+  }
+  return found;
+}
 
 // Rewrites a checkpoint's trainer_state.json as another step saved earlier
 // (a checkpoint of an older run: no save time, an old file time).
@@ -281,10 +299,147 @@ TEST_F(OutDir, AFailedSaveLeavesNoTemporaryFolder) {
   ::testing::internal::GetCapturedStdout();
   ::testing::internal::GetCapturedStderr();
   EXPECT_FALSE(m.empty()) << "the save did not fail";
+  // The disk has room: not a save short of room (Note [A save short of room]).
+  EXPECT_EQ(m.find("short of room"), std::string::npos) << m;
   for (const auto& entry : fs::directory_iterator(out())) {
     EXPECT_NE(entry.path().filename().string().rfind(".step-", 0), 0u) << entry.path();
     EXPECT_NE(entry.path().filename().string().rfind("step-", 0), 0u) << entry.path();
   }
+}
+
+// Another run's checkpoint linked into out.dir as step-3 (the user's way to
+// resume from it) is read through but never deleted through: pruning to
+// keep_last 2 leaves the other run's folder byte for byte (no marker added),
+// leaves the link, and prunes only this run's own step-4. A hidden
+// leftover-looking link (".step-9.tmp-1") to a folder carrying the save
+// marker is not cleaned up either.
+TEST_F(OutDir, PruningNeverDeletesThroughALinkedCheckpoint) {
+  const fs::path victim = tmp_ / "victim";
+  train_quietly(fixture_config(fixture("llama"), tmp_ / "data.jsonl", victim,
+                               {"train.steps=3", "train.save_every=1", "train.keep_last=5"}));
+  const auto before = files_of(victim / "step-3");
+  ASSERT_TRUE(before.count("model.safetensors"));
+  const fs::path marked = tmp_ / "marked";
+  fs::create_directories(marked);
+  write_text(marked / ".lazytrain-save", "1\n");
+  write_text(marked / "mine.txt", "mine");
+  fs::create_directories(out());
+  fs::create_directory_symlink(victim / "step-3", out() / "step-3");
+  fs::create_directory_symlink(marked, out() / ".step-9.tmp-1");
+
+  train_quietly(config({"train.steps=6", "train.save_every=1", "train.keep_last=2"}), "latest");
+  EXPECT_EQ(files_of(victim / "step-3"), before);
+  EXPECT_TRUE(fs::is_symlink(out() / "step-3"));
+  EXPECT_EQ(read_text(marked / "mine.txt"), "mine");
+  EXPECT_TRUE(fs::is_symlink(out() / ".step-9.tmp-1"));
+  EXPECT_FALSE(fs::exists(out() / "step-4"));
+  EXPECT_TRUE(fs::exists(out() / "step-5" / "trainer_state.json"));
+  EXPECT_TRUE(fs::exists(out() / "step-6" / "trainer_state.json"));
+  std::vector<int64_t> steps;
+  for (const auto& line : read_metrics(out())) steps.push_back(line.at("step"));
+  EXPECT_EQ(steps, (std::vector<int64_t>{3, 4, 5}));  // resumed through the link
+}
+
+// A run that would save a step where a link stands is refused at start,
+// naming the link and where it points; out.overwrite removes the earlier
+// run's own checkpoints but leaves a link (saying so), and what it points
+// to.
+TEST_F(OutDir, ALinkedCheckpointIsNeitherSavedOverNorRemovedByOverwrite) {
+  const fs::path victim = tmp_ / "victim";
+  train_quietly(fixture_config(fixture("llama"), tmp_ / "data.jsonl", victim,
+                               {"train.steps=2", "train.save_every=1", "train.keep_last=5"}));
+  const auto before = files_of(victim);
+  train_quietly(config({"train.steps=1", "train.save_every=1"}));
+  fs::create_directory_symlink(victim / "step-2", out() / "step-2");
+  fs::create_directory_symlink(victim / "step-1", out() / "step-100");
+
+  const std::string m = error_of(config({"train.steps=3", "out.overwrite=true"}));
+  EXPECT_MENTIONS(m, (out() / "step-2").string() + " is a symbolic link to '" +
+                         (victim / "step-2").string() + "'");
+  EXPECT_MENTIONS(m, "this run may save step 2 there");
+  EXPECT_TRUE(fs::is_symlink(out() / "step-2"));
+
+  fs::remove(out() / "step-2");
+  ::testing::internal::CaptureStdout();
+  train_quietly(config({"train.steps=3", "out.overwrite=true"}));
+  const std::string said = ::testing::internal::GetCapturedStdout();
+  EXPECT_MENTIONS(said, "removed the earlier run's checkpoints (step-1)");
+  EXPECT_MENTIONS(said, "left step-100, a symbolic link (not this run's)");
+  EXPECT_TRUE(fs::is_symlink(out() / "step-100"));
+  EXPECT_TRUE(fs::exists(out() / "step-3" / "trainer_state.json"));
+  EXPECT_EQ(files_of(victim), before);
+}
+
+// The atomic writer's temporary file that a kill during the rewrite of
+// metrics.jsonl at a resume left (the name the tester found) is removed at
+// the next start; files and links that only look like one are not.
+TEST_F(OutDir, AKilledWritersTemporaryFileIsRemovedAtTheNextStart) {
+  fs::create_directories(out());
+  write_text(out() / ".metrics.jsonl.tmp-13697-1-0", "{\"step\": 0, \"lo");
+  const std::vector<std::string> kept = {".metrics.jsonl.tmp-notes", "metrics.jsonl.tmp-1-2-3",
+                                         ".notes.tmp-1-2", ".notes.tmp-1-2-3-4"};
+  for (const std::string& name : kept) write_text(out() / name, "mine");
+  fs::create_directories(out() / ".folder.tmp-1-2-3");
+  write_text(out() / ".folder.tmp-1-2-3" / "mine.txt", "mine");
+  write_text(tmp_ / "elsewhere.txt", "mine");
+  fs::create_symlink(tmp_ / "elsewhere.txt", out() / ".link.tmp-1-2-3");
+
+  ::testing::internal::CaptureStderr();
+  train_quietly(config({"train.steps=1"}));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_MENTIONS(log, "removed 1 temporary file(s) a killed run left in out.dir");
+  EXPECT_FALSE(fs::exists(out() / ".metrics.jsonl.tmp-13697-1-0"));
+  for (const std::string& name : kept) EXPECT_EQ(read_text(out() / name), "mine") << name;
+  EXPECT_EQ(read_text(out() / ".folder.tmp-1-2-3" / "mine.txt"), "mine");
+  EXPECT_TRUE(fs::is_symlink(out() / ".link.tmp-1-2-3"));
+  EXPECT_EQ(read_text(tmp_ / "elsewhere.txt"), "mine");
+}
+
+// Runs the test in `dir` as its current directory, and back.
+class InDirectory {
+ public:
+  explicit InDirectory(const fs::path& dir) : before_(fs::current_path()) {
+    fs::create_directories(dir);
+    fs::current_path(dir);
+  }
+  ~InDirectory() { fs::current_path(before_); }
+  InDirectory(const InDirectory&) = delete;
+  InDirectory& operator=(const InDirectory&) = delete;
+
+ private:
+  fs::path before_;
+};
+
+// `--resume step-2` from a directory without a step-2 is out.dir's step-2,
+// and the run says so, in a run with a config and in one on the
+// checkpoint's own; a name in neither place is refused naming both.
+TEST_F(OutDir, ARelativeResumeNotInTheCurrentDirectoryIsOutDirs) {
+  train_quietly(config({"train.steps=2", "train.save_every=1", "train.keep_last=5"}));
+  const InDirectory elsewhere(tmp_ / "elsewhere");
+  ::testing::internal::CaptureStderr();
+  try {
+    train_quietly(config({"train.steps=3"}), "step-2");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_MENTIONS(log, "--resume step-2: not in the current directory; resuming from " +
+                           (out() / "step-2").string() + " in out.dir");
+  EXPECT_EQ(read_metrics(out()).size(), 3u);
+
+  const std::string m = error_of(config({"train.steps=5"}), "step-7");
+  EXPECT_MENTIONS(m, "--resume: 'step-7' is not there (in the current directory, " +
+                         (tmp_ / "elsewhere").string() + ", nor in out.dir '" + out().string() +
+                         "')");
+
+  std::string output;
+  EXPECT_EQ(run_program({"train", "--resume", "step-3", "--no-sample", "--set", "train.steps=4",
+                         "--set", "out.dir=" + out().string()},
+                        tmp_ / "cli.log", &output),
+            0)
+      << output;
+  EXPECT_MENTIONS(output, "resuming from " + (out() / "step-3").string() + " in out.dir");
+  EXPECT_EQ(read_metrics(out()).size(), 4u);
 }
 
 }  // namespace

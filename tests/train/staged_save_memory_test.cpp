@@ -60,6 +60,7 @@ fs::path save(const fs::path& out, const models::CausalLM& model, optim::Optimiz
   o.staged = staged;
   TrainerState state;
   state.step = 2;
+  fs::create_directories(out);  // a run's lock makes out.dir
   return save_checkpoint(out, model, opt.state(), state, o);
 }
 

@@ -7,7 +7,10 @@
 // Also the lines train prints at its start and end.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 
 #include "train/report.h"
@@ -87,6 +90,46 @@ TEST(TensorBoard, ScalarsEqualMetricsLinesAndAResumeReplacesItsSteps) {
               static_cast<double>(static_cast<float>(lines[i].at("loss").get<double>())));
   EXPECT_FLOAT_EQ(scalars.at("train/lr")[3][1].get<float>(), 3e-3f);
   EXPECT_FLOAT_EQ(scalars.at("train/lr")[1][1].get<float>(), 1e-3f);
+}
+
+// A TensorBoard event that cannot be written (the file size limit, set
+// one byte past what the event file holds after its opening events, stands
+// in for a full disk) ends TensorBoard logging with one warning naming the
+// file, and the metrics lines (small enough to stay under the limit) go on:
+// three of them, the event file no longer grown.
+TEST(TensorBoard, AFailedEventWriteWarnsOnceAndTheMetricsLinesGoOn) {
+  TempDir tmp("tensorboard_full");
+  std::vector<std::string> warnings;
+  MetricsWriter metrics(tmp / "metrics.jsonl", false, 0,
+                        [&](const std::string& w) { warnings.push_back(w); });
+  std::vector<fs::path> events;
+  for (const auto& entry : fs::directory_iterator(tensorboard_dir(tmp.path())))
+    events.push_back(entry.path());
+  ASSERT_EQ(events.size(), 1u);
+  const auto opened = static_cast<rlim_t>(fs::file_size(events[0]));
+  ASSERT_GT(opened, 3 * std::string("{\"step\":0}\n").size());  // the lines fit under the limit
+
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
+  rlimit small = old;
+  small.rlim_cur = opened + 1;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error;
+  try {
+    for (int step = 0; step < 3; ++step) metrics.write({{"step", step}});
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(count_lines(tmp / "metrics.jsonl"), 3u);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("TensorBoard logging stopped at step 0: " + events[0].string()),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_LE(fs::file_size(events[0]), opened + 1);
 }
 
 // The tags and values, worked by hand from the line.

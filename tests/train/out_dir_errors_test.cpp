@@ -1,0 +1,177 @@
+// When out.dir cannot take what a run writes, or stops being the run's:
+// a save on a disk short of room says how much it needs and has and what
+// may go; TensorBoard logs that cannot be written cost only themselves; a
+// run whose out.dir is deleted under it stops without writing there again;
+// an out.dir that cannot be a folder is named for what it is.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <csignal>
+
+#include "core/bytes_text.h"
+#include "train/checkpoint.h"
+#include "train/out_dir_lock.h"
+#include "train_helpers.h"
+
+namespace lt::train::testing {
+namespace {
+
+#define EXPECT_MENTIONS(message, text)               \
+  EXPECT_NE((message).find(text), std::string::npos) \
+      << "'" << (message) << "' lacks '" << (text) << "'"
+
+class OutDirErrors : public ::testing::Test {
+ protected:
+  OutDirErrors() : tmp_("out_dir_errors") { write_random_tokens(tmp_ / "data.jsonl", 8, 97, 5); }
+  TrainConfig config(const std::vector<std::string>& overrides = {}) {
+    return fixture_config(fixture("llama"), tmp_ / "data.jsonl", out(), overrides);
+  }
+  std::string error_of(const TrainConfig& c, const std::string& resume = "") {
+    return training_error(c, resume);
+  }
+  fs::path out() const { return tmp_ / "out"; }
+  TempDir tmp_;
+};
+
+// The bytes of the regular files under `dir`, as du --apparent-size -b
+// counts them.
+int64_t bytes_under(const fs::path& dir) {
+  int64_t bytes = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir))
+    if (entry.is_regular_file() && !entry.is_symlink())
+      bytes += static_cast<int64_t>(entry.file_size());
+  return bytes;
+}
+
+// Note [A save short of room] (train/checkpoint.h): the tester's full
+// disk, resumed with keep_last 1 over step-1 and step-2. The file size
+// limit makes the save of step 3 fail (as a full disk would), and the free
+// space stands in as 100000 bytes: the error gives that, the size of
+// step-2 (a checkpoint's), step-1 with its size as what may go, and the
+// way on; both checkpoints stay.
+TEST_F(OutDirErrors, ASaveShortOfRoomSaysWhatToRemove) {
+  train_quietly(config({"train.steps=2", "train.save_every=1", "train.keep_last=5"}));
+  const int64_t step_1 = bytes_under(out() / "step-1"), step_2 = bytes_under(out() / "step-2");
+  ASSERT_GT(step_2, 64 * 1024);
+
+  TrainRunOptions options;
+  options.resume = "latest";
+  options.sample_at_end = false;
+  options.free_disk_bytes = [](const fs::path&) { return int64_t{100000}; };
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
+  rlimit small = old;
+  small.rlim_cur = 64 * 1024;  // below the fixture's 129 KiB weights
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string m;
+  try {
+    run_training(config({"train.steps=4", "train.save_every=1", "train.keep_last=1"}), options);
+  } catch (const std::exception& e) {
+    m = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  ::testing::internal::GetCapturedStdout();
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_MENTIONS(m, "cannot save step 3: out.dir '" + out().string() + "' is short of room");
+  EXPECT_MENTIONS(m, "has 100000 bytes free");
+  EXPECT_MENTIONS(m, "takes about " + bytes_text(step_2) + " (the size of step-2)");
+  EXPECT_MENTIONS(m, "besides step-2, the one --resume latest continues from: step-1 (" +
+                         bytes_text(step_1) + ")");
+  EXPECT_MENTIONS(m, "Remove those you do not need");
+  EXPECT_MENTIONS(m, "then --resume latest");
+  EXPECT_MENTIONS(m, "File too large");  // the write's own error
+  EXPECT_TRUE(fs::exists(out() / "step-1" / "trainer_state.json"));
+  EXPECT_EQ(resolve_checkpoint("latest", out()), out() / "step-2");
+}
+
+// A tb/ that cannot be made (a file of that name) costs the run its
+// TensorBoard logs, said once, and nothing else: it trains and saves.
+TEST_F(OutDirErrors, TensorBoardLogsThatCannotBeWrittenWarnAndTheRunGoesOn) {
+  fs::create_directories(out());
+  write_text(out() / "tb", "not a folder");
+  ::testing::internal::CaptureStderr();
+  try {
+    train_quietly(config({"train.steps=2"}));
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_MENTIONS(log, "warning: no TensorBoard logs for this run: " + (out() / "tb").string());
+  EXPECT_EQ(read_metrics(out()).size(), 2u);
+  EXPECT_TRUE(fs::exists(out() / "step-2" / "trainer_state.json"));
+  EXPECT_EQ(read_text(out() / "tb"), "not a folder");
+}
+
+// The lock sees its folder go: deleted (the lock file is gone), and made
+// again by someone else with a new lock file (another run's).
+TEST(OutDirLockTest, SaysWhenItsFolderWasDeletedOrReplaced) {
+  TempDir tmp("lock_lost");
+  const fs::path out = tmp / "out";
+  OutDirLock lock(out);
+  lock.commit();
+  EXPECT_EQ(lock.lost(), "");
+  fs::remove_all(out);
+  EXPECT_EQ(lock.lost(), "its lock file " + (out / ".lock").string() + " is gone");
+  fs::create_directories(out);
+  write_text(out / ".lock", "4242\n");
+  EXPECT_EQ(lock.lost(), (out / ".lock").string() + " is another lock file now");
+}
+
+// Note [out.dir taken away] (train/trainer.cpp): out.dir deleted while the
+// program trains and saves every step. It stops with an error naming
+// out.dir, does not make the folder again, and does not say its outputs
+// are there.
+TEST_F(OutDirErrors, ARunWhoseFolderIsDeletedStopsWithoutWritingThere) {
+  const std::vector<std::string> args = {"train", "--no-sample",
+                                         "--set", "model.path=" + fixture("llama").string(),
+                                         "--set", "model.init=pretrained",
+                                         "--set", "data.path=" + (tmp_ / "data.jsonl").string(),
+                                         "--set", "data.format=tokens",
+                                         "--set", "train.steps=100000",
+                                         "--set", "train.batch_size=2",
+                                         "--set", "train.seq_len=16",
+                                         "--set", "train.save_every=1",
+                                         "--set", "train.keep_last=2",
+                                         "--set", "out.dir=" + out().string()};
+  Child child(args, tmp_ / "run.log");
+  ASSERT_TRUE(wait_for_lines(child, out() / "metrics.jsonl", 2)) << child.output();
+  // The run writes as it goes: a file made in a folder being removed
+  // fails one round.
+  for (int round = 0; round < 100 && fs::exists(out()); ++round) {
+    std::error_code ec;
+    fs::remove_all(out(), ec);
+  }
+  ASSERT_FALSE(fs::exists(out()));
+  const int status = child.wait(60);
+  const std::string output = child.output();
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_NE(WEXITSTATUS(status), 0) << output;
+  EXPECT_MENTIONS(output, "out.dir '" + out().string() + "' was deleted, moved or replaced");
+  EXPECT_MENTIONS(output, "writes nothing more there");
+  EXPECT_EQ(output.find("outputs:"), std::string::npos) << output;
+  EXPECT_FALSE(fs::exists(out()));
+}
+
+// An out.dir that cannot be a folder is named as the user would say it: a
+// link to nothing, a file, a file where a folder above it would go.
+TEST_F(OutDirErrors, AnOutDirThatCannotBeAFolderSaysWhatItIs) {
+  const fs::path nowhere = tmp_ / "nowhere";
+  fs::create_symlink(nowhere, out());
+  EXPECT_MENTIONS(error_of(config()), "out.dir '" + out().string() + "' is a symbolic link to '" +
+                                          nowhere.string() + "', which does not exist");
+  fs::remove(out());
+  write_text(out(), "a file");
+  EXPECT_MENTIONS(error_of(config()), "out.dir '" + out().string() + "' is a file, not a folder");
+  const fs::path below = out() / "run";
+  EXPECT_MENTIONS(error_of(config({"out.dir=" + below.string()})),
+                  "out.dir '" + below.string() + "' cannot be made: '" + out().string() +
+                      "' is a file, not a folder");
+  EXPECT_EQ(read_text(out()), "a file");
+}
+
+}  // namespace
+}  // namespace lt::train::testing
