@@ -380,7 +380,9 @@ RunPlan plan_run(const TrainConfig& requested, const models::ModelConfig& model,
   p.min_8bit_numel = c.optim.min_8bit_numel;
   const NoDecay no_decay = resolve_no_decay(model, c.optim.no_decay);
   p.no_decay = no_decay.substrings;
-  if (!no_decay.unmatched.empty()) {
+  // Said of patterns the user wrote: the default [bias, norm] names biases
+  // that most models (Llama, Qwen3) do not have.
+  if (!no_decay.unmatched.empty() && c.key_origins.count("optim.no_decay") > 0) {
     const std::vector<models::HfRule> rules = models::hf_rules(model);
     const auto first_block = std::find_if(rules.begin(), rules.end(), [](const auto& r) {
       return r.hf_name.find(".0.") != std::string::npos;
