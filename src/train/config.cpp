@@ -820,7 +820,15 @@ void TrainConfig::validate_naming_sources() const {
 
 TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides) {
   TrainConfig config = assemble(file, overrides);
-  config.validate_naming_sources();
+  try {
+    config.validate_naming_sources();
+  } catch (const Error& e) {
+    // A key the file leaves out was set nowhere: the file is still the
+    // one to change.
+    const std::string message = e.what();
+    if (file.empty() || message.find(file) != std::string::npos) throw;
+    fail(file, ": ", message);
+  }
   return config;
 }
 

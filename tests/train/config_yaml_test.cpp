@@ -118,6 +118,9 @@ TEST_F(ConfigYaml, AFileThatSetsNothingIsSaid) {
   EXPECT_MENTIONS(error_of("\n  \n"), "is empty");
   EXPECT_MENTIONS(error_of("# only a comment\n"), "config file '" + run_yaml() + "' sets no keys");
   EXPECT_MENTIONS(error_of("{}\n"), "sets no keys");
+  // A file that leaves a required key out is named with it.
+  m = error_of("train:\n  steps: 3\n");
+  EXPECT_MENTIONS(m, run_yaml() + ": config key 'model.path' is required");
 }
 
 // .inf passed optim.lr > 0 and failed after the model loaded, naming no
