@@ -25,10 +25,12 @@ inline fs::path mpirun_sessions_folder() {
 // mpirun refuses root unless told; this sandbox and some CI containers run
 // as root. Only the tests set it. Containers also often forbid the
 // cross-memory attach OpenMPI's shared-memory transport uses between ranks;
-// plain copies work everywhere. Each test process gets its own session
-// folder: two mpiruns from tests ctest runs side by side shared
-// /tmp/ompi.HOST.UID, and one failed to start with "mkdir ... File exists"
-// as the other removed it (OpenMPI 4.1.4, `make test` on 2 cores).
+// plain copies work everywhere. Each mpirun gets its own session folder
+// (a numbered one in this test process's): two mpiruns from tests ctest
+// runs side by side shared /tmp/ompi.HOST.UID, and one failed to start with
+// "mkdir ... File exists" as the other removed it (OpenMPI 4.1.4, `make
+// test` on 2 cores); so did two a test started at once in one folder
+// (MpiSetUpTimeouts, CI 2026-12-05). Call it before each mpirun.
 inline void prepare_mpirun_environment() {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
@@ -42,7 +44,10 @@ inline void prepare_mpirun_environment() {
     return true;
   }();
   (void)made;
-  ::setenv("OMPI_MCA_orte_tmpdir_base", mpirun_sessions_folder().c_str(), 1);
+  static int runs = 0;
+  const fs::path own = mpirun_sessions_folder() / std::to_string(runs++);
+  fs::create_directories(own);
+  ::setenv("OMPI_MCA_orte_tmpdir_base", own.c_str(), 1);
 }
 
 // The process whose command line holds `marker` and whose environment sets
