@@ -529,8 +529,10 @@ RunPlan plan_run(const TrainConfig& requested, const models::ModelConfig& model,
 // is capped by exec.device_memory_gb. Not counted on a GPU are the step's
 // token ids and targets, which the batcher makes on the host for every
 // micro-batch of a step before they are copied. A plan whose host bytes,
-// so counted, exceed what is free now is refused here, before the weights
-// load and anything is written to out.dir, naming the keys that size the
+// so counted, exceed kHostEstimateSlack times what is free now (the count
+// runs high; past the free memory alone it is warned about) is refused
+// here, before the weights load and anything is written to out.dir,
+// naming the keys that size the
 // batch (or the model, when one sequence a step is too many). A plan for
 // another machine's GPU (PlanTarget::ProfiledGpu) has no free memory here
 // to compare with.
