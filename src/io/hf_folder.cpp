@@ -254,8 +254,10 @@ std::vector<std::string> write_hf_weights(const std::filesystem::path& folder,
   LT_CHECK(!tensors.empty(), "no tensors to write to '", folder.string(), "'");
   const HfWeightsLayout layout = plan_hf_weights(specs_of(tensors), options);
   std::error_code ec;
-  std::filesystem::create_directories(folder, ec);
-  if (ec) fail("cannot create model folder '", folder.string(), "': ", ec.message());
+  if (options.make_folder) {
+    std::filesystem::create_directories(folder, ec);
+    if (ec) fail("cannot create model folder '", folder.string(), "': ", ec.message());
+  }
   std::vector<std::string> written;
   for (const auto& [file, order] : layout.files) {
     NamedTensors shard;

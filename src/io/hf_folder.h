@@ -87,6 +87,10 @@ struct HfWriteOptions {
   // transformers refuses a safetensors file whose metadata lacks a known
   // "format" ("pt", "tf", "flax", "mlx").
   std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  // False where the folder was made by the caller and must not be made
+  // again: a checkpoint's folder deleted mid-save stays deleted (Note
+  // [out.dir taken away], train/trainer.cpp).
+  bool make_folder = true;
 };
 
 // How write_hf_weights lays `tensors` out: per file (model.safetensors, or

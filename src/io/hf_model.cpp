@@ -208,7 +208,7 @@ void save_hf_model(const CausalLM& model, const std::filesystem::path& folder, D
   LT_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
            "save: weights dtype must be f32, bf16 or f16, got ", dtype_name(dtype));
   NamedTensors out = models::to_hf_layout(model.config(), parameters_by_name(model), dtype);
-  std::filesystem::create_directories(folder);
+  if (options.make_folder) std::filesystem::create_directories(folder);
   save_hf_config(model, folder, dtype, source_config);
   write_hf_weights(folder, out, options);
 }

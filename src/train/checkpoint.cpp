@@ -311,7 +311,7 @@ void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,
     write_staged_checkpoint_tensors(dir, model, optimizer_state, *options.staged, kOptimizerFile,
                                     source_config);
   } else {
-    io::save_hf_model(model, dir, DType::F32, {}, source_config);
+    io::save_hf_model(model, dir, DType::F32, {.make_folder = false}, source_config);
     io::write_safetensors(dir / kOptimizerFile, optimizer_state);
   }
   copy_tokenizer(options.tokenizer_dir, dir);

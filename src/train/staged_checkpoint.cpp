@@ -66,7 +66,6 @@ void write_staged_checkpoint_tensors(const std::filesystem::path& dir,
   }
   files.push_back(std::move(optimizer));
 
-  std::filesystem::create_directories(dir);
   io::save_hf_config(model, dir, DType::F32, source_config);
   io::write_staged_safetensors(
       files, [&](int stage) { loaded = staged.read(static_cast<size_t>(stage)); },

@@ -16,7 +16,8 @@ namespace lt::train {
 // Writes config.json (from `source_config` as io::save_hf_config writes
 // it), the model's weights (f32, Hugging Face names and layout, sharded as
 // save_hf_model shards them) and `optimizer_file` (the tensors of
-// `optimizer_state`, in its order) into `dir`.
+// `optimizer_state`, in its order) into `dir`, a folder that is there:
+// it is not made again if deleted meanwhile.
 void write_staged_checkpoint_tensors(const std::filesystem::path& dir,
                                      const models::CausalLM& model,
                                      const optim::NamedTensors& optimizer_state,

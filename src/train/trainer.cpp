@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 
 #include "core/allocator.h"
 #include "data/batching.h"
@@ -669,6 +671,13 @@ void save_in_out_dir(Run& r, ProgressBar& bar) {
   try {
     save(r, bar);
   } catch (const std::exception&) {  // std::filesystem's too: a folder gone mid-save
+    // `rm -rf out.dir` deletes in directory order, and may take the save's
+    // folder before it reaches .lock: a second for it to get there before
+    // the failure is called a plain write error.
+    for (int wait = 0; r.out_dir_lock && wait < 20; ++wait) {
+      stop_if_out_dir_gone(r);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     stop_if_out_dir_gone(r);
     throw;
   }

@@ -116,6 +116,22 @@ std::string load_error(const std::filesystem::path& folder) {
   return "";
 }
 
+// A checkpoint writes into the folder it made; when that folder is
+// deleted mid-save (out.dir removed by the user) the write fails and the
+// folder, and the folders above it, are not made again.
+TEST(HfModelSave, WithoutMakeFolderAMissingFolderStaysMissing) {
+  models::CausalLM model = io::load_hf_model(kFixtures / "llama", DType::F32);
+  const auto above =
+      std::filesystem::temp_directory_path() / ("lt_save_gone_" + std::to_string(getpid()));
+  std::filesystem::remove_all(above);
+  const auto folder = above / "step-1";
+  EXPECT_ANY_THROW(io::save_hf_model(model, folder, DType::F32, {.make_folder = false}));
+  EXPECT_FALSE(std::filesystem::exists(above));
+  io::save_hf_model(model, folder, DType::F32);  // the default makes it
+  EXPECT_TRUE(std::filesystem::exists(folder / "model.safetensors"));
+  std::filesystem::remove_all(above);
+}
+
 TEST(HfModelLoad, MissingTensorIsNamed) {
   auto dir = edited_copy("llama", "missing", [](io::NamedTensors& t) {
     std::erase_if(t, [](auto& e) { return e.first == "model.layers.1.mlp.up_proj.weight"; });
