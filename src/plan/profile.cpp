@@ -163,6 +163,24 @@ std::optional<std::pair<int64_t, int64_t>> working_set_sizes(
 
 namespace {
 
+// Note [Cold inputs]: in a run, each chunk of a stage reads activations
+// written long before (a boundary, a gradient from the next stage), so they
+// come from device memory. Timed again and again on one input, a small
+// chunk's input stays in the GPU's L2 (50 MB on the H200; a 3B block's
+// input at chunks of 8 is 34 MB), and the profile priced chunks of 8 about
+// 3% faster than runs made them, while chunks of 32 (134 MB, no such help)
+// came out 1% slow (bench/RESULTS.md, sessions 27-28; issue 27). So the
+// timed runs cycle through inputs that together hold kColdInputBytes, more
+// than any GPU's L2.
+constexpr int64_t kColdInputBytes = int64_t{256} << 20;
+constexpr int kMaxColdInputCopies = 8;
+
+int cold_input_copies(int64_t input_bytes) {
+  return static_cast<int>(
+      std::clamp<int64_t>((kColdInputBytes + input_bytes - 1) / std::max<int64_t>(input_bytes, 1),
+                          1, kMaxColdInputCopies));
+}
+
 // Device bytes free for a measurement: what the driver reports free, and
 // what the caching allocator keeps from earlier measurements (at most its
 // high-water mark `peak_bytes`) beyond the `current_bytes` it hands out.
@@ -239,8 +257,11 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
       // and the larger working set, on the line through the two sizes
       // before it (which over-estimates past the head's bend).
       const int64_t tokens = batch * seq_len;
-      const double inputs = static_cast<double>(tokens) *
-                            (2 * sizeof(int64_t) + 2 * config.hidden_size * dtype_size(dtype));
+      const double inputs =
+          static_cast<double>(tokens) *
+          (2 * sizeof(int64_t) + 2 * config.hidden_size * dtype_size(dtype)) *
+          static_cast<double>(cold_input_copies(tokens * config.hidden_size *
+                                                static_cast<int64_t>(dtype_size(dtype))));
       double working = 0;
       for (size_t k = 0; k < std::size(kStageBytesFits); ++k)
         working = std::max(
@@ -265,9 +286,17 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
     const Tensor ids = cpu_ids.to(device);
     const models::StageContext ctx = model.context(
         seq_len, models::shift_targets(cpu_ids).to(device), static_cast<double>(batch * seq_len));
-    const Tensor x = Tensor::randn({batch, seq_len, config.hidden_size}, gen).to(device, dtype);
-    const Tensor dy = Tensor::randn({batch, seq_len, config.hidden_size}, gen, DType::F32, 1e-3)
-                          .to(device, dtype);
+    // Note [Cold inputs]: each timed run reads the next of several inputs.
+    std::vector<Tensor> xs, dys;
+    const int copies = cold_input_copies(batch * seq_len * config.hidden_size *
+                                         static_cast<int64_t>(dtype_size(dtype)));
+    for (int k = 0; k < copies; ++k) {
+      xs.push_back(Tensor::randn({batch, seq_len, config.hidden_size}, gen).to(device, dtype));
+      dys.push_back(Tensor::randn({batch, seq_len, config.hidden_size}, gen, DType::F32, 1e-3)
+                        .to(device, dtype));
+    }
+    size_t turn = 0;
+    const auto next_input = [&] { return turn++ % xs.size(); };
     auto no_grad = [&](const models::Stage& st, const Tensor& in) {
       NoGradGuard guard;
       (void)st.forward(in, ctx);
@@ -275,7 +304,8 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
     // As the executor's backward use runs it: the output is only backpropagated.
     models::StageContext backward_ctx = ctx;
     backward_ctx.output_unread = true;
-    auto with_grad = [&](const models::Stage& st, const Tensor& in, bool input_grad) {
+    auto with_grad = [&](const models::Stage& st, const Tensor& in, const Tensor& dy,
+                         bool input_grad) {
       Tensor leaf = in.detach();
       if (input_grad) leaf.set_requires_grad(true);
       Tensor out = st.forward(leaf, backward_ctx);
@@ -284,15 +314,19 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
       else
         backward(out, dy);
     };
+    const auto block_forward = [&] { no_grad(block, xs[next_input()]); };
+    const auto block_backward = [&] {
+      const size_t k = next_input();
+      with_grad(block, xs[k], dys[k], true);
+    };
+    const auto head_step = [&] { with_grad(head, xs[next_input()], Tensor(), true); };
     // In kStageTimeCurves' order (the fits below walk it).
     static_assert(std::size(kStageTimeCurves) == 5, "one timing per fit in kStageTimeCurves");
     seconds.push_back({time([&] { no_grad(embed, ids); }),
-                       time([&] { with_grad(embed, ids, false); }),
-                       time([&] { no_grad(block, x); }), time([&] { with_grad(block, x, true); }),
-                       time([&] { with_grad(head, x, true); })});
+                       time([&] { with_grad(embed, ids, dys[0], false); }), time(block_forward),
+                       time(block_backward), time(head_step)});
     static_assert(std::size(kStageBytesFits) == 2, "one measurement per fit in kStageBytesFits");
-    bytes.push_back({working_set([&] { with_grad(block, x, true); }),
-                     working_set([&] { with_grad(head, x, true); })});
+    bytes.push_back({working_set(block_backward), working_set(head_step)});
     high_water = std::max(high_water, memory.stats().peak_bytes);
   }
   StageTimes t = StageTimes::for_model(config, seq_len);
