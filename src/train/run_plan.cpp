@@ -536,18 +536,24 @@ RunPlan plan_run(const TrainConfig& requested, const models::ModelConfig& model,
 // batch (or the model, when one sequence a step is too many). A plan for
 // another machine's GPU (PlanTarget::ProfiledGpu) has no free memory here
 // to compare with.
-std::string host_memory_shortfall(const TrainConfig& c, const models::ModelConfig& model,
-                                  const RunPlan& p, int64_t free_bytes, double allowed) {
+PlanHostBytes plan_host_bytes(const TrainConfig& c, const RunPlan& p) {
   using enum exec::MemorySpace;
-  const bool on_cpu = p.device.is_cpu();
-  if (on_cpu && p.executor != exec::ExecutorKind::Resident) return "";
+  // On the CPU the batch's ids are among the plan's device bytes.
+  if (p.device.is_cpu()) return {p.budget.bytes(Host) + p.budget.bytes(Gpu), 0};
   exec::TrainSizes step = p.sizes;
   step.batch_size = c.train.batch_size;
   step.seq_len = c.train.seq_len;
-  // On the CPU the batch's ids are among the plan's device bytes.
-  const int64_t tokens = on_cpu ? 0 : exec::token_bytes(step);
-  const int64_t needed = p.budget.bytes(Host) + (on_cpu ? p.budget.bytes(Gpu) : 0) + tokens;
-  if (free_bytes < 0 || static_cast<double>(needed) <= allowed * static_cast<double>(free_bytes))
+  return {p.budget.bytes(Host), exec::token_bytes(step)};
+}
+
+std::string host_memory_shortfall(const TrainConfig& c, const models::ModelConfig& model,
+                                  const RunPlan& p, const PlanHostBytes& needed, int64_t free_bytes,
+                                  double allowed) {
+  using enum exec::MemorySpace;
+  const bool on_cpu = p.device.is_cpu();
+  if (on_cpu && p.executor != exec::ExecutorKind::Resident) return "";
+  if (free_bytes < 0 ||
+      static_cast<double>(needed.total()) <= allowed * static_cast<double>(free_bytes))
     return "";
   // What no batch makes smaller is the model's to say.
   if (on_cpu) {
@@ -575,7 +581,7 @@ std::string host_memory_shortfall(const TrainConfig& c, const models::ModelConfi
     parts = fmt::format(
         " (its host part, {}, and the step's token ids and targets, {}, which the batcher makes "
         "on the host)",
-        bytes_text(p.budget.bytes(Host)), bytes_text(tokens));
+        bytes_text(needed.plan), bytes_text(needed.tokens));
   }
   // The activations are a micro-batch's; a step's ids are all its
   // micro-batches' at once.
@@ -586,8 +592,8 @@ std::string host_memory_shortfall(const TrainConfig& c, const models::ModelConfi
       "{}) needs {} of host memory{}, more than the {} free now. Lower train.batch_size or "
       "train.seq_len{}",
       origin != c.key_origins.end() ? origin->second + ": " : std::string(), c.train.batch_size,
-      c.train.seq_len, exec::executor_name(p.executor), p.device.str(), bytes_text(needed), parts,
-      bytes_text(free_bytes),
+      c.train.seq_len, exec::executor_name(p.executor), p.device.str(), bytes_text(needed.total()),
+      parts, bytes_text(free_bytes),
       fewer_per_micro_batch
           ? fmt::format(", or raise train.grad_accum ({} now): the activations are those of one "
                         "micro-batch, train.batch_size / train.grad_accum = {} sequences",
@@ -602,10 +608,11 @@ RunPlan resolve_run(const TrainConfig& requested, const models::ModelConfig& mod
   // limit of a plan for another's GPU.
   if (p.free_memory_of == FreeMemoryOf::ThisMachine) {
     const int64_t free = host_bytes_for_this_process(cpu_allocator().stats().current_bytes, 0);
+    const PlanHostBytes needed = plan_host_bytes(requested, p);
     const std::string shortfall =
-        host_memory_shortfall(requested, model, p, free, kHostEstimateSlack);
+        host_memory_shortfall(requested, model, p, needed, free, kHostEstimateSlack);
     LT_CHECK(shortfall.empty(), shortfall);
-    const std::string close = host_memory_shortfall(requested, model, p, free);
+    const std::string close = host_memory_shortfall(requested, model, p, needed, free);
     if (!close.empty())
       p.reasons.push_back("warning: " + close +
                           " (the count runs high, by up to a third: the run may still fit)");

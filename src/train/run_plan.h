@@ -93,16 +93,27 @@ std::string whole_model_read_back_refusal(const RunPlan& p, const models::ModelC
 // memory alone. `lazytrain train` always resolves for ThisMachine.
 enum class PlanTarget { ThisMachine, ProfiledGpu };
 
-// Note [The plan in host memory] (run_plan.cpp): "" when the host memory
-// plan `p` of `c` needs fits `free_bytes` (< 0: unknown, no limit), else
-// why not, naming the keys that size the batch, or the model. The host
-// memory: on the CPU, all of a resident plan's bytes; on a GPU, the plan's
-// host space and the step's token ids and targets. `allowed` (>= 1): the
-// share of `free_bytes` the plan may take before it is short. resolve_run
-// refuses a plan of this machine short of kHostEstimateSlack times what is
-// free now, and warns of one short of what is free.
+// Note [The plan in host memory] (run_plan.cpp): the host memory plan `p`
+// of `c` needs, in bytes, counted once to be compared with the free memory
+// at more than one share of it (host_memory_shortfall).
+struct PlanHostBytes {
+  int64_t plan = 0;    // on the CPU, all of the plan's bytes; on a GPU, its host space
+  int64_t tokens = 0;  // on a GPU, the step's token ids and targets (the batcher's)
+  int64_t total() const { return plan + tokens; }
+};
+PlanHostBytes plan_host_bytes(const TrainConfig& c, const RunPlan& p);
+
+// Note [The plan in host memory] (run_plan.cpp): "" when `needed`, the
+// host memory plan `p` of `c` needs (plan_host_bytes), fits `free_bytes`
+// (< 0: unknown, no limit), else why not, naming the keys that size the
+// batch, or the model. Only a resident plan on the CPU, and a plan on a
+// GPU, are compared. `allowed` (>= 1): the share of `free_bytes` the plan
+// may take before it is short. resolve_run refuses a plan of this machine
+// short of kHostEstimateSlack times what is free now, and warns of one
+// short of what is free.
 std::string host_memory_shortfall(const TrainConfig& c, const models::ModelConfig& model,
-                                  const RunPlan& p, int64_t free_bytes, double allowed = 1.0);
+                                  const RunPlan& p, const PlanHostBytes& needed, int64_t free_bytes,
+                                  double allowed = 1.0);
 // The host count runs high (the demo's resident plan at batch 10000: 7.68
 // GB counted, 5.90 GB measured), so a plan over the free memory by less
 // than this factor may still fit: warned about, not refused.

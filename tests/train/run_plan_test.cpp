@@ -146,9 +146,13 @@ TEST_F(RunPlanTest, AGpuPlansHostMemoryCountsTheStepsTokenIds) {
   p.executor = exec::ExecutorKind::Resident;
   p.accum_sequences = 250;
   p.budget.add(exec::MemorySpace::Gpu, "on the GPU, not the host", int64_t{1} << 40);
-  EXPECT_EQ(host_memory_shortfall(c, model(), p, 1'600'000), "");
-  EXPECT_EQ(host_memory_shortfall(c, model(), p, -1), "");  // unknown: no limit
-  std::string m = host_memory_shortfall(c, model(), p, 1'599'999);
+  // Counted from `p` as it stands at each call.
+  const auto shortfall = [&](int64_t free_bytes, double allowed = 1.0) {
+    return host_memory_shortfall(c, model(), p, plan_host_bytes(c, p), free_bytes, allowed);
+  };
+  EXPECT_EQ(shortfall(1'600'000), "");
+  EXPECT_EQ(shortfall(-1), "");  // unknown: no limit
+  std::string m = shortfall(1'599'999);
   EXPECT_NE(m.find("train.batch_size 1000 sequences of train.seq_len 100 tokens: the run's plan "
                    "(executor resident on cuda:0) needs 1.60 MB of host memory (its host part, 0 "
                    "bytes, and the step's token ids and targets, 1.60 MB, which the batcher makes "
@@ -159,19 +163,19 @@ TEST_F(RunPlanTest, AGpuPlansHostMemoryCountsTheStepsTokenIds) {
   EXPECT_EQ(m.find("grad_accum"), std::string::npos) << m;
   // The plan's host space (pinned buffers and the like) counts beside them.
   p.budget.add(exec::MemorySpace::Host, "pinned", 400'000);
-  EXPECT_NE(host_memory_shortfall(c, model(), p, 1'999'999), "");
-  EXPECT_EQ(host_memory_shortfall(c, model(), p, 2'000'000), "");
+  EXPECT_NE(shortfall(1'999'999), "");
+  EXPECT_EQ(shortfall(2'000'000), "");
   // Allowed 1.5 times the free memory (resolve_run's refusal, as the count
   // runs high): 2 MB fits 1.5 x 1,333,334 bytes and not 1.5 x 1,333,333,
   // and the message gives the free memory itself.
-  EXPECT_EQ(host_memory_shortfall(c, model(), p, 1'333'334, 1.5), "");
-  m = host_memory_shortfall(c, model(), p, 1'333'333, 1.5);
+  EXPECT_EQ(shortfall(1'333'334, 1.5), "");
+  m = shortfall(1'333'333, 1.5);
   EXPECT_NE(m.find("needs 2.00 MB of host memory"), std::string::npos) << m;
   EXPECT_NE(m.find("more than the 1.33 MB free now"), std::string::npos) << m;
   // A CPU-master executor on the CPU stand-in fitted its host space itself.
   p.device = Device::cpu();
   p.executor = exec::ExecutorKind::Streaming;
-  EXPECT_EQ(host_memory_shortfall(c, model(), p, 0), "");
+  EXPECT_EQ(shortfall(0), "");
 }
 
 }  // namespace
