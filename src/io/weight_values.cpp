@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -52,12 +53,23 @@ WeightValueReport check_weight_values(const models::CausalLM& model, DType dtype
   return report;
 }
 
+std::string tensor_list_text(const std::vector<std::string>& tensors) {
+  // An update gone wrong can put NaN in every tensor of a model, hundreds
+  // of them; the first few say where, and the run's message stays readable.
+  constexpr size_t kShown = 4;
+  const size_t shown = std::min(tensors.size(), kShown);
+  return fmt::format(
+      "{}{}",
+      fmt::join(tensors.begin(), tensors.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+      tensors.size() > shown ? ", ..." : "");
+}
+
 std::string non_finite_weights_warning(const models::CausalLM& model, const std::string& source) {
   const std::vector<std::string> found = check_weight_values(model, DType::F32).not_finite;
   if (found.empty()) return "";
   return fmt::format(
       "warning: {} holds weights that are NaN or inf, so what the model computes is NaN: {}",
-      source, fmt::join(found, "; "));
+      source, tensor_list_text(found));
 }
 
 }  // namespace lt::io

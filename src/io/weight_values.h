@@ -21,9 +21,14 @@ struct WeightValueReport {
 
 WeightValueReport check_weight_values(const models::CausalLM& model, DType dtype);
 
+// A report's lines (`tensors`) for a message: the first four, joined by
+// ", ", then ", ..." when there are more.
+std::string tensor_list_text(const std::vector<std::string>& tensors);
+
 // For the commands that read a model to use it (eval, generate): a warning
-// line naming the tensors with NaN or inf in `model`, read from `source`,
-// whose losses and tokens they make meaningless; "" when there are none.
+// line naming the tensors with NaN or inf in `model` (tensor_list_text),
+// read from `source`, whose losses and tokens they make meaningless; ""
+// when there are none.
 std::string non_finite_weights_warning(const models::CausalLM& model, const std::string& source);
 
 }  // namespace lt::io

@@ -1,7 +1,6 @@
 #include "train/trainer.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <unistd.h>
 #include <algorithm>
@@ -790,12 +789,9 @@ std::string non_finite_weights(Run& r) {
   r.executor->sync_masters();
   const std::vector<std::string> found = io::check_weight_values(*r.model, DType::F32).not_finite;
   if (found.empty()) return "";
-  const size_t shown = std::min<size_t>(found.size(), 4);
   return fmt::format(
-      "; the model's weights hold NaN or inf, in {} tensor{}: {}{}. {}", found.size(),
-      found.size() == 1 ? "" : "s",
-      fmt::join(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
-      found.size() > shown ? ", ..." : "",
+      "; the model's weights hold NaN or inf, in {} tensor{}: {}. {}", found.size(),
+      found.size() == 1 ? "" : "s", io::tensor_list_text(found),
       r.state.step + 1 ==
               r.state.consecutive_bad_steps  // every step so far (step: this one's index)
           ? "No update has been applied since step 0, so they came with the weights the run "
