@@ -35,8 +35,4 @@ class ConfigErrors : public ::testing::Test {
   TempDir tmp_;
 };
 
-#define EXPECT_MENTIONS(message, text)               \
-  EXPECT_NE((message).find(text), std::string::npos) \
-      << "'" << (message) << "' lacks '" << (text) << "'"
-
 }  // namespace lt::train::testing

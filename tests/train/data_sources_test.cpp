@@ -13,10 +13,6 @@
 namespace lt::train::testing {
 namespace {
 
-#define EXPECT_MENTIONS(message, text)               \
-  EXPECT_NE((message).find(text), std::string::npos) \
-      << "'" << (message) << "' lacks '" << (text) << "'"
-
 class DataSources : public ::testing::Test {
  protected:
   DataSources() : tmp_("data_sources") {

@@ -11,10 +11,6 @@
 namespace lt::train::testing {
 namespace {
 
-#define EXPECT_MENTIONS(message, text)               \
-  EXPECT_NE((message).find(text), std::string::npos) \
-      << "'" << (message) << "' lacks '" << (text) << "'"
-
 // Every folder and file under `dir`, with the files' contents.
 std::map<std::string, std::string> contents_of(const fs::path& dir) {
   std::map<std::string, std::string> found;

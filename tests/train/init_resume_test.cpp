@@ -11,10 +11,6 @@
 namespace lt::train::testing {
 namespace {
 
-#define EXPECT_MENTIONS(message, text)               \
-  EXPECT_NE((message).find(text), std::string::npos) \
-      << "'" << (message) << "' lacks '" << (text) << "'"
-
 uint64_t bits(double x) {
   uint64_t b;
   std::memcpy(&b, &x, sizeof b);

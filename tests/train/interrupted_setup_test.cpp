@@ -14,10 +14,6 @@
 namespace lt::train::testing {
 namespace {
 
-#define EXPECT_MENTIONS(message, text)               \
-  EXPECT_NE((message).find(text), std::string::npos) \
-      << "'" << (message) << "' lacks '" << (text) << "'"
-
 void (*disposition_of(int signal))(int) {
   struct sigaction current {};
   ::sigaction(signal, nullptr, &current);

@@ -16,21 +16,9 @@
 namespace lt::train::testing {
 namespace {
 
-#define EXPECT_MENTIONS(message, text)               \
-  EXPECT_NE((message).find(text), std::string::npos) \
-      << "'" << (message) << "' lacks '" << (text) << "'"
-
-class OutDirErrors : public ::testing::Test {
+class OutDirErrors : public OutDirRun {
  protected:
-  OutDirErrors() : tmp_("out_dir_errors") { write_random_tokens(tmp_ / "data.jsonl", 8, 97, 5); }
-  TrainConfig config(const std::vector<std::string>& overrides = {}) {
-    return fixture_config(fixture("llama"), tmp_ / "data.jsonl", out(), overrides);
-  }
-  std::string error_of(const TrainConfig& c, const std::string& resume = "") {
-    return training_error(c, resume);
-  }
-  fs::path out() const { return tmp_ / "out"; }
-  TempDir tmp_;
+  OutDirErrors() : OutDirRun("out_dir_errors") {}
 };
 
 // The bytes of the regular files under `dir`, as du --apparent-size -b

@@ -22,21 +22,9 @@
 namespace lt::train::testing {
 namespace {
 
-#define EXPECT_MENTIONS(message, text)               \
-  EXPECT_NE((message).find(text), std::string::npos) \
-      << "'" << (message) << "' lacks '" << (text) << "'"
-
-class OutDir : public ::testing::Test {
+class OutDir : public OutDirRun {
  protected:
-  OutDir() : tmp_("out_dir") { write_random_tokens(tmp_ / "data.jsonl", 8, 97, 5); }
-  TrainConfig config(const std::vector<std::string>& overrides = {}) {
-    return fixture_config(fixture("llama"), tmp_ / "data.jsonl", out(), overrides);
-  }
-  std::string error_of(const TrainConfig& c, const std::string& resume = "") {
-    return training_error(c, resume);
-  }
-  fs::path out() const { return tmp_ / "out"; }
-  TempDir tmp_;
+  OutDir() : OutDirRun("out_dir") {}
 
  public:
   fs::path out_dir() const { return out(); }

@@ -15,10 +15,6 @@
 namespace lt::train::testing {
 namespace {
 
-#define EXPECT_MENTIONS(message, text)               \
-  EXPECT_NE((message).find(text), std::string::npos) \
-      << "'" << (message) << "' lacks '" << (text) << "'"
-
 // A row of `length` tokens whose first `masked` labels are -100 (a prompt).
 struct Row {
   int64_t length, masked;

@@ -1,7 +1,8 @@
 #pragma once
 // Shared by the trainer tests: temp folders, tokens datasets, fixture
-// configs, metrics.jsonl, and running the lazytrain program as a child
-// process (fork/exec, so a test can signal it).
+// configs, the out.dir tests' fixture, metrics.jsonl, EXPECT_MENTIONS, and
+// running the lazytrain program as a child process (fork/exec, so a test
+// can signal it).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -21,6 +22,11 @@
 #include "core/random.h"
 #include "train/config.h"
 #include "train/trainer.h"
+
+// An error message (or log) that should contain `text`.
+#define EXPECT_MENTIONS(message, text)               \
+  EXPECT_NE((message).find(text), std::string::npos) \
+      << "'" << (message) << "' lacks '" << (text) << "'"
 
 namespace lt::train::testing {
 
@@ -148,6 +154,24 @@ inline std::string training_error(const TrainConfig& config, const std::string& 
   ADD_FAILURE() << "the run did not fail";
   return "";
 }
+
+// The fixture of the out.dir tests (out_dir_test.cpp, out_dir_errors_test.cpp):
+// runs of the llama fixture on 8 short rows into out(), in a TempDir named
+// by `tag`.
+class OutDirRun : public ::testing::Test {
+ protected:
+  explicit OutDirRun(const std::string& tag) : tmp_(tag) {
+    write_random_tokens(tmp_ / "data.jsonl", 8, 97, 5);
+  }
+  TrainConfig config(const std::vector<std::string>& overrides = {}) {
+    return fixture_config(fixture("llama"), tmp_ / "data.jsonl", out(), overrides);
+  }
+  std::string error_of(const TrainConfig& c, const std::string& resume = "") {
+    return training_error(c, resume);
+  }
+  fs::path out() const { return tmp_ / "out"; }
+  TempDir tmp_;
+};
 
 // metrics.jsonl of a run, one object per line (a torn line fails the test).
 inline std::vector<nlohmann::json> read_metrics(const fs::path& out_dir) {

@@ -26,10 +26,6 @@
 namespace lt::train::testing {
 namespace {
 
-#define EXPECT_MENTIONS(message, text)               \
-  EXPECT_NE((message).find(text), std::string::npos) \
-      << "'" << (message) << "' lacks '" << (text) << "'"
-
 constexpr int32_t kUnk = 93, kImStart = 94, kImEnd = 95, kEndOfText = 96;
 constexpr int32_t kFolderEos = 2;  // the fixture's generation_config.json
 

@@ -30,10 +30,6 @@ class ZenFlowConfig : public ::testing::Test {
   TempDir tmp_;
 };
 
-#define EXPECT_MENTIONS(message, text)               \
-  EXPECT_NE((message).find(text), std::string::npos) \
-      << "'" << (message) << "' lacks '" << (text) << "'"
-
 TEST_F(ZenFlowConfig, NestedKeysAndSetOverridesLoadAndRoundTrip) {
   const TrainConfig c = load_train_config(
       write("  mode: zenflow\n  zenflow:\n    topk_ratio: 0.05\n    update_interval: 4\n"
