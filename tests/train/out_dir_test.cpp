@@ -253,12 +253,15 @@ TEST_F(OutDir, AKilledRunsLeftoversAreRemovedAtTheNextStart) {
 }
 
 // A metrics line that cannot be written (a full disk: /dev/full) stops the
-// run with a message naming metrics.jsonl.
+// run with a message naming metrics.jsonl. out.overwrite: a fresh run
+// without it first counts the lines of the metrics.jsonl an earlier run
+// left (train/earlier_run.h), and /dev/full reads as NUL bytes without
+// end, which took 40 s and gigabytes before the read gave up.
 TEST_F(OutDir, AFailedMetricsWriteStopsTheRun) {
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
   fs::create_directories(out());
   fs::create_symlink("/dev/full", out() / "metrics.jsonl");
-  const std::string m = error_of(config({"train.steps=2"}));
+  const std::string m = error_of(config({"train.steps=2", "out.overwrite=true"}));
   EXPECT_MENTIONS(m, "metrics.jsonl");
   EXPECT_MENTIONS(m, "No space left on device");
 }

@@ -70,8 +70,11 @@ TEST(StopSignal, AnIgnoredSigintStaysIgnored) {
       tmp / "run.log");
   std::signal(SIGINT, before);
   ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 3)) << child.output();
+  const size_t logged = count_lines(out / "metrics.jsonl");
   child.signal(SIGINT);
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // a step takes milliseconds
+  // A run that took it would stop after the step in flight; ten steps more
+  // (milliseconds each) say this one trains on.
+  EXPECT_TRUE(wait_for_lines(child, out / "metrics.jsonl", logged + 10)) << child.output();
   EXPECT_TRUE(child.running()) << child.output();
   EXPECT_EQ(child.output().find("stop requested"), std::string::npos) << child.output();
   child.signal(SIGTERM);
