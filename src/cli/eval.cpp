@@ -53,10 +53,11 @@ struct EvalInput {
   std::vector<data::Sample> samples;
   int64_t rows = 0;
   std::string format, template_name, fields;  // as resolved; template and fields may be empty
-  int64_t rows_cut = 0;                       // rows longer than the length below
-  int64_t cut_length = 0;                     // --seq-len, or the model's context
-  bool windows = false;                       // cut into windows (else cut short)
-  int64_t rows_scored = 0;                    // rows that keep a token to predict, cut or not
+  int64_t rows_cut = 0;       // rows cut short at --seq-len: their tokens past it are dropped
+  int64_t rows_windowed = 0;  // rows split into windows of the model's context: none dropped
+  int64_t cut_length = 0;     // --seq-len, or the model's context
+  bool windows = false;       // without --seq-len: long rows are windowed, never cut
+  int64_t rows_scored = 0;    // rows that keep a token to predict, cut or not
 };
 
 // {"input_ids": [...]} rows, every next token predicted (a "labels" field
@@ -97,9 +98,10 @@ void read_dataset(const models::CausalLM& model, const EvalArgs& args, const std
 
 // Makes the rows fit as train does: cut at --seq-len (as train.seq_len);
 // without it, a row longer than the model's context is evaluated in
-// windows of it, which lose no token. Says how many rows that cut, how
-// many of those keep no token to predict, and refuses data of which no row
-// keeps one, naming the file.
+// windows of it, which lose no token, so it is counted as windowed, not
+// cut. Says how many rows were cut or windowed, how many cut rows keep no
+// token to predict, and refuses data of which no row keeps one, naming the
+// file.
 // `context_key`: the config.json key that sets `context`.
 void fit_rows(const EvalArgs& args, int64_t context, const char* context_key, EvalInput* input) {
   input->cut_length = args.seq_len > 0 ? args.seq_len : context;
@@ -119,18 +121,19 @@ void fit_rows(const EvalArgs& args, int64_t context, const char* context_key, Ev
          "with a prompt): nothing to evaluate");
   }
   if (input->windows) {
-    input->samples = exec::split_into_windows(std::move(input->samples), context, &input->rows_cut);
-  } else {
-    input->rows_cut = cut.rows_cut;
-  }
-  if (input->rows_cut == 0 || args.json) return;
-  if (input->windows) {
-    fmt::print(stderr,
-               "eval: {} rows longer than the model's context ({} {}) "
-               "evaluated in windows of that many tokens\n",
-               input->rows_cut, context_key, context);
+    input->samples =
+        exec::split_into_windows(std::move(input->samples), context, &input->rows_windowed);
+    if (input->rows_windowed > 0 && !args.json) {
+      fmt::print(stderr,
+                 "eval: {} of {} rows of {} are longer than the model's context ({} {}) and are "
+                 "evaluated in windows of that many tokens, each starting on the last token of "
+                 "the one before: no token is lost\n",
+                 input->rows_windowed, cut.rows, args.data, context_key, context);
+    }
     return;
   }
+  input->rows_cut = cut.rows_cut;
+  if (input->rows_cut == 0 || args.json) return;
   // As train's line for train.seq_len (train/run_setup.cpp).
   std::string line =
       fmt::format("eval: {} of {} rows of {} are longer than --seq-len {} and were cut",
@@ -301,8 +304,10 @@ void run_eval(const EvalArgs& args) {
     nlohmann::json j = {{"loss", result.loss},       {"tokens", result.tokens},
                         {"rows", input.rows_scored}, {"rows_read", input.rows},
                         {"format", input.format},    {"rows_cut", input.rows_cut}};
+    j["rows_windowed"] = input.rows_windowed;
     if (!input.template_name.empty()) j["template"] = input.template_name;
-    if (input.rows_cut > 0) j[input.windows ? "window" : "seq_len"] = input.cut_length;
+    if (input.rows_cut > 0) j["seq_len"] = input.cut_length;
+    if (input.rows_windowed > 0) j["window"] = input.cut_length;
     fmt::print("{}\n", j.dump());
   } else if (input.rows_scored == input.rows) {
     fmt::print("loss {:.6f} over {} predicted tokens ({} rows)\n", result.loss, result.tokens,
@@ -367,10 +372,12 @@ void add_eval_command(CLI::App& app) {
                   "tokens per row at most, as train.seq_len (default: whole rows, in windows "
                   "of the model's max_position_embeddings)");
   cmd->add_option("--batch-size", args->batch_size, "Rows per forward pass")->capture_default_str();
-  cmd->add_flag("--json", args->json,
-                "Print one JSON line: {\"loss\", \"tokens\", \"rows\" (scored), \"rows_read\", "
-                "\"format\", \"template\", \"rows_cut\"}; with --task math {\"task\": \"math\", "
-                "\"accuracy\", \"n\", \"correct\", ...}");
+  cmd->add_flag(
+      "--json", args->json,
+      "Print one JSON line: {\"loss\", \"tokens\", \"rows\" (scored), \"rows_read\", "
+      "\"format\", \"template\", \"rows_cut\" (cut at --seq-len), \"rows_windowed\" (split into "
+      "windows, no token lost)}; with --task math {\"task\": \"math\", "
+      "\"accuracy\", \"n\", \"correct\", ...}");
   cmd->callback([args] { run_eval(*args); });
 }
 

@@ -17,18 +17,18 @@ EvalResult evaluate_loss(const models::CausalLM& model, const std::vector<data::
 }
 
 std::vector<data::Sample> split_into_windows(std::vector<data::Sample> samples, int64_t window,
-                                             int64_t* cut) {
+                                             int64_t* split) {
   LT_CHECK(window >= 2, "a window must hold at least 2 tokens, got ", window);
   std::vector<data::Sample> out;
   out.reserve(samples.size());
-  int64_t cut_count = 0;
+  int64_t split_count = 0;
   for (data::Sample& s : samples) {
     const int64_t n = static_cast<int64_t>(s.ids.size());
     if (n <= window) {
       out.push_back(std::move(s));
       continue;
     }
-    ++cut_count;
+    ++split_count;
     // Window k covers [k (window - 1), k (window - 1) + window): its first
     // token was the last of window k - 1, whose prediction that was.
     for (int64_t start = 0; start + 1 < n; start += window - 1) {
@@ -41,7 +41,7 @@ std::vector<data::Sample> split_into_windows(std::vector<data::Sample> samples, 
     std::vector<int32_t>().swap(s.ids);
     std::vector<int32_t>().swap(s.labels);
   }
-  if (cut) *cut = cut_count;
+  if (split) *split = split_count;
   return out;
 }
 

@@ -46,11 +46,11 @@ EvalResult evaluate_samples_by_stage(const models::CausalLM& model,
 // tokens, each starting one token before the previous one ends: that token
 // is the next window's first context token, so every token the whole row
 // would predict is predicted exactly once, from at most window - 1 tokens
-// of context. Shorter samples are kept whole. `cut` (optional) receives how
-// many samples were cut. A model cannot attend past its
-// max_position_embeddings, and a whole row of millions of tokens took
-// memory for its full length in one forward pass.
+// of context. Shorter samples are kept whole. `split` (optional) receives
+// how many samples were split (none of their tokens is dropped). A model
+// cannot attend past its max_position_embeddings, and a whole row of
+// millions of tokens took memory for its full length in one forward pass.
 std::vector<data::Sample> split_into_windows(std::vector<data::Sample> samples, int64_t window,
-                                             int64_t* cut = nullptr);
+                                             int64_t* split = nullptr);
 
 }  // namespace lt::exec

@@ -184,9 +184,10 @@ TEST(Evaluate, LongRowsAreSplitIntoOverlappingWindows) {
   for (size_t i = 0; i < row.size(); ++i) row[i] = static_cast<int32_t>((i * 37 + 11) % 97);
   std::vector<int32_t> labels = row;
   labels[0] = labels[70] = -100;  // a masked label inside the second window stays masked
-  int64_t cut = 0;
-  const auto windows = exec::split_into_windows({{row, labels, 4}, {{1, 2}, {1, 2}, 5}}, 64, &cut);
-  EXPECT_EQ(cut, 1);
+  int64_t split = 0;
+  const auto windows =
+      exec::split_into_windows({{row, labels, 4}, {{1, 2}, {1, 2}, 5}}, 64, &split);
+  EXPECT_EQ(split, 1);
   ASSERT_EQ(windows.size(), 4u);
   const std::vector<std::pair<size_t, size_t>> spans = {{0, 64}, {63, 127}, {126, 150}};
   for (size_t w = 0; w < spans.size(); ++w) {
@@ -215,7 +216,22 @@ TEST(Evaluate, LongRowsAreSplitIntoOverlappingWindows) {
   const auto got = nlohmann::json::parse(out);
   EXPECT_EQ(got.at("tokens").get<int64_t>(), 149);
   EXPECT_NEAR(got.at("loss").get<double>(), sum / 149.0, 1e-5);
-  EXPECT_EQ(got.at("rows_cut").get<int64_t>(), 1);
+  // Windows drop no token (all 149 are predicted), so no row is cut: the
+  // row is counted as windowed. It was counted in rows_cut, as if
+  // --seq-len had dropped its tokens past 64.
+  EXPECT_EQ(got.at("rows_cut").get<int64_t>(), 0);
+  EXPECT_EQ(got.at("rows_windowed").get<int64_t>(), 1);
+  EXPECT_EQ(got.at("window").get<int64_t>(), 64);
+  EXPECT_FALSE(got.contains("seq_len")) << out;
+  const std::string text = run_cli(
+      "eval --model " + kLlama.string() + " --data " + (dir / "long.jsonl").string(), &status);
+  ASSERT_EQ(status, 0) << text;
+  EXPECT_NE(text.find("eval: 1 of 1 rows of " + (dir / "long.jsonl").string() +
+                      " are longer than the model's context (max_position_embeddings 64)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("no token is lost"), std::string::npos) << text;
+  EXPECT_EQ(text.find("cut"), std::string::npos) << text;
 
   // --seq-len cuts the row there, as train.seq_len does; past the
   // context it is refused, naming both.
@@ -224,6 +240,9 @@ TEST(Evaluate, LongRowsAreSplitIntoOverlappingWindows) {
                                       &status);
   ASSERT_EQ(status, 0) << cut_out;
   EXPECT_EQ(nlohmann::json::parse(cut_out).at("tokens").get<int64_t>(), 31);
+  EXPECT_EQ(nlohmann::json::parse(cut_out).at("rows_cut").get<int64_t>(), 1);
+  EXPECT_EQ(nlohmann::json::parse(cut_out).at("rows_windowed").get<int64_t>(), 0);
+  EXPECT_EQ(nlohmann::json::parse(cut_out).at("seq_len").get<int64_t>(), 32);
   EXPECT_NEAR(nlohmann::json::parse(cut_out).at("loss").get<double>(),
               row_loss_sum(model, std::vector<int64_t>(row.begin(), row.begin() + 32)) / 31.0,
               1e-5);
