@@ -23,11 +23,13 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "cli/commands.h"
 #include "cli/shell_expanded_path.h"
 #include "core/regular_file.h"
+#include "data/tokenizer.h"
 #include "io/hf_folder.h"
 #include "io/hf_model.h"
 #include "io/weight_values.h"
@@ -138,6 +140,26 @@ void move_into_place(const fs::path& built, const fs::path& out) {
   fs::remove_all(built);
 }
 
+// The tokenizer convert copies must fit the model it writes: an id past
+// the embedding's rows made every later command fail on the first text
+// holding it (or index past the rows). A tokenizer this program cannot
+// read is copied unchecked, with a warning: converting the weights does
+// not need it.
+void check_tokenizer_fits(const fs::path& model_dir, int64_t vocab_size) {
+  if (!data::Tokenizer::found_at(model_dir)) return;
+  std::optional<data::Tokenizer> tokenizer;
+  try {
+    tokenizer.emplace(data::Tokenizer::load(model_dir));
+  } catch (const Error& e) {
+    fmt::print(stderr,
+               "warning: {}: the tokenizer cannot be read ({}), so its ids are not checked "
+               "against config.json's vocab_size; it is copied as it is\n",
+               model_dir.string(), e.what());
+    return;
+  }
+  data::check_tokenizer_fits_vocab(*tokenizer, vocab_size, (model_dir / "config.json").string());
+}
+
 void run_convert(const ConvertArgs& args) {
   LT_CHECK(args.dtype == "bf16" || args.dtype == "f32" || args.dtype == "f16",
            "--dtype must be bf16, f16 or f32, got '", args.dtype, "'");
@@ -155,6 +177,7 @@ void run_convert(const ConvertArgs& args) {
   check_out(out);
   const DType dtype = dtype_from_name(args.dtype);
   models::CausalLM model = io::load_hf_model(args.model, DType::F32);
+  check_tokenizer_fits(args.model, model.config().vocab_size);
   const io::WeightValueReport values = io::check_weight_values(model, dtype);
   LT_CHECK(values.beyond_dtype.empty(), "--dtype ", args.dtype, ": ", args.model,
            " holds weights beyond ", args.dtype, "'s range, which would be written as inf: ",

@@ -94,6 +94,17 @@ size_t Tokenizer::vocab_size() const {
   return limit;
 }
 
+void check_tokenizer_fits_vocab(const Tokenizer& tokenizer, int64_t vocab_size,
+                                const std::string& config_file) {
+  const int64_t largest_id = static_cast<int64_t>(tokenizer.vocab_size()) - 1;
+  if (largest_id < vocab_size) return;
+  fail(tokenizer.file().string(), ": the tokenizer's largest token id is ", largest_id, ", but ",
+       config_file, " has vocab_size ", vocab_size, " (embedding rows for ids 0 to ",
+       vocab_size - 1, "): ids ", vocab_size, " to ", largest_id,
+       " have no row. Is the tokenizer the model's? A tokenizer given tokens of its own needs "
+       "the embedding resized to match (transformers: model.resize_token_embeddings)");
+}
+
 std::optional<uint32_t> Tokenizer::token_to_id(std::string_view token) const {
   if (sentencepiece_) return sentencepiece_->piece_id(token);
   for (const AddedToken& added : added_tokens_) {

@@ -76,6 +76,9 @@ class Tokenizer {
   std::optional<std::string> id_to_token(uint32_t id) const;
   // One past the largest id, added tokens included.
   size_t vocab_size() const;
+  // The file its tokens and ids were read from: a tokenizer.json, GPT-2's
+  // encoder.json (or vocab.json), or a tokenizer.model.
+  const std::filesystem::path& file() const { return file_; }
   const std::vector<AddedToken>& added_tokens() const { return added_tokens_; }
   const Normalizer& normalizer() const { return normalizer_; }
 
@@ -117,6 +120,15 @@ class Tokenizer {
   // makes "<tok>" "▁<tok>"), else the content.
   std::vector<std::string> added_text_;
   std::unique_ptr<Cache> cache_;
+  std::filesystem::path file_;
 };
+
+// Refuses a tokenizer with an id the model has no embedding row for: its
+// largest id (added tokens included) at or past `vocab_size`, the rows
+// `config_file` gives. Such an id reads past the embedding. Fewer ids than
+// rows is normal: vocabularies are padded to a round size (Qwen2.5 has
+// 151665 ids for 151936 rows), and the rows past the last id go unused.
+void check_tokenizer_fits_vocab(const Tokenizer& tokenizer, int64_t vocab_size,
+                                const std::string& config_file);
 
 }  // namespace lt::data

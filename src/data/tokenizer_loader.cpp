@@ -180,8 +180,10 @@ Tokenizer Tokenizer::from_tokenizer_json(const fs::path& file) {
       Decoder::from_json(optional_member(root, top, "decoder"), top.member("decoder"), byte_level);
   std::vector<AddedToken> added =
       parse_added_tokens(optional_member(root, top, "added_tokens"), top.member("added_tokens"));
-  return Tokenizer(std::move(model), std::move(pre_tokenizer), std::move(normalizer),
-                   std::move(decoder), std::move(added));
+  Tokenizer tokenizer(std::move(model), std::move(pre_tokenizer), std::move(normalizer),
+                      std::move(decoder), std::move(added));
+  tokenizer.file_ = file;
+  return tokenizer;
 }
 
 Tokenizer Tokenizer::from_gpt2_files(const fs::path& encoder_json, const fs::path& vocab_bpe) {
@@ -218,12 +220,16 @@ Tokenizer Tokenizer::from_gpt2_files(const fs::path& encoder_json, const fs::pat
       added.push_back(end_of_text);
     }
   }
-  return Tokenizer(std::move(model), PreTokenizer::gpt2(), Normalizer{},
-                   Decoder::from_json(nullptr, JsonField{}, true), std::move(added));
+  Tokenizer tokenizer(std::move(model), PreTokenizer::gpt2(), Normalizer{},
+                      Decoder::from_json(nullptr, JsonField{}, true), std::move(added));
+  tokenizer.file_ = encoder_json;
+  return tokenizer;
 }
 
 Tokenizer Tokenizer::from_sentencepiece_model(const fs::path& file) {
-  return Tokenizer(SentencePieceModel::load(file));
+  Tokenizer tokenizer(SentencePieceModel::load(file));
+  tokenizer.file_ = file;
+  return tokenizer;
 }
 
 namespace {

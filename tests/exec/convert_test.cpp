@@ -17,8 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "data/byte_level.h"
 #include "io/hf_model.h"
 #include "models/causal_lm.h"
+#include "support/byte_level_tokenizer.h"
 
 namespace lt {
 namespace {
@@ -27,6 +29,25 @@ namespace fs = std::filesystem;
 
 const fs::path kLlama = fs::path(LT_SOURCE_DIR) / "tests/models/fixtures/families/llama";
 const fs::path kQwen3Tokenizer = fs::path(LT_SOURCE_DIR) / "tests/data/fixtures/qwen3";
+
+// A tokenizer.json whose largest id is `largest_id`: <unk> at 0, the 26
+// lowercase letters at 1 to 26, and the added token <|endoftext|> at
+// `largest_id` (> 26).
+void write_tokenizer(const fs::path& folder, int64_t largest_id) {
+  nlohmann::json vocab = {{"<unk>", 0}};
+  for (char c = 'a'; c <= 'z'; ++c) vocab[data::byte_level_encode(std::string(1, c))] = c - 'a' + 1;
+  const nlohmann::json tokenizer = lt::testing::byte_level_tokenizer(
+      vocab, {lt::testing::special_token(largest_id, "<|endoftext|>")});
+  std::ofstream(folder / "tokenizer.json") << tokenizer.dump();
+}
+
+// The llama fixture (vocab_size 97: ids 0 to 96) in a folder of its own.
+fs::path copy_of_llama(const fs::path& folder) {
+  fs::create_directories(folder);
+  for (const auto& entry : fs::directory_iterator(kLlama))
+    fs::copy_file(entry.path(), folder / entry.path().filename());
+  return folder;
+}
 
 class ConvertCommand : public ::testing::Test {
  protected:
@@ -100,11 +121,8 @@ TEST_F(ConvertCommand, AFullDiskLeavesTheOldFolderAsItWas) {
 
 TEST_F(ConvertCommand, NoFileOfTheEarlierFolderSurvives) {
   // A model with a tokenizer, converted first; then one without.
-  const fs::path with_tokenizer = dir_ / "with_tokenizer";
-  fs::create_directories(with_tokenizer);
-  for (const auto& entry : fs::directory_iterator(kLlama))
-    fs::copy_file(entry.path(), with_tokenizer / entry.path().filename());
-  fs::copy_file(kQwen3Tokenizer / "tokenizer.json", with_tokenizer / "tokenizer.json");
+  const fs::path with_tokenizer = copy_of_llama(dir_ / "with_tokenizer");
+  write_tokenizer(with_tokenizer, 96);
   const fs::path out = dir_ / "out";
   int status = 0;
   std::string log =
@@ -188,6 +206,52 @@ TEST_F(ConvertCommand, ErrorsNameTheOption) {
     EXPECT_FALSE(std::regex_search(log, long_number)) << value << ": " << log;
   }
   EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+// The tokenizer's ids index the embedding's vocab_size rows: a tokenizer
+// with an id at or past them is refused, naming both files and both
+// numbers, and nothing is written. Fewer ids than rows (a padded
+// vocabulary, as Qwen's 151936 rows for 151669 ids) passes without a word.
+TEST_F(ConvertCommand, ATokenizerWhoseIdsPassTheVocabularyIsRefused) {
+  const fs::path model = copy_of_llama(dir_ / "model");
+  const fs::path out = dir_ / "out";
+  const std::string args = "--model " + model.string() + " --out " + out.string();
+  int status = 0;
+  // Qwen3's tokenizer: <|endoftext|> .. </think> added up to id 151668.
+  fs::copy_file(kQwen3Tokenizer / "tokenizer.json", model / "tokenizer.json");
+  std::string log = convert(args, &status);
+  EXPECT_NE(status, 0) << log;
+  EXPECT_NE(log.find((model / "tokenizer.json").string() +
+                     ": the tokenizer's largest token id is 151668, but " +
+                     (model / "config.json").string() + " has vocab_size 97"),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(fs::exists(out));
+  // One id past the last row (96) is enough.
+  write_tokenizer(model, 97);
+  log = convert(args, &status);
+  EXPECT_NE(status, 0) << log;
+  EXPECT_NE(log.find("largest token id is 97, but " + (model / "config.json").string() +
+                     " has vocab_size 97"),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(fs::exists(out));
+
+  for (const int64_t largest_id : {96, 40}) {
+    write_tokenizer(model, largest_id);
+    log = convert(args, &status);
+    EXPECT_EQ(status, 0) << largest_id << ": " << log;
+    EXPECT_EQ(log, "wrote " + out.string() + " (32496 parameters, bf16)\n") << largest_id;
+    EXPECT_TRUE(fs::exists(out / "tokenizer.json")) << largest_id;
+  }
+  // One this program cannot read is copied unchecked, saying so.
+  std::ofstream(model / "tokenizer.json") << "{\"model\":";
+  log = convert(args, &status);
+  EXPECT_EQ(status, 0) << log;
+  EXPECT_NE(log.find("warning: " + model.string() + ": the tokenizer cannot be read (" +
+                     (model / "tokenizer.json").string() + ": not valid JSON"),
+            std::string::npos)
+      << log;
 }
 
 }  // namespace
