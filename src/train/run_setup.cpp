@@ -89,6 +89,14 @@ data::DatasetOptions dataset_options(const TrainConfig& c, const data::DataSourc
   return options;
 }
 
+}  // namespace
+
+std::string source_format(const TrainConfig& c, const data::DataSource& source) {
+  return data::detect_format(source.path, dataset_options(c, source));
+}
+
+namespace {
+
 // data.eval_path as a source, in data.format and data.template.
 data::DataSource eval_path_source(const TrainConfig& c) {
   return {c.data.eval_path, c.data.format, 1.0, c.data.template_name, "eval"};
@@ -102,7 +110,7 @@ data::DataSource eval_path_source(const TrainConfig& c) {
 std::string text_needing_a_tokenizer(const TrainConfig& c, bool* auto_found_tokens) {
   if (!c.data.eval_task.empty()) return "data.eval_task " + c.data.eval_task;
   auto text = [&](const data::DataSource& source, const std::string& key) -> std::string {
-    const std::string format = data::detect_format(source.path, dataset_options(c, source));
+    const std::string format = source_format(c, source);
     const bool detected = format != source.format;
     if (format == "tokens") {
       *auto_found_tokens = *auto_found_tokens || detected;

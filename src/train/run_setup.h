@@ -25,6 +25,10 @@ std::filesystem::path tokenizer_dir_of(const TrainConfig& c);
 // data.template.
 std::vector<data::DataSource> data_sources(const TrainConfig& c);
 
+// The format `source` is read in: its own, or when that is auto what its
+// first rows say (as load_samples tells it).
+std::string source_format(const TrainConfig& c, const data::DataSource& source);
+
 // The tokenizer the run reads from data.tokenizer, else model.path. Data
 // in a text format (data.format auto telling it from the file's first
 // rows, as eval does) or data.eval_task needs one: when none loads, the

@@ -9,6 +9,7 @@
 #include "data/builtin_template_jinja.h"
 #include "data/chat_template.h"
 #include "train/config.h"
+#include "train/run_setup.h"
 
 namespace lt::train {
 
@@ -19,23 +20,47 @@ namespace {
 // A training source's template, and the config key that set it.
 struct SourceTemplate {
   std::string name, key, path;
+  std::string format;  // its own, else data.format (may be auto)
 };
 
 // Each source the run trained on (not the split-eval ones), in config order:
 // its own template, else data.template, as the run filled it in.
 std::vector<SourceTemplate> training_templates(const TrainConfig& c) {
-  if (c.data.sources.empty()) return {{c.data.template_name, "data.template", c.data.path}};
+  if (c.data.sources.empty())
+    return {{c.data.template_name, "data.template", c.data.path, c.data.format}};
   std::vector<SourceTemplate> found;
   for (size_t i = 0; i < c.data.sources.size(); ++i) {
     const data::DataSource& s = c.data.sources[i];
     if (s.split != "train") continue;
+    const std::string format = s.format.empty() ? c.data.format : s.format;
     if (s.template_name.empty()) {
-      found.push_back({c.data.template_name, "data.template", s.path});
+      found.push_back({c.data.template_name, "data.template", s.path, format});
     } else {
-      found.push_back({s.template_name, fmt::format("data.sources[{}].template", i), s.path});
+      found.push_back(
+          {s.template_name, fmt::format("data.sources[{}].template", i), s.path, format});
     }
   }
   return found;
+}
+
+// Note [auto's template in a checkpoint]. auto lays a chat row out in the
+// tokenizer's own Jinja template when its files have one, and the
+// checkpoint's copies of those files carry it as they are. With none
+// (GPT-2's, a base model's tokenizer) auto lays the row out in plain,
+// exactly as data.template plain does, so the checkpoint carries plain as
+// Jinja as that run's does: transformers' apply_chat_template then lays a
+// prompt out as the model was trained ("prompt\n"), where with no template
+// it refuses the folder and a prompt written by hand easily misses the
+// newline. Text and token rows take no layout, so a run of those alone
+// under auto writes no template: a base model keeps having none, as on the
+// Hub. (data.template plain writes its template whatever the rows: it was
+// asked for by name.)
+bool auto_trained_plain(const TrainConfig& c, const SourceTemplate& taken,
+                        const data::TokenizerConfig& files) {
+  if (!files.chat_template.empty()) return false;
+  const std::string format =
+      source_format(c, data::DataSource{taken.path, taken.format, 1.0, taken.name, "train"});
+  return format != "text" && format != "tokens";
 }
 
 // The templates of `sources` other than `taken`'s, with their files:
@@ -84,16 +109,19 @@ CheckpointTemplate checkpoint_template(const TrainConfig& c, const data::Tokeniz
   const std::vector<SourceTemplate> sources = training_templates(c);
   if (tokenizer == nullptr || sources.empty()) return {};
   const SourceTemplate& taken = sources.front();
+  const data::TokenizerConfig files = data::read_tokenizer_config(tokenizer_path);
+  // Note [auto's template in a checkpoint]
+  std::string layout = taken.name;
+  if (taken.name == "auto") layout = auto_trained_plain(c, taken, files) ? "plain" : "";
   CheckpointTemplate saved;
   if (const std::string others = other_templates(sources, taken); !others.empty()) {
     saved.note = fmt::format(
         "checkpoints carry the chat template of the first training source, {} ({} for {}); the "
         "other training sources used {}",
-        taken.name == "auto" ? "the tokenizer's own" : taken.name, taken.key, taken.path, others);
+        layout.empty() ? "the tokenizer's own" : layout, taken.key, taken.path, others);
   }
-  if (taken.name == "auto") return saved;
-  const data::TokenizerConfig files = data::read_tokenizer_config(tokenizer_path);
-  saved.jinja = data::builtin_template_jinja(data::resolve_template_kind(taken.name, files).kind,
+  if (layout.empty()) return saved;
+  saved.jinja = data::builtin_template_jinja(data::resolve_template_kind(layout, files).kind,
                                              *tokenizer, files);
   return saved;
 }

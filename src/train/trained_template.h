@@ -37,9 +37,13 @@ PromptTemplate prompt_template(const std::filesystem::path& model_dir, const std
 // The record above serves this program; transformers' apply_chat_template
 // reads only a folder's Jinja template. So a checkpoint of a run that
 // trained in a built-in layout carries that layout as its template
-// (data/builtin_template_jinja.h), in place of the tokenizer's own.
+// (data/builtin_template_jinja.h), in place of the tokenizer's own; so does
+// one whose auto became plain, the tokenizer having no template.
 struct CheckpointTemplate {
-  std::string jinja;  // empty: the run trained with auto, the tokenizer's own, kept as it is
+  // Empty: the tokenizer's files are kept as they are (auto in the
+  // tokenizer's own template, or auto over text or token rows only: Note
+  // [auto's template in a checkpoint], trained_template.cpp).
+  std::string jinja;
   // One line when the training sources used several templates: the first
   // one's is written, and the others are named. Empty otherwise.
   std::string note;

@@ -14,6 +14,7 @@
 
 #include "data/builtin_template_jinja.h"
 #include "data/byte_level.h"
+#include "data/chat_template_jinja.h"
 #include "data/prompt_rows.h"
 #include "data/tokenizer.h"
 #include "io/hf_model.h"
@@ -236,6 +237,51 @@ TEST_F(TrainedTemplate, ACheckpointCarriesTheBuiltInLayoutItTrainedWith) {
   EXPECT_FALSE(fs::exists(tmp_ / "auto" / "step-1" / "chat_template.jinja"));
   EXPECT_EQ(read_text(tmp_ / "auto" / "step-1" / "tokenizer_config.json"),
             read_text(tok() / "tokenizer_config.json"));
+}
+
+// A tokenizer with no chat template at all (GPT-2's, a base model's): auto
+// trains the plain layout, so its checkpoint carries plain as Jinja, as a
+// run with data.template plain does, and transformers' apply_chat_template
+// lays prompts out as they were trained. It carried none, and
+// apply_chat_template refused the folder (no chat_template set) while the
+// explicit plain run's worked.
+TEST_F(TrainedTemplate, AutoThatResolvedToPlainCarriesPlainAsExplicitPlainDoes) {
+  fs::remove(tok() / "tokenizer_config.json");
+  for (const std::string name : {"auto", "plain"}) {
+    train_quietly(fixture_config(fixture("llama"), tmp_ / "qr.jsonl", tmp_ / name,
+                                 {"data.format=query_response", "data.template=" + name,
+                                  "data.tokenizer=" + tok().string(), "train.steps=1"}));
+  }
+  const fs::path ck = tmp_ / "auto" / "step-1";
+  ASSERT_TRUE(fs::exists(ck / "chat_template.jinja"));
+  const std::string jinja = read_text(ck / "chat_template.jinja");
+  EXPECT_EQ(jinja, read_text(tmp_ / "plain" / "step-1" / "chat_template.jinja"));
+  // Rendered as apply_chat_template renders it, the plain layout of
+  // data/chat_template.h, by hand: "prompt\n", then "response" and EOS.
+  const data::JinjaChatTemplate rendered(jinja, ck / "chat_template.jinja", std::nullopt,
+                                         std::nullopt);
+  const std::vector<data::ChatMessage> turn = {{data::Role::kUser, "ab"},
+                                               {data::Role::kAssistant, "ab!"}};
+  EXPECT_EQ(rendered.render_text(turn, false), "ab\nab!<|endoftext|>");
+  EXPECT_EQ(rendered.render_text(std::span(turn).first(1), true), "ab\n");
+  // eval reads the checkpoint's template as the tokens plain trains.
+  const std::string eval = "eval --json --data " + (tmp_ / "qr.jsonl").string() + " --model ";
+  const CliResult own = run(eval + ck.string());
+  const CliResult plain = run(eval + ck.string() + " --template plain");
+  ASSERT_EQ(own.status, 0) << own.err;
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(nlohmann::json::parse(own.out).at("loss"), nlohmann::json::parse(plain.out).at("loss"));
+  EXPECT_EQ(nlohmann::json::parse(own.out).at("tokens"),
+            nlohmann::json::parse(plain.out).at("tokens"));
+
+  // Text rows take no layout: under auto the checkpoint has no template,
+  // as a base model on the Hub has none.
+  write_text(tmp_ / "text.jsonl", "{\"text\": \"ab cd\"}\n{\"text\": \"ef gh\"}\n");
+  train_quietly(fixture_config(fixture("llama"), tmp_ / "text.jsonl", tmp_ / "text",
+                               {"data.format=auto", "data.template=auto",
+                                "data.tokenizer=" + tok().string(), "train.steps=1"}));
+  EXPECT_TRUE(fs::exists(tmp_ / "text" / "step-1" / "tokenizer.json"));
+  EXPECT_FALSE(fs::exists(tmp_ / "text" / "step-1" / "chat_template.jinja"));
 }
 
 // Sources of several templates: the first training source's is written,
