@@ -70,6 +70,9 @@ std::vector<std::string> names_of(const std::vector<fs::path>& dirs) {
 }
 
 size_t metrics_lines(const fs::path& metrics) {
+  // Note [metrics.jsonl that is not a file]: a device read as a file never
+  // ends (/dev/zero), or fills a line of gigabytes.
+  if (!fs::is_regular_file(metrics)) return 0;
   std::ifstream in(metrics);
   size_t lines = 0;
   for (std::string line; std::getline(in, line);) lines += line.empty() ? 0 : 1;

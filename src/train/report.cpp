@@ -24,7 +24,10 @@ namespace fs = std::filesystem;
 MetricsWriter::MetricsWriter(const fs::path& path, bool resuming, int64_t first_step,
                              std::function<void(const std::string&)> warn)
     : path_(path), warn_(std::move(warn)) {
-  if (resuming && fs::exists(path)) {
+  // Note [metrics.jsonl that is not a file]: a link to a device (/dev/null
+  // to keep no record, /dev/full in a test) is written to, never read: read,
+  // /dev/zero would fill memory with one endless line.
+  if (resuming && fs::is_regular_file(path)) {
     std::ifstream in(path);
     std::string kept, line;
     while (std::getline(in, line)) {
@@ -318,6 +321,7 @@ std::string run_summary(const std::vector<nlohmann::json>& steps) {
 }
 
 bool plot_loss_curve(const fs::path& metrics, const fs::path& png) {
+  if (!fs::is_regular_file(metrics)) return false;  // Note [metrics.jsonl that is not a file]
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return false;
   std::ifstream in(metrics);
   const fs::path dat = png.parent_path() / ".loss.dat";

@@ -266,6 +266,19 @@ TEST_F(OutDir, AFailedMetricsWriteStopsTheRun) {
   EXPECT_MENTIONS(m, "No space left on device");
 }
 
+// Note [metrics.jsonl that is not a file]: a fresh run, a resume and the
+// loss curve each read an earlier metrics.jsonl; one that is a link to
+// /dev/zero is written to and never read, where reading it filled memory
+// with one endless line (8 GB and 40 s before the allocation failed).
+TEST_F(OutDir, AMetricsFileThatIsADeviceIsNeverRead) {
+  if (!fs::exists("/dev/zero")) GTEST_SKIP() << "no /dev/zero";
+  fs::create_directories(out());
+  fs::create_symlink("/dev/zero", out() / "metrics.jsonl");
+  EXPECT_EQ(train_quietly(config({"train.steps=2", "train.save_every=2"})).steps_done, 2);
+  EXPECT_EQ(train_quietly(config({"train.steps=3"}), "latest").steps_done, 3);
+  EXPECT_TRUE(fs::is_symlink(out() / "metrics.jsonl"));
+}
+
 // A save that fails midway (the file size limit stands in for a full disk)
 // stops the run and leaves no temporary folder behind.
 TEST_F(OutDir, AFailedSaveLeavesNoTemporaryFolder) {
