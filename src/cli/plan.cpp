@@ -242,6 +242,7 @@ nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o,
                             {"optimizer", r.prediction.optimizer_s},
                             {"device_updates", r.prediction.device_updates_s}};
   j["stages_on_device"] = r.schedule.stages_on_device;
+  j["search_stopped_at_time_limit"] = r.search_stopped_at_limit;
   j["peak_bytes"] = r.schedule.predicted_peak_bytes;
   // Seconds each compute window (0..L: blocks, then the head step) waits
   // for offload traffic, per link; forward windows for d2h and disk_write,
@@ -267,9 +268,13 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
   fmt::print("executor: {} ({})\n", planned.name(), planned.choice.reason);
   if (!r.feasible) {
     fmt::print("No streaming schedule fits:\n");
-    for (const auto& s : r.shortages)
-      fmt::print("  {} is short by {:.2f} GB ({} bytes): {}\n", s.space, gb(s.bytes), s.bytes,
-                 s.detail);
+    for (const auto& s : r.shortages) {
+      if (s.bytes == 0)  // no placement found, or the instance too large: no count of bytes
+        fmt::print("  {}\n", s.detail);
+      else
+        fmt::print("  {} is short by {:.2f} GB ({} bytes): {}\n", s.space, gb(s.bytes), s.bytes,
+                   s.detail);
+    }
     return;
   }
   const auto& s = r.schedule;
@@ -331,6 +336,10 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
   if (s.tail_blocks > 0)
     fmt::print("the last {} block(s) and the head run as one use, chunk by chunk (fused_tail)\n",
                s.tail_blocks);
+  if (r.search_stopped_at_limit)
+    fmt::print(
+        "the search for stages kept on the device and a fused tail stopped at the time limit: a "
+        "longer --time-limit may find a faster step\n");
   fmt::print("predicted peak: gpu {:.2f} GB, host {:.2f} GB, disk {:.2f} GB\n",
              gb(r.budget.bytes(exec::MemorySpace::Gpu)),
              gb(r.budget.bytes(exec::MemorySpace::Host)),

@@ -1,5 +1,6 @@
 #include "plan/milp.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <utility>
@@ -73,6 +74,36 @@ bool have_milp_solver() {
 #endif
 }
 
+int64_t milp_columns(int64_t num_blocks, int max_recompute) {
+  const int64_t L = num_blocks;
+  int64_t edges = 0;  // x(s, e)
+  for (int64_t e_minus_s = 1; e_minus_s <= std::min<int64_t>(L, max_recompute); ++e_minus_s)
+    edges += L - e_minus_s + 1;
+  const int64_t placements = 3 * (L + 1) + 1;  // g, c, n per boundary, and y
+  const int64_t excess = kNumLinks * (L + 1);  // D(l, w)
+  // Boundary i's traffic columns: windows i..L forward, i+1..L backward,
+  // for the interior boundaries 1..L-1.
+  const int64_t forward = L * (L + 1) / 2 - 1, backward = L * (L - 1) / 2;
+  return edges + placements + excess + 2 * forward + 2 * backward;
+}
+
+// Note [The instance within the time limit]
+// The MILP's traffic columns grow with the square of the blocks: a model of
+// 1000 blocks has 2 million columns, 800 times those of a 32-block one.
+// `--time-limit` is what a user expects the planning to take, so nothing
+// of an instance may run unbounded past it:
+//   - CBC reads its clock only once it has set the instance up and solved
+//     its root LP, and that takes time in proportion to the columns
+//     (kCbcSetupSecondsPerColumn): the planner does not plan a model whose
+//     instance CBC could not set up within the limit (make_plan), whatever
+//     its batch, nor make its cost model: exec::fixed_bytes lists the
+//     boundaries each stage use holds, also the square of the blocks.
+//   - Building the instance is timed with the solve: the builder reads the
+//     clock per boundary and stops at the limit (out_of_time_building),
+//     and CBC gets what is left.
+// Either way the planner reports no placement, as for a solve that found
+// none within its limit, naming the blocks and the limit.
+
 namespace {
 
 // solve_milp's instance; with `fixed` (L + 1 placements) each boundary's
@@ -86,6 +117,15 @@ PlanSolution solve(const PlanInstance& in, double time_limit_s,
   fail("lazytrain was built without COIN-OR CBC (coinor-libcbc-dev): the planner cannot solve");
 #else
   const auto started = std::chrono::steady_clock::now();
+  const auto seconds_since_start = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  const auto out_of_time_building = [&] {
+    PlanSolution unsolved;
+    unsolved.out_of_time_building = true;
+    unsolved.solve_s = seconds_since_start();
+    return unsolved;
+  };
   const int L = in.num_blocks;
   const auto& A = in.boundary_gb;
   MilpBuilder m;
@@ -93,10 +133,16 @@ PlanSolution solve(const PlanInstance& in, double time_limit_s,
   struct Edge {
     int s, e, col;
   };
+  // Ordered by start, then end: the edges out of s are edges[first_edge[s]
+  // .. first_edge[s + 1]).
   std::vector<Edge> edges;
-  for (int s = 0; s < L; ++s)
+  std::vector<size_t> first_edge;
+  for (int s = 0; s < L; ++s) {
+    first_edge.push_back(edges.size());
     for (int e = s + 1; e <= std::min(L, s + in.max_recompute); ++e)
       edges.push_back({s, e, m.add_col(0, 1, in.recompute_s(s, e), true)});
+  }
+  first_edge.push_back(edges.size());
 
   std::vector<int> g(L + 1), c(L + 1), n(L + 1);
   for (int i = 0; i <= L; ++i) {
@@ -164,8 +210,13 @@ PlanSolution solve(const PlanInstance& in, double time_limit_s,
       excess[li].push_back(m.add_col(0, kInf, 1.0 / lw.gbps, false));
       m.set(window_row[w], excess[li][w], -1);
     }
-    traffic[li].assign(L + 1, std::vector<int>(L + 1, -1));
+    traffic[li].resize(L + 1);
     for (int i = 1; i < L; ++i) {
+      // Note [The instance within the time limit]: a deep model's traffic
+      // columns grow with the square of its blocks; building them counts
+      // against the limit as the solve does.
+      if (seconds_since_start() >= time_limit_s) return out_of_time_building();
+      traffic[li][i].assign(L + 1, -1);
       const int spread = m.add_row(0, 0);
       m.set(spread, n[i], -A[i]);
       if (!is_disk(link)) m.set(spread, c[i], -A[i]);
@@ -178,8 +229,8 @@ PlanSolution solve(const PlanInstance& in, double time_limit_s,
         if (!is_forward(link)) {  // only once the edge out of i has ended
           const int row = m.add_row(-kInf, 0);
           m.set(row, t, 1);
-          for (const Edge& ed : edges)
-            if (ed.s == i && ed.e <= w) m.set(row, ed.col, -A[i]);
+          for (size_t k = first_edge[i]; k < first_edge[i + 1] && edges[k].e <= w; ++k)
+            m.set(row, edges[k].col, -A[i]);
         }
       }
     }
@@ -203,6 +254,7 @@ PlanSolution solve(const PlanInstance& in, double time_limit_s,
   for (double f : in.forward_s) unit += f / L;
   if (!(unit > 0)) unit = 1;
   for (double& cost : m.obj) cost /= unit;
+  if (seconds_since_start() >= time_limit_s) return out_of_time_building();
   Cbc_Model* model = Cbc_newModel();
   Cbc_loadProblem(model, static_cast<int>(m.obj.size()), static_cast<int>(m.row_lb.size()),
                   start.data(), index.data(), value.data(), m.col_lb.data(), m.col_ub.data(),
@@ -216,7 +268,8 @@ PlanSolution solve(const PlanInstance& in, double time_limit_s,
   Cbc_setParameter(model, "preprocess", "off");
   // The limit is wall-clock time (CBC counts CPU time unless told).
   Cbc_setParameter(model, "timeMode", "elapsed");
-  Cbc_setMaximumSeconds(model, time_limit_s);
+  // What building the instance left of the limit.
+  Cbc_setMaximumSeconds(model, time_limit_s - seconds_since_start());
   // Close the gap well below the tie-breakers.
   Cbc_setAllowableGap(model, 1e-9);
   Cbc_setAllowableFractionGap(model, 1e-9);

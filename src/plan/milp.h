@@ -17,6 +17,7 @@
 // Objective: sum R x + sum D(l,w) / gbps(l) + tie-breakers per kept,
 // offloaded (c + n) and disk boundary.
 #include <array>
+#include <cstdint>
 #include <vector>
 
 #include "exec/schedule.h"
@@ -27,7 +28,9 @@ namespace lt::plan {
 struct PlanSolution {
   bool feasible = false;
   bool proven_optimal = false;
-  bool proven_infeasible = false;             // no placement meets the constraints at all
+  bool proven_infeasible = false;  // no placement meets the constraints at all
+  // The time limit ran out while the instance was built: nothing was solved.
+  bool out_of_time_building = false;
   std::vector<exec::Placement> placements;    // L + 1
   double objective = 0;                       // as the solver reports it
   double recompute_s = 0;                     // sum R x
@@ -50,7 +53,19 @@ struct PlanSolution {
 // True when this build has CBC (otherwise solve_milp throws).
 bool have_milp_solver();
 
+// The limit covers building the instance as well as solving it (Note [The
+// instance within the time limit], milp.cpp).
 PlanSolution solve_milp(const PlanInstance& instance, double time_limit_s);
+
+// The columns (variables) of solve_milp's instance for `num_blocks` blocks
+// and recompute runs of up to `max_recompute`: about 2 num_blocks^2 traffic
+// columns and a few per block.
+int64_t milp_columns(int64_t num_blocks, int max_recompute);
+// Seconds CBC spends per column of an instance before it first reads its
+// clock (Note [The instance within the time limit], milp.cpp): on the dev
+// VM, with a limit of 1 ms, 10-22 us a column from 47 thousand columns (150
+// blocks) to 2 million (1000 blocks), the least taken.
+inline constexpr double kCbcSetupSecondsPerColumn = 1e-5;
 
 // The same MILP with every boundary's placement fixed to `placements` (L +
 // 1 of them) and no capacity: what a schedule the planner did not choose

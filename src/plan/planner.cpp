@@ -1,6 +1,9 @@
 #include "plan/planner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -26,6 +29,14 @@ namespace {
 // where the executor ran them 4.6% faster (2.69 s against 2.82 s of compute
 // a step), and a margin there kept chunks of 8.
 constexpr double kChunkMargin = 0.02;
+
+// When the planning's time (PlanOptions::time_limit_s from make_plan's
+// start) is spent: the searches after a solve stop there, keeping what
+// they have found (Note [The instance within the time limit], milp.cpp).
+using Deadline = std::chrono::steady_clock::time_point;
+bool passed(Deadline deadline) {
+  return std::chrono::steady_clock::now() >= deadline;
+}
 
 // What is short for the easiest arrangement of boundaries: boundaries 0 and
 // L on the GPU, and the fewest interior boundaries a recompute length of k
@@ -64,6 +75,22 @@ std::vector<Shortage> shortages_of(const CostModel& m, const ActivationRoom& roo
                    "boundary activations: even recomputing runs of " + std::to_string(best_k) +
                        " blocks, the kept boundaries do not fit"});
   return out;
+}
+
+// Why a solve of `instance` given `limit_s` of the time limit found no
+// placement (a Shortage's detail).
+std::string why_unsolved(const PlanSolution& solution, const PlanInstance& instance,
+                         double limit_s) {
+  if (solution.proven_infeasible)
+    return "boundary activations: no placement meets every capacity and the maximum recompute "
+           "length together (each alone leaves room)";
+  if (solution.out_of_time_building)
+    return fmt::format(
+        "the solver's instance for {} blocks (recompute runs of up to {}) was still being built "
+        "when its {:.3g} s of the time limit ran out: its variables grow with the square of the "
+        "blocks",
+        instance.num_blocks, instance.max_recompute, limit_s);
+  return fmt::format("the solver found no placement within {:.3g} s", limit_s);
 }
 
 struct Candidate {
@@ -185,6 +212,7 @@ struct BatchChoice {
   StepPrediction prediction;          // with the stages on the device, once they are added
   std::vector<int> stages_on_device;  // add_stages_on_device's
   int tail_blocks = 0;                // add_tail_and_device_stages' choice
+  bool search_stopped = false;        // those two searches ran out of time
 };
 
 // The batch make_plan keeps (its rule is in planner.h): `solved` is in
@@ -244,6 +272,7 @@ Plan plan_of(const models::ModelConfig& config, const HardwareProfile& hw, Batch
   p.schedule.read_splits = split_reads(p.solution);
   p.schedule.stages_on_device = choice.stages_on_device;
   p.schedule.tail_blocks = choice.tail_blocks;
+  p.search_stopped_at_limit = choice.search_stopped;
   p.budget = with_read_windows(config, hw, p.sizes, p.schedule);
   p.schedule.has_prediction = true;
   p.schedule.predicted_step_s = p.prediction.step_s;
@@ -259,7 +288,7 @@ Plan plan_of(const models::ModelConfig& config, const HardwareProfile& hw, Batch
 // still fits and the predicted step gets shorter. A tied head reads the
 // embedding, so it is kept only with the embed stage.
 void add_stages_on_device(const models::ModelConfig& config, const HardwareProfile& hw,
-                          BatchChoice& choice) {
+                          BatchChoice& choice, Deadline deadline) {
   const int L = static_cast<int>(config.num_hidden_layers);
   // The solved schedule with the read windows that fit (plan_of's).
   const Plan solved = plan_of(config, hw, choice);
@@ -271,6 +300,10 @@ void add_stages_on_device(const models::ModelConfig& config, const HardwareProfi
       exec::with_stages_on_device(
           solved.schedule, L, config.tie_word_embeddings,
           [&](const exec::Schedule& with) {
+            if (passed(deadline)) {
+              choice.search_stopped = true;
+              return false;
+            }
             if (exec::bytes_needed(config, solved.sizes, with).bytes(exec::MemorySpace::Gpu) >
                 gpu_bytes)
               return false;
@@ -293,9 +326,10 @@ void add_stages_on_device(const models::ModelConfig& config, const HardwareProfi
 // still fits the budget; the shortest predicted step is kept (none: the
 // head apart).
 void add_tail_and_device_stages(const models::ModelConfig& config, const HardwareProfile& hw,
-                                BatchChoice& choice, bool device_stages, bool fused_tail) {
+                                BatchChoice& choice, bool device_stages, bool fused_tail,
+                                Deadline deadline) {
   BatchChoice stages_first = choice;
-  if (device_stages) add_stages_on_device(config, hw, stages_first);
+  if (device_stages) add_stages_on_device(config, hw, stages_first, deadline);
   BatchChoice best = stages_first;
   bool offloaded = false;
   for (exec::Placement p : choice.solution.placements)
@@ -320,13 +354,19 @@ void add_tail_and_device_stages(const models::ModelConfig& config, const Hardwar
     return predict_step(m, instance, with.solution);
   };
   bool stages_first_fit = true;
+  bool stopped = stages_first.search_stopped;
   for (int tail_blocks = 1; fused_tail && !offloaded && tail_blocks <= L; ++tail_blocks) {
+    if (passed(deadline)) {
+      stopped = true;
+      break;
+    }
     BatchChoice with = choice;
     with.tail_blocks = tail_blocks;
     // Each block more holds more: the first that does not fit ends the search.
     if (!fits(with)) break;
     with.prediction = predict(with);
-    if (device_stages) add_stages_on_device(config, hw, with);
+    if (device_stages) add_stages_on_device(config, hw, with, deadline);
+    stopped = stopped || with.search_stopped;
     if (with.prediction.step_s < best.prediction.step_s) best = std::move(with);
     BatchChoice after = stages_first;
     after.tail_blocks = tail_blocks;
@@ -336,6 +376,7 @@ void add_tail_and_device_stages(const models::ModelConfig& config, const Hardwar
     if (after.prediction.step_s < best.prediction.step_s) best = std::move(after);
   }
   choice = std::move(best);
+  choice.search_stopped = stopped;
 }
 
 }  // namespace
@@ -355,6 +396,20 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
   LT_CHECK(o.seq_len > 0, "plan: --seq-len must be > 0, got ", o.seq_len);
   LT_CHECK(o.batch_size >= 0, "plan: --batch-size must be > 0 (or left out), got ", o.batch_size);
   LT_CHECK(config.num_hidden_layers >= 1, "plan: the model has no layers");
+  // Note [The instance within the time limit] (milp.cpp); the first solve
+  // gets at least a second (`share` below).
+  const int64_t columns = milp_columns(config.num_hidden_layers, o.max_recompute);
+  const double setup_s = static_cast<double>(columns) * kCbcSetupSecondsPerColumn;
+  if (setup_s > std::max(1.0, o.time_limit_s)) {
+    Plan plan;
+    plan.shortages.push_back(
+        {"gpu+host+disk", 0,
+         fmt::format("not planned: the solver's instance for {} blocks (recompute runs of up to "
+                     "{}) would have {} variables, growing with the square of the blocks; the "
+                     "solver would need about {:.3g} s to set it up, past the time limit of {:g} s",
+                     config.num_hidden_layers, o.max_recompute, columns, setup_s, o.time_limit_s)});
+    return plan;
+  }
   std::vector<int64_t> batches;
   if (o.batch_size > 0)
     batches.push_back(o.batch_size);
@@ -370,7 +425,12 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
   std::vector<BatchChoice> solved;  // ascending batch sizes
   std::vector<Shortage> shortages;  // of the first batch that fails, when none was solved
   int64_t first_not_fitting = 0;
-  double solve_s = 0;
+  double solve_s = 0;  // the solves' own seconds, as reported
+  // The time limit is for the whole planning, from here.
+  const auto started = std::chrono::steady_clock::now();
+  const auto elapsed_s = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
   for (size_t bi = 0; bi < batches.size(); ++bi) {
     const std::vector<Candidate> candidates = candidates_for(config, hw, o, batches[bi]);
     // The chunkings with no shortage, in order of preference; when none, the
@@ -394,17 +454,22 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
     // The preferred chunking gets this batch's whole share of the time left
     // (as when it was the only one); the others only what it leaves, so
     // trying them never costs a plan the preferred one would have found.
+    // The searches after each solve (stages on the device, the fused tail)
+    // end with the share too.
     const double share =
-        std::max(1.0, (o.time_limit_s - solve_s) / static_cast<double>(batches.size() - bi));
-    const double batch_start = solve_s;
+        std::max(1.0, (o.time_limit_s - elapsed_s()) / static_cast<double>(batches.size() - bi));
+    const double batch_start = elapsed_s();
+    const Deadline batch_deadline =
+        started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(batch_start + share));
     std::string first_failure;  // why the preferred chunking found no placement
     for (size_t ci = 0; ci < fitting.size(); ++ci) {
       const Candidate& c = *fitting[ci];
       // Out of time: keep the plans so far.
-      if ((!solved.empty() || batch_choice) && o.time_limit_s - solve_s < 0.5) break;
+      if ((!solved.empty() || batch_choice) && o.time_limit_s - elapsed_s() < 0.5) break;
       double limit = share;
       if (ci > 0) {
-        const double left = share - (solve_s - batch_start);
+        const double left = share - (elapsed_s() - batch_start);
         if (left < 0.5) break;
         limit = left / static_cast<double>(fitting.size() - ci);
       }
@@ -412,12 +477,7 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
       PlanSolution solution = solve_milp(instance, limit);
       solve_s += solution.solve_s;
       if (!solution.feasible) {
-        if (ci == 0)
-          first_failure =
-              solution.proven_infeasible
-                  ? "boundary activations: no placement meets every capacity and the maximum "
-                    "recompute length together (each alone leaves room)"
-                  : "the solver found no placement within " + std::to_string(limit) + " s";
+        if (ci == 0) first_failure = why_unsolved(solution, instance, limit);
         continue;  // another chunking may do
       }
       BatchChoice choice{c, std::move(solution), {}, {}, 0};
@@ -426,7 +486,8 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
       // device: a larger chunk's faster forward leaves less time to hide
       // the CPU's updates behind, which the stages on the device take off it.
       // The fused tail takes GPU room too: the two are weighed together.
-      add_tail_and_device_stages(config, hw, choice, device_stages_allowed, fused_tail_allowed);
+      add_tail_and_device_stages(config, hw, choice, device_stages_allowed, fused_tail_allowed,
+                                 batch_deadline);
       const double tokens_per_s = choice.prediction.tokens_per_s;
       const double margin = preferred_measured && measured_chunk(hw, c) ? 0.0 : kChunkMargin;
       if (batch_choice && (tokens_per_s <= preferred_tokens_per_s * (1 + margin) ||

@@ -24,8 +24,11 @@ struct PlanOptions {
   // each micro-batch into chunks and never joins two, so a chunk the
   // planner chooses divides it. 0: the whole batch.
   int64_t micro_batch = 0;
-  int max_recompute = 8;     // largest number of blocks between two kept boundaries
-  double time_limit_s = 30;  // for all the solves together
+  int max_recompute = 8;  // largest number of blocks between two kept boundaries
+  // For the whole planning: the cost models, building and solving each
+  // instance, and the searches after a solve (stages on the device, the
+  // fused tail), which stop there with what they have found.
+  double time_limit_s = 30;
   exec::OptimizerStates optimizer = exec::OptimizerStates::Fp32;
   int64_t compute_bytes = 2;       // exec::TrainSizes::compute_bytes: 4 for the CPU stand-in
   bool on_gpu = true;              // false: the CPU stand-in
@@ -67,8 +70,11 @@ struct Plan {
   StepPrediction prediction;
   PlanSolution solution;
   ActivationRoom room;
-  std::string stage_times_from;     // the cost model's stage times: measured or the FLOP model
-  double solve_s = 0;               // every solve, all candidates
+  std::string stage_times_from;  // the cost model's stage times: measured or the FLOP model
+  double solve_s = 0;            // every solve, all candidates
+  // The search for stages on the device and a fused tail stopped at the
+  // time limit (PlanOptions::time_limit_s): a longer one may find a faster step.
+  bool search_stopped_at_limit = false;
   std::vector<Shortage> shortages;  // when infeasible: for the easiest candidate
   // Every batch size solved, ascending (one when the batch was given); the
   // first larger one that did not fit, 0 when none failed.

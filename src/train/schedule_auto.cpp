@@ -178,7 +178,10 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
   if (!p.feasible) {
     std::string why;
     for (const auto& s : p.shortages) {
-      why += fmt::format("; {} is short by {} bytes ({})", s.space, s.bytes, s.detail);
+      if (s.bytes == 0)  // no placement found, or the instance too large: no count of bytes
+        why += "; " + s.detail;
+      else
+        why += fmt::format("; {} is short by {} bytes ({})", s.space, s.bytes, s.detail);
     }
     fail("exec.schedule: auto: the planner found no feasible schedule for batch ",
          c.train.batch_size, " x seq ", c.train.seq_len, " on ",
@@ -222,12 +225,14 @@ std::string describe_plan(const plan::Plan& p) {
                                      : std::string("head"));
   return fmt::format(
       "exec.schedule auto: batch {}, chunks of {} sequences; boundaries ({}): {}\n"
-      "  stages kept and updated on the device: {}; blocks fused with the head: {}\n"
+      "  stages kept and updated on the device: {}; blocks fused with the head: {}{}\n"
       "  predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, optimizer {:.4f}, the CPU "
       "updating {:.2f} G params/s{}); predicted peaks: {}; solved in {:.2f} s\n"
       "  stage times: {}",
       s.batch_size, s.chunk_sequences, tally, placements, kept.empty() ? "none" : kept,
       s.tail_blocks > 0 ? fmt::format("the last {}", s.tail_blocks) : std::string("none"),
+      p.search_stopped_at_limit ? " (the search for these stopped at the planner's time limit)"
+                                : "",
       p.prediction.step_s, p.prediction.compute_s, p.prediction.recompute_s,
       p.prediction.optimizer_s, p.prediction.cpu_update_params_per_s / 1e9,
       p.prediction.cpu_update_in_run_scale != 1

@@ -2,6 +2,7 @@
 // (L <= 10): the same optimum, and the solver's placement costs what it says.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <random>
 
 #include "plan/brute_force.h"
@@ -142,6 +143,56 @@ TEST(Milp, SplitsADiskReadAsItsTrafficSpreads) {
   EXPECT_EQ(s.read_splits[1][1].window, 2);
   EXPECT_NEAR(s.read_splits[1][1].fraction, 2.0 / 3, 1e-6);
   for (int i : {0, 2, 3}) EXPECT_TRUE(s.read_splits[i].empty()) << i;
+}
+
+// milp_columns counts what solve_milp builds: each kind of column counted
+// one at a time as milp.h defines it, and the builder's own count for 300
+// blocks in runs of up to 8 (184478, printed from the builder once).
+TEST(Milp, CountsTheColumnsOfItsInstance) {
+  for (int L : {1, 2, 5, 9, 40}) {
+    for (int k : {1, 3, 8, 50}) {
+      int64_t columns = 0;
+      for (int s = 0; s < L; ++s)
+        for (int e = s + 1; e <= L && e - s <= k; ++e) ++columns;  // x(s, e)
+      columns += 3 * (L + 1) + 1;                                  // g, c, n(i) and y
+      columns += kNumLinks * (L + 1);                              // D(l, w)
+      for (int i = 1; i < L; ++i) {
+        columns += 2 * (L - i + 1);  // d, q(i, w): forward windows i..L
+        columns += 2 * (L - i);      // h, r(i, w): backward windows i+1..L
+      }
+      EXPECT_EQ(milp_columns(L, k), columns) << L << " blocks, runs of up to " << k;
+    }
+  }
+  EXPECT_EQ(milp_columns(300, 8), 184478);
+}
+
+// Note [The instance within the time limit] (milp.cpp): 1000 blocks make 2
+// million columns, a second or more to build on the dev VM and tens of
+// seconds of CBC's setup after it; the builder stops at the limit and says
+// so, and nothing is handed to CBC.
+TEST(Milp, StopsBuildingAHugeInstanceAtTheTimeLimit) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const int L = 1000;
+  PlanInstance in;
+  in.num_blocks = L;
+  in.boundary_gb.assign(L + 1, 1.0);
+  in.forward_s.assign(L, 0.1);
+  in.gpu_gb = 2 * L;  // every boundary fits
+  for (auto& l : in.links) {
+    l.capacity_gb.assign(L + 1, 10.0);
+    l.mandatory_gb.assign(L + 1, 0.0);
+  }
+  const double limit_s = 0.05;
+  const auto start = std::chrono::steady_clock::now();
+  const PlanSolution s = solve_milp(in, limit_s);
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(s.out_of_time_building);
+  EXPECT_FALSE(s.feasible);
+  EXPECT_FALSE(s.proven_infeasible);
+  EXPECT_GE(s.solve_s, limit_s);
+  // The clock is read per boundary, each a few thousand columns.
+  EXPECT_LT(took_s, limit_s + 1) << "the build ran on past the limit";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -195,6 +196,30 @@ TEST_F(PlanCommand, NothingFitsSaysWhichSpaceAndHowMuch) {
   EXPECT_NE(r.out.find("executor: none (resident would need 0.00148608 GB (1486080 bytes)"),
             std::string::npos)
       << r.out;
+}
+
+// `--time-limit` bounds the whole command (Note [The instance within the
+// time limit], plan/milp.cpp): a config.json of a million blocks kept the
+// planner counting memory for minutes, whatever the limit, before it did.
+// Now it is refused at once, saying which model was too large for which
+// limit, with the exit status of a plan that does not fit.
+TEST_F(PlanCommand, AMillionBlocksEndWithinTheTimeLimitSayingWhy) {
+  auto config = nlohmann::json::parse(testing::kTinyLlamaJson);
+  config["num_hidden_layers"] = 1000000;
+  const std::string model = write("deep.json", config.dump());
+  const double limit_s = 2;
+  const auto start = std::chrono::steady_clock::now();
+  const CliResult r =
+      run_lazytrain("plan --model " + model + " --seq-len 8 --batch-size 2 --time-limit 2", {}, 60);
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Reading the config and the resident executor's count take well under a second.
+  EXPECT_LT(took_s, limit_s + 3) << r.out;
+  EXPECT_EQ(r.status, 3) << r.out;  // resident needs 592 GB of the default 150 GB: nothing fits
+  EXPECT_NE(r.out.find("No streaming schedule fits"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the solver's instance for 1000000 blocks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("past the time limit of 2 s"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("short by 0.00 GB"), std::string::npos) << "no byte is short" << r.out;
 }
 
 TEST_F(PlanCommand, ProfileErrorsNameFileAndKey) {

@@ -2,6 +2,9 @@
 // when nothing fits the planner names the short space and the amount.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <nlohmann/json.hpp>
+
 #include "exec/schedule.h"
 #include "plan/cost_model.h"
 #include "plan/milp.h"
@@ -564,6 +567,58 @@ TEST(Planner, KeepsStagesOnTheDeviceInTheRoomLeft) {
   PlanOptions early = o;
   early.updates_during_backward = true;
   EXPECT_TRUE(make_plan(config, hw, early).schedule.stages_on_device.empty());
+}
+
+// Note [The instance within the time limit] (milp.cpp): the searches after
+// a solve (a stage on the device or a longer fused tail, each tried with a
+// memory count) stop at the time limit with what they have found. 150
+// blocks of the tiny model all fit a default machine: planning them took
+// 30 s with a limit of 1 s before they did.
+TEST(Planner, TheSearchAfterTheSolveStopsAtTheTimeLimit) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const int layers = 150;
+  auto json = nlohmann::json::parse(testing::kTinyLlamaJson);
+  json["num_hidden_layers"] = layers;
+  const auto config = models::ModelConfig::from_json_text(json.dump(), "deep tiny");
+  PlanOptions o;
+  o.batch_size = 2;
+  o.seq_len = 8;
+  o.time_limit_s = 1;
+  const HardwareProfile hw;
+  const auto start = std::chrono::steady_clock::now();
+  const Plan p = make_plan(config, hw, o);
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(p.feasible) << p.shortages.at(0).detail;
+  EXPECT_TRUE(p.search_stopped_at_limit);
+  // The limit, CBC's setup past it (under a second at this size) and the
+  // memory count under way when the clock is read.
+  EXPECT_LT(took_s, o.time_limit_s + 3);
+  // What it found is a plan the validator passes.
+  const auto problems = schedule_problems(config, p.sizes, hw, p.schedule, o.max_recompute);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+}
+
+// A model whose instance CBC could not set up within the time limit is not
+// planned at all, at once, and the reason names its blocks and the limit.
+TEST(Planner, AModelTooDeepForTheTimeLimitIsNotPlanned) {
+  auto json = nlohmann::json::parse(testing::kTinyLlamaJson);
+  json["num_hidden_layers"] = 1000000;
+  const auto config = models::ModelConfig::from_json_text(json.dump(), "a million blocks");
+  PlanOptions o;
+  o.batch_size = 2;
+  o.seq_len = 8;
+  o.time_limit_s = 2;
+  const auto start = std::chrono::steady_clock::now();
+  const Plan p = make_plan(config, HardwareProfile{}, o);
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took_s, o.time_limit_s);
+  ASSERT_FALSE(p.feasible);
+  ASSERT_EQ(p.shortages.size(), 1u);
+  const std::string& why = p.shortages[0].detail;
+  EXPECT_NE(why.find("1000000 blocks"), std::string::npos) << why;
+  EXPECT_NE(why.find("time limit of 2 s"), std::string::npos) << why;
 }
 
 }  // namespace

@@ -20,10 +20,16 @@ struct CliResult {
 
 // `lazytrain ARGS` (ARGS as the shell reads them). With `stderr_file`,
 // stderr goes there and comes back apart in `err`; without, it is in `out`.
+// With `kill_after_s` > 0, a run still going after that many seconds is
+// stopped (coreutils timeout: status 124), so that a test of a hang fails
+// instead of hanging.
 inline CliResult run_lazytrain(const std::string& args,
-                               const std::filesystem::path& stderr_file = {}) {
-  const std::string cmd = std::string(LT_BINARY_DIR) + "/lazytrain " + args +
-                          (stderr_file.empty() ? " 2>&1" : " 2>" + stderr_file.string());
+                               const std::filesystem::path& stderr_file = {},
+                               int kill_after_s = 0) {
+  const std::string cmd =
+      (kill_after_s > 0 ? "timeout --kill-after=5 " + std::to_string(kill_after_s) + " " : "") +
+      std::string(LT_BINARY_DIR) + "/lazytrain " + args +
+      (stderr_file.empty() ? " 2>&1" : " 2>" + stderr_file.string());
   FILE* pipe = popen(cmd.c_str(), "r");
   CliResult r;
   char buf[4096];
