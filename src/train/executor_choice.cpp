@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "core/device.h"
 #include "core/error.h"
+#include "models/context_limit.h"
 #include "plan/hardware.h"
 #ifdef LT_WITH_CUDA
 #include "core/cuda/device_info.h"
@@ -80,6 +82,20 @@ exec::MemoryBudget resident_budget(const TrainConfig& c, const models::ModelConf
   return exec::resident_bytes_needed(model, sizes, micro_batch, on_gpu);
 }
 
+DeviceMemory device_memory_for_run(const TrainConfig& c, Device device) {
+  if (c.exec.device_memory_gb > 0)
+    return {std::llround(c.exec.device_memory_gb * 1e9),
+            fmt::format("exec.device_memory_gb ({})", c.exec.device_memory_gb), false};
+  if (device.is_cpu()) return {-1, "the CPU (no exec.device_memory_gb)", false};
+  // `lazytrain plan --config` for a GPU this machine lacks (PlanTarget::
+  // ProfiledGpu, which needs exec.hardware): the profile's GPU.
+  if (!cuda_device_visible() && !c.exec.hardware.empty()) {
+    const double gb = plan::HardwareProfile::from_file(c.exec.hardware).gpu_memory_gb;
+    return {std::llround(gb * 1e9), "the gpu_memory_gb of " + c.exec.hardware, false};
+  }
+  return {cuda_free_bytes(device.index), fmt::format("{} (free memory)", device.str()), true};
+}
+
 ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& model,
                               Device device) {
   const int64_t resident =
@@ -92,22 +108,78 @@ ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& m
     set.reason = "exec.mode " + c.exec.mode + " is set";
     return set;
   }
-  if (c.exec.device_memory_gb > 0) {
-    return choose_executor(resident, std::llround(c.exec.device_memory_gb * 1e9),
-                           fmt::format("exec.device_memory_gb ({})", c.exec.device_memory_gb));
-  }
-  if (device.is_cpu()) return choose_executor(resident, -1, "the CPU (no exec.device_memory_gb)");
-  // `lazytrain plan --config` for a GPU this machine lacks (PlanTarget::
-  // ProfiledGpu, which needs exec.hardware): the profile's GPU.
-  if (!cuda_device_visible() && !c.exec.hardware.empty()) {
-    const double gb = plan::HardwareProfile::from_file(c.exec.hardware).gpu_memory_gb;
-    return choose_executor(resident, std::llround(gb * 1e9),
-                           "the gpu_memory_gb of " + c.exec.hardware);
-  }
-  ExecutorChoice choice = choose_executor(resident, cuda_free_bytes(device.index),
-                                          fmt::format("{} (free memory)", device.str()));
-  choice.gpu_free_memory = true;
+  const DeviceMemory memory = device_memory_for_run(c, device);
+  ExecutorChoice choice = choose_executor(resident, memory.bytes, memory.from);
+  choice.gpu_free_memory = memory.gpu_free_memory;
   return choice;
+}
+
+ResidentSetFit resident_set_fit(const TrainConfig& c, const models::ModelConfig& model,
+                                Device device) {
+  ResidentSetFit fit;
+  const DeviceMemory memory = device_memory_for_run(c, device);
+  if (memory.bytes < 0) return fit;
+  const auto counted_with = [&](int64_t batch_size, int64_t grad_accum) {
+    TrainConfig sized = c;
+    sized.train.batch_size = batch_size;
+    sized.train.grad_accum = grad_accum;
+    return resident_budget(sized, model, device.is_cuda()).bytes(exec::MemorySpace::Gpu);
+  };
+  const int64_t batch = c.train.batch_size, accum = c.train.grad_accum;
+  const int64_t counted = counted_with(batch, accum);
+  if (with_margin(counted) <= memory.bytes) return fit;
+  const std::string sized_by = fmt::format(
+      "train.batch_size {} sequences of train.seq_len {} tokens, in micro-batches of {} "
+      "(train.grad_accum {})",
+      batch, c.train.seq_len, batch / accum, accum);
+  if (static_cast<double>(counted) <= kResidentEstimateSlack * static_cast<double>(memory.bytes)) {
+    fit.warning = fmt::format(
+        "warning: exec.mode resident: {} need an estimated {} on {} (+{}% margin: {}), more than "
+        "{} has ({}): the run may run out of device memory at its first step (exec.mode auto "
+        "would not run it resident)",
+        sized_by, gigabytes(counted), device.str(), kResidentMarginPercent,
+        gigabytes(with_margin(counted)), memory.from, gigabytes(memory.bytes));
+    return fit;
+  }
+  // What would run instead: exec.mode auto; resident with fewer sequences
+  // a micro-batch (the smallest train.grad_accum that divides the batch
+  // and fits with auto's margin); else a smaller batch or sequence; and
+  // when one sequence a step does not fit, the model itself is too large.
+  std::string instead;
+  const int64_t least = counted_with(1, 1);
+  if (with_margin(least) > memory.bytes) {
+    instead = fmt::format(
+        "Set exec.mode auto, which keeps the master weights and optimizer states in host memory "
+        "and streams or offloads the model: the model of '{}' alone ({} parameters: its "
+        "weights, gradients and optimizer states, and one sequence a step) needs {}",
+        models::model_config_file(c.model.path), model.num_parameters(), gigabytes(least));
+  } else {
+    std::vector<int64_t> larger_accums;  // divisors of the batch, above train.grad_accum
+    for (int64_t d = 1; d * d <= batch; ++d) {
+      if (batch % d != 0) continue;
+      for (int64_t accum_of : {d, batch / d})
+        if (accum_of > accum) larger_accums.push_back(accum_of);
+    }
+    std::sort(larger_accums.begin(), larger_accums.end());
+    const auto fitting = std::find_if(larger_accums.begin(), larger_accums.end(), [&](int64_t g) {
+      return with_margin(counted_with(batch, g)) <= memory.bytes;
+    });
+    instead =
+        "Set exec.mode auto, which streams or offloads the model when it does not fit the device "
+        "whole, or make the micro-batch smaller" +
+        (fitting != larger_accums.end()
+             ? fmt::format(": train.grad_accum {} (micro-batches of {}) fits", *fitting,
+                           batch / *fitting)
+             : std::string(" (none of this batch fits: lower train.batch_size or train.seq_len)"));
+  }
+  const auto origin = c.key_origins.find("exec.mode");
+  fit.refusal = fmt::format(
+      "{}exec.mode resident: {} need an estimated {} on {}, over {:g} times what {} has ({}): "
+      "more than the estimate runs high. {}",
+      origin != c.key_origins.end() ? origin->second + ": " : std::string(), sized_by,
+      gigabytes(counted), device.str(), kResidentEstimateSlack, memory.from,
+      gigabytes(memory.bytes), instead);
+  return fit;
 }
 
 exec::TrainSizes streaming_sizes(const TrainConfig& c, bool stand_in) {

@@ -35,6 +35,15 @@ inline constexpr int64_t kGpuReserveBytes = int64_t{512} << 20;
 // CUDA libraries' workspaces and small temporaries of individual ops.
 inline constexpr int64_t kResidentMarginPercent = 10;
 
+// exec.mode resident as set is refused only past this many times the
+// device's memory (resident_set_fit): the count may also run high, by
+// 12.7% of the resident executor's measured peak on the CPU (ExecutorChoice.
+// ResidentCountCoversItsMeasuredPeak: 992896 bytes counted, 881104
+// measured) and 2.5% on the H200 (the qwen2.5-0.5b_24gb recipe, resident at
+// batch 16: 24.38 GB counted, 23.78 GB peak). A run counted within it may
+// still fit: it starts, warned about.
+inline constexpr double kResidentEstimateSlack = 1.15;
+
 struct ExecutorChoice {
   exec::ExecutorKind executor = exec::ExecutorKind::Resident;
   int64_t resident_bytes = 0;    // exec::resident_bytes_needed on the training device
@@ -43,6 +52,17 @@ struct ExecutorChoice {
   bool gpu_free_memory = false;  // available_bytes is a GPU's free memory
   std::string reason;            // one line: bytes needed against available
 };
+
+// The memory a run's device has, as exec.mode auto compares the resident
+// count with it: exec.device_memory_gb when set; on the CPU no limit (bytes
+// < 0); for a GPU this machine lacks (`lazytrain plan --config`, PlanTarget::
+// ProfiledGpu) exec.hardware's gpu_memory_gb; else the GPU's free memory.
+struct DeviceMemory {
+  int64_t bytes = -1;            // < 0: no limit
+  std::string from;              // where it came from, for messages
+  bool gpu_free_memory = false;  // bytes is a GPU's free memory
+};
+DeviceMemory device_memory_for_run(const TrainConfig& c, Device device);
 
 // The decision alone: resident when resident_bytes plus
 // kResidentMarginPercent of it (rounded up) <= available_bytes, or when available_bytes < 0 (no
@@ -65,6 +85,21 @@ exec::MemoryBudget resident_budget(const TrainConfig& c, const models::ModelConf
 // auto the choice on `device` (whose free memory is read on a GPU).
 ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& model,
                               Device device);
+
+// exec.mode resident as set, whose count (resident_budget) nothing else
+// holds to the device's memory (device_memory_for_run): a batch far too
+// large for the GPU started, then ran out of memory at its first step.
+// `refusal`: why it cannot run, when the count is over kResidentEstimateSlack
+// times the memory, naming the keys that size it and what would fit;
+// `warning`: a line when it is within that but over the memory with
+// exec.mode auto's margin (auto would not run it resident). Both empty when
+// it fits, or no limit is known (the CPU without exec.device_memory_gb).
+struct ResidentSetFit {
+  std::string refusal;
+  std::string warning;
+};
+ResidentSetFit resident_set_fit(const TrainConfig& c, const models::ModelConfig& model,
+                                Device device);
 
 // exec.mode auto chose streaming with a fixed exec.schedule: what is short
 // when that schedule does not fit either (resident's need, the schedule's

@@ -457,6 +457,13 @@ RunPlan plan_run(const TrainConfig& requested, const models::ModelConfig& model,
             : "clipping: with the previous step's gradient norm (train.clip_with_previous_norm)");
   }
   if (p.executor == exec::ExecutorKind::Resident) {
+    // exec.mode auto held resident to the device's memory; as set, nothing
+    // else does before the first step runs out of it.
+    if (c.exec.mode == "resident") {
+      const ResidentSetFit fit = resident_set_fit(c, model, p.device);
+      LT_CHECK(fit.refusal.empty(), fit.refusal);
+      if (!fit.warning.empty()) p.reasons.push_back(fit.warning);
+    }
     p.budget = resident_budget(c, model, p.device.is_cuda());
     p.sizes = streaming_sizes(c, p.device.is_cpu());
     p.sizes.compute_bytes = static_cast<int64_t>(dtype_size(p.compute_dtype));

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -313,6 +314,109 @@ TEST(ExecutorChoice, AllGpuRunsWhenThePlannerFindsNothingButItFits) {
                 model);
   });
   EXPECT_NE(none.find("exec.mode auto: nothing fits"), std::string::npos) << none;
+}
+
+// exec.mode resident as set: nothing held its count to the device's
+// memory, so a batch far too large for a GPU started and ran out of memory
+// at its first step. Past kResidentEstimateSlack times the memory it is
+// refused in the plan, before out.dir is made, naming the keys that size
+// it, the two figures and what would run. The memory is what exec.mode auto
+// compares resident with: here the CPU stand-in's exec.device_memory_gb.
+TEST(ExecutorChoice, ASetResidentFarOverTheDevicesMemoryIsRefusedBeforeItRuns) {
+  TempDir tmp("choice_set_resident");
+  write_random_tokens(tmp / "data.jsonl", 16, 97, 3, /*min_len=*/40);
+  const std::vector<std::string> large = {"exec.mode=resident", "train.batch_size=64"};
+  const int64_t need = resident_need(config_for(tmp, "probe", large));
+  const int64_t cap = need / 4;
+  std::vector<std::string> capped = large;
+  capped.push_back(fmt::format("exec.device_memory_gb={:.17g}", static_cast<double>(cap) / 1e9));
+  const TrainConfig c = config_for(tmp, "refused", capped);
+  const std::string message = lt::testing::error_of([&] { train_quietly(c); });
+  for (const std::string& said :
+       {std::string("--set exec.mode=resident: exec.mode resident: train.batch_size 64 sequences "
+                    "of train.seq_len 32 tokens, in micro-batches of 32 (train.grad_accum 2) need "
+                    "an estimated "),
+        fmt::format("({} bytes) on cpu, over 1.15 times what exec.device_memory_gb (", need),
+        fmt::format("({} bytes)): more than the estimate runs high", cap),
+        std::string("Set exec.mode auto, which streams or offloads the model when it does not "
+                    "fit the device whole, or make the micro-batch smaller: train.grad_accum ")})
+    EXPECT_NE(message.find(said), std::string::npos) << said << "\n" << message;
+  EXPECT_FALSE(fs::exists(tmp / "refused")) << "nothing written, not even the lock";
+}
+
+// What the refusal says would fit, fits with exec.mode auto's margin: the
+// least train.grad_accum that divides the batch and does; and when one
+// sequence a step does not fit, the model itself is named.
+TEST(ExecutorChoice, ASetResidentRefusalNamesWhatWouldFit) {
+  TempDir tmp("choice_set_resident_fit");
+  write_random_tokens(tmp / "data.jsonl", 16, 97, 3, /*min_len=*/40);
+  const auto model = models::ModelConfig::from_file(fixture("llama") / "config.json");
+  const auto capped = [&](int64_t cap, int64_t batch_size, int64_t grad_accum) {
+    return config_for(
+        tmp, "out",
+        {"exec.mode=resident", fmt::format("train.batch_size={}", batch_size),
+         fmt::format("train.grad_accum={}", grad_accum),
+         fmt::format("exec.device_memory_gb={:.17g}", static_cast<double>(cap) / 1e9)});
+  };
+  const auto with_margin = [](int64_t bytes) { return bytes + (bytes + 9) / 10; };
+  const int64_t need = resident_need(capped(1, 16, 1));
+  // Micro-batches of 1 fit (16 of them), of 2 do not.
+  const int64_t cap = with_margin(resident_need(capped(1, 16, 16)));
+  ASSERT_GT(with_margin(resident_need(capped(1, 16, 8))), cap);
+  ASSERT_GT(static_cast<double>(need), kResidentEstimateSlack * static_cast<double>(cap));
+  const std::string fewer = lt::testing::error_of([&] { resolve_run(capped(cap, 16, 1), model); });
+  EXPECT_NE(fewer.find("train.grad_accum 16 (micro-batches of 1) fits"), std::string::npos)
+      << fewer;
+  const int64_t least = resident_need(capped(1, 1, 1));
+  ASSERT_GT(static_cast<double>(need), kResidentEstimateSlack * static_cast<double>(least / 2));
+  const std::string model_alone =
+      lt::testing::error_of([&] { resolve_run(capped(least / 2, 16, 1), model); });
+  EXPECT_NE(model_alone.find("alone (32496 parameters: its weights, gradients and optimizer "
+                             "states, and one sequence a step) needs"),
+            std::string::npos)
+      << model_alone;
+  EXPECT_EQ(model_alone.find("micro-batch smaller"), std::string::npos) << model_alone;
+}
+
+// A set resident run that fits still runs: within the memory with auto's
+// margin it is said nothing; over it but within kResidentEstimateSlack
+// times it (the count runs high) it is warned about and runs.
+TEST(ExecutorChoice, ASetResidentThatMayFitRuns) {
+  TempDir tmp("choice_set_resident_runs");
+  write_random_tokens(tmp / "data.jsonl", 16, 97, 3, /*min_len=*/40);
+  const auto model = models::ModelConfig::from_file(fixture("llama") / "config.json");
+  const auto capped = [&](const std::string& out, int64_t cap) {
+    return config_for(tmp, out,
+                      {"exec.mode=resident", fmt::format("exec.device_memory_gb={:.17g}",
+                                                         static_cast<double>(cap) / 1e9)});
+  };
+  const int64_t need = resident_need(capped("probe", 1));
+  const auto warnings = [&](int64_t cap) {
+    std::string said;
+    for (const std::string& line : resolve_run(capped("out", cap), model).reasons)
+      if (line.rfind("warning: ", 0) == 0) said += line;
+    return said;
+  };
+  const int64_t with_margin = need + (need + 9) / 10;
+  EXPECT_EQ(warnings(with_margin), "");
+  const std::string close = warnings(with_margin - 1);
+  EXPECT_NE(close.find("warning: exec.mode resident: train.batch_size 4 sequences"),
+            std::string::npos)
+      << close;
+  EXPECT_NE(close.find("may run out of device memory at its first step"), std::string::npos)
+      << close;
+  // Within the slack: warned, not refused; past it: refused.
+  const double at_slack = static_cast<double>(need) / kResidentEstimateSlack;
+  EXPECT_NE(warnings(static_cast<int64_t>(std::ceil(at_slack)) + 1), "");
+  const std::string past = lt::testing::error_of(
+      [&] { resolve_run(capped("out", static_cast<int64_t>(std::floor(at_slack)) - 1), model); });
+  EXPECT_NE(past.find("more than the estimate runs high"), std::string::npos) << past;
+
+  const TrainConfig c = capped("runs", with_margin);
+  train_quietly(c);
+  const auto metrics = read_metrics(c.out.dir);
+  ASSERT_EQ(metrics.size(), 3u);
+  EXPECT_EQ(executors(metrics), std::vector<std::string>(3, "resident"));
 }
 
 }  // namespace

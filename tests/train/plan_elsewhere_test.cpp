@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <fstream>
 
@@ -13,6 +15,7 @@
 #include "exec/schedule.h"
 #include "plan/milp.h"
 #include "support/errors.h"
+#include "train/executor_choice.h"
 #include "train/run_plan.h"
 #include "train_helpers.h"
 
@@ -112,6 +115,39 @@ TEST_F(PlanElsewhere, ModeAutoComparesWithTheProfilesGpu) {
   EXPECT_EQ(p.executor, exec::ExecutorKind::Resident);
   EXPECT_TRUE(any_line_has(p.reasons, "the gpu_memory_gb of " + c.exec.hardware))
       << ::testing::PrintToString(p.reasons);
+}
+
+// exec.mode resident as set, on the GPU a profile describes: its bf16 count
+// (resident_budget on a GPU) is held to the profile's gpu_memory_gb as
+// exec.mode auto's is (on a GPU of this machine, to its free memory, by the
+// same code): far over it, refused naming the device and both figures;
+// within it, resident as set.
+TEST_F(PlanElsewhere, ASetResidentIsHeldToTheProfilesGpu) {
+  if (cuda_device_visible()) GTEST_SKIP() << "a GPU is visible: plans are for it";
+  TrainConfig c = config(100000);
+  c.exec.mode = "resident";
+  const int64_t need = resident_budget(c, model(), /*on_gpu=*/true).bytes(exec::MemorySpace::Gpu);
+  const auto with_gpu = [&](double gpu_gb) {
+    const fs::path profile = tmp_ / "small_gpu.yaml";
+    std::ofstream(profile) << fmt::format("host_memory_gb: 100000\ngpu_memory_gb: {:.17g}\n",
+                                          gpu_gb);
+    TrainConfig small = c;
+    small.exec.hardware = profile.string();
+    return small;
+  };
+  const std::string refused = lt::testing::error_of([&] {
+    resolve_run(with_gpu(static_cast<double>(need / 4) / 1e9), model(), PlanTarget::ProfiledGpu);
+  });
+  EXPECT_THAT(refused, ::testing::HasSubstr(fmt::format(
+                           "exec.mode resident: train.batch_size 4 sequences of train.seq_len 32 "
+                           "tokens, in micro-batches of 4 (train.grad_accum 1) need an estimated "
+                           "{:.6g} GB ({} bytes) on cuda:0, over 1.15 times what the "
+                           "gpu_memory_gb of {}",
+                           need / 1e9, need, (tmp_ / "small_gpu.yaml").string())));
+  EXPECT_THAT(refused, ::testing::HasSubstr(fmt::format("({} bytes))", need / 4)));
+  const RunPlan fits = resolve_run(with_gpu(141), model(), PlanTarget::ProfiledGpu);
+  EXPECT_EQ(fits.executor, exec::ExecutorKind::Resident);
+  EXPECT_TRUE(fits.device.is_cuda());
 }
 
 TEST_F(PlanElsewhere, TrainOnThisMachineStillRefusesAMissingGpu) {
