@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "exec/streaming_plan.h"
+#include "models/causal_lm.h"
 #include "ops/classifier.h"
 
 namespace lt::exec {
@@ -35,6 +36,41 @@ int64_t block_saved_elements_per_token(const models::ModelConfig& c) {
   int64_t n = 4 * c.hidden_size + 2 * q + 2 * kv + ffn_saved * c.intermediate_size;
   if (c.qk_norm) n += q + kv;
   return n;
+}
+
+// Bytes per token of the f32 statistics a block saves beside those tensors
+// (ops/norm.h, ops/attention.h): each norm's rstd (LayerNorm's mean too),
+// qk-norm's per head, and the attention's log-sum-exp per query head. The
+// demo's are 6 floats against 2176 elements; the resident count, which
+// must not fall below what is measured, adds them.
+int64_t block_statistics_bytes_per_token(const models::ModelConfig& c) {
+  const int64_t per_norm = c.is_gpt2() ? 2 : 1;
+  int64_t n = 2 * per_norm + c.num_attention_heads;
+  if (c.qk_norm) n += c.num_attention_heads + c.num_key_value_heads;
+  return n * kFp32;
+}
+
+// Elements per token a block's backward holds beyond the graph's saved
+// tensors at its worst point (autograd frees a node's saved tensors once
+// its backward has run): the activation's backward in the MLP of the
+// first block to run. Alive there: the gradient of the block's output (h),
+// which the residual add keeps for the attention half; down_proj's input
+// gradient (ffn); the activation's input gradients (SwiGLU: gate's and
+// up's, 2 ffn; GELU: up's, ffn); less down_proj's saved input, freed by
+// then (ffn). The attention half holds less: by then the MLP's saved
+// tensors (2h + 2 or 3 ffn) are freed, more than its q, k, v and output
+// gradients take. On the demo (h 128, ffn 384, f32) the step's measured
+// peak grows by 21056 bytes a token: 16 of ids, 17456 saved and these 896
+// elements.
+int64_t block_backward_elements_per_token(const models::ModelConfig& c) {
+  const int64_t activation_inputs = c.hidden_act == models::Activation::Silu ? 2 : 1;
+  return c.hidden_size + activation_inputs * c.intermediate_size;
+}
+
+// Bytes a block saves for its backward over `tokens` tokens, computing in
+// `cb` bytes per element, statistics included.
+int64_t block_saved_bytes(const models::ModelConfig& c, int64_t tokens, int64_t cb) {
+  return tokens * (block_saved_elements_per_token(c) * cb + block_statistics_bytes_per_token(c));
 }
 
 // Half the streaming budget's estimate of a block's backward working set
@@ -398,6 +434,15 @@ MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
   return m;
 }
 
+// The lm_head weight gradient's bytes: the fused head's (a GPU's default,
+// ops/classifier.h) has the padded rows.
+int64_t lm_head_gradient_bytes(const models::ModelConfig& c, int64_t cb, bool on_gpu) {
+  if (!on_gpu || !ops::fused_lm_head_enabled()) return c.vocab_size * c.hidden_size * cb;
+  const int64_t padded =
+      (c.vocab_size + ops::kLmHeadPadVocabTo - 1) / ops::kLmHeadPadVocabTo * ops::kLmHeadPadVocabTo;
+  return padded * c.hidden_size * cb;
+}
+
 }  // namespace
 
 MemoryBudget resident_bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
@@ -415,53 +460,78 @@ MemoryBudget resident_bytes_needed(const models::ModelConfig& c, const TrainSize
   // The executor drops every .grad after the update (resident.cpp), so
   // with one micro-batch a step the backward builds the gradients while it
   // frees the blocks' saved tensors: at its start all saved tensors and no
-  // block gradient are alive, at its end every gradient and about one
-  // block's saved tensors; the larger of the two is the peak. With several
-  // micro-batches the gradients of the first stay through the others.
-  // (Counting every gradient beside every saved tensor put the Qwen2.5-0.5B
-  // recipe at 29.9 GB planned against 23.8 GB measured.)
+  // block gradient are alive, at the last block's backward (the graph's
+  // peak but for the head step) the lm_head's gradient and that block's,
+  // at its end every gradient and about one block's saved tensors; the
+  // larger is the peak. With several micro-batches the gradients of the
+  // first stay through the others. (Counting every gradient beside every
+  // saved tensor put the Qwen2.5-0.5B recipe at 29.9 GB planned against
+  // 23.8 GB measured.)
   const bool one_micro_batch = micro_batch >= s.batch_size;
-  const int64_t saved = c.num_hidden_layers * block_saved_elements_per_token(c) *
-                        std::min(micro_batch, s.batch_size) * s.seq_len * cb;
+  const int64_t saved = c.num_hidden_layers *
+                        block_saved_bytes(c, std::min(micro_batch, s.batch_size) * s.seq_len, cb);
   const int64_t block_saved = saved / std::max<int64_t>(1, c.num_hidden_layers);
   const int64_t grads = n * cb;
+  // At the last block's backward: the lm_head's, down_proj's weight's and
+  // a few vectors' (its bias, the final norm's).
+  const int64_t early_grads =
+      lm_head_gradient_bytes(c, cb, on_gpu) + (c.intermediate_size + 3) * c.hidden_size * cb;
   m.add(Gpu,
         one_micro_batch ? "gradients (compute dtype) beyond the saved tensors they replace"
                         : "gradients (compute dtype)",
-        one_micro_batch ? std::max<int64_t>(0, grads - (saved - block_saved)) : grads);
+        one_micro_batch ? std::max(early_grads, grads - (saved - block_saved)) : grads);
   add_optimizer_states(m, Gpu, n, s);
-  add_graph_of_one_micro_batch(m, c, s, micro_batch, on_gpu);
+  add_graph_of_one_micro_batch(m, c, s, micro_batch, on_gpu,
+                               /*lm_head_gradient_counted=*/one_micro_batch);
   return m;
 }
 
 void add_graph_of_one_micro_batch(MemoryBudget& m, const models::ModelConfig& c,
-                                  const TrainSizes& s, int64_t micro_batch, bool on_gpu) {
+                                  const TrainSizes& s, int64_t micro_batch, bool on_gpu,
+                                  bool lm_head_gradient_counted) {
   using enum MemorySpace;
   const int64_t cb = s.compute_bytes;
   const int64_t tokens = std::min(micro_batch, s.batch_size) * s.seq_len;
   const int64_t h = c.hidden_size;
+  const int64_t v = c.vocab_size;
   m.add(Gpu, "token ids and targets of the batch (i64)", 2 * s.batch_size * s.seq_len * kTokenId);
-  const int64_t block = block_saved_elements_per_token(c) * tokens * cb;
-  m.add(Gpu, "saved tensors of every block, one micro-batch", c.num_hidden_layers * block);
-  m.add(Gpu, "gradients alive in one block's backward", block);
-  m.add(Gpu, "head: final norm input and output", 2 * tokens * h * cb);
-  const int64_t rows = std::min(tokens, loss_chunk_rows(c.vocab_size, on_gpu));
+  // models::CausalLM::context's cos and sin, f64, for half a head's width.
+  if (!c.is_gpt2())
+    m.add(Gpu, "the rope table (f64)",
+          2 * models::rope_table_positions(s.seq_len) * (c.head_dim / 2) * 8);
+  m.add(Gpu, "saved tensors of every block, one micro-batch",
+        c.num_hidden_layers * block_saved_bytes(c, tokens, cb));
+  // Beside them the graph peaks either in the head's step or in the last
+  // block's backward, once the head's tensors are freed: the larger of the
+  // two's transients. The head's: the final norm's input and output (and
+  // statistics), and the weight gradient it makes unless counted already.
+  const int64_t rows = std::min(tokens, loss_chunk_rows(v, on_gpu));
+  const int64_t norm_statistics = (c.is_gpt2() ? 2 : 1) * kFp32;
+  const int64_t lm_head_gradient = lm_head_gradient_bytes(c, cb, on_gpu);
+  int64_t head =
+      tokens * (2 * h * cb + norm_statistics) + (lm_head_gradient_counted ? 0 : lm_head_gradient);
+  std::string head_parts;
   if (on_gpu && ops::fused_lm_head_enabled()) {
     // ops/classifier.h: a chunk's logits in the compute dtype over the
-    // padded vocabulary, and the head's gradients made in the forward.
-    const int64_t padded = (c.vocab_size + ops::kLmHeadPadVocabTo - 1) / ops::kLmHeadPadVocabTo *
-                           ops::kLmHeadPadVocabTo;
-    m.add(Gpu, "fused head: a chunk's logits, their gradient written over them",
-          rows * padded * cb);
-    m.add(Gpu, "fused head: the hidden's gradient, made in the forward", tokens * h * cb);
-    m.add(Gpu, "fused head: the lm_head weight gradient (padded rows)", padded * h * cb);
-    if (padded != c.vocab_size)
-      m.add(Gpu, "fused head: the padded copy of the weight", padded * h * cb);
-    return;
+    // padded vocabulary, the hidden's gradient made in the forward, and a
+    // padded copy of the weight when the vocabulary needs padding.
+    const int64_t padded = lm_head_gradient / (h * cb);
+    head += rows * padded * cb + tokens * h * cb + (padded != v ? padded * h * cb : 0);
+    head_parts = "the fused head's chunk of logits and gradients";
+  } else {
+    // autograd/fn_lm_loss.cpp: a loss chunk's fp32 logits with their
+    // gradient written over them, the chunk's hidden gradient on its way
+    // into the whole hidden gradient, and each row's log-sum-exp.
+    head += rows * v * kFp32 + rows * h * cb + tokens * (h * cb + kFp32);
+    head_parts = "a loss chunk's logits, the hidden's and lm_head's gradients";
   }
-  m.add(Gpu, "loss chunk: fp32 logits, their gradient written over them",
-        rows * c.vocab_size * kFp32);
-  m.add(Gpu, "lm_head weight gradient: lm_head_loss's sum over its chunks", c.vocab_size * h * cb);
+  const int64_t block = block_backward_elements_per_token(c) * tokens * cb;
+  m.add(Gpu,
+        fmt::format("the larger transients: the head step's ({}, the final norm's input and "
+                    "output; {:.3f} GB) or the last block's backward (its MLP's activation "
+                    "gradients; {:.3f} GB)",
+                    head_parts, static_cast<double>(head) / 1e9, static_cast<double>(block) / 1e9),
+        std::max(head, block));
 }
 
 DiskStages disk_stages_of(const models::ModelConfig& c, const TrainSizes& s) {
@@ -509,7 +579,8 @@ MemoryBudget offload_bytes_needed(const models::ModelConfig& c, const TrainSizes
     const auto selected = static_cast<int64_t>(std::ceil(zenflow_topk * static_cast<double>(n)));
     m.add(Gpu, "ZenFlow's device columns: f32 master, m and v", selected * 3 * kFp32);
   }
-  add_graph_of_one_micro_batch(m, c, s, micro_batch, s.on_gpu);
+  add_graph_of_one_micro_batch(m, c, s, micro_batch, s.on_gpu,
+                               /*lm_head_gradient_counted=*/false);
   // exec.state_placement (Note [Offload states on disk]).
   const DiskStages disk = disk_stages_of(c, s);
   const std::string of_host =

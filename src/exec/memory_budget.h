@@ -224,19 +224,23 @@ MemoryBudget bytes_needed(const models::ModelConfig& config, const TrainSizes& s
 //
 // Counted: the f32 masters, the compute copy, gradients in the compute
 // dtype (the masters read the copy's), the optimizer's m and v, the whole
-// batch's token ids and targets, and the autograd graph of one micro-batch:
-// every block's saved tensors, one block's worth more for the gradients
-// alive during a block's backward, the head's final-norm input and output,
-// one loss chunk's logits with their gradient written over them (fp32,
-// rows as lm_head_loss chunks them), and lm_head_loss's weight-gradient sum
-// (the engine adds it into .grad in place).
+// batch's token ids and targets, and the autograd graph of one micro-batch
+// (add_graph_of_one_micro_batch).
 MemoryBudget resident_bytes_needed(const models::ModelConfig& config, const TrainSizes& sizes,
                                    int64_t micro_batch, bool on_gpu);
 
-// The autograd graph of one micro-batch of `micro_batch` sequences (as
-// resident_bytes_needed counts it), added to `m` on the device.
+// The autograd graph of one micro-batch of `micro_batch` sequences, added
+// to `m` on the device: every block's saved tensors and statistics, and the
+// larger of two points' transients beside them. The head's step: the final
+// norm's input and output, one loss chunk's logits with their gradient
+// written over them (fp32, rows as lm_head_loss chunks them), the hidden's
+// gradient and, unless `lm_head_gradient_counted` (among the gradients
+// already in `m`), lm_head_loss's weight-gradient sum (the engine adds it
+// into .grad in place). The last block's backward: its MLP's activation
+// gradients.
 void add_graph_of_one_micro_batch(MemoryBudget& m, const models::ModelConfig& config,
-                                  const TrainSizes& sizes, int64_t micro_batch, bool on_gpu);
+                                  const TrainSizes& sizes, int64_t micro_batch, bool on_gpu,
+                                  bool lm_head_gradient_counted);
 
 // The offload executor (exec/offload.h): on the device the weights and
 // gradients in the compute dtype and one micro-batch's graph, plus, for

@@ -155,10 +155,8 @@ StageContext CausalLM::context(int64_t seq_len, Tensor targets, double loss_deno
   StageContext ctx;
   if (!config_.is_gpt2()) {
     if (rope_.cos.defined() == false || rope_.cos.size(0) < seq_len) {
-      // Grow to a power of two so a run with varying lengths rebuilds rarely.
-      int64_t n = 256;
-      while (n < seq_len) n *= 2;
-      rope_ = make_rope_table(config_.head_dim, n, config_.rope_theta, rope_scaling(config_));
+      rope_ = make_rope_table(config_.head_dim, rope_table_positions(seq_len), config_.rope_theta,
+                              rope_scaling(config_));
       // Uploaded once per growth; the kernels read the f64 table directly.
       rope_.cos = rope_.cos.to(device_);
       rope_.sin = rope_.sin.to(device_);
@@ -192,6 +190,13 @@ int64_t count_targets(const Tensor& targets) {
   Tensor t = targets.to(DType::I64).contiguous();
   const int64_t* p = t.data<int64_t>();
   return std::count_if(p, p + t.numel(), [](int64_t v) { return v != -100; });
+}
+
+int64_t rope_table_positions(int64_t seq_len) {
+  // A power of two, so that a run with varying lengths rebuilds rarely.
+  int64_t n = 256;
+  while (n < seq_len) n *= 2;
+  return n;
 }
 
 Tensor shift_targets(const Tensor& ids) {

@@ -95,4 +95,8 @@ int64_t count_targets(const Tensor& targets);
 // for the last position.
 Tensor shift_targets(const Tensor& ids);
 
+// Positions the rope table CausalLM::context keeps for sequences of
+// `seq_len` tokens: 256, or the power of two that holds them.
+int64_t rope_table_positions(int64_t seq_len);
+
 }  // namespace lt::models

@@ -83,10 +83,11 @@ std::vector<std::string> executors(const std::vector<nlohmann::json>& lines) {
 
 // The count covers what the resident executor measured on the CPU (its
 // host allocator's peak in each step, which also holds the batch, the RoPE
-// table and everything else alive), and overstates it by less than a
-// quarter (measured here: 992896 counted, 881104 peak): activations
-// dominate this model, so a count that missed them would fail the first
-// check, one that doubled them the second.
+// table and everything else alive), and overstates it by less than 5%
+// (measured here, two micro-batches a step: 856256 counted, 843976 peak;
+// f45b01c counted 992896): activations dominate this model, so a count
+// that missed them would fail the first check, one that doubled them the
+// second. memory_budget_test.cpp holds the count to 2% of one micro-batch.
 TEST(ExecutorChoice, ResidentCountCoversItsMeasuredPeak) {
   TempDir tmp("choice_peak");
   write_random_tokens(tmp / "data.jsonl", 16, 97, 3, /*min_len=*/40);
@@ -96,7 +97,7 @@ TEST(ExecutorChoice, ResidentCountCoversItsMeasuredPeak) {
   for (const auto& line : read_metrics(c.out.dir)) {
     const int64_t measured = line.at("peak_bytes").at("host").get<int64_t>();
     EXPECT_LE(measured, counted) << line.dump();
-    EXPECT_GE(measured * 5, counted * 4) << "counted " << counted << ", measured " << measured;
+    EXPECT_GE(measured * 105, counted * 100) << "counted " << counted << ", measured " << measured;
     std::printf("resident: counted %lld bytes, measured peak %lld\n",
                 static_cast<long long>(counted), static_cast<long long>(measured));
   }
