@@ -41,7 +41,7 @@ namespace {
 // large host tensors]). 32 MiB is also glibc's largest mmap threshold, so
 // such blocks always get a mapping of their own.
 constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kHugePageFrom = size_t{32} << 20;
+constexpr size_t kHugePageFrom = CpuAllocator::kOwnMappingFrom;
 }  // namespace
 
 void* CpuAllocator::allocate(size_t bytes) {

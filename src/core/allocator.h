@@ -50,6 +50,10 @@ class AllocationCounters {
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kAlignment = 64;
+  // Blocks of this many bytes or more get a mapping of their own (glibc's
+  // largest mmap threshold), which their free returns to the system; the
+  // heap serves smaller ones (Note [Huge pages for large host tensors]).
+  static constexpr size_t kOwnMappingFrom = size_t{32} << 20;
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
   Device device() const override { return Device::cpu(); }
