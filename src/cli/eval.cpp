@@ -80,6 +80,9 @@ void read_dataset(const models::CausalLM& model, const EvalArgs& args, const std
   const data::Tokenizer tokenizer = data::load_tokenizer_for(
       tokenizer_path, "eval --format " + format,
       args.tokenizer.empty() ? "--model (--tokenizer is unset)" : "--tokenizer");
+  const std::string warning = data::check_tokenizer_runs_model(
+      tokenizer, model.config().vocab_size, models::model_config_file(args.model));
+  if (!warning.empty()) fmt::print(stderr, "{}\n", warning);  // also under --json
   data::DatasetOptions options;
   options.format = format;
   options.template_name = template_name;

@@ -1,5 +1,9 @@
 #include "data/tokenizer.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <deque>
 #include <mutex>
 
@@ -94,6 +98,11 @@ size_t Tokenizer::vocab_size() const {
   return limit;
 }
 
+size_t Tokenizer::vocab_size_without_added() const {
+  if (sentencepiece_) return sentencepiece_->size();
+  return model_.id_limit();
+}
+
 void check_tokenizer_fits_vocab(const Tokenizer& tokenizer, int64_t vocab_size,
                                 const std::string& config_file) {
   const int64_t largest_id = static_cast<int64_t>(tokenizer.vocab_size()) - 1;
@@ -103,6 +112,45 @@ void check_tokenizer_fits_vocab(const Tokenizer& tokenizer, int64_t vocab_size,
        vocab_size - 1, "): ids ", vocab_size, " to ", largest_id,
        " have no row. Is the tokenizer the model's? A tokenizer given tokens of its own needs "
        "the embedding resized to match (transformers: model.resize_token_embeddings)");
+}
+
+// Note [Added tokens past the embedding]: a tokenizer whose vocabulary fits
+// the embedding's rows but whose added tokens pass them is the model's own,
+// given tokens after its embedding was sized: Llama 2's first Hugging Face
+// uploads had <pad> at 32000 for 32000 rows (transformers issue 24899,
+// "LLAMA 2 HF tokenizer len is 32001"). Such a model ran here before this
+// check, on every text not holding those tokens (train and eval refuse a
+// sample that holds one, generate a prompt), and every id it emits has its
+// text; refusing it would stop a model as published from running, so it is
+// a warning. A vocabulary proper past the rows is refused: a model's own
+// never has ids its embedding lacks, so the tokenizer is another model's,
+// whose ids train and score the wrong rows and which decodes the model's
+// ids into another model's text.
+std::string check_tokenizer_runs_model(const Tokenizer& tokenizer, int64_t vocab_size,
+                                       const std::string& config_file) {
+  // A vocabulary past the rows: check_tokenizer_fits_vocab refuses it.
+  if (static_cast<int64_t>(tokenizer.vocab_size_without_added()) > vocab_size)
+    check_tokenizer_fits_vocab(tokenizer, vocab_size, config_file);
+  std::vector<const AddedToken*> past;
+  for (const AddedToken& token : tokenizer.added_tokens())
+    if (static_cast<int64_t>(token.id) >= vocab_size) past.push_back(&token);
+  if (past.empty()) return "";
+  std::sort(past.begin(), past.end(),
+            [](const AddedToken* a, const AddedToken* b) { return a->id < b->id; });
+  constexpr size_t kNamed = 5;  // the rest counted: added tokens run to hundreds
+  std::vector<std::string> named;
+  for (size_t i = 0; i < past.size() && i < kNamed; ++i)
+    named.push_back(fmt::format("{} (id {})", past[i]->content, past[i]->id));
+  std::string names = fmt::format("{}", fmt::join(named, ", "));
+  if (past.size() > kNamed) names += fmt::format(" and {} more", past.size() - kNamed);
+  const bool one = past.size() == 1;
+  return fmt::format(
+      "warning: {}: the added token{} {} {} no embedding row: {} has vocab_size {} (ids 0 to {}). "
+      "The vocabulary fits, so the tokenizer is taken as the model's; a text holding {} is "
+      "refused. Using {} needs the embedding resized (transformers: "
+      "model.resize_token_embeddings)",
+      tokenizer.file().string(), one ? "" : "s", names, one ? "has" : "have", config_file,
+      vocab_size, vocab_size - 1, one ? "this token" : "one of these tokens", one ? "it" : "them");
 }
 
 std::optional<uint32_t> Tokenizer::token_to_id(std::string_view token) const {

@@ -76,6 +76,9 @@ class Tokenizer {
   std::optional<std::string> id_to_token(uint32_t id) const;
   // One past the largest id, added tokens included.
   size_t vocab_size() const;
+  // One past the largest id of the vocabulary proper, added tokens aside
+  // (a tokenizer.model's pieces are all its vocabulary).
+  size_t vocab_size_without_added() const;
   // The file its tokens and ids were read from: a tokenizer.json, GPT-2's
   // encoder.json (or vocab.json), or a tokenizer.model.
   const std::filesystem::path& file() const { return file_; }
@@ -130,5 +133,13 @@ class Tokenizer {
 // 151665 ids for 151936 rows), and the rows past the last id go unused.
 void check_tokenizer_fits_vocab(const Tokenizer& tokenizer, int64_t vocab_size,
                                 const std::string& config_file);
+
+// The start-up check of a command that runs the model on the tokenizer's
+// ids (train, eval, generate). A vocabulary proper with an id at or past
+// `vocab_size` is refused with check_tokenizer_fits_vocab's message: the
+// tokenizer is another model's. Added tokens alone past the rows are a
+// warning, returned ("" when none): Note [Added tokens past the embedding].
+std::string check_tokenizer_runs_model(const Tokenizer& tokenizer, int64_t vocab_size,
+                                       const std::string& config_file);
 
 }  // namespace lt::data

@@ -11,6 +11,7 @@
 #include "exec/stand_in_device.h"
 #include "io/hf_model.h"
 #include "io/weight_values.h"
+#include "models/context_limit.h"
 #include "plan/hardware.h"
 #include "train/generation.h"
 
@@ -66,6 +67,9 @@ GenerationModel load_generation_model(const std::string& model_dir, const std::s
     g.tokenizer = data::load_tokenizer_for(
         g.tokenizer_path, needed_by,
         tokenizer.empty() ? "--model (--tokenizer is unset)" : "--tokenizer");
+    const std::string warning = data::check_tokenizer_runs_model(
+        *g.tokenizer, g.model.config().vocab_size, models::model_config_file(model_dir));
+    if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
   }
   g.eos_ids = eos_ids_for(model_dir, g.model.config());
   return g;

@@ -133,18 +133,33 @@ std::string text_needing_a_tokenizer(const TrainConfig& c, bool* auto_found_toke
 
 }  // namespace
 
-std::optional<data::Tokenizer> load_run_tokenizer(const TrainConfig& c) {
+std::optional<data::Tokenizer> load_run_tokenizer(const TrainConfig& c, ProgressBar& log) {
   const fs::path folder = tokenizer_dir_of(c);
   const std::string chosen_by =
       c.data.tokenizer.empty() ? "model.path (data.tokenizer is unset)" : "data.tokenizer";
   bool auto_found_tokens = false;
   const std::string text = text_needing_a_tokenizer(c, &auto_found_tokens);
-  if (!text.empty()) return data::load_tokenizer_for(folder, text, chosen_by);
-  // Token ids need none. One there is still read when data.format auto
-  // found them: the greedy sample at the end of the run decodes with it.
-  if (auto_found_tokens && data::Tokenizer::found_at(folder))
-    return data::load_tokenizer_for(folder, "the sample at the end of the run", chosen_by);
-  return std::nullopt;
+  std::optional<data::Tokenizer> tokenizer;
+  if (!text.empty()) {
+    tokenizer = data::load_tokenizer_for(folder, text, chosen_by);
+  } else if (auto_found_tokens && data::Tokenizer::found_at(folder)) {
+    // Token ids need none. One there is still read when data.format auto
+    // found them: the greedy sample at the end of the run decodes with it.
+    tokenizer = data::load_tokenizer_for(folder, "the sample at the end of the run", chosen_by);
+  }
+  if (!tokenizer) return std::nullopt;
+  // Checked before the data is read. A config.json that cannot be read is
+  // left to the model's own load, which says what is wrong with it.
+  const std::string config_file = models::model_config_file(c.model.path);
+  int64_t vocab_size = 0;
+  try {
+    vocab_size = models::ModelConfig::from_file(config_file).vocab_size;
+  } catch (const Error&) {
+    return tokenizer;
+  }
+  const std::string warning = data::check_tokenizer_runs_model(*tokenizer, vocab_size, config_file);
+  if (!warning.empty()) log.message(warning);
+  return tokenizer;
 }
 
 std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSource& source,

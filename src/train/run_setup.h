@@ -34,8 +34,12 @@ std::string source_format(const TrainConfig& c, const data::DataSource& source);
 // rows, as eval does) or data.eval_task needs one: when none loads, the
 // error names what needs it and the key that chose the folder. Token ids
 // need none (nullopt); when data.format auto found them, the folder's
-// tokenizer is still read if it has one, for the sample at the end.
-std::optional<data::Tokenizer> load_run_tokenizer(const TrainConfig& c);
+// tokenizer is still read if it has one, for the sample at the end. A
+// tokenizer read is checked against model.path's config.json as generate
+// and eval check theirs (data::check_tokenizer_runs_model): another model's
+// is refused, and added tokens past the embedding's rows are a warning on
+// `log`.
+std::optional<data::Tokenizer> load_run_tokenizer(const TrainConfig& c, ProgressBar& log);
 
 // The samples of `source` read with the config's other data keys; one line
 // on `log` says how many, in which format and template, and what was

@@ -394,7 +394,7 @@ std::string math_eval_skip_reason(const RunPlan& plan, const models::ModelConfig
 void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   const TrainConfig& c = r.config;
   const fs::path tok_dir = tokenizer_dir_of(c);
-  r.tokenizer = load_run_tokenizer(c);
+  r.tokenizer = load_run_tokenizer(c, log);
   const data::Tokenizer* tokenizer = r.tokenizer ? &*r.tokenizer : nullptr;
   TrainingData data = load_training_data(c, tokenizer, &log);
   r.sources = std::move(data.train);

@@ -17,37 +17,20 @@
 #include <string>
 #include <vector>
 
-#include "data/byte_level.h"
 #include "io/hf_model.h"
 #include "models/causal_lm.h"
-#include "support/byte_level_tokenizer.h"
+#include "support/fixture_tokenizers.h"
 
 namespace lt {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kLlama = fs::path(LT_SOURCE_DIR) / "tests/models/fixtures/families/llama";
-const fs::path kQwen3Tokenizer = fs::path(LT_SOURCE_DIR) / "tests/data/fixtures/qwen3";
+const fs::path kLlama = lt::testing::llama_fixture();
+const fs::path kQwen3Tokenizer = lt::testing::qwen3_tokenizer_dir();
 
-// A tokenizer.json whose largest id is `largest_id`: <unk> at 0, the 26
-// lowercase letters at 1 to 26, and the added token <|endoftext|> at
-// `largest_id` (> 26).
-void write_tokenizer(const fs::path& folder, int64_t largest_id) {
-  nlohmann::json vocab = {{"<unk>", 0}};
-  for (char c = 'a'; c <= 'z'; ++c) vocab[data::byte_level_encode(std::string(1, c))] = c - 'a' + 1;
-  const nlohmann::json tokenizer = lt::testing::byte_level_tokenizer(
-      vocab, {lt::testing::special_token(largest_id, "<|endoftext|>")});
-  std::ofstream(folder / "tokenizer.json") << tokenizer.dump();
-}
-
-// The llama fixture (vocab_size 97: ids 0 to 96) in a folder of its own.
-fs::path copy_of_llama(const fs::path& folder) {
-  fs::create_directories(folder);
-  for (const auto& entry : fs::directory_iterator(kLlama))
-    fs::copy_file(entry.path(), folder / entry.path().filename());
-  return folder;
-}
+using lt::testing::copy_of_llama;
+using lt::testing::write_letters_tokenizer;
 
 class ConvertCommand : public ::testing::Test {
  protected:
@@ -122,7 +105,7 @@ TEST_F(ConvertCommand, AFullDiskLeavesTheOldFolderAsItWas) {
 TEST_F(ConvertCommand, NoFileOfTheEarlierFolderSurvives) {
   // A model with a tokenizer, converted first; then one without.
   const fs::path with_tokenizer = copy_of_llama(dir_ / "with_tokenizer");
-  write_tokenizer(with_tokenizer, 96);
+  write_letters_tokenizer(with_tokenizer, 96);
   const fs::path out = dir_ / "out";
   int status = 0;
   std::string log =
@@ -228,7 +211,7 @@ TEST_F(ConvertCommand, ATokenizerWhoseIdsPassTheVocabularyIsRefused) {
       << log;
   EXPECT_FALSE(fs::exists(out));
   // One id past the last row (96) is enough.
-  write_tokenizer(model, 97);
+  write_letters_tokenizer(model, 97);
   log = convert(args, &status);
   EXPECT_NE(status, 0) << log;
   EXPECT_NE(log.find("largest token id is 97, but " + (model / "config.json").string() +
@@ -238,7 +221,7 @@ TEST_F(ConvertCommand, ATokenizerWhoseIdsPassTheVocabularyIsRefused) {
   EXPECT_FALSE(fs::exists(out));
 
   for (const int64_t largest_id : {96, 40}) {
-    write_tokenizer(model, largest_id);
+    write_letters_tokenizer(model, largest_id);
     log = convert(args, &status);
     EXPECT_EQ(status, 0) << largest_id << ": " << log;
     EXPECT_EQ(log, "wrote " + out.string() + " (32496 parameters, bf16)\n") << largest_id;
