@@ -8,11 +8,9 @@
 // saved weights and states continues as the uninterrupted one.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -24,6 +22,7 @@
 #include "exec/stage_state_file.h"
 #include "exec/streaming.h"
 #include "support/errors.h"
+#include "support/file_size_limit.h"
 #include "support/fixture_models.h"
 #include "support/random_batch.h"
 #include "support/state_files.h"
@@ -501,26 +500,8 @@ TEST(StreamingStates, BudgetCountsSomeStagesOnDisk) {
             four * 12 - 3 * block * 12 + four * (2 - 4));
 }
 
-// RLIMIT_FSIZE at 64 KiB while it lives (SIGXFSZ ignored): writes past it
-// fail with EFBIG, what a full disk looks like to the run. The first
-// stage's master alone is larger.
-struct FileSizeLimit {
-  FileSizeLimit() {
-    EXPECT_EQ(0, ::getrlimit(RLIMIT_FSIZE, &saved));
-    rlimit small = saved;
-    small.rlim_cur = 64 * 1024;
-    old_handler = std::signal(SIGXFSZ, SIG_IGN);
-    EXPECT_EQ(0, ::setrlimit(RLIMIT_FSIZE, &small));
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &saved);
-    std::signal(SIGXFSZ, old_handler);
-  }
-  FileSizeLimit(const FileSizeLimit&) = delete;
-  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
-  rlimit saved{};
-  void (*old_handler)(int) = nullptr;
-};
+// 64 KiB: the first stage's master alone is larger.
+constexpr rlim_t kFileSizeLimit = 64 * 1024;
 
 // A write the file system refuses (here: past RLIMIT_FSIZE, what a full
 // disk looks like to the run) stops the run with the file, the operation and
@@ -536,7 +517,7 @@ TEST(StreamingStates, AFailedWriteNamesTheFileTheOperationAndTheStage) {
     StreamingExecutor& ex = *executor;
     ex.sync();  // the states back in host memory: the step writes them out again
     {
-      const FileSizeLimit limit;
+      const testing::FileSizeLimit limit(kFileSizeLimit);
       e = testing::error_of([&] { ex.step(data[0], {3e-3, 0}); });
     }
     EXPECT_FALSE(fs::is_empty(dir.path()));
@@ -554,7 +535,7 @@ TEST(StreamingStates, AFailedWriteNamesTheFileTheOperationAndTheStage) {
   auto fresh_opt = testing::test_optimizer(fresh, AdamW);
   std::string built;
   {
-    const FileSizeLimit limit;
+    const testing::FileSizeLimit limit(kFileSizeLimit);
     built = testing::error_of(
         [&] { disk_executor(fresh, *fresh_opt, kLayers, dir.path(), /*force_threads=*/true); });
   }

@@ -4,11 +4,9 @@
 // run whose out.dir is deleted under it stops without writing there again;
 // an out.dir that cannot be a folder is named for what it is.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-
-#include <csignal>
 
 #include "core/bytes_text.h"
+#include "support/file_size_limit.h"
 #include "train/checkpoint.h"
 #include "train/out_dir_lock.h"
 #include "train_helpers.h"
@@ -46,22 +44,17 @@ TEST_F(OutDirErrors, ASaveShortOfRoomSaysWhatToRemove) {
   options.resume = "latest";
   options.sample_at_end = false;
   options.free_disk_bytes = [](const fs::path&) { return int64_t{100000}; };
-  rlimit old{};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
-  rlimit small = old;
-  small.rlim_cur = 64 * 1024;  // below the fixture's 129 KiB weights
   ::testing::internal::CaptureStdout();
   ::testing::internal::CaptureStderr();
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string m;
-  try {
-    run_training(config({"train.steps=4", "train.save_every=1", "train.keep_last=1"}), options);
-  } catch (const std::exception& e) {
-    m = e.what();
+  {
+    const lt::testing::FileSizeLimit limit(64 * 1024);  // below the fixture's 129 KiB weights
+    try {
+      run_training(config({"train.steps=4", "train.save_every=1", "train.keep_last=1"}), options);
+    } catch (const std::exception& e) {
+      m = e.what();
+    }
   }
-  ::setrlimit(RLIMIT_FSIZE, &old);
-  std::signal(SIGXFSZ, old_handler);
   ::testing::internal::GetCapturedStdout();
   ::testing::internal::GetCapturedStderr();
   EXPECT_MENTIONS(m, "cannot save step 3: out.dir '" + out().string() + "' is short of room");

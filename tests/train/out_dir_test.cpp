@@ -9,13 +9,12 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
-#include <sys/resource.h>
 
-#include <csignal>
 #include <functional>
 #include <map>
 
 #include "io/disk_offload.h"
+#include "support/file_size_limit.h"
 #include "train/checkpoint.h"
 #include "train_helpers.h"
 
@@ -282,24 +281,19 @@ TEST_F(OutDir, AMetricsFileThatIsADeviceIsNeverRead) {
 // A save that fails midway (the file size limit stands in for a full disk)
 // stops the run and leaves no temporary folder behind.
 TEST_F(OutDir, AFailedSaveLeavesNoTemporaryFolder) {
-  rlimit old{};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
-  rlimit small = old;
-  small.rlim_cur = 64 * 1024;  // below the fixture's 129 KiB weights
   // The run's output goes to fresh files: stdout redirected to a file
   // already past the limit would fail the run at its first line instead.
   ::testing::internal::CaptureStdout();
   ::testing::internal::CaptureStderr();
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string m;
-  try {
-    train_quietly(config({"train.steps=1"}));
-  } catch (const std::exception& e) {
-    m = e.what();
+  {
+    const lt::testing::FileSizeLimit limit(64 * 1024);  // below the fixture's 129 KiB weights
+    try {
+      train_quietly(config({"train.steps=1"}));
+    } catch (const std::exception& e) {
+      m = e.what();
+    }
   }
-  ::setrlimit(RLIMIT_FSIZE, &old);
-  std::signal(SIGXFSZ, old_handler);
   ::testing::internal::GetCapturedStdout();
   ::testing::internal::GetCapturedStderr();
   EXPECT_FALSE(m.empty()) << "the save did not fail";

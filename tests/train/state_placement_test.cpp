@@ -19,14 +19,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cmath>
-#include <csignal>
 #include <map>
 
 #include "support/errors.h"
+#include "support/file_size_limit.h"
 #include "train/run_plan.h"
 #include "train_helpers.h"
 
@@ -292,17 +290,14 @@ TEST_F(StatePlacement, AFullDiskStopsTheRunAndLosesNothing) {
   const int64_t scratch = 12 * model().num_parameters();
   ASSERT_LT(static_cast<int64_t>(largest), scratch);
 
-  rlimit saved_limit{};
-  ASSERT_EQ(0, ::getrlimit(RLIMIT_FSIZE, &saved_limit));
-  rlimit small = saved_limit;
-  // On a 4 KiB boundary: an O_DIRECT write cut at an unaligned limit fails
-  // with EINVAL instead (a real disk fills in whole blocks).
-  small.rlim_cur = static_cast<rlim_t>((static_cast<int64_t>(largest) + scratch) / 2 / 4096 * 4096);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  ASSERT_EQ(0, ::setrlimit(RLIMIT_FSIZE, &small));
-  const std::string e = lt::testing::error_of([&] { train_quietly(run(4), "latest"); });
-  ::setrlimit(RLIMIT_FSIZE, &saved_limit);
-  std::signal(SIGXFSZ, old_handler);
+  std::string e;
+  {
+    // On a 4 KiB boundary: an O_DIRECT write cut at an unaligned limit
+    // fails with EINVAL instead (a real disk fills in whole blocks).
+    const lt::testing::FileSizeLimit limit(
+        static_cast<rlim_t>((static_cast<int64_t>(largest) + scratch) / 2 / 4096 * 4096));
+    e = lt::testing::error_of([&] { train_quietly(run(4), "latest"); });
+  }
   EXPECT_THAT(e, ::testing::HasSubstr(out.string()));
   EXPECT_THAT(e, ::testing::HasSubstr("lazytrain_states_"));
   EXPECT_THAT(e, ::testing::HasSubstr("File too large"));

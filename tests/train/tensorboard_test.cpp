@@ -7,12 +7,10 @@
 // Also the lines train prints at its start and end.
 #include <gtest/gtest.h>
 
-#include <sys/resource.h>
-
 #include <cmath>
-#include <csignal>
 #include <cstdlib>
 
+#include "support/file_size_limit.h"
 #include "train/report.h"
 #include "train_helpers.h"
 
@@ -109,20 +107,15 @@ TEST(TensorBoard, AFailedEventWriteWarnsOnceAndTheMetricsLinesGoOn) {
   const auto opened = static_cast<rlim_t>(fs::file_size(events[0]));
   ASSERT_GT(opened, 3 * std::string("{\"step\":0}\n").size());  // the lines fit under the limit
 
-  rlimit old{};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
-  rlimit small = old;
-  small.rlim_cur = opened + 1;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string error;
-  try {
-    for (int step = 0; step < 3; ++step) metrics.write({{"step", step}});
-  } catch (const std::exception& e) {
-    error = e.what();
+  {
+    const lt::testing::FileSizeLimit limit(opened + 1);
+    try {
+      for (int step = 0; step < 3; ++step) metrics.write({{"step", step}});
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
   }
-  ::setrlimit(RLIMIT_FSIZE, &old);
-  std::signal(SIGXFSZ, old_handler);
   EXPECT_EQ(error, "");
   EXPECT_EQ(count_lines(tmp / "metrics.jsonl"), 3u);
   ASSERT_EQ(warnings.size(), 1u);
