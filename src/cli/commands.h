@@ -2,6 +2,7 @@
 // Each subcommand registers itself on the app and runs from its callback;
 // errors propagate as lt::Error to main(), which prints them.
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 
 #include "models/config.h"
@@ -11,6 +12,13 @@ namespace lt::cli {
 // The model config at `path`: a Hugging Face folder or a config.json
 // (plan and profile take either, so large models plan without weights).
 models::ModelConfig load_model_config(const std::string& path);
+
+// `plan`'s and `profile`'s sequence length when --seq-len is not given: a
+// common fine-tuning length, or the model's context when that is shorter
+// (ModelConfig::exact_context), so that the two agree and a profile's stage
+// times fit the plan made with the same defaults.
+inline constexpr int64_t kDefaultSeqLen = 1024;
+int64_t default_seq_len(const models::ModelConfig& config);
 
 void add_info_command(CLI::App& app);
 void add_eval_command(CLI::App& app);

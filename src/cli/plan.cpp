@@ -13,6 +13,7 @@
 #include "cli/shell_expanded_path.h"
 #include "core/error.h"
 #include "exec/schedule.h"
+#include "io/atomic_file.h"
 #include "models/context_limit.h"
 #include "plan/data_parallel.h"
 #include "plan/planner.h"
@@ -29,11 +30,11 @@ models::ModelConfig load_model_config(const std::string& path) {
   return models::ModelConfig::from_file(models::model_config_file(path));
 }
 
-namespace {
+int64_t default_seq_len(const models::ModelConfig& config) {
+  return std::min(kDefaultSeqLen, config.exact_context());
+}
 
-// `plan`'s sequence length when --seq-len is not given: a common
-// fine-tuning length, for models whose context holds it.
-constexpr int64_t kDefaultSeqLen = 1024;
+namespace {
 
 struct PlanArgs {
   std::string model;
@@ -413,6 +414,7 @@ void add_plan_command(CLI::App& app) {
       return;
     }
     LT_CHECK(!args->model.empty(), "--model is required (or --config, a train config)");
+    if (!args->out.empty()) io::check_can_write(args->out, "--out");  // before the solve
     const models::ModelConfig config = load_model_config(args->model);
     const plan::HardwareProfile hw = args->hardware.empty()
                                          ? plan::HardwareProfile{}

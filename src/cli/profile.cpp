@@ -10,6 +10,7 @@
 #include "cli/shell_expanded_path.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "models/context_limit.h"
 #include "plan/profile.h"
 
 namespace lt::cli {
@@ -17,8 +18,8 @@ namespace lt::cli {
 namespace {
 
 struct StageTimingArgs {
-  std::string model;  // a Hugging Face folder or a config.json; empty: no stage times
-  int64_t seq_len = 1024;
+  std::string model;    // a Hugging Face folder or a config.json; empty: no stage times
+  int64_t seq_len = 0;  // 0: not given, default_seq_len
   std::vector<int64_t> batch_sizes;  // empty: plan::default_stage_batch_sizes
 };
 
@@ -46,20 +47,36 @@ void add_profile_command(CLI::App& app) {
                   "also time this model's stages (Hugging Face folder or config.json; random "
                   "weights) into stage_times")
       ->check(shell_expanded_path());
-  cmd->add_option("--seq-len", timing->seq_len, "tokens per sequence for the stage times")
-      ->capture_default_str();
+  CLI::Option* seq_len_given = cmd->add_option(
+      "--seq-len", timing->seq_len,
+      fmt::format("tokens per sequence for the stage times (default: {}, or the model's "
+                  "max_position_embeddings when shorter, as plan's)",
+                  kDefaultSeqLen));
   cmd->add_option("--batch-sizes", timing->batch_sizes,
                   "the batch sizes (sequences per chunk) the stages are timed at, two or more "
                   "(default: on a GPU half the planner's default chunk, the chunk and 4 times "
                   "it, 4,8,32 at seq 1024; on the CPU 1,2)")
       ->delimiter(',')
       ->expected(2, 8);
-  cmd->callback([out, options, disk_mb, timing] {
+  cmd->callback([out, options, disk_mb, timing, seq_len_given] {
     options->disk_bytes = *disk_mb << 20;
-    plan::ProfileReport r = timing->model.empty() ? plan::measure_profile(*options)
-                                                  : plan::measure_profile_for_model(
-                                                        *options, load_model_config(timing->model),
-                                                        timing->seq_len, timing->batch_sizes);
+    // Everything that can be refused is, before the measuring (a minute
+    // on a GPU): the output's folder, and the model's sequence length as
+    // plan, train and eval check it.
+    io::check_can_write(*out, "--out");
+    plan::ProfileReport r;
+    if (timing->model.empty()) {
+      r = plan::measure_profile(*options);
+    } else {
+      const models::ModelConfig config = load_model_config(timing->model);
+      LT_CHECK(seq_len_given->count() == 0 || timing->seq_len > 0,
+               "--seq-len must be a number of tokens (leave it out for the default), got ",
+               timing->seq_len);
+      const int64_t seq_len =
+          seq_len_given->count() > 0 ? timing->seq_len : default_seq_len(config);
+      models::check_seq_len_fits(seq_len, "--seq-len", config, timing->model);
+      r = plan::measure_profile_for_model(*options, config, seq_len, timing->batch_sizes);
+    }
     io::write_file_atomic(*out, r.profile.to_yaml());
     fmt::print("{}", r.profile.to_yaml());
     std::string measured;

@@ -135,6 +135,25 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& tex
   out.commit();
 }
 
+void check_can_write(const std::filesystem::path& path, const std::string& setting) {
+  namespace fs = std::filesystem;
+  LT_CHECK(!path.filename().empty(), setting, " ", path.string(),
+           ": not a file name (give the file to write, not a folder)");
+  std::error_code ec;
+  LT_CHECK(!fs::is_directory(path, ec), setting, " ", path.string(),
+           " is a folder; give the file to write");
+  const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  LT_CHECK(fs::exists(folder, ec), setting, " ", path.string(), ": its folder ", folder.string(),
+           " does not exist (make it first)");
+  LT_CHECK(fs::is_directory(folder, ec), setting, " ", path.string(), ": ", folder.string(),
+           " is not a folder");
+  try {
+    const AtomicFileWriter probe(path);  // its temporary file, removed unwritten
+  } catch (const Error& e) {
+    fail(setting, " ", path.string(), ": ", e.what());
+  }
+}
+
 bool is_atomic_temp_name(const std::string& name) {
   const size_t mark = name.rfind(kTempMark);
   // "." and a target name of at least one character before the mark.

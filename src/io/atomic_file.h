@@ -42,6 +42,13 @@ class AtomicFileWriter {
 // Replaces `path` with `text` atomically (config.json, index json, ...).
 void write_file_atomic(const std::filesystem::path& path, const std::string& text);
 
+// Refuses, before the work that makes its bytes, a `path` that an
+// AtomicFileWriter could not replace: its folder missing or not writable
+// (a temporary file is made there and removed, as the writer's first step),
+// or the path itself a folder. `setting` names where the path came from
+// ("--out"). Throws lt::Error naming both.
+void check_can_write(const std::filesystem::path& path, const std::string& setting);
+
 // Whether `name` is one of AtomicFileWriter's temporary file names,
 // ".<target>.tmp-<pid>-<count>-<attempt>".
 bool is_atomic_temp_name(const std::string& name);

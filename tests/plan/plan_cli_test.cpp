@@ -187,6 +187,19 @@ TEST_F(PlanCommand, ChoosesResidentOnlyWhenItFits) {
   }
 }
 
+// --out is checked before the solve: a folder that does not exist.
+TEST_F(PlanCommand, AnOutThatCannotBeWrittenIsRefusedFirst) {
+  const std::string out = (dir_ / "missing" / "schedule.json").string();
+  const CliResult r =
+      run_plan("--model " + (dir_ / "model").string() + " --batch-size 2 --seq-len 8 --out " + out);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("--out " + out + ": its folder " + (dir_ / "missing").string() +
+                       " does not exist"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("executor:"), std::string::npos) << "refused before the plan" << r.out;
+}
+
 TEST_F(PlanCommand, NothingFitsSaysWhichSpaceAndHowMuch) {
   // 1 MB of GPU: too little for resident (1.62 MB with its margin), enough
   // for streaming's GPU side, whose host side is short.
@@ -272,6 +285,40 @@ TEST_F(PlanCommand, ProfiledStageTimesDriveThePlan) {
                               t.head_step.at(1) + t.embed_forward.at(1) + t.embed_backward.at(1) -
                               tail * t.block_forward.at(1) * (1 - output_share));
   EXPECT_NEAR(j.at("predicted_split_s").at("compute").get<double>(), compute, 1e-9 * compute);
+}
+
+// profile --model refuses what plan, train and eval refuse, and an --out
+// it could not write, before it measures anything: the llama fixture's
+// context is 64 (max_position_embeddings), and nothing is printed of a
+// profile (its YAML, "measured:") nor left in the disk folder.
+TEST_F(PlanCommand, ProfileRefusesALengthPastTheContextAndAnUnwritableOutFirst) {
+  const std::string model = std::string(LT_SOURCE_DIR) + "/tests/models/fixtures/families/llama";
+  HardwareProfile p;
+  CliResult r = profile(model, "--seq-len 65 --batch-sizes 1,2", p);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("--seq-len 65 is longer than the model's context: " + model +
+                       "/config.json has max_position_embeddings 64"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("measured:"), std::string::npos) << r.out;
+  r = profile(model, "--seq-len 0", p);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("--seq-len must be a number of tokens"), std::string::npos) << r.out;
+  const std::string out = (dir_ / "missing" / "hw.yaml").string();
+  r = run_lazytrain("profile --model " + model +
+                    " --seq-len 16 --batch-sizes 1,2 --disk-mb 4 --repeats 1 --disk-path " +
+                    dir_.string() + " --out " + out);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("--out " + out + ": its folder " + (dir_ / "missing").string() +
+                       " does not exist (make it first)"),
+            std::string::npos)
+      << r.out;
+  // At the context itself (64) it measures; left out, the length is plan's
+  // default, the context here (1024 would be refused).
+  r = profile(model, "--batch-sizes 1,2", p);
+  ASSERT_EQ(r.status, 0) << r.out;
+  ASSERT_TRUE(p.stage_times.has_value()) << r.out;
+  EXPECT_EQ(p.stage_times->seq_len, 64);
 }
 
 // Sizes on both sides of the head's bend (one loss chunk: 2^24 / 65536 =
