@@ -40,7 +40,7 @@ struct PlanArgs {
   std::string model;
   std::string hardware;
   int64_t batch_size = 0;
-  int64_t seq_len = 0;  // 0: kDefaultSeqLen, or the model's context when shorter
+  int64_t seq_len = 0;  // left out: default_seq_len
   int64_t micro_batch = 0;
   int max_recompute = 8;
   double time_limit_s = 60;
@@ -231,6 +231,9 @@ nlohmann::json plan_json(const plan::Plan& r, const plan::PlanOptions& o,
   }
   nlohmann::json schedule = exec::to_json(r.schedule);
   for (auto it = schedule.begin(); it != schedule.end(); ++it) j[it.key()] = it.value();
+  // The chunk by the name --micro-batch and exec.micro_batch give it (and
+  // batches_tried uses); "chunk_sequences" is the schedule file's name.
+  j["micro_batch"] = r.schedule.chunk_sequences;
   j["executor"] = planned.name();
   j["seq_len"] = r.sizes.seq_len;
   j["predicted_step_s"] = r.prediction.step_s;
@@ -285,8 +288,13 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
       "model: {} blocks, {} parameters, hidden {}, FFN {}\n", L,
       params >= 1e9 ? fmt::format("{:.3f} B", params / 1e9) : fmt::format("{:.3f} M", params / 1e6),
       c.hidden_size, c.intermediate_size);
-  fmt::print("streaming schedule: batch {} x seq {}: micro-batch {} ({} chunks)\n", s.batch_size,
-             r.sizes.seq_len, s.chunk_sequences, s.batch_size / s.chunk_sequences);
+  // As the executor cuts the batch (split_rows, exec/streaming.cpp): whole
+  // chunks, then the rest as one short chunk.
+  const int64_t chunks = (s.batch_size + s.chunk_sequences - 1) / s.chunk_sequences;
+  const int64_t last = s.batch_size - (chunks - 1) * s.chunk_sequences;
+  fmt::print("streaming schedule: batch {} x seq {}: micro-batch {} ({} chunk{}{})\n", s.batch_size,
+             r.sizes.seq_len, s.chunk_sequences, chunks, chunks == 1 ? "" : "s",
+             last < s.chunk_sequences ? fmt::format(", the last of {}", last) : std::string());
   if (o.batch_size == 0) {
     // Why this batch: what the others were predicted to give.
     std::string tried;
@@ -313,15 +321,17 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
       "(max recompute length {})\n",
       L, gb(static_cast<double>(exec::boundary_bytes(c, r.sizes))), counts[0], counts[1], counts[2],
       counts[3], o.max_recompute);
-  for (size_t i = 0; i < s.boundaries.size(); ++i)
+  bool any_read_window = false;
+  for (size_t i = 0; i < s.boundaries.size(); ++i) {
+    const int window = s.read_window(static_cast<int>(i));
+    any_read_window |= window >= 0;
     fmt::print("{:>5} {:<10}{}", i,
                // "disk@w5": read back from backward window 5 on.
-               s.read_window(static_cast<int>(i)) >= 0
-                   ? fmt::format("{}@w{}", exec::placement_name(s.boundaries[i]),
-                                 s.read_window(static_cast<int>(i)))
-                   : std::string(exec::placement_name(s.boundaries[i])),
+               window >= 0 ? fmt::format("{}@w{}", exec::placement_name(s.boundaries[i]), window)
+                           : std::string(exec::placement_name(s.boundaries[i])),
                (i % 6 == 5 || i + 1 == s.boundaries.size()) ? "\n" : "");
-  if (!s.read_windows.empty())
+  }
+  if (any_read_window)
     fmt::print("  (@wN: read back from backward window N on; window L is the head)\n");
   const auto& p = r.prediction;
   fmt::print("predicted step {:.3f} s ({:.0f} tokens/s), stage times: {}\n", p.step_s,
@@ -377,11 +387,15 @@ void add_plan_command(CLI::App& app) {
                       fmt::format("sequences per step (default: the smallest within {:g}% of the "
                                   "fastest, chunks of >= {} tokens preferred)",
                                   plan::kBatchMargin * 100, plan::kMinChunkTokens));
-  cmd->add_option("--seq-len", args->seq_len,
-                  fmt::format("tokens per sequence (default: {}, or the model's "
-                              "max_position_embeddings when shorter)",
-                              kDefaultSeqLen));
-  cmd->add_option("--micro-batch", args->micro_batch, "sequences per chunk (default: chosen)");
+  CLI::Option* seq_len_given =
+      cmd->add_option("--seq-len", args->seq_len,
+                      fmt::format("tokens per sequence (default: {}, or the model's "
+                                  "max_position_embeddings when shorter)",
+                                  kDefaultSeqLen));
+  CLI::Option* micro_batch_given = cmd->add_option(
+      "--micro-batch", args->micro_batch,
+      "sequences per chunk (default: chosen); more than the batch is the whole batch, as train "
+      "takes exec.micro_batch");
   cmd->add_option("--max-recompute", args->max_recompute, "most blocks between two kept boundaries")
       ->capture_default_str();
   cmd->add_option("--time-limit", args->time_limit_s, "seconds for the solver, all batch sizes")
@@ -402,7 +416,7 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--gpus-per-node", args->gpus_per_node, "with --gpus: GPUs of one machine")
       ->capture_default_str();
-  cmd->callback([args, batch_size_given] {
+  cmd->callback([args, batch_size_given, seq_len_given, micro_batch_given] {
     // Left out, the planner searches; a 0 given is a mistake, not a search.
     LT_CHECK(batch_size_given->count() == 0 || args->batch_size > 0,
              "--batch-size must be a number of sequences (leave it out for the planner's "
@@ -431,11 +445,33 @@ void add_plan_command(CLI::App& app) {
              "(train.clip_with_previous_norm refuses several)");
     plan::PlanOptions o;
     o.batch_size = args->batch_size / args->gpus;  // one rank's share (0: the planner's choice)
-    LT_CHECK(args->seq_len >= 0, "--seq-len must be a number of tokens, got ", args->seq_len);
-    o.seq_len =
-        args->seq_len > 0 ? args->seq_len : std::min(kDefaultSeqLen, config.exact_context());
+    // Left out, the default applies; a 0 given is a mistake, as -5 is.
+    LT_CHECK(seq_len_given->count() == 0 || args->seq_len > 0,
+             "--seq-len must be a number of tokens (leave it out for the default), got ",
+             args->seq_len);
+    o.seq_len = seq_len_given->count() > 0 ? args->seq_len : default_seq_len(config);
     models::check_seq_len_fits(o.seq_len, "--seq-len", config, args->model);
+    LT_CHECK(micro_batch_given->count() == 0 || args->micro_batch > 0,
+             "--micro-batch must be a number of sequences (leave it out for the planner's "
+             "choice), got ",
+             args->micro_batch);
+    // More than the batch is the whole batch, settled once here for
+    // everything below (the plan, the resident count), as resolve_run
+    // settles exec.micro_batch against a micro-batch of train.batch_size
+    // (plan has no grad_accum: the batch).
     o.chunk_sequences = args->micro_batch;
+    if (o.batch_size > 0 && o.chunk_sequences > o.batch_size) {
+      if (!args->json)
+        fmt::print(
+            "--micro-batch {} is more than the {} sequences of {}: chunks of {}, the whole "
+            "batch\n",
+            o.chunk_sequences, o.batch_size,
+            args->gpus > 1 ? fmt::format("a rank's share of --batch-size {} over --gpus {}",
+                                         args->batch_size, args->gpus)
+                           : std::string("--batch-size"),
+            o.batch_size);
+      o.chunk_sequences = o.batch_size;
+    }
     o.max_recompute = args->max_recompute;
     o.time_limit_s = args->time_limit_s;
     o.optimizer =

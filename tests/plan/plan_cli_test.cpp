@@ -187,6 +187,109 @@ TEST_F(PlanCommand, ChoosesResidentOnlyWhenItFits) {
   }
 }
 
+// README's --json keys: `micro_batch` is the chunk (--micro-batch,
+// exec.micro_batch), also under the schedule file's name chunk_sequences.
+// A chunk that does not divide the batch: the executor cuts 5 sequences in
+// chunks of 2 as 2 + 2 + 1 (split_rows), 3 chunks, the last of 1.
+TEST_F(PlanCommand, TheChunkIsMicroBatchAndAShortLastChunkCounts) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const std::string args =
+      "--model " + (dir_ / "model").string() + " --batch-size 5 --seq-len 8 --micro-batch 2";
+  CliResult r = run_plan(args + " --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("micro_batch"), 2) << r.out;
+  EXPECT_EQ(j.at("chunk_sequences"), 2) << r.out;
+  r = run_plan(args);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("batch 5 x seq 8: micro-batch 2 (3 chunks, the last of 1)\n"),
+            std::string::npos)
+      << r.out;
+  // Chunks that divide it say no last one.
+  r = run_plan("--model " + (dir_ / "model").string() +
+               " --batch-size 4 --seq-len 8 --micro-batch 2");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("batch 4 x seq 8: micro-batch 2 (2 chunks)\n"), std::string::npos) << r.out;
+}
+
+// --micro-batch beyond the batch is the whole batch, once, for everything
+// (as train takes exec.micro_batch beyond a micro-batch), and the text says
+// so: at batch 2 the resident count is the hand-worked 1476288 bytes of
+// ChoosesResidentOnlyWhenItFits, at micro-batch 2.
+TEST_F(PlanCommand, AMicroBatchBeyondTheBatchIsTheWholeBatchAndSaysSo) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const std::string args =
+      "--model " + (dir_ / "model").string() + " --batch-size 2 --seq-len 8 --micro-batch 100";
+  CliResult r = run_plan(args + " --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("micro_batch"), 2) << r.out;
+  EXPECT_EQ(j.at("resident_bytes"), 1476288) << r.out;
+  r = run_plan(args);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("--micro-batch 100 is more than the 2 sequences of --batch-size: chunks of "
+                       "2, the whole batch\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("micro-batch 2 (1 chunk)\n"), std::string::npos) << r.out;
+  // Over --gpus 2 the rank's share is the batch.
+  r = run_plan("--model " + (dir_ / "model").string() +
+               " --batch-size 4 --gpus 2 --seq-len 8 --micro-batch 3");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("--micro-batch 3 is more than the 2 sequences of a rank's share of "
+                       "--batch-size 4 over --gpus 2: chunks of 2, the whole batch\n"),
+            std::string::npos)
+      << r.out;
+}
+
+// A length or chunk of 0 given is a mistake, refused as -5 is; the default
+// is what leaving the flag out gives.
+TEST_F(PlanCommand, ZeroSeqLenOrMicroBatchIsRefusedNamingTheFlag) {
+  const std::string model = "--model " + (dir_ / "model").string();
+  for (const char* value : {"0", "-5"}) {
+    CliResult r = run_plan(model + " --seq-len " + value);
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_NE(r.out.find(std::string("--seq-len must be a number of tokens (leave it out for the "
+                                     "default), got ") +
+                         value),
+              std::string::npos)
+        << r.out;
+    r = run_plan(model + " --seq-len 8 --micro-batch " + value);
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_NE(r.out.find(std::string("--micro-batch must be a number of sequences (leave it out "
+                                     "for the planner's choice), got ") +
+                         value),
+              std::string::npos)
+        << r.out;
+  }
+}
+
+// The legend of the @wN tags comes with the tags only: none on the tiny
+// model, every boundary on the GPU; on small_llama(12) on a GPU of 1 GB
+// (planner_test's grid) host boundaries read back from chosen windows.
+TEST_F(PlanCommand, TheReadWindowLegendComesWithATag) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const std::string legend = "(@wN: read back from backward window N on";
+  CliResult r = run_plan("--model " + (dir_ / "model").string() + " --batch-size 2 --seq-len 8");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("@w"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(legend), std::string::npos) << r.out;
+  const std::string model =
+      write("small.json",
+            R"({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 12,
+          "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 1408,
+          "vocab_size": 32000, "tie_word_embeddings": true})");
+  const std::string hw = write("small_hw.yaml",
+                               "gpu_memory_gb: 1.0\nhost_memory_gb: 1.6\ndisk_gb: 0.4\n"
+                               "disk_read_gbps: 0.2\ndisk_write_gbps: 0.2\nbidir_gbps: 2\n"
+                               "gpu_tflops: 20\n");
+  r = run_plan("--model " + model + " --hardware " + hw +
+               " --batch-size 64 --seq-len 1024 --max-recompute 3 --time-limit 20");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("@w"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(legend), std::string::npos) << r.out;
+}
+
 // --out is checked before the solve: a folder that does not exist.
 TEST_F(PlanCommand, AnOutThatCannotBeWrittenIsRefusedFirst) {
   const std::string out = (dir_ / "missing" / "schedule.json").string();
