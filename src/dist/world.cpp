@@ -1,5 +1,8 @@
 #include "dist/world.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <vector>
@@ -120,6 +123,20 @@ void check_batch_divides(int64_t batch_size, int64_t grad_accum, const World& wo
   LT_CHECK(rows % world.size == 0, "train.batch_size ", batch_size, " / train.grad_accum ",
            grad_accum, " = ", rows,
            " sequences per micro-batch, which must divide by the world size ", world.size);
+}
+
+std::string describe_data_parallel(int64_t batch_size, int64_t grad_accum, const World& world,
+                                   bool over_nccl) {
+  const int64_t accum = std::max<int64_t>(grad_accum, 1);
+  const int64_t rows = batch_size / accum;  // a micro-batch, all ranks
+  return fmt::format(
+      "dist: {} ranks, data parallel: each rank runs {} of train.batch_size {} sequences a "
+      "step{}, and the ranks sum their gradients over {} before each update",
+      world.size, batch_size / world.size, batch_size,
+      accum > 1 ? fmt::format(" ({} of each micro-batch of {}, train.grad_accum {})",
+                              rows / world.size, rows, accum)
+                : std::string(),
+      over_nccl ? "NCCL" : "MPI");
 }
 
 }  // namespace lt::dist

@@ -7,6 +7,7 @@
 //  - torchrun: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, all
 //    five (a half-set environment is an error naming what is missing).
 //  - neither: one process, no communication at all.
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -40,5 +41,12 @@ World world_from_environment(const EnvironmentLookup& env);
 // sequences is cut into world.size equal shards. Throws lt::Error naming
 // train.batch_size (and train.grad_accum when it is the cause) otherwise.
 void check_batch_divides(int64_t batch_size, int64_t grad_accum, const World& world);
+
+// The line rank 0 logs at the start of a run of several ranks: how many,
+// what each runs of train.batch_size (and of each micro-batch, with
+// train.grad_accum), and over what the gradients are summed (`over_nccl`:
+// NCCL on GPUs; else MPI). After check_batch_divides.
+std::string describe_data_parallel(int64_t batch_size, int64_t grad_accum, const World& world,
+                                   bool over_nccl);
 
 }  // namespace lt::dist

@@ -456,6 +456,9 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
 
   if (r.world.distributed()) {
     dist::check_batch_divides(c.train.batch_size, r.plan.grad_accum, r.world);
+    // Before the plan's lines (rank 0 alone prints: cli::run_as_rank).
+    log.message(dist::describe_data_parallel(c.train.batch_size, r.plan.grad_accum, r.world,
+                                             r.plan.device.is_cuda()));
     if (r.plan.device.is_cuda()) r.plan.device = Device::cuda(r.world.local_rank);
     r.ranks = dist::open_cross_rank_sum(r.plan.device, c.dist.timeout_s);
     // ZeRO-1's all-gathers and the shared weights refresh the bf16 copies.

@@ -21,6 +21,7 @@ namespace {
 struct Shape {
   const char* name;
   std::vector<std::string> sets;
+  const char* split;  // rank 0's line on the split, worked by hand
 };
 
 class TwoRanks : public ::testing::TestWithParam<Shape> {};
@@ -29,23 +30,38 @@ TEST_P(TwoRanks, GiveOneProcessLossesNormsAndWeights) {
   Runs runs;
   std::vector<std::string> sets = GetParam().sets;
   sets.push_back("train.steps=4");
-  runs.train(0, runs.tmp / "one", sets);
   std::string output;
+  runs.train(0, runs.tmp / "one", sets, &output);
+  EXPECT_EQ(output.find("data parallel:"), std::string::npos) << "one process" << output;
   runs.train(2, runs.tmp / "two", sets, &output);
-  // Rank 0 alone speaks and writes.
+  // Rank 0 alone speaks and writes, saying first how the batch is split.
   EXPECT_EQ(output.find("rank 1"), std::string::npos) << output;
+  const std::string split = std::string("dist: 2 ranks, data parallel: each rank runs ") +
+                            GetParam().split +
+                            ", and the ranks sum their gradients over MPI before each update\n";
+  EXPECT_NE(output.find(split), std::string::npos) << output;
+  EXPECT_EQ(output.find(split), output.rfind(split)) << "once" << output;
   expect_same_steps(runs.tmp / "one", runs.tmp / "two");
   expect_same_weights(runs.tmp / "one" / "step-4", runs.tmp / "two" / "step-4");
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Batches, TwoRanks,
-    ::testing::Values(Shape{"padded", {"train.batch_size=4", "data.pack=false"}},
-                      Shape{"accumulated", {"train.batch_size=4", "train.grad_accum=2"}},
-                      Shape{"packed", {"train.batch_size=6", "data.pack=true"}},
+    ::testing::Values(Shape{"padded",
+                            {"train.batch_size=4", "data.pack=false"},
+                            "2 of train.batch_size 4 sequences a step"},
+                      Shape{"accumulated",
+                            {"train.batch_size=4", "train.grad_accum=2"},
+                            "2 of train.batch_size 4 sequences a step (1 of each micro-batch of 2, "
+                            "train.grad_accum 2)"},
+                      Shape{"packed",
+                            {"train.batch_size=6", "data.pack=true"},
+                            "3 of train.batch_size 6 sequences a step"},
                       // Buckets of 1 KB: many, started during the backward.
                       Shape{"bucketed",
-                            {"train.batch_size=4", "train.grad_accum=2", "dist.bucket_mb=0.001"}}),
+                            {"train.batch_size=4", "train.grad_accum=2", "dist.bucket_mb=0.001"},
+                            "2 of train.batch_size 4 sequences a step (1 of each micro-batch of 2, "
+                            "train.grad_accum 2)"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // A run stopped after 2 steps and resumed to 4, on another world size each

@@ -135,5 +135,26 @@ TEST(World, BatchMustDivideByTheWorldSize) {
             std::string::npos);
 }
 
+// What rank 0 says of the split, by hand: 8 sequences over 2 ranks are 4
+// each; with train.grad_accum 2 each micro-batch of 4 gives each rank 2; 48
+// over 8 GPUs in 3 micro-batches of 16 gives each rank 6, 2 of each.
+TEST(World, DataParallelLineSaysHowTheBatchIsSplit) {
+  World two;
+  two.size = 2;
+  EXPECT_EQ(describe_data_parallel(8, 1, two, false),
+            "dist: 2 ranks, data parallel: each rank runs 4 of train.batch_size 8 sequences a "
+            "step, and the ranks sum their gradients over MPI before each update");
+  EXPECT_EQ(describe_data_parallel(8, 2, two, false),
+            "dist: 2 ranks, data parallel: each rank runs 4 of train.batch_size 8 sequences a "
+            "step (2 of each micro-batch of 4, train.grad_accum 2), and the ranks sum their "
+            "gradients over MPI before each update");
+  World eight;
+  eight.size = 8;
+  EXPECT_EQ(describe_data_parallel(48, 3, eight, true),
+            "dist: 8 ranks, data parallel: each rank runs 6 of train.batch_size 48 sequences a "
+            "step (2 of each micro-batch of 16, train.grad_accum 3), and the ranks sum their "
+            "gradients over NCCL before each update");
+}
+
 }  // namespace
 }  // namespace lt::dist
