@@ -392,10 +392,10 @@ void add_plan_command(CLI::App& app) {
                       fmt::format("tokens per sequence (default: {}, or the model's "
                                   "max_position_embeddings when shorter)",
                                   kDefaultSeqLen));
-  CLI::Option* micro_batch_given = cmd->add_option(
+  cmd->add_option(
       "--micro-batch", args->micro_batch,
-      "sequences per chunk (default: chosen); more than the batch is the whole batch, as train "
-      "takes exec.micro_batch");
+      "sequences per chunk (0 or left out: chosen); more than the batch is the whole batch, as "
+      "train takes exec.micro_batch");
   cmd->add_option("--max-recompute", args->max_recompute, "most blocks between two kept boundaries")
       ->capture_default_str();
   cmd->add_option("--time-limit", args->time_limit_s, "seconds for the solver, all batch sizes")
@@ -416,7 +416,7 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--gpus-per-node", args->gpus_per_node, "with --gpus: GPUs of one machine")
       ->capture_default_str();
-  cmd->callback([args, batch_size_given, seq_len_given, micro_batch_given] {
+  cmd->callback([args, batch_size_given, seq_len_given] {
     // Left out, the planner searches; a 0 given is a mistake, not a search.
     LT_CHECK(batch_size_given->count() == 0 || args->batch_size > 0,
              "--batch-size must be a number of sequences (leave it out for the planner's "
@@ -451,9 +451,9 @@ void add_plan_command(CLI::App& app) {
              args->seq_len);
     o.seq_len = seq_len_given->count() > 0 ? args->seq_len : default_seq_len(config);
     models::check_seq_len_fits(o.seq_len, "--seq-len", config, args->model);
-    LT_CHECK(micro_batch_given->count() == 0 || args->micro_batch > 0,
-             "--micro-batch must be a number of sequences (leave it out for the planner's "
-             "choice), got ",
+    LT_CHECK(args->micro_batch >= 0,
+             "--micro-batch must be a number of sequences (0 or left out: the planner's choice), "
+             "got ",
              args->micro_batch);
     // More than the batch is the whole batch, settled once here for
     // everything below (the plan, the resident count), as resolve_run

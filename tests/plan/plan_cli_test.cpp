@@ -242,26 +242,26 @@ TEST_F(PlanCommand, AMicroBatchBeyondTheBatchIsTheWholeBatchAndSaysSo) {
       << r.out;
 }
 
-// A length or chunk of 0 given is a mistake, refused as -5 is; the default
-// is what leaving the flag out gives.
-TEST_F(PlanCommand, ZeroSeqLenOrMicroBatchIsRefusedNamingTheFlag) {
+// A length of 0 given is a mistake, refused as -5 is (the default is what
+// leaving the flag out gives); a negative chunk too (0 is the planner's
+// choice, as the help says, and as scripts pass it: recipes_test).
+TEST_F(PlanCommand, ZeroSeqLenAndNegativeMicroBatchAreRefusedNamingTheFlag) {
   const std::string model = "--model " + (dir_ / "model").string();
   for (const char* value : {"0", "-5"}) {
-    CliResult r = run_plan(model + " --seq-len " + value);
+    const CliResult r = run_plan(model + " --seq-len " + value);
     EXPECT_EQ(r.status, 1) << r.out;
     EXPECT_NE(r.out.find(std::string("--seq-len must be a number of tokens (leave it out for the "
                                      "default), got ") +
                          value),
               std::string::npos)
         << r.out;
-    r = run_plan(model + " --seq-len 8 --micro-batch " + value);
-    EXPECT_EQ(r.status, 1) << r.out;
-    EXPECT_NE(r.out.find(std::string("--micro-batch must be a number of sequences (leave it out "
-                                     "for the planner's choice), got ") +
-                         value),
-              std::string::npos)
-        << r.out;
   }
+  const CliResult r = run_plan(model + " --seq-len 8 --micro-batch -3");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("--micro-batch must be a number of sequences (0 or left out: the planner's "
+                       "choice), got -3"),
+            std::string::npos)
+      << r.out;
 }
 
 // The legend of the @wN tags comes with the tags only: none on the tiny
