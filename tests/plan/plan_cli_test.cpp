@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "exec/schedule.h"
 #include "plan/cost_model.h"
@@ -29,6 +30,23 @@ using lt::testing::run_lazytrain;
 
 CliResult run_plan(const std::string& args) {
   return run_lazytrain("plan " + args);
+}
+
+// `plan ARGS` ends with `status`, having printed `text`.
+void expect_plan_says(const std::string& args, int status, const std::string& text) {
+  const CliResult r = run_plan(args);
+  EXPECT_EQ(r.status, status) << r.out;
+  EXPECT_NE(r.out.find(text), std::string::npos) << r.out;
+}
+
+// `plan ARGS --json`, parsed (empty when it failed), and `plan ARGS`'s
+// text; each run must succeed.
+std::pair<nlohmann::json, std::string> plan_json_and_text(const std::string& args) {
+  const CliResult json = run_plan(args + " --json");
+  EXPECT_EQ(json.status, 0) << json.out;
+  const CliResult text = run_plan(args);
+  EXPECT_EQ(text.status, 0) << text.out;
+  return {json.status == 0 ? nlohmann::json::parse(json.out) : nlohmann::json::object(), text.out};
 }
 
 class PlanCommand : public ::testing::Test {
@@ -193,21 +211,16 @@ TEST_F(PlanCommand, ChoosesResidentOnlyWhenItFits) {
 // chunks of 2 as 2 + 2 + 1 (split_rows), 3 chunks, the last of 1.
 TEST_F(PlanCommand, TheChunkIsMicroBatchAndAShortLastChunkCounts) {
   if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
-  const std::string args =
-      "--model " + (dir_ / "model").string() + " --batch-size 5 --seq-len 8 --micro-batch 2";
-  CliResult r = run_plan(args + " --json");
-  ASSERT_EQ(r.status, 0) << r.out;
-  const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j.at("micro_batch"), 2) << r.out;
-  EXPECT_EQ(j.at("chunk_sequences"), 2) << r.out;
-  r = run_plan(args);
-  ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("batch 5 x seq 8: micro-batch 2 (3 chunks, the last of 1)\n"),
+  const auto [j, text] = plan_json_and_text("--model " + (dir_ / "model").string() +
+                                            " --batch-size 5 --seq-len 8 --micro-batch 2");
+  EXPECT_EQ(j.value("micro_batch", -1), 2) << j.dump();
+  EXPECT_EQ(j.value("chunk_sequences", -1), 2) << j.dump();
+  EXPECT_NE(text.find("batch 5 x seq 8: micro-batch 2 (3 chunks, the last of 1)\n"),
             std::string::npos)
-      << r.out;
+      << text;
   // Chunks that divide it say no last one.
-  r = run_plan("--model " + (dir_ / "model").string() +
-               " --batch-size 4 --seq-len 8 --micro-batch 2");
+  const CliResult r = run_plan("--model " + (dir_ / "model").string() +
+                               " --batch-size 4 --seq-len 8 --micro-batch 2");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("batch 4 x seq 8: micro-batch 2 (2 chunks)\n"), std::string::npos) << r.out;
 }
@@ -218,28 +231,22 @@ TEST_F(PlanCommand, TheChunkIsMicroBatchAndAShortLastChunkCounts) {
 // ChoosesResidentOnlyWhenItFits, at micro-batch 2.
 TEST_F(PlanCommand, AMicroBatchBeyondTheBatchIsTheWholeBatchAndSaysSo) {
   if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
-  const std::string args =
-      "--model " + (dir_ / "model").string() + " --batch-size 2 --seq-len 8 --micro-batch 100";
-  CliResult r = run_plan(args + " --json");
-  ASSERT_EQ(r.status, 0) << r.out;
-  const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j.at("micro_batch"), 2) << r.out;
-  EXPECT_EQ(j.at("resident_bytes"), 1476288) << r.out;
-  r = run_plan(args);
-  ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("--micro-batch 100 is more than the 2 sequences of --batch-size: chunks of "
-                       "2, the whole batch\n"),
+  const auto [j, text] = plan_json_and_text("--model " + (dir_ / "model").string() +
+                                            " --batch-size 2 --seq-len 8 --micro-batch 100");
+  EXPECT_EQ(j.value("micro_batch", -1), 2) << j.dump();
+  EXPECT_EQ(j.value("resident_bytes", -1), 1476288) << j.dump();
+  EXPECT_NE(text.find("--micro-batch 100 is more than the 2 sequences of --batch-size: chunks of "
+                      "2, the whole batch\n"),
             std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("micro-batch 2 (1 chunk)\n"), std::string::npos) << r.out;
+      << text;
+  EXPECT_NE(text.find("micro-batch 2 (1 chunk)\n"), std::string::npos) << text;
   // Over --gpus 2 the rank's share is the batch.
-  r = run_plan("--model " + (dir_ / "model").string() +
-               " --batch-size 4 --gpus 2 --seq-len 8 --micro-batch 3");
-  ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("--micro-batch 3 is more than the 2 sequences of a rank's share of "
-                       "--batch-size 4 over --gpus 2: chunks of 2, the whole batch\n"),
-            std::string::npos)
-      << r.out;
+  expect_plan_says(
+      "--model " + (dir_ / "model").string() +
+          " --batch-size 4 --gpus 2 --seq-len 8 --micro-batch 3",
+      0,
+      "--micro-batch 3 is more than the 2 sequences of a rank's share of --batch-size 4 over "
+      "--gpus 2: chunks of 2, the whole batch\n");
 }
 
 // A length of 0 given is a mistake, refused as -5 is (the default is what
@@ -247,21 +254,13 @@ TEST_F(PlanCommand, AMicroBatchBeyondTheBatchIsTheWholeBatchAndSaysSo) {
 // choice, as the help says, and as scripts pass it: recipes_test).
 TEST_F(PlanCommand, ZeroSeqLenAndNegativeMicroBatchAreRefusedNamingTheFlag) {
   const std::string model = "--model " + (dir_ / "model").string();
-  for (const char* value : {"0", "-5"}) {
-    const CliResult r = run_plan(model + " --seq-len " + value);
-    EXPECT_EQ(r.status, 1) << r.out;
-    EXPECT_NE(r.out.find(std::string("--seq-len must be a number of tokens (leave it out for the "
-                                     "default), got ") +
-                         value),
-              std::string::npos)
-        << r.out;
-  }
-  const CliResult r = run_plan(model + " --seq-len 8 --micro-batch -3");
-  EXPECT_EQ(r.status, 1) << r.out;
-  EXPECT_NE(r.out.find("--micro-batch must be a number of sequences (0 or left out: the planner's "
-                       "choice), got -3"),
-            std::string::npos)
-      << r.out;
+  for (const std::string value : {"0", "-5"})
+    expect_plan_says(
+        model + " --seq-len " + value, 1,
+        "--seq-len must be a number of tokens (leave it out for the default), got " + value);
+  expect_plan_says(model + " --seq-len 8 --micro-batch -3", 1,
+                   "--micro-batch must be a number of sequences (0 or left out: the planner's "
+                   "choice), got -3");
 }
 
 // The legend of the @wN tags comes with the tags only: none on the tiny
