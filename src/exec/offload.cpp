@@ -180,9 +180,9 @@ void OffloadExecutor::Impl::drop_device_gradients() {
 
 double OffloadExecutor::Impl::forward_backward_on_device(
     const std::vector<data::Batch>& micro_batches, optim::GradNormPartials* partials,
-    const BackwardHooks& hooks) {
+    const BackwardHooks& hooks, int64_t targets_over_ranks) {
   auto scope = device->compute_scope();
-  forward_backward(*compute, micro_batches, partials, *stats, hooks);
+  forward_backward(*compute, micro_batches, partials, *stats, hooks, targets_over_ranks);
   device->finish_compute();
   ops::check_index_errors(compute->device());
   return partials ? partials->squared_sum() : 0.0;
@@ -215,6 +215,7 @@ StepStats OffloadExecutor::Impl::run_step(const std::vector<data::Batch>& micro_
   if (disk_states && !states_on_disk) move_all_states(true);  // read back by sync()
   const bool zen = options.zenflow && steps >= options.zenflow_options.full_warm_up_rounds;
   const auto compute_start = Clock::now();
+  const int64_t targets = options.ranks ? targets_over_ranks(micro_batches) : 0;
   zen_step = zen;
   BackwardHooks hooks;
   if (zen) {
@@ -223,8 +224,10 @@ StepStats OffloadExecutor::Impl::run_step(const std::vector<data::Batch>& micro_
     hooks.before_first_backward = [this] { settle_downloads(); };
   }
   // The synchronous step sends every gradient as it becomes final, ZenFlow
-  // those of a window's last step (Note [ZenFlow's early download]).
-  if (options.early_download && (!zen || window_end_known()))
+  // those of a window's last step (Note [ZenFlow's early download]); not
+  // over ranks, where the gradients are summed first (Note [ZenFlow over
+  // ranks]).
+  if (options.early_download && !options.ranks && (!zen || window_end_known()))
     hooks.before_last_backward = [this] {
       take_early = true;
       if (zen_step) begin_early_merge();
@@ -234,7 +237,8 @@ StepStats OffloadExecutor::Impl::run_step(const std::vector<data::Batch>& micro_
     ~Disarm() { flag = false; }
   } disarm{take_early};
   const double squared =
-      forward_backward_on_device(micro_batches, zen ? nullptr : norm.get(), hooks);
+      forward_backward_on_device(micro_batches, zen ? nullptr : norm.get(), hooks, targets);
+  if (options.ranks) sum_zenflow_step_over_ranks(targets);
   st.compute_s = seconds_since(compute_start);
   if (zen) {
     zenflow_update(o);
@@ -287,8 +291,12 @@ OffloadExecutor::~OffloadExecutor() = default;
 
 StepStats OffloadExecutor::step(const std::vector<data::Batch>& micro_batches,
                                 const StepOptions& options) {
-  return impl_->options.ranks ? impl_->run_step_over_ranks(micro_batches, options)
-                              : impl_->run_step(micro_batches, options);
+  // Over ranks ZenFlow's steps take run_step, with their sums (Note
+  // [ZenFlow over ranks]); its warm-up steps are the synchronous offload's.
+  const Impl& i = *impl_;
+  const bool zen = i.options.zenflow && i.steps >= i.options.zenflow_options.full_warm_up_rounds;
+  return i.options.ranks && !zen ? impl_->run_step_over_ranks(micro_batches, options)
+                                 : impl_->run_step(micro_batches, options);
 }
 
 void OffloadExecutor::sync() {

@@ -156,11 +156,22 @@ struct OffloadExecutor::Impl {
   // Waits for the oldest reduce and queues its sums' download (all-reduce:
   // into the slabs; ZeRO-1: its shard into the optimizer's).
   void finish_oldest_stage_reduce();
+  // The global batch's target count (a collective).
+  int64_t targets_over_ranks(const std::vector<data::Batch>& micro_batches);
+  // Note [ZenFlow over ranks]: after a ZenFlow step's backward, the loss,
+  // tokens and every gradient summed over the ranks, in place.
+  void sum_zenflow_step_over_ranks(int64_t targets);
+  // ... and after its update, on every rank but rank 0, the gradients
+  // left to accumulate over the window zeroed.
+  void keep_window_sums_on_rank_zero();
   // Forward and backward on the device weights; returns the squared norm
   // of the gradients when `norm` is given (else 0).
+  // `targets_over_ranks`: the loss's denominator over every rank (0: this
+  // process's own targets).
   double forward_backward_on_device(const std::vector<data::Batch>& micro_batches,
                                     optim::GradNormPartials* partials,
-                                    const BackwardHooks& hooks = {});
+                                    const BackwardHooks& hooks = {},
+                                    int64_t targets_over_ranks = 0);
   // The synchronous step's second half: gradients to the host, the CPU
   // update stage by stage, each stage's upload after its update.
   void synchronous_update(const StepOptions& o);

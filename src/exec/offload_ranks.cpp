@@ -154,12 +154,71 @@ void OffloadExecutor::Impl::finish_oldest_stage_reduce() {
                                                (options.zero ? "grad shard " : "grads ") + label));
 }
 
+int64_t OffloadExecutor::Impl::targets_over_ranks(const std::vector<data::Batch>& micro_batches) {
+  double targets = 0;
+  for (const auto& mb : micro_batches) targets += static_cast<double>(mb.target_count);
+  options.ranks->sum(std::span<double>(&targets, 1));
+  return static_cast<int64_t>(targets);
+}
+
+// Note [ZenFlow over ranks]
+// Every rank runs ZenFlow's step (offload_zenflow.cpp) on the global
+// batch's gradient, so that every choice in it (the columns, the clip, a
+// skipped step, the auto window's end) and every update is the same on
+// every rank, as in one process. After the backward every gradient is
+// summed over the ranks in place, which must not count a window's earlier
+// steps twice: autograd adds a step's gradient to what the window has
+// accumulated on the device. So between steps the window's sums live on
+// rank 0 alone: after a step that does not end the window, the other ranks
+// zero what they keep (keep_window_sums_on_rank_zero); the next step's sum
+// is then rank 0's sums plus every rank's new gradient, the window's sums
+// over the global batches. At a window's end every rank holds them, and
+// downloads them for its own CPU update of every master. The cost is one
+// all-reduce of the whole gradient per step, as DDP's; it is not yet
+// overlapped with the backward, and the gradients leave for the host only
+// after it (not by the early download's hooks).
+void OffloadExecutor::Impl::sum_zenflow_step_over_ranks(int64_t targets) {
+  CrossRankSum& ranks = *options.ranks;
+  // A rank without targets ran no backward, whose first one settles the
+  // last window's downloads and drops its gradients.
+  settle_downloads();
+  std::vector<double> sums(weights.size() + 2);
+  for (size_t i = 0; i < weights.size(); ++i) sums[i] = weights[i].grad().defined() ? 1 : 0;
+  sums[weights.size()] = stats->loss;
+  sums[weights.size() + 1] = static_cast<double>(stats->tokens);
+  ranks.sum(sums);
+  stats->loss = sums[weights.size()];
+  stats->tokens = static_cast<int64_t>(sums[weights.size() + 1]);
+  stats->target_count = targets;
+  auto scope = device->compute_scope();
+  std::vector<Tensor> grads;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (sums[i] == 0) continue;  // on no rank: none, as in one process
+    Tensor g = weights[i].grad();
+    if (!g.defined()) {  // zeros where another rank has one
+      g = device->empty(weights[i].shape(), device->compute_dtype());
+      g.zero_();
+    } else if (!g.is_contiguous()) {
+      g = g.contiguous();
+    }
+    weights[i].set_grad(g);
+    grads.push_back(g);
+  }
+  if (!grads.empty()) ranks.sum(grads);
+}
+
+void OffloadExecutor::Impl::keep_window_sums_on_rank_zero() {
+  if (!options.ranks || options.ranks->rank() == 0) return;
+  auto scope = device->compute_scope();
+  for (const Tensor& w : weights)
+    if (w.grad().defined()) w.grad().zero_();
+}
+
 StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Batch>& micro_batches,
                                                      const StepOptions& o) {
   CrossRankSum& ranks = *options.ranks;
-  LT_CHECK(!options.zenflow,
-           "exec.mode zenflow: a run of several processes cannot use ZenFlow yet; use exec.mode "
-           "offload (or resident)");
+  LT_CHECK(!options.zenflow || steps < options.zenflow_options.full_warm_up_rounds,
+           "offload executor: ZenFlow's steps over ranks are run_step's");
   if (options.zero) {
     // The host receives only the shard (ZeroOptimizer::shard_gradient), so
     // the executor's own slabs go: nothing reads them under ZeRO-1.
@@ -170,9 +229,7 @@ StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Bat
   wait_uploads();
 
   const auto compute_start = Clock::now();
-  double targets = 0;
-  for (const auto& mb : micro_batches) targets += static_cast<double>(mb.target_count);
-  ranks.sum(std::span<double>(&targets, 1));
+  const int64_t targets = targets_over_ranks(micro_batches);
   reducing.clear();  // none left but by a failed step
   stages_started = 0;
   has_grad.assign(masters.size(), 0);
@@ -185,7 +242,7 @@ StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Bat
     } disarm{reduces_armed};
     BackwardHooks hooks;
     hooks.before_last_backward = [this] { arm_reduces(); };
-    forward_backward(*compute, micro_batches, nullptr, st, hooks, static_cast<int64_t>(targets));
+    forward_backward(*compute, micro_batches, nullptr, st, hooks, targets);
     reduces_armed = false;
     // What the hooks did not start (no backward here, or a parameter
     // without a gradient on this rank), in the same order.
@@ -206,7 +263,7 @@ StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Bat
   ranks.sum(sums);
   st.loss = sums[masters.size()];
   st.tokens = static_cast<int64_t>(sums[masters.size() + 1]);
-  st.target_count = static_cast<int64_t>(targets);
+  st.target_count = targets;
   st.compute_s = seconds_since(compute_start);
 
   const auto update_start = Clock::now();

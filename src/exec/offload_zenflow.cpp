@@ -145,7 +145,10 @@ void OffloadExecutor::Impl::zenflow_update(const StepOptions& o) {
   ++window_steps;
   window_lr = o.lr;
   window_max_grad_norm = o.max_grad_norm;
-  if (end) end_window();
+  if (end)
+    end_window();
+  else
+    keep_window_sums_on_rank_zero();
 }
 
 bool OffloadExecutor::Impl::window_end_known() const {

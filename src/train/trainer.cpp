@@ -286,10 +286,6 @@ std::unique_ptr<exec::Executor> make_executor(const TrainConfig& c, const RunPla
     return std::make_unique<exec::ResidentExecutor>(
         model, optimizer, plan.compute_dtype, ranks,
         static_cast<int64_t>(c.dist.bucket_mb * double(int64_t{1} << 20)));
-  LT_CHECK(!ranks || plan.executor != exec::ExecutorKind::ZenFlow, "exec.mode ",
-           exec::executor_name(plan.executor),
-           ": a run of several processes trains with exec.mode resident, offload or streaming "
-           "only, so far");
   if (plan.executor == exec::ExecutorKind::Offload ||
       plan.executor == exec::ExecutorKind::ZenFlow) {
     exec::OffloadOptions o;

@@ -52,6 +52,76 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{"zero1_three_ranks", 3, {"train.batch_size=6", "dist.zero=1"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// ZenFlow over ranks (Note [ZenFlow over ranks], exec/offload_ranks.cpp):
+// every rank takes the global batch's summed gradient, so the columns,
+// windows and updates are one process's. Eight steps with columns chosen
+// again every 2 steps, a synchronous warm-up step first: windows that
+// close and reselections on the sums, with and without overlap_step, the
+// auto window, and 3 ranks (batch 6 over 3).
+class ZenFlowRanks : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(ZenFlowRanks, GiveOneProcessLossesNormsAndWeights) {
+  Runs runs;
+  std::vector<std::string> sets = {"exec.mode=zenflow",
+                                   "train.steps=8",
+                                   "exec.zenflow.topk_ratio=0.25",
+                                   "exec.zenflow.select_strategy=step",
+                                   "exec.zenflow.select_interval=2",
+                                   "exec.zenflow.full_warm_up_rounds=1"};
+  sets.insert(sets.end(), GetParam().sets.begin(), GetParam().sets.end());  // these win
+  runs.train(0, runs.tmp / "one", sets);
+  runs.train(GetParam().nproc, runs.tmp / "many", sets);
+  // The windows summed more than one step's gradients (the ranks' sums
+  // would count a window's earlier steps again otherwise).
+  int64_t longest_window = 0;
+  for (const auto& m : read_metrics(runs.tmp / "one"))
+    longest_window = std::max<int64_t>(longest_window, m.value("zenflow_window_steps", 0));
+  EXPECT_GE(longest_window, 2);
+  expect_same_steps(runs.tmp / "one", runs.tmp / "many");
+  expect_same_weights(runs.tmp / "one" / "step-8", runs.tmp / "many" / "step-8");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Runs, ZenFlowRanks,
+    ::testing::Values(
+        Shape{"window_of_2",
+              2,
+              {"train.batch_size=4", "train.grad_accum=2", "exec.zenflow.update_interval=2"}},
+        Shape{"window_of_3_without_overlap",
+              2,
+              {"train.batch_size=4", "exec.zenflow.update_interval=3",
+               "exec.zenflow.select_interval=3", "exec.zenflow.overlap_step=false"}},
+        Shape{"auto_window_three_ranks", 3, {"train.batch_size=6", "exec.zenflow.topk_ratio=0.5"}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// A ZenFlow run saved at step 4 (the save ends the open window and the
+// columns are chosen again after it, with or without a resume) and resumed
+// to 8 on another world size: as uninterrupted, warm-up not run again.
+TEST(ZenFlowRanks, CheckpointsResumeOnOtherWorldSizes) {
+  Runs runs;
+  const std::vector<std::string> common = {"exec.mode=zenflow",
+                                           "train.batch_size=6",
+                                           "train.save_every=4",
+                                           "exec.zenflow.topk_ratio=0.5",
+                                           "exec.zenflow.update_interval=3",
+                                           "exec.zenflow.select_interval=3",
+                                           "exec.zenflow.select_strategy=step",
+                                           "exec.zenflow.full_warm_up_rounds=1"};
+  auto with_steps = [&](int steps) {
+    std::vector<std::string> s = common;
+    s.push_back("train.steps=" + std::to_string(steps));
+    return s;
+  };
+  runs.train(0, runs.tmp / "whole", with_steps(8));
+  for (const auto& [first, then] : {std::pair{2, 3}, std::pair{3, 0}}) {
+    const fs::path out = runs.tmp / ("from" + std::to_string(first) + "to" + std::to_string(then));
+    runs.train(first, out, with_steps(4));
+    runs.train(then, out, with_steps(8), nullptr, "latest");
+    expect_same_steps(runs.tmp / "whole", out);
+    expect_same_weights(runs.tmp / "whole" / "step-8", out / "step-8");
+  }
+}
+
 // Stopped at step 2 and resumed to 4 on another world size, with ZeRO-1
 // on the ranks: a ZeRO-1 checkpoint holds one optimizer file per rank
 // (exec/zero_checkpoint.h), and a resume on another world size, or one
