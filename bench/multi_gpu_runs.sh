@@ -13,6 +13,9 @@
 #             schedule at 64 a GPU (1 GPU: 64, 2 GPUs: 128; plus the 1-GPU
 #             run at 128 for the losses); PyTorch on 1 GPU and DDP on 2
 #             (tools/reference/torch_baseline.py under torchrun) at 8 a GPU;
+#             ZenFlow at exec.device_memory_gb 48, 8 a GPU, a CPU update
+#             every 4 steps (1 GPU: 8, 2 GPUs: 16; plus 1 GPU at 16 in
+#             micro-batches of 8);
 #             then the speed-ups and the largest loss difference at the
 #             same global batch;
 #   zero      run 2: the Qwen2.5-7B shape, adamw8bit, streaming, 1 rank and
@@ -177,6 +180,18 @@ scaling() {
   train stream1 1 qwen2.5-3b
   train stream2 2 qwen2.5-3b
   train stream1x128 1 qwen2.5-3b
+  # ZenFlow over ranks (all-reduce; Note [ZenFlow over ranks]) as the
+  # qwen2.5-3b_48gb recipe runs it: 8 a GPU, a CPU update every 4 steps.
+  local zen="  device_memory_gb: 48
+  zenflow:
+    update_interval: 4"
+  config zen1 qwen2.5-3b 8 adamw zenflow "$zen"
+  config zen2 qwen2.5-3b 16 adamw zenflow "$zen"
+  config zen1x16 qwen2.5-3b 16 adamw zenflow "$zen
+  micro_batch: 8"
+  train zen1 1 qwen2.5-3b
+  train zen2 2 qwen2.5-3b
+  train zen1x16 1 qwen2.5-3b
   echo "== PyTorch, 1 GPU and DDP on 2, batch 8 a GPU"
   timeout 300 python3 tools/reference/torch_baseline.py bench/models/qwen2.5-3b/config.json \
     --batch 8 --steps 8 > "$out/torch1.log" 2>&1 || status=1
@@ -185,6 +200,7 @@ scaling() {
   grep -h RESULT "$out/torch1.log" "$out/ddp2.log" | sed 's/^RESULT //' | tee -a "$out/results.txt"
   echo "== resident, 1 vs 2 GPUs at batch 16:"; losses_agree res1 res2
   echo "== streaming, 1 vs 2 GPUs at batch 128:"; losses_agree stream1x128 stream2
+  echo "== ZenFlow, 1 vs 2 GPUs at batch 16:"; losses_agree zen1x16 zen2
   python3 - "$out/results.txt" <<'PY'
 import json, sys
 r = {}
@@ -196,7 +212,7 @@ for line in open(sys.argv[1]):
 def ratio(a, b, goal):
     if a in r and b in r:
         print(f"{a} / {b}: {r[a] / r[b]:.3f} (goal >= {goal})")
-ratio("res2", "res1", 1.9); ratio("stream2", "stream1", 1.9)
+ratio("res2", "res1", 1.9); ratio("stream2", "stream1", 1.9); ratio("zen2", "zen1", 1.9)
 ratio("res2", "pytorch-ddp2", 1.2); ratio("res1", "pytorch1", 1.0)
 PY
 }
