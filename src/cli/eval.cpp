@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -46,6 +47,8 @@ struct EvalArgs {
   double device_memory_gb = 0;
   int64_t max_new_tokens = 512;
   std::vector<std::string> stop;
+  // The --task math options given on the command line, by name.
+  std::vector<std::string> math_options_given;
 };
 
 // What was read, and how rows were made to fit: printed with the loss.
@@ -163,11 +166,29 @@ void check_sizes(const EvalArgs& args) {
   }
 }
 
+// The options only --task math reads. The loss refuses them: it would run
+// without them, silently, and --out would write no file.
+constexpr std::array<const char*, 6> kMathOptions = {
+    "--answer-field", "--out", "--max-new-tokens", "--stop", "--device", "--device-memory-gb"};
+
+// What a kMathOptions option does, for that refusal.
+std::string math_option_use(const std::string& name) {
+  if (name == "--answer-field") return "names the reference answer of --task math";
+  if (name == "--out") {
+    return "writes --task math's answers row by row (the loss has no rows to write; its line, "
+           "with --json, can be redirected to a file)";
+  }
+  if (name == "--max-new-tokens") return "bounds the answers of --task math";
+  if (name == "--stop") return "ends the answers of --task math";
+  return "places the model --task math generates with (the loss runs on the CPU in f32)";
+}
+
 // --task math: greedy answers to each row's prompt, scored by exact match.
 void run_math(const EvalArgs& args) {
   if (args.batch_size < 1)
     fail("--batch-size must be a whole number of rows, at least 1; got ", args.batch_size);
   if (args.seq_len != 0) fail("--seq-len is for the loss; --task math reads whole prompts");
+  if (!args.out.empty()) io::check_can_write(args.out, "--out");  // before the answers are made
   train::GenerationModel g = train::load_generation_model(args.model, args.tokenizer, args.device,
                                                           true, "eval --task math");
   const train::PromptTemplate chosen =
@@ -260,9 +281,11 @@ void run_math(const EvalArgs& args) {
 void run_eval(const EvalArgs& args) {
   if (args.task == "math") return run_math(args);
   if (args.task != "loss") fail("unknown --task \"", args.task, "\"; expected loss or math");
-  LT_CHECK(args.answer_field.empty(),
-           "--answer-field names the reference answer of --task math; "
-           "this is --task loss (the default), which scores the rows' own tokens");
+  if (!args.math_options_given.empty()) {
+    const std::string& name = args.math_options_given.front();
+    fail(name, " ", math_option_use(name), "; this is --task loss (the default), which scores ",
+         "the rows' own tokens: give --task math, or leave ", name, " out");
+  }
   check_sizes(args);
   EvalInput input;
   data::DatasetOptions detect;
@@ -381,7 +404,11 @@ void add_eval_command(CLI::App& app) {
       "\"format\", \"template\", \"rows_cut\" (cut at --seq-len), \"rows_windowed\" (split into "
       "windows, no token lost)}; with --task math {\"task\": \"math\", "
       "\"accuracy\", \"n\", \"correct\", ...}");
-  cmd->callback([args] { run_eval(*args); });
+  cmd->callback([args, cmd] {
+    for (const char* name : kMathOptions)
+      if (cmd->count(name) > 0) args->math_options_given.push_back(name);
+    run_eval(*args);
+  });
 }
 
 }  // namespace lt::cli

@@ -163,6 +163,47 @@ TEST_F(GenerateCommand, DataRowsComeBackInOrder) {
   }
 }
 
+// The loss reads none of --task math's options: each is refused by name,
+// with the task it needs, rather than the loss printed as though it had
+// been used; --out writes no file.
+TEST_F(GenerateCommand, EvalLossRefusesEachMathOptionByName) {
+  const auto data = write("ids.jsonl", "{\"input_ids\": [5, 9, 11]}\n");
+  const fs::path out = dir_ / "loss.json";
+  const std::vector<std::pair<std::string, std::string>> options = {
+      {"--answer-field", "answer"}, {"--out", out.string()},
+      {"--max-new-tokens", "4"},    {"--stop", "x"},
+      {"--device", "cpu"},          {"--device-memory-gb", "1"}};
+  for (const auto& [name, value] : options) {
+    for (const std::string task : {"", " --task loss"}) {
+      const CliResult r = run("eval --data " + data.string() + task + " " + name + " " + value);
+      EXPECT_NE(r.status, 0) << name << task;
+      EXPECT_NE(r.err.find("error: " + name + " "), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("give --task math, or leave " + name + " out"), std::string::npos)
+          << r.err;
+    }
+  }
+  EXPECT_FALSE(fs::exists(out));
+  const CliResult loss = run("eval --json --data " + data.string());
+  ASSERT_EQ(loss.status, 0) << loss.err;
+  EXPECT_TRUE(nlohmann::json::parse(loss.out).contains("loss")) << loss.out;
+}
+
+// An --out eval --task math cannot write is refused before the model
+// answers (the line saying what it answers comes first), naming the option
+// and the missing folder, not after all the answers were made.
+TEST_F(GenerateCommand, EvalMathRefusesAnOutItCannotWriteBeforeAnswering) {
+  const auto data = write("math.jsonl", "{\"question\": \"1+1\", \"answer\": \"#### 2\"}\n");
+  const fs::path out = dir_ / "missing" / "predictions.jsonl";
+  const CliResult r = run("eval --task math --data " + data.string() +
+                          " --max-new-tokens 4 --device cpu --out " + out.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--out " + out.string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find((dir_ / "missing").string() + " does not exist"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("eval: task math on"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST_F(GenerateCommand, SeededSamplingRepeats) {
   const std::string args =
       "generate --prompt abc --max-new-tokens 16 --json --temperature 1.5 "
