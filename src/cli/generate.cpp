@@ -223,11 +223,19 @@ void run_generate(const GenerateArgs& args) {
                  fmt::join(out[i].tokens, " "));
     }
   }
+  const double tokens_per_s = seconds > 0 ? made / seconds : 0.0;
+  if (args.json) {
+    // The speed as a last object, told from the rows by having no "row".
+    nlohmann::json speed = {
+        {"new_tokens", made}, {"seconds", seconds}, {"tokens_per_s", tokens_per_s}};
+    if (g.streamed) speed["upload_wait_s"] = g.streamed->upload_wait_s();
+    fmt::print("{}\n", speed.dump());
+  }
   std::fflush(stdout);
   if (!args.json) {
     fmt::print(
         stderr, "generate: {} new tokens in {:.2f} s ({:.1f} tokens/s{}{})\n", made, seconds,
-        seconds > 0 ? made / seconds : 0.0,
+        tokens_per_s,
         out.size() == 1 ? fmt::format(", stopped: {}", train::finish_reason_name(out[0].finish))
                         : "",
         g.streamed
@@ -282,7 +290,8 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", args->json,
                 "One JSON object per row, in row order: row, line, output_ids (the new tokens), "
-                "text, finish (eos, stop, length, context)");
+                "text, finish (eos, stop, length, context); then one without row: new_tokens, "
+                "seconds, tokens_per_s (and upload_wait_s when blocks stream)");
   cmd->callback([args] { run_generate(*args); });
 }
 

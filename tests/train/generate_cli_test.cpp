@@ -23,6 +23,7 @@
 #include "io/hf_model.h"
 #include "support/byte_level_tokenizer.h"
 #include "support/cli_run.h"
+#include "support/generate_rows.h"
 #include "train/generation.h"
 #include "train/generation_placement.h"
 
@@ -40,6 +41,7 @@ int32_t id_of(char c) {
 }
 
 using lt::testing::CliResult;
+using lt::testing::generated_rows;
 
 class GenerateCommand : public ::testing::Test {
  protected:
@@ -103,7 +105,7 @@ std::string text_of(const Generation& g) {
 TEST_F(GenerateCommand, APromptIsRenderedAsTrainingDoesAndAnsweredAsTheLibraryDoes) {
   const CliResult r = run("generate --prompt 'ab1 2' --max-new-tokens 12 --json");
   ASSERT_EQ(r.status, 0) << r.err;
-  const auto j = nlohmann::json::parse(r.out);
+  const auto j = generated_rows(r.out).at(0);
   const std::vector<Generation> want = library({plain_prompt("ab1 2")}, 12);
   EXPECT_EQ(j.at("output_ids").get<std::vector<int32_t>>(), want[0].tokens);
   EXPECT_EQ(j.at("finish"), finish_reason_name(want[0].finish));
@@ -125,7 +127,7 @@ TEST_F(GenerateCommand, AStopStringCutsTheText) {
   const CliResult r =
       run("generate --prompt hello --max-new-tokens 20 --json --stop '" + stop + "'");
   ASSERT_EQ(r.status, 0) << r.err;
-  const auto j = nlohmann::json::parse(r.out);
+  const auto j = generated_rows(r.out).at(0);
   EXPECT_EQ(j.at("text"), full.substr(0, at));
   EXPECT_EQ(j.at("finish"), "stop");
   // The tokens run up to the one that completed the stop string.
@@ -144,10 +146,7 @@ TEST_F(GenerateCommand, DataRowsComeBackInOrder) {
   const CliResult r =
       run("generate --data " + data.string() + " --max-new-tokens 9 --batch-size 2 --json");
   ASSERT_EQ(r.status, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::string line;
-  std::vector<nlohmann::json> rows;
-  while (std::getline(lines, line)) rows.push_back(nlohmann::json::parse(line));
+  const std::vector<nlohmann::json> rows = generated_rows(r.out);
   ASSERT_EQ(rows.size(), 3u);
   // Token rows have no template: only the folder's EOS ends them.
   GenerationOptions options;
@@ -160,6 +159,36 @@ TEST_F(GenerateCommand, DataRowsComeBackInOrder) {
     EXPECT_EQ(rows[i].at("row"), i);
     EXPECT_EQ(rows[i].at("line"), file_lines[i]);
     EXPECT_EQ(rows[i].at("output_ids").get<std::vector<int32_t>>(), want[i].tokens) << i;
+  }
+}
+
+// --json is one object per line: the rows, then the speed (the README's
+// "new_tokens", "seconds", "tokens_per_s"), whose new_tokens are the
+// rows' output_ids counted; stderr stays free of the text speed line.
+TEST_F(GenerateCommand, JsonEndsWithTheSpeedOfTheRowsTokens) {
+  const auto data = write("ids.jsonl", "{\"input_ids\": [5, 9]}\n{\"input_ids\": [40]}\n");
+  for (const std::string& input : {"--data " + data.string(), std::string("--prompt ab")}) {
+    SCOPED_TRACE(input);
+    const CliResult r = run("generate " + input + " --max-new-tokens 7 --batch-size 2 --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::istringstream lines(r.out);
+    std::string line;
+    std::vector<nlohmann::json> objects;
+    while (std::getline(lines, line)) objects.push_back(nlohmann::json::parse(line));
+    const size_t rows = input.rfind("--data", 0) == 0 ? 2 : 1;
+    ASSERT_EQ(objects.size(), rows + 1) << r.out;
+    int64_t made = 0;
+    for (size_t i = 0; i < rows; ++i) {
+      EXPECT_EQ(objects[i].at("row"), i);
+      made += static_cast<int64_t>(objects[i].at("output_ids").size());
+    }
+    const nlohmann::json& speed = objects.back();
+    EXPECT_FALSE(speed.contains("row")) << speed;
+    EXPECT_EQ(speed.at("new_tokens"), made);
+    const double seconds = speed.at("seconds").get<double>();
+    ASSERT_GT(seconds, 0);
+    EXPECT_NEAR(speed.at("tokens_per_s").get<double>(), made / seconds, 1e-9 * made / seconds);
+    EXPECT_EQ(r.err.find("tokens/s"), std::string::npos) << r.err;
   }
 }
 
@@ -210,7 +239,7 @@ TEST_F(GenerateCommand, SeededSamplingRepeats) {
       "--top-k 20 --seed 9";
   const CliResult a = run(args), b = run(args);
   ASSERT_EQ(a.status, 0) << a.err;
-  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(generated_rows(a.out), generated_rows(b.out));
 }
 
 TEST_F(GenerateCommand, APromptLongerThanTheContextIsRefused) {

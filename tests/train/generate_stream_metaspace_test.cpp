@@ -15,6 +15,8 @@
 #include <sstream>
 #include <string>
 
+#include "support/generate_rows.h"
+
 namespace lt::train {
 namespace {
 
@@ -97,7 +99,7 @@ TEST_F(MetaspaceStream, TheStreamIsTheDecodedTextWithoutTheLeadingSpace) {
   for (const char* prompt : {"hi", "a b", "What is 2 + 2?"}) {
     SCOPED_TRACE(prompt);
     const std::string common = std::string("--prompt '") + prompt + "' --max-new-tokens 10";
-    const nlohmann::json row = nlohmann::json::parse(run(common + " --json"));
+    const nlohmann::json row = lt::testing::generated_rows(run(common + " --json")).at(0);
     const std::vector<int> ids = row.at("output_ids").get<std::vector<int>>();
     ASSERT_FALSE(ids.empty());
     // The leading-space case: the first new token is a "▁x" piece.

@@ -20,6 +20,7 @@
 #include "io/hf_model.h"
 #include "support/byte_level_tokenizer.h"
 #include "support/cli_run.h"
+#include "support/generate_rows.h"
 #include "train/generation.h"
 #include "train/trained_template.h"
 #include "train_helpers.h"
@@ -115,8 +116,9 @@ TEST_F(TrainedTemplate, GenerateAndEvalPromptACheckpointInTheTemplateItsRunTrain
 
   const CliResult taken = run(generate + " --model " + ck.string());
   ASSERT_EQ(taken.status, 0) << taken.err;
-  EXPECT_EQ(nlohmann::json::parse(taken.out).at("output_ids").get<std::vector<int32_t>>(),
-            library(ck, chatml_prompt("hi"), kImEnd));
+  EXPECT_EQ(
+      lt::testing::generated_rows(taken.out).at(0).at("output_ids").get<std::vector<int32_t>>(),
+      library(ck, chatml_prompt("hi"), kImEnd));
   EXPECT_MENTIONS(taken.err,
                   "generate: template chatml, which the checkpoint was trained with "
                   "(data.template in " +
@@ -135,8 +137,9 @@ TEST_F(TrainedTemplate, GenerateAndEvalPromptACheckpointInTheTemplateItsRunTrain
   // is the checkpoint's own Jinja template, which is the chatml it carries.
   const CliResult chosen = run(generate + " --template auto --model " + ck.string());
   ASSERT_EQ(chosen.status, 0) << chosen.err;
-  EXPECT_EQ(nlohmann::json::parse(chosen.out).at("output_ids").get<std::vector<int32_t>>(),
-            library(ck, chatml_prompt("hi"), kImEnd));
+  EXPECT_EQ(
+      lt::testing::generated_rows(chosen.out).at(0).at("output_ids").get<std::vector<int32_t>>(),
+      library(ck, chatml_prompt("hi"), kImEnd));
   EXPECT_EQ(chosen.err.find("checkpoint was trained with"), std::string::npos) << chosen.err;
 
   // eval: the loss over the same rows is --template chatml's, and says so.
@@ -174,7 +177,7 @@ TEST_F(TrainedTemplate, AFolderWithoutTheRecordIsPromptedWithAutoAsBefore) {
   const data::Tokenizer tokenizer = data::Tokenizer::load(ck);
   const data::PromptRenderer jinja(tokenizer, ck, "auto");
   ASSERT_TRUE(jinja.turn_end().has_value());
-  EXPECT_EQ(nlohmann::json::parse(r.out).at("output_ids").get<std::vector<int32_t>>(),
+  EXPECT_EQ(lt::testing::generated_rows(r.out).at(0).at("output_ids").get<std::vector<int32_t>>(),
             library(ck, jinja.chat({{data::Role::kUser, "hi"}}), *jinja.turn_end()));
   EXPECT_EQ(r.err.find("trained with"), std::string::npos) << r.err;
   EXPECT_EQ(prompt_template(fixture("llama"), "", "generate").name, "auto");
