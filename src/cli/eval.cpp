@@ -188,6 +188,10 @@ void run_math(const EvalArgs& args) {
   if (args.batch_size < 1)
     fail("--batch-size must be a whole number of rows, at least 1; got ", args.batch_size);
   if (args.seq_len != 0) fail("--seq-len is for the loss; --task math reads whole prompts");
+  if (args.max_new_tokens < 1) {
+    fail("--max-new-tokens must be at least 1 (answer tokens per row at most); got ",
+         args.max_new_tokens);
+  }
   if (!args.out.empty()) io::check_can_write(args.out, "--out");  // before the answers are made
   train::GenerationModel g = train::load_generation_model(args.model, args.tokenizer, args.device,
                                                           true, "eval --task math");
@@ -368,7 +372,8 @@ void add_eval_command(CLI::App& app) {
                   "math: write each row's prompt, output, extracted answer, reference and verdict "
                   "(JSONL)")
       ->check(shell_expanded_path());
-  cmd->add_option("--max-new-tokens", args->max_new_tokens, "math: answer tokens at most")
+  cmd->add_option("--max-new-tokens", args->max_new_tokens,
+                  "math: answer tokens at most (at least 1)")
       ->capture_default_str();
   cmd->add_option("--stop", args->stop, "math: stop an answer at this text (repeatable)");
   cmd->add_option("--device", args->device,

@@ -135,6 +135,10 @@ void run_generate(const GenerateArgs& args) {
   LT_CHECK(args.temperature > 0 || (args.top_k == 0 && args.top_p >= 1.0),
            "generate: --top-k and --top-p shape sampling, which needs --temperature above 0 (0, "
            "the default, is greedy decoding); set --temperature, e.g. 0.7");
+  // 0 would make no token at all: the library allows it, the command does not.
+  LT_CHECK(args.max_new_tokens >= 1,
+           "generate: --max-new-tokens must be at least 1 (new tokens per row at most); got ",
+           args.max_new_tokens);
   train::GenerationModel g = train::load_generation_model(
       args.model, args.tokenizer, args.device, /*tokenizer_required=*/!args.prompt.empty(),
       args.prompt.empty() ? "generate --data" : "generate --prompt");
@@ -270,7 +274,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json or its folder (default: the model folder)")
       ->check(shell_expanded_path());
-  cmd->add_option("--max-new-tokens", args->max_new_tokens, "New tokens per row at most")
+  cmd->add_option("--max-new-tokens", args->max_new_tokens,
+                  "New tokens per row at most (at least 1)")
       ->capture_default_str();
   cmd->add_option("--temperature", args->temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-p", args->top_p, "Nucleus sampling mass (1 = off)")->capture_default_str();

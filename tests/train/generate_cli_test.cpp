@@ -192,6 +192,21 @@ TEST_F(GenerateCommand, JsonEndsWithTheSpeedOfTheRowsTokens) {
   }
 }
 
+// No new token at all is not a run to ask for: 0 and below are refused,
+// naming the option, by generate and eval --task math alike.
+TEST_F(GenerateCommand, MaxNewTokensBelowOneIsRefusedNamingIt) {
+  const auto data = write("math.jsonl", "{\"question\": \"1+1\", \"answer\": \"#### 2\"}\n");
+  for (const std::string n : {"0", "-3"}) {
+    for (const std::string& command :
+         {std::string("generate --prompt hi"), "eval --task math --data " + data.string()}) {
+      const CliResult r = run(command + " --max-new-tokens " + n);
+      EXPECT_NE(r.status, 0) << command << " " << n;
+      EXPECT_NE(r.err.find("--max-new-tokens must be at least 1"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("got " + n), std::string::npos) << r.err;
+    }
+  }
+}
+
 // The loss reads none of --task math's options: each is refused by name,
 // with the task it needs, rather than the loss printed as though it had
 // been used; --out writes no file.
