@@ -166,6 +166,19 @@ const std::string& Tokenizer::token_text(uint32_t id) const {
   return *model_.token_string(id);
 }
 
+bool Tokenizer::has_token(int64_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < vocab_size() &&
+         id_to_token(static_cast<uint32_t>(id)).has_value();
+}
+
+std::string Tokenizer::decode_known(std::span<const int32_t> ids) const {
+  std::vector<uint32_t> known;
+  known.reserve(ids.size());
+  for (int32_t id : ids)
+    if (has_token(id)) known.push_back(static_cast<uint32_t>(id));
+  return decode(known);
+}
+
 std::optional<std::string> Tokenizer::id_to_token(uint32_t id) const {
   if (sentencepiece_) return sentencepiece_->piece(id);
   if (id >= has_id_.size() || !has_id_[id]) return std::nullopt;

@@ -67,6 +67,13 @@ class Tokenizer {
   // tokenizers decode() is these bytes repaired; SentencePiece-style
   // decoders also drop the first token's leading space (Strip, Metaspace).
   std::string decode_bytes(std::span<const uint32_t> ids, bool skip_special_tokens = false) const;
+  // Whether `id` has a token. A model's vocabulary is often padded past
+  // its tokenizer's (Qwen2.5: 151,936 ids, 151,669 tokens); an id in the
+  // padding has none.
+  bool has_token(int64_t id) const;
+  // decode() of the ids that have a token: one in the padding decodes to
+  // nothing, as in Hugging Face's decode. For what a model generated.
+  std::string decode_known(std::span<const int32_t> ids) const;
 
   // An added token's content or a vocabulary token's string (in the
   // model's alphabet: byte-level, or "▁" for spaces) to its id.

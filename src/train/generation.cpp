@@ -38,14 +38,6 @@ struct RowState {
   Generation out;
 };
 
-// Whether `token` has text. A model's vocabulary is often padded past its
-// tokenizer's (Qwen2.5: 151,936 ids, 151,669 tokens); an id in the padding
-// has no text, and decodes to nothing, as in Hugging Face's decode.
-bool has_text(const data::Tokenizer& tokenizer, int32_t token) {
-  return token >= 0 && static_cast<size_t>(token) < tokenizer.vocab_size() &&
-         tokenizer.id_to_token(static_cast<uint32_t>(token)).has_value();
-}
-
 bool is_eos(int32_t token, const std::vector<int32_t>& eos_ids) {
   return std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end();
 }
@@ -62,7 +54,7 @@ void take_token(RowState& row, int32_t token, const GenerationOptions& o, int64_
   if (!o.stop_strings.empty()) {
     const size_t old_size = row.bytes.size();
     const auto id = static_cast<uint32_t>(token);
-    if (has_text(*o.tokenizer, token)) row.bytes += o.tokenizer->decode_bytes({&id, 1});
+    if (o.tokenizer->has_token(token)) row.bytes += o.tokenizer->decode_bytes({&id, 1});
     for (const std::string& stop : o.stop_strings) {
       // Only where the new bytes could complete it.
       const size_t from = old_size >= stop.size() ? old_size - stop.size() + 1 : 0;
@@ -90,13 +82,8 @@ void finish_text(RowState& row, const GenerationOptions& o) {
     row.out.text = data::utf8_lossy(std::string_view(row.bytes).substr(0, row.cut));
     return;
   }
-  std::vector<uint32_t> ids;
   const size_t count = row.out.tokens.size() - (row.out.finish == FinishReason::kEos ? 1 : 0);
-  for (size_t i = 0; i < count; ++i) {
-    if (has_text(*o.tokenizer, row.out.tokens[i]))
-      ids.push_back(static_cast<uint32_t>(row.out.tokens[i]));
-  }
-  row.out.text = o.tokenizer->decode(ids);
+  row.out.text = o.tokenizer->decode_known(std::span(row.out.tokens).first(count));
 }
 
 // Logits [B, V] on any device -> f32 rows on the host.

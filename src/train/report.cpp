@@ -367,10 +367,10 @@ void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenize
   const auto& eos = model.config().eos_token_ids;
   auto out =
       greedy_generate(model, prompt, 40, eos.empty() ? -1 : static_cast<int32_t>(eos.front()));
-  std::vector<uint32_t> p(prompt.begin(), prompt.end()), g(out.begin(), out.end());
-  // A briefly trained model often answers with end-of-text or blank lines:
-  // say so, rather than print what looks like nothing at all.
-  std::string text = tokenizer.decode(g);
+  // A briefly trained model often answers with end-of-text or blank lines
+  // (or ids of a padded vocabulary's rows, which have no text): say so,
+  // rather than print what looks like nothing at all.
+  std::string text = tokenizer.decode_known(out);
   if (out.empty()) {
     text = "(nothing: its first token was end-of-text)";
   } else if (std::all_of(text.begin(), text.end(),
@@ -378,7 +378,7 @@ void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenize
     text = fmt::format("({} tokens that print as white space or nothing)", out.size());
   }
   fmt::print("\nsample (greedy, 40 tokens at most)\n--- prompt ---\n{}\n--- model ---\n{}\n---\n",
-             tokenizer.decode(p), text);
+             tokenizer.decode_known(prompt), text);
 }
 
 }  // namespace lt::train
