@@ -462,14 +462,13 @@ void add_plan_command(CLI::App& app) {
     o.chunk_sequences = args->micro_batch;
     if (o.batch_size > 0 && o.chunk_sequences > o.batch_size) {
       if (!args->json)
-        fmt::print(
-            "--micro-batch {} is more than the {} sequences of {}: chunks of {}, the whole "
-            "batch\n",
-            o.chunk_sequences, o.batch_size,
-            args->gpus > 1 ? fmt::format("a rank's share of --batch-size {} over --gpus {}",
-                                         args->batch_size, args->gpus)
-                           : std::string("--batch-size"),
-            o.batch_size);
+        fmt::print("{}\n", plan::chunk_past_sequences_line(
+                               "--micro-batch", o.chunk_sequences, o.batch_size,
+                               args->gpus > 1
+                                   ? fmt::format("a rank's share of --batch-size {} over --gpus {}",
+                                                 args->batch_size, args->gpus)
+                                   : std::string("--batch-size"),
+                               "batch"));
       o.chunk_sequences = o.batch_size;
     }
     o.max_recompute = args->max_recompute;

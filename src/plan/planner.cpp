@@ -392,6 +392,12 @@ int64_t default_chunk_sequences(int64_t batch_size, int64_t seq_len) {
   return batch_size;
 }
 
+std::string chunk_past_sequences_line(std::string_view asked_by, int64_t asked, int64_t sequences,
+                                      std::string_view of, std::string_view whole) {
+  return fmt::format("{} {} is more than the {} sequences of {}: chunks of {}, the whole {}",
+                     asked_by, asked, sequences, of, sequences, whole);
+}
+
 Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, const PlanOptions& o) {
   LT_CHECK(o.seq_len > 0, "plan: --seq-len must be > 0, got ", o.seq_len);
   LT_CHECK(o.batch_size >= 0, "plan: --batch-size must be > 0 (or left out), got ", o.batch_size);

@@ -5,6 +5,7 @@
 // below; or, when nothing fits, says which space is short and by how much.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "exec/memory_budget.h"
@@ -89,6 +90,13 @@ inline constexpr int64_t kMinChunkTokens = 8192;
 // The fewest sequences of `seq_len` tokens that make kMinChunkTokens (>= 1).
 int64_t min_chunk_sequences(int64_t seq_len);
 int64_t default_chunk_sequences(int64_t batch_size, int64_t seq_len);
+// The line `plan` and `train` say when the chunk asked for (`asked_by`
+// `asked`: --micro-batch, exec.micro_batch) is more than the `sequences`
+// it cuts (`of`, e.g. "--batch-size"): the executor splits each batch or
+// micro-batch, never joins two, so it runs as one chunk of them all
+// (`whole`: "batch" or "micro-batch").
+std::string chunk_past_sequences_line(std::string_view asked_by, int64_t asked, int64_t sequences,
+                                      std::string_view of, std::string_view whole);
 // Chunkings the planner tries above the default: up to this many times it
 // (and default_stage_batch_sizes times chunks that large).
 inline constexpr int64_t kMaxChunkGrowth = 4;

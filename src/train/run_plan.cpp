@@ -14,6 +14,7 @@
 #include "models/context_limit.h"
 #include "models/hf_mapping.h"
 #include "plan/milp.h"
+#include "plan/planner.h"
 #include "plan/profile.h"
 #include "plan/schedule_price.h"
 #include "plan/state_placement.h"
@@ -496,6 +497,16 @@ RunPlan plan_run(const TrainConfig& requested, const models::ModelConfig& model,
   p.sizes = streaming_sizes(c, p.device.is_cpu());
   p.sizes.states_on_disk = p.placement.states_on_disk;
   p.sizes.f32_weight_uploads = p.placement.f32_weight_uploads;
+  // Said here, where the chunk is used (the other executors take whole
+  // micro-batches), once.
+  if (c.exec.micro_batch > p.accum_sequences) {
+    p.reasons.push_back(plan::chunk_past_sequences_line(
+        "exec.micro_batch", c.exec.micro_batch, p.accum_sequences,
+        p.grad_accum > 1 ? fmt::format("a micro-batch (train.batch_size {} / train.grad_accum {})",
+                                       c.train.batch_size, p.grad_accum)
+                         : std::string("train.batch_size"),
+        p.grad_accum > 1 ? "micro-batch" : "batch"));
+  }
   choose_schedule(c, model, choice, asked_chunk, planned, p);
   if (!p.plan_description.empty()) {  // the planner's, with the placement it planned for
     p.reasons.insert(p.reasons.end(), planned_placement.begin(), planned_placement.end());

@@ -51,6 +51,54 @@ TEST_F(RunPlanTest, TheMicroBatchAndTheChunkAreSettledOnceAndNamedApart) {
       4);
 }
 
+// exec.micro_batch past a micro-batch runs as the whole micro-batch, and
+// `train` says so once among its plan lines, naming the key and both
+// numbers, as `plan --micro-batch` does past --batch-size: 6 asked of a
+// micro-batch of 8 / 2 = 4 sequences runs chunks of 4 (resolve_run's chunk,
+// the one the executor takes); 8 asked of a batch of 2 without
+// accumulation, chunks of 2. A chunk that fits, or a run that does not
+// chunk (resident), says nothing.
+TEST_F(RunPlanTest, AMicroBatchPastTheMicroBatchIsTheWholeOneAndTrainSaysSo) {
+  const auto times_said = [&](const std::vector<std::string>& overrides, const std::string& line) {
+    const TrainConfig c = config(overrides);
+    const fs::path yaml = tmp_ / "clamp.yaml";
+    write_text(yaml, c.to_yaml());
+    std::string output;
+    EXPECT_EQ(run_program({"train", yaml.string(), "--no-sample", "--set", "train.steps=1", "--set",
+                           "out.overwrite=true"},
+                          tmp_ / "train.log", &output),
+              0)
+        << output;
+    size_t n = 0;
+    for (size_t at = output.find(line); at != std::string::npos; at = output.find(line, at + 1))
+      ++n;
+    return std::make_pair(n, output);
+  };
+  const std::string accumulated =
+      "exec.micro_batch 6 is more than the 4 sequences of a micro-batch (train.batch_size 8 / "
+      "train.grad_accum 2): chunks of 4, the whole micro-batch\n";
+  EXPECT_EQ(
+      resolve_run(config({"exec.mode=streaming", "exec.micro_batch=6"}), model()).chunk_sequences,
+      4);
+  auto [n, output] = times_said({"exec.mode=streaming", "exec.micro_batch=6"}, accumulated);
+  EXPECT_EQ(n, 1u) << output;
+
+  const std::vector<std::string> one_batch = {"exec.mode=streaming", "exec.micro_batch=8",
+                                              "train.batch_size=2", "train.grad_accum=1"};
+  EXPECT_EQ(resolve_run(config(one_batch), model()).chunk_sequences, 2);
+  std::tie(n, output) = times_said(
+      one_batch,
+      "exec.micro_batch 8 is more than the 2 sequences of train.batch_size: chunks of 2, the "
+      "whole batch\n");
+  EXPECT_EQ(n, 1u) << output;
+
+  for (const auto& quiet : {std::vector<std::string>{"exec.mode=streaming", "exec.micro_batch=4"},
+                            std::vector<std::string>{"exec.mode=resident", "exec.micro_batch=6"}}) {
+    std::tie(n, output) = times_said(quiet, "is more than the");
+    EXPECT_EQ(n, 0u) << quiet[1] << ": " << output;
+  }
+}
+
 // exec.micro_batch goes down the layers once settled: the planner plans the
 // chunk the run will use (a whole micro-batch of 4: 6 is more than one),
 // not the value the config gave, and nothing overrides its schedule after.
