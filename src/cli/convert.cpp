@@ -140,11 +140,12 @@ void move_into_place(const fs::path& built, const fs::path& out) {
   fs::remove_all(built);
 }
 
-// The tokenizer convert copies must fit the model it writes: an id past
-// the embedding's rows made every later command fail on the first text
-// holding it (or index past the rows). A tokenizer this program cannot
-// read is copied unchecked, with a warning: converting the weights does
-// not need it.
+// The tokenizer convert copies must fit the model it writes, as train,
+// eval and generate check it (data::check_tokenizer_runs_model): a
+// vocabulary past the embedding's rows is another model's and refused;
+// added tokens alone past them (Llama 2's <pad>) are warned of. A
+// tokenizer this program cannot read is copied unchecked, with a warning:
+// converting the weights does not need it.
 void check_tokenizer_fits(const fs::path& model_dir, int64_t vocab_size) {
   if (!data::Tokenizer::found_at(model_dir)) return;
   std::optional<data::Tokenizer> tokenizer;
@@ -157,7 +158,9 @@ void check_tokenizer_fits(const fs::path& model_dir, int64_t vocab_size) {
                model_dir.string(), e.what());
     return;
   }
-  data::check_tokenizer_fits_vocab(*tokenizer, vocab_size, (model_dir / "config.json").string());
+  const std::string warning = data::check_tokenizer_runs_model(
+      *tokenizer, vocab_size, (model_dir / "config.json").string());
+  if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
 }
 
 void run_convert(const ConvertArgs& args) {

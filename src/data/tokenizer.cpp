@@ -103,17 +103,6 @@ size_t Tokenizer::vocab_size_without_added() const {
   return model_.id_limit();
 }
 
-void check_tokenizer_fits_vocab(const Tokenizer& tokenizer, int64_t vocab_size,
-                                const std::string& config_file) {
-  const int64_t largest_id = static_cast<int64_t>(tokenizer.vocab_size()) - 1;
-  if (largest_id < vocab_size) return;
-  fail(tokenizer.file().string(), ": the tokenizer's largest token id is ", largest_id, ", but ",
-       config_file, " has vocab_size ", vocab_size, " (embedding rows for ids 0 to ",
-       vocab_size - 1, "): ids ", vocab_size, " to ", largest_id,
-       " have no row. Is the tokenizer the model's? A tokenizer given tokens of its own needs "
-       "the embedding resized to match (transformers: model.resize_token_embeddings)");
-}
-
 // Note [Added tokens past the embedding]: a tokenizer whose vocabulary fits
 // the embedding's rows but whose added tokens pass them is the model's own,
 // given tokens after its embedding was sized: Llama 2's first Hugging Face
@@ -121,16 +110,21 @@ void check_tokenizer_fits_vocab(const Tokenizer& tokenizer, int64_t vocab_size,
 // "LLAMA 2 HF tokenizer len is 32001"). Such a model ran here before this
 // check, on every text not holding those tokens (train and eval refuse a
 // sample that holds one, generate a prompt), and every id it emits has its
-// text; refusing it would stop a model as published from running, so it is
-// a warning. A vocabulary proper past the rows is refused: a model's own
-// never has ids its embedding lacks, so the tokenizer is another model's,
-// whose ids train and score the wrong rows and which decodes the model's
-// ids into another model's text.
+// text; refusing it would stop a model as published from running (or
+// convert from converting it), so it is a warning. A vocabulary proper past
+// the rows is refused: a model's own never has ids its embedding lacks, so
+// the tokenizer is another model's, whose ids train and score the wrong
+// rows and which decodes the model's ids into another model's text.
 std::string check_tokenizer_runs_model(const Tokenizer& tokenizer, int64_t vocab_size,
                                        const std::string& config_file) {
-  // A vocabulary past the rows: check_tokenizer_fits_vocab refuses it.
-  if (static_cast<int64_t>(tokenizer.vocab_size_without_added()) > vocab_size)
-    check_tokenizer_fits_vocab(tokenizer, vocab_size, config_file);
+  if (static_cast<int64_t>(tokenizer.vocab_size_without_added()) > vocab_size) {
+    const int64_t largest_id = static_cast<int64_t>(tokenizer.vocab_size()) - 1;
+    fail(tokenizer.file().string(), ": the tokenizer's largest token id is ", largest_id, ", but ",
+         config_file, " has vocab_size ", vocab_size, " (embedding rows for ids 0 to ",
+         vocab_size - 1, "): ids ", vocab_size, " to ", largest_id,
+         " have no row. Is the tokenizer the model's? A tokenizer given tokens of its own needs "
+         "the embedding resized to match (transformers: model.resize_token_embeddings)");
+  }
   std::vector<const AddedToken*> past;
   for (const AddedToken& token : tokenizer.added_tokens())
     if (static_cast<int64_t>(token.id) >= vocab_size) past.push_back(&token);

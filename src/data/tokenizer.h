@@ -133,19 +133,15 @@ class Tokenizer {
   std::filesystem::path file_;
 };
 
-// Refuses a tokenizer with an id the model has no embedding row for: its
-// largest id (added tokens included) at or past `vocab_size`, the rows
-// `config_file` gives. Such an id reads past the embedding. Fewer ids than
-// rows is normal: vocabularies are padded to a round size (Qwen2.5 has
-// 151665 ids for 151936 rows), and the rows past the last id go unused.
-void check_tokenizer_fits_vocab(const Tokenizer& tokenizer, int64_t vocab_size,
-                                const std::string& config_file);
-
-// The start-up check of a command that runs the model on the tokenizer's
-// ids (train, eval, generate). A vocabulary proper with an id at or past
-// `vocab_size` is refused with check_tokenizer_fits_vocab's message: the
-// tokenizer is another model's. Added tokens alone past the rows are a
-// warning, returned ("" when none): Note [Added tokens past the embedding].
+// The start-up check of a command that runs or writes the model with this
+// tokenizer (train, eval, generate, convert): that each of its ids has an
+// embedding row, `vocab_size` of them as `config_file` gives. A vocabulary
+// proper with an id at or past `vocab_size` is refused, naming both files
+// and both numbers: the tokenizer is another model's. Added tokens alone
+// past the rows are a warning, returned ("" when none): Note [Added tokens
+// past the embedding]. Fewer ids than rows is normal: vocabularies are
+// padded to a round size (Qwen2.5 has 151665 ids for 151936 rows), and the
+// rows past the last id go unused.
 std::string check_tokenizer_runs_model(const Tokenizer& tokenizer, int64_t vocab_size,
                                        const std::string& config_file);
 

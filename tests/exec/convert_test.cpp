@@ -192,8 +192,8 @@ TEST_F(ConvertCommand, ErrorsNameTheOption) {
 }
 
 // The tokenizer's ids index the embedding's vocab_size rows: a tokenizer
-// with an id at or past them is refused, naming both files and both
-// numbers, and nothing is written. Fewer ids than rows (a padded
+// whose vocabulary has an id at or past them is refused, naming both files
+// and both numbers, and nothing is written. Fewer ids than rows (a padded
 // vocabulary, as Qwen's 151936 rows for 151669 ids) passes without a word.
 TEST_F(ConvertCommand, ATokenizerWhoseIdsPassTheVocabularyIsRefused) {
   const fs::path model = copy_of_llama(dir_ / "model");
@@ -210,8 +210,12 @@ TEST_F(ConvertCommand, ATokenizerWhoseIdsPassTheVocabularyIsRefused) {
             std::string::npos)
       << log;
   EXPECT_FALSE(fs::exists(out));
-  // One id past the last row (96) is enough.
-  write_letters_tokenizer(model, 97);
+  // One vocabulary id past the last row (96) is enough: "zz" at 97.
+  nlohmann::json vocab = {{"<unk>", 0}, {"zz", 97}};
+  for (char c = 'a'; c <= 'z'; ++c) vocab[std::string(1, c)] = c - 'a' + 1;
+  std::ofstream(model / "tokenizer.json")
+      << lt::testing::byte_level_tokenizer(vocab, {lt::testing::special_token(27, "<|endoftext|>")})
+             .dump();
   log = convert(args, &status);
   EXPECT_NE(status, 0) << log;
   EXPECT_NE(log.find("largest token id is 97, but " + (model / "config.json").string() +
@@ -235,6 +239,29 @@ TEST_F(ConvertCommand, ATokenizerWhoseIdsPassTheVocabularyIsRefused) {
                      (model / "tokenizer.json").string() + ": not valid JSON"),
             std::string::npos)
       << log;
+}
+
+// Added tokens alone past the rows (early Llama 2's <pad> at 32000 for
+// 32000 rows; here <pad> at 97 for the fixture's 97) are the model's own
+// tokenizer given tokens after its embedding was sized: converted, with
+// the warning train, eval and generate give (Note [Added tokens past the
+// embedding]), the tokenizer copied as it is. Convert used to refuse it.
+TEST_F(ConvertCommand, ATokenizerWhoseAddedTokensAlonePassTheRowsIsConvertedWithAWarning) {
+  const fs::path model = copy_of_llama(dir_ / "model");
+  const fs::path out = dir_ / "out";
+  write_letters_tokenizer(model, 27, 97);
+  int status = 0;
+  const std::string log = convert("--model " + model.string() + " --out " + out.string(), &status);
+  ASSERT_EQ(status, 0) << log;
+  EXPECT_NE(log.find("warning: " + (model / "tokenizer.json").string() +
+                     ": the added token <pad> (id 97) has no embedding row: " +
+                     (model / "config.json").string() + " has vocab_size 97"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("wrote " + out.string() + " (32496 parameters, bf16)\n"), std::string::npos)
+      << log;
+  EXPECT_EQ(contents(out).at("tokenizer.json"), contents(model).at("tokenizer.json"));
+  EXPECT_EQ(io::load_hf_model(out).config().vocab_size, 97);
 }
 
 }  // namespace
