@@ -8,6 +8,9 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/shell_expanded_path.h"
@@ -113,12 +116,75 @@ nlohmann::json print_data_parallel(const plan::Plan& r, const PlanArgs& args,
   return j;
 }
 
+// Note [Plan flags with --config]: with a train config, the flags that
+// shape a --model plan set the run's keys, as train's --set does: a user
+// who gives --seq-len 512 expects the plan of 512 tokens, and each of these
+// flags means what its key means (--micro-batch is exec.micro_batch, the
+// chunk). They used to be dropped without a word. A flag and a --set of its
+// key are refused (neither silently wins), and so are the flags that have
+// no key: the solver's limits and data parallel's --gpus, which a run takes
+// from `lazytrain launch`.
+std::vector<std::string> config_overrides(const PlanArgs& args, const CLI::App& cmd) {
+  const plan::PlanOptions run_plans;  // as a run's plan_for_run leaves them
+  for (const auto& [flag, run_takes] :
+       {std::pair<const char*, std::string>{
+            "--max-recompute",
+            fmt::format("at most {} blocks between kept boundaries", run_plans.max_recompute)},
+        {"--time-limit", fmt::format("{:g} s", run_plans.time_limit_s)}}) {
+    LT_CHECK(cmd.count(flag) == 0, flag,
+             " is for a plan of --model: a train config has no key for it (a run's planner takes ",
+             run_takes, "); leave it out with --config");
+  }
+  for (const char* flag : {"--gpus", "--gpus-per-node"}) {
+    LT_CHECK(cmd.count(flag) == 0, flag,
+             " is for a plan of --model: with --config the plan is of one process, as `lazytrain "
+             "train` runs it (a data-parallel run's ranks come from `lazytrain launch`); leave it "
+             "out with --config");
+  }
+  std::vector<std::pair<const char*, std::string>> flags;  // flag, key=value
+  const auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
+  if (given("--batch-size"))
+    flags.emplace_back("--batch-size", fmt::format("train.batch_size={}", args.batch_size));
+  if (given("--seq-len"))
+    flags.emplace_back("--seq-len", fmt::format("train.seq_len={}", args.seq_len));
+  if (given("--micro-batch"))
+    flags.emplace_back("--micro-batch", fmt::format("exec.micro_batch={}", args.micro_batch));
+  // Quoted as JSON strings, which YAML reads as they are.
+  if (given("--hardware"))
+    flags.emplace_back("--hardware", "exec.hardware=" + nlohmann::json(args.hardware).dump());
+  if (given("--optimizer"))
+    flags.emplace_back("--optimizer", "optim.name=" + nlohmann::json(args.optimizer).dump());
+  if (args.clip_with_previous_norm)
+    flags.emplace_back("--clip-with-previous-norm", "train.clip_with_previous_norm=true");
+  if (args.stream_every_stage)
+    flags.emplace_back("--stream-every-stage", "exec.stages_on_device=none");
+  if (args.apart_tail) flags.emplace_back("--no-fused-tail", "exec.fused_tail=off");
+  std::vector<std::string> overrides;
+  for (const auto& [flag, assignment] : flags) {
+    const std::string key = assignment.substr(0, assignment.find('=') + 1);  // "train.seq_len="
+    for (const std::string& o : args.overrides) {
+      LT_CHECK(o.rfind(key, 0) != 0, flag, " and --set ", o, " both set ",
+               key.substr(0, key.size() - 1), ": give one");
+    }
+    overrides.push_back(assignment);
+  }
+  overrides.insert(overrides.end(), args.overrides.begin(), args.overrides.end());
+  return overrides;
+}
+
 // `plan --config run.yaml`: the RunPlan `lazytrain train run.yaml` resolves
-// (train::resolve_run, the same call), printed instead of run.
-void print_run_plan(const PlanArgs& args) {
-  const train::TrainConfig c = train::load_train_config(args.config, args.overrides);
+// (train::resolve_run, the same call), printed instead of run; the flags
+// set their keys (Note [Plan flags with --config]).
+void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
+  const train::TrainConfig c = train::load_train_config(args.config, config_overrides(args, cmd));
+  if (!args.out.empty()) io::check_can_write(args.out, "--out");  // before the solve
   const models::ModelConfig model = load_model_config(c.model.path);
   const train::RunPlan p = train::resolve_run(c, model, train::PlanTarget::ProfiledGpu);
+  // The schedule the run would take, to give it as exec.schedule.
+  LT_CHECK(args.out.empty() || p.executor == exec::ExecutorKind::Streaming,
+           "--out writes the streaming executor's schedule; this run's executor is ",
+           exec::executor_name(p.executor), ", which has none");
+  if (!args.out.empty()) exec::save_schedule(p.schedule, args.out);
   const auto gb = [](int64_t bytes) { return static_cast<double>(bytes) / plan::kBytesPerGB; };
   if (args.json) {
     nlohmann::json j;
@@ -169,6 +235,7 @@ void print_run_plan(const PlanArgs& args) {
   for (const auto& item : p.budget.items)
     fmt::print("  {:<6} {:>10.3f} GB  {}\n", train::memory_space_label(item.space, p.device),
                gb(item.bytes), item.what);
+  if (!args.out.empty()) fmt::print("schedule written to {}\n", args.out);
 }
 
 // The executor `train` with exec.mode auto would run on this machine (its
@@ -375,7 +442,10 @@ void add_plan_command(CLI::App& app) {
       ->check(shell_expanded_path());
   // As train: `lazytrain plan run.yaml` takes the config positionally too.
   cmd->add_option("config,--config", args->config,
-                  "a train config (YAML): print the run plan `lazytrain train` would run")
+                  "a train config (YAML): print the run plan `lazytrain train` would run; "
+                  "--batch-size, --seq-len, --micro-batch, --hardware, --optimizer, "
+                  "--clip-with-previous-norm, --stream-every-stage and --no-fused-tail set its "
+                  "keys, as --set would")
       ->check(shell_expanded_path());
   cmd->add_option("--set", args->overrides, "with --config: override a key (as train's --set)")
       ->allow_extra_args(false);
@@ -416,15 +486,23 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--gpus-per-node", args->gpus_per_node, "with --gpus: GPUs of one machine")
       ->capture_default_str();
-  cmd->callback([args, batch_size_given, seq_len_given] {
+  cmd->callback([args, cmd, batch_size_given, seq_len_given] {
     // Left out, the planner searches; a 0 given is a mistake, not a search.
     LT_CHECK(batch_size_given->count() == 0 || args->batch_size > 0,
              "--batch-size must be a number of sequences (leave it out for the planner's "
              "choice), got ",
              args->batch_size);
+    // Left out, the default applies; a 0 given is a mistake, as -5 is.
+    LT_CHECK(seq_len_given->count() == 0 || args->seq_len > 0,
+             "--seq-len must be a number of tokens (leave it out for the default), got ",
+             args->seq_len);
+    LT_CHECK(args->micro_batch >= 0,
+             "--micro-batch must be a number of sequences (0 or left out: the planner's choice), "
+             "got ",
+             args->micro_batch);
     if (!args->config.empty()) {
       LT_CHECK(args->model.empty(), "--model and --config: give one (the config names its model)");
-      print_run_plan(*args);
+      print_run_plan(*args, *cmd);
       return;
     }
     LT_CHECK(!args->model.empty(), "--model is required (or --config, a train config)");
@@ -445,16 +523,8 @@ void add_plan_command(CLI::App& app) {
              "(train.clip_with_previous_norm refuses several)");
     plan::PlanOptions o;
     o.batch_size = args->batch_size / args->gpus;  // one rank's share (0: the planner's choice)
-    // Left out, the default applies; a 0 given is a mistake, as -5 is.
-    LT_CHECK(seq_len_given->count() == 0 || args->seq_len > 0,
-             "--seq-len must be a number of tokens (leave it out for the default), got ",
-             args->seq_len);
     o.seq_len = seq_len_given->count() > 0 ? args->seq_len : default_seq_len(config);
     models::check_seq_len_fits(o.seq_len, "--seq-len", config, args->model);
-    LT_CHECK(args->micro_batch >= 0,
-             "--micro-batch must be a number of sequences (0 or left out: the planner's choice), "
-             "got ",
-             args->micro_batch);
     // More than the batch is the whole batch, settled once here for
     // everything below (the plan, the resident count), as resolve_run
     // settles exec.micro_batch against a micro-batch of train.batch_size

@@ -159,6 +159,61 @@ TEST_F(RunPlanTest, PlanWithAConfigPrintsWhatTrainRuns) {
       << output;
 }
 
+// `plan --config` takes a --model plan's flags as the run's keys (Note
+// [Plan flags with --config]); it used to plan the config's batch 8 x seq
+// 32 whatever they said. --batch-size 4 --seq-len 16 --micro-batch 1
+// --optimizer adamw8bit plan a micro-batch of 4 / 2 = 2 sequences in chunks
+// of 1, the plan train resolves with those keys --set, and --out writes
+// that chunk's schedule.
+TEST_F(RunPlanTest, PlanFlagsWithAConfigSetTheirKeys) {
+  const fs::path yaml = tmp_ / "run.yaml";
+  write_text(yaml, config({"exec.mode=streaming"}).to_yaml());
+  const fs::path schedule = tmp_ / "schedule.json";
+  std::string output;
+  ASSERT_EQ(run_program({"plan", "--config", yaml.string(), "--json", "--batch-size", "4",
+                         "--seq-len", "16", "--micro-batch", "1", "--optimizer", "adamw8bit",
+                         "--out", schedule.string()},
+                        tmp_ / "plan.log", &output),
+            0)
+      << output;
+  const auto j = nlohmann::json::parse(output.substr(output.find('{')));
+  EXPECT_EQ(j.at("batch_size"), 4);
+  EXPECT_EQ(j.at("seq_len"), 16);
+  EXPECT_EQ(j.at("accum_sequences"), 2);
+  EXPECT_EQ(j.at("chunk_sequences"), 1);
+  EXPECT_EQ(j.at("optimizer"), "adamw8bit");
+  const RunPlan set =
+      resolve_run(config({"exec.mode=streaming", "train.batch_size=4", "train.seq_len=16",
+                          "exec.micro_batch=1", "optim.name=adamw8bit"}),
+                  model());
+  EXPECT_EQ(j.at("peak_bytes").at("device"), set.budget.bytes(exec::MemorySpace::Gpu));
+  EXPECT_EQ(j.at("peak_bytes").at("host"), set.budget.bytes(exec::MemorySpace::Host));
+  EXPECT_EQ(exec::load_schedule(schedule.string()).chunk_sequences, 1);
+}
+
+// A flag and a --set of its key, or a flag without a key, are refused
+// naming the flag, as is --out for an executor without a schedule.
+TEST_F(RunPlanTest, PlanFlagsWithAConfigThatCannotApplyAreRefused) {
+  const fs::path yaml = tmp_ / "run.yaml";
+  write_text(yaml, config({}).to_yaml());
+  const auto refusal = [&](std::vector<std::string> flags) {
+    flags.insert(flags.begin(), {"plan", "--config", yaml.string()});
+    std::string output;
+    EXPECT_EQ(run_program(flags, tmp_ / "plan.log", &output), 1) << output;
+    return output;
+  };
+  EXPECT_MENTIONS(refusal({"--seq-len", "16", "--set", "train.seq_len=8"}),
+                  "--seq-len and --set train.seq_len=8 both set train.seq_len: give one");
+  EXPECT_MENTIONS(refusal({"--max-recompute", "3"}),
+                  "--max-recompute is for a plan of --model: a train config has no key for it");
+  EXPECT_MENTIONS(refusal({"--gpus", "2"}), "--gpus is for a plan of --model");
+  EXPECT_MENTIONS(refusal({"--seq-len", "0"}), "--seq-len must be a number of tokens");
+  EXPECT_MENTIONS(refusal({"--out", (tmp_ / "s.json").string()}),
+                  "--out writes the streaming executor's schedule; this run's executor is "
+                  "resident, which has none");
+  EXPECT_FALSE(fs::exists(tmp_ / "s.json"));
+}
+
 // On the CPU the device's bytes are the CPU's (host memory under the
 // device's budget): `plan --config` labels them "device", as the trainer's
 // plan line and metrics.jsonl's peak_bytes do, never "gpu". For each
