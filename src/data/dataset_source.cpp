@@ -102,8 +102,27 @@ void read_lines(const fs::path& file, const std::function<bool(const SourceRow&)
   }
 }
 
+// `text` with "\r\n" and a lone '\r' made '\n', as Python reads a text
+// file (universal newlines; Hugging Face's text loader): a file saved on
+// Windows trains on the same tokens as one saved elsewhere, not on a '\r'
+// token in every line but a paragraph's last.
+std::string universal_newlines(std::string text) {
+  if (text.find('\r') == std::string::npos) return text;
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\r') {
+      out += text[i];
+    } else {
+      out += '\n';
+      if (i + 1 < text.size() && text[i + 1] == '\n') ++i;
+    }
+  }
+  return out;
+}
+
 void read_paragraphs(const fs::path& file, const std::function<bool(const SourceRow&)>& on_row) {
-  const std::string text = read_all(file);
+  const std::string text = universal_newlines(read_all(file));
   std::string_view all = text;
   int64_t line_no = 0;
   size_t start = std::string_view::npos;  // first byte of the open paragraph
@@ -111,8 +130,7 @@ void read_paragraphs(const fs::path& file, const std::function<bool(const Source
   size_t end = 0;    // one past the last non-blank line of the open paragraph
   auto emit = [&] {  // false: the caller wants no more rows
     if (start == std::string_view::npos) return true;
-    std::string_view paragraph = all.substr(start, end - start);
-    if (paragraph.ends_with('\r')) paragraph.remove_suffix(1);
+    const std::string_view paragraph = all.substr(start, end - start);
     start = std::string_view::npos;
     return on_row(SourceRow{start_line, paragraph, {}});
   };

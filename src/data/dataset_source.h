@@ -7,8 +7,9 @@
 //                file's first non-space character is '[';
 //   text (.txt)  one row per paragraph: a run of non-blank lines, separated
 //                from the next by one or more blank (or whitespace-only)
-//                lines; the row is the paragraph's lines joined by their
-//                own line breaks, without the final one.
+//                lines; the row is the paragraph's lines joined by '\n',
+//                without the final one ("\r\n" and a lone '\r' read as
+//                '\n', as Python's universal newlines).
 //
 // A JSON array is cut into elements by a scan that knows strings and
 // brackets, so that each element parses alone: one broken element is one bad

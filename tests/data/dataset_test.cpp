@@ -356,6 +356,27 @@ TEST(Dataset, TextFileIsOneSamplePerParagraph) {
   EXPECT_THROW(load_dataset(data_file("paragraphs.txt"), &gpt2, options, nullptr), Error);
 }
 
+// A .txt saved on Windows (CRLF, a lone CR too) gives the samples Python's
+// universal newlines give (what Hugging Face's text loader reads): every
+// line break '\n'. Each line but a paragraph's last kept its '\r' as a
+// token before.
+TEST(Dataset, ATextFileWithCrlfLineBreaksReadsAsPython) {
+  const Tokenizer& gpt2 = reference_tokenizer("gpt2");
+  TempDir dir;
+  const fs::path file = dir.write(
+      "windows.txt", "First paragraph,\r\ntwo lines.\r\n\r\nOld\rMac.\r\n \r\nThird.\r\n");
+  DatasetReport report;
+  std::vector<Sample> samples = load_dataset(file, &gpt2, {}, &report);
+  ASSERT_EQ(samples.size(), 3u);
+  // open(file).read().split("\n\n") with the blank line " " between.
+  const char* paragraphs[] = {"First paragraph,\ntwo lines.", "Old\nMac.", "Third."};
+  for (int i = 0; i < 3; ++i) {
+    Expected e(gpt2);
+    e.trained(paragraphs[i]).trained(kGpt2Eos);
+    expect_sample(samples[i], e.sample, paragraphs[i]);
+  }
+}
+
 TEST(Dataset, TokensAsTheyAre) {
   DatasetReport report;
   std::vector<Sample> samples = load_dataset(data_file("tokens.jsonl"), nullptr, {}, &report);
