@@ -164,6 +164,10 @@ struct OffloadExecutor::Impl {
   // ... and after its update, on every rank but rank 0, the gradients
   // left to accumulate over the window zeroed.
   void keep_window_sums_on_rank_zero();
+  // ... and before a window ends between steps (a save, an evaluation's
+  // sync): every rank given rank 0's sums (a collective, as every rank
+  // syncs at the same step).
+  void sum_window_over_ranks();
   // Forward and backward on the device weights; returns the squared norm
   // of the gradients when `norm` is given (else 0).
   // `targets_over_ranks`: the loss's denominator over every rank (0: this

@@ -173,7 +173,10 @@ int64_t OffloadExecutor::Impl::targets_over_ranks(const std::vector<data::Batch>
 // zero what they keep (keep_window_sums_on_rank_zero); the next step's sum
 // is then rank 0's sums plus every rank's new gradient, the window's sums
 // over the global batches. At a window's end every rank holds them, and
-// downloads them for its own CPU update of every master. The cost is one
+// downloads them for its own CPU update of every master; a window that
+// ends between steps (a save's or an evaluation's sync) first sums them
+// over the ranks, zeros but rank 0's (sum_window_over_ranks). A step
+// without targets anywhere adds nothing and sums nothing. The cost is one
 // all-reduce of the whole gradient per step, as DDP's; it is not yet
 // overlapped with the backward, and the gradients leave for the host only
 // after it (not by the early download's hooks).
@@ -190,6 +193,9 @@ void OffloadExecutor::Impl::sum_zenflow_step_over_ranks(int64_t targets) {
   stats->loss = sums[weights.size()];
   stats->tokens = static_cast<int64_t>(sums[weights.size() + 1]);
   stats->target_count = targets;
+  // No rank ran a backward: nothing to add, and zenflow_update returns
+  // before its end, so the window's sums must stay on rank 0 alone.
+  if (targets == 0) return;
   auto scope = device->compute_scope();
   std::vector<Tensor> grads;
   for (size_t i = 0; i < weights.size(); ++i) {
@@ -205,6 +211,16 @@ void OffloadExecutor::Impl::sum_zenflow_step_over_ranks(int64_t targets) {
     grads.push_back(g);
   }
   if (!grads.empty()) ranks.sum(grads);
+}
+
+void OffloadExecutor::Impl::sum_window_over_ranks() {
+  // Every rank holds the same gradients (defined or not) between steps.
+  std::vector<Tensor> grads;
+  for (const Tensor& w : weights)
+    if (w.grad().defined()) grads.push_back(w.grad());
+  if (grads.empty()) return;
+  auto scope = device->compute_scope();
+  options.ranks->sum(grads);
 }
 
 void OffloadExecutor::Impl::keep_window_sums_on_rank_zero() {

@@ -356,7 +356,10 @@ void OffloadExecutor::Impl::write_back_columns() {
 
 void OffloadExecutor::Impl::finish_masters() {
   if (!options.zenflow) return;
-  if (window_steps > 0) end_window();
+  if (window_steps > 0) {
+    if (options.ranks) sum_window_over_ranks();  // Note [ZenFlow over ranks]
+    end_window();
+  }
   if (merge_due) merge_cpu_update();
   wait_uploads();
   if (columns.empty()) return;

@@ -91,8 +91,49 @@ INSTANTIATE_TEST_SUITE_P(
               2,
               {"train.batch_size=4", "exec.zenflow.update_interval=3",
                "exec.zenflow.select_interval=3", "exec.zenflow.overlap_step=false"}},
-        Shape{"auto_window_three_ranks", 3, {"train.batch_size=6", "exec.zenflow.topk_ratio=0.5"}}),
+        Shape{"auto_window_three_ranks", 3, {"train.batch_size=6", "exec.zenflow.topk_ratio=0.5"}},
+        // Saves in the middle of windows (steps 2, 4, 6: windows of 2 from
+        // step 2): each ends the open window on every rank, with the
+        // window's sums that rank 0 alone kept between steps.
+        Shape{"saves_mid_window",
+              2,
+              {"train.batch_size=4", "exec.zenflow.update_interval=2", "train.save_every=2"}}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Steps where no rank has a trained token (every other row is cut at
+// train.seq_len before its labels), in the middle of windows: they add
+// nothing, and the window's sums stay on rank 0 alone (summed over the
+// ranks there, the next step counted them twice).
+TEST(ZenFlowRanks, StepsWithoutTargetsInAWindowGiveOneProcesssWeights) {
+  Runs runs;
+  Generator gen(7);
+  std::vector<std::vector<int64_t>> ids, labels;
+  for (int64_t r = 0; r < 24; ++r) {
+    const bool cut = r % 2 == 0;  // 22 tokens, trained only past the 16 kept
+    std::vector<int64_t> row, lab;
+    for (int64_t i = 0; i < (cut ? 22 : 10); ++i) {
+      row.push_back(static_cast<int64_t>(gen.below(97)));
+      lab.push_back(cut && i < 18 ? -100 : row.back());
+    }
+    ids.push_back(row);
+    labels.push_back(lab);
+  }
+  write_tokens_jsonl(runs.data, ids, labels);
+  const std::vector<std::string> sets = {"exec.mode=zenflow",
+                                         "train.batch_size=2",
+                                         "train.steps=16",
+                                         "exec.zenflow.topk_ratio=0.25",
+                                         "exec.zenflow.update_interval=4",
+                                         "exec.zenflow.select_interval=4",
+                                         "exec.zenflow.select_strategy=step"};
+  runs.train(0, runs.tmp / "one", sets);
+  runs.train(2, runs.tmp / "many", sets);
+  int64_t without_targets = 0;
+  for (const auto& m : read_metrics(runs.tmp / "one"))
+    without_targets += m.value("target_count", int64_t{-1}) == 0 ? 1 : 0;
+  EXPECT_GE(without_targets, 1) << "no step without targets: the test tests nothing";
+  expect_same_weights(runs.tmp / "one" / "step-16", runs.tmp / "many" / "step-16");
+}
 
 // A ZenFlow run saved at step 4 (the save ends the open window and the
 // columns are chosen again after it, with or without a resume) and resumed
