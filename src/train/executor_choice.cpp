@@ -8,6 +8,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "dist/process.h"
 #include "models/context_limit.h"
 #include "plan/hardware.h"
 #ifdef LT_WITH_CUDA
@@ -78,7 +79,11 @@ exec::MemoryBudget resident_budget(const TrainConfig& c, const models::ModelConf
                                    bool on_gpu) {
   exec::TrainSizes sizes = run_sizes(c, on_gpu && c.train.dtype == "bf16" ? 2 : 4);
   sizes.on_gpu = on_gpu;
-  const int64_t micro_batch = c.train.batch_size / std::max<int64_t>(1, c.train.grad_accum);
+  // Over ranks each runs its share of every micro-batch (dist::shard_rows).
+  const int64_t ranks = dist::this_world().size;
+  sizes.batch_size = std::max<int64_t>(1, c.train.batch_size / ranks);
+  const int64_t micro_batch =
+      std::max<int64_t>(1, c.train.batch_size / std::max<int64_t>(1, c.train.grad_accum) / ranks);
   return exec::resident_bytes_needed(model, sizes, micro_batch, on_gpu);
 }
 
@@ -93,7 +98,11 @@ DeviceMemory device_memory_for_run(const TrainConfig& c, Device device) {
     const double gb = plan::HardwareProfile::from_file(c.exec.hardware).gpu_memory_gb;
     return {std::llround(gb * 1e9), "the gpu_memory_gb of " + c.exec.hardware, false};
   }
-  return {cuda_free_bytes(device.index), fmt::format("{} (free memory)", device.str()), true};
+  // Over ranks the run trains on GPU LOCAL_RANK (dist/process.h), not the
+  // plan's cuda:0.
+  const dist::World& world = dist::this_world();
+  const Device gpu = world.distributed() ? Device::cuda(world.local_rank) : device;
+  return {cuda_free_bytes(gpu.index), fmt::format("{} (free memory)", gpu.str()), true};
 }
 
 ExecutorChoice choose_for_run(const TrainConfig& c, const models::ModelConfig& model,
@@ -128,10 +137,13 @@ ResidentSetFit resident_set_fit(const TrainConfig& c, const models::ModelConfig&
   const int64_t batch = c.train.batch_size, accum = c.train.grad_accum;
   const int64_t counted = counted_with(batch, accum);
   if (with_margin(counted) <= memory.bytes) return fit;
-  const std::string sized_by = fmt::format(
-      "train.batch_size {} sequences of train.seq_len {} tokens, in micro-batches of {} "
-      "(train.grad_accum {})",
-      batch, c.train.seq_len, batch / accum, accum);
+  const int ranks = dist::this_world().size;
+  const std::string sized_by =
+      fmt::format(
+          "train.batch_size {} sequences of train.seq_len {} tokens, in micro-batches of {} "
+          "(train.grad_accum {})",
+          batch, c.train.seq_len, batch / accum, accum) +
+      (ranks > 1 ? fmt::format(", {} a rank over {} ranks,", batch / accum / ranks, ranks) : "");
   if (static_cast<double>(counted) <= kResidentEstimateSlack * static_cast<double>(memory.bytes)) {
     fit.warning = fmt::format(
         "warning: exec.mode resident: {} need an estimated {} on {} (+{}% margin: {}), more than "

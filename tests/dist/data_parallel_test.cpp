@@ -105,6 +105,34 @@ void expect_one_save_and_exit_zero(int sig) {
       << output;
 }
 
+// A set exec.mode resident is counted for a rank's share of the batch: 2
+// ranks at batch 24 run 12 sequences each, counted as one process at 12
+// (warned about, within the slack), where the whole 24 in one process is
+// refused. The count was of the global batch, and refused the 2 ranks.
+TEST(DataParallel, AResidentRankIsCountedForItsShareOfTheBatch) {
+  Runs runs;
+  const auto run = [&](int nproc, int batch, std::string* output) {
+    const fs::path out = runs.tmp / ("r" + std::to_string(nproc) + "_" + std::to_string(batch));
+    return run_program(runs.args(nproc, out,
+                                 {"exec.mode=resident", "exec.device_memory_gb=0.00125",
+                                  "train.steps=1", "train.batch_size=" + std::to_string(batch)}),
+                       out.string() + ".log", output, 120);
+  };
+  std::string one_at_12, one_at_24, two_at_24;
+  ASSERT_EQ(run(0, 12, &one_at_12), 0) << one_at_12;
+  EXPECT_NE(run(0, 24, &one_at_24), 0) << one_at_24;
+  EXPECT_MENTIONS(one_at_24, "over 1.15 times what exec.device_memory_gb");
+  ASSERT_EQ(run(2, 24, &two_at_24), 0) << two_at_24;
+  EXPECT_MENTIONS(two_at_24, "12 a rank over 2 ranks");
+  // The rank's estimate is one process's at 12.
+  const auto estimate = [](const std::string& text) {
+    const size_t at = text.find("need an estimated ");
+    return at == std::string::npos ? std::string() : text.substr(at, text.find(')', at) - at);
+  };
+  EXPECT_FALSE(estimate(one_at_12).empty()) << one_at_12;
+  EXPECT_EQ(estimate(two_at_24), estimate(one_at_12));
+}
+
 TEST(DataParallel, SigtermOnTheLauncherStopsEveryRankAfterOneSave) {
   expect_one_save_and_exit_zero(SIGTERM);
 }
