@@ -60,8 +60,10 @@ struct PlanArgs {
 };
 
 // `--gpus N`: the plan above is one rank's; what data parallel adds.
-nlohmann::json print_data_parallel(const plan::Plan& r, const PlanArgs& args,
-                                   const plan::HardwareProfile& hw,
+// `zero`: the same rank's plan priced as ZeRO-1 updates (each rank 1/N of
+// the parameters).
+nlohmann::json print_data_parallel(const plan::Plan& r, const plan::Plan& zero,
+                                   const PlanArgs& args, const plan::HardwareProfile& hw,
                                    const models::ModelConfig& config, exec::OptimizerStates opt,
                                    int64_t optimizer_block) {
   plan::DataParallelOptions o;
@@ -75,9 +77,12 @@ nlohmann::json print_data_parallel(const plan::Plan& r, const PlanArgs& args,
   const plan::DataParallelPlan d = plan::plan_data_parallel(config, o, host);
   const auto gb = [](int64_t bytes) { return static_cast<double>(bytes) / plan::kBytesPerGB; };
   const double step_s = r.prediction.step_s + d.collectives_s;
-  const double tokens_per_s = step_s > 0 ? static_cast<double>(d.gpus) * r.prediction.tokens_per_s *
-                                               r.prediction.step_s / step_s
-                                         : 0;
+  // Every rank's tokens in the step of the slowest.
+  const auto global_tokens_per_s = [&](double s) {
+    return s > 0 ? static_cast<double>(d.gpus * r.schedule.batch_size * r.sizes.seq_len) / s : 0;
+  };
+  const double tokens_per_s = global_tokens_per_s(step_s);
+  const double zero_step_s = zero.prediction.step_s + d.collectives_s;
   nlohmann::json j = {{"gpus", d.gpus},
                       {"nodes", d.nodes},
                       {"ranks_per_node", d.ranks_per_node},
@@ -93,7 +98,9 @@ nlohmann::json print_data_parallel(const plan::Plan& r, const PlanArgs& args,
                       {"step_s", step_s},
                       {"tokens_per_s", tokens_per_s},
                       {"zero1_saves_host_bytes_per_rank", d.zero_saves_bytes_per_rank},
-                      {"zero1_host_bytes_per_node", d.zero_host_bytes_per_node}};
+                      {"zero1_host_bytes_per_node", d.zero_host_bytes_per_node},
+                      {"zero1_step_s", zero_step_s},
+                      {"zero1_tokens_per_s", global_tokens_per_s(zero_step_s)}};
   if (args.json) return j;
   fmt::print(
       "data parallel: {} GPUs ({} node{} of {}), global batch {} = {} x the batch above\n"
@@ -103,16 +110,22 @@ nlohmann::json print_data_parallel(const plan::Plan& r, const PlanArgs& args,
       "  predicted step <= {:.3f} s ({:.0f} tokens/s): the rank's step + the collectives, not "
       "overlapped\n"
       "  ZeRO-1 (dist.zero 1; the CPU-master executors) would keep {:.2f} GB "
-      "less optimizer state per rank: host {:.2f} GB per node{}\n"
-      "  not modelled: a node's ranks share its cores and host memory bandwidth (a CPU-master "
-      "executor's optimizer runs on every rank)\n",
+      "less optimizer state per rank: host {:.2f} GB per node{}; each rank updating 1/{} of the "
+      "parameters: predicted step <= {:.3f} s ({:.0f} tokens/s)\n"
+      "{}",
       d.gpus, d.nodes, d.nodes > 1 ? "s" : "", d.ranks_per_node, r.schedule.batch_size * d.gpus,
       d.gpus, gb(r.budget.bytes(exec::MemorySpace::Gpu)), gb(host), gb(d.host_bytes_per_node),
       d.ranks_per_node, gb(d.traffic_bytes), d.bus_gbps, d.link_from, d.collectives_s, step_s,
       tokens_per_s, gb(d.zero_saves_bytes_per_rank), gb(d.zero_host_bytes_per_node),
       d.ranks_per_node > 1
           ? " (each node's ranks sharing one copy of the weights: dist.share_weights)"
-          : "");
+          : "",
+      d.gpus, zero_step_s, global_tokens_per_s(zero_step_s),
+      d.ranks_per_node > 1
+          ? fmt::format("  CPU updates priced at 1/{} of the profile's rates and host memory "
+                        "bandwidth: a node's ranks share its cores and memory\n",
+                        d.ranks_per_node)
+          : std::string());
   return j;
 }
 
@@ -508,9 +521,9 @@ void add_plan_command(CLI::App& app) {
     LT_CHECK(!args->model.empty(), "--model is required (or --config, a train config)");
     if (!args->out.empty()) io::check_can_write(args->out, "--out");  // before the solve
     const models::ModelConfig config = load_model_config(args->model);
-    const plan::HardwareProfile hw = args->hardware.empty()
-                                         ? plan::HardwareProfile{}
-                                         : plan::HardwareProfile::from_file(args->hardware);
+    const plan::HardwareProfile node = args->hardware.empty()
+                                           ? plan::HardwareProfile{}
+                                           : plan::HardwareProfile::from_file(args->hardware);
     LT_CHECK(args->optimizer == "adamw" || args->optimizer == "adamw8bit",
              "--optimizer must be adamw or adamw8bit, got '", args->optimizer, "'");
     LT_CHECK(args->max_recompute >= 1, "--max-recompute must be >= 1");
@@ -521,6 +534,10 @@ void add_plan_command(CLI::App& app) {
     LT_CHECK(!args->clip_with_previous_norm || args->gpus == 1,
              "--clip-with-previous-norm: updates during the backward are for one process so far "
              "(train.clip_with_previous_norm refuses several)");
+    LT_CHECK(args->gpus_per_node >= 1, "--gpus-per-node must be at least 1, got ",
+             args->gpus_per_node);
+    const plan::HardwareProfile hw =
+        plan::rank_share_of_node(node, std::min(args->gpus, args->gpus_per_node));
     plan::PlanOptions o;
     o.batch_size = args->batch_size / args->gpus;  // one rank's share (0: the planner's choice)
     o.seq_len = seq_len_given->count() > 0 ? args->seq_len : default_seq_len(config);
@@ -550,15 +567,20 @@ void add_plan_command(CLI::App& app) {
     o.fused_tail = !args->apart_tail && args->gpus == 1;
     const plan::Plan r = plan::make_plan(config, hw, o);
     const PlannedExecutor choice = executor_for(r, o, hw, config);
+    std::optional<plan::Plan> zero;
+    if (args->gpus > 1)
+      zero = plan::make_plan(
+          config,
+          plan::rank_share_of_node(node, std::min(args->gpus, args->gpus_per_node), args->gpus), o);
     if (args->json) {
       nlohmann::json j = plan_json(r, o, choice);
-      if (args->gpus > 1)
+      if (zero)
         j["data_parallel"] =
-            print_data_parallel(r, *args, hw, config, o.optimizer, o.optimizer_block);
+            print_data_parallel(r, *zero, *args, hw, config, o.optimizer, o.optimizer_block);
       fmt::print("{}\n", j.dump(2));
     } else {
       print_plan(r, o, config, choice);
-      if (args->gpus > 1) print_data_parallel(r, *args, hw, config, o.optimizer, o.optimizer_block);
+      if (zero) print_data_parallel(r, *zero, *args, hw, config, o.optimizer, o.optimizer_block);
     }
     if (!choice.fits) throw CLI::RuntimeError(3);
     if (!args->out.empty() && r.feasible) {

@@ -52,6 +52,8 @@ World mpi_world(const EnvironmentLookup& env) {
   if (auto v =
           first_set(env, {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, &name))
     w.local_rank = parse_int(name, *v, 0);
+  if (auto v = first_set(env, {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, &name))
+    w.local_size = parse_int(name, *v, 1);
   return w;
 }
 
@@ -82,6 +84,10 @@ World torchrun_world(const EnvironmentLookup& env) {
 }
 
 }  // namespace
+
+int ranks_on_this_host(const World& world) {
+  return world.local_size > 0 ? std::min(world.local_size, world.size) : world.size;
+}
 
 const char* launcher_name(Launcher launcher) {
   switch (launcher) {

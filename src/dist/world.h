@@ -21,12 +21,17 @@ struct World {
   Launcher launcher = Launcher::None;
   int rank = 0;
   int size = 1;
-  int local_rank = 0;       // which GPU of its host this rank uses
-  int local_size = 0;       // torchrun: LOCAL_WORLD_SIZE, the ranks of a host; 0 if unset
+  int local_rank = 0;  // which GPU of its host this rank uses
+  int local_size =
+      0;  // the ranks of this host (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE); 0 if unset
   std::string master_addr;  // torchrun: where rank 0 hands out the NCCL id
   int master_port = 0;
   bool distributed() const { return size > 1; }
 };
+
+// The ranks that share this host's cores and memory: local_size when the
+// launcher says, else every rank (one host, as `lazytrain launch` runs).
+int ranks_on_this_host(const World& world);
 
 // Reads one environment variable; nullopt when unset.
 using EnvironmentLookup = std::function<std::optional<std::string>(const std::string&)>;

@@ -6,6 +6,19 @@
 
 namespace lt::plan {
 
+HardwareProfile rank_share_of_node(HardwareProfile hw, int ranks_per_node, int update_shards) {
+  LT_CHECK(ranks_per_node >= 1 && update_shards >= 1, "ranks per node (", ranks_per_node,
+           ") and update shards (", update_shards, ") must be at least 1");
+  const double share = static_cast<double>(update_shards) / ranks_per_node;
+  hw.cpu_adam_gparams_per_s *= share;
+  hw.cpu_adam8bit_gparams_per_s *= share;
+  for (std::optional<double>* rate :
+       {&hw.cpu_adam_beside_copies_gparams_per_s, &hw.cpu_adam8bit_beside_copies_gparams_per_s})
+    if (*rate) **rate *= share;
+  hw.host_mem_gbps *= share;
+  return hw;
+}
+
 DataParallelPlan plan_data_parallel(const models::ModelConfig& model, const DataParallelOptions& o,
                                     int64_t rank_host_bytes) {
   LT_CHECK(o.gpus >= 1, "--gpus must be at least 1, got ", o.gpus);

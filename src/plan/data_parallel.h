@@ -20,6 +20,7 @@
 
 #include "exec/memory_budget.h"
 #include "models/config.h"
+#include "plan/hardware.h"
 
 namespace lt::plan {
 
@@ -56,6 +57,17 @@ struct DataParallelPlan {
 // The weights the ranks of a node share under ZeRO-1: f32 masters and bf16
 // copies, per parameter.
 inline constexpr int64_t kSharedWeightBytesPerParameter = 4 + 2;
+
+// A node's `ranks_per_node` ranks share its cores and host memory: the
+// launcher gives each rank's thread pool 1/k of the cores (LT_NUM_THREADS),
+// and their CPU updates and copies draw on one host memory bandwidth. So
+// a rank's plan is priced on 1/k of the profile's CPU update rates and of
+// host_mem_gbps: under all-reduce each rank updates every master. Under
+// ZeRO-1 (`update_shards` = the world size N) a rank updates 1/N of them,
+// priced as all of them at N times the rate. (The memory bound is then a
+// little generous: the copies' share of the bandwidth is taken from N/k
+// of it, not 1/k.) A profile's figures are one process's on the node.
+HardwareProfile rank_share_of_node(HardwareProfile hw, int ranks_per_node, int update_shards = 1);
 
 // `rank_host_bytes`: the host peak the one-GPU plan of a rank's batch
 // counts. Throws naming --gpus when it is < 1.

@@ -206,18 +206,11 @@ void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
                                   exec::executor_name(best->executor), best->step_s));
 }
 
-// exec.hardware's profile, or the defaults.
-plan::HardwareProfile profile_of(const TrainConfig& c) {
-  return c.exec.hardware.empty() || c.exec.hardware == kDefaultHardware
-             ? plan::HardwareProfile{}
-             : plan::HardwareProfile::from_file(c.exec.hardware);
-}
-
 // Where the stages' masters and optimizer states live, and the disk
 // traffic that costs a step at the profile's disk rates.
 std::string describe_states(const TrainConfig& c, const models::ModelConfig& model,
                             const exec::TrainSizes& sizes) {
-  const plan::HardwareProfile hw = profile_of(c);
+  const plan::HardwareProfile hw = configured_hardware(c);
   return plan::describe_state_placement(model, sizes, hw.disk_read_gbps, hw.disk_write_gbps) +
          (c.exec.hardware.empty() || c.exec.hardware == kDefaultHardware
               ? " (the default disk rates)"
@@ -290,8 +283,8 @@ void price_named_schedule(const TrainConfig& c, const models::ModelConfig& model
   }
   plan::SchedulePrice price;
   try {
-    price =
-        plan::price_schedule(model, profile_of(c), p.sizes, runs, c.train.clip_with_previous_norm);
+    price = plan::price_schedule(model, configured_hardware(c), p.sizes, runs,
+                                 c.train.clip_with_previous_norm);
   } catch (const Error& e) {
     p.reasons.push_back(std::string("schedule: no predicted step (") + e.what() + ")");
     return;
@@ -486,7 +479,8 @@ RunPlan plan_run(const TrainConfig& requested, const models::ModelConfig& model,
     p.state_traffic = plan::state_traffic(model, p.sizes);
     // The synchronous step waits for its disk stages; ZenFlow's CPU update
     // runs beside a window of steps (not predicted here).
-    if (!zen) p.predicted_state_disk_s = offload_state_disk_s(profile_of(c), model, p.sizes);
+    if (!zen)
+      p.predicted_state_disk_s = offload_state_disk_s(configured_hardware(c), model, p.sizes);
     if (p.predicted_step_s > 0) p.predicted_step_s += p.predicted_state_disk_s;
     return p;
   }

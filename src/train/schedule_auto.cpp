@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "dist/process.h"
+#include "plan/data_parallel.h"
 #include "plan/state_placement.h"
 #include "train/executor_choice.h"
 
@@ -87,10 +88,18 @@ FreeMemory free_memory_for_run(const TrainConfig& c, FreeMemoryOf of, int64_t gp
   return free;
 }
 
+plan::HardwareProfile configured_hardware(const TrainConfig& c) {
+  const plan::HardwareProfile hw = c.exec.hardware.empty() || c.exec.hardware == kDefaultHardware
+                                       ? plan::HardwareProfile{}
+                                       : plan::HardwareProfile::from_file(c.exec.hardware);
+  const dist::World& world = dist::this_world();
+  if (!world.distributed()) return hw;
+  return plan::rank_share_of_node(hw, dist::ranks_on_this_host(world),
+                                  c.dist.zero == 1 ? world.size : 1);
+}
+
 plan::HardwareProfile auto_hardware(const TrainConfig& c, const FreeMemory& free) {
-  plan::HardwareProfile hw = c.exec.hardware.empty() || c.exec.hardware == kDefaultHardware
-                                 ? plan::HardwareProfile{}
-                                 : plan::HardwareProfile::from_file(c.exec.hardware);
+  plan::HardwareProfile hw = configured_hardware(c);
   // The stand-in's capacity, or on a GPU the memory the plan may use (to
   // compare schedules at equal GPU memory).
   if (c.exec.device_memory_gb > 0)

@@ -48,6 +48,12 @@ FreeMemory free_memory_for_run(const TrainConfig& c, FreeMemoryOf of, int64_t gp
 // FLOP model, with no profile measured (train/hardware_cache.h).
 inline constexpr const char* kDefaultHardware = "defaults";
 
+// exec.hardware's profile (or the built-in figures) as this rank sees it:
+// in a run of several ranks, priced on its share of its host's CPU and
+// memory bandwidth (plan::rank_share_of_node; under ZeRO-1, dist.zero 1,
+// updating 1/N of the parameters).
+plan::HardwareProfile configured_hardware(const TrainConfig& c);
+
 // The profile the plan is made for: exec.hardware, with gpu_memory_gb set
 // to exec.device_memory_gb when that is set, else, given the GPU's free
 // memory, capped by usable_gpu_gb. host_memory_gb and disk_gb are capped by

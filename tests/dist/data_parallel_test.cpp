@@ -5,6 +5,7 @@
 // give its losses, gradient norms (with clipping on) and weights within
 // float tolerance, resume across world sizes as an uninterrupted run, stop
 // together on a signal, and refuse a batch that does not divide.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -131,6 +132,47 @@ TEST(DataParallel, AResidentRankIsCountedForItsShareOfTheBatch) {
   };
   EXPECT_FALSE(estimate(one_at_12).empty()) << one_at_12;
   EXPECT_EQ(estimate(two_at_24), estimate(one_at_12));
+}
+
+// A rank's run plan is priced on its share of the host: 2 ranks on one
+// host split its cores (launch's LT_NUM_THREADS) and memory bandwidth, so
+// each rank's CPU update is priced as one process's on a profile with half
+// the rates, written by hand; under ZeRO-1 each updates half the
+// parameters, one process's on the whole profile. `launch ... plan
+// --config` prints each rank's plan (for a GPU, from the profiles; every
+// stage streamed and the head apart, as ranks run).
+TEST(DataParallel, ARanksPlanIsPricedOnItsShareOfTheHost) {
+  Runs runs;
+  write_text(runs.tmp / "run.yaml",
+             "model:\n  path: " + fixture("qwen3").string() +
+                 "\n  init: pretrained\ndata:\n  path: " + runs.data.string() +
+                 "\n  format: tokens\ntrain:\n  seq_len: 16\n  device: cuda\n  dtype: bf16\n"
+                 "exec:\n  mode: streaming\n  stages_on_device: none\n  fused_tail: off\n");
+  const auto profile = [&](const std::string& name, double cpu_gparams_per_s, double host_gbps) {
+    write_text(runs.tmp / name,
+               fmt::format("cpu_adam_gparams_per_s: {}\ncpu_adam8bit_gparams_per_s: {}\n"
+                           "host_mem_gbps: {}\n",
+                           cpu_gparams_per_s, cpu_gparams_per_s, host_gbps));
+    return (runs.tmp / name).string();
+  };
+  const std::string whole = profile("whole.yaml", 1e-4, 0.5);
+  const std::string half = profile("half.yaml", 5e-5, 0.25);
+  // The predicted step `plan` prints, by `nproc` ranks (0: one process).
+  const auto predicted = [&](int nproc, int batch, const std::string& hw, const std::string& zero) {
+    std::vector<std::string> args;
+    if (nproc > 0) args = {"launch", "--nproc", std::to_string(nproc)};
+    args.insert(args.end(), {"plan", "--config", (runs.tmp / "run.yaml").string(), "--set",
+                             "train.batch_size=" + std::to_string(batch), "--set",
+                             "exec.hardware=" + hw, "--set", "dist.zero=" + zero});
+    std::string output;
+    EXPECT_EQ(run_program(args, runs.tmp / "plan.log", &output, 60), 0) << output;
+    const size_t at = output.find("schedule: predicted step ");
+    return at == std::string::npos ? output : output.substr(at, output.find(' ', at + 25) - at);
+  };
+  const std::string one_whole = predicted(0, 4, whole, "0");
+  EXPECT_EQ(predicted(2, 8, whole, "0"), predicted(0, 4, half, "0"));
+  EXPECT_NE(predicted(2, 8, whole, "0"), one_whole) << "the CPU update shows in the step";
+  EXPECT_EQ(predicted(2, 8, whole, "1"), one_whole);
 }
 
 TEST(DataParallel, SigtermOnTheLauncherStopsEveryRankAfterOneSave) {

@@ -469,5 +469,42 @@ TEST_F(PlanCommand, ProfileTimesThreeSizes) {
       << profiled.out;
 }
 
+// --gpus 2 on one node: the two ranks share the node's cores and memory,
+// so a rank's plan is the one-GPU plan (every stage streamed and the head
+// apart, as several ranks run) of a profile with half the CPU update rates
+// and host bandwidth, written by hand; ZeRO-1's, where each rank updates
+// half the parameters, is the whole profile's. A CPU slow enough that the
+// update shows in the step.
+TEST_F(PlanCommand, RanksOfANodeArePricedOnTheirShareOfItsCpu) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  HardwareProfile node;
+  node.cpu_adam_gparams_per_s = 1e-4;
+  node.cpu_adam8bit_gparams_per_s = 1e-4;
+  node.host_mem_gbps = 0.5;
+  HardwareProfile half = node;
+  half.cpu_adam_gparams_per_s /= 2;
+  half.cpu_adam8bit_gparams_per_s /= 2;
+  half.host_mem_gbps /= 2;
+  const std::string model = "--model " + (dir_ / "model").string() + " --seq-len 8";
+  const std::string whole = " --hardware " + write("node.yaml", node.to_yaml());
+  const auto [ranks, text] = plan_json_and_text(model + " --batch-size 8 --gpus 2" + whole);
+  const auto one_rank = [&](const std::string& hw) {
+    return plan_json_and_text(model + " --batch-size 4 --stream-every-stage --no-fused-tail" + hw)
+        .first;
+  };
+  const nlohmann::json priced_half = one_rank(" --hardware " + write("half.yaml", half.to_yaml()));
+  const nlohmann::json priced_whole = one_rank(whole);
+  const double step = ranks.value("predicted_step_s", 0.0);
+  EXPECT_GT(step, 1.2 * priced_whole.value("predicted_step_s", 0.0)) << "the CPU shows";
+  EXPECT_DOUBLE_EQ(step, priced_half.value("predicted_step_s", -1.0)) << ranks.dump();
+  const nlohmann::json& dp = ranks["data_parallel"];
+  const double collectives = dp.value("collectives_s", -1.0);
+  EXPECT_DOUBLE_EQ(dp.value("step_s", 0.0), step + collectives);
+  EXPECT_DOUBLE_EQ(dp.value("zero1_step_s", 0.0),
+                   priced_whole.value("predicted_step_s", -1.0) + collectives);
+  EXPECT_NE(text.find("CPU updates priced at 1/2 of the profile's rates"), std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace lt::plan
