@@ -10,9 +10,10 @@
 #   scaling   run 1: the Qwen2.5-3B shape, resident at 8 sequences a GPU
 #             (1 GPU at batch 16 in micro-batches of 8, 2 GPUs at batch 16)
 #             and streaming at exec.device_memory_gb 24 with the planned
-#             schedule at 64 a GPU (1 GPU: 64, 2 GPUs: 128; plus the 1-GPU
-#             run at 128 for the losses); PyTorch on 1 GPU and DDP on 2
-#             (tools/reference/torch_baseline.py under torchrun) at 8 a GPU;
+#             schedule at 64 a GPU (1 GPU: 64, 2 GPUs: 128 with all-reduce
+#             and with ZeRO-1; plus the 1-GPU run at 128 for the losses);
+#             PyTorch on 1 GPU and DDP on 2 (tools/reference/
+#             torch_baseline.py under torchrun) at 8 a GPU;
 #             ZenFlow at exec.device_memory_gb 48, 8 a GPU, a CPU update
 #             every 4 steps (1 GPU: 8, 2 GPUs: 16; plus 1 GPU at 16 in
 #             micro-batches of 8);
@@ -175,10 +176,17 @@ scaling() {
   config stream1 qwen2.5-3b 64 adamw streaming "$cap"
   config stream2 qwen2.5-3b 128 adamw streaming "$cap"
   config stream1x128 qwen2.5-3b 128 adamw streaming "$cap"
+  # With all-reduce each rank updates every master on half the cores:
+  # `plan --gpus 2` prices 4.17 s a step; ZeRO-1 halves each rank's update
+  # (3.28 s).
+  config stream2z qwen2.5-3b 128 adamw streaming "$cap
+dist:
+  zero: 1"
   train res1 1 qwen2.5-3b
   train res2 2 qwen2.5-3b
   train stream1 1 qwen2.5-3b
   train stream2 2 qwen2.5-3b
+  train stream2z 2 qwen2.5-3b
   train stream1x128 1 qwen2.5-3b
   # ZenFlow over ranks (all-reduce; Note [ZenFlow over ranks]) as the
   # qwen2.5-3b_48gb recipe runs it: 8 a GPU, a CPU update every 4 steps.
@@ -200,6 +208,7 @@ scaling() {
   grep -h RESULT "$out/torch1.log" "$out/ddp2.log" | sed 's/^RESULT //' | tee -a "$out/results.txt"
   echo "== resident, 1 vs 2 GPUs at batch 16:"; losses_agree res1 res2
   echo "== streaming, 1 vs 2 GPUs at batch 128:"; losses_agree stream1x128 stream2
+  echo "== streaming with ZeRO-1, 1 vs 2 GPUs at batch 128:"; losses_agree stream1x128 stream2z
   echo "== ZenFlow, 1 vs 2 GPUs at batch 16:"; losses_agree zen1x16 zen2
   python3 - "$out/results.txt" <<'PY'
 import json, sys
@@ -212,7 +221,8 @@ for line in open(sys.argv[1]):
 def ratio(a, b, goal):
     if a in r and b in r:
         print(f"{a} / {b}: {r[a] / r[b]:.3f} (goal >= {goal})")
-ratio("res2", "res1", 1.9); ratio("stream2", "stream1", 1.9); ratio("zen2", "zen1", 1.9)
+ratio("res2", "res1", 1.9); ratio("stream2", "stream1", 1.9); ratio("stream2z", "stream1", 1.9)
+ratio("zen2", "zen1", 1.9)
 ratio("res2", "pytorch-ddp2", 1.2); ratio("res1", "pytorch1", 1.0)
 PY
 }
