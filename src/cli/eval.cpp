@@ -1,5 +1,6 @@
 // `lazytrain eval --model DIR --data FILE [--format F] [--template T]
-//  [--tokenizer PATH] [--seq-len N] [--batch-size N] [--json]`: the loss;
+//  [--prompt-field F] [--response-field F] [--tokenizer PATH] [--seq-len N] [--batch-size N]
+//  [--json]`: the loss;
 // `lazytrain eval --task math ... [--answer-field F] [--max-new-tokens N]
 //  [--stop S ...] [--device D] [--device-memory-gb X] [--out FILE]`: exact-match accuracy.
 #include <fmt/format.h>
@@ -36,7 +37,9 @@ struct EvalArgs {
   std::string format = "auto";
   std::string template_name;  // empty: the one a checkpoint was trained with, else auto
   std::string tokenizer;      // default: the model folder
-  int64_t seq_len = 0;        // 0: whole rows, in windows of the model's context
+  // query_response; empty: the ones a checkpoint was trained with, else detected
+  std::string prompt_field, response_field;
+  int64_t seq_len = 0;  // 0: whole rows, in windows of the model's context
   int64_t batch_size = 8;
   bool json = false;
   // --task math
@@ -78,7 +81,8 @@ void read_token_rows(const models::CausalLM& model, const EvalArgs& args, EvalIn
 // A dataset as `train` reads it (data.format, data.template): the response
 // tokens only, the prompt being context, as the eval during training counts.
 void read_dataset(const models::CausalLM& model, const EvalArgs& args, const std::string& format,
-                  const std::string& template_name, EvalInput* input) {
+                  const std::string& template_name, const train::PromptFields& fields,
+                  EvalInput* input) {
   const std::string tokenizer_path = args.tokenizer.empty() ? args.model : args.tokenizer;
   const data::Tokenizer tokenizer = data::load_tokenizer_for(
       tokenizer_path, "eval --format " + format,
@@ -89,6 +93,9 @@ void read_dataset(const models::CausalLM& model, const EvalArgs& args, const std
   data::DatasetOptions options;
   options.format = format;
   options.template_name = template_name;
+  options.prompt_field = fields.prompt;
+  options.response_field = fields.response;
+  options.settings = data::kCommandOptions;
   options.tokenizer_path = tokenizer_path;
   data::DatasetReport report;
   input->samples = data::load_dataset(args.data, &tokenizer, options, &report);
@@ -197,11 +204,16 @@ void run_math(const EvalArgs& args) {
                                                           true, "eval --task math");
   const train::PromptTemplate chosen =
       train::prompt_template(args.model, args.template_name, "eval");
+  const train::PromptFields fields =
+      train::prompt_fields(args.model, {args.prompt_field, args.response_field, ""}, true, "eval");
   data::PromptOptions options;
   options.format = args.format;
   options.template_name = chosen.name;
   options.tokenizer_path = g.tokenizer_path;
+  options.prompt_field = fields.prompt;
+  options.response_field = fields.response;
   options.answer_field = args.answer_field;
+  options.settings = data::kCommandOptions;
   const data::PromptSet prompts = data::load_prompts(args.data, &*g.tokenizer, options);
   if (prompts.skipped > 0) {
     fmt::print(stderr, "eval: {} of {} rows of {} skipped (first: {})\n", prompts.skipped,
@@ -217,6 +229,8 @@ void run_math(const EvalArgs& args) {
   // Also under --json (on stderr): which layout the prompts took matters.
   if (!chosen.note.empty() && !prompts.template_name.empty())
     fmt::print(stderr, "{}\n", chosen.note);
+  if (!fields.note.empty() && prompts.format == "query_response")
+    fmt::print(stderr, "{}\n", fields.note);
   train::check_prompts_fit(prompts, args.data, g.model.config(), args.model);
   train::place_generation_model(g, args.device_memory_gb, prompts, args.batch_size,
                                 args.max_new_tokens);
@@ -292,8 +306,13 @@ void run_eval(const EvalArgs& args) {
   }
   check_sizes(args);
   EvalInput input;
+  const train::PromptFields fields =
+      train::prompt_fields(args.model, {args.prompt_field, args.response_field, ""}, true, "eval");
   data::DatasetOptions detect;
   detect.format = args.format;
+  detect.prompt_field = fields.prompt;
+  detect.response_field = fields.response;
+  detect.settings = data::kCommandOptions;
   input.format = data::detect_format(args.data, detect);
 
   models::CausalLM model = io::load_hf_model(args.model, DType::F32);
@@ -310,10 +329,12 @@ void run_eval(const EvalArgs& args) {
   } else {
     const train::PromptTemplate chosen =
         train::prompt_template(args.model, args.template_name, "eval");
-    read_dataset(model, args, input.format, chosen.name, &input);
+    read_dataset(model, args, input.format, chosen.name, fields, &input);
     // Also under --json (on stderr): which layout the rows took matters.
     if (!chosen.note.empty() && !input.template_name.empty())
       fmt::print(stderr, "{}\n", chosen.note);
+    if (!fields.note.empty() && input.format == "query_response")
+      fmt::print(stderr, "{}\n", fields.note);
     if (!args.json) {
       fmt::print(stderr, "eval: template {}{}\n",
                  input.template_name.empty() ? "none" : input.template_name,
@@ -395,6 +416,13 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--template", args->template_name,
                   "chat template, as data.template (default: the one a checkpoint was trained "
                   "with, else auto)");
+  cmd->add_option("--prompt-field", args->prompt_field,
+                  "query_response: the prompt's field, as data.prompt_field (default: the one a "
+                  "checkpoint was trained with, else query, question or prompt)");
+  cmd->add_option("--response-field", args->response_field,
+                  "query_response: the response's field, as data.response_field (default: the "
+                  "one a checkpoint was trained with, else the prompt's pair; with --task math "
+                  "the reference unless --answer-field)");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json or its folder (default: the model folder)")
       ->check(shell_expanded_path());

@@ -1,4 +1,4 @@
-// `lazytrain generate --model DIR (--prompt TEXT | --data FILE) [--template T]
+// `lazytrain generate --model DIR (--prompt TEXT | --data FILE [--prompt-field F]) [--template T]
 //  [--max-new-tokens N] [--temperature X] [--top-p P] [--top-k K] [--seed S]
 //  [--batch-size B] [--stop STR ...] [--device D] [--device-memory-gb X] [--json]`
 #include <fmt/format.h>
@@ -24,7 +24,7 @@ struct GenerateArgs {
   std::string format = "auto";
   std::string template_name;  // empty: the one a checkpoint was trained with, else auto
   std::string tokenizer;
-  std::string prompt_field;
+  std::string prompt_field;  // empty: the one a checkpoint was trained with, else detected
   std::string device = "auto";
   double device_memory_gb = 0;
   int64_t max_new_tokens = 256;
@@ -159,9 +159,14 @@ void run_generate(const GenerateArgs& args) {
     options.format = args.format;
     options.template_name = chosen.name;
     options.tokenizer_path = g.tokenizer_path;
-    options.prompt_field = args.prompt_field;
+    const train::PromptFields fields =
+        train::prompt_fields(args.model, {args.prompt_field, "", ""}, false, "generate");
+    options.prompt_field = fields.prompt;
+    options.settings = data::kCommandOptions;
     prompts = data::load_prompts(args.data, g.tokenizer ? &*g.tokenizer : nullptr, options);
     source = args.data;
+    if (!fields.note.empty() && prompts.format == "query_response")
+      fmt::print(stderr, "{}\n", fields.note);
     if (prompts.skipped > 0) {
       fmt::print(stderr, "generate: {} of {} rows of {} skipped (first: {})\n", prompts.skipped,
                  prompts.read, args.data, prompts.problems.front());
@@ -267,7 +272,8 @@ void add_generate_command(CLI::App& app) {
                   "auto, tokens, text, query_response, alpaca or sharegpt (for --data)")
       ->capture_default_str();
   cmd->add_option("--prompt-field", args->prompt_field,
-                  "query_response: the prompt's field (default: query, question or prompt)");
+                  "query_response: the prompt's field, as data.prompt_field (default: the one a "
+                  "checkpoint was trained with, else query, question or prompt)");
   cmd->add_option("--template", args->template_name,
                   "chat template, as data.template (default: the one a checkpoint was trained "
                   "with, else auto)");

@@ -355,8 +355,9 @@ Plan detect_plan(const json& row, std::optional<Format> forced, const DatasetOpt
     }
     fail(where, ": cannot tell the dataset format from the fields [", keys,
          "]; expected input_ids, conversations, messages, instruction+output, query+response, "
-         "question+answer, prompt+completion, prompt+response or text (or set the format and "
-         "the prompt/response field names)",
+         "question+answer, prompt+completion, prompt+response or text (or set ",
+         options.settings.format, ", or ", options.settings.prompt_field, " and ",
+         options.settings.response_field, ")",
          any_null ? "; a field whose value is null counts as absent" : "");
   }
   if (plan.format != Format::kQueryResponse) return plan;
@@ -393,7 +394,8 @@ Plan detect_plan(const json& row, std::optional<Format> forced, const DatasetOpt
   }
   LT_CHECK(!plan.prompt_field.empty() && !plan.response_field.empty(), where,
            ": cannot find the prompt and response fields (query/response, question/answer, "
-           "prompt/completion or prompt/response); set them by name");
+           "prompt/completion or prompt/response); name them with ",
+           options.settings.prompt_field, " and ", options.settings.response_field);
   return plan;
 }
 

@@ -53,6 +53,16 @@
 
 namespace lt::data {
 
+// The settings that name the format and the query_response fields for the
+// program reading the rows, which the errors asking for them name: train's
+// config keys by default; a command gives its options (kCommandOptions).
+struct DataSettingNames {
+  std::string format = "data.format";
+  std::string prompt_field = "data.prompt_field";
+  std::string response_field = "data.response_field";
+};
+inline const DataSettingNames kCommandOptions{"--format", "--prompt-field", "--response-field"};
+
 struct DatasetOptions {
   std::string format = "auto";         // auto | tokens | alpaca | query_response | sharegpt | text
   std::string template_name = "auto";  // auto | chatml | qwen3 | llama3 | plain
@@ -60,6 +70,7 @@ struct DatasetOptions {
   bool strict = false;           // the first bad row is an error instead of being skipped
   // query_response field names; empty = detect from the first row.
   std::string prompt_field, response_field;
+  DataSettingNames settings;  // named by errors
   // The tokenizer.json (or its folder) the Tokenizer was loaded from: the
   // tokenizer_config.json beside it gives the "auto" template and EOS, and
   // tokenizer.json's post-processor the prefix ids. Empty = none of that.

@@ -115,7 +115,8 @@ std::string detect_format(const json& row, const PromptOptions& o) {
   for (auto it = row.begin(); it != row.end(); ++it) keys += (keys.empty() ? "" : ", ") + it.key();
   fail("cannot tell the prompt format from the fields [", keys,
        "]; expected input_ids, conversations, messages, instruction, query, question, prompt or "
-       "text (or give --format and the field names)");
+       "text (or set ",
+       o.settings.format, ", or ", o.settings.prompt_field, ")");
 }
 
 }  // namespace
@@ -198,7 +199,8 @@ PromptSet load_prompts(const fs::path& file, const Tokenizer* tokenizer, const P
           }
           if (!o.response_field.empty()) response_field = o.response_field;
           LT_CHECK(!prompt_field.empty(), file.string(), ":", source.line,
-                   ": no prompt field (query, question or prompt); name it with --prompt-field");
+                   ": no prompt field (query, question or prompt); name it with ",
+                   o.settings.prompt_field);
           set.prompt_field = prompt_field;
         }
         set.reference_field = !o.answer_field.empty()          ? o.answer_field

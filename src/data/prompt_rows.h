@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "data/chat_template.h"
+#include "data/dataset.h"
 #include "data/tokenizer.h"
 
 namespace lt::data {
@@ -48,6 +49,7 @@ struct PromptOptions {
   std::filesystem::path tokenizer_path;      // for the template and special ids (as DatasetOptions)
   std::string prompt_field, response_field;  // query_response; empty = detected
   std::string answer_field;                  // reference field; empty = the format's response
+  DataSettingNames settings;                 // named by errors
 };
 
 struct PromptRow {

@@ -1,6 +1,7 @@
 #include "train/trained_template.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <exception>
@@ -102,6 +103,37 @@ PromptTemplate prompt_template(const fs::path& model_dir, const std::string& giv
                       "--template overrides it",
                       command, taken.name, taken.key, record.string(),
                       others.empty() ? "" : "; its other training sources used " + others)};
+}
+
+PromptFields prompt_fields(const fs::path& model_dir, const PromptFields& given, bool with_response,
+                           const std::string& command) {
+  if (!given.prompt.empty() || !given.response.empty()) return {given.prompt, given.response, ""};
+  const fs::path record = model_dir / "train_config.yaml";
+  if (!fs::is_regular_file(record)) return {};
+  PromptFields trained;
+  try {
+    const TrainConfig c = read_train_config_unchecked(record);
+    trained.prompt = c.data.prompt_field;
+    if (with_response) trained.response = c.data.response_field;
+  } catch (const std::exception&) {
+    return {};
+  }
+  std::vector<std::string> named, keys;
+  if (!trained.prompt.empty()) {
+    named.push_back("prompt field " + trained.prompt);
+    keys.push_back("data.prompt_field");
+  }
+  if (!trained.response.empty()) {
+    named.push_back("response field " + trained.response);
+    keys.push_back("data.response_field");
+  }
+  if (named.empty()) return {};
+  trained.note =
+      fmt::format("{}: {}, which the checkpoint was trained with ({} in {}); {} override{} {}",
+                  command, fmt::join(named, " and "), fmt::join(keys, ", "), record.string(),
+                  with_response ? "--prompt-field and --response-field" : "--prompt-field",
+                  with_response ? "" : "s", named.size() == 1 ? "it" : "them");
+  return trained;
 }
 
 CheckpointTemplate checkpoint_template(const TrainConfig& c, const data::Tokenizer* tokenizer,

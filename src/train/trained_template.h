@@ -6,7 +6,9 @@
 // that is a silently wrong result. The checkpoint's train_config.yaml is
 // the record of what the run trained with (data.template, and each
 // training source's own template), so these commands read it rather than
-// a second copy of the same fact.
+// a second copy of the same fact. So do the query_response field names
+// (data.prompt_field, data.response_field): rows in the run's own file
+// have them, and without them no prompt field is found.
 #include <filesystem>
 #include <string>
 
@@ -33,6 +35,21 @@ struct PromptTemplate {
 // `command` begins the note ("generate", "eval").
 PromptTemplate prompt_template(const std::filesystem::path& model_dir, const std::string& given,
                                const std::string& command);
+
+struct PromptFields {
+  std::string prompt, response;  // empty: detected from the rows
+  // One line naming the fields taken from the checkpoint; empty otherwise.
+  std::string note;
+};
+
+// `given`: --prompt-field and --response-field; when either is given, the
+// two are taken as they are (an empty one is detected). Else the run that
+// saved `model_dir` named in its train_config.yaml, as train reads the
+// same file with them; only the prompt's unless `with_response` (generate
+// has no response). A record that cannot be read gives none: the
+// template's note already says so. `command` begins the note.
+PromptFields prompt_fields(const std::filesystem::path& model_dir, const PromptFields& given,
+                           bool with_response, const std::string& command);
 
 // The record above serves this program; transformers' apply_chat_template
 // reads only a folder's Jinja template. So a checkpoint of a run that

@@ -207,6 +207,62 @@ TEST_F(GenerateCommand, MaxNewTokensBelowOneIsRefusedNamingIt) {
   }
 }
 
+// Query/response rows under other field names (a user's {"q", "a"}) are
+// read by eval, for the loss and --task math, under --prompt-field and
+// --response-field as train reads them under data.prompt_field and
+// data.response_field: exactly as the same rows under the names detected
+// (query, response). Without them each error names the options eval has.
+TEST_F(GenerateCommand, EvalReadsQueryResponseRowsUnderTheFieldsNamed) {
+  std::string custom, known;
+  for (const char* q : {"1+1", "2+3", "4+4"}) {
+    const std::string a = std::string("#### ") + q;
+    custom += nlohmann::json{{"q", q}, {"a", a}}.dump() + "\n";
+    known += nlohmann::json{{"query", q}, {"response", a}}.dump() + "\n";
+  }
+  const std::string qa = write("qa.jsonl", custom).string();
+  const std::string qr = write("qr.jsonl", known).string();
+
+  const CliResult loss = run("eval --json --data " + qa + " --prompt-field q --response-field a");
+  const CliResult reference = run("eval --json --data " + qr);
+  ASSERT_EQ(loss.status, 0) << loss.err;
+  ASSERT_EQ(reference.status, 0) << reference.err;
+  EXPECT_EQ(loss.out, reference.out);
+  EXPECT_EQ(nlohmann::json::parse(loss.out).at("format"), "query_response");
+
+  const std::string math = "eval --task math --device cpu --max-new-tokens 4 --json --data ";
+  const auto text_of = [](const fs::path& path) {
+    std::stringstream text;
+    text << std::ifstream(path).rdbuf();
+    return text.str();
+  };
+  for (const std::string reference_option : {"--response-field a", "--answer-field a"}) {
+    const CliResult named = run(math + qa + " --prompt-field q " + reference_option + " --out " +
+                                (dir_ / "qa.out").string());
+    const CliResult detected = run(math + qr + " --out " + (dir_ / "qr.out").string());
+    ASSERT_EQ(named.status, 0) << named.err;
+    ASSERT_EQ(detected.status, 0) << detected.err;
+    EXPECT_EQ(nlohmann::json::parse(named.out).at("n"), 3);
+    EXPECT_EQ(text_of(dir_ / "qa.out"), text_of(dir_ / "qr.out")) << reference_option;
+  }
+
+  const CliResult no_prompt = run(math + qa + " --format query_response --answer-field a");
+  EXPECT_NE(no_prompt.status, 0);
+  EXPECT_NE(no_prompt.err.find("no prompt field (query, question or prompt); name it with "
+                               "--prompt-field"),
+            std::string::npos)
+      << no_prompt.err;
+  const CliResult no_fields = run("eval --data " + qa + " --format query_response");
+  EXPECT_NE(no_fields.status, 0);
+  EXPECT_NE(no_fields.err.find("name them with --prompt-field and --response-field"),
+            std::string::npos)
+      << no_fields.err;
+  const CliResult no_format = run("eval --data " + qa);
+  EXPECT_NE(no_format.status, 0);
+  EXPECT_NE(no_format.err.find("(or set --format, or --prompt-field and --response-field)"),
+            std::string::npos)
+      << no_format.err;
+}
+
 // The loss reads none of --task math's options: each is refused by name,
 // with the task it needs, rather than the loss printed as though it had
 // been used; --out writes no file.

@@ -166,6 +166,74 @@ TEST_F(TrainedTemplate, GenerateAndEvalPromptACheckpointInTheTemplateItsRunTrain
   EXPECT_MENTIONS(math.err, "eval: template chatml, which the checkpoint was trained with");
 }
 
+// A run that trained on {"q", "a"} rows names its fields (data.prompt_field,
+// data.response_field); eval and generate on its checkpoint read the same
+// file with them, as train did, and say so: the loss, the math answers and
+// the generations are those of the same rows under the names detected
+// (query, response). Given fields win, with no line; and train's own
+// error for such rows names its config keys, not a command's options.
+TEST_F(TrainedTemplate, EvalAndGenerateReadRowsWithTheFieldsTheRunTrainedWith) {
+  std::string rows;
+  for (const char* q : {"ab", "cd", "ef", "gh"})
+    rows += nlohmann::json{{"q", q}, {"a", std::string(q) + "!"}}.dump() + "\n";
+  const fs::path qa = tmp_ / "qa.jsonl", qr = tmp_ / "qr.jsonl";
+  write_text(qa, rows);
+  try {
+    train_quietly(fixture_config(
+        fixture("llama"), qa, tmp_ / "unnamed",
+        {"data.format=query_response", "data.tokenizer=" + tok().string(), "train.steps=1"}));
+    ADD_FAILURE() << "rows without known fields were trained on";
+  } catch (const Error& e) {
+    EXPECT_MENTIONS(std::string(e.what()),
+                    "name them with data.prompt_field and data.response_field");
+  }
+  train_quietly(fixture_config(
+      fixture("llama"), qa, tmp_ / "out",
+      {"data.format=auto", "data.prompt_field=q", "data.response_field=a", "data.template=chatml",
+       "data.tokenizer=" + tok().string(), "train.steps=1"}));
+  const fs::path ck = tmp_ / "out" / "step-1";
+  const std::string record = (ck / "train_config.yaml").string();
+
+  // `ARGS --json` on the checkpoint, over the {"q", "a"} rows and over the
+  // same rows under the names detected (query, response), which need the
+  // record's q overridden.
+  const auto on_both = [&](const std::string& args) {
+    const std::string command = args + " --json --model " + ck.string() + " --data ";
+    const std::pair<CliResult, CliResult> r = {
+        run(command + qa.string()), run(command + qr.string() + " --prompt-field query")};
+    EXPECT_EQ(r.first.status, 0) << r.first.err;
+    EXPECT_EQ(r.second.status, 0) << r.second.err;
+    return r;
+  };
+  const auto [loss, known] = on_both("eval");
+  EXPECT_EQ(loss.out, known.out);
+  EXPECT_MENTIONS(loss.err,
+                  "eval: prompt field q and response field a, which the checkpoint was "
+                  "trained with (data.prompt_field, data.response_field in " +
+                      record + "); --prompt-field and --response-field override them");
+  EXPECT_EQ(known.err.find("prompt field q"), std::string::npos) << known.err;
+
+  const auto [answers, known_answers] = on_both("eval --task math --device cpu --max-new-tokens 4");
+  for (const char* key : {"n", "correct", "new_tokens"})
+    EXPECT_EQ(nlohmann::json::parse(answers.out).at(key),
+              nlohmann::json::parse(known_answers.out).at(key));
+  EXPECT_EQ(nlohmann::json::parse(answers.out).at("n"), 4);
+
+  const auto [made, known_made] = on_both("generate --device cpu --max-new-tokens 8");
+  const auto ids = [](const CliResult& r) {
+    std::vector<std::vector<int32_t>> out;
+    for (const auto& row : lt::testing::generated_rows(r.out))
+      out.push_back(row.at("output_ids").get<std::vector<int32_t>>());
+    return out;
+  };
+  EXPECT_EQ(ids(made), ids(known_made));
+  EXPECT_EQ(ids(made).size(), 4u);
+  EXPECT_MENTIONS(made.err,
+                  "generate: prompt field q, which the checkpoint was trained with "
+                  "(data.prompt_field in " +
+                      record + "); --prompt-field overrides it");
+}
+
 // A folder without the record (a model folder, or a checkpoint whose
 // train_config.yaml is gone) is prompted as before: auto, silently.
 TEST_F(TrainedTemplate, AFolderWithoutTheRecordIsPromptedWithAutoAsBefore) {
