@@ -12,6 +12,7 @@
 #include "cli/shell_expanded_path.h"
 #include "data/unicode.h"
 #include "train/generation.h"
+#include "train/generation_sampling.h"
 #include "train/generation_setup.h"
 #include "train/trained_template.h"
 
@@ -131,6 +132,10 @@ void run_generate(const GenerateArgs& args) {
            "generate: give --prompt TEXT (not empty) or --data FILE.jsonl");
   LT_CHECK(args.prompt.empty() || args.data.empty(),
            "generate: give one of --prompt TEXT and --data FILE.jsonl, not both");
+  // Before the model loads, as every check of the options alone.
+  train::check_sampling_options({args.temperature, args.top_k, args.top_p});
+  LT_CHECK(args.batch_size >= 1, "generate: --batch-size must be at least 1 (rows generated ",
+           "together); got ", args.batch_size);
   // Asked for, they would silently do nothing: --temperature 0 is greedy.
   LT_CHECK(args.temperature > 0 || (args.top_k == 0 && args.top_p >= 1.0),
            "generate: --top-k and --top-p shape sampling, which needs --temperature above 0 (0, "

@@ -263,6 +263,22 @@ TEST_F(GenerateCommand, EvalReadsQueryResponseRowsUnderTheFieldsNamed) {
       << no_format.err;
 }
 
+// Options generate can check alone are checked before the model loads:
+// with a folder that holds no model, the error is the option's.
+TEST_F(GenerateCommand, SamplingAndBatchOptionsAreCheckedBeforeTheModelLoads) {
+  fs::create_directories(dir_ / "empty");
+  for (const auto& [option, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--temperature -1", "--temperature must be 0 (greedy) or positive, got -1"},
+           {"--temperature 1 --top-p 0", "--top-p must be in (0, 1], got 0"},
+           {"--batch-size 0", "--batch-size must be at least 1"}}) {
+    const CliResult r = lt::testing::run_lazytrain(
+        "generate --prompt hi " + option + " --model " + (dir_ / "empty").string(),
+        dir_ / "stderr.txt");
+    EXPECT_NE(r.status, 0) << option;
+    EXPECT_NE(r.err.find(message), std::string::npos) << option << ": " << r.err;
+  }
+}
+
 // The loss reads none of --task math's options: each is refused by name,
 // with the task it needs, rather than the loss printed as though it had
 // been used; --out writes no file.
