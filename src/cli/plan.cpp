@@ -460,7 +460,7 @@ void add_plan_command(CLI::App& app) {
                   "--clip-with-previous-norm, --stream-every-stage and --no-fused-tail set its "
                   "keys, as --set would")
       ->check(shell_expanded_path());
-  cmd->add_option("--set", args->overrides, "with --config: override a key (as train's --set)")
+  cmd->add_option("--set", args->overrides, "with --config only: override a key (as train's --set)")
       ->allow_extra_args(false);
   cmd->add_option("--hardware", args->hardware,
                   "hardware profile YAML (default: the H200 machine's figures)")
@@ -519,8 +519,15 @@ void add_plan_command(CLI::App& app) {
       return;
     }
     LT_CHECK(!args->model.empty(), "--model is required (or --config, a train config)");
+    // As the --model flags are refused with --config (Note [Plan flags with
+    // --config]): --set sets a train config's key, and a plan of --model
+    // has none. It used to be dropped without a word.
+    LT_CHECK(args->overrides.empty(), "--set ", args->overrides.empty() ? "" : args->overrides[0],
+             " is for a plan of --config: it sets a key of the train config, and --model has "
+             "none (its plan takes --batch-size, --seq-len, --micro-batch, --hardware and "
+             "--optimizer); give --config FILE, or leave --set out");
     if (!args->out.empty()) io::check_can_write(args->out, "--out");  // before the solve
-    const models::ModelConfig config = load_model_config(args->model);
+    const models::ModelConfig config = load_model_config(args->model, "--model ");
     const plan::HardwareProfile node = args->hardware.empty()
                                            ? plan::HardwareProfile{}
                                            : plan::HardwareProfile::from_file(args->hardware);

@@ -302,6 +302,18 @@ TEST_F(PlanCommand, AnOutThatCannotBeWrittenIsRefusedFirst) {
   EXPECT_EQ(r.out.find("executor:"), std::string::npos) << "refused before the plan" << r.out;
 }
 
+// --set sets a train config's key: without --config it is refused naming
+// it, as the --model flags are with --config (Note [Plan flags with
+// --config]). It was dropped without a word, and the plan printed.
+TEST_F(PlanCommand, SetWithoutAConfigIsRefusedNamingIt) {
+  const CliResult r = run_plan("--model " + (dir_ / "model").string() + " --set train.steps=3");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("lazytrain: error: --set train.steps=3 is for a plan of --config"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("executor:"), std::string::npos) << "refused before the plan" << r.out;
+}
+
 TEST_F(PlanCommand, NothingFitsSaysWhichSpaceAndHowMuch) {
   // 1 MB of GPU: too little for resident (1.62 MB with its margin), enough
   // for streaming's GPU side, whose host side is short.
