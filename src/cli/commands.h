@@ -11,7 +11,10 @@ namespace lt::cli {
 
 // The model config at `path`: a Hugging Face folder or a config.json
 // (plan and profile take either, so large models plan without weights).
-models::ModelConfig load_model_config(const std::string& path);
+// A folder without config.json is refused as train refuses it
+// (io::not_a_model_folder), after `named_by`: the setting that named the
+// folder ("--model ").
+models::ModelConfig load_model_config(const std::string& path, const std::string& named_by);
 
 // `plan`'s and `profile`'s sequence length when --seq-len is not given: a
 // common fine-tuning length, or the model's context when that is shorter

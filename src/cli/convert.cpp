@@ -171,6 +171,11 @@ void run_convert(const ConvertArgs& args) {
     fail("--max-shard-gb must be a size in GB (10^9 bytes) between 1e-9 and 1e9, got ",
          args.max_shard_gb);
   }
+  // Before --out is looked at: the folder to read is the first thing
+  // wrong when it is not a model's (a GGUF download), as train says it.
+  if (fs::is_directory(args.model))
+    if (const std::string why = io::not_a_model_folder(args.model); !why.empty())
+      fail("--model ", why);
   fs::path out = fs::absolute(args.out).lexically_normal();
   if (out.filename().empty()) out = out.parent_path();  // "dir/"
   LT_CHECK(!args.out.empty() && !out.filename().empty() && out.filename() != "..",

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "exec/schedule.h"
 #include "io/atomic_file.h"
+#include "io/hf_folder.h"
 #include "models/context_limit.h"
 #include "plan/data_parallel.h"
 #include "plan/planner.h"
@@ -27,9 +28,11 @@
 
 namespace lt::cli {
 
-models::ModelConfig load_model_config(const std::string& path) {
+models::ModelConfig load_model_config(const std::string& path, const std::string& named_by) {
   LT_CHECK(std::filesystem::exists(path), path, ": no such file or folder (expected a Hugging ",
            "Face model folder or a config.json)");
+  if (std::filesystem::is_directory(path))
+    if (const std::string why = io::not_a_model_folder(path); !why.empty()) fail(named_by, why);
   return models::ModelConfig::from_file(models::model_config_file(path));
 }
 
@@ -191,7 +194,7 @@ std::vector<std::string> config_overrides(const PlanArgs& args, const CLI::App& 
 void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
   const train::TrainConfig c = train::load_train_config(args.config, config_overrides(args, cmd));
   if (!args.out.empty()) io::check_can_write(args.out, "--out");  // before the solve
-  const models::ModelConfig model = load_model_config(c.model.path);
+  const models::ModelConfig model = load_model_config(c.model.path, "config key 'model.path': ");
   const train::RunPlan p = train::resolve_run(c, model, train::PlanTarget::ProfiledGpu);
   // The schedule the run would take, to give it as exec.schedule.
   LT_CHECK(args.out.empty() || p.executor == exec::ExecutorKind::Streaming,

@@ -68,7 +68,7 @@ void add_profile_command(CLI::App& app) {
     if (timing->model.empty()) {
       r = plan::measure_profile(*options);
     } else {
-      const models::ModelConfig config = load_model_config(timing->model);
+      const models::ModelConfig config = load_model_config(timing->model, "--model ");
       LT_CHECK(seq_len_given->count() == 0 || timing->seq_len > 0,
                "--seq-len must be a number of tokens (leave it out for the default), got ",
                timing->seq_len);

@@ -83,6 +83,16 @@ std::string weights_not_read(const std::filesystem::path& folder) {
   return "";
 }
 
+std::string not_a_model_folder(const std::filesystem::path& folder) {
+  std::error_code error;  // an unreadable folder reads as one without config.json
+  if (std::filesystem::is_regular_file(folder / "config.json", error)) return "";
+  const bool safetensors =
+      file_exists(folder / kHfWeightsFile) || file_exists(folder / kHfIndexFile);
+  const std::string other = safetensors ? "" : weights_not_read(folder);
+  return "'" + folder.string() + "' is not a model folder (no config.json there)" +
+         (other.empty() ? "" : "; it holds " + other);
+}
+
 HfWeights::HfWeights(const std::filesystem::path& folder) : folder_(folder) {
   const auto single = folder_ / kHfWeightsFile;
   const auto index = folder_ / kHfIndexFile;

@@ -44,6 +44,14 @@ inline constexpr const char* kHfGenerationFile = "generation_config.json";
 // none. So that such a folder is refused rather than taken for one with
 // config.json alone (a random start).
 std::string weights_not_read(const std::filesystem::path& folder);
+// Why `folder` is not a Hugging Face model folder: "'DIR' is not a model
+// folder (no config.json there)", and where it holds no safetensors
+// weights either, the weights it holds that this program cannot read
+// (weights_not_read: a GGUF file, PyTorch's .bin); "" when it has a
+// config.json. The caller puts the setting that named the folder before
+// it ("config key 'model.path': ", "--model "), so that every command
+// taking a model says the same.
+std::string not_a_model_folder(const std::filesystem::path& folder);
 // transformers' default max_shard_size, "5GB", which huggingface_hub reads
 // as decimal: 5 * 10^9 bytes.
 inline constexpr uint64_t kHfDefaultMaxShardBytes = 5'000'000'000;

@@ -98,6 +98,7 @@ ModelConfig read_config(const std::filesystem::path& folder) {
   LT_CHECK(std::filesystem::is_directory(folder), "model folder '", folder.string(),
            "' does not exist");
   require_regular_file(folder / "config.json");
+  if (const std::string why = not_a_model_folder(folder); !why.empty()) fail(why);
   return ModelConfig::from_file(folder / "config.json");
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/shell_syntax.h"
+#include "io/hf_folder.h"
 #include "optim/adamw8bit.h"
 #include "train/checkpoint.h"
 #include "train/config_yaml.h"
@@ -557,8 +558,8 @@ void TrainConfig::validate() const {
   namespace fs = std::filesystem;
   LT_CHECK(!model.path.empty(),
            "config key 'model.path' is required (a Hugging Face model folder)");
-  LT_CHECK(fs::is_regular_file(fs::path(model.path) / "config.json"), "config key 'model.path': '",
-           model.path, "' is not a model folder (no config.json there)");
+  if (const std::string why = io::not_a_model_folder(model.path); !why.empty())
+    fail("config key 'model.path': ", why);
   check_one_of(model.init, "model.init", "auto", "pretrained", "random");
   check_data_sources(data);
   LT_CHECK(data.eval_path.empty() || fs::is_regular_file(data.eval_path),

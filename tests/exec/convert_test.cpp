@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -132,6 +133,33 @@ TEST_F(ConvertCommand, AnOutHoldingOtherFilesIsRefusedAndKept) {
   EXPECT_NE(log.find("--out"), std::string::npos) << log;
   EXPECT_NE(log.find("notes.md"), std::string::npos) << log;
   EXPECT_EQ(contents(out), (std::map<std::string, std::string>{{"notes.md", "mine\n"}}));
+}
+
+// A folder without config.json (a GGUF download, PyTorch's .bin weights)
+// is refused as train refuses it, naming --model, the folder and the file
+// it holds that this program does not read; before --out is looked at.
+// It said only "config '.../config.json': cannot open".
+TEST_F(ConvertCommand, AFolderWithoutConfigJsonIsRefusedNamingWhatItHolds) {
+  // The folder, the one file it holds, and what the message says of it.
+  const std::vector<std::array<std::string, 3>> folders = {
+      {"gguf2", "model-q4.gguf",
+       "(weights in a format this program does not read: it reads safetensors)"},
+      {"bin", "pytorch_model.bin", "(PyTorch's pickled weights, which this program does not read"}};
+  for (const auto& [name, file, what] : folders) {
+    const fs::path folder = dir_ / name;
+    fs::create_directories(folder);
+    std::ofstream(folder / file) << "weights";
+    int status = 0;
+    const std::string log =
+        convert("--model " + folder.string() + " --out " + (dir_ / "o").string(), &status);
+    EXPECT_NE(status, 0) << log;
+    EXPECT_NE(
+        log.find("lazytrain: error: --model '" + folder.string() +
+                 "' is not a model folder (no config.json there); it holds " + file + " " + what),
+        std::string::npos)
+        << log;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "o"));
 }
 
 // f16 holds no finite value above 65504: a weight beyond it would be
