@@ -11,6 +11,7 @@
 #include "dist/process.h"
 #include "models/context_limit.h"
 #include "plan/hardware.h"
+#include "train/schedule_auto.h"
 #ifdef LT_WITH_CUDA
 #include "core/cuda/device_info.h"
 #endif
@@ -93,10 +94,11 @@ DeviceMemory device_memory_for_run(const TrainConfig& c, Device device) {
             fmt::format("exec.device_memory_gb ({})", c.exec.device_memory_gb), false};
   if (device.is_cpu()) return {-1, "the CPU (no exec.device_memory_gb)", false};
   // `lazytrain plan --config` for a GPU this machine lacks (PlanTarget::
-  // ProfiledGpu, which needs exec.hardware): the profile's GPU.
+  // ProfiledGpu, which needs exec.hardware): the profile's GPU, or the
+  // built-in defaults' when exec.hardware is defaults.
   if (!cuda_device_visible() && !c.exec.hardware.empty()) {
-    const double gb = plan::HardwareProfile::from_file(c.exec.hardware).gpu_memory_gb;
-    return {std::llround(gb * 1e9), "the gpu_memory_gb of " + c.exec.hardware, false};
+    const double gb = configured_hardware(c).gpu_memory_gb;
+    return {std::llround(gb * 1e9), "the gpu_memory_gb of " + configured_hardware_name(c), false};
   }
   // Over ranks the run trains on GPU LOCAL_RANK (dist/process.h), not the
   // plan's cuda:0.

@@ -352,13 +352,15 @@ RunPlan plan_run(const TrainConfig& requested, const models::ModelConfig& model,
          ", e.g. --set train.seq_len=", model.exact_context(), ")");
   }
   RunPlan p;
+  // exec.hardware: defaults plans for the built-in figures' GPU (an
+  // H200's) as a named profile plans for its own; it was refused here,
+  // for want of a GPU on this machine.
   const bool elsewhere = target == PlanTarget::ProfiledGpu && requested.train.device == "cuda" &&
-                         !requested.exec.hardware.empty() &&
-                         requested.exec.hardware != "defaults" && !cuda_device_visible();
+                         !requested.exec.hardware.empty() && !cuda_device_visible();
   p.device = elsewhere ? Device::cuda(0) : resolve_train_device(requested.train.device);
   p.free_memory_of = elsewhere ? FreeMemoryOf::TheProfile : FreeMemoryOf::ThisMachine;
   if (elsewhere) {
-    p.reasons.push_back("device: planned for the GPU of " + requested.exec.hardware +
+    p.reasons.push_back("device: planned for the GPU of " + configured_hardware_name(requested) +
                         " (this machine has none)");
   }
   TrainConfig c = requested;  // train.dtype auto resolved for the helpers below

@@ -87,10 +87,11 @@ std::string whole_model_read_back_refusal(const RunPlan& p, const models::ModelC
 // Where the plan is for. `lazytrain plan --config` may plan a GPU run on a
 // machine without the GPU (a laptop, before renting the machine): with
 // ProfiledGpu, train.device cuda and an exec.hardware profile naming the
-// GPU's figures, a machine with no visible GPU plans for cuda:0 of that
-// profile instead of refusing; host figures come from the config
-// (exec.host_memory_gb) or the profile, never from this machine's free
-// memory alone. `lazytrain train` always resolves for ThisMachine.
+// GPU's figures (or `defaults`, the built-in H200 figures), a machine with
+// no visible GPU plans for cuda:0 of that profile instead of refusing;
+// host figures come from the config (exec.host_memory_gb) or the profile,
+// never from this machine's free memory alone. `lazytrain train` always
+// resolves for ThisMachine.
 enum class PlanTarget { ThisMachine, ProfiledGpu };
 
 // Note [The plan in host memory] (run_plan.cpp): "" when the host memory

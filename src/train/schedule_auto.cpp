@@ -98,6 +98,12 @@ plan::HardwareProfile configured_hardware(const TrainConfig& c) {
                                   c.dist.zero == 1 ? world.size : 1);
 }
 
+std::string configured_hardware_name(const TrainConfig& c) {
+  return c.exec.hardware == kDefaultHardware
+             ? std::string("the built-in defaults (exec.hardware: defaults, an H200's figures)")
+             : c.exec.hardware;
+}
+
 plan::HardwareProfile auto_hardware(const TrainConfig& c, const FreeMemory& free) {
   plan::HardwareProfile hw = configured_hardware(c);
   // The stand-in's capacity, or on a GPU the memory the plan may use (to

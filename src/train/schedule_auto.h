@@ -53,6 +53,10 @@ inline constexpr const char* kDefaultHardware = "defaults";
 // memory bandwidth (plan::rank_share_of_node; under ZeRO-1, dist.zero 1,
 // updating 1/N of the parameters).
 plan::HardwareProfile configured_hardware(const TrainConfig& c);
+// exec.hardware as a message names it: the profile's file, or for
+// kDefaultHardware "the built-in defaults (exec.hardware: defaults, an
+// H200's figures)".
+std::string configured_hardware_name(const TrainConfig& c);
 
 // The profile the plan is made for: exec.hardware, with gpu_memory_gb set
 // to exec.device_memory_gb when that is set, else, given the GPU's free

@@ -13,10 +13,12 @@
 
 #include "core/device.h"
 #include "exec/schedule.h"
+#include "plan/hardware.h"
 #include "plan/milp.h"
 #include "support/errors.h"
 #include "train/executor_choice.h"
 #include "train/run_plan.h"
+#include "train/state_placement.h"
 #include "train_helpers.h"
 
 namespace lt::train::testing {
@@ -148,6 +150,40 @@ TEST_F(PlanElsewhere, ASetResidentIsHeldToTheProfilesGpu) {
   const RunPlan fits = resolve_run(with_gpu(141), model(), PlanTarget::ProfiledGpu);
   EXPECT_EQ(fits.executor, exec::ExecutorKind::Resident);
   EXPECT_TRUE(fits.device.is_cuda());
+}
+
+// exec.hardware: defaults (the built-in H200 figures) plans as a named
+// profile does: for their GPU, with their gpu_memory_gb and host_memory_gb,
+// not this machine's. It was refused ("no CUDA device is visible"), while a
+// profile file of the same figures planned.
+TEST_F(PlanElsewhere, DefaultsPlanTheBuiltInGpu) {
+  if (cuda_device_visible()) GTEST_SKIP() << "a GPU is visible: plans are for it";
+  const plan::HardwareProfile defaults;
+  TrainConfig c = config(100000);
+  c.exec.hardware = "defaults";
+  c.exec.mode = "auto";
+  const RunPlan p = resolve_run(c, model(), PlanTarget::ProfiledGpu);
+  EXPECT_TRUE(p.device.is_cuda());
+  EXPECT_EQ(p.free_memory_of, FreeMemoryOf::TheProfile);
+  EXPECT_TRUE(any_line_has(p.reasons,
+                           "device: planned for the GPU of the built-in defaults (exec.hardware: "
+                           "defaults, an H200's figures) (this machine has none)"))
+      << ::testing::PrintToString(p.reasons);
+  EXPECT_TRUE(any_line_has(p.reasons, fmt::format("the gpu_memory_gb of the built-in defaults "
+                                                  "(exec.hardware: defaults, an H200's figures) "
+                                                  "has {:g} GB",
+                                                  defaults.gpu_memory_gb)))
+      << ::testing::PrintToString(p.reasons);
+  EXPECT_EQ(p.executor, exec::ExecutorKind::Resident);
+  // Streaming, whose host budget is the defaults' host_memory_gb.
+  c.exec.mode = "streaming";
+  const RunPlan s = resolve_run(c, model(), PlanTarget::ProfiledGpu);
+  EXPECT_TRUE(s.device.is_cuda());
+  EXPECT_TRUE(any_line_has(
+      s.reasons,
+      fmt::format("the hardware profile's host_memory_gb ({:.3f} GB)", defaults.host_memory_gb)))
+      << ::testing::PrintToString(s.reasons);
+  EXPECT_GT(s.predicted_step_s, 0);
 }
 
 TEST_F(PlanElsewhere, TrainOnThisMachineStillRefusesAMissingGpu) {
