@@ -88,9 +88,11 @@ void check_out(const fs::path& out) {
     if (!is_written_by_convert(name) || !entry.is_regular_file()) foreign.push_back(name);
   }
   if (foreign.empty()) return;
+  std::sort(foreign.begin(), foreign.end());  // the same names each time, not the folder's order
   std::string list;
   for (size_t i = 0; i < foreign.size() && i < 5; ++i) list += (i ? ", " : "") + foreign[i];
-  fail("--out ", out.string(), " holds ", foreign.size(), " entries convert does not write (", list,
+  fail("--out ", out.string(), " holds ", foreign.size(),
+       foreign.size() == 1 ? " entry" : " entries", " convert does not write (", list,
        foreign.size() > 5 ? ", ..." : "",
        "); the folder is replaced whole, so they would be lost: move them, or choose another "
        "--out");

@@ -4,6 +4,7 @@
 #include <exception>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "cli/blas_kernels.h"
 #include "cli/commands.h"
@@ -43,7 +44,18 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version (exit code 0), and a command's own exit status
+    // (plan's 3 when nothing fits: CLI::RuntimeError), as CLI11 gives
+    // them. A mistake on the command line (an unknown flag, a value that
+    // does not convert) is an error as any other: said after the same
+    // prefix, with status 1. CLI11 printed it bare and exited with its own
+    // codes (109 for an unknown flag).
+    if (e.get_exit_code() == 0 || dynamic_cast<const CLI::RuntimeError*>(&e) != nullptr)
+      return app.exit(e);
+    const std::vector<CLI::App*> used = app.get_subcommands();
+    std::fprintf(stderr, "lazytrain: error: %s (see lazytrain %s--help)\n", e.what(),
+                 used.empty() ? "" : (used.front()->get_name() + " ").c_str());
+    return 1;
   } catch (const lt::Error& e) {
     std::fprintf(stderr, "lazytrain: error: %s\n", e.what());
     return 1;

@@ -130,9 +130,17 @@ TEST_F(ConvertCommand, AnOutHoldingOtherFilesIsRefusedAndKept) {
   int status = 0;
   const std::string log = convert("--model " + kLlama.string() + " --out " + out.string(), &status);
   EXPECT_NE(status, 0) << log;
-  EXPECT_NE(log.find("--out"), std::string::npos) << log;
-  EXPECT_NE(log.find("notes.md"), std::string::npos) << log;
+  EXPECT_NE(log.find("--out " + out.string() + " holds 1 entry convert does not write (notes.md)"),
+            std::string::npos)
+      << log;
   EXPECT_EQ(contents(out), (std::map<std::string, std::string>{{"notes.md", "mine\n"}}));
+  std::ofstream(out / "todo.md") << "also mine\n";
+  const std::string two = convert("--model " + kLlama.string() + " --out " + out.string(), &status);
+  EXPECT_NE(status, 0) << two;
+  EXPECT_NE(two.find("--out " + out.string() +
+                     " holds 2 entries convert does not write (notes.md, todo.md)"),
+            std::string::npos)
+      << two;
 }
 
 // A folder without config.json (a GGUF download, PyTorch's .bin weights)

@@ -1,5 +1,5 @@
 // What the commands say of a mistake common to all of them: a model folder
-// without config.json.
+// without config.json, a command line CLI11 cannot parse.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -61,6 +61,34 @@ TEST(CliErrors, AFolderWithoutConfigJsonIsRefusedAsTrainRefusesIt) {
                        "' is not a model folder (no config.json there)\n"),
             std::string::npos)
       << r.out;
+}
+
+// A flag CLI11 does not know (or a value it cannot convert) is an error as
+// any other: "lazytrain: error: ..." and status 1, naming the command's
+// --help. It was CLI11's bare message with status 109 (105 for a value).
+// --help and --version still exit 0.
+TEST(CliErrors, ACommandLineThatDoesNotParseIsAnErrorWithTheUsualPrefix) {
+  CliResult r = run_lazytrain("train --sett x");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(r.out.rfind("lazytrain: error: The following argument was not expected: --sett (see "
+                        "lazytrain train --help)\n",
+                        0),
+            0u)
+      << r.out;
+  r = run_lazytrain("plan --model m --batch-size many");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(r.out.rfind("lazytrain: error: ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("--batch-size"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(see lazytrain plan --help)"), std::string::npos) << r.out;
+  r = run_lazytrain("--bogus");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(r.out.rfind("lazytrain: error: ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("(see lazytrain --help)"), std::string::npos) << r.out;
+  for (const char* ok : {"--help", "train --help", "--version"}) {
+    r = run_lazytrain(ok);
+    EXPECT_EQ(r.status, 0) << ok << ": " << r.out;
+    EXPECT_EQ(r.out.find("error"), std::string::npos) << ok << ": " << r.out;
+  }
 }
 
 }  // namespace
