@@ -169,9 +169,9 @@ std::string run_plan_line(const RunPlan& p) {
   return line;
 }
 
-std::string where_to_look(const fs::path& out_dir, const fs::path& last_checkpoint) {
-  std::string text =
-      fmt::format("outputs: {} (metrics.jsonl, config.yaml, loss.png)\n", out_dir.string());
+std::string where_to_look(const fs::path& out_dir, const fs::path& last_checkpoint, bool traced) {
+  std::string text = fmt::format("outputs: {} (metrics.jsonl, config.yaml, loss.png{})\n",
+                                 out_dir.string(), traced ? ", trace.json" : "");
   text +=
       fmt::format("  watch:       tensorboard --logdir {}\n", tensorboard_dir(out_dir).string());
   text += last_checkpoint.empty()

@@ -75,8 +75,9 @@ std::string run_plan_line(const RunPlan& plan);
 
 // The lines `train` ends with: where the outputs are, how to watch them in
 // TensorBoard and the last checkpoint (empty when none was saved).
+// `traced`: the run was the streaming executor's, which writes trace.json.
 std::string where_to_look(const std::filesystem::path& out_dir,
-                          const std::filesystem::path& last_checkpoint);
+                          const std::filesystem::path& last_checkpoint, bool traced);
 
 // The metrics line of a step: every StepStats field (seconds as "step_s";
 // "skipped" only when true),

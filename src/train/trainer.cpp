@@ -1040,7 +1040,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   }
   if (const std::string closing = summary.line(); !closing.empty()) fmt::print("{}\n", closing);
   // A resume with nothing left to train saved nothing: its latest is the one it read.
-  fmt::print("{}", where_to_look(r.out_dir, r.last_saved.empty() ? r.resume_dir : r.last_saved));
+  fmt::print("{}", where_to_look(r.out_dir, r.last_saved.empty() ? r.resume_dir : r.last_saved,
+                                 r.plan.executor == exec::ExecutorKind::Streaming));
   return result;
 }
 

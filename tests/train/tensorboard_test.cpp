@@ -170,11 +170,15 @@ TEST(TrainPrints, ThePlanLineNamesExecutorMemoryAndPredictedTokensPerSecond) {
 }
 
 TEST(TrainPrints, TheEndSaysWhereToLook) {
-  EXPECT_EQ(where_to_look("runs/x", "runs/x/step-30"),
+  EXPECT_EQ(where_to_look("runs/x", "runs/x/step-30", false),
             "outputs: runs/x (metrics.jsonl, config.yaml, loss.png)\n"
             "  watch:       tensorboard --logdir runs/x/tb\n"
             "  checkpoints: runs/x/step-30 (the latest; a Hugging Face folder)\n");
-  EXPECT_NE(where_to_look("runs/x", "").find("checkpoints: none saved"), std::string::npos);
+  EXPECT_NE(where_to_look("runs/x", "", false).find("checkpoints: none saved"), std::string::npos);
+  // The streaming executor writes out.dir/trace.json: named with the rest.
+  EXPECT_EQ(where_to_look("runs/x", "", true)
+                .rfind("outputs: runs/x (metrics.jsonl, config.yaml, loss.png, trace.json)\n", 0),
+            0u);
 }
 
 }  // namespace
