@@ -95,6 +95,7 @@ void read_dataset(const models::CausalLM& model, const EvalArgs& args, const std
   options.template_name = template_name;
   options.prompt_field = fields.prompt;
   options.response_field = fields.response;
+  options.fields_where_present = fields.trained();
   options.settings = data::kCommandOptions;
   options.tokenizer_path = tokenizer_path;
   data::DatasetReport report;
@@ -212,6 +213,7 @@ void run_math(const EvalArgs& args) {
   options.tokenizer_path = g.tokenizer_path;
   options.prompt_field = fields.prompt;
   options.response_field = fields.response;
+  options.fields_where_present = fields.trained();
   options.answer_field = args.answer_field;
   options.settings = data::kCommandOptions;
   const data::PromptSet prompts = data::load_prompts(args.data, &*g.tokenizer, options);
@@ -229,7 +231,7 @@ void run_math(const EvalArgs& args) {
   // Also under --json (on stderr): which layout the prompts took matters.
   if (!chosen.note.empty() && !prompts.template_name.empty())
     fmt::print(stderr, "{}\n", chosen.note);
-  if (!fields.note.empty() && prompts.format == "query_response")
+  if (fields.trained() && prompts.prompt_field == fields.prompt)
     fmt::print(stderr, "{}\n", fields.note);
   train::check_prompts_fit(prompts, args.data, g.model.config(), args.model);
   train::place_generation_model(g, args.device_memory_gb, prompts, args.batch_size,
@@ -312,6 +314,7 @@ void run_eval(const EvalArgs& args) {
   detect.format = args.format;
   detect.prompt_field = fields.prompt;
   detect.response_field = fields.response;
+  detect.fields_where_present = fields.trained();
   detect.settings = data::kCommandOptions;
   input.format = data::detect_format(args.data, detect);
 
@@ -333,7 +336,7 @@ void run_eval(const EvalArgs& args) {
     // Also under --json (on stderr): which layout the rows took matters.
     if (!chosen.note.empty() && !input.template_name.empty())
       fmt::print(stderr, "{}\n", chosen.note);
-    if (!fields.note.empty() && input.format == "query_response")
+    if (fields.trained() && input.fields.starts_with(fields.prompt + " -> "))
       fmt::print(stderr, "{}\n", fields.note);
     if (!args.json) {
       fmt::print(stderr, "eval: template {}{}\n",

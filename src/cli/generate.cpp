@@ -167,10 +167,11 @@ void run_generate(const GenerateArgs& args) {
     const train::PromptFields fields =
         train::prompt_fields(args.model, {args.prompt_field, "", ""}, false, "generate");
     options.prompt_field = fields.prompt;
+    options.fields_where_present = fields.trained();
     options.settings = data::kCommandOptions;
     prompts = data::load_prompts(args.data, g.tokenizer ? &*g.tokenizer : nullptr, options);
     source = args.data;
-    if (!fields.note.empty() && prompts.format == "query_response")
+    if (fields.trained() && prompts.prompt_field == fields.prompt)
       fmt::print(stderr, "{}\n", fields.note);
     if (prompts.skipped > 0) {
       fmt::print(stderr, "generate: {} of {} rows of {} skipped (first: {})\n", prompts.skipped,

@@ -578,10 +578,14 @@ void add_plan_command(CLI::App& app) {
     const plan::Plan r = plan::make_plan(config, hw, o);
     const PlannedExecutor choice = executor_for(r, o, hw, config);
     std::optional<plan::Plan> zero;
-    if (args->gpus > 1)
+    if (args->gpus > 1) {
+      plan::PlanOptions same_batch = o;  // ZeRO-1's step at the batch planned above
+      same_batch.batch_size = r.schedule.batch_size;
       zero = plan::make_plan(
           config,
-          plan::rank_share_of_node(node, std::min(args->gpus, args->gpus_per_node), args->gpus), o);
+          plan::rank_share_of_node(node, std::min(args->gpus, args->gpus_per_node), args->gpus),
+          same_batch);
+    }
     if (args->json) {
       nlohmann::json j = plan_json(r, o, choice);
       if (zero)

@@ -326,10 +326,15 @@ struct Plan {
 };
 
 // Picks the format from the first JSON object row; see dataset.h for the order.
-Plan detect_plan(const json& row, std::optional<Format> forced, const DatasetOptions& options,
+Plan detect_plan(const json& row, std::optional<Format> forced, const DatasetOptions& given,
                  const std::string& where) {
   Plan plan;
   auto has = [&](const char* key) { return member(row, key) != nullptr; };
+  DatasetOptions options = given;
+  if (given.fields_where_present && !has(given.prompt_field.c_str())) {
+    options.prompt_field.clear();
+    options.response_field.clear();
+  }
   if (forced) {
     plan.format = *forced;
   } else if (!options.prompt_field.empty() || !options.response_field.empty()) {

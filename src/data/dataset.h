@@ -70,6 +70,9 @@ struct DatasetOptions {
   bool strict = false;           // the first bad row is an error instead of being skipped
   // query_response field names; empty = detect from the first row.
   std::string prompt_field, response_field;
+  // Set: the fields are defaults (a checkpoint's trained ones), taken only
+  // for a file whose first row has the prompt field; others are detected.
+  bool fields_where_present = false;
   DataSettingNames settings;  // named by errors
   // The tokenizer.json (or its folder) the Tokenizer was loaded from: the
   // tokenizer_config.json beside it gives the "auto" template and EOS, and

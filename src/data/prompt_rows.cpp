@@ -101,9 +101,15 @@ std::vector<ChatMessage> single_turn(const json& row, std::string prompt) {
   return messages;
 }
 
+// Whether the rows' prompt field is o.prompt_field: given, or trained and
+// in the first row.
+bool fields_apply(const json& row, const PromptOptions& o) {
+  return !o.prompt_field.empty() && (!o.fields_where_present || member(row, o.prompt_field));
+}
+
 std::string detect_format(const json& row, const PromptOptions& o) {
   if (!o.format.empty() && o.format != "auto") return o.format;
-  if (!o.prompt_field.empty()) return "query_response";
+  if (fields_apply(row, o)) return "query_response";
   if (member(row, "input_ids")) return "tokens";
   if (member(row, "conversations") || member(row, "messages")) return "sharegpt";
   if (member(row, "instruction")) return "alpaca";
@@ -192,12 +198,13 @@ PromptSet load_prompts(const fs::path& file, const Tokenizer* tokenizer, const P
           fail(file.string(), ":", source.line, ": ", e.what());
         }
         if (set.format == "query_response") {
-          prompt_field = o.prompt_field;
+          const bool fields = fields_apply(value, o);
+          prompt_field = fields ? o.prompt_field : "";
           for (const auto& [p, r] : kPromptFields) {
             if (prompt_field.empty() && member(value, p)) prompt_field = p;
             if (prompt_field == p && response_field.empty()) response_field = r;
           }
-          if (!o.response_field.empty()) response_field = o.response_field;
+          if (fields && !o.response_field.empty()) response_field = o.response_field;
           LT_CHECK(!prompt_field.empty(), file.string(), ":", source.line,
                    ": no prompt field (query, question or prompt); name it with ",
                    o.settings.prompt_field);

@@ -48,6 +48,7 @@ struct PromptOptions {
   std::string template_name = "auto";  // as DatasetOptions::template_name
   std::filesystem::path tokenizer_path;      // for the template and special ids (as DatasetOptions)
   std::string prompt_field, response_field;  // query_response; empty = detected
+  bool fields_where_present = false;         // as DatasetOptions::fields_where_present
   std::string answer_field;                  // reference field; empty = the format's response
   DataSettingNames settings;                 // named by errors
 };

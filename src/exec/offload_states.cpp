@@ -65,8 +65,9 @@ void OffloadExecutor::Impl::setup_state_placement() {
   if (disk_stages.empty()) return check_states_have_memory();
   LT_CHECK(!options.ranks,
            "exec.state_placement: a run of several processes keeps every "
-           "master and optimizer state of exec.mode offload in host memory so "
-           "far; set exec.state_placement: host");
+           "master and optimizer state of exec.mode ",
+           options.zenflow ? "zenflow" : "offload",
+           " in host memory so far; set exec.state_placement: host");
   std::vector<StageStatesOnDisk::Stage> ranges;
   for (size_t s = 0; s < stages.size(); ++s)
     ranges.push_back({stages[s].first, stages[s].last, model.stages()[s]->name()});

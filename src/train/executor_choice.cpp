@@ -139,7 +139,11 @@ ResidentSetFit resident_set_fit(const TrainConfig& c, const models::ModelConfig&
   const int64_t batch = c.train.batch_size, accum = c.train.grad_accum;
   const int64_t counted = counted_with(batch, accum);
   if (with_margin(counted) <= memory.bytes) return fit;
-  const int ranks = dist::this_world().size;
+  const dist::World& world = dist::this_world();
+  const int ranks = world.size;
+  // Over ranks the run trains on GPU LOCAL_RANK, as device_memory_for_run reads.
+  const std::string on =
+      (world.distributed() && device.is_cuda() ? Device::cuda(world.local_rank) : device).str();
   const std::string sized_by =
       fmt::format(
           "train.batch_size {} sequences of train.seq_len {} tokens, in micro-batches of {} "
@@ -151,7 +155,7 @@ ResidentSetFit resident_set_fit(const TrainConfig& c, const models::ModelConfig&
         "warning: exec.mode resident: {} need an estimated {} on {} (+{}% margin: {}), more than "
         "{} has ({}): the run may run out of device memory at its first step (exec.mode auto "
         "would not run it resident)",
-        sized_by, gigabytes(counted), device.str(), kResidentMarginPercent,
+        sized_by, gigabytes(counted), on, kResidentMarginPercent,
         gigabytes(with_margin(counted)), memory.from, gigabytes(memory.bytes));
     return fit;
   }
@@ -168,13 +172,17 @@ ResidentSetFit resident_set_fit(const TrainConfig& c, const models::ModelConfig&
         "weights, gradients and optimizer states, and one sequence a step) needs {}",
         models::model_config_file(c.model.path), model.num_parameters(), gigabytes(least));
   } else {
-    std::vector<int64_t> larger_accums;  // divisors of the batch, above train.grad_accum
+    // Divisors of the batch, above train.grad_accum, whose micro-batches
+    // the ranks share evenly (dist::shard_rows).
+    std::vector<int64_t> larger_accums;
     for (int64_t d = 1; d * d <= batch; ++d) {
       if (batch % d != 0) continue;
       for (int64_t accum_of : {d, batch / d})
-        if (accum_of > accum) larger_accums.push_back(accum_of);
+        if (accum_of > accum && (batch / accum_of) % ranks == 0) larger_accums.push_back(accum_of);
     }
     std::sort(larger_accums.begin(), larger_accums.end());
+    larger_accums.erase(std::unique(larger_accums.begin(), larger_accums.end()),
+                        larger_accums.end());
     const auto fitting = std::find_if(larger_accums.begin(), larger_accums.end(), [&](int64_t g) {
       return with_margin(counted_with(batch, g)) <= memory.bytes;
     });
@@ -191,7 +199,7 @@ ResidentSetFit resident_set_fit(const TrainConfig& c, const models::ModelConfig&
       "{}exec.mode resident: {} need an estimated {} on {}, over {:g} times what {} has ({}): "
       "more than the estimate runs high. {}",
       origin != c.key_origins.end() ? origin->second + ": " : std::string(), sized_by,
-      gigabytes(counted), device.str(), kResidentEstimateSlack, memory.from,
+      gigabytes(counted), on, kResidentEstimateSlack, memory.from,
       gigabytes(memory.bytes), instead);
   return fit;
 }

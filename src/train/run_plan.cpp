@@ -230,8 +230,18 @@ void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunP
   const std::string device_name = gpu_machine_identity(p.device.index);
   const std::string dir = hardware_cache_dir();
   const int64_t seq_len = c.train.seq_len;
-  if (c.exec.mode != "auto" && c.exec.schedule != "auto") {
+  // Several ranks measure nothing: each would time its share of the
+  // host's cores (launch splits them) and cache it as the host's.
+  const bool ranks = dist::this_world().distributed();
+  if ((c.exec.mode != "auto" && c.exec.schedule != "auto") || ranks) {
     const std::string path = cached_profile(dir, device_name, model, seq_len);
+    if (path.empty() && ranks) {
+      p.reasons.push_back(
+          "hardware: no measured profile of this model here, and a run of several ranks measures "
+          "none (its ranks share this host's cores): the FLOP model prices the plan; run "
+          "`lazytrain profile --model` once in one process, or set exec.hardware");
+      return;
+    }
     p.reasons.push_back(path.empty()
                             ? std::string("hardware: no measured profile of this model here, so no "
                                           "step is predicted (exec.mode auto, or lazytrain profile "

@@ -40,6 +40,9 @@ struct PromptFields {
   std::string prompt, response;  // empty: detected from the rows
   // One line naming the fields taken from the checkpoint; empty otherwise.
   std::string note;
+  // Taken from the checkpoint: defaults, used only for a file whose rows
+  // have the prompt field (data::DatasetOptions::fields_where_present).
+  bool trained() const { return !note.empty(); }
 };
 
 // `given`: --prompt-field and --response-field; when either is given, the

@@ -855,14 +855,16 @@ void sample(const Run& r) {
 
 // Note [The run's CPU update rate] (train/hardware_cache.h): a run priced
 // with the cached profile keeps its measured update rate there for the next
-// plan (rank 0's, as every rank runs the same schedule), once: after three
+// plan, once; not a run of several ranks, whose ranks share the host's
+// cores (priced on a share of the profile: configured_hardware) and whose
+// rate would mislead a one-process plan. After three
 // steps that measured one (the steps after the first; a run stopped before
 // its end still leaves it), or at the end of a shorter run with two.
 // Returns whether it is done with it.
 bool keep_run_cpu_update_rate(const Run& r, const RunSummary& summary, bool at_end,
                               ProgressBar& bar) {
   if (r.plan.cached_profile_path.empty() || r.plan.predicted_cpu_update_params_per_s <= 0 ||
-      r.world.rank != 0)
+      r.world.distributed())
     return true;
   if (summary.cpu_update_steps() < (at_end ? 2u : 3u)) return at_end;
   bar.message(keep_cpu_update_rate(

@@ -516,6 +516,27 @@ TEST_F(PlanCommand, RanksOfANodeArePricedOnTheirShareOfItsCpu) {
                    priced_whole.value("predicted_step_s", -1.0) + collectives);
   EXPECT_NE(text.find("CPU updates priced at 1/2 of the profile's rates"), std::string::npos)
       << text;
+  // Without --batch-size the planner chooses the rank's batch; ZeRO-1's
+  // step is for that batch too. On the 3B shape and the H200 profile it
+  // chose 192 a rank, and ZeRO-1's own solve 96 (4.5 s a step, printed as
+  // twice the tokens/s). Two ranks updating half each: the profile's rates.
+  const std::string bench = std::string(LT_SOURCE_DIR) + "/bench/";
+  const std::string three_b = "--model " + bench + "models/qwen2.5-3b --hardware " + bench +
+                              "profiles/h200_qwen2.5-3b_seq1024.yaml --seq-len 1024";
+  const nlohmann::json chosen = plan_json_and_text(three_b + " --gpus 2").first;
+  const int64_t rank_batch = chosen.value("batch_size", int64_t{0});
+  ASSERT_GT(rank_batch, 0) << chosen.dump();
+  const nlohmann::json zero_at_it =
+      plan_json_and_text(three_b + " --batch-size " + std::to_string(rank_batch) +
+                         " --stream-every-stage --no-fused-tail")
+          .first;
+  const nlohmann::json& chosen_dp = chosen["data_parallel"];
+  EXPECT_DOUBLE_EQ(
+      chosen_dp.value("zero1_step_s", 0.0),
+      zero_at_it.value("predicted_step_s", -1.0) + chosen_dp.value("collectives_s", -1.0));
+  EXPECT_DOUBLE_EQ(
+      chosen_dp.value("zero1_tokens_per_s", 0.0),
+      2.0 * static_cast<double>(rank_batch) * 1024 / chosen_dp.value("zero1_step_s", 1.0));
 }
 
 }  // namespace

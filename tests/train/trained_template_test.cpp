@@ -232,6 +232,23 @@ TEST_F(TrainedTemplate, EvalAndGenerateReadRowsWithTheFieldsTheRunTrainedWith) {
                   "generate: prompt field q, which the checkpoint was trained with "
                   "(data.prompt_field in " +
                       record + "); --prompt-field overrides it");
+
+  // The trained fields are defaults for files that have them: rows without
+  // a "q" are detected as without the record (they were forced to
+  // query_response and refused: token rows "need a tokenizer", the
+  // query/response rows "no prompt field q").
+  const std::string on_ck = " --json --model " + ck.string() + " --data ";
+  const CliResult detected = run("eval" + on_ck + qr.string());
+  EXPECT_EQ(detected.status, 0) << detected.err;
+  EXPECT_EQ(detected.out, known.out);
+  EXPECT_EQ(detected.err.find("prompt field q"), std::string::npos) << detected.err;
+  const fs::path tokens = tmp_ / "tokens.jsonl";
+  write_text(tokens, "{\"input_ids\": [1, 2, 3, 4, 5]}\n{\"input_ids\": [6, 7, 8]}\n");
+  for (const std::string command : {"eval", "generate --device cpu --max-new-tokens 3"}) {
+    const CliResult r = run(command + on_ck + tokens.string());
+    EXPECT_EQ(r.status, 0) << command << ": " << r.err;
+    EXPECT_EQ(r.err.find("prompt field q"), std::string::npos) << r.err;
+  }
 }
 
 // A folder without the record (a model folder, or a checkpoint whose
