@@ -155,8 +155,8 @@ ResidentSetFit resident_set_fit(const TrainConfig& c, const models::ModelConfig&
         "warning: exec.mode resident: {} need an estimated {} on {} (+{}% margin: {}), more than "
         "{} has ({}): the run may run out of device memory at its first step (exec.mode auto "
         "would not run it resident)",
-        sized_by, gigabytes(counted), on, kResidentMarginPercent,
-        gigabytes(with_margin(counted)), memory.from, gigabytes(memory.bytes));
+        sized_by, gigabytes(counted), on, kResidentMarginPercent, gigabytes(with_margin(counted)),
+        memory.from, gigabytes(memory.bytes));
     return fit;
   }
   // What would run instead: exec.mode auto; resident with fewer sequences
@@ -199,8 +199,8 @@ ResidentSetFit resident_set_fit(const TrainConfig& c, const models::ModelConfig&
       "{}exec.mode resident: {} need an estimated {} on {}, over {:g} times what {} has ({}): "
       "more than the estimate runs high. {}",
       origin != c.key_origins.end() ? origin->second + ": " : std::string(), sized_by,
-      gigabytes(counted), on, kResidentEstimateSlack, memory.from,
-      gigabytes(memory.bytes), instead);
+      gigabytes(counted), on, kResidentEstimateSlack, memory.from, gigabytes(memory.bytes),
+      instead);
   return fit;
 }
 
