@@ -188,7 +188,8 @@ std::string math_option_use(const std::string& name) {
   }
   if (name == "--max-new-tokens") return "bounds the answers of --task math";
   if (name == "--stop") return "ends the answers of --task math";
-  return "places the model --task math generates with (the loss runs on the CPU in f32)";
+  return "places the model --task math generates with (the loss runs on the CPU in f32: "
+         "--device cpu and auto are accepted)";
 }
 
 // --task math: greedy answers to each row's prompt, scored by exact match.
@@ -441,8 +442,13 @@ void add_eval_command(CLI::App& app) {
       "windows, no token lost)}; with --task math {\"task\": \"math\", "
       "\"accuracy\", \"n\", \"correct\", ...}");
   cmd->callback([args, cmd] {
-    for (const char* name : kMathOptions)
-      if (cmd->count(name) > 0) args->math_options_given.push_back(name);
+    for (const char* name : kMathOptions) {
+      // The loss runs on the CPU: a --device that says so is no mistake.
+      const bool says_where_the_loss_runs =
+          std::string(name) == "--device" && (args->device == "cpu" || args->device == "auto");
+      if (cmd->count(name) > 0 && !says_where_the_loss_runs)
+        args->math_options_given.push_back(name);
+    }
     run_eval(*args);
   });
 }

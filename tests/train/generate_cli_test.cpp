@@ -288,7 +288,7 @@ TEST_F(GenerateCommand, EvalLossRefusesEachMathOptionByName) {
   const std::vector<std::pair<std::string, std::string>> options = {
       {"--answer-field", "answer"}, {"--out", out.string()},
       {"--max-new-tokens", "4"},    {"--stop", "x"},
-      {"--device", "cpu"},          {"--device-memory-gb", "1"}};
+      {"--device", "cuda"},         {"--device-memory-gb", "1"}};
   for (const auto& [name, value] : options) {
     for (const std::string task : {"", " --task loss"}) {
       const CliResult r = run("eval --data " + data.string() + task + " " + name + " " + value);
@@ -302,6 +302,12 @@ TEST_F(GenerateCommand, EvalLossRefusesEachMathOptionByName) {
   const CliResult loss = run("eval --json --data " + data.string());
   ASSERT_EQ(loss.status, 0) << loss.err;
   EXPECT_TRUE(nlohmann::json::parse(loss.out).contains("loss")) << loss.out;
+  // Where the loss runs, said: accepted, as before the refusals.
+  for (const std::string device : {"cpu", "auto"}) {
+    const CliResult on = run("eval --json --device " + device + " --data " + data.string());
+    ASSERT_EQ(on.status, 0) << on.err;
+    EXPECT_EQ(on.out, loss.out);
+  }
 }
 
 // An --out eval --task math cannot write is refused before the model
