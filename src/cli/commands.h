@@ -15,6 +15,9 @@ namespace lt::cli {
 // (io::not_a_model_folder), after `named_by`: the setting that named the
 // folder ("--model ").
 models::ModelConfig load_model_config(const std::string& path, const std::string& named_by);
+// The same refusal of a folder without config.json, for the commands that
+// load the whole model (eval, generate): before it is read.
+void check_model_folder(const std::string& path, const std::string& named_by);
 
 // `plan`'s and `profile`'s sequence length when --seq-len is not given: a
 // common fine-tuning length, or the model's context when that is shorter

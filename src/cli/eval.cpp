@@ -202,6 +202,7 @@ void run_math(const EvalArgs& args) {
          args.max_new_tokens);
   }
   if (!args.out.empty()) io::check_can_write(args.out, "--out");  // before the answers are made
+  check_model_folder(args.model, "--model ");
   train::GenerationModel g = train::load_generation_model(args.model, args.tokenizer, args.device,
                                                           true, "eval --task math");
   const train::PromptTemplate chosen =
@@ -308,6 +309,7 @@ void run_eval(const EvalArgs& args) {
          "the rows' own tokens: give --task math, or leave ", name, " out");
   }
   check_sizes(args);
+  check_model_folder(args.model, "--model ");
   EvalInput input;
   const train::PromptFields fields =
       train::prompt_fields(args.model, {args.prompt_field, args.response_field, ""}, true, "eval");

@@ -144,6 +144,7 @@ void run_generate(const GenerateArgs& args) {
   LT_CHECK(args.max_new_tokens >= 1,
            "generate: --max-new-tokens must be at least 1 (new tokens per row at most); got ",
            args.max_new_tokens);
+  check_model_folder(args.model, "--model ");
   train::GenerationModel g = train::load_generation_model(
       args.model, args.tokenizer, args.device, /*tokenizer_required=*/!args.prompt.empty(),
       args.prompt.empty() ? "generate --data" : "generate --prompt");

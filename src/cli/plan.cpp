@@ -31,9 +31,13 @@ namespace lt::cli {
 models::ModelConfig load_model_config(const std::string& path, const std::string& named_by) {
   LT_CHECK(std::filesystem::exists(path), path, ": no such file or folder (expected a Hugging ",
            "Face model folder or a config.json)");
+  check_model_folder(path, named_by);
+  return models::ModelConfig::from_file(models::model_config_file(path));
+}
+
+void check_model_folder(const std::string& path, const std::string& named_by) {
   if (std::filesystem::is_directory(path))
     if (const std::string why = io::not_a_model_folder(path); !why.empty()) fail(named_by, why);
-  return models::ModelConfig::from_file(models::model_config_file(path));
 }
 
 int64_t default_seq_len(const models::ModelConfig& config) {

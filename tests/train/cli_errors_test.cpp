@@ -33,15 +33,16 @@ TEST(CliErrors, AFolderWithoutConfigJsonIsRefusedAsTrainRefusesIt) {
       "'" + dir +
       "' is not a model folder (no config.json there); it holds model-q4.gguf (weights in a "
       "format this program does not read: it reads safetensors)";
-  // The command, and the setting its message begins with ("" where the
-  // command's loader is shared, io::load_hf_model: eval and generate).
+  // The command, and the setting its message begins with.
   const std::vector<std::pair<std::string, std::string>> commands = {
       {"train --no-sample --set model.path=" + dir, "config key 'model.path': "},
       {"plan --model " + dir, "--model "},
       {"profile --model " + dir + " --out " + (tmp.path() / "hw.yaml").string(), "--model "},
       {"convert --model " + dir + " --out " + (tmp.path() / "out").string(), "--model "},
-      {"eval --model " + dir + " --data " + (tmp.path() / "rows.jsonl").string(), ""},
-      {"generate --model " + dir + " --prompt hi", ""},
+      {"eval --model " + dir + " --data " + (tmp.path() / "rows.jsonl").string(), "--model "},
+      {"eval --task math --model " + dir + " --data " + (tmp.path() / "rows.jsonl").string(),
+       "--model "},
+      {"generate --model " + dir + " --prompt hi", "--model "},
   };
   for (const auto& [command, named_by] : commands) {
     const CliResult r = run_lazytrain(command);
