@@ -213,7 +213,7 @@ StepStats OffloadExecutor::Impl::run_step(const std::vector<data::Batch>& micro_
   wait_uploads();
   if (rescatter_due) rescatter_columns();
   if (disk_states && !states_on_disk) move_all_states(true);  // read back by sync()
-  const bool zen = options.zenflow && steps >= options.zenflow_options.full_warm_up_rounds;
+  const bool zen = zenflow_step();
   const auto compute_start = Clock::now();
   const int64_t targets = options.ranks ? targets_over_ranks(micro_batches) : 0;
   zen_step = zen;
@@ -293,10 +293,9 @@ StepStats OffloadExecutor::step(const std::vector<data::Batch>& micro_batches,
                                 const StepOptions& options) {
   // Over ranks ZenFlow's steps take run_step, with their sums (Note
   // [ZenFlow over ranks]); its warm-up steps are the synchronous offload's.
-  const Impl& i = *impl_;
-  const bool zen = i.options.zenflow && i.steps >= i.options.zenflow_options.full_warm_up_rounds;
-  return i.options.ranks && !zen ? impl_->run_step_over_ranks(micro_batches, options)
-                                 : impl_->run_step(micro_batches, options);
+  return impl_->options.ranks && !impl_->zenflow_step()
+             ? impl_->run_step_over_ranks(micro_batches, options)
+             : impl_->run_step(micro_batches, options);
 }
 
 void OffloadExecutor::sync() {

@@ -132,6 +132,11 @@ struct OffloadExecutor::Impl {
     std::chrono::steady_clock::time_point start_;
   };
   StepStats run_step(const std::vector<data::Batch>& micro_batches, const StepOptions& o);
+  // Whether the coming step is ZenFlow's (its warm-up steps are the
+  // synchronous offload's).
+  bool zenflow_step() const {
+    return options.zenflow && steps >= options.zenflow_options.full_warm_up_rounds;
+  }
   // ---- offload_ranks.cpp: data parallel, with or without ZeRO-1 ----
   StepStats run_step_over_ranks(const std::vector<data::Batch>& micro_batches,
                                 const StepOptions& o);

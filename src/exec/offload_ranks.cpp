@@ -233,8 +233,7 @@ void OffloadExecutor::Impl::keep_window_sums_on_rank_zero() {
 StepStats OffloadExecutor::Impl::run_step_over_ranks(const std::vector<data::Batch>& micro_batches,
                                                      const StepOptions& o) {
   CrossRankSum& ranks = *options.ranks;
-  LT_CHECK(!options.zenflow || steps < options.zenflow_options.full_warm_up_rounds,
-           "offload executor: ZenFlow's steps over ranks are run_step's");
+  LT_CHECK(!zenflow_step(), "offload executor: ZenFlow's steps over ranks are run_step's");
   if (options.zero) {
     // The host receives only the shard (ZeroOptimizer::shard_gradient), so
     // the executor's own slabs go: nothing reads them under ZeRO-1.
