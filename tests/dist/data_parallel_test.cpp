@@ -134,6 +134,47 @@ TEST(DataParallel, AResidentRankIsCountedForItsShareOfTheBatch) {
   EXPECT_EQ(estimate(two_at_24), estimate(one_at_12));
 }
 
+// The refusal of a set resident over ranks suggests a train.grad_accum whose
+// micro-batches the ranks share evenly: at batch 42 on 2 ranks, grad_accum
+// 2 would make micro-batches of 21, which the run refuses (they must divide
+// by the world size), so the next divisor, 3 (micro-batches of 14, 7 a
+// rank), is named.
+TEST(DataParallel, AResidentRefusalOverRanksSuggestsMicroBatchesTheRanksShare) {
+  Runs runs;
+  const auto run = [&](int grad_accum, std::string* output) {
+    const fs::path out = runs.tmp / ("accum" + std::to_string(grad_accum));
+    return run_program(runs.args(2, out,
+                                 {"exec.mode=resident", "exec.device_memory_gb=0.00125",
+                                  "train.steps=1", "train.batch_size=42",
+                                  "train.grad_accum=" + std::to_string(grad_accum)}),
+                       out.string() + ".log", output, 120);
+  };
+  std::string refused, odd;
+  EXPECT_NE(run(1, &refused), 0) << refused;
+  EXPECT_MENTIONS(refused, "21 a rank over 2 ranks");
+  EXPECT_MENTIONS(refused, "train.grad_accum 3 (micro-batches of 14) fits");
+  // What grad_accum 2 would give: refused for its micro-batches of 21.
+  EXPECT_NE(run(2, &odd), 0) << odd;
+  EXPECT_MENTIONS(odd, "21 sequences per micro-batch, which must divide by the world size 2");
+}
+
+// States on disk over ranks are refused for ZenFlow as for offload, naming
+// the mode the run set.
+TEST(DataParallel, StatesOnDiskOverRanksAreRefusedNamingZenFlow) {
+  Runs runs;
+  const fs::path out = runs.tmp / "zenflow_disk";
+  std::string output;
+  EXPECT_NE(run_program(runs.args(2, out,
+                                  {"exec.mode=zenflow", "exec.state_placement=disk",
+                                   "train.steps=1", "train.batch_size=4"}),
+                        out.string() + ".log", &output, 120),
+            0)
+      << output;
+  EXPECT_MENTIONS(output,
+                  "a run of several processes keeps every master and optimizer state of "
+                  "exec.mode zenflow in host memory so far; set exec.state_placement: host");
+}
+
 // A rank's run plan is priced on its share of the host: 2 ranks on one
 // host split its cores (launch's LT_NUM_THREADS) and memory bandwidth, so
 // each rank's CPU update is priced as one process's on a profile with half
