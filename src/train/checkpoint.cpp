@@ -102,7 +102,14 @@ Inspection inspect(const fs::path& dir) {
   try {
     std::ifstream in(dir / kStateFile);
     const auto j = nlohmann::json::parse(in);
-    parse_state(j);
+    const int64_t step = parse_state(j).step;
+    // A step no save writes: resuming at it would cut metrics.jsonl and,
+    // under out.overwrite, remove the checkpoints "after" it.
+    if (step < 0) return {fmt::format("{}: \"step\" is {}, below 0", kStateFile, step), 0};
+    if (const auto named = step_of(dir.filename().string()); named && *named != step)
+      return {fmt::format("{}: \"step\" is {}, where the folder's name says {}", kStateFile, step,
+                          *named),
+              0};
     if (j.contains("saved_at_ns")) found.saved_at_ns = j.at("saved_at_ns").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     return {std::string(kStateFile) + " is malformed (" + e.what() + ")", 0};

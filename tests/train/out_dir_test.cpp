@@ -215,6 +215,46 @@ TEST_F(OutDir, AMalformedStateOnTheSaveGridIsPassedOverAndSetAsideWhenItsStepIsS
   EXPECT_EQ(read_text(out() / "step-4.damaged" / "mine.txt"), "mine");
 }
 
+// A trainer_state.json whose "step" no save of that folder writes (below 0,
+// or another than its step-N name) marks a damaged checkpoint: resumed by
+// name under out.overwrite it is refused before anything is removed (at
+// step -3 the run removed every checkpoint "after" it and cut
+// metrics.jsonl to nothing), and `--resume latest` passes over it and
+// never takes it for a later step to prune.
+TEST_F(OutDir, AStateWhoseStepNoSaveWritesIsADamagedCheckpoint) {
+  const auto set_step = [](const fs::path& dir, int64_t step) {
+    auto state = nlohmann::json::parse(read_text(dir / "trainer_state.json"));
+    state["step"] = step;
+    write_text(dir / "trainer_state.json", state.dump());
+  };
+  const auto negative = [&](const fs::path& dir) {
+    set_step(dir, -3);
+    const std::string m =
+        error_of(config({"train.steps=6", "out.overwrite=true"}), dir.string());
+    EXPECT_MENTIONS(m, dir.string() + "' is a damaged checkpoint");
+    EXPECT_MENTIONS(m, "trainer_state.json: \"step\" is -3, below 0");
+    EXPECT_TRUE(fs::exists(out_dir() / "step-2" / "trainer_state.json"));
+    EXPECT_EQ(read_metrics(out_dir()).size(), 4u);
+  };
+  std::string log = resume_past_a_damaged_step_4(
+      *this, {"train.save_every=2", "train.keep_last=5"}, negative, "step-4.damaged");
+  EXPECT_MENTIONS(log, "trainer_state.json: \"step\" is -3, below 0");
+
+  // A step-2 whose state says 1000 is neither resumed nor pruned as later.
+  set_step(out_dir() / "step-2", 1000);
+  ::testing::internal::CaptureStderr();
+  try {
+    run({"train.steps=7", "train.save_every=2", "train.keep_last=5", "out.overwrite=true"},
+        "latest");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  log = ::testing::internal::GetCapturedStderr();
+  EXPECT_MENTIONS(log, "trainer_state.json: \"step\" is 1000, where the folder's name says 2");
+  EXPECT_MENTIONS(log, "resumed from " + (out_dir() / "step-6").string() + " at step 6");
+  EXPECT_TRUE(fs::exists(out_dir() / "step-2" / "model.safetensors"));
+}
+
 // A second run on a locked out.dir is refused, naming the holder's PID; the
 // lock goes with its holder.
 TEST_F(OutDir, ASecondRunOnTheSameFolderIsRefused) {
@@ -346,10 +386,15 @@ TEST_F(OutDir, ALinkedCheckpointIsNeitherSavedOverNorRemovedByOverwrite) {
   const fs::path victim = tmp_ / "victim";
   train_quietly(fixture_config(fixture("llama"), tmp_ / "data.jsonl", victim,
                                {"train.steps=2", "train.save_every=1", "train.keep_last=5"}));
+  // A checkpoint of step 100 (a folder's state names its step).
+  fs::copy(victim / "step-1", victim / "step-100", fs::copy_options::recursive);
+  auto state = nlohmann::json::parse(read_text(victim / "step-100" / "trainer_state.json"));
+  state["step"] = 100;
+  write_text(victim / "step-100" / "trainer_state.json", state.dump());
   const auto before = files_of(victim);
   train_quietly(config({"train.steps=1", "train.save_every=1"}));
   fs::create_directory_symlink(victim / "step-2", out() / "step-2");
-  fs::create_directory_symlink(victim / "step-1", out() / "step-100");
+  fs::create_directory_symlink(victim / "step-100", out() / "step-100");
 
   const std::string m = error_of(config({"train.steps=3", "out.overwrite=true"}));
   EXPECT_MENTIONS(m, (out() / "step-2").string() + " is a symbolic link to '" +
