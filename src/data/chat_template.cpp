@@ -1,5 +1,7 @@
 #include "data/chat_template.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -53,27 +55,43 @@ bool bool_field(const json& config, const JsonField& field, std::string_view key
 }
 
 // chat_template: a string, or a list of {"name", "template"} of which the
-// one named "default" is what apply_chat_template uses.
-std::string chat_template_field(const json& config, const JsonField& field) {
-  const json* value = optional_member(config, field, "chat_template");
-  if (value == nullptr) return {};
-  if (value->is_string()) return value->get<std::string>();
+// one named "default" is what apply_chat_template uses. A list without one
+// leaves `config` no template and says why in chat_template_error:
+// transformers refuses it ("multiple chat templates with no default
+// specified"), where taking another (a "tool_use" template) would render
+// every conversation as that one.
+void read_chat_template_field(const json& j, const JsonField& field, TokenizerConfig& config) {
+  const json* value = optional_member(j, field, "chat_template");
+  if (value == nullptr) return;
+  if (value->is_string()) {
+    config.chat_template = value->get<std::string>();
+    return;
+  }
   JsonField list_field = field.member("chat_template");
   if (!value->is_array()) {
     list_field.fail("expected a string or a list of {name, template}, found " +
                     json_type_name(*value));
   }
-  std::string first;
+  std::vector<std::string> names;
   for (size_t i = 0; i < value->size(); ++i) {
     JsonField item = list_field.element(i);
     std::string name =
         require_string(require_member((*value)[i], item, "name"), item.member("name"));
     std::string text =
         require_string(require_member((*value)[i], item, "template"), item.member("template"));
-    if (name == "default") return text;
-    if (i == 0) first = text;
+    if (name == "default") {
+      config.chat_template = std::move(text);
+      return;
+    }
+    names.push_back(std::move(name));
   }
-  return first;
+  if (names.empty()) return;
+  config.chat_template_error = fmt::format(
+      "{}: field \"chat_template\": a list of templates named {} and none named \"default\", "
+      "the one a chat is rendered with (transformers refuses it too); add a chat_template.jinja "
+      "beside it, or name a built-in layout with --template (eval, generate) or data.template "
+      "(train): chatml, qwen3, llama3 or plain",
+      field.file, fmt::join(names, ", "));
 }
 
 // The special tokens before "$A" in a TemplateProcessing's "single".
@@ -229,7 +247,7 @@ TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
     json j = parse_json_text(read_whole_file(config_file), config_file);
     JsonField root{config_file.string(), ""};
     if (!j.is_object()) root.fail("expected an object, found " + json_type_name(j));
-    config.chat_template = chat_template_field(j, root);
+    read_chat_template_field(j, root, config);
     if (!config.chat_template.empty()) config.chat_template_file = config_file;
     config.eos_token = token_field(j, root, "eos_token");
     config.bos_token = token_field(j, root, "bos_token");
@@ -246,6 +264,7 @@ TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
   if (fs::exists(jinja_file)) {
     config.chat_template = read_whole_file(jinja_file);
     config.chat_template_file = jinja_file;
+    config.chat_template_error.clear();
   }
 
   fs::path tokenizer_json;
@@ -322,6 +341,7 @@ TemplateChoice resolve_template_kind(std::string_view name, const TokenizerConfi
   if (name == "llama3") return TemplateKind::kLlama3;
   if (name == "plain") return TemplateKind::kPlain;
   if (name == "auto") {
+    LT_CHECK(config.chat_template_error.empty(), config.chat_template_error);
     if (config.chat_template.empty()) return TemplateKind::kPlain;
     const fs::path& file =
         config.chat_template_file.empty() ? config.file : config.chat_template_file;

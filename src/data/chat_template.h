@@ -116,6 +116,10 @@ struct TokenizerConfig {
   std::filesystem::path file;                // the tokenizer_config.json read; empty if none
   std::string chat_template;                 // Jinja source; empty if none
   std::filesystem::path chat_template_file;  // where chat_template came from; empty if none
+  // Why there is no chat_template though the file has the field (a list of
+  // templates none of which is "default"); a template of "auto" is refused
+  // with it. Empty otherwise.
+  std::string chat_template_error;
   std::optional<std::string> eos_token, bos_token;
   // Special tokens put before a single text: tokenizer.json's
   // post-processor's (TemplateProcessing "single" up to "$A"), e.g.

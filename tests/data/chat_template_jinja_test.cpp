@@ -216,6 +216,38 @@ TEST_F(TemplateFolder, ListOfNamedTemplatesUsesDefault) {
   EXPECT_EQ(choice.jinja->render_text(messages, false), "D1");
 }
 
+// A list without a "default" template is refused when the chat layout is
+// "auto", naming the file and the templates (transformers' apply_chat_template
+// raises "multiple chat templates with no default specified"); the first was
+// taken before, rendering every prompt as a "tool_use" template. A named
+// layout, or a chat_template.jinja beside it, still works.
+TEST_F(TemplateFolder, ListOfNamedTemplatesWithoutDefaultIsRefused) {
+  nlohmann::json config = {
+      {"chat_template",
+       {{{"name", "tool_use"}, {"template", "x"}}, {{"name", "rag"}, {"template", "y"}}}}};
+  std::ofstream(dir_ / "tokenizer_config.json") << config.dump();
+  const TokenizerConfig read = read_tokenizer_config(dir_);
+  EXPECT_TRUE(read.chat_template.empty());
+  try {
+    resolve_template_kind("auto", read);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find((dir_ / "tokenizer_config.json").string() +
+                        ": field \"chat_template\": a list of templates named tool_use, rag and "
+                        "none named \"default\""),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("data.template"), std::string::npos) << what;
+  }
+  EXPECT_EQ(resolve_template_kind("chatml", read), TemplateKind::kChatml);
+  std::ofstream(dir_ / "chat_template.jinja") << "J{{ messages|length }}";
+  const TemplateChoice choice = resolve_template_kind("auto", read_tokenizer_config(dir_));
+  ASSERT_EQ(choice.kind, TemplateKind::kJinja);
+  const std::vector<ChatMessage> messages{{Role::kUser, "x"}};
+  EXPECT_EQ(choice.jinja->render_text(messages, false), "J1");
+}
+
 TEST_F(JinjaTemplates, PromptsEndWhereTheAnswerStarts) {
   // Generation renders a prompt as training does: the text before the
   // answer's first trained token, which here is each template's own

@@ -143,11 +143,11 @@ TEST(DataParallel, AResidentRefusalOverRanksSuggestsMicroBatchesTheRanksShare) {
   Runs runs;
   const auto run = [&](int grad_accum, std::string* output) {
     const fs::path out = runs.tmp / ("accum" + std::to_string(grad_accum));
-    return run_program(runs.args(2, out,
-                                 {"exec.mode=resident", "exec.device_memory_gb=0.00125",
-                                  "train.steps=1", "train.batch_size=42",
-                                  "train.grad_accum=" + std::to_string(grad_accum)}),
-                       out.string() + ".log", output, 120);
+    return run_program(
+        runs.args(2, out,
+                  {"exec.mode=resident", "exec.device_memory_gb=0.00125", "train.steps=1",
+                   "train.batch_size=42", "train.grad_accum=" + std::to_string(grad_accum)}),
+        out.string() + ".log", output, 120);
   };
   std::string refused, odd;
   EXPECT_NE(run(1, &refused), 0) << refused;

@@ -229,15 +229,14 @@ TEST_F(OutDir, AStateWhoseStepNoSaveWritesIsADamagedCheckpoint) {
   };
   const auto negative = [&](const fs::path& dir) {
     set_step(dir, -3);
-    const std::string m =
-        error_of(config({"train.steps=6", "out.overwrite=true"}), dir.string());
+    const std::string m = error_of(config({"train.steps=6", "out.overwrite=true"}), dir.string());
     EXPECT_MENTIONS(m, dir.string() + "' is a damaged checkpoint");
     EXPECT_MENTIONS(m, "trainer_state.json: \"step\" is -3, below 0");
     EXPECT_TRUE(fs::exists(out_dir() / "step-2" / "trainer_state.json"));
     EXPECT_EQ(read_metrics(out_dir()).size(), 4u);
   };
-  std::string log = resume_past_a_damaged_step_4(
-      *this, {"train.save_every=2", "train.keep_last=5"}, negative, "step-4.damaged");
+  std::string log = resume_past_a_damaged_step_4(*this, {"train.save_every=2", "train.keep_last=5"},
+                                                 negative, "step-4.damaged");
   EXPECT_MENTIONS(log, "trainer_state.json: \"step\" is -3, below 0");
 
   // A step-2 whose state says 1000 is neither resumed nor pruned as later.
