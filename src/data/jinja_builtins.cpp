@@ -380,6 +380,18 @@ Value call_global(std::string_view name, const Arguments& args) {
     const int64_t stop = bounds.size() > 1 ? bounds[1] : bounds[0];
     const int64_t step = bounds.size() > 2 ? bounds[2] : 1;
     if (step == 0) fail("range: step must not be zero");
+    // jinja2's sandbox, which transformers renders templates in, refuses a
+    // range of more than MAX_RANGE items (a template looping 1e8 times ran
+    // for minutes and took gigabytes here).
+    constexpr int64_t kMaxRange = 100000;
+    const __int128 wide_step = step;
+    const __int128 stride = wide_step > 0 ? wide_step : -wide_step;
+    const __int128 span =
+        wide_step > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
+    const __int128 items = span <= 0 ? 0 : (span + stride - 1) / stride;
+    if (items > kMaxRange)
+      fail("range: ", static_cast<double>(items), " items, more than the ", kMaxRange,
+           " a template may make (as in jinja2's sandbox)");
     Value out = Value::array();
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(i);
     return out;

@@ -60,6 +60,22 @@ TEST(Jinja, ErrorsNameTheFileAndLine) {
             "t.jinja:1: cannot read attribute 'attr' of an undefined value");
 }
 
+// jinja2's sandbox (transformers' renderer) refuses a range of more than
+// MAX_RANGE = 100000 items: range(100001) and range(0, 300001, 3) raise
+// OverflowError there, range(100000) and range(0, 300000, 3) render
+// (jinja2 3.1, checked by hand). A template looping 1e8 times ran for
+// minutes and took gigabytes here.
+TEST(Jinja, RangesAreBoundedAsInJinja2sSandbox) {
+  EXPECT_EQ(Template("{{ range(100000)|length }}", "t").render({}), "100000");
+  EXPECT_EQ(Template("{{ range(0, 300000, 3)|length }}", "t").render({}), "100000");
+  EXPECT_EQ(Template("{{ range(5, -299995, -3)|length }}", "t").render({}), "100000");
+  EXPECT_EQ(error_of("\n{% for i in range(100000000) %}x{% endfor %}"),
+            "t.jinja:2: range: 1e+08 items, more than the 100000 a template may make (as in "
+            "jinja2's sandbox)");
+  EXPECT_NE(error_of("{{ range(0, 300001, 3)|length }}"), "");
+  EXPECT_NE(error_of("{{ range(-9223372036854775807, 9223372036854775807)|length }}"), "");
+}
+
 TEST(Jinja, GenerationBlocksRenderTheirBody) {
   // transformers' {% generation %} marks assistant text for its masks; the
   // text itself is unchanged.
