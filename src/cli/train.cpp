@@ -2,6 +2,7 @@
 // With no config, the embedded demo config is the base.
 #include <fmt/format.h>
 
+#include <csignal>
 #include <filesystem>
 #include <memory>
 
@@ -9,6 +10,7 @@
 #include "cli/ranks.h"
 #include "cli/shell_expanded_path.h"
 #include "core/error.h"
+#include "train/progress.h"
 #include "train/trainer.h"
 
 namespace lt::cli {
@@ -43,6 +45,12 @@ void add_train_command(CLI::App& app) {
           ->check(shell_expanded_path());
   cmd->add_flag("--no-sample", args->no_sample, "Skip the greedy sample at the end");
   cmd->callback([args, resume_option] {
+    // A run outlives its output: `lazytrain train ... | tee log` gets the
+    // terminal's Ctrl-C in both, tee exits, and the run's next line to the
+    // pipe raised SIGPIPE, which killed it before it saved (Note [Stopping
+    // a run], train/trainer.cpp). Its writes fail quietly instead
+    // (train::print_text).
+    std::signal(SIGPIPE, SIG_IGN);
     // `--set a=1 b=2` leaves b=2 as the positional config: say what it is.
     if (args->config.find('=') != std::string::npos && !std::filesystem::exists(args->config))
       fail("'", args->config, "' is not a config file; each override needs its own --set (--set ",
@@ -60,10 +68,14 @@ void add_train_command(CLI::App& app) {
       train::TrainRunResult r = train::run_training(config, options);
       // A stop before the first step saved nothing to resume from.
       if (r.interrupted && !r.last_checkpoint.empty())
-        fmt::print("stopped at step {} on request; resume with --resume latest\n", r.steps_done);
+        train::print_text(
+            stdout, fmt::format("stopped at step {} on request; resume with --resume latest\n",
+                                r.steps_done));
       else if (r.interrupted)
-        fmt::print("stopped at step {} on request, before training: nothing was saved\n",
-                   r.steps_done);
+        train::print_text(
+            stdout,
+            fmt::format("stopped at step {} on request, before training: nothing was saved\n",
+                        r.steps_done));
     });
   });
 }

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "train/checkpoint.h"
+#include "train/progress.h"
 
 namespace lt::train {
 
@@ -49,17 +50,22 @@ void remove_checkpoints(const std::vector<fs::path>& dirs, const std::string& wh
     removed.push_back(dir.filename().string());
   }
   if (!removed.empty())
-    fmt::print("out.overwrite: removed {} ({})\n", what, fmt::join(removed, ", "));
+    print_text(stdout,
+               fmt::format("out.overwrite: removed {} ({})\n", what, fmt::join(removed, ", ")));
   if (links.size() == 1)
-    fmt::print(
-        "out.overwrite: left {}, a symbolic link (not this run's); remove it yourself if it is "
-        "not needed\n",
-        links.front());
+    print_text(
+        stdout,
+        fmt::format(
+            "out.overwrite: left {}, a symbolic link (not this run's); remove it yourself if it is "
+            "not needed\n",
+            links.front()));
   if (links.size() > 1)
-    fmt::print(
-        "out.overwrite: left {}, symbolic links (not this run's); remove them yourself if they "
-        "are not needed\n",
-        fmt::join(links, ", "));
+    print_text(
+        stdout,
+        fmt::format(
+            "out.overwrite: left {}, symbolic links (not this run's); remove them yourself if they "
+            "are not needed\n",
+            fmt::join(links, ", ")));
   std::fflush(stdout);  // before the progress lines on stderr, also when piped
 }
 

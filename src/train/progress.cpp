@@ -1,11 +1,27 @@
 #include "train/progress.h"
 
 #include <fmt/format.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 namespace lt::train {
+
+void print_text(std::FILE* out, std::string_view text) noexcept {
+  [[maybe_unused]] const size_t written = std::fwrite(text.data(), 1, text.size(), out);
+}
+
+namespace {
+
+// The terminal's width in columns; 0 when unknown.
+int terminal_columns() {
+  winsize size{};
+  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0) return size.ws_col;
+  return 0;
+}
+
+}  // namespace
 
 std::string format_tflops(double tflops) {
   return tflops >= 10 ? fmt::format("{:.0f}", tflops) : fmt::format("{:.2g}", tflops);
@@ -34,21 +50,26 @@ void ProgressBar::update(int64_t step, std::optional<double> loss, double tokens
                   total_steps_, loss ? fmt::format("{:.4f}", *loss) : std::string("-"),
                   tokens_per_s, format_tflops(tflops), eta, extra);
   if (tty_) {
-    fmt::print(stderr, "\r[{}{}] {}\x1b[K", std::string(filled, '#'),
-               std::string(width - filled, '.'), line);
+    // A line wider than the terminal wraps, and each refresh then leaves a
+    // cut copy behind: the bar goes first, then the line's end.
+    std::string shown =
+        fmt::format("[{}{}] {}", std::string(filled, '#'), std::string(width - filled, '.'), line);
+    const size_t columns = static_cast<size_t>(terminal_columns());
+    if (columns > 0 && shown.size() >= columns) shown = line.substr(0, columns - 1);
+    print_text(stderr, "\r" + shown + "\x1b[K");
     bar_shown_ = true;
   } else if (done % plain_every_ == 0 || done == total_steps_ || step == first_step_) {
-    fmt::print(stderr, "{}\n", line);
+    print_text(stderr, line + "\n");
   }
 }
 
 void ProgressBar::message(const std::string& line) {
-  if (tty_ && bar_shown_) fmt::print(stderr, "\r\x1b[K");
-  fmt::print(stderr, "{}\n", line);
+  if (tty_ && bar_shown_) print_text(stderr, "\r\x1b[K");
+  print_text(stderr, line + "\n");
 }
 
 void ProgressBar::finish() {
-  if (tty_ && bar_shown_) fmt::print(stderr, "\n");
+  if (tty_ && bar_shown_) print_text(stderr, "\n");
   bar_shown_ = false;
 }
 

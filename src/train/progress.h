@@ -3,10 +3,18 @@
 // (every `plain_every` steps and the last) when stderr is a file or pipe.
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace lt::train {
+
+// Writes `text` to `out` and never fails the run: a training run's output
+// that can no longer be written (a `| tee` stopped by the same Ctrl-C, a
+// closed ssh terminal) must not stop it before it saves (Note [Stopping a
+// run], trainer.cpp). fmt::print throws on a short write.
+void print_text(std::FILE* out, std::string_view text) noexcept;
 
 // TFLOP/s for people: whole numbers from 10 up, two significant digits
 // below (small models on the CPU run well under one).

@@ -377,8 +377,11 @@ void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenize
                          [](unsigned char ch) { return std::isspace(ch) != 0; })) {
     text = fmt::format("({} tokens that print as white space or nothing)", out.size());
   }
-  fmt::print("\nsample (greedy, 40 tokens at most)\n--- prompt ---\n{}\n--- model ---\n{}\n---\n",
-             tokenizer.decode_known(prompt), text);
+  print_text(
+      stdout,
+      fmt::format(
+          "\nsample (greedy, 40 tokens at most)\n--- prompt ---\n{}\n--- model ---\n{}\n---\n",
+          tokenizer.decode_known(prompt), text));
 }
 
 }  // namespace lt::train

@@ -22,6 +22,7 @@
 #include "train/executor_choice.h"
 #include "train/hardware_cache.h"
 #include "train/no_decay.h"
+#include "train/progress.h"
 #include "train/schedule_auto.h"
 #include "train/state_placement.h"
 #ifdef LT_WITH_CUDA
@@ -254,14 +255,16 @@ void use_measured_profile(TrainConfig& c, const models::ModelConfig& model, RunP
   plan::ProfileOptions options;
   if (!c.exec.disk_path.empty()) options.disk_path = c.exec.disk_path;
   const CachedProfile cached = ensure_profile(dir, device_name, model, seq_len, [&] {
-    fmt::print(stderr,
-               "hardware: measuring this machine ({}) and the model's stages for the plan "
-               "(once; kept in {})\n",
-               device_name, dir);
+    print_text(
+        stderr,
+        fmt::format("hardware: measuring this machine ({}) and the model's stages for the plan "
+                    "(once; kept in {})\n",
+                    device_name, dir));
     plan::ProfileReport measured = plan::measure_profile_for_model(options, model, seq_len);
     // What was not measured, and why (a chunk size that would not fit the
     // GPU's free memory, working sets left to the estimate).
-    for (const std::string& note : measured.notes) fmt::print(stderr, "hardware: {}\n", note);
+    for (const std::string& note : measured.notes)
+      print_text(stderr, fmt::format("hardware: {}\n", note));
     return measured.profile;
   });
   for (const std::string& note : cached.notes) p.reasons.push_back("hardware: " + note);

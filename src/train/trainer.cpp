@@ -92,21 +92,26 @@ void throw_if_stop_requested(int64_t, int64_t) {
   if (stop_signal.load() != 0) throw EvaluationStopped{};
 }
 
-// Installs SIGINT/SIGTERM handlers for the run and restores the old ones.
-// A signal the run was started with ignored stays ignored, as the shell
-// meant it: a script's `lazytrain train ... &` runs with SIGINT ignored so
-// that the terminal's Ctrl-C, meant for the script, does not reach it (it
-// is ignored during setup, and was caught once the first step began).
+// Installs SIGINT/SIGTERM/SIGHUP handlers for the run and restores the old
+// ones. A signal the run was started with ignored stays ignored, as the
+// shell meant it: a script's `lazytrain train ... &` runs with SIGINT
+// ignored so that the terminal's Ctrl-C, meant for the script, does not
+// reach it (it is ignored during setup, and was caught once the first step
+// began), and nohup ignores SIGHUP.
+// SIGHUP (the ssh session or terminal closed) stops the run as SIGTERM
+// does. (`lazytrain train` ignores SIGPIPE: cli/train.cpp.)
 class StopSignals {
  public:
   StopSignals() {
     stop_signal.store(0);
     old_int_ = catch_unless_ignored(SIGINT);
     old_term_ = catch_unless_ignored(SIGTERM);
+    old_hup_ = catch_unless_ignored(SIGHUP);
   }
   ~StopSignals() {
     std::signal(SIGINT, old_int_);
     std::signal(SIGTERM, old_term_);
+    std::signal(SIGHUP, old_hup_);
   }
   bool requested() const { return stop_signal.load() != 0; }
 
@@ -118,6 +123,7 @@ class StopSignals {
   }
   void (*old_int_)(int);
   void (*old_term_)(int);
+  void (*old_hup_)(int);
 };
 
 // The training device's peak in a step: "gpu" on CUDA, "device" on the
@@ -481,7 +487,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   }
   for (const std::string& line : r.plan.reasons) log.message(line);
   if (!r.plan.plan_description.empty()) {
-    fmt::print("{}\n", r.plan.plan_description);
+    print_text(stdout, fmt::format("{}\n", r.plan.plan_description));
     std::fflush(stdout);
   }
   // The resident executor keeps the f32 masters on its device, and the
@@ -846,8 +852,9 @@ void note_step_without_targets(Run& r, const exec::StepStats& stats, ProgressBar
 // skipped there, saying so.
 void sample(const Run& r) {
   if (r.plan.device.is_cuda() && r.plan.executor != exec::ExecutorKind::Resident) {
-    fmt::print("\nsample: skipped (exec.mode {} keeps the f32 model on the host)\n",
-               exec::executor_name(r.plan.executor));
+    print_text(stdout,
+               fmt::format("\nsample: skipped (exec.mode {} keeps the f32 model on the host)\n",
+                           exec::executor_name(r.plan.executor)));
     return;
   }
   print_sample(*r.model, *r.tokenizer, r.sources.front().samples.front());
@@ -910,14 +917,17 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // work, and they may take the disk room the plan counts on.
   if (writer) remove_stale_saves(r.out_dir);
   if (const int n = writer ? io::remove_stale_temp_files(r.out_dir) : 0)
-    fmt::print(stderr, "removed {} temporary file(s) a killed run left in out.dir\n", n);
+    print_text(stderr,
+               fmt::format("removed {} temporary file(s) a killed run left in out.dir\n", n));
   if (const int n = !writer ? 0
                             : exec::remove_stale_scratch_files(
                                   c.exec.disk_path.empty() ? r.out_dir.string() : c.exec.disk_path))
-    fmt::print(stderr, "removed {} activation scratch file(s) a killed run left\n", n);
+    print_text(stderr, fmt::format("removed {} activation scratch file(s) a killed run left\n", n));
   r.config_yaml = c.to_yaml();
-  fmt::print("lazytrain train: resolved config (saved to {} once the run is set up)\n{}",
-             (r.out_dir / "config.yaml").string(), r.config_yaml);
+  print_text(
+      stdout,
+      fmt::format("lazytrain train: resolved config (saved to {} once the run is set up)\n{}",
+                  (r.out_dir / "config.yaml").string(), r.config_yaml));
   std::fflush(stdout);  // before progress lines on stderr, also when piped
 
   int64_t setup_host_peak = 0;
@@ -1030,20 +1040,27 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   if (writer) plot_loss_curve(r.out_dir / "metrics.jsonl", r.out_dir / "loss.png");
   if (r.math_latest) {
     // The held-out answers say more than a training row's continuation.
-    fmt::print("\n{}\n", math_accuracy_line(r.math_before_training, *r.math_latest));
+    print_text(stdout,
+               fmt::format("\n{}\n", math_accuracy_line(r.math_before_training, *r.math_latest)));
     if (options.sample_at_end && !result.interrupted)
-      fmt::print("held-out problems, greedy answers at step {}:\n{}", r.math_latest->step,
-                 math_answers_text(*r.math_latest, 3));
+      print_text(stdout, fmt::format("held-out problems, greedy answers at step {}:\n{}",
+                                     r.math_latest->step, math_answers_text(*r.math_latest, 3)));
   } else if (options.sample_at_end && r.tokenizer && !result.interrupted) {
     if (weights_on_disk)
-      fmt::print("\nsample: skipped (exec.state_placement keeps stages of the weights on disk)\n");
+      print_text(
+          stdout,
+          fmt::format(
+              "\nsample: skipped (exec.state_placement keeps stages of the weights on disk)\n"));
     else
       sample(r);
   }
-  if (const std::string closing = summary.line(); !closing.empty()) fmt::print("{}\n", closing);
+  if (const std::string closing = summary.line(); !closing.empty())
+    print_text(stdout, fmt::format("{}\n", closing));
   // A resume with nothing left to train saved nothing: its latest is the one it read.
-  fmt::print("{}", where_to_look(r.out_dir, r.last_saved.empty() ? r.resume_dir : r.last_saved,
-                                 r.plan.executor == exec::ExecutorKind::Streaming));
+  print_text(
+      stdout,
+      fmt::format("{}", where_to_look(r.out_dir, r.last_saved.empty() ? r.resume_dir : r.last_saved,
+                                      r.plan.executor == exec::ExecutorKind::Streaming)));
   return result;
 }
 

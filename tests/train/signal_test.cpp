@@ -2,9 +2,11 @@
 // checkpoint is saved, a resume hint is printed and the exit status is 0.
 // Note [Stopping a run] (train/trainer.cpp): an evaluation in flight is
 // abandoned; a second signal ends the process at once by the signal.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -16,11 +18,19 @@
 namespace lt::train::testing {
 namespace {
 
-void stop_mid_run(int sig) {
-  TempDir tmp(std::string("signal") + std::to_string(sig));
+// `through_pipe`: the run's stdout and stderr go to a pipe whose reader
+// leaves before the signal, as tee does in `lazytrain train ... | tee log`
+// when the terminal's Ctrl-C reaches both.
+void stop_mid_run(int sig, bool through_pipe = false) {
+  TempDir tmp(std::string("signal") + std::to_string(sig) + (through_pipe ? "pipe" : ""));
   write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
   const fs::path out = tmp / "out";
   const int64_t steps = 100000;
+  int pipe_fds[2] = {-1, -1};
+  if (through_pipe) {
+    // Close-on-exec: the run must not hold the read end itself.
+    ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
+  }
   Child child({"train", "--no-sample",
                "--set", "model.path=" + fixture("qwen3").string(),
                "--set", "model.init=pretrained",
@@ -35,14 +45,34 @@ void stop_mid_run(int sig) {
                "--set", "sched.name=constant",
                "--set", "sched.min_lr=0",
                "--set", "out.dir=" + out.string()},
-              tmp / "run.log");
-  ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 3)) << child.output();
+              tmp / "run.log", through_pipe ? pipe_fds[1] : -1, through_pipe);
+  std::string output;
+  if (through_pipe) {
+    close(pipe_fds[1]);
+    // Drained while the run logs its first steps (a full pipe would block
+    // it), then closed: the reader is gone.
+    fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
+    char buffer[4096];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (count_lines(out / "metrics.jsonl") < 3 && child.running() &&
+           std::chrono::steady_clock::now() < deadline) {
+      for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;)
+        output.append(buffer, static_cast<size_t>(n));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    close(pipe_fds[0]);
+    ASSERT_GE(count_lines(out / "metrics.jsonl"), 3u) << output;
+  } else {
+    ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 3)) << child.output();
+  }
   child.signal(sig);
   const int status = child.wait(30);
-  const std::string output = child.output();
-  ASSERT_TRUE(WIFEXITED(status)) << output;
+  if (!through_pipe) output = child.output();
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status << "\n" << output;
   EXPECT_EQ(WEXITSTATUS(status), 0) << output;
-  EXPECT_NE(output.find("--resume latest"), std::string::npos) << output;
+  if (!through_pipe) {
+    EXPECT_NE(output.find("--resume latest"), std::string::npos) << output;
+  }
 
   // The steps logged are the steps saved: the step in flight was finished.
   const auto metrics = read_metrics(out);
@@ -89,6 +119,15 @@ TEST(StopSignal, SigintFinishesTheStepSavesAndExitsZero) {
 }
 TEST(StopSignal, SigtermFinishesTheStepSavesAndExitsZero) {
   stop_mid_run(SIGTERM);
+}
+// A closed ssh session or terminal: SIGHUP stops the run as SIGTERM does.
+TEST(StopSignal, SighupFinishesTheStepSavesAndExitsZero) {
+  stop_mid_run(SIGHUP);
+}
+// Writes to the pipe after tee left raised SIGPIPE, which killed the run
+// (status 141 in a shell) before it saved.
+TEST(StopSignal, AnOutputPipeWhoseReaderLeftDoesNotKillTheRun) {
+  stop_mid_run(SIGINT, /*through_pipe=*/true);
 }
 
 class StopRequest : public ::testing::Test {

@@ -207,8 +207,10 @@ inline size_t count_lines(const fs::path& path) {
 class Child {
  public:
   // Its stdout and stderr go to `log`; stdout to `stdout_fd` instead when
-  // one is given.
-  Child(const std::vector<std::string>& args, const fs::path& log, int stdout_fd = -1) : log_(log) {
+  // one is given, and stderr too when `stderr_too`.
+  Child(const std::vector<std::string>& args, const fs::path& log, int stdout_fd = -1,
+        bool stderr_too = false)
+      : log_(log) {
     std::vector<std::string> argv_s = {program().string()};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
@@ -224,6 +226,10 @@ class Child {
         close(fd);
       }
       if (stdout_fd >= 0) dup2(stdout_fd, STDOUT_FILENO);
+      if (stdout_fd >= 0 && stderr_too) dup2(stdout_fd, STDERR_FILENO);
+      // As a shell starts it (an ignored signal stays ignored through exec,
+      // and this test process may ignore SIGPIPE).
+      ::signal(SIGPIPE, SIG_DFL);
       execv(argv[0], argv.data());
       _exit(127);
     }
