@@ -34,6 +34,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/program_path.h"
 
 extern char** environ;
 
@@ -57,20 +58,6 @@ extern "C" void count_stop_signal(int sig) {
 // SIGKILL this many seconds later: a rank whose peer died may be waiting
 // in a collective.
 constexpr double kStopGraceS = 30;
-
-// `name` in PATH, or empty.
-fs::path find_in_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    const size_t end = std::min(dirs.find(':', start), dirs.size());
-    const fs::path candidate = fs::path(dirs.substr(start, end - start)) / name;
-    if (end > start && ::access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return {};
-}
 
 // One process to start: its command line, and variables set on top of the
 // launcher's environment; `name` for messages ("rank 1", "mpirun").

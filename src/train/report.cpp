@@ -1,6 +1,9 @@
 #include "train/report.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,6 +16,7 @@
 
 #include "core/bytes_text.h"
 #include "core/error.h"
+#include "core/program_path.h"
 #include "io/atomic_file.h"
 #include "train/generate.h"
 #include "train/progress.h"
@@ -320,14 +324,48 @@ std::string run_summary(const std::vector<nlohmann::json>& steps) {
   return summary.line();
 }
 
+namespace {
+
+// Runs gnuplot on `script` in `dir`, without a shell: the script names its
+// files relative to `dir`, so no path is read as gnuplot or shell syntax
+// (an out.dir holding `$(...)` ran it as a command when the script went
+// through std::system; one holding a quote drew nothing). Whether it
+// succeeded.
+bool run_gnuplot(const fs::path& gnuplot, const fs::path& dir, const std::string& script) {
+  // Built before the fork: the child makes only async-signal-safe calls.
+  std::string program = gnuplot.string(), flag = "-e", text = script;
+  char* argv[] = {program.data(), flag.data(), text.data(), nullptr};
+  const std::string where = dir.string();
+  const pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      ::dup2(null, STDIN_FILENO);
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+    }
+    if (::chdir(where.c_str()) == 0) ::execv(argv[0], argv);
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace
+
 bool plot_loss_curve(const fs::path& metrics, const fs::path& png) {
   if (!fs::is_regular_file(metrics)) return false;  // Note [metrics.jsonl that is not a file]
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return false;
+  const fs::path gnuplot = find_in_path("gnuplot");
+  if (gnuplot.empty()) return false;
   std::ifstream in(metrics);
-  const fs::path dat = png.parent_path() / ".loss.dat";
+  const fs::path dir = png.parent_path();
+  const std::string dat_name = ".loss.dat", drawn_name = ".loss.png.tmp";
   size_t points = 0;
   {
-    std::ofstream out(dat);
+    std::ofstream out(dir / dat_name);
     std::string line;
     while (std::getline(in, line)) {
       try {
@@ -340,17 +378,19 @@ bool plot_loss_curve(const fs::path& metrics, const fs::path& png) {
   }
   // No loss to draw (a run stopped before its first step, or whose steps
   // had no trained token): gnuplot would leave an empty, broken loss.png.
-  if (points == 0) {
-    fs::remove(dat);
-    return false;
+  std::error_code ec;
+  bool ok = false;
+  if (points > 0) {
+    const std::string script = fmt::format(
+        "set terminal png size 800,500; set output '{}'; set xlabel 'step'; set ylabel 'loss'; "
+        "set grid; plot '{}' using 1:2 with lines title 'training loss'",
+        drawn_name, dat_name);
+    ok = run_gnuplot(gnuplot, dir.empty() ? fs::path(".") : dir, script);
+    if (ok) fs::rename(dir / drawn_name, png, ec);
+    ok = ok && !ec;
   }
-  const std::string script = fmt::format(
-      "set terminal png size 800,500; set output '{}'; set xlabel 'step'; set ylabel 'loss'; "
-      "set grid; plot '{}' using 1:2 with lines title 'training loss'",
-      png.string(), dat.string());
-  const std::string cmd = "gnuplot -e \"" + script + "\" >/dev/null 2>&1";
-  const bool ok = std::system(cmd.c_str()) == 0;
-  fs::remove(dat);
+  fs::remove(dir / dat_name, ec);
+  fs::remove(dir / drawn_name, ec);
   return ok;
 }
 

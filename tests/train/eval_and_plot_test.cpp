@@ -102,6 +102,28 @@ TEST(LossCurve, IsAPngWhenGnuplotIsInstalled) {
   EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
 }
 
+// A folder whose name holds shell and gnuplot syntax is drawn into, and
+// runs nothing: the plot went through a shell with the path pasted into
+// gnuplot's quotes, so `$(touch ...)` ran (as whoever trained) and a quote
+// drew no plot.
+TEST(LossCurve, AFolderNameIsNeverRunAsACommand) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "gnuplot is not installed (scripts/install-deps.sh installs gnuplot-nox)";
+  }
+  TempDir tmp("plot_names");
+  for (const std::string name : {"r$(touch ran)x", "r`touch ran`x", "o'neil", "a\"b"}) {
+    const fs::path dir = tmp / name;
+    fs::create_directories(dir);
+    write_text(dir / "metrics.jsonl", "{\"step\": 0, \"loss\": 2.5}\n{\"step\": 1, \"loss\": 2}\n");
+    EXPECT_TRUE(plot_loss_curve(dir / "metrics.jsonl", dir / "loss.png")) << name;
+    const std::string png = read_text(dir / "loss.png");
+    EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << name;
+    EXPECT_FALSE(fs::exists(dir / ".loss.dat")) << name;
+  }
+  EXPECT_FALSE(fs::exists("ran"));
+  EXPECT_FALSE(fs::exists(tmp / "ran"));
+}
+
 // No loss to draw (steps without a trained token, or none): no loss.png,
 // rather than the empty file gnuplot leaves.
 TEST(LossCurve, NoLossNoPng) {
