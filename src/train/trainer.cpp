@@ -831,6 +831,23 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
   }
 }
 
+// A run shorter than train.max_bad_steps whose every step was skipped
+// (non-finite) updated nothing: it fails at its last step, naming NaN or
+// inf weights when they are the cause, rather than exit 0 and save the
+// weights it started from as if trained.
+void stop_if_nothing_updated(Run& r, const exec::StepStats& stats, int64_t first_step,
+                             ProgressBar& bar) {
+  const int64_t run_steps = r.state.step + 1 - first_step;
+  if (!stats.skipped || r.state.step + 1 != r.config.train.steps ||
+      r.state.consecutive_bad_steps < run_steps)
+    return;
+  bar.finish();
+  const std::string weights = non_finite_weights(r);
+  fail("stopping: every one of this run's ", run_steps, " step", run_steps == 1 ? "" : "s",
+       " had a non-finite loss or gradient, so nothing was updated or saved",
+       weights.empty() ? "; lower optim.lr or check the data" : weights);
+}
+
 // A batch whose rows keep no trained token (each cut at train.seq_len
 // before its answer) computes nothing and updates nothing: said once, so
 // that its missing loss and its 0 tokens/s are not read as results.
@@ -1006,6 +1023,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     if (stats.target_count > 0) result.final_loss = stats.loss;
     count_bad_steps(r, stats, bar);
     note_step_without_targets(r, stats, bar);
+    stop_if_nothing_updated(r, stats, first_step, bar);
     ++r.state.step;
     bar.update(r.state.step - 1,
                stats.target_count > 0 ? std::optional<double>(stats.loss) : std::nullopt,

@@ -112,6 +112,20 @@ TEST(NonFinite, NanInTheStartingWeightsIsNamedWhenTheRunStops) {
     EXPECT_NE(what.find("model.path " + model_dir.string()), std::string::npos) << what;
     EXPECT_EQ(what.find("lower optim.lr"), std::string::npos) << what;
   }
+  // A run shorter than train.max_bad_steps fails at its end the same way,
+  // saving nothing: it exited 0 and saved the NaN weights as step-2.
+  try {
+    train_quietly(fixture_config(model_dir, tmp / "data.jsonl", tmp / "short", {"train.steps=2"}));
+    ADD_FAILURE() << "the run did not fail";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("every one of this run's 2 steps had a non-finite loss or gradient, so "
+                        "nothing was updated or saved"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("model.layers.1.mlp.up_proj.weight (1 value)"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::exists(tmp / "short" / "step-2"));
   // eval reads the folder to use it: it says so before its NaN loss.
   const lt::testing::CliResult eval =
       lt::testing::run_lazytrain("eval --model " + model_dir.string() + " --data " +
