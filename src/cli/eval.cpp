@@ -223,13 +223,7 @@ void run_math(const EvalArgs& args) {
     fmt::print(stderr, "eval: {} of {} rows of {} skipped (first: {})\n", prompts.skipped,
                prompts.read, args.data, prompts.problems.front());
   }
-  LT_CHECK(!prompts.reference_field.empty(), args.data, ": ", prompts.format,
-           " rows carry no reference answer; name its field with --answer-field");
-  LT_CHECK(std::any_of(prompts.rows.begin(), prompts.rows.end(),
-                       [](const data::PromptRow& r) { return r.reference.has_value(); }),
-           args.data, ": none of its ", prompts.rows.size(), " rows has the field \"",
-           prompts.reference_field,
-           "\", so nothing can be scored; name the reference answer's field with --answer-field");
+  train::check_prompts_have_answers(prompts, args.data, "--answer-field");
   // Also under --json (on stderr): which layout the prompts took matters.
   if (!chosen.note.empty() && !prompts.template_name.empty())
     fmt::print(stderr, "{}\n", chosen.note);

@@ -146,6 +146,17 @@ std::string generation_device_text(const GenerationModel& g) {
                     gbps, step_s, 1.0 / step_s);
 }
 
+void check_prompts_have_answers(const data::PromptSet& prompts, const std::string& source,
+                                const std::string& answer_setting) {
+  LT_CHECK(!prompts.reference_field.empty(), source, ": ", prompts.format,
+           " rows carry no reference answer; name its field with ", answer_setting);
+  LT_CHECK(std::any_of(prompts.rows.begin(), prompts.rows.end(),
+                       [](const data::PromptRow& r) { return r.reference.has_value(); }),
+           source, ": none of its ", prompts.rows.size(), " rows has the field \"",
+           prompts.reference_field, "\", so nothing can be scored; name the reference answer's ",
+           "field with ", answer_setting);
+}
+
 void check_prompts_fit(const data::PromptSet& prompts, const std::string& source,
                        const models::ModelConfig& config, const std::string& model_dir) {
   const int64_t context = config.exact_context();

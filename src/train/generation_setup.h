@@ -62,4 +62,10 @@ std::string generation_device_text(const GenerationModel& g);
 void check_prompts_fit(const data::PromptSet& prompts, const std::string& source,
                        const models::ModelConfig& config, const std::string& model_dir);
 
+// Refuses, naming `source` and `answer_setting` (--answer-field,
+// data.eval_answer_field), prompts of which none carries a reference answer
+// to score against: a math task on them scores "0 of 0".
+void check_prompts_have_answers(const data::PromptSet& prompts, const std::string& source,
+                                const std::string& answer_setting);
+
 }  // namespace lt::train

@@ -449,6 +449,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     po.response_field = c.data.response_field;
     po.answer_field = c.data.eval_answer_field;
     r.eval_prompts = data::load_prompts(c.data.eval_path, &*r.tokenizer, po);
+    check_prompts_have_answers(r.eval_prompts, c.data.eval_path, "data.eval_answer_field");
     check_prompts_fit(r.eval_prompts, c.data.eval_path, model.config(), c.model.path);
     r.eval_generation.max_new_tokens = c.data.eval_max_new_tokens;
     r.eval_generation.eos_ids = eos_ids_for(c.model.path, model.config());

@@ -95,6 +95,22 @@ TEST(EvalTask, AnAnswerFieldNoRowHasIsRefused) {
       << output;
 }
 
+// The run's own held-out math task is refused the same way, naming
+// data.eval_answer_field: it scored "0 of 0" and exited 0.
+TEST(EvalTask, TheRunsMathTaskRefusesAnAnswerFieldNoRowHas) {
+  TempDir tmp("eval_task_run_field");
+  std::string output;
+  EXPECT_NE(
+      run_program({"train", "--no-sample", "--set", "train.steps=1", "--set",
+                   "data.eval_answer_field=nope", "--set", "out.dir=" + (tmp / "run").string()},
+                  tmp / "train.log", &output, 300),
+      0);
+  EXPECT_NE(output.find(": none of its 200 rows has the field \"nope\", so nothing can be "
+                        "scored; name the reference answer's field with data.eval_answer_field"),
+            std::string::npos)
+      << output;
+}
+
 // An unknown command is named, with the commands there are.
 TEST(EvalTask, AnUnknownCommandIsNamed) {
   TempDir tmp("eval_task_command");
