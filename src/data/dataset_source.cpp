@@ -220,7 +220,13 @@ void read_array(const fs::path& file, const std::function<bool(const SourceRow&)
     }
   }
   skip_space();
-  if (pos < n) problem(line, pos, n, "text after the closing ']' of the array is not read");
+  // Not a bad row to skip: the file is not the one array its first byte
+  // promised (a JSON Lines file whose first line is an array), and what
+  // follows, perhaps every other row, would go unread.
+  if (pos < n)
+    fail(file.string(), ":", line, ": text after the closing ']' of the JSON array the file ",
+         "starts with (", n - pos, " bytes, not read). A JSON array file holds one array of rows; ",
+         "a JSON Lines file holds one object a line, and its first line is not an array");
 }
 
 // Refuses a UTF-16 file by what its first bytes show: a byte order mark,

@@ -463,6 +463,25 @@ TEST(Dataset, BrokenJsonArrayKeepsItsGoodElements) {
                 f + ":5: the array is not closed with ']'; the rest of the file is not read"}));
 }
 
+// A JSON Lines file whose first line is an array looked like one JSON
+// array: its other rows, a thousand here, were one "skipped" row and the
+// run trained on the first line alone. Refused, naming the file and line.
+TEST(Dataset, AJsonLinesFileWhoseFirstLineIsAnArrayIsRefused) {
+  const Tokenizer& gpt2 = reference_tokenizer("gpt2");
+  TempDir dir;
+  std::string rows = "[{\"text\": \"row a\"}]\n";
+  for (int i = 0; i < 1000; ++i) rows += "{\"text\": \"row " + std::to_string(i) + "\"}\n";
+  const fs::path file = dir.write("first_array.jsonl", rows);
+  const std::string error = error_of([&] { load_dataset(file, &gpt2, {}, nullptr); });
+  EXPECT_TRUE(error.starts_with(file.string() +
+                                ":2: text after the closing ']' of the JSON array the file starts "
+                                "with ("))
+      << error;
+  // A whole array with trailing blank lines still reads.
+  const fs::path whole = dir.write("whole.json", "[{\"text\": \"a\"},\n {\"text\": \"b\"}]\n\n");
+  EXPECT_EQ(load_dataset(whole, &gpt2, {}, nullptr).size(), 2u);
+}
+
 TEST(Dataset, BadConversationsNameTheTurn) {
   const Tokenizer& gpt2 = reference_tokenizer("gpt2");
   DatasetReport report;
