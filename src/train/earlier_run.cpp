@@ -128,6 +128,29 @@ void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir) {
       out_dir.string(), checkpoints.size(), checkpoints.back().filename().string()));
 }
 
+bool resumed_from_another_folder(const fs::path& out_dir, const fs::path& resumed) {
+  std::error_code ec;
+  const bool same = fs::equivalent(resumed.parent_path(), out_dir, ec);
+  return !same;  // out_dir missing (ec): nothing there to mistake for this run's
+}
+
+void refuse_resume_into_another_runs_out_dir(const fs::path& out_dir, const fs::path& resumed) {
+  const auto checkpoints = saved_checkpoints(out_dir);
+  const size_t steps = metrics_lines(out_dir / "metrics.jsonl");
+  if (checkpoints.empty() && steps == 0) return;
+  fail(fmt::format(
+      "--resume {} is a checkpoint of another folder, and out.dir '{}' holds {}: this run would "
+      "prune them by train.keep_last and log its steps after theirs in metrics.jsonl, as if one "
+      "run. Set another out.dir (an empty one) for this run; or, to replace what is there, set "
+      "out.overwrite: true (--set out.overwrite=true)",
+      resumed.string(), out_dir.string(),
+      checkpoints.empty()
+          ? fmt::format("an earlier run's metrics.jsonl ({} steps)", steps)
+          : fmt::format("{} checkpoint(s) of an earlier run (the newest is {}) and its "
+                        "metrics.jsonl",
+                        checkpoints.size(), checkpoints.back().filename().string())));
+}
+
 void remove_earlier_checkpoints(const std::filesystem::path& out_dir) {
   remove_checkpoints(saved_checkpoints(out_dir), "the earlier run's checkpoints");
 }

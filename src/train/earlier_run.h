@@ -35,4 +35,16 @@ void refuse_resume_over_later_checkpoints(const std::filesystem::path& out_dir,
                                           const std::filesystem::path& resumed, int64_t step);
 void remove_later_checkpoints(const std::filesystem::path& out_dir, int64_t step);
 
+// Whether `resumed` (a checkpoint folder) lies outside out_dir: then every
+// checkpoint and metrics line already in out_dir is another run's (or
+// another branch's), which this run's saves would prune by keep_last and
+// its steps follow in metrics.jsonl, as if one run. Such a resume is
+// refused as a fresh run is (refuse_fresh_run_over_checkpoints), naming
+// the checkpoint it resumes from; under out.overwrite they go as a fresh
+// run's do (remove_earlier_checkpoints), and metrics.jsonl starts over.
+bool resumed_from_another_folder(const std::filesystem::path& out_dir,
+                                 const std::filesystem::path& resumed);
+void refuse_resume_into_another_runs_out_dir(const std::filesystem::path& out_dir,
+                                             const std::filesystem::path& resumed);
+
 }  // namespace lt::train

@@ -344,6 +344,7 @@ struct Run {
   std::string config_yaml;
   fs::path out_dir;
   fs::path resume_dir;
+  bool resumed_from_elsewhere = false;  // resume_dir outside out_dir (earlier_run.h)
   std::optional<data::Tokenizer> tokenizer;
   // The built-in layout the run trains with, as Jinja, for its checkpoints;
   // empty with auto (train/trained_template.h).
@@ -413,6 +414,9 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     for (const std::string& folder : skipped)
       log.message("warning: --resume latest skipped " + folder +
                   ": it is not a checkpoint this run can read, and is left in place for you");
+    r.resumed_from_elsewhere = resumed_from_another_folder(r.out_dir, r.resume_dir);
+    if (!c.out.overwrite && r.resumed_from_elsewhere)
+      refuse_resume_into_another_runs_out_dir(r.out_dir, r.resume_dir);
     if (!c.out.overwrite)
       refuse_resume_over_later_checkpoints(r.out_dir, r.resume_dir,
                                            read_trainer_state(r.resume_dir).step);
@@ -966,7 +970,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   if (lock) lock->commit();
   if (writer) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
   if (writer && c.out.overwrite) {
-    if (fresh)
+    if (fresh || r.resumed_from_elsewhere)
       remove_earlier_checkpoints(r.out_dir);
     else
       remove_later_checkpoints(r.out_dir, r.state.step);
@@ -977,8 +981,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   ProgressBar bar(r.state.step, c.train.steps);
   std::optional<MetricsWriter> metrics;
   if (writer)
-    metrics.emplace(r.out_dir / "metrics.jsonl", !r.resume_dir.empty(), r.state.step,
-                    [&bar](const std::string& warning) { bar.message(warning); });
+    metrics.emplace(r.out_dir / "metrics.jsonl", !r.resume_dir.empty() && !r.resumed_from_elsewhere,
+                    r.state.step, [&bar](const std::string& warning) { bar.message(warning); });
   evaluate_before_training(r, bar);
   TrainRunResult result;
   result.setup_host_peak_bytes = setup_host_peak;
@@ -1042,8 +1046,16 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
       result.interrupted = true;
       break;
     }
-    if (at_end || (c.train.save_every > 0 && r.state.step % c.train.save_every == 0))
+    if (at_end || (c.train.save_every > 0 && r.state.step % c.train.save_every == 0)) {
       save_in_out_dir(r, bar);
+      // A stop asked for during this save: it is the stop's save (another
+      // step would train, then save a second whole checkpoint).
+      if (!at_end && stop_requested(r, signals)) {
+        bar.message("stop requested: exiting after this save");
+        result.interrupted = true;
+        break;
+      }
+    }
   }
   // Stages of states on disk stay there: the model may not fit host memory.
   exec::StagedStates* staged = r.executor->sync_staged();

@@ -254,6 +254,40 @@ TEST_F(OutDir, AStateWhoseStepNoSaveWritesIsADamagedCheckpoint) {
   EXPECT_TRUE(fs::exists(out_dir() / "step-2" / "model.safetensors"));
 }
 
+// A resume from a checkpoint of another folder into an out.dir holding
+// another run's checkpoints is refused as a fresh run there is: it pruned
+// that run's step-1 by keep_last and logged its steps after that run's in
+// metrics.jsonl (steps 0, 2, 3). Under out.overwrite that run's
+// checkpoints go and metrics.jsonl holds this run's steps alone; into an
+// empty folder the resume runs as before.
+TEST_F(OutDir, AResumeFromAnotherFolderDoesNotTakeOverAnotherRunsOutDir) {
+  const fs::path other = tmp_ / "other";
+  train_quietly(fixture_config(fixture("llama"), tmp_ / "data.jsonl", other,
+                               {"train.steps=2", "train.save_every=1", "train.keep_last=5"}));
+  run({"train.steps=1"});
+  const auto before = files_of(out());
+  const std::string m =
+      error_of(config({"train.steps=4", "train.keep_last=1"}), (other / "step-2").string());
+  EXPECT_MENTIONS(m, "--resume " + (other / "step-2").string() +
+                         " is a checkpoint of another folder, and out.dir '" + out().string() +
+                         "' holds 1 checkpoint(s) of an earlier run (the newest is step-1)");
+  EXPECT_MENTIONS(m, "out.overwrite: true");
+  EXPECT_EQ(files_of(out()), before);
+
+  run({"train.steps=4", "train.keep_last=5", "out.overwrite=true"}, (other / "step-2").string());
+  EXPECT_FALSE(fs::exists(out() / "step-1"));
+  EXPECT_TRUE(fs::exists(out() / "step-4" / "trainer_state.json"));
+  std::vector<int64_t> steps;
+  for (const auto& line : read_metrics(out())) steps.push_back(line.at("step"));
+  EXPECT_EQ(steps, (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(fs::exists(other / "step-2" / "trainer_state.json"));  // what it resumed from
+
+  const fs::path fresh = tmp_ / "fresh";
+  train_quietly(fixture_config(fixture("llama"), tmp_ / "data.jsonl", fresh, {"train.steps=3"}),
+                (other / "step-2").string());
+  EXPECT_TRUE(fs::exists(fresh / "step-3" / "trainer_state.json"));
+}
+
 // A second run on a locked out.dir is refused, naming the holder's PID; the
 // lock goes with its holder.
 TEST_F(OutDir, ASecondRunOnTheSameFolderIsRefused) {
