@@ -220,7 +220,7 @@ TEST_F(StopRequest, ASecondSignalExitsAtOnceUnsaved) {
   // Apart, so that the first is handled before the second arrives
   // (signals of one kind pending together are delivered once).
   child.signal(SIGINT);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   child.signal(SIGINT);
   const int status = child.wait(30);
   ASSERT_TRUE(WIFSIGNALED(status)) << child.output();
