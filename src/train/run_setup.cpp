@@ -253,15 +253,24 @@ void refuse_another_model_or_tokenizer(const TrainConfig& c, const fs::path& res
     const models::ModelConfig saved = models::ModelConfig::from_file(saved_config);
     const models::ModelConfig now =
         models::ModelConfig::from_file(fs::path(c.model.path) / "config.json");
-    LT_CHECK(saved.family == now.family && saved.hidden_size == now.hidden_size &&
-                 saved.intermediate_size == now.intermediate_size &&
-                 saved.num_hidden_layers == now.num_hidden_layers &&
-                 saved.num_attention_heads == now.num_attention_heads &&
-                 saved.vocab_size == now.vocab_size,
-             "--resume ", resume_dir.string(), ": model.path '", c.model.path,
-             "' is another model than the checkpoint's (hidden ", now.hidden_size, " against ",
-             saved.hidden_size, ", ", now.num_hidden_layers, " against ", saved.num_hidden_layers,
-             " layers, vocabulary ", now.vocab_size, " against ", saved.vocab_size,
+    // The fields that shape the weights, named as config.json names them.
+    std::vector<std::string> differ;
+    const auto compare = [&](const char* key, const auto& here, const auto& there) {
+      if (here != there) differ.push_back(fmt::format("{} {} against {}", key, here, there));
+    };
+    compare("model_type", std::string(now.model_type()), std::string(saved.model_type()));
+    compare("hidden_size", now.hidden_size, saved.hidden_size);
+    compare("intermediate_size", now.intermediate_size, saved.intermediate_size);
+    compare("num_hidden_layers", now.num_hidden_layers, saved.num_hidden_layers);
+    compare("num_attention_heads", now.num_attention_heads, saved.num_attention_heads);
+    compare("num_key_value_heads", now.num_key_value_heads, saved.num_key_value_heads);
+    compare("head_dim", now.head_dim, saved.head_dim);
+    compare("vocab_size", now.vocab_size, saved.vocab_size);
+    compare("tie_word_embeddings", now.tie_word_embeddings, saved.tie_word_embeddings);
+    LT_CHECK(differ.empty(), "--resume ", resume_dir.string(), ": model.path '", c.model.path,
+             "' is another model than the checkpoint's (its config.json against the "
+             "checkpoint's: ",
+             fmt::format("{}", fmt::join(differ, ", ")),
              "); a resume continues the checkpoint's own weights", start_over);
   }
   const fs::path saved_tokenizer = resume_dir / "tokenizer.json";

@@ -54,7 +54,20 @@ TEST_F(ResumeMismatch, AnotherTokenizerOrModelIsRefusedAndTheTokenizerFileTravel
   const std::string other_model =
       training_error(config("tok_a", {"train.steps=4"}, "gpt2"), "latest");
   EXPECT_THAT(other_model, HasSubstr("is another model than the checkpoint's"));
+  EXPECT_THAT(other_model, HasSubstr("model_type gpt2 against llama"));
   EXPECT_THAT(other_model, HasSubstr("model.path: " + step2.string() + ", no --resume"));
+  // Only the fields that differ are named (the message listed sizes that
+  // were equal, "hidden 32 against 32"), tie_word_embeddings among them.
+  const fs::path tied = tmp_ / "tied";
+  fs::copy(fixture("llama"), tied);
+  auto tied_config = nlohmann::json::parse(read_text(tied / "config.json"));
+  tied_config["tie_word_embeddings"] = true;
+  write_text(tied / "config.json", tied_config.dump());
+  TrainConfig tied_run = config("tok_a", {"train.steps=4"});
+  tied_run.model.path = tied.string();
+  const std::string tied_error = training_error(tied_run, "latest");
+  EXPECT_THAT(tied_error, HasSubstr("(its config.json against the checkpoint's: "
+                                    "tie_word_embeddings true against false)"));
   EXPECT_FALSE(fs::exists(tmp_ / "out" / "step-4"));
   // The same tokenizer and model resume.
   EXPECT_EQ(train_quietly(config("tok_a", {"train.steps=4"}), "latest").steps_done, 4);
