@@ -1,5 +1,9 @@
 #include "io/hf_model.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -154,6 +158,34 @@ void HfModelReader::check_against(const CausalLM& model) const {
   }
 }
 
+std::string HfModelReader::tied_head_warning() const {
+  if (!config_.tie_word_embeddings || !weights_.contains("lm_head.weight")) return "";
+  std::string embed_name;
+  for (const HfRule& rule : models::hf_rules(config_))
+    if (rule.internal[0] == "embed.tokens.weight")
+      embed_name = resolve_name(weights_, rule.hf_name);
+  if (embed_name.empty()) return "";
+  const Tensor head = weights_.tensor("lm_head.weight");
+  const Tensor embed = weights_.tensor(embed_name);
+  bool same = head.shape() == embed.shape();
+  // Sixteen rows spread over the vocabulary: a copy matches in all of
+  // them, a trained head in none.
+  const int64_t rows = same ? head.shape()[0] : 0;
+  for (int64_t k = 0; same && k < std::min<int64_t>(rows, 16); ++k) {
+    const int64_t row = k * (rows - 1) / std::max<int64_t>(std::min<int64_t>(rows, 16) - 1, 1);
+    const Tensor a = head.select(0, row).to(DType::F32).contiguous();
+    const Tensor b = embed.select(0, row).to(DType::F32).contiguous();
+    same = std::equal(a.data<float>(), a.data<float>() + a.numel(), b.data<float>());
+  }
+  if (same) return "";
+  return fmt::format(
+      "warning: {}: config.json ties the output head to the embedding (tie_word_embeddings "
+      "true), so the weights' 'lm_head.weight', which differs from '{}', is not read (transformers "
+      "may load it as an untied head); to train with that head, set tie_word_embeddings false in "
+      "config.json",
+      weights_.folder().string(), embed_name);
+}
+
 void HfModelReader::read_stage(const CausalLM& model, size_t stage) const {
   const std::filesystem::path& folder = weights_.folder();
   LT_CHECK(stage < model.stages().size(), "read_stage: stage ", stage, " of ",
@@ -200,6 +232,8 @@ CausalLM load_hf_model(const std::filesystem::path& folder, DType dtype) {
   check_model_fits_host(reader.config(), reader.config_path(), dtype);
   CausalLM model = CausalLM::uninitialized(reader.config(), dtype);
   reader.check_against(model);
+  if (const std::string warning = reader.tied_head_warning(); !warning.empty())
+    std::fprintf(stderr, "%s\n", warning.c_str());
   for (size_t s = 0; s < model.stages().size(); ++s) reader.read_stage(model, s);
   return model;
 }

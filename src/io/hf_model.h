@@ -24,6 +24,11 @@ class HfModelReader {
   // Copies the files' tensors of the parameters stage `stage` of `model`
   // lists (which must have memory) into them, converted to their dtype.
   void read_stage(const models::CausalLM& model, size_t stage) const;
+  // A warning naming the tensor when config.json ties the head to the
+  // embedding and the files also hold an lm_head.weight that differs from
+  // it (rows sampled): that head is not read, where transformers may load
+  // it untied. "" otherwise (no such tensor, or the embedding's copy).
+  std::string tied_head_warning() const;
 
  private:
   models::ModelConfig config_;

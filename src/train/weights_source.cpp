@@ -71,6 +71,8 @@ models::CausalLM WeightsSource::load(const std::vector<bool>& streamed, Progress
   }
   models::CausalLM model = models::CausalLM::uninitialized(config, DType::F32, streamed);
   reader_->check_against(model);
+  if (const std::string warning = reader_->tied_head_warning(); !warning.empty())
+    log.message(warning);
   for (size_t s = 0; s < model.stages().size(); ++s)
     if (s >= streamed.size() || !streamed[s]) reader_->read_stage(model, s);
   // Counted as the files hold them (GPT-2's fused c_attn is one tensor there).

@@ -172,7 +172,36 @@ TEST(HfModelLoad, TiedModelAcceptsAnExplicitLmHead) {
     t.emplace_back("lm_head.weight", emb.clone());
   });
   EXPECT_EQ(load_error(dir), "");
+  EXPECT_EQ(io::HfModelReader(dir).tied_head_warning(), "");  // the embedding's copy
   std::filesystem::remove_all(dir);
+}
+
+// A tied model's file with an lm_head.weight of its own (a trained head):
+// it is not read, and a warning names it (it was dropped silently, where
+// transformers 5 loaded it as an untied head). A head differing in one
+// element of its last row is caught by the sampled rows.
+TEST(HfModelLoad, ATiedModelsOwnLmHeadIsNamedAsNotRead) {
+  for (const bool last_row_only : {false, true}) {
+    auto dir = edited_copy("qwen2", "tiedownhead", [&](io::NamedTensors& t) {
+      Tensor emb;
+      for (auto& [name, x] : t)
+        if (name == "model.embed_tokens.weight") emb = x;
+      Tensor head = emb.to(DType::F32).clone();
+      if (last_row_only)
+        head.data<float>()[head.numel() - 1] += 1.0f;
+      else
+        for (int64_t i = 0; i < head.numel(); ++i) head.data<float>()[i] *= -1.0f;
+      t.emplace_back("lm_head.weight", head.to(emb.dtype()));
+    });
+    EXPECT_EQ(load_error(dir), "");
+    const std::string warning = io::HfModelReader(dir).tied_head_warning();
+    EXPECT_NE(warning.find("ties the output head to the embedding (tie_word_embeddings true), so "
+                           "the weights' 'lm_head.weight', which differs from "
+                           "'model.embed_tokens.weight', is not read"),
+              std::string::npos)
+        << warning;
+    std::filesystem::remove_all(dir);
+  }
 }
 
 }  // namespace
