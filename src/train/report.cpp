@@ -80,15 +80,27 @@ void MetricsWriter::say(const std::string& warning) const {
 }
 
 void MetricsWriter::write(const nlohmann::json& line) {
+  const int64_t step = line.at("step").get<int64_t>();
+  std::error_code size_error;
+  const uintmax_t before =
+      fs::is_regular_file(path_, size_error) ? fs::file_size(path_, size_error) : 0;
   errno = 0;
   out_ << line.dump() << "\n";
   out_.flush();
-  // A lost metrics line is lost work: stop, as a failed save does.
-  LT_CHECK(out_.good(), path_.string(), ": cannot write step ", line.value("step", int64_t{-1}),
-           "'s metrics (", errno != 0 ? std::strerror(errno) : "write failed",
-           "): the run stops here, as its record of steps would have a gap; free space or fix the "
-           "file");
-  const int64_t step = line.at("step").get<int64_t>();
+  // A lost metrics line is lost work: stop, as a failed save does. What a
+  // full disk took of the line is cut off, so that the file stays lines of
+  // JSON (a torn last line failed pandas and jq). The step is named as the
+  // progress line counts (1-based), with its "step" field.
+  if (!out_.good()) {
+    const std::string why = errno != 0 ? std::strerror(errno) : "write failed";
+    out_.close();
+    std::error_code ec;
+    if (!size_error && fs::is_regular_file(path_, ec)) fs::resize_file(path_, before, ec);
+    fail(path_.string(), ": cannot write the metrics of step ", step + 1, " (\"step\": ", step,
+         ") (", why,
+         "): the run stops here, as its record of steps would have a gap; free space or fix the "
+         "file");
+  }
   to_tensorboard(
       [&](io::TensorBoardEventWriter& tb) { tb.add_scalars(step, tensorboard_scalars(line)); },
       "at step " + std::to_string(step));

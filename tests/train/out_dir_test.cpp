@@ -16,6 +16,7 @@
 #include "io/disk_offload.h"
 #include "support/file_size_limit.h"
 #include "train/checkpoint.h"
+#include "train/report.h"
 #include "train_helpers.h"
 
 namespace lt::train::testing {
@@ -336,6 +337,38 @@ TEST_F(OutDir, AFailedMetricsWriteStopsTheRun) {
   const std::string m = error_of(config({"train.steps=2", "out.overwrite=true"}));
   EXPECT_MENTIONS(m, "metrics.jsonl");
   EXPECT_MENTIONS(m, "No space left on device");
+}
+
+// A full disk (the file size limit stands in) that takes part of a metrics
+// line: the part is cut off, so the file stays whole lines of JSON (a torn
+// last line failed pandas and jq), and the error names the step as the
+// progress line counts it, with its "step" field.
+TEST_F(OutDir, AMetricsLineCutByAFullDiskIsTakenBackWhole) {
+  fs::create_directories(out());
+  std::vector<std::string> warnings;
+  MetricsWriter metrics(out() / "metrics.jsonl", false, 0,
+                        [&](const std::string& w) { warnings.push_back(w); });
+  const nlohmann::json line = {{"step", 0}, {"loss", 13.151287007331848}, {"note", "padding"}};
+  const auto line_bytes = line.dump().size() + 1;
+  std::string error;
+  int64_t written = 0;
+  {
+    // Room for three lines and a half.
+    const lt::testing::FileSizeLimit limit(static_cast<rlim_t>(3.5 * line_bytes));
+    try {
+      for (; written < 10; ++written) {
+        nlohmann::json next = line;
+        next["step"] = written;
+        metrics.write(next);
+      }
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  EXPECT_EQ(written, 3);
+  EXPECT_MENTIONS(error, "cannot write the metrics of step 4 (\"step\": 3)");
+  EXPECT_EQ(fs::file_size(out() / "metrics.jsonl"), 3 * line_bytes);
+  EXPECT_EQ(read_metrics(out()).size(), 3u);  // each line parses
 }
 
 // Note [metrics.jsonl that is not a file]: a fresh run, a resume and the
