@@ -31,4 +31,11 @@ void require_regular_file(const std::filesystem::path& path) {
        ", not a regular file; lazytrain reads its inputs only from regular files");
 }
 
+std::string why_not_a_file(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "no file '" + path.string() + "'";
+  if (S_ISREG(st.st_mode)) return "";
+  return "'" + path.string() + "' is " + kind_of(st.st_mode) + ", not a file";
+}
+
 }  // namespace lt

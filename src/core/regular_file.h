@@ -7,6 +7,7 @@
 // until the kernel kills the process. Both are refused, by name, before the
 // file is opened.
 #include <filesystem>
+#include <string>
 
 namespace lt {
 
@@ -14,5 +15,10 @@ namespace lt {
 // device, a folder, ...) unless it is a regular file or a symbolic link to
 // one. A path that does not exist is left to the caller's own message.
 void require_regular_file(const std::filesystem::path& path);
+
+// "" when `path` is a regular file (or a link to one); otherwise what a
+// config key's message says of it: "no file 'PATH'", or "'PATH' is a
+// folder, not a file" (a named pipe, a device, ...).
+std::string why_not_a_file(const std::filesystem::path& path);
 
 }  // namespace lt

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "core/shell_syntax.h"
 #include "io/hf_folder.h"
 #include "optim/adamw8bit.h"
@@ -528,14 +529,16 @@ void check_data_sources(const TrainConfig::Data& data) {
   LT_CHECK(!data.path.empty() || !data.sources.empty(),
            "config key 'data.path' is required (a dataset file), or 'data.sources' (a list of "
            "{path, weight, ...})");
-  LT_CHECK(data.path.empty() || fs::is_regular_file(data.path), "config key 'data.path': no file '",
-           data.path, "'");
+  if (!data.path.empty())
+    if (const std::string why = why_not_a_file(data.path); !why.empty())
+      fail("config key 'data.path': ", why);
   bool any_train = data.sources.empty();
   for (size_t i = 0; i < data.sources.size(); ++i) {
     const data::DataSource& s = data.sources[i];
     const std::string key = "data.sources[" + std::to_string(i) + "]";
     LT_CHECK(!s.path.empty(), "config key '", key, ".path' is required (a dataset file)");
-    LT_CHECK(fs::is_regular_file(s.path), "config key '", key, ".path': no file '", s.path, "'");
+    if (const std::string why = why_not_a_file(s.path); !why.empty())
+      fail("config key '", key, ".path': ", why);
     LT_CHECK(std::isfinite(s.weight) && s.weight > 0, "config key '", key, ".weight' (", s.path,
              ") must be a positive number, got ", s.weight);
     if (!s.format.empty()) check_format(s.format, key + ".format");
@@ -562,8 +565,9 @@ void TrainConfig::validate() const {
     fail("config key 'model.path': ", why);
   check_one_of(model.init, "model.init", "auto", "pretrained", "random");
   check_data_sources(data);
-  LT_CHECK(data.eval_path.empty() || fs::is_regular_file(data.eval_path),
-           "config key 'data.eval_path': no file '", data.eval_path, "'");
+  if (!data.eval_path.empty())
+    if (const std::string why = why_not_a_file(data.eval_path); !why.empty())
+      fail("config key 'data.eval_path': ", why);
   check_one_of(data.eval_task, "data.eval_task", "", "math");
   LT_CHECK(data.eval_task.empty() || !data.eval_path.empty(), "config key 'data.eval_task' (",
            data.eval_task, ") needs 'data.eval_path', the held-out rows it answers");

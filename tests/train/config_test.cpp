@@ -35,6 +35,20 @@ TEST_F(ConfigErrors, UnknownKey) {
   EXPECT_MENTIONS(m, "steps");  // the known keys are listed
 }
 
+// A data path that is there but is no file is called what it is (it said
+// "no file" of a folder that exists); one that is not there, "no file".
+TEST_F(ConfigErrors, ADataPathThatIsAFolderIsCalledAFolder) {
+  fs::create_directories(tmp_ / "rows");
+  EXPECT_MENTIONS(
+      error_of(yaml(), {"data.path=" + (tmp_ / "rows").string()}),
+      "config key 'data.path': '" + (tmp_ / "rows").string() + "' is a folder, not a file");
+  EXPECT_MENTIONS(
+      error_of(yaml(), {"data.eval_path=" + (tmp_ / "rows").string()}),
+      "config key 'data.eval_path': '" + (tmp_ / "rows").string() + "' is a folder, not a file");
+  EXPECT_MENTIONS(error_of(yaml(), {"data.path=" + (tmp_ / "gone.jsonl").string()}),
+                  "config key 'data.path': no file '" + (tmp_ / "gone.jsonl").string() + "'");
+}
+
 TEST_F(ConfigErrors, UnknownSection) {
   const std::string m = error_of(yaml("", "trian:\n  steps: 3\n"));
   EXPECT_MENTIONS(m, "'trian'");
