@@ -396,15 +396,8 @@ std::string math_eval_skip_reason(const RunPlan& plan, const models::ModelConfig
 // optimizer and executor, and restores a checkpoint's state.
 void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   const TrainConfig& c = r.config;
-  const fs::path tok_dir = tokenizer_dir_of(c);
-  r.tokenizer = load_run_tokenizer(c, log);
-  const data::Tokenizer* tokenizer = r.tokenizer ? &*r.tokenizer : nullptr;
-  TrainingData data = load_training_data(c, tokenizer, &log);
-  r.sources = std::move(data.train);
-  const CheckpointTemplate saved_template = checkpoint_template(c, tokenizer, tok_dir);
-  r.checkpoint_template = saved_template.jinja;
-  if (!saved_template.note.empty()) log.message(saved_template.note);
-
+  // The checkpoint first: a --resume with none to take is refused before
+  // the data is read (minutes for millions of rows).
   if (options.resuming || !options.resume.empty()) {
     std::vector<std::string> skipped;
     r.resume_dir = resolve_checkpoint(options.resume, r.out_dir, &skipped);
@@ -421,6 +414,15 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
       refuse_resume_over_later_checkpoints(r.out_dir, r.resume_dir,
                                            read_trainer_state(r.resume_dir).step);
   }
+  const fs::path tok_dir = tokenizer_dir_of(c);
+  r.tokenizer = load_run_tokenizer(c, log);
+  const data::Tokenizer* tokenizer = r.tokenizer ? &*r.tokenizer : nullptr;
+  TrainingData data = load_training_data(c, tokenizer, &log);
+  r.sources = std::move(data.train);
+  const CheckpointTemplate saved_template = checkpoint_template(c, tokenizer, tok_dir);
+  r.checkpoint_template = saved_template.jinja;
+  if (!saved_template.note.empty()) log.message(saved_template.note);
+
   const ResumeChanges resumed = compare_with_checkpoint(c, r.resume_dir, log);
   // The plan from config.json, before the weights: the masters of the
   // stages it puts on disk are loaded a stage at a time as the executor

@@ -107,5 +107,17 @@ TEST(Resume, FromAnExplicitCheckpointFolder) {
   }
 }
 
+// `--resume latest` with no checkpoint to take is refused before the data
+// is read (tokenizing millions of rows took minutes first): here a data
+// file with a bad row under data.strict would have failed the run instead.
+TEST(Resume, ANothingToResumeIsRefusedBeforeTheDataIsRead) {
+  TempDir tmp("resume_first");
+  write_text(tmp / "data.jsonl", "{\"input_ids\": [1, 2, 3], \"labels\": [1, 2, 3]}\nnot json\n");
+  const std::string error = training_error(
+      fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "none", {"data.strict=true"}),
+      "latest");
+  EXPECT_NE(error.find("--resume latest: no complete checkpoint"), std::string::npos) << error;
+}
+
 }  // namespace
 }  // namespace lt::train::testing
