@@ -17,6 +17,7 @@
 #include "io/atomic_file.h"
 #include "io/hf_folder.h"
 #include "io/hf_model.h"
+#include "train/config.h"
 #include "train/staged_checkpoint.h"
 
 namespace lt::train {
@@ -116,6 +117,15 @@ Inspection inspect(const fs::path& dir) {
   }
   for (const char* file : {kOptimizerFile, "config.json"}) {
     if (!fs::is_regular_file(dir / file)) return {std::string("no ") + file, 0};
+  }
+  // The config a resume without one takes, and compares with: unreadable,
+  // it stopped the resume rather than being passed over.
+  if (fs::exists(dir / "train_config.yaml")) {
+    try {
+      read_train_config_unchecked(dir / "train_config.yaml");
+    } catch (const Error& e) {
+      return {e.what(), 0};
+    }
   }
   if (std::string problem = unreadable_tensors(dir); !problem.empty()) return {problem, 0};
   if (found.saved_at_ns == 0) {

@@ -216,6 +216,17 @@ TEST_F(OutDir, AMalformedStateOnTheSaveGridIsPassedOverAndSetAsideWhenItsStepIsS
   EXPECT_EQ(read_text(out() / "step-4.damaged" / "mine.txt"), "mine");
 }
 
+// A train_config.yaml that is not YAML (the config a resume without one
+// takes) marks a damaged checkpoint: `--resume latest` stopped on it.
+TEST_F(OutDir, AnUnreadableTrainConfigIsADamagedCheckpoint) {
+  const auto cut_config = [](const fs::path& dir) {
+    write_text(dir / "train_config.yaml", "train: [unclosed\n");
+  };
+  const std::string log = resume_past_a_damaged_step_4(
+      *this, {"train.save_every=2", "train.keep_last=5"}, cut_config, "step-4.damaged");
+  EXPECT_MENTIONS(log, "train_config.yaml: not valid YAML");
+}
+
 // A trainer_state.json whose "step" no save of that folder writes (below 0,
 // or another than its step-N name) marks a damaged checkpoint: resumed by
 // name under out.overwrite it is refused before anything is removed (at
