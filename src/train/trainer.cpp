@@ -971,20 +971,26 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // this left an earlier run's config.yaml and metrics as they were.
   if (lock) lock->commit();
   if (writer) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
-  if (writer && c.out.overwrite) {
-    if (fresh || r.resumed_from_elsewhere)
-      remove_earlier_checkpoints(r.out_dir);
-    else
-      remove_later_checkpoints(r.out_dir, r.state.step);
-  }
 
   const double params = static_cast<double>(r.model->config().num_parameters());
   StopSignals signals;
   ProgressBar bar(r.state.step, c.train.steps);
+  // The earlier run's checkpoints (out.overwrite) and metrics.jsonl lines
+  // give way once this run's first step has trained: a run stopped before
+  // (Ctrl-C in the evaluation before training) or failing in its first
+  // step removed them for nothing.
   std::optional<MetricsWriter> metrics;
-  if (writer)
+  const auto take_over_records = [&] {
+    if (!writer) return;
+    if (c.out.overwrite) {
+      if (fresh || r.resumed_from_elsewhere)
+        remove_earlier_checkpoints(r.out_dir);
+      else
+        remove_later_checkpoints(r.out_dir, r.state.step);
+    }
     metrics.emplace(r.out_dir / "metrics.jsonl", !r.resume_dir.empty() && !r.resumed_from_elsewhere,
                     r.state.step, [&bar](const std::string& warning) { bar.message(warning); });
+  };
   evaluate_before_training(r, bar);
   TrainRunResult result;
   result.setup_host_peak_bytes = setup_host_peak;
@@ -1008,6 +1014,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     step_options.clip_with_previous_norm = c.train.clip_with_previous_norm;
     step_options.previous_grad_norm = r.state.previous_grad_norm;
     const exec::StepStats stats = r.executor->step(micro, step_options);
+    if (r.state.step == first_step) take_over_records();
     // A skipped step leaves no norm to clip the next one with.
     r.state.previous_grad_norm =
         stats.skipped ? std::numeric_limits<double>::quiet_NaN() : stats.grad_norm;

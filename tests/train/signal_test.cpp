@@ -261,5 +261,40 @@ TEST_F(StopRequest, OneDuringASaveExitsAfterThatSave) {
   EXPECT_MENTIONS(output, "stop requested: exiting after this save");
 }
 
+// out.overwrite and a stop before the first step (here in the demo's
+// evaluation before training): the earlier run's checkpoints and
+// metrics.jsonl stay, since this run trained nothing to replace them (they
+// were removed as the run was set up).
+TEST(StopSignal, AStopBeforeTheFirstStepKeepsTheEarlierRunUnderOverwrite) {
+  TempDir tmp("stop_overwrite");
+  const fs::path out = tmp / "run";
+  std::string output;
+  ASSERT_EQ(run_program({"train", "--no-sample", "--set", "train.steps=2", "--set",
+                         "out.dir=" + out.string()},
+                        tmp / "first.log", &output, 300),
+            0)
+      << output;
+  // The run is set up (past the setup's own stop, which ends it by the
+  // signal) once it has written its config.yaml over the first run's; the
+  // evaluation of 200 problems follows for a second or more.
+  const auto first_config = fs::last_write_time(out / "config.yaml");
+  Child child({"train", "--no-sample", "--set", "train.steps=2", "--set", "out.overwrite=true",
+               "--set", "out.dir=" + out.string()},
+              tmp / "second.log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (fs::last_write_time(out / "config.yaml") == first_config && child.running() &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  child.signal(SIGINT);
+  const int status = child.wait(120);
+  output = child.output();
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+  EXPECT_MENTIONS(output, "stop requested before the first step: nothing trained, nothing saved");
+  EXPECT_TRUE(fs::exists(out / "step-2" / "trainer_state.json")) << output;
+  EXPECT_EQ(read_metrics(out).size(), 2u) << output;
+}
+
 }  // namespace
 }  // namespace lt::train::testing
