@@ -264,7 +264,11 @@ void parse_decoder(const Fields& f, const json& root, const std::string& file, M
   c.num_key_value_heads = f.positive_int("num_key_value_heads", kv_default);
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     f.refuse("num_key_value_heads", c.num_attention_heads,
-             " attention heads are not a multiple of ", c.num_key_value_heads, " key/value heads");
+             " attention heads are not a multiple of ", c.num_key_value_heads, " key/value heads",
+             root.contains("num_key_value_heads")
+                 ? std::string()
+                 : std::string(" (the key is absent, so ") + c.model_type() +
+                       "'s default as transformers reads it; set it in config.json)");
   }
   int64_t head_dim_default = c.hidden_size / c.num_attention_heads;
   if (c.family == ModelFamily::Qwen3 && !root.contains("head_dim")) head_dim_default = 128;

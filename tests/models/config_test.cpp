@@ -212,6 +212,22 @@ TEST(ModelConfig, FamilyDefaultsForAbsentKeysFollowTransformers) {
   EXPECT_EQ(c.rope_theta, 10000.0);
   EXPECT_EQ(c.rope_scaling.type, RopeType::Default);
   EXPECT_EQ(c.norm_eps, 1e-6);
+
+  // An absent key whose default does not divide the heads says it was
+  // absent (the message named a 32 the file does not hold).
+  auto q2 = fixture_json("qwen3-0.6b.v4.json");
+  q2.erase("num_key_value_heads");
+  q2["num_attention_heads"] = 4;
+  try {
+    ModelConfig::from_json_text(q2.dump(), "q");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("4 attention heads are not a multiple of 32 key/value "
+                                         "heads (the key is absent, so qwen3's default as "
+                                         "transformers reads it; set it in config.json)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ModelConfig, OptionsThatChangeTheModel) {
