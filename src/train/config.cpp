@@ -649,6 +649,10 @@ void TrainConfig::validate() const {
            "leave it unset for this machine's cached profile)");
   LT_CHECK(!exec.schedule.empty(),
            "config key 'exec.schedule' must be all_gpu, every_k, auto or a schedule JSON path");
+  if (exec.schedule != "all_gpu" && exec.schedule != "every_k" && exec.schedule != "auto")
+    if (const std::string why = why_not_a_file(exec.schedule); !why.empty())
+      fail("config key 'exec.schedule': ", why,
+           " (all_gpu, every_k, auto, or a schedule JSON path)");
   LT_CHECK(exec.keep_every >= 1, "config key 'exec.keep_every' must be at least 1, got ",
            exec.keep_every);
   LT_CHECK(exec.micro_batch >= 0, "config key 'exec.micro_batch' must be >= 0 (0 = whole), got ",

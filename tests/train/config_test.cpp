@@ -47,6 +47,11 @@ TEST_F(ConfigErrors, ADataPathThatIsAFolderIsCalledAFolder) {
       "config key 'data.eval_path': '" + (tmp_ / "rows").string() + "' is a folder, not a file");
   EXPECT_MENTIONS(error_of(yaml(), {"data.path=" + (tmp_ / "gone.jsonl").string()}),
                   "config key 'data.path': no file '" + (tmp_ / "gone.jsonl").string() + "'");
+  // A schedule file likewise, named with the key (it said only "cannot
+  // open the file", once the model had loaded).
+  EXPECT_MENTIONS(error_of(yaml(), {"exec.schedule=" + (tmp_ / "gone.json").string()}),
+                  "config key 'exec.schedule': no file '" + (tmp_ / "gone.json").string() +
+                      "' (all_gpu, every_k, auto, or a schedule JSON path)");
 }
 
 TEST_F(ConfigErrors, UnknownSection) {
