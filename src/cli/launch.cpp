@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -49,8 +50,15 @@ constexpr int kMaxChildren = 4096;
 
 // Stop signals received and not forwarded yet. The handler only counts
 // them (async-signal-safe); run_all's loop forwards them within one poll.
-std::atomic<int> pending_sigint{0}, pending_sigterm{0};
+// SIGHUP (the terminal closed: it comes twice, from the shell and the
+// kernel) goes to the ranks once, as SIGTERM: a rank takes a second
+// SIGTERM as "exit now, unsaved".
+std::atomic<int> pending_sigint{0}, pending_sigterm{0}, pending_sighup{0};
 extern "C" void count_stop_signal(int sig) {
+  if (sig == SIGHUP) {
+    pending_sighup.store(1);
+    return;
+  }
   (sig == SIGINT ? pending_sigint : pending_sigterm).fetch_add(1);
 }
 
@@ -149,7 +157,8 @@ int exit_code(int status) {
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }
 
-// Starts every process with SIGINT and SIGTERM forwarded to them and waits
+// Starts every process with SIGINT and SIGTERM (and SIGHUP, once, as
+// SIGTERM) forwarded to them and waits
 // for all; the first failure's exit code (128 + signal), else 0.
 int run_all(const std::vector<Process>& processes) {
   LT_CHECK(processes.size() <= kMaxChildren, "lazytrain launch: at most ", kMaxChildren,
@@ -158,12 +167,21 @@ int run_all(const std::vector<Process>& processes) {
   std::vector<bool> running;
   pending_sigint.store(0);
   pending_sigterm.store(0);
+  pending_sighup.store(0);
+  bool hup_forwarded = false;
   auto old_int = std::signal(SIGINT, count_stop_signal);
   auto old_term = std::signal(SIGTERM, count_stop_signal);
+  // nohup's ignored SIGHUP stays ignored.
+  auto old_hup = std::signal(SIGHUP, count_stop_signal);
+  if (old_hup == SIG_IGN) std::signal(SIGHUP, SIG_IGN);
   for (const Process& p : processes) {
     pids.push_back(start(p, pids.empty() ? 0 : pids.front()));
     running.push_back(true);
   }
+  // The launcher outlives its output, as a run does (`| tee` stopped by the
+  // same Ctrl-C): it must stay to wait for the ranks' saves. (After the
+  // starts: an ignored signal would stay ignored in what they exec.)
+  auto old_pipe = std::signal(SIGPIPE, SIG_IGN);
   int first_failure = 0;
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   size_t left = pids.size();
@@ -173,6 +191,10 @@ int run_all(const std::vector<Process>& processes) {
       forward_stop_signal(SIGINT, processes, pids, running);
     for (int n = pending_sigterm.exchange(0); n > 0; --n)
       forward_stop_signal(SIGTERM, processes, pids, running);
+    if (pending_sighup.exchange(0) != 0 && !hup_forwarded) {
+      hup_forwarded = true;
+      forward_stop_signal(SIGTERM, processes, pids, running);
+    }
     int status = 0;
     const pid_t done = ::waitpid(-1, &status, WNOHANG);
     if (done <= 0) {
@@ -191,8 +213,12 @@ int run_all(const std::vector<Process>& processes) {
     if (exit_code(status) == 0 || first_failure != 0) continue;
     first_failure = exit_code(status);
     if (left == 0) break;
-    fmt::print(stderr, "lazytrain launch: {} {}; stopping the other {}\n", processes[i].name,
-               describe(status), left == 1 ? "process" : fmt::format("{} processes", left));
+    // fputs: a closed stderr must not end the launcher (fmt::print throws).
+    std::fputs(
+        fmt::format("lazytrain launch: {} {}; stopping the other {}\n", processes[i].name,
+                    describe(status), left == 1 ? "process" : fmt::format("{} processes", left))
+            .c_str(),
+        stderr);
     for (size_t j = 0; j < pids.size(); ++j)
       if (running[j]) ::kill(pids[j], SIGTERM);
     kill_at = std::chrono::steady_clock::now() +
@@ -201,6 +227,8 @@ int run_all(const std::vector<Process>& processes) {
   }
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
+  std::signal(SIGHUP, old_hup);
+  std::signal(SIGPIPE, old_pipe);
   return first_failure;
 }
 

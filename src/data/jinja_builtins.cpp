@@ -393,7 +393,8 @@ Value call_global(std::string_view name, const Arguments& args) {
       fail("range: ", static_cast<double>(items), " items, more than the ", kMaxRange,
            " a template may make (as in jinja2's sandbox)");
     Value out = Value::array();
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(i);
+    // Counted, not stepped: start + step can leave int64 near its ends.
+    for (__int128 k = 0; k < items; ++k) out.push_back(static_cast<int64_t>(start + k * wide_step));
     return out;
   }
   fail("unknown function '", name, "'");

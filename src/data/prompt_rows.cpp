@@ -169,7 +169,9 @@ PromptSet load_prompts(const fs::path& file, const Tokenizer* tokenizer, const P
     set.format = format;
     if (format == "tokens") return;
     LT_CHECK(tokenizer != nullptr, file.string(), ": the ", format, " format needs a tokenizer");
-    renderer.emplace(*tokenizer, o.tokenizer_path, o.template_name);
+    // Text prompts take no chat layout: the tokenizer's own is not read
+    // (one it cannot use, a list without a default, would refuse them).
+    renderer.emplace(*tokenizer, o.tokenizer_path, format == "text" ? "plain" : o.template_name);
     if (format == "text") return;
     set.template_name = renderer->template_name();
     set.turn_end = renderer->turn_end();

@@ -506,6 +506,10 @@ fs::path resolve_checkpoint(const std::string& resume, const fs::path& out_dir,
              : "",
          "; give a checkpoint folder (out.dir/step-N) or 'latest'");
   }
+  // "out/step-2/" (a shell's completion) is the folder step-2: its name
+  // and its parent are read from here on.
+  dir = dir.lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();
   LT_CHECK(fs::exists(dir / kStateFile), "--resume: '", dir.string(),
            "' is not a checkpoint folder (no ", kStateFile, ")");
   const std::string problem = inspect(dir).problem;

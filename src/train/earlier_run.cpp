@@ -129,9 +129,16 @@ void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir) {
 }
 
 bool resumed_from_another_folder(const fs::path& out_dir, const fs::path& resumed) {
-  std::error_code ec;
-  const bool same = fs::equivalent(resumed.parent_path(), out_dir, ec);
-  return !same;  // out_dir missing (ec): nothing there to mistake for this run's
+  fs::path parent = resumed.lexically_normal();
+  if (parent.filename().empty()) parent = parent.parent_path();  // "step-2/"
+  parent = parent.parent_path();
+  if (parent.empty()) parent = ".";  // "step-4" with out.dir the current directory
+  std::error_code here_error, there_error;
+  const fs::path here = fs::weakly_canonical(parent, here_error);
+  const fs::path there = fs::weakly_canonical(out_dir, there_error);
+  // Not told apart: taken as out.dir's own, as before this check.
+  if (here_error || there_error) return false;
+  return here != there;
 }
 
 void refuse_resume_into_another_runs_out_dir(const fs::path& out_dir, const fs::path& resumed) {
@@ -141,8 +148,9 @@ void refuse_resume_into_another_runs_out_dir(const fs::path& out_dir, const fs::
   fail(fmt::format(
       "--resume {} is a checkpoint of another folder, and out.dir '{}' holds {}: this run would "
       "prune them by train.keep_last and log its steps after theirs in metrics.jsonl, as if one "
-      "run. Set another out.dir (an empty one) for this run; or, to replace what is there, set "
-      "out.overwrite: true (--set out.overwrite=true)",
+      "run. If they are this run's own, from an earlier resume of that checkpoint, continue with "
+      "--resume latest; else set another out.dir (an empty one) for this run, or, to replace what "
+      "is there, set out.overwrite: true (--set out.overwrite=true)",
       resumed.string(), out_dir.string(),
       checkpoints.empty()
           ? fmt::format("an earlier run's metrics.jsonl ({} steps)", steps)

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,8 @@
 #include "io/atomic_file.h"
 #include "train/generate.h"
 #include "train/progress.h"
+
+extern char** environ;
 
 namespace lt::train {
 
@@ -341,25 +344,21 @@ namespace {
 // Runs gnuplot on `script` in `dir`, without a shell: the script names its
 // files relative to `dir`, so no path is read as gnuplot or shell syntax
 // (an out.dir holding `$(...)` ran it as a command when the script went
-// through std::system; one holding a quote drew nothing). Whether it
-// succeeded.
+// through std::system; one holding a quote drew nothing). posix_spawn, not
+// fork: a fork of a trainer holding tens of GB copies its page tables, and
+// can fail under strict overcommit. Whether it succeeded.
 bool run_gnuplot(const fs::path& gnuplot, const fs::path& dir, const std::string& script) {
-  // Built before the fork: the child makes only async-signal-safe calls.
-  std::string program = gnuplot.string(), flag = "-e", text = script;
+  std::string program = fs::absolute(gnuplot).string(), flag = "-e", text = script;
   char* argv[] = {program.data(), flag.data(), text.data(), nullptr};
-  const std::string where = dir.string();
-  const pid_t pid = ::fork();
-  if (pid < 0) return false;
-  if (pid == 0) {
-    const int null = ::open("/dev/null", O_RDWR);
-    if (null >= 0) {
-      ::dup2(null, STDIN_FILENO);
-      ::dup2(null, STDOUT_FILENO);
-      ::dup2(null, STDERR_FILENO);
-    }
-    if (::chdir(where.c_str()) == 0) ::execv(argv[0], argv);
-    ::_exit(127);
-  }
+  posix_spawn_file_actions_t actions;
+  if (posix_spawn_file_actions_init(&actions) != 0) return false;
+  bool ready = posix_spawn_file_actions_addchdir_np(&actions, dir.c_str()) == 0;
+  for (const int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO})
+    ready = ready && posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", O_RDWR, 0) == 0;
+  pid_t pid = -1;
+  const bool started = ready && posix_spawn(&pid, argv[0], &actions, nullptr, argv, environ) == 0;
+  posix_spawn_file_actions_destroy(&actions);
+  if (!started) return false;
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return false;

@@ -68,9 +68,15 @@ namespace {
 // exit; a second one ends the process at once, by that signal, unsaved (the
 // last checkpoint stays: saves are atomic). Only async-signal-safe calls
 // here.
+// A closed terminal sends SIGHUP twice (the shell resends it to its jobs,
+// and the kernel to the foreground group as the shell exits): a SIGHUP
+// never counts as the second request, which would end the run unsaved.
 std::atomic<int> stop_signal{0};
 extern "C" void on_stop_signal(int sig) {
-  if (stop_signal.exchange(sig) != 0) {
+  if (sig == SIGHUP) {
+    int none = 0;
+    if (!stop_signal.compare_exchange_strong(none, sig)) return;
+  } else if (stop_signal.exchange(sig) != 0) {
     static const char leaving[] =
         "\nsecond stop request: exiting now, unsaved (the last checkpoint stays)\n";
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, leaving, sizeof(leaving) - 1);
@@ -841,17 +847,21 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
 // A run shorter than train.max_bad_steps whose every step was skipped
 // (non-finite) updated nothing: it fails at its last step, naming NaN or
 // inf weights when they are the cause, rather than exit 0 and save the
-// weights it started from as if trained.
+// weights it started from as if trained. Not when a skipped step had
+// updated stages during its backward (train.clip_with_previous_norm).
 void stop_if_nothing_updated(Run& r, const exec::StepStats& stats, int64_t first_step,
-                             ProgressBar& bar) {
+                             bool stages_updated, ProgressBar& bar) {
   const int64_t run_steps = r.state.step + 1 - first_step;
-  if (!stats.skipped || r.state.step + 1 != r.config.train.steps ||
+  if (!stats.skipped || stages_updated || r.state.step + 1 != r.config.train.steps ||
       r.state.consecutive_bad_steps < run_steps)
     return;
   bar.finish();
   const std::string weights = non_finite_weights(r);
   fail("stopping: every one of this run's ", run_steps, " step", run_steps == 1 ? "" : "s",
-       " had a non-finite loss or gradient, so nothing was updated or saved",
+       " had a non-finite loss or gradient, so no update was applied",
+       r.last_saved.empty() ? std::string(" and nothing is saved")
+                            : "; " + r.last_saved.string() +
+                                  ", saved meanwhile, holds the weights the run started from",
        weights.empty() ? "; lower optim.lr or check the data" : weights);
 }
 
@@ -999,6 +1009,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   bool cpu_rate_kept = false;
 
   const int64_t first_step = r.state.step;
+  bool stages_updated = false;  // by a skipped step's backward (stop_if_nothing_updated)
   while (r.state.step < c.train.steps) {
     if (r.state.step == first_step && stop_requested(r, signals)) {
       bar.message("stop requested before the first step: nothing trained, nothing saved");
@@ -1037,7 +1048,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     if (stats.target_count > 0) result.final_loss = stats.loss;
     count_bad_steps(r, stats, bar);
     note_step_without_targets(r, stats, bar);
-    stop_if_nothing_updated(r, stats, first_step, bar);
+    stages_updated = stages_updated || stats.stages_updated_before_skip > 0;
+    stop_if_nothing_updated(r, stats, first_step, stages_updated, bar);
     ++r.state.step;
     bar.update(r.state.step - 1,
                stats.target_count > 0 ? std::optional<double>(stats.loss) : std::nullopt,

@@ -246,6 +246,14 @@ TEST_F(TemplateFolder, ListOfNamedTemplatesWithoutDefaultIsRefused) {
   ASSERT_EQ(choice.kind, TemplateKind::kJinja);
   const std::vector<ChatMessage> messages{{Role::kUser, "x"}};
   EXPECT_EQ(choice.jinja->render_text(messages, false), "J1");
+  // Text prompts take no chat layout, so such a list does not refuse them.
+  fs::remove(dir_ / "chat_template.jinja");
+  std::ofstream(dir_ / "prompts.txt") << "first prompt\n\nsecond prompt\n";
+  PromptOptions options;
+  options.tokenizer_path = dir_;
+  EXPECT_EQ(load_prompts(dir_ / "prompts.txt", &testing::reference_tokenizer("gpt2"), options)
+                .rows.size(),
+            2u);
 }
 
 TEST_F(JinjaTemplates, PromptsEndWhereTheAnswerStarts) {

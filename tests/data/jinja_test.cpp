@@ -74,6 +74,14 @@ TEST(Jinja, RangesAreBoundedAsInJinja2sSandbox) {
             "jinja2's sandbox)");
   EXPECT_NE(error_of("{{ range(0, 300001, 3)|length }}"), "");
   EXPECT_NE(error_of("{{ range(-9223372036854775807, 9223372036854775807)|length }}"), "");
+  // Two items near the top of int64: stepping past the stop overflowed
+  // and the loop ran on (Python: [9223372036854775800, 9223372036854775805]).
+  EXPECT_EQ(Template("{{ range(9223372036854775800, 9223372036854775807, 5)|join(',') }}", "t")
+                .render({}),
+            "9223372036854775800,9223372036854775805");
+  EXPECT_EQ(Template("{{ range(-9223372036854775800, -9223372036854775807, -5)|join(',') }}", "t")
+                .render({}),
+            "-9223372036854775800,-9223372036854775805");
 }
 
 TEST(Jinja, GenerationBlocksRenderTheirBody) {

@@ -224,6 +224,12 @@ TEST(DataParallel, SigintOnTheLauncherStopsEveryRankAfterOneSave) {
   expect_one_save_and_exit_zero(SIGINT);
 }
 
+// A closed terminal's SIGHUP reached the launcher alone, which died by it
+// while the ranks trained on to the end; it goes to them as one SIGTERM.
+TEST(DataParallel, SighupOnTheLauncherStopsEveryRankAfterOneSave) {
+  expect_one_save_and_exit_zero(SIGHUP);
+}
+
 // A rank that dies (SIGKILL: no chance to say anything) ends the run on
 // every rank, non-zero, with a line naming it, in seconds.
 TEST(DataParallel, KillingOneRankEndsTheOthersNamingIt) {

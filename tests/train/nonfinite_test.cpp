@@ -120,12 +120,24 @@ TEST(NonFinite, NanInTheStartingWeightsIsNamedWhenTheRunStops) {
   } catch (const Error& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("every one of this run's 2 steps had a non-finite loss or gradient, so "
-                        "nothing was updated or saved"),
+                        "no update was applied and nothing is saved"),
               std::string::npos)
         << what;
     EXPECT_NE(what.find("model.layers.1.mlp.up_proj.weight (1 value)"), std::string::npos) << what;
   }
   EXPECT_FALSE(fs::exists(tmp / "short" / "step-2"));
+  // With a save on the way, the message says what that save holds.
+  try {
+    train_quietly(fixture_config(model_dir, tmp / "data.jsonl", tmp / "saving",
+                                 {"train.steps=4", "train.save_every=2"}));
+    ADD_FAILURE() << "the run did not fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "so no update was applied; " + (tmp / "saving" / "step-2").string() +
+                  ", saved meanwhile, holds the weights the run started from"),
+              std::string::npos)
+        << e.what();
+  }
   // eval reads the folder to use it: it says so before its NaN loss.
   const lt::testing::CliResult eval =
       lt::testing::run_lazytrain("eval --model " + model_dir.string() + " --data " +

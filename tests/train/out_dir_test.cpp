@@ -300,6 +300,20 @@ TEST_F(OutDir, AResumeFromAnotherFolderDoesNotTakeOverAnotherRunsOutDir) {
   EXPECT_TRUE(fs::exists(fresh / "step-3" / "trainer_state.json"));
 }
 
+// A checkpoint of out.dir named with a trailing slash (a shell's
+// completion) or a "./" is out.dir's own: the resume was taken for one from
+// another folder and refused (and under out.overwrite it removed the very
+// checkpoint it resumed from).
+TEST_F(OutDir, ACheckpointNamedWithATrailingSlashIsOutDirsOwn) {
+  run({"train.steps=2", "train.save_every=1", "train.keep_last=5"});
+  const std::string named = (out() / "." / "step-2").string() + "/";
+  const TrainRunResult r = train_quietly(config({"train.steps=3", "train.keep_last=5"}), named);
+  EXPECT_EQ(r.steps_done, 3);
+  EXPECT_TRUE(fs::exists(out() / "step-1" / "trainer_state.json"));
+  EXPECT_TRUE(fs::exists(out() / "step-2" / "trainer_state.json"));
+  EXPECT_EQ(read_metrics(out()).size(), 3u);
+}
+
 // A second run on a locked out.dir is refused, naming the holder's PID; the
 // lock goes with its holder.
 TEST_F(OutDir, ASecondRunOnTheSameFolderIsRefused) {

@@ -21,7 +21,8 @@ namespace {
 // `through_pipe`: the run's stdout and stderr go to a pipe whose reader
 // leaves before the signal, as tee does in `lazytrain train ... | tee log`
 // when the terminal's Ctrl-C reaches both.
-void stop_mid_run(int sig, bool through_pipe = false) {
+// `twice`: the signal comes again 5 ms later (a closed terminal's SIGHUPs).
+void stop_mid_run(int sig, bool through_pipe = false, bool twice = false) {
   TempDir tmp(std::string("signal") + std::to_string(sig) + (through_pipe ? "pipe" : ""));
   write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
   const fs::path out = tmp / "out";
@@ -66,6 +67,10 @@ void stop_mid_run(int sig, bool through_pipe = false) {
     ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 3)) << child.output();
   }
   child.signal(sig);
+  if (twice) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    child.signal(sig);
+  }
   const int status = child.wait(30);
   if (!through_pipe) output = child.output();
   ASSERT_TRUE(WIFEXITED(status)) << "status " << status << "\n" << output;
@@ -123,6 +128,12 @@ TEST(StopSignal, SigtermFinishesTheStepSavesAndExitsZero) {
 // A closed ssh session or terminal: SIGHUP stops the run as SIGTERM does.
 TEST(StopSignal, SighupFinishesTheStepSavesAndExitsZero) {
   stop_mid_run(SIGHUP);
+}
+// The shell resends SIGHUP to its jobs and the kernel sends another as the
+// shell exits: the second is not a second stop request (which ends the run
+// unsaved, as a second Ctrl-C does).
+TEST(StopSignal, ASecondSighupIsNotASecondStopRequest) {
+  stop_mid_run(SIGHUP, false, /*twice=*/true);
 }
 // Writes to the pipe after tee left raised SIGPIPE, which killed the run
 // (status 141 in a shell) before it saved.
@@ -210,17 +221,20 @@ TEST_F(StopRequest, OneAbandonsTheEvaluationInFlightAndSavesTheStep) {
 
 // A second signal ends the process by that signal, without finishing the
 // step in flight or saving. The model is large enough that a step takes
-// about a second on the CPU, so that both signals land in step 2.
+// a few hundred milliseconds on the CPU, so that both signals land in step 2.
 TEST_F(StopRequest, ASecondSignalExitsAtOnceUnsaved) {
   const fs::path out = tmp_ / "twice";
   Child child(
       args(out, {"model.path=" + slow_model().string(), "train.batch_size=16", "train.seq_len=64"}),
       tmp_ / "twice.log");
   ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 1, 120)) << child.output();
-  // Apart, so that the first is handled before the second arrives
-  // (signals of one kind pending together are delivered once).
+  // The second once the first is handled (signals of one kind pending
+  // together are delivered once): its handler has said so.
   child.signal(SIGINT);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (child.output().find("stop requested: the run saves") == std::string::npos &&
+         child.running() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   child.signal(SIGINT);
   const int status = child.wait(30);
   ASSERT_TRUE(WIFSIGNALED(status)) << child.output();
