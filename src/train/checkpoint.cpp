@@ -103,6 +103,14 @@ Inspection inspect(const fs::path& dir) {
   try {
     std::ifstream in(dir / kStateFile);
     const auto j = nlohmann::json::parse(in);
+    // 5.5 read as 5, and 1e30 as INT64_MIN: a step is a whole number.
+    if (j.is_object() && j.contains("step") &&
+        (!j.at("step").is_number_integer() ||
+         (j.at("step").is_number_unsigned() &&
+          j.at("step").get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))))
+      return {fmt::format("{}: \"step\" is {}, not a whole number of steps", kStateFile,
+                          j.at("step").dump()),
+              0};
     const int64_t step = parse_state(j).step;
     // A step no save writes: resuming at it would cut metrics.jsonl and,
     // under out.overwrite, remove the checkpoints "after" it.

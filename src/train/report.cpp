@@ -189,8 +189,10 @@ std::string run_plan_line(const RunPlan& p) {
 }
 
 std::string where_to_look(const fs::path& out_dir, const fs::path& last_checkpoint, bool traced) {
-  std::string text = fmt::format("outputs: {} (metrics.jsonl, config.yaml, loss.png{})\n",
-                                 out_dir.string(), traced ? ", trace.json" : "");
+  // loss.png when drawn (gnuplot installed, a loss to draw).
+  std::string text = fmt::format("outputs: {} (metrics.jsonl, config.yaml{}{})\n", out_dir.string(),
+                                 fs::exists(out_dir / "loss.png") ? ", loss.png" : "",
+                                 traced ? ", trace.json" : "");
   text +=
       fmt::format("  watch:       tensorboard --logdir {}\n", tensorboard_dir(out_dir).string());
   text += last_checkpoint.empty()
@@ -391,6 +393,8 @@ bool plot_loss_curve(const fs::path& metrics, const fs::path& png) {
   // had no trained token): gnuplot would leave an empty, broken loss.png.
   std::error_code ec;
   bool ok = false;
+  // No loss to draw: an earlier run's loss.png would stand for this run's.
+  if (points == 0) fs::remove(png, ec);
   if (points > 0) {
     const std::string script = fmt::format(
         "set terminal png size 800,500; set output '{}'; set xlabel 'step'; set ylabel 'loss'; "

@@ -407,7 +407,9 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   if (options.resuming || !options.resume.empty()) {
     std::vector<std::string> skipped;
     r.resume_dir = resolve_checkpoint(options.resume, r.out_dir, &skipped);
-    if (options.resume != "latest" && r.resume_dir != fs::path(options.resume))
+    fs::path named = fs::path(options.resume).lexically_normal();
+    if (named.filename().empty()) named = named.parent_path();  // as resolve_checkpoint reads it
+    if (options.resume != "latest" && r.resume_dir != named)
       log.message("--resume " + options.resume + ": not in the current directory; resuming from " +
                   r.resume_dir.string() + " in out.dir");
     for (const std::string& folder : skipped)
@@ -858,10 +860,8 @@ void stop_if_nothing_updated(Run& r, const exec::StepStats& stats, int64_t first
   bar.finish();
   const std::string weights = non_finite_weights(r);
   fail("stopping: every one of this run's ", run_steps, " step", run_steps == 1 ? "" : "s",
-       " had a non-finite loss or gradient, so no update was applied",
-       r.last_saved.empty() ? std::string(" and nothing is saved")
-                            : "; " + r.last_saved.string() +
-                                  ", saved meanwhile, holds the weights the run started from",
+       " had a non-finite loss or gradient, so no update was applied and nothing is saved "
+       "(out.dir keeps what it held)",
        weights.empty() ? "; lower optim.lr or check the data" : weights);
 }
 
@@ -980,26 +980,33 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // Set up: from here on the run writes out.dir. A run that failed before
   // this left an earlier run's config.yaml and metrics as they were.
   if (lock) lock->commit();
-  if (writer) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
+  // Note [Taking over out.dir]: what an earlier run left in out.dir (its
+  // config.yaml, its checkpoints under out.overwrite, its metrics.jsonl
+  // lines) gives way once this run has applied an update: a run stopped
+  // before its first step (Ctrl-C in the evaluation before training), or
+  // whose every step so far was non-finite (NaN weights) and that then
+  // fails, removed or replaced them for nothing. Until then the lines of
+  // its skipped steps wait, and no checkpoint is saved (it would hold the
+  // weights the run started from).
+  const bool earlier_config = fs::exists(r.out_dir / "config.yaml");
+  if (writer && !earlier_config) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
 
   const double params = static_cast<double>(r.model->config().num_parameters());
   StopSignals signals;
   ProgressBar bar(r.state.step, c.train.steps);
-  // The earlier run's checkpoints (out.overwrite) and metrics.jsonl lines
-  // give way once this run's first step has trained: a run stopped before
-  // (Ctrl-C in the evaluation before training) or failing in its first
-  // step removed them for nothing.
+  const int64_t first_step = r.state.step;
   std::optional<MetricsWriter> metrics;
   const auto take_over_records = [&] {
     if (!writer) return;
+    if (earlier_config) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
     if (c.out.overwrite) {
       if (fresh || r.resumed_from_elsewhere)
         remove_earlier_checkpoints(r.out_dir);
       else
-        remove_later_checkpoints(r.out_dir, r.state.step);
+        remove_later_checkpoints(r.out_dir, first_step);
     }
     metrics.emplace(r.out_dir / "metrics.jsonl", !r.resume_dir.empty() && !r.resumed_from_elsewhere,
-                    r.state.step, [&bar](const std::string& warning) { bar.message(warning); });
+                    first_step, [&bar](const std::string& warning) { bar.message(warning); });
   };
   evaluate_before_training(r, bar);
   TrainRunResult result;
@@ -1008,8 +1015,9 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   summary.set_prediction_for_a_gpu(!r.plan.device.is_cuda());
   bool cpu_rate_kept = false;
 
-  const int64_t first_step = r.state.step;
   bool stages_updated = false;  // by a skipped step's backward (stop_if_nothing_updated)
+  bool applied_any = false;     // an update of this run (Note [Taking over out.dir])
+  std::vector<nlohmann::json> waiting_lines;
   while (r.state.step < c.train.steps) {
     if (r.state.step == first_step && stop_requested(r, signals)) {
       bar.message("stop requested before the first step: nothing trained, nothing saved");
@@ -1025,7 +1033,10 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     step_options.clip_with_previous_norm = c.train.clip_with_previous_norm;
     step_options.previous_grad_norm = r.state.previous_grad_norm;
     const exec::StepStats stats = r.executor->step(micro, step_options);
-    if (r.state.step == first_step) take_over_records();
+    if (!applied_any && (!stats.skipped || stats.stages_updated_before_skip > 0)) {
+      applied_any = true;
+      take_over_records();
+    }
     // A skipped step leaves no norm to clip the next one with.
     r.state.previous_grad_norm =
         stats.skipped ? std::numeric_limits<double>::quiet_NaN() : stats.grad_norm;
@@ -1044,7 +1055,13 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     maybe_evaluate(r, line, bar);
     summary.add(line);
     if (!cpu_rate_kept) cpu_rate_kept = keep_run_cpu_update_rate(r, summary, false, bar);
-    if (metrics) write_metrics(r, *metrics, line);
+    if (metrics) {
+      for (const nlohmann::json& waiting : waiting_lines) write_metrics(r, *metrics, waiting);
+      waiting_lines.clear();
+      write_metrics(r, *metrics, line);
+    } else if (writer) {
+      waiting_lines.push_back(line);
+    }
     if (stats.target_count > 0) result.final_loss = stats.loss;
     count_bad_steps(r, stats, bar);
     note_step_without_targets(r, stats, bar);
@@ -1062,11 +1079,18 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     if (r.state.step == first_step + 2 || at_end) log_compile(*r.model, *r.optimizer, bar);
     if (stop_requested(r, signals) && !at_end) {  // on the last step, finish normally
       bar.finish();
-      bar.message("stop requested: saving and exiting");
-      save_in_out_dir(r, bar);
+      if (applied_any) {
+        bar.message("stop requested: saving and exiting");
+        save_in_out_dir(r, bar);
+      } else {
+        bar.message(
+            "stop requested: no update was applied in this run (every step non-finite), so "
+            "nothing is saved and out.dir keeps what it held");
+      }
       result.interrupted = true;
       break;
     }
+    if (!applied_any) continue;  // Note [Taking over out.dir]: nothing of this run to save
     if (at_end || (c.train.save_every > 0 && r.state.step % c.train.save_every == 0)) {
       save_in_out_dir(r, bar);
       // A stop asked for during this save: it is the stop's save (another

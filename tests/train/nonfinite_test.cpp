@@ -126,18 +126,23 @@ TEST(NonFinite, NanInTheStartingWeightsIsNamedWhenTheRunStops) {
     EXPECT_NE(what.find("model.layers.1.mlp.up_proj.weight (1 value)"), std::string::npos) << what;
   }
   EXPECT_FALSE(fs::exists(tmp / "short" / "step-2"));
-  // With a save on the way, the message says what that save holds.
+  // Nor a save on the way (Note [Taking over out.dir]): it held the NaN
+  // weights the run started from. Nor, under out.overwrite, is an earlier
+  // run's checkpoint removed.
+  train_quietly(
+      fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "saving", {"train.steps=2"}));
   try {
     train_quietly(fixture_config(model_dir, tmp / "data.jsonl", tmp / "saving",
-                                 {"train.steps=4", "train.save_every=2"}));
+                                 {"train.steps=4", "train.save_every=2", "out.overwrite=true"}));
     ADD_FAILURE() << "the run did not fail";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(
-                  "so no update was applied; " + (tmp / "saving" / "step-2").string() +
-                  ", saved meanwhile, holds the weights the run started from"),
+    EXPECT_NE(std::string(e.what()).find("so no update was applied and nothing is saved"),
               std::string::npos)
         << e.what();
   }
+  EXPECT_TRUE(fs::exists(tmp / "saving" / "step-2" / "trainer_state.json"));
+  EXPECT_EQ(read_metrics(tmp / "saving").size(), 2u);
+  EXPECT_EQ(read_metrics(tmp / "saving").front().at("loss").is_number(), true);
   // eval reads the folder to use it: it says so before its NaN loss.
   const lt::testing::CliResult eval =
       lt::testing::run_lazytrain("eval --model " + model_dir.string() + " --data " +

@@ -264,6 +264,17 @@ TEST_F(OutDir, AStateWhoseStepNoSaveWritesIsADamagedCheckpoint) {
   EXPECT_MENTIONS(log, "trainer_state.json: \"step\" is 1000, where the folder's name says 2");
   EXPECT_MENTIONS(log, "resumed from " + (out_dir() / "step-6").string() + " at step 6");
   EXPECT_TRUE(fs::exists(out_dir() / "step-2" / "model.safetensors"));
+
+  // A step that is no whole number (read as 6, or as INT64_MIN, before).
+  for (const auto& [value, shown] :
+       {std::pair{nlohmann::json(6.5), "6.5"}, std::pair{nlohmann::json(1e30), "1e+30"}}) {
+    auto state = nlohmann::json::parse(read_text(out_dir() / "step-6" / "trainer_state.json"));
+    state["step"] = value;
+    write_text(out_dir() / "step-6" / "trainer_state.json", state.dump());
+    EXPECT_MENTIONS(
+        error_of(config({"train.steps=9"}), (out_dir() / "step-6").string()),
+        std::string("trainer_state.json: \"step\" is ") + shown + ", not a whole number of steps");
+  }
 }
 
 // A resume from a checkpoint of another folder into an out.dir holding
@@ -307,8 +318,13 @@ TEST_F(OutDir, AResumeFromAnotherFolderDoesNotTakeOverAnotherRunsOutDir) {
 TEST_F(OutDir, ACheckpointNamedWithATrailingSlashIsOutDirsOwn) {
   run({"train.steps=2", "train.save_every=1", "train.keep_last=5"});
   const std::string named = (out() / "." / "step-2").string() + "/";
+  ::testing::internal::CaptureStderr();
   const TrainRunResult r = train_quietly(config({"train.steps=3", "train.keep_last=5"}), named);
+  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(r.steps_done, 3);
+  // Nor does it say the name was looked up in out.dir: it was not.
+  EXPECT_EQ(log.find("not in the current directory"), std::string::npos) << log;
+  EXPECT_MENTIONS(log, "resumed from " + (out() / "step-2").string() + " at step 2");
   EXPECT_TRUE(fs::exists(out() / "step-1" / "trainer_state.json"));
   EXPECT_TRUE(fs::exists(out() / "step-2" / "trainer_state.json"));
   EXPECT_EQ(read_metrics(out()).size(), 3u);

@@ -276,9 +276,9 @@ TEST_F(StopRequest, OneDuringASaveExitsAfterThatSave) {
 }
 
 // out.overwrite and a stop before the first step (here in the demo's
-// evaluation before training): the earlier run's checkpoints and
-// metrics.jsonl stay, since this run trained nothing to replace them (they
-// were removed as the run was set up).
+// evaluation before training): the earlier run's checkpoints,
+// metrics.jsonl and config.yaml stay, since this run trained nothing to
+// replace them (they were removed, or rewritten, as the run was set up).
 TEST(StopSignal, AStopBeforeTheFirstStepKeepsTheEarlierRunUnderOverwrite) {
   TempDir tmp("stop_overwrite");
   const fs::path out = tmp / "run";
@@ -289,17 +289,17 @@ TEST(StopSignal, AStopBeforeTheFirstStepKeepsTheEarlierRunUnderOverwrite) {
             0)
       << output;
   // The run is set up (past the setup's own stop, which ends it by the
-  // signal) once it has written its config.yaml over the first run's; the
-  // evaluation of 200 problems follows for a second or more.
-  const auto first_config = fs::last_write_time(out / "config.yaml");
+  // signal) just after it prints its plan; the evaluation of 200 problems
+  // follows for a second or more.
+  const std::string first_config = read_text(out / "config.yaml");
   Child child({"train", "--no-sample", "--set", "train.steps=2", "--set", "out.overwrite=true",
-               "--set", "out.dir=" + out.string()},
+               "--set", "data.eval_max_new_tokens=9", "--set", "out.dir=" + out.string()},
               tmp / "second.log");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (fs::last_write_time(out / "config.yaml") == first_config && child.running() &&
+  while (child.output().find("\nplan: ") == std::string::npos && child.running() &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   child.signal(SIGINT);
   const int status = child.wait(120);
   output = child.output();
@@ -308,6 +308,9 @@ TEST(StopSignal, AStopBeforeTheFirstStepKeepsTheEarlierRunUnderOverwrite) {
   EXPECT_MENTIONS(output, "stop requested before the first step: nothing trained, nothing saved");
   EXPECT_TRUE(fs::exists(out / "step-2" / "trainer_state.json")) << output;
   EXPECT_EQ(read_metrics(out).size(), 2u) << output;
+  // Its config.yaml too: the stopped run's (eval_max_new_tokens 9) would
+  // describe a run the folder does not hold.
+  EXPECT_EQ(read_text(out / "config.yaml"), first_config);
 }
 
 }  // namespace

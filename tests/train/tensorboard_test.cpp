@@ -170,14 +170,26 @@ TEST(TrainPrints, ThePlanLineNamesExecutorMemoryAndPredictedTokensPerSecond) {
 }
 
 TEST(TrainPrints, TheEndSaysWhereToLook) {
-  EXPECT_EQ(where_to_look("runs/x", "runs/x/step-30", false),
-            "outputs: runs/x (metrics.jsonl, config.yaml, loss.png)\n"
-            "  watch:       tensorboard --logdir runs/x/tb\n"
-            "  checkpoints: runs/x/step-30 (the latest; a Hugging Face folder)\n");
-  EXPECT_NE(where_to_look("runs/x", "", false).find("checkpoints: none saved"), std::string::npos);
+  TempDir tmp("where_to_look");
+  const fs::path out = tmp / "x";
+  fs::create_directories(out);
+  write_text(out / "loss.png", "png");
+  EXPECT_EQ(where_to_look(out, out / "step-30", false),
+            "outputs: " + out.string() + " (metrics.jsonl, config.yaml, loss.png)\n" +
+                "  watch:       tensorboard --logdir " + (out / "tb").string() + "\n" +
+                "  checkpoints: " + (out / "step-30").string() +
+                " (the latest; a Hugging Face folder)\n");
+  EXPECT_NE(where_to_look(out, "", false).find("checkpoints: none saved"), std::string::npos);
   // The streaming executor writes out.dir/trace.json: named with the rest.
-  EXPECT_EQ(where_to_look("runs/x", "", true)
-                .rfind("outputs: runs/x (metrics.jsonl, config.yaml, loss.png, trace.json)\n", 0),
+  EXPECT_EQ(where_to_look(out, "", true)
+                .rfind("outputs: " + out.string() +
+                           " (metrics.jsonl, config.yaml, loss.png, trace.json)\n",
+                       0),
+            0u);
+  // No loss.png drawn (no gnuplot, or no loss to draw): not listed.
+  fs::remove(out / "loss.png");
+  EXPECT_EQ(where_to_look(out, "", false)
+                .rfind("outputs: " + out.string() + " (metrics.jsonl, config.yaml)\n", 0),
             0u);
 }
 
