@@ -1034,6 +1034,18 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     step_options.previous_grad_norm = r.state.previous_grad_norm;
     const exec::StepStats stats = r.executor->step(micro, step_options);
     if (!applied_any && (!stats.skipped || stats.stages_updated_before_skip > 0)) {
+      // A stop asked for by now, when taking over would replace another
+      // run's records (out.overwrite): they stay, and this run, one step
+      // old, saves nothing (its save would take the place of a run of
+      // perhaps thousands of steps).
+      if ((fresh || r.resumed_from_elsewhere) && c.out.overwrite && stop_requested(r, signals)) {
+        bar.message(
+            "stop requested before this run's first step was kept: out.overwrite replaces what "
+            "out.dir holds only once the run goes on, so nothing is saved and it keeps what it "
+            "held");
+        result.interrupted = true;
+        break;
+      }
       applied_any = true;
       take_over_records();
     }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <thread>
+#include <tuple>
 
 #include "train/checkpoint.h"
 #include "train_helpers.h"
@@ -288,29 +289,39 @@ TEST(StopSignal, AStopBeforeTheFirstStepKeepsTheEarlierRunUnderOverwrite) {
                         tmp / "first.log", &output, 300),
             0)
       << output;
-  // The run is set up (past the setup's own stop, which ends it by the
-  // signal) just after it prints its plan; the evaluation of 200 problems
-  // follows for a second or more.
   const std::string first_config = read_text(out / "config.yaml");
-  Child child({"train", "--no-sample", "--set", "train.steps=2", "--set", "out.overwrite=true",
-               "--set", "data.eval_max_new_tokens=9", "--set", "out.dir=" + out.string()},
-              tmp / "second.log");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (child.output().find("\nplan: ") == std::string::npos && child.running() &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  child.signal(SIGINT);
-  const int status = child.wait(120);
-  output = child.output();
-  ASSERT_TRUE(WIFEXITED(status)) << output;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
-  EXPECT_MENTIONS(output, "stop requested before the first step: nothing trained, nothing saved");
-  EXPECT_TRUE(fs::exists(out / "step-2" / "trainer_state.json")) << output;
-  EXPECT_EQ(read_metrics(out).size(), 2u) << output;
-  // Its config.yaml too: the stopped run's (eval_max_new_tokens 9) would
-  // describe a run the folder does not hold.
-  EXPECT_EQ(read_text(out / "config.yaml"), first_config);
+  // Signalled once the run has printed `after` (and `wait_ms` more):
+  //  - its plan: it is set up (past the setup's own stop, which ends it by
+  //    the signal), and the evaluation of 200 problems follows for a
+  //    second or more;
+  //  - the evaluation's result: the signal comes during the first step,
+  //    whose save would have replaced the earlier run of 2 steps.
+  for (const auto& [after, wait_ms, said] :
+       {std::tuple{"\nplan: ", 100, "stop requested before the first step: nothing trained"},
+        std::tuple{"step 0 (before training)", 0,
+                   "stop requested before this run's first step "
+                   "was kept"}}) {
+    Child child({"train", "--no-sample", "--set", "train.steps=2", "--set", "out.overwrite=true",
+                 "--set", "data.eval_max_new_tokens=9", "--set", "out.dir=" + out.string()},
+                tmp / "second.log");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (child.output().find(after) == std::string::npos && child.running() &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    child.signal(SIGINT);
+    const int status = child.wait(120);
+    output = child.output();
+    ASSERT_TRUE(WIFEXITED(status)) << output;
+    EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+    EXPECT_MENTIONS(output, said);
+    EXPECT_TRUE(fs::exists(out / "step-2" / "trainer_state.json")) << output;
+    EXPECT_FALSE(fs::exists(out / "step-1")) << output;
+    EXPECT_EQ(read_metrics(out).size(), 2u) << output;
+    // Its config.yaml too: the stopped run's (eval_max_new_tokens 9) would
+    // describe a run the folder does not hold.
+    EXPECT_EQ(read_text(out / "config.yaml"), first_config);
+  }
 }
 
 }  // namespace
