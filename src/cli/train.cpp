@@ -66,16 +66,21 @@ void add_train_command(CLI::App& app) {
     options.sample_at_end = !args->no_sample;
     run_as_rank([&] {
       train::TrainRunResult r = train::run_training(config, options);
-      // A stop before the first step saved nothing to resume from.
-      if (r.interrupted && !r.last_checkpoint.empty())
-        train::print_text(
-            stdout, fmt::format("stopped at step {} on request; resume with --resume latest\n",
-                                r.steps_done));
+      // A stop before the first step saved nothing to resume from; one
+      // that saved nothing after resuming goes on from where it resumed
+      // (--resume latest may name an earlier run out.dir kept).
+      if (r.interrupted && r.saved)
+        train::print_text(stdout, fmt::format("stopped at step {} on request; resume with "
+                                              "--resume latest\n",
+                                              r.steps_done));
+      else if (r.interrupted && !r.last_checkpoint.empty())
+        train::print_text(stdout, fmt::format("stopped on request, nothing saved; resume with "
+                                              "--resume {}\n",
+                                              r.last_checkpoint));
       else if (r.interrupted)
-        train::print_text(
-            stdout,
-            fmt::format("stopped at step {} on request, before training: nothing was saved\n",
-                        r.steps_done));
+        train::print_text(stdout, fmt::format("stopped at step {} on request, before training: "
+                                              "nothing was saved\n",
+                                              r.steps_done));
     });
   });
 }

@@ -107,6 +107,10 @@ void remove_later_checkpoints(const fs::path& out_dir, int64_t step) {
                      fmt::format("the checkpoints of steps after the resumed {}", step));
 }
 
+bool holds_an_earlier_run(const fs::path& out_dir) {
+  return !saved_checkpoints(out_dir).empty() || metrics_lines(out_dir / "metrics.jsonl") > 0;
+}
+
 void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir) {
   const auto checkpoints = saved_checkpoints(out_dir);
   if (checkpoints.empty()) {

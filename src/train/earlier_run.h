@@ -16,6 +16,9 @@ namespace lt::train {
 // out.overwrite); nothing when out_dir holds neither.
 void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir);
 
+// Whether out_dir holds checkpoints or metrics.jsonl lines of a run.
+bool holds_an_earlier_run(const std::filesystem::path& out_dir);
+
 // out.overwrite: a fresh run starts over, so the earlier run's checkpoints
 // go once it is set up (saying which), not one by one as keep_last prunes,
 // which left the earlier run's higher-numbered step-N beside this run's as

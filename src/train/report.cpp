@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -189,10 +190,15 @@ std::string run_plan_line(const RunPlan& p) {
 }
 
 std::string where_to_look(const fs::path& out_dir, const fs::path& last_checkpoint, bool traced) {
-  // loss.png when drawn (gnuplot installed, a loss to draw).
-  std::string text = fmt::format("outputs: {} (metrics.jsonl, config.yaml{}{})\n", out_dir.string(),
-                                 fs::exists(out_dir / "loss.png") ? ", loss.png" : "",
-                                 traced ? ", trace.json" : "");
+  // The files there are (loss.png when drawn: gnuplot installed, a loss
+  // to draw; none of a run stopped before it wrote any).
+  std::vector<std::string> files;
+  for (const char* name : {"metrics.jsonl", "config.yaml", "loss.png"})
+    if (fs::exists(out_dir / name)) files.push_back(name);
+  if (traced) files.push_back("trace.json");
+  std::string text = fmt::format(
+      "outputs: {} ({})\n", out_dir.string(),
+      files.empty() ? std::string("nothing written") : fmt::format("{}", fmt::join(files, ", ")));
   text +=
       fmt::format("  watch:       tensorboard --logdir {}\n", tensorboard_dir(out_dir).string());
   text += last_checkpoint.empty()

@@ -846,22 +846,19 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
   }
 }
 
-// A run shorter than train.max_bad_steps whose every step was skipped
-// (non-finite) updated nothing: it fails at its last step, naming NaN or
-// inf weights when they are the cause, rather than exit 0 and save the
-// weights it started from as if trained. Not when a skipped step had
-// updated stages during its backward (train.clip_with_previous_norm).
+// A run shorter than train.max_bad_steps that applied no update, its last
+// step skipped (non-finite): it fails at that step, naming NaN or inf
+// weights when they are the cause, rather than exit 0 and save the weights
+// it started from as if trained (Note [Taking over out.dir]).
 void stop_if_nothing_updated(Run& r, const exec::StepStats& stats, int64_t first_step,
-                             bool stages_updated, ProgressBar& bar) {
+                             bool applied_any, ProgressBar& bar) {
   const int64_t run_steps = r.state.step + 1 - first_step;
-  if (!stats.skipped || stages_updated || r.state.step + 1 != r.config.train.steps ||
-      r.state.consecutive_bad_steps < run_steps)
-    return;
+  if (applied_any || !stats.skipped || r.state.step + 1 != r.config.train.steps) return;
   bar.finish();
   const std::string weights = non_finite_weights(r);
-  fail("stopping: every one of this run's ", run_steps, " step", run_steps == 1 ? "" : "s",
-       " had a non-finite loss or gradient, so no update was applied and nothing is saved "
-       "(out.dir keeps what it held)",
+  fail("stopping: none of this run's ", run_steps, " step", run_steps == 1 ? "" : "s",
+       " applied an update (the last ", r.state.consecutive_bad_steps,
+       " had a non-finite loss or gradient), so nothing is saved (out.dir keeps what it held)",
        weights.empty() ? "; lower optim.lr or check the data" : weights);
 }
 
@@ -1015,9 +1012,16 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   summary.set_prediction_for_a_gpu(!r.plan.device.is_cuda());
   bool cpu_rate_kept = false;
 
-  bool stages_updated = false;  // by a skipped step's backward (stop_if_nothing_updated)
-  bool applied_any = false;     // an update of this run (Note [Taking over out.dir])
+  bool applied_any = false;  // an update of this run (Note [Taking over out.dir])
   std::vector<nlohmann::json> waiting_lines;
+  // Whether taking over would replace another run's records (rank 0 looks;
+  // every rank takes the same branch around the collectives).
+  double replaces = writer && (fresh || r.resumed_from_elsewhere) && c.out.overwrite &&
+                            holds_an_earlier_run(r.out_dir)
+                        ? 1
+                        : 0;
+  if (r.ranks) r.ranks->sum(std::span<double>(&replaces, 1));
+  const bool replacing = replaces > 0;
   while (r.state.step < c.train.steps) {
     if (r.state.step == first_step && stop_requested(r, signals)) {
       bar.message("stop requested before the first step: nothing trained, nothing saved");
@@ -1033,22 +1037,10 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     step_options.clip_with_previous_norm = c.train.clip_with_previous_norm;
     step_options.previous_grad_norm = r.state.previous_grad_norm;
     const exec::StepStats stats = r.executor->step(micro, step_options);
-    if (!applied_any && (!stats.skipped || stats.stages_updated_before_skip > 0)) {
-      // A stop asked for by now, when taking over would replace another
-      // run's records (out.overwrite): they stay, and this run, one step
-      // old, saves nothing (its save would take the place of a run of
-      // perhaps thousands of steps).
-      if ((fresh || r.resumed_from_elsewhere) && c.out.overwrite && stop_requested(r, signals)) {
-        bar.message(
-            "stop requested before this run's first step was kept: out.overwrite replaces what "
-            "out.dir holds only once the run goes on, so nothing is saved and it keeps what it "
-            "held");
-        result.interrupted = true;
-        break;
-      }
-      applied_any = true;
-      take_over_records();
-    }
+    // An update applied: a step without a trained token runs no optimizer
+    // step, and a skipped one none but the stages its backward updated.
+    const bool applied =
+        (!stats.skipped && stats.target_count > 0) || stats.stages_updated_before_skip > 0;
     // A skipped step leaves no norm to clip the next one with.
     r.state.previous_grad_norm =
         stats.skipped ? std::numeric_limits<double>::quiet_NaN() : stats.grad_norm;
@@ -1077,8 +1069,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     if (stats.target_count > 0) result.final_loss = stats.loss;
     count_bad_steps(r, stats, bar);
     note_step_without_targets(r, stats, bar);
-    stages_updated = stages_updated || stats.stages_updated_before_skip > 0;
-    stop_if_nothing_updated(r, stats, first_step, stages_updated, bar);
+    stop_if_nothing_updated(r, stats, first_step, applied_any || applied, bar);
     ++r.state.step;
     bar.update(r.state.step - 1,
                stats.target_count > 0 ? std::optional<double>(stats.loss) : std::nullopt,
@@ -1089,7 +1080,28 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     // step (whose backward is the traced, unfused one), the backward in the
     // second.
     if (r.state.step == first_step + 2 || at_end) log_compile(*r.model, *r.optimizer, bar);
-    if (stop_requested(r, signals) && !at_end) {  // on the last step, finish normally
+    const bool stop = stop_requested(r, signals);  // once a step: it sums over ranks
+    // The first update (or the end: a run of steps without trained tokens)
+    // takes over out.dir, unless a stop came meanwhile and that would
+    // replace another run's records (out.overwrite): they stay, and this
+    // run, a step old, saves nothing in their place.
+    if (!applied_any && (applied || at_end)) {
+      if (replacing && stop) {
+        bar.finish();
+        bar.message(
+            "stop requested before this run's first update was kept: out.overwrite replaces what "
+            "out.dir holds only once the run goes on, so nothing is saved and it keeps what it "
+            "held");
+        result.interrupted = true;
+        break;
+      }
+      applied_any = true;
+      take_over_records();
+      if (metrics)
+        for (const nlohmann::json& waiting : waiting_lines) write_metrics(r, *metrics, waiting);
+      waiting_lines.clear();
+    }
+    if (stop && !at_end) {  // on the last step, finish normally
       bar.finish();
       if (applied_any) {
         bar.message("stop requested: saving and exiting");
@@ -1124,8 +1136,15 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   result.steps_done = r.state.step;
   // A resume that saved nothing: the checkpoint it read is still the last.
   result.last_checkpoint = (r.last_saved.empty() ? r.resume_dir : r.last_saved).string();
+  result.saved = !r.last_saved.empty();
   stop_if_out_dir_gone(r);  // before saying where the outputs are
-  if (writer) plot_loss_curve(r.out_dir / "metrics.jsonl", r.out_dir / "loss.png");
+  // A run that took over out.dir and drew no curve (no gnuplot, no loss):
+  // the earlier run's loss.png would stand for this run's.
+  if (writer && !plot_loss_curve(r.out_dir / "metrics.jsonl", r.out_dir / "loss.png") &&
+      applied_any) {
+    std::error_code ec;
+    fs::remove(r.out_dir / "loss.png", ec);
+  }
   if (r.math_latest) {
     // The held-out answers say more than a training row's continuation.
     print_text(stdout,

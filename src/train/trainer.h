@@ -31,6 +31,7 @@ struct TrainRunResult {
   double final_loss = 0;        // loss of the last step that had a trained token
   bool interrupted = false;     // SIGINT/SIGTERM: saved and stopped early
   std::string last_checkpoint;  // saved, or else resumed from; empty: none
+  bool saved = false;           // whether this run saved a checkpoint
   // Host memory (cpu_allocator) that setting up the run held at its peak
   // beyond what the process held before: loading the weights, building the
   // optimizer and the executor, restoring a checkpoint.

@@ -11,7 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <thread>
-#include <tuple>
+#include <utility>
 
 #include "train/checkpoint.h"
 #include "train_helpers.h"
@@ -294,13 +294,11 @@ TEST(StopSignal, AStopBeforeTheFirstStepKeepsTheEarlierRunUnderOverwrite) {
   //  - its plan: it is set up (past the setup's own stop, which ends it by
   //    the signal), and the evaluation of 200 problems follows for a
   //    second or more;
-  //  - the evaluation's result: the signal comes during the first step,
-  //    whose save would have replaced the earlier run of 2 steps.
-  for (const auto& [after, wait_ms, said] :
-       {std::tuple{"\nplan: ", 100, "stop requested before the first step: nothing trained"},
-        std::tuple{"step 0 (before training)", 0,
-                   "stop requested before this run's first step "
-                   "was kept"}}) {
+  //  - the evaluation's result, and 20 ms: the signal comes during the
+  //    first step (about 300 ms), whose save would have replaced the
+  //    earlier run of 2 steps (or, on a slow machine, just before it).
+  for (const auto& [after, wait_ms] :
+       {std::pair{"\nplan: ", 100}, std::pair{"step 0 (before training)", 20}}) {
     Child child({"train", "--no-sample", "--set", "train.steps=2", "--set", "out.overwrite=true",
                  "--set", "data.eval_max_new_tokens=9", "--set", "out.dir=" + out.string()},
                 tmp / "second.log");
@@ -314,7 +312,10 @@ TEST(StopSignal, AStopBeforeTheFirstStepKeepsTheEarlierRunUnderOverwrite) {
     output = child.output();
     ASSERT_TRUE(WIFEXITED(status)) << output;
     EXPECT_EQ(WEXITSTATUS(status), 0) << output;
-    EXPECT_MENTIONS(output, said);
+    EXPECT_TRUE(
+        output.find("stop requested before the first step: nothing trained") != std::string::npos ||
+        output.find("stop requested before this run's first update was kept") != std::string::npos)
+        << output;
     EXPECT_TRUE(fs::exists(out / "step-2" / "trainer_state.json")) << output;
     EXPECT_FALSE(fs::exists(out / "step-1")) << output;
     EXPECT_EQ(read_metrics(out).size(), 2u) << output;

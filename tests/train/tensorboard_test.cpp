@@ -173,7 +173,7 @@ TEST(TrainPrints, TheEndSaysWhereToLook) {
   TempDir tmp("where_to_look");
   const fs::path out = tmp / "x";
   fs::create_directories(out);
-  write_text(out / "loss.png", "png");
+  for (const char* name : {"metrics.jsonl", "config.yaml", "loss.png"}) write_text(out / name, "x");
   EXPECT_EQ(where_to_look(out, out / "step-30", false),
             "outputs: " + out.string() + " (metrics.jsonl, config.yaml, loss.png)\n" +
                 "  watch:       tensorboard --logdir " + (out / "tb").string() + "\n" +
