@@ -955,10 +955,9 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
                                   c.exec.disk_path.empty() ? r.out_dir.string() : c.exec.disk_path))
     print_text(stderr, fmt::format("removed {} activation scratch file(s) a killed run left\n", n));
   r.config_yaml = c.to_yaml();
-  print_text(
-      stdout,
-      fmt::format("lazytrain train: resolved config (saved to {} once the run is set up)\n{}",
-                  (r.out_dir / "config.yaml").string(), r.config_yaml));
+  print_text(stdout,
+             fmt::format("lazytrain train: resolved config (saved to {} once the run trains)\n{}",
+                         (r.out_dir / "config.yaml").string(), r.config_yaml));
   std::fflush(stdout);  // before progress lines on stderr, also when piped
 
   int64_t setup_host_peak = 0;
@@ -1108,8 +1107,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
         save_in_out_dir(r, bar);
       } else {
         bar.message(
-            "stop requested: no update was applied in this run (every step non-finite), so "
-            "nothing is saved and out.dir keeps what it held");
+            "stop requested: no update was applied in this run (its steps were non-finite or "
+            "had no trained token), so nothing is saved and out.dir keeps what it held");
       }
       result.interrupted = true;
       break;
