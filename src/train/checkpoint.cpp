@@ -490,22 +490,24 @@ int64_t folder_bytes(const fs::path& dir) {
 }
 
 fs::path resolve_checkpoint(const std::string& resume, const fs::path& out_dir,
-                            std::vector<std::string>* skipped) {
+                            std::vector<std::string>* skipped, bool* looked_in_out_dir) {
   LT_CHECK(!resume.empty(),
            "--resume: empty; give a checkpoint folder (out.dir/step-N) or 'latest'");
   if (resume == "latest") {
     auto all = complete_checkpoints(out_dir, skipped);
     LT_CHECK(!all.empty(), "--resume latest: no complete checkpoint (step-N/ with ", kStateFile,
              ") in '", out_dir.string(), "'");
-    return all.back();
+    return all.back().lexically_normal();
   }
   // A relative name is the current directory's, as the shell's; one that is
   // not there but is in out.dir ("--resume step-10") is out.dir's.
   fs::path dir = resume;
   std::error_code ec;
   if (dir.is_relative() && !fs::exists(fs::symlink_status(dir, ec)) && !out_dir.empty() &&
-      fs::exists(out_dir / dir, ec))
+      fs::exists(out_dir / dir, ec)) {
     dir = out_dir / dir;
+    if (looked_in_out_dir) *looked_in_out_dir = true;
+  }
   if (!fs::exists(dir, ec)) {
     fail("--resume: '", resume, "' is not there",
          dir.is_relative()

@@ -146,14 +146,17 @@ int64_t folder_bytes(const std::filesystem::path& dir);
 // "latest" = the most recently saved complete checkpoint in out_dir;
 // anything else is a checkpoint folder, refused when it is damaged. A
 // relative folder that is not in the current directory but is in out_dir
-// ("step-10") is out_dir's (the caller says so: the path returned is not
-// `resume`). Throws naming what is missing or damaged.
+// ("step-10") is out_dir's (`looked_in_out_dir`, when given, says so for
+// the caller to tell). The folder comes back lexically normal, without a
+// trailing slash: "out/./step-2/" is out/step-2. Throws naming what is
+// missing or damaged.
 // With "latest", `skipped` (when given) gets each step-N folder that was
 // passed over, with why: "out/step-305 (trainer_state.json is malformed
 // (...))".
 std::filesystem::path resolve_checkpoint(const std::string& resume,
                                          const std::filesystem::path& out_dir,
-                                         std::vector<std::string>* skipped = nullptr);
+                                         std::vector<std::string>* skipped = nullptr,
+                                         bool* looked_in_out_dir = nullptr);
 
 // A checkpoint's trainer_state.json; throws naming the file when it is
 // missing or malformed.

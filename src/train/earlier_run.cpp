@@ -133,9 +133,8 @@ void refuse_fresh_run_over_checkpoints(const std::filesystem::path& out_dir) {
 }
 
 bool resumed_from_another_folder(const fs::path& out_dir, const fs::path& resumed) {
-  fs::path parent = resumed.lexically_normal();
-  if (parent.filename().empty()) parent = parent.parent_path();  // "step-2/"
-  parent = parent.parent_path();
+  // `resumed` as resolve_checkpoint gives it: normal, no trailing slash.
+  fs::path parent = resumed.parent_path();
   if (parent.empty()) parent = ".";  // "step-4" with out.dir the current directory
   std::error_code here_error, there_error;
   const fs::path here = fs::weakly_canonical(parent, here_error);

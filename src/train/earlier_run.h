@@ -45,6 +45,7 @@ void remove_later_checkpoints(const std::filesystem::path& out_dir, int64_t step
 // refused as a fresh run is (refuse_fresh_run_over_checkpoints), naming
 // the checkpoint it resumes from; under out.overwrite they go as a fresh
 // run's do (remove_earlier_checkpoints), and metrics.jsonl starts over.
+// (`resumed` as resolve_checkpoint returns it.)
 bool resumed_from_another_folder(const std::filesystem::path& out_dir,
                                  const std::filesystem::path& resumed);
 void refuse_resume_into_another_runs_out_dir(const std::filesystem::path& out_dir,

@@ -406,10 +406,9 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   // the data is read (minutes for millions of rows).
   if (options.resuming || !options.resume.empty()) {
     std::vector<std::string> skipped;
-    r.resume_dir = resolve_checkpoint(options.resume, r.out_dir, &skipped);
-    fs::path named = fs::path(options.resume).lexically_normal();
-    if (named.filename().empty()) named = named.parent_path();  // as resolve_checkpoint reads it
-    if (options.resume != "latest" && r.resume_dir != named)
+    bool looked_in_out_dir = false;
+    r.resume_dir = resolve_checkpoint(options.resume, r.out_dir, &skipped, &looked_in_out_dir);
+    if (looked_in_out_dir)
       log.message("--resume " + options.resume + ": not in the current directory; resuming from " +
                   r.resume_dir.string() + " in out.dir");
     for (const std::string& folder : skipped)
