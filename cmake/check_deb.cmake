@@ -67,6 +67,7 @@ must("dpkg-deb -c" ${DPKG_DEB} -c ${debs})
 expect_in("${output}" "./usr/bin/lazytrain" "the package's files")
 expect_in("${output}" "./usr/share/lazytrain/assets/demo/gsm8k_train_2000.jsonl"
           "the package's files")
+expect_in("${output}" "./usr/share/lazytrain/recipes/qwen2.5-7b_24gb.yaml" "the package's files")
 expect_not_in("${output}" "liblazytrain_mlir.so" "the package's files")
 
 set(root ${scratch}/root)
@@ -100,5 +101,16 @@ expect_in("${output}" "${root}/usr/share/lazytrain/assets/demo/addition/model"
 if(NOT EXISTS ${scratch}/demo/step-1/model.safetensors)
   message(FATAL_ERROR "the demo saved no ${scratch}/demo/step-1:\n${output}")
 endif()
+# The recipes by name, from the unpacked share/lazytrain/recipes: a name
+# that is not one is refused with the list of those there.
+execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=LT_ASSETS_DIR --unset=LT_RECIPES_DIR
+                        ${program} train @recipes/no-such.yaml
+                WORKING_DIRECTORY ${scratch} RESULT_VARIABLE code OUTPUT_VARIABLE out
+                ERROR_VARIABLE out)
+if(code EQUAL 0)
+  message(FATAL_ERROR "lazytrain train @recipes/no-such.yaml ran:\n${out}")
+endif()
+expect_in("${out}" "${root}/usr/share/lazytrain/recipes" "the recipes' folder")
+expect_in("${out}" "qwen2.5-7b_24gb.yaml" "the recipes listed")
 file(REMOVE_RECURSE ${scratch})
 message(STATUS "${debs}: Depends: ${depends}; info and a demo step ran from the unpacked root")

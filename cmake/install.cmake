@@ -1,8 +1,9 @@
 # Installing lazytrain with no build tree: `cmake --install` puts the
-# program in bin/ and the demo's bundled assets (the model config, the
+# program in bin/, the demo's bundled assets (the model config, the
 # tokenizer and the GSM8K rows `lazytrain train` with no arguments reads) in
-# share/lazytrain/assets; `cpack -G DEB` packages the same files. The
-# program finds the assets relative to itself (cli/installed_assets.h).
+# share/lazytrain/assets and the recipes in share/lazytrain/recipes; `cpack
+# -G DEB` packages the same files. The program finds them relative to itself
+# (cli/installed_assets.h).
 include(GNUInstallDirs)
 
 set(LT_INSTALL_ASSETS_DIR ${CMAKE_INSTALL_DATADIR}/lazytrain/assets)
@@ -14,6 +15,9 @@ if(TARGET lazytrain_mlir)
   install(TARGETS lazytrain_mlir LIBRARY DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT compiler)
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/ DESTINATION ${LT_INSTALL_ASSETS_DIR}
+        COMPONENT program)
+# The recipes beside them: `lazytrain train @recipes/NAME` (train/recipe_names.h).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/recipes/ DESTINATION ${CMAKE_INSTALL_DATADIR}/lazytrain/recipes
         COMPONENT program)
 
 # The assets folder as seen from the program's folder ("../share/..."): the

@@ -15,8 +15,12 @@ void use_installed_assets() {
   const std::filesystem::path program = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return;
   const std::filesystem::path assets = program.parent_path() / LT_INSTALLED_ASSETS;
-  if (std::filesystem::is_directory(assets / "demo", ec))
-    setenv("LT_ASSETS_DIR", assets.lexically_normal().c_str(), 0);
+  if (!std::filesystem::is_directory(assets / "demo", ec)) return;
+  setenv("LT_ASSETS_DIR", assets.lexically_normal().c_str(), 0);
+  // The recipes, installed beside the assets, for "@recipes/NAME".
+  const std::filesystem::path recipes = (assets / ".." / "recipes").lexically_normal();
+  if (std::getenv("LT_RECIPES_DIR") == nullptr && std::filesystem::is_directory(recipes, ec))
+    setenv("LT_RECIPES_DIR", recipes.c_str(), 0);
 #endif
 }
 

@@ -19,6 +19,7 @@
 #include "train/checkpoint.h"
 #include "train/config_yaml.h"
 #include "train/demo_config.h"
+#include "train/recipe_names.h"
 
 namespace lt::train {
 
@@ -758,7 +759,8 @@ std::string resolve_compute_dtype(const std::string& dtype, bool on_cuda) {
 
 namespace {
 
-void apply_file(TrainConfig& config, const std::string& file) {
+void apply_file(TrainConfig& config, const std::string& named_file) {
+  const std::string file = resolve_config_file(named_file);
   LT_CHECK(std::filesystem::exists(file), "config file '", file, "' does not exist");
   LT_CHECK(std::filesystem::is_regular_file(file), "config file '", file,
            "' is not a regular file");

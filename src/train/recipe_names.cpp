@@ -1,0 +1,53 @@
+#include "train/recipe_names.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <system_error>
+#include <vector>
+
+#include "core/error.h"
+
+namespace lt::train {
+namespace {
+
+constexpr const char* kRecipePrefix = "@recipes/";
+
+std::string recipe_list() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(recipes_dir(), ec))
+    if (entry.path().extension() == ".yaml") names.push_back(entry.path().filename().string());
+  if (names.empty()) return "none (no folder " + recipes_dir().string() + ")";
+  std::sort(names.begin(), names.end());
+  std::string list;
+  for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
+
+}  // namespace
+
+std::filesystem::path recipes_dir() {
+  if (const char* env = std::getenv("LT_RECIPES_DIR")) return env;
+  return std::filesystem::path(LT_SOURCE_DIR) / "recipes";
+}
+
+std::string resolve_config_file(const std::string& file) {
+  const std::string prefix = kRecipePrefix;
+  std::error_code ec;
+  if (file.rfind(prefix, 0) == 0) {
+    const std::filesystem::path recipe = recipes_dir() / file.substr(prefix.size());
+    LT_CHECK(std::filesystem::is_regular_file(recipe, ec), "config file '", file,
+             "': no recipe of that name in ", recipes_dir().string(), "; the recipes are ",
+             recipe_list());
+    return recipe.string();
+  }
+  const std::string folder = "recipes/";
+  if (file.rfind(folder, 0) == 0 && !std::filesystem::exists(file, ec) &&
+      std::filesystem::is_regular_file(recipes_dir() / file.substr(folder.size()), ec)) {
+    fail("config file '", file, "' does not exist here; the recipe of that name is '", prefix,
+         file.substr(folder.size()), "' (", recipes_dir().string(), ")");
+  }
+  return file;
+}
+
+}  // namespace lt::train

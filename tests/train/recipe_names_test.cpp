@@ -1,0 +1,77 @@
+// Recipes by name (train/recipe_names.h): "@recipes/NAME" is the file in
+// the source tree's recipes/ (an installed program's share/lazytrain/recipes,
+// cmake/check_deb.cmake), wherever the command runs.
+#include <gtest/gtest.h>
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+
+#include "config_errors.h"
+#include "train/recipe_names.h"
+
+namespace lt::train::testing {
+namespace {
+
+class RecipeNames : public ConfigErrors {
+ protected:
+  RecipeNames() : here_(fs::current_path()) {
+    unsetenv("LT_RECIPES_DIR");
+    fs::current_path(tmp_.path());  // a folder with no recipes/
+  }
+  ~RecipeNames() override { fs::current_path(here_); }
+  std::string error_loading(const std::string& file) {
+    try {
+      load_train_config(file, {});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "no error loading " << file;
+    return "";
+  }
+  fs::path here_;
+};
+
+TEST_F(RecipeNames, ARecipeLoadsByNameFromAnyFolder) {
+  TrainConfig c;
+  ASSERT_NO_THROW(c = load_train_config("@recipes/qwen2.5-0.5b_24gb.yaml",
+                                        {"model.path=" + fixture("llama").string(),
+                                         "data.path=" + (tmp_ / "data.jsonl").string()}));
+  // The recipe's own values, read from the source tree's file.
+  const YAML::Node recipe = YAML::LoadFile(
+      (fs::path(LT_SOURCE_DIR) / "recipes" / "qwen2.5-0.5b_24gb.yaml").string());
+  EXPECT_EQ(c.train.batch_size, recipe["train"]["batch_size"].as<int>());
+  EXPECT_EQ(c.exec.mode, recipe["exec"]["mode"].as<std::string>());
+}
+
+TEST_F(RecipeNames, AnUnknownRecipeIsRefusedListingTheRecipes) {
+  const std::string m = error_loading("@recipes/qwen2.5-9b.yaml");
+  EXPECT_MENTIONS(m, "config file '@recipes/qwen2.5-9b.yaml': no recipe of that name in " +
+                         (fs::path(LT_SOURCE_DIR) / "recipes").string());
+  EXPECT_MENTIONS(m, "qwen2.5-0.5b_24gb.yaml, qwen2.5-1.5b_24gb.yaml");
+}
+
+// README's "lazytrain train recipes/NAME" run where there is no recipes/
+// (an installed program): the name to write instead.
+TEST_F(RecipeNames, ARecipesPathThatIsNotHereNamesTheRecipe) {
+  EXPECT_MENTIONS(error_loading("recipes/qwen2.5-7b_24gb.yaml"),
+                  "config file 'recipes/qwen2.5-7b_24gb.yaml' does not exist here; the recipe "
+                  "of that name is '@recipes/qwen2.5-7b_24gb.yaml'");
+  // Neither a file here nor a recipe: the plain message.
+  EXPECT_MENTIONS(error_loading("recipes/mine.yaml"),
+                  "config file 'recipes/mine.yaml' does not exist");
+}
+
+TEST_F(RecipeNames, LtRecipesDirPointsElsewhere) {
+  fs::create_directories(tmp_ / "mine");
+  write_text(tmp_ / "mine" / "small.yaml", yaml());
+  setenv("LT_RECIPES_DIR", (tmp_ / "mine").c_str(), 1);
+  TrainConfig c;
+  EXPECT_NO_THROW(c = load_train_config("@recipes/small.yaml", {}));
+  EXPECT_EQ(c.train.steps, 2);
+  EXPECT_MENTIONS(error_loading("@recipes/big.yaml"), "the recipes are small.yaml");
+  unsetenv("LT_RECIPES_DIR");
+}
+
+}  // namespace
+}  // namespace lt::train::testing
