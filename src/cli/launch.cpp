@@ -263,6 +263,33 @@ std::vector<Process> forked_ranks(int nproc, const std::vector<std::string>& com
   return ranks;
 }
 
+// The ranks' shared record of the errors they printed (cli/ranks.h: ranks
+// failing alike print once), made for the run and removed after it;
+// exported as $LT_RANK_ERRORS for the ranks. None (every rank speaks) where
+// no file can be made.
+class RankErrorRecord {
+ public:
+  RankErrorRecord() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string name = fmt::format("{}/lazytrain-rank-errors-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0) return;
+    ::close(fd);
+    path_ = name;
+    ::setenv("LT_RANK_ERRORS", path_.c_str(), 1);
+  }
+  ~RankErrorRecord() {
+    if (path_.empty()) return;
+    ::unlink(path_.c_str());
+    ::unsetenv("LT_RANK_ERRORS");
+  }
+  RankErrorRecord(const RankErrorRecord&) = delete;
+  RankErrorRecord& operator=(const RankErrorRecord&) = delete;
+
+ private:
+  std::string path_;
+};
+
 }  // namespace
 
 void add_launch_command(CLI::App& app) {
@@ -294,6 +321,8 @@ void add_launch_command(CLI::App& app) {
       const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
       ::setenv("LT_NUM_THREADS", std::to_string(std::max(1u, cores / *nproc)).c_str(), 1);
     }
+    std::optional<RankErrorRecord> errors;
+    if (*nproc > 1) errors.emplace();
     std::vector<std::string> rank_command = {self.string()};
     rank_command.insert(rank_command.end(), command.begin(), command.end());
     const fs::path mpirun = find_in_path("mpirun");
@@ -316,7 +345,10 @@ void add_launch_command(CLI::App& app) {
       // --oversubscribe: N may exceed the cores MPI counts; --bind-to none:
       // each rank's thread pool may use every core (MPI would pin a rank to
       // one core).
+      // -q: without it mpirun adds a page on MPI_Abort after a rank's own
+      // error line (a failing rank aborts the others, cli/ranks.h).
       std::vector<std::string> argv = {mpirun.string(),
+                                       "-q",
                                        "-np",
                                        std::to_string(*nproc),
                                        "--oversubscribe",
@@ -326,6 +358,7 @@ void add_launch_command(CLI::App& app) {
                                        "NCCL_NVLS_ENABLE",
                                        "-x",
                                        "LT_NUM_THREADS"};
+      if (std::getenv("LT_RANK_ERRORS")) argv.insert(argv.end(), {"-x", "LT_RANK_ERRORS"});
       argv.insert(argv.end(), rank_command.begin(), rank_command.end());
       processes.push_back({argv, {}, "mpirun", /*stop_its_children=*/true});
     } else {

@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -48,6 +51,32 @@ class QuietOutput {
   int saved_out_ = -1, saved_err_ = -1;
 };
 
+// Whether no other rank of this run has reported `message`: ranks that fail
+// alike (a config error every rank finds) print it once. The record is the
+// file `lazytrain launch` names in $LT_RANK_ERRORS (messages ended by NUL,
+// appended under flock); without it (mpirun run by hand) every rank speaks.
+bool first_to_report(const std::string& message) {
+  const char* path = std::getenv("LT_RANK_ERRORS");
+  if (path == nullptr || *path == '\0') return true;
+  const int fd = ::open(path, O_RDWR | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return true;
+  bool first = true;
+  if (::flock(fd, LOCK_EX) == 0) {
+    std::string seen;
+    char chunk[4096];
+    ssize_t n;
+    while ((n = ::pread(fd, chunk, sizeof chunk, static_cast<off_t>(seen.size()))) > 0)
+      seen.append(chunk, static_cast<size_t>(n));
+    const std::string record = message + '\0';
+    first = (std::string(1, '\0') + seen).find('\0' + record) == std::string::npos;
+    if (first && ::write(fd, record.data(), record.size()) < 0) {
+      // Unrecorded: another rank failing alike prints it too.
+    }
+  }
+  ::close(fd);  // releases the lock
+  return first;
+}
+
 }  // namespace
 
 void run_as_rank(const std::function<void()>& body) {
@@ -59,7 +88,7 @@ void run_as_rank(const std::function<void()>& body) {
   } catch (const std::exception& e) {
     const std::string line =
         fmt::format("lazytrain: rank {} of {}: error: {}\n", world.rank, world.size, e.what());
-    if (::write(quiet.stderr_fd(), line.data(), line.size()) < 0) {
+    if (first_to_report(e.what()) && ::write(quiet.stderr_fd(), line.data(), line.size()) < 0) {
       // Nothing left to tell the error to; the abort below still ends the run.
     }
     dist::abort_other_ranks();

@@ -8,7 +8,8 @@ namespace lt::cli {
 
 // Runs `body`. On a rank other than 0 its stdout and stderr go to
 // /dev/null while it runs. An error on any rank is printed (to the real
-// stderr) naming the rank, and an MPI job is then aborted, so every rank
+// stderr) naming the rank, once when several ranks fail alike under
+// `lazytrain launch` (its $LT_RANK_ERRORS file), and an MPI job is then aborted, so every rank
 // exits; then CLI::RuntimeError(1). A one-process run just rethrows to
 // main().
 void run_as_rank(const std::function<void()>& body);

@@ -923,6 +923,9 @@ bool stop_requested(Run& r, const StopSignals& signals) {
 
 TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions& options) {
   const dist::World world = dist::this_world();
+  // The global batch's split among the ranks, before the data and weights
+  // load (the micro-batches' split waits for the plan's grad_accum).
+  dist::check_batch_divides(requested.train.batch_size, /*grad_accum=*/1, world);
   const bool writer = world.rank == 0;  // of out.dir: the other ranks only read it
   // Before anything in out.dir is read or written; declared before the run,
   // so that a run failing in its setup has closed its scratch files there

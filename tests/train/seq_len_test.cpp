@@ -205,5 +205,31 @@ TEST(SeqLen, ADatasetSmallerThanABatchSaysEachStepRepeatsRows) {
                   "train.batch_size 4: each step repeats rows");
 }
 
+// The context refusal names the key config.json holds (GPT-2's n_positions),
+// or that it holds none and the length is the family's default: it said the
+// file "has max_position_embeddings 2048" of a file without the key.
+TEST(SeqLen, TheContextRefusalSaysWhereTheLengthCameFrom) {
+  TempDir tmp("seq_len_context_key");
+  std::string out;
+  EXPECT_NE(run_program({"plan", "--model", fixture("gpt2").string(), "--seq-len", "65"},
+                        tmp / "gpt2.log", &out),
+            0);
+  EXPECT_MENTIONS(out, "--seq-len 65 is longer than the model's context: " +
+                           (fixture("gpt2") / "config.json").string() + " has n_positions 64");
+  const fs::path bare = tmp / "llama";
+  fs::create_directories(bare);
+  nlohmann::json config = nlohmann::json::parse(read_text(fixture("llama") / "config.json"));
+  config.erase("max_position_embeddings");
+  write_text(bare / "config.json", config.dump(2));
+  // transformers' LlamaConfig default, 2048.
+  EXPECT_NE(run_program({"plan", "--model", bare.string(), "--seq-len", "2049"}, tmp / "llama.log",
+                        &out),
+            0);
+  EXPECT_MENTIONS(out, "--seq-len 2049 is longer than the model's context: " +
+                           (bare / "config.json").string() +
+                           " has no max_position_embeddings, so the context is 2048, llama's "
+                           "default as transformers reads it");
+}
+
 }  // namespace
 }  // namespace lt::train::testing
