@@ -281,7 +281,7 @@ TEST_F(ConfigErrors, ANonScalarKeyNamesTheFile) {
 TEST_F(ConfigErrors, DemoDefaultsFollowTheUsersRateAndSteps) {
   TrainConfig c;
   ASSERT_NO_THROW(c = load_train_config("", {"optim.lr=1e-6", "train.steps=2"}));
-  EXPECT_EQ(c.effective_warmup_steps(), 0);
+  EXPECT_EQ(c.effective_warmup_steps(), 1);  // a tenth of 2, rounded up as transformers does
   EXPECT_DOUBLE_EQ(c.effective_min_lr(), 1e-7);
   c = load_train_config("", {"train.steps=200"});
   EXPECT_EQ(c.effective_warmup_steps(), 20);
@@ -298,6 +298,23 @@ TEST_F(ConfigErrors, DemoDefaultsFollowTheUsersRateAndSteps) {
   EXPECT_EQ(c.effective_warmup_steps(), 10);
   ASSERT_EQ(c.adjustments().size(), 1u);
   EXPECT_MENTIONS(c.adjustments()[0], "sched.warmup_steps (50)");
+}
+
+// sched.warmup_ratio's steps as transformers' TrainingArguments computes
+// them, math.ceil(train.steps * warmup_ratio) in doubles (Python's values:
+// 4.5, 28.999999999999996, 7.000000000000001); truncating gave 4, 28, 7.
+TEST_F(ConfigErrors, WarmupRatioRoundsUpAsTransformersDoes) {
+  const auto warmup = [&](const std::string& ratio, const std::string& steps) {
+    write_text(tmp_ / "run.yaml", yaml());
+    return load_train_config((tmp_ / "run.yaml").string(),
+                             {"sched.warmup_ratio=" + ratio, "train.steps=" + steps})
+        .effective_warmup_steps();
+  };
+  EXPECT_EQ(warmup("0.15", "30"), 5);
+  EXPECT_EQ(warmup("0.29", "100"), 29);
+  EXPECT_EQ(warmup("0.07", "100"), 8);
+  EXPECT_EQ(warmup("0.25", "100"), 25);
+  EXPECT_EQ(warmup("0", "100"), 0);
 }
 
 // A user reads the message, not where the check sits in the source: the
