@@ -345,10 +345,9 @@ void add_launch_command(CLI::App& app) {
       // --oversubscribe: N may exceed the cores MPI counts; --bind-to none:
       // each rank's thread pool may use every core (MPI would pin a rank to
       // one core).
-      // -q: without it mpirun adds a page on MPI_Abort after a rank's own
-      // error line (a failing rank aborts the others, cli/ranks.h).
+      // Not -q: it would drop mpirun's page on MPI_Abort, but also its line
+      // naming a rank that died without a word (killed).
       std::vector<std::string> argv = {mpirun.string(),
-                                       "-q",
                                        "-np",
                                        std::to_string(*nproc),
                                        "--oversubscribe",

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -100,12 +101,20 @@ ModelFamily parse_family(const Fields& f) {
            "qwen3, gpt2)");
 }
 
-Activation parse_activation(const Fields& f, const std::string& key, const char* fallback) {
+// The activations a family's MLP is built for: GPT-2's ungated MLP takes
+// the tanh GELU (under either name), the decoders' gated MLP SiLU (SwiGLU).
+// Another was taken before and built the other family's MLP: GPT-2 with silu
+// trained a gate its file has no weight for and never saved it; a Llama with
+// gelu_new failed with "map::at".
+Activation parse_activation(const Fields& f, const std::string& key, const char* fallback,
+                            std::initializer_list<Activation> supported, const char* family) {
   std::string name = f.opt_string(key).value_or(fallback);
-  for (Activation a : {Activation::Silu, Activation::GeluNew, Activation::GeluPytorchTanh}) {
+  std::string names;
+  for (Activation a : supported) {
     if (name == activation_name(a)) return a;
+    names += (names.empty() ? "" : ", ") + std::string(activation_name(a));
   }
-  f.refuse(key, "activation '", name, "' is not supported (silu, gelu_new, gelu_pytorch_tanh)");
+  f.refuse(key, "activation '", name, "' is not supported for ", family, " models (", names, ")");
 }
 
 // Rope settings as transformers resolves them: an old-style rope_scaling
@@ -237,7 +246,8 @@ void parse_gpt2(const Fields& f, ModelConfig& c) {
   c.max_position_embeddings = f.positive_int(pick("n_positions", "max_position_embeddings"), 1024);
   c.vocab_size = f.positive_int("vocab_size");
   c.norm_eps = f.positive_number("layer_norm_epsilon", 1e-5);
-  c.hidden_act = parse_activation(f, "activation_function", "gelu_new");
+  c.hidden_act = parse_activation(f, "activation_function", "gelu_new",
+                                  {Activation::GeluNew, Activation::GeluPytorchTanh}, "gpt2");
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);
   c.attention_bias = c.attention_out_bias = c.mlp_bias = true;
   if (!f.boolean("scale_attn_weights", true)) {
@@ -285,7 +295,7 @@ void parse_decoder(const Fields& f, const json& root, const std::string& file, M
   if (c.family == ModelFamily::Qwen2 || c.family == ModelFamily::Qwen3) max_pos_default = 32768;
   c.max_position_embeddings = f.positive_int("max_position_embeddings", max_pos_default);
   c.norm_eps = f.positive_number("rms_norm_eps", 1e-6);
-  c.hidden_act = parse_activation(f, "hidden_act", "silu");
+  c.hidden_act = parse_activation(f, "hidden_act", "silu", {Activation::Silu}, c.model_type());
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
   switch (c.family) {
     case ModelFamily::Llama:

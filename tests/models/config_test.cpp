@@ -371,12 +371,22 @@ TEST(ModelConfigRefusal, ActivationsDtypesAndOtherOptions) {
   auto j = fixture_json("llama3.2-1b.v4.json");
   j["hidden_act"] = "gelu";
   EXPECT_TRUE(refused(j, "hidden_act", "'gelu' is not supported"));
+  // Each family's MLP takes its own activation only: a Llama's gated MLP
+  // with a GELU built GPT-2's ungated one and failed on gate_proj
+  // ("map::at"); GPT-2 with silu built a gate its file has no weight for.
   j["hidden_act"] = "gelu_pytorch_tanh";
-  EXPECT_EQ(ModelConfig::from_json_text(j.dump(), "l").hidden_act, Activation::GeluPytorchTanh);
+  EXPECT_TRUE(refused(j, "hidden_act",
+                      "activation 'gelu_pytorch_tanh' is not supported for llama models (silu)"));
 
   auto g = fixture_json("gpt2.v4.json");
   g["activation_function"] = "relu";
   EXPECT_TRUE(refused(g, "activation_function", "'relu'"));
+  g["activation_function"] = "silu";
+  EXPECT_TRUE(refused(g, "activation_function",
+                      "activation 'silu' is not supported for gpt2 models (gelu_new, "
+                      "gelu_pytorch_tanh)"));
+  g["activation_function"] = "gelu_pytorch_tanh";
+  EXPECT_EQ(ModelConfig::from_json_text(g.dump(), "g").hidden_act, Activation::GeluPytorchTanh);
   g["activation_function"] = "gelu_new";
   g["scale_attn_by_inverse_layer_idx"] = true;
   EXPECT_TRUE(refused(g, "scale_attn_by_inverse_layer_idx"));
