@@ -1,8 +1,11 @@
 // Reading tokenizer files: Hugging Face tokenizer.json, and GPT-2's
 // encoder.json + vocab.bpe. Every problem is an lt::Error that names the
 // file and the field; nothing here crashes on a malformed file.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/error.h"
@@ -162,6 +165,39 @@ std::vector<AddedToken> parse_added_tokens(const json* value, const JsonField& f
   return tokens;
 }
 
+// An added token's id must be its own: not a vocab entry's that is another
+// token, not another added token's, and its content not a vocab entry under
+// another id. Hugging Face tokenizers does not take such an id as written
+// (it gives the token a free id, or the vocab's, with a warning), so taking
+// it gave two tokens one id: "d" decoded as "<pad>".
+void check_added_token_ids(const std::vector<AddedToken>& tokens, const BpeModel& model,
+                           const JsonField& field) {
+  std::map<uint32_t, size_t> added_at;
+  std::map<std::string, size_t> content_at;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const AddedToken& token = tokens[i];
+    const JsonField entry = field.element(i);
+    if (const std::string* held = model.token_string(token.id); held && *held != token.content)
+      entry.member("id").fail(fmt::format(
+          "{} is already {} in model.vocab; '{}' needs an id of its own (Hugging Face "
+          "tokenizers gives it another)",
+          token.id, nlohmann::json(*held).dump(), token.content));
+    if (const auto vocab_id = model.token_id(token.content); vocab_id && *vocab_id != token.id)
+      entry.member("id").fail(fmt::format(
+          "{}, but model.vocab has '{}' as {} (Hugging Face tokenizers takes the vocab's id)",
+          token.id, token.content, *vocab_id));
+    const auto [earlier, fresh] = added_at.emplace(token.id, i);
+    if (!fresh && tokens[earlier->second].content != token.content)
+      entry.member("id").fail(fmt::format("{} is also added_tokens[{}]'s id, '{}'", token.id,
+                                          earlier->second, tokens[earlier->second].content));
+    const auto [first, new_content] = content_at.emplace(token.content, i);
+    if (!new_content && tokens[first->second].id != token.id)
+      entry.member("id").fail(fmt::format(
+          "{}, but added_tokens[{}] adds '{}' as {} (Hugging Face tokenizers takes that id)",
+          token.id, first->second, token.content, tokens[first->second].id));
+  }
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_tokenizer_json(const fs::path& file) {
@@ -180,6 +216,7 @@ Tokenizer Tokenizer::from_tokenizer_json(const fs::path& file) {
       Decoder::from_json(optional_member(root, top, "decoder"), top.member("decoder"), byte_level);
   std::vector<AddedToken> added =
       parse_added_tokens(optional_member(root, top, "added_tokens"), top.member("added_tokens"));
+  check_added_token_ids(added, model, top.member("added_tokens"));
   Tokenizer tokenizer(std::move(model), std::move(pre_tokenizer), std::move(normalizer),
                       std::move(decoder), std::move(added));
   tokenizer.file_ = file;

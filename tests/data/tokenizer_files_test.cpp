@@ -18,6 +18,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+#define EXPECT_MENTIONS(message, text)               \
+  EXPECT_NE((message).find(text), std::string::npos) \
+      << "'" << (message) << "' lacks '" << (text) << "'"
+
 class TokenizerFiles : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -225,6 +229,33 @@ TEST_F(TokenizerFiles, WrongTypesNameTheField) {
   std::string message = load_error(write("tokenizer.json", broken.dump()));
   EXPECT_NE(message.find("\"model\""), std::string::npos) << message;
   EXPECT_NE(message.find("no ByteLevel pre-tokenizer"), std::string::npos) << message;
+}
+
+// An added token's id must be its own. Hugging Face tokenizers does not
+// take such an id as written (it gives a free id, or the vocab's, with a
+// warning); taken, two tokens shared one id and "d" decoded as "<pad>".
+TEST_F(TokenizerFiles, AnAddedTokenWhoseIdIsTakenIsRefused) {
+  const auto adding = [](json token) {
+    json t = tiny(json::array({"a b"}));
+    t["added_tokens"].push_back(std::move(token));
+    return t.dump();
+  };
+  const auto added = [](int id, const char* content) {
+    return json{{"id", id}, {"content", content}, {"special", true}, {"normalized", false}};
+  };
+  EXPECT_MENTIONS(load_error(write("tokenizer.json", adding(added(0, "<pad>")))),
+                  "field \"added_tokens[1].id\": 0 is already \"a\" in model.vocab; '<pad>' "
+                  "needs an id of its own");
+  EXPECT_MENTIONS(load_error(write("tokenizer.json", adding(added(7, "ab")))),
+                  "field \"added_tokens[1].id\": 7, but model.vocab has 'ab' as 2");
+  EXPECT_MENTIONS(load_error(write("tokenizer.json", adding(added(5, "<|other|>")))),
+                  "field \"added_tokens[1].id\": 5 is also added_tokens[0]'s id, '<|end|>'");
+  EXPECT_MENTIONS(load_error(write("tokenizer.json", adding(added(6, "<|end|>")))),
+                  "field \"added_tokens[1].id\": 6, but added_tokens[0] adds '<|end|>' as 5");
+  // A vocab entry added under its own id (GPT-2's <|endoftext|>) loads, and
+  // so does an entry listed twice alike.
+  EXPECT_NO_THROW(Tokenizer::load(write("tokenizer.json", adding(added(2, "ab")))));
+  EXPECT_NO_THROW(Tokenizer::load(write("tokenizer.json", adding(added(5, "<|end|>")))));
 }
 
 TEST_F(TokenizerFiles, Gpt2PairErrorsNameTheFileAndLine) {
