@@ -845,6 +845,35 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
   }
 }
 
+// Note [No save on a non-finite streak]: while steps are non-finite, a
+// save would write the weights that made them (an update at a mistyped
+// optim.lr writes inf) and, under train.keep_last, delete the good
+// checkpoints the stopping message then tells the user to resume from. So
+// a periodic save waits for a finite step, and the last step's or a stop's
+// save is refused when the weights hold NaN or inf (finite weights after a
+// streak are the last update's, and saved).
+bool periodic_save_waits(Run& r, ProgressBar& bar) {
+  if (r.state.consecutive_bad_steps == 0) return false;
+  bar.message(fmt::format(
+      "step {}: no save: the last {} step{} had a non-finite loss or gradient, and a save now "
+      "could replace a good checkpoint (train.keep_last); the next save comes after a finite step",
+      r.state.step, r.state.consecutive_bad_steps,
+      r.state.consecutive_bad_steps == 1 ? "" : "s"));
+  return true;
+}
+
+void refuse_saving_non_finite_weights(Run& r, ProgressBar& bar) {
+  if (r.state.consecutive_bad_steps == 0) return;
+  const std::string weights = non_finite_weights(r);
+  if (weights.empty()) return;
+  bar.finish();
+  fail("stopping without a save: the last ", r.state.consecutive_bad_steps, " step",
+       r.state.consecutive_bad_steps == 1 ? "" : "s",
+       " had a non-finite loss or gradient, and saving would keep these weights in place of the "
+       "checkpoints out.dir holds",
+       weights);
+}
+
 // A run shorter than train.max_bad_steps that applied no update, its last
 // step skipped (non-finite): it fails at that step, naming NaN or inf
 // weights when they are the cause, rather than exit 0 and save the weights
@@ -1105,6 +1134,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     if (stop && !at_end) {  // on the last step, finish normally
       bar.finish();
       if (applied_any) {
+        refuse_saving_non_finite_weights(r, bar);
         bar.message("stop requested: saving and exiting");
         save_in_out_dir(r, bar);
       } else {
@@ -1117,6 +1147,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     }
     if (!applied_any) continue;  // Note [Taking over out.dir]: nothing of this run to save
     if (at_end || (c.train.save_every > 0 && r.state.step % c.train.save_every == 0)) {
+      if (!at_end && periodic_save_waits(r, bar)) continue;
+      if (at_end) refuse_saving_non_finite_weights(r, bar);
       save_in_out_dir(r, bar);
       // A stop asked for during this save: it is the stop's save (another
       // step would train, then save a second whole checkpoint).

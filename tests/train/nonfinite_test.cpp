@@ -51,16 +51,43 @@ TEST(NonFinite, SkipsUpdatesAndStopsAfterMaxBadSteps) {
     // JSON has no NaN: a non-finite loss is written as null.
     EXPECT_FALSE(finite_number(metrics[i].at("loss"))) << metrics[i].dump();
   }
-  // The skipped steps changed nothing: the checkpoints after bad steps 1
-  // and 2 hold the same weights and optimizer state.
-  ASSERT_TRUE(fs::exists(out / "step-2")) << output;
-  ASSERT_TRUE(fs::exists(out / "step-3")) << output;
-  EXPECT_FALSE(fs::exists(out / "step-4"));
-  EXPECT_EQ(read_text(out / "step-2" / "model.safetensors"),
-            read_text(out / "step-3" / "model.safetensors"));
-  EXPECT_EQ(read_text(out / "step-2" / "optimizer.safetensors"),
-            read_text(out / "step-3" / "optimizer.safetensors"));
-  EXPECT_EQ(read_checkpoint(out / "step-3").state.consecutive_bad_steps, 2);
+  // The good step saved; the bad ones did not (Note [No save on a
+  // non-finite streak]), each saying why.
+  ASSERT_TRUE(fs::exists(out / "step-1")) << output;
+  EXPECT_EQ(read_checkpoint(out / "step-1").state.consecutive_bad_steps, 0);
+  for (const char* step : {"step-2", "step-3", "step-4"}) EXPECT_FALSE(fs::exists(out / step));
+  EXPECT_MENTIONS(output,
+                  "step 2: no save: the last 1 step had a non-finite loss or gradient, and a save "
+                  "now could replace a good checkpoint (train.keep_last)");
+}
+
+// The user's case: a resume with a mistyped optim.lr (1e39) wrote inf into
+// the weights; its periodic saves during the NaN steps that followed pruned
+// the good step-2 and step-4 by keep_last, and the stopping message then
+// said to resume from a checkpoint before them. They stay now, and the run
+// ends unsaved, naming the weights.
+TEST(NonFinite, NonFiniteStepsNeitherSaveNorPruneTheGoodCheckpoints) {
+  TempDir tmp("nonfinite_keep");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
+  const fs::path out = tmp / "out";
+  const std::vector<std::string> base = {"train.save_every=2", "train.keep_last=2",
+                                         "train.grad_clip=0", "sched.name=constant",
+                                         "sched.warmup_steps=0"};
+  std::vector<std::string> first = base;
+  first.push_back("train.steps=4");
+  train_quietly(fixture_config(fixture("gpt2"), tmp / "data.jsonl", out, first));
+  const std::string step4 = read_text(out / "step-4" / "model.safetensors");
+  std::vector<std::string> resumed = base;
+  for (const char* s : {"train.steps=9", "train.max_bad_steps=20", "optim.lr=1e39"})
+    resumed.emplace_back(s);
+  TrainConfig config = fixture_config(fixture("gpt2"), tmp / "data.jsonl", out, resumed);
+  const std::string e = training_error(config, (out / "step-4").string());
+  EXPECT_MENTIONS(e, "stopping without a save: the last");
+  EXPECT_MENTIONS(e, "the model's weights hold NaN or inf");
+  EXPECT_TRUE(fs::exists(out / "step-2"));
+  ASSERT_TRUE(fs::exists(out / "step-4"));
+  EXPECT_EQ(read_text(out / "step-4" / "model.safetensors"), step4);
+  for (const char* step : {"step-6", "step-8", "step-9"}) EXPECT_FALSE(fs::exists(out / step));
 }
 
 TEST(NonFinite, AGradientOverflowWithAFiniteLossIsSkippedToo) {
