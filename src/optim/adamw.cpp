@@ -12,6 +12,7 @@
 #include "optim/cuda/adamw.h"
 #include "optim/kernels_simd.h"
 #include "optim/shadow.h"
+#include "optim/state_values.h"
 
 namespace lt::optim {
 
@@ -406,22 +407,22 @@ NamedTensors AdamW::state() const {
 void AdamW::load_state(const NamedTensors& state) {
   std::unordered_map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : state) {
-    LT_CHECK(by_name.emplace(name, &t).second, "AdamW::load_state: '", name, "' appears twice");
+    LT_CHECK(by_name.emplace(name, &t).second, "'", name, "' appears twice");
   }
   auto find = [&](const std::string& name) -> const Tensor& {
     auto it = by_name.find(name);
-    LT_CHECK(it != by_name.end(), "AdamW::load_state: '", name,
+    LT_CHECK(it != by_name.end(), "'", name,
              "' is missing (a checkpoint of another model or optimizer?)");
-    LT_CHECK(it->second->defined(), "AdamW::load_state: '", name, "' is an undefined tensor");
+    LT_CHECK(it->second->defined(), "'", name, "' is an undefined tensor");
     return *it->second;
   };
   auto read_step = [&](const std::string& name) {
     const Tensor& t = find(name);
-    LT_CHECK(t.dtype() == DType::I64 && t.numel() == 1, "AdamW::load_state: '", name,
+    LT_CHECK(t.dtype() == DType::I64 && t.numel() == 1, "'", name,
              "' must be one i64 value, got ", t.str());
     // A step count saved from device state may itself sit on a device.
     const int64_t value = t.to(Device::cpu()).contiguous().data<int64_t>()[0];
-    LT_CHECK(value >= 0, "AdamW::load_state: '", name, "' = ", value, " is negative");
+    LT_CHECK(value >= 0, "'", name, "' = ", value, " is negative");
     return value;
   };
 
@@ -434,12 +435,13 @@ void AdamW::load_state(const NamedTensors& state) {
     const Tensor* m = &find(state_name(name, "exp_avg"));
     const Tensor* v = &find(state_name(name, "exp_avg_sq"));
     for (const auto& [field, t] : {std::pair{"exp_avg", m}, std::pair{"exp_avg_sq", v}}) {
-      LT_CHECK(t->dtype() == DType::F32 && t->shape() == params_[i].second.shape(),
-               "AdamW::load_state: '", state_name(name, field), "' must be f32 of shape ",
+      LT_CHECK(t->dtype() == DType::F32 && t->shape() == params_[i].second.shape(), "'",
+               state_name(name, field), "' must be f32 of shape ",
                shape_str(params_[i].second.shape()), ", got ", t->str());
+      check_state_values(*t, state_name(name, field), /*non_negative=*/t == v);
     }
     const int64_t t = read_step(state_name(name, "step"));
-    LT_CHECK(t <= step_count, "AdamW::load_state: '", state_name(name, "step"), "' = ", t,
+    LT_CHECK(t <= step_count, "'", state_name(name, "step"), "' = ", t,
              " exceeds the optimizer's step = ", step_count);
     param_steps.push_back(t);
     moments.emplace_back(m, v);
@@ -454,7 +456,7 @@ void AdamW::load_state(const NamedTensors& state) {
         expected.insert(state_name(name, field));
     }
     for (const auto& entry : state) {
-      LT_CHECK(expected.count(entry.first) != 0, "AdamW::load_state: '", entry.first,
+      LT_CHECK(expected.count(entry.first) != 0, "'", entry.first,
                "' belongs to no parameter of this optimizer");
     }
   }

@@ -14,6 +14,7 @@
 #include "optim/cuda/adamw8bit.h"
 #include "optim/kernels_simd.h"
 #include "optim/shadow.h"
+#include "optim/state_values.h"
 
 namespace lt::optim {
 
@@ -402,28 +403,28 @@ NamedTensors AdamW8bit::state() const {
 void AdamW8bit::load_state(const NamedTensors& state) {
   std::unordered_map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : state) {
-    LT_CHECK(by_name.emplace(name, &t).second, "AdamW8bit::load_state: '", name, "' appears twice");
+    LT_CHECK(by_name.emplace(name, &t).second, "'", name, "' appears twice");
   }
   std::unordered_set<std::string> used;
   auto find = [&](const std::string& name) -> const Tensor& {
     auto it = by_name.find(name);
-    LT_CHECK(it != by_name.end() && it->second->defined(), "AdamW8bit::load_state: '", name,
+    LT_CHECK(it != by_name.end() && it->second->defined(), "'", name,
              "' is missing (a checkpoint of another model or optimizer?)");
     used.insert(name);
     return *it->second;
   };
   auto expect = [&](const std::string& name, DType dtype, const Shape& shape) -> const Tensor& {
     const Tensor& t = find(name);
-    LT_CHECK(t.dtype() == dtype && t.shape() == shape, "AdamW8bit::load_state: '", name,
+    LT_CHECK(t.dtype() == dtype && t.shape() == shape, "'", name,
              "' must be ", dtype_name(dtype), " of shape ", shape_str(shape), ", got ", t.str());
     return t;
   };
   auto read_step = [&](const std::string& name) {
     const Tensor& t = find(name);
-    LT_CHECK(t.dtype() == DType::I64 && t.numel() == 1, "AdamW8bit::load_state: '", name,
+    LT_CHECK(t.dtype() == DType::I64 && t.numel() == 1, "'", name,
              "' must be one i64 value, got ", t.str());
     const int64_t value = t.to(Device::cpu()).contiguous().data<int64_t>()[0];
-    LT_CHECK(value >= 0, "AdamW8bit::load_state: '", name, "' = ", value, " is negative");
+    LT_CHECK(value >= 0, "'", name, "' = ", value, " is negative");
     return value;
   };
 
@@ -433,7 +434,7 @@ void AdamW8bit::load_state(const NamedTensors& state) {
   // something else now, so it gets its own message rather than "missing".
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string old_v = state_name(params_[i].first, "exp_avg_sq.codes");
-    LT_CHECK(slot_[i] < 0 || by_name.count(old_v) == 0, "AdamW8bit::load_state: '", old_v,
+    LT_CHECK(slot_[i] < 0 || by_name.count(old_v) == 0, "'", old_v,
              "' is an 8-bit second moment in the earlier layout (codes of v, whose small values "
              "rounded to 0); this version keeps the codes of sqrt(v) ('",
              state_name(params_[i].first, "sqrt_exp_avg_sq.codes"),
@@ -457,13 +458,16 @@ void AdamW8bit::load_state(const NamedTensors& state) {
                          &expect(state_name(name, "exp_avg.scales"), DType::F32, {nb}),
                          &expect(state_name(name, "sqrt_exp_avg_sq.codes"), DType::U8, {numel}),
                          &expect(state_name(name, "sqrt_exp_avg_sq.scales"), DType::F32, {nb})});
+    // The blocks' scales (absolute maxima) are finite and never negative.
+    for (const char* scales : {"exp_avg.scales", "sqrt_exp_avg_sq.scales"})
+      check_state_values(find(state_name(name, scales)), state_name(name, scales), true);
     const int64_t t = read_step(state_name(name, "step"));
-    LT_CHECK(t <= step_count, "AdamW8bit::load_state: '", state_name(name, "step"), "' = ", t,
+    LT_CHECK(t <= step_count, "'", state_name(name, "step"), "' = ", t,
              " exceeds the optimizer's step = ", step_count);
     steps.push_back(t);
   }
   for (const auto& entry : state) {
-    LT_CHECK(used.count(entry.first) != 0, "AdamW8bit::load_state: '", entry.first,
+    LT_CHECK(used.count(entry.first) != 0, "'", entry.first,
              "' belongs to no parameter of this optimizer");
   }
   small.emplace_back("step", step_scalar(step_count));

@@ -555,7 +555,14 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     } else {
       // States on disk take theirs a stage at a time (Note [Stage states on
       // disk]).
-      load_optimizer_state(ck, model, *r.optimizer, r.zero, r.executor->sync_staged());
+      try {
+        load_optimizer_state(ck, model, *r.optimizer, r.zero, r.executor->sync_staged());
+      } catch (const Error& e) {
+        fail("resume: ", (r.resume_dir / "optimizer.safetensors").string(),
+             " does not give this run's optimizer its states: ", e.what(),
+             ". Resume from another checkpoint, or train from this one's folder as model.path "
+             "(the optimizer starts afresh)");
+      }
     }
     r.state = ck.state;
     // Other data starts the sampler over (Note [Data edited in place]).

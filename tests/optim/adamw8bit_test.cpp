@@ -479,6 +479,36 @@ TEST(AdamW8bit, LoadStateRefusesTheEarlierLayoutOfV) {
   opt.load_state(current);
 }
 
+// A block's scale (the absolute maximum of its moment) that is NaN or
+// negative is damage, refused by name before anything changes.
+TEST(AdamW8bit, LoadStateRefusesNonFiniteOrNegativeScales) {
+  Generator gen(5);
+  Tensor p = nn::make_parameter(Tensor::randn({5000}, gen), "w");
+  AdamW8bit opt({{"w", p}}, {}, {}, {.block_size = 1024, .min_8bit_numel = 1});
+  std::mt19937_64 rng(6);
+  p.set_grad(make_grad({5000}, rng, 1.0));
+  opt.step(1e-3, 1.0);
+  const NamedTensors current = deep_copy(opt.state());
+  for (const auto& [field, value] : {std::pair{"w.exp_avg.scales", NAN},
+                                     std::pair{"w.sqrt_exp_avg_sq.scales", -2.0f}}) {
+    NamedTensors damaged = deep_copy(current);
+    for (auto& [name, t] : damaged)
+      if (name == field) t.data<float>()[3] = value;
+    try {
+      opt.load_state(damaged);
+      ADD_FAILURE() << field << " = " << value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + field + "' holds"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("at element 3"), std::string::npos) << e.what();
+    }
+  }
+  const NamedTensors after = opt.state();
+  for (size_t k = 0; k < current.size(); ++k)
+    expect_bitwise_equal(after[k].second, current[k].second, current[k].first);
+}
+
 // Convergence parity through the trainer: the llama fixture (its embedding
 // and lm_head, 97 x 48 = 4656 elements each, take the 8-bit path; the rest
 // is below the 4096 threshold) trained 100 steps on 48 random-token rows

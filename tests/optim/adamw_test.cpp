@@ -328,6 +328,17 @@ TEST(AdamWState, RefusesMismatchedStateAndChangesNothing) {
   future[2].second = Tensor::from_vector<int64_t>({7}, {});
   expect_error([&] { opt.load_state(future); }, "'w.step' = 7 exceeds");
 
+  // A NaN or inf moment, or a negative second moment, is damage: taken, it
+  // went into the first update and from there into every weight.
+  NamedTensors nan_moment = good;
+  nan_moment[0].second = Tensor::from_vector<float>({0, 0, NAN, 0, 0, 0}, {2, 3});
+  expect_error([&] { opt.load_state(nan_moment); },
+               "'w.exp_avg' holds nan at element 2: an optimizer state must be finite");
+  NamedTensors negative = good;
+  negative[1].second = Tensor::from_vector<float>({0, 0, 0, 0, -1, 0}, {2, 3});
+  expect_error([&] { opt.load_state(negative); },
+               "'w.exp_avg_sq' holds -1 at element 4: a second moment is never negative");
+
   EXPECT_EQ(opt.step_count(), 1);
   EXPECT_EQ(opt.state()[0].second.to_doubles(), good[0].second.to_doubles());
 }

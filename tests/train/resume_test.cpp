@@ -3,8 +3,12 @@
 // the data crosses an epoch boundary on the way).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <functional>
+#include <map>
 
+#include "io/safetensors.h"
 #include "train/checkpoint.h"
 #include "train_helpers.h"
 
@@ -105,6 +109,36 @@ TEST(Resume, FromAnExplicitCheckpointFolder) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("trainer_state.json"), std::string::npos) << e.what();
   }
+}
+
+// A checkpoint's optimizer states that do not fit, or hold a NaN, are
+// refused naming the file (the message named only an internal function
+// and tensor); the NaN went into the first update and every weight.
+TEST(Resume, AnOptimizerFileThatDoesNotFitIsNamed) {
+  TempDir tmp("resume_optimizer_file");
+  write_random_tokens(tmp / "data.jsonl", 12, 97, 11);
+  const fs::path data = tmp / "data.jsonl";
+  train_quietly(fixture_config(fixture("llama"), data, tmp / "a", resume_overrides(2)));
+  const fs::path file = tmp / "a" / "step-2" / "optimizer.safetensors";
+  std::map<std::string, Tensor> states = io::read_safetensors(file);
+  const auto damage = [&](const std::function<void(std::map<std::string, Tensor>&)>& edit) {
+    std::map<std::string, Tensor> copy;
+    for (const auto& [name, t] : states) copy.emplace(name, t.clone());
+    edit(copy);
+    io::write_safetensors(file, {copy.begin(), copy.end()});
+    return training_error(fixture_config(fixture("llama"), data, tmp / "a", resume_overrides(4)),
+                          (tmp / "a" / "step-2").string());
+  };
+  const std::string nan = damage([](auto& s) {
+    s.at("embed.tokens.weight.exp_avg").template data<float>()[5] = std::nanf("");
+  });
+  EXPECT_MENTIONS(nan, "resume: " + file.string() +
+                           " does not give this run's optimizer its states: 'embed.tokens.weight.exp_avg' "
+                           "holds nan at element 5");
+  EXPECT_MENTIONS(nan, "Resume from another checkpoint");
+  const std::string missing = damage([](auto& s) { s.erase("embed.tokens.weight.exp_avg_sq"); });
+  EXPECT_MENTIONS(missing, file.string() + " does not give this run's optimizer its states: "
+                                           "'embed.tokens.weight.exp_avg_sq' is missing");
 }
 
 // `--resume latest` with no checkpoint to take is refused before the data
