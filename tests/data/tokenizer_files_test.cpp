@@ -174,6 +174,16 @@ TEST_F(TokenizerFiles, UnknownPreTokenizerTypeNamesTheField) {
   EXPECT_NE(message.find("Whitespace"), std::string::npos) << message;
 }
 
+// Two ByteLevel steps map the bytes twice in Hugging Face tokenizers (its
+// ids differ); taken as one, they encoded other ids silently.
+TEST_F(TokenizerFiles, ASecondByteLevelIsRefused) {
+  json broken = tiny(json::array({"a b"}));
+  const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  broken["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {byte_level, byte_level}}};
+  EXPECT_MENTIONS(load_error(write("tokenizer.json", broken.dump())),
+                  "field \"pre_tokenizer.pretokenizers[1]\": a second ByteLevel pre-tokenizer");
+}
+
 TEST_F(TokenizerFiles, UnknownSplitPatternNamesTheField) {
   json broken = tiny(json::array({"a b"}));
   broken["pre_tokenizer"] = {
