@@ -1011,9 +1011,6 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     setup_host_peak = cpu_allocator().stats().peak_bytes - held_before;
     log.message(run_plan_line(r.plan));
   }
-  // Set up: from here on the run writes out.dir. A run that failed before
-  // this left an earlier run's config.yaml and metrics as they were.
-  if (lock) lock->commit();
   // Note [Taking over out.dir]: what an earlier run left in out.dir (its
   // config.yaml, its checkpoints under out.overwrite, its metrics.jsonl
   // lines) gives way once this run has applied an update: a run stopped
@@ -1024,6 +1021,10 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // weights the run started from).
   const bool earlier_config = fs::exists(r.out_dir / "config.yaml");
   if (writer && !earlier_config) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
+  // Set up: from here on the run writes out.dir. A run that failed before
+  // this (a full disk refusing config.yaml included) left an earlier run's
+  // config.yaml and metrics as they were, and removed the out.dir it made.
+  if (lock) lock->commit();
 
   const double params = static_cast<double>(r.model->config().num_parameters());
   StopSignals signals;

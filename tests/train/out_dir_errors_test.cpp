@@ -35,6 +35,29 @@ int64_t bytes_under(const fs::path& dir) {
 // space stands in as 100000 bytes: the error gives that, the size of
 // step-2 (a checkpoint's), step-1 with its size as what may go, and the
 // way on; both checkpoints stay.
+// A disk too full for config.yaml, the run's first write: the run fails
+// and, as any run failing in its setup, removes the out.dir it made (it
+// left the folder and its .lock).
+TEST_F(OutDirErrors, ADiskTooFullForConfigYamlLeavesNoOutDir) {
+  ASSERT_FALSE(fs::exists(out()));
+  const TrainConfig one_step = config({"train.steps=1"});
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  std::string m;
+  {
+    const lt::testing::FileSizeLimit limit(64);  // below config.yaml's size
+    try {
+      train_quietly(one_step);
+    } catch (const std::exception& e) {
+      m = e.what();
+    }
+  }
+  ::testing::internal::GetCapturedStdout();
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_MENTIONS(m, "config.yaml");
+  EXPECT_FALSE(fs::exists(out())) << m;
+}
+
 TEST_F(OutDirErrors, ASaveShortOfRoomSaysWhatToRemove) {
   train_quietly(config({"train.steps=2", "train.save_every=1", "train.keep_last=5"}));
   const int64_t step_1 = bytes_under(out() / "step-1"), step_2 = bytes_under(out() / "step-2");
