@@ -51,6 +51,14 @@ MetricsWriter::MetricsWriter(const fs::path& path, bool resuming, int64_t first_
     out_.open(path, std::ios::app);
   } else {
     out_.open(path, std::ios::trunc);
+    // A record started over starts TensorBoard's over too: an earlier run's
+    // event files (out.overwrite; a resume from another folder, whose first
+    // step's restart mark hides only the steps from it on) would show its
+    // steps beside this run's.
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(tensorboard_dir(path.parent_path()), ec))
+      if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+        fs::remove(entry.path(), ec);
   }
   LT_CHECK(out_.good(), path.string(), ": cannot open for writing");
   try {

@@ -90,6 +90,35 @@ TEST(TensorBoard, ScalarsEqualMetricsLinesAndAResumeReplacesItsSteps) {
   EXPECT_FLOAT_EQ(scalars.at("train/lr")[1][1].get<float>(), 1e-3f);
 }
 
+// A run resumed from another folder's checkpoint into an out.dir holding
+// another run (out.overwrite) starts metrics.jsonl over, and TensorBoard's
+// view with it: the other run's steps below this one's first stayed there.
+TEST(TensorBoard, ARunResumedFromElsewhereShowsOnlyItsOwnSteps) {
+  TempDir tmp("tensorboard_elsewhere");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 11);
+  const auto config = [&](const fs::path& out, const std::string& steps) {
+    return fixture_config(fixture("qwen3"), tmp / "data.jsonl", out,
+                          {"train.steps=" + steps, "train.save_every=2", "out.overwrite=true"});
+  };
+  train_quietly(config(tmp / "other", "2"));
+  train_quietly(config(tmp / "out", "4"));
+  train_quietly(config(tmp / "out", "4"), (tmp / "other" / "step-2").string());
+  const auto lines = read_metrics(tmp / "out");
+  ASSERT_EQ(lines.size(), 2u);  // steps 2 and 3
+  std::string skip;
+  const nlohmann::json view =
+      read_with_tensorboard(tensorboard_dir(tmp / "out"), tmp.path(), &skip);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  EXPECT_EQ(view.at("files").get<int>(), 1);
+  const auto& loss = view.at("scalars").at("train/loss");
+  ASSERT_EQ(loss.size(), 2u) << loss.dump();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(loss[i][0].get<int64_t>(), lines[i].at("step").get<int64_t>());
+    EXPECT_EQ(loss[i][1].get<double>(),
+              static_cast<double>(static_cast<float>(lines[i].at("loss").get<double>())));
+  }
+}
+
 // A TensorBoard event that cannot be written (the file size limit, set
 // one byte past what the event file holds after its opening events, stands
 // in for a full disk) ends TensorBoard logging with one warning naming the
