@@ -1122,9 +1122,10 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     // The first update (or the end: a run of steps without trained tokens)
     // takes over out.dir, unless a stop came meanwhile and that would
     // replace another run's records (out.overwrite): they stay, and this
-    // run, a step old, saves nothing in their place.
+    // run, a step old, saves nothing in their place. A stop on the last
+    // step finishes the run as on any run (a one-step run saves).
     if (!applied_any && (applied || at_end)) {
-      if (replacing && stop) {
+      if (replacing && stop && !at_end) {  // on the last step, finish normally
         bar.finish();
         bar.message(
             "stop requested before this run's first update was kept: out.overwrite replaces what "

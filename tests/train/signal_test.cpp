@@ -276,6 +276,36 @@ TEST_F(StopRequest, OneDuringASaveExitsAfterThatSave) {
   EXPECT_MENTIONS(output, "stop requested: exiting after this save");
 }
 
+// A stop within the last step finishes the run normally, also when that
+// step is a one-step run's first update over another run (out.overwrite):
+// it kept the other run and saved nothing.
+TEST_F(StopRequest, OneInTheOnlyStepOfARunOverAnotherFinishesIt) {
+  const fs::path out = tmp_ / "only_step";
+  const std::vector<std::string> slow = {"model.path=" + slow_model().string(),
+                                         "train.batch_size=32", "train.seq_len=64",
+                                         "out.overwrite=true"};
+  std::vector<std::string> earlier = slow;
+  earlier.push_back("train.steps=2");
+  std::string output;
+  ASSERT_EQ(run_program(args(out, earlier), tmp_ / "earlier.log", &output, 300), 0) << output;
+  std::vector<std::string> one = slow;
+  one.push_back("train.steps=1");
+  Child child(args(out, one), tmp_ / "only_step.log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (child.output().find("\nplan: ") == std::string::npos && child.running() &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // in the step (seconds)
+  child.signal(SIGINT);
+  const int status = child.wait(120);
+  output = child.output();
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+  EXPECT_TRUE(fs::exists(out / "step-1" / "trainer_state.json")) << output;
+  EXPECT_FALSE(fs::exists(out / "step-2")) << output;
+  EXPECT_EQ(read_metrics(out).size(), 1u) << output;
+}
+
 // out.overwrite and a stop before the first step (here in the demo's
 // evaluation before training): the earlier run's checkpoints,
 // metrics.jsonl and config.yaml stay, since this run trained nothing to
