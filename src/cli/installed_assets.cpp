@@ -19,8 +19,9 @@ void use_installed_assets() {
   setenv("LT_ASSETS_DIR", assets.lexically_normal().c_str(), 0);
   // The recipes, installed beside the assets, for "@recipes/NAME".
   const std::filesystem::path recipes = (assets / ".." / "recipes").lexically_normal();
-  if (std::getenv("LT_RECIPES_DIR") == nullptr && std::filesystem::is_directory(recipes, ec))
-    setenv("LT_RECIPES_DIR", recipes.c_str(), 0);
+  const char* set = std::getenv("LT_RECIPES_DIR");  // set empty: as unset
+  if ((set == nullptr || *set == '\0') && std::filesystem::is_directory(recipes, ec))
+    setenv("LT_RECIPES_DIR", recipes.c_str(), 1);
 #endif
 }
 

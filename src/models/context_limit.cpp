@@ -29,8 +29,8 @@ std::string stated_context(const ModelConfig& config, const std::string& model) 
                                             ? std::vector<std::string>{"n_positions",
                                                                        "max_position_embeddings"}
                                             : std::vector<std::string>{"max_position_embeddings"};
-  for (const std::string& key : keys)
-    if (root.contains(key)) return "has " + key + " " + length;
+  for (const std::string& key : keys)  // null is absent, as the parser reads it
+    if (root.contains(key) && !root.at(key).is_null()) return "has " + key + " " + length;
   return "has no " + keys.front() + ", so the context is " + length + ", " +
          config.model_type() +
          "'s default as transformers reads it (set it in config.json if the model takes longer "

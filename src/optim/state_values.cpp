@@ -13,8 +13,11 @@ void check_state_values(const Tensor& t, const std::string& name, bool non_negat
   if (t.dtype() != DType::F32) return;
   const Tensor host = t.device().is_cpu() ? t.contiguous() : t.to(Device::cpu()).contiguous();
   const float* values = host.data<float>();
-  // The first bad element, found in parallel chunks (a 7B's states are
-  // 56 GB; the scan runs at memory speed beside the read of the file).
+  // The first bad element, found in parallel chunks: a 7B's f32 states are
+  // 56 GB, read from the (mapped) checkpoint here and again by the copy
+  // after it, so twice from disk where the page cache cannot hold them; the
+  // 8-bit optimizer's are checked in its block scales alone. Under ZeRO-1 the
+  // element counts within the rank's part.
   std::atomic<int64_t> first_bad{std::numeric_limits<int64_t>::max()};
   parallel_for(0, host.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {

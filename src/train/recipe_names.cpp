@@ -17,7 +17,10 @@ std::string recipe_list() {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(recipes_dir(), ec))
     if (entry.path().extension() == ".yaml") names.push_back(entry.path().filename().string());
-  if (names.empty()) return "none (no folder " + recipes_dir().string() + ")";
+  if (names.empty())
+    return std::filesystem::is_directory(recipes_dir(), ec)
+               ? "none (the folder holds no .yaml)"
+               : "none (no folder " + recipes_dir().string() + ")";
   std::sort(names.begin(), names.end());
   std::string list;
   for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
@@ -27,7 +30,7 @@ std::string recipe_list() {
 }  // namespace
 
 std::filesystem::path recipes_dir() {
-  if (const char* env = std::getenv("LT_RECIPES_DIR")) return env;
+  if (const char* env = std::getenv("LT_RECIPES_DIR"); env && *env) return env;
   return std::filesystem::path(LT_SOURCE_DIR) / "recipes";
 }
 
@@ -35,7 +38,8 @@ std::string resolve_config_file(const std::string& file) {
   const std::string prefix = kRecipePrefix;
   std::error_code ec;
   if (file.rfind(prefix, 0) == 0) {
-    const std::filesystem::path recipe = recipes_dir() / file.substr(prefix.size());
+    std::filesystem::path recipe = recipes_dir() / file.substr(prefix.size());
+    if (recipe.extension() != ".yaml") recipe += ".yaml";  // "@recipes/qwen2.5-7b_24gb"
     LT_CHECK(std::filesystem::is_regular_file(recipe, ec), "config file '", file,
              "': no recipe of that name in ", recipes_dir().string(), "; the recipes are ",
              recipe_list());

@@ -6,7 +6,8 @@
 namespace lt::train {
 
 // The recipes (configs for a model on a card, README "Recipes") by name:
-// "@recipes/qwen2.5-7b_24gb.yaml" names the file in recipes_dir(), so the
+// "@recipes/qwen2.5-7b_24gb.yaml" (or without ".yaml") names the file in
+// recipes_dir(), so the
 // same command works from the source tree and from an installed lazytrain,
 // which has no recipes/ beside the working folder.
 //

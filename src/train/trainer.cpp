@@ -52,6 +52,7 @@
 #include "train/run_setup.h"
 #include "train/schedule_auto.h"
 #include "train/trained_template.h"
+#include "train/weight_check.h"
 #include "train/weights_source.h"
 #ifdef LT_WITH_CUDA
 #include "exec/cuda/streaming_device_cuda.h"
@@ -558,10 +559,15 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
       try {
         load_optimizer_state(ck, model, *r.optimizer, r.zero, r.executor->sync_staged());
       } catch (const Error& e) {
-        fail("resume: ", (r.resume_dir / "optimizer.safetensors").string(),
-             " does not give this run's optimizer its states: ", e.what(),
-             ". Resume from another checkpoint, or train from this one's folder as model.path "
-             "(the optimizer starts afresh)");
+        // Named by what it read; the error may also be a write of the
+        // states of stages on disk, so the advice is conditional.
+        fail("resume: loading the optimizer states of ", r.resume_dir.string(),
+             " (optimizer.safetensors",
+             ck.optimizer_state.count(exec::kZeroWorldSizeKey) ? " and its shard files" : "",
+             ") failed: ", e.what(),
+             ". If they are another model's or optimizer's, or damaged, resume from another "
+             "checkpoint, or train from this one's folder as model.path (the optimizer starts "
+             "afresh)");
       }
     }
     r.state = ck.state;
@@ -811,9 +817,9 @@ void evaluate_before_training(Run& r, ProgressBar& bar) {
 // later step non-finite, and "lower optim.lr or check the data" would send
 // the user the wrong way. Stages of states on disk are not read back for it.
 std::string non_finite_weights(Run& r) {
-  if (r.executor->sync_staged()) return "";
-  r.executor->sync_masters();
-  const std::vector<std::string> found = io::check_weight_values(*r.model, DType::F32).not_finite;
+  exec::StagedStates* staged = r.executor->sync_staged();
+  if (!staged) r.executor->sync_masters();
+  const std::vector<std::string> found = non_finite_parameters(*r.model, staged);
   if (found.empty()) return "";
   return fmt::format(
       "; the model's weights hold NaN or inf, in {} tensor{}: {}. {}", found.size(),
@@ -856,14 +862,16 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
 // save would write the weights that made them (an update at a mistyped
 // optim.lr writes inf) and, under train.keep_last, delete the good
 // checkpoints the stopping message then tells the user to resume from. So
-// a periodic save waits for a finite step, and the last step's or a stop's
-// save is refused when the weights hold NaN or inf (finite weights after a
+// a periodic save waits for the next finite step (and is made then), and
+// the last step's or a stop's save is refused when the weights hold NaN or
+// inf, those of stages on disk read back to see (finite weights after a
 // streak are the last update's, and saved).
 bool periodic_save_waits(Run& r, ProgressBar& bar) {
   if (r.state.consecutive_bad_steps == 0) return false;
   bar.message(fmt::format(
-      "step {}: no save: the last {} step{} had a non-finite loss or gradient, and a save now "
-      "could replace a good checkpoint (train.keep_last); the next save comes after a finite step",
+      "no step-{} checkpoint yet: the last {} step{} had a non-finite loss or gradient, and a "
+      "save now could replace a good checkpoint (train.keep_last); it is saved after the next "
+      "finite step",
       r.state.step, r.state.consecutive_bad_steps,
       r.state.consecutive_bad_steps == 1 ? "" : "s"));
   return true;
@@ -1051,6 +1059,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   bool cpu_rate_kept = false;
 
   bool applied_any = false;  // an update of this run (Note [Taking over out.dir])
+  bool save_waiting = false;  // Note [No save on a non-finite streak]
   std::vector<nlohmann::json> waiting_lines;
   // Whether taking over would replace another run's records (rank 0 looks;
   // every rank takes the same branch around the collectives).
@@ -1155,8 +1164,10 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
       break;
     }
     if (!applied_any) continue;  // Note [Taking over out.dir]: nothing of this run to save
-    if (at_end || (c.train.save_every > 0 && r.state.step % c.train.save_every == 0)) {
-      if (!at_end && periodic_save_waits(r, bar)) continue;
+    const bool periodic = c.train.save_every > 0 && r.state.step % c.train.save_every == 0;
+    if (at_end || periodic || (save_waiting && r.state.consecutive_bad_steps == 0)) {
+      save_waiting = !at_end && periodic_save_waits(r, bar);
+      if (save_waiting) continue;
       if (at_end) refuse_saving_non_finite_weights(r, bar);
       save_in_out_dir(r, bar);
       // A stop asked for during this save: it is the stop's save (another

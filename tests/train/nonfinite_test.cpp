@@ -57,8 +57,8 @@ TEST(NonFinite, SkipsUpdatesAndStopsAfterMaxBadSteps) {
   EXPECT_EQ(read_checkpoint(out / "step-1").state.consecutive_bad_steps, 0);
   for (const char* step : {"step-2", "step-3", "step-4"}) EXPECT_FALSE(fs::exists(out / step));
   EXPECT_MENTIONS(output,
-                  "step 2: no save: the last 1 step had a non-finite loss or gradient, and a save "
-                  "now could replace a good checkpoint (train.keep_last)");
+                  "no step-2 checkpoint yet: the last 1 step had a non-finite loss or gradient, "
+                  "and a save now could replace a good checkpoint (train.keep_last)");
 }
 
 // The user's case: a resume with a mistyped optim.lr (1e39) wrote inf into
@@ -88,6 +88,23 @@ TEST(NonFinite, NonFiniteStepsNeitherSaveNorPruneTheGoodCheckpoints) {
   ASSERT_TRUE(fs::exists(out / "step-4"));
   EXPECT_EQ(read_text(out / "step-4" / "model.safetensors"), step4);
   for (const char* step : {"step-6", "step-8", "step-9"}) EXPECT_FALSE(fs::exists(out / step));
+
+  // The same with the masters and states of every stage on disk, read back
+  // to be checked (they were not: the last save wrote inf and pruned step-2).
+  const fs::path disk = tmp / "disk";
+  std::vector<std::string> staged = first;
+  for (const char* s : {"exec.mode=offload", "exec.state_placement=disk"}) staged.emplace_back(s);
+  train_quietly(fixture_config(fixture("gpt2"), tmp / "data.jsonl", disk, staged));
+  std::vector<std::string> staged_resumed = resumed;
+  for (const char* s : {"exec.mode=offload", "exec.state_placement=disk"})
+    staged_resumed.emplace_back(s);
+  const std::string on_disk =
+      training_error(fixture_config(fixture("gpt2"), tmp / "data.jsonl", disk, staged_resumed),
+                     (disk / "step-4").string());
+  EXPECT_MENTIONS(on_disk, "stopping without a save: the last");
+  EXPECT_MENTIONS(on_disk, "the model's weights hold NaN or inf");
+  EXPECT_TRUE(fs::exists(disk / "step-2"));
+  EXPECT_FALSE(fs::exists(disk / "step-9"));
 }
 
 TEST(NonFinite, AGradientOverflowWithAFiniteLossIsSkippedToo) {

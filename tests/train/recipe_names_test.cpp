@@ -42,6 +42,12 @@ TEST_F(RecipeNames, ARecipeLoadsByNameFromAnyFolder) {
       (fs::path(LT_SOURCE_DIR) / "recipes" / "qwen2.5-0.5b_24gb.yaml").string());
   EXPECT_EQ(c.train.batch_size, recipe["train"]["batch_size"].as<int>());
   EXPECT_EQ(c.exec.mode, recipe["exec"]["mode"].as<std::string>());
+  // The name without its ".yaml" is the same recipe.
+  TrainConfig short_name;
+  ASSERT_NO_THROW(short_name = load_train_config("@recipes/qwen2.5-0.5b_24gb",
+                                                 {"model.path=" + fixture("llama").string(),
+                                                  "data.path=" + (tmp_ / "data.jsonl").string()}));
+  EXPECT_EQ(short_name.train.batch_size, c.train.batch_size);
 }
 
 TEST_F(RecipeNames, AnUnknownRecipeIsRefusedListingTheRecipes) {
@@ -70,6 +76,13 @@ TEST_F(RecipeNames, LtRecipesDirPointsElsewhere) {
   EXPECT_NO_THROW(c = load_train_config("@recipes/small.yaml", {}));
   EXPECT_EQ(c.train.steps, 2);
   EXPECT_MENTIONS(error_loading("@recipes/big.yaml"), "the recipes are small.yaml");
+  fs::create_directories(tmp_ / "empty");
+  setenv("LT_RECIPES_DIR", (tmp_ / "empty").c_str(), 1);
+  EXPECT_MENTIONS(error_loading("@recipes/big.yaml"),
+                  "the recipes are none (the folder holds no .yaml)");
+  // Set empty, it is as unset: the source tree's.
+  setenv("LT_RECIPES_DIR", "", 1);
+  EXPECT_EQ(recipes_dir(), fs::path(LT_SOURCE_DIR) / "recipes");
   unsetenv("LT_RECIPES_DIR");
 }
 
