@@ -3,6 +3,7 @@
 // file and the field; nothing here crashes on a malformed file.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -174,6 +175,17 @@ void check_added_token_ids(const std::vector<AddedToken>& tokens, const BpeModel
                            const JsonField& field) {
   std::map<uint32_t, size_t> added_at;
   std::map<std::string, size_t> content_at;
+  // Hugging Face tokenizers numbers a token the vocab lacks itself: one past
+  // the largest id added so far or the vocab's last (its count less one),
+  // whatever the file says (a file's 430 after a vocab of 425 is 426 there).
+  // Checked where the vocab's ids run 0..count-1, as every tokenizer it
+  // saves: with holes in them, its count-based numbering may fall on a vocab
+  // id, and the file's ids are taken as written.
+  int64_t vocab_count = 0;
+  for (size_t id = 0; id < model.id_limit(); ++id)
+    vocab_count += model.token_string(static_cast<uint32_t>(id)) != nullptr ? 1 : 0;
+  const bool numbered_by_count = vocab_count == static_cast<int64_t>(model.id_limit());
+  int64_t largest_added = -1;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const AddedToken& token = tokens[i];
     const JsonField entry = field.element(i);
@@ -195,6 +207,14 @@ void check_added_token_ids(const std::vector<AddedToken>& tokens, const BpeModel
       entry.member("id").fail(fmt::format(
           "{}, but added_tokens[{}] adds '{}' as {} (Hugging Face tokenizers takes that id)",
           token.id, first->second, token.content, tokens[first->second].id));
+    const int64_t numbered = std::max(largest_added, vocab_count - 1) + 1;
+    if (numbered_by_count && new_content && !model.token_id(token.content) &&
+        token.id != numbered)
+      entry.member("id").fail(fmt::format(
+          "{}, but Hugging Face tokenizers numbers the tokens the vocab lacks after it and each "
+          "other, in order, whatever the file says: '{}' is {} there",
+          token.id, token.content, numbered));
+    largest_added = std::max<int64_t>(largest_added, token.id);
   }
 }
 

@@ -68,12 +68,19 @@ class JinjaTemplates : public ::testing::Test {
     fs::create_directories(dir_);
     std::ifstream in(fixtures_dir() / "qwen3" / "tokenizer.json");
     nlohmann::json tokenizer = nlohmann::json::parse(in);
-    for (const auto& [token, id] : goldens_->at("added_special_tokens").items()) {
+    // In the order of their ids, as the reference added them (a JSON
+    // object's items come sorted by name): Hugging Face tokenizers numbers
+    // added tokens in the order they come.
+    std::vector<std::pair<uint32_t, std::string>> by_id;
+    for (const auto& [token, id] : goldens_->at("added_special_tokens").items())
+      by_id.emplace_back(id.get<uint32_t>(), token);
+    std::sort(by_id.begin(), by_id.end());
+    for (const auto& [id, token] : by_id) {
       auto& added = tokenizer["added_tokens"];
       const bool known = std::any_of(added.begin(), added.end(),
                                      [&](const auto& t) { return t.at("content") == token; });
       if (known) continue;
-      added.push_back(testing::special_added_token(id.get<uint32_t>(), token));
+      added.push_back(testing::special_added_token(id, token));
     }
     std::ofstream(dir_ / "tokenizer.json") << tokenizer.dump();
     tokenizer_ = new Tokenizer(Tokenizer::load(dir_));

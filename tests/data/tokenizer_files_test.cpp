@@ -268,6 +268,32 @@ TEST_F(TokenizerFiles, AnAddedTokenWhoseIdIsTakenIsRefused) {
   EXPECT_NO_THROW(Tokenizer::load(write("tokenizer.json", adding(added(5, "<|end|>")))));
 }
 
+// Hugging Face tokenizers numbers the added tokens the vocab lacks itself,
+// after the vocab and each other in order, whatever the file says (checked
+// in tokenizers 0.23: a file's 430 after a vocab of 425 ids loads as 426);
+// a file saying otherwise is refused. Vocab ids with holes are taken as
+// written (tiny()'s, above).
+TEST_F(TokenizerFiles, AddedTokensAreNumberedAsHuggingFaceNumbersThem) {
+  json t = tiny(json::array({"a b"}));
+  json vocab = {{"a", 0}, {"b", 1}, {"ab", 2}, {"\u0120", 3}, {"\u0120ab", 4}};
+  uint32_t next = 5;
+  for (const auto& [token, id] : t["model"]["vocab"].items())
+    if (!vocab.contains(token)) vocab[token] = next++;
+  t["model"]["vocab"] = vocab;  // ids 0 .. next-1, no holes
+  const auto with_end_at = [&](uint32_t id) {
+    json file = t;
+    file["added_tokens"][0]["id"] = id;
+    return file.dump();
+  };
+  EXPECT_MENTIONS(load_error(write("tokenizer.json", with_end_at(next + 2))),
+                  "field \"added_tokens[0].id\": " + std::to_string(next + 2) +
+                      ", but Hugging Face tokenizers numbers the tokens the vocab lacks after it "
+                      "and each other, in order, whatever the file says: '<|end|>' is " +
+                      std::to_string(next) + " there");
+  const Tokenizer loaded = Tokenizer::load(write("tokenizer.json", with_end_at(next)));
+  EXPECT_EQ(loaded.token_to_id("<|end|>"), next);
+}
+
 TEST_F(TokenizerFiles, Gpt2PairErrorsNameTheFileAndLine) {
   write("encoder.json", R"({"a": 0, "b": 1, "ab": 2})");
   write("vocab.bpe", "#version: 0.2\na b\nab\n");
