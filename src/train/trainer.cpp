@@ -829,8 +829,10 @@ std::string non_finite_weights(Run& r) {
           ? "No update has been applied since step 0, so they came with the weights the run "
             "started from (model.path " +
                 r.config.model.path + "): repair or replace them"
-          : std::string("An update wrote them, or they came with the checkpoint resumed from: "
-                        "resume from a checkpoint before them, with a lower optim.lr"));
+          : r.resume_dir.empty()
+              ? std::string("An update of this run wrote them: train again with a lower optim.lr")
+              : std::string("An update wrote them, or they came with the checkpoint resumed from: "
+                            "resume from a checkpoint before them, with a lower optim.lr"));
 }
 
 // A skipped (non-finite) step counts toward train.max_bad_steps in a row.
@@ -842,7 +844,7 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
   ++r.state.consecutive_bad_steps;
   bar.message(fmt::format(
       "step {}: non-finite loss or gradient (loss {}, grad norm {}); update skipped{}",
-      r.state.step, stats.loss, stats.grad_norm,
+      r.state.step + 1, stats.loss, stats.grad_norm,  // as the progress bar counts
       stats.stages_updated_before_skip == 0
           ? std::string()
           : fmt::format(" from the first stage with a non-finite gradient on ({} stages were "
@@ -866,27 +868,44 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
 // the last step's or a stop's save is refused when the weights hold NaN or
 // inf, those of stages on disk read back to see (finite weights after a
 // streak are the last update's, and saved).
+// The weights are checked at every save where they are in memory (an
+// update from a finite loss can write inf: its step is not a bad one), and
+// during a streak where they are on disk too (read back, a second read of
+// every disk stage).
+std::string weights_unfit_to_save(Run& r) {
+  if (r.state.consecutive_bad_steps == 0 && r.executor->sync_staged()) return "";
+  return non_finite_weights(r);
+}
+
 bool periodic_save_waits(Run& r, ProgressBar& bar) {
-  if (r.state.consecutive_bad_steps == 0) return false;
+  const int64_t bad = r.state.consecutive_bad_steps;
+  if (bad > 0) {
+    bar.message(fmt::format(
+        "no step-{} checkpoint yet: the last {} step{} had a non-finite loss or gradient, and a "
+        "save now could replace a good checkpoint (train.keep_last); it is saved after the next "
+        "finite step",
+        r.state.step, bad, bad == 1 ? "" : "s"));
+    return true;
+  }
+  const std::string weights = weights_unfit_to_save(r);
+  if (weights.empty()) return false;
   bar.message(fmt::format(
-      "no step-{} checkpoint yet: the last {} step{} had a non-finite loss or gradient, and a "
-      "save now could replace a good checkpoint (train.keep_last); it is saved after the next "
-      "finite step",
-      r.state.step, r.state.consecutive_bad_steps,
-      r.state.consecutive_bad_steps == 1 ? "" : "s"));
+      "no step-{} checkpoint: step {}'s update left NaN or inf in the weights, and a save could "
+      "replace a good checkpoint (train.keep_last)",
+      r.state.step, r.state.step));
   return true;
 }
 
 void refuse_saving_non_finite_weights(Run& r, ProgressBar& bar) {
-  if (r.state.consecutive_bad_steps == 0) return;
-  const std::string weights = non_finite_weights(r);
+  const std::string weights = weights_unfit_to_save(r);
   if (weights.empty()) return;
   bar.finish();
-  fail("stopping without a save: the last ", r.state.consecutive_bad_steps, " step",
-       r.state.consecutive_bad_steps == 1 ? "" : "s",
-       " had a non-finite loss or gradient, and saving would keep these weights in place of the "
-       "checkpoints out.dir holds",
-       weights);
+  const int64_t bad = r.state.consecutive_bad_steps;
+  fail("stopping without a save: ",
+       bad > 0 ? fmt::format("the last {} step{} had a non-finite loss or gradient, and ", bad,
+                             bad == 1 ? "" : "s")
+               : std::string(),
+       "saving would keep these weights in place of the checkpoints out.dir holds", weights);
 }
 
 // A run shorter than train.max_bad_steps that applied no update, its last

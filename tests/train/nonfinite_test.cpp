@@ -105,6 +105,29 @@ TEST(NonFinite, NonFiniteStepsNeitherSaveNorPruneTheGoodCheckpoints) {
   EXPECT_MENTIONS(on_disk, "the model's weights hold NaN or inf");
   EXPECT_TRUE(fs::exists(disk / "step-2"));
   EXPECT_FALSE(fs::exists(disk / "step-9"));
+
+  // A save after every step, keep_last 1: the resumed run's first step has
+  // a finite loss, and its update writes inf. That step is not a bad one,
+  // yet its save (which pruned step-4, the only good checkpoint) waits.
+  const fs::path every = tmp / "every";
+  std::vector<std::string> each = {"train.save_every=1", "train.keep_last=1", "train.grad_clip=0",
+                                   "sched.name=constant", "sched.warmup_steps=0"};
+  std::vector<std::string> four = each;
+  four.push_back("train.steps=4");
+  train_quietly(fixture_config(fixture("gpt2"), tmp / "data.jsonl", every, four));
+  for (const char* s : {"train.steps=9", "train.max_bad_steps=3", "optim.lr=1e39"})
+    each.emplace_back(s);
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const std::string stopped =
+      training_error(fixture_config(fixture("gpt2"), tmp / "data.jsonl", every, each),
+                     (every / "step-4").string());
+  const std::string said =
+      ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
+  EXPECT_MENTIONS(stopped, "train.max_bad_steps = 3");
+  EXPECT_MENTIONS(said, "no step-5 checkpoint: step 5's update left NaN or inf in the weights");
+  EXPECT_TRUE(fs::exists(every / "step-4" / "trainer_state.json"));
+  for (const char* step : {"step-5", "step-6", "step-7"}) EXPECT_FALSE(fs::exists(every / step));
 }
 
 TEST(NonFinite, AGradientOverflowWithAFiniteLossIsSkippedToo) {
