@@ -294,7 +294,15 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-p", args->top_p, "Nucleus sampling mass (1 = off)")->capture_default_str();
   cmd->add_option("--top-k", args->top_k, "Sample among the k most likely (0 = off)")
       ->capture_default_str();
+  // CLI11 would wrap -1 into the unsigned seed 2^64 - 1.
   cmd->add_option("--seed", args->seed, "Seed of the sampling (each row draws its own stream)")
+      ->check(CLI::Validator(
+          [](const std::string& value) {
+            return value.find('-') == std::string::npos
+                       ? std::string()
+                       : "a seed is a whole number from 0 to 18446744073709551615, not " + value;
+          },
+          "UINT"))
       ->capture_default_str();
   cmd->add_option("--batch-size", args->batch_size, "Rows generated together")
       ->capture_default_str();

@@ -9,6 +9,7 @@
 #include "cli/blas_kernels.h"
 #include "cli/commands.h"
 #include "cli/installed_assets.h"
+#include "cli/ranks.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
@@ -53,11 +54,11 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0 || dynamic_cast<const CLI::RuntimeError*>(&e) != nullptr)
       return app.exit(e);
     const std::vector<CLI::App*> used = app.get_subcommands();
-    std::fprintf(stderr, "lazytrain: error: %s (see lazytrain %s--help)\n", e.what(),
-                 used.empty() ? "" : (used.front()->get_name() + " ").c_str());
+    lt::cli::print_error(std::string(e.what()) + " (see lazytrain " +
+                         (used.empty() ? "" : used.front()->get_name() + " ") + "--help)");
     return 1;
   } catch (const lt::Error& e) {
-    std::fprintf(stderr, "lazytrain: error: %s\n", e.what());
+    lt::cli::print_error(e.what());
     return 1;
   } catch (const std::filesystem::filesystem_error& e) {
     // A file operation the commands did not expect to fail: name the paths

@@ -96,4 +96,14 @@ void run_as_rank(const std::function<void()>& body) {
   }
 }
 
+void print_error(const std::string& text) {
+  const dist::World& world = dist::this_world();
+  std::string line = "lazytrain: error: " + text + "\n";
+  if (world.distributed()) {
+    if (!first_to_report(text)) return;
+    line = fmt::format("lazytrain: rank {} of {}: error: {}\n", world.rank, world.size, text);
+  }
+  std::fputs(line.c_str(), stderr);
+}
+
 }  // namespace lt::cli

@@ -3,6 +3,7 @@
 // rank 0 speaks for the run; the others stay quiet unless they fail, and a
 // rank that fails stops the others rather than leave them waiting for it.
 #include <functional>
+#include <string>
 
 namespace lt::cli {
 
@@ -13,5 +14,11 @@ namespace lt::cli {
 // exits; then CLI::RuntimeError(1). A one-process run just rethrows to
 // main().
 void run_as_rank(const std::function<void()>& body);
+
+// main()'s error line, "lazytrain: error: TEXT\n" on stderr; in a rank of
+// several processes "lazytrain: rank R of N: error: TEXT\n", once for the
+// ranks failing alike (a config error every rank finds before
+// run_as_rank). Never throws.
+void print_error(const std::string& text);
 
 }  // namespace lt::cli

@@ -333,6 +333,13 @@ TEST_F(GenerateCommand, SeededSamplingRepeats) {
   const CliResult a = run(args), b = run(args);
   ASSERT_EQ(a.status, 0) << a.err;
   EXPECT_EQ(generated_rows(a.out), generated_rows(b.out));
+  // A negative seed is refused (CLI11 wrapped -1 into 2^64 - 1).
+  const CliResult negative = run("generate --prompt abc --max-new-tokens 2 --seed -1");
+  EXPECT_NE(negative.status, 0);
+  EXPECT_NE(negative.err.find("--seed: a seed is a whole number from 0 to 18446744073709551615, "
+                              "not -1"),
+            std::string::npos)
+      << negative.err;
 }
 
 TEST_F(GenerateCommand, APromptLongerThanTheContextIsRefused) {
