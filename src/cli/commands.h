@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/config.h"
 
@@ -24,6 +25,13 @@ void check_model_folder(const std::string& path, const std::string& named_by);
 // (ModelConfig::exact_context), so that the two agree and a profile's stage
 // times fit the plan made with the same defaults.
 inline constexpr int64_t kDefaultSeqLen = 1024;
+
+// The values of --format and --template (data.format and data.template),
+// checked as flags: the data loader's refusal did not name the flag.
+inline const std::vector<std::string> kDatasetFormats = {"auto",           "tokens",   "alpaca",
+                                                         "query_response", "sharegpt", "text"};
+inline const std::vector<std::string> kChatTemplates = {"auto", "chatml", "qwen3", "llama3",
+                                                        "plain"};
 int64_t default_seq_len(const models::ModelConfig& config);
 
 void add_info_command(CLI::App& app);

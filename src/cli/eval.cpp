@@ -412,10 +412,12 @@ void add_eval_command(CLI::App& app) {
                   "token predicted) or a text format train reads (alpaca, query_response, "
                   "sharegpt, text: the response tokens predicted, with train's default data "
                   "settings)")
+      ->check(CLI::IsMember(kDatasetFormats))
       ->capture_default_str();
   cmd->add_option("--template", args->template_name,
                   "chat template, as data.template (default: the one a checkpoint was trained "
-                  "with, else auto)");
+                  "with, else auto)")
+      ->check(CLI::IsMember(kChatTemplates));
   cmd->add_option("--prompt-field", args->prompt_field,
                   "query_response: the prompt's field, as data.prompt_field (default: the one a "
                   "checkpoint was trained with, else query, question or prompt)");

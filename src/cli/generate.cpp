@@ -277,13 +277,15 @@ void add_generate_command(CLI::App& app) {
       ->check(shell_expanded_path());
   cmd->add_option("--format", args->format,
                   "auto, tokens, text, query_response, alpaca or sharegpt (for --data)")
+      ->check(CLI::IsMember(kDatasetFormats))
       ->capture_default_str();
   cmd->add_option("--prompt-field", args->prompt_field,
                   "query_response: the prompt's field, as data.prompt_field (default: the one a "
                   "checkpoint was trained with, else query, question or prompt)");
   cmd->add_option("--template", args->template_name,
                   "chat template, as data.template (default: the one a checkpoint was trained "
-                  "with, else auto)");
+                  "with, else auto)")
+      ->check(CLI::IsMember(kChatTemplates));
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json or its folder (default: the model folder)")
       ->check(shell_expanded_path());

@@ -36,6 +36,7 @@ void add_profile_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--disk-path", options->disk_path, "folder for the disk test and offload")
       ->check(shell_expanded_path())
+      ->check(CLI::ExistingDirectory)
       ->capture_default_str();
   cmd->add_option("--disk-mb", *disk_mb, "MiB written and read back")
       ->capture_default_str()

@@ -92,5 +92,28 @@ TEST(CliErrors, ACommandLineThatDoesNotParseIsAnErrorWithTheUsualPrefix) {
   }
 }
 
+// A flag's value the command cannot take is refused naming the flag: the
+// data loader's "unknown dataset format" named no flag (and, for generate,
+// the data file's first line), profile's missing folder only the path.
+TEST(CliErrors, AFlagsValueIsRefusedNamingTheFlag) {
+  const std::string model = fixture("llama").string();
+  CliResult r = run_lazytrain("eval --model " + model + " --data rows.jsonl --format foo");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("lazytrain: error: --format: foo not in {auto,tokens,alpaca,query_response,"
+                       "sharegpt,text}"),
+            std::string::npos)
+      << r.out;
+  r = run_lazytrain("generate --model " + model + " --prompt hi --template foo");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("--template: foo not in {auto,chatml,qwen3,llama3,plain}"),
+            std::string::npos)
+      << r.out;
+  r = run_lazytrain("profile --disk-path /nonexistent-lazytrain-folder");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("--disk-path: Directory does not exist: /nonexistent-lazytrain-folder"),
+            std::string::npos)
+      << r.out;
+}
+
 }  // namespace
 }  // namespace lt::train::testing
