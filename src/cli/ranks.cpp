@@ -97,8 +97,14 @@ void run_as_rank(const std::function<void()>& body) {
 }
 
 void print_error(const std::string& text) {
-  const dist::World& world = dist::this_world();
   std::string line = "lazytrain: error: " + text + "\n";
+  dist::World world;
+  try {
+    world = dist::this_world();
+  } catch (const std::exception&) {
+    // The environment's launch variables are themselves the error (half of
+    // torchrun's set): said as one process says it.
+  }
   if (world.distributed()) {
     if (!first_to_report(text)) return;
     line = fmt::format("lazytrain: rank {} of {}: error: {}\n", world.rank, world.size, text);

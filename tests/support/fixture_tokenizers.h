@@ -29,14 +29,24 @@ inline std::filesystem::path qwen3_tokenizer_dir() {
 }
 
 // Writes `folder`/tokenizer.json: <unk> at 0 and the 26 lowercase letters
-// at 1 to 26 (its vocabulary), and the added token <|endoftext|> at
-// `eos_id` (> 26); with `pad_id`, an added <pad> there too.
+// at 1 to 26, and the added token <|endoftext|> at `eos_id` (> 26); with
+// `pad_id` (> eos_id), an added <pad> there too. As Hugging Face tokenizers
+// numbers added tokens (after the vocabulary, in order), the vocabulary
+// runs without holes up to the last added token: <unused_N> tokens fill
+// the ids between, and <|endoftext|> before a <pad> is a vocabulary entry
+// too (as GPT-2's is).
 inline void write_letters_tokenizer(const std::filesystem::path& folder, int64_t eos_id,
                                     std::optional<int64_t> pad_id = std::nullopt) {
   nlohmann::json vocab = {{"<unk>", 0}};
   for (char c = 'a'; c <= 'z'; ++c) vocab[data::byte_level_encode(std::string(1, c))] = c - 'a' + 1;
   std::vector<nlohmann::json> added = {special_token(eos_id, "<|endoftext|>")};
-  if (pad_id) added.push_back(special_token(*pad_id, "<pad>"));
+  if (pad_id) {
+    vocab["<|endoftext|>"] = eos_id;
+    added.push_back(special_token(*pad_id, "<pad>"));
+  }
+  const int64_t last = pad_id ? *pad_id : eos_id;
+  for (int64_t id = 27; id < last; ++id)
+    if (id != eos_id) vocab["<unused_" + std::to_string(id) + ">"] = id;
   std::ofstream(folder / "tokenizer.json") << byte_level_tokenizer(vocab, added).dump();
 }
 
