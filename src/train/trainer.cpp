@@ -73,7 +73,22 @@ namespace {
 // and the kernel to the foreground group as the shell exits): a SIGHUP
 // never counts as the second request, which would end the run unsaved.
 std::atomic<int> stop_signal{0};
-extern "C" void on_stop_signal(int sig) {
+// Under mpirun: a SIGTERM from the rank's parent (mpirun, or its orted) is
+// mpirun ending the job (a rank failed, or mpirun itself was signalled; its
+// SIGKILL follows within a second), not a stop `lazytrain launch` forwards
+// (the launcher signals the ranks itself). Said as such: "the run saves"
+// promised a save the SIGKILL cuts short.
+bool under_mpirun = false;
+extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
+  if (sig == SIGTERM && under_mpirun && info != nullptr && info->si_pid == ::getppid()) {
+    static const char ending[] =
+        "\nSIGTERM from mpirun: it is ending the job (a rank failed, or it was signalled), and "
+        "ends this rank within a second or so; a save may not finish (the last checkpoint "
+        "stays)\n";
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, ending, sizeof(ending) - 1);
+    stop_signal.store(sig);
+    return;
+  }
   if (sig == SIGHUP) {
     int none = 0;
     if (!stop_signal.compare_exchange_strong(none, sig)) return;
@@ -81,7 +96,9 @@ extern "C" void on_stop_signal(int sig) {
     static const char leaving[] =
         "\nsecond stop request: exiting now, unsaved (the last checkpoint stays)\n";
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, leaving, sizeof(leaving) - 1);
-    std::signal(sig, SIG_DFL);
+    struct sigaction by_default {};
+    by_default.sa_handler = SIG_DFL;
+    ::sigaction(sig, &by_default, nullptr);
     std::raise(sig);
     return;
   }
@@ -111,26 +128,29 @@ class StopSignals {
  public:
   StopSignals() {
     stop_signal.store(0);
-    old_int_ = catch_unless_ignored(SIGINT);
-    old_term_ = catch_unless_ignored(SIGTERM);
-    old_hup_ = catch_unless_ignored(SIGHUP);
+    under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+    catch_unless_ignored(SIGINT, old_int_);
+    catch_unless_ignored(SIGTERM, old_term_);
+    catch_unless_ignored(SIGHUP, old_hup_);
   }
   ~StopSignals() {
-    std::signal(SIGINT, old_int_);
-    std::signal(SIGTERM, old_term_);
-    std::signal(SIGHUP, old_hup_);
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGHUP, &old_hup_, nullptr);
   }
   bool requested() const { return stop_signal.load() != 0; }
 
  private:
-  static void (*catch_unless_ignored(int sig))(int) {
-    void (*old)(int) = std::signal(sig, on_stop_signal);
-    if (old == SIG_IGN) std::signal(sig, SIG_IGN);
-    return old;
+  static void catch_unless_ignored(int sig, struct sigaction& old) {
+    ::sigaction(sig, nullptr, &old);
+    if (old.sa_handler == SIG_IGN && (old.sa_flags & SA_SIGINFO) == 0) return;
+    struct sigaction caught {};
+    caught.sa_sigaction = on_stop_signal;
+    caught.sa_flags = SA_SIGINFO;
+    ::sigemptyset(&caught.sa_mask);
+    ::sigaction(sig, &caught, nullptr);
   }
-  void (*old_int_)(int);
-  void (*old_term_)(int);
-  void (*old_hup_)(int);
+  struct sigaction old_int_ {}, old_term_{}, old_hup_{};
 };
 
 // The training device's peak in a step: "gpu" on CUDA, "device" on the

@@ -247,6 +247,12 @@ TEST(DataParallel, KillingOneRankEndsTheOthersNamingIt) {
   EXPECT_TRUE(!WIFEXITED(status) || WEXITSTATUS(status) != 0);
   EXPECT_NE(child.output().find("process rank 1 with PID"), std::string::npos) << child.output();
   EXPECT_EQ(find_process(out.string(), "OMPI_COMM_WORLD_RANK=0"), 0) << "rank 0 still runs";
+  // Rank 0 says what mpirun's SIGTERM is; it promised a save mpirun's
+  // SIGKILL then cut short.
+  EXPECT_EQ(child.output().find("the run saves after the step in flight"), std::string::npos)
+      << child.output();
+  EXPECT_NE(child.output().find("SIGTERM from mpirun: it is ending the job"), std::string::npos)
+      << child.output();
 }
 
 // A rank that hangs (SIGSTOP: alive, silent; mpirun sees nothing wrong)
