@@ -15,6 +15,7 @@ SeqLenCut count_seq_len_cut(const std::vector<Sample>& samples, int64_t seq_len)
     cut.rows_cut += length > seq_len;
     cut.cut_without_target += length > seq_len && !has_target;
     cut.rows_with_target += has_target;
+    cut.whole_without_target += length <= seq_len && !has_target;
     cut.longest = std::max(cut.longest, length);
   }
   return cut;

@@ -28,20 +28,38 @@ void report_seq_len_cut(const TrainConfig& c, const std::vector<data::Sample>& s
   if (trains ? c.data.pack : c.train.eval_every <= 0) return;
   const int64_t seq_len = c.train.seq_len;
   const data::SeqLenCut cut = data::count_seq_len_cut(samples, seq_len);
-  LT_CHECK(!trains || cut.rows_with_target > 0, file,
-           ": no row keeps a trained token (label != -100) within train.seq_len ", seq_len, " (",
-           cut.rows_cut, " of ", cut.rows, " rows are longer and were cut; the longest has ",
-           cut.longest, " tokens): the run could learn nothing; raise train.seq_len");
+  // A row's first token is predicted by none: a one-token row, or one whose
+  // only label != -100 is its first, trains nothing whatever the length.
+  const std::string no_first = fmt::format(
+      "{} of {} row{} {} no trained token after {} first (labels != -100 past position 0; a "
+      "row's first token is never predicted)",
+      cut.whole_without_target, cut.rows, cut.rows == 1 ? "" : "s",
+      cut.whole_without_target == 1 ? "has" : "have",
+      cut.whole_without_target == 1 ? "its" : "their");
+  if (trains && cut.rows_with_target == 0) {
+    if (cut.cut_without_target == 0)
+      fail(file, ": no row has a token to train on: ", no_first, "; the run could learn nothing");
+    fail(file, ": no row keeps a trained token (label != -100) within train.seq_len ", seq_len,
+         " (", cut.rows_cut, " of ", cut.rows, " rows ", cut.rows_cut == 1 ? "is" : "are",
+         " longer and ", cut.rows_cut == 1 ? "was" : "were", " cut; the longest has ", cut.longest,
+         " tokens", cut.whole_without_target > 0 ? "; " + no_first : std::string(),
+         "): the run could learn nothing; raise train.seq_len");
+  }
+  if (trains && cut.whole_without_target > 0)
+    log->message(fmt::format("data: {}: {}; their steps train on the other rows", file, no_first));
   if (cut.rows_cut == 0) return;
   const char* use = trains ? "trained" : "scored by eval_loss";
   std::string line =
-      fmt::format("data: {} of {} rows of {} are longer than train.seq_len {} and were cut",
-                  cut.rows_cut, cut.rows, file, seq_len);
+      fmt::format("data: {} of {} rows of {} {} longer than train.seq_len {} and {} cut",
+                  cut.rows_cut, cut.rows, file, cut.rows_cut == 1 ? "is" : "are", seq_len,
+                  cut.rows_cut == 1 ? "was" : "were");
   if (cut.cut_without_target > 0) {
+    const bool one = cut.cut_without_target == 1;
     line += fmt::format(
-        "; {} of them keep no {} token (all of theirs lie past token {}): raise train.seq_len "
+        "; {} of them {} no {} token (all of {} lie past token {}): raise train.seq_len "
         "(the longest row has {} tokens)",
-        cut.cut_without_target, trains ? "trained" : "scored", seq_len, cut.longest);
+        cut.cut_without_target, one ? "keeps" : "keep", trains ? "trained" : "scored",
+        one ? "its" : "theirs", seq_len, cut.longest);
   } else {
     line += fmt::format(" (their tokens past {} are not {})", seq_len, use);
   }

@@ -88,6 +88,31 @@ TEST(SeqLen, TrainSaysWhichRowsItCutsAndAStepWithoutTargetsClaimsNoThroughput) {
   EXPECT_EQ(got, expected);
 }
 
+// A row's first token is predicted by none: a one-token row, or one whose
+// only label != -100 is its first, trains nothing at any length. Said when
+// some rows are so; when all are, the refusal says so (it told the user to
+// raise train.seq_len, of rows none of which was cut).
+TEST(SeqLen, RowsWithNothingPastTheirFirstTokenAreNamedNotBlamedOnSeqLen) {
+  TempDir tmp("seq_len_first_token");
+  const fs::path none = tmp / "none.jsonl";
+  write_tokens_jsonl(none, {{5}, {7, 8, 9}}, {{5}, {7, -100, -100}});
+  const std::string e = lt::testing::error_of([&] {
+    train_quietly(fixture_config(fixture("llama"), none, tmp / "out", {"train.steps=1"}));
+  });
+  EXPECT_MENTIONS(e, none.string() + ": no row has a token to train on: 2 of 2 rows have no "
+                                     "trained token after their first (labels != -100 past "
+                                     "position 0; a row's first token is never predicted)");
+  EXPECT_EQ(e.find("raise train.seq_len"), std::string::npos) << e;
+  const fs::path some = tmp / "some.jsonl";
+  write_tokens_jsonl(some, {{5}, {7, 8, 9}}, {{5}, {7, 8, 9}});
+  const std::string said =
+      train_and_capture(fixture_config(fixture("llama"), some, tmp / "some", {"train.steps=1"}));
+  EXPECT_MENTIONS(said, "data: " + some.string() +
+                            ": 1 of 2 rows has no trained token after its first (labels != -100 "
+                            "past position 0; a row's first token is never predicted); their "
+                            "steps train on the other rows");
+}
+
 TEST(SeqLen, RowsThatAllKeepNoTrainedTokenAreRefusedUnlessPacked) {
   TempDir tmp("seq_len_nothing");
   const fs::path data = tmp / "rows.jsonl";
