@@ -545,6 +545,11 @@ void check_data_sources(const TrainConfig::Data& data) {
     if (!s.format.empty()) check_format(s.format, key + ".format");
     if (!s.template_name.empty()) check_template(s.template_name, key + ".template");
     check_one_of(s.split, (key + ".split").c_str(), "train", "eval");
+    // An eval source is scored whole; a weight (other than the 1 a saved
+    // config writes) would be ignored.
+    LT_CHECK(s.split != "eval" || s.weight == 1.0, "config key '", key, ".weight' (", s.path,
+             "): an eval source is scored whole, each row once, so its weight ", s.weight,
+             " would do nothing; drop it");
     any_train = any_train || s.split == "train";
   }
   LT_CHECK(any_train,

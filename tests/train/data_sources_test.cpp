@@ -139,6 +139,13 @@ TEST_F(DataSources, BadSourcesNameTheFileAndLine) {
   EXPECT_MENTIONS(m, file + " (line 9): config key 'data.sources[1].format'");
   m = error_of(two_sources("1", ", split: test"));
   EXPECT_MENTIONS(m, file + " (line 9): config key 'data.sources[1].split'");
+  // An eval source's weight would do nothing (it is scored whole): refused,
+  // save the 1 a saved config writes.
+  m = error_of(two_sources("5", ", split: eval"));
+  EXPECT_MENTIONS(m, file + " (line 9): config key 'data.sources[1].weight' (" + b() +
+                         "): an eval source is scored whole, each row once, so its weight 5 "
+                         "would do nothing; drop it");
+  EXPECT_NO_THROW(load_train_config(config_file(two_sources("1", ", split: eval")).string(), {}));
   // Block mappings: each field on its own line.
   m = error_of("  sources:\n    - path: \"" + a() + "\"\n      template: vicuna\n    - path: \"" +
                (tmp_ / "missing.jsonl").string() + "\"\n");
