@@ -146,7 +146,7 @@ class StopSignals {
     if (old.sa_handler == SIG_IGN && (old.sa_flags & SA_SIGINFO) == 0) return;
     struct sigaction caught {};
     caught.sa_sigaction = on_stop_signal;
-    caught.sa_flags = SA_SIGINFO;
+    caught.sa_flags = SA_SIGINFO | SA_RESTART;  // std::signal's restart, as before
     ::sigemptyset(&caught.sa_mask);
     ::sigaction(sig, &caught, nullptr);
   }
@@ -368,6 +368,10 @@ void write_text_atomic(const fs::path& path, const std::string& text) {
 // and advance it.
 struct Run {
   TrainConfig config;
+  // The parameters the starting weights held NaN or inf in (masters in
+  // memory only), as weight_check.h names them: Note [No save on a
+  // non-finite streak].
+  std::vector<std::string> non_finite_at_start;
   std::string config_yaml;
   fs::path out_dir;
   fs::path resume_dir;
@@ -417,6 +421,14 @@ std::string math_eval_skip_reason(const RunPlan& plan, const models::ModelConfig
   if (plan.device.is_cuda() && plan.executor == exec::ExecutorKind::Streaming)
     return "exec.mode streaming keeps the model on the host";
   return whole_model_read_back_refusal(plan, model);
+}
+
+// The parameters holding NaN or inf now, stages on disk read back
+// (weight_check.h).
+std::vector<std::string> non_finite_now(Run& r) {
+  exec::StagedStates* staged = r.executor->sync_staged();
+  if (!staged) r.executor->sync_masters();
+  return non_finite_parameters(*r.model, staged);
 }
 
 // Reads the data, loads the weights, resolves the plan, builds the
@@ -620,6 +632,19 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   r.lr_schedule.total_steps = c.train.steps;
   r.lr_schedule.base_lr = c.optim.lr;
   r.lr_schedule.min_lr = c.effective_min_lr();
+
+  // NaN or inf the starting weights hold, where they are in memory: said
+  // now (every loss may still be finite), and kept so that saves are
+  // refused only for a change from them.
+  if (!r.executor->sync_staged()) {
+    r.non_finite_at_start = non_finite_now(r);
+    if (!r.non_finite_at_start.empty())
+      log.message(fmt::format(
+          "warning: the starting weights ({}) hold NaN or inf, in {}; the run goes on, and "
+          "saves them as they are while its updates add none",
+          r.resume_dir.empty() ? "model.path " + c.model.path : r.resume_dir.string(),
+          io::tensor_list_text(r.non_finite_at_start)));
+  }
 }
 
 // With ZeRO-1 each rank writes its optimizer shard (exec/zero_checkpoint.h)
@@ -835,17 +860,15 @@ void evaluate_before_training(Run& r, ProgressBar& bar) {
 // Why a run stopped on non-finite steps, when it is the weights: a NaN or
 // inf in them (loaded with the model, or written by an update) makes every
 // later step non-finite, and "lower optim.lr or check the data" would send
-// the user the wrong way. Stages of states on disk are not read back for it.
-std::string non_finite_weights(Run& r) {
-  exec::StagedStates* staged = r.executor->sync_staged();
-  if (!staged) r.executor->sync_masters();
-  const std::vector<std::string> found = non_finite_parameters(*r.model, staged);
+// the user the wrong way. `steps_done`: the steps run so far, this one's
+// included (all of them bad: the weights came with the model).
+std::string non_finite_weights(Run& r, int64_t steps_done) {
+  const std::vector<std::string> found = non_finite_now(r);
   if (found.empty()) return "";
   return fmt::format(
       "; the model's weights hold NaN or inf, in {} tensor{}: {}. {}", found.size(),
       found.size() == 1 ? "" : "s", io::tensor_list_text(found),
-      r.state.step + 1 ==
-              r.state.consecutive_bad_steps  // every step so far (step: this one's index)
+      steps_done == r.state.consecutive_bad_steps
           ? "No update has been applied since step 0, so they came with the weights the run "
             "started from (model.path " +
                 r.config.model.path + "): repair or replace them"
@@ -863,8 +886,9 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
   }
   ++r.state.consecutive_bad_steps;
   bar.message(fmt::format(
-      "step {}: non-finite loss or gradient (loss {}, grad norm {}); update skipped{}",
-      r.state.step + 1, stats.loss, stats.grad_norm,  // as the progress bar counts
+      "step {} (\"step\": {} in metrics.jsonl): non-finite loss or gradient (loss {}, grad "
+      "norm {}); update skipped{}",
+      r.state.step + 1, r.state.step, stats.loss, stats.grad_norm,  // the bar's count, the file's
       stats.stages_updated_before_skip == 0
           ? std::string()
           : fmt::format(" from the first stage with a non-finite gradient on ({} stages were "
@@ -872,7 +896,7 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
                         stats.stages_updated_before_skip)));
   if (r.state.consecutive_bad_steps >= r.config.train.max_bad_steps) {
     bar.finish();
-    const std::string weights = non_finite_weights(r);
+    const std::string weights = non_finite_weights(r, r.state.step + 1);
     fail("stopping: ", r.state.consecutive_bad_steps,
          " steps in a row had a non-finite loss or gradient (train.max_bad_steps = ",
          r.config.train.max_bad_steps, ")",
@@ -884,26 +908,31 @@ void count_bad_steps(Run& r, const exec::StepStats& stats, ProgressBar& bar) {
 // save would write the weights that made them (an update at a mistyped
 // optim.lr writes inf) and, under train.keep_last, delete the good
 // checkpoints the stopping message then tells the user to resume from. So
-// a periodic save waits for the next finite step (and is made then), and
-// the last step's or a stop's save is refused when the weights hold NaN or
-// inf, those of stages on disk read back to see (finite weights after a
-// streak are the last update's, and saved).
+// a periodic save waits for the next finite step (and one is made then),
+// and the last step's or a stop's save is refused when the weights hold
+// NaN or inf (finite weights after a streak are the last update's, and
+// saved).
 // The weights are checked at every save where they are in memory (an
 // update from a finite loss can write inf: its step is not a bad one), and
 // during a streak where they are on disk too (read back, a second read of
-// every disk stage).
+// every disk stage; outside a streak they are not, and a finite step's
+// update writing inf is saved: a gap). NaN or inf the starting weights held
+// (set_up warns of them; a row of an embedding no text uses leaves every
+// loss finite) does not stop a save: only a change from them does.
 std::string weights_unfit_to_save(Run& r) {
   if (r.state.consecutive_bad_steps == 0 && r.executor->sync_staged()) return "";
-  return non_finite_weights(r);
+  const std::vector<std::string> found = non_finite_now(r);
+  if (found.empty() || found == r.non_finite_at_start) return "";
+  return non_finite_weights(r, r.state.step);  // after the step's ++: the steps done
 }
 
 bool periodic_save_waits(Run& r, ProgressBar& bar) {
   const int64_t bad = r.state.consecutive_bad_steps;
   if (bad > 0) {
     bar.message(fmt::format(
-        "no step-{} checkpoint yet: the last {} step{} had a non-finite loss or gradient, and a "
-        "save now could replace a good checkpoint (train.keep_last); it is saved after the next "
-        "finite step",
+        "no step-{} checkpoint: the last {} step{} had a non-finite loss or gradient, and a "
+        "save now could replace a good checkpoint (train.keep_last); a checkpoint is saved "
+        "after the next finite step",
         r.state.step, bad, bad == 1 ? "" : "s"));
     return true;
   }
@@ -911,8 +940,8 @@ bool periodic_save_waits(Run& r, ProgressBar& bar) {
   if (weights.empty()) return false;
   bar.message(fmt::format(
       "no step-{} checkpoint: step {}'s update left NaN or inf in the weights, and a save could "
-      "replace a good checkpoint (train.keep_last)",
-      r.state.step, r.state.step));
+      "replace a good checkpoint (train.keep_last){}",
+      r.state.step, r.state.step, weights));
   return true;
 }
 
@@ -937,7 +966,7 @@ void stop_if_nothing_updated(Run& r, const exec::StepStats& stats, int64_t first
   const int64_t run_steps = r.state.step + 1 - first_step;
   if (applied_any || !stats.skipped || r.state.step + 1 != r.config.train.steps) return;
   bar.finish();
-  const std::string weights = non_finite_weights(r);
+  const std::string weights = non_finite_weights(r, r.state.step + 1);
   fail("stopping: none of this run's ", run_steps, " step", run_steps == 1 ? "" : "s",
        " applied an update (the last ", r.state.consecutive_bad_steps,
        " had a non-finite loss or gradient), so nothing is saved (out.dir keeps what it held)",

@@ -57,8 +57,10 @@ TEST(NonFinite, SkipsUpdatesAndStopsAfterMaxBadSteps) {
   EXPECT_EQ(read_checkpoint(out / "step-1").state.consecutive_bad_steps, 0);
   for (const char* step : {"step-2", "step-3", "step-4"}) EXPECT_FALSE(fs::exists(out / step));
   EXPECT_MENTIONS(output,
-                  "no step-2 checkpoint yet: the last 1 step had a non-finite loss or gradient, "
-                  "and a save now could replace a good checkpoint (train.keep_last)");
+                  "no step-2 checkpoint: the last 1 step had a non-finite loss or gradient, and "
+                  "a save now could replace a good checkpoint (train.keep_last)");
+  // Numbered as the progress bar counts, and as metrics.jsonl does.
+  EXPECT_MENTIONS(output, "step 2 (\"step\": 1 in metrics.jsonl): non-finite loss or gradient");
 }
 
 // The user's case: a resume with a mistyped optim.lr (1e39) wrote inf into
@@ -128,6 +130,35 @@ TEST(NonFinite, NonFiniteStepsNeitherSaveNorPruneTheGoodCheckpoints) {
   EXPECT_MENTIONS(said, "no step-5 checkpoint: step 5's update left NaN or inf in the weights");
   EXPECT_TRUE(fs::exists(every / "step-4" / "trainer_state.json"));
   for (const char* step : {"step-5", "step-6", "step-7"}) EXPECT_FALSE(fs::exists(every / step));
+}
+
+// A NaN in a row of the embedding no text uses leaves every loss finite:
+// the run warns of it at the start and saves as before (the first version
+// of Note [No save on a non-finite streak] refused every save of such a
+// run, then failed it saying an update wrote the NaN).
+TEST(NonFinite, NanTheStartingWeightsHeldInAnUnusedRowIsSavedWithAWarning) {
+  TempDir tmp("nonfinite_unused_row");
+  write_random_tokens(tmp / "data.jsonl", 8, 50, 5);  // ids below 50 only
+  models::CausalLM model = io::load_hf_model(fixture("llama"));
+  {
+    NoGradGuard no_grad;
+    for (auto& [name, w] : model.parameters())
+      if (name == "embed.tokens.weight") w.detach().data<float>()[96 * w.shape()[1]] = NAN;
+  }
+  const fs::path model_dir = tmp / "model";
+  io::save_hf_model(model, model_dir, DType::F32, {}, fixture("llama") / "config.json");
+  const TrainConfig config = fixture_config(model_dir, tmp / "data.jsonl", tmp / "out",
+                                            {"train.steps=4", "train.save_every=2"});
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  train_quietly(config);
+  const std::string said =
+      ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
+  EXPECT_MENTIONS(said, "warning: the starting weights (model.path " + model_dir.string() +
+                            ") hold NaN or inf, in model.embed_tokens.weight (1 value)");
+  EXPECT_TRUE(fs::exists(tmp / "out" / "step-2" / "trainer_state.json")) << said;
+  EXPECT_TRUE(fs::exists(tmp / "out" / "step-4" / "trainer_state.json")) << said;
+  EXPECT_EQ(said.find("no step-"), std::string::npos) << said;
 }
 
 TEST(NonFinite, AGradientOverflowWithAFiniteLossIsSkippedToo) {
