@@ -161,6 +161,52 @@ TEST(NonFinite, NanTheStartingWeightsHeldInAnUnusedRowIsSavedWithAWarning) {
   EXPECT_EQ(said.find("no step-"), std::string::npos) << said;
 }
 
+// A streak that ends: rows holding token 96, whose embedding row is NaN,
+// give non-finite steps (skipped: the row stays as it was), the others
+// finite ones. A periodic save that falls on a bad step waits, and the
+// next finite step saves in its place.
+TEST(NonFinite, APeriodicSaveThatWaitedIsMadeAfterTheNextFiniteStep) {
+  TempDir tmp("nonfinite_streak_ends");
+  std::vector<std::vector<int64_t>> rows;
+  for (int64_t r = 0; r < 8; ++r) {
+    std::vector<int64_t> row = {5 + r, 9, 13, 21, 30 + r};
+    if (r % 2 == 1) row[2] = 96;
+    rows.push_back(row);
+  }
+  write_tokens_jsonl(tmp / "data.jsonl", rows, rows);
+  models::CausalLM model = io::load_hf_model(fixture("llama"));
+  {
+    NoGradGuard no_grad;
+    for (auto& [name, w] : model.parameters())
+      if (name == "embed.tokens.weight") w.detach().data<float>()[96 * w.shape()[1]] = NAN;
+  }
+  const fs::path model_dir = tmp / "model";
+  io::save_hf_model(model, model_dir, DType::F32, {}, fixture("llama") / "config.json");
+  const auto run = [&](const std::string& out, int64_t save_every) {
+    const TrainConfig config = fixture_config(
+        model_dir, tmp / "data.jsonl", tmp / out,
+        {"train.steps=8", "train.batch_size=1", "train.max_bad_steps=8", "data.pack=false",
+         "train.save_every=" + std::to_string(save_every), "train.keep_last=20"});
+    ::testing::internal::CaptureStdout();
+    ::testing::internal::CaptureStderr();
+    train_quietly(config);
+    return ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
+  };
+  run("probe", 0);
+  const auto lines = read_metrics(tmp / "probe");
+  ASSERT_EQ(lines.size(), 8u);
+  // A step count N whose step was bad and whose next was finite.
+  int64_t waits = 0;
+  for (int64_t n = 2; n < 7 && waits == 0; ++n)  // step n + 1 not the last
+    if (lines[n - 1].value("skipped", false) && !lines[n].value("skipped", false)) waits = n;
+  ASSERT_GT(waits, 0) << "the data gives no bad step followed by a finite one";
+  const std::string said = run("out", waits);
+  EXPECT_MENTIONS(said, "no step-" + std::to_string(waits) + " checkpoint: the last");
+  EXPECT_FALSE(fs::exists(tmp / "out" / ("step-" + std::to_string(waits))));
+  EXPECT_TRUE(fs::exists(tmp / "out" / ("step-" + std::to_string(waits + 1)) / "trainer_state.json"))
+      << said;
+}
+
 TEST(NonFinite, AGradientOverflowWithAFiniteLossIsSkippedToo) {
   TempDir tmp("nonfinite_grad");
   write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
