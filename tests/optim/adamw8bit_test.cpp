@@ -444,16 +444,24 @@ TEST(AdamW8bit, StateRoundTripIsBitExactAndResumesIdentically) {
     expect_bitwise_equal(sb[k].second, sb2[k].second, sb[k].first);
 }
 
+// One 8-bit parameter "w" (5000 elements, blocks of 1024) after one step.
+struct SteppedOnce {
+  Generator gen{5};
+  Tensor p = nn::make_parameter(Tensor::randn({5000}, gen), "w");
+  AdamW8bit opt{{{"w", p}}, {}, {}, {.block_size = 1024, .min_8bit_numel = 1}};
+  SteppedOnce() {
+    std::mt19937_64 rng(6);
+    p.set_grad(make_grad({5000}, rng, 1.0));
+    opt.step(1e-3, 1.0);
+  }
+};
+
 // The layout before the second moment was stored as sqrt(v) named v's codes
 // "<name>.exp_avg_sq.codes"; the same bytes would mean something else now,
 // so such a checkpoint is refused by name and changes nothing.
 TEST(AdamW8bit, LoadStateRefusesTheEarlierLayoutOfV) {
-  Generator gen(5);
-  Tensor p = nn::make_parameter(Tensor::randn({5000}, gen), "w");
-  AdamW8bit opt({{"w", p}}, {}, {}, {.block_size = 1024, .min_8bit_numel = 1});
-  std::mt19937_64 rng(6);
-  p.set_grad(make_grad({5000}, rng, 1.0));
-  opt.step(1e-3, 1.0);
+  SteppedOnce stepped;
+  AdamW8bit& opt = stepped.opt;
   const NamedTensors current = deep_copy(opt.state());
   NamedTensors earlier;
   for (const auto& [name, t] : current) {
@@ -482,12 +490,8 @@ TEST(AdamW8bit, LoadStateRefusesTheEarlierLayoutOfV) {
 // A block's scale (the absolute maximum of its moment) that is NaN or
 // negative is damage, refused by name before anything changes.
 TEST(AdamW8bit, LoadStateRefusesNonFiniteOrNegativeScales) {
-  Generator gen(5);
-  Tensor p = nn::make_parameter(Tensor::randn({5000}, gen), "w");
-  AdamW8bit opt({{"w", p}}, {}, {}, {.block_size = 1024, .min_8bit_numel = 1});
-  std::mt19937_64 rng(6);
-  p.set_grad(make_grad({5000}, rng, 1.0));
-  opt.step(1e-3, 1.0);
+  SteppedOnce stepped;
+  AdamW8bit& opt = stepped.opt;
   const NamedTensors current = deep_copy(opt.state());
   for (const auto& [field, value] : {std::pair{"w.exp_avg.scales", NAN},
                                      std::pair{"w.sqrt_exp_avg_sq.scales", -2.0f}}) {

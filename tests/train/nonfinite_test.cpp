@@ -132,6 +132,19 @@ TEST(NonFinite, NonFiniteStepsNeitherSaveNorPruneTheGoodCheckpoints) {
   for (const char* step : {"step-5", "step-6", "step-7"}) EXPECT_FALSE(fs::exists(every / step));
 }
 
+// The llama fixture (untied) with a NaN in token 96's embedding row, saved
+// in `dir`: a row only text holding token 96 reads.
+fs::path llama_with_a_nan_in_row_96(const fs::path& dir) {
+  models::CausalLM model = io::load_hf_model(fixture("llama"));
+  {
+    NoGradGuard no_grad;
+    for (auto& [name, w] : model.parameters())
+      if (name == "embed.tokens.weight") w.detach().data<float>()[96 * w.shape()[1]] = NAN;
+  }
+  io::save_hf_model(model, dir, DType::F32, {}, fixture("llama") / "config.json");
+  return dir;
+}
+
 // A NaN in a row of the embedding no text uses leaves every loss finite:
 // the run warns of it at the start and saves as before (the first version
 // of Note [No save on a non-finite streak] refused every save of such a
@@ -139,14 +152,7 @@ TEST(NonFinite, NonFiniteStepsNeitherSaveNorPruneTheGoodCheckpoints) {
 TEST(NonFinite, NanTheStartingWeightsHeldInAnUnusedRowIsSavedWithAWarning) {
   TempDir tmp("nonfinite_unused_row");
   write_random_tokens(tmp / "data.jsonl", 8, 50, 5);  // ids below 50 only
-  models::CausalLM model = io::load_hf_model(fixture("llama"));
-  {
-    NoGradGuard no_grad;
-    for (auto& [name, w] : model.parameters())
-      if (name == "embed.tokens.weight") w.detach().data<float>()[96 * w.shape()[1]] = NAN;
-  }
-  const fs::path model_dir = tmp / "model";
-  io::save_hf_model(model, model_dir, DType::F32, {}, fixture("llama") / "config.json");
+  const fs::path model_dir = llama_with_a_nan_in_row_96(tmp / "model");
   const TrainConfig config = fixture_config(model_dir, tmp / "data.jsonl", tmp / "out",
                                             {"train.steps=4", "train.save_every=2"});
   ::testing::internal::CaptureStdout();
@@ -174,14 +180,7 @@ TEST(NonFinite, APeriodicSaveThatWaitedIsMadeAfterTheNextFiniteStep) {
     rows.push_back(row);
   }
   write_tokens_jsonl(tmp / "data.jsonl", rows, rows);
-  models::CausalLM model = io::load_hf_model(fixture("llama"));
-  {
-    NoGradGuard no_grad;
-    for (auto& [name, w] : model.parameters())
-      if (name == "embed.tokens.weight") w.detach().data<float>()[96 * w.shape()[1]] = NAN;
-  }
-  const fs::path model_dir = tmp / "model";
-  io::save_hf_model(model, model_dir, DType::F32, {}, fixture("llama") / "config.json");
+  const fs::path model_dir = llama_with_a_nan_in_row_96(tmp / "model");
   const auto run = [&](const std::string& out, int64_t save_every) {
     const TrainConfig config = fixture_config(
         model_dir, tmp / "data.jsonl", tmp / out,
