@@ -390,8 +390,10 @@ RunPlan plan_run(const TrainConfig& requested, const models::ModelConfig& model,
   const NoDecay no_decay = resolve_no_decay(model, c.optim.no_decay);
   p.no_decay = no_decay.substrings;
   // Said of patterns the user wrote: the default [bias, norm] names biases
-  // that most models (Llama, Qwen3) do not have.
-  if (!no_decay.unmatched.empty() && c.key_origins.count("optim.no_decay") > 0) {
+  // that most models (Llama, Qwen3) do not have. A resume's saved
+  // train_config.yaml sets every key, the default among them: not said.
+  if (!no_decay.unmatched.empty() && c.key_origins.count("optim.no_decay") > 0 &&
+      c.optim.no_decay != TrainConfig{}.optim.no_decay) {
     const std::vector<models::HfRule> rules = models::hf_rules(model);
     const auto first_block = std::find_if(rules.begin(), rules.end(), [](const auto& r) {
       return r.hf_name.find(".0.") != std::string::npos;

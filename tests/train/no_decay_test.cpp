@@ -94,5 +94,22 @@ TEST(NoDecay, APatternMatchingNothingIsWarnedAbout) {
   EXPECT_EQ(said.find("bias"), std::string::npos) << said;
 }
 
+// A resume reads every key from the checkpoint's train_config.yaml, the
+// default optim.no_decay among them: not warned of as if the user wrote it
+// (the demo's resume warned that "bias" matched nothing).
+TEST(NoDecay, TheDefaultReadBackAtAResumeIsNotWarnedAbout) {
+  TempDir tmp("no_decay_resume");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
+  train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "out",
+                               {"train.steps=2", "train.save_every=2"}));
+  const std::string latest = "latest";
+  const TrainConfig resumed =
+      load_train_config_for("", {"train.steps=4", "out.dir=" + (tmp / "out").string()}, &latest);
+  ASSERT_GT(resumed.key_origins.count("optim.no_decay"), 0u);
+  const auto llama = models::ModelConfig::from_file(fixture("llama") / "config.json");
+  for (const std::string& line : resolve_run(resumed, llama).reasons)
+    EXPECT_EQ(line.find("optim.no_decay"), std::string::npos) << line;
+}
+
 }  // namespace
 }  // namespace lt::train::testing
