@@ -567,8 +567,16 @@ void TrainConfig::validate() const {
   namespace fs = std::filesystem;
   LT_CHECK(!model.path.empty(),
            "config key 'model.path' is required (a Hugging Face model folder)");
-  if (const std::string why = io::not_a_model_folder(model.path); !why.empty())
-    fail("config key 'model.path': ", why);
+  if (const std::string why = io::not_a_model_folder(model.path); !why.empty()) {
+    // A recipe's model.path is a placeholder for the user's copy.
+    const auto origin = key_origins.find("model.path");
+    const bool from_recipe = origin != key_origins.end() &&
+                             origin->second.find(recipes_dir().string()) != std::string::npos;
+    fail("config key 'model.path': ", why,
+         from_recipe ? "; a recipe names where its model might be: give yours with --set "
+                       "model.path=FOLDER"
+                     : "");
+  }
   check_one_of(model.init, "model.init", "auto", "pretrained", "random");
   check_data_sources(data);
   if (!data.eval_path.empty())

@@ -50,6 +50,17 @@ TEST_F(RecipeNames, ARecipeLoadsByNameFromAnyFolder) {
   EXPECT_EQ(short_name.train.batch_size, c.train.batch_size);
 }
 
+// Run as it is, a recipe's placeholder model.path is refused saying to
+// give one's own.
+TEST_F(RecipeNames, ARecipesPlaceholderModelPathSaysToGiveYours) {
+  EXPECT_MENTIONS(error_loading("@recipes/qwen2.5-0.5b_24gb"),
+                  "a recipe names where its model might be: give yours with --set "
+                  "model.path=FOLDER");
+  EXPECT_EQ(error_of(yaml(), {"model.path=" + (tmp_ / "nowhere").string()})
+                .find("a recipe names"),
+            std::string::npos);
+}
+
 TEST_F(RecipeNames, AnUnknownRecipeIsRefusedListingTheRecipes) {
   const std::string m = error_loading("@recipes/qwen2.5-9b.yaml");
   EXPECT_MENTIONS(m, "config file '@recipes/qwen2.5-9b.yaml': no recipe of that name in " +
