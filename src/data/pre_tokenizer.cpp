@@ -186,8 +186,9 @@ void PreTokenizer::parse_step(const nlohmann::json& value, const JsonField& fiel
     // table again (Hugging Face tokenizers does): no vocabulary is written
     // in that doubly-mapped alphabet, and it was taken as one.
     if (saw_byte_level)
-      field.fail("a second ByteLevel pre-tokenizer: one maps bytes to the vocabulary's alphabet, "
-                 "and a second would map them again; keep one");
+      field.fail(
+          "a second ByteLevel pre-tokenizer: one maps bytes to the vocabulary's alphabet, "
+          "and a second would map them again; keep one");
     saw_byte_level = true;
     Step step;
     step.add_prefix_space = optional_bool(value, field, "add_prefix_space", true);

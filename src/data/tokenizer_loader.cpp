@@ -190,10 +190,10 @@ void check_added_token_ids(const std::vector<AddedToken>& tokens, const BpeModel
     const AddedToken& token = tokens[i];
     const JsonField entry = field.element(i);
     if (const std::string* held = model.token_string(token.id); held && *held != token.content)
-      entry.member("id").fail(fmt::format(
-          "{} is already {} in model.vocab; '{}' needs an id of its own (Hugging Face "
-          "tokenizers gives it another)",
-          token.id, nlohmann::json(*held).dump(), token.content));
+      entry.member("id").fail(
+          fmt::format("{} is already {} in model.vocab; '{}' needs an id of its own (Hugging Face "
+                      "tokenizers gives it another)",
+                      token.id, nlohmann::json(*held).dump(), token.content));
     if (const auto vocab_id = model.token_id(token.content); vocab_id && *vocab_id != token.id)
       entry.member("id").fail(fmt::format(
           "{}, but model.vocab has '{}' as {} (Hugging Face tokenizers takes the vocab's id)",
@@ -208,8 +208,7 @@ void check_added_token_ids(const std::vector<AddedToken>& tokens, const BpeModel
           "{}, but added_tokens[{}] adds '{}' as {} (Hugging Face tokenizers takes that id)",
           token.id, first->second, token.content, tokens[first->second].id));
     const int64_t numbered = std::max(largest_added, vocab_count - 1) + 1;
-    if (numbered_by_count && new_content && !model.token_id(token.content) &&
-        token.id != numbered)
+    if (numbered_by_count && new_content && !model.token_id(token.content) && token.id != numbered)
       entry.member("id").fail(fmt::format(
           "{}, but Hugging Face tokenizers numbers the tokens the vocab lacks after it and each "
           "other, in order, whatever the file says: '{}' is {} there",

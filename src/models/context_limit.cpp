@@ -25,14 +25,12 @@ std::string stated_context(const ModelConfig& config, const std::string& model) 
     return "has max_position_embeddings " + length;  // parsed before; not read again
   }
   if (!root.is_object()) return "has max_position_embeddings " + length;
-  const std::vector<std::string> keys = config.is_gpt2()
-                                            ? std::vector<std::string>{"n_positions",
-                                                                       "max_position_embeddings"}
-                                            : std::vector<std::string>{"max_position_embeddings"};
+  const std::vector<std::string> keys =
+      config.is_gpt2() ? std::vector<std::string>{"n_positions", "max_position_embeddings"}
+                       : std::vector<std::string>{"max_position_embeddings"};
   for (const std::string& key : keys)  // null is absent, as the parser reads it
     if (root.contains(key) && !root.at(key).is_null()) return "has " + key + " " + length;
-  return "has no " + keys.front() + ", so the context is " + length + ", " +
-         config.model_type() +
+  return "has no " + keys.front() + ", so the context is " + length + ", " + config.model_type() +
          "'s default as transformers reads it (set it in config.json if the model takes longer "
          "rows)";
 }

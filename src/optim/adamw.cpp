@@ -418,8 +418,8 @@ void AdamW::load_state(const NamedTensors& state) {
   };
   auto read_step = [&](const std::string& name) {
     const Tensor& t = find(name);
-    LT_CHECK(t.dtype() == DType::I64 && t.numel() == 1, "'", name,
-             "' must be one i64 value, got ", t.str());
+    LT_CHECK(t.dtype() == DType::I64 && t.numel() == 1, "'", name, "' must be one i64 value, got ",
+             t.str());
     // A step count saved from device state may itself sit on a device.
     const int64_t value = t.to(Device::cpu()).contiguous().data<int64_t>()[0];
     LT_CHECK(value >= 0, "'", name, "' = ", value, " is negative");

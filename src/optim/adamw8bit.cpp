@@ -415,14 +415,14 @@ void AdamW8bit::load_state(const NamedTensors& state) {
   };
   auto expect = [&](const std::string& name, DType dtype, const Shape& shape) -> const Tensor& {
     const Tensor& t = find(name);
-    LT_CHECK(t.dtype() == dtype && t.shape() == shape, "'", name,
-             "' must be ", dtype_name(dtype), " of shape ", shape_str(shape), ", got ", t.str());
+    LT_CHECK(t.dtype() == dtype && t.shape() == shape, "'", name, "' must be ", dtype_name(dtype),
+             " of shape ", shape_str(shape), ", got ", t.str());
     return t;
   };
   auto read_step = [&](const std::string& name) {
     const Tensor& t = find(name);
-    LT_CHECK(t.dtype() == DType::I64 && t.numel() == 1, "'", name,
-             "' must be one i64 value, got ", t.str());
+    LT_CHECK(t.dtype() == DType::I64 && t.numel() == 1, "'", name, "' must be one i64 value, got ",
+             t.str());
     const int64_t value = t.to(Device::cpu()).contiguous().data<int64_t>()[0];
     LT_CHECK(value >= 0, "'", name, "' = ", value, " is negative");
     return value;

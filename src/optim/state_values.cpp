@@ -33,8 +33,7 @@ void check_state_values(const Tensor& t, const std::string& name, bool non_negat
   if (i == std::numeric_limits<int64_t>::max()) return;
   const float v = values[i];
   fail("'", name, "' holds ", v, " at element ", i, ": ",
-       std::isfinite(v) ? "a second moment is never negative"
-                        : "an optimizer state must be finite",
+       std::isfinite(v) ? "a second moment is never negative" : "an optimizer state must be finite",
        " (a damaged checkpoint?)");
 }
 

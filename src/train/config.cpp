@@ -726,8 +726,7 @@ int64_t TrainConfig::effective_warmup_steps() const {
           // transformers' get_warmup_steps: math.ceil of the double product
           // (truncating gave a step short: 0.15 x 30 = 4.5, 0.29 x 100 =
           // 28.999999999999996).
-          : static_cast<int64_t>(
-                std::ceil(sched.warmup_ratio * static_cast<double>(train.steps)));
+          : static_cast<int64_t>(std::ceil(sched.warmup_ratio * static_cast<double>(train.steps)));
   return std::min(asked, train.steps);
 }
 

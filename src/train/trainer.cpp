@@ -150,7 +150,8 @@ class StopSignals {
     ::sigemptyset(&caught.sa_mask);
     ::sigaction(sig, &caught, nullptr);
   }
-  struct sigaction old_int_ {}, old_term_{}, old_hup_{};
+  struct sigaction old_int_ {
+  }, old_term_{}, old_hup_{};
 };
 
 // The training device's peak in a step: "gpu" on CUDA, "device" on the
@@ -872,10 +873,10 @@ std::string non_finite_weights(Run& r, int64_t steps_done) {
           ? "No update has been applied since step 0, so they came with the weights the run "
             "started from (model.path " +
                 r.config.model.path + "): repair or replace them"
-          : r.resume_dir.empty()
-              ? std::string("An update of this run wrote them: train again with a lower optim.lr")
-              : std::string("An update wrote them, or they came with the checkpoint resumed from: "
-                            "resume from a checkpoint before them, with a lower optim.lr"));
+      : r.resume_dir.empty()
+          ? std::string("An update of this run wrote them: train again with a lower optim.lr")
+          : std::string("An update wrote them, or they came with the checkpoint resumed from: "
+                        "resume from a checkpoint before them, with a lower optim.lr"));
 }
 
 // A skipped (non-finite) step counts toward train.max_bad_steps in a row.
@@ -1126,7 +1127,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   summary.set_prediction_for_a_gpu(!r.plan.device.is_cuda());
   bool cpu_rate_kept = false;
 
-  bool applied_any = false;  // an update of this run (Note [Taking over out.dir])
+  bool applied_any = false;   // an update of this run (Note [Taking over out.dir])
   bool save_waiting = false;  // Note [No save on a non-finite streak]
   std::vector<nlohmann::json> waiting_lines;
   // Whether taking over would replace another run's records (rank 0 looks;

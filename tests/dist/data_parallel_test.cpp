@@ -320,8 +320,8 @@ TEST(DataParallel, BatchThatDoesNotDivideNamesTheKeyAndTheRank) {
   // A config error, found by every rank before its run starts, is said once
   // too, naming a rank (it came once per rank, unnamed).
   std::string config_error;
-  EXPECT_NE(run_program(runs.args(2, runs.tmp / "typo", {"train.stepz=2"}),
-                        runs.tmp / "typo.log", &config_error, 60),
+  EXPECT_NE(run_program(runs.args(2, runs.tmp / "typo", {"train.stepz=2"}), runs.tmp / "typo.log",
+                        &config_error, 60),
             0);
   const std::string unknown = " of 2: error: --set train.stepz=2: unknown key 'train.stepz'";
   const size_t first = config_error.find(unknown);

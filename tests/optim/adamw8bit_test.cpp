@@ -493,8 +493,8 @@ TEST(AdamW8bit, LoadStateRefusesNonFiniteOrNegativeScales) {
   SteppedOnce stepped;
   AdamW8bit& opt = stepped.opt;
   const NamedTensors current = deep_copy(opt.state());
-  for (const auto& [field, value] : {std::pair{"w.exp_avg.scales", NAN},
-                                     std::pair{"w.sqrt_exp_avg_sq.scales", -2.0f}}) {
+  for (const auto& [field, value] :
+       {std::pair{"w.exp_avg.scales", NAN}, std::pair{"w.sqrt_exp_avg_sq.scales", -2.0f}}) {
     NamedTensors damaged = deep_copy(current);
     for (auto& [name, t] : damaged)
       if (name == field) t.data<float>()[3] = value;
@@ -502,8 +502,7 @@ TEST(AdamW8bit, LoadStateRefusesNonFiniteOrNegativeScales) {
       opt.load_state(damaged);
       ADD_FAILURE() << field << " = " << value << " was accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("'") + field + "' holds"),
-                std::string::npos)
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + field + "' holds"), std::string::npos)
           << e.what();
       EXPECT_NE(std::string(e.what()).find("at element 3"), std::string::npos) << e.what();
     }

@@ -102,9 +102,9 @@ TEST(NoDecay, TheDefaultReadBackAtAResumeIsNotWarnedAbout) {
   write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
   // fixture_config decays every parameter: the default set back, as the
   // demo runs with it.
-  train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "out",
-                               {"train.steps=2", "train.save_every=2",
-                                "optim.no_decay=[bias, norm]"}));
+  train_quietly(
+      fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "out",
+                     {"train.steps=2", "train.save_every=2", "optim.no_decay=[bias, norm]"}));
   const std::string latest = "latest";
   const TrainConfig resumed =
       load_train_config_for("", {"train.steps=4", "out.dir=" + (tmp / "out").string()}, &latest);

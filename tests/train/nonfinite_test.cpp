@@ -202,7 +202,8 @@ TEST(NonFinite, APeriodicSaveThatWaitedIsMadeAfterTheNextFiniteStep) {
   const std::string said = run("out", waits);
   EXPECT_MENTIONS(said, "no step-" + std::to_string(waits) + " checkpoint: the last");
   EXPECT_FALSE(fs::exists(tmp / "out" / ("step-" + std::to_string(waits))));
-  EXPECT_TRUE(fs::exists(tmp / "out" / ("step-" + std::to_string(waits + 1)) / "trainer_state.json"))
+  EXPECT_TRUE(
+      fs::exists(tmp / "out" / ("step-" + std::to_string(waits + 1)) / "trainer_state.json"))
       << said;
 }
 

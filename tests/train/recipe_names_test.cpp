@@ -38,8 +38,8 @@ TEST_F(RecipeNames, ARecipeLoadsByNameFromAnyFolder) {
                                         {"model.path=" + fixture("llama").string(),
                                          "data.path=" + (tmp_ / "data.jsonl").string()}));
   // The recipe's own values, read from the source tree's file.
-  const YAML::Node recipe = YAML::LoadFile(
-      (fs::path(LT_SOURCE_DIR) / "recipes" / "qwen2.5-0.5b_24gb.yaml").string());
+  const YAML::Node recipe =
+      YAML::LoadFile((fs::path(LT_SOURCE_DIR) / "recipes" / "qwen2.5-0.5b_24gb.yaml").string());
   EXPECT_EQ(c.train.batch_size, recipe["train"]["batch_size"].as<int>());
   EXPECT_EQ(c.exec.mode, recipe["exec"]["mode"].as<std::string>());
   // The name without its ".yaml" is the same recipe.
@@ -56,8 +56,7 @@ TEST_F(RecipeNames, ARecipesPlaceholderModelPathSaysToGiveYours) {
   EXPECT_MENTIONS(error_loading("@recipes/qwen2.5-0.5b_24gb"),
                   "a recipe names where its model might be: give yours with --set "
                   "model.path=FOLDER");
-  EXPECT_EQ(error_of(yaml(), {"model.path=" + (tmp_ / "nowhere").string()})
-                .find("a recipe names"),
+  EXPECT_EQ(error_of(yaml(), {"model.path=" + (tmp_ / "nowhere").string()}).find("a recipe names"),
             std::string::npos);
 }
 

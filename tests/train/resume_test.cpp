@@ -138,8 +138,9 @@ TEST(Resume, AnOptimizerFileThatDoesNotFitIsNamed) {
                            "nan at element 5");
   EXPECT_MENTIONS(nan, "resume from another checkpoint");
   const std::string missing = damage([](auto& s) { s.erase("embed.tokens.weight.exp_avg_sq"); });
-  EXPECT_MENTIONS(missing, "(optimizer.safetensors) failed: 'embed.tokens.weight.exp_avg_sq' is "
-                           "missing");
+  EXPECT_MENTIONS(missing,
+                  "(optimizer.safetensors) failed: 'embed.tokens.weight.exp_avg_sq' is "
+                  "missing");
 }
 
 // `--resume latest` with no checkpoint to take is refused before the data

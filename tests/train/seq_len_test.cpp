@@ -99,9 +99,10 @@ TEST(SeqLen, RowsWithNothingPastTheirFirstTokenAreNamedNotBlamedOnSeqLen) {
   const std::string e = lt::testing::error_of([&] {
     train_quietly(fixture_config(fixture("llama"), none, tmp / "out", {"train.steps=1"}));
   });
-  EXPECT_MENTIONS(e, none.string() + ": no row has a token to train on: 2 of 2 rows have no "
-                                     "trained token after their first (labels != -100 past "
-                                     "position 0; a row's first token is never predicted)");
+  EXPECT_MENTIONS(e, none.string() +
+                         ": no row has a token to train on: 2 of 2 rows have no "
+                         "trained token after their first (labels != -100 past "
+                         "position 0; a row's first token is never predicted)");
   EXPECT_EQ(e.find("raise train.seq_len"), std::string::npos) << e;
   const fs::path some = tmp / "some.jsonl";
   write_tokens_jsonl(some, {{5}, {7, 8, 9}}, {{5}, {7, 8, 9}});
@@ -247,13 +248,13 @@ TEST(SeqLen, TheContextRefusalSaysWhereTheLengthCameFrom) {
   config.erase("max_position_embeddings");
   write_text(bare / "config.json", config.dump(2));
   // transformers' LlamaConfig default, 2048.
-  EXPECT_NE(run_program({"plan", "--model", bare.string(), "--seq-len", "2049"}, tmp / "llama.log",
-                        &out),
-            0);
-  EXPECT_MENTIONS(out, "--seq-len 2049 is longer than the model's context: " +
-                           (bare / "config.json").string() +
-                           " has no max_position_embeddings, so the context is 2048, llama's "
-                           "default as transformers reads it");
+  EXPECT_NE(
+      run_program({"plan", "--model", bare.string(), "--seq-len", "2049"}, tmp / "llama.log", &out),
+      0);
+  EXPECT_MENTIONS(
+      out, "--seq-len 2049 is longer than the model's context: " + (bare / "config.json").string() +
+               " has no max_position_embeddings, so the context is 2048, llama's "
+               "default as transformers reads it");
 }
 
 }  // namespace
