@@ -4,9 +4,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 
+#include "core/thread_pool.h"
 #include "models/hf_mapping.h"
 
 namespace lt::io {
@@ -22,33 +24,51 @@ bool overflows(float v, DType dtype) {
 
 }  // namespace
 
+int64_t count_non_finite(const Tensor& t) {
+  const Tensor values = t.to(Device::cpu(), DType::F32).contiguous();
+  const float* v = values.data<float>();
+  std::atomic<int64_t> total{0};
+  parallel_for(0, values.numel(), 1 << 18, [&](int64_t begin, int64_t end) {
+    int64_t n = 0;
+    for (int64_t i = begin; i < end; ++i) n += std::isfinite(v[i]) ? 0 : 1;
+    if (n > 0) total += n;
+  });
+  return total.load();
+}
+
+ParameterLines::ParameterLines(const models::ModelConfig& config) {
+  for (const models::HfRule& rule : models::hf_rules(config))
+    for (const std::string& internal : rule.internal) hf_name_.emplace(internal, rule.hf_name);
+}
+
+std::string ParameterLines::line(const std::string& internal_name, int64_t count,
+                                 const std::string& detail) const {
+  const auto it = hf_name_.find(internal_name);
+  return fmt::format("{} ({} value{}{})", it == hf_name_.end() ? internal_name : it->second, count,
+                     count == 1 ? "" : "s", detail);
+}
+
 WeightValueReport check_weight_values(const models::CausalLM& model, DType dtype) {
-  std::map<std::string, std::string> hf_name;  // internal -> Hugging Face
-  for (const models::HfRule& rule : models::hf_rules(model.config()))
-    for (const std::string& internal : rule.internal) hf_name[internal] = rule.hf_name;
+  const ParameterLines lines(model.config());
   WeightValueReport report;
   for (const auto& [name, tensor] : model.parameters()) {
     const Tensor values =
         tensor.to(Device::cpu(), DType::F32).contiguous();  // masters may be on the device
+    const int64_t not_finite = count_non_finite(values);
+    if (not_finite > 0) report.not_finite.push_back(lines.line(name, not_finite));
+    if (dtype == DType::F32) continue;  // f32 holds every f32 value
     const float* v = values.data<float>();
-    int64_t beyond = 0, not_finite = 0;
+    int64_t beyond = 0;
     float largest = 0;
     for (int64_t i = 0; i < values.numel(); ++i) {
-      if (!std::isfinite(v[i])) {
-        ++not_finite;
-      } else if (overflows(v[i], dtype)) {
+      if (std::isfinite(v[i]) && overflows(v[i], dtype)) {
         ++beyond;
         largest = std::max(largest, std::abs(v[i]));
       }
     }
-    const auto it = hf_name.find(name);
-    const std::string shown = it == hf_name.end() ? name : it->second;
     if (beyond > 0)
-      report.beyond_dtype.push_back(fmt::format("{} ({} value{}, the largest {:g})", shown, beyond,
-                                                beyond == 1 ? "" : "s", largest));
-    if (not_finite > 0)
-      report.not_finite.push_back(
-          fmt::format("{} ({} value{})", shown, not_finite, not_finite == 1 ? "" : "s"));
+      report.beyond_dtype.push_back(
+          lines.line(name, beyond, fmt::format(", the largest {:g}", largest)));
   }
   return report;
 }

@@ -4,6 +4,8 @@
 // be written as inf (bf16 reaches f32's range, all but its last ulps).
 // `lazytrain convert` refuses the one and warns of NaN or inf already in
 // the source, which a user converting a model cannot see otherwise.
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,24 @@ struct WeightValueReport {
 };
 
 WeightValueReport check_weight_values(const models::CausalLM& model, DType dtype);
+
+// NaN and inf in `t` (any device or dtype), counted in parallel chunks:
+// a save of a run whose masters are in memory scans them all (a 7B's are
+// 28 GB).
+int64_t count_non_finite(const Tensor& t);
+
+// A parameter's name as the model's files name it (its Hugging Face name;
+// a fused parameter's is its first part's) with `count` values: "name (N
+// values)", a report's line.
+class ParameterLines {
+ public:
+  explicit ParameterLines(const models::ModelConfig& config);
+  std::string line(const std::string& internal_name, int64_t count,
+                   const std::string& detail = "") const;
+
+ private:
+  std::map<std::string, std::string> hf_name_;  // internal -> Hugging Face
+};
 
 // A report's lines (`tensors`) for a message: the first four, joined by
 // ", ", then ", ..." when there are more.
