@@ -1,5 +1,6 @@
 #include "models/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <initializer_list>
@@ -109,6 +110,7 @@ ModelFamily parse_family(const Fields& f) {
 Activation parse_activation(const Fields& f, const std::string& key, const char* fallback,
                             std::initializer_list<Activation> supported, const char* family) {
   std::string name = f.opt_string(key).value_or(fallback);
+  if (name == "swish") name = "silu";  // transformers' ACT2FN maps both to SiLU
   std::string names;
   for (Activation a : supported) {
     if (name == activation_name(a)) return a;
@@ -182,11 +184,19 @@ void check_attention_kinds(const json& root, const Fields& f, ModelConfig& c) {
     if (window && *window <= 0) f.refuse("sliding_window", "must be positive, got ", *window);
     if (window && *window < c.max_position_embeddings) c.attention_window = *window;
   }
-  if (c.family == ModelFamily::Qwen2 || c.family == ModelFamily::Qwen3) {
-    if (f.boolean("use_sliding_window", false)) {
-      f.refuse("use_sliding_window",
-               "sliding-window attention is not supported; lazytrain "
-               "computes full causal attention");
+  // Qwen's window applies to the layers from max_window_layers on (28 when
+  // absent), and only with a window: transformers' Qwen2Config and
+  // Qwen3Config derive layer_types so when the file lists none. With
+  // max_window_layers past the last layer every layer attends in full.
+  if ((c.family == ModelFamily::Qwen2 || c.family == ModelFamily::Qwen3) &&
+      f.boolean("use_sliding_window", false) && !f.has("layer_types")) {
+    const bool window = root.contains("sliding_window") ? f.has("sliding_window") : true;
+    const int64_t first = f.opt_int("max_window_layers").value_or(28);
+    if (window && first < c.num_hidden_layers) {
+      f.refuse("use_sliding_window", "true makes layers ", std::max<int64_t>(first, 0), "-",
+               c.num_hidden_layers - 1, " (from max_window_layers ", first,
+               ") attend in a sliding window, which is not supported; lazytrain computes full "
+               "causal attention");
     }
   }
   if (const json* lt = f.find("layer_types")) {

@@ -300,9 +300,20 @@ TEST(ModelConfigRefusal, SlidingWindowOn) {
   m["sliding_window"] = 0;
   EXPECT_TRUE(refused(m, "sliding_window", "must be positive"));
 
-  auto q = fixture_json("qwen2.5-0.5b.v4.json");
+  // Qwen's window acts from layer max_window_layers on, as transformers
+  // derives layer_types: past the last layer, or with no window, none does.
+  auto q = fixture_json("qwen2.5-0.5b.v4.json");  // 24 layers, max_window_layers 24
   q["use_sliding_window"] = true;
-  EXPECT_TRUE(refused(q, "use_sliding_window"));
+  EXPECT_EQ(ModelConfig::from_json_text(q.dump(), "q").exact_context(), 32768);
+  q["max_window_layers"] = 21;
+  EXPECT_TRUE(refused(q, "use_sliding_window", "layers 21-23 (from max_window_layers 21)"));
+  q["sliding_window"] = nullptr;
+  EXPECT_EQ(ModelConfig::from_json_text(q.dump(), "q").exact_context(), 32768);
+  q.erase("sliding_window");     // absent: Qwen2Config's 4096 applies
+  q.erase("max_window_layers");  // absent: 28, past this model's 24 layers
+  EXPECT_EQ(ModelConfig::from_json_text(q.dump(), "q").num_hidden_layers, 24);
+  q["num_hidden_layers"] = 30;
+  EXPECT_TRUE(refused(q, "use_sliding_window", "layers 28-29"));
   auto q3 = fixture_json("qwen3-0.6b.v5.json");
   q3["layer_types"][5] = "sliding_attention";
   EXPECT_TRUE(refused(q3, "layer_types", "layer 5"));
@@ -369,6 +380,8 @@ TEST(ModelConfigRefusal, MissingOrBadSizes) {
 
 TEST(ModelConfigRefusal, ActivationsDtypesAndOtherOptions) {
   auto j = fixture_json("llama3.2-1b.v4.json");
+  j["hidden_act"] = "swish";  // SiLU by another name in transformers
+  EXPECT_EQ(ModelConfig::from_json_text(j.dump(), "j").hidden_act, Activation::Silu);
   j["hidden_act"] = "gelu";
   EXPECT_TRUE(refused(j, "hidden_act", "'gelu' is not supported"));
   // Each family's MLP takes its own activation only: a Llama's gated MLP
