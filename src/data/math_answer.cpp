@@ -75,9 +75,9 @@ size_t number_length(std::string_view s, size_t pos) {
   return i - pos;
 }
 
-// The last number of `text`, as written; GSM8K's calculator notes
-// ("<<9*2=18>>") are not part of the prose and are skipped.
-std::string last_number(std::string_view text) {
+// `text` without GSM8K's calculator notes ("<<9*2=18>>"), which are not
+// part of the prose: each becomes a space.
+std::string without_calculator_notes(std::string_view text) {
   std::string prose;
   for (size_t i = 0; i < text.size(); ++i) {
     if (text.compare(i, 2, "<<") == 0) {
@@ -90,6 +90,12 @@ std::string last_number(std::string_view text) {
     }
     prose += text[i];
   }
+  return prose;
+}
+
+// The last number of `text`, as written, calculator notes skipped.
+std::string last_number(std::string_view text) {
+  const std::string prose = without_calculator_notes(text);
   std::string_view s = prose;
   std::string last;
   size_t i = 0;
@@ -266,16 +272,21 @@ std::string frac_to_slash(std::string s) {
 }  // namespace
 
 std::string extract_answer(std::string_view text, AnswerFallback fallback) {
-  const std::string folded = lower(text);
-  const std::string_view marker = "the answer is";
-  if (size_t at = folded.rfind(marker); at != std::string::npos) {
-    std::string_view rest = trim(rest_of_line(text, at + marker.size()));
-    if (!rest.empty() && rest[0] == ':') rest = trim(rest.substr(1));
-    if (!rest.empty()) return std::string(rest);
-  }
-  if (size_t at = text.rfind("####"); at != std::string_view::npos) {
-    std::string_view rest = trim(rest_of_line(text, at + 4));
-    if (!rest.empty()) return std::string(rest);
+  // The later of the two markers: a GSM8K solution may say "the answer is"
+  // in its prose and still end on "#### 8". Each reads to the end of its
+  // line, calculator notes dropped ("The answer is <<8=8>>8.").
+  const std::string_view answer_is = "the answer is";
+  const size_t prose_at = lower(text).rfind(answer_is);
+  const size_t hashes_at = text.rfind("####");
+  std::vector<std::pair<size_t, size_t>> markers;  // where each marker's answer starts
+  if (prose_at != std::string::npos) markers.emplace_back(prose_at, prose_at + answer_is.size());
+  if (hashes_at != std::string_view::npos) markers.emplace_back(hashes_at, hashes_at + 4);
+  std::sort(markers.rbegin(), markers.rend());
+  for (const auto& [at, from] : markers) {
+    const std::string rest = without_calculator_notes(rest_of_line(text, from));
+    std::string_view answer = trim(rest);
+    if (at == prose_at && !answer.empty() && answer[0] == ':') answer = trim(answer.substr(1));
+    if (!answer.empty()) return std::string(answer);
   }
   if (auto boxed = last_braced(text, "\\boxed{")) return std::string(trim(*boxed));
   if (fallback == AnswerFallback::kWholeText) return std::string(trim(text));
@@ -292,7 +303,9 @@ std::string normalize_answer(std::string_view answer) {
     replace_all(s, drop, "");
   }
   std::string_view view = trim(s);
-  while (!view.empty() && view.back() == '.') view = trim(view.substr(0, view.size() - 1));
+  // A sentence's end: "#### 5." or a list's "#### 5,".
+  while (!view.empty() && (view.back() == '.' || view.back() == ','))
+    view = trim(view.substr(0, view.size() - 1));
   if (size_t eq = view.rfind('='); eq != std::string_view::npos) view = trim(view.substr(eq + 1));
   std::string text = frac_to_slash(std::string(view));
 

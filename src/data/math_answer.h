@@ -3,17 +3,18 @@
 // in which two answers are compared for exact match (`eval --task math`).
 //
 // Where the answer is (extract_answer), first match wins:
-//   1. MetaMathQA: what follows the last "The answer is" (any case, an
-//      optional ':'), up to the end of that line;
-//   2. GSM8K: what follows the last "####", up to the end of that line;
-//   3. MATH: the contents of the last \boxed{...} (braces matched);
-//   4. otherwise (Fallback::kLastNumber) the last number of the text, after
+//   1. what follows the later of the last "The answer is" (MetaMathQA; any
+//      case, an optional ':') and the last "####" (GSM8K), up to the end of
+//      that line, GSM8K's calculator notes "<<2*3=6>>" removed; the other
+//      marker when that is empty;
+//   2. MATH: the contents of the last \boxed{...} (braces matched);
+//   3. otherwise (Fallback::kLastNumber) the last number of the text, after
 //      GSM8K's calculator notes "<<2*3=6>>" are removed; or
 //      (Fallback::kWholeText) the whole text, for a reference field that
 //      holds the answer alone ("72", "\frac{1}{2}").
 //
 // The normal form (normalize_answer):
-//   - spaces at both ends, a sentence's final '.', and '$' / "\$" / "\(" "\)"
+//   - spaces at both ends, a final '.' or ',', and '$' / "\$" / "\(" "\)"
 //     are dropped; "\%" and '%' too; U+2212 (minus sign) reads as '-';
 //   - LaTeX spacing and sizing (\! \, \; \left \right) and ^\circ go;
 //   - "x = 5": what follows the last '=' (an answer written as an equation);

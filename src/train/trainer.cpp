@@ -844,18 +844,15 @@ void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
 
 // data.eval_task math: a fresh run also scores the model before its first
 // step, so that its closing line reads before -> after. Not logged in
-// metrics.jsonl, whose lines are steps.
+// metrics.jsonl, whose lines are steps. It is the setup's last part: a
+// signal during it ends the run at once, out.dir as it was (OutDirLock).
 void evaluate_before_training(Run& r, ProgressBar& bar) {
   const TrainConfig& c = r.config;
   if (c.data.eval_task != "math" || c.train.eval_every <= 0 || r.state.step != 0 ||
       !r.math_eval_skipped.empty())
     return;
   r.executor->sync();  // the model whole in host memory (Note [Stage states on disk])
-  try {
-    r.math_before_training = evaluate_math_at(r, 0, bar);
-  } catch (const EvaluationStopped&) {
-    bar.message("evaluation before training skipped: stop requested");
-  }
+  r.math_before_training = evaluate_math_at(r, 0, bar);
 }
 
 // Why a run stopped on non-finite steps, when it is the weights: a NaN or
@@ -1096,6 +1093,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // fails, removed or replaced them for nothing. Until then the lines of
   // its skipped steps wait, and no checkpoint is saved (it would hold the
   // weights the run started from).
+  ProgressBar bar(r.state.step, c.train.steps);
+  evaluate_before_training(r, bar);  // still the setup: it writes nothing in out.dir
   const bool earlier_config = fs::exists(r.out_dir / "config.yaml");
   if (writer && !earlier_config) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
   // Set up: from here on the run writes out.dir. A run that failed before
@@ -1105,7 +1104,6 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
 
   const double params = static_cast<double>(r.model->config().num_parameters());
   StopSignals signals;
-  ProgressBar bar(r.state.step, c.train.steps);
   const int64_t first_step = r.state.step;
   std::optional<MetricsWriter> metrics;
   const auto take_over_records = [&] {
@@ -1120,7 +1118,6 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     metrics.emplace(r.out_dir / "metrics.jsonl", !r.resume_dir.empty() && !r.resumed_from_elsewhere,
                     first_step, [&bar](const std::string& warning) { bar.message(warning); });
   };
-  evaluate_before_training(r, bar);
   TrainRunResult result;
   result.setup_host_peak_bytes = setup_host_peak;
   RunSummary summary;  // this run's steps, for its closing line

@@ -47,11 +47,14 @@ TEST(MathAnswer, EquivalentAnswersMatch) {
   }
 }
 
-// Every GSM8K test reference extracts to a plain canonical number: the
-// field ends in "#### N" and N is an integer, possibly with separators.
-TEST(MathAnswer, DemoGsm8kReferencesAreNumbers) {
-  std::ifstream in(std::string(LT_SOURCE_DIR) + "/assets/demo/gsm8k_test_50.jsonl");
-  ASSERT_TRUE(in.good());
+// Every GSM8K reference extracts to the integer after its final "####",
+// as the GSM8K convention (and lm-evaluation-harness's "#### (\\-?[0-9.,]+)")
+// reads it: also the four train rows whose prose says "the answer is"
+// before it, with a calculator note or words after it, which read as
+// "8>>8" and "therefore3" when that phrase came first.
+void expect_final_numbers(const std::string& path, int expected_rows) {
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path;
   std::string line;
   int rows = 0;
   while (std::getline(in, line)) {
@@ -65,7 +68,14 @@ TEST(MathAnswer, DemoGsm8kReferencesAreNumbers) {
     EXPECT_EQ(reference_answer(answer), std::to_string(std::stoll(digits))) << answer;
     ++rows;
   }
-  EXPECT_EQ(rows, 50);
+  EXPECT_EQ(rows, expected_rows) << path;
+}
+
+TEST(MathAnswer, Gsm8kReferencesAreTheirFinalNumbers) {
+  expect_final_numbers(std::string(LT_SOURCE_DIR) + "/assets/demo/gsm8k_test_50.jsonl", 50);
+  const std::string datasets = (testing::fixtures_dir() / "datasets").string();
+  expect_final_numbers(datasets + "/gsm8k_train_head.jsonl", 3);
+  expect_final_numbers(datasets + "/gsm8k_answer_is_rows.jsonl", 4);
 }
 
 }  // namespace
