@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "train/config.h"
 
 namespace lt::train {
 namespace {
@@ -44,6 +45,14 @@ std::string resolve_config_file(const std::string& file) {
              "': no recipe of that name in ", recipes_dir().string(), "; the recipes are ",
              recipe_list());
     return recipe.string();
+  }
+  // As config paths read "@assets/" (the old demo's config is there).
+  const std::string assets = "@assets/";
+  if (file.rfind(assets, 0) == 0) {
+    const std::filesystem::path asset = assets_dir() / file.substr(assets.size());
+    LT_CHECK(std::filesystem::is_regular_file(asset, ec), "config file '", file, "': no file ",
+             asset.string(), " in the bundled assets (", assets_dir().string(), ")");
+    return asset.string();
   }
   const std::string folder = "recipes/";
   if (file.rfind(folder, 0) == 0 && !std::filesystem::exists(file, ec) &&

@@ -11,8 +11,9 @@ namespace lt::train {
 // same command works from the source tree and from an installed lazytrain,
 // which has no recipes/ beside the working folder.
 //
-// The config file a command was given, as a path: "@recipes/NAME" resolved,
-// any other name as given. Throws, naming the recipes there are, for a
+// The config file a command was given, as a path: "@recipes/NAME" and
+// "@assets/PATH" (a bundled asset, as config paths name them) resolved, any
+// other name as given. Throws, naming the recipes there are, for a
 // recipe that does not exist; for a "recipes/NAME" that does not exist in
 // the working folder but is a recipe, says to write "@recipes/NAME".
 std::string resolve_config_file(const std::string& file);

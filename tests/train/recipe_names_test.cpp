@@ -67,6 +67,24 @@ TEST_F(RecipeNames, AnUnknownRecipeIsRefusedListingTheRecipes) {
   EXPECT_MENTIONS(m, "qwen2.5-0.5b_24gb.yaml, qwen2.5-1.5b_24gb.yaml");
 }
 
+// The old demo's config, named as its own paths are, from any folder: the
+// installed program has no assets/ beside the working folder.
+TEST_F(RecipeNames, AnAssetsConfigLoadsByNameFromAnyFolder) {
+  TrainConfig c;
+  ASSERT_NO_THROW(c = load_train_config("@assets/demo/gsm8k.yaml", {}));
+  const YAML::Node file =
+      YAML::LoadFile((fs::path(LT_SOURCE_DIR) / "assets" / "demo" / "gsm8k.yaml").string());
+  EXPECT_EQ(c.train.steps, file["train"]["steps"].as<int64_t>());
+  EXPECT_EQ(c.data.path,
+            (fs::path(LT_SOURCE_DIR) / "assets" /
+             file["data"]["path"].as<std::string>().substr(std::string("@assets/").size()))
+                .string());
+  EXPECT_MENTIONS(error_loading("@assets/demo/nothing.yaml"),
+                  "config file '@assets/demo/nothing.yaml': no file " +
+                      (fs::path(LT_SOURCE_DIR) / "assets" / "demo" / "nothing.yaml").string() +
+                      " in the bundled assets");
+}
+
 // README's "lazytrain train recipes/NAME" run where there is no recipes/
 // (an installed program): the name to write instead.
 TEST_F(RecipeNames, ARecipesPathThatIsNotHereNamesTheRecipe) {
