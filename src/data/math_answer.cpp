@@ -286,6 +286,9 @@ std::string extract_answer(std::string_view text, AnswerFallback fallback) {
     const std::string rest = without_calculator_notes(rest_of_line(text, from));
     std::string_view answer = trim(rest);
     if (at == prose_at && !answer.empty() && answer[0] == ':') answer = trim(answer.substr(1));
+    // A "####" line without a digit is a Markdown heading ("#### Verification"),
+    // not GSM8K's answer line.
+    if (at == hashes_at && std::none_of(answer.begin(), answer.end(), is_digit)) continue;
     if (!answer.empty()) return std::string(answer);
   }
   if (auto boxed = last_braced(text, "\\boxed{")) return std::string(trim(*boxed));

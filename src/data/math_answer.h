@@ -6,7 +6,8 @@
 //   1. what follows the later of the last "The answer is" (MetaMathQA; any
 //      case, an optional ':') and the last "####" (GSM8K), up to the end of
 //      that line, GSM8K's calculator notes "<<2*3=6>>" removed; the other
-//      marker when that is empty;
+//      marker when that is empty, or is a "####" line with no digit (a
+//      Markdown heading);
 //   2. MATH: the contents of the last \boxed{...} (braces matched);
 //   3. otherwise (Fallback::kLastNumber) the last number of the text, after
 //      GSM8K's calculator notes "<<2*3=6>>" are removed; or

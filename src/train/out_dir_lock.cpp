@@ -78,17 +78,16 @@ bool is_file_at(int fd, const fs::path& path) {
 
 // Note [An interrupted setup]: from the lock's taking until the run
 // commits (model loading, tokenizing, planning: minutes on a large model),
-// SIGINT and SIGTERM would keep their default action and end the process
-// at once (the trainer's stop flag, which finishes a step and saves, comes
-// with the first step). The kernel drops the flock then but not the file,
-// so out.dir kept a stray .lock, or was a new folder holding only it.
-// While a lock is uncommitted, a handler stands in for that default
-// action: it removes what the lock's destructor would, says so on stderr,
-// and ends the process by the same signal. A disposition the program set
-// itself (ignored, or a handler of its own) is left alone. The handler
-// makes only async-signal-safe calls (unlink, rmdir, write, sigaction,
-// raise) on paths made before it could run.
-constexpr std::array<int, 2> kStopSignals = {SIGINT, SIGTERM};
+// SIGINT, SIGTERM and SIGHUP would keep their default action and end the
+// process at once (the trainer's stop flag, which finishes a step and
+// saves, comes with the scoring before training, else the first step). The kernel drops the flock
+// then but not the file, so out.dir kept a stray .lock, or was a new folder holding only it. While
+// a lock is uncommitted, a handler stands in for that default action: it removes what the lock's
+// destructor would, says so on stderr, and ends the process by the same signal. A disposition the
+// program set itself (ignored, or a handler of its own) is left alone. The handler makes only
+// async-signal-safe calls (unlink, rmdir, write, sigaction, raise) on paths made before it could
+// run.
+constexpr std::array<int, 3> kStopSignals = {SIGINT, SIGTERM, SIGHUP};  // SIGHUP: a closed terminal
 // The uncommitted locks of this process: one per run; tests hold several.
 // A lock finding no free slot is not cleaned on a signal.
 std::array<std::atomic<const OutDirLock*>, 8> uncommitted{};
@@ -142,7 +141,7 @@ void OutDirLock::on_signal_in_setup(int signal) {
     const OutDirLock* lock = slot.exchange(nullptr);
     if (lock == nullptr) continue;
     lock->remove_what_it_made();
-    say(signal == SIGINT ? "\nSIGINT" : "\nSIGTERM");
+    say(signal == SIGINT ? "\nSIGINT" : signal == SIGHUP ? "\nSIGHUP" : "\nSIGTERM");
     say(" while the run was setting up: stopped; out.dir '");
     say(lock->out_dir_.c_str());
     say("' is left as it was before the run\n");

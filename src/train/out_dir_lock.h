@@ -11,7 +11,7 @@
 // and the folders it made for it, if it made them. Removing a lock file is
 // safe because a run that takes a lock checks that the file it locked is
 // still the one at out.dir/.lock, and takes the new one when it is not.
-// A run stopped by SIGINT or SIGTERM in that time leaves it so too (Note
+// A run stopped by SIGINT, SIGTERM or SIGHUP in that time leaves it so too (Note
 // [An interrupted setup] in out_dir_lock.cpp).
 #include <filesystem>
 #include <string>

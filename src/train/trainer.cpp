@@ -844,8 +844,7 @@ void maybe_evaluate(Run& r, nlohmann::json& line, ProgressBar& bar) {
 
 // data.eval_task math: a fresh run also scores the model before its first
 // step, so that its closing line reads before -> after. Not logged in
-// metrics.jsonl, whose lines are steps. It is the setup's last part: a
-// signal during it ends the run at once, out.dir as it was (OutDirLock).
+// metrics.jsonl, whose lines are steps.
 void evaluate_before_training(Run& r, ProgressBar& bar) {
   const TrainConfig& c = r.config;
   if (c.data.eval_task != "math" || c.train.eval_every <= 0 || r.state.step != 0 ||
@@ -1088,13 +1087,32 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // Note [Taking over out.dir]: what an earlier run left in out.dir (its
   // config.yaml, its checkpoints under out.overwrite, its metrics.jsonl
   // lines) gives way once this run has applied an update: a run stopped
-  // before its first step (Ctrl-C in the evaluation before training), or
-  // whose every step so far was non-finite (NaN weights) and that then
-  // fails, removed or replaced them for nothing. Until then the lines of
-  // its skipped steps wait, and no checkpoint is saved (it would hold the
-  // weights the run started from).
+  // before its first step, or whose every step so far was non-finite (NaN
+  // weights) and that then fails, removed or replaced them for nothing.
+  // Until then the lines of its skipped steps wait, and no checkpoint is
+  // saved (it would hold the weights the run started from).
   ProgressBar bar(r.state.step, c.train.steps);
-  evaluate_before_training(r, bar);  // still the setup: it writes nothing in out.dir
+  StopSignals signals;
+  // The scoring before training (data.eval_task math) writes nothing in
+  // out.dir, and the lock is committed after it: a stop in it (minutes on
+  // a large model) ends the run as a stop in the setup does, out.dir as it
+  // was and the executor's scratch files removed as the run unwinds.
+  try {
+    evaluate_before_training(r, bar);
+  } catch (const EvaluationStopped&) {
+  }
+  if (stop_requested(r, signals)) {
+    bar.message(
+        "stop requested before the first step: nothing trained, nothing saved; out.dir "
+        "is left as it was before the run");
+    bar.finish();
+    TrainRunResult stopped;
+    stopped.interrupted = true;
+    stopped.steps_done = r.state.step;
+    stopped.last_checkpoint = r.resume_dir.string();
+    stopped.setup_host_peak_bytes = setup_host_peak;
+    return stopped;
+  }
   const bool earlier_config = fs::exists(r.out_dir / "config.yaml");
   if (writer && !earlier_config) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
   // Set up: from here on the run writes out.dir. A run that failed before
@@ -1103,7 +1121,6 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   if (lock) lock->commit();
 
   const double params = static_cast<double>(r.model->config().num_parameters());
-  StopSignals signals;
   const int64_t first_step = r.state.step;
   std::optional<MetricsWriter> metrics;
   const auto take_over_records = [&] {
