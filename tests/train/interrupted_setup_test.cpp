@@ -27,7 +27,7 @@ TEST(InterruptedSetup, TheLockRemovesWhatItMadeAndTheSignalEndsTheProcess) {
   GTEST_FLAG_SET(death_test_style, "fast");  // the child shares this test's paths
   TempDir tmp("interrupted_setup");
   const fs::path made = tmp / "runs" / "out";
-  for (int signal : {SIGINT, SIGTERM}) {
+  for (int signal : {SIGINT, SIGTERM, SIGHUP}) {
     EXPECT_EXIT(
         {
           OutDirLock lock(made);
