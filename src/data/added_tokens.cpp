@@ -3,17 +3,23 @@
 #include <algorithm>
 
 #include "data/unicode.h"
+#include "data/word_char_ranges.h"
 
 namespace lt::data {
 
 namespace {
 
-// Rust regex \w (Unicode), which HF uses for single_word: letters, digits,
-// marks and connector punctuation. Approximated by our letter and number
-// classes plus '_'; no known byte-level tokenizer sets single_word.
+// Rust regex \w (Unicode), which HF uses for single_word: Alphabetic,
+// marks, decimal digits, connector punctuation and the joiners; not other
+// numbers ("\u00b2"). The table is probed from HF tokenizers itself.
 bool is_word_char(char32_t cp) {
-  CharClass cls = char_class(cp);
-  return cls == CharClass::kLetter || cls == CharClass::kNumber || cp == '_';
+  using unicode_tables::kWordCharRangeCount;
+  using unicode_tables::kWordCharRanges;
+  using unicode_tables::WordCharRange;
+  const WordCharRange* end = kWordCharRanges + kWordCharRangeCount;
+  const WordCharRange* it = std::upper_bound(
+      kWordCharRanges, end, cp, [](char32_t c, const WordCharRange& r) { return c < r.first; });
+  return it != kWordCharRanges && cp <= (it - 1)->last;
 }
 
 // Start of the last code point before `end`.
