@@ -105,28 +105,38 @@ void replace_disposition(int signal, void (*from)(int), void (*to)(int)) {
   ::sigaction(signal, &action, nullptr);
 }
 
-void arm(const OutDirLock* lock, void (*handler)(int)) {
+// Whether the lock found a slot (one that did not is cleaned by its
+// destructor only).
+bool arm(const OutDirLock* lock, void (*handler)(int)) {
   std::lock_guard<std::mutex> guard(uncommitted_mutex);
+  bool placed = false;
   for (auto& slot : uncommitted) {
     const OutDirLock* empty = nullptr;
-    if (slot.compare_exchange_strong(empty, lock)) break;
+    if (slot.compare_exchange_strong(empty, lock)) {
+      placed = true;
+      break;
+    }
   }
   for (int signal : kStopSignals) replace_disposition(signal, SIG_DFL, handler);
+  return placed;
 }
 
 // The default action comes back once no lock is uncommitted, unless a
 // handler installed since stands over ours (it restores ours, which then
 // finds nothing to remove and ends the process as the default would).
-void disarm(const OutDirLock* lock, void (*handler)(int)) {
+// Whether `lock` was still in its slot: not when a signal's cleanup
+// (remove_uncommitted) took it out, having removed what it made.
+bool disarm(const OutDirLock* lock, void (*handler)(int)) {
   std::lock_guard<std::mutex> guard(uncommitted_mutex);
-  bool any_left = false;
+  bool any_left = false, found = false;
   for (auto& slot : uncommitted) {
     const OutDirLock* mine = lock;
-    slot.compare_exchange_strong(mine, nullptr);
+    found = slot.compare_exchange_strong(mine, nullptr) || found;
     any_left = any_left || slot.load() != nullptr;
   }
-  if (any_left) return;
-  for (int signal : kStopSignals) replace_disposition(signal, handler, SIG_DFL);
+  if (!any_left)
+    for (int signal : kStopSignals) replace_disposition(signal, handler, SIG_DFL);
+  return found;
 }
 
 void say(const char* text) {
@@ -135,6 +145,15 @@ void say(const char* text) {
 }
 
 }  // namespace
+
+void OutDirLock::remove_uncommitted() noexcept {
+  for (auto& slot : uncommitted)
+    if (const OutDirLock* lock = slot.exchange(nullptr)) lock->remove_what_it_made();
+}
+
+void OutDirLock::release_signals() {
+  disarm(nullptr, on_signal_in_setup);  // removes no lock; restores when none is left
+}
 
 void OutDirLock::on_signal_in_setup(int signal) {
   for (auto& slot : uncommitted) {
@@ -188,7 +207,7 @@ OutDirLock::OutDirLock(const fs::path& out_dir) : out_dir_(out_dir), path_(out_d
       continue;
     }
     made_file_ = made;
-    arm(this, on_signal_in_setup);  // before the PID: a file naming it is cleaned on a signal
+    in_slot_ = arm(this, on_signal_in_setup);  // before the PID: cleaned on a signal
     const std::string me = std::to_string(::getpid()) + "\n";
     if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
       // The lock holds without the PID; only the second run's message loses it.
@@ -223,9 +242,10 @@ void OutDirLock::commit() {
 OutDirLock::~OutDirLock() {
   if (fd_ < 0) return;
   if (!committed_) {
-    disarm(this, on_signal_in_setup);
-    // Removed while still locked: a run waiting on this file sees it is gone.
-    remove_what_it_made();
+    // Removed while still locked: a run waiting on this file sees it is
+    // gone. Not again after remove_uncommitted: another run may hold a
+    // .lock there by now.
+    if (disarm(this, on_signal_in_setup) || !in_slot_) remove_what_it_made();
   }
   ::close(fd_);  // releases the flock
 }

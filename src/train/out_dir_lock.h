@@ -35,6 +35,17 @@ class OutDirLock {
   // made for it stay, also when a signal ends the process.
   void commit();
 
+  // What every uncommitted lock of this process made, removed at once, for
+  // a signal handler about to end the process (the trainer's second stop
+  // request while the run is still setting up). Async-signal-safe.
+  static void remove_uncommitted() noexcept;
+
+  // The default action back for SIGINT, SIGTERM and SIGHUP where a lock's
+  // setup handler is still set and no lock is uncommitted: a handler
+  // installed over it while a lock was uncommitted (the trainer's stop
+  // signals) restores it when it goes.
+  static void release_signals();
+
   // "" while out_dir/.lock is still the file this lock holds; else what
   // became of it ("... is gone", "... is another file now"): out.dir was
   // deleted, moved or replaced under the run, and another run may hold a
@@ -53,6 +64,7 @@ class OutDirLock {
   bool made_file_ = false;
   std::vector<std::filesystem::path> made_dirs_;  // deepest first
   bool committed_ = false;
+  bool in_slot_ = false;  // armed: a signal's cleanup can find it
 };
 
 }  // namespace lt::train

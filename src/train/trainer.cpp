@@ -87,6 +87,7 @@ extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
         "stays)\n";
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, ending, sizeof(ending) - 1);
     stop_signal.store(sig);
+    OutDirLock::remove_uncommitted();  // set up but not yet training: out.dir as it was
     return;
   }
   if (sig == SIGHUP) {
@@ -96,6 +97,7 @@ extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
     static const char leaving[] =
         "\nsecond stop request: exiting now, unsaved (the last checkpoint stays)\n";
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, leaving, sizeof(leaving) - 1);
+    OutDirLock::remove_uncommitted();  // a stop in the scoring before training
     struct sigaction by_default {};
     by_default.sa_handler = SIG_DFL;
     ::sigaction(sig, &by_default, nullptr);
@@ -137,6 +139,9 @@ class StopSignals {
     ::sigaction(SIGINT, &old_int_, nullptr);
     ::sigaction(SIGTERM, &old_term_, nullptr);
     ::sigaction(SIGHUP, &old_hup_, nullptr);
+    // Installed while the out.dir lock was uncommitted, the old handlers
+    // are its setup handler, which its commit could not take back.
+    OutDirLock::release_signals();
   }
   bool requested() const { return stop_signal.load() != 0; }
 
@@ -1072,6 +1077,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   std::fflush(stdout);  // before progress lines on stderr, also when piped
 
   int64_t setup_host_peak = 0;
+  std::optional<StopSignals> stop_handlers;
   {
     ProgressBar log(0, c.train.steps);
     for (const std::string& note : c.adjustments()) log.message("config: " + note);
@@ -1082,6 +1088,10 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     cpu_allocator().reset_peak();
     set_up(r, options, log);
     setup_host_peak = cpu_allocator().stats().peak_bytes - held_before;
+    // From the plan's line on (what a user, or a test, takes as "set up"),
+    // a signal is a stop request: the run ends at the next check, out.dir
+    // as it was until the lock commits.
+    stop_handlers.emplace();
     log.message(run_plan_line(r.plan));
   }
   // Note [Taking over out.dir]: what an earlier run left in out.dir (its
@@ -1092,7 +1102,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // Until then the lines of its skipped steps wait, and no checkpoint is
   // saved (it would hold the weights the run started from).
   ProgressBar bar(r.state.step, c.train.steps);
-  StopSignals signals;
+  const StopSignals& signals = *stop_handlers;
   // The scoring before training (data.eval_task math) writes nothing in
   // out.dir, and the lock is committed after it: a stop in it (minutes on
   // a large model) ends the run as a stop in the setup does, out.dir as it
