@@ -108,10 +108,13 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<TextSegment>& s
     const AddedToken& token = *tokens_[index];
     size_t start = pos;
     size_t stop = pos + length;
-    if (token.single_word && (ends_with_word(text, start) || starts_with_word(text, stop))) {
-      pos = stop;  // HF's matcher resumes after a discarded match
+    // HF finds the tokens in the raw text and strips around them after: the
+    // next search starts at this match's own end, so a token that starts
+    // in the whitespace an rstrip took is still emitted, that text counted
+    // twice ("<R> x" with " x" added: <R>, " x").
+    pos = stop;
+    if (token.single_word && (ends_with_word(text, start) || starts_with_word(text, stop)))
       continue;
-    }
     if (token.lstrip) {
       while (start > plain_start) {
         size_t previous = previous_char_start(text, start);
@@ -119,6 +122,7 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<TextSegment>& s
         if (previous + ch.length != start || !is_space(ch.code_point)) break;
         start = previous;
       }
+      start = std::max(start, plain_start);
     }
     if (token.rstrip) {
       while (stop < text.size()) {
@@ -129,9 +133,9 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<TextSegment>& s
     }
     if (plain_start < start)
       segments.push_back({text.substr(plain_start, start - plain_start), -1});
+    start = std::min(start, stop);  // an lstrip's start past an overlapping match's end
     segments.push_back({text.substr(start, stop - start), token.id});
-    plain_start = stop;
-    pos = stop;
+    plain_start = stop;  // back before an earlier rstrip's end when this match overlapped it
   }
   if (plain_start < text.size()) segments.push_back({text.substr(plain_start), -1});
 }
