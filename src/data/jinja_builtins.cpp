@@ -52,6 +52,13 @@ Value items_of(const Value& value, std::string_view what) {
   fail(what, ": ", type_name(value), " is not iterable");
 }
 
+// What select, reject, selectattr, rejectattr and map go over: jinja2's
+// guard them with `if value:`, so none (tools when none are given) or an
+// empty string is an empty sequence, not an error.
+Value items_if_any(const Value& value, std::string_view what) {
+  return truthy(value) ? items_of(value, what) : Value::array();
+}
+
 Value length_of(const Value& value) {
   if (value.is_string()) return code_point_count(value.get_ref<const std::string&>());
   if (value.is_array() || value.is_object()) return value.size();
@@ -78,7 +85,7 @@ Value select_items(const Value& value, const Arguments& args, bool by_attribute,
   for (size_t i = test_at + 1; i < args.positional.size(); ++i) {
     test_args.positional.push_back(args.positional[i]);
   }
-  for (const Value& item : items_of(value, "select")) {
+  for (const Value& item : items_if_any(value, "select")) {
     Value subject = item;
     if (by_attribute) {
       const Value* attribute = args.get(0, "attribute");
@@ -196,7 +203,7 @@ Value apply_filter(std::string_view name, const Value& value, const Arguments& a
   if (name == "map") {
     Value out = Value::array();
     const Value* attribute = args.get(99, "attribute");
-    for (const Value& item : items_of(value, "map")) {
+    for (const Value& item : items_if_any(value, "map")) {
       if (attribute) {
         out.push_back(attribute_of(item, need_string(*attribute, "map")));
       } else {

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/error.h"
+#include "data/unicode.h"
 
 namespace lt::data::jinja {
 
@@ -161,7 +162,10 @@ class Lexer {
     }
   }
 
-  // A quoted literal with Python's common escapes.
+  // A quoted literal, its escapes decoded as jinja2 decodes them (Python's
+  // unicode-escape): \n \t \r \a \b \f \v, octal, \xHH, \uHHHH,
+  // \UHHHHHHHH, a backslash before a newline dropped; any other escape kept
+  // as written. \N{NAME} (a Unicode name) is refused: no name table here.
   size_t lex_string(size_t pos, std::vector<Token>& tokens) {
     const char quote = src_[pos];
     const int line = line_of(pos);
@@ -172,6 +176,7 @@ class Lexer {
         text += src_[i];
         continue;
       }
+      const size_t escape = i;
       const char e = src_[++i];
       switch (e) {
         case 'n':
@@ -183,12 +188,59 @@ class Lexer {
         case 'r':
           text += '\r';
           break;
+        case 'a':
+          text += '\a';
+          break;
+        case 'b':
+          text += '\b';
+          break;
+        case 'f':
+          text += '\f';
+          break;
+        case 'v':
+          text += '\v';
+          break;
+        case '\n':
+          break;  // a line continued
         case '\\':
         case '\'':
         case '"':
           text += e;
           break;
+        case 'x':
+        case 'u':
+        case 'U': {
+          const size_t digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+          char32_t code_point = 0;
+          for (size_t k = 1; k <= digits; ++k) {
+            const char h = i + k < src_.size() ? src_[i + k] : '\0';
+            if (!std::isxdigit(static_cast<unsigned char>(h)))
+              fail_at(escape, "a \\", e, " escape needs ", digits, " hex digits");
+            code_point =
+                code_point * 16 +
+                static_cast<char32_t>(std::isdigit(static_cast<unsigned char>(h))
+                                          ? h - '0'
+                                          : std::tolower(static_cast<unsigned char>(h)) - 'a' + 10);
+          }
+          if (code_point > 0x10FFFF || (code_point >= 0xD800 && code_point < 0xE000))
+            fail_at(escape, "the \\", e, " escape names no character");
+          append_utf8(text, code_point);
+          i += digits;
+          break;
+        }
+        case 'N':
+          fail_at(escape,
+                  "\\N{...} escapes (characters by name) are not supported; write the "
+                  "character or its \\u escape");
         default:
+          if (e >= '0' && e <= '7') {  // up to three octal digits
+            char32_t code_point = static_cast<char32_t>(e - '0');
+            for (int k = 0;
+                 k < 2 && i + 1 < src_.size() && src_[i + 1] >= '0' && src_[i + 1] <= '7'; ++k)
+              code_point = code_point * 8 + static_cast<char32_t>(src_[++i] - '0');
+            append_utf8(text, code_point);
+            break;
+          }
           text += '\\';
           text += e;
       }

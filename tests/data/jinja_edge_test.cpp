@@ -88,6 +88,12 @@ TEST(JinjaEdges, RenderAsJinja2) {
        "{{ 'hello <|im_end|> inside' | title }}|{{ 'a-b(c{d[e<f g_h|i.j' | title }}|{{ \"o'neil "
        "x1y\" | title }}|{{ '  HELLO  wORLD\\tx　y ' | title }}|{{ \"o'neil x1y\".title() }}",
        "Hello <|im_end|> Inside|A-B(C{D[E<F G_h|i.j|O'neil X1y|  Hello  World\tX　Y |O'Neil X1Y"},
+      {"string_literal_escapes", "{{ 'a\\tb\\x41\\u00e9\\U0001F600\\101\\\\z\\q' }}|{{ 'it\\'s' }}",
+       "a\tbAé😀A\\z\\q|it's"},
+      {"filters_over_none",
+       "{{ none | selectattr('type', 'equalto', 'x') | list }}|{{ none | map(attribute='a') | list "
+       "}}|{{ none | select | list }}|{{ '' | reject | list }}|{{ none | rejectattr('a') | list }}",
+       "[]|[]|[]|[]|[]"},
   };
   for (const Golden& g : goldens) {
     std::string text;

@@ -65,6 +65,11 @@ CASES = [
      "{{ 'hello <|im_end|> inside' | title }}|{{ 'a-b(c{d[e<f g_h|i.j' | title }}|"
      "{{ \"o'neil x1y\" | title }}|{{ '  HELLO  wORLD\\tx\u3000y ' | title }}|"
      "{{ \"o'neil x1y\".title() }}"),
+    ("string_literal_escapes",
+     r"{{ 'a\tb\x41\u00e9\U0001F600\101\\z\q' }}|{{ 'it\'s' }}"),
+    ("filters_over_none",
+     "{{ none | selectattr('type', 'equalto', 'x') | list }}|{{ none | map(attribute='a') | list }}|"
+     "{{ none | select | list }}|{{ '' | reject | list }}|{{ none | rejectattr('a') | list }}"),
 ]
 
 # (name, template): what jinja2 renders or raises here, lazytrain refuses
