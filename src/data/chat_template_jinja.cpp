@@ -139,6 +139,8 @@ std::string JinjaChatTemplate::render_text(std::span<const ChatMessage> messages
   if (disable_thinking) variables["enable_thinking"] = false;
   try {
     return template_.render(std::move(variables));
+  } catch (const jinja::TemplateRaised&) {
+    throw;  // the template refusing these messages: the row's fault, named by the caller
   } catch (const Error& e) {
     fail(e.what(),
          "; to train in a built-in layout instead, name it with --template (eval, generate) or "

@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "data/chat_template.h"
 #include "data/dataset_source.h"
+#include "data/jinja_value.h"
 #include "data/unicode.h"
 
 namespace lt::data {
@@ -539,12 +540,30 @@ class DatasetLoader {
     samples_.resize(first + pending_.size());
     // 16 rows per task: a row takes tens of microseconds to tokenize, so
     // smaller tasks would spend their time in the pool's bookkeeping.
+    // A row the chat template refuses (raise_exception: Gemma's "System role
+    // not supported", Mistral's alternation) is a bad row, named and
+    // skipped as the others are, not the end of the load.
+    std::vector<std::string> refused(pending_.size());
     parallel_for(0, static_cast<int64_t>(pending_.size()), 16, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        samples_[first + i] = tokenize(pending_[i]);
+        try {
+          samples_[first + i] = tokenize(pending_[i]);
+        } catch (const jinja::TemplateRaised& e) {
+          refused[i] = e.what();
+        }
         samples_[first + i].line = pending_[i].line;
       }
     });
+    size_t kept = first;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      if (!refused[i].empty()) {
+        bad_row(pending_[i].line, {"", "the chat template refuses the row: " + refused[i]});
+        continue;
+      }
+      if (kept != first + i) samples_[kept] = std::move(samples_[first + i]);
+      ++kept;
+    }
+    samples_.resize(kept);
     for (size_t i = first; i < samples_.size(); ++i) {
       report_.tokens += static_cast<int64_t>(samples_[i].ids.size());
       report_.trained_tokens += std::count_if(samples_[i].labels.begin(), samples_[i].labels.end(),

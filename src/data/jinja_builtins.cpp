@@ -365,10 +365,9 @@ Value call_method(const Value& object, std::string_view name, const Arguments& a
 }
 
 Value call_global(std::string_view name, const Arguments& args) {
-  if (name == "raise_exception") {
-    fail("the template raised an error: ",
-         args.positional.empty() ? "" : to_text(args.positional[0]));
-  }
+  if (name == "raise_exception")
+    throw TemplateRaised("the template raised an error: " +
+                         (args.positional.empty() ? std::string() : to_text(args.positional[0])));
   if (name == "namespace" || name == "dict") {
     Value object = Value::object();
     for (const Value& positional : args.positional) {

@@ -75,6 +75,8 @@ class Renderer {
   Value located(int line, F&& f) const {
     try {
       return f();
+    } catch (const TemplateRaised& e) {  // kept apart: its callers name the row
+      throw TemplateRaised(name_ + ":" + std::to_string(line) + ": " + e.what());
     } catch (const Error& e) {
       fail_at(line, e.what());
     }

@@ -10,9 +10,19 @@
 
 #include <string>
 
+#include "core/error.h"
+
 namespace lt::data::jinja {
 
 using Value = nlohmann::ordered_json;
+
+// What the template's raise_exception() throws: the template refusing what
+// it was given (Gemma's "System role not supported"), an error of the data,
+// not of the template, which callers name the row for.
+class TemplateRaised : public Error {
+ public:
+  using Error::Error;
+};
 
 Value undefined();
 bool is_undefined(const Value& value);

@@ -8,6 +8,7 @@
 #include "core/json_brief.h"
 #include "data/dataset.h"
 #include "data/dataset_source.h"
+#include "data/jinja_value.h"
 
 namespace lt::data {
 
@@ -252,6 +253,11 @@ PromptSet load_prompts(const fs::path& file, const Tokenizer* tokenizer, const P
       ++set.skipped;
       if (set.problems.size() < kMaxReportedProblems)
         set.problems.push_back(file.string() + ":" + std::to_string(source.line) + ": " + e.what);
+    } catch (const jinja::TemplateRaised& e) {  // the template refusing this row's turns
+      ++set.skipped;
+      if (set.problems.size() < kMaxReportedProblems)
+        set.problems.push_back(file.string() + ":" + std::to_string(source.line) +
+                               ": the chat template refuses the row: " + e.what());
     }
     return true;
   });
