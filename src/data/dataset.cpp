@@ -538,12 +538,12 @@ class DatasetLoader {
     if (pending_.empty()) return;
     const size_t first = samples_.size();
     samples_.resize(first + pending_.size());
-    // 16 rows per task: a row takes tens of microseconds to tokenize, so
-    // smaller tasks would spend their time in the pool's bookkeeping.
     // A row the chat template refuses (raise_exception: Gemma's "System role
     // not supported", Mistral's alternation) is a bad row, named and
     // skipped as the others are, not the end of the load.
     std::vector<std::string> refused(pending_.size());
+    // 16 rows per task: a row takes tens of microseconds to tokenize, so
+    // smaller tasks would spend their time in the pool's bookkeeping.
     parallel_for(0, static_cast<int64_t>(pending_.size()), 16, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         try {
