@@ -3,24 +3,10 @@
 #include <algorithm>
 
 #include "data/unicode.h"
-#include "data/word_char_ranges.h"
 
 namespace lt::data {
 
 namespace {
-
-// Rust regex \w (Unicode), which HF uses for single_word: Alphabetic,
-// marks, decimal digits, connector punctuation and the joiners; not other
-// numbers ("\u00b2"). The table is probed from HF tokenizers itself.
-bool is_word_char(char32_t cp) {
-  using unicode_tables::kWordCharRangeCount;
-  using unicode_tables::kWordCharRanges;
-  using unicode_tables::WordCharRange;
-  const WordCharRange* end = kWordCharRanges + kWordCharRangeCount;
-  const WordCharRange* it = std::upper_bound(
-      kWordCharRanges, end, cp, [](char32_t c, const WordCharRange& r) { return c < r.first; });
-  return it != kWordCharRanges && cp <= (it - 1)->last;
-}
 
 // Start of the last code point before `end`.
 size_t previous_char_start(std::string_view text, size_t end) {

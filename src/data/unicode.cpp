@@ -108,16 +108,20 @@ Utf8Prefix scan_utf8(std::string_view text, size_t pos) {
   return {length, true, cp};
 }
 
-uint8_t ccc_of(char32_t cp) {
-  if (cp < 0x300 || cp > kMaxCodePoint) return 0;
-  const auto* begin = tables::kCombiningClassRanges;
-  const auto* end = begin + tables::kCombiningClassRangeCount;
+// The value of the range holding `cp` in a sorted table; 0 outside them.
+uint8_t range_value(const tables::CodePointRange* begin, size_t count, char32_t cp) {
+  const auto* end = begin + count;
   const auto* it = std::upper_bound(
       begin, end, cp,
       [](char32_t value, const tables::CodePointRange& r) { return value < r.first; });
   if (it == begin) return 0;
   --it;
   return cp <= it->last ? it->value : 0;
+}
+
+uint8_t ccc_of(char32_t cp) {
+  if (cp < 0x300 || cp > kMaxCodePoint) return 0;
+  return range_value(tables::kCombiningClassRanges, tables::kCombiningClassRangeCount, cp);
 }
 
 // Hangul syllables decompose and compose by arithmetic (Unicode 3.12).
@@ -201,6 +205,10 @@ void append_utf8(std::string& out, char32_t cp) {
     out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
     out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
   }
+}
+
+bool is_word_char(char32_t code_point) {
+  return range_value(tables::kWordCharRanges, tables::kWordCharRangeCount, code_point) != 0;
 }
 
 bool is_valid_utf8(std::string_view text) {

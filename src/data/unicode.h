@@ -68,6 +68,11 @@ inline DecodedChar decode_utf8(std::string_view text, size_t pos) {
 
 void append_utf8(std::string& out, char32_t code_point);
 
+// Whether Hugging Face tokenizers counts the code point as a word character
+// around a single_word added token (its Rust regex \w: Alphabetic, marks,
+// decimal digits, connector punctuation, the joiners; not "\u00b2").
+bool is_word_char(char32_t code_point);
+
 // True if `text` is well-formed UTF-8 (no overlongs, surrogates or values
 // past U+10FFFF).
 bool is_valid_utf8(std::string_view text);

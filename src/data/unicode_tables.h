@@ -42,6 +42,11 @@ extern const size_t kNfcSensitiveRangeCount;
 extern const Decomposition kDecompositions[];
 extern const size_t kDecompositionCount;
 extern const char32_t kDecompositionData[];
+// Word characters of Hugging Face tokenizers' single_word added tokens (its
+// Rust regex \w); value always 1. Generated into word_char_ranges.cpp by
+// tools/reference/make_word_char_ranges.py, which probes the library.
+extern const CodePointRange kWordCharRanges[];
+extern const size_t kWordCharRangeCount;
 // Sorted by (first, second).
 extern const Composition kCompositions[];
 extern const size_t kCompositionCount;

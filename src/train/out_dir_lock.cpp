@@ -126,16 +126,22 @@ bool arm(const OutDirLock* lock, void (*handler)(int)) {
 // finds nothing to remove and ends the process as the default would).
 // Whether `lock` was still in its slot: not when a signal's cleanup
 // (remove_uncommitted) took it out, having removed what it made.
+// The default action back once no lock is uncommitted; the caller holds
+// uncommitted_mutex.
+void release_if_none_left(void (*handler)(int)) {
+  for (const auto& slot : uncommitted)
+    if (slot.load() != nullptr) return;
+  for (int signal : kStopSignals) replace_disposition(signal, handler, SIG_DFL);
+}
+
 bool disarm(const OutDirLock* lock, void (*handler)(int)) {
   std::lock_guard<std::mutex> guard(uncommitted_mutex);
-  bool any_left = false, found = false;
+  bool found = false;
   for (auto& slot : uncommitted) {
     const OutDirLock* mine = lock;
     found = slot.compare_exchange_strong(mine, nullptr) || found;
-    any_left = any_left || slot.load() != nullptr;
   }
-  if (!any_left)
-    for (int signal : kStopSignals) replace_disposition(signal, handler, SIG_DFL);
+  release_if_none_left(handler);
   return found;
 }
 
@@ -152,7 +158,8 @@ void OutDirLock::remove_uncommitted() noexcept {
 }
 
 void OutDirLock::release_signals() {
-  disarm(nullptr, on_signal_in_setup);  // removes no lock; restores when none is left
+  std::lock_guard<std::mutex> guard(uncommitted_mutex);
+  release_if_none_left(on_signal_in_setup);
 }
 
 void OutDirLock::on_signal_in_setup(int signal) {
