@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs a local CUDA build (lazytrain, test_gpu) and the shared libraries
-# they link beyond glibc and CUDA into build-carry/ (about 25 MB, under the
+# they link beyond glibc and CUDA into build-carry/ (about 10 MB, under the
 # device tool's 64 MiB carry limit with .devdeps), so a device call can skip
 # its ~3-minute build: `bench/gpu.sh OUT unpack gputest ...` with carry
 # [".devdeps", "build-carry"]. The tests find the sources and binaries by
@@ -17,7 +17,12 @@ cd "$root"
 carry=${LT_CARRY_DIR:-build-carry}
 cmake --build "$build" --target lazytrain test_gpu
 rm -rf "$carry" && mkdir -p "$carry"/stage/lib
-tar -C "$build" -cf - lazytrain test_gpu | xz -T0 -3 > "$carry"/bins.tar.xz
+# Without debug information (symbols kept for backtraces): a quarter of the size.
+mkdir -p "$carry"/stage/bin
+for bin in lazytrain test_gpu; do
+  strip --strip-debug -o "$carry/stage/bin/$bin" "$build/$bin"
+done
+tar -C "$carry"/stage/bin -cf - lazytrain test_gpu | xz -T0 -3 > "$carry"/bins.tar.xz
 # Everything ldd resolves under /lib or /usr/lib except the C runtime, which
 # the device has: yaml-cpp, fmt, spdlog, CBC, liburing, libstdc++ (not OpenBLAS: below).
 ldd "$build/lazytrain" "$build/test_gpu" | awk '$3 ~ /^\/(usr\/)?lib/ {print $3}' | sort -u |

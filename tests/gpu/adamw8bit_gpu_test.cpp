@@ -59,14 +59,16 @@ struct Spec {
   DType grad_dtype;
 };
 
-// 8-bit: a partial last block (4099 = 2 * 2048 + 3), several full blocks,
-// bf16 gradients; f32 path: the small ones (under min_8bit_numel = 4096).
+// 8-bit: a partial last block (4099 = 2 * 2048 + 3; 4102 ends in 6, one
+// whole group of four and two), several full blocks, bf16 gradients; f32
+// path: the small ones (under min_8bit_numel = 4096).
 const std::vector<Spec> kSpecs = {
     {"layers.0.mlp.weight", {4099}, DType::BF16},
     {"layers.0.attn.weight", {64, 160}, DType::F32},
     {"embed.weight", {97, 211}, DType::F32},
     {"layers.0.norm.weight", {1000}, DType::BF16},
     {"lm_head.bias", {7}, DType::F32},
+    {"layers.1.mlp.weight", {2, 2051}, DType::BF16},
 };
 
 void run(int64_t block_size) {
@@ -129,6 +131,17 @@ TEST(AdamW8bitGpuTest, MatchesCpuBitwiseOverFourSteps) {
 TEST(AdamW8bitGpuTest, MatchesCpuWithOddBlockSize) {
   LT_REQUIRE_GPU();
   run(333);  // blocks not a multiple of the 256 threads, nor of a warp
+}
+
+TEST(AdamW8bitGpuTest, MatchesCpuWithTheLargestBlocks) {
+  LT_REQUIRE_GPU();
+  run(4096);  // eight elements a thread, four at a time
+  run(4095);  // eight elements a thread, one at a time
+}
+
+TEST(AdamW8bitGpuTest, MatchesCpuWithMoreBlocksThanTheGridHolds) {
+  LT_REQUIRE_GPU();
+  run(16);  // 1,280 blocks in the embedding: each thread block takes several
 }
 
 TEST(AdamW8bitGpuTest, RefusesBlocksLargerThanTheKernelHolds) {

@@ -13,9 +13,9 @@
 
 namespace lt::optim {
 
-// The largest optim.block_size on CUDA: one thread block holds a block's
-// dequantized m and v in shared memory (8 bytes per element: 32 KiB, plus
-// the tables, under the 48 KiB a kernel gets without opting in).
+// The largest optim.block_size on CUDA: one thread block updates a block,
+// each of its 512 threads holding up to eight elements' m and sqrt(v) in
+// registers.
 constexpr int64_t kMaxCudaBlockSize = 4096;
 
 namespace cuda {
