@@ -29,15 +29,7 @@ namespace {
 const Device kGpu = Device::cuda(0);
 
 double milliseconds_per_call(const std::function<void()>& call) {
-  const Stream stream = current_stream(kGpu);
-  for (int i = 0; i < 3; ++i) call();
-  Event start(true), end(true);
-  start.record(stream);
-  constexpr int kCalls = 10;
-  for (int i = 0; i < kCalls; ++i) call();
-  end.record(stream);
-  end.synchronize();
-  return static_cast<double>(start.elapsed_ms(end)) / kCalls;
+  return testing::milliseconds_per_call(call, 10);
 }
 
 // A GPU tensor of n elements: `pattern` (on the GPU) repeated.

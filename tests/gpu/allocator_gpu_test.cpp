@@ -232,11 +232,11 @@ TEST(CudaCachingAllocator, OutOfMemoryIsAClearError) {
     FAIL() << "1 TiB should not fit";
   } catch (const Error& e) {
     std::string msg = e.what();
-    EXPECT_THAT(msg, testing::HasSubstr("out of memory on cuda:0"));
-    EXPECT_THAT(msg, testing::HasSubstr("tried to allocate 1.00 TiB"));
-    EXPECT_THAT(msg, testing::HasSubstr("64.00 MiB (67108864 bytes) allocated"));
-    EXPECT_THAT(msg, testing::HasSubstr("reserved"));
-    EXPECT_THAT(msg, testing::HasSubstr("free"));
+    EXPECT_THAT(msg, ::testing::HasSubstr("out of memory on cuda:0"));
+    EXPECT_THAT(msg, ::testing::HasSubstr("tried to allocate 1.00 TiB"));
+    EXPECT_THAT(msg, ::testing::HasSubstr("64.00 MiB (67108864 bytes) allocated"));
+    EXPECT_THAT(msg, ::testing::HasSubstr("reserved"));
+    EXPECT_THAT(msg, ::testing::HasSubstr("free"));
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "no sticky error left behind";
   EXPECT_EQ(alloc.caching_stats().ooms, 1);

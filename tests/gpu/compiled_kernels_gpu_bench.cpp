@@ -42,17 +42,7 @@ namespace {
 
 constexpr double kCopyBytesPerSecond = 4.3e12;
 
-double milliseconds_per_call(const std::function<void()>& call) {
-  const Stream stream = current_stream(Device::cuda(0));
-  for (int i = 0; i < 3; ++i) call();
-  Event start(true), end(true);
-  start.record(stream);
-  constexpr int kCalls = 20;
-  for (int i = 0; i < kCalls; ++i) call();
-  end.record(stream);
-  end.synchronize();
-  return static_cast<double>(start.elapsed_ms(end)) / kCalls;
-}
+using lt::testing::milliseconds_per_call;
 
 double graph_bytes(const KernelGraph& graph, int64_t rows, int64_t cols) {
   double bytes = 0;
