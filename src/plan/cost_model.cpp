@@ -330,14 +330,13 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   // times: ~0, rho, head.
   std::vector<StageUpdate> stages;
   // The stages on the device update on the GPU before the CPU's are
-  // queued: AdamW's bytes (p, g, m, v read; p, m, v and the bf16 copy
-  // written) at device memory bandwidth, on the step's critical path.
+  // queued, on the step's critical path.
   double device_update_s = 0;
   const auto add_stage = [&](double params, double forward_s, double backward_s) {
     StageUpdate st;
     const size_t s = stages.size();
     if (m.stage_on_device(static_cast<int>(s))) {
-      device_update_s += params * 30.0 / (kDeviceMemoryGbps * kBytesPerGB);
+      device_update_s += device_update_seconds(hw, m.sizes.optimizer, params);
     } else {
       st.update_s = params / params_per_s;
     }

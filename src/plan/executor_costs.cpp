@@ -28,10 +28,9 @@ double model_gb(const CostModel& m) {
   return parameters(m) * static_cast<double>(m.sizes.compute_bytes) / kBytesPerGB;
 }
 
-// AdamW over `share` of the parameters on the device: p, g, m, v read, p,
-// m, v and the bf16 weight written.
+// The update of `share` of the parameters on the device.
 double device_update_s(const CostModel& m, double share) {
-  return share * parameters(m) * 30.0 / (kDeviceMemoryGbps * kBytesPerGB);
+  return device_update_seconds(m.hardware, m.sizes.optimizer, share * parameters(m));
 }
 
 ExecutorTime finish(ExecutorTime t) {
@@ -40,6 +39,14 @@ ExecutorTime finish(ExecutorTime t) {
 }
 
 }  // namespace
+
+double device_update_seconds(const HardwareProfile& hardware, exec::OptimizerStates optimizer,
+                             double params) {
+  const double rate = optimizer == exec::OptimizerStates::EightBit
+                          ? hardware.gpu_adam8bit_gparams_per_s
+                          : hardware.gpu_adam_gparams_per_s;
+  return params / (rate * 1e9);
+}
 
 ExecutorTime predict_resident(const CostModel& m) {
   ExecutorTime t;

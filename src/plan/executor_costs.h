@@ -6,8 +6,8 @@
 // streaming planner's prediction and pick the fastest that fits.
 //
 // The models follow what the executors do (exec/offload.h):
-//  - resident: forward and backward of the batch, then the device's AdamW
-//    (a pass over 16 bytes per parameter at the device's memory rate);
+//  - resident: forward and backward of the batch, then the device's update
+//    (the profile's gpu_adam(8bit)_gparams_per_s);
 //  - offload: the same compute, then every gradient down, the CPU update,
 //    and every weight up, one after the other (the synchronous step);
 //  - ZenFlow: the same compute and a device update over topk of the
@@ -21,9 +21,10 @@
 
 namespace lt::plan {
 
-// The H200's HBM3e rate for the device's optimizer pass, GB/s (an
-// estimate; the device update is a few milliseconds at any model size).
-inline constexpr double kDeviceMemoryGbps = 3000.0;
+// Seconds of the device's own update of `params` parameters with
+// `optimizer`, at the profile's measured rate for it.
+double device_update_seconds(const HardwareProfile& hardware, exec::OptimizerStates optimizer,
+                             double params);
 
 struct ExecutorTime {
   double compute_s = 0;    // forward + backward of the batch

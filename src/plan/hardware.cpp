@@ -77,6 +77,8 @@ HardwareProfile HardwareProfile::from_yaml_text(const std::string& text,
       {"gpu_tflops", number(p.gpu_tflops)},
       {"cpu_adam_gparams_per_s", number(p.cpu_adam_gparams_per_s)},
       {"cpu_adam8bit_gparams_per_s", number(p.cpu_adam8bit_gparams_per_s)},
+      {"gpu_adam_gparams_per_s", number(p.gpu_adam_gparams_per_s)},
+      {"gpu_adam8bit_gparams_per_s", number(p.gpu_adam8bit_gparams_per_s)},
       {"cpu_adam_beside_copies_gparams_per_s",
        optional_number(p.cpu_adam_beside_copies_gparams_per_s)},
       {"cpu_adam8bit_beside_copies_gparams_per_s",
@@ -117,6 +119,8 @@ std::string HardwareProfile::to_yaml() const {
   kv("gpu_tflops", gpu_tflops);
   kv("cpu_adam_gparams_per_s", cpu_adam_gparams_per_s);
   kv("cpu_adam8bit_gparams_per_s", cpu_adam8bit_gparams_per_s);
+  kv("gpu_adam_gparams_per_s", gpu_adam_gparams_per_s);
+  kv("gpu_adam8bit_gparams_per_s", gpu_adam8bit_gparams_per_s);
   if (cpu_adam_beside_copies_gparams_per_s)
     kv("cpu_adam_beside_copies_gparams_per_s", *cpu_adam_beside_copies_gparams_per_s);
   if (cpu_adam8bit_beside_copies_gparams_per_s)

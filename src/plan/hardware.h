@@ -31,6 +31,17 @@ struct HardwareProfile {
   double cpu_adam_gparams_per_s = 4.56;  // lazytrain fp32 AdamW, 16 threads
   // lazytrain adamw8bit, 16 threads (bench/RESULTS.md, 2026-11-30).
   double cpu_adam8bit_gparams_per_s = 2.88;
+  // The device's own updates (resident, ZenFlow's top-k, the stages a
+  // streaming plan keeps on the GPU): AdamW and adamw8bit over one large
+  // tensor with bf16 gradients, the bf16 copy written (`lazytrain profile`
+  // measures them on a GPU). Neither is a pass at the memory's rate: the
+  // 8-bit update is bound by its instructions (dequantize, update, requantize
+  // bit for bit as the CPU does), and pricing both at one bandwidth put the
+  // 7B's 8-bit update at half its time before session 36's kernel and
+  // a third more after. Defaults: measured on an H100 (bench/RESULTS.md,
+  // session 36).
+  double gpu_adam_gparams_per_s = 79.0;
+  double gpu_adam8bit_gparams_per_s = 123.0;
   // The same two rates beside host<->device copies running flat out both
   // ways, as the streaming executor's update runs beside its weight and
   // activation copies (`lazytrain profile` measures them on a GPU, beside

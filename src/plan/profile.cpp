@@ -126,6 +126,28 @@ double sustained_seconds(int repeats, Run&& run, Finish&& finish, Reset&& reset)
   return median_seconds(repeats, [&] { batch_of(runs); }) / runs;
 }
 
+#ifdef LT_WITH_CUDA
+// The device's own update over one tensor of `params` on cuda:0, as the
+// resident executor runs it (bf16 gradients, the bf16 copy written), at the
+// sustained clock. The gradients are random: equal values would make every
+// code-table lookup of the 8-bit update hit one shared-memory bank entry.
+template <typename Optimizer>
+double device_adam_gparams_per_s(int64_t params, int repeats) {
+  const Device gpu = Device::cuda(0);
+  Generator gen(3);
+  Tensor p = Tensor::zeros({params}, DType::F32, gpu);
+  p.set_requires_grad(true);
+  p.set_grad(Tensor::randn({params}, gen, DType::F32, 1e-3).to(gpu, DType::BF16));
+  Optimizer adam({{"w", p}}, optim::AdamWOptions{});
+  adam.set_bf16_shadow(0, Tensor::empty({params}, DType::BF16, gpu));
+  const auto step = [&] { adam.step(1e-4); };
+  step();  // the states' allocation
+  return params / 1e9 /
+         sustained_seconds(
+             repeats, step, [&] { current_stream(gpu).synchronize(); }, [] {});
+}
+#endif
+
 }  // namespace
 
 double optimizer_gparams_per_s(bool eight_bit, int64_t params, int repeats, bool gpu_streaming) {
@@ -409,9 +431,13 @@ ProfileReport measure_profile(const ProfileOptions& o) {
           optimizer_gparams_per_s(true, o.adam_params, o.repeats, true);
       traffic.gbps();  // throws if the copies stopped on an error
     }
+    p.gpu_adam_gparams_per_s = device_adam_gparams_per_s<optim::AdamW>(o.adam_params, o.repeats);
+    p.gpu_adam8bit_gparams_per_s =
+        device_adam_gparams_per_s<optim::AdamW8bit>(o.adam_params, o.repeats);
     r.measured.insert(r.measured.end(), {"gpu_memory_gb", "h2d_gbps", "d2h_gbps", "bidir_gbps",
                                          "gpu_tflops", "cpu_adam_beside_copies_gparams_per_s",
-                                         "cpu_adam8bit_beside_copies_gparams_per_s"});
+                                         "cpu_adam8bit_beside_copies_gparams_per_s",
+                                         "gpu_adam_gparams_per_s", "gpu_adam8bit_gparams_per_s"});
   } else {
     r.notes.push_back("no GPU visible: the GPU keys keep their defaults");
   }

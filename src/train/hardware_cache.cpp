@@ -31,8 +31,10 @@ namespace fs = std::filesystem;
 // efficiency and keep the planner at chunks of 8, so it is measured again
 // (under another name) rather than silently kept. 3: the backward use no
 // longer runs the block's last GEMM (StageContext::output_unread), so a
-// format-2 block_backward over-prices it by that GEMM.
-constexpr int kCacheFormat = 3;
+// format-2 block_backward over-prices it by that GEMM. 4: the device's own
+// update rates (gpu_adam(8bit)_gparams_per_s), which a format-3 file lacks
+// and would take from the defaults of another GPU.
+constexpr int kCacheFormat = 4;
 
 uint64_t fnv1a(const std::string& text) {
   uint64_t h = 1469598103934665603ULL;

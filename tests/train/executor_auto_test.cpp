@@ -90,6 +90,8 @@ TEST_F(ExecutorAuto, OffloadAndZenFlowPredictionsByHand) {
   hw.h2d_gbps = 20;
   hw.bidir_gbps = 8;
   hw.cpu_adam_gparams_per_s = 1e-3;  // slow enough to show
+  hw.gpu_adam_gparams_per_s = 0.02;
+  hw.gpu_adam8bit_gparams_per_s = 1e6;  // not this run's optimizer: unused
   const plan::CostModel cost = plan::make_cost_model(m, hw, sizes, 4, 8);
   const double n = static_cast<double>(m.num_parameters());
   const double gb = n * 2 / 1e9;
@@ -100,7 +102,7 @@ TEST_F(ExecutorAuto, OffloadAndZenFlowPredictionsByHand) {
   EXPECT_DOUBLE_EQ(off.optimizer_s, n / 1e6);
   const plan::ExecutorTime zen = plan::predict_zenflow(cost, 0.1, 4);
   EXPECT_DOUBLE_EQ(zen.copies_s, gb / 8 / 4);
-  const double device = 0.1 * n * 30 / (plan::kDeviceMemoryGbps * 1e9);
+  const double device = 0.1 * n / 0.02e9;
   EXPECT_NEAR(zen.optimizer_s, device + (n / 1e6 - 4 * (compute + gb / 8 / 4)) / 4, 1e-12);
   // A fixed window: the copies go beside the last micro-batch's backward
   // (2/3 of its share of the compute: micro-batches of 4 of 8 sequences
@@ -109,6 +111,15 @@ TEST_F(ExecutorAuto, OffloadAndZenFlowPredictionsByHand) {
   const plan::ExecutorTime known = plan::predict_zenflow(cost, 0.1, 4, true);
   EXPECT_NEAR(known.copies_s, std::max(0.0, gb / 8 - last_backward) / 4, 1e-15);
   EXPECT_LE(known.step_s, zen.step_s);
+  // Resident: the compute, then the device's update of every parameter at
+  // the rate of the run's optimizer.
+  const plan::ExecutorTime resident = plan::predict_resident(cost);
+  EXPECT_DOUBLE_EQ(resident.optimizer_s, n / 0.02e9);
+  EXPECT_DOUBLE_EQ(resident.step_s, compute + n / 0.02e9);
+  sizes.optimizer = exec::OptimizerStates::EightBit;
+  hw.gpu_adam8bit_gparams_per_s = 0.05;
+  const plan::CostModel eight_bit = plan::make_cost_model(m, hw, sizes, 4, 8);
+  EXPECT_DOUBLE_EQ(plan::predict_resident(eight_bit).optimizer_s, n / 0.05e9);
 }
 
 }  // namespace
