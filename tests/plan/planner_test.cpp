@@ -9,6 +9,7 @@
 #include "plan/cost_model.h"
 #include "plan/milp.h"
 #include "plan/planner.h"
+#include "plan/schedule_price.h"
 #include "plan/tiny_model.h"
 #include "plan/validator.h"
 
@@ -563,6 +564,18 @@ TEST(Planner, KeepsStagesOnTheDeviceInTheRoomLeft) {
   EXPECT_LE(gpu, std::llround(hw.gpu_memory_gb * kBytesPerGB));
   EXPECT_GT(gpu, without.budget.bytes(exec::MemorySpace::Gpu));
   EXPECT_TRUE(schedule_problems(config, with.sizes, hw, with.schedule, o.max_recompute).empty());
+  // They update on the GPU at the profile's rate for the run's optimizer.
+  const auto updates = [&](const HardwareProfile& h) {
+    return price_schedule(config, h, with.sizes, with.schedule, false).prediction.device_updates_s;
+  };
+  const double at_default = updates(hw);
+  EXPECT_GT(at_default, 0);
+  HardwareProfile slower = hw;
+  slower.gpu_adam_gparams_per_s /= 4;
+  EXPECT_NEAR(updates(slower), 4 * at_default, 1e-12 * at_default);
+  HardwareProfile other = hw;
+  other.gpu_adam8bit_gparams_per_s /= 4;  // not this run's optimizer
+  EXPECT_EQ(updates(other), at_default);
   // Updates during the backward run on the optimizer thread: none kept.
   PlanOptions early = o;
   early.updates_during_backward = true;

@@ -19,33 +19,6 @@ using exec::Placement;
 using testing::small_llama;
 using testing::small_machine;
 
-// The stages a plan keeps on the device update on the GPU at the profile's
-// rate for the run's optimizer (gpu_adam_gparams_per_s for AdamW).
-TEST(SchedulePrice, StagesKeptOnTheDeviceUpdateAtTheProfilesRate) {
-  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
-  const auto config = small_llama(12);
-  PlanOptions o;
-  o.batch_size = 16;
-  o.seq_len = 1024;
-  o.time_limit_s = 5;
-  HardwareProfile hw;
-  hw.gpu_memory_gb = 3.0;
-  const Plan p = make_plan(config, hw, o);
-  ASSERT_TRUE(p.feasible);
-  ASSERT_FALSE(p.schedule.stages_on_device.empty());
-  const auto updates = [&](const HardwareProfile& h) {
-    return price_schedule(config, h, p.sizes, p.schedule, false).prediction.device_updates_s;
-  };
-  const double at_default = updates(hw);
-  EXPECT_GT(at_default, 0);
-  HardwareProfile slower = hw;
-  slower.gpu_adam_gparams_per_s /= 4;
-  EXPECT_NEAR(updates(slower), 4 * at_default, 1e-12 * at_default);
-  HardwareProfile other = hw;
-  other.gpu_adam8bit_gparams_per_s /= 4;  // not this run's optimizer
-  EXPECT_EQ(updates(other), at_default);
-}
-
 // Whatever the planner chose (boundaries on the GPU, the host and the disk,
 // recomputed runs, stages on the device, a fused tail), pricing its
 // schedule gives its prediction: the placements fixed, the MILP spreads
