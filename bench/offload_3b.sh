@@ -4,6 +4,8 @@
 # (bench/models/qwen2.5-3b, random weights) at seq 1024, in one call:
 #   resident   uncapped, batch 8 (the reference)
 #   resident8bit  resident, batch 8, adamw8bit (the 8-bit update on the device)
+#   auto8bit   the same with exec.mode auto (a predicted step; bench/auto_7b.sh
+#              runs it with LT_BENCH_7B=auto8bit, measuring the profile first)
 #   resident_mb2  the same in micro-batches of 2 (the offload runs' micro-batch)
 #   offload    synchronous ZeRO-Offload, batch 8 in micro-batches of 2
 #   offloaddisk  offload with exec.state_placement: disk (issue 26: the same
@@ -72,6 +74,7 @@ YAML
 }
 config resident 8 1 "  mode: resident"
 config resident8bit 8 1 "  mode: resident" qwen2.5-3b adamw8bit
+config auto8bit 8 1 "  mode: auto" qwen2.5-3b adamw8bit
 config resident_mb2 8 4 "  mode: resident"
 config offload 8 4 "  mode: offload"
 config offloaddisk 8 4 "  mode: offload
