@@ -37,11 +37,11 @@ struct HardwareProfile {
   // measures them on a GPU). Neither is a pass at the memory's rate: the
   // 8-bit update is bound by its instructions (dequantize, update, requantize
   // bit for bit as the CPU does), and pricing both at one bandwidth put the
-  // 7B's 8-bit update at half its time before session 36's kernel and
-  // a third more after. Defaults: measured on an H100 (bench/RESULTS.md,
-  // session 36).
-  double gpu_adam_gparams_per_s = 79.0;
-  double gpu_adam8bit_gparams_per_s = 123.0;
+  // 7B's 8-bit update at 0.076 s where it took 0.120 (before session 36's
+  // kernel; 0.075 s now). Defaults: the H200's profile (bench/RESULTS.md,
+  // session 36; an H100 measured 77.8 and 122.1).
+  double gpu_adam_gparams_per_s = 99.5;
+  double gpu_adam8bit_gparams_per_s = 124.5;
   // The same two rates beside host<->device copies running flat out both
   // ways, as the streaming executor's update runs beside its weight and
   // activation copies (`lazytrain profile` measures them on a GPU, beside
