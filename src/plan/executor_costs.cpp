@@ -28,9 +28,9 @@ double model_gb(const CostModel& m) {
   return parameters(m) * static_cast<double>(m.sizes.compute_bytes) / kBytesPerGB;
 }
 
-// The update of `share` of the parameters on the device.
-double device_update_s(const CostModel& m, double share) {
-  return device_update_seconds(m.hardware, m.sizes.optimizer, share * parameters(m));
+// The update of `share` of the parameters on the device with `optimizer`.
+double device_update_s(const CostModel& m, double share, exec::OptimizerStates optimizer) {
+  return device_update_seconds(m.hardware, optimizer, share * parameters(m));
 }
 
 ExecutorTime finish(ExecutorTime t) {
@@ -51,7 +51,7 @@ double device_update_seconds(const HardwareProfile& hardware, exec::OptimizerSta
 ExecutorTime predict_resident(const CostModel& m) {
   ExecutorTime t;
   t.compute_s = compute_of(m);
-  t.optimizer_s = device_update_s(m, 1.0);
+  t.optimizer_s = device_update_s(m, 1.0, m.sizes.optimizer);
   return finish(t);
 }
 
@@ -83,8 +83,10 @@ ExecutorTime predict_zenflow(const CostModel& m, double topk_ratio, int64_t upda
   const double behind = window_end_known ? last_backward_s(m) : 0.0;
   t.copies_s = std::max(0.0, window_copies - behind) / window;
   const double hidden_behind = window * (t.compute_s + t.copies_s);
-  t.optimizer_s =
-      device_update_s(m, topk_ratio) + std::max(0.0, cpu_update_s(m) - hidden_behind) / window;
+  // The top-k columns update on the device with f32 AdamW whatever the
+  // run's optimizer (exec/offload_zenflow.cpp); the CPU's with the run's.
+  t.optimizer_s = device_update_s(m, topk_ratio, exec::OptimizerStates::Fp32) +
+                  std::max(0.0, cpu_update_s(m) - hidden_behind) / window;
   return finish(t);
 }
 

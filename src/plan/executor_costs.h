@@ -10,8 +10,8 @@
 //    (the profile's gpu_adam(8bit)_gparams_per_s);
 //  - offload: the same compute, then every gradient down, the CPU update,
 //    and every weight up, one after the other (the synchronous step);
-//  - ZenFlow: the same compute and a device update over topk of the
-//    parameters every step; per window of `update_interval` steps, the
+//  - ZenFlow: the same compute and a device update (f32 AdamW) over topk
+//    of the parameters every step; per window of `update_interval` steps, the
 //    gradients down and the merged weights up at once (both links), and the
 //    CPU update, which runs beside the window's steps and shows only where
 //    it is longer than them.

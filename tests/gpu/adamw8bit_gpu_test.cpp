@@ -130,7 +130,7 @@ TEST(AdamW8bitGpuTest, MatchesCpuBitwiseOverFourSteps) {
 
 TEST(AdamW8bitGpuTest, MatchesCpuWithOddBlockSize) {
   LT_REQUIRE_GPU();
-  run(333);  // blocks not a multiple of the 256 threads, nor of a warp
+  run(333);  // blocks not a multiple of four, of the 512 threads, nor of a warp
 }
 
 TEST(AdamW8bitGpuTest, MatchesCpuWithTheLargestBlocks) {

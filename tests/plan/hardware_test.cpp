@@ -65,6 +65,7 @@ TEST(HardwareProfile, WrittenYamlReadsBackTheSameValues) {
   p.cpu_adam8bit_beside_copies_gparams_per_s = 3.79;
   p.cpu_adam_in_run_scale = 0.8731;
   p.gpu_adam8bit_gparams_per_s = 131.5;
+  p.gpu_adam_gparams_per_s = 87.25;
   const auto q = HardwareProfile::from_yaml_text(p.to_yaml(), "written");
   EXPECT_EQ(q.gpu_memory_gb, 70);
   EXPECT_EQ(q.disk_read_gbps, 2.83);
@@ -75,7 +76,7 @@ TEST(HardwareProfile, WrittenYamlReadsBackTheSameValues) {
   EXPECT_FALSE(q.cpu_adam_beside_copies_gparams_per_s.has_value());
   EXPECT_EQ(q.cpu_adam_in_run_scale, 0.8731);
   EXPECT_EQ(q.gpu_adam8bit_gparams_per_s, 131.5);
-  EXPECT_EQ(q.gpu_adam_gparams_per_s, HardwareProfile{}.gpu_adam_gparams_per_s);
+  EXPECT_EQ(q.gpu_adam_gparams_per_s, 87.25);
   EXPECT_FALSE(q.cpu_adam8bit_in_run_scale.has_value());
 }
 

@@ -118,8 +118,12 @@ TEST_F(ExecutorAuto, OffloadAndZenFlowPredictionsByHand) {
   EXPECT_DOUBLE_EQ(resident.step_s, compute + n / 0.02e9);
   sizes.optimizer = exec::OptimizerStates::EightBit;
   hw.gpu_adam8bit_gparams_per_s = 0.05;
+  hw.cpu_adam8bit_gparams_per_s = 1e-3;
   const plan::CostModel eight_bit = plan::make_cost_model(m, hw, sizes, 4, 8);
   EXPECT_DOUBLE_EQ(plan::predict_resident(eight_bit).optimizer_s, n / 0.05e9);
+  // ZenFlow's top-k columns update with f32 AdamW on the device whatever the
+  // run's optimizer (its CPU update is the run's).
+  EXPECT_NEAR(plan::predict_zenflow(eight_bit, 0.1, 4).optimizer_s, zen.optimizer_s, 1e-12);
 }
 
 }  // namespace
