@@ -129,6 +129,28 @@ Value to_integer(const Value& value) {
   return 0;
 }
 
+// transformers' tojson(x, ensure_ascii=False, indent=None, separators=None,
+// sort_keys=False), its arguments as json.dumps reads them.
+JsonStyle json_style(const Arguments& args) {
+  JsonStyle style;
+  if (const Value* v = args.get(0, "ensure_ascii")) style.ensure_ascii = truthy(*v);
+  if (const Value* v = args.get(1, "indent"); v && !v->is_null()) {
+    if (v->is_string()) {
+      style.indent = v->get<std::string>();
+    } else {  // json.dumps: ' ' * indent (none for 0 or less, lines still broken)
+      const int64_t spaces = need_integer(*v, "tojson: indent");
+      style.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, spaces)), ' ');
+    }
+  }
+  if (const Value* v = args.get(2, "separators"); v && !v->is_null()) {
+    if (!v->is_array() || v->size() != 2 || !(*v)[0].is_string() || !(*v)[1].is_string())
+      fail("tojson: separators must be a pair of strings (item, key), found ", python_repr(*v));
+    style.separators.emplace((*v)[0].get<std::string>(), (*v)[1].get<std::string>());
+  }
+  if (const Value* v = args.get(3, "sort_keys")) style.sort_keys = truthy(*v);
+  return style;
+}
+
 }  // namespace
 
 Value apply_filter(std::string_view name, const Value& value, const Arguments& args) {
@@ -137,14 +159,7 @@ Value apply_filter(std::string_view name, const Value& value, const Arguments& a
                  StripSide::kBoth);
   }
   if (name == "length" || name == "count") return length_of(value);
-  if (name == "tojson") {
-    const Value* indent = args.get(0, "indent");
-    const Value* sort_keys = args.get(1, "sort_keys");
-    return to_json(
-        value,
-        indent && !indent->is_null() ? static_cast<int>(need_integer(*indent, "tojson")) : -1,
-        sort_keys && truthy(*sort_keys));
-  }
+  if (name == "tojson") return to_json(value, json_style(args));
   if (name == "upper") return upper(need_string(value, "upper"));
   if (name == "lower") return lower(need_string(value, "lower"));
   if (name == "title") return jinja_title(need_string(value, "title"));

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "data/unicode.h"
 
 namespace lt::data::jinja {
 
@@ -109,10 +110,36 @@ std::string python_string_repr(const std::string& text) {
   return out + quote;
 }
 
-// json.dumps's string escaping with ensure_ascii=False.
-void append_json_string(std::string& out, const std::string& text) {
+void append_json_escape(std::string& out, unsigned code_unit) {
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "\\u%04x", code_unit);
+  out += hex;
+}
+
+// json.dumps's string escaping; with ensure_ascii every code point past
+// ASCII as \uXXXX, those past U+FFFF as a UTF-16 surrogate pair.
+void append_json_string(std::string& out, const std::string& text, bool ensure_ascii) {
   out += '"';
-  for (unsigned char c : text) {
+  for (size_t at = 0; at < text.size();) {
+    const auto c = static_cast<unsigned char>(text[at]);
+    if (ensure_ascii && c == 0x7f) {  // json.dumps escapes all but ' ' to '~'
+      append_json_escape(out, c);
+      ++at;
+      continue;
+    }
+    if (ensure_ascii && c >= 0x80) {
+      const DecodedChar d = decode_utf8(text, at);
+      at += d.length;
+      const char32_t cp = d.code_point == kInvalidCodePoint ? 0xfffd : d.code_point;
+      if (cp > 0xffff) {
+        append_json_escape(out, 0xd800 + ((cp - 0x10000) >> 10));
+        append_json_escape(out, 0xdc00 + ((cp - 0x10000) & 0x3ff));
+      } else {
+        append_json_escape(out, cp);
+      }
+      continue;
+    }
+    ++at;
     switch (c) {
       case '"':
         out += "\\\"";
@@ -137,9 +164,7 @@ void append_json_string(std::string& out, const std::string& text) {
         break;
       default:
         if (c < 0x20) {
-          char hex[8];
-          std::snprintf(hex, sizeof hex, "\\u%04x", c);
-          out += hex;
+          append_json_escape(out, c);
         } else {
           out += static_cast<char>(c);
         }
@@ -148,12 +173,14 @@ void append_json_string(std::string& out, const std::string& text) {
   out += '"';
 }
 
-void append_json(std::string& out, const Value& value, int indent, bool sort_keys, int depth) {
-  const std::string item_separator = indent < 0 ? ", " : ",";
+void append_json(std::string& out, const Value& value, const JsonStyle& style, int depth) {
+  const auto& [item_separator, key_separator] =
+      style.separators ? *style.separators
+                       : std::pair<std::string, std::string>(style.indent ? "," : ", ", ": ");
   auto newline = [&](int level) {
-    if (indent < 0) return;
+    if (!style.indent) return;
     out += '\n';
-    out += std::string(static_cast<size_t>(indent * level), ' ');
+    for (int k = 0; k < level; ++k) out += *style.indent;
   };
   switch (value.type()) {
     case Value::value_t::array: {
@@ -165,7 +192,7 @@ void append_json(std::string& out, const Value& value, int indent, bool sort_key
       for (size_t i = 0; i < value.size(); ++i) {
         if (i > 0) out += item_separator;
         newline(depth + 1);
-        append_json(out, value[i], indent, sort_keys, depth + 1);
+        append_json(out, value[i], style, depth + 1);
       }
       newline(depth);
       out += ']';
@@ -178,21 +205,21 @@ void append_json(std::string& out, const Value& value, int indent, bool sort_key
       }
       std::vector<std::string> keys;
       for (auto it = value.begin(); it != value.end(); ++it) keys.push_back(it.key());
-      if (sort_keys) std::sort(keys.begin(), keys.end());
+      if (style.sort_keys) std::sort(keys.begin(), keys.end());
       out += '{';
       for (size_t i = 0; i < keys.size(); ++i) {
         if (i > 0) out += item_separator;
         newline(depth + 1);
-        append_json_string(out, keys[i]);
-        out += ": ";
-        append_json(out, value.at(keys[i]), indent, sort_keys, depth + 1);
+        append_json_string(out, keys[i], style.ensure_ascii);
+        out += key_separator;
+        append_json(out, value.at(keys[i]), style, depth + 1);
       }
       newline(depth);
       out += '}';
       return;
     }
     case Value::value_t::string:
-      append_json_string(out, value.get_ref<const std::string&>());
+      append_json_string(out, value.get_ref<const std::string&>(), style.ensure_ascii);
       return;
     case Value::value_t::number_float:
       out += python_float(value.get<double>());
@@ -264,9 +291,9 @@ std::string python_repr(const Value& value) {
   }
 }
 
-std::string to_json(const Value& value, int indent, bool sort_keys) {
+std::string to_json(const Value& value, const JsonStyle& style) {
   std::string out;
-  append_json(out, value, indent, sort_keys, 0);
+  append_json(out, value, style, 0);
   return out;
 }
 

@@ -8,7 +8,9 @@
 // which no parsed JSON ever holds.
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 
@@ -36,10 +38,17 @@ bool truthy(const Value& value);
 std::string to_text(const Value& value);
 // Python's repr(): strings quoted, the rest as to_text.
 std::string python_repr(const Value& value);
-// transformers' tojson filter: json.dumps(value, ensure_ascii=False,
-// indent=indent) with Python's separators (", " and ": " without indent,
-// "," and ": " with). indent < 0 means none.
-std::string to_json(const Value& value, int indent = -1, bool sort_keys = false);
+// How transformers' tojson filter calls json.dumps: tojson(x,
+// ensure_ascii=False, indent=None, separators=None, sort_keys=False).
+struct JsonStyle {
+  bool ensure_ascii = false;          // non-ASCII as \uXXXX (surrogate pairs past U+FFFF)
+  std::optional<std::string> indent;  // each level's prefix; none: one line
+  std::optional<std::pair<std::string, std::string>> separators;  // item, key
+  bool sort_keys = false;
+};
+// json.dumps(value, ...) with `style`; without separators, Python's
+// (", " and ": " on one line, "," and ": " with an indent).
+std::string to_json(const Value& value, const JsonStyle& style = {});
 
 // Python's == and ordering (numbers compare by value across int and float,
 // True == 1); ordering values Python cannot order is an lt::Error.

@@ -94,6 +94,19 @@ TEST(JinjaEdges, RenderAsJinja2) {
        "{{ none | selectattr('type', 'equalto', 'x') | list }}|{{ none | map(attribute='a') | list "
        "}}|{{ none | select | list }}|{{ '' | reject | list }}|{{ none | rejectattr('a') | list }}",
        "[]|[]|[]|[]|[]"},
+      // transformers' tojson (ensure_ascii, indent, separators, sort_keys).
+      {"tojson_arguments",
+       "{% set d = {'b': [1, 'é'], 'a': {'x': none}} %}{{ d|tojson }}|{{ d|tojson(true) }}|{{ "
+       "d|tojson(indent=2, separators=(',', '=')) }}|{{ d|tojson(false, 1) }}|{{ "
+       "d|tojson(separators=[';', ':'], sort_keys=true) }}|{{ "
+       "'é\\U0001F600<&\\x7f'|tojson(ensure_ascii=true) }}|{{ d|tojson(indent='--') }}|{{ "
+       "d|tojson(indent=0) }}|{{ [[], {}]|tojson(indent=2) }}",
+       "{\"b\": [1, \"é\"], \"a\": {\"x\": null}}|{\"b\": [1, \"\\u00e9\"], \"a\": {\"x\": "
+       "null}}|{\n  \"b\"=[\n    1,\n    \"é\"\n  ],\n  \"a\"={\n    \"x\"=null\n  }\n}|{\n \"b\": "
+       "[\n  1,\n  \"é\"\n ],\n \"a\": {\n  \"x\": null\n "
+       "}\n}|{\"a\":{\"x\":null};\"b\":[1;\"é\"]}|\"\\u00e9\\ud83d\\ude00<&\\u007f\"|{\n--\"b\": "
+       "[\n----1,\n----\"é\"\n--],\n--\"a\": {\n----\"x\": null\n--}\n}|{\n\"b\": "
+       "[\n1,\n\"é\"\n],\n\"a\": {\n\"x\": null\n}\n}|[\n  [],\n  {}\n]"},
   };
   for (const Golden& g : goldens) {
     std::string text;

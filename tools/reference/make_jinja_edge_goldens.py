@@ -7,7 +7,10 @@ with MESSAGES as `messages`, and printed as a C++ row of that test's table:
 {name, template, text}. The cases lazytrain refuses are printed as comments
 saying what jinja2 does with them.
 
-    python3 -m venv /tmp/jvenv && /tmp/jvenv/bin/pip install jinja2
+The TRANSFORMERS_CASES are rendered by transformers' own compiled template
+(its environment overrides filters such as tojson), so they need it too.
+
+    python3 -m venv /tmp/jvenv && /tmp/jvenv/bin/pip install jinja2 transformers
     /tmp/jvenv/bin/python tools/reference/make_jinja_edge_goldens.py
 """
 import json
@@ -72,6 +75,18 @@ CASES = [
      "{{ none | select | list }}|{{ '' | reject | list }}|{{ none | rejectattr('a') | list }}"),
 ]
 
+# (name, template): rendered by transformers' environment, whose tojson is
+# json.dumps(x, ensure_ascii=False, indent=None, separators=None,
+# sort_keys=False) rather than jinja2's HTML-safe one.
+TRANSFORMERS_CASES = [
+    ("tojson_arguments",
+     "{% set d = {'b': [1, 'é'], 'a': {'x': none}} %}{{ d|tojson }}|{{ d|tojson(true) }}|"
+     "{{ d|tojson(indent=2, separators=(',', '=')) }}|{{ d|tojson(false, 1) }}|"
+     "{{ d|tojson(separators=[';', ':'], sort_keys=true) }}|"
+     "{{ 'é\\U0001F600<&\\x7f'|tojson(ensure_ascii=true) }}|{{ d|tojson(indent='--') }}|"
+     "{{ d|tojson(indent=0) }}|{{ [[], {}]|tojson(indent=2) }}"),
+]
+
 # (name, template): what jinja2 renders or raises here, lazytrain refuses
 # with an error naming the file and line (the test checks the messages).
 REFUSED = [
@@ -96,6 +111,10 @@ def main():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     for name, template in CASES:
         text = env.from_string(template).render(messages=MESSAGES)
+        print("{%s, %s, %s}," % (cpp_string(name), cpp_string(template), cpp_string(text)))
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+    for name, template in TRANSFORMERS_CASES:
+        text = _compile_jinja_template(template).render(messages=MESSAGES)
         print("{%s, %s, %s}," % (cpp_string(name), cpp_string(template), cpp_string(text)))
     for name, template in REFUSED:
         try:
