@@ -251,6 +251,8 @@ TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
     if (!config.chat_template.empty()) config.chat_template_file = config_file;
     config.eos_token = token_field(j, root, "eos_token");
     config.bos_token = token_field(j, root, "bos_token");
+    for (const char* key : {"unk_token", "sep_token", "pad_token", "cls_token", "mask_token"})
+      if (auto token = token_field(j, root, key)) config.other_special_tokens[key] = *token;
     const json* tokenizer_class = optional_member(j, root, "tokenizer_class");
     if (tokenizer_class && tokenizer_class->is_string() &&
         bos_follows_add_bos_token(tokenizer_class->get<std::string>())) {
@@ -347,7 +349,7 @@ TemplateChoice resolve_template_kind(std::string_view name, const TokenizerConfi
         config.chat_template_file.empty() ? config.file : config.chat_template_file;
     return TemplateChoice(std::make_shared<const JinjaChatTemplate>(
         config.chat_template, file.empty() ? fs::path("chat_template") : file, config.bos_token,
-        config.eos_token));
+        config.eos_token, config.other_special_tokens));
   }
   fail("unknown chat template \"", name, "\"; expected auto, chatml, qwen3, llama3 or plain");
 }

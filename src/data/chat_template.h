@@ -89,6 +89,7 @@
 // tokenizer does with split_special_tokens=False.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -121,6 +122,10 @@ struct TokenizerConfig {
   // with it. Empty otherwise.
   std::string chat_template_error;
   std::optional<std::string> eos_token, bos_token;
+  // The other named special tokens transformers passes a chat template
+  // (its special_tokens_map): unk_token, sep_token, pad_token, cls_token,
+  // mask_token, those the file sets (not null).
+  std::map<std::string, std::string> other_special_tokens;
   // Special tokens put before a single text: tokenizer.json's
   // post-processor's (TemplateProcessing "single" up to "$A"), e.g.
   // <|begin_of_text|>; for Llama and Gemma tokenizer classes, bos_token when

@@ -108,7 +108,8 @@ std::vector<bool> trained_tokens(const Tokenizer& tokenizer, const std::string& 
 
 JinjaChatTemplate::JinjaChatTemplate(const std::string& source, const std::filesystem::path& file,
                                      std::optional<std::string> bos_token,
-                                     std::optional<std::string> eos_token)
+                                     std::optional<std::string> eos_token,
+                                     std::map<std::string, std::string> other_tokens)
     : template_([&] {
         try {
           return jinja::Template(source, file.string());
@@ -122,13 +123,14 @@ JinjaChatTemplate::JinjaChatTemplate(const std::string& source, const std::files
       file_(file),
       reads_enable_thinking_(source.find("enable_thinking") != std::string::npos),
       bos_token_(std::move(bos_token)),
-      eos_token_(std::move(eos_token)) {}
+      eos_token_(std::move(eos_token)),
+      other_tokens_(std::move(other_tokens)) {}
 
 std::string JinjaChatTemplate::render_text(std::span<const ChatMessage> messages,
                                            bool add_generation_prompt,
                                            bool disable_thinking) const {
   // What transformers passes: the messages, tools and documents (None),
-  // add_generation_prompt and the tokenizer's special tokens.
+  // add_generation_prompt and the tokenizer's named special tokens.
   jinja::Value variables = jinja::Value::object();
   variables["messages"] = messages_value(messages);
   variables["add_generation_prompt"] = add_generation_prompt;
@@ -136,6 +138,7 @@ std::string JinjaChatTemplate::render_text(std::span<const ChatMessage> messages
   variables["documents"] = nullptr;
   if (bos_token_) variables["bos_token"] = *bos_token_;
   if (eos_token_) variables["eos_token"] = *eos_token_;
+  for (const auto& [name, token] : other_tokens_) variables[name] = token;
   if (disable_thinking) variables["enable_thinking"] = false;
   try {
     return template_.render(std::move(variables));

@@ -33,6 +33,7 @@
 // per boundary, the common prefix of the prefix's ids and the whole text's.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -51,8 +52,11 @@ class JinjaChatTemplate {
  public:
   // A template the renderer cannot parse is an lt::Error naming `file` and
   // the line, and suggesting --template / data.template.
+  // The tokens are passed to the template as transformers passes its
+  // special_tokens_map: bos_token, eos_token and `other_tokens` by name.
   JinjaChatTemplate(const std::string& source, const std::filesystem::path& file,
-                    std::optional<std::string> bos_token, std::optional<std::string> eos_token);
+                    std::optional<std::string> bos_token, std::optional<std::string> eos_token,
+                    std::map<std::string, std::string> other_tokens = {});
 
   // What apply_chat_template(messages, tokenize=False,
   // add_generation_prompt=...) gives.
@@ -75,6 +79,7 @@ class JinjaChatTemplate {
   std::filesystem::path file_;
   bool reads_enable_thinking_;  // the source mentions it (Qwen3's does)
   std::optional<std::string> bos_token_, eos_token_;
+  std::map<std::string, std::string> other_tokens_;
 };
 
 }  // namespace lt::data

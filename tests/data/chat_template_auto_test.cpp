@@ -77,6 +77,28 @@ TEST_F(ChatTemplateAuto, TheJinjaFileWinsOverTheConfigAsInTransformers) {
   EXPECT_EQ(config.eos_token, "<|im_end|>");  // the rest of the config still counts
 }
 
+// transformers passes the template its special_tokens_map by name: these
+// values and this text are what apply_chat_template gave (transformers
+// 5.25, this folder's files) for the user message "hi". A token set to null
+// is not passed, so it renders as undefined.
+TEST_F(ChatTemplateAuto, TheTemplateSeesTheNamedSpecialTokensAsInTransformers) {
+  write("tokenizer_config.json",
+        nlohmann::json{{"eos_token", "<|im_end|>"},
+                       {"unk_token", "<unk>"},
+                       {"pad_token", "<|endoftext|>"},
+                       {"sep_token", nullptr},
+                       {"chat_template",
+                        "{% for m in messages %}{{ m.content }}{% endfor %}{{ eos_token }}[{{ "
+                        "pad_token }}|{{ unk_token }}|{{ sep_token }}|{{ cls_token is defined "
+                        "}}|{{ mask_token }}|{{ bos_token }}]"}}
+            .dump());
+  const TemplateChoice choice = resolve_template_kind("auto", read_tokenizer_config(dir_));
+  ASSERT_EQ(choice, TemplateKind::kJinja);
+  const ChatMessage hi{Role::kUser, "hi"};
+  EXPECT_EQ(choice.jinja->render_text(std::span(&hi, 1), false),
+            "hi<|im_end|>[<|endoftext|>|<unk>||False||]");
+}
+
 TEST_F(ChatTemplateAuto, AnUnrenderableTemplateIsAnErrorNamingItsFile) {
   write("chat_template.jinja", kMacroTemplate);
   const std::string message =
