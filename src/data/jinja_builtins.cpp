@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "data/jinja_numbers.h"
 #include "data/jinja_strings.h"
 
 namespace lt::data::jinja {
@@ -115,18 +116,33 @@ Value join(const Value& value, const Arguments& args) {
   return out;
 }
 
-Value to_integer(const Value& value) {
+// jinja2's int filter: int(value) (int(value, base) for a string), else
+// int(float(value)), else `default` (0); an infinite float is an error, as
+// Python's OverflowError is outside what the filter catches.
+Value to_integer(const Value& value, const Arguments& args) {
+  const Value* fallback = args.get(0, "default");
+  const Value* base_value = args.get(1, "base");
+  const Value otherwise = fallback ? *fallback : Value(0);
+  if (is_undefined(value)) fail("int: the value is undefined");
+  const auto truncate = [&](double x) -> Value {
+    if (std::isnan(x)) return otherwise;
+    LT_CHECK(std::fabs(x) < 9.2233720368547758e18, "int: ", python_repr(value),
+             " does not fit in 64 bits");
+    return static_cast<int64_t>(x);
+  };
   if (value.is_number_integer()) return value;
-  if (value.is_number_float()) return static_cast<int64_t>(value.get<double>());
   if (value.is_boolean()) return value.get<bool>() ? 1 : 0;
-  if (value.is_string()) {
-    try {
-      return std::stoll(value.get<std::string>());
-    } catch (const std::exception&) {
-      return 0;  // jinja2's int filter gives its default, 0
-    }
+  if (value.is_number_float()) {
+    LT_CHECK(!std::isinf(value.get<double>()), "int: cannot convert float infinity to integer");
+    return truncate(value.get<double>());
   }
-  return 0;
+  if (!value.is_string()) return otherwise;  // None, lists, dicts: TypeError twice
+  const std::string& text = value.get_ref<const std::string&>();
+  const int64_t base = base_value ? need_integer(*base_value, "int: base") : 10;
+  if (const auto as_int = python_int(text, base)) return *as_int;
+  const auto as_float = python_float(text);
+  if (!as_float || std::isinf(*as_float)) return otherwise;
+  return truncate(*as_float);
 }
 
 // transformers' tojson(x, ensure_ascii=False, indent=None, separators=None,
@@ -237,17 +253,15 @@ Value apply_filter(std::string_view name, const Value& value, const Arguments& a
     return select_items(value, args, true, name == "selectattr");
   }
   if (name == "safe") return value;
-  if (name == "int") return to_integer(value);
-  if (name == "float") {
+  if (name == "int") return to_integer(value, args);
+  if (name == "float") {  // jinja2: float(value), else `default` (0.0)
+    const Value* fallback = args.get(0, "default");
+    if (is_undefined(value)) fail("float: the value is undefined");
     if (value.is_number()) return value.get<double>();
-    if (value.is_string()) {
-      try {
-        return std::stod(value.get<std::string>());
-      } catch (const std::exception&) {
-        return 0.0;
-      }
-    }
-    return 0.0;
+    if (value.is_boolean()) return value.get<bool>() ? 1.0 : 0.0;
+    if (value.is_string())
+      if (const auto x = python_float(value.get_ref<const std::string&>())) return *x;
+    return fallback ? *fallback : Value(0.0);
   }
   if (name == "abs") {
     if (value.is_number_integer()) return std::llabs(value.get<int64_t>());

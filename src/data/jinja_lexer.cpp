@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
+#include <utility>
 
 #include "core/error.h"
 #include "data/unicode.h"
@@ -9,6 +11,63 @@
 namespace lt::data::jinja {
 
 namespace {
+
+// Digits that `is_digit` accepts from `at`, with single '_' between two of
+// them (jinja2's "(\\d+_)*\\d+"); returns the end.
+template <typename IsDigit>
+size_t digits_end(std::string_view s, size_t at, IsDigit is_digit) {
+  size_t end = at;
+  while (end < s.size()) {
+    if (is_digit(s[end])) {
+      ++end;
+    } else if (s[end] == '_' && end > at && is_digit(s[end - 1]) && end + 1 < s.size() &&
+               is_digit(s[end + 1])) {
+      ++end;
+    } else {
+      break;
+    }
+  }
+  return end;
+}
+
+bool is_decimal(char c) {
+  return std::isdigit(static_cast<unsigned char>(c)) != 0;
+}
+
+// jinja2's number literals from `pos` (a digit): 0b/0o/0x integers,
+// decimal integers, and floats with a fraction and/or an exponent, digits
+// grouped by '_'. The end and the kind.
+std::pair<size_t, TokenKind> lex_number(std::string_view s, size_t pos) {
+  if (s[pos] == '0' && pos + 2 < s.size()) {
+    const char letter = static_cast<char>(std::tolower(static_cast<unsigned char>(s[pos + 1])));
+    const int base = letter == 'b' ? 2 : letter == 'o' ? 8 : letter == 'x' ? 16 : 0;
+    const auto in_base = [base](char ch) {
+      const int d = std::isdigit(static_cast<unsigned char>(ch))
+                        ? ch - '0'
+                        : (std::isalpha(static_cast<unsigned char>(ch))
+                               ? std::tolower(static_cast<unsigned char>(ch)) - 'a' + 10
+                               : 99);
+      return d < base;
+    };
+    const size_t first = pos + 2 + (s[pos + 2] == '_' ? 1 : 0);
+    if (base != 0 && first < s.size() && in_base(s[first]))
+      return {digits_end(s, first, in_base), TokenKind::kInteger};
+  }
+  size_t end = digits_end(s, pos, is_decimal);
+  TokenKind kind = TokenKind::kInteger;
+  if (end + 1 < s.size() && s[end] == '.' && is_decimal(s[end + 1])) {
+    kind = TokenKind::kFloat;
+    end = digits_end(s, end + 1, is_decimal);
+  }
+  if (end + 1 < s.size() && (s[end] == 'e' || s[end] == 'E')) {
+    const size_t sign = end + 1 + ((s[end + 1] == '+' || s[end + 1] == '-') ? 1 : 0);
+    if (sign < s.size() && is_decimal(s[sign])) {
+      kind = TokenKind::kFloat;
+      end = digits_end(s, sign, is_decimal);
+    }
+  }
+  return {end, kind};
+}
 
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
@@ -130,15 +189,7 @@ class Lexer {
         tokens.push_back({TokenKind::kName, std::string(src_.substr(pos, end - pos)), line});
         pos = end;
       } else if (std::isdigit(static_cast<unsigned char>(c))) {
-        size_t end = pos;
-        while (end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]))) ++end;
-        TokenKind number = TokenKind::kInteger;
-        if (end + 1 < src_.size() && src_[end] == '.' &&
-            std::isdigit(static_cast<unsigned char>(src_[end + 1]))) {
-          number = TokenKind::kFloat;
-          ++end;
-          while (end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]))) ++end;
-        }
+        const auto [end, number] = lex_number(src_, pos);
         tokens.push_back({number, std::string(src_.substr(pos, end - pos)), line});
         pos = end;
       } else if (c == '\'' || c == '"') {

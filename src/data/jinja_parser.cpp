@@ -1,6 +1,7 @@
 #include "data/jinja_parser.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <initializer_list>
 
@@ -299,17 +300,31 @@ class ExprParser {
         return literal(Value(std::move(text)));
       }
       case TokenKind::kInteger: {
+        std::string digits;  // '_' dropped, a 0b/0o/0x prefix read as the base
+        for (char c : t.text)
+          if (c != '_') digits += c;
+        int base = 10;
+        if (digits.size() > 2 && digits[0] == '0' &&
+            std::isalpha(static_cast<unsigned char>(digits[1]))) {
+          const char letter =
+              static_cast<char>(std::tolower(static_cast<unsigned char>(digits[1])));
+          base = letter == 'b' ? 2 : letter == 'o' ? 8 : 16;
+          digits.erase(0, 2);
+        }
         int64_t value = 0;
-        auto [end, ec] = std::from_chars(t.text.data(), t.text.data() + t.text.size(), value);
-        if (ec != std::errc()) {
+        auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
+        if (ec != std::errc() || end != digits.data() + digits.size()) {
           --pos_;
           fail_here("the integer ", t.text, " is too large");
         }
         return literal(Value(value));
       }
       case TokenKind::kFloat: {
+        std::string digits;
+        for (char c : t.text)
+          if (c != '_') digits += c;
         double value = 0;
-        auto [end, ec] = std::from_chars(t.text.data(), t.text.data() + t.text.size(), value);
+        auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
         if (ec != std::errc()) {
           --pos_;
           fail_here("the number ", t.text, " is out of range");

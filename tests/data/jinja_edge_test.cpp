@@ -94,6 +94,27 @@ TEST(JinjaEdges, RenderAsJinja2) {
        "{{ none | selectattr('type', 'equalto', 'x') | list }}|{{ none | map(attribute='a') | list "
        "}}|{{ none | select | list }}|{{ '' | reject | list }}|{{ none | rejectattr('a') | list }}",
        "[]|[]|[]|[]|[]"},
+      {"number_literals",
+       "{{ 1_000 }}|{{ 0x1F }}|{{ 0b1_01 }}|{{ 0o17 }}|{{ 1e3 }}|{{ 1.5E-2 }}|{{ 2.5e+1 }}|{{ "
+       "1_0.2_5 }}|{{ 1e308 * 10 }}|{{ 0X_f }}|{{ 3e0|int }}",
+       "1000|31|5|15|1000.0|0.015|25.0|10.25|inf|15|3"},
+      {"int_filter_as_python_int_then_float",
+       "{{ '42'|int }}|{{ ' 42\\n'|int }}|{{ '1_000'|int }}|{{ '3abc'|int }}|{{ '3.7'|int }}|{{ "
+       "'1e3'|int }}|{{ '0x1f'|int(0, 16) }}|{{ '0x1f'|int }}|{{ 'z'|int(7) }}|{{ none|int }}|{{ "
+       "3.9|int }}|{{ -3.9|int }}|{{ true|int }}|{{ '-12'|int }}|{{ '+5'|int }}|{{ '010'|int }}|{{ "
+       "'010'|int(0, 0) }}|{{ '0b101'|int(0, 0) }}|{{ 'nan'|int }}|{{ 'inf'|int(9) }}|{{ "
+       "'1__0'|int }}|{{ '_1'|int }}|{{ '.5'|int }}|{{ '5.'|int }}|{{ [1]|int }}|{{ 'ff'|int(0, "
+       "16) }}|{{ '1_0.5'|int }}|{{ '-0'|int }}|{{ '1E2'|int }}|{{ 'Infinity'|int(4) }}|{{ "
+       "''|int(2) }}|{{ '0x_1f'|int(0, 16) }}|{{ '1.5e1_0'|int }}|{{ 'z'|int(default=8) }}|{{ "
+       "'Z'|int(0, 36) }}|{{ 'nan'|int(6) }}|{{ '12'|int(1, 1) }}|{{ '9'|int(1, 8) }}|{{ "
+       "'0b1'|int(0, 16) }}|{{ 'x'|int('d') }}",
+       "42|42|1000|0|3|1000|31|0|7|0|3|-3|1|-12|5|10|10|5|0|9|0|0|0|5|0|255|10|0|100|4|2|31|"
+       "15000000000|8|35|6|12|9|177|d"},
+      {"float_filter_as_python_float",
+       "{{ '3abc'|float }}|{{ ' 1_0.5 '|float }}|{{ 'inf'|float }}|{{ '-Infinity'|float }}|{{ "
+       "'nan'|float }}|{{ none|float }}|{{ 'x'|float(2.5) }}|{{ true|float }}|{{ 3|float }}|{{ "
+       "'1e400'|float }}|{{ '.5e-3'|float }}|{{ '0x10'|float }}|{{ 'x'|float(default='d') }}",
+       "0.0|10.5|inf|-inf|nan|0.0|2.5|1.0|3.0|inf|0.0005|0.0|d"},
       // transformers' tojson (ensure_ascii, indent, separators, sort_keys).
       {"tojson_arguments",
        "{% set d = {'b': [1, 'é'], 'a': {'x': none}} %}{{ d|tojson }}|{{ d|tojson(true) }}|{{ "
@@ -116,6 +137,9 @@ TEST(JinjaEdges, RenderAsJinja2) {
 }
 
 TEST(JinjaEdges, WhatJinja2WouldRenderDifferentlyIsRefused) {
+  // Python's integers have no bound; lazytrain's stop at 64 bits.
+  EXPECT_EQ(error_of("{{ '99999999999999999999'|int }}"),
+            "t.jinja:1: int: '99999999999999999999' does not fit in 64 bits");
   // jinja2 renders "" for an unknown attribute of loop, "<LoopContext 1/1>"
   // for a bare loop and a bound method's repr for an uncalled one.
   EXPECT_EQ(error_of("{% for x in [1] %}\n{{ loop.size }}{% endfor %}"),
@@ -159,6 +183,11 @@ TEST(JinjaEdges, WhatJinja2RaisesOnIsAnError) {
   EXPECT_EQ(error_of("{% for x, loop in [[1, 2]] %}{% endfor %}"),
             "t.jinja:1: cannot assign to the special variable 'loop' inside a for loop");
   EXPECT_NE(error_of("{{ 1 < 2 < 'a' }}"), "");
+  // jinja2: UndefinedError; OverflowError (outside what the int filter catches).
+  EXPECT_EQ(error_of("{{ nothing|int }}"), "t.jinja:1: int: the value is undefined");
+  EXPECT_EQ(error_of("{{ nothing|float(1) }}"), "t.jinja:1: float: the value is undefined");
+  EXPECT_EQ(error_of("{{ (1e308 * 10)|int }}"),
+            "t.jinja:1: int: cannot convert float infinity to integer");
 }
 
 }  // namespace

@@ -70,6 +70,23 @@ CASES = [
      "{{ \"o'neil x1y\".title() }}"),
     ("string_literal_escapes",
      r"{{ 'a\tb\x41\u00e9\U0001F600\101\\z\q' }}|{{ 'it\'s' }}"),
+    ("number_literals",
+     "{{ 1_000 }}|{{ 0x1F }}|{{ 0b1_01 }}|{{ 0o17 }}|{{ 1e3 }}|{{ 1.5E-2 }}|{{ 2.5e+1 }}|"
+     "{{ 1_0.2_5 }}|{{ 1e308 * 10 }}|{{ 0X_f }}|{{ 3e0|int }}"),
+    ("int_filter_as_python_int_then_float",
+     "{{ '42'|int }}|{{ ' 42\\n'|int }}|{{ '1_000'|int }}|{{ '3abc'|int }}|{{ '3.7'|int }}|"
+     "{{ '1e3'|int }}|{{ '0x1f'|int(0, 16) }}|{{ '0x1f'|int }}|{{ 'z'|int(7) }}|{{ none|int }}|"
+     "{{ 3.9|int }}|{{ -3.9|int }}|{{ true|int }}|{{ '-12'|int }}|{{ '+5'|int }}|{{ '010'|int }}|"
+     "{{ '010'|int(0, 0) }}|{{ '0b101'|int(0, 0) }}|{{ 'nan'|int }}|{{ 'inf'|int(9) }}|"
+     "{{ '1__0'|int }}|{{ '_1'|int }}|{{ '.5'|int }}|{{ '5.'|int }}|{{ [1]|int }}|"
+     "{{ 'ff'|int(0, 16) }}|{{ '1_0.5'|int }}|{{ '-0'|int }}|{{ '1E2'|int }}|"
+     "{{ 'Infinity'|int(4) }}|{{ ''|int(2) }}|{{ '0x_1f'|int(0, 16) }}|{{ '1.5e1_0'|int }}|"
+     "{{ 'z'|int(default=8) }}|{{ 'Z'|int(0, 36) }}|{{ 'nan'|int(6) }}|{{ '12'|int(1, 1) }}|"
+     "{{ '9'|int(1, 8) }}|{{ '0b1'|int(0, 16) }}|{{ 'x'|int('d') }}"),
+    ("float_filter_as_python_float",
+     "{{ '3abc'|float }}|{{ ' 1_0.5 '|float }}|{{ 'inf'|float }}|{{ '-Infinity'|float }}|"
+     "{{ 'nan'|float }}|{{ none|float }}|{{ 'x'|float(2.5) }}|{{ true|float }}|{{ 3|float }}|"
+     "{{ '1e400'|float }}|{{ '.5e-3'|float }}|{{ '0x10'|float }}|{{ 'x'|float(default='d') }}"),
     ("filters_over_none",
      "{{ none | selectattr('type', 'equalto', 'x') | list }}|{{ none | map(attribute='a') | list }}|"
      "{{ none | select | list }}|{{ '' | reject | list }}|{{ none | rejectattr('a') | list }}"),
