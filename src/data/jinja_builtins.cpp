@@ -126,8 +126,7 @@ Value to_integer(const Value& value, const Arguments& args) {
   if (is_undefined(value)) fail("int: the value is undefined");
   const auto truncate = [&](double x) -> Value {
     if (std::isnan(x)) return otherwise;
-    LT_CHECK(std::fabs(x) < 9.2233720368547758e18, "int: ", python_repr(value),
-             " does not fit in 64 bits");
+    LT_CHECK(x >= -0x1p63 && x < 0x1p63, "int: ", python_repr(value), " does not fit in 64 bits");
     return static_cast<int64_t>(x);
   };
   if (value.is_number_integer()) return value;
@@ -138,8 +137,11 @@ Value to_integer(const Value& value, const Arguments& args) {
   }
   if (!value.is_string()) return otherwise;  // None, lists, dicts: TypeError twice
   const std::string& text = value.get_ref<const std::string&>();
-  const int64_t base = base_value ? need_integer(*base_value, "int: base") : 10;
-  if (const auto as_int = python_int(text, base)) return *as_int;
+  // A base that is not an integer is Python's TypeError: the float path.
+  const bool integer_base = !base_value || base_value->is_number_integer();
+  const int64_t base = base_value && integer_base ? base_value->get<int64_t>() : 10;
+  if (integer_base)
+    if (const auto as_int = python_int(text, base)) return *as_int;
   const auto as_float = python_float(text);
   if (!as_float || std::isinf(*as_float)) return otherwise;
   return truncate(*as_float);
@@ -154,14 +156,17 @@ JsonStyle json_style(const Arguments& args) {
     if (v->is_string()) {
       style.indent = v->get<std::string>();
     } else {  // json.dumps: ' ' * indent (none for 0 or less, lines still broken)
-      const int64_t spaces = need_integer(*v, "tojson: indent");
+      const int64_t spaces =
+          v->is_boolean() ? (v->get<bool>() ? 1 : 0) : need_integer(*v, "tojson: indent");
       style.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, spaces)), ' ');
     }
   }
   if (const Value* v = args.get(2, "separators"); v && !v->is_null()) {
-    if (!v->is_array() || v->size() != 2 || !(*v)[0].is_string() || !(*v)[1].is_string())
-      fail("tojson: separators must be a pair of strings (item, key), found ", python_repr(*v));
-    style.separators.emplace((*v)[0].get<std::string>(), (*v)[1].get<std::string>());
+    // Any two strings Python unpacks: a pair, or a string of two characters.
+    const Value pair = items_of(*v, "tojson: separators");
+    if (pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string())
+      fail("tojson: separators must be two strings (item, key), found ", python_repr(*v));
+    style.separators.emplace(pair[0].get<std::string>(), pair[1].get<std::string>());
   }
   if (const Value* v = args.get(3, "sort_keys")) style.sort_keys = truthy(*v);
   return style;

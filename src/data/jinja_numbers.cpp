@@ -11,12 +11,10 @@ namespace lt::data::jinja {
 
 namespace {
 
-// What str.strip() removes among ASCII: whitespace and the separators
-// \x1c-\x1f that Python counts as whitespace.
+// What int() and float() strip among ASCII: ' ' and \t..\r (not the
+// separators \x1c-\x1f that str.strip() also takes).
 std::string_view strip_space(std::string_view s) {
-  const auto space = [](char c) {
-    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
-  };
+  const auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
   while (!s.empty() && space(s.front())) s.remove_prefix(1);
   while (!s.empty() && space(s.back())) s.remove_suffix(1);
   return s;

@@ -2,8 +2,9 @@
 // Python's int(text, base) and float(text) on a template's strings, for
 // jinja2's int and float filters: surrounding whitespace, a sign, '_'
 // between digits, int's 0x/0o/0b prefixes (base 0 reads them), float's
-// exponent, inf and nan. Only ASCII digits (Python also takes other
-// scripts' decimal digits).
+// exponent, inf and nan. Only ASCII digits and ASCII whitespace (Python
+// also takes other scripts' decimal digits and strips Unicode spaces such
+// as U+00A0).
 #include <cstdint>
 #include <optional>
 #include <string_view>

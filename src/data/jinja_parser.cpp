@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <initializer_list>
 
 #include "core/error.h"
@@ -311,6 +312,11 @@ class ExprParser {
           base = letter == 'b' ? 2 : letter == 'o' ? 8 : 16;
           digits.erase(0, 2);
         }
+        if (base == 10 && digits.size() > 1 && digits[0] == '0' &&
+            digits.find_first_not_of('0') != std::string::npos) {
+          --pos_;  // jinja2's decimal literals are [1-9](_?\d)* or 0(_?0)*
+          fail_here("the integer ", t.text, " has a leading zero");
+        }
         int64_t value = 0;
         auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
         if (ec != std::errc() || end != digits.data() + digits.size()) {
@@ -323,13 +329,8 @@ class ExprParser {
         std::string digits;
         for (char c : t.text)
           if (c != '_') digits += c;
-        double value = 0;
-        auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-        if (ec != std::errc()) {
-          --pos_;
-          fail_here("the number ", t.text, " is out of range");
-        }
-        return literal(Value(value));
+        // Past the doubles' range Python's literal is inf, or 0.0 below it.
+        return literal(Value(std::strtod(digits.c_str(), nullptr)));
       }
       case TokenKind::kName:
         if (t.text == "true" || t.text == "True") return literal(Value(true));

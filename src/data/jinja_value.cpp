@@ -221,9 +221,13 @@ void append_json(std::string& out, const Value& value, const JsonStyle& style, i
     case Value::value_t::string:
       append_json_string(out, value.get_ref<const std::string&>(), style.ensure_ascii);
       return;
-    case Value::value_t::number_float:
-      out += python_float(value.get<double>());
+    case Value::value_t::number_float: {
+      const double x = value.get<double>();  // json.dumps writes JavaScript's names
+      out += std::isnan(x)   ? "NaN"
+             : std::isinf(x) ? (x < 0 ? "-Infinity" : "Infinity")
+                             : python_float(x);
       return;
+    }
     case Value::value_t::discarded:
       fail("tojson: cannot write an undefined value as JSON");
     default:

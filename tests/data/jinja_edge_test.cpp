@@ -98,6 +98,11 @@ TEST(JinjaEdges, RenderAsJinja2) {
        "{{ 1_000 }}|{{ 0x1F }}|{{ 0b1_01 }}|{{ 0o17 }}|{{ 1e3 }}|{{ 1.5E-2 }}|{{ 2.5e+1 }}|{{ "
        "1_0.2_5 }}|{{ 1e308 * 10 }}|{{ 0X_f }}|{{ 3e0|int }}",
        "1000|31|5|15|1000.0|0.015|25.0|10.25|inf|15|3"},
+      {"number_edges",
+       "{{ 1e400 }}|{{ 1e-400 }}|{{ '\\x1c5\\x1f'|int }}|{{ '\\x1c5'|float }}|{{ "
+       "'10'|int(base='16') }}|{{ '10'|int(0, 2.0) }}|{{ '-9.2233720368547758e18'|int }}|{{ 00 "
+       "}}|{{ 0_0 }}",
+       "inf|0.0|0|0.0|10|10|-9223372036854775808|0|0"},
       {"int_filter_as_python_int_then_float",
        "{{ '42'|int }}|{{ ' 42\\n'|int }}|{{ '1_000'|int }}|{{ '3abc'|int }}|{{ '3.7'|int }}|{{ "
        "'1e3'|int }}|{{ '0x1f'|int(0, 16) }}|{{ '0x1f'|int }}|{{ 'z'|int(7) }}|{{ none|int }}|{{ "
@@ -128,6 +133,11 @@ TEST(JinjaEdges, RenderAsJinja2) {
        "}\n}|{\"a\":{\"x\":null};\"b\":[1;\"é\"]}|\"\\u00e9\\ud83d\\ude00<&\\u007f\"|{\n--\"b\": "
        "[\n----1,\n----\"é\"\n--],\n--\"a\": {\n----\"x\": null\n--}\n}|{\n\"b\": "
        "[\n1,\n\"é\"\n],\n\"a\": {\n\"x\": null\n}\n}|[\n  [],\n  {}\n]"},
+      {"tojson_numbers_and_loose_arguments",
+       "{{ 'nan'|float|tojson }}|{{ '-inf'|float|tojson }}|{{ [1.5, 'inf'|float]|tojson }}|{{ "
+       "{'a': [1]}|tojson(indent=true) }}|{{ {'a': [1]}|tojson(indent=false) }}|{{ {'a': [1, "
+       "2]}|tojson(separators=';=') }}",
+       "NaN|-Infinity|[1.5, Infinity]|{\n \"a\": [\n  1\n ]\n}|{\n\"a\": [\n1\n]\n}|{\"a\"=[1;2]}"},
   };
   for (const Golden& g : goldens) {
     std::string text;
@@ -137,6 +147,9 @@ TEST(JinjaEdges, RenderAsJinja2) {
 }
 
 TEST(JinjaEdges, WhatJinja2WouldRenderDifferentlyIsRefused) {
+  // jinja2's decimal literals have no leading zeros (a syntax error there).
+  EXPECT_EQ(error_of("{{ 01 }}"), "t.jinja:1: the integer 01 has a leading zero");
+  EXPECT_EQ(error_of("{{ 0_1 }}"), "t.jinja:1: the integer 0_1 has a leading zero");
   // Python's integers have no bound; lazytrain's stop at 64 bits.
   EXPECT_EQ(error_of("{{ '99999999999999999999'|int }}"),
             "t.jinja:1: int: '99999999999999999999' does not fit in 64 bits");

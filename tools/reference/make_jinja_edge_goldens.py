@@ -73,6 +73,10 @@ CASES = [
     ("number_literals",
      "{{ 1_000 }}|{{ 0x1F }}|{{ 0b1_01 }}|{{ 0o17 }}|{{ 1e3 }}|{{ 1.5E-2 }}|{{ 2.5e+1 }}|"
      "{{ 1_0.2_5 }}|{{ 1e308 * 10 }}|{{ 0X_f }}|{{ 3e0|int }}"),
+    ("number_edges",
+     "{{ 1e400 }}|{{ 1e-400 }}|{{ '\\x1c5\\x1f'|int }}|{{ '\\x1c5'|float }}|"
+     "{{ '10'|int(base='16') }}|{{ '10'|int(0, 2.0) }}|{{ '-9.2233720368547758e18'|int }}|"
+     "{{ 00 }}|{{ 0_0 }}"),
     ("int_filter_as_python_int_then_float",
      "{{ '42'|int }}|{{ ' 42\\n'|int }}|{{ '1_000'|int }}|{{ '3abc'|int }}|{{ '3.7'|int }}|"
      "{{ '1e3'|int }}|{{ '0x1f'|int(0, 16) }}|{{ '0x1f'|int }}|{{ 'z'|int(7) }}|{{ none|int }}|"
@@ -102,6 +106,10 @@ TRANSFORMERS_CASES = [
      "{{ d|tojson(separators=[';', ':'], sort_keys=true) }}|"
      "{{ 'é\\U0001F600<&\\x7f'|tojson(ensure_ascii=true) }}|{{ d|tojson(indent='--') }}|"
      "{{ d|tojson(indent=0) }}|{{ [[], {}]|tojson(indent=2) }}"),
+    ("tojson_numbers_and_loose_arguments",
+     "{{ 'nan'|float|tojson }}|{{ '-inf'|float|tojson }}|{{ [1.5, 'inf'|float]|tojson }}|"
+     "{{ {'a': [1]}|tojson(indent=true) }}|{{ {'a': [1]}|tojson(indent=false) }}|"
+     "{{ {'a': [1, 2]}|tojson(separators=';=') }}"),
 ]
 
 # (name, template): what jinja2 renders or raises here, lazytrain refuses
