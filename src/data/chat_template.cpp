@@ -33,6 +33,19 @@ std::optional<std::string> token_field(const json& config, const JsonField& fiel
                          json_type_name(*value));
 }
 
+// The named special tokens `file` sets (a token set to null is unset).
+void read_named_tokens(const json& file, const JsonField& root, TokenizerConfig& config) {
+  if (file.contains("eos_token")) config.eos_token = token_field(file, root, "eos_token");
+  if (file.contains("bos_token")) config.bos_token = token_field(file, root, "bos_token");
+  for (const char* key : {"unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+    if (!file.contains(key)) continue;
+    if (auto token = token_field(file, root, key))
+      config.other_special_tokens[key] = *token;
+    else
+      config.other_special_tokens.erase(key);
+  }
+}
+
 // The tokenizer classes whose transformers 4.x tokenizers rebuild the
 // post-processor from tokenizer_config.json's add_bos_token (default true)
 // when they load, whatever tokenizer.json says (LlamaTokenizerFast's
@@ -238,6 +251,7 @@ std::string_view role_name(Role role) {
 TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
   TokenizerConfig config;
   std::optional<bool> add_bos_token;  // set for the classes that follow it
+  bool legacy_map = true;  // no tokenizer_config.json, or one without added_tokens_decoder
   const bool is_dir = fs::is_directory(tokenizer_path);
   const fs::path dir = is_dir ? tokenizer_path : tokenizer_path.parent_path();
 
@@ -249,15 +263,24 @@ TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
     if (!j.is_object()) root.fail("expected an object, found " + json_type_name(j));
     read_chat_template_field(j, root, config);
     if (!config.chat_template.empty()) config.chat_template_file = config_file;
-    config.eos_token = token_field(j, root, "eos_token");
-    config.bos_token = token_field(j, root, "bos_token");
-    for (const char* key : {"unk_token", "sep_token", "pad_token", "cls_token", "mask_token"})
-      if (auto token = token_field(j, root, key)) config.other_special_tokens[key] = *token;
+    read_named_tokens(j, root, config);
+    legacy_map = !j.contains("added_tokens_decoder");
     const json* tokenizer_class = optional_member(j, root, "tokenizer_class");
     if (tokenizer_class && tokenizer_class->is_string() &&
         bos_follows_add_bos_token(tokenizer_class->get<std::string>())) {
       add_bos_token = bool_field(j, root, "add_bos_token", true);
     }
+  }
+  // A config without added_tokens_decoder (older saves) takes its named
+  // tokens from special_tokens_map.json where that file has them, as
+  // transformers' loading does ("Legacy: read special_tokens_map.json and
+  // merge into init_kwargs").
+  const fs::path map_file = dir / "special_tokens_map.json";
+  if (legacy_map && fs::exists(map_file)) {
+    const json m = parse_json_text(read_whole_file(map_file), map_file);
+    JsonField root{map_file.string(), ""};
+    if (!m.is_object()) root.fail("expected an object, found " + json_type_name(m));
+    read_named_tokens(m, root, config);
   }
   // transformers 5 saves the template beside the config instead, and when
   // both exist, loading takes the file's ("independent chat template files

@@ -99,6 +99,36 @@ TEST_F(ChatTemplateAuto, TheTemplateSeesTheNamedSpecialTokensAsInTransformers) {
             "hi<|im_end|>[<|endoftext|>|<unk>||False||]");
 }
 
+// A config saved without added_tokens_decoder (older transformers) takes
+// its named tokens from special_tokens_map.json where that file has them;
+// with added_tokens_decoder the map is not read. The texts are
+// apply_chat_template's (transformers 5.25, these files, "hi").
+TEST_F(ChatTemplateAuto, AnOlderSaveTakesItsTokensFromTheSpecialTokensMap) {
+  nlohmann::json config{{"eos_token", "<|im_end|>"},
+                        {"unk_token", "<unk>"},
+                        {"tokenizer_class", "Qwen2Tokenizer"},
+                        {"chat_template",
+                         "{{ messages[0].content }}[{{ eos_token }}|{{ pad_token }}|{{ unk_token "
+                         "}}|{{ bos_token }}]"}};
+  write("tokenizer_config.json", config.dump());
+  write("special_tokens_map.json",
+        nlohmann::json{{"eos_token", {{"content", "<|endoftext|>"}, {"lstrip", false}}},
+                       {"pad_token", "<|im_start|>"}}
+            .dump());
+  const ChatMessage hi{Role::kUser, "hi"};
+  const TokenizerConfig legacy = read_tokenizer_config(dir_);
+  EXPECT_EQ(legacy.eos_token, "<|endoftext|>");
+  EXPECT_EQ(resolve_template_kind("auto", legacy).jinja->render_text(std::span(&hi, 1), false),
+            "hi[<|endoftext|>|<|im_start|>|<unk>|]");
+  config["added_tokens_decoder"] = nlohmann::json::object();
+  config["chat_template"] = "{{ messages[0].content }}[{{ eos_token }}|{{ unk_token }}]";
+  write("tokenizer_config.json", config.dump());
+  const TokenizerConfig current = read_tokenizer_config(dir_);
+  EXPECT_EQ(current.eos_token, "<|im_end|>");
+  EXPECT_EQ(resolve_template_kind("auto", current).jinja->render_text(std::span(&hi, 1), false),
+            "hi[<|im_end|>|<unk>]");
+}
+
 TEST_F(ChatTemplateAuto, AnUnrenderableTemplateIsAnErrorNamingItsFile) {
   write("chat_template.jinja", kMacroTemplate);
   const std::string message =
