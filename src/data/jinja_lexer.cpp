@@ -55,6 +55,8 @@ std::pair<size_t, TokenKind> lex_number(std::string_view s, size_t pos) {
   }
   size_t end = digits_end(s, pos, is_decimal);
   TokenKind kind = TokenKind::kInteger;
+  // After a '.', jinja2 takes no float (its "(?<!\\.)"): x.0.1 is x[0][1].
+  if (pos > 0 && s[pos - 1] == '.') return {end, kind};
   if (end + 1 < s.size() && s[end] == '.' && is_decimal(s[end + 1])) {
     kind = TokenKind::kFloat;
     end = digits_end(s, end + 1, is_decimal);

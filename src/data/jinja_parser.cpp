@@ -231,6 +231,12 @@ class ExprParser {
   ExprPtr postfix(ExprPtr value) {
     while (true) {
       if (accept(".")) {
+        if (!done() && tokens_[pos_].kind == TokenKind::kInteger) {
+          // jinja2 reads x.0 as x[0] (a decimal integer after the dot).
+          ExprPtr index = primary();
+          value = make(Expr::Kind::kSubscript, "", std::move(value), std::move(index));
+          continue;
+        }
         value = make(Expr::Kind::kAttribute, expect_name(), std::move(value));
       } else if (accept("[")) {
         value = subscript(std::move(value));

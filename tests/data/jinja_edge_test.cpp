@@ -103,6 +103,10 @@ TEST(JinjaEdges, RenderAsJinja2) {
        "'10'|int(base='16') }}|{{ '10'|int(0, 2.0) }}|{{ '-9.2233720368547758e18'|int }}|{{ 00 "
        "}}|{{ 0_0 }}",
        "inf|0.0|0|0.0|10|10|-9223372036854775808|0|0"},
+      {"integer_after_a_dot_is_an_index",
+       "{% set x = [[1, [2, 3]], 'ab'] %}{{ x.0 }}|{{ x.0.1 }}|{{ x.0.1.0 }}|{{ x.1.1 }}|{{ "
+       "messages.0.role }}|{{ x.0.1[1] }}|{{ x.0.1 | length }}",
+       "[1, [2, 3]]|[2, 3]|2|b|system|3|2"},
       {"int_filter_as_python_int_then_float",
        "{{ '42'|int }}|{{ ' 42\\n'|int }}|{{ '1_000'|int }}|{{ '3abc'|int }}|{{ '3.7'|int }}|{{ "
        "'1e3'|int }}|{{ '0x1f'|int(0, 16) }}|{{ '0x1f'|int }}|{{ 'z'|int(7) }}|{{ none|int }}|{{ "
