@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "data/jinja_numbers.h"
 #include "data/unicode.h"
 
 namespace lt::data::jinja {
@@ -41,14 +42,7 @@ std::pair<size_t, TokenKind> lex_number(std::string_view s, size_t pos) {
   if (s[pos] == '0' && pos + 2 < s.size()) {
     const char letter = static_cast<char>(std::tolower(static_cast<unsigned char>(s[pos + 1])));
     const int base = letter == 'b' ? 2 : letter == 'o' ? 8 : letter == 'x' ? 16 : 0;
-    const auto in_base = [base](char ch) {
-      const int d = std::isdigit(static_cast<unsigned char>(ch))
-                        ? ch - '0'
-                        : (std::isalpha(static_cast<unsigned char>(ch))
-                               ? std::tolower(static_cast<unsigned char>(ch)) - 'a' + 10
-                               : 99);
-      return d < base;
-    };
+    const auto in_base = [base](char ch) { return digit_value(ch) < base; };
     const size_t first = pos + 2 + (s[pos + 2] == '_' ? 1 : 0);
     if (base != 0 && first < s.size() && in_base(s[first]))
       return {digits_end(s, first, in_base), TokenKind::kInteger};

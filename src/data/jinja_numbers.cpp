@@ -20,13 +20,6 @@ std::string_view strip_space(std::string_view s) {
   return s;
 }
 
-int digit_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'Z') return c - 'A' + 10;
-  return 99;
-}
-
 bool starts_with_prefix(std::string_view s, char letter) {
   return s.size() >= 2 && s[0] == '0' && (s[1] == letter || s[1] == letter - 'a' + 'A');
 }
@@ -49,6 +42,13 @@ bool take_digits(std::string_view s, int base, bool underscore_first, std::strin
 }
 
 }  // namespace
+
+int digit_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'Z') return c - 'A' + 10;
+  return 99;
+}
 
 std::optional<int64_t> python_int(std::string_view text, int64_t base) {
   if (base != 0 && (base < 2 || base > 36)) return std::nullopt;

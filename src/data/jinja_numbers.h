@@ -11,6 +11,9 @@
 
 namespace lt::data::jinja {
 
+// A digit's value in bases up to 36 (0-9, then a-z or A-Z); 99 for others.
+int digit_value(char c);
+
 // int(text, base): none where Python raises ValueError (a bad literal, or a
 // base that is not 0 or 2..36). A value past 64 bits is an lt::Error.
 std::optional<int64_t> python_int(std::string_view text, int64_t base);

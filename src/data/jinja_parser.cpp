@@ -1,12 +1,12 @@
 #include "data/jinja_parser.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
-#include <cstdlib>
 #include <initializer_list>
+#include <optional>
 
 #include "core/error.h"
+#include "data/jinja_numbers.h"
 
 namespace lt::data::jinja {
 
@@ -307,37 +307,24 @@ class ExprParser {
         return literal(Value(std::move(text)));
       }
       case TokenKind::kInteger: {
-        std::string digits;  // '_' dropped, a 0b/0o/0x prefix read as the base
-        for (char c : t.text)
-          if (c != '_') digits += c;
-        int base = 10;
-        if (digits.size() > 2 && digits[0] == '0' &&
-            std::isalpha(static_cast<unsigned char>(digits[1]))) {
-          const char letter =
-              static_cast<char>(std::tolower(static_cast<unsigned char>(digits[1])));
-          base = letter == 'b' ? 2 : letter == 'o' ? 8 : 16;
-          digits.erase(0, 2);
-        }
-        if (base == 10 && digits.size() > 1 && digits[0] == '0' &&
-            digits.find_first_not_of('0') != std::string::npos) {
-          --pos_;  // jinja2's decimal literals are [1-9](_?\d)* or 0(_?0)*
-          fail_here("the integer ", t.text, " has a leading zero");
-        }
-        int64_t value = 0;
-        auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
-        if (ec != std::errc() || end != digits.data() + digits.size()) {
+        // The lexer's literal as Python reads one (int(text, 0)): '_' groups,
+        // 0b/0o/0x prefixes, and no leading zero on a nonzero decimal.
+        std::optional<int64_t> value;
+        try {
+          value = python_int(t.text, 0);
+        } catch (const Error&) {
           --pos_;
           fail_here("the integer ", t.text, " is too large");
         }
-        return literal(Value(value));
+        if (!value) {
+          --pos_;  // jinja2's decimal literals are [1-9](_?\d)* or 0(_?0)*
+          fail_here("the integer ", t.text, " has a leading zero");
+        }
+        return literal(Value(*value));
       }
-      case TokenKind::kFloat: {
-        std::string digits;
-        for (char c : t.text)
-          if (c != '_') digits += c;
+      case TokenKind::kFloat:
         // Past the doubles' range Python's literal is inf, or 0.0 below it.
-        return literal(Value(std::strtod(digits.c_str(), nullptr)));
-      }
+        return literal(Value(*python_float(t.text)));
       case TokenKind::kName:
         if (t.text == "true" || t.text == "True") return literal(Value(true));
         if (t.text == "false" || t.text == "False") return literal(Value(false));
