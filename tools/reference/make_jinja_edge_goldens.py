@@ -1,21 +1,33 @@
 #!/usr/bin/env python3
-"""Prints the goldens of tests/data/jinja_edge_test.cpp with jinja2.
+"""Writes tests/data/fixtures/jinja_edge_goldens.json with jinja2.
 
 Each case is rendered as transformers' apply_chat_template renders a chat
 template (ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks),
-with MESSAGES as `messages`, and printed as a C++ row of that test's table:
-{name, template, text}. The cases lazytrain refuses are printed as comments
-saying what jinja2 does with them.
+with MESSAGES as `messages`; tests/data/jinja_edge_test.cpp checks that
+lazytrain renders the same text (JinjaEdges.RenderAsJinja2).
 
 The TRANSFORMERS_CASES are rendered by transformers' own compiled template
 (its environment overrides filters such as tojson), so they need it too.
+
+The RAISES cases are templates jinja2 raises on; the test checks that each
+is an error in lazytrain too (JinjaEdges.WhatJinja2RaisesOnIsAnError). The
+REFUSED cases, which lazytrain refuses with an error naming the file and
+line, are printed with what jinja2 does with them, for the test's comments.
 
     python3 -m venv /tmp/jvenv && /tmp/jvenv/bin/pip install jinja2 transformers
     /tmp/jvenv/bin/python tools/reference/make_jinja_edge_goldens.py
 """
 import json
+import os
+import sys
 
+import jinja2
+import transformers
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from transformers.utils.chat_template_utils import _compile_jinja_template
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "fixtures",
+                   "jinja_edge_goldens.json")
 
 MESSAGES = [
     {"role": "system", "content": "Be brief."},
@@ -131,19 +143,57 @@ REFUSED = [
 ]
 
 
+# (name, template): templates jinja2 raises on.
+RAISES = [
+    ("cycle_without_items", "{% for x in [1] %}{{ loop.cycle() }}{% endfor %}"),
+    ("changed_with_keywords", "{% for x in [1] %}{{ loop.changed(x=1) }}{% endfor %}"),
+    ("attribute_of_undefined_previtem",
+     "{% for m in messages %}{{ loop.previtem.role }}{% endfor %}"),
+    ("set_loop_in_an_if_in_a_loop",
+     "{% for x in [1] %}\n{% if x %}{% set loop = 2 %}{% endif %}{% endfor %}"),
+    ("set_loop_among_targets", "{% for x in [1] %}{% set a, loop = 1, 2 %}{% endfor %}"),
+    ("loop_as_a_second_for_target", "{% for x, loop in [[1, 2]] %}{% endfor %}"),
+    ("ordering_a_number_and_a_string", "{{ 1 < 2 < 'a' }}"),
+    ("int_of_undefined", "{{ nothing|int }}"),
+    ("float_of_undefined", "{{ nothing|float(1) }}"),
+    ("int_of_infinity", "{{ (1e308 * 10)|int }}"),
+]
+
+
 def cpp_string(text):
     return json.dumps(text, ensure_ascii=False)
 
 
 def main():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    cases = []
     for name, template in CASES:
         text = env.from_string(template).render(messages=MESSAGES)
-        print("{%s, %s, %s}," % (cpp_string(name), cpp_string(template), cpp_string(text)))
-    from transformers.utils.chat_template_utils import _compile_jinja_template
+        cases.append({"name": name, "template": template, "text": text})
     for name, template in TRANSFORMERS_CASES:
         text = _compile_jinja_template(template).render(messages=MESSAGES)
-        print("{%s, %s, %s}," % (cpp_string(name), cpp_string(template), cpp_string(text)))
+        cases.append({"name": name, "template": template, "text": text})
+    raises = []
+    for name, template in RAISES:
+        try:
+            text = env.from_string(template).render(messages=MESSAGES)
+        except Exception as e:
+            raises.append({"name": name, "template": template,
+                           "jinja2_error": "%s: %s" % (type(e).__name__, e)})
+        else:
+            sys.exit("%s: jinja2 renders %s instead of raising" % (name, cpp_string(text)))
+    header = {
+        "made_by": "tools/reference/make_jinja_edge_goldens.py",
+        "jinja2_version": jinja2.__version__,
+        "transformers_version": transformers.__version__,
+        "messages": MESSAGES,
+    }
+    head = json.dumps(header, ensure_ascii=True)
+    with open(OUT, "w", encoding="utf-8") as f:
+        f.write(head[:-1] + ', "cases": [\n' +
+                ",\n".join(json.dumps(c, ensure_ascii=True) for c in cases) + '\n], "raises": [\n' +
+                ",\n".join(json.dumps(r, ensure_ascii=True) for r in raises) + "\n]}\n")
+    print("wrote %s: %d cases, %d that raise" % (os.path.normpath(OUT), len(cases), len(raises)))
     for name, template in REFUSED:
         try:
             result = "renders %s" % cpp_string(env.from_string(template).render(messages=MESSAGES))
