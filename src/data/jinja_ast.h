@@ -18,6 +18,7 @@ struct Expr {
     kLiteral,      // literal
     kName,         // name
     kList,         // operands: the items
+    kTuple,        // operands: the items; a Python tuple (Note [tuples] in jinja_value.h)
     kDict,         // operands: key, value, key, value, ...
     kAttribute,    // operands[0].name
     kSubscript,    // operands[0][operands[1]]

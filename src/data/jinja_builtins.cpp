@@ -36,10 +36,11 @@ std::optional<std::string> optional_string(const Arguments& args, size_t index,
   return need_string(*v, what);
 }
 
-// Items of anything a for loop or a list filter walks: list items, dict
-// keys, string code points; undefined is empty (jinja2's Undefined).
+// Items of anything a for loop or a list filter walks, as a list: list and
+// tuple items, dict keys, string code points; undefined is empty (jinja2's
+// Undefined).
 Value items_of(const Value& value, std::string_view what) {
-  if (value.is_array()) return value;
+  if (value.is_array()) return as_list(value);
   Value list = Value::array();
   if (is_undefined(value)) return list;
   if (value.is_object()) {
@@ -205,7 +206,8 @@ Value apply_filter(std::string_view name, const Value& value, const Arguments& a
     if (is_undefined(value)) return Value::array();
     if (!value.is_object()) fail("items: expected a mapping, found ", type_name(value));
     Value out = Value::array();
-    for (auto it = value.begin(); it != value.end(); ++it) out.push_back({it.key(), it.value()});
+    for (auto it = value.begin(); it != value.end(); ++it)
+      out.push_back(as_tuple(Value::array({it.key(), it.value()})));
     return out;
   }
   if (name == "replace") {
@@ -335,7 +337,8 @@ Value call_method(const Value& object, std::string_view name, const Arguments& a
     if (name == "startswith" || name == "endswith") {
       const Value* arg = args.get(0, "");
       if (arg == nullptr) fail(name, ": expected an argument");
-      Value candidates = arg->is_array() ? *arg : Value::array({*arg});
+      // Python's take a string or a tuple of strings (a list is a TypeError).
+      Value candidates = is_tuple(*arg) ? *arg : Value::array({*arg});
       for (const Value& c : candidates) {
         const std::string& s = need_string(c, name);
         if (name == "startswith" ? text.starts_with(s) : text.ends_with(s)) return true;

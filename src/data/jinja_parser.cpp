@@ -79,6 +79,14 @@ class ExprParser {
                 std::move(otherwise));
   }
 
+  // What {{ ... }} and a set's value read: an expression, or jinja2's
+  // tuple without parentheses (`a, b`, `a,`).
+  ExprPtr expression_or_tuple() {
+    ExprPtr first = expression();
+    if (!at(",")) return first;
+    return rest_of_tuple(std::move(first), "");
+  }
+
   // An expression without a trailing "if" (a for loop's iterable, where
   // "if" starts the loop filter).
   ExprPtr or_expr() {
@@ -107,6 +115,17 @@ class ExprParser {
     }
     if (kind == Expr::Kind::kConditional) e->operands.resize(3);
     return e;
+  }
+
+  // The tuple whose first item was `first`: ", item" up to `end` (")", or
+  // "" for the end of the tag), a trailing comma allowed.
+  ExprPtr rest_of_tuple(ExprPtr first, std::string_view end) {
+    ExprPtr tuple = make(Expr::Kind::kTuple, "", std::move(first));
+    while (accept(",")) {
+      if (end.empty() ? done() : at(end)) break;
+      tuple->operands.push_back(expression());
+    }
+    return tuple;
   }
 
   ExprPtr and_expr() {
@@ -338,14 +357,10 @@ class ExprParser {
         break;
     }
     if (t.text == "(") {
+      if (accept(")")) return make(Expr::Kind::kTuple, "");
       ExprPtr first = expression();
       if (accept(")")) return first;
-      // A tuple: a list will do for what templates do with one.
-      ExprPtr tuple = make(Expr::Kind::kList, "", std::move(first));
-      while (accept(",")) {
-        if (at(")")) break;
-        tuple->operands.push_back(expression());
-      }
+      ExprPtr tuple = rest_of_tuple(std::move(first), ")");
       expect(")");
       return tuple;
     }
@@ -415,7 +430,7 @@ class StatementParser {
       if (piece.kind == PieceKind::kOutput) {
         ExprParser p(piece.tokens, 0, name_, piece.line);
         Node node{Node::Kind::kOutput, piece.line};
-        node.value = p.expression();
+        node.value = p.expression_or_tuple();
         p.expect_end();
         body.push_back(std::move(node));
         ++pos_;
@@ -516,7 +531,7 @@ class StatementParser {
       return node;
     }
     p.expect("=");
-    node.value = p.expression();
+    node.value = p.expression_or_tuple();
     p.expect_end();
     return node;
   }

@@ -9,8 +9,9 @@
 // Expressions follow jinja2's precedence: "x if c else y", or, and, not,
 // comparisons and "in", + and -, ~, * / // %, **, unary minus, then
 // postfix attribute, index, slice and call, then "| filter" and
-// "is [not] test". Macros, includes, blocks and other tags are an lt::Error
-// naming the template and line.
+// "is [not] test". Tuples are Python's: "(a, b)", "(a,)", "()", and "a, b"
+// without parentheses as a set's value or in {{ }}. Macros, includes,
+// blocks and other tags are an lt::Error naming the template and line.
 #include <string>
 #include <vector>
 

@@ -341,9 +341,11 @@ class Renderer {
       case Expr::Kind::kAttribute:
       case Expr::Kind::kSubscript:
         return eval_member(e);
-      case Expr::Kind::kList: {
+      case Expr::Kind::kList:
+      case Expr::Kind::kTuple: {
         Value list = Value::array();
         for (const ExprPtr& item : e.operands) list.push_back(eval(*item));
+        if (e.kind == Expr::Kind::kTuple) return as_tuple(std::move(list));
         return list;
       }
       case Expr::Kind::kDict: {
@@ -450,6 +452,7 @@ class Renderer {
     Value out = Value::array();
     for (int64_t i = from; step > 0 ? i < to : i > to; i += step)
       out.push_back(items[static_cast<size_t>(i)]);
+    if (is_tuple(base)) return as_tuple(std::move(out));
     if (!base.is_string()) return out;
     std::string text;
     for (const Value& cp : out) text += cp.get<std::string>();
@@ -531,14 +534,16 @@ class Renderer {
     const std::string& op = e.name;
     if (op == "+") {
       if (a.is_string() && b.is_string()) return a.get<std::string>() + b.get<std::string>();
-      if (a.is_array() && b.is_array()) {
+      if (a.is_array() && b.is_array() && is_tuple(a) == is_tuple(b)) {
         Value out = a;
         for (const Value& item : b) out.push_back(item);
         return out;
       }
     }
     if (op == "*" && (a.is_string() || a.is_array()) && b.is_number_integer()) {
-      Value out = a.is_string() ? Value("") : Value::array();
+      Value out = a.is_string() ? Value("")
+                  : is_tuple(a) ? as_tuple(Value::array())
+                                : Value::array();
       for (int64_t i = 0; i < b.get<int64_t>(); ++i) {
         if (a.is_string()) {
           out.get_ref<std::string&>() += a.get<std::string>();

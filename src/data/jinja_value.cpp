@@ -17,6 +17,28 @@ bool is_undefined(const Value& value) {
   return value.is_discarded();
 }
 
+namespace {
+
+Value marked(Value items, bool tuple) {
+  if (!items.is_array()) fail("expected a list or tuple, found ", type_name(items));
+  items.get_ref<Value::array_t&>().is_tuple = tuple;
+  return items;
+}
+
+}  // namespace
+
+Value as_tuple(Value items) {
+  return marked(std::move(items), true);
+}
+
+Value as_list(Value items) {
+  return marked(std::move(items), false);
+}
+
+bool is_tuple(const Value& value) {
+  return value.is_array() && value.get_ref<const Value::array_t&>().is_tuple;
+}
+
 bool truthy(const Value& value) {
   switch (value.type()) {
     case Value::value_t::null:
@@ -273,12 +295,14 @@ std::string python_repr(const Value& value) {
     case Value::value_t::string:
       return python_string_repr(value.get<std::string>());
     case Value::value_t::array: {
-      std::string out = "[";
+      const bool tuple = is_tuple(value);
+      std::string out = tuple ? "(" : "[";
       for (size_t i = 0; i < value.size(); ++i) {
         if (i > 0) out += ", ";
         out += python_repr(value[i]);
       }
-      return out + "]";
+      if (tuple && value.size() == 1) out += ',';  // (1,): Python's one-item tuple
+      return out + (tuple ? ")" : "]");
     }
     case Value::value_t::object: {
       std::string out = "{";
@@ -305,7 +329,7 @@ bool equal(const Value& a, const Value& b) {
   if (is_number_like(a) && is_number_like(b)) return as_double(a) == as_double(b);
   if (a.type() != b.type()) return false;
   if (a.is_array()) {
-    if (a.size() != b.size()) return false;
+    if (a.size() != b.size() || is_tuple(a) != is_tuple(b)) return false;
     for (size_t i = 0; i < a.size(); ++i) {
       if (!equal(a[i], b[i])) return false;
     }
@@ -326,7 +350,7 @@ bool less(const Value& a, const Value& b) {
   if (is_number_like(a) && is_number_like(b)) return number_order(as_double(a), as_double(b)) < 0;
   if (a.is_string() && b.is_string())
     return a.get_ref<const std::string&>() < b.get_ref<const std::string&>();
-  if (a.is_array() && b.is_array()) {
+  if (a.is_array() && b.is_array() && is_tuple(a) == is_tuple(b)) {
     for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
       if (less(a[i], b[i])) return true;
       if (less(b[i], a[i])) return false;
@@ -352,7 +376,7 @@ std::string type_name(const Value& value) {
     case Value::value_t::string:
       return "string";
     case Value::value_t::array:
-      return "list";
+      return is_tuple(value) ? "tuple" : "list";
     case Value::value_t::object:
       return "mapping";
     case Value::value_t::binary:

@@ -8,15 +8,35 @@
 // which no parsed JSON ever holds.
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 
 namespace lt::data::jinja {
 
-using Value = nlohmann::ordered_json;
+// Note [tuples]: Python tells a tuple from a list: (1, 2) prints so, (1,)
+// with its comma, a tuple never equals a list, and adding one to the other
+// is a TypeError. An array value's storage is this vector, which also says
+// whether it is a tuple (a tuple literal, a macro's varargs, the pairs of
+// the items filter); copies keep the mark, an array built any other way is
+// a list.
+template <typename T, typename Allocator = std::allocator<T>>
+class Sequence : public std::vector<T, Allocator> {
+ public:
+  using std::vector<T, Allocator>::vector;
+  bool is_tuple = false;
+};
+
+using Value = nlohmann::basic_json<nlohmann::ordered_map, Sequence>;
+
+// `items`, an array, as a tuple or as a list (Note [tuples]).
+Value as_tuple(Value items);
+Value as_list(Value items);
+bool is_tuple(const Value& value);
 
 // What the template's raise_exception() throws: the template refusing what
 // it was given (Gemma's "System role not supported"), an error of the data,
@@ -55,7 +75,7 @@ std::string to_json(const Value& value, const JsonStyle& style = {});
 bool equal(const Value& a, const Value& b);
 bool less(const Value& a, const Value& b);
 
-// A short name for error messages: "string", "list", "undefined", ...
+// A short name for error messages: "string", "list", "tuple", "undefined", ...
 std::string type_name(const Value& value);
 
 }  // namespace lt::data::jinja

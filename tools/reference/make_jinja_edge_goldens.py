@@ -106,6 +106,26 @@ CASES = [
      "{{ '3abc'|float }}|{{ ' 1_0.5 '|float }}|{{ 'inf'|float }}|{{ '-Infinity'|float }}|"
      "{{ 'nan'|float }}|{{ none|float }}|{{ 'x'|float(2.5) }}|{{ true|float }}|{{ 3|float }}|"
      "{{ '1e400'|float }}|{{ '.5e-3'|float }}|{{ '0x10'|float }}|{{ 'x'|float(default='d') }}"),
+    ("tuples_print_as_python_tuples",
+     "{{ (1, 2) }}|{{ (1,) }}|{{ () }}|{{ ('a', none, true, 1.5) }}|{{ [(1, 'a')] }}|"
+     "{{ {'k': (1,)} }}|{{ ((1, 2), [3]) }}|{{ (1, 2)|string }}|{{ (1, 2) ~ '' }}"),
+    ("a_tuple_is_not_a_list",
+     "{{ (1, 2)|tojson }}|{{ (1, 2)|list }}|{{ (1, 2) == [1, 2] }}|{{ (1, 2) != [1, 2] }}|"
+     "{{ (1, 2) == (1, 2.0) }}|{{ [(1, 2)] == [[1, 2]] }}|{{ (1, 2) in [[1, 2]] }}|"
+     "{{ (1, 2) in [(1, 2)] }}|{{ (1, 2) < (1, 3) }}"),
+    ("tuple_operations_give_tuples",
+     "{{ (1, 2) + (3,) }}|{{ (1, 2) * 2 }}|{{ (1, 2)[:1] }}|{{ (1, 2)[::-1] }}|{{ (1, 2)[5:] }}|"
+     "{{ (1, 2)[0] }}|{{ (1, 2)|length }}|{{ (1, 2)|first }}|{{ (3, 1, 3)|unique|list }}|"
+     "{{ (1, 2)|join('-') }}"),
+    ("items_are_tuples",
+     "{% set d = {'a': 1, 'b': [2]} %}{{ d|items|list }}|{{ d.items()|list }}|"
+     "{% for k, v in d|items %}{{ k }}={{ v }};{% endfor %}"),
+    ("tuples_without_parentheses",
+     "{% set t = 1, 2 %}{{ t }}|{% set u = 'x', %}{{ u }}|{% set a, b = 3, 4 %}{{ a }}{{ b }}|"
+     "{{ 1, 2 }}|{{ 'a', }}|{% set a, b = (5, 6) %}{{ a }}{{ b }}"),
+    ("startswith_a_tuple",
+     "{{ 'abc'.startswith(('x', 'a')) }}|{{ 'abc'.endswith(('c',)) }}|"
+     "{{ 'abc'.startswith('a') }}"),
     ("filters_over_none",
      "{{ none | selectattr('type', 'equalto', 'x') | list }}|{{ none | map(attribute='a') | list }}|"
      "{{ none | select | list }}|{{ '' | reject | list }}|{{ none | rejectattr('a') | list }}"),
@@ -157,6 +177,10 @@ RAISES = [
     ("int_of_undefined", "{{ nothing|int }}"),
     ("float_of_undefined", "{{ nothing|float(1) }}"),
     ("int_of_infinity", "{{ (1e308 * 10)|int }}"),
+    ("list_plus_tuple", "{{ [1] + (2,) }}"),
+    ("tuple_plus_list", "{{ (1,) + [2] }}"),
+    ("ordering_a_tuple_and_a_list", "{{ (1, 2) < [1, 3] }}"),
+    ("startswith_a_list", "{{ 'abc'.startswith(['a']) }}"),
 ]
 
 
