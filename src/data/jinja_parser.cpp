@@ -446,6 +446,8 @@ class StatementParser {
       } else if (tag == "set") {
         body.push_back(parse_set(piece));
       } else if (tag == "break" || tag == "continue") {
+        // jinja2's loopcontrols know the tags only in a for loop's body.
+        if (loop_body_depth_ == 0) fail_at(piece, "{% ", tag, " %} outside a for loop's body");
         ExprParser p(piece.tokens, 1, name_, piece.line);
         p.expect_end();
         body.push_back(
@@ -502,12 +504,14 @@ class StatementParser {
     if (p.accept("recursive")) p.fail_here("recursive loops are not supported");
     p.expect_end();
     ++for_depth_;
+    ++loop_body_depth_;
     node.body = parse_until({"else", "endfor"});
-    --for_depth_;
+    --loop_body_depth_;
     if (pos_ < pieces_.size() && tag_name(pieces_[pos_]) == "else") {
       ++pos_;
       node.else_body = parse_until({"endfor"});
     }
+    --for_depth_;
     if (pos_ >= pieces_.size()) fail_at(opener, "{% for %} is never closed by {% endfor %}");
     expect_end_tag(opener, "endfor");
     return node;
@@ -536,8 +540,8 @@ class StatementParser {
     return node;
   }
 
-  // jinja2 refuses to bind the name `loop` where it means the loop: as a for
-  // target, and by `set` inside a loop body (the loop's else is outside).
+  // jinja2 refuses to bind the name `loop` anywhere in a for loop: as its
+  // target, and by `set` in its body or its else.
   void refuse_loop_target(const Piece& piece, const std::vector<std::string>& targets,
                           bool inside_loop) const {
     if (inside_loop && std::find(targets.begin(), targets.end(), "loop") != targets.end())
@@ -548,7 +552,8 @@ class StatementParser {
   const std::string& name_;
   size_t pos_ = 0;
   int depth_ = 0;
-  int for_depth_ = 0;  // how many for bodies enclose the current statement
+  int for_depth_ = 0;        // how many for loops (body or else) enclose the statement
+  int loop_body_depth_ = 0;  // how many for bodies: where break and continue may stand
 };
 
 }  // namespace

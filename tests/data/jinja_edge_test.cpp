@@ -110,6 +110,10 @@ TEST(JinjaEdges, WhatJinja2RaisesOnIsAnError) {
             "t.jinja:1: cannot assign to the special variable 'loop' inside a for loop");
   EXPECT_EQ(error_of("{% for x, loop in [[1, 2]] %}{% endfor %}"),
             "t.jinja:1: cannot assign to the special variable 'loop' inside a for loop");
+  EXPECT_EQ(error_of("{% for x in [] %}{% else %}\n{% set loop = 1 %}{% endfor %}"),
+            "t.jinja:2: cannot assign to the special variable 'loop' inside a for loop");
+  EXPECT_EQ(error_of("{% for x in [1] %}{% else %}{% break %}{% endfor %}"),
+            "t.jinja:1: {% break %} outside a for loop's body");
   EXPECT_NE(error_of("{{ 1 < 2 < 'a' }}"), "");
   // jinja2: UndefinedError; OverflowError (outside what the int filter catches).
   EXPECT_EQ(error_of("{{ nothing|int }}"), "t.jinja:1: int: the value is undefined");
