@@ -1,6 +1,6 @@
 #include "data/jinja_template.h"
 
-#include <cmath>
+#include <algorithm>
 #include <optional>
 
 #include "core/error.h"
@@ -18,19 +18,9 @@ const Value& undefined_value() {
   return kUndefined;
 }
 
-bool both_integers(const Value& a, const Value& b) {
-  return a.is_number_integer() && b.is_number_integer();
-}
-
 bool is_comparison(const std::string& op) {
   return op == "==" || op == "!=" || op == "<" || op == ">" || op == "<=" || op == ">=" ||
          op == "in" || op == "not in";
-}
-
-int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
 }
 
 // One rendering: the variable scopes and the output.
@@ -505,7 +495,7 @@ class Renderer {
     const Value& b = value_of(*e.operands[1], scratch_b);
     if (op == "~") return to_text(a) + to_text(b);
     if (is_comparison(op)) return compare(e, op, a, b);
-    return arithmetic(e, a, b);
+    return located(e.line, [&] { return arithmetic(op, a, b); });
   }
 
   // a op b for one comparison operator (is_comparison).
@@ -528,55 +518,6 @@ class Renderer {
                      return Value(!less(a, b));
                    })
         .get<bool>();
-  }
-
-  Value arithmetic(const Expr& e, const Value& a, const Value& b) {
-    const std::string& op = e.name;
-    if (op == "+") {
-      if (a.is_string() && b.is_string()) return a.get<std::string>() + b.get<std::string>();
-      if (a.is_array() && b.is_array() && is_tuple(a) == is_tuple(b)) {
-        Value out = a;
-        for (const Value& item : b) out.push_back(item);
-        return out;
-      }
-    }
-    if (op == "*" && (a.is_string() || a.is_array()) && b.is_number_integer()) {
-      Value out = a.is_string() ? Value("")
-                  : is_tuple(a) ? as_tuple(Value::array())
-                                : Value::array();
-      for (int64_t i = 0; i < b.get<int64_t>(); ++i) {
-        if (a.is_string()) {
-          out.get_ref<std::string&>() += a.get<std::string>();
-        } else {
-          for (const Value& item : a) out.push_back(item);
-        }
-      }
-      return out;
-    }
-    if (!a.is_number() || !b.is_number()) {
-      fail_at(e.line, "cannot apply '", op, "' to ", type_name(a), " and ", type_name(b));
-    }
-    const bool ints = both_integers(a, b);
-    const double x = a.get<double>(), y = b.get<double>();
-    if ((op == "/" || op == "//" || op == "%") && y == 0) fail_at(e.line, "division by zero");
-    if (op == "+") return ints ? Value(a.get<int64_t>() + b.get<int64_t>()) : Value(x + y);
-    if (op == "-") return ints ? Value(a.get<int64_t>() - b.get<int64_t>()) : Value(x - y);
-    if (op == "*") return ints ? Value(a.get<int64_t>() * b.get<int64_t>()) : Value(x * y);
-    if (op == "/") return x / y;
-    if (op == "//")
-      return ints ? Value(floor_div(a.get<int64_t>(), b.get<int64_t>())) : Value(std::floor(x / y));
-    if (op == "%") {
-      if (ints) {
-        const int64_t i = a.get<int64_t>(), j = b.get<int64_t>();
-        return i - floor_div(i, j) * j;
-      }
-      return x - std::floor(x / y) * y;
-    }
-    if (op == "**") {
-      if (ints && b.get<int64_t>() >= 0) return static_cast<int64_t>(std::llround(std::pow(x, y)));
-      return std::pow(x, y);
-    }
-    fail_at(e.line, "unknown operator '", op, "'");
   }
 
   const std::string& name_;

@@ -257,6 +257,16 @@ void append_json(std::string& out, const Value& value, const JsonStyle& style, i
   }
 }
 
+bool both_integers(const Value& a, const Value& b) {
+  return a.is_number_integer() && b.is_number_integer();
+}
+
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
 int number_order(double a, double b) {
   return a < b ? -1 : (a > b ? 1 : 0);
 }
@@ -383,6 +393,52 @@ std::string type_name(const Value& value) {
       return "binary";
   }
   return "?";
+}
+
+Value arithmetic(std::string_view op, const Value& a, const Value& b) {
+  if (op == "+") {
+    if (a.is_string() && b.is_string()) return a.get<std::string>() + b.get<std::string>();
+    if (a.is_array() && b.is_array() && is_tuple(a) == is_tuple(b)) {
+      Value out = a;
+      for (const Value& item : b) out.push_back(item);
+      return out;
+    }
+  }
+  if (op == "*" && (a.is_string() || a.is_array()) && b.is_number_integer()) {
+    Value out = a.is_string() ? Value("") : is_tuple(a) ? as_tuple(Value::array()) : Value::array();
+    for (int64_t i = 0; i < b.get<int64_t>(); ++i) {
+      if (a.is_string()) {
+        out.get_ref<std::string&>() += a.get<std::string>();
+      } else {
+        for (const Value& item : a) out.push_back(item);
+      }
+    }
+    return out;
+  }
+  if (!a.is_number() || !b.is_number()) {
+    fail("cannot apply '", op, "' to ", type_name(a), " and ", type_name(b));
+  }
+  const bool ints = both_integers(a, b);
+  const double x = a.get<double>(), y = b.get<double>();
+  if ((op == "/" || op == "//" || op == "%") && y == 0) fail("division by zero");
+  if (op == "+") return ints ? Value(a.get<int64_t>() + b.get<int64_t>()) : Value(x + y);
+  if (op == "-") return ints ? Value(a.get<int64_t>() - b.get<int64_t>()) : Value(x - y);
+  if (op == "*") return ints ? Value(a.get<int64_t>() * b.get<int64_t>()) : Value(x * y);
+  if (op == "/") return x / y;
+  if (op == "//")
+    return ints ? Value(floor_div(a.get<int64_t>(), b.get<int64_t>())) : Value(std::floor(x / y));
+  if (op == "%") {
+    if (ints) {
+      const int64_t i = a.get<int64_t>(), j = b.get<int64_t>();
+      return i - floor_div(i, j) * j;
+    }
+    return x - std::floor(x / y) * y;
+  }
+  if (op == "**") {
+    if (ints && b.get<int64_t>() >= 0) return static_cast<int64_t>(std::llround(std::pow(x, y)));
+    return std::pow(x, y);
+  }
+  fail("unknown operator '", op, "'");
 }
 
 }  // namespace lt::data::jinja

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -74,6 +75,12 @@ std::string to_json(const Value& value, const JsonStyle& style = {});
 // True == 1); ordering values Python cannot order is an lt::Error.
 bool equal(const Value& a, const Value& b);
 bool less(const Value& a, const Value& b);
+
+// Python's a op b for the arithmetic operators + - * / // % **: numbers
+// (int stays int where Python's does), string and list concatenation, and
+// repetition by an integer; an lt::Error where Python raises (a string
+// plus a number, division by zero).
+Value arithmetic(std::string_view op, const Value& a, const Value& b);
 
 // A short name for error messages: "string", "list", "tuple", "undefined", ...
 std::string type_name(const Value& value);
