@@ -1,7 +1,9 @@
 #pragma once
 // The syntax tree of a chat template: expressions and statements, as
 // jinja_parser.cpp builds them and jinja_template.cpp evaluates them.
+#include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +43,9 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> keywords;
   bool negated = false;                  // kTest: "is not"
   std::vector<std::string> comparisons;  // kCompare: "<", "==", "not in", ...
+  // A kCall is in this expression: evaluating it may run a macro's
+  // statements (Note [stored values] in jinja_template.cpp).
+  bool calls = false;
 };
 
 struct Node;
@@ -54,6 +59,7 @@ struct Node {
     kFor,       // for targets in value [if filter]: body [else: else_body]
     kSet,       // set targets = value, or set targets[0].attribute = value
     kSetBlock,  // set targets[0] %}body{% endset
+    kMacro,     // macro text(targets...) %}body{% endmacro: defines the macro `text`
     kBreak,
     kContinue,
   };
@@ -69,6 +75,46 @@ struct Node {
   std::string attribute;
   std::vector<std::pair<ExprPtr, Body>> branches;
   Body body, else_body;
+  // kMacro: the defaults of the last defaults.size() parameters, and
+  // whether the body reads `varargs` / `kwargs`, which then hold the extra
+  // positional / keyword arguments (jinja2's catch_varargs, catch_kwargs).
+  std::vector<ExprPtr> defaults;
+  bool takes_varargs = false;
+  bool takes_kwargs = false;
 };
+
+// Counts one level of recursion for as long as it lives; past `limit`
+// levels it calls fail_too_deep (which throws) instead. The parser and the
+// renderer refuse what nests too deeply rather than run out of stack.
+class NestingGuard {
+ public:
+  template <typename Fail>
+  NestingGuard(int& depth, int limit, Fail&& fail_too_deep) : depth_(depth) {
+    if (++depth_ > limit) {
+      --depth_;
+      fail_too_deep();
+    }
+  }
+  ~NestingGuard() { --depth_; }
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+
+ private:
+  int& depth_;
+};
+
+// Walks `body` in the order jinja2's node visitors take a node's fields (a
+// for loop's targets before its iterable and body, a set's targets before
+// its value, a macro's parameters before its defaults and body): `bind`
+// gets each name a statement binds, `read` each expression it holds.
+void walk(Body& body, const std::function<void(const std::string&)>& bind,
+          const std::function<void(Expr&)>& read);
+
+// Sets Expr::calls through the tree of `e`; returns the root's.
+bool note_calls(Expr& e);
+
+// Which of `names` the body reads before it binds them, as jinja2's
+// find_undeclared decides whether a macro takes varargs, kwargs or caller.
+std::set<std::string> read_before_bound(Body& body, std::set<std::string> names);
 
 }  // namespace lt::data::jinja

@@ -290,6 +290,7 @@ bool apply_test(std::string_view name, const Value& value, const Arguments& args
   if (name == "true") return value.is_boolean() && value.get<bool>();
   if (name == "false") return value.is_boolean() && !value.get<bool>();
   if (name == "boolean") return value.is_boolean();
+  if (name == "callable") return is_macro(value);  // no other value the renderer makes is one
   if (name == "string") return value.is_string();
   if (name == "mapping") return value.is_object();
   if (name == "number") return value.is_number();

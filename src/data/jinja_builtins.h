@@ -6,9 +6,9 @@
 // join, last, length, list, lower, map, reject, rejectattr, replace,
 // reverse, safe, select, selectattr, string, title, tojson (transformers'
 // own: json.dumps with ensure_ascii=False), trim, unique, upper.
-// Tests: boolean, defined, divisibleby, eq/equalto/==, even, false, float,
-// ge, gt, in, integer, iterable, le, lt, mapping, ne, none, number, odd,
-// sameas, sequence, string, true, undefined.
+// Tests: boolean, callable (a macro), defined, divisibleby, eq/equalto/==,
+// even, false, float, ge, gt, in, integer, iterable, le, lt, mapping, ne,
+// none, number, odd, sameas, sequence, string, true, undefined.
 // Methods: str: capitalize, count, endswith, find, join, lower, lstrip,
 // replace, rsplit (without maxsplit), rstrip, split, startswith, strip,
 // title, upper; dict: get, items, keys, values.

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <initializer_list>
 #include <optional>
+#include <set>
+#include <utility>
 
 #include "core/error.h"
 #include "data/jinja_numbers.h"
@@ -16,24 +18,6 @@ namespace {
 // refused rather than recursing until the stack runs out; real templates
 // nest a handful of levels.
 constexpr int kMaxNesting = 200;
-
-// Counts one level of recursion for as long as it lives.
-class NestingGuard {
- public:
-  template <typename Fail>
-  NestingGuard(int& depth, Fail&& fail_too_deep) : depth_(depth) {
-    if (++depth_ > kMaxNesting) {
-      --depth_;
-      fail_too_deep();
-    }
-  }
-  ~NestingGuard() { --depth_; }
-  NestingGuard(const NestingGuard&) = delete;
-  NestingGuard& operator=(const NestingGuard&) = delete;
-
- private:
-  int& depth_;
-};
 
 bool is_keyword(const std::string& name) {
   static const char* kKeywords[] = {"and", "or", "not", "in", "is", "if", "else"};
@@ -70,7 +54,7 @@ class ExprParser {
   }
 
   ExprPtr expression() {
-    NestingGuard guard(depth_, [&] { fail_here("expressions nest too deeply"); });
+    NestingGuard guard(depth_, kMaxNesting, [&] { fail_here("expressions nest too deeply"); });
     ExprPtr value = or_expr();
     if (!accept("if")) return value;
     ExprPtr condition = or_expr();
@@ -135,7 +119,7 @@ class ExprParser {
   }
 
   ExprPtr not_expr() {
-    NestingGuard guard(depth_, [&] { fail_here("expressions nest too deeply"); });
+    NestingGuard guard(depth_, kMaxNesting, [&] { fail_here("expressions nest too deeply"); });
     if (accept("not")) return make(Expr::Kind::kUnary, "not", not_expr());
     return compare();
   }
@@ -209,7 +193,7 @@ class ExprParser {
 
   // Unary minus binds tighter than filters: -3|abs is (-3)|abs, as in jinja2.
   ExprPtr unary(bool with_filters = true) {
-    NestingGuard guard(depth_, [&] { fail_here("expressions nest too deeply"); });
+    NestingGuard guard(depth_, kMaxNesting, [&] { fail_here("expressions nest too deeply"); });
     ExprPtr value;
     if (at("-") || at("+")) {
       std::string op = tokens_[pos_++].text;
@@ -300,6 +284,9 @@ class ExprParser {
       if (!done() && tokens_[pos_].kind == TokenKind::kName && pos_ + 1 < tokens_.size() &&
           tokens_[pos_ + 1].text == "=" && tokens_[pos_ + 1].kind == TokenKind::kOperator) {
         std::string key = tokens_[pos_].text;
+        for (const auto& keyword : call.keywords) {
+          if (keyword.first == key) fail_here("keyword argument repeated: ", key);
+        }
         pos_ += 2;
         call.keywords.emplace_back(std::move(key), expression());
       } else {
@@ -418,7 +405,8 @@ class StatementParser {
 
   // Statements up to (not past) a tag named in `ends`.
   Body parse_until(std::initializer_list<std::string_view> ends) {
-    NestingGuard guard(depth_, [&] { fail_at(pieces_[pos_ - 1], "tags nest too deeply"); });
+    NestingGuard guard(depth_, kMaxNesting,
+                       [&] { fail_at(pieces_[pos_ - 1], "tags nest too deeply"); });
     Body body;
     while (pos_ < pieces_.size()) {
       const Piece& piece = pieces_[pos_];
@@ -445,6 +433,8 @@ class StatementParser {
         body.push_back(parse_for(piece));
       } else if (tag == "set") {
         body.push_back(parse_set(piece));
+      } else if (tag == "macro") {
+        body.push_back(parse_macro(piece));
       } else if (tag == "break" || tag == "continue") {
         // jinja2's loopcontrols know the tags only in a for loop's body.
         if (loop_body_depth_ == 0) fail_at(piece, "{% ", tag, " %} outside a for loop's body");
@@ -458,8 +448,8 @@ class StatementParser {
         for (Node& node : inner) body.push_back(std::move(node));
       } else {
         fail_at(piece, "unsupported tag {% ", tag,
-                " %} (the chat-template renderer knows if, for, ",
-                "set, break, continue and generation)");
+                " %} (the chat-template renderer knows if, for, set, macro, break, continue "
+                "and generation)");
       }
     }
     return body;
@@ -540,6 +530,57 @@ class StatementParser {
     return node;
   }
 
+  // {% macro name(parameter, parameter=default, ...) %}body{% endmacro %}
+  Node parse_macro(const Piece& opener) {
+    Node node{Node::Kind::kMacro, opener.line};
+    ExprParser p(opener.tokens, 1, name_, opener.line);
+    node.text = assignable_name(p);
+    p.expect("(");
+    while (!p.accept(")")) {
+      if (!node.targets.empty()) p.expect(",");
+      std::string parameter = assignable_name(p);
+      if (std::find(node.targets.begin(), node.targets.end(), parameter) != node.targets.end())
+        p.fail_here("the macro has two parameters named '", parameter, "'");
+      node.targets.push_back(std::move(parameter));
+      if (p.accept("=")) {
+        node.defaults.push_back(p.expression());
+      } else if (!node.defaults.empty()) {
+        p.fail_here("a parameter without a default after one with a default");
+      }
+    }
+    p.expect_end();
+    // break and continue in the body would leave the macro, not a loop
+    // around it: jinja2 does not know them there.
+    const int loop_bodies_outside = std::exchange(loop_body_depth_, 0);
+    node.body = parse_until({"endmacro"});
+    loop_body_depth_ = loop_bodies_outside;
+    if (pos_ >= pieces_.size()) fail_at(opener, "{% macro %} is never closed by {% endmacro %}");
+    expect_end_tag(opener, "endmacro");
+    const std::set<std::string> reads =
+        read_before_bound(node.body, {"varargs", "kwargs", "caller"});
+    if (reads.count("caller"))
+      fail_at(opener, "macro '", node.text,
+              "' reads 'caller', which only {% call %} gives; {% call %} is not supported");
+    // A parameter named varargs or kwargs is an ordinary one.
+    auto takes = [&](const char* name) {
+      return reads.count(name) &&
+             std::find(node.targets.begin(), node.targets.end(), name) == node.targets.end();
+    };
+    node.takes_varargs = takes("varargs");
+    node.takes_kwargs = takes("kwargs");
+    return node;
+  }
+
+  // A name a macro or its parameter may take: jinja2 cannot assign to its
+  // constants.
+  static std::string assignable_name(ExprParser& p) {
+    std::string name = p.expect_name();
+    for (const char* constant : {"true", "false", "none", "True", "False", "None"}) {
+      if (name == constant) p.fail_here("cannot assign to '", name, "'");
+    }
+    return name;
+  }
+
   // jinja2 refuses to bind the name `loop` anywhere in a for loop: as its
   // target, and by `set` in its body or its else.
   void refuse_loop_target(const Piece& piece, const std::vector<std::string>& targets,
@@ -559,7 +600,10 @@ class StatementParser {
 }  // namespace
 
 Body parse(const std::vector<Piece>& pieces, const std::string& source_name) {
-  return StatementParser(pieces, source_name).parse_all();
+  Body body = StatementParser(pieces, source_name).parse_all();
+  walk(
+      body, [](const std::string&) {}, [](Expr& e) { note_calls(e); });
+  return body;
 }
 
 }  // namespace lt::data::jinja

@@ -1,11 +1,14 @@
 #include "data/jinja_template.h"
 
 #include <algorithm>
+#include <deque>
 #include <optional>
+#include <utility>
 
 #include "core/error.h"
 #include "data/jinja_builtins.h"
 #include "data/jinja_lexer.h"
+#include "data/jinja_macro.h"
 #include "data/jinja_parser.h"
 #include "data/jinja_strings.h"
 
@@ -23,12 +26,36 @@ bool is_comparison(const std::string& op) {
          op == "in" || op == "not in";
 }
 
+// How deep macro calls may nest: about where jinja2, five Python frames a
+// call under Python's default recursion limit of 1000, stops with a
+// RecursionError (a macro that recurses forever is an error, not a crash).
+constexpr int kMaxMacroDepth = 190;
+
+// How deep statements and expressions may run within each other, into the
+// macros they call: the parser bounds a template's own nesting, but macro
+// calls stack theirs. A level takes up to about 1.5 KiB of stack, so a
+// rendering stays within 1 MiB (a worker thread's stack may be 2 MiB).
+constexpr int kMaxRenderNesting = 640;
+
+// One scope of variables: the template's, a for loop iteration's or a macro
+// call's. It sees its parent's variables: a loop iteration's parent is the
+// scope the loop runs in, a macro call's the scope the macro was defined
+// in, never its caller's (jinja2's closures).
+struct Scope {
+  explicit Scope(std::shared_ptr<Scope> enclosing, Value names = Value::object())
+      : variables(std::move(names)), parent(std::move(enclosing)) {}
+  Value variables;
+  std::shared_ptr<Scope> parent;
+  bool ended_iteration = false;  // a for loop iteration that is over
+};
+
 // One rendering: the variable scopes and the output.
 class Renderer {
  public:
-  Renderer(const std::string& name, Value variables) : name_(name) {
-    scopes_.push_back(variables.is_object() ? std::move(variables) : Value::object());
-  }
+  Renderer(const std::string& name, Value variables)
+      : name_(name),
+        scope_(std::make_shared<Scope>(
+            nullptr, variables.is_object() ? std::move(variables) : Value::object())) {}
 
   std::string run(const Body& body) {
     std::string out;
@@ -40,9 +67,9 @@ class Renderer {
   enum class Flow { kNormal, kBreak, kContinue };
 
   // Note [loop]: a running for loop, what `loop` reads (jinja2's
-  // LoopContext). The iteration scope binds the name `loop` to a marker, a
-  // binary value (no template variable is one) holding the loop's index in
-  // loops_, so that `loop` resolves through the scopes like any name: an
+  // LoopContext). The iteration scope binds the name `loop` to a marker
+  // (Note [markers] in jinja_value.h) holding the loop's index in loops_,
+  // so that `loop` resolves through the scopes like any name: an
   // inner loop's shadows the outer one, and an inner loop's `if` filter sees
   // the outer one, as in jinja2. The marker is never a value a template
   // computes with: `loop` reads only as loop.<attribute>, loop['attribute'],
@@ -55,14 +82,26 @@ class Renderer {
     std::optional<Value> last_changed;  // loop.changed()'s previous arguments
   };
 
+  // A macro as {% macro %} defined it: the macro's value holds its index in
+  // macros_ (Note [markers]).
+  struct MacroDefinition {
+    const Node* node;
+    std::shared_ptr<Scope> scope;  // where it was defined: what its body sees
+  };
+
   template <typename... Args>
   [[noreturn]] void fail_at(int line, const Args&... what) const {
     fail(name_, ":", line, ": ", what...);
   }
 
+  [[noreturn]] void fail_nesting(int line) const {
+    fail_at(line, "the template nests more than ", kMaxRenderNesting,
+            " statements and expressions deep as it runs, macro calls included");
+  }
+
   // Runs a builtin, adding the template's name and line to its errors.
   template <typename F>
-  Value located(int line, F&& f) const {
+  auto located(int line, F&& f) const -> decltype(f()) {
     try {
       return f();
     } catch (const TemplateRaised& e) {  // kept apart: its callers name the row
@@ -81,6 +120,7 @@ class Renderer {
   }
 
   Flow exec(const Node& node, std::string& out) {
+    NestingGuard guard(nesting_, kMaxRenderNesting, [&] { fail_nesting(node.line); });
     switch (node.kind) {
       case Node::Kind::kText:
         out += node.text;
@@ -105,6 +145,10 @@ class Renderer {
         exec_set(node, Value(std::move(captured)));
         return Flow::kNormal;
       }
+      case Node::Kind::kMacro:
+        scope_->variables[node.text] = macro_value(node.text, macros_.size());
+        macros_.push_back(MacroDefinition{&node, scope_});
+        return Flow::kNormal;
       case Node::Kind::kBreak:
         return Flow::kBreak;
       case Node::Kind::kContinue:
@@ -114,7 +158,7 @@ class Renderer {
   }
 
   void bind(const Node& node, Value item) {
-    Value& scope = scopes_.back();
+    Value& scope = scope_->variables;
     if (node.targets.size() == 1) {
       scope[node.targets[0]] = std::move(item);
       return;
@@ -132,16 +176,16 @@ class Renderer {
     Value items = located(node.line, [&] { return apply_filter("list", iterable, {}); });
     // The filter runs before this loop's state exists: there `loop` is the
     // enclosing loop's (Note [loop]).
-    scopes_.push_back(Value::object());
     if (node.filter) {
+      enter_scope();
       Value kept = Value::array();
       for (const Value& item : items) {
         bind(node, item);
         if (truthy(eval(*node.filter))) kept.push_back(item);
       }
       items = std::move(kept);
+      leave_scope();
     }
-    scopes_.pop_back();
     const size_t n = items.size();
     const size_t loop_index = loops_.size();
     loops_.push_back(LoopState{std::move(items), 0, std::nullopt});
@@ -149,25 +193,29 @@ class Renderer {
       // A fresh scope per iteration: what one iteration sets, the next does
       // not see (jinja2's loop scoping). The item is copied: loop.previtem
       // and loop.nextitem read the list.
-      scopes_.push_back(Value::object());
+      enter_scope();
       loops_[loop_index].index0 = i;
       bind(node, loops_[loop_index].items[i]);
-      scopes_.back()["loop"] = Value::binary({}, loop_index);
+      scope_->variables["loop"] = loop_marker(loop_index);
       const Flow flow = exec(node.body, out);
-      scopes_.pop_back();
+      scope_->ended_iteration = true;  // what a macro defined here sees is gone
+      leave_scope();
       if (flow == Flow::kBreak) break;
     }
     loops_.pop_back();
     if (n == 0) exec(node.else_body, out);
   }
 
+  void enter_scope() { scope_ = std::make_shared<Scope>(scope_); }
+  void leave_scope() { scope_ = scope_->parent; }
+
   // The running loop that `e` names when it is the name `loop` bound by a
   // for loop (Note [loop]); null otherwise.
   LoopState* loop_named_by(const Expr& e) {
     if (e.kind != Expr::Kind::kName || e.name != "loop") return nullptr;
     const Value* marker = lookup_mutable(e.name);
-    if (marker == nullptr || !marker->is_binary()) return nullptr;
-    return &loops_.at(static_cast<size_t>(marker->get_binary().subtype()));
+    if (marker == nullptr || !is_loop_marker(*marker)) return nullptr;
+    return &loops_.at(static_cast<size_t>(marker_handle(*marker)));
   }
 
   // loop.<attribute> and loop['attribute'], as jinja2's LoopContext has them
@@ -221,7 +269,7 @@ class Renderer {
   void exec_set(const Node& node, Value value) {
     if (node.attribute.empty()) {
       if (node.targets.size() == 1) {
-        scopes_.back()[node.targets[0]] = std::move(value);
+        scope_->variables[node.targets[0]] = std::move(value);
       } else {
         bind(node, value);
       }
@@ -236,18 +284,38 @@ class Renderer {
   }
 
   Value* lookup_mutable(const std::string& name) {
-    for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
-      auto it = scope->find(name);
-      if (it != scope->end()) return &*it;
+    for (Scope* scope = scope_.get(); scope != nullptr; scope = scope->parent.get()) {
+      auto it = scope->variables.find(name);
+      if (it != scope->variables.end()) return &*it;
     }
     return nullptr;
   }
 
+  // Note [stored values]: an expression that names a stored value (a
+  // variable, a key or an index of one) reads it in place, without a copy.
+  // The reference is valid while no statement runs, and statements run
+  // within an expression only in a macro's body (`set ns.x` there changes
+  // a namespace the caller may be reading). So where an operand is held
+  // while later operands are evaluated, it is held in place only when no
+  // later operand has a call in it (Expr::calls); else it is copied.
+
   // An expression's value: the stored one itself when it names one (no
-  // copy; valid while no statement runs), else computed into `scratch`.
+  // copy; Note [stored values]), else computed into `scratch`.
   const Value& value_of(const Expr& e, Value& scratch) {
     if (const Value* v = stored(e)) return *v;
     scratch = eval(e);
+    return scratch;
+  }
+
+  // e.operands[0]'s value, to be held while the operands from 1 on and the
+  // keywords are evaluated: a copy when they may run statements.
+  const Value& value_held(const Expr& e, Value& scratch) {
+    bool later_calls = false;
+    for (size_t i = 1; i < e.operands.size(); ++i)
+      later_calls = later_calls || (e.operands[i] && e.operands[i]->calls);
+    for (const auto& keyword : e.keywords) later_calls = later_calls || keyword.second->calls;
+    if (!later_calls) return value_of(*e.operands[0], scratch);
+    scratch = eval(*e.operands[0]);
     return scratch;
   }
 
@@ -258,7 +326,7 @@ class Renderer {
     switch (e.kind) {
       case Expr::Kind::kName: {
         const Value* found = lookup_mutable(e.name);
-        if (found && found->is_binary()) {
+        if (found && is_loop_marker(*found)) {
           fail_at(e.line,
                   "'loop' can only be read as loop.<attribute>, loop.cycle(...), "
                   "loop.changed(...) or with 'is defined'");
@@ -268,9 +336,12 @@ class Renderer {
       case Expr::Kind::kAttribute:
       case Expr::Kind::kSubscript: {
         if (loop_named_by(*e.operands[0])) return nullptr;  // computed by eval_member
+        // The base would be held while the key runs statements (Note
+        // [stored values]): eval_member copies it out first.
+        if (e.kind == Expr::Kind::kSubscript && e.operands[1]->calls) return nullptr;
         const Value* base = stored(*e.operands[0]);
         if (base == nullptr) return nullptr;  // computed: eval_member copies it out
-        require_defined(e, *base);
+        require_members(e, *base);
         if (is_python_attribute(e, *base)) return &undefined_value();
         return member(*base,
                       e.kind == Expr::Kind::kAttribute ? Value(e.name) : eval(*e.operands[1]));
@@ -280,12 +351,15 @@ class Renderer {
     }
   }
 
-  void require_defined(const Expr& e, const Value& base) const {
-    if (!is_undefined(base)) return;
+  // Members of an undefined value are jinja2's UndefinedError; of a macro,
+  // Python's attributes of one (name, arguments, ...), which the renderer
+  // does not have.
+  void require_members(const Expr& e, const Value& base) const {
+    if (!is_undefined(base) && !is_macro(base)) return;
     fail_at(
         e.line, "cannot read ",
         e.kind == Expr::Kind::kAttribute ? "attribute '" + e.name + "'" : std::string("an index"),
-        " of an undefined value");
+        is_macro(base) ? " of a macro" : " of an undefined value");
   }
 
   // Whether base.name is a Python attribute in jinja2 rather than a key
@@ -323,6 +397,7 @@ class Renderer {
   }
 
   Value eval(const Expr& e) {
+    NestingGuard guard(nesting_, kMaxRenderNesting, [&] { fail_nesting(e.line); });
     switch (e.kind) {
       case Expr::Kind::kLiteral:
         return e.literal;
@@ -353,7 +428,7 @@ class Renderer {
         return eval_call(e);
       case Expr::Kind::kFilter: {
         Value scratch;
-        const Value& value = value_of(*e.operands[0], scratch);
+        const Value& value = value_held(e, scratch);
         const Arguments args = arguments(e, 1);
         return located(e.line, [&] { return apply_filter(e.name, value, args); });
       }
@@ -362,7 +437,7 @@ class Renderer {
           return (e.name == "defined") != e.negated;
         }
         Value scratch;
-        const Value& value = value_of(*e.operands[0], scratch);
+        const Value& value = value_held(e, scratch);
         const Arguments args = arguments(e, 1);
         const bool passed =
             located(e.line, [&] { return Value(apply_test(e.name, value, args)); }).get<bool>();
@@ -393,7 +468,7 @@ class Renderer {
     if (const Value* item = stored(e)) return *item;
     // A string's character, or a member of a computed value.
     const Value base = eval(*e.operands[0]);
-    require_defined(e, base);
+    require_members(e, base);
     if (is_python_attribute(e, base)) return undefined();
     const Value key = e.kind == Expr::Kind::kAttribute ? Value(e.name) : eval(*e.operands[1]);
     if (base.is_string() && key.is_number_integer()) {
@@ -409,7 +484,7 @@ class Renderer {
 
   Value eval_slice(const Expr& e) {
     Value scratch;
-    const Value& base = value_of(*e.operands[0], scratch);
+    const Value& base = value_held(e, scratch);
     auto bound = [&](size_t i) -> std::optional<int64_t> {
       if (!e.operands[i]) return std::nullopt;
       Value v = eval(*e.operands[i]);
@@ -459,19 +534,65 @@ class Renderer {
 
   Value eval_call(const Expr& e) {
     const Expr& callee = *e.operands[0];
-    const Arguments args = arguments(e, 1);
+    Arguments args = arguments(e, 1);
     if (callee.kind == Expr::Kind::kAttribute) {
       if (LoopState* loop = loop_named_by(*callee.operands[0])) {
         return loop_method(e, callee.name, args, *loop);
       }
       Value scratch;
       const Value& object = value_of(*callee.operands[0], scratch);
+      // ns.render(...): a macro kept in a namespace or a dict's key.
+      if (object.is_object() && python_attribute(object, callee.name) == PythonAttribute::kNone) {
+        auto it = object.find(callee.name);
+        if (it != object.end() && is_macro(*it)) return call_macro(e, *it, std::move(args));
+      }
       return located(e.line, [&] { return call_method(object, callee.name, args); });
     }
     if (callee.kind == Expr::Kind::kName) {
+      const Value* found = lookup_mutable(callee.name);
+      if (found && is_macro(*found)) return call_macro(e, *found, std::move(args));
       return located(e.line, [&] { return call_global(callee.name, args); });
     }
-    fail_at(e.line, "this expression cannot be called");
+    const Value target = eval(callee);
+    if (!is_macro(target)) fail_at(e.line, "a ", type_name(target), " cannot be called");
+    return call_macro(e, target, std::move(args));
+  }
+
+  // Renders a macro's body for one call, in a scope of its own under the
+  // one it was defined in, and returns the text (jinja2 gives a str where
+  // autoescape is off, as in transformers).
+  Value call_macro(const Expr& call, const Value& macro, Arguments args) {
+    // A copy: the body may define macros, which macros_ grows by.
+    const MacroDefinition definition = macros_.at(marker_handle(macro));
+    const Node& node = *definition.node;
+    for (const Scope* scope = definition.scope.get(); scope; scope = scope->parent.get()) {
+      // jinja2 would read the ended iteration's variables as its sentinel
+      // 'missing', or the loop's later values.
+      if (scope->ended_iteration)
+        fail_at(call.line, "macro '", node.text,
+                "' is called after the for loop iteration that defined it ended, which the "
+                "renderer does not support");
+    }
+    if (macro_depth_ >= kMaxMacroDepth)
+      fail_at(call.line, "macro calls nest more than ", kMaxMacroDepth,
+              " deep (jinja2 stops near there with a RecursionError)");
+    MacroArguments bound =
+        located(call.line, [&] { return bind_arguments(node, std::move(args)); });
+    const std::shared_ptr<Scope> caller_scope = std::exchange(
+        scope_, std::make_shared<Scope>(definition.scope, std::move(bound.variables)));
+    // Defaults are evaluated now, in order, in the macro's scope: one sees
+    // the parameters before and after it (jinja2's function arguments).
+    const size_t first_default = node.targets.size() - node.defaults.size();
+    for (size_t i : bound.missing) {
+      if (i >= first_default)
+        scope_->variables[node.targets[i]] = eval(*node.defaults[i - first_default]);
+    }
+    ++macro_depth_;
+    std::string out;
+    exec(node.body, out);  // break and continue cannot leave a macro (the parser refuses them)
+    --macro_depth_;
+    scope_ = caller_scope;
+    return out;
   }
 
   Value eval_unary(const Expr& e) {
@@ -491,7 +612,7 @@ class Renderer {
       return eval(*e.operands[1]);
     }
     Value scratch_a, scratch_b;
-    const Value& a = value_of(*e.operands[0], scratch_a);
+    const Value& a = value_held(e, scratch_a);
     const Value& b = value_of(*e.operands[1], scratch_b);
     if (op == "~") return to_text(a) + to_text(b);
     if (is_comparison(op)) return compare(e, op, a, b);
@@ -521,9 +642,14 @@ class Renderer {
   }
 
   const std::string& name_;
-  std::vector<Value> scopes_;
-  std::vector<LoopState> loops_;  // the running for loops, outermost first
-  Value scratch_;                 // {{ output }}'s value when computed
+  std::shared_ptr<Scope> scope_;  // the innermost scope
+  // The running for loops, outermost first; a deque, so that a loop's state
+  // stays in place while a macro called in its body runs loops of its own.
+  std::deque<LoopState> loops_;
+  std::vector<MacroDefinition> macros_;  // every {% macro %} run so far
+  int macro_depth_ = 0;                  // macro calls running
+  int nesting_ = 0;                      // statements and expressions running
+  Value scratch_;                        // {{ output }}'s value when computed
 };
 
 }  // namespace

@@ -7,7 +7,14 @@
 // Scoping is jinja2's: each iteration of a for loop has its own scope, so a
 // `set` inside it is gone at the next iteration and after the loop;
 // namespace() objects are how templates carry values out, and
-// `set ns.x = ...` changes the one they name. `loop` has jinja2's index,
+// `set ns.x = ...` changes the one they name. A macro's call has its own
+// scope too, under the scope the macro was defined in (not its caller's),
+// whose variables it reads as they are at the call; it returns its text.
+// jinja2's argument rules hold: defaults evaluated at each call, varargs
+// and kwargs where the body reads them, a TypeError (an lt::Error here)
+// for too many arguments or an unknown keyword. Reading a macro's
+// attributes, `caller` ({% call %}) and calling a macro after the loop
+// iteration that defined it ended are errors. `loop` has jinja2's index,
 // index0, revindex, revindex0, first, last, length, depth, depth0, previtem,
 // nextitem, cycle() and changed(); any other use of it is an error.
 // Comparisons chain as in Python (`a < b < c`). `d.name` is a Python

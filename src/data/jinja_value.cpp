@@ -39,6 +39,47 @@ bool is_tuple(const Value& value) {
   return value.is_array() && value.get_ref<const Value::array_t&>().is_tuple;
 }
 
+namespace {
+
+// The first byte of a marker's bytes (Note [markers]); a macro's name follows.
+constexpr uint8_t kLoopMarker = 'L';
+constexpr uint8_t kMacroMarker = 'M';
+
+bool is_marker(const Value& value, uint8_t kind) {
+  if (!value.is_binary()) return false;
+  const Value::binary_t& bytes = value.get_binary();
+  return !bytes.empty() && bytes.front() == kind;
+}
+
+std::string macro_name(const Value& macro) {
+  const Value::binary_t& bytes = macro.get_binary();
+  return std::string(bytes.begin() + 1, bytes.end());
+}
+
+}  // namespace
+
+Value loop_marker(uint64_t handle) {
+  return Value::binary({kLoopMarker}, handle);
+}
+
+Value macro_value(std::string_view name, uint64_t handle) {
+  Value::binary_t::container_type bytes{kMacroMarker};
+  bytes.insert(bytes.end(), name.begin(), name.end());
+  return Value::binary(std::move(bytes), handle);
+}
+
+bool is_loop_marker(const Value& value) {
+  return is_marker(value, kLoopMarker);
+}
+
+bool is_macro(const Value& value) {
+  return is_marker(value, kMacroMarker);
+}
+
+uint64_t marker_handle(const Value& marker) {
+  return marker.get_binary().subtype();
+}
+
 bool truthy(const Value& value) {
   switch (value.type()) {
     case Value::value_t::null:
@@ -252,6 +293,8 @@ void append_json(std::string& out, const Value& value, const JsonStyle& style, i
     }
     case Value::value_t::discarded:
       fail("tojson: cannot write an undefined value as JSON");
+    case Value::value_t::binary:
+      fail("tojson: cannot write a ", type_name(value), " as JSON");
     default:
       out += value.dump();  // null, true, false, integers: as JSON writes them
   }
@@ -314,6 +357,9 @@ std::string python_repr(const Value& value) {
       if (tuple && value.size() == 1) out += ',';  // (1,): Python's one-item tuple
       return out + (tuple ? ")" : "]");
     }
+    case Value::value_t::binary:
+      return is_macro(value) ? "<Macro " + python_string_repr(macro_name(value)) + ">"
+                             : "<LoopContext>";
     case Value::value_t::object: {
       std::string out = "{";
       bool first = true;
@@ -390,7 +436,7 @@ std::string type_name(const Value& value) {
     case Value::value_t::object:
       return "mapping";
     case Value::value_t::binary:
-      return "binary";
+      return is_macro(value) ? "macro" : "loop";
   }
   return "?";
 }

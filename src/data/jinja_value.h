@@ -8,6 +8,7 @@
 // which no parsed JSON ever holds.
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,16 @@ using Value = nlohmann::basic_json<nlohmann::ordered_map, Sequence>;
 Value as_tuple(Value items);
 Value as_list(Value items);
 bool is_tuple(const Value& value);
+
+// Note [markers]: what only a rendering makes, a running for loop's `loop`
+// and a macro, is a binary value, which no parsed JSON holds: its subtype
+// is the renderer's handle for it, its bytes say which it is. A macro
+// prints as jinja2's does ("<Macro 'name'>") and is equal only to itself.
+Value loop_marker(uint64_t handle);
+Value macro_value(std::string_view name, uint64_t handle);
+bool is_loop_marker(const Value& value);
+bool is_macro(const Value& value);
+uint64_t marker_handle(const Value& marker);
 
 // What the template's raise_exception() throws: the template refusing what
 // it was given (Gemma's "System role not supported"), an error of the data,
@@ -82,7 +93,8 @@ bool less(const Value& a, const Value& b);
 // plus a number, division by zero).
 Value arithmetic(std::string_view op, const Value& a, const Value& b);
 
-// A short name for error messages: "string", "list", "tuple", "undefined", ...
+// A short name for error messages: "string", "list", "tuple", "macro",
+// "undefined", ...
 std::string type_name(const Value& value);
 
 }  // namespace lt::data::jinja

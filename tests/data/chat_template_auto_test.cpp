@@ -26,10 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 using lt::testing::error_of;
 
-// A template outside the renderer's subset: macros are not supported.
-constexpr const char* kMacroTemplate =
-    "{% macro turn(m) %}[INST] {{ m['content'] }} [/INST]{% endmacro %}"
-    "{% for message in messages %}{{ turn(message) }}{% endfor %}";
+// A template outside the renderer's subset: includes are not supported.
+constexpr const char* kIncludeTemplate =
+    "{% for message in messages %}{% include 'turn.jinja' %}{% endfor %}";
 // Llama 3's, abridged to the header tokens auto looks for.
 constexpr const char* kLlama3Template =
     "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
@@ -130,7 +129,7 @@ TEST_F(ChatTemplateAuto, AnOlderSaveTakesItsTokensFromTheSpecialTokensMap) {
 }
 
 TEST_F(ChatTemplateAuto, AnUnrenderableTemplateIsAnErrorNamingItsFile) {
-  write("chat_template.jinja", kMacroTemplate);
+  write("chat_template.jinja", kIncludeTemplate);
   const std::string message =
       error_of([&] { resolve_template_kind("auto", read_tokenizer_config(dir_)); });
   EXPECT_NE(message.find((dir_ / "chat_template.jinja").string()), std::string::npos) << message;
@@ -141,7 +140,7 @@ TEST_F(ChatTemplateAuto, AnUnrenderableTemplateIsAnErrorNamingItsFile) {
 
   // The same from tokenizer_config.json names that file.
   fs::remove(dir_ / "chat_template.jinja");
-  write("tokenizer_config.json", nlohmann::json{{"chat_template", kMacroTemplate}}.dump());
+  write("tokenizer_config.json", nlohmann::json{{"chat_template", kIncludeTemplate}}.dump());
   const std::string config_message =
       error_of([&] { resolve_template_kind("auto", read_tokenizer_config(dir_)); });
   EXPECT_NE(config_message.find((dir_ / "tokenizer_config.json").string()), std::string::npos)

@@ -197,7 +197,7 @@ class TemplateFolder : public ::testing::Test {
 };
 
 TEST_F(TemplateFolder, UnrenderableTemplateNamesTheFileAndSuggestsTemplate) {
-  std::ofstream(dir_ / "chat_template.jinja") << "{% macro turn(m) %}{{ m }}{% endmacro %}";
+  std::ofstream(dir_ / "chat_template.jinja") << "{% include 'turn.jinja' %}";
   const TokenizerConfig config = read_tokenizer_config(dir_);
   try {
     resolve_template_kind("auto", config);

@@ -1,7 +1,8 @@
 // What a user test found the Jinja renderer doing differently from jinja2,
 // against jinja2 itself: loop.previtem/nextitem/depth/cycle/changed,
-// chained comparisons and the title filter render as transformers' jinja2
-// environment renders them (fixtures/jinja_edge_goldens.json, written by
+// chained comparisons, the title filter, tuples and macros (with a tool
+// list rendered by macros in Qwen3-Coder's manner) render as transformers'
+// jinja2 environment renders them (fixtures/jinja_edge_goldens.json, written by
 // tools/reference/make_jinja_edge_goldens.py), what jinja2 raises on is an
 // error, and what the renderer does not reproduce is an error naming the
 // file and line, never a silent "".
@@ -45,11 +46,14 @@ TEST(JinjaEdges, RenderAsJinja2) {
   int checked = 0;
   for (const Value& c : goldens().at("cases")) {
     const std::string name = c.at("name");
+    // With the tools the script renders its transformers cases with.
+    const Value variables = {{"messages", messages()}, {"tools", goldens().at("tools")}};
     std::string text;
-    EXPECT_NO_THROW(
-        text =
-            Template(c.at("template").get<std::string>(), name).render({{"messages", messages()}}))
-        << name;
+    try {
+      text = Template(c.at("template").get<std::string>(), name).render(variables);
+    } catch (const Error& e) {
+      ADD_FAILURE() << e.what();
+    }
     EXPECT_EQ(text, c.at("text").get<std::string>()) << name;
     ++checked;
   }
@@ -90,6 +94,20 @@ TEST(JinjaEdges, WhatJinja2WouldRenderDifferentlyIsRefused) {
             "which the renderer does not support (a method is supported as a call, .real(...); "
             "a key as ['real'])");
   EXPECT_NE(error_of("{{ 'ab'.upper }}"), "");
+  // jinja2 renders a call block, the name of a macro, and a macro kept
+  // past its loop iteration as its sentinel "missing".
+  EXPECT_EQ(error_of("{% macro m() %}\n{{ caller() }}{% endmacro %}"),
+            "t.jinja:1: macro 'm' reads 'caller', which only {% call %} gives; {% call %} is not "
+            "supported");
+  EXPECT_EQ(error_of("{% call m() %}{% endcall %}"),
+            "t.jinja:1: unsupported tag {% call %} (the chat-template renderer knows if, for, set, "
+            "macro, break, continue and generation)");
+  EXPECT_EQ(error_of("{% macro m() %}{% endmacro %}{{ m.name }}"),
+            "t.jinja:1: cannot read attribute 'name' of a macro");
+  EXPECT_EQ(error_of("{% set ns = namespace() %}{% for x in [1, 2] %}{% macro m() %}{{ x }}"
+                     "{% endmacro %}{% set ns.f = m %}{% endfor %}\n{{ ns.f() }}"),
+            "t.jinja:2: macro 'm' is called after the for loop iteration that defined it ended, "
+            "which the renderer does not support");
 }
 
 TEST(JinjaEdges, WhatJinja2RaisesOnIsAnError) {
@@ -115,6 +133,16 @@ TEST(JinjaEdges, WhatJinja2RaisesOnIsAnError) {
   EXPECT_EQ(error_of("{% for x in [1] %}{% else %}{% break %}{% endfor %}"),
             "t.jinja:1: {% break %} outside a for loop's body");
   EXPECT_NE(error_of("{{ 1 < 2 < 'a' }}"), "");
+  // jinja2's TypeError from Macro.__call__, and a RecursionError.
+  EXPECT_EQ(error_of("{% macro m(a) %}{% endmacro %}\n{{ m(1, 2) }}"),
+            "t.jinja:2: macro 'm' takes not more than 1 argument(s)");
+  EXPECT_EQ(error_of("{% macro m(a) %}{% endmacro %}{{ m(1, a=2) }}"),
+            "t.jinja:1: macro 'm' takes no keyword argument 'a'");
+  EXPECT_EQ(error_of("{% macro r() %}{{ r() }}{% endmacro %}{{ r() }}"),
+            "t.jinja:1: macro calls nest more than 190 deep (jinja2 stops near there with a "
+            "RecursionError)");
+  EXPECT_EQ(error_of("{% macro m(a=1, b) %}{% endmacro %}"),
+            "t.jinja:1: a parameter without a default after one with a default");
   // jinja2: UndefinedError; OverflowError (outside what the int filter catches).
   EXPECT_EQ(error_of("{{ nothing|int }}"), "t.jinja:1: int: the value is undefined");
   EXPECT_EQ(error_of("{{ nothing|float(1) }}"), "t.jinja:1: float: the value is undefined");

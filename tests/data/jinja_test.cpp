@@ -49,9 +49,9 @@ TEST(Jinja, RendersAsTransformersJinja2) {
 TEST(Jinja, ErrorsNameTheFileAndLine) {
   EXPECT_EQ(error_of("a\n{{ raise_exception('roles must alternate') }}"),
             "t.jinja:2: the template raised an error: roles must alternate");
-  EXPECT_EQ(error_of("{% macro f() %}x{% endmacro %}"),
-            "t.jinja:1: unsupported tag {% macro %} (the chat-template renderer knows if, for, "
-            "set, break, continue and generation)");
+  EXPECT_EQ(error_of("{% include 'f.jinja' %}"),
+            "t.jinja:1: unsupported tag {% include %} (the chat-template renderer knows if, for, "
+            "set, macro, break, continue and generation)");
   EXPECT_EQ(error_of("{{ x | shuffle }}"), "t.jinja:1: unsupported filter 'shuffle'");
   EXPECT_EQ(error_of("\n\n{% if true %}x"), "t.jinja:3: {% if %} is never closed by {% endif %}");
   EXPECT_EQ(error_of("{{ 'a' + 1 }}"), "t.jinja:1: cannot apply '+' to string and integer");

@@ -7,7 +7,8 @@ with MESSAGES as `messages`; tests/data/jinja_edge_test.cpp checks that
 lazytrain renders the same text (JinjaEdges.RenderAsJinja2).
 
 The TRANSFORMERS_CASES are rendered by transformers' own compiled template
-(its environment overrides filters such as tojson), so they need it too.
+(its environment overrides filters such as tojson), so they need it too;
+they also have TOOLS as `tools`.
 
 The RAISES cases are templates jinja2 raises on; the test checks that each
 is an error in lazytrain too (JinjaEdges.WhatJinja2RaisesOnIsAnError). The
@@ -126,15 +127,162 @@ CASES = [
     ("startswith_a_tuple",
      "{{ 'abc'.startswith(('x', 'a')) }}|{{ 'abc'.endswith(('c',)) }}|"
      "{{ 'abc'.startswith('a') }}"),
+    ("macro_arguments",
+     "{% macro m(a, b='d') %}[{{ a }}|{{ b }}]{% endmacro %}{{ m(1) }}{{ m(1, 2) }}"
+     "{{ m(1, b=3) }}{{ m(b=4, a=5) }}{{ m() }}{{ m(none, b=none) }}"
+     "{% macro two(a, b) %}[{{ a }}|{{ b }}|{{ b is defined }}]{% endmacro %}{{ two(1) }}"
+     "{{ two(b=1) }}{% macro none_() %}[]{% endmacro %}{{ none_() }}"
+     "{% macro m3(x) %}{{ x }}{% endmacro %}{{ m3(true, ) }}"),
+    ("macro_defaults_are_evaluated_at_each_call",
+     "{% macro m(a=1, b=a + 1, c=b * 2) %}{{ a }}{{ b }}{{ c }}{% endmacro %}"
+     "{{ m() }}|{{ m(5) }}|{{ m(c=0) }}|"
+     "{% set x = 'outer' %}{% macro d(a=x, r=messages[0].role) %}{{ a }}-{{ r }}{% endmacro %}"
+     "{% for x in ['loop'] %}{{ d() }}{% endfor %}{% set x = 'later' %}{{ d() }}|"
+     "{% macro later(a=b, b=1) %}[{{ a }}|{{ b }}]{% endmacro %}{{ later(b=5) }}{{ later() }}"
+     "{{ later(1) }}"),
+    ("macro_varargs_and_kwargs",
+     "{% macro m(a) %}{{ a }}|{{ varargs }}|{{ kwargs }}{% endmacro %}{{ m(1, 2, 3, z=2) }};"
+     "{{ m(1) }};{{ m(1, 2) }};"
+     "{% macro k(a) %}{{ kwargs }}{% endmacro %}{{ k(1, a=2) }};"
+     "{% macro named(varargs) %}{{ varargs }}{% endmacro %}{{ named(1) }};"
+     "{% macro outer() %}{% macro inner() %}{{ varargs }}{% endmacro %}{{ inner() }}"
+     "{% endmacro %}{{ outer(1) }};"
+     "{% macro both() %}{{ kwargs.x }}|{{ varargs|length }}{% endmacro %}{{ both(1, 2, x=3) }};"
+     "{% macro dflt(a=kwargs) %}{{ a }}{{ kwargs }}{% endmacro %}{{ dflt(x=1) }}"),
+    ("macro_sees_where_it_was_defined_not_its_caller",
+     "{% macro m() %}[{{ x }}]{% endmacro %}{% set x = 1 %}{{ m() }}{% set x = 2 %}{{ m() }}"
+     "{% for x in [5] %}{{ m() }}{% set x = 7 %}{{ m() }}{% endfor %}|"
+     "{% for y in [5, 6] %}{% macro n() %}{{ y }}/{{ x }}/{{ loop.index }}{% endmacro %}"
+     "{% set x = y * 10 %}{{ n() }};{% endfor %}{{ n is defined }}|"
+     "{% for y in [1] %}{% macro p() %}{{ z }}{% endmacro %}[{{ p() }}]{% set z = 3 %}"
+     "{{ p() }}{% endfor %}|{% macro msgs() %}{{ messages[1].content }}{% endmacro %}"
+     "{{ msgs() }}"),
+    ("macro_sets_stay_in_the_macro",
+     "{% macro m() %}{{ x }}{% set x = 3 %}{{ x }}{% endmacro %}{% set x = 1 %}{{ m() }}{{ x }}|"
+     "{% set ns = namespace(c=0) %}{% macro bump() %}{% set ns.c = ns.c + 1 %}{% endmacro %}"
+     "{{ bump() }}{{ bump() }}{{ ns.c }}|{% macro o() %}{% macro i() %}i{% endmacro %}{{ i() }}"
+     "{% endmacro %}{{ o() }}{{ i is defined }}|{% macro first() %}{{ second() }}{% endmacro %}"
+     "{% macro second() %}two{% endmacro %}{{ first() }}|{% set first = 3 %}{{ first }}"),
+    ("macro_recursion",
+     "{% macro m(n) %}{% if n > 0 %}{{ n }},{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(3) }}|"
+     "{% macro d(n) %}{{ d(n - 1) if n > 0 else 'deep' }}{% endmacro %}{{ d(150) }}|"
+     "{% macro tree(node) %}{{ node.name }}{% if node.kids %}({% for k in node.kids %}"
+     "{{ tree(k) }}{{ ',' if not loop.last }}{% endfor %}){% endif %}{% endmacro %}"
+     "{{ tree({'name': 'a', 'kids': [{'name': 'b'}, {'name': 'c', 'kids': [{'name': 'd'}]}]}) }}"),
+    ("macro_output_in_expressions",
+     "{% macro m() %}  x  {% endmacro %}[{{ m()|trim }}]{% set y = m() %}[{{ y }}]"
+     "{{ m() ~ 'z' }}{{ m() + 'w' }}{{ m()|length }}{{ m() * 2 }}{{ m() == '  x  ' }}"
+     "{{ m() is string }}{{ m()|tojson }}{% set s %}[{{ m() }}]{% endset %}{{ s }}"
+     "{{ m()|upper }}{{ m().strip() }}{{ (m() ~ 'a')[2] }}"),
+    ("macro_whitespace_control",
+     "{%- macro m(a) -%}\n  [{{ a }}]\n{%- endmacro -%}\nA\n{{ m(1) }}\nB\n"
+     "{% macro n(a) %}\n  [{{ a }}]\n{% endmacro %}\nC\n{{ n(2) }}\nD\n"
+     "    {% macro o() %}\n    o\n    {% endmacro %}\n{{- o() -}}\nE"),
+    ("macro_values",
+     "{% macro m(a) %}<{{ a }}>{% endmacro %}{{ m }}|{{ m is defined }}|{{ m is callable }}|"
+     "{{ 'x' is callable }}|{{ m == m }}|{{ m|string }}|{{ m is sameas m }}|"
+     "{% set m2 = m %}{{ m2(3) }}{{ [m][0](4) }}{{ {'f': m}.f(5) }}|"
+     "{% set ns = namespace(f=m) %}{{ ns.f(6) }}"),
+    ("macro_statements_between_operands",
+     "{% set ns = namespace(seq=[1, 2], n=0) %}{% macro bump() %}"
+     "{% set ns.seq = ns.seq + [ns.seq|length + 1] %}{% set ns.n = ns.n + 1 %}{{ ns.n }}"
+     "{% endmacro %}{{ ns.seq ~ bump() ~ ns.seq }}|{{ ns.seq|join(bump()) }}|"
+     "{{ ns.seq[bump()|int] }}|{{ ns.seq[:bump()|int] }}|{{ ns.n is eq(bump()|int) }}|"
+     "{{ ns.seq + [bump()] }}|{{ ns.seq }}"),
     ("filters_over_none",
      "{{ none | selectattr('type', 'equalto', 'x') | list }}|{{ none | map(attribute='a') | list }}|"
      "{{ none | select | list }}|{{ '' | reject | list }}|{{ none | rejectattr('a') | list }}"),
+]
+
+# A tool list rendered as Qwen3-Coder's template renders one, with macros
+# (a list with a default tag name, the keys a schema has beyond the ones
+# handled, each tool), written for this test; rendered with TOOLS as
+# `tools`.
+TOOLS_TEMPLATE = """\
+{%- macro render_list(items, tag='required') -%}
+{%- if items is defined and items is iterable and items | length > 0 -%}
+{%- if tag %}{{ '\\n<' ~ tag ~ '>' }}{% endif -%}
+[{%- for item in items -%}
+{%- if loop.index > 1 %}, {% endif -%}
+{%- if item is string %}`{{ item }}`{% else %}{{ item }}{% endif -%}
+{%- endfor -%}]
+{%- if tag %}{{ '</' ~ tag ~ '>' }}{% endif -%}
+{%- endif -%}
+{%- endmacro -%}
+{%- macro render_extras(fields, handled) -%}
+{%- if fields is mapping -%}
+{%- for key in fields if key not in handled -%}
+{%- set value = fields[key] -%}
+{{ '\\n<' ~ key ~ '>' ~ (value | tojson if value is mapping or (value is sequence and value is \
+not string) else value | string) ~ '</' ~ key ~ '>' }}
+{%- endfor -%}
+{%- endif -%}
+{%- endmacro -%}
+{%- macro render_tool(tool) -%}
+{%- set fn = tool.function if tool.function is defined else tool -%}
+<function>
+<name>{{ fn.name }}</name>
+{%- if fn.description is defined %}
+<description>{{ fn.description | trim }}</description>
+{%- endif %}
+<parameters>
+{%- for name, spec in (fn.parameters.properties | default({})) | items %}
+<parameter>
+<name>{{ name }}</name>
+{%- if spec.type is defined %}
+<type>{{ spec.type }}</type>
+{%- endif %}
+{%- if spec.description is defined %}
+<description>{{ spec.description | trim }}</description>
+{%- endif %}
+{{- render_list(spec.enum, 'enum') }}
+{{- render_extras(spec, ['type', 'description', 'enum']) }}
+</parameter>
+{%- endfor %}
+{{- render_list(fn.parameters.required) }}
+</parameters>
+{{- render_extras(fn, ['name', 'description', 'parameters']) }}
+</function>
+{%- endmacro -%}
+{%- if tools is iterable and tools | length > 0 -%}
+<|im_start|>system
+{{ messages[0].content if messages[0].role == 'system' else 'You are a helpful assistant.' }}
+
+# Tools
+
+<tools>
+{%- for tool in tools %}
+{{ render_tool(tool) }}
+{%- endfor %}
+</tools>
+{%- set names = render_list(tools | map(attribute='function.name') | list, none) %}
+Tools: {{ names | trim }} ({{ tools | length }}) {{ render_list([1, 'a'], tag='n') ~ '!' }}<|im_end|>
+{%- endif %}
+{%- for m in messages if m.role != 'system' %}
+<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{%- endfor %}
+"""
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "  Weather for a city. ",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "description": "City name", "enum": ["Paris", "Oslo"]},
+            "days": {"type": "integer", "description": "How many days", "minimum": 1,
+                     "examples": [1, 3]},
+            "units": {"enum": ["c", "f"], "default": "c", "nullable": True}},
+            "required": ["city", "days"]}}},
+    {"type": "function", "function": {
+        "name": "ping", "parameters": {"type": "object", "properties": {}},
+        "strict": True, "meta": {"v": 2}}},
 ]
 
 # (name, template): rendered by transformers' environment, whose tojson is
 # json.dumps(x, ensure_ascii=False, indent=None, separators=None,
 # sort_keys=False) rather than jinja2's HTML-safe one.
 TRANSFORMERS_CASES = [
+    ("tools_rendered_by_macros", TOOLS_TEMPLATE),
     ("tojson_arguments",
      "{% set d = {'b': [1, 'é'], 'a': {'x': none}} %}{{ d|tojson }}|{{ d|tojson(true) }}|"
      "{{ d|tojson(indent=2, separators=(',', '=')) }}|{{ d|tojson(false, 1) }}|"
@@ -160,10 +308,17 @@ REFUSED = [
     ("chain_that_compares_a_number_with_a_string", "{{ 1 < 2 < 'a' }}"),
     ("method_read_as_an_attribute", "{% set d = {'items': [1]} %}{{ d.items }}"),
     ("number_attribute", "{% set n = 3 %}{{ n.real }}"),
+    ("macro_reads_caller",
+     "{% macro m() %}[{{ caller() }}]{% endmacro %}{% call m() %}in{% endcall %}"),
+    ("macro_attribute", "{% macro m() %}{% endmacro %}{{ m.name }}"),
+    ("macro_called_after_its_loop_iteration",
+     "{% set ns = namespace() %}{% for x in [1, 2] %}{% macro m() %}{{ x }}{% endmacro %}"
+     "{% set ns.f = m %}{% endfor %}{{ ns.f() }}"),
 ]
 
 
-# (name, template): templates jinja2 raises on.
+# (name, template): templates jinja2 raises on, in transformers'
+# environment (with loopcontrols: break and continue are its tags).
 RAISES = [
     ("cycle_without_items", "{% for x in [1] %}{{ loop.cycle() }}{% endfor %}"),
     ("changed_with_keywords", "{% for x in [1] %}{{ loop.changed(x=1) }}{% endfor %}"),
@@ -180,6 +335,35 @@ RAISES = [
     ("break_outside_a_loop", "{% break %}"),
     ("continue_in_a_for_else", "{% for x in [1] %}{% else %}{% continue %}{% endfor %}"),
     ("set_loop_in_a_for_else", "{% for x in [] %}{% else %}{% set loop = 1 %}{% endfor %}"),
+    ("break_in_a_macro_in_a_loop",
+     "{% for x in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}"),
+    ("set_loop_in_a_macro_in_a_loop",
+     "{% for x in [1] %}{% macro m() %}{% set loop = 1 %}{% endmacro %}{% endfor %}"),
+    ("macro_given_too_many_arguments", "{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}"),
+    ("macro_with_a_default_given_too_many", "{% macro m(a, b=2) %}{% endmacro %}{{ m(1, 2, 3) }}"),
+    ("macro_given_an_unknown_keyword", "{% macro m(a) %}{% endmacro %}{{ m(1, z=2) }}"),
+    ("macro_given_a_parameter_twice", "{% macro m(a) %}{% endmacro %}{{ m(1, a=2) }}"),
+    ("macro_with_varargs_given_a_keyword",
+     "{% macro m(a) %}{{ varargs }}{% endmacro %}{{ m(1, 2, x=1) }}"),
+    ("varargs_bound_before_it_is_read",
+     "{% macro m() %}{% set varargs = 1 %}{{ varargs }}{% endmacro %}{{ m(1) }}"),
+    ("kwargs_bound_before_it_is_read",
+     "{% macro m() %}{% for kwargs in [1] %}{% endfor %}{{ kwargs }}{% endmacro %}{{ m(a=1) }}"),
+    ("keyword_argument_repeated", "{% macro m(x) %}{% endmacro %}{{ m(x=1, x=2) }}"),
+    ("macro_with_two_parameters_of_a_name", "{% macro m(a, a) %}{% endmacro %}"),
+    ("parameter_without_default_after_default", "{% macro m(a=1, b) %}{% endmacro %}"),
+    ("macro_without_parentheses", "{% macro m %}x{% endmacro %}"),
+    ("macro_parameters_with_a_trailing_comma", "{% macro m(a,) %}{% endmacro %}"),
+    ("macro_never_closed", "{% macro m() %}x"),
+    ("endmacro_with_a_name", "{% macro m() %}x{% endmacro m %}"),
+    ("parameter_named_true", "{% macro m(true) %}{% endmacro %}"),
+    ("macro_as_json", "{% macro m() %}{% endmacro %}{{ m|tojson }}"),
+    ("macro_called_before_it_is_defined", "{{ m() }}{% macro m() %}x{% endmacro %}"),
+    ("macro_reads_loop_of_its_caller",
+     "{% macro m() %}{{ loop.index }}{% endmacro %}{% for x in [1] %}{{ m() }}{% endfor %}"),
+    ("macro_recursing_forever", "{% macro r() %}{{ r() }}{% endmacro %}{{ r() }}"),
+    ("macro_recursing_too_deep",
+     "{% macro d(n) %}{{ d(n - 1) if n > 0 }}{% endmacro %}{{ d(250) }}"),
     ("list_plus_tuple", "{{ [1] + (2,) }}"),
     ("tuple_plus_list", "{{ (1,) + [2] }}"),
     ("ordering_a_tuple_and_a_list", "{{ (1, 2) < [1, 3] }}"),
@@ -198,12 +382,12 @@ def main():
         text = env.from_string(template).render(messages=MESSAGES)
         cases.append({"name": name, "template": template, "text": text})
     for name, template in TRANSFORMERS_CASES:
-        text = _compile_jinja_template(template).render(messages=MESSAGES)
+        text = _compile_jinja_template(template).render(messages=MESSAGES, tools=TOOLS)
         cases.append({"name": name, "template": template, "text": text})
     raises = []
     for name, template in RAISES:
         try:
-            text = env.from_string(template).render(messages=MESSAGES)
+            text = _compile_jinja_template(template).render(messages=MESSAGES)
         except Exception as e:
             raises.append({"name": name, "template": template,
                            "jinja2_error": "%s: %s" % (type(e).__name__, e)})
@@ -214,6 +398,7 @@ def main():
         "jinja2_version": jinja2.__version__,
         "transformers_version": transformers.__version__,
         "messages": MESSAGES,
+        "tools": TOOLS,
     }
     head = json.dumps(header, ensure_ascii=True)
     with open(OUT, "w", encoding="utf-8") as f:
