@@ -134,8 +134,7 @@ class Renderer {
         }
         return Flow::kNormal;
       case Node::Kind::kFor:
-        exec_for(node, out);
-        return Flow::kNormal;
+        return exec_for(node, out);
       case Node::Kind::kSet:
         exec_set(node, eval(*node.value));
         return Flow::kNormal;
@@ -170,7 +169,11 @@ class Renderer {
     for (size_t i = 0; i < node.targets.size(); ++i) scope[node.targets[i]] = item[i];
   }
 
-  void exec_for(const Node& node, std::string& out) {
+  // Runs a for loop. Its else runs as jinja2 compiles it: after the loop,
+  // unless an iteration ran its body to the end (so also when every
+  // iteration left by break or continue); a break or continue there is the
+  // enclosing loop's, which the flow returned says.
+  Flow exec_for(const Node& node, std::string& out) {
     Value scratch;
     const Value& iterable = value_of(*node.value, scratch);
     Value items = located(node.line, [&] { return apply_filter("list", iterable, {}); });
@@ -189,6 +192,7 @@ class Renderer {
     const size_t n = items.size();
     const size_t loop_index = loops_.size();
     loops_.push_back(LoopState{std::move(items), 0, std::nullopt});
+    bool a_body_ran_to_its_end = false;
     for (size_t i = 0; i < n; ++i) {
       // A fresh scope per iteration: what one iteration sets, the next does
       // not see (jinja2's loop scoping). The item is copied: loop.previtem
@@ -201,9 +205,10 @@ class Renderer {
       scope_->ended_iteration = true;  // what a macro defined here sees is gone
       leave_scope();
       if (flow == Flow::kBreak) break;
+      if (flow == Flow::kNormal) a_body_ran_to_its_end = true;
     }
     loops_.pop_back();
-    if (n == 0) exec(node.else_body, out);
+    return a_body_ran_to_its_end ? Flow::kNormal : exec(node.else_body, out);
   }
 
   void enter_scope() { scope_ = std::make_shared<Scope>(scope_); }

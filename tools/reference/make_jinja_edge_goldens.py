@@ -283,6 +283,17 @@ TOOLS = [
 # sort_keys=False) rather than jinja2's HTML-safe one.
 TRANSFORMERS_CASES = [
     ("tools_rendered_by_macros", TOOLS_TEMPLATE),
+    # loopcontrols are transformers' extension.
+    ("break_and_continue_in_an_else_are_the_outer_loops",
+     "{% for y in [1, 2] %}{% for x in [] %}{% else %}{% if y == 2 %}{% break %}{% endif %}"
+     "{% continue %}{% endfor %}never{% endfor %}|{% for y in [1, 2, 3] %}{% for x in [y] %}"
+     "{% if x == 2 %}{% break %}{% endif %}{{ x }}{% else %}-{% endfor %}{% endfor %}"),
+    ("else_runs_unless_a_body_ran_to_its_end",
+     "{% for x in [1, 2] %}{% continue %}{% else %}a{% endfor %}|"
+     "{% for x in [1, 2] %}{{ x }}{% if x == 2 %}{% break %}{% endif %}{% else %}b{% endfor %}|"
+     "{% for x in [1, 2] %}{{ x }}{% if x == 1 %}{% continue %}{% endif %}{% else %}c{% endfor %}|"
+     "{% for x in [1, 2] %}{% break %}{% else %}d{% endfor %}|"
+     "{% for x in [1, 2] if x > 5 %}{% else %}e{% endfor %}"),
     ("tojson_arguments",
      "{% set d = {'b': [1, 'é'], 'a': {'x': none}} %}{{ d|tojson }}|{{ d|tojson(true) }}|"
      "{{ d|tojson(indent=2, separators=(',', '=')) }}|{{ d|tojson(false, 1) }}|"
