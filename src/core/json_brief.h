@@ -12,8 +12,9 @@ namespace lt {
 
 inline constexpr size_t kBriefJsonChars = 120;
 
-inline std::string brief_json(const nlohmann::json& value) {
-  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+template <class Json = nlohmann::json>  // nlohmann::json or ordered_json
+std::string brief_json(const Json& value) {
+  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (text.size() <= kBriefJsonChars) return text;
   const size_t length = text.size();
   size_t cut = kBriefJsonChars;

@@ -244,6 +244,8 @@ std::string_view role_name(Role role) {
       return "user";
     case Role::kAssistant:
       return "assistant";
+    case Role::kTool:
+      return "tool";
   }
   return "?";
 }
@@ -445,8 +447,14 @@ uint32_t ChatTemplate::require_token(std::string_view token) const {
   return *id;
 }
 
-Sample ChatTemplate::render(std::span<const ChatMessage> messages, bool train_on_prompt) const {
-  if (kind_ == TemplateKind::kJinja) return jinja_->render(messages, *tokenizer_, train_on_prompt);
+Sample ChatTemplate::render(std::span<const ChatMessage> messages, bool train_on_prompt,
+                            const jinja::Value& tools) const {
+  if (kind_ == TemplateKind::kJinja) {
+    return jinja_->render(messages, *tokenizer_, train_on_prompt, tools);
+  }
+  if (std::string refusal = built_in_layout_refusal(messages, tools); !refusal.empty()) {
+    throw jinja::TemplateRaised(refusal);
+  }
   SampleBuilder out(*tokenizer_, train_on_prompt);
   switch (kind_) {
     case TemplateKind::kChatml:

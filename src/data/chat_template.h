@@ -28,7 +28,8 @@
 //     "</think>" with leading newlines stripped; the reasoning is what
 //     precedes the first one, after the last "<think>" there, newlines
 //     stripped at both ends. (A separate reasoning_content field is not
-//     supported: the dataset loader does not carry one.)
+//     supported by this layout: a row with one is refused; the model's own
+//     template, data.template: auto, renders it.)
 //   - the last query is the last user message that is not just
 //     "<tool_response>...</tool_response>"; none: the last message.
 //   - an assistant message after the last query that is the final message
@@ -49,8 +50,8 @@
 // add_generation_prompt=True, enable_thinking=False) puts in the prompt at
 // inference: the model never generates it there, so training on it would
 // teach what the prompt already says. Reasoning is the model's output, so a
-// non-empty block is trained. Tool calls and the tool role are not
-// supported (the dataset loader has neither).
+// non-empty block is trained. Tools, tool calls and the tool role are left
+// to the model's own template (auto); the built-in layouts refuse such rows.
 //
 // llama3 (Meta-Llama-3-8B-Instruct's template):
 //   S(<|begin_of_text|>)                          [masked] once, first
@@ -95,22 +96,50 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "data/batching.h"
+#include "data/jinja_value.h"
 #include "data/tokenizer.h"
 
 namespace lt::data {
 
 class JinjaChatTemplate;
 
-enum class Role { kSystem, kUser, kAssistant };
-std::string_view role_name(Role role);  // "system", "user", "assistant"
+enum class Role { kSystem, kUser, kAssistant, kTool };
+std::string_view role_name(Role role);  // "system", "user", "assistant", "tool"
 
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(Role r, std::string text, jinja::Value other = nullptr)
+      : role(r), content(std::move(text)), fields(std::move(other)) {}
+
   Role role = Role::kUser;
-  std::string content;
+  std::string content;  // "" where the row has none (an assistant turn that only calls tools)
+  // The message as a Jinja template reads it, for a row's message that has
+  // more than a role and a content (tool_calls, name, tool_call_id,
+  // reasoning_content, ...): an object, made by template_message(); null:
+  // {role, content} alone.
+  jinja::Value fields;
 };
+
+// A row's message as transformers' apply_chat_template hands it to the
+// template (transformers 5's _normalize_chat_messages and
+// _alias_reasoning_fields): `role` and `content` as given, every other field
+// verbatim in the row's order, fields whose value is null dropped, and, when
+// reasoning_content, thinking or reasoning (the first of those not null)
+// holds the reasoning, both "thinking" (first) and "reasoning_content" set
+// to it, as gpt-oss's and Qwen3's templates read them.
+jinja::Value template_message(Role role, const jinja::Value& content,
+                              const jinja::Value& other_fields);
+
+// Why a built-in layout cannot render this conversation (tools, tool calls,
+// a tool turn, a separate reasoning field: only the model's own template
+// knows where they go); empty if it can. Other fields (name, ids) are
+// ignored by the built-in layouts.
+std::string built_in_layout_refusal(std::span<const ChatMessage> messages,
+                                    const jinja::Value& tools);
 
 // What the files beside a tokenizer say about its special tokens.
 struct TokenizerConfig {
@@ -185,8 +214,12 @@ class ChatTemplate {
   TemplateKind kind() const { return kind_; }
   std::string_view name() const { return template_kind_name(kind_); }
 
-  // The conversation as ids and labels, laid out as above.
-  Sample render(std::span<const ChatMessage> messages, bool train_on_prompt) const;
+  // The conversation as ids and labels, laid out as above. `tools` (a list,
+  // or null) is the row's: the Jinja template reads it as `tools`. What a
+  // built-in layout cannot render (built_in_layout_refusal) is a
+  // jinja::TemplateRaised, which callers report as the row's refusal.
+  Sample render(std::span<const ChatMessage> messages, bool train_on_prompt,
+                const jinja::Value& tools = nullptr) const;
 
   // The token that ends an assistant turn, which generation stops at:
   // <|im_end|>, <|eot_id|>, the plain layout's EOS; for a Jinja template the

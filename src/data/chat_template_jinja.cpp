@@ -17,15 +17,35 @@ bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+// The fields of a message that the model writes, besides its content.
+constexpr std::string_view kOutputFields[] = {"tool_calls", "function_call", "reasoning_content",
+                                              "thinking", "reasoning"};
+
 jinja::Value messages_value(std::span<const ChatMessage> messages) {
   jinja::Value list = jinja::Value::array();
   for (const ChatMessage& m : messages) {
+    if (m.fields.is_object()) {
+      list.push_back(m.fields);
+      continue;
+    }
     jinja::Value message = jinja::Value::object();
     message["role"] = role_name(m.role);
     message["content"] = m.content;
     list.push_back(std::move(message));
   }
   return list;
+}
+
+// `m` with its output replaced by the stand-in: the content, and no tool
+// calls or reasoning.
+ChatMessage stand_in_for(const ChatMessage& m) {
+  ChatMessage stand_in{m.role, std::string(kStandIn), nullptr};
+  if (m.fields.is_object()) {
+    stand_in.fields = m.fields;
+    stand_in.fields["content"] = kStandIn;
+    for (std::string_view key : kOutputFields) stand_in.fields.erase(std::string(key));
+  }
+  return stand_in;
 }
 
 // [begin, end) of `a` that differs from `b` (common prefix and suffix cut).
@@ -127,14 +147,14 @@ JinjaChatTemplate::JinjaChatTemplate(const std::string& source, const std::files
       other_tokens_(std::move(other_tokens)) {}
 
 std::string JinjaChatTemplate::render_text(std::span<const ChatMessage> messages,
-                                           bool add_generation_prompt,
-                                           bool disable_thinking) const {
-  // What transformers passes: the messages, tools and documents (None),
+                                           bool add_generation_prompt, bool disable_thinking,
+                                           const jinja::Value& tools) const {
+  // What transformers passes: the messages, tools, documents (None),
   // add_generation_prompt and the tokenizer's named special tokens.
   jinja::Value variables = jinja::Value::object();
   variables["messages"] = messages_value(messages);
   variables["add_generation_prompt"] = add_generation_prompt;
-  variables["tools"] = nullptr;
+  variables["tools"] = tools;
   variables["documents"] = nullptr;
   if (bos_token_) variables["bos_token"] = *bos_token_;
   if (eos_token_) variables["eos_token"] = *eos_token_;
@@ -145,23 +165,28 @@ std::string JinjaChatTemplate::render_text(std::span<const ChatMessage> messages
   } catch (const jinja::TemplateRaised&) {
     throw;  // the template refusing these messages: the row's fault, named by the caller
   } catch (const Error& e) {
-    fail(e.what(),
-         "; to train in a built-in layout instead, name it with --template (eval, generate) or "
-         "data.template (train): chatml, qwen3, llama3 or plain");
+    // Failing on these messages (Qwen3's template looks for "</think>" in
+    // an absent content): this row is refused, as transformers would fail
+    // on it; a template that fails on every row leaves no sample, and the
+    // load's error quotes this.
+    throw jinja::TemplateRaised(
+        std::string(e.what()) +
+        "; to train in a built-in layout instead, name it with --template (eval, generate) or "
+        "data.template (train): chatml, qwen3, llama3 or plain");
   }
 }
 
 std::vector<std::pair<size_t, size_t>> JinjaChatTemplate::trained_ranges(
-    std::span<const ChatMessage> messages, const std::string& text,
-    const Tokenizer& tokenizer) const {
+    std::span<const ChatMessage> messages, const std::string& text, const Tokenizer& tokenizer,
+    const jinja::Value& tools) const {
   std::vector<std::pair<size_t, size_t>> ranges;
   size_t previous_end = 0;
   std::vector<ChatMessage> stand_in(messages.begin(), messages.end());
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].role != Role::kAssistant) continue;
-    stand_in[i].content = kStandIn;
-    const std::string other = render_text(stand_in, false);
-    stand_in[i].content = messages[i].content;
+    stand_in[i] = stand_in_for(messages[i]);
+    const std::string other = render_text(stand_in, false, false, tools);
+    stand_in[i] = messages[i];
     if (other == text) continue;  // the template does not show this message
     auto [content_begin, content_end] = differing_range(text, other);
     if (content_begin < previous_end) continue;
@@ -173,7 +198,7 @@ std::vector<std::pair<size_t, size_t>> JinjaChatTemplate::trained_ranges(
     std::string plain;
     bool prefix_renders = true;
     try {
-      plain = render_text(before, false);
+      plain = render_text(before, false, false, tools);
     } catch (const Error&) {
       prefix_renders = false;  // a template that refuses this prefix (no user turn yet)
     }
@@ -183,7 +208,7 @@ std::vector<std::pair<size_t, size_t>> JinjaChatTemplate::trained_ranges(
       if (disable_thinking && !reads_enable_thinking_) break;
       std::string prompted;
       try {
-        prompted = render_text(before, true, disable_thinking);
+        prompted = render_text(before, true, disable_thinking, tools);
       } catch (const Error&) {
         continue;
       }
@@ -212,8 +237,8 @@ std::vector<std::pair<size_t, size_t>> JinjaChatTemplate::trained_ranges(
 }
 
 Sample JinjaChatTemplate::render(std::span<const ChatMessage> messages, const Tokenizer& tokenizer,
-                                 bool train_on_prompt) const {
-  const std::string text = render_text(messages, false);
+                                 bool train_on_prompt, const jinja::Value& tools) const {
+  const std::string text = render_text(messages, false, false, tools);
   const std::vector<uint32_t> ids = tokenizer.encode(text);
   Sample sample;
   sample.ids.assign(ids.begin(), ids.end());
@@ -222,7 +247,7 @@ Sample JinjaChatTemplate::render(std::span<const ChatMessage> messages, const To
     return sample;
   }
   const std::vector<bool> trained =
-      trained_tokens(tokenizer, text, ids, trained_ranges(messages, text, tokenizer));
+      trained_tokens(tokenizer, text, ids, trained_ranges(messages, text, tokenizer, tools));
   sample.labels.resize(ids.size());
   for (size_t k = 0; k < ids.size(); ++k) {
     sample.labels[k] = trained[k] ? static_cast<int32_t>(ids[k]) : kIgnoreLabel;

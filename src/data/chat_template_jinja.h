@@ -7,10 +7,12 @@
 //
 // Which tokens are trained (labels = ids; every other label is -100). For
 // each assistant message i:
-//   1. Where its content lands: the conversation is rendered again with
-//      message i's content replaced by a one-character stand-in (U+0001);
-//      the text that differs between the two renderings is the content as
-//      the template wrote it (trimmed, reasoning split off, ...).
+//   1. Where its output lands: the conversation is rendered again with
+//      message i's content replaced by a one-character stand-in (U+0001)
+//      and what else the model writes in that turn removed (tool_calls,
+//      reasoning_content and its aliases); the text that differs between
+//      the two renderings is the turn's output as the template wrote it
+//      (trimmed, reasoning split off, tool calls laid out, ...).
 //   2. Where the turn starts: at the end of the generation prompt before
 //      the content, i.e. what add_generation_prompt=True adds after
 //      messages[:i] (and, for templates that read it, what it adds with
@@ -58,19 +60,20 @@ class JinjaChatTemplate {
                     std::optional<std::string> bos_token, std::optional<std::string> eos_token,
                     std::map<std::string, std::string> other_tokens = {});
 
-  // What apply_chat_template(messages, tokenize=False,
-  // add_generation_prompt=...) gives.
+  // What apply_chat_template(messages, tools=tools, tokenize=False,
+  // add_generation_prompt=...) gives; `tools` is a list or null.
   std::string render_text(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                          bool disable_thinking = false) const;
+                          bool disable_thinking = false, const jinja::Value& tools = nullptr) const;
 
-  // Trained character ranges [begin, end) of render_text(messages, false),
-  // in order (see the header).
+  // Trained character ranges [begin, end) of render_text(messages, false,
+  // false, tools), in order (see the header).
   std::vector<std::pair<size_t, size_t>> trained_ranges(std::span<const ChatMessage> messages,
                                                         const std::string& text,
-                                                        const Tokenizer& tokenizer) const;
+                                                        const Tokenizer& tokenizer,
+                                                        const jinja::Value& tools = nullptr) const;
 
   Sample render(std::span<const ChatMessage> messages, const Tokenizer& tokenizer,
-                bool train_on_prompt) const;
+                bool train_on_prompt, const jinja::Value& tools = nullptr) const;
 
   const std::filesystem::path& file() const { return file_; }
 

@@ -20,7 +20,9 @@ namespace lt::data {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
+// Ordered: a chat template sees a message's fields, and prints tool-call
+// arguments, in the row's order, as Python's json.loads keeps it.
+using json = nlohmann::ordered_json;
 
 enum class Format { kTokens, kAlpaca, kQueryResponse, kShareGpt, kText };
 
@@ -217,7 +219,39 @@ std::optional<Role> parse_role(std::string_view name) {
   if (name == "system") return Role::kSystem;
   if (name == "human" || name == "user") return Role::kUser;
   if (name == "gpt" || name == "assistant") return Role::kAssistant;
+  if (name == "tool") return Role::kTool;
   return std::nullopt;
+}
+
+// Refuses values nested deeper than a chat template may walk (its printing
+// and tojson recurse): a malformed row must not overflow the stack.
+void check_depth(const json& value, const std::string& where, int depth = 0) {
+  constexpr int kMaxDepth = 64;
+  if (depth > kMaxDepth) row_fail(where, "nests deeper than " + std::to_string(kMaxDepth));
+  if (!value.is_structured()) return;
+  for (const json& item : value) check_depth(item, where, depth + 1);
+}
+
+// The row's "tools": a list of objects (JSON schemas), or a string holding
+// one (as many datasets store it); null when absent.
+json tools_field(const json& row) {
+  const json* tools = member(row, "tools");
+  if (tools == nullptr) return nullptr;
+  json list = *tools;
+  if (tools->is_string()) {
+    list = json::parse(tools->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    if (list.is_discarded()) row_fail("tools", "a string that is not valid JSON");
+  }
+  if (!list.is_array())
+    row_fail("tools", std::string("expected a list, found ") + list.type_name());
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_object()) {
+      row_fail("tools[" + std::to_string(i) + "]",
+               std::string("expected an object (a JSON schema), found ") + list[i].type_name());
+    }
+  }
+  check_depth(list, "tools");
+  return list;
 }
 
 std::vector<ChatMessage> sharegpt_messages(const json& row) {
@@ -247,13 +281,33 @@ std::vector<ChatMessage> sharegpt_messages(const json& row) {
     std::string role_text = string_field(turn, role_key, where + "." + role_key);
     std::optional<Role> role = parse_role(role_text);
     if (!role) {
-      row_fail(where + "." + role_key,
-               "unknown role \"" + role_text + "\"; expected system, human/user or gpt/assistant");
+      row_fail(
+          where + "." + role_key,
+          "unknown role \"" + role_text + "\"; expected system, human/user, gpt/assistant or tool");
     }
-    ChatMessage message{*role, string_field(turn, content_key, where + "." + content_key)};
+    // An assistant turn that calls tools may have no content (OpenAI
+    // writes null).
+    const json* calls = member(turn, "tool_calls");
+    const bool calls_tools =
+        *role == Role::kAssistant && calls != nullptr && !(calls->is_array() && calls->empty());
+    ChatMessage message{*role,
+                        calls_tools && member(turn, content_key) == nullptr
+                            ? std::string()
+                            : string_field(turn, content_key, where + "." + content_key),
+                        nullptr};
     if (*role == Role::kAssistant) {
-      if (is_blank(message.content)) row_fail(where + "." + content_key, "empty response");
+      if (is_blank(message.content) && !calls_tools) {
+        row_fail(where + "." + content_key, "empty response");
+      }
       has_assistant = true;
+    }
+    if (turn.size() > 2) {  // fields beyond role and content, for the model's own template
+      check_depth(turn, where);
+      json others = turn;
+      others.erase(role_key);
+      others.erase(content_key);
+      message.fields = template_message(
+          *role, member(turn, content_key) ? json(message.content) : json(nullptr), others);
     }
     messages.push_back(std::move(message));
   }
@@ -315,6 +369,7 @@ Sample token_sample(const json& row, int64_t vocab_size) {
 // One parsed row, before tokenization.
 struct Record {
   std::vector<ChatMessage> messages;  // chat formats
+  json tools;                         // sharegpt: the row's tools, or null
   std::string text;                   // text
   Sample sample;                      // tokens
   int64_t line = 0;                   // where the row starts
@@ -507,6 +562,7 @@ class DatasetLoader {
         break;
       case Format::kShareGpt:
         record.messages = sharegpt_messages(row);
+        record.tools = tools_field(row);
         break;
       case Format::kText:
         record.text = string_field(row, "text", "text");
@@ -530,7 +586,7 @@ class DatasetLoader {
         return sample;
       }
       default:
-        return template_->render(record.messages, options_.train_on_prompt);
+        return template_->render(record.messages, options_.train_on_prompt, record.tools);
     }
   }
 

@@ -17,9 +17,16 @@
 //   sharegpt        {"conversations": [{"from", "value"}...]} with from =
 //                   system | human | gpt (user / assistant also accepted), or
 //                   {"messages": [{"role", "content"}...]} with role =
-//                   system | user | assistant; any number of turns, at
-//                   least one by the assistant. Only assistant turns are
-//                   trained on unless train_on_prompt.
+//                   system | user | assistant | tool; any number of turns,
+//                   at least one by the assistant. Only assistant turns are
+//                   trained on unless train_on_prompt. Tool calling as
+//                   OpenAI and transformers write it: an assistant turn's
+//                   "tool_calls" (its content may then be null or absent),
+//                   "tool" turns, the row's "tools" (a list of schemas, or
+//                   a string holding one as JSON), and a message's other
+//                   fields (name, tool_call_id, reasoning_content, ...) reach
+//                   the model's own chat template as transformers passes
+//                   them; the built-in layouts refuse such rows.
 //   text            {"text": ...} rows, or a .txt file with one sample per
 //                   paragraph (blank-line separated; see dataset_source.h).
 //                   Paragraphs rather than one whole-file sample so that

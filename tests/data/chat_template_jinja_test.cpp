@@ -66,23 +66,7 @@ class JinjaTemplates : public ::testing::Test {
     goldens_ = new nlohmann::json(load_goldens());
     dir_ = fs::temp_directory_path() / ("lazytrain_jinja_" + std::to_string(getpid()));
     fs::create_directories(dir_);
-    std::ifstream in(fixtures_dir() / "qwen3" / "tokenizer.json");
-    nlohmann::json tokenizer = nlohmann::json::parse(in);
-    // In the order of their ids, as the reference added them (a JSON
-    // object's items come sorted by name): Hugging Face tokenizers numbers
-    // added tokens in the order they come.
-    std::vector<std::pair<uint32_t, std::string>> by_id;
-    for (const auto& [token, id] : goldens_->at("added_special_tokens").items())
-      by_id.emplace_back(id.get<uint32_t>(), token);
-    std::sort(by_id.begin(), by_id.end());
-    for (const auto& [id, token] : by_id) {
-      auto& added = tokenizer["added_tokens"];
-      const bool known = std::any_of(added.begin(), added.end(),
-                                     [&](const auto& t) { return t.at("content") == token; });
-      if (known) continue;
-      added.push_back(testing::special_added_token(id, token));
-    }
-    std::ofstream(dir_ / "tokenizer.json") << tokenizer.dump();
+    testing::write_qwen3_with_added_specials(dir_, goldens_->at("added_special_tokens"));
     tokenizer_ = new Tokenizer(Tokenizer::load(dir_));
   }
   static void TearDownTestSuite() {

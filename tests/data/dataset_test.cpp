@@ -488,15 +488,16 @@ TEST(Dataset, BadConversationsNameTheTurn) {
   std::vector<Sample> samples = load_dataset(data_file("bad_sharegpt.jsonl"), &gpt2, {}, &report);
   EXPECT_EQ(samples.size(), 1u);
   const std::string f = data_file("bad_sharegpt.jsonl").string();
-  EXPECT_EQ(report.problems,
-            (std::vector<std::string>{
-                f + ":2: field \"conversations[1].from\": unknown role \"tool\"; expected system, "
-                    "human/user or gpt/assistant",
-                f + ":3: field \"conversations\": no assistant turn to train on",
-                f + ":4: field \"conversations[1].value\": empty response",
-                f + ":5: field \"conversations\": expected a list, found string",
-                f + ":6: field \"conversations[0].value\": expected a string, found array",
-            }));
+  EXPECT_EQ(
+      report.problems,
+      (std::vector<std::string>{
+          f + ":2: field \"conversations[1].from\": unknown role \"observation\"; expected system, "
+              "human/user, gpt/assistant or tool",
+          f + ":3: field \"conversations\": no assistant turn to train on",
+          f + ":4: field \"conversations[1].value\": empty response",
+          f + ":5: field \"conversations\": expected a list, found string",
+          f + ":6: field \"conversations[0].value\": expected a string, found array",
+      }));
 }
 
 TEST(Dataset, AutoDetectsEveryFormat) {
@@ -530,13 +531,13 @@ TEST(Dataset, UndetectableFormatNamesTheFields) {
   std::string error =
       error_of([&] { load_dataset(data_file("unknown_fields.jsonl"), &gpt2, {}, nullptr); });
   EXPECT_TRUE(error.starts_with(data_file("unknown_fields.jsonl").string() +
-                                ":1: cannot tell the dataset format from the fields [bar, foo]"))
+                                ":1: cannot tell the dataset format from the fields [foo, bar]"))
       << error;
   // A null value counts as absent, and is named: the usual cause.
   TempDir dir;
   const fs::path nulls = dir.write("nulls.jsonl", "{\"question\": null, \"answer\": \"#### 5\"}\n");
   error = error_of([&] { load_dataset(nulls, &gpt2, {}, nullptr); });
-  EXPECT_NE(error.find("from the fields [answer, question (null)]"), std::string::npos) << error;
+  EXPECT_NE(error.find("from the fields [question (null), answer]"), std::string::npos) << error;
   EXPECT_NE(error.find("a field whose value is null counts as absent"), std::string::npos) << error;
   // A later row's null field is skipped naming it null, not missing.
   const fs::path later = dir.write(

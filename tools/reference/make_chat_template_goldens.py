@@ -349,6 +349,15 @@ def trained_ranges(render, messages, text, specials):
     return ranges
 
 
+def rendered_or_error(case, render, messages):
+    """render(messages, False), or None with case["error"] saying what it raised."""
+    try:
+        return render(messages, False)
+    except Exception as e:  # raise_exception, type errors: the C++ side must refuse too
+        case["error"] = "%s: %s" % (type(e).__name__, e)
+        return None
+
+
 def real_template_cases(tokenizer):
     specials = [t.content for t in tokenizer.added_tokens_decoder.values() if t.special]
     cases = []
@@ -365,10 +374,8 @@ def real_template_cases(tokenizer):
 
         for name, messages in REAL_CONVERSATIONS.items():
             case = {"template": relative, "conversation": name, "messages": messages}
-            try:
-                text = render(messages, False)
-            except Exception as e:
-                case["error"] = "%s: %s" % (type(e).__name__, e)
+            text = rendered_or_error(case, render, messages)
+            if text is None:
                 cases.append(case)
                 continue
             encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)

@@ -1,0 +1,200 @@
+// Tool-calling conversations (OpenAI-style tool_calls, tool turns, the row's
+// tools) loaded from a dataset file as a user's training run loads them, and
+// rendered by the models' own chat templates, against transformers'
+// apply_chat_template(messages, tools=tools): the ids token for token, and
+// labels derived from the text by each template's turn markers
+// (fixtures/chat_template_tool_goldens.json, made by
+// tools/reference/make_tool_call_goldens.py). A row transformers refuses is
+// refused; the built-in layouts refuse what they cannot lay out.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "chat_template_fixtures.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "data/tokenizer.h"
+#include "support/errors.h"
+
+namespace lt::data {
+namespace {
+
+namespace fs = std::filesystem;
+using lt::testing::error_of;
+using testing::fixtures_dir;
+
+// Ordered: a row's key order is what the template prints (tool-call
+// arguments), so the rows are written as the goldens hold them.
+nlohmann::ordered_json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::ordered_json::parse(in);
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ToolCalls : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("lazytrain_tool_calls_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    const nlohmann::json jinja_goldens =
+        nlohmann::json::parse(read_text(fixtures_dir() / "chat_template_jinja_goldens.json"));
+    testing::write_qwen3_with_added_specials(dir_, jinja_goldens.at("added_special_tokens"));
+    tokenizer_ = new Tokenizer(Tokenizer::load(dir_));
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    fs::remove_all(dir_);
+  }
+
+  // The folder's tokenizer_config.json holds `relative`'s template, with
+  // bos/eos as in that model's config.
+  static void use_template(const std::string& relative) {
+    std::string source = read_text(fixtures_dir() / relative);
+    if (relative.ends_with(".json")) source = nlohmann::json::parse(source).at("chat_template");
+    nlohmann::json config = {{"chat_template", source}};
+    if (relative.find("llama3.1") != std::string::npos) {
+      config["bos_token"] = "<|begin_of_text|>";
+      config["eos_token"] = "<|eot_id|>";
+    } else {
+      config["eos_token"] = "<|im_end|>";
+    }
+    std::ofstream(dir_ / "tokenizer_config.json") << config.dump();
+  }
+
+  static fs::path write_rows(const std::vector<nlohmann::ordered_json>& rows) {
+    const fs::path file = dir_ / "rows.jsonl";
+    std::ofstream out(file);
+    for (const auto& row : rows) out << row.dump() << "\n";
+    return file;
+  }
+
+  static std::vector<Sample> load(const std::vector<nlohmann::ordered_json>& rows,
+                                  const std::string& template_name = "auto",
+                                  DatasetReport* report = nullptr) {
+    DatasetOptions options;
+    options.template_name = template_name;
+    options.tokenizer_path = dir_;
+    options.strict = report == nullptr;
+    return load_dataset(write_rows(rows), tokenizer_, options, report);
+  }
+
+  static nlohmann::ordered_json goldens() {
+    return read_json(fixtures_dir() / "chat_template_tool_goldens.json");
+  }
+
+  static fs::path dir_;
+  static Tokenizer* tokenizer_;
+};
+fs::path ToolCalls::dir_;
+Tokenizer* ToolCalls::tokenizer_ = nullptr;
+
+TEST_F(ToolCalls, RowsTrainAsTransformersRendersThem) {
+  int rendered = 0, refused = 0;
+  const nlohmann::ordered_json all = goldens();
+  for (const auto& c : all.at("cases")) {
+    const std::string where =
+        c.at("template").get<std::string>() + " / " + c.at("conversation").get<std::string>();
+    use_template(c.at("template"));
+    const nlohmann::ordered_json& row = c.at("row");
+    if (c.contains("error")) {
+      const std::string error = error_of([&] { load({row}); });
+      EXPECT_NE(error.find("rows.jsonl:1: the chat template refuses the row"), std::string::npos)
+          << where << ": " << error;
+      ++refused;
+      continue;
+    }
+    const std::vector<Sample> samples = load({row});
+    ASSERT_EQ(samples.size(), 1u) << where;
+    EXPECT_EQ(samples[0].ids, c.at("ids").get<std::vector<int32_t>>())
+        << where << "\n"
+        << tokenizer_->decode(std::vector<uint32_t>(samples[0].ids.begin(), samples[0].ids.end()));
+    EXPECT_EQ(samples[0].labels, c.at("labels").get<std::vector<int32_t>>()) << where;
+    ++rendered;
+  }
+  EXPECT_EQ(rendered, 9);
+  EXPECT_EQ(refused, 1);
+}
+
+TEST_F(ToolCalls, ToolsWrittenAsAJsonStringReadAsTheList) {
+  const nlohmann::ordered_json golden =
+      goldens().at("cases").at(1);  // Qwen2.5, content beside a call
+  ASSERT_EQ(golden.at("conversation"), "content_beside_a_call");
+  use_template(golden.at("template"));
+  nlohmann::ordered_json row = golden.at("row");
+  row["tools"] = row["tools"].dump();
+  const std::vector<Sample> samples = load({row});
+  EXPECT_EQ(samples.at(0).ids, golden.at("ids").get<std::vector<int32_t>>());
+}
+
+TEST_F(ToolCalls, BadToolsAndFieldsNameTheRowAndField) {
+  use_template("chat_templates/qwen2.5.jinja");
+  const nlohmann::json turns = {{{"role", "user"}, {"content", "Hi"}},
+                                {{"role", "assistant"}, {"content", "Hello"}}};
+  nlohmann::json deep = "x";
+  for (int i = 0; i < 100; ++i) deep = nlohmann::json::array({deep});
+  nlohmann::json deep_turns = turns;
+  deep_turns[1]["tool_calls"] = deep;
+  DatasetReport report;
+  load({{{"messages", turns}, {"tools", 5}},
+        {{"messages", turns}, {"tools", "[{\"type\": "}},
+        {{"messages", turns}, {"tools", {"not an object"}}},
+        {{"messages", deep_turns}},
+        {{"messages", {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}}}}},
+        {{"messages", turns}}},
+       "auto", &report);
+  const std::string f = (dir_ / "rows.jsonl").string();
+  EXPECT_EQ(report.problems,
+            (std::vector<std::string>{
+                f + ":1: field \"tools\": expected a list, found number",
+                f + ":2: field \"tools\": a string that is not valid JSON",
+                f + ":3: field \"tools[0]\": expected an object (a JSON schema), found string",
+                f + ":4: field \"messages[1]\": nests deeper than 64",
+                f + ":5: field \"messages[1].content\": missing",
+            }));
+  EXPECT_EQ(report.samples, 1);
+}
+
+TEST_F(ToolCalls, BuiltInLayoutsRefuseWhatOnlyTheModelsTemplateLaysOut) {
+  use_template("chat_templates/qwen2.5.jinja");
+  const nlohmann::json user = {{"role", "user"}, {"content", "Oslo?"}};
+  const nlohmann::json answer = {{"role", "assistant"}, {"content", "Cold."}};
+  const nlohmann::json call = {
+      {"role", "assistant"},
+      {"content", nullptr},
+      {"tool_calls", {{{"function", {{"name", "get_weather"}, {"arguments", "{}"}}}}}}};
+  const nlohmann::json result = {{"role", "tool"}, {"content", "-3"}};
+  const nlohmann::json reasoned = {
+      {"role", "assistant"}, {"content", "Cold."}, {"reasoning_content", "It is winter."}};
+  const std::vector<std::pair<nlohmann::json, std::string>> rows = {
+      {{{"messages", {user, call, result, answer}}}, "tool calls"},
+      {{{"messages", {user, result, answer}}}, "a tool turn"},
+      {{{"messages", {user, answer}}, {"tools", {{{"type", "function"}}}}}, "tools"},
+      {{{"messages", {user, reasoned}}}, "a separate reasoning field"},
+  };
+  for (const char* layout : {"chatml", "qwen3", "plain"}) {
+    for (const auto& [row, what] : rows) {
+      const std::string error = error_of([&] { load({row}, layout); });
+      EXPECT_NE(error.find("the row has " + what), std::string::npos) << layout << ": " << error;
+      EXPECT_NE(error.find("data.template: auto"), std::string::npos) << error;
+    }
+    // A name or an id beside role and content is not output: ignored there.
+    nlohmann::json named = {{"messages", {user, answer}}};
+    named["messages"][0]["name"] = "ana";
+    EXPECT_EQ(load({named}, layout).size(), 1u) << layout;
+  }
+}
+
+}  // namespace
+}  // namespace lt::data

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Writes tests/data/fixtures/chat_template_tool_goldens.json with `transformers`.
+
+Tool-calling conversations as a dataset row holds them (OpenAI-style
+messages with `tool_calls`, `tool` turns, the row's `tools`), rendered by
+transformers' apply_chat_template(messages, tools=tools) with the Qwen2.5,
+Qwen3 and Llama 3.1 chat templates of tests/data/fixtures: the text, its ids
+and the labels a supervised fine-tune trains on.
+
+The labels are derived from transformers' text alone, by each template's turn
+markers, not by lazytrain's rule: in every assistant turn, the generation
+prompt (the longest of those add_generation_prompt=True renders, with and
+without enable_thinking=False, that the turn starts with) is masked and the
+rest, through the end-of-turn token, is trained: the tool calls, the
+reasoning, the answer. Tool results, tools and prompts are masked.
+
+The tokenizer is Qwen3's with the other templates' special tokens added, as
+make_chat_template_goldens.py does (the ids are listed in that script's
+goldens, chat_template_jinja_goldens.json, which the test reads too).
+
+    /path/to/venv/bin/python tools/reference/make_tool_call_goldens.py
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_chat_template_goldens import (EXTRA_SPECIAL_TOKENS, FIXTURES, IGNORE,  # noqa: E402
+                                        read_template, rendered_or_error, write_cases)
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city now.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city's name"},
+                           "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city"],
+        },
+    },
+}
+TIME_TOOL = {
+    "type": "function",
+    "function": {"name": "local_time", "description": "The local time in a city.",
+                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                "required": ["city"]}},
+}
+
+
+def call(name, arguments):
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+# (name, row): the row as a dataset's JSONL line holds it.
+ROWS = [
+    ("two_calls_then_answer", {
+        "tools": [WEATHER_TOOL, TIME_TOOL],
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Weather in Paris, and the time in Tokyo?"},
+            # Arguments as an object (keys not sorted: the row's order is kept)
+            # and as the JSON string OpenAI's API writes.
+            {"role": "assistant", "content": "",
+             "tool_calls": [call("get_weather", {"unit": "celsius", "city": "Paris"}),
+                            call("local_time", "{\"city\": \"Tokyo\"}")]},
+            {"role": "tool", "name": "get_weather", "content": "18 degrees, cloudy"},
+            {"role": "tool", "name": "local_time", "content": "21:04"},
+            {"role": "assistant", "content": "Paris: 18 degrees and cloudy. Tokyo: 21:04."},
+        ]}),
+    ("content_beside_a_call", {
+        "tools": [WEATHER_TOOL],
+        "messages": [
+            {"role": "user", "content": "Is it cold in Oslo?"},
+            {"role": "assistant", "content": "Let me check.",
+             "tool_calls": [call("get_weather", {"city": "Oslo"})]},
+            {"role": "tool", "content": "-3 degrees, snow"},
+            {"role": "assistant", "content": "Yes: -3 degrees and snowing."},
+        ]}),
+    ("reasoning_content_field", {
+        "tools": [WEATHER_TOOL],
+        "messages": [
+            {"role": "user", "content": "Rome?"},
+            {"role": "assistant", "content": "", "reasoning_content": "The user wants Rome's weather.",
+             "tool_calls": [call("get_weather", {"city": "Rome"})]},
+            {"role": "tool", "content": "25 degrees"},
+            {"role": "assistant", "reasoning_content": "Report it.", "content": "25 degrees in Rome."},
+        ]}),
+    # OpenAI's API writes "content": null beside tool calls: Qwen2.5 and
+    # Llama 3.1 render it; Qwen3's template raises (it looks for "</think>"
+    # in None), so the row is refused.
+    ("null_content_beside_a_call", {
+        "tools": [WEATHER_TOOL],
+        "messages": [
+            {"role": "user", "content": "Lima?"},
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": "call_1", "type": "function",
+                             "function": {"name": "get_weather", "arguments": {"city": "Lima"}}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "19 degrees"},
+            {"role": "assistant", "content": "19 degrees in Lima."},
+        ]}),
+]
+
+# Template -> (bos, eos, the assistant turn's start, its end token); Llama
+# 3.1 takes one call a turn, so it renders the rows with one call.
+TEMPLATES = {
+    "chat_templates/qwen2.5.jinja": (None, "<|im_end|>", "<|im_start|>assistant\n", "<|im_end|>"),
+    "qwen3/tokenizer_config.json": (None, "<|im_end|>", "<|im_start|>assistant\n", "<|im_end|>"),
+    "chat_templates/llama3.1.jinja": ("<|begin_of_text|>", "<|eot_id|>",
+                                      "<|start_header_id|>assistant<|end_header_id|>\n\n",
+                                      "<|eot_id|>"),
+}
+
+
+def labels_by_turns(text, offsets, ids, prompts, turn_start, turn_end):
+    spans, start = [], 0
+    while (begin := text.find(turn_start, start)) >= 0:
+        prompt = max((p for p in prompts if text.startswith(p, begin)), key=len)
+        end = text.index(turn_end, begin) + len(turn_end)
+        spans.append((begin + len(prompt), end))
+        start = end
+    labels = []
+    for token_id, (lo, hi) in zip(ids, offsets):
+        inside = any(b <= lo and hi <= e for b, e in spans)
+        if not inside and any(lo < e and b < hi for b, e in spans):
+            raise SystemExit("a token straddles a label boundary at [%d, %d) in %r" % (lo, hi, text))
+        labels.append(token_id if inside else IGNORE)
+    return labels
+
+
+def main():
+    import transformers
+    from tokenizers import AddedToken
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(os.path.join(FIXTURES, "qwen3"))
+    tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in EXTRA_SPECIAL_TOKENS],
+                         special_tokens=True)
+    cases = []
+    for relative, (bos, eos, turn_start, turn_end) in TEMPLATES.items():
+        template = read_template(relative)
+        special = {k: v for k, v in {"bos_token": bos, "eos_token": eos}.items() if v is not None}
+        for name, row in ROWS:
+            if "llama" in relative and name in ("two_calls_then_answer", "reasoning_content_field"):
+                continue  # its template refuses two calls in a turn; it has no reasoning
+            messages, tools = row["messages"], row["tools"]
+
+            def render(msgs, prompt, **extra):
+                return tokenizer.apply_chat_template(msgs, tools=tools, chat_template=template,
+                                                     tokenize=False, add_generation_prompt=prompt,
+                                                     **special, **extra)
+
+            case = {"template": relative, "conversation": name, "row": row}
+            text = rendered_or_error(case, render, messages)
+            if text is None:
+                cases.append(case)
+                continue
+            encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+            ids = encoded["input_ids"]
+            prompts = []
+            for i, m in enumerate(messages):
+                if m["role"] != "assistant":
+                    continue
+                plain = render(messages[:i], False)
+                for extra in ({}, {"enable_thinking": False}):
+                    prompted = render(messages[:i], True, **extra)
+                    assert prompted.startswith(plain)
+                    prompts.append(prompted[len(plain):])
+            labels = labels_by_turns(text, encoded["offset_mapping"], ids, prompts, turn_start,
+                                     turn_end)
+            case.update({"text": text, "ids": ids, "labels": labels})
+            cases.append(case)
+    write_cases(os.path.join(FIXTURES, "chat_template_tool_goldens.json"),
+                {"made_by": "tools/reference/make_tool_call_goldens.py",
+                 "transformers_version": transformers.__version__,
+                 "tokenizer": "tests/data/fixtures/qwen3/tokenizer.json plus the added special "
+                              "tokens of chat_template_jinja_goldens.json"}, cases)
+
+
+if __name__ == "__main__":
+    main()
