@@ -51,7 +51,8 @@ std::string built_in_layout_refusal(std::span<const ChatMessage> messages,
   for (const ChatMessage& m : messages) {
     if (!what.empty()) break;
     if (m.role == Role::kTool) what = "a tool turn";
-    if (field(m.fields, "tool_calls") != nullptr) what = "tool calls";
+    const jinja::Value* calls = field(m.fields, "tool_calls");
+    if (calls != nullptr && !(calls->is_array() && calls->empty())) what = "tool calls";
     if (std::any_of(kReasoningFields.begin(), kReasoningFields.end(),
                     [&](std::string_view key) { return field(m.fields, key) != nullptr; })) {
       what = "a separate reasoning field";

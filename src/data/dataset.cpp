@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/json_brief.h"
 #include "core/thread_pool.h"
+#include "data/chat_rows.h"
 #include "data/chat_template.h"
 #include "data/dataset_source.h"
 #include "data/jinja_value.h"
@@ -20,9 +21,17 @@ namespace lt::data {
 namespace {
 
 namespace fs = std::filesystem;
-// Ordered: a chat template sees a message's fields, and prints tool-call
-// arguments, in the row's order, as Python's json.loads keeps it.
-using json = nlohmann::ordered_json;
+using rows::alpaca_messages;
+using rows::is_blank;
+using rows::json;
+using rows::member;
+using rows::response_field;
+using rows::row_fail;
+using rows::RowError;
+using rows::sharegpt_messages;
+using rows::single_turn;
+using rows::string_field;
+using rows::tools_field;
 
 enum class Format { kTokens, kAlpaca, kQueryResponse, kShareGpt, kText };
 
@@ -57,22 +66,6 @@ constexpr std::array<std::pair<const char*, const char*>, 4> kKnownPairs = {{
     {"prompt", "completion"},  // OpenAI fine-tuning files
     {"prompt", "response"},
 }};
-
-// What is wrong with one row; caught per row and reported with its line.
-struct RowError {
-  std::string field;  // e.g. "conversations[2].value"; empty for the row as a whole
-  std::string what;
-};
-
-[[noreturn]] void row_fail(std::string field, std::string what) {
-  throw RowError{std::move(field), std::move(what)};
-}
-
-bool is_blank(std::string_view text) {
-  return std::all_of(text.begin(), text.end(), [](char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-  });
-}
 
 // The key whose value holds byte `offset` of a JSON row, found by a scan
 // of its strings: the last string before `offset` that a ':' follows.
@@ -174,145 +167,6 @@ std::string describe(const std::string& where, const RowError& error) {
   std::string message = where + ": ";
   if (!error.field.empty()) message += "field \"" + error.field + "\": ";
   return message + error.what;
-}
-
-const json* member(const json& row, const std::string& key) {
-  auto it = row.find(key);
-  return it == row.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string string_field(const json& row, const std::string& key, const std::string& where) {
-  const json* value = member(row, key);
-  if (value == nullptr) row_fail(where, row.contains(key) ? "null (expected a string)" : "missing");
-  if (!value->is_string())
-    row_fail(where, std::string("expected a string, found ") + value->type_name());
-  return value->get<std::string>();
-}
-
-std::string optional_string_field(const json& row, const std::string& key) {
-  return member(row, key) ? string_field(row, key, key) : std::string();
-}
-
-std::string response_field(const json& row, const std::string& key, const std::string& where) {
-  std::string text = string_field(row, key, where);
-  if (is_blank(text)) row_fail(where, "empty response");
-  return text;
-}
-
-std::vector<ChatMessage> single_turn(const json& row, std::string prompt, std::string response) {
-  std::vector<ChatMessage> messages;
-  std::string system = optional_string_field(row, "system");
-  if (!system.empty()) messages.push_back({Role::kSystem, std::move(system)});
-  messages.push_back({Role::kUser, std::move(prompt)});
-  messages.push_back({Role::kAssistant, std::move(response)});
-  return messages;
-}
-
-std::vector<ChatMessage> alpaca_messages(const json& row) {
-  std::string prompt = string_field(row, "instruction", "instruction");
-  std::string input = optional_string_field(row, "input");
-  if (!input.empty()) prompt += "\n" + input;
-  return single_turn(row, std::move(prompt), response_field(row, "output", "output"));
-}
-
-std::optional<Role> parse_role(std::string_view name) {
-  if (name == "system") return Role::kSystem;
-  if (name == "human" || name == "user") return Role::kUser;
-  if (name == "gpt" || name == "assistant") return Role::kAssistant;
-  if (name == "tool") return Role::kTool;
-  return std::nullopt;
-}
-
-// Refuses values nested deeper than a chat template may walk (its printing
-// and tojson recurse): a malformed row must not overflow the stack.
-void check_depth(const json& value, const std::string& where, int depth = 0) {
-  constexpr int kMaxDepth = 64;
-  if (depth > kMaxDepth) row_fail(where, "nests deeper than " + std::to_string(kMaxDepth));
-  if (!value.is_structured()) return;
-  for (const json& item : value) check_depth(item, where, depth + 1);
-}
-
-// The row's "tools": a list of objects (JSON schemas), or a string holding
-// one (as many datasets store it); null when absent.
-json tools_field(const json& row) {
-  const json* tools = member(row, "tools");
-  if (tools == nullptr) return nullptr;
-  json list = *tools;
-  if (tools->is_string()) {
-    list = json::parse(tools->get<std::string>(), nullptr, /*allow_exceptions=*/false);
-    if (list.is_discarded()) row_fail("tools", "a string that is not valid JSON");
-  }
-  if (!list.is_array())
-    row_fail("tools", std::string("expected a list, found ") + list.type_name());
-  for (size_t i = 0; i < list.size(); ++i) {
-    if (!list[i].is_object()) {
-      row_fail("tools[" + std::to_string(i) + "]",
-               std::string("expected an object (a JSON schema), found ") + list[i].type_name());
-    }
-  }
-  check_depth(list, "tools");
-  return list;
-}
-
-std::vector<ChatMessage> sharegpt_messages(const json& row) {
-  const std::string key = member(row, "conversations") ? "conversations" : "messages";
-  const json* turns = member(row, key);
-  if (turns == nullptr) row_fail("conversations", "missing (nor is there \"messages\")");
-  if (!turns->is_array())
-    row_fail(key, std::string("expected a list, found ") + turns->type_name());
-  std::vector<ChatMessage> messages;
-  bool has_assistant = false;
-  for (size_t i = 0; i < turns->size(); ++i) {
-    const json& turn = (*turns)[i];
-    const std::string where = key + "[" + std::to_string(i) + "]";
-    if (!turn.is_object())
-      row_fail(where, std::string("expected an object, found ") + turn.type_name());
-    // ShareGPT names the fields from/value, OpenAI-style messages
-    // role/content; either list may use the other's names.
-    const bool sharegpt_names = key == "conversations";
-    std::string role_key = sharegpt_names ? "from" : "role";
-    std::string content_key = sharegpt_names ? "value" : "content";
-    if (!member(turn, role_key) && member(turn, sharegpt_names ? "role" : "from")) {
-      role_key = sharegpt_names ? "role" : "from";
-    }
-    if (!member(turn, content_key) && member(turn, sharegpt_names ? "content" : "value")) {
-      content_key = sharegpt_names ? "content" : "value";
-    }
-    std::string role_text = string_field(turn, role_key, where + "." + role_key);
-    std::optional<Role> role = parse_role(role_text);
-    if (!role) {
-      row_fail(
-          where + "." + role_key,
-          "unknown role \"" + role_text + "\"; expected system, human/user, gpt/assistant or tool");
-    }
-    // An assistant turn that calls tools may have no content (OpenAI
-    // writes null).
-    const json* calls = member(turn, "tool_calls");
-    const bool calls_tools =
-        *role == Role::kAssistant && calls != nullptr && !(calls->is_array() && calls->empty());
-    ChatMessage message{*role,
-                        calls_tools && member(turn, content_key) == nullptr
-                            ? std::string()
-                            : string_field(turn, content_key, where + "." + content_key),
-                        nullptr};
-    if (*role == Role::kAssistant) {
-      if (is_blank(message.content) && !calls_tools) {
-        row_fail(where + "." + content_key, "empty response");
-      }
-      has_assistant = true;
-    }
-    if (turn.size() > 2) {  // fields beyond role and content, for the model's own template
-      check_depth(turn, where);
-      json others = turn;
-      others.erase(role_key);
-      others.erase(content_key);
-      message.fields = template_message(
-          *role, member(turn, content_key) ? json(message.content) : json(nullptr), others);
-    }
-    messages.push_back(std::move(message));
-  }
-  if (!has_assistant) row_fail(key, "no assistant turn to train on");
-  return messages;
 }
 
 // Ids must fit the vocabulary when there is a tokenizer; labels may also be -100.

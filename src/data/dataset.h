@@ -15,7 +15,11 @@
 //                   query/response (MetaMathQA), question/answer (GSM8K),
 //                   prompt/completion, prompt/response; "system"? as alpaca.
 //   sharegpt        {"conversations": [{"from", "value"}...]} with from =
-//                   system | human | gpt (user / assistant also accepted), or
+//                   system | human | gpt (user / assistant also accepted;
+//                   LLaMA-Factory's function_call, whose value is a JSON
+//                   call {"name", "arguments"} or a list of them, is an
+//                   assistant turn's tool_calls, and observation a tool
+//                   turn; the row's "system" is the system prompt), or
 //                   {"messages": [{"role", "content"}...]} with role =
 //                   system | user | assistant | tool; any number of turns,
 //                   at least one by the assistant. Only assistant turns are

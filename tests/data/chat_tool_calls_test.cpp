@@ -123,7 +123,7 @@ TEST_F(ToolCalls, RowsTrainAsTransformersRendersThem) {
     EXPECT_EQ(samples[0].labels, c.at("labels").get<std::vector<int32_t>>()) << where;
     ++rendered;
   }
-  EXPECT_EQ(rendered, 9);
+  EXPECT_EQ(rendered, 12);
   EXPECT_EQ(refused, 1);
 }
 
@@ -152,6 +152,14 @@ TEST_F(ToolCalls, BadToolsAndFieldsNameTheRowAndField) {
         {{"messages", turns}, {"tools", {"not an object"}}},
         {{"messages", deep_turns}},
         {{"messages", {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}}}}},
+        {{"conversations",
+          {{{"from", "human"}, {"value", "Hi"}},
+           {{"from", "function_call"}, {"value", "{\"name\": "}}}}},
+        {{"conversations",
+          {{{"from", "human"}, {"value", "Hi"}},
+           {{"from", "function_call"}, {"value", "{\"arguments\": {}}"}}}}},
+        {{"system", "Be kind."},
+         {"messages", {{{"role", "system"}, {"content", "Be brief."}}, turns[0], turns[1]}}},
         {{"messages", turns}}},
        "auto", &report);
   const std::string f = (dir_ / "rows.jsonl").string();
@@ -162,6 +170,11 @@ TEST_F(ToolCalls, BadToolsAndFieldsNameTheRowAndField) {
                 f + ":3: field \"tools[0]\": expected an object (a JSON schema), found string",
                 f + ":4: field \"messages[1]\": nests deeper than 64",
                 f + ":5: field \"messages[1].content\": missing",
+                f + ":6: field \"conversations[1].value\": a function call that is not valid JSON",
+                f + ":7: field \"conversations[1].value\": a function call without a \"name\": "
+                    "{\"arguments\":{}}",
+                f + ":8: field \"messages[0]\": a system turn beside the row's \"system\" field; "
+                    "keep one of them",
             }));
   EXPECT_EQ(report.samples, 1);
 }

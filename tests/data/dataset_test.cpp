@@ -491,8 +491,8 @@ TEST(Dataset, BadConversationsNameTheTurn) {
   EXPECT_EQ(
       report.problems,
       (std::vector<std::string>{
-          f + ":2: field \"conversations[1].from\": unknown role \"observation\"; expected system, "
-              "human/user, gpt/assistant or tool",
+          f + ":2: field \"conversations[1].from\": unknown role \"narrator\"; expected system, "
+              "human/user, gpt/assistant, tool/observation or function_call",
           f + ":3: field \"conversations\": no assistant turn to train on",
           f + ":4: field \"conversations[1].value\": empty response",
           f + ":5: field \"conversations\": expected a list, found string",

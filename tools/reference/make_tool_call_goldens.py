@@ -102,6 +102,32 @@ ROWS = [
         ]}),
 ]
 
+# LLaMA-Factory's ShareGPT layout of a tool call (its "function_call" and
+# "observation" turns, the row's "system" and "tools" as a JSON string), and
+# the OpenAI-style messages it stands for, which transformers renders.
+LLAMA_FACTORY_ROWS = [
+    ("llama_factory_function_call", {
+        "conversations": [
+            {"from": "human", "value": "Is it cold in Oslo?"},
+            {"from": "function_call", "value": json.dumps({"name": "get_weather",
+                                                           "arguments": {"city": "Oslo"}})},
+            {"from": "observation", "value": "-3 degrees, snow"},
+            {"from": "gpt", "value": "Yes: -3 degrees and snowing."},
+        ],
+        "system": "You report the weather.",
+        "tools": json.dumps([WEATHER_TOOL]),
+    }, {
+        "tools": [WEATHER_TOOL],
+        "messages": [
+            {"role": "system", "content": "You report the weather."},
+            {"role": "user", "content": "Is it cold in Oslo?"},
+            {"role": "assistant", "content": "",
+             "tool_calls": [call("get_weather", {"city": "Oslo"})]},
+            {"role": "tool", "content": "-3 degrees, snow"},
+            {"role": "assistant", "content": "Yes: -3 degrees and snowing."},
+        ]}),
+]
+
 # Template -> (bos, eos, the assistant turn's start, its end token); Llama
 # 3.1 takes one call a turn, so it renders the rows with one call.
 TEMPLATES = {
@@ -141,10 +167,11 @@ def main():
     for relative, (bos, eos, turn_start, turn_end) in TEMPLATES.items():
         template = read_template(relative)
         special = {k: v for k, v in {"bos_token": bos, "eos_token": eos}.items() if v is not None}
-        for name, row in ROWS:
+        rows = [(name, row, row) for name, row in ROWS] + LLAMA_FACTORY_ROWS
+        for name, row, rendered_row in rows:
             if "llama" in relative and name in ("two_calls_then_answer", "reasoning_content_field"):
                 continue  # its template refuses two calls in a turn; it has no reasoning
-            messages, tools = row["messages"], row["tools"]
+            messages, tools = rendered_row["messages"], rendered_row["tools"]
 
             def render(msgs, prompt, **extra):
                 return tokenizer.apply_chat_template(msgs, tools=tools, chat_template=template,

@@ -1,0 +1,22 @@
+#pragma once
+// The chat formats' rows as conversations (dataset.h says which fields each
+// reads): a problem is a rows::RowError naming the field.
+#include <string>
+#include <vector>
+
+#include "data/chat_template.h"
+#include "data/dataset_rows.h"
+
+namespace lt::data::rows {
+
+// A system turn from the row's "system" (when not empty), the prompt as the
+// user's turn, the response as the assistant's.
+std::vector<ChatMessage> single_turn(const json& row, std::string prompt, std::string response);
+std::vector<ChatMessage> alpaca_messages(const json& row);
+// "conversations" (ShareGPT's from/value) or "messages" (role/content).
+std::vector<ChatMessage> sharegpt_messages(const json& row);
+// The row's "tools": a list of objects (JSON schemas), or a string holding
+// one (as many datasets store it); null when absent.
+json tools_field(const json& row);
+
+}  // namespace lt::data::rows
