@@ -169,6 +169,15 @@ std::string JinjaChatTemplate::render_text(std::span<const ChatMessage> messages
     // an absent content): this row is refused, as transformers would fail
     // on it; a template that fails on every row leaves no sample, and the
     // load's error quotes this.
+    const bool lacks_content = std::any_of(messages.begin(), messages.end(), [](const auto& m) {
+      return m.fields.is_object() && !m.fields.contains("content");
+    });
+    if (lacks_content) {
+      throw jinja::TemplateRaised(std::string(e.what()) +
+                                  "; the row has a message without \"content\" (null or "
+                                  "absent) and this template may read it: write \"content\": \"\"");
+    }
+    if (!built_in_layout_refusal(messages, tools).empty()) throw jinja::TemplateRaised(e.what());
     throw jinja::TemplateRaised(
         std::string(e.what()) +
         "; to train in a built-in layout instead, name it with --template (eval, generate) or "

@@ -112,6 +112,7 @@ TEST_F(ToolCalls, RowsTrainAsTransformersRendersThem) {
       const std::string error = error_of([&] { load({row}); });
       EXPECT_NE(error.find("rows.jsonl:1: the chat template refuses the row"), std::string::npos)
           << where << ": " << error;
+      EXPECT_NE(error.find("a message without \"content\""), std::string::npos) << error;
       ++refused;
       continue;
     }
