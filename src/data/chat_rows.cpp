@@ -49,7 +49,8 @@ ChatMessage function_call_message(const std::string& value, const std::string& w
 
 // One turn of "conversations" (ShareGPT's from/value) or "messages"
 // (role/content); either list may use the other's names.
-ChatMessage turn_message(const json& turn, const std::string& where, bool sharegpt_names) {
+ChatMessage turn_message(const json& turn, const std::string& where, bool sharegpt_names,
+                         bool require_answer) {
   if (!turn.is_object())
     row_fail(where, std::string("expected an object, found ") + turn.type_name());
   std::string role_key = sharegpt_names ? "from" : "role";
@@ -82,7 +83,7 @@ ChatMessage turn_message(const json& turn, const std::string& where, bool shareg
                           ? std::string()
                           : string_field(turn, content_key, where + "." + content_key),
                       nullptr};
-  if (*role == Role::kAssistant && is_blank(message.content) && !calls_tools) {
+  if (require_answer && *role == Role::kAssistant && is_blank(message.content) && !calls_tools) {
     row_fail(where + "." + content_key, "empty response");
   }
   if (turn.size() > 2) {  // fields beyond role and content, for the model's own template
@@ -134,7 +135,7 @@ json tools_field(const json& row) {
   return list;
 }
 
-std::vector<ChatMessage> sharegpt_messages(const json& row) {
+std::vector<ChatMessage> sharegpt_messages(const json& row, bool for_prompts) {
   const std::string key = member(row, "conversations") ? "conversations" : "messages";
   const json* turns = member(row, key);
   if (turns == nullptr) row_fail("conversations", "missing (nor is there \"messages\")");
@@ -148,7 +149,7 @@ std::vector<ChatMessage> sharegpt_messages(const json& row) {
   bool has_assistant = false;
   for (size_t i = 0; i < turns->size(); ++i) {
     const std::string where = key + "[" + std::to_string(i) + "]";
-    ChatMessage message = turn_message((*turns)[i], where, key == "conversations");
+    ChatMessage message = turn_message((*turns)[i], where, key == "conversations", !for_prompts);
     if (message.role == Role::kSystem && !messages.empty() &&
         messages.front().role == Role::kSystem) {
       row_fail(where, "a system turn beside the row's \"system\" field; keep one of them");
@@ -156,7 +157,7 @@ std::vector<ChatMessage> sharegpt_messages(const json& row) {
     has_assistant = has_assistant || message.role == Role::kAssistant;
     messages.push_back(std::move(message));
   }
-  if (!has_assistant) row_fail(key, "no assistant turn to train on");
+  if (!has_assistant && !for_prompts) row_fail(key, "no assistant turn to train on");
   return messages;
 }
 

@@ -14,7 +14,9 @@ namespace lt::data::rows {
 std::vector<ChatMessage> single_turn(const json& row, std::string prompt, std::string response);
 std::vector<ChatMessage> alpaca_messages(const json& row);
 // "conversations" (ShareGPT's from/value) or "messages" (role/content).
-std::vector<ChatMessage> sharegpt_messages(const json& row);
+// Training needs an assistant turn and no empty answer; prompts for
+// generation and evaluation need neither (`for_prompts`).
+std::vector<ChatMessage> sharegpt_messages(const json& row, bool for_prompts = false);
 // The row's "tools": a list of objects (JSON schemas), or a string holding
 // one (as many datasets store it); null when absent.
 json tools_field(const json& row);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/json_brief.h"
+#include "data/chat_rows.h"
 #include "data/dataset.h"
 #include "data/dataset_source.h"
 #include "data/jinja_value.h"
@@ -15,7 +16,7 @@ namespace lt::data {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
+using json = rows::json;  // ordered: a template prints a row's fields in its order
 
 // Prompt fields "auto" recognises, with the response field each pairs with
 // in the datasets train reads (dataset.h).
@@ -57,38 +58,23 @@ std::optional<std::string> reference_field(const json& row, const std::string& k
   row_fail("field \"" + key + "\": expected a string or a number, found " + brief_json(*value));
 }
 
-std::optional<Role> parse_role(const std::string& name) {
-  if (name == "system") return Role::kSystem;
-  if (name == "human" || name == "user") return Role::kUser;
-  if (name == "gpt" || name == "assistant") return Role::kAssistant;
-  return std::nullopt;
-}
-
-// The turns of a sharegpt row (either naming), the last assistant turn
-// split off as the reference.
+// The turns of a sharegpt row (either naming; chat_rows.h), the last
+// assistant turn split off as the reference.
 std::vector<ChatMessage> sharegpt_turns(const json& row, std::optional<std::string>* reference) {
-  const std::string key = member(row, "conversations") ? "conversations" : "messages";
-  const json* turns = member(row, key);
-  if (turns == nullptr || !turns->is_array())
-    row_fail("field \"" + key + "\": expected a list of turns");
   std::vector<ChatMessage> messages;
-  for (size_t i = 0; i < turns->size(); ++i) {
-    const json& turn = (*turns)[i];
-    const std::string where = key + "[" + std::to_string(i) + "]";
-    if (!turn.is_object()) row_fail("field \"" + where + "\": expected an object");
-    const char* role_key = member(turn, "from") ? "from" : "role";
-    const char* content_key = member(turn, "value") ? "value" : "content";
-    const std::string role_text = string_field(turn, role_key, where + "." + role_key);
-    const std::optional<Role> role = parse_role(role_text);
-    if (!role)
-      row_fail("field \"" + where + "." + role_key + "\": unknown role \"" + role_text + "\"");
-    messages.push_back({*role, string_field(turn, content_key, where + "." + content_key)});
+  try {
+    messages = rows::sharegpt_messages(row, /*for_prompts=*/true);
+  } catch (const rows::RowError& e) {
+    row_fail((e.field.empty() ? "" : "field \"" + e.field + "\": ") + e.what);
   }
   if (!messages.empty() && messages.back().role == Role::kAssistant) {
     *reference = messages.back().content;
     messages.pop_back();
   }
-  if (messages.empty()) row_fail("field \"" + key + "\": no turn before the assistant's answer");
+  if (messages.empty()) {
+    row_fail("field \"" + std::string(member(row, "conversations") ? "conversations" : "messages") +
+             "\": no turn before the assistant's answer");
+  }
   return messages;
 }
 
@@ -138,14 +124,15 @@ PromptRenderer::PromptRenderer(const Tokenizer& tokenizer, const fs::path& token
   if (std::optional<uint32_t> end = template_.turn_end()) turn_end_ = static_cast<int32_t>(*end);
 }
 
-std::vector<int32_t> PromptRenderer::chat(const std::vector<ChatMessage>& messages) const {
+std::vector<int32_t> PromptRenderer::chat(const std::vector<ChatMessage>& messages,
+                                          const jinja::Value& tools) const {
   // Render without and with an empty assistant turn: the prompt runs to the
   // first trained token after the turns given (earlier assistant turns of
   // a conversation are trained too, so the search starts past them).
-  const size_t before = template_.render(messages, false).ids.size();
+  const size_t before = template_.render(messages, false, tools).ids.size();
   std::vector<ChatMessage> answered = messages;
   answered.push_back({Role::kAssistant, ""});
-  const Sample full = template_.render(answered, false);
+  const Sample full = template_.render(answered, false, tools);
   size_t cut = std::min(before, full.ids.size());
   while (cut < full.ids.size() && full.labels[cut] == kIgnoreLabel) ++cut;
   return std::vector<int32_t>(full.ids.begin(), full.ids.begin() + cut);
@@ -244,7 +231,12 @@ PromptSet load_prompts(const fs::path& file, const Tokenizer* tokenizer, const P
         row.ids = renderer->chat(single_turn(value, std::move(prompt)));
         reference = reference_field(value, "output");
       } else {
-        row.ids = renderer->chat(sharegpt_turns(value, &reference));
+        const std::vector<ChatMessage> turns = sharegpt_turns(value, &reference);
+        try {
+          row.ids = renderer->chat(turns, rows::tools_field(value));
+        } catch (const rows::RowError& e) {
+          row_fail("field \"" + e.field + "\": " + e.what);
+        }
       }
       if (!o.answer_field.empty()) reference = reference_field(value, o.answer_field);
       row.reference = std::move(reference);

@@ -12,7 +12,9 @@
 //   query_response  the user turn is the prompt field ("system"? as train);
 //   alpaca          instruction, or instruction + "\n" + input;
 //   sharegpt        every turn before the last one when the last is the
-//                   assistant's (that one is the reference), else every turn.
+//                   assistant's (that one is the reference), else every
+//                   turn; read as training reads them (tool calls, tool
+//                   turns, the row's tools and system).
 // The chat formats render the turns plus an empty assistant turn with the
 // template, and the prompt is the ids before that turn's first trained
 // token: the assistant header ("<|im_start|>assistant\n", Qwen3's empty
@@ -76,9 +78,10 @@ class PromptRenderer {
   // training resolves it (chat_template.h).
   PromptRenderer(const Tokenizer& tokenizer, const std::filesystem::path& tokenizer_path,
                  const std::string& template_name);
-  // `messages` end with a user (or system) turn; the result is the prompt
-  // that asks for the assistant's answer.
-  std::vector<int32_t> chat(const std::vector<ChatMessage>& messages) const;
+  // `messages` end with a user (or system, or tool) turn; the result is the
+  // prompt that asks for the assistant's answer. `tools`: the row's, or null.
+  std::vector<int32_t> chat(const std::vector<ChatMessage>& messages,
+                            const jinja::Value& tools = nullptr) const;
   // The tokenizer's prefix ids and `text` (the text format).
   std::vector<int32_t> text(const std::string& text) const;
   std::string_view template_name() const { return template_.name(); }

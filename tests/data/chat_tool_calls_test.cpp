@@ -19,6 +19,7 @@
 #include "chat_template_fixtures.h"
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/prompt_rows.h"
 #include "data/tokenizer.h"
 #include "support/errors.h"
 
@@ -122,9 +123,21 @@ TEST_F(ToolCalls, RowsTrainAsTransformersRendersThem) {
         << where << "\n"
         << tokenizer_->decode(std::vector<uint32_t>(samples[0].ids.begin(), samples[0].ids.end()));
     EXPECT_EQ(samples[0].labels, c.at("labels").get<std::vector<int32_t>>()) << where;
+    // The same row as a prompt for generation or evaluation: the turns
+    // before the final answer, which is the reference.
+    PromptOptions options;
+    options.tokenizer_path = dir_;
+    const PromptSet prompts = load_prompts(write_rows({row}), tokenizer_, options);
+    ASSERT_EQ(prompts.rows.size(), 1u) << where;
+    EXPECT_EQ(prompts.rows[0].ids, c.at("prompt_ids").get<std::vector<int32_t>>()) << where;
+    const auto& turns = row.contains("messages") ? row.at("messages") : row.at("conversations");
+    const auto& last = turns.back();
+    EXPECT_EQ(prompts.rows[0].reference.value_or("<none>"),
+              (last.contains("content") ? last.at("content") : last.at("value")).get<std::string>())
+        << where;
     ++rendered;
   }
-  EXPECT_EQ(rendered, 12);
+  EXPECT_EQ(rendered, 12);  // three templates, four rows (Llama 3.1: two of them)
   EXPECT_EQ(refused, 1);
 }
 

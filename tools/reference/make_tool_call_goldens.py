@@ -5,7 +5,9 @@ Tool-calling conversations as a dataset row holds them (OpenAI-style
 messages with `tool_calls`, `tool` turns, the row's `tools`), rendered by
 transformers' apply_chat_template(messages, tools=tools) with the Qwen2.5,
 Qwen3 and Llama 3.1 chat templates of tests/data/fixtures: the text, its ids
-and the labels a supervised fine-tune trains on.
+and the labels a supervised fine-tune trains on; and the prompt that asks for
+the final answer (apply_chat_template of the turns before it with
+add_generation_prompt=True, enable_thinking=False).
 
 The labels are derived from transformers' text alone, by each template's turn
 markers, not by lazytrain's rule: in every assistant turn, the generation
@@ -196,7 +198,12 @@ def main():
                     prompts.append(prompted[len(plain):])
             labels = labels_by_turns(text, encoded["offset_mapping"], ids, prompts, turn_start,
                                      turn_end)
-            case.update({"text": text, "ids": ids, "labels": labels})
+            # The prompt generation and evaluation ask with: the turns before
+            # the final answer, with the generation prompt the training
+            # masked (Qwen3's empty think block).
+            prompt_text = render(messages[:-1], True, enable_thinking=False)
+            prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
+            case.update({"text": text, "ids": ids, "labels": labels, "prompt_ids": prompt_ids})
             cases.append(case)
     write_cases(os.path.join(FIXTURES, "chat_template_tool_goldens.json"),
                 {"made_by": "tools/reference/make_tool_call_goldens.py",
