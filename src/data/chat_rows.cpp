@@ -1,5 +1,6 @@
 #include "data/chat_rows.h"
 
+#include <algorithm>
 #include <optional>
 #include <string_view>
 
@@ -76,6 +77,14 @@ ChatMessage turn_message(const json& turn, const std::string& where, bool shareg
   // An assistant turn that calls tools may have no content (OpenAI writes
   // null).
   const json* calls = member(turn, "tool_calls");
+  if (calls != nullptr &&
+      !(calls->is_array() &&
+        std::all_of(calls->begin(), calls->end(), [](const json& c) { return c.is_object(); }))) {
+    row_fail(where + ".tool_calls",
+             "expected a list of calls ({\"type\": \"function\", \"function\": {\"name\", "
+             "\"arguments\"}}), found " +
+                 brief_json(*calls));
+  }
   const bool calls_tools =
       *role == Role::kAssistant && calls != nullptr && !(calls->is_array() && calls->empty());
   ChatMessage message{*role,
@@ -86,11 +95,11 @@ ChatMessage turn_message(const json& turn, const std::string& where, bool shareg
   if (require_answer && *role == Role::kAssistant && is_blank(message.content) && !calls_tools) {
     row_fail(where + "." + content_key, "empty response");
   }
-  if (turn.size() > 2) {  // fields beyond role and content, for the model's own template
+  json others = turn;
+  others.erase(role_key);
+  others.erase(content_key);
+  if (!others.empty()) {  // fields beyond role and content, for the model's own template
     check_depth(turn, where);
-    json others = turn;
-    others.erase(role_key);
-    others.erase(content_key);
     message.fields = template_message(
         *role, member(turn, content_key) ? json(message.content) : json(nullptr), others);
   }
@@ -120,8 +129,11 @@ json tools_field(const json& row) {
   if (tools == nullptr) return nullptr;
   json list = *tools;
   if (tools->is_string()) {
+    // "" (LLaMA-Factory's rows without tools) and "null" are no tools.
+    if (is_blank(tools->get<std::string>())) return nullptr;
     list = json::parse(tools->get<std::string>(), nullptr, /*allow_exceptions=*/false);
     if (list.is_discarded()) row_fail("tools", "a string that is not valid JSON");
+    if (list.is_null()) return nullptr;
   }
   if (!list.is_array())
     row_fail("tools", std::string("expected a list, found ") + list.type_name());
@@ -143,15 +155,13 @@ std::vector<ChatMessage> sharegpt_messages(const json& row, bool for_prompts) {
     row_fail(key, std::string("expected a list, found ") + turns->type_name());
   std::vector<ChatMessage> messages;
   // LLaMA-Factory's ShareGPT rows put the system prompt beside the turns.
-  if (std::string system = optional_string_field(row, "system"); !system.empty()) {
-    messages.emplace_back(Role::kSystem, std::move(system));
-  }
+  std::string system = optional_string_field(row, "system");
+  if (!system.empty()) messages.emplace_back(Role::kSystem, system);
   bool has_assistant = false;
   for (size_t i = 0; i < turns->size(); ++i) {
     const std::string where = key + "[" + std::to_string(i) + "]";
     ChatMessage message = turn_message((*turns)[i], where, key == "conversations", !for_prompts);
-    if (message.role == Role::kSystem && !messages.empty() &&
-        messages.front().role == Role::kSystem) {
+    if (message.role == Role::kSystem && !system.empty()) {
       row_fail(where, "a system turn beside the row's \"system\" field; keep one of them");
     }
     has_assistant = has_assistant || message.role == Role::kAssistant;

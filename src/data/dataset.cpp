@@ -148,7 +148,7 @@ json parse_object(const SourceRow& row) {
   check_utf8(row.text, true);
   json value;
   try {
-    value = json::parse(row.text);
+    value = rows::parse_row(row.text);
   } catch (const json::parse_error& e) {
     check_surrogate_escapes(row.text);
     // e.what() reads "[json.exception.parse_error.101] parse error at ...".

@@ -31,6 +31,22 @@ inline bool is_blank(std::string_view text) {
   });
 }
 
+// Parses one row; values nested deeper than kMaxRowDepth are not built (an
+// ordered object copies its values as it grows, recursively, so a row
+// nested 100,000 deep would overflow the stack) and the row is refused.
+inline constexpr int kMaxRowDepth = 64;
+inline json parse_row(std::string_view text) {
+  bool too_deep = false;
+  const json::parser_callback_t guard = [&](int depth, json::parse_event_t, json&) {
+    if (depth <= kMaxRowDepth) return true;
+    too_deep = true;
+    return false;
+  };
+  json value = json::parse(text, guard);
+  if (too_deep) row_fail("", "nests deeper than " + std::to_string(kMaxRowDepth));
+  return value;
+}
+
 // The field `key`, or null when it is absent or null.
 inline const json* member(const json& row, const std::string& key) {
   auto it = row.find(key);

@@ -177,8 +177,14 @@ PromptSet load_prompts(const fs::path& file, const Tokenizer* tokenizer, const P
         set.rows.push_back(std::move(row));
         return true;
       }
-      const json value = json::parse(source.text, nullptr, /*allow_exceptions=*/false);
-      if (value.is_discarded()) row_fail("not valid JSON");
+      json value;
+      try {
+        value = rows::parse_row(source.text);
+      } catch (const json::parse_error&) {
+        row_fail("not valid JSON");
+      } catch (const rows::RowError& e) {
+        row_fail(e.what);
+      }
       if (!value.is_object())
         row_fail(std::string("expected a JSON object, found ") + value.type_name());
       if (set.format.empty()) {

@@ -81,14 +81,18 @@ class ToolCalls : public ::testing::Test {
     return file;
   }
 
-  static std::vector<Sample> load(const std::vector<nlohmann::ordered_json>& rows,
-                                  const std::string& template_name = "auto",
-                                  DatasetReport* report = nullptr) {
+  static std::vector<Sample> load_file(const fs::path& file, const std::string& template_name,
+                                       DatasetReport* report) {
     DatasetOptions options;
     options.template_name = template_name;
     options.tokenizer_path = dir_;
     options.strict = report == nullptr;
-    return load_dataset(write_rows(rows), tokenizer_, options, report);
+    return load_dataset(file, tokenizer_, options, report);
+  }
+  static std::vector<Sample> load(const std::vector<nlohmann::ordered_json>& rows,
+                                  const std::string& template_name = "auto",
+                                  DatasetReport* report = nullptr) {
+    return load_file(write_rows(rows), template_name, report);
   }
 
   static nlohmann::ordered_json goldens() {
@@ -137,8 +141,8 @@ TEST_F(ToolCalls, RowsTrainAsTransformersRendersThem) {
         << where;
     ++rendered;
   }
-  EXPECT_EQ(rendered, 12);  // three templates, four rows (Llama 3.1: two of them)
-  EXPECT_EQ(refused, 1);
+  EXPECT_EQ(rendered, 14);  // three templates, six rows (Llama 3.1: four of them)
+  EXPECT_EQ(refused, 2);    // Qwen3's reads a content that is null or absent
 }
 
 TEST_F(ToolCalls, ToolsWrittenAsAJsonStringReadAsTheList) {
@@ -156,41 +160,60 @@ TEST_F(ToolCalls, BadToolsAndFieldsNameTheRowAndField) {
   use_template("chat_templates/qwen2.5.jinja");
   const nlohmann::json turns = {{{"role", "user"}, {"content", "Hi"}},
                                 {{"role", "assistant"}, {"content", "Hello"}}};
-  nlohmann::json deep = "x";
-  for (int i = 0; i < 100; ++i) deep = nlohmann::json::array({deep});
-  nlohmann::json deep_turns = turns;
-  deep_turns[1]["tool_calls"] = deep;
   DatasetReport report;
-  load({{{"messages", turns}, {"tools", 5}},
-        {{"messages", turns}, {"tools", "[{\"type\": "}},
-        {{"messages", turns}, {"tools", {"not an object"}}},
-        {{"messages", deep_turns}},
-        {{"messages", {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}}}}},
-        {{"conversations",
-          {{{"from", "human"}, {"value", "Hi"}},
-           {{"from", "function_call"}, {"value", "{\"name\": "}}}}},
-        {{"conversations",
-          {{{"from", "human"}, {"value", "Hi"}},
-           {{"from", "function_call"}, {"value", "{\"arguments\": {}}"}}}}},
-        {{"system", "Be kind."},
-         {"messages", {{{"role", "system"}, {"content", "Be brief."}}, turns[0], turns[1]}}},
-        {{"messages", turns}}},
-       "auto", &report);
+  const fs::path file = write_rows(
+      {{{"messages", turns}, {"tools", 5}},
+       {{"messages", turns}, {"tools", "[{\"type\": "}},
+       {{"messages", turns}, {"tools", {"not an object"}}},
+       // "DEEP" is written below as a list nested 100,000 deep, before another
+       // key: an ordered object copies its values as it grows.
+       {{"meta", "DEEP"}, {"messages", turns}},
+       {{"messages", {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}}}}},
+       {{"conversations",
+         {{{"from", "human"}, {"value", "Hi"}},
+          {{"from", "function_call"}, {"value", "{\"name\": "}}}}},
+       {{"conversations",
+         {{{"from", "human"}, {"value", "Hi"}},
+          {{"from", "function_call"}, {"value", "{\"arguments\": {}}"}}}}},
+       {{"system", "Be kind."},
+        {"messages", {{{"role", "system"}, {"content", "Be brief."}}, turns[0], turns[1]}}},
+       {{"messages",
+         {turns[0], {{"role", "assistant"}, {"content", ""}, {"tool_calls", "get_weather()"}}}}},
+       // Accepted: tools "" or "null" are none (LLaMA-Factory writes "" in
+       // rows without tools); two system turns without a row "system".
+       {{"messages", turns}, {"tools", ""}},
+       {{"messages", turns}, {"tools", "null"}},
+       {{"messages",
+         {{{"role", "system"}, {"content", "a"}},
+          turns[0],
+          {{"role", "system"}, {"content", "b"}},
+          turns[1]}}},
+       {{"messages", turns}}});
+  // Deep enough to overflow the stack where a row's values are built
+  // recursively.
+  std::string text = read_text(file);
+  const size_t at = text.find("\"DEEP\"");
+  text.replace(at, 6, std::string(100000, '[') + std::string(100000, ']'));
+  std::ofstream(file) << text;
+  load_file(file, "auto", &report);
   const std::string f = (dir_ / "rows.jsonl").string();
   EXPECT_EQ(report.problems,
             (std::vector<std::string>{
                 f + ":1: field \"tools\": expected a list, found number",
                 f + ":2: field \"tools\": a string that is not valid JSON",
                 f + ":3: field \"tools[0]\": expected an object (a JSON schema), found string",
-                f + ":4: field \"messages[1]\": nests deeper than 64",
+                f + ":4: nests deeper than 64",
                 f + ":5: field \"messages[1].content\": missing",
                 f + ":6: field \"conversations[1].value\": a function call that is not valid JSON",
                 f + ":7: field \"conversations[1].value\": a function call without a \"name\": "
                     "{\"arguments\":{}}",
                 f + ":8: field \"messages[0]\": a system turn beside the row's \"system\" field; "
                     "keep one of them",
+                f + ":9: field \"messages[1].tool_calls\": expected a list of calls "
+                    "({\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}), found "
+                    "\"get_weather()\"",
             }));
-  EXPECT_EQ(report.samples, 1);
+  EXPECT_EQ(report.samples, 4);
 }
 
 TEST_F(ToolCalls, BuiltInLayoutsRefuseWhatOnlyTheModelsTemplateLaysOut) {
@@ -202,10 +225,14 @@ TEST_F(ToolCalls, BuiltInLayoutsRefuseWhatOnlyTheModelsTemplateLaysOut) {
       {"content", nullptr},
       {"tool_calls", {{{"function", {{"name", "get_weather"}, {"arguments", "{}"}}}}}}};
   const nlohmann::json result = {{"role", "tool"}, {"content", "-3"}};
+  const nlohmann::json bare_call = {
+      {"role", "assistant"},
+      {"tool_calls", {{{"function", {{"name", "get_weather"}, {"arguments", "{}"}}}}}}};
   const nlohmann::json reasoned = {
       {"role", "assistant"}, {"content", "Cold."}, {"reasoning_content", "It is winter."}};
   const std::vector<std::pair<nlohmann::json, std::string>> rows = {
       {{{"messages", {user, call, result, answer}}}, "tool calls"},
+      {{{"messages", {user, bare_call}}}, "tool calls"},
       {{{"messages", {user, result, answer}}}, "a tool turn"},
       {{{"messages", {user, answer}}, {"tools", {{{"type", "function"}}}}}, "tools"},
       {{{"messages", {user, reasoned}}}, "a separate reasoning field"},

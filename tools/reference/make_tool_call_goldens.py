@@ -102,6 +102,15 @@ ROWS = [
             {"role": "tool", "tool_call_id": "call_1", "content": "19 degrees"},
             {"role": "assistant", "content": "19 degrees in Lima."},
         ]}),
+    # No content at all: the turn is its role and its calls.
+    ("no_content_beside_a_call", {
+        "tools": [WEATHER_TOOL],
+        "messages": [
+            {"role": "user", "content": "Quito?"},
+            {"role": "assistant", "tool_calls": [call("get_weather", {"city": "Quito"})]},
+            {"role": "tool", "content": "14 degrees"},
+            {"role": "assistant", "content": "14 degrees in Quito."},
+        ]}),
 ]
 
 # LLaMA-Factory's ShareGPT layout of a tool call (its "function_call" and
