@@ -68,7 +68,8 @@ bool bool_field(const json& config, const JsonField& field, std::string_view key
 }
 
 // chat_template: a string, or a list of {"name", "template"} of which the
-// one named "default" is what apply_chat_template uses. A list without one
+// one named "default" is what apply_chat_template uses (and "tool_use" when
+// tools are given). A list without a default
 // leaves `config` no template and says why in chat_template_error:
 // transformers refuses it ("multiple chat templates with no default
 // specified"), where taking another (a "tool_use" template) would render
@@ -92,13 +93,17 @@ void read_chat_template_field(const json& j, const JsonField& field, TokenizerCo
         require_string(require_member((*value)[i], item, "name"), item.member("name"));
     std::string text =
         require_string(require_member((*value)[i], item, "template"), item.member("template"));
+    if (name == "tool_use") {
+      config.tool_use_template = text;
+      config.tool_use_template_file = field.file;
+    }
     if (name == "default") {
       config.chat_template = std::move(text);
-      return;
+      continue;
     }
     names.push_back(std::move(name));
   }
-  if (names.empty()) return;
+  if (names.empty() || !config.chat_template.empty()) return;
   config.chat_template_error = fmt::format(
       "{}: field \"chat_template\": a list of templates named {} and none named \"default\", "
       "the one a chat is rendered with (transformers refuses it too); add a chat_template.jinja "
@@ -293,6 +298,11 @@ TokenizerConfig read_tokenizer_config(const fs::path& tokenizer_path) {
     config.chat_template_file = jinja_file;
     config.chat_template_error.clear();
   }
+  const fs::path tool_use_file = dir / "additional_chat_templates" / "tool_use.jinja";
+  if (fs::exists(tool_use_file)) {
+    config.tool_use_template = read_whole_file(tool_use_file);
+    config.tool_use_template_file = tool_use_file;
+  }
 
   fs::path tokenizer_json;
   if (!is_dir && tokenizer_path.extension() == ".json" &&
@@ -372,9 +382,13 @@ TemplateChoice resolve_template_kind(std::string_view name, const TokenizerConfi
     if (config.chat_template.empty()) return TemplateKind::kPlain;
     const fs::path& file =
         config.chat_template_file.empty() ? config.file : config.chat_template_file;
-    return TemplateChoice(std::make_shared<const JinjaChatTemplate>(
+    auto jinja = std::make_shared<JinjaChatTemplate>(
         config.chat_template, file.empty() ? fs::path("chat_template") : file, config.bos_token,
-        config.eos_token, config.other_special_tokens));
+        config.eos_token, config.other_special_tokens);
+    if (!config.tool_use_template.empty()) {
+      jinja->set_tool_use_template(config.tool_use_template, config.tool_use_template_file);
+    }
+    return TemplateChoice(std::shared_ptr<const JinjaChatTemplate>(std::move(jinja)));
   }
   fail("unknown chat template \"", name, "\"; expected auto, chatml, qwen3, llama3 or plain");
 }

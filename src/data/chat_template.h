@@ -146,6 +146,12 @@ struct TokenizerConfig {
   std::filesystem::path file;                // the tokenizer_config.json read; empty if none
   std::string chat_template;                 // Jinja source; empty if none
   std::filesystem::path chat_template_file;  // where chat_template came from; empty if none
+  // The template named "tool_use" (a list in tokenizer_config.json, or
+  // additional_chat_templates/tool_use.jinja as transformers 5 saves it),
+  // which transformers renders a conversation with whenever tools are
+  // given; empty if none.
+  std::string tool_use_template;
+  std::filesystem::path tool_use_template_file;
   // Why there is no chat_template though the file has the field (a list of
   // templates none of which is "default"); a template of "auto" is refused
   // with it. Empty otherwise.

@@ -130,21 +130,30 @@ JinjaChatTemplate::JinjaChatTemplate(const std::string& source, const std::files
                                      std::optional<std::string> bos_token,
                                      std::optional<std::string> eos_token,
                                      std::map<std::string, std::string> other_tokens)
-    : template_([&] {
-        try {
-          return jinja::Template(source, file.string());
-        } catch (const Error& e) {
-          fail(e.what(),
-               "; the chat template cannot be rendered here: name a built-in layout with "
-               "--template (eval, generate) or data.template (train): chatml, qwen3, llama3 or "
-               "plain");
-        }
-      }()),
+    : template_(parse(source, file)),
       file_(file),
       reads_enable_thinking_(source.find("enable_thinking") != std::string::npos),
       bos_token_(std::move(bos_token)),
       eos_token_(std::move(eos_token)),
       other_tokens_(std::move(other_tokens)) {}
+
+jinja::Template JinjaChatTemplate::parse(const std::string& source,
+                                         const std::filesystem::path& file) {
+  try {
+    return jinja::Template(source, file.string());
+  } catch (const Error& e) {
+    fail(e.what(),
+         "; the chat template cannot be rendered here: name a built-in layout with "
+         "--template (eval, generate) or data.template (train): chatml, qwen3, llama3 or plain");
+  }
+}
+
+void JinjaChatTemplate::set_tool_use_template(const std::string& source,
+                                              const std::filesystem::path& file) {
+  tool_use_.emplace(parse(source, file));
+  reads_enable_thinking_ =
+      reads_enable_thinking_ || source.find("enable_thinking") != std::string::npos;
+}
 
 std::string JinjaChatTemplate::render_text(std::span<const ChatMessage> messages,
                                            bool add_generation_prompt, bool disable_thinking,
@@ -161,7 +170,9 @@ std::string JinjaChatTemplate::render_text(std::span<const ChatMessage> messages
   for (const auto& [name, token] : other_tokens_) variables[name] = token;
   if (disable_thinking) variables["enable_thinking"] = false;
   try {
-    return template_.render(std::move(variables));
+    // transformers' get_chat_template: "tool_use" whenever tools is not None.
+    const jinja::Template& chosen = !tools.is_null() && tool_use_ ? *tool_use_ : template_;
+    return chosen.render(std::move(variables));
   } catch (const jinja::TemplateRaised&) {
     throw;  // the template refusing these messages: the row's fault, named by the caller
   } catch (const Error& e) {

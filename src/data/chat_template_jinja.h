@@ -77,8 +77,15 @@ class JinjaChatTemplate {
 
   const std::filesystem::path& file() const { return file_; }
 
+  // The template transformers renders with when tools are given (a
+  // tokenizer's "tool_use" template); parse errors as the constructor's.
+  void set_tool_use_template(const std::string& source, const std::filesystem::path& file);
+
  private:
+  static jinja::Template parse(const std::string& source, const std::filesystem::path& file);
+
   jinja::Template template_;
+  std::optional<jinja::Template> tool_use_;
   std::filesystem::path file_;
   bool reads_enable_thinking_;  // the source mentions it (Qwen3's does)
   std::optional<std::string> bos_token_, eos_token_;

@@ -61,10 +61,12 @@ class ToolCalls : public ::testing::Test {
 
   // The folder's tokenizer_config.json holds `relative`'s template, with
   // bos/eos as in that model's config.
+  // A .json fixture's chat_template may be a list of named templates.
   static void use_template(const std::string& relative) {
-    std::string source = read_text(fixtures_dir() / relative);
-    if (relative.ends_with(".json")) source = nlohmann::json::parse(source).at("chat_template");
-    nlohmann::json config = {{"chat_template", source}};
+    const std::string text = read_text(fixtures_dir() / relative);
+    nlohmann::json config = {{"chat_template", text}};
+    if (relative.ends_with(".json"))
+      config["chat_template"] = nlohmann::json::parse(text).at("chat_template");
     if (relative.find("llama3.1") != std::string::npos) {
       config["bos_token"] = "<|begin_of_text|>";
       config["eos_token"] = "<|eot_id|>";
@@ -141,8 +143,10 @@ TEST_F(ToolCalls, RowsTrainAsTransformersRendersThem) {
         << where;
     ++rendered;
   }
-  EXPECT_EQ(rendered, 14);  // three templates, six rows (Llama 3.1: four of them)
-  EXPECT_EQ(refused, 2);    // Qwen3's reads a content that is null or absent
+  // Four templates (one a tokenizer's default and tool_use pair), seven
+  // rows (Llama 3.1: five of them).
+  EXPECT_EQ(rendered, 24);
+  EXPECT_EQ(refused, 2);  // Qwen3's reads a content that is null or absent
 }
 
 TEST_F(ToolCalls, ToolsWrittenAsAJsonStringReadAsTheList) {
@@ -154,6 +158,32 @@ TEST_F(ToolCalls, ToolsWrittenAsAJsonStringReadAsTheList) {
   row["tools"] = row["tools"].dump();
   const std::vector<Sample> samples = load({row});
   EXPECT_EQ(samples.at(0).ids, golden.at("ids").get<std::vector<int32_t>>());
+}
+
+// transformers 5 saves a tokenizer's named templates as files:
+// chat_template.jinja (default) and additional_chat_templates/tool_use.jinja.
+TEST_F(ToolCalls, TheToolUseTemplateFileRendersRowsWithTools) {
+  const nlohmann::ordered_json all = goldens();
+  const nlohmann::json named =
+      nlohmann::json::parse(read_text(fixtures_dir() / "chat_templates/default_and_tool_use.json"))
+          .at("chat_template");
+  std::ofstream(dir_ / "tokenizer_config.json") << R"({"eos_token": "<|im_end|>"})";
+  std::ofstream(dir_ / "chat_template.jinja") << named.at(0).at("template").get<std::string>();
+  fs::create_directories(dir_ / "additional_chat_templates");
+  std::ofstream(dir_ / "additional_chat_templates" / "tool_use.jinja")
+      << named.at(1).at("template").get<std::string>();
+  int checked = 0;
+  for (const auto& c : all.at("cases")) {
+    if (c.at("template") != "chat_templates/default_and_tool_use.json" || c.contains("error")) {
+      continue;
+    }
+    EXPECT_EQ(load({c.at("row")}).at(0).ids, c.at("ids").get<std::vector<int32_t>>())
+        << c.at("conversation");
+    ++checked;
+  }
+  fs::remove(dir_ / "chat_template.jinja");
+  fs::remove_all(dir_ / "additional_chat_templates");
+  EXPECT_EQ(checked, 7);
 }
 
 TEST_F(ToolCalls, BadToolsAndFieldsNameTheRowAndField) {

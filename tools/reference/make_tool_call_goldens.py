@@ -102,6 +102,9 @@ ROWS = [
             {"role": "tool", "tool_call_id": "call_1", "content": "19 degrees"},
             {"role": "assistant", "content": "19 degrees in Lima."},
         ]}),
+    # No tools: a tokenizer's "default" template renders it.
+    ("no_tools", {"messages": [{"role": "user", "content": "Hi"},
+                               {"role": "assistant", "content": "Hello."}]}),
     # No content at all: the turn is its role and its calls.
     ("no_content_beside_a_call", {
         "tools": [WEATHER_TOOL],
@@ -144,6 +147,11 @@ LLAMA_FACTORY_ROWS = [
 TEMPLATES = {
     "chat_templates/qwen2.5.jinja": (None, "<|im_end|>", "<|im_start|>assistant\n", "<|im_end|>"),
     "qwen3/tokenizer_config.json": (None, "<|im_end|>", "<|im_start|>assistant\n", "<|im_end|>"),
+    # A tokenizer with two templates (as Hermes 2 Pro's and Command R's): a
+    # plain "default" and Qwen2.5's as "tool_use", which transformers takes
+    # whenever tools are given.
+    "chat_templates/default_and_tool_use.json": (None, "<|im_end|>", "<|im_start|>assistant\n",
+                                                 "<|im_end|>"),
     "chat_templates/llama3.1.jinja": ("<|begin_of_text|>", "<|eot_id|>",
                                       "<|start_header_id|>assistant<|end_header_id|>\n\n",
                                       "<|eot_id|>"),
@@ -177,12 +185,15 @@ def main():
     cases = []
     for relative, (bos, eos, turn_start, turn_end) in TEMPLATES.items():
         template = read_template(relative)
+        if isinstance(template, list):  # named templates: transformers chooses by the tools
+            tokenizer.chat_template = {t["name"]: t["template"] for t in template}
+            template = None
         special = {k: v for k, v in {"bos_token": bos, "eos_token": eos}.items() if v is not None}
         rows = [(name, row, row) for name, row in ROWS] + LLAMA_FACTORY_ROWS
         for name, row, rendered_row in rows:
             if "llama" in relative and name in ("two_calls_then_answer", "reasoning_content_field"):
                 continue  # its template refuses two calls in a turn; it has no reasoning
-            messages, tools = rendered_row["messages"], rendered_row["tools"]
+            messages, tools = rendered_row["messages"], rendered_row.get("tools")
 
             def render(msgs, prompt, **extra):
                 return tokenizer.apply_chat_template(msgs, tools=tools, chat_template=template,
