@@ -72,6 +72,23 @@ size_t special_token_at(const Tokenizer& tokenizer, std::string_view text, size_
   return best;
 }
 
+// [start, end) of a special token of `text` that `pos` falls strictly
+// inside, if any: a boundary there is moved to the token's edge, since a
+// stand-in's "<|eot_id|>" shares "_id|>" with the "<|eom_id|>" it stands
+// beside and would cut it.
+std::optional<std::pair<size_t, size_t>> special_token_around(const Tokenizer& tokenizer,
+                                                              std::string_view text, size_t pos) {
+  size_t longest = 0;
+  for (const AddedToken& token : tokenizer.added_tokens()) {
+    if (token.special) longest = std::max(longest, token.content.size());
+  }
+  for (size_t start = pos > longest ? pos - longest : 0; start < pos; ++start) {
+    const size_t length = special_token_at(tokenizer, text, start);
+    if (length > 0 && start + length > pos) return std::make_pair(start, start + length);
+  }
+  return std::nullopt;
+}
+
 size_t common_prefix(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
   size_t n = 0;
   while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
@@ -209,6 +226,13 @@ std::vector<std::pair<size_t, size_t>> JinjaChatTemplate::trained_ranges(
     stand_in[i] = messages[i];
     if (other == text) continue;  // the template does not show this message
     auto [content_begin, content_end] = differing_range(text, other);
+    if (auto token = special_token_around(tokenizer, text, content_begin)) {
+      content_begin = token->first;
+    }
+    // The output's end cut inside a special token: that token ends the
+    // turn (<|eom_id|> after a call where the stand-in has <|eot_id|>).
+    const auto end_token = special_token_around(tokenizer, text, content_end);
+    if (end_token) content_end = end_token->second;
     if (content_begin < previous_end) continue;
 
     // 2. The generation prompt nearest before the content.
@@ -247,7 +271,7 @@ std::vector<std::pair<size_t, size_t>> JinjaChatTemplate::trained_ranges(
     size_t end = content_end;
     size_t after = content_end;
     while (after < text.size() && is_space(text[after])) ++after;
-    if (after < text.size()) {
+    if (after < text.size() && !end_token) {
       if (size_t length = special_token_at(tokenizer, text, after)) end = after + length;
     }
     ranges.emplace_back(begin, end);

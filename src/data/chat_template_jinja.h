@@ -12,7 +12,10 @@
 //      and what else the model writes in that turn removed (tool_calls,
 //      reasoning_content and its aliases); the text that differs between
 //      the two renderings is the turn's output as the template wrote it
-//      (trimmed, reasoning split off, tool calls laid out, ...).
+//      (trimmed, reasoning split off, tool calls laid out, ...). A
+//      boundary that falls inside a special token moves to its edge: a
+//      call turn's "<|eom_id|>" against the stand-in's "<|eot_id|>" shares
+//      "_id|>", and that token then ends the turn (step 3 is skipped).
 //   2. Where the turn starts: at the end of the generation prompt before
 //      the content, i.e. what add_generation_prompt=True adds after
 //      messages[:i] (and, for templates that read it, what it adds with

@@ -67,7 +67,8 @@ class ToolCalls : public ::testing::Test {
     nlohmann::json config = {{"chat_template", text}};
     if (relative.ends_with(".json"))
       config["chat_template"] = nlohmann::json::parse(text).at("chat_template");
-    if (relative.find("llama3.1") != std::string::npos) {
+    if (relative.find("llama3.1") != std::string::npos ||
+        relative.find("eom_after_calls") != std::string::npos) {
       config["bos_token"] = "<|begin_of_text|>";
       config["eos_token"] = "<|eot_id|>";
     } else {
@@ -95,6 +96,19 @@ class ToolCalls : public ::testing::Test {
                                   const std::string& template_name = "auto",
                                   DatasetReport* report = nullptr) {
     return load_file(write_rows(rows), template_name, report);
+  }
+
+  // The trained tokens' text, a "|" for each untrained run, for failures.
+  static std::string trained_text(const std::vector<int32_t>& labels) {
+    std::string text;
+    for (int32_t l : labels) {
+      if (l < 0) {
+        if (!text.ends_with("|")) text += "|";
+        continue;
+      }
+      text += tokenizer_->decode(std::vector<uint32_t>{static_cast<uint32_t>(l)});
+    }
+    return text;
   }
 
   static nlohmann::ordered_json goldens() {
@@ -128,7 +142,10 @@ TEST_F(ToolCalls, RowsTrainAsTransformersRendersThem) {
     EXPECT_EQ(samples[0].ids, c.at("ids").get<std::vector<int32_t>>())
         << where << "\n"
         << tokenizer_->decode(std::vector<uint32_t>(samples[0].ids.begin(), samples[0].ids.end()));
-    EXPECT_EQ(samples[0].labels, c.at("labels").get<std::vector<int32_t>>()) << where;
+    EXPECT_EQ(samples[0].labels, c.at("labels").get<std::vector<int32_t>>())
+        << where << "\n"
+        << trained_text(samples[0].labels) << "\n----\n"
+        << trained_text(c.at("labels").get<std::vector<int32_t>>());
     // The same row as a prompt for generation or evaluation: the turns
     // before the final answer, which is the reference.
     PromptOptions options;
@@ -143,9 +160,9 @@ TEST_F(ToolCalls, RowsTrainAsTransformersRendersThem) {
         << where;
     ++rendered;
   }
-  // Four templates (one a tokenizer's default and tool_use pair), seven
-  // rows (Llama 3.1: five of them).
-  EXPECT_EQ(rendered, 24);
+  // Five templates (one a tokenizer's default and tool_use pair, one whose
+  // call turns end with <|eom_id|>), seven rows (Llama 3.1: five of them).
+  EXPECT_EQ(rendered, 31);
   EXPECT_EQ(refused, 2);  // Qwen3's reads a content that is null or absent
 }
 

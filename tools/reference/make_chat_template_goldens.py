@@ -264,6 +264,7 @@ EXTRA_SPECIAL_TOKENS = [
     "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>",  # Gemma
     "<|system|>", "<|user|>", "<|assistant|>", "<|end|>",  # Phi-3
     "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>",  # DeepSeek
+    "<|eom_id|>",  # Llama 3.1's end of a tool-call turn
 ]
 
 # Template file (under fixtures/) -> (bos_token, eos_token) as the model's

@@ -152,6 +152,9 @@ TEMPLATES = {
     # whenever tools are given.
     "chat_templates/default_and_tool_use.json": (None, "<|im_end|>", "<|im_start|>assistant\n",
                                                  "<|im_end|>"),
+    "chat_templates/eom_after_calls.jinja": ("<|begin_of_text|>", "<|eot_id|>",
+                                             "<|start_header_id|>assistant<|end_header_id|>\n\n",
+                                             ("<|eot_id|>", "<|eom_id|>")),
     "chat_templates/llama3.1.jinja": ("<|begin_of_text|>", "<|eot_id|>",
                                       "<|start_header_id|>assistant<|end_header_id|>\n\n",
                                       "<|eot_id|>"),
@@ -162,7 +165,8 @@ def labels_by_turns(text, offsets, ids, prompts, turn_start, turn_end):
     spans, start = [], 0
     while (begin := text.find(turn_start, start)) >= 0:
         prompt = max((p for p in prompts if text.startswith(p, begin)), key=len)
-        end = text.index(turn_end, begin) + len(turn_end)
+        ends = (turn_end,) if isinstance(turn_end, str) else turn_end
+        end = min((text.index(e, begin) + len(e) for e in ends if e in text[begin:]))
         spans.append((begin + len(prompt), end))
         start = end
     labels = []
