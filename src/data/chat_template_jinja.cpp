@@ -48,6 +48,30 @@ ChatMessage stand_in_for(const ChatMessage& m) {
   return stand_in;
 }
 
+// `m` with its content replaced by the stand-in and its tool calls kept
+// (their number, ids and types) but each call's name and arguments replaced:
+// for templates that treat a turn with calls apart (Mistral's alternation
+// check skips it), which refuse the conversation when the calls are gone.
+// None when `m` calls no tool.
+std::optional<ChatMessage> calls_stand_in_for(const ChatMessage& m) {
+  if (!m.fields.is_object()) return std::nullopt;
+  const auto calls = m.fields.find("tool_calls");
+  if (calls == m.fields.end() || !calls->is_array() || calls->empty()) return std::nullopt;
+  ChatMessage stand_in{m.role, std::string(kStandIn), m.fields};
+  if (stand_in.fields.contains("content")) stand_in.fields["content"] = kStandIn;
+  for (std::string_view key : kOutputFields) {
+    if (key != "tool_calls") stand_in.fields.erase(std::string(key));
+  }
+  for (jinja::Value& call : stand_in.fields["tool_calls"]) {
+    if (!call.is_object()) continue;
+    const bool nested = call.contains("function") && call["function"].is_object();
+    jinja::Value& function = nested ? call["function"] : call;
+    function["name"] = kStandIn;
+    function["arguments"] = jinja::Value::object();
+  }
+  return stand_in;
+}
+
 // [begin, end) of `a` that differs from `b` (common prefix and suffix cut).
 std::pair<size_t, size_t> differing_range(std::string_view a, std::string_view b) {
   size_t prefix = 0;
@@ -222,7 +246,17 @@ std::vector<std::pair<size_t, size_t>> JinjaChatTemplate::trained_ranges(
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].role != Role::kAssistant) continue;
     stand_in[i] = stand_in_for(messages[i]);
-    const std::string other = render_text(stand_in, false, false, tools);
+    std::string other;
+    bool calls_kept = false;  // the calls' stand-in, whose bounds step 2 and 3 widen
+    try {
+      other = render_text(stand_in, false, false, tools);
+    } catch (const Error&) {
+      std::optional<ChatMessage> kept = calls_stand_in_for(messages[i]);
+      if (!kept) throw;
+      stand_in[i] = std::move(*kept);
+      other = render_text(stand_in, false, false, tools);
+      calls_kept = true;
+    }
     stand_in[i] = messages[i];
     if (other == text) continue;  // the template does not show this message
     auto [content_begin, content_end] = differing_range(text, other);
@@ -238,6 +272,7 @@ std::vector<std::pair<size_t, size_t>> JinjaChatTemplate::trained_ranges(
     // 2. The generation prompt nearest before the content.
     size_t begin = content_begin;
     size_t best_end = 0;
+    bool no_generation_prompt = false;  // add_generation_prompt adds nothing here
     const auto before = messages.subspan(0, i);
     std::string plain;
     bool prefix_renders = true;
@@ -256,6 +291,7 @@ std::vector<std::pair<size_t, size_t>> JinjaChatTemplate::trained_ranges(
       } catch (const Error&) {
         continue;
       }
+      if (prompted == plain) no_generation_prompt = true;
       if (!prompted.starts_with(plain) || prompted.size() == plain.size()) continue;
       const std::string_view prompt = std::string_view(prompted).substr(plain.size());
       const std::string_view window =
@@ -266,11 +302,35 @@ std::vector<std::pair<size_t, size_t>> JinjaChatTemplate::trained_ranges(
       if (end > best_end) best_end = end;
     }
     if (best_end > 0) begin = best_end;
+    // With no generation prompt at all (Mistral's, Llama 2's templates),
+    // whitespace the template puts between a special token and the content
+    // is the model's to write: "[/TOOL_RESULTS] 18" trains " 18". (Phi-3's
+    // "<|assistant|>\n" is its generation prompt, found or not.)
+    size_t blank = begin;
+    while (no_generation_prompt && blank > previous_end && is_space(text[blank - 1])) --blank;
+    if (blank < begin) {
+      const auto token = special_token_around(tokenizer, text, blank - 1);
+      if (token && token->second == blank) begin = blank;
+    }
+    // The calls' stand-in differs from them only inside the calls; with no
+    // generation prompt to start at, the turn starts at the special token
+    // nearest before them (Mistral's [TOOL_CALLS]).
+    for (size_t p = begin; calls_kept && best_end == 0 && p-- > previous_end;) {
+      const size_t length = special_token_at(tokenizer, text, p);
+      if (length > 0 && p + length <= content_begin) {
+        begin = p;
+        break;
+      }
+    }
 
-    // 3. Through the special token after the content.
+    // 3. Through the special token after the content (for the calls'
+    // stand-in, the first one after the calls, past their ids and brackets).
     size_t end = content_end;
     size_t after = content_end;
-    while (after < text.size() && is_space(text[after])) ++after;
+    while (after < text.size() && (is_space(text[after]) ||
+                                   (calls_kept && special_token_at(tokenizer, text, after) == 0))) {
+      ++after;
+    }
     if (after < text.size() && !end_token) {
       if (size_t length = special_token_at(tokenizer, text, after)) end = after + length;
     }

@@ -16,15 +16,24 @@
 //      boundary that falls inside a special token moves to its edge: a
 //      call turn's "<|eom_id|>" against the stand-in's "<|eot_id|>" shares
 //      "_id|>", and that token then ends the turn (step 3 is skipped).
+//      A template that refuses the conversation without the turn's calls
+//      (Mistral's alternation check skips turns with calls) gets a stand-in
+//      that keeps the calls, their ids and types, with each call's name and
+//      arguments replaced; the difference is then only inside the calls, and
+//      steps 2 and 3 widen it: with no generation prompt the turn starts at
+//      the special token nearest before the calls ([TOOL_CALLS]), and it ends
+//      through the first special token after them, ids and brackets between.
 //   2. Where the turn starts: at the end of the generation prompt before
 //      the content, i.e. what add_generation_prompt=True adds after
 //      messages[:i] (and, for templates that read it, what it adds with
 //      enable_thinking=false: Qwen3's empty think block). Of those, the
-//      occurrence ending nearest the content counts; with none (templates
-//      that ignore add_generation_prompt, such as Llama 2's) the turn
-//      starts at the content. So "<think>\nreasoning\n</think>\n\n" written
-//      by the model is trained, and an empty think block the prompt already
-//      holds is not.
+//      occurrence ending nearest the content counts; with none the turn
+//      starts at the content, and for templates that ignore
+//      add_generation_prompt (Llama 2's, Mistral's) at the whitespace
+//      between a special token and the content ("[/INST] 7": " 7", which
+//      the model writes after a prompt ending at "[/INST]"). So
+//      "<think>\nreasoning\n</think>\n\n" written by the model is trained,
+//      and an empty think block the prompt already holds is not.
 //   3. Where it ends: after the content, past whitespace, through the
 //      special token that follows (<|im_end|>, <|eot_id|>, </s>,
 //      <end_of_turn>, <|end|>, ...): the token the model must learn to stop

@@ -130,8 +130,12 @@ std::vector<int32_t> PromptRenderer::chat(const std::vector<ChatMessage>& messag
   // first trained token after the turns given (earlier assistant turns of
   // a conversation are trained too, so the search starts past them).
   const size_t before = template_.render(messages, false, tools).ids.size();
+  // The answer is a word, not "": a template that writes " " + content
+  // (Mistral's) would leave that space a token of its own, untrained, at
+  // the prompt's end, where training saw it joined to the answer's first
+  // word.
   std::vector<ChatMessage> answered = messages;
-  answered.push_back({Role::kAssistant, ""});
+  answered.push_back({Role::kAssistant, "Answer"});
   const Sample full = template_.render(answered, false, tools);
   size_t cut = std::min(before, full.ids.size());
   while (cut < full.ids.size() && full.labels[cut] == kIgnoreLabel) ++cut;

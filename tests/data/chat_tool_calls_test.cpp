@@ -67,8 +67,11 @@ class ToolCalls : public ::testing::Test {
     nlohmann::json config = {{"chat_template", text}};
     if (relative.ends_with(".json"))
       config["chat_template"] = nlohmann::json::parse(text).at("chat_template");
-    if (relative.find("llama3.1") != std::string::npos ||
-        relative.find("eom_after_calls") != std::string::npos) {
+    if (relative.find("mistral") != std::string::npos) {
+      config["bos_token"] = "<s>";
+      config["eos_token"] = "</s>";
+    } else if (relative.find("llama3.1") != std::string::npos ||
+               relative.find("eom_after_calls") != std::string::npos) {
       config["bos_token"] = "<|begin_of_text|>";
       config["eos_token"] = "<|eot_id|>";
     } else {
@@ -160,9 +163,11 @@ TEST_F(ToolCalls, RowsTrainAsTransformersRendersThem) {
         << where;
     ++rendered;
   }
-  // Five templates (one a tokenizer's default and tool_use pair, one whose
-  // call turns end with <|eom_id|>), seven rows (Llama 3.1: five of them).
-  EXPECT_EQ(rendered, 31);
+  // Six templates (one a tokenizer's default and tool_use pair, one whose
+  // call turns end with <|eom_id|>, Mistral's), seven rows (Llama 3.1: five
+  // of them; Mistral: its own with nine-character call ids, and one without
+  // tools).
+  EXPECT_EQ(rendered, 33);
   EXPECT_EQ(refused, 2);  // Qwen3's reads a content that is null or absent
 }
 

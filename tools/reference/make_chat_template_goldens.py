@@ -265,6 +265,8 @@ EXTRA_SPECIAL_TOKENS = [
     "<|system|>", "<|user|>", "<|assistant|>", "<|end|>",  # Phi-3
     "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>",  # DeepSeek
     "<|eom_id|>",  # Llama 3.1's end of a tool-call turn
+    "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
+    "[/TOOL_RESULTS]",  # Mistral's tool calling
 ]
 
 # Template file (under fixtures/) -> (bos_token, eos_token) as the model's
@@ -325,13 +327,14 @@ def trained_ranges(render, messages, text, specials):
         content_begin, content_end = prefix, len(text) - suffix
         if content_begin < previous_end:
             continue
-        best = 0
+        best, no_generation_prompt = 0, False
         for disable_thinking in (False, True):
             try:
                 plain = render(messages[:i], False)
                 prompted = render(messages[:i], True, disable_thinking)
             except Exception:
                 continue
+            no_generation_prompt = no_generation_prompt or prompted == plain
             if not prompted.startswith(plain) or len(prompted) == len(plain):
                 continue
             prompt = prompted[len(plain):]
@@ -339,6 +342,11 @@ def trained_ranges(render, messages, text, specials):
             if at >= 0:
                 best = max(best, at + len(prompt))
         begin = best if best > 0 else content_begin
+        blank = begin
+        while no_generation_prompt and blank > previous_end and text[blank - 1] in " \t\n\r":
+            blank -= 1
+        if blank < begin and any(text.endswith(s, 0, blank) for s in specials):
+            begin = blank  # whitespace after a special token, with no generation prompt
         end = after = content_end
         while after < len(text) and text[after] in " \t\n\r":
             after += 1

@@ -142,33 +142,74 @@ LLAMA_FACTORY_ROWS = [
         ]}),
 ]
 
-# Template -> (bos, eos, the assistant turn's start, its end token); Llama
-# 3.1 takes one call a turn, so it renders the rows with one call.
+# Mistral's layout wants nine-character call ids, echoed by the tool turns.
+MISTRAL_ROWS = [
+    ("mistral_two_calls", {
+        "tools": [WEATHER_TOOL, TIME_TOOL],
+        "messages": [
+            {"role": "user", "content": "Weather in Paris, and the time in Tokyo?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "call00001", "type": "function",
+                 "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+                {"id": "call00002", "type": "function",
+                 "function": {"name": "local_time", "arguments": {"city": "Tokyo"}}}]},
+            {"role": "tool", "tool_call_id": "call00001", "content": "18 degrees"},
+            {"role": "tool", "tool_call_id": "call00002", "content": "21:04"},
+            {"role": "assistant", "content": "18 degrees in Paris; 21:04 in Tokyo."},
+            {"role": "user", "content": "Thanks."},
+            {"role": "assistant", "content": "You are welcome."},
+        ]}),
+]
+
+
+def turns(turn_start, *turn_ends):
+    """Spans of each assistant turn: after its generation prompt through its end token."""
+    def spans(text, prompts):
+        found, start = [], 0
+        while (begin := text.find(turn_start, start)) >= 0:
+            prompt = max((p for p in prompts if text.startswith(p, begin)), key=len)
+            end = min(text.index(e, begin) + len(e) for e in turn_ends if e in text[begin:])
+            found.append((begin + len(prompt), end))
+            start = end
+        return found
+    return spans
+
+
+def mistral_spans(text, prompts):
+    """Mistral has no assistant header: a turn is "[TOOL_CALLS] [...]</s>", or
+    the answer after "[/INST]" or "[/TOOL_RESULTS]" through "</s>"."""
+    found, start = [], 0
+    while (eos := text.find("</s>", start)) >= 0:
+        begin = max(text.rfind("[TOOL_CALLS]", start, eos),
+                    *(text.rfind(m, start, eos) + len(m) for m in ("[/INST]", "[/TOOL_RESULTS]")
+                      if text.rfind(m, start, eos) >= 0))
+        found.append((begin, eos + len("</s>")))
+        start = eos + len("</s>")
+    return found
+
+
+# Template -> (bos, eos, the trained spans of a text, the rows it renders).
+# Llama 3.1 takes one call a turn and has no reasoning.
+ONE_CALL = ("two_calls_then_answer", "reasoning_content_field")
 TEMPLATES = {
-    "chat_templates/qwen2.5.jinja": (None, "<|im_end|>", "<|im_start|>assistant\n", "<|im_end|>"),
-    "qwen3/tokenizer_config.json": (None, "<|im_end|>", "<|im_start|>assistant\n", "<|im_end|>"),
+    "chat_templates/qwen2.5.jinja": (None, "<|im_end|>", turns("<|im_start|>assistant\n", "<|im_end|>"), ()),
+    "qwen3/tokenizer_config.json": (None, "<|im_end|>", turns("<|im_start|>assistant\n", "<|im_end|>"), ()),
     # A tokenizer with two templates (as Hermes 2 Pro's and Command R's): a
     # plain "default" and Qwen2.5's as "tool_use", which transformers takes
     # whenever tools are given.
-    "chat_templates/default_and_tool_use.json": (None, "<|im_end|>", "<|im_start|>assistant\n",
-                                                 "<|im_end|>"),
-    "chat_templates/eom_after_calls.jinja": ("<|begin_of_text|>", "<|eot_id|>",
-                                             "<|start_header_id|>assistant<|end_header_id|>\n\n",
-                                             ("<|eot_id|>", "<|eom_id|>")),
-    "chat_templates/llama3.1.jinja": ("<|begin_of_text|>", "<|eot_id|>",
-                                      "<|start_header_id|>assistant<|end_header_id|>\n\n",
-                                      "<|eot_id|>"),
+    "chat_templates/default_and_tool_use.json": (
+        None, "<|im_end|>", turns("<|im_start|>assistant\n", "<|im_end|>"), ()),
+    "chat_templates/eom_after_calls.jinja": (
+        "<|begin_of_text|>", "<|eot_id|>",
+        turns("<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>", "<|eom_id|>"), ()),
+    "chat_templates/llama3.1.jinja": (
+        "<|begin_of_text|>", "<|eot_id|>",
+        turns("<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"), ONE_CALL),
+    "chat_templates/mistral-v0.3.jinja": ("<s>", "</s>", mistral_spans, "mistral"),
 }
 
 
-def labels_by_turns(text, offsets, ids, prompts, turn_start, turn_end):
-    spans, start = [], 0
-    while (begin := text.find(turn_start, start)) >= 0:
-        prompt = max((p for p in prompts if text.startswith(p, begin)), key=len)
-        ends = (turn_end,) if isinstance(turn_end, str) else turn_end
-        end = min((text.index(e, begin) + len(e) for e in ends if e in text[begin:]))
-        spans.append((begin + len(prompt), end))
-        start = end
+def labels_of(spans, offsets, ids, text):
     labels = []
     for token_id, (lo, hi) in zip(ids, offsets):
         inside = any(b <= lo and hi <= e for b, e in spans)
@@ -187,16 +228,19 @@ def main():
     tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in EXTRA_SPECIAL_TOKENS],
                          special_tokens=True)
     cases = []
-    for relative, (bos, eos, turn_start, turn_end) in TEMPLATES.items():
+    for relative, (bos, eos, spans_of, skipped) in TEMPLATES.items():
         template = read_template(relative)
         if isinstance(template, list):  # named templates: transformers chooses by the tools
             tokenizer.chat_template = {t["name"]: t["template"] for t in template}
             template = None
         special = {k: v for k, v in {"bos_token": bos, "eos_token": eos}.items() if v is not None}
         rows = [(name, row, row) for name, row in ROWS] + LLAMA_FACTORY_ROWS
+        if skipped == "mistral":
+            rows = [(name, row, row) for name, row in MISTRAL_ROWS + ROWS if name in
+                    ("mistral_two_calls", "no_tools")]
         for name, row, rendered_row in rows:
-            if "llama" in relative and name in ("two_calls_then_answer", "reasoning_content_field"):
-                continue  # its template refuses two calls in a turn; it has no reasoning
+            if name in skipped:
+                continue
             messages, tools = rendered_row["messages"], rendered_row.get("tools")
 
             def render(msgs, prompt, **extra):
@@ -220,8 +264,7 @@ def main():
                     prompted = render(messages[:i], True, **extra)
                     assert prompted.startswith(plain)
                     prompts.append(prompted[len(plain):])
-            labels = labels_by_turns(text, encoded["offset_mapping"], ids, prompts, turn_start,
-                                     turn_end)
+            labels = labels_of(spans_of(text, prompts), encoded["offset_mapping"], ids, text)
             # The prompt generation and evaluation ask with: the turns before
             # the final answer, with the generation prompt the training
             # masked (Qwen3's empty think block).
