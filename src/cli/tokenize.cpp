@@ -2,6 +2,8 @@
 //
 //   lazytrain tokenize --tokenizer FILE_OR_FOLDER [--json]   < text  > ids
 //   lazytrain tokenize --tokenizer FILE_OR_FOLDER --decode   < ids   > text
+//   lazytrain tokenize --tokenizer FOLDER --data FILE [--rows N] [--json]
+//     (a dataset's first rows as training reads them: tokenize_data.h)
 //
 // Encoding reads all of stdin byte for byte (a trailing newline is text
 // too) and adds no special tokens. Decoding reads {"ids": [...]}, a JSON
@@ -25,6 +27,7 @@
 
 #include "cli/commands.h"
 #include "cli/shell_expanded_path.h"
+#include "cli/tokenize_data.h"
 #include "core/error.h"
 #include "core/json_brief.h"
 #include "data/tokenizer.h"
@@ -39,6 +42,7 @@ struct TokenizeOptions {
   bool json = false;
   std::string bench_file;
   int bench_rounds = 5;
+  TokenizeDataOptions data;  // with data.data set: show a dataset's rows
 };
 
 std::string read_stdin() {
@@ -156,6 +160,13 @@ void run_tokenize(const TokenizeOptions& options) {
     run_bench(tokenizer, options);
     return;
   }
+  if (!options.data.data.empty()) {
+    TokenizeDataOptions data = options.data;
+    data.tokenizer = options.tokenizer;
+    data.json = options.json;
+    show_dataset_rows(tokenizer, data);
+    return;
+  }
   std::string input = read_stdin();
   if (options.decode) {
     write_stdout(tokenizer.decode(parse_ids(input)));
@@ -177,7 +188,10 @@ void run_tokenize(const TokenizeOptions& options) {
 
 void add_tokenize_command(CLI::App& app) {
   auto options = std::make_shared<TokenizeOptions>();
-  auto* cmd = app.add_subcommand("tokenize", "Encode stdin to token ids, or decode ids to text");
+  auto* cmd = app.add_subcommand(
+      "tokenize",
+      "Encode stdin to token ids, decode ids to text, or show a dataset's rows as training reads "
+      "them (--data)");
   cmd->add_option(
          "--tokenizer", options->tokenizer,
          "tokenizer.json, or a folder with tokenizer.json, encoder.json + vocab.bpe (GPT-2), or "
@@ -187,6 +201,23 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--decode", options->decode,
                 "Read ids ({\"ids\": [...]} or whitespace-separated), print text");
   cmd->add_flag("--json", options->json, "Print {\"ids\": [...]} instead of space-separated ids");
+  cmd->add_option("--data", options->data.data,
+                  "Show a dataset's first rows as training reads them (format, chat template), "
+                  "the trained tokens marked; with --json their ids and labels")
+      ->check(shell_expanded_path());
+  cmd->add_option("--rows", options->data.rows, "How many rows --data shows")
+      ->capture_default_str();
+  cmd->add_option("--format", options->data.format,
+                  "--data's format: auto, tokens, alpaca, query_response, sharegpt or text")
+      ->capture_default_str();
+  cmd->add_option("--template", options->data.template_name,
+                  "--data's chat template: auto (the tokenizer's own), chatml, qwen3, llama3 or "
+                  "plain")
+      ->capture_default_str();
+  cmd->add_option("--prompt-field", options->data.prompt_field, "--data's prompt field");
+  cmd->add_option("--response-field", options->data.response_field, "--data's response field");
+  cmd->add_flag("--train-on-prompt", options->data.train_on_prompt,
+                "--data: train on the prompt tokens too, as data.train_on_prompt");
   // Hidden (empty group): for bench/tokenizer_bench.sh only.
   cmd->add_option("--bench", options->bench_file, "JSONL of documents to time encoding on")
       ->check(shell_expanded_path())

@@ -1,0 +1,74 @@
+#include "cli/tokenize_data.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <string_view>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace lt::cli {
+
+namespace {
+
+// The sample's text, its trained runs between `open` and `close`.
+std::string marked_text(const data::Tokenizer& tokenizer, const data::Sample& sample,
+                        std::string_view open, std::string_view close) {
+  std::string text;
+  size_t k = 0;
+  while (k < sample.ids.size()) {
+    const bool trained = sample.labels[k] != data::kIgnoreLabel;
+    std::vector<uint32_t> run;
+    for (; k < sample.ids.size() && (sample.labels[k] != data::kIgnoreLabel) == trained; ++k) {
+      run.push_back(static_cast<uint32_t>(sample.ids[k]));
+    }
+    if (trained) text += open;
+    text += tokenizer.decode(run);
+    if (trained) text += close;
+  }
+  return text;
+}
+
+}  // namespace
+
+void show_dataset_rows(const data::Tokenizer& tokenizer, const TokenizeDataOptions& options) {
+  data::DatasetOptions dataset;
+  dataset.format = options.format;
+  dataset.template_name = options.template_name;
+  dataset.train_on_prompt = options.train_on_prompt;
+  dataset.prompt_field = options.prompt_field;
+  dataset.response_field = options.response_field;
+  dataset.settings = data::kCommandOptions;
+  dataset.tokenizer_path = options.tokenizer;
+  data::DatasetReport report;
+  const std::vector<data::Sample> samples =
+      data::load_dataset(options.data, &tokenizer, dataset, &report);
+  fmt::print(stderr, "{}: {} samples from {} rows (format {}{}{}), {} skipped\n", options.data,
+             report.samples, report.rows, report.format,
+             report.template_name.empty() ? "" : ", template ", report.template_name,
+             report.skipped);
+  for (const std::string& problem : report.problems) fmt::print(stderr, "  skipped: {}\n", problem);
+  const bool terminal = isatty(STDOUT_FILENO) != 0;
+  const size_t shown = static_cast<size_t>(std::max<int64_t>(options.rows, 0));
+  for (size_t i = 0; i < std::min(shown, samples.size()); ++i) {
+    const data::Sample& sample = samples[i];
+    if (options.json) {
+      fmt::print(
+          "{}\n",
+          nlohmann::json{{"line", sample.line}, {"ids", sample.ids}, {"labels", sample.labels}}
+              .dump());
+      continue;
+    }
+    const auto trained = std::count_if(sample.labels.begin(), sample.labels.end(),
+                                       [](int32_t l) { return l != data::kIgnoreLabel; });
+    fmt::print("{}:{}: {} tokens, {} trained\n{}\n\n", options.data, sample.line, sample.ids.size(),
+               trained,
+               terminal ? marked_text(tokenizer, sample, "\x1b[32m", "\x1b[0m")
+                        : marked_text(tokenizer, sample, "⟦", "⟧"));
+  }
+}
+
+}  // namespace lt::cli

@@ -1,0 +1,96 @@
+// `lazytrain tokenize --data`: a dataset's rows as training reads them, the
+// trained tokens marked. Against transformers: the ids and labels of a
+// Qwen3 tool-calling row (fixtures/chat_template_tool_goldens.json, made by
+// tools/reference/make_tool_call_goldens.py with transformers 5.25; Qwen3's
+// template writes only Qwen3's own tokens, so its ids are the plain Qwen3
+// tokenizer's).
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.h"
+#include "support/cli_run.h"
+
+namespace lt {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kFixtures = fs::path(LT_SOURCE_DIR) / "tests/data/fixtures";
+
+class TokenizeData : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("lt_tokenize_data_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    std::ifstream in(kFixtures / "chat_template_tool_goldens.json");
+    const nlohmann::ordered_json goldens = nlohmann::ordered_json::parse(in);
+    for (const auto& c : goldens.at("cases")) {
+      if (c.at("template") == "qwen3/tokenizer_config.json" &&
+          c.at("conversation") == "content_beside_a_call") {
+        golden_ = c;
+      }
+    }
+    ASSERT_FALSE(golden_.is_null());
+    std::ofstream(dir_ / "rows.jsonl") << "not json\n" << golden_.at("row").dump() << "\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  testing::CliResult run(const std::string& args) {
+    return testing::run_lazytrain("tokenize --tokenizer " + (kFixtures / "qwen3").string() +
+                                      " --data " + (dir_ / "rows.jsonl").string() + " " + args,
+                                  dir_ / "stderr.txt");
+  }
+
+  fs::path dir_;
+  nlohmann::ordered_json golden_;
+};
+
+TEST_F(TokenizeData, JsonGivesTheIdsAndLabelsTrainingUses) {
+  const testing::CliResult r = run("--json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json row = nlohmann::json::parse(r.out);
+  EXPECT_EQ(row.at("line"), 2);
+  EXPECT_EQ(row.at("ids"), golden_.at("ids"));
+  EXPECT_EQ(row.at("labels"), golden_.at("labels"));
+  // The report names the format, the template and the row it skipped.
+  EXPECT_NE(r.err.find("1 samples from 2 rows (format sharegpt, template jinja), 1 skipped"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("rows.jsonl:1:"), std::string::npos) << r.err;
+}
+
+TEST_F(TokenizeData, TextMarksTheTrainedRuns) {
+  const testing::CliResult r = run("--rows 5");
+  ASSERT_EQ(r.status, 0) << r.err;
+  // Expected: the golden's text with each run of trained tokens (by its
+  // labels) between the marks.
+  const data::Tokenizer tokenizer = data::Tokenizer::load(kFixtures / "qwen3");
+  const auto ids = golden_.at("ids").get<std::vector<uint32_t>>();
+  const auto labels = golden_.at("labels").get<std::vector<int32_t>>();
+  std::string want;
+  for (size_t k = 0; k < ids.size();) {
+    const bool trained = labels[k] != -100;
+    std::vector<uint32_t> run;
+    for (; k < ids.size() && (labels[k] != -100) == trained; ++k) run.push_back(ids[k]);
+    want += (trained ? "⟦" : "") + tokenizer.decode(run) + (trained ? "⟧" : "");
+  }
+  std::string unmarked = want;
+  for (const std::string mark : {"⟦", "⟧"}) {
+    for (size_t at; (at = unmarked.find(mark)) != std::string::npos;)
+      unmarked.erase(at, mark.size());
+  }
+  ASSERT_EQ(unmarked, golden_.at("text").get<std::string>());
+  EXPECT_NE(r.out.find(": " + std::to_string(ids.size()) + " tokens, 35 trained\n" + want + "\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(want.find("⟦Let me check.\n<tool_call>"), std::string::npos) << want;
+}
+
+}  // namespace
+}  // namespace lt
