@@ -1,4 +1,5 @@
-// `lazytrain generate --model DIR (--prompt TEXT | --data FILE [--prompt-field F]) [--template T]
+// `lazytrain generate --model DIR (--prompt TEXT [--tools FILE] | --data FILE [--prompt-field F])
+//  [--template T]
 //  [--max-new-tokens N] [--temperature X] [--top-p P] [--top-k K] [--seed S]
 //  [--batch-size B] [--stop STR ...] [--device D] [--device-memory-gb X] [--json]`
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/shell_expanded_path.h"
+#include "data/chat_rows.h"
 #include "data/unicode.h"
 #include "train/generation.h"
 #include "train/generation_sampling.h"
@@ -22,6 +24,7 @@ namespace {
 
 struct GenerateArgs {
   std::string model, prompt, data;
+  std::string tools;  // a JSON file of tools for --prompt
   std::string format = "auto";
   std::string template_name;  // empty: the one a checkpoint was trained with, else auto
   std::string tokenizer;
@@ -144,6 +147,10 @@ void run_generate(const GenerateArgs& args) {
   LT_CHECK(args.max_new_tokens >= 1,
            "generate: --max-new-tokens must be at least 1 (new tokens per row at most); got ",
            args.max_new_tokens);
+  LT_CHECK(args.tools.empty() || args.data.empty(),
+           "generate: --tools goes with --prompt; --data rows carry their own \"tools\"");
+  data::jinja::Value tools;  // null: none
+  if (!args.tools.empty()) tools = data::rows::read_tools_file(args.tools);
   check_model_folder(args.model, "--model ");
   train::GenerationModel g = train::load_generation_model(
       args.model, args.tokenizer, args.device, /*tokenizer_required=*/!args.prompt.empty(),
@@ -155,7 +162,8 @@ void run_generate(const GenerateArgs& args) {
   std::string source;
   if (!args.prompt.empty()) {
     data::PromptRenderer renderer(*g.tokenizer, g.tokenizer_path, chosen.name);
-    prompts.rows.push_back({0, renderer.chat({{data::Role::kUser, args.prompt}}), std::nullopt});
+    prompts.rows.push_back(
+        {0, renderer.chat({{data::Role::kUser, args.prompt}}, tools), std::nullopt});
     prompts.format = "prompt";
     prompts.template_name = renderer.template_name();
     prompts.turn_end = renderer.turn_end();
@@ -271,6 +279,10 @@ void add_generate_command(CLI::App& app) {
       ->required();
   cmd->add_option("--prompt", args->prompt,
                   "A user message, rendered with the chat template as training renders it");
+  cmd->add_option("--tools", args->tools,
+                  "With --prompt: a JSON file of tools (a list of schemas, as a dataset row's "
+                  "\"tools\") the chat template lays out for the model")
+      ->check(shell_expanded_path());
   cmd->add_option("--data", args->data,
                   "JSONL (or JSON) rows: {\"input_ids\": [...]} or a format train reads (the "
                   "prompt part is used)")

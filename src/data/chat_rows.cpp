@@ -4,7 +4,9 @@
 #include <optional>
 #include <string_view>
 
+#include "core/error.h"
 #include "core/json_brief.h"
+#include "data/json_fields.h"
 
 namespace lt::data::rows {
 
@@ -145,6 +147,25 @@ json tools_field(const json& row) {
   }
   check_depth(list, "tools");
   return list;
+}
+
+json read_tools_file(const std::filesystem::path& file) {
+  json value;
+  try {
+    value = parse_row(read_whole_file(file));
+  } catch (const json::parse_error& e) {
+    fail(file.string(), ": not valid JSON (", e.what(), ")");
+  } catch (const RowError& e) {
+    fail(file.string(), ": ", e.what);
+  }
+  if (!value.is_object() || !value.contains("tools")) value = json{{"tools", std::move(value)}};
+  try {
+    json tools = tools_field(value);
+    LT_CHECK(!tools.is_null(), file.string(), ": no tools in it");
+    return tools;
+  } catch (const RowError& e) {
+    fail(file.string(), ": field \"", e.field, "\": ", e.what);
+  }
 }
 
 std::vector<ChatMessage> sharegpt_messages(const json& row, bool for_prompts) {

@@ -1,6 +1,7 @@
 #pragma once
 // The chat formats' rows as conversations (dataset.h says which fields each
 // reads): a problem is a rows::RowError naming the field.
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -20,5 +21,9 @@ std::vector<ChatMessage> sharegpt_messages(const json& row, bool for_prompts = f
 // The row's "tools": a list of objects (JSON schemas), or a string holding
 // one (as many datasets store it); null when absent.
 json tools_field(const json& row);
+
+// A file of tools (generate --tools): a JSON list of schemas, or an object
+// whose "tools" is one. Errors are lt::Errors naming the file and field.
+json read_tools_file(const std::filesystem::path& file);
 
 }  // namespace lt::data::rows

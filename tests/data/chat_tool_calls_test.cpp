@@ -18,6 +18,7 @@
 
 #include "chat_template_fixtures.h"
 #include "core/error.h"
+#include "data/chat_rows.h"
 #include "data/dataset.h"
 #include "data/prompt_rows.h"
 #include "data/tokenizer.h"
@@ -206,6 +207,37 @@ TEST_F(ToolCalls, TheToolUseTemplateFileRendersRowsWithTools) {
   fs::remove(dir_ / "chat_template.jinja");
   fs::remove_all(dir_ / "additional_chat_templates");
   EXPECT_EQ(checked, 7);
+}
+
+// generate --prompt TEXT --tools FILE: the first user turn with the tools,
+// as transformers' apply_chat_template(add_generation_prompt=True) renders it.
+TEST_F(ToolCalls, AToolsFileRendersWithAPromptAsTransformers) {
+  const nlohmann::ordered_json all = goldens();
+  int checked = 0;
+  for (const auto& c : all.at("cases")) {
+    if (!c.contains("first_turn_prompt_ids") || !c.at("row").contains("tools")) continue;
+    const std::string where =
+        c.at("template").get<std::string>() + " / " + c.at("conversation").get<std::string>();
+    use_template(c.at("template"));
+    const fs::path file = dir_ / "tools.json";
+    std::ofstream(file) << c.at("row").at("tools").dump();
+    const PromptRenderer renderer(*tokenizer_, dir_, "auto");
+    const auto& first = c.at("row").at("messages").at(0);
+    EXPECT_EQ(renderer.chat({{Role::kUser, first.at("content").get<std::string>()}},
+                            rows::read_tools_file(file)),
+              c.at("first_turn_prompt_ids").get<std::vector<int32_t>>())
+        << where;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 18);
+  const fs::path bad = dir_ / "bad_tools.json";
+  std::ofstream(bad) << R"({"tools": [1]})";
+  EXPECT_EQ(
+      error_of([&] { rows::read_tools_file(bad); }),
+      bad.string() + ": field \"tools[0]\": expected an object (a JSON schema), found number");
+  std::ofstream(bad) << "[{";
+  EXPECT_NE(error_of([&] { rows::read_tools_file(bad); }).find(bad.string() + ": not valid JSON"),
+            std::string::npos);
 }
 
 TEST_F(ToolCalls, BadToolsAndFieldsNameTheRowAndField) {

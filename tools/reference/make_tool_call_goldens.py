@@ -271,6 +271,11 @@ def main():
             prompt_text = render(messages[:-1], True, enable_thinking=False)
             prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
             case.update({"text": text, "ids": ids, "labels": labels, "prompt_ids": prompt_ids})
+            # The prompt of the first user turn alone, with the row's tools
+            # (generate --prompt TEXT --tools FILE).
+            if messages[0]["role"] == "user":
+                first = render(messages[:1], True, enable_thinking=False)
+                case["first_turn_prompt_ids"] = tokenizer(first, add_special_tokens=False)["input_ids"]
             cases.append(case)
     write_cases(os.path.join(FIXTURES, "chat_template_tool_goldens.json"),
                 {"made_by": "tools/reference/make_tool_call_goldens.py",
