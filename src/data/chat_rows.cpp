@@ -29,11 +29,23 @@ void check_depth(const json& value, const std::string& where, int depth = 0) {
   for (const json& item : value) check_depth(item, where, depth + 1);
 }
 
+// JSON written inside a row's string (a function call, a tools list),
+// parsed as rows are (parse_row: not built past kMaxRowDepth); a problem is
+// `where`'s, called `what`.
+json parse_string_field(const std::string& text, const std::string& where, const char* what) {
+  try {
+    return parse_row(text);
+  } catch (const json::parse_error&) {
+    row_fail(where, std::string(what) + " that is not valid JSON");
+  } catch (const RowError& e) {
+    row_fail(where, std::string(what) + " that " + e.what);
+  }
+}
+
 // LLaMA-Factory's "function_call" turn: its value, a JSON object {"name",
 // "arguments"} or a list of them, as the assistant's OpenAI-style tool calls.
 ChatMessage function_call_message(const std::string& value, const std::string& where) {
-  json calls = json::parse(value, nullptr, /*allow_exceptions=*/false);
-  if (calls.is_discarded()) row_fail(where, "a function call that is not valid JSON");
+  json calls = parse_string_field(value, where, "a function call");
   if (calls.is_object()) calls = json::array({calls});
   if (!calls.is_array() || calls.empty()) {
     row_fail(where, "expected a function call {\"name\", \"arguments\"} or a list of them");
@@ -133,8 +145,7 @@ json tools_field(const json& row) {
   if (tools->is_string()) {
     // "" (LLaMA-Factory's rows without tools) and "null" are no tools.
     if (is_blank(tools->get<std::string>())) return nullptr;
-    list = json::parse(tools->get<std::string>(), nullptr, /*allow_exceptions=*/false);
-    if (list.is_discarded()) row_fail("tools", "a string that is not valid JSON");
+    list = parse_string_field(tools->get<std::string>(), "tools", "a string");
     if (list.is_null()) return nullptr;
   }
   if (!list.is_array())

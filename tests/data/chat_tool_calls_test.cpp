@@ -263,6 +263,7 @@ TEST_F(ToolCalls, BadToolsAndFieldsNameTheRowAndField) {
         {"messages", {{{"role", "system"}, {"content", "Be brief."}}, turns[0], turns[1]}}},
        {{"messages",
          {turns[0], {{"role", "assistant"}, {"content", ""}, {"tool_calls", "get_weather()"}}}}},
+       {{"messages", turns}, {"tools", "DEEP_STRING"}},  // a string of a list 100,000 deep
        // Accepted: tools "" or "null" are none (LLaMA-Factory writes "" in
        // rows without tools); two system turns without a row "system".
        {{"messages", turns}, {"tools", ""}},
@@ -278,6 +279,8 @@ TEST_F(ToolCalls, BadToolsAndFieldsNameTheRowAndField) {
   std::string text = read_text(file);
   const size_t at = text.find("\"DEEP\"");
   text.replace(at, 6, std::string(100000, '[') + std::string(100000, ']'));
+  const size_t in_string = text.find("DEEP_STRING");
+  text.replace(in_string, 11, std::string(100000, '[') + std::string(100000, ']'));
   std::ofstream(file) << text;
   load_file(file, "auto", &report);
   const std::string f = (dir_ / "rows.jsonl").string();
@@ -296,6 +299,7 @@ TEST_F(ToolCalls, BadToolsAndFieldsNameTheRowAndField) {
                 f + ":9: field \"messages[1].tool_calls\": expected a list of calls "
                     "({\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}), found "
                     "\"get_weather()\"",
+                f + ":10: field \"tools\": a string that nests deeper than 64",
             }));
   EXPECT_EQ(report.samples, 4);
 }
