@@ -51,6 +51,11 @@ void show_dataset_rows(const data::Tokenizer& tokenizer, const TokenizeDataOptio
              report.template_name.empty() ? "" : ", template ", report.template_name,
              report.skipped);
   for (const std::string& problem : report.problems) fmt::print(stderr, "  skipped: {}\n", problem);
+  const auto listed = static_cast<int64_t>(report.problems.size());
+  if (report.skipped > listed) {
+    fmt::print(stderr, "  ... and {} more skipped (the first {} are listed)\n",
+               report.skipped - listed, listed);
+  }
   const bool terminal = isatty(STDOUT_FILENO) != 0;
   const size_t shown = static_cast<size_t>(std::max<int64_t>(options.rows, 0));
   for (size_t i = 0; i < std::min(shown, samples.size()); ++i) {

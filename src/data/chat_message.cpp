@@ -60,8 +60,8 @@ std::string built_in_layout_refusal(std::span<const ChatMessage> messages,
   }
   if (what.empty()) return what;
   return "the row has " + what +
-         ", which only the model's own chat template knows how to lay out; train it with "
-         "data.template: auto (the default), not a built-in layout";
+         ", which only the model's own chat template knows how to lay out; use it (template "
+         "auto, the default), not a built-in layout";
 }
 
 }  // namespace lt::data

@@ -379,7 +379,11 @@ TemplateChoice resolve_template_kind(std::string_view name, const TokenizerConfi
   if (name == "plain") return TemplateKind::kPlain;
   if (name == "auto") {
     LT_CHECK(config.chat_template_error.empty(), config.chat_template_error);
-    if (config.chat_template.empty()) return TemplateKind::kPlain;
+    if (config.chat_template.empty()) {
+      TemplateChoice plain(TemplateKind::kPlain);
+      plain.no_template_of_its_own = true;
+      return plain;
+    }
     const fs::path& file =
         config.chat_template_file.empty() ? config.file : config.chat_template_file;
     auto jinja = std::make_shared<JinjaChatTemplate>(
@@ -422,7 +426,11 @@ std::optional<uint32_t> jinja_turn_end(const JinjaChatTemplate& jinja, const Tok
 
 ChatTemplate::ChatTemplate(const TemplateChoice& choice, const Tokenizer& tokenizer,
                            const SpecialIds& special)
-    : kind_(choice.kind), tokenizer_(&tokenizer), special_(special), jinja_(choice.jinja) {
+    : kind_(choice.kind),
+      tokenizer_(&tokenizer),
+      special_(special),
+      jinja_(choice.jinja),
+      no_template_of_its_own_(choice.no_template_of_its_own) {
   switch (kind_) {
     case TemplateKind::kQwen3:
       think_start_ = require_token("<think>");
@@ -467,6 +475,12 @@ Sample ChatTemplate::render(std::span<const ChatMessage> messages, bool train_on
     return jinja_->render(messages, *tokenizer_, train_on_prompt, tools);
   }
   if (std::string refusal = built_in_layout_refusal(messages, tools); !refusal.empty()) {
+    if (no_template_of_its_own_) {
+      refusal = refusal.substr(0, refusal.find("; ")) +
+                "; the tokenizer has no chat template of its own (tokenizer_config.json's "
+                "chat_template or chat_template.jinja), so the plain layout stood in: add the "
+                "model's chat template beside its tokenizer";
+    }
     throw jinja::TemplateRaised(refusal);
   }
   SampleBuilder out(*tokenizer_, train_on_prompt);

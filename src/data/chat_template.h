@@ -198,6 +198,7 @@ struct TemplateChoice {
 
   TemplateKind kind;
   std::shared_ptr<const JinjaChatTemplate> jinja;
+  bool no_template_of_its_own = false;  // "auto" with no chat template: plain
 };
 
 // "auto" -> the config's own template (kJinja, reported as "jinja") when
@@ -227,6 +228,9 @@ class ChatTemplate {
   Sample render(std::span<const ChatMessage> messages, bool train_on_prompt,
                 const jinja::Value& tools = nullptr) const;
 
+  // The model's own template (kJinja), else null.
+  const JinjaChatTemplate* jinja() const { return jinja_.get(); }
+
   // The token that ends an assistant turn, which generation stops at:
   // <|im_end|>, <|eot_id|>, the plain layout's EOS; for a Jinja template the
   // special token that follows an assistant's content. Empty if none.
@@ -239,6 +243,7 @@ class ChatTemplate {
   const Tokenizer* tokenizer_;
   SpecialIds special_;
   std::shared_ptr<const JinjaChatTemplate> jinja_;
+  bool no_template_of_its_own_;  // see TemplateChoice
   std::optional<uint32_t> turn_end_;
   // chatml: <|im_start|>, <|im_end|>. qwen3: those and <think>, </think>.
   // llama3: <|begin_of_text|>, <|start_header_id|>, <|end_header_id|>,

@@ -340,6 +340,7 @@ class DatasetLoader {
       return true;
     });
     flush();
+    LT_CHECK(report_.rows > 0, file_.string(), ": no usable samples: the file has no rows");
     if (samples_.empty()) {
       fail(file_.string(), ": no usable samples (", report_.rows, " rows, ", report_.skipped,
            " skipped", report_.problems.empty() ? "" : "; first problem: ",

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/json_brief.h"
 #include "data/chat_rows.h"
+#include "data/chat_template_jinja.h"
 #include "data/dataset.h"
 #include "data/dataset_source.h"
 #include "data/jinja_value.h"
@@ -126,6 +127,18 @@ PromptRenderer::PromptRenderer(const Tokenizer& tokenizer, const fs::path& token
 
 std::vector<int32_t> PromptRenderer::chat(const std::vector<ChatMessage>& messages,
                                           const jinja::Value& tools) const {
+  // A question with tools: transformers' default generation prompt. Qwen3's
+  // template renders the turn that calls a tool (followed by its results)
+  // without the empty think block that ends the enable_thinking=false
+  // prompt, so a model trained on tool rows calls tools after the bare
+  // header, and answers after the block.
+  if (const JinjaChatTemplate* jinja = template_.jinja(); jinja != nullptr && !tools.is_null() &&
+                                                          !messages.empty() &&
+                                                          messages.back().role == Role::kUser) {
+    const std::vector<uint32_t> ids =
+        tokenizer_->encode(jinja->render_text(messages, true, false, tools));
+    return std::vector<int32_t>(ids.begin(), ids.end());
+  }
   // Render without and with an empty assistant turn: the prompt runs to the
   // first trained token after the turns given (earlier assistant turns of
   // a conversation are trained too, so the search starts past them).

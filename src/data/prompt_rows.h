@@ -14,7 +14,9 @@
 //   sharegpt        every turn before the last one when the last is the
 //                   assistant's (that one is the reference), else every
 //                   turn; read as training reads them (tool calls, tool
-//                   turns, the row's tools and system).
+//                   turns, the row's tools and system). A row with tools
+//                   whose last turn is the user's asks with transformers'
+//                   default generation prompt (PromptRenderer::chat).
 // The chat formats render the turns plus an empty assistant turn with the
 // template, and the prompt is the ids before that turn's first trained
 // token: the assistant header ("<|im_start|>assistant\n", Qwen3's empty

@@ -434,8 +434,21 @@ void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenize
   std::vector<int32_t> prompt(sample.ids.begin(),
                               sample.ids.begin() + static_cast<int64_t>(prompt_len));
   const auto& eos = model.config().eos_token_ids;
-  auto out =
-      greedy_generate(model, prompt, 40, eos.empty() ? -1 : static_cast<int32_t>(eos.front()));
+  int32_t stop = eos.empty() ? -1 : static_cast<int32_t>(eos.front());
+  // A chat sample's trained answer ends with its template's turn end
+  // (<|im_end|>), which the model learned to stop at, and which config.json's
+  // eos (Qwen's <|endoftext|>, or none) may not be.
+  size_t answer_end = prompt_len;
+  while (answer_end < sample.ids.size() && sample.labels[answer_end] != data::kIgnoreLabel) {
+    ++answer_end;
+  }
+  for (const data::AddedToken& token : tokenizer.added_tokens()) {
+    if (answer_end > prompt_len && token.special &&
+        static_cast<int32_t>(token.id) == sample.ids[answer_end - 1]) {
+      stop = sample.ids[answer_end - 1];
+    }
+  }
+  auto out = greedy_generate(model, prompt, 40, stop);
   // A briefly trained model often answers with end-of-text or blank lines
   // (or ids of a padded vocabulary's rows, which have no text): say so,
   // rather than print what looks like nothing at all.

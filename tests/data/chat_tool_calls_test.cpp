@@ -329,13 +329,21 @@ TEST_F(ToolCalls, BuiltInLayoutsRefuseWhatOnlyTheModelsTemplateLaysOut) {
     for (const auto& [row, what] : rows) {
       const std::string error = error_of([&] { load({row}, layout); });
       EXPECT_NE(error.find("the row has " + what), std::string::npos) << layout << ": " << error;
-      EXPECT_NE(error.find("data.template: auto"), std::string::npos) << error;
+      EXPECT_NE(error.find("use it (template auto, the default)"), std::string::npos) << error;
     }
     // A name or an id beside role and content is not output: ignored there.
+    // (A tokenizer without a template: "auto" is plain, and says why.)
     nlohmann::json named = {{"messages", {user, answer}}};
     named["messages"][0]["name"] = "ana";
     EXPECT_EQ(load({named}, layout).size(), 1u) << layout;
   }
+  std::ofstream(dir_ / "tokenizer_config.json") << R"({"eos_token": "<|im_end|>"})";
+  const std::string error = error_of([&] { load({rows.front().first}); });
+  EXPECT_NE(error.find("the row has tool calls, which only the model's own chat template knows"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("the tokenizer has no chat template of its own"), std::string::npos)
+      << error;
 }
 
 }  // namespace

@@ -92,5 +92,18 @@ TEST_F(TokenizeData, TextMarksTheTrainedRuns) {
   EXPECT_NE(want.find("⟦Let me check.\n<tool_call>"), std::string::npos) << want;
 }
 
+TEST_F(TokenizeData, SaysHowManySkippedRowsItDoesNotList) {
+  std::ofstream out(dir_ / "rows.jsonl");
+  for (int i = 0; i < 25; ++i) out << "not json\n";
+  out << golden_.at("row").dump() << "\n";
+  out.close();
+  const testing::CliResult r = run("--rows 0");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("1 samples from 26 rows"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  ... and 5 more skipped (the first 20 are listed)"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
 }  // namespace
 }  // namespace lt

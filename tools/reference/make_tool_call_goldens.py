@@ -272,9 +272,11 @@ def main():
             prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
             case.update({"text": text, "ids": ids, "labels": labels, "prompt_ids": prompt_ids})
             # The prompt of the first user turn alone, with the row's tools
-            # (generate --prompt TEXT --tools FILE).
+            # (generate --prompt TEXT --tools FILE): transformers' default
+            # generation prompt, after which Qwen3's template lays out a tool
+            # call that results follow (no think block).
             if messages[0]["role"] == "user":
-                first = render(messages[:1], True, enable_thinking=False)
+                first = render(messages[:1], True)
                 case["first_turn_prompt_ids"] = tokenizer(first, add_special_tokens=False)["input_ids"]
             cases.append(case)
     write_cases(os.path.join(FIXTURES, "chat_template_tool_goldens.json"),
