@@ -172,7 +172,18 @@ PromptSet load_prompts(const fs::path& file, const Tokenizer* tokenizer, const P
     LT_CHECK(std::find(known.begin(), known.end(), format) != known.end(), "unknown format \"",
              format, "\"; expected auto, tokens, text, query_response, alpaca or sharegpt");
     set.format = format;
-    if (format == "tokens") return;
+    if (format == "tokens") {
+      // Token rows need no template, but a chat model's answer in them ends
+      // at its template's turn end (<|im_end|>), which config.json's EOS
+      // may not be: generation stops there too, when the template resolves.
+      if (tokenizer == nullptr) return;
+      try {
+        set.turn_end = PromptRenderer(*tokenizer, o.tokenizer_path, o.template_name).turn_end();
+      } catch (const Error&) {
+        // A template list without a default: the rows still generate.
+      }
+      return;
+    }
     LT_CHECK(tokenizer != nullptr, file.string(), ": the ", format, " format needs a tokenizer");
     // Text prompts take no chat layout: the tokenizer's own is not read
     // (one it cannot use, a list without a default, would refuse them).

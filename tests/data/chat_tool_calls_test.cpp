@@ -240,6 +240,20 @@ TEST_F(ToolCalls, AToolsFileRendersWithAPromptAsTransformers) {
             std::string::npos);
 }
 
+// Token rows take no template, but generation stops at its turn end.
+TEST_F(ToolCalls, TokenPromptsStopAtTheTemplatesTurnEnd) {
+  use_template("qwen3/tokenizer_config.json");
+  std::ofstream(dir_ / "tokens.jsonl") << R"({"input_ids": [1, 2, 3]})"
+                                       << "\n";
+  PromptOptions options;
+  options.tokenizer_path = dir_;
+  const PromptSet prompts = load_prompts(dir_ / "tokens.jsonl", tokenizer_, options);
+  EXPECT_EQ(prompts.format, "tokens");
+  ASSERT_TRUE(prompts.turn_end.has_value());
+  EXPECT_EQ(*prompts.turn_end, static_cast<int32_t>(*tokenizer_->token_to_id("<|im_end|>")));
+  EXPECT_FALSE(load_prompts(dir_ / "tokens.jsonl", nullptr, options).turn_end.has_value());
+}
+
 TEST_F(ToolCalls, BadToolsAndFieldsNameTheRowAndField) {
   use_template("chat_templates/qwen2.5.jinja");
   const nlohmann::json turns = {{{"role", "user"}, {"content", "Hi"}},
