@@ -50,6 +50,7 @@ void show_dataset_rows(const data::Tokenizer& tokenizer, const TokenizeDataOptio
              report.samples, report.rows, report.format,
              report.template_name.empty() ? "" : ", template ", report.template_name,
              report.skipped);
+  if (!report.warning.empty()) fmt::print(stderr, "  warning: {}\n", report.warning);
   for (const std::string& problem : report.problems) fmt::print(stderr, "  skipped: {}\n", problem);
   const auto listed = static_cast<int64_t>(report.problems.size());
   if (report.skipped > listed) {

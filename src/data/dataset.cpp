@@ -376,6 +376,11 @@ class DatasetLoader {
     const std::string& name = options_.template_name.empty() ? "auto" : options_.template_name;
     template_.emplace(resolve_template_kind(name, config), *tokenizer_, special_);
     report_.template_name = template_->name();
+    if (template_->kind() == TemplateKind::kJinja && !template_->turn_end()) {
+      report_.warning =
+          "the chat template ends an answer with no special token of this tokenizer (is it the "
+          "model's own tokenizer?): the model will not learn where its answers stop";
+    }
   }
 
   void on_row(const SourceRow& row, SourceLayout layout) {

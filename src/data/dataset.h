@@ -96,13 +96,14 @@ struct DatasetOptions {
 inline constexpr size_t kMaxReportedProblems = 20;
 
 struct DatasetReport {
-  int64_t rows = 0;                          // rows read (lines, array elements or paragraphs)
-  int64_t samples = 0;                       // rows that became samples
-  int64_t skipped = 0;                       // bad rows
-  int64_t tokens = 0, trained_tokens = 0;    // over all samples; trained = label != -100
-  std::vector<std::string> problems;         // the first kMaxReportedProblems, "file:line: what"
-  std::string format;                        // as resolved, e.g. "query_response"
-  std::string template_name;                 // as resolved; empty for tokens and text
+  int64_t rows = 0;                        // rows read (lines, array elements or paragraphs)
+  int64_t samples = 0;                     // rows that became samples
+  int64_t skipped = 0;                     // bad rows
+  int64_t tokens = 0, trained_tokens = 0;  // over all samples; trained = label != -100
+  std::vector<std::string> problems;       // the first kMaxReportedProblems, "file:line: what"
+  std::string format;                      // as resolved, e.g. "query_response"
+  std::string template_name;               // as resolved; empty for tokens and text
+  std::string warning;  // what the run should say about the data though it loads; empty if none
   std::string prompt_field, response_field;  // query_response only
 };
 

@@ -190,15 +190,17 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSou
                            source.path, report.format,
                            report.template_name.empty() ? "" : ", template " + report.template_name,
                            report.skipped ? fmt::format(", {} skipped", report.skipped) : ""));
+  if (!report.warning.empty()) log->message("  warning: " + report.warning);
   constexpr int64_t kShown = 5;
   for (size_t i = 0; i < report.problems.size() && i < kShown; ++i) {
     log->message("  skipped: " + report.problems[i]);
   }
   if (report.skipped > kShown) {
-    log->message(fmt::format("  ... and {} more skipped (lazytrain tokenize --tokenizer DIR --data "
-                             "{} lists {})",
-                             report.skipped - kShown, source.path,
-                             std::min<int64_t>(report.skipped, data::kMaxReportedProblems)));
+    log->message(
+        fmt::format("  ... and {} more skipped (lazytrain tokenize --tokenizer DIR --data "
+                    "{} lists {})",
+                    report.skipped - kShown, source.path,
+                    std::min<int64_t>(report.skipped, data::kMaxReportedProblems)));
   }
   report_seq_len_cut(c, samples, source.path, source.split != "eval", log);
   return samples;

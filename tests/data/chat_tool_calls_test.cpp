@@ -240,6 +240,34 @@ TEST_F(ToolCalls, AToolsFileRendersWithAPromptAsTransformers) {
             std::string::npos);
 }
 
+// A template whose turn end the tokenizer lacks as a special token (Qwen's
+// in GPT-2's tokenizer): the load says the model will not learn to stop.
+TEST_F(ToolCalls, ATemplateWhoseTurnEndIsNoSpecialTokenIsReported) {
+  const fs::path folder = dir_ / "gpt2_with_qwen_template";
+  fs::create_directories(folder);
+  for (const char* name : {"encoder.json", "vocab.bpe"}) {
+    fs::copy_file(fixtures_dir() / "gpt2" / name, folder / name,
+                  fs::copy_options::overwrite_existing);
+  }
+  std::ofstream(folder / "chat_template.jinja")
+      << read_text(fixtures_dir() / "chat_templates/qwen2.5.jinja");
+  const Tokenizer gpt2 = Tokenizer::load(folder);
+  std::ofstream(folder / "rows.jsonl")
+      << R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]})"
+      << "\n";
+  DatasetOptions options;
+  options.tokenizer_path = folder;
+  DatasetReport report;
+  load_dataset(folder / "rows.jsonl", &gpt2, options, &report);
+  EXPECT_NE(report.warning.find("no special token of this tokenizer"), std::string::npos)
+      << report.warning;
+  use_template("chat_templates/qwen2.5.jinja");
+  load({{{"messages",
+          {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Hello"}}}}}},
+       "auto", &report);
+  EXPECT_EQ(report.warning, "");
+}
+
 // Token rows take no template, but generation stops at its turn end.
 TEST_F(ToolCalls, TokenPromptsStopAtTheTemplatesTurnEnd) {
   use_template("qwen3/tokenizer_config.json");
