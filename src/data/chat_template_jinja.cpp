@@ -303,12 +303,13 @@ std::vector<std::pair<size_t, size_t>> JinjaChatTemplate::trained_ranges(
     }
     if (best_end > 0) begin = best_end;
     // With no generation prompt at all (Mistral's, Llama 2's templates),
-    // whitespace the template puts between a special token and the content
-    // is the model's to write: "[/TOOL_RESULTS] 18" trains " 18". (Phi-3's
-    // "<|assistant|>\n" is its generation prompt, found or not.)
+    // the space the template puts between a special token and the content
+    // is the model's to write, as word-initial spaces are: "[/TOOL_RESULTS]
+    // 18" trains " 18". A newline there is layout (Phi-3-medium's user turn
+    // ends "<|assistant|>\n"), and stays the prompt's.
     size_t blank = begin;
-    while (no_generation_prompt && blank > previous_end && is_space(text[blank - 1])) --blank;
-    if (blank < begin) {
+    while (no_generation_prompt && blank > previous_end && text[blank - 1] == ' ') --blank;
+    if (blank > 0 && blank < begin) {
       const auto token = special_token_around(tokenizer, text, blank - 1);
       if (token && token->second == blank) begin = blank;
     }

@@ -29,9 +29,10 @@
 //      enable_thinking=false: Qwen3's empty think block). Of those, the
 //      occurrence ending nearest the content counts; with none the turn
 //      starts at the content, and for templates that ignore
-//      add_generation_prompt (Llama 2's, Mistral's) at the whitespace
-//      between a special token and the content ("[/INST] 7": " 7", which
-//      the model writes after a prompt ending at "[/INST]"). So
+//      add_generation_prompt (Llama 2's, Mistral's) at the spaces between
+//      a special token and the content ("[/INST] 7": " 7", which the model
+//      writes after a prompt ending at "[/INST]"; a newline there is
+//      layout and is not trained). So
 //      "<think>\nreasoning\n</think>\n\n" written by the model is trained,
 //      and an empty think block the prompt already holds is not.
 //   3. Where it ends: after the content, past whitespace, through the

@@ -127,32 +127,38 @@ PromptRenderer::PromptRenderer(const Tokenizer& tokenizer, const fs::path& token
 
 std::vector<int32_t> PromptRenderer::chat(const std::vector<ChatMessage>& messages,
                                           const jinja::Value& tools) const {
-  // A question with tools: transformers' default generation prompt. Qwen3's
-  // template renders the turn that calls a tool (followed by its results)
-  // without the empty think block that ends the enable_thinking=false
-  // prompt, so a model trained on tool rows calls tools after the bare
-  // header, and answers after the block.
-  if (const JinjaChatTemplate* jinja = template_.jinja(); jinja != nullptr && !tools.is_null() &&
-                                                          !messages.empty() &&
-                                                          messages.back().role == Role::kUser) {
-    const std::vector<uint32_t> ids =
-        tokenizer_->encode(jinja->render_text(messages, true, false, tools));
-    return std::vector<int32_t>(ids.begin(), ids.end());
-  }
-  // Render without and with an empty assistant turn: the prompt runs to the
-  // first trained token after the turns given (earlier assistant turns of
-  // a conversation are trained too, so the search starts past them).
-  const size_t before = template_.render(messages, false, tools).ids.size();
-  // The answer is a word, not "": a template that writes " " + content
-  // (Mistral's) would leave that space a token of its own, untrained, at
+  // The turns with an answer appended, as training renders them: the prompt
+  // is what precedes the last trained run, the answer through its end token.
+  // (Not "the turns alone, then on to the first trained token": templates
+  // render earlier turns otherwise once an answer follows, Qwen3's think
+  // blocks and Mistral's system text, which goes into the user turn only
+  // when that turn is the last.) The answer is a word, not "": a template
+  // that writes " " + content would leave that space a token of its own at
   // the prompt's end, where training saw it joined to the answer's first
   // word.
+  const JinjaChatTemplate* jinja = template_.jinja();
   std::vector<ChatMessage> answered = messages;
   answered.push_back({Role::kAssistant, "Answer"});
   const Sample full = template_.render(answered, false, tools);
-  size_t cut = std::min(before, full.ids.size());
-  while (cut < full.ids.size() && full.labels[cut] == kIgnoreLabel) ++cut;
-  return std::vector<int32_t>(full.ids.begin(), full.ids.begin() + cut);
+  size_t cut = full.ids.size();
+  while (cut > 0 && full.labels[cut - 1] == kIgnoreLabel) --cut;
+  if (cut == 0) return template_.render(messages, false, tools).ids;  // no answer shown
+  while (cut > 0 && full.labels[cut - 1] != kIgnoreLabel) --cut;
+  std::vector<int32_t> prompt(full.ids.begin(), full.ids.begin() + cut);
+  // A question with tools: transformers' default generation prompt where it
+  // is shorter. Qwen3's template lays out a tool call that results follow
+  // without the empty think block ending the enable_thinking=false prompt,
+  // so a model trained on such rows calls tools after the bare header; and
+  // the default is what serving (vLLM, transformers) asks with.
+  if (jinja != nullptr && tools.is_array() && !tools.empty() && !messages.empty() &&
+      messages.back().role == Role::kUser) {
+    const std::vector<uint32_t> asked =
+        tokenizer_->encode(jinja->render_text(messages, true, false, tools));
+    if (asked.size() < prompt.size() && std::equal(asked.begin(), asked.end(), prompt.begin())) {
+      return std::vector<int32_t>(asked.begin(), asked.end());
+    }
+  }
+  return prompt;
 }
 
 std::vector<int32_t> PromptRenderer::text(const std::string& text) const {

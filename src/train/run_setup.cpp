@@ -196,11 +196,10 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSou
     log->message("  skipped: " + report.problems[i]);
   }
   if (report.skipped > kShown) {
-    log->message(
-        fmt::format("  ... and {} more skipped (lazytrain tokenize --tokenizer DIR --data "
-                    "{} lists {})",
-                    report.skipped - kShown, source.path,
-                    std::min<int64_t>(report.skipped, data::kMaxReportedProblems)));
+    log->message(fmt::format(
+        "  ... and {} more skipped (lazytrain tokenize --tokenizer MODEL --data {}, with the run's "
+        "--format and --template, lists up to {})",
+        report.skipped - kShown, source.path, data::kMaxReportedProblems));
   }
   report_seq_len_cut(c, samples, source.path, source.split != "eval", log);
   return samples;

@@ -156,7 +156,9 @@ TEST_F(ToolCalls, RowsTrainAsTransformersRendersThem) {
     options.tokenizer_path = dir_;
     const PromptSet prompts = load_prompts(write_rows({row}), tokenizer_, options);
     ASSERT_EQ(prompts.rows.size(), 1u) << where;
-    EXPECT_EQ(prompts.rows[0].ids, c.at("prompt_ids").get<std::vector<int32_t>>()) << where;
+    if (c.contains("prompt_ids")) {  // none where the answer's reasoning is trained
+      EXPECT_EQ(prompts.rows[0].ids, c.at("prompt_ids").get<std::vector<int32_t>>()) << where;
+    }
     const auto& turns = row.contains("messages") ? row.at("messages") : row.at("conversations");
     const auto& last = turns.back();
     EXPECT_EQ(prompts.rows[0].reference.value_or("<none>"),
@@ -168,7 +170,7 @@ TEST_F(ToolCalls, RowsTrainAsTransformersRendersThem) {
   // call turns end with <|eom_id|>, Mistral's), seven rows (Llama 3.1: five
   // of them; Mistral: its own with nine-character call ids, and one without
   // tools).
-  EXPECT_EQ(rendered, 33);
+  EXPECT_EQ(rendered, 34);
   EXPECT_EQ(refused, 2);  // Qwen3's reads a content that is null or absent
 }
 
@@ -266,6 +268,37 @@ TEST_F(ToolCalls, ATemplateWhoseTurnEndIsNoSpecialTokenIsReported) {
           {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Hello"}}}}}},
        "auto", &report);
   EXPECT_EQ(report.warning, "");
+}
+
+// An empty tools list is no tools (Qwen3's template ignores it): the
+// prompt is the one without tools, the empty think block included.
+TEST_F(ToolCalls, AnEmptyToolsListAsksAsNoTools) {
+  use_template("qwen3/tokenizer_config.json");
+  const PromptRenderer renderer(*tokenizer_, dir_, "auto");
+  const std::vector<ChatMessage> question = {{Role::kUser, "Hi"}};
+  const std::vector<int32_t> without = renderer.chat(question);
+  EXPECT_EQ(renderer.chat(question, jinja::Value::array()), without);
+  const std::string text =
+      tokenizer_->decode(std::vector<uint32_t>(without.begin(), without.end()));
+  EXPECT_TRUE(text.ends_with("<think>\n\n</think>\n\n")) << text;
+}
+
+// A template that ignores add_generation_prompt and writes a space before
+// each answer, on a row that starts with the assistant's turn: the space
+// search stops at the text's start (it read before it, and the load died).
+TEST_F(ToolCalls, ASpaceBeforeTheFirstAnswerAtTheStartOfTheText) {
+  std::ofstream(dir_ / "tokenizer_config.json") << nlohmann::json{
+      {"eos_token", "</s>"},
+      {"chat_template",
+       "{% for m in messages %}{% if m.role == 'user' %}{{ '[INST] ' + m.content "
+       "+ '[/INST]' }}{% else %}{{ ' ' + m.content + eos_token }}{% endif %}{% "
+       "endfor %}"}}.dump();
+  const std::vector<Sample> samples = load({{{"messages",
+                                              {{{"role", "assistant"}, {"content", "Welcome!"}},
+                                               {{"role", "user"}, {"content", "Hi"}},
+                                               {{"role", "assistant"}, {"content", "Hello"}}}}}});
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(trained_text(samples[0].labels), " Welcome!</s>| Hello</s>");
 }
 
 // Token rows take no template, but generation stops at its turn end.

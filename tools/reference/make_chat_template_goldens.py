@@ -343,10 +343,10 @@ def trained_ranges(render, messages, text, specials):
                 best = max(best, at + len(prompt))
         begin = best if best > 0 else content_begin
         blank = begin
-        while no_generation_prompt and blank > previous_end and text[blank - 1] in " \t\n\r":
+        while no_generation_prompt and blank > previous_end and text[blank - 1] == " ":
             blank -= 1
-        if blank < begin and any(text.endswith(s, 0, blank) for s in specials):
-            begin = blank  # whitespace after a special token, with no generation prompt
+        if 0 < blank < begin and any(text.endswith(s, 0, blank) for s in specials):
+            begin = blank  # spaces after a special token, with no generation prompt
         end = after = content_end
         while after < len(text) and text[after] in " \t\n\r":
             after += 1

@@ -159,6 +159,13 @@ MISTRAL_ROWS = [
             {"role": "user", "content": "Thanks."},
             {"role": "assistant", "content": "You are welcome."},
         ]}),
+    # Mistral writes the system text into the last user turn: a prompt of
+    # the turns before the answer is no prefix of the whole conversation.
+    ("mistral_system", {"messages": [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Name a prime."},
+        {"role": "assistant", "content": "7"},
+    ]}),
 ]
 
 
@@ -237,7 +244,7 @@ def main():
         rows = [(name, row, row) for name, row in ROWS] + LLAMA_FACTORY_ROWS
         if skipped == "mistral":
             rows = [(name, row, row) for name, row in MISTRAL_ROWS + ROWS if name in
-                    ("mistral_two_calls", "no_tools")]
+                    ("mistral_two_calls", "mistral_system", "no_tools")]
         for name, row, rendered_row in rows:
             if name in skipped:
                 continue
@@ -266,11 +273,19 @@ def main():
                     prompts.append(prompted[len(plain):])
             labels = labels_of(spans_of(text, prompts), encoded["offset_mapping"], ids, text)
             # The prompt generation and evaluation ask with: the turns before
-            # the final answer, with the generation prompt the training
-            # masked (Qwen3's empty think block).
-            prompt_text = render(messages[:-1], True, enable_thinking=False)
-            prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
-            case.update({"text": text, "ids": ids, "labels": labels, "prompt_ids": prompt_ids})
+            # the final answer as training renders them, up to that answer's
+            # trained span (after Qwen3's masked empty think block; without
+            # the system text Mistral's template writes only into a last
+            # user turn).
+            # A final answer with reasoning trains its think block, so its
+            # span starts before "<think>", where a prompt (with no answer to
+            # know that of) does not: such rows have no prompt golden.
+            case.update({"text": text, "ids": ids, "labels": labels})
+            if not any(messages[-1].get(k) for k in ("reasoning_content", "thinking", "reasoning")):
+                last_span = spans_of(text, prompts)[-1]
+                offsets = encoded["offset_mapping"]
+                case["prompt_ids"] = ids[:next(k for k, (lo, _) in enumerate(offsets)
+                                               if lo >= last_span[0])]
             # The prompt of the first user turn alone, with the row's tools
             # (generate --prompt TEXT --tools FILE): transformers' default
             # generation prompt, after which Qwen3's template lays out a tool
