@@ -229,6 +229,15 @@ struct Record {
   int64_t line = 0;                   // where the row starts
 };
 
+// Whether an assistant turn calls a tool.
+bool calls_tools(const std::vector<ChatMessage>& messages) {
+  return std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) {
+    if (!m.fields.is_object()) return false;
+    const auto calls = m.fields.find("tool_calls");
+    return calls != m.fields.end() && calls->is_array() && !calls->empty();
+  });
+}
+
 // Everything load_dataset resolves once per file.
 struct Plan {
   Format format = Format::kText;
@@ -347,6 +356,14 @@ class DatasetLoader {
            report_.problems.empty() ? "" : report_.problems.front(), ")");
     }
     report_.samples = static_cast<int64_t>(samples_.size());
+    if (calls_without_tools_ > 0) {
+      // transformers renders them so, but a misspelt key ("tool") is the
+      // likelier cause than a model meant to call tools it was never shown.
+      report_.warning +=
+          (report_.warning.empty() ? "" : "; ") + std::to_string(calls_without_tools_) +
+          (calls_without_tools_ == 1 ? " row calls tools but has" : " rows call tools but have") +
+          " no \"tools\" list for the template to show";
+    }
     return std::move(samples_);
   }
 
@@ -395,6 +412,7 @@ class DatasetLoader {
         const json value = parse_object(row);
         if (!plan_) start(detect_plan(value, forced_, options_, where(row.line)));
         record = parse(value);
+        if (record.tools.is_null() && calls_tools(record.messages)) ++calls_without_tools_;
       }
       record.line = row.line;
       pending_.push_back(std::move(record));
@@ -502,6 +520,7 @@ class DatasetLoader {
   std::optional<ChatTemplate> template_;
   std::vector<Record> pending_;
   std::vector<Sample> samples_;
+  int64_t calls_without_tools_ = 0;  // rows with tool calls and no "tools"
 };
 
 }  // namespace

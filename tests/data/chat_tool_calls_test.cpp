@@ -301,6 +301,23 @@ TEST_F(ToolCalls, ASpaceBeforeTheFirstAnswerAtTheStartOfTheText) {
   EXPECT_EQ(trained_text(samples[0].labels), " Welcome!</s>| Hello</s>");
 }
 
+// Tool calls with no tools list (a misspelt "tool" key): said, though
+// transformers renders the row as it is.
+TEST_F(ToolCalls, RowsThatCallToolsWithoutAToolsListAreCounted) {
+  use_template("chat_templates/qwen2.5.jinja");
+  const nlohmann::ordered_json all = goldens();
+  nlohmann::ordered_json with_tools = all.at("cases").at(1).at("row");  // content beside a call
+  nlohmann::ordered_json misspelt = with_tools;
+  misspelt["tool"] = misspelt["tools"];
+  misspelt.erase("tools");
+  DatasetReport report;
+  EXPECT_EQ(load({with_tools, misspelt, misspelt}, "auto", &report).size(), 3u);
+  EXPECT_EQ(report.warning,
+            "2 rows call tools but have no \"tools\" list for the template to show");
+  load({with_tools}, "auto", &report);
+  EXPECT_EQ(report.warning, "");
+}
+
 // Token rows take no template, but generation stops at its turn end.
 TEST_F(ToolCalls, TokenPromptsStopAtTheTemplatesTurnEnd) {
   use_template("qwen3/tokenizer_config.json");
