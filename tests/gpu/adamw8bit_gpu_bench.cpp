@@ -1,6 +1,7 @@
 // The CUDA 8-bit AdamW update's rate (optim/cuda/adamw8bit.cu) beside the
 // f32 AdamW kernel's and a device-to-device copy's, at one size
-// (LT_BENCH_NUMEL elements, default 2^28). A benchmark: set LT_BENCH=1
+// (LT_BENCH_NUMEL elements, default 2^28; LT_BENCH_BLOCK the quantization block,
+// default 2048). A benchmark: set LT_BENCH=1
 // (issue 27: the 7B's update on the whole card). Prints ms per call and
 // bytes moved over time; asserts nothing about speed. Correctness is
 // adamw8bit_gpu_test.cpp's (bit for bit against the CPU).
@@ -53,7 +54,9 @@ TEST(AdamW8bitGpuBench, UpdateRateAgainstF32AdamWAndACopy) {
   if (std::getenv("LT_BENCH") == nullptr) GTEST_SKIP() << "a benchmark: set LT_BENCH=1";
   const char* numel = std::getenv("LT_BENCH_NUMEL");
   const int64_t n = numel != nullptr ? std::atoll(numel) : int64_t{1} << 28;
-  constexpr int64_t kBlock = 2048;
+  // LT_BENCH_BLOCK: the quantization block (optim.block_size; 2048 default).
+  const char* block = std::getenv("LT_BENCH_BLOCK");
+  const int64_t kBlock = block != nullptr ? std::atoll(block) : 2048;
   Generator gen(7);
   const int64_t pattern = int64_t{1} << 22;
   const Tensor param = tiled(Tensor::randn({pattern}, gen).to(kGpu), n + 1);
