@@ -20,15 +20,6 @@ std::optional<Role> parse_role(std::string_view name) {
   return std::nullopt;
 }
 
-// Refuses values nested deeper than a chat template may walk (its printing
-// and tojson recurse): a malformed row must not overflow the stack.
-void check_depth(const json& value, const std::string& where, int depth = 0) {
-  constexpr int kMaxDepth = 64;
-  if (depth > kMaxDepth) row_fail(where, "nests deeper than " + std::to_string(kMaxDepth));
-  if (!value.is_structured()) return;
-  for (const json& item : value) check_depth(item, where, depth + 1);
-}
-
 // JSON written inside a row's string (a function call, a tools list),
 // parsed as rows are (parse_row: not built past kMaxRowDepth); a problem is
 // `where`'s, called `what`.
@@ -57,7 +48,6 @@ ChatMessage function_call_message(const std::string& value, const std::string& w
     }
     tool_calls.push_back({{"type", "function"}, {"function", call}});
   }
-  check_depth(tool_calls, where);
   return {Role::kAssistant, "",
           template_message(Role::kAssistant, "", {{"tool_calls", tool_calls}})};
 }
@@ -113,7 +103,6 @@ ChatMessage turn_message(const json& turn, const std::string& where, bool shareg
   others.erase(role_key);
   others.erase(content_key);
   if (!others.empty()) {  // fields beyond role and content, for the model's own template
-    check_depth(turn, where);
     message.fields = template_message(
         *role, member(turn, content_key) ? json(message.content) : json(nullptr), others);
   }
@@ -156,7 +145,6 @@ json tools_field(const json& row) {
                std::string("expected an object (a JSON schema), found ") + list[i].type_name());
     }
   }
-  check_depth(list, "tools");
   return list;
 }
 

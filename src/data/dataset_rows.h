@@ -34,6 +34,8 @@ inline bool is_blank(std::string_view text) {
 // Parses one row; values nested deeper than kMaxRowDepth are not built (an
 // ordered object copies its values as it grows, recursively, so a row
 // nested 100,000 deep would overflow the stack) and the row is refused.
+// Every row, tools string and tools file is parsed here, so what a chat
+// template walks (its printing and tojson recurse) is that shallow too.
 inline constexpr int kMaxRowDepth = 64;
 inline json parse_row(std::string_view text) {
   bool too_deep = false;

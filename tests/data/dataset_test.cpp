@@ -561,7 +561,8 @@ TEST(Dataset, NoUsableSamplesIsAnError) {
   for (const char* contents : {"", "\n  \n", "[]", "[\n]\n"}) {
     fs::path file = dir.write("empty.json", contents);
     std::string message = error_of([&] { load_dataset(file, &gpt2, {}, nullptr); });
-    EXPECT_NE(message.find("no usable samples: the file has no rows"), std::string::npos) << message;
+    EXPECT_NE(message.find("no usable samples: the file has no rows"), std::string::npos)
+        << message;
   }
   // A format that fits no row.
   DatasetOptions options;

@@ -358,6 +358,16 @@ def trained_ranges(render, messages, text, specials):
     return ranges
 
 
+def qwen3_with_extra_specials():
+    """Qwen3's tokenizer with EXTRA_SPECIAL_TOKENS added as special tokens."""
+    from tokenizers import AddedToken
+    from transformers import AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(os.path.join(FIXTURES, "qwen3"))
+    tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in EXTRA_SPECIAL_TOKENS],
+                         special_tokens=True)
+    return tokenizer
+
+
 def rendered_or_error(case, render, messages):
     """render(messages, False), or None with case["error"] saying what it raised."""
     try:
@@ -448,10 +458,7 @@ def main():
                 {"made_by": "tools/reference/make_chat_template_goldens.py",
                  "transformers_version": transformers.__version__}, jinja_cases)
 
-    from tokenizers import AddedToken
-    tokenizer = AutoTokenizer.from_pretrained(os.path.join(FIXTURES, "qwen3"))
-    tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in EXTRA_SPECIAL_TOKENS],
-                         special_tokens=True)
+    tokenizer = qwen3_with_extra_specials()
     # New ids follow the vocabulary; "<s>" and "</s>" are in it already and
     # keep their ids, now as special tokens.
     added = {t: tokenizer.convert_tokens_to_ids(t) for t in EXTRA_SPECIAL_TOKENS}

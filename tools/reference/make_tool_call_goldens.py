@@ -27,7 +27,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_chat_template_goldens import (EXTRA_SPECIAL_TOKENS, FIXTURES, IGNORE,  # noqa: E402
+from make_chat_template_goldens import (FIXTURES, IGNORE, qwen3_with_extra_specials,  # noqa: E402
                                         read_template, rendered_or_error, write_cases)
 
 WEATHER_TOOL = {
@@ -228,12 +228,8 @@ def labels_of(spans, offsets, ids, text):
 
 def main():
     import transformers
-    from tokenizers import AddedToken
-    from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(os.path.join(FIXTURES, "qwen3"))
-    tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in EXTRA_SPECIAL_TOKENS],
-                         special_tokens=True)
+    tokenizer = qwen3_with_extra_specials()
     cases = []
     for relative, (bos, eos, spans_of, skipped) in TEMPLATES.items():
         template = read_template(relative)
