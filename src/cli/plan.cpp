@@ -432,8 +432,8 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
     fmt::print("stages kept and updated on the device (0: embed, 1..{}: blocks, {}: head): {}\n",
                s.boundaries.size() - 1, s.boundaries.size(), fmt::join(s.stages_on_device, ", "));
   if (s.tail_blocks > 0)
-    fmt::print("the last {} block(s) and the head run as one use, chunk by chunk (fused_tail)\n",
-               s.tail_blocks);
+    fmt::print("the last {} block(s) and the head run as one use, chunk by chunk (fused_tail){}\n",
+               s.tail_blocks, exec::tail_chunk_phrase(s));
   if (r.search_stopped_at_limit)
     fmt::print(
         "the search for stages kept on the device and a fused tail stopped at the time limit: a "

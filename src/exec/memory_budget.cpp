@@ -230,16 +230,23 @@ const char* work_phrase(StageWork work) {
   }
 }
 
-// `block_ws`, `head_ws`: a block's backward and the head step's working
-// sets. A forward or a recompute holds less than a block's backward (which
+// A block's backward and the head step's working sets for chunks of some
+// size.
+struct WorkingSets {
+  int64_t block = 0, head = 0;
+};
+
+// `ws`: a block's backward and the head step's working sets, `tail_ws` those
+// of the tail step's pieces of `tail_tokens` tokens (Note [The tail's own
+// chunks]). A forward or a recompute holds less than a block's backward (which
 // runs the same forward under grad mode), so that bounds them. The embed
 // stage's backward makes a dense embedding gradient per chunk; it is added
 // into the .grad already there in place, so both are held for a moment:
 // with a tied embedding (the head's gradient) or `several_chunks` (an
 // earlier chunk's). The first use that holds the most, in the plan's order.
 UseHold largest_use_hold(const models::ModelConfig& c, const TrainSizes& s, const StagePlan& plan,
-                         int64_t chunk_tokens, bool several_chunks, int64_t block_ws,
-                         int64_t head_ws) {
+                         int64_t chunk_tokens, bool several_chunks, const WorkingSets& ws,
+                         const WorkingSets& tail_ws, int64_t tail_tokens) {
   const int64_t cb = s.compute_bytes;
   const int64_t chunk_hidden = chunk_tokens * c.hidden_size * cb;
   const std::vector<UseHolds> holds = device_holds(plan, c.tie_word_embeddings);
@@ -254,7 +261,7 @@ UseHold largest_use_hold(const models::ModelConfig& c, const TrainSizes& s, cons
     }
     if (use.work == StageWork::HeadStep) {
       now.use = "the head step";
-      now.working_set = head_ws;
+      now.working_set = ws.head;
     } else if (use.work == StageWork::TailStep) {
       // The blocks' saved activations for a chunk stay through the head's
       // step, and their backwards follow, the last first (Note [The fused
@@ -264,8 +271,8 @@ UseHold largest_use_hold(const models::ModelConfig& c, const TrainSizes& s, cons
       now.use = tail_blocks == 1
                     ? std::string("the tail step (the last block and the head)")
                     : fmt::format("the tail step (the last {} blocks and the head)", tail_blocks);
-      now.working_set = block_ws + head_ws +
-                        (tail_blocks - 1) * block_saved_elements_per_token(c) * chunk_tokens * cb;
+      now.working_set = tail_ws.block + tail_ws.head +
+                        (tail_blocks - 1) * block_saved_elements_per_token(c) * tail_tokens * cb;
     } else if (use.stage == 0) {
       now.use = fmt::format("the embed stage's {}", work_phrase(use.work));
       const bool adds_dense =
@@ -275,7 +282,7 @@ UseHold largest_use_hold(const models::ModelConfig& c, const TrainSizes& s, cons
       now.use = use.work == StageWork::Backward
                     ? fmt::format("block {}'s backward", use.stage - 1)
                     : fmt::format("a block's {}", work_phrase(use.work));
-      now.working_set = block_ws;
+      now.working_set = ws.block;
     }
     if (now.bytes() > best.bytes()) best = now;
   }
@@ -326,19 +333,9 @@ MemoryBudget fixed_bytes(const models::ModelConfig& c, const TrainSizes& s,
 
 namespace {
 
-MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
-                            int64_t chunk_sequences, const StagePlan& plan) {
-  LT_CHECK(s.batch_size > 0 && s.seq_len > 0,
-           "memory budget: batch size and sequence length must be > 0");
-  const int64_t chunk =
-      chunk_sequences > 0 ? std::min(chunk_sequences, s.batch_size) : s.batch_size;
+WorkingSets working_sets(const models::ModelConfig& c, const TrainSizes& s, int64_t chunk) {
   const int64_t chunk_tokens = chunk * s.seq_len;
-  LT_CHECK(s.compute_bytes > 0, "memory budget: compute_bytes must be > 0");
-  const int64_t n = c.num_parameters();
-  MemoryBudget m;
-  using enum MemorySpace;
   const int64_t cb = s.compute_bytes;
-  m.add(Gpu, "token ids and targets (i64)", token_bytes(s));
   // A block's saved tensors for one micro-batch, and as much again for the
   // gradients alive during its backward (an estimate, not a measurement).
   const int64_t block_working_set = 2 * block_estimate_elements_per_token(c) * chunk_tokens * cb;
@@ -376,10 +373,33 @@ MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
     block_set = with_margin(s.measured_block_backward);
     head_working_set = with_margin(s.measured_head_step);
   }
+  return {block_set, head_working_set};
+}
+
+MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
+                            int64_t chunk_sequences, const StagePlan& plan) {
+  LT_CHECK(s.batch_size > 0 && s.seq_len > 0,
+           "memory budget: batch size and sequence length must be > 0");
+  const int64_t chunk =
+      chunk_sequences > 0 ? std::min(chunk_sequences, s.batch_size) : s.batch_size;
+  const int64_t chunk_tokens = chunk * s.seq_len;
+  LT_CHECK(s.compute_bytes > 0, "memory budget: compute_bytes must be > 0");
+  const int64_t n = c.num_parameters();
+  MemoryBudget m;
+  using enum MemorySpace;
+  m.add(Gpu, "token ids and targets (i64)", token_bytes(s));
+  const WorkingSets ws = working_sets(c, s, chunk);
+  const int64_t block_set = ws.block, head_working_set = ws.head;
+  const bool measured = s.has_measured_working_sets();
+  // Note [The tail's own chunks] (streaming_plan.cpp): the tail step's
+  // pieces hold the working sets of their own size.
+  const int64_t tail_chunk =
+      plan.tail_chunk_sequences > 0 ? std::min(plan.tail_chunk_sequences, chunk) : chunk;
+  const WorkingSets tail_ws = working_sets(c, s, tail_chunk);
   // Each use frees its working set before the next stage computes, so the
   // step needs the largest use's, with that use's weights and gradients.
-  const UseHold peak =
-      largest_use_hold(c, s, plan, chunk_tokens, chunk < s.batch_size, block_set, head_working_set);
+  const UseHold peak = largest_use_hold(c, s, plan, chunk_tokens, chunk < s.batch_size, ws, tail_ws,
+                                        tail_chunk * s.seq_len);
   m.add(Gpu, fmt::format("weight slots at the peak use ({})", peak.use), peak.slot_bytes);
   m.add(Gpu,
         "gradients alive there (its own, two downloading, a tied embedding's, the stages on "

@@ -70,6 +70,7 @@ int Schedule::kept_count() const {
 
 void Schedule::use_chunk(int64_t chunk) {
   chunk_sequences = chunk;
+  if (chunk > 0 && tail_chunk_sequences > chunk) tail_chunk_sequences = 0;
   has_prediction = false;
   predicted_step_s = 0;
   predicted_peak_bytes.clear();
@@ -175,6 +176,17 @@ void validate(const Schedule& s, int num_blocks, const std::string& source) {
   }
   LT_CHECK(s.tail_blocks >= 0 && s.tail_blocks <= num_blocks, source,
            ": fused_tail must be a count of blocks in [0, ", num_blocks, "], got ", s.tail_blocks);
+  LT_CHECK(s.tail_chunk_sequences >= 0, source,
+           ": field \"tail_chunk_sequences\" must be >= 0, got ", s.tail_chunk_sequences);
+  if (s.tail_chunk_sequences > 0) {
+    LT_CHECK(s.tail_blocks > 0, source,
+             ": field \"tail_chunk_sequences\" is for a fused tail; this schedule has none "
+             "(fused_tail is 0)");
+    const int64_t chunk = s.chunk_sequences > 0 ? s.chunk_sequences : s.batch_size;
+    LT_CHECK(chunk == 0 || s.tail_chunk_sequences <= chunk, source,
+             ": field \"tail_chunk_sequences\" (", s.tail_chunk_sequences,
+             ") exceeds the chunk the other stages run (", chunk, ")");
+  }
   if (s.tail_blocks > 0) {
     for (int i = 0; i < num_blocks; ++i) {
       const Placement p = s.boundaries[static_cast<size_t>(i)];
@@ -183,6 +195,11 @@ void validate(const Schedule& s, int num_blocks, const std::string& source) {
                "] is ", placement_name(p));
     }
   }
+}
+
+std::string tail_chunk_phrase(const Schedule& s) {
+  if (s.tail_blocks == 0 || s.tail_chunk_sequences == 0) return "";
+  return " in pieces of " + std::to_string(s.tail_chunk_sequences) + " sequences";
 }
 
 Schedule with_stages_on_device(Schedule s, int num_blocks, bool tied_embedding,
@@ -221,6 +238,7 @@ nlohmann::json to_json(const Schedule& s) {
   }
   if (!s.stages_on_device.empty()) j["stages_on_device"] = s.stages_on_device;
   if (s.tail_blocks > 0) j["fused_tail"] = s.tail_blocks;
+  if (s.tail_chunk_sequences > 0) j["tail_chunk_sequences"] = s.tail_chunk_sequences;
   if (s.has_prediction) {
     j["predicted"]["step_s"] = s.predicted_step_s;
     j["predicted"]["peak_bytes"] = s.predicted_peak_bytes;
@@ -314,6 +332,8 @@ Schedule schedule_from_json(const nlohmann::json& j, const std::string& source) 
              brief_json(tail));
     s.tail_blocks = tail.is_boolean() ? (tail.get<bool>() ? 1 : 0) : tail.get<int>();
   }
+  if (j.contains("tail_chunk_sequences"))
+    s.tail_chunk_sequences = read_count(j, "tail_chunk_sequences", source);
   if (j.contains("predicted")) {
     const auto& p = j.at("predicted");
     LT_CHECK(p.is_object() && p.contains("step_s") && p.at("step_s").is_number(), source,

@@ -79,6 +79,13 @@ struct Schedule {
   // head runs apart. Needs every boundary on the GPU or recomputed. JSON:
   // "fused_tail": the count (true reads as 1), left out when 0.
   int tail_blocks = 0;
+  // The tail step's chunks, in sequences (0: the step's chunks): each chunk
+  // runs through the tail in pieces of this many rows, so that the tail's
+  // blocks keep their saved activations for fewer tokens and more of them
+  // fit beside the head (Note [The tail's own chunks], streaming_plan.cpp).
+  // At most chunk_sequences; needs tail_blocks > 0. JSON:
+  // "tail_chunk_sequences", left out when 0.
+  int64_t tail_chunk_sequences = 0;
   // Per stage of a chain of `num_blocks` blocks: whether it is on the device.
   std::vector<bool> on_device(int num_blocks) const;
   // What the planner predicted (absent when written by hand).
@@ -118,6 +125,9 @@ Schedule with_stages_on_device(Schedule s, int num_blocks, bool tied_embedding,
 // range, decreasing, fractions summing to 1, agreeing with read_window). Throws lt::Error naming
 // `source` and the field.
 void validate(const Schedule& schedule, int num_blocks, const std::string& source);
+
+// " in pieces of N sequences" for a tail with chunks of its own, else "".
+std::string tail_chunk_phrase(const Schedule& schedule);
 
 nlohmann::json to_json(const Schedule& schedule);
 // Throws lt::Error naming `source` and the offending field.

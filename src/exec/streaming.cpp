@@ -449,28 +449,48 @@ void StreamingExecutor::Impl::run_tail(int stage) {
   bindings.emplace_back(stage_weights(stage), copies[static_cast<size_t>(stage)]);
   device.begin_compute_span();
   double idle = 0;  // the GPU's wait inside the use, for an update or a slot
+  bool first_piece = true;
   dy.assign(chunks.size(), Tensor());
   for (size_t c = 0; c < chunks.size(); ++c) {
-    Tensor x = input(stage, c).detach();
-    x.set_requires_grad(true);
-    Tensor h = x;
-    for (int t = stage; t <= head; ++t) {
-      if (c == 0 && t > stage) {  // the stage's first use this step
-        const double before = stats->optimizer_s;
-        wait_for_update(static_cast<size_t>(t));
-        idle += stats->optimizer_s - before;
-        if (const Slot* slot = slot_of[static_cast<size_t>(t)]) {
-          const double waited = exposed_wait(slot->ready);
-          stats->exposed_h2d_s += waited;
-          idle += waited;
+    // Note [The tail's own chunks]: the chunk runs in pieces of at most
+    // Schedule::tail_chunk_sequences rows, whose input gradients fill the
+    // chunk's dy row by row.
+    const Tensor& whole = input(stage, c);
+    const int64_t rows = whole.size(0);
+    const int64_t piece_rows = options.schedule.tail_chunk_sequences > 0
+                                   ? std::min(rows, options.schedule.tail_chunk_sequences)
+                                   : rows;
+    if (piece_rows < rows) dy[c] = device.empty(whole.shape(), whole.dtype());
+    for (int64_t r = 0; r < rows; r += piece_rows) {
+      const int64_t end = std::min(rows, r + piece_rows);
+      const bool whole_chunk = r == 0 && end == rows;
+      Tensor x = (whole_chunk ? whole : whole.slice(0, r, end)).detach();
+      x.set_requires_grad(true);
+      models::StageContext ctx = chunks[c].ctx;
+      if (!whole_chunk) ctx.targets = ctx.targets.slice(0, r, end);
+      Tensor h = x;
+      for (int t = stage; t <= head; ++t) {
+        if (first_piece && t > stage) {  // the stage's first use this step
+          const double before = stats->optimizer_s;
+          wait_for_update(static_cast<size_t>(t));
+          idle += stats->optimizer_s - before;
+          if (const Slot* slot = slot_of[static_cast<size_t>(t)]) {
+            const double waited = exposed_wait(slot->ready);
+            stats->exposed_h2d_s += waited;
+            idle += waited;
+          }
+          bindings.emplace_back(stage_weights(t), copies[static_cast<size_t>(t)]);
         }
-        bindings.emplace_back(stage_weights(t), copies[static_cast<size_t>(t)]);
+        h = model.run_stage(*model.stages()[t], h, ctx);
       }
-      h = model.run_stage(*model.stages()[t], h, chunks[c].ctx);
+      first_piece = false;
+      stats->loss += h.item();
+      backward(h);
+      if (whole_chunk)
+        dy[c] = x.grad();
+      else
+        dy[c].slice(0, r, end).copy_(x.grad());
     }
-    stats->loss += h.item();
-    backward(h);
-    dy[c] = x.grad();
   }
   end_use(&StepStats::compute_s, idle);
 }

@@ -25,6 +25,17 @@ namespace lt::exec {
 // cost model's update pipeline, more simply, at the tail's start).
 // Offloaded boundaries are not supported with it (their read-back windows
 // are the head's and the tail blocks', merged here).
+//
+// Note [The tail's own chunks]
+// The tail's blocks hold their saved activations for a whole chunk at once,
+// so a chunk large enough for the other uses' GEMMs (32 sequences of 1024 on
+// the 3B: ~3 GB a block) leaves room for few tail blocks, and every block
+// outside the tail runs twice. With Schedule::tail_chunk_sequences the tail
+// step runs each chunk in pieces of that many sequences (the chunk's input
+// rows sliced, its targets alike, each piece's input gradient copied into
+// the chunk's dy): the other uses keep their large chunks while the tail
+// holds a piece's activations per block, so it can be longer. The planner
+// prices the tail's blocks and head at the piece's size.
 std::vector<StageUse> plan_stage_uses(const Schedule& schedule, int num_blocks) {
   validate(schedule, num_blocks, "streaming schedule");
   const int tail_blocks = schedule.tail_blocks;
@@ -146,6 +157,7 @@ StagePlan plan_stage(const Schedule& schedule, int num_blocks) {
   const size_t n = plan.uses.size();
   plan.after.resize(n);
   plan.on_device = schedule.on_device(num_blocks);
+  plan.tail_chunk_sequences = schedule.tail_chunk_sequences;
   for (size_t u = 0; u < n; ++u) {
     // The next use's stage, past the stages on the device (never loaded).
     int next = -1;

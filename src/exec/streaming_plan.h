@@ -17,6 +17,7 @@
 // device_holds walks it into what the device holds at each point of the
 // step, which exec::bytes_needed counts: the budget and the execution are
 // one piece of data (as ggml's graph allocator measures the graph it runs).
+#include <cstdint>
 #include <vector>
 
 #include "exec/schedule.h"
@@ -108,6 +109,8 @@ struct StagePlan {
   // fused tail]).
   std::vector<int> tail_slot_stages;
   int tail_load_use = -1;
+  // Schedule::tail_chunk_sequences (0: the step's chunks).
+  int64_t tail_chunk_sequences = 0;
   std::vector<AfterUse> after;  // per use
 };
 

@@ -110,6 +110,8 @@ CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfi
           hardware.gpu_tflops, t.source, t.seq_len, sizes.seq_len);
     }
   }
+  m.tail_block_train_s = m.block_train_s;
+  m.tail_head_step_s = m.head_step_s;
   m.block_weight_gb =
       static_cast<double>(exec::block_parameters(config) * sizes.upload_bytes_per_parameter()) /
       kBytesPerGB;
@@ -117,6 +119,17 @@ CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfi
       static_cast<double>(exec::block_parameters(config) * sizes.compute_bytes) / kBytesPerGB;
   m.boundary_gb = exec::boundary_bytes(config, sizes) / kBytesPerGB;
   return m;
+}
+
+void use_tail_chunk(CostModel& m, int64_t tail_chunk) {
+  m.tail_chunk_sequences = tail_chunk;
+  m.tail_block_train_s = m.block_train_s;
+  m.tail_head_step_s = m.head_step_s;
+  if (tail_chunk <= 0) return;
+  const CostModel pieces =
+      make_cost_model(m.config, m.hardware, m.sizes, tail_chunk, m.max_recompute);
+  m.tail_block_train_s = pieces.block_train_s;
+  m.tail_head_step_s = pieces.head_step_s;
 }
 
 ActivationRoom activation_room(const CostModel& m) {
@@ -266,7 +279,10 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   // output's GEMM too, which a backward use skips (on the H200 a 3B block
   // saves 12.5 ms of its 17.5 ms forward).
   const int first_tail = L + 1 - m.tail_blocks;  // the tail's first stage (L + 1: none)
-  p.compute_s += m.tail_blocks * (m.block_train_s - m.block_forward_s - m.block_backward_s);
+  // In chunks of its own, at their rates (Note [The tail's own chunks]).
+  const double head_step_s = m.tail_blocks > 0 ? m.tail_head_step_s : m.head_step_s;
+  p.compute_s += m.tail_blocks * (m.tail_block_train_s - m.block_forward_s - m.block_backward_s) +
+                 head_step_s - m.head_step_s;
   p.recompute_s = m.tail_blocks > 0 ? tail_recompute_s(m, in, sol) : sol.recompute_s;
   for (double e : sol.exposed_s) p.exposed_activations_s += e;
   // The first block's weights arrive before any compute; each later block's
@@ -356,7 +372,7 @@ StepPrediction predict_step(const CostModel& m, const PlanInstance& in, const Pl
   // their updates, and the head's, when it starts.
   for (int j = 0; j < L; ++j)
     add_stage(block_params, j + 1 >= first_tail ? 0.0 : m.block_forward_s, m.block_backward_s);
-  add_stage(static_cast<double>(exec::head_parameters(m.config)), m.head_forward_s, m.head_step_s);
+  add_stage(static_cast<double>(exec::head_parameters(m.config)), m.head_forward_s, head_step_s);
   const auto pipeline_of = [&](const std::vector<StageUpdate>& s) {
     return m.updates_during_backward ? predict_update_pipeline_during_backward(s)
                                      : predict_update_pipeline(s, /*reads_at_step_start=*/true);

@@ -34,6 +34,10 @@ struct CostModel {
   // does (block_train_s), with no no-grad forward (Note [The fused tail],
   // exec/streaming_plan.cpp).
   int tail_blocks = 0;
+  // exec::Schedule::tail_chunk_sequences (0: the tail runs the chunks of
+  // the rest); set with use_tail_chunk, which prices the tail's blocks and
+  // head at that size (tail_block_train_s, tail_head_step_s).
+  int64_t tail_chunk_sequences = 0;
   bool stage_on_device(int stage) const {
     return static_cast<size_t>(stage) < stages_on_device.size() &&
            stages_on_device[static_cast<size_t>(stage)];
@@ -41,18 +45,20 @@ struct CostModel {
 
   // Derived by make_cost_model, whole batch, from the profile's measured
   // stage_times when they are for this model and seq_len, else from FLOPs.
-  double block_forward_s = 0;    // one block, no-grad forward
-  double block_backward_s = 0;   // one block's backward use: forward under grad + backward,
-                                 // without the output's GEMM (StageContext::output_unread)
-  double block_train_s = 0;      // forward under grad + backward with the output computed,
-                                 // as resident, offload and ZenFlow run a block
-  double head_forward_s = 0;     // final norm + lm_head + loss, forward
-  double head_step_s = 0;        // the head's forward + backward
-  double embed_s = 0;            // the embed stage's forward and backward uses (FLOP model: 0)
-  std::string stage_times_from;  // which, and why (printed by plan and exec.schedule: auto)
-  double block_weight_gb = 0;    // one block's weight upload (bf16, or f32 masters)
-  double block_gradient_gb = 0;  // one block's gradients (compute dtype)
-  double boundary_gb = 0;        // one boundary activation, whole batch
+  double block_forward_s = 0;     // one block, no-grad forward
+  double block_backward_s = 0;    // one block's backward use: forward under grad + backward,
+                                  // without the output's GEMM (StageContext::output_unread)
+  double block_train_s = 0;       // forward under grad + backward with the output computed,
+                                  // as resident, offload and ZenFlow run a block
+  double head_forward_s = 0;      // final norm + lm_head + loss, forward
+  double head_step_s = 0;         // the head's forward + backward
+  double embed_s = 0;             // the embed stage's forward and backward uses (FLOP model: 0)
+  double tail_block_train_s = 0;  // block_train_s and head_step_s in the tail's chunks
+  double tail_head_step_s = 0;    // (Note [The tail's own chunks]; equal when it has none)
+  std::string stage_times_from;   // which, and why (printed by plan and exec.schedule: auto)
+  double block_weight_gb = 0;     // one block's weight upload (bf16, or f32 masters)
+  double block_gradient_gb = 0;   // one block's gradients (compute dtype)
+  double boundary_gb = 0;         // one boundary activation, whole batch
 };
 
 // FLOPs of one forward pass, whole batch: 2 per parameter per token in the
@@ -66,6 +72,10 @@ double block_output_gemm_flops(const models::ModelConfig& c, const exec::TrainSi
 CostModel make_cost_model(const models::ModelConfig& config, const HardwareProfile& hardware,
                           const exec::TrainSizes& sizes, int64_t chunk_sequences,
                           int max_recompute);
+
+// `m` with its fused tail run in chunks of `tail_chunk` sequences (0: the
+// chunks of the rest).
+void use_tail_chunk(CostModel& m, int64_t tail_chunk);
 
 // Capacities per space left for boundaries, from the memory budget, the
 // profile's sizes and its activation caps (GB; may be negative: short).

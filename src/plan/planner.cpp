@@ -212,6 +212,7 @@ struct BatchChoice {
   StepPrediction prediction;          // with the stages on the device, once they are added
   std::vector<int> stages_on_device;  // add_stages_on_device's
   int tail_blocks = 0;                // add_tail_and_device_stages' choice
+  int64_t tail_chunk = 0;             // and the tail's chunks (0: the candidate's)
   bool search_stopped = false;        // those two searches ran out of time
 };
 
@@ -272,6 +273,7 @@ Plan plan_of(const models::ModelConfig& config, const HardwareProfile& hw, Batch
   p.schedule.read_splits = split_reads(p.solution);
   p.schedule.stages_on_device = choice.stages_on_device;
   p.schedule.tail_blocks = choice.tail_blocks;
+  p.schedule.tail_chunk_sequences = choice.tail_blocks > 0 ? choice.tail_chunk : 0;
   p.search_stopped_at_limit = choice.search_stopped;
   p.budget = with_read_windows(config, hw, p.sizes, p.schedule);
   p.schedule.has_prediction = true;
@@ -294,6 +296,7 @@ void add_stages_on_device(const models::ModelConfig& config, const HardwareProfi
   const Plan solved = plan_of(config, hw, choice);
   CostModel m = choice.candidate.model;
   m.tail_blocks = choice.tail_blocks;
+  use_tail_chunk(m, choice.tail_chunk);
   const PlanInstance instance = build_instance(m);
   const int64_t gpu_bytes = std::llround(hw.gpu_memory_gb * kBytesPerGB);
   choice.stages_on_device =
@@ -348,32 +351,45 @@ void add_tail_and_device_stages(const models::ModelConfig& config, const Hardwar
   const auto predict = [&](const BatchChoice& with) {
     CostModel m = with.candidate.model;
     m.tail_blocks = with.tail_blocks;
+    use_tail_chunk(m, with.tail_chunk);
     exec::Schedule kept;
     kept.stages_on_device = with.stages_on_device;
     m.stages_on_device = kept.on_device(L);
     return predict_step(m, instance, with.solution);
   };
-  bool stages_first_fit = true;
   bool stopped = stages_first.search_stopped;
-  for (int tail_blocks = 1; fused_tail && !offloaded && tail_blocks <= L; ++tail_blocks) {
-    if (passed(deadline)) {
-      stopped = true;
-      break;
+  // Note [The tail's own chunks] (exec/streaming_plan.cpp): the tail in the
+  // candidate's chunks, then in halves of them down to full chunks.
+  const CostModel& cm = choice.candidate.model;
+  const int64_t chunk = cm.chunk_sequences > 0 ? cm.chunk_sequences : cm.sizes.batch_size;
+  std::vector<int64_t> tail_chunks = {0};
+  for (int64_t piece = chunk / 2;
+       piece >= std::max<int64_t>(1, min_chunk_sequences(cm.sizes.seq_len)); piece /= 2)
+    if (chunk % piece == 0) tail_chunks.push_back(piece);
+  for (const int64_t tail_chunk : tail_chunks) {
+    bool stages_first_fit = true;
+    for (int tail_blocks = 1; fused_tail && !offloaded && tail_blocks <= L; ++tail_blocks) {
+      if (passed(deadline)) {
+        stopped = true;
+        break;
+      }
+      BatchChoice with = choice;
+      with.tail_blocks = tail_blocks;
+      with.tail_chunk = tail_chunk;
+      // Each block more holds more: the first that does not fit ends the search.
+      if (!fits(with)) break;
+      with.prediction = predict(with);
+      if (device_stages) add_stages_on_device(config, hw, with, deadline);
+      stopped = stopped || with.search_stopped;
+      if (with.prediction.step_s < best.prediction.step_s) best = std::move(with);
+      BatchChoice after = stages_first;
+      after.tail_blocks = tail_blocks;
+      after.tail_chunk = tail_chunk;
+      stages_first_fit = stages_first_fit && fits(after);
+      if (!stages_first_fit) continue;
+      after.prediction = predict(after);
+      if (after.prediction.step_s < best.prediction.step_s) best = std::move(after);
     }
-    BatchChoice with = choice;
-    with.tail_blocks = tail_blocks;
-    // Each block more holds more: the first that does not fit ends the search.
-    if (!fits(with)) break;
-    with.prediction = predict(with);
-    if (device_stages) add_stages_on_device(config, hw, with, deadline);
-    stopped = stopped || with.search_stopped;
-    if (with.prediction.step_s < best.prediction.step_s) best = std::move(with);
-    BatchChoice after = stages_first;
-    after.tail_blocks = tail_blocks;
-    stages_first_fit = stages_first_fit && fits(after);
-    if (!stages_first_fit) continue;
-    after.prediction = predict(after);
-    if (after.prediction.step_s < best.prediction.step_s) best = std::move(after);
   }
   choice = std::move(best);
   choice.search_stopped = stopped;

@@ -40,6 +40,7 @@ SchedulePrice price_schedule(const models::ModelConfig& config, const HardwarePr
            solution.proven_infeasible ? "" : " within the time limit");
   m.stages_on_device = schedule.on_device(L);
   m.tail_blocks = schedule.tail_blocks;
+  use_tail_chunk(m, schedule.tail_chunk_sequences);
   return {predict_step(m, instance, solution), m.stage_times_from};
 }
 

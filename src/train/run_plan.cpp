@@ -293,6 +293,7 @@ void price_named_schedule(const TrainConfig& c, const models::ModelConfig& model
   if (dist::this_world().distributed()) {
     runs.stages_on_device.clear();
     runs.tail_blocks = 0;
+    runs.tail_chunk_sequences = 0;
   }
   plan::SchedulePrice price;
   try {

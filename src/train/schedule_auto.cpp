@@ -245,7 +245,8 @@ std::string describe_plan(const plan::Plan& p) {
       "updating {:.2f} G params/s{}); predicted peaks: {}; solved in {:.2f} s\n"
       "  stage times: {}",
       s.batch_size, s.chunk_sequences, tally, placements, kept.empty() ? "none" : kept,
-      s.tail_blocks > 0 ? fmt::format("the last {}", s.tail_blocks) : std::string("none"),
+      s.tail_blocks > 0 ? fmt::format("the last {}{}", s.tail_blocks, exec::tail_chunk_phrase(s))
+                        : std::string("none"),
       p.search_stopped_at_limit ? " (the search for these stopped at the planner's time limit)"
                                 : "",
       p.prediction.step_s, p.prediction.compute_s, p.prediction.recompute_s,

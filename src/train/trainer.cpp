@@ -527,6 +527,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     }
     if (r.plan.schedule.tail_blocks > 0) {
       r.plan.schedule.tail_blocks = 0;
+      r.plan.schedule.tail_chunk_sequences = 0;
       r.plan.reasons.push_back(
           "schedule: the last blocks and the head run apart after all (fused_tail is for one "
           "process so far); the step may take longer");

@@ -72,7 +72,12 @@ TEST(Schedule, JsonRoundTripThroughAFile) {
   std::ifstream again(path);
   nlohmann::json written = nlohmann::json::parse(again);
   EXPECT_EQ(written.at("fused_tail"), 2);
+  EXPECT_FALSE(written.contains("tail_chunk_sequences")) << "left out when 0";
   EXPECT_EQ(load_schedule(path.string()).tail_blocks, 2);
+  s.tail_chunk_sequences = 4;
+  save_schedule(s, path.string());
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(path)).at("tail_chunk_sequences"), 4);
+  EXPECT_EQ(load_schedule(path.string()).tail_chunk_sequences, 4);
   // A schedule written when the tail was one block or none says true/false.
   written["fused_tail"] = true;
   std::ofstream(path) << written.dump();
@@ -148,7 +153,27 @@ TEST(Schedule, MalformedPlansNameTheField) {
               validate(s, 3, "plan.json");
             }).find("plan.json: fused_tail must be a count of blocks in [0, 3], got 4"),
             std::string::npos);
+  // A tail's own chunks: only with a tail, no larger than the chunks.
+  s.tail_blocks = 0;
+  s.tail_chunk_sequences = 2;
+  EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); })
+                .find("plan.json: field \"tail_chunk_sequences\" is for a fused tail; this "
+                      "schedule has none"),
+            std::string::npos);
   s.tail_blocks = 1;
+  s.batch_size = 8;
+  s.chunk_sequences = 4;
+  s.tail_chunk_sequences = 5;
+  EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); })
+                .find("plan.json: field \"tail_chunk_sequences\" (5) exceeds the chunk the other "
+                      "stages run (4)"),
+            std::string::npos);
+  s.tail_chunk_sequences = 4;
+  EXPECT_EQ(testing::error_of([&] { validate(s, 3, "plan.json"); }), "<no error>");
+  EXPECT_NE(error(R"({"boundaries": [], "tail_chunk_sequences": -2})")
+                .find("plan.json: field \"tail_chunk_sequences\" must be an integer >= 0"),
+            std::string::npos);
+  s.tail_chunk_sequences = 0;
   s.boundaries[1] = Placement::Disk;
   EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); })
                 .find("plan.json: fused_tail needs every boundary on the GPU or recomputed; "

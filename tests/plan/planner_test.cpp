@@ -428,6 +428,39 @@ TEST(Planner, FusesTheTailOnlyWhenNoBoundaryIsOffloaded) {
   EXPECT_EQ(make_plan(small_llama(4), small_gpu(8.0), o).schedule.tail_blocks, 0);
 }
 
+// Note [The tail's own chunks]: in chunks of 32, a tail of blocks holds
+// their saved activations for 32 sequences; in pieces of 16 or 8, for that
+// many, so a longer tail fits. The FLOP model prices a block alike at every
+// size, so pieces win only where they fit a longer (faster) tail than the
+// chunk does: the same schedule with the tail in the chunks must then not
+// fit the GPU (from the memory budget, counted apart from the planner).
+TEST(Planner, RunsTheTailInPiecesWhereTheyFitALongerTail) {
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  PlanOptions o = testing::options_for_batch(64, 5);
+  o.chunk_sequences = 32;
+  o.stages_on_device = false;
+  int in_pieces = 0;
+  for (double gpu_gb : {1.0, 1.5, 2.0, 2.5, 3.0, 4.0}) {
+    SCOPED_TRACE(gpu_gb);
+    const Plan p = make_plan(small_llama(8), small_gpu(gpu_gb), o);
+    if (!p.feasible) continue;
+    const exec::Schedule& s = p.schedule;
+    const auto gpu_bytes = [&](const exec::Schedule& with) {
+      return exec::bytes_needed(small_llama(8), p.sizes, with).bytes(exec::MemorySpace::Gpu);
+    };
+    EXPECT_LE(gpu_bytes(s), static_cast<int64_t>(gpu_gb * kBytesPerGB));
+    if (s.tail_chunk_sequences == 0) continue;
+    ++in_pieces;
+    EXPECT_GT(s.tail_blocks, 0);
+    EXPECT_TRUE(s.tail_chunk_sequences == 16 || s.tail_chunk_sequences == 8)
+        << s.tail_chunk_sequences;
+    exec::Schedule in_chunks = s;
+    in_chunks.tail_chunk_sequences = 0;
+    EXPECT_GT(gpu_bytes(in_chunks), static_cast<int64_t>(gpu_gb * kBytesPerGB));
+  }
+  EXPECT_GT(in_pieces, 0);
+}
+
 // The executor splits each micro-batch into chunks and never joins two:
 // with micro-batches of 4 the planner's chunk divides 4, where alone it
 // takes chunks of 8 (min_chunk_sequences at seq 1024).
