@@ -127,6 +127,10 @@ TEST_P(StreamingGpuFixture, SchedulesMatchResidentBf16) {
     s.tail_blocks = tail;
     return s;
   };
+  const auto in_pieces = [](Schedule s) {
+    s.tail_chunk_sequences = 1;
+    return s;
+  };
   const std::vector<std::pair<std::string, Schedule>> schedules = {
       {"fused tail, chunks of 1", fused(chunked)},
       {"fused tail of 2, chunks of 1", fused(chunked, 2)},
@@ -135,6 +139,8 @@ TEST_P(StreamingGpuFixture, SchedulesMatchResidentBf16) {
       {"fused tail of 2, embed and block 1 on the device",
        fused(on_device(placements({G, R, G}), {0, 2}), 2)},
       {"fused tail, head on the device", fused(on_device(Schedule::all_gpu(blocks), {0, 3}))},
+      {"fused tail of 2 in pieces of 1 (Note [The tail's own chunks])",
+       in_pieces(fused(Schedule::all_gpu(blocks), 2))},
       {"embed and block 0 on the device", on_device(Schedule::all_gpu(blocks), {0, 1})},
       {"every stage on the device", on_device(chunked, {0, 1, 2, 3})},
       {"embed, block 1 and head on the device", on_device(placements({H, R, G}), {0, 2, 3})},
@@ -167,8 +173,12 @@ TEST(StreamingGpu, AGpuBehindTheHostMatchesResident) {
   Schedule fused_tail = Schedule::all_gpu(2);
   fused_tail.chunk_sequences = 1;
   fused_tail.tail_blocks = 2;
+  Schedule tail_in_pieces = Schedule::all_gpu(2);
+  tail_in_pieces.tail_blocks = 2;
+  tail_in_pieces.tail_chunk_sequences = 1;
   const std::vector<std::pair<std::string, Schedule>> schedules = {
       {"fused tail of 2, chunks of 1", fused_tail},
+      {"fused tail of 2 in pieces of 1", tail_in_pieces},
       {"host offload mix, chunks of 1", chunked},
       {"host + recompute", placements({G, H, R})},
       {"embed and block 0 on the device", embed_on_device},
