@@ -452,8 +452,15 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
       fail(source, ": unknown section '", name, "'", where(section.first), " (known: ", sections,
            ")");
     }
+    // "train:" over "  steps 3" reads as the section's text "steps 3".
+    const std::string text = section.second.IsScalar() ? section.second.Scalar() : "";
+    const size_t space = text.find(' ');
+    const bool colon_left_out = space != std::string::npos && text.find(':') == std::string::npos;
     LT_CHECK(section.second.IsMap() || section.second.IsNull(), source, ": section '", name, "'",
-             where(section.second), " must be a mapping");
+             where(section.second), " must be a mapping",
+             colon_left_out ? "; it reads '" + text + "': is a ':' missing after the key ('" +
+                                  text.substr(0, space) + ":" + text.substr(space) + "')?"
+                            : std::string());
     apply_entries(section.second, name, name);
   }
 }

@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 
@@ -34,6 +35,28 @@ int first_tab_indented_line(const std::string& text) {
     if (line.substr(0, content).find('\t') != std::string::npos) return number;
   }
   return 0;
+}
+
+// yaml-cpp names the line after a key written without its colon ("train"
+// over an indented "steps: 3" reads as "illegal map value" at the steps
+// line). The nearest line at or before `error_line` (1-based) that holds a
+// plain key without a ':' (not a list item, comment, quoted or flow
+// value), as (number, its text); (0, "") when none does.
+std::pair<int, std::string> key_without_colon(const std::string& text, int error_line) {
+  std::istringstream lines(text);
+  std::string line;
+  std::pair<int, std::string> found{0, ""};
+  for (int number = 1; number <= error_line && std::getline(lines, line); ++number) {
+    const size_t content = line.find_first_not_of(" \t\r");
+    if (content == std::string::npos) continue;
+    const size_t end = line.find_last_not_of(" \t\r");
+    const std::string body = line.substr(content, end - content + 1);
+    if (body.find(':') != std::string::npos ||
+        std::string("-#[{\"'|>&*!%@`").find(body[0]) != std::string::npos)
+      continue;
+    found = {number, body};
+  }
+  return found;
 }
 
 void add_merged(const YAML::Node& map, const std::string& what, LineOf line_of, int depth,
@@ -97,10 +120,15 @@ YAML::Node load_config_yaml(const std::string& file) {
     root = YAML::Load(text.str());
   } catch (const YAML::Exception& e) {
     const int tab = first_tab_indented_line(text.str());
-    fail(file, ": not valid YAML: ", e.what(),
-         tab > 0 ? "; line " + std::to_string(tab) +
-                       " is indented with a tab, and YAML indents with spaces only"
-                 : std::string());
+    const auto [bare, key] = key_without_colon(text.str(), e.mark.line + 1);
+    std::string hint;
+    if (tab > 0)
+      hint = "; line " + std::to_string(tab) +
+             " is indented with a tab, and YAML indents with spaces only";
+    else if (bare > 0)
+      hint = "; line " + std::to_string(bare) + " ('" + key +
+             "') has no ':' (a key is written 'key: value', or 'key:' over an indented mapping)";
+    fail(file, ": not valid YAML: ", e.what(), hint);
   }
   LT_CHECK(text.str().find_first_not_of(" \t\r\n") != std::string::npos, "config file '", file,
            "' is empty: it sets no keys (model.path and data.path at least)");

@@ -111,6 +111,26 @@ TEST_F(ConfigYaml, ATabIndentedFileIsSaid) {
   EXPECT_EQ(m.find("tab"), std::string::npos) << m;
 }
 
+// A key written without its colon: yaml-cpp says "illegal map value" a line
+// or more after it (or, under a section, reads the section as text); the
+// line is named with what it holds.
+TEST_F(ConfigYaml, AKeyWithoutItsColonIsNamed) {
+  std::string m = error_of("model:\n  path: m\ntrain\n  steps: 3\n");
+  EXPECT_MENTIONS(m, run_yaml() + ": not valid YAML");
+  EXPECT_MENTIONS(m, "line 3 ('train') has no ':'");
+  m = error_of("model:\n  path: m\ntrain:\n  batch_size 8\n  steps: 3\n");
+  EXPECT_MENTIONS(m, "line 4 ('batch_size 8') has no ':'");
+  m = error_of("model:\n  path: m\ntrain:\n  steps 3\n");
+  EXPECT_MENTIONS(m,
+                  "section 'train' (line 4) must be a mapping; it reads 'steps 3': is a ':' "
+                  "missing after the key ('steps: 3')?");
+  // A list item, a comment or a file failing for another reason are no
+  // key without a colon.
+  m = error_of("# a comment\nmodel: [unclosed\n");
+  EXPECT_MENTIONS(m, "not valid YAML");
+  EXPECT_EQ(m.find("has no ':'"), std::string::npos) << m;
+}
+
 TEST_F(ConfigYaml, AFileThatSetsNothingIsSaid) {
   std::string m = error_of("");
   EXPECT_MENTIONS(m, "config file '" + run_yaml() + "' is empty");
