@@ -1071,6 +1071,10 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
                             : exec::remove_stale_scratch_files(
                                   c.exec.disk_path.empty() ? r.out_dir.string() : c.exec.disk_path))
     print_text(stderr, fmt::format("removed {} activation scratch file(s) a killed run left\n", n));
+  // A --resume with no checkpoint to take is refused before the config is
+  // printed (the error would follow a page of it); set_up resolves it again
+  // and says what it skipped.
+  if (!fresh) resolve_checkpoint(options.resume, r.out_dir);
   r.config_yaml = c.to_yaml();
   print_text(stdout,
              fmt::format("lazytrain train: resolved config (saved to {} once the run trains)\n{}",

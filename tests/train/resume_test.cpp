@@ -146,13 +146,17 @@ TEST(Resume, AnOptimizerFileThatDoesNotFitIsNamed) {
 // `--resume latest` with no checkpoint to take is refused before the data
 // is read (tokenizing millions of rows took minutes first): here a data
 // file with a bad row under data.strict would have failed the run instead.
+// And before the resolved config is printed, which the error followed.
 TEST(Resume, ANothingToResumeIsRefusedBeforeTheDataIsRead) {
   TempDir tmp("resume_first");
   write_text(tmp / "data.jsonl", "{\"input_ids\": [1, 2, 3], \"labels\": [1, 2, 3]}\nnot json\n");
+  ::testing::internal::CaptureStdout();
   const std::string error = training_error(
       fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "none", {"data.strict=true"}),
       "latest");
+  const std::string printed = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(error.find("--resume latest: no complete checkpoint"), std::string::npos) << error;
+  EXPECT_EQ(printed.find("resolved config"), std::string::npos) << printed;
 }
 
 }  // namespace
