@@ -423,18 +423,9 @@ bool plot_loss_curve(const fs::path& metrics, const fs::path& png) {
   return ok;
 }
 
-void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenizer,
-                  const data::Sample& sample) {
-  size_t prompt_len = 0;
-  while (prompt_len < sample.ids.size() && sample.labels[prompt_len] == data::kIgnoreLabel) {
-    ++prompt_len;
-  }
-  if (prompt_len == 0 || prompt_len == sample.ids.size())
-    prompt_len = std::min<size_t>(8, sample.ids.size());
-  std::vector<int32_t> prompt(sample.ids.begin(),
-                              sample.ids.begin() + static_cast<int64_t>(prompt_len));
-  const auto& eos = model.config().eos_token_ids;
-  int32_t stop = eos.empty() ? -1 : static_cast<int32_t>(eos.front());
+int32_t sample_stop_token(const std::vector<int64_t>& eos_ids, const data::Tokenizer& tokenizer,
+                          const data::Sample& sample, size_t prompt_len) {
+  int32_t stop = eos_ids.empty() ? -1 : static_cast<int32_t>(eos_ids.front());
   // A chat sample's trained answer ends with its template's turn end
   // (<|im_end|>), which the model learned to stop at, and which config.json's
   // eos (Qwen's <|endoftext|>, or none) may not be.
@@ -448,6 +439,21 @@ void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenize
       stop = sample.ids[answer_end - 1];
     }
   }
+  return stop;
+}
+
+void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenizer,
+                  const data::Sample& sample) {
+  size_t prompt_len = 0;
+  while (prompt_len < sample.ids.size() && sample.labels[prompt_len] == data::kIgnoreLabel) {
+    ++prompt_len;
+  }
+  if (prompt_len == 0 || prompt_len == sample.ids.size())
+    prompt_len = std::min<size_t>(8, sample.ids.size());
+  std::vector<int32_t> prompt(sample.ids.begin(),
+                              sample.ids.begin() + static_cast<int64_t>(prompt_len));
+  const int32_t stop =
+      sample_stop_token(model.config().eos_token_ids, tokenizer, sample, prompt_len);
   auto out = greedy_generate(model, prompt, 40, stop);
   // A briefly trained model often answers with end-of-text or blank lines
   // (or ids of a padded vocabulary's rows, which have no text): say so,

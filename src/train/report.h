@@ -126,6 +126,13 @@ std::string run_summary(const std::vector<nlohmann::json>& steps);
 // false (and writes nothing) when it is not.
 bool plot_loss_curve(const std::filesystem::path& metrics, const std::filesystem::path& png);
 
+// Where print_sample's greedy continuation of `sample` stops: the special
+// token that ends its trained answer (a chat template's turn end, which the
+// model learned to stop at), else the first of `eos_ids`; -1 when neither.
+// `prompt_len`: the sample's tokens before its first trained label.
+int32_t sample_stop_token(const std::vector<int64_t>& eos_ids, const data::Tokenizer& tokenizer,
+                          const data::Sample& sample, size_t prompt_len);
+
 // Prints the sample's prompt (its tokens up to the first trained label) and
 // the model's greedy continuation.
 void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenizer,
