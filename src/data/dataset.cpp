@@ -238,6 +238,27 @@ bool calls_tools(const std::vector<ChatMessage>& messages) {
   });
 }
 
+// Whether a tool call's arguments are a string that is not JSON (OpenAI
+// rows give them as a JSON string; templates print a string as written, so
+// the model would learn to write the broken text).
+bool has_unparsable_arguments(const std::vector<ChatMessage>& messages) {
+  for (const ChatMessage& m : messages) {
+    if (!m.fields.is_object()) continue;
+    const auto calls = m.fields.find("tool_calls");
+    if (calls == m.fields.end() || !calls->is_array()) continue;
+    for (const auto& call : *calls) {
+      if (!call.is_object()) continue;
+      const auto function = call.find("function");
+      const auto& holder = function != call.end() && function->is_object() ? *function : call;
+      const auto arguments = holder.find("arguments");
+      if (arguments != holder.end() && arguments->is_string() &&
+          !json::accept(arguments->get_ref<const std::string&>()))
+        return true;
+    }
+  }
+  return false;
+}
+
 // Everything load_dataset resolves once per file.
 struct Plan {
   Format format = Format::kText;
@@ -364,6 +385,13 @@ class DatasetLoader {
           (calls_without_tools_ == 1 ? " row calls tools but has" : " rows call tools but have") +
           " no \"tools\" list for the template to show";
     }
+    if (unparsable_arguments_ > 0) {
+      report_.warning += (report_.warning.empty() ? "" : "; ") +
+                         std::to_string(unparsable_arguments_) +
+                         (unparsable_arguments_ == 1 ? " row has" : " rows have") +
+                         " tool-call arguments that are a string but not valid JSON: the model "
+                         "is trained on them as given";
+    }
     return std::move(samples_);
   }
 
@@ -413,6 +441,7 @@ class DatasetLoader {
         if (!plan_) start(detect_plan(value, forced_, options_, where(row.line)));
         record = parse(value);
         if (record.tools.is_null() && calls_tools(record.messages)) ++calls_without_tools_;
+        if (has_unparsable_arguments(record.messages)) ++unparsable_arguments_;
       }
       record.line = row.line;
       pending_.push_back(std::move(record));
@@ -520,7 +549,8 @@ class DatasetLoader {
   std::optional<ChatTemplate> template_;
   std::vector<Record> pending_;
   std::vector<Sample> samples_;
-  int64_t calls_without_tools_ = 0;  // rows with tool calls and no "tools"
+  int64_t calls_without_tools_ = 0;   // rows with tool calls and no "tools"
+  int64_t unparsable_arguments_ = 0;  // rows with has_unparsable_arguments
 };
 
 }  // namespace

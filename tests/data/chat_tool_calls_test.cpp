@@ -318,6 +318,28 @@ TEST_F(ToolCalls, RowsThatCallToolsWithoutAToolsListAreCounted) {
   EXPECT_EQ(report.warning, "");
 }
 
+// Arguments given as a JSON string (OpenAI's rows) are fine; a string that
+// is not JSON is counted (the model would be trained on the broken text),
+// also in a call without "function" around it.
+TEST_F(ToolCalls, ArgumentsThatAreAStringButNotJsonAreCounted) {
+  use_template("chat_templates/qwen2.5.jinja");
+  const nlohmann::ordered_json all = goldens();
+  nlohmann::ordered_json as_string = all.at("cases").at(1).at("row");
+  nlohmann::ordered_json& call = as_string["messages"][1]["tool_calls"][0];
+  call["function"]["arguments"] = R"({"city": "Oslo"})";
+  nlohmann::ordered_json broken = as_string;
+  broken["messages"][1]["tool_calls"][0]["function"]["arguments"] = R"({"city": "Oslo")";
+  nlohmann::ordered_json flat = as_string;
+  flat["messages"][1]["tool_calls"][0] = {{"name", "get_weather"}, {"arguments", "city=Oslo"}};
+  DatasetReport report;
+  EXPECT_EQ(load({as_string, broken, flat}, "auto", &report).size(), 3u);
+  EXPECT_EQ(report.warning,
+            "2 rows have tool-call arguments that are a string but not valid JSON: the model is "
+            "trained on them as given");
+  load({as_string}, "auto", &report);
+  EXPECT_EQ(report.warning, "");
+}
+
 // Token rows take no template, but generation stops at its turn end.
 TEST_F(ToolCalls, TokenPromptsStopAtTheTemplatesTurnEnd) {
   use_template("qwen3/tokenizer_config.json");
