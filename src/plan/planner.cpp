@@ -346,12 +346,12 @@ void add_tail_and_device_stages(const models::ModelConfig& config, const Hardwar
                .bytes(exec::MemorySpace::Gpu) <= gpu_bytes;
   };
   // `with`'s predicted step, with its tail and stages on the device (the
-  // instance depends on neither).
+  // instance depends on neither); `priced`: the candidate's model with the
+  // tail's chunks priced (use_tail_chunk).
   const PlanInstance instance = build_instance(choice.candidate.model);
-  const auto predict = [&](const BatchChoice& with) {
-    CostModel m = with.candidate.model;
+  const auto predict = [&](const BatchChoice& with, const CostModel& priced) {
+    CostModel m = priced;
     m.tail_blocks = with.tail_blocks;
-    use_tail_chunk(m, with.tail_chunk);
     exec::Schedule kept;
     kept.stages_on_device = with.stages_on_device;
     m.stages_on_device = kept.on_device(L);
@@ -367,6 +367,8 @@ void add_tail_and_device_stages(const models::ModelConfig& config, const Hardwar
        piece >= std::max<int64_t>(1, min_chunk_sequences(cm.sizes.seq_len)); piece /= 2)
     if (chunk % piece == 0) tail_chunks.push_back(piece);
   for (const int64_t tail_chunk : tail_chunks) {
+    CostModel priced = cm;
+    use_tail_chunk(priced, tail_chunk);
     bool stages_first_fit = true;
     for (int tail_blocks = 1; fused_tail && !offloaded && tail_blocks <= L; ++tail_blocks) {
       if (passed(deadline)) {
@@ -378,7 +380,7 @@ void add_tail_and_device_stages(const models::ModelConfig& config, const Hardwar
       with.tail_chunk = tail_chunk;
       // Each block more holds more: the first that does not fit ends the search.
       if (!fits(with)) break;
-      with.prediction = predict(with);
+      with.prediction = predict(with, priced);
       if (device_stages) add_stages_on_device(config, hw, with, deadline);
       stopped = stopped || with.search_stopped;
       if (with.prediction.step_s < best.prediction.step_s) best = std::move(with);
@@ -387,7 +389,7 @@ void add_tail_and_device_stages(const models::ModelConfig& config, const Hardwar
       after.tail_chunk = tail_chunk;
       stages_first_fit = stages_first_fit && fits(after);
       if (!stages_first_fit) continue;
-      after.prediction = predict(after);
+      after.prediction = predict(after, priced);
       if (after.prediction.step_s < best.prediction.step_s) best = std::move(after);
     }
   }

@@ -381,6 +381,9 @@ struct Run {
   std::string config_yaml;
   fs::path out_dir;
   fs::path resume_dir;
+  // What resolving --resume passed over and where it looked, for set_up to say.
+  std::vector<std::string> resume_skipped;
+  bool resume_looked_in_out_dir = false;
   bool resumed_from_elsewhere = false;  // resume_dir outside out_dir (earlier_run.h)
   std::optional<data::Tokenizer> tokenizer;
   // The built-in layout the run trains with, as Jinja, for its checkpoints;
@@ -441,16 +444,14 @@ std::vector<std::string> non_finite_now(Run& r) {
 // optimizer and executor, and restores a checkpoint's state.
 void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   const TrainConfig& c = r.config;
-  // The checkpoint first: a --resume with none to take is refused before
-  // the data is read (minutes for millions of rows).
+  // The checkpoint first (resolved before the config was printed): a
+  // --resume with none to take is refused before the data is read (minutes
+  // for millions of rows).
   if (options.resuming || !options.resume.empty()) {
-    std::vector<std::string> skipped;
-    bool looked_in_out_dir = false;
-    r.resume_dir = resolve_checkpoint(options.resume, r.out_dir, &skipped, &looked_in_out_dir);
-    if (looked_in_out_dir)
+    if (r.resume_looked_in_out_dir)
       log.message("--resume " + options.resume + ": not in the current directory; resuming from " +
                   r.resume_dir.string() + " in out.dir");
-    for (const std::string& folder : skipped)
+    for (const std::string& folder : r.resume_skipped)
       log.message("warning: --resume latest skipped " + folder +
                   ": it is not a checkpoint this run can read, and is left in place for you");
     r.resumed_from_elsewhere = resumed_from_another_folder(r.out_dir, r.resume_dir);
@@ -1072,9 +1073,11 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
                                   c.exec.disk_path.empty() ? r.out_dir.string() : c.exec.disk_path))
     print_text(stderr, fmt::format("removed {} activation scratch file(s) a killed run left\n", n));
   // A --resume with no checkpoint to take is refused before the config is
-  // printed (the error would follow a page of it); set_up resolves it again
-  // and says what it skipped.
-  if (!fresh) resolve_checkpoint(options.resume, r.out_dir);
+  // printed (the error would follow a page of it); set_up says what it
+  // skipped.
+  if (!fresh)
+    r.resume_dir = resolve_checkpoint(options.resume, r.out_dir, &r.resume_skipped,
+                                      &r.resume_looked_in_out_dir);
   r.config_yaml = c.to_yaml();
   print_text(stdout,
              fmt::format("lazytrain train: resolved config (saved to {} once the run trains)\n{}",

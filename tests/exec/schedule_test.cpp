@@ -118,14 +118,15 @@ TEST(Schedule, MalformedPlansNameTheField) {
             std::string::npos);
   EXPECT_NE(error(R"({"batch_size": 4})").find("\"boundaries\""), std::string::npos);
   Schedule s = Schedule::all_gpu(3);
+  // validate's error for `s` as a 3-block schedule ("<no error>": none).
+  const auto invalid = [&] { return testing::error_of([&] { validate(s, 3, "plan.json"); }); };
   EXPECT_NE(testing::error_of([&] {
               validate(s, 4, "plan.json");
             }).find("has 4 entries; a model with 4 blocks has 5 boundaries"),
             std::string::npos);
   s.batch_size = 4;
   s.chunk_sequences = 8;
-  EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); }).find("exceeds batch_size"),
-            std::string::npos);
+  EXPECT_NE(invalid().find("exceeds batch_size"), std::string::npos);
   s.chunk_sequences = 2;
   EXPECT_NE(error(R"({"boundaries": [], "stages_on_device": 3})")
                 .find("plan.json: field \"stages_on_device\" must be a list"),
@@ -134,50 +135,42 @@ TEST(Schedule, MalformedPlansNameTheField) {
                 .find("plan.json: stages_on_device[1] must be a stage index >= 0"),
             std::string::npos);
   s.stages_on_device = {0, 5};  // 3 blocks: stages 0..4
-  EXPECT_NE(testing::error_of([&] {
-              validate(s, 3, "plan.json");
-            }).find("stages_on_device[1] must be a stage in [0, 4]"),
-            std::string::npos);
+  EXPECT_NE(invalid().find("stages_on_device[1] must be a stage in [0, 4]"), std::string::npos);
   s.stages_on_device = {2, 1};
-  EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); }).find("ascending"),
-            std::string::npos);
+  EXPECT_NE(invalid().find("ascending"), std::string::npos);
   s.stages_on_device = {1, 2};
-  EXPECT_EQ(testing::error_of([&] { validate(s, 3, "plan.json"); }), "<no error>");
+  EXPECT_EQ(invalid(), "<no error>");
   EXPECT_NE(error(R"({"boundaries": [], "fused_tail": "yes"})")
                 .find("plan.json: field \"fused_tail\" must be a count of blocks >= 0 (or true, "
                       "false), got \"yes\""),
             std::string::npos);
   EXPECT_NE(error(R"({"boundaries": [], "fused_tail": -1})").find("got -1"), std::string::npos);
   s.tail_blocks = 4;
-  EXPECT_NE(testing::error_of([&] {
-              validate(s, 3, "plan.json");
-            }).find("plan.json: fused_tail must be a count of blocks in [0, 3], got 4"),
+  EXPECT_NE(invalid().find("plan.json: fused_tail must be a count of blocks in [0, 3], got 4"),
             std::string::npos);
   // A tail's own chunks: only with a tail, no larger than the chunks.
   s.tail_blocks = 0;
   s.tail_chunk_sequences = 2;
-  EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); })
-                .find("plan.json: field \"tail_chunk_sequences\" is for a fused tail; this "
-                      "schedule has none"),
+  EXPECT_NE(invalid().find("plan.json: field \"tail_chunk_sequences\" is for a fused tail; this "
+                           "schedule has none"),
             std::string::npos);
   s.tail_blocks = 1;
   s.batch_size = 8;
   s.chunk_sequences = 4;
   s.tail_chunk_sequences = 5;
-  EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); })
-                .find("plan.json: field \"tail_chunk_sequences\" (5) exceeds the chunk the other "
-                      "stages run (4)"),
-            std::string::npos);
+  EXPECT_NE(
+      invalid().find("plan.json: field \"tail_chunk_sequences\" (5) exceeds the chunk the other "
+                     "stages run (4)"),
+      std::string::npos);
   s.tail_chunk_sequences = 4;
-  EXPECT_EQ(testing::error_of([&] { validate(s, 3, "plan.json"); }), "<no error>");
+  EXPECT_EQ(invalid(), "<no error>");
   EXPECT_NE(error(R"({"boundaries": [], "tail_chunk_sequences": -2})")
                 .find("plan.json: field \"tail_chunk_sequences\" must be an integer >= 0"),
             std::string::npos);
   s.tail_chunk_sequences = 0;
   s.boundaries[1] = Placement::Disk;
-  EXPECT_NE(testing::error_of([&] { validate(s, 3, "plan.json"); })
-                .find("plan.json: fused_tail needs every boundary on the GPU or recomputed; "
-                      "boundaries[1] is disk"),
+  EXPECT_NE(invalid().find("plan.json: fused_tail needs every boundary on the GPU or recomputed; "
+                           "boundaries[1] is disk"),
             std::string::npos);
 }
 
