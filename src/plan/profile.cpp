@@ -5,18 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <chrono>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <iterator>
-#include <limits>
 #include <vector>
 
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
-#include "core/allocator.h"
 #include "core/error.h"
 #include "core/random.h"
 #include "core/stream.h"
@@ -24,11 +16,10 @@
 #include "core/thread_pool.h"
 #include "exec/memory_budget.h"
 #include "io/disk_offload.h"
-#include "models/causal_lm.h"
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
 #include "plan/planner.h"
-#include "plan/stage_times_fields.h"
+#include "plan/profile_timing.h"
 
 #ifdef LT_WITH_CUDA
 #include "core/cuda/device_info.h"
@@ -39,19 +30,8 @@ namespace lt::plan {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-template <typename Fn>
-double median_seconds(int repeats, Fn&& fn) {
-  std::vector<double> s;
-  for (int k = 0; k < repeats; ++k) {
-    const auto t0 = Clock::now();
-    fn();
-    s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  std::sort(s.begin(), s.end());
-  return s[s.size() / 2];
-}
+using timing::median_seconds;
+using timing::sustained_seconds;
 
 // memcpy over every pool thread; read + write bytes counted (as the figures
 // of docs/gpu-machine.md are).
@@ -96,36 +76,6 @@ double adam_gparams_per_s(int64_t params, int repeats, bool gpu_streaming) {
   return params / 1e9 / median_seconds(repeats, [&] { adam.step(1e-4); });
 }
 
-// A GPU's clock under sustained load is set by its power cap: on the H200
-// a streaming training step draws 620-700 W and runs at 1.58-1.83 GHz,
-// while short bursts run at 1.98 GHz (nvidia-smi beside
-// bench/plan_vs_fixed.sh, 2026-11-30). Stage times taken from bursts came
-// out 12% short of the run's. So on a GPU each figure is taken after
-// kSustainSeconds of the same work queued back to back, and over batches of
-// runs queued back to back (as the executor queues a stage's chunks), each
-// batch lasting at least kMinBatchSeconds.
-constexpr double kSustainSeconds = 0.5;
-constexpr double kMinBatchSeconds = 0.1;
-constexpr int kMaxRunsPerBatch = 1000;
-
-// Seconds per `run` at the sustained clock; `finish` waits for the queued
-// work and `reset` undoes what the runs leave behind (gradients).
-template <typename Run, typename Finish, typename Reset>
-double sustained_seconds(int repeats, Run&& run, Finish&& finish, Reset&& reset) {
-  const auto batch_of = [&](int runs) {
-    for (int k = 0; k < runs; ++k) run();
-    finish();
-    reset();
-  };
-  const double single = median_seconds(1, [&] { batch_of(1); });
-  const int runs = static_cast<int>(std::clamp(std::ceil(kMinBatchSeconds / std::max(single, 1e-9)),
-                                               1.0, static_cast<double>(kMaxRunsPerBatch)));
-  const auto start = Clock::now();
-  while (std::chrono::duration<double>(Clock::now() - start).count() < kSustainSeconds)
-    batch_of(runs);
-  return median_seconds(repeats, [&] { batch_of(runs); }) / runs;
-}
-
 #ifdef LT_WITH_CUDA
 // The device's own update over one tensor of `params` on cuda:0, as the
 // resident executor runs it (bf16 gradients, the bf16 copy written), at the
@@ -160,230 +110,6 @@ Device stage_timing_device() {
   if (cuda::device_count() > 0) return Device::cuda(0);
 #endif
   return Device::cpu();
-}
-
-std::vector<int64_t> default_stage_batch_sizes(Device device, int64_t seq_len) {
-  if (device.is_cpu()) return {1, 2};
-  const int64_t chunk = min_chunk_sequences(seq_len);
-  if (chunk == 1) return {1, 2, kMaxChunkGrowth};
-  return {chunk / 2, chunk, kMaxChunkGrowth * chunk};
-}
-
-std::optional<std::pair<int64_t, int64_t>> working_set_sizes(
-    const models::ModelConfig& config, int64_t seq_len, const std::vector<int64_t>& batch_sizes,
-    Device device) {
-  const int64_t bend = exec::loss_chunk_rows(config.vocab_size, !device.is_cpu());
-  std::vector<int64_t> above, below;
-  for (int64_t b : batch_sizes) {
-    if (b * seq_len >= bend) above.push_back(b);
-    if (b * seq_len <= bend) below.push_back(b);
-  }
-  for (const auto& side : {above, below})
-    if (side.size() >= 2) return std::make_pair(side.front(), side.back());
-  return std::nullopt;
-}
-
-namespace {
-
-// Note [Cold inputs]: in a run, each chunk of a stage reads activations
-// written long before (a boundary, a gradient from the next stage), so they
-// come from device memory. Timed again and again on one input, a small
-// chunk's input stays in the GPU's L2 (50 MB on the H200; a 3B block's
-// input at chunks of 8 is 34 MB), and the profile priced chunks of 8 about
-// 3% faster than runs made them, while chunks of 32 (134 MB, no such help)
-// came out 1% slow (bench/RESULTS.md, sessions 27-28; issue 27). So the
-// timed runs cycle through inputs that together hold kColdInputBytes, more
-// than any GPU's L2. Measured on the H200 (session 31), the block's times
-// per 64 sequences moved by under 0.5% (backward 50.9 ms at chunks of 8,
-// 52.5 at 32), so L2 was not what priced chunks of 32 slow; the inputs stay
-// cycled because a run's are.
-constexpr int64_t kColdInputBytes = int64_t{256} << 20;
-constexpr int kMaxColdInputCopies = 8;
-
-int cold_input_copies(int64_t input_bytes) {
-  return static_cast<int>(
-      std::clamp<int64_t>((kColdInputBytes + input_bytes - 1) / std::max<int64_t>(input_bytes, 1),
-                          1, kMaxColdInputCopies));
-}
-
-// Device bytes free for a measurement: what the driver reports free, and
-// what the caching allocator keeps from earlier measurements (at most its
-// high-water mark `peak_bytes`) beyond the `current_bytes` it hands out.
-int64_t device_room_bytes([[maybe_unused]] Device device, [[maybe_unused]] int64_t peak_bytes,
-                          [[maybe_unused]] int64_t current_bytes) {
-#ifdef LT_WITH_CUDA
-  if (device.is_cuda())
-    return static_cast<int64_t>(cuda::device_free_memory(device.index)) + peak_bytes -
-           current_bytes;
-#endif
-  return std::numeric_limits<int64_t>::max();  // the CPU: sizes there are small (CI)
-}
-
-}  // namespace
-
-StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_len,
-                               std::vector<int64_t> batch_sizes, Device device, int repeats,
-                               std::vector<std::string>* notes) {
-  std::sort(batch_sizes.begin(), batch_sizes.end());
-  LT_CHECK(batch_sizes.size() >= 2 && batch_sizes.front() > 0 &&
-               std::adjacent_find(batch_sizes.begin(), batch_sizes.end()) == batch_sizes.end(),
-           "profile: --batch-sizes needs two or more different sizes > 0");
-  LT_CHECK(seq_len > 0 && repeats >= 1, "profile: --seq-len and --repeats must be > 0");
-  // Every block has the same shape: one is timed.
-  models::ModelConfig one = config;
-  one.num_hidden_layers = 1;
-  Generator gen(1);
-  models::CausalLM model = models::CausalLM::random(one, gen);
-  const DType dtype = device.is_cpu() ? DType::F32 : DType::BF16;
-  if (!device.is_cpu()) model.to(device, dtype);
-  const models::Stage& embed = *model.stages().at(0);
-  const models::Stage& block = *model.stages().at(1);
-  const models::Stage& head = *model.stages().at(2);
-  const auto finish = [&] { current_stream(device).synchronize(); };
-  const auto clear_grads = [&] {
-    for (const auto& [name, p] : model.parameters()) p.set_grad(Tensor());
-  };
-  // The streaming executor's uses (exec/streaming_plan.h): a no-grad
-  // forward, and for backward a forward under grad mode then its backward.
-  // Gradients accumulate over a batch of runs, as over a stage's chunks.
-  auto time = [&](auto&& run) {
-    const auto once = [&] {
-      run();
-      finish();
-      clear_grads();
-    };
-    once();  // warm-up: first-touch allocations, GEMM heuristics
-    if (device.is_cpu()) return median_seconds(repeats, once);
-    return sustained_seconds(repeats, run, finish, clear_grads);
-  };
-  // Device bytes a use holds at its peak beyond what was held before it:
-  // the second of two runs, so that the parameters' .grad from the first
-  // is there and added into, as a stage's later chunks add into it.
-  Allocator& memory = default_allocator(device);
-  auto working_set = [&](auto&& run) {
-    run();
-    finish();
-    const int64_t before = memory.stats().current_bytes;
-    memory.reset_peak();
-    run();
-    finish();
-    const int64_t held = memory.stats().peak_bytes - before;
-    clear_grads();
-    return static_cast<double>(held);
-  };
-  // Per batch size, in kStageTimeCurves' order, and in kStageBytesFits'.
-  std::vector<std::array<double, std::size(kStageTimeCurves)>> seconds;
-  std::vector<std::array<double, std::size(kStageBytesFits)>> bytes;
-  std::vector<int64_t> timed;  // the sizes measured, ascending
-  int64_t high_water = 0;      // the allocator's highest peak so far
-  for (int64_t batch : batch_sizes) {
-    if (timed.size() >= 2) {
-      // What this size would hold: its inputs (ids and targets, x and dy)
-      // and the larger working set, on the line through the two sizes
-      // before it (which over-estimates past the head's bend).
-      const int64_t tokens = batch * seq_len;
-      const double inputs =
-          static_cast<double>(tokens) *
-          (2 * sizeof(int64_t) + 2 * config.hidden_size * dtype_size(dtype)) *
-          static_cast<double>(cold_input_copies(tokens * config.hidden_size *
-                                                static_cast<int64_t>(dtype_size(dtype))));
-      double working = 0;
-      for (size_t k = 0; k < std::size(kStageBytesFits); ++k)
-        working = std::max(
-            working, fit_line(timed.end()[-2], bytes.end()[-2][k], timed.back(), bytes.back()[k])
-                         .at(static_cast<double>(batch)));
-      const int64_t need = static_cast<int64_t>(inputs + working);
-      const int64_t room = device_room_bytes(device, high_water, memory.stats().current_bytes);
-      if (need > room) {
-        if (notes)
-          notes->push_back(fmt::format(
-              "stage_times: batch size {} was not timed: it would hold about {:.1f} GB on {}, "
-              "and {:.1f} GB are free; the times above batch {} extrapolate its last segment",
-              batch, need / 1e9, device.str(), room / 1e9, timed.back()));
-        continue;
-      }
-    }
-    timed.push_back(batch);
-    std::vector<int64_t> id_values(static_cast<size_t>(batch * seq_len));
-    for (auto& id : id_values)
-      id = static_cast<int64_t>(gen.below(static_cast<uint64_t>(config.vocab_size)));
-    const Tensor cpu_ids = Tensor::from_vector(id_values, {batch, seq_len});
-    const Tensor ids = cpu_ids.to(device);
-    const models::StageContext ctx = model.context(
-        seq_len, models::shift_targets(cpu_ids).to(device), static_cast<double>(batch * seq_len));
-    // Note [Cold inputs]: each timed run reads the next of several inputs.
-    std::vector<Tensor> xs, dys;
-    const int copies = cold_input_copies(batch * seq_len * config.hidden_size *
-                                         static_cast<int64_t>(dtype_size(dtype)));
-    for (int k = 0; k < copies; ++k) {
-      xs.push_back(Tensor::randn({batch, seq_len, config.hidden_size}, gen).to(device, dtype));
-      dys.push_back(Tensor::randn({batch, seq_len, config.hidden_size}, gen, DType::F32, 1e-3)
-                        .to(device, dtype));
-    }
-    size_t turn = 0;
-    const auto next_input = [&] { return turn++ % xs.size(); };
-    auto no_grad = [&](const models::Stage& st, const Tensor& in) {
-      NoGradGuard guard;
-      (void)st.forward(in, ctx);
-    };
-    // As the executor's backward use runs it: the output is only backpropagated.
-    models::StageContext backward_ctx = ctx;
-    backward_ctx.output_unread = true;
-    auto with_grad = [&](const models::Stage& st, const Tensor& in, const Tensor& dy,
-                         bool input_grad) {
-      Tensor leaf = in.detach();
-      if (input_grad) leaf.set_requires_grad(true);
-      Tensor out = st.forward(leaf, backward_ctx);
-      if (out.numel() == 1)
-        backward(out);
-      else
-        backward(out, dy);
-    };
-    const auto block_forward = [&] { no_grad(block, xs[next_input()]); };
-    const auto block_backward = [&] {
-      const size_t k = next_input();
-      with_grad(block, xs[k], dys[k], true);
-    };
-    const auto head_step = [&] { with_grad(head, xs[next_input()], Tensor(), true); };
-    // In kStageTimeCurves' order (the fits below walk it).
-    static_assert(std::size(kStageTimeCurves) == 5, "one timing per fit in kStageTimeCurves");
-    seconds.push_back({time([&] { no_grad(embed, ids); }),
-                       time([&] { with_grad(embed, ids, dys[0], false); }), time(block_forward),
-                       time(block_backward), time(head_step)});
-    static_assert(std::size(kStageBytesFits) == 2, "one measurement per fit in kStageBytesFits");
-    bytes.push_back({working_set(block_backward), working_set(head_step)});
-    high_water = std::max(high_water, memory.stats().peak_bytes);
-  }
-  StageTimes t = StageTimes::for_model(config, seq_len);
-  t.device = device.is_cpu() ? "cpu" : "cuda";
-  t.batch_sizes = timed;
-  // Timing noise can make a larger chunk measure faster than a smaller
-  // one, but a stage never gets faster with more sequences: each figure is
-  // at least the one before it.
-  for (size_t k = 0; k < std::size(kStageTimeCurves); ++k) {
-    StageCurve& curve = t.*kStageTimeCurves[k].member;
-    curve.batches = timed;
-    for (const auto& at_size : seconds)
-      curve.seconds.push_back(
-          std::max(at_size[k], curve.seconds.empty() ? 0.0 : curve.seconds.back()));
-  }
-  // The working sets: lines through two sizes on one side of the head's
-  // bend (working_set_sizes), with slope at least 0 and through the larger
-  // of the two figures at the larger size.
-  if (const auto sizes = working_set_sizes(config, seq_len, timed, device)) {
-    const size_t lo =
-        static_cast<size_t>(std::find(timed.begin(), timed.end(), sizes->first) - timed.begin());
-    const size_t hi =
-        static_cast<size_t>(std::find(timed.begin(), timed.end(), sizes->second) - timed.begin());
-    for (size_t k = 0; k < std::size(kStageBytesFits); ++k) {
-      LinearFit& fit = t.*kStageBytesFits[k].member;
-      const double at_lo = bytes[lo][k], at_hi = bytes[hi][k];
-      fit = fit_line(timed[lo], at_lo, timed[hi], at_hi);
-      fit.b = std::max(0.0, fit.b);
-      fit.a = std::max(at_lo, at_hi) - fit.b * static_cast<double>(timed[hi]);
-    }
-  }
-  return t;
 }
 
 ProfileReport measure_profile(const ProfileOptions& o) {

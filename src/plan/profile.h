@@ -62,10 +62,12 @@ Device stage_timing_device();
 // What `lazytrain profile --model` adds: the executor's uses of one stage of
 // each kind (embed, a block, the head), timed on `device` (random weights;
 // f32 on the CPU, bf16 on CUDA) for chunks of each batch size of `seq_len`
-// tokens, each time the median of `repeats` runs after one warm-up, and
-// kept as a curve through the sizes (plan/stage_times.h). On a GPU the
-// runs are queued back to back after half a second of the same work, so
-// the figures hold at the clock its power cap allows under training load.
+// tokens, the sizes of each use taking turns (Note [Sizes timed in turns],
+// plan/profile_timing.h), each size's figure the median of its turns
+// (`repeats` of them; at least 5 on a GPU), and kept as a curve through
+// the sizes (plan/stage_times.h). On a GPU the turns are batches queued
+// back to back after half a second of the same work, so the figures hold
+// at the clock its power cap allows under training load.
 // The chunk sizes `lazytrain profile --model` times when none are given.
 // On a GPU three: the planner's default chunk c (at least kMinChunkTokens
 // tokens, plan/planner.h), half of it, and kMaxChunkGrowth times it, the
@@ -75,8 +77,8 @@ Device stage_timing_device();
 // model's chunk of 8192 tokens takes minutes there.
 std::vector<int64_t> default_stage_batch_sizes(Device device, int64_t seq_len);
 
-// Times the stages at the batch sizes (two or more, different; timed in
-// ascending order), and measures the working sets of a block's backward
+// Times the stages at the batch sizes (two or more, different; taking
+// turns), and measures the working sets of a block's backward
 // and the head step, fitted through working_set_sizes. On a GPU a size
 // past the first two whose measurement would not fit the device's free
 // memory (judged from the working sets of the two before it) is left out,

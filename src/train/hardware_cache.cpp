@@ -33,8 +33,11 @@ namespace fs = std::filesystem;
 // longer runs the block's last GEMM (StageContext::output_unread), so a
 // format-2 block_backward over-prices it by that GEMM. 4: the device's own
 // update rates (gpu_adam(8bit)_gparams_per_s), which a format-3 file lacks
-// and would take from the defaults of another GPU.
-constexpr int kCacheFormat = 4;
+// and would take from the defaults of another GPU. 5: the chunk sizes timed
+// in turns (Note [Sizes timed in turns], plan/profile_timing.h), where a
+// format-4 file timed the largest last, on a hotter GPU, and priced it
+// 1-4% slow.
+constexpr int kCacheFormat = 5;
 
 uint64_t fnv1a(const std::string& text) {
   uint64_t h = 1469598103934665603ULL;

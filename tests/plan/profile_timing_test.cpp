@@ -1,0 +1,53 @@
+// Note [Sizes timed in turns] (plan/profile_timing.h): the order the sizes
+// run in, and that a clock which slows down as the work goes on (a GPU
+// heating towards its power cap) leaves the ratio between sizes alone.
+#include "plan/profile_timing.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <vector>
+
+namespace lt::plan::timing {
+namespace {
+
+TEST(SizesTimedInTurns, EverySizeIsWarmedThenTheyAlternate) {
+  std::vector<size_t> order;
+  int finishes = 0, resets = 0;
+  const std::vector<double> seconds = seconds_in_turns(
+      3, 4, false, [&](size_t i) { order.push_back(i); }, [&] { ++finishes; }, [&] { ++resets; });
+  // One warm-up each, then ascending and descending rounds, one run a turn.
+  const std::vector<size_t> expected = {0, 1, 2, 0, 1, 2, 2, 1, 0, 0, 1, 2, 2, 1, 0};
+  EXPECT_EQ(order, expected);
+  EXPECT_EQ(finishes, 15);  // every run waited for and undone, as a batch of one
+  EXPECT_EQ(resets, 15);
+  ASSERT_EQ(seconds.size(), 3u);
+  for (double s : seconds) EXPECT_GE(s, 0.0);
+}
+
+// Busy-waits `seconds`: sleeping would hand the time to the scheduler's
+// granularity.
+void spin(double seconds) {
+  const auto start = Clock::now();
+  while (seconds_since(start) < seconds) {
+  }
+}
+
+TEST(SizesTimedInTurns, AClockThatSlowsDownKeepsTheRatioBetweenSizes) {
+  // Size 1 is twice size 0's work; every run is 5% slower than the one
+  // before it. Timed one size after the other (the medians of runs 1-5
+  // and 7-11 of 12) the ratio would come out 2 x 1.45 / 1.15 = 2.52; in
+  // turns each size's median run is within a run of the other's.
+  int runs = 0;
+  const auto run = [&](size_t i) {
+    spin(0.005 * (1.0 + static_cast<double>(i)) * (1.0 + 0.05 * runs++));
+  };
+  const std::vector<double> seconds = seconds_in_turns(
+      2, 5, false, run, [] {}, [] {});
+  EXPECT_EQ(runs, 12);
+  ASSERT_EQ(seconds.size(), 2u);
+  EXPECT_NEAR(seconds[1] / seconds[0], 2.0, 0.16);
+}
+
+}  // namespace
+}  // namespace lt::plan::timing
