@@ -4,6 +4,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <utility>
 
@@ -46,11 +47,18 @@ std::pair<int, std::string> key_without_colon(const std::string& text, int error
   std::istringstream lines(text);
   std::string line;
   std::pair<int, std::string> found{0, ""};
+  // A block scalar's lines ('key: |' or 'key: >', then lines indented
+  // deeper than the key) are text, not keys.
+  static const std::regex opens_block_scalar(R"((^|[:\-\s])[|>][-+0-9]*$)");
+  size_t block_indent = std::string::npos;
   for (int number = 1; number <= error_line && std::getline(lines, line); ++number) {
     const size_t content = line.find_first_not_of(" \t\r");
     if (content == std::string::npos) continue;
+    if (block_indent != std::string::npos && content > block_indent) continue;
+    block_indent = std::string::npos;
     const size_t end = line.find_last_not_of(" \t\r");
     const std::string body = line.substr(content, end - content + 1);
+    if (std::regex_search(body, opens_block_scalar)) block_indent = content;
     if (body.find(':') != std::string::npos ||
         std::string("-#[{\"'|>&*!%@`").find(body[0]) != std::string::npos)
       continue;

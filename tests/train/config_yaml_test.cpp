@@ -126,6 +126,12 @@ TEST_F(ConfigYaml, AKeyWithoutItsColonIsNamed) {
                   "missing after the key ('steps: 3')?");
   // A list item, a comment or a file failing for another reason are no
   // key without a colon.
+  // A block scalar's text is no key, and the key below it is still found.
+  m = error_of("model:\n  path: m\n  note: >-\n    some text\n  steps: [3\n");
+  EXPECT_MENTIONS(m, "not valid YAML");
+  EXPECT_EQ(m.find("has no ':'"), std::string::npos) << m;
+  m = error_of("model:\n  note: |\n    text\n  path m\n  other: 1\n");
+  EXPECT_MENTIONS(m, "line 4 ('path m') has no ':'");
   m = error_of("# a comment\nmodel: [unclosed\n");
   EXPECT_MENTIONS(m, "not valid YAML");
   EXPECT_EQ(m.find("has no ':'"), std::string::npos) << m;
