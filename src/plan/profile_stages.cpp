@@ -29,6 +29,7 @@
 #endif
 
 namespace lt::plan {
+
 std::vector<int64_t> default_stage_batch_sizes(Device device, int64_t seq_len) {
   if (device.is_cpu()) return {1, 2};
   const int64_t chunk = min_chunk_sequences(seq_len);
@@ -68,8 +69,9 @@ constexpr int64_t kColdInputBytes = int64_t{256} << 20;
 constexpr int kMaxColdInputCopies = 8;
 
 // Rounds of Note [Sizes timed in turns] on a GPU (at least; `repeats` when
-// more): the median of 5 takes two outliers on either side at the cost of
-// about as much time as 3 sizes after their own half second each did.
+// more): the median of 5 is unmoved by two outliers, and the 5 rounds of 3
+// sizes take about as long as the 3 sizes did one after another, each
+// after its own half second of load and 3 batches.
 constexpr int kRoundsOnGpu = 5;
 
 int cold_input_copies(int64_t input_bytes) {
@@ -188,7 +190,7 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
       // and the larger working set, on the line through the two sizes
       // before it (which over-estimates past the head's bend). The
       // smaller sizes' inputs stay held (their times are taken in turns
-      // with this one's), and room_bytes counts them.
+      // with this one's), and device_room_bytes counts them.
       const int64_t tokens = batch * seq_len;
       const double input_bytes =
           static_cast<double>(tokens) *
