@@ -6,8 +6,9 @@
 # planner's choice, its profile measured on the fly) and the hand schedules
 # named (default: chunks of 32 with a tail of 4 in pieces of 8), then any
 # further runs of offload_3b.sh named in LT_CHOICE_MORE (stream7b24, ...).
-# Under OUT: bench.txt, profile.yaml, the hardware cache the planner priced
-# with, and each streaming run's log and trace (for bench/use_vs_profile.py).
+# Under OUT: bench.txt, profile.yaml, and runs.tar.xz with the hardware cache
+# the planner priced with and each run's log and trace (for
+# bench/use_vs_profile.py): the device tool brings back only a few files.
 # Usage: bench/chunk_choice.sh OUT [schedules...]   (needs build-gpu/lazytrain)
 set -uo pipefail
 out=${1:?usage: bench/chunk_choice.sh OUT [schedules...]}
@@ -23,9 +24,10 @@ nvidia-smi --query-gpu=name,power.limit,clocks.sm,temperature.gpu --format=csv >
   --out "$out/profile.yaml" > "$out/profile.txt" 2>&1
 runs="resident streaming $schedules ${LT_CHOICE_MORE:-}"
 LT_BENCH_BIN=$bin bash bench/offload_3b.sh "$work" $runs > "$out/bench.txt" 2>&1
-cp -r "$work/hardware-cache" "$out/" 2>/dev/null
+files=(hardware-cache)
 for run in $runs; do
-  cp "$work/$run.log" "$out/" 2>/dev/null
-  [ "$run" = resident ] || cp "$work/$run/trace.json" "$out/$run.trace.json" 2>/dev/null
+  files+=("$run.log")
+  [ "$run" = resident ] || files+=("$run/trace.json")
 done
+tar -C "$work" -cJf "$out/runs.tar.xz" --ignore-failed-read "${files[@]}" 2>/dev/null
 exit 0
