@@ -7,7 +7,6 @@
 #include <array>
 #include <iterator>
 #include <limits>
-#include <memory>
 #include <vector>
 
 #include "autograd/engine.h"
@@ -144,7 +143,7 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
     size_t turn = 0;
     size_t next_input() { return turn++ % xs.size(); }
   };
-  std::vector<std::unique_ptr<SizeInputs>> inputs;  // per size timed
+  std::vector<SizeInputs> inputs;  // per size timed
   const auto no_grad = [&](const models::Stage& st, const Tensor& in, const SizeInputs& at) {
     NoGradGuard guard;
     (void)st.forward(in, at.ctx);
@@ -164,7 +163,7 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
   static_assert(std::size(kStageTimeCurves) == 5, "one use per fit in kStageTimeCurves");
   enum Use : size_t { kEmbedForward, kEmbedBackward, kBlockForward, kBlockBackward, kHeadStep };
   const auto run_use = [&](size_t use, size_t size) {
-    SizeInputs& at = *inputs[size];
+    SizeInputs& at = inputs[size];
     switch (use) {
       case kEmbedForward:
         return no_grad(embed, at.ids, at);
@@ -214,24 +213,23 @@ StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_le
       }
     }
     timed.push_back(batch);
-    auto at = std::make_unique<SizeInputs>();
+    SizeInputs& at = inputs.emplace_back();
     std::vector<int64_t> id_values(static_cast<size_t>(batch * seq_len));
     for (auto& id : id_values)
       id = static_cast<int64_t>(gen.below(static_cast<uint64_t>(config.vocab_size)));
     const Tensor cpu_ids = Tensor::from_vector(id_values, {batch, seq_len});
-    at->ids = cpu_ids.to(device);
-    at->ctx = model.context(seq_len, models::shift_targets(cpu_ids).to(device),
-                            static_cast<double>(batch * seq_len));
-    at->backward_ctx = at->ctx;
-    at->backward_ctx.output_unread = true;
+    at.ids = cpu_ids.to(device);
+    at.ctx = model.context(seq_len, models::shift_targets(cpu_ids).to(device),
+                           static_cast<double>(batch * seq_len));
+    at.backward_ctx = at.ctx;
+    at.backward_ctx.output_unread = true;
     const int copies = cold_input_copies(batch * seq_len * config.hidden_size *
                                          static_cast<int64_t>(dtype_size(dtype)));
     for (int k = 0; k < copies; ++k) {
-      at->xs.push_back(Tensor::randn({batch, seq_len, config.hidden_size}, gen).to(device, dtype));
-      at->dys.push_back(Tensor::randn({batch, seq_len, config.hidden_size}, gen, DType::F32, 1e-3)
-                            .to(device, dtype));
+      at.xs.push_back(Tensor::randn({batch, seq_len, config.hidden_size}, gen).to(device, dtype));
+      at.dys.push_back(Tensor::randn({batch, seq_len, config.hidden_size}, gen, DType::F32, 1e-3)
+                           .to(device, dtype));
     }
-    inputs.push_back(std::move(at));
     const size_t size = inputs.size() - 1;
     static_assert(std::size(kStageBytesFits) == 2, "one measurement per fit in kStageBytesFits");
     bytes.push_back({working_set([&] { run_use(kBlockBackward, size); }),

@@ -50,18 +50,28 @@ inline int runs_per_batch(double single) {
                                      static_cast<double>(kMaxRunsPerBatch)));
 }
 
-// Seconds per `run` at the sustained clock; `finish` waits for the queued
-// work and `reset` undoes what the runs leave behind (gradients).
+// Queues `runs` runs back to back, waits for them (`finish`) and undoes
+// what they leave behind (`reset`: gradients).
+template <typename Run, typename Finish, typename Reset>
+void run_batch(int runs, Run& run, Finish& finish, Reset& reset) {
+  for (int k = 0; k < runs; ++k) run();
+  finish();
+  reset();
+}
+
+// Runs `batch` for kSustainSeconds, until the clock is the sustained one.
+template <typename Batch>
+void sustain_load(Batch&& batch) {
+  const auto start = Clock::now();
+  while (seconds_since(start) < kSustainSeconds) batch();
+}
+
+// Seconds per `run` at the sustained clock (run_batch's arguments).
 template <typename Run, typename Finish, typename Reset>
 double sustained_seconds(int repeats, Run&& run, Finish&& finish, Reset&& reset) {
-  const auto batch_of = [&](int runs) {
-    for (int k = 0; k < runs; ++k) run();
-    finish();
-    reset();
-  };
+  const auto batch_of = [&](int runs) { run_batch(runs, run, finish, reset); };
   const int runs = runs_per_batch(median_seconds(1, [&] { batch_of(1); }));
-  const auto start = Clock::now();
-  while (seconds_since(start) < kSustainSeconds) batch_of(runs);
+  sustain_load([&] { batch_of(runs); });
   return median_seconds(repeats, [&] { batch_of(runs); }) / runs;
 }
 
@@ -89,19 +99,15 @@ template <typename Run, typename Finish, typename Reset>
 std::vector<double> seconds_in_turns(size_t sizes, int rounds, bool sustained, Run&& run,
                                      Finish&& finish, Reset&& reset) {
   const auto batch_of = [&](size_t i, int runs) {
-    for (int k = 0; k < runs; ++k) run(i);
-    finish();
-    reset();
+    const auto run_i = [&] { run(i); };
+    run_batch(runs, run_i, finish, reset);
   };
   std::vector<int> runs(sizes, 1);
   for (size_t i = 0; i < sizes; ++i) {
     batch_of(i, 1);  // warm-up: first-touch allocations, GEMM heuristics
     if (sustained) runs[i] = runs_per_batch(median_seconds(1, [&] { batch_of(i, 1); }));
   }
-  if (sustained && sizes > 0) {
-    const auto start = Clock::now();
-    while (seconds_since(start) < kSustainSeconds) batch_of(sizes - 1, runs[sizes - 1]);
-  }
+  if (sustained && sizes > 0) sustain_load([&] { batch_of(sizes - 1, runs[sizes - 1]); });
   std::vector<std::vector<double>> samples(sizes);
   for (int r = 0; r < rounds; ++r) {
     for (size_t k = 0; k < sizes; ++k) {

@@ -444,10 +444,9 @@ std::vector<std::string> non_finite_now(Run& r) {
 // optimizer and executor, and restores a checkpoint's state.
 void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   const TrainConfig& c = r.config;
-  // The checkpoint first (resolved before the config was printed): a
-  // --resume with none to take is refused before the data is read (minutes
-  // for millions of rows).
-  if (options.resuming || !options.resume.empty()) {
+  // The checkpoint first: run_training resolved --resume (refusing one with
+  // none to take) before the config was printed and the data read.
+  if (!r.resume_dir.empty()) {
     if (r.resume_looked_in_out_dir)
       log.message("--resume " + options.resume + ": not in the current directory; resuming from " +
                   r.resume_dir.string() + " in out.dir");
