@@ -79,12 +79,14 @@ void add_profile_command(CLI::App& app) {
       r = plan::measure_profile_for_model(*options, config, seq_len, timing->batch_sizes);
     }
     io::write_file_atomic(*out, r.profile.to_yaml());
+    // stdout is the profile alone, so `profile > hw.yaml` is one too; what
+    // was measured and the notes go to stderr.
     fmt::print("{}", r.profile.to_yaml());
     std::string measured;
     for (const auto& k : r.measured) measured += (measured.empty() ? "" : ", ") + k;
-    fmt::print("measured: {}\n", measured);
-    for (const auto& n : r.notes) fmt::print("note: {}\n", n);
-    fmt::print("written to {}\n", *out);
+    fmt::print(stderr, "measured: {}\n", measured);
+    for (const auto& n : r.notes) fmt::print(stderr, "note: {}\n", n);
+    fmt::print(stderr, "written to {}\n", *out);
   });
 }
 

@@ -43,6 +43,7 @@ void show_dataset_rows(const data::Tokenizer& tokenizer, const TokenizeDataOptio
   dataset.response_field = options.response_field;
   dataset.settings = data::kCommandOptions;
   dataset.tokenizer_path = options.tokenizer;
+  dataset.accept_mostly_bad = true;  // the listing is what a broken file needs
   data::DatasetReport report;
   const std::vector<data::Sample> samples =
       data::load_dataset(options.data, &tokenizer, dataset, &report);

@@ -377,6 +377,15 @@ class DatasetLoader {
            report_.problems.empty() ? "" : report_.problems.front(), ")");
     }
     report_.samples = static_cast<int64_t>(samples_.size());
+    if (report_.skipped > report_.samples && !options_.accept_mostly_bad) {
+      fail(file_.string(), ": ", report_.skipped, " of ", report_.rows,
+           " rows are bad, more than the usable ones (", report_.samples,
+           "); the first: ", report_.problems.front(),
+           ". A file mostly unusable is most often the wrong file, or rows in another format "
+           "than ",
+           report_.format, " (", options_.settings.format,
+           "); lazytrain tokenize --data lists its problems");
+    }
     if (calls_without_tools_ > 0) {
       // transformers renders them so, but a misspelt key ("tool") is the
       // likelier cause than a model meant to call tools it was never shown.

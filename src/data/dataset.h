@@ -53,7 +53,8 @@
 // empty response, an id outside the vocabulary) are counted and the first
 // ones described as "file:line: field \"f\": what".
 // They are skipped, or with strict the first is an lt::Error with that
-// text. A file with no usable sample is an lt::Error.
+// text. A file with no usable sample is an lt::Error, and so is one with
+// more bad rows than usable ones unless options.accept_mostly_bad.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -79,6 +80,11 @@ struct DatasetOptions {
   std::string template_name = "auto";  // auto | chatml | qwen3 | llama3 | plain
   bool train_on_prompt = false;  // also train on prompt tokens (system/user turns, template text)
   bool strict = false;           // the first bad row is an error instead of being skipped
+  // Without it, a file with more bad rows than usable ones is an lt::Error:
+  // a run on the few good rows of the wrong file, or of rows in another
+  // format, would otherwise train and exit 0. `tokenize --data` sets it: it
+  // lists a file's problems, however many.
+  bool accept_mostly_bad = false;
   // query_response field names; empty = detect from the first row.
   std::string prompt_field, response_field;
   // Set: the fields are defaults (a checkpoint's trained ones), taken only

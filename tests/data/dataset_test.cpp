@@ -377,6 +377,14 @@ TEST(Dataset, ATextFileWithCrlfLineBreaksReadsAsPython) {
   }
 }
 
+// The options of `tokenize --data`, which lists a file's problems however
+// many: the tests below look at each bad row's report.
+DatasetOptions listing() {
+  DatasetOptions options;
+  options.accept_mostly_bad = true;
+  return options;
+}
+
 TEST(Dataset, TokensAsTheyAre) {
   DatasetReport report;
   std::vector<Sample> samples = load_dataset(data_file("tokens.jsonl"), nullptr, {}, &report);
@@ -398,7 +406,7 @@ TEST(Dataset, TokensAsTheyAre) {
                             "{\"input_ids\": [1, -3]}\n"
                             "{\"input_ids\": [1, 2], \"labels\": [-100, 2]}\n");
   const Tokenizer& gpt2 = reference_tokenizer("gpt2");
-  samples = load_dataset(file, &gpt2, {}, &report);
+  samples = load_dataset(file, &gpt2, listing(), &report);
   ASSERT_EQ(samples.size(), 1u);
   EXPECT_EQ(samples[0].labels, (std::vector<int32_t>{-100, 2}));
   const std::string f = file.string();
@@ -416,7 +424,8 @@ TEST(Dataset, TokensAsTheyAre) {
 TEST(Dataset, BadRowsAreCountedAndReportedWithTheirLines) {
   const Tokenizer& gpt2 = reference_tokenizer("gpt2");
   DatasetReport report;
-  std::vector<Sample> samples = load_dataset(data_file("bad_rows.jsonl"), &gpt2, {}, &report);
+  std::vector<Sample> samples =
+      load_dataset(data_file("bad_rows.jsonl"), &gpt2, listing(), &report);
   EXPECT_EQ(report.rows, 9);  // the blank line 3 is not a row
   EXPECT_EQ(report.samples, 2);
   EXPECT_EQ(report.skipped, 7);
@@ -485,7 +494,8 @@ TEST(Dataset, AJsonLinesFileWhoseFirstLineIsAnArrayIsRefused) {
 TEST(Dataset, BadConversationsNameTheTurn) {
   const Tokenizer& gpt2 = reference_tokenizer("gpt2");
   DatasetReport report;
-  std::vector<Sample> samples = load_dataset(data_file("bad_sharegpt.jsonl"), &gpt2, {}, &report);
+  std::vector<Sample> samples =
+      load_dataset(data_file("bad_sharegpt.jsonl"), &gpt2, listing(), &report);
   EXPECT_EQ(samples.size(), 1u);
   const std::string f = data_file("bad_sharegpt.jsonl").string();
   EXPECT_EQ(
@@ -579,11 +589,32 @@ TEST(Dataset, ReportsOnlyTheFirstProblemsButCountsAll) {
   TempDir dir;
   fs::path file = dir.write("many.jsonl", contents);
   DatasetReport report;
-  load_dataset(file, &gpt2, {}, &report);
+  load_dataset(file, &gpt2, listing(), &report);
   EXPECT_EQ(report.skipped, 30);
   ASSERT_EQ(report.problems.size(), kMaxReportedProblems);
   EXPECT_EQ(report.problems.back(),
             file.string() + ":21: field \"text\": expected a string, found number");
+}
+
+// One good row among 30 bad ones (the wrong file, rows in another format)
+// trained on that row alone and exited 0, the 30 named only as skipped.
+// More bad rows than good is refused, naming the file, the counts and the
+// first problem; as many bad as good still loads.
+TEST(Dataset, AFileOfMoreBadRowsThanGoodIsRefused) {
+  const Tokenizer& gpt2 = reference_tokenizer("gpt2");
+  TempDir dir;
+  const fs::path mostly_bad =
+      dir.write("mostly_bad.jsonl", "{\"text\": \"good\"}\n{\"text\": 1}\ngarbage\n");
+  const std::string error = error_of([&] { load_dataset(mostly_bad, &gpt2, {}, nullptr); });
+  EXPECT_TRUE(error.starts_with(
+      mostly_bad.string() + ": 2 of 3 rows are bad, more than the usable ones (1); the first: " +
+      mostly_bad.string() + ":2: field \"text\": expected a string, found number. "))
+      << error;
+  EXPECT_NE(error.find("format than text (data.format)"), std::string::npos) << error;
+  const fs::path half = dir.write("half.jsonl", "{\"text\": \"good\"}\n{\"text\": 1}\n");
+  DatasetReport report;
+  EXPECT_EQ(load_dataset(half, &gpt2, {}, &report).size(), 1u);
+  EXPECT_EQ(report.skipped, 1);
 }
 
 TEST(Dataset, ByteOrderMarkCrlfAndJsonEscapes) {

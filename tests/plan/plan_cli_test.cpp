@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <utility>
 
 #include "exec/schedule.h"
@@ -450,6 +451,25 @@ TEST_F(PlanCommand, ProfileSaysWhenTheWorkingSetsAreLeftOut) {
                               "seq_len 64 lie on both sides of one loss chunk (256 tokens)"),
             std::string::npos)
       << profiled.out;
+}
+
+// `profile > hw.yaml` wrote "measured:", the notes and "written to" after
+// the YAML, which plan then refused: stdout is the profile alone, as --out
+// writes it, and the rest goes to stderr.
+TEST_F(PlanCommand, ProfilePrintsOnlyTheProfileOnStdout) {
+  const std::string model = std::string(LT_SOURCE_DIR) + "/tests/models/fixtures/families/llama";
+  const fs::path hw = dir_ / "hw.yaml";
+  const CliResult r = run_lazytrain("profile --model " + model +
+                                        " --seq-len 16 --batch-sizes 1,2 --disk-mb 4 --repeats 1 "
+                                        "--disk-path " +
+                                        dir_.string() + " --out " + hw.string(),
+                                    dir_ / "stderr.txt");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::stringstream written;
+  written << std::ifstream(hw).rdbuf();
+  EXPECT_EQ(r.out, written.str());
+  EXPECT_NE(r.err.find("measured: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("written to " + hw.string()), std::string::npos) << r.err;
 }
 
 // Three sizes, given out of order (128, 256 and 512 tokens against the
