@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <system_error>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -54,11 +55,18 @@ std::string resolve_config_file(const std::string& file) {
              asset.string(), " in the bundled assets (", assets_dir().string(), ")");
     return asset.string();
   }
-  const std::string folder = "recipes/";
-  if (file.rfind(folder, 0) == 0 && !std::filesystem::exists(file, ec) &&
-      std::filesystem::is_regular_file(recipes_dir() / file.substr(folder.size()), ec)) {
-    fail("config file '", file, "' does not exist here; the recipe of that name is '", prefix,
-         file.substr(folder.size()), "' (", recipes_dir().string(), ")");
+  // Run from another folder than the source tree, "recipes/x.yaml" or
+  // "assets/demo/gsm8k.yaml" (as the bundled files' own headers write them)
+  // name nothing: said with the name that works from anywhere.
+  if (std::filesystem::exists(file, ec)) return file;
+  for (const auto& [folder, dir, what] :
+       {std::tuple{std::string("recipes/"), recipes_dir(), "the recipe"},
+        std::tuple{std::string("assets/"), assets_dir(), "the bundled file"}}) {
+    if (file.rfind(folder, 0) == 0 &&
+        std::filesystem::is_regular_file(dir / file.substr(folder.size()), ec)) {
+      fail("config file '", file, "' does not exist here; ", what, " of that name is '@", file,
+           "' (", dir.string(), ")");
+    }
   }
   return file;
 }

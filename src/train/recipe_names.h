@@ -14,8 +14,9 @@ namespace lt::train {
 // The config file a command was given, as a path: "@recipes/NAME" and
 // "@assets/PATH" (a bundled asset, as config paths name them) resolved, any
 // other name as given. Throws, naming the recipes there are, for a
-// recipe that does not exist; for a "recipes/NAME" that does not exist in
-// the working folder but is a recipe, says to write "@recipes/NAME".
+// recipe that does not exist; for a "recipes/NAME" or "assets/PATH" that
+// does not exist in the working folder but is bundled, says to write
+// "@recipes/NAME" or "@assets/PATH".
 std::string resolve_config_file(const std::string& file);
 
 // $LT_RECIPES_DIR (an installed lazytrain sets it: share/lazytrain/recipes),

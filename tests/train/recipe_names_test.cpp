@@ -94,6 +94,12 @@ TEST_F(RecipeNames, ARecipesPathThatIsNotHereNamesTheRecipe) {
   // Neither a file here nor a recipe: the plain message.
   EXPECT_MENTIONS(error_loading("recipes/mine.yaml"),
                   "config file 'recipes/mine.yaml' does not exist");
+  // The demo's own header says "lazytrain train assets/demo/gsm8k.yaml".
+  EXPECT_MENTIONS(error_loading("assets/demo/gsm8k.yaml"),
+                  "config file 'assets/demo/gsm8k.yaml' does not exist here; the bundled file "
+                  "of that name is '@assets/demo/gsm8k.yaml'");
+  EXPECT_MENTIONS(error_loading("assets/demo/mine.yaml"),
+                  "config file 'assets/demo/mine.yaml' does not exist");
 }
 
 TEST_F(RecipeNames, LtRecipesDirPointsElsewhere) {
