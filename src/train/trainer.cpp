@@ -624,14 +624,10 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     r.batcher->restore(r.state.sampler);
     r.executor->resume_at(r.state.step);
     log.message(fmt::format("resumed from {} at step {}", r.resume_dir.string(), r.state.step));
-    if (r.state.step >= c.train.steps)
-      log.message(fmt::format(
-          "resume: the checkpoint is at step {} and train.steps is {}: nothing is left to train "
-          "(set train.steps above {} to train on)",
-          r.state.step, c.train.steps, r.state.step));
   }
   r.state.data = std::move(fingerprints);
-  LT_CHECK(r.state.step < c.train.steps || !r.resume_dir.empty(), "nothing to do");
+  // run_training returned before set_up for a checkpoint at train.steps.
+  LT_CHECK(r.state.step < c.train.steps, "nothing to do");
   check_no_foreign_step_folders(r.out_dir, r.state.step, c.train.steps);
 
   r.lr_schedule.name = c.sched.name;
@@ -1074,9 +1070,22 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // A --resume with no checkpoint to take is refused before the config is
   // printed (the error would follow a page of it); set_up says what it
   // skipped.
-  if (!fresh)
+  if (!fresh) {
     r.resume_dir = resolve_checkpoint(options.resume, r.out_dir, &r.resume_skipped,
                                       &r.resume_looked_in_out_dir);
+    // Said before the model and the data load, and without the end's
+    // evaluation and sample (`lazytrain eval` scores a checkpoint): a run
+    // re-started until done ends here, exit 0.
+    if (const int64_t at = read_trainer_state(r.resume_dir).step; at >= c.train.steps) {
+      print_text(stdout, fmt::format("resume: {} is at step {} and train.steps is {}: nothing is "
+                                     "left to train (set train.steps above {} to train on)\n",
+                                     r.resume_dir.string(), at, c.train.steps, at));
+      TrainRunResult done;
+      done.steps_done = at;
+      done.last_checkpoint = r.resume_dir.string();
+      return done;
+    }
+  }
   r.config_yaml = c.to_yaml();
   print_text(stdout,
              fmt::format("lazytrain train: resolved config (saved to {} once the run trains)\n{}",

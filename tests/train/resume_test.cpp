@@ -159,5 +159,36 @@ TEST(Resume, ANothingToResumeIsRefusedBeforeTheDataIsRead) {
   EXPECT_EQ(printed.find("resolved config"), std::string::npos) << printed;
 }
 
+// `--resume latest` where the checkpoint is at train.steps (train.steps
+// not raised) loaded the model and the data, evaluated and sampled, then
+// said in passing that nothing was left. It ends before the data is read:
+// here a data file that has since gained a bad row under data.strict would
+// have failed the run.
+TEST(Resume, NothingLeftToTrainEndsBeforeTheDataIsRead) {
+  TempDir tmp("resume_done");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
+  const TrainConfig done = fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "run",
+                                          {"train.steps=2", "train.batch_size=4"});
+  train_quietly(done);
+  write_text(tmp / "data.jsonl", "{\"input_ids\": [1, 2, 3]}\nnot json\n");
+  TrainConfig again = done;
+  again.data.strict = true;
+  ::testing::internal::CaptureStdout();
+  TrainRunOptions options;
+  options.resume = "latest";
+  const TrainRunResult r = run_training(again, options);
+  const std::string printed = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(r.steps_done, 2);
+  EXPECT_FALSE(r.saved);
+  EXPECT_EQ(r.last_checkpoint, (tmp / "run" / "step-2").string());
+  EXPECT_NE(printed.find("resume: " + (tmp / "run" / "step-2").string() +
+                         " is at step 2 and train.steps is 2: nothing is left to train (set "
+                         "train.steps above 2 to train on)"),
+            std::string::npos)
+      << printed;
+  EXPECT_EQ(printed.find("resolved config"), std::string::npos) << printed;
+  EXPECT_EQ(read_metrics(tmp / "run").size(), 2u);
+}
+
 }  // namespace
 }  // namespace lt::train::testing
