@@ -327,10 +327,10 @@ ResumeChanges compare_with_checkpoint(const TrainConfig& c, const fs::path& resu
     // checkpoint's steps followed.
     if (change.rfind("train.steps:", 0) == 0) {
       if (c.sched.name != "constant")
-        log.message(
-            fmt::format("resume: {} (the checkpoint's -> this run's) stretches the "
-                        "learning-rate schedule (sched.name {}) over the new length",
-                        change, c.sched.name));
+        log.message(fmt::format(
+            "resume: {} (the checkpoint's -> this run's) {} the "
+            "learning-rate schedule (sched.name {}) over the new length",
+            change, c.train.steps > saved.train.steps ? "stretches" : "compresses", c.sched.name));
       continue;
     }
     if (change.rfind("out.", 0) == 0) continue;

@@ -143,6 +143,30 @@ TEST(Resume, AnOptimizerFileThatDoesNotFitIsNamed) {
                   "missing");
 }
 
+// A resume to fewer steps than the checkpoint's run had (but more than its
+// step) said the schedule was stretched; it is compressed.
+TEST(Resume, ANewLengthSaysWhetherTheScheduleStretchesOrCompresses) {
+  TempDir tmp("resume_length");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
+  const std::vector<std::string> six = {"train.steps=6", "train.batch_size=4", "train.save_every=2",
+                                        "train.keep_last=5", "sched.name=cosine"};
+  train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "a", six));
+  for (const auto& [steps, says] : {std::pair{3, "compresses"}, std::pair{8, "stretches"}}) {
+    std::vector<std::string> overrides = six;
+    overrides[0] = "train.steps=" + std::to_string(steps);
+    const fs::path out = tmp / ("to_" + std::to_string(steps));
+    ::testing::internal::CaptureStderr();
+    train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", out, overrides),
+                  (tmp / "a" / "step-2").string());
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(log.find("resume: train.steps: 6 -> " + std::to_string(steps) +
+                       " (the checkpoint's -> this run's) " + says +
+                       " the learning-rate schedule (sched.name cosine)"),
+              std::string::npos)
+        << log;
+  }
+}
+
 // `--resume latest` with no checkpoint to take is refused before the data
 // is read (tokenizing millions of rows took minutes first): here a data
 // file with a bad row under data.strict would have failed the run instead.
