@@ -196,7 +196,9 @@ std::vector<std::string> config_overrides(const PlanArgs& args, const CLI::App& 
 // (train::resolve_run, the same call), printed instead of run; the flags
 // set their keys (Note [Plan flags with --config]).
 void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
-  const train::TrainConfig c = train::load_train_config(args.config, config_overrides(args, cmd));
+  // The data is not read: a recipe plans before its data is there.
+  const train::TrainConfig c = train::load_train_config(args.config, config_overrides(args, cmd),
+                                                        train::DataFiles::kNotRead);
   if (!args.out.empty()) io::check_can_write(args.out, "--out");  // before the solve
   const models::ModelConfig model = load_model_config(c.model.path, "config key 'model.path': ");
   const train::RunPlan p = train::resolve_run(c, model, train::PlanTarget::ProfiledGpu);

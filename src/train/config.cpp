@@ -529,7 +529,7 @@ void check_template(const std::string& value, const std::string& key) {
 }
 
 // data.path, or data.sources with every entry's fields; data.eval_split.
-void check_data_sources(const TrainConfig::Data& data) {
+void check_data_sources(const TrainConfig::Data& data, DataFiles data_files) {
   namespace fs = std::filesystem;
   LT_CHECK(data.path.empty() || data.sources.empty(),
            "config key 'data.sources' is set, and 'data.path' too; give one (data.path is the "
@@ -537,7 +537,8 @@ void check_data_sources(const TrainConfig::Data& data) {
   LT_CHECK(!data.path.empty() || !data.sources.empty(),
            "config key 'data.path' is required (a dataset file), or 'data.sources' (a list of "
            "{path, weight, ...})");
-  if (!data.path.empty())
+  const bool read = data_files == DataFiles::kRead;
+  if (!data.path.empty() && read)
     if (const std::string why = why_not_a_file(data.path); !why.empty())
       fail("config key 'data.path': ", why);
   bool any_train = data.sources.empty();
@@ -545,7 +546,7 @@ void check_data_sources(const TrainConfig::Data& data) {
     const data::DataSource& s = data.sources[i];
     const std::string key = "data.sources[" + std::to_string(i) + "]";
     LT_CHECK(!s.path.empty(), "config key '", key, ".path' is required (a dataset file)");
-    if (const std::string why = why_not_a_file(s.path); !why.empty())
+    if (const std::string why = read ? why_not_a_file(s.path) : ""; !why.empty())
       fail("config key '", key, ".path': ", why);
     LT_CHECK(std::isfinite(s.weight) && s.weight > 0, "config key '", key, ".weight' (", s.path,
              ") must be a positive number, got ", s.weight);
@@ -570,7 +571,7 @@ void check_data_sources(const TrainConfig::Data& data) {
 
 }  // namespace
 
-void TrainConfig::validate() const {
+void TrainConfig::validate(DataFiles data_files) const {
   namespace fs = std::filesystem;
   LT_CHECK(!model.path.empty(),
            "config key 'model.path' is required (a Hugging Face model folder)");
@@ -585,8 +586,8 @@ void TrainConfig::validate() const {
                      : "");
   }
   check_one_of(model.init, "model.init", "auto", "pretrained", "random");
-  check_data_sources(data);
-  if (!data.eval_path.empty())
+  check_data_sources(data, data_files);
+  if (!data.eval_path.empty() && data_files == DataFiles::kRead)
     if (const std::string why = why_not_a_file(data.eval_path); !why.empty())
       fail("config key 'data.eval_path': ", why);
   check_one_of(data.eval_task, "data.eval_task", "", "math");
@@ -828,9 +829,9 @@ std::vector<std::pair<std::string, std::string>> flat_values(const TrainConfig& 
 
 }  // namespace
 
-void TrainConfig::validate_naming_sources() const {
+void TrainConfig::validate_naming_sources(DataFiles data_files) const {
   try {
-    validate();
+    validate(data_files);
   } catch (const Error& e) {
     // The first key the message names, and where its value was set.
     const std::string message = e.what(), mark = "config key '";
@@ -852,10 +853,11 @@ void TrainConfig::validate_naming_sources() const {
   }
 }
 
-TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides) {
+TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides,
+                              DataFiles data_files) {
   TrainConfig config = assemble(file, overrides);
   try {
-    config.validate_naming_sources();
+    config.validate_naming_sources(data_files);
   } catch (const Error& e) {
     // A key the file leaves out was set nowhere: the file is still the
     // one to change.

@@ -14,6 +14,10 @@
 
 namespace lt::train {
 
+// Whether the command reads the config's data files (data.path,
+// data.sources, data.eval_path), which must then exist.
+enum class DataFiles { kRead, kNotRead };
+
 struct TrainConfig {
   struct Model {
     std::string path;  // Hugging Face folder (config.json [+ weights])
@@ -180,11 +184,13 @@ struct TrainConfig {
   // of a list (data.sources[1], data.sources[1].weight). Not a key.
   std::map<std::string, std::string> key_origins;
 
-  // Checks every value; throws lt::Error naming the key.
-  void validate() const;
+  // Checks every value; throws lt::Error naming the key. With
+  // DataFiles::kNotRead, the data files' existence is not (`lazytrain plan`
+  // reads none, and plans a recipe before its data is there).
+  void validate(DataFiles data_files = DataFiles::kRead) const;
   // validate(), the message led by where the key it names was set (the
   // file and line, or the --set override), when key_origins knows.
-  void validate_naming_sources() const;
+  void validate_naming_sources(DataFiles data_files = DataFiles::kRead) const;
   // The schedule's warmup and floor as they run: an unset key follows its
   // ratio, and a warmup longer than the run is cut to train.steps.
   int64_t effective_warmup_steps() const;
@@ -206,7 +212,8 @@ std::string resolve_compute_dtype(const std::string& dtype, bool on_cuda);
 // trainer knows it).
 exec::ZenFlowOptions zenflow_options(const TrainConfig& c);
 
-TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides);
+TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides,
+                              DataFiles data_files = DataFiles::kRead);
 
 // A config file over the defaults, not validated: a checkpoint's
 // train_config.yaml, read to resume from and to compare with.

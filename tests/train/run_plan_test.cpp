@@ -131,6 +131,23 @@ TEST_F(RunPlanTest, TheOptimizersBlockSizeReachesTheBudget) {
   }
 }
 
+// plan reads no data, so it plans a config (a recipe) whose data files
+// are not there yet, as before renting the GPU; train still refuses them.
+TEST_F(RunPlanTest, PlanWithAConfigNeedsNoDataFiles) {
+  TrainConfig c = config({"exec.mode=streaming", "train.steps=1"});
+  c.data.path = (tmp_ / "not_yet.jsonl").string();
+  c.data.eval_path = (tmp_ / "not_yet_eval.jsonl").string();
+  const fs::path yaml = tmp_ / "run.yaml";
+  write_text(yaml, c.to_yaml());
+  std::string output;
+  EXPECT_EQ(run_program({"plan", yaml.string(), "--json"}, tmp_ / "plan.log", &output), 0)
+      << output;
+  EXPECT_EQ(run_program({"train", yaml.string()}, tmp_ / "train.log", &output), 1) << output;
+  EXPECT_NE(output.find("config key 'data.path': no file '" + c.data.path + "'"),
+            std::string::npos)
+      << output;
+}
+
 // `lazytrain plan --config` prints the plan `lazytrain train` then runs:
 // the same executor and chunk.
 TEST_F(RunPlanTest, PlanWithAConfigPrintsWhatTrainRuns) {
