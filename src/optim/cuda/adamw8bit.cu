@@ -101,20 +101,28 @@ __device__ __forceinline__ void store_group(T* p, const Group<kWidth, T>& g) {
   *reinterpret_cast<Group<kWidth, T>*>(p) = g;
 }
 
-// Both block maxima in one reduction (two barriers).
-__device__ __forceinline__ float2 block_max2(float2 v, float2* scratch) {
+// Both maxima of one quantization block in one reduction over its `lanes`
+// threads (a power of two; each group of `lanes` consecutive threads has
+// its own block): shuffles within a warp, and for more than 32 lanes two
+// barriers (`lanes` is the same for the whole thread block).
+__device__ __forceinline__ float2 group_max2(float2 v, float2* scratch, int lanes) {
+  const ops::cuda::MaxOp max;
+  for (int offset = min(lanes, 32) >> 1; offset > 0; offset >>= 1) {
+    v.x = max(v.x, __shfl_xor_sync(0xffffffffu, v.x, offset));
+    v.y = max(v.y, __shfl_xor_sync(0xffffffffu, v.y, offset));
+  }
+  if (lanes <= 32) return v;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v.x = ops::cuda::warp_max(v.x);
-  v.y = ops::cuda::warp_max(v.y);
   __syncthreads();  // the previous block's readers are done with scratch
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < kThreads / 32 ? scratch[lane] : make_float2(0.0f, 0.0f);
+  const int warps = lanes >> 5;
+  v = lane < warps ? scratch[(warp & ~(warps - 1)) + lane] : make_float2(0.0f, 0.0f);
   return make_float2(ops::cuda::warp_max(v.x), ops::cuda::warp_max(v.y));
 }
 
 // One thread's share of one quantization block: for k < kGroups, the
-// kWidth elements from kWidth * (threadIdx.x + kThreads * k) on.
+// kWidth elements from kWidth * (lane + lanes * k) on (Lane below).
 template <typename Grad, int kWidth, int kGroups>
 struct Share {
   Group<kWidth, float> p[kGroups];
@@ -123,9 +131,14 @@ struct Share {
   float m_scale, sqrt_v_scale;
 };
 
-__device__ __forceinline__ int first_of(int width, int k) {
-  return width * (static_cast<int>(threadIdx.x) + kThreads * k);
-}
+// Where a thread's k-th group starts in its quantization block: `lane` is
+// its place among the block's `lanes` threads.
+struct Lane {
+  int lane, lanes;
+  __device__ __forceinline__ int first_of(int width, int k) const {
+    return width * (lane + lanes * k);
+  }
+};
 
 // The arrays of one parameter (all of it; blocks index into them).
 template <typename Grad>
@@ -143,12 +156,13 @@ struct Arrays {
 // they are (never used).
 template <typename Grad, int kWidth, int kGroups>
 __device__ __forceinline__ void load_share(Share<Grad, kWidth, kGroups>& share,
-                                           const Arrays<Grad>& a, int64_t b, int64_t begin, int n) {
+                                           const Arrays<Grad>& a, Lane at, int64_t b, int64_t begin,
+                                           int n) {
   share.m_scale = a.m_scales[b];
   share.sqrt_v_scale = a.sqrt_v_scales[b];
 #pragma unroll
   for (int k = 0; k < kGroups; ++k) {
-    const int first = first_of(kWidth, k);
+    const int first = at.first_of(kWidth, k);
     if (first + kWidth <= n) {
       share.p[k] = load_group<kWidth>(a.param + begin + first);
       share.g[k] = load_group<kWidth>(a.grad + begin + first);
@@ -174,10 +188,17 @@ __device__ __forceinline__ void load_share(Share<Grad, kWidth, kGroups>& share,
 // The second moment is stored as sqrt(v) (adamw8bit_kernel.h, "Note [the
 // second moment is stored as sqrt(v)]"): dequantized, squared to v,
 // updated, and the new v's sqrt requantized.
-template <typename Grad, int kWidth, int kGroups>
+// kShared: blocks that fewer than kThreads threads hold take `lanes_given`
+// threads each, kThreads / lanes_given at a time (at blocks of 256, 64
+// threads each: one block at a time left 448 of 512 threads idle, 5.4x
+// slower than blocks of 2048 on an H100). Without it a block takes all
+// kThreads and the indices are constants: the kernel is bound by
+// instruction latency, and lanes read at run time made blocks of 2048 57%
+// slower.
+template <typename Grad, int kWidth, int kGroups, bool kShared>
 __global__ void __launch_bounds__(kThreads)
     adamw8bit_kernel(AdamWScalars s, Tables tables, Arrays<Grad> a, int64_t numel, int block_size,
-                     int64_t blocks) {
+                     int64_t blocks, int lanes_given) {
   __shared__ Tables t;
   __shared__ float2 scratch[kThreads / 32];
   {
@@ -188,17 +209,28 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
+  const int lanes = kShared ? lanes_given : kThreads;
+  const int per_pass = kShared ? kThreads / lanes : 1;  // quantization blocks at a time
+  const int thread = static_cast<int>(threadIdx.x);
+  const Lane at{kShared ? thread % lanes : thread, lanes};
+  const int group = kShared ? thread / lanes : 0;
+  // Every thread takes every pass (the reduction's barriers): a group past
+  // the last block has no elements (n = 0) and writes nothing.
+  for (int64_t pass = int64_t{blockIdx.x} * per_pass; pass < blocks;
+       pass += int64_t{gridDim.x} * per_pass) {
+    const int64_t b = pass + group;
     const int64_t begin = b * block_size;
-    const int n = static_cast<int>(min(static_cast<int64_t>(block_size), numel - begin));
+    const int n = !kShared || b < blocks
+                      ? static_cast<int>(min(static_cast<int64_t>(block_size), numel - begin))
+                      : 0;
     Share<Grad, kWidth, kGroups> current;
-    load_share(current, a, b, begin, n);
+    if (!kShared || n > 0) load_share(current, a, at, b, begin, n);  // else no scales to read
 
     float m[kGroups][kWidth], sqrt_v[kGroups][kWidth];
     float2 maxima = make_float2(0.0f, 0.0f);
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
-      const int first = first_of(kWidth, k);
+      const int first = at.first_of(kWidth, k);
       if (first >= n) break;
       Group<kWidth, float> p = current.p[k];
       Group<kWidth, bf16> sh;
@@ -226,13 +258,13 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-    maxima = block_max2(maxima, scratch);
+    maxima = group_max2(maxima, scratch, lanes);
     // quantize_block: an all-zero block keeps scale 0 and the rank of 0.
     const float m_inverse = __fdiv_rn(1.0f, maxima.x);
     const float sqrt_v_inverse = __fdiv_rn(1.0f, maxima.y);
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
-      const int first = first_of(kWidth, k);
+      const int first = at.first_of(kWidth, k);
       if (first >= n) break;
       Group<kWidth, uint8_t> mc, vc;
 #pragma unroll
@@ -251,7 +283,7 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-    if (threadIdx.x == 0) {
+    if (at.lane == 0 && (!kShared || n > 0)) {
       a.m_scales[b] = maxima.x;
       a.sqrt_v_scales[b] = maxima.y;
     }
@@ -289,12 +321,14 @@ bool aligned(const void* p, size_t bytes) {
 }
 
 // Enough thread blocks to fill the device once (the kernel loops over the
-// quantization blocks), or one per quantization block when there are fewer.
-template <typename Grad, int kWidth, int kGroups>
-void launch(const AdamWScalars& s, const Arrays<Grad>& a, int64_t n, int block_size, int device,
-            cudaStream_t stream) {
+// quantization blocks), or one per pass's worth of quantization blocks when
+// there are fewer. A quantization block takes the fewest threads, a power
+// of two, that hold it at kWidth * kGroups elements each.
+template <typename Grad, int kWidth, int kGroups, bool kShared>
+void launch_lanes(const AdamWScalars& s, const Arrays<Grad>& a, int64_t n, int block_size,
+                  int lanes, int device, cudaStream_t stream) {
   static const Tables tables = make_tables();
-  const auto kernel = adamw8bit_kernel<Grad, kWidth, kGroups>;
+  const auto kernel = adamw8bit_kernel<Grad, kWidth, kGroups, kShared>;
   static const int per_sm = [&] {
     int count = 0;
     LT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, kThreads, 0));
@@ -303,10 +337,21 @@ void launch(const AdamWScalars& s, const Arrays<Grad>& a, int64_t n, int block_s
   int sms = 0;
   LT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t blocks = (n + block_size - 1) / block_size;
+  const int64_t passes = (blocks + kThreads / lanes - 1) / (kThreads / lanes);
   const auto grid =
-      static_cast<unsigned>(std::min<int64_t>(blocks, int64_t{sms} * std::max(per_sm, 1)));
-  kernel<<<grid, kThreads, 0, stream>>>(s, tables, a, n, block_size, blocks);
+      static_cast<unsigned>(std::min<int64_t>(passes, int64_t{sms} * std::max(per_sm, 1)));
+  kernel<<<grid, kThreads, 0, stream>>>(s, tables, a, n, block_size, blocks, lanes);
   LT_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename Grad, int kWidth, int kGroups>
+void launch(const AdamWScalars& s, const Arrays<Grad>& a, int64_t n, int block_size, int device,
+            cudaStream_t stream) {
+  int lanes = 1;
+  while (lanes < kThreads && lanes * kWidth * kGroups < block_size) lanes *= 2;
+  if (lanes == kThreads)
+    return launch_lanes<Grad, kWidth, kGroups, false>(s, a, n, block_size, lanes, device, stream);
+  launch_lanes<Grad, kWidth, kGroups, true>(s, a, n, block_size, lanes, device, stream);
 }
 
 // Four elements per access when every block starts on a 4-element boundary
