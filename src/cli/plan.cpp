@@ -239,10 +239,12 @@ void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
     for (auto space : {exec::MemorySpace::Gpu, exec::MemorySpace::Host, exec::MemorySpace::Disk})
       j["peak_bytes"][train::memory_space_label(space, p.device)] = p.budget.bytes(space);
     j["reasons"] = p.reasons;
+    if (!p.cpu_price_table.empty()) j["cpu_price_table"] = p.cpu_price_table;
     fmt::print("{}\n", j.dump(2));
     return;
   }
   for (const auto& line : p.reasons) fmt::print("{}\n", line);
+  for (const auto& line : p.cpu_price_table) fmt::print("{}\n", line);
   if (!p.plan_description.empty()) fmt::print("{}\n", p.plan_description);
   fmt::print("batch {} x seq {}: {} micro-batch(es) of {} sequences", p.sizes.batch_size,
              p.sizes.seq_len, p.grad_accum, p.accum_sequences);

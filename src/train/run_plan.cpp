@@ -200,11 +200,16 @@ void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
     if (streaming_s > 0 && streaming_s <= best->step_s) best = nullptr;
   }
   for (const std::string& line : candidate_table(candidates, streaming_s, p.device.is_cpu()))
-    p.reasons.push_back(line);
+    (p.device.is_cpu() ? p.cpu_price_table : p.reasons).push_back(line);
   if (!best) return;
   p.executor = best->executor;
-  p.reasons.push_back(fmt::format("executor: {} (the fastest prediction that fits, {:.3f} s)",
-                                  exec::executor_name(best->executor), best->step_s));
+  p.reasons.push_back(
+      p.device.is_cpu()
+          ? fmt::format("executor: {} (the fastest that fits on the hardware profile's GPU, "
+                        "which this CPU run chooses as; `lazytrain plan` lists the predictions)",
+                        exec::executor_name(best->executor))
+          : fmt::format("executor: {} (the fastest prediction that fits, {:.3f} s)",
+                        exec::executor_name(best->executor), best->step_s));
 }
 
 // Where the stages' masters and optimizer states live, and the disk

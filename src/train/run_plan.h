@@ -69,6 +69,11 @@ struct RunPlan {
   std::string cached_profile_path;
   // One line per choice: device, executor, schedule.
   std::vector<std::string> reasons;
+  // exec.mode auto's predicted step per executor for a run on the CPU,
+  // which chooses as the hardware profile's GPU would: `lazytrain plan`
+  // prints it; the CPU run's own log leaves out the GPU's figures. On a
+  // GPU the table is among the reasons.
+  std::vector<std::string> cpu_price_table;
 };
 
 // train.device: cpu; cuda (refused with the reason when this build or

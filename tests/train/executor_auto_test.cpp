@@ -26,9 +26,11 @@ class ExecutorAuto : public ::testing::Test {
   models::ModelConfig model() const {
     return models::ModelConfig::from_file(fixture("llama") / "config.json");
   }
+  // Among the reasons, or (a run on the CPU) the table of the GPU's prices.
   bool has_line(const RunPlan& p, const std::string& text) const {
-    for (const auto& r : p.reasons)
-      if (r.find(text) != std::string::npos) return true;
+    for (const auto* lines : {&p.reasons, &p.cpu_price_table})
+      for (const auto& r : *lines)
+        if (r.find(text) != std::string::npos) return true;
     return false;
   }
   TempDir tmp_;
@@ -80,6 +82,22 @@ TEST_F(ExecutorAuto, TheFastestThatFitsIsChosenAndTheTableIsPrinted) {
 // down, the CPU update and every weight up; ZenFlow pays the copies once a
 // window, on both links at once, and the CPU update only where it is longer
 // than the window's steps.
+// A run on the CPU printed the GPU's predicted steps (microseconds, 0.000 s
+// of compute) in its log: they stay with `lazytrain plan`, and the log
+// names the executor once with why.
+TEST_F(ExecutorAuto, ACpuRunsLogLeavesTheGpusPredictionsOut) {
+  const RunPlan p = resolve_run(config({}), model());
+  ASSERT_FALSE(p.cpu_price_table.empty());
+  ::testing::internal::CaptureStderr();
+  train_quietly(config({"train.steps=1", "exec.mode=auto"}));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(log.find("predicted step per executor"), std::string::npos) << log;
+  EXPECT_EQ(log.find("  zenflow"), std::string::npos) << log;
+  EXPECT_NE(log.find("executor: resident (the fastest that fits on the hardware profile's GPU"),
+            std::string::npos)
+      << log;
+}
+
 TEST_F(ExecutorAuto, OffloadAndZenFlowPredictionsByHand) {
   const models::ModelConfig m = model();
   exec::TrainSizes sizes;
