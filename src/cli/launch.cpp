@@ -306,6 +306,8 @@ void add_launch_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "mpirun", "fork"}));
   // Everything from the first argument launch does not know is the command.
   cmd->prefix_command();
+  cmd->footer(
+      "The command follows launch's own options: lazytrain launch --nproc 2 train run.yaml");
   cmd->callback([cmd, nproc, how] {
     const std::vector<std::string> command = cmd->remaining();
     LT_CHECK(!command.empty(),

@@ -9,6 +9,7 @@
 #include "cli/blas_kernels.h"
 #include "cli/commands.h"
 #include "cli/installed_assets.h"
+#include "cli/parse_error.h"
 #include "cli/ranks.h"
 #include "core/error.h"
 
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0 || dynamic_cast<const CLI::RuntimeError*>(&e) != nullptr)
       return app.exit(e);
     const std::vector<CLI::App*> used = app.get_subcommands();
-    lt::cli::print_error(std::string(e.what()) + " (see lazytrain " +
+    lt::cli::print_error(lt::cli::parse_error_text(e.what()) + " (see lazytrain " +
                          (used.empty() ? "" : used.front()->get_name() + " ") + "--help)");
     return 1;
   } catch (const lt::Error& e) {

@@ -2,7 +2,9 @@
 // for `lazytrain plan`; with --model, also the model's per-stage times
 // (the profile's stage_times, plan/stage_times.h).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -58,13 +60,20 @@ void add_profile_command(CLI::App& app) {
                   "(default: on a GPU half the planner's default chunk, the chunk and 4 times "
                   "it, 4,8,32 at seq 1024; on the CPU 1,2)")
       ->delimiter(',')
-      ->expected(2, 8);
+      ->type_name("N,N[,...]");
   cmd->callback([out, options, disk_mb, timing, seq_len_given] {
     options->disk_bytes = *disk_mb << 20;
     // Everything that can be refused is, before the measuring (a minute
     // on a GPU): the output's folder, and the model's sequence length as
     // plan, train and eval check it.
     io::check_can_write(*out, "--out");
+    if (!timing->batch_sizes.empty()) {
+      std::vector<int64_t> sizes = timing->batch_sizes;
+      std::sort(sizes.begin(), sizes.end());
+      LT_CHECK(sizes.front() > 0 && std::unique(sizes.begin(), sizes.end()) - sizes.begin() >= 2,
+               "--batch-sizes needs two or more different sizes > 0, got ",
+               fmt::format("{}", fmt::join(timing->batch_sizes, ",")));
+    }
     plan::ProfileReport r;
     if (timing->model.empty()) {
       r = plan::measure_profile(*options);

@@ -43,7 +43,9 @@ void add_train_command(CLI::App& app) {
                       "directory is out.dir's), or 'latest' in out.dir; without a config, the "
                       "checkpoint's own train_config.yaml is the base")
           ->check(shell_expanded_path());
-  cmd->add_flag("--no-sample", args->no_sample, "Skip the greedy sample at the end");
+  cmd->add_flag("--no-sample", args->no_sample,
+                "Print nothing of the model at the end (the greedy sample, or the held-out "
+                "problems' answers)");
   cmd->callback([args, resume_option] {
     // A run outlives its output: `lazytrain train ... | tee log` gets the
     // terminal's Ctrl-C in both, tee exits, and the run's next line to the

@@ -419,6 +419,13 @@ TEST_F(PlanCommand, ProfileRefusesALengthPastTheContextAndAnUnwritableOutFirst) 
   r = profile(model, "--seq-len 0", p);
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("--seq-len must be a number of tokens"), std::string::npos) << r.out;
+  // One size (twice is one): refused before the machine's own measuring.
+  r = profile(model, "--seq-len 16 --batch-sizes 4,4", p);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("--batch-sizes needs two or more different sizes > 0, got 4,4"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("measured:"), std::string::npos) << r.out;
   const std::string out = (dir_ / "missing" / "hw.yaml").string();
   r = run_lazytrain("profile --model " + model +
                     " --seq-len 16 --batch-sizes 1,2 --disk-mb 4 --repeats 1 --disk-path " +

@@ -92,6 +92,16 @@ TEST(CliErrors, ACommandLineThatDoesNotParseIsAnErrorWithTheUsualPrefix) {
   }
 }
 
+// A config given as the first argument and with --config (one option to
+// CLI11) said "--config: At Most 1 required but received 2".
+TEST(CliErrors, AConfigGivenTwiceSaysSo) {
+  const CliResult r = run_lazytrain("train a.yaml --config b.yaml");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(r.out,
+            "lazytrain: error: --config: given 2 times; give it once (the first argument is the "
+            "config too: give it there or with --config) (see lazytrain train --help)\n");
+}
+
 // A flag's value the command cannot take is refused naming the flag: the
 // data loader's "unknown dataset format" named no flag (and, for generate,
 // the data file's first line), profile's missing folder only the path.
