@@ -418,6 +418,7 @@ struct Run {
   std::function<int64_t(const fs::path&)> free_disk_bytes;
   bool warned_over_plan = false;
   bool said_step_without_targets = false;
+  int64_t zero_gradient_steps = 0;  // in a row, up to the warning (note_zero_gradients)
   // data.eval_task math: the score before the first step (a fresh run) and
   // the latest, for the closing lines.
   std::optional<MathEvalAt> math_before_training, math_latest;
@@ -985,6 +986,26 @@ void note_step_without_targets(Run& r, const exec::StepStats& stats, ProgressBar
       r.state.step + 1, r.config.train.seq_len));
 }
 
+// A gradient of exactly zero on steps with trained tokens: the model has
+// collapsed (a learning rate far too high made every logit alike, or the
+// activations zero) and will not learn again; the run went on saving it,
+// exit 0. Said once, after kZeroGradientSteps in a row. ZenFlow's step
+// norm counts its selected columns alone, so it is not read there.
+constexpr int64_t kZeroGradientSteps = 3;
+void note_zero_gradients(Run& r, const exec::StepStats& stats, double lr, ProgressBar& bar) {
+  if (r.plan.executor == exec::ExecutorKind::ZenFlow || r.zero_gradient_steps < 0) return;
+  const bool zero = !stats.skipped && stats.target_count > 0 && stats.grad_norm == 0;
+  r.zero_gradient_steps = zero ? r.zero_gradient_steps + 1 : 0;
+  if (r.zero_gradient_steps < kZeroGradientSteps) return;
+  r.zero_gradient_steps = -1;  // said
+  bar.message(fmt::format(
+      "warning: steps {}-{} had a gradient of exactly zero (loss {:.4f}): the model has "
+      "collapsed and is not learning; most often the learning rate was far too high (optim.lr "
+      "{:g}, {:.2e} at this step). Its checkpoints hold the collapsed weights: stop, lower "
+      "optim.lr and start again from model.path",
+      r.state.step + 2 - kZeroGradientSteps, r.state.step + 1, stats.loss, r.config.optim.lr, lr));
+}
+
 // The greedy sample runs where the f32 masters are: on the GPU for the
 // resident executor on cuda (f32, TF32 GEMMs), on the host otherwise. The
 // streaming executor keeps its masters on the host because the model may
@@ -1225,6 +1246,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     if (stats.target_count > 0) result.final_loss = stats.loss;
     count_bad_steps(r, stats, bar);
     note_step_without_targets(r, stats, bar);
+    note_zero_gradients(r, stats, step_options.lr, bar);
     stop_if_nothing_updated(r, stats, first_step, applied_any || applied, bar);
     ++r.state.step;
     bar.update(r.state.step - 1,

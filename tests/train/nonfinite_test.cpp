@@ -299,5 +299,39 @@ TEST(NonFinite, NanInTheStartingWeightsIsNamedWhenTheRunStops) {
       << eval.out;
 }
 
+// The demo's model at lr 1e6 collapses on its first update (loss ln 426,
+// every logit alike) with finite numbers: the gradient is exactly zero from
+// then on and the run trained nothing, saved and exited 0 without a word.
+// It warns once; at the demo's own rate, no warning.
+TEST(NonFinite, AGradientOfExactlyZeroIsSaidOnce) {
+  TempDir tmp("zero_gradient");
+  const std::string demo = std::string(LT_SOURCE_DIR) + "/assets/demo/addition/";
+  for (const auto& [lr, warned] : {std::pair{"1e6", true}, std::pair{"3e-3", false}}) {
+    std::string output;
+    const fs::path out = tmp / (std::string("lr_") + lr);
+    ASSERT_EQ(run_program({"train", "--no-sample",
+                           "--set", "model.path=" + demo + "model",
+                           "--set", "data.path=" + demo + "train.jsonl",
+                           "--set", "data.tokenizer=" + demo + "tokenizer",
+                           "--set", "train.steps=6",
+                           "--set", "train.batch_size=8",
+                           "--set", "train.seq_len=28",
+                           "--set", std::string("optim.lr=") + lr,
+                           "--set", "sched.name=constant",
+                           "--set", "sched.warmup_steps=0",
+                           "--set", "out.dir=" + out.string()},
+                          tmp / "run.log", &output),
+              0)
+        << output;
+    const size_t at = output.find("had a gradient of exactly zero");
+    EXPECT_EQ(at != std::string::npos, warned) << lr << ": " << output;
+    if (warned) {
+      EXPECT_EQ(output.find("had a gradient of exactly zero", at + 1), std::string::npos)
+          << "said once: " << output;
+      EXPECT_NE(output.find("optim.lr 1e+06"), std::string::npos) << output;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lt::train::testing
