@@ -58,6 +58,14 @@ std::vector<ExecutorCandidate> whole_model_candidates(const TrainConfig& c,
             : plan::predict_offload(cost);
     e.step_s = t.step_s;
     e.detail = describe(t) + (zen ? fmt::format(" (topk {}, window {})", topk, window) : "");
+    // ZenFlow updates a column's Adam step late unless it is among the
+    // top-k: a different training from AdamW's, for the memory it saves. A
+    // tiny model, whose resident and ZenFlow steps were predicted equal to
+    // the microsecond, ran ZenFlow on a GPU with room for everything.
+    if (zen && out.front().fits) {
+      e.eligible = false;
+      e.detail += " (not taken: resident fits, and updates every column each step)";
+    }
     // Their updates do not clip with the previous norm (run_plan.cpp).
     if (c.train.clip_with_previous_norm) {
       e.fits = false;
@@ -71,7 +79,7 @@ std::vector<ExecutorCandidate> whole_model_candidates(const TrainConfig& c,
 const ExecutorCandidate* fastest_fitting(const std::vector<ExecutorCandidate>& candidates) {
   const ExecutorCandidate* best = nullptr;
   for (const ExecutorCandidate& e : candidates) {
-    if (e.fits && (!best || e.step_s < best->step_s)) best = &e;
+    if (e.fits && e.eligible && (!best || e.step_s < best->step_s)) best = &e;
   }
   return best;
 }

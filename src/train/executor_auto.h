@@ -18,6 +18,9 @@ namespace lt::train {
 struct ExecutorCandidate {
   exec::ExecutorKind executor = exec::ExecutorKind::Resident;
   bool fits = false;
+  // Whether auto may take it when it fits: ZenFlow's updates are AdamW's
+  // selective approximation, taken only where resident does not fit.
+  bool eligible = true;
   int64_t gpu_bytes = 0;  // its device bytes (with the resident margin for resident)
   double step_s = 0;      // predicted
   std::string detail;     // how the prediction splits
@@ -30,7 +33,7 @@ std::vector<ExecutorCandidate> whole_model_candidates(const TrainConfig& c,
                                                       const models::ModelConfig& model,
                                                       Device device, const ExecutorChoice& choice);
 
-// The fastest candidate that fits, or null.
+// The fastest eligible candidate that fits (the earlier on a tie), or null.
 const ExecutorCandidate* fastest_fitting(const std::vector<ExecutorCandidate>& candidates);
 
 // One line per candidate (and the streaming plan's, when step_s > 0);

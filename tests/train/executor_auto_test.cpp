@@ -98,6 +98,34 @@ TEST_F(ExecutorAuto, ACpuRunsLogLeavesTheGpusPredictionsOut) {
       << log;
 }
 
+// ZenFlow's selective updates are another training than AdamW's: auto
+// takes it only where resident does not fit. A GPU run of a tiny model,
+// its resident and ZenFlow steps predicted alike to the microsecond, ran
+// ZenFlow (and its losses left the CPU f32 run's by 7%).
+TEST_F(ExecutorAuto, ZenFlowIsNotTakenWhereResidentFits) {
+  const ExecutorChoice unlimited = choose_for_run(config({}), model(), Device::cpu());
+  auto all = whole_model_candidates(config({}), model(), Device::cpu(), unlimited);
+  ASSERT_EQ(all.size(), 3u);
+  ASSERT_EQ(all[1].executor, exec::ExecutorKind::ZenFlow);
+  EXPECT_TRUE(all[1].fits);
+  EXPECT_FALSE(all[1].eligible);
+  EXPECT_NE(all[1].detail.find("(not taken: resident fits"), std::string::npos) << all[1].detail;
+  // Faster by any margin, it is still passed over while resident fits.
+  all[1].step_s = all[0].step_s / 2;
+  all[2].step_s = all[0].step_s * 2;
+  ASSERT_NE(fastest_fitting(all), nullptr);
+  EXPECT_EQ(fastest_fitting(all)->executor, exec::ExecutorKind::Resident);
+  // Where resident does not fit, ZenFlow may be taken.
+  const int64_t zen_bytes = all[1].gpu_bytes, resident_bytes = all[0].gpu_bytes;
+  const TrainConfig capped =
+      config({"exec.device_memory_gb=" + std::to_string((zen_bytes + resident_bytes) / 2 / 1e9)});
+  const auto some = whole_model_candidates(capped, model(), Device::cpu(),
+                                           choose_for_run(capped, model(), Device::cpu()));
+  EXPECT_FALSE(some[0].fits);
+  EXPECT_TRUE(some[1].fits);
+  EXPECT_TRUE(some[1].eligible);
+}
+
 TEST_F(ExecutorAuto, OffloadAndZenFlowPredictionsByHand) {
   const models::ModelConfig m = model();
   exec::TrainSizes sizes;
