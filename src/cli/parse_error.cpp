@@ -10,8 +10,7 @@ std::string parse_error_text(const std::string& what) {
   if (!std::regex_match(what, m, at_most_one)) return what;
   const std::string option = m[1];
   std::string text = option + ": given " + m[2].str() + " times; give it once";
-  // train's, plan's and eval's config is a positional argument and
-  // --config alike.
+  // train's and plan's config is a positional argument and --config alike.
   if (option == "--config")
     text += " (the first argument is the config too: give it there or with --config)";
   return text;

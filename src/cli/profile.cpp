@@ -67,11 +67,13 @@ void add_profile_command(CLI::App& app) {
     // on a GPU): the output's folder, and the model's sequence length as
     // plan, train and eval check it.
     io::check_can_write(*out, "--out");
-    if (!timing->batch_sizes.empty()) {
+    // As the stage timing refuses them (after the machine's own measuring).
+    if (!timing->model.empty() && !timing->batch_sizes.empty()) {
       std::vector<int64_t> sizes = timing->batch_sizes;
       std::sort(sizes.begin(), sizes.end());
-      LT_CHECK(sizes.front() > 0 && std::unique(sizes.begin(), sizes.end()) - sizes.begin() >= 2,
-               "--batch-sizes needs two or more different sizes > 0, got ",
+      LT_CHECK(sizes.size() >= 2 && sizes.front() > 0 &&
+                   std::adjacent_find(sizes.begin(), sizes.end()) == sizes.end(),
+               "--batch-sizes needs two or more different sizes > 0, each once, got ",
                fmt::format("{}", fmt::join(timing->batch_sizes, ",")));
     }
     plan::ProfileReport r;

@@ -441,6 +441,19 @@ std::vector<std::string> non_finite_now(Run& r) {
   return non_finite_parameters(*r.model, staged);
 }
 
+// What resolving --resume looked past, for the run to say: where it found
+// the checkpoint, and the folders it skipped.
+std::vector<std::string> resume_notes(const Run& r, const std::string& resume) {
+  std::vector<std::string> lines;
+  if (r.resume_looked_in_out_dir)
+    lines.push_back("--resume " + resume + ": not in the current directory; resuming from " +
+                    r.resume_dir.string() + " in out.dir");
+  for (const std::string& folder : r.resume_skipped)
+    lines.push_back("warning: --resume latest skipped " + folder +
+                    ": it is not a checkpoint this run can read, and is left in place for you");
+  return lines;
+}
+
 // Reads the data, loads the weights, resolves the plan, builds the
 // optimizer and executor, and restores a checkpoint's state.
 void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
@@ -448,12 +461,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   // The checkpoint first: run_training resolved --resume (refusing one with
   // none to take) before the config was printed and the data read.
   if (!r.resume_dir.empty()) {
-    if (r.resume_looked_in_out_dir)
-      log.message("--resume " + options.resume + ": not in the current directory; resuming from " +
-                  r.resume_dir.string() + " in out.dir");
-    for (const std::string& folder : r.resume_skipped)
-      log.message("warning: --resume latest skipped " + folder +
-                  ": it is not a checkpoint this run can read, and is left in place for you");
+    for (const std::string& line : resume_notes(r, options.resume)) log.message(line);
     r.resumed_from_elsewhere = resumed_from_another_folder(r.out_dir, r.resume_dir);
     if (!c.out.overwrite && r.resumed_from_elsewhere)
       refuse_resume_into_another_runs_out_dir(r.out_dir, r.resume_dir);
@@ -1098,6 +1106,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     // evaluation and sample (`lazytrain eval` scores a checkpoint): a run
     // re-started until done ends here, exit 0.
     if (const int64_t at = read_trainer_state(r.resume_dir).step; at >= c.train.steps) {
+      for (const std::string& line : resume_notes(r, options.resume))
+        print_text(stderr, line + "\n");
       print_text(stdout, fmt::format("resume: {} is at step {} and train.steps is {}: nothing is "
                                      "left to train (set train.steps above {} to train on)\n",
                                      r.resume_dir.string(), at, c.train.steps, at));

@@ -146,8 +146,8 @@ TEST(AdamW8bitGpuTest, MatchesCpuWithMoreBlocksThanTheGridHolds) {
 
 // Small blocks share a thread block (kThreads / lanes at a time): 64 threads
 // a block of 256, two warps reduced through shared memory; 8 a block of 32,
-// reduced within a warp; 1 a block of 1 (one element a group, a thread's
-// four groups past it); 32 a block of 100, 25 of them with elements. The
+// reduced within a warp; 1 a block of 1 (the element in a thread's
+// first group, its other three past it); 32 a block of 100, 25 of them with elements. The
 // last pass over a parameter has groups past its last block.
 TEST(AdamW8bitGpuTest, MatchesCpuWithSmallBlocksSharingAThreadBlock) {
   LT_REQUIRE_GPU();

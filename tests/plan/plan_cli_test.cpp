@@ -419,10 +419,10 @@ TEST_F(PlanCommand, ProfileRefusesALengthPastTheContextAndAnUnwritableOutFirst) 
   r = profile(model, "--seq-len 0", p);
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("--seq-len must be a number of tokens"), std::string::npos) << r.out;
-  // One size (twice is one): refused before the machine's own measuring.
-  r = profile(model, "--seq-len 16 --batch-sizes 4,4", p);
+  // A size twice: refused before the machine's own measuring.
+  r = profile(model, "--seq-len 16 --batch-sizes 4,4,8", p);
   EXPECT_EQ(r.status, 1) << r.out;
-  EXPECT_NE(r.out.find("--batch-sizes needs two or more different sizes > 0, got 4,4"),
+  EXPECT_NE(r.out.find("--batch-sizes needs two or more different sizes > 0, each once, got 4,4,8"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("measured:"), std::string::npos) << r.out;

@@ -78,10 +78,6 @@ TEST_F(ExecutorAuto, TheFastestThatFitsIsChosenAndTheTableIsPrinted) {
   }
 }
 
-// The cost model's arithmetic, by hand: offload waits for every gradient
-// down, the CPU update and every weight up; ZenFlow pays the copies once a
-// window, on both links at once, and the CPU update only where it is longer
-// than the window's steps.
 // A run on the CPU printed the GPU's predicted steps (microseconds, 0.000 s
 // of compute) in its log: they stay with `lazytrain plan`, and the log
 // names the executor once with why.
@@ -126,6 +122,10 @@ TEST_F(ExecutorAuto, ZenFlowIsNotTakenWhereResidentFits) {
   EXPECT_TRUE(some[1].eligible);
 }
 
+// The cost model's arithmetic, by hand: offload waits for every gradient
+// down, the CPU update and every weight up; ZenFlow pays the copies once a
+// window, on both links at once, and the CPU update only where it is longer
+// than the window's steps.
 TEST_F(ExecutorAuto, OffloadAndZenFlowPredictionsByHand) {
   const models::ModelConfig m = model();
   exec::TrainSizes sizes;
