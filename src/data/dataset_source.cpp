@@ -1,5 +1,7 @@
 #include "data/dataset_source.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -201,9 +203,13 @@ void read_array(const fs::path& file, const std::function<bool(const SourceRow&)
       size_t stop = pos;
       while (stop > start && is_json_space(text[stop - 1])) --stop;
       if (pos == n) {
+        // Nothing follows to be read: the file is cut short (a copy or
+        // download that stopped), said with its size, as a one-line
+        // file's line number tells nothing.
         problem(start_line, start, stop,
-                in_string ? "unterminated string; the rest of the file is not read"
-                          : "the array is not closed with ']'; the rest of the file is not read");
+                fmt::format("the file ends {} (after {} bytes): it looks cut off; the rows before "
+                            "this one were read",
+                            in_string ? "inside a string" : "before the array's closing ']'", n));
         return;
       }
       if (text[pos] == '}') {

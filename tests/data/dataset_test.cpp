@@ -469,7 +469,22 @@ TEST(Dataset, BrokenJsonArrayKeepsItsGoodElements) {
   EXPECT_EQ(report.problems,
             (std::vector<std::string>{
                 f + ":3: field \"completion\": missing",
-                f + ":5: the array is not closed with ']'; the rest of the file is not read"}));
+                f + ":5: the file ends before the array's closing ']' (after " +
+                    std::to_string(fs::file_size(data_file("bad_array.json"))) +
+                    " bytes): it looks cut off; the rows before this one were read"}));
+  // Cut inside a string, on one line (`head -c` of a file written without
+  // newlines): the size says where, as line 1 cannot.
+  TempDir dir;
+  const std::string cut = "[{\"text\": \"a\"}, {\"text\": \"b";
+  const fs::path one_line = dir.write("cut.json", cut);
+  DatasetReport cut_report;
+  EXPECT_EQ(load_dataset(one_line, &gpt2, {}, &cut_report).size(), 1u);
+  EXPECT_EQ(
+      cut_report.problems,
+      (std::vector<std::string>{one_line.string() + ":1: the file ends inside a string (after " +
+                                std::to_string(cut.size()) +
+                                " bytes): it looks cut off; the rows before this one were "
+                                "read"}));
 }
 
 // A JSON Lines file whose first line is an array looked like one JSON
