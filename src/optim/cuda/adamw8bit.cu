@@ -188,14 +188,14 @@ __device__ __forceinline__ void load_share(Share<Grad, kWidth, kGroups>& share,
 // The second moment is stored as sqrt(v) (adamw8bit_kernel.h, "Note [the
 // second moment is stored as sqrt(v)]"): dequantized, squared to v,
 // updated, and the new v's sqrt requantized.
-// kShared: blocks that fewer than kThreads threads hold take `lanes_given`
-// threads each, kThreads / lanes_given at a time (at blocks of 256, 64
-// threads each: one block at a time left 448 of 512 threads idle, 5.4x
-// slower than blocks of 2048 on an H100). Without it a block takes all
-// kThreads and the indices are constants: the kernel is bound by
-// instruction latency, and lanes read at run time made blocks of 2048 57%
-// slower.
-template <typename Grad, int kWidth, int kGroups, bool kShared>
+// A quantization block takes kLanes threads (0: `lanes_given`, read at run
+// time), kThreads / lanes blocks at a time: at blocks of 256, 64 threads
+// each, where one block at a time left 448 of 512 threads idle (5.4x slower
+// than blocks of 2048 on an H100). The kernel is bound by instruction
+// latency: lanes read at run time made blocks of 2048 57% slower than
+// constant ones (blocks of 256 51%), so the counts of power-of-two blocks
+// are constants.
+template <typename Grad, int kWidth, int kGroups, int kLanes>
 __global__ void __launch_bounds__(kThreads)
     adamw8bit_kernel(AdamWScalars s, Tables tables, Arrays<Grad> a, int64_t numel, int block_size,
                      int64_t blocks, int lanes_given) {
@@ -209,7 +209,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  const int lanes = kShared ? lanes_given : kThreads;
+  constexpr bool kShared = kLanes != kThreads;
+  const int lanes = kLanes > 0 ? kLanes : lanes_given;
   const int per_pass = kShared ? kThreads / lanes : 1;  // quantization blocks at a time
   const int thread = static_cast<int>(threadIdx.x);
   const Lane at{kShared ? thread % lanes : thread, lanes};
@@ -324,11 +325,11 @@ bool aligned(const void* p, size_t bytes) {
 // quantization blocks), or one per pass's worth of quantization blocks when
 // there are fewer. A quantization block takes the fewest threads, a power
 // of two, that hold it at kWidth * kGroups elements each.
-template <typename Grad, int kWidth, int kGroups, bool kShared>
+template <typename Grad, int kWidth, int kGroups, int kLanes>
 void launch_lanes(const AdamWScalars& s, const Arrays<Grad>& a, int64_t n, int block_size,
                   int lanes, int device, cudaStream_t stream) {
   static const Tables tables = make_tables();
-  const auto kernel = adamw8bit_kernel<Grad, kWidth, kGroups, kShared>;
+  const auto kernel = adamw8bit_kernel<Grad, kWidth, kGroups, kLanes>;
   static const int per_sm = [&] {
     int count = 0;
     LT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, kThreads, 0));
@@ -349,9 +350,24 @@ void launch(const AdamWScalars& s, const Arrays<Grad>& a, int64_t n, int block_s
             cudaStream_t stream) {
   int lanes = 1;
   while (lanes < kThreads && lanes * kWidth * kGroups < block_size) lanes *= 2;
-  if (lanes == kThreads)
-    return launch_lanes<Grad, kWidth, kGroups, false>(s, a, n, block_size, lanes, device, stream);
-  launch_lanes<Grad, kWidth, kGroups, true>(s, a, n, block_size, lanes, device, stream);
+  // Every power-of-two block size (64 to 4096) at constant lanes.
+  switch (lanes) {
+    case kThreads:
+      return launch_lanes<Grad, kWidth, kGroups, kThreads>(s, a, n, block_size, lanes, device,
+                                                           stream);
+    case 256:
+      return launch_lanes<Grad, kWidth, kGroups, 256>(s, a, n, block_size, lanes, device, stream);
+    case 128:
+      return launch_lanes<Grad, kWidth, kGroups, 128>(s, a, n, block_size, lanes, device, stream);
+    case 64:
+      return launch_lanes<Grad, kWidth, kGroups, 64>(s, a, n, block_size, lanes, device, stream);
+    case 32:
+      return launch_lanes<Grad, kWidth, kGroups, 32>(s, a, n, block_size, lanes, device, stream);
+    case 16:
+      return launch_lanes<Grad, kWidth, kGroups, 16>(s, a, n, block_size, lanes, device, stream);
+    default:
+      return launch_lanes<Grad, kWidth, kGroups, 0>(s, a, n, block_size, lanes, device, stream);
+  }
 }
 
 // Four elements per access when every block starts on a 4-element boundary
