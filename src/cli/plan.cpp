@@ -25,6 +25,7 @@
 #include "train/executor_choice.h"
 #include "train/report.h"
 #include "train/run_plan.h"
+#include "train/run_setup.h"
 
 namespace lt::cli {
 
@@ -197,8 +198,12 @@ std::vector<std::string> config_overrides(const PlanArgs& args, const CLI::App& 
 // set their keys (Note [Plan flags with --config]).
 void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
   // The data is not read: a recipe plans before its data is there.
-  const train::TrainConfig c = train::load_train_config(args.config, config_overrides(args, cmd),
-                                                        train::DataFiles::kNotRead);
+  train::TrainConfig c = train::load_train_config(args.config, config_overrides(args, cmd),
+                                                  train::DataFiles::kNotRead);
+  // train.seq_len left at its default runs at a shorter model's context,
+  // as train runs it (plan refused the default there).
+  if (const std::string note = train::fit_default_seq_len(c); !note.empty())
+    fmt::print(stderr, "config: {}\n", note);
   if (!args.out.empty()) io::check_can_write(args.out, "--out");  // before the solve
   const models::ModelConfig model = load_model_config(c.model.path, "config key 'model.path': ");
   const train::RunPlan p = train::resolve_run(c, model, train::PlanTarget::ProfiledGpu);

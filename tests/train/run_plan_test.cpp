@@ -143,9 +143,26 @@ TEST_F(RunPlanTest, PlanWithAConfigNeedsNoDataFiles) {
   EXPECT_EQ(run_program({"plan", yaml.string(), "--json"}, tmp_ / "plan.log", &output), 0)
       << output;
   EXPECT_EQ(run_program({"train", yaml.string()}, tmp_ / "train.log", &output), 1) << output;
-  EXPECT_NE(output.find("config key 'data.path': no file '" + c.data.path + "'"),
+  EXPECT_NE(output.find("config key 'data.path': no file '" + c.data.path + "'"), std::string::npos)
+      << output;
+}
+
+// train.seq_len left at its default (512) runs at a shorter model's
+// context in train; plan refused the same config for it.
+TEST_F(RunPlanTest, PlanFitsTheDefaultSeqLenAsTrainDoes) {
+  const fs::path yaml = tmp_ / "demo.yaml";
+  write_text(yaml,
+             "model:\n  path: \"@assets/demo/addition/model\"\n"
+             "data:\n  path: \"@assets/demo/addition/train.jsonl\"\n"
+             "  tokenizer: \"@assets/demo/addition/tokenizer\"\n"
+             "train:\n  batch_size: 16\n");
+  std::string output;
+  ASSERT_EQ(run_program({"plan", yaml.string()}, tmp_ / "plan.log", &output), 0) << output;
+  EXPECT_NE(output.find("config: train.seq_len 512 (the default) is past the model's context of "
+                        "128 tokens (max_position_embeddings): it runs at 128"),
             std::string::npos)
       << output;
+  EXPECT_NE(output.find("batch 16 x seq 128"), std::string::npos) << output;
 }
 
 // `lazytrain plan --config` prints the plan `lazytrain train` then runs:
