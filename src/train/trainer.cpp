@@ -144,11 +144,16 @@ class StopSignals {
     OutDirLock::release_signals();
   }
   bool requested() const { return stop_signal.load() != 0; }
+  // Started with SIGINT ignored: Ctrl-C and `kill -INT` do nothing.
+  bool interrupt_ignored() const { return ignored(old_int_); }
 
  private:
+  static bool ignored(const struct sigaction& old) {
+    return old.sa_handler == SIG_IGN && (old.sa_flags & SA_SIGINFO) == 0;
+  }
   static void catch_unless_ignored(int sig, struct sigaction& old) {
     ::sigaction(sig, nullptr, &old);
-    if (old.sa_handler == SIG_IGN && (old.sa_flags & SA_SIGINFO) == 0) return;
+    if (ignored(old)) return;
     struct sigaction caught {};
     caught.sa_sigaction = on_stop_signal;
     caught.sa_flags = SA_SIGINFO | SA_RESTART;  // std::signal's restart, as before
@@ -1139,6 +1144,12 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     // a signal is a stop request: the run ends at the next check, out.dir
     // as it was until the lock commits.
     stop_handlers.emplace();
+    // A `kill -INT` that does nothing looks like a hung run.
+    if (stop_handlers->interrupt_ignored())
+      log.message(fmt::format(
+          "note: this process was started with SIGINT ignored (a shell's background job), so "
+          "Ctrl-C does not reach it; `kill {}` (SIGTERM) stops the run after a save",
+          ::getpid()));
     log.message(run_plan_line(r.plan));
   }
   // Note [Taking over out.dir]: what an earlier run left in out.dir (its

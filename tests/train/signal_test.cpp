@@ -78,6 +78,7 @@ void stop_mid_run(int sig, bool through_pipe = false, bool twice = false) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << output;
   if (!through_pipe) {
     EXPECT_NE(output.find("--resume latest"), std::string::npos) << output;
+    EXPECT_EQ(output.find("started with SIGINT ignored"), std::string::npos) << output;
   }
 
   // The steps logged are the steps saved: the step in flight was finished.
@@ -113,6 +114,10 @@ TEST(StopSignal, AnIgnoredSigintStaysIgnored) {
   EXPECT_TRUE(wait_for_lines(child, out / "metrics.jsonl", logged + 10)) << child.output();
   EXPECT_TRUE(child.running()) << child.output();
   EXPECT_EQ(child.output().find("stop requested"), std::string::npos) << child.output();
+  // Said at the start, with what does stop it.
+  EXPECT_NE(child.output().find("note: this process was started with SIGINT ignored"),
+            std::string::npos)
+      << child.output();
   child.signal(SIGTERM);
   const int status = child.wait(30);
   ASSERT_TRUE(WIFEXITED(status)) << child.output();
