@@ -144,14 +144,15 @@ TEST(AdamW8bitGpuTest, MatchesCpuWithMoreBlocksThanTheGridHolds) {
   run(16);  // 1,280 blocks in the embedding: each thread block takes several
 }
 
-// Small blocks share a thread block (kThreads / lanes at a time): 64 threads
-// a block of 256, two warps reduced through shared memory; 8 a block of 32,
-// reduced within a warp; 1 a block of 1 (the element in a thread's
-// first group, its other three past it); 32 a block of 100, 25 of them with elements. The
-// last pass over a parameter has groups past its last block.
+// Small blocks share a thread block (kThreads / lanes at a time): 256
+// threads a block of 1024 and 64 a block of 256, their warps reduced
+// through shared memory; 8 a block of 32, reduced within a warp (lanes
+// read at run time); 1 a block of 1 (the element in a thread's first
+// group, its other three past it); 32 a block of 100, 25 of them with
+// elements. The last pass over a parameter has groups past its last block.
 TEST(AdamW8bitGpuTest, MatchesCpuWithSmallBlocksSharingAThreadBlock) {
   LT_REQUIRE_GPU();
-  for (const int64_t block : {256, 32, 1, 100}) run(block);
+  for (const int64_t block : {1024, 256, 32, 1, 100}) run(block);
 }
 
 TEST(AdamW8bitGpuTest, RefusesBlocksLargerThanTheKernelHolds) {
