@@ -2,9 +2,7 @@
 // for `lazytrain plan`; with --model, also the model's per-stage times
 // (the profile's stage_times, plan/stage_times.h).
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -67,15 +65,9 @@ void add_profile_command(CLI::App& app) {
     // on a GPU): the output's folder, and the model's sequence length as
     // plan, train and eval check it.
     io::check_can_write(*out, "--out");
-    // As the stage timing refuses them (after the machine's own measuring).
-    if (!timing->model.empty() && !timing->batch_sizes.empty()) {
-      std::vector<int64_t> sizes = timing->batch_sizes;
-      std::sort(sizes.begin(), sizes.end());
-      LT_CHECK(sizes.size() >= 2 && sizes.front() > 0 &&
-                   std::adjacent_find(sizes.begin(), sizes.end()) == sizes.end(),
-               "--batch-sizes needs two or more different sizes > 0, each once, got ",
-               fmt::format("{}", fmt::join(timing->batch_sizes, ",")));
-    }
+    // The stage timing's own check, before the machine's measuring.
+    if (!timing->model.empty() && !timing->batch_sizes.empty())
+      plan::check_stage_batch_sizes(timing->batch_sizes);
     plan::ProfileReport r;
     if (timing->model.empty()) {
       r = plan::measure_profile(*options);

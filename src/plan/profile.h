@@ -77,7 +77,12 @@ Device stage_timing_device();
 // model's chunk of 8192 tokens takes minutes there.
 std::vector<int64_t> default_stage_batch_sizes(Device device, int64_t seq_len);
 
-// Times the stages at the batch sizes (two or more, different; taking
+// Throws lt::Error unless `batch_sizes` are two or more different sizes
+// above 0, as measure_stage_times takes them (`profile` checks before its
+// other measuring).
+void check_stage_batch_sizes(const std::vector<int64_t>& batch_sizes);
+
+// Times the stages at the batch sizes (check_stage_batch_sizes; taking
 // turns), and measures the working sets of a block's backward
 // and the head step, fitted through working_set_sizes. On a GPU a size
 // past the first two whose measurement would not fit the device's free

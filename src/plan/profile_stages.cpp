@@ -2,6 +2,7 @@
 // profile (plan/profile.h): a block, the embedding and the head, timed at
 // the chunk sizes a plan may take.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -94,13 +95,20 @@ int64_t device_room_bytes([[maybe_unused]] Device device, [[maybe_unused]] int64
 
 }  // namespace
 
+void check_stage_batch_sizes(const std::vector<int64_t>& batch_sizes) {
+  std::vector<int64_t> sorted = batch_sizes;
+  std::sort(sorted.begin(), sorted.end());
+  LT_CHECK(sorted.size() >= 2 && sorted.front() > 0 &&
+               std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
+           "--batch-sizes needs two or more different sizes > 0, each once, got ",
+           fmt::format("{}", fmt::join(batch_sizes, ",")));
+}
+
 StageTimes measure_stage_times(const models::ModelConfig& config, int64_t seq_len,
                                std::vector<int64_t> batch_sizes, Device device, int repeats,
                                std::vector<std::string>* notes) {
+  check_stage_batch_sizes(batch_sizes);
   std::sort(batch_sizes.begin(), batch_sizes.end());
-  LT_CHECK(batch_sizes.size() >= 2 && batch_sizes.front() > 0 &&
-               std::adjacent_find(batch_sizes.begin(), batch_sizes.end()) == batch_sizes.end(),
-           "profile: --batch-sizes needs two or more different sizes > 0");
   LT_CHECK(seq_len > 0 && repeats >= 1, "profile: --seq-len and --repeats must be > 0");
   // Every block has the same shape: one is timed.
   models::ModelConfig one = config;

@@ -528,6 +528,13 @@ void check_template(const std::string& value, const std::string& key) {
   check_one_of(value, key.c_str(), "auto", "chatml", "qwen3", "llama3", "plain");
 }
 
+// A data file `key` names must be there when the command reads it.
+void check_data_file(const std::string& path, const std::string& key, DataFiles data_files) {
+  if (data_files == DataFiles::kNotRead) return;
+  if (const std::string why = why_not_a_file(path); !why.empty())
+    fail("config key '", key, "': ", why);
+}
+
 // data.path, or data.sources with every entry's fields; data.eval_split.
 void check_data_sources(const TrainConfig::Data& data, DataFiles data_files) {
   namespace fs = std::filesystem;
@@ -537,17 +544,13 @@ void check_data_sources(const TrainConfig::Data& data, DataFiles data_files) {
   LT_CHECK(!data.path.empty() || !data.sources.empty(),
            "config key 'data.path' is required (a dataset file), or 'data.sources' (a list of "
            "{path, weight, ...})");
-  const bool read = data_files == DataFiles::kRead;
-  if (!data.path.empty() && read)
-    if (const std::string why = why_not_a_file(data.path); !why.empty())
-      fail("config key 'data.path': ", why);
+  if (!data.path.empty()) check_data_file(data.path, "data.path", data_files);
   bool any_train = data.sources.empty();
   for (size_t i = 0; i < data.sources.size(); ++i) {
     const data::DataSource& s = data.sources[i];
     const std::string key = "data.sources[" + std::to_string(i) + "]";
     LT_CHECK(!s.path.empty(), "config key '", key, ".path' is required (a dataset file)");
-    if (const std::string why = read ? why_not_a_file(s.path) : ""; !why.empty())
-      fail("config key '", key, ".path': ", why);
+    check_data_file(s.path, key + ".path", data_files);
     LT_CHECK(std::isfinite(s.weight) && s.weight > 0, "config key '", key, ".weight' (", s.path,
              ") must be a positive number, got ", s.weight);
     if (!s.format.empty()) check_format(s.format, key + ".format");
@@ -587,9 +590,7 @@ void TrainConfig::validate(DataFiles data_files) const {
   }
   check_one_of(model.init, "model.init", "auto", "pretrained", "random");
   check_data_sources(data, data_files);
-  if (!data.eval_path.empty() && data_files == DataFiles::kRead)
-    if (const std::string why = why_not_a_file(data.eval_path); !why.empty())
-      fail("config key 'data.eval_path': ", why);
+  if (!data.eval_path.empty()) check_data_file(data.eval_path, "data.eval_path", data_files);
   check_one_of(data.eval_task, "data.eval_task", "", "math");
   LT_CHECK(data.eval_task.empty() || !data.eval_path.empty(), "config key 'data.eval_task' (",
            data.eval_task, ") needs 'data.eval_path', the held-out rows it answers");

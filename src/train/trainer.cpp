@@ -1102,7 +1102,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
                                   c.exec.disk_path.empty() ? r.out_dir.string() : c.exec.disk_path))
     print_text(stderr, fmt::format("removed {} activation scratch file(s) a killed run left\n", n));
   // A --resume with no checkpoint to take is refused before the config is
-  // printed (the error would follow a page of it); set_up says what it
+  // printed (the error would follow a page of it); resume_notes say what it
   // skipped.
   if (!fresh) {
     r.resume_dir = resolve_checkpoint(options.resume, r.out_dir, &r.resume_skipped,
