@@ -12,6 +12,9 @@
 #              losses as offload, the masters and states read and written per stage)
 #   zenflow    topk 0.1, update_interval 4, overlap, batch 8 in micro-batches of 2
 #   streaming  exec.mode auto at exec.device_memory_gb 24, batch 64 (the planner)
+#   streaming2 streaming again: after streaming in the same call, it plans with
+#              the CPU update rate the first run measured (cpu_adam_in_run_scale)
+#   stream20   streaming at exec.device_memory_gb 20
 #   streamapart  streaming with exec.fused_tail: off (the last block and the head apart)
 #   stream40, stream40apart  streaming and streamapart at exec.device_memory_gb 40
 #   stream40allgpu  every boundary on the device as all_gpu, under exec.mode auto
@@ -86,6 +89,10 @@ config zenflow 8 4 "  mode: zenflow
     overlap_step: true"
 config streaming 64 1 "  mode: auto
   device_memory_gb: 24"
+config streaming2 64 1 "  mode: auto
+  device_memory_gb: 24"
+config stream20 64 1 "  mode: auto
+  device_memory_gb: 20"
 config streamapart 64 1 "  mode: auto
   device_memory_gb: 24
   fused_tail: off"

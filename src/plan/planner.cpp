@@ -359,12 +359,11 @@ void add_tail_and_device_stages(const models::ModelConfig& config, const Hardwar
   };
   bool stopped = stages_first.search_stopped;
   // Note [The tail's own chunks] (exec/streaming_plan.cpp): the tail in the
-  // candidate's chunks, then in halves of them down to full chunks.
+  // candidate's chunks, then in halves of them down to smallest_tail_piece.
   const CostModel& cm = choice.candidate.model;
   const int64_t chunk = cm.chunk_sequences > 0 ? cm.chunk_sequences : cm.sizes.batch_size;
   std::vector<int64_t> tail_chunks = {0};
-  for (int64_t piece = chunk / 2;
-       piece >= std::max<int64_t>(1, min_chunk_sequences(cm.sizes.seq_len)); piece /= 2)
+  for (int64_t piece = chunk / 2; piece >= smallest_tail_piece(cm.sizes.seq_len); piece /= 2)
     if (chunk % piece == 0) tail_chunks.push_back(piece);
   for (const int64_t tail_chunk : tail_chunks) {
     CostModel priced = cm;
@@ -401,6 +400,10 @@ void add_tail_and_device_stages(const models::ModelConfig& config, const Hardwar
 
 int64_t min_chunk_sequences(int64_t seq_len) {
   return seq_len <= 0 ? 1 : std::max<int64_t>(1, (kMinChunkTokens + seq_len - 1) / seq_len);
+}
+
+int64_t smallest_tail_piece(int64_t seq_len) {
+  return std::max<int64_t>(1, min_chunk_sequences(seq_len) / 2);
 }
 
 int64_t default_chunk_sequences(int64_t batch_size, int64_t seq_len) {

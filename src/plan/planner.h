@@ -89,6 +89,14 @@ struct Plan {
 inline constexpr int64_t kMinChunkTokens = 8192;
 // The fewest sequences of `seq_len` tokens that make kMinChunkTokens (>= 1).
 int64_t min_chunk_sequences(int64_t seq_len);
+// The fewest sequences a piece of the fused tail may have (Note [The tail's
+// own chunks]): half of min_chunk_sequences. A tail block holds its saved
+// activations for one piece, so halving the piece doubles the tail that fits
+// (on the 3B at 24 GB, pieces of 4 hold 0.56 GB a block where 8 hold 1.1 GB),
+// and each block in the tail is one block less run twice. GEMMs of 4096
+// tokens cost the 3B 1-4% more a sequence than 8192 on the H200: a price the
+// profile measures (its half chunk, default_stage_batch_sizes), not guesses.
+int64_t smallest_tail_piece(int64_t seq_len);
 int64_t default_chunk_sequences(int64_t batch_size, int64_t seq_len);
 // The line `plan` and `train` say when the chunk asked for (`asked_by`
 // `asked`: --micro-batch, exec.micro_batch) is more than the `sequences`

@@ -1,6 +1,7 @@
 // Every schedule the planner emits passes the independent validator, and
 // when nothing fits the planner names the short space and the amount.
 #include <gtest/gtest.h>
+#include <set>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -429,18 +430,20 @@ TEST(Planner, FusesTheTailOnlyWhenNoBoundaryIsOffloaded) {
 }
 
 // Note [The tail's own chunks]: in chunks of 32, a tail of blocks holds
-// their saved activations for 32 sequences; in pieces of 16 or 8, for that
-// many, so a longer tail fits. The FLOP model prices a block alike at every
-// size, so pieces win only where they fit a longer (faster) tail than the
-// chunk does: the same schedule with the tail in the chunks must then not
-// fit the GPU (from the memory budget, counted apart from the planner).
+// their saved activations for 32 sequences; in pieces of 16, 8 or 4 (down to
+// smallest_tail_piece), for that many, so a longer tail fits. The FLOP model
+// prices a block alike at every size, so pieces win only where they fit a
+// longer (faster) tail than larger ones do: the same schedule with the tail
+// in the chunks, or in pieces twice as large, must then not fit the GPU
+// (from the memory budget, counted apart from the planner).
 TEST(Planner, RunsTheTailInPiecesWhereTheyFitALongerTail) {
   if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
   PlanOptions o = testing::options_for_batch(64, 5);
   o.chunk_sequences = 32;
   o.stages_on_device = false;
   int in_pieces = 0;
-  for (double gpu_gb : {1.0, 1.5, 2.0, 2.5, 3.0, 4.0}) {
+  std::set<int64_t> pieces_taken;
+  for (double gpu_gb : {1.0, 1.5, 2.0, 2.05, 2.5, 3.0, 4.0}) {
     SCOPED_TRACE(gpu_gb);
     const Plan p = make_plan(small_llama(8), small_gpu(gpu_gb), o);
     if (!p.feasible) continue;
@@ -452,13 +455,23 @@ TEST(Planner, RunsTheTailInPiecesWhereTheyFitALongerTail) {
     if (s.tail_chunk_sequences == 0) continue;
     ++in_pieces;
     EXPECT_GT(s.tail_blocks, 0);
-    EXPECT_TRUE(s.tail_chunk_sequences == 16 || s.tail_chunk_sequences == 8)
+    pieces_taken.insert(s.tail_chunk_sequences);
+    EXPECT_TRUE(s.tail_chunk_sequences == 16 || s.tail_chunk_sequences == 8 ||
+                s.tail_chunk_sequences == 4)
         << s.tail_chunk_sequences;
+    EXPECT_GE(s.tail_chunk_sequences, smallest_tail_piece(1024));
     exec::Schedule in_chunks = s;
     in_chunks.tail_chunk_sequences = 0;
     EXPECT_GT(gpu_bytes(in_chunks), static_cast<int64_t>(gpu_gb * kBytesPerGB));
+    if (s.tail_chunk_sequences < 16) {
+      exec::Schedule larger = s;
+      larger.tail_chunk_sequences = 2 * s.tail_chunk_sequences;
+      EXPECT_GT(gpu_bytes(larger), static_cast<int64_t>(gpu_gb * kBytesPerGB));
+    }
   }
   EXPECT_GT(in_pieces, 0);
+  // Pieces below min_chunk_sequences (8 at seq 1024) are taken where only they fit.
+  EXPECT_TRUE(pieces_taken.count(4)) << "no budget took pieces of 4";
 }
 
 // The executor splits each micro-batch into chunks and never joins two:
