@@ -72,8 +72,9 @@ CachedProfile ensure_profile(const std::string& dir, const std::string& device_n
 // priced without the profile's in-run scale (`priced_params_per_s` /
 // `scale_used`) as that optimizer's in-run scale (HardwareProfile::
 // cpu_adam_in_run_scale), written atomically: the next plan of this model
-// on this machine prices the updates at the rate this run measured. A
-// change under 2% is not written. Returns the line the run prints; a
+// on this machine prices the updates at the rate this run measured, or,
+// where an earlier run kept one, at the mean of that scale and this run's.
+// A change under 2% is not written. Returns the line the run prints; a
 // profile that cannot be read or written gives a note, never an error (the
 // run's work is done by then).
 std::string keep_cpu_update_rate(const std::string& path, exec::OptimizerStates optimizer,

@@ -218,16 +218,20 @@ TEST_F(HardwareCache, TheNextPlanPricesTheUpdatesAtTheRateARunMeasured) {
                 .find("(as planned)"),
             std::string::npos);
   EXPECT_EQ(data::read_whole_file(path), text);
-  // A slower run again: the scale is against the unscaled rate, not the
-  // scaled one (0.6 of the first price, not 0.6 x 0.85).
-  keep_cpu_update_rate(path, exec::OptimizerStates::Fp32, 0.6 * before.cpu_update_params_per_s,
-                       after.cpu_update_params_per_s, after.cpu_update_in_run_scale);
-  EXPECT_NEAR(priced().cpu_update_params_per_s, 0.6 * before.cpu_update_params_per_s,
+  // A slower run again: its scale is against the unscaled rate, not the
+  // scaled one (0.6 of the first price, not 0.6 x 0.85), and it weighs
+  // half against the 0.85 kept before: the next plan prices 0.725.
+  const std::string again =
+      keep_cpu_update_rate(path, exec::OptimizerStates::Fp32, 0.6 * before.cpu_update_params_per_s,
+                           after.cpu_update_params_per_s, after.cpu_update_in_run_scale);
+  EXPECT_NE(again.find("0.725x the profile's rate"), std::string::npos) << again;
+  EXPECT_NE(again.find("this run's 0.600x"), std::string::npos) << again;
+  EXPECT_NEAR(priced().cpu_update_params_per_s, 0.725 * before.cpu_update_params_per_s,
               1e-9 * before.cpu_update_params_per_s);
   // adamw8bit's scale is its own key.
   keep_cpu_update_rate(path, exec::OptimizerStates::EightBit, 1.5e9, 3e9, 1);
   EXPECT_NEAR(*plan::HardwareProfile::from_file(path).cpu_adam8bit_in_run_scale, 0.5, 1e-12);
-  EXPECT_NEAR(*plan::HardwareProfile::from_file(path).cpu_adam_in_run_scale, 0.6, 1e-9);
+  EXPECT_NEAR(*plan::HardwareProfile::from_file(path).cpu_adam_in_run_scale, 0.725, 1e-9);
   {
     std::ofstream damaged(path);
     damaged << "gpu_tflops: [";
