@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -192,6 +193,37 @@ std::string math_option_use(const std::string& name) {
          "--device cpu and auto are accepted)";
 }
 
+// The keys of each row --task math writes to --out (run_math).
+constexpr std::array<const char*, 7> kAnswerKeys = {"line",      "prompt",  "output", "extracted",
+                                                    "reference", "correct", "finish"};
+
+// --out replaces only what an earlier --task math wrote: a file whose first
+// line is one of its rows (or an empty file). Anything else, the --data file
+// above all, would be lost to the answers, so it is refused before the model
+// loads.
+void check_out_replaces_only_answers(const EvalArgs& args) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(args.out, ec)) return;
+  if (fs::equivalent(args.out, args.data, ec)) {
+    fail("--out ", args.out, " is the --data file: the answers would replace the rows they ",
+         "answer; give --out another file");
+  }
+  std::ifstream in(args.out);
+  std::string first;
+  std::getline(in, first);
+  if (!in && !in.eof()) fail("--out ", args.out, ": cannot be read to check what it holds");
+  if (first.empty() && in.peek() == std::ifstream::traits_type::eof()) return;
+  const nlohmann::json row = nlohmann::json::parse(first, nullptr, false);
+  const bool answers = row.is_object() && std::all_of(kAnswerKeys.begin(), kAnswerKeys.end(),
+                                                      [&](const char* k) { return row.contains(k); });
+  if (!answers) {
+    fail("--out ", args.out, " exists and is not an earlier eval --task math answers file ",
+         "(its first line is not one of its rows): it is kept; give --out a new file, or remove ",
+         "it first");
+  }
+}
+
 // --task math: greedy answers to each row's prompt, scored by exact match.
 void run_math(const EvalArgs& args) {
   if (args.batch_size < 1)
@@ -201,7 +233,10 @@ void run_math(const EvalArgs& args) {
     fail("--max-new-tokens must be at least 1 (answer tokens per row at most); got ",
          args.max_new_tokens);
   }
-  if (!args.out.empty()) io::check_can_write(args.out, "--out");  // before the answers are made
+  if (!args.out.empty()) {  // before the answers are made
+    io::check_can_write(args.out, "--out");
+    check_out_replaces_only_answers(args);
+  }
   check_model_folder(args.model, "--model ");
   train::GenerationModel g = train::load_generation_model(args.model, args.tokenizer, args.device,
                                                           true, "eval --task math");
@@ -264,13 +299,13 @@ void run_math(const EvalArgs& args) {
   if (!args.out.empty()) {
     std::string lines;
     for (const auto& row : result.rows) {
-      const nlohmann::json j = {{"line", row.line},
-                                {"prompt", row.prompt},
-                                {"output", row.output},
-                                {"extracted", row.predicted},
-                                {"reference", row.reference},
-                                {"correct", row.correct},
-                                {"finish", train::finish_reason_name(row.finish)}};
+      const nlohmann::json j = {{kAnswerKeys[0], row.line},
+                                {kAnswerKeys[1], row.prompt},
+                                {kAnswerKeys[2], row.output},
+                                {kAnswerKeys[3], row.predicted},
+                                {kAnswerKeys[4], row.reference},
+                                {kAnswerKeys[5], row.correct},
+                                {kAnswerKeys[6], train::finish_reason_name(row.finish)}};
       lines += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     }
     io::write_file_atomic(args.out, lines);

@@ -910,6 +910,14 @@ TrainConfig load_train_config_for(const std::string& file,
     if (checkpoint.filename().empty()) checkpoint = checkpoint.parent_path();  // "step-3/"
     config.out.dir = checkpoint.parent_path().string();
   }
+  // out.overwrite is this command's to give, never the saved run's: the
+  // demo's config sets it (to run again from scratch), and taken from the
+  // checkpoint it let a resume from an earlier step delete the later
+  // checkpoints unasked. Without it such a resume is refused, saying how.
+  const bool overwrite_given =
+      std::any_of(overrides.begin(), overrides.end(),
+                  [](const auto& o) { return o.rfind("out.overwrite=", 0) == 0; });
+  if (!overwrite_given) config.out.overwrite = false;
   config.validate_naming_sources();
   return config;
 }

@@ -95,6 +95,50 @@ TEST(EvalTask, AnAnswerFieldNoRowHasIsRefused) {
       << output;
 }
 
+// eval --task math --out replaces only an earlier answers file: given the
+// --data file itself, or any other file, it refused before answering and
+// the file is as it was (it was overwritten with the answers, the rows lost).
+TEST(EvalTask, OutReplacesOnlyAnEarlierAnswersFile) {
+  TempDir tmp("eval_task_out");
+  std::string output;
+  ASSERT_EQ(run_program({"train", "--no-sample", "--set", "train.steps=1", "--set",
+                         "train.eval_every=0", "--set", "out.dir=" + (tmp / "run").string()},
+                        tmp / "train.log", &output, 300),
+            0)
+      << output;
+  std::ifstream heldout(assets_dir() / "demo" / "addition" / "test.jsonl");
+  std::string rows, line;
+  for (int i = 0; i < 3 && std::getline(heldout, line); ++i) rows += line + "\n";
+  const fs::path data = tmp / "three.jsonl";
+  write_text(data, rows);
+  const auto eval_into = [&](const fs::path& out, const std::string& log) {
+    return run_program({"eval", "--task", "math", "--model", (tmp / "run" / "step-1").string(),
+                        "--data", data.string(), "--max-new-tokens", "2", "--out", out.string()},
+                       tmp / log, &output, 300);
+  };
+  EXPECT_NE(eval_into(data, "self.log"), 0);
+  EXPECT_NE(output.find("--out " + data.string() + " is the --data file"), std::string::npos)
+      << output;
+  EXPECT_EQ(read_text(data), rows);
+  const fs::path notes = tmp / "notes.txt";
+  write_text(notes, "my notes\n");
+  EXPECT_NE(eval_into(notes, "notes.log"), 0);
+  EXPECT_NE(output.find("--out " + notes.string() +
+                        " exists and is not an earlier eval --task math answers file"),
+            std::string::npos)
+      << output;
+  EXPECT_EQ(read_text(notes), "my notes\n");
+  // A first run writes the answers; a second replaces them.
+  const fs::path answers = tmp / "answers.jsonl";
+  ASSERT_EQ(eval_into(answers, "first.log"), 0) << output;
+  const std::string first = read_text(answers);
+  ASSERT_EQ(nlohmann::json::parse(first.substr(0, first.find('\n'))).at("line").get<int64_t>(), 1)
+      << first;
+  write_text(answers, first + first);
+  EXPECT_EQ(eval_into(answers, "second.log"), 0) << output;
+  EXPECT_EQ(read_text(answers), first);
+}
+
 // The run's own held-out math task is refused the same way, naming
 // data.eval_answer_field: it scored "0 of 0" and exited 0.
 TEST(EvalTask, TheRunsMathTaskRefusesAnAnswerFieldNoRowHas) {

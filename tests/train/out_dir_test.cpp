@@ -592,5 +592,39 @@ TEST_F(OutDir, ARelativeResumeNotInTheCurrentDirectoryIsOutDirs) {
   EXPECT_EQ(read_metrics(out()).size(), 4u);
 }
 
+// The demo's config sets out.overwrite (to run again from scratch), and a
+// checkpoint's train_config.yaml kept it: `--resume run/step-1` on the
+// checkpoint's own config deleted step-2 and step-3 unasked. out.overwrite
+// is now the resuming command's: refused, the later saves kept, until
+// --set out.overwrite=true says to replace them.
+TEST_F(OutDir, AResumeOnTheCheckpointsOwnConfigTakesNoOverwriteFromIt) {
+  const fs::path run = tmp_ / "demo";
+  std::string output;
+  ASSERT_EQ(run_program({"train", "--no-sample", "--set", "train.steps=3", "--set",
+                         "train.save_every=1", "--set", "train.keep_last=5", "--set",
+                         "train.eval_every=0", "--set", "out.dir=" + run.string()},
+                        tmp_ / "first.log", &output),
+            0)
+      << output;
+  ASSERT_NE(read_text(run / "step-1" / "train_config.yaml").find("overwrite: true"),
+            std::string::npos);
+  const std::string step3 = read_text(run / "step-3" / "model.safetensors");
+  EXPECT_NE(run_program({"train", "--no-sample", "--resume", (run / "step-1").string()},
+                        tmp_ / "refused.log", &output),
+            0);
+  EXPECT_MENTIONS(output, "holds checkpoints of later steps (step-2, step-3)");
+  EXPECT_MENTIONS(output, "--set out.overwrite=true");
+  EXPECT_EQ(read_text(run / "step-3" / "model.safetensors"), step3);
+  EXPECT_TRUE(fs::exists(run / "step-2"));
+  ASSERT_EQ(run_program({"train", "--no-sample", "--resume", (run / "step-1").string(), "--set",
+                         "out.overwrite=true", "--set", "train.steps=2"},
+                        tmp_ / "replaced.log", &output),
+            0)
+      << output;
+  EXPECT_MENTIONS(output, "the checkpoints of steps after the resumed 1");
+  EXPECT_FALSE(fs::exists(run / "step-3"));
+  EXPECT_TRUE(fs::exists(run / "step-2"));
+}
+
 }  // namespace
 }  // namespace lt::train::testing
