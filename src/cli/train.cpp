@@ -66,6 +66,7 @@ void add_train_command(CLI::App& app) {
     options.resume = resuming ? args->resume : "";
     options.resuming = resuming;
     options.sample_at_end = !args->no_sample;
+    options.config_file = args->config;
     run_as_rank([&] {
       train::TrainRunResult r = train::run_training(config, options);
       // A stop before the first step saved nothing to resume from; one

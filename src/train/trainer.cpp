@@ -17,6 +17,7 @@
 
 #include "core/allocator.h"
 #include "data/batching.h"
+#include "data/json_fields.h"
 #include "data/prompt_rows.h"
 #include "dist/process.h"
 #include "dist/shard.h"
@@ -1066,6 +1067,26 @@ bool stop_requested(Run& r, const StopSignals& signals) {
 
 }  // namespace
 
+// Note [out.dir's config.yaml]
+// Each run writes its resolved config (every key, paths expanded, no
+// comments) to out.dir/config.yaml under kRunConfigHeader. A user who keeps
+// their own config there (`lazytrain train exp1/config.yaml` with out.dir
+// exp1) lost it to that dump. A config file that is out.dir's config.yaml is
+// refused unless it starts with the header: a run's own dump is rewritten
+// (training again from it is fine), a hand-written file is kept.
+constexpr std::string_view kRunConfigHeader =
+    "# lazytrain: the resolved config of the run in this folder (each run here rewrites it)\n";
+
+void refuse_to_rewrite_a_hand_written_config(const std::string& config_file,
+                                             const fs::path& out_dir) {
+  std::error_code ec;
+  if (config_file.empty() || !fs::equivalent(config_file, out_dir / "config.yaml", ec)) return;
+  if (data::read_whole_file(config_file).starts_with(kRunConfigHeader)) return;
+  fail(config_file, " is out.dir's config.yaml, which the run rewrites with its resolved config ",
+       "(every key, paths expanded, comments dropped): keep your config elsewhere (copy it out of ",
+       out_dir.string(), " and train from the copy), or set another out.dir");
+}
+
 TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions& options) {
   const dist::World world = dist::this_world();
   // The global batch's split among the ranks, before the data and weights
@@ -1075,6 +1096,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // Before anything in out.dir is read or written; declared before the run,
   // so that a run failing in its setup has closed its scratch files there
   // when the lock removes the folder it made.
+  if (writer) refuse_to_rewrite_a_hand_written_config(options.config_file, requested.out.dir);
   std::optional<OutDirLock> lock;
   if (writer) lock.emplace(requested.out.dir);
   const bool fresh = options.resume.empty() && !options.resuming;
@@ -1182,7 +1204,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
     return stopped;
   }
   const bool earlier_config = fs::exists(r.out_dir / "config.yaml");
-  if (writer && !earlier_config) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
+  const std::string config_record = std::string(kRunConfigHeader) + r.config_yaml;
+  if (writer && !earlier_config) write_text_atomic(r.out_dir / "config.yaml", config_record);
   // Set up: from here on the run writes out.dir. A run that failed before
   // this (a full disk refusing config.yaml included) left an earlier run's
   // config.yaml and metrics as they were, and removed the out.dir it made.
@@ -1193,7 +1216,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   std::optional<MetricsWriter> metrics;
   const auto take_over_records = [&] {
     if (!writer) return;
-    if (earlier_config) write_text_atomic(r.out_dir / "config.yaml", r.config_yaml);
+    if (earlier_config) write_text_atomic(r.out_dir / "config.yaml", config_record);
     if (c.out.overwrite) {
       if (fresh || r.resumed_from_elsewhere)
         remove_earlier_checkpoints(r.out_dir);

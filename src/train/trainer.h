@@ -15,6 +15,10 @@ struct TrainRunOptions {
   std::string resume;         // "", "latest" or a checkpoint folder
   bool resuming = false;      // --resume was given (then an empty resume is an error)
   bool sample_at_end = true;  // print a greedy sample from the trained model
+  // The config file the run was read from ("" for the embedded default or a
+  // resume on the checkpoint's own): a run refuses to rewrite it as out.dir's
+  // config.yaml unless a run wrote it (Note [out.dir's config.yaml]).
+  std::string config_file;
   // Test hook: the CPU stand-in's gradient slabs and upload copies are
   // counted apart from host memory, as a GPU's pinned memory is
   // (exec::StandInOptions::separate_host_memory), so that

@@ -626,5 +626,46 @@ TEST_F(OutDir, AResumeOnTheCheckpointsOwnConfigTakesNoOverwriteFromIt) {
   EXPECT_TRUE(fs::exists(run / "step-2"));
 }
 
+// Note [out.dir's config.yaml]: a config kept as out.dir's config.yaml was
+// replaced by the run's resolved dump (its comments gone): refused, the file
+// as it was; trained from a copy, the run writes its dump there, and a run
+// from that dump (it carries the header) is taken.
+TEST_F(OutDir, AHandWrittenConfigInOutDirIsNotRewritten) {
+  const fs::path exp = tmp_ / "exp1";
+  fs::create_directories(exp);
+  std::string demo = read_text(assets_dir() / "demo" / "gsm8k.yaml");
+  const auto set_line = [&](const std::string& from, const std::string& to) {
+    const size_t at = demo.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    demo.replace(at, demo.find('\n', at) - at, to);
+  };
+  set_line("  steps: 60", "  steps: 1");
+  set_line("  save_every: 30", "  save_every: 0");
+  set_line("  dir: ", "  dir: " + exp.string());
+  const std::string mine = demo + "# tuned by hand\n";
+  write_text(exp / "config.yaml", mine);
+  std::string output;
+  EXPECT_NE(run_program({"train", (exp / "config.yaml").string(), "--no-sample"},
+                        tmp_ / "refused.log", &output),
+            0);
+  EXPECT_MENTIONS(
+      output, (exp / "config.yaml").string() + " is out.dir's config.yaml, which the run rewrites");
+  EXPECT_EQ(read_text(exp / "config.yaml"), mine);
+  write_text(tmp_ / "mine.yaml", mine);
+  ASSERT_EQ(run_program({"train", (tmp_ / "mine.yaml").string(), "--no-sample"}, tmp_ / "copy.log",
+                        &output),
+            0)
+      << output;
+  const std::string dump = read_text(exp / "config.yaml");
+  EXPECT_EQ(dump.rfind("# lazytrain: the resolved config of the run in this folder", 0), 0u)
+      << dump;
+  EXPECT_EQ(dump.find("tuned by hand"), std::string::npos);
+  EXPECT_EQ(run_program({"train", (exp / "config.yaml").string(), "--no-sample", "--set",
+                         "out.overwrite=true"},
+                        tmp_ / "again.log", &output),
+            0)
+      << output;
+}
+
 }  // namespace
 }  // namespace lt::train::testing
