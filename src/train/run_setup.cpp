@@ -335,6 +335,15 @@ ResumeChanges compare_with_checkpoint(const TrainConfig& c, const fs::path& resu
     }
     if (change.rfind("out.", 0) == 0) continue;
     if (dtype_auto && change.rfind("train.dtype:", 0) == 0) continue;
+    // A model of the same shape is let through (refuse_another_model_or_tokenizer),
+    // but it does not change what trains: said, so it is not taken for a switch.
+    if (change.rfind("model.path:", 0) == 0) {
+      log.message("resume: " + change +
+                  " (the checkpoint's -> this run's): the weights go on from the checkpoint's; "
+                  "model.path gives no weights to a resume (to train another model's, start a "
+                  "new run without --resume)");
+      continue;
+    }
     log.message("resume: " + change + " (the checkpoint's -> this run's)");
   }
   changes.optimizer =

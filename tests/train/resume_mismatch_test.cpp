@@ -71,6 +71,16 @@ TEST_F(ResumeMismatch, AnotherTokenizerOrModelIsRefusedAndTheTokenizerFileTravel
   EXPECT_FALSE(fs::exists(tmp_ / "out" / "step-4"));
   // The same tokenizer and model resume.
   EXPECT_EQ(train_quietly(config("tok_a", {"train.steps=4"}), "latest").steps_done, 4);
+  // Another folder of the same shape is let through, and the run says its
+  // weights are not what trains (it read as a switch of model).
+  const fs::path same = tmp_ / "same_shape";
+  fs::copy(fixture("llama"), same);
+  TrainConfig same_run = config("tok_a", {"train.steps=6"});
+  same_run.model.path = same.string();
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(train_quietly(same_run, "latest").steps_done, 6);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, HasSubstr("model.path gives no weights to a resume")) << log;
 }
 
 }  // namespace
