@@ -757,6 +757,10 @@ std::vector<std::string> TrainConfig::adjustments() const {
                                           "training"
                                         : "") +
         " (set train.eval_every)");
+  if (train.eval_every > 0 && data.eval_path.empty() && data.eval_split == 0 && !held_out_sources)
+    notes.push_back("train.eval_every is " + std::to_string(train.eval_every) +
+                    " but no held-out rows are set: nothing is evaluated (name them with "
+                    "data.eval_path, data.eval_split, or a data.sources entry with split: eval)");
   if (sched.warmup_steps > train.steps)
     notes.push_back("sched.warmup_steps (" + std::to_string(sched.warmup_steps) +
                     ") is longer than train.steps (" + std::to_string(train.steps) +
@@ -914,9 +918,9 @@ TrainConfig load_train_config_for(const std::string& file,
   // demo's config sets it (to run again from scratch), and taken from the
   // checkpoint it let a resume from an earlier step delete the later
   // checkpoints unasked. Without it such a resume is refused, saying how.
-  const bool overwrite_given =
-      std::any_of(overrides.begin(), overrides.end(),
-                  [](const auto& o) { return o.rfind("out.overwrite=", 0) == 0; });
+  const bool overwrite_given = std::any_of(overrides.begin(), overrides.end(), [](const auto& o) {
+    return o.rfind("out.overwrite=", 0) == 0;
+  });
   if (!overwrite_given) config.out.overwrite = false;
   config.validate_naming_sources();
   return config;

@@ -76,7 +76,8 @@ TEST_F(ConfigErrors, ARefusedValueNamesTheFileAndLineOrTheOverride) {
 }
 
 // Held-out rows with train.eval_every 0 are never evaluated: said, and for
-// data.eval_split, that its share still leaves training.
+// data.eval_split, that its share still leaves training; train.eval_every
+// with no held-out rows is said too.
 TEST_F(ConfigErrors, HeldOutRowsWithoutEvaluationAreSaid) {
   write_text(tmp_ / "ok.yaml", yaml());
   const auto notes = [&](const std::vector<std::string>& overrides) {
@@ -93,6 +94,9 @@ TEST_F(ConfigErrors, HeldOutRowsWithoutEvaluationAreSaid) {
   EXPECT_MENTIONS(notes({"data.eval_path=" + (tmp_ / "data.jsonl").string()}),
                   "never evaluated (set train.eval_every)");
   EXPECT_EQ(notes({"data.eval_split=0.2", "train.eval_every=2"}), "");
+  // The other way round: an evaluation with nothing held out did nothing, silently.
+  EXPECT_MENTIONS(notes({"train.eval_every=2"}),
+                  "train.eval_every is 2 but no held-out rows are set: nothing is evaluated");
 }
 
 // Input paths are kept absolute, so that the config a run saves names the
