@@ -482,11 +482,24 @@ YAML::Node override_node(const std::string& assignment) {
   LT_CHECK(parts.size() >= 2 && parts.size() <= 3 && !empty_part,
            "--set key must be section.name (e.g. train.steps, exec.zenflow.topk_ratio), got '", key,
            "'");
+  const std::string text = assignment.substr(eq + 1);
+  // YAML reserves '@' at a value's start, so `--set model.path=@assets/...`
+  // (the form README gives for bundled files) failed as "unknown token": such
+  // a value is the string as written. And " #" starts a YAML comment, which
+  // cut `data/my file #1.jsonl` at the '#' without a word: refused instead.
   YAML::Node value;
-  try {
-    value = YAML::Load(assignment.substr(eq + 1));
-  } catch (const YAML::Exception& e) {
-    fail("--set ", key, ": the value is not valid YAML (", e.msg, ")");
+  if (text.starts_with('@')) {
+    value = YAML::Node(text);
+  } else {
+    LT_CHECK(!text.starts_with('#') && text.find(" #") == std::string::npos, "--set ", key,
+             ": YAML reads the '#' in '", text,
+             "' as the start of a comment, which would cut the value there; quote it (--set '", key,
+             "=\"", text, "\"')");
+    try {
+      value = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      fail("--set ", key, ": the value is not valid YAML (", e.msg, ")");
+    }
   }
   YAML::Node leaf;
   leaf[parts.back()] = value;

@@ -20,9 +20,10 @@ class RecipeNames : public ConfigErrors {
     fs::current_path(tmp_.path());  // a folder with no recipes/
   }
   ~RecipeNames() override { fs::current_path(here_); }
-  std::string error_loading(const std::string& file) {
+  std::string error_loading(const std::string& file,
+                            const std::vector<std::string>& overrides = {}) {
     try {
-      load_train_config(file, {});
+      load_train_config(file, overrides);
     } catch (const Error& e) {
       return e.what();
     }
@@ -83,6 +84,20 @@ TEST_F(RecipeNames, AnAssetsConfigLoadsByNameFromAnyFolder) {
                   "config file '@assets/demo/nothing.yaml': no file " +
                       (fs::path(LT_SOURCE_DIR) / "assets" / "demo" / "nothing.yaml").string() +
                       " in the bundled assets");
+}
+
+// `--set model.path=@assets/demo/model` unquoted: YAML reserves '@' at a
+// value's start ("not valid YAML (unknown token)"); the value is the path as
+// written. A '#' after a space would start a comment and cut the value: refused.
+TEST_F(RecipeNames, ASetValueStartingWithAtIsAPath) {
+  TrainConfig c;
+  ASSERT_NO_THROW(c = load_train_config("", {"data.tokenizer=@assets/demo/tokenizer"}));
+  EXPECT_EQ(c.data.tokenizer, (fs::path(LT_SOURCE_DIR) / "assets" / "demo" / "tokenizer").string());
+  const std::string m = error_loading("", {"data.path=data/my file #1.jsonl"});
+  EXPECT_MENTIONS(m,
+                  "--set data.path: YAML reads the '#' in 'data/my file #1.jsonl' as the start "
+                  "of a comment");
+  EXPECT_MENTIONS(m, "quote it (--set 'data.path=\"data/my file #1.jsonl\"')");
 }
 
 // README's "lazytrain train recipes/NAME" run where there is no recipes/
