@@ -17,6 +17,7 @@
 #include "io/hf_folder.h"
 #include "optim/adamw8bit.h"
 #include "train/checkpoint.h"
+#include "train/config_key_hint.h"
 #include "train/config_yaml.h"
 #include "train/demo_config.h"
 #include "train/recipe_names.h"
@@ -391,8 +392,10 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
   auto keys = schema(config);
   std::map<std::string, Access*> by_key;
   std::map<std::string, std::string> known_in_section;
+  std::vector<std::string> known_keys;
   for (auto& [key, access] : keys) {
     by_key[key] = &access;
+    known_keys.push_back(key);
     auto section = key.substr(0, key.find('.'));
     known_in_section[section] +=
         (known_in_section[section].empty() ? "" : ", ") + key.substr(section.size() + 1);
@@ -422,7 +425,8 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
             continue;
           }
           LT_CHECK(it != by_key.end(), source, ": unknown key '", key, "'", where(entry.first),
-                   " (known in ", section, ": ", known_in_section[section], ")");
+                   config_key_hint(key, known_keys), " (known in ", section, ": ",
+                   known_in_section[section], ")");
           // A mapping under a key that takes a value (train.steps.x=3).
           if (entry.second.IsMap() && entry.second.size() > 0) {
             const std::string inner = key_text(entry.second.begin()->first, source, "a key name");
@@ -449,8 +453,8 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
       std::string sections;
       for (const auto& [known, keys_in_it] : known_in_section)
         sections += (sections.empty() ? "" : ", ") + known;
-      fail(source, ": unknown section '", name, "'", where(section.first), " (known: ", sections,
-           ")");
+      fail(source, ": unknown section '", name, "'", where(section.first),
+           config_key_hint(name, known_keys), " (known: ", sections, ")");
     }
     // "train:" over "  steps 3" reads as the section's text "steps 3".
     const std::string text = section.second.IsScalar() ? section.second.Scalar() : "";

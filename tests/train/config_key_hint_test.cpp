@@ -1,0 +1,49 @@
+// config_key_hint: what an unknown config key most likely meant, from the
+// schema's own keys (a review found `train: {lr: ...}` and `stpes` refused
+// with the section's key list only).
+#include <gtest/gtest.h>
+
+#include "config_errors.h"
+#include "train/config.h"
+#include "train/config_key_hint.h"
+
+namespace lt::train::testing {
+namespace {
+
+const std::vector<std::string> kKeys = {
+    "train.steps", "train.batch_size",        "optim.lr",          "model.path",
+    "data.path",   "exec.zenflow.topk_ratio", "sched.warmup_steps"};
+
+TEST(ConfigKeyHint, AKeyOfAnotherSectionIsNamedThere) {
+  EXPECT_EQ(config_key_hint("train.lr", kKeys), "; 'lr' is a key of optim (optim.lr)");
+  EXPECT_EQ(config_key_hint("steps", kKeys), "; 'steps' is a key of train (train.steps)");
+  EXPECT_EQ(config_key_hint("train.path", kKeys),
+            "; 'path' is a key of model (model.path) or data (data.path)");
+}
+
+TEST(ConfigKeyHint, ANearSpellingInTheSamePlaceIsSuggested) {
+  EXPECT_EQ(config_key_hint("train.stpes", kKeys), "; did you mean 'train.steps'?");
+  EXPECT_EQ(config_key_hint("train.batchsize", kKeys), "; did you mean 'train.batch_size'?");
+  EXPECT_EQ(config_key_hint("train.Batch_Size", kKeys), "; did you mean 'train.batch_size'?");
+  EXPECT_EQ(config_key_hint("exec.zenflow.topk_ratoi", kKeys),
+            "; did you mean 'exec.zenflow.topk_ratio'?");
+  EXPECT_EQ(config_key_hint("trian", kKeys), "; did you mean 'train'?");
+  // Only within its section: optim.step is not train.steps.
+  EXPECT_EQ(config_key_hint("optim.step", kKeys), "");
+  // Nothing near: no guess.
+  EXPECT_EQ(config_key_hint("train.frobnicate", kKeys), "");
+  EXPECT_EQ(config_key_hint("train.x", kKeys), "");
+}
+
+// Through the config loader, with the real schema: the hint sits in the
+// message that names the file and the line.
+TEST_F(ConfigErrors, AnUnknownKeySaysWhatItMostLikelyMeant) {
+  std::string m = error_of(yaml("  lr: 1.0e-4\n"));
+  EXPECT_MENTIONS(m, "unknown key 'train.lr'");
+  EXPECT_MENTIONS(m, "; 'lr' is a key of optim (optim.lr)");
+  m = error_of(yaml(), {"train.stpes=3"});
+  EXPECT_MENTIONS(m, "unknown key 'train.stpes'; did you mean 'train.steps'?");
+}
+
+}  // namespace
+}  // namespace lt::train::testing
