@@ -851,6 +851,38 @@ std::vector<std::pair<std::string, std::string>> flat_values(const TrainConfig& 
 
 }  // namespace
 
+namespace {
+
+// A relative path in a config is read from the folder the run starts in
+// (README, on @assets/), so `cd other; lazytrain train ../run.yaml` with
+// `data.path: data/x.jsonl` misses the file beside the config. When
+// `message` says "no file 'P'" for a key set in a config file (`origin`:
+// "FILE (line N)") and P's path from the working folder exists beside that
+// file, says so.
+std::string beside_the_config_hint(const std::string& message, const std::string& origin) {
+  namespace fs = std::filesystem;
+  const std::string mark = "no file '";
+  const size_t at = message.find(mark);
+  const size_t line = origin.rfind(" (line ");
+  if (at == std::string::npos || line == std::string::npos || origin.rfind("--set", 0) == 0)
+    return "";
+  const size_t start = at + mark.size(), end = message.find('\'', start);
+  if (end == std::string::npos) return "";
+  std::error_code ec;
+  const fs::path missing = message.substr(start, end - start);
+  const fs::path relative = fs::relative(missing, fs::current_path(), ec);
+  if (ec || relative.empty() || relative.is_absolute()) return "";
+  const fs::path config_dir = fs::path(origin.substr(0, line)).parent_path();
+  const fs::path beside = (config_dir / relative).lexically_normal();
+  if (!fs::exists(beside, ec) || fs::equivalent(beside, missing, ec)) return "";
+  return "; relative paths are read from the folder the run starts in (" +
+         fs::current_path().string() + "), not the config's: " + beside.string() +
+         " is there beside it (run from " + (config_dir.empty() ? "." : config_dir.string()) +
+         ", or write the path from here or absolute)";
+}
+
+}  // namespace
+
 void TrainConfig::validate_naming_sources(DataFiles data_files) const {
   try {
     validate(data_files);
@@ -871,7 +903,7 @@ void TrainConfig::validate_naming_sources(DataFiles data_files) const {
       key.resize(cut);
       origin = key_origins.find(key);
     }
-    fail(origin->second, ": ", message);
+    fail(origin->second, ": ", message, beside_the_config_hint(message, origin->second));
   }
 }
 

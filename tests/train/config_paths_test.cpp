@@ -123,5 +123,27 @@ TEST_F(ConfigPaths, ACommandLinePathTheShellDidNotExpandIsRefused) {
   EXPECT_FALSE(fs::exists(tmp_ / "$HOME"));
 }
 
+// A relative data.path is read from the working folder: run from another
+// folder, the file beside the config is missed. The error says where it is.
+TEST_F(ConfigPaths, AMissedFileBesideTheConfigIsPointedAt) {
+  std::string text = yaml();
+  const std::string absolute = "\"" + (tmp_ / "data.jsonl").string() + "\"";
+  text.replace(text.find(absolute), absolute.size(), "data.jsonl");
+  write_text(tmp_ / "run.yaml", text);
+  const fs::path before = fs::current_path();
+  fs::create_directories(tmp_ / "elsewhere");
+  fs::current_path(tmp_ / "elsewhere");
+  std::string m;
+  try {
+    load_train_config("../run.yaml", {});
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  fs::current_path(before);
+  EXPECT_MENTIONS(m, "../run.yaml (line 4): config key 'data.path': no file '" +
+                         (tmp_ / "elsewhere" / "data.jsonl").string() + "'");
+  EXPECT_MENTIONS(m, "not the config's: ../data.jsonl is there beside it (run from ..");
+}
+
 }  // namespace
 }  // namespace lt::train::testing
