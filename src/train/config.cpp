@@ -810,6 +810,15 @@ void apply_file(TrainConfig& config, const std::string& named_file) {
   LT_CHECK(std::filesystem::exists(file), "config file '", file, "' does not exist");
   LT_CHECK(std::filesystem::is_regular_file(file), "config file '", file,
            "' is not a regular file");
+  // `lazytrain train data.jsonl` read the first row as sections ("unknown
+  // section 'question'"): a dataset's name says what it is.
+  const std::string extension = std::filesystem::path(file).extension().string();
+  for (const char* data_kind : {".jsonl", ".parquet", ".txt", ".csv"}) {
+    LT_CHECK(extension != data_kind, "config file '", file, "' is a dataset (", data_kind,
+             "), not a train config (YAML): name it in a config's data.path, or give it with "
+             "--set data.path=",
+             file, " (the demo's config and the recipes are examples)");
+  }
   apply(config, load_config_yaml(file), file);
 }
 

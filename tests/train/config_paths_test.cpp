@@ -145,5 +145,19 @@ TEST_F(ConfigPaths, AMissedFileBesideTheConfigIsPointedAt) {
   EXPECT_MENTIONS(m, "not the config's: ../data.jsonl is there beside it (run from ..");
 }
 
+// `lazytrain train data.jsonl` read the rows as sections ("unknown section
+// 'question'"): the dataset is named as one.
+TEST_F(ConfigPaths, ADatasetGivenAsTheConfigIsNamedAsOne) {
+  std::string m;
+  try {
+    load_train_config((tmp_ / "data.jsonl").string(), {});
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  EXPECT_MENTIONS(m, "config file '" + (tmp_ / "data.jsonl").string() +
+                         "' is a dataset (.jsonl), not a train config (YAML): name it in a "
+                         "config's data.path, or give it with --set data.path=");
+}
+
 }  // namespace
 }  // namespace lt::train::testing
