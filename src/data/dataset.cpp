@@ -154,8 +154,17 @@ json parse_object(const SourceRow& row) {
     // e.what() reads "[json.exception.parse_error.101] parse error at ...".
     std::string what = e.what();
     size_t cut = what.find("] ");
-    row_fail("",
-             "not valid JSON (" + (cut == std::string::npos ? what : what.substr(cut + 2)) + ")");
+    // A pretty-printed file ends its first line's object on a later line.
+    const size_t first = row.text.find_first_not_of(" \t");
+    const bool spread = what.find("unexpected end of input") != std::string::npos &&
+                        first != std::string::npos &&
+                        (row.text[first] == '{' || row.text[first] == '[');
+    row_fail("", "not valid JSON (" + (cut == std::string::npos ? what : what.substr(cut + 2)) +
+                     ")" +
+                     (spread ? "; the object goes on past its line, as in a pretty-printed "
+                               "file: a .jsonl row is one whole object on one line (or give "
+                               "the rows as a JSON array in a .json file)"
+                             : ""));
   }
   if (!value.is_object())
     row_fail("", std::string("expected a JSON object, found ") + value.type_name());

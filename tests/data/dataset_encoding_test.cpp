@@ -153,5 +153,30 @@ TEST_F(DatasetEncoding, ALoneSurrogateEscapeIsNamedWithItsColumn) {
                                     "29 (half of a UTF-16 pair, not a character)");
 }
 
+// Objects pretty-printed over several lines in a .jsonl: every line "not
+// valid JSON", and nothing said of why. The first line's problem says so.
+TEST_F(DatasetEncoding, APrettyPrintedJsonlIsNamedAsOne) {
+  const fs::path f =
+      write("pretty.jsonl", "{\n  \"text\": \"hi\"\n}\n{\n  \"text\": \"there\"\n}\n");
+  DatasetOptions text;
+  text.format = "text";
+  const Tokenizer& gpt2 = testing::reference_tokenizer("gpt2");
+  const std::string m = error_of([&] { load_dataset(f, &gpt2, text, nullptr); });
+  EXPECT_NE(m.find(f.string() + ":1: not valid JSON ("), std::string::npos) << m;
+  EXPECT_NE(m.find("; the object goes on past its line, as in a pretty-printed file: a .jsonl "
+                   "row is one whole object on one line"),
+            std::string::npos)
+      << m;
+  // A row cut short in the middle is not taken for one.
+  const fs::path cut = write("cut.jsonl", "{\"text\": \"hi\"}\n\"text\": \"th\n");
+  DatasetOptions listing;
+  listing.format = "text";
+  listing.accept_mostly_bad = true;
+  DatasetReport report;
+  load_dataset(cut, &gpt2, listing, &report);
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_EQ(report.problems[0].find("pretty-printed"), std::string::npos) << report.problems[0];
+}
+
 }  // namespace
 }  // namespace lt::data
