@@ -346,10 +346,29 @@ Plan detect_plan(const json& row, std::optional<Format> forced, const DatasetOpt
       }
     }
   }
-  LT_CHECK(!plan.prompt_field.empty() && !plan.response_field.empty(), where,
-           ": cannot find the prompt and response fields (query/response, question/answer, "
-           "prompt/completion or prompt/response); name them with ",
-           options.settings.prompt_field, " and ", options.settings.response_field);
+  if (plan.prompt_field.empty() || plan.response_field.empty()) {
+    // A chat (or alpaca, text, tokens) file under format query_response
+    // was told to name its fields; the fields say which format it is.
+    std::string other;
+    if (forced) {
+      DatasetOptions by_fields = given;
+      by_fields.prompt_field.clear();
+      by_fields.response_field.clear();
+      try {
+        const Format detected = detect_plan(row, std::nullopt, by_fields, where).format;
+        if (detected != *forced) {
+          const std::string name(format_name(detected));
+          other = "; its fields are those of format " + name + ": set " + options.settings.format +
+                  " to " + name + " (or auto)";
+        }
+      } catch (const Error&) {
+      }
+    }
+    fail(where,
+         ": cannot find the prompt and response fields (query/response, question/answer, "
+         "prompt/completion or prompt/response); name them with ",
+         options.settings.prompt_field, " and ", options.settings.response_field, other);
+  }
   return plan;
 }
 

@@ -178,5 +178,28 @@ TEST_F(DatasetEncoding, APrettyPrintedJsonlIsNamedAsOne) {
   EXPECT_EQ(report.problems[0].find("pretty-printed"), std::string::npos) << report.problems[0];
 }
 
+// Chat rows under data.format query_response were told to name their
+// prompt and response fields; the fields say the format to set.
+TEST_F(DatasetEncoding, RowsOfAnotherFormatNameIt) {
+  const fs::path chat = write("chat.jsonl",
+                              "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, "
+                              "{\"role\": \"assistant\", \"content\": \"hello\"}]}\n");
+  DatasetOptions qr;
+  qr.format = "query_response";
+  const Tokenizer& gpt2 = testing::reference_tokenizer("gpt2");
+  const std::string m = error_of([&] { load_dataset(chat, &gpt2, qr, nullptr); });
+  EXPECT_NE(m.find(chat.string() + ":1: cannot find the prompt and response fields"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("; its fields are those of format sharegpt: set data.format to sharegpt (or "
+                   "auto)"),
+            std::string::npos)
+      << m;
+  // Fields of no format: no guess.
+  const fs::path odd = write("odd.jsonl", "{\"q\": \"hi\", \"a\": \"there\"}\n");
+  EXPECT_EQ(error_of([&] { load_dataset(odd, &gpt2, qr, nullptr); }).find("its fields are"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace lt::data
