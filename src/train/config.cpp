@@ -438,6 +438,12 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
           try {
             it->second->set(entry.second, key);
           } catch (const Error& e) {
+            // `  steps:` with nothing after it: a null value's mark is the
+            // next line's, so the key's line is named, and what is wrong.
+            if (entry.second.IsNull()) {
+              fail(source, ": config key '", key, "'", where(entry.first),
+                   " has no value: give one after the ':', or leave the key out for its default");
+            }
             fail(source, ": ", e.what());  // the file (or --set) the value came from
           }
           note_origins(config.key_origins, key, entry, source);

@@ -45,5 +45,14 @@ TEST_F(ConfigErrors, AnUnknownKeySaysWhatItMostLikelyMeant) {
   EXPECT_MENTIONS(m, "unknown key 'train.stpes'; did you mean 'train.steps'?");
 }
 
+// `  steps:` with nothing after it named the line after the key and said
+// "expected an integer".
+TEST_F(ConfigErrors, AKeyWithNoValueIsNamedOnItsLine) {
+  const std::string m = error_of(yaml("  batch_size:\n"));
+  EXPECT_MENTIONS(m,
+                  "config key 'train.batch_size' (line 8) has no value: give one after the "
+                  "':', or leave the key out for its default");
+}
+
 }  // namespace
 }  // namespace lt::train::testing
