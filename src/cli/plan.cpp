@@ -204,6 +204,17 @@ void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
   // as train runs it (plan refused the default there).
   if (const std::string note = train::fit_default_seq_len(c); !note.empty())
     fmt::print(stderr, "config: {}\n", note);
+  // A plan of exit 0 read as "train will run" (a review found configs with
+  // no data file or a tokenizer too large for the model planned quietly).
+  std::vector<std::string> missing;
+  std::vector<std::string> data_files = {c.data.path, c.data.eval_path};
+  for (const data::DataSource& s : c.data.sources) data_files.push_back(s.path);
+  for (const std::string& f : data_files)
+    if (!f.empty() && !std::filesystem::exists(f)) missing.push_back(f);
+  fmt::print(stderr,
+             "plan: not checked here, as train checks them when it starts: the data's rows, the "
+             "tokenizer against the model, out.dir's earlier runs{}\n",
+             missing.empty() ? "" : fmt::format("; not there now: {}", fmt::join(missing, ", ")));
   if (!args.out.empty()) io::check_can_write(args.out, "--out");  // before the solve
   const models::ModelConfig model = load_model_config(c.model.path, "config key 'model.path': ");
   const train::RunPlan p = train::resolve_run(c, model, train::PlanTarget::ProfiledGpu);

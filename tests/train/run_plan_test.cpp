@@ -142,6 +142,13 @@ TEST_F(RunPlanTest, PlanWithAConfigNeedsNoDataFiles) {
   std::string output;
   EXPECT_EQ(run_program({"plan", yaml.string(), "--json"}, tmp_ / "plan.log", &output), 0)
       << output;
+  // It says what it did not check, and which files are not there yet.
+  EXPECT_NE(output.find("plan: not checked here, as train checks them when it starts"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("; not there now: " + c.data.path + ", " + c.data.eval_path),
+            std::string::npos)
+      << output;
   EXPECT_EQ(run_program({"train", yaml.string()}, tmp_ / "train.log", &output), 1) << output;
   EXPECT_NE(output.find("config key 'data.path': no file '" + c.data.path + "'"), std::string::npos)
       << output;
