@@ -614,6 +614,12 @@ void TrainConfig::validate(DataFiles data_files) const {
   check_one_of(model.init, "model.init", "auto", "pretrained", "random");
   check_data_sources(data, data_files);
   if (!data.eval_path.empty()) check_data_file(data.eval_path, "data.eval_path", data_files);
+  // Named here, with the line that set it: the tokenizer's loader said only
+  // "no such file or folder", after the data's format was told.
+  LT_CHECK(
+      data.tokenizer.empty() || data_files == DataFiles::kNotRead || fs::exists(data.tokenizer),
+      "config key 'data.tokenizer': no file or folder '", data.tokenizer,
+      "' (a tokenizer.json, or a folder holding one)");
   check_one_of(data.eval_task, "data.eval_task", "", "math");
   LT_CHECK(data.eval_task.empty() || !data.eval_path.empty(), "config key 'data.eval_task' (",
            data.eval_task, ") needs 'data.eval_path', the held-out rows it answers");
@@ -931,7 +937,9 @@ TrainConfig load_train_config(const std::string& file, const std::vector<std::st
     // A key the file leaves out was set nowhere: the file is still the
     // one to change.
     const std::string message = e.what();
-    if (file.empty() || message.find(file) != std::string::npos) throw;
+    // A value a --set gave is named by it, not by the file.
+    if (file.empty() || message.find(file) != std::string::npos || message.rfind("--set ", 0) == 0)
+      throw;
     fail(file, ": ", message);
   }
   return config;

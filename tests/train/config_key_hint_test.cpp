@@ -54,5 +54,19 @@ TEST_F(ConfigErrors, AKeyWithNoValueIsNamedOnItsLine) {
                   "':', or leave the key out for its default");
 }
 
+// A missing data.tokenizer is named with the line that set it (the loader
+// said only "no such file or folder"); a --set value's error is the
+// --set's, not prefixed with the config file as if the file were wrong.
+TEST_F(ConfigErrors, AMissingTokenizerAndABadSetValueAreNamedWhereTheyWereSet) {
+  const std::string file = (tmp_ / "run.yaml").string();
+  std::string m = error_of(yaml("", "", "") + "", {"data.tokenizer=" + (tmp_ / "nope").string()});
+  EXPECT_MENTIONS(m, "--set data.tokenizer=" + (tmp_ / "nope").string() +
+                         ": config key 'data.tokenizer': no file or folder '" +
+                         (tmp_ / "nope").string() + "'");
+  EXPECT_EQ(m.find(file), std::string::npos) << m;
+  m = error_of(yaml(), {"optim.betas=[0.9]"});
+  EXPECT_EQ(m.rfind("--set optim.betas=[0.9]: config key 'optim.betas'", 0), 0u) << m;
+}
+
 }  // namespace
 }  // namespace lt::train::testing
