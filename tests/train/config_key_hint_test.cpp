@@ -59,7 +59,7 @@ TEST_F(ConfigErrors, AKeyWithNoValueIsNamedOnItsLine) {
 // --set's, not prefixed with the config file as if the file were wrong.
 TEST_F(ConfigErrors, AMissingTokenizerAndABadSetValueAreNamedWhereTheyWereSet) {
   const std::string file = (tmp_ / "run.yaml").string();
-  std::string m = error_of(yaml("", "", "") + "", {"data.tokenizer=" + (tmp_ / "nope").string()});
+  std::string m = error_of(yaml(), {"data.tokenizer=" + (tmp_ / "nope").string()});
   EXPECT_MENTIONS(m, "--set data.tokenizer=" + (tmp_ / "nope").string() +
                          ": config key 'data.tokenizer': no file or folder '" +
                          (tmp_ / "nope").string() + "'");
