@@ -215,8 +215,9 @@ void check_out_replaces_only_answers(const EvalArgs& args) {
   if (!in && !in.eof()) fail("--out ", args.out, ": cannot be read to check what it holds");
   if (first.empty() && in.peek() == std::ifstream::traits_type::eof()) return;
   const nlohmann::json row = nlohmann::json::parse(first, nullptr, false);
-  const bool answers = row.is_object() && std::all_of(kAnswerKeys.begin(), kAnswerKeys.end(),
-                                                      [&](const char* k) { return row.contains(k); });
+  const bool answers =
+      row.is_object() && std::all_of(kAnswerKeys.begin(), kAnswerKeys.end(),
+                                     [&](const char* k) { return row.contains(k); });
   if (!answers) {
     fail("--out ", args.out, " exists and is not an earlier eval --task math answers file ",
          "(its first line is not one of its rows): it is kept; give --out a new file, or remove ",
@@ -253,11 +254,14 @@ void run_math(const EvalArgs& args) {
   options.fields_where_present = fields.trained();
   options.answer_field = args.answer_field;
   options.settings = data::kCommandOptions;
-  const data::PromptSet prompts = data::load_prompts(args.data, &*g.tokenizer, options);
-  if (prompts.skipped > 0) {
-    fmt::print(stderr, "eval: {} of {} rows of {} skipped (first: {})\n", prompts.skipped,
-               prompts.read, args.data, prompts.problems.front());
-  }
+  data::PromptSet prompts = data::load_prompts(args.data, &*g.tokenizer, options);
+  const train::PromptsPastContext past_context =
+      train::leave_out_prompts_past_context(prompts, args.data, g.model.config());
+  const std::string skipped_line =
+      train::skipped_rows_line("eval", prompts, past_context, args.data);
+  if (!skipped_line.empty()) fmt::print(stderr, "{}\n", skipped_line);
+  // Not answered, so not in the accuracy: said with it.
+  const int64_t skipped = prompts.skipped + past_context.rows;
   train::check_prompts_have_answers(prompts, args.data, "--answer-field");
   // Also under --json (on stderr): which layout the prompts took matters.
   if (!chosen.note.empty() && !prompts.template_name.empty())
@@ -315,6 +319,7 @@ void run_math(const EvalArgs& args) {
                         {"accuracy", result.accuracy},
                         {"n", result.n},
                         {"correct", result.correct},
+                        {"skipped", skipped},
                         {"format", prompts.format},
                         {"new_tokens", result.new_tokens},
                         {"seconds", result.seconds}};
@@ -322,9 +327,11 @@ void run_math(const EvalArgs& args) {
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print(
-        "accuracy {:.4f} ({} of {} rows exactly right); {} new tokens in {:.1f} s ({:.1f} "
+        "accuracy {:.4f} ({} of {} rows exactly right{}); {} new tokens in {:.1f} s ({:.1f} "
         "tokens/s)\n",
-        result.accuracy, result.correct, result.n, result.new_tokens, result.seconds,
+        result.accuracy, result.correct, result.n,
+        skipped > 0 ? fmt::format("; {} skipped rows not answered", skipped) : "",
+        result.new_tokens, result.seconds,
         result.seconds > 0 ? result.new_tokens / result.seconds : 0.0);
   }
 }
@@ -473,7 +480,8 @@ void add_eval_command(CLI::App& app) {
       "Print one JSON line: {\"loss\", \"tokens\", \"rows\" (scored), \"rows_read\", "
       "\"format\", \"template\", \"rows_cut\" (cut at --seq-len), \"rows_windowed\" (split into "
       "windows, no token lost)}; with --task math {\"task\": \"math\", "
-      "\"accuracy\", \"n\", \"correct\", ...}");
+      "\"accuracy\", \"n\", \"correct\", \"skipped\" (rows not answered: unreadable, or a "
+      "prompt past the model's context), ...}");
   cmd->callback([args, cmd] {
     for (const char* name : kMathOptions) {
       // The loss runs on the CPU: a --device that says so is no mistake.

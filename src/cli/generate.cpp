@@ -1,10 +1,11 @@
-// `lazytrain generate --model DIR (--prompt TEXT [--tools FILE] | --data FILE [--prompt-field F])
-//  [--template T]
+// `lazytrain generate --model DIR (--prompt TEXT [--tools FILE] | --data FILE [--format F]
+//  [--prompt-field F] [--batch-size B]) [--template T]
 //  [--max-new-tokens N] [--temperature X] [--top-p P] [--top-k K] [--seed S]
-//  [--batch-size B] [--stop STR ...] [--device D] [--device-memory-gb X] [--json]`
+//  [--stop STR ...] [--device D] [--device-memory-gb X] [--json]`
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -39,7 +40,21 @@ struct GenerateArgs {
   int64_t batch_size = 8;
   std::vector<std::string> stop;
   bool json = false;
+  // Given on the command line: --seed, and the kDataOptions, by name.
+  bool seed_given = false;
+  std::vector<std::string> data_options_given;
 };
+
+// The options only --data reads. --prompt refuses them: it would run
+// without them, silently.
+constexpr std::array<const char*, 3> kDataOptions = {"--format", "--prompt-field", "--batch-size"};
+
+// What a kDataOptions option does, for that refusal.
+std::string data_option_use(const std::string& name) {
+  if (name == "--format") return "says how the rows of --data are read";
+  if (name == "--prompt-field") return "names the prompt's field in query_response rows of --data";
+  return "sets how many rows of --data are generated together";
+}
 
 // Prints a single prompt's text as its tokens come: what is surely final,
 // i.e. whole UTF-8 characters, and not the last bytes that might yet turn
@@ -122,6 +137,7 @@ class StreamPrinter {
   bool start_known_ = false;  // whether the first token with text was seen
 };
 
+// `row` counts from 1, as the text output's "=== row N" does.
 nlohmann::json row_json(const train::Generation& g, int64_t row, int64_t line, bool with_text) {
   nlohmann::json j = {
       {"row", row}, {"output_ids", g.tokens}, {"finish", train::finish_reason_name(g.finish)}};
@@ -143,12 +159,21 @@ void run_generate(const GenerateArgs& args) {
   LT_CHECK(args.temperature > 0 || (args.top_k == 0 && args.top_p >= 1.0),
            "generate: --top-k and --top-p shape sampling, which needs --temperature above 0 (0, "
            "the default, is greedy decoding); set --temperature, e.g. 0.7");
+  LT_CHECK(args.temperature > 0 || !args.seed_given,
+           "generate: --seed seeds sampling, which needs --temperature above 0 (0, the default, "
+           "is greedy decoding, which draws nothing); set --temperature, e.g. 0.7, or leave "
+           "--seed out");
   // 0 would make no token at all: the library allows it, the command does not.
   LT_CHECK(args.max_new_tokens >= 1,
            "generate: --max-new-tokens must be at least 1 (new tokens per row at most); got ",
            args.max_new_tokens);
   LT_CHECK(args.tools.empty() || args.data.empty(),
            "generate: --tools goes with --prompt; --data rows carry their own \"tools\"");
+  if (!args.prompt.empty() && !args.data_options_given.empty()) {
+    const std::string& name = args.data_options_given.front();
+    fail("generate: ", name, " ", data_option_use(name), "; --prompt is one user message: give ",
+         "--data, or leave ", name, " out");
+  }
   data::jinja::Value tools;  // null: none
   if (!args.tools.empty()) tools = data::rows::read_tools_file(args.tools);
   check_model_folder(args.model, "--model ");
@@ -182,10 +207,11 @@ void run_generate(const GenerateArgs& args) {
     source = args.data;
     if (fields.trained() && prompts.prompt_field == fields.prompt)
       fmt::print(stderr, "{}\n", fields.note);
-    if (prompts.skipped > 0) {
-      fmt::print(stderr, "generate: {} of {} rows of {} skipped (first: {})\n", prompts.skipped,
-                 prompts.read, args.data, prompts.problems.front());
-    }
+    const train::PromptsPastContext past_context =
+        train::leave_out_prompts_past_context(prompts, args.data, g.model.config());
+    const std::string skipped =
+        train::skipped_rows_line("generate", prompts, past_context, args.data);
+    if (!skipped.empty()) fmt::print(stderr, "{}\n", skipped);
   }
   // Also under --json (on stderr): which layout the prompts took matters.
   if (!chosen.note.empty() && !prompts.template_name.empty())
@@ -233,18 +259,16 @@ void run_generate(const GenerateArgs& args) {
   for (size_t i = 0; i < out.size(); ++i) {
     made += static_cast<int64_t>(out[i].tokens.size());
     if (args.json) {
-      fmt::print("{}\n", row_json(out[i], static_cast<int64_t>(i), prompts.rows[i].line,
+      fmt::print("{}\n", row_json(out[i], static_cast<int64_t>(i) + 1, prompts.rows[i].line,
                                   g.tokenizer.has_value())
                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     } else if (printer) {
       printer->finish();
-    } else if (g.tokenizer) {
+    } else {
       fmt::print("=== row {}{} ({}) ===\n{}\n", i + 1,
                  prompts.rows[i].line > 0 ? fmt::format(", line {}", prompts.rows[i].line) : "",
-                 train::finish_reason_name(out[i].finish), out[i].text);
-    } else {
-      fmt::print("=== row {} ({}) ===\n{}\n", i + 1, train::finish_reason_name(out[i].finish),
-                 fmt::join(out[i].tokens, " "));
+                 train::finish_reason_name(out[i].finish),
+                 g.tokenizer ? out[i].text : fmt::format("{}", fmt::join(out[i].tokens, " ")));
     }
   }
   const double tokens_per_s = seconds > 0 ? made / seconds : 0.0;
@@ -292,8 +316,9 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::IsMember(kDatasetFormats))
       ->capture_default_str();
   cmd->add_option("--prompt-field", args->prompt_field,
-                  "query_response: the prompt's field, as data.prompt_field (default: the one a "
-                  "checkpoint was trained with, else query, question or prompt)");
+                  "query_response rows of --data: the prompt's field, as data.prompt_field "
+                  "(default: the one a checkpoint was trained with, else query, question or "
+                  "prompt)");
   cmd->add_option("--template", args->template_name,
                   "chat template, as data.template (default: the one a checkpoint was trained "
                   "with, else auto)")
@@ -309,7 +334,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-k", args->top_k, "Sample among the k most likely (0 = off)")
       ->capture_default_str();
   // CLI11 would wrap -1 into the unsigned seed 2^64 - 1.
-  cmd->add_option("--seed", args->seed, "Seed of the sampling (each row draws its own stream)")
+  cmd->add_option(
+         "--seed", args->seed,
+         "Seed of the sampling, with --temperature above 0 (each row draws its own stream)")
       ->check(CLI::Validator(
           [](const std::string& value) {
             return value.find('-') == std::string::npos
@@ -318,7 +345,7 @@ void add_generate_command(CLI::App& app) {
           },
           "UINT"))
       ->capture_default_str();
-  cmd->add_option("--batch-size", args->batch_size, "Rows generated together")
+  cmd->add_option("--batch-size", args->batch_size, "Rows of --data generated together")
       ->capture_default_str();
   cmd->add_option("--stop", args->stop, "Stop a row when its text contains this (repeatable)");
   cmd->add_option("--device", args->device, "auto (a GPU in bf16 if any, else the CPU), cpu, cuda")
@@ -329,10 +356,17 @@ void add_generate_command(CLI::App& app) {
                   "this size)")
       ->capture_default_str();
   cmd->add_flag("--json", args->json,
-                "One JSON object per row, in row order: row, line, output_ids (the new tokens), "
-                "text, finish (eos, stop, length, context); then one without row: new_tokens, "
-                "seconds, tokens_per_s (and upload_wait_s when blocks stream)");
-  cmd->callback([args] { run_generate(*args); });
+                "One JSON object per row, in row order: row (from 1), line (only with --data: "
+                "the row's line in its file), output_ids (the new tokens), text (when there is a "
+                "tokenizer), finish (eos, stop, length, context); then one without row: "
+                "new_tokens, seconds, tokens_per_s (and upload_wait_s when blocks stream)");
+  cmd->callback([args, cmd] {
+    args->seed_given = cmd->count("--seed") > 0;
+    for (const char* name : kDataOptions) {
+      if (cmd->count(name) > 0) args->data_options_given.push_back(name);
+    }
+    run_generate(*args);
+  });
 }
 
 }  // namespace lt::cli

@@ -155,6 +155,9 @@ void run_bench(const data::Tokenizer& tokenizer, const TokenizeOptions& options)
 }
 
 void run_tokenize(const TokenizeOptions& options) {
+  // Before the tokenizer loads, as every check of the options alone.
+  if (options.data.rows < 1)
+    fail("--rows must be at least 1 (the rows of --data shown); got ", options.data.rows);
   data::Tokenizer tokenizer = data::Tokenizer::load(options.tokenizer);
   if (!options.bench_file.empty()) {
     run_bench(tokenizer, options);
@@ -205,7 +208,7 @@ void add_tokenize_command(CLI::App& app) {
                   "Show a dataset's first rows as training reads them (format, chat template), "
                   "the trained tokens marked; with --json their ids and labels")
       ->check(shell_expanded_path());
-  cmd->add_option("--rows", options->data.rows, "How many rows --data shows")
+  cmd->add_option("--rows", options->data.rows, "How many rows --data shows (at least 1)")
       ->capture_default_str();
   cmd->add_option("--format", options->data.format,
                   "--data's format: auto, tokens, alpaca, query_response, sharegpt or text")

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "core/bytes_text.h"
 #include "core/error.h"
@@ -39,6 +40,20 @@ Device resolve_device(const std::string& name) {
   if (name == "cpu" || (name == "auto" && gpus == 0)) return Device::cpu();
   LT_CHECK(gpus > 0, "--device cuda, but ", missing, "; use cpu or auto");
   return Device::cuda(0);
+}
+
+// "SOURCE:LINE" for a row of a file, "SOURCE" for --prompt (no line).
+std::string row_place(const data::PromptRow& row, const std::string& source) {
+  return row.line > 0 ? source + ":" + std::to_string(row.line) : source;
+}
+
+// Why a row's prompt cannot be answered; the callers say where the context
+// comes from.
+std::string no_room_text(const data::PromptRow& row, const std::string& source, int64_t context) {
+  return fmt::format(
+      "{}: the prompt has {} tokens, which leaves no room for an answer in the model's context "
+      "of {}",
+      row_place(row, source), row.ids.size(), context);
 }
 
 }  // namespace
@@ -161,17 +176,47 @@ void check_prompts_fit(const data::PromptSet& prompts, const std::string& source
                        const models::ModelConfig& config, const std::string& model_dir) {
   const int64_t context = config.exact_context();
   for (const data::PromptRow& row : prompts.rows) {
-    const std::string where = row.line > 0 ? source + ":" + std::to_string(row.line) : source;
-    const auto len = static_cast<int64_t>(row.ids.size());
-    LT_CHECK(len < context, where, ": the prompt has ", len,
-             " tokens, which leaves no room for an answer in the model's context of ", context,
+    LT_CHECK(static_cast<int64_t>(row.ids.size()) < context, no_room_text(row, source, context),
              " (", config.exact_context_key(), " in ", model_dir,
              "/config.json); prompts are not cut: shorten the row or leave it out");
     for (int32_t id : row.ids) {
-      LT_CHECK(id >= 0 && id < config.vocab_size, where, ": token id ", id,
+      LT_CHECK(id >= 0 && id < config.vocab_size, row_place(row, source), ": token id ", id,
                " is outside the model's vocabulary [0, ", config.vocab_size, ")");
     }
   }
+}
+
+PromptsPastContext leave_out_prompts_past_context(data::PromptSet& prompts,
+                                                  const std::string& source,
+                                                  const models::ModelConfig& config) {
+  const int64_t context = config.exact_context();
+  const auto fits = [&](const data::PromptRow& row) {
+    return static_cast<int64_t>(row.ids.size()) < context;
+  };
+  const auto first_too_long = std::find_if_not(prompts.rows.begin(), prompts.rows.end(), fits);
+  // Every row too long: all are kept, for check_prompts_fit to refuse.
+  if (first_too_long == prompts.rows.end() ||
+      std::none_of(prompts.rows.begin(), prompts.rows.end(), fits))
+    return {};
+  PromptsPastContext past;
+  past.first =
+      no_room_text(*first_too_long, source, context) + " (" + config.exact_context_key() + ")";
+  past.rows = static_cast<int64_t>(std::erase_if(prompts.rows, std::not_fn(fits)));
+  return past;
+}
+
+std::string skipped_rows_line(const std::string& command, const data::PromptSet& prompts,
+                              const PromptsPastContext& past_context, const std::string& source) {
+  const int64_t skipped = prompts.skipped + past_context.rows;
+  if (skipped == 0) return "";
+  std::string line = fmt::format("{}: {} of {} rows of {} skipped (first: ", command, skipped,
+                                 prompts.read, source);
+  if (prompts.skipped > 0) {
+    line += prompts.problems.front() + ")";
+    if (past_context.rows == 0) return line;
+    line += fmt::format("; {} of them for the prompt's length (first: ", past_context.rows);
+  }
+  return line + past_context.first + "; prompts are not cut)";
 }
 
 }  // namespace lt::train

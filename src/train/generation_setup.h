@@ -62,6 +62,27 @@ std::string generation_device_text(const GenerationModel& g);
 void check_prompts_fit(const data::PromptSet& prompts, const std::string& source,
                        const models::ModelConfig& config, const std::string& model_dir);
 
+// The rows of a file whose prompt leave_out_prompts_past_context left out.
+struct PromptsPastContext {
+  int64_t rows = 0;
+  std::string first;  // "file:line: the prompt has N tokens, ..." of the first one
+};
+
+// For a file's rows (generate --data, eval --task math): leaves out of
+// `prompts` the rows whose prompt leaves no room in the model's context for
+// one new token, as load_prompts skips a malformed row, so that the others
+// are answered (prompts are never cut). When every row is too long none is
+// left out: check_prompts_fit then refuses the first, as it refuses --prompt.
+PromptsPastContext leave_out_prompts_past_context(data::PromptSet& prompts,
+                                                  const std::string& source,
+                                                  const models::ModelConfig& config);
+
+// "COMMAND: N of M rows of SOURCE skipped (first: ...)", counting the rows
+// load_prompts skipped and those `past_context` left out, the first of each
+// named; empty when none was.
+std::string skipped_rows_line(const std::string& command, const data::PromptSet& prompts,
+                              const PromptsPastContext& past_context, const std::string& source);
+
 // Refuses, naming `source` and `answer_setting` (--answer-field,
 // data.eval_answer_field), prompts of which none carries a reference answer
 // to score against: a math task on them scores "0 of 0".

@@ -516,6 +516,13 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     po.response_field = c.data.response_field;
     po.answer_field = c.data.eval_answer_field;
     r.eval_prompts = data::load_prompts(c.data.eval_path, &*r.tokenizer, po);
+    // The rows `eval --task math` answers, so the two accuracies agree.
+    const PromptsPastContext past_context =
+        leave_out_prompts_past_context(r.eval_prompts, c.data.eval_path, model.config());
+    if (const std::string skipped =
+            skipped_rows_line("held-out math", r.eval_prompts, past_context, c.data.eval_path);
+        !skipped.empty())
+      log.message(skipped);
     check_prompts_have_answers(r.eval_prompts, c.data.eval_path, "data.eval_answer_field");
     check_prompts_fit(r.eval_prompts, c.data.eval_path, model.config(), c.model.path);
     r.eval_generation.max_new_tokens = c.data.eval_max_new_tokens;

@@ -139,6 +139,35 @@ TEST(EvalTask, OutReplacesOnlyAnEarlierAnswersFile) {
   EXPECT_EQ(read_text(answers), first);
 }
 
+// A held-out row whose prompt does not fit the model's context stopped the
+// run; it is left out as `eval --task math` leaves it out, said, and the
+// others are scored (their count in the accuracy line).
+TEST(EvalTask, TheRunsMathTaskLeavesOutAPromptPastTheContext) {
+  TempDir tmp("eval_task_long_row");
+  std::ifstream heldout(assets_dir() / "demo" / "addition" / "test.jsonl");
+  std::string rows, line;
+  for (int i = 0; i < 3 && std::getline(heldout, line); ++i) rows += line + "\n";
+  std::string long_question;
+  for (int i = 0; i < 200; ++i) long_question += "and 1 more ";
+  rows += "{\"question\": \"Kim has " + long_question + "\", \"answer\": \"#### 1\"}\n";
+  write_text(tmp / "held_out.jsonl", rows);
+  std::string output;
+  ASSERT_EQ(
+      run_program({"train", "--no-sample", "--set", "train.steps=1", "--set", "train.eval_every=1",
+                   "--set", "data.eval_path=" + (tmp / "held_out.jsonl").string(), "--set",
+                   "out.dir=" + (tmp / "run").string()},
+                  tmp / "train.log", &output, 300),
+      0)
+      << output;
+  EXPECT_NE(
+      output.find("held-out math: 1 of 4 rows of " + (tmp / "held_out.jsonl").string() +
+                  " skipped (first: " + (tmp / "held_out.jsonl").string() + ":4: the prompt has "),
+      std::string::npos)
+      << output;
+  EXPECT_NE(output.find("held-out accuracy (exact match, 3 problems)"), std::string::npos)
+      << output;
+}
+
 // The run's own held-out math task is refused the same way, naming
 // data.eval_answer_field: it scored "0 of 0" and exited 0.
 TEST(EvalTask, TheRunsMathTaskRefusesAnAnswerFieldNoRowHas) {

@@ -156,9 +156,25 @@ TEST_F(GenerateCommand, DataRowsComeBackInOrder) {
   const std::vector<Generation> want = generate(model, prompts, options);
   const std::vector<int64_t> file_lines = {1, 3, 4};
   for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(rows[i].at("row"), i);
+    EXPECT_EQ(rows[i].at("row"), i + 1);
     EXPECT_EQ(rows[i].at("line"), file_lines[i]);
     EXPECT_EQ(rows[i].at("output_ids").get<std::vector<int32_t>>(), want[i].tokens) << i;
+  }
+  // The text output numbers the rows as --json does, with a tokenizer
+  // (the text) or without one (the ids).
+  const std::string args = "generate --data " + data.string() + " --max-new-tokens 9";
+  const CliResult text = run(args);
+  const CliResult ids =
+      lt::testing::run_lazytrain(args + " --model " + kLlama.string(), dir_ / "stderr.txt");
+  ASSERT_EQ(text.status, 0) << text.err;
+  ASSERT_EQ(ids.status, 0) << ids.err;
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string header = fmt::format("=== row {}, line {} (", i + 1, file_lines[i]);
+    EXPECT_NE(text.out.find(header), std::string::npos) << header << "\n" << text.out;
+    const std::string with_ids =
+        fmt::format("{}{}) ===\n{}\n", header, finish_reason_name(want[i].finish),
+                    fmt::join(want[i].tokens, " "));
+    EXPECT_NE(ids.out.find(with_ids), std::string::npos) << with_ids << "\n" << ids.out;
   }
 }
 
@@ -169,17 +185,21 @@ TEST_F(GenerateCommand, JsonEndsWithTheSpeedOfTheRowsTokens) {
   const auto data = write("ids.jsonl", "{\"input_ids\": [5, 9]}\n{\"input_ids\": [40]}\n");
   for (const std::string& input : {"--data " + data.string(), std::string("--prompt ab")}) {
     SCOPED_TRACE(input);
-    const CliResult r = run("generate " + input + " --max-new-tokens 7 --batch-size 2 --json");
+    const bool from_data = input.rfind("--data", 0) == 0;
+    const CliResult r = run("generate " + input + " --max-new-tokens 7 --json" +
+                            (from_data ? " --batch-size 2" : ""));
     ASSERT_EQ(r.status, 0) << r.err;
     std::istringstream lines(r.out);
     std::string line;
     std::vector<nlohmann::json> objects;
     while (std::getline(lines, line)) objects.push_back(nlohmann::json::parse(line));
-    const size_t rows = input.rfind("--data", 0) == 0 ? 2 : 1;
+    const size_t rows = from_data ? 2 : 1;
     ASSERT_EQ(objects.size(), rows + 1) << r.out;
     int64_t made = 0;
     for (size_t i = 0; i < rows; ++i) {
-      EXPECT_EQ(objects[i].at("row"), i);
+      EXPECT_EQ(objects[i].at("row"), i + 1);
+      // A row's line in its file: --data only, as --help says.
+      EXPECT_EQ(objects[i].contains("line"), from_data) << objects[i];
       made += static_cast<int64_t>(objects[i].at("output_ids").size());
     }
     const nlohmann::json& speed = objects.back();
@@ -342,15 +362,119 @@ TEST_F(GenerateCommand, SeededSamplingRepeats) {
       << negative.err;
 }
 
+// A --prompt, or a file whose every row is, longer than the fixture's
+// context (max_position_embeddings 64) is refused: prompts are not cut.
 TEST_F(GenerateCommand, APromptLongerThanTheContextIsRefused) {
   const CliResult r = run("generate --prompt '" + std::string(70, 'x') + "'");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--prompt"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("max_position_embeddings"), std::string::npos) << r.err;
   const auto data = write("long.jsonl", "{\"question\": \"" + std::string(70, 'y') + "\"}\n");
-  const CliResult rows = run("generate --data " + data.string());
-  EXPECT_NE(rows.status, 0);
-  EXPECT_NE(rows.err.find(data.string() + ":1"), std::string::npos) << rows.err;
+  for (const std::string command : {"generate", "eval --task math --answer-field question"}) {
+    const CliResult rows = run(command + " --data " + data.string());
+    EXPECT_NE(rows.status, 0) << command;
+    EXPECT_NE(rows.err.find(data.string() + ":1: the prompt has 71 tokens"), std::string::npos)
+        << rows.err;
+    EXPECT_NE(rows.err.find("prompts are not cut: shorten the row or leave it out"),
+              std::string::npos)
+        << rows.err;
+  }
+}
+
+// A row of --data whose prompt is longer than the context is skipped as a
+// malformed row is, counted and named on the skipped-rows line; the other
+// rows are answered as the library answers them alone.
+TEST_F(GenerateCommand, ARowLongerThanTheContextIsSkippedAndTheOthersAnswered) {
+  std::vector<int32_t> long_row;
+  for (int32_t i = 0; i < 70; ++i) long_row.push_back(3 + i % 80);
+  const auto data = write("ids.jsonl", "{\"input_ids\": [5, 9]}\n" +
+                                           nlohmann::json{{"input_ids", long_row}}.dump() +
+                                           "\nnot json\n{\"input_ids\": [40]}\n");
+  const CliResult r = run("generate --data " + data.string() + " --max-new-tokens 9 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<nlohmann::json> rows = generated_rows(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  GenerationOptions options;
+  options.max_new_tokens = 9;
+  options.eos_ids = {kFolderEos};
+  const std::vector<Generation> want =
+      generate(io::load_hf_model(kLlama, DType::F32), {{5, 9}, {40}}, options);
+  const std::vector<int64_t> file_lines = {1, 4};
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(rows[i].at("row"), i + 1);
+    EXPECT_EQ(rows[i].at("line"), file_lines[i]);
+    EXPECT_EQ(rows[i].at("output_ids").get<std::vector<int32_t>>(), want[i].tokens) << i;
+  }
+  const std::string file = data.string();
+  EXPECT_NE(r.err.find("generate: 2 of 4 rows of " + file + " skipped (first: " + file + ":3: "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("; 1 of them for the prompt's length (first: " + file +
+                       ":2: the prompt has 70 tokens, which leaves no room for an answer in the "
+                       "model's context of 64 (max_position_embeddings); prompts are not cut)"),
+            std::string::npos)
+      << r.err;
+}
+
+// eval --task math skips such a row too and scores the others: the
+// accuracy is that of the file without it, and the line and --json say how
+// many rows were not answered.
+TEST_F(GenerateCommand, EvalMathScoresTheRowsThatFitAndCountsTheSkipped) {
+  const std::string long_question(70, 'y');
+  const std::string fits = "{\"question\": \"1+1\", \"answer\": \"#### 2\"}\n";
+  const std::string also_fits = "{\"question\": \"what is 7*8\", \"answer\": \"#### 56\"}\n";
+  const auto data = write("math.jsonl", fits + "{\"question\": \"" + long_question +
+                                            "\", \"answer\": \"#### 3\"}\n" + also_fits);
+  const auto without = write("without.jsonl", fits + also_fits);
+  const std::string math = "eval --task math --max-new-tokens 12 --device cpu --data ";
+  const CliResult r = run(math + data.string() + " --json");
+  const CliResult reference = run(math + without.string() + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(reference.status, 0) << reference.err;
+  const auto j = nlohmann::json::parse(r.out), want = nlohmann::json::parse(reference.out);
+  EXPECT_EQ(j.at("n"), 2);
+  EXPECT_EQ(j.at("n"), want.at("n"));
+  EXPECT_EQ(j.at("correct"), want.at("correct"));
+  EXPECT_EQ(j.at("accuracy"), want.at("accuracy"));
+  EXPECT_EQ(j.at("skipped"), 1);
+  EXPECT_EQ(want.at("skipped"), 0);
+  const std::string tokens = std::to_string(plain_prompt(long_question).size());
+  EXPECT_NE(r.err.find("eval: 1 of 3 rows of " + data.string() + " skipped (first: " +
+                       data.string() + ":2: the prompt has " + tokens + " tokens"),
+            std::string::npos)
+      << r.err;
+  const CliResult text = run(math + data.string());
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find(" of 2 rows exactly right; 1 skipped rows not answered)"),
+            std::string::npos)
+      << text.out;
+}
+
+// What --prompt (one message) or greedy decoding (no draw) would ignore is
+// refused by name, saying what it is for, before the model loads.
+TEST_F(GenerateCommand, OptionsThatWouldDoNothingAreRefusedByName) {
+  fs::create_directories(dir_ / "empty");
+  const auto data = write("q.jsonl", "{\"question\": \"hi\"}\n");
+  const std::string greedy_seed =
+      "generate: --seed seeds sampling, which needs --temperature above 0 (0, the default, is "
+      "greedy decoding, which draws nothing); set --temperature, e.g. 0.7, or leave --seed out";
+  for (const auto& [option, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--prompt hi --format tokens",
+            "generate: --format says how the rows of --data are read; --prompt is one user "
+            "message: give --data, or leave --format out"},
+           {"--prompt hi --prompt-field q",
+            "generate: --prompt-field names the prompt's field in query_response rows of --data; "
+            "--prompt is one user message: give --data, or leave --prompt-field out"},
+           {"--prompt hi --batch-size 2",
+            "generate: --batch-size sets how many rows of --data are generated together; "
+            "--prompt is one user message: give --data, or leave --batch-size out"},
+           {"--prompt hi --seed 3", greedy_seed},
+           {"--data " + data.string() + " --seed 0 --temperature 0", greedy_seed}}) {
+    const CliResult r = lt::testing::run_lazytrain(
+        "generate " + option + " --model " + (dir_ / "empty").string(), dir_ / "stderr.txt");
+    EXPECT_NE(r.status, 0) << option;
+    EXPECT_NE(r.err.find(message), std::string::npos) << option << ": " << r.err;
+  }
 }
 
 TEST_F(GenerateCommand, BadOptionsAreRefusedByName) {

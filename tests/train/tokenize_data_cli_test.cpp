@@ -97,12 +97,26 @@ TEST_F(TokenizeData, SaysHowManySkippedRowsItDoesNotList) {
   for (int i = 0; i < 25; ++i) out << "not json\n";
   out << golden_.at("row").dump() << "\n";
   out.close();
-  const testing::CliResult r = run("--rows 0");
+  const testing::CliResult r = run("--rows 1 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("1 samples from 26 rows"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("  ... and 5 more skipped (the first 20 are listed)"), std::string::npos)
       << r.err;
-  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("line"), 26) << r.out;
+}
+
+// --rows below 1 would show no row: refused, naming the option and the
+// value, as generate's and eval's counts are; nothing is printed.
+TEST_F(TokenizeData, RowsBelowOneAreRefusedNamingThem) {
+  for (const std::string rows : {"0", "-1"}) {
+    const testing::CliResult r = run("--rows " + rows);
+    EXPECT_NE(r.status, 0) << rows;
+    EXPECT_NE(
+        r.err.find("error: --rows must be at least 1 (the rows of --data shown); got " + rows),
+        std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "") << rows;
+  }
 }
 
 }  // namespace
