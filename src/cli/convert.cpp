@@ -48,10 +48,14 @@ struct ConvertArgs {
 };
 
 // Files a Hugging Face folder carries besides the weights and config.
+// A checkpoint's train_config.yaml goes along: generate and eval read the
+// template and fields it was trained with from it (train/trained_template.h),
+// which a converted checkpoint lost.
 constexpr auto kCompanionFiles = [] {
-  std::array<const char*, std::size(io::kHfTokenizerFiles) + 1> files{};
+  std::array<const char*, std::size(io::kHfTokenizerFiles) + 2> files{};
   std::copy(std::begin(io::kHfTokenizerFiles), std::end(io::kHfTokenizerFiles), files.begin());
-  files.back() = io::kHfGenerationFile;
+  files[files.size() - 2] = io::kHfGenerationFile;
+  files.back() = "train_config.yaml";
   return files;
 }();
 

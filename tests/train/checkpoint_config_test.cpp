@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "io/hf_model.h"
+#include "train/trained_template.h"
 #include "train_helpers.h"
 
 namespace lt::train::testing {
@@ -112,6 +113,29 @@ TEST_F(CheckpointConfig, ConvertKeepsTheSourceConfig) {
   models::ModelConfig want = io::load_hf_model(model()).config();
   want.torch_dtype = "float16";
   EXPECT_EQ(io::load_hf_model(out).config(), want);
+}
+
+// A checkpoint converted keeps its train_config.yaml, so generate and eval
+// still take the template it was trained with (they fell back to the
+// tokenizer's own).
+TEST_F(CheckpointConfig, ConvertKeepsTheTrainedTemplateRecord) {
+  std::string output;
+  ASSERT_EQ(run_program({"train", "--no-sample", "--set", "train.steps=1", "--set",
+                         "out.dir=" + (tmp_ / "run").string()},
+                        tmp_ / "train.log", &output),
+            0)
+      << output;
+  const fs::path step1 = tmp_ / "run" / "step-1";
+  ASSERT_EQ(run_program({"convert", "--dtype", "bf16", "--model", step1.string(), "--out",
+                         (tmp_ / "bf16").string()},
+                        tmp_ / "convert.log", &output),
+            0)
+      << output;
+  EXPECT_EQ(read_text(tmp_ / "bf16" / "train_config.yaml"), read_text(step1 / "train_config.yaml"));
+  const PromptTemplate trained = prompt_template(step1.string(), "", "generate");
+  const PromptTemplate converted = prompt_template((tmp_ / "bf16").string(), "", "generate");
+  EXPECT_EQ(converted.name, trained.name);
+  EXPECT_NE(converted.note.find("trained with"), std::string::npos) << converted.note;
 }
 
 }  // namespace
