@@ -42,7 +42,8 @@ struct TokenizeOptions {
   bool json = false;
   std::string bench_file;
   int bench_rounds = 5;
-  TokenizeDataOptions data;  // with data.data set: show a dataset's rows
+  TokenizeDataOptions data;                     // with data.data set: show a dataset's rows
+  std::vector<std::string> data_options_given;  // the options of --data given, by name
 };
 
 std::string read_stdin() {
@@ -158,6 +159,12 @@ void run_tokenize(const TokenizeOptions& options) {
   // Before the tokenizer loads, as every check of the options alone.
   if (options.data.rows < 1)
     fail("--rows must be at least 1 (the rows of --data shown); got ", options.data.rows);
+  // Without --data they would be ignored: stdin is encoded as it is.
+  if (options.data.data.empty() && !options.data_options_given.empty()) {
+    fail(options.data_options_given.front(), " shapes how --data's rows are read; without --data, ",
+         "tokenize encodes stdin as it is: give --data FILE, or leave ",
+         options.data_options_given.front(), " out");
+  }
   data::Tokenizer tokenizer = data::Tokenizer::load(options.tokenizer);
   if (!options.bench_file.empty()) {
     run_bench(tokenizer, options);
@@ -227,7 +234,13 @@ void add_tokenize_command(CLI::App& app) {
       ->group("");
   cmd->add_option("--bench-rounds", options->bench_rounds, "timed passes over the documents")
       ->group("");
-  cmd->callback([options] { run_tokenize(*options); });
+  cmd->callback([options, cmd] {
+    for (const char* name : {"--rows", "--format", "--template", "--prompt-field",
+                             "--response-field", "--train-on-prompt"}) {
+      if (cmd->count(name) > 0) options->data_options_given.push_back(name);
+    }
+    run_tokenize(*options);
+  });
 }
 
 }  // namespace lt::cli

@@ -119,5 +119,19 @@ TEST_F(TokenizeData, RowsBelowOneAreRefusedNamingThem) {
   }
 }
 
+// The options of --data without --data were ignored: stdin was encoded as it is.
+TEST_F(TokenizeData, ItsOptionsWithoutDataAreRefused) {
+  for (const std::string option : {"--rows 2", "--format text", "--train-on-prompt"}) {
+    const testing::CliResult r = testing::run_lazytrain(
+        "tokenize --tokenizer " + (kFixtures / "qwen3").string() + " " + option + " < /dev/null",
+        dir_ / "stderr.txt");
+    EXPECT_NE(r.status, 0) << option;
+    const std::string name = option.substr(0, option.find(' '));
+    EXPECT_NE(r.err.find("error: " + name + " shapes how --data's rows are read; without --data"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace lt
