@@ -441,8 +441,10 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
             // `  steps:` with nothing after it: a null value's mark is the
             // next line's, so the key's line is named, and what is wrong.
             if (entry.second.IsNull()) {
+              const bool from_set = source.rfind("--set ", 0) == 0;
               fail(source, ": config key '", key, "'", where(entry.first),
-                   " has no value: give one after the ':', or leave the key out for its default");
+                   " has no value: give one after the ", from_set ? "'='" : "':'",
+                   ", or leave the key out for its default");
             }
             fail(source, ": ", e.what());  // the file (or --set) the value came from
           }
@@ -475,6 +477,17 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
   }
 }
 
+// Whether YAML took a comment off `text` on the way to `value`: a plain
+// (unquoted, tag "?") scalar or a null shorter than the text around a '#'.
+// A quoted scalar ("a #b", tag "!") keeps its '#'.
+bool lost_a_comment(const std::string& text, const YAML::Node& value) {
+  if (text.find('#') == std::string::npos) return false;
+  if (!value.IsNull() && !(value.IsScalar() && value.Tag() == "?")) return false;
+  const size_t first = text.find_first_not_of(" \t"), last = text.find_last_not_of(" \t");
+  const size_t written = first == std::string::npos ? 0 : last + 1 - first;
+  return (value.IsNull() ? 0 : value.Scalar().size()) < written;
+}
+
 // "a.b=value" -> {a: {b: value}} with value parsed as YAML.
 YAML::Node override_node(const std::string& assignment) {
   const auto eq = assignment.find('=');
@@ -501,15 +514,14 @@ YAML::Node override_node(const std::string& assignment) {
   if (text.starts_with('@')) {
     value = YAML::Node(text);
   } else {
-    LT_CHECK(!text.starts_with('#') && text.find(" #") == std::string::npos, "--set ", key,
-             ": YAML reads the '#' in '", text,
-             "' as the start of a comment, which would cut the value there; quote it (--set '", key,
-             "=\"", text, "\"')");
     try {
       value = YAML::Load(text);
     } catch (const YAML::Exception& e) {
       fail("--set ", key, ": the value is not valid YAML (", e.msg, ")");
     }
+    LT_CHECK(!lost_a_comment(text, value), "--set ", key, ": YAML reads the '#' in '", text,
+             "' as the start of a comment, which would cut the value there; quote it (--set '", key,
+             "=\"", text, "\"')");
   }
   YAML::Node leaf;
   leaf[parts.back()] = value;
@@ -979,9 +991,7 @@ TrainConfig load_train_config_for(const std::string& file,
   // The run goes on in the folder the checkpoint is in (its out.dir, also
   // when the folder was moved, or the saved out.dir is relative to where
   // that run started), unless --set out.dir names another.
-  const bool out_dir_given = std::any_of(overrides.begin(), overrides.end(),
-                                         [](const auto& o) { return o.rfind("out.dir=", 0) == 0; });
-  if (!out_dir_given) {
+  if (!overridden(overrides, "out.dir")) {
     std::filesystem::path checkpoint = std::filesystem::absolute(dir).lexically_normal();
     if (checkpoint.filename().empty()) checkpoint = checkpoint.parent_path();  // "step-3/"
     config.out.dir = checkpoint.parent_path().string();
@@ -990,10 +1000,7 @@ TrainConfig load_train_config_for(const std::string& file,
   // demo's config sets it (to run again from scratch), and taken from the
   // checkpoint it let a resume from an earlier step delete the later
   // checkpoints unasked. Without it such a resume is refused, saying how.
-  const bool overwrite_given = std::any_of(overrides.begin(), overrides.end(), [](const auto& o) {
-    return o.rfind("out.overwrite=", 0) == 0;
-  });
-  if (!overwrite_given) config.out.overwrite = false;
+  if (!overridden(overrides, "out.overwrite")) config.out.overwrite = false;
   config.validate_naming_sources();
   return config;
 }

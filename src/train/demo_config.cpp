@@ -61,13 +61,13 @@ out:
 )";
 }
 
-namespace {
-
 bool overridden(const std::vector<std::string>& overrides, std::string_view key) {
   return std::any_of(overrides.begin(), overrides.end(), [&](const std::string& o) {
     return o.size() > key.size() && o.compare(0, key.size(), key) == 0 && o[key.size()] == '=';
   });
 }
+
+namespace {
 
 // A key, and what puts its field back to the default (true when that
 // changed it).

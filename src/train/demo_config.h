@@ -2,6 +2,7 @@
 // The rules that go with the embedded demo config (embedded_demo_config,
 // config.h) when overrides are laid over it.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "train/config.h"
@@ -27,5 +28,8 @@ namespace lt::train {
 //   earlier run's checkpoints).
 std::vector<std::string> adapt_demo_to_overrides(TrainConfig& config,
                                                  const std::vector<std::string>& overrides);
+
+// Whether `overrides` (--set's "key=value" items) set `key`.
+bool overridden(const std::vector<std::string>& overrides, std::string_view key);
 
 }  // namespace lt::train

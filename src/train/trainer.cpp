@@ -1087,8 +1087,17 @@ constexpr std::string_view kRunConfigHeader =
 void refuse_to_rewrite_a_hand_written_config(const std::string& config_file,
                                              const fs::path& out_dir) {
   std::error_code ec;
-  if (config_file.empty() || !fs::equivalent(config_file, out_dir / "config.yaml", ec)) return;
-  if (data::read_whole_file(config_file).starts_with(kRunConfigHeader)) return;
+  const fs::path record = out_dir / "config.yaml";
+  // A link is replaced, not written through: what it points at stays.
+  if (config_file.empty() || fs::is_symlink(record, ec) || !fs::equivalent(config_file, record, ec))
+    return;
+  const std::string text = data::read_whole_file(config_file);
+  if (text.starts_with(kRunConfigHeader)) return;
+  // A dump written before the header was: it reads back as itself.
+  try {
+    if (read_train_config_unchecked(config_file).to_yaml() == text) return;
+  } catch (const std::exception&) {
+  }
   fail(config_file, " is out.dir's config.yaml, which the run rewrites with its resolved config ",
        "(every key, paths expanded, comments dropped): keep your config elsewhere (copy it out of ",
        out_dir.string(), " and train from the copy), or set another out.dir");

@@ -665,6 +665,18 @@ TEST_F(OutDir, AHandWrittenConfigInOutDirIsNotRewritten) {
                         tmp_ / "again.log", &output),
             0)
       << output;
+  // A dump written before the header line was (the same text without it)
+  // is a run's own too.
+  const std::string header = "# lazytrain: the resolved config";
+  std::string old_dump = read_text(exp / "config.yaml");
+  old_dump.erase(0, old_dump.find('\n') + 1);
+  ASSERT_EQ(old_dump.find(header), std::string::npos);
+  write_text(exp / "config.yaml", old_dump);
+  EXPECT_EQ(run_program({"train", (exp / "config.yaml").string(), "--no-sample", "--set",
+                         "out.overwrite=true"},
+                        tmp_ / "old_dump.log", &output),
+            0)
+      << output;
 }
 
 }  // namespace

@@ -98,6 +98,13 @@ TEST_F(RecipeNames, ASetValueStartingWithAtIsAPath) {
                   "--set data.path: YAML reads the '#' in 'data/my file #1.jsonl' as the start "
                   "of a comment");
   EXPECT_MENTIONS(m, "quote it (--set 'data.path=\"data/my file #1.jsonl\"')");
+  // The quoting it names is taken, '#' and all.
+  write_text(tmp_.path() / "my file #1.jsonl", "{\"input_ids\": [1, 2, 3]}\n");
+  ASSERT_NO_THROW(c = load_train_config("", {"data.path=\"my file #1.jsonl\""}));
+  EXPECT_EQ(c.data.path, (tmp_.path() / "my file #1.jsonl").string());
+  // A '#' with no space before it is no comment in YAML: taken as written.
+  ASSERT_NO_THROW(c = load_train_config("", {"out.dir=runs/a#1"}));
+  EXPECT_EQ(fs::path(c.out.dir).filename(), "a#1");
 }
 
 // README's "lazytrain train recipes/NAME" run where there is no recipes/
