@@ -27,13 +27,15 @@ struct StageTimingArgs {
 
 void add_profile_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("profile", "Measure this machine into a hardware profile (YAML)");
-  auto out = std::make_shared<std::string>("hw.yaml");
+  // No default file: `profile > mine.yaml` wrote ./hw.yaml too, over a
+  // profile of the user's there.
+  auto out = std::make_shared<std::string>();
   auto options = std::make_shared<plan::ProfileOptions>();
   auto disk_mb = std::make_shared<int64_t>(512);
   auto timing = std::make_shared<StageTimingArgs>();
-  cmd->add_option("--out", *out, "where to write the profile")
-      ->check(shell_expanded_path())
-      ->capture_default_str();
+  cmd->add_option("--out", *out,
+                  "also write the profile to this file (it is printed on stdout either way)")
+      ->check(shell_expanded_path());
   cmd->add_option("--disk-path", options->disk_path, "folder for the disk test and offload")
       ->check(shell_expanded_path())
       ->check(CLI::ExistingDirectory)
@@ -64,7 +66,7 @@ void add_profile_command(CLI::App& app) {
     // Everything that can be refused is, before the measuring (a minute
     // on a GPU): the output's folder, and the model's sequence length as
     // plan, train and eval check it.
-    io::check_can_write(*out, "--out");
+    if (!out->empty()) io::check_can_write(*out, "--out");
     // The stage timing's own check, before the machine's measuring.
     if (!timing->model.empty() && !timing->batch_sizes.empty())
       plan::check_stage_batch_sizes(timing->batch_sizes);
@@ -81,7 +83,7 @@ void add_profile_command(CLI::App& app) {
       models::check_seq_len_fits(seq_len, "--seq-len", config, timing->model);
       r = plan::measure_profile_for_model(*options, config, seq_len, timing->batch_sizes);
     }
-    io::write_file_atomic(*out, r.profile.to_yaml());
+    if (!out->empty()) io::write_file_atomic(*out, r.profile.to_yaml());
     // stdout is the profile alone, so `profile > hw.yaml` is one too; what
     // was measured and the notes go to stderr.
     fmt::print("{}", r.profile.to_yaml());
@@ -89,7 +91,7 @@ void add_profile_command(CLI::App& app) {
     for (const auto& k : r.measured) measured += (measured.empty() ? "" : ", ") + k;
     fmt::print(stderr, "measured: {}\n", measured);
     for (const auto& n : r.notes) fmt::print(stderr, "note: {}\n", n);
-    fmt::print(stderr, "written to {}\n", *out);
+    if (!out->empty()) fmt::print(stderr, "written to {}\n", *out);
   });
 }
 

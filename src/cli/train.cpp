@@ -73,9 +73,11 @@ void add_train_command(CLI::App& app) {
       // that saved nothing after resuming goes on from where it resumed
       // (--resume latest may name an earlier run out.dir kept).
       if (r.interrupted && r.saved)
+        // The folder, not "latest": a run whose out.dir came from --set
+        // would resume from the config's out.dir without that --set.
         train::print_text(stdout, fmt::format("stopped at step {} on request; resume with "
-                                              "--resume latest\n",
-                                              r.steps_done));
+                                              "--resume {}\n",
+                                              r.steps_done, r.last_checkpoint));
       else if (r.interrupted && !r.last_checkpoint.empty())
         train::print_text(stdout, fmt::format("stopped on request, nothing saved; resume with "
                                               "--resume {}\n",

@@ -102,6 +102,14 @@ std::vector<std::string> adapt_demo_to_overrides(TrainConfig& c,
                                                          "data.format"};
   const bool other_data = std::any_of(data_keys.begin(), data_keys.end(),
                                       [&](std::string_view k) { return overridden(overrides, k); });
+  // data.sources in place of the demo's data.path: the two cannot both be
+  // set, so the demo's file gives way (README: overriding data.sources
+  // reads the sources named).
+  if (overridden(overrides, "data.sources") && !overridden(overrides, "data.path") &&
+      !c.data.path.empty()) {
+    c.data.path.clear();
+    notes.push_back("the demo's data.path gives way to the data.sources the overrides name");
+  }
   if (other_data) {
     const auto reset = reset_unset(
         c, overrides,

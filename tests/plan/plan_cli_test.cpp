@@ -1,8 +1,10 @@
 // `lazytrain plan` end to end: JSON fields, the written schedule, the exit
 // status and message when nothing fits, and profile errors.
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cstdlib>
 
 #include <algorithm>
 #include <chrono>
@@ -477,6 +479,19 @@ TEST_F(PlanCommand, ProfilePrintsOnlyTheProfileOnStdout) {
   EXPECT_EQ(r.out, written.str());
   EXPECT_NE(r.err.find("measured: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("written to " + hw.string()), std::string::npos) << r.err;
+  // Without --out nothing is written: `profile > mine.yaml` wrote ./hw.yaml
+  // too, over the user's own.
+  const fs::path here = dir_ / "here";
+  fs::create_directories(here);
+  const std::string in_here = "cd " + here.string() + " && " + std::string(LT_BINARY_DIR) +
+                              "/lazytrain profile --disk-mb 4 --repeats 1 --disk-path " +
+                              dir_.string() + " > mine.yaml 2> " + (dir_ / "err2.txt").string();
+  ASSERT_EQ(std::system(in_here.c_str()), 0);
+  std::vector<std::string> written_here;
+  for (const auto& entry : fs::directory_iterator(here))
+    written_here.push_back(entry.path().filename().string());
+  EXPECT_EQ(written_here, std::vector<std::string>{"mine.yaml"});
+  EXPECT_NO_THROW(HardwareProfile::from_file(here / "mine.yaml"));
 }
 
 // Three sizes, given out of order (128, 256 and 512 tokens against the

@@ -127,6 +127,12 @@ TEST(Demo, OtherDataDropsTheDemosEvaluation) {
   // The demo's rows are query_response; the overrides' file is read as it is.
   EXPECT_EQ(demo.data.format, "query_response");
   EXPECT_EQ(load_train_config("", {"data.path=" + mine}).data.format, defaults.data.format);
+  // data.sources in place of the demo's data.path (both set was refused).
+  TrainConfig sources;
+  ASSERT_NO_THROW(sources = load_train_config("", {"data.sources=[{path: " + mine + "}]"}));
+  EXPECT_EQ(sources.data.path, "");
+  ASSERT_EQ(sources.data.sources.size(), 1u);
+  EXPECT_EQ(sources.data.sources[0].path, mine);
 }
 
 // Another model takes its own tokenizer and template and the defaults, not
