@@ -34,7 +34,7 @@ std::vector<int64_t> default_stage_batch_sizes(Device device, int64_t seq_len) {
   if (device.is_cpu()) return {1, 2};
   const int64_t chunk = min_chunk_sequences(seq_len);
   if (chunk == 1) return {1, 2, kMaxChunkGrowth};
-  return {chunk / 2, chunk, kMaxChunkGrowth * chunk};
+  return {smallest_tail_piece(seq_len), chunk, kMaxChunkGrowth * chunk};
 }
 
 std::optional<std::pair<int64_t, int64_t>> working_set_sizes(

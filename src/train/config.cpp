@@ -631,7 +631,8 @@ void TrainConfig::validate(DataFiles data_files) const {
   LT_CHECK(
       data.tokenizer.empty() || data_files == DataFiles::kNotRead || fs::exists(data.tokenizer),
       "config key 'data.tokenizer': no file or folder '", data.tokenizer,
-      "' (a tokenizer.json, or a folder holding one)");
+      "' (a tokenizer.json, or a folder with tokenizer.json, GPT-2's encoder.json + vocab.bpe, "
+      "or tokenizer.model)");
   check_one_of(data.eval_task, "data.eval_task", "", "math");
   LT_CHECK(data.eval_task.empty() || !data.eval_path.empty(), "config key 'data.eval_task' (",
            data.eval_task, ") needs 'data.eval_path', the held-out rows it answers");
@@ -856,11 +857,17 @@ TrainConfig assemble(const std::string& base_file, const std::vector<std::string
   }
   for (const auto& o : overrides) apply(config, override_node(o), "--set " + o);
   if (base_file.empty()) config.assembly_notes = adapt_demo_to_overrides(config, overrides);
+  const auto resolve = [&](std::string& path) {
+    const bool relative =
+        !path.empty() && !path.starts_with('@') && std::filesystem::path(path).is_relative();
+    resolve_input_path(path);
+    if (relative) config.relative_inputs.insert(path);
+  };
   for (std::string* p :
        {&config.model.path, &config.data.path, &config.data.tokenizer, &config.data.eval_path}) {
-    resolve_input_path(*p);
+    resolve(*p);
   }
-  for (data::DataSource& source : config.data.sources) resolve_input_path(source.path);
+  for (data::DataSource& source : config.data.sources) resolve(source.path);
   // Where the run writes, likewise: a resume started elsewhere from the
   // saved config continues in the same folder, not in a new one there.
   for (std::string* p : {&config.out.dir, &config.exec.disk_path})
@@ -892,15 +899,22 @@ namespace {
 // `message` says "no file 'P'" for a key set in a config file (`origin`:
 // "FILE (line N)") and P's path from the working folder exists beside that
 // file, says so.
-std::string beside_the_config_hint(const std::string& message, const std::string& origin) {
+std::string beside_the_config_hint(const std::string& message, const std::string& origin,
+                                   const std::set<std::string>& relative_inputs) {
   namespace fs = std::filesystem;
-  const std::string mark = "no file '";
-  const size_t at = message.find(mark);
+  size_t at = std::string::npos, start = 0;
+  for (const std::string mark : {"no file '", "no file or folder '"}) {
+    if ((at = message.find(mark)) != std::string::npos) {
+      start = at + mark.size();
+      break;
+    }
+  }
   const size_t line = origin.rfind(" (line ");
   if (at == std::string::npos || line == std::string::npos || origin.rfind("--set", 0) == 0)
     return "";
-  const size_t start = at + mark.size(), end = message.find('\'', start);
-  if (end == std::string::npos) return "";
+  const size_t end = message.find('\'', start);
+  if (end == std::string::npos || !relative_inputs.count(message.substr(start, end - start)))
+    return "";
   std::error_code ec;
   const fs::path missing = message.substr(start, end - start);
   const fs::path relative = fs::relative(missing, fs::current_path(), ec);
@@ -936,7 +950,8 @@ void TrainConfig::validate_naming_sources(DataFiles data_files) const {
       key.resize(cut);
       origin = key_origins.find(key);
     }
-    fail(origin->second, ": ", message, beside_the_config_hint(message, origin->second));
+    fail(origin->second, ": ", message,
+         beside_the_config_hint(message, origin->second, relative_inputs));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -183,6 +184,9 @@ struct TrainConfig {
   // (keys left at their defaults are absent); so too each item and field
   // of a list (data.sources[1], data.sources[1].weight). Not a key.
   std::map<std::string, std::string> key_origins;
+  // The input paths (as resolved, absolute) that were written relative to
+  // the working folder, for the hint when one is missed. Not a key.
+  std::set<std::string> relative_inputs;
 
   // Checks every value; throws lt::Error naming the key. With
   // DataFiles::kNotRead, the data files' existence is not (`lazytrain plan`

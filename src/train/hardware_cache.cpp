@@ -186,6 +186,7 @@ std::string keep_cpu_update_rate(const std::string& path, exec::OptimizerStates 
     // (the H100's 3B runs of 2026-12-06: 0.90, 0.93, 0.87, 0.93): each run
     // weighs half against what the runs before it kept, so one run's luck
     // does not decide the next plan alone.
+    const std::optional<double> kept_before = kept;
     const double next = kept ? (*kept + scale) / 2 : scale;
     kept = next;
     io::write_file_atomic(path, hw.to_yaml());
@@ -193,7 +194,9 @@ std::string keep_cpu_update_rate(const std::string& path, exec::OptimizerStates 
         "hardware: {}; the next plan of this model prices them {:.3f}x the "
         "profile's rate ({} in {}{})",
         rates, next, fp32 ? "cpu_adam_in_run_scale" : "cpu_adam8bit_in_run_scale", path,
-        next != scale ? fmt::format(", this run's {:.3f}x and the runs' before", scale) : "");
+        kept_before ? fmt::format(", the mean of this run's {:.3f}x and the {:.3f}x kept before",
+                                  scale, *kept_before)
+                    : "");
   } catch (const std::exception& e) {
     return fmt::format("hardware: {}; not kept for the next plan ({})", rates, e.what());
   }

@@ -130,19 +130,34 @@ TEST_F(ConfigPaths, AMissedFileBesideTheConfigIsPointedAt) {
   const std::string absolute = "\"" + (tmp_ / "data.jsonl").string() + "\"";
   text.replace(text.find(absolute), absolute.size(), "data.jsonl");
   write_text(tmp_ / "run.yaml", text);
-  const fs::path before = fs::current_path();
-  fs::create_directories(tmp_ / "elsewhere");
-  fs::current_path(tmp_ / "elsewhere");
   std::string m;
-  try {
-    load_train_config("../run.yaml", {});
-  } catch (const Error& e) {
-    m = e.what();
+  {
+    const InDirectory elsewhere(tmp_ / "elsewhere");
+    try {
+      load_train_config("../run.yaml", {});
+    } catch (const Error& e) {
+      m = e.what();
+    }
   }
-  fs::current_path(before);
   EXPECT_MENTIONS(m, "../run.yaml (line 4): config key 'data.path': no file '" +
                          (tmp_ / "elsewhere" / "data.jsonl").string() + "'");
   EXPECT_MENTIONS(m, "not the config's: ../data.jsonl is there beside it (run from ..");
+  // Written absolute (the same missing file, the same folders), the path was
+  // not read from the working folder: no hint.
+  std::string absolute_text = yaml();
+  const std::string file = (tmp_ / "elsewhere" / "data.jsonl").string();
+  absolute_text.replace(absolute_text.find(absolute), absolute.size(), "\"" + file + "\"");
+  write_text(tmp_ / "run.yaml", absolute_text);
+  {
+    const InDirectory elsewhere(tmp_ / "elsewhere");
+    try {
+      load_train_config("../run.yaml", {});
+    } catch (const Error& e) {
+      m = e.what();
+    }
+  }
+  EXPECT_MENTIONS(m, "config key 'data.path': no file '" + file + "'");
+  EXPECT_EQ(m.find("relative paths are read"), std::string::npos) << m;
 }
 
 // `lazytrain train data.jsonl` read the rows as sections ("unknown section

@@ -545,21 +545,6 @@ TEST_F(OutDir, AKilledWritersTemporaryFileIsRemovedAtTheNextStart) {
   EXPECT_EQ(read_text(tmp_ / "elsewhere.txt"), "mine");
 }
 
-// Runs the test in `dir` as its current directory, and back.
-class InDirectory {
- public:
-  explicit InDirectory(const fs::path& dir) : before_(fs::current_path()) {
-    fs::create_directories(dir);
-    fs::current_path(dir);
-  }
-  ~InDirectory() { fs::current_path(before_); }
-  InDirectory(const InDirectory&) = delete;
-  InDirectory& operator=(const InDirectory&) = delete;
-
- private:
-  fs::path before_;
-};
-
 // `--resume step-2` from a directory without a step-2 is out.dir's step-2,
 // and the run says so, in a run with a config and in one on the
 // checkpoint's own; a name in neither place is refused naming both.

@@ -146,7 +146,8 @@ TEST_F(RunPlanTest, PlanWithAConfigNeedsNoDataFiles) {
   EXPECT_NE(output.find("plan: not checked here, as train checks them when it starts"),
             std::string::npos)
       << output;
-  EXPECT_NE(output.find("; not there now: " + c.data.path + ", " + c.data.eval_path),
+  EXPECT_NE(output.find("; not there now: data.path (no file '" + c.data.path +
+                        "'), data.eval_path (no file '" + c.data.eval_path + "')"),
             std::string::npos)
       << output;
   EXPECT_EQ(run_program({"train", yaml.string()}, tmp_ / "train.log", &output), 1) << output;

@@ -62,6 +62,21 @@ class TempDir {
   fs::path path_;
 };
 
+// Runs the test in `dir` as its current directory, and back.
+class InDirectory {
+ public:
+  explicit InDirectory(const fs::path& dir) : before_(fs::current_path()) {
+    fs::create_directories(dir);
+    fs::current_path(dir);
+  }
+  ~InDirectory() { fs::current_path(before_); }
+  InDirectory(const InDirectory&) = delete;
+  InDirectory& operator=(const InDirectory&) = delete;
+
+ private:
+  fs::path before_;
+};
+
 inline void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << text;
