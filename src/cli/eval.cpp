@@ -193,7 +193,18 @@ std::string math_option_use(const std::string& name) {
          "--device cpu and auto are accepted)";
 }
 
-// The keys of each row --task math writes to --out (run_math).
+// One row --task math writes to --out.
+nlohmann::json answer_row(const train::MathEvalRow& row) {
+  return {{"line", row.line},
+          {"prompt", row.prompt},
+          {"output", row.output},
+          {"extracted", row.predicted},
+          {"reference", row.reference},
+          {"correct", row.correct},
+          {"finish", train::finish_reason_name(row.finish)}};
+}
+
+// The keys of answer_row, which an earlier answers file's first line has.
 constexpr std::array<const char*, 7> kAnswerKeys = {"line",      "prompt",  "output", "extracted",
                                                     "reference", "correct", "finish"};
 
@@ -303,14 +314,8 @@ void run_math(const EvalArgs& args) {
   if (!args.out.empty()) {
     std::string lines;
     for (const auto& row : result.rows) {
-      const nlohmann::json j = {{kAnswerKeys[0], row.line},
-                                {kAnswerKeys[1], row.prompt},
-                                {kAnswerKeys[2], row.output},
-                                {kAnswerKeys[3], row.predicted},
-                                {kAnswerKeys[4], row.reference},
-                                {kAnswerKeys[5], row.correct},
-                                {kAnswerKeys[6], train::finish_reason_name(row.finish)}};
-      lines += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      lines +=
+          answer_row(row).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     }
     io::write_file_atomic(args.out, lines);
   }

@@ -35,7 +35,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("config,--config", args->config,
                   "YAML config; without it the embedded demo is the base")
       ->check(shell_expanded_path());
-  cmd->add_option("--set", args->overrides, "Override a key: --set train.steps=10 (value is YAML)")
+  cmd->add_option("--set", args->overrides,
+                  "Override a key: --set train.steps=10 (value is YAML; one starting with @ "
+                  "is the path as written; quote a value with ' #' in it)")
       ->allow_extra_args(false);
   auto* resume_option =
       cmd->add_option("--resume", args->resume,
