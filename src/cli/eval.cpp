@@ -252,6 +252,8 @@ void run_math(const EvalArgs& args) {
   check_model_folder(args.model, "--model ");
   train::GenerationModel g = train::load_generation_model(args.model, args.tokenizer, args.device,
                                                           true, "eval --task math");
+  if (const std::string note = train::eos_outside_vocabulary_note(g, "eval"); !note.empty())
+    fmt::print(stderr, "{}\n", note);
   const train::PromptTemplate chosen =
       train::prompt_template(args.model, args.template_name, "eval");
   const train::PromptFields fields =

@@ -180,6 +180,8 @@ void run_generate(const GenerateArgs& args) {
   train::GenerationModel g = train::load_generation_model(
       args.model, args.tokenizer, args.device, /*tokenizer_required=*/!args.prompt.empty(),
       args.prompt.empty() ? "generate --data" : "generate --prompt");
+  if (const std::string note = train::eos_outside_vocabulary_note(g, "generate"); !note.empty())
+    fmt::print(stderr, "{}\n", note);
   const train::PromptTemplate chosen =
       train::prompt_template(args.model, args.template_name, "generate");
 

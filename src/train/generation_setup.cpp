@@ -1,6 +1,7 @@
 #include "train/generation_setup.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -184,6 +185,19 @@ void check_prompts_fit(const data::PromptSet& prompts, const std::string& source
                " is outside the model's vocabulary [0, ", config.vocab_size, ")");
     }
   }
+}
+
+std::string eos_outside_vocabulary_note(const GenerationModel& g, const std::string& command) {
+  const int64_t vocab = g.model.config().vocab_size;
+  std::vector<int32_t> outside;
+  for (int32_t id : g.eos_ids)
+    if (id >= vocab) outside.push_back(id);
+  if (outside.empty()) return "";
+  return fmt::format(
+      "{}: note: end-of-sequence id{} {} (eos_token_id of {}'s generation_config.json, else "
+      "config.json) lie{} outside the model's vocabulary of {}: no answer can end on {}",
+      command, outside.size() > 1 ? "s" : "", fmt::join(outside, ", "), g.model_dir,
+      outside.size() > 1 ? "" : "s", vocab, outside.size() > 1 ? "them" : "it");
 }
 
 PromptsPastContext leave_out_prompts_past_context(data::PromptSet& prompts,

@@ -56,6 +56,12 @@ void place_generation_model(GenerationModel& g, double device_memory_gb,
 // that the host-to-device bandwidth allows.
 std::string generation_device_text(const GenerationModel& g);
 
+// A line for the EOS ids the model can never emit (past config.json's
+// vocab_size: no answer ends on them, so answers run to the token limit);
+// empty when there are none. transformers' tiny test configs keep GPT-2's
+// 50256 with small vocabularies, so this is said, not refused.
+std::string eos_outside_vocabulary_note(const GenerationModel& g, const std::string& command);
+
 // Refuses, naming `source` (the file, or --prompt) and the row's line, a row whose prompt leaves no
 // room in the model's context for one new token, or holds an id outside the vocabulary. Prompts are
 // never cut: an answer to half a question would be scored as if it answered the whole one.

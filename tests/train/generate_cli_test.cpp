@@ -529,6 +529,28 @@ TEST_F(GenerateCommand, IdsPastTheTokenizerHaveNoText) {
   EXPECT_EQ(out[0].text, want);
 }
 
+// An EOS id past the model's vocabulary can end no answer: said (a tiny
+// test config keeps GPT-2's 50256 with 97 ids, so not refused).
+TEST_F(GenerateCommand, AnEosIdPastTheVocabularyIsSaid) {
+  const fs::path model = dir_ / "model";
+  fs::copy(kLlama, model);
+  std::ofstream(model / "generation_config.json") << R"({"eos_token_id": [2, 50256]})";
+  const CliResult r =
+      lt::testing::run_lazytrain("generate --model " + model.string() + " --tokenizer " +
+                                     (dir_ / "tok").string() + " --prompt hi --max-new-tokens 2",
+                                 dir_ / "stderr.txt");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(
+      r.err.find("generate: note: end-of-sequence id 50256 (eos_token_id of " + model.string() +
+                 "'s generation_config.json, else config.json) lies outside the model's "
+                 "vocabulary of 97: no answer can end on it"),
+      std::string::npos)
+      << r.err;
+  // The fixture's own (2) is inside it: nothing said.
+  EXPECT_EQ(run("generate --prompt hi --max-new-tokens 2").err.find("end-of-sequence id"),
+            std::string::npos);
+}
+
 // eval --task math scores rows by the answer extracted from the greedy
 // output: rows whose reference is set to the library's extracted answer
 // count as right, the others (a number it does not produce) as wrong.
