@@ -94,9 +94,12 @@ std::vector<data::DataSource> data_sources(const TrainConfig& c) {
 
 namespace {
 
-// How `source` is read, with the config's other data keys.
-data::DatasetOptions dataset_options(const TrainConfig& c, const data::DataSource& source) {
+// How `source` is read, with the config's other data keys. `format_key`:
+// the key its errors name for its format (data.sources[1].format).
+data::DatasetOptions dataset_options(const TrainConfig& c, const data::DataSource& source,
+                                     const std::string& format_key = "data.format") {
   data::DatasetOptions options;
+  options.settings.format = format_key;
   options.format = source.format;
   options.template_name = source.template_name;
   options.train_on_prompt = c.data.train_on_prompt;
@@ -181,8 +184,9 @@ std::optional<data::Tokenizer> load_run_tokenizer(const TrainConfig& c, Progress
 }
 
 std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSource& source,
-                                       const data::Tokenizer* tokenizer, ProgressBar* log) {
-  const data::DatasetOptions options = dataset_options(c, source);
+                                       const data::Tokenizer* tokenizer, ProgressBar* log,
+                                       const std::string& format_key) {
+  const data::DatasetOptions options = dataset_options(c, source, format_key);
   data::DatasetReport report;
   auto samples = data::load_dataset(source.path, tokenizer, options, &report);
   log->message(fmt::format("data: {} sample{} from {} row{} of {} (format {}{}){}", report.samples,
@@ -212,8 +216,13 @@ TrainingData load_training_data(const TrainConfig& c, const data::Tokenizer* tok
     d.eval.push_back({load_samples(c, eval_path_source(c), tokenizer, log), 1.0, c.data.eval_path});
   }
   std::vector<data::WeightedSamples> held_out;
-  for (const data::DataSource& source : data_sources(c)) {
-    std::vector<data::Sample> samples = load_samples(c, source, tokenizer, log);
+  const std::vector<data::DataSource> sources = data_sources(c);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const data::DataSource& source = sources[i];
+    // An entry of data.sources reads in its own format, else data.format's.
+    const std::string format_key =
+        c.data.sources.empty() ? "data.format" : fmt::format("data.sources[{}].format", i);
+    std::vector<data::Sample> samples = load_samples(c, source, tokenizer, log, format_key);
     if (source.split == "eval") {
       d.eval.push_back({std::move(samples), source.weight, source.path});
       continue;

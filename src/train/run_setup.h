@@ -46,8 +46,11 @@ std::optional<data::Tokenizer> load_run_tokenizer(const TrainConfig& c, Progress
 // skipped, and one how many rows train.seq_len cuts (padded training rows
 // and evaluation rows), if any. Training rows none of which keeps a trained
 // token within train.seq_len are refused, naming the file.
+// `format_key`: the key its errors name for the source's format
+// (data.sources[1].format for an entry of data.sources).
 std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSource& source,
-                                       const data::Tokenizer* tokenizer, ProgressBar* log);
+                                       const data::Tokenizer* tokenizer, ProgressBar* log,
+                                       const std::string& format_key = "data.format");
 
 // The rows one pass over `sources` makes: one per sample, or packed, their
 // tokens in rows of seq_len.

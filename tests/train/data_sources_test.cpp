@@ -164,6 +164,27 @@ TEST_F(DataSources, BadSourcesNameTheFileAndLine) {
   EXPECT_MENTIONS(m, "--set " + set + ": config key 'data.sources[0].weight'");
 }
 
+// A chat file in a list of sources under data.format query_response: the
+// format to set is the entry's (it named data.format, or only its fields).
+TEST_F(DataSources, ASourceOfAnotherFormatNamesItsOwnFormatKey) {
+  write_text(tmp_ / "chat.jsonl",
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, "
+             "{\"role\": \"assistant\", \"content\": \"hello\"}]}\n");
+  const std::string data = "  format: query_response\n  sources:\n    - path: \"" +
+                           (tmp_ / "chat.jsonl").string() + "\"\n";
+  const TrainConfig c = load_train_config(config_file(data).string(), {});
+  ProgressBar log(0, 1);
+  std::string m;
+  try {
+    load_training_data(c, nullptr, &log);
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  EXPECT_MENTIONS(m,
+                  "its fields are those of format sharegpt: set data.sources[0].format to "
+                  "sharegpt (or auto)");
+}
+
 std::vector<std::string> mixture_overrides(int64_t steps) {
   return {"train.steps=" + std::to_string(steps), "train.batch_size=3", "optim.lr=5e-3",
           "data.pack=true", "train.seq_len=9"};
