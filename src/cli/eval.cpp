@@ -204,10 +204,6 @@ nlohmann::json answer_row(const train::MathEvalRow& row) {
           {"finish", train::finish_reason_name(row.finish)}};
 }
 
-// The keys of answer_row, which an earlier answers file's first line has.
-constexpr std::array<const char*, 7> kAnswerKeys = {"line",      "prompt",  "output", "extracted",
-                                                    "reference", "correct", "finish"};
-
 // --out replaces only what an earlier --task math wrote: a file whose first
 // line is one of its rows (or an empty file). Anything else, the --data file
 // above all, would be lost to the answers, so it is refused before the model
@@ -226,9 +222,11 @@ void check_out_replaces_only_answers(const EvalArgs& args) {
   if (!in && !in.eof()) fail("--out ", args.out, ": cannot be read to check what it holds");
   if (first.empty() && in.peek() == std::ifstream::traits_type::eof()) return;
   const nlohmann::json row = nlohmann::json::parse(first, nullptr, false);
+  // It has every key answer_row writes.
+  const nlohmann::json keys = answer_row({});
   const bool answers =
-      row.is_object() && std::all_of(kAnswerKeys.begin(), kAnswerKeys.end(),
-                                     [&](const char* k) { return row.contains(k); });
+      row.is_object() && std::all_of(keys.items().begin(), keys.items().end(),
+                                     [&](const auto& k) { return row.contains(k.key()); });
   if (!answers) {
     fail("--out ", args.out, " exists and is not an earlier eval --task math answers file ",
          "(its first line is not one of its rows): it is kept; give --out a new file, or remove ",

@@ -15,7 +15,6 @@
 #include "cli/commands.h"
 #include "cli/shell_expanded_path.h"
 #include "core/error.h"
-#include "core/regular_file.h"
 #include "exec/schedule.h"
 #include "io/atomic_file.h"
 #include "io/hf_folder.h"
@@ -194,24 +193,6 @@ std::vector<std::string> config_overrides(const PlanArgs& args, const CLI::App& 
   return overrides;
 }
 
-// The config's input files that are not there now, each "KEY (why)": plan
-// reads none of them, and says which train would refuse as it starts.
-std::vector<std::string> inputs_not_there(const train::TrainConfig& c) {
-  std::vector<std::string> missing;
-  std::vector<std::pair<std::string, std::string>> inputs = {{"data.path", c.data.path},
-                                                             {"data.eval_path", c.data.eval_path}};
-  for (size_t k = 0; k < c.data.sources.size(); ++k)
-    inputs.emplace_back(fmt::format("data.sources[{}].path", k), c.data.sources[k].path);
-  for (const auto& [key, file] : inputs) {
-    if (const std::string why = file.empty() ? "" : why_not_a_file(file); !why.empty())
-      missing.push_back(fmt::format("{} ({})", key, why));
-  }
-  std::error_code ec;
-  if (!c.data.tokenizer.empty() && !std::filesystem::exists(c.data.tokenizer, ec))
-    missing.push_back(fmt::format("data.tokenizer (no file or folder '{}')", c.data.tokenizer));
-  return missing;
-}
-
 // `plan --config run.yaml`: the RunPlan `lazytrain train run.yaml` resolves
 // (train::resolve_run, the same call), printed instead of run; the flags
 // set their keys (Note [Plan flags with --config]).
@@ -225,7 +206,7 @@ void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
     fmt::print(stderr, "config: {}\n", note);
   // A plan of exit 0 read as "train will run" (a review found configs with
   // no data file or a tokenizer too large for the model planned quietly).
-  const std::vector<std::string> missing = inputs_not_there(c);
+  const std::vector<std::string> missing = train::input_files_not_there(c);
   fmt::print(stderr,
              "plan: not checked here, as train checks them when it starts: the data's rows, the "
              "tokenizer against the model, out.dir's earlier runs{}\n",

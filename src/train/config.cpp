@@ -392,14 +392,18 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
   auto keys = schema(config);
   std::map<std::string, Access*> by_key;
   std::map<std::string, std::string> known_in_section;
-  std::vector<std::string> known_keys;
   for (auto& [key, access] : keys) {
     by_key[key] = &access;
-    known_keys.push_back(key);
     auto section = key.substr(0, key.find('.'));
     known_in_section[section] +=
         (known_in_section[section].empty() ? "" : ", ") + key.substr(section.size() + 1);
   }
+  // What an unknown name most likely meant, among every key (errors only).
+  const auto hint = [&](const std::string& unknown) {
+    std::vector<std::string> known;
+    for (const auto& [key, access] : by_key) known.push_back(key);
+    return config_key_hint(unknown, known);
+  };
   // yaml-cpp keeps every entry of a mapping, duplicates included, and a
   // later one would silently win: a key given twice is refused instead.
   std::map<std::string, int> first_line;
@@ -425,8 +429,7 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
             continue;
           }
           LT_CHECK(it != by_key.end(), source, ": unknown key '", key, "'", where(entry.first),
-                   config_key_hint(key, known_keys), " (known in ", section, ": ",
-                   known_in_section[section], ")");
+                   hint(key), " (known in ", section, ": ", known_in_section[section], ")");
           // A mapping under a key that takes a value (train.steps.x=3).
           if (entry.second.IsMap() && entry.second.size() > 0) {
             const std::string inner = key_text(entry.second.begin()->first, source, "a key name");
@@ -461,8 +464,8 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
       std::string sections;
       for (const auto& [known, keys_in_it] : known_in_section)
         sections += (sections.empty() ? "" : ", ") + known;
-      fail(source, ": unknown section '", name, "'", where(section.first),
-           config_key_hint(name, known_keys), " (known: ", sections, ")");
+      fail(source, ": unknown section '", name, "'", where(section.first), hint(name),
+           " (known: ", sections, ")");
     }
     // "train:" over "  steps 3" reads as the section's text "steps 3".
     const std::string text = section.second.IsScalar() ? section.second.Scalar() : "";
@@ -564,6 +567,14 @@ void check_template(const std::string& value, const std::string& key) {
 }
 
 // A data file `key` names must be there when the command reads it.
+// Why data.tokenizer's `path` cannot be read ("no file or folder 'P'"), or
+// "" (none given, or there).
+std::string why_no_tokenizer(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || std::filesystem::exists(path, ec)) return "";
+  return "no file or folder '" + path + "'";
+}
+
 void check_data_file(const std::string& path, const std::string& key, DataFiles data_files) {
   if (data_files == DataFiles::kNotRead) return;
   if (const std::string why = why_not_a_file(path); !why.empty())
@@ -628,11 +639,12 @@ void TrainConfig::validate(DataFiles data_files) const {
   if (!data.eval_path.empty()) check_data_file(data.eval_path, "data.eval_path", data_files);
   // Named here, with the line that set it: the tokenizer's loader said only
   // "no such file or folder", after the data's format was told.
-  LT_CHECK(
-      data.tokenizer.empty() || data_files == DataFiles::kNotRead || fs::exists(data.tokenizer),
-      "config key 'data.tokenizer': no file or folder '", data.tokenizer,
-      "' (a tokenizer.json, or a folder with tokenizer.json, GPT-2's encoder.json + vocab.bpe, "
-      "or tokenizer.model)");
+  if (const std::string why = why_no_tokenizer(data.tokenizer);
+      !why.empty() && data_files != DataFiles::kNotRead) {
+    fail("config key 'data.tokenizer': ", why,
+         " (a tokenizer.json, or a folder with tokenizer.json, GPT-2's encoder.json + vocab.bpe, "
+         "or tokenizer.model)");
+  }
   check_one_of(data.eval_task, "data.eval_task", "", "math");
   LT_CHECK(data.eval_task.empty() || !data.eval_path.empty(), "config key 'data.eval_task' (",
            data.eval_task, ") needs 'data.eval_path', the held-out rows it answers");
@@ -953,6 +965,21 @@ void TrainConfig::validate_naming_sources(DataFiles data_files) const {
     fail(origin->second, ": ", message,
          beside_the_config_hint(message, origin->second, relative_inputs));
   }
+}
+
+std::vector<std::string> input_files_not_there(const TrainConfig& c) {
+  std::vector<std::pair<std::string, std::string>> files = {{"data.path", c.data.path},
+                                                            {"data.eval_path", c.data.eval_path}};
+  for (size_t k = 0; k < c.data.sources.size(); ++k)
+    files.emplace_back("data.sources[" + std::to_string(k) + "].path", c.data.sources[k].path);
+  std::vector<std::string> missing;
+  for (const auto& [key, file] : files) {
+    if (const std::string why = file.empty() ? "" : why_not_a_file(file); !why.empty())
+      missing.push_back(key + " (" + why + ")");
+  }
+  if (const std::string why = why_no_tokenizer(c.data.tokenizer); !why.empty())
+    missing.push_back("data.tokenizer (" + why + ")");
+  return missing;
 }
 
 TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides,

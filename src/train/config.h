@@ -216,6 +216,12 @@ std::string resolve_compute_dtype(const std::string& dtype, bool on_cuda);
 // trainer knows it).
 exec::ZenFlowOptions zenflow_options(const TrainConfig& c);
 
+// The input files of `c`'s data keys (data.path, data.eval_path, each
+// data.sources entry's path, data.tokenizer) that are not there now, each
+// "KEY (why)", as validate with DataFiles::kRead would refuse the first:
+// `lazytrain plan` reads none of them and names them all.
+std::vector<std::string> input_files_not_there(const TrainConfig& c);
+
 TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides,
                               DataFiles data_files = DataFiles::kRead);
 
