@@ -29,6 +29,8 @@
 #   stream7b24 the same at exec.device_memory_gb 24, batch 64 (issue 27's third run)
 #   stream7b24prev  stream7b24 with train.clip_with_previous_norm: true (the
 #              updates during the backward, Note [Updates during the backward])
+#   streamprev streaming with train.clip_with_previous_norm: true (timed from
+#              step 3: see skip_of)
 # Each run is stopped (SIGKILL) once metrics.jsonl has its steps, before the
 # final save. Prints, per run, tokens over wall time across the steps after
 # the first (ZenFlow: after its first window), the median step, the GPU peak
@@ -119,7 +121,11 @@ config stream7b24 64 1 "  mode: auto
   device_memory_gb: 24" qwen2.5-7b adamw8bit
 config stream7b24prev 64 1 "  mode: auto
   device_memory_gb: 24" qwen2.5-7b adamw8bit
-sed -i 's/^  save_every: 0$/&\n  clip_with_previous_norm: true/' "$out/stream7b24prev.yaml"
+config streamprev 64 1 "  mode: auto
+  device_memory_gb: 24"
+for run in stream7b24prev streamprev; do
+  sed -i 's/^  save_every: 0$/&\n  clip_with_previous_norm: true/' "$out/$run.yaml"
+done
 config zenflow7b 8 1 "  mode: zenflow
   zenflow:
     topk_ratio: 0.1
@@ -141,8 +147,11 @@ for run in $runs; do
 done
 # LT_BENCH_CONFIGS_ONLY=1: write the data and the configs, run nothing.
 [ -n "${LT_BENCH_CONFIGS_ONLY:-}" ] && exit 0
-steps_of() { case $1 in zenflow|zenflow15|auto7b) echo 13 ;; resident) echo 9 ;; *) echo 5 ;; esac; }
-skip_of() { case $1 in zenflow) echo 1 ;; *) echo 1 ;; esac; }
+steps_of() { case $1 in zenflow|zenflow15|auto7b) echo 13 ;; resident) echo 9 ;; streamprev) echo 7 ;; *) echo 5 ;; esac; }
+# streamprev: step 1 has no previous norm (exact clipping), and step 2's
+# forward waits for step 1's updates; from step 3 on every step updates
+# during its backward, as the rest of a run does.
+skip_of() { case $1 in streamprev) echo 2 ;; *) echo 1 ;; esac; }
 for run in $runs; do
   steps=$(steps_of "$run")
   echo "== $run ($steps steps)"

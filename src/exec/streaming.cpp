@@ -351,17 +351,22 @@ void StreamingExecutor::Impl::copy_out(const std::vector<int>& stages_out) {
     streamed.push_back(stage);
     label += " " + model.stages()[stage]->name();
   }
-  if (streamed.empty()) return;
-  const Ticket landed = download(
-      std::move(copies),
-      [squares = std::move(squares)] {
-        for (const Square& s : squares) *s.square = optim::grad_squared_sum(s.views);
-      },
-      std::move(label));
-  for (int stage : streamed) {
-    downloads.push_back(landed);
-    if (early) queue_early_update(static_cast<size_t>(stage), landed);
+  Ticket landed;
+  if (!streamed.empty()) {
+    landed = download(
+        std::move(copies),
+        [squares = std::move(squares)] {
+          for (const Square& s : squares) *s.square = optim::grad_squared_sum(s.views);
+        },
+        std::move(label));
+    for (size_t k = 0; k < streamed.size(); ++k) downloads.push_back(landed);
   }
+  // Queued in the order given (the backward's), a stage on the device among
+  // the streamed ones included (Note [Updates during the backward]).
+  if (early && !options.ranks)
+    for (int stage : stages_out)
+      queue_early_update(static_cast<size_t>(stage),
+                         on_device[static_cast<size_t>(stage)] ? Ticket() : landed);
 }
 
 void StreamingExecutor::Impl::run_forward(int stage, bool recompute) {

@@ -36,8 +36,11 @@ namespace lt::exec {
 //    forward, its finish_step too, below), so the optimizer is never
 //    called from two threads at once, and stream order puts the update
 //    after the stage's backward and before its next forward.
-//  - Not with several ranks, states on disk or clip_with_previous_norm
-//    (refused: their updates run on other threads, in other orders).
+//  - With train.clip_with_previous_norm the update runs during the
+//    backward instead, queued by the optimizer thread on the compute stream
+//    in the backward's order (Impl::enqueue_update_on_device).
+//  - Not with several ranks or states on disk (refused: their updates run
+//    on other threads, in other orders).
 void StreamingExecutor::Impl::setup_device_stages() {
   on_device = plan.on_device;
   device_params.assign(params.size(), DeviceParam{});

@@ -75,6 +75,10 @@ namespace lt::exec {
 //   before stay updated: the step's outcome is StepStats::skipped with
 //   stages_updated_before_skip saying how many (the trainer logs it; it
 //   counts as a bad step). The disk stages are written back either way.
+// - A stage on the device (Note [Stages on the device]) takes its place in
+//   the same order: the optimizer thread queues its update on the compute
+//   stream, behind the stage's backward (enqueue_update_on_device); the
+//   optimizer is still called from that one thread.
 // - Over ranks (options.ranks, ZeRO-1) this is refused: the stage's sums
 //   over the ranks land later (streaming_ranks.cpp), not built yet.
 namespace {
@@ -105,11 +109,6 @@ bool StreamingExecutor::Impl::begin_early_updates(const StepOptions& step_option
     LT_CHECK(!options.ranks,
              "train.clip_with_previous_norm: the streaming executor updates during the backward "
              "in one process only, so far; set it to false for a run of several processes");
-  if (step_options.clip_with_previous_norm)
-    LT_CHECK(std::find(on_device.begin(), on_device.end(), true) == on_device.end(),
-             "train.clip_with_previous_norm: the streaming executor updates during the backward "
-             "only the stages it streams, so far; the schedule's stages_on_device must be empty "
-             "(or set clip_with_previous_norm to false)");
   read_states_before_backward(scale.has_value());
   if (!scale) return false;
   early = std::make_shared<EarlyStep>();
@@ -138,6 +137,10 @@ void StreamingExecutor::Impl::queue_early_update(size_t s, const Ticket& gradien
     step.stopped = true;
   step.queued[s] = 1;
   update_pieces[s].clear();  // this update is queued whole
+  if (on_device[s]) {
+    updated[s] = enqueue_update_on_device(s, early);
+    return;
+  }
   const bool on_disk = s < options.states_on_disk.size() && options.states_on_disk[s];
   if (!on_disk) {
     updated[s] = enqueue_update(s, step.lr, step.scale, {}, gradients, early);
@@ -153,6 +156,40 @@ void StreamingExecutor::Impl::queue_early_update(size_t s, const Ticket& gradien
   const size_t next_read = step.disk_queued + kReadsAhead;
   if (next_read < step.disk_order.size()) read_states_ahead(step.disk_order[next_read]);
   ++step.disk_queued;
+}
+
+// A stage on the device, in the backward's order with the others: the
+// optimizer thread queues its update on the compute stream (its scope), so
+// that stream order puts it after the stage's backward, queued before this,
+// and before the stage's next forward, which the compute thread queues
+// only once this ticket is done. Its gradients stay the task's until it
+// ends: freed behind the update on the same stream, whichever thread drops
+// them.
+Ticket StreamingExecutor::Impl::enqueue_update_on_device(size_t s,
+                                                         std::shared_ptr<EarlyStep> step) {
+  const StageInfo& info = stages[s];
+  std::vector<Tensor> grads;
+  for (size_t i = info.first; i < info.last; ++i) grads.push_back(std::move(device_params[i].grad));
+  return optimizer_queue.enqueue(
+      [this, s, step = std::move(step), grads = std::move(grads), trace = tracing()] {
+        const StageInfo& stage = stages[s];
+        const auto drop = [&] {
+          for (size_t i = stage.first; i < stage.last; ++i) params[i].set_grad(Tensor());
+        };
+        if (!early_update_goes(*step, s)) return;
+        const std::string& name = model.stages()[s]->name();
+        TraceSpan span(trace, "optimizer", "update " + name + " (on the device)");
+        try {
+          auto scope = device.compute_scope();
+          for (size_t i = stage.first; i < stage.last; ++i)
+            if (grads[i - stage.first].defined()) params[i].set_grad(grads[i - stage.first]);
+          optimizer.update(step->lr, step->scale, stage.first, stage.last);
+        } catch (...) {
+          drop();
+          update_failed("the optimizer update of stage '" + name + "' on the device");
+        }
+        drop();
+      });
 }
 
 // W(e[j]) of Note [Updates during the backward].

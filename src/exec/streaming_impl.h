@@ -305,6 +305,9 @@ struct StreamingExecutor::Impl {
   // the read of the disk stage kStagesOfStatesInFlight later.
   void queue_early_update(size_t s, const Ticket& gradients);
   void write_back_early(size_t j);  // of the j-th disk stage in backward order
+  // queue_early_update's for a stage on the device (Note [Stages on the
+  // device]): its update on the device, on the optimizer thread.
+  Ticket enqueue_update_on_device(size_t s, std::shared_ptr<EarlyStep> step);
   // Optimizer thread, before stage s's update: whether it is made.
   bool early_update_goes(EarlyStep& step, size_t s);
   // step(), after the downloads and the norm: the last write-back,

@@ -443,12 +443,13 @@ Plan make_plan(const models::ModelConfig& config, const HardwareProfile& hw, con
   else
     batches.assign(std::begin(kBatchCandidates), std::end(kBatchCandidates));
 
-  // Note [Stages on the device]: not beside states on disk or updates during the backward.
+  // Note [Stages on the device]: not beside states on disk. With updates
+  // during the backward both update there, each as its gradients land (Note
+  // [Updates during the backward]).
   const bool states_on_disk =
       std::find(o.states_on_disk.begin(), o.states_on_disk.end(), true) != o.states_on_disk.end();
-  const bool device_stages_allowed =
-      o.stages_on_device && !states_on_disk && !o.updates_during_backward;
-  const bool fused_tail_allowed = o.fused_tail && !states_on_disk && !o.updates_during_backward;
+  const bool device_stages_allowed = o.stages_on_device && !states_on_disk;
+  const bool fused_tail_allowed = o.fused_tail && !states_on_disk;
   std::vector<BatchChoice> solved;  // ascending batch sizes
   std::vector<Shortage> shortages;  // of the first batch that fails, when none was solved
   int64_t first_not_fitting = 0;

@@ -42,8 +42,8 @@ namespace {
 void keep_stages_in_the_room(const TrainConfig& c, const ExecutorChoice& choice,
                              const models::ModelConfig& model, bool stand_in, RunPlan& p) {
   const auto& on_disk = p.placement.states_on_disk;
-  if (c.exec.stages_on_device != "auto" || c.train.clip_with_previous_norm ||
-      choice.available_bytes < 0 || dist::this_world().distributed() ||
+  if (c.exec.stages_on_device != "auto" || choice.available_bytes < 0 ||
+      dist::this_world().distributed() ||
       std::find(on_disk.begin(), on_disk.end(), true) != on_disk.end())
     return;
   const int L = static_cast<int>(model.num_hidden_layers);

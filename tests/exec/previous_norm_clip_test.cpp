@@ -134,8 +134,9 @@ TEST(ClipWithPreviousNorm, ResidentUsesThePreviousStepsFactor) {
 struct Case {
   const char* family = "llama";  // llama: untied; qwen2: tied embeddings
   TestOptimizer optimizer = TestOptimizer::AdamW;
-  std::vector<bool> on_disk;  // per stage; empty: all in host memory
-  int tail_blocks = 0;        // Schedule::tail_blocks
+  std::vector<bool> on_disk;   // per stage; empty: all in host memory
+  int tail_blocks = 0;         // Schedule::tail_blocks
+  std::vector<int> on_device;  // Schedule::stages_on_device
 };
 
 void expect_streaming_is_resident(const Case& c) {
@@ -156,6 +157,7 @@ void expect_streaming_is_resident(const Case& c) {
   StreamingOptions so;
   so.schedule = Schedule::all_gpu(kLayers);
   so.schedule.tail_blocks = c.tail_blocks;
+  so.schedule.stages_on_device = c.on_device;
   so.states_on_disk = c.on_disk;
   so.disk.directory = dir.path().string();
   so.max_optimizer_delay_us = 300;  // the pipeline must not depend on timing
@@ -179,20 +181,39 @@ TEST(ClipWithPreviousNorm, StreamingIsResidentHostStates) {
   for (const char* family : {"llama", "qwen2"})
     for (TestOptimizer kind : {TestOptimizer::AdamW, TestOptimizer::AdamW8bit}) {
       SCOPED_TRACE(std::string(family) + (kind == TestOptimizer::AdamW ? " adamw" : " adamw8bit"));
-      expect_streaming_is_resident({family, kind, {}});
+      expect_streaming_is_resident({family, kind, {}, 0, {}});
     }
 }
 
-// A fused tail (Note [The fused tail], exec/streaming_plan.cpp), which the
-// planner does not choose with these updates but a schedule may name: its
+// A fused tail (Note [The fused tail], exec/streaming_plan.cpp): its
 // stages' gradients go out as one download, and each stage's update is
 // queued behind it.
 TEST(ClipWithPreviousNorm, StreamingIsResidentWithAFusedTail) {
   for (int tail : {1, 2, 3})
     for (const char* family : {"llama", "qwen2"}) {
       SCOPED_TRACE(std::string(family) + ", tail of " + std::to_string(tail));
-      expect_streaming_is_resident({family, TestOptimizer::AdamW, {}, tail});
+      expect_streaming_is_resident({family, TestOptimizer::AdamW, {}, tail, {}});
     }
+}
+
+// Stages kept on the device (Note [Stages on the device]) update there, in
+// the backward's order with the streamed ones: the embedding first and last
+// in that order (tied: the head's matrix too), a block in the middle, the
+// head, with and without a fused tail holding a device stage.
+TEST(ClipWithPreviousNorm, StreamingIsResidentWithStagesOnTheDevice) {
+  for (const std::vector<int>& on_device :
+       {std::vector<int>{0}, std::vector<int>{0, 2}, std::vector<int>{0, 1, 2, 3, 4}})
+    for (int tail : {0, 2})
+      for (const char* family : {"llama", "qwen2"})
+        for (TestOptimizer kind : {TestOptimizer::AdamW, TestOptimizer::AdamW8bit}) {
+          SCOPED_TRACE(std::string(family) +
+                       (kind == TestOptimizer::AdamW ? " adamw" : " adamw8bit") + ", " +
+                       std::to_string(on_device.size()) + " on the device, tail of " +
+                       std::to_string(tail));
+          expect_streaming_is_resident({family, kind, {}, tail, on_device});
+        }
+  // The head alone (untied: it owns its matrix), and blocks of the tail.
+  expect_streaming_is_resident({"llama", TestOptimizer::AdamW, {}, 2, {3, 4}});
 }
 
 TEST(ClipWithPreviousNorm, StreamingIsResidentStatesOnDisk) {
@@ -207,19 +228,25 @@ TEST(ClipWithPreviousNorm, StreamingIsResidentStatesOnDisk) {
         SCOPED_TRACE(std::string(family) +
                      (kind == TestOptimizer::AdamW ? " adamw" : " adamw8bit") + " disk " +
                      std::to_string(std::count(on_disk.begin(), on_disk.end(), true)));
-        expect_streaming_is_resident({family, kind, on_disk});
+        expect_streaming_is_resident({family, kind, on_disk, 0, {}});
       }
 }
 
 // Step 1's gradient of block 1 (stage 2) is made NaN as its backward ends:
 // the head (stage 4) and block 2 (stage 3) were updated before its update
 // came up, block 1, block 0 and the embed not. Without the option, nothing.
+// The same with block 2 and the embed kept on the device (updated there, in
+// the same order), and with every state on disk.
 TEST(ClipWithPreviousNorm, ANonFiniteStageStopsTheUpdatesAfterIt) {
   constexpr int kLayers = 3;
   constexpr int kPoisoned = 2;
+  enum class States { Host, Disk, Device };
   for (bool option : {true, false})
-    for (bool disk : {false, true}) {
-      SCOPED_TRACE(std::string(option ? "on" : "off") + (disk ? " disk" : " host"));
+    for (States states : {States::Host, States::Disk, States::Device}) {
+      const bool disk = states == States::Disk;
+      SCOPED_TRACE(std::string(option ? "on" : "off") + (disk                       ? " disk"
+                                                         : states == States::Device ? " device"
+                                                                                    : " host"));
       const TempDir dir("previous_norm_nan");
       models::CausalLM model = testing::random_fixture_model("llama", kLayers);
       auto opt = testing::test_optimizer(model, TestOptimizer::AdamW);
@@ -228,6 +255,7 @@ TEST(ClipWithPreviousNorm, ANonFiniteStageStopsTheUpdatesAfterIt) {
       StreamingOptions so;
       so.schedule = Schedule::all_gpu(kLayers);
       if (disk) so.states_on_disk.assign(kLayers + 2, true);
+      if (states == States::Device) so.schedule.stages_on_device = {0, kPoisoned + 1};
       so.disk.directory = dir.path().string();
       so.max_optimizer_delay_us = 300;
       std::vector<StageUse> uses;

@@ -1,7 +1,8 @@
 // train.clip_with_previous_norm on the GPU (Note [Updates during the
 // backward]): `lazytrain train` with exec.mode streaming on train.device
 // cuda (bf16), updating each stage during the backward, with the states in
-// host memory and on disk, tracks the resident run on the GPU with the same
+// host memory, on disk, and kept on the device (exec.stages_on_device auto:
+// every stage of the tiny model, updated there), tracks the resident run on the GPU with the same
 // option within 1e-2 per step (the bound StreamingTrainerGpu uses: both
 // compute in bf16 but AdamW runs on different machines), and differs from
 // the exact-clipping run from the second step on.
@@ -24,7 +25,9 @@ TEST(PreviousNormClipGpu, StreamingRunTracksResident) {
   TempDir tmp("gpu_previous_norm");
   write_random_tokens(tmp / "data.jsonl", 12, 97, 11);
   auto overrides = [](const std::string& mode, const std::string& placement, bool option) {
+    const bool kept = placement == "device";
     return std::vector<std::string>{
+        "exec.stages_on_device=" + std::string(kept ? "auto" : "none"),
         "train.steps=4",
         "train.batch_size=4",
         "train.grad_accum=2",
@@ -33,7 +36,7 @@ TEST(PreviousNormClipGpu, StreamingRunTracksResident) {
         "train.device=cuda",
         "train.dtype=bf16",
         "exec.mode=" + mode,
-        "exec.state_placement=" + placement,
+        "exec.state_placement=" + std::string(kept ? "host" : placement),
         std::string("train.clip_with_previous_norm=") + (option ? "true" : "false")};
   };
   const fs::path model = fixture("qwen2");
@@ -47,7 +50,7 @@ TEST(PreviousNormClipGpu, StreamingRunTracksResident) {
   };
   const auto resident = run("resident", "resident", "host", true);
   const auto exact = run("exact", "streaming", "host", false);
-  for (const char* placement : {"host", "disk"}) {
+  for (const char* placement : {"host", "disk", "device"}) {
     SCOPED_TRACE(placement);
     const auto streaming = run(std::string("streaming_") + placement, "streaming", placement, true);
     ASSERT_EQ(streaming.size(), 4u);

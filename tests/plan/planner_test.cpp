@@ -622,10 +622,14 @@ TEST(Planner, KeepsStagesOnTheDeviceInTheRoomLeft) {
   HardwareProfile other = hw;
   other.gpu_adam8bit_gparams_per_s /= 4;  // not this run's optimizer
   EXPECT_EQ(updates(other), at_default);
-  // Updates during the backward run on the optimizer thread: none kept.
+  // Updates during the backward keep them too (Note [Updates during the
+  // backward]): the GPU updates each as its gradients land.
   PlanOptions early = o;
   early.updates_during_backward = true;
-  EXPECT_TRUE(make_plan(config, hw, early).schedule.stages_on_device.empty());
+  const Plan during = make_plan(config, hw, early);
+  ASSERT_FALSE(during.schedule.stages_on_device.empty());
+  EXPECT_EQ(during.schedule.stages_on_device.front(), 0);
+  EXPECT_GT(during.prediction.device_updates_s, 0);
 }
 
 // Note [The instance within the time limit] (milp.cpp): the searches after

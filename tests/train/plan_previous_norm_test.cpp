@@ -60,6 +60,14 @@ TEST(PlanPreviousNorm, TheFlagTakesTheUpdatesOffTheStepsCriticalPath) {
   EXPECT_EQ(kept.at("stages_on_device")[0], 0);
   EXPECT_LT(kept.at("predicted_split_s").at("optimizer").get<double>(), exact_opt / 2);
   EXPECT_LT(kept.at("predicted_step_s").get<double>(), exact.at("predicted_step_s").get<double>());
+  // Both at once: the stages kept on the device update there during the
+  // backward too, so the plan is priced no slower than either alone.
+  const nlohmann::json both = plan_7b(tmp.path(), {"--clip-with-previous-norm"}, &status);
+  ASSERT_EQ(status, 0) << both.dump();
+  ASSERT_FALSE(both.at("stages_on_device").empty()) << both.dump();
+  EXPECT_EQ(both.at("stages_on_device")[0], 0);
+  EXPECT_LE(both.at("predicted_step_s").get<double>(), kept.at("predicted_step_s").get<double>());
+  EXPECT_LE(both.at("predicted_step_s").get<double>(), early.at("predicted_step_s").get<double>());
   // Several processes: refused, as train.clip_with_previous_norm is.
   const nlohmann::json ranks =
       plan_7b(tmp.path(), {"--clip-with-previous-norm", "--gpus", "2"}, &status);
