@@ -200,7 +200,10 @@ UpdatePipeline predict_update_pipeline_during_backward(const std::vector<StageUp
     // backward's end) and this step's write-backs are done.
     next_lead = std::max(0.0, next_start - std::max(backward_end, disk_free));
     const double compute = backward_end + forwards;
-    out.exposed_s = std::max({forward_end - compute, updates - compute, out.disk_busy_s - compute});
+    // At least 0: forward_end - compute rounds to -4e-16 when nothing waits
+    // (a plan printed "optimizer -0.0000").
+    out.exposed_s =
+        std::max({0.0, forward_end - compute, updates - compute, out.disk_busy_s - compute});
     return out;
   });
 }
