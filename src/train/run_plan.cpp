@@ -122,12 +122,12 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
                         "; planning the schedule instead (exec.schedule: auto)");
     name = "auto";
   }
+  const int64_t gpu_free_bytes =
+      p.device.is_cuda() && cuda_device_visible() ? cuda_free_bytes(p.device.index) : -1;
   if (name == "auto" && !planned) {
     try {
-      planned = plan_for_run(
-          c, model, stand_in, p.free_memory_of, asked_chunk,
-          p.device.is_cuda() && cuda_device_visible() ? cuda_free_bytes(p.device.index) : -1,
-          p.placement);
+      planned = plan_for_run(c, model, stand_in, p.free_memory_of, asked_chunk, gpu_free_bytes,
+                             p.placement);
     } catch (const Error& e) {
       if (c.exec.mode != "auto") throw;
       if (c.exec.schedule != "all_gpu" || !all_gpu_shortfall.empty())
@@ -160,6 +160,9 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
                           "it exposed",
                           plan.prediction.state_disk_busy_s, plan.prediction.exposed_state_disk_s)
             : std::string()));
+    const std::string hint = previous_norm_hint(c, model, stand_in, p.free_memory_of, asked_chunk,
+                                                gpu_free_bytes, p.placement, plan);
+    if (!hint.empty()) p.reasons.push_back(hint);
   } else {
     p.schedule = exec::load_schedule(c.exec.schedule);
     exec::validate(p.schedule, blocks, "exec.schedule (" + c.exec.schedule + ")");

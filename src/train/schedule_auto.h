@@ -87,6 +87,15 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
                         FreeMemoryOf of, int64_t chunk_sequences = 0, int64_t gpu_free_bytes = -1,
                         const HostPlacement& placement = {});
 
+// Note [The previous norm's hint] (schedule_auto.cpp): what
+// train.clip_with_previous_norm would be predicted to gain over `exact`, the
+// plan of run `c` (with the same arguments as plan_for_run); "" when nothing
+// worth saying.
+std::string previous_norm_hint(const TrainConfig& c, const models::ModelConfig& model,
+                               bool stand_in, FreeMemoryOf of, int64_t chunk_sequences,
+                               int64_t gpu_free_bytes, const HostPlacement& placement,
+                               const plan::Plan& exact);
+
 // One line per fact: placements per boundary, batch and chunk, predicted
 // step time and peaks.
 std::string describe_plan(const plan::Plan& plan);

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/device.h"
+#include "plan/milp.h"
+#include "train/run_plan.h"
 #include "train_helpers.h"
 
 namespace lt::train::testing {
@@ -73,6 +76,53 @@ TEST(PlanPreviousNorm, TheFlagTakesTheUpdatesOffTheStepsCriticalPath) {
       plan_7b(tmp.path(), {"--clip-with-previous-norm", "--gpus", "2"}, &status);
   EXPECT_NE(status, 0);
   EXPECT_NE(ranks.dump().find("one process"), std::string::npos) << ranks.dump();
+}
+
+// Note [The previous norm's hint]: the 3B at 24 GB on the H200's profile
+// exposes part of its CPU updates with exact clipping, and the run's plan
+// says what train.clip_with_previous_norm would be predicted to take a
+// step: the prediction the run with the option then plans. Not said with
+// the option on, nor with clipping off (nothing waits for a norm).
+TEST(PlanPreviousNorm, ExactClippingSaysWhatThePreviousNormWouldGain) {
+  if (cuda_device_visible()) GTEST_SKIP() << "a GPU is visible: plans are for it";
+  if (!plan::have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  TempDir tmp("previous_norm_hint");
+  write_random_tokens(tmp / "data.jsonl", 4, 97, 3);
+  const fs::path model_dir = fs::path(LT_SOURCE_DIR) / "bench/models/qwen2.5-3b";
+  const auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> overrides = {
+        "model.init=random",
+        "train.grad_clip=1",
+        "train.batch_size=64",
+        "train.seq_len=1024",
+        "train.device=cuda",
+        "train.dtype=bf16",
+        "exec.mode=auto",
+        "exec.device_memory_gb=24",
+        "exec.hardware=" +
+            (fs::path(LT_SOURCE_DIR) / "bench/profiles/h200_qwen2.5-3b_seq1024.yaml").string()};
+    overrides.insert(overrides.end(), extra.begin(), extra.end());
+    const TrainConfig c = fixture_config(model_dir, tmp / "data.jsonl", tmp / "out", overrides);
+    return resolve_run(c, models::ModelConfig::from_file(model_dir / "config.json"),
+                       PlanTarget::ProfiledGpu);
+  };
+  const auto hint_of = [](const RunPlan& p) {
+    for (const std::string& line : p.reasons)
+      if (line.find("train.clip_with_previous_norm: true (each step") != std::string::npos)
+        return line;
+    return std::string();
+  };
+  const RunPlan exact = run({});
+  const std::string hint = hint_of(exact);
+  ASSERT_FALSE(hint.empty()) << ::testing::PrintToString(exact.reasons);
+  const size_t at = hint.find("predicted ");
+  ASSERT_NE(at, std::string::npos) << hint;
+  const double hinted_s = std::stod(hint.substr(at + 10));
+  EXPECT_LT(hinted_s, exact.predicted_step_s);
+  const RunPlan early = run({"train.clip_with_previous_norm=true"});
+  EXPECT_NEAR(early.predicted_step_s, hinted_s, 1e-4) << hint;
+  EXPECT_TRUE(hint_of(early).empty());
+  EXPECT_TRUE(hint_of(run({"train.grad_clip=0"})).empty());
 }
 
 }  // namespace
