@@ -204,6 +204,10 @@ void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
   // as train runs it (plan refused the default there).
   if (const std::string note = train::fit_default_seq_len(c); !note.empty())
     fmt::print(stderr, "config: {}\n", note);
+  // What train says of its config at the start (a key that does nothing, a
+  // rate far outside the usual), said before the plan too.
+  for (const std::string& note : c.adjustments()) fmt::print(stderr, "config: {}\n", note);
+  if (const std::string lr = c.learning_rate_warning(); !lr.empty()) fmt::print(stderr, "{}\n", lr);
   // A plan of exit 0 read as "train will run" (a review found configs with
   // no data file or a tokenizer too large for the model planned quietly).
   const std::vector<std::string> missing = train::input_files_not_there(c);

@@ -46,10 +46,11 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--repeats", options->repeats, "runs per figure (median)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
-  cmd->add_option("--model", timing->model,
-                  "also time this model's stages (Hugging Face folder or config.json; random "
-                  "weights) into stage_times")
-      ->check(shell_expanded_path());
+  CLI::Option* model_given =
+      cmd->add_option("--model", timing->model,
+                      "also time this model's stages (Hugging Face folder or config.json; random "
+                      "weights) into stage_times")
+          ->check(shell_expanded_path());
   CLI::Option* seq_len_given = cmd->add_option(
       "--seq-len", timing->seq_len,
       fmt::format("tokens per sequence for the stage times (default: {}, or the model's "
@@ -60,7 +61,11 @@ void add_profile_command(CLI::App& app) {
                   "(default: on a GPU half the planner's default chunk, the chunk and 4 times "
                   "it, 4,8,32 at seq 1024; on the CPU 1,2)")
       ->delimiter(',')
-      ->type_name("N,N[,...]");
+      ->type_name("N,N[,...]")
+      ->needs(model_given);
+  // Both shape the stage times alone: without --model they were taken and
+  // ignored, and the profile held no stage times the user had asked for.
+  seq_len_given->needs(model_given);
   cmd->callback([out, options, disk_mb, timing, seq_len_given] {
     options->disk_bytes = *disk_mb << 20;
     // Everything that can be refused is, before the measuring (a minute

@@ -7,7 +7,11 @@
 #include <algorithm>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
+#include <vector>
+
+#include "core/json_brief.h"
 
 namespace lt::data::rows {
 
@@ -31,21 +35,102 @@ inline bool is_blank(std::string_view text) {
   });
 }
 
+// Finds the first key given twice in one object while a row is parsed,
+// from the parser's events, and names it by its path ("messages[1].content").
+// JSON leaves a repeated key's meaning open and nlohmann, as Python's
+// json.loads, silently keeps the last value: a row written twice into one
+// object by a buggy exporter would train on half of what it holds.
+class DuplicateKeyFinder {
+ public:
+  // Called for every parser event; `depth` and `parsed` as nlohmann gives them.
+  void on_event(int depth, json::parse_event_t event, const json& parsed) {
+    if (!duplicate_.empty()) return;
+    const size_t level = static_cast<size_t>(depth);
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        enter_element(level);
+        containers_.resize(level);  // drop what is left of closed siblings
+        containers_.push_back({event == json::parse_event_t::array_start, -1, {}, {}});
+        break;
+      case json::parse_event_t::value:
+        enter_element(level);
+        break;
+      case json::parse_event_t::key: {
+        if (level == 0 || level > containers_.size()) break;
+        Container& object = containers_[level - 1];
+        object.key = parsed.get<std::string>();
+        if (!object.keys.insert(object.key).second) duplicate_ = path_to(level);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  // The repeated key's path; empty when every key was given once.
+  const std::string& duplicate() const { return duplicate_; }
+
+ private:
+  struct Container {
+    bool is_array = false;
+    int64_t index = -1;                    // array: the element being read
+    std::string key;                       // object: the key being read
+    std::unordered_set<std::string> keys;  // object: the keys read so far
+  };
+
+  // A value (of any kind) starts at `level`: the next element of its array.
+  void enter_element(size_t level) {
+    if (level > 0 && level <= containers_.size() && containers_[level - 1].is_array) {
+      ++containers_[level - 1].index;
+    }
+  }
+
+  // The path of the value the containers above `level` are reading.
+  std::string path_to(size_t level) const {
+    std::string path;
+    for (size_t i = 0; i < level; ++i) {
+      const Container& c = containers_[i];
+      if (c.is_array) {
+        path += "[" + std::to_string(c.index) + "]";
+      } else {
+        path += (path.empty() ? "" : ".") + c.key;
+      }
+    }
+    return path;
+  }
+
+  std::vector<Container> containers_;
+  std::string duplicate_;
+};
+
 // Parses one row; values nested deeper than kMaxRowDepth are not built (an
 // ordered object copies its values as it grows, recursively, so a row
 // nested 100,000 deep would overflow the stack) and the row is refused.
-// Every row, tools string and tools file is parsed here, so what a chat
-// template walks (its printing and tojson recurse) is that shallow too.
+// A key given twice in one object refuses the row too (DuplicateKeyFinder
+// says why), naming the key in the message itself, as some callers report
+// only the message. Every row, tools string and tools file is parsed here,
+// so what a chat template walks (its printing and tojson recurse) is that
+// shallow too.
 inline constexpr int kMaxRowDepth = 64;
 inline json parse_row(std::string_view text) {
   bool too_deep = false;
-  const json::parser_callback_t guard = [&](int depth, json::parse_event_t, json&) {
-    if (depth <= kMaxRowDepth) return true;
-    too_deep = true;
-    return false;
+  DuplicateKeyFinder keys;
+  const json::parser_callback_t guard = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth > kMaxRowDepth) {
+      too_deep = true;
+      return false;
+    }
+    keys.on_event(depth, event, parsed);
+    return true;
   };
   json value = json::parse(text, guard);
   if (too_deep) row_fail("", "nests deeper than " + std::to_string(kMaxRowDepth));
+  if (!keys.duplicate().empty()) {
+    row_fail("", "has the key \"" + keys.duplicate() +
+                     "\" twice; a JSON reader keeps only the last value, so which one was meant "
+                     "cannot be told (give each key once)");
+  }
   return value;
 }
 
@@ -72,6 +157,43 @@ inline std::string response_field(const json& row, const std::string& key,
   std::string text = string_field(row, key, where);
   if (is_blank(text)) row_fail(where, "empty response");
   return text;
+}
+
+// A tokens row tokenized with padding (transformers' tokenizer(...,
+// padding=...) saved as it came) marks its pad tokens with 0 in
+// "attention_mask". Read as ids alone, the pads were trained on as text
+// (without "labels", every token is a target) where transformers' collator
+// masks them, and the model learnt to write pad tokens; eval scored them.
+// The positions [first, last) of a row of `length` ids that are attended:
+// the padding at either end is left out (the batcher pads rows itself); a 0
+// between 1s is no padding, and the row is refused. The whole row when it
+// has no mask.
+inline std::pair<size_t, size_t> attended_span(const json& row, size_t length) {
+  const json* mask = member(row, "attention_mask");
+  if (mask == nullptr) return {0, length};
+  if (!mask->is_array() || mask->size() != length) {
+    row_fail("attention_mask", "expected a list as long as input_ids (" + std::to_string(length) +
+                                   "), found " +
+                                   (mask->is_array() ? std::to_string(mask->size()) + " items"
+                                                     : std::string(mask->type_name())));
+  }
+  size_t first = length, last = 0;
+  for (size_t i = 0; i < length; ++i) {
+    const json& m = (*mask)[i];
+    if (!m.is_number_integer() || (m != 0 && m != 1)) {
+      row_fail("attention_mask[" + std::to_string(i) + "]",
+               "expected 0 or 1, found " + brief_json(m));
+    }
+    if (m == 0) continue;
+    if (first < length && i > last) {
+      row_fail("attention_mask[" + std::to_string(last) + "]",
+               "0 between attended tokens (1): only padding at either end of a row is left out");
+    }
+    first = std::min(first, i);
+    last = i + 1;
+  }
+  if (first == length) row_fail("attention_mask", "every token is padding (0)");
+  return {first, last};
 }
 
 }  // namespace lt::data::rows

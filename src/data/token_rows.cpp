@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/dataset_rows.h"
 #include "data/dataset_source.h"
 
 namespace lt::data {
@@ -14,15 +15,19 @@ std::vector<TokenRow> read_token_rows(const std::filesystem::path& path, int64_t
   const SourceLayout layout = detect_layout(path) == SourceLayout::kJsonArray
                                   ? SourceLayout::kJsonArray
                                   : SourceLayout::kJsonLines;
-  std::vector<TokenRow> rows;
+  std::vector<TokenRow> token_rows;
   for_each_row(path, layout, [&](const SourceRow& source) {
     const std::string where = path.string() + ":" + std::to_string(source.line);
     if (!source.problem.empty()) fail(where, ": ", source.problem);
-    nlohmann::json j;
+    // Parsed as training parses a row (rows::parse_row): a key given twice
+    // is refused, not read as its last value.
+    rows::json j;
     try {
-      j = nlohmann::json::parse(source.text);
-    } catch (const nlohmann::json::parse_error& e) {
+      j = rows::parse_row(source.text);
+    } catch (const rows::json::parse_error& e) {
       fail(where, ": not valid JSON (", e.what(), ")");
+    } catch (const rows::RowError& e) {
+      fail(where, ": ", e.what);
     }
     LT_CHECK(j.is_object() && j.contains("input_ids"), where,
              ": expected an object with field \"input_ids\"");
@@ -40,10 +45,18 @@ std::vector<TokenRow> read_token_rows(const std::filesystem::path& path, int64_t
                vocab_size, ")");
       row.push_back(static_cast<int32_t>(id));
     }
-    rows.push_back(std::move(row));
+    // The padding an attention_mask marks is not scored, as training does
+    // not train on it.
+    try {
+      const auto [first, last] = rows::attended_span(j, row.size());
+      row = TokenRow(row.begin() + first, row.begin() + last);
+    } catch (const rows::RowError& e) {
+      fail(where, ": field \"", e.field, "\": ", e.what);
+    }
+    token_rows.push_back(std::move(row));
     return true;
   });
-  return rows;
+  return token_rows;
 }
 
 }  // namespace lt::data

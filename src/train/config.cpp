@@ -1,5 +1,6 @@
 #include "train/config.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -815,11 +816,42 @@ std::vector<std::string> TrainConfig::adjustments() const {
     notes.push_back("train.eval_every is " + std::to_string(train.eval_every) +
                     " but no held-out rows are set: nothing is evaluated (name them with "
                     "data.eval_path, data.eval_split, or a data.sources entry with split: eval)");
+  // The default schedule, constant, never decays: a floor given for it (a
+  // config written for cosine, as the README's example is, without its
+  // name) was taken without a word and never reached.
+  if (sched.name == "constant" && (sched.min_lr >= 0 || sched.min_lr_ratio > 0))
+    notes.push_back(std::string(sched.min_lr >= 0 ? "sched.min_lr" : "sched.min_lr_ratio") +
+                    " is set, but sched.name is constant (the default), which never decays: the "
+                    "rate stays at optim.lr after the warmup (set sched.name to cosine or linear "
+                    "to decay to the floor)");
   if (sched.warmup_steps > train.steps)
     notes.push_back("sched.warmup_steps (" + std::to_string(sched.warmup_steps) +
                     ") is longer than train.steps (" + std::to_string(train.steps) +
                     "): warming up over all " + std::to_string(train.steps) + " steps");
   return notes;
+}
+
+// AdamW trains language models at about 1e-6 (fine-tuning a large one) to
+// a few 1e-3 (a small one from scratch: the demo's 2e-3, GPT-2 small's
+// 6e-4). Past these bounds a rate is almost surely a slip (1e6 for 1e-6, a
+// lost minus sign): too high, the first update wrecks the weights (the demo
+// at 1e6 collapses at once, finite but learning nothing); too low, nothing
+// moves. Neither is refused: the bounds are a custom, not a rule.
+constexpr double kUsualLearningRateHighest = 1e-2, kUsualLearningRateLowest = 1e-8;
+
+std::string TrainConfig::learning_rate_warning() const {
+  const bool too_high = optim.lr > kUsualLearningRateHighest;
+  if (!too_high && optim.lr >= kUsualLearningRateLowest) return {};
+  const auto origin = key_origins.find("optim.lr");
+  return fmt::format(
+      "warning: {}optim.lr is {:g}, far {} the learning rates language models train at (about "
+      "1e-6 to 1e-4 to fine-tune one, up to a few 1e-3 from scratch); {}. The run goes on at "
+      "this rate",
+      origin == key_origins.end() ? "" : origin->second + ": ", optim.lr,
+      too_high ? "above" : "below",
+      too_high ? "at this rate the first updates most often make the loss diverge or the model "
+                 "collapse (its gradient then stays zero)"
+               : "at this rate the weights barely move");
 }
 
 exec::ZenFlowOptions zenflow_options(const TrainConfig& c) {

@@ -95,7 +95,7 @@ struct TrainConfig {
   } optim;
   struct Sched {
     std::string name = "constant";  // constant|linear|cosine
-    // Unset (-1): warmup_ratio x train.steps, rounded down. A value over
+    // Unset (-1): warmup_ratio x train.steps, rounded up. A value over
     // train.steps is cut to it (with a warning).
     int64_t warmup_steps = -1;
     double warmup_ratio = 0.0;
@@ -202,6 +202,10 @@ struct TrainConfig {
   // One line per value the run adjusts from what the config says (none
   // when nothing is adjusted).
   std::vector<std::string> adjustments() const;
+  // A warning when optim.lr lies far outside the rates language models
+  // train at (a typo such as 1e6 for 1e-6); "" when it does not. The rate
+  // is taken as set: only the user knows it is wrong.
+  std::string learning_rate_warning() const;
   // The resolved config as YAML text (printed at start, saved in out.dir).
   std::string to_yaml() const;
 };

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -240,6 +242,18 @@ TrainingData load_training_data(const TrainConfig& c, const data::Tokenizer* tok
     d.train.push_back({std::move(samples), source.weight, source.path});
   }
   for (auto& part : held_out) d.eval.push_back(std::move(part));
+  // data.eval_split holds out each sample by chance (data/mixture.h): a
+  // small file may give none, and then no step logged an eval_loss, said
+  // only as "holds out 0 of N".
+  const bool evaluates_some = std::any_of(d.eval.begin(), d.eval.end(),
+                                          [](const auto& part) { return !part.samples.empty(); });
+  if (c.data.eval_split > 0 && c.train.eval_every > 0 && !evaluates_some) {
+    log->message(fmt::format(
+        "data: warning: data.eval_split {} held out no sample, so train.eval_every {} evaluates "
+        "nothing and no step logs an eval_loss: raise data.eval_split, or name held-out rows "
+        "with data.eval_path",
+        c.data.eval_split, c.train.eval_every));
+  }
   // A step draws train.batch_size rows whatever the data holds.
   const int64_t rows = rows_per_epoch(d.train, c.train.seq_len, c.data.pack);
   if (rows < c.train.batch_size) {

@@ -1171,6 +1171,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   {
     ProgressBar log(0, c.train.steps);
     for (const std::string& note : c.adjustments()) log.message("config: " + note);
+    if (const std::string lr = c.learning_rate_warning(); !lr.empty()) log.message(lr);
     if (!seq_len_note.empty()) log.message("config: " + seq_len_note);
     // Host memory that building the run held at its peak beyond what was
     // held before it (Note [Stage states on disk], "the start").

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/token_rows.h"
 #include "tokenizer_fixtures.h"
 
 namespace lt::data {
@@ -421,6 +422,65 @@ TEST(Dataset, TokensAsTheyAre) {
             }));
 }
 
+// Rows saved from transformers' tokenizer(..., padding=...) carry their pad
+// tokens (here 0) marked 0 in attention_mask. Read as ids alone, the pads
+// were trained on (no labels: every token a target), which transformers'
+// collator masks. The padding at either end is left out, the labels with
+// it; a 0 between 1s is not padding, and the row is refused. eval's reader
+// (read_token_rows) leaves the same padding out.
+TEST(Dataset, AttentionMaskPaddingIsLeftOut) {
+  TempDir dir;
+  const fs::path file =
+      dir.write("padded.jsonl",
+                "{\"input_ids\": [5, 6, 7, 0, 0], \"attention_mask\": [1, 1, 1, 0, 0]}\n"
+                "{\"input_ids\": [0, 0, 8, 9], \"attention_mask\": [0, 0, 1, 1]}\n"
+                "{\"input_ids\": [5, 6, 0], \"labels\": [-100, 6, -100], "
+                "\"attention_mask\": [1, 1, 0]}\n"
+                "{\"input_ids\": [5, 6, 7], \"attention_mask\": [1, 1, 1]}\n"
+                "{\"input_ids\": [5, 0, 7], \"attention_mask\": [1, 0, 1]}\n"
+                "{\"input_ids\": [5, 6], \"attention_mask\": [1]}\n"
+                "{\"input_ids\": [5, 6], \"attention_mask\": [1, 2]}\n"
+                "{\"input_ids\": [0, 0], \"attention_mask\": [0, 0]}\n");
+  DatasetReport report;
+  std::vector<Sample> samples = load_dataset(file, nullptr, listing(), &report);
+  ASSERT_EQ(samples.size(), 4u);
+  EXPECT_EQ(samples[0].ids, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(samples[0].labels, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(samples[1].ids, (std::vector<int32_t>{8, 9}));
+  EXPECT_EQ(samples[1].labels, (std::vector<int32_t>{8, 9}));
+  EXPECT_EQ(samples[2].ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(samples[2].labels, (std::vector<int32_t>{-100, 6}));
+  EXPECT_EQ(samples[3].ids, (std::vector<int32_t>{5, 6, 7}));
+  const std::string f = file.string();
+  EXPECT_EQ(report.problems,
+            (std::vector<std::string>{
+                f + ":5: field \"attention_mask[1]\": 0 between attended tokens (1): only "
+                    "padding at either end of a row is left out",
+                f + ":6: field \"attention_mask\": expected a list as long as input_ids (2), "
+                    "found 1 items",
+                f + ":7: field \"attention_mask[1]\": expected 0 or 1, found 2",
+                f + ":8: field \"attention_mask\": every token is padding (0)",
+            }));
+
+  const fs::path clean = dir.write("clean.jsonl",
+                                   "{\"input_ids\": [5, 6, 7, 0, 0], \"attention_mask\": [1, 1, "
+                                   "1, 0, 0]}\n{\"input_ids\": [0, 8, 9], \"attention_mask\": "
+                                   "[0, 1, 1]}\n{\"input_ids\": [4, 5]}\n");
+  EXPECT_EQ(read_token_rows(clean), (std::vector<TokenRow>{{5, 6, 7}, {8, 9}, {4, 5}}));
+  const fs::path hole =
+      dir.write("hole.jsonl", "{\"input_ids\": [5, 0, 7], \"attention_mask\": [1, 0, 1]}\n");
+  EXPECT_EQ(error_of([&] { read_token_rows(hole); }),
+            hole.string() +
+                ":1: field \"attention_mask[1]\": 0 between attended tokens (1): "
+                "only padding at either end of a row is left out");
+  // A key given twice is refused there too, as training refuses the row.
+  const fs::path twice = dir.write("twice.jsonl", "{\"input_ids\": [5, 6], \"input_ids\": [7]}\n");
+  EXPECT_EQ(error_of([&] { read_token_rows(twice); }),
+            twice.string() +
+                ":1: has the key \"input_ids\" twice; a JSON reader keeps only the last value, so "
+                "which one was meant cannot be told (give each key once)");
+}
+
 TEST(Dataset, BadRowsAreCountedAndReportedWithTheirLines) {
   const Tokenizer& gpt2 = reference_tokenizer("gpt2");
   DatasetReport report;
@@ -445,6 +505,54 @@ TEST(Dataset, BadRowsAreCountedAndReportedWithTheirLines) {
   EXPECT_EQ(report.problems[4], f + ":7: field \"answer\": invalid UTF-8 (byte 0xFF at column 35)");
   EXPECT_EQ(report.problems[5], f + ":8: expected a JSON object, found array");
   EXPECT_EQ(report.problems[6], f + ":10: field \"answer\": null (expected a string)");
+}
+
+// A key given twice in one object was read as JSON parsers read it, the
+// last value silently replacing the first: {"text": "a", "text": "b"}
+// trained on "b" alone. Such a row is refused, naming its line and the
+// key's path; the same key in sibling objects (every turn's "role") is fine.
+TEST(Dataset, AKeyGivenTwiceInOneObjectRefusesTheRow) {
+  const Tokenizer& gpt2 = reference_tokenizer("gpt2");
+  TempDir dir;
+  const fs::path text =
+      dir.write("twice.jsonl",
+                "{\"text\": \"kept\"}\n"
+                "{\"text\": \"first\", \"text\": \"second\"}\n"
+                "{\"text\": \"also kept\", \"meta\": {\"id\": 1, \"id\": 2}}\n"
+                "{\"text\": \"nested\", \"meta\": [{\"a\": 1}, {\"a\": 1, \"a\": 2}]}\n");
+  DatasetReport report;
+  std::vector<Sample> samples = load_dataset(text, &gpt2, listing(), &report);
+  EXPECT_EQ(samples.size(), 1u);
+  const std::string f = text.string();
+  const std::string why =
+      " twice; a JSON reader keeps only the last value, so which one was meant cannot be told "
+      "(give each key once)";
+  EXPECT_EQ(report.problems, (std::vector<std::string>{
+                                 f + ":2: has the key \"text\"" + why,
+                                 f + ":3: has the key \"meta.id\"" + why,
+                                 f + ":4: has the key \"meta[1].a\"" + why,
+                             }));
+
+  // Every turn of a conversation has "role" and "content": not a repeat.
+  const fs::path chat =
+      dir.write("chat.jsonl",
+                "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, "
+                "{\"role\": \"assistant\", \"content\": \"Hello\"}]}\n"
+                "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, "
+                "{\"role\": \"assistant\", \"content\": \"Hello\", \"content\": \"Bye\"}]}\n");
+  samples = load_dataset(chat, &gpt2, listing(), &report);
+  EXPECT_EQ(samples.size(), 1u);
+  EXPECT_EQ(
+      report.problems,
+      (std::vector<std::string>{chat.string() + ":2: has the key \"messages[1].content\"" + why}));
+
+  // Token rows too: a second "input_ids" would replace the first list.
+  const fs::path tokens = dir.write(
+      "tokens.jsonl", "{\"input_ids\": [1, 2]}\n{\"input_ids\": [1, 2], \"input_ids\": [3]}\n");
+  samples = load_dataset(tokens, &gpt2, listing(), &report);
+  EXPECT_EQ(samples.size(), 1u);
+  EXPECT_EQ(report.problems,
+            (std::vector<std::string>{tokens.string() + ":2: has the key \"input_ids\"" + why}));
 }
 
 TEST(Dataset, StrictRefusesTheFirstBadRow) {

@@ -125,5 +125,20 @@ TEST(CliErrors, AFlagsValueIsRefusedNamingTheFlag) {
       << r.out;
 }
 
+// --seq-len and --batch-sizes shape profile's stage times, which only
+// --model makes: without it they were taken, ignored, and a profile
+// without stage times written, exit 0. Refused before anything is measured.
+TEST(CliErrors, ProfileRefusesStageTimingFlagsWithoutAModel) {
+  for (const std::string flag : {"--seq-len 64", "--batch-sizes 1,2"}) {
+    const CliResult r = run_lazytrain("profile --disk-mb 1 --repeats 1 " + flag);
+    EXPECT_EQ(r.status, 1) << flag << ": " << r.out;
+    EXPECT_EQ(
+        r.out.rfind("lazytrain: error: " + flag.substr(0, flag.find(' ')) + " requires --model", 0),
+        0u)
+        << flag << ": " << r.out;
+    EXPECT_EQ(r.out.find("measured:"), std::string::npos) << flag << ": " << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace lt::train::testing

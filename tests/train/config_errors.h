@@ -32,6 +32,16 @@ class ConfigErrors : public ::testing::Test {
     ADD_FAILURE() << "no error for:\n" << text;
     return "";
   }
+  // TrainConfig::adjustments() of the valid config with `overrides`, a line
+  // each ("" when none).
+  std::string notes(const std::vector<std::string>& overrides) {
+    write_text(tmp_ / "ok.yaml", yaml());
+    std::string all;
+    for (const std::string& n :
+         load_train_config((tmp_ / "ok.yaml").string(), overrides).adjustments())
+      all += n + "\n";
+    return all;
+  }
   TempDir tmp_;
 };
 

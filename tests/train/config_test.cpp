@@ -75,18 +75,24 @@ TEST_F(ConfigErrors, ARefusedValueNamesTheFileAndLineOrTheOverride) {
   EXPECT_MENTIONS(m, "--set train.steps=0: config key 'train.steps'");
 }
 
+// sched.name defaults to constant, which never decays: a floor set without
+// naming a decaying schedule (the README's example names cosine) did
+// nothing, without a word. Said, naming the key; not for cosine or linear.
+TEST_F(ConfigErrors, AFloorForTheConstantScheduleIsSaid) {
+  const std::string never =
+      " is set, but sched.name is constant (the default), which never "
+      "decays: the rate stays at optim.lr after the warmup";
+  EXPECT_MENTIONS(notes({"sched.min_lr=1e-6"}), "sched.min_lr" + never);
+  EXPECT_MENTIONS(notes({"sched.min_lr_ratio=0.1"}), "sched.min_lr_ratio" + never);
+  EXPECT_EQ(notes({"sched.min_lr_ratio=0.1", "sched.name=cosine"}), "");
+  EXPECT_EQ(notes({"sched.min_lr=1e-6", "sched.name=linear"}), "");
+  EXPECT_EQ(notes({"sched.warmup_steps=1"}), "");  // constant warms up; nothing unused
+}
+
 // Held-out rows with train.eval_every 0 are never evaluated: said, and for
 // data.eval_split, that its share still leaves training; train.eval_every
 // with no held-out rows is said too.
 TEST_F(ConfigErrors, HeldOutRowsWithoutEvaluationAreSaid) {
-  write_text(tmp_ / "ok.yaml", yaml());
-  const auto notes = [&](const std::vector<std::string>& overrides) {
-    std::string all;
-    for (const std::string& n :
-         load_train_config((tmp_ / "ok.yaml").string(), overrides).adjustments())
-      all += n + "\n";
-    return all;
-  };
   EXPECT_EQ(notes({}), "");
   EXPECT_MENTIONS(notes({"data.eval_split=0.2"}),
                   "train.eval_every is 0: they are never evaluated, "

@@ -3,6 +3,7 @@
 // 6 steps in one go, the held-out rows are evaluated and never trained on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "data/mixture.h"
@@ -250,6 +251,40 @@ TEST_F(DataSources, HeldOutRowsAreEvaluatedAndNotTrainedOn) {
   EXPECT_GT(held, 5u);  // Binomial(200, 0.1): 20 expected
   train_quietly(c);
   for (const auto& line : read_metrics(tmp_ / "out")) EXPECT_TRUE(line.contains("eval_loss"));
+}
+
+// data.eval_split holds out each sample by a seeded hash: on a small file a
+// small share can hold out none. train.eval_every then evaluated nothing
+// and no step logged an eval_loss, the run saying only "holds out 0 of 5".
+// It says so as a warning, naming both keys; with a sample held out, not.
+TEST_F(DataSources, AnEvalSplitHoldingOutNothingIsSaid) {
+  const std::string data = "  path: \"" + b() + "\"\n  format: tokens\n";
+  const auto setup_lines = [&](const std::string& split) {
+    const TrainConfig c = load_train_config(config_file(data).string(),
+                                            {"data.eval_split=" + split, "train.eval_every=1"});
+    ::testing::internal::CaptureStderr();
+    {
+      ProgressBar log(0, 1);
+      load_training_data(c, nullptr, &log);
+    }
+    return ::testing::internal::GetCapturedStderr();
+  };
+  // The rule of data/mixture.h, row by row, says what each share holds out.
+  data::DatasetOptions tokens;
+  tokens.format = "tokens";
+  const std::vector<data::Sample> all = data::load_dataset(b(), nullptr, tokens, nullptr);
+  const auto held = [&](double split) {
+    return std::count_if(all.begin(), all.end(),
+                         [&](const data::Sample& s) { return data::is_held_out(s, split, 0); });
+  };
+  ASSERT_EQ(held(0.001), 0);
+  const std::string none = setup_lines("0.001");
+  EXPECT_MENTIONS(none,
+                  "data: warning: data.eval_split 0.001 held out no sample, so "
+                  "train.eval_every 1 evaluates nothing");
+  ASSERT_GT(held(0.5), 0);
+  ASSERT_LT(held(0.5), static_cast<int64_t>(all.size()));  // some left to train on
+  EXPECT_EQ(setup_lines("0.5").find("evaluates nothing"), std::string::npos);
 }
 
 }  // namespace

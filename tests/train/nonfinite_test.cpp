@@ -333,5 +333,61 @@ TEST(NonFinite, AGradientOfExactlyZeroIsSaidOnce) {
   }
 }
 
+// optim.lr 1e6 (a slip for 1e-6) was taken without a word: the run only
+// learnt of it steps later, from a collapsed model. The start says it,
+// naming optim.lr, where it was set and the usual range; the run goes on.
+// A rate far below the range (1e-12) is said too; the demo's 3e-3 is not.
+TEST(NonFinite, ALearningRateFarOutsideTheUsualRangeIsSaidAtTheStart) {
+  TempDir tmp("lr_warning");
+  const std::string demo = std::string(LT_SOURCE_DIR) + "/assets/demo/addition/";
+  // The config file sets the rate on its line 4; --set overrides name themselves.
+  write_text(tmp / "run.yaml", "train:\n  steps: 1\noptim:\n  lr: 1.0e+6\n");
+  const std::string usual =
+      "the learning rates language models train at (about 1e-6 to 1e-4 to fine-tune one, up to "
+      "a few 1e-3 from scratch)";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "warning: " + (tmp / "run.yaml").string() + " (line 4): optim.lr is 1e+06, far above " +
+               usual},
+      {"optim.lr=1e-12", "warning: --set optim.lr=1e-12: optim.lr is 1e-12, far below " + usual},
+      {"optim.lr=3e-3", ""},
+  };
+  for (const auto& [lr, warning] : cases) {
+    std::string output;
+    std::vector<std::string> args = {"train",
+                                     (tmp / "run.yaml").string(),
+                                     "--no-sample",
+                                     "--set",
+                                     "model.path=" + demo + "model",
+                                     "--set",
+                                     "data.path=" + demo + "train.jsonl",
+                                     "--set",
+                                     "data.tokenizer=" + demo + "tokenizer",
+                                     "--set",
+                                     "train.batch_size=4",
+                                     "--set",
+                                     "train.seq_len=28",
+                                     "--set",
+                                     "out.dir=" + (tmp / ("out" + lr)).string()};
+    if (!lr.empty()) args.insert(args.end(), {"--set", lr});
+    ASSERT_EQ(run_program(args, tmp / "run.log", &output), 0) << output;
+    if (warning.empty()) {
+      EXPECT_EQ(output.find("optim.lr is"), std::string::npos) << output;
+    } else {
+      // Said before the plan's line, with the run's other remarks on its config.
+      const size_t at = output.find(warning);
+      ASSERT_NE(at, std::string::npos) << output;
+      EXPECT_LT(at, output.find("plan:")) << output;
+    }
+    // `lazytrain plan` of the same config says it too.
+    args[0] = "plan";
+    args.erase(args.begin() + 2);  // --no-sample is train's
+    ASSERT_EQ(run_program(args, tmp / "plan.log", &output), 0) << output;
+    EXPECT_EQ(output.find("optim.lr is") != std::string::npos, !warning.empty()) << output;
+    if (!warning.empty()) {
+      EXPECT_MENTIONS(output, warning);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lt::train::testing
