@@ -1,13 +1,14 @@
 // `lazytrain tokenize`: text on stdin to token ids on stdout, or back.
 //
 //   lazytrain tokenize --tokenizer FILE_OR_FOLDER [--json]   < text  > ids
-//   lazytrain tokenize --tokenizer FILE_OR_FOLDER --decode   < ids   > text
+//   lazytrain tokenize --tokenizer FILE_OR_FOLDER --decode [--json]   < ids   > text
 //   lazytrain tokenize --tokenizer FOLDER --data FILE [--rows N] [--json]
 //     (a dataset's first rows as training reads them: tokenize_data.h)
 //
 // Encoding reads all of stdin byte for byte (a trailing newline is text
 // too) and adds no special tokens. Decoding reads {"ids": [...]}, a JSON
-// list, or whitespace-separated ids, and prints the text exactly.
+// list, or whitespace-separated ids, and prints the text exactly (with
+// --json, as {"text": ...}).
 //
 // The hidden --bench FILE times encoding for bench/tokenizer_bench.sh: FILE
 // is JSONL, one JSON string (a document) per line; each document is encoded
@@ -165,6 +166,11 @@ void run_tokenize(const TokenizeOptions& options) {
          "tokenize encodes stdin as it is: give --data FILE, or leave ",
          options.data_options_given.front(), " out");
   }
+  // --data reads no stdin, so --decode would do nothing.
+  if (options.decode && !options.data.data.empty()) {
+    fail("--decode turns token ids on stdin into text; --data shows a file's rows as training ",
+         "reads them, ids included with --json: give one of them");
+  }
   data::Tokenizer tokenizer = data::Tokenizer::load(options.tokenizer);
   if (!options.bench_file.empty()) {
     run_bench(tokenizer, options);
@@ -179,7 +185,16 @@ void run_tokenize(const TokenizeOptions& options) {
   }
   std::string input = read_stdin();
   if (options.decode) {
-    write_stdout(tokenizer.decode(parse_ids(input)));
+    const std::string text = tokenizer.decode(parse_ids(input));
+    // The text alone is printed as it is, with no newline added; --json
+    // gives it as encoding gives the ids, one object on one line.
+    if (options.json) {
+      write_stdout(nlohmann::json{{"text", text}}.dump(-1, ' ', false,
+                                                       nlohmann::json::error_handler_t::replace) +
+                   "\n");
+    } else {
+      write_stdout(text);
+    }
     return;
   }
   std::vector<uint32_t> ids = tokenizer.encode(input);
@@ -209,8 +224,10 @@ void add_tokenize_command(CLI::App& app) {
       ->check(shell_expanded_path())
       ->required();
   cmd->add_flag("--decode", options->decode,
-                "Read ids ({\"ids\": [...]} or whitespace-separated), print text");
-  cmd->add_flag("--json", options->json, "Print {\"ids\": [...]} instead of space-separated ids");
+                "Read ids ({\"ids\": [...]}, a JSON list or whitespace-separated), print text");
+  cmd->add_flag("--json", options->json,
+                "Print {\"ids\": [...]} instead of space-separated ids ({\"text\": ...} with "
+                "--decode)");
   cmd->add_option("--data", options->data.data,
                   "Show a dataset's first rows as training reads them (format, chat template), "
                   "the trained tokens marked; with --json their ids and labels")

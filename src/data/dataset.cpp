@@ -161,9 +161,10 @@ json parse_object(const SourceRow& row) {
                         (row.text[first] == '{' || row.text[first] == '[');
     row_fail("", "not valid JSON (" + (cut == std::string::npos ? what : what.substr(cut + 2)) +
                      ")" +
-                     (spread ? "; the object goes on past its line, as in a pretty-printed "
-                               "file: a .jsonl row is one whole object on one line (or give "
-                               "the rows as a JSON array in a .json file)"
+                     (spread ? "; the line ends inside the object: its closing bracket is "
+                               "missing, or the object goes on past its line as in a "
+                               "pretty-printed file (a .jsonl row is one whole object on one "
+                               "line; or give the rows as a JSON array in a .json file)"
                              : ""));
   }
   if (!value.is_object())
@@ -196,6 +197,15 @@ int32_t token_id(const json& value, const std::string& where, int64_t vocab_size
   return static_cast<int32_t>(id);
 }
 
+// The row's tokens without the padding its "attention_mask" marks
+// (rows::attended_span).
+void drop_padding(const json& row, Sample& sample) {
+  const auto [first, last] = rows::attended_span(row, sample.ids.size());
+  if (first == 0 && last == sample.ids.size()) return;
+  sample.ids = std::vector<int32_t>(sample.ids.begin() + first, sample.ids.begin() + last);
+  sample.labels = std::vector<int32_t>(sample.labels.begin() + first, sample.labels.begin() + last);
+}
+
 Sample token_sample(const json& row, int64_t vocab_size) {
   const json* ids = member(row, "input_ids");
   if (ids == nullptr) row_fail("input_ids", "missing");
@@ -210,6 +220,7 @@ Sample token_sample(const json& row, int64_t vocab_size) {
   const json* labels = member(row, "labels");
   if (labels == nullptr) {
     sample.labels = sample.ids;
+    drop_padding(row, sample);
     return sample;
   }
   if (!labels->is_array() || labels->size() != ids->size()) {
@@ -222,6 +233,7 @@ Sample token_sample(const json& row, int64_t vocab_size) {
     sample.labels.push_back(
         token_id((*labels)[i], "labels[" + std::to_string(i) + "]", vocab_size, true));
   }
+  drop_padding(row, sample);
   if (std::all_of(sample.labels.begin(), sample.labels.end(),
                   [](int32_t l) { return l == kIgnoreLabel; })) {
     row_fail("labels", "every label is -100; nothing to train on");
@@ -363,6 +375,17 @@ Plan detect_plan(const json& row, std::optional<Format> forced, const DatasetOpt
         }
       } catch (const Error&) {
       }
+    }
+    // One of the two found (given, or known): the other is the one to name.
+    const std::string& have_prompt = plan.prompt_field;
+    const std::string& have_response = plan.response_field;
+    if (!have_prompt.empty() || !have_response.empty()) {
+      const bool prompt_missing = have_prompt.empty();
+      fail(where, ": cannot find the ", prompt_missing ? "prompt" : "response", " field (",
+           prompt_missing ? "query, question or prompt" : "response, answer or completion",
+           ") beside the ", prompt_missing ? "response" : "prompt", " field \"",
+           prompt_missing ? have_response : have_prompt, "\"; name it with ",
+           prompt_missing ? options.settings.prompt_field : options.settings.response_field, other);
     }
     fail(where,
          ": cannot find the prompt and response fields (query/response, question/answer, "

@@ -19,12 +19,14 @@ namespace {
 namespace fs = std::filesystem;
 using json = rows::json;  // ordered: a template prints a row's fields in its order
 
-// Prompt fields "auto" recognises, with the response field each pairs with
-// in the datasets train reads (dataset.h).
-constexpr std::array<std::pair<const char*, const char*>, 3> kPromptFields = {{
-    {"query", "response"},   // MetaMathQA
-    {"question", "answer"},  // GSM8K
-    {"prompt", "completion"},
+// Prompt/response field pairs "auto" recognises, in train's order of
+// preference (kKnownPairs, dataset.cpp): a prompt field may pair with
+// more than one response field.
+constexpr std::array<std::pair<const char*, const char*>, 4> kPromptFields = {{
+    {"query", "response"},     // MetaMathQA
+    {"question", "answer"},    // GSM8K
+    {"prompt", "completion"},  // OpenAI fine-tuning files
+    {"prompt", "response"},
 }};
 
 struct RowError {
@@ -48,6 +50,42 @@ std::string string_field(const json& row, const std::string& key, const std::str
   if (!value->is_string())
     row_fail("field \"" + where + "\": expected a string, found " + value->type_name());
   return value->get<std::string>();
+}
+
+// A field a row may leave out (absent or null: ""), else a string, as train
+// reads "system" and alpaca's "input": a row train skips for it is skipped
+// here too, not prompted without it.
+std::string optional_string_field(const json& row, const std::string& key) {
+  return member(row, key) ? string_field(row, key, key) : std::string();
+}
+
+// The query_response fields of a row, chosen as train chooses them
+// (detect_plan, dataset.cpp), so that the reference is the response train
+// would have trained on: a given field is kept; else the first known pair
+// the row has both of (or whose given half matches), else the first known
+// prompt and the first known response field it has. A known prompt field
+// left with no response field takes its first pair's, which names the
+// field missing when no row has it.
+void choose_fields(const json& row, std::string* prompt, std::string* response) {
+  auto has = [&](const char* key) { return member(row, key) != nullptr; };
+  for (const auto& [p, r] : kPromptFields) {
+    const bool prompt_ok = prompt->empty() ? has(p) : *prompt == p;
+    const bool response_ok = response->empty() ? has(r) : *response == r;
+    if (prompt_ok && response_ok) {
+      *prompt = p;
+      *response = r;
+      return;
+    }
+  }
+  for (const auto& [p, r] : kPromptFields) {
+    if (prompt->empty() && has(p)) *prompt = p;
+  }
+  for (const auto& [p, r] : kPromptFields) {
+    if (response->empty() && has(r)) *response = r;
+  }
+  for (const auto& [p, r] : kPromptFields) {
+    if (response->empty() && *prompt == p) *response = r;
+  }
 }
 
 // A reference answer: a string as it is, a number as JSON writes it.
@@ -81,18 +119,18 @@ std::vector<ChatMessage> sharegpt_turns(const json& row, std::optional<std::stri
 
 std::vector<ChatMessage> single_turn(const json& row, std::string prompt) {
   std::vector<ChatMessage> messages;
-  if (const json* system = member(row, "system");
-      system && system->is_string() && !system->get<std::string>().empty()) {
-    messages.push_back({Role::kSystem, system->get<std::string>()});
-  }
+  std::string system = optional_string_field(row, "system");
+  if (!system.empty()) messages.push_back({Role::kSystem, std::move(system)});
   messages.push_back({Role::kUser, std::move(prompt)});
   return messages;
 }
 
-// Whether the rows' prompt field is o.prompt_field: given, or trained and
-// in the first row.
+// Whether the rows' query_response fields are o's, as train takes
+// data.prompt_field and data.response_field: given (either one), or
+// trained and the first row has the trained prompt field.
 bool fields_apply(const json& row, const PromptOptions& o) {
-  return !o.prompt_field.empty() && (!o.fields_where_present || member(row, o.prompt_field));
+  if (o.prompt_field.empty() && o.response_field.empty()) return false;
+  return !o.fields_where_present || member(row, o.prompt_field);
 }
 
 std::string detect_format(const json& row, const PromptOptions& o) {
@@ -214,8 +252,13 @@ PromptSet load_prompts(const fs::path& file, const Tokenizer* tokenizer, const P
       json value;
       try {
         value = rows::parse_row(source.text);
-      } catch (const json::parse_error&) {
-        row_fail("not valid JSON");
+      } catch (const json::parse_error& e) {
+        // Where the row breaks, as train says it: e.what() reads
+        // "[json.exception.parse_error.101] parse error at line 1, column 9: ...".
+        const std::string what = e.what();
+        const size_t cut = what.find("] ");
+        row_fail("not valid JSON (" + (cut == std::string::npos ? what : what.substr(cut + 2)) +
+                 ")");
       } catch (const rows::RowError& e) {
         row_fail(e.what);
       }
@@ -230,11 +273,8 @@ PromptSet load_prompts(const fs::path& file, const Tokenizer* tokenizer, const P
         if (set.format == "query_response") {
           const bool fields = fields_apply(value, o);
           prompt_field = fields ? o.prompt_field : "";
-          for (const auto& [p, r] : kPromptFields) {
-            if (prompt_field.empty() && member(value, p)) prompt_field = p;
-            if (prompt_field == p && response_field.empty()) response_field = r;
-          }
-          if (fields && !o.response_field.empty()) response_field = o.response_field;
+          response_field = fields ? o.response_field : "";
+          choose_fields(value, &prompt_field, &response_field);
           LT_CHECK(!prompt_field.empty(), file.string(), ":", source.line,
                    ": no prompt field (query, question or prompt); name it with ",
                    o.settings.prompt_field);
@@ -264,10 +304,8 @@ PromptSet load_prompts(const fs::path& file, const Tokenizer* tokenizer, const P
         if (!response_field.empty()) reference = reference_field(value, response_field);
       } else if (set.format == "alpaca") {
         std::string prompt = string_field(value, "instruction", "instruction");
-        if (const json* input = member(value, "input");
-            input && input->is_string() && !input->get<std::string>().empty()) {
-          prompt += "\n" + input->get<std::string>();
-        }
+        const std::string input = optional_string_field(value, "input");
+        if (!input.empty()) prompt += "\n" + input;
         row.ids = renderer->chat(single_turn(value, std::move(prompt)));
         reference = reference_field(value, "output");
       } else {

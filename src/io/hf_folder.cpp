@@ -83,14 +83,48 @@ std::string weights_not_read(const std::filesystem::path& folder) {
   return "";
 }
 
+namespace {
+
+// The checkpoint of `folder` with the highest step, when `folder` is a
+// training run's out.dir (step-N/ folders holding a config.json); empty
+// otherwise. A run's out.dir is what a new user gives generate or eval
+// first, the run having said where its outputs went.
+std::filesystem::path highest_checkpoint_in(const std::filesystem::path& folder) {
+  std::filesystem::path found;
+  uint64_t highest = 0;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(folder, error), end; !error && it != end;
+       it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    const std::string digits = name.starts_with("step-") ? name.substr(5) : "";
+    if (digits.empty() || digits.size() > 18 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    std::error_code not_there;
+    if (!std::filesystem::is_regular_file(it->path() / "config.json", not_there)) continue;
+    const uint64_t step = std::stoull(digits);
+    if (found.empty() || step > highest) {
+      found = it->path();
+      highest = step;
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
 std::string not_a_model_folder(const std::filesystem::path& folder) {
   std::error_code error;  // an unreadable folder reads as one without config.json
   if (std::filesystem::is_regular_file(folder / "config.json", error)) return "";
   const bool safetensors =
       file_exists(folder / kHfWeightsFile) || file_exists(folder / kHfIndexFile);
   const std::string other = safetensors ? "" : weights_not_read(folder);
-  return "'" + folder.string() + "' is not a model folder (no config.json there)" +
-         (other.empty() ? "" : "; it holds " + other);
+  std::string why = "'" + folder.string() + "' is not a model folder (no config.json there)" +
+                    (other.empty() ? "" : "; it holds " + other);
+  if (const std::filesystem::path checkpoint = highest_checkpoint_in(folder); !checkpoint.empty())
+    why += "; it is a training run's folder: give one of its checkpoints, such as " +
+           checkpoint.string() + " (the highest step)";
+  return why;
 }
 
 HfWeights::HfWeights(const std::filesystem::path& folder) : folder_(folder) {

@@ -96,9 +96,13 @@ void check_model_fits_host(const ModelConfig& config, const std::filesystem::pat
 namespace {
 
 ModelConfig read_config(const std::filesystem::path& folder) {
+  // A file named bare ("model.safetensors", "train.jsonl") has no parent in
+  // its path: the folder that holds it is the working one.
+  const std::string holder =
+      folder.has_parent_path() ? folder.parent_path().string() : "., the working folder";
   LT_CHECK(!std::filesystem::exists(folder) || std::filesystem::is_directory(folder),
            "model folder '", folder.string(), "' is a file; give the folder that holds it (",
-           folder.parent_path().string(), ")");
+           holder, ")");
   LT_CHECK(std::filesystem::is_directory(folder), "model folder '", folder.string(),
            "' does not exist");
   require_regular_file(folder / "config.json");

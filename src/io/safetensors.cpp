@@ -181,8 +181,11 @@ SafetensorsEntry parse_entry(const std::string& file, const std::string& name, c
   }
   if (*begin > *end) bad_field(file, name, "data_offsets", "begin ", *begin, " > end ", *end);
   if (*end > data_bytes) {
+    // The usual cause is a file that stops early, which the offsets alone
+    // did not say to someone who has never read the format.
     bad_field(file, name, "data_offsets", "end ", *end, " lies beyond the data region of ",
-              data_bytes, " bytes");
+              data_bytes, " bytes: the file is truncated (at least ", *end - data_bytes,
+              " bytes missing, as an interrupted download, copy or save leaves it)");
   }
   e.begin = *begin;
   e.end = *end;

@@ -321,8 +321,10 @@ void copy_tokenizer(const fs::path& from, const fs::path& to) {
   copy_companions(from.parent_path(), io::kHfTokenizerFiles, to);
   const bool known = std::any_of(std::begin(io::kHfTokenizerFiles), std::end(io::kHfTokenizerFiles),
                                  [&](const char* name) { return from.filename() == name; });
-  if (!known && from.extension() == ".json" && !fs::exists(to / "tokenizer.json"))
-    fs::copy_file(from, to / "tokenizer.json");
+  // The file named is the tokenizer the run read, over a tokenizer.json its
+  // folder also holds (another one: the checkpoint carried that instead).
+  if (!known && from.extension() == ".json")
+    fs::copy_file(from, to / "tokenizer.json", fs::copy_options::overwrite_existing);
 }
 
 void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,

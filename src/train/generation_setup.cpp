@@ -179,7 +179,8 @@ void check_prompts_fit(const data::PromptSet& prompts, const std::string& source
   for (const data::PromptRow& row : prompts.rows) {
     LT_CHECK(static_cast<int64_t>(row.ids.size()) < context, no_room_text(row, source, context),
              " (", config.exact_context_key(), " in ", model_dir,
-             "/config.json); prompts are not cut: shorten the row or leave it out");
+             "/config.json); prompts are not cut: ",
+             row.line > 0 ? "shorten the row or leave it out" : "shorten the prompt");
     for (int32_t id : row.ids) {
       LT_CHECK(id >= 0 && id < config.vocab_size, row_place(row, source), ": token id ", id,
                " is outside the model's vocabulary [0, ", config.vocab_size, ")");

@@ -163,8 +163,9 @@ TEST_F(DatasetEncoding, APrettyPrintedJsonlIsNamedAsOne) {
   const Tokenizer& gpt2 = testing::reference_tokenizer("gpt2");
   const std::string m = error_of([&] { load_dataset(f, &gpt2, text, nullptr); });
   EXPECT_NE(m.find(f.string() + ":1: not valid JSON ("), std::string::npos) << m;
-  EXPECT_NE(m.find("; the object goes on past its line, as in a pretty-printed file: a .jsonl "
-                   "row is one whole object on one line"),
+  EXPECT_NE(m.find("; the line ends inside the object: its closing bracket is missing, or the "
+                   "object goes on past its line as in a pretty-printed file (a .jsonl row is "
+                   "one whole object on one line"),
             std::string::npos)
       << m;
   // A row cut short in the middle is not taken for one.
@@ -199,6 +200,27 @@ TEST_F(DatasetEncoding, RowsOfAnotherFormatNameIt) {
   const fs::path odd = write("odd.jsonl", "{\"q\": \"hi\", \"a\": \"there\"}\n");
   EXPECT_EQ(error_of([&] { load_dataset(odd, &gpt2, qr, nullptr); }).find("its fields are"),
             std::string::npos);
+}
+
+// With the prompt field named (or a known one found) the message names the
+// other one alone: it told a user who had given --prompt-field to give it.
+TEST_F(DatasetEncoding, AFieldFoundNamesOnlyTheOtherOne) {
+  const fs::path odd = write("qa.jsonl", "{\"q\": \"hi\", \"a\": \"there\"}\n");
+  const Tokenizer& gpt2 = testing::reference_tokenizer("gpt2");
+  DatasetOptions given;
+  given.format = "query_response";
+  given.prompt_field = "q";
+  EXPECT_EQ(error_of([&] { load_dataset(odd, &gpt2, given, nullptr); }),
+            odd.string() +
+                ":1: cannot find the response field (response, answer or completion) beside the "
+                "prompt field \"q\"; name it with data.response_field");
+  const fs::path half = write("half.jsonl", "{\"question\": \"hi\", \"a\": \"there\"}\n");
+  DatasetOptions qr;
+  qr.format = "query_response";
+  EXPECT_EQ(error_of([&] { load_dataset(half, &gpt2, qr, nullptr); }),
+            half.string() +
+                ":1: cannot find the response field (response, answer or completion) beside the "
+                "prompt field \"question\"; name it with data.response_field");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "data/prompt_rows.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -117,6 +118,107 @@ TEST(PromptRows, ReferencesAndTokenRows) {
   EXPECT_EQ(tokens.format, "tokens");
   EXPECT_FALSE(tokens.turn_end.has_value());
   EXPECT_FALSE(tokens.rows.front().reference.has_value());
+}
+
+// A scratch folder of this test process, removed with it.
+class ScratchFiles {
+ public:
+  ScratchFiles()
+      : dir_(fs::temp_directory_path() / ("lt_prompt_rows_" + std::to_string(getpid()))) {
+    fs::create_directories(dir_);
+  }
+  ~ScratchFiles() { fs::remove_all(dir_); }
+  fs::path write(const std::string& name, const std::string& contents) const {
+    std::ofstream(dir_ / name, std::ios::binary) << contents;
+    return dir_ / name;
+  }
+
+ private:
+  fs::path dir_;
+};
+
+// The README's query_response pairs include prompt/response, which train
+// reads (prompt -> response); the prompts' reference is that response, not
+// a "completion" the rows do not have (eval --task math refused such a
+// file: none of its rows has the field "completion").
+TEST(PromptRows, PromptResponseRowsReferToTheirResponse) {
+  const ScratchFiles files;
+  const fs::path file =
+      files.write("prompt_response.jsonl",
+                  "{\"prompt\": \"What is 2 plus 2?\", \"response\": \"#### 4\"}\n"
+                  "{\"prompt\": \"What is 3 plus 2?\", \"response\": \"#### 5\"}\n");
+  const Tokenizer& tokenizer = testing::reference_tokenizer("qwen3");
+  PromptOptions options;
+  options.tokenizer_path = testing::fixtures_dir() / "qwen3";
+  const PromptSet prompts = load_prompts(file, &tokenizer, options);
+  EXPECT_EQ(prompts.prompt_field, "prompt");
+  EXPECT_EQ(prompts.reference_field, "response");
+  ASSERT_EQ(prompts.rows.size(), 2u);
+  EXPECT_EQ(prompts.rows[0].reference, "#### 4");
+  EXPECT_EQ(prompts.rows[1].reference, "#### 5");
+  expect_training_prefixes(file, "qwen3", testing::fixtures_dir() / "qwen3", "auto");
+
+  // --response-field alone names the reference, as data.response_field
+  // alone names train's response.
+  options.response_field = "response";
+  const fs::path both =
+      files.write("both.jsonl", "{\"question\": \"q\", \"answer\": \"a\", \"response\": \"r\"}\n");
+  const PromptSet named = load_prompts(both, &tokenizer, options);
+  EXPECT_EQ(named.reference_field, "response");
+  EXPECT_EQ(named.rows.front().reference, "r");
+}
+
+// A row train skips for a "system" or alpaca "input" that is not a string
+// is skipped here too, naming the field, rather than prompted without it.
+TEST(PromptRows, SkipTheRowsTrainSkips) {
+  const ScratchFiles files;
+  const fs::path alpaca = files.write(
+      "alpaca.jsonl",
+      "{\"instruction\": \"Add 2 and 2.\", \"input\": 5, \"output\": \"4\"}\n"
+      "{\"instruction\": \"Add 3 and 2.\", \"input\": \"\", \"output\": \"5\"}\n"
+      "{\"instruction\": \"Add 1 and 2.\", \"system\": [\"be brief\"], \"output\": \"3\"}\n"
+      "{\"instruction\": \"Add 1 and 1.\", \"system\": \"Be brief.\", \"output\": \"2\"}\n"
+      "{\"instruction\": \"Add 1 and 0.\", \"input\": \"now\", \"output\": \"1\"}\n");
+  const Tokenizer& tokenizer = testing::reference_tokenizer("qwen3");
+  DatasetOptions train;
+  train.tokenizer_path = testing::fixtures_dir() / "qwen3";
+  DatasetReport report;
+  load_dataset(alpaca, &tokenizer, train, &report);
+  ASSERT_EQ(report.skipped, 2);  // what train does with these rows
+
+  PromptOptions options;
+  options.tokenizer_path = testing::fixtures_dir() / "qwen3";
+  const PromptSet prompts = load_prompts(alpaca, &tokenizer, options);
+  ASSERT_EQ(prompts.rows.size(), 3u);
+  EXPECT_EQ(prompts.rows[0].line, 2);
+  EXPECT_EQ(prompts.rows[1].line, 4);
+  EXPECT_EQ(prompts.rows[2].line, 5);
+  EXPECT_EQ(prompts.skipped, 2);
+  ASSERT_EQ(prompts.problems.size(), 2u);
+  EXPECT_NE(prompts.problems[0].find(":1: field \"input\": expected a string"), std::string::npos)
+      << prompts.problems[0];
+  EXPECT_NE(prompts.problems[1].find(":3: field \"system\": expected a string"), std::string::npos)
+      << prompts.problems[1];
+}
+
+// A row that is not JSON is named with where it breaks, as train names it,
+// not as "not valid JSON" alone.
+TEST(PromptRows, ARowNotJsonSaysWhereItBreaks) {
+  const ScratchFiles files;
+  const fs::path rows = files.write("broken.jsonl",
+                                    "{\"question\": \"1+1?\", \"answer\": \"2\"}\n"
+                                    "{\"question\": \"2+2?\", \"answer\": }\n"
+                                    "{\"question\": \"3+3?\", \"answer\": \"6\"}\n");
+  const Tokenizer& tokenizer = testing::reference_tokenizer("qwen3");
+  PromptOptions options;
+  options.tokenizer_path = testing::fixtures_dir() / "qwen3";
+  const PromptSet prompts = load_prompts(rows, &tokenizer, options);
+  EXPECT_EQ(prompts.rows.size(), 2u);
+  ASSERT_EQ(prompts.problems.size(), 1u);
+  // The value missing after "answer": the "}" in column 32, as train says.
+  EXPECT_NE(prompts.problems[0].find(":2: not valid JSON (parse error at line 1, column 32: "),
+            std::string::npos)
+      << prompts.problems[0];
 }
 
 }  // namespace

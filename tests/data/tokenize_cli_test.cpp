@@ -73,6 +73,27 @@ TEST_F(TokenizeCli, PrintsJsonAndDecodesItBackExactly) {
   EXPECT_EQ(decoded.out, text);
 }
 
+// --json goes with --decode too (the README's `[--decode] [--json]`): the
+// text as one JSON object, where the flag was once ignored and the bare
+// text printed.
+TEST_F(TokenizeCli, DecodesToJsonWithJson) {
+  // HF tokenizers: 9707 "Hello", 1879 " world", 4894 "!\n".
+  RunResult decoded = run(qwen3() + " --decode --json", "[9707, 1879, 4894]");
+  EXPECT_EQ(decoded.status, 0) << decoded.out;
+  EXPECT_EQ(decoded.out, "{\"text\":\"Hello world!\\n\"}\n");
+}
+
+// --data reads no ids from stdin: --decode beside it is refused, naming
+// both, rather than ignored.
+TEST_F(TokenizeCli, RefusesDecodeWithData) {
+  const fs::path rows = testing::fixtures_dir() / "datasets" / "messages.jsonl";
+  RunResult both = run(qwen3() + " --decode --data " + rows.string(), "9707");
+  EXPECT_NE(both.status, 0);
+  EXPECT_NE(both.out.find("--decode"), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("--data"), std::string::npos) << both.out;
+  EXPECT_EQ(both.out.find("Hello"), std::string::npos) << both.out;
+}
+
 TEST_F(TokenizeCli, DecodesWhitespaceSeparatedIdsFromTheGpt2Pair) {
   std::string gpt2 = "--tokenizer " + (testing::fixtures_dir() / "gpt2").string();
   RunResult decoded = run(gpt2 + " --decode", "15496 995 0 220 50256\n");

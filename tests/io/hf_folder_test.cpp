@@ -239,6 +239,50 @@ TEST(HfFolder, WeightsItDoesNotReadAreNamed) {
                                                          file.parent_path().string()}));
 }
 
+// A file given bare, as `--model config.json` or `--model train.jsonl` in
+// the folder that holds it: the message names that folder, the working
+// one, where it once printed empty parentheses.
+TEST(HfFolder, AFileGivenBareNamesTheWorkingFolder) {
+  TempDir dir;
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::ofstream(dir / "train.jsonl") << "{}\n";
+  std::filesystem::current_path(dir.path());
+  std::string message;
+  try {
+    load_hf_model("train.jsonl");
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  std::filesystem::current_path(before);
+  EXPECT_NE(message.find("'train.jsonl' is a file; give the folder that holds it (., the working "
+                         "folder)"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("()"), std::string::npos) << message;
+}
+
+// A training run's out.dir given as the model (it is what the run names
+// as its outputs): the message points at its checkpoint of the highest
+// step, 12 here, not 3 (an earlier save) nor 20 (no config.json: not a
+// checkpoint) nor step-x.
+TEST(HfFolder, ARunsFolderNamesItsCheckpoint) {
+  TempDir dir;
+  for (const char* step : {"step-3", "step-12", "step-x"}) {
+    std::filesystem::create_directories(dir / step);
+    std::ofstream(dir / step / "config.json") << "{}";
+  }
+  std::filesystem::create_directories(dir / "step-20");
+  std::ofstream(dir / "metrics.jsonl") << "{}\n";
+  EXPECT_EQ(not_a_model_folder(dir.path()),
+            "'" + dir.path().string() +
+                "' is not a model folder (no config.json there); it is a training run's folder: "
+                "give one of its checkpoints, such as " +
+                (dir / "step-12").string() + " (the highest step)");
+  TempDir plain;
+  EXPECT_EQ(not_a_model_folder(plain.path()),
+            "'" + plain.path().string() + "' is not a model folder (no config.json there)");
+}
+
 TEST(HfFolder, RefusesDuplicateNames) {
   TempDir dir;
   NamedTensors t = {{"w", Tensor::zeros({1})}, {"w", Tensor::zeros({1})}};

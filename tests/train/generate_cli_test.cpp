@@ -299,6 +299,24 @@ TEST_F(GenerateCommand, SamplingAndBatchOptionsAreCheckedBeforeTheModelLoads) {
   }
 }
 
+// An empty --stop would end every row at its first token: refused before
+// the model loads (here an empty folder, which would be refused next),
+// not after a large model has been read.
+TEST_F(GenerateCommand, AnEmptyStopIsRefusedBeforeTheModelLoads) {
+  fs::create_directories(dir_ / "empty");
+  const fs::path rows = write("rows.jsonl", "{\"question\": \"1+1?\", \"answer\": \"2\"}\n");
+  const std::vector<std::string> commands = {"generate --prompt hi",
+                                             "eval --task math --data " + rows.string()};
+  for (const std::string& command : commands) {
+    const CliResult r = lt::testing::run_lazytrain(
+        command + " --stop '' --model " + (dir_ / "empty").string(), dir_ / "stderr.txt");
+    EXPECT_NE(r.status, 0) << command;
+    EXPECT_NE(r.err.find("--stop: an empty stop string would stop every"), std::string::npos)
+        << command << ": " << r.err;
+    EXPECT_EQ(r.err.find("not a model folder"), std::string::npos) << command << ": " << r.err;
+  }
+}
+
 // The loss reads none of --task math's options: each is refused by name,
 // with the task it needs, rather than the loss printed as though it had
 // been used; --out writes no file.
@@ -369,6 +387,8 @@ TEST_F(GenerateCommand, APromptLongerThanTheContextIsRefused) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--prompt"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("max_position_embeddings"), std::string::npos) << r.err;
+  // A --prompt is no row of a file.
+  EXPECT_NE(r.err.find("prompts are not cut: shorten the prompt"), std::string::npos) << r.err;
   const auto data = write("long.jsonl", "{\"question\": \"" + std::string(70, 'y') + "\"}\n");
   for (const std::string command : {"generate", "eval --task math --answer-field question"}) {
     const CliResult rows = run(command + " --data " + data.string());

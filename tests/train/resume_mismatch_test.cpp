@@ -27,6 +27,10 @@ class ResumeMismatch : public ::testing::Test {
     fs::copy_file(qwen3 / "tokenizer.json", tmp_ / "tok_a" / "my_tokenizer.json");
     fs::copy_file(qwen3 / "tokenizer.json", tmp_ / "tok_b" / "my_tokenizer.json");
     std::ofstream(tmp_ / "tok_b" / "my_tokenizer.json", std::ios::app) << "\n";
+    // Beside the named file, a tokenizer.json of the folder's own, another
+    // one: the checkpoint took it in place of the file named.
+    fs::copy_file(qwen3 / "tokenizer.json", tmp_ / "tok_a" / "tokenizer.json");
+    std::ofstream(tmp_ / "tok_a" / "tokenizer.json", std::ios::app) << "\n\n";
   }
   TrainConfig config(const std::string& tokenizer_dir, const std::vector<std::string>& more = {},
                      const std::string& family = "llama") {
