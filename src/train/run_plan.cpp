@@ -122,8 +122,10 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
                         "; planning the schedule instead (exec.schedule: auto)");
     name = "auto";
   }
-  const int64_t gpu_free_bytes =
-      p.device.is_cuda() && cuda_device_visible() ? cuda_free_bytes(p.device.index) : -1;
+  // Read once, for the plan and its hint (a named schedule needs none).
+  const int64_t gpu_free_bytes = name == "auto" && p.device.is_cuda() && cuda_device_visible()
+                                     ? cuda_free_bytes(p.device.index)
+                                     : -1;
   if (name == "auto" && !planned) {
     try {
       planned = plan_for_run(c, model, stand_in, p.free_memory_of, asked_chunk, gpu_free_bytes,
