@@ -414,10 +414,11 @@ void run_eval(const EvalArgs& args) {
     fmt::print("loss {:.6f} over {} predicted tokens ({} rows)\n", result.loss, result.tokens,
                input.rows);
   } else {
+    const int64_t unscored = input.rows - input.rows_scored;
     fmt::print(
-        "loss {:.6f} over {} predicted tokens ({} of {} rows; the other {} have no token to "
-        "predict)\n",
-        result.loss, result.tokens, input.rows_scored, input.rows, input.rows - input.rows_scored);
+        "loss {:.6f} over {} predicted tokens ({} of {} rows; {} no token to predict)\n",
+        result.loss, result.tokens, input.rows_scored, input.rows,
+        unscored == 1 ? std::string("the other has") : fmt::format("the other {} have", unscored));
   }
 }
 

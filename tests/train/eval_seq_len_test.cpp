@@ -74,6 +74,12 @@ TEST(EvalSeqLen, RowsLeftNothingToScoreAreCountedAndLeftOut) {
   EXPECT_EQ(alone.at("rows_read"), 3);
   EXPECT_EQ(got.at("tokens"), alone.at("tokens"));
   EXPECT_NEAR(got.at("loss").get<double>(), alone.at("loss").get<double>(), 1e-9);
+  // One row left out: "the other has" (it printed "the other 1 have").
+  const fs::path one_long = tmp / "one_long.jsonl";
+  write_text(one_long, rows(1, 20) + rows(3, 1));
+  ASSERT_EQ(run_program(with({}, one_long), tmp / "one.log", &output), 0) << output;
+  EXPECT_NE(output.find("(3 of 4 rows; the other has no token to predict)"), std::string::npos)
+      << output;
 }
 
 TEST(EvalSeqLen, NoRowWithATokenWithinItIsRefusedNamingTheFile) {
