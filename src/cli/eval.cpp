@@ -24,6 +24,7 @@
 #include "io/hf_model.h"
 #include "io/weight_values.h"
 #include "models/context_limit.h"
+#include "train/generation_sampling.h"
 #include "train/generation_setup.h"
 #include "train/math_eval.h"
 #include "train/trained_template.h"
@@ -243,10 +244,8 @@ void run_math(const EvalArgs& args) {
     fail("--max-new-tokens must be at least 1 (answer tokens per row at most); got ",
          args.max_new_tokens);
   }
-  // Checked by generation too, but only once the model has loaded.
-  for (const std::string& stop : args.stop)
-    LT_CHECK(!stop.empty(), "--stop: an empty stop string would stop every answer at once");
-  if (!args.out.empty()) {  // before the answers are made
+  train::check_stop_strings(args.stop);  // before the model loads
+  if (!args.out.empty()) {               // before the answers are made
     io::check_can_write(args.out, "--out");
     check_out_replaces_only_answers(args);
   }

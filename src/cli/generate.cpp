@@ -167,9 +167,7 @@ void run_generate(const GenerateArgs& args) {
   LT_CHECK(args.max_new_tokens >= 1,
            "generate: --max-new-tokens must be at least 1 (new tokens per row at most); got ",
            args.max_new_tokens);
-  // Checked by generation too, but only once the model has loaded.
-  for (const std::string& stop : args.stop)
-    LT_CHECK(!stop.empty(), "--stop: an empty stop string would stop every row at once");
+  train::check_stop_strings(args.stop);  // before the model loads
   LT_CHECK(args.tools.empty() || args.data.empty(),
            "generate: --tools goes with --prompt; --data rows carry their own \"tools\"");
   if (!args.prompt.empty() && !args.data_options_given.empty()) {

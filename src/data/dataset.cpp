@@ -59,14 +59,6 @@ std::optional<Format> parse_format(std::string_view name) {
   return std::nullopt;
 }
 
-// Prompt/response field pairs recognised by "auto", in order of preference.
-constexpr std::array<std::pair<const char*, const char*>, 4> kKnownPairs = {{
-    {"query", "response"},     // MetaMathQA
-    {"question", "answer"},    // GSM8K
-    {"prompt", "completion"},  // OpenAI fine-tuning files
-    {"prompt", "response"},
-}};
-
 // The key whose value holds byte `offset` of a JSON row, found by a scan
 // of its strings: the last string before `offset` that a ':' follows.
 std::string key_before(std::string_view row, size_t offset) {
@@ -306,7 +298,7 @@ Plan detect_plan(const json& row, std::optional<Format> forced, const DatasetOpt
     plan.format = Format::kShareGpt;
   } else if (has("instruction") && has("output")) {
     plan.format = Format::kAlpaca;
-  } else if (std::any_of(kKnownPairs.begin(), kKnownPairs.end(),
+  } else if (std::any_of(rows::kQueryResponsePairs.begin(), rows::kQueryResponsePairs.end(),
                          [&](const auto& p) { return has(p.first) && has(p.second); })) {
     plan.format = Format::kQueryResponse;
   } else if (has("text")) {
@@ -328,36 +320,9 @@ Plan detect_plan(const json& row, std::optional<Format> forced, const DatasetOpt
   }
   if (plan.format != Format::kQueryResponse) return plan;
 
-  // Query/response field names: as given, else the first known pair (or
-  // half of one, when the other half was given) that the row has.
   plan.prompt_field = options.prompt_field;
   plan.response_field = options.response_field;
-  for (const auto& [prompt, response] : kKnownPairs) {
-    const bool prompt_ok = plan.prompt_field.empty() ? has(prompt) : plan.prompt_field == prompt;
-    const bool response_ok =
-        plan.response_field.empty() ? has(response) : plan.response_field == response;
-    if (prompt_ok && response_ok) {
-      plan.prompt_field = prompt;
-      plan.response_field = response;
-      break;
-    }
-  }
-  if (plan.prompt_field.empty()) {
-    for (const auto& p : kKnownPairs) {
-      if (has(p.first)) {
-        plan.prompt_field = p.first;
-        break;
-      }
-    }
-  }
-  if (plan.response_field.empty()) {
-    for (const auto& p : kKnownPairs) {
-      if (has(p.second)) {
-        plan.response_field = p.second;
-        break;
-      }
-    }
-  }
+  rows::choose_query_response_fields(row, plan.prompt_field, plan.response_field);
   if (plan.prompt_field.empty() || plan.response_field.empty()) {
     // A chat (or alpaca, text, tokens) file under format query_response
     // was told to name its fields; the fields say which format it is.

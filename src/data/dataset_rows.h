@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -150,6 +151,37 @@ inline std::string string_field(const json& row, const std::string& key, const s
 
 inline std::string optional_string_field(const json& row, const std::string& key) {
   return member(row, key) ? string_field(row, key, key) : std::string();
+}
+
+// The prompt/response field pairs the query_response format knows, in order
+// of preference (a prompt field may pair with more than one response field).
+inline constexpr std::array<std::pair<const char*, const char*>, 4> kQueryResponsePairs = {{
+    {"query", "response"},     // MetaMathQA
+    {"question", "answer"},    // GSM8K
+    {"prompt", "completion"},  // OpenAI fine-tuning files
+    {"prompt", "response"},
+}};
+
+// The query_response fields of `row`, as train and eval both choose them: a
+// field given (not empty) is kept; else the first known pair the row has
+// both of (or whose given half matches), else the first known prompt field
+// and the first known response field it has; one not found stays "".
+inline void choose_query_response_fields(const json& row, std::string& prompt,
+                                         std::string& response) {
+  const auto has = [&](const char* key) { return member(row, key) != nullptr; };
+  for (const auto& [p, r] : kQueryResponsePairs) {
+    if ((prompt.empty() ? has(p) : prompt == p) && (response.empty() ? has(r) : response == r)) {
+      prompt = p;
+      response = r;
+      return;
+    }
+  }
+  for (const auto& [p, r] : kQueryResponsePairs) {
+    if (prompt.empty() && has(p)) prompt = p;
+  }
+  for (const auto& [p, r] : kQueryResponsePairs) {
+    if (response.empty() && has(r)) response = r;
+  }
 }
 
 inline std::string response_field(const json& row, const std::string& key,

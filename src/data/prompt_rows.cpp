@@ -19,16 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = rows::json;  // ordered: a template prints a row's fields in its order
 
-// Prompt/response field pairs "auto" recognises, in train's order of
-// preference (kKnownPairs, dataset.cpp): a prompt field may pair with
-// more than one response field.
-constexpr std::array<std::pair<const char*, const char*>, 4> kPromptFields = {{
-    {"query", "response"},     // MetaMathQA
-    {"question", "answer"},    // GSM8K
-    {"prompt", "completion"},  // OpenAI fine-tuning files
-    {"prompt", "response"},
-}};
-
 struct RowError {
   std::string what;
 };
@@ -60,30 +50,13 @@ std::string optional_string_field(const json& row, const std::string& key) {
 }
 
 // The query_response fields of a row, chosen as train chooses them
-// (detect_plan, dataset.cpp), so that the reference is the response train
-// would have trained on: a given field is kept; else the first known pair
-// the row has both of (or whose given half matches), else the first known
-// prompt and the first known response field it has. A known prompt field
-// left with no response field takes its first pair's, which names the
-// field missing when no row has it.
+// (rows::choose_query_response_fields), so that the reference is the
+// response train would have trained on. A known prompt field left with no
+// response field takes its first pair's, which names the field missing
+// when no row has it.
 void choose_fields(const json& row, std::string* prompt, std::string* response) {
-  auto has = [&](const char* key) { return member(row, key) != nullptr; };
-  for (const auto& [p, r] : kPromptFields) {
-    const bool prompt_ok = prompt->empty() ? has(p) : *prompt == p;
-    const bool response_ok = response->empty() ? has(r) : *response == r;
-    if (prompt_ok && response_ok) {
-      *prompt = p;
-      *response = r;
-      return;
-    }
-  }
-  for (const auto& [p, r] : kPromptFields) {
-    if (prompt->empty() && has(p)) *prompt = p;
-  }
-  for (const auto& [p, r] : kPromptFields) {
-    if (response->empty() && has(r)) *response = r;
-  }
-  for (const auto& [p, r] : kPromptFields) {
+  rows::choose_query_response_fields(row, *prompt, *response);
+  for (const auto& [p, r] : rows::kQueryResponsePairs) {
     if (response->empty() && *prompt == p) *response = r;
   }
 }
@@ -139,7 +112,7 @@ std::string detect_format(const json& row, const PromptOptions& o) {
   if (member(row, "input_ids")) return "tokens";
   if (member(row, "conversations") || member(row, "messages")) return "sharegpt";
   if (member(row, "instruction")) return "alpaca";
-  for (const auto& [prompt, response] : kPromptFields) {
+  for (const auto& [prompt, response] : rows::kQueryResponsePairs) {
     if (member(row, prompt)) return "query_response";
   }
   if (member(row, "text")) return "text";

@@ -177,8 +177,7 @@ std::vector<Generation> generate(const models::CausalLM& model,
   LT_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got ", o.batch_size);
   LT_CHECK(o.stop_strings.empty() || o.tokenizer != nullptr,
            "--stop needs a tokenizer to read the text");
-  for (const std::string& stop : o.stop_strings)
-    LT_CHECK(!stop.empty(), "--stop: an empty stop string would stop every row at once");
+  check_stop_strings(o.stop_strings);
   const int64_t context = model.config().exact_context();
   const int64_t vocab = model.config().vocab_size;
   for (size_t i = 0; i < prompts.size(); ++i) {

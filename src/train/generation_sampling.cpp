@@ -94,4 +94,9 @@ int32_t sample_token(std::span<const float> logits, const SamplingOptions& o, Ge
   return order[kept.size() - 1];
 }
 
+void check_stop_strings(const std::vector<std::string>& stops) {
+  for (const std::string& stop : stops)
+    LT_CHECK(!stop.empty(), "--stop: an empty stop string would stop every row at once");
+}
+
 }  // namespace lt::train

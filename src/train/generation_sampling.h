@@ -8,6 +8,8 @@
 // least one token is kept; ties in probability are ordered by id).
 #include <cstdint>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "core/random.h"
 
@@ -22,6 +24,9 @@ struct SamplingOptions {
 // Throws lt::Error naming the option when a value is out of range:
 // temperature >= 0 and finite, top_k >= 0, 0 < top_p <= 1.
 void check_sampling_options(const SamplingOptions& options);
+// The same for --stop: an empty stop string would end every row at its
+// first token. Checked by generate() and, before a model loads, by the CLI.
+void check_stop_strings(const std::vector<std::string>& stops);
 
 int32_t argmax_token(std::span<const float> logits);
 

@@ -21,6 +21,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Prompt options that read the qwen3 fixture's tokenizer folder (its chat
+// template), as eval and generate do for a checkpoint.
+PromptOptions qwen3_options() {
+  PromptOptions options;
+  options.tokenizer_path = testing::fixtures_dir() / "qwen3";
+  return options;
+}
+
 constexpr int32_t kImStart = 151644;
 
 TEST(PromptRows, Qwen3PromptsAreTransformersGenerationPrompts) {
@@ -148,8 +156,7 @@ TEST(PromptRows, PromptResponseRowsReferToTheirResponse) {
                   "{\"prompt\": \"What is 2 plus 2?\", \"response\": \"#### 4\"}\n"
                   "{\"prompt\": \"What is 3 plus 2?\", \"response\": \"#### 5\"}\n");
   const Tokenizer& tokenizer = testing::reference_tokenizer("qwen3");
-  PromptOptions options;
-  options.tokenizer_path = testing::fixtures_dir() / "qwen3";
+  PromptOptions options = qwen3_options();
   const PromptSet prompts = load_prompts(file, &tokenizer, options);
   EXPECT_EQ(prompts.prompt_field, "prompt");
   EXPECT_EQ(prompts.reference_field, "response");
@@ -186,9 +193,7 @@ TEST(PromptRows, SkipTheRowsTrainSkips) {
   load_dataset(alpaca, &tokenizer, train, &report);
   ASSERT_EQ(report.skipped, 2);  // what train does with these rows
 
-  PromptOptions options;
-  options.tokenizer_path = testing::fixtures_dir() / "qwen3";
-  const PromptSet prompts = load_prompts(alpaca, &tokenizer, options);
+  const PromptSet prompts = load_prompts(alpaca, &tokenizer, qwen3_options());
   ASSERT_EQ(prompts.rows.size(), 3u);
   EXPECT_EQ(prompts.rows[0].line, 2);
   EXPECT_EQ(prompts.rows[1].line, 4);
@@ -209,10 +214,8 @@ TEST(PromptRows, ARowNotJsonSaysWhereItBreaks) {
                                     "{\"question\": \"1+1?\", \"answer\": \"2\"}\n"
                                     "{\"question\": \"2+2?\", \"answer\": }\n"
                                     "{\"question\": \"3+3?\", \"answer\": \"6\"}\n");
-  const Tokenizer& tokenizer = testing::reference_tokenizer("qwen3");
-  PromptOptions options;
-  options.tokenizer_path = testing::fixtures_dir() / "qwen3";
-  const PromptSet prompts = load_prompts(rows, &tokenizer, options);
+  const PromptSet prompts =
+      load_prompts(rows, &testing::reference_tokenizer("qwen3"), qwen3_options());
   EXPECT_EQ(prompts.rows.size(), 2u);
   ASSERT_EQ(prompts.problems.size(), 1u);
   // The value missing after "answer": the "}" in column 32, as train says.
