@@ -337,7 +337,9 @@ void run_math(const EvalArgs& args) {
         "accuracy {:.4f} ({} of {} rows exactly right{}); {} new tokens in {:.1f} s ({:.1f} "
         "tokens/s)\n",
         result.accuracy, result.correct, result.n,
-        skipped > 0 ? fmt::format("; {} skipped rows not answered", skipped) : "",
+        skipped > 0
+            ? fmt::format("; {} skipped {} not answered", skipped, skipped == 1 ? "row" : "rows")
+            : "",
         result.new_tokens, result.seconds,
         result.seconds > 0 ? result.new_tokens / result.seconds : 0.0);
   }

@@ -465,7 +465,7 @@ TEST_F(GenerateCommand, EvalMathScoresTheRowsThatFitAndCountsTheSkipped) {
       << r.err;
   const CliResult text = run(math + data.string());
   ASSERT_EQ(text.status, 0) << text.err;
-  EXPECT_NE(text.out.find(" of 2 rows exactly right; 1 skipped rows not answered)"),
+  EXPECT_NE(text.out.find(" of 2 rows exactly right; 1 skipped row not answered)"),
             std::string::npos)
       << text.out;
 }
