@@ -137,38 +137,12 @@ void check_surrogate_escapes(std::string_view row) {
 // One row of a JSON layout as its object; RowError when it is not one.
 json parse_object(const SourceRow& row) {
   if (!row.problem.empty()) row_fail("", row.problem);
-  check_utf8(row.text, true);
-  json value;
-  try {
-    value = rows::parse_row(row.text);
-  } catch (const json::parse_error& e) {
-    check_surrogate_escapes(row.text);
-    // e.what() reads "[json.exception.parse_error.101] parse error at ...".
-    std::string what = e.what();
-    size_t cut = what.find("] ");
-    // A pretty-printed file ends its first line's object on a later line.
-    const size_t first = row.text.find_first_not_of(" \t");
-    const bool spread = what.find("unexpected end of input") != std::string::npos &&
-                        first != std::string::npos &&
-                        (row.text[first] == '{' || row.text[first] == '[');
-    row_fail("", "not valid JSON (" + (cut == std::string::npos ? what : what.substr(cut + 2)) +
-                     ")" +
-                     (spread ? "; the line ends inside the object: its closing bracket is "
-                               "missing, or the object goes on past its line as in a "
-                               "pretty-printed file (a .jsonl row is one whole object on one "
-                               "line; or give the rows as a JSON array in a .json file)"
-                             : ""));
-  }
-  if (!value.is_object())
-    row_fail("", std::string("expected a JSON object, found ") + value.type_name());
-  return value;
+  return rows::parse_object(row.text);
 }
 
 // "file:line: field "f": what", as a bad row is reported.
 std::string describe(const std::string& where, const RowError& error) {
-  std::string message = where + ": ";
-  if (!error.field.empty()) message += "field \"" + error.field + "\": ";
-  return message + error.what;
+  return where + ": " + rows::describe(error);
 }
 
 // Ids must fit the vocabulary when there is a tokenizer; labels may also be -100.
@@ -386,6 +360,9 @@ class DatasetLoader {
       return true;
     });
     flush();
+    for (int64_t line : unplanned_empty_rows_) {
+      bad_row(line, {"", "an empty object, and no row has a field to tell the format from"});
+    }
     LT_CHECK(report_.rows > 0, file_.string(), ": no usable samples: the file has no rows");
     if (samples_.empty()) {
       fail(file_.string(), ": no usable samples (", report_.rows, " rows, ", report_.skipped,
@@ -453,6 +430,24 @@ class DatasetLoader {
     }
   }
 
+  // The format comes from the first row with fields: an empty object says
+  // nothing of it (it used to refuse the whole file when it came first).
+  // The empty objects before that row are bad rows of the format the file
+  // has, named as such ("field "instruction": missing") once it is known.
+  void plan_from(const json& row, int64_t line) {
+    start(detect_plan(row, forced_, options_, where(line)));
+    for (int64_t empty_line : unplanned_empty_rows_) {
+      try {
+        Record empty = parse(json::object());
+        empty.line = empty_line;
+        pending_.push_back(std::move(empty));
+      } catch (const RowError& error) {
+        bad_row(empty_line, error);
+      }
+    }
+    unplanned_empty_rows_.clear();
+  }
+
   void on_row(const SourceRow& row, SourceLayout layout) {
     ++report_.rows;
     try {
@@ -463,7 +458,11 @@ class DatasetLoader {
         record.text = std::string(row.text);
       } else {
         const json value = parse_object(row);
-        if (!plan_) start(detect_plan(value, forced_, options_, where(row.line)));
+        if (!plan_ && value.empty()) {  // see plan_from
+          unplanned_empty_rows_.push_back(row.line);
+          return;
+        }
+        if (!plan_) plan_from(value, row.line);
         record = parse(value);
         if (record.tools.is_null() && calls_tools(record.messages)) ++calls_without_tools_;
         if (has_unparsable_arguments(record.messages)) ++unparsable_arguments_;
@@ -486,6 +485,7 @@ class DatasetLoader {
         break;
       case Format::kAlpaca:
         record.messages = alpaca_messages(row);
+        rows::insert_history(row, record.messages, /*for_prompts=*/false);
         break;
       case Format::kQueryResponse:
         record.messages =
@@ -574,11 +574,43 @@ class DatasetLoader {
   std::optional<ChatTemplate> template_;
   std::vector<Record> pending_;
   std::vector<Sample> samples_;
-  int64_t calls_without_tools_ = 0;   // rows with tool calls and no "tools"
-  int64_t unparsable_arguments_ = 0;  // rows with has_unparsable_arguments
+  int64_t calls_without_tools_ = 0;            // rows with tool calls and no "tools"
+  int64_t unparsable_arguments_ = 0;           // rows with has_unparsable_arguments
+  std::vector<int64_t> unplanned_empty_rows_;  // lines of {} rows read before the format was known
 };
 
 }  // namespace
+
+namespace rows {
+
+json parse_object(std::string_view text) {
+  check_utf8(text, true);
+  json value;
+  try {
+    value = parse_row(text);
+  } catch (const json::parse_error& e) {
+    check_surrogate_escapes(text);
+    // e.what() reads "[json.exception.parse_error.101] parse error at ...".
+    std::string what = e.what();
+    size_t cut = what.find("] ");
+    // A pretty-printed file ends its first line's object on a later line.
+    const size_t first = text.find_first_not_of(" \t");
+    const bool spread = what.find("unexpected end of input") != std::string::npos &&
+                        first != std::string::npos && (text[first] == '{' || text[first] == '[');
+    row_fail("", "not valid JSON (" + (cut == std::string::npos ? what : what.substr(cut + 2)) +
+                     ")" +
+                     (spread ? "; the line ends inside the object: its closing bracket is "
+                               "missing, or the object goes on past its line as in a "
+                               "pretty-printed file (a .jsonl row is one whole object on one "
+                               "line; or give the rows as a JSON array in a .json file)"
+                             : ""));
+  }
+  if (!value.is_object())
+    row_fail("", std::string("expected a JSON object, found ") + value.type_name());
+  return value;
+}
+
+}  // namespace rows
 
 std::vector<Sample> load_dataset(const fs::path& file, const Tokenizer* tokenizer,
                                  const DatasetOptions& options, DatasetReport* report) {
@@ -598,13 +630,16 @@ std::string detect_format(const fs::path& file, const DatasetOptions& options) {
   if (layout == SourceLayout::kTextParagraphs) return std::string(format_name(Format::kText));
   std::optional<Plan> plan;
   int64_t rows = 0;
-  std::string first_problem;  // of the first row, when it is not a JSON object
+  std::string first_problem;  // of the first row, when it is not a JSON object with fields
   for_each_row(file, layout, [&](const SourceRow& row) {
     const std::string where = file.string() + ":" + std::to_string(row.line);
     ++rows;
     json value;
     try {
       value = parse_object(row);
+      // As load_dataset: the first row with fields decides (plan_from).
+      if (value.empty())
+        row_fail("", "an empty object, and no row has a field to tell the format from");
     } catch (const RowError& error) {
       // A bad row, which the loader skips or refuses; when every row is
       // one, the first says why (an encoding, most often).
@@ -615,7 +650,8 @@ std::string detect_format(const fs::path& file, const DatasetOptions& options) {
     return false;
   });
   if (!plan) {
-    fail(file.string(), ": no row is a JSON object, so the dataset format cannot be told",
+    fail(file.string(),
+         ": no row is a JSON object with fields, so the dataset format cannot be told",
          rows == 0 ? " (the file has no rows)"
                    : "; the first of its " + std::to_string(rows) + " row" +
                          (rows == 1 ? "" : "s") + ": " + first_problem);

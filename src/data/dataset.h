@@ -6,10 +6,13 @@
 //   tokens          {"input_ids": [...], "labels": [...]?}: used as they
 //                   are; without "labels" every token is trained on. The
 //                   same rows `lazytrain eval` reads.
-//   alpaca          {"instruction", "input"?, "output", "system"?}: the user
-//                   turn is instruction, or instruction + "\n" + input when
-//                   input is non-empty (as LLaMA-Factory joins them); the
-//                   assistant turn is output.
+//   alpaca          {"instruction", "input"?, "output", "system"?,
+//                   "history"?}: the user turn is instruction, or
+//                   instruction + "\n" + input when input is non-empty (as
+//                   LLaMA-Factory joins them); the assistant turn is output.
+//                   history, [[instruction, response], ...] as LLaMA-Factory
+//                   writes it, gives the turns before those, trained as a
+//                   sharegpt row's earlier turns are (rows::insert_history).
 //   query_response  one prompt and one response field, named by
 //                   DatasetOptions or detected from the first row among
 //                   query/response (MetaMathQA), question/answer (GSM8K),
@@ -43,8 +46,9 @@
 // rendered by a chat template (chat_template.h has the exact layouts).
 //
 // "auto" format: a .txt file is text; otherwise the first row that is a
-// JSON object decides, in this order: prompt_field/response_field set ->
-// query_response; input_ids -> tokens; conversations or messages ->
+// JSON object with fields decides (an empty object {} before it is a bad
+// row of the format it decides), in this order: prompt_field/response_field
+// set -> query_response; input_ids -> tokens; conversations or messages ->
 // sharegpt; instruction and output -> alpaca; a known prompt/response pair
 // -> query_response; text -> text. The report says what was chosen.
 //
@@ -130,10 +134,11 @@ void check_ids_in_vocab(const std::vector<Sample>& samples, int64_t vocab,
                         const std::string& source);
 
 // The format load_dataset would read `file` in: options.format unless it is
-// "auto", else what the first row that is a JSON object says (or "text"
-// for a .txt file). Reads only up to that row. An lt::Error when no row
-// tells, as load_dataset's; when no row is a JSON object it names the
-// first row's problem as a bad row is described (an encoding, most often).
+// "auto", else what the first row that is a JSON object with fields says
+// (or "text" for a .txt file). Reads only up to that row. An lt::Error when
+// no row tells, as load_dataset's; when no row is a JSON object with fields
+// it names the first row's problem as a bad row is described (an encoding,
+// most often).
 std::string detect_format(const std::filesystem::path& file, const DatasetOptions& options);
 
 }  // namespace lt::data

@@ -1,11 +1,12 @@
 #pragma once
-// Reading a dataset's JSON rows (dataset.cpp, chat_rows.cpp): a problem with
-// one row is a RowError naming the field, which the loader reports with the
-// row's line and skips.
+// Reading a dataset's JSON rows (dataset.cpp, chat_rows.cpp, and the
+// prompts of prompt_rows.cpp): a problem with one row is a RowError naming
+// the field, which the loader reports with the row's line and skips.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/json_brief.h"
+#include "data/chat_template.h"
 
 namespace lt::data::rows {
 
@@ -28,6 +30,11 @@ struct RowError {
 
 [[noreturn]] inline void row_fail(std::string field, std::string what) {
   throw RowError{std::move(field), std::move(what)};
+}
+
+// `error` as a bad row is described after its "file:line: ": "field "f": what".
+inline std::string describe(const RowError& error) {
+  return (error.field.empty() ? "" : "field \"" + error.field + "\": ") + error.what;
 }
 
 inline bool is_blank(std::string_view text) {
@@ -135,6 +142,13 @@ inline json parse_row(std::string_view text) {
   return value;
 }
 
+// One row of a JSON layout as its object, read as training reads it (and
+// eval and generate read their prompts): a RowError when it is not one,
+// naming the field that holds invalid UTF-8 or a lone surrogate escape
+// (\ud800), and saying so when a line ends inside its object (a
+// pretty-printed .jsonl). Defined in dataset.cpp.
+json parse_object(std::string_view text);
+
 // The field `key`, or null when it is absent or null.
 inline const json* member(const json& row, const std::string& key) {
   auto it = row.find(key);
@@ -182,6 +196,48 @@ inline void choose_query_response_fields(const json& row, std::string& prompt,
   for (const auto& [p, r] : kQueryResponsePairs) {
     if (response.empty() && has(r)) response = r;
   }
+}
+
+// LLaMA-Factory's alpaca "history": the turns before the row's own, a list
+// of [instruction, response] pairs, oldest first. They go into `messages`
+// (a single turn: the row's system turn, if any, then its user turn and,
+// for training, its assistant turn) after the system turn, as user and
+// assistant turns. Their responses are assistant turns like any other, so
+// the templates train them as they train a sharegpt row's earlier answers
+// (every assistant turn unless train_on_prompt; LLaMA-Factory's default,
+// mask_history false): a row with history trains exactly as the same
+// conversation written as a sharegpt row. Absent or null: no turns. As
+// sharegpt_messages, training refuses an empty response (`for_prompts`
+// does not).
+inline void insert_history(const json& row, std::vector<ChatMessage>& messages, bool for_prompts) {
+  const json* history = member(row, "history");
+  if (history == nullptr) return;
+  if (!history->is_array()) {
+    row_fail("history", std::string("expected a list of [instruction, response] pairs, found ") +
+                            history->type_name());
+  }
+  std::vector<ChatMessage> turns;
+  for (size_t i = 0; i < history->size(); ++i) {
+    const json& pair = (*history)[i];
+    const std::string where = "history[" + std::to_string(i) + "]";
+    if (!pair.is_array() || pair.size() != 2) {
+      row_fail(where, "expected a pair [instruction, response], found " + brief_json(pair));
+    }
+    for (size_t j = 0; j < 2; ++j) {
+      if (!pair[j].is_string()) {
+        row_fail(where + "[" + std::to_string(j) + "]",
+                 std::string("expected a string, found ") + pair[j].type_name());
+      }
+    }
+    const std::string& response = pair[1].get_ref<const std::string&>();
+    if (!for_prompts && is_blank(response)) row_fail(where + "[1]", "empty response");
+    turns.emplace_back(Role::kUser, pair[0].get<std::string>());
+    turns.emplace_back(Role::kAssistant, response);
+  }
+  const auto user = std::find_if(messages.begin(), messages.end(),
+                                 [](const ChatMessage& m) { return m.role != Role::kSystem; });
+  messages.insert(user, std::make_move_iterator(turns.begin()),
+                  std::make_move_iterator(turns.end()));
 }
 
 inline std::string response_field(const json& row, const std::string& key,

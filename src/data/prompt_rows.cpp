@@ -19,35 +19,10 @@ namespace {
 namespace fs = std::filesystem;
 using json = rows::json;  // ordered: a template prints a row's fields in its order
 
-struct RowError {
-  std::string what;
-};
-
-[[noreturn]] void row_fail(std::string what) {
-  throw RowError{std::move(what)};
-}
-
-const json* member(const json& row, const std::string& key) {
-  auto it = row.find(key);
-  return it == row.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string string_field(const json& row, const std::string& key, const std::string& where) {
-  const json* value = member(row, key);
-  if (value == nullptr)
-    row_fail("field \"" + where +
-             "\": " + (row.contains(key) ? "null (expected a string)" : "missing"));
-  if (!value->is_string())
-    row_fail("field \"" + where + "\": expected a string, found " + value->type_name());
-  return value->get<std::string>();
-}
-
-// A field a row may leave out (absent or null: ""), else a string, as train
-// reads "system" and alpaca's "input": a row train skips for it is skipped
-// here too, not prompted without it.
-std::string optional_string_field(const json& row, const std::string& key) {
-  return member(row, key) ? string_field(row, key, key) : std::string();
-}
+using rows::member;
+using rows::optional_string_field;
+using rows::row_fail;
+using rows::string_field;
 
 // The query_response fields of a row, chosen as train chooses them
 // (rows::choose_query_response_fields), so that the reference is the
@@ -67,25 +42,20 @@ std::optional<std::string> reference_field(const json& row, const std::string& k
   if (value == nullptr) return std::nullopt;
   if (value->is_string()) return value->get<std::string>();
   if (value->is_number()) return value->dump();
-  row_fail("field \"" + key + "\": expected a string or a number, found " + brief_json(*value));
+  row_fail(key, "expected a string or a number, found " + brief_json(*value));
 }
 
 // The turns of a sharegpt row (either naming; chat_rows.h), the last
 // assistant turn split off as the reference.
 std::vector<ChatMessage> sharegpt_turns(const json& row, std::optional<std::string>* reference) {
-  std::vector<ChatMessage> messages;
-  try {
-    messages = rows::sharegpt_messages(row, /*for_prompts=*/true);
-  } catch (const rows::RowError& e) {
-    row_fail((e.field.empty() ? "" : "field \"" + e.field + "\": ") + e.what);
-  }
+  std::vector<ChatMessage> messages = rows::sharegpt_messages(row, /*for_prompts=*/true);
   if (!messages.empty() && messages.back().role == Role::kAssistant) {
     *reference = messages.back().content;
     messages.pop_back();
   }
   if (messages.empty()) {
-    row_fail("field \"" + std::string(member(row, "conversations") ? "conversations" : "messages") +
-             "\": no turn before the assistant's answer");
+    row_fail(member(row, "conversations") ? "conversations" : "messages",
+             "no turn before the assistant's answer");
   }
   return messages;
 }
@@ -211,99 +181,123 @@ PromptSet load_prompts(const fs::path& file, const Tokenizer* tokenizer, const P
   };
   if (layout == SourceLayout::kTextParagraphs) start("text");
 
+  // The format and fields, from the first row with fields, as train
+  // takes them (DatasetLoader::plan_from).
+  auto plan_from = [&](const json& row, int64_t line) {
+    try {
+      start(detect_format(row, o));
+    } catch (const Error& e) {
+      fail(file.string(), ":", line, ": ", e.what());
+    }
+    if (set.format == "query_response") {
+      const bool fields = fields_apply(row, o);
+      prompt_field = fields ? o.prompt_field : "";
+      response_field = fields ? o.response_field : "";
+      choose_fields(row, &prompt_field, &response_field);
+      LT_CHECK(!prompt_field.empty(), file.string(), ":", line,
+               ": no prompt field (query, question or prompt); name it with ",
+               o.settings.prompt_field);
+      set.prompt_field = prompt_field;
+    }
+    set.reference_field = !o.answer_field.empty()          ? o.answer_field
+                          : set.format == "query_response" ? response_field
+                          : set.format == "alpaca"         ? "output"
+                          : set.format == "sharegpt"       ? "(the last assistant turn)"
+                                                           : "";
+  };
+
+  // The prompt of one JSON row in the planned format; a rows::RowError (or
+  // the template's jinja::TemplateRaised) when it has none.
+  auto prompt_of = [&](const json& value) {
+    PromptRow row;
+    std::optional<std::string> reference;
+    if (set.format == "tokens") {
+      const json* ids = member(value, "input_ids");
+      if (ids == nullptr || !ids->is_array() || ids->empty())
+        row_fail("input_ids", "expected a non-empty list of token ids");
+      for (const json& id : *ids) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+          row_fail("input_ids", brief_json(id) + " is not a token id");
+        row.ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+      }
+      // The padding an attention_mask marks at either end is no part of the
+      // prompt (train leaves it out too); a mask train refuses, refused.
+      const auto [first, last] = rows::attended_span(value, row.ids.size());
+      row.ids = std::vector<int32_t>(row.ids.begin() + first, row.ids.begin() + last);
+    } else if (set.format == "text") {
+      row.ids = renderer->text(string_field(value, "text", "text"));
+    } else if (set.format == "query_response") {
+      row.ids = renderer->chat(single_turn(value, string_field(value, prompt_field, prompt_field)));
+      if (!response_field.empty()) reference = reference_field(value, response_field);
+    } else if (set.format == "alpaca") {
+      std::string prompt = string_field(value, "instruction", "instruction");
+      const std::string input = optional_string_field(value, "input");
+      if (!input.empty()) prompt += "\n" + input;
+      std::vector<ChatMessage> turns = single_turn(value, std::move(prompt));
+      rows::insert_history(value, turns, /*for_prompts=*/true);
+      row.ids = renderer->chat(turns);
+      reference = reference_field(value, "output");
+    } else {
+      const std::vector<ChatMessage> turns = sharegpt_turns(value, &reference);
+      row.ids = renderer->chat(turns, rows::tools_field(value));
+    }
+    if (!o.answer_field.empty()) reference = reference_field(value, o.answer_field);
+    row.reference = std::move(reference);
+    return row;
+  };
+
+  // Reads one row with `read`, which adds its prompt; a bad one is counted
+  // and the first few described.
+  auto read_row = [&](int64_t line, auto&& read) {
+    std::string problem;
+    try {
+      read();
+      return;
+    } catch (const rows::RowError& e) {
+      problem = rows::describe(e);
+    } catch (const jinja::TemplateRaised& e) {  // the template refusing this row's turns
+      problem = std::string("the chat template refuses the row: ") + e.what();
+    }
+    ++set.skipped;
+    if (set.problems.size() < kMaxReportedProblems)
+      set.problems.push_back(file.string() + ":" + std::to_string(line) + ": " + problem);
+  };
+  auto add = [&](PromptRow row, int64_t line) {
+    row.line = line;
+    set.rows.push_back(std::move(row));
+  };
+
+  std::vector<int64_t> unplanned_empty_rows;  // {} rows read before the format was known
   for_each_row(file, layout, [&](const SourceRow& source) {
     ++set.read;
-    try {
-      if (!source.problem.empty()) row_fail(source.problem);
-      PromptRow row;
-      row.line = source.line;
+    read_row(source.line, [&] {
+      if (!source.problem.empty()) row_fail("", source.problem);
       if (layout == SourceLayout::kTextParagraphs) {
+        PromptRow row;
         row.ids = renderer->text(std::string(source.text));
-        set.rows.push_back(std::move(row));
-        return true;
+        add(std::move(row), source.line);
+        return;
       }
-      json value;
-      try {
-        value = rows::parse_row(source.text);
-      } catch (const json::parse_error& e) {
-        // Where the row breaks, as train says it: e.what() reads
-        // "[json.exception.parse_error.101] parse error at line 1, column 9: ...".
-        const std::string what = e.what();
-        const size_t cut = what.find("] ");
-        row_fail("not valid JSON (" + (cut == std::string::npos ? what : what.substr(cut + 2)) +
-                 ")");
-      } catch (const rows::RowError& e) {
-        row_fail(e.what);
+      const json value = rows::parse_object(source.text);  // as train reads it
+      if (set.format.empty() && value.empty()) {
+        unplanned_empty_rows.push_back(source.line);
+        return;
       }
-      if (!value.is_object())
-        row_fail(std::string("expected a JSON object, found ") + value.type_name());
       if (set.format.empty()) {
-        try {
-          start(detect_format(value, o));
-        } catch (const Error& e) {
-          fail(file.string(), ":", source.line, ": ", e.what());
-        }
-        if (set.format == "query_response") {
-          const bool fields = fields_apply(value, o);
-          prompt_field = fields ? o.prompt_field : "";
-          response_field = fields ? o.response_field : "";
-          choose_fields(value, &prompt_field, &response_field);
-          LT_CHECK(!prompt_field.empty(), file.string(), ":", source.line,
-                   ": no prompt field (query, question or prompt); name it with ",
-                   o.settings.prompt_field);
-          set.prompt_field = prompt_field;
-        }
-        set.reference_field = !o.answer_field.empty()          ? o.answer_field
-                              : set.format == "query_response" ? response_field
-                              : set.format == "alpaca"         ? "output"
-                              : set.format == "sharegpt"       ? "(the last assistant turn)"
-                                                               : "";
+        plan_from(value, source.line);
+        for (int64_t line : unplanned_empty_rows)
+          read_row(line, [&] { add(prompt_of(json::object()), line); });
+        unplanned_empty_rows.clear();
       }
-      std::optional<std::string> reference;
-      if (set.format == "tokens") {
-        const json* ids = member(value, "input_ids");
-        if (ids == nullptr || !ids->is_array() || ids->empty())
-          row_fail("field \"input_ids\": expected a non-empty list of token ids");
-        for (const json& id : *ids) {
-          if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-            row_fail("field \"input_ids\": " + brief_json(id) + " is not a token id");
-          row.ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
-        }
-      } else if (set.format == "text") {
-        row.ids = renderer->text(string_field(value, "text", "text"));
-      } else if (set.format == "query_response") {
-        row.ids =
-            renderer->chat(single_turn(value, string_field(value, prompt_field, prompt_field)));
-        if (!response_field.empty()) reference = reference_field(value, response_field);
-      } else if (set.format == "alpaca") {
-        std::string prompt = string_field(value, "instruction", "instruction");
-        const std::string input = optional_string_field(value, "input");
-        if (!input.empty()) prompt += "\n" + input;
-        row.ids = renderer->chat(single_turn(value, std::move(prompt)));
-        reference = reference_field(value, "output");
-      } else {
-        const std::vector<ChatMessage> turns = sharegpt_turns(value, &reference);
-        try {
-          row.ids = renderer->chat(turns, rows::tools_field(value));
-        } catch (const rows::RowError& e) {
-          row_fail("field \"" + e.field + "\": " + e.what);
-        }
-      }
-      if (!o.answer_field.empty()) reference = reference_field(value, o.answer_field);
-      row.reference = std::move(reference);
-      set.rows.push_back(std::move(row));
-    } catch (const RowError& e) {
-      ++set.skipped;
-      if (set.problems.size() < kMaxReportedProblems)
-        set.problems.push_back(file.string() + ":" + std::to_string(source.line) + ": " + e.what);
-    } catch (const jinja::TemplateRaised& e) {  // the template refusing this row's turns
-      ++set.skipped;
-      if (set.problems.size() < kMaxReportedProblems)
-        set.problems.push_back(file.string() + ":" + std::to_string(source.line) +
-                               ": the chat template refuses the row: " + e.what());
-    }
+      add(prompt_of(value), source.line);
+    });
     return true;
   });
+  for (int64_t line : unplanned_empty_rows) {
+    read_row(line, [] {
+      row_fail("", "an empty object, and no row has a field to tell the format from");
+    });
+  }
   if (set.rows.empty()) {
     fail(file.string(), ": no usable prompt (", set.read, " rows, ", set.skipped, " skipped",
          set.problems.empty() ? "" : "; first problem: ",

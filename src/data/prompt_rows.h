@@ -4,13 +4,18 @@
 // answer would begin.
 //
 // A row's prompt, by format (auto detects it from the first JSON object
+// row with fields, as train does, an empty object before it being a bad
 // row: input_ids -> tokens; conversations or messages -> sharegpt;
 // instruction -> alpaca; a prompt field query / question / prompt ->
 // query_response; text -> text; a .txt file is text paragraphs):
-//   tokens          input_ids, whole ("labels" is not read);
+//   tokens          input_ids ("labels" is not read), less the padding at
+//                   either end that attention_mask marks 0, as train leaves
+//                   it out (rows::attended_span; a mask train refuses makes
+//                   a bad row);
 //   text            the tokenizer's prefix ids and the text (no EOS);
 //   query_response  the user turn is the prompt field ("system"? as train);
-//   alpaca          instruction, or instruction + "\n" + input;
+//   alpaca          instruction, or instruction + "\n" + input, after the
+//                   turns of "history" (rows::insert_history), as train;
 //   sharegpt        every turn before the last one when the last is the
 //                   assistant's (that one is the reference), else every
 //                   turn; read as training reads them (tool calls, tool
@@ -33,8 +38,9 @@
 // one: the evaluation counts those.
 //
 // Bad rows (not JSON, a missing prompt field, ...) are counted and the first
-// ones described as "file:line: what", as load_dataset does; a file with
-// no usable row is an lt::Error.
+// ones described as "file:line: field "f": what", as load_dataset does
+// (rows are read as it reads them: rows::parse_object); a file with no
+// usable row is an lt::Error.
 #include <cstdint>
 #include <filesystem>
 #include <optional>

@@ -96,20 +96,19 @@ TEST_F(DatasetEncoding, InvalidUtf8InEveryRowIsNamedByAuto) {
   // `{"text":"abc ` is 13 bytes: the bad byte is column 14.
   const fs::path f =
       write("bad.jsonl", "{\"text\":\"abc \xFF\xFE def\"}\n{\"text\":\"\xC0\xAF\"}\n");
-  EXPECT_EQ(detect_error(f), f.string() +
-                                 ": no row is a JSON object, so the dataset format cannot be told; "
-                                 "the first of its 2 rows: " +
-                                 f.string() +
-                                 ":1: field \"text\": invalid UTF-8 (byte 0xFF at column 14)");
+  EXPECT_EQ(detect_error(f),
+            f.string() +
+                ": no row is a JSON object with fields, so the dataset format cannot be told; "
+                "the first of its 2 rows: " +
+                f.string() + ":1: field \"text\": invalid UTF-8 (byte 0xFF at column 14)");
   // A row that reads decides, after bad ones.
   const fs::path late =
       write("late.jsonl", "{\"text\":\"\xFF\"}\n{\"question\":\"q\",\"answer\":\"a\"}\n");
   EXPECT_EQ(detect_format(late, {}), "query_response");
   const fs::path empty = write("empty.jsonl", "\n  \n");
-  EXPECT_EQ(detect_error(empty),
-            empty.string() +
-                ": no row is a JSON object, so the dataset format cannot be told (the file has no "
-                "rows)");
+  EXPECT_EQ(detect_error(empty), empty.string() +
+                                     ": no row is a JSON object with fields, so the dataset format "
+                                     "cannot be told (the file has no rows)");
 }
 
 TEST_F(DatasetEncoding, ALoneSurrogateEscapeIsNamedWithItsColumn) {
@@ -119,10 +118,11 @@ TEST_F(DatasetEncoding, ALoneSurrogateEscapeIsNamedWithItsColumn) {
       f.string() +
       ":1: field \"text\": lone surrogate escape \\ud800 at column 14 (half of a UTF-16 pair, not "
       "a character)";
-  EXPECT_EQ(detect_error(f), f.string() +
-                                 ": no row is a JSON object, so the dataset format cannot be told; "
-                                 "the first of its 1 row: " +
-                                 problem);
+  EXPECT_EQ(detect_error(f),
+            f.string() +
+                ": no row is a JSON object with fields, so the dataset format cannot be told; "
+                "the first of its 1 row: " +
+                problem);
   // The same problem when the format is named.
   DatasetOptions text;
   text.format = "text";

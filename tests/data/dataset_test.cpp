@@ -795,5 +795,122 @@ TEST(Dataset, OptionErrors) {
   EXPECT_NE(error.find("unknown chat template \"vicuna\""), std::string::npos) << error;
 }
 
+// LLaMA-Factory's alpaca "history", [[instruction, response], ...], is the
+// conversation before the row's own turn; it was dropped, the model trained
+// on the last turn without the ones it answers. Its responses are trained as
+// a sharegpt row's earlier answers are (every assistant turn; LLaMA-Factory's
+// default), under every template, plain too.
+TEST(Dataset, AlpacaHistoryIsTheEarlierTurns) {
+  TempDir dir;
+  const fs::path file = dir.write(
+      "history.jsonl",
+      "{\"system\": \"Be brief.\", \"instruction\": \"Second?\", \"input\": \"x\", \"output\": "
+      "\"Two.\", \"history\": [[\"First?\", \"One.\"], [\"Again?\", \"Yes.\"]]}\n"
+      "{\"instruction\": \"Hi\", \"output\": \"Hello\", \"history\": null}\n"
+      "{\"instruction\": \"Hi\", \"output\": \"Hello\", \"history\": {\"First?\": \"One.\"}}\n"
+      "{\"instruction\": \"Hi\", \"output\": \"Hello\", \"history\": [\"First? One.\"]}\n"
+      "{\"instruction\": \"Hi\", \"output\": \"Hello\", \"history\": [[\"First?\", \"One.\", "
+      "\"Two.\"]]}\n"
+      "{\"instruction\": \"Hi\", \"output\": \"Hello\", \"history\": [[null, \"One.\"]]}\n"
+      "{\"instruction\": \"Hi\", \"output\": \"Hello\", \"history\": [[\"First?\", \" \"]]}\n");
+  const Tokenizer& qwen = reference_tokenizer("qwen3");
+  DatasetOptions options = qwen_options();
+  options.accept_mostly_bad = true;
+  DatasetReport report;
+  std::vector<Sample> samples = load_dataset(file, &qwen, options, &report);
+  EXPECT_EQ(report.format, "alpaca");
+  ASSERT_EQ(samples.size(), 2u);
+  Expected first(qwen);
+  first.chatml(kQwenSystem, "Be brief.", false)
+      .chatml(kQwenUser, "First?", false)
+      .chatml(kQwenAssistant, "One.", true)
+      .chatml(kQwenUser, "Again?", false)
+      .chatml(kQwenAssistant, "Yes.", true)
+      .chatml(kQwenUser, "Second?\nx", false)
+      .qwen3_final_answer("Two.");
+  expect_sample(samples[0], first.sample, "row 1");
+  Expected second(qwen);  // null: no history
+  second.chatml(kQwenUser, "Hi", false).qwen3_final_answer("Hello");
+  expect_sample(samples[1], second.sample, "row 2");
+  const std::string f = file.string();
+  EXPECT_EQ(report.problems,
+            (std::vector<std::string>{
+                f + ":3: field \"history\": expected a list of [instruction, response] pairs, "
+                    "found object",
+                f + ":4: field \"history[0]\": expected a pair [instruction, response], found "
+                    "\"First? One.\"",
+                f + ":5: field \"history[0]\": expected a pair [instruction, response], found "
+                    "[\"First?\",\"One.\",\"Two.\"]",
+                f + ":6: field \"history[0][0]\": expected a string, found null",
+                f + ":7: field \"history[0][1]\": empty response",
+            }));
+
+  // GPT-2 has no chat template: the plain layout writes the turns as it
+  // writes a conversation, each answer trained with its EOS.
+  const Tokenizer& gpt2 = reference_tokenizer("gpt2");
+  DatasetOptions plain;
+  plain.accept_mostly_bad = true;
+  samples = load_dataset(file, &gpt2, plain, &report);
+  EXPECT_EQ(report.template_name, "plain");
+  ASSERT_EQ(samples.size(), 2u);
+  Expected e(gpt2);
+  e.masked("Be brief.\nFirst?\n")
+      .trained("One.")
+      .trained(kGpt2Eos)
+      .masked("Again?\n")
+      .trained("Yes.")
+      .trained(kGpt2Eos)
+      .masked("Second?\nx\n")
+      .trained("Two.")
+      .trained(kGpt2Eos);
+  expect_sample(samples[0], e.sample, "row 1, plain");
+}
+
+// The format comes from the first row with fields. An empty object first
+// (an export's placeholder) refused the whole file ("cannot tell the
+// dataset format from the fields []"); it is a bad row of the format the
+// next rows have, as a later {} is. Blank lines are no rows.
+TEST(Dataset, AnEmptyFirstRowIsABadRow) {
+  TempDir dir;
+  const fs::path file = dir.write("empty_first.jsonl",
+                                  " \t\n"
+                                  "{}\n"
+                                  "{\"instruction\": \"Say hi.\", \"output\": \"Hi!\"}\n"
+                                  "{}\n"
+                                  "{\"instruction\": \"Say bye.\", \"output\": \"Bye!\"}\n"
+                                  "{\"instruction\": \"Say yes.\", \"output\": \"Yes!\"}\n");
+  const Tokenizer& gpt2 = reference_tokenizer("gpt2");
+  DatasetReport report;
+  std::vector<Sample> samples = load_dataset(file, &gpt2, {}, &report);
+  EXPECT_EQ(report.format, "alpaca");
+  EXPECT_EQ(report.rows, 5);
+  EXPECT_EQ(report.skipped, 2);
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(samples[0].line, 3);
+  Expected e(gpt2);
+  e.masked("Say hi.\n").trained("Hi!").trained(kGpt2Eos);
+  expect_sample(samples[0], e.sample, "line 3");
+  const std::string f = file.string();
+  EXPECT_EQ(report.problems, (std::vector<std::string>{f + ":2: field \"instruction\": missing",
+                                                       f + ":4: field \"instruction\": missing"}));
+  EXPECT_EQ(detect_format(file, {}), "alpaca");
+
+  // strict: the first bad row, the empty object, is the error.
+  DatasetOptions strict;
+  strict.strict = true;
+  EXPECT_EQ(error_of([&] { load_dataset(file, &gpt2, strict, nullptr); }),
+            f + ":2: field \"instruction\": missing");
+
+  const fs::path only_empty = dir.write("only_empty.jsonl", "{}\n\n{}\n");
+  const std::string g = only_empty.string();
+  EXPECT_EQ(error_of([&] { load_dataset(only_empty, &gpt2, {}, nullptr); }),
+            g + ": no usable samples (2 rows, 2 skipped; first problem: " + g +
+                ":1: an empty object, and no row has a field to tell the format from)");
+  EXPECT_NE(error_of([&] {
+              detect_format(only_empty, {});
+            }).find("no row is a JSON object with fields, so the dataset format cannot be told"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace lt::data

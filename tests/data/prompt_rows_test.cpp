@@ -12,7 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <string>
+#include <variant>
+#include <vector>
 
+#include "core/error.h"
 #include "data/dataset.h"
 #include "tokenizer_fixtures.h"
 
@@ -222,6 +226,188 @@ TEST(PromptRows, ARowNotJsonSaysWhereItBreaks) {
   EXPECT_NE(prompts.problems[0].find(":2: not valid JSON (parse error at line 1, column 32: "),
             std::string::npos)
       << prompts.problems[0];
+}
+
+// Token rows saved from transformers' tokenizer(..., padding=...) mark
+// their pad tokens 0 in attention_mask. train leaves that padding out
+// (rows::attended_span); generate and eval used to prompt with it, the
+// pads before or after the question. A mask train refuses (a hole, a
+// length or value it cannot read) is a bad row here too, named alike.
+TEST(PromptRows, TokenRowsLeaveOutTheMaskedPadding) {
+  const ScratchFiles files;
+  const fs::path file = files.write(
+      "padded.jsonl",
+      "{\"input_ids\": [50256, 50256, 15, 16, 17], \"attention_mask\": [0, 0, 1, 1, 1]}\n"
+      "{\"input_ids\": [15, 16, 50256], \"attention_mask\": [1, 1, 0]}\n"
+      "{\"input_ids\": [15, 16]}\n"
+      "{\"input_ids\": [5, 0, 7], \"attention_mask\": [1, 0, 1]}\n"
+      "{\"input_ids\": [5, 6], \"attention_mask\": [1]}\n"
+      "{\"input_ids\": [5, 6], \"attention_mask\": [1, 2]}\n"
+      "{\"input_ids\": [0, 0], \"attention_mask\": [0, 0]}\n");
+  const PromptSet prompts = load_prompts(file, nullptr, {});
+  EXPECT_EQ(prompts.format, "tokens");
+  ASSERT_EQ(prompts.rows.size(), 3u);
+  EXPECT_EQ(prompts.rows[0].ids, (std::vector<int32_t>{15, 16, 17}));
+  EXPECT_EQ(prompts.rows[1].ids, (std::vector<int32_t>{15, 16}));
+  EXPECT_EQ(prompts.rows[2].ids, (std::vector<int32_t>{15, 16}));
+  EXPECT_EQ(prompts.skipped, 4);
+  const std::string f = file.string();
+  EXPECT_EQ(prompts.problems,
+            (std::vector<std::string>{
+                f + ":4: field \"attention_mask[1]\": 0 between attended tokens (1): only "
+                    "padding at either end of a row is left out",
+                f + ":5: field \"attention_mask\": expected a list as long as input_ids (2), "
+                    "found 1 items",
+                f + ":6: field \"attention_mask[1]\": expected 0 or 1, found 2",
+                f + ":7: field \"attention_mask\": every token is padding (0)",
+            }));
+  // The rows train skips are these four too.
+  DatasetOptions train;
+  train.accept_mostly_bad = true;
+  DatasetReport report;
+  load_dataset(file, nullptr, train, &report);
+  EXPECT_EQ(report.skipped, 4);
+}
+
+// A math row whose question or answer holds text no JSON reader takes
+// (invalid UTF-8, half a surrogate pair) was skipped as "not valid JSON
+// (parse error ...)" with the parser's bytes, where train names the field
+// and the byte: the prompts read rows as train reads them.
+TEST(PromptRows, ABadMathFieldIsNamed) {
+  const ScratchFiles files;
+  const fs::path file = files.write("math.jsonl",
+                                    "{\"question\": \"1+1?\", \"answer\": \"2\"}\n"
+                                    "{\"question\": \"caf\xff\", \"answer\": \"2\"}\n"
+                                    "{\"question\": \"q\", \"answer\": \"a\\ud800b\"}\n"
+                                    "{\"question\": \"q\",\n");
+  const PromptSet prompts =
+      load_prompts(file, &testing::reference_tokenizer("qwen3"), qwen3_options());
+  ASSERT_EQ(prompts.rows.size(), 1u);
+  const std::string f = file.string();
+  ASSERT_EQ(prompts.problems.size(), 3u);
+  EXPECT_EQ(prompts.problems[0],
+            f + ":2: field \"question\": invalid UTF-8 (byte 0xFF at column 18)");
+  EXPECT_EQ(prompts.problems[1],
+            f + ":3: field \"answer\": lone surrogate escape \\ud800 at column "
+                "31 (half of a UTF-16 pair, not a character)");
+  EXPECT_NE(prompts.problems[2].find(":4: not valid JSON ("), std::string::npos)
+      << prompts.problems[2];
+  EXPECT_NE(prompts.problems[2].find("the line ends inside the object"), std::string::npos)
+      << prompts.problems[2];
+}
+
+// The ids of `pieces` in order: a special id as it is, text encoded.
+std::vector<int32_t> ids_of(const Tokenizer& tokenizer,
+                            const std::vector<std::variant<int32_t, std::string>>& pieces) {
+  std::vector<int32_t> ids;
+  for (const auto& piece : pieces) {
+    if (const int32_t* id = std::get_if<int32_t>(&piece)) {
+      ids.push_back(*id);
+      continue;
+    }
+    for (uint32_t id : tokenizer.encode(std::get<std::string>(piece)))
+      ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+// LLaMA-Factory's alpaca "history" ([instruction, response] pairs) are the
+// turns before the row's own: the prompt asks the row's instruction after
+// them. They were dropped, the model asked without the conversation.
+TEST(PromptRows, AlpacaHistoryTurnsComeFirst) {
+  const ScratchFiles files;
+  const fs::path file = files.write(
+      "history.jsonl",
+      "{\"system\": \"Be brief.\", \"instruction\": \"Second?\", \"input\": \"x\", \"output\": "
+      "\"Two.\", \"history\": [[\"First?\", \"One.\"]]}\n"
+      "{\"instruction\": \"Hi\", \"output\": \"Hello\", \"history\": \"First?\"}\n"
+      "{\"instruction\": \"Hi\", \"output\": \"Hello\", \"history\": [[\"First?\"]]}\n"
+      "{\"instruction\": \"Hi\", \"output\": \"Hello\", \"history\": [[\"First?\", 1]]}\n"
+      "{\"instruction\": \"Hi\", \"output\": \"Hello\", \"history\": []}\n");
+  // Qwen3's own template: ChatML turns, the last answer after an empty
+  // think block (as transformers renders the generation prompt).
+  constexpr int32_t kImEnd = 151645, kNewline = 198, kSystem = 8948, kUser = 872,
+                    kAssistant = 77091, kThink = 151667, kThinkEnd = 151668, kTwoNewlines = 271;
+  const Tokenizer& qwen = testing::reference_tokenizer("qwen3");
+  const PromptSet prompts = load_prompts(file, &qwen, qwen3_options());
+  EXPECT_EQ(prompts.format, "alpaca");
+  ASSERT_EQ(prompts.rows.size(), 2u);
+  EXPECT_EQ(
+      prompts.rows[0].ids,
+      ids_of(qwen, {kImStart,    kSystem,    kNewline, "Be brief.",  kImEnd,       kNewline,  //
+                    kImStart,    kUser,      kNewline, "First?",     kImEnd,       kNewline,  //
+                    kImStart,    kAssistant, kNewline, "One.",       kImEnd,       kNewline,  //
+                    kImStart,    kUser,      kNewline, "Second?\nx", kImEnd,       kNewline,  //
+                    kImStart,    kAssistant, kNewline, kThink,       kTwoNewlines, kThinkEnd,
+                    kTwoNewlines}));
+  EXPECT_EQ(prompts.rows[0].reference, "Two.");
+  EXPECT_EQ(prompts.rows[1].line, 5);  // an empty history adds no turn
+  EXPECT_EQ(prompts.rows[1].ids,
+            ids_of(qwen, {kImStart, kUser, kNewline, "Hi", kImEnd, kNewline, kImStart, kAssistant,
+                          kNewline, kThink, kTwoNewlines, kThinkEnd, kTwoNewlines}));
+  const std::string f = file.string();
+  EXPECT_EQ(prompts.problems,
+            (std::vector<std::string>{
+                f + ":2: field \"history\": expected a list of [instruction, response] pairs, "
+                    "found string",
+                f + ":3: field \"history[0]\": expected a pair [instruction, response], found "
+                    "[\"First?\"]",
+                f + ":4: field \"history[0][1]\": expected a string, found number",
+            }));
+
+  // Without a chat template (GPT-2's: the plain layout), the turns as the
+  // plain layout writes a conversation: each prompt line, each answer and EOS.
+  const Tokenizer& gpt2 = testing::reference_tokenizer("gpt2");
+  PromptOptions plain;
+  plain.tokenizer_path = testing::fixtures_dir() / "gpt2";
+  const PromptSet plain_prompts = load_prompts(file, &gpt2, plain);
+  EXPECT_EQ(plain_prompts.template_name, "plain");
+  ASSERT_EQ(plain_prompts.rows.size(), 2u);
+  EXPECT_EQ(plain_prompts.rows[0].ids,
+            ids_of(gpt2, {"Be brief.\nFirst?\n", "One.", 50256, "Second?\nx\n"}));
+}
+
+// The format comes from the first row with fields: an empty object first
+// (an export's placeholder) refused the whole file, "cannot tell the prompt
+// format from the fields []". It is a bad row of the format the next rows
+// have; blank lines are no rows at all, as train reads them.
+TEST(PromptRows, AnEmptyFirstRowIsABadRow) {
+  const ScratchFiles files;
+  const fs::path file = files.write("empty_first.jsonl",
+                                    " \t\n"
+                                    "{}\n"
+                                    "{\"instruction\": \"Add 2 and 2.\", \"output\": \"4\"}\n"
+                                    "{}\n"
+                                    "{\"instruction\": \"Add 3 and 2.\", \"output\": \"5\"}\n");
+  const PromptSet prompts =
+      load_prompts(file, &testing::reference_tokenizer("qwen3"), qwen3_options());
+  EXPECT_EQ(prompts.format, "alpaca");
+  EXPECT_EQ(prompts.read, 4);
+  ASSERT_EQ(prompts.rows.size(), 2u);
+  EXPECT_EQ(prompts.rows[0].line, 3);
+  EXPECT_EQ(prompts.rows[1].line, 5);
+  const std::string f = file.string();
+  EXPECT_EQ(prompts.problems, (std::vector<std::string>{f + ":2: field \"instruction\": missing",
+                                                        f + ":4: field \"instruction\": missing"}));
+
+  const fs::path array =
+      files.write("empty_first.json", "[{}, {\"question\": \"1+1?\", \"answer\": \"2\"}]\n");
+  const PromptSet from_array =
+      load_prompts(array, &testing::reference_tokenizer("qwen3"), qwen3_options());
+  EXPECT_EQ(from_array.format, "query_response");
+  EXPECT_EQ(from_array.rows.size(), 1u);
+  EXPECT_EQ(from_array.skipped, 1);
+
+  const fs::path only_empty = files.write("only_empty.jsonl", "{}\n{}\n");
+  try {
+    load_prompts(only_empty, &testing::reference_tokenizer("qwen3"), qwen3_options());
+    ADD_FAILURE() << "expected an lt::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              only_empty.string() +
+                  ": no usable prompt (2 rows, 2 skipped; first problem: " + only_empty.string() +
+                  ":1: an empty object, and no row has a field to tell the format from)");
+  }
 }
 
 }  // namespace
