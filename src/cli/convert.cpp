@@ -1,7 +1,10 @@
 // `lazytrain convert --model DIR --out DIR [--dtype bf16|f16|f32]
 // [--max-shard-gb G]`: rewrites a Hugging Face folder as lazytrain writes
 // it (config + sharded safetensors), with the tokenizer and generation
-// files copied so the result is complete.
+// files copied so the result is complete, and the license files and model
+// card (LICENSE, USE_POLICY.md, README.md, ...), which a model's license
+// may require to go with its weights. It prints what it copied and, in one
+// line, what it left behind.
 //
 // The new folder is built beside --out under a hidden name and renamed into
 // place only when complete, as checkpoints are: a full disk or a crash
@@ -16,12 +19,15 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
@@ -59,12 +65,47 @@ constexpr auto kCompanionFiles = [] {
   return files;
 }();
 
+// Whether `name` is a license or a note that goes with the weights: Llama's
+// license asks that it travel with them (LICENSE, USE_POLICY.md), and a
+// model card (README.md) says what the weights are. LICENSE, LICENSE.txt,
+// LICENSE-MODEL, LICENCE.md, NOTICE, COPYING, README.md, USE_POLICY.md,
+// ACCEPTABLE_USE_POLICY.txt, in any case; as text (no extension, .txt,
+// .md, .rst), so a guide in PDF or an image is not taken for one.
+bool is_license_like(const std::string& name) {
+  std::string lower;
+  for (const char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string stem = lower;
+  for (const char* extension : {".txt", ".md", ".rst"}) {
+    if (lower.ends_with(extension)) stem = lower.substr(0, lower.size() - std::strlen(extension));
+  }
+  if (stem.find('.') != std::string::npos) return false;
+  if (stem.starts_with("license") || stem.starts_with("licence")) return true;
+  for (const char* known : {"copying", "notice", "readme", "use_policy", "acceptable_use_policy"}) {
+    if (stem == known) return true;
+  }
+  return false;
+}
+
 // Written first into the folder being built, so that a later convert can
 // tell a folder a killed convert left from anything else.
 constexpr const char* kBuildMarker = ".lazytrain-convert";
 
-// Whether `name` is a file convert writes (or a companion it copies).
-bool is_written_by_convert(const std::string& name) {
+// Whether the files `a` and `b` hold the same bytes (false when either
+// cannot be read).
+bool same_contents(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  if (fs::file_size(a, ec) != fs::file_size(b, ec) || ec) return false;
+  std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
+  return fa && fb &&
+         std::equal(std::istreambuf_iterator<char>(fa), std::istreambuf_iterator<char>(),
+                    std::istreambuf_iterator<char>(fb), std::istreambuf_iterator<char>());
+}
+
+// Whether `name` in an existing --out is a file convert writes (or a
+// companion it copies). A license-like file is only when it is the copy
+// of `model`'s: a README.md the user wrote into --out is theirs, not ours
+// to replace.
+bool is_written_by_convert(const std::string& name, const fs::path& out, const fs::path& model) {
   if (name == "config.json" || name == io::kHfWeightsFile || name == io::kHfIndexFile ||
       name == kBuildMarker) {
     return true;
@@ -73,12 +114,63 @@ bool is_written_by_convert(const std::string& name) {
   for (const char* companion : kCompanionFiles) {
     if (name == companion) return true;
   }
-  return false;
+  return is_license_like(name) && same_contents(out / name, model / name);
+}
+
+// Whether `name` in the source folder is what convert writes anew: the
+// config and the weights (which it read), not files to copy.
+bool is_rewritten_by_convert(const std::string& name) {
+  return name == "config.json" || name == io::kHfWeightsFile || name == io::kHfIndexFile ||
+         (name.starts_with("model-") && name.ends_with(".safetensors"));
+}
+
+// The files of the source folder that go into the new one: the companions,
+// then the license-like files (regular files, or links to one), each by
+// name; `left` gets the other entries, which convert neither copies nor
+// writes anew (a folder with a trailing "/").
+std::vector<std::string> files_to_copy(const fs::path& model, std::vector<std::string>* left) {
+  std::vector<std::string> copied;
+  std::vector<std::string> companions;
+  for (const auto& entry : fs::directory_iterator(model)) {
+    const std::string name = entry.path().filename().string();
+    if (is_rewritten_by_convert(name)) continue;
+    const bool companion = std::any_of(kCompanionFiles.begin(), kCompanionFiles.end(),
+                                       [&](const char* c) { return name == c; });
+    if (companion && entry.exists()) {
+      // Refused when copied (require_regular_file) if not a file: a
+      // tokenizer.json that is a FIFO is an error, not a file to leave.
+      companions.push_back(name);
+    } else if (is_license_like(name) && entry.is_regular_file()) {
+      copied.push_back(name);
+    } else {
+      left->push_back(entry.is_directory() ? name + "/" : name);
+    }
+  }
+  std::sort(companions.begin(), companions.end());
+  std::sort(copied.begin(), copied.end());
+  std::sort(left->begin(), left->end());
+  companions.insert(companions.end(), copied.begin(), copied.end());
+  return companions;
+}
+
+// Copies `src` to `dst` and syncs it: copy_file does not sync, and the
+// rename that publishes the folder must not publish a file whose bytes are
+// still only in the page cache.
+void copy_synced(const fs::path& src, const fs::path& dst) {
+  require_regular_file(src);
+  fs::copy_file(src, dst);
+  const int fd = ::open(dst.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    fail("cannot write ", dst.string(), ": ", std::strerror(err));
+  }
+  ::close(fd);
 }
 
 // An existing --out is replaced whole; that must not take files the user
 // put there, so a folder holding anything convert does not write is refused.
-void check_out(const fs::path& out) {
+void check_out(const fs::path& out, const fs::path& model) {
   std::error_code ec;
   const fs::file_status status = fs::status(out, ec);
   if (!fs::exists(status)) return;
@@ -89,7 +181,8 @@ void check_out(const fs::path& out) {
   std::vector<std::string> foreign;
   for (const auto& entry : fs::directory_iterator(out)) {
     const std::string name = entry.path().filename().string();
-    if (!is_written_by_convert(name) || !entry.is_regular_file()) foreign.push_back(name);
+    if (!is_written_by_convert(name, out, model) || !entry.is_regular_file())
+      foreign.push_back(name);
   }
   if (foreign.empty()) return;
   std::sort(foreign.begin(), foreign.end());  // the same names each time, not the folder's order
@@ -188,7 +281,7 @@ void run_convert(const ConvertArgs& args) {
            "--out must name a folder, got '", args.out, "'");
   LT_CHECK(fs::weakly_canonical(args.model) != fs::weakly_canonical(out),
            "--out must differ from --model (the source would be overwritten while read)");
-  check_out(out);
+  check_out(out, args.model);
   const DType dtype = dtype_from_name(args.dtype);
   models::CausalLM model = io::load_hf_model(args.model, DType::F32);
   check_tokenizer_fits(args.model, model.config().vocab_size);
@@ -200,6 +293,9 @@ void run_convert(const ConvertArgs& args) {
   if (!values.not_finite.empty())
     fmt::print(stderr, "warning: {} holds weights that are NaN or inf (written as they are): {}\n",
                args.model, fmt::join(values.not_finite, "; "));
+
+  std::vector<std::string> left;
+  const std::vector<std::string> copied = files_to_copy(args.model, &left);
 
   const fs::path parent = out.parent_path();
   std::error_code ec;
@@ -220,21 +316,7 @@ void run_convert(const ConvertArgs& args) {
     io::HfWriteOptions options;
     options.max_shard_bytes = static_cast<uint64_t>(args.max_shard_gb * 1e9);
     io::save_hf_model(model, built, dtype, options, fs::path(args.model) / "config.json");
-    for (const char* name : kCompanionFiles) {
-      const fs::path src = fs::path(args.model) / name;
-      if (!fs::exists(src)) continue;
-      require_regular_file(src);
-      fs::copy_file(src, built / name);
-      // copy_file does not sync; the rename below must not publish a file
-      // whose bytes are still only in the page cache.
-      const int fd = ::open((built / name).c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0 || ::fsync(fd) != 0) {
-        const int err = errno;
-        if (fd >= 0) ::close(fd);
-        fail("cannot write ", (built / name).string(), ": ", std::strerror(err));
-      }
-      ::close(fd);
-    }
+    for (const std::string& name : copied) copy_synced(fs::path(args.model) / name, built / name);
     fsync_dir(built);
     move_into_place(built, out);
     fs::remove(out / kBuildMarker);
@@ -247,6 +329,19 @@ void run_convert(const ConvertArgs& args) {
   }
   fmt::print("wrote {} ({} parameters, {})\n", out.string(), model.config().num_parameters(),
              args.dtype);
+  // What else went along, and what did not: a license left behind unsaid
+  // is one the weights no longer carry.
+  if (!copied.empty()) fmt::print("copied from {}: {}\n", args.model, fmt::join(copied, ", "));
+  if (!left.empty()) {
+    // A folder of hundreds of .bin shards is named by its first few.
+    constexpr size_t kNamed = 8;
+    const size_t named = std::min(left.size(), kNamed);
+    fmt::print(
+        "not copied: {}{} (convert copies the tokenizer, generation and license files and "
+        "README.md; the weights and config.json it writes anew)\n",
+        fmt::join(left.begin(), left.begin() + static_cast<std::ptrdiff_t>(named), ", "),
+        left.size() > named ? fmt::format(" and {} more", left.size() - named) : "");
+  }
 }
 
 }  // namespace

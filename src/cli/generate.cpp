@@ -3,16 +3,22 @@
 //  [--max-new-tokens N] [--temperature X] [--top-p P] [--top-k K] [--seed S]
 //  [--stop STR ...] [--device D] [--device-memory-gb X] [--json]`
 #include <fmt/format.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "cli/commands.h"
 #include "cli/shell_expanded_path.h"
 #include "data/chat_rows.h"
+#include "data/jinja_value.h"
+#include "data/prompt_rows.h"
 #include "data/unicode.h"
 #include "train/generation.h"
 #include "train/generation_sampling.h"
@@ -22,6 +28,8 @@
 namespace lt::cli {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 struct GenerateArgs {
   std::string model, prompt, data;
@@ -146,6 +154,40 @@ nlohmann::json row_json(const train::Generation& g, int64_t row, int64_t line, b
   return j;
 }
 
+// The file of --tools, every problem with it led by "--tools FILE": the
+// reader names the file alone, which did not say where it was given.
+data::jinja::Value read_tools_option(const std::string& file) {
+  std::error_code ec;
+  if (!fs::exists(fs::status(file, ec))) fail("--tools ", file, ": cannot read it: no such file");
+  if (fs::is_regular_file(fs::status(file, ec)) && ::access(file.c_str(), R_OK) != 0)
+    fail("--tools ", file, ": cannot read it: ", std::strerror(errno));
+  try {
+    return data::rows::read_tools_file(file);
+  } catch (const Error& e) {
+    // The reader leads with the file: "FILE: not valid JSON (... at line
+    // 3, column 5 ...)", "FILE: cannot open the file".
+    const std::string message = e.what();
+    const std::string rest =
+        message.starts_with(file + ": ") ? message.substr(file.size() + 2) : message;
+    fail("--tools ", file, ": ", rest);
+  }
+}
+
+// The --prompt's tokens, laid out with the tools of --tools. A built-in
+// layout refuses tools as a data row's ("the row has tools"); here no row
+// has them, --tools gave them, and the refusal says so.
+std::vector<int32_t> chat_with_tools_option(const data::PromptRenderer& renderer,
+                                            const GenerateArgs& args,
+                                            const data::jinja::Value& tools) {
+  try {
+    return renderer.chat({{data::Role::kUser, args.prompt}}, tools);
+  } catch (const data::jinja::TemplateRaised& e) {
+    const std::string message = e.what(), row = "the row has tools";
+    if (args.tools.empty() || !message.starts_with(row)) throw;
+    fail("generate: --tools ", args.tools, " gives tools", message.substr(row.size()));
+  }
+}
+
 void run_generate(const GenerateArgs& args) {
   LT_CHECK(!args.prompt.empty() || !args.data.empty(),
            "generate: give --prompt TEXT (not empty) or --data FILE.jsonl");
@@ -176,7 +218,7 @@ void run_generate(const GenerateArgs& args) {
          "--data, or leave ", name, " out");
   }
   data::jinja::Value tools;  // null: none
-  if (!args.tools.empty()) tools = data::rows::read_tools_file(args.tools);
+  if (!args.tools.empty()) tools = read_tools_option(args.tools);
   check_model_folder(args.model, "--model ");
   train::GenerationModel g = train::load_generation_model(
       args.model, args.tokenizer, args.device, /*tokenizer_required=*/!args.prompt.empty(),
@@ -190,8 +232,7 @@ void run_generate(const GenerateArgs& args) {
   std::string source;
   if (!args.prompt.empty()) {
     data::PromptRenderer renderer(*g.tokenizer, g.tokenizer_path, chosen.name);
-    prompts.rows.push_back(
-        {0, renderer.chat({{data::Role::kUser, args.prompt}}, tools), std::nullopt});
+    prompts.rows.push_back({0, chat_with_tools_option(renderer, args, tools), std::nullopt});
     prompts.format = "prompt";
     prompts.template_name = renderer.template_name();
     prompts.turn_end = renderer.turn_end();

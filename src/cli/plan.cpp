@@ -198,6 +198,8 @@ std::vector<std::string> config_overrides(const PlanArgs& args, const CLI::App& 
 // set their keys (Note [Plan flags with --config]).
 void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
   // The data is not read: a recipe plans before its data is there.
+  for (const std::string& w : train::overrides_given_twice(args.overrides))
+    fmt::print(stderr, "{}\n", w);
   train::TrainConfig c = train::load_train_config(args.config, config_overrides(args, cmd),
                                                   train::DataFiles::kNotRead);
   // train.seq_len left at its default runs at a shorter model's context,

@@ -62,6 +62,8 @@ void add_train_command(CLI::App& app) {
     // `--resume ''` is a mistake, not a fresh run: count the option, not
     // its value.
     const bool resuming = resume_option->count() > 0;
+    for (const std::string& w : train::overrides_given_twice(args->overrides))
+      fmt::print(stderr, "{}\n", w);
     train::TrainConfig config = train::load_train_config_for(args->config, args->overrides,
                                                              resuming ? &args->resume : nullptr);
     train::TrainRunOptions options;

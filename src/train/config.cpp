@@ -382,7 +382,12 @@ void note_origins(std::map<std::string, std::string>& origins, const std::string
   note_inside(key, entry.second);
 }
 
-void apply(TrainConfig& config, const YAML::Node& root, const std::string& source) {
+// Sets the keys `root` gives, each noted in config.key_origins as set by
+// `source`; with `keys_set`, also lists them there (every key of a value
+// that is a mapping of keys: exec.zenflow={topk_ratio: 0.1} sets
+// exec.zenflow.topk_ratio).
+void apply(TrainConfig& config, const YAML::Node& root, const std::string& source,
+           std::vector<std::string>* keys_set = nullptr) {
   if (!root || root.IsNull()) return;
   struct LinesOf {
     bool before = nodes_have_file_lines;
@@ -453,6 +458,7 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
             fail(source, ": ", e.what());  // the file (or --set) the value came from
           }
           note_origins(config.key_origins, key, entry, source);
+          if (keys_set != nullptr) keys_set->push_back(key);
         }
       };
   for (const auto& section : entries_with_merges(root, source, where)) {
@@ -1029,6 +1035,31 @@ TrainConfig load_train_config(const std::string& file, const std::vector<std::st
     fail(file, ": ", message);
   }
   return config;
+}
+
+std::vector<std::string> overrides_given_twice(const std::vector<std::string>& overrides) {
+  std::vector<std::string> warnings;
+  std::map<std::string, std::string> set_by;  // key -> the override that set it last
+  for (const std::string& o : overrides) {
+    // The keys `o` sets, as it sets them over any config (a mapping's too).
+    std::vector<std::string> keys;
+    try {
+      TrainConfig scratch;
+      apply(scratch, override_node(o), "--set " + o, &keys);
+    } catch (const Error&) {
+      continue;  // said as the config is loaded, in its turn
+    }
+    for (const std::string& key : keys) {
+      const auto [earlier, first] = set_by.emplace(key, o);
+      if (!first) {
+        warnings.push_back(fmt::format(
+            "warning: --set: '{}' is given twice (--set {}, then --set {}); the last is used", key,
+            earlier->second, o));
+        earlier->second = o;
+      }
+    }
+  }
+  return warnings;
 }
 
 TrainConfig read_train_config_unchecked(const std::filesystem::path& file) {

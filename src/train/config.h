@@ -229,6 +229,15 @@ std::vector<std::string> input_files_not_there(const TrainConfig& c);
 TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides,
                               DataFiles data_files = DataFiles::kRead);
 
+// One warning for each key that two of a command line's `--set` overrides
+// set, naming the key and both (`--set optim.lr=1e-4 --set optim.lr=3e-4`
+// ran at 3e-4 without a word), also where one sets it inside a mapping
+// (exec.zenflow={topk_ratio: 0.1}) and the other by its name. The last
+// still wins, as helm's and git -c's do: a wrapper script's defaults
+// followed by the user's own are a repeat on purpose. train and plan
+// --config print them before the config is read.
+std::vector<std::string> overrides_given_twice(const std::vector<std::string>& overrides);
+
 // A config file over the defaults, not validated: a checkpoint's
 // train_config.yaml, read to resume from and to compare with.
 TrainConfig read_train_config_unchecked(const std::filesystem::path& file);

@@ -33,6 +33,11 @@ const fs::path kQwen3Tokenizer = lt::testing::qwen3_tokenizer_dir();
 using lt::testing::copy_of_llama;
 using lt::testing::write_letters_tokenizer;
 
+// The line for the fixture's reference.safetensors, which convert leaves.
+const std::string kNotCopiedReference =
+    "not copied: reference.safetensors (convert copies the tokenizer, generation and license "
+    "files and README.md; the weights and config.json it writes anew)\n";
+
 class ConvertCommand : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -264,7 +269,10 @@ TEST_F(ConvertCommand, ATokenizerWhoseIdsPassTheVocabularyIsRefused) {
     write_letters_tokenizer(model, largest_id);
     log = convert(args, &status);
     EXPECT_EQ(status, 0) << largest_id << ": " << log;
-    EXPECT_EQ(log, "wrote " + out.string() + " (32496 parameters, bf16)\n") << largest_id;
+    EXPECT_EQ(log, "wrote " + out.string() + " (32496 parameters, bf16)\ncopied from " +
+                       model.string() + ": generation_config.json, tokenizer.json\n" +
+                       kNotCopiedReference)
+        << largest_id;
     EXPECT_TRUE(fs::exists(out / "tokenizer.json")) << largest_id;
   }
   // One this program cannot read is copied unchecked, saying so.
@@ -298,6 +306,63 @@ TEST_F(ConvertCommand, ATokenizerWhoseAddedTokensAlonePassTheRowsIsConvertedWith
       << log;
   EXPECT_EQ(contents(out).at("tokenizer.json"), contents(model).at("tokenizer.json"));
   EXPECT_EQ(io::load_hf_model(out).config().vocab_size, 97);
+}
+
+// Llama's license asks that it go with the weights: convert copies the
+// license files and the model card beside them (bytes as they are), says
+// what it copied, and names in one line what it left. It dropped them
+// without a word.
+TEST_F(ConvertCommand, TheLicenseAndReadmeGoWithTheWeights) {
+  const fs::path model = copy_of_llama(dir_ / "model");
+  const std::map<std::string, std::string> notes = {
+      {"LICENSE", "LLAMA 3.1 COMMUNITY LICENSE AGREEMENT\n"},
+      {"LICENSE.txt", "Apache License 2.0\n"},
+      {"NOTICE", "Copyright the authors\n"},
+      {"README.md", "# A model card\n"},
+      {"USE_POLICY.md", "# Acceptable Use Policy\n"},
+  };
+  for (const auto& [name, text] : notes) std::ofstream(model / name) << text;
+  std::ofstream(model / "Responsible-Use-Guide.pdf") << "%PDF";
+  std::ofstream(model / ".gitattributes") << "*.safetensors filter=lfs\n";
+  fs::create_directories(model / "original");
+  std::ofstream(model / "original" / "params.json") << "{}";
+  const fs::path out = dir_ / "out";
+  int status = 0;
+  std::string log = convert("--model " + model.string() + " --out " + out.string(), &status);
+  ASSERT_EQ(status, 0) << log;
+  EXPECT_EQ(log, "wrote " + out.string() + " (32496 parameters, bf16)\ncopied from " +
+                     model.string() +
+                     ": generation_config.json, LICENSE, LICENSE.txt, NOTICE, README.md, "
+                     "USE_POLICY.md\nnot copied: .gitattributes, Responsible-Use-Guide.pdf, "
+                     "original/, reference.safetensors (convert copies the tokenizer, generation "
+                     "and license files and README.md; the weights and config.json it writes "
+                     "anew)\n");
+  const auto written = contents(out);
+  for (const auto& [name, text] : notes) {
+    ASSERT_TRUE(written.count(name)) << name;
+    EXPECT_EQ(written.at(name), text) << name;
+  }
+  for (const char* left : {"Responsible-Use-Guide.pdf", ".gitattributes", "original"})
+    EXPECT_FALSE(fs::exists(out / left)) << left;
+
+  // They are convert's own in --out while they are the source's copies:
+  // converting again replaces them.
+  log = convert("--model " + model.string() + " --out " + out.string(), &status);
+  ASSERT_EQ(status, 0) << log;
+  // Not when they differ from the source's, or the source has none: a
+  // README.md or LICENSE in --out may be the user's own, and is kept.
+  std::ofstream(out / "README.md") << "# my notes on this run\n";
+  log = convert("--model " + model.string() + " --out " + out.string(), &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(log.find("holds 1 entry convert does not write (README.md)"), std::string::npos) << log;
+  EXPECT_EQ(contents(out).at("README.md"), "# my notes on this run\n");
+  log = convert("--model " + kLlama.string() + " --out " + out.string(), &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(log.find("holds 5 entries convert does not write (LICENSE, LICENSE.txt, NOTICE, "
+                     "README.md, USE_POLICY.md)"),
+            std::string::npos)
+      << log;
+  for (const auto& [name, text] : notes) EXPECT_TRUE(fs::exists(out / name)) << name;
 }
 
 }  // namespace
