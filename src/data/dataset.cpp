@@ -679,9 +679,14 @@ void check_ids_in_vocab(const std::vector<Sample>& samples, int64_t vocab,
     for (size_t j = 0; j < s.ids.size(); ++j) {
       const int32_t id = s.ids[j];
       if (id < 0 || id >= vocab) {
+        // A tokenizer whose vocabulary passes the model's was refused before
+        // (check_tokenizer_runs_model) and added tokens past it warned of:
+        // an id here most often is a tokens row's, made for another model.
         fail(where(), ": token id ", id, " (position ", j,
              " of the row) is outside the model's vocabulary [0, ", vocab,
-             "); is the tokenizer the model's?");
+             "): the ids were made for another vocabulary (a row of input_ids is used as it is: "
+             "tokenize its text with this model's tokenizer), or are an added token past it, "
+             "warned of above");
       }
     }
     // Labels are what the loss indexes; one outside the vocabulary used to

@@ -66,6 +66,12 @@ TEST_F(InputLimits, LabelsOutsideTheVocabularyNameTheFileLineAndField) {
       error_of([&] { check_ids_in_vocab(load_dataset(ids, nullptr, {}, nullptr), 97, "ids"); });
   EXPECT_NE(id_message.find("ids:2"), std::string::npos) << id_message;
   EXPECT_NE(id_message.find("99"), std::string::npos) << id_message;
+  // No tokenizer read these rows: the hint is about the ids, not one.
+  EXPECT_EQ(id_message,
+            "ids:2: token id 99 (position 1 of the row) is outside the model's vocabulary [0, "
+            "97): the ids were made for another vocabulary (a row of input_ids is used as it is: "
+            "tokenize its text with this model's tokenizer), or are an added token past it, "
+            "warned of above");
 }
 
 // A line past kMaxLineBytes is refused once that many bytes are read, not
