@@ -202,6 +202,7 @@ void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
     fmt::print(stderr, "{}\n", w);
   train::TrainConfig c = train::load_train_config(args.config, config_overrides(args, cmd),
                                                   train::DataFiles::kNotRead);
+  for (const std::string& w : c.comment_warnings()) fmt::print(stderr, "{}\n", w);
   // train.seq_len left at its default runs at a shorter model's context,
   // as train runs it (plan refused the default there).
   if (const std::string note = train::fit_default_seq_len(c); !note.empty())

@@ -66,6 +66,7 @@ void add_train_command(CLI::App& app) {
       fmt::print(stderr, "{}\n", w);
     train::TrainConfig config = train::load_train_config_for(args->config, args->overrides,
                                                              resuming ? &args->resume : nullptr);
+    for (const std::string& w : config.comment_warnings()) fmt::print(stderr, "{}\n", w);
     train::TrainRunOptions options;
     options.resume = resuming ? args->resume : "";
     options.resuming = resuming;

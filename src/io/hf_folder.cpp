@@ -116,6 +116,13 @@ std::filesystem::path highest_checkpoint_in(const std::filesystem::path& folder)
 std::string not_a_model_folder(const std::filesystem::path& folder) {
   std::error_code error;  // an unreadable folder reads as one without config.json
   if (std::filesystem::is_regular_file(folder / "config.json", error)) return "";
+  // model.path=qwen/config.json: "no config.json there" contradicted the
+  // name. A file named bare has the working folder for its holder.
+  if (std::filesystem::is_regular_file(folder, error))
+    return "'" + folder.string() +
+           "' is a file, not a model folder; give the folder that holds it (" +
+           (folder.has_parent_path() ? folder.parent_path().string() : "., the working folder") +
+           ")";
   const bool safetensors =
       file_exists(folder / kHfWeightsFile) || file_exists(folder / kHfIndexFile);
   const std::string other = safetensors ? "" : weights_not_read(folder);
@@ -138,8 +145,18 @@ HfWeights::HfWeights(const std::filesystem::path& folder) : folder_(folder) {
   }
   if (!file_exists(index)) {
     const std::string other = weights_not_read(folder_);
+    // A folder with a config.json and no weights at all (not a checkpoint,
+    // whose weights are missing by damage) gets them by training from it.
+    const bool config_alone = other.empty() && file_exists(folder_ / "config.json") &&
+                              !file_exists(folder_ / "trainer_state.json");
     fail("model folder '", folder_.string(), "' holds neither ", kHfWeightsFile, " nor ",
-         kHfIndexFile, other.empty() ? "" : "; it holds " + other);
+         kHfIndexFile, other.empty() ? "" : "; it holds " + other,
+         config_alone ? "; for weights from its config.json, `lazytrain train` with model.path " +
+                            folder_.string() +
+                            " starts from random weights (model.init auto, the default, does so "
+                            "for such a folder; model.init random for any) and saves each "
+                            "checkpoint, out.dir/step-N, as a model folder with its weights"
+                      : "");
   }
   sharded_ = true;
   const std::string label = index.string();

@@ -37,6 +37,7 @@ using Writer = std::function<void(YAML::Emitter&)>;
 struct Access {
   Setter set;
   Writer write;
+  bool is_path = false;  // a file or folder (comments_after_paths)
 };
 
 template <typename T>
@@ -110,7 +111,7 @@ Access path(std::string& field) {
                 shell_syntax_message(field, "a config is not expanded by a shell");
             LT_CHECK(shell.empty(), "config key '", key, "'", where(n), ": ", shell);
           },
-          plain(field)};
+          plain(field), true};
 }
 // Every number is finite: .inf or .nan read from YAML would pass a check
 // such as lr > 0 and fail far from the key, or never.
@@ -382,12 +383,45 @@ void note_origins(std::map<std::string, std::string>& origins, const std::string
   note_inside(key, entry.second);
 }
 
+// The path values of `key`'s entry in a config file of `lines` that a
+// comment after them cut short, in config.comments_after_paths: the key's
+// own when `is_path`, and each data.sources item's path. A value set again
+// (an override) drops what the earlier one noted.
+void note_comments_after_paths(TrainConfig& config, const std::string& key, const Entry& entry,
+                               bool is_path, const std::string& source,
+                               const std::vector<std::string>* lines) {
+  auto& noted = config.comments_after_paths;
+  for (auto it = noted.lower_bound(key); it != noted.end() && it->first.rfind(key, 0) == 0;) {
+    const char after = it->first.size() > key.size() ? it->first[key.size()] : '\0';
+    it = after == '\0' || after == '[' || after == '.' ? noted.erase(it) : std::next(it);
+  }
+  if (lines == nullptr) return;
+  const auto note = [&](const std::string& name, const YAML::Node& k, const YAML::Node& value) {
+    if (const auto cut = comment_after_value(*lines, k, value)) {
+      noted[name] = {
+          comment_cut_hint(*cut),
+          comment_cut_warning(*cut, name, source + " (line " + std::to_string(cut->line) + ")")};
+    }
+  };
+  if (is_path) note(key, entry.first, entry.second);
+  if (key != "data.sources" || !entry.second.IsSequence()) return;
+  for (size_t i = 0; i < entry.second.size(); ++i) {
+    if (!entry.second[i].IsMap()) continue;
+    for (const auto& field :
+         entries_with_merges(entry.second[i], "config key '" + key + "'", where))
+      if (field.first.IsScalar() && field.first.Scalar() == "path")
+        note(key + "[" + std::to_string(i) + "].path", field.first, field.second);
+  }
+}
+
 // Sets the keys `root` gives, each noted in config.key_origins as set by
 // `source`; with `keys_set`, also lists them there (every key of a value
 // that is a mapping of keys: exec.zenflow={topk_ratio: 0.1} sets
-// exec.zenflow.topk_ratio).
+// exec.zenflow.topk_ratio). `file_lines`: the file's, when `source` is a
+// file.
 void apply(TrainConfig& config, const YAML::Node& root, const std::string& source,
-           std::vector<std::string>* keys_set = nullptr) {
+           std::vector<std::string>* keys_set = nullptr,
+           const std::vector<std::string>* file_lines = nullptr) {
   if (!root || root.IsNull()) return;
   struct LinesOf {
     bool before = nodes_have_file_lines;
@@ -458,6 +492,7 @@ void apply(TrainConfig& config, const YAML::Node& root, const std::string& sourc
             fail(source, ": ", e.what());  // the file (or --set) the value came from
           }
           note_origins(config.key_origins, key, entry, source);
+          note_comments_after_paths(config, key, entry, it->second->is_path, source, file_lines);
           if (keys_set != nullptr) keys_set->push_back(key);
         }
       };
@@ -894,7 +929,9 @@ void apply_file(TrainConfig& config, const std::string& named_file) {
              "--set data.path=",
              file, " (the demo's config and the recipes are examples)");
   }
-  apply(config, load_config_yaml(file), file);
+  std::vector<std::string> lines;
+  const YAML::Node root = load_config_yaml(file, &lines);
+  apply(config, root, file, nullptr, &lines);
 }
 
 // The base, then the overrides, with "@assets/" paths resolved; unchecked.
@@ -993,6 +1030,9 @@ void TrainConfig::validate_naming_sources(DataFiles data_files) const {
     // A field left out (data.sources[0].path) was set nowhere: its entry
     // (data.sources[0]) was, so the nearest enclosing key that was names it.
     std::string key = message.substr(start, end - start);
+    // A path that a comment cut short: its line says why.
+    const auto noted = comments_after_paths.find(key);
+    const std::string comment_hint = noted == comments_after_paths.end() ? "" : noted->second.hint;
     auto origin = key_origins.find(key);
     while (origin == key_origins.end()) {
       const size_t cut = key.find_last_of(".[");
@@ -1001,8 +1041,15 @@ void TrainConfig::validate_naming_sources(DataFiles data_files) const {
       origin = key_origins.find(key);
     }
     fail(origin->second, ": ", message,
-         beside_the_config_hint(message, origin->second, relative_inputs));
+         beside_the_config_hint(message, origin->second, relative_inputs), comment_hint);
   }
+}
+
+std::vector<std::string> TrainConfig::comment_warnings() const {
+  std::vector<std::string> warnings;
+  for (const auto& [key, noted] : comments_after_paths)
+    if (!noted.warning.empty()) warnings.push_back(noted.warning);
+  return warnings;
 }
 
 std::vector<std::string> input_files_not_there(const TrainConfig& c) {

@@ -187,6 +187,15 @@ struct TrainConfig {
   // The input paths (as resolved, absolute) that were written relative to
   // the working folder, for the hint when one is missed. Not a key.
   std::set<std::string> relative_inputs;
+  // The path keys whose line in a config file goes on after the value
+  // with a comment (`path: my file #1.jsonl` reads as "my file": YAML
+  // starts a comment at ' #'), by key (data.sources[0].path): the hint a
+  // message about the key's value adds, and the warning comment_warnings
+  // gives ("" where the comment reads as one, `# train split`). Not a key.
+  struct CommentAfterPath {
+    std::string hint, warning;
+  };
+  std::map<std::string, CommentAfterPath> comments_after_paths;
 
   // Checks every value; throws lt::Error naming the key. With
   // DataFiles::kNotRead, the data files' existence is not (`lazytrain plan`
@@ -206,6 +215,11 @@ struct TrainConfig {
   // train at (a typo such as 1e6 for 1e-6); "" when it does not. The rate
   // is taken as set: only the user knows it is wrong.
   std::string learning_rate_warning() const;
+  // One warning for each path in a config file whose comment after it
+  // looks like the rest of its name (`path: my file #1.jsonl`, read as
+  // "my file"), naming the line and both readings; train and plan print
+  // them at the start.
+  std::vector<std::string> comment_warnings() const;
   // The resolved config as YAML text (printed at start, saved in out.dir).
   std::string to_yaml() const;
 };

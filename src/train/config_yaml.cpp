@@ -67,6 +67,53 @@ std::pair<int, std::string> key_without_colon(const std::string& text, int error
   return found;
 }
 
+// `text` as one YAML scalar in quotes: double, or single where it holds a
+// '"' or '\\' (which double quotes would escape).
+std::string yaml_quoted(const std::string& text) {
+  if (text.find_first_of("\"\\") == std::string::npos) return "\"" + text + "\"";
+  std::string out = "'";
+  for (const char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string without_trailing_spaces(const std::string& text) {
+  const size_t end = text.find_last_not_of(" \t");
+  return end == std::string::npos ? "" : text.substr(0, end + 1);
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+// YAML reserves '@' and '`' to start a plain value, so yaml-cpp says only
+// "unknown token" at `path: @assets/...`. Where `error` is at such a
+// character, the value quoted as the line would hold it; "" otherwise.
+std::string reserved_start_hint(const std::vector<std::string>& lines, const YAML::Mark& error) {
+  if (error.line < 0 || static_cast<size_t>(error.line) >= lines.size() || error.column < 0)
+    return "";
+  const std::string& line = lines[error.line];
+  const size_t at = static_cast<size_t>(error.column);
+  if (at >= line.size() || (line[at] != '@' && line[at] != '`')) return "";
+  const size_t content = line.find_first_not_of(" \t");
+  const std::string before = line.substr(content, at - content);
+  // In a flow collection ([@a, b]) the value ends at a ',', ']' or '}';
+  // elsewhere at a comment or the line's end.
+  const bool in_flow = before.find_first_of("[{") != std::string::npos;
+  std::string value = line.substr(at);
+  size_t end = in_flow ? value.find_first_of(",]}") : std::string::npos;
+  for (const char* comment : {" #", "\t#"}) end = std::min(end, value.find(comment));
+  value = without_trailing_spaces(value.substr(0, end));
+  return "; a value starting with '" + std::string(1, line[at]) +
+         "' must be quoted in YAML, which reserves '@' and '`' to start a plain value: " +
+         (in_flow ? yaml_quoted(value) : before + yaml_quoted(value));
+}
+
 void add_merged(const YAML::Node& map, const std::string& what, LineOf line_of, int depth,
                 std::vector<Entry>& entries);
 
@@ -118,7 +165,7 @@ void add_merged(const YAML::Node& source, const std::string& what, LineOf line_o
 
 }  // namespace
 
-YAML::Node load_config_yaml(const std::string& file) {
+YAML::Node load_config_yaml(const std::string& file, std::vector<std::string>* lines) {
   std::ifstream in(file, std::ios::binary);
   LT_CHECK(in, "config file '", file, "' cannot be read");
   std::ostringstream text;
@@ -129,11 +176,12 @@ YAML::Node load_config_yaml(const std::string& file) {
   } catch (const YAML::Exception& e) {
     const int tab = first_tab_indented_line(text.str());
     const auto [bare, key] = key_without_colon(text.str(), e.mark.line + 1);
-    std::string hint;
-    if (tab > 0)
+    // The error's own position says what is wrong, before any guess.
+    std::string hint = reserved_start_hint(lines_of(text.str()), e.mark);
+    if (hint.empty() && tab > 0)
       hint = "; line " + std::to_string(tab) +
              " is indented with a tab, and YAML indents with spaces only";
-    else if (bare > 0)
+    else if (hint.empty() && bare > 0)
       hint = "; line " + std::to_string(bare) + " ('" + key +
              "') has no ':' (a key is written 'key: value', or 'key:' over an indented mapping)";
     fail(file, ": not valid YAML: ", e.what(), hint);
@@ -142,7 +190,65 @@ YAML::Node load_config_yaml(const std::string& file) {
            "' is empty: it sets no keys (model.path and data.path at least)");
   LT_CHECK(!root.IsNull() && !(root.IsMap() && root.size() == 0), "config file '", file,
            "' sets no keys (model.path and data.path at least)");
+  if (lines != nullptr) *lines = lines_of(text.str());
   return root;
+}
+
+bool CommentAfterValue::looks_like_a_name() const {
+  return comment.size() > 1 && comment[1] != ' ' && comment[1] != '\t';
+}
+
+std::optional<CommentAfterValue> comment_after_value(const std::vector<std::string>& lines,
+                                                     const YAML::Node& key,
+                                                     const YAML::Node& value) {
+  if (!key.IsScalar()) return std::nullopt;
+  // A value left out (`path: #1.jsonl`) is null, marked on the next line:
+  // the comment is then the rest of the key's line after its ':'.
+  const bool none = value.IsNull() && value.Mark().line != key.Mark().line;
+  if (!none && !(value.IsScalar() && value.Tag() == "?")) return std::nullopt;  // quoted
+  const YAML::Node& written = none ? key : value;
+  const int line_index = written.Mark().line;
+  if (line_index < 0 || static_cast<size_t>(line_index) >= lines.size()) return std::nullopt;
+  const std::string& line = lines[line_index];
+  const size_t start = static_cast<size_t>(written.Mark().column);
+  // The text as read must be the line's from its mark: a value folded
+  // over lines, or a key in quotes, is not looked into.
+  const std::string& text = written.Scalar();
+  if (start > line.size() || line.compare(start, text.size(), text) != 0) return std::nullopt;
+  size_t end = start + text.size();
+  if (none) {
+    end = line.find_first_not_of(" \t", end);
+    if (end == std::string::npos || line[end] != ':') return std::nullopt;
+    ++end;
+  }
+  const size_t hash = line.find_first_not_of(" \t", end);
+  if (hash == std::string::npos || hash == end || line[hash] != '#') return std::nullopt;
+  const size_t value_start = none ? hash : start;
+  const size_t content = line.find_first_not_of(" \t");
+  CommentAfterValue cut;
+  cut.line = line_index + 1;
+  cut.written = without_trailing_spaces(line.substr(content));
+  cut.value = none ? "" : text;
+  cut.comment = without_trailing_spaces(line.substr(hash));
+  cut.whole = without_trailing_spaces(line.substr(value_start));
+  cut.quoted = line.substr(content, value_start - content) + yaml_quoted(cut.whole);
+  return cut;
+}
+
+std::string comment_cut_hint(const CommentAfterValue& cut) {
+  return "; the line reads '" + cut.written +
+         "', and YAML takes ' #' as the start of a comment, so the value ends before it (" +
+         (cut.value.empty() ? std::string("none is left") : "'" + cut.value + "'") +
+         "): if the name goes on past the '#', quote it: " + cut.quoted;
+}
+
+std::string comment_cut_warning(const CommentAfterValue& cut, const std::string& key,
+                                const std::string& origin) {
+  if (!cut.looks_like_a_name()) return "";
+  return "warning: " + origin + ": '" + cut.written + "' reads as " + key + " '" + cut.value +
+         "' followed by the comment '" + cut.comment +
+         "' (YAML takes ' #' as the start of a comment); if the name is '" + cut.whole +
+         "', quote it: " + cut.quoted;
 }
 
 std::vector<Entry> entries_with_merges(const YAML::Node& map, const std::string& what,

@@ -208,13 +208,29 @@ void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
     (p.device.is_cpu() ? p.cpu_price_table : p.reasons).push_back(line);
   if (!best) return;
   p.executor = best->executor;
-  p.reasons.push_back(
-      p.device.is_cpu()
-          ? fmt::format("executor: {} (the fastest that fits on the hardware profile's GPU, "
-                        "which this CPU run chooses as; `lazytrain plan` lists the predictions)",
-                        exec::executor_name(best->executor))
-          : fmt::format("executor: {} (the fastest prediction that fits, {:.3f} s)",
-                        exec::executor_name(best->executor), best->step_s));
+  if (!p.device.is_cpu()) {
+    p.reasons.push_back(fmt::format("executor: {} (the fastest prediction that fits, {:.3f} s)",
+                                    exec::executor_name(best->executor), best->step_s));
+    return;
+  }
+  // On the CPU the log has no table (cpu_price_table), so its one
+  // "executor:" line says why: the memory's line, which already names the
+  // executor where the prediction agrees (resident, with no limit set);
+  // else that line with the GPU's pick added, not a second line to square
+  // with it.
+  if (best->executor == choice.executor) return;
+  const auto line = std::find_if(p.reasons.begin(), p.reasons.end(),
+                                 [](const std::string& r) { return r.starts_with("executor: "); });
+  const std::string why = fmt::format(
+      "executor: {} ({}; of the executors that fit, {} is the fastest the cost model predicts "
+      "for the hardware profile's GPU, whose choice a CPU run takes; `lazytrain plan` lists the "
+      "predictions)",
+      exec::executor_name(best->executor), choice.reason, exec::executor_name(best->executor));
+  if (line == p.reasons.end()) {
+    p.reasons.push_back(why);
+  } else {
+    *line = why;
+  }
 }
 
 // Where the stages' masters and optimizer states live, and the disk

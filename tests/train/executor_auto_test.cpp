@@ -7,6 +7,8 @@
 // of the cost model.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "exec/memory_budget.h"
 #include "plan/executor_costs.h"
 #include "train/executor_auto.h"
@@ -78,9 +80,21 @@ TEST_F(ExecutorAuto, TheFastestThatFitsIsChosenAndTheTableIsPrinted) {
   }
 }
 
+// The log's lines that start with "executor: ".
+std::vector<std::string> executor_lines(const std::string& log) {
+  std::vector<std::string> lines;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("executor: ", 0) == 0) lines.push_back(line);
+  return lines;
+}
+
 // A run on the CPU printed the GPU's predicted steps (microseconds, 0.000 s
 // of compute) in its log: they stay with `lazytrain plan`, and the log
-// names the executor once with why.
+// names the executor once with why. It named it twice, the second time
+// "(the fastest that fits on the hardware profile's GPU, which this CPU
+// run chooses as; ...)": with no limit on the CPU every executor fits, and
+// the one line says so.
 TEST_F(ExecutorAuto, ACpuRunsLogLeavesTheGpusPredictionsOut) {
   const RunPlan p = resolve_run(config({}), model());
   ASSERT_FALSE(p.cpu_price_table.empty());
@@ -89,9 +103,36 @@ TEST_F(ExecutorAuto, ACpuRunsLogLeavesTheGpusPredictionsOut) {
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(log.find("predicted step per executor"), std::string::npos) << log;
   EXPECT_EQ(log.find("  zenflow"), std::string::npos) << log;
-  EXPECT_NE(log.find("executor: resident (the fastest that fits on the hardware profile's GPU"),
-            std::string::npos)
-      << log;
+  const std::vector<std::string> lines = executor_lines(log);
+  ASSERT_EQ(lines.size(), 1u) << log;
+  EXPECT_EQ(lines[0].rfind("executor: resident (resident needs ", 0), 0u) << lines[0];
+  EXPECT_TRUE(lines[0].ends_with(" and the CPU (no exec.device_memory_gb) sets no limit)"))
+      << lines[0];
+}
+
+// Where a limit on the CPU leaves resident out and the GPU's prediction
+// picks ZenFlow (its update every 16 steps predicted about 0.5 us a step
+// on the default profile, the planner's streaming schedule 1.5 us), the
+// memory's line ("executor: streaming (resident would need ...)") becomes
+// that pick's: one line, not two that contradict.
+TEST_F(ExecutorAuto, ACpuRunsOneExecutorLineSaysWhatThePredictionPicked) {
+  const ExecutorChoice unlimited = choose_for_run(config({}), model(), Device::cpu());
+  const auto all = whole_model_candidates(config({}), model(), Device::cpu(), unlimited);
+  const double gb = static_cast<double>(all[1].gpu_bytes + all[0].gpu_bytes) / 2 / 1e9;
+  const TrainConfig capped = config({"exec.device_memory_gb=" + std::to_string(gb),
+                                     "exec.zenflow.update_interval=16", "exec.hardware=defaults"});
+  const RunPlan p = resolve_run(capped, model());
+  ASSERT_EQ(p.executor, exec::ExecutorKind::ZenFlow) << ::testing::PrintToString(p.reasons);
+  std::string reasons;
+  for (const std::string& r : p.reasons) reasons += r + "\n";
+  const std::vector<std::string> lines = executor_lines(reasons);
+  ASSERT_EQ(lines.size(), 1u) << reasons;
+  const std::string reason = choose_for_run(capped, model(), Device::cpu()).reason;
+  EXPECT_EQ(reason.rfind("resident would need ", 0), 0u) << reason;
+  EXPECT_EQ(lines[0], "executor: zenflow (" + reason +
+                          "; of the executors that fit, zenflow is the fastest the cost model "
+                          "predicts for the hardware profile's GPU, whose choice a CPU run "
+                          "takes; `lazytrain plan` lists the predictions)");
 }
 
 // ZenFlow's selective updates are another training than AdamW's: auto
