@@ -36,9 +36,11 @@
 #include "cli/shell_expanded_path.h"
 #include "core/regular_file.h"
 #include "data/tokenizer.h"
+#include "io/atomic_file.h"
 #include "io/hf_folder.h"
 #include "io/hf_model.h"
 #include "io/weight_values.h"
+#include "train/tokenizer_files_for_transformers.h"
 
 namespace lt::cli {
 
@@ -153,19 +155,12 @@ std::vector<std::string> files_to_copy(const fs::path& model, std::vector<std::s
   return companions;
 }
 
-// Copies `src` to `dst` and syncs it: copy_file does not sync, and the
-// rename that publishes the folder must not publish a file whose bytes are
-// still only in the page cache.
+// Copies `src` to `dst`, synced (io::copy_file_atomic): the rename that
+// publishes the folder must not publish a file whose bytes are still only
+// in the page cache.
 void copy_synced(const fs::path& src, const fs::path& dst) {
   require_regular_file(src);
-  fs::copy_file(src, dst);
-  const int fd = ::open(dst.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    fail("cannot write ", dst.string(), ": ", std::strerror(err));
-  }
-  ::close(fd);
+  io::copy_file_atomic(src, dst);
 }
 
 // An existing --out is replaced whole; that must not take files the user
@@ -309,6 +304,7 @@ void run_convert(const ConvertArgs& args) {
     fail("--out ", out.string(), ": cannot create the folder to build it in, ", built.string(),
          ": ", ec ? ec.message() : "it exists");
   }
+  std::vector<std::string> made_for_transformers;
   try {
     std::FILE* marker = std::fopen((built / kBuildMarker).c_str(), "w");
     if (marker == nullptr) fail(built.string(), ": cannot write: ", std::strerror(errno));
@@ -317,6 +313,7 @@ void run_convert(const ConvertArgs& args) {
     options.max_shard_bytes = static_cast<uint64_t>(args.max_shard_gb * 1e9);
     io::save_hf_model(model, built, dtype, options, fs::path(args.model) / "config.json");
     for (const std::string& name : copied) copy_synced(fs::path(args.model) / name, built / name);
+    made_for_transformers = train::write_tokenizer_files_for_transformers(built);
     fsync_dir(built);
     move_into_place(built, out);
     fs::remove(out / kBuildMarker);
@@ -332,6 +329,10 @@ void run_convert(const ConvertArgs& args) {
   // What else went along, and what did not: a license left behind unsaid
   // is one the weights no longer carry.
   if (!copied.empty()) fmt::print("copied from {}: {}\n", args.model, fmt::join(copied, ", "));
+  if (!made_for_transformers.empty()) {
+    fmt::print("wrote for transformers' tokenizer loader: {}\n",
+               fmt::join(made_for_transformers, ", "));
+  }
   if (!left.empty()) {
     // A folder of hundreds of .bin shards is named by its first few.
     constexpr size_t kNamed = 8;

@@ -274,14 +274,99 @@ void refuse_utf16(const fs::path& file, std::ifstream& in) {
        " -t UTF-8 ", file.string(), " > ", converted.string(), ")");
 }
 
+// `file`'s extension in lower case (".csv").
+std::string lower_extension(const fs::path& file) {
+  std::string extension = file.extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return extension;
+}
+
+// Where a conversion of `file` to JSON Lines may go: its name with the
+// extension ".jsonl", or ".converted.jsonl" where that is its own name.
+fs::path jsonl_beside(const fs::path& file) {
+  fs::path out = file;
+  out.replace_extension(".jsonl");
+  if (out == file) out.replace_extension(".converted.jsonl");
+  return out;
+}
+
+// The command that writes `file` decompressed beside it: `tool` ("gunzip
+// -k") when the file's extension is `suffix` (".gz"), which it takes off;
+// else `to_stdout` ("zcat"), into a name of our own.
+std::string decompress_command(const fs::path& file, const std::string& tool,
+                               const std::string& suffix, const std::string& to_stdout) {
+  if (lower_extension(file) == suffix) {
+    fs::path out = file;
+    out.replace_extension();
+    return fmt::format("{} {} (it writes {})", tool, file.string(), out.string());
+  }
+  fs::path out = file;
+  out.replace_extension(".decompressed" + file.extension().string());
+  return fmt::format("{} {} > {}", to_stdout, file.string(), out.string());
+}
+
+// Note [Files that are not text]: a Parquet, Arrow, gzip or zstd file
+// (Hugging Face hands out the first two, and .jsonl.gz / .jsonl.zst
+// downloads are common) read as JSON Lines failed on its first bytes with
+// "not valid JSON" or "invalid UTF-8 (byte 0x8B ...)", which says nothing
+// of what the file is. Their first bytes say it (the formats' magic
+// numbers), so each is refused by name with the command that converts it;
+// a CSV or TSV file, which has none, by its extension. Parquet and Arrow
+// are not read: README.md, "Parquet and Arrow files are not read".
+void refuse_other_formats(const fs::path& file, std::ifstream& in) {
+  unsigned char head[8] = {};
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  const std::string_view start(reinterpret_cast<const char*>(head),
+                               static_cast<size_t>(in.gcount()));
+  in.clear();
+  in.seekg(0);
+  const std::string out = jsonl_beside(file).string();
+  auto python = [&](const std::string& read) {
+    return fmt::format("python3 -c 'import datasets; datasets.{}.to_json(\"{}\")'", read, out);
+  };
+  std::string what, convert;
+  if (start.starts_with("PAR1")) {
+    what = "a Parquet file (it starts with \"PAR1\")";
+    convert = python(fmt::format("Dataset.from_parquet(\"{}\")", file.string()));
+  } else if (start.starts_with("ARROW1")) {
+    // The Arrow IPC file format (Feather 2), which datasets.Dataset.from_file does not read.
+    what = "an Arrow IPC file (it starts with \"ARROW1\")";
+    convert = fmt::format(
+        "python3 -c 'import pandas; pandas.read_feather(\"{}\").to_json(\"{}\", "
+        "orient=\"records\", lines=True, force_ascii=False)'",
+        file.string(), out);
+  } else if (start.starts_with("\xFF\xFF\xFF\xFF")) {
+    // The Arrow IPC stream format, each message after a continuation
+    // marker: what Hugging Face datasets caches and save_to_disk write
+    // (.arrow). A text file never starts with FF, which is not UTF-8.
+    what = "an Arrow IPC stream (it starts with bytes FF FF FF FF), as Hugging Face datasets saves";
+    convert = python(fmt::format("Dataset.from_file(\"{}\")", file.string()));
+  } else if (start.starts_with("\x1F\x8B")) {
+    what = "gzip-compressed (it starts with bytes 1F 8B)";
+    convert = decompress_command(file, "gunzip -k", ".gz", "zcat");
+  } else if (start.starts_with("\x28\xB5\x2F\xFD")) {
+    what = "zstd-compressed (it starts with bytes 28 B5 2F FD)";
+    convert = decompress_command(file, "zstd -d", ".zst", "zstd -dc");
+  } else if (const std::string extension = lower_extension(file);
+             extension == ".csv" || extension == ".tsv") {
+    what = extension == ".csv" ? "a CSV file" : "a TSV file";
+    convert = python(fmt::format("Dataset.from_csv(\"{}\"{})", file.string(),
+                                 extension == ".tsv" ? ", sep=\"\\t\"" : ""));
+  } else {
+    return;
+  }
+  fail(file.string(), " is ", what,
+       "; lazytrain reads JSON Lines, a JSON array or text (.txt). Convert it first: ", convert);
+}
+
 }  // namespace
 
 SourceLayout detect_layout(const fs::path& file) {
   std::ifstream in = open(file);
+  refuse_other_formats(file, in);
   refuse_utf16(file, in);
-  std::string extension = file.extension().string();
-  std::transform(extension.begin(), extension.end(), extension.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string extension = lower_extension(file);
   if (extension == ".txt") return SourceLayout::kTextParagraphs;
   char head[3] = {};
   in.read(head, 3);

@@ -45,7 +45,10 @@ inline constexpr size_t kMaxLineBytes = size_t{64} << 20;
 // order mark, or NUL as every other byte of its start) is an lt::Error
 // saying so and giving the iconv command that converts it to UTF-8: read
 // as UTF-8, each of its rows would be skipped as invalid, or a .txt
-// file's text trained on with its NULs.
+// file's text trained on with its NULs. A Parquet, Arrow (IPC file or
+// stream), gzip or zstd file (by its first bytes, whatever its name) and a
+// .csv or .tsv file are lt::Errors naming what the file is and the command
+// that converts it (Note [Files that are not text]).
 SourceLayout detect_layout(const std::filesystem::path& file);
 
 // Calls `on_row` for every row in file order until it returns false. A file

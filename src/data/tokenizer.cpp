@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "data/unicode.h"
 #include "data/word_cache.h"
+#include "models/config.h"
 
 namespace lt::data {
 
@@ -103,6 +104,8 @@ size_t Tokenizer::vocab_size_without_added() const {
   return model_.id_limit();
 }
 
+namespace {
+
 // Note [Added tokens past the embedding]: a tokenizer whose vocabulary fits
 // the embedding's rows but whose added tokens pass them is the model's own,
 // given tokens after its embedding was sized: Llama 2's first Hugging Face
@@ -115,16 +118,10 @@ size_t Tokenizer::vocab_size_without_added() const {
 // the rows is refused: a model's own never has ids its embedding lacks, so
 // the tokenizer is another model's, whose ids train and score the wrong
 // rows and which decodes the model's ids into another model's text.
-std::string check_tokenizer_runs_model(const Tokenizer& tokenizer, int64_t vocab_size,
-                                       const std::string& config_file) {
-  if (static_cast<int64_t>(tokenizer.vocab_size_without_added()) > vocab_size) {
-    const int64_t largest_id = static_cast<int64_t>(tokenizer.vocab_size()) - 1;
-    fail(tokenizer.file().string(), ": the tokenizer's largest token id is ", largest_id, ", but ",
-         config_file, " has vocab_size ", vocab_size, " (embedding rows for ids 0 to ",
-         vocab_size - 1, "): ids ", vocab_size, " to ", largest_id,
-         " have no row. Is the tokenizer the model's? A tokenizer given tokens of its own needs "
-         "the embedding resized to match (transformers: model.resize_token_embeddings)");
-  }
+//
+// The warning for the added tokens past the rows; "" when none.
+std::string added_tokens_past_rows(const Tokenizer& tokenizer, int64_t vocab_size,
+                                   const std::string& config_file) {
   std::vector<const AddedToken*> past;
   for (const AddedToken& token : tokenizer.added_tokens())
     if (static_cast<int64_t>(token.id) >= vocab_size) past.push_back(&token);
@@ -145,6 +142,76 @@ std::string check_tokenizer_runs_model(const Tokenizer& tokenizer, int64_t vocab
       "model.resize_token_embeddings)",
       tokenizer.file().string(), one ? "" : "s", names, one ? "has" : "have", config_file,
       vocab_size, vocab_size - 1, one ? "this token" : "one of these tokens", one ? "it" : "them");
+}
+
+// Note [Special ids no token has]: config.json's eos_token_id and
+// bos_token_id are the model's, chosen with its own tokenizer; an id that
+// no token of this tokenizer has (Qwen3's eos 151645 beside GPT-2's 50257
+// ids) says the tokenizer is another model's, though its vocabulary fits
+// the rows. Generation would never stop there (nor transformers', from a
+// checkpoint, which pairs this config.json with this tokenizer). It is a
+// warning, not a refusal: a new tokenizer on a config trained from
+// scratch is deliberate, and the config's ids are the user's to set. An
+// id that has a token but is not the tokenizer's own eos is normal (Llama
+// 3 instruct configs list several eos ids), so only the token's existence
+// is checked. A config.json that cannot be read is left to the model's
+// own load, which says what is wrong with it. "" when every id has a token.
+std::string special_ids_without_token(const Tokenizer& tokenizer, const std::string& config_file) {
+  std::optional<models::ModelConfig> config;
+  try {
+    config = models::ModelConfig::from_file(config_file);
+  } catch (const Error&) {
+    return "";
+  }
+  std::vector<std::string> named, keys;
+  bool eos_missing = false;
+  auto check = [&](const char* key, const std::vector<int64_t>& ids, bool list) {
+    std::vector<int64_t> missing;
+    for (int64_t id : ids)
+      if (!tokenizer.has_token(id)) missing.push_back(id);
+    if (missing.empty()) return;
+    keys.push_back(key);
+    if (!list) {
+      named.push_back(fmt::format("{} {}", key, ids.front()));
+    } else {
+      named.push_back(fmt::format("{} [{}] (id{} {})", key, fmt::join(ids, ", "),
+                                  missing.size() == 1 ? "" : "s", fmt::join(missing, ", ")));
+    }
+    eos_missing = eos_missing || std::string_view(key) == "eos_token_id";
+  };
+  check("eos_token_id", config->eos_token_ids, config->eos_token_ids.size() > 1);
+  if (config->bos_token_id) check("bos_token_id", {*config->bos_token_id}, false);
+  if (named.empty()) return "";
+  const size_t size = tokenizer.vocab_size();
+  return fmt::format(
+      "warning: {}: {} {} no token of {} ({} ids, 0 to {}): the tokenizer is probably another "
+      "model's.{} For a new tokenizer on purpose (a model trained from scratch), set {} there "
+      "to the tokenizer's own ids",
+      config_file, fmt::join(named, " and "), named.size() == 1 ? "names" : "name",
+      tokenizer.file().string(), size, size - 1,
+      eos_missing ? " Generation would not stop at the end of a sequence, here or in transformers "
+                    "(a checkpoint pairs this config.json with this tokenizer)."
+                  : "",
+      fmt::join(keys, " and "));
+}
+
+}  // namespace
+
+std::string check_tokenizer_runs_model(const Tokenizer& tokenizer, int64_t vocab_size,
+                                       const std::string& config_file) {
+  if (static_cast<int64_t>(tokenizer.vocab_size_without_added()) > vocab_size) {
+    const int64_t largest_id = static_cast<int64_t>(tokenizer.vocab_size()) - 1;
+    fail(tokenizer.file().string(), ": the tokenizer's largest token id is ", largest_id, ", but ",
+         config_file, " has vocab_size ", vocab_size, " (embedding rows for ids 0 to ",
+         vocab_size - 1, "): ids ", vocab_size, " to ", largest_id,
+         " have no row. Is the tokenizer the model's? A tokenizer given tokens of its own needs "
+         "the embedding resized to match (transformers: model.resize_token_embeddings)");
+  }
+  std::vector<std::string> warnings;
+  for (std::string warning : {added_tokens_past_rows(tokenizer, vocab_size, config_file),
+                              special_ids_without_token(tokenizer, config_file)})
+    if (!warning.empty()) warnings.push_back(std::move(warning));
+  return fmt::format("{}", fmt::join(warnings, "\n"));
 }
 
 std::optional<uint32_t> Tokenizer::token_to_id(std::string_view token) const {

@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "data/added_tokens.h"
@@ -133,15 +134,23 @@ class Tokenizer {
   std::filesystem::path file_;
 };
 
+// The merges of GPT-2's vocab.bpe (or Hugging Face's merges.txt, the same
+// file): an optional "#version" line, then one "left right" a line, in
+// rank order. Errors name the file and the line.
+std::vector<std::pair<std::string, std::string>> read_gpt2_merges(
+    const std::filesystem::path& vocab_bpe);
+
 // The start-up check of a command that runs or writes the model with this
 // tokenizer (train, eval, generate, convert): that each of its ids has an
 // embedding row, `vocab_size` of them as `config_file` gives. A vocabulary
 // proper with an id at or past `vocab_size` is refused, naming both files
-// and both numbers: the tokenizer is another model's. Added tokens alone
-// past the rows are a warning, returned ("" when none): Note [Added tokens
-// past the embedding]. Fewer ids than rows is normal: vocabularies are
-// padded to a round size (Qwen2.5 has 151665 ids for 151936 rows), and the
-// rows past the last id go unused.
+// and both numbers: the tokenizer is another model's. Warnings are
+// returned, one a line ("" when none), for the caller to print: added
+// tokens alone past the rows (Note [Added tokens past the embedding]), and
+// an eos_token_id or bos_token_id of `config_file` that no token of the
+// tokenizer has (Note [Special ids no token has]). Fewer ids than rows is
+// normal: vocabularies are padded to a round size (Qwen2.5 has 151665 ids
+// for 151936 rows), and the rows past the last id go unused.
 std::string check_tokenizer_runs_model(const Tokenizer& tokenizer, int64_t vocab_size,
                                        const std::string& config_file);
 

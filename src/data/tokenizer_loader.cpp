@@ -242,11 +242,7 @@ Tokenizer Tokenizer::from_tokenizer_json(const fs::path& file) {
   return tokenizer;
 }
 
-Tokenizer Tokenizer::from_gpt2_files(const fs::path& encoder_json, const fs::path& vocab_bpe) {
-  json encoder = parse_json_file(encoder_json);
-  auto vocab = parse_vocab(encoder, JsonField{encoder_json.string(), ""});
-
-  // vocab.bpe: an optional "#version" line, then one "left right" per line.
+std::vector<std::pair<std::string, std::string>> read_gpt2_merges(const fs::path& vocab_bpe) {
   std::string text = read_whole_file(vocab_bpe);
   std::vector<std::pair<std::string, std::string>> merges;
   std::istringstream lines(text);
@@ -262,6 +258,13 @@ Tokenizer Tokenizer::from_gpt2_files(const fs::path& encoder_json, const fs::pat
     }
     merges.emplace_back(line.substr(0, space), line.substr(space + 1));
   }
+  return merges;
+}
+
+Tokenizer Tokenizer::from_gpt2_files(const fs::path& encoder_json, const fs::path& vocab_bpe) {
+  json encoder = parse_json_file(encoder_json);
+  auto vocab = parse_vocab(encoder, JsonField{encoder_json.string(), ""});
+  const std::vector<std::pair<std::string, std::string>> merges = read_gpt2_merges(vocab_bpe);
   BpeModel model(vocab, merges, BpeOptions{}, JsonField{vocab_bpe.string(), "merges"});
   check_every_byte_encodes(model, JsonField{encoder_json.string(), ""});
 

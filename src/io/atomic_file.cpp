@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <string_view>
 #include <vector>
 
@@ -132,6 +133,19 @@ void AtomicFileWriter::commit() {
 void write_file_atomic(const std::filesystem::path& path, const std::string& text) {
   AtomicFileWriter out(path);
   out.write(text);
+  out.commit();
+}
+
+void copy_file_atomic(const std::filesystem::path& from, const std::filesystem::path& to) {
+  std::ifstream in(from, std::ios::binary);
+  LT_CHECK(in, "cannot read '", from.string(), "': ", errno_text());
+  AtomicFileWriter out(to);
+  std::vector<char> buffer(size_t{1} << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    if (in.gcount() > 0) out.write(buffer.data(), static_cast<size_t>(in.gcount()));
+  }
+  LT_CHECK(in.eof(), "cannot read '", from.string(), "': ", errno_text());
   out.commit();
 }
 

@@ -42,6 +42,12 @@ class AtomicFileWriter {
 // Replaces `path` with `text` atomically (config.json, index json, ...).
 void write_file_atomic(const std::filesystem::path& path, const std::string& text);
 
+// Copies the file `from` to `to` as write_file_atomic writes: a copy that
+// a folder's rename then publishes (a checkpoint, convert's output) is on
+// disk, not only in the page cache (fs::copy_file does not sync). Throws
+// lt::Error naming the file that cannot be read or written.
+void copy_file_atomic(const std::filesystem::path& from, const std::filesystem::path& to);
+
 // Refuses, before the work that makes its bytes, a `path` that an
 // AtomicFileWriter could not replace: its folder missing or not writable
 // (a temporary file is made there and removed, as the writer's first step),

@@ -19,6 +19,7 @@
 #include "io/hf_model.h"
 #include "train/config.h"
 #include "train/staged_checkpoint.h"
+#include "train/tokenizer_files_for_transformers.h"
 
 namespace lt::train {
 
@@ -308,23 +309,31 @@ void copy_companions(const fs::path& from, const auto& names, const fs::path& to
   if (from.empty() || !fs::is_directory(from)) return;
   for (const char* name : names) {
     if (fs::is_regular_file(from / name) && !fs::exists(to / name))
-      fs::copy_file(from / name, to / name);
+      io::copy_file_atomic(from / name, to / name);  // synced: the folder's rename publishes it
   }
 }
 
 // data.tokenizer may name a file rather than a folder: its folder's
 // companions (the chat template, tokenizer_config.json) come along, and a
 // tokenizer.json under another name is kept as tokenizer.json, the name
-// every loader (ours, transformers') looks for.
+// every loader (ours, transformers') looks for. Then the files transformers
+// needs beside what lazytrain reads (GPT-2's encoder.json + vocab.bpe as
+// vocab.json + merges.txt, a tokenizer_config.json naming the class and
+// the EOS) are written: the checkpoint loads in transformers.
 void copy_tokenizer(const fs::path& from, const fs::path& to) {
-  if (!fs::is_regular_file(from)) return copy_companions(from, io::kHfTokenizerFiles, to);
-  copy_companions(from.parent_path(), io::kHfTokenizerFiles, to);
-  const bool known = std::any_of(std::begin(io::kHfTokenizerFiles), std::end(io::kHfTokenizerFiles),
-                                 [&](const char* name) { return from.filename() == name; });
-  // The file named is the tokenizer the run read, over a tokenizer.json its
-  // folder also holds (another one: the checkpoint carried that instead).
-  if (!known && from.extension() == ".json")
-    fs::copy_file(from, to / "tokenizer.json", fs::copy_options::overwrite_existing);
+  if (!fs::is_regular_file(from)) {
+    copy_companions(from, io::kHfTokenizerFiles, to);
+  } else {
+    copy_companions(from.parent_path(), io::kHfTokenizerFiles, to);
+    const bool known =
+        std::any_of(std::begin(io::kHfTokenizerFiles), std::end(io::kHfTokenizerFiles),
+                    [&](const char* name) { return from.filename() == name; });
+    // The file named is the tokenizer the run read, over a tokenizer.json
+    // its folder also holds (another one: the checkpoint carried that
+    // instead).
+    if (!known && from.extension() == ".json") io::copy_file_atomic(from, to / "tokenizer.json");
+  }
+  write_tokenizer_files_for_transformers(to);
 }
 
 void write_checkpoint_files(const fs::path& dir, const models::CausalLM& model,

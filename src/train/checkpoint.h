@@ -65,7 +65,9 @@ struct CheckpointContents {
 
 // Where the companion files come from, and the pruning rule.
 struct CheckpointOptions {
-  std::filesystem::path tokenizer_dir;  // tokenizer files and chat template
+  // Tokenizer files and chat template, copied, with what transformers needs
+  // to load them written beside (train/tokenizer_files_for_transformers.h).
+  std::filesystem::path tokenizer_dir;
   // config.json (kept but for the dtype: io::save_hf_config) and
   // generation_config.json (and a template it holds).
   std::filesystem::path model_dir;

@@ -270,10 +270,17 @@ TEST_F(ConvertCommand, ATokenizerWhoseIdsPassTheVocabularyIsRefused) {
     log = convert(args, &status);
     EXPECT_EQ(status, 0) << largest_id << ": " << log;
     EXPECT_EQ(log, "wrote " + out.string() + " (32496 parameters, bf16)\ncopied from " +
-                       model.string() + ": generation_config.json, tokenizer.json\n" +
+                       model.string() +
+                       ": generation_config.json, tokenizer.json\nwrote for transformers' "
+                       "tokenizer loader: tokenizer_config.json\n" +
                        kNotCopiedReference)
         << largest_id;
     EXPECT_TRUE(fs::exists(out / "tokenizer.json")) << largest_id;
+    // The folder had no tokenizer_config.json: transformers' AutoTokenizer
+    // needs one to take the class, and its EOS, from.
+    const auto config = nlohmann::json::parse(contents(out).at("tokenizer_config.json"));
+    EXPECT_EQ(config.at("tokenizer_class"), "PreTrainedTokenizerFast") << largest_id;
+    EXPECT_EQ(config.at("eos_token"), "<|endoftext|>") << largest_id;
   }
   // One this program cannot read is copied unchecked, saying so.
   std::ofstream(model / "tokenizer.json") << "{\"model\":";
