@@ -27,7 +27,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
@@ -92,31 +91,32 @@ bool is_license_like(const std::string& name) {
 // tell a folder a killed convert left from anything else.
 constexpr const char* kBuildMarker = ".lazytrain-convert";
 
-// Whether the files `a` and `b` hold the same bytes (false when either
-// cannot be read).
-bool same_contents(const fs::path& a, const fs::path& b) {
-  std::error_code ec;
-  if (fs::file_size(a, ec) != fs::file_size(b, ec) || ec) return false;
-  std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
-  return fa && fb &&
-         std::equal(std::istreambuf_iterator<char>(fa), std::istreambuf_iterator<char>(),
-                    std::istreambuf_iterator<char>(fb), std::istreambuf_iterator<char>());
+// The license-like files convert copied into its output, one name a line:
+// a later convert to the same --out may replace those, and only those (a
+// README.md the user put there is theirs).
+constexpr const char* kCopiedList = ".lazytrain-convert-copied";
+
+std::set<std::string> copied_into(const fs::path& out) {
+  std::set<std::string> names;
+  std::ifstream in(out / kCopiedList);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) names.insert(line);
+  return names;
 }
 
 // Whether `name` in an existing --out is a file convert writes (or a
-// companion it copies). A license-like file is only when it is the copy
-// of `model`'s: a README.md the user wrote into --out is theirs, not ours
-// to replace.
-bool is_written_by_convert(const std::string& name, const fs::path& out, const fs::path& model) {
+// companion it copies); a license-like file only when convert's list says
+// it copied it (`copied`).
+bool is_written_by_convert(const std::string& name, const std::set<std::string>& copied) {
   if (name == "config.json" || name == io::kHfWeightsFile || name == io::kHfIndexFile ||
-      name == kBuildMarker) {
+      name == kBuildMarker || name == kCopiedList) {
     return true;
   }
   if (name.starts_with("model-") && name.ends_with(".safetensors")) return true;
   for (const char* companion : kCompanionFiles) {
     if (name == companion) return true;
   }
-  return is_license_like(name) && same_contents(out / name, model / name);
+  return is_license_like(name) && copied.contains(name);
 }
 
 // Whether `name` in the source folder is what convert writes anew: the
@@ -165,7 +165,7 @@ void copy_synced(const fs::path& src, const fs::path& dst) {
 
 // An existing --out is replaced whole; that must not take files the user
 // put there, so a folder holding anything convert does not write is refused.
-void check_out(const fs::path& out, const fs::path& model) {
+void check_out(const fs::path& out) {
   std::error_code ec;
   const fs::file_status status = fs::status(out, ec);
   if (!fs::exists(status)) return;
@@ -174,10 +174,10 @@ void check_out(const fs::path& out, const fs::path& model) {
          " exists and is not a folder; give the folder to write (it is created if missing)");
   }
   std::vector<std::string> foreign;
+  const std::set<std::string> copied = copied_into(out);
   for (const auto& entry : fs::directory_iterator(out)) {
     const std::string name = entry.path().filename().string();
-    if (!is_written_by_convert(name, out, model) || !entry.is_regular_file())
-      foreign.push_back(name);
+    if (!is_written_by_convert(name, copied) || !entry.is_regular_file()) foreign.push_back(name);
   }
   if (foreign.empty()) return;
   std::sort(foreign.begin(), foreign.end());  // the same names each time, not the folder's order
@@ -276,7 +276,7 @@ void run_convert(const ConvertArgs& args) {
            "--out must name a folder, got '", args.out, "'");
   LT_CHECK(fs::weakly_canonical(args.model) != fs::weakly_canonical(out),
            "--out must differ from --model (the source would be overwritten while read)");
-  check_out(out, args.model);
+  check_out(out);
   const DType dtype = dtype_from_name(args.dtype);
   models::CausalLM model = io::load_hf_model(args.model, DType::F32);
   check_tokenizer_fits(args.model, model.config().vocab_size);
@@ -313,6 +313,10 @@ void run_convert(const ConvertArgs& args) {
     options.max_shard_bytes = static_cast<uint64_t>(args.max_shard_gb * 1e9);
     io::save_hf_model(model, built, dtype, options, fs::path(args.model) / "config.json");
     for (const std::string& name : copied) copy_synced(fs::path(args.model) / name, built / name);
+    std::string copied_list;
+    for (const std::string& name : copied)
+      if (is_license_like(name)) copied_list += name + "\n";
+    if (!copied_list.empty()) io::write_file_atomic(built / kCopiedList, copied_list);
     made_for_transformers = train::write_tokenizer_files_for_transformers(built);
     fsync_dir(built);
     move_into_place(built, out);

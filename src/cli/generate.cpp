@@ -158,8 +158,13 @@ nlohmann::json row_json(const train::Generation& g, int64_t row, int64_t line, b
 // reader names the file alone, which did not say where it was given.
 data::jinja::Value read_tools_option(const std::string& file) {
   std::error_code ec;
-  if (!fs::exists(fs::status(file, ec))) fail("--tools ", file, ": cannot read it: no such file");
-  if (fs::is_regular_file(fs::status(file, ec)) && ::access(file.c_str(), R_OK) != 0)
+  const fs::file_status status = fs::status(file, ec);
+  if (!fs::exists(status)) {
+    // A parent folder that may not be searched says so, not "no such file".
+    fail("--tools ", file, ": cannot read it: ",
+         ec && ec != std::errc::no_such_file_or_directory ? ec.message() : "no such file");
+  }
+  if (fs::is_regular_file(status) && ::access(file.c_str(), R_OK) != 0)
     fail("--tools ", file, ": cannot read it: ", std::strerror(errno));
   try {
     return data::rows::read_tools_file(file);

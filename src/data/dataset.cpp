@@ -685,8 +685,8 @@ void check_ids_in_vocab(const std::vector<Sample>& samples, int64_t vocab,
         fail(where(), ": token id ", id, " (position ", j,
              " of the row) is outside the model's vocabulary [0, ", vocab,
              "): the ids were made for another vocabulary (a row of input_ids is used as it is: "
-             "tokenize its text with this model's tokenizer), or are an added token past it, "
-             "warned of above");
+             "tokenize its text with this model's tokenizer), or are an added token of the "
+             "tokenizer past it (said at the start, when a tokenizer was read)");
       }
     }
     // Labels are what the loss indexes; one outside the vocabulary used to

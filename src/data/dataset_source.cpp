@@ -314,6 +314,24 @@ std::string decompress_command(const fs::path& file, const std::string& tool,
 // numbers), so each is refused by name with the command that converts it;
 // a CSV or TSV file, which has none, by its extension. Parquet and Arrow
 // are not read: README.md, "Parquet and Arrow files are not read".
+// Whether the file `in` reads ends with `magic` (a Parquet or Arrow file
+// ends with its magic too, which a text starting with "PAR1" does not).
+bool ends_with_magic(std::ifstream& in, std::string_view magic) {
+  in.clear();
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  bool ends = false;
+  if (size >= static_cast<std::streamoff>(2 * magic.size())) {
+    std::string tail(magic.size(), '\0');
+    in.seekg(size - static_cast<std::streamoff>(magic.size()));
+    in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+    ends = in.gcount() == static_cast<std::streamsize>(tail.size()) && tail == magic;
+  }
+  in.clear();
+  in.seekg(0);
+  return ends;
+}
+
 void refuse_other_formats(const fs::path& file, std::ifstream& in) {
   unsigned char head[8] = {};
   in.read(reinterpret_cast<char*>(head), sizeof head);
@@ -326,12 +344,12 @@ void refuse_other_formats(const fs::path& file, std::ifstream& in) {
     return fmt::format("python3 -c 'import datasets; datasets.{}.to_json(\"{}\")'", read, out);
   };
   std::string what, convert;
-  if (start.starts_with("PAR1")) {
-    what = "a Parquet file (it starts with \"PAR1\")";
+  if (start.starts_with("PAR1") && ends_with_magic(in, "PAR1")) {
+    what = "a Parquet file (it starts and ends with \"PAR1\")";
     convert = python(fmt::format("Dataset.from_parquet(\"{}\")", file.string()));
-  } else if (start.starts_with("ARROW1")) {
+  } else if (start.starts_with("ARROW1") && ends_with_magic(in, "ARROW1")) {
     // The Arrow IPC file format (Feather 2), which datasets.Dataset.from_file does not read.
-    what = "an Arrow IPC file (it starts with \"ARROW1\")";
+    what = "an Arrow IPC file (it starts and ends with \"ARROW1\")";
     convert = fmt::format(
         "python3 -c 'import pandas; pandas.read_feather(\"{}\").to_json(\"{}\", "
         "orient=\"records\", lines=True, force_ascii=False)'",

@@ -148,7 +148,7 @@ std::string added_tokens_past_rows(const Tokenizer& tokenizer, int64_t vocab_siz
 // bos_token_id are the model's, chosen with its own tokenizer; an id that
 // no token of this tokenizer has (Qwen3's eos 151645 beside GPT-2's 50257
 // ids) says the tokenizer is another model's, though its vocabulary fits
-// the rows. Generation would never stop there (nor transformers', from a
+// the rows. Generation may never stop there (nor transformers', from a
 // checkpoint, which pairs this config.json with this tokenizer). It is a
 // warning, not a refusal: a new tokenizer on a config trained from
 // scratch is deliberate, and the config's ids are the user's to set. An
@@ -189,7 +189,7 @@ std::string special_ids_without_token(const Tokenizer& tokenizer, const std::str
       "to the tokenizer's own ids",
       config_file, fmt::join(named, " and "), named.size() == 1 ? "names" : "name",
       tokenizer.file().string(), size, size - 1,
-      eos_missing ? " Generation would not stop at the end of a sequence, here or in transformers "
+      eos_missing ? " Generation may not stop at the end of a sequence, here or in transformers "
                     "(a checkpoint pairs this config.json with this tokenizer)."
                   : "",
       fmt::join(keys, " and "));

@@ -397,7 +397,10 @@ void note_comments_after_paths(TrainConfig& config, const std::string& key, cons
   }
   if (lines == nullptr) return;
   const auto note = [&](const std::string& name, const YAML::Node& k, const YAML::Node& value) {
-    if (const auto cut = comment_after_value(*lines, k, value)) {
+    // An ordinary comment (`path: x  # the tiny one`) is no cut name: only
+    // one reading as the rest of the name (`#1.jsonl`), or after nothing.
+    if (const auto cut = comment_after_value(*lines, k, value);
+        cut && (cut->looks_like_a_name() || cut->value.empty())) {
       noted[name] = {
           comment_cut_hint(*cut),
           comment_cut_warning(*cut, name, source + " (line " + std::to_string(cut->line) + ")")};

@@ -2,7 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <utility>
 
 #include "core/error.h"
 #include "data/chat_template.h"
@@ -85,8 +89,10 @@ std::optional<ordered_json> tokenizer_config(const fs::path& folder, bool gpt2) 
       config["unk_token"] = end_of_text;
     } else {
       config["tokenizer_class"] = "PreTrainedTokenizerFast";
-      std::optional<std::string> bos = files.bos_token;
-      if (!bos && files.prefix_tokens.size() == 1) bos = files.prefix_tokens.front();
+      // No bos_token: the post-processor of tokenizer.json puts a BOS where
+      // the tokenizer has one, and a chat template writing {{ bos_token }}
+      // would render one where training, reading no tokenizer_config.json,
+      // rendered none.
       std::optional<std::string> pad;
       if (const auto named = files.other_special_tokens.find("pad_token");
           named != files.other_special_tokens.end()) {
@@ -94,7 +100,6 @@ std::optional<ordered_json> tokenizer_config(const fs::path& folder, bool gpt2) 
       } else {
         pad = padding_token(folder / "tokenizer.json");
       }
-      if (bos) config["bos_token"] = *bos;
       if (eos_token) config["eos_token"] = *eos_token;
       if (pad) config["pad_token"] = *pad;
     }
@@ -105,6 +110,49 @@ std::optional<ordered_json> tokenizer_config(const fs::path& folder, bool gpt2) 
   return config;
 }
 
+// The files for `folder` as {name, text}, computed (planned_files).
+using PlannedFiles = std::vector<std::pair<std::string, std::string>>;
+
+PlannedFiles compute_planned_files(const fs::path& folder, bool gpt2) {
+  PlannedFiles planned;
+  if (gpt2 && !fs::exists(folder / "vocab.json") && !fs::exists(folder / "merges.txt")) {
+    if (const std::optional<std::string> merges = merges_txt(folder / "vocab.bpe")) {
+      planned.emplace_back("vocab.json", data::read_whole_file(folder / "encoder.json"));
+      planned.emplace_back("merges.txt", *merges);
+    }
+  }
+  if (!fs::exists(folder / "tokenizer_config.json")) {
+    if (const std::optional<ordered_json> config = tokenizer_config(folder, gpt2))
+      planned.emplace_back("tokenizer_config.json", config->dump(2) + "\n");
+  }
+  return planned;
+}
+
+// The files for `folder`, computed once for its inputs' bytes: every
+// checkpoint of a run copies the same tokenizer, and loading it again
+// (a 150k-token tokenizer.json: ~0.7 s, ~75 MB) at each save would cost
+// each save that much. The key is what the files are computed from: which
+// of the tokenizer's files the folder holds, and their bytes.
+PlannedFiles planned_files(const fs::path& folder, bool gpt2) {
+  std::string key = gpt2 ? "gpt2" : "fast";
+  for (const char* name :
+       {"tokenizer.json", "encoder.json", "vocab.bpe", "vocab.json", "merges.txt",
+        "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"}) {
+    if (!fs::exists(folder / name)) continue;
+    key += std::string("|") + name + ":" +
+           std::to_string(std::hash<std::string>{}(data::read_whole_file(folder / name)));
+  }
+  static std::mutex mutex;
+  static std::map<std::string, PlannedFiles> computed;
+  {
+    const std::lock_guard lock(mutex);
+    if (const auto it = computed.find(key); it != computed.end()) return it->second;
+  }
+  PlannedFiles planned = compute_planned_files(folder, gpt2);
+  const std::lock_guard lock(mutex);
+  return computed.emplace(key, std::move(planned)).first->second;
+}
+
 }  // namespace
 
 std::vector<std::string> write_tokenizer_files_for_transformers(const fs::path& folder) {
@@ -113,18 +161,9 @@ std::vector<std::string> write_tokenizer_files_for_transformers(const fs::path& 
   const bool gpt2 = !fast && fs::is_regular_file(folder / "encoder.json") &&
                     fs::is_regular_file(folder / "vocab.bpe");
   if (!fast && !gpt2) return written;
-  if (gpt2 && !fs::exists(folder / "vocab.json") && !fs::exists(folder / "merges.txt")) {
-    if (const std::optional<std::string> merges = merges_txt(folder / "vocab.bpe")) {
-      io::write_file_atomic(folder / "vocab.json", data::read_whole_file(folder / "encoder.json"));
-      io::write_file_atomic(folder / "merges.txt", *merges);
-      written.insert(written.end(), {"vocab.json", "merges.txt"});
-    }
-  }
-  if (!fs::exists(folder / "tokenizer_config.json")) {
-    if (const std::optional<ordered_json> config = tokenizer_config(folder, gpt2)) {
-      io::write_file_atomic(folder / "tokenizer_config.json", config->dump(2) + "\n");
-      written.push_back("tokenizer_config.json");
-    }
+  for (const auto& [name, text] : planned_files(folder, gpt2)) {
+    io::write_file_atomic(folder / name, text);
+    written.push_back(name);
   }
   return written;
 }

@@ -28,15 +28,18 @@ namespace lt::train {
 //    tokenizer.json) and the special tokens the tokenizer has: the EOS
 //    lazytrain ends samples with (data::resolve_special_ids), and for
 //    GPT2Tokenizer <|endoftext|> as BOS and UNK as GPT-2's published
-//    tokenizer_config.json has them, or for a tokenizer.json the BOS its
-//    post-processor puts first and the pad token its "padding" names
-//    (or special_tokens_map.json's, which transformers also reads); and
+//    tokenizer_config.json has them, or for a tokenizer.json the pad
+//    token its "padding" names (or special_tokens_map.json's, which
+//    transformers also reads; no bos_token: the post-processor puts the
+//    BOS, and a template's {{ bos_token }} must render as in training); and
 //    "clean_up_tokenization_spaces": false, so that transformers decodes
 //    as lazytrain does (transformers 4.x otherwise defaults to removing
 //    the space before punctuation).
 // A tokenizer this program cannot read gets no tokenizer_config.json (its
 // tokens are unknown); a folder with only a tokenizer.model, or no
 // tokenizer, is left as it is. Returns the names of the files written.
+// What is written is computed once per process for the same input bytes
+// (each checkpoint of a run copies the same tokenizer).
 std::vector<std::string> write_tokenizer_files_for_transformers(
     const std::filesystem::path& folder);
 

@@ -236,16 +236,19 @@ TEST_F(DatasetEncoding, AFieldFoundNamesOnlyTheOtherOne) {
 constexpr const char* kReads = "; lazytrain reads JSON Lines, a JSON array or text (.txt). ";
 
 TEST_F(DatasetEncoding, AParquetFileIsNamedWithTheDatasetsLineThatConvertsIt) {
-  // A Parquet file's first bytes: "PAR1", then a page header.
-  const fs::path f = write("train-00000-of-00001.parquet", "PAR1\x15\x04\x15\x80\x01"s);
+  // A Parquet file: "PAR1", a page header, ..., the footer's length and
+  // "PAR1" again.
+  const fs::path f =
+      write("train-00000-of-00001.parquet", "PAR1\x15\x04\x15\x80\x01\x10\x00\x00\x00PAR1"s);
   EXPECT_EQ(detect_error(f),
-            f.string() + " is a Parquet file (it starts with \"PAR1\")" + kReads +
+            f.string() + " is a Parquet file (it starts and ends with \"PAR1\")" + kReads +
                 "Convert it first: python3 -c 'import datasets; datasets.Dataset.from_parquet(\"" +
                 f.string() + "\").to_json(\"" + path("train-00000-of-00001.jsonl") + "\")'");
   // Whatever its name, and whatever the format asked for.
-  const fs::path named_jsonl = write("data.jsonl", "PAR1\x15\x04"s);
+  const fs::path named_jsonl = write("data.jsonl", "PAR1\x15\x04\x08\x00\x00\x00PAR1"s);
   EXPECT_EQ(detect_error(named_jsonl),
-            named_jsonl.string() + " is a Parquet file (it starts with \"PAR1\")" + kReads +
+            named_jsonl.string() + " is a Parquet file (it starts and ends with \"PAR1\")" +
+                kReads +
                 "Convert it first: python3 -c 'import datasets; datasets.Dataset.from_parquet(\"" +
                 named_jsonl.string() + "\").to_json(\"" + path("data.converted.jsonl") + "\")'");
   DatasetOptions text;
@@ -253,7 +256,7 @@ TEST_F(DatasetEncoding, AParquetFileIsNamedWithTheDatasetsLineThatConvertsIt) {
   const Tokenizer& gpt2 = testing::reference_tokenizer("gpt2");
   EXPECT_NE(error_of([&] {
               load_dataset(f, &gpt2, text, nullptr);
-            }).find(" is a Parquet file (it starts with \"PAR1\")"),
+            }).find(" is a Parquet file (it starts and ends with \"PAR1\")"),
             std::string::npos);
 }
 
@@ -288,10 +291,11 @@ TEST_F(DatasetEncoding, GzipAndZstdFilesAreNamedWithTheCommandThatDecompressesTh
 }
 
 TEST_F(DatasetEncoding, ArrowFilesAreNamedWithTheCommandThatConvertsThem) {
-  // The IPC file format (Feather 2): "ARROW1", two bytes of padding.
-  const fs::path file = write("rows.arrow", "ARROW1\0\0\xFF\xFF\xFF\xFF"s);
+  // The IPC file format (Feather 2): "ARROW1", two bytes of padding, ...,
+  // the footer's length and "ARROW1" again.
+  const fs::path file = write("rows.arrow", "ARROW1\0\0\xFF\xFF\xFF\xFF\x10\x00\x00\x00ARROW1"s);
   EXPECT_EQ(detect_error(file),
-            file.string() + " is an Arrow IPC file (it starts with \"ARROW1\")" + kReads +
+            file.string() + " is an Arrow IPC file (it starts and ends with \"ARROW1\")" + kReads +
                 "Convert it first: python3 -c 'import pandas; pandas.read_feather(\"" +
                 file.string() + "\").to_json(\"" + path("rows.jsonl") +
                 "\", orient=\"records\", lines=True, force_ascii=False)'");
@@ -327,6 +331,12 @@ TEST_F(DatasetEncoding, TextFilesAreNotTakenForOtherFormats) {
   EXPECT_EQ(detect_layout(write("a.jsonl", "{\"text\": \"PAR1\"}\n")), SourceLayout::kJsonLines);
   EXPECT_EQ(detect_layout(write("b.json", "[{\"text\": \"x\"}]")), SourceLayout::kJsonArray);
   EXPECT_EQ(detect_layout(write("c.txt", "PAR 1 is a paragraph\n")), SourceLayout::kTextParagraphs);
+  // Text that starts with a magic number's letters is text: a Parquet or
+  // Arrow file ends with them too.
+  EXPECT_EQ(detect_layout(write("f.txt", "PAR1 is the first paragraph's id.\n\nSecond.\n")),
+            SourceLayout::kTextParagraphs);
+  EXPECT_EQ(detect_layout(write("g.jsonl", "ARROW1 {\"text\": \"x\"}\n")),
+            SourceLayout::kJsonLines);
   EXPECT_EQ(detect_layout(write("d.jsonl", "")), SourceLayout::kJsonLines);
   EXPECT_EQ(detect_layout(write("e.jsonl", "P")), SourceLayout::kJsonLines);
 }

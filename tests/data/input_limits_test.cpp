@@ -70,8 +70,8 @@ TEST_F(InputLimits, LabelsOutsideTheVocabularyNameTheFileLineAndField) {
   EXPECT_EQ(id_message,
             "ids:2: token id 99 (position 1 of the row) is outside the model's vocabulary [0, "
             "97): the ids were made for another vocabulary (a row of input_ids is used as it is: "
-            "tokenize its text with this model's tokenizer), or are an added token past it, "
-            "warned of above");
+            "tokenize its text with this model's tokenizer), or are an added token of the "
+            "tokenizer past it (said at the start, when a tokenizer was read)");
 }
 
 // A line past kMaxLineBytes is refused once that many bytes are read, not

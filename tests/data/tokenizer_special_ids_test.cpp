@@ -54,7 +54,7 @@ TEST_F(TokenizerSpecialIds, AnEosIdPastTheTokenizerIsAWarningNamingBothFiles) {
   EXPECT_EQ(check_tokenizer_runs_model(gpt2_, 151936, config),
             "warning: " + config + ": eos_token_id 151645 names no token of " + encoder() +
                 " (50257 ids, 0 to 50256): the tokenizer is probably another model's. Generation "
-                "would not stop at the end of a sequence, here or in transformers (a checkpoint "
+                "may not stop at the end of a sequence, here or in transformers (a checkpoint "
                 "pairs this config.json with this tokenizer). For a new tokenizer on purpose (a "
                 "model trained from scratch), set eos_token_id there to the tokenizer's own ids");
 }
@@ -69,7 +69,7 @@ TEST_F(TokenizerSpecialIds, EosListsAndBosAreCheckedIdById) {
                 "151643 name no token of " +
                 encoder() +
                 " (50257 ids, 0 to 50256): the tokenizer is probably another model's. Generation "
-                "would not stop at the end of a sequence, here or in transformers (a checkpoint "
+                "may not stop at the end of a sequence, here or in transformers (a checkpoint "
                 "pairs this config.json with this tokenizer). For a new tokenizer on purpose (a "
                 "model trained from scratch), set eos_token_id and bos_token_id there to the "
                 "tokenizer's own ids");
@@ -110,7 +110,7 @@ TEST_F(TokenizerSpecialIds, EachWarningIsALine) {
                 "as the model's; a text holding this token is refused. Using it needs the "
                 "embedding resized (transformers: model.resize_token_embeddings)\nwarning: " +
                 config + ": eos_token_id 151645 names no token of " + file +
-                " (98 ids, 0 to 97): the tokenizer is probably another model's. Generation would "
+                " (98 ids, 0 to 97): the tokenizer is probably another model's. Generation may "
                 "not stop at the end of a sequence, here or in transformers (a checkpoint pairs "
                 "this config.json with this tokenizer). For a new tokenizer on purpose (a model "
                 "trained from scratch), set eos_token_id there to the tokenizer's own ids");

@@ -50,6 +50,10 @@ TEST_F(ConfigCommentCut, AMissingFileCutByACommentSaysWhy) {
   // A missing file without a comment on its line says only that.
   EXPECT_EQ(error_of(with_lines(named("my file"))),
             run_yaml() + " (line 4): config key 'data.path': no file '" + named("my file") + "'");
+  // So does one whose comment is an ordinary one (a space after its '#'):
+  // the name did not go on into it.
+  EXPECT_EQ(error_of(with_lines(named("my file") + "   # the tiny one")),
+            run_yaml() + " (line 4): config key 'data.path': no file '" + named("my file") + "'");
 }
 
 TEST_F(ConfigCommentCut, AFileThatIsThereIsWarnedOfWhenTheCommentLooksLikeTheRestOfItsName) {

@@ -124,8 +124,10 @@ TEST(TokenizerFilesForTransformers, ATokenizerJsonGetsTheClassAndTheTokensItHas)
                   {"clean_up_tokenization_spaces", false}}));
   EXPECT_FALSE(fs::exists(folder / "vocab.json"));
 
-  // Llama 3's kind: the post-processor puts <|begin_of_text|> first, and
-  // "padding" names <|pad|>: BOS and pad too.
+  // Llama 3's kind: the post-processor puts <|begin_of_text|> first (it
+  // stays the post-processor's: no bos_token, which a template's
+  // {{ bos_token }} would write where training wrote none), and "padding"
+  // names <|pad|>: the pad token too.
   json vocab = {{"<unk>", 0}, {"a", 1}, {"b", 2}};
   json tokenizer =
       lt::testing::byte_level_tokenizer(vocab, {lt::testing::special_token(3, "<|begin_of_text|>"),
@@ -143,10 +145,28 @@ TEST(TokenizerFilesForTransformers, ATokenizerJsonGetsTheClassAndTheTokensItHas)
             (std::vector<std::string>{"tokenizer_config.json"}));
   EXPECT_EQ(read_json(tmp / "llama3" / "tokenizer_config.json"),
             json({{"tokenizer_class", "PreTrainedTokenizerFast"},
-                  {"bos_token", "<|begin_of_text|>"},
                   {"eos_token", "<|end_of_text|>"},
                   {"pad_token", "<|pad|>"},
                   {"clean_up_tokenization_spaces", false}}));
+}
+
+// The files are computed once for a tokenizer's bytes (each save of a run
+// copies the same one): a folder whose tokenizer.json differs, at the same
+// path, gets its own, not the first one's.
+TEST(TokenizerFilesForTransformers, AnotherTokenizerAtTheSamePathGetsItsOwnFiles) {
+  const TempDir tmp("tokenizer_files_again");
+  const fs::path folder = tmp / "tok";
+  for (const std::string eos : {"<|endoftext|>", "</s>"}) {
+    fs::remove_all(folder);
+    fs::create_directories(folder);
+    json vocab = {{"<unk>", 0}, {"a", 1}};
+    write_text(
+        folder / "tokenizer.json",
+        lt::testing::byte_level_tokenizer(vocab, {lt::testing::special_token(2, eos.c_str())}).dump());
+    EXPECT_EQ(write_tokenizer_files_for_transformers(folder),
+              (std::vector<std::string>{"tokenizer_config.json"}));
+    EXPECT_EQ(read_json(folder / "tokenizer_config.json").at("eos_token"), eos);
+  }
 }
 
 // A file already there is the tokenizer's own and is kept; a tokenizer this
