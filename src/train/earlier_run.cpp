@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -160,6 +161,32 @@ void refuse_resume_into_another_runs_out_dir(const fs::path& out_dir, const fs::
           : fmt::format("{} checkpoint(s) of an earlier run (the newest is {}) and its "
                         "metrics.jsonl",
                         checkpoints.size(), checkpoints.back().filename().string())));
+}
+
+void refuse_overwrite_of_inputs(const fs::path& out_dir, std::optional<int64_t> after_step,
+                                const std::vector<std::pair<std::string, std::string>>& inputs) {
+  const std::vector<fs::path> doomed =
+      after_step ? checkpoints_after(out_dir, *after_step) : saved_checkpoints(out_dir);
+  for (const auto& [key, input] : inputs) {
+    if (input.empty()) continue;
+    std::error_code ec;
+    const fs::path path = fs::weakly_canonical(input, ec);
+    if (ec) continue;
+    for (const fs::path& checkpoint : doomed) {
+      const fs::path dir = fs::weakly_canonical(checkpoint, ec);
+      if (ec) continue;
+      // `path` is `dir` or lies under it.
+      const auto [end, rest] = std::mismatch(dir.begin(), dir.end(), path.begin(), path.end());
+      (void)rest;
+      if (end != dir.end()) continue;
+      fail(fmt::format(
+          "{} '{}' lies in {}, a checkpoint of out.dir '{}' that out.overwrite removes as the "
+          "run starts{}: the run would delete what it reads. Copy that checkpoint out of "
+          "out.dir and point {} at the copy, or set another out.dir",
+          key, input, checkpoint.string(), out_dir.string(),
+          after_step ? fmt::format(" (a step after the resumed {})", *after_step) : "", key));
+    }
+  }
 }
 
 void remove_earlier_checkpoints(const std::filesystem::path& out_dir) {

@@ -6,6 +6,10 @@
 // writes anything, unless out.overwrite says to start over.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace lt::train {
 
@@ -26,6 +30,17 @@ bool holds_an_earlier_run(const std::filesystem::path& out_dir);
 // A link among them stays, saying so (Note [Links in out.dir],
 // train/checkpoint.h); so too in remove_later_checkpoints.
 void remove_earlier_checkpoints(const std::filesystem::path& out_dir);
+
+// Note [Inputs in the checkpoints out.overwrite removes]: a run that
+// reads one of its inputs (`inputs`: {key, path}, model.path first) from a
+// checkpoint of out_dir that out.overwrite would remove (every checkpoint;
+// with `after_step`, those of later steps) is refused before anything is
+// removed, naming the key, the checkpoint and the ways on: branching from
+// one's own checkpoint into the same out.dir deleted the base model
+// silently.
+void refuse_overwrite_of_inputs(const std::filesystem::path& out_dir,
+                                std::optional<int64_t> after_step,
+                                const std::vector<std::pair<std::string, std::string>>& inputs);
 
 // A resume from a checkpoint at `step` into an out.dir holding checkpoints
 // of later steps (a run that went on past it) would replace that run's

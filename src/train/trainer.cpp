@@ -462,6 +462,17 @@ std::vector<std::string> resume_notes(const Run& r, const std::string& resume) {
 
 // Reads the data, loads the weights, resolves the plan, builds the
 // optimizer and executor, and restores a checkpoint's state.
+// What a run reads from files, by key (refuse_overwrite_of_inputs).
+std::vector<std::pair<std::string, std::string>> run_inputs(const TrainConfig& c) {
+  std::vector<std::pair<std::string, std::string>> inputs = {{"model.path", c.model.path},
+                                                             {"data.tokenizer", c.data.tokenizer},
+                                                             {"data.path", c.data.path},
+                                                             {"data.eval_path", c.data.eval_path}};
+  for (size_t k = 0; k < c.data.sources.size(); ++k)
+    inputs.emplace_back("data.sources[" + std::to_string(k) + "].path", c.data.sources[k].path);
+  return inputs;
+}
+
 void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   const TrainConfig& c = r.config;
   // The checkpoint first: run_training resolved --resume (refusing one with
@@ -474,6 +485,13 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
     if (!c.out.overwrite)
       refuse_resume_over_later_checkpoints(r.out_dir, r.resume_dir,
                                            read_trainer_state(r.resume_dir).step);
+    if (c.out.overwrite) {
+      refuse_overwrite_of_inputs(
+          r.out_dir,
+          r.resumed_from_elsewhere ? std::nullopt
+                                   : std::optional<int64_t>(read_trainer_state(r.resume_dir).step),
+          run_inputs(c));
+    }
   }
   const fs::path tok_dir = tokenizer_dir_of(c);
   r.tokenizer = load_run_tokenizer(c, log);
@@ -1117,6 +1135,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   if (writer) lock.emplace(requested.out.dir);
   const bool fresh = options.resume.empty() && !options.resuming;
   if (fresh && !requested.out.overwrite) refuse_fresh_run_over_checkpoints(requested.out.dir);
+  if (fresh && requested.out.overwrite)
+    refuse_overwrite_of_inputs(requested.out.dir, std::nullopt, run_inputs(requested));
   Run r;
   r.config = requested;
   // The saved config.yaml says what ran: train.dtype auto is resolved here.

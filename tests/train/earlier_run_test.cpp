@@ -130,6 +130,49 @@ TEST_F(EarlierRun, AResumeFromBeforeLaterCheckpointsIsRefusedUnlessOutOverwriteI
   EXPECT_EQ(count_lines(out() / "metrics.jsonl"), 2u);
 }
 
+// Branching from one's own checkpoint into the same out.dir with
+// out.overwrite removed the model it starts from as the run set up,
+// silently: refused before anything goes, naming the key and the
+// checkpoint. A resume's later checkpoints likewise; earlier ones stay.
+TEST_F(EarlierRun, OutOverwriteRefusesToRemoveACheckpointTheRunReads) {
+  run_earlier();
+  fs::copy_file(tmp_ / "data.jsonl", out() / "step-1" / "rows.jsonl");
+  const auto before = contents_of(out());
+  const fs::path base = out() / "step-2";
+  std::string m = error_of(
+      config({"train.steps=3", "out.overwrite=true", "model.path=" + base.string()}, out()));
+  EXPECT_EQ(m, "model.path '" + base.string() + "' lies in " + base.string() +
+                   ", a checkpoint of out.dir '" + out().string() +
+                   "' that out.overwrite removes as the run starts: the run would delete what it "
+                   "reads. Copy that checkpoint out of out.dir and point model.path at the copy, "
+                   "or set another out.dir");
+  EXPECT_EQ(contents_of(out()), before);
+  // A file inside one is named the same way.
+  const fs::path rows = out() / "step-1" / "rows.jsonl";
+  m = error_of(
+      config({"train.steps=3", "out.overwrite=true", "data.path=" + rows.string()}, out()));
+  EXPECT_MENTIONS(m, "data.path '" + rows.string() + "' lies in " + (out() / "step-1").string());
+  EXPECT_EQ(contents_of(out()), before);
+  // Resuming from step-1 in place removes step-2 only.
+  m = error_of(
+      config({"train.steps=3", "out.overwrite=true", "model.path=" + base.string()}, out()),
+      (out() / "step-1").string());
+  EXPECT_MENTIONS(m, "model.path '" + base.string() + "' lies in " + base.string() +
+                         ", a checkpoint of out.dir '" + out().string() +
+                         "' that out.overwrite removes as the run starts (a step after the "
+                         "resumed 1)");
+  EXPECT_EQ(contents_of(out()), before);
+  // A folder whose name only starts like a checkpoint's is no checkpoint:
+  // the run reads from it and starts over.
+  fs::create_directories(out() / "step-1-data");
+  fs::copy_file(tmp_ / "data.jsonl", out() / "step-1-data" / "rows.jsonl");
+  train_quietly(config({"train.steps=1", "out.overwrite=true",
+                        "data.path=" + (out() / "step-1-data" / "rows.jsonl").string()},
+                       out()));
+  EXPECT_FALSE(fs::exists(out() / "step-2"));
+  EXPECT_TRUE(fs::exists(out() / "step-1-data" / "rows.jsonl"));
+}
+
 // A run that saved nothing (killed, save_every 0) leaves only its
 // metrics.jsonl: a fresh run does not replace it unasked.
 TEST_F(EarlierRun, AFreshRunOverMetricsWithoutACheckpointIsRefused) {
