@@ -1,4 +1,5 @@
-// `lazytrain generate --model DIR (--prompt TEXT [--tools FILE] | --data FILE [--format F]
+// `lazytrain generate --model DIR (--prompt TEXT [--system TEXT] [--tools FILE] | --data FILE
+//  [--format F]
 //  [--prompt-field F] [--batch-size B]) [--template T]
 //  [--max-new-tokens N] [--temperature X] [--top-p P] [--top-k K] [--seed S]
 //  [--stop STR ...] [--device D] [--device-memory-gb X] [--json]`
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "cli/commands.h"
@@ -20,6 +22,7 @@
 #include "data/jinja_value.h"
 #include "data/prompt_rows.h"
 #include "data/unicode.h"
+#include "io/hf_folder.h"
 #include "train/generation.h"
 #include "train/generation_sampling.h"
 #include "train/generation_setup.h"
@@ -33,7 +36,8 @@ namespace fs = std::filesystem;
 
 struct GenerateArgs {
   std::string model, prompt, data;
-  std::string tools;  // a JSON file of tools for --prompt
+  std::string system;  // a system message before --prompt's user message
+  std::string tools;   // a JSON file of tools for --prompt
   std::string format = "auto";
   std::string template_name;  // empty: the one a checkpoint was trained with, else auto
   std::string tokenizer;
@@ -48,8 +52,11 @@ struct GenerateArgs {
   int64_t batch_size = 8;
   std::vector<std::string> stop;
   bool json = false;
-  // Given on the command line: --seed, and the kDataOptions, by name.
+  // Given on the command line: --seed, --system, any of --temperature,
+  // --top-p and --top-k, and the kDataOptions, by name.
   bool seed_given = false;
+  bool system_given = false;
+  bool sampling_given = false;
   std::vector<std::string> data_options_given;
 };
 
@@ -178,14 +185,53 @@ data::jinja::Value read_tools_option(const std::string& file) {
   }
 }
 
+// The note when the model folder's generation_config.json asks for
+// sampling (do_sample true) and no sampling option was given: transformers'
+// generate() would sample there, this run is greedy. Empty when it does not
+// ask (or there is no such file; a malformed one was refused as the EOS ids
+// were read).
+std::string sampling_config_note(const std::string& model) {
+  const fs::path file = fs::path(model) / io::kHfGenerationFile;
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return "";
+  std::ifstream in(file);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return "";
+  const auto sample = j.find("do_sample");
+  if (sample == j.end() || !sample->is_boolean() || !sample->get<bool>()) return "";
+  std::string values = "do_sample true";
+  // transformers samples at temperature 1.0 when the file gives none.
+  std::string flags = "--temperature 1.0";
+  for (const char* key : {"temperature", "top_p", "top_k"}) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_number()) continue;
+    values += fmt::format(", {} {}", key, it->dump());
+    const double v = it->get<double>();
+    const std::string key_name = key;
+    if (key_name == "temperature" && v > 0) flags = "--temperature " + it->dump();
+    if (key_name == "top_p" && v < 1) flags += " --top-p " + it->dump();
+    if (key_name == "top_k" && v > 0) flags += " --top-k " + it->dump();
+  }
+  return fmt::format(
+      "generate: note: {}'s generation_config.json asks for sampling ({}); this run is greedy, "
+      "as generate is without --temperature: give {} to sample as it asks",
+      model, values, flags);
+}
+
 // The --prompt's tokens, laid out with the tools of --tools. A built-in
 // layout refuses tools as a data row's ("the row has tools"); here no row
-// has them, --tools gave them, and the refusal says so.
+// has them, --tools gave them, and the refusal says so. A --system message
+// goes first, as a row's "system" field does in training (an empty one adds
+// no turn, as an empty field adds none): the template lays it out, or, with
+// no system role of its own (Mistral's), puts it where it puts a row's.
 std::vector<int32_t> chat_with_tools_option(const data::PromptRenderer& renderer,
                                             const GenerateArgs& args,
                                             const data::jinja::Value& tools) {
   try {
-    return renderer.chat({{data::Role::kUser, args.prompt}}, tools);
+    std::vector<data::ChatMessage> messages;
+    if (!args.system.empty()) messages.push_back({data::Role::kSystem, args.system});
+    messages.push_back({data::Role::kUser, args.prompt});
+    return renderer.chat(messages, tools);
   } catch (const data::jinja::TemplateRaised& e) {
     const std::string message = e.what(), row = "the row has tools";
     if (args.tools.empty() || !message.starts_with(row)) throw;
@@ -217,6 +263,9 @@ void run_generate(const GenerateArgs& args) {
   train::check_stop_strings(args.stop);  // before the model loads
   LT_CHECK(args.tools.empty() || args.data.empty(),
            "generate: --tools goes with --prompt; --data rows carry their own \"tools\"");
+  LT_CHECK(!args.system_given || args.data.empty(),
+           "generate: --system goes with --prompt; --data rows carry their own system prompt (a "
+           "\"system\" field, or a system turn): put it in the rows");
   if (!args.prompt.empty() && !args.data_options_given.empty()) {
     const std::string& name = args.data_options_given.front();
     fail("generate: ", name, " ", data_option_use(name), "; --prompt is one user message: give ",
@@ -230,6 +279,10 @@ void run_generate(const GenerateArgs& args) {
       args.prompt.empty() ? "generate --data" : "generate --prompt");
   if (const std::string note = train::eos_outside_vocabulary_note(g, "generate"); !note.empty())
     fmt::print(stderr, "{}\n", note);
+  if (!args.sampling_given) {
+    if (const std::string note = sampling_config_note(args.model); !note.empty())
+      fmt::print(stderr, "{}\n", note);  // also under --json
+  }
   const train::PromptTemplate chosen =
       train::prompt_template(args.model, args.template_name, "generate");
 
@@ -322,9 +375,14 @@ void run_generate(const GenerateArgs& args) {
   }
   const double tokens_per_s = seconds > 0 ? made / seconds : 0.0;
   if (args.json) {
-    // The speed as a last object, told from the rows by having no "row".
-    nlohmann::json speed = {
-        {"new_tokens", made}, {"seconds", seconds}, {"tokens_per_s", tokens_per_s}};
+    // The speed as a last object, told from the rows by having no "row";
+    // with the format and template the prompts took, as eval --json gives
+    // them (the text output's stderr line says them).
+    nlohmann::json speed = {{"new_tokens", made},
+                            {"seconds", seconds},
+                            {"tokens_per_s", tokens_per_s},
+                            {"format", prompts.format}};
+    if (!prompts.template_name.empty()) speed["template"] = prompts.template_name;
     if (g.streamed) speed["upload_wait_s"] = g.streamed->upload_wait_s();
     fmt::print("{}\n", speed.dump());
   }
@@ -352,6 +410,9 @@ void add_generate_command(CLI::App& app) {
       ->required();
   cmd->add_option("--prompt", args->prompt,
                   "A user message, rendered with the chat template as training renders it");
+  cmd->add_option("--system", args->system,
+                  "With --prompt: a system message before it, rendered with the chat template as "
+                  "training renders a row's \"system\" field");
   cmd->add_option("--tools", args->tools,
                   "With --prompt: a JSON file of tools (a list of schemas, as a dataset row's "
                   "\"tools\") the chat template lays out for the model")
@@ -408,9 +469,13 @@ void add_generate_command(CLI::App& app) {
                 "One JSON object per row, in row order: row (from 1), line (only with --data: "
                 "the row's line in its file), output_ids (the new tokens), text (when there is a "
                 "tokenizer), finish (eos, stop, length, context); then one without row: "
-                "new_tokens, seconds, tokens_per_s (and upload_wait_s when blocks stream)");
+                "new_tokens, seconds, tokens_per_s, format, template (when there is one) (and "
+                "upload_wait_s when blocks stream)");
   cmd->callback([args, cmd] {
     args->seed_given = cmd->count("--seed") > 0;
+    args->system_given = cmd->count("--system") > 0;
+    args->sampling_given =
+        cmd->count("--temperature") + cmd->count("--top-p") + cmd->count("--top-k") > 0;
     for (const char* name : kDataOptions) {
       if (cmd->count(name) > 0) args->data_options_given.push_back(name);
     }

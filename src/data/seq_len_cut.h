@@ -15,7 +15,11 @@ struct SeqLenCut {
   int64_t rows = 0;                // samples looked at
   int64_t rows_cut = 0;            // longer than seq_len
   int64_t cut_without_target = 0;  // of rows_cut, those left with no trained target
-  int64_t rows_with_target = 0;    // samples, cut or not, that keep a trained target
+  // Of rows_cut, those that keep a trained target but lose others: a label
+  // != -100 at position seq_len or later, which no cut row predicts (the
+  // end of an answer).
+  int64_t cut_losing_targets = 0;
+  int64_t rows_with_target = 0;  // samples, cut or not, that keep a trained target
   // Samples not cut that have no trained target all the same: one token
   // long, or their only label != -100 at position 0, which no row predicts.
   int64_t whole_without_target = 0;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <system_error>
+#include <utility>
 
 #include "core/error.h"
 #include "data/json_fields.h"
@@ -57,11 +59,21 @@ void report_seq_len_cut(const TrainConfig& c, const std::vector<data::Sample>& s
                   cut.rows_cut == 1 ? "was" : "were");
   if (cut.cut_without_target > 0) {
     const bool one = cut.cut_without_target == 1;
-    line += fmt::format(
-        "; {} of them {} no {} token (all of {} lie past token {}): raise train.seq_len "
-        "(the longest row has {} tokens)",
-        cut.cut_without_target, one ? "keeps" : "keep", trains ? "trained" : "scored",
-        one ? "its" : "theirs", seq_len, cut.longest);
+    line += fmt::format("; {} of them {} no {} token (all of {} lie past token {})",
+                        cut.cut_without_target, one ? "keeps" : "keep",
+                        trains ? "trained" : "scored", one ? "its" : "theirs", seq_len);
+  }
+  // Padded rows and evaluation rows keep a sample's first seq_len tokens:
+  // every label != -100 past them is dropped (data/seq_len_cut.h), the end
+  // of an answer most often.
+  if (cut.cut_losing_targets > 0) {
+    const bool one = cut.cut_losing_targets == 1;
+    line += fmt::format("; {} of them {} part of {} {} tokens (those past token {})",
+                        cut.cut_losing_targets, one ? "loses" : "lose", one ? "its" : "their",
+                        trains ? "trained" : "scored", seq_len);
+  }
+  if (cut.cut_without_target > 0 || cut.cut_losing_targets > 0) {
+    line += fmt::format(": raise train.seq_len (the longest row has {} tokens)", cut.longest);
   } else {
     line += fmt::format(" (their tokens past {} are not {})", seq_len, use);
   }
@@ -191,7 +203,10 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSou
   const data::DatasetOptions options = dataset_options(c, source, format_key);
   data::DatasetReport report;
   auto samples = data::load_dataset(source.path, tokenizer, options, &report);
-  log->message(fmt::format("data: {} sample{} from {} row{} of {} (format {}{}){}", report.samples,
+  // The evaluation set's line is marked: data.eval_path may be the training
+  // file, whose two lines would otherwise read alike.
+  log->message(fmt::format("{}: {} sample{} from {} row{} of {} (format {}{}){}",
+                           source.split == "eval" ? "data (eval)" : "data", report.samples,
                            report.samples == 1 ? "" : "s", report.rows, report.rows == 1 ? "" : "s",
                            source.path, report.format,
                            report.template_name.empty() ? "" : ", template " + report.template_name,
@@ -210,6 +225,43 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSou
   report_seq_len_cut(c, samples, source.path, source.split != "eval", log);
   return samples;
 }
+
+namespace {
+
+// Whether `a` and `b` name one file (through links and relative paths).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code error;
+  const bool same = fs::equivalent(a, b, error);
+  return !error && same;
+}
+
+// An evaluation file (data.eval_path, or an entry of data.sources with
+// split eval) that is also a training source makes eval_loss measure rows
+// the run trains on: said once per such file, naming both keys.
+void warn_eval_on_training_rows(const TrainConfig& c, ProgressBar* log) {
+  const std::vector<data::DataSource> sources = data_sources(c);
+  auto key_of = [&](size_t i) {
+    return c.data.sources.empty() ? std::string("data.path") : fmt::format("data.sources[{}]", i);
+  };
+  std::vector<std::pair<std::string, std::string>> evaluated;  // (key, path)
+  if (!c.data.eval_path.empty()) evaluated.emplace_back("data.eval_path", c.data.eval_path);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (sources[i].split == "eval") evaluated.emplace_back(key_of(i), sources[i].path);
+  }
+  for (const auto& [key, path] : evaluated) {
+    for (size_t i = 0; i < sources.size(); ++i) {
+      if (sources[i].split == "eval" || !same_file(path, sources[i].path)) continue;
+      log->message(fmt::format(
+          "data: warning: {} {} is the same file as {} {}: the evaluation then measures rows "
+          "the run trains on, not held-out ones (hold rows out with data.eval_split, or "
+          "evaluate another file)",
+          key, path, key_of(i), sources[i].path));
+      break;
+    }
+  }
+}
+
+}  // namespace
 
 TrainingData load_training_data(const TrainConfig& c, const data::Tokenizer* tokenizer,
                                 ProgressBar* log) {
@@ -241,6 +293,7 @@ TrainingData load_training_data(const TrainConfig& c, const data::Tokenizer* tok
     }
     d.train.push_back({std::move(samples), source.weight, source.path});
   }
+  warn_eval_on_training_rows(c, log);
   for (auto& part : held_out) d.eval.push_back(std::move(part));
   // data.eval_split holds out each sample by chance (data/mixture.h): a
   // small file may give none, and then no step logged an eval_loss, said

@@ -293,7 +293,9 @@ TEST_F(DatasetEncoding, GzipAndZstdFilesAreNamedWithTheCommandThatDecompressesTh
 TEST_F(DatasetEncoding, ArrowFilesAreNamedWithTheCommandThatConvertsThem) {
   // The IPC file format (Feather 2): "ARROW1", two bytes of padding, ...,
   // the footer's length and "ARROW1" again.
-  const fs::path file = write("rows.arrow", "ARROW1\0\0\xFF\xFF\xFF\xFF\x10\x00\x00\x00ARROW1"s);
+  const fs::path file = write("rows.arrow",
+                              "ARROW1\0\0\xFF\xFF\xFF\xFF\x10\x00\x00\x00"
+                              "ARROW1"s);
   EXPECT_EQ(detect_error(file),
             file.string() + " is an Arrow IPC file (it starts and ends with \"ARROW1\")" + kReads +
                 "Convert it first: python3 -c 'import pandas; pandas.read_feather(\"" +

@@ -40,5 +40,26 @@ TEST(SeqLenCut, CountsTheRowsCutAndThoseLeftWithoutATarget) {
   EXPECT_EQ(whole.rows_with_target, 6);
 }
 
+// A cut row keeps labels 1..seq_len - 1 as targets (data/batching.cpp's
+// padded rows, exec/evaluate.cpp's rows): a label != -100 at seq_len or
+// later is dropped. Rows that keep some targets and lose others are
+// counted apart from those that keep none.
+TEST(SeqLenCut, CountsTheCutRowsThatLosePartOfTheirTargets) {
+  Sample masked_tail = row(10, 0);  // trained 1..5, masked 6..9: loses nothing trained
+  for (size_t i = 6; i < masked_tail.labels.size(); ++i) masked_tail.labels[i] = kIgnoreLabel;
+  const std::vector<Sample> samples = {
+      row(12, 4),   // keeps labels 4..7, loses 8..11
+      row(9, 0),    // keeps 1..7, loses label 8 by one token
+      row(9, 8),    // its only trained label (8) lost: keeps none, not counted here
+      row(8, 0),    // exactly 8: not cut
+      masked_tail,  // cut, but past 8 only masked labels
+  };
+  const SeqLenCut cut = count_seq_len_cut(samples, 8);
+  EXPECT_EQ(cut.rows_cut, 4);
+  EXPECT_EQ(cut.cut_without_target, 1);
+  EXPECT_EQ(cut.cut_losing_targets, 2);
+  EXPECT_EQ(count_seq_len_cut(samples, 12).cut_losing_targets, 0);
+}
+
 }  // namespace
 }  // namespace lt::data

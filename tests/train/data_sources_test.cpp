@@ -287,5 +287,44 @@ TEST_F(DataSources, AnEvalSplitHoldingOutNothingIsSaid) {
   EXPECT_EQ(setup_lines("0.5").find("evaluates nothing"), std::string::npos);
 }
 
+// data.eval_path's line is marked "data (eval)": the same file as data.path
+// printed two lines alike. When it is the training file (here through
+// a link to it) a warning says, once, that the evaluation
+// measures trained rows; another file, none. A file of one row says
+// "1 sample from 1 row".
+TEST_F(DataSources, AnEvalPathThatIsTheTrainingFileIsMarkedAndWarned) {
+  const std::string data = "  path: \"" + a() + "\"\n  format: tokens\n";
+  const auto setup_lines = [&](const std::string& eval_path) {
+    const TrainConfig c = load_train_config(config_file(data).string(),
+                                            {"data.eval_path=" + eval_path, "train.eval_every=1"});
+    ::testing::internal::CaptureStderr();
+    {
+      ProgressBar log(0, 1);
+      load_training_data(c, nullptr, &log);
+    }
+    return ::testing::internal::GetCapturedStderr();
+  };
+  fs::create_symlink(tmp_ / "a.jsonl", tmp_ / "link.jsonl");
+  const std::string same_path = (tmp_ / "link.jsonl").string();
+  const std::string same = setup_lines(same_path);
+  EXPECT_MENTIONS(same,
+                  "data (eval): 12 samples from 12 rows of " + same_path + " (format tokens)");
+  EXPECT_MENTIONS(same, "data: 12 samples from 12 rows of " + a() + " (format tokens)");
+  const std::string warning = "data: warning: data.eval_path " + same_path +
+                              " is the same file as data.path " + a() +
+                              ": the evaluation then measures rows the run trains on, not "
+                              "held-out ones (hold rows out with data.eval_split, or evaluate "
+                              "another file)";
+  EXPECT_MENTIONS(same, warning);
+  EXPECT_EQ(same.find(warning), same.rfind(warning)) << same;  // once
+  const std::string other = setup_lines(b());
+  EXPECT_EQ(other.find("is the same file as"), std::string::npos) << other;
+  EXPECT_MENTIONS(other, "data (eval): 5 samples from 5 rows of " + b());
+
+  write_random_tokens(tmp_ / "one.jsonl", 1, 97, 3);
+  EXPECT_MENTIONS(setup_lines((tmp_ / "one.jsonl").string()),
+                  "data (eval): 1 sample from 1 row of " + (tmp_ / "one.jsonl").string() + " (");
+}
+
 }  // namespace
 }  // namespace lt::train::testing

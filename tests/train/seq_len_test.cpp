@@ -63,7 +63,9 @@ TEST(SeqLen, TrainSaysWhichRowsItCutsAndAStepWithoutTargetsClaimsNoThroughput) {
                                        {"train.seq_len=8", "train.batch_size=1", "train.steps=6"}));
   EXPECT_MENTIONS(err, "data: 4 of 6 rows of " + data.string() +
                            " are longer than train.seq_len 8 and were cut; 3 of them keep no "
-                           "trained token");
+                           "trained token (all of theirs lie past token 8); 1 of them loses part "
+                           "of its trained tokens (those past token 8): raise train.seq_len (the "
+                           "longest row has 12 tokens)");
   EXPECT_MENTIONS(err, "no row of its batch keeps a trained token within train.seq_len 8");
   EXPECT_MENTIONS(err, "loss - | 0 tok/s");
 
@@ -86,6 +88,43 @@ TEST(SeqLen, TrainSaysWhichRowsItCutsAndAStepWithoutTargetsClaimsNoThroughput) {
   const std::vector<std::pair<int64_t, int64_t>> expected = {{0, 0}, {0, 0}, {0, 0},
                                                              {5, 4}, {8, 1}, {8, 4}};
   EXPECT_EQ(got, expected);
+}
+
+// Rows whose trained tokens straddle train.seq_len lose their end (padded
+// rows keep labels 1..seq_len - 1 as targets): counted, for training rows
+// and evaluation rows alike. By hand at seq_len 8:
+//   {12, 4}: keeps labels 4..7, loses 8..11      {9, 0}: loses label 8
+//   {10, 0} masked past 5: cut, loses no trained label
+//   {6, 0}: not cut
+TEST(SeqLen, RowsThatLosePartOfTheirTrainedTokensAreCounted) {
+  TempDir tmp("seq_len_straddle");
+  const fs::path data = tmp / "rows.jsonl";
+  std::vector<std::vector<int64_t>> ids = {{}, {}, {}, {}}, labels = {{}, {}, {}, {}};
+  const int64_t lengths[] = {12, 9, 10, 6};
+  for (size_t r = 0; r < 4; ++r) {
+    for (int64_t i = 0; i < lengths[r]; ++i) {
+      ids[r].push_back(1 + i);
+      const bool trained = r == 0 ? i >= 4 : r == 2 ? i <= 5 : true;
+      labels[r].push_back(trained ? 1 + i : -100);
+    }
+  }
+  write_tokens_jsonl(data, ids, labels);
+  const TrainConfig c =
+      fixture_config(fixture("llama"), data, tmp / "out",
+                     {"train.seq_len=8", "train.eval_every=1", "data.eval_path=" + data.string()});
+  ::testing::internal::CaptureStderr();
+  {
+    ProgressBar log(0, 1);
+    load_training_data(c, nullptr, &log);
+  }
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_MENTIONS(said, "data: 3 of 4 rows of " + data.string() +
+                            " are longer than train.seq_len 8 and were cut; 2 of them lose part "
+                            "of their trained tokens (those past token 8): raise train.seq_len "
+                            "(the longest row has 12 tokens)");
+  EXPECT_MENTIONS(said, "data: 3 of 4 rows of " + data.string() +
+                            " are longer than train.seq_len 8 and were cut; 2 of them lose part "
+                            "of their scored tokens (those past token 8): raise train.seq_len");
 }
 
 // A row's first token is predicted by none: a one-token row, or one whose
