@@ -427,11 +427,15 @@ RunPlan plan_run(const TrainConfig& requested, const models::ModelConfig& model,
     });
     p.reasons.push_back(fmt::format(
         "warning: optim.no_decay: {} match{} no parameter name of this model, as the checkpoint "
-        "names them (e.g. {}) or as lazytrain does (e.g. {}), so {} nothing",
+        "names them (e.g. {}) or as lazytrain does (e.g. {}), so {} nothing{}",
         fmt::join(no_decay.unmatched, ", "), no_decay.unmatched.size() == 1 ? "es" : "",
         first_block->hf_name, first_block->internal.front(),
         no_decay.unmatched.size() == 1 ? "it keeps from weight decay"
-                                       : "they keep from weight decay"));
+                                       : "they keep from weight decay",
+        // A typo all the same, though this run decays nothing to keep from.
+        c.optim.weight_decay == 0 ? " (a likely typo; with optim.weight_decay 0 nothing decays "
+                                    "in this run anyway)"
+                                  : ""));
   }
   p.grad_accum = c.train.grad_accum;
   p.accum_sequences = c.train.batch_size / c.train.grad_accum;

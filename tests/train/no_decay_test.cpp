@@ -92,6 +92,17 @@ TEST(NoDecay, APatternMatchingNothingIsWarnedAbout) {
             std::string::npos)
       << said;
   EXPECT_EQ(said.find("bias"), std::string::npos) << said;
+  EXPECT_EQ(said.find("anyway"), std::string::npos) << said;
+  // With no weight decay at all the name is still a likely typo, and the
+  // warning says what holds.
+  said.clear();
+  TrainConfig no_decay = c;
+  no_decay.optim.weight_decay = 0;
+  for (const std::string& line : resolve_run(no_decay, gpt2).reasons) said += line + "\n";
+  EXPECT_NE(said.find("so it keeps from weight decay nothing (a likely typo; with "
+                      "optim.weight_decay 0 nothing decays in this run anyway)"),
+            std::string::npos)
+      << said;
 }
 
 // A resume reads every key from the checkpoint's train_config.yaml, the
