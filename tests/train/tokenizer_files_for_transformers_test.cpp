@@ -12,6 +12,7 @@
 // ids ("Hello world" is 15496 995, <|endoftext|> 50256).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -160,9 +161,9 @@ TEST(TokenizerFilesForTransformers, AnotherTokenizerAtTheSamePathGetsItsOwnFiles
     fs::remove_all(folder);
     fs::create_directories(folder);
     json vocab = {{"<unk>", 0}, {"a", 1}};
-    write_text(
-        folder / "tokenizer.json",
-        lt::testing::byte_level_tokenizer(vocab, {lt::testing::special_token(2, eos.c_str())}).dump());
+    write_text(folder / "tokenizer.json", lt::testing::byte_level_tokenizer(
+                                              vocab, {lt::testing::special_token(2, eos.c_str())})
+                                              .dump());
     EXPECT_EQ(write_tokenizer_files_for_transformers(folder),
               (std::vector<std::string>{"tokenizer_config.json"}));
     EXPECT_EQ(read_json(folder / "tokenizer_config.json").at("eos_token"), eos);
@@ -214,6 +215,45 @@ TEST(TokenizerFilesForTransformers, ACheckpointCarriesThemAndReloadsWithTheSameI
   EXPECT_EQ(read_json(gpt2 / "tokenizer_config.json").at("tokenizer_class"), "GPT2Tokenizer");
   EXPECT_EQ(read_json(tmp / "step-2" / "tokenizer_config.json").at("tokenizer_class"),
             "PreTrainedTokenizerFast");
+}
+
+// The claim itself, where the project's .venv has transformers
+// (scripts/setup-test-venv.sh): AutoTokenizer loads each checkpoint's
+// tokenizer, knows its EOS, and gives lazytrain's ids for a text.
+TEST(TokenizerFilesForTransformers, TransformersLoadsACheckpointsTokenizer) {
+  const fs::path python = fs::path(LT_SOURCE_DIR) / ".venv" / "bin" / "python";
+  if (!fs::exists(python) ||
+      std::system((python.string() + " -c 'import transformers' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "no .venv python with transformers (scripts/setup-test-venv.sh)";
+  const TempDir tmp("tokenizer_files_transformers");
+  const models::CausalLM model = io::load_hf_model(fixture("llama"));
+  const std::string text = "Kim has 12 shells and gets 64 more. How many shells does Kim have now?";
+  int64_t step = 0;
+  for (const fs::path& tokenizer : {kGpt2, kAddition}) {
+    SCOPED_TRACE(tokenizer.string());
+    CheckpointOptions options;
+    options.tokenizer_dir = tokenizer;
+    options.model_dir = fixture("llama");
+    TrainerState state;
+    state.step = ++step;
+    const fs::path dir = save_checkpoint(tmp.path(), model, {}, state, options);
+    const fs::path out = tmp / ("transformers-" + std::to_string(step) + ".json");
+    const std::string script =
+        "import json, sys; from transformers import AutoTokenizer; "
+        "t = AutoTokenizer.from_pretrained(sys.argv[1]); "
+        "json.dump({'eos': t.eos_token, 'eos_id': t.eos_token_id, "
+        "'ids': t.encode(sys.argv[2], add_special_tokens=False)}, open(sys.argv[3], 'w'))";
+    const std::string command = python.string() + " -c \"" + script + "\" '" + dir.string() +
+                                "' '" + text + "' '" + out.string() + "' 2>&1";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    const json loaded = read_json(out);
+    const json config = read_json(dir / "tokenizer_config.json");
+    EXPECT_EQ(loaded.at("eos"), config.at("eos_token"));
+    const data::Tokenizer ours = data::Tokenizer::load(tokenizer);
+    EXPECT_EQ(loaded.at("eos_id").get<uint32_t>(),
+              ours.token_to_id(config.at("eos_token").get<std::string>()).value());
+    EXPECT_EQ(loaded.at("ids").get<std::vector<uint32_t>>(), ours.encode(text));
+  }
 }
 
 }  // namespace
