@@ -47,8 +47,9 @@ void show_dataset_rows(const data::Tokenizer& tokenizer, const TokenizeDataOptio
   data::DatasetReport report;
   const std::vector<data::Sample> samples =
       data::load_dataset(options.data, &tokenizer, dataset, &report);
-  fmt::print(stderr, "{}: {} samples from {} rows (format {}{}{}), {} skipped\n", options.data,
-             report.samples, report.rows, report.format,
+  fmt::print(stderr, "{}: {} sample{} from {} row{} (format {}{}{}), {} skipped\n", options.data,
+             report.samples, report.samples == 1 ? "" : "s", report.rows,
+             report.rows == 1 ? "" : "s", report.format,
              report.template_name.empty() ? "" : ", template ", report.template_name,
              report.skipped);
   if (!report.warning.empty()) fmt::print(stderr, "  warning: {}\n", report.warning);

@@ -59,7 +59,7 @@ TEST_F(TokenizeData, JsonGivesTheIdsAndLabelsTrainingUses) {
   EXPECT_EQ(row.at("ids"), golden_.at("ids"));
   EXPECT_EQ(row.at("labels"), golden_.at("labels"));
   // The report names the format, the template and the row it skipped.
-  EXPECT_NE(r.err.find("1 samples from 2 rows (format sharegpt, template jinja), 1 skipped"),
+  EXPECT_NE(r.err.find("1 sample from 2 rows (format sharegpt, template jinja), 1 skipped"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("rows.jsonl:1:"), std::string::npos) << r.err;
@@ -99,7 +99,7 @@ TEST_F(TokenizeData, SaysHowManySkippedRowsItDoesNotList) {
   out.close();
   const testing::CliResult r = run("--rows 1 --json");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.err.find("1 samples from 26 rows"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 sample from 26 rows"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("  ... and 5 more skipped (the first 20 are listed)"), std::string::npos)
       << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out).at("line"), 26) << r.out;
