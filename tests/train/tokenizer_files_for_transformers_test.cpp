@@ -191,6 +191,17 @@ TEST(TokenizerFilesForTransformers, FilesThereAreKeptAndUnknownTokenizersLeftAlo
   EXPECT_TRUE(write_tokenizer_files_for_transformers(tmp / "empty").empty());
 }
 
+// The llama fixture's checkpoint of `step` in `out_dir`, carrying `tokenizer`.
+fs::path save_with_tokenizer(const fs::path& out_dir, const models::CausalLM& model,
+                             const fs::path& tokenizer, int64_t step) {
+  CheckpointOptions options;
+  options.tokenizer_dir = tokenizer;
+  options.model_dir = fixture("llama");
+  TrainerState state;
+  state.step = step;
+  return save_checkpoint(out_dir, model, {}, state, options);
+}
+
 // save_checkpoint writes them: the demo's GPT-2 files and the addition
 // tokenizer, each reloading in lazytrain with the source's ids.
 TEST(TokenizerFilesForTransformers, ACheckpointCarriesThemAndReloadsWithTheSameIds) {
@@ -199,12 +210,7 @@ TEST(TokenizerFilesForTransformers, ACheckpointCarriesThemAndReloadsWithTheSameI
   int64_t step = 0;
   for (const fs::path& tokenizer : {kGpt2, kAddition}) {
     SCOPED_TRACE(tokenizer.string());
-    CheckpointOptions options;
-    options.tokenizer_dir = tokenizer;
-    options.model_dir = fixture("llama");
-    TrainerState state;
-    state.step = ++step;
-    const fs::path dir = save_checkpoint(tmp.path(), model, {}, state, options);
+    const fs::path dir = save_with_tokenizer(tmp.path(), model, tokenizer, ++step);
     EXPECT_TRUE(fs::exists(dir / "tokenizer_config.json"));
     EXPECT_EQ(ids_of(dir, kSample), ids_of(tokenizer, kSample));
   }
@@ -231,12 +237,7 @@ TEST(TokenizerFilesForTransformers, TransformersLoadsACheckpointsTokenizer) {
   int64_t step = 0;
   for (const fs::path& tokenizer : {kGpt2, kAddition}) {
     SCOPED_TRACE(tokenizer.string());
-    CheckpointOptions options;
-    options.tokenizer_dir = tokenizer;
-    options.model_dir = fixture("llama");
-    TrainerState state;
-    state.step = ++step;
-    const fs::path dir = save_checkpoint(tmp.path(), model, {}, state, options);
+    const fs::path dir = save_with_tokenizer(tmp.path(), model, tokenizer, ++step);
     const fs::path out = tmp / ("transformers-" + std::to_string(step) + ".json");
     const std::string script =
         "import json, sys; from transformers import AutoTokenizer; "
