@@ -285,10 +285,10 @@ void run_math(const EvalArgs& args) {
   train::place_generation_model(g, args.device_memory_gb, prompts, args.batch_size,
                                 args.max_new_tokens);
   if (!args.json) {
-    fmt::print(stderr, "eval: task math on {} rows of {} ({}{}, answers from \"{}\"), on {}\n",
+    fmt::print(stderr, "eval: task math on {} rows of {} ({}{}, answers from {}), on {}\n",
                prompts.rows.size(), args.data, prompts.format,
                prompts.template_name.empty() ? "" : ", template " + prompts.template_name,
-               prompts.reference_field, train::generation_device_text(g));
+               prompts.reference_source(), train::generation_device_text(g));
   }
   train::GenerationOptions generation;
   generation.max_new_tokens = args.max_new_tokens;
@@ -310,8 +310,8 @@ void run_math(const EvalArgs& args) {
       train::evaluate_math(g.model, *g.tokenizer, prompts.rows, generation);
   if (show_progress) fmt::print(stderr, "\n");
   if (result.without_reference > 0) {
-    fmt::print(stderr, "eval: {} rows have no reference answer in \"{}\" and are not scored\n",
-               result.without_reference, prompts.reference_field);
+    fmt::print(stderr, "eval: {} rows have no reference answer in {} and are not scored\n",
+               result.without_reference, prompts.reference_source());
   }
   if (!args.out.empty()) {
     std::string lines;

@@ -77,6 +77,12 @@ struct PromptSet {
   std::optional<int32_t> turn_end;            // see the header; chat formats only
   int64_t read = 0, skipped = 0;
   std::vector<std::string> problems;  // the first few, "file:line: what"
+  // Where the reference answers come from, as a message says it: `the
+  // field "answer"`, or "the last assistant turn" for sharegpt rows.
+  std::string reference_source() const {
+    return reference_field.starts_with("(") ? reference_field.substr(1, reference_field.size() - 2)
+                                            : "the field \"" + reference_field + "\"";
+  }
 };
 
 // Renders prompts for one tokenizer and template.

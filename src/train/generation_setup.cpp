@@ -168,9 +168,9 @@ void check_prompts_have_answers(const data::PromptSet& prompts, const std::strin
            " rows carry no reference answer; name its field with ", answer_setting);
   LT_CHECK(std::any_of(prompts.rows.begin(), prompts.rows.end(),
                        [](const data::PromptRow& r) { return r.reference.has_value(); }),
-           source, ": none of its ", prompts.rows.size(), " rows has the field \"",
-           prompts.reference_field, "\", so nothing can be scored; name the reference answer's ",
-           "field with ", answer_setting);
+           source, ": none of its ", prompts.rows.size(), " rows has ", prompts.reference_source(),
+           ", so nothing can be scored; name the reference answer's ", "field with ",
+           answer_setting);
 }
 
 void check_prompts_fit(const data::PromptSet& prompts, const std::string& source,

@@ -122,6 +122,8 @@ TEST(PromptRows, ReferencesAndTokenRows) {
   EXPECT_EQ(gsm.format, "query_response");
   EXPECT_EQ(gsm.prompt_field, "question");
   EXPECT_EQ(gsm.reference_field, "answer");
+  // As messages name it (eval's "answers from ..."): a field, or the turn.
+  EXPECT_EQ(gsm.reference_source(), "the field \"answer\"");
   ASSERT_TRUE(gsm.rows.front().reference.has_value());
   EXPECT_NE(gsm.rows.front().reference->find("####"), std::string::npos);
   EXPECT_EQ(gsm.turn_end, tokenizer.token_to_id("<|endoftext|>"));
@@ -148,6 +150,22 @@ class ScratchFiles {
  private:
   fs::path dir_;
 };
+
+// The last assistant turn of a sharegpt row is its reference, named so in
+// eval's messages (it printed as a field called "(the last assistant turn)").
+TEST(PromptRows, AConversationsReferenceIsItsLastAssistantTurn) {
+  const ScratchFiles files;
+  PromptOptions options;
+  options.tokenizer_path = testing::fixtures_dir() / "gpt2";
+  const PromptSet turns =
+      load_prompts(files.write("chat.jsonl",
+                               "{\"messages\": [{\"role\": \"user\", \"content\": \"1+1?\"}, "
+                               "{\"role\": \"assistant\", \"content\": \"2\"}]}\n"),
+                   &testing::reference_tokenizer("gpt2"), options);
+  ASSERT_EQ(turns.rows.size(), 1u);
+  EXPECT_EQ(turns.rows.front().reference, "2");
+  EXPECT_EQ(turns.reference_source(), "the last assistant turn");
+}
 
 // The README's query_response pairs include prompt/response, which train
 // reads (prompt -> response); the prompts' reference is that response, not
