@@ -24,6 +24,7 @@
 #include "support/fixture_tokenizers.h"
 #include "support/generate_rows.h"
 #include "train/generation.h"
+#include "train_helpers.h"
 
 namespace lt::train {
 namespace {
@@ -61,10 +62,6 @@ std::vector<int32_t> chatml_prompt(const std::string& system, const std::string&
 class GenerateSystem : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("lt_generate_system_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
     fs::create_directories(dir_ / "tok");
     nlohmann::json vocab = nlohmann::json::object();
     for (char c = 0x20; c < 0x7D; ++c) vocab[data::byte_level_encode(std::string(1, c))] = c - 0x20;
@@ -76,7 +73,6 @@ class GenerateSystem : public ::testing::Test {
                                               lt::testing::special_token(kImEnd, "<|im_end|>")})
                .dump();
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // `lazytrain generate ARGS --model MODEL --tokenizer <tok>`.
   CliResult generate(const std::string& args,
@@ -97,7 +93,8 @@ class GenerateSystem : public ::testing::Test {
     return train::generate(model, {prompt}, options).at(0).tokens;
   }
 
-  fs::path dir_;
+  testing::TempDir tmp_{"generate_system"};  // removed when the test ends
+  const fs::path dir_ = tmp_.path();
 };
 
 TEST_F(GenerateSystem, ASystemMessageIsATurnBeforeThePrompt) {

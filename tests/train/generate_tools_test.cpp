@@ -14,6 +14,7 @@
 #include "support/byte_level_tokenizer.h"
 #include "support/cli_run.h"
 #include "support/fixture_tokenizers.h"
+#include "train_helpers.h"
 
 namespace lt::train {
 namespace {
@@ -25,10 +26,6 @@ using lt::testing::CliResult;
 class GenerateTools : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("lt_generate_tools_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
     fs::create_directories(dir_ / "tok");
     // The printable ASCII characters as ids 0..94, <unk> 95, <|endoftext|>
     // 96: the llama fixture's 97 rows. No chat template of its own.
@@ -42,7 +39,6 @@ class GenerateTools : public ::testing::Test {
     std::ofstream(dir_ / "tools.json")
         << R"([{"type": "function", "function": {"name": "add", "parameters": {}}}])";
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // `lazytrain generate ARGS --model <llama> --tokenizer <tok>`; stderr.
   std::string generate(const std::string& args, int* status) {
@@ -54,7 +50,8 @@ class GenerateTools : public ::testing::Test {
     return r.err;
   }
 
-  fs::path dir_;
+  testing::TempDir tmp_{"generate_tools"};  // removed when the test ends
+  const fs::path dir_ = tmp_.path();
 };
 
 TEST_F(GenerateTools, ABuiltInLayoutsRefusalNamesTheToolsOption) {
