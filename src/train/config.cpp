@@ -843,6 +843,16 @@ double TrainConfig::effective_min_lr() const {
   return sched.min_lr >= 0 ? sched.min_lr : sched.min_lr_ratio * optim.lr;
 }
 
+optim::ScheduleOptions TrainConfig::lr_schedule() const {
+  optim::ScheduleOptions schedule;
+  schedule.name = sched.name;
+  schedule.warmup_steps = effective_warmup_steps();
+  schedule.total_steps = train.steps;
+  schedule.base_lr = optim.lr;
+  schedule.min_lr = effective_min_lr();
+  return schedule;
+}
+
 std::vector<std::string> TrainConfig::adjustments() const {
   std::vector<std::string> notes = assembly_notes;
   const bool held_out_sources =

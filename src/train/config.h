@@ -12,6 +12,7 @@
 
 #include "data/mixture.h"
 #include "exec/zenflow_policy.h"
+#include "optim/schedule.h"
 
 namespace lt::train {
 
@@ -208,6 +209,9 @@ struct TrainConfig {
   // ratio, and a warmup longer than the run is cut to train.steps.
   int64_t effective_warmup_steps() const;
   double effective_min_lr() const;
+  // The learning-rate schedule the run steps through (sched.*, optim.lr,
+  // train.steps).
+  optim::ScheduleOptions lr_schedule() const;
   // One line per value the run adjusts from what the config says (none
   // when nothing is adjusted).
   std::vector<std::string> adjustments() const;

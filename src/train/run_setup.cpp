@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <system_error>
@@ -389,6 +390,19 @@ void refuse_another_model_or_tokenizer(const TrainConfig& c, const fs::path& res
 
 }  // namespace
 
+std::string lr_change_at_resume(const optim::ScheduleOptions& checkpoint,
+                                const optim::ScheduleOptions& run, int64_t step) {
+  const double was = optim::lr_at(checkpoint, step), is = optim::lr_at(run, step);
+  if (std::abs(is - was) <= 1e-9 * std::max(std::abs(is), std::abs(was))) return "";
+  return fmt::format(
+      "resume: step {}'s learning rate is {:.4g} under this run's schedule ({}, train.steps {}), "
+      "{} from {:.4g} where the checkpoint's (train.steps {}) had it{}",
+      step + 1, is, run.name, run.total_steps, is > was ? "up" : "down", was,
+      checkpoint.total_steps,
+      is > was ? fmt::format("; sched.name constant with optim.lr {:.4g} would keep it there", was)
+               : "");
+}
+
 ResumeChanges compare_with_checkpoint(const TrainConfig& c, const fs::path& resume_dir,
                                       ProgressBar& log) {
   if (!resume_dir.empty()) refuse_another_model_or_tokenizer(c, resume_dir);
@@ -396,6 +410,8 @@ ResumeChanges compare_with_checkpoint(const TrainConfig& c, const fs::path& resu
   const fs::path saved_path = resume_dir / "train_config.yaml";
   if (resume_dir.empty() || !fs::is_regular_file(saved_path)) return changes;
   TrainConfig saved = read_train_config_unchecked(saved_path);
+  if (saved.train.steps != c.train.steps || saved.sched.name != c.sched.name)
+    changes.schedule = saved.lr_schedule();
   const bool dtype_auto = c.train.dtype == "auto" || saved.train.dtype == "auto";
   for (const std::string& change : config_differences(saved, c)) {
     // Extending the run, or writing it elsewhere, is what a resume is for;

@@ -77,9 +77,19 @@ TrainingData load_training_data(const TrainConfig& c, const data::Tokenizer* tok
 struct ResumeChanges {
   bool optimizer = false;
   bool data = false;
+  // The checkpoint's learning-rate schedule, when it differs from the run's
+  // (for lr_change_at_resume).
+  std::optional<optim::ScheduleOptions> schedule;
 };
 ResumeChanges compare_with_checkpoint(const TrainConfig& c, const std::filesystem::path& resume_dir,
                                       ProgressBar& log);
+
+// A line saying how the learning rate at `step` (the resume's first) moves
+// from the checkpoint's schedule to the run's, when it moves: a longer
+// train.steps under a decaying schedule raises it again, which a user who
+// only asked for more steps would not guess. "" when the rates agree.
+std::string lr_change_at_resume(const optim::ScheduleOptions& checkpoint,
+                                const optim::ScheduleOptions& run, int64_t step);
 
 // Note [Data edited in place]: a resume under the same data keys can still
 // read other samples: the file was edited in place (rows reordered, added,

@@ -670,11 +670,12 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   LT_CHECK(r.state.step < c.train.steps, "nothing to do");
   check_no_foreign_step_folders(r.out_dir, r.state.step, c.train.steps);
 
-  r.lr_schedule.name = c.sched.name;
-  r.lr_schedule.warmup_steps = c.effective_warmup_steps();
-  r.lr_schedule.total_steps = c.train.steps;
-  r.lr_schedule.base_lr = c.optim.lr;
-  r.lr_schedule.min_lr = c.effective_min_lr();
+  r.lr_schedule = c.lr_schedule();
+  if (resumed.schedule)
+    if (const std::string jump =
+            lr_change_at_resume(*resumed.schedule, r.lr_schedule, r.state.step);
+        !jump.empty())
+      log.message(jump);
 
   // NaN or inf the starting weights hold, where they are in memory: said
   // now (every loss may still be finite), and kept so that saves are

@@ -1,6 +1,7 @@
 // Exact resume: 3 steps + a resume to 6 give bitwise the losses of 6 steps
 // in one go (weights, AdamW moments and the sampler position all restored;
 // the data crosses an epoch boundary on the way).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -144,13 +145,20 @@ TEST(Resume, AnOptimizerFileThatDoesNotFitIsNamed) {
 }
 
 // A resume to fewer steps than the checkpoint's run had (but more than its
-// step) said the schedule was stretched; it is compressed.
+// step) said the schedule was stretched; it is compressed. And a longer run
+// under a decaying schedule raised the learning rate again without a word:
+// the line gives the resumed step's rate both ways, here against HF's
+// cosine formula, 1e-3 * 0.5 * (1 + cos(pi * step / steps)) with no warmup.
 TEST(Resume, ANewLengthSaysWhetherTheScheduleStretchesOrCompresses) {
   TempDir tmp("resume_length");
   write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
-  const std::vector<std::string> six = {"train.steps=6", "train.batch_size=4", "train.save_every=2",
-                                        "train.keep_last=5", "sched.name=cosine"};
+  const std::vector<std::string> six = {
+      "train.steps=6",     "train.batch_size=4",   "train.save_every=2", "train.keep_last=5",
+      "sched.name=cosine", "sched.warmup_steps=0", "sched.min_lr=0",     "optim.lr=1e-3"};
   train_quietly(fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "a", six));
+  const auto cosine_at_step_2 = [](int steps) {
+    return fmt::format("{:.4g}", 1e-3 * 0.5 * (1 + std::cos(M_PI * 2 / steps)));
+  };
   for (const auto& [steps, says] : {std::pair{3, "compresses"}, std::pair{8, "stretches"}}) {
     std::vector<std::string> overrides = six;
     overrides[0] = "train.steps=" + std::to_string(steps);
@@ -164,6 +172,12 @@ TEST(Resume, ANewLengthSaysWhetherTheScheduleStretchesOrCompresses) {
                        " the learning-rate schedule (sched.name cosine)"),
               std::string::npos)
         << log;
+    EXPECT_MENTIONS(log, fmt::format("resume: step 3's learning rate is {} under this run's "
+                                     "schedule (cosine, train.steps {}), {} from {} where the "
+                                     "checkpoint's (train.steps 6) had it",
+                                     cosine_at_step_2(steps), steps, steps > 6 ? "up" : "down",
+                                     cosine_at_step_2(6)));
+    EXPECT_EQ(log.find("would keep it there") != std::string::npos, steps > 6) << log;
   }
 }
 
