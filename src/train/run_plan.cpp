@@ -183,6 +183,32 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
     keep_stages_in_the_room(c, choice, model, stand_in, p);
 }
 
+// ZenFlow's selective updates are another training than AdamW's (the
+// losses differ from the first window on), which a user who asked for
+// `auto` did not choose: said, with the exact executors' predictions.
+std::string zenflow_trains_otherwise(const TrainConfig& c,
+                                     const std::vector<ExecutorCandidate>& candidates,
+                                     double streaming_s) {
+  std::vector<std::string> exact;
+  for (const ExecutorCandidate& e : candidates)
+    if (e.fits && e.executor != exec::ExecutorKind::ZenFlow)
+      exact.push_back(
+          fmt::format("{} (predicted {:.3g} s a step)", exec::executor_name(e.executor), e.step_s));
+  if (streaming_s > 0)
+    exact.push_back(fmt::format("streaming (predicted {:.3g} s a step)", streaming_s));
+  return fmt::format(
+      "zenflow: its updates are not AdamW's: each step updates on the device only the {:g}% of "
+      "each weight's columns with the largest gradients (exec.zenflow.topk_ratio), the rest on "
+      "the CPU {}, so the losses differ from an exact run's; {}",
+      c.exec.zenflow.topk_ratio * 100,
+      c.exec.zenflow.update_interval > 0
+          ? fmt::format("every {} steps (exec.zenflow.update_interval)",
+                        c.exec.zenflow.update_interval)
+          : std::string("at the end of each window (exec.zenflow.update_interval auto)"),
+      exact.empty() ? std::string("no exact executor's plan fits this device")
+                    : fmt::format("for exact AdamW set exec.mode: {}", fmt::join(exact, ", or ")));
+}
+
 // exec.mode auto: the fastest by prediction among the executors that fit
 // (plan/executor_costs.h; the streaming planner's for streaming). When
 // resident does not fit but ZenFlow or offload does, the planner plans the
@@ -208,6 +234,8 @@ void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
     (p.device.is_cpu() ? p.cpu_price_table : p.reasons).push_back(line);
   if (!best) return;
   p.executor = best->executor;
+  if (best->executor == exec::ExecutorKind::ZenFlow)
+    p.reasons.push_back(zenflow_trains_otherwise(c, candidates, streaming_s));
   if (!p.device.is_cpu()) {
     p.reasons.push_back(fmt::format("executor: {} (the fastest prediction that fits, {:.3f} s)",
                                     exec::executor_name(best->executor), best->step_s));

@@ -108,6 +108,7 @@ TEST_F(ExecutorAuto, ACpuRunsLogLeavesTheGpusPredictionsOut) {
   EXPECT_EQ(lines[0].rfind("executor: resident (resident needs ", 0), 0u) << lines[0];
   EXPECT_TRUE(lines[0].ends_with(" and the CPU (no exec.device_memory_gb) sets no limit)"))
       << lines[0];
+  EXPECT_EQ(log.find("its updates are not AdamW's"), std::string::npos) << log;
 }
 
 // Where a limit on the CPU leaves resident out and the GPU's prediction
@@ -133,6 +134,15 @@ TEST_F(ExecutorAuto, ACpuRunsOneExecutorLineSaysWhatThePredictionPicked) {
                           "; of the executors that fit, zenflow is the fastest the cost model "
                           "predicts for the hardware profile's GPU, whose choice a CPU run "
                           "takes; `lazytrain plan` lists the predictions)");
+  // ZenFlow trains otherwise than AdamW, which `auto` did not ask for: said,
+  // with the exact executors that fit (offload here; streaming is planned).
+  EXPECT_MENTIONS(reasons,
+                  "zenflow: its updates are not AdamW's: each step updates on the device only the "
+                  "10% of each weight's columns with the largest gradients "
+                  "(exec.zenflow.topk_ratio), the rest on the CPU every 16 steps "
+                  "(exec.zenflow.update_interval), so the losses differ from an exact run's; for "
+                  "exact AdamW set exec.mode: offload (predicted ");
+  EXPECT_MENTIONS(reasons, "), or streaming (predicted ");
 }
 
 // ZenFlow's selective updates are another training than AdamW's: auto
