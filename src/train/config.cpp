@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <type_traits>
 
@@ -74,9 +76,28 @@ std::string where(const YAML::Node& n) {
   return " (line " + std::to_string(n.Mark().line + 1) + ")";
 }
 
+// yaml-cpp reads YAML 1.1's octal: `steps: 010` trained 8 steps and
+// `seq_len: 064` cut at 52, while `08` was no integer at all. YAML 1.2's
+// core schema, and every user, reads digits with a leading zero as decimal.
+template <typename T>
+std::optional<T> decimal_with_leading_zero(const std::string& text) {
+  const size_t digits = text.starts_with('-') || text.starts_with('+') ? 1 : 0;
+  if (text.size() < digits + 2 || text[digits] != '0' ||
+      !std::all_of(text.begin() + static_cast<std::ptrdiff_t>(digits), text.end(),
+                   [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  T value{};
+  const char* first = text.data() + (text.starts_with('+') ? 1 : 0);
+  const auto [end, error] = std::from_chars(first, text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
 template <typename T>
 T scalar_as(const YAML::Node& n, const std::string& key, const char* expected) {
   LT_CHECK(n.IsScalar(), "config key '", key, "'", where(n), ": expected ", expected);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    if (const std::optional<T> decimal = decimal_with_leading_zero<T>(n.Scalar())) return *decimal;
   try {
     return n.as<T>();
   } catch (const YAML::Exception&) {

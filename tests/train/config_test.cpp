@@ -134,6 +134,26 @@ TEST_F(ConfigErrors, WrongType) {
   EXPECT_MENTIONS(error_of(yaml(), {"data.pack=maybe"}), "data.pack");
 }
 
+// yaml-cpp reads YAML 1.1's octal: `steps: 010` trained 8 steps, and
+// `--set train.seq_len=064` cut at 52, while `08` was "expected an
+// integer". YAML 1.2's core schema reads digits with a leading zero as
+// decimal ([-+]?[0-9]+), as a user does; hexadecimal stays.
+TEST_F(ConfigErrors, IntegersWithALeadingZeroAreDecimal) {
+  std::string text = yaml("  batch_size: 08\n");
+  text.replace(text.find("steps: 2"), 8, "steps: 010");
+  write_text(tmp_ / "zeros.yaml", text);
+  const TrainConfig c =
+      load_train_config((tmp_ / "zeros.yaml").string(), {"train.seq_len=064", "train.seed=+007"});
+  EXPECT_EQ(c.train.steps, 10);
+  EXPECT_EQ(c.train.batch_size, 8);
+  EXPECT_EQ(c.train.seq_len, 64);
+  EXPECT_EQ(c.train.seed, 7u);
+  EXPECT_EQ(load_train_config((tmp_ / "zeros.yaml").string(), {"train.seq_len=0x40"}).train.seq_len,
+            64);
+  EXPECT_MENTIONS(error_of(yaml(), {"train.steps=-010"}), "train.steps");
+  EXPECT_MENTIONS(error_of(yaml(), {"train.steps=0a"}), "expected an integer, got '0a'");
+}
+
 TEST_F(ConfigErrors, ImpossibleValues) {
   EXPECT_MENTIONS(error_of(yaml("  batch_size: 0\n")), "train.batch_size");
   std::string m = error_of(yaml("  batch_size: 8\n  grad_accum: 3\n"));
