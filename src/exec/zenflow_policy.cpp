@@ -39,18 +39,21 @@ SelectStrategy parse_select_strategy(const std::string& name, const std::string&
 
 void validate(const ZenFlowOptions& o) {
   LT_CHECK(std::isfinite(o.topk_ratio) && o.topk_ratio > 0 && o.topk_ratio <= 1,
-           "exec.zenflow.topk_ratio must be in (0, 1], got ", o.topk_ratio);
-  LT_CHECK(o.select_interval >= 0, "exec.zenflow.select_interval must be auto or >= 1, got ",
+           "config key 'exec.zenflow.topk_ratio': must be in (0, 1], got ", o.topk_ratio);
+  LT_CHECK(o.select_interval >= 0,
+           "config key 'exec.zenflow.select_interval': must be auto or >= 1, got ",
            o.select_interval);
-  LT_CHECK(o.update_interval >= 0, "exec.zenflow.update_interval must be auto or >= 1, got ",
+  LT_CHECK(o.update_interval >= 0,
+           "config key 'exec.zenflow.update_interval': must be auto or >= 1, got ",
            o.update_interval);
-  LT_CHECK(o.full_warm_up_rounds >= 0, "exec.zenflow.full_warm_up_rounds must be >= 0, got ",
+  LT_CHECK(o.full_warm_up_rounds >= 0,
+           "config key 'exec.zenflow.full_warm_up_rounds': must be >= 0, got ",
            o.full_warm_up_rounds);
   // Columns are chosen again only at a window's start, so a shorter select
   // interval than the window would silently mean the window's length.
   if (o.select_strategy != SelectStrategy::Epoch && o.select_interval > 0 &&
       o.update_interval > 0) {
-    LT_CHECK(o.select_interval >= o.update_interval, "exec.zenflow.select_interval (",
+    LT_CHECK(o.select_interval >= o.update_interval, "config key 'exec.zenflow.select_interval' (",
              o.select_interval, ") must be at least exec.zenflow.update_interval (",
              o.update_interval, ")");
   }

@@ -37,9 +37,11 @@ int64_t blocks_of(int64_t numel, int64_t block) {
 }  // namespace
 
 void validate(const AdamW8bitOptions& o) {
-  LT_CHECK(o.block_size > 0 && o.block_size <= kMaxBlockSize, "optim.block_size must be in [1, ",
-           kMaxBlockSize, "], got ", o.block_size);
-  LT_CHECK(o.min_8bit_numel >= 0, "optim.min_8bit_numel must be >= 0, got ", o.min_8bit_numel);
+  LT_CHECK(o.block_size > 0 && o.block_size <= kMaxBlockSize,
+           "config key 'optim.block_size': must be in [1, ", kMaxBlockSize, "], got ",
+           o.block_size);
+  LT_CHECK(o.min_8bit_numel >= 0, "config key 'optim.min_8bit_numel': must be >= 0, got ",
+           o.min_8bit_numel);
 }
 
 AdamW8bit::AdamW8bit(const nn::NamedParameters& params, AdamWOptions options,

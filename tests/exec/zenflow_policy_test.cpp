@@ -117,14 +117,15 @@ TEST(ZenFlowPolicy, BadOptionsAreRefusedNamingTheKey) {
   ZenFlowOptions o;
   EXPECT_EQ(message(o), "<no error>");
   o.topk_ratio = 0;
-  EXPECT_NE(message(o).find("exec.zenflow.topk_ratio must be in (0, 1], got 0"), std::string::npos);
+  EXPECT_NE(message(o).find("config key 'exec.zenflow.topk_ratio': must be in (0, 1], got 0"),
+            std::string::npos);
   o.topk_ratio = 1.5;
   EXPECT_NE(message(o).find("exec.zenflow.topk_ratio"), std::string::npos);
   o = ZenFlowOptions{};
   o.select_strategy = SelectStrategy::Step;
   o.select_interval = 2;
   o.update_interval = 4;
-  EXPECT_NE(message(o).find("exec.zenflow.select_interval (2) must be at least "
+  EXPECT_NE(message(o).find("config key 'exec.zenflow.select_interval' (2) must be at least "
                             "exec.zenflow.update_interval (4)"),
             std::string::npos);
   o.update_interval = 2;

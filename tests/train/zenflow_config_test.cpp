@@ -54,13 +54,18 @@ TEST_F(ZenFlowConfig, NestedKeysAndSetOverridesLoadAndRoundTrip) {
 
 TEST_F(ZenFlowConfig, BadValuesNameTheKey) {
   EXPECT_MENTIONS(error_of("  mode: zenflow\n  zenflow:\n    topk_ratio: 0\n"),
-                  "exec.zenflow.topk_ratio must be in (0, 1], got 0");
+                  "config key 'exec.zenflow.topk_ratio': must be in (0, 1], got 0");
+  // With its line, and an override named as the override (it blamed the file).
+  EXPECT_MENTIONS(error_of("  mode: zenflow\n  zenflow:\n    topk_ratio: 0\n"),
+                  "run.yaml (line 11): config key");
+  EXPECT_MENTIONS(error_of("  mode: zenflow\n", {"exec.zenflow.topk_ratio=0"}),
+                  "--set exec.zenflow.topk_ratio=0: config key 'exec.zenflow.topk_ratio'");
   EXPECT_MENTIONS(error_of("  mode: zenflow\n  zenflow:\n    topk_ratio: 1.5\n"),
-                  "exec.zenflow.topk_ratio must be in (0, 1]");
-  EXPECT_MENTIONS(
-      error_of("  mode: zenflow\n  zenflow:\n    select_strategy: step\n"
-               "    select_interval: 2\n    update_interval: 4\n"),
-      "exec.zenflow.select_interval (2) must be at least exec.zenflow.update_interval (4)");
+                  "config key 'exec.zenflow.topk_ratio': must be in (0, 1]");
+  EXPECT_MENTIONS(error_of("  mode: zenflow\n  zenflow:\n    select_strategy: step\n"
+                           "    select_interval: 2\n    update_interval: 4\n"),
+                  "config key 'exec.zenflow.select_interval' (2) must be at least "
+                  "exec.zenflow.update_interval (4)");
   EXPECT_MENTIONS(error_of("  mode: zenflow\n  zenflow:\n    update_interval: 0\n"),
                   "'exec.zenflow.update_interval' (line 11): must be auto or an integer >= 1");
   EXPECT_MENTIONS(error_of("  mode: zenflow\n  zenflow:\n    select_strategy: weekly\n"),
