@@ -585,10 +585,8 @@ void add_disk_stages(MemoryBudget& m, DiskStages disk, const TrainSizes& s) {
         master_and_state_bytes(in_flight, s));
 }
 
-MemoryBudget offload_bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
-                                  int64_t micro_batch, double zenflow_topk) {
-  LT_CHECK(s.batch_size > 0 && s.seq_len > 0 && micro_batch > 0,
-           "memory budget: batch size, micro-batch and sequence length must be > 0");
+MemoryBudget offload_device_weights(const models::ModelConfig& c, const TrainSizes& s,
+                                    double zenflow_topk) {
   const int64_t n = c.num_parameters();
   const int64_t cb = s.compute_bytes;
   MemoryBudget m;
@@ -599,6 +597,17 @@ MemoryBudget offload_bytes_needed(const models::ModelConfig& c, const TrainSizes
     const auto selected = static_cast<int64_t>(std::ceil(zenflow_topk * static_cast<double>(n)));
     m.add(Gpu, "ZenFlow's device columns: f32 master, m and v", selected * 3 * kFp32);
   }
+  return m;
+}
+
+MemoryBudget offload_bytes_needed(const models::ModelConfig& c, const TrainSizes& s,
+                                  int64_t micro_batch, double zenflow_topk) {
+  LT_CHECK(s.batch_size > 0 && s.seq_len > 0 && micro_batch > 0,
+           "memory budget: batch size, micro-batch and sequence length must be > 0");
+  const int64_t n = c.num_parameters();
+  const int64_t cb = s.compute_bytes;
+  MemoryBudget m = offload_device_weights(c, s, zenflow_topk);
+  using enum MemorySpace;
   add_graph_of_one_micro_batch(m, c, s, micro_batch, s.on_gpu,
                                /*lm_head_gradient_counted=*/false);
   // exec.state_placement (Note [Offload states on disk]).

@@ -18,11 +18,11 @@
 
 namespace lt::train {
 
-namespace {
-
 std::string gigabytes(int64_t bytes) {
   return fmt::format("{:.6g} GB ({} bytes)", static_cast<double>(bytes) / 1e9, bytes);
 }
+
+namespace {
 
 int64_t with_margin(int64_t bytes) {
   return bytes + (bytes * kResidentMarginPercent + 99) / 100;

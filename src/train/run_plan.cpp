@@ -183,6 +183,41 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
     keep_stages_in_the_room(c, choice, model, stand_in, p);
 }
 
+// exec.mode offload or zenflow as set: auto held them to the device's
+// memory, but as set nothing did, and a run past it started (loading the
+// weights, on a large model minutes) and failed at its first step with
+// advice for streaming schedules. The whole count runs high (on the CPU
+// stand-in 1.25 times the demo model's peak, 1.9 times the test fixture's:
+// the graph's transients), so a run over it is warned; one whose weights
+// and gradients alone, counted exactly, exceed the device is refused.
+void check_offload_set_fits(const TrainConfig& c, const models::ModelConfig& model, RunPlan& p) {
+  const DeviceMemory memory = device_memory_for_run(c, p.device);
+  const int64_t needed = p.budget.bytes(exec::MemorySpace::Gpu);
+  if (memory.bytes < 0 || needed <= memory.bytes) return;
+  const bool zen = p.executor == exec::ExecutorKind::ZenFlow;
+  const std::string executor = exec::executor_name(p.executor);
+  const int64_t weights =
+      exec::offload_device_weights(model, p.sizes, zen ? c.exec.zenflow.topk_ratio : 0.0)
+          .bytes(exec::MemorySpace::Gpu);
+  if (weights <= memory.bytes) {
+    p.reasons.push_back(fmt::format(
+        "warning: exec.mode {}: its device set (the weights, gradients and activations of a "
+        "micro-batch of {} sequences{}) needs an estimated {} on {}, more than {} has ({}): the "
+        "run may run out of device memory at its first step (exec.mode streaming, or auto, "
+        "streams the blocks and needs less)",
+        executor, p.accum_sequences, zen ? ", and the top-k columns' states" : "",
+        gigabytes(needed), p.device.str(), memory.from, gigabytes(memory.bytes)));
+    return;
+  }
+  const auto origin = c.key_origins.find("exec.mode");
+  fail(origin != c.key_origins.end() ? origin->second + ": " : std::string(), "exec.mode ",
+       executor, " keeps the whole model's weights and gradients on the device",
+       zen ? ", with the top-k columns' states" : "", ": ", gigabytes(weights), " on ",
+       p.device.str(), ", more than ", memory.from, " has (", gigabytes(memory.bytes),
+       "), before any activation. Set exec.mode streaming (or auto), which streams the blocks "
+       "through the device");
+}
+
 // ZenFlow's selective updates are another training than AdamW's (the
 // losses differ from the first window on), which a user who asked for
 // `auto` did not choose: said, with the exact executors' predictions.
@@ -551,6 +586,7 @@ RunPlan plan_run(const TrainConfig& requested, const models::ModelConfig& model,
                                             p.free_memory_of, p.reasons);
     p.sizes.states_on_disk = p.placement.states_on_disk;
     p.budget = exec::offload_bytes_needed(model, p.sizes, p.accum_sequences, topk);
+    if (c.exec.mode != "auto") check_offload_set_fits(c, model, p);
     p.reasons.push_back(describe_states(c, model, p.sizes));
     p.state_traffic = plan::state_traffic(model, p.sizes);
     // The synchronous step waits for its disk stages; ZenFlow's CPU update

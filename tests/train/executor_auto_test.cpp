@@ -5,6 +5,7 @@
 // CPU stand-in, whose capacity is exec.device_memory_gb, against the
 // candidates' own byte counts and predictions, and against hand arithmetic
 // of the cost model.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -143,6 +144,46 @@ TEST_F(ExecutorAuto, ACpuRunsOneExecutorLineSaysWhatThePredictionPicked) {
                   "(exec.zenflow.update_interval), so the losses differ from an exact run's; for "
                   "exact AdamW set exec.mode: offload (predicted ");
   EXPECT_MENTIONS(reasons, "), or streaming (predicted ");
+}
+
+// exec.mode offload or zenflow as set, with exec.device_memory_gb under the
+// model's weights and gradients, started (loading the weights) and failed
+// at its first step with advice for streaming schedules. It is refused
+// before training, the weights counted against the fixture's parameters
+// (f32 on the CPU, two copies); a device that just holds the run's
+// measured peak runs it, the estimate's excess warned.
+TEST_F(ExecutorAuto, ASetOffloadOrZenFlowPastTheDeviceIsRefusedBeforeTraining) {
+  const int64_t weights_and_gradients = model().num_parameters() * 4 * 2;
+  for (const std::string mode : {"offload", "zenflow"}) {
+    const auto run = [&](const std::string& name, const std::string& limit_gb) {
+      std::vector<std::string> overrides = {"train.steps=1", "exec.mode=" + mode};
+      if (!limit_gb.empty()) overrides.push_back("exec.device_memory_gb=" + limit_gb);
+      TrainConfig c = config(overrides);
+      c.out.dir = (tmp_ / (mode + "_" + name)).string();
+      return c;
+    };
+    train_quietly(run("open", ""));
+    const std::vector<nlohmann::json> open = read_metrics(tmp_ / (mode + "_open"));
+    ASSERT_EQ(open.size(), 1u);
+    const double peak_gb = open[0]["peak_bytes"]["device"].get<double>() / 1e9;
+    ASSERT_GT(peak_gb * 1e9, weights_and_gradients);
+    const std::string under =
+        fmt::format("{:.9f}", static_cast<double>(weights_and_gradients) * 0.95 / 1e9);
+    const std::string error = training_error(run("under", under));
+    EXPECT_MENTIONS(error, "exec.mode " + mode +
+                               " keeps the whole model's weights and gradients on the device");
+    // ZenFlow's columns: an f32 master, m and v for topk_ratio 0.1 of them.
+    const int64_t columns = mode == "zenflow" ? (model().num_parameters() + 9) / 10 * 12 : 0;
+    EXPECT_MENTIONS(error, fmt::format("({} bytes) on cpu", weights_and_gradients + columns));
+    EXPECT_MENTIONS(error, "Set exec.mode streaming (or auto)");
+    EXPECT_FALSE(fs::exists(tmp_ / (mode + "_under") / "metrics.jsonl")) << error;
+    const std::string held = fmt::format("{:.9f}", peak_gb * 1.02);
+    try {
+      train_quietly(run("held", held));
+    } catch (const Error& e) {
+      ADD_FAILURE() << mode << " at " << held << " GB: " << e.what();
+    }
+  }
 }
 
 // ZenFlow's selective updates are another training than AdamW's: auto
