@@ -435,8 +435,24 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
   std::vector<fs::path> own;
   for (fs::path& dir : complete_checkpoints(out_dir))
     if (!is_link(dir)) own.push_back(std::move(dir));
+  // A checkpoint the run cannot remove (made read-only, another user's) is
+  // left: failing here stopped the run at every save after it had saved,
+  // and a resume met the same folder at its next save.
   for (size_t i = 0; i + static_cast<size_t>(options.keep_last) < own.size(); ++i) {
-    if (own[i] != final_dir) remove_checkpoint_dir(own[i]);
+    if (own[i] == final_dir) continue;
+    try {
+      remove_checkpoint_dir(own[i]);
+    } catch (const std::exception& e) {
+      const std::string warning = fmt::format(
+          "warning: could not remove {} to keep the last {} checkpoint{} (train.keep_last): {}; "
+          "it is left in place and the run goes on",
+          own[i].string(), options.keep_last, options.keep_last == 1 ? "" : "s", e.what());
+      if (options.warn) {
+        options.warn(warning);
+      } else {
+        std::fprintf(stderr, "%s\n", warning.c_str());
+      }
+    }
   }
   return final_dir;
 }

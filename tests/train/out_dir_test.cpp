@@ -80,6 +80,28 @@ TEST_F(OutDir, PruningKeepsThisRunsNewestSaves) {
   EXPECT_EQ(resolve_checkpoint("latest", out()), out() / "step-4");
 }
 
+// A checkpoint the run cannot remove (chmod 555, another user's) stopped
+// the run at its next save with "<step-2>/.lazytrain-save: cannot write",
+// after that save was made, and every resume the same way. It is warned
+// and left. The removal is made to fail as a permission would (this test
+// may run as root, whom modes do not stop): a folder where the removal's
+// marker file goes.
+TEST_F(OutDir, ACheckpointThatCannotBeRemovedIsLeftAndTheRunGoesOn) {
+  train_quietly(config({"train.steps=2", "train.save_every=1", "train.keep_last=5"}));
+  fs::create_directory(out() / "step-1" / ".lazytrain-save");
+  ::testing::internal::CaptureStderr();
+  train_quietly(config({"train.steps=4", "train.save_every=1", "train.keep_last=2"}), "latest");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_MENTIONS(log, "warning: could not remove " + (out() / "step-1").string() +
+                           " to keep the last 2 checkpoints (train.keep_last): ");
+  EXPECT_MENTIONS(log, "it is left in place and the run goes on");
+  EXPECT_TRUE(fs::exists(out() / "step-1" / "trainer_state.json"));
+  EXPECT_FALSE(fs::exists(out() / "step-2"));  // pruned as before
+  EXPECT_TRUE(fs::exists(out() / "step-3" / "trainer_state.json"));
+  EXPECT_TRUE(fs::exists(out() / "step-4" / "trainer_state.json"));
+  EXPECT_EQ(read_metrics(out()).back()["step"], 3);
+}
+
 // `--resume latest` is the most recent save even when an older run left a
 // higher step behind (keep_last large enough to keep both).
 TEST_F(OutDir, LatestIsTheMostRecentSave) {
