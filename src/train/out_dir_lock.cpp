@@ -213,6 +213,19 @@ OutDirLock::OutDirLock(const fs::path& out_dir) : out_dir_(out_dir), path_(out_d
       fd_ = -1;
       continue;
     }
+    // A lock file an earlier run left opens in a folder the run can no
+    // longer write (made read-only since): a resume trained its steps,
+    // then failed at the first file it wrote.
+    if (!made) {
+      const std::string why = cannot_create_files_in(out_dir);
+      if (!why.empty()) {
+        ::close(fd_);
+        fd_ = -1;
+        fail("out.dir '", out_dir.string(), "': cannot create files there (", why,
+             "); the run writes its config, metrics and checkpoints into it: make it writable, "
+             "or set another out.dir");
+      }
+    }
     made_file_ = made;
     in_slot_ = arm(this, on_signal_in_setup);  // before the PID: cleaned on a signal
     const std::string me = std::to_string(::getpid()) + "\n";
@@ -222,6 +235,15 @@ OutDirLock::OutDirLock(const fs::path& out_dir) : out_dir_(out_dir), path_(out_d
     return;
   }
   fail("out.dir: cannot lock '", path_.string(), "': other runs kept removing it; try again");
+}
+
+std::string cannot_create_files_in(const fs::path& dir) {
+  const fs::path probe = dir / (".lazytrain-probe-" + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return errno == EEXIST ? "" : std::strerror(errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return "";
 }
 
 void OutDirLock::remove_what_it_made() const noexcept {

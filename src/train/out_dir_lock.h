@@ -19,6 +19,10 @@
 
 namespace lt::train {
 
+// "" when a file can be created in `dir` (one is made and removed), else
+// why not (strerror: "Permission denied", "Read-only file system").
+std::string cannot_create_files_in(const std::filesystem::path& dir);
+
 class OutDirLock {
  public:
   // Creates out_dir if needed and takes the lock, or throws naming out.dir

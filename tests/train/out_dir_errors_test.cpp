@@ -4,6 +4,8 @@
 // run whose out.dir is deleted under it stops without writing there again;
 // an out.dir that cannot be a folder is named for what it is.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/bytes_text.h"
 #include "support/file_size_limit.h"
@@ -123,6 +125,59 @@ TEST(OutDirLockTest, SaysWhenItsFolderWasDeletedOrReplaced) {
   fs::create_directories(out);
   write_text(out / ".lock", "4242\n");
   EXPECT_EQ(lock.lost(), (out / ".lock").string() + " is another lock file now");
+}
+
+// A resume into an out.dir made read-only since its run (its lock file
+// still there and writable) took the lock, trained its steps, then failed
+// writing config.yaml. The lock is refused at once. Permissions do not stop
+// root, so as root the lock is taken in a child process run as nobody.
+TEST(OutDirLockTest, AFolderThatTookNoNewFilesIsRefusedThoughItsLockFileOpens) {
+  TempDir tmp("lock_read_only");
+  const fs::path out = tmp / "out";
+  {
+    OutDirLock lock(out);
+    lock.commit();
+  }
+  using fs::perms;
+  fs::permissions(out / ".lock", perms::owner_read | perms::owner_write | perms::group_read |
+                                     perms::group_write | perms::others_read | perms::others_write);
+  const perms read_and_enter = perms::owner_read | perms::owner_exec | perms::group_read |
+                               perms::group_exec | perms::others_read | perms::others_exec;
+  fs::permissions(tmp.path(), read_and_enter | perms::owner_write);
+  fs::permissions(out, read_and_enter);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);
+    std::string message = "not refused";
+    try {
+      OutDirLock lock(out);
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    const ssize_t written = ::write(pipe_fds[1], message.data(), message.size());
+    ::_exit(written == static_cast<ssize_t>(message.size()) ? 0 : 4);
+  }
+  ::close(pipe_fds[1]);
+  std::string message;
+  char buffer[512];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;)
+    message.append(buffer, static_cast<size_t>(n));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  fs::permissions(out, perms::owner_all);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 3) GTEST_SKIP() << "root here cannot become nobody";
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_MENTIONS(message, "out.dir '" + out.string() +
+                               "': cannot create files there (Permission denied); the run writes "
+                               "its config, metrics and checkpoints into it");
+  // Writable again, it is taken.
+  EXPECT_NO_THROW(OutDirLock{out});
 }
 
 // Note [out.dir taken away] (train/trainer.cpp): out.dir deleted while the
