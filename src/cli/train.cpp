@@ -10,6 +10,7 @@
 #include "cli/ranks.h"
 #include "cli/shell_expanded_path.h"
 #include "core/error.h"
+#include "core/shell_syntax.h"
 #include "train/progress.h"
 #include "train/trainer.h"
 
@@ -82,11 +83,11 @@ void add_train_command(CLI::App& app) {
         // would resume from the config's out.dir without that --set.
         train::print_text(stdout, fmt::format("stopped at step {} on request; resume with "
                                               "--resume {}\n",
-                                              r.steps_done, r.last_checkpoint));
+                                              r.steps_done, shell_word(r.last_checkpoint)));
       else if (r.interrupted && !r.last_checkpoint.empty())
         train::print_text(stdout, fmt::format("stopped on request, nothing saved; resume with "
                                               "--resume {}\n",
-                                              r.last_checkpoint));
+                                              shell_word(r.last_checkpoint)));
       else if (r.interrupted)
         train::print_text(stdout, fmt::format("stopped at step {} on request, before training: "
                                               "nothing was saved\n",

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <string_view>
 #include <vector>
 
 namespace lt {
@@ -108,6 +109,17 @@ std::string shell_syntax_message(const std::string& path, const std::string& not
   return "'" + path + "' " + s.found + ", but " + not_by_a_shell +
          (s.unknown.empty() ? ": write " + s.expanded
                             : ": write the path in full (" + s.unknown + ")");
+}
+
+std::string shell_word(const std::string& word) {
+  const auto plain = [](unsigned char c) {
+    return std::isalnum(c) ||
+           std::string_view("_./:=@%+,-").find(static_cast<char>(c)) != std::string_view::npos;
+  };
+  if (!word.empty() && std::all_of(word.begin(), word.end(), plain)) return word;
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
 }
 
 }  // namespace lt

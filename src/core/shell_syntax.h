@@ -24,4 +24,10 @@ ShellSyntax find_shell_syntax(const std::string& path);
 // is not expanded by a shell").
 std::string shell_syntax_message(const std::string& path, const std::string& not_by_a_shell);
 
+// `word` as a shell reads it back as one argument, for commands the
+// program prints to be pasted: as it is when it holds only characters no
+// shell treats specially, else in single quotes (a ' inside as '\'').
+// "/runs/my run" -> "'/runs/my run'".
+std::string shell_word(const std::string& word);
+
 }  // namespace lt

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/shell_syntax.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
 
@@ -100,7 +101,7 @@ void refuse_resume_over_later_checkpoints(const fs::path& out_dir, const fs::pat
       "out.dir=...); to go on from the last of them, --resume {}; to replace them, set "
       "out.overwrite: true (--set out.overwrite=true)",
       resumed.string(), step, out_dir.string(), fmt::join(names_of(later), ", "), step, step,
-      furthest.string()));
+      shell_word(furthest.string())));
 }
 
 void remove_later_checkpoints(const fs::path& out_dir, int64_t step) {

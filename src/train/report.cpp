@@ -19,6 +19,7 @@
 #include "core/bytes_text.h"
 #include "core/error.h"
 #include "core/program_path.h"
+#include "core/shell_syntax.h"
 #include "io/atomic_file.h"
 #include "train/generate.h"
 #include "train/progress.h"
@@ -207,8 +208,8 @@ std::string where_to_look(const fs::path& out_dir, const fs::path& last_checkpoi
   std::string text = fmt::format(
       "outputs: {} ({})\n", out_dir.string(),
       files.empty() ? std::string("nothing written") : fmt::format("{}", fmt::join(files, ", ")));
-  text +=
-      fmt::format("  watch:       tensorboard --logdir {}\n", tensorboard_dir(out_dir).string());
+  text += fmt::format("  watch:       tensorboard --logdir {}\n",
+                      shell_word(tensorboard_dir(out_dir).string()));
   text += last_checkpoint.empty()
               ? "  checkpoints: none saved\n"
               : fmt::format("  checkpoints: {} (the latest; a Hugging Face folder)\n",

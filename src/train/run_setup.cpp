@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/shell_syntax.h"
 #include "data/json_fields.h"
 #include "data/seq_len_cut.h"
 #include "models/config.h"
@@ -221,7 +222,7 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSou
     log->message(fmt::format(
         "  ... and {} more skipped (lazytrain tokenize --tokenizer MODEL --data {}, with the run's "
         "--format and --template, lists up to {})",
-        report.skipped - kShown, source.path, data::kMaxReportedProblems));
+        report.skipped - kShown, shell_word(source.path), data::kMaxReportedProblems));
   }
   report_seq_len_cut(c, samples, source.path, source.split != "eval", log);
   return samples;

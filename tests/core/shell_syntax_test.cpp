@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <pwd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -97,6 +98,23 @@ TEST(ShellSyntax, TheMessageSaysWhatToWrite) {
             "'$LT_TEST_UNSET/x' refers to $LT_TEST_UNSET, but no shell read it: write the path "
             "in full ($LT_TEST_UNSET is not set here)");
   EXPECT_EQ(shell_syntax_message("/tmp/x", "no shell read it"), "");
+}
+
+// A printed command's path reads back as one argument: each word, quoted,
+// goes through /bin/sh (the outside reference) and comes back as it was.
+TEST(ShellWord, EachWordReadsBackWhole) {
+  EXPECT_EQ(shell_word("/runs/out-1/step_2"), "/runs/out-1/step_2");
+  EXPECT_EQ(shell_word("/runs/my run"), "'/runs/my run'");
+  for (const std::string word : {"/tmp/sp ace/my run \xc3\xbc/step-31", "it's", "a'b'c", "$HOME",
+                                 "~/x", "semi;colon", "back\\slash", "star*", "", "new\nline"}) {
+    std::FILE* sh = ::popen(("printf %s " + shell_word(word)).c_str(), "r");
+    ASSERT_NE(sh, nullptr);
+    std::string read;
+    char buffer[256];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, sh)) > 0;) read.append(buffer, n);
+    EXPECT_EQ(::pclose(sh), 0) << word;
+    EXPECT_EQ(read, word) << shell_word(word);
+  }
 }
 
 }  // namespace
