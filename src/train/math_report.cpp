@@ -18,14 +18,23 @@ std::string without_trailing_newlines(std::string text) {
 
 }  // namespace
 
-std::string math_accuracy_line(const std::optional<MathEvalAt>& before, const MathEvalAt& last) {
+std::string math_accuracy_line(const std::optional<MathEvalAt>& before, const MathEvalAt& last,
+                               int64_t steps_done) {
   const std::string head =
       fmt::format("held-out accuracy (exact match, {} problems): ", last.result.n);
+  const std::string stale =
+      last.step < steps_done
+          ? fmt::format(
+                " (the step-{} model's; the run ended at step {} without evaluating that "
+                "one)",
+                last.step, steps_done)
+          : "";
   if (!before)
-    return head + fmt::format("{} at step {}", percent_and_count(last.result), last.step);
-  return head + fmt::format("{} before training -> {} after {} step{}",
-                            percent_and_count(before->result), percent_and_count(last.result),
-                            last.step, last.step == 1 ? "" : "s");
+    return head + fmt::format("{} at step {}", percent_and_count(last.result), last.step) + stale;
+  return head +
+         fmt::format("{} before training -> {} after {} step{}", percent_and_count(before->result),
+                     percent_and_count(last.result), last.step, last.step == 1 ? "" : "s") +
+         stale;
 }
 
 std::string math_answers_text(const MathEvalAt& last, int problems) {

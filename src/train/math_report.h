@@ -18,8 +18,11 @@ struct MathEvalAt {
 
 // One line, e.g. "held-out accuracy (exact match, 200 problems): 0.0% (0)
 // before training -> 97.5% (195) after 600 steps". Without `before` (a
-// resumed run) only the second half, from "at step".
-std::string math_accuracy_line(const std::optional<MathEvalAt>& before, const MathEvalAt& last);
+// resumed run) only the second half, from "at step". When the run ended
+// past `last` (`steps_done`: a stop during its last evaluation), the line
+// says whose score it is.
+std::string math_accuracy_line(const std::optional<MathEvalAt>& before, const MathEvalAt& last,
+                               int64_t steps_done = 0);
 
 // The first `problems` scored rows of `last`, each as
 //   <prompt, without its trailing newlines>

@@ -1413,9 +1413,13 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   }
   if (r.math_latest) {
     // The held-out answers say more than a training row's continuation.
+    // A stop during the last evaluation: an earlier model's score, not
+    // the saved one's, and its answers are not shown as the run's.
+    const bool stale = r.math_latest->step < result.steps_done;
     print_text(stdout,
-               fmt::format("\n{}\n", math_accuracy_line(r.math_before_training, *r.math_latest)));
-    if (options.sample_at_end && !result.interrupted)
+               fmt::format("\n{}\n", math_accuracy_line(r.math_before_training, *r.math_latest,
+                                                        result.steps_done)));
+    if (options.sample_at_end && !result.interrupted && !stale)
       print_text(stdout, fmt::format("held-out problems, greedy answers at step {}:\n{}",
                                      r.math_latest->step, math_answers_text(*r.math_latest, 3)));
   } else if (options.sample_at_end && r.tokenizer && !result.interrupted) {

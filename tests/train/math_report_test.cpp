@@ -26,6 +26,14 @@ TEST(MathReport, TheAccuracyLineSaysBeforeAndAfter) {
   // A resumed run has no figure from before its first step.
   EXPECT_EQ(math_accuracy_line(std::nullopt, scored(40, 7, 8)),
             "held-out accuracy (exact match, 8 problems): 87.5% (7) at step 40");
+  // A stop during the last evaluation: the score is step 20's, beside a
+  // step-40 checkpoint (it read as the run's).
+  EXPECT_EQ(math_accuracy_line(scored(0, 0, 200), scored(20, 9, 200), 40),
+            "held-out accuracy (exact match, 200 problems): 0.0% (0) before training -> 4.5% (9) "
+            "after 20 steps (the step-20 model's; the run ended at step 40 without evaluating "
+            "that one)");
+  EXPECT_EQ(math_accuracy_line(scored(0, 0, 200), scored(40, 9, 200), 40),
+            math_accuracy_line(scored(0, 0, 200), scored(40, 9, 200)));
 }
 
 TEST(MathReport, AnswersShowPromptOutputAndVerdict) {
