@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "core/allocator.h"
+#include "core/shell_syntax.h"
 #include "data/batching.h"
 #include "data/json_fields.h"
 #include "data/prompt_rows.h"
@@ -80,6 +82,25 @@ std::atomic<int> stop_signal{0};
 // (the launcher signals the ranks itself). Said as such: "the run saves"
 // promised a save the SIGKILL cuts short.
 bool under_mpirun = false;
+// The second stop's message names the checkpoint a resume takes; the
+// handler may only write(2) what is already there, so the main thread
+// fills the buffer the handler is not reading and then flips to it.
+struct ResumeLine {
+  std::array<std::array<char, 4096>, 2> text{};
+  std::array<size_t, 2> size{};
+  std::atomic<int> current{-1};  // -1: nothing saved or resumed from yet
+};
+ResumeLine resume_line;
+
+void note_resumable_checkpoint(const fs::path& checkpoint) {
+  const std::string line = "; resume with --resume " + shell_word(checkpoint.string()) + "\n";
+  const int next = resume_line.current.load() == 0 ? 1 : 0;
+  if (line.size() > resume_line.text[next].size()) return;  // the line without it
+  std::copy(line.begin(), line.end(), resume_line.text[next].begin());
+  resume_line.size[next] = line.size();
+  resume_line.current.store(next);
+}
+
 extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
   if (sig == SIGTERM && under_mpirun && info != nullptr && info->si_pid == ::getppid()) {
     static const char ending[] =
@@ -96,8 +117,15 @@ extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
     if (!stop_signal.compare_exchange_strong(none, sig)) return;
   } else if (stop_signal.exchange(sig) != 0) {
     static const char leaving[] =
-        "\nsecond stop request: exiting now, unsaved (the last checkpoint stays)\n";
-    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, leaving, sizeof(leaving) - 1);
+        "\nsecond stop request: exiting now, unsaved (the last checkpoint stays; a save in "
+        "flight leaves its .step-N.tmp folder, removed when a run next starts in out.dir)";
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, leaving, sizeof(leaving) - 1);
+    const int line = resume_line.current.load();
+    if (line >= 0) {
+      n = ::write(STDERR_FILENO, resume_line.text[line].data(), resume_line.size[line]);
+    } else {
+      n = ::write(STDERR_FILENO, "\n", 1);
+    }
     OutDirLock::remove_uncommitted();  // a stop in the scoring before training
     struct sigaction by_default {};
     by_default.sa_handler = SIG_DFL;
@@ -780,6 +808,7 @@ void save(Run& r, ProgressBar& bar) {
   options.expected_bytes = checkpoint_bytes(r.config, r.model->config());
   options.free_bytes = r.free_disk_bytes;
   r.last_saved = save_checkpoint(r.out_dir, *r.model, optimizer_state, r.state, options);
+  note_resumable_checkpoint(r.last_saved);
   if (r.zero) fs::remove_all(r.out_dir / (".step-" + std::to_string(r.state.step) + ".shards"));
   bar.message("saved " + r.last_saved.string());
 }
@@ -1132,6 +1161,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // so that a run failing in its setup has closed its scratch files there
   // when the lock removes the folder it made.
   if (writer) refuse_to_rewrite_a_hand_written_config(options.config_file, requested.out.dir);
+  resume_line.current.store(-1);  // a run before this one's, in this process
   std::optional<OutDirLock> lock;
   if (writer) lock.emplace(requested.out.dir);
   const bool fresh = options.resume.empty() && !options.resuming;
@@ -1166,6 +1196,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   if (!fresh) {
     r.resume_dir = resolve_checkpoint(options.resume, r.out_dir, &r.resume_skipped,
                                       &r.resume_looked_in_out_dir);
+    note_resumable_checkpoint(r.resume_dir);
     // Said before the model and the data load, and without the end's
     // evaluation and sample (`lazytrain eval` scores a checkpoint): a run
     // re-started until done ends here, exit 0.

@@ -251,6 +251,39 @@ TEST_F(StopRequest, ASecondSignalExitsAtOnceUnsaved) {
   EXPECT_EQ(WTERMSIG(status), SIGINT);
   EXPECT_FALSE(fs::exists(out / "step-1"));
   EXPECT_FALSE(fs::exists(out / "step-2"));
+  // Nothing saved, nothing to resume from.
+  EXPECT_MENTIONS(child.output(),
+                  "second stop request: exiting now, unsaved (the last checkpoint "
+                  "stays; a save in flight leaves its .step-N.tmp folder, removed "
+                  "when a run next starts in out.dir)\n");
+  EXPECT_EQ(child.output().find("resume with"), std::string::npos) << child.output();
+}
+
+// The second request's line named no checkpoint: it names the one a resume
+// takes, as the first request's closing line does.
+TEST_F(StopRequest, ASecondSignalNamesTheCheckpointToResumeFrom) {
+  const fs::path out = tmp_ / "twice_saved";
+  Child child(args(out, {"model.path=" + slow_model().string(), "train.batch_size=16",
+                         "train.seq_len=64", "train.save_every=1", "train.keep_last=100"}),
+              tmp_ / "twice_saved.log");
+  ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 2, 120)) << child.output();
+  child.signal(SIGINT);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (child.output().find("stop requested: the run saves") == std::string::npos &&
+         child.running() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  child.signal(SIGINT);
+  const int status = child.wait(30);
+  const std::string output = child.output();
+  ASSERT_TRUE(WIFSIGNALED(status)) << output;
+  const std::string said = "removed when a run next starts in out.dir); resume with --resume " +
+                           (out / "step-").string();
+  const size_t at = output.find(said);
+  ASSERT_NE(at, std::string::npos) << output;
+  const size_t end = output.find('\n', at);
+  const fs::path named = output.substr(at + said.size() - (out / "step-").string().size(),
+                                       end - at - said.size() + (out / "step-").string().size());
+  EXPECT_NO_THROW(read_checkpoint(named)) << named;
 }
 
 // A stop asked for while a periodic save is being written exits after that
