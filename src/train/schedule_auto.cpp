@@ -56,7 +56,7 @@ FreeMemory free_memory_for_run(const TrainConfig& c, FreeMemoryOf of, int64_t gp
   if (error) return free;
   const fs::space_info space = fs::space(dir, error);
   if (error) return free;
-  free.disk_bytes = static_cast<int64_t>(space.available);
+  free.disk_bytes = free.disk_free = static_cast<int64_t>(space.available);
   // A tmpfs "disk" is host memory: boundaries placed there would take the
   // memory the plan counts as host a second time. None, then: the plan
   // keeps them on the host, where they are counted.
@@ -82,8 +82,9 @@ FreeMemory free_memory_for_run(const TrainConfig& c, FreeMemoryOf of, int64_t gp
     const int64_t saves = (c.train.save_every > 0 ? c.train.steps / c.train.save_every : 0) + 1;
     const int64_t reserved =
         std::max<int64_t>(0, std::min(c.train.keep_last + 1, saved + saves) - saved);
-    free.disk_bytes =
-        std::max<int64_t>(0, free.disk_bytes - reserved * std::max<int64_t>(0, checkpoint_bytes));
+    free.checkpoints_kept_for = reserved;
+    free.disk_kept_for_checkpoints = reserved * std::max<int64_t>(0, checkpoint_bytes);
+    free.disk_bytes = std::max<int64_t>(0, free.disk_bytes - free.disk_kept_for_checkpoints);
   }
   return free;
 }

@@ -26,6 +26,11 @@ struct FreeMemory {
   int64_t gpu_bytes = -1;   // the training GPU's free memory
   int64_t host_bytes = -1;  // host_bytes_for_this_process (core/host_memory.h)
   int64_t disk_bytes = -1;  // free space where disk boundaries go
+  // The file system's free space, and what disk_bytes leaves of it for
+  // this run's checkpoints (out.dir on the same file system): so many.
+  int64_t disk_free = -1;
+  int64_t disk_kept_for_checkpoints = 0;
+  int64_t checkpoints_kept_for = 0;
 };
 
 // The bytes of one checkpoint of `model` trained by `c`: its f32 weights

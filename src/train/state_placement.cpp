@@ -123,13 +123,26 @@ HostPlacement resolve(const TrainConfig& c, const models::ModelConfig& model,
   }
   const int64_t disk_bytes = plan::state_traffic(model, sizes).write_bytes;
   if (mode == "auto" && disk_bytes > 0) {
-    const int64_t free = free_memory_for_run(c, of, -1, checkpoint_bytes(c, model)).disk_bytes;
+    const FreeMemory room = free_memory_for_run(c, of, -1, checkpoint_bytes(c, model));
+    const int64_t free = room.disk_bytes;
     const std::string dir = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
+    // The checkpoints' share is said with the keys that size it: a plan
+    // "short" on a disk with room to spare read as a wrong count.
+    const std::string kept =
+        room.checkpoints_kept_for > 0
+            ? fmt::format(
+                  " once the run's checkpoints have their room: the file system has {} free, and "
+                  "the checkpoints in out.dir take up to {} ({} of {} each: train.keep_last {} and "
+                  "the one being written); a lower train.keep_last{} leaves more",
+                  gb(room.disk_free), gb(room.disk_kept_for_checkpoints), room.checkpoints_kept_for,
+                  gb(room.disk_kept_for_checkpoints / room.checkpoints_kept_for), c.train.keep_last,
+                  c.optim.name == "adamw8bit" ? "" : ", or optim.name adamw8bit (smaller states),")
+            : std::string(" (none on a tmpfs, which is host memory)");
     LT_CHECK(free < 0 || disk_bytes <= free, "exec.state_placement auto: ", disk_stages,
              " stages' master weights and optimizer states do not fit ", budget.from, " and need ",
              gb(disk_bytes), " on disk under exec.disk_path (", dir, "), ", gb(disk_bytes - free),
-             " more than it has free (less room for the checkpoints; none on a tmpfs, which is "
-             "host memory); free some disk, point exec.disk_path elsewhere, or raise "
+             " more than is free there", kept,
+             "; else free some disk, point exec.disk_path elsewhere, or raise "
              "exec.host_memory_gb");
   }
   std::string why;

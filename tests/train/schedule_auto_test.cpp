@@ -415,19 +415,25 @@ TEST(ScheduleAuto, HostAndDiskAreCappedByWhatIsFree) {
   c.train.keep_last = 2;
   c.train.steps = 100;
   c.train.save_every = 10;
-  const auto expect_reserved = [&](double reserved) {
+  // The share kept, and for how many, are told apart for the messages.
+  const auto expect_reserved = [&](int64_t checkpoints) {
+    const double reserved = 2e9 * static_cast<double>(checkpoints);
+    const FreeMemory room = free_memory_for_run(c, FreeMemoryOf::ThisMachine, -1, 2'000'000'000);
     EXPECT_NEAR(
-        static_cast<double>(
-            free_memory_for_run(c, FreeMemoryOf::ThisMachine, -1, 2'000'000'000).disk_bytes),
+        static_cast<double>(room.disk_bytes),
         tmp_in_memory ? 0.0 : std::max(0.0, static_cast<double>(space.available) - reserved), 1e9);
+    if (tmp_in_memory) return;
+    EXPECT_EQ(room.checkpoints_kept_for, checkpoints);
+    EXPECT_EQ(room.disk_kept_for_checkpoints, checkpoints * 2'000'000'000);
+    EXPECT_NEAR(static_cast<double>(room.disk_free), static_cast<double>(space.available), 1e9);
   };
-  expect_reserved(6e9);
+  expect_reserved(3);
   c.train.save_every = 0;
-  expect_reserved(2e9);
+  expect_reserved(1);
   c.train.save_every = 10;
   fs::create_directories(tmp / "not" / "yet" / "step-10");
   fs::create_directories(tmp / "not" / "yet" / "step-20");
-  expect_reserved(2e9);
+  expect_reserved(1);
   // exec.disk_path, when set, is where disk boundaries go. /dev/shm is a
   // tmpfs (host memory): no disk at all there, so the plan keeps such
   // boundaries on the host, where they are counted.
