@@ -72,6 +72,14 @@ std::string config_key_hint(const std::string& unknown, const std::vector<std::s
       best = candidate;
     }
   }
+  // A key cut short (topk for topk_ratio, warmup for warmup_steps): the
+  // one key of the place that it begins, when there is one.
+  if (best.empty() && bare(name).size() >= 3) {
+    std::vector<std::string> begun;
+    for (const std::string& candidate : places)
+      if (bare(last_part(candidate)).starts_with(bare(name))) begun.push_back(candidate);
+    if (begun.size() == 1) best = begun[0];
+  }
   return best.empty() ? "" : "; did you mean '" + best + "'?";
 }
 

@@ -35,6 +35,18 @@ TEST(ConfigKeyHint, ANearSpellingInTheSamePlaceIsSuggested) {
   EXPECT_EQ(config_key_hint("train.x", kKeys), "");
 }
 
+// A key cut short, too far in spelling from the whole: the one key of its
+// place that it begins; none when two begin so, or it is under 3 letters.
+TEST(ConfigKeyHint, AKeyCutShortIsCompleted) {
+  EXPECT_EQ(config_key_hint("exec.zenflow.topk", kKeys),
+            "; did you mean 'exec.zenflow.topk_ratio'?");
+  EXPECT_EQ(config_key_hint("sched.warmup", kKeys), "; did you mean 'sched.warmup_steps'?");
+  const std::vector<std::string> two = {"exec.zenflow.select_strategy",
+                                        "exec.zenflow.select_interval"};
+  EXPECT_EQ(config_key_hint("exec.zenflow.select", two), "");
+  EXPECT_EQ(config_key_hint("train.ba", kKeys), "");
+}
+
 // Through the config loader, with the real schema: the hint sits in the
 // message that names the file and the line.
 TEST_F(ConfigErrors, AnUnknownKeySaysWhatItMostLikelyMeant) {
