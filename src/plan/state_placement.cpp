@@ -233,12 +233,13 @@ std::string describe_state_placement(const models::ModelConfig& config,
   }
   if (names.empty()) return "master weights and optimizer states: all in host memory";
   const StateTraffic t = state_traffic(config, sizes);
+  const bool all = names.size() == static_cast<size_t>(L + 2);
   return fmt::format(
-      "master weights and optimizer states: {} of {} stages on disk ({}{}), the rest in host "
-      "memory; per step the disk reads {:.3f} GB and writes {:.3f} GB ({:.2f} s at {} GB/s, "
-      "{:.2f} s at {} GB/s)",
-      names.size(), L + 2, names.front(), names.size() > 1 ? " .. " + names.back() : "",
-      static_cast<double>(t.read_bytes) / kBytesPerGB,
+      "master weights and optimizer states: {} stages on disk ({}{}){}; per step the disk reads "
+      "{:.3f} GB and writes {:.3f} GB ({:.2f} s at {} GB/s, {:.2f} s at {} GB/s)",
+      all ? fmt::format("all {}", L + 2) : fmt::format("{} of {}", names.size(), L + 2),
+      names.front(), names.size() > 1 ? " .. " + names.back() : "",
+      all ? "" : ", the rest in host memory", static_cast<double>(t.read_bytes) / kBytesPerGB,
       static_cast<double>(t.write_bytes) / kBytesPerGB,
       static_cast<double>(t.read_bytes) / kBytesPerGB / disk_read_gbps, disk_read_gbps,
       static_cast<double>(t.write_bytes) / kBytesPerGB / disk_write_gbps, disk_write_gbps);

@@ -203,6 +203,13 @@ TEST_F(StatePlacement, AutoMovesTheFewestBlocksBelowTheHostCap) {
                  line.find("per step the disk reads") != std::string::npos);
   EXPECT_TRUE(said) << ::testing::PrintToString(five.reasons);
   EXPECT_EQ(five.state_traffic.read_bytes, 5 * e * 12);
+  // Every stage on disk: no "rest in host memory" (it said "4 of 4 ...,
+  // the rest in host memory").
+  const RunPlan all = resolve_run(config("disk"), model());
+  const std::string all_reasons = ::testing::PrintToString(all.reasons);
+  EXPECT_MENTIONS(all_reasons,
+                  "master weights and optimizer states: all 14 stages on disk (embed "
+                  ".. head); per step the disk reads");
 }
 
 TEST_F(StatePlacement, AutoBelowTheHostCapTrainsAsHostBitForBit) {
