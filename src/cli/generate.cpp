@@ -453,7 +453,8 @@ void add_generate_command(CLI::App& app) {
                        ? std::string()
                        : "a seed is a whole number from 0 to 18446744073709551615, not " + value;
           },
-          "UINT"))
+          ""))  // a described validator shows in --help after the type ("UINT:UINT")
+      ->type_name("UINT")
       ->capture_default_str();
   cmd->add_option("--batch-size", args->batch_size, "Rows of --data generated together")
       ->capture_default_str();

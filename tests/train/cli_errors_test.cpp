@@ -90,6 +90,10 @@ TEST(CliErrors, ACommandLineThatDoesNotParseIsAnErrorWithTheUsualPrefix) {
     EXPECT_EQ(r.status, 0) << ok << ": " << r.out;
     EXPECT_EQ(r.out.find("error"), std::string::npos) << ok << ": " << r.out;
   }
+  // --seed's value is named once (it read "UINT:UINT", its check's name
+  // after the type's).
+  r = run_lazytrain("generate --help");
+  EXPECT_MENTIONS(r.out, "--seed UINT=0 ");
 }
 
 // A config given as the first argument and with --config (one option to
