@@ -123,6 +123,17 @@ std::string not_a_model_folder(const std::filesystem::path& folder) {
            "' is a file, not a model folder; give the folder that holds it (" +
            (folder.has_parent_path() ? folder.parent_path().string() : "., the working folder") +
            ")";
+  // A path mistyped reads as a missing folder, not as one without a config.
+  if (!std::filesystem::exists(folder, error) && !error) {
+    std::filesystem::path above = folder.parent_path();
+    while (!above.empty() && !std::filesystem::exists(above, error) && above.has_parent_path() &&
+           above.parent_path() != above)
+      above = above.parent_path();
+    return "'" + folder.string() + "' does not exist" +
+           (above.empty() || above == folder.parent_path()
+                ? std::string()
+                : " (the nearest folder of it that exists is " + above.string() + ")");
+  }
   const bool safetensors =
       file_exists(folder / kHfWeightsFile) || file_exists(folder / kHfIndexFile);
   const std::string other = safetensors ? "" : weights_not_read(folder);

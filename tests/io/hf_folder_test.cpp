@@ -281,6 +281,14 @@ TEST(HfFolder, ARunsFolderNamesItsCheckpoint) {
   TempDir plain;
   EXPECT_EQ(not_a_model_folder(plain.path()),
             "'" + plain.path().string() + "' is not a model folder (no config.json there)");
+  // A path that is not there is said to be missing (a mistyped path read
+  // as a folder without a config), with the nearest folder of it that is.
+  EXPECT_EQ(not_a_model_folder(plain.path() / "qwen"),
+            "'" + (plain.path() / "qwen").string() + "' does not exist");
+  EXPECT_EQ(not_a_model_folder(plain.path() / "models" / "qwen"),
+            "'" + (plain.path() / "models" / "qwen").string() +
+                "' does not exist (the nearest folder of it that exists is " +
+                plain.path().string() + ")");
 }
 
 TEST(HfFolder, RefusesDuplicateNames) {
