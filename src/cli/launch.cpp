@@ -10,9 +10,11 @@
 // stop after the same step; rank 0 saves; Note [Stopping ranks under
 // mpirun]). When a rank (or mpirun) fails, the launcher names it, stops the
 // others (SIGTERM, then SIGKILL after kStopGraceS) and exits with its
-// status.
+// status. When the launcher itself dies (SIGKILL), the kernel sends its
+// children SIGTERM (Note [Children die with the launcher]).
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -115,6 +117,19 @@ void forward_stop_signal(int sig, const std::vector<Process>& processes,
   }
 }
 
+// Note [Children die with the launcher]: a launcher killed outright
+// (SIGKILL, the OOM killer) forwards nothing, and its children (mpirun and
+// its ranks, or the forked ranks) trained on as orphans holding out.dir's
+// lock. Each child asks the kernel for SIGTERM when the launcher dies
+// (PR_SET_PDEATHSIG, kept across exec): mpirun takes it as an abort and
+// ends its ranks, a forked rank as a stop (it saves after the step in
+// flight). The signal is tied to the thread that forked, which is the
+// one in run_all, waiting for the children until they end. A launcher
+// that died before the request was made is seen by getppid() no longer
+// being it, and the child exits there. SIGTERM is set back to its default
+// first, as exec would: the launcher's counting handler, inherited until
+// exec, would swallow a SIGTERM that came in between.
+
 // Forks and execs `p` into process group `group` (0: a new group of its
 // own), so that a terminal's Ctrl-C reaches the launcher only and each
 // rank gets the one forwarded copy (a rank takes a second SIGINT as "exit
@@ -135,10 +150,17 @@ pid_t start(const Process& p, pid_t group) {
   for (std::string& e : env_strings) envp.push_back(e.data());
   argv.push_back(nullptr);
   envp.push_back(nullptr);
+  const pid_t launcher = ::getpid();
   const pid_t pid = ::fork();
   LT_CHECK(pid >= 0, "lazytrain launch: fork failed: ", std::strerror(errno));
-  if (pid == 0) {
+  if (pid == 0) {  // only async-signal-safe calls until exec
     ::setpgid(0, group);
+    struct sigaction default_action = {};
+    default_action.sa_handler = SIG_DFL;
+    ::sigaction(SIGTERM, &default_action, nullptr);
+    // Note [Children die with the launcher].
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != launcher) _exit(128 + SIGTERM);
     ::execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }

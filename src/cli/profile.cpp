@@ -88,10 +88,11 @@ void add_profile_command(CLI::App& app) {
       models::check_seq_len_fits(seq_len, "--seq-len", config, timing->model);
       r = plan::measure_profile_for_model(*options, config, seq_len, timing->batch_sizes);
     }
-    if (!out->empty()) io::write_file_atomic(*out, r.profile.to_yaml());
+    const std::string yaml = plan::profile_yaml(r);
+    if (!out->empty()) io::write_file_atomic(*out, yaml);
     // stdout is the profile alone, so `profile > hw.yaml` is one too; what
     // was measured and the notes go to stderr.
-    fmt::print("{}", r.profile.to_yaml());
+    fmt::print("{}", yaml);
     std::string measured;
     for (const auto& k : r.measured) measured += (measured.empty() ? "" : ", ") + k;
     fmt::print(stderr, "measured: {}\n", measured);

@@ -173,6 +173,37 @@ ProfileReport measure_profile(const ProfileOptions& o) {
   return r;
 }
 
+std::string profile_yaml(const ProfileReport& r) {
+  const std::string yaml = r.profile.to_yaml();
+  std::string out;
+  bool any_default = false;
+  for (size_t at = 0; at < yaml.size();) {
+    const size_t end = std::min(yaml.find('\n', at), yaml.size());
+    std::string line = yaml.substr(at, end - at);
+    at = end + 1;
+    // Top-level keys only: disk_path is the option given, stage_times says
+    // its own device.
+    const size_t colon = line.find(':');
+    const std::string key = colon == std::string::npos ? "" : line.substr(0, colon);
+    const bool figure = !key.empty() && key[0] != '#' && key[0] != ' ' && key != "disk_path" &&
+                        key != "stage_times";
+    if (figure && std::find(r.measured.begin(), r.measured.end(), key) == r.measured.end()) {
+      line += "  # default, not measured here";
+      any_default = true;
+    }
+    out += line + "\n";
+  }
+  if (any_default) {
+    // After the first line, the file's own header.
+    const size_t first = out.find('\n') + 1;
+    out.insert(first,
+               "# keys marked `default` are the documented defaults (the H200 machine's), not "
+               "this machine's: it has no GPU to measure; run `lazytrain profile` where "
+               "train.device cuda runs for a GPU's own\n");
+  }
+  return out;
+}
+
 ProfileReport measure_profile_for_model(const ProfileOptions& options,
                                         const models::ModelConfig& config, int64_t seq_len,
                                         std::vector<int64_t> batch_sizes) {
@@ -183,6 +214,10 @@ ProfileReport measure_profile_for_model(const ProfileOptions& options,
       measure_stage_times(config, seq_len, batch_sizes, device, options.repeats, &r.notes);
   r.measured.push_back("stage_times (" + device.str() + ", seq_len " + std::to_string(seq_len) +
                        ")");
+  if (device.is_cpu())
+    r.notes.push_back(
+        "stage_times were timed on the CPU (f32): a step predicted from them is this CPU's "
+        "compute, not a GPU's; time them where train.device cuda runs for a GPU's");
   const std::vector<int64_t>& timed = r.profile.stage_times->batch_sizes;
   const auto working = working_set_sizes(config, seq_len, timed, device);
   const int64_t bend = exec::loss_chunk_rows(config.vocab_size, !device.is_cpu());

@@ -39,6 +39,11 @@ struct ProfileReport {
 
 ProfileReport measure_profile(const ProfileOptions& options);
 
+// The profile's YAML as `lazytrain profile` writes it: each key it did not
+// measure (on a machine without a GPU, the GPU's) marked as the default it
+// is, so that the file claims no figure of this machine it did not take.
+std::string profile_yaml(const ProfileReport& report);
+
 // measure_profile, plus the stage times of `config` at `seq_len` on
 // stage_timing_device() at `batch_sizes` (empty: default_stage_batch_sizes):
 // what `lazytrain profile --model` writes, and what a run on a GPU measures

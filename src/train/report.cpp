@@ -171,6 +171,16 @@ const char* memory_space_label(exec::MemorySpace space, const Device& device) {
   return exec::memory_space_name(space);
 }
 
+std::string prediction_basis(const RunPlan& p) {
+  // The CPU stand-in runs the streaming planner's schedule, priced for the
+  // profile's GPU (the cost model is of a GPU), unless the profile's stage
+  // times, its compute, were timed on a CPU.
+  if (p.stage_times_device == "cpu")
+    return p.device.is_cuda() ? " from stage times measured on a CPU, not a GPU"
+                              : " from stage times measured on a CPU";
+  return p.device.is_cuda() ? "" : " on the profile's GPU, not this CPU";
+}
+
 std::string run_plan_line(const RunPlan& p) {
   const auto gb = [&](exec::MemorySpace space) {
     return static_cast<double>(p.budget.bytes(space)) / 1e9;
@@ -183,12 +193,9 @@ std::string run_plan_line(const RunPlan& p) {
       gb(exec::MemorySpace::Host), gb(exec::MemorySpace::Disk));
   const double tokens = static_cast<double>(p.sizes.batch_size * p.sizes.seq_len);
   if (p.predicted_step_s > 0) {
-    // The CPU stand-in runs the streaming planner's schedule, priced for
-    // the profile's GPU (the cost model is of a GPU).
     line += fmt::format("; predicted {:.0f} tokens/s ({:.3f} s a step of {} x {} tokens{})",
                         tokens / p.predicted_step_s, p.predicted_step_s, p.sizes.batch_size,
-                        p.sizes.seq_len,
-                        p.device.is_cuda() ? "" : " on the profile's GPU, not this CPU");
+                        p.sizes.seq_len, prediction_basis(p));
   } else {
     // The plan's reasons say why (train/run_plan.cpp).
     line += p.device.is_cuda()
@@ -334,8 +341,7 @@ std::string RunSummary::line() const {
       median(step_s_));
   if (skipped_ > 0) line += fmt::format(" ({} skipped: no update)", skipped_);
   if (predicted_step_s_ > 0)
-    line += fmt::format(" (predicted {:.3f} s{})", predicted_step_s_,
-                        prediction_for_a_gpu_ ? " for the profile's GPU, not this CPU" : "");
+    line += fmt::format(" (predicted {:.3f} s{})", predicted_step_s_, prediction_basis_);
   // The first step's forward takes no CPU update: these start a step later.
   if (!cpu_update_gparams_per_s_.empty())
     line += fmt::format("; CPU updates at {:.2f} G params/s", median_cpu_update_gparams_per_s());

@@ -73,6 +73,14 @@ const char* memory_space_label(exec::MemorySpace space, const Device& device);
 // predicted one.
 std::string run_plan_line(const RunPlan& plan);
 
+// What a prediction of `plan` is of, beside it in the plan and summary
+// lines: "" for its own device's (a GPU run, FLOP model or GPU-measured
+// stage times); " on the profile's GPU, not this CPU" for the CPU
+// stand-in priced as the profile's GPU (the FLOP model at gpu_tflops);
+// " from stage times measured on a CPU" where the profile's stage times
+// were timed on a CPU (`lazytrain profile --model` without a GPU).
+std::string prediction_basis(const RunPlan& plan);
+
 // The lines `train` ends with: where the outputs are, how to watch them in
 // TensorBoard and the last checkpoint (empty when none was saved).
 // `traced`: the run was the streaming executor's, which writes trace.json.
@@ -101,9 +109,8 @@ class RunSummary {
  public:
   void add(const nlohmann::json& step);
   std::string line() const;  // empty before any step
-  // A run on the CPU stand-in whose prediction prices the profile's GPU:
-  // the line says so beside it.
-  void set_prediction_for_a_gpu(bool yes) { prediction_for_a_gpu_ = yes; }
+  // What the prediction is of (prediction_basis): the line says so beside it.
+  void set_prediction_basis(std::string basis) { prediction_basis_ = std::move(basis); }
   // The median of the steps' "cpu_update_gparams_per_s" (G parameters a
   // second), and how many steps had one (0: none, and the median is 0).
   double median_cpu_update_gparams_per_s() const;
@@ -116,7 +123,7 @@ class RunSummary {
   std::vector<double> tokens_per_s_, tflops_, step_s_;
   std::vector<double> cpu_update_gparams_per_s_;  // the streaming executor's, where counted
   double predicted_step_s_ = 0;                   // the last line's, when any had one
-  bool prediction_for_a_gpu_ = false;
+  std::string prediction_basis_;
   int64_t planned_gpu_peak_ = 0;  // "predicted_gpu_peak_bytes", likewise
   std::map<std::string, int64_t> peaks_;
 };

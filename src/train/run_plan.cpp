@@ -82,9 +82,17 @@ void warn_when_a_set_schedule_may_not_fit(const TrainConfig& c, const models::Mo
       c.exec.mode, c.exec.schedule, shortfall));
 }
 
-// A streaming schedule's predicted step, as the plan keeps it.
-void take_prediction(const plan::StepPrediction& prediction, RunPlan& p) {
+// A streaming schedule's predicted step, as the plan keeps it, and where
+// the stage times that priced it (`stage_times_from`, the cost model's:
+// "measured (...)" or the FLOP model's) were measured.
+void take_prediction(const TrainConfig& c, const plan::StepPrediction& prediction,
+                     const std::string& stage_times_from, RunPlan& p) {
   p.predicted_step_s = prediction.step_s;
+  p.stage_times_device.clear();
+  if (stage_times_from.starts_with("measured")) {
+    const plan::HardwareProfile hw = configured_hardware(c);
+    if (hw.stage_times) p.stage_times_device = hw.stage_times->device;
+  }
   p.predicted_state_disk_s = prediction.exposed_state_disk_s;
   p.predicted_cpu_update_params_per_s = prediction.cpu_update_params_per_s;
   p.cpu_update_in_run_scale = prediction.cpu_update_in_run_scale;
@@ -152,7 +160,7 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
     const plan::Plan& plan = *planned;
     p.plan_description = describe_plan(plan);
     p.schedule = plan.schedule;
-    take_prediction(plan.prediction, p);
+    take_prediction(c, plan.prediction, plan.stage_times_from, p);
     p.predicted_gpu_peak_bytes = plan.budget.bytes(exec::MemorySpace::Gpu);
     p.budget = plan.budget;
     p.reasons.push_back(fmt::format(
@@ -392,7 +400,7 @@ void price_named_schedule(const TrainConfig& c, const models::ModelConfig& model
     p.reasons.push_back(std::string("schedule: no predicted step (") + e.what() + ")");
     return;
   }
-  take_prediction(price.prediction, p);
+  take_prediction(c, price.prediction, price.stage_times_from, p);
   p.reasons.push_back(fmt::format(
       "schedule: predicted step {:.4f} s (compute {:.4f}, recompute {:.4f}, exposed copies "
       "{:.4f}, optimizer {:.4f}, the CPU updating {:.2f} G params/s; the planner's cost model, "

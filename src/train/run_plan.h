@@ -47,6 +47,10 @@ struct RunPlan {
   exec::Schedule schedule;
   exec::MemoryBudget budget;    // the chosen executor's bytes per space
   double predicted_step_s = 0;  // the planner's, or its cost model's for a named schedule; 0: none
+  // Where the stage times that priced predicted_step_s were measured (the
+  // profile's stage_times.device: "cpu" or "cuda"); "" for the FLOP model
+  // at the profile's gpu_tflops.
+  std::string stage_times_device;
   // exec.state_placement: sizes.states_on_disk says which stages' masters
   // and optimizer states live on disk (train/state_placement.h); the bytes
   // that moves a step, and the planner's prediction of the step time the

@@ -1298,7 +1298,7 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   TrainRunResult result;
   result.setup_host_peak_bytes = setup_host_peak;
   RunSummary summary;  // this run's steps, for its closing line
-  summary.set_prediction_for_a_gpu(!r.plan.device.is_cuda());
+  summary.set_prediction_basis(prediction_basis(r.plan));
   bool cpu_rate_kept = false;
 
   bool applied_any = false;   // an update of this run (Note [Taking over out.dir])

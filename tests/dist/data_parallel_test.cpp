@@ -8,11 +8,14 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "dist/dist_runs.h"
 
@@ -253,6 +256,61 @@ TEST(DataParallel, KillingOneRankEndsTheOthersNamingIt) {
       << child.output();
   EXPECT_NE(child.output().find("SIGTERM from mpirun: it is ending the job"), std::string::npos)
       << child.output();
+}
+
+// The processes `parent` started, from Linux's /proc/PID/task/TID/children.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  for (const auto& task :
+       fs::directory_iterator(fs::path("/proc") / std::to_string(parent) / "task")) {
+    std::ifstream list(task.path() / "children");
+    for (pid_t pid = 0; list >> pid;) children.push_back(pid);
+  }
+  return children;
+}
+
+// Whether `pid` still runs a command whose line holds `marker` (a zombie's
+// line is empty; a reused pid's is another's).
+bool still_runs(pid_t pid, const std::string& marker) {
+  std::ifstream in(fs::path("/proc") / std::to_string(pid) / "cmdline");
+  const std::string cmdline(std::istreambuf_iterator<char>(in), {});
+  return cmdline.find(marker) != std::string::npos;
+}
+
+// The launcher killed outright (SIGKILL: it forwards nothing) takes its
+// children with it: mpirun and the ranks trained on as orphans, holding
+// out.dir's lock. The kernel's SIGTERM (launch.cpp, Note [Children die
+// with the launcher]) makes mpirun end the ranks, in seconds.
+TEST(DataParallel, KillingTheLauncherEndsMpirunAndTheRanks) {
+  Runs runs;
+  const fs::path out = runs.tmp / "orphaned";
+  auto running = runs.start_long_run(out);
+  ASSERT_TRUE(running);
+  Child& child = *running;
+  const std::vector<pid_t> started = children_of(child.pid());
+  ASSERT_EQ(started.size(), 1u) << "the launcher starts mpirun alone";
+  std::vector<pid_t> children = {started[0], find_process(out.string(), "OMPI_COMM_WORLD_RANK=0"),
+                                 find_process(out.string(), "OMPI_COMM_WORLD_RANK=1")};
+  ASSERT_GT(children[1], 0) << "rank 0 not found";
+  ASSERT_GT(children[2], 0) << "rank 1 not found";
+  child.signal(SIGKILL);
+  child.wait(10);
+  const auto start = std::chrono::steady_clock::now();
+  const auto any_runs = [&] {
+    return std::any_of(children.begin(), children.end(),
+                       [&](pid_t pid) { return still_runs(pid, out.string()); });
+  };
+  while (any_runs() && std::chrono::steady_clock::now() - start < std::chrono::seconds(15))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (size_t i = 0; i < children.size(); ++i) {
+    EXPECT_FALSE(still_runs(children[i], out.string()))
+        << (i == 0 ? "mpirun" : "rank " + std::to_string(i - 1)) << " outlived the launcher";
+    if (still_runs(children[i], out.string())) ::kill(children[i], SIGKILL);
+  }
+  // mpirun's abort: SIGTERM to each rank, SIGKILL a second later.
+  EXPECT_LT(waited, 5) << "seconds for the children to end";
 }
 
 // A rank that hangs (SIGSTOP: alive, silent; mpirun sees nothing wrong)

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <utility>
@@ -20,6 +21,7 @@
 #include "plan/hardware.h"
 #include "plan/milp.h"
 #include "plan/planner.h"
+#include "plan/profile.h"
 #include "plan/tiny_model.h"
 #include "support/cli_run.h"
 
@@ -402,6 +404,64 @@ TEST_F(PlanCommand, ProfiledStageTimesDriveThePlan) {
                               t.head_step.at(1) + t.embed_forward.at(1) + t.embed_backward.at(1) -
                               tail * t.block_forward.at(1) * (1 - output_share));
   EXPECT_NEAR(j.at("predicted_split_s").at("compute").get<double>(), compute, 1e-9 * compute);
+}
+
+// On a machine without a GPU, `lazytrain profile` measures the host and
+// leaves the GPU keys at the defaults plan/hardware.h documents (the H200
+// machine's: 150 GB, 760 TFLOP/s, ...): the file marks each of them as a
+// default and no measured key, and still reads back. A CPU run priced with
+// its stage times, timed on this CPU, says its prediction comes from them,
+// not that it is the profile's GPU's.
+TEST_F(PlanCommand, ACpuProfileMarksTheGpuDefaultsAndTheRunSaysItsStageTimesAreTheCpus) {
+  if (stage_timing_device().is_cuda()) GTEST_SKIP() << "a GPU here: its keys are measured";
+  if (!have_milp_solver()) GTEST_SKIP() << "built without CBC";
+  const std::string model = std::string(LT_SOURCE_DIR) + "/tests/models/fixtures/families/llama";
+  HardwareProfile p;
+  const CliResult profiled = profile(model, "--seq-len 16 --batch-sizes 1,2", p);
+  ASSERT_EQ(profiled.status, 0) << profiled.out;
+  std::ifstream written(dir_ / "hw.yaml");
+  const std::string yaml((std::istreambuf_iterator<char>(written)), {});
+  for (const char* key :
+       {"gpu_memory_gb: 150", "h2d_gbps: 53.3", "d2h_gbps: 52.1", "bidir_gbps: 41",
+        "gpu_tflops: 760", "gpu_adam_gparams_per_s: 99.5", "gpu_adam8bit_gparams_per_s: 124.5"})
+    EXPECT_NE(yaml.find(std::string("\n") + key + "  # default, not measured here\n"),
+              std::string::npos)
+        << key << " in\n"
+        << yaml;
+  for (const char* key :
+       {"host_memory_gb:", "disk_gb:", "host_mem_gbps:", "disk_read_gbps:", "disk_write_gbps:",
+        "cpu_adam_gparams_per_s:", "cpu_adam8bit_gparams_per_s:"}) {
+    const size_t at = yaml.find(std::string("\n") + key);
+    ASSERT_NE(at, std::string::npos) << key << " in\n" << yaml;
+    EXPECT_EQ(yaml.substr(at + 1, yaml.find('\n', at + 1) - at - 1).find('#'), std::string::npos)
+        << key << " is measured, not a default:\n"
+        << yaml;
+  }
+  EXPECT_EQ(p.gpu_tflops, 760);
+  EXPECT_EQ(p.gpu_memory_gb, 150);
+  EXPECT_NE(profiled.out.find("note: stage_times were timed on the CPU"), std::string::npos)
+      << profiled.out;
+
+  write("data.jsonl",
+        "{\"input_ids\": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}\n"
+        "{\"input_ids\": [5, 4, 3, 2, 1, 6, 7, 8, 9, 10]}\n");
+  const CliResult run =
+      run_lazytrain("train --no-sample --set model.path=" + model +
+                    " --set data.path=" + (dir_ / "data.jsonl").string() +
+                    " --set data.format=tokens --set train.device=cpu --set train.steps=1 --set "
+                    "train.seq_len=16 --set train.batch_size=2 --set exec.mode=streaming --set "
+                    "exec.schedule=auto --set exec.hardware=" +
+                    (dir_ / "hw.yaml").string() + " --set out.dir=" + (dir_ / "out").string());
+  ASSERT_EQ(run.status, 0) << run.out;
+  EXPECT_NE(run.out.find("stage times: measured (" + (dir_ / "hw.yaml").string() +
+                         ": stage_times, on cpu at batch 1, 2)"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find(" tokens from stage times measured on a CPU)\n"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find(" s from stage times measured on a CPU); peak memory:"), std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("profile's GPU"), std::string::npos) << run.out;
 }
 
 // profile --model refuses what plan, train and eval refuse, and an --out
