@@ -309,8 +309,12 @@ void choose_fastest(const TrainConfig& c, const models::ModelConfig& model,
 std::string describe_states(const TrainConfig& c, const models::ModelConfig& model,
                             const exec::TrainSizes& sizes) {
   const plan::HardwareProfile hw = configured_hardware(c);
+  const bool on_disk = std::find(sizes.states_on_disk.begin(), sizes.states_on_disk.end(), true) !=
+                       sizes.states_on_disk.end();
+  // The rates price the disk's traffic: said only where there is some.
   return plan::describe_state_placement(model, sizes, hw.disk_read_gbps, hw.disk_write_gbps) +
-         (c.exec.hardware.empty() || c.exec.hardware == kDefaultHardware
+         (!on_disk ? std::string()
+          : c.exec.hardware.empty() || c.exec.hardware == kDefaultHardware
               ? " (the default disk rates)"
               : " (rates from " + c.exec.hardware + ")");
 }

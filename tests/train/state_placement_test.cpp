@@ -210,6 +210,13 @@ TEST_F(StatePlacement, AutoMovesTheFewestBlocksBelowTheHostCap) {
   EXPECT_MENTIONS(all_reasons,
                   "master weights and optimizer states: all 14 stages on disk (embed "
                   ".. head); per step the disk reads");
+  EXPECT_MENTIONS(all_reasons, "(the default disk rates)");
+  // None on disk: no disk rates to name (it added "(the default disk rates)").
+  const RunPlan none = resolve_run(config("host"), model());
+  EXPECT_NE(std::find(none.reasons.begin(), none.reasons.end(),
+                      "master weights and optimizer states: all in host memory"),
+            none.reasons.end())
+      << ::testing::PrintToString(none.reasons);
 }
 
 TEST_F(StatePlacement, AutoBelowTheHostCapTrainsAsHostBitForBit) {
