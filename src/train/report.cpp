@@ -449,6 +449,21 @@ int32_t sample_stop_token(const std::vector<int64_t>& eos_ids, const data::Token
   return stop;
 }
 
+std::string sample_for_terminal(const std::string& decoded, size_t tokens) {
+  const auto control = [](unsigned char ch) {
+    return (ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f;
+  };
+  if (std::all_of(decoded.begin(), decoded.end(),
+                  [&](unsigned char ch) { return std::isspace(ch) != 0 || control(ch); }))
+    return fmt::format("({} tokens that print as white space or nothing)", tokens);
+  std::string shown;
+  for (const char c : decoded) {
+    const auto ch = static_cast<unsigned char>(c);
+    shown += control(ch) ? fmt::format("\\x{:02x}", ch) : std::string(1, c);
+  }
+  return shown;
+}
+
 void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenizer,
                   const data::Sample& sample) {
   size_t prompt_len = 0;
@@ -465,13 +480,9 @@ void print_sample(const models::CausalLM& model, const data::Tokenizer& tokenize
   // A briefly trained model often answers with end-of-text or blank lines
   // (or ids of a padded vocabulary's rows, which have no text): say so,
   // rather than print what looks like nothing at all.
-  std::string text = tokenizer.decode_known(out);
-  if (out.empty()) {
-    text = "(nothing: its first token was end-of-text)";
-  } else if (std::all_of(text.begin(), text.end(),
-                         [](unsigned char ch) { return std::isspace(ch) != 0; })) {
-    text = fmt::format("({} tokens that print as white space or nothing)", out.size());
-  }
+  const std::string text = out.empty()
+                               ? "(nothing: its first token was end-of-text)"
+                               : sample_for_terminal(tokenizer.decode_known(out), out.size());
   print_text(
       stdout,
       fmt::format(

@@ -81,6 +81,12 @@ std::string run_plan_line(const RunPlan& plan);
 // were timed on a CPU (`lazytrain profile --model` without a GPU).
 std::string prediction_basis(const RunPlan& plan);
 
+// A sample's decoded text as a terminal can show it: control characters
+// other than newline and tab (a weight-blown model's NUL bytes, escape
+// sequences) as \xNN; text of white space and control characters alone as
+// "(N tokens that print as white space or nothing)".
+std::string sample_for_terminal(const std::string& decoded, size_t tokens);
+
 // The lines `train` ends with: where the outputs are, how to watch them in
 // TensorBoard and the last checkpoint (empty when none was saved).
 // `traced`: the run was the streaming executor's, which writes trace.json.

@@ -143,6 +143,18 @@ TEST(LossCurve, NoLossNoPng) {
 // The closing summary against figures worked out by hand: steps 3-6 of a
 // run resumed at step 2 (0-based 2..5); the first is left out of the
 // medians; the peaks are the largest of every step.
+// A sample whose tokens decode to NUL bytes (optim.lr 1e6 blew the
+// weights) wrote 40 raw NULs to the terminal: control characters show as
+// \xNN, and text of nothing else says so.
+TEST(SampleText, ControlCharactersAreShownEscaped) {
+  EXPECT_EQ(sample_for_terminal(std::string(3, '\0'), 3),
+            "(3 tokens that print as white space or nothing)");
+  EXPECT_EQ(sample_for_terminal(" \n\t", 2), "(2 tokens that print as white space or nothing)");
+  EXPECT_EQ(sample_for_terminal(std::string("a\0b\x1b[2Jc\x7f", 9) + "\n\td", 6),
+            "a\\x00b\\x1b[2Jc\\x7f\n\td");
+  EXPECT_EQ(sample_for_terminal("caf\xc3\xa9", 2), "caf\xc3\xa9");
+}
+
 TEST(RunSummary, MediansAfterTheFirstStepAndPeaksOverAll) {
   const auto step = [](int64_t i, double tps, double tflops, double s, int64_t cpu) {
     return nlohmann::json{{"step", i},
