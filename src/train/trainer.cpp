@@ -1417,7 +1417,10 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
       // A stop asked for during this save: it is the stop's save (another
       // step would train, then save a second whole checkpoint).
       if (!at_end && stop_requested(r, signals)) {
-        bar.message("stop requested: exiting after this save");
+        bar.message(fmt::format(
+            "the stop came during step {}'s save, which stands for the save it asked for: "
+            "exiting without training another step",
+            r.state.step));
         result.interrupted = true;
         break;
       }

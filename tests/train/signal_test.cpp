@@ -315,7 +315,11 @@ TEST_F(StopRequest, OneDuringASaveExitsAfterThatSave) {
   EXPECT_EQ(read_metrics(out).size(), static_cast<size_t>(saving)) << output;
   EXPECT_EQ(resolve_checkpoint("latest", out), out / ("step-" + std::to_string(saving))) << output;
   EXPECT_FALSE(fs::exists(out / ("step-" + std::to_string(saving + 1)))) << output;
-  EXPECT_MENTIONS(output, "stop requested: exiting after this save");
+  // Said as what it is, after the save's line (it read "stop requested:
+  // exiting after this save" once the save was done).
+  EXPECT_MENTIONS(output, "the stop came during step " + std::to_string(saving) +
+                              "'s save, which stands for the save it asked for: exiting without "
+                              "training another step");
 }
 
 // A stop within the last step finishes the run normally, also when that
