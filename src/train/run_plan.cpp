@@ -573,6 +573,15 @@ RunPlan plan_run(const TrainConfig& requested, const models::ModelConfig& model,
               "so each stage updates as its gradients land, during the backward"
             : "clipping: with the previous step's gradient norm (train.clip_with_previous_norm)");
   }
+  // The whole-model executors take whole micro-batches: a chunk asked of
+  // them was dropped without a word.
+  if (c.exec.micro_batch > 0 && p.executor != exec::ExecutorKind::Streaming)
+    p.reasons.push_back(fmt::format(
+        "exec.micro_batch {}: not used by the {} executor, which runs whole micro-batches of {} "
+        "sequences (train.batch_size {} / train.grad_accum {}); it chunks the streaming "
+        "executor's; for fewer sequences at a time raise train.grad_accum",
+        c.exec.micro_batch, exec::executor_name(p.executor), p.accum_sequences, c.train.batch_size,
+        p.grad_accum));
   if (p.executor == exec::ExecutorKind::Resident) {
     // exec.mode auto held resident to the device's memory; as set, nothing
     // else does before the first step runs out of it.

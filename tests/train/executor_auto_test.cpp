@@ -186,6 +186,22 @@ TEST_F(ExecutorAuto, ASetOffloadOrZenFlowPastTheDeviceIsRefusedBeforeTraining) {
   }
 }
 
+// exec.micro_batch chunks the streaming executor's micro-batches; the
+// whole-model executors dropped it without a word.
+TEST_F(ExecutorAuto, AChunkTheExecutorDoesNotUseIsSaid) {
+  const auto said = [&](const std::string& mode) {
+    const RunPlan p = resolve_run(config({"exec.mode=" + mode, "exec.micro_batch=2"}), model());
+    return has_line(p, "exec.micro_batch 2: not used by the " + mode +
+                           " executor, which runs whole micro-batches of 4 sequences "
+                           "(train.batch_size 8 / train.grad_accum 2)");
+  };
+  EXPECT_TRUE(said("resident"));
+  EXPECT_TRUE(said("offload"));
+  EXPECT_FALSE(said("streaming"));
+  EXPECT_FALSE(has_line(resolve_run(config({"exec.mode=streaming", "exec.micro_batch=2"}), model()),
+                        "not used by"));
+}
+
 // ZenFlow's selective updates are another training than AdamW's: auto
 // takes it only where resident does not fit. A GPU run of a tiny model,
 // its resident and ZenFlow steps predicted alike to the microsecond, ran
