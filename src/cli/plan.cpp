@@ -220,7 +220,17 @@ void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
              missing.empty() ? "" : fmt::format("; not there now: {}", fmt::join(missing, ", ")));
   if (!args.out.empty()) io::check_can_write(args.out, "--out");  // before the solve
   const models::ModelConfig model = load_model_config(c.model.path, "config key 'model.path': ");
-  const train::RunPlan p = train::resolve_run(c, model, train::PlanTarget::ProfiledGpu);
+  // With --json a plan that cannot run is an answer, as `plan --model`
+  // gives it: {"feasible": false, ...} and status 3, not a bare error.
+  train::RunPlan p;
+  try {
+    p = train::resolve_run(c, model, train::PlanTarget::ProfiledGpu);
+  } catch (const Error& e) {
+    if (!args.json) throw;
+    fmt::print("{}\n", nlohmann::json({{"feasible", false}, {"error", e.what()}}).dump(2));
+    fmt::print(stderr, "lazytrain: error: {}\n", e.what());
+    throw CLI::RuntimeError(3);
+  }
   // The schedule the run would take, to give it as exec.schedule.
   LT_CHECK(args.out.empty() || p.executor == exec::ExecutorKind::Streaming,
            "--out writes the streaming executor's schedule; this run's executor is ",
@@ -229,6 +239,8 @@ void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
   const auto gb = [](int64_t bytes) { return static_cast<double>(bytes) / plan::kBytesPerGB; };
   if (args.json) {
     nlohmann::json j;
+    // The keys `plan --model --json` shares, under its names.
+    j["feasible"] = true;
     j["device"] = p.device.str();
     j["compute_dtype"] = dtype_name(p.compute_dtype);
     j["executor"] = exec::executor_name(p.executor);
@@ -237,11 +249,21 @@ void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
     j["seq_len"] = p.sizes.seq_len;
     j["grad_accum"] = p.grad_accum;
     j["accum_sequences"] = p.accum_sequences;
+    // Sequences through a stage at once: a streaming chunk, else the
+    // whole micro-batch.
+    j["micro_batch"] =
+        p.executor == exec::ExecutorKind::Streaming ? p.chunk_sequences : p.accum_sequences;
     if (p.executor == exec::ExecutorKind::Streaming) {
       j["chunk_sequences"] = p.chunk_sequences;
       j["schedule"] = exec::to_json(p.schedule);
     }
-    if (p.predicted_step_s > 0) j["predicted_step_s"] = p.predicted_step_s;
+    // null: no prediction (why is among the reasons).
+    j["predicted_step_s"] = p.predicted_step_s > 0 ? nlohmann::json(p.predicted_step_s) : nullptr;
+    j["predicted_tokens_per_s"] =
+        p.predicted_step_s > 0
+            ? nlohmann::json(static_cast<double>(p.sizes.batch_size * p.sizes.seq_len) /
+                             p.predicted_step_s)
+            : nullptr;
     if (p.executor != exec::ExecutorKind::Resident) {
       // exec.state_placement: the stages (0: embed, 1..L: blocks, L + 1:
       // head) whose masters and optimizer states live on disk.

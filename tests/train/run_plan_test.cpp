@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "exec/memory_budget.h"
+#include "support/cli_run.h"
 #include "train/run_plan.h"
 #include "train/train_helpers.h"
 
@@ -187,6 +188,12 @@ TEST_F(RunPlanTest, PlanWithAConfigPrintsWhatTrainRuns) {
   EXPECT_EQ(j.at("executor"), "streaming");
   EXPECT_EQ(j.at("chunk_sequences"), 2);
   EXPECT_EQ(j.at("accum_sequences"), 4);
+  // The keys `plan --model --json` has, under its names (README): a CPU
+  // run has no predicted step, said as null, not left out.
+  EXPECT_EQ(j.at("feasible"), true);
+  EXPECT_EQ(j.at("micro_batch"), 2);
+  EXPECT_TRUE(j.at("predicted_step_s").is_null()) << j.dump();
+  EXPECT_TRUE(j.at("predicted_tokens_per_s").is_null()) << j.dump();
   // As train, plan takes the config positionally too.
   std::string positional;
   ASSERT_EQ(run_program({"plan", yaml.string(), "--json"}, tmp_ / "plan2.log", &positional), 0)
@@ -199,6 +206,23 @@ TEST_F(RunPlanTest, PlanWithAConfigPrintsWhatTrainRuns) {
   EXPECT_EQ(read_metrics(tmp_ / "out").at(0).at("executor"), j.at("executor"));
   EXPECT_NE(output.find("executor: streaming (exec.mode streaming is set)"), std::string::npos)
       << output;
+  // A plan that cannot run answers {"feasible": false, "error": ...} on
+  // stdout with status 3, as `plan --model --json` does (it printed no
+  // JSON and exited 1); without --json it stays an error.
+  const fs::path stderr_file = tmp_ / "plan3.err";
+  const lt::testing::CliResult r = lt::testing::run_lazytrain(
+      "plan " + yaml.string() +
+          " --set exec.mode=offload --set exec.device_memory_gb=0.00001 --json",
+      stderr_file);
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  const auto no = nlohmann::json::parse(r.out);
+  EXPECT_EQ(no.at("feasible"), false);
+  EXPECT_MENTIONS(no.at("error").get<std::string>(), "exec.mode offload keeps the whole model");
+  EXPECT_EQ(
+      lt::testing::run_lazytrain("plan " + yaml.string() +
+                                 " --set exec.mode=offload --set exec.device_memory_gb=0.00001")
+          .status,
+      1);
 }
 
 // `plan --config` takes a --model plan's flags as the run's keys (Note
