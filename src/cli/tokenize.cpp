@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -160,6 +161,12 @@ void run_tokenize(const TokenizeOptions& options) {
   // Before the tokenizer loads, as every check of the options alone.
   if (options.data.rows < 1)
     fail("--rows must be at least 1 (the rows of --data shown); got ", options.data.rows);
+  if (options.data.seq_len < 0 ||
+      (options.data.seq_len == 0 &&
+       std::find(options.data_options_given.begin(), options.data_options_given.end(),
+                 std::string("--seq-len")) != options.data_options_given.end()))
+    fail("--seq-len must be at least 1 (the tokens a row keeps), or left out; got ",
+         options.data.seq_len);
   // Without --data they would be ignored: stdin is encoded as it is.
   if (options.data.data.empty() && !options.data_options_given.empty()) {
     fail(options.data_options_given.front(), " shapes how --data's rows are read; without --data, ",
@@ -234,6 +241,9 @@ void add_tokenize_command(CLI::App& app) {
       ->check(shell_expanded_path());
   cmd->add_option("--rows", options->data.rows, "How many rows --data shows (at least 1)")
       ->capture_default_str();
+  cmd->add_option("--seq-len", options->data.seq_len,
+                  "--data's rows cut at this many tokens, as train.seq_len cuts padded rows "
+                  "(data.pack false) and evaluation rows, with the rows cut counted");
   cmd->add_option("--format", options->data.format,
                   "--data's format: auto, tokens, alpaca, query_response, sharegpt or text")
       ->capture_default_str();
@@ -252,7 +262,7 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_option("--bench-rounds", options->bench_rounds, "timed passes over the documents")
       ->group("");
   cmd->callback([options, cmd] {
-    for (const char* name : {"--rows", "--format", "--template", "--prompt-field",
+    for (const char* name : {"--rows", "--seq-len", "--format", "--template", "--prompt-field",
                              "--response-field", "--train-on-prompt"}) {
       if (cmd->count(name) > 0) options->data_options_given.push_back(name);
     }

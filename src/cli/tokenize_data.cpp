@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/seq_len_cut.h"
 
 namespace lt::cli {
 
@@ -30,6 +31,21 @@ std::string marked_text(const data::Tokenizer& tokenizer, const data::Sample& sa
     if (trained) text += close;
   }
   return text;
+}
+
+int64_t trained_tokens(const data::Sample& sample) {
+  return std::count_if(sample.labels.begin(), sample.labels.end(),
+                       [](int32_t l) { return l != data::kIgnoreLabel; });
+}
+
+// How many rows a cut at seq_len shortens, and what they lose, as train
+// counts them (data/seq_len_cut.h).
+std::string cut_line(const std::vector<data::Sample>& samples, int64_t seq_len) {
+  const data::SeqLenCut cut = data::count_seq_len_cut(samples, seq_len);
+  return fmt::format(
+      "--seq-len {}: {} of {} rows longer and cut ({} keep no trained token, {} lose part of "
+      "theirs); the longest has {} tokens",
+      seq_len, cut.rows_cut, cut.rows, cut.cut_without_target, cut.cut_losing_targets, cut.longest);
 }
 
 }  // namespace
@@ -59,21 +75,32 @@ void show_dataset_rows(const data::Tokenizer& tokenizer, const TokenizeDataOptio
     fmt::print(stderr, "  ... and {} more skipped (the first {} are listed)\n",
                report.skipped - listed, listed);
   }
+  if (options.seq_len > 0) fmt::print(stderr, "{}\n", cut_line(samples, options.seq_len));
   const bool terminal = isatty(STDOUT_FILENO) != 0;
   const size_t shown = static_cast<size_t>(std::max<int64_t>(options.rows, 0));
   for (size_t i = 0; i < std::min(shown, samples.size()); ++i) {
-    const data::Sample& sample = samples[i];
+    const data::Sample& whole = samples[i];
+    const bool cut =
+        options.seq_len > 0 && static_cast<int64_t>(whole.ids.size()) > options.seq_len;
+    data::Sample sample = whole;
+    if (cut) {
+      sample.ids.resize(static_cast<size_t>(options.seq_len));
+      sample.labels.resize(static_cast<size_t>(options.seq_len));
+    }
+    const auto past = static_cast<int64_t>(whole.ids.size() - sample.ids.size());
+    const int64_t trained_past = trained_tokens(whole) - trained_tokens(sample);
     if (options.json) {
-      fmt::print(
-          "{}\n",
-          nlohmann::json{{"line", sample.line}, {"ids", sample.ids}, {"labels", sample.labels}}
-              .dump());
+      nlohmann::json row{{"line", sample.line}, {"ids", sample.ids}, {"labels", sample.labels}};
+      if (cut) row["tokens_cut"] = past;
+      fmt::print("{}\n", row.dump());
       continue;
     }
-    const auto trained = std::count_if(sample.labels.begin(), sample.labels.end(),
-                                       [](int32_t l) { return l != data::kIgnoreLabel; });
-    fmt::print("{}:{}: {} tokens, {} trained\n{}\n\n", options.data, sample.line, sample.ids.size(),
-               trained,
+    fmt::print("{}:{}: {} tokens, {} trained{}\n{}\n\n", options.data, sample.line,
+               sample.ids.size(), trained_tokens(sample),
+               cut ? fmt::format(" (cut at --seq-len {}: {} more tokens, {} of them trained, not "
+                                 "read)",
+                                 options.seq_len, past, trained_past)
+                   : std::string(),
                terminal ? marked_text(tokenizer, sample, "\x1b[32m", "\x1b[0m")
                         : marked_text(tokenizer, sample, "⟦", "⟧"));
   }

@@ -17,6 +17,9 @@ struct TokenizeDataOptions {
   std::string prompt_field, response_field;
   bool train_on_prompt = false;
   int64_t rows = 3;
+  // > 0: each row as train.seq_len cuts a padded row (data.pack false) and
+  // evaluation reads it: its first seq_len tokens, the cut counted.
+  int64_t seq_len = 0;
   bool json = false;  // one {"line", "ids", "labels"} line a sample
 };
 

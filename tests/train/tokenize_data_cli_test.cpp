@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -103,6 +104,47 @@ TEST_F(TokenizeData, SaysHowManySkippedRowsItDoesNotList) {
   EXPECT_NE(r.err.find("  ... and 5 more skipped (the first 20 are listed)"), std::string::npos)
       << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out).at("line"), 26) << r.out;
+}
+
+// --seq-len shows a row as train.seq_len cuts it (padded rows, evaluation):
+// its first N tokens, with what the cut leaves out, counted against the
+// golden's ids and labels.
+TEST_F(TokenizeData, SeqLenShowsTheRowAsTheCutLeavesIt) {
+  const auto ids = golden_.at("ids").get<std::vector<int64_t>>();
+  const auto labels = golden_.at("labels").get<std::vector<int64_t>>();
+  const size_t keep = 40;
+  ASSERT_GT(ids.size(), keep);
+  const auto trained = [&](size_t from, size_t to) {
+    return std::count_if(labels.begin() + static_cast<std::ptrdiff_t>(from),
+                         labels.begin() + static_cast<std::ptrdiff_t>(to),
+                         [](int64_t l) { return l != -100; });
+  };
+  const auto past = trained(keep, labels.size());
+  ASSERT_GT(past, 0);
+  testing::CliResult r = run("--seq-len 40 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json row = nlohmann::json::parse(r.out);
+  EXPECT_EQ(row.at("ids"), std::vector<int64_t>(ids.begin(), ids.begin() + keep));
+  EXPECT_EQ(row.at("labels"), std::vector<int64_t>(labels.begin(), labels.begin() + keep));
+  EXPECT_EQ(row.at("tokens_cut"), ids.size() - keep);
+  // Within the first 40 a trained target past position 0 keeps the row.
+  const bool keeps_one = trained(1, keep) > 0;
+  EXPECT_NE(r.err.find(
+                "--seq-len 40: 1 of 1 rows longer and cut (" + std::string(keeps_one ? "0" : "1") +
+                " keep no trained token, " + std::string(keeps_one ? "1" : "0") +
+                " lose part of theirs); the longest has " + std::to_string(ids.size()) + " tokens"),
+            std::string::npos)
+      << r.err;
+  r = run("--seq-len 40");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(": 40 tokens, " + std::to_string(trained(0, keep)) +
+                       " trained (cut at --seq-len 40: " + std::to_string(ids.size() - keep) +
+                       " more tokens, " + std::to_string(past) + " of them trained, not read)"),
+            std::string::npos)
+      << r.out;
+  r = run("--seq-len 0");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--seq-len must be at least 1"), std::string::npos) << r.err;
 }
 
 // --rows below 1 would show no row: refused, naming the option and the
