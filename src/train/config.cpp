@@ -1091,13 +1091,18 @@ std::vector<std::string> input_files_not_there(const TrainConfig& c) {
                                                             {"data.eval_path", c.data.eval_path}};
   for (size_t k = 0; k < c.data.sources.size(); ++k)
     files.emplace_back("data.sources[" + std::to_string(k) + "].path", c.data.sources[k].path);
+  files.emplace_back("data.tokenizer", c.data.tokenizer);
   std::vector<std::string> missing;
   for (const auto& [key, file] : files) {
-    if (const std::string why = file.empty() ? "" : why_not_a_file(file); !why.empty())
-      missing.push_back(key + " (" + why + ")");
+    const std::string why = key == "data.tokenizer" ? why_no_tokenizer(file)
+                            : file.empty()          ? ""
+                                                    : why_not_a_file(file);
+    if (why.empty()) continue;
+    // A path a ` #` cut short: its hint, as train's error gives it.
+    const auto noted = c.comments_after_paths.find(key);
+    missing.push_back(key + " (" + why + ")" +
+                      (noted == c.comments_after_paths.end() ? "" : noted->second.hint));
   }
-  if (const std::string why = why_no_tokenizer(c.data.tokenizer); !why.empty())
-    missing.push_back("data.tokenizer (" + why + ")");
   return missing;
 }
 

@@ -139,6 +139,17 @@ TEST_F(ConfigCommentCut, TrainAndPlanPrintTheWarning) {
   }
 }
 
+// `lazytrain plan` lists the inputs not there without stopping: a path a
+// comment cut short is listed with the same hint as train's error.
+TEST_F(ConfigCommentCut, PlansListOfMissingInputsGivesTheHint) {
+  write_text(tmp_ / "run.yaml", with_lines(named("my file") + " #1.jsonl"));
+  const lt::testing::CliResult r = lt::testing::run_lazytrain("plan '" + run_yaml() + "'");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_MENTIONS(r.out, "not there now: data.path (no file '" + named("my file") +
+                             "'); the line reads 'path: " + named("my file") +
+                             " #1.jsonl', and YAML takes ' #' as the start of a comment");
+}
+
 // yaml-cpp: "error at line 2, column 9: unknown token" (the '@'); PyYAML:
 // "found character '@' that cannot start any token".
 TEST_F(ConfigCommentCut, AValueStartingWithAReservedCharacterIsToBeQuoted) {
