@@ -205,8 +205,11 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
              ? std::string("the default hardware profile")
              : c.exec.hardware,
          fmt::format(" with {:.3f} GB of GPU memory, {:.3f} GB of host memory and {:.3f} GB of "
-                     "disk (each no more than is free now)",
-                     hw.gpu_memory_gb, hw.host_memory_gb, hw.disk_gb),
+                     "disk ({})",
+                     hw.gpu_memory_gb, hw.host_memory_gb, hw.disk_gb,
+                     // A plan for another machine reads nothing of this one.
+                     of == FreeMemoryOf::ThisMachine ? "each no more than is free now"
+                                                     : "the profile's, not this machine's"),
          why.empty() ? std::string("; no reason given") : why,
          smaller_batch_hint(model, hw, o, c.train.grad_accum));
   }

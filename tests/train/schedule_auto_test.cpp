@@ -312,7 +312,21 @@ TEST(ScheduleAuto, NothingFeasibleStopsBeforeTrainingWithTheShortSpace) {
             std::string::npos)
       << message;
   EXPECT_NE(message.find("gpu is short by"), std::string::npos) << message;
+  // A run here: the sizes are this machine's, capped at what is free.
+  EXPECT_MENTIONS(message, "GB of disk (each no more than is free now)");
   EXPECT_FALSE(fs::exists(tmp / "out" / "metrics.jsonl")) << "training should not have started";
+  // A plan for another machine's GPU reads nothing of this one: the sizes
+  // are the profile's (it said "no more than is free now" of 128 GB here).
+  TrainConfig elsewhere =
+      fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "out",
+                     {"exec.mode=streaming", "exec.schedule=auto", "train.device=cuda"});
+  write_text(tmp / "hw.yaml", "gpu_memory_gb: 0.000001\n");
+  elsewhere.exec.hardware = (tmp / "hw.yaml").string();
+  const std::string planned = lt::testing::error_of([&] {
+    resolve_run(elsewhere, models::ModelConfig::from_file(fixture("llama") / "config.json"),
+                PlanTarget::ProfiledGpu);
+  });
+  EXPECT_MENTIONS(planned, "GB of disk (the profile's, not this machine's)");
 }
 
 // The llama fixture trained on tmp's data.jsonl into tmp/out with
