@@ -242,6 +242,12 @@ void add_graph_of_one_micro_batch(MemoryBudget& m, const models::ModelConfig& co
                                   const TrainSizes& sizes, int64_t micro_batch, bool on_gpu,
                                   bool lm_head_gradient_counted);
 
+// The offload executor's device part that does not depend on the batch:
+// the weights and gradients (and ZenFlow's columns), counted exactly; a
+// device smaller than these cannot run it at any micro-batch.
+MemoryBudget offload_device_weights(const models::ModelConfig& config, const TrainSizes& sizes,
+                                    double zenflow_topk);
+
 // The offload executor (exec/offload.h): on the device the weights and
 // gradients in the compute dtype and one micro-batch's graph, plus, for
 // ZenFlow (zenflow_topk > 0), an f32 master, m and v for its share of the
@@ -249,11 +255,6 @@ void add_graph_of_one_micro_batch(MemoryBudget& m, const models::ModelConfig& co
 // bf16 shadows (on a GPU) and one gradient slab set (two for ZenFlow). The
 // masters and states of the stages sizes.states_on_disk names are on disk
 // (add_disk_stages), with the stand-in's upload copies of them.
-// Its device part that does not depend on the batch: the weights and
-// gradients (and ZenFlow's columns), counted exactly; a device smaller than
-// these cannot run it at any micro-batch.
-MemoryBudget offload_device_weights(const models::ModelConfig& config, const TrainSizes& sizes,
-                                    double zenflow_topk);
 MemoryBudget offload_bytes_needed(const models::ModelConfig& config, const TrainSizes& sizes,
                                   int64_t micro_batch, double zenflow_topk);
 

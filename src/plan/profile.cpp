@@ -194,7 +194,7 @@ std::string profile_yaml(const ProfileReport& r) {
     out += line + "\n";
   }
   if (any_default) {
-    // After the first line, the file's own header.
+    // Below to_yaml's first line, its header comment, which says what the file is.
     const size_t first = out.find('\n') + 1;
     out.insert(first,
                "# keys marked `default` are the documented defaults (the H200 machine's), not "

@@ -56,14 +56,14 @@ struct ExecutorChoice {
   std::string reason;            // one line: bytes needed against available
 };
 
-// The memory a run's device has, as exec.mode auto compares the resident
-// count with it: exec.device_memory_gb when set; on the CPU no limit (bytes
-// < 0); for a GPU this machine lacks (`lazytrain plan --config`, PlanTarget::
-// ProfiledGpu) exec.hardware's gpu_memory_gb; else the GPU's free memory.
 // "0.2 GB (200000000 bytes)": the figure and the exact count a limit's
 // messages compare.
 std::string gigabytes(int64_t bytes);
 
+// The memory a run's device has, as exec.mode auto compares the resident
+// count with it: exec.device_memory_gb when set; on the CPU no limit (bytes
+// < 0); for a GPU this machine lacks (`lazytrain plan --config`, PlanTarget::
+// ProfiledGpu) exec.hardware's gpu_memory_gb; else the GPU's free memory.
 struct DeviceMemory {
   int64_t bytes = -1;            // < 0: no limit
   std::string from;              // where it came from, for messages
