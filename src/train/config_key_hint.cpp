@@ -72,13 +72,16 @@ std::string config_key_hint(const std::string& unknown, const std::vector<std::s
       best = candidate;
     }
   }
-  // A key cut short (topk for topk_ratio, warmup for warmup_steps): the
-  // one key of the place that it begins, when there is one.
+  // A key cut short (topk for topk_ratio, warmup for warmup_steps or
+  // warmup_ratio): the keys of the place that it begins, two at most.
   if (best.empty() && bare(name).size() >= 3) {
+    std::sort(places.begin(), places.end());
+    places.erase(std::unique(places.begin(), places.end()), places.end());
     std::vector<std::string> begun;
     for (const std::string& candidate : places)
       if (bare(last_part(candidate)).starts_with(bare(name))) begun.push_back(candidate);
-    if (begun.size() == 1) best = begun[0];
+    if (begun.size() == 1) return "; did you mean '" + begun[0] + "'?";
+    if (begun.size() == 2) return "; did you mean '" + begun[0] + "' or '" + begun[1] + "'?";
   }
   return best.empty() ? "" : "; did you mean '" + best + "'?";
 }

@@ -35,16 +35,21 @@ TEST(ConfigKeyHint, ANearSpellingInTheSamePlaceIsSuggested) {
   EXPECT_EQ(config_key_hint("train.x", kKeys), "");
 }
 
-// A key cut short, too far in spelling from the whole: the one key of its
-// place that it begins; none when two begin so, or it is under 3 letters.
+// A key cut short, too far in spelling from the whole: the keys of its
+// place that it begins, two at most; none past two, or under 3 letters.
 TEST(ConfigKeyHint, AKeyCutShortIsCompleted) {
   EXPECT_EQ(config_key_hint("exec.zenflow.topk", kKeys),
             "; did you mean 'exec.zenflow.topk_ratio'?");
   EXPECT_EQ(config_key_hint("sched.warmup", kKeys), "; did you mean 'sched.warmup_steps'?");
   const std::vector<std::string> two = {"exec.zenflow.select_strategy",
                                         "exec.zenflow.select_interval"};
-  EXPECT_EQ(config_key_hint("exec.zenflow.select", two), "");
+  EXPECT_EQ(config_key_hint("exec.zenflow.select", two),
+            "; did you mean 'exec.zenflow.select_interval' or 'exec.zenflow.select_strategy'?");
+  const std::vector<std::string> three = {"a.select_alpha", "a.select_beta", "a.select_gamma"};
+  EXPECT_EQ(config_key_hint("a.select", three), "");
   EXPECT_EQ(config_key_hint("train.ba", kKeys), "");
+  // A section cut short: the sections are listed once per key.
+  EXPECT_EQ(config_key_hint("sch", kKeys), "; did you mean 'sched'?");
 }
 
 // Through the config loader, with the real schema: the hint sits in the
@@ -55,6 +60,12 @@ TEST_F(ConfigErrors, AnUnknownKeySaysWhatItMostLikelyMeant) {
   EXPECT_MENTIONS(m, "; 'lr' is a key of optim (optim.lr)");
   m = error_of(yaml(), {"train.stpes=3"});
   EXPECT_MENTIONS(m, "unknown key 'train.stpes'; did you mean 'train.steps'?");
+  // Keys cut short, against the loader's own keys.
+  EXPECT_MENTIONS(error_of(yaml(), {"sched.warmup=5"}),
+                  "unknown key 'sched.warmup'; did you mean 'sched.warmup_ratio' or "
+                  "'sched.warmup_steps'?");
+  EXPECT_MENTIONS(error_of(yaml(), {"exec.zenflow.topk=0.2"}),
+                  "unknown key 'exec.zenflow.topk'; did you mean 'exec.zenflow.topk_ratio'?");
 }
 
 // `  steps:` with nothing after it named the line after the key and said
