@@ -393,7 +393,13 @@ void refuse_another_model_or_tokenizer(const TrainConfig& c, const fs::path& res
 
 std::string lr_change_at_resume(const optim::ScheduleOptions& checkpoint,
                                 const optim::ScheduleOptions& run, int64_t step) {
-  const double was = optim::lr_at(checkpoint, step), is = optim::lr_at(run, step);
+  double was = 0, is = 0;
+  try {
+    was = optim::lr_at(checkpoint, step);
+    is = optim::lr_at(run, step);
+  } catch (const Error&) {
+    return "";  // a saved config read unchecked, whose schedule no run takes: nothing to compare
+  }
   if (std::abs(is - was) <= 1e-9 * std::max(std::abs(is), std::abs(was))) return "";
   return fmt::format(
       "resume: step {}'s learning rate is {:.4g} under this run's schedule ({}, train.steps {}), "
