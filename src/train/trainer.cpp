@@ -1196,7 +1196,9 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   if (!fresh) {
     r.resume_dir = resolve_checkpoint(options.resume, r.out_dir, &r.resume_skipped,
                                       &r.resume_looked_in_out_dir);
-    note_resumable_checkpoint(r.resume_dir);
+    // Rank 0 alone saves, so it alone knows the latest checkpoint: the
+    // other ranks' second-stop line names none rather than a stale one.
+    if (writer) note_resumable_checkpoint(r.resume_dir);
     // Said before the model and the data load, and without the end's
     // evaluation and sample (`lazytrain eval` scores a checkpoint): a run
     // re-started until done ends here, exit 0.
