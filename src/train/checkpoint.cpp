@@ -443,10 +443,17 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
     try {
       remove_checkpoint_dir(own[i]);
     } catch (const std::exception& e) {
+      if (options.unremovable && !options.unremovable->insert(own[i].string()).second) continue;
+      // Cut short before the rename it is still the checkpoint; after it, a
+      // marked folder the next start clears.
+      const std::string where =
+          fs::exists(own[i]) ? "it is left in place"
+                             : "it was moved out of the way and is partly removed; the next run "
+                               "in out.dir removes the rest";
       const std::string warning = fmt::format(
           "warning: could not remove {} to keep the last {} checkpoint{} (train.keep_last): {}; "
-          "it is left in place and the run goes on",
-          own[i].string(), options.keep_last, options.keep_last == 1 ? "" : "s", e.what());
+          "{}, and the run goes on",
+          own[i].string(), options.keep_last, options.keep_last == 1 ? "" : "s", e.what(), where);
       if (options.warn) {
         options.warn(warning);
       } else {
@@ -466,8 +473,8 @@ fs::path make_shard_folder(const fs::path& out_dir, int64_t step) {
   return dir;
 }
 
-void remove_stale_saves(const fs::path& out_dir) {
-  if (!fs::is_directory(out_dir)) return;
+std::vector<std::string> remove_stale_saves(const fs::path& out_dir) {
+  if (!fs::is_directory(out_dir)) return {};
   std::vector<fs::path> stale;
   for (const auto& entry : fs::directory_iterator(out_dir)) {
     const std::string name = entry.path().filename().string();
@@ -476,7 +483,20 @@ void remove_stale_saves(const fs::path& out_dir) {
     if (fs::exists(entry.path() / kSaveMarker) || fs::is_empty(entry.path()))
       stale.push_back(entry.path());
   }
-  for (const auto& dir : stale) remove_marked_dir(dir);
+  // One that will not go (made read-only) does not stop the run: it is a
+  // save's leftover, not the run's input.
+  std::vector<std::string> left;
+  for (const auto& dir : stale) {
+    try {
+      remove_marked_dir(dir);
+    } catch (const std::exception& e) {
+      left.push_back(fmt::format(
+          "warning: could not remove {}, a killed run's or a pruned checkpoint's leftover: {}; "
+          "it is left (remove it by hand)",
+          dir.string(), e.what()));
+    }
+  }
+  return left;
 }
 
 void check_no_foreign_step_folders(const fs::path& out_dir, int64_t first_step, int64_t last_step) {

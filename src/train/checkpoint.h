@@ -33,6 +33,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,9 @@ struct CheckpointOptions {
   // The free bytes of out_dir's file system; null: std::filesystem::space.
   // A test's stand-in for a full disk.
   std::function<int64_t(const std::filesystem::path&)> free_bytes = nullptr;
+  // The checkpoints train.keep_last could not remove, warned of once each
+  // (the run owns the set); null: warned at every save.
+  std::set<std::string>* unremovable = nullptr;
 };
 
 // A hidden folder in out_dir (".step-N.shards") for the files the ranks
@@ -127,7 +131,8 @@ std::filesystem::path save_checkpoint(
 // Removes what a killed or failed save left in out_dir (hidden ".step-"
 // folders carrying the save marker, or empty); nothing else is touched. Call with out.dir's
 // lock held (train/out_dir_lock.h), so no other run is saving there.
-void remove_stale_saves(const std::filesystem::path& out_dir);
+// Returns a warning for each folder that could not be removed.
+std::vector<std::string> remove_stale_saves(const std::filesystem::path& out_dir);
 
 // Refuses a step-N folder in out_dir, for N in (first_step, last_step], that
 // is not a checkpoint and not a damaged one (which a save of that step sets

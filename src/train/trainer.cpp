@@ -14,6 +14,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "core/allocator.h"
@@ -445,6 +446,7 @@ struct Run {
   optim::ScheduleOptions lr_schedule;
   TrainerState state;
   fs::path last_saved;
+  std::set<std::string> unremovable_checkpoints;  // CheckpointOptions::unremovable
   // Rank 0's lock on out.dir (null on the other ranks): Note [out.dir taken
   // away].
   const OutDirLock* out_dir_lock = nullptr;
@@ -807,6 +809,7 @@ void save(Run& r, ProgressBar& bar) {
   options.warn = [&bar](const std::string& warning) { bar.message(warning); };
   options.expected_bytes = checkpoint_bytes(r.config, r.model->config());
   options.free_bytes = r.free_disk_bytes;
+  options.unremovable = &r.unremovable_checkpoints;
   r.last_saved = save_checkpoint(r.out_dir, *r.model, optimizer_state, r.state, options);
   note_resumable_checkpoint(r.last_saved);
   if (r.zero) fs::remove_all(r.out_dir / (".step-" + std::to_string(r.state.step) + ".shards"));
@@ -1182,7 +1185,9 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   // A killed run's leftovers: a partial save, a file it was rewriting
   // (metrics.jsonl at a resume), activation scratch files. Not the user's
   // work, and they may take the disk room the plan counts on.
-  if (writer) remove_stale_saves(r.out_dir);
+  if (writer)
+    for (const std::string& warning : remove_stale_saves(r.out_dir))
+      print_text(stderr, warning + "\n");
   if (const int n = writer ? io::remove_stale_temp_files(r.out_dir) : 0)
     print_text(stderr,
                fmt::format("removed {} temporary file(s) a killed run left in out.dir\n", n));
