@@ -220,12 +220,13 @@ void print_run_plan(const PlanArgs& args, const CLI::App& cmd) {
              missing.empty() ? "" : fmt::format("; not there now: {}", fmt::join(missing, ", ")));
   if (!args.out.empty()) io::check_can_write(args.out, "--out");  // before the solve
   const models::ModelConfig model = load_model_config(c.model.path, "config key 'model.path': ");
-  // With --json a plan that cannot run is an answer, as `plan --model`
-  // gives it: {"feasible": false, ...} and status 3, not a bare error.
+  // With --json a run that does not fit its memory is an answer, as `plan
+  // --model` gives it: {"feasible": false, ...} and status 3; any other
+  // error (a missing file, keys that do not go together) stays status 1.
   train::RunPlan p;
   try {
     p = train::resolve_run(c, model, train::PlanTarget::ProfiledGpu);
-  } catch (const Error& e) {
+  } catch (const DoesNotFit& e) {
     if (!args.json) throw;
     fmt::print("{}\n", nlohmann::json({{"feasible", false}, {"error", e.what()}}).dump(2));
     fmt::print(stderr, "lazytrain: error: {}\n", e.what());

@@ -15,6 +15,15 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A run that cannot go ahead in the memory it has (device, host or disk),
+// as opposed to a mistake in its input: `lazytrain plan --json` answers it
+// as a plan ({"feasible": false}, status 3), a script's cue to shrink the
+// batch; any other Error is status 1.
+class DoesNotFit : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 inline void append(std::ostringstream&) {}
 template <typename T, typename... Rest>
@@ -42,6 +51,11 @@ inline bool show_check_sites() {
 template <typename... Args>
 [[noreturn]] void fail(const Args&... args) {
   throw Error(detail::concat(args...));
+}
+
+template <typename... Args>
+[[noreturn]] void fail_does_not_fit(const Args&... args) {
+  throw DoesNotFit(detail::concat(args...));
 }
 
 }  // namespace lt

@@ -240,8 +240,10 @@ void check_streaming_fits(const TrainConfig& c, const ExecutorChoice& choice,
                           const models::ModelConfig& model, const exec::Schedule& schedule,
                           bool stand_in) {
   const std::string shortfall = streaming_shortfall(c, choice, model, schedule, stand_in);
-  LT_CHECK(shortfall.empty(), "exec.mode auto: nothing fits: ", shortfall,
-           "; set exec.schedule: auto to let the planner offload or recompute boundaries");
+  if (!shortfall.empty())
+    fail_does_not_fit("exec.mode auto: nothing fits: ", shortfall,
+                      "; set exec.schedule: auto to let the planner offload or recompute "
+                      "boundaries");
 }
 
 }  // namespace lt::train

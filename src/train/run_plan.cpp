@@ -141,8 +141,9 @@ void choose_schedule(const TrainConfig& c, const models::ModelConfig& model,
     } catch (const Error& e) {
       if (c.exec.mode != "auto") throw;
       if (c.exec.schedule != "all_gpu" || !all_gpu_shortfall.empty())
-        fail("exec.mode auto: nothing fits: ",
-             all_gpu_shortfall.empty() ? choice.reason : all_gpu_shortfall, "; and ", e.what());
+        fail_does_not_fit("exec.mode auto: nothing fits: ",
+                          all_gpu_shortfall.empty() ? choice.reason : all_gpu_shortfall, "; and ",
+                          e.what());
       p.reasons.push_back(std::string("exec.mode auto: the planner found no schedule (") +
                           e.what() + "), and all_gpu fits: it runs");
       name = "all_gpu";
@@ -218,12 +219,13 @@ void check_offload_set_fits(const TrainConfig& c, const models::ModelConfig& mod
     return;
   }
   const auto origin = c.key_origins.find("exec.mode");
-  fail(origin != c.key_origins.end() ? origin->second + ": " : std::string(), "exec.mode ",
-       executor, " keeps the whole model's weights and gradients on the device",
-       zen ? ", with the top-k columns' states" : "", ": ", gigabytes(weights), " on ",
-       p.device.str(), ", more than ", memory.from, " has (", gigabytes(memory.bytes),
-       "), before any activation. Set exec.mode streaming (or auto), which streams the blocks "
-       "through the device");
+  fail_does_not_fit(
+      origin != c.key_origins.end() ? origin->second + ": " : std::string(), "exec.mode ", executor,
+      " keeps the whole model's weights and gradients on the device",
+      zen ? ", with the top-k columns' states" : "", ": ", gigabytes(weights), " on ",
+      p.device.str(), ", more than ", memory.from, " has (", gigabytes(memory.bytes),
+      "), before any activation. Set exec.mode streaming (or auto), which streams the blocks "
+      "through the device");
 }
 
 // ZenFlow's selective updates are another training than AdamW's (the
@@ -587,7 +589,7 @@ RunPlan plan_run(const TrainConfig& requested, const models::ModelConfig& model,
     // else does before the first step runs out of it.
     if (c.exec.mode == "resident") {
       const ResidentSetFit fit = resident_set_fit(c, model, p.device);
-      LT_CHECK(fit.refusal.empty(), fit.refusal);
+      if (!fit.refusal.empty()) fail_does_not_fit(fit.refusal);
       if (!fit.warning.empty()) p.reasons.push_back(fit.warning);
     }
     p.budget = resident_budget(c, model, p.device.is_cuda());

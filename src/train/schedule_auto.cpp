@@ -63,6 +63,7 @@ FreeMemory free_memory_for_run(const TrainConfig& c, FreeMemoryOf of, int64_t gp
   struct statfs fs_info {};
   if (::statfs(dir.c_str(), &fs_info) == 0 && fs_info.f_type == TMPFS_MAGIC) {
     free.disk_bytes = 0;
+    free.disk_is_host_memory = true;
     return free;
   }
   // Checkpoints go to out.dir: on the same file system they must still
@@ -83,6 +84,7 @@ FreeMemory free_memory_for_run(const TrainConfig& c, FreeMemoryOf of, int64_t gp
     const int64_t reserved =
         std::max<int64_t>(0, std::min(c.train.keep_last + 1, saved + saves) - saved);
     free.checkpoints_kept_for = reserved;
+    free.checkpoints_kept_by_keep_last = c.train.keep_last + 1 <= saved + saves;
     free.disk_kept_for_checkpoints = reserved * std::max<int64_t>(0, checkpoint_bytes);
     free.disk_bytes = std::max<int64_t>(0, free.disk_bytes - free.disk_kept_for_checkpoints);
   }
@@ -199,19 +201,20 @@ plan::Plan plan_for_run(const TrainConfig& c, const models::ModelConfig& model, 
       else
         why += fmt::format("; {} is short by {} bytes ({})", s.space, s.bytes, s.detail);
     }
-    fail("exec.schedule: auto: the planner found no feasible schedule for batch ",
-         c.train.batch_size, " x seq ", c.train.seq_len, " on ",
-         c.exec.hardware.empty() || c.exec.hardware == kDefaultHardware
-             ? std::string("the default hardware profile")
-             : c.exec.hardware,
-         fmt::format(" with {:.3f} GB of GPU memory, {:.3f} GB of host memory and {:.3f} GB of "
-                     "disk ({})",
-                     hw.gpu_memory_gb, hw.host_memory_gb, hw.disk_gb,
-                     // A plan for another machine reads nothing of this one.
-                     of == FreeMemoryOf::ThisMachine ? "each no more than is free now"
-                                                     : "the profile's, not this machine's"),
-         why.empty() ? std::string("; no reason given") : why,
-         smaller_batch_hint(model, hw, o, c.train.grad_accum));
+    fail_does_not_fit(
+        "exec.schedule: auto: the planner found no feasible schedule for batch ",
+        c.train.batch_size, " x seq ", c.train.seq_len, " on ",
+        c.exec.hardware.empty() || c.exec.hardware == kDefaultHardware
+            ? std::string("the default hardware profile")
+            : c.exec.hardware,
+        fmt::format(" with {:.3f} GB of GPU memory, {:.3f} GB of host memory and {:.3f} GB of "
+                    "disk ({})",
+                    hw.gpu_memory_gb, hw.host_memory_gb, hw.disk_gb,
+                    // A plan for another machine reads nothing of this one.
+                    of == FreeMemoryOf::ThisMachine ? "each no more than is free now"
+                                                    : "the profile's, not this machine's"),
+        why.empty() ? std::string("; no reason given") : why,
+        smaller_batch_hint(model, hw, o, c.train.grad_accum));
   }
   return p;
 }

@@ -31,6 +31,10 @@ struct FreeMemory {
   int64_t disk_free = -1;
   int64_t disk_kept_for_checkpoints = 0;
   int64_t checkpoints_kept_for = 0;
+  // Whether train.keep_last sets that number (not the saves the run has
+  // left to make), and whether the "disk" is a tmpfs (host memory: none).
+  bool checkpoints_kept_by_keep_last = false;
+  bool disk_is_host_memory = false;
 };
 
 // The bytes of one checkpoint of `model` trained by `c`: its f32 weights

@@ -21,6 +21,26 @@ std::string gb(int64_t bytes) {
 
 }  // namespace
 
+std::string disk_short_of_checkpoints(const TrainConfig& c, const FreeMemory& room) {
+  if (room.disk_is_host_memory) return " (a tmpfs is host memory: no disk for them there)";
+  if (room.checkpoints_kept_for == 0) return "";
+  const int64_t each = room.disk_kept_for_checkpoints / room.checkpoints_kept_for;
+  return fmt::format(
+      " once the run's checkpoints have their room: the file system has {} free, and the "
+      "checkpoints this run writes to out.dir take up to {} ({} more of {} each{}){}",
+      gb(room.disk_free), gb(room.disk_kept_for_checkpoints), room.checkpoints_kept_for, gb(each),
+      room.checkpoints_kept_by_keep_last
+          ? fmt::format(": train.keep_last {} and the one being written, less those there now",
+                        c.train.keep_last)
+          : std::string(", one per save the run has left"),
+      room.checkpoints_kept_by_keep_last
+          ? std::string("; a lower train.keep_last") +
+                (c.optim.name == "adamw8bit" ? "" : ", or optim.name adamw8bit (smaller states),") +
+                " leaves more"
+      : c.optim.name == "adamw8bit" ? std::string()
+                                    : "; optim.name adamw8bit (smaller states) leaves more");
+}
+
 HostBudget host_budget(const TrainConfig& c, FreeMemoryOf of) {
   HostBudget b;
   const FreeMemory free = free_memory_for_run(c, of, -1);
@@ -113,37 +133,28 @@ HostPlacement resolve(const TrainConfig& c, const models::ModelConfig& model,
   const bool checked = capped || mode == "auto";
   if (checked && budget.bytes >= 0 && a.host_bytes > budget.bytes) {
     const bool all = disk_stages == static_cast<int>(stages);
-    fail("exec.host_memory_gb: the run needs ", gb(a.host_bytes), " of host memory",
-         all ? " even with every stage's master weights and optimizer states on disk"
-             : fmt::format(" with exec.state_placement {}", mode),
-         ", ", gb(a.host_bytes - budget.bytes), " more than ", budget.from,
-         all ? "; give it more host memory (raise exec.host_memory_gb), or lower "
-               "train.batch_size or train.seq_len"
-             : "; raise exec.host_memory_gb, or set exec.state_placement: auto (or disk)");
+    fail_does_not_fit(
+        "exec.host_memory_gb: the run needs ", gb(a.host_bytes), " of host memory",
+        all ? " even with every stage's master weights and optimizer states on disk"
+            : fmt::format(" with exec.state_placement {}", mode),
+        ", ", gb(a.host_bytes - budget.bytes), " more than ", budget.from,
+        all ? "; give it more host memory (raise exec.host_memory_gb), or lower "
+              "train.batch_size or train.seq_len"
+            : "; raise exec.host_memory_gb, or set exec.state_placement: auto (or disk)");
   }
   const int64_t disk_bytes = plan::state_traffic(model, sizes).write_bytes;
   if (mode == "auto" && disk_bytes > 0) {
     const FreeMemory room = free_memory_for_run(c, of, -1, checkpoint_bytes(c, model));
     const int64_t free = room.disk_bytes;
     const std::string dir = c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path;
-    // The checkpoints' share is said with the keys that size it: a plan
-    // "short" on a disk with room to spare read as a wrong count.
-    const std::string kept =
-        room.checkpoints_kept_for > 0
-            ? fmt::format(
-                  " once the run's checkpoints have their room: the file system has {} free, and "
-                  "the checkpoints in out.dir take up to {} ({} of {} each: train.keep_last {} and "
-                  "the one being written); a lower train.keep_last{} leaves more",
-                  gb(room.disk_free), gb(room.disk_kept_for_checkpoints), room.checkpoints_kept_for,
-                  gb(room.disk_kept_for_checkpoints / room.checkpoints_kept_for), c.train.keep_last,
-                  c.optim.name == "adamw8bit" ? "" : ", or optim.name adamw8bit (smaller states),")
-            : std::string(" (none on a tmpfs, which is host memory)");
-    LT_CHECK(free < 0 || disk_bytes <= free, "exec.state_placement auto: ", disk_stages,
-             " stages' master weights and optimizer states do not fit ", budget.from, " and need ",
-             gb(disk_bytes), " on disk under exec.disk_path (", dir, "), ", gb(disk_bytes - free),
-             " more than is free there", kept,
-             "; else free some disk, point exec.disk_path elsewhere, or raise "
-             "exec.host_memory_gb");
+    const std::string kept = disk_short_of_checkpoints(c, room);
+    if (free >= 0 && disk_bytes > free)
+      fail_does_not_fit("exec.state_placement auto: ", disk_stages,
+                        " stages' master weights and optimizer states do not fit ", budget.from,
+                        " and need ", gb(disk_bytes), " on disk under exec.disk_path (", dir, "), ",
+                        gb(disk_bytes - free), " more than is free there", kept,
+                        "; else free some disk, point exec.disk_path elsewhere, or raise "
+                        "exec.host_memory_gb");
   }
   std::string why;
   if (mode == "auto") {

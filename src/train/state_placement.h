@@ -42,6 +42,12 @@ struct HostBudget {
 // of them), read once: the placement and the planner must fit one number.
 HostBudget host_budget(const TrainConfig& c, FreeMemoryOf of);
 
+// What the disk-short message adds of the checkpoints' share of the disk
+// (free_memory_for_run's `room`): a plan "short" on a disk with room to
+// spare read as a wrong count. Said with the keys that size it.
+struct FreeMemory;  // train/schedule_auto.h, which includes this header
+std::string disk_short_of_checkpoints(const TrainConfig& c, const FreeMemory& room);
+
 // Where a CPU-master run keeps what the host holds of each stage.
 struct HostPlacement {
   std::vector<bool> states_on_disk;  // per stage (embed, blocks, head); empty: none on disk

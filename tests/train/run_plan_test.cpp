@@ -223,6 +223,12 @@ TEST_F(RunPlanTest, PlanWithAConfigPrintsWhatTrainRuns) {
                                  " --set exec.mode=offload --set exec.device_memory_gb=0.00001")
           .status,
       1);
+  // A mistake rather than a shortage stays an error, status 1, with --json.
+  const lt::testing::CliResult mistake = lt::testing::run_lazytrain(
+      "plan " + yaml.string() + " --set exec.mode=resident --set exec.state_placement=disk --json",
+      stderr_file);
+  EXPECT_EQ(mistake.status, 1) << mistake.out << mistake.err;
+  EXPECT_EQ(mistake.out, "");
 }
 
 // `plan --config` takes a --model plan's flags as the run's keys (Note

@@ -430,7 +430,7 @@ TEST(ScheduleAuto, HostAndDiskAreCappedByWhatIsFree) {
   c.train.steps = 100;
   c.train.save_every = 10;
   // The share kept, and for how many, are told apart for the messages.
-  const auto expect_reserved = [&](int64_t checkpoints) {
+  const auto expect_reserved = [&](int64_t checkpoints, bool by_keep_last) {
     const double reserved = 2e9 * static_cast<double>(checkpoints);
     const FreeMemory room = free_memory_for_run(c, FreeMemoryOf::ThisMachine, -1, 2'000'000'000);
     EXPECT_NEAR(
@@ -438,16 +438,17 @@ TEST(ScheduleAuto, HostAndDiskAreCappedByWhatIsFree) {
         tmp_in_memory ? 0.0 : std::max(0.0, static_cast<double>(space.available) - reserved), 1e9);
     if (tmp_in_memory) return;
     EXPECT_EQ(room.checkpoints_kept_for, checkpoints);
+    EXPECT_EQ(room.checkpoints_kept_by_keep_last, by_keep_last);
     EXPECT_EQ(room.disk_kept_for_checkpoints, checkpoints * 2'000'000'000);
     EXPECT_NEAR(static_cast<double>(room.disk_free), static_cast<double>(space.available), 1e9);
   };
-  expect_reserved(3);
+  expect_reserved(3, true);
   c.train.save_every = 0;
-  expect_reserved(1);
+  expect_reserved(1, false);
   c.train.save_every = 10;
   fs::create_directories(tmp / "not" / "yet" / "step-10");
   fs::create_directories(tmp / "not" / "yet" / "step-20");
-  expect_reserved(1);
+  expect_reserved(1, true);
   // exec.disk_path, when set, is where disk boundaries go. /dev/shm is a
   // tmpfs (host memory): no disk at all there, so the plan keeps such
   // boundaries on the host, where they are counted.

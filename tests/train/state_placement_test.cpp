@@ -26,6 +26,8 @@
 #include "support/errors.h"
 #include "support/file_size_limit.h"
 #include "train/run_plan.h"
+#include "train/schedule_auto.h"
+#include "train/state_placement.h"
 #include "train_helpers.h"
 
 namespace lt::train::testing {
@@ -217,6 +219,40 @@ TEST_F(StatePlacement, AutoMovesTheFewestBlocksBelowTheHostCap) {
                       "master weights and optimizer states: all in host memory"),
             none.reasons.end())
       << ::testing::PrintToString(none.reasons);
+}
+
+// The disk-short message's part on the checkpoints, by hand: said with the
+// key that sets their share (it said "none on a tmpfs" of any disk that
+// kept nothing for them, and "a lower train.keep_last" where the saves
+// left, not keep_last, set it).
+TEST(DiskShortOfCheckpoints, SaysWhatSetsTheCheckpointsShare) {
+  TrainConfig c;
+  c.train.keep_last = 2;
+  FreeMemory room;
+  EXPECT_EQ(disk_short_of_checkpoints(c, room), "");
+  room.disk_is_host_memory = true;
+  EXPECT_EQ(disk_short_of_checkpoints(c, room),
+            " (a tmpfs is host memory: no disk for them there)");
+  room = FreeMemory{};
+  room.disk_free = 40'000'000'000;
+  room.disk_kept_for_checkpoints = 57'000'000'000;
+  room.checkpoints_kept_for = 3;
+  room.checkpoints_kept_by_keep_last = true;
+  EXPECT_EQ(disk_short_of_checkpoints(c, room),
+            " once the run's checkpoints have their room: the file system has 40 GB "
+            "(40000000000 bytes) free, and the checkpoints this run writes to out.dir take up to "
+            "57 GB (57000000000 bytes) (3 more of 19 GB (19000000000 bytes) each: train.keep_last "
+            "2 and the one being written, less those there now); a lower train.keep_last, or "
+            "optim.name adamw8bit (smaller states), leaves more");
+  room.checkpoints_kept_for = 1;
+  room.disk_kept_for_checkpoints = 19'000'000'000;
+  room.checkpoints_kept_by_keep_last = false;
+  c.optim.name = "adamw8bit";
+  EXPECT_EQ(disk_short_of_checkpoints(c, room),
+            " once the run's checkpoints have their room: the file system has 40 GB "
+            "(40000000000 bytes) free, and the checkpoints this run writes to out.dir take up to "
+            "19 GB (19000000000 bytes) (1 more of 19 GB (19000000000 bytes) each, one per save "
+            "the run has left)");
 }
 
 TEST_F(StatePlacement, AutoBelowTheHostCapTrainsAsHostBitForBit) {
