@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 namespace lt::plan::timing {
@@ -42,16 +43,23 @@ TEST(SizesTimedInTurns, AClockThatSlowsDownKeepsTheRatioBetweenSizes) {
   // ratio of 2 x 1.35 / 1.30 = 2.08. The runs spin for 20-60 ms, so that a
   // few ms of another test's process taking the core (ctest runs several
   // at once) move a figure by a few percent, and the median of 5 drops two
-  // such runs.
-  int runs = 0;
-  const auto run = [&](size_t i) {
-    spin(0.02 * (1.0 + static_cast<double>(i)) * (1.0 + 0.05 * runs++));
-  };
-  const std::vector<double> seconds = seconds_in_turns(
-      2, 5, false, run, [] {}, [] {});
-  EXPECT_EQ(runs, 12);
-  ASSERT_EQ(seconds.size(), 2u);
-  EXPECT_NEAR(seconds[1] / seconds[0], 2.0 * 1.35 / 1.30, 0.2);
+  // such runs. On a host loaded past that (a build beside ctest on 2 cores:
+  // 1.69 once) a measurement is taken again, up to 3 times: timing the
+  // sizes one after the other gives 2.42 every time, which no retry passes.
+  const double expected = 2.0 * 1.35 / 1.30;
+  double ratio = 0;
+  for (int attempt = 0; attempt < 3 && std::abs(ratio - expected) > 0.2; ++attempt) {
+    int runs = 0;
+    const auto run = [&](size_t i) {
+      spin(0.02 * (1.0 + static_cast<double>(i)) * (1.0 + 0.05 * runs++));
+    };
+    const std::vector<double> seconds = seconds_in_turns(
+        2, 5, false, run, [] {}, [] {});
+    EXPECT_EQ(runs, 12);
+    ASSERT_EQ(seconds.size(), 2u);
+    ratio = seconds[1] / seconds[0];
+  }
+  EXPECT_NEAR(ratio, expected, 0.2);
 }
 
 }  // namespace
