@@ -229,6 +229,19 @@ TEST_F(StopRequest, OneAbandonsTheEvaluationInFlightAndSavesTheStep) {
   EXPECT_TRUE(fs::is_directory(out / "step-2")) << output;
 }
 
+// SIGINT twice, the second once the first is handled (signals of one kind
+// pending together are delivered once): its handler has said so. The
+// run's exit status.
+int stop_twice(Child& child) {
+  child.signal(SIGINT);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (child.output().find("stop requested: the run saves") == std::string::npos &&
+         child.running() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  child.signal(SIGINT);
+  return child.wait(30);
+}
+
 // A second signal ends the process by that signal, without finishing the
 // step in flight or saving. The model is large enough that a step takes
 // a few hundred milliseconds on the CPU, so that both signals land in step 2.
@@ -238,15 +251,7 @@ TEST_F(StopRequest, ASecondSignalExitsAtOnceUnsaved) {
       args(out, {"model.path=" + slow_model().string(), "train.batch_size=16", "train.seq_len=64"}),
       tmp_ / "twice.log");
   ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 1, 120)) << child.output();
-  // The second once the first is handled (signals of one kind pending
-  // together are delivered once): its handler has said so.
-  child.signal(SIGINT);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (child.output().find("stop requested: the run saves") == std::string::npos &&
-         child.running() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  child.signal(SIGINT);
-  const int status = child.wait(30);
+  const int status = stop_twice(child);
   ASSERT_TRUE(WIFSIGNALED(status)) << child.output();
   EXPECT_EQ(WTERMSIG(status), SIGINT);
   EXPECT_FALSE(fs::exists(out / "step-1"));
@@ -267,13 +272,7 @@ TEST_F(StopRequest, ASecondSignalNamesTheCheckpointToResumeFrom) {
                          "train.seq_len=64", "train.save_every=1", "train.keep_last=100"}),
               tmp_ / "twice_saved.log");
   ASSERT_TRUE(wait_for_lines(child, out / "metrics.jsonl", 2, 120)) << child.output();
-  child.signal(SIGINT);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (child.output().find("stop requested: the run saves") == std::string::npos &&
-         child.running() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  child.signal(SIGINT);
-  const int status = child.wait(30);
+  const int status = stop_twice(child);
   const std::string output = child.output();
   ASSERT_TRUE(WIFSIGNALED(status)) << output;
   const std::string said = "removed when a run next starts in out.dir); resume with --resume " +
