@@ -143,6 +143,7 @@ void parse_rope(const Fields& top, const std::string& file, ModelConfig& c) {
     if (!params->is_object()) top.refuse(where, "expected an object, got ", brief_json(*params));
   }
   c.rope_theta = top.number("rope_theta", 10000.0);
+  if (c.rope_theta <= 0) top.refuse("rope_theta", "expected a positive number, got ", c.rope_theta);
   if (!params) return;
   Fields p(*params, file, where + ".");
   c.rope_theta = p.number("rope_theta", c.rope_theta);

@@ -523,6 +523,10 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
           run_inputs(c));
     }
   }
+  // config.json and the weights' headers before the data: a mistake there
+  // is a second's read, and tokenizing a large dataset first took minutes
+  // before saying so.
+  auto weights = std::make_unique<WeightsSource>(c, r.resume_dir);
   const fs::path tok_dir = tokenizer_dir_of(c);
   r.tokenizer = load_run_tokenizer(c, log);
   const data::Tokenizer* tokenizer = r.tokenizer ? &*r.tokenizer : nullptr;
@@ -539,7 +543,6 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   // start").
   // Not over ranks: shared weights and ZeRO-1 (which refuses states on
   // disk) take every master in host memory.
-  auto weights = std::make_unique<WeightsSource>(c, r.resume_dir);
   if (const std::string dropout = dropout_not_applied(models::model_config_file(c.model.path));
       !dropout.empty())
     log.message(dropout);

@@ -211,6 +211,27 @@ TEST_F(ConfigErrors, AMissingTokenizerNamesTheKeyThatChoseTheFolder) {
   EXPECT_FALSE(fs::exists(tmp_ / "out" / "metrics.jsonl"));  // nothing ran
 }
 
+// config.json is read before the data: a mistake in it was said only once
+// a large dataset had been tokenized (minutes). Here every data row is bad
+// too, and the config's error comes first; rope_theta -1 at the top level
+// (no rope_parameters) is named by its field (it was "rope: theta must be
+// positive", after the weights loaded).
+TEST_F(ConfigErrors, AModelConfigMistakeIsSaidBeforeTheDataIsRead) {
+  const fs::path model = tmp_ / "theta";
+  fs::create_directories(model);
+  auto config = nlohmann::json::parse(read_text(fixture("llama") / "config.json"));
+  config["rope_theta"] = -1.0;
+  config.erase("rope_parameters");
+  config.erase("rope_scaling");
+  write_text(model / "config.json", config.dump());
+  write_text(tmp_ / "bad.jsonl", "not json\nnot json either\n");
+  write_text(tmp_ / "run.yaml", yaml("", "", model.string()));
+  const std::string message = training_error(load_train_config(
+      (tmp_ / "run.yaml").string(), {"data.path=" + (tmp_ / "bad.jsonl").string()}));
+  EXPECT_MENTIONS(message, (model / "config.json").string());
+  EXPECT_MENTIONS(message, "field 'rope_theta': expected a positive number, got -1");
+}
+
 // A model whose f32 weights cannot fit in the host memory free stops before
 // allocating them, naming its config.json: here 200 layers of hidden 65536
 // (about 12 T parameters, 48 TB).
