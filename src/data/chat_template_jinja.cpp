@@ -183,7 +183,19 @@ jinja::Template JinjaChatTemplate::parse(const std::string& source,
   try {
     return jinja::Template(source, file.string());
   } catch (const Error& e) {
-    fail(e.what(),
+    // "FILE:N:" counts lines of the template's text: in a JSON file, which
+    // holds it as one string, line N of the file is another line.
+    std::string what = e.what();
+    const std::string prefix = file.string() + ":";
+    const size_t colon =
+        what.starts_with(prefix) ? what.find(':', prefix.size()) : std::string::npos;
+    const std::string line =
+        colon == std::string::npos ? "" : what.substr(prefix.size(), colon - prefix.size());
+    if (file.extension() == ".json" && !line.empty() &&
+        std::all_of(line.begin(), line.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      what = file.string() + ": the chat template's line " + line +
+             " (of its text, not of the file):" + what.substr(colon + 1);
+    fail(what,
          "; the chat template cannot be rendered here: name a built-in layout with "
          "--template (eval, generate) or data.template (train): chatml, qwen3, llama3 or plain");
   }

@@ -196,6 +196,25 @@ TEST_F(TemplateFolder, UnrenderableTemplateNamesTheFileAndSuggestsTemplate) {
   }
 }
 
+// A template held in tokenizer_config.json is one JSON string: its line 3
+// is not the file's line 3, which the message read as (a user looked at
+// `"single_word": false,`).
+TEST_F(TemplateFolder, ALineOfATemplateInJsonIsSaidToBeTheTemplates) {
+  std::ofstream(dir_ / "tokenizer_config.json")
+      << nlohmann::json({{"chat_template", "{{ a }}\n{{ b }}\n{% endfo %}"}}).dump(2);
+  const TokenizerConfig config = read_tokenizer_config(dir_);
+  try {
+    resolve_template_kind("auto", config);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find((dir_ / "tokenizer_config.json").string() +
+                                         ": the chat template's line 3 (of its text, not of the "
+                                         "file): unsupported tag {% endfo %}"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(TemplateFolder, ListOfNamedTemplatesUsesDefault) {
   nlohmann::json config = {{"chat_template",
                             {{{"name", "tool_use"}, {"template", "T{{ messages|length }}"}},
