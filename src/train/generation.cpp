@@ -70,7 +70,10 @@ void take_token(RowState& row, int32_t token, const GenerationOptions& o, int64_
   if (made >= o.max_new_tokens) {
     row.out.finish = FinishReason::kLength;
     row.done = true;
-  } else if (row.prompt_len + made >= context) {
+  } else if (row.prompt_len + made > context) {
+    // The token made from position context - 1's logits is the last: it
+    // would sit at position `context` to be read. (It stopped one before,
+    // where transformers goes on.)
     row.out.finish = FinishReason::kContext;
     row.done = true;
   }

@@ -144,6 +144,9 @@ TEST(Generation, APromptFillingTheContextIsRefused) {
   }
 }
 
+// A prompt of context - 4 tokens: positions context - 4 .. context - 1 take
+// the new tokens 1..4 as they are read, and the logits at context - 1 make
+// a fifth, which no position has to hold (transformers makes it too).
 TEST(Generation, StopsAtTheContext) {
   const CausalLM model = io::load_hf_model(fixture("llama"), DType::F32);
   const int64_t context = model.config().max_position_embeddings;
@@ -151,7 +154,7 @@ TEST(Generation, StopsAtTheContext) {
   train::GenerationOptions options;
   options.max_new_tokens = 10;
   const auto out = train::generate(model, {std::vector<int32_t>(ids.begin(), ids.end())}, options);
-  EXPECT_EQ(out[0].tokens.size(), 4u);
+  EXPECT_EQ(out[0].tokens.size(), 5u);
   EXPECT_EQ(out[0].finish, train::FinishReason::kContext);
 }
 
