@@ -38,4 +38,13 @@ std::string why_not_a_file(const std::filesystem::path& path) {
   return "'" + path.string() + "' is " + kind_of(st.st_mode) + ", not a file";
 }
 
+std::filesystem::path nearest_existing_folder(const std::filesystem::path& path,
+                                              std::error_code& error) {
+  std::filesystem::path dir = std::filesystem::absolute(path, error);
+  while (!error && !std::filesystem::exists(dir, error) && dir.has_parent_path() &&
+         dir.parent_path() != dir)
+    dir = dir.parent_path();
+  return dir;
+}
+
 }  // namespace lt

@@ -21,4 +21,11 @@ void require_regular_file(const std::filesystem::path& path);
 // folder, not a file" (a named pipe, a device, ...).
 std::string why_not_a_file(const std::filesystem::path& path);
 
+// `path` made absolute, or the nearest folder above it that exists (a
+// folder a run will create, or a path mistyped): a file system to ask for
+// free space, or a place to name. `error` is set when a folder on the way
+// cannot be searched.
+std::filesystem::path nearest_existing_folder(const std::filesystem::path& path,
+                                              std::error_code& error);
+
 }  // namespace lt

@@ -125,12 +125,10 @@ std::string not_a_model_folder(const std::filesystem::path& folder) {
            ")";
   // A path mistyped reads as a missing folder, not as one without a config.
   if (!std::filesystem::exists(folder, error) && !error) {
-    std::filesystem::path above = folder.parent_path();
-    while (!above.empty() && !std::filesystem::exists(above, error) && above.has_parent_path() &&
-           above.parent_path() != above)
-      above = above.parent_path();
+    const std::filesystem::path above = nearest_existing_folder(folder, error);
+    const bool parent_exists = above == std::filesystem::absolute(folder, error).parent_path();
     return "'" + folder.string() + "' does not exist" +
-           (above.empty() || above == folder.parent_path()
+           (error || parent_exists
                 ? std::string()
                 : " (the nearest folder of it that exists is " + above.string() + ")");
   }

@@ -13,6 +13,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "core/regular_file.h"
 #include "dist/process.h"
 #include "plan/data_parallel.h"
 #include "plan/state_placement.h"
@@ -45,14 +46,9 @@ FreeMemory free_memory_for_run(const TrainConfig& c, FreeMemoryOf of, int64_t gp
   // The disk boundaries' folder may not exist yet: its nearest existing
   // ancestor's file system. An error (a folder we may not search) leaves
   // the disk unknown, and the profile's disk_gb stands.
-  const auto existing = [](const fs::path& path, std::error_code& error) {
-    fs::path dir = fs::absolute(path, error);
-    while (!error && !fs::exists(dir, error) && dir.has_parent_path() && dir.parent_path() != dir)
-      dir = dir.parent_path();
-    return dir;
-  };
   std::error_code error;
-  const fs::path dir = existing(c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path, error);
+  const fs::path dir =
+      nearest_existing_folder(c.exec.disk_path.empty() ? c.out.dir : c.exec.disk_path, error);
   if (error) return free;
   const fs::space_info space = fs::space(dir, error);
   if (error) return free;
@@ -73,7 +69,7 @@ FreeMemory free_memory_for_run(const TrainConfig& c, FreeMemoryOf of, int64_t gp
   // this run saves every train.save_every steps and at the end.
   struct stat disk_stat {
   }, out_stat{};
-  const fs::path out = existing(c.out.dir, error);
+  const fs::path out = nearest_existing_folder(c.out.dir, error);
   if (!error && ::stat(dir.c_str(), &disk_stat) == 0 && ::stat(out.c_str(), &out_stat) == 0 &&
       disk_stat.st_dev == out_stat.st_dev) {
     int64_t saved = 0;  // out.dir's checkpoints, when out.dir exists

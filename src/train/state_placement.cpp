@@ -9,17 +9,10 @@
 #include "core/error.h"
 #include "plan/hardware.h"
 #include "plan/state_placement.h"
+#include "train/executor_choice.h"
 #include "train/schedule_auto.h"
 
 namespace lt::train {
-
-namespace {
-
-std::string gb(int64_t bytes) {
-  return fmt::format("{:.6g} GB ({} bytes)", static_cast<double>(bytes) / 1e9, bytes);
-}
-
-}  // namespace
 
 std::string disk_short_of_checkpoints(const TrainConfig& c, const FreeMemory& room) {
   if (room.disk_is_host_memory) return " (a tmpfs is host memory: no disk for them there)";
@@ -28,7 +21,8 @@ std::string disk_short_of_checkpoints(const TrainConfig& c, const FreeMemory& ro
   return fmt::format(
       " once the run's checkpoints have their room: the file system has {} free, and the "
       "checkpoints this run writes to out.dir take up to {} ({} more of {} each{}){}",
-      gb(room.disk_free), gb(room.disk_kept_for_checkpoints), room.checkpoints_kept_for, gb(each),
+      gigabytes(room.disk_free), gigabytes(room.disk_kept_for_checkpoints),
+      room.checkpoints_kept_for, gigabytes(each),
       room.checkpoints_kept_by_keep_last
           ? fmt::format(": train.keep_last {} and the one being written, less those there now",
                         c.train.keep_last)
@@ -134,10 +128,10 @@ HostPlacement resolve(const TrainConfig& c, const models::ModelConfig& model,
   if (checked && budget.bytes >= 0 && a.host_bytes > budget.bytes) {
     const bool all = disk_stages == static_cast<int>(stages);
     fail_does_not_fit(
-        "exec.host_memory_gb: the run needs ", gb(a.host_bytes), " of host memory",
+        "exec.host_memory_gb: the run needs ", gigabytes(a.host_bytes), " of host memory",
         all ? " even with every stage's master weights and optimizer states on disk"
             : fmt::format(" with exec.state_placement {}", mode),
-        ", ", gb(a.host_bytes - budget.bytes), " more than ", budget.from,
+        ", ", gigabytes(a.host_bytes - budget.bytes), " more than ", budget.from,
         all ? "; give it more host memory (raise exec.host_memory_gb), or lower "
               "train.batch_size or train.seq_len"
             : "; raise exec.host_memory_gb, or set exec.state_placement: auto (or disk)");
@@ -151,15 +145,16 @@ HostPlacement resolve(const TrainConfig& c, const models::ModelConfig& model,
     if (free >= 0 && disk_bytes > free)
       fail_does_not_fit("exec.state_placement auto: ", disk_stages,
                         " stages' master weights and optimizer states do not fit ", budget.from,
-                        " and need ", gb(disk_bytes), " on disk under exec.disk_path (", dir, "), ",
-                        gb(disk_bytes - free), " more than is free there", kept,
+                        " and need ", gigabytes(disk_bytes), " on disk under exec.disk_path (", dir,
+                        "), ", gigabytes(disk_bytes - free), " more than is free there", kept,
                         "; else free some disk, point exec.disk_path elsewhere, or raise "
                         "exec.host_memory_gb");
   }
   std::string why;
   if (mode == "auto") {
-    why = budget.bytes < 0 ? "the host memory free is unknown: all in host memory"
-                           : fmt::format("host bytes {} within {}", gb(a.host_bytes), budget.from);
+    why = budget.bytes < 0
+              ? "the host memory free is unknown: all in host memory"
+              : fmt::format("host bytes {} within {}", gigabytes(a.host_bytes), budget.from);
   } else {
     why = "as set";
   }
