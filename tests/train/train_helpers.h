@@ -242,9 +242,12 @@ class Child {
       }
       if (stdout_fd >= 0) dup2(stdout_fd, STDOUT_FILENO);
       if (stdout_fd >= 0 && stderr_too) dup2(stdout_fd, STDERR_FILENO);
-      // As a shell starts it (an ignored signal stays ignored through exec,
-      // and this test process may ignore SIGPIPE).
+      // As a terminal's shell starts it: an ignored signal stays ignored
+      // through exec, this test process may ignore SIGPIPE, and CI may run
+      // it under nohup (the SIGHUP tests then saw a launcher that rightly
+      // kept nohup's SIGHUP ignored, and trained on).
       ::signal(SIGPIPE, SIG_DFL);
+      ::signal(SIGHUP, SIG_DFL);
       execv(argv[0], argv.data());
       _exit(127);
     }
