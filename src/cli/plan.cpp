@@ -503,7 +503,9 @@ void print_plan(const plan::Plan& r, const plan::PlanOptions& o, const models::M
 void add_plan_command(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   auto* cmd = app.add_subcommand(
-      "plan", "Solve the activation schedule (keep on GPU/host/disk or recompute) for a model");
+      "plan",
+      "Solve the activation schedule (keep on GPU/host/disk or recompute) for a model (no "
+      "arguments: the demo's run plan)");
   cmd->add_option("--model", args->model, "Hugging Face model folder or config.json")
       ->check(shell_expanded_path());
   // As train: `lazytrain plan run.yaml` takes the config positionally too.
@@ -513,7 +515,9 @@ void add_plan_command(CLI::App& app) {
                   "--clip-with-previous-norm, --stream-every-stage and --no-fused-tail set its "
                   "keys, as --set would")
       ->check(shell_expanded_path());
-  cmd->add_option("--set", args->overrides, "with --config only: override a key (as train's --set)")
+  cmd->add_option("--set", args->overrides,
+                  "with --config (or neither it nor --model: the demo's config): override a key "
+                  "(as train's --set)")
       ->allow_extra_args(false);
   cmd->add_option("--hardware", args->hardware,
                   "hardware profile YAML (default: the H200 machine's figures)")
@@ -571,7 +575,15 @@ void add_plan_command(CLI::App& app) {
       print_run_plan(*args, *cmd);
       return;
     }
-    LT_CHECK(!args->model.empty(), "--model is required (or --config, a train config)");
+    // Neither: the demo's run, as `lazytrain train` with no arguments runs
+    // it (plan refused, asking for --model, what train runs).
+    if (args->model.empty()) {
+      fmt::print(stderr,
+                 "plan: no --config or --model: the plan of the demo's run (the embedded config "
+                 "`lazytrain train` runs with no arguments)\n");
+      print_run_plan(*args, *cmd);
+      return;
+    }
     // As the --model flags are refused with --config (Note [Plan flags with
     // --config]): --set sets a train config's key, and a plan of --model
     // has none. It used to be dropped without a word.

@@ -319,6 +319,30 @@ TEST_F(PlanCommand, SetWithoutAConfigIsRefusedNamingIt) {
   EXPECT_EQ(r.out.find("executor:"), std::string::npos) << "refused before the plan" << r.out;
 }
 
+// With neither --config nor --model, plan plans the demo's run, as train
+// with no arguments runs it: the executor line is train's, with and
+// without --set (it asked for --model, and refused --set).
+TEST_F(PlanCommand, NoArgumentsPlansTheDemosRunAsTrainRunsIt) {
+  const auto executor_line = [](const std::string& out) {
+    const size_t at = out.find("\nexecutor: ");
+    return at == std::string::npos ? out : out.substr(at + 1, out.find('\n', at + 1) - at - 1);
+  };
+  const std::string no_eval = " --set data.eval_path=\"''\" --set data.eval_task=\"''\"";
+  const CliResult trained = run_lazytrain(
+      "train --no-sample --set train.steps=1 --set out.dir=" + (dir_ / "demo").string() + no_eval);
+  ASSERT_EQ(trained.status, 0) << trained.out;
+  ASSERT_NE(trained.out.find("\nexecutor: resident"), std::string::npos) << trained.out;
+  const CliResult bare = run_plan("");
+  EXPECT_EQ(bare.status, 0) << bare.out;
+  EXPECT_NE(bare.out.find("plan: no --config or --model: the plan of the demo's run"),
+            std::string::npos)
+      << bare.out;
+  EXPECT_EQ(executor_line(bare.out), executor_line(trained.out));
+  const CliResult set = run_plan(no_eval.substr(1));
+  EXPECT_EQ(set.status, 0) << set.out;
+  EXPECT_EQ(executor_line(set.out), executor_line(trained.out));
+}
+
 TEST_F(PlanCommand, NothingFitsSaysWhichSpaceAndHowMuch) {
   // 1 MB of GPU: too little for resident (1.62 MB with its margin), enough
   // for streaming's GPU side, whose host side is short.
