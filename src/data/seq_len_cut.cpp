@@ -20,7 +20,10 @@ SeqLenCut count_seq_len_cut(const std::vector<Sample>& samples, int64_t seq_len)
     cut.cut_losing_targets += length > seq_len && has_target && loses_target;
     cut.rows_with_target += has_target;
     cut.whole_without_target += length <= seq_len && !has_target;
-    cut.longest = std::max(cut.longest, length);
+    if (length > cut.longest) {
+      cut.longest = length;
+      cut.longest_line = s.line;
+    }
   }
   return cut;
 }

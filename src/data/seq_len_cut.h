@@ -23,7 +23,8 @@ struct SeqLenCut {
   // Samples not cut that have no trained target all the same: one token
   // long, or their only label != -100 at position 0, which no row predicts.
   int64_t whole_without_target = 0;
-  int64_t longest = 0;  // tokens of the longest sample
+  int64_t longest = 0;       // tokens of the longest sample
+  int64_t longest_line = 0;  // its row's line in its file (Sample::line; 0: not from a file)
 };
 
 SeqLenCut count_seq_len_cut(const std::vector<Sample>& samples, int64_t seq_len);

@@ -23,6 +23,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// ", line L," for the longest row when its file line is known.
+std::string longest_at(const data::SeqLenCut& cut) {
+  return cut.longest_line > 0 ? fmt::format(", line {},", cut.longest_line) : "";
+}
+
+// The advice to raise train.seq_len stops at the model's context, past
+// which a set length is refused (it suggested lengths the run refused).
+std::string past_context(const data::SeqLenCut& cut, const models::ModelConfig* model) {
+  const int64_t context = model ? model->exact_context() : 0;
+  if (context <= 0 || cut.longest <= context) return "";
+  return fmt::format(
+      " up to the model's context of {} tokens ({}); rows longer than that must be shortened "
+      "or split, or trained packed (data.pack: true)",
+      context, model->exact_context_key());
+}
+
 // Padded training rows and every evaluation row (of eval_loss, when the run
 // evaluates) are a sample's first train.seq_len tokens (packing carries the
 // rest into the next row): says how many rows that cuts, and how many of
@@ -30,7 +46,8 @@ namespace {
 // none keeps a trained token are refused: the run would take steps that
 // compute nothing and learn nothing.
 void report_seq_len_cut(const TrainConfig& c, const std::vector<data::Sample>& samples,
-                        const std::string& file, bool trains, ProgressBar* log) {
+                        const std::string& file, bool trains, const models::ModelConfig* model,
+                        ProgressBar* log) {
   if (trains ? c.data.pack : c.train.eval_every <= 0) return;
   const int64_t seq_len = c.train.seq_len;
   const data::SeqLenCut cut = data::count_seq_len_cut(samples, seq_len);
@@ -47,9 +64,9 @@ void report_seq_len_cut(const TrainConfig& c, const std::vector<data::Sample>& s
       fail(file, ": no row has a token to train on: ", no_first, "; the run could learn nothing");
     fail(file, ": no row keeps a trained token (label != -100) within train.seq_len ", seq_len,
          " (", cut.rows_cut, " of ", cut.rows, " rows ", cut.rows_cut == 1 ? "is" : "are",
-         " longer and ", cut.rows_cut == 1 ? "was" : "were", " cut; the longest has ", cut.longest,
-         " tokens", cut.whole_without_target > 0 ? "; " + no_first : std::string(),
-         "): the run could learn nothing; raise train.seq_len");
+         " longer and ", cut.rows_cut == 1 ? "was" : "were", " cut; the longest", longest_at(cut),
+         " has ", cut.longest, " tokens", cut.whole_without_target > 0 ? "; " + no_first : "",
+         "): the run could learn nothing; raise train.seq_len", past_context(cut, model));
   }
   if (trains && cut.whole_without_target > 0)
     log->message(fmt::format("data: {}: {}; their steps train on the other rows", file, no_first));
@@ -75,7 +92,8 @@ void report_seq_len_cut(const TrainConfig& c, const std::vector<data::Sample>& s
                         trains ? "trained" : "scored", seq_len);
   }
   if (cut.cut_without_target > 0 || cut.cut_losing_targets > 0) {
-    line += fmt::format(": raise train.seq_len (the longest row has {} tokens)", cut.longest);
+    line += fmt::format(": raise train.seq_len (the longest row{} has {} tokens){}",
+                        longest_at(cut), cut.longest, past_context(cut, model));
   } else {
     line += fmt::format(" (their tokens past {} are not {})", seq_len, use);
   }
@@ -201,7 +219,8 @@ std::optional<data::Tokenizer> load_run_tokenizer(const TrainConfig& c, Progress
 
 std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSource& source,
                                        const data::Tokenizer* tokenizer, ProgressBar* log,
-                                       const std::string& format_key) {
+                                       const std::string& format_key,
+                                       const models::ModelConfig* model) {
   const data::DatasetOptions options = dataset_options(c, source, format_key);
   data::DatasetReport report;
   auto samples = data::load_dataset(source.path, tokenizer, options, &report);
@@ -224,7 +243,7 @@ std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSou
         "--format and --template, lists up to {})",
         report.skipped - kShown, shell_word(source.path), data::kMaxReportedProblems));
   }
-  report_seq_len_cut(c, samples, source.path, source.split != "eval", log);
+  report_seq_len_cut(c, samples, source.path, source.split != "eval", model, log);
   return samples;
 }
 
@@ -266,10 +285,11 @@ void warn_eval_on_training_rows(const TrainConfig& c, ProgressBar* log) {
 }  // namespace
 
 TrainingData load_training_data(const TrainConfig& c, const data::Tokenizer* tokenizer,
-                                ProgressBar* log) {
+                                ProgressBar* log, const models::ModelConfig* model) {
   TrainingData d;
   if (!c.data.eval_path.empty()) {
-    d.eval.push_back({load_samples(c, eval_path_source(c), tokenizer, log), 1.0, c.data.eval_path});
+    d.eval.push_back({load_samples(c, eval_path_source(c), tokenizer, log, "data.format", model),
+                      1.0, c.data.eval_path});
   }
   std::vector<data::WeightedSamples> held_out;
   const std::vector<data::DataSource> sources = data_sources(c);
@@ -278,7 +298,7 @@ TrainingData load_training_data(const TrainConfig& c, const data::Tokenizer* tok
     // An entry of data.sources reads in its own format, else data.format's.
     const std::string format_key =
         c.data.sources.empty() ? "data.format" : fmt::format("data.sources[{}].format", i);
-    std::vector<data::Sample> samples = load_samples(c, source, tokenizer, log, format_key);
+    std::vector<data::Sample> samples = load_samples(c, source, tokenizer, log, format_key, model);
     if (source.split == "eval") {
       d.eval.push_back({std::move(samples), source.weight, source.path});
       continue;

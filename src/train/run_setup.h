@@ -47,10 +47,12 @@ std::optional<data::Tokenizer> load_run_tokenizer(const TrainConfig& c, Progress
 // and evaluation rows), if any. Training rows none of which keeps a trained
 // token within train.seq_len are refused, naming the file.
 // `format_key`: the key its errors name for the source's format
-// (data.sources[1].format for an entry of data.sources).
+// (data.sources[1].format for an entry of data.sources). `model`, when
+// given, bounds the train.seq_len the cut line suggests by its context.
 std::vector<data::Sample> load_samples(const TrainConfig& c, const data::DataSource& source,
                                        const data::Tokenizer* tokenizer, ProgressBar* log,
-                                       const std::string& format_key = "data.format");
+                                       const std::string& format_key = "data.format",
+                                       const models::ModelConfig* model = nullptr);
 
 // The rows one pass over `sources` makes: one per sample, or packed, their
 // tokens in rows of seq_len.
@@ -68,7 +70,7 @@ struct TrainingData {
   std::vector<data::WeightedSamples> eval;
 };
 TrainingData load_training_data(const TrainConfig& c, const data::Tokenizer* tokenizer,
-                                ProgressBar* log);
+                                ProgressBar* log, const models::ModelConfig* model = nullptr);
 
 // What a resume changes from the checkpoint's own config, each change
 // printed on `log`. Changing the optimizer's kind or its state layout makes

@@ -530,7 +530,7 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   const fs::path tok_dir = tokenizer_dir_of(c);
   r.tokenizer = load_run_tokenizer(c, log);
   const data::Tokenizer* tokenizer = r.tokenizer ? &*r.tokenizer : nullptr;
-  TrainingData data = load_training_data(c, tokenizer, &log);
+  TrainingData data = load_training_data(c, tokenizer, &log, &weights->config());
   r.sources = std::move(data.train);
   const CheckpointTemplate saved_template = checkpoint_template(c, tokenizer, tok_dir);
   r.checkpoint_template = saved_template.jinja;

@@ -65,7 +65,7 @@ TEST(SeqLen, TrainSaysWhichRowsItCutsAndAStepWithoutTargetsClaimsNoThroughput) {
                            " are longer than train.seq_len 8 and were cut; 3 of them keep no "
                            "trained token (all of theirs lie past token 8); 1 of them loses part "
                            "of its trained tokens (those past token 8): raise train.seq_len (the "
-                           "longest row has 12 tokens)");
+                           "longest row, line 2, has 12 tokens)");
   EXPECT_MENTIONS(err, "no row of its batch keeps a trained token within train.seq_len 8");
   EXPECT_MENTIONS(err, "loss - | 0 tok/s");
 
@@ -121,7 +121,7 @@ TEST(SeqLen, RowsThatLosePartOfTheirTrainedTokensAreCounted) {
   EXPECT_MENTIONS(said, "data: 3 of 4 rows of " + data.string() +
                             " are longer than train.seq_len 8 and were cut; 2 of them lose part "
                             "of their trained tokens (those past token 8): raise train.seq_len "
-                            "(the longest row has 12 tokens)");
+                            "(the longest row, line 1, has 12 tokens)");
   EXPECT_MENTIONS(said, "data: 3 of 4 rows of " + data.string() +
                             " are longer than train.seq_len 8 and were cut; 2 of them lose part "
                             "of their scored tokens (those past token 8): raise train.seq_len");
@@ -153,6 +153,26 @@ TEST(SeqLen, RowsWithNothingPastTheirFirstTokenAreNamedNotBlamedOnSeqLen) {
                             "steps train on the other rows");
 }
 
+// A row longer than the model's context (the fixture's 64 positions)
+// cannot be kept whole at any train.seq_len the run takes: the advice to
+// raise it stops there, and names the row's line (it suggested 80).
+TEST(SeqLen, TheAdviceToRaiseSeqLenStopsAtTheModelsContext) {
+  TempDir tmp("seq_len_context");
+  const fs::path data = tmp / "rows.jsonl";
+  write_rows(data, {{5, 0}, {80, 40}, {20, 0}});
+  const std::string err = train_and_capture(
+      fixture_config(fixture("llama"), data, tmp / "out", {"train.seq_len=32", "train.steps=1"}));
+  EXPECT_MENTIONS(err,
+                  "raise train.seq_len (the longest row, line 2, has 80 tokens) up to the "
+                  "model's context of 64 tokens (max_position_embeddings); rows longer than "
+                  "that must be shortened or split, or trained packed (data.pack: true)");
+  // Within the context, no bound is said.
+  write_rows(data, {{5, 0}, {60, 40}});
+  const std::string within = train_and_capture(
+      fixture_config(fixture("llama"), data, tmp / "in", {"train.seq_len=32", "train.steps=1"}));
+  EXPECT_MENTIONS(within, "raise train.seq_len (the longest row, line 2, has 60 tokens)\n");
+}
+
 TEST(SeqLen, RowsThatAllKeepNoTrainedTokenAreRefusedUnlessPacked) {
   TempDir tmp("seq_len_nothing");
   const fs::path data = tmp / "rows.jsonl";
@@ -165,8 +185,8 @@ TEST(SeqLen, RowsThatAllKeepNoTrainedTokenAreRefusedUnlessPacked) {
   });
   EXPECT_MENTIONS(e, data.string() + ": no row keeps a trained token");
   EXPECT_MENTIONS(e,
-                  "within train.seq_len 8 (3 of 3 rows are longer and were cut; the longest "
-                  "has 12 tokens)");
+                  "within train.seq_len 8 (3 of 3 rows are longer and were cut; the longest, "
+                  "line 1, has 12 tokens)");
   EXPECT_MENTIONS(e, "raise train.seq_len");
   // Packed, a long row goes on in the next row: its answer is trained.
   std::string err;
