@@ -337,12 +337,12 @@ void run_generate(const GenerateArgs& args) {
                                     *prompts.turn_end) == options.eos_ids.end()) {
     options.eos_ids.push_back(*prompts.turn_end);
   }
-  if (!args.json) {
-    fmt::print(stderr, "generate: {} prompt{} ({}{}), on {}\n", prompts.rows.size(),
-               prompts.rows.size() == 1 ? "" : "s", prompts.format,
-               prompts.template_name.empty() ? "" : ", template " + prompts.template_name,
-               train::generation_device_text(g));
-  }
+  // Also under --json (on stderr, as the notes above): what streams and
+  // the bound it keeps matter as much to a script's log.
+  fmt::print(stderr, "generate: {} prompt{} ({}{}), on {}\n", prompts.rows.size(),
+             prompts.rows.size() == 1 ? "" : "s", prompts.format,
+             prompts.template_name.empty() ? "" : ", template " + prompts.template_name,
+             train::generation_device_text(g));
 
   std::vector<std::vector<int32_t>> ids;
   for (auto& row : prompts.rows) ids.push_back(row.ids);

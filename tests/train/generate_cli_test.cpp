@@ -643,6 +643,8 @@ TEST_F(GenerateCommand, ACapStreamsTheBlocksAndKeepsTheTokens) {
                            streaming_cap(2, 7, 9);
   const CliResult r = run(args + " --json");
   ASSERT_EQ(r.status, 0) << r.err;
+  // What streams is said under --json too, on stderr (the README's claim).
+  EXPECT_NE(r.err.find("streaming 2 of 2 blocks"), std::string::npos) << r.err;
   GenerationOptions options;
   options.max_new_tokens = 9;
   options.eos_ids = {kFolderEos};
