@@ -144,9 +144,12 @@ void run_batch(const models::CausalLM& model, const std::vector<std::vector<int3
                              o.sampling, row.gen);
       take_token(row, token, o, context);
       if (on_token) on_token(row.index, token);
-      next[r] = token;
-      // The token just made sits at prompt_len + made - 1.
-      starts[r] = row.prompt_len + static_cast<int64_t>(row.out.tokens.size()) - 1;
+      // The token just made sits at prompt_len + made - 1; a row it ended
+      // takes a placeholder from now on (a row ended by the context would
+      // sit past it, and the batch's next step, for the rows still going,
+      // was refused).
+      next[r] = row.done ? 0 : token;
+      starts[r] = row.done ? 0 : row.prompt_len + static_cast<int64_t>(row.out.tokens.size()) - 1;
       any_live = any_live || !row.done;
     }
     if (!any_live) break;
@@ -186,9 +189,11 @@ std::vector<Generation> generate(const models::CausalLM& model,
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto len = static_cast<int64_t>(prompts[i].size());
     LT_CHECK(len > 0, "prompt ", i + 1, " is empty: generation needs at least one token");
-    LT_CHECK(len < context, "prompt ", i + 1, " has ", len,
-             " tokens, which leaves no room for a new one in the model's context of ", context,
-             " (", model.config().exact_context_key(), "); shorten the prompt");
+    // A prompt of the whole context still makes one token, from its last
+    // position's logits (as transformers does); no position holds it.
+    LT_CHECK(len <= context, "prompt ", i + 1, " has ", len,
+             " tokens, more than the model's context of ", context, " (",
+             model.config().exact_context_key(), "); shorten the prompt");
     for (int32_t id : prompts[i]) {
       LT_CHECK(id >= 0 && id < vocab, "prompt ", i + 1, ": token id ", id,
                " is outside the model's vocabulary [0, ", vocab, ")");

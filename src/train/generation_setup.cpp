@@ -51,10 +51,8 @@ std::string row_place(const data::PromptRow& row, const std::string& source) {
 // Why a row's prompt cannot be answered; the callers say where the context
 // comes from.
 std::string no_room_text(const data::PromptRow& row, const std::string& source, int64_t context) {
-  return fmt::format(
-      "{}: the prompt has {} tokens, which leaves no room for an answer in the model's context "
-      "of {}",
-      row_place(row, source), row.ids.size(), context);
+  return fmt::format("{}: the prompt has {} tokens, more than the model's context of {}",
+                     row_place(row, source), row.ids.size(), context);
 }
 
 }  // namespace
@@ -177,7 +175,7 @@ void check_prompts_fit(const data::PromptSet& prompts, const std::string& source
                        const models::ModelConfig& config, const std::string& model_dir) {
   const int64_t context = config.exact_context();
   for (const data::PromptRow& row : prompts.rows) {
-    LT_CHECK(static_cast<int64_t>(row.ids.size()) < context, no_room_text(row, source, context),
+    LT_CHECK(static_cast<int64_t>(row.ids.size()) <= context, no_room_text(row, source, context),
              " (", config.exact_context_key(), " in ", model_dir,
              "/config.json); prompts are not cut: ",
              row.line > 0 ? "shorten the row or leave it out" : "shorten the prompt");
@@ -206,7 +204,7 @@ PromptsPastContext leave_out_prompts_past_context(data::PromptSet& prompts,
                                                   const models::ModelConfig& config) {
   const int64_t context = config.exact_context();
   const auto fits = [&](const data::PromptRow& row) {
-    return static_cast<int64_t>(row.ids.size()) < context;
+    return static_cast<int64_t>(row.ids.size()) <= context;  // the last position makes a token
   };
   const auto first_too_long = std::find_if_not(prompts.rows.begin(), prompts.rows.end(), fits);
   // Every row too long: all are kept, for check_prompts_fit to refuse.

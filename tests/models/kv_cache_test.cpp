@@ -132,16 +132,59 @@ TEST_P(KvCacheFamily, PaddedBatchRowsEqualSingleRows) {
 INSTANTIATE_TEST_SUITE_P(Families, KvCacheFamily,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gpt2"));
 
-TEST(Generation, APromptFillingTheContextIsRefused) {
+// A prompt of the whole context makes one token from its last position's
+// logits, as transformers does (that token needs no position): the
+// uncached forward's argmax there, by brute force. One token more is
+// refused.
+TEST(Generation, APromptFillingTheContextMakesOneTokenAndALongerOneIsRefused) {
   const CausalLM model = io::load_hf_model(fixture("gpt2"), DType::F32);
   const int64_t context = model.config().max_position_embeddings;  // 64
   const auto ids = some_tokens(context, model.config().vocab_size, 9);
+  train::GenerationOptions options;
+  options.max_new_tokens = 5;
+  const auto out = train::generate(model, {std::vector<int32_t>(ids.begin(), ids.end())}, options);
+  NoGradGuard no_grad;
+  const std::vector<double> logits = recomputed(model, ids);
+  const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+  ASSERT_EQ(out[0].tokens.size(), 1u);
+  EXPECT_EQ(out[0].tokens[0], best);
+  EXPECT_EQ(out[0].finish, train::FinishReason::kContext);
+  auto longer = ids;
+  longer.push_back(1);
   try {
-    train::generate(model, {std::vector<int32_t>(ids.begin(), ids.end())}, {});
-    FAIL() << "a prompt of the whole context was accepted";
+    train::generate(model, {std::vector<int32_t>(longer.begin(), longer.end())}, {});
+    FAIL() << "a prompt past the context was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("max_position_embeddings"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("65 tokens, more than the model's context of 64 "
+                                         "(max_position_embeddings)"),
+              std::string::npos)
+        << e.what();
   }
+}
+
+// A batch whose long row reaches the context while a short one goes on:
+// the long row's last token, which no position holds, was fed back and the
+// next step refused ("row 0 would hold 65 positions"). Each row is what it
+// makes alone (a batch of one, checked against transformers by the
+// generation goldens).
+TEST(Generation, ARowEndedByTheContextLeavesTheOthersGoing) {
+  const CausalLM model = io::load_hf_model(fixture("llama"), DType::F32);
+  const int64_t context = model.config().max_position_embeddings;  // 64
+  const int64_t vocab = model.config().vocab_size;
+  const auto long_ids = some_tokens(context - 34, vocab, 11),
+             short_ids = some_tokens(10, vocab, 12);
+  const std::vector<std::vector<int32_t>> prompts = {{long_ids.begin(), long_ids.end()},
+                                                     {short_ids.begin(), short_ids.end()}};
+  train::GenerationOptions options;
+  options.max_new_tokens = 40;
+  options.batch_size = 2;
+  const auto batched = train::generate(model, prompts, options);
+  options.batch_size = 1;
+  const auto alone = train::generate(model, prompts, options);
+  EXPECT_EQ(batched[0].finish, train::FinishReason::kContext);
+  EXPECT_EQ(batched[0].tokens.size(), 35u);
+  EXPECT_EQ(batched[1].finish, train::FinishReason::kLength);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(batched[i].tokens, alone[i].tokens) << i;
 }
 
 // A prompt of context - 4 tokens: positions context - 4 .. context - 1 take

@@ -430,8 +430,8 @@ TEST_F(GenerateCommand, ARowLongerThanTheContextIsSkippedAndTheOthersAnswered) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("; 1 of them for the prompt's length (first: " + file +
-                       ":2: the prompt has 70 tokens, which leaves no room for an answer in the "
-                       "model's context of 64 (max_position_embeddings); prompts are not cut)"),
+                       ":2: the prompt has 70 tokens, more than the model's context of 64 "
+                       "(max_position_embeddings); prompts are not cut)"),
             std::string::npos)
       << r.err;
 }
