@@ -15,8 +15,10 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.h"
+#include "cli/rows_stop.h"
 #include "cli/shell_expanded_path.h"
 #include "data/chat_rows.h"
 #include "data/jinja_value.h"
@@ -349,20 +351,15 @@ void run_generate(const GenerateArgs& args) {
   const bool stream = !args.json && !args.prompt.empty() && g.tokenizer;
   std::unique_ptr<StreamPrinter> printer;
   if (stream) printer = std::make_unique<StreamPrinter>(*g.tokenizer, options.eos_ids, args.stop);
-  const auto start = std::chrono::steady_clock::now();
-  const std::vector<train::Generation> out =
-      train::generate(g.model, ids, options, [&](int64_t, int32_t token) {
-        if (printer) printer->on_token(token);
-      });
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
+  // Note [Stopping eval and generate]: each row is printed once it and the
+  // rows before it are done, and a stop keeps what was printed.
+  std::vector<train::Generation> out(ids.size());
   int64_t made = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
+  const auto print_row = [&](int64_t index) {
+    const auto i = static_cast<size_t>(index);
     made += static_cast<int64_t>(out[i].tokens.size());
     if (args.json) {
-      fmt::print("{}\n", row_json(out[i], static_cast<int64_t>(i) + 1, prompts.rows[i].line,
-                                  g.tokenizer.has_value())
+      fmt::print("{}\n", row_json(out[i], index + 1, prompts.rows[i].line, g.tokenizer.has_value())
                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     } else if (printer) {
       printer->finish();
@@ -372,7 +369,37 @@ void run_generate(const GenerateArgs& args) {
                  train::finish_reason_name(out[i].finish),
                  g.tokenizer ? out[i].text : fmt::format("{}", fmt::join(out[i].tokens, " ")));
     }
+    std::fflush(stdout);
+  };
+  train::RowsInOrder in_order(ids.size(), print_row);
+  options.on_row_done = [&](int64_t index, const train::Generation& row) {
+    out[static_cast<size_t>(index)] = row;
+    in_order.done(index);
+  };
+  // A count on stderr where the rows go elsewhere (a file, a pipe).
+  const bool show_progress = ids.size() > 1 && isatty(STDERR_FILENO) && !isatty(STDOUT_FILENO);
+  // --prompt's one row is printed as it is made: a signal ends it at once.
+  std::optional<RowsStopRequest> stop;
+  if (args.prompt.empty()) stop.emplace();
+  options.on_batch_done = [&](int64_t done, int64_t total) {
+    if (show_progress) fmt::print(stderr, "\rgenerate: {}/{} rows answered", done, total);
+    if (stop) stop->throw_if_requested();
+  };
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    train::generate(g.model, ids, options, [&](int64_t, int32_t token) {
+      if (printer) printer->on_token(token);
+    });
+  } catch (const RowsStopped& stopped) {
+    fmt::print(stderr,
+               "{}generate: stopped by signal {} after the batch in flight; {} of {} rows "
+               "were printed, in row order\n",
+               show_progress ? "\n" : "", stopped.signal, in_order.emitted(), ids.size());
+    throw CLI::RuntimeError(128 + stopped.signal);
   }
+  if (show_progress) fmt::print(stderr, "\n");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double tokens_per_s = seconds > 0 ? made / seconds : 0.0;
   if (args.json) {
     // The speed as a last object, told from the rows by having no "row";

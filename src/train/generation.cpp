@@ -161,6 +161,11 @@ void run_batch(const models::CausalLM& model, const std::vector<std::vector<int3
 
 }  // namespace
 
+void RowsInOrder::done(int64_t index) {
+  done_.at(static_cast<size_t>(index)) = true;
+  while (next_ < done_.size() && done_[next_]) emit_(static_cast<int64_t>(next_++));
+}
+
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::kEos:
@@ -208,11 +213,17 @@ std::vector<Generation> generate(const models::CausalLM& model,
   // kernels on its compute stream, where they order with the weights' copies.
   std::unique_ptr<exec::StreamingDevice::Scope> on_device;
   if (o.streamed) on_device = o.streamed->compute_scope();
-  // Longest prompts first, so each batch pads little; ties keep input order.
+  // Longest prompts first within each window, so each batch pads little;
+  // ties keep input order.
   std::vector<int64_t> order(prompts.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t c) { return prompts[a].size() > prompts[c].size(); });
+  const size_t window = static_cast<size_t>(o.batch_size * kWindowBatches);
+  for (size_t first = 0; first < order.size(); first += window) {
+    std::stable_sort(
+        order.begin() + static_cast<std::ptrdiff_t>(first),
+        order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), first + window)),
+        [&](int64_t a, int64_t c) { return prompts[a].size() > prompts[c].size(); });
+  }
   for (size_t first = 0; first < order.size(); first += static_cast<size_t>(o.batch_size)) {
     const size_t end = std::min(order.size(), first + static_cast<size_t>(o.batch_size));
     std::vector<RowState> rows;
@@ -224,7 +235,10 @@ std::vector<Generation> generate(const models::CausalLM& model,
       rows.push_back(std::move(row));
     }
     run_batch(model, prompts, rows, o, on_token);
-    for (RowState& row : rows) results[row.index] = std::move(row.out);
+    for (RowState& row : rows) {
+      results[row.index] = std::move(row.out);
+      if (o.on_row_done) o.on_row_done(row.index, results[row.index]);
+    }
     if (o.on_batch_done)
       o.on_batch_done(static_cast<int64_t>(end), static_cast<int64_t>(order.size()));
   }

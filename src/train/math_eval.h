@@ -3,6 +3,7 @@
 // and what a run logs as eval_accuracy with data.eval_task: math): greedy
 // decoding of each row's prompt, the final answer extracted from the output
 // and from the row's reference (data/math_answer.h), and compared.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,11 @@ struct MathEvalResult {
 };
 
 // `options` gives the length limit, batch size, EOS ids and stop strings;
-// its sampling is replaced by greedy decoding.
+// its sampling is replaced by greedy decoding. `on_scored_row`, when
+// given, gets each scored row in row order as soon as it and the rows
+// before it are answered (eval --out writes them as they come).
 MathEvalResult evaluate_math(const models::CausalLM& model, const data::Tokenizer& tokenizer,
-                             const std::vector<data::PromptRow>& rows, GenerationOptions options);
+                             const std::vector<data::PromptRow>& rows, GenerationOptions options,
+                             const std::function<void(const MathEvalRow&)>& on_scored_row = {});
 
 }  // namespace lt::train
