@@ -59,6 +59,7 @@ struct GenerateArgs {
   bool seed_given = false;
   bool system_given = false;
   bool sampling_given = false;
+  bool max_new_tokens_given = false;
   std::vector<std::string> data_options_given;
 };
 
@@ -220,6 +221,61 @@ std::string sampling_config_note(const std::string& model) {
       model, values, flags);
 }
 
+// The note when generation_config.json sets what generate does not apply
+// and transformers' generate() would (a trial saw repetition_penalty and
+// max_new_tokens differ from transformers without a word): its length
+// limits unless --max-new-tokens is given, a repetition penalty, beams, a
+// minimum length. Empty when it sets none of them.
+std::string unapplied_config_note(const GenerateArgs& args) {
+  const fs::path file = fs::path(args.model) / io::kHfGenerationFile;
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return "";
+  std::ifstream in(file);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return "";
+  std::vector<std::string> set, advice;
+  const auto number = [&](const char* key) -> std::optional<double> {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_number() ? std::optional<double>(it->get<double>())
+                                            : std::nullopt;
+  };
+  const auto say = [&](const char* key) {
+    set.push_back(fmt::format("{} {}", key, j.at(key).dump()));
+  };
+  if (!args.max_new_tokens_given) {
+    if (const auto n = number("max_new_tokens"); n && *n >= 1) {
+      say("max_new_tokens");
+      advice.push_back(
+          fmt::format("give --max-new-tokens {} for its length (the default here is {})",
+                      j.at("max_new_tokens").dump(), args.max_new_tokens));
+    } else if (const auto total = number("max_length"); total && *total >= 1) {
+      say("max_length");
+      advice.push_back("give --max-new-tokens for a length (max_length counts the prompt too)");
+    }
+  }
+  // Each key with the value at which it does nothing.
+  bool unsupported = false;
+  for (const auto& [key, inert] : {std::pair<const char*, double>{"repetition_penalty", 1.0},
+                                   {"no_repeat_ngram_size", 0.0},
+                                   {"num_beams", 1.0},
+                                   {"min_new_tokens", 0.0},
+                                   {"min_length", 0.0}}) {
+    const auto value = number(key);
+    if (!value || *value == inert) continue;
+    say(key);
+    unsupported = true;
+  }
+  if (unsupported)
+    advice.push_back(
+        "generate has no repetition penalty, beam search or minimum length: its outputs differ "
+        "from transformers' there");
+  if (set.empty()) return "";
+  return fmt::format(
+      "generate: note: {}'s generation_config.json sets {}, which this command "
+      "does not apply; {}",
+      args.model, fmt::join(set, ", "), fmt::join(advice, "; "));
+}
+
 // The --prompt's tokens, laid out with the tools of --tools. A built-in
 // layout refuses tools as a data row's ("the row has tools"); here no row
 // has them, --tools gave them, and the refusal says so. A --system message
@@ -285,6 +341,8 @@ void run_generate(const GenerateArgs& args) {
     if (const std::string note = sampling_config_note(args.model); !note.empty())
       fmt::print(stderr, "{}\n", note);  // also under --json
   }
+  if (const std::string note = unapplied_config_note(args); !note.empty())
+    fmt::print(stderr, "{}\n", note);  // also under --json
   const train::PromptTemplate chosen =
       train::prompt_template(args.model, args.template_name, "generate");
 
@@ -501,6 +559,7 @@ void add_generate_command(CLI::App& app) {
                 "upload_wait_s when blocks stream)");
   cmd->callback([args, cmd] {
     args->seed_given = cmd->count("--seed") > 0;
+    args->max_new_tokens_given = cmd->count("--max-new-tokens") > 0;
     args->system_given = cmd->count("--system") > 0;
     args->sampling_given =
         cmd->count("--temperature") + cmd->count("--top-p") + cmd->count("--top-k") > 0;

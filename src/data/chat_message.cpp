@@ -61,7 +61,7 @@ std::string built_in_layout_refusal(std::span<const ChatMessage> messages,
   if (what.empty()) return what;
   return "the row has " + what +
          ", which only the model's own chat template knows how to lay out; use it (template "
-         "auto, the default), not a built-in layout";
+         "auto: --template auto, or data.template: auto), not a built-in layout";
 }
 
 }  // namespace lt::data

@@ -157,7 +157,13 @@ json read_tools_file(const std::filesystem::path& file) {
   } catch (const RowError& e) {
     fail(file.string(), ": ", e.what);
   }
-  if (!value.is_object() || !value.contains("tools")) value = json{{"tools", std::move(value)}};
+  // Either form: the list itself, or an object holding it as "tools". An
+  // object without it was reported as a "tools" field the file lacks.
+  if (!value.is_array() && !(value.is_object() && value.contains("tools"))) {
+    fail(file.string(), ": expected a list of tools, or an object with a \"tools\" list; found ",
+         value.is_object() ? "an object without \"tools\"" : value.type_name());
+  }
+  if (value.is_array()) value = json{{"tools", std::move(value)}};
   try {
     json tools = tools_field(value);
     LT_CHECK(!tools.is_null(), file.string(), ": no tools in it");

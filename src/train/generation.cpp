@@ -101,7 +101,8 @@ void run_batch(const models::CausalLM& model, const std::vector<std::vector<int3
   const int64_t context = model.config().exact_context();
   int64_t longest = 0;
   for (const RowState& r : rows) longest = std::max(longest, r.prompt_len);
-  const int64_t capacity = std::min(context, longest + o.max_new_tokens);
+  // (--max-new-tokens may be near INT64_MAX: the sum must not wrap.)
+  const int64_t capacity = std::min(context, longest + std::min(o.max_new_tokens, context));
   models::KvCache cache(model, b, capacity);
 
   // The prompts, right-padded (nn/kv_cache.h says why padding is safe).
@@ -251,8 +252,13 @@ std::vector<int32_t> eos_ids_for(const std::string& model_dir, const models::Mod
   if (std::filesystem::exists(file)) {
     require_regular_file(file);
     std::ifstream in(file);
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    LT_CHECK(!j.is_discarded() && j.is_object(), file.string(), ": not a JSON object");
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::parse_error& e) {
+      fail(file.string(), ": not valid JSON (", e.what(), ")");  // its line and column
+    }
+    LT_CHECK(j.is_object(), file.string(), ": not a JSON object (found ", j.type_name(), ")");
     auto it = j.find("eos_token_id");
     if (it != j.end() && !it->is_null()) {
       const nlohmann::json list = it->is_array() ? *it : nlohmann::json::array({*it});

@@ -102,7 +102,8 @@ void place_generation_model(GenerationModel& g, double device_memory_gb,
   const int64_t batch = std::clamp<int64_t>(static_cast<int64_t>(prompts.rows.size()), 1,
                                             std::max<int64_t>(batch_size, 1));
   const int64_t positions =
-      std::min(g.model.config().exact_context(), longest_prompt + max_new_tokens);
+      std::min(g.model.config().exact_context(),
+               longest_prompt + std::min(max_new_tokens, g.model.config().exact_context()));
   const DType dtype = g.device.is_cuda() ? DType::BF16 : DType::F32;
   const GenerationFootprint footprint =
       generation_footprint(g.model, dtype, batch, longest_prompt, positions);

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <exception>
+#include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "data/builtin_template_jinja.h"
 #include "data/chat_template.h"
 #include "train/config.h"
@@ -95,6 +97,15 @@ PromptTemplate prompt_template(const fs::path& model_dir, const std::string& giv
   const bool all_auto = std::all_of(sources.begin(), sources.end(),
                                     [](const SourceTemplate& s) { return s.name == "auto"; });
   if (all_auto) return {"auto", ""};
+  // A name no layout has (an edited file) is the record's mistake, named
+  // there: the layout's own refusal named no file.
+  for (const SourceTemplate& s : sources) {
+    static constexpr std::string_view kNames[] = {"auto", "chatml", "qwen3", "llama3", "plain"};
+    LT_CHECK(std::find(std::begin(kNames), std::end(kNames), s.name) != std::end(kNames),
+             record.string(), ": ", s.key, " is \"", s.name,
+             "\", not a chat template (auto, chatml, qwen3, llama3 or plain); give --template to "
+             "choose one");
+  }
   // Mixed templates: the first training source's, and the others named.
   const SourceTemplate& taken = sources.front();
   const std::string others = other_templates(sources, taken);

@@ -61,7 +61,8 @@ TEST_F(GenerateTools, ABuiltInLayoutsRefusalNamesTheToolsOption) {
   EXPECT_EQ(status, 1) << err;
   EXPECT_EQ(err, "lazytrain: error: generate: --tools " + tools +
                      " gives tools, which only the model's own chat template knows how to lay "
-                     "out; use it (template auto, the default), not a built-in layout\n");
+                     "out; use it (template auto: --template auto, or data.template: auto), not a "
+                     "built-in layout\n");
   // auto, for a tokenizer with no template of its own: plain stands in.
   err = generate("--prompt hi --tools " + tools, &status);
   EXPECT_EQ(status, 1) << err;
