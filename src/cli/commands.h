@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "data/chat_template_names.h"
 #include "models/config.h"
 
 namespace lt::cli {
@@ -30,8 +31,7 @@ inline constexpr int64_t kDefaultSeqLen = 1024;
 // checked as flags: the data loader's refusal did not name the flag.
 inline const std::vector<std::string> kDatasetFormats = {"auto",           "tokens",   "alpaca",
                                                          "query_response", "sharegpt", "text"};
-inline const std::vector<std::string> kChatTemplates = {"auto", "chatml", "qwen3", "llama3",
-                                                        "plain"};
+inline const std::vector<std::string>& kChatTemplates = data::kChatTemplateNames;
 int64_t default_seq_len(const models::ModelConfig& config);
 
 void add_info_command(CLI::App& app);

@@ -13,8 +13,10 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.h"
+#include "cli/partial_file.h"
 #include "cli/rows_stop.h"
 #include "cli/shell_expanded_path.h"
 #include "data/dataset.h"
@@ -302,49 +304,36 @@ void run_math(const EvalArgs& args) {
     generation.eos_ids.push_back(*prompts.turn_end);
   }
   const bool show_progress = !args.json && isatty(STDERR_FILENO);
-  // Note [Stopping eval and generate]: the answers go to --out's .partial
-  // file as they come, in row order; the whole file replaces --out at the
-  // end.
-  const RowsStopRequest stop;
+  // Note [Stopping eval and generate]: with --out, the answers go to its
+  // .partial file as they come, and a signal is a request to keep them.
+  // Without it there is nothing to keep: a signal ends the command at once.
+  PartialFile answers(args.out, "--out");
+  std::optional<RowsStopRequest> stop;
+  if (!args.out.empty()) stop.emplace();
   generation.on_batch_done = [&](int64_t done, int64_t total) {
     if (show_progress) fmt::print(stderr, "\reval: {}/{} rows answered", done, total);
-    stop.throw_if_requested();
+    if (stop && done < total) stop->throw_if_requested();  // the last batch ends the run anyway
   };
-  const std::filesystem::path partial =
-      args.out.empty() ? std::filesystem::path() : std::filesystem::path(args.out + ".partial");
-  std::ofstream partial_file;
-  std::string lines;
-  int64_t written = 0;
-  if (!args.out.empty()) {
-    partial_file.open(partial, std::ios::trunc);
-    if (!partial_file) fail("--out ", args.out, ": cannot write ", partial.string());
-  }
   const auto write_row = [&](const train::MathEvalRow& row) {
-    if (args.out.empty()) return;
-    const std::string line =
-        answer_row(row).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    lines += line;
-    partial_file << line << std::flush;
-    ++written;
-  };
-  // Where the rows answered before a stop or an error are.
-  const auto kept = [&] {
-    return args.out.empty() || written == 0
-               ? std::string()
-               : fmt::format("; the {} answered before it, in row order, are in {}", written,
-                             partial.string());
+    answers.add(answer_row(row).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   };
   train::MathEvalResult result;
   try {
     result = train::evaluate_math(g.model, *g.tokenizer, prompts.rows, generation, write_row);
   } catch (const RowsStopped& stopped) {
-    if (show_progress) fmt::print(stderr, "\n");
-    fmt::print(stderr, "eval: stopped by signal {} after the batch in flight{}\n", stopped.signal,
-               kept().empty() ? " (no --out: nothing is kept)" : kept());
-    throw CLI::RuntimeError(128 + stopped.signal);
+    const std::string kept = answers.kept();
+    say_on_stderr(fmt::format("{}eval: stopped by signal {} after the batch in flight; {}",
+                              show_progress ? "\n" : "", stopped.signal,
+                              kept.empty()
+                                  ? "no row was answered yet"
+                                  : "kept " + kept +
+                                        " (each with its line; in row order up to the first row "
+                                        "not answered)"));
+    end_by_signal(stopped.signal);
   } catch (const std::exception&) {
-    if (!kept().empty())
-      fmt::print(stderr, "{}eval: an error stopped it{}\n", show_progress ? "\n" : "", kept());
+    if (const std::string kept = answers.kept(); !kept.empty())
+      say_on_stderr(fmt::format("{}eval: an error stopped it; kept {}, answered before it",
+                                show_progress ? "\n" : "", kept));
     throw;
   }
   if (show_progress) fmt::print(stderr, "\n");
@@ -352,12 +341,7 @@ void run_math(const EvalArgs& args) {
     fmt::print(stderr, "eval: {} rows have no reference answer in {} and are not scored\n",
                result.without_reference, prompts.reference_source());
   }
-  if (!args.out.empty()) {
-    partial_file.close();
-    io::write_file_atomic(args.out, lines);
-    std::error_code ignored;
-    std::filesystem::remove(partial, ignored);
-  }
+  answers.commit();
   if (args.json) {
     nlohmann::json j = {{"task", "math"},
                         {"accuracy", result.accuracy},

@@ -410,7 +410,7 @@ void run_generate(const GenerateArgs& args) {
   std::unique_ptr<StreamPrinter> printer;
   if (stream) printer = std::make_unique<StreamPrinter>(*g.tokenizer, options.eos_ids, args.stop);
   // Note [Stopping eval and generate]: each row is printed once it and the
-  // rows before it are done, and a stop keeps what was printed.
+  // rows before it are done; a stop prints the other rows answered too.
   std::vector<train::Generation> out(ids.size());
   int64_t made = 0;
   const auto print_row = [&](int64_t index) {
@@ -441,7 +441,7 @@ void run_generate(const GenerateArgs& args) {
   if (args.prompt.empty()) stop.emplace();
   options.on_batch_done = [&](int64_t done, int64_t total) {
     if (show_progress) fmt::print(stderr, "\rgenerate: {}/{} rows answered", done, total);
-    if (stop) stop->throw_if_requested();
+    if (stop && done < total) stop->throw_if_requested();  // the last batch ends the run anyway
   };
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -449,11 +449,21 @@ void run_generate(const GenerateArgs& args) {
       if (printer) printer->on_token(token);
     });
   } catch (const RowsStopped& stopped) {
-    fmt::print(stderr,
-               "{}generate: stopped by signal {} after the batch in flight; {} of {} rows "
-               "were printed, in row order\n",
-               show_progress ? "\n" : "", stopped.signal, in_order.emitted(), ids.size());
-    throw CLI::RuntimeError(128 + stopped.signal);
+    const int64_t in_row_order = in_order.emitted();
+    const int64_t past = in_order.flush_done();
+    std::vector<std::string> parts;
+    if (in_row_order > 0) parts.push_back(fmt::format("rows 1 to {} in order", in_row_order));
+    if (past > 0) {
+      parts.push_back(
+          fmt::format("then {} more past row {}, the first one not answered (each with its number)",
+                      past, in_row_order + 1));
+    }
+    say_on_stderr(
+        fmt::format("{}generate: stopped by signal {} after the batch in flight; {} of "
+                    "{} rows were printed{}",
+                    show_progress ? "\n" : "", stopped.signal, in_row_order + past, ids.size(),
+                    parts.empty() ? "" : fmt::format(" ({})", fmt::join(parts, ", "))));
+    end_by_signal(stopped.signal);
   }
   if (show_progress) fmt::print(stderr, "\n");
   const double seconds =

@@ -147,6 +147,10 @@ nlohmann::json print_data_parallel(const plan::Plan& r, const plan::Plan& zero,
 // from `lazytrain launch`.
 std::vector<std::string> config_overrides(const PlanArgs& args, const CLI::App& cmd) {
   const plan::PlanOptions run_plans;  // as a run's plan_for_run leaves them
+  // With neither --config nor --model the demo's config is planned.
+  const std::string with_config = args.config.empty()
+                                      ? "leave it out for the demo's run plan, or give --model"
+                                      : "leave it out with --config";
   for (const auto& [flag, run_takes] :
        {std::pair<const char*, std::string>{
             "--max-recompute",
@@ -154,13 +158,13 @@ std::vector<std::string> config_overrides(const PlanArgs& args, const CLI::App& 
         {"--time-limit", fmt::format("{:g} s", run_plans.time_limit_s)}}) {
     LT_CHECK(cmd.count(flag) == 0, flag,
              " is for a plan of --model: a train config has no key for it (a run's planner takes ",
-             run_takes, "); leave it out with --config");
+             run_takes, "); ", with_config);
   }
   for (const char* flag : {"--gpus", "--gpus-per-node"}) {
     LT_CHECK(cmd.count(flag) == 0, flag,
              " is for a plan of --model: with --config the plan is of one process, as `lazytrain "
-             "train` runs it (a data-parallel run's ranks come from `lazytrain launch`); leave it "
-             "out with --config");
+             "train` runs it (a data-parallel run's ranks come from `lazytrain launch`); ",
+             with_config);
   }
   std::vector<std::pair<const char*, std::string>> flags;  // flag, key=value
   const auto given = [&](const char* flag) { return cmd.count(flag) > 0; };

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 
 namespace lt::cli {
 
@@ -17,8 +19,8 @@ bool caught[3] = {false, false, false};
 extern "C" void note_stop(int sig) {
   requested_by.store(sig);
   constexpr char kSaid[] =
-      "\nstop requested: the batch in flight finishes and its rows are kept (the same signal "
-      "again ends it now)\n";
+      "\nstop requested: the batch in flight finishes and the rows answered are kept (the same "
+      "signal again ends it now)\n";
   const ssize_t ignored = ::write(STDERR_FILENO, kSaid, sizeof kSaid - 1);  // async-signal-safe
   (void)ignored;
 }
@@ -47,6 +49,26 @@ RowsStopRequest::~RowsStopRequest() {
 
 void RowsStopRequest::throw_if_requested() const {
   if (const int sig = requested_by.load(); sig != 0) throw RowsStopped{sig};
+}
+
+void say_on_stderr(const std::string& text) {
+  const std::string line = text + "\n";
+  const ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
+void end_by_signal(int sig) {
+  std::fflush(stdout);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  ::sigemptyset(&default_action.sa_mask);
+  ::sigaction(sig, &default_action, nullptr);
+  sigset_t only;
+  ::sigemptyset(&only);
+  ::sigaddset(&only, sig);
+  ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  ::raise(sig);
+  std::_Exit(128 + sig);  // a signal whose default action is not to end (none of the three)
 }
 
 }  // namespace lt::cli

@@ -4,11 +4,16 @@
 // ended the process with every answer lost: generate printed nothing
 // before the last row, and eval wrote --out only at the end. The rows are
 // now written as they come, in row order, and the first SIGINT, SIGTERM
-// or SIGHUP is a request: the batch in flight finishes, its rows are
-// written, and the command says where they are and exits 128 + the signal.
-// A second signal ends the process at once (the default action). A signal
-// the command was started with ignored (nohup, `&` in a script) stays so.
+// or SIGHUP is a request: the batch in flight finishes, every row answered
+// is written (those past the first unanswered one after the others, each
+// with its row or line), and the command says what it kept and ends by the
+// signal, as the default action would (a shell script's loop stops on a
+// child killed by SIGINT, not on one that exited 130). A second signal
+// ends the process at once. A signal the command was started with ignored
+// (nohup, `&` in a script) stays so. A stop in the last batch changes
+// nothing: the command ends as it would have.
 #include <cstdint>
+#include <string>
 
 namespace lt::cli {
 
@@ -27,5 +32,12 @@ class RowsStopRequest {
   // Throws RowsStopped when a signal came.
   void throw_if_requested() const;
 };
+
+// Prints `text` on stderr; a closed terminal (SIGHUP's, EIO) is not an
+// error here, where the command is ending.
+void say_on_stderr(const std::string& text);
+
+// Ends the process by `sig`'s default action, stdout flushed.
+[[noreturn]] void end_by_signal(int sig);
 
 }  // namespace lt::cli

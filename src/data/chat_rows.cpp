@@ -159,11 +159,13 @@ json read_tools_file(const std::filesystem::path& file) {
   }
   // Either form: the list itself, or an object holding it as "tools". An
   // object without it was reported as a "tools" field the file lacks.
-  if (!value.is_array() && !(value.is_object() && value.contains("tools"))) {
+  // (A string holding the list, as datasets store tools, is read as the
+  // field is.)
+  if (!value.is_array() && !value.is_string() && !(value.is_object() && value.contains("tools"))) {
     fail(file.string(), ": expected a list of tools, or an object with a \"tools\" list; found ",
          value.is_object() ? "an object without \"tools\"" : value.type_name());
   }
-  if (value.is_array()) value = json{{"tools", std::move(value)}};
+  if (!value.is_object()) value = json{{"tools", std::move(value)}};
   try {
     json tools = tools_field(value);
     LT_CHECK(!tools.is_null(), file.string(), ": no tools in it");

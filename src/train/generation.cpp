@@ -164,7 +164,19 @@ void run_batch(const models::CausalLM& model, const std::vector<std::vector<int3
 
 void RowsInOrder::done(int64_t index) {
   done_.at(static_cast<size_t>(index)) = true;
-  while (next_ < done_.size() && done_[next_]) emit_(static_cast<int64_t>(next_++));
+  while (!flushed_ && next_ < done_.size() && done_[next_]) emit_(static_cast<int64_t>(next_++));
+}
+
+int64_t RowsInOrder::flush_done() {
+  if (flushed_) return 0;
+  flushed_ = true;
+  int64_t handed = 0;
+  for (size_t i = next_; i < done_.size(); ++i) {
+    if (!done_[i]) continue;
+    emit_(static_cast<int64_t>(i));
+    ++handed;
+  }
+  return handed;
 }
 
 const char* finish_reason_name(FinishReason reason) {
@@ -207,7 +219,11 @@ std::vector<Generation> generate(const models::CausalLM& model,
   }
   std::vector<Generation> results(prompts.size());
   if (prompts.empty()) return results;
-  if (o.max_new_tokens == 0) return results;  // kLength, nothing made
+  if (o.max_new_tokens == 0) {  // kLength, nothing made
+    for (size_t i = 0; o.on_row_done && i < results.size(); ++i)
+      o.on_row_done(static_cast<int64_t>(i), results[i]);
+    return results;
+  }
 
   NoGradGuard no_grad;
   // Streamed: the cache and activations in the device's memory, the
@@ -218,7 +234,10 @@ std::vector<Generation> generate(const models::CausalLM& model,
   // ties keep input order.
   std::vector<int64_t> order(prompts.size());
   std::iota(order.begin(), order.end(), 0);
-  const size_t window = static_cast<size_t>(o.batch_size * kWindowBatches);
+  // (A --batch-size near INT64_MAX must not wrap the window to 0.)
+  const size_t window = o.batch_size > static_cast<int64_t>(prompts.size()) / kWindowBatches
+                            ? prompts.size()
+                            : static_cast<size_t>(o.batch_size * kWindowBatches);
   for (size_t first = 0; first < order.size(); first += window) {
     std::stable_sort(
         order.begin() + static_cast<std::ptrdiff_t>(first),

@@ -78,12 +78,16 @@ class RowsInOrder {
   RowsInOrder(size_t count, std::function<void(int64_t index)> emit)
       : done_(count, false), emit_(std::move(emit)) {}
   void done(int64_t index);
-  // Indices handed to `emit` so far.
+  // Indices handed to `emit` in order so far: the first not done.
   int64_t emitted() const { return static_cast<int64_t>(next_); }
+  // After a stop: hands the done indices past the first not done to
+  // `emit`, in order, and returns how many.
+  int64_t flush_done();
 
  private:
   std::vector<bool> done_;
   size_t next_ = 0;
+  bool flushed_ = false;
   std::function<void(int64_t)> emit_;
 };
 

@@ -42,7 +42,13 @@ MathEvalResult evaluate_math(const models::CausalLM& model, const data::Tokenize
     in_order.done(i);
   };
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<Generation> out = generate(model, prompts, options);
+  std::vector<Generation> out;
+  try {
+    out = generate(model, prompts, options);
+  } catch (...) {
+    in_order.flush_done();  // a stop or an error: every answer made is handed on
+    throw;
+  }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (size_t i = 0; i < out.size(); ++i) {
     result.correct += answered[i].correct;

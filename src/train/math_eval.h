@@ -37,7 +37,9 @@ struct MathEvalResult {
 // `options` gives the length limit, batch size, EOS ids and stop strings;
 // its sampling is replaced by greedy decoding. `on_scored_row`, when
 // given, gets each scored row in row order as soon as it and the rows
-// before it are answered (eval --out writes them as they come).
+// before it are answered (eval --out writes them as they come); when
+// generation throws (a stop), the rows answered past the first unanswered
+// one follow, in row order, before the exception goes on.
 MathEvalResult evaluate_math(const models::CausalLM& model, const data::Tokenizer& tokenizer,
                              const std::vector<data::PromptRow>& rows, GenerationOptions options,
                              const std::function<void(const MathEvalRow&)>& on_scored_row = {});

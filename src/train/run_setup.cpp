@@ -28,15 +28,31 @@ std::string longest_at(const data::SeqLenCut& cut) {
   return cut.longest_line > 0 ? fmt::format(", line {},", cut.longest_line) : "";
 }
 
-// The advice to raise train.seq_len stops at the model's context, past
-// which a set length is refused (it suggested lengths the run refused).
-std::string past_context(const data::SeqLenCut& cut, const models::ModelConfig* model) {
+// What to do about rows train.seq_len cuts: raise it, but not past the
+// model's context, which a set length is refused past (it suggested
+// lengths the run refused); at the context already, shorten or split the
+// rows. Packing (training rows only: evaluation rows are always cut) keeps
+// a long row whole across rows. `with_longest`: say the longest row.
+std::string seq_len_advice(const data::SeqLenCut& cut, const models::ModelConfig* model,
+                           int64_t seq_len, bool trains, bool with_longest) {
+  const std::string longest =
+      with_longest ? fmt::format(" (the longest row{} has {} tokens)", longest_at(cut), cut.longest)
+                   : "";
+  const std::string pack = trains ? ", or train packed (data.pack: true)" : "";
   const int64_t context = model ? model->exact_context() : 0;
-  if (context <= 0 || cut.longest <= context) return "";
-  return fmt::format(
-      " up to the model's context of {} tokens ({}); rows longer than that must be shortened "
-      "or split, or trained packed (data.pack: true)",
-      context, model->exact_context_key());
+  if (context > 0 && seq_len >= context) {
+    return fmt::format(
+        "train.seq_len is the model's context already ({} tokens, {}): shorten or split the "
+        "longer rows{}{}",
+        context, model->exact_context_key(), pack, longest);
+  }
+  if (context > 0 && cut.longest > context) {
+    return fmt::format(
+        "raise train.seq_len, up to the model's context of {} tokens ({}){}; rows longer than "
+        "that must be shortened or split{}",
+        context, model->exact_context_key(), longest, pack);
+  }
+  return "raise train.seq_len" + longest;
 }
 
 // Padded training rows and every evaluation row (of eval_loss, when the run
@@ -66,7 +82,8 @@ void report_seq_len_cut(const TrainConfig& c, const std::vector<data::Sample>& s
          " (", cut.rows_cut, " of ", cut.rows, " rows ", cut.rows_cut == 1 ? "is" : "are",
          " longer and ", cut.rows_cut == 1 ? "was" : "were", " cut; the longest", longest_at(cut),
          " has ", cut.longest, " tokens", cut.whole_without_target > 0 ? "; " + no_first : "",
-         "): the run could learn nothing; raise train.seq_len", past_context(cut, model));
+         "): the run could learn nothing; ",
+         seq_len_advice(cut, model, seq_len, trains, /*with_longest=*/false));
   }
   if (trains && cut.whole_without_target > 0)
     log->message(fmt::format("data: {}: {}; their steps train on the other rows", file, no_first));
@@ -92,8 +109,7 @@ void report_seq_len_cut(const TrainConfig& c, const std::vector<data::Sample>& s
                         trains ? "trained" : "scored", seq_len);
   }
   if (cut.cut_without_target > 0 || cut.cut_losing_targets > 0) {
-    line += fmt::format(": raise train.seq_len (the longest row{} has {} tokens){}",
-                        longest_at(cut), cut.longest, past_context(cut, model));
+    line += ": " + seq_len_advice(cut, model, seq_len, trains, /*with_longest=*/true);
   } else {
     line += fmt::format(" (their tokens past {} are not {})", seq_len, use);
   }

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "data/builtin_template_jinja.h"
 #include "data/chat_template.h"
+#include "data/chat_template_names.h"
 #include "train/config.h"
 #include "train/run_setup.h"
 
@@ -100,9 +101,9 @@ PromptTemplate prompt_template(const fs::path& model_dir, const std::string& giv
   // A name no layout has (an edited file) is the record's mistake, named
   // there: the layout's own refusal named no file.
   for (const SourceTemplate& s : sources) {
-    static constexpr std::string_view kNames[] = {"auto", "chatml", "qwen3", "llama3", "plain"};
-    LT_CHECK(std::find(std::begin(kNames), std::end(kNames), s.name) != std::end(kNames),
-             record.string(), ": ", s.key, " is \"", s.name,
+    const std::vector<std::string>& names = data::kChatTemplateNames;
+    LT_CHECK(std::find(names.begin(), names.end(), s.name) != names.end(), record.string(), ": ",
+             s.key, " is \"", s.name,
              "\", not a chat template (auto, chatml, qwen3, llama3 or plain); give --template to "
              "choose one");
   }

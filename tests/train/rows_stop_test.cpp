@@ -1,10 +1,11 @@
 // Note [Stopping eval and generate] (cli/rows_stop.h): rows are written in
-// row order as they finish, and a SIGTERM keeps every row written: the
-// command finishes the batch in flight, says how many rows it kept and
-// where, and exits 128 + 15. The rows kept are the rows a run over only
-// those rows makes (eval), or what the library makes for them (generate),
-// line for line. Before, generate printed nothing until its last row and
-// eval wrote --out only at the end: a stop lost every answer.
+// row order as they finish, and a SIGTERM keeps every row answered: the
+// command finishes the batch in flight, writes the rows answered past the
+// first unanswered one too, says how many it kept and where, and ends by
+// the signal. Each row kept is that row of a run to the end (eval), or what
+// the library makes for it (generate). Before, generate printed nothing
+// until its last row and eval wrote --out only at the end: a stop lost
+// every answer.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -24,7 +25,7 @@
 namespace lt::train::testing {
 namespace {
 
-constexpr int kRows = 3000;
+constexpr int kRows = 600;
 
 std::vector<std::string> lines_of(const fs::path& path) {
   std::ifstream in(path);
@@ -57,26 +58,34 @@ TEST(RowsStop, GenerateKeepsThePrintedRowsInRowOrder) {
   ASSERT_TRUE(wait_for_lines(child, printed, 5)) << child.output();
   child.signal(SIGTERM);
   const int status = child.wait(60);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << child.output();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status << child.output();
   const std::vector<std::string> lines = lines_of(printed);
   ASSERT_GE(lines.size(), 5u);
   ASSERT_LT(lines.size(), static_cast<size_t>(kRows)) << "the stop came after the last row";
   EXPECT_MENTIONS(child.output(), "generate: stopped by signal 15 after the batch in flight; " +
                                       std::to_string(lines.size()) + " of " +
-                                      std::to_string(kRows) + " rows were printed, in row order");
+                                      std::to_string(kRows) + " rows were printed (rows 1 to ");
+  // Every row printed once, rows 1..K first in order, then the others
+  // answered in order; each as the library makes it in the same batches.
   std::vector<std::vector<int32_t>> prompts;
-  for (size_t r = 0; r < lines.size(); ++r) prompts.push_back(prompt_of(static_cast<int>(r)));
+  for (int r = 0; r < kRows; ++r) prompts.push_back(prompt_of(r));
   GenerationOptions options;
   options.max_new_tokens = 30;
   options.eos_ids = {2};  // the fixture's generation_config.json
+  options.batch_size = 2;
   const std::vector<Generation> want =
       generate(io::load_hf_model(fixture("llama"), DType::F32), prompts, options);
+  int64_t previous = 0;
   for (size_t r = 0; r < lines.size(); ++r) {
     const nlohmann::json row = nlohmann::json::parse(lines[r]);
-    EXPECT_EQ(row.at("row"), r + 1);
-    EXPECT_EQ(row.at("output_ids").get<std::vector<int32_t>>(), want[r].tokens) << r;
+    const int64_t number = row.at("row").get<int64_t>();
+    EXPECT_GT(number, previous) << "rows in order, each once";
+    previous = number;
+    EXPECT_EQ(row.at("output_ids").get<std::vector<int32_t>>(),
+              want[static_cast<size_t>(number - 1)].tokens)
+        << number;
   }
+  EXPECT_EQ(nlohmann::json::parse(lines[0]).at("row"), 1);
 }
 
 TEST(RowsStop, EvalMathKeepsTheAnsweredRowsInOutsPartialFile) {
@@ -120,27 +129,29 @@ TEST(RowsStop, EvalMathKeepsTheAnsweredRowsInOutsPartialFile) {
   ASSERT_TRUE(wait_for_lines(child, partial, 5)) << child.output();
   child.signal(SIGTERM);
   const int status = child.wait(60);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << child.output();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status << child.output();
   EXPECT_FALSE(fs::exists(tmp / "answers.jsonl")) << "--out is the whole file or none";
   const std::vector<std::string> kept = lines_of(partial);
   ASSERT_GE(kept.size(), 5u);
   ASSERT_LT(kept.size(), static_cast<size_t>(kRows)) << "the stop came after the last row";
-  EXPECT_MENTIONS(child.output(), "eval: stopped by signal 15 after the batch in flight; the " +
-                                      std::to_string(kept.size()) +
-                                      " answered before it, in row order, are in " +
+  EXPECT_MENTIONS(child.output(), "eval: stopped by signal 15 after the batch in flight; kept " +
+                                      std::to_string(kept.size()) + " answers in " +
                                       partial.string());
-  // The same rows alone, answered to the end: --out holds the same lines,
-  // and no .partial file is left.
-  std::string first;
-  for (size_t r = 0; r < kept.size(); ++r) first += lines_of(tmp / "all.jsonl")[r] + "\n";
-  write_text(tmp / "first.jsonl", first);
+  // The run to the end: --out holds every row, no .partial file is left,
+  // and each row kept is its line there.
   std::string output;
-  ASSERT_EQ(run_program(eval_args("first.jsonl", "whole.jsonl"), tmp / "whole.log", &output, 120),
-            0)
+  ASSERT_EQ(run_program(eval_args("all.jsonl", "whole.jsonl"), tmp / "whole.log", &output, 120), 0)
       << output;
-  EXPECT_EQ(lines_of(tmp / "whole.jsonl"), kept);
   EXPECT_FALSE(fs::exists(tmp / "whole.jsonl.partial"));
+  const std::vector<std::string> whole = lines_of(tmp / "whole.jsonl");
+  ASSERT_EQ(whole.size(), static_cast<size_t>(kRows));
+  int64_t previous = 0;
+  for (const std::string& line : kept) {
+    const int64_t at = nlohmann::json::parse(line).at("line").get<int64_t>();
+    EXPECT_GT(at, previous) << "rows in order, each once";
+    previous = at;
+    EXPECT_EQ(line, whole[static_cast<size_t>(at - 1)]);
+  }
 }
 
 TEST(RowsStop, RowsInOrderHandsEachIndexOnceItsPrefixIsDone) {
@@ -153,6 +164,15 @@ TEST(RowsStop, RowsInOrderHandsEachIndexOnceItsPrefixIsDone) {
   in_order.done(3);
   EXPECT_EQ(emitted, (std::vector<int64_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(in_order.emitted(), 5);
+  EXPECT_EQ(in_order.flush_done(), 0);
+  // A stop: the done indices past the first not done follow, in order.
+  emitted.clear();
+  RowsInOrder stopped(6, [&](int64_t i) { emitted.push_back(i); });
+  for (int64_t i : {4, 0, 2}) stopped.done(i);
+  EXPECT_EQ(stopped.flush_done(), 2);
+  EXPECT_EQ(emitted, (std::vector<int64_t>{0, 2, 4}));
+  stopped.done(1);  // after the flush nothing more is handed on
+  EXPECT_EQ(emitted, (std::vector<int64_t>{0, 2, 4}));
 }
 
 }  // namespace

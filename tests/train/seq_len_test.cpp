@@ -155,7 +155,8 @@ TEST(SeqLen, RowsWithNothingPastTheirFirstTokenAreNamedNotBlamedOnSeqLen) {
 
 // A row longer than the model's context (the fixture's 64 positions)
 // cannot be kept whole at any train.seq_len the run takes: the advice to
-// raise it stops there, and names the row's line (it suggested 80).
+// raise it stops there, and names the row's line (it suggested 80); at the
+// context, it is to shorten, split or pack the rows.
 TEST(SeqLen, TheAdviceToRaiseSeqLenStopsAtTheModelsContext) {
   TempDir tmp("seq_len_context");
   const fs::path data = tmp / "rows.jsonl";
@@ -163,9 +164,18 @@ TEST(SeqLen, TheAdviceToRaiseSeqLenStopsAtTheModelsContext) {
   const std::string err = train_and_capture(
       fixture_config(fixture("llama"), data, tmp / "out", {"train.seq_len=32", "train.steps=1"}));
   EXPECT_MENTIONS(err,
-                  "raise train.seq_len (the longest row, line 2, has 80 tokens) up to the "
-                  "model's context of 64 tokens (max_position_embeddings); rows longer than "
-                  "that must be shortened or split, or trained packed (data.pack: true)");
+                  "raise train.seq_len, up to the model's context of 64 tokens "
+                  "(max_position_embeddings) (the longest row, line 2, has 80 tokens); rows "
+                  "longer than that must be shortened or split, or train packed (data.pack: "
+                  "true)");
+  // At the context already, raising it is no advice.
+  const std::string at_context = train_and_capture(
+      fixture_config(fixture("llama"), data, tmp / "at", {"train.seq_len=64", "train.steps=1"}));
+  EXPECT_MENTIONS(at_context,
+                  "train.seq_len is the model's context already (64 tokens, "
+                  "max_position_embeddings): shorten or split the longer rows, or "
+                  "train packed (data.pack: true) (the longest row, line 2, has 80 "
+                  "tokens)");
   // Within the context, no bound is said.
   write_rows(data, {{5, 0}, {60, 40}});
   const std::string within = train_and_capture(
