@@ -22,7 +22,9 @@
 // qwen3: exactly what Qwen3's chat_template
 // (tests/data/fixtures/qwen3/tokenizer_config.json) renders with
 // add_generation_prompt=False; checked id for id against transformers'
-// apply_chat_template (tests/data/fixtures/chat_template_goldens.json). As
+// apply_chat_template (tests/data/fixtures/chat_template_goldens.json),
+// but for the label boundary below (a reply of an earlier turn starting
+// with a newline: "\n" "\n\n" where transformers has "\n\n\n"). As
 // chatml, except for assistant messages:
 //   - content with "</think>" is split: the answer is what follows the last
 //     "</think>" with leading newlines stripped; the reasoning is what

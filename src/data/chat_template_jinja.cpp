@@ -9,9 +9,30 @@ namespace lt::data {
 
 namespace {
 
+// Whether `c` is in any string of `v` (its keys too).
+bool holds_char(const jinja::Value& v, char c) {
+  if (v.is_string()) return v.get_ref<const std::string&>().find(c) != std::string::npos;
+  if (v.is_array())
+    return std::any_of(v.begin(), v.end(), [&](const jinja::Value& e) { return holds_char(e, c); });
+  if (!v.is_object()) return false;
+  for (auto it = v.begin(); it != v.end(); ++it)
+    if (it.key().find(c) != std::string::npos || holds_char(it.value(), c)) return true;
+  return false;
+}
+
 // Stands in for an assistant's content to find where the content lands: a
-// character no template trims, splits at or tests for.
-constexpr std::string_view kStandIn = "\x01";
+// control character no template trims, splits at or tests for (not one of
+// Python's whitespace: 0x09-0x0D, 0x1C-0x1F), and one the message does not
+// hold: a reply of U+0001 alone rendered as its stand-in did, and trained
+// nothing.
+std::string stand_in_text(const ChatMessage& m) {
+  for (char c = 0x01; c < 0x1C; ++c) {
+    if (c >= 0x09 && c <= 0x0D) continue;
+    if (m.content.find(c) == std::string::npos && !holds_char(m.fields, c))
+      return std::string(1, c);
+  }
+  return "\x01";  // a message holding all 22 of them: the first, as before
+}
 
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
@@ -39,10 +60,11 @@ jinja::Value messages_value(std::span<const ChatMessage> messages) {
 // `m` with its output replaced by the stand-in: the content, and no tool
 // calls or reasoning.
 ChatMessage stand_in_for(const ChatMessage& m) {
-  ChatMessage stand_in{m.role, std::string(kStandIn), nullptr};
+  const std::string text = stand_in_text(m);
+  ChatMessage stand_in{m.role, text, nullptr};
   if (m.fields.is_object()) {
     stand_in.fields = m.fields;
-    stand_in.fields["content"] = kStandIn;
+    stand_in.fields["content"] = text;
     for (std::string_view key : kOutputFields) stand_in.fields.erase(std::string(key));
   }
   return stand_in;
@@ -57,8 +79,9 @@ std::optional<ChatMessage> calls_stand_in_for(const ChatMessage& m) {
   if (!m.fields.is_object()) return std::nullopt;
   const auto calls = m.fields.find("tool_calls");
   if (calls == m.fields.end() || !calls->is_array() || calls->empty()) return std::nullopt;
-  ChatMessage stand_in{m.role, std::string(kStandIn), m.fields};
-  if (stand_in.fields.contains("content")) stand_in.fields["content"] = kStandIn;
+  const std::string text = stand_in_text(m);
+  ChatMessage stand_in{m.role, text, m.fields};
+  if (stand_in.fields.contains("content")) stand_in.fields["content"] = text;
   for (std::string_view key : kOutputFields) {
     if (key != "tool_calls") stand_in.fields.erase(std::string(key));
   }
@@ -66,7 +89,7 @@ std::optional<ChatMessage> calls_stand_in_for(const ChatMessage& m) {
     if (!call.is_object()) continue;
     const bool nested = call.contains("function") && call["function"].is_object();
     jinja::Value& function = nested ? call["function"] : call;
-    function["name"] = kStandIn;
+    function["name"] = text;
     function["arguments"] = jinja::Value::object();
   }
   return stand_in;

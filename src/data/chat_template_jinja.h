@@ -8,7 +8,8 @@
 // Which tokens are trained (labels = ids; every other label is -100). For
 // each assistant message i:
 //   1. Where its output lands: the conversation is rendered again with
-//      message i's content replaced by a one-character stand-in (U+0001)
+//      message i's content replaced by a one-character stand-in (a control
+//      character the message does not hold, U+0001 first)
 //      and what else the model writes in that turn removed (tool_calls,
 //      reasoning_content and its aliases); the text that differs between
 //      the two renderings is the turn's output as the template wrote it

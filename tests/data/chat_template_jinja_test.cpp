@@ -266,6 +266,26 @@ TEST_F(TemplateFolder, ListOfNamedTemplatesWithoutDefaultIsRefused) {
             2u);
 }
 
+// A reply that is a control character itself (U+0001 was the stand-in
+// that finds where a reply lands) trains as any reply: its tokens and the
+// end of its turn. It rendered as its stand-in did, and trained nothing.
+TEST_F(JinjaTemplates, AReplyOfTheStandInCharacterIsTrained) {
+  for (const auto& [file, end] :
+       {std::pair<const char*, const char*>{"qwen3/tokenizer_config.json", "<|im_end|>"},
+        {"chat_templates/llama3.1.jinja", "<|eot_id|>"}}) {
+    const JinjaChatTemplate t = template_of(file);
+    const std::vector<ChatMessage> messages = {{Role::kUser, "x"},
+                                               {Role::kAssistant, "\x01"},
+                                               {Role::kUser, "y"},
+                                               {Role::kAssistant, "ok"}};
+    const Sample sample = t.render(messages, *tokenizer_, false);
+    std::vector<uint32_t> trained;
+    for (size_t i = 0; i < sample.ids.size(); ++i)
+      if (sample.labels[i] != -100) trained.push_back(static_cast<uint32_t>(sample.labels[i]));
+    EXPECT_EQ(tokenizer_->decode(trained), "\x01" + std::string(end) + "ok" + end) << file;
+  }
+}
+
 TEST_F(JinjaTemplates, PromptsEndWhereTheAnswerStarts) {
   // Generation renders a prompt as training does: the text before the
   // answer's first trained token, which here is each template's own
