@@ -441,7 +441,8 @@ MemoryBudget fixed_bytes_of(const models::ModelConfig& c, const TrainSizes& s,
   }
   add_optimizer_states(m, Host, on_host, s);
   if (!s.f32_weight_uploads)
-    m.add(Host, "weights streamed to the device, pinned (bf16)" + of_host, on_host * kBf16);
+    m.add(Host, "weights streamed to the device, bf16 copies (pinned on a GPU)" + of_host,
+          on_host * kBf16);
   if (on_disk > 0) {
     add_disk_stages(m, disk, s);
     // The uploads' source, since the masters are not there to copy from.
