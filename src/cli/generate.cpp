@@ -188,18 +188,23 @@ data::jinja::Value read_tools_option(const std::string& file) {
   }
 }
 
-// The note when the model folder's generation_config.json asks for
-// sampling (do_sample true) and no sampling option was given: transformers'
-// generate() would sample there, this run is greedy. Empty when it does not
-// ask (or there is no such file; a malformed one was refused as the EOS ids
-// were read).
-std::string sampling_config_note(const std::string& model) {
+// The model folder's generation_config.json for the notes below, read once;
+// an empty object when there is none (a malformed one was refused as the
+// EOS ids were read).
+nlohmann::json generation_config_of(const std::string& model) {
   const fs::path file = fs::path(model) / io::kHfGenerationFile;
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return "";
+  if (!fs::is_regular_file(file, ec)) return nlohmann::json::object();
   std::ifstream in(file);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return "";
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+// The note when the model folder's generation_config.json (`j`) asks for
+// sampling (do_sample true) and no sampling option was given: transformers'
+// generate() would sample there, this run is greedy. Empty when it does not
+// ask (or there is no such file).
+std::string sampling_config_note(const std::string& model, const nlohmann::json& j) {
   const auto sample = j.find("do_sample");
   if (sample == j.end() || !sample->is_boolean() || !sample->get<bool>()) return "";
   std::string values = "do_sample true";
@@ -226,13 +231,7 @@ std::string sampling_config_note(const std::string& model) {
 // max_new_tokens differ from transformers without a word): its length
 // limits unless --max-new-tokens is given, a repetition penalty, beams, a
 // minimum length. Empty when it sets none of them.
-std::string unapplied_config_note(const GenerateArgs& args) {
-  const fs::path file = fs::path(args.model) / io::kHfGenerationFile;
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return "";
-  std::ifstream in(file);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return "";
+std::string unapplied_config_note(const GenerateArgs& args, const nlohmann::json& j) {
   std::vector<std::string> set, advice;
   const auto number = [&](const char* key) -> std::optional<double> {
     const auto it = j.find(key);
@@ -337,11 +336,12 @@ void run_generate(const GenerateArgs& args) {
       args.prompt.empty() ? "generate --data" : "generate --prompt");
   if (const std::string note = train::eos_outside_vocabulary_note(g, "generate"); !note.empty())
     fmt::print(stderr, "{}\n", note);
+  const nlohmann::json generation_config = generation_config_of(args.model);
   if (!args.sampling_given) {
-    if (const std::string note = sampling_config_note(args.model); !note.empty())
+    if (const std::string note = sampling_config_note(args.model, generation_config); !note.empty())
       fmt::print(stderr, "{}\n", note);  // also under --json
   }
-  if (const std::string note = unapplied_config_note(args); !note.empty())
+  if (const std::string note = unapplied_config_note(args, generation_config); !note.empty())
     fmt::print(stderr, "{}\n", note);  // also under --json
   const train::PromptTemplate chosen =
       train::prompt_template(args.model, args.template_name, "generate");

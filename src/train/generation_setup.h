@@ -76,9 +76,9 @@ struct PromptsPastContext {
 
 // For a file's rows (generate --data, eval --task math): leaves out of
 // `prompts` the rows whose prompt is longer than the model's context (one
-// of the whole context still makes a token), as load_prompts skips a malformed row, so that the others
-// are answered (prompts are never cut). When every row is too long none is
-// left out: check_prompts_fit then refuses the first, as it refuses --prompt.
+// of the whole context still makes a token), as load_prompts skips a malformed row, so that the
+// others are answered (prompts are never cut). When every row is too long none is left out:
+// check_prompts_fit then refuses the first, as it refuses --prompt.
 PromptsPastContext leave_out_prompts_past_context(data::PromptSet& prompts,
                                                   const std::string& source,
                                                   const models::ModelConfig& config);

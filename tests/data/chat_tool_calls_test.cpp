@@ -444,7 +444,9 @@ TEST_F(ToolCalls, BuiltInLayoutsRefuseWhatOnlyTheModelsTemplateLaysOut) {
     for (const auto& [row, what] : rows) {
       const std::string error = error_of([&] { load({row}, layout); });
       EXPECT_NE(error.find("the row has " + what), std::string::npos) << layout << ": " << error;
-      EXPECT_NE(error.find("use it (template auto: --template auto, or data.template: auto)"), std::string::npos) << error;
+      EXPECT_NE(error.find("use it (template auto: --template auto, or data.template: auto)"),
+                std::string::npos)
+          << error;
     }
     // A name or an id beside role and content is not output: ignored there.
     // (A tokenizer without a template: "auto" is plain, and says why.)
