@@ -78,6 +78,7 @@ struct Process {
   std::vector<std::pair<std::string, std::string>> env;
   std::string name;
   bool stop_its_children = false;
+  int children_expected = 0;  // with stop_its_children: the ranks it starts
 };
 
 // Note [Stopping ranks under mpirun]: mpirun (OpenMPI 4.1) takes SIGINT or
@@ -87,8 +88,22 @@ struct Process {
 // to forward either signal (ess_base_forward_signals refuses them). So the
 // launcher signals mpirun's children, the ranks, itself: they stop after
 // the same step, rank 0 saves, each exits 0, and mpirun exits with their
-// status, as `lazytrain train` alone does. A signal before mpirun has
-// started any rank still goes to mpirun: there is nothing to save yet.
+// status, as `lazytrain train` alone does.
+// A stop before mpirun has started every rank is held until it has (Note
+// [A stop before the ranks start]).
+
+// Note [A stop before the ranks start]: a stop in a launch's first tenth of
+// a second was lost: sent to mpirun before it had started its ranks, it
+// was dropped (mpirun trained to the end and exited 0) or ended mpirun
+// alone, by a timing no script can tell. It is held until mpirun's ranks
+// run this program (a rank forked but not yet exec'd still has mpirun's
+// handlers), then forwarded to them as any later stop: a rank still
+// setting up ends by the signal, one past its setup stops before its
+// first step, as `lazytrain train` alone does. A stop held kHoldStopS
+// seconds (mpirun starting no rank) goes to mpirun itself. Ranks the
+// launcher forks itself take their stops at once: until exec they have
+// the default actions (start()).
+constexpr double kHoldStopS = 10;
 
 // The processes `parent` started that still run, from Linux's
 // /proc/PID/task/TID/children (one list per thread); empty when /proc does
@@ -115,6 +130,22 @@ void forward_stop_signal(int sig, const std::vector<Process>& processes,
     if (children.empty()) ::kill(pids[i], sig);
     for (const pid_t child : children) ::kill(child, sig);
   }
+}
+
+// Whether every process that stops its children has started all of them
+// running `self` (Note [A stop before the ranks start]).
+bool ranks_started(const std::vector<Process>& processes, const std::vector<pid_t>& pids,
+                   const std::vector<bool>& running, const fs::path& self) {
+  for (size_t i = 0; i < pids.size(); ++i) {
+    if (!running[i] || !processes[i].stop_its_children) continue;
+    int started = 0;
+    for (const pid_t child : children_of(pids[i])) {
+      std::error_code error;
+      if (fs::read_symlink(fmt::format("/proc/{}/exe", child), error) == self) ++started;
+    }
+    if (started < processes[i].children_expected) return false;
+  }
+  return true;
 }
 
 // Note [Children die with the launcher]: a launcher killed outright
@@ -158,6 +189,13 @@ pid_t start(const Process& p, pid_t group) {
     struct sigaction default_action = {};
     default_action.sa_handler = SIG_DFL;
     ::sigaction(SIGTERM, &default_action, nullptr);
+    // A stop forwarded before exec would be counted by the launcher's
+    // handler in this copy, and lost; one that is ignored stays so.
+    for (const int sig : {SIGINT, SIGHUP}) {
+      struct sigaction current = {};
+      ::sigaction(sig, nullptr, &current);
+      if (current.sa_handler == count_stop_signal) ::sigaction(sig, &default_action, nullptr);
+    }
     // Note [Children die with the launcher].
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != launcher) _exit(128 + SIGTERM);
@@ -180,9 +218,9 @@ int exit_code(int status) {
 }
 
 // Starts every process with SIGINT and SIGTERM (and SIGHUP, once, as
-// SIGTERM) forwarded to them and waits
-// for all; the first failure's exit code (128 + signal), else 0.
-int run_all(const std::vector<Process>& processes) {
+// SIGTERM) forwarded to them and waits for all; the first failure's exit
+// code (128 + signal), else 0. `self`: this program, which the ranks run.
+int run_all(const std::vector<Process>& processes, const fs::path& self) {
   LT_CHECK(processes.size() <= kMaxChildren, "lazytrain launch: at most ", kMaxChildren,
            " local processes");
   std::vector<pid_t> pids;
@@ -193,9 +231,20 @@ int run_all(const std::vector<Process>& processes) {
   bool hup_forwarded = false;
   auto old_int = std::signal(SIGINT, count_stop_signal);
   auto old_term = std::signal(SIGTERM, count_stop_signal);
-  // nohup's ignored SIGHUP stays ignored.
+  // nohup's ignored SIGHUP stays ignored, and a script's background job's
+  // SIGINT, as `lazytrain train` keeps them (its note too: a `kill -INT`
+  // that does nothing looks like a hung run).
   auto old_hup = std::signal(SIGHUP, count_stop_signal);
   if (old_hup == SIG_IGN) std::signal(SIGHUP, SIG_IGN);
+  if (old_int == SIG_IGN) {
+    std::signal(SIGINT, SIG_IGN);
+    std::fputs(fmt::format("launch: note: this process was started with SIGINT ignored (a shell's "
+                           "background job), so Ctrl-C does not reach it; `kill {}` (SIGTERM) "
+                           "stops the run after a save\n",
+                           ::getpid())
+                   .c_str(),
+               stderr);
+  }
   for (const Process& p : processes) {
     pids.push_back(start(p, pids.empty() ? 0 : pids.front()));
     running.push_back(true);
@@ -205,25 +254,36 @@ int run_all(const std::vector<Process>& processes) {
   // starts: an ignored signal would stay ignored in what they exec.)
   auto old_pipe = std::signal(SIGPIPE, SIG_IGN);
   int first_failure = 0;
-  std::optional<std::chrono::steady_clock::time_point> kill_at;
+  // When the processes left get SIGKILL; time_point::max() while no rank failed.
+  auto kill_at = std::chrono::steady_clock::time_point::max();
+  // When a stop began to be held; time_point::max() while none is.
+  auto stop_held_since = std::chrono::steady_clock::time_point::max();
+  bool started = false;  // Note [A stop before the ranks start]
   size_t left = pids.size();
   while (left > 0) {
+    const bool stop_waiting =
+        pending_sigint.load() + pending_sigterm.load() + pending_sighup.load() > 0;
+    if (stop_waiting && !started) started = ranks_started(processes, pids, running, self);
+    const auto now = std::chrono::steady_clock::now();
+    if (stop_waiting && !started) stop_held_since = std::min(stop_held_since, now);
+    const bool hold = stop_waiting && !started &&
+                      now - stop_held_since < std::chrono::duration<double>(kHoldStopS);
     // Each signal once, in turn: a second Ctrl-C is the ranks' "exit now".
-    for (int n = pending_sigint.exchange(0); n > 0; --n)
+    for (int n = hold ? 0 : pending_sigint.exchange(0); n > 0; --n)
       forward_stop_signal(SIGINT, processes, pids, running);
-    for (int n = pending_sigterm.exchange(0); n > 0; --n)
+    for (int n = hold ? 0 : pending_sigterm.exchange(0); n > 0; --n)
       forward_stop_signal(SIGTERM, processes, pids, running);
-    if (pending_sighup.exchange(0) != 0 && !hup_forwarded) {
+    if (!hold && pending_sighup.exchange(0) != 0 && !hup_forwarded) {
       hup_forwarded = true;
       forward_stop_signal(SIGTERM, processes, pids, running);
     }
     int status = 0;
     const pid_t done = ::waitpid(-1, &status, WNOHANG);
     if (done <= 0) {
-      if (kill_at && std::chrono::steady_clock::now() > *kill_at) {
+      if (std::chrono::steady_clock::now() > kill_at) {
         for (size_t i = 0; i < pids.size(); ++i)
           if (running[i]) ::kill(pids[i], SIGKILL);
-        kill_at.reset();
+        kill_at = std::chrono::steady_clock::time_point::max();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
@@ -383,11 +443,11 @@ void add_launch_command(CLI::App& app) {
                                        "LT_NUM_THREADS"};
       if (std::getenv("LT_RANK_ERRORS")) argv.insert(argv.end(), {"-x", "LT_RANK_ERRORS"});
       argv.insert(argv.end(), rank_command.begin(), rank_command.end());
-      processes.push_back({argv, {}, "mpirun", /*stop_its_children=*/true});
+      processes.push_back({argv, {}, "mpirun", /*stop_its_children=*/true, *nproc});
     } else {
       processes = forked_ranks(*nproc, rank_command);
     }
-    const int code = run_all(processes);
+    const int code = run_all(processes, self);
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }

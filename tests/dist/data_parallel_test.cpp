@@ -258,17 +258,6 @@ TEST(DataParallel, KillingOneRankEndsTheOthersNamingIt) {
       << child.output();
 }
 
-// The processes `parent` started, from Linux's /proc/PID/task/TID/children.
-std::vector<pid_t> children_of(pid_t parent) {
-  std::vector<pid_t> children;
-  for (const auto& task :
-       fs::directory_iterator(fs::path("/proc") / std::to_string(parent) / "task")) {
-    std::ifstream list(task.path() / "children");
-    for (pid_t pid = 0; list >> pid;) children.push_back(pid);
-  }
-  return children;
-}
-
 // Whether `pid` still runs a command whose line holds `marker` (a zombie's
 // line is empty; a reused pid's is another's).
 bool still_runs(pid_t pid, const std::string& marker) {

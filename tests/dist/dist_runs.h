@@ -69,6 +69,17 @@ inline pid_t find_process(const std::string& marker, const std::string& variable
   return 0;
 }
 
+// The processes `parent` started, from Linux's /proc/PID/task/TID/children.
+inline std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  for (const auto& task :
+       fs::directory_iterator(fs::path("/proc") / std::to_string(parent) / "task")) {
+    std::ifstream list(task.path() / "children");
+    for (pid_t pid = 0; list >> pid;) children.push_back(pid);
+  }
+  return children;
+}
+
 struct Runs {
   TempDir tmp{"data_parallel"};
   fs::path data = tmp / "data.jsonl";
