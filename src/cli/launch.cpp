@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -32,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -395,6 +397,16 @@ void add_launch_command(CLI::App& app) {
     LT_CHECK(!command.empty(),
              "lazytrain launch: no command; e.g. lazytrain launch --nproc 2 "
              "train run.yaml");
+    // The other commands know nothing of ranks: N copies of eval printed N
+    // results, N of convert wrote one folder N times at once.
+    static constexpr std::array<std::string_view, 7> kOneProcess = {
+        "info", "eval", "generate", "convert", "tokenize", "profile", "launch"};
+    LT_CHECK(
+        std::find(kOneProcess.begin(), kOneProcess.end(), command.front()) == kOneProcess.end(),
+        "lazytrain launch: ", command.front(),
+        " runs as one process (launch runs train, and plan to see each rank's plan); run "
+        "`lazytrain ",
+        command.front(), " ...` without launch");
     const fs::path self = fs::read_symlink("/proc/self/exe");
     // Every rank inherits this; NVLink multicast is never used.
     ::setenv("NCCL_NVLS_ENABLE", "0", 1);

@@ -120,13 +120,14 @@ World world_from_environment(const EnvironmentLookup& env) {
   return World{};
 }
 
-void check_batch_divides(int64_t batch_size, int64_t grad_accum, const World& world) {
+void check_batch_divides(int64_t batch_size, int64_t grad_accum, const World& world,
+                         const std::string& set_at) {
   if (!world.distributed()) return;
-  LT_CHECK(batch_size % world.size == 0, "train.batch_size ", batch_size,
+  LT_CHECK(batch_size % world.size == 0, set_at, "train.batch_size ", batch_size,
            " is the global batch and must divide by the world size ", world.size,
            " (each rank reads batch_size / world size sequences)");
   const int64_t rows = batch_size / std::max<int64_t>(grad_accum, 1);
-  LT_CHECK(rows % world.size == 0, "train.batch_size ", batch_size, " / train.grad_accum ",
+  LT_CHECK(rows % world.size == 0, set_at, "train.batch_size ", batch_size, " / train.grad_accum ",
            grad_accum, " = ", rows,
            " sequences per micro-batch, which must divide by the world size ", world.size);
 }

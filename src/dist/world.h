@@ -45,7 +45,10 @@ World world_from_environment(const EnvironmentLookup& env);
 // train.batch_size is the global batch: every micro-batch of `rows`
 // sequences is cut into world.size equal shards. Throws lt::Error naming
 // train.batch_size (and train.grad_accum when it is the cause) otherwise.
-void check_batch_divides(int64_t batch_size, int64_t grad_accum, const World& world);
+// `set_at` leads the message: where train.batch_size was set ("FILE (line
+// N): "), or "".
+void check_batch_divides(int64_t batch_size, int64_t grad_accum, const World& world,
+                         const std::string& set_at = "");
 
 // The line rank 0 logs at the start of a run of several ranks: how many,
 // what each runs of train.batch_size (and of each micro-batch, with

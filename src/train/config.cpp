@@ -1079,6 +1079,11 @@ void TrainConfig::validate_naming_sources(DataFiles data_files) const {
   }
 }
 
+std::string TrainConfig::where_set(const std::string& key) const {
+  const auto origin = key_origins.find(key);
+  return origin == key_origins.end() ? std::string() : origin->second + ": ";
+}
+
 std::vector<std::string> TrainConfig::comment_warnings() const {
   std::vector<std::string> warnings;
   for (const auto& [key, noted] : comments_after_paths)

@@ -185,6 +185,9 @@ struct TrainConfig {
   // (keys left at their defaults are absent); so too each item and field
   // of a list (data.sources[1], data.sources[1].weight). Not a key.
   std::map<std::string, std::string> key_origins;
+  // "FILE (line N): " or "--set KEY=VALUE: " where `key` was set, to lead a
+  // message about it; "" for a key left at its default.
+  std::string where_set(const std::string& key) const;
   // The input paths (as resolved, absolute) that were written relative to
   // the working folder, for the hint when one is missed. Not a key.
   std::set<std::string> relative_inputs;

@@ -194,13 +194,11 @@ ResidentSetFit resident_set_fit(const TrainConfig& c, const models::ModelConfig&
                            batch / *fitting)
              : std::string(" (none of this batch fits: lower train.batch_size or train.seq_len)"));
   }
-  const auto origin = c.key_origins.find("exec.mode");
   fit.refusal = fmt::format(
       "{}exec.mode resident: {} need an estimated {} on {}, over {:g} times what {} has ({}): "
       "more than the estimate runs high. {}",
-      origin != c.key_origins.end() ? origin->second + ": " : std::string(), sized_by,
-      gigabytes(counted), on, kResidentEstimateSlack, memory.from, gigabytes(memory.bytes),
-      instead);
+      c.where_set("exec.mode"), sized_by, gigabytes(counted), on, kResidentEstimateSlack,
+      memory.from, gigabytes(memory.bytes), instead);
   return fit;
 }
 

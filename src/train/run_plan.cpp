@@ -218,9 +218,8 @@ void check_offload_set_fits(const TrainConfig& c, const models::ModelConfig& mod
         gigabytes(needed), p.device.str(), memory.from, gigabytes(memory.bytes)));
     return;
   }
-  const auto origin = c.key_origins.find("exec.mode");
   fail_does_not_fit(
-      origin != c.key_origins.end() ? origin->second + ": " : std::string(), "exec.mode ", executor,
+      c.where_set("exec.mode"), "exec.mode ", executor,
       " keeps the whole model's weights and gradients on the device",
       zen ? ", with the top-k columns' states" : "", ": ", gigabytes(weights), " on ",
       p.device.str(), ", more than ", memory.from, " has (", gigabytes(memory.bytes),
@@ -760,12 +759,11 @@ std::string host_memory_shortfall(const TrainConfig& c, const models::ModelConfi
         "on the host)",
         bytes_text(p.budget.bytes(Host)), bytes_text(step_token_bytes(c, p)));
   }
-  const auto origin = c.key_origins.find("train.batch_size");
   return fmt::format(
       "{}train.batch_size {} sequences of train.seq_len {} tokens: the run's plan (executor {} on "
       "{}) needs {} of host memory{}, more than the {} free now. {}",
-      origin != c.key_origins.end() ? origin->second + ": " : std::string(), c.train.batch_size,
-      c.train.seq_len, exec::executor_name(p.executor), p.device.str(), bytes_text(needed), parts,
+      c.where_set("train.batch_size"), c.train.batch_size, c.train.seq_len,
+      exec::executor_name(p.executor), p.device.str(), bytes_text(needed), parts,
       bytes_text(free_bytes), batch_keys_advice(c, p));
 }
 

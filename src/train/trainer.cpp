@@ -328,12 +328,13 @@ std::unique_ptr<exec::ZeroOptimizer> make_zero_optimizer(const TrainConfig& c, c
                                                          exec::CrossRankSum* ranks) {
   if (!ranks || c.dist.zero == 0) return nullptr;
   const bool streaming = plan.executor == exec::ExecutorKind::Streaming;
-  LT_CHECK(plan.executor == exec::ExecutorKind::Offload || streaming,
+  LT_CHECK(plan.executor == exec::ExecutorKind::Offload || streaming, c.where_set("dist.zero"),
            "config key 'dist.zero' 1 (ZeRO-1) needs ",
            "exec.mode offload or streaming (a CPU-master executor), but the run uses ",
            exec::executor_name(plan.executor), "; set exec.mode offload or dist.zero 0");
   for (bool on_disk : plan.sizes.states_on_disk)
-    LT_CHECK(!on_disk, "config key 'dist.zero' 1 (ZeRO-1) keeps its shards in host memory: ",
+    LT_CHECK(!on_disk, c.where_set("dist.zero"),
+             "config key 'dist.zero' 1 (ZeRO-1) keeps its shards in host memory: ",
              "it does not combine with exec.state_placement putting states on disk yet; set ",
              "exec.state_placement: host, or dist.zero: 0");
   // adamw8bit: its blocks, so that the shards fall on them (exec/zero_optimizer.h).
@@ -583,7 +584,8 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   }
 
   if (r.world.distributed()) {
-    dist::check_batch_divides(c.train.batch_size, r.plan.grad_accum, r.world);
+    dist::check_batch_divides(c.train.batch_size, r.plan.grad_accum, r.world,
+                              c.where_set("train.batch_size"));
     // Before the plan's lines (rank 0 alone prints: cli::run_as_rank).
     log.message(dist::describe_data_parallel(c.train.batch_size, r.plan.grad_accum, r.world,
                                              r.plan.device.is_cuda()));
@@ -1161,7 +1163,8 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
   const dist::World world = dist::this_world();
   // The global batch's split among the ranks, before the data and weights
   // load (the micro-batches' split waits for the plan's grad_accum).
-  dist::check_batch_divides(requested.train.batch_size, /*grad_accum=*/1, world);
+  dist::check_batch_divides(requested.train.batch_size, /*grad_accum=*/1, world,
+                            requested.where_set("train.batch_size"));
   const bool writer = world.rank == 0;  // of out.dir: the other ranks only read it
   // Before anything in out.dir is read or written; declared before the run,
   // so that a run failing in its setup has closed its scratch files there

@@ -356,7 +356,8 @@ TEST(DataParallel, BatchThatDoesNotDivideNamesTheKeyAndTheRank) {
   // may be the one named, and the message is said once (it came once per
   // rank).
   const std::string message =
-      " of 2: error: train.batch_size 3 is the global batch and must divide by the world size 2";
+      " of 2: error: --set train.batch_size=3: train.batch_size 3 is the global batch and must "
+      "divide by the world size 2";
   const size_t at = output.find(message);
   EXPECT_NE(at, std::string::npos) << output;
   EXPECT_EQ(output.find(message, at + 1), std::string::npos) << output;
