@@ -248,6 +248,25 @@ std::string short_of_room(const fs::path& out_dir, int64_t step, const Checkpoin
                     newest, fmt::join(older, ", "));
 }
 
+// A save that failed for another reason than room (out.dir made read-only,
+// a permission, an I/O error): the write's error, led by the step it was
+// saving, and what to resume from (it said only "PATH: Permission denied").
+std::string failed_save(const fs::path& out_dir, int64_t step, const std::string& error) {
+  std::vector<fs::path> own;
+  for (fs::path& dir : complete_checkpoints(out_dir))
+    if (!is_link(dir)) own.push_back(std::move(dir));
+  const std::string what =
+      fmt::format("cannot save step {} in out.dir '{}': {}. ", step, out_dir.string(), error);
+  if (own.empty())
+    return what +
+           "No checkpoint is saved in out.dir yet: mend what the error names (or set "
+           "another out.dir), then run again";
+  return what + fmt::format(
+                    "The checkpoints saved before are kept; --resume latest continues from {}, "
+                    "once what the error names is mended",
+                    own.back().string());
+}
+
 // The message of the exception in flight.
 std::string what_of(const std::exception_ptr& error) {
   try {
@@ -427,7 +446,7 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
     fs::remove_all(tmp, ec);
     if (const std::string advice = short_of_room(out_dir, state.step, options); !advice.empty())
       fail(advice, " (", what_of(std::current_exception()), ")");
-    throw;
+    fail(failed_save(out_dir, state.step, what_of(std::current_exception())));
   }
   fs::remove(final_dir / kSaveMarker);
 

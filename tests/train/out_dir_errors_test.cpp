@@ -94,6 +94,47 @@ TEST_F(OutDirErrors, ASaveShortOfRoomSaysWhatToRemove) {
   EXPECT_EQ(resolve_checkpoint("latest", out()), out() / "step-2");
 }
 
+// A save that fails with room to spare (a file size limit here; out.dir
+// made read-only, a permission, in the tester's runs) names the step it
+// was saving and what --resume latest continues from: it said only
+// "PATH: Permission denied". With nothing saved before, it says so.
+TEST_F(OutDirErrors, AFailedSaveNamesItsStepAndWhatToResumeFrom) {
+  train_quietly(config({"train.steps=2", "train.save_every=1", "train.keep_last=5"}));
+  const auto failure = [&](const TrainConfig& run, const std::string& resume) {
+    TrainRunOptions options;
+    options.resume = resume;
+    options.sample_at_end = false;
+    ::testing::internal::CaptureStdout();
+    ::testing::internal::CaptureStderr();
+    std::string m;
+    {
+      const lt::testing::FileSizeLimit limit(64 * 1024);  // below the fixture's 129 KiB weights
+      try {
+        run_training(run, options);
+      } catch (const std::exception& e) {
+        m = e.what();
+      }
+    }
+    ::testing::internal::GetCapturedStdout();
+    ::testing::internal::GetCapturedStderr();
+    return m;
+  };
+  const std::string resumed =
+      failure(config({"train.steps=4", "train.save_every=1", "train.keep_last=1"}), "latest");
+  EXPECT_MENTIONS(resumed, "cannot save step 3 in out.dir '" + out().string() + "': ");
+  EXPECT_MENTIONS(resumed, "File too large");
+  EXPECT_MENTIONS(resumed,
+                  "The checkpoints saved before are kept; --resume latest continues from " +
+                      (out() / "step-2").string());
+  EXPECT_EQ(resolve_checkpoint("latest", out()), out() / "step-2");
+  EXPECT_TRUE(fs::exists(out() / "step-1" / "trainer_state.json"));
+
+  const std::string first =
+      failure(config({"train.steps=1", "out.dir=" + (out().string() + "_fresh")}), "");
+  EXPECT_MENTIONS(first, "cannot save step 1 in out.dir '" + out().string() + "_fresh': ");
+  EXPECT_MENTIONS(first, "No checkpoint is saved in out.dir yet");
+}
+
 // A tb/ that cannot be made (a file of that name) costs the run its
 // TensorBoard logs, said once, and nothing else: it trains and saves.
 TEST_F(OutDirErrors, TensorBoardLogsThatCannotBeWrittenWarnAndTheRunGoesOn) {
