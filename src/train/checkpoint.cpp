@@ -560,9 +560,18 @@ fs::path resolve_checkpoint(const std::string& resume, const fs::path& out_dir,
   LT_CHECK(!resume.empty(),
            "--resume: empty; give a checkpoint folder (out.dir/step-N) or 'latest'");
   if (resume == "latest") {
+    std::error_code ec;
+    LT_CHECK(fs::exists(out_dir, ec), "--resume latest: out.dir '", out_dir.string(),
+             "' is not there, so no run saved in it: check out.dir, or start the run without "
+             "--resume");
     auto all = complete_checkpoints(out_dir, skipped);
+    // A run killed before its first save finished left none (its cut-short
+    // .step-N.tmp folder is removed at the next start): the way on is a
+    // fresh start, which the message names.
     LT_CHECK(!all.empty(), "--resume latest: no complete checkpoint (step-N/ with ", kStateFile,
-             ") in '", out_dir.string(), "'");
+             ") in '", out_dir.string(),
+             "': no save there has finished. Start the run without --resume (with "
+             "out.overwrite: true where out.dir holds an earlier run's records)");
     return all.back().lexically_normal();
   }
   // A relative name is the current directory's, as the shell's; one that is

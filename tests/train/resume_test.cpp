@@ -194,6 +194,8 @@ TEST(Resume, ANothingToResumeIsRefusedBeforeTheDataIsRead) {
       "latest");
   const std::string printed = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(error.find("--resume latest: no complete checkpoint"), std::string::npos) << error;
+  // What to do instead: a killed run's first save never finished.
+  EXPECT_MENTIONS(error, "no save there has finished. Start the run without --resume");
   EXPECT_EQ(printed.find("resolved config"), std::string::npos) << printed;
 }
 
