@@ -1246,6 +1246,11 @@ TrainRunResult run_training(const TrainConfig& requested, const TrainRunOptions&
       print_text(stdout, fmt::format("resume: {} is at step {} and train.steps is {}: nothing is "
                                      "left to train (set train.steps above {} to train on)\n",
                                      r.resume_dir.string(), at, c.train.steps, at));
+      // A run killed after its last save, before its end drew loss.png,
+      // left the plot's scratch files and no plot: drawn here, as its end
+      // would have.
+      if (writer && !fs::exists(r.out_dir / "loss.png"))
+        plot_loss_curve(r.out_dir / "metrics.jsonl", r.out_dir / "loss.png");
       TrainRunResult done;
       done.steps_done = at;
       done.last_checkpoint = r.resume_dir.string();

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -228,6 +230,29 @@ TEST(Resume, NothingLeftToTrainEndsBeforeTheDataIsRead) {
       << printed;
   EXPECT_EQ(printed.find("resolved config"), std::string::npos) << printed;
   EXPECT_EQ(read_metrics(tmp / "run").size(), 2u);
+}
+
+// A run killed after its last save and before its end drew loss.png left
+// the plot's scratch files and no loss.png; a restart with nothing left to
+// train draws it (from metrics.jsonl) and removes them, as the end would.
+TEST(Resume, NothingLeftToTrainDrawsTheLossPlotAKilledEndDidNot) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "gnuplot is not installed (scripts/install-deps.sh installs gnuplot-nox)";
+  TempDir tmp("resume_done_plot");
+  write_random_tokens(tmp / "data.jsonl", 8, 97, 5);
+  const TrainConfig done = fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "run",
+                                          {"train.steps=2", "train.batch_size=4"});
+  train_quietly(done);
+  ASSERT_TRUE(fs::exists(tmp / "run" / "loss.png"));
+  fs::remove(tmp / "run" / "loss.png");
+  write_text(tmp / "run" / ".loss.dat", "1 5.0\n");
+  write_text(tmp / "run" / ".loss.png.tmp", "");
+  ::testing::internal::CaptureStdout();
+  train_quietly(done, "latest");
+  ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(read_text(tmp / "run" / "loss.png").substr(1, 3), "PNG");
+  EXPECT_FALSE(fs::exists(tmp / "run" / ".loss.dat"));
+  EXPECT_FALSE(fs::exists(tmp / "run" / ".loss.png.tmp"));
 }
 
 }  // namespace
