@@ -118,12 +118,15 @@ void AtomicFileWriter::commit() {
          "' failed: ", errno_text());
   }
   committed_ = true;
-  // The rename is durable only once the folder's entry is on disk. Some
-  // filesystems refuse fsync on a directory; the file itself is already
-  // complete, so that is not an error.
-  std::filesystem::path dir = target_.parent_path();
-  if (dir.empty()) dir = ".";
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  // The rename is durable only once the folder's entry is on disk.
+  const std::filesystem::path dir = target_.parent_path();
+  sync_directory(dir.empty() ? std::filesystem::path(".") : dir);
+}
+
+void sync_directory(const std::filesystem::path& dir) {
+  // Some filesystems refuse fsync on a directory; what was renamed is
+  // complete already, so that is not an error.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);

@@ -55,6 +55,10 @@ void copy_file_atomic(const std::filesystem::path& from, const std::filesystem::
 // ("--out"). Throws lt::Error naming both.
 void check_can_write(const std::filesystem::path& path, const std::string& setting);
 
+// Puts `dir`'s entries on disk (fsync of the folder): a rename into it is
+// durable only then. Best effort: a file system refusing it is not an error.
+void sync_directory(const std::filesystem::path& dir);
+
 // Whether `name` is one of AtomicFileWriter's temporary file names,
 // ".<target>.tmp-<pid>-<count>-<attempt>".
 bool is_atomic_temp_name(const std::string& name);

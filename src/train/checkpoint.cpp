@@ -439,6 +439,9 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
       remove_checkpoint_dir(final_dir);
     }
     fs::rename(tmp, final_dir);
+    // On disk before any older checkpoint is pruned: a power cut must not
+    // find the old ones gone and the new one's name not yet written.
+    io::sync_directory(out_dir);
   } catch (...) {
     // A full disk or a failed write: the partial folder goes now, not at
     // the next start.
