@@ -227,6 +227,11 @@ OutDirLock::OutDirLock(const fs::path& out_dir) : out_dir_(out_dir), path_(out_d
       }
     }
     made_file_ = made;
+    struct stat folder {};
+    if (::stat(out_dir.c_str(), &folder) == 0) {
+      folder_device_ = folder.st_dev;
+      folder_inode_ = folder.st_ino;
+    }
     in_slot_ = arm(this, on_signal_in_setup);  // before the PID: cleaned on a signal
     const std::string me = std::to_string(::getpid()) + "\n";
     if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
@@ -261,6 +266,12 @@ std::string OutDirLock::lost() const {
                                                : "";
   if (!is_file_at(fd_, path_)) return path_.string() + " is another lock file now";
   return "";
+}
+
+bool OutDirLock::folder_kept() const {
+  struct stat folder {};
+  return folder_inode_ != 0 && ::stat(out_dir_.c_str(), &folder) == 0 &&
+         folder.st_dev == folder_device_ && folder.st_ino == folder_inode_;
 }
 
 void OutDirLock::commit() {

@@ -13,6 +13,8 @@
 // still the one at out.dir/.lock, and takes the new one when it is not.
 // A run stopped by SIGINT, SIGTERM or SIGHUP in that time leaves it so too (Note
 // [An interrupted setup] in out_dir_lock.cpp).
+#include <sys/types.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -55,6 +57,9 @@ class OutDirLock {
   // deleted, moved or replaced under the run, and another run may hold a
   // lock there now. One stat(2), cheap enough for every step.
   std::string lost() const;
+  // Whether out_dir is still the folder locked (the same file system and
+  // inode): after lost(), the lock file alone was removed or replaced.
+  bool folder_kept() const;
 
  private:
   // Removes the lock file (when this lock made it) and the folders made for
@@ -68,7 +73,9 @@ class OutDirLock {
   bool made_file_ = false;
   std::vector<std::filesystem::path> made_dirs_;  // deepest first
   bool committed_ = false;
-  bool in_slot_ = false;  // armed: a signal's cleanup can find it
+  bool in_slot_ = false;     // armed: a signal's cleanup can find it
+  dev_t folder_device_ = 0;  // out_dir's, once locked
+  ino_t folder_inode_ = 0;
 };
 
 }  // namespace lt::train

@@ -798,6 +798,15 @@ void stop_if_out_dir_gone(const Run& r) {
   if (!r.out_dir_lock) return;
   const std::string what = r.out_dir_lock->lost();
   if (what.empty()) return;
+  // The lock file gone, its folder still there: removed by hand, or the
+  // first file of a folder being deleted (which comes next); said both ways.
+  if (r.out_dir_lock->folder_kept())
+    fail("out.dir '", r.out_dir.string(), "' lost its lock file while this run was going (", what,
+         "): the run stops and writes nothing more there, as another run may hold out.dir now, "
+         "and what it trained since its last save is lost. out.dir itself was still there: if "
+         "the lock file alone was removed (the folder not being deleted, moved or replaced), its "
+         "checkpoints, metrics.jsonl and config.yaml are there, and --resume latest goes on from "
+         "its last checkpoint once no other run uses out.dir");
   fail("out.dir '", r.out_dir.string(),
        "' was deleted, moved or replaced while this run was going (", what,
        "): the run stops and writes nothing more there, as another run may hold that folder now. "
