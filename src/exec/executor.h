@@ -7,14 +7,20 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "data/batching.h"
 #include "exec/step_stats.h"
 #include "models/causal_lm.h"
 #include "optim/clip.h"
+#include "optim/optimizer.h"
 
 namespace lt::exec {
+
+// What starts the names of Executor::checkpoint_state()'s tensors, which
+// the optimizer's own load leaves out.
+inline constexpr std::string_view kExecutorStatePrefix = "executor.";
 
 class StagedStates;
 
@@ -76,6 +82,15 @@ class Executor {
   // step()): for executors whose policy counts steps (ZenFlow's warm-up
   // and reselection).
   virtual void resume_at(int64_t /*step*/) {}
+  // State the executor keeps beyond the optimizer's, saved in the
+  // checkpoint's optimizer file beside it, each name starting with
+  // kExecutorStatePrefix (ZenFlow: the device's columns and their moments,
+  // Note [ZenFlow's saves]); call after sync_masters() or sync_staged().
+  virtual optim::NamedTensors checkpoint_state() const { return {}; }
+  // Takes back checkpoint_state()'s part of a checkpoint's optimizer file
+  // `saved` (before the first step()). "" when taken, or when the
+  // checkpoint holds none to take; else why it is not (a note).
+  virtual std::string restore_checkpoint_state(const optim::NamedTensors& /*saved*/) { return ""; }
   // The model evaluation reads, as this executor trains it (the resident
   // executor's bf16 compute copy on a GPU; else the f32 masters). Call
   // sync() first.

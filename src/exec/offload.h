@@ -109,8 +109,8 @@ class OffloadExecutor final : public Executor {
   // ZenFlow: ends the open window now (its gradients go through the CPU
   // update at once), applies every pending update and writes the device's
   // columns into the host masters, so that the masters and the optimizer
-  // state hold everything trained so far (a checkpoint). The device's
-  // column moments restart at the next step, as at a reselection. With
+  // state hold everything trained so far (a checkpoint). The device keeps
+  // its columns and their moments (checkpoint_state() saves them). With
   // states on disk, every stage is read back into host memory (the next
   // step writes them out again).
   void sync_masters() override;
@@ -118,6 +118,10 @@ class OffloadExecutor final : public Executor {
   // stages there (exec/staged_states.h); else null.
   StagedStates* sync_staged() override;
   void resume_at(int64_t step) override;
+  // ZenFlow: the device's columns and their moments (Note [ZenFlow's
+  // saves], exec/offload_zenflow_state.cpp).
+  optim::NamedTensors checkpoint_state() const override;
+  std::string restore_checkpoint_state(const optim::NamedTensors& saved) override;
   const char* name() const override { return options_.zenflow ? "zenflow" : "offload"; }
   // The device weights (bf16 on a GPU): the model as it computes.
   const models::CausalLM& eval_model() const override;

@@ -72,7 +72,17 @@ struct OffloadExecutor::Impl {
   bool merge_due = false;           // cpu_update's result is not on the device yet
   bool rescatter_due = false;       // an upload overwrote device-owned columns
   int64_t next_select_step = 0;     // reselect at the first window start from here
-  int buffer = 0;                   // the slab set the next window's download fills
+  // Note [ZenFlow's saves]: a checkpoint's columns and device moments,
+  // taken by the first selection after a resume instead of a new choice.
+  struct SavedSelection {
+    std::vector<std::vector<int32_t>> columns;  // per parameter
+    optim::NamedTensors device_state;           // device_adam's, as it names them
+    int64_t next_select_step = 0;
+  };
+  std::optional<SavedSelection> saved_selection;
+  optim::NamedTensors zenflow_state() const;
+  std::string take_zenflow_state(const optim::NamedTensors& saved);
+  int buffer = 0;  // the slab set the next window's download fills
   // Note [ZenFlow's early download]: set for the last backward of a
   // synchronous step, or of a ZenFlow step that ends a window known in
   // advance; per parameter, whether its gradient was taken there (ZenFlow:

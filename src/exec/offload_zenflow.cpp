@@ -234,7 +234,10 @@ void OffloadExecutor::Impl::select_columns() {
     const int64_t k = selected_count(width, z.topk_ratio);
     const Tensor& g = weights[i].grad();
     c.whole = weights[i].dim() != 2 || k == width || !g.defined();
-    if (c.whole) {
+    if (saved_selection) {
+      c.host = saved_selection->columns[i];
+      c.whole = weights[i].dim() != 2 || static_cast<int64_t>(c.host.size()) == width;
+    } else if (c.whole) {
       c.host.resize(static_cast<size_t>(width));
       for (int64_t j = 0; j < width; ++j) c.host[static_cast<size_t>(j)] = static_cast<int32_t>(j);
     } else {
@@ -254,6 +257,11 @@ void OffloadExecutor::Impl::select_columns() {
   device_adam = std::make_unique<optim::AdamW>(selected, options.adam, options.no_decay);
   selected_norm = std::make_unique<optim::GradNormPartials>(selected);
   next_select_step = steps + select_interval_steps(z);
+  if (saved_selection) {  // the checkpoint's moments, and its next reselection
+    device_adam->load_state(saved_selection->device_state);
+    next_select_step = saved_selection->next_select_step;
+    saved_selection.reset();
+  }
 }
 
 void OffloadExecutor::Impl::end_window() {
@@ -364,9 +372,8 @@ void OffloadExecutor::Impl::finish_masters() {
   wait_uploads();
   if (columns.empty()) return;
   if (rescatter_due) rescatter_columns();
+  // The device keeps its columns and their moments (Note [ZenFlow's saves]).
   write_back_columns();
-  // The next step chooses again, from masters that now hold everything.
-  columns.clear();
 }
 
 }  // namespace lt::exec

@@ -306,7 +306,10 @@ void load_optimizer_state(const CheckpointContents& ck, const models::CausalLM& 
   };
   auto world = ck.optimizer_state.find(exec::kZeroWorldSizeKey);
   if (world == ck.optimizer_state.end()) {
-    load({ck.optimizer_state.begin(), ck.optimizer_state.end()});
+    optim::NamedTensors own;  // the executor's (Executor::checkpoint_state) left out
+    for (const auto& [name, t] : ck.optimizer_state)
+      if (!name.starts_with(exec::kExecutorStatePrefix)) own.emplace_back(name, t);
+    load(own);
     return;
   }
   const int64_t saved_world = *world->second.data<int64_t>();
@@ -316,30 +319,6 @@ void load_optimizer_state(const CheckpointContents& ck, const models::CausalLM& 
     return;
   }
   load(exec::whole_state_from_shards(ck.dir, model.parameters(), saved_world));
-}
-
-// Note [ZenFlow's saves]: a save ends ZenFlow's open window and writes the
-// device's columns back (the checkpoint's masters hold everything), and the
-// next step selects columns afresh, their moments at zero, as a reselection
-// does. Saves more often than reselections so change the training, the
-// more the more often (the demo, topk_ratio 1 and update_interval 1, 80
-// steps: loss 0.78 without saves, 0.90 saving every 10 steps, 0.84 every
-// step): said at the start, with the train.save_every that saves no more
-// often than columns are reselected anyway. "" when none is to be said.
-std::string zenflow_save_note(const TrainConfig& c, int64_t epoch_steps) {
-  exec::ZenFlowOptions z = zenflow_options(c);
-  z.steps_per_epoch = epoch_steps;
-  const int64_t reselect = exec::select_interval_steps(z);
-  if (c.train.save_every <= 0 || c.train.save_every >= reselect ||
-      c.train.save_every >= c.train.steps)
-    return "";
-  return fmt::format(
-      "zenflow: each save (train.save_every {}) ends the open window and writes the device's "
-      "columns back; the next step selects columns afresh, their moments at zero, as a "
-      "reselection does (every {} steps here): saving more often than that changes the "
-      "training, the more the more often; train.save_every {} or more saves no more often than "
-      "columns are reselected",
-      c.train.save_every, reselect, reselect);
 }
 
 // Several ranks with dist.zero 1: ZeRO-1's sharded AdamW (or AdamW8bit),
@@ -671,10 +650,6 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
   r.executor = make_executor(c, r.plan, model, *r.optimizer, epoch_steps, r.ranks.get(), sharded,
                              r.shared_weights.get(), stream_masters ? weights.get() : nullptr,
                              options.stand_in_pinned_apart);
-  if (r.plan.executor == exec::ExecutorKind::ZenFlow) {
-    const std::string note = zenflow_save_note(c, epoch_steps);
-    if (!note.empty()) log.message(note);
-  }
   weights.reset();  // every streamed stage is on disk: the files unmapped
   // Padding is never predicted but is still embedded, so it must be a valid
   // id: EOS when the vocabulary has it (a trimmed vocabulary may not), else 0.
@@ -699,6 +674,9 @@ void set_up(Run& r, const TrainRunOptions& options, ProgressBar& log) {
       // disk]).
       try {
         load_optimizer_state(ck, model, *r.optimizer, r.zero, r.executor->sync_staged());
+        const std::string note = r.executor->restore_checkpoint_state(
+            {ck.optimizer_state.begin(), ck.optimizer_state.end()});
+        if (!note.empty()) log.message(note);
       } catch (const Error& e) {
         // Named by what it read; the error may also be a write of the
         // states of stages on disk, so the advice is conditional.
@@ -839,8 +817,11 @@ void save(Run& r, ProgressBar& bar) {
   exec::StagedStates* staged = r.executor->sync_staged();
   if (!staged) r.executor->sync_masters();
   std::vector<fs::path> shard_files;
-  const optim::NamedTensors optimizer_state =
+  optim::NamedTensors optimizer_state =
       r.zero ? write_zero_shards(r, shard_files) : r.optimizer->state();
+  // Beside the optimizer's: what the executor keeps of its own (ZenFlow's
+  // device columns and moments, Note [ZenFlow's saves]).
+  for (auto& named : r.executor->checkpoint_state()) optimizer_state.push_back(std::move(named));
   if (r.world.rank != 0) return;  // every rank holds the same weights and states
   r.state.sampler = r.batcher->state();
   CheckpointOptions options{tokenizer_dir_of(r.config), r.config.model.path, r.config_yaml,

@@ -113,5 +113,53 @@ TEST(ColumnsGpu, KernelsEqualTheCpuBackend) {
   }
 }
 
+// Note [ZenFlow's saves]: ZenFlow saved at step 3 and taken up again by a
+// new executor (the optimizer's states and checkpoint_state() handed over,
+// as a resume does) goes on as the run that saved and went on: the same
+// losses, the device's columns and moments being the checkpoint's.
+TEST(OffloadGpu, ZenFlowTakenUpFromASaveGoesOnAsTheSavingRun) {
+  LT_REQUIRE_GPU();
+  auto batches =
+      make_batches(6, 16, io::load_hf_model(fixture("llama")).config().vocab_size, 21, 3);
+  OffloadOptions zen;
+  zen.zenflow = true;
+  zen.zenflow_options.topk_ratio = 0.25;
+  zen.zenflow_options.update_interval = 2;
+  zen.adam = adam_options();
+  zen.no_decay = {"norm"};
+  const auto run = [&](models::CausalLM& model, optim::AdamW& adam, size_t from, size_t to,
+                       const optim::NamedTensors* saved, std::vector<StepStats>& stats) {
+    OffloadExecutor executor(model, adam,
+                             std::make_unique<CudaStreamingDevice>(model.parameters(), adam), zen);
+    if (saved) {
+      EXPECT_EQ(executor.restore_checkpoint_state(*saved), "");
+      executor.resume_at(static_cast<int64_t>(from));
+    }
+    for (size_t s = from; s < to; ++s) {
+      stats.push_back(executor.step(batches[s], step_options()));
+      if (s + 1 == 3) executor.sync_masters();  // the save at step 3
+    }
+    executor.sync_masters();
+    return executor.checkpoint_state();
+  };
+  std::vector<StepStats> whole, parts;
+  auto a = io::load_hf_model(fixture("llama"));
+  optim::AdamW adam_a(a.parameters(), adam_options(), {"norm"});
+  run(a, adam_a, 0, 6, nullptr, whole);
+
+  auto b = io::load_hf_model(fixture("llama"));
+  optim::AdamW adam_b(b.parameters(), adam_options(), {"norm"});
+  const optim::NamedTensors saved = run(b, adam_b, 0, 3, nullptr, parts);
+  ASSERT_FALSE(saved.empty());
+  optim::AdamW resumed(b.parameters(), adam_options(), {"norm"});
+  resumed.load_state(adam_b.state());
+  run(b, resumed, 3, 6, &saved, parts);
+  ASSERT_EQ(parts.size(), whole.size());
+  for (size_t s = 0; s < whole.size(); ++s) {
+    EXPECT_EQ(parts[s].loss, whole[s].loss) << "step " << s + 1;
+    EXPECT_EQ(parts[s].grad_norm, whole[s].grad_norm) << "step " << s + 1;
+  }
+}
+
 }  // namespace
 }  // namespace lt::exec

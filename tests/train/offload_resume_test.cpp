@@ -2,7 +2,8 @@
 // trained (the synchronous offload's masters and CPU states; ZenFlow's after
 // its open window is ended and its device columns written back), so 3 steps
 // and a resume to 6 give bitwise the losses of an uninterrupted run that
-// saved at step 3 (where ZenFlow's device moments restart in both).
+// saved at step 3 (ZenFlow's device columns and moments are in the
+// checkpoint: Note [ZenFlow's saves]).
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -1,10 +1,10 @@
-// Note [ZenFlow's saves] (train/trainer.cpp): a save restarts the device
-// columns' moments, as a reselection does, so saves more often than
-// reselections change the training. Against resident's AdamW: with every
-// column on the device and a window of one step, ZenFlow is resident bit
-// for bit without saves, and leaves it right after a save. The run says so
-// at its start where train.save_every is shorter than the reselection's
-// interval.
+// Note [ZenFlow's saves] (exec/offload_zenflow_state.cpp): a save keeps the
+// device's columns and their moments, and the checkpoint holds them, so
+// how often a run saves does not change what it trains, and a resume goes
+// on as the saving run did. Against resident's AdamW: with every column on
+// the device and a window of one step, ZenFlow is resident bit for bit,
+// saving every 3 steps or not, and resumed from a save. (A save restarted
+// the moments: the saving run left resident right after its first save.)
 #include <gtest/gtest.h>
 
 #include "train_helpers.h"
@@ -12,12 +12,13 @@
 namespace lt::train::testing {
 namespace {
 
-std::vector<std::string> every_column(int64_t save_every) {
-  return {"train.steps=6",
+std::vector<std::string> every_column(int64_t steps, int64_t save_every,
+                                      const std::string& topk = "1") {
+  return {"train.steps=" + std::to_string(steps),
           "train.batch_size=4",
           "optim.lr=5e-3",
           "exec.mode=zenflow",
-          "exec.zenflow.topk_ratio=1",
+          "exec.zenflow.topk_ratio=" + topk,
           "exec.zenflow.update_interval=1",
           "exec.zenflow.select_strategy=step",
           "exec.zenflow.select_interval=50",
@@ -25,44 +26,46 @@ std::vector<std::string> every_column(int64_t save_every) {
           "train.save_every=" + std::to_string(save_every)};
 }
 
-TEST(ZenFlowSaves, EveryColumnIsResidentUntilASaveRestartsTheMoments) {
-  TempDir tmp("zenflow_saves");
-  write_random_tokens(tmp / "data.jsonl", 12, 97, 5);
-  const fs::path data = tmp / "data.jsonl";
-  train_quietly(fixture_config(fixture("llama"), data, tmp / "resident",
-                               {"train.steps=6", "train.batch_size=4", "optim.lr=5e-3"}));
-  train_quietly(fixture_config(fixture("llama"), data, tmp / "unsaved", every_column(0)));
-  train_quietly(fixture_config(fixture("llama"), data, tmp / "saved", every_column(3)));
-  const auto resident = field(read_metrics(tmp / "resident"), "loss");
-  const auto unsaved = field(read_metrics(tmp / "unsaved"), "loss");
-  const auto saved = field(read_metrics(tmp / "saved"), "loss");
+class ZenFlowSaves : public ::testing::Test {
+ protected:
+  void SetUp() override { write_random_tokens(tmp_ / "data.jsonl", 12, 97, 5); }
+  TrainConfig config(const std::string& out, const std::vector<std::string>& sets) {
+    return fixture_config(fixture("llama"), tmp_ / "data.jsonl", tmp_ / out, sets);
+  }
+  std::vector<double> losses(const std::string& out) {
+    return field(read_metrics(tmp_ / out), "loss");
+  }
+  TempDir tmp_{"zenflow_saves"};
+};
+
+TEST_F(ZenFlowSaves, EveryColumnIsResidentSavedOrNotAndResumed) {
+  train_quietly(config("resident", {"train.steps=6", "train.batch_size=4", "optim.lr=5e-3"}));
+  train_quietly(config("unsaved", every_column(6, 0)));
+  train_quietly(config("saved", every_column(6, 3)));
+  train_quietly(config("resumed", every_column(3, 3)));
+  train_quietly(config("resumed", every_column(6, 3)), "latest");
+  const auto resident = losses("resident");
   ASSERT_EQ(resident.size(), 6u);
-  ASSERT_EQ(unsaved.size(), 6u);
-  ASSERT_EQ(saved.size(), 6u);
-  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(unsaved[i], resident[i]) << "step " << i + 1;
-  // Steps 1-4 ran on weights the first three updates made alike; step 4's
-  // update, the first after the save at step 3, started from zero moments.
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(saved[i], resident[i]) << "step " << i + 1;
-  EXPECT_NE(saved[4], resident[4]);
+  for (const char* run : {"unsaved", "saved", "resumed"}) {
+    const auto got = losses(run);
+    ASSERT_EQ(got.size(), 6u) << run;
+    for (size_t i = 0; i < 6; ++i) EXPECT_EQ(got[i], resident[i]) << run << ", step " << i + 1;
+  }
+  EXPECT_EQ(read_text(tmp_ / "saved" / "step-6" / "model.safetensors"),
+            read_text(tmp_ / "resumed" / "step-6" / "model.safetensors"));
 }
 
-TEST(ZenFlowSaves, ARunSavingMoreOftenThanItReselectsSaysSo) {
-  TempDir tmp("zenflow_save_note");
-  write_random_tokens(tmp / "data.jsonl", 12, 97, 5);
-  fixture_config(fixture("llama"), tmp / "data.jsonl", tmp / "run", every_column(2));
-  const auto output_with = [&](int64_t save_every) {
-    std::vector<std::string> args = {"train", (tmp / "run.yaml").string(), "--no-sample"};
-    for (const std::string& set : every_column(save_every)) args.insert(args.end(), {"--set", set});
-    args.insert(args.end(), {"--set", "out.overwrite=true"});
-    std::string output;
-    EXPECT_EQ(run_program(args, tmp / "run.log", &output, 120), 0) << output;
-    return output;
-  };
-  EXPECT_MENTIONS(output_with(2),
-                  "zenflow: each save (train.save_every 2) ends the open window and writes the "
-                  "device's columns back; the next step selects columns afresh, their moments at "
-                  "zero, as a reselection does (every 50 steps here)");
-  EXPECT_EQ(output_with(0).find("zenflow: each save"), std::string::npos);
+// A checkpoint whose device columns another exec.zenflow.topk_ratio chose
+// is said, and its columns are chosen afresh; the run trains on.
+TEST_F(ZenFlowSaves, AnotherTopkRatioChoosesTheColumnsAfreshAndSaysSo) {
+  train_quietly(config("run", every_column(3, 3, "0.25")));
+  ::testing::internal::CaptureStderr();
+  train_quietly(config("run", every_column(5, 3, "0.5")), "latest");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_MENTIONS(log, "resume: the checkpoint's ZenFlow device holds ");
+  EXPECT_MENTIONS(log, "which exec.zenflow.topk_ratio 0.5 does not give");
+  EXPECT_MENTIONS(log, "the device's columns are chosen afresh at the first step");
+  EXPECT_EQ(read_metrics(tmp_ / "run").size(), 5u);
 }
 
 }  // namespace
