@@ -173,6 +173,16 @@ std::vector<fs::path> complete_checkpoints(const fs::path& out_dir,
   return dirs;
 }
 
+// complete_checkpoints() less those reached through a link: this run's own
+// (Note [Links in out.dir]), whose bytes are on out_dir's file system and
+// which it may prune.
+std::vector<fs::path> own_checkpoints(const fs::path& out_dir) {
+  std::vector<fs::path> own;
+  for (fs::path& dir : complete_checkpoints(out_dir))
+    if (!is_link(dir)) own.push_back(std::move(dir));
+  return own;
+}
+
 // Note [A damaged checkpoint] (checkpoint.h): a step-N folder a save made,
 // as its trainer_state.json shows (only a whole checkpoint is renamed into
 // place, that file written last), that can no longer be read.
@@ -213,9 +223,7 @@ std::string short_of_room(const fs::path& out_dir, int64_t step, const Checkpoin
     free = static_cast<int64_t>(space.available);
   }
   // Only this run's own folders: a link's bytes lie elsewhere.
-  std::vector<fs::path> own;
-  for (fs::path& dir : complete_checkpoints(out_dir))
-    if (!is_link(dir)) own.push_back(std::move(dir));
+  const std::vector<fs::path> own = own_checkpoints(out_dir);
   const int64_t needed = own.empty() ? options.expected_bytes : folder_bytes(own.back());
   // A file system counts blocks and metadata beyond the files' bytes: a
   // save can fail with a little more free than `needed`. 1% and 1 MiB
@@ -252,9 +260,7 @@ std::string short_of_room(const fs::path& out_dir, int64_t step, const Checkpoin
 // a permission, an I/O error): the write's error, led by the step it was
 // saving, and what to resume from (it said only "PATH: Permission denied").
 std::string failed_save(const fs::path& out_dir, int64_t step, const std::string& error) {
-  std::vector<fs::path> own;
-  for (fs::path& dir : complete_checkpoints(out_dir))
-    if (!is_link(dir)) own.push_back(std::move(dir));
+  const std::vector<fs::path> own = own_checkpoints(out_dir);
   const std::string what =
       fmt::format("cannot save step {} in out.dir '{}': {}. ", step, out_dir.string(), error);
   if (own.empty())
@@ -454,9 +460,7 @@ fs::path save_checkpoint(const fs::path& out_dir, const models::CausalLM& model,
   fs::remove(final_dir / kSaveMarker);
 
   // Only this run's own folders are pruned: Note [Links in out.dir].
-  std::vector<fs::path> own;
-  for (fs::path& dir : complete_checkpoints(out_dir))
-    if (!is_link(dir)) own.push_back(std::move(dir));
+  std::vector<fs::path> own = own_checkpoints(out_dir);
   // A checkpoint the run cannot remove (made read-only, another user's) is
   // left: failing here stopped the run at every save after it had saved,
   // and a resume met the same folder at its next save.

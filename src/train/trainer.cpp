@@ -819,10 +819,10 @@ void save(Run& r, ProgressBar& bar) {
   std::vector<fs::path> shard_files;
   optim::NamedTensors optimizer_state =
       r.zero ? write_zero_shards(r, shard_files) : r.optimizer->state();
+  if (r.world.rank != 0) return;  // every rank holds the same weights and states
   // Beside the optimizer's: what the executor keeps of its own (ZenFlow's
   // device columns and moments, Note [ZenFlow's saves]).
   for (auto& named : r.executor->checkpoint_state()) optimizer_state.push_back(std::move(named));
-  if (r.world.rank != 0) return;  // every rank holds the same weights and states
   r.state.sampler = r.batcher->state();
   CheckpointOptions options{tokenizer_dir_of(r.config), r.config.model.path, r.config_yaml,
                             r.config.train.keep_last, shard_files};
